@@ -1,0 +1,80 @@
+// Thread control: one setting drives OpenMP and OpenBLAS, so they never oversubscribe the cores.
+#include "tensor/threads.h"
+
+#include <cblas.h>
+#include <fmt/core.h>
+#include <omp.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+extern "C" {
+int openblas_get_parallel(void);
+char* openblas_get_config(void);
+void openblas_set_num_threads(int);
+}
+
+namespace dg {
+
+namespace {
+int g_threads = 0;
+}
+
+int physical_cores() {
+  // Count distinct (package, core) pairs from sysfs; fall back to hardware_concurrency.
+  std::set<std::pair<std::string, std::string>> cores;
+  for (int cpu = 0; cpu < 4096; ++cpu) {
+    std::string base = fmt::format("/sys/devices/system/cpu/cpu{}/topology/", cpu);
+    std::ifstream pkg(base + "physical_package_id"), core(base + "core_id");
+    if (!pkg || !core) break;
+    std::string p, c;
+    pkg >> p;
+    core >> c;
+    cores.insert({p, c});
+  }
+  int n = static_cast<int>(cores.size());
+  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+  return n > 0 ? n : 1;
+}
+
+void set_threads(int n) {
+  if (n < 1) throw std::invalid_argument(fmt::format("thread count must be >= 1, got {}", n));
+  g_threads = n;
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}
+
+int threads() { return g_threads > 0 ? g_threads : physical_cores(); }
+
+int parse_threads(const std::string& text, const std::string& what) {
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < 1 || v > 4096)
+    throw std::invalid_argument(
+        fmt::format("{}: expected a thread count from 1 to 4096, got '{}'", what, text));
+  return static_cast<int>(v);
+}
+
+void init_threads_from_env() {
+  const char* env = std::getenv("DEPTHGRAD_THREADS");
+  set_threads(env && *env ? parse_threads(env, "DEPTHGRAD_THREADS") : physical_cores());
+}
+
+bool blas_is_openmp_build() { return openblas_get_parallel() == 2; }
+
+std::string blas_parallel_mode() {
+  switch (openblas_get_parallel()) {
+    case 2: return "OpenMP";
+    case 1:
+      return "pthreads (wrong build: install libopenblas-openmp-dev; the pthread build "
+             "fights OpenMP for cores)";
+    default: return "sequential (single-threaded OpenBLAS build)";
+  }
+}
+
+std::string blas_config() { return openblas_get_config(); }
+
+}  // namespace dg

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what depthgrad needs to build and test on Debian, and nothing that is already there.
+# Uses apt-get (through sudo when not root). Python and torch are never needed here.
+set -euo pipefail
+packages=(g++ cmake make libopenblas-openmp-dev doctest-dev libfmt-dev)
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "depthgrad: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
