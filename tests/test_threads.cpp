@@ -1,6 +1,8 @@
 // Thread settings and the BLAS build check.
 #include <doctest/doctest.h>
 
+#include <stdexcept>
+
 #include "tensor/threads.h"
 
 TEST_CASE("the OpenMP build of OpenBLAS is linked") {

@@ -1,0 +1,89 @@
+// gradcheck: the public gradient checker. Any user can run it on their own ops and modules.
+//
+//   auto result = dg::gradcheck("my_op", [](const std::vector<Tensor>& in) { return my_op(in[0], in[1]); },
+//                               {x, w});   // float64 tensors; those with requires_grad are checked
+//   if (!result.passed) std::puts(result.message.c_str());
+//
+// What it checks, for every input that requires grad:
+//  1. The gradient of a random-weighted scalar loss L = Σ W ⊙ f(inputs) (W fixed by the seed; a
+//     plain sum would hide index and transpose bugs) against central differences
+//     (L(x + ε e_i) − L(x − ε e_i)) / 2ε: every element for inputs up to full_max_numel elements,
+//     otherwise `sampled_elements` random elements plus `directions` random directions.
+//  2. When numel(output)·numel(input) ≤ jacobian_max_entries, the full Jacobian: one backward per
+//     output element against one pair of perturbed forwards per input element.
+// An element passes when |analytic − numeric| ≤ atol + rtol·max(|analytic|, |numeric|). With the
+// defaults a 1% error in any one gradient element larger than about 1e-6 fails (tests prove it).
+// It does not check float32 ops (use float64 inputs) and it does not pick inputs away from kinks:
+// keep inputs of non-smooth ops away from them yourself.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace dg {
+
+struct GradcheckOptions {
+  double eps = 1e-6;
+  double atol = 1e-8;
+  double rtol = 1e-4;
+  int64_t full_max_numel = 4096;
+  int64_t jacobian_max_entries = 1 << 14;
+  int64_t sampled_elements = 256;
+  int directions = 16;
+  uint64_t seed = 20261202;
+};
+
+struct GradcheckResult {
+  bool passed = true;
+  std::string message;      // the first failure, naming op, input, index, expected and received
+  double max_abs_error = 0; // largest |analytic − numeric| seen
+  int64_t checks = 0;       // number of comparisons made
+};
+
+using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
+                          const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
+
+}  // namespace dg
+
+namespace dg {
+
+// A float64 tensor of `shape` with values uniform in [low, high), from `seed`.
+Tensor random_tensor(const Shape& shape, uint64_t seed, double low = -1.0, double high = 1.0,
+                     bool requires_grad = true);
+
+// One row of the op gradient-check table. make_inputs builds float64 inputs (those that should
+// be checked have requires_grad); fn applies the op. The runner (tests/test_gradcheck_ops.cpp and
+// `depthgrad gradcheck`) gradchecks each row and also compares a float32 run of fn against the
+// float64 one: max |f32 − f64| ≤ f32_tolerance · (1 + max |f64|).
+struct OpCase {
+  std::string name;
+  std::function<std::vector<Tensor>()> make_inputs;
+  GradcheckFn fn;
+  GradcheckOptions options = {};
+  double f32_tolerance = 1e-5;
+};
+
+// Each op family lists its rows at the end of its autograd/ops_<family>.cpp.
+std::vector<OpCase> elementwise_op_cases();
+std::vector<OpCase> shape_op_cases();
+std::vector<OpCase> matmul_op_cases();
+std::vector<OpCase> nn_op_cases();
+std::vector<OpCase> attention_op_cases();
+std::vector<OpCase> all_op_cases();
+
+// Runs one row: gradcheck plus the float32-vs-float64 forward comparison.
+struct OpCaseResult {
+  GradcheckResult grad;
+  double f32_max_error = 0;  // max |f32 − f64| of the forward
+  bool f32_passed = true;
+  std::string f32_message;
+  double seconds = 0;
+};
+OpCaseResult run_op_case(const OpCase& c);
+
+}  // namespace dg

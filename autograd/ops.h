@@ -1,0 +1,79 @@
+// Every differentiable op of depthgrad. Each op computes its forward with a kernel from tensor/
+// and, when an input requires grad, records a backward on the tape (autograd/tape.h) that adds
+// vector-Jacobian products into the inputs' gradients. Forward and backward of an op sit side by
+// side in one autograd/ops_<family>.cpp file. Every op here has a row in the gradient-check table
+// (tests/test_gradcheck_ops.cpp); adding an op means adding its row.
+//
+// Kernels take contiguous inputs: ops call contiguous() where a view is not (a copy only then).
+// Binary elementwise ops broadcast with numpy's rules; a mismatch names both shapes and the op.
+// Ops refuse mixed dtypes (float32 with float64) rather than promoting silently.
+#pragma once
+#include <vector>
+
+#include "autograd/tape.h"
+#include "tensor/tensor.h"
+
+namespace dg {
+
+// ---- elementwise (ops_elementwise.cpp) -------------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);  // broadcasting
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& a);
+Tensor scale(const Tensor& a, double factor);      // a * factor
+Tensor add_scalar(const Tensor& a, double value);  // a + value
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor silu(const Tensor& a);  // a * sigmoid(a)
+Tensor gelu(const Tensor& a);  // exact: 0.5 a (1 + erf(a / sqrt 2))
+
+// ---- reductions (ops_elementwise.cpp) --------------------------------------------------------
+// Sum / mean over `axes` (negative allowed; empty = all axes).
+Tensor sum(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+Tensor mean(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+
+// ---- shape (ops_shape.cpp) -------------------------------------------------------------------
+Tensor reshape(const Tensor& a, const Shape& shape);  // copies only when a is not contiguous
+Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1);  // a view
+Tensor permute(const Tensor& a, const Shape& order);               // a view
+Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end);  // a view of [start, end)
+Tensor contiguous(const Tensor& a);  // recorded copy when a is a non-contiguous view
+Tensor expand(const Tensor& a, const Shape& shape);  // a broadcast view
+Tensor concat(const std::vector<Tensor>& parts, int64_t axis);
+Tensor stack(const std::vector<Tensor>& parts, int64_t axis);
+
+// ---- matmul (ops_matmul.cpp) -----------------------------------------------------------------
+// a [.., M, K] @ b [.., K, N] -> [.., M, N]; batch axes broadcast; 2-D both -> plain GEMM.
+// Transposed views are passed to BLAS as transposes, not copied.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// a [B, M, K] @ b [B, K, N] -> [B, M, N]
+Tensor bmm(const Tensor& a, const Tensor& b);
+// x [.., in] · weight[out, in]ᵀ (+ bias[out]) -> [.., out]
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---- neural-network ops with fused backwards (ops_nn.cpp) ------------------------------------
+// weight [V, D], ids int32 [..] -> [.., D]; backward scatter-adds rows. Ids out of range throw.
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+Tensor softmax(const Tensor& a, int64_t axis = -1);
+Tensor log_softmax(const Tensor& a, int64_t axis = -1);
+// logits [N, C], targets int32 [N] -> scalar mean over targets != ignore_index (torch semantics;
+// 0/0 -> NaN when every target is ignored, as torch).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100);
+// x [.., D] * 1/sqrt(mean(x²) + eps) * weight[D]
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
+// (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance)
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// Rotate-half RoPE on x [B, H, T, hd] (hd even): pairs (i, i + hd/2), θ_i = base^(-2i/hd),
+// positions 0..T-1 plus `position_offset`. Angles and cos/sin in float32 as the reference does.
+Tensor rope(const Tensor& x, double base = 10000.0, int64_t position_offset = 0);
+// Causal scaled-dot-product attention. q [B, H, T, hd]; k, v [B, Hkv, T, hd] with H % Hkv == 0
+// (grouped-query attention: query head h reads kv head h / (H / Hkv)). scale defaults to 1/sqrt(hd).
+// Fused: saves only the per-row softmax statistics, not the T×T probabilities.
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale = 0.0);
+// The depth mix: sources S_j [.., D] (all the same shape), weights alpha [.., J] (per token)
+// -> sum_j alpha[.., j] * S_j  [.., D].
+Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha);
+
+}  // namespace dg

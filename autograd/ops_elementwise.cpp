@@ -1,0 +1,261 @@
+// Elementwise ops and reductions, each forward beside its backward.
+// Binary ops broadcast (numpy rules); their backwards reduce the gradient back to each input's
+// shape (accumulate_grad). Unary ops save what their derivative needs (input or output).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/ops.h"
+#include "tensor/kernels_elementwise.h"
+
+namespace dg {
+
+namespace {
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.dtype() != b.dtype())
+    throw std::invalid_argument(fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
+}
+
+// out = f(a, b) broadcast, as a fresh contiguous tensor.
+template <class F>
+Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
+  check_same_dtype(a, b, op);
+  Tensor out = Tensor::empty(broadcast_shapes(a.shape(), b.shape(), op), a.dtype());
+  dispatch_float(a.dtype(), op, [&]<class T>() { binary_kernel<T>(a, b, out, [&](T x, T y) { return f(x, y); }); });
+  return out;
+}
+
+template <class F>
+Tensor unary(const Tensor& a, const char* op, F f) {
+  Tensor in = a.contiguous();
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  dispatch_float(a.dtype(), op, [&]<class T>() { unary_kernel<T>(in, out, [&](T x) { return f(x); }); });
+  return out;
+}
+}  // namespace
+
+// ---- add / sub: d(a±b) = g, ±g ------------------------------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = broadcast_binary(a, b, "add", [](auto x, auto y) { return x + y; });
+  if (should_record({a, b}))
+    record("add", {a, b}, out, [a, b](const Tensor& g) {
+      if (a.requires_grad()) accumulate_grad(a, g);
+      if (b.requires_grad()) accumulate_grad(b, g);
+    });
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = broadcast_binary(a, b, "sub", [](auto x, auto y) { return x - y; });
+  if (should_record({a, b}))
+    record("sub", {a, b}, out, [a, b](const Tensor& g) {
+      if (a.requires_grad()) accumulate_grad(a, g);
+      if (b.requires_grad()) accumulate_grad(b, neg(g));
+    });
+  return out;
+}
+
+// ---- mul: d(ab) = g·b, g·a ------------------------------------------------------------------------
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = broadcast_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
+  if (should_record({a, b}))
+    record("mul", {a, b}, out, [a, b](const Tensor& g) {
+      NoGradGuard no_grad;
+      if (a.requires_grad()) accumulate_grad(a, mul(g, b));
+      if (b.requires_grad()) accumulate_grad(b, mul(g, a));
+    });
+  return out;
+}
+
+// ---- div: d(a/b) = g/b, -g·a/b² ---------------------------------------------------------------------
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = broadcast_binary(a, b, "div", [](auto x, auto y) { return x / y; });
+  if (should_record({a, b}))
+    record("div", {a, b}, out, [a, b, out](const Tensor& g) {
+      NoGradGuard no_grad;
+      if (a.requires_grad()) accumulate_grad(a, div(g, b));
+      if (b.requires_grad()) accumulate_grad(b, neg(div(mul(g, out), b)));  // -g·(a/b)/b
+    });
+  return out;
+}
+
+// ---- neg, scale, add_scalar ---------------------------------------------------------------------------
+Tensor neg(const Tensor& a) { return scale(a, -1.0); }
+
+Tensor scale(const Tensor& a, double factor) {
+  Tensor out = unary(a, "scale", [factor](auto x) { return x * static_cast<decltype(x)>(factor); });
+  if (should_record({a}))
+    record("scale", {a}, out, [a, factor](const Tensor& g) {
+      NoGradGuard no_grad;
+      accumulate_grad(a, scale(g, factor));
+    });
+  return out;
+}
+
+Tensor add_scalar(const Tensor& a, double value) {
+  Tensor out = unary(a, "add_scalar", [value](auto x) { return x + static_cast<decltype(x)>(value); });
+  if (should_record({a}))
+    record("add_scalar", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); });
+  return out;
+}
+
+// ---- exp: d = g·exp(a) = g·out ---------------------------------------------------------------------------
+Tensor exp(const Tensor& a) {
+  Tensor out = unary(a, "exp", [](auto x) { return std::exp(x); });
+  if (should_record({a}))
+    record("exp", {a}, out, [a, out](const Tensor& g) {
+      NoGradGuard no_grad;
+      accumulate_grad(a, mul(g, out));
+    });
+  return out;
+}
+
+// ---- log: d = g / a --------------------------------------------------------------------------------------
+Tensor log(const Tensor& a) {
+  Tensor out = unary(a, "log", [](auto x) { return std::log(x); });
+  if (should_record({a}))
+    record("log", {a}, out, [a](const Tensor& g) {
+      NoGradGuard no_grad;
+      accumulate_grad(a, div(g, a));
+    });
+  return out;
+}
+
+// ---- sqrt: d = g / (2·sqrt(a)) = g / (2·out) ----------------------------------------------------------------
+Tensor sqrt(const Tensor& a) {
+  Tensor out = unary(a, "sqrt", [](auto x) { return std::sqrt(x); });
+  if (should_record({a}))
+    record("sqrt", {a}, out, [a, out](const Tensor& g) {
+      NoGradGuard no_grad;
+      accumulate_grad(a, div(g, scale(out, 2.0)));
+    });
+  return out;
+}
+
+// ---- silu: y = a·σ(a); dy/da = σ(a)·(1 + a·(1 − σ(a))) ----------------------------------------------------------
+Tensor silu(const Tensor& a) {
+  Tensor out = unary(a, "silu", [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); });
+  if (should_record({a}))
+    record("silu", {a}, out, [a](const Tensor& g) {
+      Tensor in = a.contiguous(), gc = g.contiguous();
+      Tensor ga = Tensor::empty(a.shape(), a.dtype());
+      dispatch_float(a.dtype(), "silu", [&]<class T>() {
+        binary_kernel<T>(in, gc, ga, [](T x, T gy) {
+          T s = T(1) / (T(1) + std::exp(-x));
+          return gy * s * (T(1) + x * (T(1) - s));
+        });
+      });
+      accumulate_grad(a, ga);
+    });
+  return out;
+}
+
+// ---- gelu (exact): y = ½a(1 + erf(a/√2)); dy/da = ½(1 + erf(a/√2)) + a·φ(a) ----------------------------------------
+Tensor gelu(const Tensor& a) {
+  Tensor out = unary(a, "gelu", [](auto x) {
+    using T = decltype(x);
+    return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2)));
+  });
+  if (should_record({a}))
+    record("gelu", {a}, out, [a](const Tensor& g) {
+      Tensor in = a.contiguous(), gc = g.contiguous();
+      Tensor ga = Tensor::empty(a.shape(), a.dtype());
+      dispatch_float(a.dtype(), "gelu", [&]<class T>() {
+        binary_kernel<T>(in, gc, ga, [](T x, T gy) {
+          T cdf = T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
+          T pdf = std::exp(T(-0.5) * x * x) * T(0.3989422804014327);  // 1/√(2π)
+          return gy * (cdf + x * pdf);
+        });
+      });
+      accumulate_grad(a, ga);
+    });
+  return out;
+}
+
+// ---- sum / mean over axes: backward broadcasts g back over the reduced axes --------------------------------------
+namespace {
+std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t rank, const char* op) {
+  std::vector<int64_t> out;
+  if (axes.empty()) {
+    for (int64_t k = 0; k < rank; ++k) out.push_back(k);
+    return out;
+  }
+  for (int64_t a : axes) out.push_back(normalize_axis(a, rank, op));
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end())
+    throw std::invalid_argument(fmt::format("{}: an axis is repeated", op));
+  return out;
+}
+
+Tensor reduce(const Tensor& a, const std::vector<int64_t>& axes_in, bool keepdim, bool average) {
+  const char* op = average ? "mean" : "sum";
+  std::vector<int64_t> axes = normalize_axes(axes_in, a.dim(), op);
+  int64_t count = 1;
+  for (int64_t k : axes) count *= a.shape()[k];
+  Tensor out = sum_axes(a, axes, keepdim);
+  if (average) {
+    dispatch_float(out.dtype(), op, [&]<class T>() {
+      T* o = out.data<T>();
+      for (int64_t i = 0; i < out.numel(); ++i) o[i] = static_cast<T>(o[i] / static_cast<T>(count));
+    });
+  }
+  if (should_record({a}))
+    record(op, {a}, out, [a, axes, average, count](const Tensor& g) {
+      NoGradGuard no_grad;
+      Shape keep = a.shape();
+      for (int64_t k : axes) keep[k] = 1;
+      Tensor gk = g.contiguous().view_reshape(keep);
+      if (average) gk = scale(gk, 1.0 / static_cast<double>(count));
+      accumulate_grad(a, gk.view_expand(a.shape()));
+    });
+  return out;
+}
+}  // namespace
+
+Tensor sum(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
+  return reduce(a, axes, keepdim, false);
+}
+Tensor mean(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
+  return reduce(a, axes, keepdim, true);
+}
+
+}  // namespace dg
+
+// ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------------
+#include "autograd/gradcheck.h"
+
+namespace dg {
+
+std::vector<OpCase> elementwise_op_cases() {
+  auto two = [](Shape sa, Shape sb, double lo = -1, double hi = 1) {
+    return [=] { return std::vector<Tensor>{random_tensor(sa, 1, lo, hi).set_name("a"),
+                                            random_tensor(sb, 2, lo, hi).set_name("b")}; };
+  };
+  auto one = [](Shape s, double lo = -1, double hi = 1) {
+    return [=] { return std::vector<Tensor>{random_tensor(s, 3, lo, hi).set_name("a")}; };
+  };
+  using V = const std::vector<Tensor>&;
+  return {
+      {"add", two({3, 4}, {3, 4}), [](V in) { return add(in[0], in[1]); }},
+      {"add/broadcast", two({2, 3, 4}, {3, 1}), [](V in) { return add(in[0], in[1]); }},
+      {"sub/broadcast", two({4}, {2, 3, 4}), [](V in) { return sub(in[0], in[1]); }},
+      {"mul/broadcast", two({2, 1, 4}, {3, 1}), [](V in) { return mul(in[0], in[1]); }},
+      {"div/broadcast", two({2, 3}, {3}, 0.5, 2.0), [](V in) { return div(in[0], in[1]); }},
+      {"neg", one({5, 3}), [](V in) { return neg(in[0]); }},
+      {"scale", one({5, 3}), [](V in) { return scale(in[0], -2.5); }},
+      {"add_scalar", one({5, 3}), [](V in) { return add_scalar(in[0], 0.75); }},
+      {"exp", one({4, 5}), [](V in) { return exp(in[0]); }},
+      {"log", one({4, 5}, 0.2, 3.0), [](V in) { return log(in[0]); }},
+      {"sqrt", one({4, 5}, 0.2, 3.0), [](V in) { return sqrt(in[0]); }},
+      {"silu", one({4, 6}, -3, 3), [](V in) { return silu(in[0]); }},
+      {"gelu", one({4, 6}, -3, 3), [](V in) { return gelu(in[0]); }},
+      {"sum/all", one({3, 4}), [](V in) { return sum(in[0]); }},
+      {"sum/axis1", one({2, 3, 4}), [](V in) { return sum(in[0], {1}); }},
+      {"sum/axes0,2,keepdim", one({2, 3, 4}), [](V in) { return sum(in[0], {0, -1}, true); }},
+      {"mean/all", one({3, 4}), [](V in) { return mean(in[0]); }},
+      {"mean/last", one({2, 3, 4}), [](V in) { return mean(in[0], {-1}); }},
+  };
+}
+
+}  // namespace dg

@@ -1,0 +1,75 @@
+// Elementwise and reduction kernels. Each loop is written so the compiler can vectorise it
+// (`omp simd`), with OpenMP over outer loops where every output element has one owner thread,
+// so results do not depend on the thread count. Plain reference versions (ref_*) sit beside
+// the fast ones and the tests check one against the other.
+// These kernels do not record autograd; autograd/ops_elementwise.cpp wraps them.
+#pragma once
+#include <cmath>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace dg {
+
+// Below this many elements a loop runs on one thread (thread start-up costs more than it saves).
+constexpr int64_t kParallelGrain = 1 << 15;
+
+// out = f(a, b) with numpy broadcasting; out must be contiguous with the broadcast shape.
+template <class T, class F>
+void binary_kernel(const Tensor& a, const Tensor& b, Tensor& out, F f) {
+  const int64_t n = out.numel();
+  T* o = out.data<T>();
+  if (a.shape() == out.shape() && b.shape() == out.shape() && a.is_contiguous() && b.is_contiguous()) {
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
+    for (int64_t i = 0; i < n; ++i) o[i] = f(pa[i], pb[i]);
+    return;
+  }
+  // General case: walk the output row by row (last axis innermost) with broadcast strides.
+  const Shape& shape = out.shape();
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  if (n == 0) return;
+  const Shape sa = broadcast_strides(a.shape(), a.strides(), shape);
+  const Shape sb = broadcast_strides(b.shape(), b.strides(), shape);
+  const int64_t inner = rank ? shape[rank - 1] : 1;
+  const int64_t rows = n / inner;
+  const int64_t ia = rank ? sa[rank - 1] : 0, ib = rank ? sb[rank - 1] : 0;
+  const T* base_a = static_cast<const T*>(a.storage()->data()) + a.offset();
+  const T* base_b = static_cast<const T*>(b.storage()->data()) + b.offset();
+#pragma omp parallel for if (n > kParallelGrain) schedule(static)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t offa = 0, offb = 0, rest = row;
+    for (int64_t k = rank - 2; k >= 0; --k) {
+      int64_t idx = rest % shape[k];
+      rest /= shape[k];
+      offa += idx * sa[k];
+      offb += idx * sb[k];
+    }
+    const T* ra = base_a + offa;
+    const T* rb = base_b + offb;
+    T* ro = o + row * inner;
+    for (int64_t j = 0; j < inner; ++j) ro[j] = f(ra[j * ia], rb[j * ib]);
+  }
+}
+
+// out = f(a) for contiguous a and out of the same shape.
+template <class T, class F>
+void unary_kernel(const Tensor& a, Tensor& out, F f) {
+  const int64_t n = out.numel();
+  const T* pa = a.data<T>();
+  T* o = out.data<T>();
+#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) o[i] = f(pa[i]);
+}
+
+// target += g, summing g over the axes along which target's shape was broadcast to g's shape.
+// target must be contiguous; g any layout whose shape is a broadcast of target's.
+void add_reduced_into(Tensor& target, const Tensor& g);
+void ref_add_reduced_into(Tensor& target, const Tensor& g);
+
+// Sum over `axes` (already normalised, sorted, unique). Output shape keeps size-1 axes when keepdim.
+Tensor sum_axes(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim);
+Tensor ref_sum_axes(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim);
+
+}  // namespace dg

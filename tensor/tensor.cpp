@@ -1,0 +1,432 @@
+// Tensor creation, metadata, element access, copies and views (see tensor.h).
+#include "tensor/tensor.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <unordered_map>
+
+namespace dg {
+
+// ---- dtypes ----------------------------------------------------------------------------------
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+  }
+  return "?";
+}
+
+bool is_floating(DType dtype) { return dtype == DType::f32 || dtype == DType::f64; }
+
+// ---- storage cache ---------------------------------------------------------------------------
+// Freed buffers are kept by rounded size and handed out again. A training loop allocates the
+// same sizes every step, so after the first step it stops calling malloc.
+
+namespace {
+constexpr size_t kAlign = 64;
+constexpr size_t kCacheLimit = size_t(8) << 30;  // never hoard more than 8 GiB
+
+struct StorageCache {
+  std::mutex mutex;
+  std::unordered_map<size_t, std::vector<void*>> free_by_size;
+  size_t cached_bytes = 0;
+};
+
+StorageCache& cache() {
+  static StorageCache* c = new StorageCache();  // leaked on purpose: outlives static tensors
+  return *c;
+}
+
+size_t round_bytes(size_t bytes) { return (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign; }
+}  // namespace
+
+Storage::Storage(size_t bytes) : bytes_(bytes), pooled_(true) {
+  size_t rounded = round_bytes(bytes);
+  {
+    StorageCache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto it = c.free_by_size.find(rounded);
+    if (it != c.free_by_size.end() && !it->second.empty()) {
+      data_ = it->second.back();
+      it->second.pop_back();
+      c.cached_bytes -= rounded;
+      return;
+    }
+  }
+  data_ = std::aligned_alloc(kAlign, rounded);
+  if (!data_) throw std::bad_alloc();
+}
+
+Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> owner)
+    : data_(data), bytes_(bytes), pooled_(false), owner_(std::move(owner)) {}
+
+Storage::~Storage() {
+  if (!pooled_ || !data_) return;
+  size_t rounded = round_bytes(bytes_);
+  StorageCache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (c.cached_bytes + rounded > kCacheLimit) {
+    std::free(data_);
+    return;
+  }
+  c.free_by_size[rounded].push_back(data_);
+  c.cached_bytes += rounded;
+}
+
+size_t storage_cache_bytes() {
+  std::lock_guard<std::mutex> lock(cache().mutex);
+  return cache().cached_bytes;
+}
+
+void storage_cache_clear() {
+  StorageCache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  for (auto& [size, list] : c.free_by_size)
+    for (void* p : list) std::free(p);
+  c.free_by_size.clear();
+  c.cached_bytes = 0;
+}
+
+// ---- helpers -----------------------------------------------------------------------------------
+
+void check_arg(bool cond, const char* op, const Tensor& t, const std::string& what) {
+  if (!cond)
+    throw std::invalid_argument(fmt::format("{}: expected {}, got {}", op, what, t.describe()));
+}
+
+namespace {
+// Calls f(element offset) for every element of (shape, strides) in row-major logical order.
+template <class F>
+void for_each_offset(const Shape& shape, const Shape& strides, int64_t offset, F&& f) {
+  int64_t n = shape_numel(shape);
+  if (n == 0) return;
+  int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<int64_t> index(rank, 0);
+  int64_t pos = offset;
+  for (int64_t i = 0; i < n; ++i) {
+    f(pos);
+    for (int64_t k = rank - 1; k >= 0; --k) {
+      if (++index[k] < shape[k]) {
+        pos += strides[k];
+        break;
+      }
+      pos -= strides[k] * (shape[k] - 1);
+      index[k] = 0;
+    }
+  }
+}
+
+template <class F>
+decltype(auto) dispatch_any(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f.template operator()<float>();
+    case DType::f64: return f.template operator()<double>();
+    case DType::i32: return f.template operator()<int32_t>();
+    case DType::i64: return f.template operator()<int64_t>();
+  }
+  throw std::logic_error("bad dtype");
+}
+}  // namespace
+
+// ---- creation ----------------------------------------------------------------------------------
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  for (int64_t s : shape)
+    if (s < 0) throw std::invalid_argument(fmt::format("empty: negative size in shape {}", shape_str(shape)));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype));
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  std::memset(t.impl_->storage->data(), 0, t.numel() * dtype_size(dtype));
+  return t;
+}
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  t.fill(value);
+  return t;
+}
+
+Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  if (static_cast<int64_t>(values.size()) != shape_numel(shape))
+    throw std::invalid_argument(fmt::format("from_vector: {} values do not fill shape {}",
+                                            values.size(), shape_str(shape)));
+  Tensor t = empty(shape, dtype);
+  dispatch_any(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+  });
+  return t;
+}
+
+Tensor Tensor::from_ids(const std::vector<int32_t>& ids, const Shape& shape) {
+  if (static_cast<int64_t>(ids.size()) != shape_numel(shape))
+    throw std::invalid_argument(
+        fmt::format("from_ids: {} ids do not fill shape {}", ids.size(), shape_str(shape)));
+  Tensor t = empty(shape, DType::i32);
+  std::memcpy(t.data<int32_t>(), ids.data(), ids.size() * sizeof(int32_t));
+  return t;
+}
+
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape,
+                            const Shape& strides, int64_t offset, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+// ---- metadata ----------------------------------------------------------------------------------
+
+namespace {
+const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
+  if (!impl) throw std::logic_error("use of an undefined tensor");
+  return *impl;
+}
+}  // namespace
+
+const Shape& Tensor::shape() const { return checked(impl_).shape; }
+const Shape& Tensor::strides() const { return checked(impl_).strides; }
+int64_t Tensor::offset() const { return checked(impl_).offset; }
+DType Tensor::dtype() const { return checked(impl_).dtype; }
+const std::shared_ptr<Storage>& Tensor::storage() const { return checked(impl_).storage; }
+int64_t Tensor::numel() const { return shape_numel(shape()); }
+
+int64_t Tensor::size(int64_t axis) const { return shape()[normalize_axis(axis, dim(), "size")]; }
+
+bool Tensor::is_contiguous() const {
+  const TensorImpl& t = checked(impl_);
+  int64_t expected = 1;
+  for (int64_t k = static_cast<int64_t>(t.shape.size()) - 1; k >= 0; --k) {
+    if (t.shape[k] != 1 && t.strides[k] != expected) return false;
+    expected *= t.shape[k];
+  }
+  return true;
+}
+
+std::string Tensor::describe() const {
+  if (!impl_) return "an undefined tensor";
+  std::string base = fmt::format("{} {}", shape_str(impl_->shape), dtype_name(impl_->dtype));
+  return impl_->name.empty() ? base : fmt::format("'{}' {}", impl_->name, base);
+}
+
+// ---- element access ----------------------------------------------------------------------------
+
+double Tensor::item() const {
+  if (numel() != 1)
+    throw std::invalid_argument(fmt::format("item: tensor {} has more than one element", describe()));
+  return dispatch_any(dtype(), [&]<class T>() { return static_cast<double>(*data<T>()); });
+}
+
+double Tensor::at(const Shape& index) const {
+  if (static_cast<int64_t>(index.size()) != dim())
+    throw std::invalid_argument(fmt::format("at: index {} does not match tensor {}",
+                                            shape_str(index), describe()));
+  int64_t pos = 0;
+  for (size_t k = 0; k < index.size(); ++k) {
+    if (index[k] < 0 || index[k] >= shape()[k])
+      throw std::out_of_range(fmt::format("at: index {} is out of range for tensor {}",
+                                          shape_str(index), describe()));
+    pos += index[k] * strides()[k];
+  }
+  return dispatch_any(dtype(), [&]<class T>() { return static_cast<double>(data<T>()[pos]); });
+}
+
+std::vector<double> Tensor::to_vector() const {
+  std::vector<double> out;
+  out.reserve(numel());
+  dispatch_any(dtype(), [&]<class T>() {
+    const T* base = static_cast<const T*>(storage()->data());
+    for_each_offset(shape(), strides(), offset(), [&](int64_t pos) { out.push_back(static_cast<double>(base[pos])); });
+  });
+  return out;
+}
+
+std::vector<float> Tensor::to_floats() const {
+  std::vector<double> v = to_vector();
+  return std::vector<float>(v.begin(), v.end());
+}
+
+// ---- copies ------------------------------------------------------------------------------------
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), dtype());
+  out.copy_from(*this);
+  return out;
+}
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return clone();
+  Tensor out = empty(shape(), target);
+  out.copy_from(*this);
+  return out;
+}
+
+void Tensor::copy_from(const Tensor& source) {
+  if (source.shape() != shape())
+    throw std::invalid_argument(fmt::format("copy_from: source {} does not match destination {}",
+                                            source.describe(), describe()));
+  if (source.dtype() == dtype() && source.is_contiguous() && is_contiguous()) {
+    size_t element = dtype_size(dtype());
+    std::memmove(static_cast<char*>(storage()->data()) + offset() * element,
+                 static_cast<const char*>(source.storage()->data()) + source.offset() * element,
+                 numel() * element);
+    return;
+  }
+  dispatch_any(dtype(), [&]<class D>() {
+    D* dst_base = static_cast<D*>(storage()->data());
+    std::vector<int64_t> dst_offsets;
+    dst_offsets.reserve(numel());
+    for_each_offset(shape(), strides(), offset(), [&](int64_t p) { dst_offsets.push_back(p); });
+    dispatch_any(source.dtype(), [&]<class S>() {
+      const S* src_base = static_cast<const S*>(source.storage()->data());
+      size_t i = 0;
+      for_each_offset(source.shape(), source.strides(), source.offset(),
+                      [&](int64_t p) { dst_base[dst_offsets[i++]] = static_cast<D>(src_base[p]); });
+    });
+  });
+}
+
+void Tensor::fill(double value) {
+  dispatch_any(dtype(), [&]<class T>() {
+    T* base = static_cast<T*>(storage()->data());
+    T v = static_cast<T>(value);
+    for_each_offset(shape(), strides(), offset(), [&](int64_t p) { base[p] = v; });
+  });
+}
+
+// ---- views -------------------------------------------------------------------------------------
+
+Tensor Tensor::view_reshape(const Shape& new_shape) const {
+  if (!is_contiguous())
+    throw std::invalid_argument(fmt::format(
+        "reshape: tensor {} is not contiguous; call contiguous() first", describe()));
+  Shape target = new_shape;
+  int64_t known = 1, infer = -1;
+  for (size_t k = 0; k < target.size(); ++k) {
+    if (target[k] == -1) {
+      if (infer >= 0) throw std::invalid_argument("reshape: only one size may be -1");
+      infer = static_cast<int64_t>(k);
+    } else {
+      known *= target[k];
+    }
+  }
+  if (infer >= 0 && known > 0) target[infer] = numel() / known;
+  if (shape_numel(target) != numel())
+    throw std::invalid_argument(fmt::format("reshape: cannot view tensor {} as shape {}",
+                                            describe(), shape_str(new_shape)));
+  return from_storage(storage(), target, contiguous_strides(target), offset(), dtype());
+}
+
+Tensor Tensor::view_transpose(int64_t a, int64_t b) const {
+  int64_t r = dim();
+  a = normalize_axis(a, r, "transpose");
+  b = normalize_axis(b, r, "transpose");
+  Shape s = shape(), st = strides();
+  std::swap(s[a], s[b]);
+  std::swap(st[a], st[b]);
+  return from_storage(storage(), s, st, offset(), dtype());
+}
+
+Tensor Tensor::view_permute(const Shape& order) const {
+  int64_t r = dim();
+  if (static_cast<int64_t>(order.size()) != r)
+    throw std::invalid_argument(fmt::format("permute: order {} does not match tensor {}",
+                                            shape_str(order), describe()));
+  std::vector<bool> seen(r, false);
+  Shape s(r), st(r);
+  for (int64_t k = 0; k < r; ++k) {
+    int64_t a = normalize_axis(order[k], r, "permute");
+    if (seen[a]) throw std::invalid_argument(fmt::format("permute: order {} repeats an axis", shape_str(order)));
+    seen[a] = true;
+    s[k] = shape()[a];
+    st[k] = strides()[a];
+  }
+  return from_storage(storage(), s, st, offset(), dtype());
+}
+
+Tensor Tensor::view_narrow(int64_t axis, int64_t start, int64_t length) const {
+  axis = normalize_axis(axis, dim(), "narrow");
+  if (start < 0 || length < 0 || start + length > shape()[axis])
+    throw std::out_of_range(fmt::format("narrow: [{}, {}) is out of range for axis {} of tensor {}",
+                                        start, start + length, axis, describe()));
+  Shape s = shape();
+  s[axis] = length;
+  return from_storage(storage(), s, strides(), offset() + start * strides()[axis], dtype());
+}
+
+Tensor Tensor::view_expand(const Shape& target) const {
+  Shape b = broadcast_shapes(shape(), target, "expand");
+  if (b != target)
+    throw std::invalid_argument(fmt::format("expand: tensor {} cannot be expanded to {}",
+                                            describe(), shape_str(target)));
+  return from_storage(storage(), target, broadcast_strides(shape(), strides(), target), offset(), dtype());
+}
+
+// ---- autograd metadata ---------------------------------------------------------------------------
+
+bool Tensor::requires_grad() const { return impl_ && impl_->requires_grad; }
+
+Tensor& Tensor::set_requires_grad(bool value) {
+  if (value && !is_floating(dtype()))
+    throw std::invalid_argument(fmt::format("requires_grad: tensor {} is not floating point", describe()));
+  checked(impl_);
+  impl_->requires_grad = value;
+  return *this;
+}
+
+bool Tensor::is_leaf() const { return checked(impl_).is_leaf; }
+Tensor Tensor::grad() const { return checked(impl_).grad; }
+
+void Tensor::set_grad(const Tensor& g) {
+  checked(impl_);
+  if (g.defined() && (g.shape() != shape() || g.dtype() != dtype()))
+    throw std::invalid_argument(fmt::format("set_grad: gradient {} does not match tensor {}",
+                                            g.describe(), describe()));
+  impl_->grad = g;
+}
+
+void Tensor::zero_grad() {
+  if (impl_ && impl_->grad.defined()) impl_->grad.fill(0.0);
+}
+
+const std::string& Tensor::name() const { return checked(impl_).name; }
+
+Tensor& Tensor::set_name(std::string name) {
+  checked(impl_);
+  impl_->name = std::move(name);
+  return *this;
+}
+
+}  // namespace dg

@@ -1,0 +1,172 @@
+// The tensor type: a shape, strides and an offset over shared storage, plus autograd metadata.
+//
+// Tensor is a cheap handle (a shared pointer); copying it aliases the same tensor. Views
+// (view_reshape, view_transpose, view_permute, view_narrow, view_expand) share storage and only
+// change metadata; contiguous() and clone() copy. float32 is the training type; float64 runs
+// through the same kernels (templated on T) so gradient checks can use it; int32/int64 hold ids.
+// This file does not record anything on the autograd tape: the recorded ops live in autograd/.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tensor/shape.h"
+
+namespace dg {
+
+enum class DType : uint8_t { f32, f64, i32, i64 };
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);  // "float32", ...
+bool is_floating(DType dtype);
+
+// C++ type -> DType.
+template <class T> constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
+
+// A flat, 64-byte aligned byte buffer. Buffers come from a size-keyed cache: a training step
+// that allocates the same sizes as the step before reuses them instead of calling malloc.
+class Storage {
+ public:
+  explicit Storage(size_t bytes);
+  // Wraps memory owned elsewhere (e.g. a slice of a flat parameter buffer kept alive by `owner`).
+  Storage(void* data, size_t bytes, std::shared_ptr<void> owner);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  bool pooled_ = false;
+  std::shared_ptr<void> owner_;
+};
+
+// Bytes held in the storage cache but not in use (for benchmarks and tests).
+size_t storage_cache_bytes();
+void storage_cache_clear();
+
+class Tensor;
+struct TensorImpl;
+
+// Calls f.template operator()<T>() with T = float or double; throws naming `op` for other types.
+template <class F>
+decltype(auto) dispatch_float(DType dtype, const char* op, F&& f);
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // --- creation ---------------------------------------------------------------------------
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32);  // uninitialised
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
+  static Tensor ones(const Shape& shape, DType dtype = DType::f32) { return full(shape, 1.0, dtype); }
+  // Values in row-major order; their count must equal the shape's numel.
+  static Tensor from_vector(const std::vector<double>& values, const Shape& shape,
+                            DType dtype = DType::f32);
+  static Tensor from_ids(const std::vector<int32_t>& ids, const Shape& shape);
+  // A tensor over existing storage (used for views into flat parameter buffers).
+  static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& shape,
+                             const Shape& strides, int64_t offset, DType dtype);
+
+  // --- metadata -----------------------------------------------------------------------------
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  const Shape& strides() const;
+  int64_t offset() const;
+  DType dtype() const;
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t size(int64_t axis) const;  // negative axes count from the end
+  int64_t numel() const;
+  bool is_contiguous() const;
+  const std::shared_ptr<Storage>& storage() const;
+  // A short description for error messages: "'name' [4, 64] float32" or "[4, 64] float32".
+  std::string describe() const;
+
+  // --- element access -------------------------------------------------------------------------
+  // Pointer to the element at the tensor's offset; checks that T matches the dtype.
+  template <class T> T* data() const;
+  double item() const;                   // the one element of a 1-element tensor
+  double at(const Shape& index) const;   // element at a multi-index
+  std::vector<double> to_vector() const; // all elements in row-major logical order
+  std::vector<float> to_floats() const;
+
+  // --- copies and views -----------------------------------------------------------------------
+  Tensor contiguous() const;  // itself when already contiguous, else a row-major copy
+  Tensor clone() const;       // always a fresh contiguous copy
+  Tensor to(DType dtype) const;
+  void copy_from(const Tensor& source);  // elementwise copy of an equal-shaped tensor into this one
+  void fill(double value);
+  Tensor view_reshape(const Shape& shape) const;  // needs contiguous; one size may be -1
+  Tensor view_transpose(int64_t a, int64_t b) const;
+  Tensor view_permute(const Shape& order) const;
+  Tensor view_narrow(int64_t axis, int64_t start, int64_t length) const;
+  Tensor view_expand(const Shape& shape) const;
+
+  // --- autograd metadata ------------------------------------------------------------------------
+  bool requires_grad() const;
+  Tensor& set_requires_grad(bool value);
+  bool is_leaf() const;            // not produced by a recorded op
+  Tensor grad() const;             // undefined until a backward reaches this tensor
+  void set_grad(const Tensor& g);  // e.g. a view into a flat gradient buffer
+  void zero_grad();                // zeroes the gradient in place if present
+  const std::string& name() const;
+  Tensor& set_name(std::string name);
+
+  TensorImpl* impl() const { return impl_.get(); }
+  bool same(const Tensor& other) const { return impl_ == other.impl_; }
+
+ private:
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<TensorImpl> impl_;
+  friend struct TensorAccess;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;
+  int64_t offset = 0;
+  DType dtype = DType::f32;
+  // autograd
+  bool requires_grad = false;
+  bool is_leaf = true;
+  bool retain_grad = false;
+  Tensor grad;
+  std::string name;
+};
+
+// Throws std::invalid_argument "op: expected <what>, got <tensor>" unless cond holds.
+void check_arg(bool cond, const char* op, const Tensor& t, const std::string& what);
+
+// ---- template definitions ------------------------------------------------------------------
+
+template <class F>
+decltype(auto) dispatch_float(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f.template operator()<float>();
+    case DType::f64: return f.template operator()<double>();
+    default:
+      throw std::invalid_argument(std::string(op) + ": expected a float32 or float64 tensor, got " +
+                                  dtype_name(dtype));
+  }
+}
+
+template <class T> T* Tensor::data() const {
+  if (!impl_) throw std::logic_error("data(): the tensor is undefined");
+  if (impl_->dtype != dtype_of<T>())
+    throw std::invalid_argument(std::string("data(): tensor ") + describe() + " is not " +
+                                dtype_name(dtype_of<T>()));
+  return static_cast<T*>(impl_->storage->data()) + impl_->offset;
+}
+
+}  // namespace dg
