@@ -1,0 +1,102 @@
+// Layer implementations (see layers.h).
+#include "nn/layers.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace dg {
+
+Embedding::Embedding(int64_t vocab, int64_t dim, DType dtype) : Module(dtype) {
+  weight = register_parameter("weight", Tensor::zeros({vocab, dim}, dtype));
+}
+Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
+
+Linear::Linear(int64_t in, int64_t out, bool with_bias, DType dtype)
+    : Module(dtype), in_features(in), out_features(out) {
+  weight = register_parameter("weight", Tensor::zeros({out, in}, dtype));
+  if (with_bias) bias = register_parameter("bias", Tensor::zeros({out}, dtype));
+}
+Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+
+RMSNorm::RMSNorm(int64_t dim, double eps_, DType dtype) : Module(dtype), eps(eps_) {
+  weight = register_parameter("weight", Tensor::ones({dim}, dtype));
+}
+Tensor RMSNorm::forward(const Tensor& x) const { return rms_norm(x, weight, eps); }
+
+LayerNorm::LayerNorm(int64_t dim, double eps_, DType dtype) : Module(dtype), eps(eps_) {
+  weight = register_parameter("weight", Tensor::ones({dim}, dtype));
+  bias = register_parameter("bias", Tensor::zeros({dim}, dtype));
+}
+Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
+
+Norm::Norm(Kind kind_, int64_t dim, double eps_, DType dtype) : Module(dtype), kind(kind_), eps(eps_) {
+  weight = register_parameter("weight", Tensor::ones({dim}, dtype));
+  if (kind == Kind::layer) bias = register_parameter("bias", Tensor::zeros({dim}, dtype));
+}
+Tensor Norm::forward(const Tensor& x) const {
+  return kind == Kind::rms ? rms_norm(x, weight, eps) : layer_norm(x, weight, bias, eps);
+}
+
+CausalSelfAttention::CausalSelfAttention(const AttentionConfig& c, DType dtype) : Module(dtype), config(c) {
+  if (c.heads <= 0 || c.dim % c.heads != 0)
+    throw std::invalid_argument(fmt::format("attention: dim {} is not divisible by heads {}", c.dim, c.heads));
+  if (c.kv_heads <= 0 || c.heads % c.kv_heads != 0)
+    throw std::invalid_argument(fmt::format("attention: heads {} is not divisible by kv_heads {}", c.heads, c.kv_heads));
+  head_dim = c.dim / c.heads;
+  if (c.rope && head_dim % 2 != 0)
+    throw std::invalid_argument(fmt::format("attention: RoPE needs an even head dimension, got {}", head_dim));
+  const int64_t kv_dim = c.kv_heads * head_dim;
+  q = &register_module("q", std::make_unique<Linear>(c.dim, c.dim, c.bias, dtype));
+  k = &register_module("k", std::make_unique<Linear>(c.dim, kv_dim, c.bias, dtype));
+  v = &register_module("v", std::make_unique<Linear>(c.dim, kv_dim, c.bias, dtype));
+  output = &register_module("output", std::make_unique<Linear>(c.dim, c.dim, c.bias, dtype));
+}
+
+// u_qk, u_v [B, T, D] -> [B, T, D]
+Tensor CausalSelfAttention::forward(const Tensor& u_qk, const Tensor& u_v) const {
+  const int64_t B = u_qk.size(0), T = u_qk.size(1);
+  const int64_t H = config.heads, Hkv = config.kv_heads, hd = head_dim;
+  // [B, T, H, hd] -> [B, H, T, hd] (views; the attention kernel reads strides)
+  Tensor qh = permute(reshape(q->forward(u_qk), {B, T, H, hd}), {0, 2, 1, 3});
+  Tensor kh = permute(reshape(k->forward(u_qk), {B, T, Hkv, hd}), {0, 2, 1, 3});
+  Tensor vh = permute(reshape(v->forward(u_v), {B, T, Hkv, hd}), {0, 2, 1, 3});
+  if (config.rope) {
+    qh = rope(qh, config.rope_base);
+    kh = rope(kh, config.rope_base);
+  }
+  Tensor attended = causal_attention(qh, kh, vh);  // [B, H, T, hd]
+  Tensor merged = reshape(contiguous(permute(attended, {0, 2, 1, 3})), {B, T, H * hd});
+  return output->forward(merged);
+}
+
+FeedForward::FeedForward(Kind kind_, int64_t dim, int64_t hidden, bool bias, DType dtype)
+    : Module(dtype), kind(kind_), gate(nullptr) {
+  up = &register_module("up", std::make_unique<Linear>(dim, hidden, bias, dtype));
+  if (kind == Kind::swiglu) gate = &register_module("gate", std::make_unique<Linear>(dim, hidden, bias, dtype));
+  down = &register_module("down", std::make_unique<Linear>(hidden, dim, bias, dtype));
+}
+
+Tensor FeedForward::forward(const Tensor& x) const {
+  if (kind == Kind::swiglu) return down->forward(mul(silu(gate->forward(x)), up->forward(x)));
+  return down->forward(gelu(up->forward(x)));
+}
+
+std::vector<double> route_js_per_token(const Tensor& p_in, const Tensor& q_in) {
+  if (p_in.shape() != q_in.shape())
+    throw std::invalid_argument(fmt::format("route JS: {} and {} differ in shape", p_in.describe(), q_in.describe()));
+  const int64_t J = p_in.size(-1), tokens = p_in.numel() / J;
+  std::vector<double> p = p_in.to_vector(), q = q_in.to_vector(), out(tokens);
+  const double eps = 1e-8;
+  for (int64_t t = 0; t < tokens; ++t) {
+    double acc = 0;
+    for (int64_t j = 0; j < J; ++j) {
+      double a = p[t * J + j], b = q[t * J + j], m = 0.5 * (a + b);
+      acc += a * std::log((a + eps) / (m + eps)) + b * std::log((b + eps) / (m + eps));
+    }
+    out[t] = 0.5 * acc;
+  }
+  return out;
+}
+
+}  // namespace dg

@@ -1,0 +1,93 @@
+// The building blocks of the micro-LM: Embedding, Linear, RMSNorm, LayerNorm, causal
+// self-attention (MHA or real grouped-query attention, RoPE optional), SwiGLU and GELU
+// feed-forward, and the depth router. Each layer only composes ops from autograd/ops.h, so
+// gradients come from the ops' backwards; layers hold parameters, not activations.
+// Layers do not initialise themselves randomly: they start at zeros (norm gains at one) and
+// the model's init routine (nn/micro_lm.cpp) draws every weight in a documented order.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "nn/module.h"
+
+namespace dg {
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t vocab, int64_t dim, DType dtype = DType::f32);
+  Tensor forward(const Tensor& ids) const;  // ids int32 [..] -> [.., dim]
+  Tensor weight;                            // [vocab, dim]
+};
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x) const;  // x [.., in] -> [.., out]
+  int64_t in_features, out_features;
+  Tensor weight;  // [out, in]
+  Tensor bias;    // [out] or undefined
+};
+
+class RMSNorm : public Module {
+ public:
+  RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x) const;
+  double eps;
+  Tensor weight;  // [dim], ones
+};
+
+class LayerNorm : public Module {
+ public:
+  LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x) const;
+  double eps;
+  Tensor weight, bias;  // [dim] ones, zeros
+};
+
+// RMSNorm or LayerNorm behind one interface, chosen by the model config.
+class Norm : public Module {
+ public:
+  enum class Kind { rms, layer };
+  Norm(Kind kind, int64_t dim, double eps, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x) const;
+  Kind kind;
+  double eps;
+  Tensor weight, bias;
+};
+
+struct AttentionConfig {
+  int64_t dim = 64;
+  int64_t heads = 4;
+  int64_t kv_heads = 4;  // < heads: grouped-query attention (K/V heads shared by groups)
+  bool rope = true;
+  double rope_base = 10000.0;
+  bool bias = false;
+};
+
+// Causal self-attention. forward(u_qk, u_v): Q and K are projected from u_qk, V from u_v
+// (the same tensor in a standard block). Head h of Q reads K/V head h / (heads / kv_heads).
+class CausalSelfAttention : public Module {
+ public:
+  CausalSelfAttention(const AttentionConfig& config, DType dtype = DType::f32);
+  Tensor forward(const Tensor& u_qk, const Tensor& u_v) const;  // [B, T, D] -> [B, T, D]
+  AttentionConfig config;
+  int64_t head_dim;
+  Linear *q, *k, *v, *output;
+};
+
+// SwiGLU: down(silu(gate(x)) ⊙ up(x)); GELU: down(gelu(up(x))) (no gate).
+class FeedForward : public Module {
+ public:
+  enum class Kind { swiglu, gelu };
+  FeedForward(Kind kind, int64_t dim, int64_t hidden, bool bias, DType dtype = DType::f32);
+  Tensor forward(const Tensor& x) const;
+  Kind kind;
+  Linear *up, *gate, *down;  // gate is null for GELU
+};
+
+// Jensen–Shannon divergence (nats) between two routing distributions p, q [.., J], per token,
+// exactly as the reference: ½Σ p ln((p+ε)/(m+ε)) + q ln((q+ε)/(m+ε)), m = (p+q)/2, ε = 1e-8.
+std::vector<double> route_js_per_token(const Tensor& p, const Tensor& q);
+
+}  // namespace dg

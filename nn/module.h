@@ -1,0 +1,90 @@
+// Module: the base of every layer. It keeps a hierarchical, ordered registry of parameters and
+// child modules, so names come out as "blocks.0.attention.q.weight" in registration order, and
+// a tensor registered under two names (a tied head, a route shared by Q/K and V) is counted and
+// listed once, under its first name, as torch's named_parameters() does.
+//
+// flatten_parameters() moves every parameter into one flat value buffer and gives each one a
+// gradient that is a view into one flat gradient buffer: zeroing is a memset, the optimizer one
+// loop over flat memory, a checkpoint one walk. Modules do not own optimisers or data.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace dg {
+
+using NamedTensor = std::pair<std::string, Tensor>;
+
+class Module {
+ public:
+  explicit Module(DType dtype = DType::f32) : dtype_(dtype) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  DType dtype() const { return dtype_; }
+
+  // Parameters in registration order with full dotted names; shared tensors appear once.
+  std::vector<NamedTensor> named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  // Elements over distinct parameter tensors (a shared tensor counts once).
+  int64_t parameter_count() const;
+  // The parameter with this full name; throws naming it when absent.
+  Tensor parameter(const std::string& name) const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Copies values from `tensors` (matched by name, shapes and dtypes checked; float32/float64
+  // converted). strict: every parameter must be present and no unknown name may appear.
+  void load_state_dict(const std::vector<NamedTensor>& tensors, bool strict = true);
+
+ protected:
+  // Registers a new parameter (requires_grad set, named by its full path lazily).
+  Tensor register_parameter(const std::string& name, const Tensor& value);
+  // Registers an existing tensor under a second name (shared parameter).
+  void register_alias(const std::string& name, const Tensor& existing);
+  template <class M>
+  M& register_module(const std::string& name, std::unique_ptr<M> child) {
+    M& ref = *child;
+    entries_.push_back(Entry{name, Tensor(), std::move(child)});
+    return ref;
+  }
+
+ private:
+  struct Entry {
+    std::string name;
+    Tensor parameter;                // set for a parameter entry
+    std::unique_ptr<Module> child;   // set for a child-module entry
+  };
+  void collect(const std::string& prefix, std::vector<NamedTensor>& out,
+               std::vector<const TensorImpl*>& seen) const;
+  DType dtype_;
+  bool training_ = true;
+  std::vector<Entry> entries_;
+};
+
+// One flat buffer of parameter values and one of gradients; parameters become views into them.
+struct FlatParameters {
+  struct Slot {
+    std::string name;
+    Tensor parameter;
+    int64_t offset = 0;  // in elements
+    int64_t numel = 0;
+  };
+  Tensor values;     // [total] — every parameter's storage
+  Tensor gradients;  // [total] — every parameter's gradient
+  std::vector<Slot> slots;
+  int64_t total = 0;
+  void zero_grad();
+};
+
+// Rebinds every parameter of `module` to the flat buffers (values copied). Call once after
+// construction and initialisation; the model keeps working unchanged.
+FlatParameters flatten_parameters(Module& module);
+
+}  // namespace dg

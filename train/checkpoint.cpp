@@ -1,0 +1,146 @@
+// Weights and training checkpoints in safetensors (see checkpoint.h).
+#include "train/checkpoint.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "autograd/tape.h"
+#include "train/safetensors.h"
+
+namespace dg {
+
+namespace {
+TensorEntry entry_from(const std::string& name, const Tensor& t) {
+  TensorEntry e;
+  e.name = name;
+  e.dtype = t.dtype() == DType::f64 ? "F64" : "F32";
+  e.shape = t.shape();
+  Tensor c = t.contiguous();
+  const size_t bytes = static_cast<size_t>(c.numel()) * dtype_size(c.dtype());
+  e.bytes.resize(bytes);
+  std::memcpy(e.bytes.data(), static_cast<const char*>(c.storage()->data()) + c.offset() * dtype_size(c.dtype()), bytes);
+  return e;
+}
+
+// A tensor holding the entry's values in `dtype` (F32/F64 accepted and converted).
+Tensor tensor_from(const TensorEntry& e, const std::string& path) {
+  DType src;
+  if (e.dtype == "F32") src = DType::f32;
+  else if (e.dtype == "F64") src = DType::f64;
+  else throw std::runtime_error(fmt::format("{}: tensor '{}' has dtype {}, expected F32 or F64", path, e.name, e.dtype));
+  Tensor t = Tensor::empty(e.shape, src);
+  std::memcpy(t.storage()->data(), e.bytes.data(), e.bytes.size());
+  return t;
+}
+
+std::vector<TensorEntry> weight_entries(const Module& model) {
+  std::vector<TensorEntry> out;
+  for (auto& [name, p] : model.named_parameters()) out.push_back(entry_from(name, p));
+  return out;
+}
+
+// Checks every parameter against the file before anything is copied.
+std::vector<std::pair<Tensor, Tensor>> match_weights(const SafetensorsFile& file, const Module& model,
+                                                     const std::string& path, const std::string& prefix) {
+  std::vector<std::pair<Tensor, Tensor>> pairs;
+  for (auto& [name, p] : model.named_parameters()) {
+    const TensorEntry* e = file.find(prefix + name);
+    if (!e) throw std::runtime_error(fmt::format("{}: missing tensor '{}'", path, prefix + name));
+    if (e->shape != p.shape())
+      throw std::runtime_error(fmt::format("{}: tensor '{}' has shape {}, the model expects {}", path, prefix + name,
+                                           shape_str(e->shape), shape_str(p.shape())));
+    pairs.emplace_back(p, tensor_from(*e, path));
+  }
+  return pairs;
+}
+}  // namespace
+
+void save_weights(const std::string& path, const Module& model, const std::map<std::string, std::string>& metadata) {
+  std::map<std::string, std::string> meta = metadata;
+  meta.emplace("format", "pt");
+  save_safetensors(path, weight_entries(model), meta);
+}
+
+std::map<std::string, std::string> load_weights(const std::string& path, Module& model) {
+  SafetensorsFile file = load_safetensors(path);
+  auto pairs = match_weights(file, model, path, "");
+  // Unknown tensors mean the file belongs to another model.
+  size_t known = pairs.size();
+  if (file.tensors.size() != known) {
+    for (const TensorEntry& e : file.tensors) {
+      bool ok = false;
+      for (auto& [name, p] : model.named_parameters()) ok = ok || name == e.name;
+      if (!ok) throw std::runtime_error(fmt::format("{}: unexpected tensor '{}' (not a parameter of this model)", path, e.name));
+    }
+  }
+  NoGradGuard no_grad;
+  for (auto& [param, value] : pairs) param.copy_from(value);
+  return file.metadata;
+}
+
+void save_training_checkpoint(const std::string& path, const Module& model, AdamW& optimizer, const TrainingState& state) {
+  std::vector<TensorEntry> entries = weight_entries(model);
+  auto named = model.named_parameters();
+  // Moments are flat; slice them per parameter in registry order (the optimizer's slot order).
+  Tensor m = optimizer.exp_avg(), v = optimizer.exp_avg_sq();
+  int64_t offset = 0;
+  for (auto& [name, p] : named) {
+    offset = p.offset();  // parameters are views into the flat buffer: their offset is the slot's
+    entries.push_back(entry_from("optimizer.exp_avg." + name, Tensor::from_storage(m.storage(), p.shape(), contiguous_strides(p.shape()), offset, m.dtype())));
+    entries.push_back(entry_from("optimizer.exp_avg_sq." + name, Tensor::from_storage(v.storage(), p.shape(), contiguous_strides(p.shape()), offset, v.dtype())));
+  }
+  for (auto& [key, blob] : state.blobs) {
+    TensorEntry e;
+    e.name = "state." + key;
+    e.dtype = "U8";
+    e.shape = {static_cast<int64_t>(blob.size())};
+    e.bytes = blob;
+    entries.push_back(std::move(e));
+  }
+  std::map<std::string, std::string> meta = state.metadata;
+  meta["depthgrad.optimizer_step"] = std::to_string(optimizer.steps_taken());
+  meta["format"] = "pt";
+  save_safetensors(path, entries, meta);
+}
+
+TrainingState load_training_checkpoint(const std::string& path, Module& model, AdamW& optimizer) {
+  SafetensorsFile file = load_safetensors(path);
+  auto weights = match_weights(file, model, path, "");
+  std::vector<std::pair<Tensor, Tensor>> moments;
+  for (auto& [name, p] : model.named_parameters()) {
+    for (const char* which : {"optimizer.exp_avg.", "optimizer.exp_avg_sq."}) {
+      const TensorEntry* e = file.find(which + name);
+      if (!e) throw std::runtime_error(fmt::format("{}: missing tensor '{}{}' (not a training checkpoint?)", path, which, name));
+      if (e->shape != p.shape())
+        throw std::runtime_error(fmt::format("{}: tensor '{}{}' has shape {}, expected {}", path, which, name, shape_str(e->shape), shape_str(p.shape())));
+      Tensor& flat = std::string(which) == "optimizer.exp_avg." ? optimizer.exp_avg() : optimizer.exp_avg_sq();
+      moments.emplace_back(Tensor::from_storage(flat.storage(), p.shape(), contiguous_strides(p.shape()), p.offset(), flat.dtype()),
+                           tensor_from(*e, path));
+    }
+  }
+  auto step_it = file.metadata.find("depthgrad.optimizer_step");
+  if (step_it == file.metadata.end())
+    throw std::runtime_error(fmt::format("{}: metadata 'depthgrad.optimizer_step' is missing (not a training checkpoint?)", path));
+  int64_t step = 0;
+  try {
+    step = std::stoll(step_it->second);
+  } catch (const std::exception&) {
+    throw std::runtime_error(fmt::format("{}: metadata 'depthgrad.optimizer_step' is not an integer: '{}'", path, step_it->second));
+  }
+  TrainingState state;
+  state.metadata = file.metadata;
+  for (const TensorEntry& e : file.tensors) {
+    if (e.name.rfind("state.", 0) != 0) continue;
+    if (e.dtype != "U8") throw std::runtime_error(fmt::format("{}: tensor '{}' must be U8", path, e.name));
+    state.blobs[e.name.substr(6)] = e.bytes;
+  }
+  // Every check passed: now copy.
+  NoGradGuard no_grad;
+  for (auto& [dst, src] : weights) dst.copy_from(src);
+  for (auto& [dst, src] : moments) dst.copy_from(src);
+  optimizer.set_steps_taken(step);
+  return state;
+}
+
+}  // namespace dg

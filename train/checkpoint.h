@@ -1,0 +1,34 @@
+// Checkpoints as safetensors files.
+//  - Model weights: one F32 (or F64) tensor per parameter under its registry name
+//    (token.weight, blocks.0.qk_route.weight, …): PyTorch's and Hugging Face's safetensors
+//    readers load them as a state dict.
+//  - Training checkpoints add the AdamW moments ("optimizer.exp_avg.<name>",
+//    "optimizer.exp_avg_sq.<name>"), RNG states and any other byte blobs as U8 tensors
+//    ("state.<key>"), and string metadata (step, config, data position).
+// Writes are atomic (temporary file, fsync, rename). A file that is truncated, inconsistent or
+// does not fit the model is rejected with an error naming the file and tensor; nothing is
+// half-loaded: the model is only touched after every check passed.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+#include "train/optim.h"
+
+namespace dg {
+
+struct TrainingState {
+  std::map<std::string, std::string> metadata;           // strings (step, config JSON, …)
+  std::map<std::string, std::vector<uint8_t>> blobs;     // RNG states and the like
+};
+
+void save_weights(const std::string& path, const Module& model, const std::map<std::string, std::string>& metadata = {});
+// Loads weights into `model` (names, shapes checked; F32/F64 converted). Returns the metadata.
+std::map<std::string, std::string> load_weights(const std::string& path, Module& model);
+
+void save_training_checkpoint(const std::string& path, const Module& model, AdamW& optimizer, const TrainingState& state);
+// Restores model weights, optimizer moments and step; returns the metadata and blobs.
+TrainingState load_training_checkpoint(const std::string& path, Module& model, AdamW& optimizer);
+
+}  // namespace dg

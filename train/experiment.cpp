@@ -1,0 +1,135 @@
+// One arm of the experiment: build, init, train, diagnose, evaluate (see experiment.h).
+#include "train/experiment.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "autograd/tape.h"
+#include "train/lm_data.h"
+
+namespace dg {
+
+InitScheme parse_init_scheme(const std::string& text) {
+  if (text == "parity") return InitScheme::parity;
+  if (text == "identical") return InitScheme::identical;
+  throw std::invalid_argument(fmt::format("unknown init '{}' (expected parity or identical)", text));
+}
+const char* init_scheme_name(InitScheme s) { return s == InitScheme::parity ? "parity" : "identical"; }
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Merges per-batch route stats into one (token-weighted means).
+void merge_routes(RouteStats& total, const RouteStats& part, int64_t& tokens_so_far, int64_t part_tokens) {
+  if (total.js_per_layer.empty()) {
+    total = part;
+    tokens_so_far = part_tokens;
+    return;
+  }
+  const double w_old = static_cast<double>(tokens_so_far), w_new = static_cast<double>(part_tokens);
+  auto blend = [&](double a, double b) { return (a * w_old + b * w_new) / (w_old + w_new); };
+  for (size_t l = 0; l < total.js_per_layer.size(); ++l) {
+    total.js_per_layer[l] = blend(total.js_per_layer[l], part.js_per_layer[l]);
+    for (size_t j = 0; j < total.mean_alpha_qk[l].size(); ++j) {
+      total.mean_alpha_qk[l][j] = blend(total.mean_alpha_qk[l][j], part.mean_alpha_qk[l][j]);
+      total.mean_alpha_v[l][j] = blend(total.mean_alpha_v[l][j], part.mean_alpha_v[l][j]);
+    }
+    total.js_per_token[l].insert(total.js_per_token[l].end(), part.js_per_token[l].begin(), part.js_per_token[l].end());
+  }
+  total.js_reference = blend(total.js_reference, part.js_reference);
+  tokens_so_far += part_tokens;
+}
+}  // namespace
+
+double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids, const std::vector<int64_t>& starts,
+                        int64_t seq_len, RouteStats* routes, int64_t batch) {
+  if (starts.empty()) throw std::invalid_argument("evaluation: no windows (the split is shorter than one window)");
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  double loss_sum = 0;
+  int64_t tokens = 0;
+  LmBatch b;
+  RouteStats merged;
+  for (size_t first = 0; first < starts.size(); first += batch) {
+    std::vector<int64_t> chunk(starts.begin() + first, starts.begin() + std::min(starts.size(), first + batch));
+    make_lm_batch(ids, chunk, seq_len, b);
+    double mean = model.loss(b.inputs, b.targets).item();
+    const int64_t n = static_cast<int64_t>(chunk.size()) * seq_len;
+    loss_sum += mean * static_cast<double>(n);
+    if (routes) merge_routes(merged, model.route_stats(), tokens, n);
+    else tokens += n;
+  }
+  if (routes) *routes = merged;
+  model.train(was_training);
+  return loss_sum / static_cast<double>(tokens);
+}
+
+ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& config, const std::vector<int32_t>& train_ids,
+                             const std::vector<int32_t>& validation_ids, const TrainOptions& opt) {
+  ArmResult r;
+  r.name = name;
+  r.config = config;
+  // §1.4: the model is built and initialised from the seed, then the optimizer, then the batch RNG.
+  MicroLM model(config, DType::f32);
+  if (opt.init == InitScheme::parity) model.init_torch_parity(opt.seed);
+  else model.init_identical(opt.seed);
+  r.parameters = model.parameter_count();
+  FlatParameters flat = flatten_parameters(model);
+  AdamW optimizer(flat, opt.adamw);
+  NumpyGenerator batch_rng(opt.seed);
+  Schedule schedule = opt.schedule;
+  if (schedule.kind == Schedule::Kind::constant) schedule.lr = opt.adamw.lr;
+
+  LmBatch batch;
+  const auto train_start = Clock::now();
+  model.train();
+  for (int64_t step = 0; step < opt.steps; ++step) {
+    const auto step_start = Clock::now();
+    sample_lm_batch(batch_rng, train_ids, opt.batch, config.seq_len, batch);
+    flat.zero_grad();
+    Tensor loss = model.loss(batch.inputs, batch.targets);
+    backward(loss);
+    ClipResult clip = opt.clip > 0 ? clip_grad_norm(flat, opt.clip) : ClipResult{};
+    const double lr = schedule.at(step);
+    optimizer.step(lr);
+    const double value = loss.item();
+    if (!std::isfinite(value))
+      throw std::runtime_error(fmt::format("{}: training diverged: loss is {} at step {}", name, value, step));
+    r.losses.push_back(value);
+    r.grad_norms.push_back(clip.total_norm);
+    r.clipped_steps += clip.clipped ? 1 : 0;
+    if (opt.on_step) {
+      StepLog log{step, opt.steps, value, clip.total_norm, clip.clipped, lr, seconds_since(step_start), 0};
+      log.tokens_per_second = static_cast<double>(opt.batch * config.seq_len) / std::max(log.seconds, 1e-9);
+      opt.on_step(log);
+    }
+  }
+  r.train_seconds = seconds_since(train_start);
+  // §4: the reference's JS comes from the last training forward (before its optimizer step).
+  r.train_routes = model.route_stats();
+  const int64_t n = static_cast<int64_t>(r.losses.size());
+  const int64_t k = std::min<int64_t>(10, n);
+  if (n > 0) {
+    r.initial_loss = std::accumulate(r.losses.begin(), r.losses.begin() + k, 0.0) / static_cast<double>(k);
+    r.final_loss = std::accumulate(r.losses.end() - k, r.losses.end(), 0.0) / static_cast<double>(k);
+  }
+  const auto eval_start = Clock::now();
+  std::vector<int64_t> starts = reference_eval_starts(static_cast<int64_t>(validation_ids.size()), config.seq_len, opt.eval_max_windows);
+  r.lm_loss = evaluate_windows(model, validation_ids, starts, config.seq_len, &r.eval_routes);
+  r.perplexity = std::exp(std::min(r.lm_loss, 20.0));
+  if (opt.eval_full) {
+    std::vector<int64_t> all = full_eval_starts(static_cast<int64_t>(validation_ids.size()), config.seq_len);
+    r.full_lm_loss = evaluate_windows(model, validation_ids, all, config.seq_len, &r.eval_routes);
+    r.full_eval_tokens = static_cast<int64_t>(all.size()) * config.seq_len;
+  }
+  r.eval_seconds = seconds_since(eval_start);
+  return r;
+}
+
+}  // namespace dg
+

@@ -1,0 +1,72 @@
+// Training and evaluating one model arm the way the reference does (upstream-protocol.md §1.4–1.6,
+// §3, §4), with depthgrad's options beside it (schedules, decay policy, identical init, full-split
+// evaluation). One call = one (config, seed): build, initialise, train, take route diagnostics,
+// evaluate. It does not tokenize, read files or write reports (the CLI does).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nn/micro_lm.h"
+#include "train/optim.h"
+
+namespace dg {
+
+enum class InitScheme { parity, identical };
+InitScheme parse_init_scheme(const std::string& text);
+const char* init_scheme_name(InitScheme s);
+
+struct StepLog {
+  int64_t step = 0;         // 0-based
+  int64_t steps = 0;        // total
+  double loss = 0;
+  double grad_norm = 0;     // before clipping
+  bool clipped = false;
+  double lr = 0;
+  double seconds = 0;       // wall time of this step
+  double tokens_per_second = 0;
+};
+
+struct TrainOptions {
+  int64_t steps = 30;
+  int64_t batch = 4;
+  double clip = 1.0;  // <= 0 disables clipping
+  AdamWConfig adamw;  // adamw.lr is the peak learning rate
+  Schedule schedule;  // constant at adamw.lr unless set
+  InitScheme init = InitScheme::parity;
+  uint64_t seed = 42;
+  int64_t eval_max_windows = 32;  // reference evaluation: 32 windows of seq_len
+  bool eval_full = false;         // also evaluate every window of the validation split
+  std::function<void(const StepLog&)> on_step;  // progress callback
+};
+
+struct ArmResult {
+  std::string name;
+  MicroLMConfig config;
+  int64_t parameters = 0;
+  std::vector<double> losses;      // per step
+  std::vector<double> grad_norms;  // per step, before clipping
+  int64_t clipped_steps = 0;
+  double initial_loss = 0;  // mean of the first min(10, n) step losses
+  double final_loss = 0;    // mean of the last min(10, n)
+  double lm_loss = 0;       // reference evaluation (§1.6)
+  double perplexity = 0;    // exp(min(lm_loss, 20))
+  double full_lm_loss = 0;  // every validation window (when eval_full)
+  int64_t full_eval_tokens = 0;
+  RouteStats train_routes;  // from the last training forward (the reference's JS)
+  RouteStats eval_routes;   // over the evaluation windows after training
+  double train_seconds = 0;
+  double eval_seconds = 0;
+};
+
+// Mean next-token loss over windows starting at `starts` (each seq_len long), in eval mode.
+// Windows are evaluated in batches of up to `batch` windows; the mean over windows equals the
+// mean over tokens because windows have equal length. Route stats of all windows go to `routes`.
+double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids, const std::vector<int64_t>& starts,
+                        int64_t seq_len, RouteStats* routes = nullptr, int64_t batch = 32);
+
+ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& config, const std::vector<int32_t>& train_ids,
+                             const std::vector<int32_t>& validation_ids, const TrainOptions& options);
+
+}  // namespace dg

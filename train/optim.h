@@ -1,0 +1,83 @@
+// Optimisers over flat parameter buffers (nn/module.h FlatParameters): AdamW with torch's exact
+// update order, SGD with momentum, global-norm gradient clipping, and learning-rate schedules.
+// Every update is one pass over contiguous memory per parameter slot; nothing is allocated per
+// step after construction. Optimisers do not compute gradients or own the model.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace dg {
+
+// Which parameters weight decay applies to.
+enum class DecayPolicy {
+  all,          // every parameter (torch AdamW default; the reference's setting)
+  matrices_only // only 2-D weights that are not routes or pseudo-queries (no norms, biases, routes)
+};
+DecayPolicy parse_decay_policy(const std::string& text);
+
+struct AdamWConfig {
+  double lr = 6e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+  DecayPolicy decay = DecayPolicy::all;
+};
+
+class AdamW {
+ public:
+  AdamW(FlatParameters& params, const AdamWConfig& config);
+  // One update with learning rate `lr` (the schedule's value for this step).
+  void step(double lr);
+  int64_t steps_taken() const { return step_; }
+  // Moments as flat tensors (for checkpoints): [total] each.
+  Tensor& exp_avg() { return m_; }
+  Tensor& exp_avg_sq() { return v_; }
+  void set_steps_taken(int64_t step) { step_ = step; }
+  const AdamWConfig& config() const { return config_; }
+
+ private:
+  FlatParameters& params_;
+  AdamWConfig config_;
+  std::vector<double> slot_decay_;  // weight decay per slot (0 where the policy excludes it)
+  Tensor m_, v_;
+  int64_t step_ = 0;
+};
+
+class SGD {
+ public:
+  SGD(FlatParameters& params, double momentum = 0.0, double weight_decay = 0.0);
+  void step(double lr);
+  Tensor& momentum_buffer() { return buf_; }
+
+ private:
+  FlatParameters& params_;
+  double momentum_, weight_decay_;
+  Tensor buf_;
+  bool first_ = true;
+};
+
+// torch.nn.utils.clip_grad_norm_: total = ‖all gradients‖₂; every gradient is multiplied by
+// min(1, max_norm / (total + 1e-6)). Returns the pre-clip total norm.
+struct ClipResult {
+  double total_norm = 0;
+  bool clipped = false;  // total_norm > max_norm
+};
+ClipResult clip_grad_norm(FlatParameters& params, double max_norm);
+
+// Learning-rate schedules.
+struct Schedule {
+  enum class Kind { constant, warmup_cosine };
+  Kind kind = Kind::constant;
+  double lr = 6e-4;
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 1;
+  double min_lr_ratio = 0.1;  // cosine decays to lr·min_lr_ratio
+  double at(int64_t step) const;  // step counted from 0
+  static Schedule parse(const std::string& kind, double lr, int64_t warmup, int64_t total);
+};
+
+}  // namespace dg
