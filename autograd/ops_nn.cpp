@@ -1,7 +1,349 @@
-// PLACEHOLDER: being written; the nn ops and their gradient-check rows land here.
-#include "autograd/gradcheck.h"
+// Neural-network ops with fused forwards and hand-written backwards: embedding, softmax,
+// log_softmax, cross_entropy, rms_norm, layer_norm, rope and depth_mix. Each op validates its
+// inputs (errors name the op and the offending tensor, id or target), runs a kernel from
+// tensor/kernels_nn.h on contiguous buffers, and records a backward that adds into the gradients
+// of the inputs that require grad. Forwards save per-row statistics only, never extra activations.
+// These ops do not promote dtypes, broadcast, or accept non-integer ids/targets.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
 #include "autograd/ops.h"
+#include "tensor/kernels_nn.h"
 
 namespace dg {
-std::vector<OpCase> nn_op_cases() { return {}; }
+
+namespace {
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.dtype() != b.dtype())
+    throw std::invalid_argument(fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
+}
+
+void check_float(const Tensor& t, const char* op) {
+  check_arg(t.defined(), op, t, "a defined tensor");
+  check_arg(is_floating(t.dtype()), op, t, "a float32 or float64 tensor");
+}
+
+// The contiguous gradient buffer of t that kernels add into (the backward contract).
+template <class T> T* grad_ptr(const Tensor& t, const char* op) {
+  Tensor g = grad_of(t);
+  if (!g.is_contiguous())
+    throw std::logic_error(fmt::format("{}: the gradient of {} is not contiguous", op, t.describe()));
+  return g.data<T>();
+}
+
+// rows × D for a [.., D] tensor.
+int64_t rows_of(const Tensor& x) { return x.dim() ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 1; }
+}  // namespace
+
+// ---- embedding: out[n] = W[ids[n]]; dW[v] += Σ_{ids[n]=v} g[n] ------------------------------------
+Tensor embedding(const Tensor& weight, const Tensor& ids_in) {
+  const char* op = "embedding";
+  check_float(weight, op);
+  check_arg(weight.dim() == 2, op, weight, "weight of shape [V, D]");
+  check_arg(ids_in.defined() && ids_in.dtype() == DType::i32, op, ids_in, "int32 ids");
+  const int64_t V = weight.size(0), D = weight.size(1), N = ids_in.numel();
+  Tensor ids = ids_in.contiguous();
+  const int32_t* id = ids.data<int32_t>();
+  for (int64_t n = 0; n < N; ++n)
+    if (id[n] < 0 || id[n] >= V)
+      throw std::out_of_range(fmt::format("embedding: id {} at position {} is out of range for vocabulary size {} (weight {})",
+                                          id[n], n, V, weight.describe()));
+  Tensor w = weight.contiguous();
+  Shape out_shape = ids.shape();
+  out_shape.push_back(D);
+  Tensor out = Tensor::empty(out_shape, weight.dtype());
+  dispatch_float(weight.dtype(), op, [&]<class T>() { embedding_forward<T>(out.data<T>(), id, w.data<T>(), N, D); });
+  if (should_record({weight}))
+    record(op, {weight}, out, [weight, ids, N, V, D](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      dispatch_float(weight.dtype(), "embedding", [&]<class T>() {
+        embedding_backward<T>(grad_ptr<T>(weight, "embedding"), gc.data<T>(), ids.data<int32_t>(), N, V, D);
+      });
+    });
+  return out;
+}
+
+// ---- softmax / log_softmax over one axis; backward from the saved output ------------------------
+namespace {
+Tensor softmax_impl(const Tensor& a, int64_t axis_in, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  check_float(a, op);
+  check_arg(a.dim() >= 1, op, a, "a tensor with at least one axis");
+  const int64_t axis = normalize_axis(axis_in, a.dim(), op);
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < axis; ++k) outer *= a.shape()[k];
+  for (int64_t k = axis + 1; k < a.dim(); ++k) inner *= a.shape()[k];
+  const int64_t C = a.shape()[axis];
+  Tensor x = a.contiguous();
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  dispatch_float(a.dtype(), op, [&]<class T>() {
+    softmax_forward<T>(out.data<T>(), x.data<T>(), outer, C, inner, log);
+  });
+  if (should_record({a}))
+    record(op, {a}, out, [a, out, outer, C, inner, log, op](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      dispatch_float(a.dtype(), op, [&]<class T>() {
+        softmax_backward<T>(grad_ptr<T>(a, op), gc.data<T>(), out.data<T>(), outer, C, inner, log);
+      });
+    });
+  return out;
+}
+}  // namespace
+
+Tensor softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis, false); }
+Tensor log_softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis, true); }
+
+// ---- cross_entropy: mean over kept rows of lse − x[t]; backward (softmax − onehot)·g/count -------
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ignore_index) {
+  const char* op = "cross_entropy";
+  check_float(logits, op);
+  check_arg(logits.dim() == 2, op, logits, "logits of shape [N, C]");
+  const int64_t N = logits.size(0), C = logits.size(1);
+  check_arg(targets_in.defined() && targets_in.dtype() == DType::i32 && targets_in.shape() == Shape{N},
+            op, targets_in, fmt::format("int32 targets of shape [{}]", N));
+  Tensor targets = targets_in.contiguous();
+  const int32_t* t = targets.data<int32_t>();
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    if (t[n] == ignore_index) continue;
+    if (t[n] < 0 || t[n] >= C)
+      throw std::out_of_range(fmt::format(
+          "cross_entropy: target {} at row {} is out of range for {} classes (ignore_index {})", t[n], n, C,
+          ignore_index));
+    ++count;
+  }
+  Tensor x = logits.contiguous();
+  Tensor lse = Tensor::empty({N}, logits.dtype());
+  Tensor out = Tensor::empty({}, logits.dtype());
+  dispatch_float(logits.dtype(), op, [&]<class T>() {
+    Tensor losses = Tensor::empty({N}, logits.dtype());
+    cross_entropy_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), t, N, C, ignore_index);
+    double total = 0.0;  // fixed order: row by row
+    for (int64_t n = 0; n < N; ++n) total += losses.data<T>()[n];
+    out.data<T>()[0] = static_cast<T>(count ? total / static_cast<double>(count)
+                                            : std::numeric_limits<double>::quiet_NaN());
+  });
+  if (should_record({logits}))
+    record(op, {logits}, out, [logits, x, lse, targets, N, C, ignore_index, count](const Tensor& g) {
+      if (count == 0) {  // every target ignored: the gradient is zero (as torch)
+        grad_of(logits);
+        return;
+      }
+      const double scale = g.item() / static_cast<double>(count);
+      dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
+        cross_entropy_backward<T>(grad_ptr<T>(logits, "cross_entropy"), x.data<T>(), lse.data<T>(),
+                                  targets.data<int32_t>(), static_cast<T>(scale), N, C, ignore_index);
+      });
+    });
+  return out;
+}
+
+// ---- rms_norm: x·rstd·w; saves rstd [rows] ---------------------------------------------------------
+Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
+  const char* op = "rms_norm";
+  check_float(x_in, op);
+  check_float(weight, op);
+  check_same_dtype(x_in, weight, op);
+  check_arg(x_in.dim() >= 1, op, x_in, "x of shape [.., D]");
+  const int64_t D = x_in.size(-1), rows = rows_of(x_in);
+  check_arg(weight.shape() == Shape{D}, op, weight, fmt::format("weight of shape [{}] for x {}", D, x_in.describe()));
+  Tensor x = x_in.contiguous(), w = weight.contiguous();
+  Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
+  Tensor rstd = Tensor::empty({rows}, x_in.dtype());
+  dispatch_float(x.dtype(), op, [&]<class T>() {
+    rmsnorm_forward<T>(out.data<T>(), rstd.data<T>(), x.data<T>(), w.data<T>(), rows, D, eps);
+  });
+  if (should_record({x_in, weight}))
+    record(op, {x_in, weight}, out, [x_in, weight, x, w, rstd, rows, D](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      dispatch_float(x.dtype(), "rms_norm", [&]<class T>() {
+        T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "rms_norm") : nullptr;
+        T* dw = weight.requires_grad() ? grad_ptr<T>(weight, "rms_norm") : nullptr;
+        rmsnorm_backward<T>(dx, dw, gc.data<T>(), x.data<T>(), w.data<T>(), rstd.data<T>(), rows, D);
+      });
+    });
+  return out;
+}
+
+// ---- layer_norm: (x − mean)·rstd·w + b; saves mean, rstd [rows] -------------------------------------
+Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "layer_norm";
+  check_float(x_in, op);
+  check_float(weight, op);
+  check_same_dtype(x_in, weight, op);
+  check_arg(x_in.dim() >= 1, op, x_in, "x of shape [.., D]");
+  const int64_t D = x_in.size(-1), rows = rows_of(x_in);
+  check_arg(weight.shape() == Shape{D}, op, weight, fmt::format("weight of shape [{}] for x {}", D, x_in.describe()));
+  const bool has_bias = bias.defined();
+  if (has_bias) {
+    check_same_dtype(x_in, bias, op);
+    check_arg(bias.shape() == Shape{D}, op, bias, fmt::format("bias of shape [{}] for x {}", D, x_in.describe()));
+  }
+  Tensor x = x_in.contiguous(), w = weight.contiguous(), b = has_bias ? bias.contiguous() : Tensor();
+  Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
+  Tensor mean = Tensor::empty({rows}, x_in.dtype()), rstd = Tensor::empty({rows}, x_in.dtype());
+  dispatch_float(x.dtype(), op, [&]<class T>() {
+    layernorm_forward<T>(out.data<T>(), mean.data<T>(), rstd.data<T>(), x.data<T>(), w.data<T>(),
+                         has_bias ? b.data<T>() : nullptr, rows, D, eps);
+  });
+  std::vector<Tensor> inputs{x_in, weight};
+  if (has_bias) inputs.push_back(bias);
+  if (should_record(inputs))
+    record(op, inputs, out, [x_in, weight, bias, x, w, mean, rstd, rows, D](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      dispatch_float(x.dtype(), "layer_norm", [&]<class T>() {
+        T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "layer_norm") : nullptr;
+        T* dw = weight.requires_grad() ? grad_ptr<T>(weight, "layer_norm") : nullptr;
+        T* db = bias.defined() && bias.requires_grad() ? grad_ptr<T>(bias, "layer_norm") : nullptr;
+        layernorm_backward<T>(dx, dw, db, gc.data<T>(), x.data<T>(), w.data<T>(), mean.data<T>(),
+                              rstd.data<T>(), rows, D);
+      });
+    });
+  return out;
+}
+
+// ---- rope: rotate pairs (i, i + hd/2) by position·θ_i; backward rotates back ---------------------------
+Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
+  const char* op = "rope";
+  check_float(x_in, op);
+  check_arg(x_in.dim() >= 2 && x_in.size(-1) % 2 == 0, op, x_in,
+            "x of shape [B, H, T, hd] (or [.., T, hd]) with an even head size hd");
+  check_arg(base > 0 && position_offset >= 0, op, x_in,
+            fmt::format("a positive base and a non-negative offset (got base {}, offset {})", base, position_offset));
+  const int64_t hd = x_in.size(-1), Tn = x_in.size(-2);
+  const int64_t BH = Tn * hd != 0 ? x_in.numel() / (Tn * hd) : 0;
+  Tensor x = x_in.contiguous();
+  Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
+  Tensor cos = Tensor::empty({Tn, hd / 2}, x_in.dtype()), sin = Tensor::empty({Tn, hd / 2}, x_in.dtype());
+  dispatch_float(x.dtype(), op, [&]<class T>() {
+    rope_tables<T>(cos.data<T>(), sin.data<T>(), Tn, hd, base, position_offset);
+    rope_forward<T>(out.data<T>(), x.data<T>(), cos.data<T>(), sin.data<T>(), BH, Tn, hd);
+  });
+  if (should_record({x_in}))
+    record(op, {x_in}, out, [x_in, cos, sin, BH, Tn, hd](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      dispatch_float(x_in.dtype(), "rope", [&]<class T>() {
+        rope_backward<T>(grad_ptr<T>(x_in, "rope"), gc.data<T>(), cos.data<T>(), sin.data<T>(), BH, Tn, hd);
+      });
+    });
+  return out;
+}
+
+// ---- depth_mix: Σ_j alpha[.., j]·S_j; dS_j += alpha_j·g, dalpha_j += <g, S_j> ----------------------------
+Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
+  const char* op = "depth_mix";
+  if (sources.empty()) throw std::invalid_argument("depth_mix: expected at least one source, got none");
+  const int64_t J = static_cast<int64_t>(sources.size());
+  const Tensor& s0 = sources[0];
+  check_float(s0, op);
+  check_arg(s0.dim() >= 1, op, s0, "sources of shape [.., D]");
+  for (int64_t j = 1; j < J; ++j) {
+    check_same_dtype(s0, sources[j], op);
+    check_arg(sources[j].shape() == s0.shape(), op, sources[j],
+              fmt::format("source {} with the shape of source 0 {}", j, shape_str(s0.shape())));
+  }
+  check_float(alpha, op);
+  check_same_dtype(s0, alpha, op);
+  Shape alpha_shape = s0.shape();
+  alpha_shape.back() = J;
+  check_arg(alpha.shape() == alpha_shape, op, alpha,
+            fmt::format("alpha of shape {} for {} sources {}", shape_str(alpha_shape), J, shape_str(s0.shape())));
+  const int64_t D = s0.size(-1), rows = rows_of(s0);
+  std::vector<Tensor> S;
+  for (const Tensor& s : sources) S.push_back(s.contiguous());
+  Tensor a = alpha.contiguous();
+  Tensor out = Tensor::empty(s0.shape(), s0.dtype());
+  dispatch_float(s0.dtype(), op, [&]<class T>() {
+    std::vector<const T*> ptrs;
+    for (const Tensor& s : S) ptrs.push_back(s.data<T>());
+    depth_mix_forward<T>(out.data<T>(), ptrs.data(), a.data<T>(), rows, J, D);
+  });
+  std::vector<Tensor> inputs = sources;
+  inputs.push_back(alpha);
+  if (should_record(inputs))
+    record(op, inputs, out, [sources, alpha, S, a, rows, J, D](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      dispatch_float(alpha.dtype(), "depth_mix", [&]<class T>() {
+        std::vector<const T*> ptrs;
+        std::vector<T*> grads;
+        for (int64_t j = 0; j < J; ++j) {
+          ptrs.push_back(S[j].data<T>());
+          grads.push_back(sources[j].requires_grad() ? grad_ptr<T>(sources[j], "depth_mix") : nullptr);
+        }
+        T* dalpha = alpha.requires_grad() ? grad_ptr<T>(alpha, "depth_mix") : nullptr;
+        depth_mix_backward<T>(grads.data(), dalpha, gc.data<T>(), ptrs.data(), a.data<T>(), rows, J, D);
+      });
+    });
+  return out;
+}
+
+}  // namespace dg
+
+// ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------------
+#include "autograd/gradcheck.h"
+
+namespace dg {
+
+std::vector<OpCase> nn_op_cases() {
+  using V = const std::vector<Tensor>&;
+  auto one = [](Shape s, uint64_t seed, double lo = -1, double hi = 1) {
+    return [=] { return std::vector<Tensor>{random_tensor(s, seed, lo, hi).set_name("x")}; };
+  };
+  auto mix_inputs = [](int64_t J) {
+    return [J] {
+      std::vector<Tensor> in;
+      for (int64_t j = 0; j < J; ++j) in.push_back(random_tensor({2, 3, 4}, 40 + j).set_name(fmt::format("S{}", j)));
+      in.push_back(random_tensor({2, 3, J}, 50 + J, 0.1, 1.0).set_name("alpha"));
+      return in;
+    };
+  };
+  auto mix_fn = [](V in) { return depth_mix(std::vector<Tensor>(in.begin(), in.end() - 1), in.back()); };
+  auto norm_inputs = [](Shape xs, bool bias) {
+    return [=] {
+      const int64_t D = xs.back();
+      std::vector<Tensor> in{random_tensor(xs, 21, -2, 2).set_name("x"),
+                             random_tensor({D}, 22, 0.5, 1.5).set_name("weight")};
+      if (bias) in.push_back(random_tensor({D}, 23).set_name("bias"));
+      return in;
+    };
+  };
+  return {
+      {"embedding/repeated ids",
+       [] {
+         return std::vector<Tensor>{random_tensor({5, 4}, 11).set_name("weight"),
+                                    Tensor::from_ids({1, 3, 1, 0, 4, 1}, {2, 3})};
+       },
+       [](V in) { return embedding(in[0], in[1]); }},
+      {"softmax/last", one({3, 5}, 12, -2, 2), [](V in) { return softmax(in[0]); }},
+      {"softmax/middle axis", one({2, 4, 3}, 13, -2, 2), [](V in) { return softmax(in[0], 1); }},
+      {"log_softmax/last", one({3, 5}, 14, -2, 2), [](V in) { return log_softmax(in[0], -1); }},
+      {"log_softmax/axis0", one({4, 2, 3}, 15, -2, 2), [](V in) { return log_softmax(in[0], 0); }},
+      {"cross_entropy/some ignored",
+       [] {
+         return std::vector<Tensor>{random_tensor({6, 5}, 16, -2, 2).set_name("logits"),
+                                    Tensor::from_ids({2, -100, 0, 4, -100, 2}, {6})};
+       },
+       [](V in) { return cross_entropy(in[0], in[1]); }},
+      {"cross_entropy/ignore_index 1",
+       [] {
+         return std::vector<Tensor>{random_tensor({4, 3}, 17, -2, 2).set_name("logits"),
+                                    Tensor::from_ids({1, 0, 2, 1}, {4})};
+       },
+       [](V in) { return cross_entropy(in[0], in[1], 1); }},
+      {"rms_norm/x,weight", norm_inputs({2, 3, 6}, false), [](V in) { return rms_norm(in[0], in[1], 1e-6); }},
+      {"rms_norm/large eps", norm_inputs({4, 5}, false), [](V in) { return rms_norm(in[0], in[1], 0.5); }},
+      {"layer_norm/x,weight,bias", norm_inputs({4, 6}, true),
+       [](V in) { return layer_norm(in[0], in[1], in[2], 1e-5); }},
+      {"layer_norm/no bias", norm_inputs({2, 2, 5}, false),
+       [](V in) { return layer_norm(in[0], in[1], Tensor(), 1e-5); }},
+      {"rope/[2,3,5,8] offset 3", one({2, 3, 5, 8}, 18), [](V in) { return rope(in[0], 10000.0, 3); }},
+      {"rope/base 100", one({1, 2, 4, 6}, 19), [](V in) { return rope(in[0], 100.0, 0); }},
+      {"depth_mix/J=1", mix_inputs(1), mix_fn},
+      {"depth_mix/J=2", mix_inputs(2), mix_fn},
+      {"depth_mix/J=3", mix_inputs(3), mix_fn},
+  };
+}
+
 }  // namespace dg

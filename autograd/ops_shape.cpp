@@ -1,7 +1,212 @@
-// PLACEHOLDER: being written; the shape ops and their gradient-check rows land here.
-#include "autograd/gradcheck.h"
+// Shape ops: reshape, transpose, permute, slice, contiguous, expand, concat, stack.
+// transpose/permute/slice/expand (and reshape of a contiguous tensor) return views that share
+// storage; their backwards add g into the matching view of the input's gradient buffer
+// (add_strided), or sum it over broadcast axes (expand). Copies happen only in reshape of a
+// non-contiguous tensor, contiguous() of a view, concat and stack.
+// Does not support negative steps, strided slices or in-place writes through views.
+#include <fmt/format.h>
+
 #include "autograd/ops.h"
+#include "tensor/kernels_matmul.h"
 
 namespace dg {
-std::vector<OpCase> shape_op_cases() { return {}; }
+
+namespace {
+// grad_of(a) seen through `view` (a function that makes the same view of any tensor of a's shape)
+// += g. The view maps each gradient element to the input element it came from.
+template <class View>
+void add_into_view_of_grad(const Tensor& a, const Tensor& g, View view) {
+  Tensor target = view(grad_of(a));
+  add_strided(target, g);
+}
+
+// A contiguous copy of a (any layout).
+Tensor copy_of(const Tensor& a) {
+  Tensor c = Tensor::empty(a.shape(), a.dtype());
+  copy_strided(c, a);
+  return c;
+}
+}  // namespace
+
+// ---- reshape: a view when contiguous, else a copy; backward reshapes g back ----------------------------
+Tensor reshape(const Tensor& a, const Shape& shape) {
+  Tensor out = (a.is_contiguous() ? a : copy_of(a)).view_reshape(shape);
+  if (should_record({a}))
+    record("reshape", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g.contiguous().view_reshape(a.shape())); });
+  return out;
+}
+
+// ---- transpose / permute: views; backward adds g into the same view of grad(a) ---------------------------
+Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
+  Tensor out = a.view_transpose(axis0, axis1);
+  if (should_record({a}))
+    record("transpose", {a}, out, [a, axis0, axis1](const Tensor& g) {
+      add_into_view_of_grad(a, g, [&](const Tensor& t) { return t.view_transpose(axis0, axis1); });
+    });
+  return out;
+}
+
+Tensor permute(const Tensor& a, const Shape& order) {
+  Tensor out = a.view_permute(order);
+  if (should_record({a}))
+    record("permute", {a}, out, [a, order](const Tensor& g) {
+      add_into_view_of_grad(a, g, [&](const Tensor& t) { return t.view_permute(order); });
+    });
+  return out;
+}
+
+// ---- slice [start, end) of one axis (negative indices count from the end): a view ---------------------------
+Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end) {
+  const int64_t ax = normalize_axis(axis, a.dim(), "slice");
+  const int64_t size = a.shape()[ax];
+  const int64_t s = start < 0 ? start + size : start, e = end < 0 ? end + size : end;
+  if (s < 0 || e > size || s > e)
+    throw std::out_of_range(fmt::format("slice: [{}, {}) is out of range for axis {} of {}", start, end,
+                                        axis, a.describe()));
+  Tensor out = a.view_narrow(ax, s, e - s);
+  if (should_record({a}))
+    record("slice", {a}, out, [a, ax, s, e](const Tensor& g) {
+      add_into_view_of_grad(a, g, [&](const Tensor& t) { return t.view_narrow(ax, s, e - s); });
+    });
+  return out;
+}
+
+// ---- contiguous: the input itself when already contiguous, else a recorded copy ------------------------------
+Tensor contiguous(const Tensor& a) {
+  if (a.is_contiguous()) return a;
+  Tensor out = copy_of(a);
+  if (should_record({a}))
+    record("contiguous", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); });
+  return out;
+}
+
+// ---- expand: a broadcast view (stride 0); backward sums g over the broadcast axes -------------------------------
+Tensor expand(const Tensor& a, const Shape& shape) {
+  Tensor out = a.view_expand(shape);
+  if (should_record({a}))
+    record("expand", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); });
+  return out;
+}
+
+// ---- concat / stack --------------------------------------------------------------------------------------------
+namespace {
+// parts[i] viewed with a size-1 axis inserted at `axis` (0 ≤ axis ≤ rank).
+Tensor unsqueeze_view(const Tensor& t, int64_t axis) {
+  Shape shape = t.shape(), strides = t.strides();
+  const int64_t stride = axis < t.dim() ? strides[axis] * shape[axis] : 1;
+  shape.insert(shape.begin() + axis, 1);
+  strides.insert(strides.begin() + axis, stride);
+  return Tensor::from_storage(t.storage(), shape, strides, t.offset(), t.dtype());
+}
+
+// out [.., Σ sizes, ..] with pieces[i] copied into its range of `axis`; pieces already checked.
+Tensor concat_pieces(const std::vector<Tensor>& pieces, int64_t axis) {
+  Shape shape = pieces[0].shape();
+  shape[axis] = 0;
+  for (const Tensor& p : pieces) shape[axis] += p.shape()[axis];
+  Tensor out = Tensor::empty(shape, pieces[0].dtype());
+  int64_t offset = 0;
+  for (const Tensor& p : pieces) {
+    Tensor region = out.view_narrow(axis, offset, p.shape()[axis]);
+    copy_strided(region, p);
+    offset += p.shape()[axis];
+  }
+  return out;
+}
+
+void check_parts(const std::vector<Tensor>& parts, int64_t axis, bool same_size_on_axis, const char* op) {
+  if (parts.empty()) throw std::invalid_argument(fmt::format("{}: needs at least one tensor", op));
+  const Tensor& first = parts[0];
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor& p = parts[i];
+    if (!p.defined()) throw std::invalid_argument(fmt::format("{}: part {} is undefined", op, i));
+    bool ok = p.dtype() == first.dtype() && p.dim() == first.dim();
+    for (int64_t k = 0; ok && k < p.dim(); ++k)
+      if ((k != axis || same_size_on_axis) && p.shape()[k] != first.shape()[k]) ok = false;
+    if (!ok)
+      throw std::invalid_argument(fmt::format("{}: part {} {} does not match part 0 {}{}", op, i, p.describe(),
+                                              first.describe(), same_size_on_axis ? "" : fmt::format(" outside axis {}", axis)));
+  }
+}
+}  // namespace
+
+// parts [.., n_i, ..] -> [.., Σ n_i, ..]; backward: part i gets its range of g along `axis`.
+Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
+  if (parts.empty()) throw std::invalid_argument("concat: needs at least one tensor");
+  const int64_t ax = normalize_axis(axis, parts[0].dim(), "concat");
+  check_parts(parts, ax, false, "concat");
+  Tensor out = concat_pieces(parts, ax);
+  if (should_record(parts))
+    record("concat", parts, out, [parts, ax](const Tensor& g) {
+      int64_t offset = 0;
+      for (const Tensor& p : parts) {
+        const int64_t n = p.shape()[ax];
+        if (p.requires_grad()) add_into_view_of_grad(p, g.view_narrow(ax, offset, n), [](const Tensor& t) { return t; });
+        offset += n;
+      }
+    });
+  return out;
+}
+
+// parts (all [..]) -> [.., n, ..] with the new axis at `axis`; backward: part i gets g's slice i.
+Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {
+  if (parts.empty()) throw std::invalid_argument("stack: needs at least one tensor");
+  const int64_t ax = normalize_axis(axis, parts[0].dim() + 1, "stack");
+  check_parts(parts, ax, true, "stack");
+  std::vector<Tensor> pieces;
+  for (const Tensor& p : parts) pieces.push_back(unsqueeze_view(p, ax));
+  Tensor out = concat_pieces(pieces, ax);
+  if (should_record(parts))
+    record("stack", parts, out, [parts, ax](const Tensor& g) {
+      for (size_t i = 0; i < parts.size(); ++i)
+        if (parts[i].requires_grad())
+          add_into_view_of_grad(parts[i], g.view_narrow(ax, static_cast<int64_t>(i), 1),
+                                [ax](const Tensor& t) { return unsqueeze_view(t, ax); });
+    });
+  return out;
+}
+
+}  // namespace dg
+
+// ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------------
+#include "autograd/gradcheck.h"
+
+namespace dg {
+
+std::vector<OpCase> shape_op_cases() {
+  auto one = [](Shape s) { return [=] { return std::vector<Tensor>{random_tensor(s, 31).set_name("a")}; }; };
+  auto two = [](Shape sa, Shape sb) {
+    return [=] { return std::vector<Tensor>{random_tensor(sa, 32).set_name("a"), random_tensor(sb, 33).set_name("b")}; };
+  };
+  auto three = [](Shape sa, Shape sb, Shape sc) {
+    return [=] {
+      return std::vector<Tensor>{random_tensor(sa, 34).set_name("a"), random_tensor(sb, 35).set_name("b"),
+                                 random_tensor(sc, 36).set_name("c")};
+    };
+  };
+  using V = const std::vector<Tensor>&;
+  return {
+      {"reshape/view", one({2, 3, 4}), [](V in) { return reshape(in[0], {4, -1}); }},
+      {"reshape/of a transposed view (copy)", one({2, 3, 4}),
+       [](V in) { return reshape(transpose(in[0], 0, 2), {12, 2}); }},
+      {"transpose", one({2, 3, 4}), [](V in) { return transpose(in[0], 0, 2); }},
+      {"permute", one({2, 3, 4}), [](V in) { return permute(in[0], {2, 0, 1}); }},
+      {"slice/middle axis", one({3, 5, 4}), [](V in) { return slice(in[0], 1, 1, 4); }},
+      {"slice/middle axis, negative end", one({2, 6, 3}), [](V in) { return slice(in[0], -2, 2, -1); }},
+      {"slice/of a permuted view", one({3, 4, 5}), [](V in) { return slice(permute(in[0], {1, 2, 0}), 1, 1, 4); }},
+      {"contiguous/of a transposed view", one({3, 4, 2}), [](V in) { return contiguous(transpose(in[0], 1, 2)); }},
+      {"contiguous/already contiguous", one({3, 4}), [](V in) { return contiguous(in[0]); }},
+      {"expand", one({3, 1}), [](V in) { return expand(in[0], {2, 3, 4}); }},
+      {"mul of a transposed view", two({3, 4}, {4, 3}), [](V in) { return mul(in[0], transpose(in[1], 0, 1)); }},
+      {"add of two middle-axis slices", one({2, 6, 3}),
+       [](V in) { return add(slice(in[0], 1, 0, 3), slice(in[0], 1, 3, 6)); }},
+      {"concat/middle axis", three({2, 3, 4}, {2, 1, 4}, {2, 2, 4}),
+       [](V in) { return concat({in[0], in[1], in[2]}, 1); }},
+      {"concat/last axis, transposed part", two({3, 2}, {4, 3}),
+       [](V in) { return concat({in[0], transpose(in[1], 0, 1)}, -1); }},
+      {"stack/axis 0", three({2, 3}, {2, 3}, {2, 3}), [](V in) { return stack({in[0], in[1], in[2]}, 0); }},
+      {"stack/last axis, repeated part", two({3, 4}, {3, 4}), [](V in) { return stack({in[0], in[1], in[0]}, 2); }},
+  };
+}
+
 }  // namespace dg

@@ -1,0 +1,362 @@
+// Causal attention kernels (see kernels_attention.h): the fast forward/backward pair built on
+// BLAS gemm over row blocks of the causal triangle, and the plain reference pair beside them.
+#include "tensor/kernels_attention.h"
+
+#include <cblas.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace dg {
+
+// ---- shape checks --------------------------------------------------------------------------------
+
+AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
+  auto fail = [&](const std::string& why) {
+    return std::invalid_argument(fmt::format("{}: {} (q {}, k {}, v {})", op, why, q.describe(),
+                                             k.describe(), v.describe()));
+  };
+  if (!q.defined() || !k.defined() || !v.defined()) throw std::invalid_argument(fmt::format("{}: q, k and v must be defined", op));
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
+    throw fail("expected 4-D q [B, H, T, hd] and k, v [B, Hkv, T, hd]");
+  if (k.shape() != v.shape()) throw fail(fmt::format("k {} and v {} must have the same shape",
+                                                     shape_str(k.shape()), shape_str(v.shape())));
+  if (q.dtype() != k.dtype() || q.dtype() != v.dtype()) throw fail("q, k and v must have one dtype");
+  if (!is_floating(q.dtype())) throw fail("expected float32 or float64 tensors");
+  AttentionShape s{q.size(0), q.size(1), k.size(1), q.size(2), q.size(3)};
+  if (k.size(0) != s.B || k.size(2) != s.T || k.size(3) != s.hd)
+    throw fail(fmt::format("q {} and k {} must agree on batch, length and head size",
+                           shape_str(q.shape()), shape_str(k.shape())));
+  if (s.hd < 1) throw fail("the head size must be positive");
+  if (s.Hkv < 1 || s.H % s.Hkv != 0)
+    throw fail(fmt::format("q has {} heads, which is not a multiple of the {} heads of k {}", s.H,
+                           s.Hkv, shape_str(k.shape())));
+  return s;
+}
+
+double attention_scale(double scale, int64_t hd, const char* op) {
+  if (!std::isfinite(scale)) throw std::invalid_argument(fmt::format("{}: scale {} is not finite", op, scale));
+  return scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(hd)) : scale;
+}
+
+namespace {
+
+// Row blocks of the causal triangle: block [i0, i0+rows) attends to keys [0, i0+rows), so the
+// gemms skip most of the masked upper triangle while the scratch stays rows × T.
+constexpr int64_t kRowBlock = 64;
+
+// Row-major C[M,N] = alpha · op(A) · op(B) + beta · C.
+inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
+              alpha, A, lda, B, ldb, beta, C, ldc);
+}
+inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+                 int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
+              alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// A [B, Hx, T, hd] tensor seen as one row-major T×hd matrix per (b, head) with leading dimension
+// ld, read in place when the last axis has stride 1 (the permuted [B,T,H,hd] case: ld = H·hd).
+template <class T>
+struct HeadMatrices {
+  Tensor keep;  // the tensor read (a contiguous copy when the layout needed one)
+  const T* base = nullptr;
+  int64_t stride_b = 0, stride_h = 0, ld = 0;
+  const T* at(int64_t b, int64_t h) const { return base + b * stride_b + h * stride_h; }
+};
+
+template <class T>
+HeadMatrices<T> head_matrices(const Tensor& x) {
+  auto usable = [](const Tensor& t) {
+    const Shape& sh = t.shape();
+    const Shape& st = t.strides();
+    if (sh[3] > 1 && st[3] != 1) return false;
+    return sh[2] <= 1 || st[2] >= std::max<int64_t>(sh[3], 1);
+  };
+  HeadMatrices<T> m;
+  m.keep = usable(x) ? x : x.contiguous();
+  const Shape& sh = m.keep.shape();
+  const Shape& st = m.keep.strides();
+  m.base = m.keep.template data<T>();
+  m.stride_b = st[0];
+  m.stride_h = st[1];
+  m.ld = sh[2] <= 1 ? std::max<int64_t>(sh[3], 1) : st[2];
+  return m;
+}
+
+void check_target(const Tensor* t, const Shape& shape, DType dtype, const char* what) {
+  if (!t) return;
+  if (!t->defined() || t->shape() != shape || t->dtype() != dtype || !t->is_contiguous())
+    throw std::invalid_argument(fmt::format("causal_attention backward: {} must be a contiguous {} {}, got {}",
+                                            what, shape_str(shape), dtype_name(dtype),
+                                            t->defined() ? t->describe() : "undefined"));
+}
+
+// ---- forward: per (b, h), per row block: S = scale·Q·Kᵀ, masked softmax in place, O = P·V ------
+// q [B,H,T,hd], k v [B,Hkv,T,hd] (strided) -> out [B,H,T,hd], lse [B,H,T] (contiguous)
+template <class T>
+void forward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v, T scale,
+                  Tensor& out, Tensor& lse) {
+  const HeadMatrices<T> Q = head_matrices<T>(q), K = head_matrices<T>(k), V = head_matrices<T>(v);
+  T* o = out.data<T>();
+  T* l = lse.data<T>();
+  const int64_t T_ = s.T, hd = s.hd, group = s.H / s.Hkv, tasks = s.B * s.H;
+#pragma omp parallel
+  {
+    std::vector<T> S(std::min(kRowBlock, T_) * T_);  // one rows × cols block, per thread
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t b = task / s.H, h = task % s.H, g = h / group;
+      const T* qh = Q.at(b, h);
+      const T* kh = K.at(b, g);
+      const T* vh = V.at(b, g);
+      T* oh = o + task * T_ * hd;
+      T* lh = l + task * T_;
+      for (int64_t i0 = 0; i0 < T_; i0 += kRowBlock) {
+        const int64_t rows = std::min(kRowBlock, T_ - i0), cols = i0 + rows;
+        // S [rows, cols] = scale · Q[i0 : i0+rows] · K[0 : cols]ᵀ
+        gemm(false, true, rows, cols, hd, scale, qh + i0 * Q.ld, Q.ld, kh, K.ld, T(0), S.data(), cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          T* row = S.data() + r * cols;
+          const int64_t n = i0 + r + 1;  // keys 0..i are visible
+          T m = row[0];
+#pragma omp simd reduction(max : m)
+          for (int64_t j = 1; j < n; ++j) m = row[j] > m ? row[j] : m;
+          double sum = 0;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t j = 0; j < n; ++j) {
+            row[j] = softmax_exp(row[j] - m);
+            sum += row[j];
+          }
+          lh[i0 + r] = static_cast<T>(static_cast<double>(m) + std::log(sum));
+          const T inv = static_cast<T>(1.0 / sum);
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+          std::fill(row + n, row + cols, T(0));
+        }
+        // O[i0 : i0+rows] = P · V[0 : cols]
+        gemm(false, false, rows, hd, cols, T(1), S.data(), cols, vh, V.ld, T(0), oh + i0 * hd, hd);
+      }
+    }
+  }
+}
+
+// ---- backward: per (b, kv head), its query heads in order, per row block ------------------------
+//   P = exp(scale·Q·Kᵀ − lse) (recomputed),  dV += Pᵀ·dO,  dP = dO·Vᵀ,  D_i = Σ_d dO_id·O_id,
+//   dS = P ∘ (dP − D),  dQ += scale·dS·K,  dK += scale·dSᵀ·Q
+// dout [B,H,T,hd] (strided); dq [B,H,T,hd], dk dv [B,Hkv,T,hd] contiguous, added into.
+template <class T>
+void backward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                   const Tensor& out, const Tensor& lse, const Tensor& dout, T scale, Tensor* dq,
+                   Tensor* dk, Tensor* dv) {
+  const HeadMatrices<T> Q = head_matrices<T>(q), K = head_matrices<T>(k), V = head_matrices<T>(v);
+  const HeadMatrices<T> O = head_matrices<T>(out), dO = head_matrices<T>(dout);
+  const Tensor lse_c = lse.contiguous();
+  const T* l = lse_c.data<T>();
+  T* dqp = dq ? dq->data<T>() : nullptr;
+  T* dkp = dk ? dk->data<T>() : nullptr;
+  T* dvp = dv ? dv->data<T>() : nullptr;
+  const int64_t T_ = s.T, hd = s.hd, group = s.H / s.Hkv, tasks = s.B * s.Hkv;
+  const bool need_ds = dqp || dkp;
+#pragma omp parallel
+  {
+    const int64_t block = std::min(kRowBlock, T_);
+    std::vector<T> P(block * T_), dS(need_ds ? block * T_ : 0);  // per thread
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t b = task / s.Hkv, g = task % s.Hkv;
+      const T* kh = K.at(b, g);
+      const T* vh = V.at(b, g);
+      T* dkh = dkp ? dkp + task * T_ * hd : nullptr;
+      T* dvh = dvp ? dvp + task * T_ * hd : nullptr;
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {  // fixed order into dk, dv
+        const T* qh = Q.at(b, h);
+        const T* oh = O.at(b, h);
+        const T* doh = dO.at(b, h);
+        const T* lh = l + (b * s.H + h) * T_;
+        T* dqh = dqp ? dqp + (b * s.H + h) * T_ * hd : nullptr;
+        for (int64_t i0 = 0; i0 < T_; i0 += kRowBlock) {
+          const int64_t rows = std::min(kRowBlock, T_ - i0), cols = i0 + rows;
+          const T* q_blk = qh + i0 * Q.ld;
+          const T* do_blk = doh + i0 * dO.ld;
+          // P [rows, cols] = exp(scale · Q_blk · K[0:cols]ᵀ − lse), zero where j > i
+          gemm(false, true, rows, cols, hd, scale, q_blk, Q.ld, kh, K.ld, T(0), P.data(), cols);
+          for (int64_t r = 0; r < rows; ++r) {
+            T* row = P.data() + r * cols;
+            const int64_t n = i0 + r + 1;
+            const T lse_i = lh[i0 + r];
+#pragma omp simd
+            for (int64_t j = 0; j < n; ++j) row[j] = softmax_exp(row[j] - lse_i);
+            std::fill(row + n, row + cols, T(0));
+          }
+          // dV[0:cols] += Pᵀ · dO_blk
+          if (dvh) gemm(true, false, cols, hd, rows, T(1), P.data(), cols, do_blk, dO.ld, T(1), dvh, hd);
+          if (!need_ds) continue;
+          // dP [rows, cols] = dO_blk · V[0:cols]ᵀ, then dS = P ∘ (dP − D) in place
+          gemm(false, true, rows, cols, hd, T(1), do_blk, dO.ld, vh, V.ld, T(0), dS.data(), cols);
+          for (int64_t r = 0; r < rows; ++r) {
+            const T* o_i = oh + (i0 + r) * O.ld;
+            const T* do_i = do_blk + r * dO.ld;
+            double acc = 0;
+#pragma omp simd reduction(+ : acc)
+            for (int64_t d = 0; d < hd; ++d) acc += static_cast<double>(do_i[d]) * o_i[d];
+            const T D = static_cast<T>(acc);
+            const T* p = P.data() + r * cols;
+            T* ds = dS.data() + r * cols;
+            const int64_t n = i0 + r + 1;
+#pragma omp simd
+            for (int64_t j = 0; j < n; ++j) ds[j] = p[j] * (ds[j] - D);
+            std::fill(ds + n, ds + cols, T(0));
+          }
+          // dQ_blk += scale · dS · K[0:cols];  dK[0:cols] += scale · dSᵀ · Q_blk
+          if (dqh) gemm(false, false, rows, hd, cols, scale, dS.data(), cols, kh, K.ld, T(1), dqh + i0 * hd, hd);
+          if (dkh) gemm(true, false, cols, hd, rows, scale, dS.data(), cols, q_blk, Q.ld, T(1), dkh, hd);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, Tensor& out,
+                       Tensor& lse) {
+  const AttentionShape s = attention_shape(q, k, v, "causal_attention");
+  const Shape out_shape{s.B, s.H, s.T, s.hd}, lse_shape{s.B, s.H, s.T};
+  if (!out.defined() || out.shape() != out_shape || out.dtype() != q.dtype() || !out.is_contiguous() ||
+      !lse.defined() || lse.shape() != lse_shape || lse.dtype() != q.dtype() || !lse.is_contiguous())
+    throw std::invalid_argument(fmt::format(
+        "causal_attention: out must be a contiguous {} and lse a contiguous {} of {}, got {} and {}",
+        shape_str(out_shape), shape_str(lse_shape), dtype_name(q.dtype()),
+        out.defined() ? out.describe() : "undefined", lse.defined() ? lse.describe() : "undefined"));
+  if (out.numel() == 0) return;
+  dispatch_float(q.dtype(), "causal_attention", [&]<class T>() {
+    forward_impl<T>(s, q, k, v, static_cast<T>(scale), out, lse);
+  });
+}
+
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& dout, double scale, Tensor* dq, Tensor* dk,
+                        Tensor* dv) {
+  const AttentionShape s = attention_shape(q, k, v, "causal_attention backward");
+  const Shape qs{s.B, s.H, s.T, s.hd}, ks{s.B, s.Hkv, s.T, s.hd};
+  if (out.shape() != qs || dout.shape() != qs || lse.shape() != Shape{s.B, s.H, s.T} ||
+      out.dtype() != q.dtype() || dout.dtype() != q.dtype() || lse.dtype() != q.dtype())
+    throw std::invalid_argument(fmt::format(
+        "causal_attention backward: expected out and dout {} and lse {} of {}, got {}, {} and {}",
+        shape_str(qs), shape_str(Shape{s.B, s.H, s.T}), dtype_name(q.dtype()), out.describe(),
+        dout.describe(), lse.describe()));
+  check_target(dq, qs, q.dtype(), "dq");
+  check_target(dk, ks, q.dtype(), "dk");
+  check_target(dv, ks, q.dtype(), "dv");
+  if (out.numel() == 0 || (!dq && !dk && !dv)) return;
+  dispatch_float(q.dtype(), "causal_attention backward", [&]<class T>() {
+    backward_impl<T>(s, q, k, v, out, lse, dout, static_cast<T>(scale), dq, dk, dv);
+  });
+}
+
+// ---- reference: explicit loops in double, full T×T probabilities ---------------------------------
+
+namespace {
+Tensor from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  return Tensor::from_vector(values, shape, dtype);
+}
+
+// P[b][h] as a flat T×T matrix (zeros above the diagonal), and the logsumexp of each row.
+std::vector<double> ref_probabilities(const AttentionShape& s, const std::vector<double>& q,
+                                      const std::vector<double>& k, double scale,
+                                      std::vector<double>& lse) {
+  const int64_t T = s.T, hd = s.hd, group = s.H / s.Hkv;
+  std::vector<double> P(s.B * s.H * T * T, 0.0);
+  lse.assign(s.B * s.H * T, 0.0);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; ++h) {
+      const int64_t g = h / group;
+      const double* qh = &q[((b * s.H + h) * T) * hd];
+      const double* kh = &k[((b * s.Hkv + g) * T) * hd];
+      double* Ph = &P[(b * s.H + h) * T * T];
+      for (int64_t i = 0; i < T; ++i) {
+        double m = -std::numeric_limits<double>::infinity();
+        std::vector<double> score(T, -std::numeric_limits<double>::infinity());
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < hd; ++d) dot += qh[i * hd + d] * kh[j * hd + d];
+          score[j] = scale * dot;
+          m = std::max(m, score[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j <= i; ++j) sum += std::exp(score[j] - m);
+        for (int64_t j = 0; j <= i; ++j) Ph[i * T + j] = std::exp(score[j] - m) / sum;
+        lse[(b * s.H + h) * T + i] = m + std::log(sum);
+      }
+    }
+  return P;
+}
+}  // namespace
+
+Tensor ref_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                             Tensor* lse_out) {
+  const AttentionShape s = attention_shape(q, k, v, "ref_attention_forward");
+  scale = attention_scale(scale, s.hd, "ref_attention_forward");
+  const std::vector<double> qv = q.to_vector(), kv = k.to_vector(), vv = v.to_vector();
+  std::vector<double> lse;
+  const std::vector<double> P = ref_probabilities(s, qv, kv, scale, lse);
+  const int64_t T = s.T, hd = s.hd, group = s.H / s.Hkv;
+  std::vector<double> out(s.B * s.H * T * hd, 0.0);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; ++h)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j)
+          for (int64_t d = 0; d < hd; ++d)
+            out[((b * s.H + h) * T + i) * hd + d] +=
+                P[((b * s.H + h) * T + i) * T + j] * vv[((b * s.Hkv + h / group) * T + j) * hd + d];
+  if (lse_out) *lse_out = from_doubles(lse, {s.B, s.H, T}, q.dtype());
+  return from_doubles(out, {s.B, s.H, T, hd}, q.dtype());
+}
+
+// dS_ij = P_ij (dP_ij − Σ_k P_ik dP_ik) (the softmax Jacobian written out, not the D = dO·O trick)
+void ref_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                            double scale, Tensor& dq, Tensor& dk, Tensor& dv) {
+  const AttentionShape s = attention_shape(q, k, v, "ref_attention_backward");
+  scale = attention_scale(scale, s.hd, "ref_attention_backward");
+  const std::vector<double> qv = q.to_vector(), kv = k.to_vector(), vv = v.to_vector();
+  const std::vector<double> dov = dout.to_vector();
+  std::vector<double> lse;
+  const std::vector<double> P = ref_probabilities(s, qv, kv, scale, lse);
+  const int64_t T = s.T, hd = s.hd, group = s.H / s.Hkv;
+  std::vector<double> gq(qv.size(), 0.0), gk(kv.size(), 0.0), gv(vv.size(), 0.0);
+  std::vector<double> dP(T * T), dS(T * T);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; ++h) {
+      const int64_t qo = (b * s.H + h) * T * hd, ko = (b * s.Hkv + h / group) * T * hd;
+      const double* Ph = &P[(b * s.H + h) * T * T];
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j) {
+          double acc = 0;
+          for (int64_t d = 0; d < hd; ++d) acc += dov[qo + i * hd + d] * vv[ko + j * hd + d];
+          dP[i * T + j] = acc;
+        }
+      for (int64_t i = 0; i < T; ++i) {
+        double row = 0;
+        for (int64_t j = 0; j < T; ++j) row += Ph[i * T + j] * dP[i * T + j];
+        for (int64_t j = 0; j < T; ++j) dS[i * T + j] = Ph[i * T + j] * (dP[i * T + j] - row);
+      }
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j)
+          for (int64_t d = 0; d < hd; ++d) {
+            gq[qo + i * hd + d] += scale * dS[i * T + j] * kv[ko + j * hd + d];
+            gk[ko + j * hd + d] += scale * dS[i * T + j] * qv[qo + i * hd + d];
+            gv[ko + j * hd + d] += Ph[i * T + j] * dov[qo + i * hd + d];
+          }
+    }
+  dq = from_doubles(gq, q.shape(), q.dtype());
+  dk = from_doubles(gk, k.shape(), q.dtype());
+  dv = from_doubles(gv, v.shape(), q.dtype());
+}
+
+}  // namespace dg

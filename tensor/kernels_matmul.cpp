@@ -1,0 +1,393 @@
+// GEMM wrappers, batched GEMM, strided copy/add and column sums (see kernels_matmul.h).
+#include "tensor/kernels_matmul.h"
+
+#include <cblas.h>
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <numeric>
+
+#include "tensor/kernels_elementwise.h"
+
+namespace dg {
+
+// ---- GEMM ------------------------------------------------------------------------------------------
+
+namespace {
+void check_gemm_args(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
+                     int64_t ldb, int64_t ldc) {
+  auto fail = [&](const char* what) {
+    throw std::invalid_argument(fmt::format(
+        "gemm: {} (M={}, N={}, K={}, trans_a={}, trans_b={}, lda={}, ldb={}, ldc={})", what, M, N,
+        K, trans_a, trans_b, lda, ldb, ldc));
+  };
+  if (M < 0 || N < 0 || K < 0) fail("negative size");
+  if (lda < std::max<int64_t>(1, trans_a ? M : K)) fail("lda is smaller than a row of A");
+  if (ldb < std::max<int64_t>(1, trans_b ? K : N)) fail("ldb is smaller than a row of B");
+  if (ldc < std::max<int64_t>(1, N)) fail("ldc is smaller than a row of C");
+  for (int64_t v : {M, N, K, lda, ldb, ldc})
+    if (v > INT_MAX) fail("a size exceeds BLAS's 32-bit int");
+}
+
+// C = beta·C when there is nothing to multiply (K = 0); beta = 0 writes zeros without reading.
+template <class T>
+void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
+}
+
+CBLAS_TRANSPOSE flag(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
+}  // namespace
+
+// C [M, N] = alpha · op(A) [M, K] · op(B) [K, N] + beta · C (row-major)
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  if (M == 0 || N == 0) return;
+  if (K == 0) return scale_c(M, N, beta, C, ldc);
+  cblas_sgemm(CblasRowMajor, flag(trans_a), flag(trans_b), int(M), int(N), int(K), alpha, A, int(lda),
+              B, int(ldb), beta, C, int(ldc));
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+          int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  if (M == 0 || N == 0) return;
+  if (K == 0) return scale_c(M, N, beta, C, ldc);
+  cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), int(M), int(N), int(K), alpha, A, int(lda),
+              B, int(ldb), beta, C, int(ldc));
+}
+
+// Reference: C[i, j] = alpha · Σ_k op(A)[i, k] · op(B)[k, j] + beta · C[i, j], summed in double.
+template <class T>
+void ref_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+              int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        double a = trans_a ? A[k * lda + i] : A[i * lda + k];
+        double b = trans_b ? B[j * ldb + k] : B[k * ldb + j];
+        acc += a * b;
+      }
+      double old = beta == T(0) ? 0.0 : double(beta) * double(C[i * ldc + j]);
+      C[i * ldc + j] = static_cast<T>(double(alpha) * acc + old);
+    }
+}
+template void ref_gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                              const float*, int64_t, float, float*, int64_t);
+template void ref_gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
+                               const double*, int64_t, double, double*, int64_t);
+
+// ---- batched GEMM ------------------------------------------------------------------------------------
+// entries → groups by c_offset (stable: entry order kept inside a group) → one owner per group.
+template <class T>
+void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                  int64_t lda, const std::vector<int64_t>& a_offsets, const T* B, int64_t ldb,
+                  const std::vector<int64_t>& b_offsets, T beta, T* C, int64_t ldc,
+                  const std::vector<int64_t>& c_offsets) {
+  const int64_t batch = static_cast<int64_t>(c_offsets.size());
+  if (static_cast<int64_t>(a_offsets.size()) != batch || static_cast<int64_t>(b_offsets.size()) != batch)
+    throw std::invalid_argument(fmt::format("gemm_batched: {} A offsets, {} B offsets and {} C offsets",
+                                            a_offsets.size(), b_offsets.size(), batch));
+  check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  if (batch == 0 || M == 0 || N == 0) return;
+  // order: entries sorted by (c_offset, entry index); starts[g] .. starts[g+1] is group g.
+  std::vector<int64_t> order(batch);
+  std::iota(order.begin(), order.end(), 0);
+  if (!std::is_sorted(c_offsets.begin(), c_offsets.end()) ||
+      std::adjacent_find(c_offsets.begin(), c_offsets.end()) != c_offsets.end())
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t x, int64_t y) { return c_offsets[x] < c_offsets[y]; });
+  std::vector<int64_t> starts;
+  for (int64_t i = 0; i < batch; ++i)
+    if (i == 0 || c_offsets[order[i]] != c_offsets[order[i - 1]]) starts.push_back(i);
+  starts.push_back(batch);
+  const int64_t groups = static_cast<int64_t>(starts.size()) - 1;
+
+  auto run_group = [&](int64_t g) {
+    for (int64_t p = starts[g]; p < starts[g + 1]; ++p) {
+      const int64_t e = order[p];
+      gemm(trans_a, trans_b, M, N, K, alpha, A + a_offsets[e], lda, B + b_offsets[e], ldb,
+           p == starts[g] ? beta : T(1), C + c_offsets[e], ldc);
+    }
+  };
+  const int64_t work = M * N * K;
+  const bool spread = groups >= 2 && work <= kBatchParallelMaxWork && work * batch >= kBatchParallelMinWork &&
+                      omp_get_max_threads() > 1;
+  if (spread) {
+    // Inside this region OpenBLAS (OpenMP build) runs each GEMM on the calling thread.
+#pragma omp parallel for schedule(static)
+    for (int64_t g = 0; g < groups; ++g) run_group(g);
+  } else {
+    for (int64_t g = 0; g < groups; ++g) run_group(g);
+  }
+}
+
+template <class T>
+void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha,
+                          const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb,
+                          int64_t stride_b, T beta, T* C, int64_t ldc, int64_t stride_c, int64_t batch) {
+  std::vector<int64_t> ao(batch), bo(batch), co(batch);
+  for (int64_t i = 0; i < batch; ++i) {
+    ao[i] = i * stride_a;
+    bo[i] = i * stride_b;
+    co[i] = i * stride_c;
+  }
+  gemm_batched(trans_a, trans_b, M, N, K, alpha, A, lda, ao, B, ldb, bo, beta, C, ldc, co);
+}
+
+#define DG_INSTANTIATE_BATCHED(T)                                                                    \
+  template void gemm_batched<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t,        \
+                                const std::vector<int64_t>&, const T*, int64_t,                     \
+                                const std::vector<int64_t>&, T, T*, int64_t,                        \
+                                const std::vector<int64_t>&);                                       \
+  template void gemm_strided_batched<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, \
+                                        int64_t, const T*, int64_t, int64_t, T, T*, int64_t, int64_t, \
+                                        int64_t);
+DG_INSTANTIATE_BATCHED(float)
+DG_INSTANTIATE_BATCHED(double)
+#undef DG_INSTANTIATE_BATCHED
+
+// ---- layouts ------------------------------------------------------------------------------------------
+
+MatrixLayout blas_layout(const Tensor& t) {
+  if (t.dim() < 2)
+    throw std::invalid_argument(fmt::format("blas_layout: expected a tensor with at least 2 axes, got {}",
+                                            t.describe()));
+  const int64_t R = t.size(-2), C = t.size(-1);
+  const int64_t sr = t.strides()[t.dim() - 2], sc = t.strides()[t.dim() - 1];
+  // Row-major: rows of C consecutive elements, `ld` apart. A size-1 axis may have any stride.
+  if ((C == 1 || sc == 1) && (R == 1 || sr >= std::max<int64_t>(C, 1)))
+    return {true, false, R == 1 ? std::max<int64_t>(C, 1) : sr};
+  // The transpose of a row-major [C, R] matrix.
+  if ((R == 1 || sr == 1) && (C == 1 || sc >= std::max<int64_t>(R, 1)))
+    return {true, true, C == 1 ? std::max<int64_t>(R, 1) : sc};
+  return {};
+}
+
+int64_t rows_ld(const Tensor& t) {
+  const int64_t rank = t.dim();
+  if (rank == 0) return -1;
+  const int64_t C = t.size(-1);
+  if (C != 1 && t.strides()[rank - 1] != 1) return -1;
+  // The innermost leading axis of size > 1 sets the row stride; every outer one must step by
+  // whole blocks of rows.
+  int64_t ld = -1, rows_below = 1;
+  for (int64_t k = rank - 2; k >= 0; --k) {
+    const int64_t size = t.shape()[k], stride = t.strides()[k];
+    if (size == 1) continue;
+    if (ld < 0) {
+      if (stride < std::max<int64_t>(C, 1)) return -1;
+      ld = stride;
+    } else if (stride != ld * rows_below) {
+      return -1;
+    }
+    rows_below *= size;
+  }
+  return ld < 0 ? std::max<int64_t>(C, 1) : ld;
+}
+
+// ---- naive matmul reference -----------------------------------------------------------------------------
+// a [.., M, K] @ b [.., K, N]: for every batch index and (i, j), Σ_k in double via at().
+Tensor ref_matmul(const Tensor& a, const Tensor& b) {
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  if (b.size(-2) != K)
+    throw std::invalid_argument(fmt::format("ref_matmul: {} @ {}: inner sizes differ", a.describe(), b.describe()));
+  Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes(ab, bb, "ref_matmul");
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor out = Tensor::empty(out_shape, a.dtype());
+  std::vector<double> values;
+  const int64_t nb = shape_numel(batch);
+  Shape ia(a.dim()), ib(b.dim());
+  for (int64_t t = 0; t < nb; ++t) {
+    Shape index(batch.size());
+    for (int64_t k = static_cast<int64_t>(batch.size()) - 1, rest = t; k >= 0; --k) {
+      index[k] = rest % batch[k];
+      rest /= batch[k];
+    }
+    for (size_t k = 0; k < ab.size(); ++k) ia[k] = ab[k] == 1 ? 0 : index[k + batch.size() - ab.size()];
+    for (size_t k = 0; k < bb.size(); ++k) ib[k] = bb[k] == 1 ? 0 : index[k + batch.size() - bb.size()];
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          ia[a.dim() - 2] = i, ia[a.dim() - 1] = k;
+          ib[b.dim() - 2] = k, ib[b.dim() - 1] = j;
+          acc += a.at(ia) * b.at(ib);
+        }
+        values.push_back(acc);
+      }
+  }
+  return Tensor::from_vector(values, out_shape, a.dtype());
+}
+
+// ---- strided copy / add ----------------------------------------------------------------------------------
+
+namespace {
+// The common shape of dst and src with size-1 axes dropped and axes that are contiguous in both
+// merged, so a narrow of a contiguous tensor becomes [outer, run] with unit inner strides.
+struct Walk {
+  Shape shape, sd, ss;
+};
+
+Walk merged_walk(const Tensor& dst, const Tensor& src, const char* op) {
+  if (dst.shape() != src.shape())
+    throw std::invalid_argument(fmt::format("{}: destination {} and source {} differ in shape", op,
+                                            dst.describe(), src.describe()));
+  if (dst.dtype() != src.dtype())
+    throw std::invalid_argument(fmt::format("{}: destination {} and source {} differ in dtype", op,
+                                            dst.describe(), src.describe()));
+  Walk w;
+  for (int64_t k = 0; k < dst.dim(); ++k) {
+    const int64_t size = dst.shape()[k];
+    if (size == 1) continue;
+    if (dst.strides()[k] == 0)
+      throw std::invalid_argument(fmt::format("{}: destination {} repeats elements along axis {} (stride 0)",
+                                              op, dst.describe(), k));
+    if (!w.shape.empty() && w.sd.back() == dst.strides()[k] * size && w.ss.back() == src.strides()[k] * size) {
+      w.shape.back() *= size;  // axis k continues the previous one in both tensors
+      w.sd.back() = dst.strides()[k];
+      w.ss.back() = src.strides()[k];
+      continue;
+    }
+    w.shape.push_back(size);
+    w.sd.push_back(dst.strides()[k]);
+    w.ss.push_back(src.strides()[k]);
+  }
+  if (w.shape.empty()) w = {{1}, {1}, {1}};
+  return w;
+}
+
+// dst[i] = src[i] (Add = false) or dst[i] += src[i] (Add = true) along a merged walk;
+// rows (all axes but the last) in parallel, one owner per row.
+template <class T, bool Add>
+void strided_apply(T* d, const T* s, const Walk& w, int64_t numel) {
+  const int64_t rank = static_cast<int64_t>(w.shape.size());
+  const int64_t inner = w.shape[rank - 1];
+  const int64_t rows = numel / inner;
+  const int64_t id = w.sd[rank - 1], is = w.ss[rank - 1];
+#pragma omp parallel for if (numel > kParallelGrain) schedule(static)
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t od = 0, os = 0, rest = row;
+    for (int64_t k = rank - 2; k >= 0; --k) {
+      const int64_t idx = rest % w.shape[k];
+      rest /= w.shape[k];
+      od += idx * w.sd[k];
+      os += idx * w.ss[k];
+    }
+    T* rd = d + od;
+    const T* rs = s + os;
+    if (id == 1 && is == 1) {
+#pragma omp simd
+      for (int64_t j = 0; j < inner; ++j) {
+        if constexpr (Add) rd[j] += rs[j];
+        else rd[j] = rs[j];
+      }
+    } else {
+      for (int64_t j = 0; j < inner; ++j) {
+        if constexpr (Add) rd[j * id] += rs[j * is];
+        else rd[j * id] = rs[j * is];
+      }
+    }
+  }
+}
+}  // namespace
+
+// dst [..] = src [..] (any dtype: elements are moved as 4- or 8-byte words)
+void copy_strided(Tensor& dst, const Tensor& src) {
+  Walk w = merged_walk(dst, src, "copy_strided");
+  if (dst.numel() == 0) return;
+  void* d = static_cast<char*>(dst.storage()->data()) + dst.offset() * dtype_size(dst.dtype());
+  const void* s = static_cast<const char*>(src.storage()->data()) + src.offset() * dtype_size(src.dtype());
+  if (dtype_size(dst.dtype()) == 4)
+    strided_apply<uint32_t, false>(static_cast<uint32_t*>(d), static_cast<const uint32_t*>(s), w, dst.numel());
+  else
+    strided_apply<uint64_t, false>(static_cast<uint64_t*>(d), static_cast<const uint64_t*>(s), w, dst.numel());
+}
+
+// dst [..] += src [..] (float32 / float64)
+void add_strided(Tensor& dst, const Tensor& src) {
+  Walk w = merged_walk(dst, src, "add_strided");
+  if (dst.numel() == 0) return;
+  dispatch_float(dst.dtype(), "add_strided", [&]<class T>() {
+    strided_apply<T, true>(dst.data<T>(), src.data<T>(), w, dst.numel());
+  });
+}
+
+namespace {
+// Calls f(dst offset, src offset) for every index of the common shape, row-major, no merging.
+template <class F>
+void ref_walk(const Tensor& dst, const Tensor& src, F f) {
+  const int64_t n = dst.numel(), rank = dst.dim();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t od = 0, os = 0, rest = i;
+    for (int64_t k = rank - 1; k >= 0; --k) {
+      const int64_t idx = rest % dst.shape()[k];
+      rest /= dst.shape()[k];
+      od += idx * dst.strides()[k];
+      os += idx * src.strides()[k];
+    }
+    f(od, os);
+  }
+}
+}  // namespace
+
+void ref_copy_strided(Tensor& dst, const Tensor& src) {
+  merged_walk(dst, src, "copy_strided");
+  dispatch_float(dst.dtype(), "ref_copy_strided", [&]<class T>() {
+    T* d = dst.data<T>();
+    const T* s = src.data<T>();
+    ref_walk(dst, src, [&](int64_t od, int64_t os) { d[od] = s[os]; });
+  });
+}
+
+void ref_add_strided(Tensor& dst, const Tensor& src) {
+  merged_walk(dst, src, "add_strided");
+  dispatch_float(dst.dtype(), "ref_add_strided", [&]<class T>() {
+    T* d = dst.data<T>();
+    const T* s = src.data<T>();
+    ref_walk(dst, src, [&](int64_t od, int64_t os) { d[od] += s[os]; });
+  });
+}
+
+// ---- column sums --------------------------------------------------------------------------------------------
+// x [rows, cols] (row stride ld) -> out [cols] += Σ_rows x; one thread per block of 64 columns,
+// each column summed in row order in double.
+template <class T>
+void add_column_sums(const T* x, int64_t rows, int64_t cols, int64_t ld, T* out) {
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = (cols + kBlock - 1) / kBlock;
+#pragma omp parallel for if (rows * cols > kParallelGrain) schedule(static)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t j0 = blk * kBlock, width = std::min(kBlock, cols - j0);
+    double acc[kBlock] = {};
+    for (int64_t i = 0; i < rows; ++i) {
+      const T* row = x + i * ld + j0;
+#pragma omp simd
+      for (int64_t j = 0; j < width; ++j) acc[j] += row[j];
+    }
+    for (int64_t j = 0; j < width; ++j) out[j0 + j] = static_cast<T>(out[j0 + j] + acc[j]);
+  }
+}
+
+template <class T>
+void ref_add_column_sums(const T* x, int64_t rows, int64_t cols, int64_t ld, T* out) {
+  for (int64_t j = 0; j < cols; ++j) {
+    double acc = 0;
+    for (int64_t i = 0; i < rows; ++i) acc += x[i * ld + j];
+    out[j] = static_cast<T>(out[j] + acc);
+  }
+}
+template void add_column_sums<float>(const float*, int64_t, int64_t, int64_t, float*);
+template void add_column_sums<double>(const double*, int64_t, int64_t, int64_t, double*);
+template void ref_add_column_sums<float>(const float*, int64_t, int64_t, int64_t, float*);
+template void ref_add_column_sums<double>(const double*, int64_t, int64_t, int64_t, double*);
+
+}  // namespace dg

@@ -1,0 +1,85 @@
+// File helpers: read errors name the path, atomic writes replace whole files and leave no
+// temporary files behind when they fail, make_dirs creates parents.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "train/fsutil.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under the system temp directory, removed with everything in it.
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() {
+    path = fs::temp_directory_path() / fmt::format("dg-test-fsutil-{:016x}", std::random_device{}() * 0x9E3779B97F4A7C15ull);
+    fs::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  size_t entry_count() const { return static_cast<size_t>(std::distance(fs::directory_iterator(path), fs::directory_iterator())); }
+};
+
+}  // namespace
+
+TEST_CASE("fsutil: atomic write then read returns the exact bytes") {
+  ScratchDir dir;
+  const std::string path = dir.file("blob.bin");
+  std::string bytes;
+  for (int i = 0; i < 200000; ++i) bytes += static_cast<char>((i * 7919) & 0xFF);  // includes NUL bytes
+  dg::write_file_atomic(path, bytes);
+  CHECK(dg::file_exists(path));
+  CHECK(dg::read_file(path) == bytes);
+  // Overwriting replaces the whole content (a shorter file leaves no tail of the old one).
+  dg::write_file_atomic(path, "short");
+  CHECK(dg::read_file(path) == "short");
+  dg::write_file_atomic(path, "");
+  CHECK(dg::read_file(path).empty());
+  CHECK(dir.entry_count() == 1);  // no temporary files left over
+}
+
+TEST_CASE("fsutil: errors name the path and the reason") {
+  ScratchDir dir;
+  const std::string missing = dir.file("nope.txt");
+  CHECK_FALSE(dg::file_exists(missing));
+  CHECK_THROWS_WITH_AS(dg::read_file(missing), doctest::Contains((missing + " for reading: No such file or directory").c_str()),
+                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(dg::read_file(dir.path.string()), doctest::Contains("it is a directory"), std::runtime_error);
+  CHECK_FALSE(dg::file_exists(dir.path.string()));
+  CHECK(dg::dir_exists(dir.path.string()));
+
+  // Writing into a directory that does not exist.
+  const std::string in_missing_dir = dir.file("no/such/dir/out.txt");
+  CHECK_THROWS_WITH_AS(dg::write_file_atomic(in_missing_dir, "x"), doctest::Contains(("cannot write " + in_missing_dir).c_str()),
+                       std::runtime_error);
+
+  // The rename step fails when the target is a non-empty directory: the temp file must go.
+  const std::string blocked = dir.file("blocked");
+  fs::create_directories(fs::path(blocked) / "child");
+  CHECK_THROWS_WITH_AS(dg::write_file_atomic(blocked, "data"), doctest::Contains(("cannot write " + blocked + ": rename failed").c_str()),
+                       std::runtime_error);
+  CHECK(dir.entry_count() == 1);  // only "blocked" itself
+}
+
+TEST_CASE("fsutil: make_dirs creates parents and refuses files in the way") {
+  ScratchDir dir;
+  const std::string nested = dir.file("a/b/c");
+  dg::make_dirs(nested);
+  CHECK(dg::dir_exists(nested));
+  dg::make_dirs(nested);  // existing is fine
+  dg::write_file_atomic(dir.file("a/file"), "x");
+  CHECK_THROWS_WITH_AS(dg::make_dirs(dir.file("a/file")), doctest::Contains(dir.file("a/file").c_str()), std::runtime_error);
+  CHECK_THROWS_WITH_AS(dg::make_dirs(dir.file("a/file/below")), doctest::Contains("cannot create directory"),
+                       std::runtime_error);
+  CHECK(dg::read_file(dir.file("a/file")) == "x");
+}

@@ -1,0 +1,302 @@
+// Fused causal attention: fast kernels against the reference (forward, lse, dq, dk, dv) in float
+// and double, MHA and GQA, strided views, thread-count independence, a torch 1.13 golden, the
+// backward's add-into contract, causality and error messages. The gradcheck rows live in
+// autograd/ops_attention.cpp and run in test_gradcheck_ops.cpp.
+#include <doctest/doctest.h>
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "tensor/kernels_attention.h"
+#include "tensor/threads.h"
+
+using namespace dg;
+
+namespace {
+
+Tensor rand_input(const Shape& shape, uint64_t seed, DType dtype, double range = 2.0) {
+  Tensor t = random_tensor(shape, seed, -range, range, false).to(dtype);
+  t.set_requires_grad(true);
+  return t;
+}
+
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double x : t.to_vector()) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// max |a − b| / (1 + max |b|); NaN anywhere gives infinity.
+double rel_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  std::vector<double> x = a.to_vector(), y = b.to_vector();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    double d = std::fabs(x[i] - y[i]);
+    m = std::isnan(d) ? INFINITY : std::max(m, d);
+  }
+  return m / (1.0 + max_abs(b));
+}
+
+struct Result {
+  Tensor out, dq, dk, dv;
+};
+
+// The op through the tape: out = causal_attention(q, k, v), then backward with dout.
+Result run_op(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, double scale = 0.0) {
+  for (const Tensor& t : {q, k, v}) t.impl()->grad = Tensor();
+  Result r;
+  r.out = causal_attention(q, k, v, scale);
+  backward(r.out, dout);
+  r.dq = q.grad();
+  r.dk = k.grad();
+  r.dv = v.grad();
+  return r;
+}
+
+bool bit_equal(const Tensor& a, const Tensor& b) {
+  std::vector<float> x = a.to_floats(), y = b.to_floats();
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+struct ThreadGuard {
+  int saved = threads();
+  ~ThreadGuard() { set_threads(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("causal attention: fast forward and all three gradients match the reference") {
+  struct Config {
+    int64_t B, H, Hkv, T, hd;
+  };
+  const Config configs[] = {{2, 3, 3, 1, 8},  {2, 3, 3, 7, 8},  {2, 3, 3, 64, 16},
+                            {2, 8, 2, 1, 8},  {2, 8, 2, 7, 8},  {2, 8, 2, 64, 16},
+                            {1, 4, 1, 150, 12}};  // 150: several row blocks and a ragged last one
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const double tol = dtype == DType::f32 ? 3e-6 : 1e-12;
+    for (const Config& c : configs) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(c.H);
+      CAPTURE(c.Hkv);
+      CAPTURE(c.T);
+      Tensor q = rand_input({c.B, c.H, c.T, c.hd}, 1, dtype);
+      Tensor k = rand_input({c.B, c.Hkv, c.T, c.hd}, 2, dtype);
+      Tensor v = rand_input({c.B, c.Hkv, c.T, c.hd}, 3, dtype);
+      Tensor dout = random_tensor({c.B, c.H, c.T, c.hd}, 4, -1, 1, false).to(dtype);
+      Result fast = run_op(q, k, v, dout);
+      Tensor ref_lse;
+      Tensor ref_out = ref_attention_forward(q, k, v, 0.0, &ref_lse);
+      Tensor rq, rk, rv;
+      ref_attention_backward(q, k, v, dout, 0.0, rq, rk, rv);
+      CHECK(fast.out.dtype() == dtype);
+      CHECK(rel_diff(fast.out, ref_out) < tol);
+      CHECK(rel_diff(fast.dq, rq) < tol);
+      CHECK(rel_diff(fast.dk, rk) < tol);
+      CHECK(rel_diff(fast.dv, rv) < tol);
+      // the saved statistics are the row logsumexps
+      Tensor out = Tensor::empty(q.shape(), dtype), lse = Tensor::empty({c.B, c.H, c.T}, dtype);
+      attention_forward(q, k, v, 1.0 / std::sqrt(double(c.hd)), out, lse);
+      CHECK(rel_diff(lse, ref_lse) < tol);
+      CHECK(bit_equal(out, fast.out));
+    }
+  }
+}
+
+TEST_CASE("causal attention: scale 0 means 1/sqrt(hd); other scales are honoured") {
+  Tensor q = rand_input({1, 2, 9, 16}, 5, DType::f64), k = rand_input({1, 2, 9, 16}, 6, DType::f64);
+  Tensor v = rand_input({1, 2, 9, 16}, 7, DType::f64);
+  NoGradGuard no_grad;
+  CHECK(rel_diff(causal_attention(q, k, v), causal_attention(q, k, v, 0.25)) == 0.0);
+  Tensor sharp = causal_attention(q, k, v, 3.0);
+  CHECK(rel_diff(sharp, ref_attention_forward(q, k, v, 3.0)) < 1e-12);
+  CHECK(rel_diff(sharp, causal_attention(q, k, v)) > 1e-3);
+}
+
+TEST_CASE("causal attention: permuted [B,T,H,hd] views are read in place and give the same bits") {
+  const int64_t B = 2, T = 70, H = 4, Hkv = 2, hd = 8;
+  for (DType dtype : {DType::f32, DType::f64}) {
+    CAPTURE(dtype_name(dtype));
+    // views of [B, T, H, hd] buffers, as a model that splits heads out of [B, T, C] produces
+    Tensor qb = rand_input({B, T, H, hd}, 11, dtype), kb = rand_input({B, T, Hkv, hd}, 12, dtype);
+    Tensor vb = rand_input({B, T, Hkv, hd}, 13, dtype);
+    Tensor qv = qb.view_permute({0, 2, 1, 3}).set_requires_grad(true);
+    Tensor kv = kb.view_permute({0, 2, 1, 3}).set_requires_grad(true);
+    Tensor vv = vb.view_permute({0, 2, 1, 3}).set_requires_grad(true);
+    REQUIRE_FALSE(qv.is_contiguous());
+    Tensor qc = qv.clone().set_requires_grad(true), kc = kv.clone().set_requires_grad(true);
+    Tensor vc = vv.clone().set_requires_grad(true);
+    Tensor dout = random_tensor({B, H, T, hd}, 14, -1, 1, false).to(dtype);
+    Result views = run_op(qv, kv, vv, dout);
+    Result plain = run_op(qc, kc, vc, dout);
+    CHECK(views.out.is_contiguous());
+    CHECK(rel_diff(views.out, plain.out) == 0.0);
+    CHECK(rel_diff(views.dq, plain.dq) == 0.0);
+    CHECK(rel_diff(views.dk, plain.dk) == 0.0);
+    CHECK(rel_diff(views.dv, plain.dv) == 0.0);
+    // a layout whose last axis is not unit-stride takes the copying path: still correct
+    Tensor qt = rand_input({B, H, hd, T}, 15, dtype).view_transpose(2, 3).set_requires_grad(true);
+    Result copied = run_op(qt, kc, vc, dout);
+    Tensor rq, rk, rv;
+    ref_attention_backward(qt, kc, vc, dout, 0.0, rq, rk, rv);
+    const double tol = dtype == DType::f32 ? 3e-6 : 1e-12;
+    CHECK(rel_diff(copied.out, ref_attention_forward(qt, kc, vc, 0.0)) < tol);
+    CHECK(rel_diff(copied.dq, rq) < tol);
+    CHECK(rel_diff(copied.dk, rk) < tol);
+    // dout as a non-contiguous view
+    Tensor dout_t = dout.clone().view_transpose(1, 2).contiguous().view_transpose(1, 2);
+    REQUIRE_FALSE(dout_t.is_contiguous());
+    Result strided_dout = run_op(qc, kc, vc, dout_t);
+    CHECK(rel_diff(strided_dout.dq, plain.dq) == 0.0);
+    CHECK(rel_diff(strided_dout.dv, plain.dv) == 0.0);
+  }
+}
+
+TEST_CASE("causal attention: float32 results are bit-identical at 1 and 2 threads") {
+  ThreadGuard guard;
+  Tensor q = rand_input({2, 8, 100, 16}, 21, DType::f32), k = rand_input({2, 2, 100, 16}, 22, DType::f32);
+  Tensor v = rand_input({2, 2, 100, 16}, 23, DType::f32);
+  Tensor dout = random_tensor({2, 8, 100, 16}, 24, -1, 1, false).to(DType::f32);
+  set_threads(1);
+  Result one = run_op(q, k, v, dout);
+  set_threads(2);
+  Result two = run_op(q, k, v, dout);
+  CHECK(bit_equal(one.out, two.out));
+  CHECK(bit_equal(one.dq, two.dq));
+  CHECK(bit_equal(one.dk, two.dk));
+  CHECK(bit_equal(one.dv, two.dv));
+}
+
+TEST_CASE("causal attention matches torch 1.13 (math attention with a causal mask, GQA)") {
+  // tools: q[i] = sin(0.37 i + 0.1), k[i] = sin(0.53 i + 0.7), v[i] = sin(0.29 i − 0.4) over flat
+  // indices of q [1,4,7,8], k v [1,2,7,8]; dout[i] = cos(0.11 i). torch: k, v repeat_interleave'd
+  // to 4 heads, softmax((q·kᵀ)/sqrt(8) masked by tril) · v, backward(dout), all float64.
+  auto fill = [](Shape shape, double a, double c, DType dtype) {
+    std::vector<double> x(shape_numel(shape));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(a * double(i) + c);
+    Tensor t = Tensor::from_vector(x, shape, dtype);
+    t.set_requires_grad(true);
+    return t;
+  };
+  using Golden = std::vector<std::pair<int64_t, double>>;
+  const Golden out_g = {{3, 0.452886285379},   {9, 0.167854148838},  {13, 0.534559307566},
+                        {57, -0.109778300837}, {61, 0.867423225594}, {100, -0.300811985799},
+                        {111, 0.419195176050}, {150, 0.514814371251}, {223, 0.275628467621}};
+  const Golden dq_g = {{3, 0.0},  {9, -0.160039606494},  {13, 0.112409630715},  {61, 0.0},
+                       {100, -0.269014318369}, {111, -0.477915732546}, {150, 0.215523956298},
+                       {223, 0.153856292890}};
+  const Golden dk_g = {{3, 0.115642833532},   {9, 0.338118361149},  {13, -0.084351488110},
+                       {57, -0.247209037621}, {61, 0.309590169901}, {100, 0.171805058276},
+                       {111, -0.024479452593}};
+  const Golden dv_g = {{3, 1.337375855158},  {9, -0.183284475284}, {13, -0.679717287871},
+                       {57, 1.965051901372}, {61, 1.454293156849}, {100, 0.113134399484},
+                       {111, 0.129967203693}};
+  for (DType dtype : {DType::f64, DType::f32}) {
+    CAPTURE(dtype_name(dtype));
+    Tensor q = fill({1, 4, 7, 8}, 0.37, 0.1, dtype), k = fill({1, 2, 7, 8}, 0.53, 0.7, dtype);
+    Tensor v = fill({1, 2, 7, 8}, 0.29, -0.4, dtype);
+    std::vector<double> d(4 * 7 * 8);
+    for (size_t i = 0; i < d.size(); ++i) d[i] = std::cos(0.11 * double(i));
+    Result r = run_op(q, k, v, Tensor::from_vector(d, {1, 4, 7, 8}, dtype));
+    for (auto [t, golden] : {std::pair{r.out, &out_g}, {r.dq, &dq_g}, {r.dk, &dk_g}, {r.dv, &dv_g}}) {
+      std::vector<double> got = t.to_vector();
+      for (auto [i, want] : *golden) {
+        CAPTURE(i);
+        CHECK(std::fabs(got[i] - want) <= 1e-6);
+      }
+    }
+  }
+}
+
+TEST_CASE("causal attention backward adds into gradients and skips inputs without requires_grad") {
+  Tensor q = rand_input({1, 4, 10, 8}, 31, DType::f64), k = rand_input({1, 2, 10, 8}, 32, DType::f64);
+  Tensor v = random_tensor({1, 2, 10, 8}, 33, -2, 2, false);  // no gradient wanted
+  Tensor dout = random_tensor({1, 4, 10, 8}, 34, -1, 1, false);
+  Result once = run_op(q, k, v, dout);
+  CHECK_FALSE(v.grad().defined());
+  Tensor dq1 = once.dq.clone(), dk1 = once.dk.clone();
+  backward(causal_attention(q, k, v), dout);  // second backward accumulates
+  std::vector<double> a = q.grad().to_vector(), b = dq1.to_vector();
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(2 * b[i]).epsilon(1e-12));
+  CHECK(rel_diff(k.grad(), Tensor::from_vector([&] {
+                   std::vector<double> x = dk1.to_vector();
+                   for (double& e : x) e *= 2;
+                   return x;
+                 }(), dk1.shape(), DType::f64)) < 1e-14);
+}
+
+TEST_CASE("causal attention: one tensor passed as q, k and v gets the sum of its three gradients") {
+  Tensor x = rand_input({2, 2, 6, 4}, 41, DType::f64);
+  Tensor dout = random_tensor({2, 2, 6, 4}, 42, -1, 1, false);
+  Result r = run_op(x, x, x, dout);
+  Tensor rq, rk, rv;
+  ref_attention_backward(x, x, x, dout, 0.0, rq, rk, rv);
+  std::vector<double> sum = rq.to_vector(), gk = rk.to_vector(), gv = rv.to_vector();
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] += gk[i] + gv[i];
+  CHECK(rel_diff(r.dq, Tensor::from_vector(sum, x.shape(), DType::f64)) < 1e-12);
+}
+
+TEST_CASE("causal attention is causal: future keys and values do not change earlier outputs") {
+  const int64_t T = 80, cut = 37;
+  Tensor q = rand_input({1, 2, T, 8}, 51, DType::f32), k = rand_input({1, 2, T, 8}, 52, DType::f32);
+  Tensor v = rand_input({1, 2, T, 8}, 53, DType::f32);
+  NoGradGuard no_grad;
+  Tensor a = causal_attention(q, k, v);
+  Tensor k2 = k.clone(), v2 = v.clone();
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t t = cut; t < T; ++t)
+      for (int64_t d = 0; d < 8; ++d) {
+        k2.data<float>()[(h * T + t) * 8 + d] = 5.0f;
+        v2.data<float>()[(h * T + t) * 8 + d] = -7.0f;
+      }
+  Tensor b = causal_attention(q, k2, v2);
+  CHECK(bit_equal(a.view_narrow(2, 0, cut), b.view_narrow(2, 0, cut)));
+  CHECK_FALSE(bit_equal(a.view_narrow(2, cut, T - cut), b.view_narrow(2, cut, T - cut)));
+  // row 0 sees only key 0: its output is v[0]
+  for (int64_t d = 0; d < 8; ++d) CHECK(a.at({0, 1, 0, d}) == v.at({0, 1, 0, d}));
+}
+
+TEST_CASE("causal attention rejects bad shapes, naming both shapes") {
+  auto t = [](Shape s, DType d = DType::f32) { return Tensor::zeros(s, d); };
+  CHECK_THROWS_WITH_AS(causal_attention(t({2, 6, 5, 4}), t({2, 4, 5, 4}), t({2, 4, 5, 4})),
+                       doctest::Contains("[2, 6, 5, 4]"), std::invalid_argument);
+  CHECK_THROWS_WITH(causal_attention(t({2, 6, 5, 4}), t({2, 4, 5, 4}), t({2, 4, 5, 4})),
+                    doctest::Contains("[2, 4, 5, 4]"));
+  CHECK_THROWS_WITH(causal_attention(t({2, 4, 5, 4}), t({2, 4, 6, 4}), t({2, 4, 6, 4})),
+                    doctest::Contains("q [2, 4, 5, 4] and k [2, 4, 6, 4]"));
+  CHECK_THROWS_WITH(causal_attention(t({2, 4, 5, 4}), t({2, 4, 5, 4}), t({2, 4, 5, 3})),
+                    doctest::Contains("k [2, 4, 5, 4] and v [2, 4, 5, 3]"));
+  CHECK_THROWS_WITH(causal_attention(t({4, 5, 4}), t({4, 5, 4}), t({4, 5, 4})),
+                    doctest::Contains("causal_attention"));
+  CHECK_THROWS_WITH(causal_attention(t({1, 2, 5, 4}), t({1, 2, 5, 4}, DType::f64), t({1, 2, 5, 4})),
+                    doctest::Contains("dtype"));
+  CHECK_THROWS(causal_attention(t({1, 2, 5, 4}), t({1, 2, 5, 4}), t({1, 2, 5, 4}), NAN));
+}
+
+// Not run by default (timing, not behaviour): dg_tests -tc='*benchmark*' --no-skip
+TEST_CASE("causal attention benchmark: B=8 H=8 T=256 hd=32 float32 forward+backward" * doctest::skip()) {
+  ThreadGuard guard;
+  Tensor q = rand_input({8, 8, 256, 32}, 61, DType::f32, 1.0), k = rand_input({8, 8, 256, 32}, 62, DType::f32, 1.0);
+  Tensor v = rand_input({8, 8, 256, 32}, 63, DType::f32, 1.0);
+  Tensor dout = random_tensor({8, 8, 256, 32}, 64, -1, 1, false).to(DType::f32);
+  for (int n : {1, 2}) {
+    set_threads(n);
+    double best_f = 1e9, best_fb = 1e9;
+    for (int rep = 0; rep < 7; ++rep) {
+      auto t0 = std::chrono::steady_clock::now();
+      Tensor out = causal_attention(q, k, v);
+      auto t1 = std::chrono::steady_clock::now();
+      backward(out, dout);
+      auto t2 = std::chrono::steady_clock::now();
+      best_f = std::min(best_f, std::chrono::duration<double>(t1 - t0).count());
+      best_fb = std::min(best_fb, std::chrono::duration<double>(t2 - t0).count());
+    }
+    fmt::print("attention B=8 H=8 T=256 hd=32 f32, {} thread(s): forward {:.2f} ms, forward+backward {:.2f} ms\n",
+               n, best_f * 1e3, best_fb * 1e3);
+  }
+}

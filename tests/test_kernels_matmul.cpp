@@ -1,0 +1,332 @@
+// GEMM wrappers, batched GEMM, layouts, strided copy/add and column sums against their naive
+// references (odd shapes, float and double, every transpose flag, padded leading dimensions);
+// the matmul/linear ops against ref_matmul; shape ops as views; and bit-identical results at 1
+// and 2 threads for the paths that use threads (BLAS threading, the batch loop, column sums).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "tensor/kernels_matmul.h"
+#include "tensor/threads.h"
+
+using namespace dg;
+
+namespace {
+template <class T>
+std::vector<T> random_values(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(dist(rng));
+  return v;
+}
+
+template <class T> double tolerance(int64_t K) { return (std::is_same_v<T, float> ? 3e-6 : 1e-13) * double(K + 1); }
+
+Tensor rand_t(const Shape& shape, uint64_t seed, DType dtype) {
+  return random_tensor(shape, seed, -1, 1, false).to(dtype);
+}
+
+double max_abs_diff(const Tensor& x, const Tensor& y) {
+  REQUIRE(x.shape() == y.shape());
+  std::vector<double> a = x.to_vector(), b = y.to_vector();
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+bool same_bytes(const Tensor& x, const Tensor& y) {
+  Tensor a = x.contiguous(), b = y.contiguous();
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.storage()->data(), b.storage()->data(), a.numel() * dtype_size(a.dtype())) == 0;
+}
+
+// Runs f at 1 thread and at 2 threads and restores the previous setting.
+template <class F>
+auto at_threads(int n, F f) {
+  const int previous = threads();
+  set_threads(n);
+  auto result = f();
+  set_threads(previous);
+  return result;
+}
+
+// One GEMM case checked against ref_gemm: C padded (ldc > N) and pre-filled with NaN when beta = 0
+// (beta = 0 must not read C) or with values otherwise; the padding must stay untouched.
+template <class T>
+void check_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, T beta) {
+  CAPTURE(ta);
+  CAPTURE(tb);
+  CAPTURE(M);
+  CAPTURE(N);
+  CAPTURE(K);
+  const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+  std::vector<T> A = random_values<T>((ta ? K : M) * lda + 1, 1), B = random_values<T>((tb ? N : K) * ldb + 1, 2);
+  std::vector<T> C0 = random_values<T>(M * ldc + 1, 3);
+  if (beta == T(0))
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C0[i * ldc + j] = std::numeric_limits<T>::quiet_NaN();
+  std::vector<T> fast = C0, ref = C0;
+  gemm(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, fast.data(), ldc);
+  ref_gemm<T>(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, ref.data(), ldc);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      const size_t p = i * ldc + j;
+      if (j < N) {
+        REQUIRE(std::isfinite(double(fast[p])));
+        REQUIRE(std::fabs(double(fast[p]) - double(ref[p])) <= tolerance<T>(K));
+      } else {
+        REQUIRE(std::memcmp(&fast[p], &C0[p], sizeof(T)) == 0);  // padding untouched
+      }
+    }
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("gemm matches ref_gemm on odd shapes, every transpose flag, padded ld", T, float, double) {
+  const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 9}, {65, 1, 129}, {1, 70, 3}, {130, 67, 45}};
+  for (auto& s : shapes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        check_gemm<T>(ta, tb, s[0], s[1], s[2], T(1), T(0));
+        check_gemm<T>(ta, tb, s[0], s[1], s[2], T(0.5), T(-0.75));
+      }
+  check_gemm<T>(false, true, 4, 3, 0, T(1), T(0));    // K = 0: C = 0
+  check_gemm<T>(true, false, 4, 3, 0, T(1), T(2.5));  // K = 0: C = beta·C
+}
+
+TEST_CASE("gemm rejects bad leading dimensions, naming gemm and the sizes") {
+  std::vector<float> a(64), b(64), c(64);
+  CHECK_THROWS_WITH(gemm(false, false, 4, 4, 4, 1.f, a.data(), 3, b.data(), 4, 0.f, c.data(), 4),
+                    doctest::Contains("gemm: lda"));
+  CHECK_THROWS_WITH(gemm(false, true, 4, 4, 4, 1.f, a.data(), 4, b.data(), 4, 0.f, c.data(), 2),
+                    doctest::Contains("M=4, N=4, K=4"));
+}
+
+TEST_CASE_TEMPLATE("gemm_batched sums entries that share an output, in entry order", T, float, double) {
+  const int64_t M = 5, N = 7, K = 6, MN = M * N;
+  std::vector<T> A = random_values<T>(6 * M * K, 4), B = random_values<T>(6 * K * N, 5);
+  const std::vector<int64_t> ao{0, 1 * M * K, 2 * M * K, 3 * M * K, 4 * M * K, 5 * M * K};
+  const std::vector<int64_t> bo{0, K * N, 0, 2 * K * N, 3 * K * N, 4 * K * N};  // b entry 0 reused
+  const std::vector<int64_t> co{0, MN, 0, 2 * MN, MN, 0};                        // 3 groups
+  for (T beta : {T(0), T(0.5)}) {
+    CAPTURE(beta);
+    std::vector<T> fast = random_values<T>(3 * MN, 6), ref = fast;
+    if (beta == T(0)) std::fill(fast.begin(), fast.end(), std::numeric_limits<T>::quiet_NaN());
+    gemm_batched<T>(true, false, M, N, K, T(2), A.data(), M, ao, B.data(), N, bo, beta, fast.data(), N, co);
+    // reference: beta once per output, then every entry added in order
+    for (int64_t g = 0; g < 3; ++g)
+      for (int64_t e = 0; e < M * N; ++e) ref[g * MN + e] = beta == T(0) ? T(0) : beta * ref[g * MN + e];
+    for (size_t i = 0; i < co.size(); ++i)
+      ref_gemm<T>(true, false, M, N, K, T(2), A.data() + ao[i], M, B.data() + bo[i], N, T(1), ref.data() + co[i], N);
+    for (size_t i = 0; i < ref.size(); ++i) REQUIRE(std::fabs(double(fast[i]) - double(ref[i])) <= 4 * tolerance<T>(K));
+  }
+  // strided form with a shared A (stride 0) and a summing output (stride 0)
+  std::vector<T> fast(MN), ref(MN, T(0));
+  gemm_strided_batched<T>(false, false, M, N, K, T(1), A.data(), K, 0, B.data(), N, K * N, T(0), fast.data(), N, 0, 4);
+  for (int64_t i = 0; i < 4; ++i)
+    ref_gemm<T>(false, false, M, N, K, T(1), A.data(), K, B.data() + i * K * N, N, T(1), ref.data(), N);
+  for (int64_t i = 0; i < MN; ++i) REQUIRE(std::fabs(double(fast[i]) - double(ref[i])) <= 4 * tolerance<T>(K));
+}
+
+TEST_CASE("blas_layout reads contiguous, transposed and row-sliced matrices in place") {
+  Tensor a = Tensor::zeros({2, 3, 4});
+  MatrixLayout l = blas_layout(a);
+  CHECK((l.ok && !l.trans && l.ld == 4));
+  l = blas_layout(a.view_transpose(1, 2));  // [2, 4, 3] with strides (12, 1, 4)
+  CHECK((l.ok && l.trans && l.ld == 4));
+  l = blas_layout(a.view_narrow(2, 1, 2));  // rows of 2 elements, 4 apart
+  CHECK((l.ok && !l.trans && l.ld == 4));
+  l = blas_layout(Tensor::zeros({1, 4}).view_expand({3, 4}));  // row stride 0
+  CHECK_FALSE(l.ok);
+  l = blas_layout(Tensor::zeros({4, 6}).view_narrow(1, 0, 3).view_transpose(0, 1).view_narrow(0, 0, 2));
+  CHECK((l.ok && l.trans && l.ld == 6));
+  CHECK(rows_ld(a) == 4);
+  CHECK(rows_ld(a.view_narrow(2, 0, 3)) == 4);        // [2, 3, 3] rows 4 apart, blocks of 3 rows
+  CHECK(rows_ld(a.view_narrow(1, 0, 2)) == -1);       // blocks of 2 rows 12 apart
+  CHECK(rows_ld(a.view_transpose(0, 1)) == -1);
+  CHECK(rows_ld(Tensor::zeros({5})) == 5);
+}
+
+TEST_CASE_TEMPLATE("matmul matches ref_matmul: broadcast batch, transposed, sliced, expanded operands", T, float,
+                   double) {
+  const DType dt = dtype_of<T>();
+  struct Case {
+    Tensor a, b;
+  };
+  Tensor big = rand_t({3, 9, 11}, 7, dt);
+  std::vector<Case> cases = {
+      {rand_t({13, 7}, 1, dt), rand_t({7, 19}, 2, dt)},
+      {rand_t({3, 1, 5, 6}, 3, dt), rand_t({4, 6, 2}, 4, dt)},             // batch [3, 4]
+      {rand_t({5, 6}, 5, dt), rand_t({3, 6, 7}, 6, dt)},                   // a broadcast
+      {rand_t({2, 3, 5, 6}, 7, dt), rand_t({6, 9}, 8, dt)},                // one folded GEMM
+      {rand_t({7, 13}, 9, dt).view_transpose(0, 1), rand_t({19, 7}, 10, dt).view_transpose(0, 1)},
+      {rand_t({4, 6, 5}, 11, dt).view_transpose(1, 2), rand_t({4, 6, 8}, 12, dt)},
+      {big.view_narrow(1, 2, 5), big.view_narrow(2, 1, 7).view_transpose(1, 2).view_narrow(1, 0, 9)},
+      {rand_t({1, 6}, 13, dt).view_expand({5, 6}), rand_t({6, 3}, 14, dt)},  // copied
+      {rand_t({6, 2, 4}, 15, dt).view_permute({1, 0, 2}), rand_t({4, 3}, 16, dt)},  // batch stride 4, not foldable
+      {rand_t({0, 4}, 17, dt), rand_t({4, 3}, 18, dt)},
+      {rand_t({2, 0}, 19, dt), rand_t({0, 3}, 20, dt)},  // K = 0: zeros
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    CAPTURE(i);
+    Tensor fast = matmul(cases[i].a, cases[i].b);
+    Tensor ref = ref_matmul(cases[i].a, cases[i].b);
+    CHECK(fast.dtype() == dt);
+    CHECK(max_abs_diff(fast, ref) <= tolerance<T>(cases[i].a.size(-1)));
+  }
+  CHECK_THROWS_WITH(matmul(rand_t({2, 3}, 1, dt), rand_t({4, 2}, 2, dt)),
+                    doctest::Contains("matmul: [2, 3]"));
+  CHECK_THROWS_WITH(matmul(rand_t({3}, 1, dt), rand_t({3, 2}, 2, dt)), doctest::Contains("at least 2 axes"));
+  CHECK_THROWS_WITH(bmm(rand_t({2, 3, 4}, 1, dt), rand_t({3, 4, 2}, 2, dt)), doctest::Contains("bmm: batch sizes"));
+}
+
+TEST_CASE_TEMPLATE("linear matches x·Wᵀ + b from the reference", T, float, double) {
+  const DType dt = dtype_of<T>();
+  Tensor x = rand_t({3, 5, 17}, 1, dt), w = rand_t({11, 17}, 2, dt), b = rand_t({11}, 3, dt);
+  Tensor ref = ref_matmul(x, w.view_transpose(0, 1));
+  std::vector<double> r = ref.to_vector(), bv = b.to_vector();
+  for (size_t i = 0; i < r.size(); ++i) r[i] += bv[i % 11];
+  CHECK(max_abs_diff(linear(x, w, b), Tensor::from_vector(r, ref.shape(), dt)) <= tolerance<T>(17));
+  CHECK(max_abs_diff(linear(x, w), ref) <= tolerance<T>(17));
+  // a column slice of x (row stride 20) and a transposed-view weight are read in place
+  Tensor xs = rand_t({4, 20}, 4, dt).view_narrow(1, 2, 17), wt = rand_t({17, 11}, 5, dt).view_transpose(0, 1);
+  CHECK(max_abs_diff(linear(xs, wt), ref_matmul(xs, wt.view_transpose(0, 1))) <= tolerance<T>(17));
+  CHECK_THROWS_WITH(linear(x, rand_t({11, 16}, 6, dt)), doctest::Contains("linear"));
+  CHECK_THROWS_WITH(linear(x, w, rand_t({10}, 7, dt)), doctest::Contains("bias [11]"));
+}
+
+TEST_CASE("matmul and linear backwards add into existing gradients (beta = 1)") {
+  Tensor a = random_tensor({2, 4, 3}, 1), b = random_tensor({3, 5}, 2), w = random_tensor({6, 3}, 3),
+         bias = random_tensor({6}, 4);
+  auto run = [&] {
+    Tensor y = matmul(a, b);
+    Tensor z = linear(a, w, bias);
+    backward(add(sum(y), sum(z)));
+  };
+  run();
+  std::vector<double> ga = a.grad().to_vector(), gb = b.grad().to_vector(), gw = w.grad().to_vector(),
+                      gbias = bias.grad().to_vector();
+  run();  // no zero_grad: everything doubles
+  auto doubled = [](const std::vector<double>& once, const Tensor& g) {
+    std::vector<double> twice = g.to_vector();
+    for (size_t i = 0; i < once.size(); ++i)
+      if (std::fabs(twice[i] - 2 * once[i]) > 1e-12) return false;
+    return true;
+  };
+  CHECK(doubled(ga, a.grad()));
+  CHECK(doubled(gb, b.grad()));
+  CHECK(doubled(gw, w.grad()));
+  CHECK(doubled(gbias, bias.grad()));
+  CHECK(gbias[0] == doctest::Approx(8.0));  // Σ over 2·4 rows of ones
+}
+
+TEST_CASE_TEMPLATE("copy_strided and add_strided match the references on views", T, float, double) {
+  const DType dt = dtype_of<T>();
+  Tensor src = rand_t({4, 5, 6}, 1, dt);
+  std::vector<Tensor> sources = {src, src.view_permute({2, 0, 1}), src.view_narrow(1, 1, 3),
+                                 src.view_transpose(0, 2).view_narrow(0, 2, 3),
+                                 rand_t({5, 1}, 2, dt).view_expand({4, 5, 6})};
+  for (size_t i = 0; i < sources.size(); ++i) {
+    CAPTURE(i);
+    const Tensor& s = sources[i];
+    Tensor fast = Tensor::full(s.shape(), 7.0, dt), ref = Tensor::full(s.shape(), 7.0, dt);
+    copy_strided(fast, s);
+    ref_copy_strided(ref, s);
+    CHECK(same_bytes(fast, ref));
+    // add into a permuted view of a bigger buffer
+    Tensor base_f = rand_t({s.size(2), s.size(0), s.size(1)}, 3, dt), base_r = base_f.clone();
+    Tensor view_f = base_f.view_permute({1, 2, 0}), view_r = base_r.view_permute({1, 2, 0});
+    add_strided(view_f, s);
+    ref_add_strided(view_r, s);
+    CHECK(same_bytes(base_f, base_r));
+  }
+  Tensor ids = Tensor::from_ids({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor ids_t = Tensor::empty({3, 2}, DType::i32);
+  copy_strided(ids_t, ids.view_transpose(0, 1));
+  CHECK(ids_t.to_vector() == std::vector<double>{1, 4, 2, 5, 3, 6});
+  Tensor dst = Tensor::zeros({1, 3}).view_expand({2, 3});
+  CHECK_THROWS_WITH(add_strided(dst, Tensor::zeros({2, 3})), doctest::Contains("stride 0"));
+}
+
+TEST_CASE_TEMPLATE("add_column_sums equals the reference bit for bit", T, float, double) {
+  for (int64_t cols : {1, 63, 64, 200}) {
+    const int64_t rows = 301, ld = cols + 5;
+    std::vector<T> x = random_values<T>(rows * ld, 9), fast = random_values<T>(cols, 10), ref = fast;
+    add_column_sums(x.data(), rows, cols, ld, fast.data());
+    ref_add_column_sums(x.data(), rows, cols, ld, ref.data());
+    CHECK(std::memcmp(fast.data(), ref.data(), cols * sizeof(T)) == 0);
+  }
+}
+
+TEST_CASE("matmul, batched matmul and their backwards are bit-identical at 1 and 2 threads") {
+  struct Result {
+    std::vector<Tensor> tensors;
+  };
+  auto compute = [] {
+    Result r;
+    Tensor a = rand_t({300, 257}, 1, DType::f32), b = rand_t({190, 257}, 2, DType::f32);
+    r.tensors.push_back(matmul(a, b.view_transpose(0, 1)));  // big enough for BLAS threads
+    // batched, small matrices: the OpenMP batch loop; with gradients reduced over a broadcast axis
+    Tensor q = rand_t({16, 48, 40}, 3, DType::f32), k = rand_t({40, 56}, 4, DType::f32);
+    Tensor q2 = rand_t({40, 32}, 5, DType::f32), k2 = rand_t({16, 32, 36}, 6, DType::f32);
+    q.set_requires_grad(true), k.set_requires_grad(true), q2.set_requires_grad(true), k2.set_requires_grad(true);
+    Tensor y = matmul(q, k), y2 = matmul(q2, k2);
+    // linear with enough rows and columns that the bias column sums run in parallel
+    Tensor x = rand_t({2, 300, 130}, 7, DType::f32), w = rand_t({260, 130}, 8, DType::f32),
+           bias = rand_t({260}, 9, DType::f32);
+    x.set_requires_grad(true), w.set_requires_grad(true), bias.set_requires_grad(true);
+    Tensor z = linear(x, w, bias);
+    backward(y, rand_t(y.shape(), 10, DType::f32));
+    backward(y2, rand_t(y2.shape(), 11, DType::f32));
+    backward(z, rand_t(z.shape(), 12, DType::f32));
+    for (Tensor t : {y, y2, z, q.grad(), k.grad(), q2.grad(), k2.grad(), x.grad(), w.grad(), bias.grad()})
+      r.tensors.push_back(t);
+    return r;
+  };
+  Result one = at_threads(1, compute);
+  Result two = at_threads(2, compute);
+  REQUIRE(one.tensors.size() == two.tensors.size());
+  for (size_t i = 0; i < one.tensors.size(); ++i) {
+    CAPTURE(i);
+    CHECK(same_bytes(one.tensors[i], two.tensors[i]));
+  }
+}
+
+TEST_CASE("shape ops are views where they should be and copies where they must be") {
+  Tensor a = random_tensor({3, 4, 5}, 1);
+  CHECK(transpose(a, 0, 2).storage() == a.storage());
+  CHECK(permute(a, {1, 2, 0}).storage() == a.storage());
+  CHECK(slice(a, 1, 1, 3).storage() == a.storage());
+  CHECK(slice(a, 1, 1, 3).offset() == 5);
+  CHECK(expand(random_tensor({4, 1}, 2), {2, 4, 6}).strides() == Shape{0, 1, 0});
+  CHECK(reshape(a, {12, 5}).storage() == a.storage());
+  CHECK(contiguous(a).same(a));
+  Tensor t = transpose(a, 1, 2);
+  Tensor c = contiguous(t);
+  CHECK(c.is_contiguous());
+  CHECK(c.storage() != a.storage());
+  CHECK(c.to_vector() == t.to_vector());
+  Tensor r = reshape(t, {3, 20});
+  CHECK(r.storage() != a.storage());
+  CHECK(r.to_vector() == t.to_vector());
+  clear_tape();
+  CHECK_THROWS_WITH(slice(a, 1, 2, 6), doctest::Contains("slice: [2, 6)"));
+  CHECK_THROWS_WITH(concat(std::vector<Tensor>{a, random_tensor({3, 2, 4}, 3)}, 1), doctest::Contains("concat: part 1"));
+  CHECK_THROWS_WITH(stack(std::vector<Tensor>{a, random_tensor({3, 4, 4}, 3)}, 0), doctest::Contains("stack: part 1"));
+}
+
+TEST_CASE("concat and stack place every part where it belongs") {
+  Tensor a = Tensor::from_vector({1, 2, 3, 4}, {2, 2}, DType::f64);
+  Tensor b = Tensor::from_vector({5, 6}, {2, 1}, DType::f64);
+  CHECK(concat({a, b}, 1).to_vector() == std::vector<double>{1, 2, 5, 3, 4, 6});
+  CHECK(concat({a, a.view_transpose(0, 1)}, 0).to_vector() == std::vector<double>{1, 2, 3, 4, 1, 3, 2, 4});
+  Tensor s = stack({a, a.view_transpose(0, 1)}, 1);
+  CHECK(s.shape() == Shape{2, 2, 2});
+  CHECK(s.to_vector() == std::vector<double>{1, 2, 1, 3, 3, 4, 2, 4});
+  CHECK(stack({a, a}, -1).shape() == Shape{2, 2, 2});
+}

@@ -1,0 +1,132 @@
+// Tokenizer training, split encoding and the on-disk cache (see corpus.h).
+#include "train/corpus.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "train/data_files.h"
+#include "train/fsutil.h"
+#include "train/sha256.h"
+
+namespace dg {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Bump when the tokenizer trainer or the encoder changes behaviour: old cache entries stop matching.
+constexpr const char* kAlgorithmVersion = "depthgrad-bpe-1";
+const std::vector<std::string> kSpecials{"<pad>", "<unk>", "<bos>", "<eos>"};
+
+// Cached ids file: "DGIDS001" | uint64 count | int32 ids... | 32-byte sha256 of the ids bytes.
+std::string serialize_ids(const std::vector<int32_t>& ids) {
+  std::string out = "DGIDS001";
+  uint64_t n = ids.size();
+  out.append(reinterpret_cast<const char*>(&n), 8);
+  std::string_view body(reinterpret_cast<const char*>(ids.data()), ids.size() * 4);
+  out.append(body);
+  Sha256 h;
+  h.update(body);
+  auto digest = h.finish();
+  out.append(reinterpret_cast<const char*>(digest.data()), digest.size());
+  return out;
+}
+
+// Returns false (and the caller re-encodes) for a missing, truncated or corrupted cache file.
+bool deserialize_ids(const std::string& bytes, std::vector<int32_t>& ids) {
+  if (bytes.size() < 8 + 8 + 32 || bytes.compare(0, 8, "DGIDS001") != 0) return false;
+  uint64_t n;
+  std::memcpy(&n, bytes.data() + 8, 8);
+  if (bytes.size() != 16 + n * 4 + 32) return false;
+  std::string_view body(bytes.data() + 16, n * 4);
+  Sha256 h;
+  h.update(body);
+  auto digest = h.finish();
+  if (std::memcmp(digest.data(), bytes.data() + 16 + n * 4, 32) != 0) return false;
+  ids.resize(n);
+  std::memcpy(ids.data(), body.data(), n * 4);
+  return true;
+}
+
+void truncate(std::vector<int32_t>& ids, int64_t limit) {
+  if (limit > 0 && static_cast<int64_t>(ids.size()) > limit) ids.resize(limit);
+}
+}  // namespace
+
+Corpus load_wikitext_corpus(const CorpusOptions& opt) {
+  Corpus c;
+  const char* kFiles[] = {"wikitext-2/train.txt", "wikitext-2/valid.txt", "wikitext-2/test.txt", "tiny_shakespeare.txt"};
+  std::vector<std::string> texts;
+  for (const char* f : kFiles) {
+    texts.push_back(load_dataset_file(opt.data_dir, f));  // verifies size and sha256
+    c.dataset_sha256[f] = dataset_sha256(f);
+  }
+  const std::string& train_text = texts[0];
+  const std::string& shakespeare = texts[3];
+
+  // ---- tokenizer: trained on (train, shakespeare) as two sequences, or loaded from the cache ----
+  auto t0 = Clock::now();
+  const std::string tok_key = sha256_hex(fmt::format("{}|{}|{}|{}|{}|{}", kAlgorithmVersion, c.dataset_sha256[kFiles[0]],
+                                                     c.dataset_sha256[kFiles[3]], opt.vocab_size, opt.min_frequency,
+                                                     fmt::join(kSpecials, ",")));
+  bool loaded = false;
+  if (!opt.cache_dir.empty()) {
+    c.tokenizer_cache_path = fmt::format("{}/tokenizers/wikitext-narrative-bpe-{}-{}.json", opt.cache_dir, opt.vocab_size,
+                                         tok_key.substr(0, 16));
+    if (file_exists(c.tokenizer_cache_path)) {
+      try {
+        c.tokenizer_json = read_file(c.tokenizer_cache_path);
+        c.tokenizer = BpeTokenizer::from_json(c.tokenizer_json, c.tokenizer_cache_path);
+        loaded = true;
+      } catch (const std::exception&) {
+        loaded = false;  // a damaged cache entry is rebuilt, never trusted
+      }
+    }
+  }
+  if (!loaded) {
+    c.tokenizer = train_bpe({train_text, shakespeare}, opt.vocab_size, opt.min_frequency, kSpecials);
+    c.tokenizer_json = c.tokenizer.to_json();
+    if (!c.tokenizer_cache_path.empty()) {
+      make_dirs(opt.cache_dir + "/tokenizers");
+      write_file_atomic(c.tokenizer_cache_path, c.tokenizer_json);
+    }
+  }
+  c.tokenizer_from_cache = loaded;
+  c.tokenizer_sha256 = sha256_hex(c.tokenizer_json);
+  c.tokenizer_seconds = seconds_since(t0);
+
+  // ---- encoded splits, cached by (text sha256, tokenizer sha256) ----
+  auto t1 = Clock::now();
+  std::vector<std::vector<int32_t>*> outputs{&c.train, &c.validation, &c.test, &c.narrative};
+  bool all_cached = true;
+  for (size_t i = 0; i < 4; ++i) {
+    std::string path;
+    if (!opt.cache_dir.empty()) {
+      std::string key = sha256_hex(fmt::format("{}|{}|{}", kAlgorithmVersion, c.dataset_sha256[kFiles[i]], c.tokenizer_sha256));
+      path = fmt::format("{}/ids/{}.ids", opt.cache_dir, key.substr(0, 32));
+      if (file_exists(path) && deserialize_ids(read_file(path), *outputs[i])) continue;
+    }
+    all_cached = false;
+    *outputs[i] = c.tokenizer.encode(texts[i]);
+    if (!path.empty()) {
+      make_dirs(opt.cache_dir + "/ids");
+      write_file_atomic(path, serialize_ids(*outputs[i]));
+    }
+  }
+  c.ids_from_cache = all_cached;
+  c.encode_seconds = seconds_since(t1);
+  c.train_total = static_cast<int64_t>(c.train.size());
+  c.validation_total = static_cast<int64_t>(c.validation.size());
+  c.test_total = static_cast<int64_t>(c.test.size());
+  c.narrative_total = static_cast<int64_t>(c.narrative.size());
+  truncate(c.train, opt.train_limit);
+  truncate(c.validation, opt.eval_limit);
+  truncate(c.test, opt.eval_limit);
+  truncate(c.narrative, opt.narrative_limit);
+  return c;
+}
+
+}  // namespace dg

@@ -1,0 +1,44 @@
+// The WikiText-2 corpus as the reproduction uses it (upstream-protocol.md §1.2–1.3): a byte-level
+// BPE trained on the whole WikiText-2 train text plus Tiny Shakespeare, every split encoded as one
+// string, then truncated. Tokenizers and encoded splits are cached on disk under the cache
+// directory, keyed by the SHA-256 of the texts and of the tokenizer, so a changed text or
+// tokenizer is never served from a stale cache (unlike the reference, §8 item 9). The cache never
+// lives in the data directory, which may be read-only.
+// It does not download data (train/data_files.h says how) and does not sample batches.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "train/bpe.h"
+
+namespace dg {
+
+struct CorpusOptions {
+  std::string data_dir;        // already resolved
+  std::string cache_dir;       // already resolved; empty disables caching
+  int vocab_size = 512;
+  int min_frequency = 2;
+  int64_t train_limit = 120000;      // 0 keeps every id
+  int64_t eval_limit = 8000;         // validation and test
+  int64_t narrative_limit = 120000;  // Tiny Shakespeare
+};
+
+struct Corpus {
+  BpeTokenizer tokenizer;
+  std::string tokenizer_json;
+  std::string tokenizer_sha256;
+  std::string tokenizer_cache_path;  // where the tokenizer is cached (empty without a cache)
+  std::vector<int32_t> train, validation, test, narrative;  // truncated
+  int64_t train_total = 0, validation_total = 0, test_total = 0, narrative_total = 0;  // before truncation
+  std::map<std::string, std::string> dataset_sha256;  // relative path -> sha256
+  bool tokenizer_from_cache = false;
+  bool ids_from_cache = false;
+  double tokenizer_seconds = 0;  // training or loading
+  double encode_seconds = 0;
+};
+
+Corpus load_wikitext_corpus(const CorpusOptions& options);
+
+}  // namespace dg
