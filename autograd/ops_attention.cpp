@@ -35,7 +35,8 @@ GradTarget grad_target(const Tensor& x, const std::vector<Tensor>& others) {
 }
 }  // namespace
 
-// ---- causal_attention: q [B,H,T,hd], k v [B,Hkv,T,hd] -> [B,H,T,hd] -------------------------------
+// ---- causal_attention: q [B,H,T,hd], k v [B,Hkv,T,hd] -> [B,H,T,hd]
+// -------------------------------
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
   const AttentionShape s = attention_shape(q, k, v, "causal_attention");
   const double sc = attention_scale(scale, s.hd, "causal_attention");
@@ -44,7 +45,8 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   attention_forward(q, k, v, sc, out, lse);
   if (should_record({q, k, v}))
     record("causal_attention", {q, k, v}, out, [q, k, v, out, lse, sc](const Tensor& g) {
-      GradTarget tq = grad_target(q, {k, v}), tk = grad_target(k, {q, v}), tv = grad_target(v, {q, k});
+      GradTarget tq = grad_target(q, {k, v}), tk = grad_target(k, {q, v}),
+                 tv = grad_target(v, {q, k});
       auto ptr = [](GradTarget& t) { return t.target.defined() ? &t.target : nullptr; };
       attention_backward(q, k, v, out, lse, g, sc, ptr(tq), ptr(tk), ptr(tv));
       for (GradTarget* t : {&tq, &tk, &tv})
@@ -53,7 +55,8 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   return out;
 }
 
-// ---- gradient-check rows (see autograd/gradcheck.h) -------------------------------------------------
+// ---- gradient-check rows (see autograd/gradcheck.h)
+// -------------------------------------------------
 std::vector<OpCase> attention_op_cases() {
   // q, k, v from seeds; values in [-1.5, 1.5) so the softmax is neither flat nor one-hot.
   auto qkv = [](Shape qs, Shape ks) {
@@ -73,7 +76,9 @@ std::vector<OpCase> attention_op_cases() {
        [](V in) { return causal_attention(in[0], in[1], in[2], 0.7); }},
       // q given as [B, T, H, hd] and permuted to [B, H, T, hd]: the kernel reads the view in place
       {"causal_attention/permuted_q", qkv({1, 5, 2, 4}, {1, 2, 5, 4}),
-       [](V in) { return causal_attention(permute(in[0], {0, 2, 1, 3}), in[1], in[2]); }},
+       [](V in) {
+         return causal_attention(permute(in[0], {0, 2, 1, 3}), in[1], in[2]);
+       }},
   };
 }
 

@@ -12,19 +12,23 @@
 
 namespace dg {
 
-// ---- shape checks --------------------------------------------------------------------------------
+// ---- shape checks
+// --------------------------------------------------------------------------------
 
 AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
   auto fail = [&](const std::string& why) {
     return std::invalid_argument(fmt::format("{}: {} (q {}, k {}, v {})", op, why, q.describe(),
                                              k.describe(), v.describe()));
   };
-  if (!q.defined() || !k.defined() || !v.defined()) throw std::invalid_argument(fmt::format("{}: q, k and v must be defined", op));
+  if (!q.defined() || !k.defined() || !v.defined())
+    throw std::invalid_argument(fmt::format("{}: q, k and v must be defined", op));
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
     throw fail("expected 4-D q [B, H, T, hd] and k, v [B, Hkv, T, hd]");
-  if (k.shape() != v.shape()) throw fail(fmt::format("k {} and v {} must have the same shape",
-                                                     shape_str(k.shape()), shape_str(v.shape())));
-  if (q.dtype() != k.dtype() || q.dtype() != v.dtype()) throw fail("q, k and v must have one dtype");
+  if (k.shape() != v.shape())
+    throw fail(fmt::format("k {} and v {} must have the same shape", shape_str(k.shape()),
+                           shape_str(v.shape())));
+  if (q.dtype() != k.dtype() || q.dtype() != v.dtype())
+    throw fail("q, k and v must have one dtype");
   if (!is_floating(q.dtype())) throw fail("expected float32 or float64 tensors");
   AttentionShape s{q.size(0), q.size(1), k.size(1), q.size(2), q.size(3)};
   if (k.size(0) != s.B || k.size(2) != s.T || k.size(3) != s.hd)
@@ -38,7 +42,8 @@ AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v
 }
 
 double attention_scale(double scale, int64_t hd, const char* op) {
-  if (!std::isfinite(scale)) throw std::invalid_argument(fmt::format("{}: scale {} is not finite", op, scale));
+  if (!std::isfinite(scale))
+    throw std::invalid_argument(fmt::format("{}: scale {} is not finite", op, scale));
   return scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(hd)) : scale;
 }
 
@@ -48,16 +53,24 @@ namespace {
 // gemms skip most of the masked upper triangle while the scratch stays rows × T.
 constexpr int64_t kRowBlock = 64;
 
+// Multiply-adds of one causal pass over all heads. Below kParallelWork a call runs on one thread:
+// starting a team costs more than tiny problems (gradient checks, one-token steps) take. The choice
+// depends only on the shape, and every (b, head) task computes the same way on any thread.
+constexpr int64_t kParallelWork = 1 << 17;
+inline int64_t causal_work(const AttentionShape& s) {
+  return s.B * s.H * s.T * (s.T + 1) / 2 * s.hd;
+}
+
 // Row-major C[M,N] = alpha · op(A) · op(B) + beta · C.
 inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
-              alpha, A, lda, B, ldb, beta, C, ldc);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+              K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
                  int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
-              alpha, A, lda, B, ldb, beta, C, ldc);
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+              K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 // A [B, Hx, T, hd] tensor seen as one row-major T×hd matrix per (b, head) with leading dimension
@@ -92,21 +105,21 @@ HeadMatrices<T> head_matrices(const Tensor& x) {
 void check_target(const Tensor* t, const Shape& shape, DType dtype, const char* what) {
   if (!t) return;
   if (!t->defined() || t->shape() != shape || t->dtype() != dtype || !t->is_contiguous())
-    throw std::invalid_argument(fmt::format("causal_attention backward: {} must be a contiguous {} {}, got {}",
-                                            what, shape_str(shape), dtype_name(dtype),
-                                            t->defined() ? t->describe() : "undefined"));
+    throw std::invalid_argument(fmt::format(
+        "causal_attention backward: {} must be a contiguous {} {}, got {}", what, shape_str(shape),
+        dtype_name(dtype), t->defined() ? t->describe() : "undefined"));
 }
 
 // ---- forward: per (b, h), per row block: S = scale·Q·Kᵀ, masked softmax in place, O = P·V ------
 // q [B,H,T,hd], k v [B,Hkv,T,hd] (strided) -> out [B,H,T,hd], lse [B,H,T] (contiguous)
 template <class T>
-void forward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v, T scale,
-                  Tensor& out, Tensor& lse) {
+void forward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
+                  T scale, Tensor& out, Tensor& lse) {
   const HeadMatrices<T> Q = head_matrices<T>(q), K = head_matrices<T>(k), V = head_matrices<T>(v);
   T* o = out.data<T>();
   T* l = lse.data<T>();
   const int64_t T_ = s.T, hd = s.hd, group = s.H / s.Hkv, tasks = s.B * s.H;
-#pragma omp parallel
+#pragma omp parallel if (causal_work(s) > kParallelWork)
   {
     std::vector<T> S(std::min(kRowBlock, T_) * T_);  // one rows × cols block, per thread
 #pragma omp for schedule(static)
@@ -120,19 +133,19 @@ void forward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, con
       for (int64_t i0 = 0; i0 < T_; i0 += kRowBlock) {
         const int64_t rows = std::min(kRowBlock, T_ - i0), cols = i0 + rows;
         // S [rows, cols] = scale · Q[i0 : i0+rows] · K[0 : cols]ᵀ
-        gemm(false, true, rows, cols, hd, scale, qh + i0 * Q.ld, Q.ld, kh, K.ld, T(0), S.data(), cols);
+        gemm(false, true, rows, cols, hd, scale, qh + i0 * Q.ld, Q.ld, kh, K.ld, T(0), S.data(),
+             cols);
         for (int64_t r = 0; r < rows; ++r) {
           T* row = S.data() + r * cols;
           const int64_t n = i0 + r + 1;  // keys 0..i are visible
           T m = row[0];
 #pragma omp simd reduction(max : m)
           for (int64_t j = 1; j < n; ++j) m = row[j] > m ? row[j] : m;
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) row[j] = softmax_exp(row[j] - m);
           double sum = 0;
 #pragma omp simd reduction(+ : sum)
-          for (int64_t j = 0; j < n; ++j) {
-            row[j] = softmax_exp(row[j] - m);
-            sum += row[j];
-          }
+          for (int64_t j = 0; j < n; ++j) sum += row[j];
           lh[i0 + r] = static_cast<T>(static_cast<double>(m) + std::log(sum));
           const T inv = static_cast<T>(1.0 / sum);
 #pragma omp simd
@@ -163,7 +176,7 @@ void backward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, co
   T* dvp = dv ? dv->data<T>() : nullptr;
   const int64_t T_ = s.T, hd = s.hd, group = s.H / s.Hkv, tasks = s.B * s.Hkv;
   const bool need_ds = dqp || dkp;
-#pragma omp parallel
+#pragma omp parallel if (causal_work(s) > kParallelWork)
   {
     const int64_t block = std::min(kRowBlock, T_);
     std::vector<T> P(block * T_), dS(need_ds ? block * T_ : 0);  // per thread
@@ -195,7 +208,8 @@ void backward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, co
             std::fill(row + n, row + cols, T(0));
           }
           // dV[0:cols] += Pᵀ · dO_blk
-          if (dvh) gemm(true, false, cols, hd, rows, T(1), P.data(), cols, do_blk, dO.ld, T(1), dvh, hd);
+          if (dvh)
+            gemm(true, false, cols, hd, rows, T(1), P.data(), cols, do_blk, dO.ld, T(1), dvh, hd);
           if (!need_ds) continue;
           // dP [rows, cols] = dO_blk · V[0:cols]ᵀ, then dS = P ∘ (dP − D) in place
           gemm(false, true, rows, cols, hd, T(1), do_blk, dO.ld, vh, V.ld, T(0), dS.data(), cols);
@@ -214,8 +228,11 @@ void backward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, co
             std::fill(ds + n, ds + cols, T(0));
           }
           // dQ_blk += scale · dS · K[0:cols];  dK[0:cols] += scale · dSᵀ · Q_blk
-          if (dqh) gemm(false, false, rows, hd, cols, scale, dS.data(), cols, kh, K.ld, T(1), dqh + i0 * hd, hd);
-          if (dkh) gemm(true, false, cols, hd, rows, scale, dS.data(), cols, q_blk, Q.ld, T(1), dkh, hd);
+          if (dqh)
+            gemm(false, false, rows, hd, cols, scale, dS.data(), cols, kh, K.ld, T(1),
+                 dqh + i0 * hd, hd);
+          if (dkh)
+            gemm(true, false, cols, hd, rows, scale, dS.data(), cols, q_blk, Q.ld, T(1), dkh, hd);
         }
       }
     }
@@ -228,16 +245,18 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double
                        Tensor& lse) {
   const AttentionShape s = attention_shape(q, k, v, "causal_attention");
   const Shape out_shape{s.B, s.H, s.T, s.hd}, lse_shape{s.B, s.H, s.T};
-  if (!out.defined() || out.shape() != out_shape || out.dtype() != q.dtype() || !out.is_contiguous() ||
-      !lse.defined() || lse.shape() != lse_shape || lse.dtype() != q.dtype() || !lse.is_contiguous())
-    throw std::invalid_argument(fmt::format(
-        "causal_attention: out must be a contiguous {} and lse a contiguous {} of {}, got {} and {}",
-        shape_str(out_shape), shape_str(lse_shape), dtype_name(q.dtype()),
-        out.defined() ? out.describe() : "undefined", lse.defined() ? lse.describe() : "undefined"));
+  if (!out.defined() || out.shape() != out_shape || out.dtype() != q.dtype() ||
+      !out.is_contiguous() || !lse.defined() || lse.shape() != lse_shape ||
+      lse.dtype() != q.dtype() || !lse.is_contiguous())
+    throw std::invalid_argument(
+        fmt::format("causal_attention: out must be a contiguous {} and lse a contiguous {} of {}, "
+                    "got {} and {}",
+                    shape_str(out_shape), shape_str(lse_shape), dtype_name(q.dtype()),
+                    out.defined() ? out.describe() : "undefined",
+                    lse.defined() ? lse.describe() : "undefined"));
   if (out.numel() == 0) return;
-  dispatch_float(q.dtype(), "causal_attention", [&]<class T>() {
-    forward_impl<T>(s, q, k, v, static_cast<T>(scale), out, lse);
-  });
+  dispatch_float(q.dtype(), "causal_attention",
+                 [&]<class T>() { forward_impl<T>(s, q, k, v, static_cast<T>(scale), out, lse); });
 }
 
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -260,7 +279,8 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   });
 }
 
-// ---- reference: explicit loops in double, full T×T probabilities ---------------------------------
+// ---- reference: explicit loops in double, full T×T probabilities
+// ---------------------------------
 
 namespace {
 Tensor from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype) {

@@ -59,7 +59,8 @@ inline float softmax_exp(float x) {
   x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);  // NaN passes through both tests
   const float shifter = 12582912.0f;                  // 1.5·2^23: adding it rounds to an integer
   const float n = (x * 1.44269504088896341f + shifter) - shifter;
-  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;  // ln2 = 0.693359375 − 2.12194440e-4
+  const float r =
+      (x - n * 0.693359375f) - n * -2.12194440e-4f;  // ln2 = 0.693359375 − 2.12194440e-4
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;

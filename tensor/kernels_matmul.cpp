@@ -40,25 +40,56 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
 }
 
 CBLAS_TRANSPOSE flag(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
+
+void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta,
+              C, int(ldc));
+}
+void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+               const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta,
+              C, int(ldc));
+}
+
+// Row-major C [M, N] = alpha·op(A)·op(B) + beta·C with BLAS never using its own threads: those
+// change where OpenBLAS splits K and so the rounding (1 vs 2 threads differ when K is between
+// its K-block and twice that). Large products are split into one piece per OpenMP thread along
+// the larger of M and N; each piece is a single-threaded BLAS call inside the parallel region.
+// Each element's result depends only on K's blocking, so any split gives the same bits.
+template <class T>
+void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+               int64_t ldb, T beta, T* C, int64_t ldc) {
+  check_gemm_args(ta, tb, M, N, K, lda, ldb, ldc);
+  if (M == 0 || N == 0) return;
+  if (K == 0) return scale_c(M, N, beta, C, ldc);
+  const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (nt == 1 || M * N * K <= kGemmSerialMaxWork)  // OpenBLAS runs these on the calling thread
+    return blas_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const bool split_m = M >= N;
+  const int64_t extent = split_m ? M : N;
+  const int64_t piece = ((extent + nt - 1) / nt + 15) / 16 * 16;
+  const int64_t pieces = (extent + piece - 1) / piece;
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int64_t p = 0; p < pieces; ++p) {
+    const int64_t lo = p * piece, len = std::min(piece, extent - lo);
+    if (split_m)  // rows [lo, lo + len) of op(A) and C
+      blas_call(ta, tb, len, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
+    else  // columns [lo, lo + len) of op(B) and C
+      blas_call(ta, tb, M, len, K, alpha, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc);
+  }
+}
 }  // namespace
 
 // C [M, N] = alpha · op(A) [M, K] · op(B) [K, N] + beta · C (row-major)
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
-  if (M == 0 || N == 0) return;
-  if (K == 0) return scale_c(M, N, beta, C, ldc);
-  cblas_sgemm(CblasRowMajor, flag(trans_a), flag(trans_b), int(M), int(N), int(K), alpha, A, int(lda),
-              B, int(ldb), beta, C, int(ldc));
+  gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
           int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
-  if (M == 0 || N == 0) return;
-  if (K == 0) return scale_c(M, N, beta, C, ldc);
-  cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), int(M), int(N), int(K), alpha, A, int(lda),
-              B, int(ldb), beta, C, int(ldc));
+  gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 // Reference: C[i, j] = alpha · Σ_k op(A)[i, k] · op(B)[k, j] + beta · C[i, j], summed in double.

@@ -17,6 +17,11 @@ namespace dg {
 // op(A) = A stored [M, K] with row stride lda ≥ K, or, when trans_a, Aᵀ with A stored [K, M]
 // (lda ≥ M); B likewise. beta = 0 never reads C (C may be uninitialised). Throws naming "gemm"
 // when a size or leading dimension is negative, too small, or does not fit BLAS's int.
+// Threads: OpenBLAS's own threading rounds differently at different thread counts (it blocks K
+// differently than its one-thread path), so it is never used: above kGemmSerialMaxWork
+// multiply-adds the output is split into one piece per OpenMP thread, each a one-thread BLAS call.
+// Results are bit-identical at any thread count (tests/test_kernels_matmul.cpp checks this).
+constexpr int64_t kGemmSerialMaxWork = int64_t(1) << 18;  // OpenBLAS's own one-thread limit (64³)
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A,

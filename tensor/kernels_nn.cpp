@@ -75,10 +75,12 @@ namespace {
 template <class T>
 inline void softmax_row(T* o, const T* x, int64_t C, int64_t s, bool log) {
   T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
   for (int64_t c = 0; c < C; ++c) m = std::max(m, x[c * s]);
   double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
   for (int64_t c = 0; c < C; ++c) {
-    T e = std::exp(x[c * s] - m);
+    const T e = exp_fast(x[c * s] - m);
     o[c * s] = e;
     sum += e;
   }
@@ -100,7 +102,8 @@ inline void softmax_backward_row(T* dx, const T* dy, const T* y, int64_t C, int6
 #pragma omp simd reduction(+ : acc)
     for (int64_t c = 0; c < C; ++c) acc += dy[c * s];
     const T total = static_cast<T>(acc);
-    for (int64_t c = 0; c < C; ++c) dx[c * s] += dy[c * s] - std::exp(y[c * s]) * total;
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) dx[c * s] += dy[c * s] - exp_fast(y[c * s]) * total;
   } else {
 #pragma omp simd reduction(+ : acc)
     for (int64_t c = 0; c < C; ++c) acc += static_cast<double>(dy[c * s]) * y[c * s];
@@ -158,7 +161,8 @@ void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* ta
 #pragma omp simd reduction(max : m)
     for (int64_t c = 0; c < C; ++c) m = std::max(m, x[c]);
     double sum = 0.0;
-    for (int64_t c = 0; c < C; ++c) sum += std::exp(x[c] - m);
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < C; ++c) sum += exp_fast(x[c] - m);
     const double l = static_cast<double>(m) + std::log(sum);
     lse[n] = static_cast<T>(l);
     const int32_t t = targets[n];
@@ -177,7 +181,9 @@ void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int
     const T* x = logits + n * C;
     T* dl = dlogits + n * C;
     const T l = lse[n];
-    for (int64_t c = 0; c < C; ++c) dl[c] += scale * (std::exp(x[c] - l) - T(c == t ? 1 : 0));
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) dl[c] += scale * exp_fast(x[c] - l);
+    dl[t] -= scale;  // the one-hot term
   }
 }
 

@@ -1,6 +1,7 @@
 // Data and cache directory resolution, the pinned data set table (against SHA256SUMS and
 // tools/download-data.sh), and the checked loader on real, missing, truncated and altered files.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -9,8 +10,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "train/data_files.h"
 #include "train/fsutil.h"
@@ -22,7 +21,8 @@ namespace {
 struct ScratchDir {
   fs::path path;
   ScratchDir() {
-    path = fs::temp_directory_path() / fmt::format("dg-test-data-files-{:016x}", std::random_device{}() * 0x9E3779B97F4A7C15ull);
+    path = fs::temp_directory_path() / fmt::format("dg-test-data-files-{:016x}",
+                                                   std::random_device{}() * 0x9E3779B97F4A7C15ull);
     fs::create_directories(path);
   }
   ~ScratchDir() {
@@ -36,12 +36,16 @@ class EnvVar {
  public:
   EnvVar(const char* name, std::optional<std::string> value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = std::string(old);
-    if (value) ::setenv(name, value->c_str(), 1);
-    else ::unsetenv(name);
+    if (value)
+      ::setenv(name, value->c_str(), 1);
+    else
+      ::unsetenv(name);
   }
   ~EnvVar() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
   }
   EnvVar(const EnvVar&) = delete;
   EnvVar& operator=(const EnvVar&) = delete;
@@ -102,27 +106,31 @@ TEST_CASE("data_files: cache directory from flag, XDG_CACHE_HOME, then HOME; cre
   {
     EnvVar xdg("XDG_CACHE_HOME", std::nullopt);
     EnvVar home("HOME", std::nullopt);
-    CHECK_THROWS_WITH_AS(dg::resolve_cache_dir(""), doctest::Contains("cannot choose a cache directory"), std::runtime_error);
+    CHECK_THROWS_WITH_AS(dg::resolve_cache_dir(""),
+                         doctest::Contains("cannot choose a cache directory"), std::runtime_error);
   }
   // A file where the directory should be.
   dg::write_file_atomic((dir.path / "blocker").string(), "x");
-  CHECK_THROWS_WITH_AS(dg::resolve_cache_dir((dir.path / "blocker").string()), doctest::Contains("blocker"),
-                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(dg::resolve_cache_dir((dir.path / "blocker").string()),
+                       doctest::Contains("blocker"), std::runtime_error);
 }
 
 TEST_CASE("data_files: the pinned table matches SHA256SUMS and tools/download-data.sh") {
   REQUIRE(dg::dataset_files().size() == 4);
-  CHECK(dg::dataset_sha256("tiny_shakespeare.txt") == "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed");
+  CHECK(dg::dataset_sha256("tiny_shakespeare.txt") ==
+        "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed");
   CHECK(dg::dataset_file("wikitext-2/valid.txt").bytes == 1121681);
-  CHECK_THROWS_WITH_AS(dg::dataset_sha256("alpaca/alpaca_data.json"),
-                       doctest::Contains("unknown data set file \"alpaca/alpaca_data.json\" (known files: wikitext-2/train.txt"),
-                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(
+      dg::dataset_sha256("alpaca/alpaca_data.json"),
+      doctest::Contains(
+          "unknown data set file \"alpaca/alpaca_data.json\" (known files: wikitext-2/train.txt"),
+      std::runtime_error);
 #ifdef DG_SOURCE_DIR
   const std::string script = dg::read_file(std::string(DG_SOURCE_DIR) + "/tools/download-data.sh");
   for (const dg::DatasetFile& file : dg::dataset_files()) {
     CAPTURE(file.relative_path);
-    CHECK(script.find(fmt::format("\"{}|{}|{}|{}\"", file.relative_path, file.sha256, file.url, file.pinned_url)) !=
-          std::string::npos);
+    CHECK(script.find(fmt::format("\"{}|{}|{}|{}\"", file.relative_path, file.sha256, file.url,
+                                  file.pinned_url)) != std::string::npos);
   }
 #else
   MESSAGE("DG_SOURCE_DIR is not defined: not comparing with tools/download-data.sh");
@@ -163,8 +171,8 @@ TEST_CASE("data_files: load_dataset_file reads good files and explains missing o
   const std::string missing = error_of(temp_data, "wikitext-2/valid.txt");
   CHECK(missing.find(temp_data + "/wikitext-2/valid.txt is missing") != std::string::npos);
   CHECK(missing.find("tools/download-data.sh " + temp_data) != std::string::npos);
-  CHECK(missing.find("https://raw.githubusercontent.com/pytorch/examples/main/word_language_model/data/wikitext-2/valid.txt") !=
-        std::string::npos);
+  CHECK(missing.find("https://raw.githubusercontent.com/pytorch/examples/main/word_language_model/"
+                     "data/wikitext-2/valid.txt") != std::string::npos);
   // One byte changed: same size, different hash; both hashes are named.
   fs::create_directories(dir.path / "wikitext-2");
   std::string altered = valid;
@@ -172,14 +180,18 @@ TEST_CASE("data_files: load_dataset_file reads good files and explains missing o
   dg::write_file_atomic(temp_data + "/wikitext-2/valid.txt", altered);
   const std::string mismatch = error_of(temp_data, "wikitext-2/valid.txt");
   CHECK(mismatch.find("has sha256 ") != std::string::npos);
-  CHECK(mismatch.find("expected f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8") != std::string::npos);
+  CHECK(
+      mismatch.find("expected f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8") !=
+      std::string::npos);
   CHECK(mismatch.find("was altered") != std::string::npos);
   CHECK(mismatch.find("tools/download-data.sh " + temp_data) != std::string::npos);
   // Truncated: the size is named as well as both hashes.
   dg::write_file_atomic(temp_data + "/wikitext-2/valid.txt", valid.substr(0, 1000));
   const std::string truncated = error_of(temp_data, "wikitext-2/valid.txt");
   CHECK(truncated.find("has 1000 bytes, expected 1121681") != std::string::npos);
-  CHECK(truncated.find("expected f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8") != std::string::npos);
+  CHECK(
+      truncated.find("expected f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8") !=
+      std::string::npos);
   // An intact copy in the temp directory loads.
   dg::write_file_atomic(temp_data + "/wikitext-2/valid.txt", valid);
   CHECK(dg::load_dataset_file(temp_data, "wikitext-2/valid.txt") == valid);

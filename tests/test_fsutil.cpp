@@ -1,13 +1,12 @@
 // File helpers: read errors name the path, atomic writes replace whole files and leave no
 // temporary files behind when they fail, make_dirs creates parents.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <random>
 #include <stdexcept>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "train/fsutil.h"
 
@@ -19,7 +18,8 @@ namespace {
 struct ScratchDir {
   fs::path path;
   ScratchDir() {
-    path = fs::temp_directory_path() / fmt::format("dg-test-fsutil-{:016x}", std::random_device{}() * 0x9E3779B97F4A7C15ull);
+    path = fs::temp_directory_path() /
+           fmt::format("dg-test-fsutil-{:016x}", std::random_device{}() * 0x9E3779B97F4A7C15ull);
     fs::create_directories(path);
   }
   ~ScratchDir() {
@@ -27,7 +27,10 @@ struct ScratchDir {
     fs::remove_all(path, ignored);
   }
   std::string file(const std::string& name) const { return (path / name).string(); }
-  size_t entry_count() const { return static_cast<size_t>(std::distance(fs::directory_iterator(path), fs::directory_iterator())); }
+  size_t entry_count() const {
+    return static_cast<size_t>(
+        std::distance(fs::directory_iterator(path), fs::directory_iterator()));
+  }
 };
 
 }  // namespace
@@ -36,7 +39,8 @@ TEST_CASE("fsutil: atomic write then read returns the exact bytes") {
   ScratchDir dir;
   const std::string path = dir.file("blob.bin");
   std::string bytes;
-  for (int i = 0; i < 200000; ++i) bytes += static_cast<char>((i * 7919) & 0xFF);  // includes NUL bytes
+  for (int i = 0; i < 200000; ++i)
+    bytes += static_cast<char>((i * 7919) & 0xFF);  // includes NUL bytes
   dg::write_file_atomic(path, bytes);
   CHECK(dg::file_exists(path));
   CHECK(dg::read_file(path) == bytes);
@@ -52,21 +56,26 @@ TEST_CASE("fsutil: errors name the path and the reason") {
   ScratchDir dir;
   const std::string missing = dir.file("nope.txt");
   CHECK_FALSE(dg::file_exists(missing));
-  CHECK_THROWS_WITH_AS(dg::read_file(missing), doctest::Contains((missing + " for reading: No such file or directory").c_str()),
+  CHECK_THROWS_WITH_AS(
+      dg::read_file(missing),
+      doctest::Contains((missing + " for reading: No such file or directory").c_str()),
+      std::runtime_error);
+  CHECK_THROWS_WITH_AS(dg::read_file(dir.path.string()), doctest::Contains("it is a directory"),
                        std::runtime_error);
-  CHECK_THROWS_WITH_AS(dg::read_file(dir.path.string()), doctest::Contains("it is a directory"), std::runtime_error);
   CHECK_FALSE(dg::file_exists(dir.path.string()));
   CHECK(dg::dir_exists(dir.path.string()));
 
   // Writing into a directory that does not exist.
   const std::string in_missing_dir = dir.file("no/such/dir/out.txt");
-  CHECK_THROWS_WITH_AS(dg::write_file_atomic(in_missing_dir, "x"), doctest::Contains(("cannot write " + in_missing_dir).c_str()),
+  CHECK_THROWS_WITH_AS(dg::write_file_atomic(in_missing_dir, "x"),
+                       doctest::Contains(("cannot write " + in_missing_dir).c_str()),
                        std::runtime_error);
 
   // The rename step fails when the target is a non-empty directory: the temp file must go.
   const std::string blocked = dir.file("blocked");
   fs::create_directories(fs::path(blocked) / "child");
-  CHECK_THROWS_WITH_AS(dg::write_file_atomic(blocked, "data"), doctest::Contains(("cannot write " + blocked + ": rename failed").c_str()),
+  CHECK_THROWS_WITH_AS(dg::write_file_atomic(blocked, "data"),
+                       doctest::Contains(("cannot write " + blocked + ": rename failed").c_str()),
                        std::runtime_error);
   CHECK(dir.entry_count() == 1);  // only "blocked" itself
 }
@@ -78,8 +87,9 @@ TEST_CASE("fsutil: make_dirs creates parents and refuses files in the way") {
   CHECK(dg::dir_exists(nested));
   dg::make_dirs(nested);  // existing is fine
   dg::write_file_atomic(dir.file("a/file"), "x");
-  CHECK_THROWS_WITH_AS(dg::make_dirs(dir.file("a/file")), doctest::Contains(dir.file("a/file").c_str()), std::runtime_error);
-  CHECK_THROWS_WITH_AS(dg::make_dirs(dir.file("a/file/below")), doctest::Contains("cannot create directory"),
-                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(dg::make_dirs(dir.file("a/file")),
+                       doctest::Contains(dir.file("a/file").c_str()), std::runtime_error);
+  CHECK_THROWS_WITH_AS(dg::make_dirs(dir.file("a/file/below")),
+                       doctest::Contains("cannot create directory"), std::runtime_error);
   CHECK(dg::read_file(dir.file("a/file")) == "x");
 }

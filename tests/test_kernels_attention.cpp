@@ -48,7 +48,8 @@ struct Result {
 };
 
 // The op through the tape: out = causal_attention(q, k, v), then backward with dout.
-Result run_op(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, double scale = 0.0) {
+Result run_op(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+              double scale = 0.0) {
   for (const Tensor& t : {q, k, v}) t.impl()->grad = Tensor();
   Result r;
   r.out = causal_attention(q, k, v, scale);
@@ -71,13 +72,29 @@ struct ThreadGuard {
 
 }  // namespace
 
+TEST_CASE("softmax_exp (float) stays within 3 ulp of std::exp; double is std::exp") {
+  double worst = 0;
+  for (int i = 0; i <= 200000; ++i) {
+    const float x = -87.0f + 175.0f * static_cast<float>(i) / 200000.0f;
+    const double want = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(softmax_exp(x) - want) / want);
+  }
+  CHECK(worst < 3 * 5.97e-8);  // 3 ulp
+  CHECK(softmax_exp(0.0f) == 1.0f);
+  CHECK(std::isnan(softmax_exp(NAN)));
+  CHECK(softmax_exp(-1000.0f) >= 0.0f);
+  CHECK(softmax_exp(-1000.0f) < 2e-38f);
+  CHECK(softmax_exp(-0.3) == std::exp(-0.3));
+}
+
 TEST_CASE("causal attention: fast forward and all three gradients match the reference") {
   struct Config {
     int64_t B, H, Hkv, T, hd;
   };
-  const Config configs[] = {{2, 3, 3, 1, 8},  {2, 3, 3, 7, 8},  {2, 3, 3, 64, 16},
-                            {2, 8, 2, 1, 8},  {2, 8, 2, 7, 8},  {2, 8, 2, 64, 16},
-                            {1, 4, 1, 150, 12}};  // 150: several row blocks and a ragged last one
+  const Config configs[] = {
+      {2, 3, 3, 1, 8}, {2, 3, 3, 7, 8},   {2, 3, 3, 64, 16}, {2, 8, 2, 1, 8},
+      {2, 8, 2, 7, 8}, {2, 8, 2, 64, 16}, {1, 4, 1, 150, 12}};  // 150: several row blocks and a
+                                                                // ragged last one
   for (DType dtype : {DType::f32, DType::f64}) {
     const double tol = dtype == DType::f32 ? 3e-6 : 1e-12;
     for (const Config& c : configs) {
@@ -159,7 +176,8 @@ TEST_CASE("causal attention: permuted [B,T,H,hd] views are read in place and giv
 
 TEST_CASE("causal attention: float32 results are bit-identical at 1 and 2 threads") {
   ThreadGuard guard;
-  Tensor q = rand_input({2, 8, 100, 16}, 21, DType::f32), k = rand_input({2, 2, 100, 16}, 22, DType::f32);
+  Tensor q = rand_input({2, 8, 100, 16}, 21, DType::f32),
+         k = rand_input({2, 2, 100, 16}, 22, DType::f32);
   Tensor v = rand_input({2, 2, 100, 16}, 23, DType::f32);
   Tensor dout = random_tensor({2, 8, 100, 16}, 24, -1, 1, false).to(DType::f32);
   set_threads(1);
@@ -184,11 +202,16 @@ TEST_CASE("causal attention matches torch 1.13 (math attention with a causal mas
     return t;
   };
   using Golden = std::vector<std::pair<int64_t, double>>;
-  const Golden out_g = {{3, 0.452886285379},   {9, 0.167854148838},  {13, 0.534559307566},
-                        {57, -0.109778300837}, {61, 0.867423225594}, {100, -0.300811985799},
+  const Golden out_g = {{3, 0.452886285379},   {9, 0.167854148838},   {13, 0.534559307566},
+                        {57, -0.109778300837}, {61, 0.867423225594},  {100, -0.300811985799},
                         {111, 0.419195176050}, {150, 0.514814371251}, {223, 0.275628467621}};
-  const Golden dq_g = {{3, 0.0},  {9, -0.160039606494},  {13, 0.112409630715},  {61, 0.0},
-                       {100, -0.269014318369}, {111, -0.477915732546}, {150, 0.215523956298},
+  const Golden dq_g = {{3, 0.0},
+                       {9, -0.160039606494},
+                       {13, 0.112409630715},
+                       {61, 0.0},
+                       {100, -0.269014318369},
+                       {111, -0.477915732546},
+                       {150, 0.215523956298},
                        {223, 0.153856292890}};
   const Golden dk_g = {{3, 0.115642833532},   {9, 0.338118361149},  {13, -0.084351488110},
                        {57, -0.247209037621}, {61, 0.309590169901}, {100, 0.171805058276},
@@ -203,7 +226,8 @@ TEST_CASE("causal attention matches torch 1.13 (math attention with a causal mas
     std::vector<double> d(4 * 7 * 8);
     for (size_t i = 0; i < d.size(); ++i) d[i] = std::cos(0.11 * double(i));
     Result r = run_op(q, k, v, Tensor::from_vector(d, {1, 4, 7, 8}, dtype));
-    for (auto [t, golden] : {std::pair{r.out, &out_g}, {r.dq, &dq_g}, {r.dk, &dk_g}, {r.dv, &dv_g}}) {
+    for (auto [t, golden] :
+         {std::pair{r.out, &out_g}, {r.dq, &dq_g}, {r.dk, &dk_g}, {r.dv, &dv_g}}) {
       std::vector<double> got = t.to_vector();
       for (auto [i, want] : *golden) {
         CAPTURE(i);
@@ -214,7 +238,8 @@ TEST_CASE("causal attention matches torch 1.13 (math attention with a causal mas
 }
 
 TEST_CASE("causal attention backward adds into gradients and skips inputs without requires_grad") {
-  Tensor q = rand_input({1, 4, 10, 8}, 31, DType::f64), k = rand_input({1, 2, 10, 8}, 32, DType::f64);
+  Tensor q = rand_input({1, 4, 10, 8}, 31, DType::f64),
+         k = rand_input({1, 2, 10, 8}, 32, DType::f64);
   Tensor v = random_tensor({1, 2, 10, 8}, 33, -2, 2, false);  // no gradient wanted
   Tensor dout = random_tensor({1, 4, 10, 8}, 34, -1, 1, false);
   Result once = run_op(q, k, v, dout);
@@ -223,11 +248,13 @@ TEST_CASE("causal attention backward adds into gradients and skips inputs withou
   backward(causal_attention(q, k, v), dout);  // second backward accumulates
   std::vector<double> a = q.grad().to_vector(), b = dq1.to_vector();
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(2 * b[i]).epsilon(1e-12));
-  CHECK(rel_diff(k.grad(), Tensor::from_vector([&] {
-                   std::vector<double> x = dk1.to_vector();
-                   for (double& e : x) e *= 2;
-                   return x;
-                 }(), dk1.shape(), DType::f64)) < 1e-14);
+  CHECK(rel_diff(k.grad(), Tensor::from_vector(
+                               [&] {
+                                 std::vector<double> x = dk1.to_vector();
+                                 for (double& e : x) e *= 2;
+                                 return x;
+                               }(),
+                               dk1.shape(), DType::f64)) < 1e-14);
 }
 
 TEST_CASE("causal attention: one tensor passed as q, k and v gets the sum of its three gradients") {
@@ -279,9 +306,11 @@ TEST_CASE("causal attention rejects bad shapes, naming both shapes") {
 }
 
 // Not run by default (timing, not behaviour): dg_tests -tc='*benchmark*' --no-skip
-TEST_CASE("causal attention benchmark: B=8 H=8 T=256 hd=32 float32 forward+backward" * doctest::skip()) {
+TEST_CASE("causal attention benchmark: B=8 H=8 T=256 hd=32 float32 forward+backward" *
+          doctest::skip()) {
   ThreadGuard guard;
-  Tensor q = rand_input({8, 8, 256, 32}, 61, DType::f32, 1.0), k = rand_input({8, 8, 256, 32}, 62, DType::f32, 1.0);
+  Tensor q = rand_input({8, 8, 256, 32}, 61, DType::f32, 1.0),
+         k = rand_input({8, 8, 256, 32}, 62, DType::f32, 1.0);
   Tensor v = rand_input({8, 8, 256, 32}, 63, DType::f32, 1.0);
   Tensor dout = random_tensor({8, 8, 256, 32}, 64, -1, 1, false).to(DType::f32);
   for (int n : {1, 2}) {
@@ -296,7 +325,9 @@ TEST_CASE("causal attention benchmark: B=8 H=8 T=256 hd=32 float32 forward+backw
       best_f = std::min(best_f, std::chrono::duration<double>(t1 - t0).count());
       best_fb = std::min(best_fb, std::chrono::duration<double>(t2 - t0).count());
     }
-    fmt::print("attention B=8 H=8 T=256 hd=32 f32, {} thread(s): forward {:.2f} ms, forward+backward {:.2f} ms\n",
-               n, best_f * 1e3, best_fb * 1e3);
+    fmt::print(
+        "attention B=8 H=8 T=256 hd=32 f32, {} thread(s): forward {:.2f} ms, forward+backward "
+        "{:.2f} ms\n",
+        n, best_f * 1e3, best_fb * 1e3);
   }
 }

@@ -166,7 +166,7 @@ TEST_CASE_TEMPLATE("matmul matches ref_matmul: broadcast batch, transposed, slic
       {rand_t({2, 3, 5, 6}, 7, dt), rand_t({6, 9}, 8, dt)},                // one folded GEMM
       {rand_t({7, 13}, 9, dt).view_transpose(0, 1), rand_t({19, 7}, 10, dt).view_transpose(0, 1)},
       {rand_t({4, 6, 5}, 11, dt).view_transpose(1, 2), rand_t({4, 6, 8}, 12, dt)},
-      {big.view_narrow(1, 2, 5), big.view_narrow(2, 1, 7).view_transpose(1, 2).view_narrow(1, 0, 9)},
+      {big.view_narrow(1, 2, 5), big.view_transpose(1, 2).view_narrow(2, 1, 7)},  // [3, 5, 11] @ [3, 11, 7]
       {rand_t({1, 6}, 13, dt).view_expand({5, 6}), rand_t({6, 3}, 14, dt)},  // copied
       {rand_t({6, 2, 4}, 15, dt).view_permute({1, 0, 2}), rand_t({4, 3}, 16, dt)},  // batch stride 4, not foldable
       {rand_t({0, 4}, 17, dt), rand_t({4, 3}, 18, dt)},
@@ -270,19 +270,27 @@ TEST_CASE("matmul, batched matmul and their backwards are bit-identical at 1 and
   auto compute = [] {
     Result r;
     Tensor a = rand_t({300, 257}, 1, DType::f32), b = rand_t({190, 257}, 2, DType::f32);
-    r.tensors.push_back(matmul(a, b.view_transpose(0, 1)));  // big enough for BLAS threads
+    r.tensors.push_back(matmul(a, b.view_transpose(0, 1)));  // split over threads
+    // K between OpenBLAS's K-block and twice it: its own threading would round differently here
+    for (int64_t m : {260, 20, 17}) {
+      const int64_t n = m == 260 ? 130 : m;
+      Tensor p = rand_t({m, 600}, 13, DType::f32), q = rand_t({600, n}, 14, DType::f32);
+      r.tensors.push_back(matmul(p, q));
+      r.tensors.push_back(matmul(transpose(q, 0, 1), transpose(p, 0, 1)));
+    }
     // batched, small matrices: the OpenMP batch loop; with gradients reduced over a broadcast axis
     Tensor q = rand_t({16, 48, 40}, 3, DType::f32), k = rand_t({40, 56}, 4, DType::f32);
     Tensor q2 = rand_t({40, 32}, 5, DType::f32), k2 = rand_t({16, 32, 36}, 6, DType::f32);
     q.set_requires_grad(true), k.set_requires_grad(true), q2.set_requires_grad(true), k2.set_requires_grad(true);
-    Tensor y = matmul(q, k), y2 = matmul(q2, k2);
+    Tensor y = matmul(q, k);
+    backward(y, rand_t(y.shape(), 10, DType::f32));
+    Tensor y2 = matmul(q2, k2);
+    backward(y2, rand_t(y2.shape(), 11, DType::f32));
     // linear with enough rows and columns that the bias column sums run in parallel
     Tensor x = rand_t({2, 300, 130}, 7, DType::f32), w = rand_t({260, 130}, 8, DType::f32),
            bias = rand_t({260}, 9, DType::f32);
     x.set_requires_grad(true), w.set_requires_grad(true), bias.set_requires_grad(true);
     Tensor z = linear(x, w, bias);
-    backward(y, rand_t(y.shape(), 10, DType::f32));
-    backward(y2, rand_t(y2.shape(), 11, DType::f32));
     backward(z, rand_t(z.shape(), 12, DType::f32));
     for (Tensor t : {y, y2, z, q.grad(), k.grad(), q2.grad(), k2.grad(), x.grad(), w.grad(), bias.grad()})
       r.tensors.push_back(t);

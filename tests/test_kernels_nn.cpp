@@ -447,3 +447,25 @@ TEST_CASE("depth_mix: a source passed twice gets both contributions; shapes are 
   CHECK_THROWS_WITH(depth_mix({s, random_tensor({3, 2}, 2)}, alpha), doctest::Contains("source 1"));
   CHECK_THROWS_WITH(depth_mix({}, alpha), doctest::Contains("depth_mix"));
 }
+
+TEST_CASE("exp_f32: within 2 ulp of exp on [-87, 88], exact at 0, and the special values") {
+  double worst = 0;
+  for (double x = -87.0; x <= 88.0; x += 3.7e-4) {
+    const float xf = static_cast<float>(x);
+    const double want = std::exp(static_cast<double>(xf));
+    const double ulp = std::nextafter(static_cast<float>(want), INFINITY) - static_cast<float>(want);
+    worst = std::max(worst, std::fabs(exp_f32(xf) - want) / ulp);
+  }
+  CHECK(worst <= 2.0);
+  // the same values from a vectorised loop (the path the kernels take)
+  std::vector<float> xs(1000), ys(1000);
+  for (int i = 0; i < 1000; ++i) xs[i] = -20.0f + 0.04f * i;
+#pragma omp simd
+  for (int i = 0; i < 1000; ++i) ys[i] = exp_f32(xs[i]);
+  for (int i = 0; i < 1000; ++i) CHECK(ys[i] == exp_f32(xs[i]));
+  CHECK(exp_f32(0.0f) == 1.0f);
+  CHECK(exp_f32(-INFINITY) == 0.0f);
+  CHECK(exp_f32(-100.0f) == 0.0f);
+  CHECK(std::isinf(exp_f32(100.0f)));
+  CHECK(std::isnan(exp_f32(NAN)));
+}

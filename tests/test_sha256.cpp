@@ -1,6 +1,7 @@
 // SHA-256: the FIPS 180-4 example vectors, padding boundaries, streaming in uneven pieces,
 // both backends (x86 SHA extensions and portable), and the data files against SHA256SUMS.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -8,8 +9,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "train/fsutil.h"
 #include "train/sha256.h"
@@ -37,11 +36,14 @@ TEST_CASE("sha256: FIPS 180-4 example vectors") {
     CAPTURE(backend);
     if (portable) CHECK(backend == "portable");
     CHECK(dg::sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    CHECK(dg::sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    CHECK(dg::sha256_hex("abc") ==
+          "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     CHECK(dg::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
           "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-    CHECK(dg::sha256_hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnop"
-                         "qrsmnopqrstnopqrstu") == "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
+    CHECK(dg::sha256_hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopj"
+                         "klmnopqklmnopqrlmnop"
+                         "qrsmnopqrstnopqrstu") ==
+          "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
     CHECK(dg::sha256_hex(std::string(1000000, 'a')) ==
           "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
   }
@@ -90,8 +92,8 @@ TEST_CASE("sha256: finish is final until reset; file errors name the path") {
   CHECK_THROWS_AS(hasher.finish(), std::logic_error);
   hasher.reset();
   CHECK(hasher.finish_hex() == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  CHECK_THROWS_WITH_AS(dg::sha256_file("/nonexistent/dg-file"), doctest::Contains("/nonexistent/dg-file"),
-                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(dg::sha256_file("/nonexistent/dg-file"),
+                       doctest::Contains("/nonexistent/dg-file"), std::runtime_error);
   const uint8_t bytes[] = {0x00, 0x0f, 0xa5, 0xff};
   CHECK(dg::to_hex(bytes, 4) == "000fa5ff");
 }
@@ -116,8 +118,11 @@ TEST_CASE("sha256: data files match their SHA256SUMS list") {
   for (const bool portable : {false, true}) {
     BackendScope scope(portable);
     const auto start = std::chrono::steady_clock::now();
-    CHECK(dg::sha256_hex(train) == "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f");
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    MESSAGE(fmt::format("sha256 {}: {:.0f} MB/s", dg::sha256_backend(), train.size() / 1e6 / seconds));
+    CHECK(dg::sha256_hex(train) ==
+          "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f");
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    MESSAGE(
+        fmt::format("sha256 {}: {:.0f} MB/s", dg::sha256_backend(), train.size() / 1e6 / seconds));
   }
 }

@@ -3,10 +3,9 @@
 #include "train/fsutil.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <cerrno>
 #include <cstring>
@@ -56,11 +55,14 @@ std::string random_suffix() {
 
 std::string read_file(const std::string& path) {
   FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (file.get() < 0) throw std::runtime_error(fmt::format("cannot open {} for reading: {}", path, errno_text(errno)));
+  if (file.get() < 0)
+    throw std::runtime_error(
+        fmt::format("cannot open {} for reading: {}", path, errno_text(errno)));
   struct stat info {};
   if (::fstat(file.get(), &info) != 0)
     throw std::runtime_error(fmt::format("cannot stat {}: {}", path, errno_text(errno)));
-  if (S_ISDIR(info.st_mode)) throw std::runtime_error(fmt::format("cannot read {}: it is a directory", path));
+  if (S_ISDIR(info.st_mode))
+    throw std::runtime_error(fmt::format("cannot read {}: it is a directory", path));
   std::string bytes;
   if (S_ISREG(info.st_mode)) bytes.reserve(static_cast<size_t>(info.st_size));
   char buffer[1 << 16];
@@ -78,19 +80,20 @@ std::string read_file(const std::string& path) {
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
   const std::string directory = parent_directory(path);
-  const std::string temp_path =
-      fmt::format("{}/.{}.tmp-{}", directory, std::filesystem::path(path).filename().string(), random_suffix());
+  const std::string temp_path = fmt::format(
+      "{}/.{}.tmp-{}", directory, std::filesystem::path(path).filename().string(), random_suffix());
   const auto fail = [&](const std::string& step, int error) {
     ::unlink(temp_path.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}: {} failed: {}", path, step, errno_text(error)));
+    throw std::runtime_error(
+        fmt::format("cannot write {}: {} failed: {}", path, step, errno_text(error)));
   };
 
   {
     FileDescriptor file(::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (file.get() < 0) {
       // Nothing was created, so there is nothing to remove.
-      throw std::runtime_error(fmt::format("cannot write {}: creating temporary file {} failed: {}", path,
-                                           temp_path, errno_text(errno)));
+      throw std::runtime_error(fmt::format("cannot write {}: creating temporary file {} failed: {}",
+                                           path, temp_path, errno_text(errno)));
     }
     size_t written = 0;
     while (written < bytes.size()) {
@@ -110,15 +113,17 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   // the data is already safe then, so only real I/O errors are reported.
   FileDescriptor dir(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() >= 0 && ::fsync(dir.get()) != 0 && errno == EIO)
-    throw std::runtime_error(fmt::format("cannot write {}: fsync of directory {} failed: {}", path, directory,
-                                         errno_text(errno)));
+    throw std::runtime_error(fmt::format("cannot write {}: fsync of directory {} failed: {}", path,
+                                         directory, errno_text(errno)));
 }
 
 void make_dirs(const std::string& path) {
   std::error_code error;
   std::filesystem::create_directories(path, error);
-  if (error) throw std::runtime_error(fmt::format("cannot create directory {}: {}", path, error.message()));
-  if (!dir_exists(path)) throw std::runtime_error(fmt::format("cannot create directory {}: a file is in the way", path));
+  if (error)
+    throw std::runtime_error(fmt::format("cannot create directory {}: {}", path, error.message()));
+  if (!dir_exists(path))
+    throw std::runtime_error(fmt::format("cannot create directory {}: a file is in the way", path));
 }
 
 bool file_exists(const std::string& path) {

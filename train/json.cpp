@@ -119,19 +119,29 @@ class Parser {
   }
 
   void expect_literal(std::string_view word) {
-    if (text_.substr(pos_, word.size()) != word) fail(fmt::format("invalid literal, expected '{}'", word));
+    if (text_.substr(pos_, word.size()) != word)
+      fail(fmt::format("invalid literal, expected '{}'", word));
     pos_ += word.size();
   }
 
   Value parse_value(int depth) {
     if (at_end()) fail("unexpected end of input, expected a value");
     switch (peek()) {
-      case '{': return parse_object(depth + 1);
-      case '[': return parse_array(depth + 1);
-      case '"': return Value(parse_string());
-      case 't': expect_literal("true"); return Value(true);
-      case 'f': expect_literal("false"); return Value(false);
-      case 'n': expect_literal("null"); return Value(nullptr);
+      case '{':
+        return parse_object(depth + 1);
+      case '[':
+        return parse_array(depth + 1);
+      case '"':
+        return Value(parse_string());
+      case 't':
+        expect_literal("true");
+        return Value(true);
+      case 'f':
+        expect_literal("false");
+        return Value(false);
+      case 'n':
+        expect_literal("null");
+        return Value(nullptr);
       default:
         if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return parse_number();
         fail(fmt::format("unexpected {}, expected a value", describe_here()));
@@ -150,12 +160,14 @@ class Parser {
     }
     while (true) {
       skip_whitespace();
-      if (at_end() || peek() != '"') fail(fmt::format("unexpected {}, expected a string key", describe_here()));
+      if (at_end() || peek() != '"')
+        fail(fmt::format("unexpected {}, expected a string key", describe_here()));
       const size_t key_pos = pos_;
       std::string key = parse_string();
       if (!seen.insert(key).second) fail_at(key_pos, fmt::format("duplicate key \"{}\"", key));
       skip_whitespace();
-      if (at_end() || peek() != ':') fail(fmt::format("unexpected {}, expected ':'", describe_here()));
+      if (at_end() || peek() != ':')
+        fail(fmt::format("unexpected {}, expected ':'", describe_here()));
       ++pos_;
       skip_whitespace();
       Value member = parse_value(depth);
@@ -206,10 +218,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       const char c = text_[pos_ + i];
       uint32_t digit;
-      if (c >= '0' && c <= '9') digit = c - '0';
-      else if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
-      else fail_at(pos_ + i, "invalid hex digit in \\u escape");
+      if (c >= '0' && c <= '9')
+        digit = c - '0';
+      else if (c >= 'a' && c <= 'f')
+        digit = c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        digit = c - 'A' + 10;
+      else
+        fail_at(pos_ + i, "invalid hex digit in \\u escape");
       code = code * 16 + digit;
     }
     pos_ += 4;
@@ -234,29 +250,49 @@ class Parser {
         const char escape = peek();
         ++pos_;
         switch (escape) {
-          case '"': out += '"'; break;
-          case '\\': out += '\\'; break;
-          case '/': out += '/'; break;
-          case 'b': out += '\b'; break;
-          case 'f': out += '\f'; break;
-          case 'n': out += '\n'; break;
-          case 'r': out += '\r'; break;
-          case 't': out += '\t'; break;
+          case '"':
+            out += '"';
+            break;
+          case '\\':
+            out += '\\';
+            break;
+          case '/':
+            out += '/';
+            break;
+          case 'b':
+            out += '\b';
+            break;
+          case 'f':
+            out += '\f';
+            break;
+          case 'n':
+            out += '\n';
+            break;
+          case 'r':
+            out += '\r';
+            break;
+          case 't':
+            out += '\t';
+            break;
           case 'u': {
             const size_t escape_pos = pos_ - 2;
             uint32_t code = parse_hex4();
-            if (code >= 0xDC00 && code <= 0xDFFF) fail_at(escape_pos, "lone low surrogate in \\u escape");
+            if (code >= 0xDC00 && code <= 0xDFFF)
+              fail_at(escape_pos, "lone low surrogate in \\u escape");
             if (code >= 0xD800 && code <= 0xDBFF) {
-              if (text_.substr(pos_, 2) != "\\u") fail_at(escape_pos, "high surrogate not followed by a low surrogate");
+              if (text_.substr(pos_, 2) != "\\u")
+                fail_at(escape_pos, "high surrogate not followed by a low surrogate");
               pos_ += 2;
               const uint32_t low = parse_hex4();
-              if (low < 0xDC00 || low > 0xDFFF) fail_at(escape_pos, "high surrogate not followed by a low surrogate");
+              if (low < 0xDC00 || low > 0xDFFF)
+                fail_at(escape_pos, "high surrogate not followed by a low surrogate");
               code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
             }
             append_utf8(out, code);
             break;
           }
-          default: fail_at(pos_ - 2, fmt::format("invalid escape '\\{}'", escape));
+          default:
+            fail_at(pos_ - 2, fmt::format("invalid escape '\\{}'", escape));
         }
         continue;
       }
@@ -279,7 +315,8 @@ class Parser {
     if (at_end() || !(peek() >= '0' && peek() <= '9')) fail("invalid number: expected a digit");
     if (peek() == '0') {
       ++pos_;
-      if (!at_end() && peek() >= '0' && peek() <= '9') fail_at(start, "invalid number: leading zero");
+      if (!at_end() && peek() >= '0' && peek() <= '9')
+        fail_at(start, "invalid number: leading zero");
     } else {
       digits();
     }
@@ -308,7 +345,8 @@ class Parser {
     if (result.ec == std::errc::result_out_of_range) {
       // Underflow reads as a (sub)normal or zero; overflow is an error.
       value = std::strtod(std::string(token).c_str(), nullptr);
-      if (std::isinf(value)) fail_at(start, fmt::format("number {} is out of the double range", token));
+      if (std::isinf(value))
+        fail_at(start, fmt::format("number {} is out of the double range", token));
     } else if (result.ec != std::errc() || result.ptr != last) {
       fail_at(start, fmt::format("invalid number {}", token));
     }
@@ -324,22 +362,39 @@ void write_string(std::string& out, const std::string& text) {
       const size_t length = utf8_sequence_length(text, i);
       if (length == 0)
         throw std::runtime_error(fmt::format(
-            "JSON dump: string has invalid UTF-8 at byte {} (0x{:02X}); JSON strings must be UTF-8", i, c));
+            "JSON dump: string has invalid UTF-8 at byte {} (0x{:02X}); JSON strings must be UTF-8",
+            i, c));
       out.append(text, i, length);
       i += length;
       continue;
     }
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
+        if (c < 0x20)
+          out += fmt::format("\\u{:04x}", c);
+        else
+          out += static_cast<char>(c);
     }
     ++i;
   }
@@ -348,7 +403,8 @@ void write_string(std::string& out, const std::string& text) {
 
 void write_double(std::string& out, double value) {
   if (!std::isfinite(value))
-    throw std::runtime_error(fmt::format("JSON dump: {} is not a JSON number (NaN and infinities are not allowed)", value));
+    throw std::runtime_error(fmt::format(
+        "JSON dump: {} is not a JSON number (NaN and infinities are not allowed)", value));
   std::string text = fmt::format("{}", value);
   if (text.find_first_of(".eE") == std::string::npos) text += ".0";
   out += text;
@@ -361,13 +417,21 @@ void write_newline(std::string& out, int indent, int depth) {
 
 void write_value(std::string& out, const Value& value, int indent, int depth) {
   switch (value.kind()) {
-    case Kind::null: out += "null"; return;
-    case Kind::boolean: out += value.as_bool() ? "true" : "false"; return;
-    case Kind::number:
-      if (value.is_integer()) out += fmt::format("{}", value.as_int());
-      else write_double(out, value.as_double());
+    case Kind::null:
+      out += "null";
       return;
-    case Kind::string: write_string(out, value.as_string()); return;
+    case Kind::boolean:
+      out += value.as_bool() ? "true" : "false";
+      return;
+    case Kind::number:
+      if (value.is_integer())
+        out += fmt::format("{}", value.as_int());
+      else
+        write_double(out, value.as_double());
+      return;
+    case Kind::string:
+      write_string(out, value.as_string());
+      return;
     case Kind::array: {
       const Array& elements = value.as_array();
       if (elements.empty()) {
@@ -409,35 +473,49 @@ void write_value(std::string& out, const Value& value, int indent, int depth) {
 
 const char* kind_name(Kind kind) {
   switch (kind) {
-    case Kind::null: return "null";
-    case Kind::boolean: return "boolean";
-    case Kind::number: return "number";
-    case Kind::string: return "string";
-    case Kind::array: return "array";
-    case Kind::object: return "object";
+    case Kind::null:
+      return "null";
+    case Kind::boolean:
+      return "boolean";
+    case Kind::number:
+      return "number";
+    case Kind::string:
+      return "string";
+    case Kind::array:
+      return "array";
+    case Kind::object:
+      return "object";
   }
   return "unknown";
 }
 
 void Value::throw_unsigned_out_of_range(uint64_t value) {
-  throw std::out_of_range(fmt::format("JSON value: unsigned integer {} is larger than the int64 maximum", value));
+  throw std::out_of_range(
+      fmt::format("JSON value: unsigned integer {} is larger than the int64 maximum", value));
 }
 
 Kind Value::kind() const {
   switch (data_.index()) {
-    case 0: return Kind::null;
-    case 1: return Kind::boolean;
+    case 0:
+      return Kind::null;
+    case 1:
+      return Kind::boolean;
     case 2:
-    case 3: return Kind::number;
-    case 4: return Kind::string;
-    case 5: return Kind::array;
-    default: return Kind::object;
+    case 3:
+      return Kind::number;
+    case 4:
+      return Kind::string;
+    case 5:
+      return Kind::array;
+    default:
+      return Kind::object;
   }
 }
 
 namespace {
 [[noreturn]] void wrong_kind(const char* expected, Kind actual) {
-  throw std::runtime_error(fmt::format("JSON value: expected {}, got {}", expected, kind_name(actual)));
+  throw std::runtime_error(
+      fmt::format("JSON value: expected {}, got {}", expected, kind_name(actual)));
 }
 }  // namespace
 
@@ -450,9 +528,11 @@ int64_t Value::as_int() const {
   if (const int64_t* value = std::get_if<int64_t>(&data_)) return *value;
   if (const double* value = std::get_if<double>(&data_)) {
     // The range check is on [-2^63, 2^63): both bounds are exact doubles.
-    if (std::trunc(*value) == *value && *value >= -9223372036854775808.0 && *value < 9223372036854775808.0)
+    if (std::trunc(*value) == *value && *value >= -9223372036854775808.0 &&
+        *value < 9223372036854775808.0)
       return static_cast<int64_t>(*value);
-    throw std::runtime_error(fmt::format("JSON value: expected an integer, got the number {}", *value));
+    throw std::runtime_error(
+        fmt::format("JSON value: expected an integer, got the number {}", *value));
   }
   wrong_kind("integer", kind());
 }
@@ -502,7 +582,8 @@ const Value& Value::at(std::string_view key) const {
 const Value& Value::at(size_t index) const {
   const Array& elements = as_array();
   if (index >= elements.size())
-    throw std::runtime_error(fmt::format("JSON value: index {} out of range for an array of {}", index, elements.size()));
+    throw std::runtime_error(fmt::format("JSON value: index {} out of range for an array of {}",
+                                         index, elements.size()));
   return elements[index];
 }
 

@@ -30,6 +30,8 @@ class Value {
   Value(bool value) : data_(value) {}
   // Any integer type (int, int64_t, uint64_t, size_t, ...); unsigned values above
   // INT64_MAX throw std::out_of_range. char and bool are not integers here.
+  // (Unformatted: this clang-format folds the requires clause into the declaration.)
+  // clang-format off
   template <std::integral T>
     requires(!std::same_as<T, bool> && !std::same_as<T, char>)
   Value(T value) {
@@ -38,6 +40,7 @@ class Value {
     }
     data_ = static_cast<int64_t>(value);
   }
+  // clang-format on
   Value(double value) : data_(value) {}
   Value(const char* value) : data_(std::string(value)) {}
   Value(std::string value) : data_(std::move(value)) {}

@@ -26,9 +26,9 @@ struct DtypeInfo {
 
 // In increasing rank, as the reference format orders its dtypes (rank grows with alignment).
 constexpr DtypeInfo kDtypes[] = {
-    {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1},
-    {"I16", 2},  {"U16", 2}, {"F16", 2},  {"BF16", 2},    {"I32", 4},     {"U32", 4},
-    {"F32", 4},  {"F64", 8}, {"I64", 8},  {"U64", 8},
+    {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1},
+    {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},     {"U32", 4},
+    {"F32", 4},  {"F64", 8}, {"I64", 8}, {"U64", 8},
 };
 
 const DtypeInfo* find_dtype(std::string_view name, size_t* rank = nullptr) {
@@ -43,17 +43,22 @@ const DtypeInfo* find_dtype(std::string_view name, size_t* rank = nullptr) {
 
 std::string supported_dtypes() {
   std::string list;
-  for (const DtypeInfo& dtype : kDtypes) list += (list.empty() ? "" : ", ") + std::string(dtype.name);
+  for (const DtypeInfo& dtype : kDtypes)
+    list += (list.empty() ? "" : ", ") + std::string(dtype.name);
   return list;
 }
 
 // prod(shape) * element_size, or throws with `context` on a negative dimension or overflow.
-uint64_t byte_count(const std::vector<int64_t>& shape, size_t element_size, const std::string& context) {
+uint64_t byte_count(const std::vector<int64_t>& shape, size_t element_size,
+                    const std::string& context) {
   uint64_t count = element_size;
   for (const int64_t dim : shape) {
-    if (dim < 0) throw std::runtime_error(fmt::format("{}: negative dimension {} in shape [{}]", context, dim, fmt::join(shape, ", ")));
+    if (dim < 0)
+      throw std::runtime_error(fmt::format("{}: negative dimension {} in shape [{}]", context, dim,
+                                           fmt::join(shape, ", ")));
     if (__builtin_mul_overflow(count, static_cast<uint64_t>(dim), &count))
-      throw std::runtime_error(fmt::format("{}: shape [{}] is too large (byte count overflows)", context, fmt::join(shape, ", ")));
+      throw std::runtime_error(fmt::format("{}: shape [{}] is too large (byte count overflows)",
+                                           context, fmt::join(shape, ", ")));
   }
   return count;
 }
@@ -71,7 +76,8 @@ uint64_t read_u64_le(std::string_view bytes) {
 // A non-negative JSON integer, or throws naming what it is for.
 uint64_t non_negative_integer(const json::Value& value, const std::string& context) {
   if (!value.is_integer() || value.as_int() < 0)
-    throw std::runtime_error(fmt::format("{} must be a non-negative integer, got {}", context, json::dump(value)));
+    throw std::runtime_error(
+        fmt::format("{} must be a non-negative integer, got {}", context, json::dump(value)));
   return static_cast<uint64_t>(value.as_int());
 }
 
@@ -85,7 +91,8 @@ const TensorEntry* SafetensorsFile::find(std::string_view name) const {
 
 size_t safetensors_dtype_size(std::string_view dtype) {
   if (const DtypeInfo* info = find_dtype(dtype)) return info->size;
-  throw std::runtime_error(fmt::format("unknown safetensors dtype \"{}\" (supported: {})", dtype, supported_dtypes()));
+  throw std::runtime_error(
+      fmt::format("unknown safetensors dtype \"{}\" (supported: {})", dtype, supported_dtypes()));
 }
 
 std::string serialize_safetensors(const std::vector<TensorEntry>& tensors,
@@ -98,15 +105,19 @@ std::string serialize_safetensors(const std::vector<TensorEntry>& tensors,
   std::set<std::string_view> names;
   for (const TensorEntry& tensor : tensors) {
     const std::string context = fmt::format("safetensors: tensor \"{}\"", tensor.name);
-    if (tensor.name == "__metadata__") throw std::runtime_error(context + ": the name __metadata__ is reserved");
-    if (!names.insert(tensor.name).second) throw std::runtime_error(context + ": duplicate tensor name");
+    if (tensor.name == "__metadata__")
+      throw std::runtime_error(context + ": the name __metadata__ is reserved");
+    if (!names.insert(tensor.name).second)
+      throw std::runtime_error(context + ": duplicate tensor name");
     size_t rank = 0;
     const DtypeInfo* dtype = find_dtype(tensor.dtype, &rank);
     if (!dtype)
-      throw std::runtime_error(fmt::format("{}: unknown dtype \"{}\" (supported: {})", context, tensor.dtype, supported_dtypes()));
+      throw std::runtime_error(fmt::format("{}: unknown dtype \"{}\" (supported: {})", context,
+                                           tensor.dtype, supported_dtypes()));
     const uint64_t expected = byte_count(tensor.shape, dtype->size, context);
     if (expected != tensor.bytes.size())
-      throw std::runtime_error(fmt::format("{}: has {} bytes but shape [{}] of {} needs {}", context, tensor.bytes.size(),
+      throw std::runtime_error(fmt::format("{}: has {} bytes but shape [{}] of {} needs {}",
+                                           context, tensor.bytes.size(),
                                            fmt::join(tensor.shape, ", "), tensor.dtype, expected));
     plan.push_back({&tensor, rank});
   }
@@ -119,7 +130,8 @@ std::string serialize_safetensors(const std::vector<TensorEntry>& tensors,
   if (!metadata.empty()) {
     json::Value& meta = header["__metadata__"];
     meta = json::Object{};
-    for (const auto& [key, value] : metadata) meta.as_object().emplace_back(key, json::Value(value));
+    for (const auto& [key, value] : metadata)
+      meta.as_object().emplace_back(key, json::Value(value));
   }
   uint64_t offset = 0;
   for (const Planned& entry : plan) {
@@ -129,7 +141,8 @@ std::string serialize_safetensors(const std::vector<TensorEntry>& tensors,
     json::Value& shape = info["shape"];
     shape = json::Array{};
     for (const int64_t dim : tensor.shape) shape.push_back(dim);
-    info["data_offsets"] = json::Array{json::Value(offset), json::Value(offset + tensor.bytes.size())};
+    info["data_offsets"] =
+        json::Array{json::Value(offset), json::Value(offset + tensor.bytes.size())};
     offset += tensor.bytes.size();
     header.as_object().emplace_back(tensor.name, std::move(info));
   }
@@ -146,7 +159,8 @@ std::string serialize_safetensors(const std::vector<TensorEntry>& tensors,
   append_u64_le(out, header_text.size());
   out += header_text;
   for (const Planned& entry : plan)
-    out.append(reinterpret_cast<const char*>(entry.tensor->bytes.data()), entry.tensor->bytes.size());
+    out.append(reinterpret_cast<const char*>(entry.tensor->bytes.data()),
+               entry.tensor->bytes.size());
   return out;
 }
 
@@ -169,9 +183,11 @@ SafetensorsFile parse_safetensors(std::string_view file_bytes, const std::string
     fail(fmt::format("file is {} bytes, shorter than the 8-byte header length", file_bytes.size()));
   const uint64_t header_length = read_u64_le(file_bytes);
   if (header_length > kMaxHeaderBytes)
-    fail(fmt::format("header length {} is larger than the {} byte limit", header_length, kMaxHeaderBytes));
+    fail(fmt::format("header length {} is larger than the {} byte limit", header_length,
+                     kMaxHeaderBytes));
   if (header_length > file_bytes.size() - 8)
-    fail(fmt::format("header length {} is larger than the {} bytes that follow it", header_length, file_bytes.size() - 8));
+    fail(fmt::format("header length {} is larger than the {} bytes that follow it", header_length,
+                     file_bytes.size() - 8));
   const std::string_view header_text = file_bytes.substr(8, header_length);
   const std::string_view data = file_bytes.substr(8 + header_length);
   if (header_text.empty() || header_text[0] != '{') fail("header does not start with '{'");
@@ -192,39 +208,52 @@ SafetensorsFile parse_safetensors(std::string_view file_bytes, const std::string
   std::vector<Span> spans;
   for (const auto& [name, info] : header.as_object()) {
     if (name == "__metadata__") {
-      if (!info.is_object()) fail(fmt::format("__metadata__ must be an object of strings, got {}", json::kind_name(info.kind())));
+      if (!info.is_object())
+        fail(fmt::format("__metadata__ must be an object of strings, got {}",
+                         json::kind_name(info.kind())));
       for (const auto& [key, value] : info.as_object()) {
-        if (!value.is_string()) fail(fmt::format("__metadata__ value of \"{}\" must be a string, got {}", key, json::dump(value)));
+        if (!value.is_string())
+          fail(fmt::format("__metadata__ value of \"{}\" must be a string, got {}", key,
+                           json::dump(value)));
         file.metadata[key] = value.as_string();
       }
       continue;
     }
     const std::string tensor = fmt::format("tensor \"{}\"", name);
-    if (!info.is_object()) fail(fmt::format("{}: entry must be an object, got {}", tensor, json::kind_name(info.kind())));
+    if (!info.is_object())
+      fail(
+          fmt::format("{}: entry must be an object, got {}", tensor, json::kind_name(info.kind())));
     for (const auto& [field, ignored] : info.as_object())
-      if (field != "dtype" && field != "shape" && field != "data_offsets") fail(fmt::format("{}: unknown field \"{}\"", tensor, field));
+      if (field != "dtype" && field != "shape" && field != "data_offsets")
+        fail(fmt::format("{}: unknown field \"{}\"", tensor, field));
     for (const char* field : {"dtype", "shape", "data_offsets"})
       if (!info.find(field)) fail(fmt::format("{}: missing field \"{}\"", tensor, field));
 
     TensorEntry entry;
     entry.name = name;
     const json::Value& dtype = info.at("dtype");
-    if (!dtype.is_string()) fail(fmt::format("{}: dtype must be a string, got {}", tensor, json::dump(dtype)));
+    if (!dtype.is_string())
+      fail(fmt::format("{}: dtype must be a string, got {}", tensor, json::dump(dtype)));
     entry.dtype = dtype.as_string();
     const DtypeInfo* dtype_info = find_dtype(entry.dtype);
-    if (!dtype_info) fail(fmt::format("{}: unknown dtype \"{}\" (supported: {})", tensor, entry.dtype, supported_dtypes()));
+    if (!dtype_info)
+      fail(fmt::format("{}: unknown dtype \"{}\" (supported: {})", tensor, entry.dtype,
+                       supported_dtypes()));
 
     const json::Value& shape = info.at("shape");
-    if (!shape.is_array()) fail(fmt::format("{}: shape must be an array, got {}", tensor, json::dump(shape)));
+    if (!shape.is_array())
+      fail(fmt::format("{}: shape must be an array, got {}", tensor, json::dump(shape)));
     for (const json::Value& dim : shape.as_array()) {
       if (!dim.is_integer() || dim.as_int() < 0)
-        fail(fmt::format("{}: shape {} must hold non-negative integers", tensor, json::dump(shape)));
+        fail(
+            fmt::format("{}: shape {} must hold non-negative integers", tensor, json::dump(shape)));
       entry.shape.push_back(dim.as_int());
     }
 
     const json::Value& offsets = info.at("data_offsets");
     if (!offsets.is_array() || offsets.size() != 2)
-      fail(fmt::format("{}: data_offsets must be [begin, end], got {}", tensor, json::dump(offsets)));
+      fail(fmt::format("{}: data_offsets must be [begin, end], got {}", tensor,
+                       json::dump(offsets)));
     uint64_t begin = 0, end = 0;
     try {
       begin = non_negative_integer(offsets.at(size_t{0}), "data_offsets begin");
@@ -232,9 +261,11 @@ SafetensorsFile parse_safetensors(std::string_view file_bytes, const std::string
     } catch (const std::runtime_error& error) {
       fail(fmt::format("{}: {}", tensor, error.what()));
     }
-    if (begin > end) fail(fmt::format("{}: data_offsets [{}, {}] end before they begin", tensor, begin, end));
+    if (begin > end)
+      fail(fmt::format("{}: data_offsets [{}, {}] end before they begin", tensor, begin, end));
     if (end > data.size())
-      fail(fmt::format("{}: data_offsets [{}, {}] are out of range of the {}-byte data buffer", tensor, begin, end, data.size()));
+      fail(fmt::format("{}: data_offsets [{}, {}] are out of range of the {}-byte data buffer",
+                       tensor, begin, end, data.size()));
     uint64_t expected = 0;
     try {
       expected = byte_count(entry.shape, dtype_info->size, tensor);
@@ -242,8 +273,8 @@ SafetensorsFile parse_safetensors(std::string_view file_bytes, const std::string
       fail(error.what());
     }
     if (expected != end - begin)
-      fail(fmt::format("{}: shape {} of {} needs {} bytes but data_offsets [{}, {}] span {}", tensor, json::dump(shape),
-                       entry.dtype, expected, begin, end, end - begin));
+      fail(fmt::format("{}: shape {} of {} needs {} bytes but data_offsets [{}, {}] span {}",
+                       tensor, json::dump(shape), entry.dtype, expected, begin, end, end - begin));
     spans.push_back({begin, end, file.tensors.size()});
     file.tensors.push_back(std::move(entry));
   }
@@ -260,16 +291,20 @@ SafetensorsFile parse_safetensors(std::string_view file_bytes, const std::string
     const std::string& name = file.tensors[span.index].name;
     if (span.begin < covered) {
       const std::string& previous = file.tensors[sorted[i - 1].index].name;
-      fail(fmt::format("tensor \"{}\" data_offsets [{}, {}] overlap tensor \"{}\" (which ends at {})", name, span.begin,
-                       span.end, previous, covered));
+      fail(fmt::format(
+          "tensor \"{}\" data_offsets [{}, {}] overlap tensor \"{}\" (which ends at {})", name,
+          span.begin, span.end, previous, covered));
     }
     if (span.begin > covered)
-      fail(fmt::format("tensor \"{}\" data_offsets begin at {} but the data before it ends at {}: bytes {}..{} are not covered",
-                       name, span.begin, covered, covered, span.begin));
+      fail(
+          fmt::format("tensor \"{}\" data_offsets begin at {} but the data before it ends at {}: "
+                      "bytes {}..{} are not covered",
+                      name, span.begin, covered, covered, span.begin));
     covered = span.end;
   }
   if (covered != data.size())
-    fail(fmt::format("trailing garbage: the tensors cover {} bytes of the {}-byte data buffer", covered, data.size()));
+    fail(fmt::format("trailing garbage: the tensors cover {} bytes of the {}-byte data buffer",
+                     covered, data.size()));
 
   for (const Span& span : spans) {
     const std::string_view bytes = data.substr(span.begin, span.end - span.begin);
@@ -278,6 +313,8 @@ SafetensorsFile parse_safetensors(std::string_view file_bytes, const std::string
   return file;
 }
 
-SafetensorsFile load_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
+SafetensorsFile load_safetensors(const std::string& path) {
+  return parse_safetensors(read_file(path), path);
+}
 
 }  // namespace dg

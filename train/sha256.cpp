@@ -45,23 +45,23 @@ inline uint32_t load_big_endian(const uint8_t* p) {
 
 // One round with the eight working variables passed in rotated order, so no variable is
 // copied between rounds: after a round, `d` and `h` hold the new e and a.
-#define DG_SHA256_ROUND(a, b, c, d, e, f, g, h, k, word)                                     \
-  do {                                                                                        \
+#define DG_SHA256_ROUND(a, b, c, d, e, f, g, h, k, word)                                       \
+  do {                                                                                         \
     const uint32_t t1 = h + (rotate_right(e, 6) ^ rotate_right(e, 11) ^ rotate_right(e, 25)) + \
-                        (g ^ (e & (f ^ g))) + (k) + (word);                                   \
-    const uint32_t t2 = (rotate_right(a, 2) ^ rotate_right(a, 13) ^ rotate_right(a, 22)) +    \
-                        ((a & b) | (c & (a | b)));                                            \
-    d += t1;                                                                                  \
-    h = t1 + t2;                                                                              \
+                        (g ^ (e & (f ^ g))) + (k) + (word);                                    \
+    const uint32_t t2 = (rotate_right(a, 2) ^ rotate_right(a, 13) ^ rotate_right(a, 22)) +     \
+                        ((a & b) | (c & (a | b)));                                             \
+    d += t1;                                                                                   \
+    h = t1 + t2;                                                                               \
   } while (0)
 
 // Message schedule: w[t] = s1(w[t-2]) + w[t-7] + s0(w[t-15]) + w[t-16], in a ring of 16.
-#define DG_SHA256_SCHEDULE(w, t)                                                                  \
-  (w[(t) & 15] += (rotate_right(w[((t) - 2) & 15], 17) ^ rotate_right(w[((t) - 2) & 15], 19) ^     \
-                   (w[((t) - 2) & 15] >> 10)) +                                                   \
-                  w[((t) - 7) & 15] +                                                             \
-                  (rotate_right(w[((t) - 15) & 15], 7) ^ rotate_right(w[((t) - 15) & 15], 18) ^   \
-                   (w[((t) - 15) & 15] >> 3)))
+#define DG_SHA256_SCHEDULE(w, t)                                                          \
+  (w[(t)&15] += (rotate_right(w[((t)-2) & 15], 17) ^ rotate_right(w[((t)-2) & 15], 19) ^  \
+                 (w[((t)-2) & 15] >> 10)) +                                               \
+                w[((t)-7) & 15] +                                                         \
+                (rotate_right(w[((t)-15) & 15], 7) ^ rotate_right(w[((t)-15) & 15], 18) ^ \
+                 (w[((t)-15) & 15] >> 3)))
 
 void compress_portable(std::array<uint32_t, 8>& state, const uint8_t* blocks, size_t count) {
   uint32_t s0 = state[0], s1 = state[1], s2 = state[2], s3 = state[3];
@@ -104,7 +104,8 @@ void compress_portable(std::array<uint32_t, 8>& state, const uint8_t* blocks, si
 // The x86 SHA extensions do two rounds per instruction. The state lives in two registers,
 // ABEF and CDGH (A in the top lane); after two rounds the old ABEF is the new CDGH.
 __attribute__((target("sha,sse4.1,ssse3"))) void compress_sha_ni(std::array<uint32_t, 8>& state,
-                                                                  const uint8_t* blocks, size_t count) {
+                                                                 const uint8_t* blocks,
+                                                                 size_t count) {
   __m128i abef = _mm_set_epi32(int(state[0]), int(state[1]), int(state[4]), int(state[5]));
   __m128i cdgh = _mm_set_epi32(int(state[2]), int(state[3]), int(state[6]), int(state[7]));
   // Reverses the bytes of each 32-bit lane: the message words are big-endian.
@@ -113,17 +114,20 @@ __attribute__((target("sha,sse4.1,ssse3"))) void compress_sha_ni(std::array<uint
     const __m128i saved_abef = abef, saved_cdgh = cdgh;
     __m128i words[4];  // ring of four groups of four schedule words, lane 0 the earliest
     for (int i = 0; i < 4; ++i)
-      words[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + 16 * i)), byte_swap);
+      words[i] = _mm_shuffle_epi8(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + 16 * i)), byte_swap);
 #pragma GCC unroll 16
     for (int group = 0; group < 16; ++group) {
       if (group >= 4) {
         // w[t..t+3] from w[t-16..t-13] (+s0 of the next four), w[t-7..t-4], and s1 of w[t-2..].
         __m128i next = _mm_sha256msg1_epu32(words[group & 3], words[(group + 1) & 3]);
-        next = _mm_add_epi32(next, _mm_alignr_epi8(words[(group + 3) & 3], words[(group + 2) & 3], 4));
+        next =
+            _mm_add_epi32(next, _mm_alignr_epi8(words[(group + 3) & 3], words[(group + 2) & 3], 4));
         words[group & 3] = _mm_sha256msg2_epu32(next, words[(group + 3) & 3]);
       }
       __m128i word_plus_constant = _mm_add_epi32(
-          words[group & 3], _mm_loadu_si128(reinterpret_cast<const __m128i*>(kRoundConstants.data() + 4 * group)));
+          words[group & 3],
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(kRoundConstants.data() + 4 * group)));
       cdgh = _mm_sha256rnds2_epu32(cdgh, abef, word_plus_constant);  // cdgh now holds ABEF
       word_plus_constant = _mm_shuffle_epi32(word_plus_constant, 0x0E);
       abef = _mm_sha256rnds2_epu32(abef, cdgh, word_plus_constant);  // and back
@@ -212,7 +216,8 @@ std::array<uint8_t, 32> Sha256::finish() {
   // Padding: 0x80, zeros up to 56 mod 64, then the 64-bit big-endian bit length.
   uint8_t padding[72] = {0x80};
   const size_t pad_length = (buffered_ < 56 ? 56 : 120) - buffered_;
-  for (int i = 0; i < 8; ++i) padding[pad_length + i] = static_cast<uint8_t>(bit_length >> (56 - 8 * i));
+  for (int i = 0; i < 8; ++i)
+    padding[pad_length + i] = static_cast<uint8_t>(bit_length >> (56 - 8 * i));
   update(padding, pad_length + 8);
   finished_ = true;
   std::array<uint8_t, 32> digest;
@@ -244,7 +249,9 @@ std::string sha256_hex(std::string_view bytes) {
 
 std::string sha256_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot open {} for hashing: {}", path, std::strerror(errno)));
+  if (fd < 0)
+    throw std::runtime_error(
+        fmt::format("cannot open {} for hashing: {}", path, std::strerror(errno)));
   Sha256 hasher;
   std::vector<uint8_t> chunk(1 << 20);
   while (true) {
@@ -253,7 +260,8 @@ std::string sha256_file(const std::string& path) {
       if (errno == EINTR) continue;
       const int error = errno;
       ::close(fd);
-      throw std::runtime_error(fmt::format("error reading {} for hashing: {}", path, std::strerror(error)));
+      throw std::runtime_error(
+          fmt::format("error reading {} for hashing: {}", path, std::strerror(error)));
     }
     if (got == 0) break;
     hasher.update(chunk.data(), static_cast<size_t>(got));

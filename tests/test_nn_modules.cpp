@@ -1,0 +1,894 @@
+// Module tests: every nn layer, every MicroBlock mode and the whole MicroLM (five residual modes)
+// through the public gradcheck in float64; the paper AttnRes modes against an independent
+// plain-loop forward of Full AttnRes and hand-computed mixtures; parameter counts and names; real
+// GQA; config validation and load_state_dict errors. Op-level gradients live in
+// test_gradcheck_ops.cpp and the reference's numbers in test_parity_golden.cpp, not here.
+#include <doctest/doctest.h>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "nn/micro_lm.h"
+
+using namespace dg;
+
+namespace {
+
+using Vec = std::vector<double>;
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+void set_values(Tensor p, const Vec& v) { p.copy_from(Tensor::from_vector(v, p.shape(), p.dtype())); }
+
+// Seeded values away from degenerate points: 1-D gains 1 ± 0.3, biases ±0.2, pseudo-queries and
+// routes ±0.8 (dotted with RMS-normalised vectors of dim 8: clearly non-uniform routing), other
+// matrices ±1.2/√in.
+void randomize(const Module& m, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (auto& [name, p] : m.named_parameters()) {
+    double lo = -0.2, hi = 0.2;
+    const bool bias = name == "bias" || name.ends_with(".bias");
+    if (name.find("_query") != std::string::npos || name.find("_route") != std::string::npos) {
+      lo = -0.8, hi = 0.8;
+    } else if (p.dim() == 1 && !bias) {
+      lo = 0.7, hi = 1.3;
+    } else if (p.dim() == 2) {
+      hi = 1.2 / std::sqrt(static_cast<double>(p.size(1)));
+      lo = -hi;
+    }
+    std::uniform_real_distribution<double> dist(lo, hi);
+    Vec v(p.numel());
+    for (double& x : v) x = dist(rng);
+    set_values(p, v);
+  }
+}
+
+std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> ids(n);
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng() % vocab);
+  return ids;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  Vec x = a.to_vector(), y = b.to_vector();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+  return m;
+}
+
+void expect_gradcheck(const std::string& name, const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                      const GradcheckOptions& opt = {}) {
+  GradcheckResult r = gradcheck(name, fn, inputs, opt);
+  INFO(name << ": " << r.message);
+  CHECK(r.passed);
+  CHECK(r.checks > 0);
+}
+
+// Runs `fn`, which must throw std::invalid_argument; returns the message.
+template <class F>
+std::string error_of(F&& fn) {
+  try {
+    fn();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  FAIL("expected std::invalid_argument");
+  return "";
+}
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The tiny config of the gradient checks.
+MicroLMConfig tiny_config(ResidualMode mode, int64_t kv_heads = 2, int64_t block_size = 2) {
+  MicroLMConfig c;
+  c.vocab = 11, c.dim = 8, c.heads = 2, c.kv_heads = kv_heads, c.layers = 3, c.seq_len = 5, c.expansion = 2;
+  c.mode = mode;
+  c.attnres_block_size = block_size;
+  return c;
+}
+
+constexpr ResidualMode kAllModes[] = {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres,
+                                      ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres};
+
+}  // namespace
+
+// ---- 1. gradcheck of every module ------------------------------------------------------------------
+
+TEST_CASE("gradcheck: Embedding, Linear, RMSNorm, LayerNorm, Norm") {
+  Embedding emb(11, 4, DType::f64);
+  randomize(emb, 1);
+  Tensor ids = Tensor::from_ids({3, 1, 3, 0, 10, 3, 7, 1, 1, 2}, {2, 5});  // repeats: rows accumulate
+  expect_gradcheck("Embedding", [&](const std::vector<Tensor>&) { return emb.forward(ids); }, {emb.weight});
+
+  for (bool bias : {false, true}) {
+    Linear lin(4, 5, bias, DType::f64);
+    randomize(lin, 2);
+    CHECK(lin.bias.defined() == bias);
+    Tensor x = random_tensor({2, 3, 4}, 3);  // 3-D input
+    std::vector<Tensor> inputs{x, lin.weight};
+    if (bias) inputs.push_back(lin.bias);
+    expect_gradcheck(bias ? "Linear+bias 3-D" : "Linear 3-D",
+                     [&](const std::vector<Tensor>& in) { return lin.forward(in[0]); }, inputs);
+    Tensor y = lin.forward(x);
+    CHECK(y.shape() == Shape{2, 3, 5});
+  }
+
+  RMSNorm rms(6, 1e-6, DType::f64);
+  randomize(rms, 4);
+  Tensor x = random_tensor({2, 3, 6}, 5);
+  expect_gradcheck("RMSNorm", [&](const std::vector<Tensor>& in) { return rms.forward(in[0]); }, {x, rms.weight});
+
+  LayerNorm ln(6, 1e-5, DType::f64);
+  randomize(ln, 6);
+  expect_gradcheck("LayerNorm", [&](const std::vector<Tensor>& in) { return ln.forward(in[0]); },
+                   {x, ln.weight, ln.bias});
+
+  for (Norm::Kind kind : {Norm::Kind::rms, Norm::Kind::layer}) {
+    Norm n(kind, 6, 1e-5, DType::f64);
+    randomize(n, 7);
+    std::vector<Tensor> inputs = {x};
+    for (const Tensor& p : n.parameters()) inputs.push_back(p);
+    CHECK(inputs.size() == (kind == Norm::Kind::rms ? 2u : 3u));
+    expect_gradcheck(kind == Norm::Kind::rms ? "Norm(rms)" : "Norm(layer)",
+                     [&](const std::vector<Tensor>& in) { return n.forward(in[0]); }, inputs);
+    // Norm is exactly the layer it stands for.
+    Tensor expected = kind == Norm::Kind::rms ? rms_norm(x, n.weight, 1e-5) : layer_norm(x, n.weight, n.bias, 1e-5);
+    CHECK(max_abs_diff(n.forward(x), expected) == 0.0);
+  }
+}
+
+TEST_CASE("gradcheck: CausalSelfAttention (MHA, GQA, RoPE on/off, bias, u_qk != u_v)") {
+  struct Case {
+    int64_t heads, kv_heads;
+    bool rope, bias;
+  };
+  for (Case c : {Case{2, 2, true, false}, Case{2, 1, true, false}, Case{2, 2, false, false}, Case{2, 1, false, true},
+                 Case{4, 2, true, false}}) {
+    std::string name = fmt::format("attention heads={} kv_heads={} rope={} bias={}", c.heads, c.kv_heads, c.rope, c.bias);
+    CAPTURE(name);
+    AttentionConfig ac{8, c.heads, c.kv_heads, c.rope, 10000.0, c.bias};
+    CausalSelfAttention attn(ac, DType::f64);
+    randomize(attn, 11);
+    Tensor u_qk = random_tensor({2, 5, 8}, 12), u_v = random_tensor({2, 5, 8}, 13);
+    std::vector<Tensor> inputs{u_qk, u_v};
+    for (const Tensor& p : attn.parameters()) inputs.push_back(p);
+    CHECK(inputs.size() == (c.bias ? 10u : 6u));
+    expect_gradcheck(name, [&](const std::vector<Tensor>& in) { return attn.forward(in[0], in[1]); }, inputs);
+    // V really reads u_v and Q/K really read u_qk.
+    CHECK(max_abs_diff(attn.forward(u_qk, u_v), attn.forward(u_qk, u_qk)) > 1e-3);
+    CHECK(max_abs_diff(attn.forward(u_qk, u_v), attn.forward(u_v, u_v)) > 1e-3);
+  }
+}
+
+TEST_CASE("gradcheck: FeedForward (SwiGLU, GELU)") {
+  for (FeedForward::Kind kind : {FeedForward::Kind::swiglu, FeedForward::Kind::gelu}) {
+    for (bool bias : {false, true}) {
+      FeedForward ffn(kind, 8, 16, bias, DType::f64);
+      randomize(ffn, 21);
+      CHECK((ffn.gate != nullptr) == (kind == FeedForward::Kind::swiglu));
+      Tensor x = random_tensor({2, 5, 8}, 22);
+      std::vector<Tensor> inputs{x};
+      for (const Tensor& p : ffn.parameters()) inputs.push_back(p);
+      expect_gradcheck(fmt::format("FeedForward {} bias={}", kind == FeedForward::Kind::swiglu ? "swiglu" : "gelu", bias),
+                       [&](const std::vector<Tensor>& in) { return ffn.forward(in[0]); }, inputs);
+    }
+  }
+}
+
+TEST_CASE("gradcheck: MicroBlock in every mode") {
+  GradcheckOptions opt;
+  opt.jacobian_max_entries = 2048;  // the full Jacobian for the small tensors only (keeps the file fast)
+  for (ResidualMode mode : {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres}) {
+    for (int64_t index : {0, 2}) {
+      MicroLMConfig cfg = tiny_config(mode, index == 0 ? 2 : 1);
+      MicroBlock block(cfg, index, DType::f64);
+      randomize(block, 31 + index);
+      const int64_t k = mode == ResidualMode::standard ? 1 : index + 1;
+      std::vector<Tensor> inputs;
+      for (int64_t j = 0; j < k; ++j) inputs.push_back(random_tensor({2, 5, 8}, 40 + j));
+      for (const Tensor& p : block.parameters()) inputs.push_back(p);
+      std::string name = fmt::format("MicroBlock {} index {}", residual_mode_name(mode), index);
+      expect_gradcheck(name, [&](const std::vector<Tensor>& in) {
+        return block.forward(std::vector<Tensor>(in.begin(), in.begin() + k));
+      }, inputs, opt);
+      if (mode != ResidualMode::standard) {
+        CHECK(block.last_alpha_qk.shape() == Shape{2, 5, k});
+        CHECK(block.last_alpha_v.shape() == Shape{2, 5, k});
+      }
+    }
+  }
+  // A paper-mode block needs the model's partial-sum sources: running it alone is an error, not a
+  // silent standard block.
+  for (ResidualMode mode : {ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres}) {
+    MicroLMConfig cfg = tiny_config(mode);
+    MicroBlock block(cfg, 0, DType::f64);
+    CHECK_THROWS_AS(block.forward({random_tensor({2, 5, 8}, 50)}), std::logic_error);
+  }
+}
+
+TEST_CASE("gradcheck: the whole MicroLM loss w.r.t. every parameter, all five modes") {
+  struct Case {
+    ResidualMode mode;
+    int64_t kv_heads, block_size;
+  };
+  const Case cases[] = {
+      {ResidualMode::standard, 1, 2},           {ResidualMode::block_attnres, 1, 2},
+      {ResidualMode::rd_attnres, 2, 2},         {ResidualMode::rd_attnres, 1, 2},
+      {ResidualMode::paper_block_attnres, 2, 1}, {ResidualMode::paper_block_attnres, 1, 2},
+      {ResidualMode::paper_block_attnres, 2, 3}, {ResidualMode::paper_rd_attnres, 1, 1},
+      {ResidualMode::paper_rd_attnres, 2, 2},    {ResidualMode::paper_rd_attnres, 1, 3},
+  };
+  GradcheckOptions opt;
+  opt.jacobian_max_entries = 0;  // the loss is a scalar: the per-element check is its Jacobian
+  Tensor ids = Tensor::from_ids(random_ids(10, 11, 61), {2, 5});
+  Tensor targets = Tensor::from_ids(random_ids(10, 11, 62), {2, 5});
+  for (const Case& c : cases) {
+    MicroLMConfig cfg = tiny_config(c.mode, c.kv_heads, c.block_size);
+    MicroLM model(cfg, DType::f64);
+    randomize(model, 63);
+    std::vector<Tensor> params = model.parameters();
+    expect_gradcheck(cfg.describe(), [&](const std::vector<Tensor>&) { return model.loss(ids, targets); }, params, opt);
+    int64_t n = 0;
+    for (const Tensor& p : params) n += p.numel();
+    CHECK(n == model.parameter_count());
+  }
+  // The other config paths: LayerNorm, GELU, biases, learned positions, untied head, no RoPE.
+  MicroLMConfig cfg = tiny_config(ResidualMode::rd_attnres, 1);
+  cfg.norm = Norm::Kind::layer, cfg.ffn = FeedForward::Kind::gelu, cfg.bias = true, cfg.learned_positions = true;
+  cfg.tied_head = false, cfg.rope = false;
+  MicroLM model(cfg, DType::f64);
+  randomize(model, 64);
+  REQUIRE(model.head != nullptr);
+  REQUIRE(model.position != nullptr);
+  expect_gradcheck(cfg.describe(), [&](const std::vector<Tensor>&) { return model.loss(ids, targets); },
+                   model.parameters(), opt);
+}
+
+TEST_CASE("gradcheck has teeth at model level: a parameter read outside the tape is caught and named") {
+  MicroLM model(tiny_config(ResidualMode::paper_rd_attnres, 1, 2), DType::f64);
+  randomize(model, 65);
+  Tensor ids = Tensor::from_ids(random_ids(10, 11, 61), {2, 5});
+  Tensor targets = Tensor::from_ids(random_ids(10, 11, 62), {2, 5});
+  Tensor gain = model.final_norm->weight;
+  auto leaky = [&](const std::vector<Tensor>&) {
+    Vec g = gain.to_vector();
+    double s = 0;
+    for (double v : g) s += v * v;
+    return add(model.loss(ids, targets), Tensor::from_vector({0.01 * s}, {}, DType::f64));  // d/dg missed
+  };
+  GradcheckOptions opt;
+  opt.jacobian_max_entries = 0;
+  GradcheckResult r = gradcheck("leaky", leaky, model.parameters(), opt);
+  CHECK_FALSE(r.passed);
+  CHECK(contains(r.message, "final_norm.weight"));
+}
+
+// ---- 2. paper modes ---------------------------------------------------------------------------------------
+
+namespace {
+
+// Plain-loop building blocks over row-major [rows, width] vectors of doubles.
+Vec ref_rmsnorm(const Vec& x, int64_t D, const Vec& gain, double eps) {
+  Vec out(x.size());
+  for (size_t r = 0; r < x.size() / D; ++r) {
+    double ms = 0;
+    for (int64_t d = 0; d < D; ++d) ms += x[r * D + d] * x[r * D + d];
+    const double inv = 1.0 / std::sqrt(ms / static_cast<double>(D) + eps);
+    for (int64_t d = 0; d < D; ++d) out[r * D + d] = x[r * D + d] * inv * (gain.empty() ? 1.0 : gain[d]);
+  }
+  return out;
+}
+
+Vec ref_linear(const Vec& x, int64_t in, const Tensor& weight, const Tensor& bias) {
+  const int64_t out_f = weight.size(0);
+  Vec W = weight.to_vector(), b = bias.defined() ? bias.to_vector() : Vec(out_f, 0.0);
+  const size_t rows = x.size() / in;
+  Vec out(rows * out_f);
+  for (size_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < out_f; ++o) {
+      double acc = b[o];
+      for (int64_t i = 0; i < in; ++i) acc += x[r * in + i] * W[o * in + i];
+      out[r * out_f + o] = acc;
+    }
+  return out;
+}
+
+// Causal attention from its definition; x rows are (b, t), heads laid out along the features.
+Vec ref_attention(const Vec& u_qk, const Vec& u_v, const CausalSelfAttention& a, int64_t B, int64_t T) {
+  const int64_t D = a.config.dim, H = a.config.heads, Hkv = a.config.kv_heads, hd = a.head_dim, half = hd / 2;
+  Vec q = ref_linear(u_qk, D, a.q->weight, a.q->bias), k = ref_linear(u_qk, D, a.k->weight, a.k->bias);
+  Vec v = ref_linear(u_v, D, a.v->weight, a.v->bias);
+  auto rotate = [&](Vec& x, int64_t heads) {
+    if (!a.config.rope) return;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < heads; ++h) {
+          double* p = &x[(b * T + t) * heads * hd + h * hd];
+          for (int64_t i = 0; i < half; ++i) {
+            const double angle = static_cast<double>(t) / std::pow(a.config.rope_base, 2.0 * i / hd);
+            const double x0 = p[i], x1 = p[i + half];
+            p[i] = x0 * std::cos(angle) - x1 * std::sin(angle);
+            p[i + half] = x0 * std::sin(angle) + x1 * std::cos(angle);
+          }
+        }
+  };
+  rotate(q, H);
+  rotate(k, Hkv);
+  Vec merged(B * T * H * hd, 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t g = h / (H / Hkv);
+      for (int64_t t = 0; t < T; ++t) {
+        Vec s(t + 1);
+        double mx = -1e300;
+        for (int64_t j = 0; j <= t; ++j) {
+          double dot = 0;
+          for (int64_t i = 0; i < hd; ++i) dot += q[(b * T + t) * H * hd + h * hd + i] * k[(b * T + j) * Hkv * hd + g * hd + i];
+          s[j] = dot / std::sqrt(static_cast<double>(hd));
+          mx = std::max(mx, s[j]);
+        }
+        double z = 0;
+        for (double& e : s) z += (e = std::exp(e - mx));
+        for (int64_t j = 0; j <= t; ++j)
+          for (int64_t i = 0; i < hd; ++i)
+            merged[(b * T + t) * H * hd + h * hd + i] += s[j] / z * v[(b * T + j) * Hkv * hd + g * hd + i];
+      }
+    }
+  return ref_linear(merged, H * hd, a.output->weight, a.output->bias);
+}
+
+Vec ref_swiglu(const Vec& x, const FeedForward& f, int64_t D) {
+  Vec g = ref_linear(x, D, f.gate->weight, f.gate->bias), u = ref_linear(x, D, f.up->weight, f.up->bias);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+  return ref_linear(g, f.up->out_features, f.down->weight, f.down->bias);
+}
+
+// h = Σ_j softmax_j(w · RMSNorm_nogain(S_j)) S_j, per row.
+Vec ref_mix(const std::vector<Vec>& S, const Tensor& query, int64_t D, double eps) {
+  Vec w = query.to_vector();
+  std::vector<Vec> keys;
+  for (const Vec& s : S) keys.push_back(ref_rmsnorm(s, D, {}, eps));
+  Vec out(S[0].size(), 0.0);
+  for (size_t r = 0; r < S[0].size() / D; ++r) {
+    Vec logit(S.size());
+    double mx = -1e300, z = 0;
+    for (size_t j = 0; j < S.size(); ++j) {
+      logit[j] = 0;
+      for (int64_t d = 0; d < D; ++d) logit[j] += w[d] * keys[j][r * D + d];
+      mx = std::max(mx, logit[j]);
+    }
+    for (double& l : logit) z += (l = std::exp(l - mx));
+    for (size_t j = 0; j < S.size(); ++j)
+      for (int64_t d = 0; d < D; ++d) out[r * D + d] += logit[j] / z * S[j][r * D + d];
+  }
+  return out;
+}
+
+Vec ref_logits(const MicroLM& m, const Vec& hidden) {
+  const int64_t D = m.config().dim;
+  return ref_linear(ref_rmsnorm(hidden, D, m.final_norm->weight.to_vector(), m.config().norm_eps), D, m.token->weight,
+                    Tensor());
+}
+
+// Full AttnRes straight from its definition: every sublayer output is its own source.
+Vec ref_full_attnres_logits(const MicroLM& m, const std::vector<int32_t>& ids, int64_t B, int64_t T) {
+  const MicroLMConfig& c = m.config();
+  const int64_t D = c.dim;
+  const double eps = c.norm_eps;
+  Vec E = m.token->weight.to_vector(), h0;
+  for (int32_t id : ids) h0.insert(h0.end(), E.begin() + id * D, E.begin() + (id + 1) * D);
+  std::vector<Vec> sources{h0};
+  for (const MicroBlock* b : m.blocks) {
+    const Vec g_attn = b->attention_norm->weight.to_vector(), g_ffn = b->ffn_norm->weight.to_vector();
+    Vec u_qk = ref_rmsnorm(ref_mix(sources, b->attn_query, D, eps), D, g_attn, eps);
+    Vec u_v = c.mode == ResidualMode::paper_rd_attnres ? ref_rmsnorm(ref_mix(sources, b->attn_v_query, D, eps), D, g_attn, eps)
+                                                       : u_qk;
+    sources.push_back(ref_attention(u_qk, u_v, *b->attention, B, T));
+    sources.push_back(ref_swiglu(ref_rmsnorm(ref_mix(sources, b->ffn_query, D, eps), D, g_ffn, eps), *b->ffn, D));
+  }
+  return ref_logits(m, ref_mix(sources, m.final_query, D, eps));
+}
+
+double max_abs_diff(const Vec& a, const Vec& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+// Small vector arithmetic for the hand-computed cases.
+Vec operator+(Vec a, const Vec& b) {
+  for (size_t i = 0; i < a.size(); ++i) a[i] += b[i];
+  return a;
+}
+Vec operator*(double s, Vec a) {
+  for (double& x : a) x *= s;
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("paper modes, block size 1, equal an independent Full AttnRes forward (float64, 1e-12)") {
+  const int64_t B = 2, T = 5;
+  std::vector<int32_t> id_values = random_ids(B * T, 11, 71);
+  Tensor ids = Tensor::from_ids(id_values, {B, T});
+  for (ResidualMode mode : {ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres}) {
+    for (int64_t kv : {1, 2}) {
+      MicroLMConfig cfg = tiny_config(mode, kv, 1);
+      MicroLM model(cfg, DType::f64);
+      randomize(model, 72 + kv);
+      Vec expected = ref_full_attnres_logits(model, id_values, B, T);
+      NoGradGuard no_grad;
+      Tensor logits = model.forward(ids);
+      const double err = max_abs_diff(logits.to_vector(), expected);
+      MESSAGE(fmt::format("{} kv_heads={}: max |logits - Full AttnRes reference| = {:.3g}", residual_mode_name(mode), kv, err));
+      CHECK(err <= 1e-12);
+      // The routing is far from uniform, so the check exercises the mixing weights.
+      RouteStats stats = model.route_stats();
+      REQUIRE(stats.mean_alpha_qk.size() == 3);
+      CHECK(stats.mean_alpha_qk[2].size() == 5);  // layer 2's attention: h0 + 4 sublayer outputs
+      double spread = 0;
+      for (double a : stats.mean_alpha_qk[2]) spread = std::max(spread, std::fabs(a - 0.2));
+      CHECK(spread > 0.02);
+      if (mode == ResidualMode::paper_rd_attnres) CHECK(stats.js_reference > 1e-4);
+      // The same parameters with block size 2 are a different function: the reference has teeth.
+      MicroLMConfig cfg2 = cfg;
+      cfg2.attnres_block_size = 2;
+      MicroLM model2(cfg2, DType::f64);
+      model2.load_state_dict(model.named_parameters());
+      CHECK(max_abs_diff(model2.forward(ids).to_vector(), expected) > 1e-3);
+    }
+  }
+}
+
+TEST_CASE("paper modes: hand-computed mixtures with constant sublayers and zero pseudo-queries") {
+  // Attention and FFN outputs are made constant: output / down weights zero, biases a_l and f_l.
+  // With zero pseudo-queries every mixture is the plain mean of its sources.
+  const int64_t B = 1, T = 3, D = 8;
+  std::vector<int32_t> id_values{4, 9, 4};
+  Tensor ids = Tensor::from_ids(id_values, {B, T});
+  auto constant = [](double base) {
+    Vec v(8);
+    for (int64_t d = 0; d < 8; ++d) v[d] = base + 0.1 * d - 0.05 * d * d;
+    return v;
+  };
+  for (ResidualMode mode : {ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres}) {
+    for (int64_t bs : {1, 2, 3, 4}) {
+      MicroLMConfig cfg = tiny_config(mode, 2, bs);
+      cfg.bias = true;
+      MicroLM model(cfg, DType::f64);
+      model.init_identical(5);
+      Vec a[3], f[3];
+      for (int l = 0; l < 3; ++l) {
+        a[l] = constant(0.3 * (l + 1)), f[l] = constant(-0.2 * (l + 1) + 0.05);
+        MicroBlock* b = model.blocks[l];
+        b->attention->output->weight.fill(0.0);
+        set_values(b->attention->output->bias, a[l]);
+        b->ffn->down->weight.fill(0.0);
+        set_values(b->ffn->down->bias, f[l]);
+      }
+      Vec E = model.token->weight.to_vector(), h0;
+      for (int32_t id : id_values) h0.insert(h0.end(), E.begin() + id * D, E.begin() + (id + 1) * D);
+      auto rows = [&](const Vec& v) {  // a constant vector on every token
+        Vec out;
+        for (int64_t r = 0; r < B * T; ++r) out.insert(out.end(), v.begin(), v.end());
+        return out;
+      };
+      Vec final_mix;
+      std::vector<int64_t> attn_sources;  // J of each layer's attention mixture
+      switch (bs) {
+        case 1:  // h0, a0, f0, a1, f1, a2, f2
+          final_mix = (1.0 / 7) * (h0 + rows(a[0] + f[0] + a[1] + f[1] + a[2] + f[2]));
+          attn_sources = {1, 3, 5};
+          break;
+        case 2:  // h0, a0+f0, a1+f1, a2+f2
+          final_mix = (1.0 / 4) * (h0 + rows((a[0] + f[0]) + (a[1] + f[1]) + (a[2] + f[2])));
+          attn_sources = {1, 2, 3};
+          break;
+        case 3:  // h0, a0+f0+a1, f1+a2+f2
+          final_mix = (1.0 / 3) * (h0 + rows((a[0] + f[0] + a[1]) + (f[1] + a[2] + f[2])));
+          attn_sources = {1, 2, 3};  // layer 1: h0 + partial a0+f0; layer 2: h0, block 0, partial f1
+          break;
+        default:  // 4: h0, a0+f0+a1+f1, partial a2+f2
+          final_mix = (1.0 / 3) * (h0 + rows((a[0] + f[0] + a[1] + f[1]) + (a[2] + f[2])));
+          attn_sources = {1, 2, 2};  // layer 2: h0 and the completed block, no partial yet
+          break;
+      }
+      NoGradGuard no_grad;
+      Vec logits = model.forward(ids).to_vector();
+      CAPTURE(bs);
+      CHECK(max_abs_diff(logits, ref_logits(model, final_mix)) <= 1e-12);
+      RouteStats stats = model.route_stats();
+      REQUIRE(stats.mean_alpha_qk.size() == 3);
+      for (int l = 0; l < 3; ++l) {
+        REQUIRE(static_cast<int64_t>(stats.mean_alpha_qk[l].size()) == attn_sources[l]);
+        for (double x : stats.mean_alpha_qk[l]) CHECK(x == doctest::Approx(1.0 / attn_sources[l]).epsilon(1e-14));
+        for (double x : stats.mean_alpha_v[l]) CHECK(x == doctest::Approx(1.0 / attn_sources[l]).epsilon(1e-14));
+      }
+      CHECK(stats.js_reference == 0.0);
+    }
+  }
+}
+
+TEST_CASE("paper modes: hand-computed case where a sublayer reads its mixture (one token, identity attention)") {
+  // With T = 1 the attention of a token to itself is V·Wvᵀ·Woᵀ; with Wv = Wo = I it returns its
+  // input RMSNorm(h; 1). FFN outputs are the constant f_l. Two layers, zero pseudo-queries.
+  const int64_t D = 8;
+  std::vector<int32_t> id_values{6};
+  Tensor ids = Tensor::from_ids(id_values, {1, 1});
+  Vec eye(D * D, 0.0);
+  for (int64_t d = 0; d < D; ++d) eye[d * D + d] = 1.0;
+  for (int64_t bs : {1, 2}) {
+    MicroLMConfig cfg = tiny_config(ResidualMode::paper_block_attnres, 2, bs);
+    cfg.layers = 2, cfg.bias = true;
+    MicroLM model(cfg, DType::f64);
+    model.init_identical(8);
+    Vec f[2] = {{0.5, -0.25, 0.75, 0.1, -0.6, 0.3, 0.2, -0.4}, {-0.3, 0.45, 0.15, -0.7, 0.25, 0.05, -0.15, 0.6}};
+    for (int l = 0; l < 2; ++l) {
+      MicroBlock* b = model.blocks[l];
+      set_values(b->attention->v->weight, eye);
+      set_values(b->attention->output->weight, eye);
+      b->ffn->down->weight.fill(0.0);
+      set_values(b->ffn->down->bias, f[l]);
+    }
+    Vec E = model.token->weight.to_vector();
+    Vec h0(E.begin() + id_values[0] * D, E.begin() + (id_values[0] + 1) * D);
+    auto N = [&](const Vec& x) { return ref_rmsnorm(x, D, {}, cfg.norm_eps); };
+    Vec final_mix;
+    if (bs == 1) {  // sources h0 | a0 | f0 | a1 | f1
+      Vec a0 = N(h0);
+      Vec a1 = N((1.0 / 3) * (h0 + a0 + f[0]));
+      final_mix = (1.0 / 5) * (h0 + a0 + f[0] + a1 + f[1]);
+    } else {  // sources h0 | a0+f0 | a1+f1; layer 1's attention reads mean(h0, a0+f0)
+      Vec a0 = N(h0);
+      Vec a1 = N(0.5 * (h0 + (a0 + f[0])));
+      final_mix = (1.0 / 3) * (h0 + (a0 + f[0]) + (a1 + f[1]));
+    }
+    NoGradGuard no_grad;
+    CAPTURE(bs);
+    CHECK(max_abs_diff(model.forward(ids).to_vector(), ref_logits(model, final_mix)) <= 1e-12);
+  }
+}
+
+TEST_CASE("paper modes: zero pseudo-queries mix uniformly (every token, every sublayer)") {
+  for (ResidualMode mode : {ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres}) {
+    for (int64_t bs : {1, 2, 3}) {
+      MicroLM model(tiny_config(mode, 1, bs), DType::f64);
+      model.init_identical(9);
+      for (auto& [name, p] : model.named_parameters())
+        if (contains(name, "_query")) {
+          Vec v = p.to_vector();
+          CHECK(std::all_of(v.begin(), v.end(), [](double x) { return x == 0.0; }));
+        }
+      NoGradGuard no_grad;
+      model.forward(Tensor::from_ids(random_ids(10, 11, 10), {2, 5}));
+      RouteStats stats = model.route_stats();
+      REQUIRE(stats.mean_alpha_qk.size() == 3);
+      for (size_t l = 0; l < 3; ++l) {
+        for (const Tensor& alpha : {model.blocks[l]->last_alpha_qk, model.blocks[l]->last_alpha_v}) {
+          const double J = static_cast<double>(alpha.size(-1));
+          for (double x : alpha.to_vector()) CHECK(std::fabs(x - 1.0 / J) <= 1e-15);
+        }
+        for (double x : stats.mean_alpha_qk[l])
+          CHECK(std::fabs(x - 1.0 / static_cast<double>(stats.mean_alpha_qk[l].size())) <= 1e-15);
+      }
+      CHECK(stats.js_reference <= 1e-15);
+      if (bs == 1) CHECK(stats.mean_alpha_qk[2].size() == 5);
+      if (bs == 2) CHECK(stats.mean_alpha_qk[2].size() == 3);
+    }
+  }
+}
+
+// ---- 3. structure: parameter counts, names, layer-0 route, identical init ----------------------------------
+
+namespace {
+struct Dims {
+  int64_t vocab, dim, layers, heads, kv_heads, expansion;
+};
+MicroLMConfig config_of(const Dims& d, ResidualMode mode) {
+  MicroLMConfig c;
+  c.vocab = d.vocab, c.dim = d.dim, c.layers = d.layers, c.heads = d.heads, c.kv_heads = d.kv_heads;
+  c.expansion = d.expansion, c.mode = mode;
+  return c;
+}
+// The parameter count from the architecture (§2.4), independent of the registry.
+int64_t expected_count(const Dims& d, ResidualMode mode) {
+  const int64_t D = d.dim, L = d.layers, kv_dim = d.kv_heads * (D / d.heads);
+  const int64_t per_layer = 2 * D * D + 2 * D * kv_dim + 3 * d.expansion * D * D + 2 * D;  // attn, ffn, 2 norms
+  const int64_t routes = D * L * (L + 1) / 2;                                              // Σ_l (l + 1)·D
+  int64_t n = d.vocab * D + L * per_layer + D;                                             // + final norm
+  switch (mode) {
+    case ResidualMode::standard: return n;
+    case ResidualMode::block_attnres: return n + L * D + routes;  // route norms + one shared route
+    case ResidualMode::rd_attnres: return n + L * D + 2 * routes;
+    case ResidualMode::paper_block_attnres: return n + 2 * L * D + D;  // attn/ffn queries + final query
+    case ResidualMode::paper_rd_attnres: return n + 3 * L * D + D;
+  }
+  return -1;
+}
+}  // namespace
+
+TEST_CASE("parameter counts of every mode at the micro and small configs") {
+  const Dims micro{512, 64, 2, 4, 4, 3}, small{512, 256, 8, 8, 8, 3}, small_gqa{512, 256, 8, 8, 2, 3};
+  std::string table = "mode                  micro(d64,L2)  small(d256,L8)  small GQA kv=2\n";
+  for (ResidualMode mode : kAllModes) {
+    int64_t counts[3];
+    int i = 0;
+    for (const Dims& d : {micro, small, small_gqa}) {
+      MicroLM model(config_of(d, mode));
+      counts[i] = model.parameter_count();
+      CHECK(counts[i] == expected_count(d, mode));
+      ++i;
+    }
+    table += fmt::format("{:<22}{:>13}{:>16}{:>16}\n", residual_mode_name(mode), counts[0], counts[1], counts[2]);
+  }
+  MESSAGE(table);
+  CHECK(MicroLM(config_of(micro, ResidualMode::block_attnres)).parameter_count() == 139904);
+  CHECK(MicroLM(config_of(micro, ResidualMode::rd_attnres)).parameter_count() == 140096);
+  CHECK(MicroLM(config_of(micro, ResidualMode::standard)).parameter_count() == 139584);
+  CHECK(MicroLM(config_of(small, ResidualMode::block_attnres)).parameter_count() == 6962432);
+  CHECK(MicroLM(config_of(small, ResidualMode::rd_attnres)).parameter_count() == 6971648);
+  CHECK(MicroLM(config_of(small, ResidualMode::standard)).parameter_count() == 6951168);
+  // An untied head adds exactly vocab·dim, listed last as head.weight.
+  MicroLMConfig untied = config_of(micro, ResidualMode::rd_attnres);
+  untied.tied_head = false;
+  MicroLM m(untied);
+  CHECK(m.parameter_count() == 140096 + 512 * 64);
+  CHECK(m.named_parameters().back().first == "head.weight");
+}
+
+TEST_CASE("named_parameters order follows the reference; shared route and tied head are listed once") {
+  const Dims micro{512, 64, 2, 4, 4, 3};
+  for (ResidualMode mode : {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres}) {
+    std::vector<std::string> expected{"token.weight"};
+    for (int l = 0; l < 2; ++l) {
+      auto push = [&](const char* n) { expected.push_back(fmt::format("blocks.{}.{}", l, n)); };
+      if (mode != ResidualMode::standard) push("route_norm.weight"), push("qk_route.weight");
+      if (mode == ResidualMode::rd_attnres) push("v_route.weight");
+      for (const char* n : {"attention_norm.weight", "attention.q.weight", "attention.k.weight", "attention.v.weight",
+                            "attention.output.weight", "ffn_norm.weight", "ffn.up.weight", "ffn.gate.weight",
+                            "ffn.down.weight"})
+        push(n);
+    }
+    expected.push_back("final_norm.weight");
+    MicroLM model(config_of(micro, mode));
+    std::vector<std::string> names;
+    for (auto& [name, p] : model.named_parameters()) names.push_back(name);
+    CAPTURE(residual_mode_name(mode));
+    CHECK(names == expected);
+    if (mode == ResidualMode::block_attnres) {
+      CHECK(model.blocks[1]->v_route == model.blocks[1]->qk_route);
+      CHECK(model.parameter("blocks.1.qk_route.weight").shape() == Shape{2, 64});
+    }
+    if (mode == ResidualMode::rd_attnres) CHECK(model.blocks[1]->v_route != model.blocks[1]->qk_route);
+  }
+  // Paper modes: pseudo-queries sit before attention_norm; final_query before final_norm.
+  MicroLM paper(config_of(micro, ResidualMode::paper_rd_attnres));
+  std::vector<NamedTensor> np = paper.named_parameters();
+  CHECK(np[1].first == "blocks.0.attn_query");
+  CHECK(np[2].first == "blocks.0.attn_v_query");
+  CHECK(np[3].first == "blocks.0.ffn_query");
+  CHECK(np[4].first == "blocks.0.attention_norm.weight");
+  CHECK(np[np.size() - 2].first == "final_query");
+  CHECK(np.back().first == "final_norm.weight");
+}
+
+TEST_CASE("reference modes: layer 0's route has an exactly-zero gradient, layer 1's does not") {
+  for (ResidualMode mode : {ResidualMode::block_attnres, ResidualMode::rd_attnres}) {
+    MicroLMConfig cfg = tiny_config(mode);
+    cfg.layers = 2;
+    MicroLM model(cfg, DType::f64);
+    randomize(model, 81);
+    Tensor loss = model.loss(Tensor::from_ids(random_ids(10, 11, 82), {2, 5}), Tensor::from_ids(random_ids(10, 11, 83), {2, 5}));
+    backward(loss);
+    auto max_abs_grad = [&](const std::string& name) {
+      Tensor g = model.parameter(name).grad();
+      double m = 0;
+      if (g.defined())
+        for (double x : g.to_vector()) m = std::max(m, std::fabs(x));
+      return m;
+    };
+    CAPTURE(residual_mode_name(mode));
+    CHECK(max_abs_grad("blocks.0.qk_route.weight") == 0.0);
+    CHECK(max_abs_grad("blocks.0.route_norm.weight") == 0.0);
+    CHECK(max_abs_grad("blocks.1.qk_route.weight") > 1e-6);
+    CHECK(max_abs_grad("blocks.1.route_norm.weight") > 1e-6);
+    if (mode == ResidualMode::rd_attnres) {
+      CHECK(max_abs_grad("blocks.0.v_route.weight") == 0.0);
+      CHECK(max_abs_grad("blocks.1.v_route.weight") > 1e-6);
+    }
+  }
+}
+
+TEST_CASE("init_identical: rd_attnres starts as the same function as block_attnres") {
+  const Dims micro{512, 64, 2, 4, 4, 3};
+  MicroLM block(config_of(micro, ResidualMode::block_attnres)), rd(config_of(micro, ResidualMode::rd_attnres));
+  block.init_identical(42);
+  rd.init_identical(42);
+  for (MicroBlock* b : rd.blocks) CHECK(max_abs_diff(b->v_route->weight, b->qk_route->weight) == 0.0);
+  for (auto& [name, p] : block.named_parameters()) {
+    CAPTURE(name);
+    CHECK(max_abs_diff(p, rd.parameter(name)) == 0.0);
+  }
+  Tensor ids = Tensor::from_ids(random_ids(2 * 16, 512, 91), {2, 16});
+  NoGradGuard no_grad;
+  CHECK(max_abs_diff(block.forward(ids), rd.forward(ids)) == 0.0);
+  CHECK(rd.route_stats().js_reference == 0.0);
+  // Another seed is another function (the init is keyed by the seed).
+  MicroLM other(config_of(micro, ResidualMode::block_attnres));
+  other.init_identical(43);
+  CHECK(max_abs_diff(block.forward(ids), other.forward(ids)) > 1e-4);
+}
+
+// ---- 4. GQA and config validation -----------------------------------------------------------------------
+
+TEST_CASE("GQA is real: fewer k/v outputs, and it equals MHA with each kv head repeated for its group") {
+  MicroLMConfig gqa_cfg = tiny_config(ResidualMode::rd_attnres, 2);
+  gqa_cfg.heads = 4;  // head_dim 2, groups of 2 query heads per kv head
+  MicroLMConfig mha_cfg = gqa_cfg;
+  mha_cfg.kv_heads = 4;
+  MicroLM gqa(gqa_cfg, DType::f64), mha(mha_cfg, DType::f64);
+  randomize(gqa, 101);
+  randomize(mha, 102);
+  CHECK(gqa.parameter("blocks.0.attention.k.weight").shape() == Shape{4, 8});  // kv_heads · head_dim
+  CHECK(gqa.parameter("blocks.0.attention.v.weight").shape() == Shape{4, 8});
+  CHECK(mha.parameter("blocks.0.attention.k.weight").shape() == Shape{8, 8});
+  CHECK(gqa.parameter("blocks.0.attention.q.weight").shape() == Shape{8, 8});
+  Tensor ids = Tensor::from_ids(random_ids(10, 11, 103), {2, 5});
+  NoGradGuard no_grad;
+  Tensor y_gqa = gqa.forward(ids);
+  CHECK(max_abs_diff(y_gqa, mha.forward(ids)) > 1e-3);
+  // Repeat each kv head's rows for the query heads that read it (head h reads kv head h / 2).
+  auto tile = [](const Tensor& w, bool interleave_wrong) {
+    Vec src = w.to_vector(), out;  // [2 heads · 2, 8] -> [4 heads · 2, 8]
+    for (int64_t h = 0; h < 4; ++h) {
+      const int64_t g = interleave_wrong ? h % 2 : h / 2;
+      out.insert(out.end(), src.begin() + g * 16, src.begin() + (g + 1) * 16);
+    }
+    return Tensor::from_vector(out, {8, 8}, DType::f64);
+  };
+  for (bool wrong : {false, true}) {
+    std::vector<NamedTensor> state;
+    for (auto& [name, p] : gqa.named_parameters())
+      state.emplace_back(name, name.ends_with("attention.k.weight") || name.ends_with("attention.v.weight")
+                                   ? tile(p, wrong) : p.clone());
+    mha.load_state_dict(state);
+    const double diff = max_abs_diff(y_gqa, mha.forward(ids));
+    if (wrong) CHECK(diff > 1e-3);  // grouping by h % kv_heads would be a different model
+    else CHECK(diff <= 1e-12);
+  }
+}
+
+TEST_CASE("config validation names the field; kv_heads must divide heads") {
+  auto error_for = [](auto change) {
+    MicroLMConfig c;
+    change(c);
+    return error_of([&] { MicroLM m(c); });
+  };
+  CHECK(contains(error_for([](MicroLMConfig& c) { c.vocab = 0; }), "vocab"));
+  CHECK(contains(error_for([](MicroLMConfig& c) { c.dim = 0; }), "dim"));
+  CHECK(contains(error_for([](MicroLMConfig& c) { c.layers = 0; }), "layers"));
+  CHECK(contains(error_for([](MicroLMConfig& c) { c.heads = 5; }), "heads"));
+  CHECK(contains(error_for([](MicroLMConfig& c) { c.heads = 0; }), "heads"));
+  const std::string kv = error_for([](MicroLMConfig& c) { c.kv_heads = 3; });
+  CHECK(contains(kv, "kv_heads 3"));
+  CHECK(contains(kv, "heads 4"));
+  CHECK(contains(error_for([](MicroLMConfig& c) { c.kv_heads = 0; }), "kv_heads"));
+  CHECK(contains(error_for([](MicroLMConfig& c) { c.dim = 12; }), "rope"));  // head_dim 3 is odd
+  CHECK(contains(error_for([](MicroLMConfig& c) { c.seq_len = 0; }), "seq_len"));
+  CHECK(contains(error_for([](MicroLMConfig& c) { c.expansion = 0; }), "expansion"));
+  CHECK(contains(error_for([](MicroLMConfig& c) { c.attnres_block_size = 0; }), "attnres_block_size"));
+  CHECK(contains(error_for([](MicroLMConfig& c) { c.norm_eps = -1e-6; }), "norm_eps"));
+  // Without RoPE an odd head dimension is fine.
+  MicroLMConfig ok;
+  ok.dim = 12, ok.rope = false;
+  CHECK_NOTHROW(MicroLM{ok});
+  // The attention layer checks on its own too.
+  const std::string attn = error_of([] { CausalSelfAttention a(AttentionConfig{8, 4, 3, true, 10000.0, false}); });
+  CHECK(contains(attn, "kv_heads 3"));
+  CHECK(contains(error_of([] { parse_residual_mode("block"); }), "rd_attnres"));
+  for (ResidualMode mode : kAllModes) CHECK(parse_residual_mode(residual_mode_name(mode)) == mode);
+}
+
+// ---- 5. load_state_dict -------------------------------------------------------------------------------------
+
+TEST_CASE("load_state_dict: round trip, conversion, and errors naming the tensor") {
+  MicroLMConfig cfg = tiny_config(ResidualMode::rd_attnres, 1);
+  MicroLM source(cfg, DType::f64), target(cfg, DType::f64);
+  randomize(source, 111);
+  target.init_identical(112);
+  Tensor ids = Tensor::from_ids(random_ids(10, 11, 113), {2, 5});
+  std::vector<NamedTensor> state;
+  for (auto& [name, p] : source.named_parameters()) state.emplace_back(name, p.clone());
+  NoGradGuard no_grad;
+  Tensor expected = source.forward(ids);
+  CHECK(max_abs_diff(expected, target.forward(ids)) > 1e-3);
+
+  auto snapshot = [](const Module& m) {
+    Vec all;
+    for (auto& [name, p] : m.named_parameters()) {
+      Vec v = p.to_vector();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  };
+  auto expect_error = [&](const std::vector<NamedTensor>& bad, std::vector<std::string> parts) {
+    const Vec before = snapshot(target);
+    const std::string msg = error_of([&] { target.load_state_dict(bad); });
+    INFO(msg);
+    for (const std::string& p : parts) CHECK(contains(msg, p));
+    CHECK(snapshot(target) == before);  // a failed load changes nothing
+  };
+  auto without = [&](const std::string& name) {
+    std::vector<NamedTensor> s;
+    for (auto& nt : state)
+      if (nt.first != name) s.push_back(nt);
+    return s;
+  };
+  auto replaced = [&](const std::string& name, const Tensor& t) {
+    std::vector<NamedTensor> s = state;
+    for (auto& nt : s)
+      if (nt.first == name) nt.second = t;
+    return s;
+  };
+
+  // Errors first, while target still differs from source.
+  expect_error(without("blocks.1.ffn.down.weight"), {"missing", "blocks.1.ffn.down.weight"});
+  std::vector<NamedTensor> extra = state;
+  extra.emplace_back("blocks.7.bogus.weight", Tensor::zeros({3}, DType::f64));
+  expect_error(extra, {"unexpected", "blocks.7.bogus.weight"});
+  expect_error(replaced("blocks.2.qk_route.weight", Tensor::zeros({2, 8}, DType::f64)),
+               {"blocks.2.qk_route.weight", "[2, 8]", "[3, 8]"});
+  // The last tensor in the list is wrong: nothing before it may have been copied.
+  expect_error(replaced("final_norm.weight", Tensor::zeros({9}, DType::f64)), {"final_norm.weight", "[9]"});
+  expect_error(replaced("token.weight", Tensor::from_ids(std::vector<int32_t>(88, 0), {11, 8})),
+               {"token.weight", "int32"});
+  std::vector<NamedTensor> twice = state;
+  twice.push_back(state[3]);
+  expect_error(twice, {"twice", state[3].first});
+  CHECK(max_abs_diff(expected, target.forward(ids)) > 1e-3);
+
+  // Round trip.
+  target.load_state_dict(state);
+  CHECK(max_abs_diff(expected, target.forward(ids)) == 0.0);
+  CHECK(snapshot(target) == snapshot(source));
+  // Loading copies values: the model does not alias the given tensors.
+  state[0].second.fill(0.0);
+  CHECK(max_abs_diff(expected, target.forward(ids)) == 0.0);
+
+  // float32 tensors load into a float64 model (rounded once).
+  MicroLM from32(cfg, DType::f64);
+  std::vector<NamedTensor> state32;
+  for (auto& [name, p] : source.named_parameters()) state32.emplace_back(name, p.to(DType::f32));
+  from32.load_state_dict(state32);
+  const double err32 = max_abs_diff(expected, from32.forward(ids));
+  CHECK(err32 > 0.0);
+  CHECK(err32 < 1e-5);
+
+  // Non-strict: missing and unknown names are skipped, shapes are still checked.
+  MicroLM partial(cfg, DType::f64);
+  partial.init_identical(112);
+  std::vector<NamedTensor> some{{"blocks.0.attention.q.weight", source.parameter("blocks.0.attention.q.weight")},
+                                {"not.a.parameter", Tensor::zeros({1}, DType::f64)}};
+  partial.load_state_dict(some, /*strict=*/false);
+  CHECK(max_abs_diff(partial.parameter("blocks.0.attention.q.weight"), source.parameter("blocks.0.attention.q.weight")) == 0.0);
+  CHECK(max_abs_diff(partial.parameter("token.weight"), target.parameter("token.weight")) > 0.0);
+  CHECK_THROWS_AS(partial.load_state_dict({{"token.weight", Tensor::zeros({2, 2}, DType::f64)}}, false),
+                  std::invalid_argument);
+
+  // A flattened model loads into its flat buffer.
+  MicroLM flat_model(cfg, DType::f64);
+  FlatParameters flat = flatten_parameters(flat_model);
+  flat_model.load_state_dict(state32);
+  CHECK(max_abs_diff(from32.forward(ids), flat_model.forward(ids)) == 0.0);
+  const Vec fv = flat.values.to_vector();
+  const auto& slot = flat.slots.back();
+  CHECK(slot.name == "final_norm.weight");
+  CHECK(fv[slot.offset] == static_cast<double>(static_cast<float>(source.final_norm->weight.to_vector()[0])));
+}

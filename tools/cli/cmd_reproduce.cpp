@@ -1,0 +1,151 @@
+// `depthgrad reproduce` and `depthgrad list`: flags -> ReproduceOptions -> run -> table and paths.
+#include <fmt/core.h>
+
+#include <filesystem>
+
+#include "tensor/threads.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/flags.h"
+#include "tools/cli/progress.h"
+#include "train/data_files.h"
+#include "train/fsutil.h"
+#include "train/json.h"
+#include "train/reproduce.h"
+
+namespace dg::cli {
+
+int apply_threads_flag(const char* value, bool given) {
+  int n = given ? parse_threads(value, "--threads") : 0;
+  if (!given) {
+    init_threads_from_env();
+    return threads();
+  }
+  set_threads(n);
+  return n;
+}
+
+int cmd_list(int argc, char** argv, int start) {
+  Flags flags("list", "List the paper keys `depthgrad reproduce --paper` accepts.");
+  if (!flags.parse(argc, argv, start)) {
+    fmt::print("{}", flags.help());
+    return 0;
+  }
+  for (const PaperInfo& p : known_papers()) fmt::print("{:20} {:16} {:12} {}\n", p.key, p.fidelity, p.arxiv_id, p.title);
+  return 0;
+}
+
+int cmd_reproduce(int argc, char** argv, int start) {
+  Flags f("reproduce",
+          "Reproduce a paper's comparison. --protocol parity (default) is the reference run number for number;\n"
+          "--protocol paired trains both arms on every seed and reports paired statistics.");
+  f.add("paper", "rd-attnres", "paper key (see depthgrad list)")
+      .add("protocol", "parity", "parity | paired")
+      .add("dataset-dir", "", "data directory (else $DEPTHGRAD_DATA, else ./data)")
+      .add("cache-dir", "", "tokenizer/ids cache (else $XDG_CACHE_HOME/depthgrad, else ~/.cache/depthgrad)")
+      .add("output-dir", "runs/reproductions", "where run directories are created")
+      .add("seed", "42", "single seed (parity)")
+      .add("seeds", "", "seed list, e.g. 1-10 or 1,2,5 (paired default: 1-5)")
+      .add("steps", "", "training steps per arm (parity: 30; paired: 1000)")
+      .add("layers", "2", "transformer layers")
+      .add("dim", "64", "model width")
+      .add("heads", "4", "attention heads")
+      .add("kv-heads", "", "K/V heads (default: heads; fewer = grouped-query attention)")
+      .add("seq-len", "64", "sequence length")
+      .add("batch", "4", "batch size")
+      .add("lr", "6e-4", "peak learning rate")
+      .add("schedule", "", "constant | cosine (parity: constant; paired: cosine)")
+      .add("warmup", "", "warmup steps for cosine (paired: 5% of steps)")
+      .add("decay", "", "weight decay on: all | matrices (parity: all; paired: matrices)")
+      .add("init", "", "parity | identical (parity: parity; paired: identical)")
+      .add("eval", "", "reference | full (parity: reference; paired: full)")
+      .add("train-tokens", "", "train ids used (parity: 120000; paired: 0 = all)")
+      .add("threads", "", "threads for OpenMP and OpenBLAS (default: DEPTHGRAD_THREADS or physical cores)")
+      .add("state-file", "", "JSON file to resume a multi-seed run where it stopped")
+      .add_switch("no-cache", "do not read or write the tokenizer/ids cache")
+      .add_switch("quiet", "no progress output");
+  if (!f.parse(argc, argv, start)) {
+    fmt::print("{}", f.help());
+    return 0;
+  }
+  ReproduceOptions o;
+  o.paper = f.get("paper");
+  find_paper(o.paper);  // unknown keys fail before any work
+  o.protocol = f.get("protocol");
+  if (o.protocol != "parity" && o.protocol != "paired")
+    throw UsageError(fmt::format("--protocol: expected parity or paired, got '{}'", o.protocol));
+  const bool paired = o.protocol == "paired";
+  o.data_dir = resolve_data_dir(f.get("dataset-dir"));
+  if (!dir_exists(o.data_dir))
+    throw std::runtime_error(fmt::format("--dataset-dir: {} does not exist (fetch the data with tools/download-data.sh {})", o.data_dir, o.data_dir));
+  o.cache_dir = f.get_bool("no-cache") ? "" : resolve_cache_dir(f.get("cache-dir"));
+  o.output_dir = f.get("output-dir");
+  if (f.given("seeds")) o.seeds = parse_seed_list(f.get("seeds"), "--seeds");
+  else if (f.given("seed") || !paired) o.seeds = parse_seed_list(f.get("seed"), "--seed");
+  else o.seeds = parse_seed_list("1-5", "--seeds");
+  auto int_or = [&](const char* name, int64_t fallback) { return f.given(name) ? f.get_int(name) : fallback; };
+  auto str_or = [&](const char* name, const std::string& fallback) { return f.given(name) ? f.get(name) : fallback; };
+  o.steps = int_or("steps", paired ? 1000 : 30);
+  o.layers = f.get_int("layers");
+  o.dim = f.get_int("dim");
+  o.heads = f.get_int("heads");
+  o.kv_heads = int_or("kv-heads", o.heads);
+  o.seq_len = f.get_int("seq-len");
+  o.batch = f.get_int("batch");
+  o.lr = f.get_double("lr");
+  o.schedule = str_or("schedule", paired ? "cosine" : "constant");
+  o.warmup = int_or("warmup", o.schedule == "constant" ? 0 : std::max<int64_t>(1, o.steps / 20));
+  o.decay = str_or("decay", paired ? "matrices" : "all");
+  o.init = parse_init_scheme(str_or("init", paired ? "identical" : "parity"));
+  std::string eval = str_or("eval", paired ? "full" : "reference");
+  if (eval != "reference" && eval != "full") throw UsageError(fmt::format("--eval: expected reference or full, got '{}'", eval));
+  o.eval_full = eval == "full";
+  o.train_limit = int_or("train-tokens", paired ? 0 : 120000);
+  o.eval_limit = paired ? 0 : 8000;
+  for (auto [name, v] : {std::pair{"steps", o.steps}, {"layers", o.layers}, {"dim", o.dim}, {"heads", o.heads},
+                         {"kv-heads", o.kv_heads}, {"seq-len", o.seq_len}, {"batch", o.batch}})
+    if (v < 1) throw UsageError(fmt::format("--{}: must be >= 1, got {}", name, v));
+  if (o.lr <= 0) throw UsageError(fmt::format("--lr: must be positive, got {}", o.lr));
+  o.threads = apply_threads_flag(f.get("threads").c_str(), f.given("threads"));
+  o.state_file = f.get("state-file");
+  o.run_dir = default_run_dir(o.output_dir, o.paper);
+  make_dirs(o.run_dir);
+
+  Progress progress(f.get_bool("quiet"), o.run_dir + "/steps.jsonl");
+  progress.message(fmt::format("depthgrad reproduce --paper {} --protocol {}: {} seed(s), {} steps per arm, {} thread(s); data {}",
+                               o.paper, o.protocol, o.seeds.size(), o.steps, o.threads, o.data_dir));
+  const double total_steps = static_cast<double>(o.seeds.size() * 2 * o.steps);
+  o.on_message = [&](const std::string& line) { progress.message(line); };
+  o.on_step = [&](const std::string& arm, uint64_t seed, size_t si, size_t n, const StepLog& log) {
+    const double done = static_cast<double>((si * 2 + (arm == "rd_attnres" ? 1 : 0)) * o.steps + log.step + 1);
+    progress.step(fmt::format("[seed {} ({}/{}) {}]", seed, si + 1, n, arm), log.step, log.steps, log.loss, log.tokens_per_second,
+                  done / total_steps);
+    json::Value j;
+    j["arm"] = arm;
+    j["seed"] = static_cast<int64_t>(seed);
+    j["step"] = log.step;
+    j["loss"] = log.loss;
+    j["grad_norm"] = log.grad_norm;
+    j["clipped"] = log.clipped;
+    j["lr"] = log.lr;
+    j["seconds"] = log.seconds;
+    j["tokens_per_second"] = log.tokens_per_second;
+    progress.log_json(json::dump(j));
+  };
+  ReproduceOutput out;
+  try {
+    out = run_reproduce(o);
+  } catch (...) {
+    progress.finish();
+    std::error_code ec;
+    std::filesystem::remove_all(o.run_dir, ec);  // no half-written run directories
+    throw;
+  }
+  progress.finish();
+  fmt::print("{}", out.table);
+  fmt::print("wall time: {:.2f} s\n", out.result.at("runtime").at("wall_seconds").as_double());
+  fmt::print("{}: {}/report.md\n", o.paper, out.run_dir);
+  fmt::print("report: {}/report.html\n", out.run_dir);
+  return 0;
+}
+
+}  // namespace dg::cli

@@ -1,0 +1,19 @@
+// The depthgrad subcommands. Each takes the full argv and the index of its first flag, returns
+// the process exit code, and throws UsageError (exit 2) or another exception (exit 1) on errors.
+#pragma once
+
+namespace dg::cli {
+
+int cmd_list(int argc, char** argv, int start);
+int cmd_reproduce(int argc, char** argv, int start);
+int cmd_gradcheck(int argc, char** argv, int start);
+int cmd_evolve(int argc, char** argv, int start);
+int cmd_train(int argc, char** argv, int start);
+int cmd_eval(int argc, char** argv, int start);
+int cmd_tokenize(int argc, char** argv, int start);
+int cmd_bench(int argc, char** argv, int start);
+
+// --threads VALUE (or DEPTHGRAD_THREADS, else physical cores): applies it and returns the count.
+int apply_threads_flag(const char* value, bool given);
+
+}  // namespace dg::cli

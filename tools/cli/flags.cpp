@@ -1,0 +1,96 @@
+// Strict flag parsing (see flags.h).
+#include "tools/cli/flags.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+namespace dg::cli {
+
+Flags& Flags::add(const std::string& name, const std::string& default_value, const std::string& help) {
+  flags_.push_back(Flag{name, default_value, default_value, help, false, false});
+  return *this;
+}
+
+Flags& Flags::add_switch(const std::string& name, const std::string& help) {
+  flags_.push_back(Flag{name, "false", "false", help, true, false});
+  return *this;
+}
+
+bool Flags::parse(int argc, char** argv, int start) {
+  for (int i = start; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") return false;
+    if (arg.rfind("--", 0) != 0)
+      throw UsageError(fmt::format("unexpected argument '{}' (flags start with --; see depthgrad {} --help)", arg, command_));
+    std::string name = arg.substr(2), value;
+    bool has_value = false;
+    if (size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    Flag* flag = nullptr;
+    for (Flag& f : flags_)
+      if (f.name == name) flag = &f;
+    if (!flag) throw UsageError(fmt::format("unknown flag --{} (see depthgrad {} --help)", name, command_));
+    if (flag->is_switch) {
+      if (has_value && value != "true" && value != "false")
+        throw UsageError(fmt::format("--{}: expected true or false, got '{}'", name, value));
+      flag->value = has_value ? value : "true";
+    } else {
+      if (!has_value) {
+        if (i + 1 >= argc) throw UsageError(fmt::format("--{}: missing value", name));
+        value = argv[++i];
+      }
+      flag->value = value;
+    }
+    flag->given = true;
+  }
+  return true;
+}
+
+const Flags::Flag& Flags::find(const std::string& name) const {
+  for (const Flag& f : flags_)
+    if (f.name == name) return f;
+  throw std::logic_error("flag --" + name + " was not declared");
+}
+
+const std::string& Flags::get(const std::string& name) const { return find(name).value; }
+
+int64_t Flags::get_int(const std::string& name) const {
+  const std::string& v = get(name);
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE)
+    throw UsageError(fmt::format("--{}: expected an integer, got '{}'", name, v));
+  return x;
+}
+
+double Flags::get_double(const std::string& name) const {
+  const std::string& v = get(name);
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x))
+    throw UsageError(fmt::format("--{}: expected a number, got '{}'", name, v));
+  return x;
+}
+
+bool Flags::get_bool(const std::string& name) const { return get(name) == "true"; }
+bool Flags::given(const std::string& name) const { return find(name).given; }
+
+std::string Flags::help() const {
+  std::string out = fmt::format("usage: depthgrad {} [flags]\n\n{}\n\nflags:\n", command_, summary_);
+  for (const Flag& f : flags_) {
+    std::string left = f.is_switch ? fmt::format("  --{}", f.name) : fmt::format("  --{} VALUE", f.name);
+    std::string def = f.is_switch ? "" : (f.default_value.empty() ? " (default: none)" : fmt::format(" (default: {})", f.default_value));
+    out += fmt::format("{:<28} {}{}\n", left, f.help, def);
+  }
+  out += fmt::format("  {:<26} {}\n", "--help", "show this help");
+  return out;
+}
+
+}  // namespace dg::cli

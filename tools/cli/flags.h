@@ -1,0 +1,43 @@
+// Command-line flags for the depthgrad commands: declared with a default and a help line,
+// parsed strictly (an unknown flag, a missing value or a malformed number is a UsageError that
+// names the flag), and listed by --help with their defaults. No abbreviations, no positional magic.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dg::cli {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Flags {
+ public:
+  Flags(std::string command, std::string summary) : command_(std::move(command)), summary_(std::move(summary)) {}
+  // A flag taking a value ("--steps 30" or "--steps=30").
+  Flags& add(const std::string& name, const std::string& default_value, const std::string& help);
+  // A switch ("--quiet"); "--quiet=false" also accepted.
+  Flags& add_switch(const std::string& name, const std::string& help);
+  // Parses argv[start..]; throws UsageError. Returns false when --help was asked for.
+  bool parse(int argc, char** argv, int start);
+  const std::string& get(const std::string& name) const;
+  int64_t get_int(const std::string& name) const;
+  double get_double(const std::string& name) const;
+  bool get_bool(const std::string& name) const;
+  bool given(const std::string& name) const;
+  std::string help() const;
+  const std::string& command() const { return command_; }
+
+ private:
+  struct Flag {
+    std::string name, value, default_value, help;
+    bool is_switch = false, given = false;
+  };
+  const Flag& find(const std::string& name) const;
+  std::string command_, summary_;
+  std::vector<Flag> flags_;
+};
+
+}  // namespace dg::cli

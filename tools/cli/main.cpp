@@ -1,0 +1,59 @@
+// depthgrad: the command-line program. Dispatches to one subcommand; turns every error into one
+// line on stderr and a non-zero exit (2 for usage mistakes, 1 for everything else).
+#include <fmt/core.h>
+
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "tensor/threads.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/flags.h"
+
+namespace {
+const char* kUsage =
+    "usage: depthgrad <command> [flags]\n\n"
+    "commands:\n"
+    "  reproduce   run a paper reproduction (Block AttnRes vs RD-AttnRes): parity or paired protocol\n"
+    "  evolve      evolutionary search over micro-LM genomes\n"
+    "  train       train a micro-LM (flags or a JSON config), with checkpoints and resume\n"
+    "  eval        evaluate a checkpoint on a split\n"
+    "  tokenize    train or apply a byte-level BPE tokenizer\n"
+    "  gradcheck   run the op gradient-check suite and print a table\n"
+    "  bench       training-speed benchmark (optionally against PyTorch)\n"
+    "  list        list the paper keys reproduce knows\n\n"
+    "`depthgrad <command> --help` shows each command's flags and defaults.\n";
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  if (command == "--version") {
+    fmt::print("depthgrad {} ({})\n", DG_VERSION, DG_GIT_COMMIT);
+    return 0;
+  }
+  try {
+    if (!dg::blas_is_openmp_build())
+      fmt::print(stderr, "depthgrad: warning: the linked OpenBLAS runs its threads with {}\n", dg::blas_parallel_mode());
+    using namespace dg::cli;
+    if (command == "list") return cmd_list(argc, argv, 2);
+    if (command == "reproduce") return cmd_reproduce(argc, argv, 2);
+    if (command == "gradcheck") return cmd_gradcheck(argc, argv, 2);
+    if (command == "evolve") return cmd_evolve(argc, argv, 2);
+    if (command == "train") return cmd_train(argc, argv, 2);
+    if (command == "eval") return cmd_eval(argc, argv, 2);
+    if (command == "tokenize") return cmd_tokenize(argc, argv, 2);
+    if (command == "bench") return cmd_bench(argc, argv, 2);
+    fmt::print(stderr, "depthgrad: unknown command '{}' (see depthgrad --help)\n", command);
+    return 2;
+  } catch (const dg::cli::UsageError& e) {
+    fmt::print(stderr, "depthgrad {}: error: {}\n", command, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "depthgrad {}: error: {}\n", command, e.what());
+    return 1;
+  }
+}

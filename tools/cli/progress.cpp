@@ -1,0 +1,71 @@
+// Progress line and JSON-lines step log (see progress.h).
+#include "tools/cli/progress.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace dg::cli {
+
+std::string format_duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "--:--";
+  long t = static_cast<long>(s + 0.5);
+  if (t >= 3600) return fmt::format("{}:{:02d}:{:02d}", t / 3600, (t / 60) % 60, t % 60);
+  return fmt::format("{}:{:02d}", t / 60, t % 60);
+}
+
+Progress::Progress(bool quiet, const std::string& jsonl_path)
+    : live_(!quiet && isatty(STDERR_FILENO)), quiet_(quiet), start_(std::chrono::steady_clock::now()), last_draw_(start_) {
+  if (!jsonl_path.empty()) {
+    log_ = std::fopen(jsonl_path.c_str(), "w");
+    if (!log_) throw std::runtime_error(fmt::format("cannot open step log {}", jsonl_path));
+  }
+}
+
+Progress::~Progress() {
+  finish();
+  if (log_) std::fclose(log_);
+}
+
+void Progress::step(const std::string& label, long step, long total, double loss, double tps, double overall) {
+  if (!live_) return;
+  auto now = std::chrono::steady_clock::now();
+  if (step + 1 < total && std::chrono::duration<double>(now - last_draw_).count() < 0.1) return;
+  last_draw_ = now;
+  double elapsed = std::chrono::duration<double>(now - start_).count();
+  double left = overall > 0 ? elapsed * (1 - overall) / overall : NAN;
+  std::string line = fmt::format("{} step {}/{} loss {:.4f} {:.0f} tok/s elapsed {} left {}", label, step + 1, total, loss, tps,
+                                 format_duration(elapsed), format_duration(left));
+  std::fprintf(stderr, "\r\033[2K%s", line.c_str());
+  std::fflush(stderr);
+  drawn_ = true;
+}
+
+void Progress::message(const std::string& line) {
+  if (quiet_) return;
+  if (drawn_) {
+    std::fprintf(stderr, "\r\033[2K");
+    drawn_ = false;
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+void Progress::log_json(const std::string& json_line) {
+  if (log_) {
+    std::fputs(json_line.c_str(), log_);
+    std::fputc('\n', log_);
+  }
+}
+
+void Progress::finish() {
+  if (drawn_) {
+    std::fprintf(stderr, "\r\033[2K");
+    std::fflush(stderr);
+    drawn_ = false;
+  }
+  if (log_) std::fflush(log_);
+}
+
+}  // namespace dg::cli

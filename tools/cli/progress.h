@@ -1,0 +1,33 @@
+// A live progress line for long work: step, loss, tokens/s, elapsed and time left, redrawn in
+// place on a terminal (stderr) and silent when stderr is not a terminal or with --quiet.
+// Also appends one JSON object per step to a JSON-lines log when a path is given.
+#pragma once
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+namespace dg::cli {
+
+class Progress {
+ public:
+  Progress(bool quiet, const std::string& jsonl_path = "");
+  ~Progress();
+  // One training step of `total` (per task), in task `label`, with overall fraction done.
+  void step(const std::string& label, long step, long total, double loss, double tokens_per_second, double overall_fraction);
+  // A line that stays (clears the live line first); printed unless quiet.
+  void message(const std::string& line);
+  // Writes a raw JSON object line to the log (when open).
+  void log_json(const std::string& json_line);
+  void finish();
+
+ private:
+  bool live_;
+  bool quiet_;
+  FILE* log_ = nullptr;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+  bool drawn_ = false;
+};
+
+std::string format_duration(double seconds);
+
+}  // namespace dg::cli
