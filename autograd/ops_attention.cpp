@@ -35,8 +35,7 @@ GradTarget grad_target(const Tensor& x, const std::vector<Tensor>& others) {
 }
 }  // namespace
 
-// ---- causal_attention: q [B,H,T,hd], k v [B,Hkv,T,hd] -> [B,H,T,hd]
-// -------------------------------
+// ---- causal_attention: q [B,H,T,hd], k v [B,Hkv,T,hd] -> [B,H,T,hd] -------------------------
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
   const AttentionShape s = attention_shape(q, k, v, "causal_attention");
   const double sc = attention_scale(scale, s.hd, "causal_attention");
@@ -55,8 +54,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   return out;
 }
 
-// ---- gradient-check rows (see autograd/gradcheck.h)
-// -------------------------------------------------
+// ---- gradient-check rows (see autograd/gradcheck.h) -----------------------------------------
 std::vector<OpCase> attention_op_cases() {
   // q, k, v from seeds; values in [-1.5, 1.5) so the softmax is neither flat nor one-hot.
   auto qkv = [](Shape qs, Shape ks) {

@@ -17,7 +17,8 @@ namespace dg {
 namespace {
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   if (a.dtype() != b.dtype())
-    throw std::invalid_argument(fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
+    throw std::invalid_argument(
+        fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
 }
 
 void check_float(const Tensor& t, const char* op) {
@@ -26,18 +27,22 @@ void check_float(const Tensor& t, const char* op) {
 }
 
 // The contiguous gradient buffer of t that kernels add into (the backward contract).
-template <class T> T* grad_ptr(const Tensor& t, const char* op) {
+template <class T>
+T* grad_ptr(const Tensor& t, const char* op) {
   Tensor g = grad_of(t);
   if (!g.is_contiguous())
-    throw std::logic_error(fmt::format("{}: the gradient of {} is not contiguous", op, t.describe()));
+    throw std::logic_error(
+        fmt::format("{}: the gradient of {} is not contiguous", op, t.describe()));
   return g.data<T>();
 }
 
 // rows × D for a [.., D] tensor.
-int64_t rows_of(const Tensor& x) { return x.dim() ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 1; }
+int64_t rows_of(const Tensor& x) {
+  return x.dim() ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 1;
+}
 }  // namespace
 
-// ---- embedding: out[n] = W[ids[n]]; dW[v] += Σ_{ids[n]=v} g[n] ------------------------------------
+// ---- embedding: out[n] = W[ids[n]]; dW[v] += Σ_{ids[n]=v} g[n] ----------------------------------
 Tensor embedding(const Tensor& weight, const Tensor& ids_in) {
   const char* op = "embedding";
   check_float(weight, op);
@@ -48,18 +53,21 @@ Tensor embedding(const Tensor& weight, const Tensor& ids_in) {
   const int32_t* id = ids.data<int32_t>();
   for (int64_t n = 0; n < N; ++n)
     if (id[n] < 0 || id[n] >= V)
-      throw std::out_of_range(fmt::format("embedding: id {} at position {} is out of range for vocabulary size {} (weight {})",
-                                          id[n], n, V, weight.describe()));
+      throw std::out_of_range(fmt::format(
+          "embedding: id {} at position {} is out of range for vocabulary size {} (weight {})",
+          id[n], n, V, weight.describe()));
   Tensor w = weight.contiguous();
   Shape out_shape = ids.shape();
   out_shape.push_back(D);
   Tensor out = Tensor::empty(out_shape, weight.dtype());
-  dispatch_float(weight.dtype(), op, [&]<class T>() { embedding_forward<T>(out.data<T>(), id, w.data<T>(), N, D); });
+  dispatch_float(weight.dtype(), op,
+                 [&]<class T>() { embedding_forward<T>(out.data<T>(), id, w.data<T>(), N, D); });
   if (should_record({weight}))
     record(op, {weight}, out, [weight, ids, N, V, D](const Tensor& g) {
       Tensor gc = g.contiguous();
       dispatch_float(weight.dtype(), "embedding", [&]<class T>() {
-        embedding_backward<T>(grad_ptr<T>(weight, "embedding"), gc.data<T>(), ids.data<int32_t>(), N, V, D);
+        embedding_backward<T>(grad_ptr<T>(weight, "embedding"), gc.data<T>(), ids.data<int32_t>(),
+                              N, V, D);
       });
     });
   return out;
@@ -95,14 +103,15 @@ Tensor softmax_impl(const Tensor& a, int64_t axis_in, bool log) {
 Tensor softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis, false); }
 Tensor log_softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis, true); }
 
-// ---- cross_entropy: mean over kept rows of lse − x[t]; backward (softmax − onehot)·g/count -------
+// ---- cross_entropy: mean over kept rows of lse − x[t]; backward (softmax − onehot)·g/count ------
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ignore_index) {
   const char* op = "cross_entropy";
   check_float(logits, op);
   check_arg(logits.dim() == 2, op, logits, "logits of shape [N, C]");
   const int64_t N = logits.size(0), C = logits.size(1);
-  check_arg(targets_in.defined() && targets_in.dtype() == DType::i32 && targets_in.shape() == Shape{N},
-            op, targets_in, fmt::format("int32 targets of shape [{}]", N));
+  check_arg(
+      targets_in.defined() && targets_in.dtype() == DType::i32 && targets_in.shape() == Shape{N},
+      op, targets_in, fmt::format("int32 targets of shape [{}]", N));
   Tensor targets = targets_in.contiguous();
   const int32_t* t = targets.data<int32_t>();
   int64_t count = 0;
@@ -110,8 +119,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ign
     if (t[n] == ignore_index) continue;
     if (t[n] < 0 || t[n] >= C)
       throw std::out_of_range(fmt::format(
-          "cross_entropy: target {} at row {} is out of range for {} classes (ignore_index {})", t[n], n, C,
-          ignore_index));
+          "cross_entropy: target {} at row {} is out of range for {} classes (ignore_index {})",
+          t[n], n, C, ignore_index));
     ++count;
   }
   Tensor x = logits.contiguous();
@@ -126,21 +135,23 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ign
                                             : std::numeric_limits<double>::quiet_NaN());
   });
   if (should_record({logits}))
-    record(op, {logits}, out, [logits, x, lse, targets, N, C, ignore_index, count](const Tensor& g) {
-      if (count == 0) {  // every target ignored: the gradient is zero (as torch)
-        grad_of(logits);
-        return;
-      }
-      const double scale = g.item() / static_cast<double>(count);
-      dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
-        cross_entropy_backward<T>(grad_ptr<T>(logits, "cross_entropy"), x.data<T>(), lse.data<T>(),
-                                  targets.data<int32_t>(), static_cast<T>(scale), N, C, ignore_index);
-      });
-    });
+    record(op, {logits}, out,
+           [logits, x, lse, targets, N, C, ignore_index, count](const Tensor& g) {
+             if (count == 0) {  // every target ignored: the gradient is zero (as torch)
+               grad_of(logits);
+               return;
+             }
+             const double scale = g.item() / static_cast<double>(count);
+             dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
+               cross_entropy_backward<T>(grad_ptr<T>(logits, "cross_entropy"), x.data<T>(),
+                                         lse.data<T>(), targets.data<int32_t>(),
+                                         static_cast<T>(scale), N, C, ignore_index);
+             });
+           });
   return out;
 }
 
-// ---- rms_norm: x·rstd·w; saves rstd [rows] ---------------------------------------------------------
+// ---- rms_norm: x·rstd·w; saves rstd [rows] ------------------------------------------------------
 Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
   const char* op = "rms_norm";
   check_float(x_in, op);
@@ -148,7 +159,8 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
   check_same_dtype(x_in, weight, op);
   check_arg(x_in.dim() >= 1, op, x_in, "x of shape [.., D]");
   const int64_t D = x_in.size(-1), rows = rows_of(x_in);
-  check_arg(weight.shape() == Shape{D}, op, weight, fmt::format("weight of shape [{}] for x {}", D, x_in.describe()));
+  check_arg(weight.shape() == Shape{D}, op, weight,
+            fmt::format("weight of shape [{}] for x {}", D, x_in.describe()));
   Tensor x = x_in.contiguous(), w = weight.contiguous();
   Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
   Tensor rstd = Tensor::empty({rows}, x_in.dtype());
@@ -161,13 +173,14 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
       dispatch_float(x.dtype(), "rms_norm", [&]<class T>() {
         T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "rms_norm") : nullptr;
         T* dw = weight.requires_grad() ? grad_ptr<T>(weight, "rms_norm") : nullptr;
-        rmsnorm_backward<T>(dx, dw, gc.data<T>(), x.data<T>(), w.data<T>(), rstd.data<T>(), rows, D);
+        rmsnorm_backward<T>(dx, dw, gc.data<T>(), x.data<T>(), w.data<T>(), rstd.data<T>(), rows,
+                            D);
       });
     });
   return out;
 }
 
-// ---- layer_norm: (x − mean)·rstd·w + b; saves mean, rstd [rows] -------------------------------------
+// ---- layer_norm: (x − mean)·rstd·w + b; saves mean, rstd [rows] ---------------------------------
 Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, double eps) {
   const char* op = "layer_norm";
   check_float(x_in, op);
@@ -175,13 +188,16 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
   check_same_dtype(x_in, weight, op);
   check_arg(x_in.dim() >= 1, op, x_in, "x of shape [.., D]");
   const int64_t D = x_in.size(-1), rows = rows_of(x_in);
-  check_arg(weight.shape() == Shape{D}, op, weight, fmt::format("weight of shape [{}] for x {}", D, x_in.describe()));
+  check_arg(weight.shape() == Shape{D}, op, weight,
+            fmt::format("weight of shape [{}] for x {}", D, x_in.describe()));
   const bool has_bias = bias.defined();
   if (has_bias) {
     check_same_dtype(x_in, bias, op);
-    check_arg(bias.shape() == Shape{D}, op, bias, fmt::format("bias of shape [{}] for x {}", D, x_in.describe()));
+    check_arg(bias.shape() == Shape{D}, op, bias,
+              fmt::format("bias of shape [{}] for x {}", D, x_in.describe()));
   }
-  Tensor x = x_in.contiguous(), w = weight.contiguous(), b = has_bias ? bias.contiguous() : Tensor();
+  Tensor x = x_in.contiguous(), w = weight.contiguous(),
+         b = has_bias ? bias.contiguous() : Tensor();
   Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
   Tensor mean = Tensor::empty({rows}, x_in.dtype()), rstd = Tensor::empty({rows}, x_in.dtype());
   dispatch_float(x.dtype(), op, [&]<class T>() {
@@ -204,19 +220,21 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
   return out;
 }
 
-// ---- rope: rotate pairs (i, i + hd/2) by position·θ_i; backward rotates back ---------------------------
+// ---- rope: rotate pairs (i, i + hd/2) by position·θ_i; backward rotates back --------------------
 Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
   const char* op = "rope";
   check_float(x_in, op);
   check_arg(x_in.dim() >= 2 && x_in.size(-1) % 2 == 0, op, x_in,
             "x of shape [B, H, T, hd] (or [.., T, hd]) with an even head size hd");
   check_arg(base > 0 && position_offset >= 0, op, x_in,
-            fmt::format("a positive base and a non-negative offset (got base {}, offset {})", base, position_offset));
+            fmt::format("a positive base and a non-negative offset (got base {}, offset {})", base,
+                        position_offset));
   const int64_t hd = x_in.size(-1), Tn = x_in.size(-2);
   const int64_t BH = Tn * hd != 0 ? x_in.numel() / (Tn * hd) : 0;
   Tensor x = x_in.contiguous();
   Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
-  Tensor cos = Tensor::empty({Tn, hd / 2}, x_in.dtype()), sin = Tensor::empty({Tn, hd / 2}, x_in.dtype());
+  Tensor cos = Tensor::empty({Tn, hd / 2}, x_in.dtype()),
+         sin = Tensor::empty({Tn, hd / 2}, x_in.dtype());
   dispatch_float(x.dtype(), op, [&]<class T>() {
     rope_tables<T>(cos.data<T>(), sin.data<T>(), Tn, hd, base, position_offset);
     rope_forward<T>(out.data<T>(), x.data<T>(), cos.data<T>(), sin.data<T>(), BH, Tn, hd);
@@ -225,16 +243,18 @@ Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
     record(op, {x_in}, out, [x_in, cos, sin, BH, Tn, hd](const Tensor& g) {
       Tensor gc = g.contiguous();
       dispatch_float(x_in.dtype(), "rope", [&]<class T>() {
-        rope_backward<T>(grad_ptr<T>(x_in, "rope"), gc.data<T>(), cos.data<T>(), sin.data<T>(), BH, Tn, hd);
+        rope_backward<T>(grad_ptr<T>(x_in, "rope"), gc.data<T>(), cos.data<T>(), sin.data<T>(), BH,
+                         Tn, hd);
       });
     });
   return out;
 }
 
-// ---- depth_mix: Σ_j alpha[.., j]·S_j; dS_j += alpha_j·g, dalpha_j += <g, S_j> ----------------------------
+// ---- depth_mix: Σ_j alpha[.., j]·S_j; dS_j += alpha_j·g, dalpha_j += <g, S_j> -------------------
 Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
   const char* op = "depth_mix";
-  if (sources.empty()) throw std::invalid_argument("depth_mix: expected at least one source, got none");
+  if (sources.empty())
+    throw std::invalid_argument("depth_mix: expected at least one source, got none");
   const int64_t J = static_cast<int64_t>(sources.size());
   const Tensor& s0 = sources[0];
   check_float(s0, op);
@@ -249,7 +269,8 @@ Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
   Shape alpha_shape = s0.shape();
   alpha_shape.back() = J;
   check_arg(alpha.shape() == alpha_shape, op, alpha,
-            fmt::format("alpha of shape {} for {} sources {}", shape_str(alpha_shape), J, shape_str(s0.shape())));
+            fmt::format("alpha of shape {} for {} sources {}", shape_str(alpha_shape), J,
+                        shape_str(s0.shape())));
   const int64_t D = s0.size(-1), rows = rows_of(s0);
   std::vector<Tensor> S;
   for (const Tensor& s : sources) S.push_back(s.contiguous());
@@ -270,10 +291,12 @@ Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
         std::vector<T*> grads;
         for (int64_t j = 0; j < J; ++j) {
           ptrs.push_back(S[j].data<T>());
-          grads.push_back(sources[j].requires_grad() ? grad_ptr<T>(sources[j], "depth_mix") : nullptr);
+          grads.push_back(sources[j].requires_grad() ? grad_ptr<T>(sources[j], "depth_mix")
+                                                     : nullptr);
         }
         T* dalpha = alpha.requires_grad() ? grad_ptr<T>(alpha, "depth_mix") : nullptr;
-        depth_mix_backward<T>(grads.data(), dalpha, gc.data<T>(), ptrs.data(), a.data<T>(), rows, J, D);
+        depth_mix_backward<T>(grads.data(), dalpha, gc.data<T>(), ptrs.data(), a.data<T>(), rows, J,
+                              D);
       });
     });
   return out;
@@ -281,7 +304,7 @@ Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
 
 }  // namespace dg
 
-// ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------------
+// ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------
 #include "autograd/gradcheck.h"
 
 namespace dg {
@@ -294,12 +317,15 @@ std::vector<OpCase> nn_op_cases() {
   auto mix_inputs = [](int64_t J) {
     return [J] {
       std::vector<Tensor> in;
-      for (int64_t j = 0; j < J; ++j) in.push_back(random_tensor({2, 3, 4}, 40 + j).set_name(fmt::format("S{}", j)));
+      for (int64_t j = 0; j < J; ++j)
+        in.push_back(random_tensor({2, 3, 4}, 40 + j).set_name(fmt::format("S{}", j)));
       in.push_back(random_tensor({2, 3, J}, 50 + J, 0.1, 1.0).set_name("alpha"));
       return in;
     };
   };
-  auto mix_fn = [](V in) { return depth_mix(std::vector<Tensor>(in.begin(), in.end() - 1), in.back()); };
+  auto mix_fn = [](V in) {
+    return depth_mix(std::vector<Tensor>(in.begin(), in.end() - 1), in.back());
+  };
   auto norm_inputs = [](Shape xs, bool bias) {
     return [=] {
       const int64_t D = xs.back();
@@ -332,13 +358,16 @@ std::vector<OpCase> nn_op_cases() {
                                     Tensor::from_ids({1, 0, 2, 1}, {4})};
        },
        [](V in) { return cross_entropy(in[0], in[1], 1); }},
-      {"rms_norm/x,weight", norm_inputs({2, 3, 6}, false), [](V in) { return rms_norm(in[0], in[1], 1e-6); }},
-      {"rms_norm/large eps", norm_inputs({4, 5}, false), [](V in) { return rms_norm(in[0], in[1], 0.5); }},
+      {"rms_norm/x,weight", norm_inputs({2, 3, 6}, false),
+       [](V in) { return rms_norm(in[0], in[1], 1e-6); }},
+      {"rms_norm/large eps", norm_inputs({4, 5}, false),
+       [](V in) { return rms_norm(in[0], in[1], 0.5); }},
       {"layer_norm/x,weight,bias", norm_inputs({4, 6}, true),
        [](V in) { return layer_norm(in[0], in[1], in[2], 1e-5); }},
       {"layer_norm/no bias", norm_inputs({2, 2, 5}, false),
        [](V in) { return layer_norm(in[0], in[1], Tensor(), 1e-5); }},
-      {"rope/[2,3,5,8] offset 3", one({2, 3, 5, 8}, 18), [](V in) { return rope(in[0], 10000.0, 3); }},
+      {"rope/[2,3,5,8] offset 3", one({2, 3, 5, 8}, 18),
+       [](V in) { return rope(in[0], 10000.0, 3); }},
       {"rope/base 100", one({1, 2, 4, 6}, 19), [](V in) { return rope(in[0], 100.0, 0); }},
       {"depth_mix/J=1", mix_inputs(1), mix_fn},
       {"depth_mix/J=2", mix_inputs(2), mix_fn},

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace dg {
@@ -47,7 +48,9 @@ void MicroLMConfig::validate() const {
   if (layers < 1) fail(fmt::format("layers must be >= 1, got {}", layers));
   if (heads < 1 || dim % heads != 0) fail(fmt::format("heads {} must divide dim {}", heads, dim));
   if (kv_heads < 1 || heads % kv_heads != 0) fail(fmt::format("kv_heads {} must divide heads {}", kv_heads, heads));
-  if (rope && (dim / heads) % 2 != 0) fail(fmt::format("RoPE needs an even head dimension, got {}", dim / heads));
+  if (rope && (dim / heads) % 2 != 0)
+    fail(fmt::format("rope needs an even head dimension dim / heads, got {} / {} = {}", dim, heads, dim / heads));
+  if (!(norm_eps > 0) || !std::isfinite(norm_eps)) fail(fmt::format("norm_eps must be finite and > 0, got {}", norm_eps));
   if (seq_len < 1) fail(fmt::format("seq_len must be >= 1, got {}", seq_len));
   if (expansion < 1) fail(fmt::format("expansion must be >= 1, got {}", expansion));
   if (attnres_block_size < 1) fail(fmt::format("attnres_block_size must be >= 1, got {}", attnres_block_size));
@@ -92,6 +95,10 @@ MicroBlock::MicroBlock(const MicroLMConfig& c, int64_t index_, DType dtype) : Mo
 
 // sources: S_0..S_l, each [B, T, D] -> S_{l+1} [B, T, D]
 Tensor MicroBlock::forward(const std::vector<Tensor>& sources) {
+  if (is_paper_attnres(config.mode))
+    throw std::logic_error(fmt::format("block {}: {} blocks are run by MicroLM::forward (they read the model's "
+                                       "partial-sum sources), not by MicroBlock::forward", index,
+                                       residual_mode_name(config.mode)));
   const Tensor& c = sources.back();
   Tensor a;
   if (is_reference_attnres(config.mode)) {

@@ -75,12 +75,15 @@ void Module::load_state_dict(const std::vector<NamedTensor>& tensors, bool stric
     if (!given.emplace(name, &t).second)
       throw std::invalid_argument(fmt::format("state dict: tensor '{}' appears twice", name));
   }
+  // Check everything before copying anything, so a failed load leaves the module unchanged.
   std::vector<NamedTensor> own = named_parameters();
-  size_t matched = 0;
+  std::vector<std::pair<Tensor, const Tensor*>> copies;
   for (auto& [name, p] : own) {
     auto it = given.find(name);
     if (it == given.end()) {
-      if (strict) throw std::invalid_argument(fmt::format("state dict: missing tensor '{}' {}", name, p.describe()));
+      if (strict)
+        throw std::invalid_argument(fmt::format("state dict: missing tensor '{}' {} {}", name, shape_str(p.shape()),
+                                                dtype_name(p.dtype())));
       continue;
     }
     const Tensor& src = *it->second;
@@ -89,15 +92,15 @@ void Module::load_state_dict(const std::vector<NamedTensor>& tensors, bool stric
                                               name, shape_str(src.shape()), shape_str(p.shape())));
     if (!is_floating(src.dtype()))
       throw std::invalid_argument(fmt::format("state dict: tensor '{}' is {}, expected floating point", name, dtype_name(src.dtype())));
-    p.copy_from(src);
-    ++matched;
+    copies.emplace_back(p, &src);
   }
-  if (strict && matched != given.size()) {
+  if (strict && copies.size() != given.size()) {
     for (auto& [name, t] : tensors) {
       bool known = std::any_of(own.begin(), own.end(), [&](const NamedTensor& o) { return o.first == name; });
       if (!known) throw std::invalid_argument(fmt::format("state dict: unexpected tensor '{}'", name));
     }
   }
+  for (auto& [p, src] : copies) p.copy_from(*src);
 }
 
 void FlatParameters::zero_grad() {

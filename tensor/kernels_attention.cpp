@@ -12,8 +12,7 @@
 
 namespace dg {
 
-// ---- shape checks
-// --------------------------------------------------------------------------------
+// ---- shape checks ------------------------------------------------------------------------
 
 AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
   auto fail = [&](const std::string& why) {
@@ -279,8 +278,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   });
 }
 
-// ---- reference: explicit loops in double, full T×T probabilities
-// ---------------------------------
+// ---- reference: explicit loops in double, full T×T probabilities -------------------------
 
 namespace {
 Tensor from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype) {

@@ -11,10 +11,18 @@
 #include <numeric>
 
 #include "tensor/kernels_elementwise.h"
+#include "tensor/threads.h"
 
 namespace dg {
 
 // ---- GEMM ------------------------------------------------------------------------------------------
+
+int64_t gemm_pieces(int64_t M, int64_t N, int64_t K) {
+  static const int64_t cores = physical_cores();
+  if (M * N * K <= kGemmSerialMaxWork) return 1;
+  const int64_t extent = std::max(M, N);
+  return std::clamp<int64_t>(extent / kGemmMinPiece, 1, cores);
+}
 
 namespace {
 void check_gemm_args(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
@@ -52,26 +60,30 @@ void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, 
               C, int(ldc));
 }
 
-// Row-major C [M, N] = alpha·op(A)·op(B) + beta·C with BLAS never using its own threads: those
-// change where OpenBLAS splits K and so the rounding (1 vs 2 threads differ when K is between
-// its K-block and twice that). Large products are split into one piece per OpenMP thread along
-// the larger of M and N; each piece is a single-threaded BLAS call inside the parallel region.
-// Each element's result depends only on K's blocking, so any split gives the same bits.
+// Row-major C [M, N] = alpha·op(A)·op(B) + beta·C without BLAS's own threads. OpenBLAS's
+// threaded path blocks K differently from its one-thread path, and its results also change with
+// how M and N are split (small-matrix kernels), so the split is fixed here by the shape and the
+// machine (gemm_pieces), never by the thread count: pieces along the larger of M and N, each a
+// one-thread BLAS call, run by an OpenMP loop (or in order, at one thread or inside a parallel
+// region). The same calls in any order give the same bits.
 template <class T>
 void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
                int64_t ldb, T beta, T* C, int64_t ldc) {
   check_gemm_args(ta, tb, M, N, K, lda, ldb, ldc);
   if (M == 0 || N == 0) return;
   if (K == 0) return scale_c(M, N, beta, C, ldc);
-  const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (nt == 1 || M * N * K <= kGemmSerialMaxWork)  // OpenBLAS runs these on the calling thread
+  if (M * N * K <= kGemmSerialMaxWork)  // OpenBLAS runs these on the calling thread
     return blas_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   const bool split_m = M >= N;
   const int64_t extent = split_m ? M : N;
-  const int64_t piece = ((extent + nt - 1) / nt + 15) / 16 * 16;
-  const int64_t pieces = (extent + piece - 1) / piece;
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int64_t p = 0; p < pieces; ++p) {
+  const int64_t pieces = gemm_pieces(M, N, K);
+  const int64_t piece = ((extent + pieces - 1) / pieces + 15) / 16 * 16;
+  const int64_t count = (extent + piece - 1) / piece;
+  const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  // With nt > 1 the loop runs in a parallel region even for one piece: inside it BLAS stays on
+  // one thread.
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+  for (int64_t p = 0; p < count; ++p) {
     const int64_t lo = p * piece, len = std::min(piece, extent - lo);
     if (split_m)  // rows [lo, lo + len) of op(A) and C
       blas_call(ta, tb, len, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
@@ -191,6 +203,7 @@ MatrixLayout blas_layout(const Tensor& t) {
                                             t.describe()));
   const int64_t R = t.size(-2), C = t.size(-1);
   const int64_t sr = t.strides()[t.dim() - 2], sc = t.strides()[t.dim() - 1];
+  if (R == 0 || C == 0) return {true, false, std::max<int64_t>(C, 1)};  // nothing is read
   // Row-major: rows of C consecutive elements, `ld` apart. A size-1 axis may have any stride.
   if ((C == 1 || sc == 1) && (R == 1 || sr >= std::max<int64_t>(C, 1)))
     return {true, false, R == 1 ? std::max<int64_t>(C, 1) : sr};
@@ -276,6 +289,7 @@ Walk merged_walk(const Tensor& dst, const Tensor& src, const char* op) {
     throw std::invalid_argument(fmt::format("{}: destination {} and source {} differ in dtype", op,
                                             dst.describe(), src.describe()));
   Walk w;
+  if (dst.numel() == 0) return w;  // nothing to walk
   for (int64_t k = 0; k < dst.dim(); ++k) {
     const int64_t size = dst.shape()[k];
     if (size == 1) continue;

@@ -17,11 +17,15 @@ namespace dg {
 // op(A) = A stored [M, K] with row stride lda ≥ K, or, when trans_a, Aᵀ with A stored [K, M]
 // (lda ≥ M); B likewise. beta = 0 never reads C (C may be uninitialised). Throws naming "gemm"
 // when a size or leading dimension is negative, too small, or does not fit BLAS's int.
-// Threads: OpenBLAS's own threading rounds differently at different thread counts (it blocks K
-// differently than its one-thread path), so it is never used: above kGemmSerialMaxWork
-// multiply-adds the output is split into one piece per OpenMP thread, each a one-thread BLAS call.
-// Results are bit-identical at any thread count (tests/test_kernels_matmul.cpp checks this).
-constexpr int64_t kGemmSerialMaxWork = int64_t(1) << 18;  // OpenBLAS's own one-thread limit (64³)
+// Threads: OpenBLAS's own threading is never used, because its rounding changes with the
+// thread count (its threaded path blocks K differently, and how it splits M and N can switch
+// kernels). Instead the output is cut into gemm_pieces(M, N, K) pieces along the larger of M and
+// N, a count fixed by the shape and the machine's core count, never by the thread count; each
+// piece is a one-thread BLAS call and OpenMP spreads the pieces over the threads. Results are
+// bit-identical at any thread count (tests/test_kernels_matmul.cpp checks this).
+constexpr int64_t kGemmSerialMaxWork = int64_t(1) << 18;  // up to this M·N·K: one call (OpenBLAS's one-thread limit)
+constexpr int64_t kGemmMinPiece = 128;                    // rows (or columns) per piece, at least
+int64_t gemm_pieces(int64_t M, int64_t N, int64_t K);     // min(physical cores, max(M, N) / 128), ≥ 1
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A,

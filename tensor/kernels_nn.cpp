@@ -16,12 +16,16 @@ namespace dg {
 
 namespace {
 // A pooled scratch buffer of n elements of T (the storage cache reuses it step after step).
-template <class T> Tensor scratch(int64_t n) { return Tensor::empty({n}, dtype_of<T>()); }
+template <class T>
+Tensor scratch(int64_t n) {
+  return Tensor::empty({n}, dtype_of<T>());
+}
 int64_t row_chunks(int64_t rows) { return (rows + kRowChunk - 1) / kRowChunk; }
 
 // dw[d] += Σ_chunk partial[chunk, d], chunks in increasing order: the fixed-order second stage of
 // a weight-gradient reduction. partial [nchunks, D]
-template <class T> void add_chunk_sums(T* dw, const T* partial, int64_t nchunks, int64_t D) {
+template <class T>
+void add_chunk_sums(T* dw, const T* partial, int64_t nchunks, int64_t D) {
 #pragma omp simd
   for (int64_t d = 0; d < D; ++d) {
     double acc = 0.0;
@@ -36,7 +40,8 @@ template <class T> void add_chunk_sums(T* dw, const T* partial, int64_t nchunks,
 // ============================================================================================
 
 // W [V, D], ids [N] -> out [N, D]
-template <class T> void embedding_forward(T* out, const int32_t* ids, const T* W, int64_t N, int64_t D) {
+template <class T>
+void embedding_forward(T* out, const int32_t* ids, const T* W, int64_t N, int64_t D) {
 #pragma omp parallel for if (N * D > kParallelGrain) schedule(static)
   for (int64_t n = 0; n < N; ++n)
     std::memcpy(out + n * D, W + static_cast<int64_t>(ids[n]) * D, sizeof(T) * D);
@@ -132,11 +137,13 @@ void softmax_forward(T* out, const T* x, int64_t outer, int64_t C, int64_t inner
 
 // dx, dy, y [outer, C, inner]
 template <class T>
-void softmax_backward(T* dx, const T* dy, const T* y, int64_t outer, int64_t C, int64_t inner, bool log) {
+void softmax_backward(T* dx, const T* dy, const T* y, int64_t outer, int64_t C, int64_t inner,
+                      bool log) {
   const bool par = outer * C * inner > kParallelGrain;
   if (inner == 1) {
 #pragma omp parallel for if (par) schedule(static)
-    for (int64_t r = 0; r < outer; ++r) softmax_backward_row(dx + r * C, dy + r * C, y + r * C, C, 1, log);
+    for (int64_t r = 0; r < outer; ++r)
+      softmax_backward_row(dx + r * C, dy + r * C, y + r * C, C, 1, log);
     return;
   }
 #pragma omp parallel for if (par) schedule(static)
@@ -349,7 +356,8 @@ void rope_tables(T* cos, T* sin, int64_t Tn, int64_t hd, double base, int64_t of
 
 // x, out [BH, T, hd]; cos, sin [T, hd/2]
 template <class T>
-void rope_forward(T* out, const T* x, const T* cos, const T* sin, int64_t BH, int64_t Tn, int64_t hd) {
+void rope_forward(T* out, const T* x, const T* cos, const T* sin, int64_t BH, int64_t Tn,
+                  int64_t hd) {
   const int64_t h = hd / 2;
 #pragma omp parallel for if (BH * Tn * hd > kParallelGrain) schedule(static)
   for (int64_t row = 0; row < BH * Tn; ++row) {
@@ -368,7 +376,8 @@ void rope_forward(T* out, const T* x, const T* cos, const T* sin, int64_t BH, in
 
 // dout, dx [BH, T, hd]; cos, sin [T, hd/2]: the transpose (= inverse) rotation.
 template <class T>
-void rope_backward(T* dx, const T* dout, const T* cos, const T* sin, int64_t BH, int64_t Tn, int64_t hd) {
+void rope_backward(T* dx, const T* dout, const T* cos, const T* sin, int64_t BH, int64_t Tn,
+                   int64_t hd) {
   const int64_t h = hd / 2;
 #pragma omp parallel for if (BH * Tn * hd > kParallelGrain) schedule(static)
   for (int64_t row = 0; row < BH * Tn; ++row) {
@@ -391,7 +400,8 @@ void rope_backward(T* dx, const T* dout, const T* cos, const T* sin, int64_t BH,
 
 // S[j], out [rows, D]; alpha [rows, J]
 template <class T>
-void depth_mix_forward(T* out, const T* const* S, const T* alpha, int64_t rows, int64_t J, int64_t D) {
+void depth_mix_forward(T* out, const T* const* S, const T* alpha, int64_t rows, int64_t J,
+                       int64_t D) {
 #pragma omp parallel for if (rows * D * J > kParallelGrain) schedule(static)
   for (int64_t n = 0; n < rows; ++n) {
     T* o = out + n * D;
@@ -439,7 +449,8 @@ void depth_mix_backward(T* const* dS, T* dalpha, const T* dout, const T* const* 
 // ============================================================================================
 
 template <class T>
-void ref_embedding_backward(T* dW, const T* dout, const int32_t* ids, int64_t N, int64_t V, int64_t D) {
+void ref_embedding_backward(T* dW, const T* dout, const int32_t* ids, int64_t N, int64_t V,
+                            int64_t D) {
   for (int64_t n = 0; n < N; ++n)
     for (int64_t d = 0; d < D; ++d) dW[ids[n] * D + d] += dout[n * D + d];
 }
@@ -453,7 +464,8 @@ void ref_softmax_forward(T* out, const T* x, int64_t outer, int64_t C, int64_t i
       for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(x[at(c)]));
       for (int64_t c = 0; c < C; ++c) sum += std::exp(x[at(c)] - m);
       for (int64_t c = 0; c < C; ++c)
-        out[at(c)] = static_cast<T>(log ? x[at(c)] - m - std::log(sum) : std::exp(x[at(c)] - m) / sum);
+        out[at(c)] =
+            static_cast<T>(log ? x[at(c)] - m - std::log(sum) : std::exp(x[at(c)] - m) / sum);
     }
 }
 
@@ -464,7 +476,8 @@ void ref_softmax_backward(T* dx, const T* dy, const T* y, int64_t outer, int64_t
     for (int64_t i = 0; i < inner; ++i) {
       auto at = [&](int64_t c) { return o * C * inner + c * inner + i; };
       double acc = 0.0;
-      for (int64_t c = 0; c < C; ++c) acc += log ? dy[at(c)] : static_cast<double>(dy[at(c)]) * y[at(c)];
+      for (int64_t c = 0; c < C; ++c)
+        acc += log ? dy[at(c)] : static_cast<double>(dy[at(c)]) * y[at(c)];
       for (int64_t c = 0; c < C; ++c) {
         const double g = dy[at(c)], yc = y[at(c)];
         dx[at(c)] += static_cast<T>(log ? g - std::exp(yc) * acc : yc * (g - acc));
@@ -473,14 +486,16 @@ void ref_softmax_backward(T* dx, const T* dy, const T* y, int64_t outer, int64_t
 }
 
 template <class T>
-void ref_cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* targets, int64_t N,
-                               int64_t C, int32_t ignore_index) {
+void ref_cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* targets,
+                               int64_t N, int64_t C, int32_t ignore_index) {
   for (int64_t n = 0; n < N; ++n) {
     double m = -INFINITY, sum = 0.0;
     for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(logits[n * C + c]));
     for (int64_t c = 0; c < C; ++c) sum += std::exp(logits[n * C + c] - m);
     lse[n] = static_cast<T>(m + std::log(sum));
-    losses[n] = targets[n] == ignore_index ? T(0) : static_cast<T>(m + std::log(sum) - logits[n * C + targets[n]]);
+    losses[n] = targets[n] == ignore_index
+                    ? T(0)
+                    : static_cast<T>(m + std::log(sum) - logits[n * C + targets[n]]);
   }
 }
 
@@ -497,7 +512,8 @@ void ref_cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const
 }
 
 template <class T>
-void ref_rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int64_t rows, int64_t D, double eps) {
+void ref_rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int64_t rows, int64_t D,
+                         double eps) {
   for (int64_t r = 0; r < rows; ++r) {
     double ss = 0.0;
     for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(x[r * D + d]) * x[r * D + d];
@@ -514,7 +530,8 @@ void ref_rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, c
   for (int64_t r = 0; r < rows; ++r) {
     const double rs = rstd[r];
     double dot = 0.0;
-    for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(dout[r * D + d]) * w[d] * x[r * D + d];
+    for (int64_t d = 0; d < D; ++d)
+      dot += static_cast<double>(dout[r * D + d]) * w[d] * x[r * D + d];
     for (int64_t d = 0; d < D; ++d) {
       const double g = dout[r * D + d], xv = x[r * D + d];
       if (dx) dx[r * D + d] += static_cast<T>(rs * g * w[d] - xv * rs * rs * rs * dot / D);
@@ -526,8 +543,8 @@ void ref_rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, c
 }
 
 template <class T>
-void ref_layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t rows,
-                           int64_t D, double eps) {
+void ref_layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b,
+                           int64_t rows, int64_t D, double eps) {
   for (int64_t r = 0; r < rows; ++r) {
     double mu = 0.0, var = 0.0;
     for (int64_t d = 0; d < D; ++d) mu += x[r * D + d];
@@ -557,7 +574,8 @@ void ref_layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, cons
     }
     if (dx)
       for (int64_t d = 0; d < D; ++d) {
-        const double gh = static_cast<double>(dout[r * D + d]) * w[d], xhat = (x[r * D + d] - m) * rs;
+        const double gh = static_cast<double>(dout[r * D + d]) * w[d],
+                     xhat = (x[r * D + d] - m) * rs;
         dx[r * D + d] += static_cast<T>(rs * (gh - sum_gh / D - xhat * sum_ghx / D));
       }
   }
@@ -574,7 +592,8 @@ void ref_rope_forward(T* out, const T* x, int64_t BH, int64_t Tn, int64_t hd, do
   for (int64_t bh = 0; bh < BH; ++bh)
     for (int64_t t = 0; t < Tn; ++t)
       for (int64_t i = 0; i < h; ++i) {
-        const T inv_freq = T(1) / std::pow(static_cast<T>(base), static_cast<T>(2 * i) / static_cast<T>(hd));
+        const T inv_freq =
+            T(1) / std::pow(static_cast<T>(base), static_cast<T>(2 * i) / static_cast<T>(hd));
         const T angle = static_cast<T>(offset + t) * inv_freq;
         const T c = std::cos(angle), s = std::sin(angle);
         const int64_t at = (bh * Tn + t) * hd + i;
@@ -589,7 +608,8 @@ void ref_depth_mix_forward(T* out, const T* const* S, const T* alpha, int64_t ro
   for (int64_t n = 0; n < rows; ++n)
     for (int64_t d = 0; d < D; ++d) {
       double acc = 0.0;
-      for (int64_t j = 0; j < J; ++j) acc += static_cast<double>(alpha[n * J + j]) * S[j][n * D + d];
+      for (int64_t j = 0; j < J; ++j)
+        acc += static_cast<double>(alpha[n * J + j]) * S[j][n * D + d];
       out[n * D + d] = static_cast<T>(acc);
     }
 }
@@ -609,45 +629,47 @@ void ref_depth_mix_backward(T* const* dS, T* dalpha, const T* dout, const T* con
 }
 
 // ---- explicit instantiations for float and double --------------------------------------------
-#define DG_NN_KERNELS(T)                                                                            \
-  template void embedding_forward<T>(T*, const int32_t*, const T*, int64_t, int64_t);               \
-  template void embedding_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t);     \
-  template void ref_embedding_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t); \
-  template void softmax_forward<T>(T*, const T*, int64_t, int64_t, int64_t, bool);                  \
-  template void softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t, bool);       \
-  template void ref_softmax_forward<T>(T*, const T*, int64_t, int64_t, int64_t, bool);              \
-  template void ref_softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t, bool);   \
-  template void cross_entropy_forward<T>(T*, T*, const T*, const int32_t*, int64_t, int64_t,        \
-                                         int32_t);                                                  \
-  template void cross_entropy_backward<T>(T*, const T*, const T*, const int32_t*, T, int64_t,       \
-                                          int64_t, int32_t);                                        \
-  template void ref_cross_entropy_forward<T>(T*, T*, const T*, const int32_t*, int64_t, int64_t,    \
-                                             int32_t);                                              \
-  template void ref_cross_entropy_backward<T>(T*, const T*, const T*, const int32_t*, T, int64_t,   \
-                                              int64_t, int32_t);                                    \
-  template void rmsnorm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, double);           \
-  template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t,        \
-                                    int64_t);                                                       \
-  template void ref_rmsnorm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, double);       \
-  template void ref_rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t,    \
-                                        int64_t);                                                   \
-  template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t,    \
-                                     double);                                                       \
-  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,           \
-                                      const T*, int64_t, int64_t);                                  \
-  template void ref_layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t,         \
-                                         int64_t, double);                                          \
-  template void ref_layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,       \
-                                          const T*, int64_t, int64_t);                              \
-  template void rope_tables<T>(T*, T*, int64_t, int64_t, double, int64_t);                          \
-  template void rope_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);       \
-  template void rope_backward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);      \
-  template void ref_rope_forward<T>(T*, const T*, int64_t, int64_t, int64_t, double, int64_t);      \
-  template void depth_mix_forward<T>(T*, const T* const*, const T*, int64_t, int64_t, int64_t);     \
-  template void depth_mix_backward<T>(T* const*, T*, const T*, const T* const*, const T*, int64_t,  \
-                                      int64_t, int64_t);                                            \
-  template void ref_depth_mix_forward<T>(T*, const T* const*, const T*, int64_t, int64_t, int64_t); \
-  template void ref_depth_mix_backward<T>(T* const*, T*, const T*, const T* const*, const T*,       \
+#define DG_NN_KERNELS(T)                                                                           \
+  template void embedding_forward<T>(T*, const int32_t*, const T*, int64_t, int64_t);              \
+  template void embedding_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t);    \
+  template void ref_embedding_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t,          \
+                                          int64_t);                                                \
+  template void softmax_forward<T>(T*, const T*, int64_t, int64_t, int64_t, bool);                 \
+  template void softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t, bool);      \
+  template void ref_softmax_forward<T>(T*, const T*, int64_t, int64_t, int64_t, bool);             \
+  template void ref_softmax_backward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t, bool);  \
+  template void cross_entropy_forward<T>(T*, T*, const T*, const int32_t*, int64_t, int64_t,       \
+                                         int32_t);                                                 \
+  template void cross_entropy_backward<T>(T*, const T*, const T*, const int32_t*, T, int64_t,      \
+                                          int64_t, int32_t);                                       \
+  template void ref_cross_entropy_forward<T>(T*, T*, const T*, const int32_t*, int64_t, int64_t,   \
+                                             int32_t);                                             \
+  template void ref_cross_entropy_backward<T>(T*, const T*, const T*, const int32_t*, T, int64_t,  \
+                                              int64_t, int32_t);                                   \
+  template void rmsnorm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, double);          \
+  template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t,       \
+                                    int64_t);                                                      \
+  template void ref_rmsnorm_forward<T>(T*, T*, const T*, const T*, int64_t, int64_t, double);      \
+  template void ref_rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t,   \
+                                        int64_t);                                                  \
+  template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t,   \
+                                     double);                                                      \
+  template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,          \
+                                      const T*, int64_t, int64_t);                                 \
+  template void ref_layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int64_t,        \
+                                         int64_t, double);                                         \
+  template void ref_layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,      \
+                                          const T*, int64_t, int64_t);                             \
+  template void rope_tables<T>(T*, T*, int64_t, int64_t, double, int64_t);                         \
+  template void rope_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);      \
+  template void rope_backward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);     \
+  template void ref_rope_forward<T>(T*, const T*, int64_t, int64_t, int64_t, double, int64_t);     \
+  template void depth_mix_forward<T>(T*, const T* const*, const T*, int64_t, int64_t, int64_t);    \
+  template void depth_mix_backward<T>(T* const*, T*, const T*, const T* const*, const T*, int64_t, \
+                                      int64_t, int64_t);                                           \
+  template void ref_depth_mix_forward<T>(T*, const T* const*, const T*, int64_t, int64_t,          \
+                                         int64_t);                                                 \
+  template void ref_depth_mix_backward<T>(T* const*, T*, const T*, const T* const*, const T*,      \
                                           int64_t, int64_t, int64_t);
 
 DG_NN_KERNELS(float)

@@ -191,7 +191,7 @@ TEST_CASE("causal attention: float32 results are bit-identical at 1 and 2 thread
 }
 
 TEST_CASE("causal attention matches torch 1.13 (math attention with a causal mask, GQA)") {
-  // tools: q[i] = sin(0.37 i + 0.1), k[i] = sin(0.53 i + 0.7), v[i] = sin(0.29 i − 0.4) over flat
+  // Inputs: q[i] = sin(0.37 i + 0.1), k[i] = sin(0.53 i + 0.7), v[i] = sin(0.29 i − 0.4) over flat
   // indices of q [1,4,7,8], k v [1,2,7,8]; dout[i] = cos(0.11 i). torch: k, v repeat_interleave'd
   // to 4 heads, softmax((q·kᵀ)/sqrt(8) masked by tril) · v, backward(dout), all float64.
   auto fill = [](Shape shape, double a, double c, DType dtype) {

@@ -19,7 +19,8 @@ using namespace dg;
 
 namespace {
 
-template <class T> std::vector<T> rand_vec(int64_t n, uint64_t seed, double lo = -2, double hi = 2) {
+template <class T>
+std::vector<T> rand_vec(int64_t n, uint64_t seed, double lo = -2, double hi = 2) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(lo, hi);
   std::vector<T> v(n);
@@ -35,22 +36,28 @@ std::vector<int32_t> rand_ids(int64_t n, int32_t V, uint64_t seed) {
 }
 
 // max |a − b| / max(1, max |b|)
-template <class T> double rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
+template <class T>
+double rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
   REQUIRE(a.size() == b.size());
   double err = 0, scale = 1;
   for (size_t i = 0; i < a.size(); ++i) {
     err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
     scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-    if (std::isnan(static_cast<double>(a[i])) != std::isnan(static_cast<double>(b[i]))) return INFINITY;
+    if (std::isnan(static_cast<double>(a[i])) != std::isnan(static_cast<double>(b[i])))
+      return INFINITY;
   }
   return err / scale;
 }
 
-template <class T> bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
-template <class T> double tol() { return sizeof(T) == 4 ? 2e-5 : 1e-12; }
+template <class T>
+double tol() {
+  return sizeof(T) == 4 ? 2e-5 : 1e-12;
+}
 
 // Restores the thread count when a test that changes it ends.
 struct ThreadsGuard {
@@ -58,7 +65,8 @@ struct ThreadsGuard {
   ~ThreadsGuard() { set_threads(saved); }
 };
 
-void check_close(const std::vector<double>& got, const std::vector<double>& want, double tolerance) {
+void check_close(const std::vector<double>& got, const std::vector<double>& want,
+                 double tolerance) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     CAPTURE(i);
@@ -74,7 +82,7 @@ std::vector<double> pattern(int64_t n, int mul, int mod, int shift, double div) 
 
 }  // namespace
 
-// ---- fast kernels against the reference kernels ---------------------------------------------------
+// ---- fast kernels against the reference kernels -------------------------------------------------
 
 TEST_CASE_TEMPLATE("nn kernels: fast matches reference", T, float, double) {
   const int64_t rows = 67, D = 96;  // rows not a multiple of kRowChunk
@@ -94,7 +102,8 @@ TEST_CASE_TEMPLATE("nn kernels: fast matches reference", T, float, double) {
 
   SUBCASE("softmax and log_softmax, last and middle axis") {
     for (bool log : {false, true})
-      for (auto [outer, C, inner] : {std::tuple<int64_t, int64_t, int64_t>{rows, 37, 1}, {5, 11, 7}}) {
+      for (auto [outer, C, inner] :
+           {std::tuple<int64_t, int64_t, int64_t>{rows, 37, 1}, {5, 11, 7}}) {
         CAPTURE(log);
         CAPTURE(inner);
         const int64_t n = outer * C * inner;
@@ -118,18 +127,22 @@ TEST_CASE_TEMPLATE("nn kernels: fast matches reference", T, float, double) {
     for (int64_t n = 0; n < N; n += 5) targets[n] = -1;
     std::vector<T> loss(N), lse(N), loss_ref(N), lse_ref(N);
     cross_entropy_forward<T>(loss.data(), lse.data(), logits.data(), targets.data(), N, C, -1);
-    ref_cross_entropy_forward<T>(loss_ref.data(), lse_ref.data(), logits.data(), targets.data(), N, C, -1);
+    ref_cross_entropy_forward<T>(loss_ref.data(), lse_ref.data(), logits.data(), targets.data(), N,
+                                 C, -1);
     CHECK(rel_diff(loss, loss_ref) < tol<T>());
     CHECK(rel_diff(lse, lse_ref) < tol<T>());
     CHECK(loss[0] == T(0));
     auto d = rand_vec<T>(N * C, 10), d_ref = d;
-    cross_entropy_backward<T>(d.data(), logits.data(), lse.data(), targets.data(), T(0.25), N, C, -1);
-    ref_cross_entropy_backward<T>(d_ref.data(), logits.data(), lse.data(), targets.data(), T(0.25), N, C, -1);
+    cross_entropy_backward<T>(d.data(), logits.data(), lse.data(), targets.data(), T(0.25), N, C,
+                              -1);
+    ref_cross_entropy_backward<T>(d_ref.data(), logits.data(), lse.data(), targets.data(), T(0.25),
+                                  N, C, -1);
     CHECK(rel_diff(d, d_ref) < tol<T>());
   }
 
   SUBCASE("rmsnorm forward and backward (dx, dw)") {
-    auto x = rand_vec<T>(rows * D, 11), w = rand_vec<T>(D, 12, 0.5, 1.5), dout = rand_vec<T>(rows * D, 13);
+    auto x = rand_vec<T>(rows * D, 11), w = rand_vec<T>(D, 12, 0.5, 1.5),
+         dout = rand_vec<T>(rows * D, 13);
     std::vector<T> y(rows * D), rs(rows), y_ref(rows * D), rs_ref(rows);
     rmsnorm_forward<T>(y.data(), rs.data(), x.data(), w.data(), rows, D, 1e-6);
     ref_rmsnorm_forward<T>(y_ref.data(), rs_ref.data(), x.data(), w.data(), rows, D, 1e-6);
@@ -137,7 +150,8 @@ TEST_CASE_TEMPLATE("nn kernels: fast matches reference", T, float, double) {
     CHECK(rel_diff(rs, rs_ref) < tol<T>());
     auto dx = rand_vec<T>(rows * D, 14), dx_ref = dx, dw = rand_vec<T>(D, 15), dw_ref = dw;
     rmsnorm_backward<T>(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rs.data(), rows, D);
-    ref_rmsnorm_backward<T>(dx_ref.data(), dw_ref.data(), dout.data(), x.data(), w.data(), rs.data(), rows, D);
+    ref_rmsnorm_backward<T>(dx_ref.data(), dw_ref.data(), dout.data(), x.data(), w.data(),
+                            rs.data(), rows, D);
     CHECK(rel_diff(dx, dx_ref) < tol<T>());
     CHECK(rel_diff(dw, dw_ref) < tol<T>());
     // null gradient pointers are skipped
@@ -147,19 +161,23 @@ TEST_CASE_TEMPLATE("nn kernels: fast matches reference", T, float, double) {
   }
 
   SUBCASE("layernorm forward and backward (dx, dw, db)") {
-    auto x = rand_vec<T>(rows * D, 16, -1, 3), w = rand_vec<T>(D, 17, 0.5, 1.5), b = rand_vec<T>(D, 18);
+    auto x = rand_vec<T>(rows * D, 16, -1, 3), w = rand_vec<T>(D, 17, 0.5, 1.5),
+         b = rand_vec<T>(D, 18);
     auto dout = rand_vec<T>(rows * D, 19);
     std::vector<T> y(rows * D), mu(rows), rs(rows), y_ref(rows * D), mu_ref(rows), rs_ref(rows);
-    layernorm_forward<T>(y.data(), mu.data(), rs.data(), x.data(), w.data(), b.data(), rows, D, 1e-5);
-    ref_layernorm_forward<T>(y_ref.data(), mu_ref.data(), rs_ref.data(), x.data(), w.data(), b.data(), rows, D, 1e-5);
+    layernorm_forward<T>(y.data(), mu.data(), rs.data(), x.data(), w.data(), b.data(), rows, D,
+                         1e-5);
+    ref_layernorm_forward<T>(y_ref.data(), mu_ref.data(), rs_ref.data(), x.data(), w.data(),
+                             b.data(), rows, D, 1e-5);
     CHECK(rel_diff(y, y_ref) < tol<T>());
     CHECK(rel_diff(mu, mu_ref) < tol<T>());
     CHECK(rel_diff(rs, rs_ref) < tol<T>());
     auto dx = rand_vec<T>(rows * D, 20), dx_ref = dx, dw = rand_vec<T>(D, 21), dw_ref = dw;
     auto db = rand_vec<T>(D, 22), db_ref = db;
-    layernorm_backward<T>(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mu.data(), rs.data(), rows, D);
-    ref_layernorm_backward<T>(dx_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), x.data(), w.data(),
-                              mu.data(), rs.data(), rows, D);
+    layernorm_backward<T>(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(),
+                          mu.data(), rs.data(), rows, D);
+    ref_layernorm_backward<T>(dx_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), x.data(),
+                              w.data(), mu.data(), rs.data(), rows, D);
     CHECK(rel_diff(dx, dx_ref) < tol<T>());
     CHECK(rel_diff(dw, dw_ref) < tol<T>());
     CHECK(rel_diff(db, db_ref) < tol<T>());
@@ -201,20 +219,22 @@ TEST_CASE_TEMPLATE("nn kernels: fast matches reference", T, float, double) {
       CHECK(rel_diff(y, y_ref) < tol<T>());
       auto da = rand_vec<T>(rows * J, 26), da_ref = da;
       depth_mix_backward<T>(dp.data(), da.data(), dout.data(), sp.data(), alpha.data(), rows, J, D);
-      ref_depth_mix_backward<T>(dp_ref.data(), da_ref.data(), dout.data(), sp.data(), alpha.data(), rows, J, D);
+      ref_depth_mix_backward<T>(dp_ref.data(), da_ref.data(), dout.data(), sp.data(), alpha.data(),
+                                rows, J, D);
       CHECK(rel_diff(da, da_ref) < tol<T>());
       for (int64_t j = 0; j < J; ++j) CHECK(rel_diff(dS[j], dS_ref[j]) < tol<T>());
     }
   }
 }
 
-// ---- thread-count independence -------------------------------------------------------------------
+// ---- thread-count independence ------------------------------------------------------------------
 
 TEST_CASE("nn kernels: float32 results are bit-identical at 1 and 2 threads") {
   ThreadsGuard guard;
   // Sizes above kParallelGrain so that the parallel branches run.
   const int64_t rows = 300, D = 160, V = 50, C = 130, BH = 12, Tn = 64, hd = 64, J = 3;
-  auto x = rand_vec<float>(rows * D, 1), w = rand_vec<float>(D, 2, 0.5, 1.5), b = rand_vec<float>(D, 3);
+  auto x = rand_vec<float>(rows * D, 1), w = rand_vec<float>(D, 2, 0.5, 1.5),
+       b = rand_vec<float>(D, 3);
   auto dout = rand_vec<float>(rows * D, 4);
   auto ids = rand_ids(rows * 2, V, 5);
   auto logits = rand_vec<float>(rows * C, 6, -6, 6);
@@ -246,20 +266,25 @@ TEST_CASE("nn kernels: float32 results are bit-identical at 1 and 2 threads") {
     }
     {  // cross-entropy
       std::vector<float> loss(rows), lse(rows), d(rows * C, 0.0f);
-      cross_entropy_forward<float>(loss.data(), lse.data(), logits.data(), targets.data(), rows, C, -100);
-      cross_entropy_backward<float>(d.data(), logits.data(), lse.data(), targets.data(), 1.0f / rows, rows, C, -100);
+      cross_entropy_forward<float>(loss.data(), lse.data(), logits.data(), targets.data(), rows, C,
+                                   -100);
+      cross_entropy_backward<float>(d.data(), logits.data(), lse.data(), targets.data(),
+                                    1.0f / rows, rows, C, -100);
       keep(loss), keep(lse), keep(d);
     }
     {  // rmsnorm and layernorm with weight gradients
-      std::vector<float> y(rows * D), rs(rows), mu(rows), dx(rows * D, 0.0f), dw(D, 0.0f), db(D, 0.0f);
+      std::vector<float> y(rows * D), rs(rows), mu(rows), dx(rows * D, 0.0f), dw(D, 0.0f),
+          db(D, 0.0f);
       rmsnorm_forward<float>(y.data(), rs.data(), x.data(), w.data(), rows, D, 1e-6);
-      rmsnorm_backward<float>(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rs.data(), rows, D);
+      rmsnorm_backward<float>(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rs.data(),
+                              rows, D);
       keep(y), keep(rs), keep(dx), keep(dw);
       std::fill(dx.begin(), dx.end(), 0.0f);
       std::fill(dw.begin(), dw.end(), 0.0f);
-      layernorm_forward<float>(y.data(), mu.data(), rs.data(), x.data(), w.data(), b.data(), rows, D, 1e-5);
-      layernorm_backward<float>(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mu.data(),
-                                rs.data(), rows, D);
+      layernorm_forward<float>(y.data(), mu.data(), rs.data(), x.data(), w.data(), b.data(), rows,
+                               D, 1e-5);
+      layernorm_backward<float>(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(),
+                                mu.data(), rs.data(), rows, D);
       keep(y), keep(mu), keep(rs), keep(dx), keep(dw), keep(db);
     }
     {  // rope
@@ -289,9 +314,10 @@ TEST_CASE("nn kernels: float32 results are bit-identical at 1 and 2 threads") {
   }
 }
 
-// ---- golden values from torch 1.13 ---------------------------------------------------------------
-// Generated offline with /usr/bin/python3 (torch 1.13), float32 throughout; inputs are exact
-// dyadic rationals from pattern() so both sides start from the same bits.
+// ---- golden values from torch 1.13
+// --------------------------------------------------------------- Generated offline with
+// /usr/bin/python3 (torch 1.13), float32 throughout; inputs are exact dyadic rationals from
+// pattern() so both sides start from the same bits.
 
 TEST_CASE("cross_entropy matches torch F.cross_entropy (value and gradient, ignored rows)") {
   // logits [4, 5] = ((k*5) % 17 − 8) / 4, targets [3, −100, 0, 4], ignore_index −100
@@ -301,10 +327,26 @@ TEST_CASE("cross_entropy matches torch F.cross_entropy (value and gradient, igno
   check_close({loss.item()}, {0.7454997897148132}, 1e-6);
   backward(loss);
   check_close(logits.grad().to_vector(),
-              {0.0054367706179618835, 0.01897618919610977, 0.06623341888189316, -0.10215600579977036,
-               0.011509641073644161, 0.0, 0.0, 0.0, 0.0, 0.0, -0.15414971113204956, 0.00892102811485529,
-               0.03113744780421257, 0.1086803674697876, 0.005410877056419849, 0.04512035846710205,
-               0.15748554468154907, 0.007840744219720364, 0.027366887778043747, -0.2378135323524475},
+              {0.0054367706179618835,
+               0.01897618919610977,
+               0.06623341888189316,
+               -0.10215600579977036,
+               0.011509641073644161,
+               0.0,
+               0.0,
+               0.0,
+               0.0,
+               0.0,
+               -0.15414971113204956,
+               0.00892102811485529,
+               0.03113744780421257,
+               0.1086803674697876,
+               0.005410877056419849,
+               0.04512035846710205,
+               0.15748554468154907,
+               0.007840744219720364,
+               0.027366887778043747,
+               -0.2378135323524475},
               1e-6);
 }
 
@@ -344,33 +386,78 @@ TEST_CASE("rope matches the reference's float32 rotate-half formula") {
   // + offset, inv_freq); emb = cat(freqs, freqs); out = x·cos(emb) + rotate_half(x)·sin(emb).
   Tensor x = Tensor::from_vector(pattern(48, 7, 23, 11, 8.0), {1, 2, 3, 8});
   check_close(rope(x).to_vector(),
-              {-1.375, -0.5, 0.375, 1.25, -0.75, 0.125, 1.0, -1.0, -0.4882732629776001, 0.6089822053909302,
-               -1.243687629699707, -0.37524983286857605, 0.16496729850769043, 1.4430058002471924,
-               -0.6374685764312744, 0.24962487816810608, 0.554794430732727, -0.8078908920288086,
-               -0.012499166652560234, 0.8777482509613037, 1.4911247491836548, -0.4188523292541504,
-               0.624875009059906, -1.3732472658157349, -0.5, 0.375, 1.25, -0.75, 0.125, 1.0, -1.0, -0.125,
-               -0.7517958283424377, -1.1813592910766602, -0.37748122215270996, 0.4988747537136078,
-               1.374018907546997, -0.7466694116592407, 0.24623756110668182, 1.1254994869232178,
-               0.5914528369903564, -0.12416832894086838, 0.9023231863975525, -1.123997688293457,
-               -0.6915985345840454, 0.6125416159629822, -1.3572261333465576, -0.502249002456665},
+              {-1.375,
+               -0.5,
+               0.375,
+               1.25,
+               -0.75,
+               0.125,
+               1.0,
+               -1.0,
+               -0.4882732629776001,
+               0.6089822053909302,
+               -1.243687629699707,
+               -0.37524983286857605,
+               0.16496729850769043,
+               1.4430058002471924,
+               -0.6374685764312744,
+               0.24962487816810608,
+               0.554794430732727,
+               -0.8078908920288086,
+               -0.012499166652560234,
+               0.8777482509613037,
+               1.4911247491836548,
+               -0.4188523292541504,
+               0.624875009059906,
+               -1.3732472658157349,
+               -0.5,
+               0.375,
+               1.25,
+               -0.75,
+               0.125,
+               1.0,
+               -1.0,
+               -0.125,
+               -0.7517958283424377,
+               -1.1813592910766602,
+               -0.37748122215270996,
+               0.4988747537136078,
+               1.374018907546997,
+               -0.7466694116592407,
+               0.24623756110668182,
+               1.1254994869232178,
+               0.5914528369903564,
+               -0.12416832894086838,
+               0.9023231863975525,
+               -1.123997688293457,
+               -0.6915985345840454,
+               0.6125416159629822,
+               -1.3572261333465576,
+               -0.502249002456665},
               1e-6);
   // hd = 16 (the model's head size) at positions 100, 101: float32 angles matter here.
   Tensor x2 = Tensor::from_vector(pattern(32, 5, 19, 9, 8.0), {1, 1, 2, 16});
-  check_close(rope(x2, 10000.0, 100).to_vector(),
-              {-1.4131786823272705, -0.4379970133304596, 0.0991239845752716, -0.7291557192802429,
-               0.09080088138580322, -0.3175327777862549, 0.19883432984352112, 0.8389928340911865,
-               -0.18486762046813965, -0.34735947847366333, -0.38265445828437805, -1.0152989625930786,
-               -1.2466976642608643, -0.23542076349258423, 0.5224604606628418, 1.1521029472351074,
-               -0.38799336552619934, -0.12488730996847153, 0.059082090854644775, 1.0777126550674438,
-               -0.05422239005565643, 0.0009330660104751587, 0.6453495621681213, -0.9755398035049438,
-               -0.617017924785614, 0.2165713757276535, -1.0736663341522217, 0.9326227903366089,
-               -0.556381106376648, 0.39528360962867737, 1.0705251693725586, -0.7815510034561157},
-              1e-6);
+  check_close(
+      rope(x2, 10000.0, 100).to_vector(),
+      {-1.4131786823272705,  -0.4379970133304596,   0.0991239845752716,   -0.7291557192802429,
+       0.09080088138580322,  -0.3175327777862549,   0.19883432984352112,  0.8389928340911865,
+       -0.18486762046813965, -0.34735947847366333,  -0.38265445828437805, -1.0152989625930786,
+       -1.2466976642608643,  -0.23542076349258423,  0.5224604606628418,   1.1521029472351074,
+       -0.38799336552619934, -0.12488730996847153,  0.059082090854644775, 1.0777126550674438,
+       -0.05422239005565643, 0.0009330660104751587, 0.6453495621681213,   -0.9755398035049438,
+       -0.617017924785614,   0.2165713757276535,    -1.0736663341522217,  0.9326227903366089,
+       -0.556381106376648,   0.39528360962867737,   1.0705251693725586,   -0.7815510034561157},
+      1e-6);
   // torch's float32 inv_freq for hd = 16: cos of position 1 at pair i is cos(inv_freq_i)
   std::vector<float> cos(2 * 8), sin(2 * 8);
   rope_tables<float>(cos.data(), sin.data(), 2, 16, 10000.0, 0);
-  const double inv_freq[8] = {1.0, 0.3162277638912201, 0.10000000149011612, 0.03162277862429619,
-                              0.009999999776482582, 0.003162277862429619, 0.0010000000474974513,
+  const double inv_freq[8] = {1.0,
+                              0.3162277638912201,
+                              0.10000000149011612,
+                              0.03162277862429619,
+                              0.009999999776482582,
+                              0.003162277862429619,
+                              0.0010000000474974513,
                               0.0003162277862429619};
   for (int i = 0; i < 8; ++i) {
     CHECK(cos[i] == 1.0f);
@@ -378,7 +465,7 @@ TEST_CASE("rope matches the reference's float32 rotate-half formula") {
   }
 }
 
-// ---- op-level behaviour and errors ---------------------------------------------------------------
+// ---- op-level behaviour and errors --------------------------------------------------------------
 
 TEST_CASE("embedding: rows gathered, repeated ids accumulate, out-of-range ids throw") {
   Tensor W = Tensor::from_vector(pattern(10, 3, 7, 3, 2.0), {5, 2}).set_requires_grad(true);
@@ -401,11 +488,14 @@ TEST_CASE("cross_entropy: a target outside [0, C) that is not ignore_index throw
   Tensor logits = Tensor::zeros({3, 4});
   CHECK_THROWS_WITH(cross_entropy(logits, Tensor::from_ids({0, 4, 1}, {3})),
                     doctest::Contains("target 4 at row 1 is out of range for 4 classes"));
-  CHECK_THROWS_WITH(cross_entropy(logits, Tensor::from_ids({0, -1, 1}, {3})), doctest::Contains("target -1"));
+  CHECK_THROWS_WITH(cross_entropy(logits, Tensor::from_ids({0, -1, 1}, {3})),
+                    doctest::Contains("target -1"));
   CHECK_NOTHROW(cross_entropy(logits, Tensor::from_ids({0, -1, 1}, {3}), -1));
-  CHECK_THROWS_WITH(cross_entropy(logits, Tensor::from_ids({0, 1}, {2})), doctest::Contains("cross_entropy"));
+  CHECK_THROWS_WITH(cross_entropy(logits, Tensor::from_ids({0, 1}, {2})),
+                    doctest::Contains("cross_entropy"));
   // uniform logits: loss = log(4)
-  CHECK(cross_entropy(logits, Tensor::from_ids({0, 3, 1}, {3})).item() == doctest::Approx(std::log(4.0)));
+  CHECK(cross_entropy(logits, Tensor::from_ids({0, 3, 1}, {3})).item() ==
+        doctest::Approx(std::log(4.0)));
 }
 
 TEST_CASE("softmax: rows sum to one on any axis, views are handled, log_softmax = log(softmax)") {
@@ -416,7 +506,8 @@ TEST_CASE("softmax: rows sum to one on any axis, views are handled, log_softmax 
     Tensor total = sum(s, {axis});
     for (double v : total.to_vector()) CHECK(v == doctest::Approx(1.0).epsilon(1e-12));
     std::vector<double> ls = log_softmax(a, axis).to_vector(), sv = s.to_vector();
-    for (size_t i = 0; i < sv.size(); ++i) CHECK(ls[i] == doctest::Approx(std::log(sv[i])).epsilon(1e-12));
+    for (size_t i = 0; i < sv.size(); ++i)
+      CHECK(ls[i] == doctest::Approx(std::log(sv[i])).epsilon(1e-12));
   }
   // a transposed view gives the softmax of its contiguous copy
   Tensor t = a.view_transpose(1, 2);
@@ -427,13 +518,15 @@ TEST_CASE("norms and rope reject mismatched shapes, naming the op") {
   Tensor x = Tensor::zeros({2, 6});
   CHECK_THROWS_WITH(rms_norm(x, Tensor::ones({5})), doctest::Contains("rms_norm"));
   CHECK_THROWS_WITH(rms_norm(x, Tensor::ones({6}, DType::f64)), doctest::Contains("dtypes differ"));
-  CHECK_THROWS_WITH(layer_norm(x, Tensor::ones({6}), Tensor::ones({4})), doctest::Contains("bias of shape [6]"));
+  CHECK_THROWS_WITH(layer_norm(x, Tensor::ones({6}), Tensor::ones({4})),
+                    doctest::Contains("bias of shape [6]"));
   CHECK_THROWS_WITH(rope(Tensor::zeros({1, 1, 3, 5})), doctest::Contains("even head size"));
 }
 
 TEST_CASE("depth_mix: a source passed twice gets both contributions; shapes are checked") {
   Tensor s = random_tensor({2, 3}, 1);
-  Tensor alpha = Tensor::from_vector({0.25, 0.5, 1.0, -1.0}, {2, 2}, DType::f64).set_requires_grad(true);
+  Tensor alpha =
+      Tensor::from_vector({0.25, 0.5, 1.0, -1.0}, {2, 2}, DType::f64).set_requires_grad(true);
   Tensor y = depth_mix({s, s}, alpha);
   backward(y, Tensor::ones({2, 3}, DType::f64));
   std::vector<double> gs = s.grad().to_vector();
@@ -443,7 +536,8 @@ TEST_CASE("depth_mix: a source passed twice gets both contributions; shapes are 
   }
   std::vector<double> sv = s.to_vector();
   CHECK(alpha.grad().at({1, 0}) == doctest::Approx(sv[3] + sv[4] + sv[5]));
-  CHECK_THROWS_WITH(depth_mix({s, s}, Tensor::zeros({2, 3}, DType::f64)), doctest::Contains("alpha of shape [2, 2]"));
+  CHECK_THROWS_WITH(depth_mix({s, s}, Tensor::zeros({2, 3}, DType::f64)),
+                    doctest::Contains("alpha of shape [2, 2]"));
   CHECK_THROWS_WITH(depth_mix({s, random_tensor({3, 2}, 2)}, alpha), doctest::Contains("source 1"));
   CHECK_THROWS_WITH(depth_mix({}, alpha), doctest::Contains("depth_mix"));
 }
@@ -453,7 +547,8 @@ TEST_CASE("exp_f32: within 2 ulp of exp on [-87, 88], exact at 0, and the specia
   for (double x = -87.0; x <= 88.0; x += 3.7e-4) {
     const float xf = static_cast<float>(x);
     const double want = std::exp(static_cast<double>(xf));
-    const double ulp = std::nextafter(static_cast<float>(want), INFINITY) - static_cast<float>(want);
+    const double ulp =
+        std::nextafter(static_cast<float>(want), INFINITY) - static_cast<float>(want);
     worst = std::max(worst, std::fabs(exp_f32(xf) - want) / ulp);
   }
   CHECK(worst <= 2.0);

@@ -9,6 +9,7 @@
 
 #include "autograd/tape.h"
 #include "train/lm_data.h"
+#include "train/trainer.h"
 
 namespace dg {
 
@@ -74,41 +75,25 @@ ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& confi
   ArmResult r;
   r.name = name;
   r.config = config;
-  // §1.4: the model is built and initialised from the seed, then the optimizer, then the batch RNG.
-  MicroLM model(config, DType::f32);
-  if (opt.init == InitScheme::parity) model.init_torch_parity(opt.seed);
-  else model.init_identical(opt.seed);
+  TrainerConfig tc;
+  tc.model = config;
+  tc.steps = opt.steps;
+  tc.batch = opt.batch;
+  tc.clip = opt.clip;
+  tc.adamw = opt.adamw;
+  tc.schedule = opt.schedule;
+  tc.init = opt.init;
+  tc.seed = opt.seed;
+  Trainer trainer(tc, train_ids);
+  MicroLM& model = trainer.model();
   r.parameters = model.parameter_count();
-  FlatParameters flat = flatten_parameters(model);
-  AdamW optimizer(flat, opt.adamw);
-  NumpyGenerator batch_rng(opt.seed);
-  Schedule schedule = opt.schedule;
-  if (schedule.kind == Schedule::Kind::constant) schedule.lr = opt.adamw.lr;
-
-  LmBatch batch;
   const auto train_start = Clock::now();
-  model.train();
-  for (int64_t step = 0; step < opt.steps; ++step) {
-    const auto step_start = Clock::now();
-    sample_lm_batch(batch_rng, train_ids, opt.batch, config.seq_len, batch);
-    flat.zero_grad();
-    Tensor loss = model.loss(batch.inputs, batch.targets);
-    backward(loss);
-    ClipResult clip = opt.clip > 0 ? clip_grad_norm(flat, opt.clip) : ClipResult{};
-    const double lr = schedule.at(step);
-    optimizer.step(lr);
-    const double value = loss.item();
-    if (!std::isfinite(value))
-      throw std::runtime_error(fmt::format("{}: training diverged: loss is {} at step {}", name, value, step));
-    r.losses.push_back(value);
-    r.grad_norms.push_back(clip.total_norm);
-    r.clipped_steps += clip.clipped ? 1 : 0;
-    if (opt.on_step) {
-      StepLog log{step, opt.steps, value, clip.total_norm, clip.clipped, lr, seconds_since(step_start), 0};
-      log.tokens_per_second = static_cast<double>(opt.batch * config.seq_len) / std::max(log.seconds, 1e-9);
-      opt.on_step(log);
-    }
-  }
+  trainer.run(opt.steps, [&](const StepLog& log) {
+    if (opt.on_step) opt.on_step(log);
+  });
+  r.losses = trainer.losses();
+  r.grad_norms = trainer.grad_norms();
+  r.clipped_steps = trainer.clipped_steps();
   r.train_seconds = seconds_since(train_start);
   // §4: the reference's JS comes from the last training forward (before its optimizer step).
   r.train_routes = model.route_stats();

@@ -3,7 +3,6 @@
 #include "train/safetensors.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstring>
@@ -48,17 +47,24 @@ std::string supported_dtypes() {
   return list;
 }
 
+// "[2, 3]": fmt::join on int64 trips a GCC 12 -Wstringop-overflow false positive in fmt 9.
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
 // prod(shape) * element_size, or throws with `context` on a negative dimension or overflow.
 uint64_t byte_count(const std::vector<int64_t>& shape, size_t element_size,
                     const std::string& context) {
   uint64_t count = element_size;
   for (const int64_t dim : shape) {
     if (dim < 0)
-      throw std::runtime_error(fmt::format("{}: negative dimension {} in shape [{}]", context, dim,
-                                           fmt::join(shape, ", ")));
+      throw std::runtime_error(
+          fmt::format("{}: negative dimension {} in shape {}", context, dim, shape_text(shape)));
     if (__builtin_mul_overflow(count, static_cast<uint64_t>(dim), &count))
-      throw std::runtime_error(fmt::format("{}: shape [{}] is too large (byte count overflows)",
-                                           context, fmt::join(shape, ", ")));
+      throw std::runtime_error(fmt::format("{}: shape {} is too large (byte count overflows)",
+                                           context, shape_text(shape)));
   }
   return count;
 }
@@ -116,9 +122,9 @@ std::string serialize_safetensors(const std::vector<TensorEntry>& tensors,
                                            tensor.dtype, supported_dtypes()));
     const uint64_t expected = byte_count(tensor.shape, dtype->size, context);
     if (expected != tensor.bytes.size())
-      throw std::runtime_error(fmt::format("{}: has {} bytes but shape [{}] of {} needs {}",
-                                           context, tensor.bytes.size(),
-                                           fmt::join(tensor.shape, ", "), tensor.dtype, expected));
+      throw std::runtime_error(fmt::format("{}: has {} bytes but shape {} of {} needs {}", context,
+                                           tensor.bytes.size(), shape_text(tensor.shape),
+                                           tensor.dtype, expected));
     plan.push_back({&tensor, rank});
   }
   std::sort(plan.begin(), plan.end(), [](const Planned& a, const Planned& b) {

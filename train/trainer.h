@@ -1,0 +1,71 @@
+// Trainer: the training loop of a MicroLM as an object that can stop and resume exactly.
+// It owns the model, the flat parameter/gradient buffers, AdamW and the batch RNG (or a
+// sequential loader), and runs steps in the reference's order: sample the batch, zero the
+// gradients, forward, loss, backward, clip, optimizer step. A training checkpoint holds the
+// weights, AdamW moments, step, RNG state and data position, so resuming gives bit-identical
+// losses and weights to an uninterrupted run (tests/test_trainer.cpp proves it).
+// It does not read data files or tokenize (callers pass token ids).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/micro_lm.h"
+#include "train/experiment.h"
+#include "train/json.h"
+#include "train/lm_data.h"
+#include "train/optim.h"
+
+namespace dg {
+
+struct TrainerConfig {
+  MicroLMConfig model;
+  int64_t steps = 30;
+  int64_t batch = 4;
+  double clip = 1.0;
+  AdamWConfig adamw;
+  Schedule schedule;  // kind/warmup/total; lr taken from adamw.lr
+  InitScheme init = InitScheme::parity;
+  uint64_t seed = 42;
+  bool sequential = false;  // consecutive windows instead of the reference's random windows
+
+  json::Value to_json() const;
+  static TrainerConfig from_json(const json::Value& v, const std::string& source);  // errors name source and field
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids);
+  // Runs steps until `step()` == until (or config.steps). Calls on_step after each.
+  void run(int64_t until, const std::function<void(const StepLog&)>& on_step = {});
+  // One step; returns its log.
+  StepLog train_step();
+  int64_t step() const { return step_; }
+  MicroLM& model() { return *model_; }
+  FlatParameters& parameters() { return flat_; }
+  const TrainerConfig& config() const { return config_; }
+  const std::vector<double>& losses() const { return losses_; }
+  const std::vector<double>& grad_norms() const { return grad_norms_; }
+  int64_t clipped_steps() const { return clipped_; }
+
+  void save_checkpoint(const std::string& path) const;
+  // Restores a checkpoint written by save_checkpoint for the same config (checked).
+  void load_checkpoint(const std::string& path);
+
+ private:
+  TrainerConfig config_;
+  const std::vector<int32_t>& train_ids_;
+  std::unique_ptr<MicroLM> model_;
+  FlatParameters flat_;
+  std::unique_ptr<AdamW> optimizer_;
+  NumpyGenerator batch_rng_;
+  std::unique_ptr<SequentialLoader> loader_;
+  LmBatch batch_;
+  int64_t step_ = 0;
+  std::vector<double> losses_, grad_norms_;
+  int64_t clipped_ = 0;
+};
+
+}  // namespace dg
