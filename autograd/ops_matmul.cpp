@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "autograd/ops.h"
+#include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_matmul.h"
 
 namespace dg {
@@ -14,7 +15,8 @@ namespace dg {
 namespace {
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   if (a.dtype() != b.dtype())
-    throw std::invalid_argument(fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
+    throw std::invalid_argument(
+        fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
 }
 
 // A matrix operand as BLAS reads it: the tensor itself, or a contiguous copy when its last two
@@ -75,13 +77,16 @@ struct GradSink {
     direct = g.is_contiguous();
     buffer = direct ? g : Tensor::zeros(t.shape(), t.dtype());
   }
-  template <class T> T* data() const { return buffer.data<T>(); }
+  template <class T>
+  T* data() const {
+    return buffer.data<T>();
+  }
   void finish() const {
     if (!direct) accumulate_grad(input, buffer);
   }
 };
 
-// ---- matmul forward and backward -----------------------------------------------------------------
+// ---- matmul forward and backward ------------------------------------------------------------
 // a [.., M, K] @ b [.., K, N] -> out [batch.., M, N], batch = broadcast(a.batch, b.batch).
 Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op) {
   check_arg(a.defined() && a.dim() >= 2, op, a, "a first operand with at least 2 axes [.., M, K]");
@@ -89,8 +94,8 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op) {
   check_same_dtype(a, b, op);
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   if (b.size(-2) != K)
-    throw std::invalid_argument(fmt::format("{}: {} @ {}: inner sizes differ ({} vs {})", op, a.describe(),
-                                            b.describe(), K, b.size(-2)));
+    throw std::invalid_argument(fmt::format("{}: {} @ {}: inner sizes differ ({} vs {})", op,
+                                            a.describe(), b.describe(), K, b.size(-2)));
   const Shape batch = broadcast_shapes(batch_shape(a), batch_shape(b), op);
   Shape out_shape = batch;
   out_shape.push_back(M);
@@ -108,19 +113,24 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op) {
     const T* pa = A.t.data<T>();
     const T* pb = B.t.data<T>();
     T* pc = out.data<T>();
-    if (nb == 0) return;
+    if (out.numel() == 0) return;
     // b one matrix for all entries and a's matrices consecutive rows: one GEMM [nb·M, K]·[K, N].
     if (nb > 1 && all_equal(bo) && !A.layout.trans && is_progression(ao, M * A.layout.ld))
       return gemm(false, B.layout.trans, nb * M, N, K, T(1), pa + ao[0], A.layout.ld, pb + bo[0],
                   B.layout.ld, T(0), pc, N);
-    gemm_batched(A.layout.trans, B.layout.trans, M, N, K, T(1), pa, A.layout.ld, ao, pb, B.layout.ld,
-                 bo, T(0), pc, N, co);
+    gemm_batched(A.layout.trans, B.layout.trans, M, N, K, T(1), pa, A.layout.ld, ao, pb,
+                 B.layout.ld, bo, T(0), pc, N, co);
   });
 
   if (should_record({a, b}))
     record(op, {a, b}, out, [a, b, A, B, ao, bo, co, batch, M, N, K, op](const Tensor& g) {
       const Tensor dc = g.contiguous();  // [batch.., M, N]
       const int64_t nb = static_cast<int64_t>(co.size());
+      if (dc.numel() == 0 || K == 0) {  // every gradient element is an empty sum: 0
+        for (const Tensor& t : {a, b})
+          if (t.requires_grad()) grad_of(t);
+        return;
+      }
       dispatch_float(dc.dtype(), op, [&]<class T>() {
         const T* pdc = dc.data<T>();
         const T* pa = A.t.data<T>();
@@ -128,25 +138,27 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op) {
         if (a.requires_grad()) {
           // dA_i += dC_i [M, N] · op(B_i)ᵀ [N, K]; entries broadcast over a sum into one dA.
           GradSink sink(a);
-          const std::vector<int64_t> go = batch_offsets(a.shape(), contiguous_strides(a.shape()), batch);
+          const std::vector<int64_t> go =
+              batch_offsets(a.shape(), contiguous_strides(a.shape()), batch);
           if (nb > 1 && all_equal(bo) && is_progression(go, M * K))
             gemm(false, !B.layout.trans, nb * M, K, N, T(1), pdc, N, pb + bo[0], B.layout.ld, T(1),
                  sink.data<T>() + go[0], K);
           else
-            gemm_batched(false, !B.layout.trans, M, K, N, T(1), pdc, N, co, pb, B.layout.ld, bo, T(1),
-                         sink.data<T>(), K, go);
+            gemm_batched(false, !B.layout.trans, M, K, N, T(1), pdc, N, co, pb, B.layout.ld, bo,
+                         T(1), sink.data<T>(), K, go);
           sink.finish();
         }
         if (b.requires_grad()) {
           // dB_i += op(A_i)ᵀ [K, M] · dC_i [M, N]; with one b for all entries: [K, nb·M]·[nb·M, N].
           GradSink sink(b);
-          const std::vector<int64_t> go = batch_offsets(b.shape(), contiguous_strides(b.shape()), batch);
+          const std::vector<int64_t> go =
+              batch_offsets(b.shape(), contiguous_strides(b.shape()), batch);
           if (nb > 1 && all_equal(go) && !A.layout.trans && is_progression(ao, M * A.layout.ld))
             gemm(true, false, K, N, nb * M, T(1), pa + ao[0], A.layout.ld, pdc, N, T(1),
                  sink.data<T>() + go[0], N);
           else
-            gemm_batched(!A.layout.trans, false, K, N, M, T(1), pa, A.layout.ld, ao, pdc, N, co, T(1),
-                         sink.data<T>(), N, go);
+            gemm_batched(!A.layout.trans, false, K, N, M, T(1), pa, A.layout.ld, ao, pdc, N, co,
+                         T(1), sink.data<T>(), N, go);
           sink.finish();
         }
       });
@@ -162,13 +174,15 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   check_arg(a.defined() && a.dim() == 3, "bmm", a, "a first operand [B, M, K]");
   check_arg(b.defined() && b.dim() == 3, "bmm", b, "a second operand [B, K, N]");
   if (a.size(0) != b.size(0))
-    throw std::invalid_argument(fmt::format("bmm: batch sizes differ: {} and {}", a.describe(), b.describe()));
+    throw std::invalid_argument(
+        fmt::format("bmm: batch sizes differ: {} and {}", a.describe(), b.describe()));
   return matmul_impl(a, b, "bmm");
 }
 
-// ---- linear: y [.., out] = x [.., in] · W [out, in]ᵀ + bias [out] ------------------------------------
-// Forward: one GEMM on x read as [R, in] (R = product of leading axes), bias pre-filled and beta = 1.
-// Backward: dx [R, in] += dy [R, out] · W;  dW [out, in] += dyᵀ · x;  db [out] += column sums of dy.
+// ---- linear: y [.., out] = x [.., in] · W [out, in]ᵀ + bias [out] ---------------------------
+// Forward: one GEMM on x read as [R, in] (R = product of leading axes), bias pre-filled and
+// beta = 1. Backward: dx [R, in] += dy [R, out] · W;  dW [out, in] += dyᵀ · x;  db [out] +=
+// column sums of dy.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_arg(weight.defined() && weight.dim() == 2, "linear", weight, "a weight [out, in]");
   const int64_t out_features = weight.size(0), in = weight.size(1);
@@ -197,9 +211,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor y = Tensor::empty(out_shape, x.dtype());
   dispatch_float(x.dtype(), "linear", [&]<class T>() {
     T* py = y.data<T>();
+    if (y.numel() == 0) return;
     if (bias_c.defined()) {
       const T* pb = bias_c.data<T>();
-#pragma omp parallel for if (R * out_features > (1 << 15)) schedule(static)
+#pragma omp parallel for if (R * out_features > kParallelGrain) schedule(static)
       for (int64_t r = 0; r < R; ++r) {
         T* row = py + r * out_features;
 #pragma omp simd
@@ -207,51 +222,61 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       }
     }
     // y [R, out] = x [R, in] · op(W)ᵀ (+ y when the bias is in it)
-    gemm(false, !W.layout.trans, R, out_features, in, T(1), X.data<T>(), ldx, W.t.data<T>(), W.layout.ld,
-         bias_c.defined() ? T(1) : T(0), py, out_features);
+    gemm(false, !W.layout.trans, R, out_features, in, T(1), X.data<T>(), ldx, W.t.data<T>(),
+         W.layout.ld, bias_c.defined() ? T(1) : T(0), py, out_features);
   });
 
   if (should_record({x, weight, bias}))
-    record("linear", {x, weight, bias}, y, [x, weight, bias, X, ldx, W, R, in, out_features](const Tensor& g) {
-      const Tensor dy = g.contiguous();  // [R, out]
-      dispatch_float(dy.dtype(), "linear", [&]<class T>() {
-        const T* pdy = dy.data<T>();
-        if (x.requires_grad()) {  // dx [R, in] += dy [R, out] · W [out, in]
-          GradSink sink(x);
-          gemm(false, W.layout.trans, R, in, out_features, T(1), pdy, out_features, W.t.data<T>(),
-               W.layout.ld, T(1), sink.data<T>(), in);
-          sink.finish();
-        }
-        if (weight.requires_grad()) {  // dW [out, in] += dyᵀ [out, R] · x [R, in]
-          GradSink sink(weight);
-          gemm(true, false, out_features, in, R, T(1), pdy, out_features, X.data<T>(), ldx, T(1),
-               sink.data<T>(), in);
-          sink.finish();
-        }
-        if (bias.defined() && bias.requires_grad()) {  // db [out] += Σ_rows dy
-          GradSink sink(bias);
-          add_column_sums(pdy, R, out_features, out_features, sink.data<T>());
-          sink.finish();
-        }
-      });
-    });
+    record("linear", {x, weight, bias}, y,
+           [x, weight, bias, X, ldx, W, R, in, out_features](const Tensor& g) {
+             const Tensor dy = g.contiguous();  // [R, out]
+             dispatch_float(dy.dtype(), "linear", [&]<class T>() {
+               const T* pdy = dy.data<T>();
+               if (dy.numel() == 0) {  // every gradient element is an empty sum: 0
+                 for (const Tensor& t : {x, weight, bias})
+                   if (t.requires_grad()) grad_of(t);
+                 return;
+               }
+               if (x.requires_grad() && in > 0) {  // dx [R, in] += dy [R, out] · W [out, in]
+                 GradSink sink(x);
+                 gemm(false, W.layout.trans, R, in, out_features, T(1), pdy, out_features,
+                      W.t.data<T>(), W.layout.ld, T(1), sink.data<T>(), in);
+                 sink.finish();
+               }
+               if (weight.requires_grad() && in > 0) {  // dW [out, in] += dyᵀ [out, R] · x [R, in]
+                 GradSink sink(weight);
+                 gemm(true, false, out_features, in, R, T(1), pdy, out_features, X.data<T>(), ldx,
+                      T(1), sink.data<T>(), in);
+                 sink.finish();
+               }
+               if (bias.defined() && bias.requires_grad()) {  // db [out] += Σ_rows dy
+                 GradSink sink(bias);
+                 add_column_sums(pdy, R, out_features, out_features, sink.data<T>());
+                 sink.finish();
+               }
+             });
+           });
   return y;
 }
 
 }  // namespace dg
 
-// ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------------
+// ---- gradient-check rows (see autograd/gradcheck.h) -----------------------------------------
 #include "autograd/gradcheck.h"
 
 namespace dg {
 
 std::vector<OpCase> matmul_op_cases() {
   auto two = [](Shape sa, Shape sb) {
-    return [=] { return std::vector<Tensor>{random_tensor(sa, 11).set_name("a"), random_tensor(sb, 12).set_name("b")}; };
+    return [=] {
+      return std::vector<Tensor>{random_tensor(sa, 11).set_name("a"),
+                                 random_tensor(sb, 12).set_name("b")};
+    };
   };
   auto lin = [](Shape sx, int64_t out, bool with_bias) {
     return [=] {
-      std::vector<Tensor> in{random_tensor(sx, 21).set_name("x"), random_tensor({out, sx.back()}, 22).set_name("W")};
+      std::vector<Tensor> in{random_tensor(sx, 21).set_name("x"),
+                             random_tensor({out, sx.back()}, 22).set_name("W")};
       if (with_bias) in.push_back(random_tensor({out}, 23).set_name("bias"));
       return in;
     };
@@ -260,9 +285,12 @@ std::vector<OpCase> matmul_op_cases() {
   return {
       {"matmul/2d", two({3, 4}, {4, 5}), [](V in) { return matmul(in[0], in[1]); }},
       {"matmul/batched", two({2, 3, 4}, {2, 4, 5}), [](V in) { return matmul(in[0], in[1]); }},
-      {"matmul/broadcast-batch", two({2, 1, 3, 4}, {3, 4, 2}), [](V in) { return matmul(in[0], in[1]); }},
-      {"matmul/2d@batched (a summed over batch)", two({3, 4}, {3, 4, 2}), [](V in) { return matmul(in[0], in[1]); }},
-      {"matmul/batched@2d (one GEMM)", two({2, 3, 4}, {4, 5}), [](V in) { return matmul(in[0], in[1]); }},
+      {"matmul/broadcast-batch", two({2, 1, 3, 4}, {3, 4, 2}),
+       [](V in) { return matmul(in[0], in[1]); }},
+      {"matmul/2d@batched (a summed over batch)", two({3, 4}, {3, 4, 2}),
+       [](V in) { return matmul(in[0], in[1]); }},
+      {"matmul/batched@2d (one GEMM)", two({2, 3, 4}, {4, 5}),
+       [](V in) { return matmul(in[0], in[1]); }},
       {"matmul/transposed-view operands", two({4, 3}, {5, 4}),
        [](V in) { return matmul(transpose(in[0], 0, 1), transpose(in[1], 0, 1)); }},
       {"matmul/batched transposed b (q·kᵀ)", two({2, 3, 4}, {2, 5, 4}),
@@ -270,11 +298,14 @@ std::vector<OpCase> matmul_op_cases() {
       {"matmul/row-sliced a (ld > K)", two({3, 7}, {4, 2}),
        [](V in) { return matmul(slice(in[0], 1, 2, 6), in[1]); }},
       {"matmul/expanded a (copied)", two({1, 4}, {4, 3}),
-       [](V in) { return matmul(expand(in[0], {3, 4}), in[1]); }},
+       [](V in) {
+         return matmul(expand(in[0], {3, 4}), in[1]);
+       }},
       {"bmm", two({3, 2, 4}, {3, 4, 3}), [](V in) { return bmm(in[0], in[1]); }},
       {"linear/bias", lin({4, 3}, 5, true), [](V in) { return linear(in[0], in[1], in[2]); }},
       {"linear/no bias", lin({4, 3}, 5, false), [](V in) { return linear(in[0], in[1]); }},
-      {"linear/3-D input", lin({2, 3, 4}, 5, true), [](V in) { return linear(in[0], in[1], in[2]); }},
+      {"linear/3-D input", lin({2, 3, 4}, 5, true),
+       [](V in) { return linear(in[0], in[1], in[2]); }},
       {"linear/transposed-view weight", two({3, 4}, {4, 5}),
        [](V in) { return linear(in[0], transpose(in[1], 0, 1)); }},
   };

@@ -28,15 +28,16 @@ Tensor copy_of(const Tensor& a) {
 }
 }  // namespace
 
-// ---- reshape: a view when contiguous, else a copy; backward reshapes g back ----------------------------
+// ---- reshape: a view when contiguous, else a copy; backward reshapes g back -----------------
 Tensor reshape(const Tensor& a, const Shape& shape) {
   Tensor out = (a.is_contiguous() ? a : copy_of(a)).view_reshape(shape);
   if (should_record({a}))
-    record("reshape", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g.contiguous().view_reshape(a.shape())); });
+    record("reshape", {a}, out,
+           [a](const Tensor& g) { accumulate_grad(a, g.contiguous().view_reshape(a.shape())); });
   return out;
 }
 
-// ---- transpose / permute: views; backward adds g into the same view of grad(a) ---------------------------
+// ---- transpose / permute: views; backward adds g into the same view of grad(a) --------------
 Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
   Tensor out = a.view_transpose(axis0, axis1);
   if (should_record({a}))
@@ -55,14 +56,14 @@ Tensor permute(const Tensor& a, const Shape& order) {
   return out;
 }
 
-// ---- slice [start, end) of one axis (negative indices count from the end): a view ---------------------------
+// ---- slice [start, end) of one axis (negative indices count from the end): a view -----------
 Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end) {
   const int64_t ax = normalize_axis(axis, a.dim(), "slice");
   const int64_t size = a.shape()[ax];
   const int64_t s = start < 0 ? start + size : start, e = end < 0 ? end + size : end;
   if (s < 0 || e > size || s > e)
-    throw std::out_of_range(fmt::format("slice: [{}, {}) is out of range for axis {} of {}", start, end,
-                                        axis, a.describe()));
+    throw std::out_of_range(fmt::format("slice: [{}, {}) is out of range for axis {} of {}", start,
+                                        end, axis, a.describe()));
   Tensor out = a.view_narrow(ax, s, e - s);
   if (should_record({a}))
     record("slice", {a}, out, [a, ax, s, e](const Tensor& g) {
@@ -71,7 +72,7 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end) {
   return out;
 }
 
-// ---- contiguous: the input itself when already contiguous, else a recorded copy ------------------------------
+// ---- contiguous: the input itself when already contiguous, else a recorded copy -------------
 Tensor contiguous(const Tensor& a) {
   if (a.is_contiguous()) return a;
   Tensor out = copy_of(a);
@@ -80,7 +81,7 @@ Tensor contiguous(const Tensor& a) {
   return out;
 }
 
-// ---- expand: a broadcast view (stride 0); backward sums g over the broadcast axes -------------------------------
+// ---- expand: a broadcast view (stride 0); backward sums g over the broadcast axes -----------
 Tensor expand(const Tensor& a, const Shape& shape) {
   Tensor out = a.view_expand(shape);
   if (should_record({a}))
@@ -88,7 +89,7 @@ Tensor expand(const Tensor& a, const Shape& shape) {
   return out;
 }
 
-// ---- concat / stack --------------------------------------------------------------------------------------------
+// ---- concat / stack -------------------------------------------------------------------------
 namespace {
 // parts[i] viewed with a size-1 axis inserted at `axis` (0 ≤ axis ≤ rank).
 Tensor unsqueeze_view(const Tensor& t, int64_t axis) {
@@ -114,7 +115,8 @@ Tensor concat_pieces(const std::vector<Tensor>& pieces, int64_t axis) {
   return out;
 }
 
-void check_parts(const std::vector<Tensor>& parts, int64_t axis, bool same_size_on_axis, const char* op) {
+void check_parts(const std::vector<Tensor>& parts, int64_t axis, bool same_size_on_axis,
+                 const char* op) {
   if (parts.empty()) throw std::invalid_argument(fmt::format("{}: needs at least one tensor", op));
   const Tensor& first = parts[0];
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -124,8 +126,9 @@ void check_parts(const std::vector<Tensor>& parts, int64_t axis, bool same_size_
     for (int64_t k = 0; ok && k < p.dim(); ++k)
       if ((k != axis || same_size_on_axis) && p.shape()[k] != first.shape()[k]) ok = false;
     if (!ok)
-      throw std::invalid_argument(fmt::format("{}: part {} {} does not match part 0 {}{}", op, i, p.describe(),
-                                              first.describe(), same_size_on_axis ? "" : fmt::format(" outside axis {}", axis)));
+      throw std::invalid_argument(fmt::format(
+          "{}: part {} {} does not match part 0 {}{}", op, i, p.describe(), first.describe(),
+          same_size_on_axis ? "" : fmt::format(" outside axis {}", axis)));
   }
 }
 }  // namespace
@@ -141,7 +144,8 @@ Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
       int64_t offset = 0;
       for (const Tensor& p : parts) {
         const int64_t n = p.shape()[ax];
-        if (p.requires_grad()) add_into_view_of_grad(p, g.view_narrow(ax, offset, n), [](const Tensor& t) { return t; });
+        if (p.requires_grad())
+          add_into_view_of_grad(p, g.view_narrow(ax, offset, n), [](const Tensor& t) { return t; });
         offset += n;
       }
     });
@@ -168,44 +172,77 @@ Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {
 
 }  // namespace dg
 
-// ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------------
+// ---- gradient-check rows (see autograd/gradcheck.h) -----------------------------------------
 #include "autograd/gradcheck.h"
 
 namespace dg {
 
 std::vector<OpCase> shape_op_cases() {
-  auto one = [](Shape s) { return [=] { return std::vector<Tensor>{random_tensor(s, 31).set_name("a")}; }; };
+  auto one = [](Shape s) {
+    return [=] { return std::vector<Tensor>{random_tensor(s, 31).set_name("a")}; };
+  };
   auto two = [](Shape sa, Shape sb) {
-    return [=] { return std::vector<Tensor>{random_tensor(sa, 32).set_name("a"), random_tensor(sb, 33).set_name("b")}; };
+    return [=] {
+      return std::vector<Tensor>{random_tensor(sa, 32).set_name("a"),
+                                 random_tensor(sb, 33).set_name("b")};
+    };
   };
   auto three = [](Shape sa, Shape sb, Shape sc) {
     return [=] {
-      return std::vector<Tensor>{random_tensor(sa, 34).set_name("a"), random_tensor(sb, 35).set_name("b"),
+      return std::vector<Tensor>{random_tensor(sa, 34).set_name("a"),
+                                 random_tensor(sb, 35).set_name("b"),
                                  random_tensor(sc, 36).set_name("c")};
     };
   };
   using V = const std::vector<Tensor>&;
   return {
-      {"reshape/view", one({2, 3, 4}), [](V in) { return reshape(in[0], {4, -1}); }},
+      {"reshape/view", one({2, 3, 4}),
+       [](V in) {
+         return reshape(in[0], {4, -1});
+       }},
       {"reshape/of a transposed view (copy)", one({2, 3, 4}),
-       [](V in) { return reshape(transpose(in[0], 0, 2), {12, 2}); }},
+       [](V in) {
+         return reshape(transpose(in[0], 0, 2), {12, 2});
+       }},
       {"transpose", one({2, 3, 4}), [](V in) { return transpose(in[0], 0, 2); }},
-      {"permute", one({2, 3, 4}), [](V in) { return permute(in[0], {2, 0, 1}); }},
+      {"permute", one({2, 3, 4}),
+       [](V in) {
+         return permute(in[0], {2, 0, 1});
+       }},
       {"slice/middle axis", one({3, 5, 4}), [](V in) { return slice(in[0], 1, 1, 4); }},
-      {"slice/middle axis, negative end", one({2, 6, 3}), [](V in) { return slice(in[0], -2, 2, -1); }},
-      {"slice/of a permuted view", one({3, 4, 5}), [](V in) { return slice(permute(in[0], {1, 2, 0}), 1, 1, 4); }},
-      {"contiguous/of a transposed view", one({3, 4, 2}), [](V in) { return contiguous(transpose(in[0], 1, 2)); }},
+      {"slice/middle axis, negative end", one({2, 6, 3}),
+       [](V in) { return slice(in[0], -2, 2, -1); }},
+      {"slice/of a permuted view", one({3, 4, 5}),
+       [](V in) {
+         return slice(permute(in[0], {1, 2, 0}), 1, 1, 4);
+       }},
+      {"contiguous/of a transposed view", one({3, 4, 2}),
+       [](V in) { return contiguous(transpose(in[0], 1, 2)); }},
       {"contiguous/already contiguous", one({3, 4}), [](V in) { return contiguous(in[0]); }},
-      {"expand", one({3, 1}), [](V in) { return expand(in[0], {2, 3, 4}); }},
-      {"mul of a transposed view", two({3, 4}, {4, 3}), [](V in) { return mul(in[0], transpose(in[1], 0, 1)); }},
+      {"expand", one({3, 1}),
+       [](V in) {
+         return expand(in[0], {2, 3, 4});
+       }},
+      {"mul of a transposed view", two({3, 4}, {4, 3}),
+       [](V in) { return mul(in[0], transpose(in[1], 0, 1)); }},
       {"add of two middle-axis slices", one({2, 6, 3}),
        [](V in) { return add(slice(in[0], 1, 0, 3), slice(in[0], 1, 3, 6)); }},
       {"concat/middle axis", three({2, 3, 4}, {2, 1, 4}, {2, 2, 4}),
-       [](V in) { return concat({in[0], in[1], in[2]}, 1); }},
+       [](V in) {
+         return concat({in[0], in[1], in[2]}, 1);
+       }},
       {"concat/last axis, transposed part", two({3, 2}, {4, 3}),
-       [](V in) { return concat({in[0], transpose(in[1], 0, 1)}, -1); }},
-      {"stack/axis 0", three({2, 3}, {2, 3}, {2, 3}), [](V in) { return stack({in[0], in[1], in[2]}, 0); }},
-      {"stack/last axis, repeated part", two({3, 4}, {3, 4}), [](V in) { return stack({in[0], in[1], in[0]}, 2); }},
+       [](V in) {
+         return concat({in[0], transpose(in[1], 0, 1)}, -1);
+       }},
+      {"stack/axis 0", three({2, 3}, {2, 3}, {2, 3}),
+       [](V in) {
+         return stack({in[0], in[1], in[2]}, 0);
+       }},
+      {"stack/last axis, repeated part", two({3, 4}, {3, 4}),
+       [](V in) {
+         return stack({in[0], in[1], in[0]}, 2);
+       }},
   };
 }
 

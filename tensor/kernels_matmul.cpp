@@ -15,7 +15,7 @@
 
 namespace dg {
 
-// ---- GEMM ------------------------------------------------------------------------------------------
+// ---- GEMM -----------------------------------------------------------------------------------
 
 int64_t gemm_pieces(int64_t M, int64_t N, int64_t K) {
   static const int64_t cores = physical_cores();
@@ -28,9 +28,9 @@ namespace {
 void check_gemm_args(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t lda,
                      int64_t ldb, int64_t ldc) {
   auto fail = [&](const char* what) {
-    throw std::invalid_argument(fmt::format(
-        "gemm: {} (M={}, N={}, K={}, trans_a={}, trans_b={}, lda={}, ldb={}, ldc={})", what, M, N,
-        K, trans_a, trans_b, lda, ldb, ldc));
+    throw std::invalid_argument(
+        fmt::format("gemm: {} (M={}, N={}, K={}, trans_a={}, trans_b={}, lda={}, ldb={}, ldc={})",
+                    what, M, N, K, trans_a, trans_b, lda, ldb, ldc));
   };
   if (M < 0 || N < 0 || K < 0) fail("negative size");
   if (lda < std::max<int64_t>(1, trans_a ? M : K)) fail("lda is smaller than a row of A");
@@ -49,15 +49,15 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
 
 CBLAS_TRANSPOSE flag(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
 
-void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta,
-              C, int(ldc));
+void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A, int(lda), B,
+              int(ldb), beta, C, int(ldc));
 }
-void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
-               const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta,
-              C, int(ldc));
+void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+               int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A, int(lda), B,
+              int(ldb), beta, C, int(ldc));
 }
 
 // Row-major C [M, N] = alpha·op(A)·op(B) + beta·C without BLAS's own threads. OpenBLAS's
@@ -67,8 +67,8 @@ void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, 
 // one-thread BLAS call, run by an OpenMP loop (or in order, at one thread or inside a parallel
 // region). The same calls in any order give the same bits.
 template <class T>
-void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-               int64_t ldb, T beta, T* C, int64_t ldc) {
+void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+               const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
   check_gemm_args(ta, tb, M, N, K, lda, ldb, ldc);
   if (M == 0 || N == 0) return;
   if (K == 0) return scale_c(M, N, beta, C, ldc);
@@ -86,9 +86,11 @@ void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const
   for (int64_t p = 0; p < count; ++p) {
     const int64_t lo = p * piece, len = std::min(piece, extent - lo);
     if (split_m)  // rows [lo, lo + len) of op(A) and C
-      blas_call(ta, tb, len, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta, C + lo * ldc, ldc);
+      blas_call(ta, tb, len, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta,
+                C + lo * ldc, ldc);
     else  // columns [lo, lo + len) of op(B) and C
-      blas_call(ta, tb, M, len, K, alpha, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo, ldc);
+      blas_call(ta, tb, M, len, K, alpha, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo,
+                ldc);
   }
 }
 }  // namespace
@@ -99,8 +101,9 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
   gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
-          int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+          const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
+          int64_t ldc) {
   gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -122,10 +125,10 @@ void ref_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alp
 }
 template void ref_gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
                               const float*, int64_t, float, float*, int64_t);
-template void ref_gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
-                               const double*, int64_t, double, double*, int64_t);
+template void ref_gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*,
+                               int64_t, const double*, int64_t, double, double*, int64_t);
 
-// ---- batched GEMM ------------------------------------------------------------------------------------
+// ---- batched GEMM ---------------------------------------------------------------------------
 // entries → groups by c_offset (stable: entry order kept inside a group) → one owner per group.
 template <class T>
 void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
@@ -133,9 +136,11 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T
                   const std::vector<int64_t>& b_offsets, T beta, T* C, int64_t ldc,
                   const std::vector<int64_t>& c_offsets) {
   const int64_t batch = static_cast<int64_t>(c_offsets.size());
-  if (static_cast<int64_t>(a_offsets.size()) != batch || static_cast<int64_t>(b_offsets.size()) != batch)
-    throw std::invalid_argument(fmt::format("gemm_batched: {} A offsets, {} B offsets and {} C offsets",
-                                            a_offsets.size(), b_offsets.size(), batch));
+  if (static_cast<int64_t>(a_offsets.size()) != batch ||
+      static_cast<int64_t>(b_offsets.size()) != batch)
+    throw std::invalid_argument(
+        fmt::format("gemm_batched: {} A offsets, {} B offsets and {} C offsets", a_offsets.size(),
+                    b_offsets.size(), batch));
   check_gemm_args(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   if (batch == 0 || M == 0 || N == 0) return;
   // order: entries sorted by (c_offset, entry index); starts[g] .. starts[g+1] is group g.
@@ -159,8 +164,8 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T
     }
   };
   const int64_t work = M * N * K;
-  const bool spread = groups >= 2 && work <= kBatchParallelMaxWork && work * batch >= kBatchParallelMinWork &&
-                      omp_get_max_threads() > 1;
+  const bool spread = groups >= 2 && work <= kBatchParallelMaxWork &&
+                      work * batch >= kBatchParallelMinWork && omp_get_max_threads() > 1;
   if (spread) {
     // Inside this region OpenBLAS (OpenMP build) runs each GEMM on the calling thread.
 #pragma omp parallel for schedule(static)
@@ -173,7 +178,8 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T
 template <class T>
 void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha,
                           const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb,
-                          int64_t stride_b, T beta, T* C, int64_t ldc, int64_t stride_c, int64_t batch) {
+                          int64_t stride_b, T beta, T* C, int64_t ldc, int64_t stride_c,
+                          int64_t batch) {
   std::vector<int64_t> ao(batch), bo(batch), co(batch);
   for (int64_t i = 0; i < batch; ++i) {
     ao[i] = i * stride_a;
@@ -183,24 +189,24 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int6
   gemm_batched(trans_a, trans_b, M, N, K, alpha, A, lda, ao, B, ldb, bo, beta, C, ldc, co);
 }
 
-#define DG_INSTANTIATE_BATCHED(T)                                                                    \
-  template void gemm_batched<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t,        \
-                                const std::vector<int64_t>&, const T*, int64_t,                     \
-                                const std::vector<int64_t>&, T, T*, int64_t,                        \
-                                const std::vector<int64_t>&);                                       \
-  template void gemm_strided_batched<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, \
-                                        int64_t, const T*, int64_t, int64_t, T, T*, int64_t, int64_t, \
-                                        int64_t);
+#define DG_INSTANTIATE_BATCHED(T)                                                            \
+  template void gemm_batched<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, \
+                                const std::vector<int64_t>&, const T*, int64_t,              \
+                                const std::vector<int64_t>&, T, T*, int64_t,                 \
+                                const std::vector<int64_t>&);                                \
+  template void gemm_strided_batched<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*,  \
+                                        int64_t, int64_t, const T*, int64_t, int64_t, T, T*, \
+                                        int64_t, int64_t, int64_t);
 DG_INSTANTIATE_BATCHED(float)
 DG_INSTANTIATE_BATCHED(double)
 #undef DG_INSTANTIATE_BATCHED
 
-// ---- layouts ------------------------------------------------------------------------------------------
+// ---- layouts --------------------------------------------------------------------------------
 
 MatrixLayout blas_layout(const Tensor& t) {
   if (t.dim() < 2)
-    throw std::invalid_argument(fmt::format("blas_layout: expected a tensor with at least 2 axes, got {}",
-                                            t.describe()));
+    throw std::invalid_argument(
+        fmt::format("blas_layout: expected a tensor with at least 2 axes, got {}", t.describe()));
   const int64_t R = t.size(-2), C = t.size(-1);
   const int64_t sr = t.strides()[t.dim() - 2], sc = t.strides()[t.dim() - 1];
   if (R == 0 || C == 0) return {true, false, std::max<int64_t>(C, 1)};  // nothing is read
@@ -235,12 +241,13 @@ int64_t rows_ld(const Tensor& t) {
   return ld < 0 ? std::max<int64_t>(C, 1) : ld;
 }
 
-// ---- naive matmul reference -----------------------------------------------------------------------------
+// ---- naive matmul reference -----------------------------------------------------------------
 // a [.., M, K] @ b [.., K, N]: for every batch index and (i, j), Σ_k in double via at().
 Tensor ref_matmul(const Tensor& a, const Tensor& b) {
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   if (b.size(-2) != K)
-    throw std::invalid_argument(fmt::format("ref_matmul: {} @ {}: inner sizes differ", a.describe(), b.describe()));
+    throw std::invalid_argument(
+        fmt::format("ref_matmul: {} @ {}: inner sizes differ", a.describe(), b.describe()));
   Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
   Shape batch = broadcast_shapes(ab, bb, "ref_matmul");
   Shape out_shape = batch;
@@ -256,8 +263,10 @@ Tensor ref_matmul(const Tensor& a, const Tensor& b) {
       index[k] = rest % batch[k];
       rest /= batch[k];
     }
-    for (size_t k = 0; k < ab.size(); ++k) ia[k] = ab[k] == 1 ? 0 : index[k + batch.size() - ab.size()];
-    for (size_t k = 0; k < bb.size(); ++k) ib[k] = bb[k] == 1 ? 0 : index[k + batch.size() - bb.size()];
+    for (size_t k = 0; k < ab.size(); ++k)
+      ia[k] = ab[k] == 1 ? 0 : index[k + batch.size() - ab.size()];
+    for (size_t k = 0; k < bb.size(); ++k)
+      ib[k] = bb[k] == 1 ? 0 : index[k + batch.size() - bb.size()];
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         double acc = 0;
@@ -272,7 +281,7 @@ Tensor ref_matmul(const Tensor& a, const Tensor& b) {
   return Tensor::from_vector(values, out_shape, a.dtype());
 }
 
-// ---- strided copy / add ----------------------------------------------------------------------------------
+// ---- strided copy / add ---------------------------------------------------------------------
 
 namespace {
 // The common shape of dst and src with size-1 axes dropped and axes that are contiguous in both
@@ -294,9 +303,10 @@ Walk merged_walk(const Tensor& dst, const Tensor& src, const char* op) {
     const int64_t size = dst.shape()[k];
     if (size == 1) continue;
     if (dst.strides()[k] == 0)
-      throw std::invalid_argument(fmt::format("{}: destination {} repeats elements along axis {} (stride 0)",
-                                              op, dst.describe(), k));
-    if (!w.shape.empty() && w.sd.back() == dst.strides()[k] * size && w.ss.back() == src.strides()[k] * size) {
+      throw std::invalid_argument(fmt::format(
+          "{}: destination {} repeats elements along axis {} (stride 0)", op, dst.describe(), k));
+    if (!w.shape.empty() && w.sd.back() == dst.strides()[k] * size &&
+        w.ss.back() == src.strides()[k] * size) {
       w.shape.back() *= size;  // axis k continues the previous one in both tensors
       w.sd.back() = dst.strides()[k];
       w.ss.back() = src.strides()[k];
@@ -332,13 +342,17 @@ void strided_apply(T* d, const T* s, const Walk& w, int64_t numel) {
     if (id == 1 && is == 1) {
 #pragma omp simd
       for (int64_t j = 0; j < inner; ++j) {
-        if constexpr (Add) rd[j] += rs[j];
-        else rd[j] = rs[j];
+        if constexpr (Add)
+          rd[j] += rs[j];
+        else
+          rd[j] = rs[j];
       }
     } else {
       for (int64_t j = 0; j < inner; ++j) {
-        if constexpr (Add) rd[j * id] += rs[j * is];
-        else rd[j * id] = rs[j * is];
+        if constexpr (Add)
+          rd[j * id] += rs[j * is];
+        else
+          rd[j * id] = rs[j * is];
       }
     }
   }
@@ -350,11 +364,14 @@ void copy_strided(Tensor& dst, const Tensor& src) {
   Walk w = merged_walk(dst, src, "copy_strided");
   if (dst.numel() == 0) return;
   void* d = static_cast<char*>(dst.storage()->data()) + dst.offset() * dtype_size(dst.dtype());
-  const void* s = static_cast<const char*>(src.storage()->data()) + src.offset() * dtype_size(src.dtype());
+  const void* s =
+      static_cast<const char*>(src.storage()->data()) + src.offset() * dtype_size(src.dtype());
   if (dtype_size(dst.dtype()) == 4)
-    strided_apply<uint32_t, false>(static_cast<uint32_t*>(d), static_cast<const uint32_t*>(s), w, dst.numel());
+    strided_apply<uint32_t, false>(static_cast<uint32_t*>(d), static_cast<const uint32_t*>(s), w,
+                                   dst.numel());
   else
-    strided_apply<uint64_t, false>(static_cast<uint64_t*>(d), static_cast<const uint64_t*>(s), w, dst.numel());
+    strided_apply<uint64_t, false>(static_cast<uint64_t*>(d), static_cast<const uint64_t*>(s), w,
+                                   dst.numel());
 }
 
 // dst [..] += src [..] (float32 / float64)
@@ -402,7 +419,7 @@ void ref_add_strided(Tensor& dst, const Tensor& src) {
   });
 }
 
-// ---- column sums --------------------------------------------------------------------------------------------
+// ---- column sums ----------------------------------------------------------------------------
 // x [rows, cols] (row stride ld) -> out [cols] += Σ_rows x; one thread per block of 64 columns,
 // each column summed in row order in double.
 template <class T>

@@ -23,28 +23,31 @@ namespace dg {
 // N, a count fixed by the shape and the machine's core count, never by the thread count; each
 // piece is a one-thread BLAS call and OpenMP spreads the pieces over the threads. Results are
 // bit-identical at any thread count (tests/test_kernels_matmul.cpp checks this).
-constexpr int64_t kGemmSerialMaxWork = int64_t(1) << 18;  // up to this M·N·K: one call (OpenBLAS's one-thread limit)
-constexpr int64_t kGemmMinPiece = 128;                    // rows (or columns) per piece, at least
-int64_t gemm_pieces(int64_t M, int64_t N, int64_t K);     // min(physical cores, max(M, N) / 128), ≥ 1
+constexpr int64_t kGemmSerialMaxWork =
+    int64_t(1) << 18;  // up to this M·N·K: one call (OpenBLAS's one-thread limit)
+constexpr int64_t kGemmMinPiece = 128;                 // rows (or columns) per piece, at least
+int64_t gemm_pieces(int64_t M, int64_t N, int64_t K);  // min(physical cores, max(M, N) / 128), ≥ 1
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
-          int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+          const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
+          int64_t ldc);
 
 // The same contract as a naive triple loop accumulating in double.
 template <class T>
 void ref_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
               int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
 
-// ---- batched GEMM --------------------------------------------------------------------------------
-// Entry i multiplies the matrices at A + a_offsets[i] and B + b_offsets[i] (same dims and leading
-// dimensions for all entries) into the matrix at C + c_offsets[i]. Entries that share a c_offset
-// form one group that sums into its C in entry order: C_g = beta·C_g + Σ_{i in g} alpha·op(A_i)·op(B_i)
-// (the first gemm of a group uses beta, the rest 1). That is how broadcast batch axes are reduced
-// in backward. Groups are independent: with many small matrices an OpenMP loop runs one group per
-// iteration (OpenBLAS runs single-threaded inside it); otherwise groups run in order and each GEMM
-// uses BLAS's threads. Either way every output matrix has one owner and the same summation order,
-// so results do not depend on the thread count.
+// ---- batched GEMM ---------------------------------------------------------------------------
+// Entry i multiplies the matrices at A + a_offsets[i] and B + b_offsets[i] (same dims and
+// leading dimensions for all entries) into the matrix at C + c_offsets[i]. Entries that share a
+// c_offset form one group that sums into its C in entry order: C_g = beta·C_g + Σ_{i in g}
+// alpha·op(A_i)·op(B_i) (the first gemm of a group uses beta, the rest 1). That is how
+// broadcast batch axes are reduced in backward. Groups are independent: with many small
+// matrices an OpenMP loop runs one group per iteration (OpenBLAS runs single-threaded inside
+// it); otherwise groups run in order and each GEMM uses BLAS's threads. Either way every output
+// matrix has one owner and the same summation order, so results do not depend on the thread
+// count.
 template <class T>
 void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
                   int64_t lda, const std::vector<int64_t>& a_offsets, const T* B, int64_t ldb,
@@ -55,7 +58,8 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T
 template <class T>
 void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha,
                           const T* A, int64_t lda, int64_t stride_a, const T* B, int64_t ldb,
-                          int64_t stride_b, T beta, T* C, int64_t ldc, int64_t stride_c, int64_t batch);
+                          int64_t stride_b, T beta, T* C, int64_t ldc, int64_t stride_c,
+                          int64_t batch);
 
 // gemm_batched spreads groups over OpenMP threads (instead of letting BLAS thread each GEMM) when
 // each GEMM does at most kBatchParallelMaxWork multiply-adds (M·N·K) and all of them together at
@@ -63,11 +67,11 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int6
 constexpr int64_t kBatchParallelMaxWork = int64_t(1) << 22;
 constexpr int64_t kBatchParallelMinWork = int64_t(1) << 16;
 
-// ---- how BLAS reads a tensor's last two axes in place ---------------------------------------------
+// ---- how BLAS reads a tensor's last two axes in place ---------------------------------------
 // For t [.., R, C] with strides (sr, sc) on its last two axes: row-major as is (trans = false,
-// ld = sr, needs sc = 1 and sr ≥ C) or as the transpose of a row-major [C, R] matrix (trans = true,
-// ld = sc, needs sr = 1 and sc ≥ R), e.g. a transposed view of a contiguous matrix. ok = false
-// when neither holds (stride-0 or otherwise scattered axes): the caller must copy.
+// ld = sr, needs sc = 1 and sr ≥ C) or as the transpose of a row-major [C, R] matrix (trans =
+// true, ld = sc, needs sr = 1 and sc ≥ R), e.g. a transposed view of a contiguous matrix. ok =
+// false when neither holds (stride-0 or otherwise scattered axes): the caller must copy.
 struct MatrixLayout {
   bool ok = false;
   bool trans = false;
@@ -79,11 +83,11 @@ MatrixLayout blas_layout(const Tensor& t);
 // stride 1, every leading axis steps by whole rows), else -1. linear uses it to run one GEMM.
 int64_t rows_ld(const Tensor& t);
 
-// ---- naive matmul reference ------------------------------------------------------------------------
+// ---- naive matmul reference -----------------------------------------------------------------
 // a [.., M, K] @ b [.., K, N] with broadcast batch axes, any strides, double accumulation.
 Tensor ref_matmul(const Tensor& a, const Tensor& b);
 
-// ---- strided copy / add ------------------------------------------------------------------------------
+// ---- strided copy / add ---------------------------------------------------------------------
 // dst = src and dst += src over one shape and dtype (float32/float64), any strides on either
 // side. dst must not have two elements at one address (no stride-0 axis of size > 1) and must
 // not overlap src. Adjacent axes that are contiguous in both are merged; rows run in parallel,
@@ -93,9 +97,10 @@ void add_strided(Tensor& dst, const Tensor& src);
 void ref_copy_strided(Tensor& dst, const Tensor& src);
 void ref_add_strided(Tensor& dst, const Tensor& src);
 
-// ---- column sums (the bias gradient of linear) -----------------------------------------------------------
-// out[j] += Σ_i x[i·ld + j] for x [rows, cols]; each column is summed in row order, in double, by
-// one owner thread (blocks of columns per thread), so the result does not depend on thread count.
+// ---- column sums (the bias gradient of linear) ----------------------------------------------
+// out[j] += Σ_i x[i·ld + j] for x [rows, cols]; each column is summed in row order, in double,
+// by one owner thread (blocks of columns per thread), so the result does not depend on thread
+// count.
 template <class T>
 void add_column_sums(const T* x, int64_t rows, int64_t cols, int64_t ld, T* out);
 template <class T>

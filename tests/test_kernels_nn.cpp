@@ -314,10 +314,9 @@ TEST_CASE("nn kernels: float32 results are bit-identical at 1 and 2 threads") {
   }
 }
 
-// ---- golden values from torch 1.13
-// --------------------------------------------------------------- Generated offline with
-// /usr/bin/python3 (torch 1.13), float32 throughout; inputs are exact dyadic rationals from
-// pattern() so both sides start from the same bits.
+// ---- golden values from torch 1.13 ---------------------------------------------------------------
+// Generated offline with /usr/bin/python3 (torch 1.13), float32 throughout; inputs are exact
+// dyadic rationals from pattern() so both sides start from the same bits.
 
 TEST_CASE("cross_entropy matches torch F.cross_entropy (value and gradient, ignored rows)") {
   // logits [4, 5] = ((k*5) % 17 − 8) / 4, targets [3, −100, 0, 4], ignore_index −100

@@ -93,6 +93,15 @@ MicroLMConfig tiny_config(ResidualMode mode, int64_t kv_heads = 2, int64_t block
   return c;
 }
 
+GradcheckOptions model_options() {
+  GradcheckOptions opt;
+  opt.jacobian_max_entries = 0;
+  opt.full_max_numel = 32;
+  opt.sampled_elements = 16;
+  opt.directions = 6;
+  return opt;
+}
+
 constexpr ResidualMode kAllModes[] = {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres,
                                       ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres};
 
@@ -224,8 +233,9 @@ TEST_CASE("gradcheck: the whole MicroLM loss w.r.t. every parameter, all five mo
       {ResidualMode::paper_block_attnres, 2, 3}, {ResidualMode::paper_rd_attnres, 1, 1},
       {ResidualMode::paper_rd_attnres, 2, 2},    {ResidualMode::paper_rd_attnres, 1, 3},
   };
-  GradcheckOptions opt;
-  opt.jacobian_max_entries = 0;  // the loss is a scalar: the per-element check is its Jacobian
+  // The loss is a scalar, so the per-element check is its Jacobian. Tensors above 32 elements
+  // (token, q, output, ffn) take the sampled path: 16 random elements plus 6 random directions.
+  const GradcheckOptions opt = model_options();
   Tensor ids = Tensor::from_ids(random_ids(10, 11, 61), {2, 5});
   Tensor targets = Tensor::from_ids(random_ids(10, 11, 62), {2, 5});
   for (const Case& c : cases) {
@@ -262,9 +272,10 @@ TEST_CASE("gradcheck has teeth at model level: a parameter read outside the tape
     for (double v : g) s += v * v;
     return add(model.loss(ids, targets), Tensor::from_vector({0.01 * s}, {}, DType::f64));  // d/dg missed
   };
-  GradcheckOptions opt;
-  opt.jacobian_max_entries = 0;
-  GradcheckResult r = gradcheck("leaky", leaky, model.parameters(), opt);
+  GradcheckResult ok = gradcheck("model", [&](const std::vector<Tensor>&) { return model.loss(ids, targets); },
+                                 {model.token->weight, gain}, model_options());
+  CHECK(ok.passed);
+  GradcheckResult r = gradcheck("leaky", leaky, {model.token->weight, gain}, model_options());
   CHECK_FALSE(r.passed);
   CHECK(contains(r.message, "final_norm.weight"));
 }

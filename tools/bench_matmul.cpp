@@ -55,8 +55,8 @@ Row measure(int64_t M, int64_t K, int64_t N, int threads, double min_seconds) {
   NoGradGuard no_grad;
   auto run_dg = [&] { return matmul(a, b); };
   auto run_blas = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(N), int(K), 1.0f, a.data<float>(), int(K),
-                b.data<float>(), int(N), 0.0f, c.data(), int(N));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(M), int(N), int(K), 1.0f,
+                a.data<float>(), int(K), b.data<float>(), int(N), 0.0f, c.data(), int(N));
   };
   // warm-up (and a check that both computed the same product)
   Tensor y = run_dg();
@@ -65,7 +65,8 @@ Row measure(int64_t M, int64_t K, int64_t N, int threads, double min_seconds) {
   const float* py = y.data<float>();
   for (int64_t i = 0; i < M * N; ++i) worst = std::max(worst, double(std::fabs(py[i] - c[i])));
   if (worst > 1e-4 * double(K))
-    throw std::runtime_error(fmt::format("bench_matmul: {}x{}x{}: matmul and sgemm differ by {}", M, K, N, worst));
+    throw std::runtime_error(
+        fmt::format("bench_matmul: {}x{}x{}: matmul and sgemm differ by {}", M, K, N, worst));
   y = Tensor();
 
   std::vector<double> t_dg, t_blas;
@@ -81,7 +82,8 @@ Row measure(int64_t M, int64_t K, int64_t N, int threads, double min_seconds) {
     total_blas += t_blas.back();
   }
   const double flop = 2.0 * double(M) * double(N) * double(K);
-  return {M, K, N, threads, flop / median(t_dg) * 1e-9, flop / median(t_blas) * 1e-9, int(t_dg.size())};
+  return {
+      M, K, N, threads, flop / median(t_dg) * 1e-9, flop / median(t_blas) * 1e-9, int(t_dg.size())};
 }
 }  // namespace
 
@@ -95,34 +97,40 @@ int main(int argc, char** argv) {
       } else if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) {
         min_seconds = std::stod(argv[++i]);
       } else {
-        throw std::invalid_argument(fmt::format("bench_matmul: unknown argument '{}' (use --json, --seconds S)", argv[i]));
+        throw std::invalid_argument(
+            fmt::format("bench_matmul: unknown argument '{}' (use --json, --seconds S)", argv[i]));
       }
     }
-    const int64_t shapes[][3] = {{256, 64, 64}, {256, 192, 64}, {1024, 1024, 1024}, {2048, 768, 768}};
+    const int64_t shapes[][3] = {
+        {256, 64, 64}, {256, 192, 64}, {1024, 1024, 1024}, {2048, 768, 768}};
     std::vector<Row> rows;
     for (auto& s : shapes)
       for (int threads : {1, 2}) rows.push_back(measure(s[0], s[1], s[2], threads, min_seconds));
 
     if (json) {
-      fmt::print("{{\"blas\": \"{}\", \"blas_threads\": \"{}\", \"load_average\": \"{}\", \"rows\": [\n", blas_config(),
-                 blas_parallel_mode(), load_average());
+      fmt::print(
+          "{{\"blas\": \"{}\", \"blas_threads\": \"{}\", \"load_average\": \"{}\", \"rows\": [\n",
+          blas_config(), blas_parallel_mode(), load_average());
       for (size_t i = 0; i < rows.size(); ++i) {
         const Row& r = rows[i];
-        fmt::print("  {{\"M\": {}, \"K\": {}, \"N\": {}, \"threads\": {}, \"depthgrad_gflops\": {:.2f}, "
-                   "\"sgemm_gflops\": {:.2f}, \"ratio\": {:.3f}, \"runs\": {}}}{}\n",
-                   r.M, r.K, r.N, r.threads, r.dg_gflops, r.blas_gflops, r.dg_gflops / r.blas_gflops, r.runs,
-                   i + 1 < rows.size() ? "," : "");
+        fmt::print(
+            "  {{\"M\": {}, \"K\": {}, \"N\": {}, \"threads\": {}, \"depthgrad_gflops\": {:.2f}, "
+            "\"sgemm_gflops\": {:.2f}, \"ratio\": {:.3f}, \"runs\": {}}}{}\n",
+            r.M, r.K, r.N, r.threads, r.dg_gflops, r.blas_gflops, r.dg_gflops / r.blas_gflops,
+            r.runs, i + 1 < rows.size() ? "," : "");
       }
       fmt::print("]}}\n");
       return 0;
     }
-    fmt::print("matmul (float32 forward) vs direct cblas_sgemm; {}; BLAS threads: {}; load average {}\n",
-               blas_config(), blas_parallel_mode(), load_average());
-    fmt::print("{:>18} {:>8} {:>16} {:>14} {:>7} {:>6}\n", "M x K x N", "threads", "depthgrad GF/s", "sgemm GF/s",
-               "ratio", "runs");
+    fmt::print(
+        "matmul (float32 forward) vs direct cblas_sgemm; {}; BLAS threads: {}; load average {}\n",
+        blas_config(), blas_parallel_mode(), load_average());
+    fmt::print("{:>18} {:>8} {:>16} {:>14} {:>7} {:>6}\n", "M x K x N", "threads", "depthgrad GF/s",
+               "sgemm GF/s", "ratio", "runs");
     for (const Row& r : rows)
-      fmt::print("{:>18} {:>8} {:>16.1f} {:>14.1f} {:>7.3f} {:>6}\n", fmt::format("{}x{}x{}", r.M, r.K, r.N),
-                 r.threads, r.dg_gflops, r.blas_gflops, r.dg_gflops / r.blas_gflops, r.runs);
+      fmt::print("{:>18} {:>8} {:>16.1f} {:>14.1f} {:>7.3f} {:>6}\n",
+                 fmt::format("{}x{}x{}", r.M, r.K, r.N), r.threads, r.dg_gflops, r.blas_gflops,
+                 r.dg_gflops / r.blas_gflops, r.runs);
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}\n", e.what());

@@ -98,6 +98,10 @@ struct DirectionPlan {
   std::vector<RuleMatch> matches;  // in the order of the rule table
   bool fallback = false;           // nothing matched: the full space
   std::string note;
+  // The baseline's residual mode when the command line does not name one: block_attnres (the
+  // reference AttnRes, one mutation from rd_attnres), or paper_block_attnres when only the
+  // paper_form rule among the mode rules matched.
+  ResidualMode centre = ResidualMode::block_attnres;
   SearchSpace space;
 };
 // Lower-cases ASCII letters, turns whitespace runs into one space, trims; keeps hyphens, '/',

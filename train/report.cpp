@@ -439,9 +439,10 @@ std::string svg_bar_chart(const std::string& title, const std::vector<std::strin
     if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v), any = true;
   if (!any) return svg_no_data(title, width);
 
-  const double ml = 66, mr = 16, mt = 34, mb = 40;
+  const double ml = 66, mr = 16, mt = 40, mb = 40;
   const double pw = width - ml - mr, ph = height - mt - mb;
-  const Axis ya = nice_axis(lo, hi, 5);
+  const double room = 0.12 * (hi - lo);  // space for the value labels beyond the longest bars
+  const Axis ya = nice_axis(lo < 0 ? lo - room : lo, hi > 0 ? hi + room : hi, 5);
   auto Y = [&](double y) { return mt + (ya.hi - y) / (ya.hi - ya.lo) * ph; };
   const double slot = pw / static_cast<double>(values.size());
   const double bar = std::min(56.0, slot * 0.6);
@@ -713,6 +714,8 @@ summary{cursor:pointer;color:#35507a}
 .better{color:#2e7d32;font-weight:600}
 .worse{color:#b23b3b;font-weight:600}
 ul{margin:6px 0 10px;padding-left:22px}
+table.kv th{white-space:nowrap}
+span.num{font-variant-numeric:tabular-nums;font-weight:600}
 footer{margin-top:28px;color:#8a8f99;font-size:12px}
 )";
 
@@ -722,16 +725,18 @@ class Cells {
  public:
   explicit Cells(const Value& root) : root_(root) {}
 
-  std::string td(const std::string& path, Fmt f, const std::string& extra_class = "") {
+  std::string td(const std::string& path, Fmt f) { return element("td", path, f); }
+  std::string span(const std::string& path, Fmt f) { return element("span", path, f); }
+
+ private:
+  std::string element(const char* tag, const std::string& path, Fmt f) {
     const Value* v = lookup(root_, path);
     const std::optional<std::string> exact = exact_number_text(v);
-    const std::string cls = "num" + (extra_class.empty() ? "" : " " + extra_class);
-    if (!exact) return fmt::format("<td class=\"{} na\">n/a</td>", cls);
-    return fmt::format("<td class=\"{}\" id=\"{}\" data-json=\"{}\" data-value=\"{}\">{}</td>", cls, unique_id(path),
+    if (!exact) return fmt::format("<{0} class=\"num na\">n/a</{0}>", tag);
+    return fmt::format("<{0} class=\"num\" id=\"{1}\" data-json=\"{2}\" data-value=\"{3}\">{4}</{0}>", tag, unique_id(path),
                        html_escape(path), *exact, html_escape(format_number(v->as_double(), f)));
   }
 
- private:
   std::string unique_id(const std::string& path) {
     std::string id;
     for (char c : path) {
@@ -790,10 +795,9 @@ std::string render_reproduce_html(const Value& r) {
          cells.td(a.key + ".perplexity", {Style::fixed, 2}) + cells.td(a.key + ".parameters", {Style::integer}) +
          cells.td(a.key + ".architecture_stats.qk_v_route_js_divergence", {Style::fixed, 6}) + "</tr>\n";
   h += "</table>\n";
-  h += "<table>\n<tr><th>Relative to " + html_escape(b) + "</th><th class=\"num\">LM loss</th><th class=\"num\">Perplexity</th></tr>\n";
-  h += "<tr><th>" + html_escape(m) + "</th>" + cells.td("relative.lm_loss_percent", {Style::signed_percent, 2}) +
-       cells.td("relative.perplexity_percent", {Style::signed_percent, 2}) + "</tr>\n</table>\n";
-  h += "<p>" + html_escape(relative_line(r, b)) + "</p>\n";
+  h += "<p class=\"relative\">Relative to the same-budget " + html_escape(b) + " baseline: LM loss " +
+       cells.span("relative.lm_loss_percent", {Style::signed_percent, 2}) + ", perplexity " +
+       cells.span("relative.perplexity_percent", {Style::signed_percent, 2}) + ".</p>\n";
   if (const std::string p = paper_line(r); !p.empty()) h += "<p>" + html_escape(p) + "</p>\n";
   if (const std::string scope = string_at(r, "scope"); !scope.empty()) h += "<p><b>Scope.</b> " + html_escape(scope) + "</p>\n";
   h += "</section>\n";
@@ -882,7 +886,8 @@ std::string render_reproduce_html(const Value& r) {
   // ---- routes ----
   h += "<section id=\"routes\">\n<h2>Routing weights</h2>\n";
   h += "<p>Mean routing weight per layer (rows) and residual source (columns: emb = token embedding, Bk = output of block k), "
-       "QK route beside V route. Layer l can route over l + 1 sources; grey cells do not exist.</p>\n";
+       "QK route beside V route. Layer l can route over l + 1 sources; grey cells do not exist. " + html_escape(b) +
+       " has one router, so its QK and V maps are the same.</p>\n";
   for (size_t s = 0; s < std::max<size_t>(n_seeds, 1); ++s) {
     std::string body, where_all;
     for (const Arm& a : arms) {
@@ -893,11 +898,10 @@ std::string render_reproduce_html(const Value& r) {
       std::vector<std::string> rows;
       for (size_t l = 0; l < std::max(qk.size(), v.size()); ++l) rows.push_back(fmt::format("layer {}", l));
       const auto cols = source_labels(std::max(widest_row(qk), widest_row(v)));
-      const std::string note = a.key == "baseline" ? " (one router: QK and V share it)" : "";
-      body += "<div class=\"figrow\">" + figure(svg_heatmap(a.name + " · QK route" + note, rows, cols, qk, 40), "") +
-              figure(svg_heatmap(a.name + " · V route" + note, rows, cols, v, 40), "") + "</div>\n";
+      body += figure(svg_heatmap(a.name + " · QK", rows, cols, qk, 40), "") + figure(svg_heatmap(a.name + " · V", rows, cols, v, 40), "");
     }
     if (body.empty()) continue;
+    body = "<div class=\"figrow\">" + body + "</div>\n";
     const std::string heading = "Routes on the " + where_all + (n_seeds ? ", seed " + seed_label(r, s) : "");
     // The first seed is shown; the others fold away in plain <details> (no script needed).
     if (s == 0) h += "<h3>" + html_escape(heading) + "</h3>\n" + body;
@@ -956,11 +960,17 @@ std::string render_reproduce_html(const Value& r) {
 
   // ---- setup and provenance ----
   if (const Value* setup = lookup(r, "setup"); setup && setup->is_object()) {
-    h += "<section id=\"setup\">\n<h2>Setup</h2>\n<table>\n";
-    for (const auto& [key, v] : setup->as_object()) h += html_row(key, html_escape(scalar_text(v)));
+    h += "<section id=\"setup\">\n<h2>Setup</h2>\n<table class=\"kv\">\n";
+    const json::Object& items = setup->as_object();
+    for (size_t i = 0; i < items.size(); i += 2) {  // two settings per row
+      h += "<tr>";
+      for (size_t k = i; k < std::min(i + 2, items.size()); ++k)
+        h += "<th>" + html_escape(items[k].first) + "</th><td>" + html_escape(scalar_text(items[k].second)) + "</td>";
+      h += "</tr>\n";
+    }
     h += "</table>\n</section>\n";
   }
-  h += "<section id=\"provenance\">\n<h2>Provenance</h2>\n<table>\n";
+  h += "<section id=\"provenance\">\n<h2>Provenance</h2>\n<table class=\"kv\">\n";
   if (const Value* prov = lookup(r, "provenance"); prov && prov->is_object())
     for (const auto& [key, v] : prov->as_object()) {
       if (v.is_object()) {

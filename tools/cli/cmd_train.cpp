@@ -1,0 +1,292 @@
+// `depthgrad train`, `depthgrad eval` and `depthgrad tokenize`: the everyday commands.
+//  train     a micro-LM from flags or a JSON config (--config), with periodic training
+//            checkpoints, --resume, a JSON-lines step log and final weights (safetensors).
+//  eval      a checkpoint (weights or training checkpoint) on a split: reference windows or all.
+//  tokenize  train a byte-level BPE (on the pinned corpus or given files), or encode/decode text.
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "tools/cli/commands.h"
+#include "tools/cli/flags.h"
+#include "tools/cli/progress.h"
+#include "train/checkpoint.h"
+#include "train/corpus.h"
+#include "train/data_files.h"
+#include "train/experiment.h"
+#include "train/fsutil.h"
+#include "train/reproduce.h"
+#include "train/safetensors.h"
+#include "train/trainer.h"
+
+namespace dg::cli {
+
+namespace {
+// Token ids for a dataset name: wikitext-2 (train/validation/test splits) or tiny-shakespeare
+// (first 90% train, last 10% validation and test).
+struct Splits {
+  Corpus corpus;
+  std::vector<int32_t> train, validation, test;
+};
+Splits load_splits(const std::string& dataset, const std::string& data_dir, const std::string& cache_dir, int vocab) {
+  if (dataset != "wikitext-2" && dataset != "tiny-shakespeare")
+    throw UsageError(fmt::format("--dataset: expected wikitext-2 or tiny-shakespeare, got '{}'", dataset));
+  CorpusOptions co;
+  co.data_dir = data_dir;
+  co.cache_dir = cache_dir;
+  co.vocab_size = vocab;
+  co.train_limit = co.eval_limit = co.narrative_limit = 0;
+  Splits s;
+  s.corpus = load_wikitext_corpus(co);
+  if (dataset == "wikitext-2") {
+    s.train = s.corpus.train;
+    s.validation = s.corpus.validation;
+    s.test = s.corpus.test;
+  } else {
+    const auto& n = s.corpus.narrative;
+    size_t cut = n.size() * 9 / 10;
+    s.train.assign(n.begin(), n.begin() + cut);
+    s.validation.assign(n.begin() + cut, n.end());
+    s.test = s.validation;
+  }
+  return s;
+}
+
+void add_data_flags(Flags& f) {
+  f.add("dataset", "wikitext-2", "wikitext-2 | tiny-shakespeare")
+      .add("dataset-dir", "", "data directory (else $DEPTHGRAD_DATA, else ./data)")
+      .add("cache-dir", "", "tokenizer/ids cache (else $XDG_CACHE_HOME/depthgrad, else ~/.cache/depthgrad)")
+      .add("vocab", "512", "BPE vocabulary size")
+      .add("threads", "", "threads (default: DEPTHGRAD_THREADS or physical cores)");
+}
+}  // namespace
+
+int cmd_train(int argc, char** argv, int start) {
+  Flags f("train", "Train a micro-LM. Settings come from --config (a JSON file, see README) and/or flags\n"
+                   "(flags given explicitly override the config file).");
+  f.add("config", "", "JSON training config (fields as written to <output>/config.json)")
+      .add("mode", "rd_attnres", "standard | block_attnres | rd_attnres | paper_block_attnres | paper_rd_attnres")
+      .add("dim", "64", "model width").add("layers", "2", "layers").add("heads", "4", "attention heads")
+      .add("kv-heads", "", "K/V heads (default: heads)").add("seq-len", "64", "sequence length")
+      .add("expansion", "3", "feed-forward width multiple").add("block-size", "2", "paper modes: sublayers per block")
+      .add("batch", "4", "batch size").add("steps", "1000", "training steps").add("lr", "6e-4", "peak learning rate")
+      .add("schedule", "cosine", "constant | cosine").add("warmup", "", "warmup steps (default: 5% of steps)")
+      .add("decay", "matrices", "weight decay on: all | matrices").add("init", "identical", "parity | identical")
+      .add("seed", "42", "seed").add("clip", "1.0", "gradient clipping max norm (0 = off)")
+      .add("output", "runs/train/latest", "output directory (config, log, checkpoints, weights)")
+      .add("checkpoint-every", "200", "steps between training checkpoints (0 = only at the end)")
+      .add("eval-every", "0", "steps between validation evaluations (0 = only at the end)")
+      .add("eval-windows", "32", "validation windows per evaluation (0 = the whole split)")
+      .add("resume", "", "training checkpoint to resume from")
+      .add_switch("sequential", "consecutive windows instead of random windows")
+      .add_switch("quiet", "no progress output");
+  add_data_flags(f);
+  if (!f.parse(argc, argv, start)) {
+    fmt::print("{}", f.help());
+    return 0;
+  }
+  const int threads = apply_threads_flag(f.get("threads").c_str(), f.given("threads"));
+  TrainerConfig cfg;
+  if (f.given("config")) cfg = TrainerConfig::from_json(json::parse(read_file(f.get("config")), f.get("config")), f.get("config"));
+  auto take = [&](const char* name, auto setter) {
+    if (f.given(name) || !f.given("config")) setter();
+  };
+  take("mode", [&] { cfg.model.mode = parse_residual_mode(f.get("mode")); });
+  take("dim", [&] { cfg.model.dim = f.get_int("dim"); });
+  take("layers", [&] { cfg.model.layers = f.get_int("layers"); });
+  take("heads", [&] { cfg.model.heads = f.get_int("heads"); });
+  take("kv-heads", [&] { cfg.model.kv_heads = f.given("kv-heads") ? f.get_int("kv-heads") : cfg.model.heads; });
+  take("seq-len", [&] { cfg.model.seq_len = f.get_int("seq-len"); });
+  take("expansion", [&] { cfg.model.expansion = f.get_int("expansion"); });
+  take("block-size", [&] { cfg.model.attnres_block_size = f.get_int("block-size"); });
+  take("batch", [&] { cfg.batch = f.get_int("batch"); });
+  take("steps", [&] { cfg.steps = f.get_int("steps"); });
+  take("lr", [&] { cfg.adamw.lr = f.get_double("lr"); });
+  take("decay", [&] { cfg.adamw.decay = parse_decay_policy(f.get("decay")); });
+  take("init", [&] { cfg.init = parse_init_scheme(f.get("init")); });
+  take("seed", [&] { cfg.seed = static_cast<uint64_t>(f.get_int("seed")); });
+  take("clip", [&] { cfg.clip = f.get_double("clip"); });
+  take("sequential", [&] { cfg.sequential = f.get_bool("sequential"); });
+  if (cfg.steps < 1 || cfg.batch < 1) throw UsageError("--steps and --batch must be >= 1");
+  take("schedule", [&] {
+    int64_t warmup = f.given("warmup") ? f.get_int("warmup") : std::max<int64_t>(1, cfg.steps / 20);
+    cfg.schedule = Schedule::parse(f.get("schedule"), cfg.adamw.lr, f.get("schedule") == "constant" ? 0 : warmup, cfg.steps);
+  });
+  cfg.schedule.total_steps = cfg.steps;
+
+  const std::string data_dir = resolve_data_dir(f.get("dataset-dir"));
+  Splits data = load_splits(f.get("dataset"), data_dir, resolve_cache_dir(f.get("cache-dir")), static_cast<int>(f.get_int("vocab")));
+  cfg.model.vocab = data.corpus.tokenizer.vocab_size();
+  cfg.model.validate();
+  const std::string out = f.get("output");
+  make_dirs(out);
+  write_file_atomic(out + "/config.json", json::dump(cfg.to_json(), 2) + "\n");
+  write_file_atomic(out + "/tokenizer.json", data.corpus.tokenizer_json);
+
+  Trainer trainer(cfg, data.train);
+  if (!f.get("resume").empty()) trainer.load_checkpoint(f.get("resume"));
+  Progress progress(f.get_bool("quiet"), out + "/steps.jsonl");
+  progress.message(fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {} thread(s)", cfg.model.describe(),
+                               trainer.model().parameter_count(), cfg.steps, f.get("dataset"), data.train.size(), threads));
+  const int64_t checkpoint_every = f.get_int("checkpoint-every"), eval_every = f.get_int("eval-every");
+  const int64_t windows = f.get_int("eval-windows");
+  auto eval_starts = [&] {
+    const int64_t n = static_cast<int64_t>(data.validation.size());
+    return windows > 0 ? reference_eval_starts(n, cfg.model.seq_len, windows) : full_eval_starts(n, cfg.model.seq_len);
+  };
+  const std::string ckpt = out + "/checkpoint.safetensors";
+  const int64_t first = trainer.step();
+  trainer.run(cfg.steps, [&](const StepLog& log) {
+    progress.step("[train]", log.step, log.steps, log.loss, log.tokens_per_second,
+                  static_cast<double>(log.step + 1 - first) / static_cast<double>(cfg.steps - first));
+    json::Value j;
+    j["step"] = log.step;
+    j["loss"] = log.loss;
+    j["grad_norm"] = log.grad_norm;
+    j["clipped"] = log.clipped;
+    j["lr"] = log.lr;
+    j["tokens_per_second"] = log.tokens_per_second;
+    if (eval_every > 0 && (log.step + 1) % eval_every == 0) {
+      double v = evaluate_windows(trainer.model(), data.validation, eval_starts(), cfg.model.seq_len);
+      j["validation_loss"] = v;
+      progress.message(fmt::format("step {}: validation loss {:.4f} (perplexity {:.2f})", log.step + 1, v, std::exp(std::min(v, 20.0))));
+    }
+    progress.log_json(json::dump(j));
+    if (checkpoint_every > 0 && (log.step + 1) % checkpoint_every == 0 && log.step + 1 < cfg.steps) trainer.save_checkpoint(ckpt);
+  });
+  progress.finish();
+  trainer.save_checkpoint(ckpt);
+  std::map<std::string, std::string> meta{{"depthgrad.config", json::dump(cfg.to_json())},
+                                          {"depthgrad.tokenizer_sha256", data.corpus.tokenizer_sha256}};
+  save_weights(out + "/model.safetensors", trainer.model(), meta);
+  double v = evaluate_windows(trainer.model(), data.validation, eval_starts(), cfg.model.seq_len);
+  json::Value summary;
+  summary["config"] = cfg.to_json();
+  summary["steps"] = trainer.step();
+  summary["final_train_loss"] = trainer.losses().empty() ? 0.0 : trainer.losses().back();
+  summary["validation_loss"] = v;
+  summary["validation_perplexity"] = std::exp(std::min(v, 20.0));
+  summary["validation_windows"] = windows;
+  summary["clipped_steps"] = trainer.clipped_steps();
+  summary["provenance"] = provenance_json(threads);
+  write_file_atomic(out + "/summary.json", json::dump(summary, 2) + "\n");
+  fmt::print("validation loss {:.6f} perplexity {:.3f} after {} steps\nweights: {}/model.safetensors\ncheckpoint: {}\n", v,
+             std::exp(std::min(v, 20.0)), trainer.step(), out, ckpt);
+  return 0;
+}
+
+int cmd_eval(int argc, char** argv, int start) {
+  Flags f("eval", "Evaluate a checkpoint (model.safetensors or checkpoint.safetensors from depthgrad train) on a split.");
+  f.add("checkpoint", "", "weights or training checkpoint written by depthgrad train (required)")
+      .add("split", "validation", "train | validation | test")
+      .add("windows", "0", "windows of seq_len to evaluate (0 = every window of the split)");
+  add_data_flags(f);
+  if (!f.parse(argc, argv, start)) {
+    fmt::print("{}", f.help());
+    return 0;
+  }
+  apply_threads_flag(f.get("threads").c_str(), f.given("threads"));
+  if (f.get("checkpoint").empty()) throw UsageError("--checkpoint is required");
+  const std::string path = f.get("checkpoint");
+  SafetensorsFile file = load_safetensors(path);
+  auto it = file.metadata.find("depthgrad.config");
+  if (it == file.metadata.end())
+    throw std::runtime_error(fmt::format("{}: no 'depthgrad.config' metadata: not written by depthgrad train", path));
+  TrainerConfig cfg = TrainerConfig::from_json(json::parse(it->second, path), path);
+  Splits data = load_splits(f.get("dataset"), resolve_data_dir(f.get("dataset-dir")), resolve_cache_dir(f.get("cache-dir")),
+                            static_cast<int>(cfg.model.vocab));
+  auto tok = file.metadata.find("depthgrad.tokenizer_sha256");
+  if (tok != file.metadata.end() && tok->second != data.corpus.tokenizer_sha256)
+    throw std::runtime_error(fmt::format("{}: the model was trained with another tokenizer (sha256 {}) than this data gives ({})", path,
+                                         tok->second, data.corpus.tokenizer_sha256));
+  MicroLM model(cfg.model);
+  load_weights(path.find("checkpoint") != std::string::npos && file.find("optimizer.exp_avg.token.weight") ? path : path, model);
+  const std::string split = f.get("split");
+  const std::vector<int32_t>* ids = split == "train" ? &data.train : split == "validation" ? &data.validation : split == "test" ? &data.test : nullptr;
+  if (!ids) throw UsageError(fmt::format("--split: expected train, validation or test, got '{}'", split));
+  const int64_t windows = f.get_int("windows");
+  const int64_t n = static_cast<int64_t>(ids->size());
+  auto starts = windows > 0 ? reference_eval_starts(n, cfg.model.seq_len, windows) : full_eval_starts(n, cfg.model.seq_len);
+  double loss = evaluate_windows(model, *ids, starts, cfg.model.seq_len);
+  fmt::print("{} {}: loss {:.6f} perplexity {:.3f} over {} tokens ({} windows of {})\n", path, split, loss,
+             std::exp(std::min(loss, 20.0)), static_cast<int64_t>(starts.size()) * cfg.model.seq_len, starts.size(), cfg.model.seq_len);
+  return 0;
+}
+
+int cmd_tokenize(int argc, char** argv, int start) {
+  Flags f("tokenize", "Byte-level BPE identical to Hugging Face tokenizers.\n"
+                      "  --action train   train on --input files (default: WikiText-2 train + Tiny Shakespeare) -> --output tokenizer.json\n"
+                      "  --action encode  print the ids of --input (or --text) under --tokenizer\n"
+                      "  --action decode  print the text of --ids (comma-separated) under --tokenizer");
+  f.add("action", "train", "train | encode | decode")
+      .add("input", "", "comma-separated text files (train: each file is one sequence)")
+      .add("text", "", "text to encode")
+      .add("ids", "", "ids to decode, e.g. 60,261,1")
+      .add("tokenizer", "", "tokenizer.json for encode/decode")
+      .add("output", "tokenizer.json", "where train writes the tokenizer")
+      .add("vocab", "512", "vocabulary size for train")
+      .add("min-frequency", "2", "minimum pair count for a merge")
+      .add("dataset-dir", "", "data directory for the default training corpus");
+  if (!f.parse(argc, argv, start)) {
+    fmt::print("{}", f.help());
+    return 0;
+  }
+  const std::string action = f.get("action");
+  auto split_list = [](const std::string& s) {
+    std::vector<std::string> out;
+    size_t b = 0;
+    while (b <= s.size()) {
+      size_t e = s.find(',', b);
+      out.push_back(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
+      if (e == std::string::npos) break;
+      b = e + 1;
+    }
+    return out;
+  };
+  if (action == "train") {
+    std::vector<std::string> texts;
+    if (f.get("input").empty()) {
+      std::string dir = resolve_data_dir(f.get("dataset-dir"));
+      texts.push_back(load_dataset_file(dir, "wikitext-2/train.txt"));
+      texts.push_back(load_dataset_file(dir, "tiny_shakespeare.txt"));
+    } else {
+      for (const std::string& p : split_list(f.get("input"))) texts.push_back(read_file(p));
+    }
+    std::vector<std::string_view> views(texts.begin(), texts.end());
+    auto t0 = std::chrono::steady_clock::now();
+    BpeTokenizer tok = train_bpe(views, static_cast<int>(f.get_int("vocab")), static_cast<int>(f.get_int("min-frequency")),
+                                 {"<pad>", "<unk>", "<bos>", "<eos>"});
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    tok.save(f.get("output"));
+    auto merges = tok.merges();
+    fmt::print("trained BPE-{} ({} merges) in {:.3f} s -> {}\n", tok.vocab_size(), merges.size(), secs, f.get("output"));
+    return 0;
+  }
+  if (f.get("tokenizer").empty()) throw UsageError("--tokenizer is required for encode and decode");
+  BpeTokenizer tok = BpeTokenizer::load(f.get("tokenizer"));
+  if (action == "encode") {
+    std::string text = f.given("text") ? f.get("text") : read_file(f.get("input"));
+    std::vector<int32_t> ids = tok.encode(text);
+    fmt::print("{}\n", fmt::join(ids, ","));
+    fmt::print(stderr, "{} ids\n", ids.size());
+    return 0;
+  }
+  if (action == "decode") {
+    std::vector<int32_t> ids;
+    for (const std::string& s : split_list(f.get("ids"))) {
+      try {
+        ids.push_back(static_cast<int32_t>(std::stol(s)));
+      } catch (const std::exception&) {
+        throw UsageError(fmt::format("--ids: '{}' is not an id", s));
+      }
+    }
+    fmt::print("{}", tok.decode(ids));
+    return 0;
+  }
+  throw UsageError(fmt::format("--action: expected train, encode or decode, got '{}'", action));
+}
+
+}  // namespace dg::cli
