@@ -8,10 +8,12 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 
 #include "train/fsutil.h"
+#include "train/lm_data.h"
 #include "train/report.h"
 #include "train/reproduce.h"
 #include "train/stats.h"
@@ -546,40 +548,54 @@ TrialScore score_trial(const std::vector<double>& nll, double z) {
 
 // ---- the real trainer ---------------------------------------------------------------------------------------
 
-TrainOptions genome_train_options(const Genome& g, uint64_t seed, int64_t eval_windows) {
-  TrainOptions o;
-  o.steps = g.steps;
-  o.batch = g.batch;
-  o.clip = 1.0;
-  o.adamw.lr = g.lr;
-  o.adamw.decay = DecayPolicy::matrices_only;
+TrainerConfig genome_trainer_config(const Genome& g, uint64_t seed, int64_t vocab) {
+  TrainerConfig c;
+  c.model = genome_model_config(g, vocab);
+  c.steps = g.steps;
+  c.batch = g.batch;
+  c.clip = 1.0;
+  c.adamw.lr = g.lr;
+  c.adamw.decay = DecayPolicy::matrices_only;
   const int64_t warmup = g.schedule == "cosine" ? std::max<int64_t>(1, g.steps / 20) : 0;
-  o.schedule = Schedule::parse(g.schedule, g.lr, warmup, g.steps);
-  o.init = InitScheme::identical;
-  o.seed = seed;
-  o.eval_max_windows = eval_windows > 0 ? eval_windows : 32;
-  o.eval_full = eval_windows <= 0;
-  return o;
+  c.schedule = Schedule::parse(g.schedule, g.lr, warmup, g.steps);
+  c.init = InitScheme::identical;
+  c.seed = seed;
+  return c;
 }
 
-Trainer make_micro_lm_trainer(const std::vector<int32_t>& train, const std::vector<int32_t>& validation,
-                              const std::vector<int32_t>& test, int64_t vocab, int64_t eval_windows,
-                              std::function<void(const TrialRun&, const StepLog&)> on_step) {
+std::vector<int64_t> evolve_eval_starts(int64_t split_length, int64_t seq_len, int64_t eval_windows) {
+  return eval_windows > 0 ? reference_eval_starts(split_length, seq_len, eval_windows) : full_eval_starts(split_length, seq_len);
+}
+
+TrialTrainer make_micro_lm_trainer(const std::vector<int32_t>& train, const std::vector<int32_t>& validation,
+                                   const std::vector<int32_t>& test, int64_t vocab, int64_t eval_windows,
+                                   std::function<void(const TrialRun&, const StepLog&)> on_step) {
   return [&train, &validation, &test, vocab, eval_windows, on_step](const TrialRun& run) {
-    const MicroLMConfig config = genome_model_config(run.genome, vocab);
-    TrainOptions opt = genome_train_options(run.genome, run.seed, eval_windows);
-    if (on_step) opt.on_step = [&on_step, &run](const StepLog& log) { on_step(run, log); };
-    const std::vector<int32_t>& eval_ids = run.split == EvalSplit::test ? test : validation;
-    ArmResult r = train_and_evaluate(run.trial_id, config, train, eval_ids, opt);
+    const auto start = std::chrono::steady_clock::now();
+    const TrainerConfig config = genome_trainer_config(run.genome, run.seed, vocab);
+    auto trainer = std::make_shared<Trainer>(config, train);
+    std::function<void(const StepLog&)> step_log;
+    if (on_step) step_log = [&on_step, &run](const StepLog& log) { on_step(run, log); };
+    trainer->run(config.steps, step_log);
+    const std::vector<double>& losses = trainer->losses();
+    const size_t k = std::min<size_t>(10, losses.size());
     SeedMetrics m;
     m.seed = run.seed;
-    m.nll = eval_windows > 0 ? r.lm_loss : r.full_lm_loss;
-    if (!std::isfinite(m.nll)) throw std::runtime_error(fmt::format("{}: evaluation NLL is {}", run.trial_id, m.nll));
+    if (k > 0) {
+      m.initial_loss = std::accumulate(losses.begin(), losses.begin() + k, 0.0) / static_cast<double>(k);
+      m.final_loss = std::accumulate(losses.end() - k, losses.end(), 0.0) / static_cast<double>(k);
+    }
+    m.parameters = trainer->model().parameter_count();
+    const int64_t seq_len = config.model.seq_len;
+    auto evaluate = [trainer, seq_len, eval_windows, id = run.trial_id](const std::vector<int32_t>& ids) {
+      const double nll = evaluate_windows(trainer->model(), ids, evolve_eval_starts(static_cast<int64_t>(ids.size()), seq_len, eval_windows), seq_len);
+      if (!std::isfinite(nll)) throw std::runtime_error(fmt::format("{}: evaluation NLL is {}", id, nll));
+      return nll;
+    };
+    m.nll = evaluate(run.split == EvalSplit::test ? test : validation);
     m.perplexity = std::exp(std::min(m.nll, 20.0));
-    m.initial_loss = r.initial_loss;
-    m.final_loss = r.final_loss;
-    m.parameters = r.parameters;
-    m.seconds = r.train_seconds + r.eval_seconds;
+    if (run.split == EvalSplit::validation) m.evaluate_test = [evaluate, &test] { return evaluate(test); };
+    m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return m;
   };
 }
@@ -648,7 +664,8 @@ struct RoundRecord {
 struct TestRecord {
   std::string role, trial_id;
   std::vector<SeedMetrics> seeds;
-  std::vector<bool> reproduced;  // the re-training's loss curve summary equals the recorded trial's
+  std::vector<bool> reproduced;  // re-trained: the training losses equal the recorded trial's
+  std::vector<bool> kept;        // evaluated with the weights kept in memory (no re-training)
   std::string status = "completed", error;
 };
 
@@ -681,6 +698,8 @@ std::vector<std::string> strings_from(const Value& v) {
   return out;
 }
 double ppl(double nll) { return std::exp(std::min(nll, 20.0)); }
+// A signed difference in nats, readable at any size: +0.0123 or -4.56e-06.
+std::string signed_delta(double d) { return std::abs(d) >= 1e-3 || d == 0 ? fmt::format("{:+.4f}", d) : fmt::format("{:+.2e}", d); }
 
 Value trial_json(const TrialRecord& t) {
   Object o;
@@ -755,7 +774,7 @@ Paired paired_vs(const TrialRecord& child, const TrialRecord& parent) {
 
 class Search {
  public:
-  Search(const EvolveOptions& o, const Trainer& trainer, const Value* resume)
+  Search(const EvolveOptions& o, const TrialTrainer& trainer, const Value* resume)
       : o_(o), trainer_(trainer), started_(std::chrono::steady_clock::now()) {
     if (o.model != "micro-llm")
       throw std::invalid_argument(fmt::format("--model: only micro-llm is supported, got '{}'", o.model));
@@ -822,25 +841,31 @@ class Search {
       for (size_t i = 0; i < trials_.size(); ++i) {
         if (trials_[i].generation != g || !trials_[i].ok()) continue;
         if (best_child < 0 || trials_[i].score.score < trials_[best_child].score.score) best_child = static_cast<int64_t>(i);
-        if (trials_[i].score.score < trials_[best].score.score) best = i;
+        if (trials_[i].score.score < trials_[best].score.score - kScoreTieTolerance) best = i;
       }
       RoundRecord& r = rounds_.back();
       const TrialRecord& parent = trials_[champion];
       if (best != champion) {
         const TrialRecord& c = trials_[best];
         Paired p = paired_vs(c, parent);
-        r.decision = fmt::format("{} replaces {} as champion: score {:.4f} < {:.4f} (mean NLL {:+.4f} nats; paired over {} seed(s): {:+.4f}, lower on {}/{})",
-                                 c.id, parent.id, c.score.score, parent.score.score, c.score.mean - parent.score.mean, p.n, p.mean, p.lower, p.n);
+        r.decision = fmt::format("{} replaces {} as champion: score {:.4f} < {:.4f} (Δ score {}; mean NLL Δ {}; paired over {} seed(s): mean {}, lower on {}/{})",
+                                 c.id, parent.id, c.score.score, parent.score.score, signed_delta(c.score.score - parent.score.score),
+                                 signed_delta(c.score.mean - parent.score.mean), p.n, signed_delta(p.mean), p.lower, p.n);
         r.improved = true;
       } else if (best_child >= 0) {
         const TrialRecord& c = trials_[best_child];
-        r.decision = fmt::format("{} stays champion: the best child {} scored {:.4f} >= {:.4f} (ties keep the parent)", parent.id, c.id,
-                                 c.score.score, parent.score.score);
+        r.decision = fmt::format("{} stays champion: the best child {} scored {:.4f} (Δ {:+.2e}), not lower than {:.4f} by more than {:g} "
+                                 "(ties keep the parent)", parent.id, c.id, c.score.score, c.score.score - parent.score.score, parent.score.score,
+                                 kScoreTieTolerance);
       } else {
         r.decision = fmt::format("{} stays champion: no child completed", parent.id);
       }
       champion = best;
       r.champion = trials_[champion].id;
+      // Only the baseline's and the champion's trained weights are needed later (the test split).
+      for (size_t i = 1; i < trials_.size(); ++i)
+        if (i != champion)
+          for (SeedMetrics& m : trials_[i].seeds) m.evaluate_test = nullptr;
       say(fmt::format("generation {}: {}", g, r.decision));
       write("running");
     }
@@ -919,6 +944,7 @@ class Search {
         for (const Value& s : t->at("seeds").as_array()) {
           tr.seeds.push_back(seed_from_json(s));
           tr.reproduced.push_back(s.at("reproduces_training").as_bool());
+          tr.kept.push_back(s.at("weights").as_string() == "kept in memory");
         }
         resumed_tests_.push_back(tr);
       }
@@ -974,18 +1000,37 @@ class Search {
     r.role = role;
     r.trial_id = t.id;
     if (o_.on_trial) o_.on_trial(t.id + " (test)", static_cast<int64_t>(trials_.size()), planned_trials());
-    say(fmt::format("test split: {} {} ({}), re-trained on its {} seed(s)", role, t.id, genome_summary(t.genome), seeds_.size()));
     try {
       for (size_t i = 0; i < seeds_.size(); ++i) {
+        const SeedMetrics* kept = nullptr;
+        for (const SeedMetrics& v : t.seeds)
+          if (v.seed == seeds_[i] && v.evaluate_test) kept = &v;
+        if (kept) {
+          SeedMetrics m = *kept;
+          m.nll = kept->evaluate_test();
+          m.perplexity = ppl(m.nll);
+          m.evaluate_test = nullptr;
+          r.seeds.push_back(m);
+          r.reproduced.push_back(true);
+          r.kept.push_back(true);
+          continue;
+        }
         TrialRun run{t.id, t.genome, seeds_[i], i, seeds_.size(), EvalSplit::test};
         SeedMetrics m = trainer_(run);
+        m.evaluate_test = nullptr;
         bool same = false;
         for (const SeedMetrics& v : t.seeds)
           if (v.seed == m.seed) same = v.final_loss == m.final_loss && v.initial_loss == m.initial_loss;
         r.seeds.push_back(m);
         r.reproduced.push_back(same);
+        r.kept.push_back(false);
         if (!same) say(fmt::format("  warning: re-training {} seed {} did not reproduce its recorded training losses", t.id, m.seed));
       }
+      const size_t kept = static_cast<size_t>(std::count(r.kept.begin(), r.kept.end(), true));
+      say(fmt::format("test split: {} {} ({}): {}", role, t.id, genome_summary(t.genome),
+                      kept == seeds_.size() ? std::string("evaluated with the weights kept in memory")
+                                            : fmt::format("{} of {} seed(s) re-trained deterministically (weights not in memory)",
+                                                          seeds_.size() - kept, seeds_.size())));
     } catch (const std::exception& e) {
       r.status = "failed";
       r.error = e.what();
@@ -1035,6 +1080,7 @@ class Search {
     std::vector<double> nll;
     for (size_t i = 0; i < r.seeds.size(); ++i) {
       Value s = seed_json(r.seeds[i]);
+      s["weights"] = r.kept[i] ? "kept in memory" : "re-trained deterministically";
       s["reproduces_training"] = static_cast<bool>(r.reproduced[i]);
       seeds.push_back(std::move(s));
       nll.push_back(r.seeds[i].nll);
@@ -1066,11 +1112,12 @@ class Search {
     protocol["validation"] = o_.eval_windows > 0
                                  ? fmt::format("the first {} non-overlapping windows of {} tokens of the validation split", o_.eval_windows, o_.baseline.seq_len)
                                  : std::string("every non-overlapping window of the validation split");
-    protocol["test"] = "evaluated once, after the search, for the baseline and the champion only; the trial is re-trained deterministically "
-                       "(same genome, seeds, options and data order; the training losses are checked against the recorded ones: "
-                       "reproduces_training) and the re-trained weights are evaluated on the same number of test windows";
-    protocol["training"] = "identical init, AdamW (β 0.9/0.999, weight decay 0.01 on matrices only), clip 1.0, cosine = 5% warmup then "
-                           "cosine to 10% of the peak; batches are the reference's random windows of the full train split";
+    protocol["test"] = "evaluated once, after the search, for the baseline and the champion only, on the same number of windows from the "
+                       "test split's start; the trained weights of the baseline and the current champion are kept in memory for it (nothing "
+                       "is re-trained); a trial trained by an earlier session of a resumed run is re-trained deterministically (same genome, "
+                       "seeds, options and data order) and its training losses are checked against the recorded ones (reproduces_training)";
+    protocol["training"] = "dg::Trainer: identical init, AdamW (β 0.9/0.999, weight decay 0.01 on matrices only), clip 1.0, cosine = 5% "
+                           "warmup then cosine to 10% of the peak; batches are the reference's random windows of the full train split";
     protocol["proposals"] = fmt::format("per generation: mutations of the champion (1 gene, or 2 with probability 0.3) and, once a runner-up "
                                         "exists, a crossover of champion and runner-up in the last slot; seen or unbuildable genomes are "
                                         "re-drawn up to {} times, never re-trained", kMaxDraws);
@@ -1222,7 +1269,7 @@ class Search {
   }
 
   const EvolveOptions& o_;
-  const Trainer& trainer_;
+  const TrialTrainer& trainer_;
   std::chrono::steady_clock::time_point started_;
   std::vector<uint64_t> seeds_;
   DirectionPlan plan_;
@@ -1239,7 +1286,7 @@ class Search {
 
 }  // namespace
 
-EvolveOutput run_evolution(const EvolveOptions& options, const Trainer& trainer, const Value* resume) {
+EvolveOutput run_evolution(const EvolveOptions& options, const TrialTrainer& trainer, const Value* resume) {
   Search search(options, trainer, resume);
   return search.run();
 }
@@ -1389,7 +1436,7 @@ std::string render_evolve_markdown(const Value& r) {
       const Value* d = ob.find("paired_mean_difference_vs_parent");
       const Value* w = ob.find("seeds_lower_than_parent");
       md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", ob.at("trial_id").as_string(), ob.at("status").as_string(), num(ob.at("mean_nll")),
-                        num(ob.at("score")), d ? num(*d, "{:+.4f}") : "—", w ? std::to_string(w->as_int()) : "—");
+                        num(ob.at("score")), d ? signed_delta(d->as_double()) : "—", w ? std::to_string(w->as_int()) : "—");
     }
     md += fmt::format("\nDecision: {}\n\n", round.at("decision").is_null() ? std::string("(running)") : round.at("decision").as_string());
   }
@@ -1468,18 +1515,21 @@ std::string render_evolve_html(const Value& r) {
     }
   }
   if (champ.size() > 1) {
-    std::vector<Series> series{{"champion score", champ, "#d62728"}};
-    if (all_children) series.push_back({"best child score", best_child, "#1f77b4"});
+    std::vector<Series> series;
+    if (all_children) series.push_back({"best child of the generation", best_child, "#1f77b4"});
+    series.push_back({"champion after the generation", champ, "#d62728"});  // drawn last: on top where they coincide
     h += svg_line_chart("Champion lineage: score after each generation", "generation", "score (nats)", series);
   }
   std::vector<std::string> labels;
   std::vector<double> values;
-  for (const Value& t : trials.as_array())
-    if (!t.at("mean_nll").is_null()) {
+  const Value& base_nll = trials.as_array().empty() ? Value() : trials.at(size_t{0}).at("mean_nll");
+  if (!base_nll.is_null()) {
+    for (const Value& t : trials.as_array()) {
       labels.push_back(t.at("trial_id").as_string());
-      values.push_back(t.at("mean_nll").as_double());
+      values.push_back(t.at("mean_nll").is_null() ? NAN : t.at("mean_nll").as_double() - base_nll.as_double());
     }
-  if (!values.empty()) h += svg_bar_chart("Mean validation NLL per trial", labels, values, "NLL (nats)");
+    h += svg_bar_chart("Mean validation NLL minus the baseline's (negative = better; n/a = failed)", labels, values, "Δ NLL (nats)");
+  }
   h += "<h2>Rounds</h2>\n";
   for (const Value& round : r.at("rounds").as_array()) {
     h += fmt::format("<h3>Generation {} (parent {})</h3><ul>", round.at("generation").as_int(), html_escape(round.at("parent").as_string()));

@@ -3,7 +3,7 @@
 // current champion (mutations, plus one crossover with the runner-up once there is one), trains
 // each child on the same seeds and keeps the best by score = mean validation NLL + z·stderr.
 // The test split is evaluated once at the end, for the baseline and the champion. It does not
-// parse flags or load data: the CLI hands it a Trainer (tests hand it a fake one).
+// parse flags or load data: the CLI hands it a TrialTrainer (tests hand it a fake one).
 //
 // Direction rules (plan_direction): the direction is lower-cased (ASCII only), whitespace runs
 // become one space, and everything else is kept, hyphens included (the reference stripped them,
@@ -39,8 +39,8 @@
 #include <vector>
 
 #include "nn/micro_lm.h"
-#include "train/experiment.h"
 #include "train/json.h"
+#include "train/trainer.h"
 
 namespace dg {
 
@@ -163,6 +163,9 @@ GenerationPlan propose_generation(int64_t generation, int64_t population, uint64
 
 // ---- scoring --------------------------------------------------------------------------------------------
 
+// A child replaces its parent only when its score is lower by more than this (nats): smaller
+// differences are floating-point noise (e.g. block and rd routes that start as the same function).
+constexpr double kScoreTieTolerance = 1e-6;
 struct TrialScore {
   double mean = 0;    // mean validation NLL over seeds
   double std = 0;     // sample std (0 for one seed)
@@ -190,19 +193,27 @@ struct SeedMetrics {
   double final_loss = 0;    // mean of the last ≤10 training losses
   int64_t parameters = 0;
   double seconds = 0;
+  // When set, evaluates the trained weights (kept in memory) on the test split. The search keeps
+  // these only for the baseline and the current champion. When empty (a fake trainer, or a trial
+  // recorded by an earlier session of a resumed run), the test evaluation re-trains the trial
+  // deterministically with split = test instead.
+  std::function<double()> evaluate_test;
 };
-// Trains one genome on one seed and evaluates it on the requested split. Throws on failure
-// (train_and_evaluate throws on a non-finite loss); the search records the error and goes on.
-using Trainer = std::function<SeedMetrics(const TrialRun& run)>;
+// Trains one genome on one seed and evaluates it on the requested split. Throws on failure (a
+// non-finite training loss throws in dg::Trainer); the search records the error and goes on.
+using TrialTrainer = std::function<SeedMetrics(const TrialRun& run)>;
 
-// The real trainer: train_and_evaluate with identical init, AdamW (weight decay on matrices only),
-// clip 1.0, the genome's schedule (cosine: 5% warmup, to 10% of the peak), evaluated on the first
-// `eval_windows` non-overlapping windows of the split (0 = every window). The vectors must outlive it.
-Trainer make_micro_lm_trainer(const std::vector<int32_t>& train, const std::vector<int32_t>& validation,
-                              const std::vector<int32_t>& test, int64_t vocab, int64_t eval_windows,
-                              std::function<void(const TrialRun&, const StepLog&)> on_step = {});
-// The training options the real trainer uses for a genome and seed.
-TrainOptions genome_train_options(const Genome& genome, uint64_t seed, int64_t eval_windows);
+// The real trainer: dg::Trainer with identical init, AdamW (weight decay on matrices only), clip
+// 1.0 and the genome's schedule (cosine: 5% warmup, then down to 10% of the peak), evaluated on
+// the first `eval_windows` non-overlapping windows of the split (0 = every window). It keeps each
+// trained model for evaluate_test. The id vectors must outlive it.
+TrialTrainer make_micro_lm_trainer(const std::vector<int32_t>& train, const std::vector<int32_t>& validation,
+                                   const std::vector<int32_t>& test, int64_t vocab, int64_t eval_windows,
+                                   std::function<void(const TrialRun&, const StepLog&)> on_step = {});
+// The training configuration the real trainer uses for a genome and seed.
+TrainerConfig genome_trainer_config(const Genome& genome, uint64_t seed, int64_t vocab);
+// The evaluation windows of a split: the first eval_windows windows of seq_len (0 = all of them).
+std::vector<int64_t> evolve_eval_starts(int64_t split_length, int64_t seq_len, int64_t eval_windows);
 
 // ---- the search ------------------------------------------------------------------------------------------
 
@@ -236,7 +247,7 @@ struct EvolveOutput {
 // search with the recorded trials in place of training them: the same proposals come back (they
 // depend only on the seed and the recorded results), so the run continues after the last
 // finished trial. Writes result.json, report.md and index.html after every trial when write_files.
-EvolveOutput run_evolution(const EvolveOptions& options, const Trainer& trainer, const json::Value* resume = nullptr);
+EvolveOutput run_evolution(const EvolveOptions& options, const TrialTrainer& trainer, const json::Value* resume = nullptr);
 
 // The search settings recorded in result.json["config"], and back (for --resume).
 json::Value evolve_config_json(const EvolveOptions& options);

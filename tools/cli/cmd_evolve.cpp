@@ -167,7 +167,7 @@ int cmd_evolve(int argc, char** argv, int start) {
                               run.seed_count),
                   log.step, log.steps, log.loss, log.tokens_per_second, (static_cast<double>(done) + within) / static_cast<double>(planned));
   };
-  Trainer trainer = make_micro_lm_trainer(corpus.train, corpus.validation, corpus.test, corpus.tokenizer.vocab_size(), o.eval_windows, on_step);
+  TrialTrainer trainer = make_micro_lm_trainer(corpus.train, corpus.validation, corpus.test, corpus.tokenizer.vocab_size(), o.eval_windows, on_step);
   progress.message(fmt::format("depthgrad evolve{}: {} generation(s) × {} children, {} seed(s) per trial, baseline {}, {} thread(s); run {}",
                                resuming ? " (resume)" : "", o.generations, o.population, o.trial_seeds, genome_summary(o.baseline), o.threads,
                                o.run_dir));

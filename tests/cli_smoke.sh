@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# End-to-end checks of the depthgrad program, run by ctest: the parity reproduction on the real
+# data (its numbers must match the reference's recorded ones), the paired protocol and the
+# everyday commands on tiny budgets, and bad input ending in one clear line and a non-zero exit.
+# Usage: tests/cli_smoke.sh PATH/TO/depthgrad DATA_DIR
+set -u
+BIN="$1"
+DATA="$2"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+export XDG_CACHE_HOME="$WORK/cache"
+failures=0
+passes=0
+pass() { passes=$((passes + 1)); echo "ok: $1"; }
+fail() { failures=$((failures + 1)); echo "FAIL: $1"; }
+
+# expect_error NAME EXPECTED_TEXT -- command...: non-zero exit, one line on stderr containing the text
+expect_error() {
+  local name="$1" text="$2"
+  shift 3
+  local err
+  err="$("$@" 2>&1 >/dev/null)"
+  local rc=$?
+  local lines
+  lines=$(printf '%s\n' "$err" | grep -c .)
+  if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && printf '%s' "$err" | grep -qF -- "$text"; then pass "$name"; else fail "$name (rc=$rc, stderr: $err)"; fi
+}
+
+# --- parity reproduction on the real data ---
+out="$("$BIN" reproduce --paper rd-attnres --dataset-dir "$DATA" --seed 42 --threads 1 --quiet --output-dir "$WORK/runs")"
+rc=$?
+echo "$out"
+if [ $rc -eq 0 ]; then pass "reproduce parity runs"; else fail "reproduce parity exit $rc"; fi
+run_dir="$(ls -d "$WORK"/runs/2608.01075-rd-attnres/*/ 2>/dev/null | head -1)"
+for f in result.json metrics.json report.md report.html tokenizer.json steps.jsonl; do
+  if [ -s "$run_dir/$f" ]; then pass "reproduce wrote $f"; else fail "reproduce did not write $f"; fi
+done
+# lm_loss must match the reference's recorded values (upstream-protocol.md, top) within 1e-5.
+check_close() {
+  local name="$1" got="$2" want="$3" tol="$4"
+  if awk -v g="$got" -v w="$want" -v t="$tol" 'BEGIN { d = g - w; if (d < 0) d = -d; exit !(d <= t) }'; then
+    pass "$name $got ~ $want"
+  else
+    fail "$name $got != $want (tolerance $tol)"
+  fi
+}
+block_loss=$(printf '%s\n' "$out" | awk -F'|' '/^\| block_attnres/ { gsub(/ /, "", $3); print $3 }')
+rd_loss=$(printf '%s\n' "$out" | awk -F'|' '/^\| rd_attnres/ { gsub(/ /, "", $3); print $3 }')
+rd_js=$(printf '%s\n' "$out" | awk -F'|' '/^\| rd_attnres/ { gsub(/ /, "", $6); print $6 }')
+check_close "block_attnres lm_loss" "${block_loss:-nan}" 5.7570388168 1e-5
+check_close "rd_attnres lm_loss" "${rd_loss:-nan}" 5.7630852014 1e-5
+check_close "rd_attnres JS" "${rd_js:-nan}" 0.0048934901 1e-8
+if printf '%s\n' "$out" | grep -q "report.md"; then pass "reproduce prints the report path"; else fail "no report path"; fi
+
+# --- paired protocol, tiny budget, and resume through the state file ---
+"$BIN" reproduce --protocol paired --seeds 1-2 --steps 4 --layers 3 --dim 32 --train-tokens 20000 --eval reference \
+  --dataset-dir "$DATA" --threads 1 --quiet --output-dir "$WORK/paired" --state-file "$WORK/state.json" > "$WORK/paired.txt"
+if [ $? -eq 0 ] && grep -q "paired over 2 seeds" "$WORK/paired.txt"; then pass "paired protocol"; else fail "paired protocol"; cat "$WORK/paired.txt"; fi
+"$BIN" reproduce --protocol paired --seeds 1-2 --steps 4 --layers 3 --dim 32 --train-tokens 20000 --eval reference \
+  --dataset-dir "$DATA" --threads 1 --output-dir "$WORK/paired2" --state-file "$WORK/state.json" > "$WORK/paired2.txt" 2> "$WORK/paired2.err"
+if grep -q "done earlier" "$WORK/paired2.err" && diff <(grep '^| ' "$WORK/paired.txt") <(grep '^| ' "$WORK/paired2.txt") > /dev/null; then
+  pass "paired run resumes from the state file with identical results"
+else
+  fail "state-file resume"
+fi
+
+# --- everyday commands ---
+"$BIN" train --steps 6 --dim 32 --layers 2 --dataset-dir "$DATA" --threads 1 --quiet --output "$WORK/train" --checkpoint-every 3 > "$WORK/train.txt"
+if [ $? -eq 0 ] && [ -s "$WORK/train/model.safetensors" ] && [ -s "$WORK/train/checkpoint.safetensors" ]; then pass "train"; else fail "train"; fi
+"$BIN" eval --checkpoint "$WORK/train/model.safetensors" --split validation --windows 4 --dataset-dir "$DATA" --threads 1 > "$WORK/eval.txt"
+if [ $? -eq 0 ] && grep -q "perplexity" "$WORK/eval.txt"; then pass "eval"; else fail "eval"; fi
+ids="$("$BIN" tokenize --action encode --tokenizer "$WORK/train/tokenizer.json" --text "The tower is 324 metres tall." 2>/dev/null)"
+text="$("$BIN" tokenize --action decode --tokenizer "$WORK/train/tokenizer.json" --ids "$ids")"
+if [ "$text" = "The tower is 324 metres tall." ]; then pass "tokenize encode/decode round trip"; else fail "tokenize round trip: '$text'"; fi
+"$BIN" gradcheck --filter rms_norm > "$WORK/gc.txt"
+if [ $? -eq 0 ] && grep -q " 0 failed" "$WORK/gc.txt"; then pass "gradcheck command"; else fail "gradcheck command"; fi
+
+# --- bad input: one line, non-zero exit ---
+expect_error "unknown paper" "unknown paper key 'nope'" -- "$BIN" reproduce --paper nope --dataset-dir "$DATA"
+expect_error "missing dataset" "does not exist" -- "$BIN" reproduce --dataset-dir "$WORK/no-such-dir"
+expect_error "bad seed list" "--seeds" -- "$BIN" reproduce --seeds 3-x --dataset-dir "$DATA"
+expect_error "unknown flag" "unknown flag --stepz" -- "$BIN" reproduce --stepz 3
+expect_error "bad thread count" "--threads" -- "$BIN" reproduce --threads 0 --dataset-dir "$DATA"
+expect_error "unknown command" "unknown command" -- "$BIN" frobnicate
+mkdir -p "$WORK/bad-data/wikitext-2"
+for f in train.txt valid.txt test.txt; do cp "$DATA/wikitext-2/$f" "$WORK/bad-data/wikitext-2/"; done
+chmod u+w "$WORK/bad-data/wikitext-2/valid.txt"
+head -c 1000 "$DATA/tiny_shakespeare.txt" > "$WORK/bad-data/tiny_shakespeare.txt"
+expect_error "altered data file" "tiny_shakespeare.txt" -- "$BIN" reproduce --dataset-dir "$WORK/bad-data" --output-dir "$WORK/bad-runs" --quiet
+if [ ! -d "$WORK/bad-runs" ] || [ -z "$(ls -A "$WORK/bad-runs"/*/ 2>/dev/null)" ]; then pass "failed run leaves no half-written run directory"; else fail "half-written run directory left"; ls -R "$WORK/bad-runs"; fi
+expect_error "eval of a missing checkpoint" "no-such.safetensors" -- "$BIN" eval --checkpoint "$WORK/no-such.safetensors" --dataset-dir "$DATA"
+head -c 100 "$WORK/train/model.safetensors" > "$WORK/trunc.safetensors"
+expect_error "eval of a truncated checkpoint" "trunc.safetensors" -- "$BIN" eval --checkpoint "$WORK/trunc.safetensors" --dataset-dir "$DATA"
+
+echo "$passes passed, $failures failed"
+[ $failures -eq 0 ]
