@@ -7,6 +7,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_attention.h"
+#include "tensor/profile.h"
 
 namespace dg {
 
@@ -37,6 +38,7 @@ GradTarget grad_target(const Tensor& x, const std::vector<Tensor>& others) {
 
 // ---- causal_attention: q [B,H,T,hd], k v [B,Hkv,T,hd] -> [B,H,T,hd] -------------------------
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
+  ScopedOpTimer op_timer(OpFamily::attention);
   const AttentionShape s = attention_shape(q, k, v, "causal_attention");
   const double sc = attention_scale(scale, s.hd, "causal_attention");
   Tensor out = Tensor::empty({s.B, s.H, s.T, s.hd}, q.dtype());

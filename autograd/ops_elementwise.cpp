@@ -8,6 +8,7 @@
 
 #include "autograd/ops.h"
 #include "tensor/kernels_elementwise.h"
+#include "tensor/profile.h"
 
 namespace dg {
 
@@ -37,6 +38,7 @@ Tensor unary(const Tensor& a, const char* op, F f) {
 
 // ---- add / sub: d(a±b) = g, ±g ------------------------------------------------------------------
 Tensor add(const Tensor& a, const Tensor& b) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = broadcast_binary(a, b, "add", [](auto x, auto y) { return x + y; });
   if (should_record({a, b}))
     record("add", {a, b}, out, [a, b](const Tensor& g) {
@@ -47,6 +49,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = broadcast_binary(a, b, "sub", [](auto x, auto y) { return x - y; });
   if (should_record({a, b}))
     record("sub", {a, b}, out, [a, b](const Tensor& g) {
@@ -58,6 +61,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 // ---- mul: d(ab) = g·b, g·a ------------------------------------------------------------------------
 Tensor mul(const Tensor& a, const Tensor& b) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = broadcast_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (should_record({a, b}))
     record("mul", {a, b}, out, [a, b](const Tensor& g) {
@@ -70,6 +74,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 // ---- div: d(a/b) = g/b, -g·a/b² ---------------------------------------------------------------------
 Tensor div(const Tensor& a, const Tensor& b) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = broadcast_binary(a, b, "div", [](auto x, auto y) { return x / y; });
   if (should_record({a, b}))
     record("div", {a, b}, out, [a, b, out](const Tensor& g) {
@@ -84,6 +89,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor neg(const Tensor& a) { return scale(a, -1.0); }
 
 Tensor scale(const Tensor& a, double factor) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "scale", [factor](auto x) { return x * static_cast<decltype(x)>(factor); });
   if (should_record({a}))
     record("scale", {a}, out, [a, factor](const Tensor& g) {
@@ -94,6 +100,7 @@ Tensor scale(const Tensor& a, double factor) {
 }
 
 Tensor add_scalar(const Tensor& a, double value) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "add_scalar", [value](auto x) { return x + static_cast<decltype(x)>(value); });
   if (should_record({a}))
     record("add_scalar", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); });
@@ -102,6 +109,7 @@ Tensor add_scalar(const Tensor& a, double value) {
 
 // ---- exp: d = g·exp(a) = g·out ---------------------------------------------------------------------------
 Tensor exp(const Tensor& a) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "exp", [](auto x) { return std::exp(x); });
   if (should_record({a}))
     record("exp", {a}, out, [a, out](const Tensor& g) {
@@ -113,6 +121,7 @@ Tensor exp(const Tensor& a) {
 
 // ---- log: d = g / a --------------------------------------------------------------------------------------
 Tensor log(const Tensor& a) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "log", [](auto x) { return std::log(x); });
   if (should_record({a}))
     record("log", {a}, out, [a](const Tensor& g) {
@@ -124,6 +133,7 @@ Tensor log(const Tensor& a) {
 
 // ---- sqrt: d = g / (2·sqrt(a)) = g / (2·out) ----------------------------------------------------------------
 Tensor sqrt(const Tensor& a) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "sqrt", [](auto x) { return std::sqrt(x); });
   if (should_record({a}))
     record("sqrt", {a}, out, [a, out](const Tensor& g) {
@@ -135,6 +145,7 @@ Tensor sqrt(const Tensor& a) {
 
 // ---- silu: y = a·σ(a); dy/da = σ(a)·(1 + a·(1 − σ(a))) ----------------------------------------------------------
 Tensor silu(const Tensor& a) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "silu", [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); });
   if (should_record({a}))
     record("silu", {a}, out, [a](const Tensor& g) {
@@ -153,6 +164,7 @@ Tensor silu(const Tensor& a) {
 
 // ---- gelu (exact): y = ½a(1 + erf(a/√2)); dy/da = ½(1 + erf(a/√2)) + a·φ(a) ----------------------------------------
 Tensor gelu(const Tensor& a) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "gelu", [](auto x) {
     using T = decltype(x);
     return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2)));
@@ -189,6 +201,7 @@ std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t ra
 }
 
 Tensor reduce(const Tensor& a, const std::vector<int64_t>& axes_in, bool keepdim, bool average) {
+  ScopedOpTimer op_timer(OpFamily::other);
   const char* op = average ? "mean" : "sum";
   std::vector<int64_t> axes = normalize_axes(axes_in, a.dim(), op);
   int64_t count = 1;

@@ -9,6 +9,7 @@
 #include "autograd/ops.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_matmul.h"
+#include "tensor/profile.h"
 
 namespace dg {
 
@@ -89,6 +90,7 @@ struct GradSink {
 // ---- matmul forward and backward ------------------------------------------------------------
 // a [.., M, K] @ b [.., K, N] -> out [batch.., M, N], batch = broadcast(a.batch, b.batch).
 Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op) {
+  ScopedOpTimer op_timer(OpFamily::matmul);
   check_arg(a.defined() && a.dim() >= 2, op, a, "a first operand with at least 2 axes [.., M, K]");
   check_arg(b.defined() && b.dim() >= 2, op, b, "a second operand with at least 2 axes [.., K, N]");
   check_same_dtype(a, b, op);
@@ -184,6 +186,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 // beta = 1. Backward: dx [R, in] += dy [R, out] · W;  dW [out, in] += dyᵀ · x;  db [out] +=
 // column sums of dy.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  ScopedOpTimer op_timer(OpFamily::matmul);
   check_arg(weight.defined() && weight.dim() == 2, "linear", weight, "a weight [out, in]");
   const int64_t out_features = weight.size(0), in = weight.size(1);
   check_arg(x.defined() && x.dim() >= 1 && x.size(-1) == in, "linear", x,

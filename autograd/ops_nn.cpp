@@ -11,6 +11,7 @@
 
 #include "autograd/ops.h"
 #include "tensor/kernels_nn.h"
+#include "tensor/profile.h"
 
 namespace dg {
 
@@ -44,6 +45,7 @@ int64_t rows_of(const Tensor& x) {
 
 // ---- embedding: out[n] = W[ids[n]]; dW[v] += Σ_{ids[n]=v} g[n] ----------------------------------
 Tensor embedding(const Tensor& weight, const Tensor& ids_in) {
+  ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "embedding";
   check_float(weight, op);
   check_arg(weight.dim() == 2, op, weight, "weight of shape [V, D]");
@@ -76,6 +78,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids_in) {
 // ---- softmax / log_softmax over one axis; backward from the saved output ------------------------
 namespace {
 Tensor softmax_impl(const Tensor& a, int64_t axis_in, bool log) {
+  ScopedOpTimer op_timer(OpFamily::routing);
   const char* op = log ? "log_softmax" : "softmax";
   check_float(a, op);
   check_arg(a.dim() >= 1, op, a, "a tensor with at least one axis");
@@ -105,6 +108,7 @@ Tensor log_softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis,
 
 // ---- cross_entropy: mean over kept rows of lse − x[t]; backward (softmax − onehot)·g/count ------
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ignore_index) {
+  ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "cross_entropy";
   check_float(logits, op);
   check_arg(logits.dim() == 2, op, logits, "logits of shape [N, C]");
@@ -153,6 +157,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ign
 
 // ---- rms_norm: x·rstd·w; saves rstd [rows] ------------------------------------------------------
 Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
+  ScopedOpTimer op_timer(OpFamily::norms);
   const char* op = "rms_norm";
   check_float(x_in, op);
   check_float(weight, op);
@@ -182,6 +187,7 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
 
 // ---- layer_norm: (x − mean)·rstd·w + b; saves mean, rstd [rows] ---------------------------------
 Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, double eps) {
+  ScopedOpTimer op_timer(OpFamily::norms);
   const char* op = "layer_norm";
   check_float(x_in, op);
   check_float(weight, op);
@@ -222,6 +228,7 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
 
 // ---- rope: rotate pairs (i, i + hd/2) by position·θ_i; backward rotates back --------------------
 Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
+  ScopedOpTimer op_timer(OpFamily::attention);
   const char* op = "rope";
   check_float(x_in, op);
   check_arg(x_in.dim() >= 2 && x_in.size(-1) % 2 == 0, op, x_in,
@@ -252,6 +259,7 @@ Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
 
 // ---- depth_mix: Σ_j alpha[.., j]·S_j; dS_j += alpha_j·g, dalpha_j += <g, S_j> -------------------
 Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
+  ScopedOpTimer op_timer(OpFamily::routing);
   const char* op = "depth_mix";
   if (sources.empty())
     throw std::invalid_argument("depth_mix: expected at least one source, got none");

@@ -8,6 +8,7 @@
 
 #include "autograd/ops.h"
 #include "tensor/kernels_matmul.h"
+#include "tensor/profile.h"
 
 namespace dg {
 
@@ -30,6 +31,7 @@ Tensor copy_of(const Tensor& a) {
 
 // ---- reshape: a view when contiguous, else a copy; backward reshapes g back -----------------
 Tensor reshape(const Tensor& a, const Shape& shape) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = (a.is_contiguous() ? a : copy_of(a)).view_reshape(shape);
   if (should_record({a}))
     record("reshape", {a}, out,
@@ -39,6 +41,7 @@ Tensor reshape(const Tensor& a, const Shape& shape) {
 
 // ---- transpose / permute: views; backward adds g into the same view of grad(a) --------------
 Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = a.view_transpose(axis0, axis1);
   if (should_record({a}))
     record("transpose", {a}, out, [a, axis0, axis1](const Tensor& g) {
@@ -48,6 +51,7 @@ Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
 }
 
 Tensor permute(const Tensor& a, const Shape& order) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = a.view_permute(order);
   if (should_record({a}))
     record("permute", {a}, out, [a, order](const Tensor& g) {
@@ -58,6 +62,7 @@ Tensor permute(const Tensor& a, const Shape& order) {
 
 // ---- slice [start, end) of one axis (negative indices count from the end): a view -----------
 Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end) {
+  ScopedOpTimer op_timer(OpFamily::other);
   const int64_t ax = normalize_axis(axis, a.dim(), "slice");
   const int64_t size = a.shape()[ax];
   const int64_t s = start < 0 ? start + size : start, e = end < 0 ? end + size : end;
@@ -74,6 +79,7 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end) {
 
 // ---- contiguous: the input itself when already contiguous, else a recorded copy -------------
 Tensor contiguous(const Tensor& a) {
+  ScopedOpTimer op_timer(OpFamily::other);
   if (a.is_contiguous()) return a;
   Tensor out = copy_of(a);
   if (should_record({a}))
@@ -83,6 +89,7 @@ Tensor contiguous(const Tensor& a) {
 
 // ---- expand: a broadcast view (stride 0); backward sums g over the broadcast axes -----------
 Tensor expand(const Tensor& a, const Shape& shape) {
+  ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = a.view_expand(shape);
   if (should_record({a}))
     record("expand", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); });
@@ -135,6 +142,7 @@ void check_parts(const std::vector<Tensor>& parts, int64_t axis, bool same_size_
 
 // parts [.., n_i, ..] -> [.., Σ n_i, ..]; backward: part i gets its range of g along `axis`.
 Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
+  ScopedOpTimer op_timer(OpFamily::other);
   if (parts.empty()) throw std::invalid_argument("concat: needs at least one tensor");
   const int64_t ax = normalize_axis(axis, parts[0].dim(), "concat");
   check_parts(parts, ax, false, "concat");
@@ -154,6 +162,7 @@ Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
 
 // parts (all [..]) -> [.., n, ..] with the new axis at `axis`; backward: part i gets g's slice i.
 Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {
+  ScopedOpTimer op_timer(OpFamily::other);
   if (parts.empty()) throw std::invalid_argument("stack: needs at least one tensor");
   const int64_t ax = normalize_axis(axis, parts[0].dim() + 1, "stack");
   check_parts(parts, ax, true, "stack");

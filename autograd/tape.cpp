@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "tensor/kernels_elementwise.h"
+#include "tensor/profile.h"
 
 namespace dg {
 
@@ -13,6 +14,7 @@ struct Node {
   std::vector<Tensor> inputs;
   Tensor output;
   BackwardFn backward;
+  OpFamily family;  // the op family its forward was timed under (tensor/profile.h)
 };
 
 thread_local bool g_grad_enabled = true;
@@ -42,7 +44,7 @@ void record(const char* op, std::vector<Tensor> inputs, Tensor& output, Backward
     throw std::logic_error(fmt::format("autograd: op '{}' has no backward and cannot be recorded", op));
   output.impl()->requires_grad = true;
   output.impl()->is_leaf = false;
-  g_tape.push_back(Node{op, std::move(inputs), output, std::move(backward)});
+  g_tape.push_back(Node{op, std::move(inputs), output, std::move(backward), current_op_family()});
 }
 
 Tensor grad_of(const Tensor& t) {
@@ -80,7 +82,10 @@ void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph) {
     if (!out->grad.defined()) continue;
     Tensor grad_output = out->grad;
     if (!out->retain_grad) out->grad = Tensor();
-    node.backward(grad_output);
+    {
+      ScopedOpTimer timer(node.family);
+      node.backward(grad_output);
+    }
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const Tensor& in = node.inputs[k];
       if (!in.defined() || !in.impl()->grad.defined()) continue;

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "tensor/profile.h"
+
 namespace dg {
 
 Tensor Module::register_parameter(const std::string& name, const Tensor& value) {
@@ -104,6 +106,7 @@ void Module::load_state_dict(const std::vector<NamedTensor>& tensors, bool stric
 }
 
 void FlatParameters::zero_grad() {
+  ScopedOpTimer op_timer(OpFamily::optimizer);
   if (gradients.defined())
     std::memset(gradients.storage()->data(), 0, total * dtype_size(gradients.dtype()));
 }

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <mutex>
 #include <numeric>
 #include <unordered_map>
@@ -54,6 +55,8 @@ StorageCache& cache() {
   return *c;
 }
 
+std::atomic<uint64_t> g_fresh_allocations{0};
+
 size_t round_bytes(size_t bytes) { return (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
@@ -72,6 +75,7 @@ Storage::Storage(size_t bytes) : bytes_(bytes), pooled_(true) {
   }
   data_ = std::aligned_alloc(kAlign, rounded);
   if (!data_) throw std::bad_alloc();
+  g_fresh_allocations.fetch_add(1, std::memory_order_relaxed);
 }
 
 Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> owner)
@@ -94,6 +98,8 @@ size_t storage_cache_bytes() {
   std::lock_guard<std::mutex> lock(cache().mutex);
   return cache().cached_bytes;
 }
+
+uint64_t storage_fresh_allocations() { return g_fresh_allocations.load(std::memory_order_relaxed); }
 
 void storage_cache_clear() {
   StorageCache& c = cache();

@@ -53,6 +53,8 @@ class Storage {
 // Bytes held in the storage cache but not in use (for benchmarks and tests).
 size_t storage_cache_bytes();
 void storage_cache_clear();
+// Buffers obtained from the system (not from the cache) since the program started.
+uint64_t storage_fresh_allocations();
 
 class Tensor;
 struct TensorImpl;

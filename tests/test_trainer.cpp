@@ -138,3 +138,16 @@ TEST_CASE("training configs round-trip through JSON and bad fields are named") {
   heads["model"]["kv_heads"] = 3;
   CHECK_THROWS_WITH(TrainerConfig::from_json(heads, "cfg.json"), doctest::Contains("kv_heads"));
 }
+
+TEST_CASE("after the first steps, training takes every tensor buffer from the storage cache") {
+  std::vector<int32_t> ids = synthetic_ids(4000, 97);
+  for (ResidualMode mode : {ResidualMode::rd_attnres, ResidualMode::paper_rd_attnres, ResidualMode::standard}) {
+    CAPTURE(residual_mode_name(mode));
+    TrainerConfig cfg = small_config(mode, false);
+    Trainer t(cfg, ids);
+    t.run(2);  // the first steps size the cache
+    const uint64_t before = storage_fresh_allocations();
+    t.run(8);
+    CHECK(storage_fresh_allocations() == before);
+  }
+}

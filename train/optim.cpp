@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "tensor/profile.h"
+
 namespace dg {
 
 DecayPolicy parse_decay_policy(const std::string& text) {
@@ -33,6 +35,7 @@ AdamW::AdamW(FlatParameters& params, const AdamWConfig& config) : params_(params
 //   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
 //   p ← p − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + eps)
 void AdamW::step(double lr) {
+  ScopedOpTimer op_timer(OpFamily::optimizer);
   ++step_;
   const double bc1 = 1.0 - std::pow(config_.beta1, static_cast<double>(step_));
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(config_.beta2, static_cast<double>(step_)));
@@ -71,6 +74,7 @@ SGD::SGD(FlatParameters& params, double momentum, double weight_decay)
 
 // torch SGD: d = g + wd·p; buf = momentum·buf + d (buf = d on the first step); p -= lr·buf
 void SGD::step(double lr) {
+  ScopedOpTimer op_timer(OpFamily::optimizer);
   dispatch_float(params_.values.dtype(), "SGD", [&]<class T>() {
     T* p = params_.values.data<T>();
     const T* g = params_.gradients.data<T>();
@@ -92,6 +96,7 @@ void SGD::step(double lr) {
 }
 
 ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
+  ScopedOpTimer op_timer(OpFamily::optimizer);
   ClipResult r;
   dispatch_float(params.gradients.dtype(), "clip_grad_norm", [&]<class T>() {
     T* g = params.gradients.data<T>();

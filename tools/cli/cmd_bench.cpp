@@ -1,0 +1,362 @@
+// `depthgrad bench`: training speed per (config, thread count), optionally against the PyTorch
+// reference (tools/torch_reference.py). Every measurement runs in a fresh process, because peak
+// resident memory (VmHWM, ru_maxrss) is a process-lifetime figure: this command re-runs itself
+// as `depthgrad bench --one CONFIG --threads N` (and the torch script once per measurement) and
+// collects the JSON each prints. It does not time anything itself; train/bench.h does.
+#include <fmt/core.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "tensor/threads.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/flags.h"
+#include "train/bench.h"
+#include "train/json.h"
+#include "train/reproduce.h"
+
+extern char** environ;
+
+namespace dg::cli {
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// Runs argv[0] with argv (no shell), stdout captured, stderr passed through. Returns stdout;
+// throws naming the program when it cannot start or exits non-zero.
+std::string run_capture(const std::vector<std::string>& args) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("bench: pipe() failed");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  posix_spawn_file_actions_addclose(&actions, fds[1]);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    throw std::runtime_error(fmt::format("bench: cannot run {}: {}", args[0], std::strerror(rc)));
+  }
+  std::string out;
+  char buf[65536];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    out.append(buf, size_t(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::string command;
+  for (const std::string& a : args) command += (command.empty() ? "" : " ") + a;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error(fmt::format("bench: `{}` failed ({})", command,
+                                         WIFEXITED(status) ? fmt::format("exit {}", WEXITSTATUS(status))
+                                                           : fmt::format("signal {}", WTERMSIG(status))));
+  return out;
+}
+
+// The last line of a child's stdout that is a JSON object.
+json::Value last_json_line(const std::string& out, const std::string& source) {
+  std::stringstream ss(out);
+  std::string line, last;
+  while (std::getline(ss, line))
+    if (!line.empty() && line[0] == '{') last = line;
+  if (last.empty()) throw std::runtime_error(fmt::format("{}: printed no JSON result", source));
+  return json::parse(last, source);
+}
+
+std::string self_exe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("bench: cannot resolve /proc/self/exe to re-run itself");
+  return p.string();
+}
+
+std::string find_torch_script(const std::string& flag_value) {
+  namespace fs = std::filesystem;
+  if (!flag_value.empty()) {
+    if (!fs::exists(flag_value)) throw UsageError(fmt::format("--torch-script: {} does not exist", flag_value));
+    return flag_value;
+  }
+  const fs::path exe_dir = fs::path(self_exe()).parent_path();
+  for (const fs::path& p : {exe_dir / ".." / "tools" / "torch_reference.py", exe_dir / "tools" / "torch_reference.py",
+                            fs::current_path() / "tools" / "torch_reference.py"})
+    if (fs::exists(p)) return fs::weakly_canonical(p).string();
+  throw UsageError("cannot find tools/torch_reference.py next to the build directory or here; pass --torch-script PATH");
+}
+
+struct Plan {
+  std::vector<std::string> configs;
+  std::vector<int> threads;
+  ResidualMode mode = ResidualMode::rd_attnres;
+  int64_t warmup = -1, steps = -1;  // -1: the config's default
+};
+
+BenchSpec spec_for(const Plan& plan, const std::string& config) {
+  BenchSpec s = bench_spec(config, plan.mode);
+  if (plan.warmup >= 0) s.warmup = plan.warmup;
+  if (plan.steps >= 0) s.timed = plan.steps;
+  return s;
+}
+
+struct CheckRow {
+  std::string config;
+  int64_t dg_params = 0, torch_params = 0;
+  double dg_loss = 0, torch_loss = 0;
+  std::vector<double> dg_after, torch_after;
+  double max_diff = 0;
+  bool ok = false;
+};
+
+constexpr double kCheckTolerance = 1e-4;
+
+CheckRow run_check(const std::string& python, const std::string& script, const std::string& dir, const BenchSpec& spec) {
+  CheckResult dg = write_check(dir, spec);
+  const std::string stem = dir + "/" + spec.name;
+  json::Value t = last_json_line(
+      run_capture({python, script, "--check", stem + ".safetensors", "--tokens", stem + ".tokens.json", "--json"}),
+      "torch_reference.py --check");
+  CheckRow row;
+  row.config = spec.name;
+  row.dg_params = dg.parameters;
+  row.torch_params = t.at("parameters").as_int();
+  row.dg_loss = dg.loss;
+  row.torch_loss = t.at("loss").as_double();
+  row.dg_after = dg.losses_after;
+  for (const json::Value& x : t.at("losses_after_steps").as_array()) row.torch_after.push_back(x.as_double());
+  row.max_diff = std::fabs(row.dg_loss - row.torch_loss);
+  bool same_length = row.dg_after.size() == row.torch_after.size();
+  for (size_t i = 0; same_length && i < row.dg_after.size(); ++i)
+    row.max_diff = std::max(row.max_diff, std::fabs(row.dg_after[i] - row.torch_after[i]));
+  row.ok = same_length && row.dg_params == row.torch_params && row.max_diff <= kCheckTolerance;
+  return row;
+}
+
+std::string check_table(const std::vector<CheckRow>& rows) {
+  std::string t = fmt::format("{:<6} {:>12} {:>12} {:>12} {:>12} {:>10}  {}\n", "config", "dg params", "torch params",
+                              "dg loss", "torch loss", "max |Δ|", "losses after 1..n AdamW steps (dg / torch)");
+  for (const CheckRow& r : rows) {
+    std::string after;
+    for (size_t i = 0; i < r.dg_after.size() && i < r.torch_after.size(); ++i)
+      after += fmt::format("{}{:.6f}/{:.6f}", i ? "  " : "", r.dg_after[i], r.torch_after[i]);
+    t += fmt::format("{:<6} {:>12} {:>12} {:>12.6f} {:>12.6f} {:>10.2e}  {}  {}\n", r.config, r.dg_params, r.torch_params,
+                     r.dg_loss, r.torch_loss, r.max_diff, after, r.ok ? "ok" : "MISMATCH");
+  }
+  return t;
+}
+
+json::Value check_json(const CheckRow& r) {
+  json::Value v;
+  v["config"] = r.config;
+  v["depthgrad_parameters"] = r.dg_params;
+  v["torch_parameters"] = r.torch_params;
+  v["depthgrad_loss"] = r.dg_loss;
+  v["torch_loss"] = r.torch_loss;
+  json::Array a, b;
+  for (double x : r.dg_after) a.emplace_back(x);
+  for (double x : r.torch_after) b.emplace_back(x);
+  v["depthgrad_losses_after_steps"] = json::Value(std::move(a));
+  v["torch_losses_after_steps"] = json::Value(std::move(b));
+  v["max_abs_difference"] = r.max_diff;
+  v["tolerance"] = kCheckTolerance;
+  v["ok"] = r.ok;
+  return v;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv, int start) {
+  Flags f("bench",
+          "Training speed: tokens/s over full steps (forward, backward, clip, AdamW), median of timed steps after\n"
+          "warm-up; ms per step; peak resident memory; GFLOP/s against the measured sgemm rate of the model's\n"
+          "largest GEMM; time by op family. Each (config, threads) runs in a fresh process.\n"
+          "--compare-torch also runs tools/torch_reference.py the same way, after checking that both models\n"
+          "agree (parameter counts, and losses on depthgrad's weights to 1e-4).");
+  f.add("configs", "micro,small,base", "configs to run: micro, small, base (comma-separated)")
+      .add("threads", "1,2", "thread counts (comma-separated; with --one, a single count)")
+      .add("mode", "rd_attnres", "residual mode of the model")
+      .add("warmup", "", "untimed warm-up steps (default: micro/small 3, base 2)")
+      .add("steps", "", "timed steps (default: micro 50, small 5, base 3)")
+      .add_switch("json", "print one JSON document instead of tables")
+      .add_switch("compare-torch", "also time the PyTorch reference and print the ratios")
+      .add("check-configs", "micro,small", "configs of the equivalence check run by --compare-torch (empty: none)")
+      .add("python", "/usr/bin/python3", "Python with torch for --compare-torch")
+      .add("torch-script", "", "path of tools/torch_reference.py (default: found beside the build directory)")
+      .add("write-check", "", "write equivalence-check files (weights, token batch, losses) for --configs into DIR and exit")
+      .add_switch("no-profile", "do not time op families (the timers cost about one clock read per op)")
+      .add_switch("no-sgemm", "skip the sgemm measurement of the largest GEMM")
+      .add_switch("verbose", "show every step of every measurement on stderr")
+      .add("one", "", "internal: measure CONFIG in this process and print its JSON (what bench runs per measurement)");
+  if (!f.parse(argc, argv, start)) {
+    fmt::print("{}", f.help());
+    return 0;
+  }
+  Plan plan;
+  plan.configs = split_list(f.get("configs"));
+  for (const std::string& c : plan.configs) bench_spec(c);  // unknown names fail before any work
+  for (const std::string& t : split_list(f.get("threads"))) plan.threads.push_back(parse_threads(t, "--threads"));
+  if (plan.threads.empty()) throw UsageError("--threads: expected at least one thread count");
+  try {
+    plan.mode = parse_residual_mode(f.get("mode"));
+  } catch (const std::exception& e) {
+    throw UsageError(fmt::format("--mode: {}", e.what()));
+  }
+  if (f.given("warmup")) plan.warmup = f.get_int("warmup");
+  if (f.given("steps")) plan.steps = f.get_int("steps");
+  if (plan.warmup < -1 || (f.given("warmup") && plan.warmup < 0)) throw UsageError("--warmup: must be >= 0");
+  if (f.given("steps") && plan.steps < 1) throw UsageError("--steps: must be >= 1");
+  const bool verbose = f.get_bool("verbose");
+
+  // ---- one measurement in this process ----
+  if (f.given("one")) {
+    if (plan.threads.size() != 1) throw UsageError("--one: give exactly one --threads count");
+    BenchOptions o;
+    o.threads = plan.threads[0];
+    o.profile = !f.get_bool("no-profile");
+    o.measure_sgemm = !f.get_bool("no-sgemm");
+    if (verbose) o.on_message = [](const std::string& line) { fmt::print(stderr, "  {}\n", line); };
+    BenchResult r = run_bench(spec_for(plan, f.get("one")), o);
+    if (f.get_bool("json")) fmt::print("{}\n", json::dump(r.to_json()));
+    else fmt::print("{}\n{}", bench_table({r}), r.profiled ? breakdown_table({r}) : "");
+    return 0;
+  }
+
+  // ---- equivalence-check files only ----
+  if (f.given("write-check")) {
+    for (const std::string& c : plan.configs) {
+      CheckResult r = write_check(f.get("write-check"), spec_for(plan, c));
+      std::string after;
+      for (double l : r.losses_after) after += fmt::format(" {:.6f}", l);
+      fmt::print("{}: {} parameters, loss {:.6f}; after AdamW steps:{}\n  {}/{}.safetensors, {}/{}.tokens.json\n", c,
+                 r.parameters, r.loss, after, f.get("write-check"), c, f.get("write-check"), c);
+    }
+    return 0;
+  }
+
+  const bool compare = f.get_bool("compare-torch");
+  const bool as_json = f.get_bool("json");
+  const std::string exe = self_exe();
+  std::string python, script;
+  if (compare) {
+    if (is_paper_attnres(plan.mode))
+      throw UsageError(fmt::format("--compare-torch: the torch reference has no {} model", residual_mode_name(plan.mode)));
+    python = f.get("python");
+    script = find_torch_script(f.get("torch-script"));
+  }
+  const std::string load_start = load_average();
+  auto note = [&](const std::string& line) { fmt::print(stderr, "{}\n", line); };
+
+  // ---- equivalence check first ----
+  std::vector<CheckRow> checks;
+  if (compare && !split_list(f.get("check-configs")).empty()) {
+    const std::string dir = (std::filesystem::temp_directory_path() / fmt::format("depthgrad-bench-check-{}", getpid())).string();
+    try {
+      for (const std::string& c : split_list(f.get("check-configs"))) {
+        note(fmt::format("equivalence check: {} ...", c));
+        checks.push_back(run_check(python, script, dir, spec_for(plan, c)));
+      }
+    } catch (...) {
+      std::filesystem::remove_all(dir);
+      throw;
+    }
+    std::filesystem::remove_all(dir);
+    if (!as_json) fmt::print("equivalence check (random weights N(0, 1/fan_in), one batch of random tokens):\n{}\n", check_table(checks));
+    for (const CheckRow& r : checks)
+      if (!r.ok)
+        throw std::runtime_error(fmt::format(
+            "the depthgrad and torch models differ on {}: parameters {} vs {}, largest loss difference {:.3e} (tolerance {:g})",
+            r.config, r.dg_params, r.torch_params, r.max_diff, kCheckTolerance));
+  }
+
+  // ---- measurements, one process each ----
+  std::vector<BenchResult> dg_results, torch_results;
+  for (const std::string& c : plan.configs) {
+    const BenchSpec spec = spec_for(plan, c);
+    for (int t : plan.threads) {
+      std::vector<std::string> args{exe, "bench", "--one", c, "--threads", std::to_string(t), "--mode", f.get("mode"),
+                                    "--warmup", std::to_string(spec.warmup), "--steps", std::to_string(spec.timed), "--json"};
+      if (f.get_bool("no-profile")) args.push_back("--no-profile");
+      if (f.get_bool("no-sgemm")) args.push_back("--no-sgemm");
+      if (verbose) args.push_back("--verbose");
+      note(fmt::format("depthgrad {} threads={}: {} warm-up + {} timed steps ...", c, t, spec.warmup, spec.timed));
+      dg_results.push_back(BenchResult::from_json(last_json_line(run_capture(args), "depthgrad bench --one"), "depthgrad bench --one"));
+      note(fmt::format("  {:.0f} tokens/s, {:.1f} ms/step", dg_results.back().tokens_per_second,
+                       dg_results.back().median_step_seconds * 1e3));
+      if (!compare) continue;
+      std::vector<std::string> targs{python, script, "--config", c, "--threads", std::to_string(t), "--mode", f.get("mode"),
+                                     "--warmup", std::to_string(spec.warmup), "--steps", std::to_string(spec.timed), "--json"};
+      if (verbose) targs.push_back("--verbose");
+      note(fmt::format("torch     {} threads={}: {} warm-up + {} timed steps ...", c, t, spec.warmup, spec.timed));
+      torch_results.push_back(BenchResult::from_json(last_json_line(run_capture(targs), "torch_reference.py"), "torch_reference.py"));
+      const BenchResult& tr = torch_results.back();
+      note(fmt::format("  {:.0f} tokens/s, {:.1f} ms/step", tr.tokens_per_second, tr.median_step_seconds * 1e3));
+      if (tr.parameters != dg_results.back().parameters)
+        throw std::runtime_error(fmt::format("{}: torch has {} parameters, depthgrad {}: the configs differ", c, tr.parameters,
+                                             dg_results.back().parameters));
+    }
+  }
+  const std::string load_end = load_average();
+
+  if (as_json) {
+    json::Value doc;
+    doc["provenance"] = provenance_json(plan.threads.back());
+    doc["load_average_start"] = load_start;
+    doc["load_average_end"] = load_end;
+    json::Array rows, trows, crows, ratios;
+    for (const BenchResult& r : dg_results) rows.push_back(r.to_json());
+    for (const BenchResult& r : torch_results) trows.push_back(r.to_json());
+    for (const CheckRow& r : checks) crows.push_back(check_json(r));
+    for (const BenchResult& d : dg_results)
+      for (const BenchResult& p : torch_results) {
+        if (d.config != p.config || d.threads != p.threads) continue;
+        json::Value q;
+        q["config"] = d.config;
+        q["threads"] = d.threads;
+        q["tokens_per_second_ratio"] = d.tokens_per_second / p.tokens_per_second;
+        q["peak_rss_ratio"] = double(d.peak_rss_kib) / double(std::max<int64_t>(p.peak_rss_kib, 1));
+        ratios.push_back(q);
+      }
+    doc["results"] = json::Value(std::move(rows));
+    if (compare) {
+      doc["torch_results"] = json::Value(std::move(trows));
+      doc["check"] = json::Value(std::move(crows));
+      doc["ratios"] = json::Value(std::move(ratios));
+    }
+    fmt::print("{}\n", json::dump(doc, 2));
+    return 0;
+  }
+  fmt::print("depthgrad bench, mode {}; {}; load average {} (start) / {} (end)\n\n", f.get("mode"), blas_config(), load_start,
+             load_end);
+  std::vector<BenchResult> all = dg_results;
+  all.insert(all.end(), torch_results.begin(), torch_results.end());
+  fmt::print("{}\n", bench_table(all));
+  fmt::print("time by op family (depthgrad):\n{}\n", breakdown_table(dg_results));
+  if (compare) fmt::print("depthgrad vs torch:\n{}", compare_table(dg_results, torch_results));
+  return 0;
+}
+
+}  // namespace dg::cli
