@@ -1,6 +1,7 @@
 // Causal attention kernels (see kernels_attention.h): the fast forward/backward pair built on
 // BLAS gemm over row blocks of the causal triangle, and the plain reference pair beside them.
 #include "tensor/kernels_attention.h"
+#include "tensor/fast_math.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -141,7 +142,7 @@ void forward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, con
 #pragma omp simd reduction(max : m)
           for (int64_t j = 1; j < n; ++j) m = row[j] > m ? row[j] : m;
 #pragma omp simd
-          for (int64_t j = 0; j < n; ++j) row[j] = softmax_exp(row[j] - m);
+          for (int64_t j = 0; j < n; ++j) row[j] = exp_fast(row[j] - m);
           double sum = 0;
 #pragma omp simd reduction(+ : sum)
           for (int64_t j = 0; j < n; ++j) sum += row[j];
@@ -203,7 +204,7 @@ void backward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, co
             const int64_t n = i0 + r + 1;
             const T lse_i = lh[i0 + r];
 #pragma omp simd
-            for (int64_t j = 0; j < n; ++j) row[j] = softmax_exp(row[j] - lse_i);
+            for (int64_t j = 0; j < n; ++j) row[j] = exp_fast(row[j] - lse_i);
             std::fill(row + n, row + cols, T(0));
           }
           // dV[0:cols] += Pᵀ · dO_blk

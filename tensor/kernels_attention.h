@@ -39,13 +39,6 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                         const Tensor& lse, const Tensor& dout, double scale, Tensor* dq, Tensor* dk,
                         Tensor* dv);
 
-// exp for the softmax rows. float: x clamped to [-87, 88], x = n·ln2 + r with |r| ≤ ln2/2,
-// e^r by its degree-7 Taylor polynomial, times 2^n from the exponent bits; within 2 ulp of
-// std::exp and plain arithmetic, so loops over it vectorise. double: std::exp (gradient checks
-// want the library's accuracy more than speed).
-inline float softmax_exp(float x);
-inline double softmax_exp(double x);
-
 // Reference versions: explicit loops in double over a materialised T×T probability matrix.
 // Results come back as fresh contiguous tensors of q's dtype. For tests only.
 Tensor ref_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
@@ -53,26 +46,7 @@ Tensor ref_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
 void ref_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
                             double scale, Tensor& dq, Tensor& dk, Tensor& dv);
 
-// ---- inline definitions ------------------------------------------------------------------------
 
-inline float softmax_exp(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);  // NaN passes through both tests
-  const float shifter = 12582912.0f;                  // 1.5·2^23: adding it rounds to an integer
-  const float n = (x * 1.44269504088896341f + shifter) - shifter;
-  const float r =
-      (x - n * 0.693359375f) - n * -2.12194440e-4f;  // ln2 = 0.693359375 − 2.12194440e-4
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n, n in [-126, 127]
-  return p * std::bit_cast<float>(bits);
-}
 
-inline double softmax_exp(double x) { return std::exp(x); }
 
 }  // namespace dg

@@ -1,0 +1,361 @@
+// Report renderers: the reference's report.md table and banners, depthgrad's sections, and an HTML
+// page whose tags balance, that loads nothing, and whose every data-value is the result.json
+// number. Inputs are trimmed copies of real results (tests/data/report_parity.json,
+// report_paired.json).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "train/fsutil.h"
+#include "train/json.h"
+#include "train/report.h"
+
+using namespace dg;
+
+namespace {
+
+json::Value load_sample(const std::string& name) {
+  const std::string path = std::string(DG_SOURCE_DIR) + "/tests/data/" + name;
+  return json::parse(read_file(path), path);
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+size_t count(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size()))
+    ++n;
+  return n;
+}
+
+// A whole word (case-insensitive, not inside a longer run of letters), e.g. "nan" but not
+// "finance".
+bool has_word(const std::string& text, const std::string& word) {
+  std::string lower(text.size(), ' ');
+  std::transform(text.begin(), text.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  for (size_t at = lower.find(word); at != std::string::npos; at = lower.find(word, at + 1)) {
+    const bool left = at == 0 || !std::isalpha(static_cast<unsigned char>(lower[at - 1]));
+    const bool right = at + word.size() >= lower.size() ||
+                       !std::isalpha(static_cast<unsigned char>(lower[at + word.size()]));
+    if (left && right) return true;
+  }
+  return false;
+}
+
+// Every element that opens closes, in order (void elements and "/>" excepted). Returns "" when
+// balanced, else a description of the first problem.
+std::string tag_balance_problem(const std::string& html) {
+  static const std::set<std::string> void_tags{"meta", "br", "hr", "img", "input", "link", "wbr"};
+  std::vector<std::string> stack;
+  size_t i = 0;
+  while ((i = html.find('<', i)) != std::string::npos) {
+    const size_t close = html.find('>', i);
+    if (close == std::string::npos) return "unterminated tag at byte " + std::to_string(i);
+    const std::string tag = html.substr(i + 1, close - i - 1);
+    i = close + 1;
+    if (tag.empty() || tag[0] == '!') continue;
+    if (tag == "style") {  // skip the stylesheet's text
+      i = html.find("</style>", i);
+      if (i == std::string::npos) return "unterminated <style>";
+      i += 8;
+      continue;
+    }
+    const bool closing = tag[0] == '/';
+    const size_t name_start = closing ? 1 : 0;
+    const size_t name_end = tag.find_first_of(" \t\n/", name_start);
+    const std::string name = tag.substr(
+        name_start, name_end == std::string::npos ? std::string::npos : name_end - name_start);
+    if (closing) {
+      if (stack.empty() || stack.back() != name)
+        return "</" + name + "> closes " + (stack.empty() ? "nothing" : "<" + stack.back() + ">");
+      stack.pop_back();
+    } else if (tag.back() != '/' && !void_tags.count(name)) {
+      stack.push_back(name);
+    }
+  }
+  return stack.empty() ? "" : "<" + stack.back() + "> never closed";
+}
+
+// The test's own path resolver (independent of the renderer's): "a.b[2].c".
+const json::Value* resolve(const json::Value& root, const std::string& path) {
+  const json::Value* v = &root;
+  size_t i = 0;
+  while (v && i < path.size()) {
+    if (path[i] == '.') {
+      ++i;
+    } else if (path[i] == '[') {
+      const size_t close = path.find(']', i);
+      const size_t index = std::stoul(path.substr(i + 1, close - i - 1));
+      if (!v->is_array() || index >= v->size()) return nullptr;
+      v = &v->at(index);
+      i = close + 1;
+    } else {
+      size_t end = path.find_first_of(".[", i);
+      if (end == std::string::npos) end = path.size();
+      v = v->is_object() ? v->find(path.substr(i, end - i)) : nullptr;
+      i = end;
+    }
+  }
+  return v;
+}
+
+std::string attribute(const std::string& tag, const std::string& name) {
+  const size_t at = tag.find(" " + name + "=\"");
+  if (at == std::string::npos) return "";
+  const size_t start = at + name.size() + 3;
+  return tag.substr(start, tag.find('"', start) - start);
+}
+
+// Checks every element carrying data-json/data-value against result.json: the attribute is the
+// exact JSON number, and the displayed text is that number rounded (half a unit in its last
+// shown digit). Returns how many were checked.
+size_t check_data_values(const std::string& html, const json::Value& result) {
+  size_t checked = 0;
+  std::set<std::string> ids;
+  for (size_t at = html.find("data-json=\""); at != std::string::npos;
+       at = html.find("data-json=\"", at + 1)) {
+    const size_t open = html.rfind('<', at), end = html.find('>', at);
+    const std::string tag = html.substr(open, end - open);
+    const std::string path = attribute(tag, "data-json"), value = attribute(tag, "data-value"),
+                      id = attribute(tag, "id");
+    INFO("element: " << tag);
+    const json::Value* v = resolve(result, path);
+    REQUIRE(v != nullptr);
+    REQUIRE(v->is_number());
+    CHECK(std::strtod(value.c_str(), nullptr) == v->as_double());
+    CHECK_FALSE(id.empty());
+    CHECK(ids.insert(id).second);  // ids are unique
+    // Displayed text, e.g. "5.7570", "+0.11%", "+1.674e-06", "139904".
+    std::string text = html.substr(end + 1, html.find('<', end) - end - 1);
+    INFO("text: " << text);
+    text.erase(
+        std::remove_if(text.begin(), text.end(), [](char c) { return c == '%' || c == ','; }),
+        text.end());
+    const size_t e = text.find_first_of("eE");
+    const std::string mantissa = text.substr(0, e);
+    const size_t dot = mantissa.find('.');
+    const int decimals = dot == std::string::npos ? 0 : static_cast<int>(mantissa.size() - dot - 1);
+    const int exponent = e == std::string::npos ? 0 : std::atoi(text.c_str() + e + 1);
+    const double shown = std::strtod(text.c_str(), nullptr);
+    CHECK(std::abs(shown - v->as_double()) <= 0.5000001 * std::pow(10.0, exponent - decimals));
+    ++checked;
+  }
+  return checked;
+}
+
+void check_page(const std::string& html, const json::Value& result) {
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(tag_balance_problem(html) == "");
+  CHECK(count(html, "<svg") == count(html, "</svg>"));
+  CHECK(count(html, "<svg") >= 4);
+  CHECK_FALSE(has_word(html, "nan"));
+  CHECK_FALSE(has_word(html, "inf"));
+  CHECK_FALSE(has_word(html, "infinity"));
+  // Self-contained: no scripts, no external resources.
+  for (const char* banned : {"<script", "src=", "<link", "@import", "url(", "href=\"http"}) {
+    INFO("banned: " << banned);
+    CHECK_FALSE(has(html, banned));
+  }
+  CHECK_FALSE(has(html, "LLaMA"));
+  CHECK(render_reproduce_html(result) == html);  // deterministic
+}
+
+}  // namespace
+
+TEST_CASE("html_escape escapes the five special characters") {
+  CHECK(html_escape("<a href=\"x\">Tom & Jerry's</a>") ==
+        "&lt;a href=&quot;x&quot;&gt;Tom &amp; Jerry&#39;s&lt;/a&gt;");
+  CHECK(html_escape("plain – text") == "plain – text");
+  CHECK(html_escape("") == "");
+}
+
+TEST_CASE("parity report: the reference's report.md table, banners and depthgrad's sections") {
+  const json::Value r = load_sample("report_parity.json");
+  const std::string md = render_reproduce_markdown(r);
+  CHECK(md.rfind("# Role-Decoupled Attention Residuals\n", 0) == 0);
+  CHECK(has(md,
+            "\n> Reproduction fidelity: **core mechanism reproduction**. Missing core: 120M/343M "
+            "pretraining scale, paper training corpus.\n"));
+  CHECK(has(md,
+            "\n> Evaluation tier: **L2 public-dataset training**. Claim policy: single/few-seed "
+            "smoke result; do not claim a stable improvement.\n"));
+  CHECK(has(md, "Public data: WikiText-2; 30 steps per variant; seed 42."));
+  CHECK(has(
+      md,
+      "\n| Variant | LM loss | Perplexity | Parameters |\n|---|---:|---:|---:|\n"
+      "| block_attnres | 5.7570 | 316.41 | 139904 |\n| rd_attnres | 5.7631 | 318.33 | 140096 |\n"));
+  CHECK(has(
+      md,
+      "Relative to the same-budget block_attnres baseline: LM loss +0.11%, perplexity +0.61%."));
+  CHECK_FALSE(has(md, "LLaMA"));
+  // JS: the reference statistic and per layer.
+  CHECK(has(md, "block_attnres 0.0000000000, rd_attnres 0.0048934821"));
+  CHECK(has(md, "| 1 | 0.009787 | 0.011517 | 0.004248 | 0.011312 | 0.018407 | 0.032092 |"));
+  // Clipped steps (5 and 6 of 30).
+  CHECK(has(md, "| 42 | block_attnres | 30 | 5 | 6.1880 | 5.8226 | 0.84 |"));
+  CHECK(has(md, "| 42 | rd_attnres | 30 | 6 |"));
+  // Against the reference's recorded values, with deltas.
+  CHECK(has(md, "| block_attnres | lm_loss | 5.7570388168 | 5.7570390701 | +2.533e-07 |"));
+  CHECK(has(
+      md, "| rd_attnres | qk_v_route_js_divergence | 0.0048934901 | 0.0048934821 | -8.036e-09 |"));
+  CHECK_FALSE(has(md, "## Paired statistics"));
+  CHECK(has(md, "- `instruction_loss`: The Stanford Alpaca instruction set"));
+  CHECK(has(md, "| compiler | GNU 12.2.0 |"));
+  CHECK(has(md,
+            "| dataset_sha256 `wikitext-2/valid.txt` | "
+            "`f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8` |"));
+  CHECK_FALSE(has_word(md, "nan"));
+
+  const std::string html = render_reproduce_html(r);
+  check_page(html, r);
+  CHECK(has(html,
+            "<td class=\"num\" id=\"baseline-lm_loss\" data-json=\"baseline.lm_loss\" "
+            "data-value=\"5.7570390701293945\">5.7570</td>"));
+  CHECK(has(html,
+            "id=\"baseline-parameters\" data-json=\"baseline.parameters\" "
+            "data-value=\"139904\">139904</td>"));
+  CHECK(has(html, "id=\"relative-perplexity_percent\""));
+  CHECK(
+      has(html, "data-json=\"reference_recorded.rd_attnres.lm_loss\" data-value=\"5.7630852014\""));
+  CHECK(check_data_values(html, r) >= 30);
+}
+
+TEST_CASE(
+    "paired report: per-seed table, wins, CI and p-values; heatmaps fall back to training routes") {
+  const json::Value r = load_sample("report_paired.json");
+  const std::string md = render_reproduce_markdown(r);
+  CHECK(has(
+      md,
+      "| block_attnres | 5.8408 | 344.08 | 193536 |\n| rd_attnres | 5.8408 | 344.08 | 193920 |\n"));
+  CHECK(has(md, "3 seeds (1, 2, 3), table values are means over seeds"));
+  CHECK(has(md, "## Paired statistics"));
+  CHECK(has(md, "Metric: full validation NLL (nats/token)."));
+  CHECK(has(md, "| Seed | block_attnres | rd_attnres | Difference | Lower |"));
+  CHECK(has(md, "| 1 | 5.846434 | 5.846435 | +1.099e-06 | block_attnres |"));
+  CHECK(has(md, "| 3 | 5.832437 | 5.832439 | +1.670e-06 | block_attnres |"));
+  CHECK(has(md, "- rd_attnres wins: 0 of 3 (ties: 0)"));
+  CHECK(has(md, "- Mean difference: +1.674e-06 nats/token"));
+  CHECK(has(md, "- 95% CI of the mean difference: [+2.401e-07, +3.108e-06]"));
+  CHECK(has(md, "- Paired t-test: t = 5.023, two-sided p = 0.03743"));
+  CHECK(has(md, "- Exact sign test: two-sided p = 0.25"));
+  CHECK_FALSE(has(md, "Against the reference's recorded values"));
+  CHECK(has(md, "| Layer | Mean over seeds | Std over seeds | Per seed |"));
+  CHECK(has(md, "| 1 | 0.002797 | 0.002555 | 0.001476, 0.005742, 0.001174 |"));
+
+  const std::string html = render_reproduce_html(r);
+  check_page(html, r);
+  CHECK(has(html, "data-json=\"paired.differences_method_minus_baseline[2]\""));
+  CHECK(has(html, "data-json=\"seed_results[1].rd_attnres.full_validation_lm_loss\""));
+  CHECK(has(html, "data-json=\"paired.ci95[0]\""));
+  CHECK(has(html, "Routes on the validation windows, seed 1"));
+  CHECK(has(html, "Routes on the last training batch, seed 3"));  // seed 3 has no validation routes
+  CHECK(count(html, "<polyline") == 9);  // 2 arms × 3 seeds, and 3 per-step differences
+  CHECK(has(html, "class=\"bar pos\""));
+  CHECK(check_data_values(html, r) >= 40);
+}
+
+TEST_CASE("reports escape text and survive missing or non-finite numbers") {
+  json::Value r;
+  r["paper"]["title"] = "<script>alert('x')</script> & co";
+  r["baseline"]["name"] = "block_attnres";
+  r["baseline"]["lm_loss"] = std::numeric_limits<double>::quiet_NaN();
+  r["baseline"]["perplexity"] = 10.0;
+  r["method"]["name"] = "rd_attnres";
+  r["method"]["lm_loss"] = 2.5;
+  r["method"]["training"]["losses"] = json::Array{
+      json::Value(3.0), json::Value(std::numeric_limits<double>::infinity()), json::Value(2.0)};
+  r["omitted"]["x"] = "a < b";
+  r["setup"]["note"] = "a | b";
+  const std::string md = render_reproduce_markdown(r);
+  CHECK(has(md, "| block_attnres | n/a | 10.00 | n/a |"));
+  CHECK(has(md, "| rd_attnres | 2.5000 | n/a | n/a |"));
+  CHECK(has(md, "| note | a \\| b |"));  // a '|' must not end the Markdown cell
+  const std::string html = render_reproduce_html(r);
+  CHECK(tag_balance_problem(html) == "");
+  CHECK_FALSE(has(html, "<script"));
+  CHECK(has(html, "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; co"));
+  CHECK(has(html, "a &lt; b"));
+  CHECK_FALSE(has_word(html, "nan"));
+  CHECK_FALSE(has_word(html, "inf"));
+  CHECK_FALSE(has(html, "data-json=\"baseline.lm_loss\""));  // no data-value for a NaN
+  CHECK(has(html, "data-json=\"method.lm_loss\" data-value=\"2.5\""));
+}
+
+TEST_CASE("svg_line_chart: axes, legend, gaps at NaN, a note when there is no data") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::string svg =
+      svg_line_chart("Loss <a&b>", "step", "loss",
+                     {{"block", {3.0, 2.5, nan, 2.0, 1.8}, ""}, {"rd", {3.1, 2.4}, "#ff0000"}});
+  CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+  CHECK(tag_balance_problem(svg) == "");
+  CHECK(has(svg, "Loss &lt;a&amp;b&gt;"));
+  CHECK(count(svg, "<polyline") == 3);  // block splits at the NaN into two runs
+  CHECK(has(svg, "stroke=\"#ff0000\""));
+  CHECK(has(svg, ">block</text>"));
+  CHECK(has(svg, ">rd</text>"));
+  CHECK(has(svg, ">step</text>"));
+  CHECK_FALSE(has_word(svg, "nan"));
+  CHECK(svg ==
+        svg_line_chart("Loss <a&b>", "step", "loss",
+                       {{"block", {3.0, 2.5, nan, 2.0, 1.8}, ""}, {"rd", {3.1, 2.4}, "#ff0000"}}));
+  for (const std::string& empty : {svg_line_chart("t", "x", "y", {}),
+                                   svg_line_chart("t", "x", "y", {{"a", {nan, nan}, ""}})}) {
+    CHECK(has(empty, "no data"));
+    CHECK(tag_balance_problem(empty) == "");
+  }
+  // A constant series and a single point still draw.
+  const std::string flat =
+      svg_line_chart("flat", "x", "y", {{"a", {1.0, 1.0, 1.0}, ""}, {"b", {2.0}, ""}});
+  CHECK(count(flat, "<polyline") == 1);
+  CHECK(count(flat, "<circle") == 1);
+  CHECK_FALSE(has_word(flat, "nan"));
+}
+
+TEST_CASE("svg_bar_chart: negative bars hang from the zero line") {
+  const std::string svg =
+      svg_bar_chart("diffs", {"seed 1", "seed 2", "seed 3"},
+                    {0.5, -0.25, std::numeric_limits<double>::quiet_NaN()}, "nats");
+  CHECK(tag_balance_problem(svg) == "");
+  const size_t z = svg.find("class=\"zero\"");
+  REQUIRE(z != std::string::npos);
+  const double zero_y = std::stod(attribute(svg.substr(z - 1, svg.find('>', z) - z + 1), "y1"));
+  const size_t neg = svg.find("class=\"bar neg\""), pos = svg.find("class=\"bar pos\"");
+  REQUIRE(neg != std::string::npos);
+  REQUIRE(pos != std::string::npos);
+  const std::string neg_tag = svg.substr(neg - 1, svg.find('>', neg) - neg + 1),
+                    pos_tag = svg.substr(pos - 1, svg.find('>', pos) - pos + 1);
+  CHECK(std::stod(attribute(neg_tag, "y")) == doctest::Approx(zero_y).epsilon(1e-3));
+  CHECK(std::stod(attribute(pos_tag, "y")) + std::stod(attribute(pos_tag, "height")) ==
+        doctest::Approx(zero_y).epsilon(1e-3));
+  // The positive bar is twice as tall as the negative one.
+  CHECK(std::stod(attribute(pos_tag, "height")) ==
+        doctest::Approx(2 * std::stod(attribute(neg_tag, "height"))).epsilon(0.02));
+  CHECK(has(svg, ">n/a</text>"));
+  CHECK(has(svg, ">-0.25</text>"));
+  CHECK(has(svg_bar_chart("none", {}, {}, "y"), "no data"));
+}
+
+TEST_CASE("svg_heatmap: value labels, ragged rows, colour scale") {
+  const std::string svg = svg_heatmap("routes", {"layer 0", "layer 1"}, {"emb", "B0"},
+                                      {{1.0}, {0.3094, std::numeric_limits<double>::quiet_NaN()}});
+  CHECK(tag_balance_problem(svg) == "");
+  CHECK(has(svg, ">1.00</text>"));
+  CHECK(has(svg, ">0.31</text>"));
+  CHECK(has(svg, ">n/a</text>"));
+  CHECK(has(svg, ">layer 1</text>"));
+  CHECK(has(svg, ">B0</text>"));
+  CHECK(has(svg, "fill=\"#08306b\""));       // 1.0 is the darkest colour
+  CHECK(count(svg, "height=\"10\"") == 10);  // the ten colour-scale swatches
+  CHECK_FALSE(has_word(svg, "nan"));
+  CHECK(has(svg_heatmap("empty", {}, {}, {}), "no data"));
+}
