@@ -75,6 +75,20 @@ if [ "$text" = "The tower is 324 metres tall." ]; then pass "tokenize encode/dec
 "$BIN" gradcheck --filter rms_norm > "$WORK/gc.txt"
 if [ $? -eq 0 ] && grep -q " 0 failed" "$WORK/gc.txt"; then pass "gradcheck command"; else fail "gradcheck command"; fi
 
+# --- evolve: the documented command on a tiny budget (both AttnRes arms must be trained) ---
+"$BIN" evolve --model micro-llm --dataset wikitext-2 --direction "比较 Block AttnRes 与 RD-AttnRes 的 QK/V 深度路由" \
+  --generations 1 --population 3 --steps 3 --trial-seeds 1 --dim 32 --layers 2 --eval-windows 4 \
+  --dataset-dir "$DATA" --threads 1 --quiet --output-dir "$WORK/evolve" > "$WORK/evolve.txt"
+rc=$?
+ev_dir="$(ls -d "$WORK"/evolve/micro-llm-*/ 2>/dev/null | head -1)"
+if [ $rc -eq 0 ] && [ -s "$ev_dir/result.json" ] && [ -s "$ev_dir/report.md" ] && [ -s "$ev_dir/index.html" ] && grep -qi "champion" "$WORK/evolve.txt"; then
+  pass "evolve runs and writes result.json, report.md, index.html"
+else
+  fail "evolve (rc=$rc)"; cat "$WORK/evolve.txt"
+fi
+if grep -q '"block_attnres"' "$ev_dir/result.json" 2>/dev/null && grep -q 'attnres' "$WORK/evolve.txt"; then pass "evolve trains AttnRes genomes"; else fail "evolve did not train AttnRes genomes"; fi
+expect_error "evolve: unknown model" "micro-llm" -- "$BIN" evolve --model gpt-9 --dataset-dir "$DATA"
+
 # --- bad input: one line, non-zero exit ---
 expect_error "unknown paper" "unknown paper key 'nope'" -- "$BIN" reproduce --paper nope --dataset-dir "$DATA"
 expect_error "missing dataset" "does not exist" -- "$BIN" reproduce --dataset-dir "$WORK/no-such-dir"

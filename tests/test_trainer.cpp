@@ -151,3 +151,20 @@ TEST_CASE("after the first steps, training takes every tensor buffer from the st
     CHECK(storage_fresh_allocations() == before);
   }
 }
+
+TEST_CASE("evaluate_windows: the mean over many batches equals the mean of per-window losses, in every mode") {
+  std::vector<int32_t> ids = synthetic_ids(6000, 97);
+  for (ResidualMode mode : {ResidualMode::standard, ResidualMode::rd_attnres, ResidualMode::paper_block_attnres}) {
+    CAPTURE(residual_mode_name(mode));
+    TrainerConfig cfg = small_config(mode, false);
+    Trainer t(cfg, ids);
+    std::vector<int64_t> starts = full_eval_starts(2000, cfg.model.seq_len);  // 124 windows: several batches
+    REQUIRE(starts.size() > 64);
+    RouteStats routes;
+    double batched = evaluate_windows(t.model(), ids, starts, cfg.model.seq_len, &routes, 32);
+    double one_by_one = 0;
+    for (int64_t s : starts) one_by_one += evaluate_windows(t.model(), ids, {s}, cfg.model.seq_len, nullptr, 1);
+    one_by_one /= static_cast<double>(starts.size());
+    CHECK(batched == doctest::Approx(one_by_one).epsilon(1e-6));
+  }
+}

@@ -11,23 +11,27 @@
 // matched longest first, and a match consumes its text, so "深度路由" (depth routing) is an
 // AttnRes keyword and does not also fire the depth rule's "深度"; an ASCII keyword must start at
 // a word boundary ("lr" does not match "world") and may be a prefix ("depth rout" matches
-// "depth routing"). The rules and what they do:
+// "depth routing"). The rules, their keywords and what they do to the search space:
 //   attnres_family  attnres, attention residual, 注意力残差, depth rout, 深度路由, 残差路由,
-//                   residual, 残差, routing, 路由      mode gene +4; modes = AttnRes family,
-//                                                     standard kept as a rare control (0.25)
+//                   residual, 残差, routing, 路由
+//                   -> mode gene +4; modes = the AttnRes family, standard a rare control (0.25)
 //   role_decoupled  rd-attnres, rd attnres, role-decoupled, role decoupled, 角色解耦, qk/v, qk-v,
-//                   v route, v-route                  mode gene +4; rd_attnres, paper_rd_attnres +1
+//                   v route, v-route
+//                   -> mode gene +4; rd_attnres and paper_rd_attnres +1
 //   block_attnres   block attnres, block-attnres, block attention residual, 块注意力残差
-//                                                     mode gene +4; block_attnres, paper_block_attnres +1
-//   paper_form      paper formulation, paper-faithful, full attnres, 论文  mode gene +2; paper modes +1
-//   width           width, wide, widen, dimension, dim, 宽度, 维度, 加宽   dim gene +3; wider dims +2
-//   depth           depth, deep, layers, 深度, 层数, 更深                   layers gene +3; more layers +2
-//   learning_rate   learning rate, learning-rate, lr, 学习率              lr gene +3, schedule gene +1
-//   schedule        schedule, cosine, warmup, 调度, 余弦, 预热            schedule gene +3
-//   gqa             gqa, grouped-query, grouped query, kv, 分组查询       kv_heads gene +3; fewer kv heads +1
-//   heads           head, 注意力头, 多头                                  heads gene +3
-//   budget          steps, budget, compute, longer, 步数, 预算, 训练更久    steps gene +3
-//   batch           batch, 批大小, 批量                                    batch gene +3
+//                   -> mode gene +4; block_attnres and paper_block_attnres +1
+//   paper_form      paper formulation, paper-faithful, full attnres, 论文
+//                   -> mode gene +2; the paper modes +1
+//   width           width, wide, widen, dimension, dim, 宽度, 维度, 加宽
+//                   -> dim gene +3; wider dims +2
+//   depth           depth, deep, layers, 深度, 层数, 更深  -> layers gene +3; more layers +2
+//   learning_rate   learning rate, learning-rate, lr, 学习率  -> lr gene +3, schedule gene +1
+//   schedule        schedule, cosine, warmup, 调度, 余弦, 预热  -> schedule gene +3
+//   gqa             gqa, grouped-query, grouped query, kv, 分组查询
+//                   -> kv_heads gene +3; fewer K/V heads +1
+//   heads           head, 注意力头, 多头  -> heads gene +3
+//   budget          steps, budget, compute, longer, 步数, 预算, 训练更久  -> steps gene +3
+//   batch           batch, 批大小, 批量  -> batch gene +3
 // With any match, genes no rule named keep weight 0.5, except the budget genes (steps, batch),
 // which stay fixed (weight 0) so that children are compared at the parent's compute. A direction
 // that matches nothing searches the full space: every gene and value with weight 1.
@@ -44,7 +48,7 @@
 
 namespace dg {
 
-// ---- genome --------------------------------------------------------------------------------------------
+// ---- genome -------------------------------------------------------------------------------------
 
 struct Genome {
   ResidualMode mode = ResidualMode::block_attnres;
@@ -63,7 +67,7 @@ struct Genome {
 enum class Gene { mode, dim, layers, heads, kv_heads, lr, schedule, steps, batch };
 constexpr size_t kGeneCount = 9;
 const char* gene_name(Gene gene);
-std::string gene_value(const Genome& genome, Gene gene);          // canonical text, e.g. "6e-04"
+std::string gene_value(const Genome& genome, Gene gene);             // canonical text, e.g. "6e-04"
 void set_gene(Genome& genome, Gene gene, const std::string& value);  // throws naming the gene
 // The fingerprint of a genome: every gene's canonical text; equal genomes have equal keys.
 std::string genome_key(const Genome& genome);
@@ -75,12 +79,12 @@ bool genome_is_valid(const Genome& genome);
 json::Value genome_to_json(const Genome& genome);
 Genome genome_from_json(const json::Value& value);
 
-// ---- direction -> search space --------------------------------------------------------------------------
+// ---- direction -> search space ------------------------------------------------------------------
 
 struct GeneSpace {
-  double weight = 0;                 // chance that a mutation picks this gene ∝ weight
-  std::vector<std::string> values;   // candidate values (canonical text)
-  std::vector<double> value_weights; // chance of each value ∝ weight
+  double weight = 0;                  // chance that a mutation picks this gene ∝ weight
+  std::vector<std::string> values;    // candidate values (canonical text)
+  std::vector<double> value_weights;  // chance of each value ∝ weight
 };
 struct SearchSpace {
   std::array<GeneSpace, kGeneCount> genes;
@@ -112,7 +116,7 @@ std::vector<std::string> direction_rule_names();
 DirectionPlan plan_direction(const std::string& direction, const Genome& baseline);
 json::Value direction_plan_json(const DirectionPlan& plan);
 
-// ---- proposals -------------------------------------------------------------------------------------------
+// ---- proposals ----------------------------------------------------------------------------------
 
 // A small deterministic generator (SplitMix64) for proposals: the same seed gives the same
 // stream on every machine and thread count.
@@ -145,6 +149,7 @@ struct ProposedTrial {
   Proposal proposal;
   std::vector<std::string> parents;  // champion first (crossover: and the runner-up)
   int64_t draws = 0;                 // draws needed to reach a new, valid genome
+  std::string note;                  // e.g. why the crossover slot holds a mutation
 };
 struct GenerationPlan {
   std::vector<ProposedTrial> trials;
@@ -156,25 +161,25 @@ constexpr int64_t kMaxDraws = 64;
 // population >= 2. A genome already in `seen` (or proposed earlier in this generation) or not
 // buildable is re-drawn, at most kMaxDraws times; then the slot is skipped. The RNG is seeded from
 // (seed, generation), so a generation's proposals depend only on the seed and the search so far.
-GenerationPlan propose_generation(int64_t generation, int64_t population, uint64_t seed, const SearchSpace& space,
-                                  const std::string& champion_id, const Genome& champion,
-                                  const std::string& runner_up_id, const Genome* runner_up,
-                                  std::vector<std::string>& seen_keys);
+GenerationPlan propose_generation(int64_t generation, int64_t population, uint64_t seed,
+                                  const SearchSpace& space, const std::string& champion_id,
+                                  const Genome& champion, const std::string& runner_up_id,
+                                  const Genome* runner_up, std::vector<std::string>& seen_keys);
 
-// ---- scoring --------------------------------------------------------------------------------------------
+// ---- scoring ------------------------------------------------------------------------------------
 
 // A child replaces its parent only when its score is lower by more than this (nats): smaller
 // differences are floating-point noise (e.g. block and rd routes that start as the same function).
 constexpr double kScoreTieTolerance = 1e-6;
 struct TrialScore {
-  double mean = 0;    // mean validation NLL over seeds
-  double std = 0;     // sample std (0 for one seed)
-  double sem = 0;     // standard error of the mean: std / √n
-  double score = 0;   // mean + z·sem; lower is better
+  double mean = 0;   // mean validation NLL over seeds
+  double std = 0;    // sample std (0 for one seed)
+  double sem = 0;    // standard error of the mean: std / √n
+  double score = 0;  // mean + z·sem; lower is better
 };
 TrialScore score_trial(const std::vector<double>& nll, double z);
 
-// ---- trials and the trainer hook -----------------------------------------------------------------------
+// ---- trials and the trainer hook ----------------------------------------------------------------
 
 enum class EvalSplit { validation, test };
 
@@ -207,15 +212,17 @@ using TrialTrainer = std::function<SeedMetrics(const TrialRun& run)>;
 // 1.0 and the genome's schedule (cosine: 5% warmup, then down to 10% of the peak), evaluated on
 // the first `eval_windows` non-overlapping windows of the split (0 = every window). It keeps each
 // trained model for evaluate_test. The id vectors must outlive it.
-TrialTrainer make_micro_lm_trainer(const std::vector<int32_t>& train, const std::vector<int32_t>& validation,
-                                   const std::vector<int32_t>& test, int64_t vocab, int64_t eval_windows,
-                                   std::function<void(const TrialRun&, const StepLog&)> on_step = {});
+TrialTrainer make_micro_lm_trainer(
+    const std::vector<int32_t>& train, const std::vector<int32_t>& validation,
+    const std::vector<int32_t>& test, int64_t vocab, int64_t eval_windows,
+    std::function<void(const TrialRun&, const StepLog&)> on_step = {});
 // The training configuration the real trainer uses for a genome and seed.
 TrainerConfig genome_trainer_config(const Genome& genome, uint64_t seed, int64_t vocab);
 // The evaluation windows of a split: the first eval_windows windows of seq_len (0 = all of them).
-std::vector<int64_t> evolve_eval_starts(int64_t split_length, int64_t seq_len, int64_t eval_windows);
+std::vector<int64_t> evolve_eval_starts(int64_t split_length, int64_t seq_len,
+                                        int64_t eval_windows);
 
-// ---- the search ------------------------------------------------------------------------------------------
+// ---- the search ---------------------------------------------------------------------------------
 
 struct EvolveOptions {
   std::string model = "micro-llm";
@@ -225,14 +232,14 @@ struct EvolveOptions {
   int64_t population = 4;
   int64_t trial_seeds = 2;  // every trial trains on seeds seed, seed+1, …
   int64_t eval_windows = 64;
-  uint64_t seed = 42;       // training seeds and the proposal RNG
+  uint64_t seed = 42;  // training seeds and the proposal RNG
   double confidence_z = 1.0;
   Genome baseline;
   int64_t vocab = 512;
   int threads = 1;
-  std::string run_dir;      // where files go (required when write_files)
+  std::string run_dir;  // where files go (required when write_files)
   bool write_files = true;
-  json::Value dataset_info; // recorded as given (token counts, sha256s)
+  json::Value dataset_info;  // recorded as given (token counts, sha256s)
   std::function<void(const std::string& line)> on_message;
   // Called before each trial: (trial id, trials finished so far, trials planned in total).
   std::function<void(const std::string& trial_id, int64_t done, int64_t planned)> on_trial;
@@ -247,7 +254,8 @@ struct EvolveOutput {
 // search with the recorded trials in place of training them: the same proposals come back (they
 // depend only on the seed and the recorded results), so the run continues after the last
 // finished trial. Writes result.json, report.md and index.html after every trial when write_files.
-EvolveOutput run_evolution(const EvolveOptions& options, const TrialTrainer& trainer, const json::Value* resume = nullptr);
+EvolveOutput run_evolution(const EvolveOptions& options, const TrialTrainer& trainer,
+                           const json::Value* resume = nullptr);
 
 // The search settings recorded in result.json["config"], and back (for --resume).
 json::Value evolve_config_json(const EvolveOptions& options);

@@ -56,14 +56,15 @@ double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids, const s
   int64_t tokens = 0;
   LmBatch b;
   RouteStats merged;
+  int64_t route_tokens = 0;  // tokens merged into `merged` so far (its own count: see merge_routes)
   for (size_t first = 0; first < starts.size(); first += batch) {
     std::vector<int64_t> chunk(starts.begin() + first, starts.begin() + std::min(starts.size(), first + batch));
     make_lm_batch(ids, chunk, seq_len, b);
     double mean = model.loss(b.inputs, b.targets).item();
     const int64_t n = static_cast<int64_t>(chunk.size()) * seq_len;
     loss_sum += mean * static_cast<double>(n);
-    if (routes) merge_routes(merged, model.route_stats(), tokens, n);
-    else tokens += n;
+    if (routes) merge_routes(merged, model.route_stats(), route_tokens, n);
+    tokens += n;
   }
   if (routes) *routes = merged;
   model.train(was_training);

@@ -1,6 +1,6 @@
-// `depthgrad evolve`: flags -> EvolveOptions -> corpus and trainer -> the search -> summary and paths.
-// The search itself (proposals, scoring, resume, reports) lives in train/evolve.h; this file only
-// parses flags, loads the data once, wires progress output and prints the result.
+// `depthgrad evolve`: flags -> EvolveOptions -> corpus and trainer -> the search -> summary and
+// paths. The search itself (proposals, scoring, resume, reports) lives in train/evolve.h; this file
+// only parses flags, loads the data once, wires progress output and prints the result.
 #include <fmt/core.h>
 
 #include <chrono>
@@ -20,28 +20,36 @@ namespace dg::cli {
 
 namespace {
 // Flags that define the search; --resume takes them from the recorded run instead.
-const char* kSearchFlags[] = {"model",   "dataset", "direction", "generations", "population", "steps", "trial-seeds", "seed",
-                              "confidence-z", "eval-windows", "mode", "dim", "layers", "heads", "kv-heads", "seq-len",
-                              "batch", "lr", "schedule"};
+const char* kSearchFlags[] = {"model",   "dataset",     "direction", "generations",  "population",
+                              "steps",   "trial-seeds", "seed",      "confidence-z", "eval-windows",
+                              "mode",    "dim",         "layers",    "heads",        "kv-heads",
+                              "seq-len", "batch",       "lr",        "schedule"};
 }  // namespace
 
 int cmd_evolve(int argc, char** argv, int start) {
   const EvolveOptions defaults;
   Flags f("evolve",
-          "Evolutionary search over micro-LM genomes (residual mode, width, depth, heads, K/V heads, lr, schedule,\n"
-          "steps, batch), steered by --direction. Every trial trains on --trial-seeds seeds and is scored by mean\n"
-          "validation NLL + z·stderr; the test split is evaluated once at the end (baseline and champion).");
+          "Evolutionary search over micro-LM genomes (residual mode, width, depth, heads, K/V "
+          "heads, lr, schedule,\n"
+          "steps, batch), steered by --direction. Every trial trains on --trial-seeds seeds and is "
+          "scored by mean\n"
+          "validation NLL + z·stderr; the test split is evaluated once at the end (baseline and "
+          "champion).");
   f.add("model", "micro-llm", "model family (only micro-llm)")
       .add("dataset", "wikitext-2", "data set (only wikitext-2)")
-      .add("direction", defaults.direction, "research direction (English or Chinese keywords steer the search space)")
+      .add("direction", defaults.direction,
+           "research direction (English or Chinese keywords steer the search space)")
       .add("generations", "2", "generations after the baseline")
       .add("population", "4", "children proposed per generation")
       .add("steps", "200", "training steps of the baseline genome")
       .add("trial-seeds", "2", "seeds per trial (seeds --seed, --seed+1, …)")
       .add("seed", "42", "first training seed; also seeds the proposal RNG")
       .add("confidence-z", "1.0", "score = mean validation NLL + z·stderr")
-      .add("eval-windows", "64", "validation/test windows of seq-len tokens from the split's start (0 = every window)")
-      .add("mode", "", "baseline residual mode (default: the direction's centre, block_attnres)")
+      .add("eval-windows", "64",
+           "validation/test windows of seq-len tokens from the split's start (0 = every window)")
+      .add("mode", "",
+           "baseline residual mode; empty = the direction's centre (block_attnres for AttnRes "
+           "directions)")
       .add("dim", "64", "baseline width")
       .add("layers", "4", "baseline layers")
       .add("heads", "4", "baseline attention heads")
@@ -50,11 +58,16 @@ int cmd_evolve(int argc, char** argv, int start) {
       .add("batch", "4", "baseline batch size")
       .add("lr", "6e-4", "baseline peak learning rate")
       .add("schedule", "cosine", "baseline schedule: constant | cosine")
-      .add("output-dir", "runs/evolution", "where run directories (micro-llm-<timestamp>) are created")
-      .add("resume", "", "continue the run in this directory after its last finished trial (reads its result.json)")
+      .add("output-dir", "runs/evolution",
+           "where run directories (micro-llm-<timestamp>) are created")
+      .add("resume", "",
+           "continue the run in this directory after its last finished trial (reads its "
+           "result.json)")
       .add("dataset-dir", "", "data directory (else $DEPTHGRAD_DATA, else ./data)")
-      .add("cache-dir", "", "tokenizer/ids cache (else $XDG_CACHE_HOME/depthgrad, else ~/.cache/depthgrad)")
-      .add("threads", "", "threads for OpenMP and OpenBLAS (default: DEPTHGRAD_THREADS or physical cores)")
+      .add("cache-dir", "",
+           "tokenizer/ids cache (else $XDG_CACHE_HOME/depthgrad, else ~/.cache/depthgrad)")
+      .add("threads", "",
+           "threads for OpenMP and OpenBLAS (default: DEPTHGRAD_THREADS or physical cores)")
       .add_switch("no-cache", "do not read or write the tokenizer/ids cache")
       .add_switch("quiet", "no progress output");
   if (!f.parse(argc, argv, start)) {
@@ -70,25 +83,30 @@ int cmd_evolve(int argc, char** argv, int start) {
     for (const char* name : kSearchFlags)
       if (f.given(name)) given += fmt::format("{}--{}", given.empty() ? "" : ", ", name);
     if (!given.empty())
-      throw UsageError(fmt::format("--resume takes the search settings from the recorded run; drop {}", given));
+      throw UsageError(
+          fmt::format("--resume takes the search settings from the recorded run; drop {}", given));
     std::string dir = f.get("resume");
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     const std::string path = dir + "/result.json";
-    if (!file_exists(path)) throw std::runtime_error(fmt::format("--resume: {} does not exist", path));
+    if (!file_exists(path))
+      throw std::runtime_error(fmt::format("--resume: {} does not exist", path));
     resume = json::parse(read_file(path), path);
     o = evolve_options_from_config(resume.at("config"));
     o.run_dir = dir;
   } else {
     o.model = f.get("model");
-    if (o.model != "micro-llm") throw UsageError(fmt::format("--model: only micro-llm is supported, got '{}'", o.model));
+    if (o.model != "micro-llm")
+      throw UsageError(fmt::format("--model: only micro-llm is supported, got '{}'", o.model));
     o.dataset = f.get("dataset");
-    if (o.dataset != "wikitext-2") throw UsageError(fmt::format("--dataset: only wikitext-2 is supported, got '{}'", o.dataset));
+    if (o.dataset != "wikitext-2")
+      throw UsageError(fmt::format("--dataset: only wikitext-2 is supported, got '{}'", o.dataset));
     o.direction = f.get("direction");
     o.generations = f.get_int("generations");
     o.population = f.get_int("population");
     o.trial_seeds = f.get_int("trial-seeds");
     o.seed = parse_seed_list(f.get("seed"), "--seed").at(0);
-    if (f.get("seed").find_first_of(",-") != std::string::npos) throw UsageError("--seed: one seed (the trial seeds follow it)");
+    if (f.get("seed").find_first_of(",-") != std::string::npos)
+      throw UsageError("--seed: one seed (the trial seeds follow it)");
     o.confidence_z = f.get_double("confidence-z");
     o.eval_windows = f.get_int("eval-windows");
     Genome& b = o.baseline;
@@ -101,17 +119,28 @@ int cmd_evolve(int argc, char** argv, int start) {
     b.batch = f.get_int("batch");
     b.lr = f.get_double("lr");
     b.schedule = f.get("schedule");
-    for (auto [name, v] : {std::pair{"steps", b.steps}, {"dim", b.dim}, {"layers", b.layers}, {"heads", b.heads},
-                           {"kv-heads", b.kv_heads}, {"seq-len", b.seq_len}, {"batch", b.batch}, {"population", o.population},
+    for (auto [name, v] : {std::pair{"steps", b.steps},
+                           {"dim", b.dim},
+                           {"layers", b.layers},
+                           {"heads", b.heads},
+                           {"kv-heads", b.kv_heads},
+                           {"seq-len", b.seq_len},
+                           {"batch", b.batch},
+                           {"population", o.population},
                            {"trial-seeds", o.trial_seeds}})
       if (v < 1) throw UsageError(fmt::format("--{}: must be >= 1, got {}", name, v));
-    if (o.generations < 0) throw UsageError(fmt::format("--generations: must be >= 0, got {}", o.generations));
-    if (o.eval_windows < 0) throw UsageError(fmt::format("--eval-windows: must be >= 0, got {}", o.eval_windows));
-    if (!(o.confidence_z >= 0)) throw UsageError(fmt::format("--confidence-z: must be >= 0, got {}", o.confidence_z));
+    if (o.generations < 0)
+      throw UsageError(fmt::format("--generations: must be >= 0, got {}", o.generations));
+    if (o.eval_windows < 0)
+      throw UsageError(fmt::format("--eval-windows: must be >= 0, got {}", o.eval_windows));
+    if (!(o.confidence_z >= 0))
+      throw UsageError(fmt::format("--confidence-z: must be >= 0, got {}", o.confidence_z));
     if (!(b.lr > 0)) throw UsageError(fmt::format("--lr: must be positive, got {}", b.lr));
     if (b.schedule != "constant" && b.schedule != "cosine")
-      throw UsageError(fmt::format("--schedule: expected constant or cosine, got '{}'", b.schedule));
-    b.mode = f.given("mode") ? parse_residual_mode(f.get("mode")) : plan_direction(o.direction, b).centre;
+      throw UsageError(
+          fmt::format("--schedule: expected constant or cosine, got '{}'", b.schedule));
+    b.mode = f.given("mode") ? parse_residual_mode(f.get("mode"))
+                             : plan_direction(o.direction, b).centre;
     try {
       genome_model_config(b, o.vocab);
     } catch (const std::exception& e) {
@@ -123,7 +152,9 @@ int cmd_evolve(int argc, char** argv, int start) {
   // ---- data, once ----
   const std::string data_dir = resolve_data_dir(f.get("dataset-dir"));
   if (!dir_exists(data_dir))
-    throw std::runtime_error(fmt::format("--dataset-dir: {} does not exist (fetch the data with tools/download-data.sh {})", data_dir, data_dir));
+    throw std::runtime_error(fmt::format(
+        "--dataset-dir: {} does not exist (fetch the data with tools/download-data.sh {})",
+        data_dir, data_dir));
   CorpusOptions co;
   co.data_dir = data_dir;
   co.cache_dir = f.get_bool("no-cache") ? "" : resolve_cache_dir(f.get("cache-dir"));
@@ -132,9 +163,11 @@ int cmd_evolve(int argc, char** argv, int start) {
   co.eval_limit = 0;   // the evaluation takes its windows from the split's start
   Progress progress(f.get_bool("quiet"));
   Corpus corpus = load_wikitext_corpus(co);
-  progress.message(fmt::format("tokenizer: BPE-{} ({}); {} train, {} validation, {} test ids", corpus.tokenizer.vocab_size(),
-                               corpus.tokenizer_from_cache ? "cache" : fmt::format("trained in {:.1f} s", corpus.tokenizer_seconds),
-                               corpus.train.size(), corpus.validation.size(), corpus.test.size()));
+  progress.message(fmt::format(
+      "tokenizer: BPE-{} ({}); {} train, {} validation, {} test ids", corpus.tokenizer.vocab_size(),
+      corpus.tokenizer_from_cache ? "cache"
+                                  : fmt::format("trained in {:.1f} s", corpus.tokenizer_seconds),
+      corpus.train.size(), corpus.validation.size(), corpus.test.size()));
   {
     json::Value ds;
     ds["name"] = "WikiText-2";
@@ -161,28 +194,38 @@ int cmd_evolve(int argc, char** argv, int start) {
     planned = p;
   };
   auto on_step = [&](const TrialRun& run, const StepLog& log) {
-    const double within = (static_cast<double>(run.seed_index) + static_cast<double>(log.step + 1) / static_cast<double>(log.steps)) /
+    const double within = (static_cast<double>(run.seed_index) +
+                           static_cast<double>(log.step + 1) / static_cast<double>(log.steps)) /
                           static_cast<double>(run.seed_count);
-    progress.step(fmt::format("[{}{} seed {} ({}/{})]", run.trial_id, run.split == EvalSplit::test ? " test" : "", run.seed, run.seed_index + 1,
-                              run.seed_count),
-                  log.step, log.steps, log.loss, log.tokens_per_second, (static_cast<double>(done) + within) / static_cast<double>(planned));
+    progress.step(fmt::format("[{}{} seed {} ({}/{})]", run.trial_id,
+                              run.split == EvalSplit::test ? " test" : "", run.seed,
+                              run.seed_index + 1, run.seed_count),
+                  log.step, log.steps, log.loss, log.tokens_per_second,
+                  (static_cast<double>(done) + within) / static_cast<double>(planned));
   };
-  TrialTrainer trainer = make_micro_lm_trainer(corpus.train, corpus.validation, corpus.test, corpus.tokenizer.vocab_size(), o.eval_windows, on_step);
-  progress.message(fmt::format("depthgrad evolve{}: {} generation(s) × {} children, {} seed(s) per trial, baseline {}, {} thread(s); run {}",
-                               resuming ? " (resume)" : "", o.generations, o.population, o.trial_seeds, genome_summary(o.baseline), o.threads,
-                               o.run_dir));
+  TrialTrainer trainer =
+      make_micro_lm_trainer(corpus.train, corpus.validation, corpus.test,
+                            corpus.tokenizer.vocab_size(), o.eval_windows, on_step);
+  progress.message(
+      fmt::format("depthgrad evolve{}: {} generation(s) × {} children, {} seed(s) per trial, "
+                  "baseline {}, {} thread(s); run {}",
+                  resuming ? " (resume)" : "", o.generations, o.population, o.trial_seeds,
+                  genome_summary(o.baseline), o.threads, o.run_dir));
   EvolveOutput out;
   try {
     out = run_evolution(o, trainer, resuming ? &resume : nullptr);
   } catch (...) {
     progress.finish();
     if (file_exists(o.run_dir + "/result.json"))
-      fmt::print(stderr, "depthgrad evolve: the finished trials are in {}; continue with --resume {}\n", o.run_dir, o.run_dir);
+      fmt::print(stderr,
+                 "depthgrad evolve: the finished trials are in {}; continue with --resume {}\n",
+                 o.run_dir, o.run_dir);
     throw;
   }
   progress.finish();
   fmt::print("{}", out.summary);
-  fmt::print("wall time: {:.1f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
+  fmt::print("wall time: {:.1f} s\n",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
   return 0;
 }
 

@@ -1,0 +1,482 @@
+// `depthgrad evolve`'s search (train/evolve.h): direction rules, deterministic mutation and
+// crossover, duplicate avoidance, score ordering with uncertainty, failed trials and resume, all
+// with a fake trainer (no data). One small end-to-end case trains for real when
+// DEPTHGRAD_TEST_DATA names the data directory.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "train/corpus.h"
+#include "train/evolve.h"
+#include "train/fsutil.h"
+
+using namespace dg;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSeedDirection = "比较 Block AttnRes 与 RD-AttnRes 的 QK/V 深度路由";
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag)
+      : path(fs::temp_directory_path() /
+             fs::path("dg-evolve-" + tag + "-" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::vector<std::string> rule_names(const DirectionPlan& p) {
+  std::vector<std::string> names;
+  for (const RuleMatch& m : p.matches) names.push_back(m.rule);
+  return names;
+}
+bool has_rule(const DirectionPlan& p, const std::string& name) {
+  auto names = rule_names(p);
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+double gene_probability(const SearchSpace& s, Gene g) {
+  double total = 0;
+  for (const GeneSpace& x : s.genes) total += x.weight;
+  return s[g].weight / total;
+}
+double value_weight(const GeneSpace& s, const std::string& v) {
+  for (size_t i = 0; i < s.values.size(); ++i)
+    if (s.values[i] == v) return s.value_weights[i];
+  return -1;
+}
+int genes_differing(const Genome& a, const Genome& b) {
+  int n = 0;
+  for (Gene g : {Gene::mode, Gene::dim, Gene::layers, Gene::heads, Gene::kv_heads, Gene::lr,
+                 Gene::schedule, Gene::steps, Gene::batch})
+    n += gene_value(a, g) != gene_value(b, g) ? 1 : 0;
+  return n;
+}
+
+// A deterministic stand-in for training: NLL from the genome and the seed, no data.
+struct FakeTrainer {
+  std::map<std::string, int> validation_calls;  // genome key -> calls
+  int test_calls = 0;
+  std::function<SeedMetrics(const TrialRun&)> custom;
+
+  static double base_nll(const TrialRun& run) {
+    const Genome& g = run.genome;
+    double nll = 6.0;
+    if (g.mode == ResidualMode::rd_attnres) nll -= 0.04;
+    if (g.mode == ResidualMode::paper_rd_attnres) nll -= 0.02;
+    if (g.mode == ResidualMode::standard) nll += 0.05;
+    nll += 0.01 * std::abs(std::log2(static_cast<double>(g.dim) / 64.0)) +
+           0.002 * std::abs(static_cast<double>(g.layers) - 4);
+    nll += 0.003 * std::abs(std::log2(g.lr / 6e-4)) + (g.schedule == "constant" ? 0.004 : 0.0) +
+           0.001 * static_cast<double>(g.heads - g.kv_heads);
+    nll += 0.001 * static_cast<double>(run.seed - 42);
+    return nll;
+  }
+  TrialTrainer fn() {
+    return [this](const TrialRun& run) {
+      if (run.split == EvalSplit::test)
+        ++test_calls;
+      else
+        ++validation_calls[genome_key(run.genome)];
+      if (custom) return custom(run);
+      SeedMetrics m;
+      m.seed = run.seed;
+      m.nll = base_nll(run) + (run.split == EvalSplit::test ? 0.1 : 0.0);
+      m.perplexity = std::exp(m.nll);
+      m.initial_loss = 6.3;
+      m.final_loss = base_nll(run) -
+                     0.05;  // training does not depend on the split: a re-training "reproduces" it
+      m.parameters = run.genome.dim * 1000;
+      m.seconds = 0.5;
+      return m;
+    };
+  }
+};
+
+EvolveOptions fake_options(const std::string& direction = kSeedDirection) {
+  EvolveOptions o;
+  o.direction = direction;
+  o.generations = 2;
+  o.population = 4;
+  o.trial_seeds = 2;
+  o.write_files = false;
+  o.baseline.steps = 50;
+  return o;
+}
+
+std::vector<std::string> trial_ids(const json::Value& result) {
+  std::vector<std::string> ids;
+  for (const json::Value& t : result.at("trials").as_array())
+    ids.push_back(t.at("trial_id").as_string());
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("evolve direction: normalisation keeps hyphens and slashes") {
+  CHECK(normalize_direction("  Compare\tRD-AttnRes   QK/V  ") == "compare rd-attnres qk/v");
+  CHECK(normalize_direction(kSeedDirection) == "比较 block attnres 与 rd-attnres 的 qk/v 深度路由");
+  CHECK(normalize_direction("注意力残差\u3000路由") ==
+        "注意力残差 路由");  // the ideographic space separates words
+}
+
+TEST_CASE("evolve direction: the Chinese seed direction puts the AttnRes family at the centre") {
+  Genome base;
+  DirectionPlan p = plan_direction(kSeedDirection, base);
+  CHECK_FALSE(p.fallback);
+  CHECK(has_rule(p, "attnres_family"));
+  CHECK(has_rule(p, "role_decoupled"));
+  CHECK(has_rule(p, "block_attnres"));
+  // "深度路由" is depth *routing*: consumed by the AttnRes rule, it must not also fire the depth
+  // rule.
+  CHECK_FALSE(has_rule(p, "depth"));
+  CHECK(gene_probability(p.space, Gene::mode) > 0.7);
+  const GeneSpace& modes = p.space[Gene::mode];
+  for (const char* m : {"block_attnres", "rd_attnres", "paper_block_attnres", "paper_rd_attnres"})
+    CHECK(value_weight(modes, m) > 4 * value_weight(modes, "standard"));
+  // Budget genes stay fixed unless the direction names them.
+  CHECK(p.space[Gene::steps].weight == 0);
+  CHECK(p.space[Gene::batch].weight == 0);
+  CHECK(p.centre == ResidualMode::block_attnres);
+  for (const RuleMatch& m : p.matches)
+    if (m.rule == "role_decoupled")
+      CHECK(std::find(m.keywords.begin(), m.keywords.end(), "rd-attnres") != m.keywords.end());
+}
+
+TEST_CASE("evolve direction: English role-decoupled routing, and rd-attnres with its hyphen") {
+  Genome base;
+  DirectionPlan en = plan_direction("compare role-decoupled routing", base);
+  CHECK(has_rule(en, "role_decoupled"));
+  CHECK(has_rule(en, "attnres_family"));
+  CHECK(gene_probability(en.space, Gene::mode) > 0.7);
+
+  DirectionPlan rd = plan_direction("RD-AttnRes", base);
+  REQUIRE(rd.matches.size() == 1);
+  CHECK(rd.matches[0].rule == "role_decoupled");
+  CHECK(rd.matches[0].keywords == std::vector<std::string>{"rd-attnres"});
+  CHECK(value_weight(rd.space[Gene::mode], "rd_attnres") >
+        value_weight(rd.space[Gene::mode], "block_attnres"));
+}
+
+TEST_CASE("evolve direction: other rules, word boundaries and the fallback") {
+  Genome base;
+  DirectionPlan p =
+      plan_direction("widen the model and tune the learning rate; 更深 网络, GQA", base);
+  CHECK(has_rule(p, "width"));
+  CHECK(has_rule(p, "learning_rate"));
+  CHECK(has_rule(p, "depth"));
+  CHECK(has_rule(p, "gqa"));
+  CHECK_FALSE(has_rule(p, "attnres_family"));
+  CHECK(value_weight(p.space[Gene::dim], "128") > value_weight(p.space[Gene::dim], "32"));
+  CHECK(value_weight(p.space[Gene::layers], "8") > value_weight(p.space[Gene::layers], "2"));
+
+  DirectionPlan zh = plan_direction("提高学习率并增加层数", base);
+  CHECK(rule_names(zh) == std::vector<std::string>{"depth", "learning_rate"});
+
+  // "lr" must start a word: "world" does not match, and nothing else does either.
+  DirectionPlan none = plan_direction("make the world better", base);
+  CHECK(none.fallback);
+  CHECK(none.note.find("full space") != std::string::npos);
+  for (const GeneSpace& g : none.space.genes) CHECK(g.weight == 1.0);
+  CHECK(plan_direction("", base).fallback);
+  CHECK(plan_direction("paper formulation", base).centre == ResidualMode::paper_block_attnres);
+}
+
+TEST_CASE("evolve proposals: mutation and crossover are deterministic for a seed") {
+  Genome base;
+  const DirectionPlan plan = plan_direction(kSeedDirection, base);
+  auto keys_of = [&](uint64_t seed) {
+    std::vector<std::string> seen{genome_key(base)};
+    GenerationPlan gp =
+        propose_generation(1, 6, seed, plan.space, "g0-t0", base, "", nullptr, seen);
+    std::vector<std::string> keys;
+    for (const ProposedTrial& t : gp.trials) {
+      keys.push_back(genome_key(t.proposal.genome));
+      CHECK(t.proposal.origin == "mutation");
+      CHECK(genome_is_valid(t.proposal.genome));
+      CHECK((t.proposal.changes.size() == 1 || t.proposal.changes.size() == 2));
+      CHECK(genes_differing(base, t.proposal.genome) ==
+            static_cast<int>(t.proposal.changes.size()));
+      CHECK(t.parents == std::vector<std::string>{"g0-t0"});
+    }
+    return keys;
+  };
+  const auto a = keys_of(42), b = keys_of(42), c = keys_of(7);
+  CHECK(a.size() == 6);
+  CHECK(a == b);
+  CHECK(a != c);
+
+  Genome other = base;
+  other.mode = ResidualMode::rd_attnres;
+  other.dim = 96;
+  other.layers = 6;
+  for (uint64_t s = 0; s < 20; ++s) {
+    ProposalRng r1(s), r2(s);
+    Proposal x = crossover(base, other, "g1-t2", r1), y = crossover(base, other, "g1-t2", r2);
+    CHECK(genome_key(x.genome) == genome_key(y.genome));
+    CHECK(x.origin == "crossover");
+    CHECK_FALSE(x.genome == base);
+    CHECK_FALSE(x.genome == other);
+    for (const std::string& change : x.changes)
+      CHECK(change.find("(from g1-t2)") != std::string::npos);
+    for (Gene g : {Gene::mode, Gene::dim, Gene::layers, Gene::heads, Gene::lr})
+      CHECK((gene_value(x.genome, g) == gene_value(base, g) ||
+             gene_value(x.genome, g) == gene_value(other, g)));
+  }
+  // With a runner-up the last slot is a crossover of the two.
+  std::vector<std::string> seen{genome_key(base), genome_key(other)};
+  GenerationPlan gp =
+      propose_generation(2, 3, 42, plan.space, "g0-t0", base, "g1-t2", &other, seen);
+  REQUIRE(gp.trials.size() == 3);
+  CHECK(gp.trials.back().proposal.origin == "crossover");
+  CHECK(gp.trials.back().parents == std::vector<std::string>{"g0-t0", "g1-t2"});
+  // When every crossover child was seen, the slot says so and holds a mutation.
+  Genome one_off = base;
+  one_off.dim = 96;  // a single differing gene: the only crossover child is one_off itself
+  std::vector<std::string> seen2{genome_key(base), genome_key(one_off)};
+  GenerationPlan fallback =
+      propose_generation(2, 2, 42, plan.space, "g0-t0", base, "g1-t1", &one_off, seen2);
+  REQUIRE(fallback.trials.size() == 2);
+  CHECK(fallback.trials.back().proposal.origin == "mutation");
+  CHECK(fallback.trials.back().note.find("crossover slot") != std::string::npos);
+}
+
+TEST_CASE("evolve proposals: seen genomes are re-drawn, never proposed twice") {
+  Genome base;
+  SearchSpace space = plan_direction(kSeedDirection, base).space;
+  for (GeneSpace& g : space.genes) g.weight = 0;
+  space[Gene::mode].weight = 1;  // only 4 children exist: the other residual modes
+  std::vector<std::string> seen{genome_key(base)};
+  GenerationPlan gp = propose_generation(1, 6, 42, space, "g0-t0", base, "", nullptr, seen);
+  CHECK(gp.trials.size() == 4);
+  CHECK(gp.skipped.size() == 2);
+  std::set<std::string> keys;
+  for (const ProposedTrial& t : gp.trials) keys.insert(genome_key(t.proposal.genome));
+  CHECK(keys.size() == 4);
+  CHECK_FALSE(keys.count(genome_key(base)));
+  CHECK(seen.size() == 5);
+  GenerationPlan again = propose_generation(2, 3, 42, space, "g0-t0", base, "", nullptr, seen);
+  CHECK(again.trials.empty());
+  CHECK(again.skipped.size() == 3);
+
+  // In a whole search every genome is trained once per seed, however often it is drawn.
+  FakeTrainer fake;
+  EvolveOptions o = fake_options();
+  o.generations = 3;
+  o.population = 5;
+  EvolveOutput out = run_evolution(o, fake.fn());
+  for (const auto& [key, calls] : fake.validation_calls) CHECK(calls == 2);
+  CHECK(fake.validation_calls.size() == out.result.at("trials").size());
+}
+
+TEST_CASE("evolve scoring: uncertainty across seeds is penalised and ties keep the parent") {
+  TrialScore steady = score_trial({6.00, 6.00}, 1.0), noisy = score_trial({5.90, 6.06}, 1.0);
+  CHECK(noisy.mean < steady.mean);
+  CHECK(noisy.sem == doctest::Approx(0.08));
+  CHECK(noisy.score == doctest::Approx(6.06));
+  CHECK(steady.score < noisy.score);
+  CHECK(score_trial({5.90, 6.06}, 0.0).score == doctest::Approx(5.98));
+  CHECK(score_trial({5.5}, 1.0).score == 5.5);
+
+  // A search where rd_attnres children have the best mean but an unstable one.
+  auto run = [](double z) {
+    FakeTrainer fake;
+    fake.custom = [](const TrialRun& r) {
+      SeedMetrics m;
+      m.seed = r.seed;
+      if (r.genome.mode == ResidualMode::rd_attnres)
+        m.nll = r.seed == 42 ? 5.90 : 6.06;
+      else if (r.trial_id == "g0-t0")
+        m.nll = 6.00;
+      else
+        m.nll = 6.01;
+      m.perplexity = std::exp(m.nll);
+      return m;
+    };
+    EvolveOptions o = fake_options("rd-attnres");
+    o.generations = 1;
+    o.confidence_z = z;
+    EvolveOutput out = run_evolution(o, fake.fn());
+    bool rd_child = false;
+    for (const json::Value& t : out.result.at("trials").as_array())
+      rd_child |= t.at("genome").at("mode").as_string() == "rd_attnres";
+    REQUIRE(rd_child);
+    return out.result.at("champion");
+  };
+  CHECK(run(1.0).at("trial_id").as_string() == "g0-t0");
+  CHECK(run(0.0).at("genome").at("mode").as_string() == "rd_attnres");
+
+  // Every child equal to the parent: the parent stays champion.
+  FakeTrainer flat;
+  flat.custom = [](const TrialRun& r) {
+    SeedMetrics m;
+    m.seed = r.seed;
+    m.nll = 6.0;
+    m.perplexity = std::exp(6.0);
+    return m;
+  };
+  EvolveOutput out = run_evolution(fake_options(), flat.fn());
+  CHECK(out.result.at("champion").at("trial_id").as_string() == "g0-t0");
+  CHECK(out.result.at("rounds")
+            .at(size_t{0})
+            .at("decision")
+            .as_string()
+            .find("ties keep the parent") != std::string::npos);
+  CHECK(out.result.at("test").at("champion_is_baseline").as_bool());
+}
+
+TEST_CASE("evolve failed trials are recorded and the search goes on") {
+  FakeTrainer fake;
+  FakeTrainer healthy;
+  TrialTrainer base_fn = healthy.fn();
+  fake.custom = [&](const TrialRun& r) {
+    if (r.trial_id == "g1-t2") throw std::runtime_error("training diverged: loss is nan at step 3");
+    SeedMetrics m = base_fn(r);
+    if (r.trial_id == "g1-t3") m.nll = NAN;
+    return m;
+  };
+  EvolveOutput out = run_evolution(fake_options(), fake.fn());
+  const json::Value& trials = out.result.at("trials");
+  CHECK(trials.size() == 9);
+  int failed = 0;
+  for (const json::Value& t : trials.as_array()) {
+    const std::string id = t.at("trial_id").as_string();
+    if (id == "g1-t2" || id == "g1-t3") {
+      ++failed;
+      CHECK(t.at("status").as_string() == "failed");
+      CHECK(t.at("score").is_null());
+      CHECK(t.at("error").as_string().find(id == "g1-t2" ? "diverged" : "score is nan") !=
+            std::string::npos);
+      CHECK(out.result.at("champion").at("trial_id").as_string() != id);
+    } else {
+      CHECK(t.at("status").as_string() == "completed");
+    }
+  }
+  CHECK(failed == 2);
+  CHECK(trials.at(size_t{8}).at("generation").as_int() ==
+        2);  // generation 2 ran after the failures
+  // A failed baseline leaves nothing to evolve from: a clear error.
+  FakeTrainer broken;
+  broken.custom = [](const TrialRun&) -> SeedMetrics { throw std::runtime_error("out of memory"); };
+  CHECK_THROWS_WITH_AS(run_evolution(fake_options(), broken.fn()),
+                       doctest::Contains("baseline trial g0-t0 failed"), std::runtime_error);
+  // Unsupported model and data set names are errors naming the flag.
+  EvolveOptions bad = fake_options();
+  bad.model = "gpt2";
+  CHECK_THROWS_WITH_AS(run_evolution(bad, fake.fn()), doctest::Contains("--model"),
+                       std::invalid_argument);
+  bad = fake_options();
+  bad.dataset = "wikitext-103";
+  CHECK_THROWS_WITH_AS(run_evolution(bad, fake.fn()), doctest::Contains("--dataset"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("evolve resume continues after the last finished trial") {
+  TempDir dir("resume");
+  EvolveOptions o = fake_options();
+  o.write_files = true;
+  o.run_dir = (dir.path / "full").string();
+  FakeTrainer full;
+  EvolveOutput reference = run_evolution(o, full.fn());
+  CHECK(file_exists(o.run_dir + "/result.json"));
+  CHECK(file_exists(o.run_dir + "/report.md"));
+  CHECK(file_exists(o.run_dir + "/index.html"));
+
+  // Interrupt before the 5th trial (the callback runs outside the trial's error handling).
+  o.run_dir = (dir.path / "cut").string();
+  o.on_trial = [](const std::string&, int64_t done, int64_t) {
+    if (done == 4) throw std::runtime_error("interrupted");
+  };
+  FakeTrainer first;
+  CHECK_THROWS_WITH(run_evolution(o, first.fn()), "interrupted");
+  const json::Value partial = json::parse(read_file(o.run_dir + "/result.json"), "result.json");
+  CHECK(partial.at("status").as_string() == "running");
+  CHECK(partial.at("trials").size() == 4);
+
+  EvolveOptions r = evolve_options_from_config(partial.at("config"));
+  r.write_files = true;
+  r.run_dir = o.run_dir;
+  FakeTrainer second;
+  EvolveOutput resumed = run_evolution(r, second.fn(), &partial);
+  int trained = 0;
+  for (const auto& [key, calls] : second.validation_calls) trained += calls;
+  CHECK(trained == (9 - 4) * 2);  // only the unfinished trials, on both seeds
+  CHECK(trial_ids(resumed.result) == trial_ids(reference.result));
+  for (size_t i = 0; i < 9; ++i) {
+    const json::Value& a = reference.result.at("trials").at(i);
+    const json::Value& b = resumed.result.at("trials").at(i);
+    CHECK(a.at("genome") == b.at("genome"));
+    CHECK(a.at("score") == b.at("score"));
+  }
+  CHECK(resumed.result.at("champion").at("trial_id") ==
+        reference.result.at("champion").at("trial_id"));
+  CHECK(resumed.result.at("rounds") == reference.result.at("rounds"));
+  CHECK(resumed.result.at("runtime").at("sessions").as_int() == 2);
+  // The fake trainer keeps no weights, so the test split re-trains; its training losses reproduce.
+  for (const char* role : {"baseline", "champion"})
+    for (const json::Value& s : resumed.result.at("test").at(role).at("seeds").as_array())
+      CHECK(s.at("reproduces_training").as_bool());
+
+  // Resuming a finished run trains nothing; other settings are refused.
+  const json::Value done = json::parse(read_file(o.run_dir + "/result.json"), "result.json");
+  CHECK(done.at("status").as_string() == "complete");
+  FakeTrainer third;
+  run_evolution(r, third.fn(), &done);
+  CHECK(third.validation_calls.empty());
+  CHECK(third.test_calls == 0);
+  EvolveOptions changed = r;
+  changed.confidence_z = 2.0;
+  CHECK_THROWS_WITH_AS(run_evolution(changed, third.fn(), &done), doctest::Contains("--resume"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("evolve end to end on WikiText-2 (tiny budget)") {
+  const char* data_dir = std::getenv("DEPTHGRAD_TEST_DATA");
+  if (data_dir == nullptr) {
+    MESSAGE("skipped: DEPTHGRAD_TEST_DATA is not set (it names the shared data directory)");
+    return;
+  }
+  TempDir dir("e2e");
+  CorpusOptions co;
+  co.data_dir = data_dir;
+  co.cache_dir = "";  // no cache: the test writes nothing outside its temporary directory
+  co.train_limit = 0;
+  co.eval_limit = 0;
+  Corpus corpus = load_wikitext_corpus(co);
+  EvolveOptions o;
+  o.generations = 1;
+  o.population = 2;
+  o.trial_seeds = 1;
+  o.baseline.steps = 3;
+  o.baseline.dim = 32;
+  o.eval_windows = 8;
+  o.run_dir = (dir.path / "run").string();
+  TrialTrainer trainer = make_micro_lm_trainer(corpus.train, corpus.validation, corpus.test,
+                                               corpus.tokenizer.vocab_size(), o.eval_windows);
+  EvolveOutput out = run_evolution(o, trainer);
+  const json::Value& r = out.result;
+  CHECK(r.at("status").as_string() == "complete");
+  CHECK(r.at("trials").size() == 3);
+  for (const json::Value& t : r.at("trials").as_array()) {
+    CHECK(t.at("status").as_string() == "completed");
+    const double nll = t.at("mean_nll").as_double();
+    CHECK(nll > 5.0);
+    CHECK(nll < 7.0);  // ln 512 = 6.24 at the start; 3 steps barely move it
+  }
+  for (const char* role : {"baseline", "champion"}) {
+    const json::Value& t = r.at("test").at(role);
+    CHECK(t.at("status").as_string() == "completed");
+    CHECK(std::isfinite(t.at("mean_nll").as_double()));
+    CHECK(t.at("seeds").at(size_t{0}).at("weights").as_string() == "kept in memory");
+  }
+  CHECK(out.summary.find("Champion: ") == 0);
+  CHECK(read_file(o.run_dir + "/index.html").find("<svg") != std::string::npos);
+}
