@@ -13,10 +13,6 @@
 namespace dg {
 
 namespace {
-void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
-  if (a.dtype() != b.dtype())
-    throw std::invalid_argument(fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
-}
 
 // out = f(a, b) broadcast, as a fresh contiguous tensor.
 template <class F>

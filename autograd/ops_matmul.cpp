@@ -14,11 +14,6 @@
 namespace dg {
 
 namespace {
-void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
-  if (a.dtype() != b.dtype())
-    throw std::invalid_argument(
-        fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
-}
 
 // A matrix operand as BLAS reads it: the tensor itself, or a contiguous copy when its last two
 // axes are not BLAS-readable, with its layout.

@@ -16,11 +16,6 @@
 namespace dg {
 
 namespace {
-void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
-  if (a.dtype() != b.dtype())
-    throw std::invalid_argument(
-        fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
-}
 
 void check_float(const Tensor& t, const char* op) {
   check_arg(t.defined(), op, t, "a defined tensor");

@@ -12,19 +12,26 @@ thread_local int t_depth = 0;  // open timers on this thread
 thread_local OpFamily t_family = OpFamily::other;
 
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 }  // namespace
 
 const char* op_family_name(OpFamily family) {
   switch (family) {
-    case OpFamily::matmul: return "matmul";
-    case OpFamily::attention: return "attention";
-    case OpFamily::norms: return "norms";
-    case OpFamily::routing: return "routing";
-    case OpFamily::optimizer: return "optimizer";
-    case OpFamily::other: return "other";
+    case OpFamily::matmul:
+      return "matmul";
+    case OpFamily::attention:
+      return "attention";
+    case OpFamily::norms:
+      return "norms";
+    case OpFamily::routing:
+      return "routing";
+    case OpFamily::optimizer:
+      return "optimizer";
+    case OpFamily::other:
+      return "other";
   }
   return "?";
 }

@@ -117,6 +117,11 @@ void check_arg(bool cond, const char* op, const Tensor& t, const std::string& wh
     throw std::invalid_argument(fmt::format("{}: expected {}, got {}", op, what, t.describe()));
 }
 
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.dtype() != b.dtype())
+    throw std::invalid_argument(fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
+}
+
 namespace {
 // Calls f(element offset) for every element of (shape, strides) in row-major logical order.
 template <class F>

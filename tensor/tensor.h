@@ -149,6 +149,8 @@ struct TensorImpl {
 
 // Throws std::invalid_argument "op: expected <what>, got <tensor>" unless cond holds.
 void check_arg(bool cond, const char* op, const Tensor& t, const std::string& what);
+// Throws std::invalid_argument "op: dtypes differ: <a> and <b>" (ops never promote silently).
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 
 // ---- template definitions ------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ Modes:
   --config NAME --threads N [--warmup W --steps S] [--json]
       time full training steps (sample the batch, zero grad, forward, loss, backward, clip 1.0,
       AdamW lr 6e-4 wd 0.01) on random tokens (numpy default_rng(0), the tokens and windows
-      depthgrad draws); report the median of the timed steps and peak RSS (getrusage). One
-      process per measurement: ru_maxrss is a process-lifetime peak.
+      depthgrad draws); report the median of the timed steps and peak RSS (VmHWM). One
+      process per measurement: the peak is a process-lifetime figure.
   --check WEIGHTS.safetensors --tokens FILE.json [--json]
       load depthgrad's weights and token batch (written by `depthgrad bench --write-check DIR`),
       print the parameter count, the loss, and the losses after each of the same AdamW steps.
@@ -254,9 +254,9 @@ def run_check(args):
     c = dict(spec["model"])
     model = MicroLM(c)
     weights = load_safetensors(args.check)
-    missing = set(model.state_dict()) ^ set(weights)
-    if missing:
-        sys.exit(f"{args.check}: names differ from the torch model's: {sorted(missing)}")
+    differ = set(model.state_dict()) ^ set(weights)
+    if differ:
+        sys.exit(f"{args.check}: tensor names differ from the torch model's: {sorted(differ)}")
     model.load_state_dict(weights, strict=True)
     B, T = spec["batch"], c["seq_len"]
     ids = torch.tensor(spec["inputs"], dtype=torch.int64).view(B, T)
@@ -318,7 +318,11 @@ def run_timing(args):
         if args.verbose:
             print(f"  torch {args.config} t{args.threads} step {s + 1}/{warmup + timed}: {dt * 1e3:.1f} ms, loss {value:.4f}",
                   file=sys.stderr)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    # Peak RSS of this process: VmHWM, as depthgrad reads it. getrusage's ru_maxrss is not used: Linux
+    # carries the maximum over exec, so a child spawned by a large parent (posix_spawn/vfork shares the
+    # parent's memory until exec) reports the parent's peak.
+    peak = rss_kib("VmHWM")
+    ru_maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux; for reference only
     median = float(np.median(step_seconds))
     n_matmul = matmul_params(model)
     flops = step_flops(c, B, n_matmul)
@@ -326,7 +330,7 @@ def run_timing(args):
                   parameters=parameter_count(model), matmul_params=n_matmul, batch=B, seq_len=T, warmup=warmup,
                   timed=timed, step_seconds=step_seconds, losses=losses, median_step_seconds=median,
                   mean_step_seconds=float(np.mean(step_seconds)), tokens_per_second=B * T / median, step_flops=flops,
-                  achieved_gflops=flops / median * 1e-9, peak_rss_kib=peak, baseline_rss_kib=baseline,
+                  achieved_gflops=flops / median * 1e-9, peak_rss_kib=peak, baseline_rss_kib=baseline, ru_maxrss_kib=ru_maxrss,
                   torch_version=torch.__version__)
     if args.json:
         print(json.dumps(result))

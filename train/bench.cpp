@@ -20,7 +20,8 @@
 
 namespace dg {
 
-// ---- configs ------------------------------------------------------------------------------------------
+// ---- configs
+// ------------------------------------------------------------------------------------------
 
 const std::vector<std::string>& bench_config_names() {
   static const std::vector<std::string> names{"micro", "small", "base"};
@@ -34,23 +35,28 @@ BenchSpec bench_spec(const std::string& name, ResidualMode mode) {
   m.mode = mode;
   // (vocab, dim, layers, heads, seq, batch, expansion, warm-up, timed)
   if (name == "micro") {
-    m.vocab = 512, m.dim = 64, m.layers = 2, m.heads = 4, m.seq_len = 64, s.batch = 4, m.expansion = 3;
+    m.vocab = 512, m.dim = 64, m.layers = 2, m.heads = 4, m.seq_len = 64, s.batch = 4,
+    m.expansion = 3;
     s.warmup = 3, s.timed = 50;
   } else if (name == "small") {
-    m.vocab = 512, m.dim = 256, m.layers = 8, m.heads = 8, m.seq_len = 256, s.batch = 8, m.expansion = 3;
+    m.vocab = 512, m.dim = 256, m.layers = 8, m.heads = 8, m.seq_len = 256, s.batch = 8,
+    m.expansion = 3;
     s.warmup = 3, s.timed = 5;
   } else if (name == "base") {
-    m.vocab = 50304, m.dim = 768, m.layers = 12, m.heads = 12, m.seq_len = 256, s.batch = 4, m.expansion = 4;
+    m.vocab = 50304, m.dim = 768, m.layers = 12, m.heads = 12, m.seq_len = 256, s.batch = 4,
+    m.expansion = 4;
     s.warmup = 2, s.timed = 3;
   } else {
-    throw std::invalid_argument(fmt::format("unknown bench config '{}' (expected micro, small or base)", name));
+    throw std::invalid_argument(
+        fmt::format("unknown bench config '{}' (expected micro, small or base)", name));
   }
   m.kv_heads = m.heads;
   m.validate();
   return s;
 }
 
-// ---- FLOPs and the sgemm rate ---------------------------------------------------------------------------
+// ---- FLOPs and the sgemm rate
+// ---------------------------------------------------------------------------
 
 GemmShape largest_gemm(const MicroLMConfig& c, int64_t batch) {
   const int64_t M = batch * c.seq_len, hidden = c.expansion * c.dim;
@@ -77,7 +83,8 @@ int64_t matmul_parameters(const MicroLM& model) {
 
 double training_step_flops(int64_t matmul_params, const MicroLMConfig& c, int64_t batch) {
   const double tokens = double(batch) * double(c.seq_len);
-  const double attention = 12.0 * double(c.layers) * double(batch) * double(c.seq_len) * double(c.seq_len) * double(c.dim);
+  const double attention = 12.0 * double(c.layers) * double(batch) * double(c.seq_len) *
+                           double(c.seq_len) * double(c.dim);
   return 6.0 * double(matmul_params) * tokens + attention;
 }
 
@@ -101,7 +108,8 @@ int64_t status_field_kib(const char* key) {
   std::string line;
   const std::string prefix = std::string(key) + ":";
   while (std::getline(f, line))
-    if (line.rfind(prefix, 0) == 0) return std::stoll(line.substr(prefix.size()));  // "VmHWM:   1234 kB"
+    if (line.rfind(prefix, 0) == 0)
+      return std::stoll(line.substr(prefix.size()));  // "VmHWM:   1234 kB"
   return 0;
 }
 }  // namespace
@@ -112,8 +120,8 @@ double measure_sgemm_gflops(const GemmShape& g, int min_runs, double min_seconds
   gen.uniform_(a.data(), int64_t(a.size()), -1, 1);
   gen.uniform_(b.data(), int64_t(b.size()), -1, 1);
   auto run = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(g.M), int(g.N), int(g.K), 1.0f, a.data(), int(g.K),
-                b.data(), int(g.K), 0.0f, c.data(), int(g.N));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(g.M), int(g.N), int(g.K), 1.0f,
+                a.data(), int(g.K), b.data(), int(g.K), 0.0f, c.data(), int(g.N));
   };
   run();  // warm-up: BLAS buffers and the threads' first touch
   std::vector<double> times;
@@ -137,7 +145,8 @@ std::string load_average() {
   return a + " " + b + " " + c;
 }
 
-// ---- one measurement --------------------------------------------------------------------------------------
+// ---- one measurement
+// --------------------------------------------------------------------------------------
 
 namespace {
 // Random token ids, seed 0: numpy.random.default_rng(0).integers(0, vocab, size=n), which the
@@ -153,8 +162,9 @@ constexpr int64_t kBenchTokens = 100000;
 
 BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options) {
   if (spec.warmup < 0 || spec.timed < 1)
-    throw std::invalid_argument(fmt::format("bench {}: warm-up must be >= 0 and timed steps >= 1 (got {} and {})",
-                                            spec.name, spec.warmup, spec.timed));
+    throw std::invalid_argument(
+        fmt::format("bench {}: warm-up must be >= 0 and timed steps >= 1 (got {} and {})",
+                    spec.name, spec.warmup, spec.timed));
   set_threads(options.threads);
   auto say = [&](const std::string& line) {
     if (options.on_message) options.on_message(line);
@@ -169,8 +179,8 @@ BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options) {
   r.timed = spec.timed;
   r.baseline_rss_kib = current_rss_kib();
 
-  const std::vector<int32_t> ids = random_tokens(std::max(kBenchTokens, 4 * spec.batch * (spec.model.seq_len + 1)),
-                                                 spec.model.vocab);
+  const std::vector<int32_t> ids = random_tokens(
+      std::max(kBenchTokens, 4 * spec.batch * (spec.model.seq_len + 1)), spec.model.vocab);
   TrainerConfig tc;
   tc.model = spec.model;
   tc.batch = spec.batch;
@@ -198,8 +208,8 @@ BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options) {
     set_op_profiling(false);
     r.losses.push_back(log.loss);
     if (timed) r.step_seconds.push_back(seconds);
-    say(fmt::format("{} t{} step {}/{}{}: {:.1f} ms, loss {:.4f}", spec.name, options.threads, s + 1, tc.steps,
-                    timed ? "" : " (warm-up)", seconds * 1e3, log.loss));
+    say(fmt::format("{} t{} step {}/{}{}: {:.1f} ms, loss {:.4f}", spec.name, options.threads,
+                    s + 1, tc.steps, timed ? "" : " (warm-up)", seconds * 1e3, log.loss));
   }
   r.peak_rss_kib = peak_rss_kib();  // before the sgemm measurement allocates its operands
   r.median_step_seconds = median_of(r.step_seconds);
@@ -218,14 +228,16 @@ BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options) {
     r.untimed_seconds = r.mean_step_seconds - sum;
   }
   if (options.measure_sgemm) {
-    say(fmt::format("{} t{}: sgemm {}x{}x{} ({})", spec.name, options.threads, r.gemm.M, r.gemm.K, r.gemm.N, r.gemm.what));
+    say(fmt::format("{} t{}: sgemm {}x{}x{} ({})", spec.name, options.threads, r.gemm.M, r.gemm.K,
+                    r.gemm.N, r.gemm.what));
     r.sgemm_gflops = measure_sgemm_gflops(r.gemm);
     r.sgemm_fraction = r.achieved_gflops / r.sgemm_gflops;
   }
   return r;
 }
 
-// ---- JSON ----------------------------------------------------------------------------------------------------
+// ---- JSON
+// ----------------------------------------------------------------------------------------------------
 
 json::Value BenchResult::to_json() const {
   json::Value v;
@@ -261,7 +273,8 @@ json::Value BenchResult::to_json() const {
   v["baseline_rss_kib"] = baseline_rss_kib;
   if (profiled) {
     json::Value b;
-    for (int f = 0; f < kOpFamilies; ++f) b[op_family_name(static_cast<OpFamily>(f))] = family_seconds[f];
+    for (int f = 0; f < kOpFamilies; ++f)
+      b[op_family_name(static_cast<OpFamily>(f))] = family_seconds[f];
     b["untimed"] = untimed_seconds;
     v["breakdown_seconds"] = b;
   }
@@ -310,7 +323,8 @@ BenchResult BenchResult::from_json(const json::Value& v, const std::string& sour
     r.baseline_rss_kib = integer("baseline_rss_kib");
     if (const json::Value* b = v.find("breakdown_seconds")) {
       r.profiled = true;
-      for (int f = 0; f < kOpFamilies; ++f) r.family_seconds[f] = b->at(op_family_name(static_cast<OpFamily>(f))).as_double();
+      for (int f = 0; f < kOpFamilies; ++f)
+        r.family_seconds[f] = b->at(op_family_name(static_cast<OpFamily>(f))).as_double();
       r.untimed_seconds = b->at("untimed").as_double();
     }
   } catch (const std::exception& e) {
@@ -319,7 +333,8 @@ BenchResult BenchResult::from_json(const json::Value& v, const std::string& sour
   return r;
 }
 
-// ---- the equivalence check's files ------------------------------------------------------------------------
+// ---- the equivalence check's files
+// ------------------------------------------------------------------------
 
 CheckResult write_check(const std::string& dir, const BenchSpec& spec, int64_t steps) {
   const MicroLMConfig& c = spec.model;
@@ -329,12 +344,16 @@ CheckResult write_check(const std::string& dir, const BenchSpec& spec, int64_t s
     TorchGenerator gen(1234);
     for (auto& [name, p] : model.named_parameters()) {
       float* w = p.data<float>();
-      if (p.dim() == 1) gen.uniform_(w, p.numel(), 0.5, 1.5);  // norm gains
-      else if (name == "token.weight") gen.normal_(w, p.numel(), 0.0, 1.0 / std::sqrt(double(c.dim)));
-      else gen.normal_(w, p.numel(), 0.0, 1.0 / std::sqrt(double(p.size(-1))));
+      if (p.dim() == 1)
+        gen.uniform_(w, p.numel(), 0.5, 1.5);  // norm gains
+      else if (name == "token.weight")
+        gen.normal_(w, p.numel(), 0.0, 1.0 / std::sqrt(double(c.dim)));
+      else
+        gen.normal_(w, p.numel(), 0.0, 1.0 / std::sqrt(double(p.size(-1))));
     }
   }
-  const std::vector<int32_t> ids = random_tokens(std::max<int64_t>(4096, 2 * spec.batch * (c.seq_len + 1)), c.vocab);
+  const std::vector<int32_t> ids =
+      random_tokens(std::max<int64_t>(4096, 2 * spec.batch * (c.seq_len + 1)), c.vocab);
   NumpyGenerator batch_rng(0);
   LmBatch batch;
   sample_lm_batch(batch_rng, ids, spec.batch, c.seq_len, batch);
@@ -352,8 +371,10 @@ CheckResult write_check(const std::string& dir, const BenchSpec& spec, int64_t s
   for (int64_t s = 0; s <= steps; ++s) {
     flat.zero_grad();
     Tensor loss = model.loss(batch.inputs, batch.targets);
-    if (s == 0) out.loss = loss.item();
-    else out.losses_after.push_back(loss.item());
+    if (s == 0)
+      out.loss = loss.item();
+    else
+      out.losses_after.push_back(loss.item());
     if (s == steps) {
       clear_tape();
       break;
@@ -396,56 +417,72 @@ CheckResult write_check(const std::string& dir, const BenchSpec& spec, int64_t s
   return out;
 }
 
-// ---- tables ----------------------------------------------------------------------------------------------
+// ---- tables
+// ----------------------------------------------------------------------------------------------
 
 namespace {
 std::string mib(int64_t kib) { return fmt::format("{:.0f}", double(kib) / 1024.0); }
 }  // namespace
 
 std::string bench_table(const std::vector<BenchResult>& results) {
-  std::string t = fmt::format("{:<10} {:<6} {:>3} {:>12} {:>11} {:>10} {:>9} {:>9} {:>7} {:>9} {:>9}  {}\n", "impl", "config",
-                              "thr", "params", "tokens/s", "ms/step", "GFLOP/s", "sgemm", "frac", "peak MiB", "ΔRSS MiB",
-                              "largest GEMM");
+  std::string t =
+      fmt::format("{:<10} {:<6} {:>3} {:>12} {:>11} {:>10} {:>9} {:>9} {:>7} {:>9} {:>9}  {}\n",
+                  "impl", "config", "thr", "params", "tokens/s", "ms/step", "GFLOP/s", "sgemm",
+                  "frac", "peak MiB", "ΔRSS MiB", "largest GEMM");
   for (const BenchResult& r : results)
-    t += fmt::format("{:<10} {:<6} {:>3} {:>12} {:>11.0f} {:>10.2f} {:>9.1f} {:>9} {:>7} {:>9} {:>9}  {}\n", r.impl, r.config,
-                     r.threads, r.parameters, r.tokens_per_second, r.median_step_seconds * 1e3, r.achieved_gflops,
-                     r.sgemm_gflops > 0 ? fmt::format("{:.1f}", r.sgemm_gflops) : "-",
-                     r.sgemm_gflops > 0 ? fmt::format("{:.2f}", r.sgemm_fraction) : "-", mib(r.peak_rss_kib),
-                     mib(r.peak_rss_kib - r.baseline_rss_kib),
-                     r.gemm.M ? fmt::format("{}x{}x{} {}", r.gemm.M, r.gemm.K, r.gemm.N, r.gemm.what) : "");
+    t += fmt::format(
+        "{:<10} {:<6} {:>3} {:>12} {:>11.0f} {:>10.2f} {:>9.1f} {:>9} {:>7} {:>9} {:>9}  {}\n",
+        r.impl, r.config, r.threads, r.parameters, r.tokens_per_second, r.median_step_seconds * 1e3,
+        r.achieved_gflops, r.sgemm_gflops > 0 ? fmt::format("{:.1f}", r.sgemm_gflops) : "-",
+        r.sgemm_gflops > 0 ? fmt::format("{:.2f}", r.sgemm_fraction) : "-", mib(r.peak_rss_kib),
+        mib(r.peak_rss_kib - r.baseline_rss_kib),
+        r.gemm.M ? fmt::format("{}x{}x{} {}", r.gemm.M, r.gemm.K, r.gemm.N, r.gemm.what) : "");
   return t;
 }
 
 std::string breakdown_table(const std::vector<BenchResult>& results) {
   std::string t = fmt::format("{:<6} {:>3} {:>10}", "config", "thr", "ms/step");
-  for (int f = 0; f < kOpFamilies; ++f) t += fmt::format(" {:>13}", op_family_name(static_cast<OpFamily>(f)));
+  for (int f = 0; f < kOpFamilies; ++f)
+    t += fmt::format(" {:>13}", op_family_name(static_cast<OpFamily>(f)));
   t += fmt::format(" {:>13}\n", "untimed");
   for (const BenchResult& r : results) {
     if (!r.profiled) continue;
     const double total = r.mean_step_seconds > 0 ? r.mean_step_seconds : 1;
     t += fmt::format("{:<6} {:>3} {:>10.2f}", r.config, r.threads, r.mean_step_seconds * 1e3);
-    auto cell = [&](double s) { return fmt::format(" {:>7.1f} {:>4.0f}%", s * 1e3, 100.0 * s / total); };
+    auto cell = [&](double s) {
+      return fmt::format(" {:>7.1f} {:>4.0f}%", s * 1e3, 100.0 * s / total);
+    };
     for (int f = 0; f < kOpFamilies; ++f) t += cell(r.family_seconds[f]);
     t += cell(r.untimed_seconds) + "\n";
   }
-  return t + "(mean ms per timed step and share of it; untimed = tape walk, frees, batch sampling, loss read)\n";
+  return t +
+         "(mean ms per timed step and share of it; untimed = tape walk, frees, batch sampling, "
+         "loss read)\n";
 }
 
-std::string compare_table(const std::vector<BenchResult>& dg, const std::vector<BenchResult>& torch) {
-  std::string t = fmt::format("{:<6} {:>3} {:>12} {:>12} {:>8} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8}\n", "config", "thr",
-                              "dg tok/s", "torch tok/s", "speed×", "dg ms", "torch ms", "dg MiB", "torch MiB", "mem×",
-                              "ΔRSS×");
+std::string compare_table(const std::vector<BenchResult>& dg,
+                          const std::vector<BenchResult>& torch) {
+  std::string t =
+      fmt::format("{:<6} {:>3} {:>12} {:>12} {:>8} {:>10} {:>10} {:>10} {:>10} {:>7} {:>8}\n",
+                  "config", "thr", "dg tok/s", "torch tok/s", "speed×", "dg ms", "torch ms",
+                  "dg MiB", "torch MiB", "mem×", "ΔRSS×");
   for (const BenchResult& d : dg)
     for (const BenchResult& p : torch) {
       if (d.config != p.config || d.threads != p.threads) continue;
-      const double delta_dg = double(d.peak_rss_kib - d.baseline_rss_kib), delta_torch = double(p.peak_rss_kib - p.baseline_rss_kib);
-      t += fmt::format("{:<6} {:>3} {:>12.0f} {:>12.0f} {:>8.2f} {:>10.2f} {:>10.2f} {:>10} {:>10} {:>7.2f} {:>8}\n", d.config,
-                       d.threads, d.tokens_per_second, p.tokens_per_second, d.tokens_per_second / p.tokens_per_second,
-                       d.median_step_seconds * 1e3, p.median_step_seconds * 1e3, mib(d.peak_rss_kib), mib(p.peak_rss_kib),
-                       double(d.peak_rss_kib) / double(std::max<int64_t>(p.peak_rss_kib, 1)),
-                       delta_torch > 0 ? fmt::format("{:.2f}", delta_dg / delta_torch) : "-");
+      const double delta_dg = double(d.peak_rss_kib - d.baseline_rss_kib),
+                   delta_torch = double(p.peak_rss_kib - p.baseline_rss_kib);
+      t += fmt::format(
+          "{:<6} {:>3} {:>12.0f} {:>12.0f} {:>8.2f} {:>10.2f} {:>10.2f} {:>10} {:>10} {:>7.2f} "
+          "{:>8}\n",
+          d.config, d.threads, d.tokens_per_second, p.tokens_per_second,
+          d.tokens_per_second / p.tokens_per_second, d.median_step_seconds * 1e3,
+          p.median_step_seconds * 1e3, mib(d.peak_rss_kib), mib(p.peak_rss_kib),
+          double(d.peak_rss_kib) / double(std::max<int64_t>(p.peak_rss_kib, 1)),
+          delta_torch > 0 ? fmt::format("{:.2f}", delta_dg / delta_torch) : "-");
     }
-  return t + "(speed× = depthgrad/torch tokens/s; mem× = peak RSS ratio; ΔRSS× = ratio of peak minus RSS before the model)\n";
+  return t +
+         "(speed× = depthgrad/torch tokens/s; mem× = peak RSS ratio; ΔRSS× = ratio of peak minus "
+         "RSS before the model)\n";
 }
 
 }  // namespace dg

@@ -95,11 +95,12 @@ struct BenchResult {
 
 BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options);
 
-// ---- equivalence check with tools/torch_reference.py -------------------------------------------------
-// Weights drawn so every part of the model matters to the loss (init N(0, 0.02) makes logits ~0
-// and hides attention and routing): matrices N(0, 1/in), token.weight N(0, 1/dim), norm gains
-// U(0.5, 1.5). Then one fixed batch of random tokens, its loss, and the losses after each of
-// `steps` full training steps on that batch (zero grad, forward, backward, clip 1.0, AdamW).
+// ---- equivalence check with tools/torch_reference.py
+// ------------------------------------------------- Weights drawn so every part of the model
+// matters to the loss (init N(0, 0.02) makes logits ~0 and hides attention and routing): matrices
+// N(0, 1/in), token.weight N(0, 1/dim), norm gains U(0.5, 1.5). Then one fixed batch of random
+// tokens, its loss, and the losses after each of `steps` full training steps on that batch (zero
+// grad, forward, backward, clip 1.0, AdamW).
 struct CheckResult {
   std::string config;
   int64_t parameters = 0;
@@ -115,6 +116,7 @@ std::string bench_table(const std::vector<BenchResult>& results);
 // Per-family breakdown table (profiled depthgrad results only).
 std::string breakdown_table(const std::vector<BenchResult>& results);
 // depthgrad vs torch, matched by (config, threads): tokens/s ratio, ms per step, peak memory ratio.
-std::string compare_table(const std::vector<BenchResult>& depthgrad, const std::vector<BenchResult>& torch);
+std::string compare_table(const std::vector<BenchResult>& depthgrad,
+                          const std::vector<BenchResult>& torch);
 
 }  // namespace dg

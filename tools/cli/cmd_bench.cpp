@@ -74,8 +74,9 @@ std::string run_capture(const std::vector<std::string>& args) {
   for (const std::string& a : args) command += (command.empty() ? "" : " ") + a;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw std::runtime_error(fmt::format("bench: `{}` failed ({})", command,
-                                         WIFEXITED(status) ? fmt::format("exit {}", WEXITSTATUS(status))
-                                                           : fmt::format("signal {}", WTERMSIG(status))));
+                                         WIFEXITED(status)
+                                             ? fmt::format("exit {}", WEXITSTATUS(status))
+                                             : fmt::format("signal {}", WTERMSIG(status))));
   return out;
 }
 
@@ -99,14 +100,18 @@ std::string self_exe() {
 std::string find_torch_script(const std::string& flag_value) {
   namespace fs = std::filesystem;
   if (!flag_value.empty()) {
-    if (!fs::exists(flag_value)) throw UsageError(fmt::format("--torch-script: {} does not exist", flag_value));
+    if (!fs::exists(flag_value))
+      throw UsageError(fmt::format("--torch-script: {} does not exist", flag_value));
     return flag_value;
   }
   const fs::path exe_dir = fs::path(self_exe()).parent_path();
-  for (const fs::path& p : {exe_dir / ".." / "tools" / "torch_reference.py", exe_dir / "tools" / "torch_reference.py",
-                            fs::current_path() / "tools" / "torch_reference.py"})
+  for (const fs::path& p :
+       {exe_dir / ".." / "tools" / "torch_reference.py", exe_dir / "tools" / "torch_reference.py",
+        fs::current_path() / "tools" / "torch_reference.py"})
     if (fs::exists(p)) return fs::weakly_canonical(p).string();
-  throw UsageError("cannot find tools/torch_reference.py next to the build directory or here; pass --torch-script PATH");
+  throw UsageError(
+      "cannot find tools/torch_reference.py next to the build directory or here; pass "
+      "--torch-script PATH");
 }
 
 struct Plan {
@@ -134,12 +139,13 @@ struct CheckRow {
 
 constexpr double kCheckTolerance = 1e-4;
 
-CheckRow run_check(const std::string& python, const std::string& script, const std::string& dir, const BenchSpec& spec) {
+CheckRow run_check(const std::string& python, const std::string& script, const std::string& dir,
+                   const BenchSpec& spec) {
   CheckResult dg = write_check(dir, spec);
   const std::string stem = dir + "/" + spec.name;
-  json::Value t = last_json_line(
-      run_capture({python, script, "--check", stem + ".safetensors", "--tokens", stem + ".tokens.json", "--json"}),
-      "torch_reference.py --check");
+  json::Value t = last_json_line(run_capture({python, script, "--check", stem + ".safetensors",
+                                              "--tokens", stem + ".tokens.json", "--json"}),
+                                 "torch_reference.py --check");
   CheckRow row;
   row.config = spec.name;
   row.dg_params = dg.parameters;
@@ -147,7 +153,8 @@ CheckRow run_check(const std::string& python, const std::string& script, const s
   row.dg_loss = dg.loss;
   row.torch_loss = t.at("loss").as_double();
   row.dg_after = dg.losses_after;
-  for (const json::Value& x : t.at("losses_after_steps").as_array()) row.torch_after.push_back(x.as_double());
+  for (const json::Value& x : t.at("losses_after_steps").as_array())
+    row.torch_after.push_back(x.as_double());
   row.max_diff = std::fabs(row.dg_loss - row.torch_loss);
   bool same_length = row.dg_after.size() == row.torch_after.size();
   for (size_t i = 0; same_length && i < row.dg_after.size(); ++i)
@@ -157,14 +164,16 @@ CheckRow run_check(const std::string& python, const std::string& script, const s
 }
 
 std::string check_table(const std::vector<CheckRow>& rows) {
-  std::string t = fmt::format("{:<6} {:>12} {:>12} {:>12} {:>12} {:>10}  {}\n", "config", "dg params", "torch params",
-                              "dg loss", "torch loss", "max |Δ|", "losses after 1..n AdamW steps (dg / torch)");
+  std::string t = fmt::format("{:<6} {:>12} {:>12} {:>12} {:>12} {:>10}  {}\n", "config",
+                              "dg params", "torch params", "dg loss", "torch loss", "max |Δ|",
+                              "losses after 1..n AdamW steps (dg / torch)");
   for (const CheckRow& r : rows) {
     std::string after;
     for (size_t i = 0; i < r.dg_after.size() && i < r.torch_after.size(); ++i)
       after += fmt::format("{}{:.6f}/{:.6f}", i ? "  " : "", r.dg_after[i], r.torch_after[i]);
-    t += fmt::format("{:<6} {:>12} {:>12} {:>12.6f} {:>12.6f} {:>10.2e}  {}  {}\n", r.config, r.dg_params, r.torch_params,
-                     r.dg_loss, r.torch_loss, r.max_diff, after, r.ok ? "ok" : "MISMATCH");
+    t += fmt::format("{:<6} {:>12} {:>12} {:>12.6f} {:>12.6f} {:>10.2e}  {}  {}\n", r.config,
+                     r.dg_params, r.torch_params, r.dg_loss, r.torch_loss, r.max_diff, after,
+                     r.ok ? "ok" : "MISMATCH");
   }
   return t;
 }
@@ -191,10 +200,13 @@ json::Value check_json(const CheckRow& r) {
 
 int cmd_bench(int argc, char** argv, int start) {
   Flags f("bench",
-          "Training speed: tokens/s over full steps (forward, backward, clip, AdamW), median of timed steps after\n"
-          "warm-up; ms per step; peak resident memory; GFLOP/s against the measured sgemm rate of the model's\n"
+          "Training speed: tokens/s over full steps (forward, backward, clip, AdamW), median of "
+          "timed steps after\n"
+          "warm-up; ms per step; peak resident memory; GFLOP/s against the measured sgemm rate of "
+          "the model's\n"
           "largest GEMM; time by op family. Each (config, threads) runs in a fresh process.\n"
-          "--compare-torch also runs tools/torch_reference.py the same way, after checking that both models\n"
+          "--compare-torch also runs tools/torch_reference.py the same way, after checking that "
+          "both models\n"
           "agree (parameter counts, and losses on depthgrad's weights to 1e-4).");
   f.add("configs", "micro,small,base", "configs to run: micro, small, base (comma-separated)")
       .add("threads", "1,2", "thread counts (comma-separated; with --one, a single count)")
@@ -203,22 +215,38 @@ int cmd_bench(int argc, char** argv, int start) {
       .add("steps", "", "timed steps (default: micro 50, small 5, base 3)")
       .add_switch("json", "print one JSON document instead of tables")
       .add_switch("compare-torch", "also time the PyTorch reference and print the ratios")
-      .add("check-configs", "micro,small", "configs of the equivalence check run by --compare-torch (empty: none)")
+      .add("check-configs", "micro,small",
+           "configs of the equivalence check run by --compare-torch (empty: none)")
       .add("python", "/usr/bin/python3", "Python with torch for --compare-torch")
-      .add("torch-script", "", "path of tools/torch_reference.py (default: found beside the build directory)")
-      .add("write-check", "", "write equivalence-check files (weights, token batch, losses) for --configs into DIR and exit")
-      .add_switch("no-profile", "do not time op families (the timers cost about one clock read per op)")
+      .add("torch-script", "",
+           "path of tools/torch_reference.py (default: found beside the build directory)")
+      .add("write-check", "",
+           "write equivalence-check files (weights, token batch, losses) for --configs into DIR "
+           "and exit")
+      .add_switch("no-profile",
+                  "do not time op families (the timers cost about one clock read per op)")
       .add_switch("no-sgemm", "skip the sgemm measurement of the largest GEMM")
       .add_switch("verbose", "show every step of every measurement on stderr")
-      .add("one", "", "internal: measure CONFIG in this process and print its JSON (what bench runs per measurement)");
+      .add("one", "",
+           "internal: measure CONFIG in this process and print its JSON (what bench runs per "
+           "measurement)");
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
     return 0;
   }
   Plan plan;
   plan.configs = split_list(f.get("configs"));
-  for (const std::string& c : plan.configs) bench_spec(c);  // unknown names fail before any work
-  for (const std::string& t : split_list(f.get("threads"))) plan.threads.push_back(parse_threads(t, "--threads"));
+  if (plan.configs.empty())
+    throw UsageError("--configs: expected at least one of micro, small, base");
+  for (const std::string& c : split_list(f.get("configs") + "," + f.get("check-configs"))) {
+    try {
+      bench_spec(c);  // unknown names fail before any work
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  for (const std::string& t : split_list(f.get("threads")))
+    plan.threads.push_back(parse_threads(t, "--threads"));
   if (plan.threads.empty()) throw UsageError("--threads: expected at least one thread count");
   try {
     plan.mode = parse_residual_mode(f.get("mode"));
@@ -227,7 +255,7 @@ int cmd_bench(int argc, char** argv, int start) {
   }
   if (f.given("warmup")) plan.warmup = f.get_int("warmup");
   if (f.given("steps")) plan.steps = f.get_int("steps");
-  if (plan.warmup < -1 || (f.given("warmup") && plan.warmup < 0)) throw UsageError("--warmup: must be >= 0");
+  if (f.given("warmup") && plan.warmup < 0) throw UsageError("--warmup: must be >= 0");
   if (f.given("steps") && plan.steps < 1) throw UsageError("--steps: must be >= 1");
   const bool verbose = f.get_bool("verbose");
 
@@ -240,8 +268,10 @@ int cmd_bench(int argc, char** argv, int start) {
     o.measure_sgemm = !f.get_bool("no-sgemm");
     if (verbose) o.on_message = [](const std::string& line) { fmt::print(stderr, "  {}\n", line); };
     BenchResult r = run_bench(spec_for(plan, f.get("one")), o);
-    if (f.get_bool("json")) fmt::print("{}\n", json::dump(r.to_json()));
-    else fmt::print("{}\n{}", bench_table({r}), r.profiled ? breakdown_table({r}) : "");
+    if (f.get_bool("json"))
+      fmt::print("{}\n", json::dump(r.to_json()));
+    else
+      fmt::print("{}\n{}", bench_table({r}), r.profiled ? breakdown_table({r}) : "");
     return 0;
   }
 
@@ -251,8 +281,10 @@ int cmd_bench(int argc, char** argv, int start) {
       CheckResult r = write_check(f.get("write-check"), spec_for(plan, c));
       std::string after;
       for (double l : r.losses_after) after += fmt::format(" {:.6f}", l);
-      fmt::print("{}: {} parameters, loss {:.6f}; after AdamW steps:{}\n  {}/{}.safetensors, {}/{}.tokens.json\n", c,
-                 r.parameters, r.loss, after, f.get("write-check"), c, f.get("write-check"), c);
+      fmt::print(
+          "{}: {} parameters, loss {:.6f}; after AdamW steps:{}\n  {}/{}.safetensors, "
+          "{}/{}.tokens.json\n",
+          c, r.parameters, r.loss, after, f.get("write-check"), c, f.get("write-check"), c);
     }
     return 0;
   }
@@ -263,7 +295,8 @@ int cmd_bench(int argc, char** argv, int start) {
   std::string python, script;
   if (compare) {
     if (is_paper_attnres(plan.mode))
-      throw UsageError(fmt::format("--compare-torch: the torch reference has no {} model", residual_mode_name(plan.mode)));
+      throw UsageError(fmt::format("--compare-torch: the torch reference has no {} model",
+                                   residual_mode_name(plan.mode)));
     python = f.get("python");
     script = find_torch_script(f.get("torch-script"));
   }
@@ -273,7 +306,9 @@ int cmd_bench(int argc, char** argv, int start) {
   // ---- equivalence check first ----
   std::vector<CheckRow> checks;
   if (compare && !split_list(f.get("check-configs")).empty()) {
-    const std::string dir = (std::filesystem::temp_directory_path() / fmt::format("depthgrad-bench-check-{}", getpid())).string();
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / fmt::format("depthgrad-bench-check-{}", getpid()))
+            .string();
     try {
       for (const std::string& c : split_list(f.get("check-configs"))) {
         note(fmt::format("equivalence check: {} ...", c));
@@ -284,12 +319,17 @@ int cmd_bench(int argc, char** argv, int start) {
       throw;
     }
     std::filesystem::remove_all(dir);
-    if (!as_json) fmt::print("equivalence check (random weights N(0, 1/fan_in), one batch of random tokens):\n{}\n", check_table(checks));
+    if (!as_json)
+      fmt::print(
+          "equivalence check (random weights N(0, 1/fan_in), one batch of random tokens):\n{}\n",
+          check_table(checks));
+    std::fflush(stdout);  // before the progress lines on stderr
     for (const CheckRow& r : checks)
       if (!r.ok)
-        throw std::runtime_error(fmt::format(
-            "the depthgrad and torch models differ on {}: parameters {} vs {}, largest loss difference {:.3e} (tolerance {:g})",
-            r.config, r.dg_params, r.torch_params, r.max_diff, kCheckTolerance));
+        throw std::runtime_error(
+            fmt::format("the depthgrad and torch models differ on {}: parameters {} vs {}, largest "
+                        "loss difference {:.3e} (tolerance {:g})",
+                        r.config, r.dg_params, r.torch_params, r.max_diff, kCheckTolerance));
   }
 
   // ---- measurements, one process each ----
@@ -297,26 +337,42 @@ int cmd_bench(int argc, char** argv, int start) {
   for (const std::string& c : plan.configs) {
     const BenchSpec spec = spec_for(plan, c);
     for (int t : plan.threads) {
-      std::vector<std::string> args{exe, "bench", "--one", c, "--threads", std::to_string(t), "--mode", f.get("mode"),
-                                    "--warmup", std::to_string(spec.warmup), "--steps", std::to_string(spec.timed), "--json"};
+      std::vector<std::string> args{exe,         "bench",
+                                    "--one",     c,
+                                    "--threads", std::to_string(t),
+                                    "--mode",    f.get("mode"),
+                                    "--warmup",  std::to_string(spec.warmup),
+                                    "--steps",   std::to_string(spec.timed),
+                                    "--json"};
       if (f.get_bool("no-profile")) args.push_back("--no-profile");
       if (f.get_bool("no-sgemm")) args.push_back("--no-sgemm");
       if (verbose) args.push_back("--verbose");
-      note(fmt::format("depthgrad {} threads={}: {} warm-up + {} timed steps ...", c, t, spec.warmup, spec.timed));
-      dg_results.push_back(BenchResult::from_json(last_json_line(run_capture(args), "depthgrad bench --one"), "depthgrad bench --one"));
+      note(fmt::format("depthgrad {} threads={}: {} warm-up + {} timed steps ...", c, t,
+                       spec.warmup, spec.timed));
+      dg_results.push_back(BenchResult::from_json(
+          last_json_line(run_capture(args), "depthgrad bench --one"), "depthgrad bench --one"));
       note(fmt::format("  {:.0f} tokens/s, {:.1f} ms/step", dg_results.back().tokens_per_second,
                        dg_results.back().median_step_seconds * 1e3));
       if (!compare) continue;
-      std::vector<std::string> targs{python, script, "--config", c, "--threads", std::to_string(t), "--mode", f.get("mode"),
-                                     "--warmup", std::to_string(spec.warmup), "--steps", std::to_string(spec.timed), "--json"};
+      std::vector<std::string> targs{python,      script,
+                                     "--config",  c,
+                                     "--threads", std::to_string(t),
+                                     "--mode",    f.get("mode"),
+                                     "--warmup",  std::to_string(spec.warmup),
+                                     "--steps",   std::to_string(spec.timed),
+                                     "--json"};
       if (verbose) targs.push_back("--verbose");
-      note(fmt::format("torch     {} threads={}: {} warm-up + {} timed steps ...", c, t, spec.warmup, spec.timed));
-      torch_results.push_back(BenchResult::from_json(last_json_line(run_capture(targs), "torch_reference.py"), "torch_reference.py"));
+      note(fmt::format("torch     {} threads={}: {} warm-up + {} timed steps ...", c, t,
+                       spec.warmup, spec.timed));
+      torch_results.push_back(BenchResult::from_json(
+          last_json_line(run_capture(targs), "torch_reference.py"), "torch_reference.py"));
       const BenchResult& tr = torch_results.back();
-      note(fmt::format("  {:.0f} tokens/s, {:.1f} ms/step", tr.tokens_per_second, tr.median_step_seconds * 1e3));
+      note(fmt::format("  {:.0f} tokens/s, {:.1f} ms/step", tr.tokens_per_second,
+                       tr.median_step_seconds * 1e3));
       if (tr.parameters != dg_results.back().parameters)
-        throw std::runtime_error(fmt::format("{}: torch has {} parameters, depthgrad {}: the configs differ", c, tr.parameters,
-                                             dg_results.back().parameters));
+        throw std::runtime_error(
+            fmt::format("{}: torch has {} parameters, depthgrad {}: the configs differ", c,
+                        tr.parameters, dg_results.back().parameters));
     }
   }
   const std::string load_end = load_average();
@@ -349,8 +405,8 @@ int cmd_bench(int argc, char** argv, int start) {
     fmt::print("{}\n", json::dump(doc, 2));
     return 0;
   }
-  fmt::print("depthgrad bench, mode {}; {}; load average {} (start) / {} (end)\n\n", f.get("mode"), blas_config(), load_start,
-             load_end);
+  fmt::print("depthgrad bench, mode {}; {}; load average {} (start) / {} (end)\n\n", f.get("mode"),
+             blas_config(), load_start, load_end);
   std::vector<BenchResult> all = dg_results;
   all.insert(all.end(), torch_results.begin(), torch_results.end());
   fmt::print("{}\n", bench_table(all));
