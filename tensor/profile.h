@@ -5,6 +5,10 @@
 // (an op that calls another op) count once, for the outermost family. When profiling is off a
 // timer is one predictable branch. It does not sample, attribute work inside OpenMP threads to
 // threads, or time anything on threads other than the one running the ops.
+// Families by op: matmul = matmul, bmm, linear (route projections included); attention =
+// causal_attention, rope; norms = rms_norm, layer_norm; routing = depth_mix, softmax (in MicroLM
+// the only unfused softmax is the route's); optimizer = zero_grad, clip_grad_norm, AdamW, SGD;
+// other = embedding, cross_entropy, elementwise, reductions and shape ops.
 #pragma once
 #include <array>
 #include <cstdint>

@@ -366,7 +366,12 @@ int cmd_bench(int argc, char** argv, int start) {
                        spec.warmup, spec.timed));
       torch_results.push_back(BenchResult::from_json(
           last_json_line(run_capture(targs), "torch_reference.py"), "torch_reference.py"));
-      const BenchResult& tr = torch_results.back();
+      BenchResult& tr = torch_results.back();
+      // The sgemm rate is a property of the machine and thread count: torch's fraction uses the one
+      // measured in depthgrad's process for the same (config, threads).
+      tr.gemm = dg_results.back().gemm;
+      tr.sgemm_gflops = dg_results.back().sgemm_gflops;
+      tr.sgemm_fraction = tr.sgemm_gflops > 0 ? tr.achieved_gflops / tr.sgemm_gflops : 0;
       note(fmt::format("  {:.0f} tokens/s, {:.1f} ms/step", tr.tokens_per_second,
                        tr.median_step_seconds * 1e3));
       if (tr.parameters != dg_results.back().parameters)

@@ -1,0 +1,227 @@
+// The bench harness (train/bench.h) and the op-family timers (tensor/profile.h): the FLOP formula
+// on a config small enough to count by hand, timers that nest and follow ops into backward, a
+// whole tiny bench in this process (no subprocess, no torch), its JSON, and the equivalence-check
+// files reloading to the same loss.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "autograd/ops.h"
+#include "tensor/threads.h"
+#include "train/bench.h"
+#include "train/checkpoint.h"
+#include "train/fsutil.h"
+#include "train/lm_data.h"
+
+using namespace dg;
+namespace fs = std::filesystem;
+
+namespace {
+// vocab 16, d 8, 1 layer, 2 heads, seq 4, batch 2, FFN width 16.
+BenchSpec tiny_spec(int64_t vocab = 16) {
+  BenchSpec s;
+  s.name = "tiny";
+  s.model.vocab = vocab;
+  s.model.dim = 8;
+  s.model.layers = 1;
+  s.model.heads = 2;
+  s.model.kv_heads = 2;
+  s.model.seq_len = 4;
+  s.model.expansion = 2;
+  s.batch = 2;
+  s.warmup = 1;
+  s.timed = 3;
+  return s;
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() : path(fs::temp_directory_path() / ("dg-bench-test-" + std::to_string(::getpid()))) {
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+}  // namespace
+
+TEST_CASE("training FLOPs of a tiny config, counted by hand") {
+  // GEMM weights: qk_route 1×8 + v_route 1×8 + q, k, v, output 4·8·8 + up, gate 2·16·8 + down 8·16
+  // + tied head 16·8 = 8 + 8 + 256 + 256 + 128 + 128 = 784.
+  BenchSpec s = tiny_spec();
+  MicroLM model(s.model);
+  CHECK(matmul_parameters(model) == 784);
+  // Untied: token.weight is only looked up, head.weight [16, 8] multiplies: the same 784.
+  MicroLMConfig untied = s.model;
+  untied.tied_head = false;
+  MicroLM model_untied(untied);
+  CHECK(matmul_parameters(model_untied) == 784);
+  // 6·784·(2·4) + 12·layers·B·T²·d = 37632 + 12·1·2·16·8 = 37632 + 3072
+  CHECK(training_step_flops(784, s.model, s.batch) == doctest::Approx(40704.0));
+
+  // Largest GEMM, M = B·T = 8: attention 8·8·8, ffn 8·8·16 (up wins ties over down), head 8·8·V.
+  GemmShape g = largest_gemm(s.model, s.batch);
+  CHECK(g.what == "ffn up/gate");
+  CHECK((g.M == 8 && g.K == 8 && g.N == 16));
+  GemmShape h = largest_gemm(tiny_spec(32).model, s.batch);
+  CHECK(h.what == "head");
+  CHECK((h.M == 8 && h.K == 8 && h.N == 32));
+  CHECK(h.flops() == doctest::Approx(2.0 * 8 * 8 * 32));
+}
+
+TEST_CASE("the issue's configs") {
+  BenchSpec micro = bench_spec("micro");
+  CHECK(micro.model.mode == ResidualMode::rd_attnres);
+  CHECK(MicroLM(micro.model).parameter_count() == 140096);  // the reference's rd_attnres count
+  CHECK(bench_spec("small").model.dim == 256);
+  CHECK(bench_spec("base").model.vocab == 50304);
+  CHECK(bench_spec("base").batch == 4);
+  CHECK(bench_spec("micro", ResidualMode::standard).model.mode == ResidualMode::standard);
+  CHECK_THROWS_WITH_AS(bench_spec("huge"), doctest::Contains("micro, small or base"),
+                       std::invalid_argument);
+}
+
+TEST_CASE(
+    "op timers: off costs nothing, nesting counts once, backward inherits the forward's family") {
+  set_op_profiling(false);
+  Tensor a = Tensor::full({16, 16}, 0.5).set_requires_grad(true);
+  Tensor b = Tensor::full({16, 16}, 0.25).set_requires_grad(true);
+  {
+    Tensor y = matmul(a, b);
+    clear_tape();
+  }
+  CHECK(op_profile().total() == 0);
+
+  set_op_profiling(true);
+  {
+    ScopedOpTimer outer(OpFamily::routing);
+    ScopedOpTimer inner(OpFamily::matmul);  // nested: its time belongs to routing
+    CHECK(current_op_family() == OpFamily::routing);
+  }
+  OpProfile p = op_profile();
+  CHECK(p.calls[int(OpFamily::routing)] == 1);
+  CHECK(p.calls[int(OpFamily::matmul)] == 0);
+  CHECK(current_op_family() == OpFamily::other);
+
+  reset_op_profile();
+  Tensor y = matmul(a, b);  // matmul forward
+  Tensor l = sum(y);        // other forward
+  backward(l);              // other backward (sum), matmul backward
+  p = op_profile();
+  CHECK(p.calls[int(OpFamily::matmul)] == 2);
+  CHECK(p.calls[int(OpFamily::other)] == 2);
+  CHECK(p.seconds[int(OpFamily::matmul)] > 0);
+  set_op_profiling(false);
+  CHECK(op_profile().total() == 0);
+}
+
+TEST_CASE(
+    "a tiny bench in process: steps, throughput, memory, and families that add up to the step") {
+  BenchSpec s = tiny_spec(32);
+  BenchOptions o;
+  o.threads = threads();  // keep this test process's thread setting
+  BenchResult r = run_bench(s, o);
+  CHECK(r.step_seconds.size() == 3);
+  CHECK(r.losses.size() == 4);
+  for (double l : r.losses) CHECK(std::isfinite(l));
+  CHECK(r.parameters == MicroLM(s.model).parameter_count());
+  CHECK(r.tokens_per_second == doctest::Approx(8.0 / r.median_step_seconds));
+  CHECK(r.achieved_gflops == doctest::Approx(r.step_flops / r.median_step_seconds * 1e-9));
+  CHECK(r.sgemm_gflops > 0);
+  CHECK(r.sgemm_fraction == doctest::Approx(r.achieved_gflops / r.sgemm_gflops));
+  CHECK(r.peak_rss_kib > 0);
+  CHECK(r.peak_rss_kib >= r.baseline_rss_kib);
+  REQUIRE(r.profiled);
+  for (OpFamily f : {OpFamily::matmul, OpFamily::attention, OpFamily::norms, OpFamily::routing,
+                     OpFamily::optimizer, OpFamily::other}) {
+    CAPTURE(op_family_name(f));
+    CHECK(r.family_seconds[int(f)] > 0);
+  }
+  double families = 0;
+  for (double x : r.family_seconds) families += x;
+  // The timers cover the ops and the optimizer; what they miss (tape walk, frees, sampling) is
+  // small but not nothing at this size.
+  CHECK(families <= r.mean_step_seconds * 1.0001);
+  CHECK(families >= 0.5 * r.mean_step_seconds);
+  CHECK(r.untimed_seconds == doctest::Approx(r.mean_step_seconds - families));
+  CHECK_FALSE(op_profiling());
+
+  SUBCASE("JSON shape and round trip") {
+    json::Value v = r.to_json();
+    for (const char* key : {"impl",
+                            "config",
+                            "mode",
+                            "threads",
+                            "parameters",
+                            "matmul_params",
+                            "batch",
+                            "seq_len",
+                            "warmup",
+                            "timed",
+                            "step_seconds",
+                            "losses",
+                            "median_step_seconds",
+                            "mean_step_seconds",
+                            "tokens_per_second",
+                            "step_flops",
+                            "achieved_gflops",
+                            "largest_gemm",
+                            "sgemm_gflops",
+                            "sgemm_fraction",
+                            "peak_rss_kib",
+                            "baseline_rss_kib",
+                            "breakdown_seconds"}) {
+      CAPTURE(key);
+      CHECK(v.find(key) != nullptr);
+    }
+    const json::Value& b = v.at("breakdown_seconds");
+    CHECK(b.size() == size_t(kOpFamilies) + 1);
+    CHECK(b.find("untimed") != nullptr);
+    CHECK(v.at("step_seconds").size() == 3);
+    BenchResult back = BenchResult::from_json(json::parse(json::dump(v), "test"), "test");
+    CHECK(back.config == "tiny");
+    CHECK(back.tokens_per_second == r.tokens_per_second);
+    CHECK(back.family_seconds == r.family_seconds);
+    CHECK(back.gemm.what == r.gemm.what);
+    CHECK(back.step_seconds == r.step_seconds);
+    CHECK_FALSE(bench_table({r, back}).empty());
+    CHECK(breakdown_table({r}).find("optimizer") != std::string::npos);
+    // A torch record has no breakdown and no sgemm; the tables and the ratio still work.
+    back.impl = "torch";
+    back.profiled = false;
+    std::string cmp = compare_table({r}, {back});
+    CHECK(cmp.find("1.00") != std::string::npos);
+    CHECK_THROWS_WITH_AS(BenchResult::from_json(json::parse("{\"impl\": \"x\"}", "t"), "t"),
+                         doctest::Contains("not a bench result"), std::runtime_error);
+  }
+}
+
+TEST_CASE("equivalence-check files reload to the same loss") {
+  TempDir dir;
+  BenchSpec s = tiny_spec(32);
+  CheckResult c = write_check(dir.path.string(), s, 2);
+  CHECK(c.parameters == MicroLM(s.model).parameter_count());
+  CHECK(std::isfinite(c.loss));
+  CHECK(c.losses_after.size() == 2);
+  json::Value t = json::parse(read_file((dir.path / "tiny.tokens.json").string()), "tokens");
+  CHECK(t.at("inputs").size() == size_t(s.batch * s.model.seq_len));
+  CHECK(t.at("model").at("mode").as_string() == "rd_attnres");
+  CHECK(t.at("loss").as_double() == c.loss);
+
+  MicroLM model(s.model);
+  load_weights((dir.path / "tiny.safetensors").string(), model);
+  std::vector<int32_t> in, tg;
+  for (const json::Value& x : t.at("inputs").as_array()) in.push_back(int32_t(x.as_int()));
+  for (const json::Value& x : t.at("targets").as_array()) tg.push_back(int32_t(x.as_int()));
+  NoGradGuard no_grad;
+  Tensor loss = model.loss(Tensor::from_ids(in, {s.batch, s.model.seq_len}),
+                           Tensor::from_ids(tg, {s.batch, s.model.seq_len}));
+  CHECK(loss.item() == doctest::Approx(c.loss).epsilon(1e-6));
+  // Training on the one batch lowers its loss (the steps really ran).
+  CHECK(c.losses_after.back() < c.loss);
+  // The weights are not the N(0, 0.02) init: token.weight has standard deviation about 1/sqrt(8).
+  std::vector<double> w = model.parameter("token.weight").to_vector();
+  double sq = 0;
+  for (double x : w) sq += x * x;
+  CHECK(std::sqrt(sq / double(w.size())) == doctest::Approx(1.0 / std::sqrt(8.0)).epsilon(0.2));
+}
