@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
+#include "tensor/kernels_elementwise.h"
 #include "tensor/profile.h"
 
 namespace dg {
@@ -55,7 +57,7 @@ void AdamW::step(double lr) {
       T* m = m_all + slot.offset;
       T* v = v_all + slot.offset;
       const int64_t n = slot.numel;
-#pragma omp simd
+#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
       for (int64_t i = 0; i < n; ++i) {
         p[i] = p[i] * decay;
         m[i] = m[i] * beta1 + one_minus_beta1 * g[i];
@@ -101,11 +103,26 @@ ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
   dispatch_float(params.gradients.dtype(), "clip_grad_norm", [&]<class T>() {
     T* g = params.gradients.data<T>();
     // Per-parameter norms, then the norm of the norms (torch's order), each accumulated in double.
+    // A slot is summed in fixed blocks of kClipBlock elements (blocks in parallel, then the block
+    // sums in order), so the result does not depend on the thread count; a slot of one block is
+    // a plain serial sum.
+    constexpr int64_t kClipBlock = 8192;
+    thread_local std::vector<double> partial;  // reused across steps: no allocation per step
     double total_sq = 0;
     for (const auto& slot : params.slots) {
-      double sq = 0;
       const T* gs = g + slot.offset;
-      for (int64_t i = 0; i < slot.numel; ++i) sq += static_cast<double>(gs[i]) * gs[i];
+      const int64_t blocks = (slot.numel + kClipBlock - 1) / kClipBlock;
+      if (static_cast<int64_t>(partial.size()) < blocks) partial.resize(blocks);
+      double* block_sums = partial.data();  // the calling thread's buffer, shared with the team
+#pragma omp parallel for if (slot.numel > kParallelGrain) schedule(static)
+      for (int64_t b = 0; b < blocks; ++b) {
+        double sq = 0;
+        const int64_t end = std::min(slot.numel, (b + 1) * kClipBlock);
+        for (int64_t i = b * kClipBlock; i < end; ++i) sq += static_cast<double>(gs[i]) * gs[i];
+        block_sums[b] = sq;
+      }
+      double sq = 0;
+      for (int64_t b = 0; b < blocks; ++b) sq += block_sums[b];
       double norm = static_cast<double>(static_cast<T>(std::sqrt(sq)));
       total_sq += norm * norm;
     }
@@ -115,7 +132,7 @@ ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
     const T c = static_cast<T>(coef);
     for (const auto& slot : params.slots) {
       T* gs = g + slot.offset;
-#pragma omp simd
+#pragma omp parallel for simd if (slot.numel > kParallelGrain) schedule(static)
       for (int64_t i = 0; i < slot.numel; ++i) gs[i] *= c;
     }
   });
