@@ -57,13 +57,21 @@ void AdamW::step(double lr) {
       T* m = m_all + slot.offset;
       T* v = v_all + slot.offset;
       const int64_t n = slot.numel;
-#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
-      for (int64_t i = 0; i < n; ++i) {
+      auto update = [&](int64_t i) {
         p[i] = p[i] * decay;
         m[i] = m[i] * beta1 + one_minus_beta1 * g[i];
         v[i] = v[i] * beta2 + one_minus_beta2 * g[i] * g[i];
         T denom = std::sqrt(v[i]) / bc2 + eps;
         p[i] = p[i] + (-step_size) * (m[i] / denom);
+      };
+      // Elements are independent, so splitting across threads cannot change any bit. Small slots
+      // stay out of OpenMP entirely (even a disabled parallel region costs microseconds).
+      if (n > kParallelGrain) {
+#pragma omp parallel for simd schedule(static)
+        for (int64_t i = 0; i < n; ++i) update(i);
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < n; ++i) update(i);
       }
     }
   });
@@ -114,12 +122,17 @@ ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
       const int64_t blocks = (slot.numel + kClipBlock - 1) / kClipBlock;
       if (static_cast<int64_t>(partial.size()) < blocks) partial.resize(blocks);
       double* block_sums = partial.data();  // the calling thread's buffer, shared with the team
-#pragma omp parallel for if (slot.numel > kParallelGrain) schedule(static)
-      for (int64_t b = 0; b < blocks; ++b) {
+      auto block_sum = [&](int64_t b) {
         double sq = 0;
         const int64_t end = std::min(slot.numel, (b + 1) * kClipBlock);
         for (int64_t i = b * kClipBlock; i < end; ++i) sq += static_cast<double>(gs[i]) * gs[i];
         block_sums[b] = sq;
+      };
+      if (blocks > 1) {
+#pragma omp parallel for schedule(static)
+        for (int64_t b = 0; b < blocks; ++b) block_sum(b);
+      } else {
+        block_sum(0);
       }
       double sq = 0;
       for (int64_t b = 0; b < blocks; ++b) sq += block_sums[b];
@@ -132,8 +145,13 @@ ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
     const T c = static_cast<T>(coef);
     for (const auto& slot : params.slots) {
       T* gs = g + slot.offset;
-#pragma omp parallel for simd if (slot.numel > kParallelGrain) schedule(static)
-      for (int64_t i = 0; i < slot.numel; ++i) gs[i] *= c;
+      if (slot.numel > kParallelGrain) {
+#pragma omp parallel for simd schedule(static)
+        for (int64_t i = 0; i < slot.numel; ++i) gs[i] *= c;
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < slot.numel; ++i) gs[i] *= c;
+      }
     }
   });
   return r;
