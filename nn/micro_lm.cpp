@@ -202,7 +202,7 @@ Tensor MicroLM::forward_paper(const Tensor& h0) {
 Tensor MicroLM::forward(const Tensor& ids) {
   if (ids.dtype() != DType::i32 || ids.dim() != 2)
     throw std::invalid_argument(fmt::format("MicroLM: expected int32 token ids [B, T], got {}", ids.describe()));
-  const int64_t B = ids.size(0), T = ids.size(1);
+  const int64_t T = ids.size(1);
   if (T > config_.seq_len && config_.learned_positions)
     throw std::invalid_argument(fmt::format("MicroLM: sequence of {} tokens exceeds seq_len {}", T, config_.seq_len));
   Tensor h = token->forward(ids);  // [B, T, D]
@@ -223,7 +223,6 @@ Tensor MicroLM::forward(const Tensor& ids) {
     }
     out = sources.back();
   }
-  (void)B;
   Tensor normed = final_norm->forward(out);
   return head ? head->forward(normed) : linear(normed, token->weight);
 }
@@ -239,9 +238,6 @@ Tensor MicroLM::loss(const Tensor& ids, const Tensor& targets) {
 namespace {
 void normal_into(TorchGenerator& gen, const Tensor& t, double mean, double std) {
   dispatch_float(t.dtype(), "init", [&]<class T>() { gen.normal_(t.data<T>(), t.numel(), mean, std); });
-}
-void kaiming_into(TorchGenerator& gen, const Tensor& t) {
-  dispatch_float(t.dtype(), "init", [&]<class T>() { gen.kaiming_uniform_linear_(t.data<T>(), t.size(0), t.size(1)); });
 }
 // Draws that torch consumes at construction and that init later overwrites.
 void consume_kaiming(TorchGenerator& gen, const Linear& l) {

@@ -69,6 +69,8 @@ fi
 if [ $? -eq 0 ] && [ -s "$WORK/train/model.safetensors" ] && [ -s "$WORK/train/checkpoint.safetensors" ]; then pass "train"; else fail "train"; fi
 "$BIN" eval --checkpoint "$WORK/train/model.safetensors" --split validation --windows 4 --dataset-dir "$DATA" --threads 1 > "$WORK/eval.txt"
 if [ $? -eq 0 ] && grep -q "perplexity" "$WORK/eval.txt"; then pass "eval"; else fail "eval"; fi
+"$BIN" eval --checkpoint "$WORK/train/checkpoint.safetensors" --split validation --windows 4 --dataset-dir "$DATA" --threads 1 > "$WORK/eval2.txt"
+if [ $? -eq 0 ] && [ "$(awk '{print $4}' "$WORK/eval.txt")" = "$(awk '{print $4}' "$WORK/eval2.txt")" ]; then pass "eval of the training checkpoint equals eval of the final weights"; else fail "eval of a training checkpoint"; cat "$WORK/eval2.txt"; fi
 ids="$("$BIN" tokenize --action encode --tokenizer "$WORK/train/tokenizer.json" --text "The tower is 324 metres tall." 2>/dev/null)"
 text="$("$BIN" tokenize --action decode --tokenizer "$WORK/train/tokenizer.json" --ids "$ids")"
 if [ "$text" = "The tower is 324 metres tall." ]; then pass "tokenize encode/decode round trip"; else fail "tokenize round trip: '$text'"; fi

@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "autograd/tape.h"
-#include "train/safetensors.h"
 
 namespace dg {
 
@@ -63,16 +62,19 @@ void save_weights(const std::string& path, const Module& model, const std::map<s
 }
 
 std::map<std::string, std::string> load_weights(const std::string& path, Module& model) {
-  SafetensorsFile file = load_safetensors(path);
+  return load_weights(load_safetensors(path), path, model);
+}
+
+std::map<std::string, std::string> load_weights(const SafetensorsFile& file, const std::string& path, Module& model) {
   auto pairs = match_weights(file, model, path, "");
-  // Unknown tensors mean the file belongs to another model.
-  size_t known = pairs.size();
-  if (file.tensors.size() != known) {
-    for (const TensorEntry& e : file.tensors) {
-      bool ok = false;
-      for (auto& [name, p] : model.named_parameters()) ok = ok || name == e.name;
-      if (!ok) throw std::runtime_error(fmt::format("{}: unexpected tensor '{}' (not a parameter of this model)", path, e.name));
-    }
+  // Unknown tensors mean the file belongs to another model (a training checkpoint's optimizer
+  // and state sections are expected extras, not model tensors).
+  const auto named = model.named_parameters();
+  for (const TensorEntry& e : file.tensors) {
+    if (e.name.rfind("optimizer.", 0) == 0 || e.name.rfind("state.", 0) == 0) continue;
+    bool ok = false;
+    for (auto& [name, p] : named) ok = ok || name == e.name;
+    if (!ok) throw std::runtime_error(fmt::format("{}: unexpected tensor '{}' (not a parameter of this model)", path, e.name));
   }
   NoGradGuard no_grad;
   for (auto& [param, value] : pairs) param.copy_from(value);
@@ -105,7 +107,11 @@ void save_training_checkpoint(const std::string& path, const Module& model, Adam
 }
 
 TrainingState load_training_checkpoint(const std::string& path, Module& model, AdamW& optimizer) {
-  SafetensorsFile file = load_safetensors(path);
+  return load_training_checkpoint(load_safetensors(path), path, model, optimizer);
+}
+
+TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::string& path, Module& model,
+                                       AdamW& optimizer) {
   auto weights = match_weights(file, model, path, "");
   std::vector<std::pair<Tensor, Tensor>> moments;
   for (auto& [name, p] : model.named_parameters()) {

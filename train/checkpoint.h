@@ -15,6 +15,7 @@
 
 #include "nn/module.h"
 #include "train/optim.h"
+#include "train/safetensors.h"
 
 namespace dg {
 
@@ -25,10 +26,15 @@ struct TrainingState {
 
 void save_weights(const std::string& path, const Module& model, const std::map<std::string, std::string>& metadata = {});
 // Loads weights into `model` (names, shapes checked; F32/F64 converted). Returns the metadata.
+// A training checkpoint's optimizer and state sections ("optimizer.*", "state.*") are skipped;
+// any other tensor that is not a parameter of the model is an error.
 std::map<std::string, std::string> load_weights(const std::string& path, Module& model);
+// The same from a file already read (`path` names it in errors).
+std::map<std::string, std::string> load_weights(const SafetensorsFile& file, const std::string& path, Module& model);
 
 void save_training_checkpoint(const std::string& path, const Module& model, AdamW& optimizer, const TrainingState& state);
 // Restores model weights, optimizer moments and step; returns the metadata and blobs.
 TrainingState load_training_checkpoint(const std::string& path, Module& model, AdamW& optimizer);
+TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::string& path, Module& model, AdamW& optimizer);
 
 }  // namespace dg

@@ -9,7 +9,6 @@
 
 #include "autograd/tape.h"
 #include "train/checkpoint.h"
-#include "train/safetensors.h"
 
 namespace dg {
 
@@ -210,8 +209,8 @@ void Trainer::save_checkpoint(const std::string& path) const {
 
 void Trainer::load_checkpoint(const std::string& path) {
   // Check the config before touching anything: a checkpoint of another model or run is refused.
+  SafetensorsFile file = load_safetensors(path);  // read once: checked here, applied below
   {
-    SafetensorsFile file = load_safetensors(path);
     auto it = file.metadata.find("depthgrad.config");
     if (it == file.metadata.end())
       throw std::runtime_error(fmt::format("{}: metadata 'depthgrad.config' is missing (not a depthgrad training checkpoint)", path));
@@ -224,7 +223,7 @@ void Trainer::load_checkpoint(const std::string& path) {
                                              s ? json::dump(*s) : "missing", json::dump(mine.at(key))));
     }
   }
-  TrainingState state = load_training_checkpoint(path, *model_, *optimizer_);
+  TrainingState state = load_training_checkpoint(file, path, *model_, *optimizer_);
   auto meta = [&](const char* key) -> const std::string& {
     auto it = state.metadata.find(key);
     if (it == state.metadata.end()) throw std::runtime_error(fmt::format("{}: metadata '{}' is missing", path, key));

@@ -203,7 +203,7 @@ int cmd_eval(int argc, char** argv, int start) {
     throw std::runtime_error(fmt::format("{}: the model was trained with another tokenizer (sha256 {}) than this data gives ({})", path,
                                          tok->second, data.corpus.tokenizer_sha256));
   MicroLM model(cfg.model);
-  load_weights(path.find("checkpoint") != std::string::npos && file.find("optimizer.exp_avg.token.weight") ? path : path, model);
+  load_weights(file, path, model);
   const std::string split = f.get("split");
   const std::vector<int32_t>* ids = split == "train" ? &data.train : split == "validation" ? &data.validation : split == "test" ? &data.test : nullptr;
   if (!ids) throw UsageError(fmt::format("--split: expected train, validation or test, got '{}'", split));
