@@ -75,5 +75,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
 // The depth mix: sources S_j [.., D] (all the same shape), weights alpha [.., J] (per token)
 // -> sum_j alpha[.., j] * S_j  [.., D].
 Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha);
+// silu(gate)·up in one fused pass (the SwiGLU feed-forward's nonlinearity); gate, up same shape.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
 
 }  // namespace dg

@@ -62,20 +62,37 @@ bool is_progression(const std::vector<int64_t>& v, int64_t step) {
   return true;
 }
 
-// The buffer a backward GEMM accumulates into with beta = 1: the input's own gradient when
-// contiguous (always, unless set_grad installed a strided one), else a zeroed temporary that
-// finish() adds in.
+// The buffer a backward GEMM writes into: the input's own gradient when contiguous (always,
+// unless set_grad installed a strided one), else a temporary that finish() adds in. A buffer
+// that held nothing before (fresh) is written with beta = 0, an existing one accumulated into
+// with beta = 1.
 struct GradSink {
   Tensor input, buffer;
   bool direct;
+  bool fresh = false;  // buffer is uninitialised: write it with beta = 0
   explicit GradSink(const Tensor& t) : input(t) {
-    Tensor g = grad_of(t);
+    Tensor g = grad_for_write(t, fresh);
     direct = g.is_contiguous();
-    buffer = direct ? g : Tensor::zeros(t.shape(), t.dtype());
+    if (direct) {
+      buffer = g;
+    } else {
+      buffer = Tensor::empty(t.shape(), t.dtype());
+      fresh = true;
+    }
   }
   template <class T>
   T* data() const {
     return buffer.data<T>();
+  }
+  // The GEMM beta that makes "buffer (+)= product" right: 0 overwrites a fresh buffer.
+  template <class T>
+  T beta() const {
+    return fresh ? T(0) : T(1);
+  }
+  // For kernels that can only add: make a fresh buffer zero first.
+  void zero_if_fresh() {
+    if (fresh) buffer.fill(0.0);
+    fresh = false;
   }
   void finish() const {
     if (!direct) accumulate_grad(input, buffer);
@@ -138,11 +155,13 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op) {
           const std::vector<int64_t> go =
               batch_offsets(a.shape(), contiguous_strides(a.shape()), batch);
           if (nb > 1 && all_equal(bo) && is_progression(go, M * K))
-            gemm(false, !B.layout.trans, nb * M, K, N, T(1), pdc, N, pb + bo[0], B.layout.ld, T(1),
-                 sink.data<T>() + go[0], K);
-          else
+            gemm(false, !B.layout.trans, nb * M, K, N, T(1), pdc, N, pb + bo[0], B.layout.ld,
+                 sink.beta<T>(), sink.data<T>() + go[0], K);
+          else {
+            sink.zero_if_fresh();  // entries may share one dA: the batched path adds
             gemm_batched(false, !B.layout.trans, M, K, N, T(1), pdc, N, co, pb, B.layout.ld, bo,
                          T(1), sink.data<T>(), K, go);
+          }
           sink.finish();
         }
         if (b.requires_grad()) {
@@ -151,11 +170,13 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op) {
           const std::vector<int64_t> go =
               batch_offsets(b.shape(), contiguous_strides(b.shape()), batch);
           if (nb > 1 && all_equal(go) && !A.layout.trans && is_progression(ao, M * A.layout.ld))
-            gemm(true, false, K, N, nb * M, T(1), pa + ao[0], A.layout.ld, pdc, N, T(1),
+            gemm(true, false, K, N, nb * M, T(1), pa + ao[0], A.layout.ld, pdc, N, sink.beta<T>(),
                  sink.data<T>() + go[0], N);
-          else
+          else {
+            sink.zero_if_fresh();
             gemm_batched(!A.layout.trans, false, K, N, M, T(1), pa, A.layout.ld, ao, pdc, N, co,
                          T(1), sink.data<T>(), N, go);
+          }
           sink.finish();
         }
       });
@@ -238,17 +259,18 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                if (x.requires_grad() && in > 0) {  // dx [R, in] += dy [R, out] · W [out, in]
                  GradSink sink(x);
                  gemm(false, W.layout.trans, R, in, out_features, T(1), pdy, out_features,
-                      W.t.data<T>(), W.layout.ld, T(1), sink.data<T>(), in);
+                      W.t.data<T>(), W.layout.ld, sink.beta<T>(), sink.data<T>(), in);
                  sink.finish();
                }
                if (weight.requires_grad() && in > 0) {  // dW [out, in] += dyᵀ [out, R] · x [R, in]
                  GradSink sink(weight);
                  gemm(true, false, out_features, in, R, T(1), pdy, out_features, X.data<T>(), ldx,
-                      T(1), sink.data<T>(), in);
+                      sink.beta<T>(), sink.data<T>(), in);
                  sink.finish();
                }
                if (bias.defined() && bias.requires_grad()) {  // db [out] += Σ_rows dy
                  GradSink sink(bias);
+                 sink.zero_if_fresh();
                  add_column_sums(pdy, R, out_features, out_features, sink.data<T>());
                  sink.finish();
                }

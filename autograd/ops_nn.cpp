@@ -252,6 +252,38 @@ Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
   return out;
 }
 
+// ---- swiglu: silu(gate)·up in one pass; saves gate and up (not silu(gate)) ------------------------
+Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  const char* op = "swiglu";
+  check_float(gate_in, op);
+  check_same_dtype(gate_in, up_in, op);
+  if (gate_in.shape() != up_in.shape())
+    throw std::invalid_argument(fmt::format("swiglu: gate {} and up {} must have the same shape",
+                                            gate_in.describe(), up_in.describe()));
+  Tensor gate = gate_in.contiguous(), up = up_in.contiguous();
+  Tensor out = Tensor::empty(gate.shape(), gate.dtype());
+  const int64_t n = out.numel();
+  dispatch_float(gate.dtype(), op, [&]<class T>() {
+    swiglu_forward<T>(out.data<T>(), gate.data<T>(), up.data<T>(), n);
+  });
+  if (should_record({gate_in, up_in}))
+    record(op, {gate_in, up_in}, out, [gate_in, up_in, gate, up, n](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      bool fresh_gate = false, fresh_up = false;
+      Tensor dgate, dup;
+      if (gate_in.requires_grad()) dgate = grad_for_write(gate_in, fresh_gate);
+      // the same tensor as gate and up: its second gradient is added to the first
+      if (up_in.requires_grad()) dup = up_in.same(gate_in) ? dgate : grad_for_write(up_in, fresh_up);
+      dispatch_float(gate.dtype(), "swiglu", [&]<class T>() {
+        swiglu_backward<T>(dgate.defined() ? dgate.data<T>() : nullptr, fresh_gate,
+                           dup.defined() ? dup.data<T>() : nullptr, fresh_up, gc.data<T>(),
+                           gate.data<T>(), up.data<T>(), n);
+      });
+    });
+  return out;
+}
+
 // ---- depth_mix: Σ_j alpha[.., j]·S_j; dS_j += alpha_j·g, dalpha_j += <g, S_j> -------------------
 Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
   ScopedOpTimer op_timer(OpFamily::routing);
@@ -372,6 +404,13 @@ std::vector<OpCase> nn_op_cases() {
       {"rope/[2,3,5,8] offset 3", one({2, 3, 5, 8}, 18),
        [](V in) { return rope(in[0], 10000.0, 3); }},
       {"rope/base 100", one({1, 2, 4, 6}, 19), [](V in) { return rope(in[0], 100.0, 0); }},
+      {"swiglu",
+       [] {
+         return std::vector<Tensor>{random_tensor({3, 7}, 24, -3, 3).set_name("gate"),
+                                    random_tensor({3, 7}, 25, -2, 2).set_name("up")};
+       },
+       [](V in) { return swiglu(in[0], in[1]); }},
+      {"swiglu/gate is up", one({2, 5}, 26, -3, 3), [](V in) { return swiglu(in[0], in[0]); }},
       {"depth_mix/J=1", mix_inputs(1), mix_fn},
       {"depth_mix/J=2", mix_inputs(2), mix_fn},
       {"depth_mix/J=3", mix_inputs(3), mix_fn},

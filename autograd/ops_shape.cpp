@@ -14,11 +14,18 @@ namespace dg {
 
 namespace {
 // grad_of(a) seen through `view` (a function that makes the same view of any tensor of a's shape)
-// += g. The view maps each gradient element to the input element it came from.
+// += g. The view maps each gradient element to the input element it came from. When the view
+// covers every element (transpose, permute) and a has no gradient yet, g is copied into a fresh
+// buffer instead of added onto zeros.
 template <class View>
-void add_into_view_of_grad(const Tensor& a, const Tensor& g, View view) {
-  Tensor target = view(grad_of(a));
-  add_strided(target, g);
+void add_into_view_of_grad(const Tensor& a, const Tensor& g, View view, bool covers_all) {
+  bool fresh = false;
+  Tensor buffer = covers_all ? grad_for_write(a, fresh) : grad_of(a);
+  Tensor target = view(buffer);
+  if (fresh)
+    copy_strided(target, g);
+  else
+    add_strided(target, g);
 }
 
 // A contiguous copy of a (any layout).
@@ -45,7 +52,7 @@ Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
   Tensor out = a.view_transpose(axis0, axis1);
   if (should_record({a}))
     record("transpose", {a}, out, [a, axis0, axis1](const Tensor& g) {
-      add_into_view_of_grad(a, g, [&](const Tensor& t) { return t.view_transpose(axis0, axis1); });
+      add_into_view_of_grad(a, g, [&](const Tensor& t) { return t.view_transpose(axis0, axis1); }, true);
     });
   return out;
 }
@@ -55,7 +62,7 @@ Tensor permute(const Tensor& a, const Shape& order) {
   Tensor out = a.view_permute(order);
   if (should_record({a}))
     record("permute", {a}, out, [a, order](const Tensor& g) {
-      add_into_view_of_grad(a, g, [&](const Tensor& t) { return t.view_permute(order); });
+      add_into_view_of_grad(a, g, [&](const Tensor& t) { return t.view_permute(order); }, true);
     });
   return out;
 }
@@ -72,7 +79,7 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end) {
   Tensor out = a.view_narrow(ax, s, e - s);
   if (should_record({a}))
     record("slice", {a}, out, [a, ax, s, e](const Tensor& g) {
-      add_into_view_of_grad(a, g, [&](const Tensor& t) { return t.view_narrow(ax, s, e - s); });
+      add_into_view_of_grad(a, g, [&](const Tensor& t) { return t.view_narrow(ax, s, e - s); }, false);
     });
   return out;
 }
@@ -153,7 +160,7 @@ Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
       for (const Tensor& p : parts) {
         const int64_t n = p.shape()[ax];
         if (p.requires_grad())
-          add_into_view_of_grad(p, g.view_narrow(ax, offset, n), [](const Tensor& t) { return t; });
+          add_into_view_of_grad(p, g.view_narrow(ax, offset, n), [](const Tensor& t) { return t; }, true);
         offset += n;
       }
     });
@@ -174,7 +181,7 @@ Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {
       for (size_t i = 0; i < parts.size(); ++i)
         if (parts[i].requires_grad())
           add_into_view_of_grad(parts[i], g.view_narrow(ax, static_cast<int64_t>(i), 1),
-                                [ax](const Tensor& t) { return unsqueeze_view(t, ax); });
+                                [ax](const Tensor& t) { return unsqueeze_view(t, ax); }, true);
     });
   return out;
 }

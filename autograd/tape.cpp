@@ -19,6 +19,22 @@ struct Node {
 
 thread_local bool g_grad_enabled = true;
 thread_local std::vector<Node> g_tape;
+// The storage of the running node's output gradient while backward() runs that node, when the
+// tape drops that gradient afterwards (not retained); null otherwise. See adoptable().
+thread_local const Storage* g_node_grad_storage = nullptr;
+
+// True when `g` may become input's gradient buffer as it is: right shape and dtype, contiguous,
+// and no other live tensor reads or writes its storage later. That holds when g is the only
+// handle to its metadata and either the only holder of its storage (a temporary made by the
+// backward, or the node's gradient itself) or a view sharing it only with the running node's
+// gradient, which the tape drops when the node returns (reshape's backward).
+bool adoptable(const Tensor& input, const Tensor& g) {
+  if (g.shape() != input.shape() || g.dtype() != input.dtype() || !g.is_contiguous()) return false;
+  if (g.handle_count() != 1) return false;
+  const long holders = g.storage_holders();
+  if (holders == 1) return true;
+  return holders == 2 && g_node_grad_storage == g.storage().get();
+}
 }  // namespace
 
 bool grad_enabled() { return g_grad_enabled; }
@@ -53,7 +69,19 @@ Tensor grad_of(const Tensor& t) {
   return impl->grad;
 }
 
+Tensor grad_for_write(const Tensor& t, bool& fresh) {
+  TensorImpl* impl = t.impl();
+  fresh = !impl->grad.defined();
+  if (fresh) impl->grad = Tensor::empty(impl->shape, impl->dtype);
+  return impl->grad;
+}
+
 void accumulate_grad(const Tensor& input, const Tensor& g) {
+  TensorImpl* impl = input.impl();
+  if (!impl->grad.defined() && adoptable(input, g)) {
+    impl->grad = g;
+    return;
+  }
   Tensor target = grad_of(input);
   add_reduced_into(target, g);
 }
@@ -84,7 +112,14 @@ void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph) {
     if (!out->retain_grad) out->grad = Tensor();
     {
       ScopedOpTimer timer(node.family);
-      node.backward(grad_output);
+      g_node_grad_storage = out->retain_grad ? nullptr : grad_output.storage().get();
+      try {
+        node.backward(grad_output);
+      } catch (...) {
+        g_node_grad_storage = nullptr;
+        throw;
+      }
+      g_node_grad_storage = nullptr;
     }
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const Tensor& in = node.inputs[k];

@@ -43,7 +43,16 @@ void record(const char* op, std::vector<Tensor> inputs, Tensor& output, Backward
 // The gradient buffer of `t`, created zero-filled and contiguous on first use. Kernels add into it.
 Tensor grad_of(const Tensor& t);
 
+// The gradient buffer of `t` for a kernel that writes every element of it. When `t` has no
+// gradient yet, the buffer is created uninitialised and `fresh` is set: the caller must then
+// overwrite all of it (e.g. GEMM with beta = 0) instead of adding. Saves a zero-fill pass and a
+// read of zeros for the first (usually only) gradient contribution of an intermediate.
+Tensor grad_for_write(const Tensor& t, bool& fresh);
+
 // Adds `g` into grad_of(input), summing over the axes along which `input` was broadcast to g's shape.
+// When `input` has no gradient yet and g is a contiguous buffer of input's shape that nothing
+// else holds (a temporary of the backward, or the running node's own gradient or a full view of
+// it, which the tape drops after the node), g itself becomes the gradient: no copy, no zeros.
 void accumulate_grad(const Tensor& input, const Tensor& g);
 
 // Runs the tape backward from `root`. With `grad_root` undefined, root must hold one element and

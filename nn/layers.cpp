@@ -78,7 +78,7 @@ FeedForward::FeedForward(Kind kind_, int64_t dim, int64_t hidden, bool bias, DTy
 }
 
 Tensor FeedForward::forward(const Tensor& x) const {
-  if (kind == Kind::swiglu) return down->forward(mul(silu(gate->forward(x)), up->forward(x)));
+  if (kind == Kind::swiglu) return down->forward(swiglu(gate->forward(x), up->forward(x)));
   return down->forward(gelu(up->forward(x)));
 }
 

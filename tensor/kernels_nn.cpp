@@ -395,6 +395,53 @@ void rope_backward(T* dx, const T* dout, const T* cos, const T* sin, int64_t BH,
 }
 
 // ============================================================================================
+// SwiGLU
+// ============================================================================================
+
+// gate, up, out [n]
+template <class T>
+void swiglu_forward(T* out, const T* gate, const T* up, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (T(1) + exp_fast(-gate[i])) * up[i];
+}
+
+// dgate, dup, dout, gate, up [n]
+template <class T>
+void swiglu_backward(T* dgate, bool overwrite_gate, T* dup, bool overwrite_up, const T* dout,
+                     const T* gate, const T* up, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const T g = gate[i], e = exp_fast(-g);
+    const T s = T(1) / (T(1) + e), silu = g / (T(1) + e);
+    if (dgate) {
+      const T d = dout[i] * up[i] * s * (T(1) + g * (T(1) - s));
+      dgate[i] = overwrite_gate ? d : dgate[i] + d;
+    }
+    if (dup) {
+      const T d = dout[i] * silu;
+      dup[i] = overwrite_up ? d : dup[i] + d;
+    }
+  }
+}
+
+template <class T>
+void ref_swiglu_forward(T* out, const T* gate, const T* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<T>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+template <class T>
+void ref_swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i], s = 1.0 / (1.0 + std::exp(-g));
+    if (dgate) dgate[i] += static_cast<T>(double(dout[i]) * up[i] * s * (1.0 + g * (1.0 - s)));
+    if (dup) dup[i] += static_cast<T>(double(dout[i]) * g * s);
+  }
+}
+
+// ============================================================================================
 // depth mix
 // ============================================================================================
 
@@ -664,6 +711,10 @@ void ref_depth_mix_backward(T* const* dS, T* dalpha, const T* dout, const T* con
   template void rope_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);      \
   template void rope_backward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);     \
   template void ref_rope_forward<T>(T*, const T*, int64_t, int64_t, int64_t, double, int64_t);     \
+  template void swiglu_forward<T>(T*, const T*, const T*, int64_t);                                \
+  template void swiglu_backward<T>(T*, bool, T*, bool, const T*, const T*, const T*, int64_t);     \
+  template void ref_swiglu_forward<T>(T*, const T*, const T*, int64_t);                            \
+  template void ref_swiglu_backward<T>(T*, T*, const T*, const T*, const T*, int64_t);             \
   template void depth_mix_forward<T>(T*, const T* const*, const T*, int64_t, int64_t, int64_t);    \
   template void depth_mix_backward<T>(T* const*, T*, const T*, const T* const*, const T*, int64_t, \
                                       int64_t, int64_t);                                           \

@@ -115,6 +115,21 @@ template <class T>
 void ref_rope_forward(T* out, const T* x, int64_t BH, int64_t Tn, int64_t hd, double base,
                       int64_t offset);
 
+// ---- SwiGLU ---------------------------------------------------------------------------------
+// gate, up, out [n]: out = silu(gate)·up with silu(x) = x / (1 + e^−x) (e^x by exp_fast in float).
+template <class T>
+void swiglu_forward(T* out, const T* gate, const T* up, int64_t n);
+// With s = σ(gate): dgate = dout·up·s·(1 + gate·(1 − s)), dup = dout·silu(gate). Each gradient
+// (null: skip) is added into, or written when its `overwrite` flag is set (a fresh buffer).
+template <class T>
+void swiglu_backward(T* dgate, bool overwrite_gate, T* dup, bool overwrite_up, const T* dout,
+                     const T* gate, const T* up, int64_t n);
+// Reference: the same formulas in double with std::exp, adding into both gradients.
+template <class T>
+void ref_swiglu_forward(T* out, const T* gate, const T* up, int64_t n);
+template <class T>
+void ref_swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n);
+
 // ---- depth mix ------------------------------------------------------------------------------
 // S: J pointers to [rows, D]; alpha [rows, J] -> out [rows, D] = Σ_j alpha[:, j] · S_j (j in
 // order).

@@ -94,6 +94,8 @@ Storage::~Storage() {
   c.cached_bytes += rounded;
 }
 
+long Tensor::storage_holders() const { return impl_ && impl_->storage ? impl_->storage.use_count() : 0; }
+
 size_t storage_cache_bytes() {
   std::lock_guard<std::mutex> lock(cache().mutex);
   return cache().cached_bytes;

@@ -126,6 +126,10 @@ class Tensor {
 
   TensorImpl* impl() const { return impl_.get(); }
   bool same(const Tensor& other) const { return impl_ == other.impl_; }
+  // How many handles share this tensor's metadata, and how many tensors (views included) share
+  // its storage. Autograd uses them to tell a gradient buffer nobody else holds (tape.cpp).
+  long handle_count() const { return impl_.use_count(); }
+  long storage_holders() const;
 
  private:
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}

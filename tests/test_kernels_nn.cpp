@@ -196,6 +196,27 @@ TEST_CASE_TEMPLATE("nn kernels: fast matches reference", T, float, double) {
     CHECK(rel_diff(back, x) < tol<T>());
   }
 
+  SUBCASE("swiglu: forward, backward adding, backward overwriting") {
+    const int64_t n = rows * D;
+    auto g = rand_vec<T>(n, 26, -6, 6), u = rand_vec<T>(n, 27), dout = rand_vec<T>(n, 28);
+    std::vector<T> y(n), y_ref(n);
+    swiglu_forward<T>(y.data(), g.data(), u.data(), n);
+    ref_swiglu_forward<T>(y_ref.data(), g.data(), u.data(), n);
+    CHECK(rel_diff(y, y_ref) < tol<T>());
+    std::vector<T> dg = rand_vec<T>(n, 29), du = rand_vec<T>(n, 30);
+    std::vector<T> dg_ref = dg, du_ref = du;
+    swiglu_backward<T>(dg.data(), false, du.data(), false, dout.data(), g.data(), u.data(), n);
+    ref_swiglu_backward<T>(dg_ref.data(), du_ref.data(), dout.data(), g.data(), u.data(), n);
+    CHECK(rel_diff(dg, dg_ref) < tol<T>());
+    CHECK(rel_diff(du, du_ref) < tol<T>());
+    // overwrite: whatever the buffers held (NaN here) is replaced, not added to
+    std::vector<T> dg_new(n, T(NAN)), du_new(n, T(NAN)), zg(n, T(0)), zu(n, T(0));
+    swiglu_backward<T>(dg_new.data(), true, du_new.data(), true, dout.data(), g.data(), u.data(), n);
+    ref_swiglu_backward<T>(zg.data(), zu.data(), dout.data(), g.data(), u.data(), n);
+    CHECK(rel_diff(dg_new, zg) < tol<T>());
+    CHECK(rel_diff(du_new, zu) < tol<T>());
+  }
+
   SUBCASE("depth mix forward and backward, J = 1..3") {
     for (int64_t J = 1; J <= 3; ++J) {
       CAPTURE(J);
@@ -293,6 +314,12 @@ TEST_CASE("nn kernels: float32 results are bit-identical at 1 and 2 threads") {
       rope_forward<float>(y.data(), xr.data(), cos.data(), sin.data(), BH, Tn, hd);
       rope_backward<float>(dx.data(), xr.data(), cos.data(), sin.data(), BH, Tn, hd);
       keep(y), keep(dx);
+    }
+    {  // swiglu
+      std::vector<float> y(rows * D), dg(rows * D, 0.5f), du(rows * D);
+      swiglu_forward<float>(y.data(), x.data(), dout.data(), rows * D);
+      swiglu_backward<float>(dg.data(), false, du.data(), true, dout.data(), x.data(), dout.data(), rows * D);
+      keep(y), keep(dg), keep(du);
     }
     {  // depth mix
       std::vector<float> s0 = rand_vec<float>(rows * D, 12), s1 = rand_vec<float>(rows * D, 13);

@@ -36,44 +36,54 @@ AdamW::AdamW(FlatParameters& params, const AdamWConfig& config) : params_(params
 // torch 1.13 AdamW (single-tensor path), per element, in the parameter's precision:
 //   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
 //   p ← p − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + eps)
+// p, g, m, v [n] (one slot's span); vectorised, no aliasing between the four buffers.
+template <class T>
+static void adamw_span(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
+                       int64_t n, T decay, T beta1, T one_minus_beta1, T beta2, T one_minus_beta2,
+                       T step_size, T bc2, T eps) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T pi = p[i] * decay;
+    const T mi = m[i] * beta1 + one_minus_beta1 * g[i];
+    const T vi = v[i] * beta2 + one_minus_beta2 * g[i] * g[i];
+    m[i] = mi;
+    v[i] = vi;
+    const T denom = std::sqrt(vi) / bc2 + eps;
+    p[i] = pi + (-step_size) * (mi / denom);
+  }
+}
+
 void AdamW::step(double lr) {
   ScopedOpTimer op_timer(OpFamily::optimizer);
   ++step_;
   const double bc1 = 1.0 - std::pow(config_.beta1, static_cast<double>(step_));
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(config_.beta2, static_cast<double>(step_)));
   dispatch_float(params_.values.dtype(), "AdamW", [&]<class T>() {
-    T* p_all = params_.values.data<T>();
-    const T* g_all = params_.gradients.data<T>();
-    T* m_all = m_.data<T>();
-    T* v_all = v_.data<T>();
+    T* p = params_.values.data<T>();
+    const T* g = params_.gradients.data<T>();
+    T* m = m_.data<T>();
+    T* v = v_.data<T>();
     const T beta1 = static_cast<T>(config_.beta1), beta2 = static_cast<T>(config_.beta2);
     const T one_minus_beta1 = static_cast<T>(1.0 - config_.beta1), one_minus_beta2 = static_cast<T>(1.0 - config_.beta2);
     const T step_size = static_cast<T>(lr / bc1), bc2 = static_cast<T>(bc2_sqrt), eps = static_cast<T>(config_.eps);
-    for (size_t s = 0; s < params_.slots.size(); ++s) {
-      const auto& slot = params_.slots[s];
-      const T decay = static_cast<T>(1.0 - lr * slot_decay_[s]);
-      T* p = p_all + slot.offset;
-      const T* g = g_all + slot.offset;
-      T* m = m_all + slot.offset;
-      T* v = v_all + slot.offset;
-      const int64_t n = slot.numel;
-      auto update = [&](int64_t i) {
-        p[i] = p[i] * decay;
-        m[i] = m[i] * beta1 + one_minus_beta1 * g[i];
-        v[i] = v[i] * beta2 + one_minus_beta2 * g[i] * g[i];
-        T denom = std::sqrt(v[i]) / bc2 + eps;
-        p[i] = p[i] + (-step_size) * (m[i] / denom);
-      };
-      // Elements are independent, so splitting across threads cannot change any bit. Small slots
-      // stay out of OpenMP entirely (even a disabled parallel region costs microseconds).
-      if (n > kParallelGrain) {
-#pragma omp parallel for simd schedule(static)
-        for (int64_t i = 0; i < n; ++i) update(i);
-      } else {
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) update(i);
+    // Elements are independent, so how the flat buffer is cut across threads cannot change a bit:
+    // one parallel region over fixed chunks of the whole buffer (a chunk may span slots), and
+    // none at all below kParallelGrain elements.
+    const std::vector<FlatParameters::Slot>& slots = params_.slots;
+    auto update_range = [&](int64_t lo, int64_t hi) {  // elements [lo, hi) of the flat buffer
+      for (size_t s = 0; s < slots.size(); ++s) {
+        const int64_t a = std::max(lo, slots[s].offset), b = std::min(hi, slots[s].offset + slots[s].numel);
+        if (a >= b) continue;
+        const T decay = static_cast<T>(1.0 - lr * slot_decay_[s]);
+        adamw_span<T>(p + a, g + a, m + a, v + a, b - a, decay, beta1, one_minus_beta1, beta2, one_minus_beta2,
+                      step_size, bc2, eps);
       }
-    }
+    };
+    const int64_t total = params_.total;
+    if (total <= kParallelGrain) return update_range(0, total);
+    const int64_t chunks = (total + kParallelGrain - 1) / kParallelGrain;
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) update_range(c * kParallelGrain, std::min(total, (c + 1) * kParallelGrain));
   });
 }
 
@@ -105,37 +115,55 @@ void SGD::step(double lr) {
   first_ = false;
 }
 
+// Σ x² over x [n] in double, in a fixed order that vectorises: 8 interleaved partial sums
+// (element i goes to sum i mod 8), then added in order. The same bits on every thread.
+template <class T>
+static double sum_of_squares(const T* x, int64_t n) {
+  double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+#pragma omp simd
+    for (int j = 0; j < 8; ++j) part[j] += static_cast<double>(x[i + j]) * x[i + j];
+  for (int j = 0; i < n; ++i, ++j) part[j] += static_cast<double>(x[i]) * x[i];
+  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
 ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
   ScopedOpTimer op_timer(OpFamily::optimizer);
   ClipResult r;
   dispatch_float(params.gradients.dtype(), "clip_grad_norm", [&]<class T>() {
     T* g = params.gradients.data<T>();
     // Per-parameter norms, then the norm of the norms (torch's order), each accumulated in double.
-    // A slot is summed in fixed blocks of kClipBlock elements (blocks in parallel, then the block
-    // sums in order), so the result does not depend on the thread count; a slot of one block is
-    // a plain serial sum.
+    // Every slot is cut into blocks of at most kClipBlock elements; block sums (sum_of_squares)
+    // run in one parallel region over all blocks of all slots, then each slot adds its block sums
+    // in order. Block boundaries depend only on the slot sizes, so the result does not depend on
+    // the thread count.
     constexpr int64_t kClipBlock = 8192;
-    thread_local std::vector<double> partial;  // reused across steps: no allocation per step
-    double total_sq = 0;
+    struct Block {
+      int64_t begin, end;
+    };
+    thread_local std::vector<Block> blocks;        // reused across steps: no allocation per step
+    thread_local std::vector<double> block_sums;
+    thread_local std::vector<size_t> first_block;  // per slot, its first block; one past the end last
+    blocks.clear();
+    first_block.clear();
     for (const auto& slot : params.slots) {
-      const T* gs = g + slot.offset;
-      const int64_t blocks = (slot.numel + kClipBlock - 1) / kClipBlock;
-      if (static_cast<int64_t>(partial.size()) < blocks) partial.resize(blocks);
-      double* block_sums = partial.data();  // the calling thread's buffer, shared with the team
-      auto block_sum = [&](int64_t b) {
-        double sq = 0;
-        const int64_t end = std::min(slot.numel, (b + 1) * kClipBlock);
-        for (int64_t i = b * kClipBlock; i < end; ++i) sq += static_cast<double>(gs[i]) * gs[i];
-        block_sums[b] = sq;
-      };
-      if (blocks > 1) {
-#pragma omp parallel for schedule(static)
-        for (int64_t b = 0; b < blocks; ++b) block_sum(b);
-      } else {
-        block_sum(0);
-      }
+      first_block.push_back(blocks.size());
+      for (int64_t b = slot.offset; b < slot.offset + slot.numel; b += kClipBlock)
+        blocks.push_back({b, std::min(slot.offset + slot.numel, b + kClipBlock)});
+    }
+    first_block.push_back(blocks.size());
+    block_sums.resize(blocks.size());
+    const int64_t nblocks = static_cast<int64_t>(blocks.size());
+    // Plain pointers: inside the parallel region a thread_local name would mean the worker's own.
+    const Block* bl = blocks.data();
+    double* sums = block_sums.data();
+#pragma omp parallel for schedule(static) if (params.total > kParallelGrain)
+    for (int64_t b = 0; b < nblocks; ++b) sums[b] = sum_of_squares(g + bl[b].begin, bl[b].end - bl[b].begin);
+    double total_sq = 0;
+    for (size_t s = 0; s < params.slots.size(); ++s) {
       double sq = 0;
-      for (int64_t b = 0; b < blocks; ++b) sq += block_sums[b];
+      for (size_t b = first_block[s]; b < first_block[s + 1]; ++b) sq += block_sums[b];
       double norm = static_cast<double>(static_cast<T>(std::sqrt(sq)));
       total_sq += norm * norm;
     }
@@ -143,16 +171,10 @@ ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
     const double coef = std::min(1.0, max_norm / (r.total_norm + 1e-6));
     r.clipped = r.total_norm > max_norm;
     const T c = static_cast<T>(coef);
-    for (const auto& slot : params.slots) {
-      T* gs = g + slot.offset;
-      if (slot.numel > kParallelGrain) {
-#pragma omp parallel for simd schedule(static)
-        for (int64_t i = 0; i < slot.numel; ++i) gs[i] *= c;
-      } else {
-#pragma omp simd
-        for (int64_t i = 0; i < slot.numel; ++i) gs[i] *= c;
-      }
-    }
+    if (c == T(1)) return;  // nothing to scale (multiplying by one changes no bit)
+    const int64_t n = params.total;
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) g[i] *= c;
   });
   return r;
 }
