@@ -68,10 +68,24 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // Rotate-half RoPE on x [B, H, T, hd] (hd even): pairs (i, i + hd/2), θ_i = base^(-2i/hd),
 // positions 0..T-1 plus `position_offset`. Angles and cos/sin in float32 as the reference does.
 Tensor rope(const Tensor& x, double base = 10000.0, int64_t position_offset = 0);
+// The cos and sin tables [T, hd/2] rope uses, computed once per (T, hd, base, offset, dtype) and
+// kept per thread (the few most recent), so a training step does not recompute them.
+struct RopeTables {
+  Tensor cos, sin;
+};
+RopeTables rope_tables_for(int64_t T, int64_t hd, double base, int64_t position_offset, DType dtype);
 // Causal scaled-dot-product attention. q [B, H, T, hd]; k, v [B, Hkv, T, hd] with H % Hkv == 0
 // (grouped-query attention: query head h reads kv head h / (H / Hkv)). scale defaults to 1/sqrt(hd).
 // Fused: saves only the per-row softmax statistics, not the T×T probabilities.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale = 0.0);
+// The attention of a transformer block in one op, from the projections to the merged heads:
+// q [B, T, H·hd], k and v [B, T, Hkv·hd] (the Q/K/V linear outputs) -> [B, T, H·hd], equal to
+// merge(causal_attention(rope(split(q)), rope(split(k)), split(v))) with split = reshape to
+// [B, T, H, hd] and permute to [B, H, T, hd], merge its inverse, rope only when rope_base > 0.
+// Heads are read and written in place in the [B, T, H·hd] layout: no split, merge or rope copies
+// in either direction.
+Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                       int64_t kv_heads, double rope_base = 0.0, double scale = 0.0);
 // The depth mix: sources S_j [.., D] (all the same shape), weights alpha [.., J] (per token)
 // -> sum_j alpha[.., j] * S_j  [.., D].
 Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha);

@@ -4,9 +4,12 @@
 // Does not do: other masks, dropout, a KV cache (query and key lengths must be equal).
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_attention.h"
+#include "tensor/kernels_nn.h"
 #include "tensor/profile.h"
 
 namespace dg {
@@ -56,6 +59,127 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   return out;
 }
 
+// ---- attention_heads: q [B,T,H·hd], k v [B,T,Hkv·hd] -> [B,T,H·hd] -------------------------
+// Heads are views: x [B,T,n·hd] seen as [B,n,T,hd] (strides T·n·hd, hd, n·hd, 1). With RoPE the
+// rotated q and k are the only copies (contiguous [B,H,T,hd] and [B,Hkv,T,hd], saved for the
+// backward, which rotates dq and dk back straight into the projections' gradients).
+namespace {
+Tensor split_heads(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd) {
+  return x.view_reshape({B, T, heads, hd}).view_permute({0, 2, 1, 3});
+}
+}  // namespace
+
+Tensor attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int64_t H,
+                       int64_t Hkv, double rope_base, double scale) {
+  ScopedOpTimer op_timer(OpFamily::attention);
+  const char* op = "attention_heads";
+  check_arg(q_in.defined() && q_in.dim() == 3, op, q_in, "q of shape [B, T, heads·head_dim]");
+  check_arg(H > 0 && Hkv > 0 && H % Hkv == 0, op, q_in,
+            fmt::format("heads ({}) to be a positive multiple of kv_heads ({})", H, Hkv));
+  const int64_t B = q_in.size(0), T = q_in.size(1);
+  check_arg(q_in.size(2) % H == 0, op, q_in, fmt::format("a last axis divisible by heads {}", H));
+  const int64_t hd = q_in.size(2) / H;
+  check_arg(hd > 0, op, q_in, "a non-empty head dimension");
+  for (const Tensor* t : {&k_in, &v_in}) {
+    check_arg(t->defined() && t->shape() == Shape{B, T, Hkv * hd}, op, *t,
+              fmt::format("k and v of shape [{}, {}, {}] (kv_heads {} · head_dim {})", B, T, Hkv * hd,
+                          Hkv, hd));
+    check_same_dtype(q_in, *t, op);
+  }
+  check_arg(is_floating(q_in.dtype()), op, q_in, "a float32 or float64 tensor");
+  const bool use_rope = rope_base != 0.0;
+  if (use_rope)
+    check_arg(std::isfinite(rope_base) && rope_base > 0 && hd % 2 == 0, op, q_in,
+              fmt::format("an even head dimension and a positive finite rope base (got hd {}, base {})",
+                          hd, rope_base));
+  const double sc = attention_scale(scale, hd, op);
+  const DType dtype = q_in.dtype();
+  const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  const RowStrides q_rows{T * H * hd, hd, H * hd}, kv_rows{T * Hkv * hd, hd, Hkv * hd};
+  const RowStrides q_heads{H * T * hd, T * hd, hd}, kv_heads{Hkv * T * hd, T * hd, hd};
+  RopeTables tables;
+  Tensor qr = split_heads(q, B, T, H, hd), kr = split_heads(k, B, T, Hkv, hd);
+  if (use_rope && q.numel() > 0) {
+    tables = rope_tables_for(T, hd, rope_base, 0, dtype);
+    qr = Tensor::empty({B, H, T, hd}, dtype);
+    kr = Tensor::empty({B, Hkv, T, hd}, dtype);
+    dispatch_float(dtype, op, [&]<class Tp>() {
+      const Tp* c = tables.cos.data<Tp>();
+      const Tp* sn = tables.sin.data<Tp>();
+      rope_rows<Tp>(qr.data<Tp>(), q_heads, q.data<Tp>(), q_rows, c, sn, B, H, T, hd, false, true);
+      rope_rows<Tp>(kr.data<Tp>(), kv_heads, k.data<Tp>(), kv_rows, c, sn, B, Hkv, T, hd, false, true);
+    });
+  }
+  const Tensor vh = split_heads(v, B, T, Hkv, hd);
+  Tensor out = Tensor::empty({B, T, H * hd}, dtype);
+  Tensor out_h = split_heads(out, B, T, H, hd);
+  Tensor lse = Tensor::empty({B, H, T}, dtype);
+  if (out.numel() > 0) attention_forward(qr, kr, vh, sc, out_h, lse);
+  if (!should_record({q_in, k_in, v_in})) return out;
+  record(op, {q_in, k_in, v_in}, out,
+         [q_in, k_in, v_in, qr, kr, vh, out_h, lse, tables, sc, B, T, H, Hkv, hd, use_rope, q_rows,
+          kv_rows, q_heads, kv_heads](const Tensor& g) {
+           if (g.numel() == 0) {
+             for (const Tensor& t : {q_in, k_in, v_in})
+               if (t.requires_grad()) grad_of(t);
+             return;
+           }
+           const Tensor gh = split_heads(g.contiguous(), B, T, H, hd);
+           const Tensor inputs[3] = {q_in, k_in, v_in};
+           const int64_t heads[3] = {H, Hkv, Hkv};
+           // The buffer, seen as heads, that input i's gradient is added into: its own gradient
+           // (zeroed when fresh: the kernel adds), or a scratch when it is also another input.
+           Tensor scratch[3];
+           auto aliased = [&](int i) {
+             for (int j = 0; j < 3; ++j)
+               if (j != i && inputs[j].same(inputs[i]) && inputs[j].requires_grad()) return true;
+             return false;
+           };
+           auto grad_heads = [&](int i) {
+             bool fresh = false;
+             Tensor buf = aliased(i) ? Tensor() : grad_for_write(inputs[i], fresh);
+             if (!buf.defined() || !buf.is_contiguous()) {
+               scratch[i] = Tensor::zeros(inputs[i].shape(), inputs[i].dtype());
+               buf = scratch[i];
+             } else if (fresh) {
+               buf.fill(0.0);
+             }
+             return split_heads(buf, B, T, heads[i], hd);
+           };
+           Tensor dq, dk, dv;
+           if (v_in.requires_grad()) dv = grad_heads(2);
+           if (use_rope) {  // dq, dk in the rotated space first
+             if (q_in.requires_grad()) dq = Tensor::zeros({B, H, T, hd}, qr.dtype());
+             if (k_in.requires_grad()) dk = Tensor::zeros({B, Hkv, T, hd}, qr.dtype());
+           } else {
+             if (q_in.requires_grad()) dq = grad_heads(0);
+             if (k_in.requires_grad()) dk = grad_heads(1);
+           }
+           attention_backward(qr, kr, vh, out_h, lse, gh, sc, dq.defined() ? &dq : nullptr,
+                              dk.defined() ? &dk : nullptr, dv.defined() ? &dv : nullptr);
+           if (use_rope) {  // rotate back into the [B,T,n·hd] gradients (written when fresh)
+             auto rotate_back = [&](int i, const Tensor& d, RowStrides rows, RowStrides from) {
+               bool fresh = false;
+               Tensor buf = aliased(i) ? Tensor() : grad_for_write(inputs[i], fresh);
+               if (!buf.defined() || !buf.is_contiguous()) {
+                 scratch[i] = Tensor::zeros(inputs[i].shape(), inputs[i].dtype());
+                 buf = scratch[i];
+                 fresh = false;
+               }
+               dispatch_float(d.dtype(), "attention_heads", [&]<class Tp>() {
+                 rope_rows<Tp>(buf.data<Tp>(), rows, d.data<Tp>(), from, tables.cos.data<Tp>(),
+                               tables.sin.data<Tp>(), B, heads[i], T, hd, true, fresh);
+               });
+             };
+             if (dq.defined()) rotate_back(0, dq, q_rows, q_heads);
+             if (dk.defined()) rotate_back(1, dk, kv_rows, kv_heads);
+           }
+           for (int i = 0; i < 3; ++i)
+             if (scratch[i].defined()) accumulate_grad(inputs[i], scratch[i]);
+         });
+  return out;
+}
+
 // ---- gradient-check rows (see autograd/gradcheck.h) -----------------------------------------
 std::vector<OpCase> attention_op_cases() {
   // q, k, v from seeds; values in [-1.5, 1.5) so the softmax is neither flat nor one-hot.
@@ -74,6 +198,16 @@ std::vector<OpCase> attention_op_cases() {
        [](V in) { return causal_attention(in[0], in[1], in[2]); }},
       {"causal_attention/gqa,scale=0.7", qkv({1, 4, 3, 2}, {1, 1, 3, 2}),
        [](V in) { return causal_attention(in[0], in[1], in[2], 0.7); }},
+      {"attention_heads/mha", qkv({2, 5, 8}, {2, 5, 8}),
+       [](V in) { return attention_heads(in[0], in[1], in[2], 2, 2); }},
+      {"attention_heads/gqa+rope", qkv({1, 6, 16}, {1, 6, 8}),
+       [](V in) { return attention_heads(in[0], in[1], in[2], 4, 2, 10000.0); }},
+      {"attention_heads/rope base 100, scale 0.7", qkv({2, 4, 12}, {2, 4, 12}),
+       [](V in) { return attention_heads(in[0], in[1], in[2], 2, 2, 100.0, 0.7); }},
+      {"attention_heads/q is k is v", qkv({1, 5, 8}, {1, 5, 8}),
+       [](V in) { return attention_heads(in[0], in[0], in[0], 2, 2, 10000.0); }},
+      {"attention_heads/k is v, no rope", qkv({1, 5, 8}, {1, 5, 4}),
+       [](V in) { return attention_heads(in[0], in[1], in[1], 2, 1); }},
       // q given as [B, T, H, hd] and permuted to [B, H, T, hd]: the kernel reads the view in place
       {"causal_attention/permuted_q", qkv({1, 5, 2, 4}, {1, 2, 5, 4}),
        [](V in) {

@@ -221,6 +221,27 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
   return out;
 }
 
+RopeTables rope_tables_for(int64_t Tn, int64_t hd, double base, int64_t position_offset, DType dtype) {
+  struct Entry {
+    int64_t Tn, hd;
+    double base;
+    int64_t offset;
+    DType dtype;
+    RopeTables tables;
+  };
+  thread_local std::vector<Entry> cache;  // most recent last; a handful of entries at most
+  for (const Entry& e : cache)
+    if (e.Tn == Tn && e.hd == hd && e.base == base && e.offset == position_offset && e.dtype == dtype)
+      return e.tables;
+  RopeTables t{Tensor::empty({Tn, hd / 2}, dtype), Tensor::empty({Tn, hd / 2}, dtype)};
+  dispatch_float(dtype, "rope", [&]<class T>() {
+    rope_tables<T>(t.cos.data<T>(), t.sin.data<T>(), Tn, hd, base, position_offset);
+  });
+  if (cache.size() >= 8) cache.erase(cache.begin());
+  cache.push_back({Tn, hd, base, position_offset, dtype, t});
+  return t;
+}
+
 // ---- rope: rotate pairs (i, i + hd/2) by position·θ_i; backward rotates back --------------------
 Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
   ScopedOpTimer op_timer(OpFamily::attention);
@@ -235,10 +256,9 @@ Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
   const int64_t BH = Tn * hd != 0 ? x_in.numel() / (Tn * hd) : 0;
   Tensor x = x_in.contiguous();
   Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
-  Tensor cos = Tensor::empty({Tn, hd / 2}, x_in.dtype()),
-         sin = Tensor::empty({Tn, hd / 2}, x_in.dtype());
+  const RopeTables tables = rope_tables_for(Tn, hd, base, position_offset, x_in.dtype());
+  const Tensor cos = tables.cos, sin = tables.sin;
   dispatch_float(x.dtype(), op, [&]<class T>() {
-    rope_tables<T>(cos.data<T>(), sin.data<T>(), Tn, hd, base, position_offset);
     rope_forward<T>(out.data<T>(), x.data<T>(), cos.data<T>(), sin.data<T>(), BH, Tn, hd);
   });
   if (should_record({x_in}))

@@ -53,21 +53,12 @@ CausalSelfAttention::CausalSelfAttention(const AttentionConfig& c, DType dtype) 
   output = &register_module("output", std::make_unique<Linear>(c.dim, c.dim, c.bias, dtype));
 }
 
-// u_qk, u_v [B, T, D] -> [B, T, D]
+// u_qk, u_v [B, T, D] -> [B, T, D]. The projections stay [B, T, heads·hd]; attention_heads
+// reads and writes the heads in that layout (RoPE included), so no split/merge copies are made.
 Tensor CausalSelfAttention::forward(const Tensor& u_qk, const Tensor& u_v) const {
-  const int64_t B = u_qk.size(0), T = u_qk.size(1);
-  const int64_t H = config.heads, Hkv = config.kv_heads, hd = head_dim;
-  // [B, T, H, hd] -> [B, H, T, hd] (views; the attention kernel reads strides)
-  Tensor qh = permute(reshape(q->forward(u_qk), {B, T, H, hd}), {0, 2, 1, 3});
-  Tensor kh = permute(reshape(k->forward(u_qk), {B, T, Hkv, hd}), {0, 2, 1, 3});
-  Tensor vh = permute(reshape(v->forward(u_v), {B, T, Hkv, hd}), {0, 2, 1, 3});
-  if (config.rope) {
-    qh = rope(qh, config.rope_base);
-    kh = rope(kh, config.rope_base);
-  }
-  Tensor attended = causal_attention(qh, kh, vh);  // [B, H, T, hd]
-  Tensor merged = reshape(contiguous(permute(attended, {0, 2, 1, 3})), {B, T, H * hd});
-  return output->forward(merged);
+  return output->forward(attention_heads(q->forward(u_qk), k->forward(u_qk), v->forward(u_v),
+                                         config.heads, config.kv_heads,
+                                         config.rope ? config.rope_base : 0.0));
 }
 
 FeedForward::FeedForward(Kind kind_, int64_t dim, int64_t hidden, bool bias, DType dtype)

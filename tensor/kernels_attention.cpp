@@ -102,21 +102,52 @@ HeadMatrices<T> head_matrices(const Tensor& x) {
   return m;
 }
 
+// A [B, Hx, T, hd] tensor written in place: each (b, head) a T×hd matrix with rows ld apart
+// (contiguous, or e.g. [B,T,H,hd] storage seen as [B,H,T,hd]). Rows of different (b, head) and t
+// must not overlap; writable_layout() checks that.
+template <class T>
+struct OutMatrices {
+  T* base = nullptr;
+  int64_t stride_b = 0, stride_h = 0, ld = 0;
+  T* at(int64_t b, int64_t h) const { return base + b * stride_b + h * stride_h; }
+};
+
+// Last axis stride 1, rows at least hd apart, heads apart by whole rows or whole T-row blocks,
+// batches beyond everything: the layouts of a contiguous [B,H,T,hd] and of a permuted dense
+// [B,T,H,hd]. Anything else (overlapping or broadcast views) is refused.
+bool writable_layout(const Tensor& t) {
+  const Shape& sh = t.shape();
+  const Shape& st = t.strides();
+  const int64_t Hx = sh[1], T = sh[2], hd = sh[3];
+  if (hd > 1 && st[3] != 1) return false;
+  if (T > 1 && st[2] < hd) return false;
+  if (Hx > 1 && !(st[1] >= T * std::max<int64_t>(st[2], hd) || (st[1] >= hd && st[2] >= Hx * st[1])))
+    return false;
+  return sh[0] <= 1 || st[0] >= Hx * T * hd;
+}
+
+template <class T>
+OutMatrices<T> out_matrices(Tensor& t) {
+  const Shape& st = t.strides();
+  return {t.template data<T>(), st[0], st[1], t.size(2) <= 1 ? t.size(3) : st[2]};
+}
+
 void check_target(const Tensor* t, const Shape& shape, DType dtype, const char* what) {
   if (!t) return;
-  if (!t->defined() || t->shape() != shape || t->dtype() != dtype || !t->is_contiguous())
+  if (!t->defined() || t->shape() != shape || t->dtype() != dtype || !writable_layout(*t))
     throw std::invalid_argument(fmt::format(
-        "causal_attention backward: {} must be a contiguous {} {}, got {}", what, shape_str(shape),
+        "causal_attention backward: {} must be a {} {} with rows that do not overlap (contiguous, "
+        "or [B,T,H,hd] seen as [B,H,T,hd]), got {}", what, shape_str(shape),
         dtype_name(dtype), t->defined() ? t->describe() : "undefined"));
 }
 
 // ---- forward: per (b, h), per row block: S = scale·Q·Kᵀ, masked softmax in place, O = P·V ------
-// q [B,H,T,hd], k v [B,Hkv,T,hd] (strided) -> out [B,H,T,hd], lse [B,H,T] (contiguous)
+// q [B,H,T,hd], k v [B,Hkv,T,hd] (strided) -> out [B,H,T,hd] (writable layout), lse [B,H,T]
 template <class T>
 void forward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                   T scale, Tensor& out, Tensor& lse) {
   const HeadMatrices<T> Q = head_matrices<T>(q), K = head_matrices<T>(k), V = head_matrices<T>(v);
-  T* o = out.data<T>();
+  const OutMatrices<T> O = out_matrices<T>(out);
   T* l = lse.data<T>();
   const int64_t T_ = s.T, hd = s.hd, group = s.H / s.Hkv, tasks = s.B * s.H;
 #pragma omp parallel if (causal_work(s) > kParallelWork)
@@ -128,7 +159,7 @@ void forward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, con
       const T* qh = Q.at(b, h);
       const T* kh = K.at(b, g);
       const T* vh = V.at(b, g);
-      T* oh = o + task * T_ * hd;
+      T* oh = O.at(b, h);
       T* lh = l + task * T_;
       for (int64_t i0 = 0; i0 < T_; i0 += kRowBlock) {
         const int64_t rows = std::min(kRowBlock, T_ - i0), cols = i0 + rows;
@@ -153,7 +184,8 @@ void forward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, con
           std::fill(row + n, row + cols, T(0));
         }
         // O[i0 : i0+rows] = P · V[0 : cols]
-        gemm(false, false, rows, hd, cols, T(1), S.data(), cols, vh, V.ld, T(0), oh + i0 * hd, hd);
+        gemm(false, false, rows, hd, cols, T(1), S.data(), cols, vh, V.ld, T(0), oh + i0 * O.ld,
+             O.ld);
       }
     }
   }
@@ -162,7 +194,7 @@ void forward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, con
 // ---- backward: per (b, kv head), its query heads in order, per row block ------------------------
 //   P = exp(scale·Q·Kᵀ − lse) (recomputed),  dV += Pᵀ·dO,  dP = dO·Vᵀ,  D_i = Σ_d dO_id·O_id,
 //   dS = P ∘ (dP − D),  dQ += scale·dS·K,  dK += scale·dSᵀ·Q
-// dout [B,H,T,hd] (strided); dq [B,H,T,hd], dk dv [B,Hkv,T,hd] contiguous, added into.
+// dout [B,H,T,hd] (strided); dq [B,H,T,hd], dk dv [B,Hkv,T,hd] (writable layouts), added into.
 template <class T>
 void backward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, const Tensor& v,
                    const Tensor& out, const Tensor& lse, const Tensor& dout, T scale, Tensor* dq,
@@ -171,9 +203,12 @@ void backward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, co
   const HeadMatrices<T> O = head_matrices<T>(out), dO = head_matrices<T>(dout);
   const Tensor lse_c = lse.contiguous();
   const T* l = lse_c.data<T>();
-  T* dqp = dq ? dq->data<T>() : nullptr;
-  T* dkp = dk ? dk->data<T>() : nullptr;
-  T* dvp = dv ? dv->data<T>() : nullptr;
+  const OutMatrices<T> dQ = dq ? out_matrices<T>(*dq) : OutMatrices<T>{};
+  const OutMatrices<T> dK = dk ? out_matrices<T>(*dk) : OutMatrices<T>{};
+  const OutMatrices<T> dV = dv ? out_matrices<T>(*dv) : OutMatrices<T>{};
+  T* dqp = dQ.base;
+  T* dkp = dK.base;
+  T* dvp = dV.base;
   const int64_t T_ = s.T, hd = s.hd, group = s.H / s.Hkv, tasks = s.B * s.Hkv;
   const bool need_ds = dqp || dkp;
 #pragma omp parallel if (causal_work(s) > kParallelWork)
@@ -185,14 +220,14 @@ void backward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, co
       const int64_t b = task / s.Hkv, g = task % s.Hkv;
       const T* kh = K.at(b, g);
       const T* vh = V.at(b, g);
-      T* dkh = dkp ? dkp + task * T_ * hd : nullptr;
-      T* dvh = dvp ? dvp + task * T_ * hd : nullptr;
+      T* dkh = dkp ? dK.at(b, g) : nullptr;
+      T* dvh = dvp ? dV.at(b, g) : nullptr;
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {  // fixed order into dk, dv
         const T* qh = Q.at(b, h);
         const T* oh = O.at(b, h);
         const T* doh = dO.at(b, h);
         const T* lh = l + (b * s.H + h) * T_;
-        T* dqh = dqp ? dqp + (b * s.H + h) * T_ * hd : nullptr;
+        T* dqh = dqp ? dQ.at(b, h) : nullptr;
         for (int64_t i0 = 0; i0 < T_; i0 += kRowBlock) {
           const int64_t rows = std::min(kRowBlock, T_ - i0), cols = i0 + rows;
           const T* q_blk = qh + i0 * Q.ld;
@@ -209,7 +244,7 @@ void backward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, co
           }
           // dV[0:cols] += Pᵀ · dO_blk
           if (dvh)
-            gemm(true, false, cols, hd, rows, T(1), P.data(), cols, do_blk, dO.ld, T(1), dvh, hd);
+            gemm(true, false, cols, hd, rows, T(1), P.data(), cols, do_blk, dO.ld, T(1), dvh, dV.ld);
           if (!need_ds) continue;
           // dP [rows, cols] = dO_blk · V[0:cols]ᵀ, then dS = P ∘ (dP − D) in place
           gemm(false, true, rows, cols, hd, T(1), do_blk, dO.ld, vh, V.ld, T(0), dS.data(), cols);
@@ -230,9 +265,10 @@ void backward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, co
           // dQ_blk += scale · dS · K[0:cols];  dK[0:cols] += scale · dSᵀ · Q_blk
           if (dqh)
             gemm(false, false, rows, hd, cols, scale, dS.data(), cols, kh, K.ld, T(1),
-                 dqh + i0 * hd, hd);
+                 dqh + i0 * dQ.ld, dQ.ld);
           if (dkh)
-            gemm(true, false, cols, hd, rows, scale, dS.data(), cols, q_blk, Q.ld, T(1), dkh, hd);
+            gemm(true, false, cols, hd, rows, scale, dS.data(), cols, q_blk, Q.ld, T(1), dkh,
+                 dK.ld);
         }
       }
     }
@@ -246,10 +282,10 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double
   const AttentionShape s = attention_shape(q, k, v, "causal_attention");
   const Shape out_shape{s.B, s.H, s.T, s.hd}, lse_shape{s.B, s.H, s.T};
   if (!out.defined() || out.shape() != out_shape || out.dtype() != q.dtype() ||
-      !out.is_contiguous() || !lse.defined() || lse.shape() != lse_shape ||
+      !writable_layout(out) || !lse.defined() || lse.shape() != lse_shape ||
       lse.dtype() != q.dtype() || !lse.is_contiguous())
     throw std::invalid_argument(
-        fmt::format("causal_attention: out must be a contiguous {} and lse a contiguous {} of {}, "
+        fmt::format("causal_attention: out must be a {} with rows that do not overlap and lse a contiguous {} of {}, "
                     "got {} and {}",
                     shape_str(out_shape), shape_str(lse_shape), dtype_name(q.dtype()),
                     out.defined() ? out.describe() : "undefined",

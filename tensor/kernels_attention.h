@@ -24,7 +24,8 @@ AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v
 // scale 0 -> 1/sqrt(hd); throws for a non-finite scale.
 double attention_scale(double scale, int64_t hd, const char* op);
 
-// out [B,H,T,hd] contiguous, lse [B,H,T] contiguous (both q's dtype) are written:
+// out [B,H,T,hd] (contiguous, or a [B,T,H,hd] buffer seen as [B,H,T,hd]: any layout whose rows
+// do not overlap and whose last axis has stride 1), lse [B,H,T] contiguous (both q's dtype):
 //   out[b,h,i] = Σ_{j≤i} softmax_j(scale · q[b,h,i]·k[b,g,j]) v[b,g,j],   g = h / (H/Hkv)
 //   lse[b,h,i] = log Σ_{j≤i} exp(scale · q[b,h,i]·k[b,g,j])
 // One OpenMP task per (b, h); BLAS runs single-threaded inside each task.
@@ -32,8 +33,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double
                        Tensor& lse);
 
 // Vector-Jacobian products of attention_forward given dout [B,H,T,hd] (any layout), the saved
-// out and lse. dq [B,H,T,hd], dk and dv [B,Hkv,T,hd] must be contiguous; the products are ADDED
-// into them. Pass nullptr to skip one. One OpenMP task per (b, kv head) loops over its query heads
+// out and lse. dq [B,H,T,hd], dk and dv [B,Hkv,T,hd] take the same layouts as out; the products
+// are ADDED into them. Pass nullptr to skip one. One OpenMP task per (b, kv head) loops over its query heads
 // in order, so dk and dv do not depend on the thread count.
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, const Tensor& dout, double scale, Tensor* dq, Tensor* dk,

@@ -354,44 +354,59 @@ void rope_tables(T* cos, T* sin, int64_t Tn, int64_t hd, double base, int64_t of
   }
 }
 
-// x, out [BH, T, hd]; cos, sin [T, hd/2]
+// x, out: [B, H, T, hd] rows at the given strides; cos, sin [T, hd/2]. Forward rotation
+// out[i] = x[i]cos − x[i+h]sin, out[i+h] = x[i]sin + x[i+h]cos; inverse (the transpose):
+// out[i] (+)= x[i]cos + x[i+h]sin, out[i+h] (+)= −x[i]sin + x[i+h]cos.
 template <class T>
-void rope_forward(T* out, const T* x, const T* cos, const T* sin, int64_t BH, int64_t Tn,
-                  int64_t hd) {
-  const int64_t h = hd / 2;
-#pragma omp parallel for if (BH * Tn * hd > kParallelGrain) schedule(static)
-  for (int64_t row = 0; row < BH * Tn; ++row) {
-    const T* xr = x + row * hd;
-    T* o = out + row * hd;
-    const T* c = cos + (row % Tn) * h;
-    const T* s = sin + (row % Tn) * h;
+void rope_rows(T* out, RowStrides os, const T* x, RowStrides xs, const T* cos, const T* sin,
+               int64_t B, int64_t H, int64_t Tn, int64_t hd, bool inverse, bool overwrite) {
+  const int64_t h = hd / 2, rows = B * H * Tn;
+#pragma omp parallel for if (rows * hd > kParallelGrain) schedule(static)
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t t = row % Tn, bh = row / Tn, b = bh / H, head = bh % H;
+    const T* xr = x + b * xs.b + head * xs.h + t * xs.t;
+    T* o = out + b * os.b + head * os.h + t * os.t;
+    const T* c = cos + t * h;
+    const T* s = sin + t * h;
+    if (!inverse) {
 #pragma omp simd
-    for (int64_t i = 0; i < h; ++i) {
-      const T a = xr[i], b = xr[i + h];
-      o[i] = a * c[i] - b * s[i];
-      o[i + h] = a * s[i] + b * c[i];
+      for (int64_t i = 0; i < h; ++i) {
+        const T a = xr[i], bb = xr[i + h];
+        o[i] = a * c[i] - bb * s[i];
+        o[i + h] = a * s[i] + bb * c[i];
+      }
+    } else if (overwrite) {
+#pragma omp simd
+      for (int64_t i = 0; i < h; ++i) {
+        const T a = xr[i], bb = xr[i + h];
+        o[i] = a * c[i] + bb * s[i];
+        o[i + h] = bb * c[i] - a * s[i];
+      }
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < h; ++i) {
+        const T a = xr[i], bb = xr[i + h];
+        o[i] += a * c[i] + bb * s[i];
+        o[i + h] += bb * c[i] - a * s[i];
+      }
     }
   }
 }
 
-// dout, dx [BH, T, hd]; cos, sin [T, hd/2]: the transpose (= inverse) rotation.
+// x, out [BH, T, hd] contiguous; cos, sin [T, hd/2]
+template <class T>
+void rope_forward(T* out, const T* x, const T* cos, const T* sin, int64_t BH, int64_t Tn,
+                  int64_t hd) {
+  const RowStrides rows{0, Tn * hd, hd};
+  rope_rows(out, rows, x, rows, cos, sin, 1, BH, Tn, hd, false, true);
+}
+
+// dout, dx [BH, T, hd] contiguous; cos, sin [T, hd/2]: the transpose (= inverse) rotation, added.
 template <class T>
 void rope_backward(T* dx, const T* dout, const T* cos, const T* sin, int64_t BH, int64_t Tn,
                    int64_t hd) {
-  const int64_t h = hd / 2;
-#pragma omp parallel for if (BH * Tn * hd > kParallelGrain) schedule(static)
-  for (int64_t row = 0; row < BH * Tn; ++row) {
-    const T* g = dout + row * hd;
-    T* d = dx + row * hd;
-    const T* c = cos + (row % Tn) * h;
-    const T* s = sin + (row % Tn) * h;
-#pragma omp simd
-    for (int64_t i = 0; i < h; ++i) {
-      const T a = g[i], b = g[i + h];
-      d[i] += a * c[i] + b * s[i];
-      d[i + h] += b * c[i] - a * s[i];
-    }
-  }
+  const RowStrides rows{0, Tn * hd, hd};
+  rope_rows(dx, rows, dout, rows, cos, sin, 1, BH, Tn, hd, true, false);
 }
 
 // ============================================================================================
@@ -710,6 +725,8 @@ void ref_depth_mix_backward(T* const* dS, T* dalpha, const T* dout, const T* con
   template void rope_tables<T>(T*, T*, int64_t, int64_t, double, int64_t);                         \
   template void rope_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);      \
   template void rope_backward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);     \
+  template void rope_rows<T>(T*, RowStrides, const T*, RowStrides, const T*, const T*, int64_t,    \
+                             int64_t, int64_t, int64_t, bool, bool);                               \
   template void ref_rope_forward<T>(T*, const T*, int64_t, int64_t, int64_t, double, int64_t);     \
   template void swiglu_forward<T>(T*, const T*, const T*, int64_t);                                \
   template void swiglu_backward<T>(T*, bool, T*, bool, const T*, const T*, const T*, int64_t);     \

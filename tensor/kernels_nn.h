@@ -110,6 +110,16 @@ void rope_forward(T* out, const T* x, const T* cos, const T* sin, int64_t BH, in
 template <class T>
 void rope_backward(T* dx, const T* dout, const T* cos, const T* sin, int64_t BH, int64_t Tn,
                    int64_t hd);
+// The same rotations on [B, H, T, hd] rows anywhere in memory: row (b, h, t) of x starts at
+// x + b·xs.b + h·xs.h + t·xs.t (its hd values contiguous), likewise out with os. Used by the
+// fused attention op to read [B,T,H,hd] projections in place. `inverse` applies the backward
+// rotation; `overwrite` writes out instead of adding into it (the forward always writes).
+struct RowStrides {
+  int64_t b, h, t;
+};
+template <class T>
+void rope_rows(T* out, RowStrides os, const T* x, RowStrides xs, const T* cos, const T* sin,
+               int64_t B, int64_t H, int64_t Tn, int64_t hd, bool inverse, bool overwrite);
 // Reference: computes each angle from the formula, no tables.
 template <class T>
 void ref_rope_forward(T* out, const T* x, int64_t BH, int64_t Tn, int64_t hd, double base,

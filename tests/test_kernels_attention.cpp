@@ -316,3 +316,67 @@ TEST_CASE("causal attention benchmark: B=8 H=8 T=256 hd=32 float32 forward+backw
         n, best_f * 1e3, best_fb * 1e3);
   }
 }
+
+// ---- attention_heads: the fused split → rope → attention → merge ---------------------------------
+
+namespace {
+// attention_heads(q, k, v) and the same computation from separate ops, through the tape.
+struct HeadsRun {
+  Tensor out, dq, dk, dv;
+};
+HeadsRun run_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout, int64_t H,
+                   int64_t Hkv, double base, bool fused) {
+  for (const Tensor& t : {q, k, v}) t.impl()->grad = Tensor();
+  const int64_t B = q.size(0), T = q.size(1), hd = q.size(2) / H;
+  Tensor out;
+  if (fused) {
+    out = attention_heads(q, k, v, H, Hkv, base);
+  } else {
+    auto split = [&](const Tensor& x, int64_t n) { return permute(reshape(x, {B, T, n, hd}), {0, 2, 1, 3}); };
+    Tensor qh = split(q, H), kh = split(k, Hkv), vh = split(v, Hkv);
+    if (base > 0) qh = rope(qh, base), kh = rope(kh, base);
+    out = reshape(contiguous(permute(causal_attention(qh, kh, vh), {0, 2, 1, 3})), {B, T, H * hd});
+  }
+  backward(out, dout);
+  return {out, q.grad(), k.grad(), v.grad()};
+}
+}  // namespace
+
+TEST_CASE("attention_heads equals split + rope + causal_attention + merge, bit for bit") {
+  const int64_t B = 2, T = 67, H = 4, Hkv = 2, hd = 8;
+  for (double base : {0.0, 10000.0}) {
+    CAPTURE(base);
+    Tensor q = rand_input({B, T, H * hd}, 41, DType::f32), k = rand_input({B, T, Hkv * hd}, 42, DType::f32);
+    Tensor v = rand_input({B, T, Hkv * hd}, 43, DType::f32);
+    Tensor dout = random_tensor({B, T, H * hd}, 44, -1, 1, false).to(DType::f32);
+    HeadsRun fused = run_heads(q, k, v, dout, H, Hkv, base, true);
+    HeadsRun plain = run_heads(q, k, v, dout, H, Hkv, base, false);
+    CHECK(fused.out.shape() == Shape{B, T, H * hd});
+    CHECK(fused.out.is_contiguous());
+    CHECK(bit_equal(fused.out, plain.out));
+    CHECK(bit_equal(fused.dq, plain.dq));
+    CHECK(bit_equal(fused.dk, plain.dk));
+    CHECK(bit_equal(fused.dv, plain.dv));
+  }
+}
+
+TEST_CASE("attention_heads: float32 bit-identical at 1 and 2 threads; bad shapes are named") {
+  ThreadGuard guard;
+  const int64_t B = 2, T = 100, H = 8, Hkv = 2, hd = 16;
+  Tensor q = rand_input({B, T, H * hd}, 51, DType::f32), k = rand_input({B, T, Hkv * hd}, 52, DType::f32);
+  Tensor v = rand_input({B, T, Hkv * hd}, 53, DType::f32);
+  Tensor dout = random_tensor({B, T, H * hd}, 54, -1, 1, false).to(DType::f32);
+  set_threads(1);
+  HeadsRun one = run_heads(q, k, v, dout, H, Hkv, 10000.0, true);
+  set_threads(2);
+  HeadsRun two = run_heads(q, k, v, dout, H, Hkv, 10000.0, true);
+  CHECK(bit_equal(one.out, two.out));
+  CHECK(bit_equal(one.dq, two.dq));
+  CHECK(bit_equal(one.dk, two.dk));
+  CHECK(bit_equal(one.dv, two.dv));
+  CHECK_THROWS_WITH_AS(attention_heads(q, k, v, 3, 1), doctest::Contains("attention_heads"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(attention_heads(q, q, v, H, Hkv), doctest::Contains("k and v of shape"), std::invalid_argument);
+  Tensor odd = rand_input({B, T, 3 * H}, 55, DType::f32), odd_kv = rand_input({B, T, 3 * Hkv}, 56, DType::f32);
+  CHECK_THROWS_WITH_AS(attention_heads(odd, odd_kv, odd_kv, H, Hkv, 10000.0), doctest::Contains("even head dimension"),
+                       std::invalid_argument);
+}
