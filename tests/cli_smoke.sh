@@ -35,7 +35,11 @@ run_dir="$(ls -d "$WORK"/runs/2608.01075-rd-attnres/*/ 2>/dev/null | head -1)"
 for f in result.json metrics.json report.md report.html tokenizer.json steps.jsonl; do
   if [ -s "$run_dir/$f" ]; then pass "reproduce wrote $f"; else fail "reproduce did not write $f"; fi
 done
-# lm_loss must match the reference's recorded values (upstream-protocol.md, top) within 1e-5.
+# lm_loss must match the reference's recorded values (upstream-protocol.md, top) within 1e-5; the
+# rd arm's route JS within 5e-8 (1e-5 relative: JS is a difference of two float32 route
+# distributions after 30 float32 steps, so exp/sum rounding choices that are not torch's own move
+# it by ~1e-8 — measured 2e-10 to 9e-9 across depthgrad versions — while a real routing bug moves
+# it by 1e-4 or more).
 check_close() {
   local name="$1" got="$2" want="$3" tol="$4"
   if awk -v g="$got" -v w="$want" -v t="$tol" 'BEGIN { d = g - w; if (d < 0) d = -d; exit !(d <= t) }'; then
@@ -49,7 +53,7 @@ rd_loss=$(printf '%s\n' "$out" | awk -F'|' '/^\| rd_attnres/ { gsub(/ /, "", $3)
 rd_js=$(printf '%s\n' "$out" | awk -F'|' '/^\| rd_attnres/ { gsub(/ /, "", $6); print $6 }')
 check_close "block_attnres lm_loss" "${block_loss:-nan}" 5.7570388168 1e-5
 check_close "rd_attnres lm_loss" "${rd_loss:-nan}" 5.7630852014 1e-5
-check_close "rd_attnres JS" "${rd_js:-nan}" 0.0048934901 1e-8
+check_close "rd_attnres JS" "${rd_js:-nan}" 0.0048934901 5e-8
 if printf '%s\n' "$out" | grep -q "report.md"; then pass "reproduce prints the report path"; else fail "no report path"; fi
 
 # --- paired protocol, tiny budget, and resume through the state file ---
