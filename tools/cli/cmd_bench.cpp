@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -26,6 +27,31 @@ extern char** environ;
 namespace dg::cli {
 
 namespace {
+
+// results holds `rounds` sweeps of `per_round` measurements in the same order. Per position, the
+// measurement with the median tokens/s (the lower middle for an even count) stands for all, with
+// its peak memory replaced by the median peak memory.
+std::vector<BenchResult> median_results(const std::vector<BenchResult>& results, size_t per_round) {
+  std::vector<BenchResult> out;
+  if (per_round == 0) return out;
+  const size_t rounds = results.size() / per_round;
+  for (size_t i = 0; i < per_round; ++i) {
+    std::vector<const BenchResult*> runs;
+    std::vector<int64_t> rss;
+    for (size_t r = 0; r < rounds; ++r) {
+      runs.push_back(&results[r * per_round + i]);
+      rss.push_back(results[r * per_round + i].peak_rss_kib);
+    }
+    std::sort(runs.begin(), runs.end(), [](const BenchResult* a, const BenchResult* b) {
+      return a->tokens_per_second < b->tokens_per_second;
+    });
+    std::sort(rss.begin(), rss.end());
+    BenchResult m = *runs[(rounds - 1) / 2];
+    m.peak_rss_kib = rss[(rounds - 1) / 2];
+    out.push_back(m);
+  }
+  return out;
+}
 
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
@@ -227,6 +253,10 @@ int cmd_bench(int argc, char** argv, int start) {
                   "do not time op families (the timers cost about one clock read per op)")
       .add_switch("no-sgemm", "skip the sgemm measurement of the largest GEMM")
       .add_switch("verbose", "show every step of every measurement on stderr")
+      .add("repeat", "1",
+           "run the whole sweep this many times (fresh processes each, depthgrad and torch "
+           "interleaved) and report per (config, threads) the invocation with the median tokens/s, "
+           "with the median peak memory")
       .add("one", "",
            "internal: measure CONFIG in this process and print its JSON (what bench runs per "
            "measurement)");
@@ -258,6 +288,8 @@ int cmd_bench(int argc, char** argv, int start) {
   if (f.given("warmup") && plan.warmup < 0) throw UsageError("--warmup: must be >= 0");
   if (f.given("steps") && plan.steps < 1) throw UsageError("--steps: must be >= 1");
   const bool verbose = f.get_bool("verbose");
+  const int64_t repeats = f.get_int("repeat");
+  if (repeats < 1 || repeats > 100) throw UsageError("--repeat: expected 1 to 100");
 
   // ---- one measurement in this process ----
   if (f.given("one")) {
@@ -332,8 +364,9 @@ int cmd_bench(int argc, char** argv, int start) {
                         r.config, r.dg_params, r.torch_params, r.max_diff, kCheckTolerance));
   }
 
-  // ---- measurements, one process each ----
-  std::vector<BenchResult> dg_results, torch_results;
+  // ---- measurements, one process each; with --repeat the whole sweep again ----
+  std::vector<BenchResult> dg_results, torch_results;  // every invocation, in order
+  for (int64_t rep = 0; rep < repeats; ++rep)
   for (const std::string& c : plan.configs) {
     const BenchSpec spec = spec_for(plan, c);
     for (int t : plan.threads) {
@@ -347,7 +380,8 @@ int cmd_bench(int argc, char** argv, int start) {
       if (f.get_bool("no-profile")) args.push_back("--no-profile");
       if (f.get_bool("no-sgemm")) args.push_back("--no-sgemm");
       if (verbose) args.push_back("--verbose");
-      note(fmt::format("depthgrad {} threads={}: {} warm-up + {} timed steps ...", c, t,
+      const std::string round = repeats > 1 ? fmt::format(" [{}/{}]", rep + 1, repeats) : "";
+      note(fmt::format("depthgrad {} threads={}{}: {} warm-up + {} timed steps ...", c, t, round,
                        spec.warmup, spec.timed));
       dg_results.push_back(BenchResult::from_json(
           last_json_line(run_capture(args), "depthgrad bench --one"), "depthgrad bench --one"));
@@ -362,7 +396,7 @@ int cmd_bench(int argc, char** argv, int start) {
                                      "--steps",   std::to_string(spec.timed),
                                      "--json"};
       if (verbose) targs.push_back("--verbose");
-      note(fmt::format("torch     {} threads={}: {} warm-up + {} timed steps ...", c, t,
+      note(fmt::format("torch     {} threads={}{}: {} warm-up + {} timed steps ...", c, t, round,
                        spec.warmup, spec.timed));
       torch_results.push_back(BenchResult::from_json(
           last_json_line(run_capture(targs), "torch_reference.py"), "torch_reference.py"));
@@ -378,6 +412,24 @@ int cmd_bench(int argc, char** argv, int start) {
         throw std::runtime_error(
             fmt::format("{}: torch has {} parameters, depthgrad {}: the configs differ", c,
                         tr.parameters, dg_results.back().parameters));
+    }
+  }
+  if (repeats > 1) {
+    const size_t per_round_dg = dg_results.size() / repeats;
+    std::vector<BenchResult> all_dg = std::move(dg_results), all_torch = std::move(torch_results);
+    dg_results = median_results(all_dg, per_round_dg);
+    if (compare) torch_results = median_results(all_torch, per_round_dg);
+    if (!as_json) {
+      fmt::print("{} invocations of every measurement; tokens/s ratio per invocation:\n", repeats);
+      for (size_t i = 0; compare && i < per_round_dg; ++i) {
+        std::string line = fmt::format("  {} threads={}:", all_dg[i].config, all_dg[i].threads);
+        for (int64_t r = 0; r < repeats; ++r) {
+          const size_t k = size_t(r) * per_round_dg + i;
+          line += fmt::format(" {:.2f}", all_dg[k].tokens_per_second / all_torch[k].tokens_per_second);
+        }
+        fmt::print("{}\n", line);
+      }
+      fmt::print("\n");
     }
   }
   const std::string load_end = load_average();
