@@ -8,6 +8,7 @@
 
 #include "train/checkpoint.h"
 #include "train/fsutil.h"
+#include "train/experiment.h"
 #include "train/trainer.h"
 
 using namespace dg;

@@ -13,12 +13,6 @@
 
 namespace dg {
 
-InitScheme parse_init_scheme(const std::string& text) {
-  if (text == "parity") return InitScheme::parity;
-  if (text == "identical") return InitScheme::identical;
-  throw std::invalid_argument(fmt::format("unknown init '{}' (expected parity or identical)", text));
-}
-const char* init_scheme_name(InitScheme s) { return s == InitScheme::parity ? "parity" : "identical"; }
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -76,20 +70,13 @@ ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& confi
   ArmResult r;
   r.name = name;
   r.config = config;
-  TrainerConfig tc;
+  TrainerConfig tc = opt.training;
   tc.model = config;
-  tc.steps = opt.steps;
-  tc.batch = opt.batch;
-  tc.clip = opt.clip;
-  tc.adamw = opt.adamw;
-  tc.schedule = opt.schedule;
-  tc.init = opt.init;
-  tc.seed = opt.seed;
   Trainer trainer(tc, train_ids);
   MicroLM& model = trainer.model();
   r.parameters = model.parameter_count();
   const auto train_start = Clock::now();
-  trainer.run(opt.steps, [&](const StepLog& log) {
+  trainer.run(tc.steps, [&](const StepLog& log) {
     if (opt.on_step) opt.on_step(log);
   });
   r.losses = trainer.losses();

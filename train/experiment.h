@@ -10,32 +10,14 @@
 
 #include "nn/micro_lm.h"
 #include "train/optim.h"
+#include "train/trainer.h"
 
 namespace dg {
 
-enum class InitScheme { parity, identical };
-InitScheme parse_init_scheme(const std::string& text);
-const char* init_scheme_name(InitScheme s);
-
-struct StepLog {
-  int64_t step = 0;         // 0-based
-  int64_t steps = 0;        // total
-  double loss = 0;
-  double grad_norm = 0;     // before clipping
-  bool clipped = false;
-  double lr = 0;
-  double seconds = 0;       // wall time of this step
-  double tokens_per_second = 0;
-};
-
 struct TrainOptions {
-  int64_t steps = 30;
-  int64_t batch = 4;
-  double clip = 1.0;  // <= 0 disables clipping
-  AdamWConfig adamw;  // adamw.lr is the peak learning rate
-  Schedule schedule;  // constant at adamw.lr unless set
-  InitScheme init = InitScheme::parity;
-  uint64_t seed = 42;
+  // Steps, batch, clipping (<= 0 disables), AdamW (adamw.lr is the peak rate), schedule, init and
+  // seed; its `model` is ignored (train_and_evaluate's config argument is the model).
+  TrainerConfig training;
   int64_t eval_max_windows = 32;  // reference evaluation: 32 windows of seq_len
   bool eval_full = false;         // also evaluate every window of the validation split
   std::function<void(const StepLog&)> on_step;  // progress callback

@@ -250,12 +250,12 @@ ReproduceOutput run_reproduce(const ReproduceOptions& opt) {
   const std::vector<std::pair<std::string, ResidualMode>> arms{{"block_attnres", ResidualMode::block_attnres},
                                                                {"rd_attnres", ResidualMode::rd_attnres}};
   TrainOptions to;
-  to.steps = opt.steps;
-  to.batch = opt.batch;
-  to.adamw.lr = opt.lr;
-  to.adamw.decay = parse_decay_policy(opt.decay);
-  to.schedule = Schedule::parse(opt.schedule, opt.lr, opt.warmup, opt.steps);
-  to.init = opt.init;
+  to.training.steps = opt.steps;
+  to.training.batch = opt.batch;
+  to.training.adamw.lr = opt.lr;
+  to.training.adamw.decay = parse_decay_policy(opt.decay);
+  to.training.schedule = Schedule::parse(opt.schedule, opt.lr, opt.warmup, opt.steps);
+  to.training.init = opt.init;
   to.eval_full = opt.eval_full;
 
   // Resumable state (paired runs): {"key": ..., "completed": {"<seed>": {"<arm>": arm}}}
@@ -287,7 +287,7 @@ ReproduceOutput run_reproduce(const ReproduceOptions& opt) {
       MicroLMConfig config = base;
       config.mode = mode;
       TrainOptions arm_opt = to;
-      arm_opt.seed = seed;
+      arm_opt.training.seed = seed;
       if (opt.on_step) {
         std::string name = arm_name;
         size_t n = opt.seeds.size();

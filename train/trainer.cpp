@@ -12,6 +12,13 @@
 
 namespace dg {
 
+InitScheme parse_init_scheme(const std::string& text) {
+  if (text == "parity") return InitScheme::parity;
+  if (text == "identical") return InitScheme::identical;
+  throw std::invalid_argument(fmt::format("unknown init '{}' (expected parity or identical)", text));
+}
+const char* init_scheme_name(InitScheme s) { return s == InitScheme::parity ? "parity" : "identical"; }
+
 // ---- config <-> JSON ------------------------------------------------------------------------------------
 
 json::Value TrainerConfig::to_json() const {

@@ -13,12 +13,28 @@
 #include <vector>
 
 #include "nn/micro_lm.h"
-#include "train/experiment.h"
 #include "train/json.h"
 #include "train/lm_data.h"
 #include "train/optim.h"
 
 namespace dg {
+
+// How weights start: the reference's torch draw order (parity) or name-keyed draws that make
+// block and rd arms start as the same function (identical).
+enum class InitScheme { parity, identical };
+InitScheme parse_init_scheme(const std::string& text);
+const char* init_scheme_name(InitScheme s);
+
+struct StepLog {
+  int64_t step = 0;         // 0-based
+  int64_t steps = 0;        // total
+  double loss = 0;
+  double grad_norm = 0;     // before clipping
+  bool clipped = false;
+  double lr = 0;
+  double seconds = 0;       // wall time of this step
+  double tokens_per_second = 0;
+};
 
 struct TrainerConfig {
   MicroLMConfig model;
