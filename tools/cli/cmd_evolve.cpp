@@ -8,6 +8,7 @@
 #include "tensor/threads.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/shared_flags.h"
 #include "tools/cli/progress.h"
 #include "train/corpus.h"
 #include "train/data_files.h"
@@ -62,14 +63,8 @@ int cmd_evolve(int argc, char** argv, int start) {
            "where run directories (micro-llm-<timestamp>) are created")
       .add("resume", "",
            "continue the run in this directory after its last finished trial (reads its "
-           "result.json)")
-      .add("dataset-dir", "", "data directory (else $DEPTHGRAD_DATA, else ./data)")
-      .add("cache-dir", "",
-           "tokenizer/ids cache (else $XDG_CACHE_HOME/depthgrad, else ~/.cache/depthgrad)")
-      .add("threads", "",
-           "threads for OpenMP and OpenBLAS (default: DEPTHGRAD_THREADS or physical cores)")
-      .add_switch("no-cache", "do not read or write the tokenizer/ids cache")
-      .add_switch("quiet", "no progress output");
+           "result.json)");
+  add_threads_flag(add_data_location_flags(f)).add_switch("quiet", "no progress output");
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
     return 0;
@@ -147,17 +142,13 @@ int cmd_evolve(int argc, char** argv, int start) {
       throw UsageError(fmt::format("the baseline genome is not buildable: {}", e.what()));
     }
   }
-  o.threads = apply_threads_flag(f.get("threads").c_str(), f.given("threads"));
+  o.threads = apply_threads_flag(f);
 
   // ---- data, once ----
-  const std::string data_dir = resolve_data_dir(f.get("dataset-dir"));
-  if (!dir_exists(data_dir))
-    throw std::runtime_error(fmt::format(
-        "--dataset-dir: {} does not exist (fetch the data with tools/download-data.sh {})",
-        data_dir, data_dir));
+  const DataLocation data = resolve_data_location(f);
   CorpusOptions co;
-  co.data_dir = data_dir;
-  co.cache_dir = f.get_bool("no-cache") ? "" : resolve_cache_dir(f.get("cache-dir"));
+  co.data_dir = data.data_dir;
+  co.cache_dir = data.cache_dir;
   co.vocab_size = static_cast<int>(o.vocab);
   co.train_limit = 0;  // the whole train split; batches are random windows of it
   co.eval_limit = 0;   // the evaluation takes its windows from the split's start
@@ -171,7 +162,7 @@ int cmd_evolve(int argc, char** argv, int start) {
   {
     json::Value ds;
     ds["name"] = "WikiText-2";
-    ds["dataset_dir"] = data_dir;
+    ds["dataset_dir"] = data.data_dir;
     ds["train_tokens"] = static_cast<int64_t>(corpus.train.size());
     ds["validation_tokens"] = static_cast<int64_t>(corpus.validation.size());
     ds["test_tokens"] = static_cast<int64_t>(corpus.test.size());

@@ -4,18 +4,19 @@
 #include "autograd/gradcheck.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/shared_flags.h"
 
 namespace dg::cli {
 
 int cmd_gradcheck(int argc, char** argv, int start) {
   Flags f("gradcheck", "Run the op gradient-check suite (float64 central differences, random-weighted loss)\n"
                        "and the float32-vs-float64 forward comparison; print one row per case.");
-  f.add("filter", "", "only cases whose name contains this text").add("threads", "", "threads (default: physical cores)");
+  add_threads_flag(f.add("filter", "", "only cases whose name contains this text"));
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
     return 0;
   }
-  apply_threads_flag(f.get("threads").c_str(), f.given("threads"));
+  apply_threads_flag(f);
   int failed = 0, ran = 0;
   fmt::print("{:<36} {:>6} {:>12} {:>12} {:>8}  {}\n", "case", "checks", "max|Δgrad|", "max|Δf32|", "seconds", "result");
   for (const OpCase& c : all_op_cases()) {

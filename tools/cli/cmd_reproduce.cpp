@@ -6,6 +6,7 @@
 #include "tensor/threads.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/shared_flags.h"
 #include "tools/cli/progress.h"
 #include "train/data_files.h"
 #include "train/fsutil.h"
@@ -13,16 +14,6 @@
 #include "train/reproduce.h"
 
 namespace dg::cli {
-
-int apply_threads_flag(const char* value, bool given) {
-  int n = given ? parse_threads(value, "--threads") : 0;
-  if (!given) {
-    init_threads_from_env();
-    return threads();
-  }
-  set_threads(n);
-  return n;
-}
 
 int cmd_list(int argc, char** argv, int start) {
   Flags flags("list", "List the paper keys `depthgrad reproduce --paper` accepts.");
@@ -39,9 +30,8 @@ int cmd_reproduce(int argc, char** argv, int start) {
           "Reproduce a paper's comparison. --protocol parity (default) is the reference run number for number;\n"
           "--protocol paired trains both arms on every seed and reports paired statistics.");
   f.add("paper", "rd-attnres", "paper key (see depthgrad list)")
-      .add("protocol", "parity", "parity | paired")
-      .add("dataset-dir", "", "data directory (else $DEPTHGRAD_DATA, else ./data)")
-      .add("cache-dir", "", "tokenizer/ids cache (else $XDG_CACHE_HOME/depthgrad, else ~/.cache/depthgrad)")
+      .add("protocol", "parity", "parity | paired");
+  add_data_location_flags(f)
       .add("output-dir", "runs/reproductions", "where run directories are created")
       .add("seed", "42", "single seed (parity)")
       .add("seeds", "", "seed list, e.g. 1-10 or 1,2,5 (paired default: 1-5)")
@@ -58,10 +48,9 @@ int cmd_reproduce(int argc, char** argv, int start) {
       .add("decay", "", "weight decay on: all | matrices (parity: all; paired: matrices)")
       .add("init", "", "parity | identical (parity: parity; paired: identical)")
       .add("eval", "", "reference | full (parity: reference; paired: full)")
-      .add("train-tokens", "", "train ids used (parity: 120000; paired: 0 = all)")
-      .add("threads", "", "threads for OpenMP and OpenBLAS (default: DEPTHGRAD_THREADS or physical cores)")
+      .add("train-tokens", "", "train ids used (parity: 120000; paired: 0 = all)");
+  add_threads_flag(f)
       .add("state-file", "", "JSON file to resume a multi-seed run where it stopped")
-      .add_switch("no-cache", "do not read or write the tokenizer/ids cache")
       .add_switch("quiet", "no progress output");
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
@@ -74,10 +63,9 @@ int cmd_reproduce(int argc, char** argv, int start) {
   if (o.protocol != "parity" && o.protocol != "paired")
     throw UsageError(fmt::format("--protocol: expected parity or paired, got '{}'", o.protocol));
   const bool paired = o.protocol == "paired";
-  o.data_dir = resolve_data_dir(f.get("dataset-dir"));
-  if (!dir_exists(o.data_dir))
-    throw std::runtime_error(fmt::format("--dataset-dir: {} does not exist (fetch the data with tools/download-data.sh {})", o.data_dir, o.data_dir));
-  o.cache_dir = f.get_bool("no-cache") ? "" : resolve_cache_dir(f.get("cache-dir"));
+  const DataLocation data = resolve_data_location(f);
+  o.data_dir = data.data_dir;
+  o.cache_dir = data.cache_dir;
   o.output_dir = f.get("output-dir");
   if (f.given("seeds")) o.seeds = parse_seed_list(f.get("seeds"), "--seeds");
   else if (f.given("seed") || !paired) o.seeds = parse_seed_list(f.get("seed"), "--seed");
@@ -105,7 +93,7 @@ int cmd_reproduce(int argc, char** argv, int start) {
                          {"kv-heads", o.kv_heads}, {"seq-len", o.seq_len}, {"batch", o.batch}})
     if (v < 1) throw UsageError(fmt::format("--{}: must be >= 1, got {}", name, v));
   if (o.lr <= 0) throw UsageError(fmt::format("--lr: must be positive, got {}", o.lr));
-  o.threads = apply_threads_flag(f.get("threads").c_str(), f.given("threads"));
+  o.threads = apply_threads_flag(f);
   o.state_file = f.get("state-file");
   o.run_dir = default_run_dir(o.output_dir, o.paper);
   make_dirs(o.run_dir);

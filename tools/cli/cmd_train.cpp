@@ -12,6 +12,7 @@
 
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/shared_flags.h"
 #include "tools/cli/progress.h"
 #include "train/checkpoint.h"
 #include "train/corpus.h"
@@ -55,12 +56,11 @@ Splits load_splits(const std::string& dataset, const std::string& data_dir, cons
   return s;
 }
 
+// --dataset, the data location flags, --vocab, --threads (train and eval)
 void add_data_flags(Flags& f) {
-  f.add("dataset", "wikitext-2", "wikitext-2 | tiny-shakespeare")
-      .add("dataset-dir", "", "data directory (else $DEPTHGRAD_DATA, else ./data)")
-      .add("cache-dir", "", "tokenizer/ids cache (else $XDG_CACHE_HOME/depthgrad, else ~/.cache/depthgrad)")
-      .add("vocab", "512", "BPE vocabulary size")
-      .add("threads", "", "threads (default: DEPTHGRAD_THREADS or physical cores)");
+  f.add("dataset", "wikitext-2", "wikitext-2 | tiny-shakespeare");
+  add_data_location_flags(f).add("vocab", "512", "BPE vocabulary size");
+  add_threads_flag(f);
 }
 }  // namespace
 
@@ -88,7 +88,7 @@ int cmd_train(int argc, char** argv, int start) {
     fmt::print("{}", f.help());
     return 0;
   }
-  const int threads = apply_threads_flag(f.get("threads").c_str(), f.given("threads"));
+  const int threads = apply_threads_flag(f);
   TrainerConfig cfg;
   if (f.given("config")) cfg = TrainerConfig::from_json(json::parse(read_file(f.get("config")), f.get("config")), f.get("config"));
   auto take = [&](const char* name, auto setter) {
@@ -117,8 +117,8 @@ int cmd_train(int argc, char** argv, int start) {
   });
   cfg.schedule.total_steps = cfg.steps;
 
-  const std::string data_dir = resolve_data_dir(f.get("dataset-dir"));
-  Splits data = load_splits(f.get("dataset"), data_dir, resolve_cache_dir(f.get("cache-dir")), static_cast<int>(f.get_int("vocab")));
+  const DataLocation where = resolve_data_location(f);
+  Splits data = load_splits(f.get("dataset"), where.data_dir, where.cache_dir, static_cast<int>(f.get_int("vocab")));
   cfg.model.vocab = data.corpus.tokenizer.vocab_size();
   cfg.model.validate();
   const std::string out = f.get("output");
@@ -188,7 +188,7 @@ int cmd_eval(int argc, char** argv, int start) {
     fmt::print("{}", f.help());
     return 0;
   }
-  apply_threads_flag(f.get("threads").c_str(), f.given("threads"));
+  apply_threads_flag(f);
   if (f.get("checkpoint").empty()) throw UsageError("--checkpoint is required");
   const std::string path = f.get("checkpoint");
   SafetensorsFile file = load_safetensors(path);
@@ -196,8 +196,8 @@ int cmd_eval(int argc, char** argv, int start) {
   if (it == file.metadata.end())
     throw std::runtime_error(fmt::format("{}: no 'depthgrad.config' metadata: not written by depthgrad train", path));
   TrainerConfig cfg = TrainerConfig::from_json(json::parse(it->second, path), path);
-  Splits data = load_splits(f.get("dataset"), resolve_data_dir(f.get("dataset-dir")), resolve_cache_dir(f.get("cache-dir")),
-                            static_cast<int>(cfg.model.vocab));
+  const DataLocation where = resolve_data_location(f);
+  Splits data = load_splits(f.get("dataset"), where.data_dir, where.cache_dir, static_cast<int>(cfg.model.vocab));
   auto tok = file.metadata.find("depthgrad.tokenizer_sha256");
   if (tok != file.metadata.end() && tok->second != data.corpus.tokenizer_sha256)
     throw std::runtime_error(fmt::format("{}: the model was trained with another tokenizer (sha256 {}) than this data gives ({})", path,

@@ -13,7 +13,4 @@ int cmd_eval(int argc, char** argv, int start);
 int cmd_tokenize(int argc, char** argv, int start);
 int cmd_bench(int argc, char** argv, int start);
 
-// --threads VALUE (or DEPTHGRAD_THREADS, else physical cores): applies it and returns the count.
-int apply_threads_flag(const char* value, bool given);
-
 }  // namespace dg::cli

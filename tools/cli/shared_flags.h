@@ -1,0 +1,26 @@
+// Flags several depthgrad commands share, declared and read in one place so their names, help
+// and checks agree: where the data and the tokenizer cache live (reproduce, evolve, train, eval)
+// and the thread count (every command that computes). Nothing here runs a command.
+#pragma once
+#include <string>
+
+#include "tools/cli/flags.h"
+
+namespace dg::cli {
+
+// --dataset-dir, --cache-dir, --no-cache
+Flags& add_data_location_flags(Flags& f);
+struct DataLocation {
+  std::string data_dir;   // resolved: the flag, else $DEPTHGRAD_DATA, else ./data
+  std::string cache_dir;  // resolved cache directory; empty with --no-cache
+};
+// Resolves the three flags; throws naming --dataset-dir (and the fetch command) when the data
+// directory does not exist.
+DataLocation resolve_data_location(const Flags& f);
+
+// --threads
+Flags& add_threads_flag(Flags& f);
+// --threads VALUE (or DEPTHGRAD_THREADS, else physical cores): applies it and returns the count.
+int apply_threads_flag(const Flags& f);
+
+}  // namespace dg::cli
