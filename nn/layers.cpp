@@ -54,20 +54,22 @@ CausalSelfAttention::CausalSelfAttention(const AttentionConfig& c, DType dtype) 
 }
 
 // u_qk, u_v [B, T, D] -> [B, T, D]
-Tensor CausalSelfAttention::forward(const Tensor& u_qk, const Tensor& u_v) const {
+Tensor CausalSelfAttention::forward(const Tensor& u_qk, const Tensor& u_v, const Tensor& residual) const {
   const int64_t B = u_qk.size(0), T = u_qk.size(1);
   const int64_t H = config.heads, Hkv = config.kv_heads, hd = head_dim;
-  // [B, T, H, hd] -> [B, H, T, hd] (views; the attention kernel reads strides)
-  Tensor qh = permute(reshape(q->forward(u_qk), {B, T, H, hd}), {0, 2, 1, 3});
-  Tensor kh = permute(reshape(k->forward(u_qk), {B, T, Hkv, hd}), {0, 2, 1, 3});
-  Tensor vh = permute(reshape(v->forward(u_v), {B, T, Hkv, hd}), {0, 2, 1, 3});
-  if (config.rope) {
-    qh = rope(qh, config.rope_base);
-    kh = rope(kh, config.rope_base);
-  }
+  // [B, T, H, hd] -> [B, H, T, hd] (views; the attention kernel reads strides). RoPE is applied
+  // inside the Q and K projections (linear_rope), so the unrotated projections are not kept.
+  auto heads = [&](const Tensor& y, int64_t n) { return permute(reshape(y, {B, T, n, hd}), {0, 2, 1, 3}); };
+  auto project = [&](const Linear* l, const Tensor& u, int64_t n) {
+    return config.rope ? linear_rope(u, l->weight, l->bias, n, config.rope_base) : l->forward(u);
+  };
+  Tensor qh = heads(project(q, u_qk, H), H);
+  Tensor kh = heads(project(k, u_qk, Hkv), Hkv);
+  Tensor vh = heads(v->forward(u_v), Hkv);
   Tensor attended = causal_attention(qh, kh, vh);  // [B, H, T, hd]
+  // attended is a view of a [B, T, H, hd] buffer: merging the heads is a view, not a copy
   Tensor merged = reshape(contiguous(permute(attended, {0, 2, 1, 3})), {B, T, H * hd});
-  return output->forward(merged);
+  return residual.defined() ? linear_add(residual, merged, output->weight, output->bias) : output->forward(merged);
 }
 
 FeedForward::FeedForward(Kind kind_, int64_t dim, int64_t hidden, bool bias, DType dtype)
@@ -77,9 +79,15 @@ FeedForward::FeedForward(Kind kind_, int64_t dim, int64_t hidden, bool bias, DTy
   down = &register_module("down", std::make_unique<Linear>(hidden, dim, bias, dtype));
 }
 
-Tensor FeedForward::forward(const Tensor& x) const {
-  if (kind == Kind::swiglu) return down->forward(mul(silu(gate->forward(x)), up->forward(x)));
-  return down->forward(gelu(up->forward(x)));
+Tensor FeedForward::forward(const Tensor& x, const Tensor& residual) const {
+  Tensor hidden;
+  if (kind == Kind::swiglu) {
+    Tensor g = gate->forward(x);
+    hidden = swiglu(g, up->forward(x));
+  } else {
+    hidden = gelu(up->forward(x));
+  }
+  return residual.defined() ? linear_add(residual, hidden, down->weight, down->bias) : down->forward(hidden);
 }
 
 std::vector<double> route_js_per_token(const Tensor& p_in, const Tensor& q_in) {

@@ -118,6 +118,9 @@ void forward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, con
   const HeadMatrices<T> Q = head_matrices<T>(q), K = head_matrices<T>(k), V = head_matrices<T>(v);
   T* o = out.data<T>();
   T* l = lse.data<T>();
+  // out: contiguous, or the [B,H,T,hd] view of a contiguous [B,T,H,hd] (rows ld_o apart)
+  const int64_t ob = out.strides()[0], oh_stride = out.strides()[1],
+                ld_o = s.T <= 1 ? std::max<int64_t>(s.hd, 1) : out.strides()[2];
   const int64_t T_ = s.T, hd = s.hd, group = s.H / s.Hkv, tasks = s.B * s.H;
 #pragma omp parallel if (causal_work(s) > kParallelWork)
   {
@@ -128,7 +131,7 @@ void forward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, con
       const T* qh = Q.at(b, h);
       const T* kh = K.at(b, g);
       const T* vh = V.at(b, g);
-      T* oh = o + task * T_ * hd;
+      T* oh = o + b * ob + h * oh_stride;
       T* lh = l + task * T_;
       for (int64_t i0 = 0; i0 < T_; i0 += kRowBlock) {
         const int64_t rows = std::min(kRowBlock, T_ - i0), cols = i0 + rows;
@@ -153,7 +156,8 @@ void forward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, con
           std::fill(row + n, row + cols, T(0));
         }
         // O[i0 : i0+rows] = P · V[0 : cols]
-        gemm(false, false, rows, hd, cols, T(1), S.data(), cols, vh, V.ld, T(0), oh + i0 * hd, hd);
+        gemm(false, false, rows, hd, cols, T(1), S.data(), cols, vh, V.ld, T(0), oh + i0 * ld_o,
+             ld_o);
       }
     }
   }
@@ -245,12 +249,13 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double
                        Tensor& lse) {
   const AttentionShape s = attention_shape(q, k, v, "causal_attention");
   const Shape out_shape{s.B, s.H, s.T, s.hd}, lse_shape{s.B, s.H, s.T};
+  const Shape heads_last{s.T * s.H * s.hd, s.hd, s.H * s.hd, 1};  // [B,T,H,hd] seen as [B,H,T,hd]
   if (!out.defined() || out.shape() != out_shape || out.dtype() != q.dtype() ||
-      !out.is_contiguous() || !lse.defined() || lse.shape() != lse_shape ||
-      lse.dtype() != q.dtype() || !lse.is_contiguous())
+      !(out.is_contiguous() || out.strides() == heads_last) || !lse.defined() ||
+      lse.shape() != lse_shape || lse.dtype() != q.dtype() || !lse.is_contiguous())
     throw std::invalid_argument(
-        fmt::format("causal_attention: out must be a contiguous {} and lse a contiguous {} of {}, "
-                    "got {} and {}",
+        fmt::format("causal_attention: out must be a contiguous {} (or that view of a contiguous "
+                    "[B,T,H,hd]) and lse a contiguous {} of {}, got {} and {}",
                     shape_str(out_shape), shape_str(lse_shape), dtype_name(q.dtype()),
                     out.defined() ? out.describe() : "undefined",
                     lse.defined() ? lse.describe() : "undefined"));

@@ -24,7 +24,8 @@ AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v
 // scale 0 -> 1/sqrt(hd); throws for a non-finite scale.
 double attention_scale(double scale, int64_t hd, const char* op);
 
-// out [B,H,T,hd] contiguous, lse [B,H,T] contiguous (both q's dtype) are written:
+// out [B,H,T,hd] (contiguous, or permuted from a contiguous [B,T,H,hd], so that merging the heads
+// afterwards needs no copy) and lse [B,H,T] contiguous (both q's dtype) are written:
 //   out[b,h,i] = Σ_{j≤i} softmax_j(scale · q[b,h,i]·k[b,g,j]) v[b,g,j],   g = h / (H/Hkv)
 //   lse[b,h,i] = log Σ_{j≤i} exp(scale · q[b,h,i]·k[b,g,j])
 // One OpenMP task per (b, h); BLAS runs single-threaded inside each task.

@@ -354,17 +354,18 @@ void rope_tables(T* cos, T* sin, int64_t Tn, int64_t hd, double base, int64_t of
   }
 }
 
-// x, out [BH, T, hd]; cos, sin [T, hd/2]
+// x, out [BH, T, hd] (heads = 1) or [B, T, heads, hd]; cos, sin [T, hd/2]. Row r (hd values)
+// is at position (r / heads) % T in both layouts.
 template <class T>
 void rope_forward(T* out, const T* x, const T* cos, const T* sin, int64_t BH, int64_t Tn,
-                  int64_t hd) {
+                  int64_t hd, int64_t heads) {
   const int64_t h = hd / 2;
 #pragma omp parallel for if (BH * Tn * hd > kParallelGrain) schedule(static)
   for (int64_t row = 0; row < BH * Tn; ++row) {
     const T* xr = x + row * hd;
     T* o = out + row * hd;
-    const T* c = cos + (row % Tn) * h;
-    const T* s = sin + (row % Tn) * h;
+    const T* c = cos + (row / heads % Tn) * h;
+    const T* s = sin + (row / heads % Tn) * h;
 #pragma omp simd
     for (int64_t i = 0; i < h; ++i) {
       const T a = xr[i], b = xr[i + h];
@@ -374,22 +375,56 @@ void rope_forward(T* out, const T* x, const T* cos, const T* sin, int64_t BH, in
   }
 }
 
-// dout, dx [BH, T, hd]; cos, sin [T, hd/2]: the transpose (= inverse) rotation.
+// dout, dx [BH, T, hd] or [B, T, heads, hd]; cos, sin [T, hd/2]: the transpose (= inverse)
+// rotation.
 template <class T>
 void rope_backward(T* dx, const T* dout, const T* cos, const T* sin, int64_t BH, int64_t Tn,
-                   int64_t hd) {
+                   int64_t hd, int64_t heads) {
   const int64_t h = hd / 2;
 #pragma omp parallel for if (BH * Tn * hd > kParallelGrain) schedule(static)
   for (int64_t row = 0; row < BH * Tn; ++row) {
     const T* g = dout + row * hd;
     T* d = dx + row * hd;
-    const T* c = cos + (row % Tn) * h;
-    const T* s = sin + (row % Tn) * h;
+    const T* c = cos + (row / heads % Tn) * h;
+    const T* s = sin + (row / heads % Tn) * h;
 #pragma omp simd
     for (int64_t i = 0; i < h; ++i) {
       const T a = g[i], b = g[i + h];
       d[i] += a * c[i] + b * s[i];
       d[i + h] += b * c[i] - a * s[i];
+    }
+  }
+}
+
+// ============================================================================================
+// SwiGLU
+// ============================================================================================
+
+namespace {
+template <class T>
+T silu_of(T g) {
+  return g / (T(1) + std::exp(-g));
+}
+}  // namespace
+
+// gate, up, out [n]
+template <class T>
+void swiglu_forward(T* out, const T* gate, const T* up, int64_t n) {
+#pragma omp parallel for if (n > kParallelGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) out[i] = silu_of(gate[i]) * up[i];
+}
+
+// dgate, dup, dout, gate, up [n]
+template <class T>
+void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n) {
+#pragma omp parallel for if (n > kParallelGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const T g = gate[i];
+    if (dup) dup[i] += dout[i] * silu_of(g);
+    if (dgate) {
+      const T dsilu = dout[i] * up[i];
+      const T s = T(1) / (T(1) + std::exp(-g));
+      dgate[i] += dsilu * s * (T(1) + g * (T(1) - s));
     }
   }
 }
@@ -629,6 +664,23 @@ void ref_depth_mix_backward(T* const* dS, T* dalpha, const T* dout, const T* con
 }
 
 // ---- explicit instantiations for float and double --------------------------------------------
+template <class T>
+void ref_swiglu_forward(T* out, const T* gate, const T* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<T>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+template <class T>
+void ref_swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i], sig = 1.0 / (1.0 + std::exp(-g));
+    if (dup) dup[i] = static_cast<T>(dup[i] + dout[i] * g * sig);
+    if (dgate) dgate[i] = static_cast<T>(dgate[i] + dout[i] * up[i] * sig * (1.0 + g * (1.0 - sig)));
+  }
+}
+
 #define DG_NN_KERNELS(T)                                                                           \
   template void embedding_forward<T>(T*, const int32_t*, const T*, int64_t, int64_t);              \
   template void embedding_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t);    \
@@ -661,9 +713,15 @@ void ref_depth_mix_backward(T* const* dS, T* dalpha, const T* dout, const T* con
   template void ref_layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,      \
                                           const T*, int64_t, int64_t);                             \
   template void rope_tables<T>(T*, T*, int64_t, int64_t, double, int64_t);                         \
-  template void rope_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);      \
-  template void rope_backward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);     \
+  template void rope_forward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t,       \
+                               int64_t);                                                           \
+  template void rope_backward<T>(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t,      \
+                                int64_t);                                                          \
   template void ref_rope_forward<T>(T*, const T*, int64_t, int64_t, int64_t, double, int64_t);     \
+  template void swiglu_forward<T>(T*, const T*, const T*, int64_t);                               \
+  template void swiglu_backward<T>(T*, T*, const T*, const T*, const T*, int64_t);                \
+  template void ref_swiglu_forward<T>(T*, const T*, const T*, int64_t);                           \
+  template void ref_swiglu_backward<T>(T*, T*, const T*, const T*, const T*, int64_t);            \
   template void depth_mix_forward<T>(T*, const T* const*, const T*, int64_t, int64_t, int64_t);    \
   template void depth_mix_backward<T>(T* const*, T*, const T*, const T* const*, const T*, int64_t, \
                                       int64_t, int64_t);                                           \

@@ -1,5 +1,5 @@
 // Fused kernels of the neural-network ops: embedding, softmax / log_softmax, cross-entropy,
-// RMSNorm, LayerNorm, RoPE and the depth mix. Raw-pointer, llm.c style: each `X_forward` sits
+// RMSNorm, LayerNorm, RoPE, SwiGLU and the depth mix. Raw-pointer, llm.c style: each `X_forward` sits
 // beside its `X_backward`, which ADDS into its gradient outputs (a null gradient pointer means
 // "not needed"). Forwards save only per-row statistics (rstd, mean, logsumexp), never copies.
 // Every output element has one owner thread; weight gradients summed over rows are reduced in
@@ -103,17 +103,32 @@ void ref_layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, cons
 template <class T>
 void rope_tables(T* cos, T* sin, int64_t Tn, int64_t hd, double base, int64_t offset);
 // x, out [BH, T, hd], h = hd/2: out[i] = x[i]cos − x[i+h]sin, out[i+h] = x[i]sin + x[i+h]cos.
+// With heads > 1 the layout is heads-last instead, x, out [B, T, heads, hd] with BH = B·heads
+// (the output of a projection before the heads are split off). out may equal x (in place).
 template <class T>
 void rope_forward(T* out, const T* x, const T* cos, const T* sin, int64_t BH, int64_t Tn,
-                  int64_t hd);
+                  int64_t hd, int64_t heads = 1);
 // The inverse rotation: dx[i] += g[i]cos + g[i+h]sin, dx[i+h] += −g[i]sin + g[i+h]cos.
 template <class T>
 void rope_backward(T* dx, const T* dout, const T* cos, const T* sin, int64_t BH, int64_t Tn,
-                   int64_t hd);
+                   int64_t hd, int64_t heads = 1);
 // Reference: computes each angle from the formula, no tables.
 template <class T>
 void ref_rope_forward(T* out, const T* x, int64_t BH, int64_t Tn, int64_t hd, double base,
                       int64_t offset);
+
+// ---- SwiGLU ---------------------------------------------------------------------------------
+// gate, up, out [n]: out = silu(gate) · up with silu(g) = g / (1 + e^(−g)), rounded to T before
+// the product (the same bits as silu followed by mul).
+template <class T>
+void swiglu_forward(T* out, const T* gate, const T* up, int64_t n);
+// dgate += (dout·up)·σ(g)·(1 + g·(1 − σ(g)));  dup += dout·silu(g). silu is recomputed, not saved.
+template <class T>
+void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n);
+template <class T>
+void ref_swiglu_forward(T* out, const T* gate, const T* up, int64_t n);
+template <class T>
+void ref_swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n);
 
 // ---- depth mix ------------------------------------------------------------------------------
 // S: J pointers to [rows, D]; alpha [rows, J] -> out [rows, D] = Σ_j alpha[:, j] · S_j (j in

@@ -196,6 +196,23 @@ TEST_CASE_TEMPLATE("nn kernels: fast matches reference", T, float, double) {
     CHECK(rel_diff(back, x) < tol<T>());
   }
 
+  SUBCASE("swiglu forward and backward (dgate, dup, either alone)") {
+    const int64_t n = rows * D;
+    auto gate = rand_vec<T>(n, 27, -6, 6), up = rand_vec<T>(n, 28), dout = rand_vec<T>(n, 29);
+    std::vector<T> y(n), y_ref(n);
+    swiglu_forward<T>(y.data(), gate.data(), up.data(), n);
+    ref_swiglu_forward<T>(y_ref.data(), gate.data(), up.data(), n);
+    CHECK(rel_diff(y, y_ref) < tol<T>());
+    auto dg = rand_vec<T>(n, 30), du = rand_vec<T>(n, 31), dg_ref = dg, du_ref = du;
+    swiglu_backward<T>(dg.data(), du.data(), dout.data(), gate.data(), up.data(), n);
+    ref_swiglu_backward<T>(dg_ref.data(), du_ref.data(), dout.data(), gate.data(), up.data(), n);
+    CHECK(rel_diff(dg, dg_ref) < tol<T>());
+    CHECK(rel_diff(du, du_ref) < tol<T>());
+    auto du_only = rand_vec<T>(n, 31);
+    swiglu_backward<T>(nullptr, du_only.data(), dout.data(), gate.data(), up.data(), n);
+    CHECK(same_bits(du_only, du));
+  }
+
   SUBCASE("depth mix forward and backward, J = 1..3") {
     for (int64_t J = 1; J <= 3; ++J) {
       CAPTURE(J);
@@ -293,6 +310,17 @@ TEST_CASE("nn kernels: float32 results are bit-identical at 1 and 2 threads") {
       rope_forward<float>(y.data(), xr.data(), cos.data(), sin.data(), BH, Tn, hd);
       rope_backward<float>(dx.data(), xr.data(), cos.data(), sin.data(), BH, Tn, hd);
       keep(y), keep(dx);
+      // heads-last [B = 3, T, heads = 4, hd], forward in place
+      std::vector<float> yl = xr, dl(xr.size(), 0.0f);
+      rope_forward<float>(yl.data(), yl.data(), cos.data(), sin.data(), BH, Tn, hd, 4);
+      rope_backward<float>(dl.data(), xr.data(), cos.data(), sin.data(), BH, Tn, hd, 4);
+      keep(yl), keep(dl);
+    }
+    {  // swiglu
+      std::vector<float> y(rows * D), dg(rows * D, 0.0f), du(rows * D, 0.0f);
+      swiglu_forward<float>(y.data(), x.data(), dout.data(), rows * D);
+      swiglu_backward<float>(dg.data(), du.data(), xr.data(), x.data(), dout.data(), rows * D);
+      keep(y), keep(dg), keep(du);
     }
     {  // depth mix
       std::vector<float> s0 = rand_vec<float>(rows * D, 12), s1 = rand_vec<float>(rows * D, 13);
@@ -312,6 +340,43 @@ TEST_CASE("nn kernels: float32 results are bit-identical at 1 and 2 threads") {
     CAPTURE(i);
     CHECK(same_bits(one[i], two[i]));
   }
+}
+
+TEST_CASE("linear_rope gives the bits of linear, split heads, rope, merge heads (values, gradients)") {
+  const int64_t B = 2, T = 7, H = 3, hd = 6, in = 5;
+  auto f32 = [](Tensor t) { return t.to(DType::f32).set_requires_grad(true); };
+  Tensor x = f32(random_tensor({B, T, in}, 51, -1, 1, false));
+  Tensor w = f32(random_tensor({H * hd, in}, 52, -1, 1, false));
+  Tensor b = f32(random_tensor({H * hd}, 53, -1, 1, false));
+  Tensor x2 = f32(x.clone()), w2 = f32(w.clone()), b2 = f32(b.clone());
+  Tensor dout = random_tensor({B, T, H * hd}, 54, -1, 1, false).to(DType::f32);
+  Tensor fused = linear_rope(x, w, b, H, 500.0);
+  backward(fused, dout);
+  Tensor heads = permute(reshape(linear(x2, w2, b2), {B, T, H, hd}), {0, 2, 1, 3});
+  Tensor plain = reshape(contiguous(permute(rope(heads, 500.0), {0, 2, 1, 3})), {B, T, H * hd});
+  backward(plain, dout);
+  CHECK(same_bits(fused.to_floats(), plain.to_floats()));
+  CHECK(same_bits(x.grad().to_floats(), x2.grad().to_floats()));
+  CHECK(same_bits(w.grad().to_floats(), w2.grad().to_floats()));
+  CHECK(same_bits(b.grad().to_floats(), b2.grad().to_floats()));
+  CHECK_THROWS_WITH(linear_rope(x, w, b, 4), doctest::Contains("split into 4 heads of an even size"));
+  CHECK_THROWS_WITH(linear_rope(x, w, b, 0), doctest::Contains("linear_rope: heads must be >= 1"));
+}
+
+TEST_CASE("swiglu gives the bits of mul(silu(gate), up), values and gradients") {
+  Tensor gate = random_tensor({4, 33}, 41, -5, 5, false).to(DType::f32).set_requires_grad(true);
+  Tensor up = random_tensor({4, 33}, 42, -2, 2, false).to(DType::f32).set_requires_grad(true);
+  Tensor gate2 = gate.clone().set_requires_grad(true), up2 = up.clone().set_requires_grad(true);
+  Tensor dout = random_tensor({4, 33}, 43, -1, 1, false).to(DType::f32);
+  Tensor fused = swiglu(gate, up);
+  backward(fused, dout);
+  Tensor plain = mul(silu(gate2), up2);
+  backward(plain, dout);
+  CHECK(same_bits(fused.to_floats(), plain.to_floats()));
+  CHECK(same_bits(gate.grad().to_floats(), gate2.grad().to_floats()));
+  CHECK(same_bits(up.grad().to_floats(), up2.grad().to_floats()));
+  CHECK_THROWS_WITH(swiglu(gate, random_tensor({4, 32}, 44).to(DType::f32)),
+                    doctest::Contains("swiglu: expected up with the shape of gate"));
 }
 
 // ---- golden values from torch 1.13 ---------------------------------------------------------------
