@@ -52,6 +52,16 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 // x [.., in] · weight[out, in]ᵀ (+ bias[out]) -> [.., out]
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// x [.., T, in] -> linear(x, weight, bias) [.., T, heads·hd] with RoPE (as rope(): rotate-half,
+// positions 0..T−1) applied to each head of hd values, in place on the projection's output:
+// the same values as splitting the heads off, rope() and merging them back, without keeping the
+// unrotated projection for the backward.
+Tensor linear_rope(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t heads,
+                   double base = 10000.0);
+// residual [.., out] + linear(x, weight, bias) as one op (the residual pre-fills the GEMM's
+// output), so the projection is not kept as a separate tensor; residual has the output's shape.
+Tensor linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
+                  const Tensor& bias = Tensor());
 
 // ---- neural-network ops with fused backwards (ops_nn.cpp) ------------------------------------
 // weight [V, D], ids int32 [..] -> [.., D]; backward scatter-adds rows. Ids out of range throw.
@@ -61,6 +71,11 @@ Tensor log_softmax(const Tensor& a, int64_t axis = -1);
 // logits [N, C], targets int32 [N] -> scalar mean over targets != ignore_index (torch semantics;
 // 0/0 -> NaN when every target is ignored, as torch).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100);
+// x [N, D], weight [V, D], targets int32 [N] -> scalar: cross_entropy(linear(x, weight), targets,
+// ignore_index) without holding the [N, V] logits or their gradient (the language-model head:
+// column chunks of the logits are computed, used and dropped; the backward recomputes them).
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets,
+                            int32_t ignore_index = -100);
 // x [.., D] * 1/sqrt(mean(x²) + eps) * weight[D]
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 // (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance)

@@ -44,7 +44,9 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   ScopedOpTimer op_timer(OpFamily::attention);
   const AttentionShape s = attention_shape(q, k, v, "causal_attention");
   const double sc = attention_scale(scale, s.hd, "causal_attention");
-  Tensor out = Tensor::empty({s.B, s.H, s.T, s.hd}, q.dtype());
+  // Written as [B,T,H,hd] and returned as its [B,H,T,hd] view: the caller's merge of the heads
+  // (permute back, reshape to [B,T,H·hd]) is then a view, not a copy.
+  Tensor out = Tensor::empty({s.B, s.T, s.H, s.hd}, q.dtype()).view_permute({0, 2, 1, 3});
   Tensor lse = Tensor::empty({s.B, s.H, s.T}, q.dtype());
   attention_forward(q, k, v, sc, out, lse);
   if (should_record({q, k, v}))

@@ -1,4 +1,5 @@
-// matmul, bmm and linear: forward and backward as BLAS GEMMs (tensor/kernels_matmul.h).
+// matmul, bmm and linear (with its fused forms linear_add and linear_rope): forward and backward
+// as BLAS GEMMs (tensor/kernels_matmul.h).
 // Operands are read in place whenever BLAS can (row-major, or a transposed view passed as
 // CblasTrans; batch axes by pointer offsets, broadcast ones by offset 0); only scattered layouts
 // (e.g. stride-0 rows) are copied. Backwards accumulate with beta = 1 straight into the inputs'
@@ -9,6 +10,7 @@
 #include "autograd/ops.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_matmul.h"
+#include "tensor/kernels_nn.h"  // rope (linear_rope)
 #include "tensor/profile.h"
 
 namespace dg {
@@ -197,25 +199,54 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return matmul_impl(a, b, "bmm");
 }
 
-// ---- linear: y [.., out] = x [.., in] · W [out, in]ᵀ + bias [out] ---------------------------
-// Forward: one GEMM on x read as [R, in] (R = product of leading axes), bias pre-filled and
-// beta = 1. Backward: dx [R, in] += dy [R, out] · W;  dW [out, in] += dyᵀ · x;  db [out] +=
-// column sums of dy.
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+// ---- linear: y [.., out] = (residual [.., out] +) x [.., in] · W [out, in]ᵀ + bias [out] ------
+// Forward: one GEMM on x read as [R, in] (R = product of leading axes), the residual and the
+// bias pre-filled and beta = 1. Backward: dx [R, in] += dy [R, out] · W;  dW [out, in] += dyᵀ ·
+// x;  db [out] += column sums of dy;  dresidual += dy. With a residual (linear_add) the sum is
+// one tensor: no separate output of the GEMM is kept alive by the tape until the backward.
+// With rope_heads > 0 (linear_rope) the output [.., T, heads·hd] is rotated in place by RoPE per
+// head (heads-last layout, positions along axis −2); the backward rotates dy back first.
+namespace {
+Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const Tensor& residual, const char* op, int64_t rope_heads = 0,
+                   double rope_base = 0.0) {
   ScopedOpTimer op_timer(OpFamily::matmul);
-  check_arg(weight.defined() && weight.dim() == 2, "linear", weight, "a weight [out, in]");
+  check_arg(weight.defined() && weight.dim() == 2, op, weight, "a weight [out, in]");
   const int64_t out_features = weight.size(0), in = weight.size(1);
-  check_arg(x.defined() && x.dim() >= 1 && x.size(-1) == in, "linear", x,
+  check_arg(x.defined() && x.dim() >= 1 && x.size(-1) == in, op, x,
             fmt::format("an input [.., {}] matching weight {}", in, weight.describe()));
-  check_same_dtype(x, weight, "linear");
+  check_same_dtype(x, weight, op);
   if (bias.defined()) {
-    check_arg(bias.dim() == 1 && bias.size(0) == out_features, "linear", bias,
+    check_arg(bias.dim() == 1 && bias.size(0) == out_features, op, bias,
               fmt::format("a bias [{}] matching weight {}", out_features, weight.describe()));
-    check_same_dtype(bias, weight, "linear");
+    check_same_dtype(bias, weight, op);
   }
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
+  if (residual.defined()) {
+    check_arg(residual.shape() == out_shape, op, residual,
+              fmt::format("a residual of the output's shape {}", shape_str(out_shape)));
+    check_same_dtype(residual, weight, op);
+  }
   const int64_t R = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  const int64_t hd = rope_heads > 0 ? out_features / rope_heads : 0;
+  if (rope_heads > 0) {
+    check_arg(x.dim() >= 2 && out_features % rope_heads == 0 && hd % 2 == 0, op, weight,
+              fmt::format("a weight whose {} output features split into {} heads of an even size, "
+                          "for an input [.., T, in] (got input {})",
+                          out_features, rope_heads, x.describe()));
+    check_arg(rope_base > 0, op, weight, fmt::format("a positive RoPE base (got {})", rope_base));
+  }
+  const int64_t Tn = rope_heads > 0 ? x.size(-2) : 0;
+  Tensor cos, sin;
+  if (rope_heads > 0) {
+    const RopeTables tables = rope_tables_for(Tn, hd, rope_base, 0, x.dtype());
+    cos = tables.cos;
+    sin = tables.sin;
+  }
+  // y [R / T, T, heads, hd] read as [B, heads, T, hd] rows (heads-last)
+  const RowStrides heads_last{Tn * out_features, hd, out_features};
+  const int64_t Bn = rope_heads > 0 ? R / std::max<int64_t>(Tn, 1) : 0;
 
   Tensor X = x;
   int64_t ldx = rows_ld(x);
@@ -228,27 +259,48 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
 
   Tensor y = Tensor::empty(out_shape, x.dtype());
-  dispatch_float(x.dtype(), "linear", [&]<class T>() {
+  if (residual.defined()) copy_strided(y, residual);
+  dispatch_float(x.dtype(), op, [&]<class T>() {
     T* py = y.data<T>();
     if (y.numel() == 0) return;
     if (bias_c.defined()) {
       const T* pb = bias_c.data<T>();
+      const bool add = residual.defined();
 #pragma omp parallel for if (R * out_features > kParallelGrain) schedule(static)
       for (int64_t r = 0; r < R; ++r) {
         T* row = py + r * out_features;
+        if (add) {
 #pragma omp simd
-        for (int64_t j = 0; j < out_features; ++j) row[j] = pb[j];
+          for (int64_t j = 0; j < out_features; ++j) row[j] += pb[j];
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < out_features; ++j) row[j] = pb[j];
+        }
       }
     }
-    // y [R, out] = x [R, in] · op(W)ᵀ (+ y when the bias is in it)
+    // y [R, out] = x [R, in] · op(W)ᵀ (+ y when the residual or the bias is in it)
+    const bool accumulate = bias_c.defined() || residual.defined();
     gemm(false, !W.layout.trans, R, out_features, in, T(1), X.data<T>(), ldx, W.t.data<T>(),
-         W.layout.ld, bias_c.defined() ? T(1) : T(0), py, out_features);
+         W.layout.ld, accumulate ? T(1) : T(0), py, out_features);
+    if (rope_heads > 0)  // y rotated in place
+      rope_rows<T>(py, heads_last, py, heads_last, cos.data<T>(), sin.data<T>(), Bn, rope_heads, Tn,
+                   hd, false, true);
   });
 
-  if (should_record({x, weight, bias}))
-    record("linear", {x, weight, bias}, y,
-           [x, weight, bias, X, ldx, W, R, in, out_features](const Tensor& g) {
-             const Tensor dy = g.contiguous();  // [R, out]
+  if (should_record({x, weight, bias, residual}))
+    record(op, {x, weight, bias, residual}, y,
+           [x, weight, bias, residual, X, ldx, W, R, in, out_features, rope_heads, Tn, hd, cos,
+            sin, heads_last, Bn](const Tensor& g) {
+             if (residual.defined() && residual.requires_grad()) accumulate_grad(residual, g);
+             Tensor dy = g.contiguous();  // [R, out]
+             if (rope_heads > 0) {  // the gradient of the GEMM's output: rotated back
+               Tensor dz = Tensor::empty(dy.shape(), dy.dtype());
+               dispatch_float(dy.dtype(), "linear_rope", [&]<class T>() {
+                 rope_rows<T>(dz.data<T>(), heads_last, dy.data<T>(), heads_last, cos.data<T>(),
+                              sin.data<T>(), Bn, rope_heads, Tn, hd, true, true);
+               });
+               dy = dz;
+             }
              dispatch_float(dy.dtype(), "linear", [&]<class T>() {
                const T* pdy = dy.data<T>();
                if (dy.numel() == 0) {  // every gradient element is an empty sum: 0
@@ -277,6 +329,24 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
              });
            });
   return y;
+}
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_impl(x, weight, bias, Tensor(), "linear");
+}
+
+Tensor linear_rope(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t heads,
+                   double base) {
+  if (heads < 1)
+    throw std::invalid_argument(fmt::format("linear_rope: heads must be >= 1, got {}", heads));
+  return linear_impl(x, weight, bias, Tensor(), "linear_rope", heads, base);
+}
+
+Tensor linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
+                  const Tensor& bias) {
+  check_arg(residual.defined(), "linear_add", residual, "a residual tensor");
+  return linear_impl(x, weight, bias, residual, "linear_add");
 }
 
 }  // namespace dg
@@ -328,6 +398,25 @@ std::vector<OpCase> matmul_op_cases() {
        [](V in) { return linear(in[0], in[1], in[2]); }},
       {"linear/transposed-view weight", two({3, 4}, {4, 5}),
        [](V in) { return linear(in[0], transpose(in[1], 0, 1)); }},
+      {"linear_rope/bias, 2 heads of 6",
+       [] {
+         return std::vector<Tensor>{random_tensor({2, 5, 4}, 25).set_name("x"),
+                                    random_tensor({12, 4}, 26).set_name("W"),
+                                    random_tensor({12}, 27).set_name("bias")};
+       },
+       [](V in) { return linear_rope(in[0], in[1], in[2], 2, 100.0); }},
+      {"linear_rope/2-D input, one head", lin({6, 3}, 4, false),
+       [](V in) { return linear_rope(in[0], in[1], Tensor(), 1, 10000.0); }},
+      {"linear_add/bias",
+       [] {
+         return std::vector<Tensor>{random_tensor({2, 3, 5}, 24).set_name("residual"),
+                                    random_tensor({2, 3, 4}, 21).set_name("x"),
+                                    random_tensor({5, 4}, 22).set_name("W"),
+                                    random_tensor({5}, 23).set_name("bias")};
+       },
+       [](V in) { return linear_add(in[0], in[1], in[2], in[3]); }},
+      {"linear_add/no bias, transposed residual, x is W", two({5, 5}, {5, 4}),
+       [](V in) { return linear_add(transpose(in[0], 0, 1), in[1], in[1]); }},
   };
 }
 

@@ -1,8 +1,9 @@
 // Neural-network ops with fused forwards and hand-written backwards: embedding, softmax,
-// log_softmax, cross_entropy, rms_norm, layer_norm, rope and depth_mix. Each op validates its
-// inputs (errors name the op and the offending tensor, id or target), runs a kernel from
-// tensor/kernels_nn.h on contiguous buffers, and records a backward that adds into the gradients
-// of the inputs that require grad. Forwards save per-row statistics only, never extra activations.
+// log_softmax, cross_entropy, linear_cross_entropy, rms_norm, layer_norm, rope, swiglu and
+// depth_mix. Each op validates its inputs (errors name the op and the offending tensor, id or
+// target), runs a kernel from tensor/kernels_nn.h (kernels_lm_head.h for the fused head) on
+// contiguous buffers, and records a backward that adds into the gradients of the inputs that
+// require grad. Forwards save per-row statistics only, never extra activations.
 // These ops do not promote dtypes, broadcast, or accept non-integer ids/targets.
 #include <fmt/format.h>
 
@@ -10,6 +11,7 @@
 #include <limits>
 
 #include "autograd/ops.h"
+#include "tensor/kernels_lm_head.h"
 #include "tensor/kernels_nn.h"
 #include "tensor/profile.h"
 
@@ -30,6 +32,21 @@ T* grad_ptr(const Tensor& t, const char* op) {
     throw std::logic_error(
         fmt::format("{}: the gradient of {} is not contiguous", op, t.describe()));
   return g.data<T>();
+}
+
+// Rows whose target is not ignore_index; throws naming `op` for a target outside [0, C).
+int64_t count_targets(const int32_t* t, int64_t N, int64_t C, int32_t ignore_index,
+                      const char* op) {
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    if (t[n] == ignore_index) continue;
+    if (t[n] < 0 || t[n] >= C)
+      throw std::out_of_range(fmt::format(
+          "{}: target {} at row {} is out of range for {} classes (ignore_index {})", op, t[n], n,
+          C, ignore_index));
+    ++count;
+  }
+  return count;
 }
 
 // rows × D for a [.., D] tensor.
@@ -113,15 +130,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ign
       op, targets_in, fmt::format("int32 targets of shape [{}]", N));
   Tensor targets = targets_in.contiguous();
   const int32_t* t = targets.data<int32_t>();
-  int64_t count = 0;
-  for (int64_t n = 0; n < N; ++n) {
-    if (t[n] == ignore_index) continue;
-    if (t[n] < 0 || t[n] >= C)
-      throw std::out_of_range(fmt::format(
-          "cross_entropy: target {} at row {} is out of range for {} classes (ignore_index {})",
-          t[n], n, C, ignore_index));
-    ++count;
-  }
+  const int64_t count = count_targets(t, N, C, ignore_index, op);
   Tensor x = logits.contiguous();
   Tensor lse = Tensor::empty({N}, logits.dtype());
   Tensor out = Tensor::empty({}, logits.dtype());
@@ -145,6 +154,65 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ign
                cross_entropy_backward<T>(grad_ptr<T>(logits, "cross_entropy"), x.data<T>(),
                                          lse.data<T>(), targets.data<int32_t>(),
                                          static_cast<T>(scale), N, C, ignore_index);
+             });
+           });
+  return out;
+}
+
+// ---- linear_cross_entropy: cross_entropy(x·Wᵀ) chunk by chunk; saves lse [N] ----------------
+// The [N, V] logits and their gradient never exist: forward and backward each compute them one
+// column chunk at a time into a pooled scratch buffer (tensor/kernels_lm_head.h); the backward
+// recomputes them from x and W, which the model keeps anyway.
+Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight, const Tensor& targets_in,
+                            int32_t ignore_index) {
+  ScopedOpTimer op_timer(OpFamily::matmul);
+  const char* op = "linear_cross_entropy";
+  check_float(x_in, op);
+  check_float(weight, op);
+  check_same_dtype(x_in, weight, op);
+  check_arg(weight.dim() == 2 && weight.size(0) >= 1, op, weight,
+            "a weight of shape [V, D] with V >= 1");
+  const int64_t V = weight.size(0), D = weight.size(1);
+  check_arg(x_in.dim() == 2 && x_in.size(1) == D, op, x_in,
+            fmt::format("x of shape [N, {}] matching weight {}", D, weight.describe()));
+  const int64_t N = x_in.size(0);
+  check_arg(
+      targets_in.defined() && targets_in.dtype() == DType::i32 && targets_in.shape() == Shape{N},
+      op, targets_in, fmt::format("int32 targets of shape [{}]", N));
+  Tensor targets = targets_in.contiguous();
+  const int64_t count = count_targets(targets.data<int32_t>(), N, V, ignore_index, op);
+  Tensor x = x_in.contiguous(), w = weight.contiguous();
+  Tensor lse = Tensor::empty({N}, x.dtype());
+  Tensor out = Tensor::empty({}, x.dtype());
+  dispatch_float(x.dtype(), op, [&]<class T>() {
+    Tensor losses = Tensor::empty({N}, x.dtype());
+    const int64_t chunk = lm_head_chunk(N, V);
+    Tensor scratch = Tensor::empty({N * chunk}, x.dtype());
+    lm_head_ce_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), w.data<T>(),
+                          targets.data<int32_t>(), N, D, V, ignore_index, chunk,
+                          scratch.data<T>());
+    double total = 0.0;  // fixed order: row by row
+    for (int64_t n = 0; n < N; ++n) total += losses.data<T>()[n];
+    out.data<T>()[0] = static_cast<T>(count ? total / static_cast<double>(count)
+                                            : std::numeric_limits<double>::quiet_NaN());
+  });
+  if (should_record({x_in, weight}))
+    record(op, {x_in, weight}, out,
+           [x_in, weight, x, w, lse, targets, N, D, V, ignore_index, count](const Tensor& g) {
+             if (count == 0) {  // every target ignored: the gradients are zero (as torch)
+               for (const Tensor& t : {x_in, weight})
+                 if (t.requires_grad()) grad_of(t);
+               return;
+             }
+             const double scale = g.item() / static_cast<double>(count);
+             dispatch_float(x.dtype(), "linear_cross_entropy", [&]<class T>() {
+               T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "linear_cross_entropy") : nullptr;
+               T* dW = weight.requires_grad() ? grad_ptr<T>(weight, "linear_cross_entropy") : nullptr;
+               const int64_t chunk = lm_head_chunk(N, V);
+               Tensor scratch = Tensor::empty({N * chunk}, x.dtype());
+               lm_head_ce_backward<T>(dx, dW, x.data<T>(), w.data<T>(), lse.data<T>(),
+                                      targets.data<int32_t>(), static_cast<T>(scale), N, D, V,
+                                      ignore_index, chunk, scratch.data<T>());
              });
            });
   return out;
@@ -413,6 +481,22 @@ std::vector<OpCase> nn_op_cases() {
                                     Tensor::from_ids({1, 0, 2, 1}, {4})};
        },
        [](V in) { return cross_entropy(in[0], in[1], 1); }},
+      // One column chunk at these sizes; tests/test_kernels_lm_head.cpp checks the kernels with
+      // several chunks (and a remainder) against the plain reference.
+      {"linear_cross_entropy/some ignored",
+       [] {
+         return std::vector<Tensor>{random_tensor({5, 4}, 24, -1.5, 1.5).set_name("x"),
+                                    random_tensor({37, 4}, 25, -1.5, 1.5).set_name("W"),
+                                    Tensor::from_ids({36, -100, 0, 17, 5}, {5})};
+       },
+       [](V in) { return linear_cross_entropy(in[0], in[1], in[2]); }},
+      {"linear_cross_entropy/tied W, ignore_index 3",
+       [] {
+         return std::vector<Tensor>{random_tensor({4, 3}, 26, -2, 2).set_name("x"),
+                                    random_tensor({6, 3}, 27, -2, 2).set_name("W"),
+                                    Tensor::from_ids({3, 0, 5, 3}, {4})};
+       },
+       [](V in) { return linear_cross_entropy(in[0], in[1], in[2], 3); }},
       {"rms_norm/x,weight", norm_inputs({2, 3, 6}, false),
        [](V in) { return rms_norm(in[0], in[1], 1e-6); }},
       {"rms_norm/large eps", norm_inputs({4, 5}, false),

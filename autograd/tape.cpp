@@ -104,10 +104,18 @@ void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph) {
           "backward: root {} has more than one element; pass its gradient", root.describe()));
     accumulate_grad(root, Tensor::ones(root.shape(), root.dtype()));
   }
+  // Without keep_graph each node is released as soon as the walk has passed it, so the buffers
+  // it saved for backward return to the storage cache while later nodes' gradients are made.
+  auto release = [keep_graph](Node& node) {
+    if (!keep_graph) node = Node{node.op, {}, Tensor(), nullptr, node.family};
+  };
   for (size_t i = g_tape.size(); i-- > 0;) {
     Node& node = g_tape[i];
     TensorImpl* out = node.output.impl();
-    if (!out->grad.defined()) continue;
+    if (!out || !out->grad.defined()) {
+      release(node);
+      continue;
+    }
     Tensor grad_output = out->grad;
     if (!out->retain_grad) out->grad = Tensor();
     {
@@ -130,6 +138,7 @@ void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph) {
             "autograd: backward of '{}' produced gradient {} for input {} of {}", node.op,
             g.describe(), k, in.describe()));
     }
+    release(node);
   }
   if (!keep_graph) g_tape.clear();
 }

@@ -56,8 +56,9 @@ Tensor grad_for_write(const Tensor& t, bool& fresh);
 void accumulate_grad(const Tensor& input, const Tensor& g);
 
 // Runs the tape backward from `root`. With `grad_root` undefined, root must hold one element and
-// its gradient is 1. Unless keep_graph is set, the tape is cleared afterwards, freeing every
-// buffer the ops saved for backward.
+// its gradient is 1. Unless keep_graph is set, each node is dropped as soon as the walk has passed
+// it (freeing the buffers its op saved for backward while the rest of the walk runs) and the tape
+// is cleared afterwards.
 void backward(const Tensor& root, const Tensor& grad_root = Tensor(), bool keep_graph = false);
 
 // Keeps the gradient of a non-leaf tensor after backward (for inspection and tests).

@@ -53,12 +53,21 @@ CausalSelfAttention::CausalSelfAttention(const AttentionConfig& c, DType dtype) 
   output = &register_module("output", std::make_unique<Linear>(c.dim, c.dim, c.bias, dtype));
 }
 
-// u_qk, u_v [B, T, D] -> [B, T, D]. The projections stay [B, T, heads·hd]; attention_heads
-// reads and writes the heads in that layout (RoPE included), so no split/merge copies are made.
-Tensor CausalSelfAttention::forward(const Tensor& u_qk, const Tensor& u_v) const {
-  return output->forward(attention_heads(q->forward(u_qk), k->forward(u_qk), v->forward(u_v),
-                                         config.heads, config.kv_heads,
-                                         config.rope ? config.rope_base : 0.0));
+// u_qk, u_v [B, T, D] -> [B, T, D] (+ residual). The projections stay [B, T, heads·hd]: RoPE is
+// applied inside the Q and K projections (linear_rope, so the unrotated projections are not
+// kept) and attention_heads reads and writes the heads in that layout, so no split/merge copies
+// are made. Projections run in a fixed order (q, k, v) so the tape, and the order in which
+// gradients are added into u_qk, does not depend on argument evaluation order.
+Tensor CausalSelfAttention::forward(const Tensor& u_qk, const Tensor& u_v, const Tensor& residual) const {
+  const int64_t H = config.heads, Hkv = config.kv_heads;
+  auto project = [&](const Linear* l, const Tensor& u, int64_t n) {
+    return config.rope ? linear_rope(u, l->weight, l->bias, n, config.rope_base) : l->forward(u);
+  };
+  const Tensor qp = project(q, u_qk, H);
+  const Tensor kp = project(k, u_qk, Hkv);
+  const Tensor vp = v->forward(u_v);
+  const Tensor merged = attention_heads(qp, kp, vp, H, Hkv);  // [B, T, H·hd]
+  return residual.defined() ? linear_add(residual, merged, output->weight, output->bias) : output->forward(merged);
 }
 
 FeedForward::FeedForward(Kind kind_, int64_t dim, int64_t hidden, bool bias, DType dtype)
@@ -68,9 +77,15 @@ FeedForward::FeedForward(Kind kind_, int64_t dim, int64_t hidden, bool bias, DTy
   down = &register_module("down", std::make_unique<Linear>(hidden, dim, bias, dtype));
 }
 
-Tensor FeedForward::forward(const Tensor& x) const {
-  if (kind == Kind::swiglu) return down->forward(swiglu(gate->forward(x), up->forward(x)));
-  return down->forward(gelu(up->forward(x)));
+Tensor FeedForward::forward(const Tensor& x, const Tensor& residual) const {
+  Tensor hidden;
+  if (kind == Kind::swiglu) {
+    const Tensor g = gate->forward(x);
+    hidden = swiglu(g, up->forward(x));
+  } else {
+    hidden = gelu(up->forward(x));
+  }
+  return residual.defined() ? linear_add(residual, hidden, down->weight, down->bias) : down->forward(hidden);
 }
 
 std::vector<double> route_js_per_token(const Tensor& p_in, const Tensor& q_in) {

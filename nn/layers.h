@@ -67,21 +67,25 @@ struct AttentionConfig {
 
 // Causal self-attention. forward(u_qk, u_v): Q and K are projected from u_qk, V from u_v
 // (the same tensor in a standard block). Head h of Q reads K/V head h / (heads / kv_heads).
+// With a residual [B, T, D] the result is residual + attention, added inside the output
+// projection (linear_add).
 class CausalSelfAttention : public Module {
  public:
   CausalSelfAttention(const AttentionConfig& config, DType dtype = DType::f32);
-  Tensor forward(const Tensor& u_qk, const Tensor& u_v) const;  // [B, T, D] -> [B, T, D]
+  // [B, T, D] -> [B, T, D]
+  Tensor forward(const Tensor& u_qk, const Tensor& u_v, const Tensor& residual = Tensor()) const;
   AttentionConfig config;
   int64_t head_dim;
   Linear *q, *k, *v, *output;
 };
 
-// SwiGLU: down(silu(gate(x)) ⊙ up(x)); GELU: down(gelu(up(x))) (no gate).
+// SwiGLU: down(silu(gate(x)) ⊙ up(x)); GELU: down(gelu(up(x))) (no gate). With a residual,
+// residual + that, added inside the down projection (linear_add).
 class FeedForward : public Module {
  public:
   enum class Kind { swiglu, gelu };
   FeedForward(Kind kind, int64_t dim, int64_t hidden, bool bias, DType dtype = DType::f32);
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x, const Tensor& residual = Tensor()) const;
   Kind kind;
   Linear *up, *gate, *down;  // gate is null for GELU
 };

@@ -100,7 +100,7 @@ Tensor MicroBlock::forward(const std::vector<Tensor>& sources) {
                                        "partial-sum sources), not by MicroBlock::forward", index,
                                        residual_mode_name(config.mode)));
   const Tensor& c = sources.back();
-  Tensor a;
+  Tensor x;
   if (is_reference_attnres(config.mode)) {
     if (static_cast<int64_t>(sources.size()) != index + 1)
       throw std::logic_error(fmt::format("block {} expects {} sources, got {}", index, index + 1, sources.size()));
@@ -110,17 +110,17 @@ Tensor MicroBlock::forward(const std::vector<Tensor>& sources) {
     if (config.mode == ResidualMode::rd_attnres) {
       last_alpha_v = softmax(v_route->forward(z), -1);
       Tensor u_v = attention_norm->forward(depth_mix(sources, last_alpha_v));
-      a = attention->forward(u_qk, u_v);
+      x = attention->forward(u_qk, u_v, c);
     } else {
       last_alpha_v = last_alpha_qk;  // the same route computed once; the reference computes it twice
-      a = attention->forward(u_qk, u_qk);
+      x = attention->forward(u_qk, u_qk, c);
     }
   } else {
     Tensor u = attention_norm->forward(c);
-    a = attention->forward(u, u);
+    x = attention->forward(u, u, c);
   }
-  Tensor x = add(c, a);
-  return add(x, ffn->forward(ffn_norm->forward(x)));
+  // x = c + Attn(..), y = x + FFN(N(x)): each residual add happens inside the output projection
+  return ffn->forward(ffn_norm->forward(x), x);
 }
 
 // ---- model --------------------------------------------------------------------------------------------
@@ -198,8 +198,8 @@ Tensor MicroLM::forward_paper(const Tensor& h0) {
   return pseudo_query_mix(current(), final_query, unit_gain_, c.norm_eps, alpha_final);
 }
 
-// ids int32 [B, T] -> logits [B, T, V]
-Tensor MicroLM::forward(const Tensor& ids) {
+// ids int32 [B, T] -> final-norm output [B, T, D]
+Tensor MicroLM::features(const Tensor& ids) {
   if (ids.dtype() != DType::i32 || ids.dim() != 2)
     throw std::invalid_argument(fmt::format("MicroLM: expected int32 token ids [B, T], got {}", ids.describe()));
   const int64_t T = ids.size(1);
@@ -223,14 +223,20 @@ Tensor MicroLM::forward(const Tensor& ids) {
     }
     out = sources.back();
   }
-  Tensor normed = final_norm->forward(out);
-  return head ? head->forward(normed) : linear(normed, token->weight);
+  return final_norm->forward(out);
 }
 
+const Tensor& MicroLM::head_weight() const { return head ? head->weight : token->weight; }
+
+// ids int32 [B, T] -> logits [B, T, V]
+Tensor MicroLM::forward(const Tensor& ids) { return linear(features(ids), head_weight()); }
+
+// The head and the cross-entropy in one op: the [B·T, V] logits are never held.
 Tensor MicroLM::loss(const Tensor& ids, const Tensor& targets) {
-  Tensor logits = forward(ids);
-  const int64_t rows = logits.size(0) * logits.size(1);
-  return cross_entropy(reshape(logits, {rows, config_.vocab}), targets.view_reshape({rows}));
+  Tensor h = features(ids);  // [B, T, D]
+  const int64_t rows = h.size(0) * h.size(1);
+  return linear_cross_entropy(reshape(h, {rows, config_.dim}), head_weight(),
+                              targets.view_reshape({rows}));
 }
 
 // ---- initialisation --------------------------------------------------------------------------------------

@@ -96,8 +96,14 @@ class MicroLM : public Module {
   explicit MicroLM(const MicroLMConfig& config, DType dtype = DType::f32);
   // ids int32 [B, T] -> logits [B, T, vocab]
   Tensor forward(const Tensor& ids);
-  // Mean cross-entropy of next-token prediction: logits from ids [B, T], targets [B, T].
+  // ids int32 [B, T] -> the final norm's output [B, T, dim], which the head reads.
+  Tensor features(const Tensor& ids);
+  // Mean cross-entropy of next-token prediction from ids [B, T] and targets [B, T], through
+  // linear_cross_entropy: the same value as cross_entropy(forward(ids)) up to float rounding,
+  // without the [B·T, vocab] logits (and their gradient) in memory.
   Tensor loss(const Tensor& ids, const Tensor& targets);
+  // head.weight, or token.weight when the head is tied: [vocab, dim].
+  const Tensor& head_weight() const;
 
   // The reference's initialisation: consumes torch's mt19937 stream in the reference's order
   // (construction draws, then apply() draws; §2.5, Appendix C). Reference modes and standard.

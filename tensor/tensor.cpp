@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <atomic>
@@ -56,6 +57,9 @@ StorageCache& cache() {
 }
 
 std::atomic<uint64_t> g_fresh_allocations{0};
+// Bytes (rounded) of cache-managed buffers in use, and their peak; updated under the cache lock.
+size_t g_live_bytes = 0;
+size_t g_peak_live_bytes = 0;
 
 size_t round_bytes(size_t bytes) { return (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
@@ -70,12 +74,18 @@ Storage::Storage(size_t bytes) : bytes_(bytes), pooled_(true) {
       data_ = it->second.back();
       it->second.pop_back();
       c.cached_bytes -= rounded;
+      g_live_bytes += rounded;
+      g_peak_live_bytes = std::max(g_peak_live_bytes, g_live_bytes);
       return;
     }
   }
   data_ = std::aligned_alloc(kAlign, rounded);
   if (!data_) throw std::bad_alloc();
   g_fresh_allocations.fetch_add(1, std::memory_order_relaxed);
+  StorageCache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  g_live_bytes += rounded;
+  g_peak_live_bytes = std::max(g_peak_live_bytes, g_live_bytes);
 }
 
 Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> owner)
@@ -86,6 +96,7 @@ Storage::~Storage() {
   size_t rounded = round_bytes(bytes_);
   StorageCache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
+  g_live_bytes -= rounded;
   if (c.cached_bytes + rounded > kCacheLimit) {
     std::free(data_);
     return;
@@ -99,6 +110,16 @@ long Tensor::storage_holders() const { return impl_ && impl_->storage ? impl_->s
 size_t storage_cache_bytes() {
   std::lock_guard<std::mutex> lock(cache().mutex);
   return cache().cached_bytes;
+}
+
+StorageStats storage_stats() {
+  std::lock_guard<std::mutex> lock(cache().mutex);
+  return {g_live_bytes, g_peak_live_bytes, cache().cached_bytes};
+}
+
+void storage_reset_peak() {
+  std::lock_guard<std::mutex> lock(cache().mutex);
+  g_peak_live_bytes = g_live_bytes;
 }
 
 uint64_t storage_fresh_allocations() { return g_fresh_allocations.load(std::memory_order_relaxed); }

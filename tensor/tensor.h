@@ -53,6 +53,14 @@ class Storage {
 // Bytes held in the storage cache but not in use (for benchmarks and tests).
 size_t storage_cache_bytes();
 void storage_cache_clear();
+// Bytes of cache-managed buffers (rounded to 64) in use by tensors now, their peak since the
+// start or the last storage_reset_peak(), and bytes held in the cache unused. Buffers that wrap
+// memory owned elsewhere (from_storage over a caller's pointer) are not counted.
+struct StorageStats {
+  size_t live_bytes = 0, peak_live_bytes = 0, cached_bytes = 0;
+};
+StorageStats storage_stats();
+void storage_reset_peak();  // peak_live_bytes = live_bytes
 // Buffers obtained from the system (not from the cache) since the program started.
 uint64_t storage_fresh_allocations();
 

@@ -230,6 +230,14 @@ TEST_CASE_TEMPLATE("linear matches x·Wᵀ + b from the reference", T, float, do
   CHECK(max_abs_diff(linear(xs, wt), ref_matmul(xs, wt.view_transpose(0, 1))) <= tolerance<T>(17));
   CHECK_THROWS_WITH(linear(x, rand_t({11, 16}, 6, dt)), doctest::Contains("linear"));
   CHECK_THROWS_WITH(linear(x, w, rand_t({10}, 7, dt)), doctest::Contains("bias [11]"));
+  // linear_add: the residual pre-fills the output (a transposed view is copied in)
+  Tensor res = rand_t({11, 5, 3}, 8, dt).view_permute({2, 1, 0});
+  std::vector<double> rv = res.to_vector();
+  for (size_t i = 0; i < r.size(); ++i) r[i] += rv[i];
+  CHECK(max_abs_diff(linear_add(res, x, w, b), Tensor::from_vector(r, ref.shape(), dt)) <=
+        tolerance<T>(17));
+  CHECK_THROWS_WITH(linear_add(rand_t({3, 5, 10}, 9, dt), x, w),
+                    doctest::Contains("linear_add: expected a residual of the output's shape [3, 5, 11]"));
 }
 
 TEST_CASE("matmul and linear backwards add into existing gradients (beta = 1)") {
@@ -331,8 +339,13 @@ TEST_CASE("matmul, batched matmul and their backwards are bit-identical at 1 and
     x.set_requires_grad(true), w.set_requires_grad(true), bias.set_requires_grad(true);
     Tensor z = linear(x, w, bias);
     backward(z, rand_t(z.shape(), 12, DType::f32));
-    for (Tensor t :
-         {y, y2, z, q.grad(), k.grad(), q2.grad(), k2.grad(), x.grad(), w.grad(), bias.grad()})
+    // linear_add with a residual that requires grad
+    Tensor res = rand_t({2, 300, 260}, 15, DType::f32), x3 = rand_t({2, 300, 130}, 16, DType::f32);
+    res.set_requires_grad(true), x3.set_requires_grad(true);
+    Tensor za = linear_add(res, x3, w, bias);
+    backward(za, rand_t(za.shape(), 17, DType::f32));
+    for (Tensor t : {y, y2, z, q.grad(), k.grad(), q2.grad(), k2.grad(), x.grad(), w.grad(),
+                     bias.grad(), za, res.grad(), x3.grad()})
       r.tensors.push_back(t);
     return r;
   };

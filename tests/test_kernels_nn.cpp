@@ -341,6 +341,27 @@ TEST_CASE("nn kernels: float32 results are bit-identical at 1 and 2 threads") {
   }
 }
 
+TEST_CASE("linear_rope gives the bits of linear, split heads, rope, merge heads (values, gradients)") {
+  const int64_t B = 2, T = 7, H = 3, hd = 6, in = 5;
+  auto f32 = [](Tensor t) { return t.to(DType::f32).set_requires_grad(true); };
+  Tensor x = f32(random_tensor({B, T, in}, 51, -1, 1, false));
+  Tensor w = f32(random_tensor({H * hd, in}, 52, -1, 1, false));
+  Tensor b = f32(random_tensor({H * hd}, 53, -1, 1, false));
+  Tensor x2 = f32(x.clone()), w2 = f32(w.clone()), b2 = f32(b.clone());
+  Tensor dout = random_tensor({B, T, H * hd}, 54, -1, 1, false).to(DType::f32);
+  Tensor fused = linear_rope(x, w, b, H, 500.0);
+  backward(fused, dout);
+  Tensor heads = permute(reshape(linear(x2, w2, b2), {B, T, H, hd}), {0, 2, 1, 3});
+  Tensor plain = reshape(contiguous(permute(rope(heads, 500.0), {0, 2, 1, 3})), {B, T, H * hd});
+  backward(plain, dout);
+  CHECK(same_bits(fused.to_floats(), plain.to_floats()));
+  CHECK(same_bits(x.grad().to_floats(), x2.grad().to_floats()));
+  CHECK(same_bits(w.grad().to_floats(), w2.grad().to_floats()));
+  CHECK(same_bits(b.grad().to_floats(), b2.grad().to_floats()));
+  CHECK_THROWS_WITH(linear_rope(x, w, b, 4), doctest::Contains("split into 4 heads of an even size"));
+  CHECK_THROWS_WITH(linear_rope(x, w, b, 0), doctest::Contains("linear_rope: heads must be >= 1"));
+}
+
 // ---- golden values from torch 1.13 ---------------------------------------------------------------
 // Generated offline with /usr/bin/python3 (torch 1.13), float32 throughout; inputs are exact
 // dyadic rationals from pattern() so both sides start from the same bits.

@@ -153,6 +153,42 @@ TEST_CASE("after the first steps, training takes every tensor buffer from the st
   }
 }
 
+TEST_CASE("storage_stats: live bytes and their peak follow tensors; freed buffers go to the cache") {
+  const StorageStats before = storage_stats();
+  {
+    Tensor a = Tensor::empty({1000, 80});  // 320,000 bytes, a multiple of 64
+    const StorageStats held = storage_stats();
+    CHECK(held.live_bytes == before.live_bytes + 320000);
+    CHECK(held.peak_live_bytes >= held.live_bytes);
+  }
+  const StorageStats after = storage_stats();
+  CHECK(after.live_bytes == before.live_bytes);
+  CHECK(after.cached_bytes >= 320000);
+  storage_reset_peak();
+  CHECK(storage_stats().peak_live_bytes == after.live_bytes);
+}
+
+TEST_CASE("a training step never holds the [batch·seq, vocab] logits or their gradient") {
+  // A large vocabulary and a tiny model: the logits (256 × 50000 floats, 51 MB) would dwarf
+  // everything else a step allocates. The fused head keeps one 16 MiB column chunk.
+  TrainerConfig cfg = small_config(ResidualMode::rd_attnres, false);
+  cfg.model.vocab = 50000;
+  cfg.model.dim = 8;
+  cfg.model.heads = 2;
+  cfg.model.kv_heads = 2;
+  cfg.model.layers = 2;
+  cfg.model.seq_len = 64;
+  cfg.batch = 4;
+  cfg.steps = 2;
+  std::vector<int32_t> ids = synthetic_ids(4000, cfg.model.vocab);
+  Trainer t(cfg, ids);
+  const size_t state = storage_stats().live_bytes;
+  storage_reset_peak();
+  t.run(2);
+  const double logits_bytes = 4.0 * 64 * 4 * 50000;
+  CHECK(double(storage_stats().peak_live_bytes - state) < 0.5 * logits_bytes);
+}
+
 TEST_CASE("evaluate_windows: the mean over many batches equals the mean of per-window losses, in every mode") {
   std::vector<int32_t> ids = synthetic_ids(6000, 97);
   for (ResidualMode mode : {ResidualMode::standard, ResidualMode::rd_attnres, ResidualMode::paper_block_attnres}) {

@@ -195,6 +195,8 @@ BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options) {
   r.step_flops = training_step_flops(r.matmul_params, spec.model, spec.batch);
   r.gemm = largest_gemm(spec.model, spec.batch);
   trainer.model().train();
+  r.state_tensor_kib = int64_t(storage_stats().live_bytes / 1024);
+  storage_reset_peak();
 
   std::vector<std::array<double, kOpFamilies>> families;
   for (int64_t s = 0; s < tc.steps; ++s) {
@@ -212,6 +214,12 @@ BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options) {
                     s + 1, tc.steps, timed ? "" : " (warm-up)", seconds * 1e3, log.loss));
   }
   r.peak_rss_kib = peak_rss_kib();  // before the sgemm measurement allocates its operands
+  const StorageStats tensors = storage_stats();
+  r.peak_tensor_kib = int64_t(tensors.peak_live_bytes / 1024);
+  r.cached_tensor_kib = int64_t(tensors.cached_bytes / 1024);
+  say(fmt::format("{} t{}: peak RSS {} MiB; tensors: parameter state {} MiB, peak in use {} MiB, "
+                  "cached unused {} MiB", spec.name, options.threads, r.peak_rss_kib / 1024,
+                  r.state_tensor_kib / 1024, r.peak_tensor_kib / 1024, r.cached_tensor_kib / 1024));
   r.median_step_seconds = median_of(r.step_seconds);
   r.mean_step_seconds = mean_of(r.step_seconds);
   r.tokens_per_second = double(spec.batch * spec.model.seq_len) / r.median_step_seconds;
@@ -271,6 +279,9 @@ json::Value BenchResult::to_json() const {
   v["sgemm_fraction"] = sgemm_fraction;
   v["peak_rss_kib"] = peak_rss_kib;
   v["baseline_rss_kib"] = baseline_rss_kib;
+  v["state_tensor_kib"] = state_tensor_kib;
+  v["peak_tensor_kib"] = peak_tensor_kib;
+  v["cached_tensor_kib"] = cached_tensor_kib;
   if (profiled) {
     json::Value b;
     for (int f = 0; f < kOpFamilies; ++f)
@@ -321,6 +332,9 @@ BenchResult BenchResult::from_json(const json::Value& v, const std::string& sour
     r.sgemm_fraction = num("sgemm_fraction");
     r.peak_rss_kib = integer("peak_rss_kib");
     r.baseline_rss_kib = integer("baseline_rss_kib");
+    r.state_tensor_kib = integer("state_tensor_kib");
+    r.peak_tensor_kib = integer("peak_tensor_kib");
+    r.cached_tensor_kib = integer("cached_tensor_kib");
     if (const json::Value* b = v.find("breakdown_seconds")) {
       r.profiled = true;
       for (int f = 0; f < kOpFamilies; ++f)

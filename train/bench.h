@@ -84,6 +84,10 @@ struct BenchResult {
   double sgemm_fraction = 0;  // achieved_gflops / sgemm_gflops
   int64_t peak_rss_kib = 0;
   int64_t baseline_rss_kib = 0;  // RSS before the model was built
+  // Tensor buffers (tensor.h storage_stats): in use after the model, its flat gradients and the
+  // optimizer were built (the parameter state), the peak in use during any step, and the bytes
+  // the storage cache held unused after the last step. 0 for torch.
+  int64_t state_tensor_kib = 0, peak_tensor_kib = 0, cached_tensor_kib = 0;
   bool profiled = false;
   std::array<double, kOpFamilies> family_seconds{};  // mean per timed step
   double untimed_seconds = 0;  // mean step − Σ families: tape walk, frees, sampling, loss read

@@ -158,6 +158,9 @@ Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_
   else model_->init_identical(config_.seed);
   flat_ = flatten_parameters(*model_);
   optimizer_ = std::make_unique<AdamW>(flat_, config_.adamw);
+  // The parameters' first buffers (replaced by views into the flat buffer) and init's scratch
+  // sit in the storage cache in sizes the steps never ask for: give them back to the system.
+  storage_cache_clear();
   config_.schedule.lr = config_.adamw.lr;
   if (config_.sequential) loader_ = std::make_unique<SequentialLoader>(train_ids_, config_.batch, config_.model.seq_len);
 }

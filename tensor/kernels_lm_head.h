@@ -1,0 +1,46 @@
+// The fused linear head + cross-entropy of a language model: the mean next-token loss of
+// logits = x·Wᵀ without ever holding the [N, V] logits or their gradient. Forward and backward
+// walk the vocabulary in column chunks of a caller-given scratch buffer [N, chunk]: each chunk's
+// logits come from one GEMM (tensor/kernels_matmul.h, bit-identical at any thread count), the
+// forward folds them into a running max and sum per row (an online logsumexp), and the backward
+// recomputes them, turns them into scale·(softmax − onehot) in place and adds that chunk's share
+// of dW (complete: every row) and dx (a partial sum over the chunk's columns). Every output
+// element has one owner thread and a fixed summation order, so float32 results do not depend on
+// the thread count. ref_* versions are plain loops over the full logits, for the tests.
+// These kernels do not check shapes, targets or dtypes (autograd/ops_nn.cpp does) and do not
+// record autograd. All pointers are to contiguous row-major buffers.
+#pragma once
+#include <cstdint>
+
+namespace dg {
+
+// The op's chunk width (autograd/ops_nn.cpp): a scratch buffer of about kLmHeadScratch elements
+// (16 MiB of float32), i.e. kLmHeadScratch / N columns rounded down to a multiple of 16, at
+// least 16 and at most V. For the base model (N = 1024) that is 4096 columns.
+constexpr int64_t kLmHeadScratch = int64_t(1) << 22;
+int64_t lm_head_chunk(int64_t N, int64_t V);
+
+// x [N, D], W [V, D], targets [N] -> losses [N] (0 for rows whose target is ignore_index),
+// lse [N] = log Σ_v exp((x·Wᵀ)[n, v]). Columns are taken `chunk` at a time (chunk >= 1);
+// scratch holds N·chunk elements.
+template <class T>
+void lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const int32_t* targets,
+                        int64_t N, int64_t D, int64_t V, int32_t ignore_index, int64_t chunk,
+                        T* scratch);
+// With G[n, v] = scale·(exp((x·Wᵀ)[n, v] − lse[n]) − [v == t_n]) for rows not ignored, 0 else:
+// dx [N, D] += G·W and dW [V, D] += Gᵀ·x (either may be null: not needed).
+template <class T>
+void lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse, const int32_t* targets,
+                         T scale, int64_t N, int64_t D, int64_t V, int32_t ignore_index,
+                         int64_t chunk, T* scratch);
+
+// The same contracts over the full logits, accumulated in double (no scratch).
+template <class T>
+void ref_lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const int32_t* targets,
+                            int64_t N, int64_t D, int64_t V, int32_t ignore_index);
+template <class T>
+void ref_lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse,
+                             const int32_t* targets, T scale, int64_t N, int64_t D, int64_t V,
+                             int32_t ignore_index);
+
+}  // namespace dg
