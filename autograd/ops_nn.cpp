@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "autograd/ops.h"
 #include "tensor/kernels_lm_head.h"
@@ -184,10 +185,13 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight, const Tens
   Tensor x = x_in.contiguous(), w = weight.contiguous();
   Tensor lse = Tensor::empty({N}, x.dtype());
   Tensor out = Tensor::empty({}, x.dtype());
+  // One chunk covers a small vocabulary: its logits (at most kLmHeadScratch elements) are kept for
+  // the backward instead of recomputed; larger vocabularies recompute chunk by chunk.
+  const int64_t chunk = lm_head_chunk(N, V);
+  const bool keep_logits = chunk >= V && should_record({x_in, weight});
+  Tensor scratch = Tensor::empty({N * chunk}, x.dtype());
   dispatch_float(x.dtype(), op, [&]<class T>() {
     Tensor losses = Tensor::empty({N}, x.dtype());
-    const int64_t chunk = lm_head_chunk(N, V);
-    Tensor scratch = Tensor::empty({N * chunk}, x.dtype());
     lm_head_ce_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), w.data<T>(),
                           targets.data<int32_t>(), N, D, V, ignore_index, chunk,
                           scratch.data<T>());
@@ -198,7 +202,9 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight, const Tens
   });
   if (should_record({x_in, weight}))
     record(op, {x_in, weight}, out,
-           [x_in, weight, x, w, lse, targets, N, D, V, ignore_index, count](const Tensor& g) {
+           [x_in, weight, x, w, lse, targets, N, D, V, ignore_index, count, chunk,
+            kept = keep_logits ? scratch : Tensor(),
+            kept_unused = std::make_shared<bool>(keep_logits)](const Tensor& g) {
              if (count == 0) {  // every target ignored: the gradients are zero (as torch)
                for (const Tensor& t : {x_in, weight})
                  if (t.requires_grad()) grad_of(t);
@@ -208,11 +214,13 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight, const Tens
              dispatch_float(x.dtype(), "linear_cross_entropy", [&]<class T>() {
                T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "linear_cross_entropy") : nullptr;
                T* dW = weight.requires_grad() ? grad_ptr<T>(weight, "linear_cross_entropy") : nullptr;
-               const int64_t chunk = lm_head_chunk(N, V);
-               Tensor scratch = Tensor::empty({N * chunk}, x.dtype());
+               // the kept logits serve one backward (it overwrites them); a second one recomputes
+               const bool use_kept = *kept_unused;
+               *kept_unused = false;
+               Tensor scratch = use_kept ? kept : Tensor::empty({N * chunk}, x.dtype());
                lm_head_ce_backward<T>(dx, dW, x.data<T>(), w.data<T>(), lse.data<T>(),
                                       targets.data<int32_t>(), static_cast<T>(scale), N, D, V,
-                                      ignore_index, chunk, scratch.data<T>());
+                                      ignore_index, chunk, scratch.data<T>(), use_kept);
              });
            });
   return out;

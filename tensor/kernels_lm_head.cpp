@@ -69,10 +69,11 @@ void lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const int32_t
 template <class T>
 void lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse, const int32_t* targets,
                          T scale, int64_t N, int64_t D, int64_t V, int32_t ignore_index,
-                         int64_t chunk, T* scratch) {
+                         int64_t chunk, T* scratch, bool scratch_has_logits) {
   for (int64_t c0 = 0; c0 < V; c0 += chunk) {
     const int64_t w = std::min(chunk, V - c0);
-    gemm(false, true, N, w, D, T(1), x, D, W + c0 * D, D, T(0), scratch, w);  // [N, w]
+    if (!(scratch_has_logits && w == V))  // else: the forward's logits [N, V], still in scratch
+      gemm(false, true, N, w, D, T(1), x, D, W + c0 * D, D, T(0), scratch, w);  // [N, w]
 #pragma omp parallel for if (N * w > kParallelGrain) schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       T* row = scratch + n * w;
@@ -154,7 +155,7 @@ void ref_lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse,
   template void lm_head_ce_forward<T>(T*, T*, const T*, const T*, const int32_t*, int64_t,       \
                                       int64_t, int64_t, int32_t, int64_t, T*);                   \
   template void lm_head_ce_backward<T>(T*, T*, const T*, const T*, const T*, const int32_t*, T,  \
-                                       int64_t, int64_t, int64_t, int32_t, int64_t, T*);         \
+                                       int64_t, int64_t, int64_t, int32_t, int64_t, T*, bool);   \
   template void ref_lm_head_ce_forward<T>(T*, T*, const T*, const T*, const int32_t*, int64_t,   \
                                           int64_t, int64_t, int32_t);                            \
   template void ref_lm_head_ce_backward<T>(T*, T*, const T*, const T*, const T*, const int32_t*, \

@@ -28,11 +28,13 @@ void lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const int32_t
                         int64_t N, int64_t D, int64_t V, int32_t ignore_index, int64_t chunk,
                         T* scratch);
 // With G[n, v] = scale·(exp((x·Wᵀ)[n, v] − lse[n]) − [v == t_n]) for rows not ignored, 0 else:
-// dx [N, D] += G·W and dW [V, D] += Gᵀ·x (either may be null: not needed).
+// dx [N, D] += G·W and dW [V, D] += Gᵀ·x (either may be null: not needed). When one chunk
+// covers the vocabulary (chunk >= V) and scratch_has_logits is set, scratch still holds the
+// forward's logits [N, V] and they are used instead of recomputed (small vocabularies).
 template <class T>
 void lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse, const int32_t* targets,
                          T scale, int64_t N, int64_t D, int64_t V, int32_t ignore_index,
-                         int64_t chunk, T* scratch);
+                         int64_t chunk, T* scratch, bool scratch_has_logits = false);
 
 // The same contracts over the full logits, accumulated in double (no scratch).
 template <class T>

@@ -91,6 +91,15 @@ TEST_CASE_TEMPLATE("lm_head_ce kernels match the full-logits reference", T, floa
                            scale, N, D, V, -100, w, scratch.data());
     CHECK(rel_diff(dx, ref_dx) <= tol);
     CHECK(rel_diff(dW, ref_dW) <= tol);
+    if (w == V) {  // one chunk: the forward's logits reused instead of recomputed, same bits
+      std::vector<T> dx2(N * D, T(0.5)), dW2(V * D, T(-0.25));
+      lm_head_ce_forward<T>(loss.data(), lse.data(), x.data(), W.data(), targets.data(), N, D, V,
+                            -100, w, scratch.data());
+      lm_head_ce_backward<T>(dx2.data(), dW2.data(), x.data(), W.data(), lse.data(),
+                             targets.data(), scale, N, D, V, -100, w, scratch.data(), true);
+      CHECK(std::memcmp(dx2.data(), dx.data(), dx.size() * sizeof(T)) == 0);
+      CHECK(std::memcmp(dW2.data(), dW.data(), dW.size() * sizeof(T)) == 0);
+    }
   }
   SUBCASE("a null gradient is skipped, the other one is unchanged") {
     std::vector<T> loss(N), lse(N), dx(N * D, T(0.5)), dW(V * D, T(-0.25)), scratch(N * 16);
