@@ -1,9 +1,11 @@
 // Vectorisable elementary functions shared by the kernels (softmax, cross-entropy, attention).
 // Only what libm cannot give us without fast-math; no approximations beyond the documented error.
 #pragma once
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace dg {
 
@@ -36,6 +38,20 @@ inline T exp_fast(T x) {
     return exp_f32(x);
   else
     return std::exp(x);
+}
+
+// Of a row x [n]: its max m and Σ_j e^(x_j − m) accumulated in double, both vectorised
+// (the two halves of a logsumexp: lse = m + log(sum)). Fixed order, so deterministic.
+template <class T>
+inline void max_and_sum_exp(const T* x, int64_t n, T& m, double& sum) {
+  T mx = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[j]);
+  double s = 0.0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < n; ++j) s += exp_fast(x[j] - mx);
+  m = mx;
+  sum = s;
 }
 
 }  // namespace dg

@@ -37,12 +37,9 @@ void lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const int32_t
 #pragma omp parallel for if (N * w > kParallelGrain) schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       const T* row = scratch + n * w;
-      T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-      for (int64_t j = 0; j < w; ++j) m = std::max(m, row[j]);
-      double s = 0.0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t j = 0; j < w; ++j) s += exp_fast(row[j] - m);
+      T m;
+      double s;
+      max_and_sum_exp(row, w, m, s);
       const T M = lse[n];
       if (m > M) {
         sum[n] = sum[n] * std::exp(static_cast<double>(M) - static_cast<double>(m)) + s;

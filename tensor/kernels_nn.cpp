@@ -164,12 +164,9 @@ void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* ta
 #pragma omp parallel for if (N * C > kParallelGrain) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const T* x = logits + n * C;
-    T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-    for (int64_t c = 0; c < C; ++c) m = std::max(m, x[c]);
-    double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t c = 0; c < C; ++c) sum += exp_fast(x[c] - m);
+    T m;
+    double sum;
+    max_and_sum_exp(x, C, m, sum);
     const double l = static_cast<double>(m) + std::log(sum);
     lse[n] = static_cast<T>(l);
     const int32_t t = targets[n];

@@ -16,19 +16,13 @@
 #include "nn/micro_lm.h"
 #include "tensor/kernels_lm_head.h"
 #include "tensor/threads.h"
+#include "tests/test_helpers.h"
 
 using namespace dg;
+using namespace dg::test;
 
 namespace {
 
-template <class T>
-std::vector<T> rand_vec(int64_t n, uint64_t seed, double lo = -1, double hi = 1) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<T> v(n);
-  for (T& x : v) x = static_cast<T>(dist(rng));
-  return v;
-}
 
 // Targets in [0, V) with every `ignore_every`-th row set to -100.
 std::vector<int32_t> targets_for(int64_t N, int64_t V, uint64_t seed, int64_t ignore_every) {
@@ -38,23 +32,7 @@ std::vector<int32_t> targets_for(int64_t N, int64_t V, uint64_t seed, int64_t ig
   return t;
 }
 
-// max |a − b| / max(1, max |b|)
-template <class T>
-double rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
-  REQUIRE(a.size() == b.size());
-  double err = 0, scale = 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(double(a[i])) != std::isnan(double(b[i]))) return INFINITY;
-    err = std::max(err, std::fabs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::fabs(double(b[i])));
-  }
-  return err / scale;
-}
 
-struct ThreadsGuard {
-  int saved = threads();
-  ~ThreadsGuard() { set_threads(saved); }
-};
 
 }  // namespace
 

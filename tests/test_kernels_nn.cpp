@@ -14,19 +14,13 @@
 #include "autograd/ops.h"
 #include "tensor/kernels_nn.h"
 #include "tensor/threads.h"
+#include "tests/test_helpers.h"
 
 using namespace dg;
+using namespace dg::test;
 
 namespace {
 
-template <class T>
-std::vector<T> rand_vec(int64_t n, uint64_t seed, double lo = -2, double hi = 2) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<T> v(n);
-  for (T& x : v) x = static_cast<T>(dist(rng));
-  return v;
-}
 
 std::vector<int32_t> rand_ids(int64_t n, int32_t V, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -35,24 +29,7 @@ std::vector<int32_t> rand_ids(int64_t n, int32_t V, uint64_t seed) {
   return v;
 }
 
-// max |a − b| / max(1, max |b|)
-template <class T>
-double rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
-  REQUIRE(a.size() == b.size());
-  double err = 0, scale = 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-    if (std::isnan(static_cast<double>(a[i])) != std::isnan(static_cast<double>(b[i])))
-      return INFINITY;
-  }
-  return err / scale;
-}
 
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
 
 template <class T>
 double tol() {
@@ -60,10 +37,6 @@ double tol() {
 }
 
 // Restores the thread count when a test that changes it ends.
-struct ThreadsGuard {
-  int saved = threads();
-  ~ThreadsGuard() { set_threads(saved); }
-};
 
 void check_close(const std::vector<double>& got, const std::vector<double>& want,
                  double tolerance) {

@@ -1,0 +1,52 @@
+// Helpers shared by the kernel tests: seeded random vectors, the relative difference the fast-vs-
+// reference checks use, byte equality for the thread-count checks, and a guard that restores the
+// thread count. Test code only; nothing here is part of the library.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "tensor/threads.h"
+
+namespace dg::test {
+
+// n values uniform in [lo, hi) from a seeded mt19937_64, converted to T.
+template <class T>
+std::vector<T> rand_vec(int64_t n, uint64_t seed, double lo = -2, double hi = 2) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(dist(rng));
+  return v;
+}
+
+// max |a − b| / max(1, max |b|); a NaN on one side only gives infinity.
+template <class T>
+double rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
+  REQUIRE(a.size() == b.size());
+  double err = 0, scale = 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(static_cast<double>(a[i])) != std::isnan(static_cast<double>(b[i]))) return INFINITY;
+    err = std::max(err, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return err / scale;
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// Restores the thread count a test changed.
+struct ThreadsGuard {
+  int saved = threads();
+  ~ThreadsGuard() { set_threads(saved); }
+};
+
+}  // namespace dg::test
