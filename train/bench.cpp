@@ -440,18 +440,20 @@ std::string mib(int64_t kib) { return fmt::format("{:.0f}", double(kib) / 1024.0
 
 std::string bench_table(const std::vector<BenchResult>& results) {
   std::string t =
-      fmt::format("{:<10} {:<6} {:>3} {:>12} {:>11} {:>10} {:>9} {:>9} {:>7} {:>9} {:>9}  {}\n",
+      fmt::format("{:<10} {:<6} {:>3} {:>12} {:>11} {:>10} {:>9} {:>9} {:>7} {:>9} {:>9} {:>10}  {}\n",
                   "impl", "config", "thr", "params", "tokens/s", "ms/step", "GFLOP/s", "sgemm",
-                  "frac", "peak MiB", "ΔRSS MiB", "largest GEMM");
+                  "frac", "peak MiB", "ΔRSS MiB", "tensor MiB", "largest GEMM");
   for (const BenchResult& r : results)
     t += fmt::format(
-        "{:<10} {:<6} {:>3} {:>12} {:>11.0f} {:>10.2f} {:>9.1f} {:>9} {:>7} {:>9} {:>9}  {}\n",
+        "{:<10} {:<6} {:>3} {:>12} {:>11.0f} {:>10.2f} {:>9.1f} {:>9} {:>7} {:>9} {:>9} {:>10}  {}\n",
         r.impl, r.config, r.threads, r.parameters, r.tokens_per_second, r.median_step_seconds * 1e3,
         r.achieved_gflops, r.sgemm_gflops > 0 ? fmt::format("{:.1f}", r.sgemm_gflops) : "-",
         r.sgemm_gflops > 0 ? fmt::format("{:.2f}", r.sgemm_fraction) : "-", mib(r.peak_rss_kib),
         mib(r.peak_rss_kib - r.baseline_rss_kib),
+        r.peak_tensor_kib > 0 ? mib(r.peak_tensor_kib) : "-",
         r.gemm.M ? fmt::format("{}x{}x{} {}", r.gemm.M, r.gemm.K, r.gemm.N, r.gemm.what) : "");
-  return t;
+  return t + "(tensor MiB: peak bytes of depthgrad tensors in use, parameters, gradients and moments "
+             "included; the rest of peak RSS is code, BLAS buffers and the allocator)\n";
 }
 
 std::string breakdown_table(const std::vector<BenchResult>& results) {
