@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <atomic>
@@ -355,7 +356,16 @@ void Tensor::copy_from(const Tensor& source) {
 void Tensor::fill(double value) {
   dispatch_any(dtype(), [&]<class T>() {
     T* base = static_cast<T*>(storage()->data());
-    T v = static_cast<T>(value);
+    const T v = static_cast<T>(value);
+    if (is_contiguous()) {  // one flat pass (memset for +0.0), not an index walk
+      T* p = base + offset();
+      const int64_t n = numel();
+      if (v == T(0) && !std::signbit(static_cast<double>(v)))
+        std::memset(p, 0, static_cast<size_t>(n) * sizeof(T));
+      else
+        std::fill(p, p + n, v);
+      return;
+    }
     for_each_offset(shape(), strides(), offset(), [&](int64_t p) { base[p] = v; });
   });
 }
