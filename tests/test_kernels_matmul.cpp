@@ -344,8 +344,13 @@ TEST_CASE("matmul, batched matmul and their backwards are bit-identical at 1 and
     res.set_requires_grad(true), x3.set_requires_grad(true);
     Tensor za = linear_add(res, x3, w, bias);
     backward(za, rand_t(za.shape(), 17, DType::f32));
+    // linear_rope: 260 outputs as 13 heads of 20, rotated in place
+    Tensor x4 = rand_t({2, 300, 130}, 18, DType::f32);
+    x4.set_requires_grad(true);
+    Tensor zr = linear_rope(x4, w, bias, 13, 10000.0);
+    backward(zr, rand_t(zr.shape(), 19, DType::f32));
     for (Tensor t : {y, y2, z, q.grad(), k.grad(), q2.grad(), k2.grad(), x.grad(), w.grad(),
-                     bias.grad(), za, res.grad(), x3.grad()})
+                     bias.grad(), za, res.grad(), x3.grad(), zr, x4.grad()})
       r.tensors.push_back(t);
     return r;
   };
