@@ -54,6 +54,17 @@ int64_t count_targets(const int32_t* t, int64_t N, int64_t C, int32_t ignore_ind
 int64_t rows_of(const Tensor& x) {
   return x.dim() ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 1;
 }
+
+// The checks rms_norm and layer_norm share: float x [.., D] and weight [D] of one dtype. Returns D.
+int64_t check_norm_args(const Tensor& x, const Tensor& weight, const char* op) {
+  check_float(x, op);
+  check_float(weight, op);
+  check_same_dtype(x, weight, op);
+  check_arg(x.dim() >= 1, op, x, "x of shape [.., D]");
+  const int64_t D = x.size(-1);
+  check_arg(weight.shape() == Shape{D}, op, weight, fmt::format("weight of shape [{}] for x {}", D, x.describe()));
+  return D;
+}
 }  // namespace
 
 // ---- embedding: out[n] = W[ids[n]]; dW[v] += Σ_{ids[n]=v} g[n] ----------------------------------
@@ -230,13 +241,7 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight, const Tens
 Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
   ScopedOpTimer op_timer(OpFamily::norms);
   const char* op = "rms_norm";
-  check_float(x_in, op);
-  check_float(weight, op);
-  check_same_dtype(x_in, weight, op);
-  check_arg(x_in.dim() >= 1, op, x_in, "x of shape [.., D]");
-  const int64_t D = x_in.size(-1), rows = rows_of(x_in);
-  check_arg(weight.shape() == Shape{D}, op, weight,
-            fmt::format("weight of shape [{}] for x {}", D, x_in.describe()));
+  const int64_t D = check_norm_args(x_in, weight, op), rows = rows_of(x_in);
   Tensor x = x_in.contiguous(), w = weight.contiguous();
   Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
   Tensor rstd = Tensor::empty({rows}, x_in.dtype());
@@ -260,13 +265,7 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
 Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, double eps) {
   ScopedOpTimer op_timer(OpFamily::norms);
   const char* op = "layer_norm";
-  check_float(x_in, op);
-  check_float(weight, op);
-  check_same_dtype(x_in, weight, op);
-  check_arg(x_in.dim() >= 1, op, x_in, "x of shape [.., D]");
-  const int64_t D = x_in.size(-1), rows = rows_of(x_in);
-  check_arg(weight.shape() == Shape{D}, op, weight,
-            fmt::format("weight of shape [{}] for x {}", D, x_in.describe()));
+  const int64_t D = check_norm_args(x_in, weight, op), rows = rows_of(x_in);
   const bool has_bias = bias.defined();
   if (has_bias) {
     check_same_dtype(x_in, bias, op);
