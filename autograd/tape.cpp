@@ -97,7 +97,8 @@ void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph) {
     if (grad_root.shape() != root.shape())
       throw std::invalid_argument(fmt::format("backward: gradient {} does not match root {}",
                                               grad_root.describe(), root.describe()));
-    accumulate_grad(root, grad_root);
+    // A copy: the caller keeps grad_root, so it must never become a buffer the walk adds into.
+    accumulate_grad(root, grad_root.clone());
   } else {
     if (root.numel() != 1)
       throw std::invalid_argument(fmt::format(

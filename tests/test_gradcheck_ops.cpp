@@ -86,3 +86,16 @@ TEST_CASE("a backward that produces a wrongly shaped gradient is caught, naming 
   CHECK_THROWS_WITH(backward(y, Tensor::ones({2, 3}, DType::f64)), doctest::Contains("bad_shape_op"));
   clear_tape();
 }
+
+TEST_CASE("gradient buffers taken over by the tape are never the caller's: backward leaves grad_root alone") {
+  // y = reshape(x + x·x): reshape's backward hands a view of its gradient on, and x collects two
+  // contributions, so a taken-over caller's buffer would be written into.
+  Tensor x = random_tensor({2, 3}, 61).set_requires_grad(true);
+  Tensor y = reshape(add(x, mul(x, x)), {3, 2});
+  Tensor dout = random_tensor({3, 2}, 62);
+  const std::vector<double> before = dout.to_vector();
+  backward(y, dout);
+  CHECK(dout.to_vector() == before);
+  std::vector<double> g = x.grad().to_vector(), xv = x.to_vector(), d = before;
+  for (size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(d[i] * (1 + 2 * xv[i])).epsilon(1e-12));
+}
