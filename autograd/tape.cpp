@@ -80,6 +80,9 @@ void accumulate_grad(const Tensor& input, const Tensor& g) {
   TensorImpl* impl = input.impl();
   if (!impl->grad.defined() && adoptable(input, g)) {
     impl->grad = g;
+    // The running node's gradient buffer is given away at most once: a later view of it (or the
+    // gradient itself) must not become a second input's gradient over the same memory.
+    if (g.storage().get() == g_node_grad_storage) g_node_grad_storage = nullptr;
     return;
   }
   Tensor target = grad_of(input);

@@ -99,3 +99,20 @@ TEST_CASE("gradient buffers taken over by the tape are never the caller's: backw
   std::vector<double> g = x.grad().to_vector(), xv = x.to_vector(), d = before;
   for (size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(d[i] * (1 + 2 * xv[i])).epsilon(1e-12));
 }
+
+TEST_CASE("a node's gradient buffer is given to at most one input, even as a view and as itself") {
+  // A hand-made op out = a + b (same shapes) whose backward passes a full view of g to a and then
+  // g itself to b: both may be taken over alone, but not both at once.
+  Tensor a = random_tensor({2, 3}, 63).set_requires_grad(true);
+  Tensor b = random_tensor({2, 3}, 64).set_requires_grad(true);
+  Tensor out = Tensor::empty({2, 3}, a.dtype());
+  out.copy_from(a);
+  record("test_view_then_self", {a, b}, out, [a, b](const Tensor& g) {
+    accumulate_grad(a, g.view_reshape({2, 3}));
+    accumulate_grad(b, g);
+  });
+  backward(out, Tensor::ones({2, 3}, a.dtype()));
+  REQUIRE(a.grad().defined());
+  REQUIRE(b.grad().defined());
+  CHECK(a.grad().storage().get() != b.grad().storage().get());
+}
