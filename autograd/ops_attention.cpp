@@ -15,25 +15,35 @@
 namespace dg {
 
 namespace {
-// Where the backward adds an input's gradient: grad_of(x) itself when the kernel may write it
-// (contiguous, and not shared with another input of the same call), else a zeroed scratch
-// tensor that is accumulated afterwards.
+// Where the backward puts an input's gradient: the input's own gradient buffer when the kernel may
+// write it (contiguous, and not shared with another input of the same call), else a zeroed
+// scratch tensor that finish() accumulates afterwards. A gradient created here is zero-filled
+// when zero_fresh is set (for kernels that add); otherwise `fresh` tells the caller to write it.
 struct GradTarget {
   Tensor input, target;
   bool scratch = false;
+  bool fresh = false;
+  void finish() const {
+    if (scratch) accumulate_grad(input, target);
+  }
 };
 
-GradTarget grad_target(const Tensor& x, const std::vector<Tensor>& others) {
-  GradTarget t{x, Tensor(), false};
+GradTarget grad_target(const Tensor& x, const std::vector<Tensor>& others, bool zero_fresh = true) {
+  GradTarget t{x, Tensor(), false, false};
   if (!x.requires_grad()) return t;
   bool aliased = false;
   for (const Tensor& o : others) aliased = aliased || (o.same(x) && o.requires_grad());
-  Tensor g = grad_of(x);
-  if (!aliased && g.is_contiguous()) {
+  Tensor g = aliased ? Tensor() : grad_for_write(x, t.fresh);
+  if (g.defined() && g.is_contiguous()) {
     t.target = g;
+    if (t.fresh && zero_fresh) {
+      t.target.fill(0.0);
+      t.fresh = false;
+    }
   } else {
     t.target = Tensor::zeros(x.shape(), x.dtype());
     t.scratch = true;
+    t.fresh = false;
   }
   return t;
 }
@@ -55,8 +65,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
                  tv = grad_target(v, {q, k});
       auto ptr = [](GradTarget& t) { return t.target.defined() ? &t.target : nullptr; };
       attention_backward(q, k, v, out, lse, g, sc, ptr(tq), ptr(tk), ptr(tv));
-      for (GradTarget* t : {&tq, &tk, &tv})
-        if (t->scratch) accumulate_grad(t->input, t->target);
+      for (const GradTarget* t : {&tq, &tk, &tv}) t->finish();
     });
   return out;
 }
@@ -129,24 +138,12 @@ Tensor attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
            const Tensor gh = split_heads(g.contiguous(), B, T, H, hd);
            const Tensor inputs[3] = {q_in, k_in, v_in};
            const int64_t heads[3] = {H, Hkv, Hkv};
-           // The buffer, seen as heads, that input i's gradient is added into: its own gradient
-           // (zeroed when fresh: the kernel adds), or a scratch when it is also another input.
-           Tensor scratch[3];
-           auto aliased = [&](int i) {
-             for (int j = 0; j < 3; ++j)
-               if (j != i && inputs[j].same(inputs[i]) && inputs[j].requires_grad()) return true;
-             return false;
-           };
+           auto others = [&](int i) { return std::vector<Tensor>{inputs[(i + 1) % 3], inputs[(i + 2) % 3]}; };
+           GradTarget targets[3];
+           // input i's gradient seen as heads, zeroed when fresh (the kernel adds into it)
            auto grad_heads = [&](int i) {
-             bool fresh = false;
-             Tensor buf = aliased(i) ? Tensor() : grad_for_write(inputs[i], fresh);
-             if (!buf.defined() || !buf.is_contiguous()) {
-               scratch[i] = Tensor::zeros(inputs[i].shape(), inputs[i].dtype());
-               buf = scratch[i];
-             } else if (fresh) {
-               buf.fill(0.0);
-             }
-             return split_heads(buf, B, T, heads[i], hd);
+             targets[i] = grad_target(inputs[i], others(i));
+             return split_heads(targets[i].target, B, T, heads[i], hd);
            };
            Tensor dq, dk, dv;
            if (v_in.requires_grad()) dv = grad_heads(2);
@@ -161,23 +158,17 @@ Tensor attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
                               dk.defined() ? &dk : nullptr, dv.defined() ? &dv : nullptr);
            if (use_rope) {  // rotate back into the [B,T,n·hd] gradients (written when fresh)
              auto rotate_back = [&](int i, const Tensor& d, RowStrides rows, RowStrides from) {
-               bool fresh = false;
-               Tensor buf = aliased(i) ? Tensor() : grad_for_write(inputs[i], fresh);
-               if (!buf.defined() || !buf.is_contiguous()) {
-                 scratch[i] = Tensor::zeros(inputs[i].shape(), inputs[i].dtype());
-                 buf = scratch[i];
-                 fresh = false;
-               }
+               targets[i] = grad_target(inputs[i], others(i), false);
+               const GradTarget& t = targets[i];
                dispatch_float(d.dtype(), "attention_heads", [&]<class Tp>() {
-                 rope_rows<Tp>(buf.data<Tp>(), rows, d.data<Tp>(), from, tables.cos.data<Tp>(),
-                               tables.sin.data<Tp>(), B, heads[i], T, hd, true, fresh);
+                 rope_rows<Tp>(t.target.data<Tp>(), rows, d.data<Tp>(), from, tables.cos.data<Tp>(),
+                               tables.sin.data<Tp>(), B, heads[i], T, hd, true, t.fresh);
                });
              };
              if (dq.defined()) rotate_back(0, dq, q_rows, q_heads);
              if (dk.defined()) rotate_back(1, dk, kv_rows, kv_heads);
            }
-           for (int i = 0; i < 3; ++i)
-             if (scratch[i].defined()) accumulate_grad(inputs[i], scratch[i]);
+           for (const GradTarget& t : targets) t.finish();
          });
   return out;
 }
