@@ -36,6 +36,15 @@ T* grad_ptr(const Tensor& t, const char* op) {
 }
 
 // Rows whose target is not ignore_index; throws naming `op` for a target outside [0, C).
+// The mean of per-row losses [N] over `count` kept rows, summed in double row by row (a fixed
+// order); NaN when every row was ignored, as torch.
+template <class T>
+T mean_loss(const T* losses, int64_t N, int64_t count) {
+  double total = 0.0;
+  for (int64_t n = 0; n < N; ++n) total += losses[n];
+  return static_cast<T>(count ? total / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN());
+}
+
 int64_t count_targets(const int32_t* t, int64_t N, int64_t C, int32_t ignore_index,
                       const char* op) {
   int64_t count = 0;
@@ -149,10 +158,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ign
   dispatch_float(logits.dtype(), op, [&]<class T>() {
     Tensor losses = Tensor::empty({N}, logits.dtype());
     cross_entropy_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), t, N, C, ignore_index);
-    double total = 0.0;  // fixed order: row by row
-    for (int64_t n = 0; n < N; ++n) total += losses.data<T>()[n];
-    out.data<T>()[0] = static_cast<T>(count ? total / static_cast<double>(count)
-                                            : std::numeric_limits<double>::quiet_NaN());
+    out.data<T>()[0] = mean_loss(losses.data<T>(), N, count);
   });
   if (should_record({logits}))
     record(op, {logits}, out,
@@ -206,10 +212,7 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight, const Tens
     lm_head_ce_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), w.data<T>(),
                           targets.data<int32_t>(), N, D, V, ignore_index, chunk,
                           scratch.data<T>());
-    double total = 0.0;  // fixed order: row by row
-    for (int64_t n = 0; n < N; ++n) total += losses.data<T>()[n];
-    out.data<T>()[0] = static_cast<T>(count ? total / static_cast<double>(count)
-                                            : std::numeric_limits<double>::quiet_NaN());
+    out.data<T>()[0] = mean_loss(losses.data<T>(), N, count);
   });
   if (should_record({x_in, weight}))
     record(op, {x_in, weight}, out,
