@@ -26,7 +26,11 @@ template <class T>
 void lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const int32_t* targets,
                         int64_t N, int64_t D, int64_t V, int32_t ignore_index, int64_t chunk,
                         T* scratch) {
-  std::vector<double> sum(N, 0.0);
+  // Running sums per row, reused across calls (no allocation per training step). Reached through
+  // a plain pointer: inside the parallel loop a thread_local name would mean the worker's own.
+  thread_local std::vector<double> sums;
+  sums.assign(N, 0.0);
+  double* sum = sums.data();
   for (int64_t n = 0; n < N; ++n) {
     lse[n] = -std::numeric_limits<T>::infinity();
     losses[n] = T(0);
