@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
@@ -13,41 +14,6 @@
 #include "tensor/profile.h"
 
 namespace dg {
-
-namespace {
-// Where the backward puts an input's gradient: the input's own gradient buffer when the kernel may
-// write it (contiguous, and not shared with another input of the same call), else a zeroed
-// scratch tensor that finish() accumulates afterwards. A gradient created here is zero-filled
-// when zero_fresh is set (for kernels that add); otherwise `fresh` tells the caller to write it.
-struct GradTarget {
-  Tensor input, target;
-  bool scratch = false;
-  bool fresh = false;
-  void finish() const {
-    if (scratch) accumulate_grad(input, target);
-  }
-};
-
-GradTarget grad_target(const Tensor& x, const std::vector<Tensor>& others, bool zero_fresh = true) {
-  GradTarget t{x, Tensor(), false, false};
-  if (!x.requires_grad()) return t;
-  bool aliased = false;
-  for (const Tensor& o : others) aliased = aliased || (o.same(x) && o.requires_grad());
-  Tensor g = aliased ? Tensor() : grad_for_write(x, t.fresh);
-  if (g.defined() && g.is_contiguous()) {
-    t.target = g;
-    if (t.fresh && zero_fresh) {
-      t.target.fill(0.0);
-      t.fresh = false;
-    }
-  } else {
-    t.target = Tensor::zeros(x.shape(), x.dtype());
-    t.scratch = true;
-    t.fresh = false;
-  }
-  return t;
-}
-}  // namespace
 
 // ---- causal_attention: q [B,H,T,hd], k v [B,Hkv,T,hd] -> [B,H,T,hd] -------------------------
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
@@ -61,11 +27,19 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   attention_forward(q, k, v, sc, out, lse);
   if (should_record({q, k, v}))
     record("causal_attention", {q, k, v}, out, [q, k, v, out, lse, sc](const Tensor& g) {
-      GradTarget tq = grad_target(q, {k, v}), tk = grad_target(k, {q, v}),
-                 tv = grad_target(v, {q, k});
-      auto ptr = [](GradTarget& t) { return t.target.defined() ? &t.target : nullptr; };
-      attention_backward(q, k, v, out, lse, g, sc, ptr(tq), ptr(tk), ptr(tv));
-      for (const GradTarget* t : {&tq, &tk, &tv}) t->finish();
+      // the kernel adds into each gradient: fresh buffers are zeroed first
+      std::optional<GradSink> sinks[3];
+      const Tensor inputs[3] = {q, k, v};
+      Tensor* targets[3] = {nullptr, nullptr, nullptr};
+      for (int i = 0; i < 3; ++i) {
+        if (!inputs[i].requires_grad()) continue;
+        sinks[i].emplace(inputs[i], std::vector<Tensor>{inputs[(i + 1) % 3], inputs[(i + 2) % 3]});
+        sinks[i]->zero_if_fresh();
+        targets[i] = &sinks[i]->buffer;
+      }
+      attention_backward(q, k, v, out, lse, g, sc, targets[0], targets[1], targets[2]);
+      for (const auto& sink : sinks)
+        if (sink) sink->finish();
     });
   return out;
 }
@@ -139,11 +113,12 @@ Tensor attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
            const Tensor inputs[3] = {q_in, k_in, v_in};
            const int64_t heads[3] = {H, Hkv, Hkv};
            auto others = [&](int i) { return std::vector<Tensor>{inputs[(i + 1) % 3], inputs[(i + 2) % 3]}; };
-           GradTarget targets[3];
+           std::optional<GradSink> sinks[3];
            // input i's gradient seen as heads, zeroed when fresh (the kernel adds into it)
            auto grad_heads = [&](int i) {
-             targets[i] = grad_target(inputs[i], others(i));
-             return split_heads(targets[i].target, B, T, heads[i], hd);
+             sinks[i].emplace(inputs[i], others(i));
+             sinks[i]->zero_if_fresh();
+             return split_heads(sinks[i]->buffer, B, T, heads[i], hd);
            };
            Tensor dq, dk, dv;
            if (v_in.requires_grad()) dv = grad_heads(2);
@@ -158,17 +133,17 @@ Tensor attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
                               dk.defined() ? &dk : nullptr, dv.defined() ? &dv : nullptr);
            if (use_rope) {  // rotate back into the [B,T,n·hd] gradients (written when fresh)
              auto rotate_back = [&](int i, const Tensor& d, RowStrides rows, RowStrides from) {
-               targets[i] = grad_target(inputs[i], others(i), false);
-               const GradTarget& t = targets[i];
+               const GradSink& sink = sinks[i].emplace(inputs[i], others(i));
                dispatch_float(d.dtype(), "attention_heads", [&]<class Tp>() {
-                 rope_rows<Tp>(t.target.data<Tp>(), rows, d.data<Tp>(), from, tables.cos.data<Tp>(),
-                               tables.sin.data<Tp>(), B, heads[i], T, hd, true, t.fresh);
+                 rope_rows<Tp>(sink.data<Tp>(), rows, d.data<Tp>(), from, tables.cos.data<Tp>(),
+                               tables.sin.data<Tp>(), B, heads[i], T, hd, true, sink.fresh);
                });
              };
              if (dq.defined()) rotate_back(0, dq, q_rows, q_heads);
              if (dk.defined()) rotate_back(1, dk, kv_rows, kv_heads);
            }
-           for (const GradTarget& t : targets) t.finish();
+           for (const auto& sink : sinks)
+             if (sink) sink->finish();
          });
   return out;
 }

@@ -64,43 +64,6 @@ bool is_progression(const std::vector<int64_t>& v, int64_t step) {
   return true;
 }
 
-// The buffer a backward GEMM writes into: the input's own gradient when contiguous (always,
-// unless set_grad installed a strided one), else a temporary that finish() adds in. A buffer
-// that held nothing before (fresh) is written with beta = 0, an existing one accumulated into
-// with beta = 1.
-struct GradSink {
-  Tensor input, buffer;
-  bool direct;
-  bool fresh = false;  // buffer is uninitialised: write it with beta = 0
-  explicit GradSink(const Tensor& t) : input(t) {
-    Tensor g = grad_for_write(t, fresh);
-    direct = g.is_contiguous();
-    if (direct) {
-      buffer = g;
-    } else {
-      buffer = Tensor::empty(t.shape(), t.dtype());
-      fresh = true;
-    }
-  }
-  template <class T>
-  T* data() const {
-    return buffer.data<T>();
-  }
-  // The GEMM beta that makes "buffer (+)= product" right: 0 overwrites a fresh buffer.
-  template <class T>
-  T beta() const {
-    return fresh ? T(0) : T(1);
-  }
-  // For kernels that can only add: make a fresh buffer zero first.
-  void zero_if_fresh() {
-    if (fresh) buffer.fill(0.0);
-    fresh = false;
-  }
-  void finish() const {
-    if (!direct) accumulate_grad(input, buffer);
-  }
-};
-
 // ---- matmul forward and backward ------------------------------------------------------------
 // a [.., M, K] @ b [.., K, N] -> out [batch.., M, N], batch = broadcast(a.batch, b.batch).
 Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op) {

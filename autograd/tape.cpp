@@ -89,6 +89,28 @@ void accumulate_grad(const Tensor& input, const Tensor& g) {
   add_reduced_into(target, g);
 }
 
+GradSink::GradSink(const Tensor& t, const std::vector<Tensor>& others) : input(t) {
+  bool aliased = false;
+  for (const Tensor& o : others) aliased = aliased || (o.same(t) && o.requires_grad());
+  Tensor g = aliased ? Tensor() : grad_for_write(t, fresh);
+  direct = g.defined() && g.is_contiguous();
+  if (direct) {
+    buffer = g;
+  } else {  // aliased, or a strided gradient installed by set_grad
+    buffer = Tensor::empty(t.shape(), t.dtype());
+    fresh = true;
+  }
+}
+
+void GradSink::zero_if_fresh() {
+  if (fresh) buffer.fill(0.0);
+  fresh = false;
+}
+
+void GradSink::finish() const {
+  if (!direct) accumulate_grad(input, buffer);
+}
+
 void retain_grad(const Tensor& t) { t.impl()->retain_grad = true; }
 
 void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph) {

@@ -49,6 +49,29 @@ Tensor grad_of(const Tensor& t);
 // read of zeros for the first (usually only) gradient contribution of an intermediate.
 Tensor grad_for_write(const Tensor& t, bool& fresh);
 
+// Where a backward kernel writes an input's gradient: the input's own gradient buffer when the
+// kernel may write it in place (contiguous, and not also another input of the same call that
+// requires grad — pass those as `others`), else a scratch buffer that finish() adds in. `fresh`:
+// the buffer holds nothing yet, so the kernel writes it (e.g. GEMM beta = 0); kernels that can
+// only add call zero_if_fresh() first.
+struct GradSink {
+  explicit GradSink(const Tensor& input, const std::vector<Tensor>& others = {});
+  template <class T>
+  T* data() const {
+    return buffer.template data<T>();
+  }
+  // The GEMM beta that makes "buffer (+)= product" right: 0 overwrites a fresh buffer.
+  template <class T>
+  T beta() const {
+    return fresh ? T(0) : T(1);
+  }
+  void zero_if_fresh();
+  void finish() const;  // adds a scratch buffer into the input's gradient; nothing when direct
+  Tensor input, buffer;
+  bool direct = true;
+  bool fresh = false;
+};
+
 // Adds `g` into grad_of(input), summing over the axes along which `input` was broadcast to g's shape.
 // When `input` has no gradient yet and g is a contiguous buffer of input's shape that nothing
 // else holds (a temporary of the backward, or the running node's own gradient or a full view of
