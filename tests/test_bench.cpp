@@ -10,10 +10,10 @@
 
 #include "autograd/ops.h"
 #include "tensor/threads.h"
-#include "train/bench.h"
+#include "train/experiments/bench.h"
 #include "train/checkpoint.h"
-#include "train/fsutil.h"
-#include "train/lm_data.h"
+#include "train/io/files.h"
+#include "train/batches.h"
 
 using namespace dg;
 namespace fs = std::filesystem;

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "train/bpe.h"
-#include "train/fsutil.h"
-#include "train/pretokenize.h"
+#include "train/text/bpe.h"
+#include "train/io/files.h"
+#include "train/text/pretokenize.h"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "train/data_files.h"
-#include "train/fsutil.h"
+#include "train/data/data_files.h"
+#include "train/io/files.h"
 
 namespace fs = std::filesystem;
 

@@ -12,9 +12,9 @@
 #include <map>
 #include <set>
 
-#include "train/corpus.h"
-#include "train/evolve.h"
-#include "train/fsutil.h"
+#include "train/data/corpus.h"
+#include "train/experiments/evolve.h"
+#include "train/io/files.h"
 
 using namespace dg;
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "train/json.h"
+#include "train/io/json.h"
 
 using dg::json::Array;
 using dg::json::dump;

@@ -9,7 +9,7 @@
 
 #include "autograd/ops.h"
 #include "nn/micro_lm.h"
-#include "train/experiment.h"
+#include "train/evaluation.h"
 
 using namespace dg;
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "train/fsutil.h"
-#include "train/json.h"
-#include "train/report.h"
+#include "train/io/files.h"
+#include "train/io/json.h"
+#include "train/experiments/report.h"
 
 using namespace dg;
 

@@ -17,8 +17,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "train/fsutil.h"
-#include "train/safetensors.h"
+#include "train/io/files.h"
+#include "train/io/safetensors.h"
 
 namespace fs = std::filesystem;
 

@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "train/fsutil.h"
-#include "train/sha256.h"
+#include "train/io/files.h"
+#include "train/io/sha256.h"
 
 namespace {
 

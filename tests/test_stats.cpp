@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "train/stats.h"
+#include "train/experiments/stats.h"
 
 using namespace dg;
 

@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "train/checkpoint.h"
-#include "train/fsutil.h"
-#include "train/experiment.h"
+#include "train/io/files.h"
+#include "train/evaluation.h"
 #include "train/trainer.h"
 
 using namespace dg;

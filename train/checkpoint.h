@@ -15,7 +15,7 @@
 
 #include "nn/module.h"
 #include "train/optim.h"
-#include "train/safetensors.h"
+#include "train/io/safetensors.h"
 
 namespace dg {
 

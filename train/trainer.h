@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "nn/micro_lm.h"
-#include "train/json.h"
-#include "train/lm_data.h"
+#include "train/io/json.h"
+#include "train/batches.h"
 #include "train/optim.h"
 
 namespace dg {

@@ -18,9 +18,10 @@
 #include "tensor/threads.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
-#include "train/bench.h"
-#include "train/json.h"
-#include "train/reproduce.h"
+#include "train/io/run_record.h"
+#include "train/experiments/bench.h"
+#include "train/io/json.h"
+#include "train/experiments/reproduce.h"
 
 extern char** environ;
 

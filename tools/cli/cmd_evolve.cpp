@@ -10,12 +10,13 @@
 #include "tools/cli/flags.h"
 #include "tools/cli/shared_flags.h"
 #include "tools/cli/progress.h"
-#include "train/corpus.h"
-#include "train/data_files.h"
-#include "train/evolve.h"
-#include "train/fsutil.h"
-#include "train/json.h"
-#include "train/reproduce.h"
+#include "train/io/run_record.h"
+#include "train/data/corpus.h"
+#include "train/data/data_files.h"
+#include "train/experiments/evolve.h"
+#include "train/io/files.h"
+#include "train/io/json.h"
+#include "train/experiments/reproduce.h"
 
 namespace dg::cli {
 

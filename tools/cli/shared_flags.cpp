@@ -3,11 +3,12 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "tensor/threads.h"
-#include "train/data_files.h"
-#include "train/fsutil.h"
+#include "train/data/data_files.h"
+#include "train/io/files.h"
 
 namespace dg::cli {
 
@@ -39,6 +40,36 @@ int apply_threads_flag(const Flags& f) {
   const int n = parse_threads(f.get("threads"), "--threads");
   set_threads(n);
   return n;
+}
+
+std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& flag) {
+  std::vector<uint64_t> seeds;
+  auto parse_one = [&](const std::string& s) -> uint64_t {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 18)
+      throw std::invalid_argument(fmt::format("{}: '{}' is not a seed (expected non-negative integers like 42, 1-10 or 1,2,5)", flag, text));
+    return std::stoull(s);
+  };
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t dash = part.find('-');
+    if (dash != std::string::npos) {
+      uint64_t lo = parse_one(part.substr(0, dash)), hi = parse_one(part.substr(dash + 1));
+      if (hi < lo || hi - lo > 10000)
+        throw std::invalid_argument(fmt::format("{}: range '{}' is empty or too large", flag, part));
+      for (uint64_t s = lo; s <= hi; ++s) seeds.push_back(s);
+    } else {
+      seeds.push_back(parse_one(part));
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::vector<uint64_t> sorted = seeds;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    throw std::invalid_argument(fmt::format("{}: seed list '{}' repeats a seed", flag, text));
+  return seeds;
 }
 
 }  // namespace dg::cli

@@ -2,7 +2,9 @@
 // and checks agree: where the data and the tokenizer cache live (reproduce, evolve, train, eval)
 // and the thread count (every command that computes). Nothing here runs a command.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tools/cli/flags.h"
 
@@ -22,5 +24,8 @@ DataLocation resolve_data_location(const Flags& f);
 Flags& add_threads_flag(Flags& f);
 // --threads VALUE (or DEPTHGRAD_THREADS, else physical cores): applies it and returns the count.
 int apply_threads_flag(const Flags& f);
+
+// Parses "1-10", "1,2,5", "3" into seeds; throws naming `flag` on anything else.
+std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& flag);
 
 }  // namespace dg::cli

@@ -15,7 +15,7 @@
 
 #include "nn/micro_lm.h"
 #include "tensor/profile.h"
-#include "train/json.h"
+#include "train/io/json.h"
 
 namespace dg {
 

@@ -1,7 +1,7 @@
 // SHA-256 compression, unrolled by hand in groups of eight rounds with a 16-word rolling schedule.
 // Uses the x86 SHA extensions when the CPU has them (checked at run time). Reads files with
 // plain POSIX read() in 1 MiB chunks; does not memory-map.
-#include "train/sha256.h"
+#include "train/io/sha256.h"
 
 #include <fcntl.h>
 #include <unistd.h>

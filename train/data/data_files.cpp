@@ -1,14 +1,14 @@
 // The pinned data set table and the checked loader. The table must agree with
 // tools/download-data.sh (a test compares them). Does not fetch, decompress or cache data.
-#include "train/data_files.h"
+#include "train/data/data_files.h"
 
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <stdexcept>
 
-#include "train/fsutil.h"
-#include "train/sha256.h"
+#include "train/io/files.h"
+#include "train/io/sha256.h"
 
 namespace dg {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "train/bpe.h"
+#include "train/text/bpe.h"
 
 namespace dg {
 

@@ -1,6 +1,6 @@
 // The GPT-2 split as a direct matcher (no regex engine), UTF-8 decoding, character classes
 // and the byte <-> char table. Does not normalize text or add a prefix space.
-#include "train/pretokenize.h"
+#include "train/text/pretokenize.h"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,6 @@
 // safetensors serialization on top of dg::json: builds and checks the header, lays out the
 // buffer, and validates every offset of files it reads. Reads whole files; no lazy loading.
-#include "train/safetensors.h"
+#include "train/io/safetensors.h"
 
 #include <fmt/format.h>
 
@@ -9,8 +9,8 @@
 #include <set>
 #include <stdexcept>
 
-#include "train/fsutil.h"
-#include "train/json.h"
+#include "train/io/files.h"
+#include "train/io/json.h"
 
 namespace dg {
 

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "train/fsutil.h"
+#include "train/io/files.h"
 
 namespace fs = std::filesystem;
 
@@ -19,7 +19,7 @@ struct ScratchDir {
   fs::path path;
   ScratchDir() {
     path = fs::temp_directory_path() /
-           fmt::format("dg-test-fsutil-{:016x}", std::random_device{}() * 0x9E3779B97F4A7C15ull);
+           fmt::format("dg-test-files-{:016x}", std::random_device{}() * 0x9E3779B97F4A7C15ull);
     fs::create_directories(path);
   }
   ~ScratchDir() {
@@ -35,7 +35,7 @@ struct ScratchDir {
 
 }  // namespace
 
-TEST_CASE("fsutil: atomic write then read returns the exact bytes") {
+TEST_CASE("files: atomic write then read returns the exact bytes") {
   ScratchDir dir;
   const std::string path = dir.file("blob.bin");
   std::string bytes;
@@ -52,7 +52,7 @@ TEST_CASE("fsutil: atomic write then read returns the exact bytes") {
   CHECK(dir.entry_count() == 1);  // no temporary files left over
 }
 
-TEST_CASE("fsutil: errors name the path and the reason") {
+TEST_CASE("files: errors name the path and the reason") {
   ScratchDir dir;
   const std::string missing = dir.file("nope.txt");
   CHECK_FALSE(dg::file_exists(missing));
@@ -80,7 +80,7 @@ TEST_CASE("fsutil: errors name the path and the reason") {
   CHECK(dir.entry_count() == 1);  // only "blocked" itself
 }
 
-TEST_CASE("fsutil: make_dirs creates parents and refuses files in the way") {
+TEST_CASE("files: make_dirs creates parents and refuses files in the way") {
   ScratchDir dir;
   const std::string nested = dir.file("a/b/c");
   dg::make_dirs(nested);

@@ -1,5 +1,5 @@
 // Tokenizer training, split encoding and the on-disk cache (see corpus.h).
-#include "train/corpus.h"
+#include "train/data/corpus.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -7,9 +7,9 @@
 #include <chrono>
 #include <cstring>
 
-#include "train/data_files.h"
-#include "train/fsutil.h"
-#include "train/sha256.h"
+#include "train/data/data_files.h"
+#include "train/io/files.h"
+#include "train/io/sha256.h"
 
 namespace dg {
 

@@ -2,7 +2,7 @@
 // depthgrad's additions) and report.html (one offline page: inline CSS, inline SVG, no scripts).
 // Pure string building from the result: it computes no statistics (the only arithmetic is
 // plain differences for display) and reads no files.
-#include "train/report.h"
+#include "train/experiments/report.h"
 
 #include <fmt/format.h>
 

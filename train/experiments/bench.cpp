@@ -1,5 +1,5 @@
 // The training-speed benchmark (see bench.h).
-#include "train/bench.h"
+#include "train/experiments/bench.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -14,8 +14,8 @@
 #include "tensor/rng.h"
 #include "tensor/threads.h"
 #include "train/checkpoint.h"
-#include "train/fsutil.h"
-#include "train/lm_data.h"
+#include "train/io/files.h"
+#include "train/batches.h"
 #include "train/trainer.h"
 
 namespace dg {

@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "nn/micro_lm.h"
-#include "train/json.h"
+#include "train/io/json.h"
 #include "train/trainer.h"
 
 namespace dg {

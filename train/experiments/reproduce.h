@@ -16,8 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "train/experiment.h"
-#include "train/json.h"
+#include "train/evaluation.h"
+#include "train/io/json.h"
+#include "train/io/run_record.h"
 
 namespace dg {
 
@@ -68,14 +69,7 @@ struct ReproduceOutput {
 
 ReproduceOutput run_reproduce(const ReproduceOptions& options);
 
-// Parses "1-10", "1,2,5", "3" into seeds; throws naming `flag` on anything else.
-std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& flag);
-
-// Provenance shared by every command's output: version, commit, compiler, BLAS, threads, time.
-json::Value provenance_json(int threads);
 // The default run directory for a paper under output_dir.
 std::string default_run_dir(const std::string& output_dir, const std::string& paper_key);
-// A timestamp directory name: YYYYmmdd-HHMMSS-ffffff (UTC).
-std::string timestamp_now();
 
 }  // namespace dg

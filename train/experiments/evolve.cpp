@@ -1,6 +1,6 @@
 // The evolutionary search of `depthgrad evolve` (see evolve.h): genomes, direction rules,
 // proposals, scoring, the search loop with resume, and the report/dashboard rendering.
-#include "train/evolve.h"
+#include "train/experiments/evolve.h"
 
 #include <fmt/format.h>
 
@@ -12,11 +12,11 @@
 #include <set>
 #include <stdexcept>
 
-#include "train/fsutil.h"
-#include "train/lm_data.h"
-#include "train/report.h"
-#include "train/reproduce.h"
-#include "train/stats.h"
+#include "train/io/files.h"
+#include "train/batches.h"
+#include "train/experiments/report.h"
+#include "train/experiments/reproduce.h"
+#include "train/experiments/stats.h"
 
 namespace dg {
 

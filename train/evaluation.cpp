@@ -1,5 +1,5 @@
-// One arm of the experiment: build, init, train, diagnose, evaluate (see experiment.h).
-#include "train/experiment.h"
+// One arm of the experiment: build, init, train, diagnose, evaluate (see evaluation.h).
+#include "train/evaluation.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "autograd/tape.h"
-#include "train/lm_data.h"
+#include "train/batches.h"
 #include "train/trainer.h"
 
 namespace dg {

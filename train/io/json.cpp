@@ -1,6 +1,6 @@
 // JSON parser (recursive descent with a depth limit) and writer for dg::json::Value.
 // The parser checks the whole RFC 8259 grammar and UTF-8; it does not recover from errors.
-#include "train/json.h"
+#include "train/io/json.h"
 
 #include <fmt/format.h>
 

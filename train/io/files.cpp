@@ -1,6 +1,6 @@
 // File helpers on POSIX calls (open/read/write/fsync/rename) so every step's errno is reported.
 // Does not retry on full disks or handle Windows paths.
-#include "train/fsutil.h"
+#include "train/io/files.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

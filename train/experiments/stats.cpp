@@ -1,5 +1,5 @@
 // Paired statistics (see stats.h).
-#include "train/stats.h"
+#include "train/experiments/stats.h"
 
 #include <cmath>
 #include <numeric>

@@ -1,5 +1,5 @@
-// Batches and evaluation windows (see lm_data.h).
-#include "train/lm_data.h"
+// Batches and evaluation windows (see batches.h).
+#include "train/batches.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // The rd-attnres reproduction: parity and paired protocols, result files (see reproduce.h).
-#include "train/reproduce.h"
+#include "train/experiments/reproduce.h"
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
@@ -12,11 +12,12 @@
 #include <ctime>
 
 #include "tensor/threads.h"
-#include "train/corpus.h"
-#include "train/data_files.h"
-#include "train/fsutil.h"
-#include "train/report.h"
-#include "train/stats.h"
+#include "train/data/corpus.h"
+#include "train/data/data_files.h"
+#include "train/io/files.h"
+#include "train/io/run_record.h"
+#include "train/experiments/report.h"
+#include "train/experiments/stats.h"
 
 namespace dg {
 
@@ -44,68 +45,9 @@ const PaperInfo& find_paper(const std::string& key) {
 
 // ---- small helpers -----------------------------------------------------------------------------------------
 
-std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& flag) {
-  std::vector<uint64_t> seeds;
-  auto parse_one = [&](const std::string& s) -> uint64_t {
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 18)
-      throw std::invalid_argument(fmt::format("{}: '{}' is not a seed (expected non-negative integers like 42, 1-10 or 1,2,5)", flag, text));
-    return std::stoull(s);
-  };
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    size_t dash = part.find('-');
-    if (dash != std::string::npos) {
-      uint64_t lo = parse_one(part.substr(0, dash)), hi = parse_one(part.substr(dash + 1));
-      if (hi < lo || hi - lo > 10000)
-        throw std::invalid_argument(fmt::format("{}: range '{}' is empty or too large", flag, part));
-      for (uint64_t s = lo; s <= hi; ++s) seeds.push_back(s);
-    } else {
-      seeds.push_back(parse_one(part));
-    }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  std::vector<uint64_t> sorted = seeds;
-  std::sort(sorted.begin(), sorted.end());
-  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-    throw std::invalid_argument(fmt::format("{}: seed list '{}' repeats a seed", flag, text));
-  return seeds;
-}
-
-std::string timestamp_now() {
-  auto now = std::chrono::system_clock::now();
-  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
-  std::time_t t = std::chrono::system_clock::to_time_t(now);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  return fmt::format("{:%Y%m%d-%H%M%S}-{:06d}", tm, micros);
-}
-
 std::string default_run_dir(const std::string& output_dir, const std::string& paper_key) {
   const PaperInfo& paper = find_paper(paper_key);
   return fmt::format("{}/{}-{}/{}", output_dir, paper.arxiv_id, paper.key, timestamp_now());
-}
-
-Value provenance_json(int threads) {
-  Object p;
-  p.emplace_back("tool", "depthgrad");
-  p.emplace_back("version", DG_VERSION);
-  p.emplace_back("code_commit", DG_GIT_COMMIT);
-  p.emplace_back("compiler", DG_COMPILER);
-  p.emplace_back("blas", blas_config());
-  p.emplace_back("blas_threading", blas_parallel_mode());
-  p.emplace_back("threads", threads);
-  struct utsname u {};
-  if (uname(&u) == 0) p.emplace_back("platform", fmt::format("{} {} {}", u.sysname, u.release, u.machine));
-  p.emplace_back("device", "cpu");
-  auto now = std::chrono::system_clock::now();
-  std::time_t t = std::chrono::system_clock::to_time_t(now);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  p.emplace_back("created_at", fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm));
-  return Value(std::move(p));
 }
 
 namespace {

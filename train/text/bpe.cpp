@@ -1,7 +1,7 @@
 // Byte-level BPE: the Hugging Face BpeTrainer algorithm (word counting, heap of pairs with lazy
 // count updates, in-word merges with count deltas), encoding with the merge_all priority queue,
 // and tokenizer.json reading/writing. It does not normalize text or support other BPE options.
-#include "train/bpe.h"
+#include "train/text/bpe.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -11,9 +11,9 @@
 #include <queue>
 #include <stdexcept>
 
-#include "train/fsutil.h"
-#include "train/json.h"
-#include "train/pretokenize.h"
+#include "train/io/files.h"
+#include "train/io/json.h"
+#include "train/text/pretokenize.h"
 
 namespace dg {
 

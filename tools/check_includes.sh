@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Checks the include rules between folders (the README's folder map states them): a file may
+# include only files of its own folder and of the folders its row below allows, so the layers
+# tensor -> autograd -> nn -> train stay one-way and the experiments stay out of the library.
+# Usage: tools/check_includes.sh [repo root]. Prints each broken rule; exits 1 if any.
+set -euo pipefail
+cd "${1:-$(dirname "$0")/..}"
+
+# folder of a path: the longest matching prefix among the layers
+layer_of() {
+  case "$1" in
+    train/experiments/*) echo train/experiments ;;
+    train/io/*) echo train/io ;;
+    train/text/*) echo train/text ;;
+    train/data/*) echo train/data ;;
+    train/*) echo train ;;
+    tensor/*) echo tensor ;;
+    autograd/*) echo autograd ;;
+    nn/*) echo nn ;;
+    tools/*) echo tools ;;
+    tests/*) echo tests ;;
+    examples/*) echo examples ;;
+    *) echo other ;;
+  esac
+}
+
+# what each folder may include besides itself
+allowed_for() {
+  case "$1" in
+    tensor) echo "" ;;
+    autograd) echo "tensor" ;;
+    nn) echo "tensor autograd" ;;
+    train/io) echo "tensor" ;;
+    train/text) echo "train/io" ;;
+    train/data) echo "train/io train/text" ;;
+    train) echo "tensor autograd nn train/io train/text train/data" ;;
+    train/experiments) echo "tensor autograd nn train train/io train/text train/data" ;;
+    tools) echo "tensor autograd nn train train/io train/text train/data train/experiments" ;;
+    tests) echo "tensor autograd nn train train/io train/text train/data train/experiments tools" ;;
+    *) echo "" ;;
+  esac
+}
+
+failures=0
+checked=0
+while IFS= read -r file; do
+  from=$(layer_of "$file")
+  [ "$from" = other ] && continue
+  allowed=" $from $(allowed_for "$from") "
+  while IFS= read -r line; do
+    [ -z "$line" ] && continue
+    lineno=${line%%:*}
+    target=$(sed -E 's/^[0-9]+:[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/' <<<"$line")
+    to=$(layer_of "$target")
+    [ "$to" = other ] && continue  # a system or same-folder-relative header
+    checked=$((checked + 1))
+    if [[ "$allowed" != *" $to "* ]]; then
+      echo "$file:$lineno: $from/ may not include $to/ (\"$target\"); allowed: $(allowed_for "$from" | sed 's/^$/nothing else/')"
+      failures=$((failures + 1))
+    fi
+  done < <(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file" || true)
+done < <(git ls-files '*.h' '*.cpp' 2>/dev/null || find . -name '*.h' -o -name '*.cpp' | sed 's#^\./##')
+
+if [ "$failures" -ne 0 ]; then
+  echo "check_includes: $failures include(s) break the folder rules" >&2
+  exit 1
+fi
+echo "check_includes: $checked project includes follow the folder rules"

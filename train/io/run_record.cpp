@@ -1,0 +1,44 @@
+// Provenance and timestamps for result files (see run_record.h).
+#include "train/io/run_record.h"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <sys/utsname.h>
+
+#include <chrono>
+#include <ctime>
+
+#include "tensor/threads.h"
+
+namespace dg {
+
+std::string timestamp_now() {
+  auto now = std::chrono::system_clock::now();
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  return fmt::format("{:%Y%m%d-%H%M%S}-{:06d}", tm, micros);
+}
+
+json::Value provenance_json(int threads) {
+  json::Object p;
+  p.emplace_back("tool", "depthgrad");
+  p.emplace_back("version", DG_VERSION);
+  p.emplace_back("code_commit", DG_GIT_COMMIT);
+  p.emplace_back("compiler", DG_COMPILER);
+  p.emplace_back("blas", blas_config());
+  p.emplace_back("blas_threading", blas_parallel_mode());
+  p.emplace_back("threads", threads);
+  struct utsname u {};
+  if (uname(&u) == 0) p.emplace_back("platform", fmt::format("{} {} {}", u.sysname, u.release, u.machine));
+  p.emplace_back("device", "cpu");
+  auto now = std::chrono::system_clock::now();
+  std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  p.emplace_back("created_at", fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm));
+  return json::Value(std::move(p));
+}
+
+}  // namespace dg

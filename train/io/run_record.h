@@ -1,0 +1,17 @@
+// The run record every command writes beside its results: who made them (version, commit,
+// compiler, BLAS and its threading, threads, platform) and when, plus run-folder timestamps.
+// It does not decide where runs go (callers pass their output folder) or write any file.
+#pragma once
+#include <string>
+
+#include "train/io/json.h"
+
+namespace dg {
+
+// Provenance shared by every command's output: version, commit, compiler, BLAS, threads, time.
+json::Value provenance_json(int threads);
+
+// A timestamp directory name: YYYYmmdd-HHMMSS-ffffff (UTC).
+std::string timestamp_now();
+
+}  // namespace dg
