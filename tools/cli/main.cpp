@@ -9,6 +9,7 @@
 #include "tensor/threads.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "train/io/run_record.h"
 
 namespace {
 const char* kUsage =
@@ -32,7 +33,7 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   if (command == "--version") {
-    fmt::print("depthgrad {} ({})\n", DG_VERSION, DG_GIT_COMMIT);
+    fmt::print("depthgrad {} ({})\n", dg::build_version(), dg::build_commit());
     return 0;
   }
   try {

@@ -461,7 +461,7 @@ ReproduceOutput run_reproduce(const ReproduceOptions& opt) {
     Value prov;
     prov["artifact_path"] = dir + "/metrics.json";
     prov["written_by"] = "depthgrad reproduce (not hand-curated)";
-    prov["original_code_commit"] = DG_GIT_COMMIT;
+    prov["original_code_commit"] = build_commit();
     prov["dataset_fingerprint"] = ds.at("sha256");
     prov["build"] = result.at("provenance");
     metrics["provenance"] = prov;

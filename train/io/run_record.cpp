@@ -12,6 +12,10 @@
 
 namespace dg {
 
+const char* build_version() { return DG_VERSION; }
+const char* build_commit() { return DG_GIT_COMMIT; }
+const char* build_compiler() { return DG_COMPILER; }
+
 std::string timestamp_now() {
   auto now = std::chrono::system_clock::now();
   auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
@@ -24,9 +28,9 @@ std::string timestamp_now() {
 json::Value provenance_json(int threads) {
   json::Object p;
   p.emplace_back("tool", "depthgrad");
-  p.emplace_back("version", DG_VERSION);
-  p.emplace_back("code_commit", DG_GIT_COMMIT);
-  p.emplace_back("compiler", DG_COMPILER);
+  p.emplace_back("version", build_version());
+  p.emplace_back("code_commit", build_commit());
+  p.emplace_back("compiler", build_compiler());
   p.emplace_back("blas", blas_config());
   p.emplace_back("blas_threading", blas_parallel_mode());
   p.emplace_back("threads", threads);

@@ -8,6 +8,11 @@
 
 namespace dg {
 
+// This build: the project version, the git commit it was configured at, the compiler.
+const char* build_version();
+const char* build_commit();
+const char* build_compiler();
+
 // Provenance shared by every command's output: version, commit, compiler, BLAS, threads, time.
 json::Value provenance_json(int threads);
 
