@@ -48,6 +48,8 @@ def main():
       % unicodedata.unidata_version)
     w("// Sorted, non-overlapping code point ranges of the letter (\\p{L}), number (\\p{N}) and space (\\s)\n")
     w("// classes of the GPT-2 split; code points not listed are 'other'. No lookup logic lives here.\n")
+    w("// Left as generated: tools/format.sh skips files whose first line says GENERATED.\n")
+    w("// clang-format off\n")
     w('#include "train/text/pretokenize.h"\n\n')
     w("namespace dg {\n\nnamespace {\n\n")
     w("// %d ranges: %d letter, %d number, %d space.\n" % (len(table), counts["letter"], counts["number"], counts["space"]))

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Counts the lines of C++ per folder (code lines: not blank, not comment-only; and all lines),
+# and checks the core (tensor/ + autograd/ + nn/) against the budget the README states.
+# Generated files (first line says GENERATED) are left out. Reads git's tracked files.
+# Usage: tools/count_lines.sh [REV]   (REV: count a commit instead of the work tree; no budget check)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CORE_BUDGET=8000   # code lines of tensor/ + autograd/ + nn/; the README's "Line budget" states it
+rev="${1:-}"
+
+list_files() {  # tracked .h/.cpp files under $1 (not in its sub-folders when $2 = top)
+  if [ -n "$rev" ]; then git ls-tree -r --name-only "$rev" -- "$1"; else git ls-files -- "$1"; fi |
+    grep -E '\.(cpp|h)$' | { if [ "${2:-}" = top ]; then grep -E "^$1/[^/]+$"; else cat; fi; } || true
+}
+show() { if [ -n "$rev" ]; then git show "$rev:$1"; else cat "$1"; fi; }
+
+count() {  # prints "code total" for the files on stdin
+  local code=0 total=0 f c t
+  while IFS= read -r f; do
+    [ -z "$f" ] && continue
+    if show "$f" | head -1 | grep -q GENERATED; then continue; fi
+    read -r c t < <(show "$f" | awk '
+      { total++ }
+      /^[[:space:]]*$/ { next }
+      /^[[:space:]]*\/\// { next }
+      { code++ }
+      END { print code + 0, total + 0 }')
+    code=$((code + c)); total=$((total + t))
+  done
+  echo "$code $total"
+}
+
+printf '%-20s %8s %8s\n' folder code all
+core=0
+for folder in tensor autograd nn train:top train/io train/text train/data train/experiments tools tests; do
+  name=${folder%:top}
+  if [[ "$folder" == *:top ]]; then files=$(list_files "$name" top); label="$name/ (top)"; else files=$(list_files "$name"); label="$name/"; fi
+  [ -z "$files" ] && continue
+  read -r c t < <(count <<<"$files")
+  printf '%-20s %8d %8d\n' "$label" "$c" "$t"
+  case "$name" in tensor|autograd|nn) core=$((core + c)) ;; esac
+done
+echo "core (tensor + autograd + nn): $core code lines; budget $CORE_BUDGET"
+if [ -z "$rev" ] && [ "$core" -gt "$CORE_BUDGET" ]; then
+  echo "count_lines: the core is over its line budget ($core > $CORE_BUDGET)" >&2
+  exit 1
+fi

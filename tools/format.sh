@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Formats the tree's C++ with the root .clang-format, or (--check) fails listing the files that
+# differ from it. Generated files (first line says GENERATED) are left as their generator wrote
+# them. Usage: tools/format.sh [--check]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CLANG_FORMAT="${CLANG_FORMAT:-clang-format}"
+if ! command -v "$CLANG_FORMAT" > /dev/null; then
+  echo "format: $CLANG_FORMAT not found (apt-get install clang-format, or run tools/install-deps.sh)" >&2
+  exit 1
+fi
+files=()
+while IFS= read -r f; do
+  [ -f "$f" ] || continue
+  head -1 "$f" | grep -q GENERATED && continue
+  files+=("$f")
+done < <(git ls-files '*.cpp' '*.h')
+
+if [ "${1:-}" = --check ]; then
+  bad=()
+  for f in "${files[@]}"; do
+    if ! "$CLANG_FORMAT" --style=file "$f" | cmp -s - "$f"; then bad+=("$f"); fi
+  done
+  if [ ${#bad[@]} -ne 0 ]; then
+    printf 'format: not clang-formatted: %s\n' "${bad[@]}" >&2
+    echo "format: ${#bad[@]} of ${#files[@]} files differ from .clang-format; run 'make format'" >&2
+    exit 1
+  fi
+  echo "format: ${#files[@]} files follow .clang-format"
+else
+  "$CLANG_FORMAT" --style=file -i "${files[@]}"
+  echo "format: formatted ${#files[@]} files"
+fi
