@@ -111,8 +111,13 @@ void FlatParameters::zero_grad() {
     std::memset(gradients.storage()->data(), 0, total * dtype_size(gradients.dtype()));
 }
 
-FlatParameters flatten_parameters(Module& module) {
-  FlatParameters flat;
+FlatParameters flatten_parameters(Module& module) { return module.flat_parameters(); }
+
+FlatParameters& Module::flat_parameters() {
+  if (flat_) return *flat_;
+  Module& module = *this;
+  auto made = std::make_unique<FlatParameters>();  // kept only when every check passed
+  FlatParameters& flat = *made;
   std::vector<NamedTensor> params = module.named_parameters();
   DType dtype = module.dtype();
   for (auto& [name, p] : params) {
@@ -137,7 +142,8 @@ FlatParameters flatten_parameters(Module& module) {
     impl->grad = Tensor::from_storage(flat.gradients.storage(), impl->shape, impl->strides,
                                       slot.offset, dtype);
   }
-  return flat;
+  flat_ = std::move(made);
+  return *flat_;
 }
 
 }  // namespace dg

@@ -18,6 +18,21 @@ namespace dg {
 
 using NamedTensor = std::pair<std::string, Tensor>;
 
+// One flat buffer of parameter values and one of gradients; parameters become views into them.
+struct FlatParameters {
+  struct Slot {
+    std::string name;
+    Tensor parameter;
+    int64_t offset = 0;  // in elements
+    int64_t numel = 0;
+  };
+  Tensor values;     // [total] — every parameter's storage
+  Tensor gradients;  // [total] — every parameter's gradient
+  std::vector<Slot> slots;
+  int64_t total = 0;
+  void zero_grad();
+};
+
 class Module {
  public:
   explicit Module(DType dtype = DType::f32) : dtype_(dtype) {}
@@ -34,6 +49,15 @@ class Module {
   int64_t parameter_count() const;
   // The parameter with this full name; throws naming it when absent.
   Tensor parameter(const std::string& name) const;
+
+  // The module's flat parameter and gradient buffers, made on the first call (every parameter
+  // becomes a view into them) and the same object afterwards. Optimisers built on a module use
+  // it, so a model that was constructed, initialised or loaded from a checkpoint trains with no
+  // other call. Call it on the model you train (the root module), once its parameters are all
+  // registered.
+  FlatParameters& flat_parameters();
+  // Zeroes every parameter's gradient (one memset over the flat gradient buffer).
+  void zero_grad() { flat_parameters().zero_grad(); }
 
   void train(bool on = true);
   void eval() { train(false); }
@@ -66,25 +90,11 @@ class Module {
   DType dtype_;
   bool training_ = true;
   std::vector<Entry> entries_;
+  std::unique_ptr<FlatParameters> flat_;  // made by flat_parameters()
 };
 
-// One flat buffer of parameter values and one of gradients; parameters become views into them.
-struct FlatParameters {
-  struct Slot {
-    std::string name;
-    Tensor parameter;
-    int64_t offset = 0;  // in elements
-    int64_t numel = 0;
-  };
-  Tensor values;     // [total] — every parameter's storage
-  Tensor gradients;  // [total] — every parameter's gradient
-  std::vector<Slot> slots;
-  int64_t total = 0;
-  void zero_grad();
-};
-
-// Rebinds every parameter of `module` to the flat buffers (values copied). Call once after
-// construction and initialisation; the model keeps working unchanged.
+// module.flat_parameters(), as a value (it shares the module's buffers): kept for code that holds
+// its own FlatParameters. Calling it again returns the same buffers, never new ones.
 FlatParameters flatten_parameters(Module& module);
 
 }  // namespace dg

@@ -10,10 +10,20 @@
 namespace dg {
 
 namespace {
+const char* safetensors_dtype_of(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "F32";
+    case DType::f64: return "F64";
+    case DType::i32: return "I32";
+    case DType::i64: return "I64";
+  }
+  throw std::logic_error("safetensors_dtype_of: unknown dtype");
+}
+
 TensorEntry entry_from(const std::string& name, const Tensor& t) {
   TensorEntry e;
   e.name = name;
-  e.dtype = t.dtype() == DType::f64 ? "F64" : "F32";
+  e.dtype = safetensors_dtype_of(t.dtype());
   e.shape = t.shape();
   Tensor c = t.contiguous();
   const size_t bytes = static_cast<size_t>(c.numel()) * dtype_size(c.dtype());
@@ -30,6 +40,21 @@ Tensor tensor_from(const TensorEntry& e, const std::string& path) {
   else throw std::runtime_error(fmt::format("{}: tensor '{}' has dtype {}, expected F32 or F64", path, e.name, e.dtype));
   Tensor t = Tensor::empty(e.shape, src);
   std::memcpy(t.storage()->data(), e.bytes.data(), e.bytes.size());
+  return t;
+}
+
+// A tensor holding the entry's values in its own dtype (F32, F64, I32, I64).
+Tensor tensor_as_stored(const TensorEntry& e, const std::string& path) {
+  DType dtype;
+  if (e.dtype == "F32") dtype = DType::f32;
+  else if (e.dtype == "F64") dtype = DType::f64;
+  else if (e.dtype == "I32") dtype = DType::i32;
+  else if (e.dtype == "I64") dtype = DType::i64;
+  else
+    throw std::runtime_error(
+        fmt::format("{}: tensor '{}' has dtype {}; depthgrad tensors are F32, F64, I32 or I64", path, e.name, e.dtype));
+  Tensor t = Tensor::empty(e.shape, dtype);
+  if (!e.bytes.empty()) std::memcpy(t.storage()->data(), e.bytes.data(), e.bytes.size());
   return t;
 }
 
@@ -54,6 +79,25 @@ std::vector<std::pair<Tensor, Tensor>> match_weights(const SafetensorsFile& file
   return pairs;
 }
 }  // namespace
+
+void save_tensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                  const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorEntry> entries;
+  entries.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) {
+    if (!t.defined()) throw std::invalid_argument(fmt::format("save_tensors: {}: tensor '{}' is undefined", path, name));
+    entries.push_back(entry_from(name, t));
+  }
+  save_safetensors(path, entries, metadata);  // refuses duplicate and reserved names
+}
+
+std::vector<NamedTensor> load_tensors(const std::string& path) {
+  SafetensorsFile file = load_safetensors(path);
+  std::vector<NamedTensor> out;
+  out.reserve(file.tensors.size());
+  for (const TensorEntry& e : file.tensors) out.emplace_back(e.name, tensor_as_stored(e, path));
+  return out;
+}
 
 void save_weights(const std::string& path, const Module& model, const std::map<std::string, std::string>& metadata) {
   std::map<std::string, std::string> meta = metadata;

@@ -24,6 +24,15 @@ struct TrainingState {
   std::map<std::string, std::vector<uint8_t>> blobs;     // RNG states and the like
 };
 
+// Any named set of tensors (float32, float64, int32, int64; any shape, views included) to one
+// safetensors file, atomically, and back. Names must be unique; load_tensors returns them in the
+// file's order with their stored dtypes. Usage:
+//   dg::save_tensors("acts.safetensors", {{"x", x}, {"w", w}});
+//   for (auto& [name, t] : dg::load_tensors("acts.safetensors")) ...
+void save_tensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                  const std::map<std::string, std::string>& metadata = {});
+std::vector<NamedTensor> load_tensors(const std::string& path);
+
 void save_weights(const std::string& path, const Module& model, const std::map<std::string, std::string>& metadata = {});
 // Loads weights into `model` (names, shapes checked; F32/F64 converted). Returns the metadata.
 // A training checkpoint's optimizer and state sections ("optimizer.*", "state.*") are skipped;

@@ -30,6 +30,8 @@ struct AdamWConfig {
 class AdamW {
  public:
   AdamW(FlatParameters& params, const AdamWConfig& config);
+  // Over the module's own flat buffers (module.flat_parameters()): the usual way.
+  AdamW(Module& module, const AdamWConfig& config) : AdamW(module.flat_parameters(), config) {}
   // One update with learning rate `lr` (the schedule's value for this step).
   void step(double lr);
   int64_t steps_taken() const { return step_; }
@@ -50,6 +52,8 @@ class AdamW {
 class SGD {
  public:
   SGD(FlatParameters& params, double momentum = 0.0, double weight_decay = 0.0);
+  SGD(Module& module, double momentum = 0.0, double weight_decay = 0.0)
+      : SGD(module.flat_parameters(), momentum, weight_decay) {}
   void step(double lr);
   Tensor& momentum_buffer() { return buf_; }
 
@@ -67,6 +71,9 @@ struct ClipResult {
   bool clipped = false;  // total_norm > max_norm
 };
 ClipResult clip_grad_norm(FlatParameters& params, double max_norm);
+inline ClipResult clip_grad_norm(Module& module, double max_norm) {
+  return clip_grad_norm(module.flat_parameters(), max_norm);
+}
 
 // Learning-rate schedules.
 struct Schedule {

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The installed package as another project uses it: installs the build into a temporary prefix,
+# builds tools/example/ against it with find_package(depthgrad CONFIG) and again with pkg-config,
+# and runs both. Also checks that the experiments, tests and tools are not installed.
+# Usage: tests/package_consumer.sh BUILD_DIR EXAMPLE_DIR
+set -euo pipefail
+build=$1
+example=$2
+work=$(mktemp -d "${TMPDIR:-/tmp}/dg-package-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+
+cmake --install "$build" --prefix "$prefix" > "$work/install.log"
+test -f "$prefix/include/depthgrad/depthgrad.h"
+test -f "$prefix/include/depthgrad/tensor/tensor.h"
+test -f "$prefix/lib/cmake/depthgrad/depthgradConfig.cmake"
+test -f "$prefix/lib/pkgconfig/depthgrad.pc"
+if [ -e "$prefix/include/depthgrad/train/experiments" ] || [ -e "$prefix/include/depthgrad/tests" ] ||
+   [ -e "$prefix/include/depthgrad/tools" ]; then
+  echo "package_consumer: experiments, tests or tools were installed as headers" >&2
+  exit 1
+fi
+
+echo "== find_package(depthgrad CONFIG)"
+cmake -S "$example" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release > "$work/configure.log" ||
+  { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/cmake-build" -j 2 > "$work/build.log" || { cat "$work/build.log"; exit 1; }
+DEPTHGRAD_THREADS=1 "$work/cmake-build/softsign_example"
+
+echo "== pkg-config depthgrad"
+flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs depthgrad)
+# shellcheck disable=SC2086
+c++ -O2 "$example/main.cpp" -o "$work/pc_example" $flags
+DEPTHGRAD_THREADS=1 "$work/pc_example" > "$work/pc_run.log" || { cat "$work/pc_run.log"; exit 1; }
+tail -1 "$work/pc_run.log"
+echo "package_consumer: passed"

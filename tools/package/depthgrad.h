@@ -1,0 +1,42 @@
+// depthgrad: the public API in one include. Installed as <depthgrad/depthgrad.h>; each header
+// below can also be included alone (<depthgrad/tensor/tensor.h> or "tensor/tensor.h"). The
+// experiments (reproduce, evolve, reports, benchmarks) and the CLI are not part of the library.
+//
+// A program that builds on depthgrad (see tools/example/ for a whole one):
+//   find_package(depthgrad CONFIG REQUIRED)              # CMake; or: pkg-config --cflags --libs depthgrad
+//   target_link_libraries(app PRIVATE depthgrad::depthgrad)
+#pragma once
+
+// Tensors: dtypes f32/f64/i32/i64, shapes, strided views over shared storage.
+//   dg::Tensor x = dg::Tensor::from_vector({1, 2, 3, 4}, {2, 2}, dg::DType::f64);
+#include "tensor/tensor.h"
+// Thread control (one setting drives OpenMP and OpenBLAS): dg::set_threads(2);
+#include "tensor/threads.h"
+
+// Autograd: the tape and its one backward contract (a backward accumulates into, or writes all
+// of, each input's gradient), and every differentiable op (add, matmul, linear, softmax,
+// cross_entropy, rms_norm, attention_heads, ...).
+//   dg::Tensor loss = dg::sum(dg::mul(x, x)); dg::backward(loss); x.grad();
+#include "autograd/ops.h"
+#include "autograd/tape.h"
+// The public gradient checker: float64 inputs, random-weighted loss, central differences.
+//   auto r = dg::gradcheck("my_op", [](const std::vector<dg::Tensor>& in) { return my_op(in[0]); }, {x});
+#include "autograd/gradcheck.h"
+
+// Modules: a named parameter registry with flat parameter/gradient buffers, layers, and the
+// micro-LM with its residual modes.
+//   dg::MicroLM model(dg::MicroLMConfig{}); model.init_identical(42);
+#include "nn/layers.h"
+#include "nn/micro_lm.h"
+#include "nn/module.h"
+
+// Training: AdamW/SGD over a module's flat buffers, clipping, schedules, the resumable trainer.
+//   dg::AdamW opt(model, dg::AdamWConfig{}); model.zero_grad(); ...; opt.step(lr);
+#include "train/optim.h"
+#include "train/trainer.h"
+// Checkpoints (safetensors): weights, training checkpoints, and any named set of tensors.
+//   dg::save_weights("m.safetensors", model); dg::load_weights("m.safetensors", model);
+//   dg::save_tensors("t.safetensors", {{"x", x}}); auto tensors = dg::load_tensors("t.safetensors");
+#include "train/checkpoint.h"
+// The byte-level BPE tokenizer (train, save/load tokenizer.json, encode, decode).
+#include "train/text/bpe.h"
