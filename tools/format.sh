@@ -4,7 +4,10 @@
 # them. Usage: tools/format.sh [--check]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CLANG_FORMAT="${CLANG_FORMAT:-clang-format}"
+if [ -z "${CLANG_FORMAT:-}" ]; then
+  CLANG_FORMAT=clang-format
+  command -v clang-format > /dev/null || CLANG_FORMAT=clang-format-14
+fi
 if ! command -v "$CLANG_FORMAT" > /dev/null; then
   echo "format: $CLANG_FORMAT not found (apt-get install clang-format, or run tools/install-deps.sh)" >&2
   exit 1
