@@ -205,6 +205,75 @@ std::vector<OpCase> all_op_cases() {
   return all;
 }
 
+namespace {
+
+// Gradients of L = Σ W ⊙ fn(inputs) with every floating input cast to `dtype`, as fresh leaves
+// that require grad where the original does (an input listed twice stays one tensor, so aliasing
+// rows keep their aliasing). W is drawn from `seed`: the same weights for both dtypes.
+std::vector<std::vector<double>> weighted_loss_gradients(const OpCase& c, const std::vector<Tensor>& inputs,
+                                                         DType dtype, uint64_t seed) {
+  std::vector<Tensor> cast;
+  std::vector<std::pair<const TensorImpl*, Tensor>> made;
+  for (const Tensor& t : inputs) {
+    if (!t.defined() || !is_floating(t.dtype())) {
+      cast.push_back(t);
+      continue;
+    }
+    auto same = std::find_if(made.begin(), made.end(), [&](const auto& m) { return m.first == t.impl(); });
+    if (same != made.end()) {
+      cast.push_back(same->second);
+      continue;
+    }
+    Tensor copy = t.dtype() == dtype ? t.clone() : t.to(dtype);
+    copy.set_requires_grad(t.requires_grad());
+    made.emplace_back(t.impl(), copy);
+    cast.push_back(copy);
+  }
+  clear_tape();
+  Tensor y = c.fn(cast);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> weight_dist(0.5, 1.5);
+  std::vector<double> w(y.numel());
+  for (double& x : w) x = weight_dist(rng) * (rng() & 1 ? 1.0 : -1.0);
+  backward(y, Tensor::from_vector(w, y.shape(), y.dtype()));
+  std::vector<std::vector<double>> grads(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].requires_grad()) continue;
+    Tensor g = cast[i].grad();
+    grads[i] = g.defined() ? g.to_vector() : std::vector<double>(inputs[i].numel(), 0.0);
+  }
+  clear_tape();
+  return grads;
+}
+
+// The float32 backward of a row against its float64 backward (see OpCase).
+void compare_f32_gradients(const OpCase& c, const std::vector<Tensor>& inputs, OpCaseResult& r) {
+  const uint64_t seed = c.options.seed + 1;
+  std::vector<std::vector<double>> g64 = weighted_loss_gradients(c, inputs, DType::f64, seed);
+  std::vector<std::vector<double>> g32 = weighted_loss_gradients(c, inputs, DType::f32, seed);
+  for (size_t i = 0; i < inputs.size() && r.f32_grad_passed; ++i) {
+    if (g64[i].empty()) continue;
+    double scale = 0;
+    for (double v : g64[i]) scale = std::max(scale, std::fabs(v));
+    for (size_t e = 0; e < g64[i].size(); ++e) {
+      const double err = std::fabs(g32[i][e] - g64[i][e]);
+      r.f32_grad_max_error = std::isnan(err) ? INFINITY : std::max(r.f32_grad_max_error, err);
+      const double tolerance = c.f32_grad_rtol * std::fabs(g64[i][e]) + c.f32_grad_atol * (1 + scale);
+      if (!(err <= tolerance)) {
+        r.f32_grad_passed = false;
+        r.f32_grad_message = fmt::format(
+            "'{}': float32 gradient of {} element {} is {:.9g}, float64 gives {:.9g} (|difference| {:.3g} > "
+            "tolerance {:.3g})",
+            c.name, input_label(inputs[i], i), index_str(inputs[i].shape(), static_cast<int64_t>(e)), g32[i][e],
+            g64[i][e], err, tolerance);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 OpCaseResult run_op_case(const OpCase& c) {
   OpCaseResult r;
   auto start = std::chrono::steady_clock::now();
@@ -213,9 +282,12 @@ OpCaseResult run_op_case(const OpCase& c) {
   // float32 forward against float64.
   std::vector<Tensor> inputs32;
   for (const Tensor& t : inputs) inputs32.push_back(t.defined() && is_floating(t.dtype()) ? t.to(DType::f32) : t);
-  NoGradGuard no_grad;
-  std::vector<double> y64 = c.fn(inputs).to_vector();
-  std::vector<double> y32 = c.fn(inputs32).to_vector();
+  std::vector<double> y64, y32;
+  {
+    NoGradGuard no_grad;
+    y64 = c.fn(inputs).to_vector();
+    y32 = c.fn(inputs32).to_vector();
+  }
   double scale = 0;
   for (double v : y64) scale = std::max(scale, std::fabs(v));
   for (size_t i = 0; i < y64.size(); ++i) {
@@ -227,6 +299,7 @@ OpCaseResult run_op_case(const OpCase& c) {
     r.f32_message = fmt::format("'{}': float32 forward differs from float64 by {:.3g} (tolerance {:.3g})",
                                 c.name, r.f32_max_error, c.f32_tolerance * (1 + scale));
   }
+  compare_f32_gradients(c, inputs, r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

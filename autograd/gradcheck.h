@@ -58,14 +58,19 @@ Tensor random_tensor(const Shape& shape, uint64_t seed, double low = -1.0, doubl
 
 // One row of the op gradient-check table. make_inputs builds float64 inputs (those that should
 // be checked have requires_grad); fn applies the op. The runner (tests/test_gradcheck_ops.cpp and
-// `depthgrad gradcheck`) gradchecks each row and also compares a float32 run of fn against the
-// float64 one: max |f32 − f64| ≤ f32_tolerance · (1 + max |f64|).
+// `depthgrad gradcheck`) gradchecks each row and also runs fn in float32 against float64:
+//  - forward: max |f32 − f64| ≤ f32_tolerance · (1 + max |f64|);
+//  - backward: the gradients of the same random-weighted loss, element by element,
+//    |g32 − g64| ≤ f32_grad_rtol · |g64| + f32_grad_atol · (1 + max |g64| of that input),
+//    so a float32-only backward path (SIMD kernels, float accumulators) is checked too.
 struct OpCase {
   std::string name;
   std::function<std::vector<Tensor>()> make_inputs;
   GradcheckFn fn;
   GradcheckOptions options = {};
   double f32_tolerance = 1e-5;
+  double f32_grad_rtol = 2e-3;
+  double f32_grad_atol = 2e-5;
 };
 
 // Each op family lists its rows at the end of its autograd/ops_<family>.cpp.
@@ -82,6 +87,9 @@ struct OpCaseResult {
   double f32_max_error = 0;  // max |f32 − f64| of the forward
   bool f32_passed = true;
   std::string f32_message;
+  double f32_grad_max_error = 0;  // max |g32 − g64| over the inputs' gradient elements
+  bool f32_grad_passed = true;
+  std::string f32_grad_message;   // the first element outside the tolerance: input, index, values
   double seconds = 0;
 };
 OpCaseResult run_op_case(const OpCase& c);

@@ -80,6 +80,8 @@ text="$("$BIN" tokenize --action decode --tokenizer "$WORK/train/tokenizer.json"
 if [ "$text" = "The tower is 324 metres tall." ]; then pass "tokenize encode/decode round trip"; else fail "tokenize round trip: '$text'"; fi
 "$BIN" gradcheck --filter rms_norm > "$WORK/gc.txt"
 if [ $? -eq 0 ] && grep -q " 0 failed" "$WORK/gc.txt"; then pass "gradcheck command"; else fail "gradcheck command"; fi
+"$BIN" gradcheck --filter no-such-op > "$WORK/gc0.txt" 2> "$WORK/gc0.err"
+if [ $? -eq 2 ] && grep -q "no-such-op" "$WORK/gc0.err" && [ ! -s "$WORK/gc0.txt" ]; then pass "gradcheck --filter matching nothing is a usage error"; else fail "gradcheck --filter matching nothing"; fi
 
 # --- evolve: the documented command on a tiny budget (both AttnRes arms must be trained) ---
 "$BIN" evolve --model micro-llm --dataset wikitext-2 --direction "比较 Block AttnRes 与 RD-AttnRes 的 QK/V 深度路由" \

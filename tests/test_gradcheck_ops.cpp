@@ -19,6 +19,8 @@ TEST_CASE("every op passes gradcheck and float32/float64 agreement") {
     CHECK(r.grad.checks > 0);
     INFO(r.f32_message);
     CHECK(r.f32_passed);
+    INFO(r.f32_grad_message);
+    CHECK(r.f32_grad_passed);
   }
 }
 
@@ -115,4 +117,40 @@ TEST_CASE("a node's gradient buffer is given to at most one input, even as a vie
   REQUIRE(a.grad().defined());
   REQUIRE(b.grad().defined());
   CHECK(a.grad().storage().get() != b.grad().storage().get());
+}
+
+namespace {
+// x * 3 whose backward is wrong by 1% in element `bad` only when it runs in float32 (as a SIMD
+// path or a float accumulator could be): the float64 gradcheck cannot see it.
+Tensor triple_wrong_in_f32(const Tensor& a, int64_t bad) {
+  Tensor out;
+  {
+    NoGradGuard g;
+    out = scale(a, 3.0);
+  }
+  if (should_record({a}))
+    record("triple_wrong_in_f32", {a}, out, [a, bad](const Tensor& g) {
+      std::vector<double> gv = g.contiguous().to_vector();
+      for (int64_t i = 0; i < a.numel(); ++i) gv[i] *= 3.0 * (i == bad && a.dtype() == DType::f32 ? 1.01 : 1.0);
+      accumulate_grad(a, Tensor::from_vector(gv, a.shape(), a.dtype()));
+    });
+  return out;
+}
+}  // namespace
+
+TEST_CASE("the op table's float32 backward check catches a 1% error that only float32 makes") {
+  for (int64_t bad : {int64_t(0), int64_t(11), int64_t(19)}) {
+    CAPTURE(bad);
+    OpCase row{"triple_wrong_in_f32", [] { return std::vector<Tensor>{random_tensor({4, 5}, 3)}; },
+               [bad](const std::vector<Tensor>& in) { return triple_wrong_in_f32(in[0], bad); }};
+    OpCaseResult r = run_op_case(row);
+    CHECK(r.grad.passed);       // float64 is right, so the float64 gradcheck passes...
+    CHECK(r.f32_passed);        // ...and the forward agrees...
+    CHECK_FALSE(r.f32_grad_passed);  // ...but the float32 backward does not
+    CHECK(r.f32_grad_message.find("triple_wrong_in_f32") != std::string::npos);
+    CHECK(r.f32_grad_message.find(fmt::format("[{}, {}]", bad / 5, bad % 5)) != std::string::npos);
+  }
+  OpCase right{"triple", [] { return std::vector<Tensor>{random_tensor({4, 5}, 3)}; },
+               [](const std::vector<Tensor>& in) { return triple_wrong_in_f32(in[0], -1); }};
+  CHECK(run_op_case(right).f32_grad_passed);
 }
