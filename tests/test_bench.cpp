@@ -81,6 +81,14 @@ TEST_CASE("the issue's configs") {
                        std::invalid_argument);
 }
 
+namespace {
+int64_t total_calls(const OpProfile& p) {
+  int64_t n = 0;
+  for (int64_t c : p.calls) n += c;
+  return n;
+}
+}  // namespace
+
 TEST_CASE(
     "op timers: off costs nothing, nesting counts once, backward inherits the forward's family") {
   set_op_profiling(false);
@@ -88,8 +96,9 @@ TEST_CASE(
   Tensor b = Tensor::full({16, 16}, 0.25).set_requires_grad(true);
   {
     Tensor y = matmul(a, b);
-    clear_tape();
+    backward(sum(y));
   }
+  CHECK(total_calls(op_profile()) == 0);
   CHECK(op_profile().total() == 0);
 
   set_op_profiling(true);
@@ -100,18 +109,40 @@ TEST_CASE(
   }
   OpProfile p = op_profile();
   CHECK(p.calls[int(OpFamily::routing)] == 1);
-  CHECK(p.calls[int(OpFamily::matmul)] == 0);
+  CHECK(total_calls(p) == 1);  // the inner timer counted nowhere, not even under `other`
+  CHECK(p.seconds[int(OpFamily::routing)] == p.total());
   CHECK(current_op_family() == OpFamily::other);
 
+  // A timer opened while profiling was off stays inert when profiling starts before it closes
+  // (run_bench switches profiling on and off between steps): it neither counts nor unbalances
+  // the nesting, so the next timer is outermost again.
+  set_op_profiling(false);
+  {
+    ScopedOpTimer opened_while_off(OpFamily::norms);
+    set_op_profiling(true);
+    CHECK(current_op_family() == OpFamily::other);
+  }
+  {
+    ScopedOpTimer next(OpFamily::attention);
+    CHECK(current_op_family() == OpFamily::attention);
+  }
+  p = op_profile();
+  CHECK(p.calls[int(OpFamily::norms)] == 0);
+  CHECK(p.calls[int(OpFamily::attention)] == 1);
+  CHECK(total_calls(p) == 1);
+
   reset_op_profile();
+  CHECK(total_calls(op_profile()) == 0);
   Tensor y = matmul(a, b);  // matmul forward
   Tensor l = sum(y);        // other forward
   backward(l);              // other backward (sum), matmul backward
   p = op_profile();
   CHECK(p.calls[int(OpFamily::matmul)] == 2);
   CHECK(p.calls[int(OpFamily::other)] == 2);
+  CHECK(total_calls(p) == 4);
   CHECK(p.seconds[int(OpFamily::matmul)] > 0);
-  set_op_profiling(false);
+  set_op_profiling(false);  // also resets
+  CHECK(total_calls(op_profile()) == 0);
   CHECK(op_profile().total() == 0);
 }
 
