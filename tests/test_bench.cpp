@@ -3,7 +3,6 @@
 // whole tiny bench in this process (no subprocess, no torch), its JSON, and the equivalence-check
 // files reloading to the same loss.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -14,9 +13,11 @@
 #include "train/checkpoint.h"
 #include "train/io/files.h"
 #include "train/batches.h"
+#include "tests/temp_dir.h"
 
 using namespace dg;
 namespace fs = std::filesystem;
+using dg::test::TempDir;
 
 namespace {
 // vocab 16, d 8, 1 layer, 2 heads, seq 4, batch 2, FFN width 16.
@@ -36,13 +37,6 @@ BenchSpec tiny_spec(int64_t vocab = 16) {
   return s;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() : path(fs::temp_directory_path() / ("dg-bench-test-" + std::to_string(::getpid()))) {
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 }  // namespace
 
 TEST_CASE("training FLOPs of a tiny config, counted by hand") {
@@ -228,7 +222,7 @@ TEST_CASE(
 }
 
 TEST_CASE("equivalence-check files reload to the same loss") {
-  TempDir dir;
+  TempDir dir("bench");
   BenchSpec s = tiny_spec(32);
   CheckResult c = write_check(dir.path.string(), s, 2);
   CHECK(c.parameters == MicroLM(s.model).parameter_count());

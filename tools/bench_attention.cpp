@@ -53,9 +53,10 @@ int main(int argc, char** argv) {
         best_forward = std::min(best_forward, seconds(t0, t1));
         best_both = std::min(best_both, seconds(t0, t2));
       }
-      fmt::print("attention B=8 H=8 T=256 hd=32 f32, {} thread(s): forward {:.2f} ms, "
-                 "forward+backward {:.2f} ms (best of {})\n",
-                 n, best_forward * 1e3, best_both * 1e3, repeat);
+      fmt::print(
+          "attention B=8 H=8 T=256 hd=32 f32, {} thread(s): forward {:.2f} ms, "
+          "forward+backward {:.2f} ms (best of {})\n",
+          n, best_forward * 1e3, best_both * 1e3, repeat);
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}\n", e.what());
