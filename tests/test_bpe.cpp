@@ -567,6 +567,29 @@ TEST_CASE("tokenizer.json is written exactly as Hugging Face writes it, and read
   CHECK(dg::BpeTokenizer::load(path).merges() == tokenizer.merges());
 }
 
+// The vocab object of tokenizer.json at GPT-2 size: written in id order and read back to the
+// same text. (Each insert used to scan the object for a duplicate key: 50k entries took seconds.)
+TEST_CASE("tokenizer.json with a 50,000-token vocab reads and writes back byte for byte") {
+  const dg::BpeTokenizer small = dg::train_bpe({"a a a aa b ab ab"}, 1000, 0, kSpecials);
+  const std::string base = small.to_json();
+  const std::string vocab_end = "\n    },\n    \"merges\": [";
+  const size_t at = base.find(vocab_end);
+  REQUIRE(at != std::string::npos);
+  std::string extra;
+  const int32_t first_id = small.vocab_size(), count = 50000;
+  for (int32_t i = 0; i < count; ++i)
+    extra += fmt::format(",\n      \"w{:05d}\": {}", i, first_id + i);  // ASCII: byte chars
+  const std::string big_json = base.substr(0, at) + extra + base.substr(at);
+
+  const dg::BpeTokenizer big = dg::BpeTokenizer::from_json(big_json, "big.json");
+  REQUIRE(big.vocab_size() == first_id + count);
+  CHECK(big.token(first_id) == "w00000");
+  CHECK(big.token(first_id + count - 1) == "w49999");
+  CHECK(big.merges() == small.merges());
+  CHECK(big.to_json() == big_json);
+  CHECK(big.encode("ab aab b") == small.encode("ab aab b"));
+}
+
 TEST_CASE("malformed tokenizer.json files are rejected naming the file and field") {
   const std::string good = dg::train_bpe({"a a a aa b ab ab"}, 1000, 0, kSpecials).to_json();
   const auto replaced = [&](const std::string& from, const std::string& to) {
