@@ -1,7 +1,7 @@
 # depthgrad's front door. `make test` and `make reproduce` install what is missing themselves.
 #   make test        build (Release) and run the whole suite through ctest, at 1 and 2 threads
 #   make reproduce   build and run the rd-attnres reproduction on DATA (default ../shared/data)
-#   make bench       build and run the benchmarks (bench_matmul, depthgrad bench; add --compare-torch by hand)
+#   make bench       build and run the benchmarks (bench_matmul, bench_attention, depthgrad bench; add --compare-torch by hand)
 #   make PORTABLE=1  build without -march=native
 BUILD ?= build
 DATA ?= $(if $(DEPTHGRAD_DATA),$(DEPTHGRAD_DATA),../shared/data)
@@ -30,6 +30,7 @@ reproduce: build
 
 bench: build
 	./$(BUILD)/bench_matmul
+	./$(BUILD)/bench_attention
 	./$(BUILD)/depthgrad bench
 
 format:

@@ -3,7 +3,6 @@
 // whole tiny bench in this process (no subprocess, no torch), its JSON, and the equivalence-check
 // files reloading to the same loss.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -14,9 +13,11 @@
 #include "train/checkpoint.h"
 #include "train/io/files.h"
 #include "train/batches.h"
+#include "tests/temp_dir.h"
 
 using namespace dg;
 namespace fs = std::filesystem;
+using dg::test::TempDir;
 
 namespace {
 // vocab 16, d 8, 1 layer, 2 heads, seq 4, batch 2, FFN width 16.
@@ -36,13 +37,6 @@ BenchSpec tiny_spec(int64_t vocab = 16) {
   return s;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() : path(fs::temp_directory_path() / ("dg-bench-test-" + std::to_string(::getpid()))) {
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 }  // namespace
 
 TEST_CASE("training FLOPs of a tiny config, counted by hand") {
@@ -81,6 +75,14 @@ TEST_CASE("the issue's configs") {
                        std::invalid_argument);
 }
 
+namespace {
+int64_t total_calls(const OpProfile& p) {
+  int64_t n = 0;
+  for (int64_t c : p.calls) n += c;
+  return n;
+}
+}  // namespace
+
 TEST_CASE(
     "op timers: off costs nothing, nesting counts once, backward inherits the forward's family") {
   set_op_profiling(false);
@@ -88,8 +90,9 @@ TEST_CASE(
   Tensor b = Tensor::full({16, 16}, 0.25).set_requires_grad(true);
   {
     Tensor y = matmul(a, b);
-    clear_tape();
+    backward(sum(y));
   }
+  CHECK(total_calls(op_profile()) == 0);
   CHECK(op_profile().total() == 0);
 
   set_op_profiling(true);
@@ -100,18 +103,40 @@ TEST_CASE(
   }
   OpProfile p = op_profile();
   CHECK(p.calls[int(OpFamily::routing)] == 1);
-  CHECK(p.calls[int(OpFamily::matmul)] == 0);
+  CHECK(total_calls(p) == 1);  // the inner timer counted nowhere, not even under `other`
+  CHECK(p.seconds[int(OpFamily::routing)] == p.total());
   CHECK(current_op_family() == OpFamily::other);
 
+  // A timer opened while profiling was off stays inert when profiling starts before it closes
+  // (run_bench switches profiling on and off between steps): it neither counts nor unbalances
+  // the nesting, so the next timer is outermost again.
+  set_op_profiling(false);
+  {
+    ScopedOpTimer opened_while_off(OpFamily::norms);
+    set_op_profiling(true);
+    CHECK(current_op_family() == OpFamily::other);
+  }
+  {
+    ScopedOpTimer next(OpFamily::attention);
+    CHECK(current_op_family() == OpFamily::attention);
+  }
+  p = op_profile();
+  CHECK(p.calls[int(OpFamily::norms)] == 0);
+  CHECK(p.calls[int(OpFamily::attention)] == 1);
+  CHECK(total_calls(p) == 1);
+
   reset_op_profile();
+  CHECK(total_calls(op_profile()) == 0);
   Tensor y = matmul(a, b);  // matmul forward
   Tensor l = sum(y);        // other forward
   backward(l);              // other backward (sum), matmul backward
   p = op_profile();
   CHECK(p.calls[int(OpFamily::matmul)] == 2);
   CHECK(p.calls[int(OpFamily::other)] == 2);
+  CHECK(total_calls(p) == 4);
   CHECK(p.seconds[int(OpFamily::matmul)] > 0);
-  set_op_profiling(false);
+  set_op_profiling(false);  // also resets
+  CHECK(total_calls(op_profile()) == 0);
   CHECK(op_profile().total() == 0);
 }
 
@@ -197,7 +222,7 @@ TEST_CASE(
 }
 
 TEST_CASE("equivalence-check files reload to the same loss") {
-  TempDir dir;
+  TempDir dir("bench");
   BenchSpec s = tiny_spec(32);
   CheckResult c = write_check(dir.path.string(), s, 2);
   CHECK(c.parameters == MicroLM(s.model).parameter_count());

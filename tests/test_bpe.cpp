@@ -2,14 +2,12 @@
 // Golden values were produced offline with Hugging Face tokenizers 0.23.2 (the official Node
 // binding, whose Rust core is the same trainer/encoder as the Python package): splits by its
 // ByteLevel pre-tokenizer, merges by its BpeTrainer, ids by Tokenizer.encode on the same
-// tokenizer.json. The full-corpus case needs DEPTHGRAD_TEST_DATA and is skipped without it.
+// tokenizer.json. The full-corpus case needs DEPTHGRAD_TEST_DATA (tests/test_data.h: skipped when unset).
 #include <doctest/doctest.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -19,6 +17,8 @@
 #include "train/text/bpe.h"
 #include "train/io/files.h"
 #include "train/text/pretokenize.h"
+#include "tests/test_data.h"
+#include "tests/temp_dir.h"
 
 namespace {
 
@@ -560,13 +560,34 @@ TEST_CASE("tokenizer.json is written exactly as Hugging Face writes it, and read
   CHECK(old.encode("ab aab b") == tokenizer.encode("ab aab b"));
 
   // save/load through a file.
-  const std::string path =
-      (std::filesystem::temp_directory_path() / fmt::format("dg_test_bpe_{}.json", ::getpid()))
-          .string();
+  const dg::test::TempDir dir("bpe");
+  const std::string path = dir.file("tokenizer.json");
   tokenizer.save(path);
   CHECK(dg::read_file(path) == expected);
   CHECK(dg::BpeTokenizer::load(path).merges() == tokenizer.merges());
-  std::filesystem::remove(path);
+}
+
+// The vocab object of tokenizer.json at GPT-2 size: written in id order and read back to the
+// same text. (Each insert used to scan the object for a duplicate key: 50k entries took seconds.)
+TEST_CASE("tokenizer.json with a 50,000-token vocab reads and writes back byte for byte") {
+  const dg::BpeTokenizer small = dg::train_bpe({"a a a aa b ab ab"}, 1000, 0, kSpecials);
+  const std::string base = small.to_json();
+  const std::string vocab_end = "\n    },\n    \"merges\": [";
+  const size_t at = base.find(vocab_end);
+  REQUIRE(at != std::string::npos);
+  std::string extra;
+  const int32_t first_id = small.vocab_size(), count = 50000;
+  for (int32_t i = 0; i < count; ++i)
+    extra += fmt::format(",\n      \"w{:05d}\": {}", i, first_id + i);  // ASCII: byte chars
+  const std::string big_json = base.substr(0, at) + extra + base.substr(at);
+
+  const dg::BpeTokenizer big = dg::BpeTokenizer::from_json(big_json, "big.json");
+  REQUIRE(big.vocab_size() == first_id + count);
+  CHECK(big.token(first_id) == "w00000");
+  CHECK(big.token(first_id + count - 1) == "w49999");
+  CHECK(big.merges() == small.merges());
+  CHECK(big.to_json() == big_json);
+  CHECK(big.encode("ab aab b") == small.encode("ab aab b"));
 }
 
 TEST_CASE("malformed tokenizer.json files are rejected naming the file and field") {
@@ -614,12 +635,9 @@ TEST_CASE("malformed tokenizer.json files are rejected naming the file and field
 // the two sequences [WikiText-2 train.txt, Tiny Shakespeare]. Goldens from Hugging Face
 // (trained there, then encoded with Tokenizer.encode on the resulting tokenizer.json).
 TEST_CASE("full corpus: the upstream 512-token tokenizer matches Hugging Face") {
-  const char* data_dir = std::getenv("DEPTHGRAD_TEST_DATA");
-  if (data_dir == nullptr) {
-    MESSAGE("skipped: DEPTHGRAD_TEST_DATA is not set (it names the shared data directory)");
-    return;
-  }
-  const std::string dir = data_dir;
+  const std::optional<std::string> data_dir = dg::test::data_dir_or_skip();
+  if (!data_dir) return;
+  const std::string dir = *data_dir;
   const std::string train = dg::read_file(dir + "/wikitext-2/train.txt");
   const std::string shakespeare = dg::read_file(dir + "/tiny_shakespeare.txt");
   const std::string valid = dg::read_file(dir + "/wikitext-2/valid.txt");

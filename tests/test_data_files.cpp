@@ -6,30 +6,19 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include "train/data/data_files.h"
 #include "train/io/files.h"
+#include "tests/temp_dir.h"
+#include "tests/test_data.h"
 
 namespace fs = std::filesystem;
+using dg::test::TempDir;
 
 namespace {
-
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    path = fs::temp_directory_path() / fmt::format("dg-test-data-files-{:016x}",
-                                                   std::random_device{}() * 0x9E3779B97F4A7C15ull);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-};
 
 // Sets (or unsets, with nullopt) an environment variable for one scope, then restores it.
 class EnvVar {
@@ -54,11 +43,6 @@ class EnvVar {
   const char* name_;
   std::optional<std::string> old_;
 };
-
-std::string test_data_dir() {
-  const char* dir = std::getenv("DEPTHGRAD_TEST_DATA");
-  return dir ? std::string(dir) : std::string();
-}
 
 std::string error_of(const std::string& data_dir, const std::string& relative_path) {
   try {
@@ -88,7 +72,7 @@ TEST_CASE("data_files: data directory from flag, then DEPTHGRAD_DATA, then ./dat
 }
 
 TEST_CASE("data_files: cache directory from flag, XDG_CACHE_HOME, then HOME; created on demand") {
-  ScratchDir dir;
+  TempDir dir("data-files");
   const std::string flag_dir = (dir.path / "flag" / "cache").string();
   CHECK(dg::resolve_cache_dir(flag_dir) == flag_dir);
   CHECK(dg::dir_exists(flag_dir));
@@ -135,11 +119,9 @@ TEST_CASE("data_files: the pinned table matches SHA256SUMS and tools/download-da
 #else
   MESSAGE("DG_SOURCE_DIR is not defined: not comparing with tools/download-data.sh");
 #endif
-  const std::string data_dir = test_data_dir();
-  if (data_dir.empty()) {
-    MESSAGE("DEPTHGRAD_TEST_DATA is not set: skipping the SHA256SUMS comparison");
-    return;
-  }
+  const std::optional<std::string> data_dir_or_none = dg::test::data_dir_or_skip();
+  if (!data_dir_or_none) return;
+  const std::string data_dir = *data_dir_or_none;
   std::istringstream sums(dg::read_file(data_dir + "/SHA256SUMS"));
   std::string sha, name;
   int listed = 0;
@@ -153,11 +135,9 @@ TEST_CASE("data_files: the pinned table matches SHA256SUMS and tools/download-da
 }
 
 TEST_CASE("data_files: load_dataset_file reads good files and explains missing or altered ones") {
-  const std::string data_dir = test_data_dir();
-  if (data_dir.empty()) {
-    MESSAGE("DEPTHGRAD_TEST_DATA is not set: skipping the data set loader tests");
-    return;
-  }
+  const std::optional<std::string> data_dir_or_none = dg::test::data_dir_or_skip();
+  if (!data_dir_or_none) return;
+  const std::string data_dir = *data_dir_or_none;
   const std::string valid = dg::load_dataset_file(data_dir, "wikitext-2/valid.txt");
   CHECK(valid.size() == 1121681);
   const std::string first_lines = " \n = Homarus gammarus = \n \n Homarus gammarus , known as";
@@ -165,7 +145,7 @@ TEST_CASE("data_files: load_dataset_file reads good files and explains missing o
   const std::string shakespeare = dg::load_dataset_file(data_dir, "tiny_shakespeare.txt");
   CHECK(shakespeare.substr(0, 15) == "First Citizen:\n");
 
-  ScratchDir dir;
+  TempDir dir("data-files");
   const std::string temp_data = dir.path.string();
   // Missing.
   const std::string missing = error_of(temp_data, "wikitext-2/valid.txt");

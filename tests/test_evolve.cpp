@@ -3,11 +3,9 @@
 // with a fake trainer (no data). One small end-to-end case trains for real when
 // DEPTHGRAD_TEST_DATA names the data directory.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -15,24 +13,16 @@
 #include "train/data/corpus.h"
 #include "train/experiments/evolve.h"
 #include "train/io/files.h"
+#include "tests/temp_dir.h"
+#include "tests/test_data.h"
 
 using namespace dg;
 namespace fs = std::filesystem;
+using dg::test::TempDir;
 
 namespace {
 
 const std::string kSeedDirection = "比较 Block AttnRes 与 RD-AttnRes 的 QK/V 深度路由";
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag)
-      : path(fs::temp_directory_path() /
-             fs::path("dg-evolve-" + tag + "-" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 std::vector<std::string> rule_names(const DirectionPlan& p) {
   std::vector<std::string> names;
@@ -380,7 +370,7 @@ TEST_CASE("evolve failed trials are recorded and the search goes on") {
 }
 
 TEST_CASE("evolve resume continues after the last finished trial") {
-  TempDir dir("resume");
+  TempDir dir("evolve-resume");
   EvolveOptions o = fake_options();
   o.write_files = true;
   o.run_dir = (dir.path / "full").string();
@@ -439,14 +429,11 @@ TEST_CASE("evolve resume continues after the last finished trial") {
 }
 
 TEST_CASE("evolve end to end on WikiText-2 (tiny budget)") {
-  const char* data_dir = std::getenv("DEPTHGRAD_TEST_DATA");
-  if (data_dir == nullptr) {
-    MESSAGE("skipped: DEPTHGRAD_TEST_DATA is not set (it names the shared data directory)");
-    return;
-  }
-  TempDir dir("e2e");
+  const std::optional<std::string> data_dir = dg::test::data_dir_or_skip();
+  if (!data_dir) return;
+  TempDir dir("evolve-e2e");
   CorpusOptions co;
-  co.data_dir = data_dir;
+  co.data_dir = *data_dir;
   co.cache_dir = "";  // no cache: the test writes nothing outside its temporary directory
   co.train_limit = 0;
   co.eval_limit = 0;

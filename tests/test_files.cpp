@@ -1,42 +1,28 @@
 // File helpers: read errors name the path, atomic writes replace whole files and leave no
 // temporary files behind when they fail, make_dirs creates parents.
 #include <doctest/doctest.h>
-#include <fmt/format.h>
 
 #include <filesystem>
-#include <random>
 #include <stdexcept>
 #include <string>
 
 #include "train/io/files.h"
+#include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
+using dg::test::TempDir;
 
 namespace {
 
-// A fresh directory under the system temp directory, removed with everything in it.
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    path = fs::temp_directory_path() /
-           fmt::format("dg-test-files-{:016x}", std::random_device{}() * 0x9E3779B97F4A7C15ull);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  size_t entry_count() const {
-    return static_cast<size_t>(
-        std::distance(fs::directory_iterator(path), fs::directory_iterator()));
-  }
-};
+size_t entry_count(const TempDir& dir) {
+  return static_cast<size_t>(
+      std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()));
+}
 
 }  // namespace
 
 TEST_CASE("files: atomic write then read returns the exact bytes") {
-  ScratchDir dir;
+  TempDir dir("files");
   const std::string path = dir.file("blob.bin");
   std::string bytes;
   for (int i = 0; i < 200000; ++i)
@@ -49,11 +35,11 @@ TEST_CASE("files: atomic write then read returns the exact bytes") {
   CHECK(dg::read_file(path) == "short");
   dg::write_file_atomic(path, "");
   CHECK(dg::read_file(path).empty());
-  CHECK(dir.entry_count() == 1);  // no temporary files left over
+  CHECK(entry_count(dir) == 1);  // no temporary files left over
 }
 
 TEST_CASE("files: errors name the path and the reason") {
-  ScratchDir dir;
+  TempDir dir("files");
   const std::string missing = dir.file("nope.txt");
   CHECK_FALSE(dg::file_exists(missing));
   CHECK_THROWS_WITH_AS(
@@ -77,11 +63,11 @@ TEST_CASE("files: errors name the path and the reason") {
   CHECK_THROWS_WITH_AS(dg::write_file_atomic(blocked, "data"),
                        doctest::Contains(("cannot write " + blocked + ": rename failed").c_str()),
                        std::runtime_error);
-  CHECK(dir.entry_count() == 1);  // only "blocked" itself
+  CHECK(entry_count(dir) == 1);  // only "blocked" itself
 }
 
 TEST_CASE("files: make_dirs creates parents and refuses files in the way") {
-  ScratchDir dir;
+  TempDir dir("files");
   const std::string nested = dir.file("a/b/c");
   dg::make_dirs(nested);
   CHECK(dg::dir_exists(nested));
@@ -92,4 +78,18 @@ TEST_CASE("files: make_dirs creates parents and refuses files in the way") {
   CHECK_THROWS_WITH_AS(dg::make_dirs(dir.file("a/file/below")),
                        doctest::Contains("cannot create directory"), std::runtime_error);
   CHECK(dg::read_file(dir.file("a/file")) == "x");
+}
+
+TEST_CASE("TempDir: a fresh directory per object, removed with its contents") {
+  fs::path first_path;
+  {
+    TempDir first("files"), second("files");
+    first_path = first.path;
+    CHECK(fs::is_directory(first.path));
+    CHECK(first.path != second.path);
+    CHECK(entry_count(first) == 0);
+    fs::create_directories(first.path / "nested" / "deeper");
+    dg::write_file_atomic(first.file("nested/deeper/x.txt"), "x");
+  }
+  CHECK_FALSE(fs::exists(first_path));
 }

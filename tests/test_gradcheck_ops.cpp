@@ -26,7 +26,7 @@ TEST_CASE("every op passes gradcheck and float32/float64 agreement") {
 
 namespace {
 // An op that multiplies its input by 3 and whose backward is wrong by `error` (relative) in
-// element `bad` of the gradient: the suite must reject it.
+// element `bad` of the gradient (every element when bad < 0): the suite must reject it.
 Tensor wrong_triple(const Tensor& a, int64_t bad, double error) {
   Tensor out = scale(a, 1.0);
   {
@@ -37,7 +37,7 @@ Tensor wrong_triple(const Tensor& a, int64_t bad, double error) {
     record("wrong_triple", {a}, out, [a, bad, error](const Tensor& g) {
       Tensor ga = Tensor::zeros(a.shape(), a.dtype());
       std::vector<double> gv = g.contiguous().to_vector();
-      for (int64_t i = 0; i < a.numel(); ++i) ga.data<double>()[i] = 3.0 * gv[i] * (i == bad ? 1.0 + error : 1.0);
+      for (int64_t i = 0; i < a.numel(); ++i) ga.data<double>()[i] = 3.0 * gv[i] * (bad < 0 || i == bad ? 1.0 + error : 1.0);
       accumulate_grad(a, ga);
     });
   return out;
@@ -45,24 +45,56 @@ Tensor wrong_triple(const Tensor& a, int64_t bad, double error) {
 }  // namespace
 
 TEST_CASE("gradcheck has teeth: a backward wrong by 1% in one element is rejected") {
-  for (Shape shape : {Shape{4, 5}, Shape{70, 80}}) {  // full check, and sampled+directions path
-    for (int64_t bad : {int64_t(0), int64_t(7), shape_numel(shape) - 1}) {
+  auto wrong_at = [](int64_t bad) {
+    return [bad](const std::vector<Tensor>& in) { return wrong_triple(in[0], bad, 0.01); };
+  };
+  auto right = [](const std::vector<Tensor>& in) { return wrong_triple(in[0], 0, 0.0); };
+  const Shape shape{6, 7};  // 42 elements
+  const int64_t n = shape_numel(shape);
+  // Each of gradcheck's three comparisons on its own (the others switched off), so that a path
+  // that stopped comparing would let the wrong backward through and fail this test.
+  GradcheckOptions full;  // every element by central differences (n <= full_max_numel)
+  full.jacobian_max_entries = 0;
+  GradcheckOptions jacobian;  // only the full Jacobian: no element checks (n > full_max_numel)
+  jacobian.full_max_numel = 1;
+  jacobian.sampled_elements = 0;
+  jacobian.directions = 0;
+  GradcheckOptions sampled;  // only sampled elements: 40 draws per element miss one with p = e^-40
+  sampled.full_max_numel = 1;
+  sampled.sampled_elements = 40 * n;
+  sampled.directions = 0;
+  sampled.jacobian_max_entries = 0;
+  GradcheckOptions directions;  // only random directions: a 1% error in one of 42 terms shows
+  directions.full_max_numel = 1;
+  directions.sampled_elements = 0;
+  directions.jacobian_max_entries = 0;
+  const std::pair<const char*, GradcheckOptions> paths[] = {
+      {"element", full}, {"Jacobian", jacobian}, {"element", sampled}, {"random direction", directions}};
+  for (const auto& [what, opt] : paths) {
+    CAPTURE(what);
+    for (int64_t bad : {int64_t(0), int64_t(7), n - 1}) {
       CAPTURE(bad);
       Tensor x = random_tensor(shape, 9);
-      GradcheckOptions opt;
-      opt.sampled_elements = shape_numel(shape);  // sampled path still reaches every element in expectation
-      auto fn = [bad](const std::vector<Tensor>& in) { return wrong_triple(in[0], bad, 0.01); };
-      if (shape_numel(shape) <= opt.full_max_numel) {
-        GradcheckResult r = gradcheck("wrong_triple", fn, {x}, opt);
-        CHECK_FALSE(r.passed);
-        CHECK(r.message.find("wrong_triple") != std::string::npos);
-        CHECK(r.message.find("input 0") != std::string::npos);
-      }
-      // the correct version passes with the same options
-      auto ok = [](const std::vector<Tensor>& in) { return wrong_triple(in[0], 0, 0.0); };
-      CHECK(gradcheck("right_triple", ok, {x}, opt).passed);
+      GradcheckResult r = gradcheck("wrong_triple", wrong_at(bad), {x}, opt);
+      CHECK_FALSE(r.passed);
+      CHECK(r.checks > 0);
+      CHECK(r.message.find("wrong_triple") != std::string::npos);
+      CHECK(r.message.find("input 0") != std::string::npos);
+      CHECK(r.message.find(what) != std::string::npos);
+      // the correct backward passes with the same options
+      GradcheckResult ok = gradcheck("right_triple", right, {x}, opt);
+      CHECK(ok.passed);
+      CHECK(ok.checks > 0);
     }
   }
+  // With the default options a large input takes the sampled path (elements, then directions):
+  // a backward wrong by 1% everywhere is caught there, and the right one passes.
+  Tensor big = random_tensor({70, 80}, 9);
+  REQUIRE(big.numel() > GradcheckOptions{}.full_max_numel);
+  GradcheckResult r = gradcheck("wrong_triple", wrong_at(-1), {big});
+  CHECK_FALSE(r.passed);
+  CHECK(r.message.find("element") != std::string::npos);
+  CHECK(gradcheck("right_triple", right, {big}).passed);
 }
 
 TEST_CASE("gradcheck names the failing element") {

@@ -1,5 +1,6 @@
 // JSON value, parser and writer: grammar edge cases, error positions, UTF-8, round trips.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
@@ -246,4 +247,68 @@ TEST_CASE("json: mutated documents either parse and round-trip, or throw runtime
   CHECK(parsed + refused == 3000);
   CHECK(refused > 0);
   CHECK(parsed > 0);
+}
+
+TEST_CASE("json: a reference from operator[] survives later inserts (members never move)") {
+  Value root;
+  Value& first = root["first"];
+  const Value* const first_address = &first;
+  for (int i = 0; i < 1000; ++i) root[fmt::format("k{}", i)] = i;
+  // With the members in a growing vector the inserts above reallocate and `first` dangles.
+  REQUIRE(&root["first"] == first_address);
+  first = "still here";
+  CHECK(root.at("first").as_string() == "still here");
+  // The tokenizer's pattern: hold a nested object, add siblings, then fill it.
+  Value& model = root["model"];
+  Value& vocab = model["vocab"];
+  for (int i = 0; i < 100; ++i) model[fmt::format("field{}", i)] = i;
+  vocab["a"] = 1;
+  CHECK(root.at("model").at("vocab").at("a").as_int() == 1);
+  // Insertion order is the output order, as before.
+  const std::string text = dump(root);
+  CHECK(text.rfind(R"({"first":"still here","k0":0,"k1":1,"k2":2,)", 0) == 0);
+  CHECK(text.find(R"("model":{"vocab":{"a":1},"field0":0,)") != std::string::npos);
+  CHECK(parse(text, "again") == root);
+}
+
+TEST_CASE("json: Object keeps keys unique, copies independently, moves without moving members") {
+  Object o;
+  o.emplace_back("a", 1);
+  o.emplace_back("b", "two");
+  CHECK_THROWS_WITH_AS(o.emplace_back("a", 3), doctest::Contains("duplicate key \"a\""),
+                       std::invalid_argument);
+  CHECK(o.size() == 2);
+  REQUIRE(o.find("b") != nullptr);
+  CHECK(o.find("b")->as_string() == "two");
+  CHECK(o.find("c") == nullptr);
+  CHECK(o[1].first == "b");
+  std::string keys;
+  for (const auto& [key, value] : o) keys += key;
+  CHECK(keys == "ab");
+
+  Value original(o);
+  Value copy = original;  // its own members and its own index
+  copy["a"] = 10;
+  copy["c"] = 3;
+  CHECK(original.at("a").as_int() == 1);
+  CHECK(original.find("c") == nullptr);
+  CHECK(copy.at("a").as_int() == 10);
+  CHECK(dump(copy) == R"({"a":10,"b":"two","c":3})");
+  CHECK_FALSE(copy == original);
+
+  Value& b = original["b"];
+  Value moved = std::move(original);
+  CHECK(&moved["b"] == &b);  // a move hands the members over
+  CHECK(moved.at("b").as_string() == "two");
+}
+
+TEST_CASE("json: 50,000 members insert and look up in linear time, in insertion order") {
+  Value v;
+  for (int i = 0; i < 50000; ++i) v[fmt::format("token{}", i)] = i;
+  REQUIRE(v.size() == 50000);
+  for (int i = 0; i < 50000; i += 997) CHECK(v.at(fmt::format("token{}", i)).as_int() == i);
+  const Object& members = v.as_object();
+  CHECK(members[0].first == "token0");
+  CHECK(members[49999].first == "token49999");
+  CHECK(parse(dump(v), "big") == v);
 }

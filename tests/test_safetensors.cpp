@@ -9,7 +9,6 @@
 // value matched what was written. The exact-bytes test below pins the same layout against the
 // example that the reference project's own tests expect.
 #include <doctest/doctest.h>
-#include <fmt/format.h>
 
 #include <cstring>
 #include <filesystem>
@@ -19,23 +18,12 @@
 
 #include "train/io/files.h"
 #include "train/io/safetensors.h"
+#include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
+using dg::test::TempDir;
 
 namespace {
-
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    path = fs::temp_directory_path() / fmt::format("dg-test-safetensors-{:016x}",
-                                                   std::random_device{}() * 0x9E3779B97F4A7C15ull);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-};
 
 template <class T>
 std::vector<uint8_t> bytes_of(const std::vector<T>& values) {
@@ -104,7 +92,7 @@ TEST_CASE("safetensors: writes the reference writer's bytes for its documented e
 }
 
 TEST_CASE("safetensors: save and load round trip, ordered by dtype rank then name") {
-  ScratchDir dir;
+  TempDir dir("safetensors");
   const std::string path = (dir.path / "model.safetensors").string();
   const std::vector<dg::TensorEntry> tensors = {
       make("b.weight", "F32", {2, 3}, bytes_of(std::vector<float>{1.5f, -2, 3, 4, 5, 6.25f})),
@@ -166,7 +154,7 @@ TEST_CASE("safetensors: the writer refuses inconsistent tensors") {
                        doctest::Contains("reserved"), std::runtime_error);
   CHECK_THROWS_WITH_AS(dg::serialize_safetensors({make("bad\xFF", "U8", {1}, {1})}, {}),
                        doctest::Contains("invalid UTF-8"), std::runtime_error);
-  ScratchDir dir;
+  TempDir dir("safetensors");
   const std::string path = (dir.path / "x.safetensors").string();
   CHECK_THROWS_WITH_AS(dg::save_safetensors(path, {make("w", "F32", {1}, {})}, {}),
                        doctest::Contains(("cannot save " + path).c_str()), std::runtime_error);
@@ -268,7 +256,7 @@ TEST_CASE("safetensors: every malformed file gets an error naming the problem") 
 }
 
 TEST_CASE("safetensors: load errors name the path") {
-  ScratchDir dir;
+  TempDir dir("safetensors");
   const std::string path = (dir.path / "truncated.safetensors").string();
   dg::write_file_atomic(path, std::string("\x10\0\0", 3));
   CHECK_THROWS_WITH_AS(dg::load_safetensors(path),

@@ -5,13 +5,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include "train/io/files.h"
 #include "train/io/sha256.h"
+#include "tests/test_data.h"
 
 namespace {
 
@@ -99,22 +100,19 @@ TEST_CASE("sha256: finish is final until reset; file errors name the path") {
 }
 
 TEST_CASE("sha256: data files match their SHA256SUMS list") {
-  const char* data_dir = std::getenv("DEPTHGRAD_TEST_DATA");
-  if (data_dir == nullptr || *data_dir == '\0') {
-    MESSAGE("DEPTHGRAD_TEST_DATA is not set: skipping the data file hashes");
-    return;
-  }
-  std::istringstream sums(dg::read_file(std::string(data_dir) + "/SHA256SUMS"));
+  const std::optional<std::string> data_dir = dg::test::data_dir_or_skip();
+  if (!data_dir) return;
+  std::istringstream sums(dg::read_file(*data_dir + "/SHA256SUMS"));
   std::string expected, name;
   int files = 0;
   while (sums >> expected >> name) {
     CAPTURE(name);
-    CHECK(dg::sha256_file(std::string(data_dir) + "/" + name) == expected);
+    CHECK(dg::sha256_file(*data_dir + "/" + name) == expected);
     ++files;
   }
   CHECK(files == 4);
   // Throughput of both backends on the largest file, already in memory (informational).
-  const std::string train = dg::read_file(std::string(data_dir) + "/wikitext-2/train.txt");
+  const std::string train = dg::read_file(*data_dir + "/wikitext-2/train.txt");
   for (const bool portable : {false, true}) {
     BackendScope scope(portable);
     const auto start = std::chrono::steady_clock::now();

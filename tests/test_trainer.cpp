@@ -10,8 +10,10 @@
 #include "train/io/files.h"
 #include "train/evaluation.h"
 #include "train/trainer.h"
+#include "tests/temp_dir.h"
 
 using namespace dg;
+using dg::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -39,17 +41,11 @@ TrainerConfig small_config(ResidualMode mode, bool sequential) {
   return c;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() : path(fs::temp_directory_path() / fs::path("dg-trainer-" + std::to_string(::getpid()))) { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
-
 std::vector<float> weights_of(Trainer& t) { return t.parameters().values.to_floats(); }
 }  // namespace
 
 TEST_CASE("resume from a checkpoint equals the uninterrupted run, bit for bit") {
-  TempDir dir;
+  TempDir dir("trainer");
   std::vector<int32_t> ids = synthetic_ids(5000, 97);
   for (ResidualMode mode : {ResidualMode::rd_attnres, ResidualMode::paper_block_attnres}) {
     for (bool sequential : {false, true}) {
@@ -79,7 +75,7 @@ TEST_CASE("resume from a checkpoint equals the uninterrupted run, bit for bit") 
 }
 
 TEST_CASE("checkpoints of another configuration or damaged files are refused, naming the problem") {
-  TempDir dir;
+  TempDir dir("trainer");
   std::vector<int32_t> ids = synthetic_ids(3000, 97);
   TrainerConfig cfg = small_config(ResidualMode::rd_attnres, false);
   Trainer t(cfg, ids);

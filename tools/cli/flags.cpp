@@ -43,6 +43,14 @@ bool Flags::parse(int argc, char** argv, int start) {
     } else {
       if (!has_value) {
         if (i + 1 >= argc) throw UsageError(fmt::format("--{}: missing value", name));
+        // "--output --steps 5" forgot the output: refuse rather than take "--steps" as the
+        // value. A negative number ("--lr -1") starts with one dash and reaches the flag.
+        const std::string next = argv[i + 1];
+        if (next.rfind("--", 0) == 0)
+          throw UsageError(fmt::format(
+              "--{}: missing value (the next argument '{}' is a flag; write --{}={} if that is "
+              "the value)",
+              name, next, name, next));
         value = argv[++i];
       }
       flag->value = value;

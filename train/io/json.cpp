@@ -8,7 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
-#include <unordered_set>
+
+#include "train/io/utf8.h"
 
 namespace dg::json {
 
@@ -16,53 +17,10 @@ namespace {
 
 constexpr int kMaxDepth = 512;
 
-// Number of bytes of the valid UTF-8 sequence starting at text[pos], or 0 when invalid
-// (overlong forms, surrogates and code points above U+10FFFF are invalid).
+// Number of bytes of the well-formed UTF-8 sequence starting at text[pos], or 0 when there is none.
 size_t utf8_sequence_length(std::string_view text, size_t pos) {
-  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-  const unsigned char lead = byte(pos);
-  if (lead < 0x80) return 1;
-  size_t length = 0;
-  uint32_t code = 0;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-    code = lead & 0x1F;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    code = lead & 0x0F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    code = lead & 0x07;
-  } else {
-    return 0;
-  }
-  if (pos + length > text.size()) return 0;
-  for (size_t i = 1; i < length; ++i) {
-    const unsigned char next = byte(pos + i);
-    if ((next & 0xC0) != 0x80) return 0;
-    code = (code << 6) | (next & 0x3F);
-  }
-  if (length == 3 && (code < 0x800 || (code >= 0xD800 && code <= 0xDFFF))) return 0;
-  if (length == 4 && (code < 0x10000 || code > 0x10FFFF)) return 0;
-  return length;
-}
-
-void append_utf8(std::string& out, uint32_t code) {
-  if (code < 0x80) {
-    out += static_cast<char>(code);
-  } else if (code < 0x800) {
-    out += static_cast<char>(0xC0 | (code >> 6));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else if (code < 0x10000) {
-    out += static_cast<char>(0xE0 | (code >> 12));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code >> 18));
-    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  }
+  const Utf8Char c = decode_utf8(text, pos);
+  return c.valid ? static_cast<size_t>(c.length) : 0;
 }
 
 class Parser {
@@ -152,7 +110,6 @@ class Parser {
     if (depth > kMaxDepth) fail(fmt::format("nesting deeper than {} levels", kMaxDepth));
     ++pos_;  // '{'
     Object members;
-    std::unordered_set<std::string> seen;
     skip_whitespace();
     if (!at_end() && peek() == '}') {
       ++pos_;
@@ -164,7 +121,7 @@ class Parser {
         fail(fmt::format("unexpected {}, expected a string key", describe_here()));
       const size_t key_pos = pos_;
       std::string key = parse_string();
-      if (!seen.insert(key).second) fail_at(key_pos, fmt::format("duplicate key \"{}\"", key));
+      if (members.find(key)) fail_at(key_pos, fmt::format("duplicate key \"{}\"", key));
       skip_whitespace();
       if (at_end() || peek() != ':')
         fail(fmt::format("unexpected {}, expected ':'", describe_here()));
@@ -471,6 +428,53 @@ void write_value(std::string& out, const Value& value, int indent, int depth) {
 
 }  // namespace
 
+Object::Object() = default;
+Object::Object(Object&& other) noexcept = default;  // moves the pointers: the key views stay valid
+Object& Object::operator=(Object&& other) noexcept = default;
+Object::~Object() = default;
+
+Object::Object(const Object& other) {
+  members_.reserve(other.members_.size());
+  index_.reserve(other.members_.size());
+  for (const auto& member : other.members_) emplace_back(member->first, member->second);
+}
+
+Object& Object::operator=(const Object& other) {
+  if (this != &other) *this = Object(other);
+  return *this;
+}
+
+Object::Member& Object::emplace_back(std::string key, Value value) {
+  if (index_.count(key) != 0)
+    throw std::invalid_argument(fmt::format("JSON object: duplicate key \"{}\"", key));
+  members_.push_back(std::make_unique<Member>(std::move(key), std::move(value)));
+  Member& member = *members_.back();
+  try {
+    index_.emplace(std::string_view(member.first), members_.size() - 1);
+  } catch (...) {
+    members_.pop_back();
+    throw;
+  }
+  return member;
+}
+
+Value* Object::find(std::string_view key) {
+  const auto it = index_.find(key);
+  return it == index_.end() ? nullptr : &members_[it->second]->second;
+}
+
+const Value* Object::find(std::string_view key) const {
+  const auto it = index_.find(key);
+  return it == index_.end() ? nullptr : &members_[it->second]->second;
+}
+
+bool operator==(const Object& a, const Object& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].first != b[i].first || !(a[i].second == b[i].second)) return false;
+  return true;
+}
+
 const char* kind_name(Kind kind) {
   switch (kind) {
     case Kind::null:
@@ -568,11 +572,7 @@ Object& Value::as_object() {
   wrong_kind("object", kind());
 }
 
-const Value* Value::find(std::string_view key) const {
-  for (const auto& [name, member] : as_object())
-    if (name == key) return &member;
-  return nullptr;
-}
+const Value* Value::find(std::string_view key) const { return as_object().find(key); }
 
 const Value& Value::at(std::string_view key) const {
   if (const Value* member = find(key)) return *member;
@@ -590,10 +590,8 @@ const Value& Value::at(size_t index) const {
 Value& Value::operator[](std::string_view key) {
   if (is_null()) data_ = Object{};
   Object& members = as_object();
-  for (auto& [name, member] : members)
-    if (name == key) return member;
-  members.emplace_back(std::string(key), Value());
-  return members.back().second;
+  if (Value* member = members.find(key)) return *member;
+  return members.emplace_back(std::string(key), Value()).second;
 }
 
 void Value::push_back(Value value) {

@@ -5,9 +5,12 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -16,7 +19,72 @@ namespace dg::json {
 
 class Value;
 using Array = std::vector<Value>;
-using Object = std::vector<std::pair<std::string, Value>>;
+
+// An object's members, in insertion order (the order dump writes them), with a hash index on
+// the keys. Members never move: a reference to a member (from Value::operator[], find, indexing
+// or iteration) stays valid until the object is destroyed or assigned to, however many members
+// are added after it. Keys are unique. There is no erase.
+class Object {
+ public:
+  using Member = std::pair<const std::string, Value>;
+
+  Object();
+  Object(const Object& other);
+  Object(Object&& other) noexcept;
+  Object& operator=(const Object& other);
+  Object& operator=(Object&& other) noexcept;
+  ~Object();
+
+  // Appends a member; throws std::invalid_argument naming the key when it is already present.
+  Member& emplace_back(std::string key, Value value);
+  // The member's value, or nullptr when the key is absent. O(1) on average.
+  Value* find(std::string_view key);
+  const Value* find(std::string_view key) const;
+
+  size_t size() const { return members_.size(); }
+  bool empty() const { return members_.empty(); }
+  // The index-th member in insertion order (unchecked, like std::vector).
+  Member& operator[](size_t index);
+  const Member& operator[](size_t index) const;
+
+  // Iteration in insertion order yields Member& (const Member& on a const Object).
+  template <class M, class Base>
+  class Iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = Member;
+    using difference_type = std::ptrdiff_t;
+    using pointer = M*;
+    using reference = M&;
+    Iterator() = default;
+    explicit Iterator(Base it) : it_(it) {}
+    M& operator*() const { return **it_; }
+    M* operator->() const { return it_->get(); }
+    Iterator& operator++() {
+      ++it_;
+      return *this;
+    }
+    Iterator operator++(int) { return Iterator(it_++); }
+    bool operator==(const Iterator& other) const { return it_ == other.it_; }
+
+   private:
+    Base it_{};
+  };
+  using Storage = std::vector<std::unique_ptr<Member>>;
+  using iterator = Iterator<Member, Storage::iterator>;
+  using const_iterator = Iterator<const Member, Storage::const_iterator>;
+  iterator begin() { return iterator(members_.begin()); }
+  iterator end() { return iterator(members_.end()); }
+  const_iterator begin() const { return const_iterator(members_.begin()); }
+  const_iterator end() const { return const_iterator(members_.end()); }
+
+  // Same members in the same order.
+  friend bool operator==(const Object& a, const Object& b);
+
+ private:
+  Storage members_;  // each member on the heap, so that growing the vector moves no member
+  std::unordered_map<std::string_view, size_t> index_;  // key (viewing the member's own) -> position
+};
 
 enum class Kind { null, boolean, number, string, array, object };
 
@@ -69,13 +137,14 @@ class Value {
   const Object& as_object() const;
   Object& as_object();
 
-  // Object lookup (linear scan in insertion order). find returns nullptr when the key is
-  // absent; both throw when this is not an object. at throws naming the key when absent.
+  // Object lookup (hashed). find returns nullptr when the key is absent; both throw when this
+  // is not an object. at throws naming the key when absent.
   const Value* find(std::string_view key) const;
   const Value& at(std::string_view key) const;
   // Array element; throws naming the index and size when out of range.
   const Value& at(size_t index) const;
-  // Insert-or-get on an object; a null becomes an empty object first.
+  // Insert-or-get on an object; a null becomes an empty object first. The reference stays valid
+  // when more members are inserted (see Object).
   Value& operator[](std::string_view key);
   // Appends to an array; a null becomes an empty array first.
   void push_back(Value value);
@@ -89,6 +158,9 @@ class Value {
   [[noreturn]] static void throw_unsigned_out_of_range(uint64_t value);
   std::variant<std::nullptr_t, bool, int64_t, double, std::string, Array, Object> data_{nullptr};
 };
+
+inline Object::Member& Object::operator[](size_t index) { return *members_[index]; }
+inline const Object::Member& Object::operator[](size_t index) const { return *members_[index]; }
 
 // Parses one JSON text. Errors are std::runtime_error
 // "<source_name>: JSON error at line L column C: <what>" (column counted in bytes, from 1).

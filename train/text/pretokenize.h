@@ -1,5 +1,5 @@
-// Byte-level pre-tokenization as in GPT-2 / Hugging Face ByteLevel(use_regex=true): UTF-8
-// decoding, Unicode character classes, the GPT-2 split written as a hand-made matcher, and the
+// Byte-level pre-tokenization as in GPT-2 / Hugging Face ByteLevel(use_regex=true): Unicode
+// character classes (UTF-8 decoding is train/io/utf8.h, shared with the JSON reader), the GPT-2 split written as a hand-made matcher, and the
 // GPT-2 byte <-> char table. Does no normalization, no prefix space and no regex in general.
 //
 // The split reproduces Oniguruma's leftmost-alternative, greedy, backtracking evaluation of
@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "train/io/utf8.h"  // decode_utf8, is_valid_utf8, append_utf8: used here and by bpe.cpp
+
 namespace dg {
 
 enum class CharClass : uint8_t { letter, number, space, other };
@@ -37,19 +39,6 @@ const char* unicode_tables_version();  // "14.0.0"
 
 // Class of one code point: \p{L} -> letter, \p{N} -> number, Oniguruma \s -> space.
 CharClass char_class(char32_t code_point);
-
-// One decoded character of a UTF-8 string.
-struct Utf8Char {
-  char32_t code_point;  // U+FFFD when !valid
-  int length;           // bytes consumed, 1..4 (1 when !valid)
-  bool valid;
-};
-// Decodes the character starting at byte `pos` (< text.size()). Never throws.
-Utf8Char decode_utf8(std::string_view text, size_t pos);
-// True when the whole string is well-formed UTF-8.
-bool is_valid_utf8(std::string_view text);
-// Appends the UTF-8 encoding of a scalar value (not a surrogate, <= U+10FFFF).
-void append_utf8(std::string& out, char32_t code_point);
 
 // End (exclusive byte offset) of the GPT-2 split piece that starts at byte `start`
 // (< text.size()). Pieces are never empty.

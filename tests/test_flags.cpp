@@ -1,0 +1,92 @@
+// The depthgrad CLI's flag parser (tools/cli/flags.h): values, switches, defaults, and the
+// errors that name the flag, including a value that is really the next flag.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "tools/cli/flags.h"
+
+using dg::cli::Flags;
+using dg::cli::UsageError;
+
+namespace {
+
+Flags train_flags() {
+  Flags f("train", "test command");
+  f.add("output", "runs/out", "where to write");
+  f.add("steps", "30", "training steps");
+  f.add("lr", "0.001", "learning rate");
+  f.add_switch("quiet", "less output");
+  return f;
+}
+
+// Parses the words after the command name; returns false when --help was asked for.
+bool parse(Flags& f, std::vector<std::string> words) {
+  words.insert(words.begin(), {"depthgrad", "train"});
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  return f.parse(static_cast<int>(argv.size()), argv.data(), 2);
+}
+
+}  // namespace
+
+TEST_CASE("flags: values, switches and defaults") {
+  Flags f = train_flags();
+  REQUIRE(parse(f, {"--output", "runs/a", "--steps=5", "--quiet"}));
+  CHECK(f.get("output") == "runs/a");
+  CHECK(f.get_int("steps") == 5);
+  CHECK(f.get_double("lr") == 0.001);
+  CHECK_FALSE(f.given("lr"));
+  CHECK(f.given("steps"));
+  CHECK(f.get_bool("quiet"));
+  Flags h = train_flags();
+  CHECK_FALSE(parse(h, {"--steps", "5", "--help"}));
+}
+
+TEST_CASE("flags: a value that is the next flag is refused, naming the flag") {
+  Flags f = train_flags();
+  CHECK_THROWS_WITH_AS(parse(f, {"--output", "--steps", "5"}),
+                       doctest::Contains("--output: missing value (the next argument '--steps' is "
+                                         "a flag; write --output=--steps if that is the value)"),
+                       UsageError);
+  // Before, "--output --quiet" ran with output "--quiet" and quiet off.
+  Flags g = train_flags();
+  CHECK_THROWS_WITH_AS(parse(g, {"--output", "--quiet"}),
+                       doctest::Contains("--output: missing value"), UsageError);
+  Flags h = train_flags();
+  CHECK_THROWS_WITH_AS(parse(h, {"--steps", "--"}), doctest::Contains("--steps: missing value"),
+                       UsageError);
+  // Meant literally, it can be given with '='.
+  Flags e = train_flags();
+  REQUIRE(parse(e, {"--output=--odd-name"}));
+  CHECK(e.get("output") == "--odd-name");
+  Flags m = train_flags();
+  CHECK_THROWS_WITH_AS(parse(m, {"--output"}), doctest::Contains("--output: missing value"),
+                       UsageError);
+}
+
+TEST_CASE("flags: a negative number is a value and reaches the flag's own check") {
+  Flags f = train_flags();
+  REQUIRE(parse(f, {"--lr", "-1", "--steps", "-5"}));
+  CHECK(f.get_double("lr") == -1.0);
+  CHECK(f.get_int("steps") == -5);  // the command's range check then refuses it
+  Flags g = train_flags();
+  REQUIRE(parse(g, {"--lr", "-1e-3"}));
+  CHECK(g.get_double("lr") == -1e-3);
+}
+
+TEST_CASE("flags: unknown flags, stray words and bad numbers name what is wrong") {
+  Flags f = train_flags();
+  CHECK_THROWS_WITH_AS(parse(f, {"--stepz", "5"}), doctest::Contains("unknown flag --stepz"),
+                       UsageError);
+  Flags g = train_flags();
+  CHECK_THROWS_WITH_AS(parse(g, {"5"}), doctest::Contains("unexpected argument '5'"), UsageError);
+  Flags h = train_flags();
+  REQUIRE(parse(h, {"--steps", "five"}));
+  CHECK_THROWS_WITH_AS(h.get_int("steps"),
+                       doctest::Contains("--steps: expected an integer, got 'five'"), UsageError);
+  Flags q = train_flags();
+  CHECK_THROWS_WITH_AS(parse(q, {"--quiet=maybe"}),
+                       doctest::Contains("--quiet: expected true or false"), UsageError);
+}
