@@ -22,6 +22,7 @@
 #include "train/io/files.h"
 #include "train/experiments/reproduce.h"
 #include "train/io/safetensors.h"
+#include "train/trained_model.h"
 #include "train/trainer.h"
 
 namespace dg::cli {
@@ -192,19 +193,12 @@ int cmd_eval(int argc, char** argv, int start) {
   apply_threads_flag(f);
   if (f.get("checkpoint").empty()) throw UsageError("--checkpoint is required");
   const std::string path = f.get("checkpoint");
-  SafetensorsFile file = load_safetensors(path);
-  auto it = file.metadata.find("depthgrad.config");
-  if (it == file.metadata.end())
-    throw std::runtime_error(fmt::format("{}: no 'depthgrad.config' metadata: not written by depthgrad train", path));
-  TrainerConfig cfg = TrainerConfig::from_json(json::parse(it->second, path), path);
+  TrainedModel trained = load_trained_model(path);
+  const TrainerConfig& cfg = trained.config;
+  MicroLM& model = *trained.model;
   const DataLocation where = resolve_data_location(f);
   Splits data = load_splits(f.get("dataset"), where.data_dir, where.cache_dir, static_cast<int>(cfg.model.vocab));
-  auto tok = file.metadata.find("depthgrad.tokenizer_sha256");
-  if (tok != file.metadata.end() && tok->second != data.corpus.tokenizer_sha256)
-    throw std::runtime_error(fmt::format("{}: the model was trained with another tokenizer (sha256 {}) than this data gives ({})", path,
-                                         tok->second, data.corpus.tokenizer_sha256));
-  MicroLM model(cfg.model);
-  load_weights(file, path, model);
+  check_tokenizer_sha256(trained, path, data.corpus.tokenizer_sha256, "this data gives");
   const std::string split = f.get("split");
   const std::vector<int32_t>* ids = split == "train" ? &data.train : split == "validation" ? &data.validation : split == "test" ? &data.test : nullptr;
   if (!ids) throw UsageError(fmt::format("--split: expected train, validation or test, got '{}'", split));
