@@ -311,32 +311,42 @@ TEST_CASE("a prompt longer than the context keeps its last seq_len ids") {
                        std::invalid_argument);
 }
 
-TEST_CASE("UTF-8 streaming holds back split characters and passes everything else through") {
+TEST_CASE("UTF-8 streaming holds back split characters and replaces invalid bytes") {
+  const std::string fffd = "\xEF\xBF\xBD";
   Utf8Stream s;
   CHECK(s.push("caf\xC3") == "caf");
   CHECK(s.push("\xA9 ok") == "\xC3\xA9 ok");
   CHECK(s.push("\xF0\x9F") == "");  // a 4-byte emoji in three pieces
   CHECK(s.push("\x98") == "");
   CHECK(s.push("\x80!") == "\xF0\x9F\x98\x80!");
-  CHECK(s.push("\xFF\x80x") == "\xFF\x80x");  // invalid bytes are not held
+  CHECK(s.push("\xFF\x80x") == fffd + fffd + "x");  // never valid: replaced at once
+  CHECK(s.push("\xE2\x82y") == fffd + "y");        // a truncated sequence: one U+FFFD
+  CHECK(s.push("\xED\xA0\x80") == fffd + fffd + fffd);  // a surrogate is not a character
+  CHECK(s.push("\xC0\xAF") == fffd + fffd);              // nor is an overlong form
   CHECK(s.push("\xE2\x82") == "");
-  CHECK(s.finish() == "\xE2\x82");  // an unfinished character at the end comes out as it is
+  CHECK(s.finish() == fffd);  // unfinished at the end
   CHECK(s.finish().empty());
-  // Any bytes, cut anywhere: the pieces concatenate to the input, and no piece but the last ends
-  // inside a valid multi-byte character.
+  // Any cut of the bytes gives the same text: the decode itself when it is valid UTF-8.
   std::mt19937_64 rng(1);
-  const std::string sample = "h\xC3\xA9llo w\xC3\xB6rld \xE2\x82\xAC \xF0\x9F\x98\x80 \xFF\xC3 end";
+  const std::string valid = "h\xC3\xA9llo w\xC3\xB6rld \xE2\x82\xAC \xF0\x9F\x98\x80 end";
+  const std::string mixed = valid + "\xFF\xC3 \xF0\x9F\x98 \xE2\x82\xAC\xAC\xF4\x90 tail\xE2";
+  Utf8Stream whole;
+  std::string mixed_text = whole.push(mixed);
+  mixed_text += whole.finish();
+  CHECK(mixed_text == valid + fffd + fffd + " " + fffd + " \xE2\x82\xAC" + fffd + fffd + fffd + " tail" + fffd);
   for (int trial = 0; trial < 200; ++trial) {
-    Utf8Stream t;
-    std::string joined;
-    size_t at = 0;
-    while (at < sample.size()) {
-      const size_t n = std::min<size_t>(sample.size() - at, 1 + rng() % 4);
-      joined += t.push(std::string_view(sample).substr(at, n));
-      at += n;
+    for (const std::string* input : {&valid, &mixed}) {
+      Utf8Stream t;
+      std::string joined;
+      size_t at = 0;
+      while (at < input->size()) {
+        const size_t n = std::min<size_t>(input->size() - at, rng() % 4);  // empty pieces too
+        joined += t.push(std::string_view(*input).substr(at, n));
+        at += n;
+      }
+      joined += t.finish();
+      CHECK(joined == (input == &valid ? valid : mixed_text));
     }
-    joined += t.finish();
-    CHECK(joined == sample);
   }
 }
 

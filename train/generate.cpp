@@ -115,36 +115,62 @@ GenerationResult generate_tokens(Decoder& decoder, std::span<const int32_t> prom
 // ---- UTF-8 streaming -------------------------------------------------------------------------------
 
 namespace {
-// Bytes a UTF-8 sequence starting with `lead` has (1 for ASCII, continuation and invalid bytes).
-int sequence_length(unsigned char lead) {
-  if (lead >= 0xF0 && lead <= 0xF4) return 4;
-  if (lead >= 0xE0 && lead <= 0xEF) return 3;
-  if (lead >= 0xC2 && lead <= 0xDF) return 2;
-  return 1;
+// Moves what can be printed from the front of `pending` to the returned text: complete valid
+// UTF-8 sequences as they are, each maximal invalid subpart (Unicode §3.9, "substitution of
+// maximal subparts") as one U+FFFD. A valid but incomplete sequence at the end stays in
+// `pending` unless `final`, when it too becomes U+FFFD.
+std::string take_printable(std::string& pending, bool final) {
+  static const char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
+  std::string out;
+  const size_t n = pending.size();
+  size_t i = 0;
+  while (i < n) {
+    const auto c = static_cast<unsigned char>(pending[i]);
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte (Table 3-7)
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c == 0xE0) len = 3, lo = 0xA0;
+    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) len = 3;
+    else if (c == 0xED) len = 3, hi = 0x9F;  // no surrogates
+    else if (c == 0xF0) len = 4, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3) len = 4;
+    else if (c == 0xF4) len = 4, hi = 0x8F;  // nothing above U+10FFFF
+    if (len == 0) {  // a continuation byte without a lead, or a byte that never starts one
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    size_t k = 1;
+    for (; k < len && i + k < n; ++k) {
+      const auto b = static_cast<unsigned char>(pending[i + k]);
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) break;
+    }
+    if (k == len) {
+      out.append(pending, i, len);
+      i += len;
+    } else if (i + k == n && !final) {
+      break;  // may still complete: wait for the next token's bytes
+    } else {
+      out += kReplacement;
+      i += k;
+    }
+  }
+  pending.erase(0, i);
+  return out;
 }
 }  // namespace
 
 std::string Utf8Stream::push(std::string_view bytes) {
   pending_.append(bytes);
-  // The last lead byte among the final three: when its sequence is longer than what follows it,
-  // hold it back with its continuation bytes.
-  size_t cut = pending_.size();
-  for (size_t back = 1; back <= 3 && back <= pending_.size(); ++back) {
-    const auto c = static_cast<unsigned char>(pending_[pending_.size() - back]);
-    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    if (static_cast<size_t>(sequence_length(c)) > back) cut = pending_.size() - back;
-    break;
-  }
-  std::string out = pending_.substr(0, cut);
-  pending_.erase(0, cut);
-  return out;
+  return take_printable(pending_, false);
 }
 
-std::string Utf8Stream::finish() {
-  std::string out;
-  out.swap(pending_);
-  return out;
-}
+std::string Utf8Stream::finish() { return take_printable(pending_, true); }
 
 // ---- training samples and timing -------------------------------------------------------------------
 

@@ -64,10 +64,11 @@ struct GenerationResult {
 GenerationResult generate_tokens(Decoder& decoder, std::span<const int32_t> prompt, const GenerationOptions& options,
                                  const std::function<void(int32_t)>& on_token = {});
 
-// Turns decoded bytes, token by token, into printable pieces: an incomplete UTF-8 sequence at the
-// end (a character split across tokens) is held back until its remaining bytes arrive. Bytes
-// that are not valid UTF-8 pass through unchanged, like the tokenizer's decode, so the pieces
-// together always equal the decode of all ids.
+// Turns decoded bytes, token by token, into printable UTF-8: a character split across tokens is
+// held back until its remaining bytes arrive; bytes that cannot form a valid character (a model
+// can emit any byte token) become U+FFFD, one per maximal invalid subpart as Unicode recommends.
+// So the output is valid UTF-8, does not depend on how the bytes were cut into tokens, and equals
+// the tokenizer's decode whenever that is valid UTF-8.
 class Utf8Stream {
  public:
   std::string push(std::string_view bytes);  // what can be printed now

@@ -14,6 +14,7 @@
 #include "tools/cli/flags.h"
 #include "tools/cli/shared_flags.h"
 #include "tools/cli/progress.h"
+#include "tools/cli/train_samples.h"
 #include "train/io/run_record.h"
 #include "train/checkpoint.h"
 #include "train/data/corpus.h"
@@ -86,6 +87,7 @@ int cmd_train(int argc, char** argv, int start) {
       .add_switch("sequential", "consecutive windows instead of random windows")
       .add_switch("quiet", "no progress output");
   add_data_flags(f);
+  add_train_sample_flags(f);
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
     return 0;
@@ -123,6 +125,7 @@ int cmd_train(int argc, char** argv, int start) {
   Splits data = load_splits(f.get("dataset"), where.data_dir, where.cache_dir, static_cast<int>(f.get_int("vocab")));
   cfg.model.vocab = data.corpus.tokenizer.vocab_size();
   cfg.model.validate();
+  TrainSamples samples(f, data.corpus.tokenizer, cfg.seed);
   const std::string out = f.get("output");
   make_dirs(out);
   write_file_atomic(out + "/config.json", json::dump(cfg.to_json(), 2) + "\n");
@@ -156,6 +159,7 @@ int cmd_train(int argc, char** argv, int start) {
       j["validation_loss"] = v;
       progress.message(fmt::format("step {}: validation loss {:.4f} (perplexity {:.2f})", log.step + 1, v, std::exp(std::min(v, 20.0))));
     }
+    samples.after_step(log.step + 1, trainer.model(), progress);
     progress.log_json(json::dump(j));
     if (checkpoint_every > 0 && (log.step + 1) % checkpoint_every == 0 && log.step + 1 < cfg.steps) trainer.save_checkpoint(ckpt);
   });
