@@ -35,7 +35,8 @@ void linear_rows(T* y, const T* x, int64_t n, const Linear& l, const T* residual
       }
     }
   }
-  gemm(false, true, n, out, in, T(1), x, in, l.weight.data<T>(), in, accumulate ? T(1) : T(0), y, out);
+  gemm(false, true, n, out, in, T(1), x, in, l.weight.data<T>(), in, accumulate ? T(1) : T(0), y,
+       out);
 }
 
 // out [n, D] = Norm(x [n, D]); stat_a, stat_b [n] scratch for rstd (and the LayerNorm mean).
@@ -45,7 +46,8 @@ void norm_rows(T* out, const T* x, int64_t n, const Norm& norm, T* stat_a, T* st
   if (norm.kind == Norm::Kind::rms)
     rmsnorm_forward<T>(out, stat_a, x, norm.weight.data<T>(), n, D, norm.eps);
   else
-    layernorm_forward<T>(out, stat_b, stat_a, x, norm.weight.data<T>(), norm.bias.data<T>(), n, D, norm.eps);
+    layernorm_forward<T>(out, stat_b, stat_a, x, norm.weight.data<T>(), norm.bias.data<T>(), n, D,
+                         norm.eps);
 }
 
 // The pointers of the first J source buffers, for depth_mix_forward (one vector per thread and
@@ -64,11 +66,13 @@ T* ptr(const Tensor& t) {
 }
 }  // namespace
 
-Decoder::Decoder(const MicroLM& model) : model_(model), config_(model.config()), dtype_(model.token->weight.dtype()) {
+Decoder::Decoder(const MicroLM& model)
+    : model_(model), config_(model.config()), dtype_(model.token->weight.dtype()) {
   const MicroLMConfig& c = config_;
   for (auto& [name, p] : model.named_parameters())
     if (!p.is_contiguous())
-      throw std::invalid_argument(fmt::format("Decoder: parameter '{}' is not contiguous ({})", name, p.describe()));
+      throw std::invalid_argument(
+          fmt::format("Decoder: parameter '{}' is not contiguous ({})", name, p.describe()));
   head_dim_ = c.dim / c.heads;
   kv_dim_ = c.kv_heads * head_dim_;
   hidden_ = c.expansion * c.dim;
@@ -98,7 +102,9 @@ void Decoder::ensure_rows(int64_t n) {
     scratch_threads_ = static_cast<int>(threads);
   }
   if (n <= rows_) return;
-  const int64_t slots = is_paper_attnres(c.mode) ? 2 * c.layers + 2 : is_reference_attnres(c.mode) ? c.layers + 1 : 2;
+  const int64_t slots = is_paper_attnres(c.mode)       ? 2 * c.layers + 2
+                        : is_reference_attnres(c.mode) ? c.layers + 1
+                                                       : 2;
   sources_.clear();
   for (int64_t s = 0; s < slots; ++s) sources_.push_back(Tensor::empty({n, c.dim}, dtype_));
   for (Tensor* t : {&x_, &normed_, &mix_qk_, &mix_v_, &u_qk_, &u_v_, &q_, &merged_, &sublayer_})
@@ -117,19 +123,23 @@ const Tensor& Decoder::append(std::span<const int32_t> ids, bool all_positions) 
   const int64_t n = static_cast<int64_t>(ids.size());
   if (n == 0) throw std::invalid_argument("Decoder::append: no token ids");
   if (length_ + n > capacity())
-    throw std::invalid_argument(fmt::format("Decoder::append: {} cached + {} new positions exceed the context of {} (seq_len)",
-                                            length_, n, capacity()));
+    throw std::invalid_argument(fmt::format(
+        "Decoder::append: {} cached + {} new positions exceed the context of {} (seq_len)", length_,
+        n, capacity()));
   for (int32_t id : ids)
     if (id < 0 || id >= config_.vocab)
-      throw std::invalid_argument(fmt::format("Decoder::append: token id {} is outside the vocabulary [0, {})", id, config_.vocab));
+      throw std::invalid_argument(fmt::format(
+          "Decoder::append: token id {} is outside the vocabulary [0, {})", id, config_.vocab));
   NoGradGuard no_grad;
   ensure_rows(n);
-  dispatch_float(dtype_, "Decoder::append", [&]<class T>() { run<T>(ids.data(), n, all_positions); });
+  dispatch_float(dtype_, "Decoder::append",
+                 [&]<class T>() { run<T>(ids.data(), n, all_positions); });
   length_ += n;
   const int64_t rows = all_positions ? n : 1;
-  if (!result_.defined() || result_.storage() != logits_.storage() || result_.numel() != rows * config_.vocab ||
-      result_.dim() != (all_positions ? 2 : 1))
-    result_ = all_positions ? logits_.view_narrow(0, 0, n) : logits_.view_narrow(0, 0, 1).view_reshape({config_.vocab});
+  if (!result_.defined() || result_.storage() != logits_.storage() ||
+      result_.numel() != rows * config_.vocab || result_.dim() != (all_positions ? 2 : 1))
+    result_ = all_positions ? logits_.view_narrow(0, 0, n)
+                            : logits_.view_narrow(0, 0, 1).view_reshape({config_.vocab});
   return result_;
 }
 
@@ -220,15 +230,15 @@ void Decoder::run(const int32_t* ids, int64_t n, bool all_positions) {
   // The head: logits [rows, V] = final_norm(out) · Wᵀ, for the last row only unless all_positions.
   const int64_t first = all_positions ? 0 : n - 1, rows = n - first;
   norm_rows<T>(ptr<T>(normed_), out + first * D, rows, *model_.final_norm, a, b);
-  gemm(false, true, rows, c.vocab, D, T(1), ptr<T>(normed_), D, model_.head_weight().data<T>(), D, T(0),
-       ptr<T>(logits_), c.vocab);
+  gemm(false, true, rows, c.vocab, D, T(1), ptr<T>(normed_), D, model_.head_weight().data<T>(), D,
+       T(0), ptr<T>(logits_), c.vocab);
 }
 
 // CausalSelfAttention::forward on n new rows: Q, K from u_qk, V from u_v; K and V go straight into
 // the cache at their positions; out [n, D] = residual + Attn·W_oᵀ (+ bias).
 template <class T>
-void Decoder::attention_sublayer(const MicroBlock& block, int64_t layer, const T* u_qk, const T* u_v, int64_t n,
-                                 T* out, const T* residual) {
+void Decoder::attention_sublayer(const MicroBlock& block, int64_t layer, const T* u_qk,
+                                 const T* u_v, int64_t n, T* out, const T* residual) {
   const CausalSelfAttention& attn = *block.attention;
   const int64_t H = config_.heads, Hkv = config_.kv_heads, hd = head_dim_;
   T* q = ptr<T>(q_);
@@ -295,7 +305,8 @@ void Decoder::attend(int64_t layer, const T* q, int64_t n, T* out) {
 // FeedForward::forward on n rows: out = residual + down(silu(gate(x)) ⊙ up(x)) (SwiGLU) or
 // residual + down(gelu(up(x))).
 template <class T>
-void Decoder::feed_forward(const FeedForward& ffn, const T* x, int64_t n, T* out, const T* residual) {
+void Decoder::feed_forward(const FeedForward& ffn, const T* x, int64_t n, T* out,
+                           const T* residual) {
   T* up = ptr<T>(up_);
   T* hidden = up;
   linear_rows<T>(up, x, n, *ffn.up);
@@ -320,8 +331,8 @@ void Decoder::pseudo_query_mix(int64_t J, const Tensor& query, int64_t n, T* out
   const int64_t D = config_.dim;
   T* logits = ptr<T>(route_logits_);
   for (int64_t j = 0; j < J; ++j) {
-    rmsnorm_forward<T>(ptr<T>(normed_), ptr<T>(stat_a_), ptr<T>(sources_[j]), ptr<T>(unit_gain_), n, D,
-                       config_.norm_eps);
+    rmsnorm_forward<T>(ptr<T>(normed_), ptr<T>(stat_a_), ptr<T>(sources_[j]), ptr<T>(unit_gain_), n,
+                       D, config_.norm_eps);
     gemm(false, true, n, 1, D, T(1), ptr<T>(normed_), D, query.data<T>(), D, T(0), logits + j, J);
   }
   softmax_forward<T>(ptr<T>(alpha_), logits, n, J, 1, false);

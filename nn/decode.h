@@ -24,7 +24,7 @@ class Decoder {
   const MicroLMConfig& config() const { return config_; }
   int64_t capacity() const { return config_.seq_len; }  // positions the cache holds
   int64_t length() const { return length_; }            // positions in the cache now
-  void reset() { length_ = 0; }                          // forget them (buffers are kept)
+  void reset() { length_ = 0; }                         // forget them (buffers are kept)
 
   // Runs ids at positions length() .. length() + n − 1 and adds them to the cache. Returns the
   // logits of the last new position [vocab], or of every new position [n, vocab] when
@@ -37,8 +37,8 @@ class Decoder {
   template <class T>
   void run(const int32_t* ids, int64_t n, bool all_positions);
   template <class T>
-  void attention_sublayer(const MicroBlock& block, int64_t layer, const T* u_qk, const T* u_v, int64_t n,
-                          T* out, const T* residual);
+  void attention_sublayer(const MicroBlock& block, int64_t layer, const T* u_qk, const T* u_v,
+                          int64_t n, T* out, const T* residual);
   template <class T>
   void attend(int64_t layer, const T* q, int64_t n, T* out);
   template <class T>
@@ -52,7 +52,7 @@ class Decoder {
   DType dtype_;
   int64_t head_dim_, kv_dim_, hidden_;
   int64_t length_ = 0;
-  int64_t rows_ = 0;  // new positions the work buffers hold
+  int64_t rows_ = 0;                       // new positions the work buffers hold
   std::vector<Tensor> k_cache_, v_cache_;  // per layer [seq_len, kv_heads·hd], rows = positions
   Tensor rope_cos_, rope_sin_;             // [seq_len, hd/2]
   Tensor unit_gain_;                       // ones [D]: the paper modes' gain-free RMSNorm
@@ -63,7 +63,7 @@ class Decoder {
   Tensor route_logits_, alpha_, gate_, up_, stat_a_, stat_b_, logits_;
   Tensor scratch_;  // per thread: attention scores [seq_len] and an output row [hd], in double
   int scratch_threads_ = 0;
-  Tensor result_;   // the view append returns
+  Tensor result_;  // the view append returns
 };
 
 }  // namespace dg

@@ -61,8 +61,9 @@ MicroLMConfig tiny_config(ResidualMode mode, int64_t kv_heads) {
   return c;
 }
 
-const ResidualMode kModes[] = {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres,
-                               ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres};
+const ResidualMode kModes[] = {ResidualMode::standard, ResidualMode::block_attnres,
+                               ResidualMode::rd_attnres, ResidualMode::paper_block_attnres,
+                               ResidualMode::paper_rd_attnres};
 
 // Full-forward logits [T, V] of ids.
 Tensor full_logits(MicroLM& model, const std::vector<int32_t>& ids) {
@@ -94,27 +95,34 @@ void check_against_forward(const MicroLMConfig& config, DType dtype, double tole
       CAPTURE(t);
       const Tensor& step = decoder.append(std::span(ids.data() + t, 1));
       REQUIRE(step.shape() == Shape{config.vocab});
-      CHECK(test::rel_diff(step.to_vector(), full.view_narrow(0, t, 1).view_reshape({config.vocab}).to_vector()) < tolerance);
+      CHECK(test::rel_diff(step.to_vector(),
+                           full.view_narrow(0, t, 1).view_reshape({config.vocab}).to_vector()) <
+            tolerance);
     }
     CHECK(decoder.length() == config.seq_len);
   }
 }
 
 // The reference generator: one full forward per id on the window generate_tokens documents.
-std::vector<int32_t> greedy_by_full_forward(MicroLM& model, std::vector<int32_t> context, int64_t n) {
+std::vector<int32_t> greedy_by_full_forward(MicroLM& model, std::vector<int32_t> context,
+                                            int64_t n) {
   const int64_t cap = model.config().seq_len;
-  if (static_cast<int64_t>(context.size()) > cap) context.erase(context.begin(), context.end() - cap);
+  if (static_cast<int64_t>(context.size()) > cap)
+    context.erase(context.begin(), context.end() - cap);
   std::vector<int32_t> out;
   for (int64_t i = 0; i < n; ++i) {
-    const int32_t id = argmax_row(full_logits(model, context), static_cast<int64_t>(context.size()) - 1);
+    const int32_t id =
+        argmax_row(full_logits(model, context), static_cast<int64_t>(context.size()) - 1);
     out.push_back(id);
-    if (static_cast<int64_t>(context.size()) == cap) context.erase(context.begin(), context.end() - (std::max<int64_t>(1, cap / 2) - 1));
+    if (static_cast<int64_t>(context.size()) == cap)
+      context.erase(context.begin(), context.end() - (std::max<int64_t>(1, cap / 2) - 1));
     context.push_back(id);
   }
   return out;
 }
 
-GenerationOptions options(int64_t n, double temperature, uint64_t seed, int64_t top_k = 0, double top_p = 1.0) {
+GenerationOptions options(int64_t n, double temperature, uint64_t seed, int64_t top_k = 0,
+                          double top_p = 1.0) {
   GenerationOptions g;
   g.max_new_tokens = n;
   g.sampling.temperature = temperature;
@@ -151,7 +159,9 @@ TEST_CASE("cached incremental logits equal the full forward at every position, i
   }
 }
 
-TEST_CASE("the decoder follows the model's other switches: learned positions, LayerNorm, GELU, biases, untied head, block sizes") {
+TEST_CASE(
+    "the decoder follows the model's other switches: learned positions, LayerNorm, GELU, biases, "
+    "untied head, block sizes") {
   for (ResidualMode mode : kModes) {
     CAPTURE(residual_mode_name(mode));
     MicroLMConfig c = tiny_config(mode, 2);
@@ -164,7 +174,8 @@ TEST_CASE("the decoder follows the model's other switches: learned positions, La
     check_against_forward(c, DType::f64, 1e-12);
     check_against_forward(c, DType::f32, 1e-5);
   }
-  for (int64_t block_size : {1, 3, 4}) {  // Full AttnRes, blocks straddling layers, more than one layer
+  for (int64_t block_size :
+       {1, 3, 4}) {  // Full AttnRes, blocks straddling layers, more than one layer
     for (ResidualMode mode : {ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres}) {
       CAPTURE(block_size);
       MicroLMConfig c = tiny_config(mode, 2);
@@ -200,9 +211,11 @@ TEST_CASE("decoder: bit-identical at 1 and 2 threads, buffers reused, bad calls 
   Decoder d(model);
   CHECK_THROWS_AS(d.append(std::span<const int32_t>()), std::invalid_argument);
   const int32_t bad[] = {static_cast<int32_t>(c.vocab)};
-  CHECK_THROWS_WITH_AS(d.append(bad), doctest::Contains("outside the vocabulary"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(d.append(bad), doctest::Contains("outside the vocabulary"),
+                       std::invalid_argument);
   d.append(ids);
-  CHECK_THROWS_WITH_AS(d.append(std::span(ids.data(), 1)), doctest::Contains("exceed the context"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(d.append(std::span(ids.data(), 1)), doctest::Contains("exceed the context"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("greedy decoding is the full forward's argmax, across context moves, for every mode") {
@@ -221,7 +234,8 @@ TEST_CASE("greedy decoding is the full forward's argmax, across context moves, f
   }
 }
 
-TEST_CASE("sampling: same seed same ids, another seed other ids, top-k 1 and tiny top-p are greedy") {
+TEST_CASE(
+    "sampling: same seed same ids, another seed other ids, top-k 1 and tiny top-p are greedy") {
   MicroLMConfig c = tiny_config(ResidualMode::paper_rd_attnres, 2);
   MicroLM model(c);
   randomize(model, 4);
@@ -241,7 +255,8 @@ TEST_CASE("sampling: same seed same ids, another seed other ids, top-k 1 and tin
   GenerationOptions stop = options(25, 0.0, 7);
   stop.stop_token = greedy[2];
   const auto first_stop = std::find(greedy.begin(), greedy.end(), greedy[2]) - greedy.begin();
-  CHECK(generate_tokens(decoder, prompt, stop).tokens == std::vector<int32_t>(greedy.begin(), greedy.begin() + first_stop + 1));
+  CHECK(generate_tokens(decoder, prompt, stop).tokens ==
+        std::vector<int32_t>(greedy.begin(), greedy.begin() + first_stop + 1));
 }
 
 TEST_CASE("sampling: the distribution, top-k, top-p and temperature") {
@@ -249,7 +264,9 @@ TEST_CASE("sampling: the distribution, top-k, top-p and temperature") {
   SamplingOptions o;
   o.seed = 3;
   const int draws = 20000;
-  auto freq = [&](std::map<int32_t, int>& h, int32_t id) { return static_cast<double>(h[id]) / draws; };
+  auto freq = [&](std::map<int32_t, int>& h, int32_t id) {
+    return static_cast<double>(h[id]) / draws;
+  };
   auto plain = histogram(logits, o, draws);
   CHECK(freq(plain, 0) == doctest::Approx(0.5).epsilon(0.05));
   CHECK(freq(plain, 3) == doctest::Approx(0.05).epsilon(0.15));
@@ -285,10 +302,14 @@ TEST_CASE("sampling options are checked: temperature >= 0, top-k >= 0, top-p in 
     return o;
   };
   for (double p : {0.0, -0.1, 1.0000001, 2.0, double(NAN)})
-    CHECK_THROWS_WITH_AS(with(1, 0, p).validate(), doctest::Contains("top-p"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(with(-0.5, 0, 1).validate(), doctest::Contains("temperature"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(with(INFINITY, 0, 1).validate(), doctest::Contains("temperature"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(with(1, -1, 1).validate(), doctest::Contains("top-k"), std::invalid_argument);
+    CHECK_THROWS_WITH_AS(with(1, 0, p).validate(), doctest::Contains("top-p"),
+                         std::invalid_argument);
+  CHECK_THROWS_WITH_AS(with(-0.5, 0, 1).validate(), doctest::Contains("temperature"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(with(INFINITY, 0, 1).validate(), doctest::Contains("temperature"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(with(1, -1, 1).validate(), doctest::Contains("top-k"),
+                       std::invalid_argument);
   CHECK_NOTHROW(with(0, 0, 1).validate());
   CHECK_NOTHROW(with(2, 5, 0.01).validate());
   CHECK_THROWS_AS(TokenSampler(with(1, 0, 0)), std::invalid_argument);
@@ -304,11 +325,12 @@ TEST_CASE("a prompt longer than the context keeps its last seq_len ids") {
   GenerationResult r = generate_tokens(decoder, long_prompt, options(8, 1.0, 5));
   CHECK(r.prompt_tokens_kept == c.seq_len);
   CHECK(r.tokens == generate_tokens(decoder, tail, options(8, 1.0, 5)).tokens);
-  CHECK(generate_tokens(decoder, long_prompt, options(8, 0.0, 5)).tokens == greedy_by_full_forward(model, long_prompt, 8));
+  CHECK(generate_tokens(decoder, long_prompt, options(8, 0.0, 5)).tokens ==
+        greedy_by_full_forward(model, long_prompt, 8));
   CHECK_THROWS_WITH_AS(generate_tokens(decoder, std::span<const int32_t>(), options(8, 1.0, 5)),
                        doctest::Contains("prompt"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(generate_tokens(decoder, tail, options(-1, 1.0, 5)), doctest::Contains("max-new-tokens"),
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(generate_tokens(decoder, tail, options(-1, 1.0, 5)),
+                       doctest::Contains("max-new-tokens"), std::invalid_argument);
 }
 
 TEST_CASE("UTF-8 streaming holds back split characters and replaces invalid bytes") {
@@ -319,10 +341,10 @@ TEST_CASE("UTF-8 streaming holds back split characters and replaces invalid byte
   CHECK(s.push("\xF0\x9F") == "");  // a 4-byte emoji in three pieces
   CHECK(s.push("\x98") == "");
   CHECK(s.push("\x80!") == "\xF0\x9F\x98\x80!");
-  CHECK(s.push("\xFF\x80x") == fffd + fffd + "x");  // never valid: replaced at once
-  CHECK(s.push("\xE2\x82y") == fffd + "y");        // a truncated sequence: one U+FFFD
+  CHECK(s.push("\xFF\x80x") == fffd + fffd + "x");      // never valid: replaced at once
+  CHECK(s.push("\xE2\x82y") == fffd + "y");             // a truncated sequence: one U+FFFD
   CHECK(s.push("\xED\xA0\x80") == fffd + fffd + fffd);  // a surrogate is not a character
-  CHECK(s.push("\xC0\xAF") == fffd + fffd);              // nor is an overlong form
+  CHECK(s.push("\xC0\xAF") == fffd + fffd);             // nor is an overlong form
   CHECK(s.push("\xE2\x82") == "");
   CHECK(s.finish() == fffd);  // unfinished at the end
   CHECK(s.finish().empty());
@@ -333,7 +355,8 @@ TEST_CASE("UTF-8 streaming holds back split characters and replaces invalid byte
   Utf8Stream whole;
   std::string mixed_text = whole.push(mixed);
   mixed_text += whole.finish();
-  CHECK(mixed_text == valid + fffd + fffd + " " + fffd + " \xE2\x82\xAC" + fffd + fffd + fffd + " tail" + fffd);
+  CHECK(mixed_text ==
+        valid + fffd + fffd + " " + fffd + " \xE2\x82\xAC" + fffd + fffd + fffd + " tail" + fffd);
   for (int trial = 0; trial < 200; ++trial) {
     for (const std::string* input : {&valid, &mixed}) {
       Utf8Stream t;
@@ -364,12 +387,13 @@ TEST_CASE("training samples: text after a prompt; empty prompts and foreign toke
   const std::string a = sample_text(model, tok, "the cat", 12, o);
   CHECK(!a.empty());
   CHECK(a == sample_text(model, tok, "the cat", 12, o));
-  CHECK_THROWS_WITH_AS(sample_text(model, tok, "", 12, o), doctest::Contains("encodes to no token ids"),
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(sample_text(model, tok, "", 12, o),
+                       doctest::Contains("encodes to no token ids"), std::invalid_argument);
   MicroLMConfig other = c;
   other.vocab = c.vocab + 1;
   MicroLM wrong(other);
-  CHECK_THROWS_WITH_AS(sample_text(wrong, tok, "the cat", 12, o), doctest::Contains("vocabulary"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(sample_text(wrong, tok, "the cat", 12, o), doctest::Contains("vocabulary"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("time_decode times the requested number of generated ids") {

@@ -11,20 +11,26 @@
 
 namespace dg {
 
-// ---- sampling ----------------------------------------------------------------------------------
+// ---- sampling -----------------------------------------------------------------------------------
 
 void SamplingOptions::validate() const {
   if (!(temperature >= 0) || !std::isfinite(temperature))
-    throw std::invalid_argument(fmt::format("temperature must be finite and >= 0 (0 = greedy), got {}", temperature));
-  if (top_k < 0) throw std::invalid_argument(fmt::format("top-k must be >= 0 (0 = no limit), got {}", top_k));
-  if (!(top_p > 0 && top_p <= 1)) throw std::invalid_argument(fmt::format("top-p must be in (0, 1], got {}", top_p));
+    throw std::invalid_argument(
+        fmt::format("temperature must be finite and >= 0 (0 = greedy), got {}", temperature));
+  if (top_k < 0)
+    throw std::invalid_argument(fmt::format("top-k must be >= 0 (0 = no limit), got {}", top_k));
+  if (!(top_p > 0 && top_p <= 1))
+    throw std::invalid_argument(fmt::format("top-p must be in (0, 1], got {}", top_p));
 }
 
-TokenSampler::TokenSampler(const SamplingOptions& options) : options_(options), rng_(options.seed) { options_.validate(); }
+TokenSampler::TokenSampler(const SamplingOptions& options) : options_(options), rng_(options.seed) {
+  options_.validate();
+}
 
 int32_t TokenSampler::sample(const Tensor& logits) {
   if (logits.dim() != 1 || logits.numel() < 1)
-    throw std::invalid_argument(fmt::format("TokenSampler: expected logits [vocab], got {}", logits.describe()));
+    throw std::invalid_argument(
+        fmt::format("TokenSampler: expected logits [vocab], got {}", logits.describe()));
   const int64_t V = logits.numel();
   values_.resize(static_cast<size_t>(V));
   dispatch_float(logits.dtype(), "TokenSampler", [&]<class T>() {
@@ -35,8 +41,9 @@ int32_t TokenSampler::sample(const Tensor& logits) {
   int32_t best = 0;
   for (int64_t i = 0; i < V; ++i) {
     if (!std::isfinite(values_[i]))
-      throw std::runtime_error(fmt::format("the model gave a non-finite logit ({}) for id {}: are the weights diverged?",
-                                           values_[i], i));
+      throw std::runtime_error(
+          fmt::format("the model gave a non-finite logit ({}) for id {}: are the weights diverged?",
+                      values_[i], i));
     if (values_[i] > values_[best]) best = static_cast<int32_t>(i);
   }
   if (options_.temperature == 0 || options_.top_k == 1) return best;
@@ -44,7 +51,9 @@ int32_t TokenSampler::sample(const Tensor& logits) {
   // Candidates, most likely first (lower id first on ties) when a filter needs the order.
   order_.resize(static_cast<size_t>(V));
   std::iota(order_.begin(), order_.end(), 0);
-  auto more_likely = [&](int32_t a, int32_t b) { return values_[a] > values_[b] || (values_[a] == values_[b] && a < b); };
+  auto more_likely = [&](int32_t a, int32_t b) {
+    return values_[a] > values_[b] || (values_[a] == values_[b] && a < b);
+  };
   const bool filter_k = options_.top_k > 0 && options_.top_k < V, filter_p = options_.top_p < 1;
   if (filter_k) {
     std::partial_sort(order_.begin(), order_.begin() + options_.top_k, order_.end(), more_likely);
@@ -55,11 +64,13 @@ int32_t TokenSampler::sample(const Tensor& logits) {
   // Unnormalised probabilities exp((l − max) / temperature), in place.
   const double max = values_[best];
   double total = 0;
-  for (int32_t id : order_) total += (values_[id] = std::exp((values_[id] - max) / options_.temperature));
+  for (int32_t id : order_)
+    total += (values_[id] = std::exp((values_[id] - max) / options_.temperature));
   if (filter_p) {  // the shortest prefix whose mass reaches top_p (at least one id)
     double mass = 0;
     size_t keep = 0;
-    while (keep < order_.size() && (keep == 0 || mass < options_.top_p * total)) mass += values_[order_[keep++]];
+    while (keep < order_.size() && (keep == 0 || mass < options_.top_p * total))
+      mass += values_[order_[keep++]];
     order_.resize(keep);
     total = mass;
   }
@@ -71,19 +82,22 @@ int32_t TokenSampler::sample(const Tensor& logits) {
   return order_.back();  // u landed on the total through rounding
 }
 
-// ---- generation ----------------------------------------------------------------------------------
+// ---- generation ---------------------------------------------------------------------------------
 
-GenerationResult generate_tokens(Decoder& decoder, std::span<const int32_t> prompt, const GenerationOptions& options,
+GenerationResult generate_tokens(Decoder& decoder, std::span<const int32_t> prompt,
+                                 const GenerationOptions& options,
                                  const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) throw std::invalid_argument("generate: the prompt has no token ids");
   if (options.max_new_tokens < 0)
-    throw std::invalid_argument(fmt::format("max-new-tokens must be >= 0, got {}", options.max_new_tokens));
+    throw std::invalid_argument(
+        fmt::format("max-new-tokens must be >= 0, got {}", options.max_new_tokens));
   TokenSampler sampler(options.sampling);
   const auto start = std::chrono::steady_clock::now();
   GenerationResult r;
   const int64_t capacity = decoder.capacity();
   const size_t first = prompt.size() > static_cast<size_t>(capacity) ? prompt.size() - capacity : 0;
-  std::vector<int32_t> context(prompt.begin() + static_cast<std::ptrdiff_t>(first), prompt.end());  // the ids in the cache
+  std::vector<int32_t> context(prompt.begin() + static_cast<std::ptrdiff_t>(first),
+                               prompt.end());  // the ids in the cache
   context.reserve(static_cast<size_t>(capacity) + 1);
   r.prompt_tokens_kept = static_cast<int64_t>(context.size());
   r.tokens.reserve(static_cast<size_t>(std::min<int64_t>(options.max_new_tokens, 1 << 16)));
@@ -95,7 +109,8 @@ GenerationResult generate_tokens(Decoder& decoder, std::span<const int32_t> prom
       r.tokens.push_back(id);
       if (on_token) on_token(id);
       if (id == options.stop_token || i + 1 == options.max_new_tokens) break;
-      if (decoder.length() == capacity) {  // full: re-read the last capacity/2 ids, the new one included
+      if (decoder.length() ==
+          capacity) {  // full: re-read the last capacity/2 ids, the new one included
         const int64_t keep = std::max<int64_t>(1, capacity / 2);
         context.erase(context.begin(), context.end() - (keep - 1));
         context.push_back(id);
@@ -112,7 +127,7 @@ GenerationResult generate_tokens(Decoder& decoder, std::span<const int32_t> prom
   return r;
 }
 
-// ---- UTF-8 streaming -------------------------------------------------------------------------------
+// ---- UTF-8 streaming ----------------------------------------------------------------------------
 
 namespace {
 // Moves what can be printed from the front of `pending` to the returned text: complete valid
@@ -133,14 +148,21 @@ std::string take_printable(std::string& pending, bool final) {
     }
     size_t len = 0;
     unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte (Table 3-7)
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c == 0xE0) len = 3, lo = 0xA0;
-    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) len = 3;
-    else if (c == 0xED) len = 3, hi = 0x9F;  // no surrogates
-    else if (c == 0xF0) len = 4, lo = 0x90;
-    else if (c >= 0xF1 && c <= 0xF3) len = 4;
-    else if (c == 0xF4) len = 4, hi = 0x8F;  // nothing above U+10FFFF
-    if (len == 0) {  // a continuation byte without a lead, or a byte that never starts one
+    if (c >= 0xC2 && c <= 0xDF)
+      len = 2;
+    else if (c == 0xE0)
+      len = 3, lo = 0xA0;
+    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
+      len = 3;
+    else if (c == 0xED)
+      len = 3, hi = 0x9F;  // no surrogates
+    else if (c == 0xF0)
+      len = 4, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3)
+      len = 4;
+    else if (c == 0xF4)
+      len = 4, hi = 0x8F;  // nothing above U+10FFFF
+    if (len == 0) {        // a continuation byte without a lead, or a byte that never starts one
       out += kReplacement;
       ++i;
       continue;
@@ -172,20 +194,23 @@ std::string Utf8Stream::push(std::string_view bytes) {
 
 std::string Utf8Stream::finish() { return take_printable(pending_, true); }
 
-// ---- training samples and timing -------------------------------------------------------------------
+// ---- training samples and timing ----------------------------------------------------------------
 
-void check_tokenizer_vocab(const MicroLMConfig& model, const BpeTokenizer& tokenizer, const std::string& tokenizer_source) {
+void check_tokenizer_vocab(const MicroLMConfig& model, const BpeTokenizer& tokenizer,
+                           const std::string& tokenizer_source) {
   if (tokenizer.vocab_size() != model.vocab)
-    throw std::invalid_argument(fmt::format("{}: the tokenizer has {} ids but the model's vocabulary is {}: not the "
-                                            "tokenizer this model was trained with",
-                                            tokenizer_source, tokenizer.vocab_size(), model.vocab));
+    throw std::invalid_argument(
+        fmt::format("{}: the tokenizer has {} ids but the model's vocabulary is {}: not the "
+                    "tokenizer this model was trained with",
+                    tokenizer_source, tokenizer.vocab_size(), model.vocab));
 }
 
-std::string sample_text(const MicroLM& model, const BpeTokenizer& tokenizer, const std::string& prompt, int64_t tokens,
-                        const SamplingOptions& options) {
+std::string sample_text(const MicroLM& model, const BpeTokenizer& tokenizer,
+                        const std::string& prompt, int64_t tokens, const SamplingOptions& options) {
   check_tokenizer_vocab(model.config(), tokenizer, "sample");
   const std::vector<int32_t> ids = tokenizer.encode(prompt);
-  if (ids.empty()) throw std::invalid_argument(fmt::format("the prompt '{}' encodes to no token ids", prompt));
+  if (ids.empty())
+    throw std::invalid_argument(fmt::format("the prompt '{}' encodes to no token ids", prompt));
   Decoder decoder(model);
   GenerationOptions g;
   g.max_new_tokens = tokens;

@@ -20,8 +20,8 @@ namespace dg {
 struct SamplingOptions {
   double temperature = 1.0;  // logits / temperature before the softmax; 0 = greedy (argmax)
   int64_t top_k = 0;         // keep only the k most likely ids (0 = all; 1 = greedy)
-  double top_p = 1.0;        // keep the fewest most likely ids whose probability reaches p, in (0, 1]
-  uint64_t seed = 0;         // same seed, same options, same model: same ids
+  double top_p = 1.0;  // keep the fewest most likely ids whose probability reaches p, in (0, 1]
+  uint64_t seed = 0;   // same seed, same options, same model: same ids
   // Throws std::invalid_argument naming the field: temperature < 0 or not finite, top_k < 0,
   // top_p outside (0, 1].
   void validate() const;
@@ -39,8 +39,8 @@ class TokenSampler {
  private:
   SamplingOptions options_;
   NumpyGenerator rng_;
-  std::vector<double> values_;   // logits, then unnormalised probabilities
-  std::vector<int32_t> order_;   // candidate ids, most likely first when filtered
+  std::vector<double> values_;  // logits, then unnormalised probabilities
+  std::vector<int32_t> order_;  // candidate ids, most likely first when filtered
 };
 
 struct GenerationOptions {
@@ -50,10 +50,11 @@ struct GenerationOptions {
 };
 
 struct GenerationResult {
-  std::vector<int32_t> tokens;     // generated ids, the stop token included when reached
-  int64_t prompt_tokens_kept = 0;  // prompt ids the model saw (a longer prompt keeps its last seq_len)
-  int64_t context_resets = 0;      // times the context was full and its last half re-read
-  double seconds = 0;              // wall time, prompt included
+  std::vector<int32_t> tokens;  // generated ids, the stop token included when reached
+  int64_t prompt_tokens_kept =
+      0;                       // prompt ids the model saw (a longer prompt keeps its last seq_len)
+  int64_t context_resets = 0;  // times the context was full and its last half re-read
+  double seconds = 0;          // wall time, prompt included
 };
 
 // Generates up to max_new_tokens ids after `prompt` (non-empty, ids in the vocabulary). The model
@@ -61,7 +62,8 @@ struct GenerationResult {
 // the window moves on — its last seq_len/2 ids (the newest included) are re-read as a fresh
 // context, so every id is drawn from the logits MicroLM::forward gives on the current window.
 // on_token (optional) is called with each id as soon as it is drawn.
-GenerationResult generate_tokens(Decoder& decoder, std::span<const int32_t> prompt, const GenerationOptions& options,
+GenerationResult generate_tokens(Decoder& decoder, std::span<const int32_t> prompt,
+                                 const GenerationOptions& options,
                                  const std::function<void(int32_t)>& on_token = {});
 
 // Turns decoded bytes, token by token, into printable UTF-8: a character split across tokens is
@@ -80,11 +82,12 @@ class Utf8Stream {
 // `tokens` ids generated after `prompt` (encoded with `tokenizer`), decoded: the sample that
 // `depthgrad train --sample-every` prints. Throws when the prompt encodes to no ids or the
 // tokenizer's vocabulary is not the model's.
-std::string sample_text(const MicroLM& model, const BpeTokenizer& tokenizer, const std::string& prompt, int64_t tokens,
-                        const SamplingOptions& options);
+std::string sample_text(const MicroLM& model, const BpeTokenizer& tokenizer,
+                        const std::string& prompt, int64_t tokens, const SamplingOptions& options);
 
 // Throws naming both sizes when the tokenizer's vocabulary does not match the model's.
-void check_tokenizer_vocab(const MicroLMConfig& model, const BpeTokenizer& tokenizer, const std::string& tokenizer_source);
+void check_tokenizer_vocab(const MicroLMConfig& model, const BpeTokenizer& tokenizer,
+                           const std::string& tokenizer_source);
 
 struct DecodeTiming {
   int64_t tokens = 0;

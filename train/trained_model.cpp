@@ -12,7 +12,8 @@ TrainedModel load_trained_model(const std::string& path) {
   SafetensorsFile file = load_safetensors(path);
   auto it = file.metadata.find("depthgrad.config");
   if (it == file.metadata.end())
-    throw std::runtime_error(fmt::format("{}: no 'depthgrad.config' metadata: not a model written by depthgrad train", path));
+    throw std::runtime_error(fmt::format(
+        "{}: no 'depthgrad.config' metadata: not a model written by depthgrad train", path));
   TrainedModel m;
   m.config = TrainerConfig::from_json(json::parse(it->second, path), path);
   m.model = std::make_unique<MicroLM>(m.config.model);
@@ -20,12 +21,14 @@ TrainedModel load_trained_model(const std::string& path) {
   return m;
 }
 
-void check_tokenizer_sha256(const TrainedModel& m, const std::string& path, const std::string& tokenizer_sha256,
+void check_tokenizer_sha256(const TrainedModel& m, const std::string& path,
+                            const std::string& tokenizer_sha256,
                             const std::string& tokenizer_source) {
   auto it = m.metadata.find("depthgrad.tokenizer_sha256");
   if (it != m.metadata.end() && it->second != tokenizer_sha256)
-    throw std::runtime_error(fmt::format("{}: the model was trained with another tokenizer (sha256 {}) than {} ({})", path,
-                                         it->second, tokenizer_source, tokenizer_sha256));
+    throw std::runtime_error(
+        fmt::format("{}: the model was trained with another tokenizer (sha256 {}) than {} ({})",
+                    path, it->second, tokenizer_source, tokenizer_sha256));
 }
 
 }  // namespace dg

@@ -25,7 +25,8 @@ TrainedModel load_trained_model(const std::string& path);
 // Throws naming `path` when the file records the SHA-256 of the tokenizer the model was trained
 // with ("depthgrad.tokenizer_sha256", final weights only) and `tokenizer_sha256` differs from it;
 // `tokenizer_source` names where that tokenizer came from.
-void check_tokenizer_sha256(const TrainedModel& m, const std::string& path, const std::string& tokenizer_sha256,
+void check_tokenizer_sha256(const TrainedModel& m, const std::string& path,
+                            const std::string& tokenizer_sha256,
                             const std::string& tokenizer_source);
 
 }  // namespace dg

@@ -36,21 +36,30 @@ SamplingOptions sampling_from_flags(const Flags& f) {
 }  // namespace
 
 int cmd_generate(int argc, char** argv, int start) {
-  Flags f("generate",
-          "Continue a prompt with a model written by depthgrad train (model.safetensors or\n"
-          "checkpoint.safetensors), printing the continuation (not the prompt) as it is decoded, then a\n"
-          "newline; a summary line goes to stderr. The model sees at most seq_len tokens: a longer prompt\n"
-          "keeps its last seq_len tokens (stderr says so), and when the context is full the last seq_len/2\n"
-          "tokens are re-read as a fresh context (a sliding window). Generation stops after --max-new-tokens\n"
-          "or at the tokenizer's <eos>. The same model, prompt, flags and seed give the same text.");
+  Flags f(
+      "generate",
+      "Continue a prompt with a model written by depthgrad train (model.safetensors or\n"
+      "checkpoint.safetensors), printing the continuation (not the prompt) as it is decoded, then "
+      "a\n"
+      "newline; a summary line goes to stderr. The model sees at most seq_len tokens: a longer "
+      "prompt\n"
+      "keeps its last seq_len tokens (stderr says so), and when the context is full the last "
+      "seq_len/2\n"
+      "tokens are re-read as a fresh context (a sliding window). Generation stops after "
+      "--max-new-tokens\n"
+      "or at the tokenizer's <eos>. The same model, prompt, flags and seed give the same text.");
   f.add("checkpoint", "", "weights or training checkpoint written by depthgrad train (required)")
       .add("prompt", "", "text to continue (required; must encode to at least one token)")
       .add("max-new-tokens", "128", "tokens to generate (>= 0)")
-      .add("temperature", "1.0", "softmax temperature (>= 0; 0 = greedy, always the most likely token)")
+      .add("temperature", "1.0",
+           "softmax temperature (>= 0; 0 = greedy, always the most likely token)")
       .add("top-k", "0", "sample among the k most likely tokens only (0 = all)")
-      .add("top-p", "1.0", "sample among the fewest most likely tokens whose probability reaches p, in (0, 1]")
+      .add("top-p", "1.0",
+           "sample among the fewest most likely tokens whose probability reaches p, in (0, 1]")
       .add("seed", "0", "seed of the sampler")
-      .add("tokenizer", "", "tokenizer.json (default: tokenizer.json beside --checkpoint, as depthgrad train writes it)")
+      .add("tokenizer", "",
+           "tokenizer.json (default: tokenizer.json beside --checkpoint, as depthgrad train writes "
+           "it)")
       .add_switch("quiet", "no summary line on stderr");
   add_threads_flag(f);
   if (!f.parse(argc, argv, start)) {
@@ -62,15 +71,19 @@ int cmd_generate(int argc, char** argv, int start) {
   if (!f.given("prompt")) throw UsageError("--prompt is required");
   GenerationOptions options;
   options.max_new_tokens = f.get_int("max-new-tokens");
-  if (options.max_new_tokens < 0) throw UsageError(fmt::format("--max-new-tokens must be >= 0, got {}", options.max_new_tokens));
+  if (options.max_new_tokens < 0)
+    throw UsageError(fmt::format("--max-new-tokens must be >= 0, got {}", options.max_new_tokens));
   options.sampling = sampling_from_flags(f);
 
   const std::string path = f.get("checkpoint");
   TrainedModel trained = load_trained_model(path);
   const std::string tokenizer_path =
-      f.given("tokenizer") ? f.get("tokenizer") : (std::filesystem::path(path).parent_path() / "tokenizer.json").string();
+      f.given("tokenizer")
+          ? f.get("tokenizer")
+          : (std::filesystem::path(path).parent_path() / "tokenizer.json").string();
   if (!file_exists(tokenizer_path))
-    throw std::runtime_error(fmt::format("no tokenizer: {} does not exist (pass --tokenizer)", tokenizer_path));
+    throw std::runtime_error(
+        fmt::format("no tokenizer: {} does not exist (pass --tokenizer)", tokenizer_path));
   const std::string tokenizer_json = read_file(tokenizer_path);
   const BpeTokenizer tokenizer = BpeTokenizer::from_json(tokenizer_json, tokenizer_path);
   check_tokenizer_vocab(trained.config.model, tokenizer, tokenizer_path);
@@ -81,7 +94,8 @@ int cmd_generate(int argc, char** argv, int start) {
   const bool quiet = f.get_bool("quiet");
   const int64_t context = trained.config.model.seq_len;
   if (static_cast<int64_t>(prompt.size()) > context && !quiet)
-    fmt::print(stderr, "note: the prompt has {} tokens; the model sees its last {} (seq_len)\n", prompt.size(), context);
+    fmt::print(stderr, "note: the prompt has {} tokens; the model sees its last {} (seq_len)\n",
+               prompt.size(), context);
 
   Decoder decoder(*trained.model);
   Utf8Stream stream;
@@ -94,10 +108,13 @@ int cmd_generate(int argc, char** argv, int start) {
   });
   write(stream.finish() + "\n");
   if (!quiet)
-    fmt::print(stderr, "{} tokens in {:.2f} s ({:.1f} tokens/s, {} thread(s)); prompt {} tokens{}{}\n", r.tokens.size(), r.seconds,
-               r.seconds > 0 ? static_cast<double>(r.tokens.size()) / r.seconds : 0.0, threads, prompt.size(),
-               r.context_resets ? fmt::format(", context moved {} time(s)", r.context_resets) : "",
-               !r.tokens.empty() && r.tokens.back() == options.stop_token ? ", stopped at <eos>" : "");
+    fmt::print(
+        stderr, "{} tokens in {:.2f} s ({:.1f} tokens/s, {} thread(s)); prompt {} tokens{}{}\n",
+        r.tokens.size(), r.seconds,
+        r.seconds > 0 ? static_cast<double>(r.tokens.size()) / r.seconds : 0.0, threads,
+        prompt.size(),
+        r.context_resets ? fmt::format(", context moved {} time(s)", r.context_resets) : "",
+        !r.tokens.empty() && r.tokens.back() == options.stop_token ? ", stopped at <eos>" : "");
   return 0;
 }
 
