@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "tensor/kernels_attention.h"
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
 #include "tensor/kernels_matmul.h"
 #include "tensor/kernels_nn.h"
@@ -113,6 +114,7 @@ void Decoder::ensure_rows(int64_t n) {
   alpha_ = Tensor::empty({n, slots}, dtype_);
   gate_ = Tensor::empty({n, hidden_}, dtype_);
   up_ = Tensor::empty({n, hidden_}, dtype_);
+  lse_ = Tensor::empty({c.heads * n}, dtype_);
   stat_a_ = Tensor::empty({n}, dtype_);
   stat_b_ = Tensor::empty({n}, dtype_);
   logits_ = Tensor::empty({n, c.vocab}, dtype_);
@@ -254,7 +256,10 @@ void Decoder::attention_sublayer(const MicroBlock& block, int64_t layer, const T
     rope_rows<T>(q, q_rows, q, q_rows, cos, sin, 1, H, n, hd, false, true);
     rope_rows<T>(k, kv_rows, k, kv_rows, cos, sin, 1, Hkv, n, hd, false, true);
   }
-  attend<T>(layer, q, n, ptr<T>(merged_));
+  if (length_ == 0 && n > 1)
+    attend_from_start(layer, n);
+  else
+    attend<T>(layer, q, n, ptr<T>(merged_));
   linear_rows<T>(out, ptr<T>(merged_), n, *attn.output, residual);
 }
 
@@ -300,6 +305,20 @@ void Decoder::attend(int64_t layer, const T* q, int64_t n, T* out) {
       for (int64_t d = 0; d < hd; ++d) o[d] = static_cast<T>(acc[d] / sum);
     }
   }
+}
+
+// A chunk that starts at position 0 (a prompt, a moved window) is exactly the full forward's
+// causal attention: the fused kernel the attention_heads op runs, reading the [n, heads·hd] rows
+// as [1, heads, n, hd] views in place (BLAS inside, no per-row loops).
+void Decoder::attend_from_start(int64_t layer, int64_t n) {
+  const int64_t H = config_.heads, Hkv = config_.kv_heads, hd = head_dim_;
+  auto heads = [&](const Tensor& rows, int64_t h) {
+    return rows.view_narrow(0, 0, n).view_reshape({1, n, h, hd}).view_permute({0, 2, 1, 3});
+  };
+  Tensor out = heads(merged_, H);
+  Tensor lse = lse_.view_narrow(0, 0, H * n).view_reshape({1, H, n});
+  attention_forward(heads(q_, H), heads(k_cache_[layer], Hkv), heads(v_cache_[layer], Hkv),
+                    attention_scale(0.0, hd, "Decoder"), out, lse);
 }
 
 // FeedForward::forward on n rows: out = residual + down(silu(gate(x)) ⊙ up(x)) (SwiGLU) or

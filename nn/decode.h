@@ -41,6 +41,7 @@ class Decoder {
                           int64_t n, T* out, const T* residual);
   template <class T>
   void attend(int64_t layer, const T* q, int64_t n, T* out);
+  void attend_from_start(int64_t layer, int64_t n);
   template <class T>
   void feed_forward(const FeedForward& ffn, const T* x, int64_t n, T* out, const T* residual);
   template <class T>
@@ -60,7 +61,7 @@ class Decoder {
   // attention/FFN inputs, route logits and weights, the FFN's hidden layer, per-row statistics.
   std::vector<Tensor> sources_;
   Tensor x_, normed_, mix_qk_, mix_v_, u_qk_, u_v_, q_, merged_, sublayer_;
-  Tensor route_logits_, alpha_, gate_, up_, stat_a_, stat_b_, logits_;
+  Tensor route_logits_, alpha_, gate_, up_, lse_, stat_a_, stat_b_, logits_;
   Tensor scratch_;  // per thread: attention scores [seq_len] and an output row [hd], in double
   int scratch_threads_ = 0;
   Tensor result_;  // the view append returns

@@ -85,13 +85,21 @@ void check_against_forward(const MicroLMConfig& config, DType dtype, double tole
   const std::vector<int32_t> ids = random_ids(config.seq_len, config.vocab, 5);
   const Tensor full = full_logits(model, ids);
   Decoder decoder(model);
-  for (int64_t chunk : {int64_t(1), int64_t(4), config.seq_len}) {
-    CAPTURE(chunk);
+  // Chunks before single steps: none; a prompt (from position 0, the fused kernel); the whole
+  // context; chunks that start later (the per-row loop over the cache, several rows at once).
+  const std::vector<std::vector<int64_t>> patterns = {{}, {4}, {config.seq_len}, {3, 4}, {1, 2, 5}};
+  for (const std::vector<int64_t>& chunks : patterns) {
+    CAPTURE(chunks.size());
+    CAPTURE(chunks.empty() ? 0 : chunks.back());
     decoder.reset();
-    const Tensor& first = decoder.append(std::span(ids.data(), chunk), true);
-    REQUIRE(first.shape() == Shape{chunk, config.vocab});
-    CHECK(test::rel_diff(first.to_vector(), full.view_narrow(0, 0, chunk).to_vector()) < tolerance);
-    for (int64_t t = chunk; t < config.seq_len; ++t) {
+    int64_t t = 0;
+    for (int64_t chunk : chunks) {
+      const Tensor& got = decoder.append(std::span(ids.data() + t, chunk), true);
+      REQUIRE(got.shape() == Shape{chunk, config.vocab});
+      CHECK(test::rel_diff(got.to_vector(), full.view_narrow(0, t, chunk).to_vector()) < tolerance);
+      t += chunk;
+    }
+    for (; t < config.seq_len; ++t) {
       CAPTURE(t);
       const Tensor& step = decoder.append(std::span(ids.data() + t, 1));
       REQUIRE(step.shape() == Shape{config.vocab});
