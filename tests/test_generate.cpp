@@ -216,6 +216,19 @@ TEST_CASE("decoder: bit-identical at 1 and 2 threads, buffers reused, bad calls 
   }
   CHECK(test::same_bits(per_threads[0], per_threads[1]));
 
+  // Once its buffers exist (the first prompt and the first moved window), generating asks for no
+  // tensor memory: with the storage cache emptied, any request would come from the system.
+  Decoder reused(model);
+  const int32_t one[] = {ids[0]};
+  generate_tokens(reused, one, options(30, 1.0, 1));
+  storage_cache_clear();
+  const uint64_t fresh = storage_fresh_allocations();
+  const size_t live = storage_stats().live_bytes;
+  GenerationResult again = generate_tokens(reused, one, options(30, 1.0, 2));
+  CHECK(again.context_resets > 0);
+  CHECK(storage_fresh_allocations() == fresh);
+  CHECK(storage_stats().live_bytes == live);
+
   Decoder d(model);
   CHECK_THROWS_AS(d.append(std::span<const int32_t>()), std::invalid_argument);
   const int32_t bad[] = {static_cast<int32_t>(c.vocab)};
