@@ -36,18 +36,15 @@ SamplingOptions sampling_from_flags(const Flags& f) {
 }  // namespace
 
 int cmd_generate(int argc, char** argv, int start) {
-  Flags f(
-      "generate",
-      "Continue a prompt with a model written by depthgrad train (model.safetensors or\n"
-      "checkpoint.safetensors), printing the continuation (not the prompt) as it is decoded, then "
-      "a\n"
-      "newline; a summary line goes to stderr. The model sees at most seq_len tokens: a longer "
-      "prompt\n"
-      "keeps its last seq_len tokens (stderr says so), and when the context is full the last "
-      "seq_len/2\n"
-      "tokens are re-read as a fresh context (a sliding window). Generation stops after "
-      "--max-new-tokens\n"
-      "or at the tokenizer's <eos>. The same model, prompt, flags and seed give the same text.");
+  Flags f("generate",
+          "Continue a prompt with a model written by depthgrad train (model.safetensors or\n"
+          "checkpoint.safetensors), printing the continuation (not the prompt) as it is\n"
+          "decoded, then a newline; a summary line goes to stderr. The model sees at most\n"
+          "seq_len tokens: a longer prompt keeps its last seq_len tokens (stderr says so), and\n"
+          "when the context is full its last seq_len/2 tokens are re-read as a fresh context\n"
+          "(a sliding window). Generation stops after --max-new-tokens or at the tokenizer's\n"
+          "<eos>. Bytes that are not valid UTF-8 print as U+FFFD. The same model, prompt, flags\n"
+          "and seed give the same text.");
   f.add("checkpoint", "", "weights or training checkpoint written by depthgrad train (required)")
       .add("prompt", "", "text to continue (required; must encode to at least one token)")
       .add("max-new-tokens", "128", "tokens to generate (>= 0)")
@@ -57,9 +54,7 @@ int cmd_generate(int argc, char** argv, int start) {
       .add("top-p", "1.0",
            "sample among the fewest most likely tokens whose probability reaches p, in (0, 1]")
       .add("seed", "0", "seed of the sampler")
-      .add("tokenizer", "",
-           "tokenizer.json (default: tokenizer.json beside --checkpoint, as depthgrad train writes "
-           "it)")
+      .add("tokenizer", "", "tokenizer.json (default: the tokenizer.json beside --checkpoint)")
       .add_switch("quiet", "no summary line on stderr");
   add_threads_flag(f);
   if (!f.parse(argc, argv, start)) {
