@@ -84,6 +84,32 @@ if [ $? -eq 0 ] && [ "$(awk '{print $4}' "$WORK/eval.txt")" = "$(awk '{print $4}
 ids="$("$BIN" tokenize --action encode --tokenizer "$WORK/train/tokenizer.json" --text "The tower is 324 metres tall." 2>/dev/null)"
 text="$("$BIN" tokenize --action decode --tokenizer "$WORK/train/tokenizer.json" --ids "$ids")"
 if [ "$text" = "The tower is 324 metres tall." ]; then pass "tokenize encode/decode round trip"; else fail "tokenize round trip: '$text'"; fi
+# generate: from the final weights and from the training checkpoint (the same weights at the end),
+# seeded sampling reproducible, greedy decoding, a prompt longer than the context
+gen() { "$BIN" generate --threads 1 --quiet "$@"; }
+g1="$(gen --checkpoint "$WORK/train/model.safetensors" --prompt "The tower is" --max-new-tokens 20 --seed 5)"
+rc=$?
+g2="$(gen --checkpoint "$WORK/train/model.safetensors" --prompt "The tower is" --max-new-tokens 20 --seed 5)"
+g3="$(gen --checkpoint "$WORK/train/checkpoint.safetensors" --prompt "The tower is" --max-new-tokens 20 --seed 5)"
+g4="$(gen --checkpoint "$WORK/train/model.safetensors" --prompt "The tower is" --max-new-tokens 20 --seed 6)"
+if [ $rc -eq 0 ] && [ -n "$g1" ] && [ "$g1" = "$g2" ] && [ "$g1" = "$g3" ] && [ "$g1" != "$g4" ]; then
+  pass "generate: same seed same text, training checkpoint = final weights, another seed other text"
+else
+  fail "generate sampling (rc=$rc): '$g1' / '$g2' / '$g3' / '$g4'"
+fi
+gr1="$(gen --checkpoint "$WORK/train/model.safetensors" --prompt "The tower is" --max-new-tokens 100 --temperature 0 --seed 1)"
+gr2="$(gen --checkpoint "$WORK/train/model.safetensors" --prompt "The tower is" --max-new-tokens 100 --top-k 1 --seed 2 --tokenizer "$WORK/train/tokenizer.json")"
+if [ -n "$gr1" ] && [ "$gr1" = "$gr2" ]; then pass "generate: greedy = top-k 1, past the context of 64"; else fail "generate greedy: '$gr1' vs '$gr2'"; fi
+long_err="$("$BIN" generate --threads 1 --checkpoint "$WORK/train/model.safetensors" --prompt "$(head -c 3000 "$DATA/tiny_shakespeare.txt")" --max-new-tokens 5 2>&1 >/dev/null)"
+if [ $? -eq 0 ] && printf '%s' "$long_err" | grep -q "the model sees its last 64"; then pass "generate: a long prompt keeps its last seq_len tokens"; else fail "generate long prompt: $long_err"; fi
+# train --sample-every prints samples and leaves training unchanged
+"$BIN" train --steps 6 --dim 32 --layers 2 --dataset-dir "$DATA" --threads 1 --output "$WORK/train-s" --checkpoint-every 3 --sample-every 3 \
+  > "$WORK/train-s.txt" 2> "$WORK/train-s.err"
+if [ $? -eq 0 ] && grep -q "^step 6 sample: The" "$WORK/train-s.err" && [ "$(head -1 "$WORK/train.txt")" = "$(head -1 "$WORK/train-s.txt")" ]; then
+  pass "train --sample-every prints samples, same validation loss"
+else
+  fail "train --sample-every"; cat "$WORK/train-s.err"
+fi
 "$BIN" gradcheck --filter rms_norm > "$WORK/gc.txt"
 if [ $? -eq 0 ] && grep -q " 0 failed" "$WORK/gc.txt"; then pass "gradcheck command"; else fail "gradcheck command"; fi
 "$BIN" gradcheck --filter no-such-op > "$WORK/gc0.txt" 2> "$WORK/gc0.err"
@@ -121,6 +147,24 @@ if [ ! -d "$WORK/bad-runs" ] || [ -z "$(ls -A "$WORK/bad-runs"/*/ 2>/dev/null)" 
 expect_error "eval of a missing checkpoint" "no-such.safetensors" -- "$BIN" eval --checkpoint "$WORK/no-such.safetensors" --dataset-dir "$DATA"
 head -c 100 "$WORK/train/model.safetensors" > "$WORK/trunc.safetensors"
 expect_error "eval of a truncated checkpoint" "trunc.safetensors" -- "$BIN" eval --checkpoint "$WORK/trunc.safetensors" --dataset-dir "$DATA"
+
+mkdir -p "$WORK/lonely" && cp "$WORK/train/model.safetensors" "$WORK/lonely/"
+M="$WORK/train/model.safetensors"
+expect_error "generate: a tokenizer.json is not a model" "tokenizer.json" -- "$BIN" generate --checkpoint "$WORK/train/tokenizer.json" --prompt "a"
+header='{"__metadata__":{"format":"pt"},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+{ printf "\x$(printf %02x ${#header})\x00\x00\x00\x00\x00\x00\x00%s" "$header"; printf '\x00\x00\x00\x00'; } > "$WORK/other.safetensors"
+expect_error "generate: safetensors that is not a depthgrad model" "not a model written by depthgrad train" -- "$BIN" generate --checkpoint "$WORK/other.safetensors" --prompt "a"
+expect_error "generate: no tokenizer beside the checkpoint" "pass --tokenizer" -- "$BIN" generate --checkpoint "$WORK/lonely/model.safetensors" --prompt "a"
+printf 'the cat sat on the mat. the dog sat on the log.\n%.0s' {1..50} > "$WORK/small.txt"
+"$BIN" tokenize --action train --input "$WORK/small.txt" --vocab 300 --output "$WORK/tok300.json" > /dev/null
+expect_error "generate: tokenizer of another vocabulary" "vocabulary" -- "$BIN" generate --checkpoint "$M" --prompt "a" --tokenizer "$WORK/tok300.json"
+expect_error "generate: empty prompt" "--prompt encodes to no tokens" -- "$BIN" generate --checkpoint "$M" --prompt ""
+expect_error "generate: top-p 0" "--top-p must be in (0, 1]" -- "$BIN" generate --checkpoint "$M" --prompt "a" --top-p 0
+expect_error "generate: top-p 1.5" "--top-p must be in (0, 1]" -- "$BIN" generate --checkpoint "$M" --prompt "a" --top-p 1.5
+expect_error "generate: negative temperature" "--temperature must be" -- "$BIN" generate --checkpoint "$M" --prompt "a" --temperature -1
+expect_error "generate: negative top-k" "--top-k must be >= 0" -- "$BIN" generate --checkpoint "$M" --prompt "a" --top-k -1
+expect_error "generate: negative max-new-tokens" "--max-new-tokens must be >= 0" -- "$BIN" generate --checkpoint "$M" --prompt "a" --max-new-tokens -1
+expect_error "train: negative --sample-every" "--sample-every" -- "$BIN" train --sample-every -2 --dataset-dir "$DATA" --output "$WORK/train-bad"
 
 echo "$passes passed, $failures failed"
 [ $failures -eq 0 ]

@@ -14,6 +14,7 @@
 #include "tools/cli/flags.h"
 #include "tools/cli/shared_flags.h"
 #include "tools/cli/progress.h"
+#include "tools/cli/train_samples.h"
 #include "train/io/run_record.h"
 #include "train/checkpoint.h"
 #include "train/data/corpus.h"
@@ -22,6 +23,7 @@
 #include "train/io/files.h"
 #include "train/experiments/reproduce.h"
 #include "train/io/safetensors.h"
+#include "train/trained_model.h"
 #include "train/trainer.h"
 
 namespace dg::cli {
@@ -85,6 +87,7 @@ int cmd_train(int argc, char** argv, int start) {
       .add_switch("sequential", "consecutive windows instead of random windows")
       .add_switch("quiet", "no progress output");
   add_data_flags(f);
+  add_train_sample_flags(f);
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
     return 0;
@@ -122,6 +125,7 @@ int cmd_train(int argc, char** argv, int start) {
   Splits data = load_splits(f.get("dataset"), where.data_dir, where.cache_dir, static_cast<int>(f.get_int("vocab")));
   cfg.model.vocab = data.corpus.tokenizer.vocab_size();
   cfg.model.validate();
+  TrainSamples samples(f, data.corpus.tokenizer, cfg.seed);
   const std::string out = f.get("output");
   make_dirs(out);
   write_file_atomic(out + "/config.json", json::dump(cfg.to_json(), 2) + "\n");
@@ -155,6 +159,7 @@ int cmd_train(int argc, char** argv, int start) {
       j["validation_loss"] = v;
       progress.message(fmt::format("step {}: validation loss {:.4f} (perplexity {:.2f})", log.step + 1, v, std::exp(std::min(v, 20.0))));
     }
+    samples.after_step(log.step + 1, trainer.model(), progress);
     progress.log_json(json::dump(j));
     if (checkpoint_every > 0 && (log.step + 1) % checkpoint_every == 0 && log.step + 1 < cfg.steps) trainer.save_checkpoint(ckpt);
   });
@@ -192,19 +197,12 @@ int cmd_eval(int argc, char** argv, int start) {
   apply_threads_flag(f);
   if (f.get("checkpoint").empty()) throw UsageError("--checkpoint is required");
   const std::string path = f.get("checkpoint");
-  SafetensorsFile file = load_safetensors(path);
-  auto it = file.metadata.find("depthgrad.config");
-  if (it == file.metadata.end())
-    throw std::runtime_error(fmt::format("{}: no 'depthgrad.config' metadata: not written by depthgrad train", path));
-  TrainerConfig cfg = TrainerConfig::from_json(json::parse(it->second, path), path);
+  TrainedModel trained = load_trained_model(path);
+  const TrainerConfig& cfg = trained.config;
+  MicroLM& model = *trained.model;
   const DataLocation where = resolve_data_location(f);
   Splits data = load_splits(f.get("dataset"), where.data_dir, where.cache_dir, static_cast<int>(cfg.model.vocab));
-  auto tok = file.metadata.find("depthgrad.tokenizer_sha256");
-  if (tok != file.metadata.end() && tok->second != data.corpus.tokenizer_sha256)
-    throw std::runtime_error(fmt::format("{}: the model was trained with another tokenizer (sha256 {}) than this data gives ({})", path,
-                                         tok->second, data.corpus.tokenizer_sha256));
-  MicroLM model(cfg.model);
-  load_weights(file, path, model);
+  check_tokenizer_sha256(trained, path, data.corpus.tokenizer_sha256, "this data gives");
   const std::string split = f.get("split");
   const std::vector<int32_t>* ids = split == "train" ? &data.train : split == "validation" ? &data.validation : split == "test" ? &data.test : nullptr;
   if (!ids) throw UsageError(fmt::format("--split: expected train, validation or test, got '{}'", split));

@@ -11,6 +11,7 @@ int cmd_evolve(int argc, char** argv, int start);
 int cmd_train(int argc, char** argv, int start);
 int cmd_eval(int argc, char** argv, int start);
 int cmd_tokenize(int argc, char** argv, int start);
+int cmd_generate(int argc, char** argv, int start);
 int cmd_bench(int argc, char** argv, int start);
 
 }  // namespace dg::cli

@@ -19,6 +19,7 @@ const char* kUsage =
     "  evolve      evolutionary search over micro-LM genomes\n"
     "  train       train a micro-LM (flags or a JSON config), with checkpoints and resume\n"
     "  eval        evaluate a checkpoint on a split\n"
+    "  generate    continue a prompt with a trained model (streams text; K/V-cached decoding)\n"
     "  tokenize    train or apply a byte-level BPE tokenizer\n"
     "  gradcheck   run the op gradient-check suite and print a table\n"
     "  bench       training-speed benchmark (optionally against PyTorch)\n"
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
     if (command == "evolve") return cmd_evolve(argc, argv, 2);
     if (command == "train") return cmd_train(argc, argv, 2);
     if (command == "eval") return cmd_eval(argc, argv, 2);
+    if (command == "generate") return cmd_generate(argc, argv, 2);
     if (command == "tokenize") return cmd_tokenize(argc, argv, 2);
     if (command == "bench") return cmd_bench(argc, argv, 2);
     fmt::print(stderr, "depthgrad: unknown command '{}' (see depthgrad --help)\n", command);

@@ -1,0 +1,70 @@
+// Incremental decoding of a MicroLM: a K/V cache per layer and a forward of only the new
+// positions, in every residual mode (standard, the reference AttnRes modes, the paper forms) with
+// multi-head or grouped-query attention. Depth routes mix sources per token, so the K/V cache is
+// the only state that spans positions; the new positions' sources live in reused buffers.
+// Inference only: no autograd, plain kernels (tensor/kernels_*.h) into buffers allocated once.
+// Not here: several sequences at once, sampling (train/generate.h), running past seq_len (the
+// caller resets and re-reads a window: see generate_tokens).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "nn/micro_lm.h"
+
+namespace dg {
+
+// Reads the model's weights in place (no copy): the model must outlive the decoder and its
+// parameters must not move (a Trainer's flat buffers do not). Weight values may change between
+// calls (training), but positions already in the cache keep the K/V of the old weights.
+class Decoder {
+ public:
+  explicit Decoder(const MicroLM& model);
+
+  const MicroLMConfig& config() const { return config_; }
+  int64_t capacity() const { return config_.seq_len; }  // positions the cache holds
+  int64_t length() const { return length_; }            // positions in the cache now
+  void reset() { length_ = 0; }                         // forget them (buffers are kept)
+
+  // Runs ids at positions length() .. length() + n − 1 and adds them to the cache. Returns the
+  // logits of the last new position [vocab], or of every new position [n, vocab] when
+  // all_positions: equal (to float rounding) to MicroLM::forward on the whole sequence at those
+  // positions. The tensor is a view of a buffer the next call overwrites. Throws naming the
+  // problem when ids is empty, an id is outside [0, vocab) or length() + n > capacity().
+  const Tensor& append(std::span<const int32_t> ids, bool all_positions = false);
+
+ private:
+  template <class T>
+  void run(const int32_t* ids, int64_t n, bool all_positions);
+  template <class T>
+  void attention_sublayer(const MicroBlock& block, int64_t layer, const T* u_qk, const T* u_v,
+                          int64_t n, T* out, const T* residual);
+  template <class T>
+  void attend(int64_t layer, const T* q, int64_t n, T* out);
+  void attend_from_start(int64_t layer, int64_t n);
+  template <class T>
+  void feed_forward(const FeedForward& ffn, const T* x, int64_t n, T* out, const T* residual);
+  template <class T>
+  void pseudo_query_mix(int64_t sources, const Tensor& query, int64_t n, T* out);
+  void ensure_rows(int64_t n);
+
+  const MicroLM& model_;
+  MicroLMConfig config_;
+  DType dtype_;
+  int64_t head_dim_, kv_dim_, hidden_;
+  int64_t length_ = 0;
+  int64_t rows_ = 0;                       // new positions the work buffers hold
+  std::vector<Tensor> k_cache_, v_cache_;  // per layer [seq_len, kv_heads·hd], rows = positions
+  Tensor rope_cos_, rope_sin_;             // [seq_len, hd/2]
+  Tensor unit_gain_;                       // ones [D]: the paper modes' gain-free RMSNorm
+  // Work buffers, [rows_, ·]: sources (S_j in the AttnRes modes, the residual stream otherwise),
+  // attention/FFN inputs, route logits and weights, the FFN's hidden layer, per-row statistics.
+  std::vector<Tensor> sources_;
+  Tensor x_, normed_, mix_qk_, mix_v_, u_qk_, u_v_, q_, merged_, sublayer_;
+  Tensor route_logits_, alpha_, gate_, up_, lse_, stat_a_, stat_b_, logits_;
+  Tensor scratch_;  // per thread: attention scores [seq_len] and an output row [hd], in double
+  int scratch_threads_ = 0;
+  Tensor result_;  // the view append returns
+};
+
+}  // namespace dg

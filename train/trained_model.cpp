@@ -1,0 +1,34 @@
+// Loading a model written by depthgrad train (see trained_model.h).
+#include "train/trained_model.h"
+
+#include <fmt/format.h>
+
+#include "train/checkpoint.h"
+#include "train/io/safetensors.h"
+
+namespace dg {
+
+TrainedModel load_trained_model(const std::string& path) {
+  SafetensorsFile file = load_safetensors(path);
+  auto it = file.metadata.find("depthgrad.config");
+  if (it == file.metadata.end())
+    throw std::runtime_error(fmt::format(
+        "{}: no 'depthgrad.config' metadata: not a model written by depthgrad train", path));
+  TrainedModel m;
+  m.config = TrainerConfig::from_json(json::parse(it->second, path), path);
+  m.model = std::make_unique<MicroLM>(m.config.model);
+  m.metadata = load_weights(file, path, *m.model);
+  return m;
+}
+
+void check_tokenizer_sha256(const TrainedModel& m, const std::string& path,
+                            const std::string& tokenizer_sha256,
+                            const std::string& tokenizer_source) {
+  auto it = m.metadata.find("depthgrad.tokenizer_sha256");
+  if (it != m.metadata.end() && it->second != tokenizer_sha256)
+    throw std::runtime_error(
+        fmt::format("{}: the model was trained with another tokenizer (sha256 {}) than {} ({})",
+                    path, it->second, tokenizer_source, tokenizer_sha256));
+}
+
+}  // namespace dg
