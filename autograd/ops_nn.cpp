@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include "autograd/ops.h"
 #include "tensor/kernels_lm_head.h"
@@ -368,16 +369,16 @@ Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
   if (should_record({gate_in, up_in}))
     record(op, {gate_in, up_in}, out, [gate_in, up_in, gate, up, n](const Tensor& g) {
       Tensor gc = g.contiguous();
-      bool fresh_gate = false, fresh_up = false;
-      Tensor dgate, dup;
-      if (gate_in.requires_grad()) dgate = grad_for_write(gate_in, fresh_gate);
-      // the same tensor as gate and up: its second gradient is added to the first
-      if (up_in.requires_grad()) dup = up_in.same(gate_in) ? dgate : grad_for_write(up_in, fresh_up);
+      std::optional<GradSink> dgate, dup;  // written when fresh, else added into
+      if (gate_in.requires_grad()) dgate.emplace(gate_in, std::vector<Tensor>{up_in});
+      if (up_in.requires_grad()) dup.emplace(up_in, std::vector<Tensor>{gate_in});
       dispatch_float(gate.dtype(), "swiglu", [&]<class T>() {
-        swiglu_backward<T>(dgate.defined() ? dgate.data<T>() : nullptr, fresh_gate,
-                           dup.defined() ? dup.data<T>() : nullptr, fresh_up, gc.data<T>(),
+        swiglu_backward<T>(dgate ? dgate->data<T>() : nullptr, dgate && dgate->fresh,
+                           dup ? dup->data<T>() : nullptr, dup && dup->fresh, gc.data<T>(),
                            gate.data<T>(), up.data<T>(), n);
       });
+      if (dgate) dgate->finish();
+      if (dup) dup->finish();
     });
   return out;
 }
