@@ -63,7 +63,8 @@ Tensor linear_rope(const Tensor& x, const Tensor& weight, const Tensor& bias, in
 Tensor linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
                   const Tensor& bias = Tensor());
 
-// ---- neural-network ops with fused backwards (ops_nn.cpp) ------------------------------------
+// ---- embedding (ops_embedding.cpp), softmax and losses (ops_loss.cpp), norms (ops_norm.cpp),
+// rope (ops_attention.cpp), swiglu and depth_mix (ops_elementwise.cpp) ------------------------
 // weight [V, D], ids int32 [..] -> [.., D]; backward scatter-adds rows. Ids out of range throw.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 Tensor softmax(const Tensor& a, int64_t axis = -1);

@@ -8,12 +8,63 @@
 #include <optional>
 
 #include "autograd/gradcheck.h"
+#include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_attention.h"
-#include "tensor/kernels_nn.h"
 #include "tensor/profile.h"
 
 namespace dg {
+
+RopeTables rope_tables_for(int64_t Tn, int64_t hd, double base, int64_t position_offset, DType dtype) {
+  struct Entry {
+    int64_t Tn, hd;
+    double base;
+    int64_t offset;
+    DType dtype;
+    RopeTables tables;
+  };
+  thread_local std::vector<Entry> cache;  // most recent last; a handful of entries at most
+  for (const Entry& e : cache)
+    if (e.Tn == Tn && e.hd == hd && e.base == base && e.offset == position_offset && e.dtype == dtype)
+      return e.tables;
+  RopeTables t{Tensor::empty({Tn, hd / 2}, dtype), Tensor::empty({Tn, hd / 2}, dtype)};
+  dispatch_float(dtype, "rope", [&]<class T>() {
+    rope_tables<T>(t.cos.data<T>(), t.sin.data<T>(), Tn, hd, base, position_offset);
+  });
+  if (cache.size() >= 8) cache.erase(cache.begin());
+  cache.push_back({Tn, hd, base, position_offset, dtype, t});
+  return t;
+}
+
+// ---- rope: rotate pairs (i, i + hd/2) by position·θ_i; backward rotates back --------------------
+Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
+  ScopedOpTimer op_timer(OpFamily::attention);
+  const char* op = "rope";
+  check_float(x_in, op);
+  check_arg(x_in.dim() >= 2 && x_in.size(-1) % 2 == 0, op, x_in,
+            "x of shape [B, H, T, hd] (or [.., T, hd]) with an even head size hd");
+  check_arg(base > 0 && position_offset >= 0, op, x_in,
+            fmt::format("a positive base and a non-negative offset (got base {}, offset {})", base,
+                        position_offset));
+  const int64_t hd = x_in.size(-1), Tn = x_in.size(-2);
+  const int64_t BH = Tn * hd != 0 ? x_in.numel() / (Tn * hd) : 0;
+  Tensor x = x_in.contiguous();
+  Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
+  const RopeTables tables = rope_tables_for(Tn, hd, base, position_offset, x_in.dtype());
+  const Tensor cos = tables.cos, sin = tables.sin;
+  dispatch_float(x.dtype(), op, [&]<class T>() {
+    rope_forward<T>(out.data<T>(), x.data<T>(), cos.data<T>(), sin.data<T>(), BH, Tn, hd);
+  });
+  if (should_record({x_in}))
+    record(op, {x_in}, out, [x_in, cos, sin, BH, Tn, hd](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      dispatch_float(x_in.dtype(), "rope", [&]<class T>() {
+        rope_backward<T>(grad_ptr<T>(x_in, "rope"), gc.data<T>(), cos.data<T>(), sin.data<T>(), BH,
+                         Tn, hd);
+      });
+    });
+  return out;
+}
 
 // ---- causal_attention: q [B,H,T,hd], k v [B,Hkv,T,hd] -> [B,H,T,hd] -------------------------
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
@@ -159,7 +210,13 @@ std::vector<OpCase> attention_op_cases() {
     };
   };
   using V = const std::vector<Tensor>&;
+  auto one = [](Shape s, uint64_t seed, double lo = -1, double hi = 1) {
+    return [=] { return std::vector<Tensor>{random_tensor(s, seed, lo, hi).set_name("x")}; };
+  };
   return {
+      {"rope/[2,3,5,8] offset 3", one({2, 3, 5, 8}, 18),
+       [](V in) { return rope(in[0], 10000.0, 3); }},
+      {"rope/base 100", one({1, 2, 4, 6}, 19), [](V in) { return rope(in[0], 100.0, 0); }},
       {"causal_attention/mha", qkv({2, 2, 5, 4}, {2, 2, 5, 4}),
        [](V in) { return causal_attention(in[0], in[1], in[2]); }},
       {"causal_attention/gqa", qkv({1, 4, 6, 4}, {1, 2, 6, 4}),

@@ -10,7 +10,7 @@
 #include "autograd/ops.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_matmul.h"
-#include "tensor/kernels_nn.h"  // rope (linear_rope)
+#include "tensor/kernels_attention.h"  // rope_rows (linear_rope)
 #include "tensor/profile.h"
 
 namespace dg {
