@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "autograd/gradcheck.h"
@@ -64,6 +65,49 @@ Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
       });
     });
   return out;
+}
+
+// ---- plain_attention: self-attention from primitive ops (read this first) ----------------------
+// The formula of ops.h step by step. The tape keeps every intermediate, including the [B,H,T,T]
+// scores and probabilities; causal_attention and attention_heads below compute the same values
+// without them.
+Tensor plain_attention(const Tensor& u_qk, const Tensor& u_v, const Tensor& wq, const Tensor& bq,
+                       const Tensor& wk, const Tensor& bk, const Tensor& wv, const Tensor& bv,
+                       int64_t H, int64_t Hkv, double rope_base, double scale) {
+  const char* op = "plain_attention";
+  check_arg(u_qk.defined() && u_qk.dim() == 3, op, u_qk, "u_qk of shape [B, T, D]");
+  check_arg(wq.defined() && wq.dim() == 2, op, wq, "wq of shape [heads·head_dim, D]");
+  check_arg(H > 0 && Hkv > 0 && H % Hkv == 0 && wq.size(0) % H == 0, op, wq,
+            fmt::format("heads ({}) a positive multiple of kv_heads ({}) dividing {} rows", H, Hkv,
+                        wq.size(0)));
+  const int64_t B = u_qk.size(0), T = u_qk.size(1), hd = wq.size(0) / H, group = H / Hkv;
+  // [B, T, n·hd] -> [B, n, T, hd]
+  auto split = [&](const Tensor& x, int64_t n) {
+    return permute(reshape(x, {B, T, n, hd}), {0, 2, 1, 3});
+  };
+  Tensor q = split(linear(u_qk, wq, bq), H);
+  Tensor k = split(linear(u_qk, wk, bk), Hkv);
+  Tensor v = split(linear(u_v, wv, bv), Hkv);
+  if (rope_base > 0) {
+    q = rope(q, rope_base);
+    k = rope(k, rope_base);
+  }
+  if (group > 1) {  // kv head g serves query heads g·group .. g·group + group − 1
+    auto repeat = [&](const Tensor& x) {
+      return reshape(expand(reshape(x, {B, Hkv, 1, T, hd}), {B, Hkv, group, T, hd}), {B, H, T, hd});
+    };
+    k = repeat(k);
+    v = repeat(v);
+  }
+  const double sc = attention_scale(scale, hd, op);
+  Tensor scores = dg::scale(matmul(q, transpose(k, 2, 3)), sc);  // [B, H, T, T]
+  std::vector<double> hidden(T * T, 0.0);                    // key j > query i is hidden
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = i + 1; j < T; ++j) hidden[i * T + j] = -std::numeric_limits<double>::infinity();
+  const Tensor mask = Tensor::from_vector(hidden, {T, T}, q.dtype());
+  Tensor p = softmax(add(scores, mask), -1);
+  Tensor o = matmul(p, v);                                  // [B, H, T, hd]
+  return reshape(permute(o, {0, 2, 1, 3}), {B, T, H * hd});  // merge heads
 }
 
 // ---- causal_attention: q [B,H,T,hd], k v [B,Hkv,T,hd] -> [B,H,T,hd] -------------------------

@@ -110,6 +110,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ign
   return out;
 }
 
+// ---- plain_linear_cross_entropy: the head as written (read this first) ---------------------------
+// The [N, V] logits exist as a tensor, and so does their gradient: what the fused op avoids.
+Tensor plain_linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets,
+                                  int32_t ignore_index) {
+  return cross_entropy(linear(x, weight), targets, ignore_index);
+}
+
 // ---- linear_cross_entropy: cross_entropy(x·Wᵀ) chunk by chunk; saves lse [N] ----------------
 // The [N, V] logits and their gradient never exist: forward and backward each compute them one
 // column chunk at a time into a pooled scratch buffer (tensor/kernels_loss.h); the backward

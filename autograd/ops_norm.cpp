@@ -23,6 +23,15 @@ int64_t check_norm_args(const Tensor& x, const Tensor& weight, const char* op) {
 }
 }  // namespace
 
+// ---- plain_rms_norm: the formula from primitive ops (read this first) ---------------------------
+// x [.., D] -> x / sqrt(mean(x², last axis) + eps) · w. Every step is recorded, so the tape keeps
+// x², its mean and the root as well: what the fused rms_norm below avoids.
+Tensor plain_rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  check_norm_args(x, weight, "plain_rms_norm");
+  const Tensor mean_square = mean(mul(x, x), {-1}, /*keepdim=*/true);  // [.., 1]
+  return mul(div(x, sqrt(add_scalar(mean_square, eps))), weight);
+}
+
 // ---- rms_norm: x·rstd·w; saves rstd [rows] ------------------------------------------------------
 Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
   ScopedOpTimer op_timer(OpFamily::norms);
