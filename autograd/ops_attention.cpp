@@ -1,5 +1,6 @@
-// Fused causal scaled-dot-product attention, forward beside backward (kernels in
-// tensor/kernels_attention.h). The tape keeps q, k, v, the output and one logsumexp per query
+// Attention ops (kernels in tensor/kernels_attention.h): rope, then plain_attention (the whole
+// computation from primitive ops, to read first), then the fused causal_attention and
+// attention_heads, each forward beside its backward, then the gradient-check rows. The tape keeps q, k, v, the output and one logsumexp per query
 // row (B·H·T values); the backward recomputes the T×T probabilities block by block.
 // Does not do: other masks, dropout, a KV cache (query and key lengths must be equal).
 #include <fmt/format.h>

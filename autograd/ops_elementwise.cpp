@@ -1,4 +1,5 @@
-// Elementwise ops and reductions, each forward beside its backward.
+// Elementwise ops and reductions, then the fused elementwise ops swiglu and depth_mix, each
+// forward beside its backward, then the gradient-check rows.
 // Binary ops broadcast (numpy rules); their backwards reduce the gradient back to each input's
 // shape (accumulate_grad). Unary ops save what their derivative needs (input or output).
 #include <fmt/format.h>

@@ -1,5 +1,6 @@
 // Causal attention kernels (see kernels_attention.h): the fast forward/backward pair built on
-// BLAS gemm over row blocks of the causal triangle, and the plain reference pair beside them.
+// BLAS gemm over row blocks of the causal triangle, each public kernel followed by its plain
+// reference; then RoPE.
 #include "tensor/kernels_attention.h"
 #include "tensor/fast_math.h"
 
@@ -297,27 +298,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double
                  [&]<class T>() { forward_impl<T>(s, q, k, v, static_cast<T>(scale), out, lse); });
 }
 
-void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& lse, const Tensor& dout, double scale, Tensor* dq, Tensor* dk,
-                        Tensor* dv) {
-  const AttentionShape s = attention_shape(q, k, v, "causal_attention backward");
-  const Shape qs{s.B, s.H, s.T, s.hd}, ks{s.B, s.Hkv, s.T, s.hd};
-  if (out.shape() != qs || dout.shape() != qs || lse.shape() != Shape{s.B, s.H, s.T} ||
-      out.dtype() != q.dtype() || dout.dtype() != q.dtype() || lse.dtype() != q.dtype())
-    throw std::invalid_argument(fmt::format(
-        "causal_attention backward: expected out and dout {} and lse {} of {}, got {}, {} and {}",
-        shape_str(qs), shape_str(Shape{s.B, s.H, s.T}), dtype_name(q.dtype()), out.describe(),
-        dout.describe(), lse.describe()));
-  check_target(dq, qs, q.dtype(), "dq");
-  check_target(dk, ks, q.dtype(), "dk");
-  check_target(dv, ks, q.dtype(), "dv");
-  if (out.numel() == 0 || (!dq && !dk && !dv)) return;
-  dispatch_float(q.dtype(), "causal_attention backward", [&]<class T>() {
-    backward_impl<T>(s, q, k, v, out, lse, dout, static_cast<T>(scale), dq, dk, dv);
-  });
-}
-
-// ---- reference: explicit loops in double, full T×T probabilities -------------------------
+// ---- reference forward (and, after the fast backward, the reference backward): explicit loops
+// in double over the full T×T probabilities ---------------------------------------------------
 
 namespace {
 Tensor from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype) {
@@ -374,6 +356,26 @@ Tensor ref_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
                 P[((b * s.H + h) * T + i) * T + j] * vv[((b * s.Hkv + h / group) * T + j) * hd + d];
   if (lse_out) *lse_out = from_doubles(lse, {s.B, s.H, T}, q.dtype());
   return from_doubles(out, {s.B, s.H, T, hd}, q.dtype());
+}
+
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& dout, double scale, Tensor* dq, Tensor* dk,
+                        Tensor* dv) {
+  const AttentionShape s = attention_shape(q, k, v, "causal_attention backward");
+  const Shape qs{s.B, s.H, s.T, s.hd}, ks{s.B, s.Hkv, s.T, s.hd};
+  if (out.shape() != qs || dout.shape() != qs || lse.shape() != Shape{s.B, s.H, s.T} ||
+      out.dtype() != q.dtype() || dout.dtype() != q.dtype() || lse.dtype() != q.dtype())
+    throw std::invalid_argument(fmt::format(
+        "causal_attention backward: expected out and dout {} and lse {} of {}, got {}, {} and {}",
+        shape_str(qs), shape_str(Shape{s.B, s.H, s.T}), dtype_name(q.dtype()), out.describe(),
+        dout.describe(), lse.describe()));
+  check_target(dq, qs, q.dtype(), "dq");
+  check_target(dk, ks, q.dtype(), "dk");
+  check_target(dv, ks, q.dtype(), "dv");
+  if (out.numel() == 0 || (!dq && !dk && !dv)) return;
+  dispatch_float(q.dtype(), "causal_attention backward", [&]<class T>() {
+    backward_impl<T>(s, q, k, v, out, lse, dout, static_cast<T>(scale), dq, dk, dv);
+  });
 }
 
 // dS_ij = P_ij (dP_ij − Σ_k P_ik dP_ik) (the softmax Jacobian written out, not the D = dO·O trick)

@@ -1,4 +1,5 @@
-// Fused causal scaled-dot-product attention kernels (flash-attention style on the CPU): the
+// Fused causal scaled-dot-product attention kernels (flash-attention style on the CPU), and the
+// RoPE rotations the attention ops apply to q and k (declared at the end). Attention: the
 // forward keeps only the output and one logsumexp per query row; the backward recomputes the
 // probabilities from them, one row block at a time, so no T×T matrix outlives a task.
 // Inputs may be strided views whose last axis has stride 1 (e.g. [B,T,H,hd] permuted to

@@ -1,4 +1,5 @@
-// Elementwise and reduction kernels. Each loop is written so the compiler can vectorise it
+// Elementwise and reduction kernels, and two fused elementwise ones (SwiGLU, the depth mix,
+// declared at the end). Each loop is written so the compiler can vectorise it
 // (`omp simd`), with OpenMP over outer loops where every output element has one owner thread,
 // so results do not depend on the thread count. Plain reference versions (ref_*) sit beside
 // the fast ones and the tests check one against the other.
