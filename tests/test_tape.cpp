@@ -125,6 +125,25 @@ TEST_CASE("rule 1: a node's gradient buffer is given to at most one input, even 
   CHECK(a.grad().storage().get() != b.grad().storage().get());
 }
 
+TEST_CASE("rule 1: a gradient nobody else sees is taken over, not copied (the fast path)") {
+  // g itself, and a temporary of the backward, become the inputs' gradients: no zeros, no copy.
+  Tensor a = random_tensor({2, 3}, 69), b = random_tensor({2, 3}, 70);
+  Tensor out = Tensor::zeros({2, 3}, DType::f64);
+  const Storage* given_g = nullptr;
+  const Storage* given_t = nullptr;
+  record("test_take_over", {a, b}, out, [a, b, &given_g, &given_t](const Tensor& g) {
+    given_g = g.storage().get();
+    accumulate_grad(a, g);
+    Tensor t = scale(g, 2.0);
+    given_t = t.storage().get();
+    accumulate_grad(b, t);
+  });
+  backward(out, Tensor::ones({2, 3}, DType::f64));
+  CHECK(a.grad().storage().get() == given_g);
+  CHECK(b.grad().storage().get() == given_t);
+  CHECK(values(b.grad()) == std::vector<double>(6, 2.0));
+}
+
 TEST_CASE("rule 1: one temporary handed to two inputs is taken by the first and copied into the second") {
   Tensor a = random_tensor({3}, 65), b = random_tensor({3}, 66);
   Tensor out = Tensor::zeros({3}, DType::f64);
