@@ -77,7 +77,9 @@ struct OpCase {
 std::vector<OpCase> elementwise_op_cases();
 std::vector<OpCase> shape_op_cases();
 std::vector<OpCase> matmul_op_cases();
-std::vector<OpCase> nn_op_cases();
+std::vector<OpCase> embedding_op_cases();
+std::vector<OpCase> loss_op_cases();
+std::vector<OpCase> norm_op_cases();
 std::vector<OpCase> attention_op_cases();
 std::vector<OpCase> all_op_cases();
 

@@ -56,29 +56,41 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // positions 0..T−1) applied to each head of hd values, in place on the projection's output:
 // the same values as splitting the heads off, rope() and merging them back, without keeping the
 // unrotated projection for the backward.
+// Fuses: linear + split heads + rope + merge heads.
 Tensor linear_rope(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t heads,
                    double base = 10000.0);
 // residual [.., out] + linear(x, weight, bias) as one op (the residual pre-fills the GEMM's
 // output), so the projection is not kept as a separate tensor; residual has the output's shape.
+// Fuses: add(residual, linear(x, weight, bias)).
 Tensor linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
                   const Tensor& bias = Tensor());
 
-// ---- neural-network ops with fused backwards (ops_nn.cpp) ------------------------------------
+// ---- embedding (ops_embedding.cpp), softmax and losses (ops_loss.cpp), norms (ops_norm.cpp),
+// rope (ops_attention.cpp), swiglu and depth_mix (ops_elementwise.cpp) ------------------------
 // weight [V, D], ids int32 [..] -> [.., D]; backward scatter-adds rows. Ids out of range throw.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 Tensor softmax(const Tensor& a, int64_t axis = -1);
 Tensor log_softmax(const Tensor& a, int64_t axis = -1);
 // logits [N, C], targets int32 [N] -> scalar mean over targets != ignore_index (torch semantics;
-// 0/0 -> NaN when every target is ignored, as torch).
+// 0/0 -> NaN when every target is ignored, as torch). Fuses: log_softmax + pick the target + mean.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100);
 // x [N, D], weight [V, D], targets int32 [N] -> scalar: cross_entropy(linear(x, weight), targets,
 // ignore_index) without holding the [N, V] logits or their gradient (the language-model head:
 // column chunks of the logits are computed, used and dropped; the backward recomputes them).
+// Fuses: linear + cross_entropy, chunked over V. Plain twin: plain_linear_cross_entropy.
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets,
                             int32_t ignore_index = -100);
+// The plain composition linear_cross_entropy stands for: cross_entropy(linear(x, weight), ..)
+// with the [N, V] logits held as a tensor. The reference tests/test_plain_ops.cpp compares with.
+Tensor plain_linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets,
+                                  int32_t ignore_index = -100);
 // x [.., D] * 1/sqrt(mean(x²) + eps) * weight[D]
+// Fuses: mul, mean, add_scalar, sqrt, div, mul into one pass (saves rstd only). Plain twin below.
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
+// rms_norm written with those primitive ops, each recorded on the tape: the reference.
+Tensor plain_rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 // (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance)
+// Fuses: the mean, variance, normalisation and affine steps into one pass (saves mean, rstd).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // Rotate-half RoPE on x [B, H, T, hd] (hd even): pairs (i, i + hd/2), θ_i = base^(-2i/hd),
 // positions 0..T-1 plus `position_offset`. Angles and cos/sin in float32 as the reference does.
@@ -92,6 +104,7 @@ RopeTables rope_tables_for(int64_t T, int64_t hd, double base, int64_t position_
 // Causal scaled-dot-product attention. q [B, H, T, hd]; k, v [B, Hkv, T, hd] with H % Hkv == 0
 // (grouped-query attention: query head h reads kv head h / (H / Hkv)). scale defaults to 1/sqrt(hd).
 // Fused: saves only the per-row softmax statistics, not the T×T probabilities.
+// Fuses: matmul(q, kᵀ)·scale + causal mask + softmax + matmul with v (flash-style, no T×T kept).
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale = 0.0);
 // The attention of a transformer block in one op, from the projections to the merged heads:
 // q [B, T, H·hd], k and v [B, T, Hkv·hd] (the Q/K/V linear outputs) -> [B, T, H·hd], equal to
@@ -99,12 +112,27 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
 // [B, T, H, hd] and permute to [B, H, T, hd], merge its inverse, rope only when rope_base > 0.
 // Heads are read and written in place in the [B, T, H·hd] layout: no split, merge or rope copies
 // in either direction.
+// Fuses: split heads + rope + causal_attention + merge heads. Plain twin: plain_attention.
 Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                        int64_t kv_heads, double rope_base = 0.0, double scale = 0.0);
+// Self-attention written plainly, from the block's inputs to the merged heads, every step a
+// primitive op on the tape (the version to read first; MicroLM runs the fused equivalent,
+// linear_rope/linear + attention_heads):
+//   q = linear(u_qk, wq, bq), k = linear(u_qk, wk, bk), v = linear(u_v, wv, bv)   [B, T, n·hd]
+//   split each into heads [B, n, T, hd]; rope(q), rope(k) when rope_base > 0
+//   repeat each kv head for its H / Hkv query heads (grouped-query attention)
+//   scores = q·kᵀ · scale [B, H, T, T] (scale 0: 1/sqrt(hd)); + mask (−inf above the diagonal)
+//   p = softmax(scores); o = p·v [B, H, T, hd]; merge heads -> [B, T, H·hd]
+// wq [H·hd, D], wk and wv [Hkv·hd, D]; biases may be undefined.
+Tensor plain_attention(const Tensor& u_qk, const Tensor& u_v, const Tensor& wq, const Tensor& bq,
+                       const Tensor& wk, const Tensor& bk, const Tensor& wv, const Tensor& bv,
+                       int64_t heads, int64_t kv_heads, double rope_base = 0.0,
+                       double scale = 0.0);
 // The depth mix: sources S_j [.., D] (all the same shape), weights alpha [.., J] (per token)
 // -> sum_j alpha[.., j] * S_j  [.., D].
 Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha);
 // silu(gate)·up in one fused pass (the SwiGLU feed-forward's nonlinearity); gate, up same shape.
+// Fuses: mul(silu(gate), up).
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 
 }  // namespace dg

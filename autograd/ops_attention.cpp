@@ -1,19 +1,115 @@
-// Fused causal scaled-dot-product attention, forward beside backward (kernels in
-// tensor/kernels_attention.h). The tape keeps q, k, v, the output and one logsumexp per query
+// Attention ops (kernels in tensor/kernels_attention.h): rope, then plain_attention (the whole
+// computation from primitive ops, to read first), then the fused causal_attention and
+// attention_heads, each forward beside its backward, then the gradient-check rows. The tape keeps q, k, v, the output and one logsumexp per query
 // row (B·H·T values); the backward recomputes the T×T probabilities block by block.
 // Does not do: other masks, dropout, a KV cache (query and key lengths must be equal).
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "autograd/gradcheck.h"
+#include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_attention.h"
-#include "tensor/kernels_nn.h"
 #include "tensor/profile.h"
 
 namespace dg {
+
+RopeTables rope_tables_for(int64_t Tn, int64_t hd, double base, int64_t position_offset, DType dtype) {
+  struct Entry {
+    int64_t Tn, hd;
+    double base;
+    int64_t offset;
+    DType dtype;
+    RopeTables tables;
+  };
+  thread_local std::vector<Entry> cache;  // most recent last; a handful of entries at most
+  for (const Entry& e : cache)
+    if (e.Tn == Tn && e.hd == hd && e.base == base && e.offset == position_offset && e.dtype == dtype)
+      return e.tables;
+  RopeTables t{Tensor::empty({Tn, hd / 2}, dtype), Tensor::empty({Tn, hd / 2}, dtype)};
+  dispatch_float(dtype, "rope", [&]<class T>() {
+    rope_tables<T>(t.cos.data<T>(), t.sin.data<T>(), Tn, hd, base, position_offset);
+  });
+  if (cache.size() >= 8) cache.erase(cache.begin());
+  cache.push_back({Tn, hd, base, position_offset, dtype, t});
+  return t;
+}
+
+// ---- rope: rotate pairs (i, i + hd/2) by position·θ_i; backward rotates back --------------------
+Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
+  ScopedOpTimer op_timer(OpFamily::attention);
+  const char* op = "rope";
+  check_float(x_in, op);
+  check_arg(x_in.dim() >= 2 && x_in.size(-1) % 2 == 0, op, x_in,
+            "x of shape [B, H, T, hd] (or [.., T, hd]) with an even head size hd");
+  check_arg(base > 0 && position_offset >= 0, op, x_in,
+            fmt::format("a positive base and a non-negative offset (got base {}, offset {})", base,
+                        position_offset));
+  const int64_t hd = x_in.size(-1), Tn = x_in.size(-2);
+  const int64_t BH = Tn * hd != 0 ? x_in.numel() / (Tn * hd) : 0;
+  Tensor x = x_in.contiguous();
+  Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
+  const RopeTables tables = rope_tables_for(Tn, hd, base, position_offset, x_in.dtype());
+  const Tensor cos = tables.cos, sin = tables.sin;
+  dispatch_float(x.dtype(), op, [&]<class T>() {
+    rope_forward<T>(out.data<T>(), x.data<T>(), cos.data<T>(), sin.data<T>(), BH, Tn, hd);
+  });
+  if (should_record({x_in}))
+    record(op, {x_in}, out, [x_in, cos, sin, BH, Tn, hd](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      dispatch_float(x_in.dtype(), "rope", [&]<class T>() {
+        rope_backward<T>(grad_ptr<T>(x_in, "rope"), gc.data<T>(), cos.data<T>(), sin.data<T>(), BH,
+                         Tn, hd);
+      });
+    });
+  return out;
+}
+
+// ---- plain_attention: self-attention from primitive ops (read this first) ----------------------
+// The formula of ops.h step by step. The tape keeps every intermediate, including the [B,H,T,T]
+// scores and probabilities; causal_attention and attention_heads below compute the same values
+// without them.
+Tensor plain_attention(const Tensor& u_qk, const Tensor& u_v, const Tensor& wq, const Tensor& bq,
+                       const Tensor& wk, const Tensor& bk, const Tensor& wv, const Tensor& bv,
+                       int64_t H, int64_t Hkv, double rope_base, double scale) {
+  const char* op = "plain_attention";
+  check_arg(u_qk.defined() && u_qk.dim() == 3, op, u_qk, "u_qk of shape [B, T, D]");
+  check_arg(wq.defined() && wq.dim() == 2, op, wq, "wq of shape [heads·head_dim, D]");
+  check_arg(H > 0 && Hkv > 0 && H % Hkv == 0 && wq.size(0) % H == 0, op, wq,
+            fmt::format("heads ({}) a positive multiple of kv_heads ({}) dividing {} rows", H, Hkv,
+                        wq.size(0)));
+  const int64_t B = u_qk.size(0), T = u_qk.size(1), hd = wq.size(0) / H, group = H / Hkv;
+  // [B, T, n·hd] -> [B, n, T, hd]
+  auto split = [&](const Tensor& x, int64_t n) {
+    return permute(reshape(x, {B, T, n, hd}), {0, 2, 1, 3});
+  };
+  Tensor q = split(linear(u_qk, wq, bq), H);
+  Tensor k = split(linear(u_qk, wk, bk), Hkv);
+  Tensor v = split(linear(u_v, wv, bv), Hkv);
+  if (rope_base > 0) {
+    q = rope(q, rope_base);
+    k = rope(k, rope_base);
+  }
+  if (group > 1) {  // kv head g serves query heads g·group .. g·group + group − 1
+    auto repeat = [&](const Tensor& x) {
+      return reshape(expand(reshape(x, {B, Hkv, 1, T, hd}), {B, Hkv, group, T, hd}), {B, H, T, hd});
+    };
+    k = repeat(k);
+    v = repeat(v);
+  }
+  const double sc = attention_scale(scale, hd, op);
+  Tensor scores = dg::scale(matmul(q, transpose(k, 2, 3)), sc);  // [B, H, T, T]
+  std::vector<double> hidden(T * T, 0.0);                    // key j > query i is hidden
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = i + 1; j < T; ++j) hidden[i * T + j] = -std::numeric_limits<double>::infinity();
+  const Tensor mask = Tensor::from_vector(hidden, {T, T}, q.dtype());
+  Tensor p = softmax(add(scores, mask), -1);
+  Tensor o = matmul(p, v);                                  // [B, H, T, hd]
+  return reshape(permute(o, {0, 2, 1, 3}), {B, T, H * hd});  // merge heads
+}
 
 // ---- causal_attention: q [B,H,T,hd], k v [B,Hkv,T,hd] -> [B,H,T,hd] -------------------------
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale) {
@@ -159,7 +255,13 @@ std::vector<OpCase> attention_op_cases() {
     };
   };
   using V = const std::vector<Tensor>&;
+  auto one = [](Shape s, uint64_t seed, double lo = -1, double hi = 1) {
+    return [=] { return std::vector<Tensor>{random_tensor(s, seed, lo, hi).set_name("x")}; };
+  };
   return {
+      {"rope/[2,3,5,8] offset 3", one({2, 3, 5, 8}, 18),
+       [](V in) { return rope(in[0], 10000.0, 3); }},
+      {"rope/base 100", one({1, 2, 4, 6}, 19), [](V in) { return rope(in[0], 100.0, 0); }},
       {"causal_attention/mha", qkv({2, 2, 5, 4}, {2, 2, 5, 4}),
        [](V in) { return causal_attention(in[0], in[1], in[2]); }},
       {"causal_attention/gqa", qkv({1, 4, 6, 4}, {1, 2, 6, 4}),

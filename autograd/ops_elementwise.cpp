@@ -1,11 +1,14 @@
-// Elementwise ops and reductions, each forward beside its backward.
+// Elementwise ops and reductions, then the fused elementwise ops swiglu and depth_mix, each
+// forward beside its backward, then the gradient-check rows.
 // Binary ops broadcast (numpy rules); their backwards reduce the gradient back to each input's
 // shape (accumulate_grad). Unary ops save what their derivative needs (input or output).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
+#include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/profile.h"
@@ -229,6 +232,91 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
   return reduce(a, axes, keepdim, true);
 }
 
+// ---- swiglu: silu(gate)·up in one pass; saves gate and up (not silu(gate)) ------------------------
+Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  const char* op = "swiglu";
+  check_float(gate_in, op);
+  check_same_dtype(gate_in, up_in, op);
+  if (gate_in.shape() != up_in.shape())
+    throw std::invalid_argument(fmt::format("swiglu: gate {} and up {} must have the same shape",
+                                            gate_in.describe(), up_in.describe()));
+  Tensor gate = gate_in.contiguous(), up = up_in.contiguous();
+  Tensor out = Tensor::empty(gate.shape(), gate.dtype());
+  const int64_t n = out.numel();
+  dispatch_float(gate.dtype(), op, [&]<class T>() {
+    swiglu_forward<T>(out.data<T>(), gate.data<T>(), up.data<T>(), n);
+  });
+  if (should_record({gate_in, up_in}))
+    record(op, {gate_in, up_in}, out, [gate_in, up_in, gate, up, n](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      std::optional<GradSink> dgate, dup;  // written when fresh, else added into
+      if (gate_in.requires_grad()) dgate.emplace(gate_in, std::vector<Tensor>{up_in});
+      if (up_in.requires_grad()) dup.emplace(up_in, std::vector<Tensor>{gate_in});
+      dispatch_float(gate.dtype(), "swiglu", [&]<class T>() {
+        swiglu_backward<T>(dgate ? dgate->data<T>() : nullptr, dgate && dgate->fresh,
+                           dup ? dup->data<T>() : nullptr, dup && dup->fresh, gc.data<T>(),
+                           gate.data<T>(), up.data<T>(), n);
+      });
+      if (dgate) dgate->finish();
+      if (dup) dup->finish();
+    });
+  return out;
+}
+
+// ---- depth_mix: Σ_j alpha[.., j]·S_j; dS_j += alpha_j·g, dalpha_j += <g, S_j> -------------------
+Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
+  ScopedOpTimer op_timer(OpFamily::routing);
+  const char* op = "depth_mix";
+  if (sources.empty())
+    throw std::invalid_argument("depth_mix: expected at least one source, got none");
+  const int64_t J = static_cast<int64_t>(sources.size());
+  const Tensor& s0 = sources[0];
+  check_float(s0, op);
+  check_arg(s0.dim() >= 1, op, s0, "sources of shape [.., D]");
+  for (int64_t j = 1; j < J; ++j) {
+    check_same_dtype(s0, sources[j], op);
+    check_arg(sources[j].shape() == s0.shape(), op, sources[j],
+              fmt::format("source {} with the shape of source 0 {}", j, shape_str(s0.shape())));
+  }
+  check_float(alpha, op);
+  check_same_dtype(s0, alpha, op);
+  Shape alpha_shape = s0.shape();
+  alpha_shape.back() = J;
+  check_arg(alpha.shape() == alpha_shape, op, alpha,
+            fmt::format("alpha of shape {} for {} sources {}", shape_str(alpha_shape), J,
+                        shape_str(s0.shape())));
+  const int64_t D = s0.size(-1), rows = rows_of(s0);
+  std::vector<Tensor> S;
+  for (const Tensor& s : sources) S.push_back(s.contiguous());
+  Tensor a = alpha.contiguous();
+  Tensor out = Tensor::empty(s0.shape(), s0.dtype());
+  dispatch_float(s0.dtype(), op, [&]<class T>() {
+    std::vector<const T*> ptrs;
+    for (const Tensor& s : S) ptrs.push_back(s.data<T>());
+    depth_mix_forward<T>(out.data<T>(), ptrs.data(), a.data<T>(), rows, J, D);
+  });
+  std::vector<Tensor> inputs = sources;
+  inputs.push_back(alpha);
+  if (should_record(inputs))
+    record(op, inputs, out, [sources, alpha, S, a, rows, J, D](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      dispatch_float(alpha.dtype(), "depth_mix", [&]<class T>() {
+        std::vector<const T*> ptrs;
+        std::vector<T*> grads;
+        for (int64_t j = 0; j < J; ++j) {
+          ptrs.push_back(S[j].data<T>());
+          grads.push_back(sources[j].requires_grad() ? grad_ptr<T>(sources[j], "depth_mix")
+                                                     : nullptr);
+        }
+        T* dalpha = alpha.requires_grad() ? grad_ptr<T>(alpha, "depth_mix") : nullptr;
+        depth_mix_backward<T>(grads.data(), dalpha, gc.data<T>(), ptrs.data(), a.data<T>(), rows, J,
+                              D);
+      });
+    });
+  return out;
+}
+
 }  // namespace dg
 
 // ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------------
@@ -237,6 +325,19 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
 namespace dg {
 
 std::vector<OpCase> elementwise_op_cases() {
+  using V = const std::vector<Tensor>&;
+  auto mix_inputs = [](int64_t J) {
+    return [J] {
+      std::vector<Tensor> in;
+      for (int64_t j = 0; j < J; ++j)
+        in.push_back(random_tensor({2, 3, 4}, 40 + j).set_name(fmt::format("S{}", j)));
+      in.push_back(random_tensor({2, 3, J}, 50 + J, 0.1, 1.0).set_name("alpha"));
+      return in;
+    };
+  };
+  auto mix_fn = [](V in) {
+    return depth_mix(std::vector<Tensor>(in.begin(), in.end() - 1), in.back());
+  };
   auto two = [](Shape sa, Shape sb, double lo = -1, double hi = 1) {
     return [=] { return std::vector<Tensor>{random_tensor(sa, 1, lo, hi).set_name("a"),
                                             random_tensor(sb, 2, lo, hi).set_name("b")}; };
@@ -244,7 +345,6 @@ std::vector<OpCase> elementwise_op_cases() {
   auto one = [](Shape s, double lo = -1, double hi = 1) {
     return [=] { return std::vector<Tensor>{random_tensor(s, 3, lo, hi).set_name("a")}; };
   };
-  using V = const std::vector<Tensor>&;
   return {
       {"add", two({3, 4}, {3, 4}), [](V in) { return add(in[0], in[1]); }},
       {"add/broadcast", two({2, 3, 4}, {3, 1}), [](V in) { return add(in[0], in[1]); }},
@@ -264,6 +364,18 @@ std::vector<OpCase> elementwise_op_cases() {
       {"sum/axes0,2,keepdim", one({2, 3, 4}), [](V in) { return sum(in[0], {0, -1}, true); }},
       {"mean/all", one({3, 4}), [](V in) { return mean(in[0]); }},
       {"mean/last", one({2, 3, 4}), [](V in) { return mean(in[0], {-1}); }},
+      {"swiglu",
+       [] {
+         return std::vector<Tensor>{random_tensor({3, 7}, 24, -3, 3).set_name("gate"),
+                                    random_tensor({3, 7}, 25, -2, 2).set_name("up")};
+       },
+       [](V in) { return swiglu(in[0], in[1]); }},
+      {"swiglu/gate is up",
+       [] { return std::vector<Tensor>{random_tensor({2, 5}, 26, -3, 3).set_name("x")}; },
+       [](V in) { return swiglu(in[0], in[0]); }},
+      {"depth_mix/J=1", mix_inputs(1), mix_fn},
+      {"depth_mix/J=2", mix_inputs(2), mix_fn},
+      {"depth_mix/J=3", mix_inputs(3), mix_fn},
   };
 }
 

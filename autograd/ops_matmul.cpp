@@ -10,7 +10,7 @@
 #include "autograd/ops.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_matmul.h"
-#include "tensor/kernels_nn.h"  // rope (linear_rope)
+#include "tensor/kernels_attention.h"  // rope_rows (linear_rope)
 #include "tensor/profile.h"
 
 namespace dg {
@@ -254,7 +254,6 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
     record(op, {x, weight, bias, residual}, y,
            [x, weight, bias, residual, X, ldx, W, R, in, out_features, rope_heads, Tn, hd, cos,
             sin, heads_last, Bn](const Tensor& g) {
-             if (residual.defined() && residual.requires_grad()) accumulate_grad(residual, g);
              Tensor dy = g.contiguous();  // [R, out]
              if (rope_heads > 0) {  // the gradient of the GEMM's output: rotated back
                Tensor dz = Tensor::empty(dy.shape(), dy.dtype());
@@ -290,6 +289,10 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
                  sink.finish();
                }
              });
+             // dresidual = g, last: g may become the residual's gradient (tape.h, rule 1), and
+             // then x's gradient, when x is the residual, must not be written over dy before.
+             dy = Tensor();
+             if (residual.defined() && residual.requires_grad()) accumulate_grad(residual, g);
            });
   return y;
 }

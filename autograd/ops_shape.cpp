@@ -13,19 +13,24 @@
 namespace dg {
 
 namespace {
-// grad_of(a) seen through `view` (a function that makes the same view of any tensor of a's shape)
-// += g. The view maps each gradient element to the input element it came from. When the view
-// covers every element (transpose, permute) and a has no gradient yet, g is copied into a fresh
-// buffer instead of added onto zeros.
+// grad(a) seen through `view` (a function that makes the same view of any tensor of a's shape)
+// += g. The view maps each gradient element to the input element it came from. A view that
+// covers every element (transpose, permute) writes all of a's gradient (GradSink: g is copied
+// into a fresh buffer instead of added onto zeros); a slice accumulates into its part of it.
 template <class View>
 void add_into_view_of_grad(const Tensor& a, const Tensor& g, View view, bool covers_all) {
-  bool fresh = false;
-  Tensor buffer = covers_all ? grad_for_write(a, fresh) : grad_of(a);
-  Tensor target = view(buffer);
-  if (fresh)
+  if (!covers_all) {
+    Tensor target = view(grad_of(a));
+    add_strided(target, g);
+    return;
+  }
+  GradSink sink(a);
+  Tensor target = view(sink.buffer);
+  if (sink.fresh)
     copy_strided(target, g);
   else
     add_strided(target, g);
+  sink.finish();
 }
 
 // A contiguous copy of a (any layout).

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "tensor/kernels_elementwise.h"
+#include "tensor/kernels_matmul.h"  // add_strided
 #include "tensor/profile.h"
 
 namespace dg {
@@ -69,13 +70,6 @@ Tensor grad_of(const Tensor& t) {
   return impl->grad;
 }
 
-Tensor grad_for_write(const Tensor& t, bool& fresh) {
-  TensorImpl* impl = t.impl();
-  fresh = !impl->grad.defined();
-  if (fresh) impl->grad = Tensor::empty(impl->shape, impl->dtype);
-  return impl->grad;
-}
-
 void accumulate_grad(const Tensor& input, const Tensor& g) {
   TensorImpl* impl = input.impl();
   if (!impl->grad.defined() && adoptable(input, g)) {
@@ -86,18 +80,29 @@ void accumulate_grad(const Tensor& input, const Tensor& g) {
     return;
   }
   Tensor target = grad_of(input);
-  add_reduced_into(target, g);
+  if (target.is_contiguous()) {
+    add_reduced_into(target, g);
+    return;
+  }
+  // rule 3: a strided gradient installed by set_grad: reduce g to input's shape, then add
+  Tensor reduced = Tensor::zeros(input.shape(), input.dtype());
+  add_reduced_into(reduced, g);
+  add_strided(target, reduced);
 }
 
 GradSink::GradSink(const Tensor& t, const std::vector<Tensor>& others) : input(t) {
   bool aliased = false;
   for (const Tensor& o : others) aliased = aliased || (o.same(t) && o.requires_grad());
-  Tensor g = aliased ? Tensor() : grad_for_write(t, fresh);
-  direct = g.defined() && g.is_contiguous();
-  if (direct) {
-    buffer = g;
-  } else {  // aliased, or a strided gradient installed by set_grad
+  TensorImpl* impl = t.impl();
+  if (!aliased && !impl->grad.defined()) {  // rule 1: a new buffer, the input's own, written
+    impl->grad = Tensor::empty(impl->shape, impl->dtype);
+    buffer = impl->grad;
+    fresh = true;
+  } else if (!aliased && impl->grad.is_contiguous()) {  // an existing gradient: added into
+    buffer = impl->grad;
+  } else {  // rules 2 and 3: aliased, or a strided gradient installed by set_grad
     buffer = Tensor::empty(t.shape(), t.dtype());
+    direct = false;
     fresh = true;
   }
 }

@@ -1,5 +1,6 @@
 // Causal attention kernels (see kernels_attention.h): the fast forward/backward pair built on
-// BLAS gemm over row blocks of the causal triangle, and the plain reference pair beside them.
+// BLAS gemm over row blocks of the causal triangle, each public kernel followed by its plain
+// reference; then RoPE.
 #include "tensor/kernels_attention.h"
 #include "tensor/fast_math.h"
 
@@ -10,6 +11,8 @@
 #include <cmath>
 #include <limits>
 #include <vector>
+
+#include "tensor/kernels_elementwise.h"  // kParallelGrain
 
 namespace dg {
 
@@ -295,27 +298,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double
                  [&]<class T>() { forward_impl<T>(s, q, k, v, static_cast<T>(scale), out, lse); });
 }
 
-void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                        const Tensor& lse, const Tensor& dout, double scale, Tensor* dq, Tensor* dk,
-                        Tensor* dv) {
-  const AttentionShape s = attention_shape(q, k, v, "causal_attention backward");
-  const Shape qs{s.B, s.H, s.T, s.hd}, ks{s.B, s.Hkv, s.T, s.hd};
-  if (out.shape() != qs || dout.shape() != qs || lse.shape() != Shape{s.B, s.H, s.T} ||
-      out.dtype() != q.dtype() || dout.dtype() != q.dtype() || lse.dtype() != q.dtype())
-    throw std::invalid_argument(fmt::format(
-        "causal_attention backward: expected out and dout {} and lse {} of {}, got {}, {} and {}",
-        shape_str(qs), shape_str(Shape{s.B, s.H, s.T}), dtype_name(q.dtype()), out.describe(),
-        dout.describe(), lse.describe()));
-  check_target(dq, qs, q.dtype(), "dq");
-  check_target(dk, ks, q.dtype(), "dk");
-  check_target(dv, ks, q.dtype(), "dv");
-  if (out.numel() == 0 || (!dq && !dk && !dv)) return;
-  dispatch_float(q.dtype(), "causal_attention backward", [&]<class T>() {
-    backward_impl<T>(s, q, k, v, out, lse, dout, static_cast<T>(scale), dq, dk, dv);
-  });
-}
-
-// ---- reference: explicit loops in double, full T×T probabilities -------------------------
+// ---- reference forward (and, after the fast backward, the reference backward): explicit loops
+// in double over the full T×T probabilities ---------------------------------------------------
 
 namespace {
 Tensor from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype) {
@@ -374,6 +358,26 @@ Tensor ref_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
   return from_doubles(out, {s.B, s.H, T, hd}, q.dtype());
 }
 
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& lse, const Tensor& dout, double scale, Tensor* dq, Tensor* dk,
+                        Tensor* dv) {
+  const AttentionShape s = attention_shape(q, k, v, "causal_attention backward");
+  const Shape qs{s.B, s.H, s.T, s.hd}, ks{s.B, s.Hkv, s.T, s.hd};
+  if (out.shape() != qs || dout.shape() != qs || lse.shape() != Shape{s.B, s.H, s.T} ||
+      out.dtype() != q.dtype() || dout.dtype() != q.dtype() || lse.dtype() != q.dtype())
+    throw std::invalid_argument(fmt::format(
+        "causal_attention backward: expected out and dout {} and lse {} of {}, got {}, {} and {}",
+        shape_str(qs), shape_str(Shape{s.B, s.H, s.T}), dtype_name(q.dtype()), out.describe(),
+        dout.describe(), lse.describe()));
+  check_target(dq, qs, q.dtype(), "dq");
+  check_target(dk, ks, q.dtype(), "dk");
+  check_target(dv, ks, q.dtype(), "dv");
+  if (out.numel() == 0 || (!dq && !dk && !dv)) return;
+  dispatch_float(q.dtype(), "causal_attention backward", [&]<class T>() {
+    backward_impl<T>(s, q, k, v, out, lse, dout, static_cast<T>(scale), dq, dk, dv);
+  });
+}
+
 // dS_ij = P_ij (dP_ij − Σ_k P_ik dP_ik) (the softmax Jacobian written out, not the D = dO·O trick)
 void ref_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
                             double scale, Tensor& dq, Tensor& dk, Tensor& dv) {
@@ -413,5 +417,114 @@ void ref_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, c
   dk = from_doubles(gk, k.shape(), q.dtype());
   dv = from_doubles(gv, v.shape(), q.dtype());
 }
+
+// ============================================================================================
+// RoPE (rotate-half): the tables, the rotation of rows anywhere in memory, and the
+// contiguous forward (with its reference) and backward
+// ============================================================================================
+
+// Each template is instantiated for float and double right after its definition:
+//   template decltype(f<float>) f<float>;   (the signature comes from the declaration)
+
+// cos, sin [T, hd/2]. For float every step is float32 arithmetic, as in the torch reference:
+// inv_freq = 1 / base^(float(2i) / hd), angle = float(position) * inv_freq, cosf / sinf.
+template <class T>
+void rope_tables(T* cos, T* sin, int64_t Tn, int64_t hd, double base, int64_t offset) {
+  const int64_t h = hd / 2;
+  std::vector<T> inv_freq(h);
+  for (int64_t i = 0; i < h; ++i)
+    inv_freq[i] = T(1) / std::pow(static_cast<T>(base), static_cast<T>(2 * i) / static_cast<T>(hd));
+  for (int64_t t = 0; t < Tn; ++t) {
+    const T pos = static_cast<T>(offset + t);
+    for (int64_t i = 0; i < h; ++i) {
+      const T angle = pos * inv_freq[i];
+      cos[t * h + i] = std::cos(angle);
+      sin[t * h + i] = std::sin(angle);
+    }
+  }
+}
+template decltype(rope_tables<float>) rope_tables<float>;
+template decltype(rope_tables<double>) rope_tables<double>;
+
+// x, out: [B, H, T, hd] rows at the given strides; cos, sin [T, hd/2]. Forward rotation
+// out[i] = x[i]cos − x[i+h]sin, out[i+h] = x[i]sin + x[i+h]cos; inverse (the transpose):
+// out[i] (+)= x[i]cos + x[i+h]sin, out[i+h] (+)= −x[i]sin + x[i+h]cos.
+template <class T>
+void rope_rows(T* out, RowStrides os, const T* x, RowStrides xs, const T* cos, const T* sin,
+               int64_t B, int64_t H, int64_t Tn, int64_t hd, bool inverse, bool overwrite) {
+  const int64_t h = hd / 2, rows = B * H * Tn;
+#pragma omp parallel for if (rows * hd > kParallelGrain) schedule(static)
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t t = row % Tn, bh = row / Tn, b = bh / H, head = bh % H;
+    const T* xr = x + b * xs.b + head * xs.h + t * xs.t;
+    T* o = out + b * os.b + head * os.h + t * os.t;
+    const T* c = cos + t * h;
+    const T* s = sin + t * h;
+    if (!inverse) {
+#pragma omp simd
+      for (int64_t i = 0; i < h; ++i) {
+        const T a = xr[i], bb = xr[i + h];
+        o[i] = a * c[i] - bb * s[i];
+        o[i + h] = a * s[i] + bb * c[i];
+      }
+    } else if (overwrite) {
+#pragma omp simd
+      for (int64_t i = 0; i < h; ++i) {
+        const T a = xr[i], bb = xr[i + h];
+        o[i] = a * c[i] + bb * s[i];
+        o[i + h] = bb * c[i] - a * s[i];
+      }
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < h; ++i) {
+        const T a = xr[i], bb = xr[i + h];
+        o[i] += a * c[i] + bb * s[i];
+        o[i + h] += bb * c[i] - a * s[i];
+      }
+    }
+  }
+}
+template decltype(rope_rows<float>) rope_rows<float>;
+template decltype(rope_rows<double>) rope_rows<double>;
+
+// x, out [BH, T, hd] contiguous; cos, sin [T, hd/2]
+template <class T>
+void rope_forward(T* out, const T* x, const T* cos, const T* sin, int64_t BH, int64_t Tn,
+                  int64_t hd) {
+  const RowStrides rows{0, Tn * hd, hd};
+  rope_rows(out, rows, x, rows, cos, sin, 1, BH, Tn, hd, false, true);
+}
+template decltype(rope_forward<float>) rope_forward<float>;
+template decltype(rope_forward<double>) rope_forward<double>;
+
+// Reference: the formula as a plain serial loop, sums in double.
+template <class T>
+void ref_rope_forward(T* out, const T* x, int64_t BH, int64_t Tn, int64_t hd, double base,
+                      int64_t offset) {
+  const int64_t h = hd / 2;
+  for (int64_t bh = 0; bh < BH; ++bh)
+    for (int64_t t = 0; t < Tn; ++t)
+      for (int64_t i = 0; i < h; ++i) {
+        const T inv_freq =
+            T(1) / std::pow(static_cast<T>(base), static_cast<T>(2 * i) / static_cast<T>(hd));
+        const T angle = static_cast<T>(offset + t) * inv_freq;
+        const T c = std::cos(angle), s = std::sin(angle);
+        const int64_t at = (bh * Tn + t) * hd + i;
+        out[at] = x[at] * c - x[at + h] * s;
+        out[at + h] = x[at] * s + x[at + h] * c;
+      }
+}
+template decltype(ref_rope_forward<float>) ref_rope_forward<float>;
+template decltype(ref_rope_forward<double>) ref_rope_forward<double>;
+
+// dout, dx [BH, T, hd] contiguous; cos, sin [T, hd/2]: the transpose (= inverse) rotation, added.
+template <class T>
+void rope_backward(T* dx, const T* dout, const T* cos, const T* sin, int64_t BH, int64_t Tn,
+                   int64_t hd) {
+  const RowStrides rows{0, Tn * hd, hd};
+  rope_rows(dx, rows, dout, rows, cos, sin, 1, BH, Tn, hd, true, false);
+}
+template decltype(rope_backward<float>) rope_backward<float>;
+template decltype(rope_backward<double>) rope_backward<double>;
 
 }  // namespace dg

@@ -1,4 +1,5 @@
-// Fused causal scaled-dot-product attention kernels (flash-attention style on the CPU): the
+// Fused causal scaled-dot-product attention kernels (flash-attention style on the CPU), and the
+// RoPE rotations the attention ops apply to q and k (declared at the end). Attention: the
 // forward keeps only the output and one logsumexp per query row; the backward recomputes the
 // probabilities from them, one row block at a time, so no T×T matrix outlives a task.
 // Inputs may be strided views whose last axis has stride 1 (e.g. [B,T,H,hd] permuted to
@@ -47,7 +48,32 @@ Tensor ref_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
 void ref_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
                             double scale, Tensor& dq, Tensor& dk, Tensor& dv);
 
-
-
+// ---- RoPE (rotate-half) ---------------------------------------------------------------------
+// cos, sin [T, hd/2] for positions offset .. offset+T−1: inv_freq_i = 1/base^((2i)/hd),
+// angle = position · inv_freq_i, all in T's precision (float32 like the torch reference).
+template <class T>
+void rope_tables(T* cos, T* sin, int64_t Tn, int64_t hd, double base, int64_t offset);
+// x, out [BH, T, hd], h = hd/2: out[i] = x[i]cos − x[i+h]sin, out[i+h] = x[i]sin + x[i+h]cos.
+template <class T>
+void rope_forward(T* out, const T* x, const T* cos, const T* sin, int64_t BH, int64_t Tn,
+                  int64_t hd);
+// The inverse rotation: dx[i] += g[i]cos + g[i+h]sin, dx[i+h] += −g[i]sin + g[i+h]cos.
+template <class T>
+void rope_backward(T* dx, const T* dout, const T* cos, const T* sin, int64_t BH, int64_t Tn,
+                   int64_t hd);
+// The same rotations on [B, H, T, hd] rows anywhere in memory: row (b, h, t) of x starts at
+// x + b·xs.b + h·xs.h + t·xs.t (its hd values contiguous), likewise out with os. Used by the
+// fused attention op to read [B,T,H,hd] projections in place. `inverse` applies the backward
+// rotation; `overwrite` writes out instead of adding into it (the forward always writes).
+struct RowStrides {
+  int64_t b, h, t;
+};
+template <class T>
+void rope_rows(T* out, RowStrides os, const T* x, RowStrides xs, const T* cos, const T* sin,
+               int64_t B, int64_t H, int64_t Tn, int64_t hd, bool inverse, bool overwrite);
+// Reference: computes each angle from the formula, no tables.
+template <class T>
+void ref_rope_forward(T* out, const T* x, int64_t BH, int64_t Tn, int64_t hd, double base,
+                      int64_t offset);
 
 }  // namespace dg

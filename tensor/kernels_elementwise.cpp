@@ -1,9 +1,12 @@
-// Reductions used by elementwise ops and their backwards (see kernels_elementwise.h).
+// Elementwise kernels (see kernels_elementwise.h): reductions used by elementwise ops and their
+// backwards, then SwiGLU and the depth mix, each fast kernel beside its plain reference.
 #include "tensor/kernels_elementwise.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+
+#include "tensor/fast_math.h"  // exp_fast (SwiGLU)
 
 namespace dg {
 
@@ -123,5 +126,151 @@ void ref_add_reduced_into(Tensor& target, const Tensor& g) {
     }
   });
 }
+
+// ============================================================================================
+// SwiGLU
+// ============================================================================================
+
+// Each template is instantiated for float and double right after its definition:
+//   template decltype(f<float>) f<float>;   (the signature comes from the declaration)
+
+// gate, up, out [n]
+template <class T>
+void swiglu_forward(T* out, const T* gate, const T* up, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (T(1) + exp_fast(-gate[i])) * up[i];
+}
+template decltype(swiglu_forward<float>) swiglu_forward<float>;
+template decltype(swiglu_forward<double>) swiglu_forward<double>;
+
+// Reference: the formula as a plain serial loop, sums in double.
+template <class T>
+void ref_swiglu_forward(T* out, const T* gate, const T* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    out[i] = static_cast<T>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+template decltype(ref_swiglu_forward<float>) ref_swiglu_forward<float>;
+template decltype(ref_swiglu_forward<double>) ref_swiglu_forward<double>;
+
+// dgate, dup, dout, gate, up [n]
+template <class T>
+void swiglu_backward(T* dgate, bool overwrite_gate, T* dup, bool overwrite_up, const T* dout,
+                     const T* gate, const T* up, int64_t n) {
+#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const T g = gate[i], e = exp_fast(-g);
+    const T s = T(1) / (T(1) + e), silu = g / (T(1) + e);
+    if (dgate) {
+      const T d = dout[i] * up[i] * s * (T(1) + g * (T(1) - s));
+      dgate[i] = overwrite_gate ? d : dgate[i] + d;
+    }
+    if (dup) {
+      const T d = dout[i] * silu;
+      dup[i] = overwrite_up ? d : dup[i] + d;
+    }
+  }
+}
+template decltype(swiglu_backward<float>) swiglu_backward<float>;
+template decltype(swiglu_backward<double>) swiglu_backward<double>;
+
+// Reference: the formula as a plain serial loop, sums in double.
+template <class T>
+void ref_swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i], s = 1.0 / (1.0 + std::exp(-g));
+    if (dgate) dgate[i] += static_cast<T>(double(dout[i]) * up[i] * s * (1.0 + g * (1.0 - s)));
+    if (dup) dup[i] += static_cast<T>(double(dout[i]) * g * s);
+  }
+}
+template decltype(ref_swiglu_backward<float>) ref_swiglu_backward<float>;
+template decltype(ref_swiglu_backward<double>) ref_swiglu_backward<double>;
+
+// ============================================================================================
+// depth mix
+// ============================================================================================
+
+// S[j], out [rows, D]; alpha [rows, J]
+template <class T>
+void depth_mix_forward(T* out, const T* const* S, const T* alpha, int64_t rows, int64_t J,
+                       int64_t D) {
+#pragma omp parallel for if (rows * D * J > kParallelGrain) schedule(static)
+  for (int64_t n = 0; n < rows; ++n) {
+    T* o = out + n * D;
+    const T* a = alpha + n * J;
+    const T* s0 = S[0] + n * D;
+    const T a0 = a[0];
+#pragma omp simd
+    for (int64_t d = 0; d < D; ++d) o[d] = a0 * s0[d];
+    for (int64_t j = 1; j < J; ++j) {
+      const T* sj = S[j] + n * D;
+      const T aj = a[j];
+#pragma omp simd
+      for (int64_t d = 0; d < D; ++d) o[d] += aj * sj[d];
+    }
+  }
+}
+template decltype(depth_mix_forward<float>) depth_mix_forward<float>;
+template decltype(depth_mix_forward<double>) depth_mix_forward<double>;
+
+// Reference: the formula as a plain serial loop, sums in double.
+template <class T>
+void ref_depth_mix_forward(T* out, const T* const* S, const T* alpha, int64_t rows, int64_t J,
+                           int64_t D) {
+  for (int64_t n = 0; n < rows; ++n)
+    for (int64_t d = 0; d < D; ++d) {
+      double acc = 0.0;
+      for (int64_t j = 0; j < J; ++j)
+        acc += static_cast<double>(alpha[n * J + j]) * S[j][n * D + d];
+      out[n * D + d] = static_cast<T>(acc);
+    }
+}
+template decltype(ref_depth_mix_forward<float>) ref_depth_mix_forward<float>;
+template decltype(ref_depth_mix_forward<double>) ref_depth_mix_forward<double>;
+
+// dout, S[j], dS[j] [rows, D]; alpha, dalpha [rows, J]
+template <class T>
+void depth_mix_backward(T* const* dS, T* dalpha, const T* dout, const T* const* S, const T* alpha,
+                        int64_t rows, int64_t J, int64_t D) {
+#pragma omp parallel for if (rows * D * J > kParallelGrain) schedule(static)
+  for (int64_t n = 0; n < rows; ++n) {
+    const T* g = dout + n * D;
+    for (int64_t j = 0; j < J; ++j) {
+      if (dalpha) {
+        const T* sj = S[j] + n * D;
+        double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(g[d]) * sj[d];
+        dalpha[n * J + j] += static_cast<T>(dot);
+      }
+      if (dS[j]) {
+        T* dsj = dS[j] + n * D;
+        const T aj = alpha[n * J + j];
+#pragma omp simd
+        for (int64_t d = 0; d < D; ++d) dsj[d] += aj * g[d];
+      }
+    }
+  }
+}
+template decltype(depth_mix_backward<float>) depth_mix_backward<float>;
+template decltype(depth_mix_backward<double>) depth_mix_backward<double>;
+
+// Reference: the formula as a plain serial loop, sums in double.
+template <class T>
+void ref_depth_mix_backward(T* const* dS, T* dalpha, const T* dout, const T* const* S,
+                            const T* alpha, int64_t rows, int64_t J, int64_t D) {
+  for (int64_t n = 0; n < rows; ++n)
+    for (int64_t j = 0; j < J; ++j) {
+      double dot = 0.0;
+      for (int64_t d = 0; d < D; ++d) {
+        dot += static_cast<double>(dout[n * D + d]) * S[j][n * D + d];
+        if (dS[j]) dS[j][n * D + d] += alpha[n * J + j] * dout[n * D + d];
+      }
+      if (dalpha) dalpha[n * J + j] += static_cast<T>(dot);
+    }
+}
+template decltype(ref_depth_mix_backward<float>) ref_depth_mix_backward<float>;
+template decltype(ref_depth_mix_backward<double>) ref_depth_mix_backward<double>;
 
 }  // namespace dg

@@ -1,4 +1,5 @@
-// Elementwise and reduction kernels. Each loop is written so the compiler can vectorise it
+// Elementwise and reduction kernels, and two fused elementwise ones (SwiGLU, the depth mix,
+// declared at the end). Each loop is written so the compiler can vectorise it
 // (`omp simd`), with OpenMP over outer loops where every output element has one owner thread,
 // so results do not depend on the thread count. Plain reference versions (ref_*) sit beside
 // the fast ones and the tests check one against the other.
@@ -71,5 +72,38 @@ void ref_add_reduced_into(Tensor& target, const Tensor& g);
 // Sum over `axes` (already normalised, sorted, unique). Output shape keeps size-1 axes when keepdim.
 Tensor sum_axes(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim);
 Tensor ref_sum_axes(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim);
+
+// ---- SwiGLU ---------------------------------------------------------------------------------
+// gate, up, out [n]: out = silu(gate)·up with silu(x) = x / (1 + e^−x) (e^x by exp_fast in float).
+template <class T>
+void swiglu_forward(T* out, const T* gate, const T* up, int64_t n);
+// With s = σ(gate): dgate = dout·up·s·(1 + gate·(1 − s)), dup = dout·silu(gate). Each gradient
+// (null: skip) is added into, or written when its `overwrite` flag is set (a fresh buffer).
+template <class T>
+void swiglu_backward(T* dgate, bool overwrite_gate, T* dup, bool overwrite_up, const T* dout,
+                     const T* gate, const T* up, int64_t n);
+// Reference: the same formulas in double with std::exp, adding into both gradients.
+template <class T>
+void ref_swiglu_forward(T* out, const T* gate, const T* up, int64_t n);
+template <class T>
+void ref_swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n);
+
+// ---- depth mix ------------------------------------------------------------------------------
+// S: J pointers to [rows, D]; alpha [rows, J] -> out [rows, D] = Σ_j alpha[:, j] · S_j (j in
+// order).
+template <class T>
+void depth_mix_forward(T* out, const T* const* S, const T* alpha, int64_t rows, int64_t J,
+                       int64_t D);
+// dS[j] (null: skip) += alpha[:, j] · dout; dalpha [rows, J] (null: skip) += <dout, S_j> per row.
+// Two dS[j] may point to the same buffer (a source passed twice).
+template <class T>
+void depth_mix_backward(T* const* dS, T* dalpha, const T* dout, const T* const* S, const T* alpha,
+                        int64_t rows, int64_t J, int64_t D);
+template <class T>
+void ref_depth_mix_forward(T* out, const T* const* S, const T* alpha, int64_t rows, int64_t J,
+                           int64_t D);
+template <class T>
+void ref_depth_mix_backward(T* const* dS, T* dalpha, const T* dout, const T* const* S,
+                            const T* alpha, int64_t rows, int64_t J, int64_t D);
 
 }  // namespace dg

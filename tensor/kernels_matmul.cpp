@@ -123,10 +123,8 @@ void ref_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alp
       C[i * ldc + j] = static_cast<T>(double(alpha) * acc + old);
     }
 }
-template void ref_gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                              const float*, int64_t, float, float*, int64_t);
-template void ref_gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*,
-                               int64_t, const double*, int64_t, double, double*, int64_t);
+template decltype(ref_gemm<float>) ref_gemm<float>;
+template decltype(ref_gemm<double>) ref_gemm<double>;
 
 // ---- batched GEMM ---------------------------------------------------------------------------
 // entries → groups by c_offset (stable: entry order kept inside a group) → one owner per group.
@@ -174,6 +172,8 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T
     for (int64_t g = 0; g < groups; ++g) run_group(g);
   }
 }
+template decltype(gemm_batched<float>) gemm_batched<float>;
+template decltype(gemm_batched<double>) gemm_batched<double>;
 
 template <class T>
 void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha,
@@ -189,17 +189,8 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int6
   gemm_batched(trans_a, trans_b, M, N, K, alpha, A, lda, ao, B, ldb, bo, beta, C, ldc, co);
 }
 
-#define DG_INSTANTIATE_BATCHED(T)                                                            \
-  template void gemm_batched<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, \
-                                const std::vector<int64_t>&, const T*, int64_t,              \
-                                const std::vector<int64_t>&, T, T*, int64_t,                 \
-                                const std::vector<int64_t>&);                                \
-  template void gemm_strided_batched<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*,  \
-                                        int64_t, int64_t, const T*, int64_t, int64_t, T, T*, \
-                                        int64_t, int64_t, int64_t);
-DG_INSTANTIATE_BATCHED(float)
-DG_INSTANTIATE_BATCHED(double)
-#undef DG_INSTANTIATE_BATCHED
+template decltype(gemm_strided_batched<float>) gemm_strided_batched<float>;
+template decltype(gemm_strided_batched<double>) gemm_strided_batched<double>;
 
 // ---- layouts --------------------------------------------------------------------------------
 
@@ -447,9 +438,9 @@ void ref_add_column_sums(const T* x, int64_t rows, int64_t cols, int64_t ld, T* 
     out[j] = static_cast<T>(out[j] + acc);
   }
 }
-template void add_column_sums<float>(const float*, int64_t, int64_t, int64_t, float*);
-template void add_column_sums<double>(const double*, int64_t, int64_t, int64_t, double*);
-template void ref_add_column_sums<float>(const float*, int64_t, int64_t, int64_t, float*);
-template void ref_add_column_sums<double>(const double*, int64_t, int64_t, int64_t, double*);
+template decltype(add_column_sums<float>) add_column_sums<float>;
+template decltype(add_column_sums<double>) add_column_sums<double>;
+template decltype(ref_add_column_sums<float>) ref_add_column_sums<float>;
+template decltype(ref_add_column_sums<double>) ref_add_column_sums<double>;
 
 }  // namespace dg

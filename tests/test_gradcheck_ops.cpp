@@ -121,36 +121,6 @@ TEST_CASE("a backward that produces a wrongly shaped gradient is caught, naming 
   clear_tape();
 }
 
-TEST_CASE("gradient buffers taken over by the tape are never the caller's: backward leaves grad_root alone") {
-  // y = reshape(x + x·x): reshape's backward hands a view of its gradient on, and x collects two
-  // contributions, so a taken-over caller's buffer would be written into.
-  Tensor x = random_tensor({2, 3}, 61).set_requires_grad(true);
-  Tensor y = reshape(add(x, mul(x, x)), {3, 2});
-  Tensor dout = random_tensor({3, 2}, 62);
-  const std::vector<double> before = dout.to_vector();
-  backward(y, dout);
-  CHECK(dout.to_vector() == before);
-  std::vector<double> g = x.grad().to_vector(), xv = x.to_vector(), d = before;
-  for (size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(d[i] * (1 + 2 * xv[i])).epsilon(1e-12));
-}
-
-TEST_CASE("a node's gradient buffer is given to at most one input, even as a view and as itself") {
-  // A hand-made op out = a + b (same shapes) whose backward passes a full view of g to a and then
-  // g itself to b: both may be taken over alone, but not both at once.
-  Tensor a = random_tensor({2, 3}, 63).set_requires_grad(true);
-  Tensor b = random_tensor({2, 3}, 64).set_requires_grad(true);
-  Tensor out = Tensor::empty({2, 3}, a.dtype());
-  out.copy_from(a);
-  record("test_view_then_self", {a, b}, out, [a, b](const Tensor& g) {
-    accumulate_grad(a, g.view_reshape({2, 3}));
-    accumulate_grad(b, g);
-  });
-  backward(out, Tensor::ones({2, 3}, a.dtype()));
-  REQUIRE(a.grad().defined());
-  REQUIRE(b.grad().defined());
-  CHECK(a.grad().storage().get() != b.grad().storage().get());
-}
-
 namespace {
 // x * 3 whose backward is wrong by 1% in element `bad` only when it runs in float32 (as a SIMD
 // path or a float accumulator could be): the float64 gradcheck cannot see it.

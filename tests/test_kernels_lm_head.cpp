@@ -1,5 +1,5 @@
-// Tests of the fused linear head + cross-entropy (tensor/kernels_lm_head.h and the op
-// linear_cross_entropy in autograd/ops_nn.cpp): the chunked kernels against the plain reference
+// Tests of the fused linear head + cross-entropy (tensor/kernels_loss.h and the op
+// linear_cross_entropy in autograd/ops_loss.cpp): the chunked kernels against the plain reference
 // over the full logits (several chunks with a remainder, one chunk, ignored rows, a gradient
 // not asked for), float32 results bit-identical at 1 and 2 threads, the op against
 // cross_entropy(linear(x, W)) in value and gradients, MicroLM::loss against its logits, and the
@@ -14,7 +14,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "nn/micro_lm.h"
-#include "tensor/kernels_lm_head.h"
+#include "tensor/kernels_loss.h"
 #include "tensor/threads.h"
 #include "tests/test_helpers.h"
 

@@ -1,4 +1,4 @@
-// Tests of the fused nn kernels and ops (tensor/kernels_nn.h, autograd/ops_nn.cpp): fast kernels
+// Tests of the fused nn kernels and ops (tensor/kernels_{embedding,loss,norm,attention,elementwise}.h, autograd/ops_*.cpp): fast kernels
 // against the plain reference kernels, float32 results bit-identical at 1 and 2 threads, golden
 // values from torch 1.13 (F.cross_entropy, an RMSNorm, the reference's float32 RoPE), and the
 // error messages. Gradients of every op are checked numerically by the nn_op_cases() rows.
@@ -12,7 +12,12 @@
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
-#include "tensor/kernels_nn.h"
+#include "tensor/fast_math.h"
+#include "tensor/kernels_attention.h"
+#include "tensor/kernels_elementwise.h"
+#include "tensor/kernels_embedding.h"
+#include "tensor/kernels_loss.h"
+#include "tensor/kernels_norm.h"
 #include "tensor/threads.h"
 #include "tests/test_helpers.h"
 

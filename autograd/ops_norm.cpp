@@ -1,0 +1,124 @@
+// rms_norm and layer_norm over the last axis, each a fused forward (saving per-row rstd, and mean
+// for LayerNorm) beside its hand-written backward (kernels in tensor/kernels_norm.h), and their
+// gradient-check rows. Does not do: norms over other axes, running statistics, group norm.
+#include <fmt/format.h>
+
+#include "autograd/op_util.h"
+#include "autograd/ops.h"
+#include "tensor/kernels_norm.h"
+#include "tensor/profile.h"
+
+namespace dg {
+
+namespace {
+// The checks rms_norm and layer_norm share: float x [.., D] and weight [D] of one dtype. Returns D.
+int64_t check_norm_args(const Tensor& x, const Tensor& weight, const char* op) {
+  check_float(x, op);
+  check_float(weight, op);
+  check_same_dtype(x, weight, op);
+  check_arg(x.dim() >= 1, op, x, "x of shape [.., D]");
+  const int64_t D = x.size(-1);
+  check_arg(weight.shape() == Shape{D}, op, weight, fmt::format("weight of shape [{}] for x {}", D, x.describe()));
+  return D;
+}
+}  // namespace
+
+// ---- plain_rms_norm: the formula from primitive ops (read this first) ---------------------------
+// x [.., D] -> x / sqrt(mean(x², last axis) + eps) · w. Every step is recorded, so the tape keeps
+// x², its mean and the root as well: what the fused rms_norm below avoids.
+Tensor plain_rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  check_norm_args(x, weight, "plain_rms_norm");
+  const Tensor mean_square = mean(mul(x, x), {-1}, /*keepdim=*/true);  // [.., 1]
+  return mul(div(x, sqrt(add_scalar(mean_square, eps))), weight);
+}
+
+// ---- rms_norm: x·rstd·w; saves rstd [rows] ------------------------------------------------------
+Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
+  ScopedOpTimer op_timer(OpFamily::norms);
+  const char* op = "rms_norm";
+  const int64_t D = check_norm_args(x_in, weight, op), rows = rows_of(x_in);
+  Tensor x = x_in.contiguous(), w = weight.contiguous();
+  Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
+  Tensor rstd = Tensor::empty({rows}, x_in.dtype());
+  dispatch_float(x.dtype(), op, [&]<class T>() {
+    rmsnorm_forward<T>(out.data<T>(), rstd.data<T>(), x.data<T>(), w.data<T>(), rows, D, eps);
+  });
+  if (should_record({x_in, weight}))
+    record(op, {x_in, weight}, out, [x_in, weight, x, w, rstd, rows, D](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      dispatch_float(x.dtype(), "rms_norm", [&]<class T>() {
+        T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "rms_norm") : nullptr;
+        T* dw = weight.requires_grad() ? grad_ptr<T>(weight, "rms_norm") : nullptr;
+        rmsnorm_backward<T>(dx, dw, gc.data<T>(), x.data<T>(), w.data<T>(), rstd.data<T>(), rows,
+                            D);
+      });
+    });
+  return out;
+}
+
+// ---- layer_norm: (x − mean)·rstd·w + b; saves mean, rstd [rows] ---------------------------------
+Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, double eps) {
+  ScopedOpTimer op_timer(OpFamily::norms);
+  const char* op = "layer_norm";
+  const int64_t D = check_norm_args(x_in, weight, op), rows = rows_of(x_in);
+  const bool has_bias = bias.defined();
+  if (has_bias) {
+    check_same_dtype(x_in, bias, op);
+    check_arg(bias.shape() == Shape{D}, op, bias,
+              fmt::format("bias of shape [{}] for x {}", D, x_in.describe()));
+  }
+  Tensor x = x_in.contiguous(), w = weight.contiguous(),
+         b = has_bias ? bias.contiguous() : Tensor();
+  Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
+  Tensor mean = Tensor::empty({rows}, x_in.dtype()), rstd = Tensor::empty({rows}, x_in.dtype());
+  dispatch_float(x.dtype(), op, [&]<class T>() {
+    layernorm_forward<T>(out.data<T>(), mean.data<T>(), rstd.data<T>(), x.data<T>(), w.data<T>(),
+                         has_bias ? b.data<T>() : nullptr, rows, D, eps);
+  });
+  std::vector<Tensor> inputs{x_in, weight};
+  if (has_bias) inputs.push_back(bias);
+  if (should_record(inputs))
+    record(op, inputs, out, [x_in, weight, bias, x, w, mean, rstd, rows, D](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      dispatch_float(x.dtype(), "layer_norm", [&]<class T>() {
+        T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "layer_norm") : nullptr;
+        T* dw = weight.requires_grad() ? grad_ptr<T>(weight, "layer_norm") : nullptr;
+        T* db = bias.defined() && bias.requires_grad() ? grad_ptr<T>(bias, "layer_norm") : nullptr;
+        layernorm_backward<T>(dx, dw, db, gc.data<T>(), x.data<T>(), w.data<T>(), mean.data<T>(),
+                              rstd.data<T>(), rows, D);
+      });
+    });
+  return out;
+}
+
+}  // namespace dg
+
+// ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------
+#include "autograd/gradcheck.h"
+
+namespace dg {
+
+std::vector<OpCase> norm_op_cases() {
+  using V = const std::vector<Tensor>&;
+  auto norm_inputs = [](Shape xs, bool bias) {
+    return [=] {
+      const int64_t D = xs.back();
+      std::vector<Tensor> in{random_tensor(xs, 21, -2, 2).set_name("x"),
+                             random_tensor({D}, 22, 0.5, 1.5).set_name("weight")};
+      if (bias) in.push_back(random_tensor({D}, 23).set_name("bias"));
+      return in;
+    };
+  };
+  return {
+      {"rms_norm/x,weight", norm_inputs({2, 3, 6}, false),
+       [](V in) { return rms_norm(in[0], in[1], 1e-6); }},
+      {"rms_norm/large eps", norm_inputs({4, 5}, false),
+       [](V in) { return rms_norm(in[0], in[1], 0.5); }},
+      {"layer_norm/x,weight,bias", norm_inputs({4, 6}, true),
+       [](V in) { return layer_norm(in[0], in[1], in[2], 1e-5); }},
+      {"layer_norm/no bias", norm_inputs({2, 2, 5}, false),
+       [](V in) { return layer_norm(in[0], in[1], Tensor(), 1e-5); }},
+  };
+}
+
+}  // namespace dg
