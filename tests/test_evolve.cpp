@@ -9,10 +9,15 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <stdexcept>
 
+#include "train/batches.h"
 #include "train/data/corpus.h"
+#include "train/evaluation.h"
 #include "train/experiments/evolve.h"
+#include "train/experiments/report.h"
 #include "train/io/files.h"
+#include "train/trainer.h"
 #include "tests/temp_dir.h"
 #include "tests/test_data.h"
 
@@ -178,6 +183,33 @@ TEST_CASE("evolve direction: other rules, word boundaries and the fallback") {
   for (const GeneSpace& g : none.space.genes) CHECK(g.weight == 1.0);
   CHECK(plan_direction("", base).fallback);
   CHECK(plan_direction("paper formulation", base).centre == ResidualMode::paper_block_attnres);
+}
+
+TEST_CASE("evolve direction rules: one table, each keyword stated once, English and Chinese") {
+  std::set<std::string> seen;
+  for (const DirectionRule& rule : direction_rules()) {
+    INFO("rule " << rule.name);
+    bool english = false, chinese = false;
+    for (const std::string& k : rule.keywords) {
+      CHECK(seen.insert(k).second);            // no keyword in two places
+      CHECK(k == normalize_direction(k));      // stored as the matcher sees text
+      const bool ascii = std::all_of(k.begin(), k.end(), [](char c) { return c >= 0; });
+      (ascii ? english : chinese) = true;
+    }
+    CHECK(english);
+    CHECK(chinese);
+    CHECK_FALSE(rule.effects.empty());
+    CHECK_FALSE(rule.effect.empty());
+  }
+  CHECK(direction_rule_names().size() == 12);
+  // The effects are data: the seed direction's mode weights follow from the table alone.
+  const DirectionPlan p = plan_direction(kSeedDirection, Genome{});
+  // 0.5 (unnamed gene) + 4 (attnres_family) + 4 (role_decoupled) + 4 (block_attnres)
+  CHECK(p.space[Gene::mode].weight == 12.5);
+  CHECK(value_weight(p.space[Gene::mode], "standard") == 0.25);    // scaled by attnres_family
+  CHECK(value_weight(p.space[Gene::mode], "rd_attnres") == 2.0);   // +1 role_decoupled
+  CHECK(value_weight(p.space[Gene::mode], "block_attnres") == 2.0);  // +1 block_attnres
+  CHECK(value_weight(p.space[Gene::mode], "paper_rd_attnres") == 2.0);
 }
 
 TEST_CASE("evolve proposals: mutation and crossover are deterministic for a seed") {
@@ -466,4 +498,94 @@ TEST_CASE("evolve end to end on WikiText-2 (tiny budget)") {
   }
   CHECK(out.summary.find("Champion: ") == 0);
   CHECK(read_file(o.run_dir + "/index.html").find("<svg") != std::string::npos);
+}
+
+namespace {
+// Token ids with some structure (no data files needed).
+std::vector<int32_t> synthetic_ids(size_t n, uint32_t seed) {
+  std::vector<int32_t> ids(n);
+  uint32_t x = seed;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    ids[i] = static_cast<int32_t>((x >> 24) % 48 + (i % 7 == 0 ? 0 : 16) % 64);
+  }
+  return ids;
+}
+}  // namespace
+
+TEST_CASE("evolve's real trainer trains and evaluates through train_and_evaluate, bit for bit") {
+  // The reference is the loop evolve carried privately before it used train_and_evaluate: build a
+  // Trainer from the genome's config, run every step, average the first and last ≤10 losses,
+  // evaluate the kept model on the first windows of each split. Results must equal it exactly.
+  const std::vector<int32_t> train = synthetic_ids(6000, 1), validation = synthetic_ids(1500, 2),
+                             test = synthetic_ids(1500, 3);
+  const int64_t vocab = 64;
+  Genome g;
+  g.mode = ResidualMode::rd_attnres;
+  g.dim = 32;
+  g.layers = 2;
+  g.heads = 2;
+  g.kv_heads = 2;
+  g.seq_len = 16;
+  g.steps = 12;
+  g.batch = 2;
+  for (int64_t windows : {int64_t{5}, int64_t{0}}) {
+    INFO("eval windows " << windows);
+    const TrainerConfig config = genome_trainer_config(g, 7, vocab);
+    Trainer reference(config, train);
+    reference.run(config.steps);
+    const std::vector<double>& losses = reference.losses();
+    double first = 0, last = 0;
+    for (size_t i = 0; i < 10; ++i) first += losses[i], last += losses[losses.size() - 10 + i];
+    auto starts = [&](const std::vector<int32_t>& ids) {
+      const int64_t n = static_cast<int64_t>(ids.size());
+      return windows > 0 ? reference_eval_starts(n, g.seq_len, windows)
+                         : full_eval_starts(n, g.seq_len);
+    };
+    const double ref_validation =
+        evaluate_windows(reference.model(), validation, starts(validation), g.seq_len);
+    const double ref_test = evaluate_windows(reference.model(), test, starts(test), g.seq_len);
+
+    TrialTrainer trainer = make_micro_lm_trainer(train, validation, test, vocab, windows);
+    SeedMetrics m = trainer(TrialRun{"g0-t0", g, 7, 0, 1, EvalSplit::validation});
+    CHECK(m.seed == 7);
+    CHECK(m.nll == ref_validation);
+    CHECK(m.perplexity == std::exp(ref_validation));
+    CHECK(m.initial_loss == first / 10);
+    CHECK(m.final_loss == last / 10);
+    CHECK(m.parameters == reference.model().parameter_count());
+    REQUIRE(m.evaluate_test);
+    CHECK(m.evaluate_test() == ref_test);  // the kept model, on the test windows
+    // Re-training for the test split (a resumed run) gives the same number.
+    SeedMetrics t = trainer(TrialRun{"g0-t0", g, 7, 0, 1, EvalSplit::test});
+    CHECK(t.nll == ref_test);
+    CHECK_FALSE(t.evaluate_test);
+  }
+}
+
+TEST_CASE("evolve's index.html is the shared page shell with the one stylesheet") {
+  FakeTrainer fake;
+  EvolveOutput out = run_evolution(fake_options(), fake.fn());
+  const std::string html = render_evolve_html(out.result);
+  const size_t style = html.find("<style>"), style_end = html.find("</style>");
+  REQUIRE(style != std::string::npos);
+  CHECK(html.substr(style + 7, style_end - style - 7) == report_stylesheet());
+  CHECK(html.find("<style", style + 1) == std::string::npos);  // one stylesheet, no other
+  // The same head and header as reproduce's report.html (tests/test_report.cpp checks that one).
+  PageShell shell;
+  shell.title = "Evolutionary search: micro-llm on wikitext-2";
+  shell.command = "evolve";
+  const std::string reference = render_page(shell, "");
+  const std::string head = reference.substr(0, reference.find("<div class=\"meta\">"));
+  CHECK(html.rfind(head, 0) == 0);
+  CHECK(html.find("<div class=\"meta\">depthgrad evolve · run in-memory · status <b>complete</b>") !=
+        std::string::npos);
+  CHECK(html.find("<footer>Rendered from result.json by depthgrad ") != std::string::npos);
+  CHECK(html.find("</footer>\n</main>\n</body>\n</html>\n") != std::string::npos);
+  // The Chinese direction is marked as such (the stylesheet's font stack has CJK fonts).
+  CHECK(html.find("<blockquote lang=\"zh\">比较 Block AttnRes 与 RD-AttnRes 的 QK/V 深度路由") !=
+        std::string::npos);
+  CHECK(html.find("class=\"chart\"") != std::string::npos);  // charts from report/charts.h
+  CHECK(html.find("<svg") != std::string::npos);
+  CHECK(html == render_evolve_html(out.result));  // deterministic
 }

@@ -10,12 +10,14 @@
 #include <cstdlib>
 #include <limits>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "train/io/files.h"
 #include "train/io/json.h"
 #include "train/experiments/report.h"
+#include "train/experiments/report/lookup.h"
 
 using namespace dg;
 
@@ -264,21 +266,16 @@ TEST_CASE(
   CHECK(check_data_values(html, r) >= 40);
 }
 
-TEST_CASE("reports escape text and survive missing or non-finite numbers") {
-  json::Value r;
+TEST_CASE("reports escape text and show non-finite numbers as n/a") {
+  json::Value r = load_sample("report_parity.json");
   r["paper"]["title"] = "<script>alert('x')</script> & co";
-  r["baseline"]["name"] = "block_attnres";
-  r["baseline"]["lm_loss"] = std::numeric_limits<double>::quiet_NaN();
-  r["baseline"]["perplexity"] = 10.0;
-  r["method"]["name"] = "rd_attnres";
-  r["method"]["lm_loss"] = 2.5;
-  r["method"]["training"]["losses"] = json::Array{
-      json::Value(3.0), json::Value(std::numeric_limits<double>::infinity()), json::Value(2.0)};
+  r["baseline"]["lm_loss"] = std::numeric_limits<double>::quiet_NaN();  // in memory only
+  r["method"]["perplexity"] = std::numeric_limits<double>::infinity();
   r["omitted"]["x"] = "a < b";
   r["setup"]["note"] = "a | b";
   const std::string md = render_reproduce_markdown(r);
-  CHECK(has(md, "| block_attnres | n/a | 10.00 | n/a |"));
-  CHECK(has(md, "| rd_attnres | 2.5000 | n/a | n/a |"));
+  CHECK(has(md, "| block_attnres | n/a | 316.41 | 139904 |"));
+  CHECK(has(md, "| rd_attnres | 5.7631 | n/a | 140096 |"));
   CHECK(has(md, "| note | a \\| b |"));  // a '|' must not end the Markdown cell
   const std::string html = render_reproduce_html(r);
   CHECK(tag_balance_problem(html) == "");
@@ -288,7 +285,76 @@ TEST_CASE("reports escape text and survive missing or non-finite numbers") {
   CHECK_FALSE(has_word(html, "nan"));
   CHECK_FALSE(has_word(html, "inf"));
   CHECK_FALSE(has(html, "data-json=\"baseline.lm_loss\""));  // no data-value for a NaN
-  CHECK(has(html, "data-json=\"method.lm_loss\" data-value=\"2.5\""));
+  CHECK_FALSE(has(html, "data-json=\"method.perplexity\""));
+  CHECK(has(html, "data-json=\"method.lm_loss\" data-value=\"5.76308536529541\""));
+}
+
+// Removes `key` from the object at `parent` (a path of object keys separated by '.').
+void erase_key(json::Value& root, const std::string& parent, const std::string& key) {
+  json::Value* v = &root;
+  for (size_t at = 0; at < parent.size();) {
+    const size_t dot = std::min(parent.find('.', at), parent.size());
+    v = &(*v)[parent.substr(at, dot - at)];
+    at = dot + 1;
+  }
+  json::Object& o = v->as_object();
+  o.erase(std::remove_if(o.begin(), o.end(), [&](const auto& kv) { return kv.first == key; }),
+          o.end());
+}
+
+TEST_CASE("a missing or mistyped key in result.json is an error naming it, never a silent n/a") {
+  const json::Value sample = load_sample("report_parity.json");
+  // A key the renderers need, removed: both renderings throw, naming the path and the keys there.
+  json::Value r = sample;
+  erase_key(r, "baseline", "lm_loss");
+  for (auto render : {render_reproduce_markdown, render_reproduce_html})
+    CHECK_THROWS_WITH_AS(render(r),
+                         doctest::Contains("'baseline.lm_loss': 'baseline' has no key 'lm_loss' "
+                                           "(its keys: name, lm_loss_std"),
+                         std::runtime_error);
+  // A mistyped section name: the first read below it fails.
+  r = sample;
+  r["relativ"] = r.at("relative");
+  erase_key(r, "", "relative");
+  CHECK_THROWS_WITH_AS(render_reproduce_markdown(r),
+                       doctest::Contains("the result has no key 'relative' (its keys: "),
+                       std::runtime_error);
+  // A value of the wrong kind.
+  r = sample;
+  r["method"]["parameters"] = "140096";
+  CHECK_THROWS_WITH_AS(render_reproduce_html(r),
+                       doctest::Contains("'method.parameters': is string, not a number"),
+                       std::runtime_error);
+  // Optional parts may be absent: a parity result has no paired statistics, and a run without
+  // --eval full has no full-validation loss.
+  CHECK_FALSE(has(render_reproduce_markdown(sample), "## Paired statistics"));
+}
+
+TEST_CASE("lookup: required reads throw naming the path, optional reads only the last step") {
+  const json::Value r = load_sample("report_paired.json");
+  CHECK(number_at(r, "seed_results[1].rd_attnres.full_validation_lm_loss") ==
+        r.at("seed_results").at(size_t{1}).at("rd_attnres").at("full_validation_lm_loss").as_double());
+  CHECK(string_at(r, "paired.metric") == "full validation NLL (nats/token)");
+  CHECK(numbers_at(r, "paired.ci95").size() == 2);
+  CHECK(matrix_at(r, "seed_results[0].rd_attnres.routes_validation.mean_alpha_qk").size() == 3);
+  CHECK_THROWS_WITH_AS(number_at(r, "seed_results[7].seed"),
+                       doctest::Contains("'seed_results[7].seed': 'seed_results' has 3 elements, "
+                                         "no [7]"),
+                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(number_at(r, "paired.metric"),
+                       doctest::Contains("is string, not a number"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(value_at(r, "paired.ci95.low"),
+                       doctest::Contains("'paired.ci95' is array, not an object with key 'low'"),
+                       std::runtime_error);
+  // Optional: nothing when the last step is absent ...
+  CHECK(optional_value_at(r, "reference_recorded") == nullptr);
+  CHECK(optional_value_at(r, "paired.ci95[2]") == nullptr);
+  CHECK_FALSE(optional_number_at(r, "baseline.no_such_number").has_value());
+  CHECK(optional_number_at(r, "paired.n") == 3.0);
+  // ... but a missing step before it is still an error (a mistyped parent is not "absent").
+  CHECK_THROWS_WITH_AS(optional_value_at(r, "pairedd.n"),
+                       doctest::Contains("the result has no key 'pairedd'"), std::runtime_error);
+  CHECK_THROWS_AS(optional_number_at(r, "paired.metric"), std::runtime_error);  // wrong kind
 }
 
 TEST_CASE("svg_line_chart: axes, legend, gaps at NaN, a note when there is no data") {
@@ -358,4 +424,28 @@ TEST_CASE("svg_heatmap: value labels, ragged rows, colour scale") {
   CHECK(count(svg, "height=\"10\"") == 10);  // the ten colour-scale swatches
   CHECK_FALSE(has_word(svg, "nan"));
   CHECK(has(svg_heatmap("empty", {}, {}, {}), "no data"));
+}
+
+TEST_CASE("the reproduce page is the shared page shell with the one stylesheet") {
+  const std::string html = render_reproduce_html(load_sample("report_parity.json"));
+  const size_t style = html.find("<style>"), style_end = html.find("</style>");
+  REQUIRE(style != std::string::npos);
+  CHECK(html.substr(style + 7, style_end - style - 7) == report_stylesheet());
+  CHECK(count(html, "<style") == 1);
+  CHECK(has(html, "<title>Role-Decoupled Attention Residuals — depthgrad reproduce</title>"));
+  CHECK(has(html, "<header>\n<h1>Role-Decoupled Attention Residuals</h1>\n<div class=\"meta\">"
+                  "depthgrad reproduce · protocol <b>parity</b>"));
+  CHECK(has(html, "<footer>Rendered from result.json by depthgrad 0.1.0."));
+  // The shell itself: escaped title, CJK-capable fonts, nothing fetched.
+  PageShell shell{"比较 <A&B>", "evolve", "run x", "9.9", "note"};
+  const std::string page = render_page(shell, "<p>body</p>\n");
+  CHECK(page.rfind("<!DOCTYPE html>\n<html lang=\"en\">", 0) == 0);
+  CHECK(has(page, "<title>比较 &lt;A&amp;B&gt; — depthgrad evolve</title>"));
+  CHECK(has(page, "<div class=\"meta\">depthgrad evolve · run x</div>\n</header>\n<p>body</p>\n"
+                  "<footer>Rendered from result.json by depthgrad 9.9. note</footer>"));
+  CHECK(tag_balance_problem(page) == "");
+  CHECK(has(report_stylesheet(), kReportFontStack));
+  CHECK(has(kReportFontStack, "'Noto Sans CJK SC'"));
+  CHECK(has(kReportFontStack, "'Microsoft YaHei'"));
+  CHECK_FALSE(has(report_stylesheet(), "url("));
 }

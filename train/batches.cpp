@@ -48,6 +48,10 @@ std::vector<int64_t> full_eval_starts(int64_t length, int64_t seq_len) {
   return starts;
 }
 
+std::vector<int64_t> eval_window_starts(int64_t length, int64_t seq_len, int64_t max_windows) {
+  return max_windows > 0 ? reference_eval_starts(length, seq_len, max_windows) : full_eval_starts(length, seq_len);
+}
+
 SequentialLoader::SequentialLoader(const std::vector<int32_t>& ids, int64_t batch, int64_t seq_len)
     : ids_(ids), batch_(batch), seq_len_(seq_len) {
   if (static_cast<int64_t>(ids.size()) < batch * seq_len + 1)

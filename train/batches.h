@@ -30,6 +30,8 @@ void make_lm_batch(const std::vector<int32_t>& ids, const std::vector<int64_t>& 
 std::vector<int64_t> reference_eval_starts(int64_t length, int64_t seq_len, int64_t max_windows = 32);
 // Every full non-overlapping window of a split: starts 0, T, … with s + T + 1 <= len.
 std::vector<int64_t> full_eval_starts(int64_t length, int64_t seq_len);
+// The first max_windows reference windows, or every full window when max_windows is 0.
+std::vector<int64_t> eval_window_starts(int64_t length, int64_t seq_len, int64_t max_windows);
 
 class SequentialLoader {
  public:

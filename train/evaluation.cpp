@@ -72,16 +72,16 @@ ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& confi
   r.config = config;
   TrainerConfig tc = opt.training;
   tc.model = config;
-  Trainer trainer(tc, train_ids);
-  MicroLM& model = trainer.model();
+  auto trainer = std::make_shared<Trainer>(tc, train_ids);
+  MicroLM& model = trainer->model();
   r.parameters = model.parameter_count();
   const auto train_start = Clock::now();
-  trainer.run(tc.steps, [&](const StepLog& log) {
+  trainer->run(tc.steps, [&](const StepLog& log) {
     if (opt.on_step) opt.on_step(log);
   });
-  r.losses = trainer.losses();
-  r.grad_norms = trainer.grad_norms();
-  r.clipped_steps = trainer.clipped_steps();
+  r.losses = trainer->losses();
+  r.grad_norms = trainer->grad_norms();
+  r.clipped_steps = trainer->clipped_steps();
   r.train_seconds = seconds_since(train_start);
   // §4: the reference's JS comes from the last training forward (before its optimizer step).
   r.train_routes = model.route_stats();
@@ -92,7 +92,7 @@ ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& confi
     r.final_loss = std::accumulate(r.losses.end() - k, r.losses.end(), 0.0) / static_cast<double>(k);
   }
   const auto eval_start = Clock::now();
-  std::vector<int64_t> starts = reference_eval_starts(static_cast<int64_t>(validation_ids.size()), config.seq_len, opt.eval_max_windows);
+  std::vector<int64_t> starts = eval_window_starts(static_cast<int64_t>(validation_ids.size()), config.seq_len, opt.eval_max_windows);
   r.lm_loss = evaluate_windows(model, validation_ids, starts, config.seq_len, &r.eval_routes);
   r.perplexity = std::exp(std::min(r.lm_loss, 20.0));
   if (opt.eval_full) {
@@ -101,6 +101,7 @@ ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& confi
     r.full_eval_tokens = static_cast<int64_t>(all.size()) * config.seq_len;
   }
   r.eval_seconds = seconds_since(eval_start);
+  if (opt.keep_trainer) r.trainer = trainer;
   return r;
 }
 

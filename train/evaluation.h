@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,9 @@ struct TrainOptions {
   // Steps, batch, clipping (<= 0 disables), AdamW (adamw.lr is the peak rate), schedule, init and
   // seed; its `model` is ignored (train_and_evaluate's config argument is the model).
   TrainerConfig training;
-  int64_t eval_max_windows = 32;  // reference evaluation: 32 windows of seq_len
+  int64_t eval_max_windows = 32;  // reference evaluation: 32 windows of seq_len (0 = every window)
   bool eval_full = false;         // also evaluate every window of the validation split
+  bool keep_trainer = false;      // return the trainer (and its trained model) in ArmResult::trainer
   std::function<void(const StepLog&)> on_step;  // progress callback
 };
 
@@ -40,6 +42,9 @@ struct ArmResult {
   RouteStats eval_routes;   // over the evaluation windows after training
   double train_seconds = 0;
   double eval_seconds = 0;
+  // When TrainOptions::keep_trainer: the trainer holding the trained model, e.g. to evaluate it
+  // later on another split (it refers to train_ids, which must outlive it).
+  std::shared_ptr<Trainer> trainer;
 };
 
 // Mean next-token loss over windows starting at `starts` (each seq_len long), in eval mode.
@@ -48,6 +53,8 @@ struct ArmResult {
 double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids, const std::vector<int64_t>& starts,
                         int64_t seq_len, RouteStats* routes = nullptr, int64_t batch = 32);
 
+// Builds the model of `config`, trains it on train_ids with options.training and evaluates it on
+// validation_ids (any split's ids: evolve passes the test split there for its final evaluation).
 ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& config, const std::vector<int32_t>& train_ids,
                              const std::vector<int32_t>& validation_ids, const TrainOptions& options);
 
