@@ -10,18 +10,10 @@
 
 #include "nn/micro_lm.h"
 #include "train/optim.h"
+#include "train/run_config.h"
 #include "train/trainer.h"
 
 namespace dg {
-
-struct TrainOptions {
-  // Steps, batch, clipping (<= 0 disables), AdamW (adamw.lr is the peak rate), schedule, init and
-  // seed; its `model` is ignored (train_and_evaluate's config argument is the model).
-  TrainerConfig training;
-  int64_t eval_max_windows = 32;  // reference evaluation: 32 windows of seq_len
-  bool eval_full = false;         // also evaluate every window of the validation split
-  std::function<void(const StepLog&)> on_step;  // progress callback
-};
 
 struct ArmResult {
   std::string name;
@@ -48,7 +40,11 @@ struct ArmResult {
 double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids, const std::vector<int64_t>& starts,
                         int64_t seq_len, RouteStats* routes = nullptr, int64_t batch = 32);
 
-ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& config, const std::vector<int32_t>& train_ids,
-                             const std::vector<int32_t>& validation_ids, const TrainOptions& options);
+// Trains run.model with run.training on train_ids, then evaluates on validation_ids: run.data's
+// eval_windows reference windows (0 = every window) and, with eval_full, every window as well.
+// run.data's dataset and limits are the caller's business (the ids are already chosen).
+ArmResult train_and_evaluate(const std::string& name, const RunConfig& run, const std::vector<int32_t>& train_ids,
+                             const std::vector<int32_t>& validation_ids,
+                             const std::function<void(const StepLog&)>& on_step = {});
 
 }  // namespace dg
