@@ -14,9 +14,12 @@ using json::Value;
 InitScheme parse_init_scheme(const std::string& text) {
   if (text == "parity") return InitScheme::parity;
   if (text == "identical") return InitScheme::identical;
-  throw std::invalid_argument(fmt::format("unknown init '{}' (expected parity or identical)", text));
+  throw std::invalid_argument(
+      fmt::format("unknown init '{}' (expected parity or identical)", text));
 }
-const char* init_scheme_name(InitScheme s) { return s == InitScheme::parity ? "parity" : "identical"; }
+const char* init_scheme_name(InitScheme s) {
+  return s == InitScheme::parity ? "parity" : "identical";
+}
 
 int64_t default_warmup_steps(Schedule::Kind kind, int64_t steps) {
   return kind == Schedule::Kind::constant ? 0 : std::max<int64_t>(1, steps / 20);
@@ -39,23 +42,27 @@ void RunConfig::validate() const {
   finite("training.clip", t.clip);
   finite("training.lr", t.adamw.lr);
   if (!(t.adamw.lr > 0)) fail(fmt::format("training.lr must be positive, got {}", t.adamw.lr));
-  for (auto [key, beta] : {std::pair{"training.beta1", t.adamw.beta1}, {"training.beta2", t.adamw.beta2}})
+  for (auto [key, beta] :
+       {std::pair{"training.beta1", t.adamw.beta1}, {"training.beta2", t.adamw.beta2}})
     if (!(beta >= 0 && beta < 1)) fail(fmt::format("{} must be in [0, 1), got {}", key, beta));
   if (!(t.adamw.eps > 0) || !std::isfinite(t.adamw.eps))
     fail(fmt::format("training.eps must be finite and > 0, got {}", t.adamw.eps));
   if (!(t.adamw.weight_decay >= 0) || !std::isfinite(t.adamw.weight_decay))
-    fail(fmt::format("training.weight_decay must be finite and >= 0, got {}", t.adamw.weight_decay));
+    fail(
+        fmt::format("training.weight_decay must be finite and >= 0, got {}", t.adamw.weight_decay));
   at_least("training.warmup", t.schedule.warmup_steps, 0);
   if (!(t.schedule.min_lr_ratio >= 0 && t.schedule.min_lr_ratio <= 1))
     fail(fmt::format("training.min_lr_ratio must be in [0, 1], got {}", t.schedule.min_lr_ratio));
   if (data.dataset != "wikitext-2" && data.dataset != "tiny-shakespeare")
-    fail(fmt::format("data.dataset must be wikitext-2 or tiny-shakespeare, got '{}'", data.dataset));
+    fail(
+        fmt::format("data.dataset must be wikitext-2 or tiny-shakespeare, got '{}'", data.dataset));
   at_least("data.train_limit", data.train_limit, 0);
   at_least("data.eval_limit", data.eval_limit, 0);
   at_least("data.eval_windows", data.eval_windows, 0);
 }
 
-// ---- JSON: writing -------------------------------------------------------------------------------
+// ---- JSON: writing
+// -------------------------------------------------------------------------------
 
 json::Value model_json(const MicroLMConfig& m) {
   Value v;
@@ -116,7 +123,8 @@ json::Value to_json(const RunConfig& c) {
   return v;
 }
 
-// ---- JSON: reading -------------------------------------------------------------------------------
+// ---- JSON: reading
+// -------------------------------------------------------------------------------
 
 namespace {
 
@@ -126,7 +134,8 @@ class SectionReader {
   SectionReader(const Value& object, std::string path, const std::string& source,
                 std::initializer_list<const char*> known)
       : object_(object), path_(std::move(path)), source_(source) {
-    if (!object.is_object()) fail_at(path_, fmt::format("expected an object, got {}", kind_name(object.kind())));
+    if (!object.is_object())
+      fail_at(path_, fmt::format("expected an object, got {}", kind_name(object.kind())));
     for (const auto& [key, value] : object.as_object()) {
       bool ok = false;
       for (const char* k : known) ok = ok || key == k;
@@ -169,12 +178,17 @@ class SectionReader {
       }
     }
   }
-  [[noreturn]] void fail(const char* key, const std::string& what) const { fail_at(name_of(key), what); }
+  [[noreturn]] void fail(const char* key, const std::string& what) const {
+    fail_at(name_of(key), what);
+  }
 
  private:
-  std::string name_of(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  std::string name_of(const std::string& key) const {
+    return path_.empty() ? key : path_ + "." + key;
+  }
   [[noreturn]] void fail_at(const std::string& name, const std::string& what) const {
-    throw std::invalid_argument(fmt::format("{}: {}: {}", source_, name.empty() ? "(top level)" : name, what));
+    throw std::invalid_argument(
+        fmt::format("{}: {}: {}", source_, name.empty() ? "(top level)" : name, what));
   }
   static std::string describe(const Value& v) {
     return v.is_number() || v.is_bool() ? json::dump(v) : kind_name(v.kind());
@@ -209,7 +223,8 @@ void read_model(const SectionReader& r, MicroLMConfig& m) {
   });
   r.number("norm_eps", m.norm_eps);
   r.text("ffn", m.ffn, [](const std::string& s) {
-    return choose<FeedForward::Kind>(s, {{"swiglu", FeedForward::Kind::swiglu}, {"gelu", FeedForward::Kind::gelu}});
+    return choose<FeedForward::Kind>(
+        s, {{"swiglu", FeedForward::Kind::swiglu}, {"gelu", FeedForward::Kind::gelu}});
   });
   r.boolean("rope", m.rope);
   r.boolean("bias", m.bias);
@@ -256,17 +271,19 @@ RunConfig run_config_from_json(const json::Value& value, const std::string& sour
   SectionReader top(value, "", source, {"model", "training", "data"});
   if (const Value* m = top.find("model"))
     read_model(SectionReader(*m, "model", source,
-                             {"vocab", "dim", "layers", "heads", "kv_heads", "seq_len", "expansion", "mode", "norm",
-                              "norm_eps", "ffn", "rope", "bias", "learned_positions", "tied_head",
-                              "attnres_block_size"}),
+                             {"vocab", "dim", "layers", "heads", "kv_heads", "seq_len", "expansion",
+                              "mode", "norm", "norm_eps", "ffn", "rope", "bias",
+                              "learned_positions", "tied_head", "attnres_block_size"}),
                c.model);
   if (const Value* t = top.find("training"))
     read_training(SectionReader(*t, "training", source,
-                                {"steps", "batch", "clip", "lr", "beta1", "beta2", "eps", "weight_decay", "decay",
-                                 "schedule", "warmup", "min_lr_ratio", "init", "seed", "sequential"}),
+                                {"steps", "batch", "clip", "lr", "beta1", "beta2", "eps",
+                                 "weight_decay", "decay", "schedule", "warmup", "min_lr_ratio",
+                                 "init", "seed", "sequential"}),
                   c.training);
   if (const Value* d = top.find("data"))
-    read_data(SectionReader(*d, "data", source, {"dataset", "train_limit", "eval_limit", "eval_windows", "eval_full"}),
+    read_data(SectionReader(*d, "data", source,
+                            {"dataset", "train_limit", "eval_limit", "eval_windows", "eval_full"}),
               c.data);
   try {
     c.validate();
@@ -276,7 +293,8 @@ RunConfig run_config_from_json(const json::Value& value, const std::string& sour
   return c;
 }
 
-// ---- presets -------------------------------------------------------------------------------------
+// ---- presets
+// -------------------------------------------------------------------------------------
 
 const std::vector<std::string>& run_preset_names() {
   static const std::vector<std::string> names{"micro", "small", "base"};
@@ -294,7 +312,8 @@ RunConfig run_preset(const std::string& name) {
     m.vocab = 50304, m.dim = 768, m.layers = 12, m.heads = 12, m.seq_len = 256, m.expansion = 4;
     c.training.batch = 4;
   } else {
-    throw std::invalid_argument(fmt::format("unknown preset '{}' (expected micro, small or base)", name));
+    throw std::invalid_argument(
+        fmt::format("unknown preset '{}' (expected micro, small or base)", name));
   }
   m.kv_heads = m.heads;
   c.validate();

@@ -18,10 +18,12 @@
 // How evolve's Genome (train/experiments/evolve.h) maps onto a RunConfig, for when it moves here:
 //   genome.mode, dim, layers, heads, kv_heads, seq_len -> model.mode, dim, layers, heads, kv_heads,
 //                                                         seq_len (model.vocab from the corpus)
-//   genome.lr -> training.adamw.lr;  genome.steps -> training.steps;  genome.batch -> training.batch
-//   genome.schedule -> training.schedule.kind, warmup = default_warmup_steps(kind, steps)
-//   fixed by evolve: training.clip 1.0, adamw.decay matrices_only, init identical; the trial's
-//   seed -> training.seed; EvolveOptions.eval_windows -> data.eval_windows; limits 0 (whole splits).
+//   genome.lr -> training.adamw.lr;   genome.steps -> training.steps
+//   genome.batch -> training.batch;   genome.schedule -> training.schedule.kind, with
+//                                     warmup = default_warmup_steps(kind, steps)
+//   fixed by evolve: training.clip 1.0, adamw.decay matrices_only, init identical
+//   the trial's seed -> training.seed;   EvolveOptions.eval_windows -> data.eval_windows
+//   data limits 0 (whole splits)
 // A genome is then a RunConfig plus the list of genes a mutation may change.
 #pragma once
 #include <cstdint>

@@ -14,10 +14,10 @@
 #include "tensor/threads.h"
 #include "train/data/corpus.h"
 #include "train/data/data_files.h"
-#include "train/io/files.h"
-#include "train/io/run_record.h"
 #include "train/experiments/report.h"
 #include "train/experiments/stats.h"
+#include "train/io/files.h"
+#include "train/io/run_record.h"
 
 namespace dg {
 
@@ -25,12 +25,13 @@ using json::Array;
 using json::Object;
 using json::Value;
 
-// ---- papers ------------------------------------------------------------------------------------------------
+// ---- papers
+// ------------------------------------------------------------------------------------------------
 
 const std::vector<PaperInfo>& known_papers() {
   static const std::vector<PaperInfo> papers{
-      {"rd-attnres", "2608.01075", "Role-Decoupled Attention Residuals", "https://arxiv.org/abs/2608.01075",
-       "not recorded", "core_mechanism"},
+      {"rd-attnres", "2608.01075", "Role-Decoupled Attention Residuals",
+       "https://arxiv.org/abs/2608.01075", "not recorded", "core_mechanism"},
   };
   return papers;
 }
@@ -40,10 +41,12 @@ const PaperInfo& find_paper(const std::string& key) {
     if (p.key == key) return p;
   std::string keys;
   for (const PaperInfo& p : known_papers()) keys += (keys.empty() ? "" : ", ") + p.key;
-  throw std::invalid_argument(fmt::format("--paper: unknown paper key '{}' (known: {}; see `depthgrad list`)", key, keys));
+  throw std::invalid_argument(
+      fmt::format("--paper: unknown paper key '{}' (known: {}; see `depthgrad list`)", key, keys));
 }
 
-// ---- small helpers -----------------------------------------------------------------------------------------
+// ---- small helpers
+// -----------------------------------------------------------------------------------------
 
 std::string default_run_dir(const std::string& output_dir, const std::string& paper_key) {
   const PaperInfo& paper = find_paper(paper_key);
@@ -73,7 +76,9 @@ Value distribution(std::vector<double> v) {
   Object d;
   if (v.empty()) return Value(std::move(d));
   std::sort(v.begin(), v.end());
-  auto q = [&](double f) { return v[static_cast<size_t>(f * static_cast<double>(v.size() - 1) + 0.5)]; };
+  auto q = [&](double f) {
+    return v[static_cast<size_t>(f * static_cast<double>(v.size() - 1) + 0.5)];
+  };
   d.emplace_back("p10", q(0.10));
   d.emplace_back("p50", q(0.50));
   d.emplace_back("p90", q(0.90));
@@ -153,7 +158,8 @@ const double kReferenceJs[2] = {0.0, 0.0048934901};
 
 }  // namespace
 
-// ---- protocols and arms --------------------------------------------------------------------------------------
+// ---- protocols and arms
+// --------------------------------------------------------------------------------------
 
 RunConfig protocol_run_config(const std::string& protocol) {
   RunConfig c;  // the reference's model and training (upstream-protocol.md §6)
@@ -163,12 +169,14 @@ RunConfig protocol_run_config(const std::string& protocol) {
   } else if (protocol == "paired") {
     c.training.steps = 1000;
     c.training.schedule.kind = Schedule::Kind::warmup_cosine;
-    c.training.schedule.warmup_steps = default_warmup_steps(c.training.schedule.kind, c.training.steps);
+    c.training.schedule.warmup_steps =
+        default_warmup_steps(c.training.schedule.kind, c.training.steps);
     c.training.adamw.decay = DecayPolicy::matrices_only;
     c.training.init = InitScheme::identical;
     c.data.eval_full = true;
   } else {
-    throw std::invalid_argument(fmt::format("--protocol: unknown protocol '{}' (expected parity or paired)", protocol));
+    throw std::invalid_argument(
+        fmt::format("--protocol: unknown protocol '{}' (expected parity or paired)", protocol));
   }
   c.training.schedule.total_steps = c.training.steps;
   return c;
@@ -194,7 +202,8 @@ void check_reproduce_options(const ReproduceOptions& opt) {
   opt.config.validate();
   if (opt.config.data.dataset != "wikitext-2")
     throw std::invalid_argument(
-        fmt::format("run config: data.dataset: the reproduction is defined on wikitext-2, got '{}'", opt.config.data.dataset));
+        fmt::format("run config: data.dataset: the reproduction is defined on wikitext-2, got '{}'",
+                    opt.config.data.dataset));
 }
 
 json::Value reproduce_resume_key(const ReproduceOptions& opt, const std::string& tokenizer_sha256) {
@@ -207,7 +216,8 @@ json::Value reproduce_resume_key(const ReproduceOptions& opt, const std::string&
   return key;
 }
 
-// ---- the run, step by step -------------------------------------------------------------------------------------
+// ---- the run, step by step
+// -------------------------------------------------------------------------------------
 
 namespace {
 
@@ -222,11 +232,14 @@ Corpus prepare_data(const ReproduceOptions& opt, const Say& say) {
   co.train_limit = opt.config.data.train_limit;
   co.eval_limit = opt.config.data.eval_limit;
   Corpus corpus = load_wikitext_corpus(co);
-  say(fmt::format("tokenizer: BPE-{} {} in {:.2f} s; {} train ids ({} used), {} validation ids ({} used); encoded in {:.2f} s{}",
-                  corpus.tokenizer.vocab_size(), corpus.tokenizer_from_cache ? "loaded from cache" : "trained",
-                  corpus.tokenizer_seconds, fmt_int(corpus.train_total), fmt_int(static_cast<int64_t>(corpus.train.size())),
-                  fmt_int(corpus.validation_total), fmt_int(static_cast<int64_t>(corpus.validation.size())), corpus.encode_seconds,
-                  corpus.ids_from_cache ? " (cache)" : ""));
+  say(fmt::format(
+      "tokenizer: BPE-{} {} in {:.2f} s; {} train ids ({} used), {} validation ids ({} used); "
+      "encoded in {:.2f} s{}",
+      corpus.tokenizer.vocab_size(), corpus.tokenizer_from_cache ? "loaded from cache" : "trained",
+      corpus.tokenizer_seconds, fmt_int(corpus.train_total),
+      fmt_int(static_cast<int64_t>(corpus.train.size())), fmt_int(corpus.validation_total),
+      fmt_int(static_cast<int64_t>(corpus.validation.size())), corpus.encode_seconds,
+      corpus.ids_from_cache ? " (cache)" : ""));
   return corpus;
 }
 
@@ -239,7 +252,8 @@ class ArmStore {
       state_ = json::parse(read_file(path_), path_);
       const Value* saved = state_.is_object() ? state_.find("key") : nullptr;
       if (!saved || !(*saved == key))
-        throw std::invalid_argument(fmt::format("--state-file: {} belongs to a run with other settings; use a new state file", path_));
+        throw std::invalid_argument(fmt::format(
+            "--state-file: {} belongs to a run with other settings; use a new state file", path_));
     } else {
       state_["key"] = std::move(key);
       state_["completed"] = Object{};
@@ -260,20 +274,28 @@ class ArmStore {
 };
 
 // Step 2: one arm at one seed, in the reference's result layout.
-Value run_arm(const ReproduceOptions& opt, const Corpus& corpus, const ReproduceArm& arm, size_t seed_index, const Say& say) {
+Value run_arm(const ReproduceOptions& opt, const Corpus& corpus, const ReproduceArm& arm,
+              size_t seed_index, const Say& say) {
   const uint64_t seed = opt.seeds[seed_index];
   std::function<void(const StepLog&)> on_step;
   if (opt.on_step)
-    on_step = [&opt, &arm, seed, seed_index](const StepLog& log) { opt.on_step(arm.name, seed, seed_index, opt.seeds.size(), log); };
-  ArmResult r = train_and_evaluate(arm.name, arm_run_config(opt.config, arm.mode, seed), corpus.train, corpus.validation, on_step);
-  say(fmt::format("seed {} {}: lm_loss {:.6f} perplexity {:.3f}{} ({:.1f} s)", seed, arm.name, r.lm_loss, r.perplexity,
-                  r.full_eval_tokens ? fmt::format(", full validation NLL {:.6f}", r.full_lm_loss) : "", r.train_seconds + r.eval_seconds));
+    on_step = [&opt, &arm, seed, seed_index](const StepLog& log) {
+      opt.on_step(arm.name, seed, seed_index, opt.seeds.size(), log);
+    };
+  ArmResult r = train_and_evaluate(arm.name, arm_run_config(opt.config, arm.mode, seed),
+                                   corpus.train, corpus.validation, on_step);
+  say(fmt::format(
+      "seed {} {}: lm_loss {:.6f} perplexity {:.3f}{} ({:.1f} s)", seed, arm.name, r.lm_loss,
+      r.perplexity,
+      r.full_eval_tokens ? fmt::format(", full validation NLL {:.6f}", r.full_lm_loss) : "",
+      r.train_seconds + r.eval_seconds));
   return arm_json(r, seed);
 }
 
 // Every arm at every seed, skipping what the state file already holds: one object per seed,
 // {"seed": s, "<arm>": arm, ...}.
-std::vector<Value> run_all_arms(const ReproduceOptions& opt, const Corpus& corpus, ArmStore& store, const Say& say) {
+std::vector<Value> run_all_arms(const ReproduceOptions& opt, const Corpus& corpus, ArmStore& store,
+                                const Say& say) {
   std::vector<Value> per_seed;
   for (size_t si = 0; si < opt.seeds.size(); ++si) {
     const uint64_t seed = opt.seeds[si];
@@ -339,17 +361,20 @@ Value setup_json(const ReproduceOptions& opt) {
   setup["gradient_clip"] = c.training.clip;
   setup["init"] = init_scheme_name(c.training.init);
   setup["evaluation"] = c.data.eval_full ? "reference windows + full validation split"
-                                         : fmt::format("reference ({} windows of {})", c.data.eval_windows, c.model.seq_len);
+                                         : fmt::format("reference ({} windows of {})",
+                                                       c.data.eval_windows, c.model.seq_len);
   setup["same_tokens_optimizer_and_budget"] = true;
   setup["evolve_architecture"] = "rd_attnres";
   setup["evolve_optimizer"] = "adamw";
   if (c.model.kv_heads != c.model.heads)
-    setup["note"] = "kv_heads < heads: grouped-query attention is applied (the reference ignores kv_heads)";
+    setup["note"] =
+        "kv_heads < heads: grouped-query attention is applied (the reference ignores kv_heads)";
   return setup;
 }
 
 // One arm over all seeds: the first seed's record with means (and sample std) over seeds.
-Value arm_over_seeds(const std::vector<Value>& per_seed, const std::string& name, const std::vector<uint64_t>& seeds) {
+Value arm_over_seeds(const std::vector<Value>& per_seed, const std::string& name,
+                     const std::vector<uint64_t>& seeds) {
   std::vector<double> loss, ppl, js;
   for (const Value& s : per_seed) {
     const Value& arm = s.at(name);
@@ -371,7 +396,8 @@ Value arm_over_seeds(const std::vector<Value>& per_seed, const std::string& name
 // (the parity config, seed 42); null otherwise.
 Value parity_reference(const ReproduceOptions& opt) {
   RunConfig reference = protocol_run_config("parity");
-  reference.model.vocab = opt.config.model.vocab;  // the tokenizer's, compared through its hash elsewhere
+  reference.model.vocab =
+      opt.config.model.vocab;  // the tokenizer's, compared through its hash elsewhere
   if (opt.protocol != "parity" || opt.seeds != std::vector<uint64_t>{42} ||
       !(to_json(arm_run_config(opt.config, ResidualMode::rd_attnres, 42)) ==
         to_json(arm_run_config(reference, ResidualMode::rd_attnres, 42))))
@@ -400,8 +426,9 @@ Value paired_statistics(const ReproduceOptions& opt, const std::vector<Value>& p
   const PairedSummary ps = paired_summary(b_nll, m_nll);
   const DataConfig& data = opt.config.data;
   Value p;
-  p["metric"] = data.eval_full ? "full validation NLL (nats/token)"
-                               : fmt::format("validation lm_loss (nats/token, {} windows)", data.eval_windows);
+  p["metric"] = data.eval_full
+                    ? "full validation NLL (nats/token)"
+                    : fmt::format("validation lm_loss (nats/token, {} windows)", data.eval_windows);
   p["n"] = ps.n;
   p["differences_method_minus_baseline"] = doubles(ps.differences);
   p["wins_method"] = ps.wins;
@@ -432,7 +459,8 @@ Value paired_statistics(const ReproduceOptions& opt, const std::vector<Value>& p
 }
 
 // result.json (without "artifacts", which write_outputs adds).
-Value assemble_result(const ReproduceOptions& opt, const Corpus& corpus, const std::vector<Value>& per_seed, double wall_seconds) {
+Value assemble_result(const ReproduceOptions& opt, const Corpus& corpus,
+                      const std::vector<Value>& per_seed, double wall_seconds) {
   const PaperInfo& paper = find_paper(opt.paper);
   Value result;
   result["schema_version"] = 2;
@@ -449,8 +477,10 @@ Value assemble_result(const ReproduceOptions& opt, const Corpus& corpus, const s
   result["config"] = to_json(arm_run_config(opt.config, reproduce_arms()[1].mode, opt.seeds[0]));
   result["baseline"] = arm_over_seeds(per_seed, reproduce_arms()[0].name, opt.seeds);
   result["method"] = arm_over_seeds(per_seed, reproduce_arms()[1].name, opt.seeds);
-  const double bl = result.at("baseline").at("lm_loss").as_double(), ml = result.at("method").at("lm_loss").as_double();
-  const double bp = result.at("baseline").at("perplexity").as_double(), mp = result.at("method").at("perplexity").as_double();
+  const double bl = result.at("baseline").at("lm_loss").as_double(),
+               ml = result.at("method").at("lm_loss").as_double();
+  const double bp = result.at("baseline").at("perplexity").as_double(),
+               mp = result.at("method").at("perplexity").as_double();
   result["relative"]["lm_loss_percent"] = 100.0 * (ml - bl) / bl;
   result["relative"]["perplexity_percent"] = 100.0 * (mp - bp) / bp;
   Value pr;
@@ -460,23 +490,30 @@ Value assemble_result(const ReproduceOptions& opt, const Corpus& corpus, const s
   pr["paired_training_runs"] = 10;
   result["paper_results"] = pr;
   result["omitted"]["instruction_loss"] =
-      "The Stanford Alpaca instruction set is not part of depthgrad's pinned data, so instruction_loss, primary, "
-      "public_composite and fitness are not computed. None of them affects lm_loss, perplexity or the JS statistic (§7).";
+      "The Stanford Alpaca instruction set is not part of depthgrad's pinned data, so "
+      "instruction_loss, primary, "
+      "public_composite and fitness are not computed. None of them affects lm_loss, perplexity or "
+      "the JS statistic (§7).";
   result["seed_results"] = Array(per_seed.begin(), per_seed.end());
-  if (opt.protocol == "paired" || per_seed.size() > 1) result["paired"] = paired_statistics(opt, per_seed);
+  if (opt.protocol == "paired" || per_seed.size() > 1)
+    result["paired"] = paired_statistics(opt, per_seed);
   result["scope"] = opt.protocol == "parity"
-                        ? "Exact-parity micro run of the reference: one seed, 30 steps, 2 layers. A mechanism check, not the paper's 120M/343M scale."
-                        : "Paired multi-seed protocol: both arms per seed on identical data order; statistics over seeds.";
+                        ? "Exact-parity micro run of the reference: one seed, 30 steps, 2 layers. "
+                          "A mechanism check, not the paper's 120M/343M scale."
+                        : "Paired multi-seed protocol: both arms per seed on identical data order; "
+                          "statistics over seeds.";
   Value ev;
   ev["tier"] = "l2_public_dataset";
   ev["seeds"] = seeds_json(opt.seeds);
   ev["formal_comparison"] = opt.seeds.size() >= 3;
-  ev["claim_policy"] = opt.seeds.size() >= 3 ? "paired multi-seed comparison; see paired statistics"
-                                             : "single/few-seed smoke result; do not claim a stable improvement";
+  ev["claim_policy"] = opt.seeds.size() >= 3
+                           ? "paired multi-seed comparison; see paired statistics"
+                           : "single/few-seed smoke result; do not claim a stable improvement";
   result["evaluation_protocol"] = ev;
   Value fid;
   fid["level"] = paper.fidelity;
-  fid["omitted_core_components"] = Array{Value("120M/343M pretraining scale"), Value("paper training corpus")};
+  fid["omitted_core_components"] =
+      Array{Value("120M/343M pretraining scale"), Value("paper training corpus")};
   result["reproduction_fidelity"] = fid;
   Value rt;
   rt["requested_device"] = "cpu";
@@ -495,29 +532,36 @@ Value assemble_result(const ReproduceOptions& opt, const Corpus& corpus, const s
 
 // The comparison table as printed.
 std::string comparison_table(const Value& result) {
-  std::string table = "| arm | lm_loss | perplexity | parameters | QK/V route JS |\n|---|---:|---:|---:|---:|\n";
+  std::string table =
+      "| arm | lm_loss | perplexity | parameters | QK/V route JS |\n|---|---:|---:|---:|---:|\n";
   for (const char* key : {"baseline", "method"}) {
     const Value& a = result.at(key);
-    table += fmt::format("| {} | {:.10f} | {:.8f} | {} | {:.10f} |\n", a.at("name").as_string(), a.at("lm_loss").as_double(),
-                         a.at("perplexity").as_double(), fmt_int(a.at("parameters").as_int()),
+    table += fmt::format("| {} | {:.10f} | {:.8f} | {} | {:.10f} |\n", a.at("name").as_string(),
+                         a.at("lm_loss").as_double(), a.at("perplexity").as_double(),
+                         fmt_int(a.at("parameters").as_int()),
                          a.at("architecture_stats").at("qk_v_route_js_divergence").as_double());
   }
-  table += fmt::format("relative (rd vs block): lm_loss {:+.4f}%, perplexity {:+.4f}%\n", result.at("relative").at("lm_loss_percent").as_double(),
+  table += fmt::format("relative (rd vs block): lm_loss {:+.4f}%, perplexity {:+.4f}%\n",
+                       result.at("relative").at("lm_loss_percent").as_double(),
                        result.at("relative").at("perplexity_percent").as_double());
   if (const Value* ref = result.find("reference_recorded")) {
     table += "reference recorded (upstream): ";
     for (size_t a = 0; a < 2; ++a) {
       const std::string& name = reproduce_arms()[a].name;
       const Value& got = result.at(a == 0 ? "baseline" : "method");
-      table += fmt::format("{} lm_loss {:.10f} (Δ {:+.2e}){}", name, ref->at(name).at("lm_loss").as_double(),
+      table += fmt::format("{} lm_loss {:.10f} (Δ {:+.2e}){}", name,
+                           ref->at(name).at("lm_loss").as_double(),
                            got.at("lm_loss").as_double() - kReferenceLoss[a], a == 0 ? "; " : "\n");
     }
   }
   if (const Value* p = result.find("paired")) {
-    table += fmt::format("paired over {} seeds ({}): rd − block mean {:+.3e} nats, 95% CI [{:+.3e}, {:+.3e}], rd wins {}/{}, sign test p = {:.4g}, t-test p = {:.4g}\n",
-                         p->at("n").as_int(), p->at("metric").as_string(), p->at("mean_difference").as_double(),
-                         p->at("ci95").at(size_t{0}).as_double(), p->at("ci95").at(size_t{1}).as_double(), p->at("wins_method").as_int(),
-                         p->at("n").as_int(), p->at("sign_test_p").as_double(), p->at("t_test_p").as_double());
+    table += fmt::format(
+        "paired over {} seeds ({}): rd − block mean {:+.3e} nats, 95% CI [{:+.3e}, {:+.3e}], rd "
+        "wins {}/{}, sign test p = {:.4g}, t-test p = {:.4g}\n",
+        p->at("n").as_int(), p->at("metric").as_string(), p->at("mean_difference").as_double(),
+        p->at("ci95").at(size_t{0}).as_double(), p->at("ci95").at(size_t{1}).as_double(),
+        p->at("wins_method").as_int(), p->at("n").as_int(), p->at("sign_test_p").as_double(),
+        p->at("t_test_p").as_double());
   }
   return table;
 }
@@ -536,11 +580,15 @@ Value metrics_json(const ReproduceOptions& opt, const Value& result, const std::
     m["perplexity"] = std::round(a.at("perplexity").as_double() * 1e8) / 1e8;
     m["parameters"] = a.at("parameters");
     if (std::string(key) == "method")
-      m["qk_v_route_js_divergence"] = std::round(a.at("architecture_stats").at("qk_v_route_js_divergence").as_double() * 1e10) / 1e10;
+      m["qk_v_route_js_divergence"] =
+          std::round(a.at("architecture_stats").at("qk_v_route_js_divergence").as_double() * 1e10) /
+          1e10;
     metrics[key] = m;
   }
-  metrics["relative"]["lm_loss_percent"] = std::round(result.at("relative").at("lm_loss_percent").as_double() * 1e6) / 1e6;
-  metrics["relative"]["perplexity_percent"] = std::round(result.at("relative").at("perplexity_percent").as_double() * 1e6) / 1e6;
+  metrics["relative"]["lm_loss_percent"] =
+      std::round(result.at("relative").at("lm_loss_percent").as_double() * 1e6) / 1e6;
+  metrics["relative"]["perplexity_percent"] =
+      std::round(result.at("relative").at("perplexity_percent").as_double() * 1e6) / 1e6;
   metrics["schema_version"] = 2;
   metrics["manifest_ref"] = "reproduction:rd-attnres";
   metrics["evaluation_protocol"] = result.at("evaluation_protocol");
@@ -555,7 +603,8 @@ Value metrics_json(const ReproduceOptions& opt, const Value& result, const std::
 }
 
 // Step 5: tokenizer.json, metrics.json, result.json, report.md and report.html, each atomically.
-void write_outputs(const std::string& dir, const ReproduceOptions& opt, const Corpus& corpus, Value& result) {
+void write_outputs(const std::string& dir, const ReproduceOptions& opt, const Corpus& corpus,
+                   Value& result) {
   make_dirs(dir);
   result["artifacts"]["directory"] = dir;
   write_file_atomic(dir + "/tokenizer.json", corpus.tokenizer_json);
@@ -578,7 +627,8 @@ ReproduceOutput run_reproduce(const ReproduceOptions& options) {
   opt.config.model.vocab = corpus.tokenizer.vocab_size();  // the model takes the tokenizer's size
   ArmStore store(opt.state_file, reproduce_resume_key(opt, corpus.tokenizer_sha256));
   const std::vector<Value> per_seed = run_all_arms(opt, corpus, store, say);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   ReproduceOutput out;
   out.result = assemble_result(opt, corpus, per_seed, wall);

@@ -56,15 +56,17 @@ struct ReproduceOptions {
   // for, then the tokenizer's).
   RunConfig config = protocol_run_config("parity");
   std::vector<uint64_t> seeds{42};
-  std::string data_dir;             // resolved
-  std::string cache_dir;            // resolved; empty = no cache
+  std::string data_dir;   // resolved
+  std::string cache_dir;  // resolved; empty = no cache
   std::string output_dir = "runs/reproductions";
-  std::string state_file;           // resume finished (seed, arm) pairs from here
-  std::string run_dir;              // where files go; empty: <output_dir>/<arxiv>-<key>/<timestamp>
+  std::string state_file;  // resume finished (seed, arm) pairs from here
+  std::string run_dir;     // where files go; empty: <output_dir>/<arxiv>-<key>/<timestamp>
   int threads = 1;
   bool write_files = true;
   // progress: called for every training step of every arm
-  std::function<void(const std::string& arm, uint64_t seed, size_t seed_index, size_t seeds, const StepLog&)> on_step;
+  std::function<void(const std::string& arm, uint64_t seed, size_t seed_index, size_t seeds,
+                     const StepLog&)>
+      on_step;
   std::function<void(const std::string& line)> on_message;  // one-line status messages
 };
 
@@ -76,7 +78,8 @@ void check_reproduce_options(const ReproduceOptions& options);
 // through its one JSON mapping (with the arm's mode and the seed left out: the state records them
 // per result). A state file whose key differs is refused, so every setting a RunConfig holds,
 // present or future, keeps a state file from mixing runs.
-json::Value reproduce_resume_key(const ReproduceOptions& options, const std::string& tokenizer_sha256);
+json::Value reproduce_resume_key(const ReproduceOptions& options,
+                                 const std::string& tokenizer_sha256);
 
 struct ReproduceOutput {
   std::string run_dir;
