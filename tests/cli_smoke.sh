@@ -73,6 +73,12 @@ if grep -q "done earlier" "$WORK/paired2.err" && diff <(grep '^| ' "$WORK/paired
 else
   fail "state-file resume"
 fi
+# Any other setting (here the warm-up, which the old hand-built key left out) makes the state file
+# another run's: refused before any training.
+expect_error "state file of other settings refused" "belongs to a run with other settings" -- "$BIN" reproduce --protocol paired \
+  --seeds 1-2 --steps 4 --layers 3 --dim 32 --train-tokens 20000 --eval reference --warmup 2 \
+  --dataset-dir "$DATA" --threads 1 --quiet --output-dir "$WORK/paired3" --state-file "$WORK/state.json"
+if grep -q '"config"' "$(ls -d "$WORK"/paired/2608.01075-rd-attnres/*/ | head -1)/result.json"; then pass "result.json records the run config"; else fail "no config in result.json"; fi
 
 # --- everyday commands ---
 "$BIN" train --steps 6 --dim 32 --layers 2 --dataset-dir "$DATA" --threads 1 --quiet --output "$WORK/train" --checkpoint-every 3 > "$WORK/train.txt"
@@ -81,6 +87,9 @@ if [ $? -eq 0 ] && [ -s "$WORK/train/model.safetensors" ] && [ -s "$WORK/train/c
 if [ $? -eq 0 ] && grep -q "perplexity" "$WORK/eval.txt"; then pass "eval"; else fail "eval"; fi
 "$BIN" eval --checkpoint "$WORK/train/checkpoint.safetensors" --split validation --windows 4 --dataset-dir "$DATA" --threads 1 > "$WORK/eval2.txt"
 if [ $? -eq 0 ] && [ "$(awk '{print $4}' "$WORK/eval.txt")" = "$(awk '{print $4}' "$WORK/eval2.txt")" ]; then pass "eval of the training checkpoint equals eval of the final weights"; else fail "eval of a training checkpoint"; cat "$WORK/eval2.txt"; fi
+# config.json is the run config's JSON: it trains again through --config (flags on top).
+"$BIN" train --config "$WORK/train/config.json" --steps 2 --dataset-dir "$DATA" --threads 1 --quiet --output "$WORK/train2" > "$WORK/train2.txt"
+if [ $? -eq 0 ] && grep -q '"dim": 32' "$WORK/train2/config.json" && grep -q '"steps": 2' "$WORK/train2/config.json"; then pass "train --config reads config.json"; else fail "train --config"; fi
 ids="$("$BIN" tokenize --action encode --tokenizer "$WORK/train/tokenizer.json" --text "The tower is 324 metres tall." 2>/dev/null)"
 text="$("$BIN" tokenize --action decode --tokenizer "$WORK/train/tokenizer.json" --ids "$ids")"
 if [ "$text" = "The tower is 324 metres tall." ]; then pass "tokenize encode/decode round trip"; else fail "tokenize round trip: '$text'"; fi
@@ -138,6 +147,9 @@ expect_error "flag as a value" "--output: missing value" -- "$BIN" train --outpu
 expect_error "negative number reaches the range check" "learning rate must be positive, got -1" -- "$BIN" train --lr -1 --steps 1 --output "$WORK/never"
 expect_error "bad thread count" "--threads" -- "$BIN" reproduce --threads 0 --dataset-dir "$DATA"
 expect_error "unknown command" "unknown command" -- "$BIN" frobnicate
+# The run config is checked before any data is read (the data directory here does not exist).
+expect_error "reproduce: heads must divide dim" "heads 5 must divide dim 64" -- "$BIN" reproduce --heads 5 --dataset-dir "$WORK/no-such-dir"
+expect_error "train: kv-heads must divide heads" "kv_heads 3 must divide heads 4" -- "$BIN" train --kv-heads 3 --dataset-dir "$WORK/no-such-dir"
 mkdir -p "$WORK/bad-data/wikitext-2"
 for f in train.txt valid.txt test.txt; do cp "$DATA/wikitext-2/$f" "$WORK/bad-data/wikitext-2/"; done
 chmod u+w "$WORK/bad-data/wikitext-2/valid.txt"

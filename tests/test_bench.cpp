@@ -24,14 +24,14 @@ namespace {
 BenchSpec tiny_spec(int64_t vocab = 16) {
   BenchSpec s;
   s.name = "tiny";
-  s.model.vocab = vocab;
-  s.model.dim = 8;
-  s.model.layers = 1;
-  s.model.heads = 2;
-  s.model.kv_heads = 2;
-  s.model.seq_len = 4;
-  s.model.expansion = 2;
-  s.batch = 2;
+  s.run.model.vocab = vocab;
+  s.run.model.dim = 8;
+  s.run.model.layers = 1;
+  s.run.model.heads = 2;
+  s.run.model.kv_heads = 2;
+  s.run.model.seq_len = 4;
+  s.run.model.expansion = 2;
+  s.run.training.batch = 2;
   s.warmup = 1;
   s.timed = 3;
   return s;
@@ -43,21 +43,21 @@ TEST_CASE("training FLOPs of a tiny config, counted by hand") {
   // GEMM weights: qk_route 1×8 + v_route 1×8 + q, k, v, output 4·8·8 + up, gate 2·16·8 + down 8·16
   // + tied head 16·8 = 8 + 8 + 256 + 256 + 128 + 128 = 784.
   BenchSpec s = tiny_spec();
-  MicroLM model(s.model);
+  MicroLM model(s.run.model);
   CHECK(matmul_parameters(model) == 784);
   // Untied: token.weight is only looked up, head.weight [16, 8] multiplies: the same 784.
-  MicroLMConfig untied = s.model;
+  MicroLMConfig untied = s.run.model;
   untied.tied_head = false;
   MicroLM model_untied(untied);
   CHECK(matmul_parameters(model_untied) == 784);
   // 6·784·(2·4) + 12·layers·B·T²·d = 37632 + 12·1·2·16·8 = 37632 + 3072
-  CHECK(training_step_flops(784, s.model, s.batch) == doctest::Approx(40704.0));
+  CHECK(training_step_flops(784, s.run.model, s.run.training.batch) == doctest::Approx(40704.0));
 
   // Largest GEMM, M = B·T = 8: attention 8·8·8, ffn 8·8·16 (up wins ties over down), head 8·8·V.
-  GemmShape g = largest_gemm(s.model, s.batch);
+  GemmShape g = largest_gemm(s.run.model, s.run.training.batch);
   CHECK(g.what == "ffn up/gate");
   CHECK((g.M == 8 && g.K == 8 && g.N == 16));
-  GemmShape h = largest_gemm(tiny_spec(32).model, s.batch);
+  GemmShape h = largest_gemm(tiny_spec(32).run.model, s.run.training.batch);
   CHECK(h.what == "head");
   CHECK((h.M == 8 && h.K == 8 && h.N == 32));
   CHECK(h.flops() == doctest::Approx(2.0 * 8 * 8 * 32));
@@ -65,12 +65,17 @@ TEST_CASE("training FLOPs of a tiny config, counted by hand") {
 
 TEST_CASE("the issue's configs") {
   BenchSpec micro = bench_spec("micro");
-  CHECK(micro.model.mode == ResidualMode::rd_attnres);
-  CHECK(MicroLM(micro.model).parameter_count() == 140096);  // the reference's rd_attnres count
-  CHECK(bench_spec("small").model.dim == 256);
-  CHECK(bench_spec("base").model.vocab == 50304);
-  CHECK(bench_spec("base").batch == 4);
-  CHECK(bench_spec("micro", ResidualMode::standard).model.mode == ResidualMode::standard);
+  CHECK(micro.run.model.mode == ResidualMode::rd_attnres);
+  CHECK(MicroLM(micro.run.model).parameter_count() == 140096);  // the reference's rd_attnres count
+  CHECK(bench_spec("small").run.model.dim == 256);
+  CHECK(bench_spec("small").run.training.batch == 8);
+  CHECK(bench_spec("base").run.model.vocab == 50304);
+  CHECK(bench_spec("base").run.training.batch == 4);
+  CHECK(bench_spec("micro", ResidualMode::standard).run.model.mode == ResidualMode::standard);
+  // The bench measures the presets: the same model and batch as run_preset.
+  for (const std::string& name : bench_config_names())
+    CHECK(to_json(bench_spec(name).run) == to_json(run_preset(name)));
+  CHECK(bench_spec("micro").timed == 50);
   CHECK_THROWS_WITH_AS(bench_spec("huge"), doctest::Contains("micro, small or base"),
                        std::invalid_argument);
 }
@@ -149,7 +154,7 @@ TEST_CASE(
   CHECK(r.step_seconds.size() == 3);
   CHECK(r.losses.size() == 4);
   for (double l : r.losses) CHECK(std::isfinite(l));
-  CHECK(r.parameters == MicroLM(s.model).parameter_count());
+  CHECK(r.parameters == MicroLM(s.run.model).parameter_count());
   CHECK(r.tokens_per_second == doctest::Approx(8.0 / r.median_step_seconds));
   CHECK(r.achieved_gflops == doctest::Approx(r.step_flops / r.median_step_seconds * 1e-9));
   CHECK(r.sgemm_gflops > 0);
@@ -225,22 +230,22 @@ TEST_CASE("equivalence-check files reload to the same loss") {
   TempDir dir("bench");
   BenchSpec s = tiny_spec(32);
   CheckResult c = write_check(dir.path.string(), s, 2);
-  CHECK(c.parameters == MicroLM(s.model).parameter_count());
+  CHECK(c.parameters == MicroLM(s.run.model).parameter_count());
   CHECK(std::isfinite(c.loss));
   CHECK(c.losses_after.size() == 2);
   json::Value t = json::parse(read_file((dir.path / "tiny.tokens.json").string()), "tokens");
-  CHECK(t.at("inputs").size() == size_t(s.batch * s.model.seq_len));
+  CHECK(t.at("inputs").size() == size_t(s.run.training.batch * s.run.model.seq_len));
   CHECK(t.at("model").at("mode").as_string() == "rd_attnres");
   CHECK(t.at("loss").as_double() == c.loss);
 
-  MicroLM model(s.model);
+  MicroLM model(s.run.model);
   load_weights((dir.path / "tiny.safetensors").string(), model);
   std::vector<int32_t> in, tg;
   for (const json::Value& x : t.at("inputs").as_array()) in.push_back(int32_t(x.as_int()));
   for (const json::Value& x : t.at("targets").as_array()) tg.push_back(int32_t(x.as_int()));
   NoGradGuard no_grad;
-  Tensor loss = model.loss(Tensor::from_ids(in, {s.batch, s.model.seq_len}),
-                           Tensor::from_ids(tg, {s.batch, s.model.seq_len}));
+  Tensor loss = model.loss(Tensor::from_ids(in, {s.run.training.batch, s.run.model.seq_len}),
+                           Tensor::from_ids(tg, {s.run.training.batch, s.run.model.seq_len}));
   CHECK(loss.item() == doctest::Approx(c.loss).epsilon(1e-6));
   // Training on the one batch lowers its loss (the steps really ran).
   CHECK(c.losses_after.back() < c.loss);

@@ -92,8 +92,9 @@ TEST_CASE("Appendix A: 30 training steps, clipping, evaluation and JS match the 
   const Synthetic& data = synthetic();
   for (const Golden& g : kGolden) {
     CAPTURE(residual_mode_name(g.mode));
-    TrainOptions opt;  // defaults are the reference's: 30 steps, batch 4, lr 6e-4, clip 1, seed 42
-    ArmResult r = train_and_evaluate(residual_mode_name(g.mode), reference_config(g.mode), data.train, data.validation, opt);
+    RunConfig run;  // defaults are the reference's: 30 steps, batch 4, lr 6e-4, clip 1, seed 42, 32 windows
+    run.model = reference_config(g.mode);
+    ArmResult r = train_and_evaluate(residual_mode_name(g.mode), run, data.train, data.validation);
     REQUIRE(r.losses.size() == 30);
     const int steps[4] = {0, 1, 2, 29};
     for (int i = 0; i < 4; ++i) {

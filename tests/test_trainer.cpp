@@ -87,7 +87,7 @@ TEST_CASE("checkpoints of another configuration or damaged files are refused, na
   other.batch = 4;
   Trainer u(other, ids);
   std::vector<float> before = weights_of(u);
-  CHECK_THROWS_WITH(u.load_checkpoint(ckpt), doctest::Contains("'batch'"));
+  CHECK_THROWS_WITH(u.load_checkpoint(ckpt), doctest::Contains("'training.batch'"));
   CHECK(weights_of(u) == before);  // nothing half-loaded
 
   TrainerConfig wider = cfg;

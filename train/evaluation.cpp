@@ -65,20 +65,19 @@ double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids, const s
   return loss_sum / static_cast<double>(tokens);
 }
 
-ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& config, const std::vector<int32_t>& train_ids,
-                             const std::vector<int32_t>& validation_ids, const TrainOptions& opt) {
+ArmResult train_and_evaluate(const std::string& name, const RunConfig& run, const std::vector<int32_t>& train_ids,
+                             const std::vector<int32_t>& validation_ids, const std::function<void(const StepLog&)>& on_step,
+                             bool keep_trainer) {
   ArmResult r;
   r.name = name;
-  r.config = config;
-  TrainerConfig tc = opt.training;
-  tc.model = config;
+  r.config = run.model;
+  const MicroLMConfig& config = run.model;
+  const TrainerConfig tc = trainer_config(run);
   auto trainer = std::make_shared<Trainer>(tc, train_ids);
   MicroLM& model = trainer->model();
   r.parameters = model.parameter_count();
   const auto train_start = Clock::now();
-  trainer->run(tc.steps, [&](const StepLog& log) {
-    if (opt.on_step) opt.on_step(log);
-  });
+  trainer->run(tc.steps, on_step);
   r.losses = trainer->losses();
   r.grad_norms = trainer->grad_norms();
   r.clipped_steps = trainer->clipped_steps();
@@ -92,17 +91,27 @@ ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& confi
     r.final_loss = std::accumulate(r.losses.end() - k, r.losses.end(), 0.0) / static_cast<double>(k);
   }
   const auto eval_start = Clock::now();
-  std::vector<int64_t> starts = eval_window_starts(static_cast<int64_t>(validation_ids.size()), config.seq_len, opt.eval_max_windows);
+  std::vector<int64_t> starts = eval_window_starts(static_cast<int64_t>(validation_ids.size()), config.seq_len, run.data.eval_windows);
   r.lm_loss = evaluate_windows(model, validation_ids, starts, config.seq_len, &r.eval_routes);
   r.perplexity = std::exp(std::min(r.lm_loss, 20.0));
-  if (opt.eval_full) {
+  if (run.data.eval_full) {
     std::vector<int64_t> all = full_eval_starts(static_cast<int64_t>(validation_ids.size()), config.seq_len);
     r.full_lm_loss = evaluate_windows(model, validation_ids, all, config.seq_len, &r.eval_routes);
     r.full_eval_tokens = static_cast<int64_t>(all.size()) * config.seq_len;
   }
   r.eval_seconds = seconds_since(eval_start);
-  if (opt.keep_trainer) r.trainer = trainer;
+  if (keep_trainer) r.trainer = trainer;
   return r;
+}
+
+ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& config, const std::vector<int32_t>& train_ids,
+                             const std::vector<int32_t>& validation_ids, const TrainOptions& options) {
+  RunConfig run;
+  run.model = config;
+  run.training = static_cast<const TrainingConfig&>(options.training);
+  run.data.eval_windows = options.eval_max_windows;
+  run.data.eval_full = options.eval_full;
+  return train_and_evaluate(name, run, train_ids, validation_ids, options.on_step, options.keep_trainer);
 }
 
 }  // namespace dg

@@ -11,6 +11,7 @@
 
 #include "nn/micro_lm.h"
 #include "train/optim.h"
+#include "train/run_config.h"
 #include "train/trainer.h"
 
 namespace dg {
@@ -53,6 +54,16 @@ struct ArmResult {
 double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids, const std::vector<int64_t>& starts,
                         int64_t seq_len, RouteStats* routes = nullptr, int64_t batch = 32);
 
+// Trains run.model with run.training on train_ids, then evaluates on validation_ids: run.data's
+// eval_windows reference windows (0 = every window) and, with eval_full, every window as well.
+// run.data's dataset and limits are the caller's business (the ids are already chosen).
+ArmResult train_and_evaluate(const std::string& name, const RunConfig& run, const std::vector<int32_t>& train_ids,
+                             const std::vector<int32_t>& validation_ids,
+                             const std::function<void(const StepLog&)>& on_step = {},
+                             bool keep_trainer = false);
+
+// The same from a TrainerConfig-style description (evolve's trials): options.training with
+// `config` as the model, evaluated on options.eval_max_windows windows (0 = every window).
 // Builds the model of `config`, trains it on train_ids with options.training and evaluates it on
 // validation_ids (any split's ids: evolve passes the test split there for its final evaluation).
 ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& config, const std::vector<int32_t>& train_ids,

@@ -17,6 +17,7 @@ DecayPolicy parse_decay_policy(const std::string& text) {
   if (text == "matrices") return DecayPolicy::matrices_only;
   throw std::invalid_argument(fmt::format("unknown weight-decay policy '{}' (expected all or matrices)", text));
 }
+const char* decay_policy_name(DecayPolicy policy) { return policy == DecayPolicy::all ? "all" : "matrices"; }
 
 namespace {
 bool decays_under(DecayPolicy policy, const FlatParameters::Slot& slot) {
@@ -188,14 +189,19 @@ double Schedule::at(int64_t step) const {
   return lr * (min_lr_ratio + (1.0 - min_lr_ratio) * cosine);
 }
 
+Schedule::Kind parse_schedule_kind(const std::string& text) {
+  if (text == "constant") return Schedule::Kind::constant;
+  if (text == "cosine" || text == "warmup_cosine") return Schedule::Kind::warmup_cosine;
+  throw std::invalid_argument(fmt::format("unknown schedule '{}' (expected constant or cosine)", text));
+}
+const char* schedule_kind_name(Schedule::Kind kind) { return kind == Schedule::Kind::constant ? "constant" : "cosine"; }
+
 Schedule Schedule::parse(const std::string& kind, double lr, int64_t warmup, int64_t total) {
   Schedule s;
   s.lr = lr;
   s.warmup_steps = warmup;
   s.total_steps = total;
-  if (kind == "constant") s.kind = Kind::constant;
-  else if (kind == "cosine" || kind == "warmup_cosine") s.kind = Kind::warmup_cosine;
-  else throw std::invalid_argument(fmt::format("unknown schedule '{}' (expected constant or cosine)", kind));
+  s.kind = parse_schedule_kind(kind);
   if (lr <= 0 || !std::isfinite(lr)) throw std::invalid_argument(fmt::format("learning rate must be positive, got {}", lr));
   if (warmup < 0 || total < 1) throw std::invalid_argument("schedule: warmup must be >= 0 and total steps >= 1");
   return s;

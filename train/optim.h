@@ -16,7 +16,8 @@ enum class DecayPolicy {
   all,          // every parameter (torch AdamW default; the reference's setting)
   matrices_only // only 2-D weights that are not routes or pseudo-queries (no norms, biases, routes)
 };
-DecayPolicy parse_decay_policy(const std::string& text);
+DecayPolicy parse_decay_policy(const std::string& text);  // "all" | "matrices"
+const char* decay_policy_name(DecayPolicy policy);
 
 struct AdamWConfig {
   double lr = 6e-4;
@@ -86,5 +87,7 @@ struct Schedule {
   double at(int64_t step) const;  // step counted from 0
   static Schedule parse(const std::string& kind, double lr, int64_t warmup, int64_t total);
 };
+Schedule::Kind parse_schedule_kind(const std::string& text);  // "constant" | "cosine"
+const char* schedule_kind_name(Schedule::Kind kind);
 
 }  // namespace dg

@@ -12,140 +12,20 @@
 
 namespace dg {
 
-InitScheme parse_init_scheme(const std::string& text) {
-  if (text == "parity") return InitScheme::parity;
-  if (text == "identical") return InitScheme::identical;
-  throw std::invalid_argument(fmt::format("unknown init '{}' (expected parity or identical)", text));
-}
-const char* init_scheme_name(InitScheme s) { return s == InitScheme::parity ? "parity" : "identical"; }
-
-// ---- config <-> JSON ------------------------------------------------------------------------------------
+// ---- config <-> JSON: the run config's mapping ------------------------------------------------
 
 json::Value TrainerConfig::to_json() const {
-  json::Value m;
-  m["vocab"] = model.vocab;
-  m["dim"] = model.dim;
-  m["layers"] = model.layers;
-  m["heads"] = model.heads;
-  m["kv_heads"] = model.kv_heads;
-  m["seq_len"] = model.seq_len;
-  m["expansion"] = model.expansion;
-  m["mode"] = residual_mode_name(model.mode);
-  m["norm"] = model.norm == Norm::Kind::rms ? "rms" : "layer";
-  m["norm_eps"] = model.norm_eps;
-  m["ffn"] = model.ffn == FeedForward::Kind::swiglu ? "swiglu" : "gelu";
-  m["rope"] = model.rope;
-  m["bias"] = model.bias;
-  m["learned_positions"] = model.learned_positions;
-  m["tied_head"] = model.tied_head;
-  m["attnres_block_size"] = model.attnres_block_size;
   json::Value v;
-  v["model"] = m;
-  v["steps"] = steps;
-  v["batch"] = batch;
-  v["clip"] = clip;
-  v["lr"] = adamw.lr;
-  v["beta1"] = adamw.beta1;
-  v["beta2"] = adamw.beta2;
-  v["eps"] = adamw.eps;
-  v["weight_decay"] = adamw.weight_decay;
-  v["decay"] = adamw.decay == DecayPolicy::all ? "all" : "matrices";
-  v["schedule"] = schedule.kind == Schedule::Kind::constant ? "constant" : "cosine";
-  v["warmup"] = schedule.warmup_steps;
-  v["min_lr_ratio"] = schedule.min_lr_ratio;
-  v["init"] = init_scheme_name(init);
-  v["seed"] = static_cast<int64_t>(seed);
-  v["sequential"] = sequential;
+  v["model"] = model_json(model);
+  v["training"] = training_json(*this);
   return v;
 }
 
 TrainerConfig TrainerConfig::from_json(const json::Value& v, const std::string& source) {
-  TrainerConfig c;
-  auto field = [&](const json::Value& obj, const char* key) -> const json::Value* { return obj.find(key); };
-  auto wrap = [&](const char* key, auto&& fn) {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      throw std::invalid_argument(fmt::format("{}: field '{}': {}", source, key, e.what()));
-    }
-  };
-  if (!v.is_object()) throw std::invalid_argument(fmt::format("{}: a training config must be a JSON object", source));
-  static const char* known[] = {"model", "steps", "batch", "clip", "lr", "beta1", "beta2", "eps", "weight_decay", "decay",
-                                "schedule", "warmup", "min_lr_ratio", "init", "seed", "sequential"};
-  for (auto& [key, value] : v.as_object()) {
-    bool ok = false;
-    for (const char* k : known) ok = ok || key == k;
-    if (!ok) throw std::invalid_argument(fmt::format("{}: unknown field '{}'", source, key));
-  }
-  if (const json::Value* m = field(v, "model")) {
-    static const char* model_known[] = {"vocab", "dim", "layers", "heads", "kv_heads", "seq_len", "expansion", "mode", "norm",
-                                        "norm_eps", "ffn", "rope", "bias", "learned_positions", "tied_head", "attnres_block_size"};
-    for (auto& [key, value] : m->as_object()) {
-      bool ok = false;
-      for (const char* k : model_known) ok = ok || key == k;
-      if (!ok) throw std::invalid_argument(fmt::format("{}: unknown field 'model.{}'", source, key));
-    }
-    auto get_int = [&](const char* key, int64_t& out) { if (auto* x = m->find(key)) wrap(key, [&] { out = x->as_int(); }); };
-    auto get_bool = [&](const char* key, bool& out) { if (auto* x = m->find(key)) wrap(key, [&] { out = x->as_bool(); }); };
-    get_int("vocab", c.model.vocab);
-    get_int("dim", c.model.dim);
-    get_int("layers", c.model.layers);
-    get_int("heads", c.model.heads);
-    c.model.kv_heads = c.model.heads;
-    get_int("kv_heads", c.model.kv_heads);
-    get_int("seq_len", c.model.seq_len);
-    get_int("expansion", c.model.expansion);
-    get_int("attnres_block_size", c.model.attnres_block_size);
-    get_bool("rope", c.model.rope);
-    get_bool("bias", c.model.bias);
-    get_bool("learned_positions", c.model.learned_positions);
-    get_bool("tied_head", c.model.tied_head);
-    if (auto* x = m->find("norm_eps")) wrap("model.norm_eps", [&] { c.model.norm_eps = x->as_double(); });
-    if (auto* x = m->find("mode")) wrap("model.mode", [&] { c.model.mode = parse_residual_mode(x->as_string()); });
-    if (auto* x = m->find("norm"))
-      wrap("model.norm", [&] {
-        const std::string& s = x->as_string();
-        if (s != "rms" && s != "layer") throw std::invalid_argument("expected rms or layer, got '" + s + "'");
-        c.model.norm = s == "rms" ? Norm::Kind::rms : Norm::Kind::layer;
-      });
-    if (auto* x = m->find("ffn"))
-      wrap("model.ffn", [&] {
-        const std::string& s = x->as_string();
-        if (s != "swiglu" && s != "gelu") throw std::invalid_argument("expected swiglu or gelu, got '" + s + "'");
-        c.model.ffn = s == "swiglu" ? FeedForward::Kind::swiglu : FeedForward::Kind::gelu;
-      });
-    try {
-      c.model.validate();
-    } catch (const std::exception& e) {
-      throw std::invalid_argument(fmt::format("{}: {}", source, e.what()));
-    }
-  }
-  if (auto* x = field(v, "steps")) wrap("steps", [&] { c.steps = x->as_int(); });
-  if (auto* x = field(v, "batch")) wrap("batch", [&] { c.batch = x->as_int(); });
-  if (auto* x = field(v, "clip")) wrap("clip", [&] { c.clip = x->as_double(); });
-  if (auto* x = field(v, "lr")) wrap("lr", [&] { c.adamw.lr = x->as_double(); });
-  if (auto* x = field(v, "beta1")) wrap("beta1", [&] { c.adamw.beta1 = x->as_double(); });
-  if (auto* x = field(v, "beta2")) wrap("beta2", [&] { c.adamw.beta2 = x->as_double(); });
-  if (auto* x = field(v, "eps")) wrap("eps", [&] { c.adamw.eps = x->as_double(); });
-  if (auto* x = field(v, "weight_decay")) wrap("weight_decay", [&] { c.adamw.weight_decay = x->as_double(); });
-  if (auto* x = field(v, "decay")) wrap("decay", [&] { c.adamw.decay = parse_decay_policy(x->as_string()); });
-  std::string schedule = "constant";
-  int64_t warmup = 0;
-  if (auto* x = field(v, "schedule")) wrap("schedule", [&] { schedule = x->as_string(); });
-  if (auto* x = field(v, "warmup")) wrap("warmup", [&] { warmup = x->as_int(); });
-  wrap("schedule", [&] { c.schedule = Schedule::parse(schedule, c.adamw.lr, warmup, c.steps); });
-  if (auto* x = field(v, "min_lr_ratio")) wrap("min_lr_ratio", [&] { c.schedule.min_lr_ratio = x->as_double(); });
-  if (auto* x = field(v, "init")) wrap("init", [&] { c.init = parse_init_scheme(x->as_string()); });
-  if (auto* x = field(v, "seed"))
-    wrap("seed", [&] {
-      int64_t s = x->as_int();
-      if (s < 0) throw std::invalid_argument("must be >= 0");
-      c.seed = static_cast<uint64_t>(s);
-    });
-  if (auto* x = field(v, "sequential")) wrap("sequential", [&] { c.sequential = x->as_bool(); });
-  if (c.steps < 1 || c.batch < 1) throw std::invalid_argument(fmt::format("{}: steps and batch must be >= 1", source));
-  return c;
+  return trainer_config(run_config_from_json(v, source));
 }
+
+TrainerConfig trainer_config(const RunConfig& run) { return TrainerConfig{run.training, run.model}; }
 
 // ---- the loop ---------------------------------------------------------------------------------------------
 
@@ -161,7 +41,8 @@ Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_
   // The parameters' first buffers (replaced by views into the flat buffer) and init's scratch
   // sit in the storage cache in sizes the steps never ask for: give them back to the system.
   storage_cache_clear();
-  config_.schedule.lr = config_.adamw.lr;
+  config_.schedule.lr = config_.adamw.lr;  // the schedule's rate and length are the run's
+  config_.schedule.total_steps = config_.steps;
   if (config_.sequential) loader_ = std::make_unique<SequentialLoader>(train_ids_, config_.batch, config_.model.seq_len);
 }
 
@@ -226,11 +107,18 @@ void Trainer::load_checkpoint(const std::string& path) {
       throw std::runtime_error(fmt::format("{}: metadata 'depthgrad.config' is missing (not a depthgrad training checkpoint)", path));
     json::Value saved = json::parse(it->second, path + " (depthgrad.config)");
     json::Value mine = config_.to_json();
-    for (const char* key : {"model", "batch", "seed", "sequential", "init"}) {
-      const json::Value* s = saved.find(key);
-      if (!s || !(*s == mine.at(key)))
-        throw std::runtime_error(fmt::format("{}: the checkpoint's '{}' ({}) differs from this run's ({})", path, key,
-                                             s ? json::dump(*s) : "missing", json::dump(mine.at(key))));
+    auto field = [](const json::Value& config, const char* section, const char* key) -> const json::Value* {
+      const json::Value* s = config.is_object() ? config.find(section) : nullptr;
+      return s && s->is_object() ? (key ? s->find(key) : s) : nullptr;
+    };
+    for (auto [section, key] : {std::pair<const char*, const char*>{"model", nullptr}, {"training", "batch"},
+                                {"training", "seed"}, {"training", "sequential"}, {"training", "init"}}) {
+      const json::Value* s = field(saved, section, key);
+      const json::Value* m = field(mine, section, key);
+      const std::string name = key ? fmt::format("{}.{}", section, key) : section;
+      if (!s || !(*s == *m))
+        throw std::runtime_error(fmt::format("{}: the checkpoint's '{}' ({}) differs from this run's ({})", path, name,
+                                             s ? json::dump(*s) : "missing", json::dump(*m)));
     }
   }
   TrainingState state = load_training_checkpoint(file, path, *model_, *optimizer_);

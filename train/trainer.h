@@ -16,14 +16,9 @@
 #include "train/io/json.h"
 #include "train/batches.h"
 #include "train/optim.h"
+#include "train/run_config.h"
 
 namespace dg {
-
-// How weights start: the reference's torch draw order (parity) or name-keyed draws that make
-// block and rd arms start as the same function (identical).
-enum class InitScheme { parity, identical };
-InitScheme parse_init_scheme(const std::string& text);
-const char* init_scheme_name(InitScheme s);
 
 struct StepLog {
   int64_t step = 0;         // 0-based
@@ -36,20 +31,18 @@ struct StepLog {
   double tokens_per_second = 0;
 };
 
-struct TrainerConfig {
+// What the Trainer needs: the training settings (train/run_config.h) and the model they train.
+// A RunConfig gives one with trainer_config(); evolve builds its own from a genome.
+struct TrainerConfig : TrainingConfig {
   MicroLMConfig model;
-  int64_t steps = 30;
-  int64_t batch = 4;
-  double clip = 1.0;
-  AdamWConfig adamw;
-  Schedule schedule;  // kind/warmup/total; lr taken from adamw.lr
-  InitScheme init = InitScheme::parity;
-  uint64_t seed = 42;
-  bool sequential = false;  // consecutive windows instead of the reference's random windows
 
+  // {"model": ..., "training": ...}: the run config's mapping (train/run_config.h) without the
+  // data section; what checkpoints carry as their 'depthgrad.config' metadata.
   json::Value to_json() const;
-  static TrainerConfig from_json(const json::Value& v, const std::string& source);  // errors name source and field
+  // Reads that (or a whole run config) back; errors name source and key.
+  static TrainerConfig from_json(const json::Value& v, const std::string& source);
 };
+TrainerConfig trainer_config(const RunConfig& run);
 
 class Trainer {
  public:

@@ -63,36 +63,36 @@ int cmd_reproduce(int argc, char** argv, int start) {
   if (o.protocol != "parity" && o.protocol != "paired")
     throw UsageError(fmt::format("--protocol: expected parity or paired, got '{}'", o.protocol));
   const bool paired = o.protocol == "paired";
+  if (f.given("seeds")) o.seeds = parse_seed_list(f.get("seeds"), "--seeds");
+  else if (f.given("seed") || !paired) o.seeds = parse_seed_list(f.get("seed"), "--seed");
+  else o.seeds = parse_seed_list("1-5", "--seeds");
+  // The protocol's run, then every flag given (the flags' listed defaults are the protocol's).
+  RunConfig& c = o.config = protocol_run_config(o.protocol);
+  if (f.given("steps")) c.training.steps = f.get_int("steps");
+  if (f.given("layers")) c.model.layers = f.get_int("layers");
+  if (f.given("dim")) c.model.dim = f.get_int("dim");
+  if (f.given("heads")) c.model.heads = f.get_int("heads");
+  c.model.kv_heads = f.given("kv-heads") ? f.get_int("kv-heads") : c.model.heads;
+  if (f.given("seq-len")) c.model.seq_len = f.get_int("seq-len");
+  if (f.given("batch")) c.training.batch = f.get_int("batch");
+  if (f.given("lr")) c.training.adamw.lr = f.get_double("lr");
+  if (f.given("schedule")) c.training.schedule.kind = parse_schedule_kind(f.get("schedule"));
+  c.training.schedule.warmup_steps =
+      f.given("warmup") ? f.get_int("warmup") : default_warmup_steps(c.training.schedule.kind, c.training.steps);
+  c.training.schedule.total_steps = c.training.steps;
+  if (f.given("decay")) c.training.adamw.decay = parse_decay_policy(f.get("decay"));
+  if (f.given("init")) c.training.init = parse_init_scheme(f.get("init"));
+  if (f.given("eval")) {
+    const std::string eval = f.get("eval");
+    if (eval != "reference" && eval != "full") throw UsageError(fmt::format("--eval: expected reference or full, got '{}'", eval));
+    c.data.eval_full = eval == "full";
+  }
+  if (f.given("train-tokens")) c.data.train_limit = f.get_int("train-tokens");
+  check_reproduce_options(o);  // e.g. --heads 5 with --dim 64: refused before the data is read
   const DataLocation data = resolve_data_location(f);
   o.data_dir = data.data_dir;
   o.cache_dir = data.cache_dir;
   o.output_dir = f.get("output-dir");
-  if (f.given("seeds")) o.seeds = parse_seed_list(f.get("seeds"), "--seeds");
-  else if (f.given("seed") || !paired) o.seeds = parse_seed_list(f.get("seed"), "--seed");
-  else o.seeds = parse_seed_list("1-5", "--seeds");
-  auto int_or = [&](const char* name, int64_t fallback) { return f.given(name) ? f.get_int(name) : fallback; };
-  auto str_or = [&](const char* name, const std::string& fallback) { return f.given(name) ? f.get(name) : fallback; };
-  o.steps = int_or("steps", paired ? 1000 : 30);
-  o.layers = f.get_int("layers");
-  o.dim = f.get_int("dim");
-  o.heads = f.get_int("heads");
-  o.kv_heads = int_or("kv-heads", o.heads);
-  o.seq_len = f.get_int("seq-len");
-  o.batch = f.get_int("batch");
-  o.lr = f.get_double("lr");
-  o.schedule = str_or("schedule", paired ? "cosine" : "constant");
-  o.warmup = int_or("warmup", o.schedule == "constant" ? 0 : std::max<int64_t>(1, o.steps / 20));
-  o.decay = str_or("decay", paired ? "matrices" : "all");
-  o.init = parse_init_scheme(str_or("init", paired ? "identical" : "parity"));
-  std::string eval = str_or("eval", paired ? "full" : "reference");
-  if (eval != "reference" && eval != "full") throw UsageError(fmt::format("--eval: expected reference or full, got '{}'", eval));
-  o.eval_full = eval == "full";
-  o.train_limit = int_or("train-tokens", paired ? 0 : 120000);
-  o.eval_limit = paired ? 0 : 8000;
-  for (auto [name, v] : {std::pair{"steps", o.steps}, {"layers", o.layers}, {"dim", o.dim}, {"heads", o.heads},
-                         {"kv-heads", o.kv_heads}, {"seq-len", o.seq_len}, {"batch", o.batch}})
-    if (v < 1) throw UsageError(fmt::format("--{}: must be >= 1, got {}", name, v));
-  if (o.lr <= 0) throw UsageError(fmt::format("--lr: must be positive, got {}", o.lr));
   o.threads = apply_threads_flag(f);
   o.state_file = f.get("state-file");
   o.run_dir = default_run_dir(o.output_dir, o.paper);
@@ -100,11 +100,12 @@ int cmd_reproduce(int argc, char** argv, int start) {
 
   Progress progress(f.get_bool("quiet"), o.run_dir + "/steps.jsonl");
   progress.message(fmt::format("depthgrad reproduce --paper {} --protocol {}: {} seed(s), {} steps per arm, {} thread(s); data {}",
-                               o.paper, o.protocol, o.seeds.size(), o.steps, o.threads, o.data_dir));
-  const double total_steps = static_cast<double>(o.seeds.size() * 2 * o.steps);
+                               o.paper, o.protocol, o.seeds.size(), o.config.training.steps, o.threads, o.data_dir));
+  const int64_t steps = o.config.training.steps;
+  const double total_steps = static_cast<double>(o.seeds.size() * 2 * steps);
   o.on_message = [&](const std::string& line) { progress.message(line); };
-  o.on_step = [&](const std::string& arm, uint64_t seed, size_t si, size_t n, const StepLog& log) {
-    const double done = static_cast<double>((si * 2 + (arm == "rd_attnres" ? 1 : 0)) * o.steps + log.step + 1);
+  o.on_step = [&, steps](const std::string& arm, uint64_t seed, size_t si, size_t n, const StepLog& log) {
+    const double done = static_cast<double>((si * 2 + (arm == "rd_attnres" ? 1 : 0)) * steps + log.step + 1);
     progress.step(fmt::format("[seed {} ({}/{}) {}]", seed, si + 1, n, arm), log.step, log.steps, log.loss, log.tokens_per_second,
                   done / total_steps);
     json::Value j;

@@ -21,21 +21,22 @@
 #include "train/data/data_files.h"
 #include "train/evaluation.h"
 #include "train/io/files.h"
-#include "train/experiments/reproduce.h"
 #include "train/io/safetensors.h"
 #include "train/trained_model.h"
+#include "train/run_config.h"
 #include "train/trainer.h"
 
 namespace dg::cli {
 
 namespace {
-// Token ids for a dataset name: wikitext-2 (train/validation/test splits) or tiny-shakespeare
-// (first 90% train, last 10% validation and test).
+// Token ids of a run config's data: wikitext-2 (train/validation/test splits) or tiny-shakespeare
+// (first 90% train, last 10% validation and test), each cut to data.train_limit / eval_limit.
 struct Splits {
   Corpus corpus;
   std::vector<int32_t> train, validation, test;
 };
-Splits load_splits(const std::string& dataset, const std::string& data_dir, const std::string& cache_dir, int vocab) {
+Splits load_splits(const DataConfig& config, const std::string& data_dir, const std::string& cache_dir, int vocab) {
+  const std::string& dataset = config.dataset;
   if (dataset != "wikitext-2" && dataset != "tiny-shakespeare")
     throw UsageError(fmt::format("--dataset: expected wikitext-2 or tiny-shakespeare, got '{}'", dataset));
   CorpusOptions co;
@@ -56,6 +57,12 @@ Splits load_splits(const std::string& dataset, const std::string& data_dir, cons
     s.validation.assign(n.begin() + cut, n.end());
     s.test = s.validation;
   }
+  auto cut = [](std::vector<int32_t>& ids, int64_t limit) {
+    if (limit > 0 && static_cast<int64_t>(ids.size()) > limit) ids.resize(static_cast<size_t>(limit));
+  };
+  cut(s.train, config.train_limit);
+  cut(s.validation, config.eval_limit);
+  cut(s.test, config.eval_limit);
   return s;
 }
 
@@ -70,7 +77,7 @@ void add_data_flags(Flags& f) {
 int cmd_train(int argc, char** argv, int start) {
   Flags f("train", "Train a micro-LM. Settings come from --config (a JSON file, see README) and/or flags\n"
                    "(flags given explicitly override the config file).");
-  f.add("config", "", "JSON training config (fields as written to <output>/config.json)")
+  f.add("config", "", "JSON run config: {model, training, data} as written to <output>/config.json")
       .add("mode", "rd_attnres", "standard | block_attnres | rd_attnres | paper_block_attnres | paper_rd_attnres")
       .add("dim", "64", "model width").add("layers", "2", "layers").add("heads", "4", "attention heads")
       .add("kv-heads", "", "K/V heads (default: heads)").add("seq-len", "64", "sequence length")
@@ -93,51 +100,63 @@ int cmd_train(int argc, char** argv, int start) {
     return 0;
   }
   const int threads = apply_threads_flag(f);
-  TrainerConfig cfg;
-  if (f.given("config")) cfg = TrainerConfig::from_json(json::parse(read_file(f.get("config")), f.get("config")), f.get("config"));
+  // The run: the --config file (else the flags' defaults), then every flag given on top.
+  RunConfig run;
+  if (f.given("config")) run = run_config_from_json(json::parse(read_file(f.get("config")), f.get("config")), f.get("config"));
   auto take = [&](const char* name, auto setter) {
     if (f.given(name) || !f.given("config")) setter();
   };
-  take("mode", [&] { cfg.model.mode = parse_residual_mode(f.get("mode")); });
-  take("dim", [&] { cfg.model.dim = f.get_int("dim"); });
-  take("layers", [&] { cfg.model.layers = f.get_int("layers"); });
-  take("heads", [&] { cfg.model.heads = f.get_int("heads"); });
-  take("kv-heads", [&] { cfg.model.kv_heads = f.given("kv-heads") ? f.get_int("kv-heads") : cfg.model.heads; });
-  take("seq-len", [&] { cfg.model.seq_len = f.get_int("seq-len"); });
-  take("expansion", [&] { cfg.model.expansion = f.get_int("expansion"); });
-  take("block-size", [&] { cfg.model.attnres_block_size = f.get_int("block-size"); });
-  take("batch", [&] { cfg.batch = f.get_int("batch"); });
-  take("steps", [&] { cfg.steps = f.get_int("steps"); });
-  take("lr", [&] { cfg.adamw.lr = f.get_double("lr"); });
-  take("decay", [&] { cfg.adamw.decay = parse_decay_policy(f.get("decay")); });
-  take("init", [&] { cfg.init = parse_init_scheme(f.get("init")); });
-  take("seed", [&] { cfg.seed = static_cast<uint64_t>(f.get_int("seed")); });
-  take("clip", [&] { cfg.clip = f.get_double("clip"); });
-  take("sequential", [&] { cfg.sequential = f.get_bool("sequential"); });
-  if (cfg.steps < 1 || cfg.batch < 1) throw UsageError("--steps and --batch must be >= 1");
+  MicroLMConfig& model = run.model;
+  TrainingConfig& training = run.training;
+  take("mode", [&] { model.mode = parse_residual_mode(f.get("mode")); });
+  take("dim", [&] { model.dim = f.get_int("dim"); });
+  take("layers", [&] { model.layers = f.get_int("layers"); });
+  take("heads", [&] { model.heads = f.get_int("heads"); });
+  take("kv-heads", [&] { model.kv_heads = f.given("kv-heads") ? f.get_int("kv-heads") : model.heads; });
+  take("seq-len", [&] { model.seq_len = f.get_int("seq-len"); });
+  take("expansion", [&] { model.expansion = f.get_int("expansion"); });
+  take("block-size", [&] { model.attnres_block_size = f.get_int("block-size"); });
+  take("vocab", [&] { model.vocab = f.get_int("vocab"); });
+  take("batch", [&] { training.batch = f.get_int("batch"); });
+  take("steps", [&] { training.steps = f.get_int("steps"); });
+  take("lr", [&] { training.adamw.lr = f.get_double("lr"); });
+  take("decay", [&] { training.adamw.decay = parse_decay_policy(f.get("decay")); });
+  take("init", [&] { training.init = parse_init_scheme(f.get("init")); });
+  take("seed", [&] { training.seed = static_cast<uint64_t>(f.get_int("seed")); });
+  take("clip", [&] { training.clip = f.get_double("clip"); });
+  take("sequential", [&] { training.sequential = f.get_bool("sequential"); });
   take("schedule", [&] {
-    int64_t warmup = f.given("warmup") ? f.get_int("warmup") : std::max<int64_t>(1, cfg.steps / 20);
-    cfg.schedule = Schedule::parse(f.get("schedule"), cfg.adamw.lr, f.get("schedule") == "constant" ? 0 : warmup, cfg.steps);
+    const Schedule::Kind kind = parse_schedule_kind(f.get("schedule"));
+    training.schedule.kind = kind;
+    training.schedule.warmup_steps = kind == Schedule::Kind::constant ? 0
+                                     : f.given("warmup") ? f.get_int("warmup")
+                                                         : default_warmup_steps(kind, training.steps);
   });
-  cfg.schedule.total_steps = cfg.steps;
+  training.schedule.lr = training.adamw.lr;
+  training.schedule.total_steps = training.steps;
+  take("dataset", [&] { run.data.dataset = f.get("dataset"); });
+  take("eval-windows", [&] { run.data.eval_windows = f.get_int("eval-windows"); });
+  if (run.data.dataset != "wikitext-2" && run.data.dataset != "tiny-shakespeare")
+    throw UsageError(fmt::format("--dataset: expected wikitext-2 or tiny-shakespeare, got '{}'", run.data.dataset));
+  run.validate();  // e.g. --heads 5 with --dim 64: refused before the data is read
 
   const DataLocation where = resolve_data_location(f);
-  Splits data = load_splits(f.get("dataset"), where.data_dir, where.cache_dir, static_cast<int>(f.get_int("vocab")));
-  cfg.model.vocab = data.corpus.tokenizer.vocab_size();
-  cfg.model.validate();
+  Splits data = load_splits(run.data, where.data_dir, where.cache_dir, static_cast<int>(model.vocab));
+  model.vocab = data.corpus.tokenizer.vocab_size();  // the model takes the tokenizer's size
+  const TrainerConfig cfg = trainer_config(run);
   TrainSamples samples(f, data.corpus.tokenizer, cfg.seed);
   const std::string out = f.get("output");
   make_dirs(out);
-  write_file_atomic(out + "/config.json", json::dump(cfg.to_json(), 2) + "\n");
+  write_file_atomic(out + "/config.json", json::dump(to_json(run), 2) + "\n");
   write_file_atomic(out + "/tokenizer.json", data.corpus.tokenizer_json);
 
   Trainer trainer(cfg, data.train);
   if (!f.get("resume").empty()) trainer.load_checkpoint(f.get("resume"));
   Progress progress(f.get_bool("quiet"), out + "/steps.jsonl");
   progress.message(fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {} thread(s)", cfg.model.describe(),
-                               trainer.model().parameter_count(), cfg.steps, f.get("dataset"), data.train.size(), threads));
+                               trainer.model().parameter_count(), cfg.steps, run.data.dataset, data.train.size(), threads));
   const int64_t checkpoint_every = f.get_int("checkpoint-every"), eval_every = f.get_int("eval-every");
-  const int64_t windows = f.get_int("eval-windows");
+  const int64_t windows = run.data.eval_windows;
   auto eval_starts = [&] {
     const int64_t n = static_cast<int64_t>(data.validation.size());
     return windows > 0 ? reference_eval_starts(n, cfg.model.seq_len, windows) : full_eval_starts(n, cfg.model.seq_len);
@@ -165,18 +184,22 @@ int cmd_train(int argc, char** argv, int start) {
   });
   progress.finish();
   trainer.save_checkpoint(ckpt);
-  std::map<std::string, std::string> meta{{"depthgrad.config", json::dump(cfg.to_json())},
+  std::map<std::string, std::string> meta{{"depthgrad.config", json::dump(to_json(run))},
                                           {"depthgrad.tokenizer_sha256", data.corpus.tokenizer_sha256}};
   save_weights(out + "/model.safetensors", trainer.model(), meta);
   double v = evaluate_windows(trainer.model(), data.validation, eval_starts(), cfg.model.seq_len);
   json::Value summary;
-  summary["config"] = cfg.to_json();
+  summary["config"] = to_json(run);
   summary["steps"] = trainer.step();
   summary["final_train_loss"] = trainer.losses().empty() ? 0.0 : trainer.losses().back();
   summary["validation_loss"] = v;
   summary["validation_perplexity"] = std::exp(std::min(v, 20.0));
   summary["validation_windows"] = windows;
   summary["clipped_steps"] = trainer.clipped_steps();
+  if (run.data.eval_full) {
+    const std::vector<int64_t> all = full_eval_starts(static_cast<int64_t>(data.validation.size()), cfg.model.seq_len);
+    summary["full_validation_loss"] = evaluate_windows(trainer.model(), data.validation, all, cfg.model.seq_len);
+  }
   summary["provenance"] = provenance_json(threads);
   write_file_atomic(out + "/summary.json", json::dump(summary, 2) + "\n");
   fmt::print("validation loss {:.6f} perplexity {:.3f} after {} steps\nweights: {}/model.safetensors\ncheckpoint: {}\n", v,
@@ -200,8 +223,10 @@ int cmd_eval(int argc, char** argv, int start) {
   TrainedModel trained = load_trained_model(path);
   const TrainerConfig& cfg = trained.config;
   MicroLM& model = *trained.model;
+  DataConfig split_data;  // the flags' dataset, every id
+  split_data.dataset = f.get("dataset");
   const DataLocation where = resolve_data_location(f);
-  Splits data = load_splits(f.get("dataset"), where.data_dir, where.cache_dir, static_cast<int>(cfg.model.vocab));
+  Splits data = load_splits(split_data, where.data_dir, where.cache_dir, static_cast<int>(cfg.model.vocab));
   check_tokenizer_sha256(trained, path, data.corpus.tokenizer_sha256, "this data gives");
   const std::string split = f.get("split");
   const std::vector<int32_t>* ids = split == "train" ? &data.train : split == "validation" ? &data.validation : split == "test" ? &data.test : nullptr;

@@ -23,35 +23,18 @@ namespace dg {
 // ---- configs
 // ------------------------------------------------------------------------------------------
 
-const std::vector<std::string>& bench_config_names() {
-  static const std::vector<std::string> names{"micro", "small", "base"};
-  return names;
-}
+const std::vector<std::string>& bench_config_names() { return run_preset_names(); }
 
 BenchSpec bench_spec(const std::string& name, ResidualMode mode) {
   BenchSpec s;
   s.name = name;
-  MicroLMConfig& m = s.model;
-  m.mode = mode;
-  // (vocab, dim, layers, heads, seq, batch, expansion, warm-up, timed)
-  if (name == "micro") {
-    m.vocab = 512, m.dim = 64, m.layers = 2, m.heads = 4, m.seq_len = 64, s.batch = 4,
-    m.expansion = 3;
-    s.warmup = 3, s.timed = 50;
-  } else if (name == "small") {
-    m.vocab = 512, m.dim = 256, m.layers = 8, m.heads = 8, m.seq_len = 256, s.batch = 8,
-    m.expansion = 3;
-    s.warmup = 3, s.timed = 5;
-  } else if (name == "base") {
-    m.vocab = 50304, m.dim = 768, m.layers = 12, m.heads = 12, m.seq_len = 256, s.batch = 4,
-    m.expansion = 4;
-    s.warmup = 2, s.timed = 3;
-  } else {
-    throw std::invalid_argument(
-        fmt::format("unknown bench config '{}' (expected micro, small or base)", name));
-  }
-  m.kv_heads = m.heads;
-  m.validate();
+  s.run = run_preset(name);  // throws listing the names
+  s.run.model.mode = mode;
+  s.run.model.validate();
+  // Warm-up and timed steps: fewer for the larger models, whose steps take seconds.
+  if (name == "micro") s.warmup = 3, s.timed = 50;
+  else if (name == "small") s.warmup = 3, s.timed = 5;
+  else s.warmup = 2, s.timed = 3;
   return s;
 }
 
@@ -170,30 +153,27 @@ BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options) {
     if (options.on_message) options.on_message(line);
   };
   BenchResult r;
+  const MicroLMConfig& model = spec.run.model;
+  const int64_t batch = spec.run.training.batch;
   r.config = spec.name;
-  r.mode = residual_mode_name(spec.model.mode);
+  r.mode = residual_mode_name(model.mode);
   r.threads = options.threads;
-  r.batch = spec.batch;
-  r.seq_len = spec.model.seq_len;
+  r.batch = batch;
+  r.seq_len = model.seq_len;
   r.warmup = spec.warmup;
   r.timed = spec.timed;
   r.baseline_rss_kib = current_rss_kib();
 
-  const std::vector<int32_t> ids = random_tokens(
-      std::max(kBenchTokens, 4 * spec.batch * (spec.model.seq_len + 1)), spec.model.vocab);
-  TrainerConfig tc;
-  tc.model = spec.model;
-  tc.batch = spec.batch;
+  const std::vector<int32_t> ids =
+      random_tokens(std::max(kBenchTokens, 4 * batch * (model.seq_len + 1)), model.vocab);
+  TrainerConfig tc = trainer_config(spec.run);
   tc.steps = spec.warmup + spec.timed;
-  tc.clip = 1.0;
-  tc.schedule = Schedule::parse("constant", tc.adamw.lr, 0, tc.steps);
-  tc.init = InitScheme::parity;
   tc.seed = 0;
   Trainer trainer(tc, ids);
   r.parameters = trainer.model().parameter_count();
   r.matmul_params = matmul_parameters(trainer.model());
-  r.step_flops = training_step_flops(r.matmul_params, spec.model, spec.batch);
-  r.gemm = largest_gemm(spec.model, spec.batch);
+  r.step_flops = training_step_flops(r.matmul_params, model, batch);
+  r.gemm = largest_gemm(model, batch);
   trainer.model().train();
   r.state_tensor_kib = int64_t(storage_stats().live_bytes / 1024);
   storage_reset_peak();
@@ -222,7 +202,7 @@ BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options) {
                   r.state_tensor_kib / 1024, r.peak_tensor_kib / 1024, r.cached_tensor_kib / 1024));
   r.median_step_seconds = median_of(r.step_seconds);
   r.mean_step_seconds = mean_of(r.step_seconds);
-  r.tokens_per_second = double(spec.batch * spec.model.seq_len) / r.median_step_seconds;
+  r.tokens_per_second = double(batch * model.seq_len) / r.median_step_seconds;
   r.achieved_gflops = r.step_flops / r.median_step_seconds * 1e-9;
   if (options.profile) {
     r.profiled = true;
@@ -351,7 +331,8 @@ BenchResult BenchResult::from_json(const json::Value& v, const std::string& sour
 // ------------------------------------------------------------------------
 
 CheckResult write_check(const std::string& dir, const BenchSpec& spec, int64_t steps) {
-  const MicroLMConfig& c = spec.model;
+  const MicroLMConfig& c = spec.run.model;
+  const TrainingConfig& training = spec.run.training;
   MicroLM model(c, DType::f32);
   {
     NoGradGuard no_grad;
@@ -367,10 +348,10 @@ CheckResult write_check(const std::string& dir, const BenchSpec& spec, int64_t s
     }
   }
   const std::vector<int32_t> ids =
-      random_tokens(std::max<int64_t>(4096, 2 * spec.batch * (c.seq_len + 1)), c.vocab);
+      random_tokens(std::max<int64_t>(4096, 2 * training.batch * (c.seq_len + 1)), c.vocab);
   NumpyGenerator batch_rng(0);
   LmBatch batch;
-  sample_lm_batch(batch_rng, ids, spec.batch, c.seq_len, batch);
+  sample_lm_batch(batch_rng, ids, training.batch, c.seq_len, batch);
 
   make_dirs(dir);
   const std::string stem = dir + "/" + spec.name;
@@ -380,7 +361,7 @@ CheckResult write_check(const std::string& dir, const BenchSpec& spec, int64_t s
   out.config = spec.name;
   out.parameters = model.parameter_count();
   FlatParameters flat = flatten_parameters(model);
-  AdamW adamw(flat, AdamWConfig{});
+  AdamW adamw(flat, training.adamw);
   model.train();
   for (int64_t s = 0; s <= steps; ++s) {
     flat.zero_grad();
@@ -394,27 +375,18 @@ CheckResult write_check(const std::string& dir, const BenchSpec& spec, int64_t s
       break;
     }
     backward(loss);
-    clip_grad_norm(flat, 1.0);
+    clip_grad_norm(flat, training.clip);
     adamw.step(adamw.config().lr);
   }
 
   json::Value j;
-  json::Value m;
-  m["vocab"] = c.vocab;
-  m["dim"] = c.dim;
-  m["layers"] = c.layers;
-  m["heads"] = c.heads;
-  m["seq_len"] = c.seq_len;
-  m["expansion"] = c.expansion;
-  m["mode"] = residual_mode_name(c.mode);
-  m["norm_eps"] = c.norm_eps;
   j["config"] = spec.name;
-  j["model"] = m;
-  j["batch"] = spec.batch;
+  j["model"] = model_json(c);
+  j["batch"] = training.batch;
   j["parameters"] = out.parameters;
-  j["lr"] = AdamWConfig{}.lr;
-  j["weight_decay"] = AdamWConfig{}.weight_decay;
-  j["clip"] = 1.0;
+  j["lr"] = training.adamw.lr;
+  j["weight_decay"] = training.adamw.weight_decay;
+  j["clip"] = training.clip;
   auto ids_json = [](const Tensor& t) {
     json::Array a;
     const int32_t* p = t.data<int32_t>();

@@ -16,18 +16,21 @@
 #include "nn/micro_lm.h"
 #include "tensor/profile.h"
 #include "train/io/json.h"
+#include "train/run_config.h"
 
 namespace dg {
 
+// A measurement: the run's model, batch and training settings (train/run_config.h), trained for
+// warmup + timed steps with seed 0 on random tokens (the torch script draws the same ones).
 struct BenchSpec {
   std::string name;
-  MicroLMConfig model;
-  int64_t batch = 4;
+  RunConfig run;
   int64_t warmup = 3;  // untimed steps first
   int64_t timed = 5;   // steps whose median is reported
 };
 
-// "micro", "small", "base" (the table); throws listing them for another name.
+// The presets "micro", "small", "base" (run_preset) with the residual mode and their warm-up and
+// timed steps; throws listing the names for another.
 const std::vector<std::string>& bench_config_names();
 BenchSpec bench_spec(const std::string& name, ResidualMode mode = ResidualMode::rd_attnres);
 

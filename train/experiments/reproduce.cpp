@@ -14,10 +14,10 @@
 #include "tensor/threads.h"
 #include "train/data/corpus.h"
 #include "train/data/data_files.h"
-#include "train/io/files.h"
-#include "train/io/run_record.h"
 #include "train/experiments/report.h"
 #include "train/experiments/stats.h"
+#include "train/io/files.h"
+#include "train/io/run_record.h"
 
 namespace dg {
 
@@ -25,12 +25,13 @@ using json::Array;
 using json::Object;
 using json::Value;
 
-// ---- papers ------------------------------------------------------------------------------------------------
+// ---- papers
+// ------------------------------------------------------------------------------------------------
 
 const std::vector<PaperInfo>& known_papers() {
   static const std::vector<PaperInfo> papers{
-      {"rd-attnres", "2608.01075", "Role-Decoupled Attention Residuals", "https://arxiv.org/abs/2608.01075",
-       "not recorded", "core_mechanism"},
+      {"rd-attnres", "2608.01075", "Role-Decoupled Attention Residuals",
+       "https://arxiv.org/abs/2608.01075", "not recorded", "core_mechanism"},
   };
   return papers;
 }
@@ -40,10 +41,12 @@ const PaperInfo& find_paper(const std::string& key) {
     if (p.key == key) return p;
   std::string keys;
   for (const PaperInfo& p : known_papers()) keys += (keys.empty() ? "" : ", ") + p.key;
-  throw std::invalid_argument(fmt::format("--paper: unknown paper key '{}' (known: {}; see `depthgrad list`)", key, keys));
+  throw std::invalid_argument(
+      fmt::format("--paper: unknown paper key '{}' (known: {}; see `depthgrad list`)", key, keys));
 }
 
-// ---- small helpers -----------------------------------------------------------------------------------------
+// ---- small helpers
+// -----------------------------------------------------------------------------------------
 
 std::string default_run_dir(const std::string& output_dir, const std::string& paper_key) {
   const PaperInfo& paper = find_paper(paper_key);
@@ -73,7 +76,9 @@ Value distribution(std::vector<double> v) {
   Object d;
   if (v.empty()) return Value(std::move(d));
   std::sort(v.begin(), v.end());
-  auto q = [&](double f) { return v[static_cast<size_t>(f * static_cast<double>(v.size() - 1) + 0.5)]; };
+  auto q = [&](double f) {
+    return v[static_cast<size_t>(f * static_cast<double>(v.size() - 1) + 0.5)];
+  };
   d.emplace_back("p10", q(0.10));
   d.emplace_back("p50", q(0.50));
   d.emplace_back("p90", q(0.90));
@@ -153,110 +158,171 @@ const double kReferenceJs[2] = {0.0, 0.0048934901};
 
 }  // namespace
 
-// ---- the run -------------------------------------------------------------------------------------------------
+// ---- protocols and arms
+// --------------------------------------------------------------------------------------
 
-ReproduceOutput run_reproduce(const ReproduceOptions& opt) {
-  const PaperInfo& paper = find_paper(opt.paper);
-  if (opt.protocol != "parity" && opt.protocol != "paired")
-    throw std::invalid_argument(fmt::format("--protocol: unknown protocol '{}' (expected parity or paired)", opt.protocol));
+RunConfig protocol_run_config(const std::string& protocol) {
+  RunConfig c;  // the reference's model and training (upstream-protocol.md §6)
+  if (protocol == "parity") {
+    c.data.train_limit = 120000;
+    c.data.eval_limit = 8000;
+  } else if (protocol == "paired") {
+    c.training.steps = 1000;
+    c.training.schedule.kind = Schedule::Kind::warmup_cosine;
+    c.training.schedule.warmup_steps =
+        default_warmup_steps(c.training.schedule.kind, c.training.steps);
+    c.training.adamw.decay = DecayPolicy::matrices_only;
+    c.training.init = InitScheme::identical;
+    c.data.eval_full = true;
+  } else {
+    throw std::invalid_argument(
+        fmt::format("--protocol: unknown protocol '{}' (expected parity or paired)", protocol));
+  }
+  c.training.schedule.total_steps = c.training.steps;
+  return c;
+}
+
+const std::vector<ReproduceArm>& reproduce_arms() {
+  static const std::vector<ReproduceArm> arms{{"block_attnres", ResidualMode::block_attnres},
+                                              {"rd_attnres", ResidualMode::rd_attnres}};
+  return arms;
+}
+
+RunConfig arm_run_config(const RunConfig& shared, ResidualMode mode, uint64_t seed) {
+  RunConfig c = shared;
+  c.model.mode = mode;
+  c.training.seed = seed;
+  return c;
+}
+
+void check_reproduce_options(const ReproduceOptions& opt) {
+  find_paper(opt.paper);
+  protocol_run_config(opt.protocol);  // throws for an unknown protocol
   if (opt.seeds.empty()) throw std::invalid_argument("--seeds: no seeds given");
-  if (opt.steps < 1) throw std::invalid_argument(fmt::format("--steps: must be >= 1, got {}", opt.steps));
-  auto say = [&](const std::string& s) {
-    if (opt.on_message) opt.on_message(s);
-  };
-  const auto started = std::chrono::steady_clock::now();
+  opt.config.validate();
+  if (opt.config.data.dataset != "wikitext-2")
+    throw std::invalid_argument(
+        fmt::format("run config: data.dataset: the reproduction is defined on wikitext-2, got '{}'",
+                    opt.config.data.dataset));
+}
 
-  // ---- data ----
+json::Value reproduce_resume_key(const ReproduceOptions& opt, const std::string& tokenizer_sha256) {
+  Value key;
+  key["paper"] = opt.paper;
+  key["protocol"] = opt.protocol;
+  key["tokenizer_sha256"] = tokenizer_sha256;
+  // Mode and seed are fixed here: every arm and seed of one run shares this key.
+  key["config"] = to_json(arm_run_config(opt.config, ResidualMode::rd_attnres, 0));
+  return key;
+}
+
+// ---- the run, step by step
+// -------------------------------------------------------------------------------------
+
+namespace {
+
+using Say = std::function<void(const std::string&)>;
+
+// Step 1: the tokenizer and the encoded splits (from the cache when they are there).
+Corpus prepare_data(const ReproduceOptions& opt, const Say& say) {
   CorpusOptions co;
   co.data_dir = opt.data_dir;
   co.cache_dir = opt.cache_dir;
-  co.vocab_size = opt.vocab_size;
-  co.train_limit = opt.train_limit;
-  co.eval_limit = opt.eval_limit;
+  co.vocab_size = static_cast<int>(opt.config.model.vocab);
+  co.train_limit = opt.config.data.train_limit;
+  co.eval_limit = opt.config.data.eval_limit;
   Corpus corpus = load_wikitext_corpus(co);
-  say(fmt::format("tokenizer: BPE-{} {} in {:.2f} s; {} train ids ({} used), {} validation ids ({} used); encoded in {:.2f} s{}",
-                  corpus.tokenizer.vocab_size(), corpus.tokenizer_from_cache ? "loaded from cache" : "trained",
-                  corpus.tokenizer_seconds, fmt_int(corpus.train_total), fmt_int(static_cast<int64_t>(corpus.train.size())),
-                  fmt_int(corpus.validation_total), fmt_int(static_cast<int64_t>(corpus.validation.size())), corpus.encode_seconds,
-                  corpus.ids_from_cache ? " (cache)" : ""));
+  say(fmt::format(
+      "tokenizer: BPE-{} {} in {:.2f} s; {} train ids ({} used), {} validation ids ({} used); "
+      "encoded in {:.2f} s{}",
+      corpus.tokenizer.vocab_size(), corpus.tokenizer_from_cache ? "loaded from cache" : "trained",
+      corpus.tokenizer_seconds, fmt_int(corpus.train_total),
+      fmt_int(static_cast<int64_t>(corpus.train.size())), fmt_int(corpus.validation_total),
+      fmt_int(static_cast<int64_t>(corpus.validation.size())), corpus.encode_seconds,
+      corpus.ids_from_cache ? " (cache)" : ""));
+  return corpus;
+}
 
-  // ---- arms ----
-  MicroLMConfig base;
-  base.vocab = corpus.tokenizer.vocab_size();
-  base.dim = opt.dim;
-  base.layers = opt.layers;
-  base.heads = opt.heads;
-  base.kv_heads = opt.kv_heads;
-  base.seq_len = opt.seq_len;
-  base.expansion = opt.expansion;
-  const std::vector<std::pair<std::string, ResidualMode>> arms{{"block_attnres", ResidualMode::block_attnres},
-                                                               {"rd_attnres", ResidualMode::rd_attnres}};
-  TrainOptions to;
-  to.training.steps = opt.steps;
-  to.training.batch = opt.batch;
-  to.training.adamw.lr = opt.lr;
-  to.training.adamw.decay = parse_decay_policy(opt.decay);
-  to.training.schedule = Schedule::parse(opt.schedule, opt.lr, opt.warmup, opt.steps);
-  to.training.init = opt.init;
-  to.eval_full = opt.eval_full;
-
-  // Resumable state (paired runs): {"key": ..., "completed": {"<seed>": {"<arm>": arm}}}
-  const std::string state_key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", opt.paper, opt.protocol, opt.steps, opt.layers, opt.dim,
-                                            opt.heads, opt.kv_heads, opt.seq_len, opt.batch, opt.lr, opt.schedule, opt.decay,
-                                            init_scheme_name(opt.init), opt.eval_full) + "|" + corpus.tokenizer_sha256;
-  Value state;
-  if (!opt.state_file.empty() && file_exists(opt.state_file)) {
-    state = json::parse(read_file(opt.state_file), opt.state_file);
-    if (state.at("key").as_string() != state_key)
-      throw std::invalid_argument(fmt::format("--state-file: {} belongs to a run with other settings; use a new state file", opt.state_file));
-  } else {
-    state["key"] = state_key;
-    state["completed"] = Object{};
+// The state file: {"key": reproduce_resume_key(...), "completed": {"<seed>": {"<arm>": arm}}}.
+// Without a path it only remembers in memory.
+class ArmStore {
+ public:
+  ArmStore(std::string path, Value key) : path_(std::move(path)) {
+    if (!path_.empty() && file_exists(path_)) {
+      state_ = json::parse(read_file(path_), path_);
+      const Value* saved = state_.is_object() ? state_.find("key") : nullptr;
+      if (!saved || !(*saved == key))
+        throw std::invalid_argument(fmt::format(
+            "--state-file: {} belongs to a run with other settings; use a new state file", path_));
+    } else {
+      state_["key"] = std::move(key);
+      state_["completed"] = Object{};
+    }
+  }
+  const Value* find(uint64_t seed, const std::string& arm) const {
+    const Value* done = state_.at("completed").find(std::to_string(seed));
+    return done ? done->find(arm) : nullptr;
+  }
+  void add(uint64_t seed, const std::string& arm, const Value& result) {
+    state_["completed"][std::to_string(seed)][arm] = result;
+    if (!path_.empty()) write_file_atomic(path_, json::dump(state_, 1));
   }
 
+ private:
+  std::string path_;
+  Value state_;
+};
+
+// Step 2: one arm at one seed, in the reference's result layout.
+Value run_arm(const ReproduceOptions& opt, const Corpus& corpus, const ReproduceArm& arm,
+              size_t seed_index, const Say& say) {
+  const uint64_t seed = opt.seeds[seed_index];
+  std::function<void(const StepLog&)> on_step;
+  if (opt.on_step)
+    on_step = [&opt, &arm, seed, seed_index](const StepLog& log) {
+      opt.on_step(arm.name, seed, seed_index, opt.seeds.size(), log);
+    };
+  ArmResult r = train_and_evaluate(arm.name, arm_run_config(opt.config, arm.mode, seed),
+                                   corpus.train, corpus.validation, on_step);
+  say(fmt::format(
+      "seed {} {}: lm_loss {:.6f} perplexity {:.3f}{} ({:.1f} s)", seed, arm.name, r.lm_loss,
+      r.perplexity,
+      r.full_eval_tokens ? fmt::format(", full validation NLL {:.6f}", r.full_lm_loss) : "",
+      r.train_seconds + r.eval_seconds));
+  return arm_json(r, seed);
+}
+
+// Every arm at every seed, skipping what the state file already holds: one object per seed,
+// {"seed": s, "<arm>": arm, ...}.
+std::vector<Value> run_all_arms(const ReproduceOptions& opt, const Corpus& corpus, ArmStore& store,
+                                const Say& say) {
   std::vector<Value> per_seed;
   for (size_t si = 0; si < opt.seeds.size(); ++si) {
     const uint64_t seed = opt.seeds[si];
     Object seed_result;
     seed_result.emplace_back("seed", static_cast<int64_t>(seed));
-    for (const auto& [arm_name, mode] : arms) {
-      const Value* done = state.at("completed").find(std::to_string(seed));
-      if (done && done->find(arm_name)) {
-        say(fmt::format("seed {} {}: done earlier (state file)", seed, arm_name));
-        seed_result.emplace_back(arm_name, done->at(arm_name));
+    for (const ReproduceArm& arm : reproduce_arms()) {
+      if (const Value* done = store.find(seed, arm.name)) {
+        say(fmt::format("seed {} {}: done earlier (state file)", seed, arm.name));
+        seed_result.emplace_back(arm.name, *done);
         continue;
       }
-      MicroLMConfig config = base;
-      config.mode = mode;
-      TrainOptions arm_opt = to;
-      arm_opt.training.seed = seed;
-      if (opt.on_step) {
-        std::string name = arm_name;
-        size_t n = opt.seeds.size();
-        arm_opt.on_step = [&opt, name, seed, si, n](const StepLog& log) { opt.on_step(name, seed, si, n, log); };
-      }
-      ArmResult r = train_and_evaluate(arm_name, config, corpus.train, corpus.validation, arm_opt);
-      Value arm = arm_json(r, seed);
-      seed_result.emplace_back(arm_name, arm);
-      state["completed"][std::to_string(seed)][arm_name] = arm;
-      if (!opt.state_file.empty()) write_file_atomic(opt.state_file, json::dump(state, 1));
-      say(fmt::format("seed {} {}: lm_loss {:.6f} perplexity {:.3f}{} ({:.1f} s)", seed, arm_name, r.lm_loss, r.perplexity,
-                      r.full_eval_tokens ? fmt::format(", full validation NLL {:.6f}", r.full_lm_loss) : "", r.train_seconds + r.eval_seconds));
+      Value result = run_arm(opt, corpus, arm, si, say);
+      store.add(seed, arm.name, result);
+      seed_result.emplace_back(arm.name, std::move(result));
     }
     per_seed.emplace_back(std::move(seed_result));
   }
+  return per_seed;
+}
 
-  // ---- assemble result.json ----
-  Value result;
-  result["schema_version"] = 2;
-  Object paper_json;
-  paper_json.emplace_back("key", paper.key);
-  paper_json.emplace_back("arxiv_id", paper.arxiv_id);
-  paper_json.emplace_back("title", paper.title);
-  paper_json.emplace_back("url", paper.url);
-  paper_json.emplace_back("organization", paper.organization);
-  result["paper"] = Value(std::move(paper_json));
-  result["protocol"] = opt.protocol;
+Value seeds_json(const std::vector<uint64_t>& seeds) {
+  Array a;
+  for (uint64_t s : seeds) a.emplace_back(static_cast<int64_t>(s));
+  return Value(std::move(a));
+}
+
+Value dataset_json(const Corpus& corpus) {
   Value ds;
   ds["name"] = "WikiText-2";
   ds["train_tokens"] = static_cast<int64_t>(corpus.train.size());
@@ -271,57 +337,150 @@ ReproduceOutput run_reproduce(const ReproduceOptions& opt) {
   ds["benchmark_suite"] = "core (LM loss only; see omitted)";
   Value& sha = ds["sha256"];
   for (auto& [path, hash] : corpus.dataset_sha256) sha[path] = hash;
-  result["dataset"] = ds;
+  return ds;
+}
+
+// The run config in the reference's "setup" vocabulary (§6.3), which reports and readers use.
+Value setup_json(const ReproduceOptions& opt) {
+  const RunConfig& c = opt.config;
   Value setup;
-  setup["seeds"] = [&] { Array a; for (uint64_t s : opt.seeds) a.emplace_back(static_cast<int64_t>(s)); return Value(std::move(a)); }();
-  setup["steps_per_variant"] = opt.steps;
-  setup["dimensions"] = opt.dim;
-  setup["layers"] = opt.layers;
-  setup["heads"] = opt.heads;
-  setup["kv_heads"] = opt.kv_heads;
-  setup["sequence_length"] = opt.seq_len;
-  setup["batch_size"] = opt.batch;
-  setup["expansion"] = opt.expansion;
-  setup["learning_rate"] = opt.lr;
-  setup["schedule"] = opt.schedule;
-  setup["warmup_steps"] = opt.warmup;
-  setup["weight_decay"] = 0.01;
-  setup["weight_decay_applies_to"] = opt.decay;
-  setup["gradient_clip"] = 1.0;
-  setup["init"] = init_scheme_name(opt.init);
-  setup["evaluation"] = opt.eval_full ? "reference windows + full validation split" : "reference (32 windows of 64)";
+  setup["seeds"] = seeds_json(opt.seeds);
+  setup["steps_per_variant"] = c.training.steps;
+  setup["dimensions"] = c.model.dim;
+  setup["layers"] = c.model.layers;
+  setup["heads"] = c.model.heads;
+  setup["kv_heads"] = c.model.kv_heads;
+  setup["sequence_length"] = c.model.seq_len;
+  setup["batch_size"] = c.training.batch;
+  setup["expansion"] = c.model.expansion;
+  setup["learning_rate"] = c.training.adamw.lr;
+  setup["schedule"] = schedule_kind_name(c.training.schedule.kind);
+  setup["warmup_steps"] = c.training.schedule.warmup_steps;
+  setup["weight_decay"] = c.training.adamw.weight_decay;
+  setup["weight_decay_applies_to"] = decay_policy_name(c.training.adamw.decay);
+  setup["gradient_clip"] = c.training.clip;
+  setup["init"] = init_scheme_name(c.training.init);
+  setup["evaluation"] = c.data.eval_full ? "reference windows + full validation split"
+                                         : fmt::format("reference ({} windows of {})",
+                                                       c.data.eval_windows, c.model.seq_len);
   setup["same_tokens_optimizer_and_budget"] = true;
   setup["evolve_architecture"] = "rd_attnres";
   setup["evolve_optimizer"] = "adamw";
-  if (opt.kv_heads != opt.heads)
-    setup["note"] = "kv_heads < heads: grouped-query attention is applied (the reference ignores kv_heads)";
-  result["setup"] = setup;
+  if (c.model.kv_heads != c.model.heads)
+    setup["note"] =
+        "kv_heads < heads: grouped-query attention is applied (the reference ignores kv_heads)";
+  return setup;
+}
 
-  // Per-arm aggregates over seeds (means and sample std).
-  std::vector<double> b_nll, m_nll;
-  for (size_t a = 0; a < arms.size(); ++a) {
-    const std::string& name = arms[a].first;
-    std::vector<double> loss, ppl, js, full;
-    for (const Value& s : per_seed) {
-      const Value& arm = s.at(name);
-      loss.push_back(arm.at("lm_loss").as_double());
-      ppl.push_back(arm.at("perplexity").as_double());
-      js.push_back(arm.at("architecture_stats").at("qk_v_route_js_divergence").as_double());
-      (a == 0 ? b_nll : m_nll).push_back(nll_of(arm));
-    }
-    Value agg = per_seed.size() == 1 ? per_seed[0].at(name) : per_seed[0].at(name);
-    agg["lm_loss"] = mean_of(loss);
-    agg["lm_loss_std"] = sample_std(loss);
-    agg["perplexity"] = mean_of(ppl);
-    agg["perplexity_std"] = sample_std(ppl);
-    agg["architecture_stats"]["qk_v_route_js_divergence"] = mean_of(js);
-    Array seeds_arr;
-    for (uint64_t s : opt.seeds) seeds_arr.emplace_back(static_cast<int64_t>(s));
-    agg["seeds"] = Value(std::move(seeds_arr));
-    result[a == 0 ? "baseline" : "method"] = agg;
+// One arm over all seeds: the first seed's record with means (and sample std) over seeds.
+Value arm_over_seeds(const std::vector<Value>& per_seed, const std::string& name,
+                     const std::vector<uint64_t>& seeds) {
+  std::vector<double> loss, ppl, js;
+  for (const Value& s : per_seed) {
+    const Value& arm = s.at(name);
+    loss.push_back(arm.at("lm_loss").as_double());
+    ppl.push_back(arm.at("perplexity").as_double());
+    js.push_back(arm.at("architecture_stats").at("qk_v_route_js_divergence").as_double());
   }
-  const double bl = result.at("baseline").at("lm_loss").as_double(), ml = result.at("method").at("lm_loss").as_double();
-  const double bp = result.at("baseline").at("perplexity").as_double(), mp = result.at("method").at("perplexity").as_double();
+  Value agg = per_seed[0].at(name);
+  agg["lm_loss"] = mean_of(loss);
+  agg["lm_loss_std"] = sample_std(loss);
+  agg["perplexity"] = mean_of(ppl);
+  agg["perplexity_std"] = sample_std(ppl);
+  agg["architecture_stats"]["qk_v_route_js_divergence"] = mean_of(js);
+  agg["seeds"] = seeds_json(seeds);
+  return agg;
+}
+
+// Step 3, parity protocol: the reference's recorded numbers, when this run is the reference's run
+// (the parity config, seed 42); null otherwise.
+Value parity_reference(const ReproduceOptions& opt) {
+  RunConfig reference = protocol_run_config("parity");
+  reference.model.vocab =
+      opt.config.model.vocab;  // the tokenizer's, compared through its hash elsewhere
+  if (opt.protocol != "parity" || opt.seeds != std::vector<uint64_t>{42} ||
+      !(to_json(arm_run_config(opt.config, ResidualMode::rd_attnres, 42)) ==
+        to_json(arm_run_config(reference, ResidualMode::rd_attnres, 42))))
+    return Value();
+  Value ref;
+  for (size_t a = 0; a < 2; ++a) {
+    Value r;
+    r["lm_loss"] = kReferenceLoss[a];
+    r["perplexity"] = kReferencePpl[a];
+    r["qk_v_route_js_divergence"] = kReferenceJs[a];
+    ref[reproduce_arms()[a].name] = r;
+  }
+  return ref;
+}
+
+// Step 4, paired protocol: per-seed differences method − baseline of the validation NLL, their
+// statistics, and the method arm's per-layer JS on the validation windows over seeds.
+Value paired_statistics(const ReproduceOptions& opt, const std::vector<Value>& per_seed) {
+  const std::string& baseline = reproduce_arms()[0].name;
+  const std::string& method = reproduce_arms()[1].name;
+  std::vector<double> b_nll, m_nll;
+  for (const Value& s : per_seed) {
+    b_nll.push_back(nll_of(s.at(baseline)));
+    m_nll.push_back(nll_of(s.at(method)));
+  }
+  const PairedSummary ps = paired_summary(b_nll, m_nll);
+  const DataConfig& data = opt.config.data;
+  Value p;
+  p["metric"] = data.eval_full
+                    ? "full validation NLL (nats/token)"
+                    : fmt::format("validation lm_loss (nats/token, {} windows)", data.eval_windows);
+  p["n"] = ps.n;
+  p["differences_method_minus_baseline"] = doubles(ps.differences);
+  p["wins_method"] = ps.wins;
+  p["ties"] = ps.ties;
+  p["mean_difference"] = ps.mean_difference;
+  p["std_difference"] = ps.std_difference;
+  p["ci95"] = Array{Value(ps.ci95_low), Value(ps.ci95_high)};
+  p["t_statistic"] = ps.t_statistic;
+  p["t_test_p"] = ps.t_test_p;
+  p["sign_test_p"] = ps.sign_test_p;
+  std::vector<std::vector<double>> per_layer;
+  for (const Value& s : per_seed) {
+    std::vector<double> js = to_doubles(s.at(method).at("routes_validation").at("js_per_layer"));
+    if (per_layer.size() < js.size()) per_layer.resize(js.size());
+    for (size_t l = 0; l < js.size(); ++l) per_layer[l].push_back(js[l]);
+  }
+  Array js_layers;
+  for (size_t l = 0; l < per_layer.size(); ++l) {
+    Object o;
+    o.emplace_back("layer", static_cast<int64_t>(l));
+    o.emplace_back("mean_over_seeds", mean_of(per_layer[l]));
+    o.emplace_back("std_over_seeds", sample_std(per_layer[l]));
+    o.emplace_back("per_seed", doubles(per_layer[l]));
+    js_layers.emplace_back(std::move(o));
+  }
+  p["validation_js_per_layer"] = Value(std::move(js_layers));
+  return p;
+}
+
+// result.json (without "artifacts", which write_outputs adds).
+Value assemble_result(const ReproduceOptions& opt, const Corpus& corpus,
+                      const std::vector<Value>& per_seed, double wall_seconds) {
+  const PaperInfo& paper = find_paper(opt.paper);
+  Value result;
+  result["schema_version"] = 2;
+  Object paper_json;
+  paper_json.emplace_back("key", paper.key);
+  paper_json.emplace_back("arxiv_id", paper.arxiv_id);
+  paper_json.emplace_back("title", paper.title);
+  paper_json.emplace_back("url", paper.url);
+  paper_json.emplace_back("organization", paper.organization);
+  result["paper"] = Value(std::move(paper_json));
+  result["protocol"] = opt.protocol;
+  result["dataset"] = dataset_json(corpus);
+  result["setup"] = setup_json(opt);
+  result["config"] = to_json(arm_run_config(opt.config, reproduce_arms()[1].mode, opt.seeds[0]));
+  result["baseline"] = arm_over_seeds(per_seed, reproduce_arms()[0].name, opt.seeds);
+  result["method"] = arm_over_seeds(per_seed, reproduce_arms()[1].name, opt.seeds);
+  const double bl = result.at("baseline").at("lm_loss").as_double(),
+               ml = result.at("method").at("lm_loss").as_double();
+  const double bp = result.at("baseline").at("perplexity").as_double(),
+               mp = result.at("method").at("perplexity").as_double();
   result["relative"]["lm_loss_percent"] = 100.0 * (ml - bl) / bl;
   result["relative"]["perplexity_percent"] = 100.0 * (mp - bp) / bp;
   Value pr;
@@ -331,146 +490,153 @@ ReproduceOutput run_reproduce(const ReproduceOptions& opt) {
   pr["paired_training_runs"] = 10;
   result["paper_results"] = pr;
   result["omitted"]["instruction_loss"] =
-      "The Stanford Alpaca instruction set is not part of depthgrad's pinned data, so instruction_loss, primary, "
-      "public_composite and fitness are not computed. None of them affects lm_loss, perplexity or the JS statistic (§7).";
+      "The Stanford Alpaca instruction set is not part of depthgrad's pinned data, so "
+      "instruction_loss, primary, "
+      "public_composite and fitness are not computed. None of them affects lm_loss, perplexity or "
+      "the JS statistic (§7).";
   result["seed_results"] = Array(per_seed.begin(), per_seed.end());
-  if (opt.protocol == "paired" || per_seed.size() > 1) {
-    PairedSummary ps = paired_summary(b_nll, m_nll);
-    Value p;
-    p["metric"] = opt.eval_full ? "full validation NLL (nats/token)" : "validation lm_loss (nats/token, 32 windows)";
-    p["n"] = ps.n;
-    p["differences_method_minus_baseline"] = doubles(ps.differences);
-    p["wins_method"] = ps.wins;
-    p["ties"] = ps.ties;
-    p["mean_difference"] = ps.mean_difference;
-    p["std_difference"] = ps.std_difference;
-    p["ci95"] = Array{Value(ps.ci95_low), Value(ps.ci95_high)};
-    p["t_statistic"] = ps.t_statistic;
-    p["t_test_p"] = ps.t_test_p;
-    p["sign_test_p"] = ps.sign_test_p;
-    // JS per layer on validation windows after training (rd arm), mean over seeds and distribution.
-    std::vector<std::vector<double>> per_layer;
-    for (const Value& s : per_seed) {
-      std::vector<double> js = to_doubles(s.at("rd_attnres").at("routes_validation").at("js_per_layer"));
-      if (per_layer.size() < js.size()) per_layer.resize(js.size());
-      for (size_t l = 0; l < js.size(); ++l) per_layer[l].push_back(js[l]);
-    }
-    Array js_layers;
-    for (size_t l = 0; l < per_layer.size(); ++l) {
-      Object o;
-      o.emplace_back("layer", static_cast<int64_t>(l));
-      o.emplace_back("mean_over_seeds", mean_of(per_layer[l]));
-      o.emplace_back("std_over_seeds", sample_std(per_layer[l]));
-      o.emplace_back("per_seed", doubles(per_layer[l]));
-      js_layers.emplace_back(std::move(o));
-    }
-    p["validation_js_per_layer"] = Value(std::move(js_layers));
-    result["paired"] = p;
-  }
+  if (opt.protocol == "paired" || per_seed.size() > 1)
+    result["paired"] = paired_statistics(opt, per_seed);
   result["scope"] = opt.protocol == "parity"
-                        ? "Exact-parity micro run of the reference: one seed, 30 steps, 2 layers. A mechanism check, not the paper's 120M/343M scale."
-                        : "Paired multi-seed protocol: both arms per seed on identical data order; statistics over seeds.";
+                        ? "Exact-parity micro run of the reference: one seed, 30 steps, 2 layers. "
+                          "A mechanism check, not the paper's 120M/343M scale."
+                        : "Paired multi-seed protocol: both arms per seed on identical data order; "
+                          "statistics over seeds.";
   Value ev;
   ev["tier"] = "l2_public_dataset";
-  ev["seeds"] = result.at("setup").at("seeds");
+  ev["seeds"] = seeds_json(opt.seeds);
   ev["formal_comparison"] = opt.seeds.size() >= 3;
-  ev["claim_policy"] = opt.seeds.size() >= 3 ? "paired multi-seed comparison; see paired statistics"
-                                             : "single/few-seed smoke result; do not claim a stable improvement";
+  ev["claim_policy"] = opt.seeds.size() >= 3
+                           ? "paired multi-seed comparison; see paired statistics"
+                           : "single/few-seed smoke result; do not claim a stable improvement";
   result["evaluation_protocol"] = ev;
   Value fid;
   fid["level"] = paper.fidelity;
-  fid["omitted_core_components"] = Array{Value("120M/343M pretraining scale"), Value("paper training corpus")};
+  fid["omitted_core_components"] =
+      Array{Value("120M/343M pretraining scale"), Value("paper training corpus")};
   result["reproduction_fidelity"] = fid;
   Value rt;
   rt["requested_device"] = "cpu";
   rt["resolved_device"] = "cpu";
   rt["cpu_threads"] = opt.threads;
-  rt["wall_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  rt["wall_seconds"] = wall_seconds;
   rt["tokenizer_seconds"] = corpus.tokenizer_seconds;
   rt["tokenizer_from_cache"] = corpus.tokenizer_from_cache;
   result["runtime"] = rt;
   result["provenance"] = provenance_json(opt.threads);
   result["provenance"]["dataset_dir"] = opt.data_dir;
-  result["provenance"]["dataset_sha256"] = ds.at("sha256");
-  if (opt.protocol == "parity" && opt.seeds.size() == 1 && opt.seeds[0] == 42 && opt.steps == 30) {
-    Value ref;
-    for (size_t a = 0; a < 2; ++a) {
-      Value r;
-      r["lm_loss"] = kReferenceLoss[a];
-      r["perplexity"] = kReferencePpl[a];
-      r["qk_v_route_js_divergence"] = kReferenceJs[a];
-      ref[arms[a].first] = r;
-    }
-    result["reference_recorded"] = ref;
-  }
+  result["provenance"]["dataset_sha256"] = result.at("dataset").at("sha256");
+  if (Value ref = parity_reference(opt); !ref.is_null()) result["reference_recorded"] = ref;
+  return result;
+}
 
-  // ---- table ----
-  std::string table = "| arm | lm_loss | perplexity | parameters | QK/V route JS |\n|---|---:|---:|---:|---:|\n";
+// The comparison table as printed.
+std::string comparison_table(const Value& result) {
+  std::string table =
+      "| arm | lm_loss | perplexity | parameters | QK/V route JS |\n|---|---:|---:|---:|---:|\n";
   for (const char* key : {"baseline", "method"}) {
     const Value& a = result.at(key);
-    table += fmt::format("| {} | {:.10f} | {:.8f} | {} | {:.10f} |\n", a.at("name").as_string(), a.at("lm_loss").as_double(),
-                         a.at("perplexity").as_double(), fmt_int(a.at("parameters").as_int()),
+    table += fmt::format("| {} | {:.10f} | {:.8f} | {} | {:.10f} |\n", a.at("name").as_string(),
+                         a.at("lm_loss").as_double(), a.at("perplexity").as_double(),
+                         fmt_int(a.at("parameters").as_int()),
                          a.at("architecture_stats").at("qk_v_route_js_divergence").as_double());
   }
-  table += fmt::format("relative (rd vs block): lm_loss {:+.4f}%, perplexity {:+.4f}%\n", result.at("relative").at("lm_loss_percent").as_double(),
+  table += fmt::format("relative (rd vs block): lm_loss {:+.4f}%, perplexity {:+.4f}%\n",
+                       result.at("relative").at("lm_loss_percent").as_double(),
                        result.at("relative").at("perplexity_percent").as_double());
   if (const Value* ref = result.find("reference_recorded")) {
     table += "reference recorded (upstream): ";
     for (size_t a = 0; a < 2; ++a) {
+      const std::string& name = reproduce_arms()[a].name;
       const Value& got = result.at(a == 0 ? "baseline" : "method");
-      table += fmt::format("{} lm_loss {:.10f} (Δ {:+.2e}){}", arms[a].first, ref->at(arms[a].first).at("lm_loss").as_double(),
+      table += fmt::format("{} lm_loss {:.10f} (Δ {:+.2e}){}", name,
+                           ref->at(name).at("lm_loss").as_double(),
                            got.at("lm_loss").as_double() - kReferenceLoss[a], a == 0 ? "; " : "\n");
     }
   }
   if (const Value* p = result.find("paired")) {
-    table += fmt::format("paired over {} seeds ({}): rd − block mean {:+.3e} nats, 95% CI [{:+.3e}, {:+.3e}], rd wins {}/{}, sign test p = {:.4g}, t-test p = {:.4g}\n",
-                         p->at("n").as_int(), p->at("metric").as_string(), p->at("mean_difference").as_double(),
-                         p->at("ci95").at(size_t{0}).as_double(), p->at("ci95").at(size_t{1}).as_double(), p->at("wins_method").as_int(),
-                         p->at("n").as_int(), p->at("sign_test_p").as_double(), p->at("t_test_p").as_double());
+    table += fmt::format(
+        "paired over {} seeds ({}): rd − block mean {:+.3e} nats, 95% CI [{:+.3e}, {:+.3e}], rd "
+        "wins {}/{}, sign test p = {:.4g}, t-test p = {:.4g}\n",
+        p->at("n").as_int(), p->at("metric").as_string(), p->at("mean_difference").as_double(),
+        p->at("ci95").at(size_t{0}).as_double(), p->at("ci95").at(size_t{1}).as_double(),
+        p->at("wins_method").as_int(), p->at("n").as_int(), p->at("sign_test_p").as_double(),
+        p->at("t_test_p").as_double());
   }
+  return table;
+}
+
+// metrics.json in the shape of the reference's committed metrics file (§6.5), with real provenance.
+Value metrics_json(const ReproduceOptions& opt, const Value& result, const std::string& dir) {
+  Value metrics;
+  metrics["seed"] = static_cast<int64_t>(opt.seeds[0]);
+  metrics["dataset"] = "WikiText-2";
+  metrics["steps"] = opt.config.training.steps;
+  for (const char* key : {"baseline", "method"}) {
+    const Value& a = result.at(key);
+    Value m;
+    m["name"] = a.at("name");
+    m["lm_loss"] = std::round(a.at("lm_loss").as_double() * 1e10) / 1e10;
+    m["perplexity"] = std::round(a.at("perplexity").as_double() * 1e8) / 1e8;
+    m["parameters"] = a.at("parameters");
+    if (std::string(key) == "method")
+      m["qk_v_route_js_divergence"] =
+          std::round(a.at("architecture_stats").at("qk_v_route_js_divergence").as_double() * 1e10) /
+          1e10;
+    metrics[key] = m;
+  }
+  metrics["relative"]["lm_loss_percent"] =
+      std::round(result.at("relative").at("lm_loss_percent").as_double() * 1e6) / 1e6;
+  metrics["relative"]["perplexity_percent"] =
+      std::round(result.at("relative").at("perplexity_percent").as_double() * 1e6) / 1e6;
+  metrics["schema_version"] = 2;
+  metrics["manifest_ref"] = "reproduction:rd-attnres";
+  metrics["evaluation_protocol"] = result.at("evaluation_protocol");
+  Value prov;
+  prov["artifact_path"] = dir + "/metrics.json";
+  prov["written_by"] = "depthgrad reproduce (not hand-curated)";
+  prov["original_code_commit"] = build_commit();
+  prov["dataset_fingerprint"] = result.at("dataset").at("sha256");
+  prov["build"] = result.at("provenance");
+  metrics["provenance"] = prov;
+  return metrics;
+}
+
+// Step 5: tokenizer.json, metrics.json, result.json, report.md and report.html, each atomically.
+void write_outputs(const std::string& dir, const ReproduceOptions& opt, const Corpus& corpus,
+                   Value& result) {
+  make_dirs(dir);
+  result["artifacts"]["directory"] = dir;
+  write_file_atomic(dir + "/tokenizer.json", corpus.tokenizer_json);
+  write_file_atomic(dir + "/metrics.json", json::dump(metrics_json(opt, result, dir), 2) + "\n");
+  write_file_atomic(dir + "/result.json", json::dump(result, 2) + "\n");
+  write_file_atomic(dir + "/report.md", render_reproduce_markdown(result));
+  write_file_atomic(dir + "/report.html", render_reproduce_html(result));
+}
+
+}  // namespace
+
+ReproduceOutput run_reproduce(const ReproduceOptions& options) {
+  check_reproduce_options(options);
+  const auto started = std::chrono::steady_clock::now();
+  const Say say = [&](const std::string& s) {
+    if (options.on_message) options.on_message(s);
+  };
+  const Corpus corpus = prepare_data(options, say);
+  ReproduceOptions opt = options;
+  opt.config.model.vocab = corpus.tokenizer.vocab_size();  // the model takes the tokenizer's size
+  ArmStore store(opt.state_file, reproduce_resume_key(opt, corpus.tokenizer_sha256));
+  const std::vector<Value> per_seed = run_all_arms(opt, corpus, store, say);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   ReproduceOutput out;
-  out.table = table;
+  out.result = assemble_result(opt, corpus, per_seed, wall);
+  out.table = comparison_table(out.result);
   if (opt.write_files) {
-    const std::string dir = opt.run_dir.empty() ? default_run_dir(opt.output_dir, paper.key) : opt.run_dir;
-    make_dirs(dir);
-    out.run_dir = dir;
-    result["artifacts"]["directory"] = dir;
-    write_file_atomic(dir + "/tokenizer.json", corpus.tokenizer_json);
-    // metrics.json in the shape of the reference's committed metrics file (§6.5), with real provenance.
-    Value metrics;
-    metrics["seed"] = static_cast<int64_t>(opt.seeds[0]);
-    metrics["dataset"] = "WikiText-2";
-    metrics["steps"] = opt.steps;
-    for (const char* key : {"baseline", "method"}) {
-      const Value& a = result.at(key);
-      Value m;
-      m["name"] = a.at("name");
-      m["lm_loss"] = std::round(a.at("lm_loss").as_double() * 1e10) / 1e10;
-      m["perplexity"] = std::round(a.at("perplexity").as_double() * 1e8) / 1e8;
-      m["parameters"] = a.at("parameters");
-      if (std::string(key) == "method")
-        m["qk_v_route_js_divergence"] = std::round(a.at("architecture_stats").at("qk_v_route_js_divergence").as_double() * 1e10) / 1e10;
-      metrics[key] = m;
-    }
-    metrics["relative"]["lm_loss_percent"] = std::round(result.at("relative").at("lm_loss_percent").as_double() * 1e6) / 1e6;
-    metrics["relative"]["perplexity_percent"] = std::round(result.at("relative").at("perplexity_percent").as_double() * 1e6) / 1e6;
-    metrics["schema_version"] = 2;
-    metrics["manifest_ref"] = "reproduction:rd-attnres";
-    metrics["evaluation_protocol"] = result.at("evaluation_protocol");
-    Value prov;
-    prov["artifact_path"] = dir + "/metrics.json";
-    prov["written_by"] = "depthgrad reproduce (not hand-curated)";
-    prov["original_code_commit"] = build_commit();
-    prov["dataset_fingerprint"] = ds.at("sha256");
-    prov["build"] = result.at("provenance");
-    metrics["provenance"] = prov;
-    write_file_atomic(dir + "/metrics.json", json::dump(metrics, 2) + "\n");
-    write_file_atomic(dir + "/result.json", json::dump(result, 2) + "\n");
-    write_file_atomic(dir + "/report.md", render_reproduce_markdown(result));
-    write_file_atomic(dir + "/report.html", render_reproduce_html(result));
+    out.run_dir = opt.run_dir.empty() ? default_run_dir(opt.output_dir, opt.paper) : opt.run_dir;
+    write_outputs(out.run_dir, opt, corpus, out.result);
   }
-  out.result = std::move(result);
   return out;
 }
 

@@ -1,0 +1,341 @@
+// The run configuration (train/run_config.h): its JSON round trip, every kind of refusal with the
+// key named, the presets, and the reproduction's resume key, which must change when any setting
+// of the run changes (checked against every key the JSON mapping writes, so a new setting without
+// a test here fails).
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "train/experiments/reproduce.h"
+#include "train/run_config.h"
+#include "train/trainer.h"
+
+using namespace dg;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// A config with every setting away from its default (and still valid).
+RunConfig unusual_config() {
+  RunConfig c;
+  c.model.vocab = 300;
+  c.model.dim = 48;
+  c.model.layers = 3;
+  c.model.heads = 6;
+  c.model.kv_heads = 2;
+  c.model.seq_len = 32;
+  c.model.expansion = 2;
+  c.model.mode = ResidualMode::paper_block_attnres;
+  c.model.norm = Norm::Kind::layer;
+  c.model.norm_eps = 1e-5;
+  c.model.ffn = FeedForward::Kind::gelu;
+  c.model.rope = false;
+  c.model.bias = true;
+  c.model.learned_positions = true;
+  c.model.tied_head = false;
+  c.model.attnres_block_size = 1;
+  c.training.steps = 77;
+  c.training.batch = 5;
+  c.training.clip = 0.5;
+  c.training.adamw.lr = 1e-3;
+  c.training.adamw.beta1 = 0.8;
+  c.training.adamw.beta2 = 0.95;
+  c.training.adamw.eps = 1e-7;
+  c.training.adamw.weight_decay = 0.1;
+  c.training.adamw.decay = DecayPolicy::matrices_only;
+  c.training.schedule.kind = Schedule::Kind::warmup_cosine;
+  c.training.schedule.warmup_steps = 7;
+  c.training.schedule.min_lr_ratio = 0.2;
+  c.training.init = InitScheme::identical;
+  c.training.seed = 9;
+  c.training.sequential = true;
+  c.data.dataset = "tiny-shakespeare";
+  c.data.train_limit = 1000;
+  c.data.eval_limit = 500;
+  c.data.eval_windows = 0;
+  c.data.eval_full = true;
+  return c;
+}
+
+// "model.dim", "training.lr", ... for every leaf of a JSON object.
+void leaf_paths(const json::Value& v, const std::string& prefix, std::set<std::string>& out) {
+  if (!v.is_object()) {
+    out.insert(prefix);
+    return;
+  }
+  for (const auto& [key, child] : v.as_object())
+    leaf_paths(child, prefix.empty() ? key : prefix + "." + key, out);
+}
+const json::Value* at_path(const json::Value& v, const std::string& path) {
+  const json::Value* x = &v;
+  size_t start = 0;
+  while (x) {
+    const size_t dot = path.find('.', start);
+    x = x->find(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return x;
+}
+
+// A parse of `text` (a JSON document) as a run config; returns the error ("" when it is accepted).
+std::string refusal(const std::string& text) {
+  return error_of([&] { run_config_from_json(json::parse(text, "test"), "cfg.json"); });
+}
+
+}  // namespace
+
+TEST_CASE("a run config round-trips through its JSON, every setting included") {
+  const RunConfig c = unusual_config();
+  const json::Value v = to_json(c);
+  const RunConfig back = run_config_from_json(json::parse(json::dump(v, 2), "dumped"), "dumped");
+  CHECK(to_json(back) == v);
+  CHECK(back.model.mode == ResidualMode::paper_block_attnres);
+  CHECK(back.model.kv_heads == 2);
+  CHECK(back.model.norm == Norm::Kind::layer);
+  CHECK(back.training.adamw.decay == DecayPolicy::matrices_only);
+  CHECK(back.training.schedule.kind == Schedule::Kind::warmup_cosine);
+  CHECK(back.training.schedule.warmup_steps == 7);
+  CHECK(back.training.schedule.total_steps == 77);  // derived: the schedule's length is the run's
+  CHECK(back.training.schedule.lr == 1e-3);
+  CHECK(back.training.seed == 9);
+  CHECK(back.data.dataset == "tiny-shakespeare");
+  CHECK(back.data.eval_full);
+  // The default config too, and the sections appear in the documented order.
+  CHECK(to_json(run_config_from_json(to_json(RunConfig{}))) == to_json(RunConfig{}));
+  const json::Object& top = v.as_object();
+  REQUIRE(top.size() == 3);
+  CHECK(top[0].first == "model");
+  CHECK(top[1].first == "training");
+  CHECK(top[2].first == "data");
+}
+
+TEST_CASE("absent keys keep their defaults; kv_heads follows heads") {
+  const RunConfig c =
+      run_config_from_json(json::parse(R"({"model": {"dim": 96, "heads": 6}})", "t"));
+  CHECK(c.model.dim == 96);
+  CHECK(c.model.kv_heads == 6);
+  CHECK(to_json(c).at("training") == to_json(RunConfig{}).at("training"));
+  CHECK(to_json(c).at("data") == to_json(RunConfig{}).at("data"));
+  CHECK(to_json(run_config_from_json(json::parse("{}", "t"))) == to_json(RunConfig{}));
+}
+
+TEST_CASE("unknown keys are refused, naming the key and the known ones") {
+  std::string e = refusal(R"({"stepz": 3})");
+  CHECK(contains(e, "cfg.json"));
+  CHECK(contains(e, "stepz"));
+  CHECK(contains(e, "model, training, data"));
+  e = refusal(R"({"model": {"widht": 64}})");
+  CHECK(contains(e, "model.widht"));
+  CHECK(contains(e, "unknown key"));
+  CHECK(contains(refusal(R"({"training": {"steps": 3, "learning_rate": 1}})"),
+                 "training.learning_rate"));
+  CHECK(contains(refusal(R"({"data": {"vocab_size": 512}})"), "data.vocab_size"));
+  // The flat layout of older config files is refused at its first key, with the sections named.
+  e = refusal(R"({"model": {}, "steps": 30})");
+  CHECK(contains(e, "steps"));
+  CHECK(contains(e, "model, training, data"));
+}
+
+TEST_CASE("wrong types are refused, naming the key") {
+  std::string e = refusal(R"({"training": {"steps": "30"}})");
+  CHECK(contains(e, "training.steps"));
+  CHECK(contains(e, "expected an integer"));
+  CHECK(contains(refusal(R"({"training": {"steps": 2.5}})"), "training.steps"));
+  CHECK(contains(refusal(R"({"model": {"rope": 1}})"), "model.rope"));
+  CHECK(contains(refusal(R"({"training": {"lr": "fast"}})"), "training.lr"));
+  CHECK(contains(refusal(R"({"data": {"eval_full": "yes"}})"), "data.eval_full"));
+  CHECK(contains(refusal(R"({"data": {"dataset": 2}})"), "data.dataset"));
+  e = refusal(R"({"model": {"mode": "sideways"}})");
+  CHECK(contains(e, "model.mode"));
+  CHECK(contains(e, "sideways"));
+  CHECK(contains(refusal(R"({"model": {"norm": "batch"}})"), "model.norm"));
+  CHECK(contains(refusal(R"({"training": {"schedule": "linear"}})"), "training.schedule"));
+  CHECK(contains(refusal(R"({"training": {"decay": "some"}})"), "training.decay"));
+  CHECK(contains(refusal(R"({"training": {"init": "random"}})"), "training.init"));
+  CHECK(contains(refusal(R"({"model": 3})"), "model"));
+  CHECK(contains(refusal("[1, 2]"), "expected an object"));
+}
+
+TEST_CASE("inconsistent and non-positive sizes are refused, naming the key") {
+  // width not divisible by heads
+  std::string e = refusal(R"({"model": {"dim": 64, "heads": 5}})");
+  CHECK(contains(e, "cfg.json"));
+  CHECK(contains(e, "heads 5 must divide dim 64"));
+  // heads not divisible by kv_heads
+  e = refusal(R"({"model": {"heads": 4, "kv_heads": 3}})");
+  CHECK(contains(e, "kv_heads 3 must divide heads 4"));
+  CHECK(contains(refusal(R"({"model": {"layers": 0}})"), "layers"));
+  CHECK(contains(refusal(R"({"model": {"vocab": -1}})"), "vocab"));
+  CHECK(contains(refusal(R"({"training": {"steps": 0}})"), "training.steps must be >= 1"));
+  CHECK(contains(refusal(R"({"training": {"batch": -2}})"), "training.batch"));
+  CHECK(contains(refusal(R"({"training": {"lr": 0}})"), "training.lr must be positive"));
+  CHECK(contains(refusal(R"({"training": {"seed": -1}})"), "training.seed"));
+  CHECK(contains(refusal(R"({"training": {"warmup": -1}})"), "training.warmup"));
+  CHECK(contains(refusal(R"({"training": {"beta2": 1.0}})"), "training.beta2"));
+  CHECK(contains(refusal(R"({"data": {"train_limit": -5}})"), "data.train_limit"));
+  CHECK(contains(refusal(R"({"data": {"eval_windows": -1}})"), "data.eval_windows"));
+  CHECK(contains(refusal(R"({"data": {"dataset": "imagenet"}})"), "data.dataset"));
+
+  // validate() on a value built in code says the same before any data is read.
+  RunConfig c;
+  c.model.heads = 5;
+  CHECK(contains(error_of([&] { c.validate(); }), "heads 5 must divide dim 64"));
+  c = RunConfig{};
+  c.training.steps = 0;
+  CHECK(contains(error_of([&] { c.validate(); }), "training.steps"));
+  CHECK(error_of([] { RunConfig{}.validate(); }).empty());
+  CHECK(error_of([] { unusual_config().validate(); }).empty());
+}
+
+TEST_CASE("presets: micro is the reference run, small and base are the benchmark's models") {
+  CHECK(run_preset_names() == std::vector<std::string>{"micro", "small", "base"});
+  CHECK(to_json(run_preset("micro")) == to_json(RunConfig{}));
+  CHECK(MicroLM(run_preset("micro").model).parameter_count() ==
+        140096);  // the reference's rd_attnres count
+  const RunConfig small = run_preset("small");
+  CHECK((small.model.vocab == 512 && small.model.dim == 256 && small.model.layers == 8 &&
+         small.model.heads == 8 && small.model.kv_heads == 8 && small.model.seq_len == 256 &&
+         small.model.expansion == 3));
+  CHECK(small.training.batch == 8);
+  const RunConfig base = run_preset("base");
+  CHECK((base.model.vocab == 50304 && base.model.dim == 768 && base.model.layers == 12 &&
+         base.model.heads == 12 && base.model.kv_heads == 12 && base.model.seq_len == 256 &&
+         base.model.expansion == 4));
+  CHECK(base.training.batch == 4);
+  for (const std::string& name : run_preset_names())
+    CHECK(error_of([&] { run_preset(name).validate(); }).empty());
+  const std::string e = error_of([] { run_preset("huge"); });
+  CHECK(contains(e, "huge"));
+  CHECK(contains(e, "micro, small or base"));
+}
+
+TEST_CASE("checkpoint metadata (model + training) reads back as a run config") {
+  TrainerConfig t = trainer_config(unusual_config());
+  const json::Value v = t.to_json();
+  CHECK(v.find("data") == nullptr);
+  const TrainerConfig back = TrainerConfig::from_json(v, "ckpt");
+  CHECK(back.to_json() == v);
+  CHECK(model_json(back.model) == model_json(unusual_config().model));
+  CHECK(training_json(back) == training_json(unusual_config().training));
+}
+
+TEST_CASE("protocol defaults and the arms' configs") {
+  const RunConfig parity = protocol_run_config("parity");
+  CHECK(parity.training.steps == 30);
+  CHECK(parity.data.train_limit == 120000);
+  CHECK(parity.data.eval_limit == 8000);
+  CHECK(!parity.data.eval_full);
+  const RunConfig paired = protocol_run_config("paired");
+  CHECK(paired.training.steps == 1000);
+  CHECK(paired.training.schedule.kind == Schedule::Kind::warmup_cosine);
+  CHECK(paired.training.schedule.warmup_steps == 50);
+  CHECK(paired.training.adamw.decay == DecayPolicy::matrices_only);
+  CHECK(paired.training.init == InitScheme::identical);
+  CHECK((paired.data.train_limit == 0 && paired.data.eval_limit == 0 && paired.data.eval_full));
+  CHECK(contains(error_of([] { protocol_run_config("sideways"); }), "sideways"));
+  const RunConfig arm = arm_run_config(paired, ResidualMode::block_attnres, 7);
+  CHECK(arm.model.mode == ResidualMode::block_attnres);
+  CHECK(arm.training.seed == 7);
+
+  ReproduceOptions o;
+  o.config.model.heads = 5;
+  CHECK(contains(error_of([&] { check_reproduce_options(o); }), "heads 5"));
+  o = ReproduceOptions{};
+  o.config.data.dataset = "tiny-shakespeare";
+  CHECK(contains(error_of([&] { check_reproduce_options(o); }), "data.dataset"));
+  o = ReproduceOptions{};
+  o.seeds.clear();
+  CHECK(contains(error_of([&] { check_reproduce_options(o); }), "--seeds"));
+}
+
+TEST_CASE("the resume key changes when any setting of the run changes") {
+  ReproduceOptions base;
+  base.config = unusual_config();
+  base.config.data.dataset = "wikitext-2";
+  const std::string sha = "abc";
+  const json::Value key = reproduce_resume_key(base, sha);
+
+  // One change per setting the JSON mapping writes.
+  using Change = std::function<void(RunConfig&)>;
+  const std::vector<Change> changes{
+      [](RunConfig& c) { c.model.vocab = 301; },
+      [](RunConfig& c) { c.model.dim = 96; },
+      [](RunConfig& c) { c.model.layers = 4; },
+      [](RunConfig& c) { c.model.heads = 3; },
+      [](RunConfig& c) { c.model.kv_heads = 1; },
+      [](RunConfig& c) { c.model.seq_len = 48; },
+      [](RunConfig& c) { c.model.expansion = 3; },
+      [](RunConfig& c) { c.model.norm = Norm::Kind::rms; },
+      [](RunConfig& c) { c.model.norm_eps = 1e-6; },
+      [](RunConfig& c) { c.model.ffn = FeedForward::Kind::swiglu; },
+      [](RunConfig& c) { c.model.rope = true; },
+      [](RunConfig& c) { c.model.bias = false; },
+      [](RunConfig& c) { c.model.learned_positions = false; },
+      [](RunConfig& c) { c.model.tied_head = true; },
+      [](RunConfig& c) { c.model.attnres_block_size = 2; },
+      [](RunConfig& c) { c.training.steps = 78; },
+      [](RunConfig& c) { c.training.batch = 6; },
+      [](RunConfig& c) { c.training.clip = 0.0; },
+      [](RunConfig& c) { c.training.adamw.lr = 2e-3; },
+      [](RunConfig& c) { c.training.adamw.beta1 = 0.9; },
+      [](RunConfig& c) { c.training.adamw.beta2 = 0.999; },
+      [](RunConfig& c) { c.training.adamw.eps = 1e-8; },
+      [](RunConfig& c) { c.training.adamw.weight_decay = 0.0; },
+      [](RunConfig& c) { c.training.adamw.decay = DecayPolicy::all; },
+      [](RunConfig& c) { c.training.schedule.kind = Schedule::Kind::constant; },
+      [](RunConfig& c) { c.training.schedule.warmup_steps = 8; },
+      [](RunConfig& c) { c.training.schedule.min_lr_ratio = 0.0; },
+      [](RunConfig& c) { c.training.init = InitScheme::parity; },
+      [](RunConfig& c) { c.training.sequential = false; },
+      [](RunConfig& c) { c.data.dataset = "tiny-shakespeare"; },
+      [](RunConfig& c) { c.data.train_limit = 0; },
+      [](RunConfig& c) { c.data.eval_limit = 0; },
+      [](RunConfig& c) { c.data.eval_windows = 32; },
+      [](RunConfig& c) { c.data.eval_full = false; },
+  };
+  std::set<std::string> all, covered;
+  leaf_paths(to_json(base.config), "", all);
+  for (size_t i = 0; i < changes.size(); ++i) {
+    CAPTURE(i);
+    ReproduceOptions o = base;
+    changes[i](o.config);
+    const json::Value changed = reproduce_resume_key(o, sha);
+    CHECK(!(changed == key));
+    for (const std::string& path : all)
+      if (!(*at_path(to_json(o.config), path) == *at_path(to_json(base.config), path)))
+        covered.insert(path);
+  }
+  // Every setting but the two the arms set themselves (the mode per arm, the seed per seed) is
+  // covered above: a setting added to the mapping without a change here fails this check.
+  std::set<std::string> expected = all;
+  expected.erase("model.mode");
+  expected.erase("training.seed");
+  CHECK(covered == expected);
+
+  // The arm's mode and the seed do not change the key: the state records results per arm and seed.
+  ReproduceOptions o = base;
+  o.config.model.mode = ResidualMode::standard;
+  o.config.training.seed = 1234;
+  CHECK(reproduce_resume_key(o, sha) == key);
+  // The run's identity beyond the config does.
+  o = base;
+  o.protocol = "paired";
+  CHECK(!(reproduce_resume_key(o, sha) == key));
+  CHECK(!(reproduce_resume_key(base, "abd") == key));
+}

@@ -1,0 +1,99 @@
+// RunConfig: everything that decides what a training run computes, in one value with one JSON
+// mapping: the model (MicroLMConfig), the training (steps, batch, AdamW, schedule, clipping,
+// init, seed) and the data (dataset, limits, evaluation windows). Named presets hang on it.
+// It does not hold where things live (data and cache directories, output paths), thread counts
+// or progress callbacks: those change neither a result nor a resume key.
+//
+// JSON (to_json / run_config_from_json), every key optional when read (absent = the default below):
+//   {"model":    {vocab, dim, layers, heads, kv_heads, seq_len, expansion, mode, norm, norm_eps,
+//                 ffn, rope, bias, learned_positions, tied_head, attnres_block_size},
+//    "training": {steps, batch, clip, lr, beta1, beta2, eps, weight_decay, decay, schedule,
+//                 warmup, min_lr_ratio, init, seed, sequential},
+//    "data":     {dataset, train_limit, eval_limit, eval_windows, eval_full}}
+// Reading refuses unknown keys, wrong types and configs validate() refuses, naming the key.
+//
+// The vocabulary size is model.vocab: the BPE tokenizer is trained to it and the model then takes
+// the tokenizer's size (one field, so a data vocabulary and a model vocabulary cannot disagree).
+//
+// How evolve's Genome (train/experiments/evolve.h) maps onto a RunConfig, for when it moves here:
+//   genome.mode, dim, layers, heads, kv_heads, seq_len -> model.mode, dim, layers, heads, kv_heads,
+//                                                         seq_len (model.vocab from the corpus)
+//   genome.lr -> training.adamw.lr;   genome.steps -> training.steps
+//   genome.batch -> training.batch;   genome.schedule -> training.schedule.kind, with
+//                                     warmup = default_warmup_steps(kind, steps)
+//   fixed by evolve: training.clip 1.0, adamw.decay matrices_only, init identical
+//   the trial's seed -> training.seed;   EvolveOptions.eval_windows -> data.eval_windows
+//   data limits 0 (whole splits)
+// A genome is then a RunConfig plus the list of genes a mutation may change.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/micro_lm.h"
+#include "train/io/json.h"
+#include "train/optim.h"
+
+namespace dg {
+
+// How weights start: the reference's torch draw order (parity) or name-keyed draws that make
+// block and rd arms start as the same function (identical).
+enum class InitScheme { parity, identical };
+InitScheme parse_init_scheme(const std::string& text);
+const char* init_scheme_name(InitScheme s);
+
+// The optimisation of a run. Defaults are the reference's (upstream-protocol.md §1.4): 30 AdamW
+// steps of batch 4 at a constant 6e-4, clipping at 1, torch-parity init, seed 42.
+struct TrainingConfig {
+  int64_t steps = 30;
+  int64_t batch = 4;
+  double clip = 1.0;  // max gradient norm; <= 0 disables clipping
+  AdamWConfig adamw;  // adamw.lr is the peak learning rate
+  // kind, warmup_steps and min_lr_ratio; its lr and total_steps are always adamw.lr and steps
+  // (the Trainer sets them), so they are not part of the JSON.
+  Schedule schedule;
+  InitScheme init = InitScheme::parity;
+  uint64_t seed = 42;
+  bool sequential = false;  // consecutive windows instead of the reference's random windows
+};
+
+// The warm-up a command gives a schedule when none is asked for: 5% of the steps (at least one)
+// for cosine, none for constant.
+int64_t default_warmup_steps(Schedule::Kind kind, int64_t steps);
+
+// The data of a run. Defaults: WikiText-2, every id, the reference's 32 evaluation windows.
+struct DataConfig {
+  std::string dataset = "wikitext-2";  // wikitext-2 | tiny-shakespeare
+  int64_t train_limit = 0;             // train ids used (the first ones); 0 = all
+  int64_t eval_limit = 0;              // validation (and test) ids used; 0 = all
+  int64_t eval_windows = 32;           // windows of seq_len in the evaluation; 0 = every window
+  bool eval_full = false;              // also evaluate every window of the validation split
+};
+
+struct RunConfig {
+  MicroLMConfig model;
+  TrainingConfig training;
+  DataConfig data;
+
+  // Throws std::invalid_argument naming the first key that is out of range or inconsistent
+  // (model sizes, heads dividing dim, kv_heads dividing heads, steps, batch, lr, limits, ...).
+  // Every command calls it before it loads data or builds a model.
+  void validate() const;
+};
+
+// The three sections and the whole config, in the key order of the JSON above.
+json::Value model_json(const MicroLMConfig& model);
+json::Value training_json(const TrainingConfig& training);
+json::Value data_json(const DataConfig& data);
+json::Value to_json(const RunConfig& config);
+// The inverse of to_json; absent keys keep their defaults (model.kv_heads defaults to
+// model.heads). Errors name `source` and the key ("cfg.json: training.steps: ...").
+RunConfig run_config_from_json(const json::Value& value, const std::string& source = "run config");
+
+// Named presets: "micro" (the reference's model and run, RunConfig{}), "small" (d256, 8 layers,
+// 8 heads, seq 256, batch 8) and "base" (vocab 50304, d768, 12 layers, 12 heads, seq 256, FFN 4x,
+// batch 4). Throws listing the names for another.
+const std::vector<std::string>& run_preset_names();
+RunConfig run_preset(const std::string& name);
+
+}  // namespace dg
