@@ -622,7 +622,10 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& s
       field("model.vocab", [&]() -> const json::Object& { return vocab->as_object(); });
   tokenizer.tokens_.assign(entries.size(), std::string());
   std::vector<bool> seen(entries.size(), false);
-  for (const auto& [token, id_value] : entries) {
+  for (const auto& entry : entries) {
+    // Plain variables, not a structured binding: clang < 16 cannot capture a binding in a lambda.
+    const std::string& token = entry.first;
+    const json::Value& id_value = entry.second;
     const std::string name = fmt::format("model.vocab[\"{}\"]", token);
     const int64_t id = field(name, [&] { return id_value.as_int(); });
     if (id < 0 || id >= static_cast<int64_t>(entries.size())) {
