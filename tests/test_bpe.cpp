@@ -597,6 +597,9 @@ TEST_CASE("malformed tokenizer.json files are rejected naming the file and field
       {replaced(R"("content": "<unk>")", R"("content": "<UNK>")"), "added_tokens[1]"},
       {replaced(R"("lstrip": false)", R"("lstrip": true)"), "added_tokens[0].lstrip"},
       {replaced(R"("merges": [)", R"("merges": {}, "x": [)"), "model.merges"},
+      // An added token's id of -1 indexed tokens_[-1]; 2^32 wrapped to 0 (tests/fuzz corpus).
+      {replaced(R"("id": 0,)", R"("id": -1,)"), "added_tokens[0].id: -1 is not a valid id"},
+      {replaced(R"("id": 0,)", R"("id": 4294967296,)"), "added_tokens[0].id: 4294967296 is not"},
   };
   for (const auto& test_case : cases) {
     const auto& text = test_case.first;  // plain variables: clang < 16 cannot capture bindings

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what depthgrad needs to build and test on Debian, and nothing that is already there.
 # Uses apt-get (through sudo when not root). Python and torch are never needed here.
+# Extra package names given as arguments are installed too (`make fuzz` asks for clang's).
 set -euo pipefail
-packages=(g++ cmake make libopenblas-openmp-dev doctest-dev libfmt-dev)
+packages=(g++ cmake make libopenblas-openmp-dev doctest-dev libfmt-dev "$@")
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
