@@ -2,13 +2,23 @@
 #   make test        build (Release) and run the whole suite through ctest, at 1 and 2 threads
 #   make reproduce   build and run the rd-attnres reproduction on DATA (default ../shared/data)
 #   make bench       build and run the benchmarks (bench_matmul, bench_attention, depthgrad bench; add --compare-torch by hand)
+#   make test-sanitize     the whole suite built with ASan + UBSan (build-sanitize/), through ctest
+#   make test-sanitize-ci  the same build, only the tests labelled sanitize-ci (a few minutes)
+#   make fuzz        build the libFuzzer targets of tests/fuzz/ with clang (build-fuzz/) and run
+#                    each for FUZZ_SECONDS (default 60), one at a time; never part of `make test`
+#   make fuzz-corpus rewrite the seed files of tests/fuzz/corpus/ (crash-* regressions stay)
 #   make PORTABLE=1  build without -march=native
 BUILD ?= build
 DATA ?= $(if $(DEPTHGRAD_DATA),$(DEPTHGRAD_DATA),../shared/data)
 JOBS ?= $(shell nproc)
 NATIVE := $(if $(PORTABLE),OFF,ON)
+SANITIZE_BUILD ?= build-sanitize
+FUZZ_BUILD ?= build-fuzz
+FUZZ_CXX ?= clang++-14
+FUZZ_SECONDS ?= 60
 
-.PHONY: all deps configure build test reproduce bench clean format
+.PHONY: all deps configure build test reproduce bench clean format \
+	sanitize-build test-sanitize test-sanitize-ci fuzz fuzz-corpus
 
 all: build
 
@@ -33,8 +43,34 @@ bench: build
 	./$(BUILD)/bench_attention
 	./$(BUILD)/depthgrad bench
 
+# ASan + UBSan (gcc by default; CXX=clang++-14 works too). Any report fails its test.
+sanitize-build: deps
+	@cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Release -DDG_NATIVE=$(NATIVE) -DDG_SANITIZE=ON \
+	  -DDG_TEST_DATA_DIR=$(abspath $(DATA)) > $(SANITIZE_BUILD).configure.log || (cat $(SANITIZE_BUILD).configure.log; exit 1)
+	@cmake --build $(SANITIZE_BUILD) -j $(JOBS)
+
+SANITIZE_ENV := UBSAN_OPTIONS=print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1
+
+test-sanitize: sanitize-build
+	cd $(SANITIZE_BUILD) && $(SANITIZE_ENV) ctest --output-on-failure -j 1
+
+test-sanitize-ci: sanitize-build
+	cd $(SANITIZE_BUILD) && $(SANITIZE_ENV) ctest --output-on-failure -j 1 -L sanitize-ci
+
+fuzz:
+	@./tools/install-deps.sh $(if $(filter clang++-14,$(FUZZ_CXX)),clang-14 libclang-rt-14-dev)
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DDG_NATIVE=$(NATIVE) -DDG_FUZZ=ON \
+	  -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) > $(FUZZ_BUILD).configure.log || (cat $(FUZZ_BUILD).configure.log; exit 1)
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+	./tests/fuzz/run_fuzzers.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+fuzz-corpus: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target dg_fuzz_make_corpus
+	./$(BUILD)/dg_fuzz_make_corpus tests/fuzz/corpus
+
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(BUILD).configure.log
+	rm -rf $(BUILD) $(BUILD).configure.log $(SANITIZE_BUILD) $(SANITIZE_BUILD).configure.log \
+	  $(FUZZ_BUILD) $(FUZZ_BUILD).configure.log

@@ -97,7 +97,8 @@ void Module::load_state_dict(const std::vector<NamedTensor>& tensors, bool stric
     copies.emplace_back(p, &src);
   }
   if (strict && copies.size() != given.size()) {
-    for (auto& [name, t] : tensors) {
+    for (auto& named : tensors) {
+      const std::string& name = named.first;  // a plain variable: clang < 16 cannot capture a structured binding
       bool known = std::any_of(own.begin(), own.end(), [&](const NamedTensor& o) { return o.first == name; });
       if (!known) throw std::invalid_argument(fmt::format("state dict: unexpected tensor '{}'", name));
     }

@@ -15,7 +15,7 @@ namespace dg {
 // (tested; measured 1.06). exp_f32(0) = 1; x < −87 (and −inf) give 0; x > 88 gives +inf; NaN
 // stays NaN. Plain arithmetic only, so deterministic. Double uses std::exp (the gradcheck type).
 inline float exp_f32(float x) {
-  float xc = x < -87.0f ? -87.0f : x;
+  float xc = x >= -87.0f ? x : -87.0f;  // NaN clamps too: casting a NaN k to int would be UB
   xc = xc > 88.0f ? 88.0f : xc;
   // round to nearest by adding and subtracting 1.5·2²³ (floorf does not vectorise here)
   const float k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;

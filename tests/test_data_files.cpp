@@ -1,5 +1,6 @@
 // Data and cache directory resolution, the pinned data set table (against SHA256SUMS and
-// tools/download-data.sh), and the checked loader on real, missing, truncated and altered files.
+// tools/download-data.sh), the checked loader on real, missing, truncated and altered files, and
+// the encoded-ids cache files of train/data/corpus.h.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -10,8 +11,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "train/data/corpus.h"
 #include "train/data/data_files.h"
 #include "train/io/files.h"
+#include "train/io/sha256.h"
 #include "tests/temp_dir.h"
 #include "tests/test_data.h"
 
@@ -175,4 +178,28 @@ TEST_CASE("data_files: load_dataset_file reads good files and explains missing o
   // An intact copy in the temp directory loads.
   dg::write_file_atomic(temp_data + "/wikitext-2/valid.txt", valid);
   CHECK(dg::load_dataset_file(temp_data, "wikitext-2/valid.txt") == valid);
+}
+
+TEST_CASE("ids cache: round-trip, and damaged files are refused without huge allocations") {
+  const std::vector<int32_t> ids{1, 2, 3, 500, 0, -1};
+  const std::string good = dg::serialize_ids(ids);
+  std::vector<int32_t> back;
+  CHECK(dg::deserialize_ids(good, back));
+  CHECK(back == ids);
+  CHECK(dg::deserialize_ids(dg::serialize_ids({}), back));  // once a memcpy from a null pointer (UB)
+  CHECK(back.empty());
+  CHECK_FALSE(dg::deserialize_ids(good.substr(0, good.size() - 1), back));
+  std::string flipped = good;
+  flipped[20] ^= 1;
+  CHECK_FALSE(dg::deserialize_ids(flipped, back));
+  // A count of 2^62 makes 16 + 4n + 32 wrap around to 48: the header, no ids and the SHA-256 of
+  // nothing passed the size check and asked for a vector of 2^62 ids (std::length_error).
+  std::string wrapped = "DGIDS001";
+  const uint64_t count = uint64_t{1} << 62;
+  wrapped.append(reinterpret_cast<const char*>(&count), 8);
+  dg::Sha256 empty;
+  const auto digest = empty.finish();
+  wrapped.append(reinterpret_cast<const char*>(digest.data()), digest.size());
+  REQUIRE(wrapped.size() == 48);
+  CHECK_FALSE(dg::deserialize_ids(wrapped, back));
 }

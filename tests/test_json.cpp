@@ -73,7 +73,7 @@ TEST_CASE("json: accessors name expected and actual kinds") {
   CHECK_THROWS_WITH_AS(object.at("b").at(size_t{2}), doctest::Contains("index 2 out of range"),
                        std::runtime_error);
   CHECK_THROWS(Value(3).size());
-  CHECK_THROWS_AS(Value(std::numeric_limits<uint64_t>::max()), std::out_of_range);
+  CHECK_THROWS_AS(Value{std::numeric_limits<uint64_t>::max()}, std::out_of_range);
   CHECK(Value(uint64_t{5}).as_int() == 5);
 }
 

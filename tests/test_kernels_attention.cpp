@@ -213,7 +213,9 @@ TEST_CASE("causal attention matches torch 1.13 (math attention with a causal mas
     for (auto [t, golden] :
          {std::pair{r.out, &out_g}, {r.dq, &dq_g}, {r.dk, &dk_g}, {r.dv, &dv_g}}) {
       std::vector<double> got = t.to_vector();
-      for (auto [i, want] : *golden) {
+      for (const auto& index_value : *golden) {
+        const auto i = index_value.first;  // plain variables: clang < 16 cannot capture bindings
+        const auto want = index_value.second;
         CAPTURE(i);
         CHECK(std::fabs(got[i] - want) <= 1e-6);
       }

@@ -80,8 +80,9 @@ TEST_CASE_TEMPLATE("nn kernels: fast matches reference", T, float, double) {
 
   SUBCASE("softmax and log_softmax, last and middle axis") {
     for (bool log : {false, true})
-      for (auto [outer, C, inner] :
-           {std::tuple<int64_t, int64_t, int64_t>{rows, 37, 1}, {5, 11, 7}}) {
+      for (auto dims : {std::tuple<int64_t, int64_t, int64_t>{rows, 37, 1}, {5, 11, 7}}) {
+        const auto [outer, C, inner_] = dims;
+        const int64_t inner = inner_;  // a plain variable: clang < 16 cannot capture a binding
         CAPTURE(log);
         CAPTURE(inner);
         const int64_t n = outer * C * inner;

@@ -723,7 +723,9 @@ TEST_CASE("init_identical: rd_attnres starts as the same function as block_attnr
   block.init_identical(42);
   rd.init_identical(42);
   for (MicroBlock* b : rd.blocks) CHECK(max_abs_diff(b->v_route->weight, b->qk_route->weight) == 0.0);
-  for (auto& [name, p] : block.named_parameters()) {
+  for (auto& named : block.named_parameters()) {
+    const std::string& name = named.first;  // plain variables: clang < 16 cannot capture bindings
+    const auto& p = named.second;
     CAPTURE(name);
     CHECK(max_abs_diff(p, rd.parameter(name)) == 0.0);
   }

@@ -104,6 +104,31 @@ TEST_CASE("checkpoints of another configuration or damaged files are refused, na
   Trainer pristine(cfg, ids);
   CHECK(weights_of(v) == weights_of(pristine));
 
+  // Metadata and state the trainer restores are checked before anything changes. A negative
+  // data position used to be taken as is (the next batch read ids[-99]: heap overflow), and a
+  // bad RNG blob gave an error without the file after the weights were already copied.
+  const SafetensorsFile good = load_safetensors(ckpt);
+  const auto rewritten = [&](const std::string& name, const std::string& key, const std::string& value) {
+    SafetensorsFile f = good;
+    f.metadata[key] = value;
+    const std::string out = (dir.path / name).string();
+    save_safetensors(out, f.tensors, f.metadata);
+    return out;
+  };
+  CHECK_THROWS_WITH(v.load_checkpoint(rewritten("p.safetensors", "depthgrad.data_position", "-99")),
+                    doctest::Contains("p.safetensors: metadata 'depthgrad.data_position' is '-99', expected an integer in [0, 3000]"));
+  CHECK_THROWS_WITH(v.load_checkpoint(rewritten("s.safetensors", "depthgrad.step", "2x")),
+                    doctest::Contains("'depthgrad.step' is '2x'"));
+  CHECK_THROWS_WITH(v.load_checkpoint(rewritten("o.safetensors", "depthgrad.optimizer_step", "-3")),
+                    doctest::Contains("o.safetensors: metadata 'depthgrad.optimizer_step'"));
+  SafetensorsFile bad_rng = good;
+  for (TensorEntry& e : bad_rng.tensors)
+    if (e.name == "state.batch_rng") e.bytes[0] ^= 1;
+  const std::string rng_path = (dir.path / "rng.safetensors").string();
+  save_safetensors(rng_path, bad_rng.tensors, bad_rng.metadata);
+  CHECK_THROWS_WITH(v.load_checkpoint(rng_path), doctest::Contains("rng.safetensors: tensor 'state.batch_rng'"));
+  CHECK(weights_of(v) == weights_of(pristine));  // nothing half-loaded
+
   // A weights-only file is not a training checkpoint.
   const std::string weights = (dir.path / "weights.safetensors").string();
   save_weights(weights, t.model());
@@ -134,6 +159,12 @@ TEST_CASE("training configs round-trip through JSON and bad fields are named") {
   json::Value heads = v;
   heads["model"]["kv_heads"] = 3;
   CHECK_THROWS_WITH(TrainerConfig::from_json(heads, "cfg.json"), doctest::Contains("kv_heads"));
+  // Found by fuzz_train_config: a model that is not an object gave "JSON value: expected object,
+  // got number", without the file.
+  json::Value not_object = v;
+  not_object["model"] = 3;
+  CHECK_THROWS_WITH(TrainerConfig::from_json(not_object, "cfg.json"),
+                    doctest::Contains("cfg.json: field 'model' must be an object, got number"));
 }
 
 TEST_CASE("after the first steps, training takes every tensor buffer from the storage cache") {

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what depthgrad needs to build and test on Debian, and nothing that is already there.
 # Uses apt-get (through sudo when not root). Python and torch are never needed here.
+# Extra package names given as arguments are installed too (`make fuzz` asks for clang's).
 set -euo pipefail
 packages=(g++ cmake make libopenblas-openmp-dev doctest-dev libfmt-dev
   pkg-config      # tests/package_consumer.sh builds the example with pkg-config too
   clang-format    # tools/format.sh --check runs in the test suite
+  "$@"            # extra packages a target asks for (`make fuzz`: clang)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -176,8 +176,10 @@ TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::s
   try {
     step = std::stoll(step_it->second);
   } catch (const std::exception&) {
-    throw std::runtime_error(fmt::format("{}: metadata 'depthgrad.optimizer_step' is not an integer: '{}'", path, step_it->second));
+    step = -1;
   }
+  if (step < 0)  // a negative step count would make AdamW's bias corrections negative
+    throw std::runtime_error(fmt::format("{}: metadata 'depthgrad.optimizer_step' is not a non-negative integer: '{}'", path, step_it->second));
   TrainingState state;
   state.metadata = file.metadata;
   for (const TensorEntry& e : file.tensors) {

@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <chrono>
+#include <limits>
 #include <cmath>
 #include <cstring>
 
@@ -121,33 +123,55 @@ void Trainer::load_checkpoint(const std::string& path) {
                                              s ? json::dump(*s) : "missing", json::dump(*m)));
     }
   }
-  TrainingState state = load_training_checkpoint(file, path, *model_, *optimizer_);
+  // The trainer's own state is read and checked before anything changes, so a bad checkpoint
+  // leaves the trainer as it was (load_training_checkpoint checks all of its part before copying).
   auto meta = [&](const char* key) -> const std::string& {
-    auto it = state.metadata.find(key);
-    if (it == state.metadata.end()) throw std::runtime_error(fmt::format("{}: metadata '{}' is missing", path, key));
+    auto it = file.metadata.find(key);
+    if (it == file.metadata.end()) throw std::runtime_error(fmt::format("{}: metadata '{}' is missing", path, key));
     return it->second;
   };
-  try {
-    step_ = std::stoll(meta("depthgrad.step"));
-    clipped_ = std::stoll(meta("depthgrad.clipped_steps"));
-    if (loader_) loader_->set_position(std::stoll(meta("depthgrad.data_position")));
-  } catch (const std::invalid_argument&) {
-    throw std::runtime_error(fmt::format("{}: step metadata is not a number", path));
-  }
+  // A whole-string integer in [0, max]: a negative or huge data position once read out of bounds.
+  auto count = [&](const char* key, int64_t max) {
+    const std::string& text = meta(key);
+    int64_t value = -1;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc() || end != text.data() + text.size() || value < 0 || value > max)
+      throw std::runtime_error(
+          fmt::format("{}: metadata '{}' is '{}', expected an integer in [0, {}]", path, key, text, max));
+    return value;
+  };
+  const int64_t step = count("depthgrad.step", std::numeric_limits<int64_t>::max());
+  const int64_t clipped = count("depthgrad.clipped_steps", step);
+  const int64_t position = count("depthgrad.data_position", static_cast<int64_t>(train_ids_.size()));
   auto blob = [&](const char* key) -> const std::vector<uint8_t>& {
-    auto it = state.blobs.find(key);
-    if (it == state.blobs.end()) throw std::runtime_error(fmt::format("{}: tensor 'state.{}' is missing", path, key));
-    return it->second;
+    const TensorEntry* e = file.find(std::string("state.") + key);
+    if (!e) throw std::runtime_error(fmt::format("{}: tensor 'state.{}' is missing", path, key));
+    if (e->dtype != "U8") throw std::runtime_error(fmt::format("{}: tensor 'state.{}' must be U8", path, key));
+    return e->bytes;
   };
-  batch_rng_.set_state(blob("batch_rng"));
-  auto unpack = [&](const std::vector<uint8_t>& b, const char* key) {
-    if (b.size() % sizeof(double) != 0) throw std::runtime_error(fmt::format("{}: 'state.{}' has a bad size", path, key));
+  NumpyGenerator batch_rng = batch_rng_;
+  try {
+    batch_rng.set_state(blob("batch_rng"));
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(fmt::format("{}: tensor 'state.batch_rng': {}", path, e.what()));
+  }
+  auto unpack = [&](const char* key) {
+    const std::vector<uint8_t>& b = blob(key);
+    if (b.size() % sizeof(double) != 0)
+      throw std::runtime_error(fmt::format("{}: 'state.{}' has {} bytes, not a whole number of doubles", path, key, b.size()));
     std::vector<double> v(b.size() / sizeof(double));
-    std::memcpy(v.data(), b.data(), b.size());
+    if (!v.empty()) std::memcpy(v.data(), b.data(), b.size());  // data() may be null when empty
     return v;
   };
-  losses_ = unpack(blob("losses"), "losses");
-  grad_norms_ = unpack(blob("grad_norms"), "grad_norms");
+  std::vector<double> losses = unpack("losses"), grad_norms = unpack("grad_norms");
+
+  load_training_checkpoint(file, path, *model_, *optimizer_);
+  step_ = step;
+  clipped_ = clipped;
+  if (loader_) loader_->set_position(position);
+  batch_rng_ = batch_rng;
+  losses_ = std::move(losses);
+  grad_norms_ = std::move(grad_norms);
 }
 
 }  // namespace dg

@@ -21,7 +21,11 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 constexpr const char* kAlgorithmVersion = "depthgrad-bpe-1";
 const std::vector<std::string> kSpecials{"<pad>", "<unk>", "<bos>", "<eos>"};
 
-// Cached ids file: "DGIDS001" | uint64 count | int32 ids... | 32-byte sha256 of the ids bytes.
+void truncate(std::vector<int32_t>& ids, int64_t limit) {
+  if (limit > 0 && static_cast<int64_t>(ids.size()) > limit) ids.resize(limit);
+}
+}  // namespace
+
 std::string serialize_ids(const std::vector<int32_t>& ids) {
   std::string out = "DGIDS001";
   uint64_t n = ids.size();
@@ -40,21 +44,18 @@ bool deserialize_ids(const std::string& bytes, std::vector<int32_t>& ids) {
   if (bytes.size() < 8 + 8 + 32 || bytes.compare(0, 8, "DGIDS001") != 0) return false;
   uint64_t n;
   std::memcpy(&n, bytes.data() + 8, 8);
-  if (bytes.size() != 16 + n * 4 + 32) return false;
+  // Compare the count with the bytes present before multiplying: 16 + n * 4 + 32 wraps around
+  // for n >= 2^62 and would let a 48-byte file ask for an enormous vector.
+  if (n != (bytes.size() - 16 - 32) / 4 || (bytes.size() - 16 - 32) % 4 != 0) return false;
   std::string_view body(bytes.data() + 16, n * 4);
   Sha256 h;
   h.update(body);
   auto digest = h.finish();
   if (std::memcmp(digest.data(), bytes.data() + 16 + n * 4, 32) != 0) return false;
   ids.resize(n);
-  std::memcpy(ids.data(), body.data(), n * 4);
+  if (n > 0) std::memcpy(ids.data(), body.data(), n * 4);  // an empty vector's data() may be null
   return true;
 }
-
-void truncate(std::vector<int32_t>& ids, int64_t limit) {
-  if (limit > 0 && static_cast<int64_t>(ids.size()) > limit) ids.resize(limit);
-}
-}  // namespace
 
 Corpus load_wikitext_corpus(const CorpusOptions& opt) {
   Corpus c;

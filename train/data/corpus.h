@@ -41,4 +41,9 @@ struct Corpus {
 
 Corpus load_wikitext_corpus(const CorpusOptions& options);
 
+// The cached ids file: "DGIDS001" | uint64 count | int32 ids... | 32-byte SHA-256 of the ids bytes.
+std::string serialize_ids(const std::vector<int32_t>& ids);
+// Reads a cached ids file; false (the caller re-encodes) when it is truncated, corrupted or not one.
+bool deserialize_ids(const std::string& bytes, std::vector<int32_t>& ids);
+
 }  // namespace dg

@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <limits>
 #include <functional>
 #include <queue>
 #include <stdexcept>
@@ -622,7 +623,10 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& s
       field("model.vocab", [&]() -> const json::Object& { return vocab->as_object(); });
   tokenizer.tokens_.assign(entries.size(), std::string());
   std::vector<bool> seen(entries.size(), false);
-  for (const auto& [token, id_value] : entries) {
+  for (const auto& entry : entries) {
+    // Plain variables, not a structured binding: clang < 16 cannot capture a binding in a lambda.
+    const std::string& token = entry.first;
+    const json::Value& id_value = entry.second;
     const std::string name = fmt::format("model.vocab[\"{}\"]", token);
     const int64_t id = field(name, [&] { return id_value.as_int(); });
     if (id < 0 || id >= static_cast<int64_t>(entries.size())) {
@@ -677,7 +681,10 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& s
       const json::Value& item = list[i];
       if (!item.is_object()) fail(name, "expected an object");
       AddedToken token;
-      token.id = static_cast<int32_t>(field(name + ".id", [&] { return item.at("id").as_int(); }));
+      const int64_t id = field(name + ".id", [&] { return item.at("id").as_int(); });
+      if (id < 0 || id > std::numeric_limits<int32_t>::max())  // once indexed tokens_[-1]
+        fail(name + ".id", fmt::format("{} is not a valid id", id));
+      token.id = static_cast<int32_t>(id);
       token.content = field(name + ".content", [&] { return item.at("content").as_string(); });
       const json::Value* special = item.find("special");
       token.special =
