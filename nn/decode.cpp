@@ -12,7 +12,9 @@
 #include "tensor/kernels_attention.h"
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
 #include "tensor/kernels_matmul.h"
-#include "tensor/kernels_nn.h"
+#include "tensor/kernels_embedding.h"
+#include "tensor/kernels_loss.h"
+#include "tensor/kernels_norm.h"
 
 namespace dg {
 

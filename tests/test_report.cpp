@@ -297,9 +297,10 @@ void erase_key(json::Value& root, const std::string& parent, const std::string& 
     v = &(*v)[parent.substr(at, dot - at)];
     at = dot + 1;
   }
-  json::Object& o = v->as_object();
-  o.erase(std::remove_if(o.begin(), o.end(), [&](const auto& kv) { return kv.first == key; }),
-          o.end());
+  json::Object kept;  // json::Object keeps references stable, so it has no erase: rebuild it
+  for (const auto& [k, value] : v->as_object())
+    if (k != key) kept.emplace_back(k, value);
+  *v = json::Value(std::move(kept));
 }
 
 TEST_CASE("a missing or mistyped key in result.json is an error naming it, never a silent n/a") {

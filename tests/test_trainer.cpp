@@ -164,7 +164,7 @@ TEST_CASE("training configs round-trip through JSON and bad fields are named") {
   json::Value not_object = v;
   not_object["model"] = 3;
   CHECK_THROWS_WITH(TrainerConfig::from_json(not_object, "cfg.json"),
-                    doctest::Contains("cfg.json: field 'model' must be an object, got number"));
+                    doctest::Contains("cfg.json: model: expected an object, got number"));
 }
 
 TEST_CASE("after the first steps, training takes every tensor buffer from the storage cache") {
