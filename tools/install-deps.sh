@@ -2,7 +2,7 @@
 # Installs what depthgrad needs to build and test on Debian, and nothing that is already there.
 # Uses apt-get (through sudo when not root). Python and torch are never needed here.
 set -euo pipefail
-packages=(g++ cmake make libopenblas-openmp-dev doctest-dev libfmt-dev)
+packages=(g++ cmake make libopenblas-openmp-dev doctest-dev libfmt-dev openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -56,6 +56,7 @@ json::Value TrainerConfig::to_json() const {
   v["init"] = init_scheme_name(init);
   v["seed"] = static_cast<int64_t>(seed);
   v["sequential"] = sequential;
+  v["accum"] = accum;
   return v;
 }
 
@@ -71,7 +72,7 @@ TrainerConfig TrainerConfig::from_json(const json::Value& v, const std::string& 
   };
   if (!v.is_object()) throw std::invalid_argument(fmt::format("{}: a training config must be a JSON object", source));
   static const char* known[] = {"model", "steps", "batch", "clip", "lr", "beta1", "beta2", "eps", "weight_decay", "decay",
-                                "schedule", "warmup", "min_lr_ratio", "init", "seed", "sequential"};
+                                "schedule", "warmup", "min_lr_ratio", "init", "seed", "sequential", "accum"};
   for (auto& [key, value] : v.as_object()) {
     bool ok = false;
     for (const char* k : known) ok = ok || key == k;
@@ -143,6 +144,8 @@ TrainerConfig TrainerConfig::from_json(const json::Value& v, const std::string& 
       c.seed = static_cast<uint64_t>(s);
     });
   if (auto* x = field(v, "sequential")) wrap("sequential", [&] { c.sequential = x->as_bool(); });
+  if (auto* x = field(v, "accum")) wrap("accum", [&] { c.accum = x->as_int(); });
+  if (c.accum < 1) throw std::invalid_argument(fmt::format("{}: accum must be >= 1", source));
   if (c.steps < 1 || c.batch < 1) throw std::invalid_argument(fmt::format("{}: steps and batch must be >= 1", source));
   return c;
 }
@@ -150,22 +153,32 @@ TrainerConfig TrainerConfig::from_json(const json::Value& v, const std::string& 
 // ---- the loop ---------------------------------------------------------------------------------------------
 
 Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids)
-    : config_(config), train_ids_(train_ids), batch_rng_(config.seed) {
+    : Trainer(config, train_ids, nullptr, false) {}
+
+Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids, Collectives* world, bool zero1)
+    : config_(config), train_ids_(train_ids), batch_rng_(config.seed), world_(world), zero1_(zero1) {
+  if (world_ && world_->size() == 1) world_ = nullptr;  // a group of one is one process
+  if (config_.accum < 1) throw std::invalid_argument(fmt::format("trainer: accum must be >= 1, got {}", config_.accum));
   config_.model.validate();
   // §1.4 order: model (init from the seed), optimizer, then the batch RNG.
   model_ = std::make_unique<MicroLM>(config_.model, DType::f32);
   if (config_.init == InitScheme::parity) model_->init_torch_parity(config_.seed);
   else model_->init_identical(config_.seed);
   flat_ = flatten_parameters(*model_);
-  optimizer_ = std::make_unique<AdamW>(flat_, config_.adamw);
+  if (accumulates()) setup_data_parallel();  // shard bounds; ZeRO-1 keeps only this rank's moments
+  if (zero1_ && world_) optimizer_ = std::make_unique<AdamW>(flat_, config_.adamw, shard_bounds_[world_->rank()], shard_bounds_[world_->rank() + 1]);
+  else optimizer_ = std::make_unique<AdamW>(flat_, config_.adamw);
   // The parameters' first buffers (replaced by views into the flat buffer) and init's scratch
   // sit in the storage cache in sizes the steps never ask for: give them back to the system.
   storage_cache_clear();
   config_.schedule.lr = config_.adamw.lr;
-  if (config_.sequential) loader_ = std::make_unique<SequentialLoader>(train_ids_, config_.batch, config_.model.seq_len);
+  if (config_.sequential) loader_ = std::make_unique<SequentialLoader>(train_ids_, global_batch(), config_.model.seq_len);
 }
 
+int64_t Trainer::global_batch() const { return ranks() * config_.accum * config_.batch; }
+
 StepLog Trainer::train_step() {
+  if (accumulates()) return accumulated_step();
   const auto start = std::chrono::steady_clock::now();
   if (loader_) loader_->next(batch_);
   else sample_lm_batch(batch_rng_, train_ids_, config_.batch, config_.model.seq_len, batch_);
@@ -214,7 +227,11 @@ void Trainer::save_checkpoint(const std::string& path) const {
   };
   state.blobs["losses"] = pack(losses_);
   state.blobs["grad_norms"] = pack(grad_norms_);
-  save_training_checkpoint(path, *model_, *optimizer_, state);
+  state.metadata["depthgrad.global_batch"] = std::to_string(global_batch());
+  if (!world_) return save_training_checkpoint(path, *model_, *optimizer_, state);
+  std::unique_ptr<AdamW> full = zero1_ ? full_optimizer_state() : nullptr;  // collective
+  if (world_->rank() == 0) save_training_checkpoint(path, *model_, full ? *full : *optimizer_, state);
+  world_->barrier();  // complete on disk before any rank goes on
 }
 
 void Trainer::load_checkpoint(const std::string& path) {
@@ -226,14 +243,24 @@ void Trainer::load_checkpoint(const std::string& path) {
       throw std::runtime_error(fmt::format("{}: metadata 'depthgrad.config' is missing (not a depthgrad training checkpoint)", path));
     json::Value saved = json::parse(it->second, path + " (depthgrad.config)");
     json::Value mine = config_.to_json();
-    for (const char* key : {"model", "batch", "seed", "sequential", "init"}) {
+    // The global batch must agree; how it is split (ranks × accum × batch) may change on resume.
+    const json::Value* saved_batch = saved.find("batch");
+    const json::Value* saved_accum = saved.find("accum");
+    int64_t saved_global = saved_batch && saved_batch->is_number() ? saved_batch->as_int() * (saved_accum ? saved_accum->as_int() : 1) : -1;
+    if (auto g = file.metadata.find("depthgrad.global_batch"); g != file.metadata.end()) saved_global = std::stoll(g->second);
+    if (saved_global != global_batch())
+      throw std::runtime_error(fmt::format("{}: the checkpoint's 'batch' (global batch {}) differs from this run's (global batch {} = {} rank(s) x accum {} x batch {})",
+                                           path, saved_global, global_batch(), ranks(), config_.accum, config_.batch));
+    for (const char* key : {"model", "seed", "sequential", "init"}) {
       const json::Value* s = saved.find(key);
       if (!s || !(*s == mine.at(key)))
         throw std::runtime_error(fmt::format("{}: the checkpoint's '{}' ({}) differs from this run's ({})", path, key,
                                              s ? json::dump(*s) : "missing", json::dump(mine.at(key))));
     }
   }
-  TrainingState state = load_training_checkpoint(file, path, *model_, *optimizer_);
+  std::unique_ptr<AdamW> full = zero1_ && world_ ? std::make_unique<AdamW>(flat_, config_.adamw) : nullptr;
+  TrainingState state = load_training_checkpoint(file, path, *model_, full ? *full : *optimizer_);
+  if (full) take_optimizer_shard(*full);
   auto meta = [&](const char* key) -> const std::string& {
     auto it = state.metadata.find(key);
     if (it == state.metadata.end()) throw std::runtime_error(fmt::format("{}: metadata '{}' is missing", path, key));

@@ -15,6 +15,7 @@
 #include "nn/micro_lm.h"
 #include "train/io/json.h"
 #include "train/batches.h"
+#include "train/data_parallel.h"
 #include "train/optim.h"
 
 namespace dg {
@@ -46,6 +47,9 @@ struct TrainerConfig {
   InitScheme init = InitScheme::parity;
   uint64_t seed = 42;
   bool sequential = false;  // consecutive windows instead of the reference's random windows
+  // Micro-batches of `batch` windows per optimizer step in each process (gradient accumulation);
+  // a step's global batch is ranks × accum × batch (train/data_parallel.h).
+  int64_t accum = 1;
 
   json::Value to_json() const;
   static TrainerConfig from_json(const json::Value& v, const std::string& source);  // errors name source and field
@@ -54,6 +58,10 @@ struct TrainerConfig {
 class Trainer {
  public:
   Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids);
+  // Data parallel over `world` (train/data_parallel.h; not owned, may be null = one process):
+  // rank r runs micro-batches r·accum … r·accum + accum − 1 of every step's global batch, and
+  // the result is bit-identical to one process with accum × ranks. zero1 shards AdamW's moments.
+  Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids, Collectives* world, bool zero1);
   // Runs steps until `step()` == until (or config.steps). Calls on_step after each.
   void run(int64_t until, const std::function<void(const StepLog&)>& on_step = {});
   // One step; returns its log.
@@ -65,7 +73,12 @@ class Trainer {
   const std::vector<double>& losses() const { return losses_; }
   const std::vector<double>& grad_norms() const { return grad_norms_; }
   int64_t clipped_steps() const { return clipped_; }
+  // Windows per optimizer step over all ranks: ranks × accum × batch.
+  int64_t global_batch() const;
+  int ranks() const { return world_ ? world_->size() : 1; }
 
+  // With ranks: called by every rank; rank 0 writes the one file (atomically), and every rank
+  // returns once it is complete.
   void save_checkpoint(const std::string& path) const;
   // Restores a checkpoint written by save_checkpoint for the same config (checked).
   void load_checkpoint(const std::string& path);
@@ -82,6 +95,21 @@ class Trainer {
   int64_t step_ = 0;
   std::vector<double> losses_, grad_norms_;
   int64_t clipped_ = 0;
+
+  // Accumulation and data parallelism (train/data_parallel.cpp).
+  bool accumulates() const { return config_.accum > 1 || ranks() > 1; }
+  void setup_data_parallel();
+  StepLog accumulated_step();
+  std::unique_ptr<AdamW> full_optimizer_state() const;         // zero1: every rank's moments on rank 0
+  void take_optimizer_shard(AdamW& full);                       // zero1: this rank's part of `full`
+  Collectives* world_ = nullptr;
+  bool zero1_ = false;
+  std::vector<int64_t> shard_bounds_;
+  GradientNormBlocks norm_blocks_;
+  std::vector<double> block_sums_, micro_losses_;
+  std::vector<int64_t> micro_starts_;
+  LmBatch step_windows_;  // the step's global batch of windows
+  Tensor gradient_sum_;   // [total] Σ of this rank's micro-batch gradients
 };
 
 }  // namespace dg

@@ -1,6 +1,8 @@
 // `depthgrad train`, `depthgrad eval` and `depthgrad tokenize`: the everyday commands.
 //  train     a micro-LM from flags or a JSON config (--config), with periodic training
-//            checkpoints, --resume, a JSON-lines step log and final weights (safetensors).
+//            checkpoints, --resume, a JSON-lines step log and final weights (safetensors);
+//            --accum K micro-batches per step, and data parallel over MPI ranks under mpirun/srun
+//            (rank 0 prints and writes; --zero 1 shards AdamW's moments).
 //  eval      a checkpoint (weights or training checkpoint) on a split: reference windows or all.
 //  tokenize  train a byte-level BPE (on the pinned corpus or given files), or encode/decode text.
 #include <fmt/core.h>
@@ -23,6 +25,7 @@
 #include "train/experiments/reproduce.h"
 #include "train/io/safetensors.h"
 #include "train/trainer.h"
+#include "train/dist/world.h"
 
 namespace dg::cli {
 
@@ -65,7 +68,11 @@ void add_data_flags(Flags& f) {
 }
 }  // namespace
 
-int cmd_train(int argc, char** argv, int start) {
+static bool parse_layout(const Flags& f, World& world, TrainerConfig& cfg, bool& agreed);
+
+// The train command on one rank; `agreed` is set once every rank is known to run the same settings
+// (from then on an error every rank raises alike is reported once instead of aborting the job).
+static int train_on_rank(int argc, char** argv, int start, World& world, bool& agreed) {
   Flags f("train", "Train a micro-LM. Settings come from --config (a JSON file, see README) and/or flags\n"
                    "(flags given explicitly override the config file).");
   f.add("config", "", "JSON training config (fields as written to <output>/config.json)")
@@ -82,11 +89,14 @@ int cmd_train(int argc, char** argv, int start) {
       .add("eval-every", "0", "steps between validation evaluations (0 = only at the end)")
       .add("eval-windows", "32", "validation windows per evaluation (0 = the whole split)")
       .add("resume", "", "training checkpoint to resume from")
+      .add("accum", "1", "micro-batches of --batch per optimizer step (gradient accumulation)")
+      .add("global-batch", "", "windows per step over all ranks: sets --batch to it / (ranks x accum)")
+      .add("zero", "0", "1 = shard AdamW's moments over the MPI ranks (ZeRO stage 1)")
       .add_switch("sequential", "consecutive windows instead of random windows")
       .add_switch("quiet", "no progress output");
   add_data_flags(f);
   if (!f.parse(argc, argv, start)) {
-    fmt::print("{}", f.help());
+    if (world.rank() == 0) fmt::print("{}", f.help());
     return 0;
   }
   const int threads = apply_threads_flag(f);
@@ -117,21 +127,37 @@ int cmd_train(int argc, char** argv, int start) {
     cfg.schedule = Schedule::parse(f.get("schedule"), cfg.adamw.lr, f.get("schedule") == "constant" ? 0 : warmup, cfg.steps);
   });
   cfg.schedule.total_steps = cfg.steps;
+  take("accum", [&] { cfg.accum = f.get_int("accum"); });
+  const bool zero1 = parse_layout(f, world, cfg, agreed);
+  const bool writes = world.rank() == 0;  // rank 0 prints and writes the run's files
 
   const DataLocation where = resolve_data_location(f);
+  if (!writes) world.collectives().barrier();  // rank 0 fills the tokenizer cache first
   Splits data = load_splits(f.get("dataset"), where.data_dir, where.cache_dir, static_cast<int>(f.get_int("vocab")));
+  if (writes) world.collectives().barrier();
   cfg.model.vocab = data.corpus.tokenizer.vocab_size();
   cfg.model.validate();
+  if (cfg.sequential && static_cast<int64_t>(data.train.size()) < world.size() * cfg.accum * cfg.batch * cfg.model.seq_len + 1)
+    throw UsageError(fmt::format("--sequential: {} train ids cannot fill one global batch of {} windows of {}", data.train.size(),
+                                 world.size() * cfg.accum * cfg.batch, cfg.model.seq_len));
   const std::string out = f.get("output");
-  make_dirs(out);
-  write_file_atomic(out + "/config.json", json::dump(cfg.to_json(), 2) + "\n");
-  write_file_atomic(out + "/tokenizer.json", data.corpus.tokenizer_json);
+  if (writes) {
+    make_dirs(out);
+    write_file_atomic(out + "/config.json", json::dump(cfg.to_json(), 2) + "\n");
+    write_file_atomic(out + "/tokenizer.json", data.corpus.tokenizer_json);
+  }
 
-  Trainer trainer(cfg, data.train);
+  Trainer trainer(cfg, data.train, &world.collectives(), zero1);
   if (!f.get("resume").empty()) trainer.load_checkpoint(f.get("resume"));
-  Progress progress(f.get_bool("quiet"), out + "/steps.jsonl");
+  Progress progress(f.get_bool("quiet") || !writes, writes ? out + "/steps.jsonl" : "");
   progress.message(fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {} thread(s)", cfg.model.describe(),
                                trainer.model().parameter_count(), cfg.steps, f.get("dataset"), data.train.size(), threads));
+  if (world.size() > 1 || cfg.accum > 1)
+    progress.message(fmt::format("{} rank(s) x accum {} x batch {} = global batch {} windows per step{}{}", world.size(), cfg.accum,
+                                 cfg.batch, trainer.global_batch(), zero1 ? ", AdamW moments sharded (ZeRO-1)" : "",
+                                 world.size() > 1 ? fmt::format(", parameters identical on every rank (checksum {})",
+                                                                check_same_parameters(world.collectives(), trainer.parameters()))
+                                                  : ""));
   const int64_t checkpoint_every = f.get_int("checkpoint-every"), eval_every = f.get_int("eval-every");
   const int64_t windows = f.get_int("eval-windows");
   auto eval_starts = [&] {
@@ -150,7 +176,7 @@ int cmd_train(int argc, char** argv, int start) {
     j["clipped"] = log.clipped;
     j["lr"] = log.lr;
     j["tokens_per_second"] = log.tokens_per_second;
-    if (eval_every > 0 && (log.step + 1) % eval_every == 0) {
+    if (writes && eval_every > 0 && (log.step + 1) % eval_every == 0) {
       double v = evaluate_windows(trainer.model(), data.validation, eval_starts(), cfg.model.seq_len);
       j["validation_loss"] = v;
       progress.message(fmt::format("step {}: validation loss {:.4f} (perplexity {:.2f})", log.step + 1, v, std::exp(std::min(v, 20.0))));
@@ -160,6 +186,7 @@ int cmd_train(int argc, char** argv, int start) {
   });
   progress.finish();
   trainer.save_checkpoint(ckpt);
+  if (!writes) return 0;
   std::map<std::string, std::string> meta{{"depthgrad.config", json::dump(cfg.to_json())},
                                           {"depthgrad.tokenizer_sha256", data.corpus.tokenizer_sha256}};
   save_weights(out + "/model.safetensors", trainer.model(), meta);
@@ -177,6 +204,58 @@ int cmd_train(int argc, char** argv, int start) {
   fmt::print("validation loss {:.6f} perplexity {:.3f} after {} steps\nweights: {}/model.safetensors\ncheckpoint: {}\n", v,
              std::exp(std::min(v, 20.0)), trainer.step(), out, ckpt);
   return 0;
+}
+
+// --accum, --global-batch, --zero against the ranks: refuses an impossible layout (UsageError)
+// and ranks started with different settings (CollectiveError) before any work. Returns zero1.
+static bool parse_layout(const Flags& f, World& world, TrainerConfig& cfg, bool& agreed) {
+  const int ranks = world.size();
+  if (ranks > 1) {  // first: every rank must be asked the same (else the layout checks could differ)
+    json::Value settings = cfg.to_json();
+    for (const char* name : {"dataset", "vocab", "output", "resume", "checkpoint-every", "eval-every", "eval-windows", "global-batch",
+                             "zero", "dataset-dir", "cache-dir", "no-cache"})
+      settings[std::string("--") + name] = f.get(name);
+    check_same_settings(world.collectives(), json::dump(settings));
+  }
+  agreed = true;
+  if (cfg.accum < 1) throw UsageError(fmt::format("--accum must be >= 1, got {}", cfg.accum));
+  const int64_t zero = f.get_int("zero");
+  if (zero != 0 && zero != 1) throw UsageError(fmt::format("--zero: expected 0 or 1 (ZeRO stage 1), got {}", zero));
+  if (f.given("global-batch")) {
+    const int64_t global = f.get_int("global-batch"), split = ranks * cfg.accum;
+    if (global < 1 || global % split != 0)
+      throw UsageError(fmt::format("--global-batch {} cannot be split over {} rank(s) x accum {} = {} micro-batches of equal size", global,
+                                   ranks, cfg.accum, split));
+    if (f.given("batch") && f.get_int("batch") * split != global)
+      throw UsageError(fmt::format("--batch {} x {} rank(s) x accum {} = {}, not --global-batch {}", f.get_int("batch"), ranks, cfg.accum,
+                                   f.get_int("batch") * split, global));
+    cfg.batch = global / split;
+  }
+  return zero == 1;
+}
+
+int cmd_train(int argc, char** argv, int start) {
+  World world;  // MPI when started by mpirun/srun, else one process
+  bool agreed = false;
+  try {
+    return train_on_rank(argc, argv, start, world, agreed);
+  } catch (const CollectiveError&) {
+    if (world.rank() == 0) throw;  // every rank refuses alike: rank 0 says why
+    return 1;
+  } catch (const UsageError& e) {
+    if (agreed || world.size() == 1) {
+      if (world.rank() == 0) throw;
+      return 2;
+    }
+    fmt::print(stderr, "depthgrad train: rank {} of {}: error: {}\n", world.rank(), world.size(), e.what());
+    world.abort(2);
+  } catch (const std::exception& e) {
+    if (world.size() == 1) throw;
+    // Only this rank failed: end every rank now rather than leave them waiting in a collective.
+    fmt::print(stderr, "depthgrad train: rank {} of {}: error: {}\n", world.rank(), world.size(), e.what());
+    std::fflush(stderr);
+    world.abort(1);
+  }
 }
 
 int cmd_eval(int argc, char** argv, int start) {
