@@ -119,6 +119,17 @@ rc=$?
 [ $rc -ne 0 ] && grep -q "rank 1 was started with setting 'lr'" <<<"$err" && pass "ranks with different settings are refused, naming the setting" ||
   fail "settings mismatch (rc=$rc): $err"
 
+# --- the paired protocol with its seeds spread over ranks: the same numbers as one process --------
+PAIRED=(reproduce --protocol paired --seeds 1-3 --steps 4 --layers 2 --dim 32 --train-tokens 20000 --eval reference
+  --dataset-dir "$DATA" --threads 1 --quiet)
+"$BIN" "${PAIRED[@]}" --output-dir "$WORK/paired1" > /dev/null
+mpi 2 "$BIN" "${PAIRED[@]}" --output-dir "$WORK/paired2" > "$WORK/paired2.txt" 2>&1
+numbers() { grep -E '"(lm_loss|final_loss|initial_loss|perplexity|js_reference)"' "$1"/*/*/result.json; }
+if [ "$(numbers "$WORK/paired1" | wc -l)" -ge 12 ] && [ "$(numbers "$WORK/paired1")" = "$(numbers "$WORK/paired2")" ] &&
+  [ "$(grep -c '^wall time' "$WORK/paired2.txt")" -eq 1 ]; then
+  pass "reproduce --protocol paired over 2 ranks (3 seeds) == one process"
+else fail "paired protocol over ranks"; fi
+
 # --- a killed rank ends the job promptly; its last complete checkpoint resumes --------------------
 # (mpirun itself in the background, not through mpi(): its children are the ranks)
 "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np 2 -x DEPTHGRAD_THREADS=1 "$BIN" train "${TINY[@]}" \

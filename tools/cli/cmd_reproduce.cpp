@@ -1,4 +1,5 @@
 // `depthgrad reproduce` and `depthgrad list`: flags -> ReproduceOptions -> run -> table and paths.
+// Under mpirun/srun the paired protocol spreads its seeds over the ranks (rank 0 prints and writes).
 #include <fmt/core.h>
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include "tools/cli/flags.h"
 #include "tools/cli/shared_flags.h"
 #include "tools/cli/progress.h"
+#include "tools/cli/ranks.h"
 #include "train/data/data_files.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
@@ -25,7 +27,14 @@ int cmd_list(int argc, char** argv, int start) {
   return 0;
 }
 
+static int reproduce_on_rank(int argc, char** argv, int start, World& world, bool& agreed);
+
 int cmd_reproduce(int argc, char** argv, int start) {
+  World world;  // MPI when started by mpirun/srun, else one process
+  return run_on_every_rank(world, "reproduce", [&](bool& agreed) { return reproduce_on_rank(argc, argv, start, world, agreed); });
+}
+
+static int reproduce_on_rank(int argc, char** argv, int start, World& world, bool& agreed) {
   Flags f("reproduce",
           "Reproduce a paper's comparison. --protocol parity (default) is the reference run number for number;\n"
           "--protocol paired trains both arms on every seed and reports paired statistics.");
@@ -53,16 +62,30 @@ int cmd_reproduce(int argc, char** argv, int start) {
       .add("state-file", "", "JSON file to resume a multi-seed run where it stopped")
       .add_switch("quiet", "no progress output");
   if (!f.parse(argc, argv, start)) {
-    fmt::print("{}", f.help());
+    if (world.rank() == 0) fmt::print("{}", f.help());
     return 0;
   }
+  if (world.size() > 1) {  // every rank must be asked the same before anything is refused or run
+    json::Value settings;
+    for (const char* name : {"paper", "protocol", "output-dir", "seed", "seeds", "steps", "layers", "dim", "heads", "kv-heads", "seq-len",
+                             "batch", "lr", "schedule", "warmup", "decay", "init", "eval", "train-tokens", "state-file", "dataset-dir",
+                             "cache-dir", "no-cache"})
+      settings[std::string("--") + name] = f.get(name);
+    check_same_settings(world.collectives(), json::dump(settings));
+  }
+  agreed = true;
+  const bool writes = world.rank() == 0;  // rank 0 prints and writes the run's files
   ReproduceOptions o;
+  if (world.size() > 1) o.world = &world.collectives();
   o.paper = f.get("paper");
   find_paper(o.paper);  // unknown keys fail before any work
   o.protocol = f.get("protocol");
   if (o.protocol != "parity" && o.protocol != "paired")
     throw UsageError(fmt::format("--protocol: expected parity or paired, got '{}'", o.protocol));
   const bool paired = o.protocol == "paired";
+  if (world.size() > 1 && !paired)
+    throw UsageError("--protocol parity runs in one process; only --protocol paired spreads its seeds over MPI ranks");
+  if (world.size() > 1 && f.given("state-file")) throw UsageError("--state-file: only for one process (not under mpirun)");
   const DataLocation data = resolve_data_location(f);
   o.data_dir = data.data_dir;
   o.cache_dir = data.cache_dir;
@@ -96,11 +119,14 @@ int cmd_reproduce(int argc, char** argv, int start) {
   o.threads = apply_threads_flag(f);
   o.state_file = f.get("state-file");
   o.run_dir = default_run_dir(o.output_dir, o.paper);
-  make_dirs(o.run_dir);
+  if (writes) make_dirs(o.run_dir);
 
-  Progress progress(f.get_bool("quiet"), o.run_dir + "/steps.jsonl");
-  progress.message(fmt::format("depthgrad reproduce --paper {} --protocol {}: {} seed(s), {} steps per arm, {} thread(s); data {}",
-                               o.paper, o.protocol, o.seeds.size(), o.steps, o.threads, o.data_dir));
+  Progress progress(f.get_bool("quiet") || !writes, writes ? o.run_dir + "/steps.jsonl" : "");
+  progress.message(fmt::format("depthgrad reproduce --paper {} --protocol {}: {} seed(s), {} steps per arm, {} thread(s); data {}{}",
+                               o.paper, o.protocol, o.seeds.size(), o.steps, o.threads, o.data_dir,
+                               world.size() > 1 ? fmt::format("; seeds spread over {} MPI ranks (seed i on rank i mod {})", world.size(),
+                                                              world.size())
+                                                : ""));
   const double total_steps = static_cast<double>(o.seeds.size() * 2 * o.steps);
   o.on_message = [&](const std::string& line) { progress.message(line); };
   o.on_step = [&](const std::string& arm, uint64_t seed, size_t si, size_t n, const StepLog& log) {
@@ -125,10 +151,11 @@ int cmd_reproduce(int argc, char** argv, int start) {
   } catch (...) {
     progress.finish();
     std::error_code ec;
-    std::filesystem::remove_all(o.run_dir, ec);  // no half-written run directories
+    if (writes) std::filesystem::remove_all(o.run_dir, ec);  // no half-written run directories
     throw;
   }
   progress.finish();
+  if (!writes) return 0;
   fmt::print("{}", out.table);
   fmt::print("wall time: {:.2f} s\n", out.result.at("runtime").at("wall_seconds").as_double());
   fmt::print("{}: {}/report.md\n", o.paper, out.run_dir);

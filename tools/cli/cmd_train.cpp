@@ -16,6 +16,7 @@
 #include "tools/cli/flags.h"
 #include "tools/cli/shared_flags.h"
 #include "tools/cli/progress.h"
+#include "tools/cli/ranks.h"
 #include "train/io/run_record.h"
 #include "train/checkpoint.h"
 #include "train/data/corpus.h"
@@ -236,26 +237,7 @@ static bool parse_layout(const Flags& f, World& world, TrainerConfig& cfg, bool&
 
 int cmd_train(int argc, char** argv, int start) {
   World world;  // MPI when started by mpirun/srun, else one process
-  bool agreed = false;
-  try {
-    return train_on_rank(argc, argv, start, world, agreed);
-  } catch (const CollectiveError&) {
-    if (world.rank() == 0) throw;  // every rank refuses alike: rank 0 says why
-    return 1;
-  } catch (const UsageError& e) {
-    if (agreed || world.size() == 1) {
-      if (world.rank() == 0) throw;
-      return 2;
-    }
-    fmt::print(stderr, "depthgrad train: rank {} of {}: error: {}\n", world.rank(), world.size(), e.what());
-    world.abort(2);
-  } catch (const std::exception& e) {
-    if (world.size() == 1) throw;
-    // Only this rank failed: end every rank now rather than leave them waiting in a collective.
-    fmt::print(stderr, "depthgrad train: rank {} of {}: error: {}\n", world.rank(), world.size(), e.what());
-    std::fflush(stderr);
-    world.abort(1);
-  }
+  return run_on_every_rank(world, "train", [&](bool& agreed) { return train_on_rank(argc, argv, start, world, agreed); });
 }
 
 int cmd_eval(int argc, char** argv, int start) {

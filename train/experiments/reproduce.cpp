@@ -165,8 +165,13 @@ ReproduceOutput run_reproduce(const ReproduceOptions& opt) {
     if (opt.on_message) opt.on_message(s);
   };
   const auto started = std::chrono::steady_clock::now();
+  const int rank = opt.world ? opt.world->rank() : 0, ranks = opt.world ? opt.world->size() : 1;
+  if (ranks > 1 && opt.protocol != "paired")
+    throw std::invalid_argument("--protocol parity runs in one process; only the paired protocol spreads its seeds over MPI ranks");
+  if (ranks > 1 && !opt.state_file.empty()) throw std::invalid_argument("--state-file: only for one process (not under mpirun)");
 
-  // ---- data ----
+  // ---- data ---- (rank 0 first: it fills the tokenizer cache the others then read)
+  if (rank != 0) opt.world->barrier();
   CorpusOptions co;
   co.data_dir = opt.data_dir;
   co.cache_dir = opt.cache_dir;
@@ -174,6 +179,7 @@ ReproduceOutput run_reproduce(const ReproduceOptions& opt) {
   co.train_limit = opt.train_limit;
   co.eval_limit = opt.eval_limit;
   Corpus corpus = load_wikitext_corpus(co);
+  if (ranks > 1 && rank == 0) opt.world->barrier();
   say(fmt::format("tokenizer: BPE-{} {} in {:.2f} s; {} train ids ({} used), {} validation ids ({} used); encoded in {:.2f} s{}",
                   corpus.tokenizer.vocab_size(), corpus.tokenizer_from_cache ? "loaded from cache" : "trained",
                   corpus.tokenizer_seconds, fmt_int(corpus.train_total), fmt_int(static_cast<int64_t>(corpus.train.size())),
@@ -214,8 +220,9 @@ ReproduceOutput run_reproduce(const ReproduceOptions& opt) {
     state["completed"] = Object{};
   }
 
-  std::vector<Value> per_seed;
+  std::vector<Value> per_seed(opt.seeds.size());
   for (size_t si = 0; si < opt.seeds.size(); ++si) {
+    if (static_cast<int>(si % ranks) != rank) continue;  // another rank's seed
     const uint64_t seed = opt.seeds[si];
     Object seed_result;
     seed_result.emplace_back("seed", static_cast<int64_t>(seed));
@@ -243,7 +250,17 @@ ReproduceOutput run_reproduce(const ReproduceOptions& opt) {
       say(fmt::format("seed {} {}: lm_loss {:.6f} perplexity {:.3f}{} ({:.1f} s)", seed, arm_name, r.lm_loss, r.perplexity,
                       r.full_eval_tokens ? fmt::format(", full validation NLL {:.6f}", r.full_lm_loss) : "", r.train_seconds + r.eval_seconds));
     }
-    per_seed.emplace_back(std::move(seed_result));
+    per_seed[si] = Value(std::move(seed_result));
+  }
+  if (ranks > 1) {  // every rank's seeds to every rank, in seed order
+    Array mine;
+    for (size_t si = rank; si < opt.seeds.size(); si += ranks) mine.push_back(per_seed[si]);
+    const std::vector<std::string> all = opt.world->all_gather(json::dump(Value(std::move(mine))));
+    for (int r = 0; r < ranks; ++r) {
+      const Value theirs = json::parse(all[r], fmt::format("rank {}'s seed results", r));
+      size_t k = 0;
+      for (size_t si = r; si < opt.seeds.size(); si += ranks) per_seed[si] = theirs.as_array().at(k++);
+    }
   }
 
   // ---- assemble result.json ----
@@ -431,7 +448,7 @@ ReproduceOutput run_reproduce(const ReproduceOptions& opt) {
 
   ReproduceOutput out;
   out.table = table;
-  if (opt.write_files) {
+  if (opt.write_files && rank == 0) {
     const std::string dir = opt.run_dir.empty() ? default_run_dir(opt.output_dir, paper.key) : opt.run_dir;
     make_dirs(dir);
     out.run_dir = dir;

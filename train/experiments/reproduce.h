@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "train/data_parallel.h"
 #include "train/evaluation.h"
 #include "train/io/json.h"
 #include "train/io/run_record.h"
@@ -56,6 +57,10 @@ struct ReproduceOptions {
   int64_t eval_limit = 8000;     // 0 = every validation id
   int threads = 1;
   bool write_files = true;
+  // Paired protocol over MPI ranks (train/data_parallel.h; null = one process): seed i runs on
+  // rank i mod N, every rank gets every seed's result (the same bits as one process), and only
+  // rank 0 writes files.
+  Collectives* world = nullptr;
   // progress: called for every training step of every arm
   std::function<void(const std::string& arm, uint64_t seed, size_t seed_index, size_t seeds, const StepLog&)> on_step;
   std::function<void(const std::string& line)> on_message;  // one-line status messages
