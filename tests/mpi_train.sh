@@ -119,6 +119,15 @@ rc=$?
 [ $rc -ne 0 ] && grep -q "rank 1 was started with setting 'lr'" <<<"$err" && pass "ranks with different settings are refused, naming the setting" ||
   fail "settings mismatch (rc=$rc): $err"
 
+# An error only rank 0 meets (it alone writes the output): that rank names itself and the job ends
+mkdir -p "$WORK/blocked" && touch "$WORK/blocked/file"
+start=$(date +%s)
+err=$(mpi 2 "$BIN" train "${TINY[@]}" --steps 5 --output "$WORK/blocked/file/run" 2>&1 >/dev/null)
+rc=$?
+took=$(($(date +%s) - start))
+[ $rc -ne 0 ] && [ $took -le 30 ] && grep -q "depthgrad train: rank 0 of 2: error: .*blocked/file" <<<"$err" &&
+  pass "an error on one rank ends the job in ${took} s with a line naming the rank" || fail "one-rank error (rc=$rc, ${took} s): $err"
+
 # --- the paired protocol with its seeds spread over ranks: the same numbers as one process --------
 PAIRED=(reproduce --protocol paired --seeds 1-3 --steps 4 --layers 2 --dim 32 --train-tokens 20000 --eval reference
   --dataset-dir "$DATA" --threads 1 --quiet)

@@ -62,7 +62,9 @@ TEST_CASE("shard bounds cover the flat buffer in order, cut only at norm-block b
     size_t covered = 0;
     for (int r = 0; r < ranks; ++r) {
       CHECK(b[r] <= b[r + 1]);
-      const bool at_block = b[r] == flat.total || std::find(blocks.begin.begin(), blocks.begin.end(), b[r]) != blocks.begin.end();
+      const bool at_block =
+          b[r] == flat.total ||
+          std::find(blocks.begin.begin(), blocks.begin.end(), b[r]) != blocks.begin.end();
       CHECK(at_block);
       auto [first, last] = blocks_within(blocks, b[r], b[r + 1]);
       CHECK(first == covered);  // the ranks' blocks, in rank order, are all blocks in order
@@ -73,7 +75,8 @@ TEST_CASE("shard bounds cover the flat buffer in order, cut only at norm-block b
 }
 
 TEST_CASE("ZeRO-1 pieces give the unsharded bits: clip norm by blocks, sharded AdamW") {
-  MicroLM model_a(tiny_config(ResidualMode::standard).model), model_b(tiny_config(ResidualMode::standard).model);
+  MicroLM model_a(tiny_config(ResidualMode::standard).model),
+      model_b(tiny_config(ResidualMode::standard).model);
   FlatParameters a = flatten_parameters(model_a), b = flatten_parameters(model_b);
   fill(a.values, 1), fill(b.values, 1), fill(a.gradients, 2), fill(b.gradients, 2);
   AdamWConfig cfg;
@@ -83,34 +86,41 @@ TEST_CASE("ZeRO-1 pieces give the unsharded bits: clip norm by blocks, sharded A
   const int ranks = 3;
   const std::vector<int64_t> bounds = shard_bounds(b, ranks);
   std::vector<std::unique_ptr<AdamW>> shards;
-  for (int r = 0; r < ranks; ++r) shards.push_back(std::make_unique<AdamW>(b, cfg, bounds[r], bounds[r + 1]));
+  for (int r = 0; r < ranks; ++r)
+    shards.push_back(std::make_unique<AdamW>(b, cfg, bounds[r], bounds[r + 1]));
   const GradientNormBlocks blocks = gradient_norm_blocks(b);
   for (int step = 0; step < 3; ++step) {
     const ClipResult ca = clip_grad_norm(a, 0.3);
     std::vector<double> sums;  // each rank's block sums, concatenated in rank order
     for (int r = 0; r < ranks; ++r) {
       auto [first, last] = blocks_within(blocks, bounds[r], bounds[r + 1]);
-      for (size_t k = first; k < last; ++k) sums.push_back(gradient_sum_of_squares(b, blocks.begin[k], blocks.end[k]));
+      for (size_t k = first; k < last; ++k)
+        sums.push_back(gradient_sum_of_squares(b, blocks.begin[k], blocks.end[k]));
     }
     const double total = total_norm_from_block_sums(b, blocks, sums.data());
     CHECK(total == ca.total_norm);
     CHECK(ca.clipped);
-    for (int r = 0; r < ranks; ++r) scale_gradients_for_clip(b, total, 0.3, bounds[r], bounds[r + 1]);
+    for (int r = 0; r < ranks; ++r)
+      scale_gradients_for_clip(b, total, 0.3, bounds[r], bounds[r + 1]);
     whole.step(1e-2);
     for (auto& s : shards) s->step(1e-2);
-    CHECK(std::memcmp(a.values.data<float>(), b.values.data<float>(), a.total * sizeof(float)) == 0);
-    CHECK(std::memcmp(a.gradients.data<float>(), b.gradients.data<float>(), a.total * sizeof(float)) == 0);
+    CHECK(std::memcmp(a.values.data<float>(), b.values.data<float>(), a.total * sizeof(float)) ==
+          0);
+    CHECK(std::memcmp(a.gradients.data<float>(), b.gradients.data<float>(),
+                      a.total * sizeof(float)) == 0);
     fill(a.gradients, 10 + step), fill(b.gradients, 10 + step);
   }
   // The shards' moments are the whole optimizer's, piece by piece.
   for (int r = 0; r < ranks; ++r)
-    CHECK(std::memcmp(shards[r]->exp_avg_sq().data<float>(), whole.exp_avg_sq().data<float>() + bounds[r],
+    CHECK(std::memcmp(shards[r]->exp_avg_sq().data<float>(),
+                      whole.exp_avg_sq().data<float>() + bounds[r],
                       (bounds[r + 1] - bounds[r]) * sizeof(float)) == 0);
 }
 
 TEST_CASE("--accum K over batch b: the examples of batch K*b, losses equal to 1e-6 relative") {
   std::vector<int32_t> ids = synthetic_ids(4000, 61);
-  for (ResidualMode mode : {ResidualMode::standard, ResidualMode::rd_attnres, ResidualMode::paper_block_attnres}) {
+  for (ResidualMode mode :
+       {ResidualMode::standard, ResidualMode::rd_attnres, ResidualMode::paper_block_attnres}) {
     CAPTURE(residual_mode_name(mode));
     TrainerConfig whole_cfg = tiny_config(mode);
     whole_cfg.batch = 6;
@@ -124,8 +134,10 @@ TEST_CASE("--accum K over batch b: the examples of batch K*b, losses equal to 1e
     accumulated.run(accum_cfg.steps);
     for (size_t i = 0; i < whole.losses().size(); ++i) {
       CAPTURE(i);
-      CHECK(std::abs(whole.losses()[i] - accumulated.losses()[i]) <= 1e-6 * std::abs(whole.losses()[i]));
-      CHECK(std::abs(whole.grad_norms()[i] - accumulated.grad_norms()[i]) <= 1e-4 * whole.grad_norms()[i]);
+      CHECK(std::abs(whole.losses()[i] - accumulated.losses()[i]) <=
+            1e-6 * std::abs(whole.losses()[i]));
+      CHECK(std::abs(whole.grad_norms()[i] - accumulated.grad_norms()[i]) <=
+            1e-4 * whole.grad_norms()[i]);
     }
     // Not the same bits (another summation), so the comparison above is not vacuous.
     CHECK(whole.parameters().values.to_floats() != accumulated.parameters().values.to_floats());
@@ -166,7 +178,8 @@ TEST_CASE("accumulation resumes bit for bit, also with sequential windows") {
     TrainerConfig bigger = cfg;
     bigger.batch = 3;
     Trainer wrong(bigger, ids);
-    CHECK_THROWS_WITH_AS(wrong.load_checkpoint(path), doctest::Contains("global batch 6"), std::runtime_error);
+    CHECK_THROWS_WITH_AS(wrong.load_checkpoint(path), doctest::Contains("global batch 6"),
+                         std::runtime_error);
   }
   fs::remove_all(dir);
 }
@@ -175,7 +188,8 @@ TEST_CASE("accum 1 in one process is the plain step (same bits as before accumul
   std::vector<int32_t> ids = synthetic_ids(4000, 61);
   TrainerConfig cfg = tiny_config(ResidualMode::block_attnres);
   SingleProcess one;
-  Trainer plain(cfg, ids), grouped(cfg, ids, &one, true);  // a group of one and ZeRO-1 change nothing
+  Trainer plain(cfg, ids),
+      grouped(cfg, ids, &one, true);  // a group of one and ZeRO-1 change nothing
   plain.run(cfg.steps);
   grouped.run(cfg.steps);
   CHECK(plain.losses() == grouped.losses());

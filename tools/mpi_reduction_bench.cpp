@@ -21,17 +21,20 @@ int main(int argc, char** argv) {
   dg::Collectives& c = world.collectives();
   std::vector<int64_t> sizes;
   for (int i = 1; i < argc; ++i) sizes.push_back(std::atoll(argv[i]));
-  if (sizes.empty()) sizes = {112000, 1100000};  // about the micro (dim 64) and small (dim 128+) gradients
+  if (sizes.empty())
+    sizes = {112000, 1100000};  // about the micro (dim 64) and small (dim 128+) gradients
   if (world.rank() == 0)
-    fmt::print("{} rank(s), {}; median of 20 after 3 warm-up\n{:>10} {:>16} {:>16} {:>16} {:>10}\n", world.size(),
-               dg::World::library(), "elements", "fixed-order ms", "of it scatter ms", "MPI_Allreduce ms", "same bits");
+    fmt::print("{} rank(s), {}; median of 20 after 3 warm-up\n{:>10} {:>16} {:>16} {:>16} {:>10}\n",
+               world.size(), dg::World::library(), "elements", "fixed-order ms", "of it scatter ms",
+               "MPI_Allreduce ms", "same bits");
   for (int64_t n : sizes) {
     std::vector<float> grad(n), a(n), b(n);
     uint32_t state = 12345u + 977u * static_cast<uint32_t>(world.rank());
     for (auto& x : grad) {
       state = state * 1664525u + 1013904223u;
       // full mantissas and mixed exponents, like gradients (sums of dyadic values would be exact)
-      x = (static_cast<float>(state >> 8) / 16777216.0f - 0.5f) * 1.3371f * std::ldexp(1.0f, static_cast<int>(state & 15) - 8);
+      x = (static_cast<float>(state >> 8) / 16777216.0f - 0.5f) * 1.3371f *
+          std::ldexp(1.0f, static_cast<int>(state & 15) - 8);
     }
     // Shards of equal size (the trainer cuts at norm-block boundaries; the cost is the same).
     std::vector<int64_t> bounds(world.size() + 1);
@@ -42,7 +45,9 @@ int main(int argc, char** argv) {
         c.barrier();
         const auto t0 = std::chrono::steady_clock::now();
         fn();
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count());
       }
       ms.erase(ms.begin(), ms.begin() + 3);
       std::sort(ms.begin(), ms.end());
@@ -64,7 +69,8 @@ int main(int argc, char** argv) {
     });
     const bool same = std::memcmp(fixed_result.data(), b.data(), n * sizeof(float)) == 0;
     if (world.rank() == 0)
-      fmt::print("{:>10} {:>16.3f} {:>16.3f} {:>16.3f} {:>10}\n", n, fixed, scatter_only, library, same ? "yes" : "no");
+      fmt::print("{:>10} {:>16.3f} {:>16.3f} {:>16.3f} {:>10}\n", n, fixed, scatter_only, library,
+                 same ? "yes" : "no");
   }
   return 0;
 }

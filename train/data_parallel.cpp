@@ -16,7 +16,8 @@
 
 namespace dg {
 
-void SingleProcess::gather_to_root(const float* mine, float* full, const std::vector<int64_t>& bounds) {
+void SingleProcess::gather_to_root(const float* mine, float* full,
+                                   const std::vector<int64_t>& bounds) {
   std::memcpy(full, mine, static_cast<size_t>(bounds[1] - bounds[0]) * sizeof(float));
 }
 
@@ -34,7 +35,8 @@ std::vector<int64_t> shard_bounds(const FlatParameters& params, int ranks) {
   return bounds;
 }
 
-std::pair<size_t, size_t> blocks_within(const GradientNormBlocks& blocks, int64_t begin, int64_t end) {
+std::pair<size_t, size_t> blocks_within(const GradientNormBlocks& blocks, int64_t begin,
+                                        int64_t end) {
   size_t first = 0;
   while (first < blocks.begin.size() && blocks.begin[first] < begin) ++first;
   size_t last = first;
@@ -61,9 +63,11 @@ void check_same_settings(Collectives& world, const std::string& settings_json) {
     if (key == "(unknown)")
       for (auto& [k, v] : other.as_object())
         if (!root.find(k)) key = k, mine = "missing", theirs = json::dump(v);
-    throw CollectiveError(fmt::format("rank {} was started with setting '{}' = {} but rank 0 with {}: every rank must run the same "
-                                      "settings (refused before any work)",
-                                      r, key, theirs, mine));
+    throw CollectiveError(
+        fmt::format("rank {} was started with setting '{}' = {} but rank 0 with {}: every rank "
+                    "must run the same "
+                    "settings (refused before any work)",
+                    r, key, theirs, mine));
   }
 }
 
@@ -80,15 +84,19 @@ std::string check_same_parameters(Collectives& world, const FlatParameters& para
   const std::vector<std::string> all = world.all_gather(mine);
   for (size_t r = 1; r < all.size(); ++r)
     if (all[r] != all[0])
-      throw CollectiveError(fmt::format("rank {} starts from other parameters (checksum {}) than rank 0 ({})", r, all[r], all[0]));
+      throw CollectiveError(
+          fmt::format("rank {} starts from other parameters (checksum {}) than rank 0 ({})", r,
+                      all[r], all[0]));
   return all[0];
 }
 
-// ---- the Trainer's accumulated step -----------------------------------------------------------------
+// ---- the Trainer's accumulated step
+// -----------------------------------------------------------------
 
 void Trainer::setup_data_parallel() {
   if (flat_.values.dtype() != DType::f32)
-    throw std::invalid_argument("trainer: accumulation and data parallelism need float32 parameters");
+    throw std::invalid_argument(
+        "trainer: accumulation and data parallelism need float32 parameters");
   shard_bounds_ = shard_bounds(flat_, ranks());
   norm_blocks_ = gradient_norm_blocks(flat_);
   block_sums_.resize(norm_blocks_.begin.size());
@@ -105,15 +113,18 @@ StepLog Trainer::accumulated_step() {
   const int64_t B = config_.batch, K = config_.accum, T = config_.model.seq_len;
   const int rank = world_ ? world_->rank() : 0;
   const int64_t micro_batches = global_batch() / B;
-  if (loader_) loader_->next(step_windows_);
-  else sample_lm_batch(batch_rng_, train_ids_, global_batch(), T, step_windows_);
+  if (loader_)
+    loader_->next(step_windows_);
+  else
+    sample_lm_batch(batch_rng_, train_ids_, global_batch(), T, step_windows_);
 
   float* g = flat_.gradients.data<float>();
   const int64_t n = flat_.total;
   micro_losses_.resize(K);
   for (int64_t k = 0; k < K; ++k) {
     const int64_t micro = rank * K + k;
-    micro_starts_.assign(step_windows_.starts.begin() + micro * B, step_windows_.starts.begin() + (micro + 1) * B);
+    micro_starts_.assign(step_windows_.starts.begin() + micro * B,
+                         step_windows_.starts.begin() + (micro + 1) * B);
     make_lm_batch(train_ids_, micro_starts_, T, batch_);
     flat_.zero_grad();
     Tensor loss = model_->loss(batch_.inputs, batch_.targets);
@@ -121,7 +132,8 @@ StepLog Trainer::accumulated_step() {
     micro_losses_[k] = loss.item();
     if (K == 1) break;
     float* sum = gradient_sum_.data<float>();
-    if (k == 0) std::memcpy(sum, g, static_cast<size_t>(n) * sizeof(float));
+    if (k == 0)
+      std::memcpy(sum, g, static_cast<size_t>(n) * sizeof(float));
     else {
 #pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
       for (int64_t i = 0; i < n; ++i) sum[i] += g[i];
@@ -152,17 +164,21 @@ StepLog Trainer::accumulated_step() {
     if (config_.clip > 0) {
       auto [first, last] = blocks_within(norm_blocks_, lo, hi);
       std::vector<double> mine(last - first);
-      for (size_t b = first; b < last; ++b) mine[b - first] = gradient_sum_of_squares(flat_, norm_blocks_.begin[b], norm_blocks_.end[b]);
+      for (size_t b = first; b < last; ++b)
+        mine[b - first] =
+            gradient_sum_of_squares(flat_, norm_blocks_.begin[b], norm_blocks_.end[b]);
       const std::vector<double> sums = world_->all_gather(mine);
       if (sums.size() != norm_blocks_.begin.size())
-        throw std::logic_error(fmt::format("ZeRO-1: {} block sums gathered for {} blocks", sums.size(), norm_blocks_.begin.size()));
+        throw std::logic_error(fmt::format("ZeRO-1: {} block sums gathered for {} blocks",
+                                           sums.size(), norm_blocks_.begin.size()));
       const double total = total_norm_from_block_sums(flat_, norm_blocks_, sums.data());
       clip = scale_gradients_for_clip(flat_, total, config_.clip, lo, hi);
     }
     optimizer_->step(lr);
     world_->all_gather(flat_.values.data<float>(), shard_bounds_);
   }
-  if (!std::isfinite(value)) throw std::runtime_error(fmt::format("training diverged: loss is {} at step {}", value, step_));
+  if (!std::isfinite(value))
+    throw std::runtime_error(fmt::format("training diverged: loss is {} at step {}", value, step_));
   losses_.push_back(value);
   grad_norms_.push_back(clip.total_norm);
   clipped_ += clip.clipped ? 1 : 0;
@@ -177,17 +193,22 @@ std::unique_ptr<AdamW> Trainer::full_optimizer_state() const {
   // Only rank 0 holds the whole (transiently); the parameters are only read (AdamW's constructor
   // takes them by reference to size itself).
   std::unique_ptr<AdamW> full;
-  if (world_->rank() == 0) full = std::make_unique<AdamW>(const_cast<FlatParameters&>(flat_), config_.adamw);
-  world_->gather_to_root(optimizer_->exp_avg().data<float>(), full ? full->exp_avg().data<float>() : nullptr, shard_bounds_);
-  world_->gather_to_root(optimizer_->exp_avg_sq().data<float>(), full ? full->exp_avg_sq().data<float>() : nullptr, shard_bounds_);
+  if (world_->rank() == 0)
+    full = std::make_unique<AdamW>(const_cast<FlatParameters&>(flat_), config_.adamw);
+  world_->gather_to_root(optimizer_->exp_avg().data<float>(),
+                         full ? full->exp_avg().data<float>() : nullptr, shard_bounds_);
+  world_->gather_to_root(optimizer_->exp_avg_sq().data<float>(),
+                         full ? full->exp_avg_sq().data<float>() : nullptr, shard_bounds_);
   if (full) full->set_steps_taken(optimizer_->steps_taken());
   return full;
 }
 
 void Trainer::take_optimizer_shard(AdamW& full) {
   const int64_t lo = optimizer_->shard_begin(), count = optimizer_->shard_end() - lo;
-  std::memcpy(optimizer_->exp_avg().data<float>(), full.exp_avg().data<float>() + lo, static_cast<size_t>(count) * sizeof(float));
-  std::memcpy(optimizer_->exp_avg_sq().data<float>(), full.exp_avg_sq().data<float>() + lo, static_cast<size_t>(count) * sizeof(float));
+  std::memcpy(optimizer_->exp_avg().data<float>(), full.exp_avg().data<float>() + lo,
+              static_cast<size_t>(count) * sizeof(float));
+  std::memcpy(optimizer_->exp_avg_sq().data<float>(), full.exp_avg_sq().data<float>() + lo,
+              static_cast<size_t>(count) * sizeof(float));
   optimizer_->set_steps_taken(full.steps_taken());
 }
 

@@ -39,7 +39,8 @@ class Collectives {
   virtual void all_gather(float* buffer, const std::vector<int64_t>& bounds) = 0;
   // Rank 0 receives every rank's `mine` ([bounds[r+1] - bounds[r]]) into `full` [bounds.back()]
   // (`full` is ignored elsewhere).
-  virtual void gather_to_root(const float* mine, float* full, const std::vector<int64_t>& bounds) = 0;
+  virtual void gather_to_root(const float* mine, float* full,
+                              const std::vector<int64_t>& bounds) = 0;
   // Every rank's values, concatenated in rank order (counts may differ between ranks).
   virtual std::vector<double> all_gather(const std::vector<double>& mine) = 0;
   virtual std::vector<std::string> all_gather(const std::string& mine) = 0;
@@ -67,7 +68,8 @@ class SingleProcess final : public Collectives {
 // when there are fewer blocks than ranks.
 std::vector<int64_t> shard_bounds(const FlatParameters& params, int ranks);
 // The blocks of `blocks` that lie inside [begin, end): [first, last).
-std::pair<size_t, size_t> blocks_within(const GradientNormBlocks& blocks, int64_t begin, int64_t end);
+std::pair<size_t, size_t> blocks_within(const GradientNormBlocks& blocks, int64_t begin,
+                                        int64_t end);
 
 // Refuses (CollectiveError naming the first differing key and the ranks) unless every rank passed
 // the same settings (a JSON object of what must agree). Called by every rank.

@@ -9,7 +9,8 @@
 
 namespace dg::cli {
 
-int run_on_every_rank(World& world, const char* command, const std::function<int(bool& agreed)>& body) {
+int run_on_every_rank(World& world, const char* command,
+                      const std::function<int(bool& agreed)>& body) {
   bool agreed = false;
   try {
     return body(agreed);
@@ -21,12 +22,14 @@ int run_on_every_rank(World& world, const char* command, const std::function<int
       if (world.rank() == 0) throw;
       return 2;
     }
-    fmt::print(stderr, "depthgrad {}: rank {} of {}: error: {}\n", command, world.rank(), world.size(), e.what());
+    fmt::print(stderr, "depthgrad {}: rank {} of {}: error: {}\n", command, world.rank(),
+               world.size(), e.what());
     std::fflush(stderr);
     world.abort(2);
   } catch (const std::exception& e) {
     if (world.size() == 1) throw;
-    fmt::print(stderr, "depthgrad {}: rank {} of {}: error: {}\n", command, world.rank(), world.size(), e.what());
+    fmt::print(stderr, "depthgrad {}: rank {} of {}: error: {}\n", command, world.rank(),
+               world.size(), e.what());
     std::fflush(stderr);
     world.abort(1);
   }

@@ -11,6 +11,7 @@ namespace dg::cli {
 
 // body(agreed) runs the command; it sets `agreed` once every rank is known to run the same
 // settings (from then on a UsageError is one every rank raises alike).
-int run_on_every_rank(World& world, const char* command, const std::function<int(bool& agreed)>& body);
+int run_on_every_rank(World& world, const char* command,
+                      const std::function<int(bool& agreed)>& body);
 
 }  // namespace dg::cli

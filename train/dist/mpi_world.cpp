@@ -3,9 +3,8 @@
 // (MPI_Alltoallv moves the bytes, this file adds them in rank order) and an all-gather
 // (MPI_Allgatherv): MPI only moves data, so its algorithm choice cannot change a bit.
 // It does not use MPI_Allreduce for anything but the comparison all_reduce_sum_any_order.
-#include <mpi.h>
-
 #include <fmt/format.h>
+#include <mpi.h>
 
 #include <climits>
 #include <cstdlib>
@@ -25,7 +24,8 @@ bool started_by_launcher() {
 }
 
 int count_of(int64_t n, const char* what) {
-  if (n < 0 || n > INT_MAX) throw std::length_error(fmt::format("MPI {}: {} elements do not fit an MPI count", what, n));
+  if (n < 0 || n > INT_MAX)
+    throw std::length_error(fmt::format("MPI {}: {} elements do not fit an MPI count", what, n));
   return static_cast<int>(n);
 }
 
@@ -53,8 +53,8 @@ class MpiCollectives final : public Collectives {
       recv_displs_[r] = count_of(mine * r, "reduce-scatter");
     }
     scratch_.resize(static_cast<size_t>(mine * size_));
-    MPI_Alltoallv(buffer, counts_.data(), displs_.data(), MPI_FLOAT, scratch_.data(), recv_counts_.data(), recv_displs_.data(),
-                  MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Alltoallv(buffer, counts_.data(), displs_.data(), MPI_FLOAT, scratch_.data(),
+                  recv_counts_.data(), recv_displs_.data(), MPI_FLOAT, MPI_COMM_WORLD);
     float* out = buffer + bounds[rank_];
     const float* copies = scratch_.data();
     std::memcpy(out, copies, static_cast<size_t>(mine) * sizeof(float));
@@ -67,12 +67,14 @@ class MpiCollectives final : public Collectives {
 
   void all_gather(float* buffer, const std::vector<int64_t>& bounds) override {
     shard_layout(bounds);
-    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, counts_.data(), displs_.data(), MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, counts_.data(), displs_.data(),
+                   MPI_FLOAT, MPI_COMM_WORLD);
   }
 
   void gather_to_root(const float* mine, float* full, const std::vector<int64_t>& bounds) override {
     shard_layout(bounds);
-    MPI_Gatherv(mine, counts_[rank_], MPI_FLOAT, full, counts_.data(), displs_.data(), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    MPI_Gatherv(mine, counts_[rank_], MPI_FLOAT, full, counts_.data(), displs_.data(), MPI_FLOAT, 0,
+                MPI_COMM_WORLD);
   }
 
   std::vector<double> all_gather(const std::vector<double>& mine) override {
@@ -82,7 +84,8 @@ class MpiCollectives final : public Collectives {
     int64_t total = 0;
     for (int r = 0; r < size_; ++r) displs[r] = count_of(total, "all-gather"), total += counts[r];
     std::vector<double> all(static_cast<size_t>(total));
-    MPI_Allgatherv(mine.data(), n, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE, MPI_COMM_WORLD);
+    MPI_Allgatherv(mine.data(), n, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE,
+                   MPI_COMM_WORLD);
     return all;
   }
 
@@ -93,7 +96,8 @@ class MpiCollectives final : public Collectives {
     int64_t total = 0;
     for (int r = 0; r < size_; ++r) displs[r] = count_of(total, "all-gather"), total += counts[r];
     std::string all(static_cast<size_t>(total), '\0');
-    MPI_Allgatherv(mine.data(), n, MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR, MPI_COMM_WORLD);
+    MPI_Allgatherv(mine.data(), n, MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR,
+                   MPI_COMM_WORLD);
     std::vector<std::string> out;
     for (int r = 0; r < size_; ++r) out.push_back(all.substr(displs[r], counts[r]));
     return out;
@@ -102,7 +106,8 @@ class MpiCollectives final : public Collectives {
   void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
 
   void all_reduce_sum_any_order(float* buffer, int64_t count) override {
-    MPI_Allreduce(MPI_IN_PLACE, buffer, count_of(count, "all-reduce"), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, buffer, count_of(count, "all-reduce"), MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
   }
 
  private:
@@ -132,13 +137,15 @@ World::World() {
   if (provided < MPI_THREAD_FUNNELED) {
     MPI_Finalize();
     initialised_mpi_ = false;
-    throw std::runtime_error("the MPI library does not provide MPI_THREAD_FUNNELED (needed with OpenMP threads)");
+    throw std::runtime_error(
+        "the MPI library does not provide MPI_THREAD_FUNNELED (needed with OpenMP threads)");
   }
   collectives_ = std::make_unique<MpiCollectives>();
   const char* slurm_tasks = std::getenv("SLURM_NTASKS");
   if (slurm_tasks && std::atoi(slurm_tasks) > 1 && collectives_->size() == 1)
-    throw std::runtime_error(fmt::format("started by srun with {} tasks but MPI sees 1 process: run srun --mpi=pmix (or pmi2)",
-                                         slurm_tasks));
+    throw std::runtime_error(fmt::format(
+        "started by srun with {} tasks but MPI sees 1 process: run srun --mpi=pmix (or pmi2)",
+        slurm_tasks));
 }
 
 World::~World() {
