@@ -139,6 +139,11 @@ if [ "$(numbers "$WORK/paired1" | wc -l)" -ge 12 ] && [ "$(numbers "$WORK/paired
   pass "reproduce --protocol paired over 2 ranks (3 seeds) == one process"
 else fail "paired protocol over ranks"; fi
 
+# --- the benchmark over ranks: one config, tokens/s of the global batch, one JSON from rank 0 ---
+out=$(mpi 2 "$BIN" bench --one micro --threads 1 --warmup 1 --steps 3 --no-sgemm --no-profile --json 2>/dev/null)
+[ "$(grep -c '"impl":"depthgrad"' <<<"$out")" -eq 1 ] && grep -q '"ranks":2' <<<"$out" && pass "bench --one over 2 ranks" ||
+  fail "bench over ranks: $out"
+
 # --- a killed rank ends the job promptly; its last complete checkpoint resumes --------------------
 # (mpirun itself in the background, not through mpi(): its children are the ranks)
 "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np 2 -x DEPTHGRAD_THREADS=1 "$BIN" train "${TINY[@]}" \
