@@ -69,7 +69,7 @@ fuzz-corpus: configure
 	./$(BUILD)/dg_fuzz_make_corpus tests/fuzz/corpus
 
 format:
-	clang-format -i $$(git ls-files '*.cpp' '*.h')
+	./tools/format.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD).configure.log $(SANITIZE_BUILD) $(SANITIZE_BUILD).configure.log \

@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <random>
 
 #include "autograd/tape.h"
@@ -23,11 +23,13 @@ std::string index_str(const Shape& shape, int64_t flat) {
 }
 
 std::string input_label(const Tensor& t, size_t i) {
-  return t.name().empty() ? fmt::format("input {}", i) : fmt::format("input {} ('{}')", i, t.name());
+  return t.name().empty() ? fmt::format("input {}", i)
+                          : fmt::format("input {} ('{}')", i, t.name());
 }
 
 // Σ W ⊙ f(inputs) without recording.
-double weighted_loss(const GradcheckFn& fn, const std::vector<Tensor>& inputs, const std::vector<double>& w) {
+double weighted_loss(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                     const std::vector<double>& w) {
   NoGradGuard no_grad;
   Tensor out = fn(inputs);
   std::vector<double> v = out.to_vector();
@@ -75,18 +77,22 @@ GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
 
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].requires_grad() && inputs[i].dtype() != DType::f64)
-      throw std::invalid_argument(fmt::format("gradcheck '{}': {} is {}; gradcheck needs float64 inputs",
-                                              name, input_label(inputs[i], i), inputs[i].describe()));
+      throw std::invalid_argument(
+          fmt::format("gradcheck '{}': {} is {}; gradcheck needs float64 inputs", name,
+                      input_label(inputs[i], i), inputs[i].describe()));
 
-  // ---- analytic gradient of L = Σ W ⊙ out --------------------------------------------------------
+  // ---- analytic gradient of L = Σ W ⊙ out
+  // --------------------------------------------------------
   clear_tape();
   for (const Tensor& t : inputs)
     if (t.defined()) t.impl()->grad = Tensor();
   Tensor out = fn(inputs);
   if (!out.requires_grad())
-    throw std::invalid_argument(fmt::format("gradcheck '{}': the output does not require grad", name));
+    throw std::invalid_argument(
+        fmt::format("gradcheck '{}': the output does not require grad", name));
   if (out.dtype() != DType::f64)
-    throw std::invalid_argument(fmt::format("gradcheck '{}': the output is {}, expected float64", name, out.describe()));
+    throw std::invalid_argument(
+        fmt::format("gradcheck '{}': the output is {}, expected float64", name, out.describe()));
   std::vector<double> w(out.numel());
   for (double& x : w) x = weight_dist(rng) * (rng() & 1 ? 1.0 : -1.0);
   Tensor w_tensor = Tensor::from_vector(w, out.shape(), DType::f64);
@@ -99,12 +105,14 @@ GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
     inputs[i].impl()->grad = Tensor();
   }
 
-  // ---- numeric gradient by central differences ---------------------------------------------------
+  // ---- numeric gradient by central differences
+  // ---------------------------------------------------
   for (size_t i = 0; i < inputs.size() && result.passed; ++i) {
     const Tensor& x = inputs[i];
     if (!x.requires_grad()) continue;
     if (!x.is_contiguous())
-      throw std::invalid_argument(fmt::format("gradcheck '{}': {} must be contiguous", name, input_label(x, i)));
+      throw std::invalid_argument(
+          fmt::format("gradcheck '{}': {} must be contiguous", name, input_label(x, i)));
     double* p = x.data<double>();
     const int64_t n = x.numel();
     auto element_check = [&](int64_t e) {
@@ -115,8 +123,9 @@ GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
       double minus = weighted_loss(fn, inputs, w);
       p[e] = saved;
       double numeric = (plus - minus) / (2 * opt.eps);
-      return check.compare(analytic[i][e], numeric,
-                           fmt::format("{} element {} (flat {})", input_label(x, i), index_str(x.shape(), e), e));
+      return check.compare(
+          analytic[i][e], numeric,
+          fmt::format("{} element {} (flat {})", input_label(x, i), index_str(x.shape(), e), e));
     };
     if (n <= opt.full_max_numel) {
       for (int64_t e = 0; e < n && result.passed; ++e) element_check(e);
@@ -141,7 +150,8 @@ GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
     }
   }
 
-  // ---- full Jacobian for small cases ------------------------------------------------------------------
+  // ---- full Jacobian for small cases
+  // ------------------------------------------------------------------
   const int64_t m = out.numel();
   for (size_t i = 0; i < inputs.size() && result.passed; ++i) {
     const Tensor& x = inputs[i];
@@ -186,7 +196,8 @@ GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
 
 namespace dg {
 
-Tensor random_tensor(const Shape& shape, uint64_t seed, double low, double high, bool requires_grad) {
+Tensor random_tensor(const Shape& shape, uint64_t seed, double low, double high,
+                     bool requires_grad) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(low, high);
   std::vector<double> values(shape_numel(shape));
@@ -211,7 +222,8 @@ namespace {
 // Gradients of L = Σ W ⊙ fn(inputs) with every floating input cast to `dtype`, as fresh leaves
 // that require grad where the original does (an input listed twice stays one tensor, so aliasing
 // rows keep their aliasing). W is drawn from `seed`: the same weights for both dtypes.
-std::vector<std::vector<double>> weighted_loss_gradients(const OpCase& c, const std::vector<Tensor>& inputs,
+std::vector<std::vector<double>> weighted_loss_gradients(const OpCase& c,
+                                                         const std::vector<Tensor>& inputs,
                                                          DType dtype, uint64_t seed) {
   std::vector<Tensor> cast;
   std::vector<std::pair<const TensorImpl*, Tensor>> made;
@@ -220,7 +232,8 @@ std::vector<std::vector<double>> weighted_loss_gradients(const OpCase& c, const 
       cast.push_back(t);
       continue;
     }
-    auto same = std::find_if(made.begin(), made.end(), [&](const auto& m) { return m.first == t.impl(); });
+    auto same =
+        std::find_if(made.begin(), made.end(), [&](const auto& m) { return m.first == t.impl(); });
     if (same != made.end()) {
       cast.push_back(same->second);
       continue;
@@ -259,14 +272,17 @@ void compare_f32_gradients(const OpCase& c, const std::vector<Tensor>& inputs, O
     for (size_t e = 0; e < g64[i].size(); ++e) {
       const double err = std::fabs(g32[i][e] - g64[i][e]);
       r.f32_grad_max_error = std::isnan(err) ? INFINITY : std::max(r.f32_grad_max_error, err);
-      const double tolerance = c.f32_grad_rtol * std::fabs(g64[i][e]) + c.f32_grad_atol * (1 + scale);
+      const double tolerance =
+          c.f32_grad_rtol * std::fabs(g64[i][e]) + c.f32_grad_atol * (1 + scale);
       if (!(err <= tolerance)) {
         r.f32_grad_passed = false;
         r.f32_grad_message = fmt::format(
-            "'{}': float32 gradient of {} element {} is {:.9g}, float64 gives {:.9g} (|difference| {:.3g} > "
+            "'{}': float32 gradient of {} element {} is {:.9g}, float64 gives {:.9g} (|difference| "
+            "{:.3g} > "
             "tolerance {:.3g})",
-            c.name, input_label(inputs[i], i), index_str(inputs[i].shape(), static_cast<int64_t>(e)), g32[i][e],
-            g64[i][e], err, tolerance);
+            c.name, input_label(inputs[i], i),
+            index_str(inputs[i].shape(), static_cast<int64_t>(e)), g32[i][e], g64[i][e], err,
+            tolerance);
         break;
       }
     }
@@ -282,7 +298,8 @@ OpCaseResult run_op_case(const OpCase& c) {
   r.grad = gradcheck(c.name, c.fn, inputs, c.options);
   // float32 forward against float64.
   std::vector<Tensor> inputs32;
-  for (const Tensor& t : inputs) inputs32.push_back(t.defined() && is_floating(t.dtype()) ? t.to(DType::f32) : t);
+  for (const Tensor& t : inputs)
+    inputs32.push_back(t.defined() && is_floating(t.dtype()) ? t.to(DType::f32) : t);
   std::vector<double> y64, y32;
   {
     NoGradGuard no_grad;
@@ -293,12 +310,14 @@ OpCaseResult run_op_case(const OpCase& c) {
   for (double v : y64) scale = std::max(scale, std::fabs(v));
   for (size_t i = 0; i < y64.size(); ++i) {
     double err = std::fabs(y32[i] - y64[i]);
-    if (!(err <= r.f32_max_error)) r.f32_max_error = std::isnan(err) ? INFINITY : std::max(r.f32_max_error, err);
+    if (!(err <= r.f32_max_error))
+      r.f32_max_error = std::isnan(err) ? INFINITY : std::max(r.f32_max_error, err);
   }
   if (y32.size() != y64.size() || !(r.f32_max_error <= c.f32_tolerance * (1 + scale))) {
     r.f32_passed = false;
-    r.f32_message = fmt::format("'{}': float32 forward differs from float64 by {:.3g} (tolerance {:.3g})",
-                                c.name, r.f32_max_error, c.f32_tolerance * (1 + scale));
+    r.f32_message =
+        fmt::format("'{}': float32 forward differs from float64 by {:.3g} (tolerance {:.3g})",
+                    c.name, r.f32_max_error, c.f32_tolerance * (1 + scale));
   }
   compare_f32_gradients(c, inputs, r);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,6 +1,7 @@
 // gradcheck: the public gradient checker. Any user can run it on their own ops and modules.
 //
-//   auto result = dg::gradcheck("my_op", [](const std::vector<Tensor>& in) { return my_op(in[0], in[1]); },
+//   auto result = dg::gradcheck("my_op", [](const std::vector<Tensor>& in) { return my_op(in[0],
+//   in[1]); },
 //                               {x, w});   // float64 tensors; those with requires_grad are checked
 //   if (!result.passed) std::puts(result.message.c_str());
 //
@@ -38,9 +39,9 @@ struct GradcheckOptions {
 
 struct GradcheckResult {
   bool passed = true;
-  std::string message;      // the first failure, naming op, input, index, expected and received
-  double max_abs_error = 0; // largest |analytic − numeric| seen
-  int64_t checks = 0;       // number of comparisons made
+  std::string message;       // the first failure, naming op, input, index, expected and received
+  double max_abs_error = 0;  // largest |analytic − numeric| seen
+  int64_t checks = 0;        // number of comparisons made
 };
 
 using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
@@ -91,7 +92,7 @@ struct OpCaseResult {
   std::string f32_message;
   double f32_grad_max_error = 0;  // max |g32 − g64| over the inputs' gradient elements
   bool f32_grad_passed = true;
-  std::string f32_grad_message;   // the first element outside the tolerance: input, index, values
+  std::string f32_grad_message;  // the first element outside the tolerance: input, index, values
   double seconds = 0;
 };
 OpCaseResult run_op_case(const OpCase& c);

@@ -36,8 +36,8 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdim
 
 // ---- shape (ops_shape.cpp) -------------------------------------------------------------------
 Tensor reshape(const Tensor& a, const Shape& shape);  // copies only when a is not contiguous
-Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1);  // a view
-Tensor permute(const Tensor& a, const Shape& order);               // a view
+Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1);          // a view
+Tensor permute(const Tensor& a, const Shape& order);                      // a view
 Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end);  // a view of [start, end)
 Tensor contiguous(const Tensor& a);  // recorded copy when a is a non-contiguous view
 Tensor expand(const Tensor& a, const Shape& shape);  // a broadcast view
@@ -100,11 +100,12 @@ Tensor rope(const Tensor& x, double base = 10000.0, int64_t position_offset = 0)
 struct RopeTables {
   Tensor cos, sin;
 };
-RopeTables rope_tables_for(int64_t T, int64_t hd, double base, int64_t position_offset, DType dtype);
+RopeTables rope_tables_for(int64_t T, int64_t hd, double base, int64_t position_offset,
+                           DType dtype);
 // Causal scaled-dot-product attention. q [B, H, T, hd]; k, v [B, Hkv, T, hd] with H % Hkv == 0
-// (grouped-query attention: query head h reads kv head h / (H / Hkv)). scale defaults to 1/sqrt(hd).
-// Fused: saves only the per-row softmax statistics, not the T×T probabilities.
-// Fuses: matmul(q, kᵀ)·scale + causal mask + softmax + matmul with v (flash-style, no T×T kept).
+// (grouped-query attention: query head h reads kv head h / (H / Hkv)). scale defaults to
+// 1/sqrt(hd). Fused: saves only the per-row softmax statistics, not the T×T probabilities. Fuses:
+// matmul(q, kᵀ)·scale + causal mask + softmax + matmul with v (flash-style, no T×T kept).
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale = 0.0);
 // The attention of a transformer block in one op, from the projections to the merged heads:
 // q [B, T, H·hd], k and v [B, T, Hkv·hd] (the Q/K/V linear outputs) -> [B, T, H·hd], equal to
@@ -126,8 +127,7 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, int64_
 // wq [H·hd, D], wk and wv [Hkv·hd, D]; biases may be undefined.
 Tensor plain_attention(const Tensor& u_qk, const Tensor& u_v, const Tensor& wq, const Tensor& bq,
                        const Tensor& wk, const Tensor& bk, const Tensor& wv, const Tensor& bv,
-                       int64_t heads, int64_t kv_heads, double rope_base = 0.0,
-                       double scale = 0.0);
+                       int64_t heads, int64_t kv_heads, double rope_base = 0.0, double scale = 0.0);
 // The depth mix: sources S_j [.., D] (all the same shape), weights alpha [.., J] (per token)
 // -> sum_j alpha[.., j] * S_j  [.., D].
 Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha);

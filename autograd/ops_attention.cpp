@@ -1,8 +1,9 @@
 // Attention ops (kernels in tensor/kernels_attention.h): rope, then plain_attention (the whole
 // computation from primitive ops, to read first), then the fused causal_attention and
-// attention_heads, each forward beside its backward, then the gradient-check rows. The tape keeps q, k, v, the output and one logsumexp per query
-// row (B·H·T values); the backward recomputes the T×T probabilities block by block.
-// Does not do: other masks, dropout, a KV cache (query and key lengths must be equal).
+// attention_heads, each forward beside its backward, then the gradient-check rows. The tape keeps
+// q, k, v, the output and one logsumexp per query row (B·H·T values); the backward recomputes the
+// T×T probabilities block by block. Does not do: other masks, dropout, a KV cache (query and key
+// lengths must be equal).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -17,7 +18,8 @@
 
 namespace dg {
 
-RopeTables rope_tables_for(int64_t Tn, int64_t hd, double base, int64_t position_offset, DType dtype) {
+RopeTables rope_tables_for(int64_t Tn, int64_t hd, double base, int64_t position_offset,
+                           DType dtype) {
   struct Entry {
     int64_t Tn, hd;
     double base;
@@ -27,7 +29,8 @@ RopeTables rope_tables_for(int64_t Tn, int64_t hd, double base, int64_t position
   };
   thread_local std::vector<Entry> cache;  // most recent last; a handful of entries at most
   for (const Entry& e : cache)
-    if (e.Tn == Tn && e.hd == hd && e.base == base && e.offset == position_offset && e.dtype == dtype)
+    if (e.Tn == Tn && e.hd == hd && e.base == base && e.offset == position_offset &&
+        e.dtype == dtype)
       return e.tables;
   RopeTables t{Tensor::empty({Tn, hd / 2}, dtype), Tensor::empty({Tn, hd / 2}, dtype)};
   dispatch_float(dtype, "rope", [&]<class T>() {
@@ -102,12 +105,13 @@ Tensor plain_attention(const Tensor& u_qk, const Tensor& u_v, const Tensor& wq, 
   }
   const double sc = attention_scale(scale, hd, op);
   Tensor scores = dg::scale(matmul(q, transpose(k, 2, 3)), sc);  // [B, H, T, T]
-  std::vector<double> hidden(T * T, 0.0);                    // key j > query i is hidden
+  std::vector<double> hidden(T * T, 0.0);                        // key j > query i is hidden
   for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = i + 1; j < T; ++j) hidden[i * T + j] = -std::numeric_limits<double>::infinity();
+    for (int64_t j = i + 1; j < T; ++j)
+      hidden[i * T + j] = -std::numeric_limits<double>::infinity();
   const Tensor mask = Tensor::from_vector(hidden, {T, T}, q.dtype());
   Tensor p = softmax(add(scores, mask), -1);
-  Tensor o = matmul(p, v);                                  // [B, H, T, hd]
+  Tensor o = matmul(p, v);                                   // [B, H, T, hd]
   return reshape(permute(o, {0, 2, 1, 3}), {B, T, H * hd});  // merge heads
 }
 
@@ -163,16 +167,17 @@ Tensor attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   check_arg(hd > 0, op, q_in, "a non-empty head dimension");
   for (const Tensor* t : {&k_in, &v_in}) {
     check_arg(t->defined() && t->shape() == Shape{B, T, Hkv * hd}, op, *t,
-              fmt::format("k and v of shape [{}, {}, {}] (kv_heads {} · head_dim {})", B, T, Hkv * hd,
-                          Hkv, hd));
+              fmt::format("k and v of shape [{}, {}, {}] (kv_heads {} · head_dim {})", B, T,
+                          Hkv * hd, Hkv, hd));
     check_same_dtype(q_in, *t, op);
   }
   check_arg(is_floating(q_in.dtype()), op, q_in, "a float32 or float64 tensor");
   const bool use_rope = rope_base != 0.0;
   if (use_rope)
-    check_arg(std::isfinite(rope_base) && rope_base > 0 && hd % 2 == 0, op, q_in,
-              fmt::format("an even head dimension and a positive finite rope base (got hd {}, base {})",
-                          hd, rope_base));
+    check_arg(
+        std::isfinite(rope_base) && rope_base > 0 && hd % 2 == 0, op, q_in,
+        fmt::format("an even head dimension and a positive finite rope base (got hd {}, base {})",
+                    hd, rope_base));
   const double sc = attention_scale(scale, hd, op);
   const DType dtype = q_in.dtype();
   const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
@@ -188,7 +193,8 @@ Tensor attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
       const Tp* c = tables.cos.data<Tp>();
       const Tp* sn = tables.sin.data<Tp>();
       rope_rows<Tp>(qr.data<Tp>(), q_heads, q.data<Tp>(), q_rows, c, sn, B, H, T, hd, false, true);
-      rope_rows<Tp>(kr.data<Tp>(), kv_heads, k.data<Tp>(), kv_rows, c, sn, B, Hkv, T, hd, false, true);
+      rope_rows<Tp>(kr.data<Tp>(), kv_heads, k.data<Tp>(), kv_rows, c, sn, B, Hkv, T, hd, false,
+                    true);
     });
   }
   const Tensor vh = split_heads(v, B, T, Hkv, hd);
@@ -208,7 +214,9 @@ Tensor attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
            const Tensor gh = split_heads(g.contiguous(), B, T, H, hd);
            const Tensor inputs[3] = {q_in, k_in, v_in};
            const int64_t heads[3] = {H, Hkv, Hkv};
-           auto others = [&](int i) { return std::vector<Tensor>{inputs[(i + 1) % 3], inputs[(i + 2) % 3]}; };
+           auto others = [&](int i) {
+             return std::vector<Tensor>{inputs[(i + 1) % 3], inputs[(i + 2) % 3]};
+           };
            std::optional<GradSink> sinks[3];
            // input i's gradient seen as heads, zeroed when fresh (the kernel adds into it)
            auto grad_heads = [&](int i) {

@@ -22,7 +22,9 @@ template <class F>
 Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
   check_same_dtype(a, b, op);
   Tensor out = Tensor::empty(broadcast_shapes(a.shape(), b.shape(), op), a.dtype());
-  dispatch_float(a.dtype(), op, [&]<class T>() { binary_kernel<T>(a, b, out, [&](T x, T y) { return f(x, y); }); });
+  dispatch_float(a.dtype(), op, [&]<class T>() {
+    binary_kernel<T>(a, b, out, [&](T x, T y) { return f(x, y); });
+  });
   return out;
 }
 
@@ -30,7 +32,8 @@ template <class F>
 Tensor unary(const Tensor& a, const char* op, F f) {
   Tensor in = a.contiguous();
   Tensor out = Tensor::empty(a.shape(), a.dtype());
-  dispatch_float(a.dtype(), op, [&]<class T>() { unary_kernel<T>(in, out, [&](T x) { return f(x); }); });
+  dispatch_float(a.dtype(), op,
+                 [&]<class T>() { unary_kernel<T>(in, out, [&](T x) { return f(x); }); });
   return out;
 }
 }  // namespace
@@ -58,7 +61,8 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// ---- mul: d(ab) = g·b, g·a ------------------------------------------------------------------------
+// ---- mul: d(ab) = g·b, g·a
+// ------------------------------------------------------------------------
 Tensor mul(const Tensor& a, const Tensor& b) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = broadcast_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
@@ -71,7 +75,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// ---- div: d(a/b) = g/b, -g·a/b² ---------------------------------------------------------------------
+// ---- div: d(a/b) = g/b, -g·a/b²
+// ---------------------------------------------------------------------
 Tensor div(const Tensor& a, const Tensor& b) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = broadcast_binary(a, b, "div", [](auto x, auto y) { return x / y; });
@@ -84,7 +89,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// ---- neg, scale, add_scalar ---------------------------------------------------------------------------
+// ---- neg, scale, add_scalar
+// ---------------------------------------------------------------------------
 Tensor neg(const Tensor& a) { return scale(a, -1.0); }
 
 Tensor scale(const Tensor& a, double factor) {
@@ -100,13 +106,15 @@ Tensor scale(const Tensor& a, double factor) {
 
 Tensor add_scalar(const Tensor& a, double value) {
   ScopedOpTimer op_timer(OpFamily::other);
-  Tensor out = unary(a, "add_scalar", [value](auto x) { return x + static_cast<decltype(x)>(value); });
+  Tensor out =
+      unary(a, "add_scalar", [value](auto x) { return x + static_cast<decltype(x)>(value); });
   if (should_record({a}))
     record("add_scalar", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); });
   return out;
 }
 
-// ---- exp: d = g·exp(a) = g·out ---------------------------------------------------------------------------
+// ---- exp: d = g·exp(a) = g·out
+// ---------------------------------------------------------------------------
 Tensor exp(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "exp", [](auto x) { return std::exp(x); });
@@ -118,7 +126,8 @@ Tensor exp(const Tensor& a) {
   return out;
 }
 
-// ---- log: d = g / a --------------------------------------------------------------------------------------
+// ---- log: d = g / a
+// --------------------------------------------------------------------------------------
 Tensor log(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "log", [](auto x) { return std::log(x); });
@@ -130,7 +139,8 @@ Tensor log(const Tensor& a) {
   return out;
 }
 
-// ---- sqrt: d = g / (2·sqrt(a)) = g / (2·out) ----------------------------------------------------------------
+// ---- sqrt: d = g / (2·sqrt(a)) = g / (2·out)
+// ----------------------------------------------------------------
 Tensor sqrt(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "sqrt", [](auto x) { return std::sqrt(x); });
@@ -142,7 +152,8 @@ Tensor sqrt(const Tensor& a) {
   return out;
 }
 
-// ---- silu: y = a·σ(a); dy/da = σ(a)·(1 + a·(1 − σ(a))) ----------------------------------------------------------
+// ---- silu: y = a·σ(a); dy/da = σ(a)·(1 + a·(1 − σ(a)))
+// ----------------------------------------------------------
 Tensor silu(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "silu", [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); });
@@ -161,7 +172,8 @@ Tensor silu(const Tensor& a) {
   return out;
 }
 
-// ---- gelu (exact): y = ½a(1 + erf(a/√2)); dy/da = ½(1 + erf(a/√2)) + a·φ(a) ----------------------------------------
+// ---- gelu (exact): y = ½a(1 + erf(a/√2)); dy/da = ½(1 + erf(a/√2)) + a·φ(a)
+// ----------------------------------------
 Tensor gelu(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "gelu", [](auto x) {
@@ -184,9 +196,11 @@ Tensor gelu(const Tensor& a) {
   return out;
 }
 
-// ---- sum / mean over axes: backward broadcasts g back over the reduced axes --------------------------------------
+// ---- sum / mean over axes: backward broadcasts g back over the reduced axes
+// --------------------------------------
 namespace {
-std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t rank, const char* op) {
+std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t rank,
+                                    const char* op) {
   std::vector<int64_t> out;
   if (axes.empty()) {
     for (int64_t k = 0; k < rank; ++k) out.push_back(k);
@@ -232,7 +246,8 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
   return reduce(a, axes, keepdim, true);
 }
 
-// ---- swiglu: silu(gate)·up in one pass; saves gate and up (not silu(gate)) ------------------------
+// ---- swiglu: silu(gate)·up in one pass; saves gate and up (not silu(gate))
+// ------------------------
 Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
   ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "swiglu";
@@ -319,7 +334,8 @@ Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
 
 }  // namespace dg
 
-// ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------------
+// ---- gradient-check rows (see autograd/gradcheck.h)
+// ---------------------------------------------------
 #include "autograd/gradcheck.h"
 
 namespace dg {
@@ -339,8 +355,10 @@ std::vector<OpCase> elementwise_op_cases() {
     return depth_mix(std::vector<Tensor>(in.begin(), in.end() - 1), in.back());
   };
   auto two = [](Shape sa, Shape sb, double lo = -1, double hi = 1) {
-    return [=] { return std::vector<Tensor>{random_tensor(sa, 1, lo, hi).set_name("a"),
-                                            random_tensor(sb, 2, lo, hi).set_name("b")}; };
+    return [=] {
+      return std::vector<Tensor>{random_tensor(sa, 1, lo, hi).set_name("a"),
+                                 random_tensor(sb, 2, lo, hi).set_name("b")};
+    };
   };
   auto one = [](Shape s, double lo = -1, double hi = 1) {
     return [=] { return std::vector<Tensor>{random_tensor(s, 3, lo, hi).set_name("a")}; };
@@ -361,7 +379,10 @@ std::vector<OpCase> elementwise_op_cases() {
       {"gelu", one({4, 6}, -3, 3), [](V in) { return gelu(in[0]); }},
       {"sum/all", one({3, 4}), [](V in) { return sum(in[0]); }},
       {"sum/axis1", one({2, 3, 4}), [](V in) { return sum(in[0], {1}); }},
-      {"sum/axes0,2,keepdim", one({2, 3, 4}), [](V in) { return sum(in[0], {0, -1}, true); }},
+      {"sum/axes0,2,keepdim", one({2, 3, 4}),
+       [](V in) {
+         return sum(in[0], {0, -1}, true);
+       }},
       {"mean/all", one({3, 4}), [](V in) { return mean(in[0]); }},
       {"mean/last", one({2, 3, 4}), [](V in) { return mean(in[0], {-1}); }},
       {"swiglu",
@@ -371,7 +392,9 @@ std::vector<OpCase> elementwise_op_cases() {
        },
        [](V in) { return swiglu(in[0], in[1]); }},
       {"swiglu/gate is up",
-       [] { return std::vector<Tensor>{random_tensor({2, 5}, 26, -3, 3).set_name("x")}; },
+       [] {
+         return std::vector<Tensor>{random_tensor({2, 5}, 26, -3, 3).set_name("x")};
+       },
        [](V in) { return swiglu(in[0], in[0]); }},
       {"depth_mix/J=1", mix_inputs(1), mix_fn},
       {"depth_mix/J=2", mix_inputs(2), mix_fn},

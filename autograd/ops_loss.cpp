@@ -22,7 +22,8 @@ template <class T>
 T mean_loss(const T* losses, int64_t N, int64_t count) {
   double total = 0.0;
   for (int64_t n = 0; n < N; ++n) total += losses[n];
-  return static_cast<T>(count ? total / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN());
+  return static_cast<T>(count ? total / static_cast<double>(count)
+                              : std::numeric_limits<double>::quiet_NaN());
 }
 
 // Rows whose target is not ignore_index; throws naming `op` for a target outside [0, C).
@@ -32,9 +33,9 @@ int64_t count_targets(const int32_t* t, int64_t N, int64_t C, int32_t ignore_ind
   for (int64_t n = 0; n < N; ++n) {
     if (t[n] == ignore_index) continue;
     if (t[n] < 0 || t[n] >= C)
-      throw std::out_of_range(fmt::format(
-          "{}: target {} at row {} is out of range for {} classes (ignore_index {})", op, t[n], n,
-          C, ignore_index));
+      throw std::out_of_range(
+          fmt::format("{}: target {} at row {} is out of range for {} classes (ignore_index {})",
+                      op, t[n], n, C, ignore_index));
     ++count;
   }
   return count;
@@ -110,8 +111,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ign
   return out;
 }
 
-// ---- plain_linear_cross_entropy: the head as written (read this first) ---------------------------
-// The [N, V] logits exist as a tensor, and so does their gradient: what the fused op avoids.
+// ---- plain_linear_cross_entropy: the head as written (read this first)
+// --------------------------- The [N, V] logits exist as a tensor, and so does their gradient: what
+// the fused op avoids.
 Tensor plain_linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets,
                                   int32_t ignore_index) {
   return cross_entropy(linear(x, weight), targets, ignore_index);
@@ -150,8 +152,7 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight, const Tens
   dispatch_float(x.dtype(), op, [&]<class T>() {
     Tensor losses = Tensor::empty({N}, x.dtype());
     lm_head_ce_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), w.data<T>(),
-                          targets.data<int32_t>(), N, D, V, ignore_index, chunk,
-                          scratch.data<T>());
+                          targets.data<int32_t>(), N, D, V, ignore_index, chunk, scratch.data<T>());
     out.data<T>()[0] = mean_loss(losses.data<T>(), N, count);
   });
   if (should_record({x_in, weight}))
@@ -167,7 +168,8 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight, const Tens
              const double scale = g.item() / static_cast<double>(count);
              dispatch_float(x.dtype(), "linear_cross_entropy", [&]<class T>() {
                T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "linear_cross_entropy") : nullptr;
-               T* dW = weight.requires_grad() ? grad_ptr<T>(weight, "linear_cross_entropy") : nullptr;
+               T* dW =
+                   weight.requires_grad() ? grad_ptr<T>(weight, "linear_cross_entropy") : nullptr;
                // the kept logits serve one backward (it overwrites them); a second one recomputes
                const bool use_kept = *kept_unused;
                *kept_unused = false;

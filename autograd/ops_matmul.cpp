@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 
 #include "autograd/ops.h"
+#include "tensor/kernels_attention.h"  // rope_rows (linear_rope)
 #include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_matmul.h"
-#include "tensor/kernels_attention.h"  // rope_rows (linear_rope)
 #include "tensor/profile.h"
 
 namespace dg {
@@ -252,10 +252,10 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
 
   if (should_record({x, weight, bias, residual}))
     record(op, {x, weight, bias, residual}, y,
-           [x, weight, bias, residual, X, ldx, W, R, in, out_features, rope_heads, Tn, hd, cos,
-            sin, heads_last, Bn](const Tensor& g) {
+           [x, weight, bias, residual, X, ldx, W, R, in, out_features, rope_heads, Tn, hd, cos, sin,
+            heads_last, Bn](const Tensor& g) {
              Tensor dy = g.contiguous();  // [R, out]
-             if (rope_heads > 0) {  // the gradient of the GEMM's output: rotated back
+             if (rope_heads > 0) {        // the gradient of the GEMM's output: rotated back
                Tensor dz = Tensor::empty(dy.shape(), dy.dtype());
                dispatch_float(dy.dtype(), "linear_rope", [&]<class T>() {
                  rope_rows<T>(dz.data<T>(), heads_last, dy.data<T>(), heads_last, cos.data<T>(),

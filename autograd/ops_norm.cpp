@@ -18,7 +18,8 @@ int64_t check_norm_args(const Tensor& x, const Tensor& weight, const char* op) {
   check_same_dtype(x, weight, op);
   check_arg(x.dim() >= 1, op, x, "x of shape [.., D]");
   const int64_t D = x.size(-1);
-  check_arg(weight.shape() == Shape{D}, op, weight, fmt::format("weight of shape [{}] for x {}", D, x.describe()));
+  check_arg(weight.shape() == Shape{D}, op, weight,
+            fmt::format("weight of shape [{}] for x {}", D, x.describe()));
   return D;
 }
 }  // namespace

@@ -57,7 +57,8 @@ Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
   Tensor out = a.view_transpose(axis0, axis1);
   if (should_record({a}))
     record("transpose", {a}, out, [a, axis0, axis1](const Tensor& g) {
-      add_into_view_of_grad(a, g, [&](const Tensor& t) { return t.view_transpose(axis0, axis1); }, true);
+      add_into_view_of_grad(
+          a, g, [&](const Tensor& t) { return t.view_transpose(axis0, axis1); }, true);
     });
   return out;
 }
@@ -67,7 +68,8 @@ Tensor permute(const Tensor& a, const Shape& order) {
   Tensor out = a.view_permute(order);
   if (should_record({a}))
     record("permute", {a}, out, [a, order](const Tensor& g) {
-      add_into_view_of_grad(a, g, [&](const Tensor& t) { return t.view_permute(order); }, true);
+      add_into_view_of_grad(
+          a, g, [&](const Tensor& t) { return t.view_permute(order); }, true);
     });
   return out;
 }
@@ -84,7 +86,8 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end) {
   Tensor out = a.view_narrow(ax, s, e - s);
   if (should_record({a}))
     record("slice", {a}, out, [a, ax, s, e](const Tensor& g) {
-      add_into_view_of_grad(a, g, [&](const Tensor& t) { return t.view_narrow(ax, s, e - s); }, false);
+      add_into_view_of_grad(
+          a, g, [&](const Tensor& t) { return t.view_narrow(ax, s, e - s); }, false);
     });
   return out;
 }
@@ -165,7 +168,8 @@ Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
       for (const Tensor& p : parts) {
         const int64_t n = p.shape()[ax];
         if (p.requires_grad())
-          add_into_view_of_grad(p, g.view_narrow(ax, offset, n), [](const Tensor& t) { return t; }, true);
+          add_into_view_of_grad(
+              p, g.view_narrow(ax, offset, n), [](const Tensor& t) { return t; }, true);
         offset += n;
       }
     });
@@ -185,8 +189,9 @@ Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {
     record("stack", parts, out, [parts, ax](const Tensor& g) {
       for (size_t i = 0; i < parts.size(); ++i)
         if (parts[i].requires_grad())
-          add_into_view_of_grad(parts[i], g.view_narrow(ax, static_cast<int64_t>(i), 1),
-                                [ax](const Tensor& t) { return unsqueeze_view(t, ax); }, true);
+          add_into_view_of_grad(
+              parts[i], g.view_narrow(ax, static_cast<int64_t>(i), 1),
+              [ax](const Tensor& t) { return unsqueeze_view(t, ax); }, true);
     });
   return out;
 }

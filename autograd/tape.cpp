@@ -58,7 +58,8 @@ bool should_record(const std::vector<Tensor>& inputs) {
 
 void record(const char* op, std::vector<Tensor> inputs, Tensor& output, BackwardFn backward) {
   if (!backward)
-    throw std::logic_error(fmt::format("autograd: op '{}' has no backward and cannot be recorded", op));
+    throw std::logic_error(
+        fmt::format("autograd: op '{}' has no backward and cannot be recorded", op));
   output.impl()->requires_grad = true;
   output.impl()->is_leaf = false;
   g_tape.push_back(Node{op, std::move(inputs), output, std::move(backward), current_op_family()});
@@ -122,7 +123,8 @@ void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph) {
   if (!root.requires_grad())
     throw std::invalid_argument(fmt::format(
         "backward: tensor {} does not require grad (no recorded op produced it from a tensor "
-        "that requires grad)", root.describe()));
+        "that requires grad)",
+        root.describe()));
   if (grad_root.defined()) {
     if (grad_root.shape() != root.shape())
       throw std::invalid_argument(fmt::format("backward: gradient {} does not match root {}",
@@ -165,9 +167,9 @@ void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph) {
       if (!in.defined() || !in.impl()->grad.defined()) continue;
       const Tensor& g = in.impl()->grad;
       if (g.shape() != in.shape() || g.dtype() != in.dtype())
-        throw std::logic_error(fmt::format(
-            "autograd: backward of '{}' produced gradient {} for input {} of {}", node.op,
-            g.describe(), k, in.describe()));
+        throw std::logic_error(
+            fmt::format("autograd: backward of '{}' produced gradient {} for input {} of {}",
+                        node.op, g.describe(), k, in.describe()));
     }
     release(node);
   }

@@ -11,9 +11,9 @@
 
 #include "tensor/kernels_attention.h"
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
-#include "tensor/kernels_matmul.h"
 #include "tensor/kernels_embedding.h"
 #include "tensor/kernels_loss.h"
+#include "tensor/kernels_matmul.h"
 #include "tensor/kernels_norm.h"
 
 namespace dg {

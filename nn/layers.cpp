@@ -30,7 +30,8 @@ LayerNorm::LayerNorm(int64_t dim, double eps_, DType dtype) : Module(dtype), eps
 }
 Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
 
-Norm::Norm(Kind kind_, int64_t dim, double eps_, DType dtype) : Module(dtype), kind(kind_), eps(eps_) {
+Norm::Norm(Kind kind_, int64_t dim, double eps_, DType dtype)
+    : Module(dtype), kind(kind_), eps(eps_) {
   weight = register_parameter("weight", Tensor::ones({dim}, dtype));
   if (kind == Kind::layer) bias = register_parameter("bias", Tensor::zeros({dim}, dtype));
 }
@@ -38,14 +39,18 @@ Tensor Norm::forward(const Tensor& x) const {
   return kind == Kind::rms ? rms_norm(x, weight, eps) : layer_norm(x, weight, bias, eps);
 }
 
-CausalSelfAttention::CausalSelfAttention(const AttentionConfig& c, DType dtype) : Module(dtype), config(c) {
+CausalSelfAttention::CausalSelfAttention(const AttentionConfig& c, DType dtype)
+    : Module(dtype), config(c) {
   if (c.heads <= 0 || c.dim % c.heads != 0)
-    throw std::invalid_argument(fmt::format("attention: dim {} is not divisible by heads {}", c.dim, c.heads));
+    throw std::invalid_argument(
+        fmt::format("attention: dim {} is not divisible by heads {}", c.dim, c.heads));
   if (c.kv_heads <= 0 || c.heads % c.kv_heads != 0)
-    throw std::invalid_argument(fmt::format("attention: heads {} is not divisible by kv_heads {}", c.heads, c.kv_heads));
+    throw std::invalid_argument(
+        fmt::format("attention: heads {} is not divisible by kv_heads {}", c.heads, c.kv_heads));
   head_dim = c.dim / c.heads;
   if (c.rope && head_dim % 2 != 0)
-    throw std::invalid_argument(fmt::format("attention: RoPE needs an even head dimension, got {}", head_dim));
+    throw std::invalid_argument(
+        fmt::format("attention: RoPE needs an even head dimension, got {}", head_dim));
   const int64_t kv_dim = c.kv_heads * head_dim;
   q = &register_module("q", std::make_unique<Linear>(c.dim, c.dim, c.bias, dtype));
   k = &register_module("k", std::make_unique<Linear>(c.dim, kv_dim, c.bias, dtype));
@@ -58,7 +63,8 @@ CausalSelfAttention::CausalSelfAttention(const AttentionConfig& c, DType dtype) 
 // kept) and attention_heads reads and writes the heads in that layout, so no split/merge copies
 // are made. Projections run in a fixed order (q, k, v) so the tape, and the order in which
 // gradients are added into u_qk, does not depend on argument evaluation order.
-Tensor CausalSelfAttention::forward(const Tensor& u_qk, const Tensor& u_v, const Tensor& residual) const {
+Tensor CausalSelfAttention::forward(const Tensor& u_qk, const Tensor& u_v,
+                                    const Tensor& residual) const {
   const int64_t H = config.heads, Hkv = config.kv_heads;
   auto project = [&](const Linear* l, const Tensor& u, int64_t n) {
     return config.rope ? linear_rope(u, l->weight, l->bias, n, config.rope_base) : l->forward(u);
@@ -67,13 +73,15 @@ Tensor CausalSelfAttention::forward(const Tensor& u_qk, const Tensor& u_v, const
   const Tensor kp = project(k, u_qk, Hkv);
   const Tensor vp = v->forward(u_v);
   const Tensor merged = attention_heads(qp, kp, vp, H, Hkv);  // [B, T, H·hd]
-  return residual.defined() ? linear_add(residual, merged, output->weight, output->bias) : output->forward(merged);
+  return residual.defined() ? linear_add(residual, merged, output->weight, output->bias)
+                            : output->forward(merged);
 }
 
 FeedForward::FeedForward(Kind kind_, int64_t dim, int64_t hidden, bool bias, DType dtype)
     : Module(dtype), kind(kind_), gate(nullptr) {
   up = &register_module("up", std::make_unique<Linear>(dim, hidden, bias, dtype));
-  if (kind == Kind::swiglu) gate = &register_module("gate", std::make_unique<Linear>(dim, hidden, bias, dtype));
+  if (kind == Kind::swiglu)
+    gate = &register_module("gate", std::make_unique<Linear>(dim, hidden, bias, dtype));
   down = &register_module("down", std::make_unique<Linear>(hidden, dim, bias, dtype));
 }
 
@@ -85,12 +93,14 @@ Tensor FeedForward::forward(const Tensor& x, const Tensor& residual) const {
   } else {
     hidden = gelu(up->forward(x));
   }
-  return residual.defined() ? linear_add(residual, hidden, down->weight, down->bias) : down->forward(hidden);
+  return residual.defined() ? linear_add(residual, hidden, down->weight, down->bias)
+                            : down->forward(hidden);
 }
 
 std::vector<double> route_js_per_token(const Tensor& p_in, const Tensor& q_in) {
   if (p_in.shape() != q_in.shape())
-    throw std::invalid_argument(fmt::format("route JS: {} and {} differ in shape", p_in.describe(), q_in.describe()));
+    throw std::invalid_argument(
+        fmt::format("route JS: {} and {} differ in shape", p_in.describe(), q_in.describe()));
   const int64_t J = p_in.size(-1), tokens = p_in.numel() / J;
   std::vector<double> p = p_in.to_vector(), q = q_in.to_vector(), out(tokens);
   const double eps = 1e-8;

@@ -9,26 +9,34 @@
 
 namespace dg {
 
-// ---- modes and config ------------------------------------------------------------------------------
+// ---- modes and config
+// ------------------------------------------------------------------------------
 
 const char* residual_mode_name(ResidualMode mode) {
   switch (mode) {
-    case ResidualMode::standard: return "standard";
-    case ResidualMode::block_attnres: return "block_attnres";
-    case ResidualMode::rd_attnres: return "rd_attnres";
-    case ResidualMode::paper_block_attnres: return "paper_block_attnres";
-    case ResidualMode::paper_rd_attnres: return "paper_rd_attnres";
+    case ResidualMode::standard:
+      return "standard";
+    case ResidualMode::block_attnres:
+      return "block_attnres";
+    case ResidualMode::rd_attnres:
+      return "rd_attnres";
+    case ResidualMode::paper_block_attnres:
+      return "paper_block_attnres";
+    case ResidualMode::paper_rd_attnres:
+      return "paper_rd_attnres";
   }
   return "?";
 }
 
 ResidualMode parse_residual_mode(const std::string& text) {
-  for (ResidualMode m : {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres,
-                         ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres})
+  for (ResidualMode m :
+       {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres,
+        ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres})
     if (text == residual_mode_name(m)) return m;
-  throw std::invalid_argument(fmt::format(
-      "unknown residual mode '{}' (expected standard, block_attnres, rd_attnres, "
-      "paper_block_attnres or paper_rd_attnres)", text));
+  throw std::invalid_argument(
+      fmt::format("unknown residual mode '{}' (expected standard, block_attnres, rd_attnres, "
+                  "paper_block_attnres or paper_rd_attnres)",
+                  text));
 }
 
 bool is_reference_attnres(ResidualMode m) {
@@ -47,26 +55,33 @@ void MicroLMConfig::validate() const {
   if (dim < 1) fail(fmt::format("dim must be >= 1, got {}", dim));
   if (layers < 1) fail(fmt::format("layers must be >= 1, got {}", layers));
   if (heads < 1 || dim % heads != 0) fail(fmt::format("heads {} must divide dim {}", heads, dim));
-  if (kv_heads < 1 || heads % kv_heads != 0) fail(fmt::format("kv_heads {} must divide heads {}", kv_heads, heads));
+  if (kv_heads < 1 || heads % kv_heads != 0)
+    fail(fmt::format("kv_heads {} must divide heads {}", kv_heads, heads));
   if (rope && (dim / heads) % 2 != 0)
-    fail(fmt::format("rope needs an even head dimension dim / heads, got {} / {} = {}", dim, heads, dim / heads));
-  if (!(norm_eps > 0) || !std::isfinite(norm_eps)) fail(fmt::format("norm_eps must be finite and > 0, got {}", norm_eps));
+    fail(fmt::format("rope needs an even head dimension dim / heads, got {} / {} = {}", dim, heads,
+                     dim / heads));
+  if (!(norm_eps > 0) || !std::isfinite(norm_eps))
+    fail(fmt::format("norm_eps must be finite and > 0, got {}", norm_eps));
   if (seq_len < 1) fail(fmt::format("seq_len must be >= 1, got {}", seq_len));
   if (expansion < 1) fail(fmt::format("expansion must be >= 1, got {}", expansion));
-  if (attnres_block_size < 1) fail(fmt::format("attnres_block_size must be >= 1, got {}", attnres_block_size));
+  if (attnres_block_size < 1)
+    fail(fmt::format("attnres_block_size must be >= 1, got {}", attnres_block_size));
 }
 
 std::string MicroLMConfig::describe() const {
-  return fmt::format("{} vocab={} d={} layers={} heads={} kv_heads={} seq={} ffn={}x{} {} {}{}", residual_mode_name(mode),
-                     vocab, dim, layers, heads, kv_heads, seq_len, expansion,
-                     ffn == FeedForward::Kind::swiglu ? "swiglu" : "gelu",
-                     norm == Norm::Kind::rms ? "rmsnorm" : "layernorm", rope ? " rope" : "",
-                     is_paper_attnres(mode) ? fmt::format(" block_size={}", attnres_block_size) : "");
+  return fmt::format(
+      "{} vocab={} d={} layers={} heads={} kv_heads={} seq={} ffn={}x{} {} {}{}",
+      residual_mode_name(mode), vocab, dim, layers, heads, kv_heads, seq_len, expansion,
+      ffn == FeedForward::Kind::swiglu ? "swiglu" : "gelu",
+      norm == Norm::Kind::rms ? "rmsnorm" : "layernorm", rope ? " rope" : "",
+      is_paper_attnres(mode) ? fmt::format(" block_size={}", attnres_block_size) : "");
 }
 
-// ---- block ------------------------------------------------------------------------------------------
+// ---- block
+// ------------------------------------------------------------------------------------------
 
-MicroBlock::MicroBlock(const MicroLMConfig& c, int64_t index_, DType dtype) : Module(dtype), config(c), index(index_) {
+MicroBlock::MicroBlock(const MicroLMConfig& c, int64_t index_, DType dtype)
+    : Module(dtype), config(c), index(index_) {
   const int64_t sources = index + 1;  // reference modes: S_0..S_index
   auto norm = [&](const char* name) {
     return &register_module(name, std::make_unique<Norm>(c.norm, c.dim, c.norm_eps, dtype));
@@ -90,20 +105,23 @@ MicroBlock::MicroBlock(const MicroLMConfig& c, int64_t index_, DType dtype) : Mo
   AttentionConfig ac{c.dim, c.heads, c.kv_heads, c.rope, 10000.0, c.bias};
   attention = &register_module("attention", std::make_unique<CausalSelfAttention>(ac, dtype));
   ffn_norm = norm("ffn_norm");
-  ffn = &register_module("ffn", std::make_unique<FeedForward>(c.ffn, c.dim, c.expansion * c.dim, c.bias, dtype));
+  ffn = &register_module(
+      "ffn", std::make_unique<FeedForward>(c.ffn, c.dim, c.expansion * c.dim, c.bias, dtype));
 }
 
 // sources: S_0..S_l, each [B, T, D] -> S_{l+1} [B, T, D]
 Tensor MicroBlock::forward(const std::vector<Tensor>& sources) {
   if (is_paper_attnres(config.mode))
-    throw std::logic_error(fmt::format("block {}: {} blocks are run by MicroLM::forward (they read the model's "
-                                       "partial-sum sources), not by MicroBlock::forward", index,
-                                       residual_mode_name(config.mode)));
+    throw std::logic_error(
+        fmt::format("block {}: {} blocks are run by MicroLM::forward (they read the model's "
+                    "partial-sum sources), not by MicroBlock::forward",
+                    index, residual_mode_name(config.mode)));
   const Tensor& c = sources.back();
   Tensor x;
   if (is_reference_attnres(config.mode)) {
     if (static_cast<int64_t>(sources.size()) != index + 1)
-      throw std::logic_error(fmt::format("block {} expects {} sources, got {}", index, index + 1, sources.size()));
+      throw std::logic_error(
+          fmt::format("block {} expects {} sources, got {}", index, index + 1, sources.size()));
     Tensor z = route_norm->forward(c);
     last_alpha_qk = softmax(qk_route->forward(z), -1);  // [B, T, k]
     Tensor u_qk = attention_norm->forward(depth_mix(sources, last_alpha_qk));
@@ -112,7 +130,8 @@ Tensor MicroBlock::forward(const std::vector<Tensor>& sources) {
       Tensor u_v = attention_norm->forward(depth_mix(sources, last_alpha_v));
       x = attention->forward(u_qk, u_v, c);
     } else {
-      last_alpha_v = last_alpha_qk;  // the same route computed once; the reference computes it twice
+      last_alpha_v =
+          last_alpha_qk;  // the same route computed once; the reference computes it twice
       x = attention->forward(u_qk, u_qk, c);
     }
   } else {
@@ -123,13 +142,15 @@ Tensor MicroBlock::forward(const std::vector<Tensor>& sources) {
   return ffn->forward(ffn_norm->forward(x), x);
 }
 
-// ---- model --------------------------------------------------------------------------------------------
+// ---- model
+// --------------------------------------------------------------------------------------------
 
 MicroLM::MicroLM(const MicroLMConfig& config, DType dtype) : Module(dtype), config_(config) {
   config_.validate();
   const MicroLMConfig& c = config_;
   token = &register_module("token", std::make_unique<Embedding>(c.vocab, c.dim, dtype));
-  if (c.learned_positions) position = &register_module("position", std::make_unique<Embedding>(c.seq_len, c.dim, dtype));
+  if (c.learned_positions)
+    position = &register_module("position", std::make_unique<Embedding>(c.seq_len, c.dim, dtype));
   // Blocks are registered through a holder module so names read "blocks.<i>.…".
   struct Holder : Module {
     using Module::Module;
@@ -137,22 +158,27 @@ MicroLM::MicroLM(const MicroLMConfig& config, DType dtype) : Module(dtype), conf
   };
   auto holder = std::make_unique<Holder>(dtype);
   for (int64_t l = 0; l < c.layers; ++l)
-    blocks.push_back(&holder->register_module(std::to_string(l), std::make_unique<MicroBlock>(config_, l, dtype)));
+    blocks.push_back(&holder->register_module(std::to_string(l),
+                                              std::make_unique<MicroBlock>(config_, l, dtype)));
   register_module("blocks", std::move(holder));
-  if (is_paper_attnres(c.mode)) final_query = register_parameter("final_query", Tensor::zeros({1, c.dim}, dtype));
-  final_norm = &register_module("final_norm", std::make_unique<Norm>(c.norm, c.dim, c.norm_eps, dtype));
-  if (!c.tied_head) head = &register_module("head", std::make_unique<Linear>(c.dim, c.vocab, false, dtype));
+  if (is_paper_attnres(c.mode))
+    final_query = register_parameter("final_query", Tensor::zeros({1, c.dim}, dtype));
+  final_norm =
+      &register_module("final_norm", std::make_unique<Norm>(c.norm, c.dim, c.norm_eps, dtype));
+  if (!c.tied_head)
+    head = &register_module("head", std::make_unique<Linear>(c.dim, c.vocab, false, dtype));
   unit_gain_ = Tensor::ones({c.dim}, dtype);
 }
 
 namespace {
 // Paper modes' mixing: α = softmax_j(w · RMSNorm(S_j)), h = Σ α_j S_j.
 // sources S_j [B, T, D], w [1, D] -> h [B, T, D]; alpha_out [B, T, J]
-Tensor pseudo_query_mix(const std::vector<Tensor>& sources, const Tensor& w, const Tensor& unit_gain, double eps,
-                        Tensor& alpha_out) {
+Tensor pseudo_query_mix(const std::vector<Tensor>& sources, const Tensor& w,
+                        const Tensor& unit_gain, double eps, Tensor& alpha_out) {
   std::vector<Tensor> logits;
   logits.reserve(sources.size());
-  for (const Tensor& s : sources) logits.push_back(linear(rms_norm(s, unit_gain, eps), w));  // [B, T, 1]
+  for (const Tensor& s : sources)
+    logits.push_back(linear(rms_norm(s, unit_gain, eps), w));  // [B, T, 1]
   alpha_out = softmax(sources.size() == 1 ? logits[0] : concat(logits, -1), -1);
   return depth_mix(sources, alpha_out);
 }
@@ -181,17 +207,21 @@ Tensor MicroLM::forward_paper(const Tensor& h0) {
   for (MicroBlock* block : blocks) {
     Tensor alpha_qk, alpha_v;
     std::vector<Tensor> s = current();
-    Tensor u_qk = block->attention_norm->forward(pseudo_query_mix(s, block->attn_query, unit_gain_, c.norm_eps, alpha_qk));
+    Tensor u_qk = block->attention_norm->forward(
+        pseudo_query_mix(s, block->attn_query, unit_gain_, c.norm_eps, alpha_qk));
     Tensor u_v = u_qk;
     alpha_v = alpha_qk;
-    if (rd) u_v = block->attention_norm->forward(pseudo_query_mix(s, block->attn_v_query, unit_gain_, c.norm_eps, alpha_v));
+    if (rd)
+      u_v = block->attention_norm->forward(
+          pseudo_query_mix(s, block->attn_v_query, unit_gain_, c.norm_eps, alpha_v));
     paper_alpha_qk_.push_back(alpha_qk);
     paper_alpha_v_.push_back(alpha_v);
     block->last_alpha_qk = alpha_qk;
     block->last_alpha_v = alpha_v;
     finish_sublayer(block->attention->forward(u_qk, u_v));
     Tensor alpha_ffn;
-    Tensor u = block->ffn_norm->forward(pseudo_query_mix(current(), block->ffn_query, unit_gain_, c.norm_eps, alpha_ffn));
+    Tensor u = block->ffn_norm->forward(
+        pseudo_query_mix(current(), block->ffn_query, unit_gain_, c.norm_eps, alpha_ffn));
     finish_sublayer(block->ffn->forward(u));
   }
   Tensor alpha_final;
@@ -201,10 +231,12 @@ Tensor MicroLM::forward_paper(const Tensor& h0) {
 // ids int32 [B, T] -> final-norm output [B, T, D]
 Tensor MicroLM::features(const Tensor& ids) {
   if (ids.dtype() != DType::i32 || ids.dim() != 2)
-    throw std::invalid_argument(fmt::format("MicroLM: expected int32 token ids [B, T], got {}", ids.describe()));
+    throw std::invalid_argument(
+        fmt::format("MicroLM: expected int32 token ids [B, T], got {}", ids.describe()));
   const int64_t T = ids.size(1);
   if (T > config_.seq_len && config_.learned_positions)
-    throw std::invalid_argument(fmt::format("MicroLM: sequence of {} tokens exceeds seq_len {}", T, config_.seq_len));
+    throw std::invalid_argument(
+        fmt::format("MicroLM: sequence of {} tokens exceeds seq_len {}", T, config_.seq_len));
   Tensor h = token->forward(ids);  // [B, T, D]
   if (position) {
     std::vector<int32_t> pos(T);
@@ -217,9 +249,12 @@ Tensor MicroLM::features(const Tensor& ids) {
   } else {
     std::vector<Tensor> sources{h};
     for (MicroBlock* block : blocks) {
-      Tensor next = block->forward(is_reference_attnres(config_.mode) ? sources : std::vector<Tensor>{sources.back()});
-      if (is_reference_attnres(config_.mode)) sources.push_back(next);
-      else sources.back() = next;
+      Tensor next = block->forward(
+          is_reference_attnres(config_.mode) ? sources : std::vector<Tensor>{sources.back()});
+      if (is_reference_attnres(config_.mode))
+        sources.push_back(next);
+      else
+        sources.back() = next;
     }
     out = sources.back();
   }
@@ -239,11 +274,13 @@ Tensor MicroLM::loss(const Tensor& ids, const Tensor& targets) {
                               targets.view_reshape({rows}));
 }
 
-// ---- initialisation --------------------------------------------------------------------------------------
+// ---- initialisation
+// --------------------------------------------------------------------------------------
 
 namespace {
 void normal_into(TorchGenerator& gen, const Tensor& t, double mean, double std) {
-  dispatch_float(t.dtype(), "init", [&]<class T>() { gen.normal_(t.data<T>(), t.numel(), mean, std); });
+  dispatch_float(t.dtype(), "init",
+                 [&]<class T>() { gen.normal_(t.data<T>(), t.numel(), mean, std); });
 }
 // Draws that torch consumes at construction and that init later overwrites.
 void consume_kaiming(TorchGenerator& gen, const Linear& l) {
@@ -264,7 +301,8 @@ std::vector<Linear*> block_linears(MicroBlock& b) {
   std::vector<Linear*> out;
   if (b.qk_route) out.push_back(b.qk_route);
   if (b.v_route && b.v_route != b.qk_route) out.push_back(b.v_route);
-  out.insert(out.end(), {b.attention->q, b.attention->k, b.attention->v, b.attention->output, b.ffn->up});
+  out.insert(out.end(),
+             {b.attention->q, b.attention->k, b.attention->v, b.attention->output, b.ffn->up});
   if (b.ffn->gate) out.push_back(b.ffn->gate);
   out.push_back(b.ffn->down);
   return out;
@@ -310,7 +348,8 @@ void MicroLM::init_identical(uint64_t seed) {
     if (b->v_route && b->v_route != b->qk_route) b->v_route->weight.copy_from(b->qk_route->weight);
 }
 
-// ---- diagnostics ---------------------------------------------------------------------------------------------
+// ---- diagnostics
+// ---------------------------------------------------------------------------------------------
 
 RouteStats MicroLM::route_stats() const {
   RouteStats stats;
@@ -327,13 +366,16 @@ RouteStats MicroLM::route_stats() const {
     stats.mean_alpha_qk.push_back(mean_over_tokens(b->last_alpha_qk));
     stats.mean_alpha_v.push_back(mean_over_tokens(b->last_alpha_v));
     std::vector<double> js = route_js_per_token(b->last_alpha_qk, b->last_alpha_v);
-    double mean = js.empty() ? 0.0 : std::accumulate(js.begin(), js.end(), 0.0) / static_cast<double>(js.size());
+    double mean = js.empty()
+                      ? 0.0
+                      : std::accumulate(js.begin(), js.end(), 0.0) / static_cast<double>(js.size());
     stats.js_per_layer.push_back(mean);
     stats.js_per_token.push_back(std::move(js));
   }
   if (!stats.js_per_layer.empty())
-    stats.js_reference = std::accumulate(stats.js_per_layer.begin(), stats.js_per_layer.end(), 0.0) /
-                         static_cast<double>(stats.js_per_layer.size());
+    stats.js_reference =
+        std::accumulate(stats.js_per_layer.begin(), stats.js_per_layer.end(), 0.0) /
+        static_cast<double>(stats.js_per_layer.size());
   return stats;
 }
 

@@ -32,12 +32,18 @@
 
 namespace dg {
 
-enum class ResidualMode { standard, block_attnres, rd_attnres, paper_block_attnres, paper_rd_attnres };
+enum class ResidualMode {
+  standard,
+  block_attnres,
+  rd_attnres,
+  paper_block_attnres,
+  paper_rd_attnres
+};
 const char* residual_mode_name(ResidualMode mode);
 ResidualMode parse_residual_mode(const std::string& text);  // throws listing the valid names
-bool is_reference_attnres(ResidualMode mode);  // block_attnres or rd_attnres
+bool is_reference_attnres(ResidualMode mode);               // block_attnres or rd_attnres
 bool is_paper_attnres(ResidualMode mode);
-bool has_v_route(ResidualMode mode);            // rd_attnres or paper_rd_attnres
+bool has_v_route(ResidualMode mode);  // rd_attnres or paper_rd_attnres
 
 struct MicroLMConfig {
   int64_t vocab = 512;

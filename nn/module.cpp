@@ -13,7 +13,8 @@ namespace dg {
 
 Tensor Module::register_parameter(const std::string& name, const Tensor& value) {
   if (!is_floating(value.dtype()))
-    throw std::invalid_argument(fmt::format("parameter '{}' must be floating point, got {}", name, value.describe()));
+    throw std::invalid_argument(
+        fmt::format("parameter '{}' must be floating point, got {}", name, value.describe()));
   Tensor p = value;
   p.set_requires_grad(true);
   if (p.name().empty()) p.set_name(name);
@@ -84,23 +85,28 @@ void Module::load_state_dict(const std::vector<NamedTensor>& tensors, bool stric
     auto it = given.find(name);
     if (it == given.end()) {
       if (strict)
-        throw std::invalid_argument(fmt::format("state dict: missing tensor '{}' {} {}", name, shape_str(p.shape()),
-                                                dtype_name(p.dtype())));
+        throw std::invalid_argument(fmt::format("state dict: missing tensor '{}' {} {}", name,
+                                                shape_str(p.shape()), dtype_name(p.dtype())));
       continue;
     }
     const Tensor& src = *it->second;
     if (src.shape() != p.shape())
-      throw std::invalid_argument(fmt::format("state dict: tensor '{}' has shape {}, the model expects {}",
-                                              name, shape_str(src.shape()), shape_str(p.shape())));
+      throw std::invalid_argument(
+          fmt::format("state dict: tensor '{}' has shape {}, the model expects {}", name,
+                      shape_str(src.shape()), shape_str(p.shape())));
     if (!is_floating(src.dtype()))
-      throw std::invalid_argument(fmt::format("state dict: tensor '{}' is {}, expected floating point", name, dtype_name(src.dtype())));
+      throw std::invalid_argument(fmt::format(
+          "state dict: tensor '{}' is {}, expected floating point", name, dtype_name(src.dtype())));
     copies.emplace_back(p, &src);
   }
   if (strict && copies.size() != given.size()) {
     for (auto& named : tensors) {
-      const std::string& name = named.first;  // a plain variable: clang < 16 cannot capture a structured binding
-      bool known = std::any_of(own.begin(), own.end(), [&](const NamedTensor& o) { return o.first == name; });
-      if (!known) throw std::invalid_argument(fmt::format("state dict: unexpected tensor '{}'", name));
+      const std::string& name =
+          named.first;  // a plain variable: clang < 16 cannot capture a structured binding
+      bool known = std::any_of(own.begin(), own.end(),
+                               [&](const NamedTensor& o) { return o.first == name; });
+      if (!known)
+        throw std::invalid_argument(fmt::format("state dict: unexpected tensor '{}'", name));
     }
   }
   for (auto& [p, src] : copies) p.copy_from(*src);
@@ -123,8 +129,8 @@ FlatParameters& Module::flat_parameters() {
   DType dtype = module.dtype();
   for (auto& [name, p] : params) {
     if (p.dtype() != dtype)
-      throw std::invalid_argument(fmt::format("flatten_parameters: '{}' is {}, the module is {}", name,
-                                              dtype_name(p.dtype()), dtype_name(dtype)));
+      throw std::invalid_argument(fmt::format("flatten_parameters: '{}' is {}, the module is {}",
+                                              name, dtype_name(p.dtype()), dtype_name(dtype)));
     // Keep every slot 16-element aligned so vector loops start on a boundary.
     flat.total = (flat.total + 15) / 16 * 16;
     flat.slots.push_back({name, p, flat.total, p.numel()});
@@ -133,8 +139,9 @@ FlatParameters& Module::flat_parameters() {
   flat.values = Tensor::zeros({flat.total}, dtype);
   flat.gradients = Tensor::zeros({flat.total}, dtype);
   for (auto& slot : flat.slots) {
-    Tensor view = Tensor::from_storage(flat.values.storage(), slot.parameter.shape(),
-                                       contiguous_strides(slot.parameter.shape()), slot.offset, dtype);
+    Tensor view =
+        Tensor::from_storage(flat.values.storage(), slot.parameter.shape(),
+                             contiguous_strides(slot.parameter.shape()), slot.offset, dtype);
     view.copy_from(slot.parameter);
     TensorImpl* impl = slot.parameter.impl();
     impl->storage = flat.values.storage();

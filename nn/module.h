@@ -82,8 +82,8 @@ class Module {
  private:
   struct Entry {
     std::string name;
-    Tensor parameter;                // set for a parameter entry
-    std::unique_ptr<Module> child;   // set for a child-module entry
+    Tensor parameter;               // set for a parameter entry
+    std::unique_ptr<Module> child;  // set for a child-module entry
   };
   void collect(const std::string& prefix, std::vector<NamedTensor>& out,
                std::vector<const TensorImpl*>& seen) const;

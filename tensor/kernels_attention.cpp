@@ -2,7 +2,6 @@
 // BLAS gemm over row blocks of the causal triangle, each public kernel followed by its plain
 // reference; then RoPE.
 #include "tensor/kernels_attention.h"
-#include "tensor/fast_math.h"
 
 #include <cblas.h>
 #include <fmt/format.h>
@@ -12,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "tensor/fast_math.h"
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
 
 namespace dg {
@@ -124,7 +124,8 @@ bool writable_layout(const Tensor& t) {
   const int64_t Hx = sh[1], T = sh[2], hd = sh[3];
   if (hd > 1 && st[3] != 1) return false;
   if (T > 1 && st[2] < hd) return false;
-  if (Hx > 1 && !(st[1] >= T * std::max<int64_t>(st[2], hd) || (st[1] >= hd && st[2] >= Hx * st[1])))
+  if (Hx > 1 &&
+      !(st[1] >= T * std::max<int64_t>(st[2], hd) || (st[1] >= hd && st[2] >= Hx * st[1])))
     return false;
   return sh[0] <= 1 || st[0] >= Hx * T * hd;
 }
@@ -140,8 +141,8 @@ void check_target(const Tensor* t, const Shape& shape, DType dtype, const char* 
   if (!t->defined() || t->shape() != shape || t->dtype() != dtype || !writable_layout(*t))
     throw std::invalid_argument(fmt::format(
         "causal_attention backward: {} must be a {} {} with rows that do not overlap (contiguous, "
-        "or [B,T,H,hd] seen as [B,H,T,hd]), got {}", what, shape_str(shape),
-        dtype_name(dtype), t->defined() ? t->describe() : "undefined"));
+        "or [B,T,H,hd] seen as [B,H,T,hd]), got {}",
+        what, shape_str(shape), dtype_name(dtype), t->defined() ? t->describe() : "undefined"));
 }
 
 // ---- forward: per (b, h), per row block: S = scale·Q·Kᵀ, masked softmax in place, O = P·V ------
@@ -247,7 +248,8 @@ void backward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, co
           }
           // dV[0:cols] += Pᵀ · dO_blk
           if (dvh)
-            gemm(true, false, cols, hd, rows, T(1), P.data(), cols, do_blk, dO.ld, T(1), dvh, dV.ld);
+            gemm(true, false, cols, hd, rows, T(1), P.data(), cols, do_blk, dO.ld, T(1), dvh,
+                 dV.ld);
           if (!need_ds) continue;
           // dP [rows, cols] = dO_blk · V[0:cols]ᵀ, then dS = P ∘ (dP − D) in place
           gemm(false, true, rows, cols, hd, T(1), do_blk, dO.ld, vh, V.ld, T(0), dS.data(), cols);
@@ -288,7 +290,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double
       !writable_layout(out) || !lse.defined() || lse.shape() != lse_shape ||
       lse.dtype() != q.dtype() || !lse.is_contiguous())
     throw std::invalid_argument(
-        fmt::format("causal_attention: out must be a {} with rows that do not overlap and lse a contiguous {} of {}, "
+        fmt::format("causal_attention: out must be a {} with rows that do not overlap and lse a "
+                    "contiguous {} of {}, "
                     "got {} and {}",
                     shape_str(out_shape), shape_str(lse_shape), dtype_name(q.dtype()),
                     out.defined() ? out.describe() : "undefined",

@@ -35,8 +35,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double
 
 // Vector-Jacobian products of attention_forward given dout [B,H,T,hd] (any layout), the saved
 // out and lse. dq [B,H,T,hd], dk and dv [B,Hkv,T,hd] take the same layouts as out; the products
-// are ADDED into them. Pass nullptr to skip one. One OpenMP task per (b, kv head) loops over its query heads
-// in order, so dk and dv do not depend on the thread count.
+// are ADDED into them. Pass nullptr to skip one. One OpenMP task per (b, kv head) loops over its
+// query heads in order, so dk and dv do not depend on the thread count.
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& lse, const Tensor& dout, double scale, Tensor* dq, Tensor* dk,
                         Tensor* dv);

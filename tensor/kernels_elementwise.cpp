@@ -16,8 +16,10 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool k
   Shape out;
   for (int64_t k = 0; k < static_cast<int64_t>(shape.size()); ++k) {
     bool reduced = std::find(axes.begin(), axes.end(), k) != axes.end();
-    if (!reduced) out.push_back(shape[k]);
-    else if (keepdim) out.push_back(1);
+    if (!reduced)
+      out.push_back(shape[k]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return out;
 }
@@ -76,8 +78,8 @@ void add_reduced_into(Tensor& target, const Tensor& g) {
   if (!target.is_contiguous())
     throw std::logic_error("add_reduced_into: the target gradient must be contiguous");
   if (g.dtype() != target.dtype())
-    throw std::invalid_argument(fmt::format("gradient: {} cannot be added into {}", g.describe(),
-                                            target.describe()));
+    throw std::invalid_argument(
+        fmt::format("gradient: {} cannot be added into {}", g.describe(), target.describe()));
   if (g.shape() == target.shape()) {
     Tensor src = g.contiguous();
     dispatch_float(g.dtype(), "gradient", [&]<class T>() {
@@ -93,8 +95,8 @@ void add_reduced_into(Tensor& target, const Tensor& g) {
   const Shape& gs = g.shape();
   const Shape& ts = target.shape();
   if (gs.size() < ts.size() || broadcast_shapes(ts, gs, "gradient") != gs)
-    throw std::invalid_argument(fmt::format("gradient: {} cannot be reduced into {}", g.describe(),
-                                            target.describe()));
+    throw std::invalid_argument(
+        fmt::format("gradient: {} cannot be reduced into {}", g.describe(), target.describe()));
   const int64_t lead = static_cast<int64_t>(gs.size() - ts.size());
   std::vector<int64_t> axes;
   for (int64_t k = 0; k < static_cast<int64_t>(gs.size()); ++k)

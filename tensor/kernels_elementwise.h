@@ -20,7 +20,8 @@ template <class T, class F>
 void binary_kernel(const Tensor& a, const Tensor& b, Tensor& out, F f) {
   const int64_t n = out.numel();
   T* o = out.data<T>();
-  if (a.shape() == out.shape() && b.shape() == out.shape() && a.is_contiguous() && b.is_contiguous()) {
+  if (a.shape() == out.shape() && b.shape() == out.shape() && a.is_contiguous() &&
+      b.is_contiguous()) {
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
 #pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
@@ -69,7 +70,8 @@ void unary_kernel(const Tensor& a, Tensor& out, F f) {
 void add_reduced_into(Tensor& target, const Tensor& g);
 void ref_add_reduced_into(Tensor& target, const Tensor& g);
 
-// Sum over `axes` (already normalised, sorted, unique). Output shape keeps size-1 axes when keepdim.
+// Sum over `axes` (already normalised, sorted, unique). Output shape keeps size-1 axes when
+// keepdim.
 Tensor sum_axes(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim);
 Tensor ref_sum_axes(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim);
 

@@ -4,12 +4,12 @@
 // support other torch versions' kernels, non-contiguous outputs, or numpy's legacy RandomState.
 #include "tensor/rng.h"
 
+#include <fmt/format.h>
+
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
-
-#include <fmt/format.h>
 
 namespace dg {
 
@@ -68,8 +68,8 @@ BlobReader open_blob(const std::vector<uint8_t>& blob, const char (&magic)[9], s
   BlobReader reader{blob, 8};
   uint32_t version = reader.u32();
   if (version != 1)
-    throw std::invalid_argument(
-        fmt::format("{}::set_state: state blob version {} is not supported (expected 1)", who, version));
+    throw std::invalid_argument(fmt::format(
+        "{}::set_state: state blob version {} is not supported (expected 1)", who, version));
   uint64_t stored = 0;
   for (int i = 0; i < 8; ++i) stored |= static_cast<uint64_t>(blob[blob.size() - 8 + i]) << (8 * i);
   if (stored != fnv1a64_bytes(blob.data(), blob.size() - 8))
@@ -166,9 +166,11 @@ void box_muller_16(double* d, double mean, double std) {
 }
 
 void check_buffer(const void* out, int64_t n, const char* what) {
-  if (n < 0) throw std::invalid_argument(fmt::format("TorchGenerator::{}: negative count {}", what, n));
+  if (n < 0)
+    throw std::invalid_argument(fmt::format("TorchGenerator::{}: negative count {}", what, n));
   if (n > 0 && out == nullptr)
-    throw std::invalid_argument(fmt::format("TorchGenerator::{}: null output buffer for {} values", what, n));
+    throw std::invalid_argument(
+        fmt::format("TorchGenerator::{}: null output buffer for {} values", what, n));
 }
 
 void check_uniform_range(double a, double b) {
@@ -179,7 +181,8 @@ void check_uniform_range(double a, double b) {
 
 void check_normal_std(double std) {
   if (!(std >= 0.0))
-    throw std::invalid_argument(fmt::format("TorchGenerator::normal_: expects std >= 0, got {}", std));
+    throw std::invalid_argument(
+        fmt::format("TorchGenerator::normal_: expects std >= 0, got {}", std));
 }
 
 void check_linear_shape(int64_t out_features, int64_t in_features) {
@@ -355,15 +358,15 @@ void TorchGenerator::set_state(const std::vector<uint8_t>& blob) {
   uint64_t seed = reader.u64();
   uint32_t position = reader.u32();
   if (position > 624)
-    throw std::invalid_argument(
-        fmt::format("TorchGenerator::set_state: mt19937 position {} is out of range [0, 624]", position));
+    throw std::invalid_argument(fmt::format(
+        "TorchGenerator::set_state: mt19937 position {} is out of range [0, 624]", position));
   std::array<uint32_t, 624> words;
   for (uint32_t& word : words) word = reader.u32();
   uint8_t has_normal = reader.u8();
   double cached = std::bit_cast<double>(reader.u64());
   if (has_normal > 1)
-    throw std::invalid_argument(
-        fmt::format("TorchGenerator::set_state: cached-normal flag is {}, expected 0 or 1", has_normal));
+    throw std::invalid_argument(fmt::format(
+        "TorchGenerator::set_state: cached-normal flag is {}, expected 0 or 1", has_normal));
   seed_ = seed;
   position_ = position;
   words_ = words;
@@ -410,7 +413,8 @@ std::array<uint64_t, 4> NumpyGenerator::seed_sequence_state(uint64_t seed) {
     words[i] = value ^ (value >> 16);
   }
   std::array<uint64_t, 4> out{};
-  for (size_t i = 0; i < 4; ++i) out[i] = words[2 * i] | (static_cast<uint64_t>(words[2 * i + 1]) << 32);
+  for (size_t i = 0; i < 4; ++i)
+    out[i] = words[2 * i] | (static_cast<uint64_t>(words[2 * i + 1]) << 32);
   return out;
 }
 
@@ -447,12 +451,14 @@ uint32_t NumpyGenerator::next32() {
   return static_cast<uint32_t>(n);
 }
 
-double NumpyGenerator::random() { return static_cast<double>(next64() >> 11) * (1.0 / 9007199254740992.0); }
+double NumpyGenerator::random() {
+  return static_cast<double>(next64() >> 11) * (1.0 / 9007199254740992.0);
+}
 
 int64_t NumpyGenerator::integers(int64_t low, int64_t high) {
   if (low >= high)
-    throw std::invalid_argument(
-        fmt::format("NumpyGenerator::integers: low >= high (low={}, high={}; high is exclusive)", low, high));
+    throw std::invalid_argument(fmt::format(
+        "NumpyGenerator::integers: low >= high (low={}, high={}; high is exclusive)", low, high));
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low) - 1;  // inclusive
   uint64_t offset = 0;
   if (range == 0) {
@@ -490,12 +496,14 @@ int64_t NumpyGenerator::integers(int64_t low, int64_t high) {
 }
 
 void NumpyGenerator::integers(int64_t low, int64_t high, int64_t* out, int64_t n) {
-  if (n < 0) throw std::invalid_argument(fmt::format("NumpyGenerator::integers: negative size {}", n));
+  if (n < 0)
+    throw std::invalid_argument(fmt::format("NumpyGenerator::integers: negative size {}", n));
   if (n > 0 && out == nullptr)
-    throw std::invalid_argument(fmt::format("NumpyGenerator::integers: null output buffer for {} values", n));
-  if (low >= high)  // numpy checks even for size 0
     throw std::invalid_argument(
-        fmt::format("NumpyGenerator::integers: low >= high (low={}, high={}; high is exclusive)", low, high));
+        fmt::format("NumpyGenerator::integers: null output buffer for {} values", n));
+  if (low >= high)  // numpy checks even for size 0
+    throw std::invalid_argument(fmt::format(
+        "NumpyGenerator::integers: low >= high (low={}, high={}; high is exclusive)", low, high));
   for (int64_t i = 0; i < n; ++i) out[i] = integers(low, high);
 }
 
@@ -545,6 +553,8 @@ uint64_t fnv1a64(std::string_view bytes) {
   return fnv1a64_bytes(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
 }
 
-uint64_t name_seed(uint64_t seed, std::string_view name) { return splitmix64(splitmix64(seed) ^ fnv1a64(name)); }
+uint64_t name_seed(uint64_t seed, std::string_view name) {
+  return splitmix64(splitmix64(seed) ^ fnv1a64(name));
+}
 
 }  // namespace dg

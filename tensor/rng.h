@@ -69,8 +69,8 @@ class TorchGenerator {
 
  private:
   void twist();
-  float next_uniform_float();   // u in [0, 1), 24 bits
-  double next_uniform_double53();  // torch's uniform_real_distribution<double>(0, 1)
+  float next_uniform_float();                     // u in [0, 1), 24 bits
+  double next_uniform_double53();                 // torch's uniform_real_distribution<double>(0, 1)
   double scalar_normal(double mean, double std);  // torch's at::normal_distribution<double>
 
   uint64_t seed_ = 0;

@@ -41,8 +41,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     int64_t da = k < rank - a.size() ? 1 : a[k - (rank - a.size())];
     int64_t db = k < rank - b.size() ? 1 : b[k - (rank - b.size())];
     if (da != db && da != 1 && db != 1)
-      throw std::invalid_argument(fmt::format("{}: shapes {} and {} cannot be broadcast", op,
-                                              shape_str(a), shape_str(b)));
+      throw std::invalid_argument(
+          fmt::format("{}: shapes {} and {} cannot be broadcast", op, shape_str(a), shape_str(b)));
     out[k] = da == 1 ? db : da;
   }
   return out;

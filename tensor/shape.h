@@ -21,7 +21,8 @@ std::string shape_str(const Shape& shape);
 int64_t shape_numel(const Shape& shape);
 // Row-major strides for `shape`.
 Shape contiguous_strides(const Shape& shape);
-// Resolves a possibly negative axis (-1 = last) against `rank`; throws naming `op` when out of range.
+// Resolves a possibly negative axis (-1 = last) against `rank`; throws naming `op` when out of
+// range.
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* op);
 // numpy broadcasting of two shapes; throws "op: shapes [..] and [..] cannot be broadcast".
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);

@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <atomic>
 #include <mutex>
 #include <numeric>
 #include <unordered_map>
@@ -18,20 +18,28 @@ namespace dg {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
   }
   return 0;
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::i32: return "int32";
-    case DType::i64: return "int64";
+    case DType::f32:
+      return "float32";
+    case DType::f64:
+      return "float64";
+    case DType::i32:
+      return "int32";
+    case DType::i64:
+      return "int64";
   }
   return "?";
 }
@@ -62,7 +70,9 @@ std::atomic<uint64_t> g_fresh_allocations{0};
 size_t g_live_bytes = 0;
 size_t g_peak_live_bytes = 0;
 
-size_t round_bytes(size_t bytes) { return (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign; }
+size_t round_bytes(size_t bytes) {
+  return (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+}
 }  // namespace
 
 Storage::Storage(size_t bytes) : bytes_(bytes), pooled_(true) {
@@ -106,7 +116,9 @@ Storage::~Storage() {
   c.cached_bytes += rounded;
 }
 
-long Tensor::storage_holders() const { return impl_ && impl_->storage ? impl_->storage.use_count() : 0; }
+long Tensor::storage_holders() const {
+  return impl_ && impl_->storage ? impl_->storage.use_count() : 0;
+}
 
 size_t storage_cache_bytes() {
   std::lock_guard<std::mutex> lock(cache().mutex);
@@ -143,7 +155,8 @@ void check_arg(bool cond, const char* op, const Tensor& t, const std::string& wh
 
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   if (a.dtype() != b.dtype())
-    throw std::invalid_argument(fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
+    throw std::invalid_argument(
+        fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
 }
 
 namespace {
@@ -171,10 +184,14 @@ void for_each_offset(const Shape& shape, const Shape& strides, int64_t offset, F
 template <class F>
 decltype(auto) dispatch_any(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::f32: return f.template operator()<float>();
-    case DType::f64: return f.template operator()<double>();
-    case DType::i32: return f.template operator()<int32_t>();
-    case DType::i64: return f.template operator()<int64_t>();
+    case DType::f32:
+      return f.template operator()<float>();
+    case DType::f64:
+      return f.template operator()<double>();
+    case DType::i32:
+      return f.template operator()<int32_t>();
+    case DType::i64:
+      return f.template operator()<int64_t>();
   }
   throw std::logic_error("bad dtype");
 }
@@ -184,7 +201,9 @@ decltype(auto) dispatch_any(DType dtype, F&& f) {
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
   for (int64_t s : shape)
-    if (s < 0) throw std::invalid_argument(fmt::format("empty: negative size in shape {}", shape_str(shape)));
+    if (s < 0)
+      throw std::invalid_argument(
+          fmt::format("empty: negative size in shape {}", shape_str(shape)));
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype));
   impl->shape = shape;
@@ -275,19 +294,20 @@ std::string Tensor::describe() const {
 
 double Tensor::item() const {
   if (numel() != 1)
-    throw std::invalid_argument(fmt::format("item: tensor {} has more than one element", describe()));
+    throw std::invalid_argument(
+        fmt::format("item: tensor {} has more than one element", describe()));
   return dispatch_any(dtype(), [&]<class T>() { return static_cast<double>(*data<T>()); });
 }
 
 double Tensor::at(const Shape& index) const {
   if (static_cast<int64_t>(index.size()) != dim())
-    throw std::invalid_argument(fmt::format("at: index {} does not match tensor {}",
-                                            shape_str(index), describe()));
+    throw std::invalid_argument(
+        fmt::format("at: index {} does not match tensor {}", shape_str(index), describe()));
   int64_t pos = 0;
   for (size_t k = 0; k < index.size(); ++k) {
     if (index[k] < 0 || index[k] >= shape()[k])
-      throw std::out_of_range(fmt::format("at: index {} is out of range for tensor {}",
-                                          shape_str(index), describe()));
+      throw std::out_of_range(
+          fmt::format("at: index {} is out of range for tensor {}", shape_str(index), describe()));
     pos += index[k] * strides()[k];
   }
   return dispatch_any(dtype(), [&]<class T>() { return static_cast<double>(data<T>()[pos]); });
@@ -298,7 +318,8 @@ std::vector<double> Tensor::to_vector() const {
   out.reserve(numel());
   dispatch_any(dtype(), [&]<class T>() {
     const T* base = static_cast<const T*>(storage()->data());
-    for_each_offset(shape(), strides(), offset(), [&](int64_t pos) { out.push_back(static_cast<double>(base[pos])); });
+    for_each_offset(shape(), strides(), offset(),
+                    [&](int64_t pos) { out.push_back(static_cast<double>(base[pos])); });
   });
   return out;
 }
@@ -374,8 +395,8 @@ void Tensor::fill(double value) {
 
 Tensor Tensor::view_reshape(const Shape& new_shape) const {
   if (!is_contiguous())
-    throw std::invalid_argument(fmt::format(
-        "reshape: tensor {} is not contiguous; call contiguous() first", describe()));
+    throw std::invalid_argument(
+        fmt::format("reshape: tensor {} is not contiguous; call contiguous() first", describe()));
   Shape target = new_shape;
   int64_t known = 1, infer = -1;
   for (size_t k = 0; k < target.size(); ++k) {
@@ -406,13 +427,15 @@ Tensor Tensor::view_transpose(int64_t a, int64_t b) const {
 Tensor Tensor::view_permute(const Shape& order) const {
   int64_t r = dim();
   if (static_cast<int64_t>(order.size()) != r)
-    throw std::invalid_argument(fmt::format("permute: order {} does not match tensor {}",
-                                            shape_str(order), describe()));
+    throw std::invalid_argument(
+        fmt::format("permute: order {} does not match tensor {}", shape_str(order), describe()));
   std::vector<bool> seen(r, false);
   Shape s(r), st(r);
   for (int64_t k = 0; k < r; ++k) {
     int64_t a = normalize_axis(order[k], r, "permute");
-    if (seen[a]) throw std::invalid_argument(fmt::format("permute: order {} repeats an axis", shape_str(order)));
+    if (seen[a])
+      throw std::invalid_argument(
+          fmt::format("permute: order {} repeats an axis", shape_str(order)));
     seen[a] = true;
     s[k] = shape()[a];
     st[k] = strides()[a];
@@ -433,18 +456,21 @@ Tensor Tensor::view_narrow(int64_t axis, int64_t start, int64_t length) const {
 Tensor Tensor::view_expand(const Shape& target) const {
   Shape b = broadcast_shapes(shape(), target, "expand");
   if (b != target)
-    throw std::invalid_argument(fmt::format("expand: tensor {} cannot be expanded to {}",
-                                            describe(), shape_str(target)));
-  return from_storage(storage(), target, broadcast_strides(shape(), strides(), target), offset(), dtype());
+    throw std::invalid_argument(
+        fmt::format("expand: tensor {} cannot be expanded to {}", describe(), shape_str(target)));
+  return from_storage(storage(), target, broadcast_strides(shape(), strides(), target), offset(),
+                      dtype());
 }
 
-// ---- autograd metadata ---------------------------------------------------------------------------
+// ---- autograd metadata
+// ---------------------------------------------------------------------------
 
 bool Tensor::requires_grad() const { return impl_ && impl_->requires_grad; }
 
 Tensor& Tensor::set_requires_grad(bool value) {
   if (value && !is_floating(dtype()))
-    throw std::invalid_argument(fmt::format("requires_grad: tensor {} is not floating point", describe()));
+    throw std::invalid_argument(
+        fmt::format("requires_grad: tensor {} is not floating point", describe()));
   checked(impl_);
   impl_->requires_grad = value;
   return *this;
@@ -456,8 +482,8 @@ Tensor Tensor::grad() const { return checked(impl_).grad; }
 void Tensor::set_grad(const Tensor& g) {
   checked(impl_);
   if (g.defined() && (g.shape() != shape() || g.dtype() != dtype()))
-    throw std::invalid_argument(fmt::format("set_grad: gradient {} does not match tensor {}",
-                                            g.describe(), describe()));
+    throw std::invalid_argument(
+        fmt::format("set_grad: gradient {} does not match tensor {}", g.describe(), describe()));
   impl_->grad = g;
 }
 

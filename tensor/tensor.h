@@ -24,11 +24,24 @@ const char* dtype_name(DType dtype);  // "float32", ...
 bool is_floating(DType dtype);
 
 // C++ type -> DType.
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::i64;
+}
 
 // A flat, 64-byte aligned byte buffer. Buffers come from a size-keyed cache: a training step
 // that allocates the same sizes as the step before reuses them instead of calling malloc.
@@ -79,7 +92,9 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype = DType::f32);  // uninitialised
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
-  static Tensor ones(const Shape& shape, DType dtype = DType::f32) { return full(shape, 1.0, dtype); }
+  static Tensor ones(const Shape& shape, DType dtype = DType::f32) {
+    return full(shape, 1.0, dtype);
+  }
   // Values in row-major order; their count must equal the shape's numel.
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape,
                             DType dtype = DType::f32);
@@ -104,10 +119,11 @@ class Tensor {
 
   // --- element access -------------------------------------------------------------------------
   // Pointer to the element at the tensor's offset; checks that T matches the dtype.
-  template <class T> T* data() const;
-  double item() const;                   // the one element of a 1-element tensor
-  double at(const Shape& index) const;   // element at a multi-index
-  std::vector<double> to_vector() const; // all elements in row-major logical order
+  template <class T>
+  T* data() const;
+  double item() const;                    // the one element of a 1-element tensor
+  double at(const Shape& index) const;    // element at a multi-index
+  std::vector<double> to_vector() const;  // all elements in row-major logical order
   std::vector<float> to_floats() const;
 
   // --- copies and views -----------------------------------------------------------------------
@@ -169,15 +185,18 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 template <class F>
 decltype(auto) dispatch_float(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::f32: return f.template operator()<float>();
-    case DType::f64: return f.template operator()<double>();
+    case DType::f32:
+      return f.template operator()<float>();
+    case DType::f64:
+      return f.template operator()<double>();
     default:
       throw std::invalid_argument(std::string(op) + ": expected a float32 or float64 tensor, got " +
                                   dtype_name(dtype));
   }
 }
 
-template <class T> T* Tensor::data() const {
+template <class T>
+T* Tensor::data() const {
   if (!impl_) throw std::logic_error("data(): the tensor is undefined");
   if (impl_->dtype != dtype_of<T>())
     throw std::invalid_argument(std::string("data(): tensor ") + describe() + " is not " +

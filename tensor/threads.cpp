@@ -67,11 +67,13 @@ bool blas_is_openmp_build() { return openblas_get_parallel() == 2; }
 
 std::string blas_parallel_mode() {
   switch (openblas_get_parallel()) {
-    case 2: return "OpenMP";
+    case 2:
+      return "OpenMP";
     case 1:
       return "pthreads (wrong build: install libopenblas-openmp-dev; the pthread build "
              "fights OpenMP for cores)";
-    default: return "sequential (single-threaded OpenBLAS build)";
+    default:
+      return "sequential (single-threaded OpenBLAS build)";
   }
 }
 

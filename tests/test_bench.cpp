@@ -9,11 +9,11 @@
 
 #include "autograd/ops.h"
 #include "tensor/threads.h"
-#include "train/experiments/bench.h"
-#include "train/checkpoint.h"
-#include "train/io/files.h"
-#include "train/batches.h"
 #include "tests/temp_dir.h"
+#include "train/batches.h"
+#include "train/checkpoint.h"
+#include "train/experiments/bench.h"
+#include "train/io/files.h"
 
 using namespace dg;
 namespace fs = std::filesystem;

@@ -2,7 +2,8 @@
 // Golden values were produced offline with Hugging Face tokenizers 0.23.2 (the official Node
 // binding, whose Rust core is the same trainer/encoder as the Python package): splits by its
 // ByteLevel pre-tokenizer, merges by its BpeTrainer, ids by Tokenizer.encode on the same
-// tokenizer.json. The full-corpus case needs DEPTHGRAD_TEST_DATA (tests/test_data.h: skipped when unset).
+// tokenizer.json. The full-corpus case needs DEPTHGRAD_TEST_DATA (tests/test_data.h: skipped when
+// unset).
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -14,11 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "train/text/bpe.h"
-#include "train/io/files.h"
-#include "train/text/pretokenize.h"
-#include "tests/test_data.h"
 #include "tests/temp_dir.h"
+#include "tests/test_data.h"
+#include "train/io/files.h"
+#include "train/text/bpe.h"
+#include "train/text/pretokenize.h"
 
 namespace {
 

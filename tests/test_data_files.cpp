@@ -11,12 +11,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "tests/temp_dir.h"
+#include "tests/test_data.h"
 #include "train/data/corpus.h"
 #include "train/data/data_files.h"
 #include "train/io/files.h"
 #include "train/io/sha256.h"
-#include "tests/temp_dir.h"
-#include "tests/test_data.h"
 
 namespace fs = std::filesystem;
 using dg::test::TempDir;
@@ -186,7 +186,8 @@ TEST_CASE("ids cache: round-trip, and damaged files are refused without huge all
   std::vector<int32_t> back;
   CHECK(dg::deserialize_ids(good, back));
   CHECK(back == ids);
-  CHECK(dg::deserialize_ids(dg::serialize_ids({}), back));  // once a memcpy from a null pointer (UB)
+  CHECK(
+      dg::deserialize_ids(dg::serialize_ids({}), back));  // once a memcpy from a null pointer (UB)
   CHECK(back.empty());
   CHECK_FALSE(dg::deserialize_ids(good.substr(0, good.size() - 1), back));
   std::string flipped = good;

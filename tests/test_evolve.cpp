@@ -11,6 +11,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "tests/temp_dir.h"
+#include "tests/test_data.h"
 #include "train/batches.h"
 #include "train/data/corpus.h"
 #include "train/evaluation.h"
@@ -18,8 +20,6 @@
 #include "train/experiments/report.h"
 #include "train/io/files.h"
 #include "train/trainer.h"
-#include "tests/temp_dir.h"
-#include "tests/test_data.h"
 
 using namespace dg;
 namespace fs = std::filesystem;
@@ -191,8 +191,8 @@ TEST_CASE("evolve direction rules: one table, each keyword stated once, English 
     INFO("rule " << rule.name);
     bool english = false, chinese = false;
     for (const std::string& k : rule.keywords) {
-      CHECK(seen.insert(k).second);            // no keyword in two places
-      CHECK(k == normalize_direction(k));      // stored as the matcher sees text
+      CHECK(seen.insert(k).second);        // no keyword in two places
+      CHECK(k == normalize_direction(k));  // stored as the matcher sees text
       const bool ascii = std::all_of(k.begin(), k.end(), [](char c) { return c >= 0; });
       (ascii ? english : chinese) = true;
     }
@@ -206,8 +206,8 @@ TEST_CASE("evolve direction rules: one table, each keyword stated once, English 
   const DirectionPlan p = plan_direction(kSeedDirection, Genome{});
   // 0.5 (unnamed gene) + 4 (attnres_family) + 4 (role_decoupled) + 4 (block_attnres)
   CHECK(p.space[Gene::mode].weight == 12.5);
-  CHECK(value_weight(p.space[Gene::mode], "standard") == 0.25);    // scaled by attnres_family
-  CHECK(value_weight(p.space[Gene::mode], "rd_attnres") == 2.0);   // +1 role_decoupled
+  CHECK(value_weight(p.space[Gene::mode], "standard") == 0.25);      // scaled by attnres_family
+  CHECK(value_weight(p.space[Gene::mode], "rd_attnres") == 2.0);     // +1 role_decoupled
   CHECK(value_weight(p.space[Gene::mode], "block_attnres") == 2.0);  // +1 block_attnres
   CHECK(value_weight(p.space[Gene::mode], "paper_rd_attnres") == 2.0);
 }
@@ -578,8 +578,9 @@ TEST_CASE("evolve's index.html is the shared page shell with the one stylesheet"
   const std::string reference = render_page(shell, "");
   const std::string head = reference.substr(0, reference.find("<div class=\"meta\">"));
   CHECK(html.rfind(head, 0) == 0);
-  CHECK(html.find("<div class=\"meta\">depthgrad evolve · run in-memory · status <b>complete</b>") !=
-        std::string::npos);
+  CHECK(
+      html.find("<div class=\"meta\">depthgrad evolve · run in-memory · status <b>complete</b>") !=
+      std::string::npos);
   CHECK(html.find("<footer>Rendered from result.json by depthgrad ") != std::string::npos);
   CHECK(html.find("</footer>\n</main>\n</body>\n</html>\n") != std::string::npos);
   // The Chinese direction is marked as such (the stylesheet's font stack has CJK fonts).

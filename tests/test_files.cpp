@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "train/io/files.h"
 #include "tests/temp_dir.h"
+#include "train/io/files.h"
 
 namespace fs = std::filesystem;
 using dg::test::TempDir;

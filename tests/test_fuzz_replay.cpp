@@ -29,7 +29,8 @@ const FuzzTarget kFuzzTargets[] = {
 #undef DG_FUZZ_TARGET
 };
 
-const std::filesystem::path kCorpusRoot = std::filesystem::path(DG_SOURCE_DIR) / "tests/fuzz/corpus";
+const std::filesystem::path kCorpusRoot =
+    std::filesystem::path(DG_SOURCE_DIR) / "tests/fuzz/corpus";
 
 std::vector<std::filesystem::path> corpus_files(const std::string& target) {
   std::vector<std::filesystem::path> files;

@@ -37,7 +37,8 @@ Tensor wrong_triple(const Tensor& a, int64_t bad, double error) {
     record("wrong_triple", {a}, out, [a, bad, error](const Tensor& g) {
       Tensor ga = Tensor::zeros(a.shape(), a.dtype());
       std::vector<double> gv = g.contiguous().to_vector();
-      for (int64_t i = 0; i < a.numel(); ++i) ga.data<double>()[i] = 3.0 * gv[i] * (bad < 0 || i == bad ? 1.0 + error : 1.0);
+      for (int64_t i = 0; i < a.numel(); ++i)
+        ga.data<double>()[i] = 3.0 * gv[i] * (bad < 0 || i == bad ? 1.0 + error : 1.0);
       accumulate_grad(a, ga);
     });
   return out;
@@ -68,8 +69,10 @@ TEST_CASE("gradcheck has teeth: a backward wrong by 1% in one element is rejecte
   directions.full_max_numel = 1;
   directions.sampled_elements = 0;
   directions.jacobian_max_entries = 0;
-  const std::pair<const char*, GradcheckOptions> paths[] = {
-      {"element", full}, {"Jacobian", jacobian}, {"element", sampled}, {"random direction", directions}};
+  const std::pair<const char*, GradcheckOptions> paths[] = {{"element", full},
+                                                            {"Jacobian", jacobian},
+                                                            {"element", sampled},
+                                                            {"random direction", directions}};
   for (const auto& [what, opt] : paths) {
     CAPTURE(what);
     for (int64_t bad : {int64_t(0), int64_t(7), n - 1}) {
@@ -110,14 +113,18 @@ TEST_CASE("gradcheck names the failing element") {
 TEST_CASE("an op without a backward cannot be recorded") {
   Tensor x = random_tensor({2}, 1);
   Tensor y = Tensor::zeros({2}, DType::f64);
-  CHECK_THROWS_WITH(record("no_backward_op", {x}, y, BackwardFn()), doctest::Contains("no_backward_op"));
+  CHECK_THROWS_WITH(record("no_backward_op", {x}, y, BackwardFn()),
+                    doctest::Contains("no_backward_op"));
 }
 
 TEST_CASE("a backward that produces a wrongly shaped gradient is caught, naming the op") {
   Tensor x = random_tensor({2, 3}, 1);
   Tensor y = Tensor::zeros({2, 3}, DType::f64);
-  record("bad_shape_op", {x}, y, [x](const Tensor&) { x.impl()->grad = Tensor::zeros({3, 2}, DType::f64); });
-  CHECK_THROWS_WITH(backward(y, Tensor::ones({2, 3}, DType::f64)), doctest::Contains("bad_shape_op"));
+  record("bad_shape_op", {x}, y, [x](const Tensor&) {
+    x.impl()->grad = Tensor::zeros({3, 2}, DType::f64);
+  });
+  CHECK_THROWS_WITH(backward(y, Tensor::ones({2, 3}, DType::f64)),
+                    doctest::Contains("bad_shape_op"));
   clear_tape();
 }
 
@@ -133,7 +140,8 @@ Tensor triple_wrong_in_f32(const Tensor& a, int64_t bad) {
   if (should_record({a}))
     record("triple_wrong_in_f32", {a}, out, [a, bad](const Tensor& g) {
       std::vector<double> gv = g.contiguous().to_vector();
-      for (int64_t i = 0; i < a.numel(); ++i) gv[i] *= 3.0 * (i == bad && a.dtype() == DType::f32 ? 1.01 : 1.0);
+      for (int64_t i = 0; i < a.numel(); ++i)
+        gv[i] *= 3.0 * (i == bad && a.dtype() == DType::f32 ? 1.01 : 1.0);
       accumulate_grad(a, Tensor::from_vector(gv, a.shape(), a.dtype()));
     });
   return out;
@@ -143,16 +151,22 @@ Tensor triple_wrong_in_f32(const Tensor& a, int64_t bad) {
 TEST_CASE("the op table's float32 backward check catches a 1% error that only float32 makes") {
   for (int64_t bad : {int64_t(0), int64_t(11), int64_t(19)}) {
     CAPTURE(bad);
-    OpCase row{"triple_wrong_in_f32", [] { return std::vector<Tensor>{random_tensor({4, 5}, 3)}; },
+    OpCase row{"triple_wrong_in_f32",
+               [] {
+                 return std::vector<Tensor>{random_tensor({4, 5}, 3)};
+               },
                [bad](const std::vector<Tensor>& in) { return triple_wrong_in_f32(in[0], bad); }};
     OpCaseResult r = run_op_case(row);
-    CHECK(r.grad.passed);       // float64 is right, so the float64 gradcheck passes...
-    CHECK(r.f32_passed);        // ...and the forward agrees...
+    CHECK(r.grad.passed);            // float64 is right, so the float64 gradcheck passes...
+    CHECK(r.f32_passed);             // ...and the forward agrees...
     CHECK_FALSE(r.f32_grad_passed);  // ...but the float32 backward does not
     CHECK(r.f32_grad_message.find("triple_wrong_in_f32") != std::string::npos);
     CHECK(r.f32_grad_message.find(fmt::format("[{}, {}]", bad / 5, bad % 5)) != std::string::npos);
   }
-  OpCase right{"triple", [] { return std::vector<Tensor>{random_tensor({4, 5}, 3)}; },
+  OpCase right{"triple",
+               [] {
+                 return std::vector<Tensor>{random_tensor({4, 5}, 3)};
+               },
                [](const std::vector<Tensor>& in) { return triple_wrong_in_f32(in[0], -1); }};
   CHECK(run_op_case(right).f32_grad_passed);
 }

@@ -31,7 +31,8 @@ double rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
   REQUIRE(a.size() == b.size());
   double err = 0, scale = 1;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(static_cast<double>(a[i])) != std::isnan(static_cast<double>(b[i]))) return INFINITY;
+    if (std::isnan(static_cast<double>(a[i])) != std::isnan(static_cast<double>(b[i])))
+      return INFINITY;
     err = std::max(err, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
     scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
   }

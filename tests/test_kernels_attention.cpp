@@ -294,7 +294,8 @@ TEST_CASE("causal attention rejects bad shapes, naming both shapes") {
 // The shape tools/bench_attention times (T=256, hd=32: more row and key blocks and a wider head
 // than the cases above), with fewer batches and heads: the fast kernels agree with the reference
 // and give the same float32 bits at 1 and 2 threads.
-TEST_CASE("causal attention at the benchmark's T=256 hd=32: matches the reference, thread-independent") {
+TEST_CASE(
+    "causal attention at the benchmark's T=256 hd=32: matches the reference, thread-independent") {
   ThreadGuard guard;
   const Shape shape{1, 2, 256, 32};
   Tensor q = rand_input(shape, 61, DType::f32, 1.0), k = rand_input(shape, 62, DType::f32, 1.0);
@@ -316,7 +317,8 @@ TEST_CASE("causal attention at the benchmark's T=256 hd=32: matches the referenc
   CHECK(rel_diff(one.dv, rv) < 3e-6);
 }
 
-// ---- attention_heads: the fused split → rope → attention → merge ---------------------------------
+// ---- attention_heads: the fused split → rope → attention → merge
+// ---------------------------------
 
 namespace {
 // attention_heads(q, k, v) and the same computation from separate ops, through the tape.
@@ -331,7 +333,9 @@ HeadsRun run_heads(const Tensor& q, const Tensor& k, const Tensor& v, const Tens
   if (fused) {
     out = attention_heads(q, k, v, H, Hkv, base);
   } else {
-    auto split = [&](const Tensor& x, int64_t n) { return permute(reshape(x, {B, T, n, hd}), {0, 2, 1, 3}); };
+    auto split = [&](const Tensor& x, int64_t n) {
+      return permute(reshape(x, {B, T, n, hd}), {0, 2, 1, 3});
+    };
     Tensor qh = split(q, H), kh = split(k, Hkv), vh = split(v, Hkv);
     if (base > 0) qh = rope(qh, base), kh = rope(kh, base);
     out = reshape(contiguous(permute(causal_attention(qh, kh, vh), {0, 2, 1, 3})), {B, T, H * hd});
@@ -345,7 +349,8 @@ TEST_CASE("attention_heads equals split + rope + causal_attention + merge, bit f
   const int64_t B = 2, T = 67, H = 4, Hkv = 2, hd = 8;
   for (double base : {0.0, 10000.0}) {
     CAPTURE(base);
-    Tensor q = rand_input({B, T, H * hd}, 41, DType::f32), k = rand_input({B, T, Hkv * hd}, 42, DType::f32);
+    Tensor q = rand_input({B, T, H * hd}, 41, DType::f32),
+           k = rand_input({B, T, Hkv * hd}, 42, DType::f32);
     Tensor v = rand_input({B, T, Hkv * hd}, 43, DType::f32);
     Tensor dout = random_tensor({B, T, H * hd}, 44, -1, 1, false).to(DType::f32);
     HeadsRun fused = run_heads(q, k, v, dout, H, Hkv, base, true);
@@ -362,7 +367,8 @@ TEST_CASE("attention_heads equals split + rope + causal_attention + merge, bit f
 TEST_CASE("attention_heads: float32 bit-identical at 1 and 2 threads; bad shapes are named") {
   ThreadGuard guard;
   const int64_t B = 2, T = 100, H = 8, Hkv = 2, hd = 16;
-  Tensor q = rand_input({B, T, H * hd}, 51, DType::f32), k = rand_input({B, T, Hkv * hd}, 52, DType::f32);
+  Tensor q = rand_input({B, T, H * hd}, 51, DType::f32),
+         k = rand_input({B, T, Hkv * hd}, 52, DType::f32);
   Tensor v = rand_input({B, T, Hkv * hd}, 53, DType::f32);
   Tensor dout = random_tensor({B, T, H * hd}, 54, -1, 1, false).to(DType::f32);
   set_threads(1);
@@ -373,9 +379,12 @@ TEST_CASE("attention_heads: float32 bit-identical at 1 and 2 threads; bad shapes
   CHECK(bit_equal(one.dq, two.dq));
   CHECK(bit_equal(one.dk, two.dk));
   CHECK(bit_equal(one.dv, two.dv));
-  CHECK_THROWS_WITH_AS(attention_heads(q, k, v, 3, 1), doctest::Contains("attention_heads"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(attention_heads(q, q, v, H, Hkv), doctest::Contains("k and v of shape"), std::invalid_argument);
-  Tensor odd = rand_input({B, T, 3 * H}, 55, DType::f32), odd_kv = rand_input({B, T, 3 * Hkv}, 56, DType::f32);
-  CHECK_THROWS_WITH_AS(attention_heads(odd, odd_kv, odd_kv, H, Hkv, 10000.0), doctest::Contains("even head dimension"),
+  CHECK_THROWS_WITH_AS(attention_heads(q, k, v, 3, 1), doctest::Contains("attention_heads"),
                        std::invalid_argument);
+  CHECK_THROWS_WITH_AS(attention_heads(q, q, v, H, Hkv), doctest::Contains("k and v of shape"),
+                       std::invalid_argument);
+  Tensor odd = rand_input({B, T, 3 * H}, 55, DType::f32),
+         odd_kv = rand_input({B, T, 3 * Hkv}, 56, DType::f32);
+  CHECK_THROWS_WITH_AS(attention_heads(odd, odd_kv, odd_kv, H, Hkv, 10000.0),
+                       doctest::Contains("even head dimension"), std::invalid_argument);
 }

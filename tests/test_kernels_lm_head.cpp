@@ -23,7 +23,6 @@ using namespace dg::test;
 
 namespace {
 
-
 // Targets in [0, V) with every `ignore_every`-th row set to -100.
 std::vector<int32_t> targets_for(int64_t N, int64_t V, uint64_t seed, int64_t ignore_every) {
   std::mt19937_64 rng(seed);
@@ -31,8 +30,6 @@ std::vector<int32_t> targets_for(int64_t N, int64_t V, uint64_t seed, int64_t ig
   for (int64_t n = 0; n < N; ++n) t[n] = n % ignore_every == 1 ? -100 : int32_t(rng() % V);
   return t;
 }
-
-
 
 }  // namespace
 
@@ -73,8 +70,8 @@ TEST_CASE_TEMPLATE("lm_head_ce kernels match the full-logits reference", T, floa
       std::vector<T> dx2(N * D, T(0.5)), dW2(V * D, T(-0.25));
       lm_head_ce_forward<T>(loss.data(), lse.data(), x.data(), W.data(), targets.data(), N, D, V,
                             -100, w, scratch.data());
-      lm_head_ce_backward<T>(dx2.data(), dW2.data(), x.data(), W.data(), lse.data(),
-                             targets.data(), scale, N, D, V, -100, w, scratch.data(), true);
+      lm_head_ce_backward<T>(dx2.data(), dW2.data(), x.data(), W.data(), lse.data(), targets.data(),
+                             scale, N, D, V, -100, w, scratch.data(), true);
       CHECK(std::memcmp(dx2.data(), dx.data(), dx.size() * sizeof(T)) == 0);
       CHECK(std::memcmp(dW2.data(), dW.data(), dW.size() * sizeof(T)) == 0);
     }

@@ -236,8 +236,9 @@ TEST_CASE_TEMPLATE("linear matches x·Wᵀ + b from the reference", T, float, do
   for (size_t i = 0; i < r.size(); ++i) r[i] += rv[i];
   CHECK(max_abs_diff(linear_add(res, x, w, b), Tensor::from_vector(r, ref.shape(), dt)) <=
         tolerance<T>(17));
-  CHECK_THROWS_WITH(linear_add(rand_t({3, 5, 10}, 9, dt), x, w),
-                    doctest::Contains("linear_add: expected a residual of the output's shape [3, 5, 11]"));
+  CHECK_THROWS_WITH(
+      linear_add(rand_t({3, 5, 10}, 9, dt), x, w),
+      doctest::Contains("linear_add: expected a residual of the output's shape [3, 5, 11]"));
 }
 
 TEST_CASE("matmul and linear backwards add into existing gradients (beta = 1)") {

@@ -1,4 +1,5 @@
-// Tests of the fused nn kernels and ops (tensor/kernels_{embedding,loss,norm,attention,elementwise}.h, autograd/ops_*.cpp): fast kernels
+// Tests of the fused nn kernels and ops
+// (tensor/kernels_{embedding,loss,norm,attention,elementwise}.h, autograd/ops_*.cpp): fast kernels
 // against the plain reference kernels, float32 results bit-identical at 1 and 2 threads, golden
 // values from torch 1.13 (F.cross_entropy, an RMSNorm, the reference's float32 RoPE), and the
 // error messages. Gradients of every op are checked numerically by the nn_op_cases() rows.
@@ -26,15 +27,12 @@ using namespace dg::test;
 
 namespace {
 
-
 std::vector<int32_t> rand_ids(int64_t n, int32_t V, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<int32_t> v(n);
   for (int32_t& x : v) x = static_cast<int32_t>(rng() % V);
   return v;
 }
-
-
 
 template <class T>
 double tol() {
@@ -190,7 +188,8 @@ TEST_CASE_TEMPLATE("nn kernels: fast matches reference", T, float, double) {
     CHECK(rel_diff(du, du_ref) < tol<T>());
     // overwrite: whatever the buffers held (NaN here) is replaced, not added to
     std::vector<T> dg_new(n, T(NAN)), du_new(n, T(NAN)), zg(n, T(0)), zu(n, T(0));
-    swiglu_backward<T>(dg_new.data(), true, du_new.data(), true, dout.data(), g.data(), u.data(), n);
+    swiglu_backward<T>(dg_new.data(), true, du_new.data(), true, dout.data(), g.data(), u.data(),
+                       n);
     ref_swiglu_backward<T>(zg.data(), zu.data(), dout.data(), g.data(), u.data(), n);
     CHECK(rel_diff(dg_new, zg) < tol<T>());
     CHECK(rel_diff(du_new, zu) < tol<T>());
@@ -297,7 +296,8 @@ TEST_CASE("nn kernels: float32 results are bit-identical at 1 and 2 threads") {
     {  // swiglu
       std::vector<float> y(rows * D), dg(rows * D, 0.5f), du(rows * D);
       swiglu_forward<float>(y.data(), x.data(), dout.data(), rows * D);
-      swiglu_backward<float>(dg.data(), false, du.data(), true, dout.data(), x.data(), dout.data(), rows * D);
+      swiglu_backward<float>(dg.data(), false, du.data(), true, dout.data(), x.data(), dout.data(),
+                             rows * D);
       keep(y), keep(dg), keep(du);
     }
     {  // depth mix
@@ -320,7 +320,8 @@ TEST_CASE("nn kernels: float32 results are bit-identical at 1 and 2 threads") {
   }
 }
 
-TEST_CASE("linear_rope gives the bits of linear, split heads, rope, merge heads (values, gradients)") {
+TEST_CASE(
+    "linear_rope gives the bits of linear, split heads, rope, merge heads (values, gradients)") {
   const int64_t B = 2, T = 7, H = 3, hd = 6, in = 5;
   auto f32 = [](Tensor t) { return t.to(DType::f32).set_requires_grad(true); };
   Tensor x = f32(random_tensor({B, T, in}, 51, -1, 1, false));
@@ -337,13 +338,15 @@ TEST_CASE("linear_rope gives the bits of linear, split heads, rope, merge heads 
   CHECK(same_bits(x.grad().to_floats(), x2.grad().to_floats()));
   CHECK(same_bits(w.grad().to_floats(), w2.grad().to_floats()));
   CHECK(same_bits(b.grad().to_floats(), b2.grad().to_floats()));
-  CHECK_THROWS_WITH(linear_rope(x, w, b, 4), doctest::Contains("split into 4 heads of an even size"));
+  CHECK_THROWS_WITH(linear_rope(x, w, b, 4),
+                    doctest::Contains("split into 4 heads of an even size"));
   CHECK_THROWS_WITH(linear_rope(x, w, b, 0), doctest::Contains("linear_rope: heads must be >= 1"));
 }
 
-// ---- golden values from torch 1.13 ---------------------------------------------------------------
-// Generated offline with /usr/bin/python3 (torch 1.13), float32 throughout; inputs are exact
-// dyadic rationals from pattern() so both sides start from the same bits.
+// ---- golden values from torch 1.13
+// --------------------------------------------------------------- Generated offline with
+// /usr/bin/python3 (torch 1.13), float32 throughout; inputs are exact dyadic rationals from
+// pattern() so both sides start from the same bits.
 
 TEST_CASE("cross_entropy matches torch F.cross_entropy (value and gradient, ignored rows)") {
   // logits [4, 5] = ((k*5) % 17 − 8) / 4, targets [3, −100, 0, 4], ignore_index −100

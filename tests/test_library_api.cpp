@@ -38,13 +38,15 @@ dg::MicroLMConfig tiny_config() {
 TEST_CASE("save_tensors / load_tensors: every dtype, views included, exact values and order") {
   auto dir = fresh_dir("tensors");
   const std::string path = (dir / "set.safetensors").string();
-  dg::Tensor f32 = dg::Tensor::from_vector({1.5, -2.25, 3.0, 4.0, 5.5, -6.0}, {2, 3}, dg::DType::f32);
+  dg::Tensor f32 =
+      dg::Tensor::from_vector({1.5, -2.25, 3.0, 4.0, 5.5, -6.0}, {2, 3}, dg::DType::f32);
   dg::Tensor f64 = dg::Tensor::from_vector({0.1, 0.2, 0.3}, {3}, dg::DType::f64);
   dg::Tensor i64 = dg::Tensor::from_vector({-7, 8, 9, 10}, {2, 2}, dg::DType::i64);
   dg::Tensor i32 = dg::Tensor::from_ids({1, 2, 3}, {3});
   dg::Tensor view = f32.view_transpose(0, 1);  // [3, 2], not contiguous: saved as its values
-  dg::save_tensors(path, {{"a.f32", f32}, {"b.f64", f64}, {"c.i64", i64}, {"d.i32", i32}, {"e.view", view}},
-                   {{"note", "hello"}});
+  dg::save_tensors(
+      path, {{"a.f32", f32}, {"b.f64", f64}, {"c.i64", i64}, {"d.i32", i32}, {"e.view", view}},
+      {{"note", "hello"}});
   auto back = dg::load_tensors(path);
   REQUIRE(back.size() == 5);
   std::map<std::string, dg::Tensor> by_name(back.begin(), back.end());
@@ -59,10 +61,10 @@ TEST_CASE("save_tensors / load_tensors: every dtype, views included, exact value
   CHECK(same(by_name.at("e.view"), view));
   CHECK(by_name.at("e.view").shape() == dg::Shape{3, 2});
   // names must be unique; an undefined tensor is refused with its name
-  CHECK_THROWS_WITH_AS(dg::save_tensors(path, {{"x", f32}, {"x", f64}}), doctest::Contains("duplicate"),
-                       std::runtime_error);
-  CHECK_THROWS_WITH_AS(dg::save_tensors(path, {{"ghost", dg::Tensor()}}), doctest::Contains("ghost"),
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(dg::save_tensors(path, {{"x", f32}, {"x", f64}}),
+                       doctest::Contains("duplicate"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(dg::save_tensors(path, {{"ghost", dg::Tensor()}}),
+                       doctest::Contains("ghost"), std::invalid_argument);
   // the refused writes left the earlier file whole
   CHECK(dg::load_tensors(path).size() == 5);
   std::filesystem::remove_all(dir);

@@ -23,7 +23,9 @@ using Vec = std::vector<double>;
 
 // ---- helpers ---------------------------------------------------------------------------------
 
-void set_values(Tensor p, const Vec& v) { p.copy_from(Tensor::from_vector(v, p.shape(), p.dtype())); }
+void set_values(Tensor p, const Vec& v) {
+  p.copy_from(Tensor::from_vector(v, p.shape(), p.dtype()));
+}
 
 // Seeded values away from degenerate points: 1-D gains 1 ± 0.3, biases ±0.2, pseudo-queries and
 // routes ±0.8 (dotted with RMS-normalised vectors of dim 8: clearly non-uniform routing), other
@@ -63,8 +65,8 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
-void expect_gradcheck(const std::string& name, const GradcheckFn& fn, const std::vector<Tensor>& inputs,
-                      const GradcheckOptions& opt = {}) {
+void expect_gradcheck(const std::string& name, const GradcheckFn& fn,
+                      const std::vector<Tensor>& inputs, const GradcheckOptions& opt = {}) {
   GradcheckResult r = gradcheck(name, fn, inputs, opt);
   INFO(name << ": " << r.message);
   CHECK(r.passed);
@@ -82,12 +84,15 @@ std::string error_of(F&& fn) {
   FAIL("expected std::invalid_argument");
   return "";
 }
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 // The tiny config of the gradient checks.
 MicroLMConfig tiny_config(ResidualMode mode, int64_t kv_heads = 2, int64_t block_size = 2) {
   MicroLMConfig c;
-  c.vocab = 11, c.dim = 8, c.heads = 2, c.kv_heads = kv_heads, c.layers = 3, c.seq_len = 5, c.expansion = 2;
+  c.vocab = 11, c.dim = 8, c.heads = 2, c.kv_heads = kv_heads, c.layers = 3, c.seq_len = 5,
+  c.expansion = 2;
   c.mode = mode;
   c.attnres_block_size = block_size;
   return c;
@@ -102,18 +107,22 @@ GradcheckOptions model_options() {
   return opt;
 }
 
-constexpr ResidualMode kAllModes[] = {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres,
-                                      ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres};
+constexpr ResidualMode kAllModes[] = {ResidualMode::standard, ResidualMode::block_attnres,
+                                      ResidualMode::rd_attnres, ResidualMode::paper_block_attnres,
+                                      ResidualMode::paper_rd_attnres};
 
 }  // namespace
 
-// ---- 1. gradcheck of every module ------------------------------------------------------------------
+// ---- 1. gradcheck of every module
+// ------------------------------------------------------------------
 
 TEST_CASE("gradcheck: Embedding, Linear, RMSNorm, LayerNorm, Norm") {
   Embedding emb(11, 4, DType::f64);
   randomize(emb, 1);
-  Tensor ids = Tensor::from_ids({3, 1, 3, 0, 10, 3, 7, 1, 1, 2}, {2, 5});  // repeats: rows accumulate
-  expect_gradcheck("Embedding", [&](const std::vector<Tensor>&) { return emb.forward(ids); }, {emb.weight});
+  Tensor ids =
+      Tensor::from_ids({3, 1, 3, 0, 10, 3, 7, 1, 1, 2}, {2, 5});  // repeats: rows accumulate
+  expect_gradcheck("Embedding", [&](const std::vector<Tensor>&) { return emb.forward(ids); },
+                   {emb.weight});
 
   for (bool bias : {false, true}) {
     Linear lin(4, 5, bias, DType::f64);
@@ -122,8 +131,9 @@ TEST_CASE("gradcheck: Embedding, Linear, RMSNorm, LayerNorm, Norm") {
     Tensor x = random_tensor({2, 3, 4}, 3);  // 3-D input
     std::vector<Tensor> inputs{x, lin.weight};
     if (bias) inputs.push_back(lin.bias);
-    expect_gradcheck(bias ? "Linear+bias 3-D" : "Linear 3-D",
-                     [&](const std::vector<Tensor>& in) { return lin.forward(in[0]); }, inputs);
+    expect_gradcheck(
+        bias ? "Linear+bias 3-D" : "Linear 3-D",
+        [&](const std::vector<Tensor>& in) { return lin.forward(in[0]); }, inputs);
     Tensor y = lin.forward(x);
     CHECK(y.shape() == Shape{2, 3, 5});
   }
@@ -131,7 +141,8 @@ TEST_CASE("gradcheck: Embedding, Linear, RMSNorm, LayerNorm, Norm") {
   RMSNorm rms(6, 1e-6, DType::f64);
   randomize(rms, 4);
   Tensor x = random_tensor({2, 3, 6}, 5);
-  expect_gradcheck("RMSNorm", [&](const std::vector<Tensor>& in) { return rms.forward(in[0]); }, {x, rms.weight});
+  expect_gradcheck("RMSNorm", [&](const std::vector<Tensor>& in) { return rms.forward(in[0]); },
+                   {x, rms.weight});
 
   LayerNorm ln(6, 1e-5, DType::f64);
   randomize(ln, 6);
@@ -144,10 +155,12 @@ TEST_CASE("gradcheck: Embedding, Linear, RMSNorm, LayerNorm, Norm") {
     std::vector<Tensor> inputs = {x};
     for (const Tensor& p : n.parameters()) inputs.push_back(p);
     CHECK(inputs.size() == (kind == Norm::Kind::rms ? 2u : 3u));
-    expect_gradcheck(kind == Norm::Kind::rms ? "Norm(rms)" : "Norm(layer)",
-                     [&](const std::vector<Tensor>& in) { return n.forward(in[0]); }, inputs);
+    expect_gradcheck(
+        kind == Norm::Kind::rms ? "Norm(rms)" : "Norm(layer)",
+        [&](const std::vector<Tensor>& in) { return n.forward(in[0]); }, inputs);
     // Norm is exactly the layer it stands for.
-    Tensor expected = kind == Norm::Kind::rms ? rms_norm(x, n.weight, 1e-5) : layer_norm(x, n.weight, n.bias, 1e-5);
+    Tensor expected = kind == Norm::Kind::rms ? rms_norm(x, n.weight, 1e-5)
+                                              : layer_norm(x, n.weight, n.bias, 1e-5);
     CHECK(max_abs_diff(n.forward(x), expected) == 0.0);
   }
 }
@@ -157,9 +170,10 @@ TEST_CASE("gradcheck: CausalSelfAttention (MHA, GQA, RoPE on/off, bias, u_qk != 
     int64_t heads, kv_heads;
     bool rope, bias;
   };
-  for (Case c : {Case{2, 2, true, false}, Case{2, 1, true, false}, Case{2, 2, false, false}, Case{2, 1, false, true},
-                 Case{4, 2, true, false}}) {
-    std::string name = fmt::format("attention heads={} kv_heads={} rope={} bias={}", c.heads, c.kv_heads, c.rope, c.bias);
+  for (Case c : {Case{2, 2, true, false}, Case{2, 1, true, false}, Case{2, 2, false, false},
+                 Case{2, 1, false, true}, Case{4, 2, true, false}}) {
+    std::string name = fmt::format("attention heads={} kv_heads={} rope={} bias={}", c.heads,
+                                   c.kv_heads, c.rope, c.bias);
     CAPTURE(name);
     AttentionConfig ac{8, c.heads, c.kv_heads, c.rope, 10000.0, c.bias};
     CausalSelfAttention attn(ac, DType::f64);
@@ -168,7 +182,8 @@ TEST_CASE("gradcheck: CausalSelfAttention (MHA, GQA, RoPE on/off, bias, u_qk != 
     std::vector<Tensor> inputs{u_qk, u_v};
     for (const Tensor& p : attn.parameters()) inputs.push_back(p);
     CHECK(inputs.size() == (c.bias ? 10u : 6u));
-    expect_gradcheck(name, [&](const std::vector<Tensor>& in) { return attn.forward(in[0], in[1]); }, inputs);
+    expect_gradcheck(
+        name, [&](const std::vector<Tensor>& in) { return attn.forward(in[0], in[1]); }, inputs);
     // V really reads u_v and Q/K really read u_qk.
     CHECK(max_abs_diff(attn.forward(u_qk, u_v), attn.forward(u_qk, u_qk)) > 1e-3);
     CHECK(max_abs_diff(attn.forward(u_qk, u_v), attn.forward(u_v, u_v)) > 1e-3);
@@ -184,16 +199,20 @@ TEST_CASE("gradcheck: FeedForward (SwiGLU, GELU)") {
       Tensor x = random_tensor({2, 5, 8}, 22);
       std::vector<Tensor> inputs{x};
       for (const Tensor& p : ffn.parameters()) inputs.push_back(p);
-      expect_gradcheck(fmt::format("FeedForward {} bias={}", kind == FeedForward::Kind::swiglu ? "swiglu" : "gelu", bias),
-                       [&](const std::vector<Tensor>& in) { return ffn.forward(in[0]); }, inputs);
+      expect_gradcheck(
+          fmt::format("FeedForward {} bias={}",
+                      kind == FeedForward::Kind::swiglu ? "swiglu" : "gelu", bias),
+          [&](const std::vector<Tensor>& in) { return ffn.forward(in[0]); }, inputs);
     }
   }
 }
 
 TEST_CASE("gradcheck: MicroBlock in every mode") {
   GradcheckOptions opt;
-  opt.jacobian_max_entries = 2048;  // the full Jacobian for the small tensors only (keeps the file fast)
-  for (ResidualMode mode : {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres}) {
+  opt.jacobian_max_entries =
+      2048;  // the full Jacobian for the small tensors only (keeps the file fast)
+  for (ResidualMode mode :
+       {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres}) {
     for (int64_t index : {0, 2}) {
       MicroLMConfig cfg = tiny_config(mode, index == 0 ? 2 : 1);
       MicroBlock block(cfg, index, DType::f64);
@@ -203,9 +222,12 @@ TEST_CASE("gradcheck: MicroBlock in every mode") {
       for (int64_t j = 0; j < k; ++j) inputs.push_back(random_tensor({2, 5, 8}, 40 + j));
       for (const Tensor& p : block.parameters()) inputs.push_back(p);
       std::string name = fmt::format("MicroBlock {} index {}", residual_mode_name(mode), index);
-      expect_gradcheck(name, [&](const std::vector<Tensor>& in) {
-        return block.forward(std::vector<Tensor>(in.begin(), in.begin() + k));
-      }, inputs, opt);
+      expect_gradcheck(
+          name,
+          [&](const std::vector<Tensor>& in) {
+            return block.forward(std::vector<Tensor>(in.begin(), in.begin() + k));
+          },
+          inputs, opt);
       if (mode != ResidualMode::standard) {
         CHECK(block.last_alpha_qk.shape() == Shape{2, 5, k});
         CHECK(block.last_alpha_v.shape() == Shape{2, 5, k});
@@ -227,11 +249,16 @@ TEST_CASE("gradcheck: the whole MicroLM loss w.r.t. every parameter, all five mo
     int64_t kv_heads, block_size;
   };
   const Case cases[] = {
-      {ResidualMode::standard, 1, 2},           {ResidualMode::block_attnres, 1, 2},
-      {ResidualMode::rd_attnres, 2, 2},         {ResidualMode::rd_attnres, 1, 2},
-      {ResidualMode::paper_block_attnres, 2, 1}, {ResidualMode::paper_block_attnres, 1, 2},
-      {ResidualMode::paper_block_attnres, 2, 3}, {ResidualMode::paper_rd_attnres, 1, 1},
-      {ResidualMode::paper_rd_attnres, 2, 2},    {ResidualMode::paper_rd_attnres, 1, 3},
+      {ResidualMode::standard, 1, 2},
+      {ResidualMode::block_attnres, 1, 2},
+      {ResidualMode::rd_attnres, 2, 2},
+      {ResidualMode::rd_attnres, 1, 2},
+      {ResidualMode::paper_block_attnres, 2, 1},
+      {ResidualMode::paper_block_attnres, 1, 2},
+      {ResidualMode::paper_block_attnres, 2, 3},
+      {ResidualMode::paper_rd_attnres, 1, 1},
+      {ResidualMode::paper_rd_attnres, 2, 2},
+      {ResidualMode::paper_rd_attnres, 1, 3},
   };
   // The loss is a scalar, so the per-element check is its Jacobian. Tensors above 32 elements
   // (token, q, output, ffn) take the sampled path: 16 random elements plus 6 random directions.
@@ -243,24 +270,29 @@ TEST_CASE("gradcheck: the whole MicroLM loss w.r.t. every parameter, all five mo
     MicroLM model(cfg, DType::f64);
     randomize(model, 63);
     std::vector<Tensor> params = model.parameters();
-    expect_gradcheck(cfg.describe(), [&](const std::vector<Tensor>&) { return model.loss(ids, targets); }, params, opt);
+    expect_gradcheck(
+        cfg.describe(), [&](const std::vector<Tensor>&) { return model.loss(ids, targets); },
+        params, opt);
     int64_t n = 0;
     for (const Tensor& p : params) n += p.numel();
     CHECK(n == model.parameter_count());
   }
   // The other config paths: LayerNorm, GELU, biases, learned positions, untied head, no RoPE.
   MicroLMConfig cfg = tiny_config(ResidualMode::rd_attnres, 1);
-  cfg.norm = Norm::Kind::layer, cfg.ffn = FeedForward::Kind::gelu, cfg.bias = true, cfg.learned_positions = true;
+  cfg.norm = Norm::Kind::layer, cfg.ffn = FeedForward::Kind::gelu, cfg.bias = true,
+  cfg.learned_positions = true;
   cfg.tied_head = false, cfg.rope = false;
   MicroLM model(cfg, DType::f64);
   randomize(model, 64);
   REQUIRE(model.head != nullptr);
   REQUIRE(model.position != nullptr);
-  expect_gradcheck(cfg.describe(), [&](const std::vector<Tensor>&) { return model.loss(ids, targets); },
-                   model.parameters(), opt);
+  expect_gradcheck(
+      cfg.describe(), [&](const std::vector<Tensor>&) { return model.loss(ids, targets); },
+      model.parameters(), opt);
 }
 
-TEST_CASE("gradcheck has teeth at model level: a parameter read outside the tape is caught and named") {
+TEST_CASE(
+    "gradcheck has teeth at model level: a parameter read outside the tape is caught and named") {
   MicroLM model(tiny_config(ResidualMode::paper_rd_attnres, 1, 2), DType::f64);
   randomize(model, 65);
   Tensor ids = Tensor::from_ids(random_ids(10, 11, 61), {2, 5});
@@ -270,17 +302,20 @@ TEST_CASE("gradcheck has teeth at model level: a parameter read outside the tape
     Vec g = gain.to_vector();
     double s = 0;
     for (double v : g) s += v * v;
-    return add(model.loss(ids, targets), Tensor::from_vector({0.01 * s}, {}, DType::f64));  // d/dg missed
+    return add(model.loss(ids, targets),
+               Tensor::from_vector({0.01 * s}, {}, DType::f64));  // d/dg missed
   };
-  GradcheckResult ok = gradcheck("model", [&](const std::vector<Tensor>&) { return model.loss(ids, targets); },
-                                 {model.token->weight, gain}, model_options());
+  GradcheckResult ok = gradcheck(
+      "model", [&](const std::vector<Tensor>&) { return model.loss(ids, targets); },
+      {model.token->weight, gain}, model_options());
   CHECK(ok.passed);
   GradcheckResult r = gradcheck("leaky", leaky, {model.token->weight, gain}, model_options());
   CHECK_FALSE(r.passed);
   CHECK(contains(r.message, "final_norm.weight"));
 }
 
-// ---- 2. paper modes ---------------------------------------------------------------------------------------
+// ---- 2. paper modes
+// ---------------------------------------------------------------------------------------
 
 namespace {
 
@@ -291,7 +326,8 @@ Vec ref_rmsnorm(const Vec& x, int64_t D, const Vec& gain, double eps) {
     double ms = 0;
     for (int64_t d = 0; d < D; ++d) ms += x[r * D + d] * x[r * D + d];
     const double inv = 1.0 / std::sqrt(ms / static_cast<double>(D) + eps);
-    for (int64_t d = 0; d < D; ++d) out[r * D + d] = x[r * D + d] * inv * (gain.empty() ? 1.0 : gain[d]);
+    for (int64_t d = 0; d < D; ++d)
+      out[r * D + d] = x[r * D + d] * inv * (gain.empty() ? 1.0 : gain[d]);
   }
   return out;
 }
@@ -311,9 +347,12 @@ Vec ref_linear(const Vec& x, int64_t in, const Tensor& weight, const Tensor& bia
 }
 
 // Causal attention from its definition; x rows are (b, t), heads laid out along the features.
-Vec ref_attention(const Vec& u_qk, const Vec& u_v, const CausalSelfAttention& a, int64_t B, int64_t T) {
-  const int64_t D = a.config.dim, H = a.config.heads, Hkv = a.config.kv_heads, hd = a.head_dim, half = hd / 2;
-  Vec q = ref_linear(u_qk, D, a.q->weight, a.q->bias), k = ref_linear(u_qk, D, a.k->weight, a.k->bias);
+Vec ref_attention(const Vec& u_qk, const Vec& u_v, const CausalSelfAttention& a, int64_t B,
+                  int64_t T) {
+  const int64_t D = a.config.dim, H = a.config.heads, Hkv = a.config.kv_heads, hd = a.head_dim,
+                half = hd / 2;
+  Vec q = ref_linear(u_qk, D, a.q->weight, a.q->bias),
+      k = ref_linear(u_qk, D, a.k->weight, a.k->bias);
   Vec v = ref_linear(u_v, D, a.v->weight, a.v->bias);
   auto rotate = [&](Vec& x, int64_t heads) {
     if (!a.config.rope) return;
@@ -322,7 +361,8 @@ Vec ref_attention(const Vec& u_qk, const Vec& u_v, const CausalSelfAttention& a,
         for (int64_t h = 0; h < heads; ++h) {
           double* p = &x[(b * T + t) * heads * hd + h * hd];
           for (int64_t i = 0; i < half; ++i) {
-            const double angle = static_cast<double>(t) / std::pow(a.config.rope_base, 2.0 * i / hd);
+            const double angle =
+                static_cast<double>(t) / std::pow(a.config.rope_base, 2.0 * i / hd);
             const double x0 = p[i], x1 = p[i + half];
             p[i] = x0 * std::cos(angle) - x1 * std::sin(angle);
             p[i + half] = x0 * std::sin(angle) + x1 * std::cos(angle);
@@ -340,7 +380,8 @@ Vec ref_attention(const Vec& u_qk, const Vec& u_v, const CausalSelfAttention& a,
         double mx = -1e300;
         for (int64_t j = 0; j <= t; ++j) {
           double dot = 0;
-          for (int64_t i = 0; i < hd; ++i) dot += q[(b * T + t) * H * hd + h * hd + i] * k[(b * T + j) * Hkv * hd + g * hd + i];
+          for (int64_t i = 0; i < hd; ++i)
+            dot += q[(b * T + t) * H * hd + h * hd + i] * k[(b * T + j) * Hkv * hd + g * hd + i];
           s[j] = dot / std::sqrt(static_cast<double>(hd));
           mx = std::max(mx, s[j]);
         }
@@ -348,14 +389,16 @@ Vec ref_attention(const Vec& u_qk, const Vec& u_v, const CausalSelfAttention& a,
         for (double& e : s) z += (e = std::exp(e - mx));
         for (int64_t j = 0; j <= t; ++j)
           for (int64_t i = 0; i < hd; ++i)
-            merged[(b * T + t) * H * hd + h * hd + i] += s[j] / z * v[(b * T + j) * Hkv * hd + g * hd + i];
+            merged[(b * T + t) * H * hd + h * hd + i] +=
+                s[j] / z * v[(b * T + j) * Hkv * hd + g * hd + i];
       }
     }
   return ref_linear(merged, H * hd, a.output->weight, a.output->bias);
 }
 
 Vec ref_swiglu(const Vec& x, const FeedForward& f, int64_t D) {
-  Vec g = ref_linear(x, D, f.gate->weight, f.gate->bias), u = ref_linear(x, D, f.up->weight, f.up->bias);
+  Vec g = ref_linear(x, D, f.gate->weight, f.gate->bias),
+      u = ref_linear(x, D, f.up->weight, f.up->bias);
   for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
   return ref_linear(g, f.up->out_features, f.down->weight, f.down->bias);
 }
@@ -383,12 +426,13 @@ Vec ref_mix(const std::vector<Vec>& S, const Tensor& query, int64_t D, double ep
 
 Vec ref_logits(const MicroLM& m, const Vec& hidden) {
   const int64_t D = m.config().dim;
-  return ref_linear(ref_rmsnorm(hidden, D, m.final_norm->weight.to_vector(), m.config().norm_eps), D, m.token->weight,
-                    Tensor());
+  return ref_linear(ref_rmsnorm(hidden, D, m.final_norm->weight.to_vector(), m.config().norm_eps),
+                    D, m.token->weight, Tensor());
 }
 
 // Full AttnRes straight from its definition: every sublayer output is its own source.
-Vec ref_full_attnres_logits(const MicroLM& m, const std::vector<int32_t>& ids, int64_t B, int64_t T) {
+Vec ref_full_attnres_logits(const MicroLM& m, const std::vector<int32_t>& ids, int64_t B,
+                            int64_t T) {
   const MicroLMConfig& c = m.config();
   const int64_t D = c.dim;
   const double eps = c.norm_eps;
@@ -396,12 +440,15 @@ Vec ref_full_attnres_logits(const MicroLM& m, const std::vector<int32_t>& ids, i
   for (int32_t id : ids) h0.insert(h0.end(), E.begin() + id * D, E.begin() + (id + 1) * D);
   std::vector<Vec> sources{h0};
   for (const MicroBlock* b : m.blocks) {
-    const Vec g_attn = b->attention_norm->weight.to_vector(), g_ffn = b->ffn_norm->weight.to_vector();
+    const Vec g_attn = b->attention_norm->weight.to_vector(),
+              g_ffn = b->ffn_norm->weight.to_vector();
     Vec u_qk = ref_rmsnorm(ref_mix(sources, b->attn_query, D, eps), D, g_attn, eps);
-    Vec u_v = c.mode == ResidualMode::paper_rd_attnres ? ref_rmsnorm(ref_mix(sources, b->attn_v_query, D, eps), D, g_attn, eps)
-                                                       : u_qk;
+    Vec u_v = c.mode == ResidualMode::paper_rd_attnres
+                  ? ref_rmsnorm(ref_mix(sources, b->attn_v_query, D, eps), D, g_attn, eps)
+                  : u_qk;
     sources.push_back(ref_attention(u_qk, u_v, *b->attention, B, T));
-    sources.push_back(ref_swiglu(ref_rmsnorm(ref_mix(sources, b->ffn_query, D, eps), D, g_ffn, eps), *b->ffn, D));
+    sources.push_back(
+        ref_swiglu(ref_rmsnorm(ref_mix(sources, b->ffn_query, D, eps), D, g_ffn, eps), *b->ffn, D));
   }
   return ref_logits(m, ref_mix(sources, m.final_query, D, eps));
 }
@@ -438,7 +485,8 @@ TEST_CASE("paper modes, block size 1, equal an independent Full AttnRes forward 
       NoGradGuard no_grad;
       Tensor logits = model.forward(ids);
       const double err = max_abs_diff(logits.to_vector(), expected);
-      MESSAGE(fmt::format("{} kv_heads={}: max |logits - Full AttnRes reference| = {:.3g}", residual_mode_name(mode), kv, err));
+      MESSAGE(fmt::format("{} kv_heads={}: max |logits - Full AttnRes reference| = {:.3g}",
+                          residual_mode_name(mode), kv, err));
       CHECK(err <= 1e-12);
       // The routing is far from uniform, so the check exercises the mixing weights.
       RouteStats stats = model.route_stats();
@@ -485,7 +533,8 @@ TEST_CASE("paper modes: hand-computed mixtures with constant sublayers and zero 
         set_values(b->ffn->down->bias, f[l]);
       }
       Vec E = model.token->weight.to_vector(), h0;
-      for (int32_t id : id_values) h0.insert(h0.end(), E.begin() + id * D, E.begin() + (id + 1) * D);
+      for (int32_t id : id_values)
+        h0.insert(h0.end(), E.begin() + id * D, E.begin() + (id + 1) * D);
       auto rows = [&](const Vec& v) {  // a constant vector on every token
         Vec out;
         for (int64_t r = 0; r < B * T; ++r) out.insert(out.end(), v.begin(), v.end());
@@ -504,7 +553,8 @@ TEST_CASE("paper modes: hand-computed mixtures with constant sublayers and zero 
           break;
         case 3:  // h0, a0+f0+a1, f1+a2+f2
           final_mix = (1.0 / 3) * (h0 + rows((a[0] + f[0] + a[1]) + (f[1] + a[2] + f[2])));
-          attn_sources = {1, 2, 3};  // layer 1: h0 + partial a0+f0; layer 2: h0, block 0, partial f1
+          attn_sources = {1, 2,
+                          3};  // layer 1: h0 + partial a0+f0; layer 2: h0, block 0, partial f1
           break;
         default:  // 4: h0, a0+f0+a1+f1, partial a2+f2
           final_mix = (1.0 / 3) * (h0 + rows((a[0] + f[0] + a[1] + f[1]) + (a[2] + f[2])));
@@ -519,15 +569,19 @@ TEST_CASE("paper modes: hand-computed mixtures with constant sublayers and zero 
       REQUIRE(stats.mean_alpha_qk.size() == 3);
       for (int l = 0; l < 3; ++l) {
         REQUIRE(static_cast<int64_t>(stats.mean_alpha_qk[l].size()) == attn_sources[l]);
-        for (double x : stats.mean_alpha_qk[l]) CHECK(x == doctest::Approx(1.0 / attn_sources[l]).epsilon(1e-14));
-        for (double x : stats.mean_alpha_v[l]) CHECK(x == doctest::Approx(1.0 / attn_sources[l]).epsilon(1e-14));
+        for (double x : stats.mean_alpha_qk[l])
+          CHECK(x == doctest::Approx(1.0 / attn_sources[l]).epsilon(1e-14));
+        for (double x : stats.mean_alpha_v[l])
+          CHECK(x == doctest::Approx(1.0 / attn_sources[l]).epsilon(1e-14));
       }
       CHECK(stats.js_reference == 0.0);
     }
   }
 }
 
-TEST_CASE("paper modes: hand-computed case where a sublayer reads its mixture (one token, identity attention)") {
+TEST_CASE(
+    "paper modes: hand-computed case where a sublayer reads its mixture (one token, identity "
+    "attention)") {
   // With T = 1 the attention of a token to itself is V·Wvᵀ·Woᵀ; with Wv = Wo = I it returns its
   // input RMSNorm(h; 1). FFN outputs are the constant f_l. Two layers, zero pseudo-queries.
   const int64_t D = 8;
@@ -540,7 +594,8 @@ TEST_CASE("paper modes: hand-computed case where a sublayer reads its mixture (o
     cfg.layers = 2, cfg.bias = true;
     MicroLM model(cfg, DType::f64);
     model.init_identical(8);
-    Vec f[2] = {{0.5, -0.25, 0.75, 0.1, -0.6, 0.3, 0.2, -0.4}, {-0.3, 0.45, 0.15, -0.7, 0.25, 0.05, -0.15, 0.6}};
+    Vec f[2] = {{0.5, -0.25, 0.75, 0.1, -0.6, 0.3, 0.2, -0.4},
+                {-0.3, 0.45, 0.15, -0.7, 0.25, 0.05, -0.15, 0.6}};
     for (int l = 0; l < 2; ++l) {
       MicroBlock* b = model.blocks[l];
       set_values(b->attention->v->weight, eye);
@@ -582,7 +637,8 @@ TEST_CASE("paper modes: zero pseudo-queries mix uniformly (every token, every su
       RouteStats stats = model.route_stats();
       REQUIRE(stats.mean_alpha_qk.size() == 3);
       for (size_t l = 0; l < 3; ++l) {
-        for (const Tensor& alpha : {model.blocks[l]->last_alpha_qk, model.blocks[l]->last_alpha_v}) {
+        for (const Tensor& alpha :
+             {model.blocks[l]->last_alpha_qk, model.blocks[l]->last_alpha_v}) {
           const double J = static_cast<double>(alpha.size(-1));
           for (double x : alpha.to_vector()) CHECK(std::fabs(x - 1.0 / J) <= 1e-15);
         }
@@ -596,7 +652,8 @@ TEST_CASE("paper modes: zero pseudo-queries mix uniformly (every token, every su
   }
 }
 
-// ---- 3. structure: parameter counts, names, layer-0 route, identical init ----------------------------------
+// ---- 3. structure: parameter counts, names, layer-0 route, identical init
+// ----------------------------------
 
 namespace {
 struct Dims {
@@ -611,22 +668,29 @@ MicroLMConfig config_of(const Dims& d, ResidualMode mode) {
 // The parameter count from the architecture (§2.4), independent of the registry.
 int64_t expected_count(const Dims& d, ResidualMode mode) {
   const int64_t D = d.dim, L = d.layers, kv_dim = d.kv_heads * (D / d.heads);
-  const int64_t per_layer = 2 * D * D + 2 * D * kv_dim + 3 * d.expansion * D * D + 2 * D;  // attn, ffn, 2 norms
-  const int64_t routes = D * L * (L + 1) / 2;                                              // Σ_l (l + 1)·D
-  int64_t n = d.vocab * D + L * per_layer + D;                                             // + final norm
+  const int64_t per_layer =
+      2 * D * D + 2 * D * kv_dim + 3 * d.expansion * D * D + 2 * D;  // attn, ffn, 2 norms
+  const int64_t routes = D * L * (L + 1) / 2;                        // Σ_l (l + 1)·D
+  int64_t n = d.vocab * D + L * per_layer + D;                       // + final norm
   switch (mode) {
-    case ResidualMode::standard: return n;
-    case ResidualMode::block_attnres: return n + L * D + routes;  // route norms + one shared route
-    case ResidualMode::rd_attnres: return n + L * D + 2 * routes;
-    case ResidualMode::paper_block_attnres: return n + 2 * L * D + D;  // attn/ffn queries + final query
-    case ResidualMode::paper_rd_attnres: return n + 3 * L * D + D;
+    case ResidualMode::standard:
+      return n;
+    case ResidualMode::block_attnres:
+      return n + L * D + routes;  // route norms + one shared route
+    case ResidualMode::rd_attnres:
+      return n + L * D + 2 * routes;
+    case ResidualMode::paper_block_attnres:
+      return n + 2 * L * D + D;  // attn/ffn queries + final query
+    case ResidualMode::paper_rd_attnres:
+      return n + 3 * L * D + D;
   }
   return -1;
 }
 }  // namespace
 
 TEST_CASE("parameter counts of every mode at the micro and small configs") {
-  const Dims micro{512, 64, 2, 4, 4, 3}, small{512, 256, 8, 8, 8, 3}, small_gqa{512, 256, 8, 8, 2, 3};
+  const Dims micro{512, 64, 2, 4, 4, 3}, small{512, 256, 8, 8, 8, 3},
+      small_gqa{512, 256, 8, 8, 2, 3};
   std::string table = "mode                  micro(d64,L2)  small(d256,L8)  small GQA kv=2\n";
   for (ResidualMode mode : kAllModes) {
     int64_t counts[3];
@@ -637,7 +701,8 @@ TEST_CASE("parameter counts of every mode at the micro and small configs") {
       CHECK(counts[i] == expected_count(d, mode));
       ++i;
     }
-    table += fmt::format("{:<22}{:>13}{:>16}{:>16}\n", residual_mode_name(mode), counts[0], counts[1], counts[2]);
+    table += fmt::format("{:<22}{:>13}{:>16}{:>16}\n", residual_mode_name(mode), counts[0],
+                         counts[1], counts[2]);
   }
   MESSAGE(table);
   CHECK(MicroLM(config_of(micro, ResidualMode::block_attnres)).parameter_count() == 139904);
@@ -654,17 +719,19 @@ TEST_CASE("parameter counts of every mode at the micro and small configs") {
   CHECK(m.named_parameters().back().first == "head.weight");
 }
 
-TEST_CASE("named_parameters order follows the reference; shared route and tied head are listed once") {
+TEST_CASE(
+    "named_parameters order follows the reference; shared route and tied head are listed once") {
   const Dims micro{512, 64, 2, 4, 4, 3};
-  for (ResidualMode mode : {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres}) {
+  for (ResidualMode mode :
+       {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres}) {
     std::vector<std::string> expected{"token.weight"};
     for (int l = 0; l < 2; ++l) {
       auto push = [&](const char* n) { expected.push_back(fmt::format("blocks.{}.{}", l, n)); };
       if (mode != ResidualMode::standard) push("route_norm.weight"), push("qk_route.weight");
       if (mode == ResidualMode::rd_attnres) push("v_route.weight");
-      for (const char* n : {"attention_norm.weight", "attention.q.weight", "attention.k.weight", "attention.v.weight",
-                            "attention.output.weight", "ffn_norm.weight", "ffn.up.weight", "ffn.gate.weight",
-                            "ffn.down.weight"})
+      for (const char* n : {"attention_norm.weight", "attention.q.weight", "attention.k.weight",
+                            "attention.v.weight", "attention.output.weight", "ffn_norm.weight",
+                            "ffn.up.weight", "ffn.gate.weight", "ffn.down.weight"})
         push(n);
     }
     expected.push_back("final_norm.weight");
@@ -677,7 +744,8 @@ TEST_CASE("named_parameters order follows the reference; shared route and tied h
       CHECK(model.blocks[1]->v_route == model.blocks[1]->qk_route);
       CHECK(model.parameter("blocks.1.qk_route.weight").shape() == Shape{2, 64});
     }
-    if (mode == ResidualMode::rd_attnres) CHECK(model.blocks[1]->v_route != model.blocks[1]->qk_route);
+    if (mode == ResidualMode::rd_attnres)
+      CHECK(model.blocks[1]->v_route != model.blocks[1]->qk_route);
   }
   // Paper modes: pseudo-queries sit before attention_norm; final_query before final_norm.
   MicroLM paper(config_of(micro, ResidualMode::paper_rd_attnres));
@@ -696,7 +764,8 @@ TEST_CASE("reference modes: layer 0's route has an exactly-zero gradient, layer 
     cfg.layers = 2;
     MicroLM model(cfg, DType::f64);
     randomize(model, 81);
-    Tensor loss = model.loss(Tensor::from_ids(random_ids(10, 11, 82), {2, 5}), Tensor::from_ids(random_ids(10, 11, 83), {2, 5}));
+    Tensor loss = model.loss(Tensor::from_ids(random_ids(10, 11, 82), {2, 5}),
+                             Tensor::from_ids(random_ids(10, 11, 83), {2, 5}));
     backward(loss);
     auto max_abs_grad = [&](const std::string& name) {
       Tensor g = model.parameter(name).grad();
@@ -719,10 +788,12 @@ TEST_CASE("reference modes: layer 0's route has an exactly-zero gradient, layer 
 
 TEST_CASE("init_identical: rd_attnres starts as the same function as block_attnres") {
   const Dims micro{512, 64, 2, 4, 4, 3};
-  MicroLM block(config_of(micro, ResidualMode::block_attnres)), rd(config_of(micro, ResidualMode::rd_attnres));
+  MicroLM block(config_of(micro, ResidualMode::block_attnres)),
+      rd(config_of(micro, ResidualMode::rd_attnres));
   block.init_identical(42);
   rd.init_identical(42);
-  for (MicroBlock* b : rd.blocks) CHECK(max_abs_diff(b->v_route->weight, b->qk_route->weight) == 0.0);
+  for (MicroBlock* b : rd.blocks)
+    CHECK(max_abs_diff(b->v_route->weight, b->qk_route->weight) == 0.0);
   for (auto& named : block.named_parameters()) {
     const std::string& name = named.first;  // plain variables: clang < 16 cannot capture bindings
     const auto& p = named.second;
@@ -739,9 +810,11 @@ TEST_CASE("init_identical: rd_attnres starts as the same function as block_attnr
   CHECK(max_abs_diff(block.forward(ids), other.forward(ids)) > 1e-4);
 }
 
-// ---- 4. GQA and config validation -----------------------------------------------------------------------
+// ---- 4. GQA and config validation
+// -----------------------------------------------------------------------
 
-TEST_CASE("GQA is real: fewer k/v outputs, and it equals MHA with each kv head repeated for its group") {
+TEST_CASE(
+    "GQA is real: fewer k/v outputs, and it equals MHA with each kv head repeated for its group") {
   MicroLMConfig gqa_cfg = tiny_config(ResidualMode::rd_attnres, 2);
   gqa_cfg.heads = 4;  // head_dim 2, groups of 2 query heads per kv head
   MicroLMConfig mha_cfg = gqa_cfg;
@@ -749,7 +822,8 @@ TEST_CASE("GQA is real: fewer k/v outputs, and it equals MHA with each kv head r
   MicroLM gqa(gqa_cfg, DType::f64), mha(mha_cfg, DType::f64);
   randomize(gqa, 101);
   randomize(mha, 102);
-  CHECK(gqa.parameter("blocks.0.attention.k.weight").shape() == Shape{4, 8});  // kv_heads · head_dim
+  CHECK(gqa.parameter("blocks.0.attention.k.weight").shape() ==
+        Shape{4, 8});  // kv_heads · head_dim
   CHECK(gqa.parameter("blocks.0.attention.v.weight").shape() == Shape{4, 8});
   CHECK(mha.parameter("blocks.0.attention.k.weight").shape() == Shape{8, 8});
   CHECK(gqa.parameter("blocks.0.attention.q.weight").shape() == Shape{8, 8});
@@ -769,12 +843,16 @@ TEST_CASE("GQA is real: fewer k/v outputs, and it equals MHA with each kv head r
   for (bool wrong : {false, true}) {
     std::vector<NamedTensor> state;
     for (auto& [name, p] : gqa.named_parameters())
-      state.emplace_back(name, name.ends_with("attention.k.weight") || name.ends_with("attention.v.weight")
-                                   ? tile(p, wrong) : p.clone());
+      state.emplace_back(
+          name, name.ends_with("attention.k.weight") || name.ends_with("attention.v.weight")
+                    ? tile(p, wrong)
+                    : p.clone());
     mha.load_state_dict(state);
     const double diff = max_abs_diff(y_gqa, mha.forward(ids));
-    if (wrong) CHECK(diff > 1e-3);  // grouping by h % kv_heads would be a different model
-    else CHECK(diff <= 1e-12);
+    if (wrong)
+      CHECK(diff > 1e-3);  // grouping by h % kv_heads would be a different model
+    else
+      CHECK(diff <= 1e-12);
   }
 }
 
@@ -796,20 +874,24 @@ TEST_CASE("config validation names the field; kv_heads must divide heads") {
   CHECK(contains(error_for([](MicroLMConfig& c) { c.dim = 12; }), "rope"));  // head_dim 3 is odd
   CHECK(contains(error_for([](MicroLMConfig& c) { c.seq_len = 0; }), "seq_len"));
   CHECK(contains(error_for([](MicroLMConfig& c) { c.expansion = 0; }), "expansion"));
-  CHECK(contains(error_for([](MicroLMConfig& c) { c.attnres_block_size = 0; }), "attnres_block_size"));
+  CHECK(contains(error_for([](MicroLMConfig& c) { c.attnres_block_size = 0; }),
+                 "attnres_block_size"));
   CHECK(contains(error_for([](MicroLMConfig& c) { c.norm_eps = -1e-6; }), "norm_eps"));
   // Without RoPE an odd head dimension is fine.
   MicroLMConfig ok;
   ok.dim = 12, ok.rope = false;
   CHECK_NOTHROW(MicroLM{ok});
   // The attention layer checks on its own too.
-  const std::string attn = error_of([] { CausalSelfAttention a(AttentionConfig{8, 4, 3, true, 10000.0, false}); });
+  const std::string attn = error_of([] {
+    CausalSelfAttention a(AttentionConfig{8, 4, 3, true, 10000.0, false});
+  });
   CHECK(contains(attn, "kv_heads 3"));
   CHECK(contains(error_of([] { parse_residual_mode("block"); }), "rd_attnres"));
   for (ResidualMode mode : kAllModes) CHECK(parse_residual_mode(residual_mode_name(mode)) == mode);
 }
 
-// ---- 5. load_state_dict -------------------------------------------------------------------------------------
+// ---- 5. load_state_dict
+// -------------------------------------------------------------------------------------
 
 TEST_CASE("load_state_dict: round trip, conversion, and errors naming the tensor") {
   MicroLMConfig cfg = tiny_config(ResidualMode::rd_attnres, 1);
@@ -859,7 +941,8 @@ TEST_CASE("load_state_dict: round trip, conversion, and errors naming the tensor
   expect_error(replaced("blocks.2.qk_route.weight", Tensor::zeros({2, 8}, DType::f64)),
                {"blocks.2.qk_route.weight", "[2, 8]", "[3, 8]"});
   // The last tensor in the list is wrong: nothing before it may have been copied.
-  expect_error(replaced("final_norm.weight", Tensor::zeros({9}, DType::f64)), {"final_norm.weight", "[9]"});
+  expect_error(replaced("final_norm.weight", Tensor::zeros({9}, DType::f64)),
+               {"final_norm.weight", "[9]"});
   expect_error(replaced("token.weight", Tensor::from_ids(std::vector<int32_t>(88, 0), {11, 8})),
                {"token.weight", "int32"});
   std::vector<NamedTensor> twice = state;
@@ -887,13 +970,16 @@ TEST_CASE("load_state_dict: round trip, conversion, and errors naming the tensor
   // Non-strict: missing and unknown names are skipped, shapes are still checked.
   MicroLM partial(cfg, DType::f64);
   partial.init_identical(112);
-  std::vector<NamedTensor> some{{"blocks.0.attention.q.weight", source.parameter("blocks.0.attention.q.weight")},
-                                {"not.a.parameter", Tensor::zeros({1}, DType::f64)}};
+  std::vector<NamedTensor> some{
+      {"blocks.0.attention.q.weight", source.parameter("blocks.0.attention.q.weight")},
+      {"not.a.parameter", Tensor::zeros({1}, DType::f64)}};
   partial.load_state_dict(some, /*strict=*/false);
-  CHECK(max_abs_diff(partial.parameter("blocks.0.attention.q.weight"), source.parameter("blocks.0.attention.q.weight")) == 0.0);
+  CHECK(max_abs_diff(partial.parameter("blocks.0.attention.q.weight"),
+                     source.parameter("blocks.0.attention.q.weight")) == 0.0);
   CHECK(max_abs_diff(partial.parameter("token.weight"), target.parameter("token.weight")) > 0.0);
-  CHECK_THROWS_AS(partial.load_state_dict({{"token.weight", Tensor::zeros({2, 2}, DType::f64)}}, false),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(
+      partial.load_state_dict({{"token.weight", Tensor::zeros({2, 2}, DType::f64)}}, false),
+      std::invalid_argument);
 
   // A flattened model loads into its flat buffer.
   MicroLM flat_model(cfg, DType::f64);
@@ -903,5 +989,6 @@ TEST_CASE("load_state_dict: round trip, conversion, and errors naming the tensor
   const Vec fv = flat.values.to_vector();
   const auto& slot = flat.slots.back();
   CHECK(slot.name == "final_norm.weight");
-  CHECK(fv[slot.offset] == static_cast<double>(static_cast<float>(source.final_norm->weight.to_vector()[0])));
+  CHECK(fv[slot.offset] ==
+        static_cast<double>(static_cast<float>(source.final_norm->weight.to_vector()[0])));
 }

@@ -47,8 +47,14 @@ TEST_CASE("AdamW follows torch's update exactly (decoupled decay, bias correctio
     std::vector<double> p;
     for (auto* v : {&p0, &g0, &r0}) p.insert(p.end(), v->begin(), v->end());
     std::vector<double> mm(8, 0), vv(8, 0);
-    std::vector<bool> decays{true, true, true, true, policy == DecayPolicy::all, policy == DecayPolicy::all,
-                             policy == DecayPolicy::all, policy == DecayPolicy::all};
+    std::vector<bool> decays{true,
+                             true,
+                             true,
+                             true,
+                             policy == DecayPolicy::all,
+                             policy == DecayPolicy::all,
+                             policy == DecayPolicy::all,
+                             policy == DecayPolicy::all};
     for (int t = 1; t <= 2; ++t) {
       const std::vector<double>& gr = t == 1 ? grads1 : grads2;
       set_grads(flat, gr);
@@ -142,7 +148,8 @@ std::vector<float> clip_and_adamw_at(int threads, double& norm) {
   AdamW opt(flat, AdamWConfig{});
   for (int step = 0; step < 3; ++step) {
     float* g = flat.gradients.data<float>();
-    for (int64_t i = 0; i < flat.total; ++i) g[i] = static_cast<float>(std::cos(0.11 * static_cast<double>(i) + step));
+    for (int64_t i = 0; i < flat.total; ++i)
+      g[i] = static_cast<float>(std::cos(0.11 * static_cast<double>(i) + step));
     norm = clip_grad_norm(flat, 1.0).total_norm;
     opt.step(1e-3);
   }

@@ -2,7 +2,6 @@
 // reproduced number for number. Tolerances as the appendix suggests: init weights 1e-7, init
 // loss 1e-5, per-step losses 1e-4, final metrics 1e-3 relative.
 #include <doctest/doctest.h>
-
 #include <fmt/core.h>
 
 #include <cmath>
@@ -50,14 +49,36 @@ struct Golden {
 };
 
 const Golden kGolden[] = {
-    {ResidualMode::block_attnres, 139904, 6.256376266, {0.0205539, 0.1039293, 0.1705377}, 0.0,
-     {-0.0049796, 0.0322440, 0.0008954}, {-0.0041371, 0.0379348, -0.0024163},
-     {6.245925, 6.182505, 6.155586, 5.196842}, {0.986198, 1.043052, 0.888445, 0.956554}, 7,
-     6.0595592, 5.3878839, 5.229638338, 186.72526, 0.0},
-    {ResidualMode::rd_attnres, 140096, 6.283659458, {0.0037204, 0.0842095, -0.0474888}, 0.0013135634,
-     {0.0232577, -0.0001996, 0.0076574}, {0.0321990, 0.0182761, -0.0227164},
-     {6.252149, 6.206195, 6.159461, 5.185927}, {0.973213, 1.089006, 0.898163, 0.928614}, 6,
-     6.0691332, 5.4070043, 5.256771207, 191.86101, 0.0018549415},
+    {ResidualMode::block_attnres,
+     139904,
+     6.256376266,
+     {0.0205539, 0.1039293, 0.1705377},
+     0.0,
+     {-0.0049796, 0.0322440, 0.0008954},
+     {-0.0041371, 0.0379348, -0.0024163},
+     {6.245925, 6.182505, 6.155586, 5.196842},
+     {0.986198, 1.043052, 0.888445, 0.956554},
+     7,
+     6.0595592,
+     5.3878839,
+     5.229638338,
+     186.72526,
+     0.0},
+    {ResidualMode::rd_attnres,
+     140096,
+     6.283659458,
+     {0.0037204, 0.0842095, -0.0474888},
+     0.0013135634,
+     {0.0232577, -0.0001996, 0.0076574},
+     {0.0321990, 0.0182761, -0.0227164},
+     {6.252149, 6.206195, 6.159461, 5.185927},
+     {0.973213, 1.089006, 0.898163, 0.928614},
+     6,
+     6.0691332,
+     5.4070043,
+     5.256771207,
+     191.86101,
+     0.0018549415},
 };
 
 bool close_rel(double a, double b, double rel, double abs_floor = 0) {
@@ -74,7 +95,8 @@ TEST_CASE("Appendix A: initial weights, loss, logits and JS match the reference"
     model.init_torch_parity(42);
     for (int i = 0; i < 3; ++i) {
       CHECK(std::fabs(model.parameter("token.weight").at({0, i}) - g.token_w[i]) <= 1e-7);
-      CHECK(std::fabs(model.parameter("blocks.1.qk_route.weight").at({0, i}) - g.route_w[i]) <= 1e-7);
+      CHECK(std::fabs(model.parameter("blocks.1.qk_route.weight").at({0, i}) - g.route_w[i]) <=
+            1e-7);
     }
     NoGradGuard no_grad;
     std::vector<int32_t> in(data.validation.begin(), data.validation.begin() + 64);
@@ -92,7 +114,8 @@ TEST_CASE("Appendix A: 30 training steps, clipping, evaluation and JS match the 
   const Synthetic& data = synthetic();
   for (const Golden& g : kGolden) {
     CAPTURE(residual_mode_name(g.mode));
-    RunConfig run;  // defaults are the reference's: 30 steps, batch 4, lr 6e-4, clip 1, seed 42, 32 windows
+    RunConfig run;  // defaults are the reference's: 30 steps, batch 4, lr 6e-4, clip 1, seed 42, 32
+                    // windows
     run.model = reference_config(g.mode);
     ArmResult r = train_and_evaluate(residual_mode_name(g.mode), run, data.train, data.validation);
     REQUIRE(r.losses.size() == 30);
@@ -108,8 +131,10 @@ TEST_CASE("Appendix A: 30 training steps, clipping, evaluation and JS match the 
     CHECK(close_rel(r.lm_loss, g.lm_loss, 1e-3));
     CHECK(close_rel(r.perplexity, g.perplexity, 1e-3));
     CHECK(close_rel(r.train_routes.js_reference, g.js, 1e-3, 1e-9));
-    MESSAGE(fmt::format("{}: loss[29] {:.6f} (ref {:.6f}) lm_loss {:.9f} (ref {:.9f}) ppl {:.5f} (ref {:.5f}) JS {:.10f} (ref {:.10f}) clipped {}",
-                        residual_mode_name(g.mode), r.losses[29], g.losses[3], r.lm_loss, g.lm_loss, r.perplexity,
-                        g.perplexity, r.train_routes.js_reference, g.js, r.clipped_steps));
+    MESSAGE(fmt::format(
+        "{}: loss[29] {:.6f} (ref {:.6f}) lm_loss {:.9f} (ref {:.9f}) ppl {:.5f} (ref {:.5f}) JS "
+        "{:.10f} (ref {:.10f}) clipped {}",
+        residual_mode_name(g.mode), r.losses[29], g.losses[3], r.lm_loss, g.lm_loss, r.perplexity,
+        g.perplexity, r.train_routes.js_reference, g.js, r.clipped_steps));
   }
 }

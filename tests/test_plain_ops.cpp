@@ -75,7 +75,9 @@ TEST_CASE("plain_attention equals the fused attention path MicroLM runs (MHA, GQ
       bv = random_tensor({c.Hkv * hd}, 8);
       inputs.insert(inputs.end(), {bq, bk, bv});
     }
-    auto plain = [&] { return plain_attention(u_qk, u_v, wq, bq, wk, bk, wv, bv, c.H, c.Hkv, c.base); };
+    auto plain = [&] {
+      return plain_attention(u_qk, u_v, wq, bq, wk, bk, wv, bv, c.H, c.Hkv, c.base);
+    };
     // MicroLM's path (nn/layers.cpp): RoPE inside the Q and K projections, then attention_heads
     auto fused_in_projection = [&] {
       Tensor q = c.base > 0 ? linear_rope(u_qk, wq, bq, c.H, c.base) : linear(u_qk, wq, bq);

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "train/io/files.h"
-#include "train/io/json.h"
 #include "train/experiments/report.h"
 #include "train/experiments/report/lookup.h"
+#include "train/io/files.h"
+#include "train/io/json.h"
 
 using namespace dg;
 
@@ -334,7 +334,11 @@ TEST_CASE("a missing or mistyped key in result.json is an error naming it, never
 TEST_CASE("lookup: required reads throw naming the path, optional reads only the last step") {
   const json::Value r = load_sample("report_paired.json");
   CHECK(number_at(r, "seed_results[1].rd_attnres.full_validation_lm_loss") ==
-        r.at("seed_results").at(size_t{1}).at("rd_attnres").at("full_validation_lm_loss").as_double());
+        r.at("seed_results")
+            .at(size_t{1})
+            .at("rd_attnres")
+            .at("full_validation_lm_loss")
+            .as_double());
   CHECK(string_at(r, "paired.metric") == "full validation NLL (nats/token)");
   CHECK(numbers_at(r, "paired.ci95").size() == 2);
   CHECK(matrix_at(r, "seed_results[0].rd_attnres.routes_validation.mean_alpha_qk").size() == 3);
@@ -342,8 +346,8 @@ TEST_CASE("lookup: required reads throw naming the path, optional reads only the
                        doctest::Contains("'seed_results[7].seed': 'seed_results' has 3 elements, "
                                          "no [7]"),
                        std::runtime_error);
-  CHECK_THROWS_WITH_AS(number_at(r, "paired.metric"),
-                       doctest::Contains("is string, not a number"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(number_at(r, "paired.metric"), doctest::Contains("is string, not a number"),
+                       std::runtime_error);
   CHECK_THROWS_WITH_AS(value_at(r, "paired.ci95.low"),
                        doctest::Contains("'paired.ci95' is array, not an object with key 'low'"),
                        std::runtime_error);
@@ -434,16 +438,18 @@ TEST_CASE("the reproduce page is the shared page shell with the one stylesheet")
   CHECK(html.substr(style + 7, style_end - style - 7) == report_stylesheet());
   CHECK(count(html, "<style") == 1);
   CHECK(has(html, "<title>Role-Decoupled Attention Residuals — depthgrad reproduce</title>"));
-  CHECK(has(html, "<header>\n<h1>Role-Decoupled Attention Residuals</h1>\n<div class=\"meta\">"
-                  "depthgrad reproduce · protocol <b>parity</b>"));
+  CHECK(has(html,
+            "<header>\n<h1>Role-Decoupled Attention Residuals</h1>\n<div class=\"meta\">"
+            "depthgrad reproduce · protocol <b>parity</b>"));
   CHECK(has(html, "<footer>Rendered from result.json by depthgrad 0.1.0."));
   // The shell itself: escaped title, CJK-capable fonts, nothing fetched.
   PageShell shell{"比较 <A&B>", "evolve", "run x", "9.9", "note"};
   const std::string page = render_page(shell, "<p>body</p>\n");
   CHECK(page.rfind("<!DOCTYPE html>\n<html lang=\"en\">", 0) == 0);
   CHECK(has(page, "<title>比较 &lt;A&amp;B&gt; — depthgrad evolve</title>"));
-  CHECK(has(page, "<div class=\"meta\">depthgrad evolve · run x</div>\n</header>\n<p>body</p>\n"
-                  "<footer>Rendered from result.json by depthgrad 9.9. note</footer>"));
+  CHECK(has(page,
+            "<div class=\"meta\">depthgrad evolve · run x</div>\n</header>\n<p>body</p>\n"
+            "<footer>Rendered from result.json by depthgrad 9.9. note</footer>"));
   CHECK(tag_balance_problem(page) == "");
   CHECK(has(report_stylesheet(), kReportFontStack));
   CHECK(has(kReportFontStack, "'Noto Sans CJK SC'"));

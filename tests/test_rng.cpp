@@ -30,7 +30,8 @@ uint64_t float_bytes_hash(const std::vector<float>& values) {
   return h;
 }
 
-void check_exact(const std::vector<float>& got, const std::vector<float>& expected, const char* what) {
+void check_exact(const std::vector<float>& got, const std::vector<float>& expected,
+                 const char* what) {
   REQUIRE(got.size() == expected.size());
   for (size_t i = 0; i < got.size(); ++i) {
     INFO(what, " index ", i);
@@ -75,7 +76,8 @@ TEST_CASE("uniform_ matches torch: torch.manual_seed(42); torch.empty(4,3).unifo
               "uniform43");
 }
 
-TEST_CASE("uniform_ uses torch's fused u*(b-a)+a: torch.manual_seed(11); empty(40).uniform_(0.1, 0.37)") {
+TEST_CASE(
+    "uniform_ uses torch's fused u*(b-a)+a: torch.manual_seed(11); empty(40).uniform_(0.1, 0.37)") {
   // A non-fused evaluation differs from torch in ~15% of values for this range.
   dg::TorchGenerator g(11);
   std::vector<float> got(40);
@@ -91,16 +93,19 @@ TEST_CASE("uniform_ uses torch's fused u*(b-a)+a: torch.manual_seed(11); empty(4
               "uniform_odd");
 }
 
-TEST_CASE("kaiming_uniform_linear_ matches torch: torch.manual_seed(42); nn.Linear(64, 192).weight") {
+TEST_CASE(
+    "kaiming_uniform_linear_ matches torch: torch.manual_seed(42); nn.Linear(64, 192).weight") {
   CHECK(dg::TorchGenerator::kaiming_uniform_bound(64) == doctest::Approx(0.125).epsilon(1e-15));
   dg::TorchGenerator g(42);
   std::vector<float> w(192 * 64);
   g.kaiming_uniform_linear_(w.data(), 192, 64);
-  check_exact({w.begin(), w.begin() + 6},
-              {0.0955673158f, 0.103750989f, -0.02928406f, 0.114826411f, -0.0273879468f, 0.0252238363f},
-              "linear first row");
+  check_exact(
+      {w.begin(), w.begin() + 6},
+      {0.0955673158f, 0.103750989f, -0.02928406f, 0.114826411f, -0.0273879468f, 0.0252238363f},
+      "linear first row");
   check_exact({w.end() - 6, w.end()},
-              {0.0216291994f, -0.0847520679f, 0.0626238883f, 0.00921069086f, -0.0652862191f, -0.0726145208f},
+              {0.0216291994f, -0.0847520679f, 0.0626238883f, 0.00921069086f, -0.0652862191f,
+               -0.0726145208f},
               "linear last row");
   CHECK(float_bytes_hash(w) == 0x2ef1027086034163ULL);  // all 12,288 values bit for bit
 
@@ -114,24 +119,25 @@ TEST_CASE("kaiming_uniform_linear_ matches torch: torch.manual_seed(42); nn.Line
   CHECK(float_bytes_hash(w7) == 0xb8420e587dd4016aULL);
 }
 
-TEST_CASE("normal_ (16-wide path) matches torch: torch.manual_seed(42); empty(64).normal_(0, 0.02)") {
+TEST_CASE(
+    "normal_ (16-wide path) matches torch: torch.manual_seed(42); empty(64).normal_(0, 0.02)") {
   dg::TorchGenerator g(42);
   std::vector<float> got(64);
   g.normal_(got.data(), 64, 0.0, 0.02);
   check_exact(got,
-              {0.0385383032f,   0.0297456812f,  0.0180143435f,  -0.042110417f,   0.0135683687f,
-               -0.0246908963f,  -0.000861349516f, -0.0320933387f, -0.0150427055f, 0.0329744592f,
-               -0.00784957316f, -0.0280721411f, -0.0145576261f, -0.011188603f,   -0.0153767774f,
-               0.0152489077f,   0.032846339f,   -0.00319194933f, -0.00994795095f, 0.00879178476f,
-               -0.0151626226f,  0.0215663519f,  0.0160160102f,  0.0336124115f,   0.0255824868f,
-               0.0259284563f,   0.0122093298f,  0.0266947541f,  -0.0046324865f,  0.000835189829f,
-               -0.0050315056f,  0.0171971694f,  -0.0276934728f, -0.0174247231f,  -0.0044673183f,
-               0.0343472287f,   0.00637760619f, -0.00849037897f, 0.00611441815f, -0.0154918497f,
-               -0.0311514493f,  0.0199127216f,  -0.0175957158f, -0.0120228408f,  -0.0254830234f,
-               0.0424556993f,   -0.0246930625f, -0.00975827686f, -0.0182764605f, -0.0131627452f,
-               0.00156047742f,  0.0105161751f,  -0.00975983404f, 0.0238273814f,  -0.0162801519f,
-               -0.014719855f,   -0.0280649569f, 0.000720073353f, -0.00126954541f, 0.0135122975f,
-               -0.00195613783f, 0.0368918777f,  -0.0236907471f, 0.027670987f},
+              {0.0385383032f,   0.0297456812f,    0.0180143435f,   -0.042110417f,   0.0135683687f,
+               -0.0246908963f,  -0.000861349516f, -0.0320933387f,  -0.0150427055f,  0.0329744592f,
+               -0.00784957316f, -0.0280721411f,   -0.0145576261f,  -0.011188603f,   -0.0153767774f,
+               0.0152489077f,   0.032846339f,     -0.00319194933f, -0.00994795095f, 0.00879178476f,
+               -0.0151626226f,  0.0215663519f,    0.0160160102f,   0.0336124115f,   0.0255824868f,
+               0.0259284563f,   0.0122093298f,    0.0266947541f,   -0.0046324865f,  0.000835189829f,
+               -0.0050315056f,  0.0171971694f,    -0.0276934728f,  -0.0174247231f,  -0.0044673183f,
+               0.0343472287f,   0.00637760619f,   -0.00849037897f, 0.00611441815f,  -0.0154918497f,
+               -0.0311514493f,  0.0199127216f,    -0.0175957158f,  -0.0120228408f,  -0.0254830234f,
+               0.0424556993f,   -0.0246930625f,   -0.00975827686f, -0.0182764605f,  -0.0131627452f,
+               0.00156047742f,  0.0105161751f,    -0.00975983404f, 0.0238273814f,   -0.0162801519f,
+               -0.014719855f,   -0.0280649569f,   0.000720073353f, -0.00126954541f, 0.0135122975f,
+               -0.00195613783f, 0.0368918777f,    -0.0236907471f,  0.027670987f},
               "normal64");
 }
 
@@ -140,23 +146,24 @@ TEST_CASE("normal_ tail rule (n % 16 != 0) matches torch") {
     dg::TorchGenerator g(42);
     std::vector<float> got(17);
     g.normal_(got.data(), 17, 0.0, 1.0);
-    check_exact(got,
-                {1.92691529f, -0.159597471f, -0.497397542f, 0.439589262f, -0.758131146f, 1.07831764f,
-                 0.800800562f, 1.68062055f, 0.355859905f, 1.29642284f, 0.61046648f, 1.33473778f,
-                 -0.23162432f, 0.041759491f, -0.251575291f, 0.859858513f, -0.309726775f},
-                "normal17");
+    check_exact(
+        got,
+        {1.92691529f, -0.159597471f, -0.497397542f, 0.439589262f, -0.758131146f, 1.07831764f,
+         0.800800562f, 1.68062055f, 0.355859905f, 1.29642284f, 0.61046648f, 1.33473778f,
+         -0.23162432f, 0.041759491f, -0.251575291f, 0.859858513f, -0.309726775f},
+        "normal17");
   }
   SUBCASE("torch.manual_seed(13); torch.empty(1000).normal_(0.3, 1.7)") {
     dg::TorchGenerator g(13);
     std::vector<float> got(1000);
     g.normal_(got.data(), 1000, 0.3, 1.7);
-    check_exact({got.begin(), got.begin() + 4}, {1.04316962f, 0.929103971f, 2.98867416f, 0.03541255f},
-                "normal_odd head");
+    check_exact({got.begin(), got.begin() + 4},
+                {1.04316962f, 0.929103971f, 2.98867416f, 0.03541255f}, "normal_odd head");
     check_exact({got.begin() + 980, got.end()},
-                {1.72323537f, -1.13085639f, 1.66307259f, -2.51239014f, -1.24816763f, -1.95388448f,
-                 0.0816932097f, -0.114855073f, 0.857671201f, -1.83204496f, -2.92803717f, -3.65887451f,
-                 -0.865836442f, -0.139324829f, -0.992533505f, 0.912896037f, 0.0879251435f,
-                 -0.839785516f, -1.07987761f, 2.50319862f},
+                {1.72323537f,  -1.13085639f,  1.66307259f,   -2.51239014f,  -1.24816763f,
+                 -1.95388448f, 0.0816932097f, -0.114855073f, 0.857671201f,  -1.83204496f,
+                 -2.92803717f, -3.65887451f,  -0.865836442f, -0.139324829f, -0.992533505f,
+                 0.912896037f, 0.0879251435f, -0.839785516f, -1.07987761f,  2.50319862f},
                 "normal_odd tail");
     CHECK(float_bytes_hash(got) == 0x1bb357f0f9997c3eULL);
   }
@@ -179,7 +186,8 @@ TEST_CASE("normal_ with n < 16 takes torch's scalar path and caches the second s
     dg::TorchGenerator g(42);
     std::vector<float> got(5);
     g.normal_(got.data(), 5, 0.0, 1.0);
-    check_exact(got, {0.336690366f, 0.128809407f, 0.234462366f, 0.23033303f, -1.12285638f}, "normal5");
+    check_exact(got, {0.336690366f, 0.128809407f, 0.234462366f, 0.23033303f, -1.12285638f},
+                "normal5");
   }
   SUBCASE("a sequence of scalar and 16-wide calls (seed 21: 7, 3, 20, then 1 value)") {
     // torch.manual_seed(21); cat([empty(7).normal_(0.3,1.7), empty(3).normal_(-0.2,0.37),
@@ -191,17 +199,18 @@ TEST_CASE("normal_ with n < 16 takes torch's scalar path and caches the second s
     g.normal_(got.data() + 7, 3, -0.2, 0.37);
     g.normal_(got.data() + 10, 20, 0.1, 0.9);
     g.normal_(got.data() + 30, 1, 0.3, 1.7);
-    check_exact(got,
-                {0.483774006f, -0.443853647f, -1.00846684f, -0.0279540289f, -0.316378623f,
-                 -4.53668261f, 2.75397944f,   -0.0158939511f, 0.0420599654f, -0.172088951f,
-                 1.68377888f,  1.15745378f,   0.337935954f, -0.515902877f, 0.25928241f,
-                 1.89290118f,  0.127971813f,  -0.47079578f, 0.0196720548f, -0.211618096f,
-                 1.37497306f,  0.938740969f,  -1.16238892f, -0.533486247f, -1.1521368f,
-                 -0.0613743886f, 0.842778087f, 0.562993944f, -0.176954061f, -2.27326345f,
-                 -0.0605377667f},
+    check_exact(got, {0.483774006f,   -0.443853647f, -1.00846684f,   -0.0279540289f, -0.316378623f,
+                      -4.53668261f,   2.75397944f,   -0.0158939511f, 0.0420599654f,  -0.172088951f,
+                      1.68377888f,    1.15745378f,   0.337935954f,   -0.515902877f,  0.25928241f,
+                      1.89290118f,    0.127971813f,  -0.47079578f,   0.0196720548f,  -0.211618096f,
+                      1.37497306f,    0.938740969f,  -1.16238892f,   -0.533486247f,  -1.1521368f,
+                      -0.0613743886f, 0.842778087f,  0.562993944f,   -0.176954061f,  -2.27326345f,
+                      -0.0605377667f},
                 "scalar_seq");
   }
-  SUBCASE("double, n < 16, is torch's float64 path: manual_seed(42); empty(5, float64).normal_(0.5, 1.3)") {
+  SUBCASE(
+      "double, n < 16, is torch's float64 path: manual_seed(42); empty(5, float64).normal_(0.5, "
+      "1.3)") {
     dg::TorchGenerator g(42);
     std::vector<double> got(5);
     g.normal_(got.data(), 5, 0.5, 1.3);
@@ -243,7 +252,8 @@ ReplayedInit replay_upstream_init(bool rd_attnres) {
     std::string prefix = "blocks." + std::to_string(k - 1) + ".";
     linears.push_back({prefix + "qk_route", k, 64, {}});
     if (rd_attnres) linears.push_back({prefix + "v_route", k, 64, {}});
-    for (const char* name : {"q", "k", "v", "output"}) linears.push_back({prefix + name, 64, 64, {}});
+    for (const char* name : {"q", "k", "v", "output"})
+      linears.push_back({prefix + name, 64, 64, {}});
     linears.push_back({prefix + "up", 192, 64, {}});
     linears.push_back({prefix + "gate", 192, 64, {}});
     linears.push_back({prefix + "down", 64, 192, {}});
@@ -272,8 +282,8 @@ TEST_CASE("replayed upstream init reproduces the Appendix A weights (block_attnr
   }
   // Every value of token.weight bit for bit, against the same replay run with torch itself.
   CHECK(float_bytes_hash(init.token) == 0x34e77315b9bccde9ULL);
-  check_exact({init.token.end() - 3, init.token.end()}, {0.0110523058f, -0.00993287098f, -0.0421755798f},
-              "token[511, 61:64]");
+  check_exact({init.token.end() - 3, init.token.end()},
+              {0.0110523058f, -0.00993287098f, -0.0421755798f}, "token[511, 61:64]");
 }
 
 TEST_CASE("replayed upstream init reproduces the Appendix A weights (rd_attnres)") {
@@ -285,8 +295,8 @@ TEST_CASE("replayed upstream init reproduces the Appendix A weights (rd_attnres)
     CHECK(std::fabs(init.block1_qk_route[i] - expected_route[i]) <= 1e-7);
   }
   CHECK(float_bytes_hash(init.token) == 0x1a202ebee57eeb3bULL);
-  check_exact({init.token.end() - 3, init.token.end()}, {0.034118101f, 0.0119063063f, -0.00103462744f},
-              "token[511, 61:64]");
+  check_exact({init.token.end() - 3, init.token.end()},
+              {0.034118101f, 0.0119063063f, -0.00103462744f}, "token[511, 61:64]");
 }
 
 TEST_CASE("double overloads follow the float stream and formulas") {
@@ -310,7 +320,8 @@ TEST_CASE("double overloads follow the float stream and formulas") {
     std::vector<double> wd(n);
     gf.kaiming_uniform_linear_(wf.data(), 1, n);
     gd.kaiming_uniform_linear_(wd.data(), 1, n);
-    for (int64_t i = 0; i < n; ++i) REQUIRE(std::fabs(wd[i] - wf[i]) <= 1e-7 * std::fabs(wd[i]) + 1e-9);
+    for (int64_t i = 0; i < n; ++i)
+      REQUIRE(std::fabs(wd[i] - wf[i]) <= 1e-7 * std::fabs(wd[i]) + 1e-9);
     CHECK(gf.next_u32() == gd.next_u32());
   }
 }
@@ -343,8 +354,8 @@ TEST_CASE("TorchGenerator rejects bad state blobs") {
   CHECK_THROWS_WITH_AS(g.set_state(flipped), doctest::Contains("checksum"), std::invalid_argument);
   std::vector<uint8_t> truncated(good.begin(), good.end() - 1);
   CHECK_THROWS_WITH_AS(g.set_state(truncated), doctest::Contains("bytes"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(g.set_state(dg::NumpyGenerator(1).state()), doctest::Contains("TorchGenerator"),
-                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(g.set_state(dg::NumpyGenerator(1).state()),
+                       doctest::Contains("TorchGenerator"), std::invalid_argument);
   // A rejected blob leaves the generator untouched.
   dg::TorchGenerator fresh(1);
   CHECK(g.next_u32() == fresh.next_u32());
@@ -439,14 +450,17 @@ TEST_CASE("numpy goldens: random, 64-bit ranges, rejection, buffering") {
     dg::NumpyGenerator g(1);
     int64_t got[12];
     g.integers(0, 3000000000, got, 12);
-    const int64_t expected[12] = {1535464873, 2851391088, 104557657,  2845948340, 935494355,  2607075741,
-                                  1269979346, 770976088,  1227597408, 1931486993, 1648781062, 257217833};
+    const int64_t expected[12] = {1535464873, 2851391088, 104557657,  2845948340,
+                                  935494355,  2607075741, 1269979346, 770976088,
+                                  1227597408, 1931486993, 1648781062, 257217833};
     for (int i = 0; i < 12; ++i) CHECK(got[i] == expected[i]);
     // numpy: 19 next32 calls (7 rejected) = 10 raw draws, high half of the last one buffered.
     CHECK(g.next32() == 118365490u);
     CHECK(g.next64() == 0xc0e63c2edd973235ULL);
   }
-  SUBCASE("buffer persists across random(): default_rng(3): integers(0,10), random(), integers(0,10), integers(0,10,3)") {
+  SUBCASE(
+      "buffer persists across random(): default_rng(3): integers(0,10), random(), integers(0,10), "
+      "integers(0,10,3)") {
     dg::NumpyGenerator g(3);
     CHECK(g.integers(0, 10) == 8);
     CHECK(g.random() == 0x1.e4fce8296f7e8p-3);
@@ -495,11 +509,13 @@ TEST_CASE("NumpyGenerator state save/restore, including the buffered half") {
 
   std::vector<uint8_t> flipped = saved;
   flipped[20] ^= 1;
-  CHECK_THROWS_WITH_AS(restored.set_state(flipped), doctest::Contains("checksum"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(restored.set_state(dg::TorchGenerator(1).state()), doctest::Contains("NumpyGenerator"),
+  CHECK_THROWS_WITH_AS(restored.set_state(flipped), doctest::Contains("checksum"),
                        std::invalid_argument);
+  CHECK_THROWS_WITH_AS(restored.set_state(dg::TorchGenerator(1).state()),
+                       doctest::Contains("NumpyGenerator"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(restored.set_state({}), doctest::Contains("bytes"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(restored.integers(5, 5), doctest::Contains("low >= high"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(restored.integers(5, 5), doctest::Contains("low >= high"),
+                       std::invalid_argument);
 }
 
 // ============================================================================================

@@ -16,9 +16,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "tests/temp_dir.h"
 #include "train/io/files.h"
 #include "train/io/safetensors.h"
-#include "tests/temp_dir.h"
 
 namespace fs = std::filesystem;
 using dg::test::TempDir;

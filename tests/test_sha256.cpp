@@ -10,9 +10,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "tests/test_data.h"
 #include "train/io/files.h"
 #include "train/io/sha256.h"
-#include "tests/test_data.h"
 
 namespace {
 

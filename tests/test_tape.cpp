@@ -62,7 +62,8 @@ TEST_CASE("GradSink: a fresh gradient is the input's own buffer; an existing one
   CHECK(values(x.grad()) == std::vector<double>(6, 3.0));
 }
 
-TEST_CASE("GradSink: an input that is also another input of the op writes scratch, added by finish()") {
+TEST_CASE(
+    "GradSink: an input that is also another input of the op writes scratch, added by finish()") {
   Tensor x = random_tensor({4}, 2);
   GradSink first(x, {x});
   CHECK_FALSE(first.direct);
@@ -94,7 +95,8 @@ TEST_CASE("rule 1: backward leaves grad_root alone (it is copied, never taken ov
   CHECK(dout.to_vector() == before);
   CHECK_FALSE(shares_storage(x.grad(), dout));
   std::vector<double> g = x.grad().to_vector(), xv = x.to_vector(), d = before;
-  for (size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(d[i] * (1 + 2 * xv[i])).epsilon(1e-12));
+  for (size_t i = 0; i < g.size(); ++i)
+    CHECK(g[i] == doctest::Approx(d[i] * (1 + 2 * xv[i])).epsilon(1e-12));
 }
 
 TEST_CASE("rule 1: grad_root given as a view of the caller's tensor stays the caller's") {
@@ -108,7 +110,9 @@ TEST_CASE("rule 1: grad_root given as a view of the caller's tensor stays the ca
   CHECK_FALSE(shares_storage(x.grad(), base));
 }
 
-TEST_CASE("rule 1: a node's gradient buffer is given to at most one input, even as a view and as itself") {
+TEST_CASE(
+    "rule 1: a node's gradient buffer is given to at most one input, even as a view and as "
+    "itself") {
   // A hand-made op out = a + b (same shapes) whose backward passes a full view of g to a and then
   // g itself to b: both may be taken over alone, but not both at once.
   Tensor a = random_tensor({2, 3}, 63).set_requires_grad(true);
@@ -144,7 +148,8 @@ TEST_CASE("rule 1: a gradient nobody else sees is taken over, not copied (the fa
   CHECK(values(b.grad()) == std::vector<double>(6, 2.0));
 }
 
-TEST_CASE("rule 1: one temporary handed to two inputs is taken by the first and copied into the second") {
+TEST_CASE(
+    "rule 1: one temporary handed to two inputs is taken by the first and copied into the second") {
   Tensor a = random_tensor({3}, 65), b = random_tensor({3}, 66);
   Tensor out = Tensor::zeros({3}, DType::f64);
   record("test_one_buffer_two_inputs", {a, b}, out, [a, b](const Tensor& g) {
@@ -190,25 +195,49 @@ TEST_CASE("rule 2: one tensor passed as several inputs gets the sum of its gradi
   const std::vector<Case> cases = {
       {"add", {{2, 3}}, {0, 0}, [](const std::vector<Tensor>& in) { return add(in[0], in[1]); }},
       {"mul", {{2, 3}}, {0, 0}, [](const std::vector<Tensor>& in) { return mul(in[0], in[1]); }},
-      {"matmul", {{3, 3}}, {0, 0}, [](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }},
-      {"linear x is W", {{3, 3}}, {0, 0}, [](const std::vector<Tensor>& in) { return linear(in[0], in[1]); }},
-      {"linear_add residual is x", {{2, 4}, {4, 4}}, {0, 0, 1},
+      {"matmul",
+       {{3, 3}},
+       {0, 0},
+       [](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }},
+      {"linear x is W",
+       {{3, 3}},
+       {0, 0},
+       [](const std::vector<Tensor>& in) { return linear(in[0], in[1]); }},
+      {"linear_add residual is x",
+       {{2, 4}, {4, 4}},
+       {0, 0, 1},
        [](const std::vector<Tensor>& in) { return linear_add(in[0], in[1], in[2]); }},
-      {"swiglu", {{2, 5}}, {0, 0}, [](const std::vector<Tensor>& in) { return swiglu(in[0], in[1]); }},
-      {"depth_mix source twice", {{2, 3, 4}, {2, 3, 2}}, {0, 0, 1},
-       [](const std::vector<Tensor>& in) { return depth_mix({in[0], in[1]}, in[2]); }},
-      {"causal_attention q=k=v", {{1, 2, 4, 4}}, {0, 0, 0},
+      {"swiglu",
+       {{2, 5}},
+       {0, 0},
+       [](const std::vector<Tensor>& in) { return swiglu(in[0], in[1]); }},
+      {"depth_mix source twice",
+       {{2, 3, 4}, {2, 3, 2}},
+       {0, 0, 1},
+       [](const std::vector<Tensor>& in) {
+         return depth_mix({in[0], in[1]}, in[2]);
+       }},
+      {"causal_attention q=k=v",
+       {{1, 2, 4, 4}},
+       {0, 0, 0},
        [](const std::vector<Tensor>& in) { return causal_attention(in[0], in[1], in[2]); }},
-      {"attention_heads q=k=v, rope", {{1, 4, 8}}, {0, 0, 0},
-       [](const std::vector<Tensor>& in) { return attention_heads(in[0], in[1], in[2], 2, 2, 10000.0); }},
-      {"attention_heads k=v", {{1, 4, 8}, {1, 4, 4}}, {0, 1, 1},
+      {"attention_heads q=k=v, rope",
+       {{1, 4, 8}},
+       {0, 0, 0},
+       [](const std::vector<Tensor>& in) {
+         return attention_heads(in[0], in[1], in[2], 2, 2, 10000.0);
+       }},
+      {"attention_heads k=v",
+       {{1, 4, 8}, {1, 4, 4}},
+       {0, 1, 1},
        [](const std::vector<Tensor>& in) { return attention_heads(in[0], in[1], in[2], 2, 1); }},
   };
   for (const Case& c : cases) {
     const std::string name = c.name;
     CAPTURE(name);
     std::vector<Tensor> distinct;
-    for (size_t i = 0; i < c.shapes.size(); ++i) distinct.push_back(random_tensor(c.shapes[i], 70 + i));
+    for (size_t i = 0; i < c.shapes.size(); ++i)
+      distinct.push_back(random_tensor(c.shapes[i], 70 + i));
     std::vector<Tensor> aliased, copies;
     for (int u : c.uses) {
       aliased.push_back(distinct[u]);
@@ -238,7 +267,8 @@ TEST_CASE("rule 3: a gradient installed by set_grad is added into, contiguous or
   Tensor x = random_tensor({2, 3}, 90), w = random_tensor({4, 3}, 91);
   Tensor xt = random_tensor({3, 2}, 92);
   x.set_grad(flat.view_narrow(0, 0, 6).view_reshape({2, 3}));
-  xt.set_grad(flat.view_narrow(0, 6, 6).view_reshape({2, 3}).view_transpose(0, 1));  // strided [3, 2]
+  xt.set_grad(
+      flat.view_narrow(0, 6, 6).view_reshape({2, 3}).view_transpose(0, 1));  // strided [3, 2]
   Tensor dy = random_tensor({2, 4}, 93, -1, 1, false);
   backward(linear(x, w), dy);
   Tensor dxt = random_tensor({2, 3}, 94, -1, 1, false);
@@ -261,7 +291,8 @@ TEST_CASE("rule 3: a gradient installed by set_grad is added into, contiguous or
 
 // ---- rules 4 and 5: repeated backward, retained gradients, keep_graph --------------------------
 
-TEST_CASE("rule 4: leaves accumulate over backward calls; intermediates keep nothing unless retained") {
+TEST_CASE(
+    "rule 4: leaves accumulate over backward calls; intermediates keep nothing unless retained") {
   Tensor x = random_tensor({3, 4}, 100), w = random_tensor({5, 4}, 101);
   auto loss = [&] { return weighted_sum(reshape(linear(x, w), {5, 3}), 102); };
   backward(loss());

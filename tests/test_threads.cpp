@@ -12,8 +12,8 @@ TEST_CASE("the OpenMP build of OpenBLAS is linked") {
 
 TEST_CASE("thread counts parse strictly") {
   CHECK(dg::parse_threads("2", "--threads") == 2);
-  CHECK_THROWS_WITH_AS(dg::parse_threads("0", "--threads"),
-                       doctest::Contains("--threads"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(dg::parse_threads("0", "--threads"), doctest::Contains("--threads"),
+                       std::invalid_argument);
   CHECK_THROWS(dg::parse_threads("two", "--threads"));
   CHECK_THROWS(dg::parse_threads("", "DEPTHGRAD_THREADS"));
   CHECK(dg::physical_cores() >= 1);

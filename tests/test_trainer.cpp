@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "train/checkpoint.h"
-#include "train/io/files.h"
-#include "train/evaluation.h"
-#include "train/trainer.h"
 #include "tests/temp_dir.h"
+#include "train/checkpoint.h"
+#include "train/evaluation.h"
+#include "train/io/files.h"
+#include "train/trainer.h"
 
 using namespace dg;
 using dg::test::TempDir;
@@ -65,7 +65,8 @@ TEST_CASE("resume from a checkpoint equals the uninterrupted run, bit for bit") 
       resumed.run(cfg.steps);
 
       REQUIRE(resumed.losses().size() == full.losses().size());
-      for (size_t i = 0; i < full.losses().size(); ++i) CHECK(resumed.losses()[i] == full.losses()[i]);
+      for (size_t i = 0; i < full.losses().size(); ++i)
+        CHECK(resumed.losses()[i] == full.losses()[i]);
       std::vector<float> a = weights_of(full), b = weights_of(resumed);
       REQUIRE(a.size() == b.size());
       CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
@@ -108,7 +109,8 @@ TEST_CASE("checkpoints of another configuration or damaged files are refused, na
   // data position used to be taken as is (the next batch read ids[-99]: heap overflow), and a
   // bad RNG blob gave an error without the file after the weights were already copied.
   const SafetensorsFile good = load_safetensors(ckpt);
-  const auto rewritten = [&](const std::string& name, const std::string& key, const std::string& value) {
+  const auto rewritten = [&](const std::string& name, const std::string& key,
+                             const std::string& value) {
     SafetensorsFile f = good;
     f.metadata[key] = value;
     const std::string out = (dir.path / name).string();
@@ -116,7 +118,8 @@ TEST_CASE("checkpoints of another configuration or damaged files are refused, na
     return out;
   };
   CHECK_THROWS_WITH(v.load_checkpoint(rewritten("p.safetensors", "depthgrad.data_position", "-99")),
-                    doctest::Contains("p.safetensors: metadata 'depthgrad.data_position' is '-99', expected an integer in [0, 3000]"));
+                    doctest::Contains("p.safetensors: metadata 'depthgrad.data_position' is '-99', "
+                                      "expected an integer in [0, 3000]"));
   CHECK_THROWS_WITH(v.load_checkpoint(rewritten("s.safetensors", "depthgrad.step", "2x")),
                     doctest::Contains("'depthgrad.step' is '2x'"));
   CHECK_THROWS_WITH(v.load_checkpoint(rewritten("o.safetensors", "depthgrad.optimizer_step", "-3")),
@@ -126,7 +129,8 @@ TEST_CASE("checkpoints of another configuration or damaged files are refused, na
     if (e.name == "state.batch_rng") e.bytes[0] ^= 1;
   const std::string rng_path = (dir.path / "rng.safetensors").string();
   save_safetensors(rng_path, bad_rng.tensors, bad_rng.metadata);
-  CHECK_THROWS_WITH(v.load_checkpoint(rng_path), doctest::Contains("rng.safetensors: tensor 'state.batch_rng'"));
+  CHECK_THROWS_WITH(v.load_checkpoint(rng_path),
+                    doctest::Contains("rng.safetensors: tensor 'state.batch_rng'"));
   CHECK(weights_of(v) == weights_of(pristine));  // nothing half-loaded
 
   // A weights-only file is not a training checkpoint.
@@ -136,7 +140,8 @@ TEST_CASE("checkpoints of another configuration or damaged files are refused, na
   // ...but loads as weights, and a model of another shape refuses it, naming the tensor.
   MicroLM same(cfg.model);
   load_weights(weights, same);
-  CHECK(same.parameter("token.weight").to_floats() == t.model().parameter("token.weight").to_floats());
+  CHECK(same.parameter("token.weight").to_floats() ==
+        t.model().parameter("token.weight").to_floats());
   MicroLMConfig narrow = cfg.model;
   narrow.dim = 16;
   narrow.heads = 2;
@@ -169,7 +174,8 @@ TEST_CASE("training configs round-trip through JSON and bad fields are named") {
 
 TEST_CASE("after the first steps, training takes every tensor buffer from the storage cache") {
   std::vector<int32_t> ids = synthetic_ids(4000, 97);
-  for (ResidualMode mode : {ResidualMode::rd_attnres, ResidualMode::paper_rd_attnres, ResidualMode::standard}) {
+  for (ResidualMode mode :
+       {ResidualMode::rd_attnres, ResidualMode::paper_rd_attnres, ResidualMode::standard}) {
     CAPTURE(residual_mode_name(mode));
     TrainerConfig cfg = small_config(mode, false);
     Trainer t(cfg, ids);
@@ -180,7 +186,8 @@ TEST_CASE("after the first steps, training takes every tensor buffer from the st
   }
 }
 
-TEST_CASE("storage_stats: live bytes and their peak follow tensors; freed buffers go to the cache") {
+TEST_CASE(
+    "storage_stats: live bytes and their peak follow tensors; freed buffers go to the cache") {
   const StorageStats before = storage_stats();
   {
     Tensor a = Tensor::empty({1000, 80});  // 320,000 bytes, a multiple of 64
@@ -216,18 +223,23 @@ TEST_CASE("a training step never holds the [batch·seq, vocab] logits or their g
   CHECK(double(storage_stats().peak_live_bytes - state) < 0.5 * logits_bytes);
 }
 
-TEST_CASE("evaluate_windows: the mean over many batches equals the mean of per-window losses, in every mode") {
+TEST_CASE(
+    "evaluate_windows: the mean over many batches equals the mean of per-window losses, in every "
+    "mode") {
   std::vector<int32_t> ids = synthetic_ids(6000, 97);
-  for (ResidualMode mode : {ResidualMode::standard, ResidualMode::rd_attnres, ResidualMode::paper_block_attnres}) {
+  for (ResidualMode mode :
+       {ResidualMode::standard, ResidualMode::rd_attnres, ResidualMode::paper_block_attnres}) {
     CAPTURE(residual_mode_name(mode));
     TrainerConfig cfg = small_config(mode, false);
     Trainer t(cfg, ids);
-    std::vector<int64_t> starts = full_eval_starts(2000, cfg.model.seq_len);  // 124 windows: several batches
+    std::vector<int64_t> starts =
+        full_eval_starts(2000, cfg.model.seq_len);  // 124 windows: several batches
     REQUIRE(starts.size() > 64);
     RouteStats routes;
     double batched = evaluate_windows(t.model(), ids, starts, cfg.model.seq_len, &routes, 32);
     double one_by_one = 0;
-    for (int64_t s : starts) one_by_one += evaluate_windows(t.model(), ids, {s}, cfg.model.seq_len, nullptr, 1);
+    for (int64_t s : starts)
+      one_by_one += evaluate_windows(t.model(), ids, {s}, cfg.model.seq_len, nullptr, 1);
     one_by_one /= static_cast<double>(starts.size());
     CHECK(batched == doctest::Approx(one_by_one).epsilon(1e-6));
   }

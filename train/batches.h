@@ -21,13 +21,15 @@ struct LmBatch {
 };
 
 // Fills `batch` (allocated on first use, reused after) from random starts drawn from `rng`.
-void sample_lm_batch(NumpyGenerator& rng, const std::vector<int32_t>& ids, int64_t batch, int64_t seq_len,
-                     LmBatch& out);
+void sample_lm_batch(NumpyGenerator& rng, const std::vector<int32_t>& ids, int64_t batch,
+                     int64_t seq_len, LmBatch& out);
 // The batch for explicit starts.
-void make_lm_batch(const std::vector<int32_t>& ids, const std::vector<int64_t>& starts, int64_t seq_len, LmBatch& out);
+void make_lm_batch(const std::vector<int32_t>& ids, const std::vector<int64_t>& starts,
+                   int64_t seq_len, LmBatch& out);
 
 // Window starts of the reference evaluation: 0, T, … < min(len − T − 1, T·max_windows).
-std::vector<int64_t> reference_eval_starts(int64_t length, int64_t seq_len, int64_t max_windows = 32);
+std::vector<int64_t> reference_eval_starts(int64_t length, int64_t seq_len,
+                                           int64_t max_windows = 32);
 // Every full non-overlapping window of a split: starts 0, T, … with s + T + 1 <= len.
 std::vector<int64_t> full_eval_starts(int64_t length, int64_t seq_len);
 // The first max_windows reference windows, or every full window when max_windows is 0.

@@ -14,14 +14,14 @@
 #include <vector>
 
 #include "nn/module.h"
-#include "train/optim.h"
 #include "train/io/safetensors.h"
+#include "train/optim.h"
 
 namespace dg {
 
 struct TrainingState {
-  std::map<std::string, std::string> metadata;           // strings (step, config JSON, …)
-  std::map<std::string, std::vector<uint8_t>> blobs;     // RNG states and the like
+  std::map<std::string, std::string> metadata;        // strings (step, config JSON, …)
+  std::map<std::string, std::vector<uint8_t>> blobs;  // RNG states and the like
 };
 
 // Any named set of tensors (float32, float64, int32, int64; any shape, views included) to one
@@ -33,17 +33,21 @@ void save_tensors(const std::string& path, const std::vector<NamedTensor>& tenso
                   const std::map<std::string, std::string>& metadata = {});
 std::vector<NamedTensor> load_tensors(const std::string& path);
 
-void save_weights(const std::string& path, const Module& model, const std::map<std::string, std::string>& metadata = {});
+void save_weights(const std::string& path, const Module& model,
+                  const std::map<std::string, std::string>& metadata = {});
 // Loads weights into `model` (names, shapes checked; F32/F64 converted). Returns the metadata.
 // A training checkpoint's optimizer and state sections ("optimizer.*", "state.*") are skipped;
 // any other tensor that is not a parameter of the model is an error.
 std::map<std::string, std::string> load_weights(const std::string& path, Module& model);
 // The same from a file already read (`path` names it in errors).
-std::map<std::string, std::string> load_weights(const SafetensorsFile& file, const std::string& path, Module& model);
+std::map<std::string, std::string> load_weights(const SafetensorsFile& file,
+                                                const std::string& path, Module& model);
 
-void save_training_checkpoint(const std::string& path, const Module& model, AdamW& optimizer, const TrainingState& state);
+void save_training_checkpoint(const std::string& path, const Module& model, AdamW& optimizer,
+                              const TrainingState& state);
 // Restores model weights, optimizer moments and step; returns the metadata and blobs.
 TrainingState load_training_checkpoint(const std::string& path, Module& model, AdamW& optimizer);
-TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::string& path, Module& model, AdamW& optimizer);
+TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::string& path,
+                                       Module& model, AdamW& optimizer);
 
 }  // namespace dg

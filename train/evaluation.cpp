@@ -13,13 +13,15 @@
 
 namespace dg {
 
-
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // Merges per-batch route stats into one (token-weighted means).
-void merge_routes(RouteStats& total, const RouteStats& part, int64_t& tokens_so_far, int64_t part_tokens) {
+void merge_routes(RouteStats& total, const RouteStats& part, int64_t& tokens_so_far,
+                  int64_t part_tokens) {
   if (total.js_per_layer.empty()) {
     total = part;
     tokens_so_far = part_tokens;
@@ -33,16 +35,19 @@ void merge_routes(RouteStats& total, const RouteStats& part, int64_t& tokens_so_
       total.mean_alpha_qk[l][j] = blend(total.mean_alpha_qk[l][j], part.mean_alpha_qk[l][j]);
       total.mean_alpha_v[l][j] = blend(total.mean_alpha_v[l][j], part.mean_alpha_v[l][j]);
     }
-    total.js_per_token[l].insert(total.js_per_token[l].end(), part.js_per_token[l].begin(), part.js_per_token[l].end());
+    total.js_per_token[l].insert(total.js_per_token[l].end(), part.js_per_token[l].begin(),
+                                 part.js_per_token[l].end());
   }
   total.js_reference = blend(total.js_reference, part.js_reference);
   tokens_so_far += part_tokens;
 }
 }  // namespace
 
-double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids, const std::vector<int64_t>& starts,
-                        int64_t seq_len, RouteStats* routes, int64_t batch) {
-  if (starts.empty()) throw std::invalid_argument("evaluation: no windows (the split is shorter than one window)");
+double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids,
+                        const std::vector<int64_t>& starts, int64_t seq_len, RouteStats* routes,
+                        int64_t batch) {
+  if (starts.empty())
+    throw std::invalid_argument("evaluation: no windows (the split is shorter than one window)");
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
@@ -52,7 +57,8 @@ double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids, const s
   RouteStats merged;
   int64_t route_tokens = 0;  // tokens merged into `merged` so far (its own count: see merge_routes)
   for (size_t first = 0; first < starts.size(); first += batch) {
-    std::vector<int64_t> chunk(starts.begin() + first, starts.begin() + std::min(starts.size(), first + batch));
+    std::vector<int64_t> chunk(starts.begin() + first,
+                               starts.begin() + std::min(starts.size(), first + batch));
     make_lm_batch(ids, chunk, seq_len, b);
     double mean = model.loss(b.inputs, b.targets).item();
     const int64_t n = static_cast<int64_t>(chunk.size()) * seq_len;
@@ -65,8 +71,10 @@ double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids, const s
   return loss_sum / static_cast<double>(tokens);
 }
 
-ArmResult train_and_evaluate(const std::string& name, const RunConfig& run, const std::vector<int32_t>& train_ids,
-                             const std::vector<int32_t>& validation_ids, const std::function<void(const StepLog&)>& on_step,
+ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
+                             const std::vector<int32_t>& train_ids,
+                             const std::vector<int32_t>& validation_ids,
+                             const std::function<void(const StepLog&)>& on_step,
                              bool keep_trainer) {
   ArmResult r;
   r.name = name;
@@ -87,15 +95,19 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run, cons
   const int64_t n = static_cast<int64_t>(r.losses.size());
   const int64_t k = std::min<int64_t>(10, n);
   if (n > 0) {
-    r.initial_loss = std::accumulate(r.losses.begin(), r.losses.begin() + k, 0.0) / static_cast<double>(k);
-    r.final_loss = std::accumulate(r.losses.end() - k, r.losses.end(), 0.0) / static_cast<double>(k);
+    r.initial_loss =
+        std::accumulate(r.losses.begin(), r.losses.begin() + k, 0.0) / static_cast<double>(k);
+    r.final_loss =
+        std::accumulate(r.losses.end() - k, r.losses.end(), 0.0) / static_cast<double>(k);
   }
   const auto eval_start = Clock::now();
-  std::vector<int64_t> starts = eval_window_starts(static_cast<int64_t>(validation_ids.size()), config.seq_len, run.data.eval_windows);
+  std::vector<int64_t> starts = eval_window_starts(static_cast<int64_t>(validation_ids.size()),
+                                                   config.seq_len, run.data.eval_windows);
   r.lm_loss = evaluate_windows(model, validation_ids, starts, config.seq_len, &r.eval_routes);
   r.perplexity = std::exp(std::min(r.lm_loss, 20.0));
   if (run.data.eval_full) {
-    std::vector<int64_t> all = full_eval_starts(static_cast<int64_t>(validation_ids.size()), config.seq_len);
+    std::vector<int64_t> all =
+        full_eval_starts(static_cast<int64_t>(validation_ids.size()), config.seq_len);
     r.full_lm_loss = evaluate_windows(model, validation_ids, all, config.seq_len, &r.eval_routes);
     r.full_eval_tokens = static_cast<int64_t>(all.size()) * config.seq_len;
   }
@@ -104,15 +116,17 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run, cons
   return r;
 }
 
-ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& config, const std::vector<int32_t>& train_ids,
-                             const std::vector<int32_t>& validation_ids, const TrainOptions& options) {
+ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& config,
+                             const std::vector<int32_t>& train_ids,
+                             const std::vector<int32_t>& validation_ids,
+                             const TrainOptions& options) {
   RunConfig run;
   run.model = config;
   run.training = static_cast<const TrainingConfig&>(options.training);
   run.data.eval_windows = options.eval_max_windows;
   run.data.eval_full = options.eval_full;
-  return train_and_evaluate(name, run, train_ids, validation_ids, options.on_step, options.keep_trainer);
+  return train_and_evaluate(name, run, train_ids, validation_ids, options.on_step,
+                            options.keep_trainer);
 }
 
 }  // namespace dg
-

@@ -22,7 +22,7 @@ struct TrainOptions {
   TrainerConfig training;
   int64_t eval_max_windows = 32;  // reference evaluation: 32 windows of seq_len (0 = every window)
   bool eval_full = false;         // also evaluate every window of the validation split
-  bool keep_trainer = false;      // return the trainer (and its trained model) in ArmResult::trainer
+  bool keep_trainer = false;  // return the trainer (and its trained model) in ArmResult::trainer
   std::function<void(const StepLog&)> on_step;  // progress callback
 };
 
@@ -51,13 +51,15 @@ struct ArmResult {
 // Mean next-token loss over windows starting at `starts` (each seq_len long), in eval mode.
 // Windows are evaluated in batches of up to `batch` windows; the mean over windows equals the
 // mean over tokens because windows have equal length. Route stats of all windows go to `routes`.
-double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids, const std::vector<int64_t>& starts,
-                        int64_t seq_len, RouteStats* routes = nullptr, int64_t batch = 32);
+double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids,
+                        const std::vector<int64_t>& starts, int64_t seq_len,
+                        RouteStats* routes = nullptr, int64_t batch = 32);
 
 // Trains run.model with run.training on train_ids, then evaluates on validation_ids: run.data's
 // eval_windows reference windows (0 = every window) and, with eval_full, every window as well.
 // run.data's dataset and limits are the caller's business (the ids are already chosen).
-ArmResult train_and_evaluate(const std::string& name, const RunConfig& run, const std::vector<int32_t>& train_ids,
+ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
+                             const std::vector<int32_t>& train_ids,
                              const std::vector<int32_t>& validation_ids,
                              const std::function<void(const StepLog&)>& on_step = {},
                              bool keep_trainer = false);
@@ -66,7 +68,9 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run, cons
 // `config` as the model, evaluated on options.eval_max_windows windows (0 = every window).
 // Builds the model of `config`, trains it on train_ids with options.training and evaluates it on
 // validation_ids (any split's ids: evolve passes the test split there for its final evaluation).
-ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& config, const std::vector<int32_t>& train_ids,
-                             const std::vector<int32_t>& validation_ids, const TrainOptions& options);
+ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& config,
+                             const std::vector<int32_t>& train_ids,
+                             const std::vector<int32_t>& validation_ids,
+                             const TrainOptions& options);
 
 }  // namespace dg

@@ -15,9 +15,12 @@ namespace dg {
 DecayPolicy parse_decay_policy(const std::string& text) {
   if (text == "all") return DecayPolicy::all;
   if (text == "matrices") return DecayPolicy::matrices_only;
-  throw std::invalid_argument(fmt::format("unknown weight-decay policy '{}' (expected all or matrices)", text));
+  throw std::invalid_argument(
+      fmt::format("unknown weight-decay policy '{}' (expected all or matrices)", text));
 }
-const char* decay_policy_name(DecayPolicy policy) { return policy == DecayPolicy::all ? "all" : "matrices"; }
+const char* decay_policy_name(DecayPolicy policy) {
+  return policy == DecayPolicy::all ? "all" : "matrices";
+}
 
 namespace {
 bool decays_under(DecayPolicy policy, const FlatParameters::Slot& slot) {
@@ -31,7 +34,8 @@ bool decays_under(DecayPolicy policy, const FlatParameters::Slot& slot) {
 AdamW::AdamW(FlatParameters& params, const AdamWConfig& config) : params_(params), config_(config) {
   m_ = Tensor::zeros({params.total}, params.values.dtype());
   v_ = Tensor::zeros({params.total}, params.values.dtype());
-  for (const auto& slot : params.slots) slot_decay_.push_back(decays_under(config.decay, slot) ? config.weight_decay : 0.0);
+  for (const auto& slot : params.slots)
+    slot_decay_.push_back(decays_under(config.decay, slot) ? config.weight_decay : 0.0);
 }
 
 // torch 1.13 AdamW (single-tensor path), per element, in the parameter's precision:
@@ -65,26 +69,30 @@ void AdamW::step(double lr) {
     T* m = m_.data<T>();
     T* v = v_.data<T>();
     const T beta1 = static_cast<T>(config_.beta1), beta2 = static_cast<T>(config_.beta2);
-    const T one_minus_beta1 = static_cast<T>(1.0 - config_.beta1), one_minus_beta2 = static_cast<T>(1.0 - config_.beta2);
-    const T step_size = static_cast<T>(lr / bc1), bc2 = static_cast<T>(bc2_sqrt), eps = static_cast<T>(config_.eps);
+    const T one_minus_beta1 = static_cast<T>(1.0 - config_.beta1),
+            one_minus_beta2 = static_cast<T>(1.0 - config_.beta2);
+    const T step_size = static_cast<T>(lr / bc1), bc2 = static_cast<T>(bc2_sqrt),
+            eps = static_cast<T>(config_.eps);
     // Elements are independent, so how the flat buffer is cut across threads cannot change a bit:
     // one parallel region over fixed chunks of the whole buffer (a chunk may span slots), and
     // none at all below kParallelGrain elements.
     const std::vector<FlatParameters::Slot>& slots = params_.slots;
     auto update_range = [&](int64_t lo, int64_t hi) {  // elements [lo, hi) of the flat buffer
       for (size_t s = 0; s < slots.size(); ++s) {
-        const int64_t a = std::max(lo, slots[s].offset), b = std::min(hi, slots[s].offset + slots[s].numel);
+        const int64_t a = std::max(lo, slots[s].offset),
+                      b = std::min(hi, slots[s].offset + slots[s].numel);
         if (a >= b) continue;
         const T decay = static_cast<T>(1.0 - lr * slot_decay_[s]);
-        adamw_span<T>(p + a, g + a, m + a, v + a, b - a, decay, beta1, one_minus_beta1, beta2, one_minus_beta2,
-                      step_size, bc2, eps);
+        adamw_span<T>(p + a, g + a, m + a, v + a, b - a, decay, beta1, one_minus_beta1, beta2,
+                      one_minus_beta2, step_size, bc2, eps);
       }
     };
     const int64_t total = params_.total;
     if (total <= kParallelGrain) return update_range(0, total);
     const int64_t chunks = (total + kParallelGrain - 1) / kParallelGrain;
 #pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < chunks; ++c) update_range(c * kParallelGrain, std::min(total, (c + 1) * kParallelGrain));
+    for (int64_t c = 0; c < chunks; ++c)
+      update_range(c * kParallelGrain, std::min(total, (c + 1) * kParallelGrain));
   });
 }
 
@@ -100,7 +108,8 @@ void SGD::step(double lr) {
     T* p = params_.values.data<T>();
     const T* g = params_.gradients.data<T>();
     T* b = buf_.data<T>();
-    const T wd = static_cast<T>(weight_decay_), mom = static_cast<T>(momentum_), rate = static_cast<T>(lr);
+    const T wd = static_cast<T>(weight_decay_), mom = static_cast<T>(momentum_),
+            rate = static_cast<T>(lr);
     const bool first = first_;
     const int64_t n = params_.total;
 #pragma omp simd
@@ -143,9 +152,10 @@ ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
     struct Block {
       int64_t begin, end;
     };
-    thread_local std::vector<Block> blocks;        // reused across steps: no allocation per step
+    thread_local std::vector<Block> blocks;  // reused across steps: no allocation per step
     thread_local std::vector<double> block_sums;
-    thread_local std::vector<size_t> first_block;  // per slot, its first block; one past the end last
+    thread_local std::vector<size_t>
+        first_block;  // per slot, its first block; one past the end last
     blocks.clear();
     first_block.clear();
     for (const auto& slot : params.slots) {
@@ -160,7 +170,8 @@ ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
     const Block* bl = blocks.data();
     double* sums = block_sums.data();
 #pragma omp parallel for schedule(static) if (params.total > kParallelGrain)
-    for (int64_t b = 0; b < nblocks; ++b) sums[b] = sum_of_squares(g + bl[b].begin, bl[b].end - bl[b].begin);
+    for (int64_t b = 0; b < nblocks; ++b)
+      sums[b] = sum_of_squares(g + bl[b].begin, bl[b].end - bl[b].begin);
     double total_sq = 0;
     for (size_t s = 0; s < params.slots.size(); ++s) {
       double sq = 0;
@@ -182,9 +193,11 @@ ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
 
 double Schedule::at(int64_t step) const {
   if (kind == Kind::constant) return lr;
-  if (step < warmup_steps) return lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+  if (step < warmup_steps)
+    return lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
   const int64_t decay_steps = std::max<int64_t>(1, total_steps - warmup_steps);
-  double progress = std::min(1.0, static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps));
+  double progress =
+      std::min(1.0, static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps));
   double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
   return lr * (min_lr_ratio + (1.0 - min_lr_ratio) * cosine);
 }
@@ -192,9 +205,12 @@ double Schedule::at(int64_t step) const {
 Schedule::Kind parse_schedule_kind(const std::string& text) {
   if (text == "constant") return Schedule::Kind::constant;
   if (text == "cosine" || text == "warmup_cosine") return Schedule::Kind::warmup_cosine;
-  throw std::invalid_argument(fmt::format("unknown schedule '{}' (expected constant or cosine)", text));
+  throw std::invalid_argument(
+      fmt::format("unknown schedule '{}' (expected constant or cosine)", text));
 }
-const char* schedule_kind_name(Schedule::Kind kind) { return kind == Schedule::Kind::constant ? "constant" : "cosine"; }
+const char* schedule_kind_name(Schedule::Kind kind) {
+  return kind == Schedule::Kind::constant ? "constant" : "cosine";
+}
 
 Schedule Schedule::parse(const std::string& kind, double lr, int64_t warmup, int64_t total) {
   Schedule s;
@@ -202,8 +218,10 @@ Schedule Schedule::parse(const std::string& kind, double lr, int64_t warmup, int
   s.warmup_steps = warmup;
   s.total_steps = total;
   s.kind = parse_schedule_kind(kind);
-  if (lr <= 0 || !std::isfinite(lr)) throw std::invalid_argument(fmt::format("learning rate must be positive, got {}", lr));
-  if (warmup < 0 || total < 1) throw std::invalid_argument("schedule: warmup must be >= 0 and total steps >= 1");
+  if (lr <= 0 || !std::isfinite(lr))
+    throw std::invalid_argument(fmt::format("learning rate must be positive, got {}", lr));
+  if (warmup < 0 || total < 1)
+    throw std::invalid_argument("schedule: warmup must be >= 0 and total steps >= 1");
   return s;
 }
 

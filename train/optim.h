@@ -13,8 +13,9 @@ namespace dg {
 
 // Which parameters weight decay applies to.
 enum class DecayPolicy {
-  all,          // every parameter (torch AdamW default; the reference's setting)
-  matrices_only // only 2-D weights that are not routes or pseudo-queries (no norms, biases, routes)
+  all,           // every parameter (torch AdamW default; the reference's setting)
+  matrices_only  // only 2-D weights that are not routes or pseudo-queries (no norms, biases,
+                 // routes)
 };
 DecayPolicy parse_decay_policy(const std::string& text);  // "all" | "matrices"
 const char* decay_policy_name(DecayPolicy policy);
@@ -83,7 +84,7 @@ struct Schedule {
   double lr = 6e-4;
   int64_t warmup_steps = 0;
   int64_t total_steps = 1;
-  double min_lr_ratio = 0.1;  // cosine decays to lr·min_lr_ratio
+  double min_lr_ratio = 0.1;      // cosine decays to lr·min_lr_ratio
   double at(int64_t step) const;  // step counted from 0
   static Schedule parse(const std::string& kind, double lr, int64_t warmup, int64_t total);
 };

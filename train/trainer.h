@@ -13,21 +13,21 @@
 #include <vector>
 
 #include "nn/micro_lm.h"
-#include "train/io/json.h"
 #include "train/batches.h"
+#include "train/io/json.h"
 #include "train/optim.h"
 #include "train/run_config.h"
 
 namespace dg {
 
 struct StepLog {
-  int64_t step = 0;         // 0-based
-  int64_t steps = 0;        // total
+  int64_t step = 0;   // 0-based
+  int64_t steps = 0;  // total
   double loss = 0;
-  double grad_norm = 0;     // before clipping
+  double grad_norm = 0;  // before clipping
   bool clipped = false;
   double lr = 0;
-  double seconds = 0;       // wall time of this step
+  double seconds = 0;  // wall time of this step
   double tokens_per_second = 0;
 };
 

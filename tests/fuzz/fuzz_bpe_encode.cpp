@@ -23,10 +23,13 @@ const Fixture& fixture() {
     const std::string text =
         "The quick brown fox jumps over the lazy dog; the dog sleeps. It's 12:30 and we're "
         "done, aren't we? Numbers 0123456789 and   spaces\ttabs\nnewlines\r\n. "
-        "Caf\xC3\xA9 na\xC3\xAFve \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80 \xCE\xB1\xCE\xB2\xCE\xB3 "
-        "<bos> text <eos> THE QUICK BROWN FOX the the the fox fox dog dog x_y-z+w=v/u\\t|s!@#$%^&*()[]{}";
+        "Caf\xC3\xA9 na\xC3\xAFve \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80 "
+        "\xCE\xB1\xCE\xB2\xCE\xB3 "
+        "<bos> text <eos> THE QUICK BROWN FOX the the the fox fox dog dog "
+        "x_y-z+w=v/u\\t|s!@#$%^&*()[]{}";
     Fixture out;
-    out.tokenizer = dg::train_bpe({text, text.substr(40)}, 300, 1, {"<pad>", "<unk>", "<bos>", "<eos>"});
+    out.tokenizer =
+        dg::train_bpe({text, text.substr(40)}, 300, 1, {"<pad>", "<unk>", "<bos>", "<eos>"});
     out.reloaded = dg::BpeTokenizer::from_json(out.tokenizer.to_json(), "trained tokenizer");
     out.unk = out.tokenizer.token_id("<unk>");
     for (int b = 0; b < 256; ++b) {
@@ -54,10 +57,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::check(id >= 0 && id < f.tokenizer.vocab_size(), "id out of range: " + std::to_string(id));
   std::string expected;
   for (const unsigned char byte : text) {
-    if (f.known[byte]) expected += static_cast<char>(byte);
-    else expected += "<unk>";
+    if (f.known[byte])
+      expected += static_cast<char>(byte);
+    else
+      expected += "<unk>";
   }
-  fuzz::check(f.tokenizer.decode(ids) == expected, "decode(encode(s)) is not s (unknown bytes as <unk>)");
-  fuzz::check(f.reloaded.encode(text) == ids, "the tokenizer read back from its JSON encodes differently");
+  fuzz::check(f.tokenizer.decode(ids) == expected,
+              "decode(encode(s)) is not s (unknown bytes as <unk>)");
+  fuzz::check(f.reloaded.encode(text) == ids,
+              "the tokenizer read back from its JSON encodes differently");
   return 0;
 }

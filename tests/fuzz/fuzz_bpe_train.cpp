@@ -38,7 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int id = 0; id < tokenizer.vocab_size(); ++id)
     fuzz::check(back.token(id) == tokenizer.token(id), "token changed: id " + std::to_string(id));
   fuzz::check(back.merges() == tokenizer.merges(), "merges changed on the round-trip");
-  fuzz::check(back.added_tokens().size() == tokenizer.added_tokens().size(), "added tokens changed");
+  fuzz::check(back.added_tokens().size() == tokenizer.added_tokens().size(),
+              "added tokens changed");
   fuzz::check(back.to_json() == json, "to_json is not a fixed point");
   for (const std::string& text : texts) {
     const std::vector<int32_t> ids = tokenizer.encode(text);

@@ -12,9 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace dg;
   const std::string source = "fuzz-tokenizer.json";
   BpeTokenizer tokenizer;
-  if (!fuzz::accepted(source, [&] {
-        tokenizer = BpeTokenizer::from_json(fuzz::as_text(data, size), source);
-      }))
+  if (!fuzz::accepted(
+          source, [&] { tokenizer = BpeTokenizer::from_json(fuzz::as_text(data, size), source); }))
     return 0;
   const std::string json = tokenizer.to_json();
   BpeTokenizer back;
@@ -30,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const BpeTokenizer::AddedToken& added : tokenizer.added_tokens()) sample += added.content;
   std::vector<int32_t> ids;
   // A byte outside the vocabulary with no unk token is refused with a message saying so.
-  if (!fuzz::accepted("is not in the vocabulary", [&] { ids = tokenizer.encode(sample); })) return 0;
+  if (!fuzz::accepted("is not in the vocabulary", [&] { ids = tokenizer.encode(sample); }))
+    return 0;
   for (const int32_t id : ids)
     fuzz::check(id >= 0 && id < tokenizer.vocab_size(), "id out of range: " + std::to_string(id));
   fuzz::check(back.encode(sample) == ids, "the read-back tokenizer encodes differently");

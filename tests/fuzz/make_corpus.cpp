@@ -39,7 +39,8 @@ std::string bytes_of(std::initializer_list<uint32_t> values) {
 }
 
 void json_seeds() {
-  seed("json", "object", R"({"a": [1, 2.5, -0.0, "\u00e9\ud83d\ude00", true, false, null], "b": {}})");
+  seed("json", "object",
+       R"({"a": [1, 2.5, -0.0, "\u00e9\ud83d\ude00", true, false, null], "b": {}})");
   seed("json", "numbers", "[1e308, -9223372036854775808, 9223372036854775807, 0.1, 5e-324, 1E+2]");
   seed("json", "nested", "[[[[{\"x\": [[{}]]}]]]]");
   seed("json", "bad-trailing-comma", R"({"a": 1,})");
@@ -62,7 +63,8 @@ void safetensors_seeds() {
   seed("safetensors", "three-tensors", good);
   seed("safetensors", "empty", dg::serialize_safetensors({}, {}));
   seed("safetensors", "bad-truncated", good.substr(0, good.size() - 5));
-  seed("safetensors", "bad-header-length", std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8) + "{}");
+  seed("safetensors", "bad-header-length",
+       std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8) + "{}");
   seed("safetensors", "bad-overlap", replaced(good, "[16,40]", "[8,32]"));
   seed("safetensors", "bad-dtype", replaced(good, "\"F32\"", "\"F4X\""));
 
@@ -72,7 +74,8 @@ void safetensors_seeds() {
   seed("safetensors_roundtrip", "empty", "");
   seed("safetensors_roundtrip", "two-tensors",
        bytes_of({2}) + "\x01w\x0c" + bytes_of({2, 2, 3}) + std::string(24, '\x41') + "\x01b" +
-           std::string(1, '\0') + bytes_of({1, 4}) + std::string("\x01\x00\x01\x01", 4) + bytes_of({1}) + "\x01k\x01v");
+           std::string(1, '\0') + bytes_of({1, 4}) + std::string("\x01\x00\x01\x01", 4) +
+           bytes_of({1}) + "\x01k\x01v");
   seed("safetensors_roundtrip", "metadata-only", bytes_of({0, 2}) + "\x01k\x01v\x02k2\x00");
 }
 
@@ -89,7 +92,8 @@ void checkpoint_seeds() {
   seed("checkpoint", "training-checkpoint", good);
   seed("checkpoint", "weights", dg::read_file(weights));
   seed("checkpoint", "bad-truncated", good.substr(0, good.size() / 2));
-  seed("checkpoint", "bad-step", replaced(good, "\"depthgrad.step\":\"2\"", "\"depthgrad.step\":\"x\""));
+  seed("checkpoint", "bad-step",
+       replaced(good, "\"depthgrad.step\":\"2\"", "\"depthgrad.step\":\"x\""));
   fs::remove_all(dir);
 }
 
@@ -117,8 +121,10 @@ void ids_seeds() {
 }
 
 void tokenizer_seeds() {
-  const std::string text = "the cat sat on the mat; the dog sat on the log. caf\xC3\xA9 \xE4\xB8\xAD";
-  const dg::BpeTokenizer trained = dg::train_bpe({text}, 280, 1, {"<pad>", "<unk>", "<bos>", "<eos>"});
+  const std::string text =
+      "the cat sat on the mat; the dog sat on the log. caf\xC3\xA9 \xE4\xB8\xAD";
+  const dg::BpeTokenizer trained =
+      dg::train_bpe({text}, 280, 1, {"<pad>", "<unk>", "<bos>", "<eos>"});
   const std::string good = trained.to_json();
   seed("tokenizer_json", "trained", good);
   const dg::BpeTokenizer no_specials = dg::train_bpe({"aaab abab"}, 0, 0, {});
@@ -126,12 +132,14 @@ void tokenizer_seeds() {
   seed("tokenizer_json", "legacy-merges",
        replaced(good, "\"merges\": [\n      [\n        \"a\",\n        \"t\"\n      ]",
                 "\"merges\": [\n      \"a t\""));
-  seed("tokenizer_json", "bad-normalizer", replaced(good, "\"normalizer\": null", "\"normalizer\": {}"));
+  seed("tokenizer_json", "bad-normalizer",
+       replaced(good, "\"normalizer\": null", "\"normalizer\": {}"));
   seed("tokenizer_json", "bad-vocab-id", replaced(good, "\"<pad>\": 0", "\"<pad>\": 9999"));
   seed("tokenizer_json", "bad-truncated", good.substr(0, good.size() / 2));
 
   seed("bpe_encode", "english", "The cat sat on the mat. It's 12:30, isn't it?");
-  seed("bpe_encode", "unicode", "caf\xC3\xA9 \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80 \xCE\xB1\xCE\xB2");
+  seed("bpe_encode", "unicode",
+       "caf\xC3\xA9 \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80 \xCE\xB1\xCE\xB2");
   seed("bpe_encode", "invalid-utf8", "ab\xFF\xFE\x80 c\xC3 \xE4\xB8 z");
   seed("bpe_encode", "specials", "<bos>hello<eos><unk><pad><bos<eos>>");
   seed("bpe_encode", "whitespace", "  \t\n\r\n   x  \xC2\x85 \xE2\x80\xA8 y ");

@@ -18,10 +18,10 @@
 #include "tensor/threads.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
-#include "train/io/run_record.h"
 #include "train/experiments/bench.h"
-#include "train/io/json.h"
 #include "train/experiments/reproduce.h"
+#include "train/io/json.h"
+#include "train/io/run_record.h"
 
 extern char** environ;
 
@@ -368,53 +368,53 @@ int cmd_bench(int argc, char** argv, int start) {
   // ---- measurements, one process each; with --repeat the whole sweep again ----
   std::vector<BenchResult> dg_results, torch_results;  // every invocation, in order
   for (int64_t rep = 0; rep < repeats; ++rep)
-  for (const std::string& c : plan.configs) {
-    const BenchSpec spec = spec_for(plan, c);
-    for (int t : plan.threads) {
-      std::vector<std::string> args{exe,         "bench",
-                                    "--one",     c,
-                                    "--threads", std::to_string(t),
-                                    "--mode",    f.get("mode"),
-                                    "--warmup",  std::to_string(spec.warmup),
-                                    "--steps",   std::to_string(spec.timed),
-                                    "--json"};
-      if (f.get_bool("no-profile")) args.push_back("--no-profile");
-      if (f.get_bool("no-sgemm")) args.push_back("--no-sgemm");
-      if (verbose) args.push_back("--verbose");
-      const std::string round = repeats > 1 ? fmt::format(" [{}/{}]", rep + 1, repeats) : "";
-      note(fmt::format("depthgrad {} threads={}{}: {} warm-up + {} timed steps ...", c, t, round,
-                       spec.warmup, spec.timed));
-      dg_results.push_back(BenchResult::from_json(
-          last_json_line(run_capture(args), "depthgrad bench --one"), "depthgrad bench --one"));
-      note(fmt::format("  {:.0f} tokens/s, {:.1f} ms/step", dg_results.back().tokens_per_second,
-                       dg_results.back().median_step_seconds * 1e3));
-      if (!compare) continue;
-      std::vector<std::string> targs{python,      script,
-                                     "--config",  c,
-                                     "--threads", std::to_string(t),
-                                     "--mode",    f.get("mode"),
-                                     "--warmup",  std::to_string(spec.warmup),
-                                     "--steps",   std::to_string(spec.timed),
-                                     "--json"};
-      if (verbose) targs.push_back("--verbose");
-      note(fmt::format("torch     {} threads={}{}: {} warm-up + {} timed steps ...", c, t, round,
-                       spec.warmup, spec.timed));
-      torch_results.push_back(BenchResult::from_json(
-          last_json_line(run_capture(targs), "torch_reference.py"), "torch_reference.py"));
-      BenchResult& tr = torch_results.back();
-      // The sgemm rate is a property of the machine and thread count: torch's fraction uses the one
-      // measured in depthgrad's process for the same (config, threads).
-      tr.gemm = dg_results.back().gemm;
-      tr.sgemm_gflops = dg_results.back().sgemm_gflops;
-      tr.sgemm_fraction = tr.sgemm_gflops > 0 ? tr.achieved_gflops / tr.sgemm_gflops : 0;
-      note(fmt::format("  {:.0f} tokens/s, {:.1f} ms/step", tr.tokens_per_second,
-                       tr.median_step_seconds * 1e3));
-      if (tr.parameters != dg_results.back().parameters)
-        throw std::runtime_error(
-            fmt::format("{}: torch has {} parameters, depthgrad {}: the configs differ", c,
-                        tr.parameters, dg_results.back().parameters));
+    for (const std::string& c : plan.configs) {
+      const BenchSpec spec = spec_for(plan, c);
+      for (int t : plan.threads) {
+        std::vector<std::string> args{exe,         "bench",
+                                      "--one",     c,
+                                      "--threads", std::to_string(t),
+                                      "--mode",    f.get("mode"),
+                                      "--warmup",  std::to_string(spec.warmup),
+                                      "--steps",   std::to_string(spec.timed),
+                                      "--json"};
+        if (f.get_bool("no-profile")) args.push_back("--no-profile");
+        if (f.get_bool("no-sgemm")) args.push_back("--no-sgemm");
+        if (verbose) args.push_back("--verbose");
+        const std::string round = repeats > 1 ? fmt::format(" [{}/{}]", rep + 1, repeats) : "";
+        note(fmt::format("depthgrad {} threads={}{}: {} warm-up + {} timed steps ...", c, t, round,
+                         spec.warmup, spec.timed));
+        dg_results.push_back(BenchResult::from_json(
+            last_json_line(run_capture(args), "depthgrad bench --one"), "depthgrad bench --one"));
+        note(fmt::format("  {:.0f} tokens/s, {:.1f} ms/step", dg_results.back().tokens_per_second,
+                         dg_results.back().median_step_seconds * 1e3));
+        if (!compare) continue;
+        std::vector<std::string> targs{python,      script,
+                                       "--config",  c,
+                                       "--threads", std::to_string(t),
+                                       "--mode",    f.get("mode"),
+                                       "--warmup",  std::to_string(spec.warmup),
+                                       "--steps",   std::to_string(spec.timed),
+                                       "--json"};
+        if (verbose) targs.push_back("--verbose");
+        note(fmt::format("torch     {} threads={}{}: {} warm-up + {} timed steps ...", c, t, round,
+                         spec.warmup, spec.timed));
+        torch_results.push_back(BenchResult::from_json(
+            last_json_line(run_capture(targs), "torch_reference.py"), "torch_reference.py"));
+        BenchResult& tr = torch_results.back();
+        // The sgemm rate is a property of the machine and thread count: torch's fraction uses the
+        // one measured in depthgrad's process for the same (config, threads).
+        tr.gemm = dg_results.back().gemm;
+        tr.sgemm_gflops = dg_results.back().sgemm_gflops;
+        tr.sgemm_fraction = tr.sgemm_gflops > 0 ? tr.achieved_gflops / tr.sgemm_gflops : 0;
+        note(fmt::format("  {:.0f} tokens/s, {:.1f} ms/step", tr.tokens_per_second,
+                         tr.median_step_seconds * 1e3));
+        if (tr.parameters != dg_results.back().parameters)
+          throw std::runtime_error(
+              fmt::format("{}: torch has {} parameters, depthgrad {}: the configs differ", c,
+                          tr.parameters, dg_results.back().parameters));
+      }
     }
-  }
   if (repeats > 1) {
     const size_t per_round_dg = dg_results.size() / repeats;
     std::vector<BenchResult> all_dg = std::move(dg_results), all_torch = std::move(torch_results);
@@ -426,7 +426,8 @@ int cmd_bench(int argc, char** argv, int start) {
         std::string line = fmt::format("  {} threads={}:", all_dg[i].config, all_dg[i].threads);
         for (int64_t r = 0; r < repeats; ++r) {
           const size_t k = size_t(r) * per_round_dg + i;
-          line += fmt::format(" {:.2f}", all_dg[k].tokens_per_second / all_torch[k].tokens_per_second);
+          line +=
+              fmt::format(" {:.2f}", all_dg[k].tokens_per_second / all_torch[k].tokens_per_second);
         }
         fmt::print("{}\n", line);
       }

@@ -8,15 +8,15 @@
 #include "tensor/threads.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
-#include "tools/cli/shared_flags.h"
 #include "tools/cli/progress.h"
-#include "train/io/run_record.h"
+#include "tools/cli/shared_flags.h"
 #include "train/data/corpus.h"
 #include "train/data/data_files.h"
 #include "train/experiments/evolve.h"
+#include "train/experiments/reproduce.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
-#include "train/experiments/reproduce.h"
+#include "train/io/run_record.h"
 
 namespace dg::cli {
 

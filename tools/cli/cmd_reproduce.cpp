@@ -6,12 +6,12 @@
 #include "tensor/threads.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
-#include "tools/cli/shared_flags.h"
 #include "tools/cli/progress.h"
+#include "tools/cli/shared_flags.h"
 #include "train/data/data_files.h"
+#include "train/experiments/reproduce.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
-#include "train/experiments/reproduce.h"
 
 namespace dg::cli {
 
@@ -21,13 +21,15 @@ int cmd_list(int argc, char** argv, int start) {
     fmt::print("{}", flags.help());
     return 0;
   }
-  for (const PaperInfo& p : known_papers()) fmt::print("{:20} {:16} {:12} {}\n", p.key, p.fidelity, p.arxiv_id, p.title);
+  for (const PaperInfo& p : known_papers())
+    fmt::print("{:20} {:16} {:12} {}\n", p.key, p.fidelity, p.arxiv_id, p.title);
   return 0;
 }
 
 int cmd_reproduce(int argc, char** argv, int start) {
   Flags f("reproduce",
-          "Reproduce a paper's comparison. --protocol parity (default) is the reference run number for number;\n"
+          "Reproduce a paper's comparison. --protocol parity (default) is the reference run number "
+          "for number;\n"
           "--protocol paired trains both arms on every seed and reports paired statistics.");
   f.add("paper", "rd-attnres", "paper key (see depthgrad list)")
       .add("protocol", "parity", "parity | paired");
@@ -63,9 +65,12 @@ int cmd_reproduce(int argc, char** argv, int start) {
   if (o.protocol != "parity" && o.protocol != "paired")
     throw UsageError(fmt::format("--protocol: expected parity or paired, got '{}'", o.protocol));
   const bool paired = o.protocol == "paired";
-  if (f.given("seeds")) o.seeds = parse_seed_list(f.get("seeds"), "--seeds");
-  else if (f.given("seed") || !paired) o.seeds = parse_seed_list(f.get("seed"), "--seed");
-  else o.seeds = parse_seed_list("1-5", "--seeds");
+  if (f.given("seeds"))
+    o.seeds = parse_seed_list(f.get("seeds"), "--seeds");
+  else if (f.given("seed") || !paired)
+    o.seeds = parse_seed_list(f.get("seed"), "--seed");
+  else
+    o.seeds = parse_seed_list("1-5", "--seeds");
   // The protocol's run, then every flag given (the flags' listed defaults are the protocol's).
   RunConfig& c = o.config = protocol_run_config(o.protocol);
   if (f.given("steps")) c.training.steps = f.get_int("steps");
@@ -78,13 +83,15 @@ int cmd_reproduce(int argc, char** argv, int start) {
   if (f.given("lr")) c.training.adamw.lr = f.get_double("lr");
   if (f.given("schedule")) c.training.schedule.kind = parse_schedule_kind(f.get("schedule"));
   c.training.schedule.warmup_steps =
-      f.given("warmup") ? f.get_int("warmup") : default_warmup_steps(c.training.schedule.kind, c.training.steps);
+      f.given("warmup") ? f.get_int("warmup")
+                        : default_warmup_steps(c.training.schedule.kind, c.training.steps);
   c.training.schedule.total_steps = c.training.steps;
   if (f.given("decay")) c.training.adamw.decay = parse_decay_policy(f.get("decay"));
   if (f.given("init")) c.training.init = parse_init_scheme(f.get("init"));
   if (f.given("eval")) {
     const std::string eval = f.get("eval");
-    if (eval != "reference" && eval != "full") throw UsageError(fmt::format("--eval: expected reference or full, got '{}'", eval));
+    if (eval != "reference" && eval != "full")
+      throw UsageError(fmt::format("--eval: expected reference or full, got '{}'", eval));
     c.data.eval_full = eval == "full";
   }
   if (f.given("train-tokens")) c.data.train_limit = f.get_int("train-tokens");
@@ -99,15 +106,19 @@ int cmd_reproduce(int argc, char** argv, int start) {
   make_dirs(o.run_dir);
 
   Progress progress(f.get_bool("quiet"), o.run_dir + "/steps.jsonl");
-  progress.message(fmt::format("depthgrad reproduce --paper {} --protocol {}: {} seed(s), {} steps per arm, {} thread(s); data {}",
-                               o.paper, o.protocol, o.seeds.size(), o.config.training.steps, o.threads, o.data_dir));
+  progress.message(fmt::format(
+      "depthgrad reproduce --paper {} --protocol {}: {} seed(s), {} steps per arm, {} thread(s); "
+      "data {}",
+      o.paper, o.protocol, o.seeds.size(), o.config.training.steps, o.threads, o.data_dir));
   const int64_t steps = o.config.training.steps;
   const double total_steps = static_cast<double>(o.seeds.size() * 2 * steps);
   o.on_message = [&](const std::string& line) { progress.message(line); };
-  o.on_step = [&, steps](const std::string& arm, uint64_t seed, size_t si, size_t n, const StepLog& log) {
-    const double done = static_cast<double>((si * 2 + (arm == "rd_attnres" ? 1 : 0)) * steps + log.step + 1);
-    progress.step(fmt::format("[seed {} ({}/{}) {}]", seed, si + 1, n, arm), log.step, log.steps, log.loss, log.tokens_per_second,
-                  done / total_steps);
+  o.on_step = [&, steps](const std::string& arm, uint64_t seed, size_t si, size_t n,
+                         const StepLog& log) {
+    const double done =
+        static_cast<double>((si * 2 + (arm == "rd_attnres" ? 1 : 0)) * steps + log.step + 1);
+    progress.step(fmt::format("[seed {} ({}/{}) {}]", seed, si + 1, n, arm), log.step, log.steps,
+                  log.loss, log.tokens_per_second, done / total_steps);
     json::Value j;
     j["arm"] = arm;
     j["seed"] = static_cast<int64_t>(seed);

@@ -12,18 +12,18 @@
 
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
-#include "tools/cli/shared_flags.h"
 #include "tools/cli/progress.h"
+#include "tools/cli/shared_flags.h"
 #include "tools/cli/train_samples.h"
-#include "train/io/run_record.h"
 #include "train/checkpoint.h"
 #include "train/data/corpus.h"
 #include "train/data/data_files.h"
 #include "train/evaluation.h"
 #include "train/io/files.h"
+#include "train/io/run_record.h"
 #include "train/io/safetensors.h"
-#include "train/trained_model.h"
 #include "train/run_config.h"
+#include "train/trained_model.h"
 #include "train/trainer.h"
 
 namespace dg::cli {
@@ -35,10 +35,12 @@ struct Splits {
   Corpus corpus;
   std::vector<int32_t> train, validation, test;
 };
-Splits load_splits(const DataConfig& config, const std::string& data_dir, const std::string& cache_dir, int vocab) {
+Splits load_splits(const DataConfig& config, const std::string& data_dir,
+                   const std::string& cache_dir, int vocab) {
   const std::string& dataset = config.dataset;
   if (dataset != "wikitext-2" && dataset != "tiny-shakespeare")
-    throw UsageError(fmt::format("--dataset: expected wikitext-2 or tiny-shakespeare, got '{}'", dataset));
+    throw UsageError(
+        fmt::format("--dataset: expected wikitext-2 or tiny-shakespeare, got '{}'", dataset));
   CorpusOptions co;
   co.data_dir = data_dir;
   co.cache_dir = cache_dir;
@@ -58,7 +60,8 @@ Splits load_splits(const DataConfig& config, const std::string& data_dir, const 
     s.test = s.validation;
   }
   auto cut = [](std::vector<int32_t>& ids, int64_t limit) {
-    if (limit > 0 && static_cast<int64_t>(ids.size()) > limit) ids.resize(static_cast<size_t>(limit));
+    if (limit > 0 && static_cast<int64_t>(ids.size()) > limit)
+      ids.resize(static_cast<size_t>(limit));
   };
   cut(s.train, config.train_limit);
   cut(s.validation, config.eval_limit);
@@ -75,17 +78,28 @@ void add_data_flags(Flags& f) {
 }  // namespace
 
 int cmd_train(int argc, char** argv, int start) {
-  Flags f("train", "Train a micro-LM. Settings come from --config (a JSON file, see README) and/or flags\n"
-                   "(flags given explicitly override the config file).");
+  Flags f("train",
+          "Train a micro-LM. Settings come from --config (a JSON file, see README) and/or flags\n"
+          "(flags given explicitly override the config file).");
   f.add("config", "", "JSON run config: {model, training, data} as written to <output>/config.json")
-      .add("mode", "rd_attnres", "standard | block_attnres | rd_attnres | paper_block_attnres | paper_rd_attnres")
-      .add("dim", "64", "model width").add("layers", "2", "layers").add("heads", "4", "attention heads")
-      .add("kv-heads", "", "K/V heads (default: heads)").add("seq-len", "64", "sequence length")
-      .add("expansion", "3", "feed-forward width multiple").add("block-size", "2", "paper modes: sublayers per block")
-      .add("batch", "4", "batch size").add("steps", "1000", "training steps").add("lr", "6e-4", "peak learning rate")
-      .add("schedule", "cosine", "constant | cosine").add("warmup", "", "warmup steps (default: 5% of steps)")
-      .add("decay", "matrices", "weight decay on: all | matrices").add("init", "identical", "parity | identical")
-      .add("seed", "42", "seed").add("clip", "1.0", "gradient clipping max norm (0 = off)")
+      .add("mode", "rd_attnres",
+           "standard | block_attnres | rd_attnres | paper_block_attnres | paper_rd_attnres")
+      .add("dim", "64", "model width")
+      .add("layers", "2", "layers")
+      .add("heads", "4", "attention heads")
+      .add("kv-heads", "", "K/V heads (default: heads)")
+      .add("seq-len", "64", "sequence length")
+      .add("expansion", "3", "feed-forward width multiple")
+      .add("block-size", "2", "paper modes: sublayers per block")
+      .add("batch", "4", "batch size")
+      .add("steps", "1000", "training steps")
+      .add("lr", "6e-4", "peak learning rate")
+      .add("schedule", "cosine", "constant | cosine")
+      .add("warmup", "", "warmup steps (default: 5% of steps)")
+      .add("decay", "matrices", "weight decay on: all | matrices")
+      .add("init", "identical", "parity | identical")
+      .add("seed", "42", "seed")
+      .add("clip", "1.0", "gradient clipping max norm (0 = off)")
       .add("output", "runs/train/latest", "output directory (config, log, checkpoints, weights)")
       .add("checkpoint-every", "200", "steps between training checkpoints (0 = only at the end)")
       .add("eval-every", "0", "steps between validation evaluations (0 = only at the end)")
@@ -102,7 +116,9 @@ int cmd_train(int argc, char** argv, int start) {
   const int threads = apply_threads_flag(f);
   // The run: the --config file (else the flags' defaults), then every flag given on top.
   RunConfig run;
-  if (f.given("config")) run = run_config_from_json(json::parse(read_file(f.get("config")), f.get("config")), f.get("config"));
+  if (f.given("config"))
+    run = run_config_from_json(json::parse(read_file(f.get("config")), f.get("config")),
+                               f.get("config"));
   auto take = [&](const char* name, auto setter) {
     if (f.given(name) || !f.given("config")) setter();
   };
@@ -112,7 +128,8 @@ int cmd_train(int argc, char** argv, int start) {
   take("dim", [&] { model.dim = f.get_int("dim"); });
   take("layers", [&] { model.layers = f.get_int("layers"); });
   take("heads", [&] { model.heads = f.get_int("heads"); });
-  take("kv-heads", [&] { model.kv_heads = f.given("kv-heads") ? f.get_int("kv-heads") : model.heads; });
+  take("kv-heads",
+       [&] { model.kv_heads = f.given("kv-heads") ? f.get_int("kv-heads") : model.heads; });
   take("seq-len", [&] { model.seq_len = f.get_int("seq-len"); });
   take("expansion", [&] { model.expansion = f.get_int("expansion"); });
   take("block-size", [&] { model.attnres_block_size = f.get_int("block-size"); });
@@ -129,19 +146,22 @@ int cmd_train(int argc, char** argv, int start) {
     const Schedule::Kind kind = parse_schedule_kind(f.get("schedule"));
     training.schedule.kind = kind;
     training.schedule.warmup_steps = kind == Schedule::Kind::constant ? 0
-                                     : f.given("warmup") ? f.get_int("warmup")
-                                                         : default_warmup_steps(kind, training.steps);
+                                     : f.given("warmup")
+                                         ? f.get_int("warmup")
+                                         : default_warmup_steps(kind, training.steps);
   });
   training.schedule.lr = training.adamw.lr;
   training.schedule.total_steps = training.steps;
   take("dataset", [&] { run.data.dataset = f.get("dataset"); });
   take("eval-windows", [&] { run.data.eval_windows = f.get_int("eval-windows"); });
   if (run.data.dataset != "wikitext-2" && run.data.dataset != "tiny-shakespeare")
-    throw UsageError(fmt::format("--dataset: expected wikitext-2 or tiny-shakespeare, got '{}'", run.data.dataset));
+    throw UsageError(fmt::format("--dataset: expected wikitext-2 or tiny-shakespeare, got '{}'",
+                                 run.data.dataset));
   run.validate();  // e.g. --heads 5 with --dim 64: refused before the data is read
 
   const DataLocation where = resolve_data_location(f);
-  Splits data = load_splits(run.data, where.data_dir, where.cache_dir, static_cast<int>(model.vocab));
+  Splits data =
+      load_splits(run.data, where.data_dir, where.cache_dir, static_cast<int>(model.vocab));
   model.vocab = data.corpus.tokenizer.vocab_size();  // the model takes the tokenizer's size
   const TrainerConfig cfg = trainer_config(run);
   TrainSamples samples(f, data.corpus.tokenizer, cfg.seed);
@@ -153,19 +173,24 @@ int cmd_train(int argc, char** argv, int start) {
   Trainer trainer(cfg, data.train);
   if (!f.get("resume").empty()) trainer.load_checkpoint(f.get("resume"));
   Progress progress(f.get_bool("quiet"), out + "/steps.jsonl");
-  progress.message(fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {} thread(s)", cfg.model.describe(),
-                               trainer.model().parameter_count(), cfg.steps, run.data.dataset, data.train.size(), threads));
-  const int64_t checkpoint_every = f.get_int("checkpoint-every"), eval_every = f.get_int("eval-every");
+  progress.message(
+      fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {} thread(s)",
+                  cfg.model.describe(), trainer.model().parameter_count(), cfg.steps,
+                  run.data.dataset, data.train.size(), threads));
+  const int64_t checkpoint_every = f.get_int("checkpoint-every"),
+                eval_every = f.get_int("eval-every");
   const int64_t windows = run.data.eval_windows;
   auto eval_starts = [&] {
     const int64_t n = static_cast<int64_t>(data.validation.size());
-    return windows > 0 ? reference_eval_starts(n, cfg.model.seq_len, windows) : full_eval_starts(n, cfg.model.seq_len);
+    return windows > 0 ? reference_eval_starts(n, cfg.model.seq_len, windows)
+                       : full_eval_starts(n, cfg.model.seq_len);
   };
   const std::string ckpt = out + "/checkpoint.safetensors";
   const int64_t first = trainer.step();
   trainer.run(cfg.steps, [&](const StepLog& log) {
-    progress.step("[train]", log.step, log.steps, log.loss, log.tokens_per_second,
-                  static_cast<double>(log.step + 1 - first) / static_cast<double>(cfg.steps - first));
+    progress.step(
+        "[train]", log.step, log.steps, log.loss, log.tokens_per_second,
+        static_cast<double>(log.step + 1 - first) / static_cast<double>(cfg.steps - first));
     json::Value j;
     j["step"] = log.step;
     j["loss"] = log.loss;
@@ -174,18 +199,22 @@ int cmd_train(int argc, char** argv, int start) {
     j["lr"] = log.lr;
     j["tokens_per_second"] = log.tokens_per_second;
     if (eval_every > 0 && (log.step + 1) % eval_every == 0) {
-      double v = evaluate_windows(trainer.model(), data.validation, eval_starts(), cfg.model.seq_len);
+      double v =
+          evaluate_windows(trainer.model(), data.validation, eval_starts(), cfg.model.seq_len);
       j["validation_loss"] = v;
-      progress.message(fmt::format("step {}: validation loss {:.4f} (perplexity {:.2f})", log.step + 1, v, std::exp(std::min(v, 20.0))));
+      progress.message(fmt::format("step {}: validation loss {:.4f} (perplexity {:.2f})",
+                                   log.step + 1, v, std::exp(std::min(v, 20.0))));
     }
     samples.after_step(log.step + 1, trainer.model(), progress);
     progress.log_json(json::dump(j));
-    if (checkpoint_every > 0 && (log.step + 1) % checkpoint_every == 0 && log.step + 1 < cfg.steps) trainer.save_checkpoint(ckpt);
+    if (checkpoint_every > 0 && (log.step + 1) % checkpoint_every == 0 && log.step + 1 < cfg.steps)
+      trainer.save_checkpoint(ckpt);
   });
   progress.finish();
   trainer.save_checkpoint(ckpt);
-  std::map<std::string, std::string> meta{{"depthgrad.config", json::dump(to_json(run))},
-                                          {"depthgrad.tokenizer_sha256", data.corpus.tokenizer_sha256}};
+  std::map<std::string, std::string> meta{
+      {"depthgrad.config", json::dump(to_json(run))},
+      {"depthgrad.tokenizer_sha256", data.corpus.tokenizer_sha256}};
   save_weights(out + "/model.safetensors", trainer.model(), meta);
   double v = evaluate_windows(trainer.model(), data.validation, eval_starts(), cfg.model.seq_len);
   json::Value summary;
@@ -197,18 +226,24 @@ int cmd_train(int argc, char** argv, int start) {
   summary["validation_windows"] = windows;
   summary["clipped_steps"] = trainer.clipped_steps();
   if (run.data.eval_full) {
-    const std::vector<int64_t> all = full_eval_starts(static_cast<int64_t>(data.validation.size()), cfg.model.seq_len);
-    summary["full_validation_loss"] = evaluate_windows(trainer.model(), data.validation, all, cfg.model.seq_len);
+    const std::vector<int64_t> all =
+        full_eval_starts(static_cast<int64_t>(data.validation.size()), cfg.model.seq_len);
+    summary["full_validation_loss"] =
+        evaluate_windows(trainer.model(), data.validation, all, cfg.model.seq_len);
   }
   summary["provenance"] = provenance_json(threads);
   write_file_atomic(out + "/summary.json", json::dump(summary, 2) + "\n");
-  fmt::print("validation loss {:.6f} perplexity {:.3f} after {} steps\nweights: {}/model.safetensors\ncheckpoint: {}\n", v,
-             std::exp(std::min(v, 20.0)), trainer.step(), out, ckpt);
+  fmt::print(
+      "validation loss {:.6f} perplexity {:.3f} after {} steps\nweights: "
+      "{}/model.safetensors\ncheckpoint: {}\n",
+      v, std::exp(std::min(v, 20.0)), trainer.step(), out, ckpt);
   return 0;
 }
 
 int cmd_eval(int argc, char** argv, int start) {
-  Flags f("eval", "Evaluate a checkpoint (model.safetensors or checkpoint.safetensors from depthgrad train) on a split.");
+  Flags f("eval",
+          "Evaluate a checkpoint (model.safetensors or checkpoint.safetensors from depthgrad "
+          "train) on a split.");
   f.add("checkpoint", "", "weights or training checkpoint written by depthgrad train (required)")
       .add("split", "validation", "train | validation | test")
       .add("windows", "0", "windows of seq_len to evaluate (0 = every window of the split)");
@@ -226,25 +261,35 @@ int cmd_eval(int argc, char** argv, int start) {
   DataConfig split_data;  // the flags' dataset, every id
   split_data.dataset = f.get("dataset");
   const DataLocation where = resolve_data_location(f);
-  Splits data = load_splits(split_data, where.data_dir, where.cache_dir, static_cast<int>(cfg.model.vocab));
+  Splits data =
+      load_splits(split_data, where.data_dir, where.cache_dir, static_cast<int>(cfg.model.vocab));
   check_tokenizer_sha256(trained, path, data.corpus.tokenizer_sha256, "this data gives");
   const std::string split = f.get("split");
-  const std::vector<int32_t>* ids = split == "train" ? &data.train : split == "validation" ? &data.validation : split == "test" ? &data.test : nullptr;
-  if (!ids) throw UsageError(fmt::format("--split: expected train, validation or test, got '{}'", split));
+  const std::vector<int32_t>* ids = split == "train"        ? &data.train
+                                    : split == "validation" ? &data.validation
+                                    : split == "test"       ? &data.test
+                                                            : nullptr;
+  if (!ids)
+    throw UsageError(fmt::format("--split: expected train, validation or test, got '{}'", split));
   const int64_t windows = f.get_int("windows");
   const int64_t n = static_cast<int64_t>(ids->size());
-  auto starts = windows > 0 ? reference_eval_starts(n, cfg.model.seq_len, windows) : full_eval_starts(n, cfg.model.seq_len);
+  auto starts = windows > 0 ? reference_eval_starts(n, cfg.model.seq_len, windows)
+                            : full_eval_starts(n, cfg.model.seq_len);
   double loss = evaluate_windows(model, *ids, starts, cfg.model.seq_len);
-  fmt::print("{} {}: loss {:.6f} perplexity {:.3f} over {} tokens ({} windows of {})\n", path, split, loss,
-             std::exp(std::min(loss, 20.0)), static_cast<int64_t>(starts.size()) * cfg.model.seq_len, starts.size(), cfg.model.seq_len);
+  fmt::print("{} {}: loss {:.6f} perplexity {:.3f} over {} tokens ({} windows of {})\n", path,
+             split, loss, std::exp(std::min(loss, 20.0)),
+             static_cast<int64_t>(starts.size()) * cfg.model.seq_len, starts.size(),
+             cfg.model.seq_len);
   return 0;
 }
 
 int cmd_tokenize(int argc, char** argv, int start) {
-  Flags f("tokenize", "Byte-level BPE identical to Hugging Face tokenizers.\n"
-                      "  --action train   train on --input files (default: WikiText-2 train + Tiny Shakespeare) -> --output tokenizer.json\n"
-                      "  --action encode  print the ids of --input (or --text) under --tokenizer\n"
-                      "  --action decode  print the text of --ids (comma-separated) under --tokenizer");
+  Flags f("tokenize",
+          "Byte-level BPE identical to Hugging Face tokenizers.\n"
+          "  --action train   train on --input files (default: WikiText-2 train + Tiny "
+          "Shakespeare) -> --output tokenizer.json\n"
+          "  --action encode  print the ids of --input (or --text) under --tokenizer\n"
+          "  --action decode  print the text of --ids (comma-separated) under --tokenizer");
   f.add("action", "train", "train | encode | decode")
       .add("input", "", "comma-separated text files (train: each file is one sequence)")
       .add("text", "", "text to encode")
@@ -281,12 +326,14 @@ int cmd_tokenize(int argc, char** argv, int start) {
     }
     std::vector<std::string_view> views(texts.begin(), texts.end());
     auto t0 = std::chrono::steady_clock::now();
-    BpeTokenizer tok = train_bpe(views, static_cast<int>(f.get_int("vocab")), static_cast<int>(f.get_int("min-frequency")),
+    BpeTokenizer tok = train_bpe(views, static_cast<int>(f.get_int("vocab")),
+                                 static_cast<int>(f.get_int("min-frequency")),
                                  {"<pad>", "<unk>", "<bos>", "<eos>"});
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     tok.save(f.get("output"));
     auto merges = tok.merges();
-    fmt::print("trained BPE-{} ({} merges) in {:.3f} s -> {}\n", tok.vocab_size(), merges.size(), secs, f.get("output"));
+    fmt::print("trained BPE-{} ({} merges) in {:.3f} s -> {}\n", tok.vocab_size(), merges.size(),
+               secs, f.get("output"));
     return 0;
   }
   if (f.get("tokenizer").empty()) throw UsageError("--tokenizer is required for encode and decode");

@@ -9,7 +9,8 @@
 
 namespace dg::cli {
 
-Flags& Flags::add(const std::string& name, const std::string& default_value, const std::string& help) {
+Flags& Flags::add(const std::string& name, const std::string& default_value,
+                  const std::string& help) {
   flags_.push_back(Flag{name, default_value, default_value, help, false, false});
   return *this;
 }
@@ -24,7 +25,9 @@ bool Flags::parse(int argc, char** argv, int start) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") return false;
     if (arg.rfind("--", 0) != 0)
-      throw UsageError(fmt::format("unexpected argument '{}' (flags start with --; see depthgrad {} --help)", arg, command_));
+      throw UsageError(
+          fmt::format("unexpected argument '{}' (flags start with --; see depthgrad {} --help)",
+                      arg, command_));
     std::string name = arg.substr(2), value;
     bool has_value = false;
     if (size_t eq = name.find('='); eq != std::string::npos) {
@@ -35,7 +38,8 @@ bool Flags::parse(int argc, char** argv, int start) {
     Flag* flag = nullptr;
     for (Flag& f : flags_)
       if (f.name == name) flag = &f;
-    if (!flag) throw UsageError(fmt::format("unknown flag --{} (see depthgrad {} --help)", name, command_));
+    if (!flag)
+      throw UsageError(fmt::format("unknown flag --{} (see depthgrad {} --help)", name, command_));
     if (flag->is_switch) {
       if (has_value && value != "true" && value != "false")
         throw UsageError(fmt::format("--{}: expected true or false, got '{}'", name, value));
@@ -91,10 +95,15 @@ bool Flags::get_bool(const std::string& name) const { return get(name) == "true"
 bool Flags::given(const std::string& name) const { return find(name).given; }
 
 std::string Flags::help() const {
-  std::string out = fmt::format("usage: depthgrad {} [flags]\n\n{}\n\nflags:\n", command_, summary_);
+  std::string out =
+      fmt::format("usage: depthgrad {} [flags]\n\n{}\n\nflags:\n", command_, summary_);
   for (const Flag& f : flags_) {
-    std::string left = f.is_switch ? fmt::format("  --{}", f.name) : fmt::format("  --{} VALUE", f.name);
-    std::string def = f.is_switch ? "" : (f.default_value.empty() ? " (default: none)" : fmt::format(" (default: {})", f.default_value));
+    std::string left =
+        f.is_switch ? fmt::format("  --{}", f.name) : fmt::format("  --{} VALUE", f.name);
+    std::string def =
+        f.is_switch ? ""
+                    : (f.default_value.empty() ? " (default: none)"
+                                               : fmt::format(" (default: {})", f.default_value));
     out += fmt::format("{:<28} {}{}\n", left, f.help, def);
   }
   out += fmt::format("  {:<26} {}\n", "--help", "show this help");

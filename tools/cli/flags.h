@@ -15,7 +15,8 @@ struct UsageError : std::runtime_error {
 
 class Flags {
  public:
-  Flags(std::string command, std::string summary) : command_(std::move(command)), summary_(std::move(summary)) {}
+  Flags(std::string command, std::string summary)
+      : command_(std::move(command)), summary_(std::move(summary)) {}
   // A flag taking a value ("--steps 30" or "--steps=30"). A separate value may not start with
   // "--" (that is the next flag: "--output --steps 5" is an error); "--output=--x" may.
   Flags& add(const std::string& name, const std::string& default_value, const std::string& help);

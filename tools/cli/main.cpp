@@ -15,7 +15,8 @@ namespace {
 const char* kUsage =
     "usage: depthgrad <command> [flags]\n\n"
     "commands:\n"
-    "  reproduce   run a paper reproduction (Block AttnRes vs RD-AttnRes): parity or paired protocol\n"
+    "  reproduce   run a paper reproduction (Block AttnRes vs RD-AttnRes): parity or paired "
+    "protocol\n"
     "  evolve      evolutionary search over micro-LM genomes\n"
     "  train       train a micro-LM (flags or a JSON config), with checkpoints and resume\n"
     "  eval        evaluate a checkpoint on a split\n"
@@ -28,7 +29,8 @@ const char* kUsage =
 }
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
@@ -39,7 +41,8 @@ int main(int argc, char** argv) {
   }
   try {
     if (!dg::blas_is_openmp_build())
-      fmt::print(stderr, "depthgrad: warning: the linked OpenBLAS runs its threads with {}\n", dg::blas_parallel_mode());
+      fmt::print(stderr, "depthgrad: warning: the linked OpenBLAS runs its threads with {}\n",
+                 dg::blas_parallel_mode());
     using namespace dg::cli;
     if (command == "list") return cmd_list(argc, argv, 2);
     if (command == "reproduce") return cmd_reproduce(argc, argv, 2);

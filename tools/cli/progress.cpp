@@ -17,7 +17,10 @@ std::string format_duration(double s) {
 }
 
 Progress::Progress(bool quiet, const std::string& jsonl_path)
-    : live_(!quiet && isatty(STDERR_FILENO)), quiet_(quiet), start_(std::chrono::steady_clock::now()), last_draw_(start_) {
+    : live_(!quiet && isatty(STDERR_FILENO)),
+      quiet_(quiet),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {
   if (!jsonl_path.empty()) {
     log_ = std::fopen(jsonl_path.c_str(), "w");
     if (!log_) throw std::runtime_error(fmt::format("cannot open step log {}", jsonl_path));
@@ -29,15 +32,17 @@ Progress::~Progress() {
   if (log_) std::fclose(log_);
 }
 
-void Progress::step(const std::string& label, long step, long total, double loss, double tps, double overall) {
+void Progress::step(const std::string& label, long step, long total, double loss, double tps,
+                    double overall) {
   if (!live_) return;
   auto now = std::chrono::steady_clock::now();
   if (step + 1 < total && std::chrono::duration<double>(now - last_draw_).count() < 0.1) return;
   last_draw_ = now;
   double elapsed = std::chrono::duration<double>(now - start_).count();
   double left = overall > 0 ? elapsed * (1 - overall) / overall : NAN;
-  std::string line = fmt::format("{} step {}/{} loss {:.4f} {:.0f} tok/s elapsed {} left {}", label, step + 1, total, loss, tps,
-                                 format_duration(elapsed), format_duration(left));
+  std::string line =
+      fmt::format("{} step {}/{} loss {:.4f} {:.0f} tok/s elapsed {} left {}", label, step + 1,
+                  total, loss, tps, format_duration(elapsed), format_duration(left));
   std::fprintf(stderr, "\r\033[2K%s", line.c_str());
   std::fflush(stderr);
   drawn_ = true;

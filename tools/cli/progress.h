@@ -13,7 +13,8 @@ class Progress {
   Progress(bool quiet, const std::string& jsonl_path = "");
   ~Progress();
   // One training step of `total` (per task), in task `label`, with overall fraction done.
-  void step(const std::string& label, long step, long total, double loss, double tokens_per_second, double overall_fraction);
+  void step(const std::string& label, long step, long total, double loss, double tokens_per_second,
+            double overall_fraction);
   // A line that stays (clears the live line first); printed unless quiet.
   void message(const std::string& line);
   // Writes a raw JSON object line to the log (when open).

@@ -14,7 +14,8 @@ namespace dg::cli {
 
 Flags& add_data_location_flags(Flags& f) {
   return f.add("dataset-dir", "", "data directory (else $DEPTHGRAD_DATA, else ./data)")
-      .add("cache-dir", "", "tokenizer/ids cache (else $XDG_CACHE_HOME/depthgrad, else ~/.cache/depthgrad)")
+      .add("cache-dir", "",
+           "tokenizer/ids cache (else $XDG_CACHE_HOME/depthgrad, else ~/.cache/depthgrad)")
       .add_switch("no-cache", "do not read or write the tokenizer/ids cache");
 }
 
@@ -23,13 +24,15 @@ DataLocation resolve_data_location(const Flags& f) {
   d.data_dir = resolve_data_dir(f.get("dataset-dir"));
   if (!dir_exists(d.data_dir))
     throw std::runtime_error(fmt::format(
-        "--dataset-dir: {} does not exist (fetch the data with tools/download-data.sh {})", d.data_dir, d.data_dir));
+        "--dataset-dir: {} does not exist (fetch the data with tools/download-data.sh {})",
+        d.data_dir, d.data_dir));
   d.cache_dir = f.get_bool("no-cache") ? "" : resolve_cache_dir(f.get("cache-dir"));
   return d;
 }
 
 Flags& add_threads_flag(Flags& f) {
-  return f.add("threads", "", "threads for OpenMP and OpenBLAS (default: DEPTHGRAD_THREADS or physical cores)");
+  return f.add("threads", "",
+               "threads for OpenMP and OpenBLAS (default: DEPTHGRAD_THREADS or physical cores)");
 }
 
 int apply_threads_flag(const Flags& f) {
@@ -46,18 +49,22 @@ std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string
   std::vector<uint64_t> seeds;
   auto parse_one = [&](const std::string& s) -> uint64_t {
     if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 18)
-      throw std::invalid_argument(fmt::format("{}: '{}' is not a seed (expected non-negative integers like 42, 1-10 or 1,2,5)", flag, text));
+      throw std::invalid_argument(fmt::format(
+          "{}: '{}' is not a seed (expected non-negative integers like 42, 1-10 or 1,2,5)", flag,
+          text));
     return std::stoull(s);
   };
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
-    std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string part =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     size_t dash = part.find('-');
     if (dash != std::string::npos) {
       uint64_t lo = parse_one(part.substr(0, dash)), hi = parse_one(part.substr(dash + 1));
       if (hi < lo || hi - lo > 10000)
-        throw std::invalid_argument(fmt::format("{}: range '{}' is empty or too large", flag, part));
+        throw std::invalid_argument(
+            fmt::format("{}: range '{}' is empty or too large", flag, part));
       for (uint64_t s = lo; s <= hi; ++s) seeds.push_back(s);
     } else {
       seeds.push_back(parse_one(part));

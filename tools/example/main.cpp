@@ -9,9 +9,10 @@
 #include <memory>
 #include <random>
 
-// ---- a new op: softsign(x) = x / (1 + |x|), d/dx = 1 / (1 + |x|)² ---------------------------------
-// Forward computes a fresh tensor; when the tape records, the backward closure ACCUMULATES
-// g · d/dx into the input's gradient (depthgrad's one backward contract).
+// ---- a new op: softsign(x) = x / (1 + |x|), d/dx = 1 / (1 + |x|)²
+// --------------------------------- Forward computes a fresh tensor; when the tape records, the
+// backward closure ACCUMULATES g · d/dx into the input's gradient (depthgrad's one backward
+// contract).
 dg::Tensor softsign(const dg::Tensor& x) {
   dg::Tensor in = x.contiguous();
   dg::Tensor out = dg::Tensor::empty(x.shape(), x.dtype());
@@ -20,8 +21,10 @@ dg::Tensor softsign(const dg::Tensor& x) {
     T* y = out.data<T>();
     for (int64_t i = 0; i < in.numel(); ++i) y[i] = a[i] / (T(1) + std::abs(a[i]));
   };
-  if (x.dtype() == dg::DType::f64) forward.operator()<double>();
-  else forward.operator()<float>();
+  if (x.dtype() == dg::DType::f64)
+    forward.operator()<double>();
+  else
+    forward.operator()<float>();
 
   if (dg::should_record({x})) {
     dg::record("softsign", {x}, out, [in](const dg::Tensor& g) {
@@ -36,8 +39,10 @@ dg::Tensor softsign(const dg::Tensor& x) {
           gx[i] = gy[i] / (d * d);
         }
       };
-      if (in.dtype() == dg::DType::f64) backward.operator()<double>();
-      else backward.operator()<float>();
+      if (in.dtype() == dg::DType::f64)
+        backward.operator()<double>();
+      else
+        backward.operator()<float>();
       dg::accumulate_grad(in, grad_in);  // "accumulate into this input's gradient"
     });
   }
@@ -50,18 +55,21 @@ class CurveNet : public dg::Module {
   explicit CurveNet(int64_t hidden)
       : hidden_layer(register_module("hidden", std::make_unique<dg::Linear>(1, hidden, true))),
         output_layer(register_module("output", std::make_unique<dg::Linear>(hidden, 1, true))) {}
-  dg::Tensor forward(const dg::Tensor& x) { return output_layer.forward(softsign(hidden_layer.forward(x))); }
+  dg::Tensor forward(const dg::Tensor& x) {
+    return output_layer.forward(softsign(hidden_layer.forward(x)));
+  }
   dg::Linear& hidden_layer;
   dg::Linear& output_layer;
 };
 
 int main() {
   // 1. The new op's backward against central differences (float64, random-weighted loss).
-  dg::GradcheckResult check = dg::gradcheck(
-      "softsign", [](const std::vector<dg::Tensor>& in) { return softsign(in[0]); },
-      {dg::random_tensor({4, 5}, /*seed=*/1, -3.0, 3.0)});
-  std::printf("gradcheck softsign: %s (%lld comparisons, max error %.2e)\n", check.passed ? "passed" : "FAILED",
-              static_cast<long long>(check.checks), check.max_abs_error);
+  dg::GradcheckResult check =
+      dg::gradcheck("softsign", [](const std::vector<dg::Tensor>& in) { return softsign(in[0]); },
+                    {dg::random_tensor({4, 5}, /*seed=*/1, -3.0, 3.0)});
+  std::printf("gradcheck softsign: %s (%lld comparisons, max error %.2e)\n",
+              check.passed ? "passed" : "FAILED", static_cast<long long>(check.checks),
+              check.max_abs_error);
   if (!check.passed) {
     std::printf("%s\n", check.message.c_str());
     return 1;

@@ -3,8 +3,8 @@
 // experiments (reproduce, evolve, reports, benchmarks) and the CLI are not part of the library.
 //
 // A program that builds on depthgrad (see tools/example/ for a whole one):
-//   find_package(depthgrad CONFIG REQUIRED)              # CMake; or: pkg-config --cflags --libs depthgrad
-//   target_link_libraries(app PRIVATE depthgrad::depthgrad)
+//   find_package(depthgrad CONFIG REQUIRED)              # CMake; or: pkg-config --cflags --libs
+//   depthgrad target_link_libraries(app PRIVATE depthgrad::depthgrad)
 #pragma once
 
 // Tensors: dtypes f32/f64/i32/i64, shapes, strided views over shared storage.
@@ -20,7 +20,8 @@
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 // The public gradient checker: float64 inputs, random-weighted loss, central differences.
-//   auto r = dg::gradcheck("my_op", [](const std::vector<dg::Tensor>& in) { return my_op(in[0]); }, {x});
+//   auto r = dg::gradcheck("my_op", [](const std::vector<dg::Tensor>& in) { return my_op(in[0]); },
+//   {x});
 #include "autograd/gradcheck.h"
 
 // Modules: a named parameter registry with flat parameter/gradient buffers, layers, and the
@@ -36,7 +37,8 @@
 #include "train/trainer.h"
 // Checkpoints (safetensors): weights, training checkpoints, and any named set of tensors.
 //   dg::save_weights("m.safetensors", model); dg::load_weights("m.safetensors", model);
-//   dg::save_tensors("t.safetensors", {{"x", x}}); auto tensors = dg::load_tensors("t.safetensors");
+//   dg::save_tensors("t.safetensors", {{"x", x}}); auto tensors =
+//   dg::load_tensors("t.safetensors");
 #include "train/checkpoint.h"
 // The byte-level BPE tokenizer (train, save/load tokenizer.json, encode, decode).
 #include "train/text/bpe.h"

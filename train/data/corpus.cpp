@@ -15,9 +15,12 @@ namespace dg {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
-// Bump when the tokenizer trainer or the encoder changes behaviour: old cache entries stop matching.
+// Bump when the tokenizer trainer or the encoder changes behaviour: old cache entries stop
+// matching.
 constexpr const char* kAlgorithmVersion = "depthgrad-bpe-1";
 const std::vector<std::string> kSpecials{"<pad>", "<unk>", "<bos>", "<eos>"};
 
@@ -59,7 +62,8 @@ bool deserialize_ids(const std::string& bytes, std::vector<int32_t>& ids) {
 
 Corpus load_wikitext_corpus(const CorpusOptions& opt) {
   Corpus c;
-  const char* kFiles[] = {"wikitext-2/train.txt", "wikitext-2/valid.txt", "wikitext-2/test.txt", "tiny_shakespeare.txt"};
+  const char* kFiles[] = {"wikitext-2/train.txt", "wikitext-2/valid.txt", "wikitext-2/test.txt",
+                          "tiny_shakespeare.txt"};
   std::vector<std::string> texts;
   for (const char* f : kFiles) {
     texts.push_back(load_dataset_file(opt.data_dir, f));  // verifies size and sha256
@@ -70,13 +74,13 @@ Corpus load_wikitext_corpus(const CorpusOptions& opt) {
 
   // ---- tokenizer: trained on (train, shakespeare) as two sequences, or loaded from the cache ----
   auto t0 = Clock::now();
-  const std::string tok_key = sha256_hex(fmt::format("{}|{}|{}|{}|{}|{}", kAlgorithmVersion, c.dataset_sha256[kFiles[0]],
-                                                     c.dataset_sha256[kFiles[3]], opt.vocab_size, opt.min_frequency,
-                                                     fmt::join(kSpecials, ",")));
+  const std::string tok_key = sha256_hex(fmt::format(
+      "{}|{}|{}|{}|{}|{}", kAlgorithmVersion, c.dataset_sha256[kFiles[0]],
+      c.dataset_sha256[kFiles[3]], opt.vocab_size, opt.min_frequency, fmt::join(kSpecials, ",")));
   bool loaded = false;
   if (!opt.cache_dir.empty()) {
-    c.tokenizer_cache_path = fmt::format("{}/tokenizers/wikitext-narrative-bpe-{}-{}.json", opt.cache_dir, opt.vocab_size,
-                                         tok_key.substr(0, 16));
+    c.tokenizer_cache_path = fmt::format("{}/tokenizers/wikitext-narrative-bpe-{}-{}.json",
+                                         opt.cache_dir, opt.vocab_size, tok_key.substr(0, 16));
     if (file_exists(c.tokenizer_cache_path)) {
       try {
         c.tokenizer_json = read_file(c.tokenizer_cache_path);
@@ -88,7 +92,8 @@ Corpus load_wikitext_corpus(const CorpusOptions& opt) {
     }
   }
   if (!loaded) {
-    c.tokenizer = train_bpe({train_text, shakespeare}, opt.vocab_size, opt.min_frequency, kSpecials);
+    c.tokenizer =
+        train_bpe({train_text, shakespeare}, opt.vocab_size, opt.min_frequency, kSpecials);
     c.tokenizer_json = c.tokenizer.to_json();
     if (!c.tokenizer_cache_path.empty()) {
       make_dirs(opt.cache_dir + "/tokenizers");
@@ -106,7 +111,8 @@ Corpus load_wikitext_corpus(const CorpusOptions& opt) {
   for (size_t i = 0; i < 4; ++i) {
     std::string path;
     if (!opt.cache_dir.empty()) {
-      std::string key = sha256_hex(fmt::format("{}|{}|{}", kAlgorithmVersion, c.dataset_sha256[kFiles[i]], c.tokenizer_sha256));
+      std::string key = sha256_hex(fmt::format("{}|{}|{}", kAlgorithmVersion,
+                                               c.dataset_sha256[kFiles[i]], c.tokenizer_sha256));
       path = fmt::format("{}/ids/{}.ids", opt.cache_dir, key.substr(0, 32));
       if (file_exists(path) && deserialize_ids(read_file(path), *outputs[i])) continue;
     }

@@ -16,8 +16,8 @@
 namespace dg {
 
 struct CorpusOptions {
-  std::string data_dir;        // already resolved
-  std::string cache_dir;       // already resolved; empty disables caching
+  std::string data_dir;   // already resolved
+  std::string cache_dir;  // already resolved; empty disables caching
   int vocab_size = 512;
   int min_frequency = 2;
   int64_t train_limit = 120000;      // 0 keeps every id
@@ -31,7 +31,8 @@ struct Corpus {
   std::string tokenizer_sha256;
   std::string tokenizer_cache_path;  // where the tokenizer is cached (empty without a cache)
   std::vector<int32_t> train, validation, test, narrative;  // truncated
-  int64_t train_total = 0, validation_total = 0, test_total = 0, narrative_total = 0;  // before truncation
+  int64_t train_total = 0, validation_total = 0, test_total = 0,
+          narrative_total = 0;                        // before truncation
   std::map<std::string, std::string> dataset_sha256;  // relative path -> sha256
   bool tokenizer_from_cache = false;
   bool ids_from_cache = false;
@@ -43,7 +44,8 @@ Corpus load_wikitext_corpus(const CorpusOptions& options);
 
 // The cached ids file: "DGIDS001" | uint64 count | int32 ids... | 32-byte SHA-256 of the ids bytes.
 std::string serialize_ids(const std::vector<int32_t>& ids);
-// Reads a cached ids file; false (the caller re-encodes) when it is truncated, corrupted or not one.
+// Reads a cached ids file; false (the caller re-encodes) when it is truncated, corrupted or not
+// one.
 bool deserialize_ids(const std::string& bytes, std::vector<int32_t>& ids);
 
 }  // namespace dg

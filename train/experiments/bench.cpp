@@ -13,9 +13,9 @@
 #include "autograd/tape.h"
 #include "tensor/rng.h"
 #include "tensor/threads.h"
+#include "train/batches.h"
 #include "train/checkpoint.h"
 #include "train/io/files.h"
-#include "train/batches.h"
 #include "train/trainer.h"
 
 namespace dg {
@@ -32,9 +32,12 @@ BenchSpec bench_spec(const std::string& name, ResidualMode mode) {
   s.run.model.mode = mode;
   s.run.model.validate();
   // Warm-up and timed steps: fewer for the larger models, whose steps take seconds.
-  if (name == "micro") s.warmup = 3, s.timed = 50;
-  else if (name == "small") s.warmup = 3, s.timed = 5;
-  else s.warmup = 2, s.timed = 3;
+  if (name == "micro")
+    s.warmup = 3, s.timed = 50;
+  else if (name == "small")
+    s.warmup = 3, s.timed = 5;
+  else
+    s.warmup = 2, s.timed = 3;
   return s;
 }
 
@@ -197,9 +200,11 @@ BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options) {
   const StorageStats tensors = storage_stats();
   r.peak_tensor_kib = int64_t(tensors.peak_live_bytes / 1024);
   r.cached_tensor_kib = int64_t(tensors.cached_bytes / 1024);
-  say(fmt::format("{} t{}: peak RSS {} MiB; tensors: parameter state {} MiB, peak in use {} MiB, "
-                  "cached unused {} MiB", spec.name, options.threads, r.peak_rss_kib / 1024,
-                  r.state_tensor_kib / 1024, r.peak_tensor_kib / 1024, r.cached_tensor_kib / 1024));
+  say(
+      fmt::format("{} t{}: peak RSS {} MiB; tensors: parameter state {} MiB, peak in use {} MiB, "
+                  "cached unused {} MiB",
+                  spec.name, options.threads, r.peak_rss_kib / 1024, r.state_tensor_kib / 1024,
+                  r.peak_tensor_kib / 1024, r.cached_tensor_kib / 1024));
   r.median_step_seconds = median_of(r.step_seconds);
   r.mean_step_seconds = mean_of(r.step_seconds);
   r.tokens_per_second = double(batch * model.seq_len) / r.median_step_seconds;
@@ -411,21 +416,23 @@ std::string mib(int64_t kib) { return fmt::format("{:.0f}", double(kib) / 1024.0
 }  // namespace
 
 std::string bench_table(const std::vector<BenchResult>& results) {
-  std::string t =
-      fmt::format("{:<10} {:<6} {:>3} {:>12} {:>11} {:>10} {:>9} {:>9} {:>7} {:>9} {:>9} {:>10}  {}\n",
-                  "impl", "config", "thr", "params", "tokens/s", "ms/step", "GFLOP/s", "sgemm",
-                  "frac", "peak MiB", "ΔRSS MiB", "tensor MiB", "largest GEMM");
+  std::string t = fmt::format(
+      "{:<10} {:<6} {:>3} {:>12} {:>11} {:>10} {:>9} {:>9} {:>7} {:>9} {:>9} {:>10}  {}\n", "impl",
+      "config", "thr", "params", "tokens/s", "ms/step", "GFLOP/s", "sgemm", "frac", "peak MiB",
+      "ΔRSS MiB", "tensor MiB", "largest GEMM");
   for (const BenchResult& r : results)
     t += fmt::format(
-        "{:<10} {:<6} {:>3} {:>12} {:>11.0f} {:>10.2f} {:>9.1f} {:>9} {:>7} {:>9} {:>9} {:>10}  {}\n",
+        "{:<10} {:<6} {:>3} {:>12} {:>11.0f} {:>10.2f} {:>9.1f} {:>9} {:>7} {:>9} {:>9} {:>10}  "
+        "{}\n",
         r.impl, r.config, r.threads, r.parameters, r.tokens_per_second, r.median_step_seconds * 1e3,
         r.achieved_gflops, r.sgemm_gflops > 0 ? fmt::format("{:.1f}", r.sgemm_gflops) : "-",
         r.sgemm_gflops > 0 ? fmt::format("{:.2f}", r.sgemm_fraction) : "-", mib(r.peak_rss_kib),
         mib(r.peak_rss_kib - r.baseline_rss_kib),
         r.peak_tensor_kib > 0 ? mib(r.peak_tensor_kib) : "-",
         r.gemm.M ? fmt::format("{}x{}x{} {}", r.gemm.M, r.gemm.K, r.gemm.N, r.gemm.what) : "");
-  return t + "(tensor MiB: peak bytes of depthgrad tensors in use, parameters, gradients and moments "
-             "included; the rest of peak RSS is code, BLAS buffers and the allocator)\n";
+  return t +
+         "(tensor MiB: peak bytes of depthgrad tensors in use, parameters, gradients and moments "
+         "included; the rest of peak RSS is code, BLAS buffers and the allocator)\n";
 }
 
 std::string breakdown_table(const std::vector<BenchResult>& results) {

@@ -53,8 +53,10 @@ double beta_continued_fraction(double a, double b, double x) {
 double incomplete_beta(double a, double b, double x) {
   if (x <= 0) return 0.0;
   if (x >= 1) return 1.0;
-  double log_front = std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x);
-  if (x < (a + 1.0) / (a + b + 2.0)) return std::exp(log_front) * beta_continued_fraction(a, b, x) / a;
+  double log_front =
+      std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x);
+  if (x < (a + 1.0) / (a + b + 2.0))
+    return std::exp(log_front) * beta_continued_fraction(a, b, x) / a;
   return 1.0 - std::exp(log_front) * beta_continued_fraction(b, a, 1.0 - x) / b;
 }
 }  // namespace
@@ -71,8 +73,10 @@ double student_t_quantile(double q, double dof) {
   double lo = -1e4, hi = 1e4;
   for (int i = 0; i < 200; ++i) {
     double mid = 0.5 * (lo + hi);
-    if (student_t_cdf(mid, dof) < q) lo = mid;
-    else hi = mid;
+    if (student_t_cdf(mid, dof) < q)
+      lo = mid;
+    else
+      hi = mid;
   }
   return 0.5 * (lo + hi);
 }
@@ -83,20 +87,25 @@ double sign_test_p(int64_t wins, int64_t n) {
   // P(X <= k) for Binomial(n, 1/2), summed in log space.
   double p = 0;
   for (int64_t i = 0; i <= k; ++i)
-    p += std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) - n * std::log(2.0));
+    p += std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) -
+                  n * std::log(2.0));
   return std::min(1.0, 2.0 * p);
 }
 
-PairedSummary paired_summary(const std::vector<double>& baseline, const std::vector<double>& method) {
+PairedSummary paired_summary(const std::vector<double>& baseline,
+                             const std::vector<double>& method) {
   if (baseline.size() != method.size())
-    throw std::invalid_argument("paired_summary: baseline and method have different numbers of seeds");
+    throw std::invalid_argument(
+        "paired_summary: baseline and method have different numbers of seeds");
   PairedSummary s;
   s.n = static_cast<int64_t>(baseline.size());
   for (size_t i = 0; i < baseline.size(); ++i) {
     double d = method[i] - baseline[i];
     s.differences.push_back(d);
-    if (d < 0) s.wins++;
-    else if (d == 0) s.ties++;
+    if (d < 0)
+      s.wins++;
+    else if (d == 0)
+      s.ties++;
   }
   s.mean_difference = mean_of(s.differences);
   s.std_difference = sample_std(s.differences);
@@ -107,7 +116,8 @@ PairedSummary paired_summary(const std::vector<double>& baseline, const std::vec
     s.ci95_high = s.mean_difference + tq * se;
     if (se > 0) {
       s.t_statistic = s.mean_difference / se;
-      s.t_test_p = 2.0 * (1.0 - student_t_cdf(std::fabs(s.t_statistic), static_cast<double>(s.n - 1)));
+      s.t_test_p =
+          2.0 * (1.0 - student_t_cdf(std::fabs(s.t_statistic), static_cast<double>(s.n - 1)));
     }
   } else {
     s.ci95_low = s.ci95_high = s.mean_difference;

@@ -31,6 +31,7 @@ struct PairedSummary {
   double sign_test_p = 1;
 };
 // Paired comparison of per-seed values (lower is better, e.g. validation NLL).
-PairedSummary paired_summary(const std::vector<double>& baseline, const std::vector<double>& method);
+PairedSummary paired_summary(const std::vector<double>& baseline,
+                             const std::vector<double>& method);
 
 }  // namespace dg

@@ -83,7 +83,8 @@ class Object {
 
  private:
   Storage members_;  // each member on the heap, so that growing the vector moves no member
-  std::unordered_map<std::string_view, size_t> index_;  // key (viewing the member's own) -> position
+  std::unordered_map<std::string_view, size_t>
+      index_;  // key (viewing the member's own) -> position
 };
 
 enum class Kind { null, boolean, number, string, array, object };

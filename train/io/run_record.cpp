@@ -18,7 +18,9 @@ const char* build_compiler() { return DG_COMPILER; }
 
 std::string timestamp_now() {
   auto now = std::chrono::system_clock::now();
-  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+      1000000;
   std::time_t t = std::chrono::system_clock::to_time_t(now);
   std::tm tm{};
   gmtime_r(&t, &tm);
@@ -35,7 +37,8 @@ json::Value provenance_json(int threads) {
   p.emplace_back("blas_threading", blas_parallel_mode());
   p.emplace_back("threads", threads);
   struct utsname u {};
-  if (uname(&u) == 0) p.emplace_back("platform", fmt::format("{} {} {}", u.sysname, u.release, u.machine));
+  if (uname(&u) == 0)
+    p.emplace_back("platform", fmt::format("{} {} {}", u.sysname, u.release, u.machine));
   p.emplace_back("device", "cpu");
   auto now = std::chrono::system_clock::now();
   std::time_t t = std::chrono::system_clock::to_time_t(now);

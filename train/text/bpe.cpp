@@ -7,8 +7,8 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <limits>
 #include <functional>
+#include <limits>
 #include <queue>
 #include <stdexcept>
 

@@ -1,6 +1,7 @@
 // Byte-level pre-tokenization as in GPT-2 / Hugging Face ByteLevel(use_regex=true): Unicode
-// character classes (UTF-8 decoding is train/io/utf8.h, shared with the JSON reader), the GPT-2 split written as a hand-made matcher, and the
-// GPT-2 byte <-> char table. Does no normalization, no prefix space and no regex in general.
+// character classes (UTF-8 decoding is train/io/utf8.h, shared with the JSON reader), the GPT-2
+// split written as a hand-made matcher, and the GPT-2 byte <-> char table. Does no normalization,
+// no prefix space and no regex in general.
 //
 // The split reproduces Oniguruma's leftmost-alternative, greedy, backtracking evaluation of
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
