@@ -3,23 +3,15 @@
 // It does not test the installed package (tools/example/ and tests/package_consumer.sh do).
 #include <doctest/doctest.h>
 
-#include <filesystem>
 #include <map>
-#include <random>
 
 #include "autograd/tape.h"
 #include "nn/micro_lm.h"
+#include "tests/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/optim.h"
 
 namespace {
-
-std::filesystem::path fresh_dir(const char* tag) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("dg-test-" + std::string(tag) + "-" + std::to_string(std::random_device{}()));
-  std::filesystem::create_directories(dir);
-  return dir;
-}
 
 dg::MicroLMConfig tiny_config() {
   dg::MicroLMConfig c;
@@ -36,8 +28,8 @@ dg::MicroLMConfig tiny_config() {
 }  // namespace
 
 TEST_CASE("save_tensors / load_tensors: every dtype, views included, exact values and order") {
-  auto dir = fresh_dir("tensors");
-  const std::string path = (dir / "set.safetensors").string();
+  dg::test::TempDir dir("tensors");
+  const std::string path = dir.file("set.safetensors");
   dg::Tensor f32 =
       dg::Tensor::from_vector({1.5, -2.25, 3.0, 4.0, 5.5, -6.0}, {2, 3}, dg::DType::f32);
   dg::Tensor f64 = dg::Tensor::from_vector({0.1, 0.2, 0.3}, {3}, dg::DType::f64);
@@ -67,12 +59,11 @@ TEST_CASE("save_tensors / load_tensors: every dtype, views included, exact value
                        doctest::Contains("ghost"), std::invalid_argument);
   // the refused writes left the earlier file whole
   CHECK(dg::load_tensors(path).size() == 5);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a model loaded from a checkpoint trains with no other call") {
-  auto dir = fresh_dir("loaded");
-  const std::string path = (dir / "model.safetensors").string();
+  dg::test::TempDir dir("loaded");
+  const std::string path = dir.file("model.safetensors");
   {
     dg::MicroLM source(tiny_config());
     source.init_identical(7);
@@ -103,5 +94,4 @@ TEST_CASE("a model loaded from a checkpoint trains with no other call") {
   }
   CHECK(last < first * 0.8);  // it learns the fixed batch
   CHECK(model.parameter("token.weight").to_vector() != before);
-  std::filesystem::remove_all(dir);
 }
