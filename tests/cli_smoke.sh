@@ -147,6 +147,8 @@ expect_error "flag as a value" "--output: missing value" -- "$BIN" train --outpu
 expect_error "negative number reaches the range check" "training.lr must be positive, got -1" -- "$BIN" train --lr -1 --steps 1 --output "$WORK/never"
 expect_error "bad thread count" "--threads" -- "$BIN" reproduce --threads 0 --dataset-dir "$DATA"
 expect_error "unknown command" "unknown command" -- "$BIN" frobnicate
+expect_error "bench --compare-torch without torch names the package" "python3-torch" -- "$BIN" bench --compare-torch --configs micro --python /bin/false
+expect_error "bench --generate takes one thread count" "--generate: give one --threads" -- "$BIN" bench --generate --threads 1,2
 # The run config is checked before any data is read (the data directory here does not exist).
 expect_error "reproduce: heads must divide dim" "heads 5 must divide dim 64" -- "$BIN" reproduce --heads 5 --dataset-dir "$WORK/no-such-dir"
 expect_error "train: kv-heads must divide heads" "kv_heads 3 must divide heads 4" -- "$BIN" train --kv-heads 3 --dataset-dir "$WORK/no-such-dir"

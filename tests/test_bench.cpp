@@ -10,14 +10,17 @@
 #include "autograd/ops.h"
 #include "tensor/threads.h"
 #include "tests/temp_dir.h"
+#include "tests/test_helpers.h"
 #include "train/batches.h"
 #include "train/checkpoint.h"
 #include "train/experiments/bench.h"
+#include "train/experiments/bench_generate.h"
 #include "train/io/files.h"
 
 using namespace dg;
 namespace fs = std::filesystem;
 using dg::test::TempDir;
+using dg::test::ThreadsGuard;
 
 namespace {
 // vocab 16, d 8, 1 layer, 2 heads, seq 4, batch 2, FFN width 16.
@@ -254,4 +257,26 @@ TEST_CASE("equivalence-check files reload to the same loss") {
   double sq = 0;
   for (double x : w) sq += x * x;
   CHECK(std::sqrt(sq / double(w.size())) == doctest::Approx(1.0 / std::sqrt(8.0)).epsilon(0.2));
+}
+
+TEST_CASE("generation bench: rows hold together and the bound follows the weight bytes") {
+  ThreadsGuard guard;
+  set_threads(1);
+  // A small buffer: the figure is only checked to be a positive, finite rate.
+  const double bandwidth = measure_read_bandwidth_gbs(size_t(4) << 20, 2);
+  CHECK(bandwidth > 0);
+  CHECK(std::isfinite(bandwidth));
+  const BenchSpec spec = tiny_spec();
+  const GenerateBenchRow row = bench_generation(spec, bandwidth, 1);
+  MicroLM model(spec.run.model);
+  CHECK(row.parameters == model.parameter_count());
+  CHECK(row.weight_bytes == matmul_parameters(model) * 4);
+  CHECK(row.tokens == spec.run.model.seq_len - 1);
+  CHECK(row.tokens_per_second > 0);
+  CHECK(row.bound_tokens_per_second == doctest::Approx(bandwidth * 1e9 / row.weight_bytes));
+  CHECK(row.fraction_of_bound == doctest::Approx(row.tokens_per_second / row.bound_tokens_per_second));
+  const std::string table = generate_bench_table({row}, bandwidth);
+  CHECK(table.find("tiny") != std::string::npos);
+  const json::Value v = generate_bench_json({row}, bandwidth);
+  CHECK(v.at("generation").as_array().size() == 1);
 }

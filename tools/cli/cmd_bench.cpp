@@ -4,6 +4,7 @@
 // as `depthgrad bench --one CONFIG --threads N` (and the torch script once per measurement) and
 // collects the JSON each prints. It does not time anything itself; train/bench.h does.
 #include <fmt/core.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
 #include "train/experiments/bench.h"
+#include "train/experiments/bench_generate.h"
 #include "train/experiments/reproduce.h"
 #include "train/io/json.h"
 #include "train/io/run_record.h"
@@ -63,9 +65,9 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-// Runs argv[0] with argv (no shell), stdout captured, stderr passed through. Returns stdout;
+// Runs argv[0] with argv (no shell), stdout captured, stderr passed through (or discarded). Returns stdout;
 // throws naming the program when it cannot start or exits non-zero.
-std::string run_capture(const std::vector<std::string>& args) {
+std::string run_capture(const std::vector<std::string>& args, bool quiet_stderr = false) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("bench: pipe() failed");
   posix_spawn_file_actions_t actions;
@@ -73,6 +75,7 @@ std::string run_capture(const std::vector<std::string>& args) {
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_addclose(&actions, fds[0]);
   posix_spawn_file_actions_addclose(&actions, fds[1]);
+  if (quiet_stderr) posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -139,6 +142,19 @@ std::string find_torch_script(const std::string& flag_value) {
   throw UsageError(
       "cannot find tools/torch_reference.py next to the build directory or here; pass "
       "--torch-script PATH");
+}
+
+// --compare-torch needs a Python that imports torch; say which package provides it.
+void check_torch_importable(const std::string& python) {
+  try {
+    run_capture({python, "-c", "import torch"}, /*quiet_stderr=*/true);
+  } catch (const std::exception&) {
+    throw UsageError(fmt::format(
+        "--compare-torch: `{} -c 'import torch'` fails: PyTorch is not installed for that Python. "
+        "On Debian: sudo apt-get install python3-torch (for /usr/bin/python3), or pass --python "
+        "PATH of a Python that has torch",
+        python));
+  }
 }
 
 struct Plan {
@@ -258,6 +274,10 @@ int cmd_bench(int argc, char** argv, int start) {
            "run the whole sweep this many times (fresh processes each, depthgrad and torch "
            "interleaved) and report per (config, threads) the invocation with the median tokens/s, "
            "with the median peak memory")
+      .add_switch("generate",
+                  "time greedy generation with the K/V cache instead of training, at 1 thread "
+                  "(or --threads N), against the bound of reading the matmul weights once per "
+                  "token at the measured memory bandwidth")
       .add("one", "",
            "internal: measure CONFIG in this process and print its JSON (what bench runs per "
            "measurement)");
@@ -308,6 +328,31 @@ int cmd_bench(int argc, char** argv, int start) {
     return 0;
   }
 
+  // ---- generation speed, in this process ----
+  if (f.get_bool("generate")) {
+    const int threads = f.given("threads") ? plan.threads.at(0) : 1;
+    if (f.given("threads") && plan.threads.size() != 1)
+      throw UsageError("--generate: give one --threads count (default 1)");
+    if (f.get_bool("compare-torch"))
+      throw UsageError("--generate: --compare-torch times training only");
+    set_threads(threads);
+    fmt::print(stderr, "measuring the one-thread read bandwidth (512 MiB buffer, best of 5) ...\n");
+    const double bandwidth = measure_read_bandwidth_gbs();
+    std::vector<GenerateBenchRow> rows;
+    for (const std::string& c : plan.configs) {
+      fmt::print(stderr, "generation {} threads={} ...\n", c, threads);
+      rows.push_back(bench_generation(spec_for(plan, c), bandwidth));
+    }
+    if (f.get_bool("json")) {
+      json::Value v = generate_bench_json(rows, bandwidth);
+      v["threads"] = threads;
+      fmt::print("{}\n", json::dump(v));
+    } else {
+      fmt::print("{}", generate_bench_table(rows, bandwidth));
+    }
+    return 0;
+  }
+
   // ---- equivalence-check files only ----
   if (f.given("write-check")) {
     for (const std::string& c : plan.configs) {
@@ -332,6 +377,7 @@ int cmd_bench(int argc, char** argv, int start) {
                                    residual_mode_name(plan.mode)));
     python = f.get("python");
     script = find_torch_script(f.get("torch-script"));
+    check_torch_importable(python);
   }
   const std::string load_start = load_average();
   auto note = [&](const std::string& line) { fmt::print(stderr, "{}\n", line); };
