@@ -274,7 +274,8 @@ TEST_CASE("generation bench: rows hold together and the bound follows the weight
   CHECK(row.tokens == spec.run.model.seq_len - 1);
   CHECK(row.tokens_per_second > 0);
   CHECK(row.bound_tokens_per_second == doctest::Approx(bandwidth * 1e9 / row.weight_bytes));
-  CHECK(row.fraction_of_bound == doctest::Approx(row.tokens_per_second / row.bound_tokens_per_second));
+  CHECK(row.fraction_of_bound ==
+        doctest::Approx(row.tokens_per_second / row.bound_tokens_per_second));
   const std::string table = generate_bench_table({row}, bandwidth);
   CHECK(table.find("tiny") != std::string::npos);
   const json::Value v = generate_bench_json({row}, bandwidth);

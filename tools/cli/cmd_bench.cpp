@@ -3,8 +3,8 @@
 // resident memory (VmHWM, ru_maxrss) is a process-lifetime figure: this command re-runs itself
 // as `depthgrad bench --one CONFIG --threads N` (and the torch script once per measurement) and
 // collects the JSON each prints. It does not time anything itself; train/bench.h does.
-#include <fmt/core.h>
 #include <fcntl.h>
+#include <fmt/core.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,8 +65,8 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-// Runs argv[0] with argv (no shell), stdout captured, stderr passed through (or discarded). Returns stdout;
-// throws naming the program when it cannot start or exits non-zero.
+// Runs argv[0] with argv (no shell), stdout captured, stderr passed through (or discarded). Returns
+// stdout; throws naming the program when it cannot start or exits non-zero.
 std::string run_capture(const std::vector<std::string>& args, bool quiet_stderr = false) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("bench: pipe() failed");

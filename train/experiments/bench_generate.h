@@ -19,10 +19,10 @@ double measure_read_bandwidth_gbs(size_t bytes = size_t(512) << 20, int passes =
 
 struct GenerateBenchRow {
   std::string config;
-  int64_t parameters = 0;         // all parameters
-  int64_t weight_bytes = 0;       // float32 bytes of the matmul weights read per token
-  int64_t tokens = 0;             // generated ids timed (one context, no window moves)
-  double tokens_per_second = 0;   // median of the repeats
+  int64_t parameters = 0;              // all parameters
+  int64_t weight_bytes = 0;            // float32 bytes of the matmul weights read per token
+  int64_t tokens = 0;                  // generated ids timed (one context, no window moves)
+  double tokens_per_second = 0;        // median of the repeats
   double bound_tokens_per_second = 0;  // bandwidth / weight_bytes
   double fraction_of_bound = 0;        // tokens_per_second / bound
   bool weights_fit_in_cache = false;   // weight_bytes below the last-level cache: bound is loose
