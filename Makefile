@@ -1,5 +1,6 @@
 # depthgrad's front door. `make test` and `make reproduce` install what is missing themselves.
 #   make test        build (Release) and run the whole suite through ctest, at 1 and 2 threads
+#   make test-mpi-full  the full multi-rank battery (tests/mpi_train.sh full; ctest runs the quick one)
 #   make reproduce   build and run the rd-attnres reproduction on DATA (default ../shared/data)
 #   make bench       build and run the benchmarks (bench_matmul, bench_attention, depthgrad bench; add --compare-torch by hand)
 #   make test-sanitize     the whole suite built with ASan + UBSan (build-sanitize/), through ctest
@@ -17,7 +18,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_CXX ?= clang++-14
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps configure build test reproduce bench clean format \
+.PHONY: all deps configure build test test-mpi-full reproduce bench clean format \
 	sanitize-build test-sanitize test-sanitize-ci fuzz fuzz-corpus
 
 all: build
@@ -34,6 +35,9 @@ build: configure
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1
+
+test-mpi-full: build
+	cmake --build $(BUILD) --target test_mpi_full
 
 reproduce: build
 	./$(BUILD)/depthgrad reproduce --paper rd-attnres --dataset-dir $(DATA) --seed 42

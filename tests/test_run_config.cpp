@@ -64,6 +64,8 @@ RunConfig unusual_config() {
   c.training.init = InitScheme::identical;
   c.training.seed = 9;
   c.training.sequential = true;
+  c.training.accum = 3;
+  c.training.zero = 1;
   c.data.dataset = "tiny-shakespeare";
   c.data.train_limit = 1000;
   c.data.eval_limit = 500;
@@ -114,6 +116,8 @@ TEST_CASE("a run config round-trips through its JSON, every setting included") {
   CHECK(back.training.schedule.total_steps == 77);  // derived: the schedule's length is the run's
   CHECK(back.training.schedule.lr == 1e-3);
   CHECK(back.training.seed == 9);
+  CHECK(back.training.accum == 3);
+  CHECK(back.training.zero == 1);
   CHECK(back.data.dataset == "tiny-shakespeare");
   CHECK(back.data.eval_full);
   // The default config too, and the sections appear in the documented order.
@@ -184,6 +188,9 @@ TEST_CASE("inconsistent and non-positive sizes are refused, naming the key") {
   CHECK(contains(refusal(R"({"model": {"vocab": -1}})"), "vocab"));
   CHECK(contains(refusal(R"({"training": {"steps": 0}})"), "training.steps must be >= 1"));
   CHECK(contains(refusal(R"({"training": {"batch": -2}})"), "training.batch"));
+  CHECK(contains(refusal(R"({"training": {"accum": 0}})"), "training.accum must be >= 1"));
+  CHECK(contains(refusal(R"({"training": {"zero": 2}})"), "training.zero must be 0 or 1"));
+  CHECK(contains(refusal(R"({"training": {"accum": 1.5}})"), "training.accum"));
   CHECK(contains(refusal(R"({"training": {"lr": 0}})"), "training.lr must be positive"));
   CHECK(contains(refusal(R"({"training": {"seed": -1}})"), "training.seed"));
   CHECK(contains(refusal(R"({"training": {"warmup": -1}})"), "training.warmup"));
@@ -303,6 +310,8 @@ TEST_CASE("the resume key changes when any setting of the run changes") {
       [](RunConfig& c) { c.training.schedule.min_lr_ratio = 0.0; },
       [](RunConfig& c) { c.training.init = InitScheme::parity; },
       [](RunConfig& c) { c.training.sequential = false; },
+      // accum changes which windows make up a step (the global batch is ranks x accum x batch)
+      [](RunConfig& c) { c.training.accum = 1; },
       [](RunConfig& c) { c.data.dataset = "tiny-shakespeare"; },
       [](RunConfig& c) { c.data.train_limit = 0; },
       [](RunConfig& c) { c.data.eval_limit = 0; },
@@ -326,12 +335,18 @@ TEST_CASE("the resume key changes when any setting of the run changes") {
   std::set<std::string> expected = all;
   expected.erase("model.mode");
   expected.erase("training.seed");
+  expected.erase("training.zero");  // below: it changes no bit, so not the key either
   CHECK(covered == expected);
 
   // The arm's mode and the seed do not change the key: the state records results per arm and seed.
   ReproduceOptions o = base;
   o.config.model.mode = ResidualMode::standard;
   o.config.training.seed = 1234;
+  CHECK(reproduce_resume_key(o, sha) == key);
+  // Nor does ZeRO-1 (where AdamW's moments live; the same bits: tests/mpi_train.sh).
+  o = base;
+  o.config.training.zero = 0;
+  CHECK(!(to_json(o.config) == to_json(base.config)));
   CHECK(reproduce_resume_key(o, sha) == key);
   // The run's identity beyond the config does.
   o = base;

@@ -10,6 +10,7 @@ cd "${1:-$(dirname "$0")/..}"
 layer_of() {
   case "$1" in
     train/experiments/*) echo train/experiments ;;
+    train/dist/*) echo train/dist ;;
     train/io/*) echo train/io ;;
     train/text/*) echo train/text ;;
     train/data/*) echo train/data ;;
@@ -35,8 +36,9 @@ allowed_for() {
     train/data) echo "train/io train/text" ;;
     train) echo "tensor autograd nn train/io train/text train/data" ;;
     train/experiments) echo "tensor autograd nn train train/io train/text train/data" ;;
-    tools) echo "tensor autograd nn train train/io train/text train/data train/experiments" ;;
-    tests) echo "tensor autograd nn train train/io train/text train/data train/experiments tools" ;;
+    train/dist) echo "tensor autograd nn train train/io" ;;
+    tools) echo "tensor autograd nn train train/io train/text train/data train/experiments train/dist" ;;
+    tests) echo "tensor autograd nn train train/io train/text train/data train/experiments train/dist tools" ;;
     *) echo "" ;;
   esac
 }

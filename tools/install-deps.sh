@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(g++ cmake make libopenblas-openmp-dev doctest-dev libfmt-dev
   pkg-config      # tests/package_consumer.sh builds the example with pkg-config too
   clang-format    # tools/format.sh --check runs in the test suite
+  openmpi-bin libopenmpi-dev  # data parallelism over MPI ranks (train/dist/, ctest mpi_train)
   "$@"            # extra packages a target asks for (`make fuzz`: clang)
 )
 missing=()

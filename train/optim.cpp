@@ -31,9 +31,17 @@ bool decays_under(DecayPolicy policy, const FlatParameters::Slot& slot) {
 }
 }  // namespace
 
-AdamW::AdamW(FlatParameters& params, const AdamWConfig& config) : params_(params), config_(config) {
-  m_ = Tensor::zeros({params.total}, params.values.dtype());
-  v_ = Tensor::zeros({params.total}, params.values.dtype());
+AdamW::AdamW(FlatParameters& params, const AdamWConfig& config)
+    : AdamW(params, config, 0, params.total) {}
+
+AdamW::AdamW(FlatParameters& params, const AdamWConfig& config, int64_t shard_begin,
+             int64_t shard_end)
+    : params_(params), config_(config), shard_begin_(shard_begin), shard_end_(shard_end) {
+  if (shard_begin < 0 || shard_end < shard_begin || shard_end > params.total)
+    throw std::invalid_argument(fmt::format("AdamW: shard [{}, {}) is outside the {} parameters",
+                                            shard_begin, shard_end, params.total));
+  m_ = Tensor::zeros({shard_end - shard_begin}, params.values.dtype());
+  v_ = Tensor::zeros({shard_end - shard_begin}, params.values.dtype());
   for (const auto& slot : params.slots)
     slot_decay_.push_back(decays_under(config.decay, slot) ? config.weight_decay : 0.0);
 }
@@ -66,8 +74,9 @@ void AdamW::step(double lr) {
   dispatch_float(params_.values.dtype(), "AdamW", [&]<class T>() {
     T* p = params_.values.data<T>();
     const T* g = params_.gradients.data<T>();
-    T* m = m_.data<T>();
+    T* m = m_.data<T>();  // element i of the flat buffer is m[i - shard_begin_]
     T* v = v_.data<T>();
+    const int64_t sb = shard_begin_;
     const T beta1 = static_cast<T>(config_.beta1), beta2 = static_cast<T>(config_.beta2);
     const T one_minus_beta1 = static_cast<T>(1.0 - config_.beta1),
             one_minus_beta2 = static_cast<T>(1.0 - config_.beta2);
@@ -83,16 +92,16 @@ void AdamW::step(double lr) {
                       b = std::min(hi, slots[s].offset + slots[s].numel);
         if (a >= b) continue;
         const T decay = static_cast<T>(1.0 - lr * slot_decay_[s]);
-        adamw_span<T>(p + a, g + a, m + a, v + a, b - a, decay, beta1, one_minus_beta1, beta2,
-                      one_minus_beta2, step_size, bc2, eps);
+        adamw_span<T>(p + a, g + a, m + (a - sb), v + (a - sb), b - a, decay, beta1,
+                      one_minus_beta1, beta2, one_minus_beta2, step_size, bc2, eps);
       }
     };
-    const int64_t total = params_.total;
-    if (total <= kParallelGrain) return update_range(0, total);
-    const int64_t chunks = (total + kParallelGrain - 1) / kParallelGrain;
+    const int64_t begin = shard_begin_, end = shard_end_, count = end - begin;
+    if (count <= kParallelGrain) return update_range(begin, end);
+    const int64_t chunks = (count + kParallelGrain - 1) / kParallelGrain;
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < chunks; ++c)
-      update_range(c * kParallelGrain, std::min(total, (c + 1) * kParallelGrain));
+      update_range(begin + c * kParallelGrain, std::min(end, begin + (c + 1) * kParallelGrain));
   });
 }
 
@@ -138,57 +147,94 @@ static double sum_of_squares(const T* x, int64_t n) {
   return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
 
-ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
-  ScopedOpTimer op_timer(OpFamily::optimizer);
-  ClipResult r;
-  dispatch_float(params.gradients.dtype(), "clip_grad_norm", [&]<class T>() {
-    T* g = params.gradients.data<T>();
-    // Per-parameter norms, then the norm of the norms (torch's order), each accumulated in double.
-    // Every slot is cut into blocks of at most kClipBlock elements; block sums (sum_of_squares)
-    // run in one parallel region over all blocks of all slots, then each slot adds its block sums
-    // in order. Block boundaries depend only on the slot sizes, so the result does not depend on
-    // the thread count.
-    constexpr int64_t kClipBlock = 8192;
-    struct Block {
-      int64_t begin, end;
-    };
-    thread_local std::vector<Block> blocks;  // reused across steps: no allocation per step
-    thread_local std::vector<double> block_sums;
-    thread_local std::vector<size_t>
-        first_block;  // per slot, its first block; one past the end last
-    blocks.clear();
-    first_block.clear();
-    for (const auto& slot : params.slots) {
-      first_block.push_back(blocks.size());
-      for (int64_t b = slot.offset; b < slot.offset + slot.numel; b += kClipBlock)
-        blocks.push_back({b, std::min(slot.offset + slot.numel, b + kClipBlock)});
+namespace {
+constexpr int64_t kClipBlock = 8192;
+
+void fill_norm_blocks(const FlatParameters& params, GradientNormBlocks& out) {
+  out.begin.clear();
+  out.end.clear();
+  out.slot_first_block.clear();
+  for (const auto& slot : params.slots) {
+    out.slot_first_block.push_back(out.begin.size());
+    for (int64_t b = slot.offset; b < slot.offset + slot.numel; b += kClipBlock) {
+      out.begin.push_back(b);
+      out.end.push_back(std::min(slot.offset + slot.numel, b + kClipBlock));
     }
-    first_block.push_back(blocks.size());
-    block_sums.resize(blocks.size());
-    const int64_t nblocks = static_cast<int64_t>(blocks.size());
-    // Plain pointers: inside the parallel region a thread_local name would mean the worker's own.
-    const Block* bl = blocks.data();
-    double* sums = block_sums.data();
-#pragma omp parallel for schedule(static) if (params.total > kParallelGrain)
-    for (int64_t b = 0; b < nblocks; ++b)
-      sums[b] = sum_of_squares(g + bl[b].begin, bl[b].end - bl[b].begin);
+  }
+  out.slot_first_block.push_back(out.begin.size());
+}
+}  // namespace
+
+GradientNormBlocks gradient_norm_blocks(const FlatParameters& params) {
+  GradientNormBlocks blocks;
+  fill_norm_blocks(params, blocks);
+  return blocks;
+}
+
+double gradient_sum_of_squares(const FlatParameters& params, int64_t begin, int64_t end) {
+  double sum = 0;
+  dispatch_float(params.gradients.dtype(), "gradient_sum_of_squares", [&]<class T>() {
+    sum = sum_of_squares(params.gradients.data<T>() + begin, end - begin);
+  });
+  return sum;
+}
+
+double total_norm_from_block_sums(const FlatParameters& params, const GradientNormBlocks& blocks,
+                                  const double* block_sums) {
+  double total = 0;
+  dispatch_float(params.gradients.dtype(), "total_norm_from_block_sums", [&]<class T>() {
+    // Per-parameter norms (rounded to the parameter's precision, as torch), then the norm of norms.
     double total_sq = 0;
     for (size_t s = 0; s < params.slots.size(); ++s) {
       double sq = 0;
-      for (size_t b = first_block[s]; b < first_block[s + 1]; ++b) sq += block_sums[b];
+      for (size_t b = blocks.slot_first_block[s]; b < blocks.slot_first_block[s + 1]; ++b)
+        sq += block_sums[b];
       double norm = static_cast<double>(static_cast<T>(std::sqrt(sq)));
       total_sq += norm * norm;
     }
-    r.total_norm = static_cast<double>(static_cast<T>(std::sqrt(total_sq)));
-    const double coef = std::min(1.0, max_norm / (r.total_norm + 1e-6));
-    r.clipped = r.total_norm > max_norm;
+    total = static_cast<double>(static_cast<T>(std::sqrt(total_sq)));
+  });
+  return total;
+}
+
+ClipResult scale_gradients_for_clip(FlatParameters& params, double total_norm, double max_norm,
+                                    int64_t begin, int64_t end) {
+  ClipResult r;
+  r.total_norm = total_norm;
+  r.clipped = total_norm > max_norm;
+  const double coef = std::min(1.0, max_norm / (total_norm + 1e-6));
+  dispatch_float(params.gradients.dtype(), "clip_grad_norm", [&]<class T>() {
     const T c = static_cast<T>(coef);
     if (c == T(1)) return;  // nothing to scale (multiplying by one changes no bit)
-    const int64_t n = params.total;
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) g[i] *= c;
+    T* g = params.gradients.data<T>();
+#pragma omp parallel for simd schedule(static) if (end - begin > kParallelGrain)
+    for (int64_t i = begin; i < end; ++i) g[i] *= c;
   });
   return r;
+}
+
+ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
+  ScopedOpTimer op_timer(OpFamily::optimizer);
+  // Every slot is cut into blocks of at most kClipBlock elements; block sums (sum_of_squares) run
+  // in one parallel region over all blocks of all slots, then each slot adds its block sums in
+  // order. Block boundaries depend only on the slot sizes, so the result does not depend on the
+  // thread count (nor on which process computed a block: train/data_parallel.cpp).
+  thread_local GradientNormBlocks blocks;  // reused across steps: no allocation per step
+  thread_local std::vector<double> block_sums;
+  fill_norm_blocks(params, blocks);
+  block_sums.resize(blocks.begin.size());
+  const int64_t nblocks = static_cast<int64_t>(blocks.begin.size());
+  // Plain pointers: inside the parallel region a thread_local name would mean the worker's own.
+  const int64_t* lo = blocks.begin.data();
+  const int64_t* hi = blocks.end.data();
+  double* sums = block_sums.data();
+  dispatch_float(params.gradients.dtype(), "clip_grad_norm", [&]<class T>() {
+    const T* g = params.gradients.data<T>();
+#pragma omp parallel for schedule(static) if (params.total > kParallelGrain)
+    for (int64_t b = 0; b < nblocks; ++b) sums[b] = sum_of_squares(g + lo[b], hi[b] - lo[b]);
+  });
+  const double total = total_norm_from_block_sums(params, blocks, block_sums.data());
+  return scale_gradients_for_clip(params, total, max_norm, 0, params.total);
 }
 
 double Schedule::at(int64_t step) const {

@@ -39,6 +39,9 @@ void RunConfig::validate() const {
   const TrainingConfig& t = training;
   at_least("training.steps", t.steps, 1);
   at_least("training.batch", t.batch, 1);
+  at_least("training.accum", t.accum, 1);
+  if (t.zero != 0 && t.zero != 1)
+    fail(fmt::format("training.zero must be 0 or 1 (ZeRO stage 1), got {}", t.zero));
   finite("training.clip", t.clip);
   finite("training.lr", t.adamw.lr);
   if (!(t.adamw.lr > 0)) fail(fmt::format("training.lr must be positive, got {}", t.adamw.lr));
@@ -102,6 +105,8 @@ json::Value training_json(const TrainingConfig& t) {
   v["init"] = init_scheme_name(t.init);
   v["seed"] = t.seed;
   v["sequential"] = t.sequential;
+  v["accum"] = t.accum;
+  v["zero"] = t.zero;
   return v;
 }
 
@@ -252,6 +257,8 @@ void read_training(const SectionReader& r, TrainingConfig& t) {
   if (seed < 0) r.fail("seed", fmt::format("must be >= 0, got {}", seed));
   t.seed = static_cast<uint64_t>(seed);
   r.boolean("sequential", t.sequential);
+  r.integer("accum", t.accum);
+  r.integer("zero", t.zero);
   t.schedule.lr = t.adamw.lr;
   t.schedule.total_steps = t.steps;
 }
@@ -279,7 +286,7 @@ RunConfig run_config_from_json(const json::Value& value, const std::string& sour
     read_training(SectionReader(*t, "training", source,
                                 {"steps", "batch", "clip", "lr", "beta1", "beta2", "eps",
                                  "weight_decay", "decay", "schedule", "warmup", "min_lr_ratio",
-                                 "init", "seed", "sequential"}),
+                                 "init", "seed", "sequential", "accum", "zero"}),
                   c.training);
   if (const Value* d = top.find("data"))
     read_data(SectionReader(*d, "data", source,

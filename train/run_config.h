@@ -8,7 +8,7 @@
 //   {"model":    {vocab, dim, layers, heads, kv_heads, seq_len, expansion, mode, norm, norm_eps,
 //                 ffn, rope, bias, learned_positions, tied_head, attnres_block_size},
 //    "training": {steps, batch, clip, lr, beta1, beta2, eps, weight_decay, decay, schedule,
-//                 warmup, min_lr_ratio, init, seed, sequential},
+//                 warmup, min_lr_ratio, init, seed, sequential, accum, zero},
 //    "data":     {dataset, train_limit, eval_limit, eval_windows, eval_full}}
 // Reading refuses unknown keys, wrong types and configs validate() refuses, naming the key.
 //
@@ -55,6 +55,13 @@ struct TrainingConfig {
   InitScheme init = InitScheme::parity;
   uint64_t seed = 42;
   bool sequential = false;  // consecutive windows instead of the reference's random windows
+  // Micro-batches of `batch` windows per optimizer step in each process (gradient accumulation;
+  // losses and gradients are averaged over them). A step's global batch is ranks × accum × batch
+  // (train/data_parallel.h): the number of MPI ranks is not part of the config.
+  int64_t accum = 1;
+  // 1 = AdamW's moments sharded over the MPI ranks (ZeRO stage 1). Changes no bit of a result,
+  // only where the moments live; 0 or 1.
+  int64_t zero = 0;
 };
 
 // The warm-up a command gives a schedule when none is asked for: 5% of the steps (at least one)

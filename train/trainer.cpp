@@ -35,7 +35,15 @@ TrainerConfig trainer_config(const RunConfig& run) {
 // ---------------------------------------------------------------------------------------------
 
 Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids)
-    : config_(config), train_ids_(train_ids), batch_rng_(config.seed) {
+    : Trainer(config, train_ids, nullptr) {}
+
+Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids,
+                 Collectives* world)
+    : config_(config), train_ids_(train_ids), batch_rng_(config.seed), world_(world) {
+  if (world_ && world_->size() == 1) world_ = nullptr;  // a group of one is one process
+  if (config_.accum < 1)
+    throw std::invalid_argument(fmt::format("trainer: accum must be >= 1, got {}", config_.accum));
+  zero1_ = config_.zero == 1 && world_;
   config_.model.validate();
   // §1.4 order: model (init from the seed), optimizer, then the batch RNG.
   model_ = std::make_unique<MicroLM>(config_.model, DType::f32);
@@ -44,17 +52,25 @@ Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_
   else
     model_->init_identical(config_.seed);
   flat_ = flatten_parameters(*model_);
-  optimizer_ = std::make_unique<AdamW>(flat_, config_.adamw);
+  if (accumulates()) setup_data_parallel();  // shard bounds; ZeRO-1 keeps this rank's moments
+  if (zero1_)
+    optimizer_ = std::make_unique<AdamW>(flat_, config_.adamw, shard_bounds_[world_->rank()],
+                                         shard_bounds_[world_->rank() + 1]);
+  else
+    optimizer_ = std::make_unique<AdamW>(flat_, config_.adamw);
   // The parameters' first buffers (replaced by views into the flat buffer) and init's scratch
   // sit in the storage cache in sizes the steps never ask for: give them back to the system.
   storage_cache_clear();
   config_.schedule.lr = config_.adamw.lr;  // the schedule's rate and length are the run's
   config_.schedule.total_steps = config_.steps;
   if (config_.sequential)
-    loader_ = std::make_unique<SequentialLoader>(train_ids_, config_.batch, config_.model.seq_len);
+    loader_ = std::make_unique<SequentialLoader>(train_ids_, global_batch(), config_.model.seq_len);
 }
 
+int64_t Trainer::global_batch() const { return ranks() * config_.accum * config_.batch; }
+
 StepLog Trainer::train_step() {
+  if (accumulates()) return accumulated_step();
   const auto start = std::chrono::steady_clock::now();
   if (loader_)
     loader_->next(batch_);
@@ -107,7 +123,12 @@ void Trainer::save_checkpoint(const std::string& path) const {
   };
   state.blobs["losses"] = pack(losses_);
   state.blobs["grad_norms"] = pack(grad_norms_);
-  save_training_checkpoint(path, *model_, *optimizer_, state);
+  state.metadata["depthgrad.global_batch"] = std::to_string(global_batch());
+  if (!world_) return save_training_checkpoint(path, *model_, *optimizer_, state);
+  std::unique_ptr<AdamW> full = zero1_ ? full_optimizer_state() : nullptr;  // collective
+  if (world_->rank() == 0)
+    save_training_checkpoint(path, *model_, full ? *full : *optimizer_, state);
+  world_->barrier();  // complete on disk before any rank goes on
 }
 
 void Trainer::load_checkpoint(const std::string& path) {
@@ -126,8 +147,14 @@ void Trainer::load_checkpoint(const std::string& path) {
       const json::Value* s = config.is_object() ? config.find(section) : nullptr;
       return s && s->is_object() ? (key ? s->find(key) : s) : nullptr;
     };
+    // The global batch must agree; how it is split (ranks × accum × batch) may change on resume.
+    const int64_t saved_global = checkpoint_global_batch(file, saved, path);
+    if (saved_global != global_batch())
+      throw std::runtime_error(fmt::format(
+          "{}: the checkpoint's global batch {} differs from this run's global batch {} ({} "
+          "rank(s) x 'training.accum' {} x 'training.batch' {})",
+          path, saved_global, global_batch(), ranks(), config_.accum, config_.batch));
     for (auto [section, key] : {std::pair<const char*, const char*>{"model", nullptr},
-                                {"training", "batch"},
                                 {"training", "seed"},
                                 {"training", "sequential"},
                                 {"training", "init"}}) {
@@ -186,7 +213,10 @@ void Trainer::load_checkpoint(const std::string& path) {
   };
   std::vector<double> losses = unpack("losses"), grad_norms = unpack("grad_norms");
 
-  load_training_checkpoint(file, path, *model_, *optimizer_);
+  // ZeRO-1: the file holds the whole moments; this rank keeps its shard of them.
+  std::unique_ptr<AdamW> full = zero1_ ? std::make_unique<AdamW>(flat_, config_.adamw) : nullptr;
+  load_training_checkpoint(file, path, *model_, full ? *full : *optimizer_);
+  if (full) take_optimizer_shard(*full);
   step_ = step;
   clipped_ = clipped;
   if (loader_) loader_->set_position(position);

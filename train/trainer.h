@@ -4,6 +4,8 @@
 // gradients, forward, loss, backward, clip, optimizer step. A training checkpoint holds the
 // weights, AdamW moments, step, RNG state and data position, so resuming gives bit-identical
 // losses and weights to an uninterrupted run (tests/test_trainer.cpp proves it).
+// With accum > 1 or over several processes (train/data_parallel.h) a step runs the micro-batches
+// of one global batch and gives the same bits however they are spread over the processes.
 // It does not read data files or tokenize (callers pass token ids).
 #pragma once
 #include <cstdint>
@@ -14,6 +16,7 @@
 
 #include "nn/micro_lm.h"
 #include "train/batches.h"
+#include "train/data_parallel.h"
 #include "train/io/json.h"
 #include "train/optim.h"
 #include "train/run_config.h"
@@ -47,6 +50,11 @@ TrainerConfig trainer_config(const RunConfig& run);
 class Trainer {
  public:
   Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids);
+  // Data parallel over `world` (train/data_parallel.h; not owned, may be null = one process):
+  // rank r runs micro-batches r·accum … r·accum + accum − 1 of every step's global batch, and
+  // the result is bit-identical to one process with accum × ranks. config.zero = 1 shards
+  // AdamW's moments over the ranks.
+  Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids, Collectives* world);
   // Runs steps until `step()` == until (or config.steps). Calls on_step after each.
   void run(int64_t until, const std::function<void(const StepLog&)>& on_step = {});
   // One step; returns its log.
@@ -58,9 +66,15 @@ class Trainer {
   const std::vector<double>& losses() const { return losses_; }
   const std::vector<double>& grad_norms() const { return grad_norms_; }
   int64_t clipped_steps() const { return clipped_; }
+  // Windows per optimizer step over all ranks: ranks × accum × batch.
+  int64_t global_batch() const;
+  int ranks() const { return world_ ? world_->size() : 1; }
 
+  // With ranks: called by every rank; rank 0 writes the one file (atomically), and every rank
+  // returns once it is complete.
   void save_checkpoint(const std::string& path) const;
-  // Restores a checkpoint written by save_checkpoint for the same config (checked).
+  // Restores a checkpoint written by save_checkpoint for the same config (checked). The global
+  // batch must be the checkpoint's; how it is split (ranks × accum × batch) may differ.
   void load_checkpoint(const std::string& path);
 
  private:
@@ -75,6 +89,21 @@ class Trainer {
   int64_t step_ = 0;
   std::vector<double> losses_, grad_norms_;
   int64_t clipped_ = 0;
+
+  // Accumulation and data parallelism (train/data_parallel.cpp).
+  bool accumulates() const { return config_.accum > 1 || ranks() > 1; }
+  void setup_data_parallel();
+  StepLog accumulated_step();
+  std::unique_ptr<AdamW> full_optimizer_state() const;  // ZeRO-1: every rank's moments on rank 0
+  void take_optimizer_shard(AdamW& full);               // ZeRO-1: this rank's part of `full`
+  Collectives* world_ = nullptr;
+  bool zero1_ = false;  // moments sharded: config.zero == 1 on more than one rank
+  std::vector<int64_t> shard_bounds_;
+  GradientNormBlocks norm_blocks_;
+  std::vector<double> micro_losses_;
+  std::vector<int64_t> micro_starts_;
+  LmBatch step_windows_;  // the step's global batch of windows
+  Tensor gradient_sum_;   // [total] Σ of this rank's micro-batch gradients
 };
 
 }  // namespace dg

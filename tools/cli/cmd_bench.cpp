@@ -19,6 +19,7 @@
 #include "tensor/threads.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/ranks.h"
 #include "train/experiments/bench.h"
 #include "train/experiments/bench_generate.h"
 #include "train/experiments/reproduce.h"
@@ -241,7 +242,16 @@ json::Value check_json(const CheckRow& r) {
 
 }  // namespace
 
+static int bench_on_rank(int argc, char** argv, int start, World& world, bool& agreed);
+
 int cmd_bench(int argc, char** argv, int start) {
+  World world;  // MPI when started by mpirun/srun (then: --one CONFIG over the ranks)
+  return run_on_every_rank(world, "bench", [&](bool& agreed) {
+    return bench_on_rank(argc, argv, start, world, agreed);
+  });
+}
+
+static int bench_on_rank(int argc, char** argv, int start, World& world, bool& agreed) {
   Flags f("bench",
           "Training speed: tokens/s over full steps (forward, backward, clip, AdamW), median of "
           "timed steps after\n"
@@ -282,9 +292,15 @@ int cmd_bench(int argc, char** argv, int start) {
            "internal: measure CONFIG in this process and print its JSON (what bench runs per "
            "measurement)");
   if (!f.parse(argc, argv, start)) {
-    fmt::print("{}", f.help());
+    if (world.rank() == 0) fmt::print("{}", f.help());
     return 0;
   }
+  check_same_flags(world, f);  // every rank must be asked the same before anything is refused
+  agreed = true;
+  if (world.size() > 1 && !f.given("one"))
+    throw UsageError(
+        "under mpirun, bench measures one config over the ranks: give --one CONFIG (and one "
+        "--threads per rank)");
   Plan plan;
   plan.configs = split_list(f.get("configs"));
   if (plan.configs.empty())
@@ -317,10 +333,17 @@ int cmd_bench(int argc, char** argv, int start) {
     if (plan.threads.size() != 1) throw UsageError("--one: give exactly one --threads count");
     BenchOptions o;
     o.threads = plan.threads[0];
+    if (world.size() > 1) o.world = &world.collectives();
     o.profile = !f.get_bool("no-profile");
     o.measure_sgemm = !f.get_bool("no-sgemm");
     if (verbose) o.on_message = [](const std::string& line) { fmt::print(stderr, "  {}\n", line); };
     BenchResult r = run_bench(spec_for(plan, f.get("one")), o);
+    if (world.rank() != 0) return 0;
+    if (world.size() > 1)
+      fmt::print(
+          stderr,
+          "{} ranks x {} thread(s), global batch {} ({} per rank); tokens/s over all ranks\n",
+          world.size(), o.threads, world.size() * r.batch, r.batch);
     if (f.get_bool("json"))
       fmt::print("{}\n", json::dump(r.to_json()));
     else

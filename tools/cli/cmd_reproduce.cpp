@@ -1,4 +1,6 @@
 // `depthgrad reproduce` and `depthgrad list`: flags -> ReproduceOptions -> run -> table and paths.
+// Under mpirun/srun the paired protocol spreads its seeds over the ranks (rank 0 prints and
+// writes).
 #include <fmt/core.h>
 
 #include <filesystem>
@@ -7,6 +9,7 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/progress.h"
+#include "tools/cli/ranks.h"
 #include "tools/cli/shared_flags.h"
 #include "train/data/data_files.h"
 #include "train/experiments/reproduce.h"
@@ -26,7 +29,16 @@ int cmd_list(int argc, char** argv, int start) {
   return 0;
 }
 
+static int reproduce_on_rank(int argc, char** argv, int start, World& world, bool& agreed);
+
 int cmd_reproduce(int argc, char** argv, int start) {
+  World world;  // MPI when started by mpirun/srun, else one process
+  return run_on_every_rank(world, "reproduce", [&](bool& agreed) {
+    return reproduce_on_rank(argc, argv, start, world, agreed);
+  });
+}
+
+static int reproduce_on_rank(int argc, char** argv, int start, World& world, bool& agreed) {
   Flags f("reproduce",
           "Reproduce a paper's comparison. --protocol parity (default) is the reference run number "
           "for number;\n"
@@ -55,10 +67,14 @@ int cmd_reproduce(int argc, char** argv, int start) {
       .add("state-file", "", "JSON file to resume a multi-seed run where it stopped")
       .add_switch("quiet", "no progress output");
   if (!f.parse(argc, argv, start)) {
-    fmt::print("{}", f.help());
+    if (world.rank() == 0) fmt::print("{}", f.help());
     return 0;
   }
+  check_same_flags(world, f);  // every rank must be asked the same before anything is refused
+  agreed = true;
+  const bool writes = world.rank() == 0;  // rank 0 prints and writes the run's files
   ReproduceOptions o;
+  if (world.size() > 1) o.world = &world.collectives();
   o.paper = f.get("paper");
   find_paper(o.paper);  // unknown keys fail before any work
   o.protocol = f.get("protocol");
@@ -95,7 +111,13 @@ int cmd_reproduce(int argc, char** argv, int start) {
     c.data.eval_full = eval == "full";
   }
   if (f.given("train-tokens")) c.data.train_limit = f.get_int("train-tokens");
-  check_reproduce_options(o);  // e.g. --heads 5 with --dim 64: refused before the data is read
+  o.state_file = f.get("state-file");
+  try {
+    check_reproduce_options(o);  // e.g. --heads 5 with --dim 64: refused before the data is read
+  } catch (const std::invalid_argument& e) {
+    if (world.size() > 1) throw UsageError(e.what());  // the same on every rank: said once
+    throw;
+  }
   const DataLocation data = resolve_data_location(f);
   o.data_dir = data.data_dir;
   o.cache_dir = data.cache_dir;
@@ -103,13 +125,16 @@ int cmd_reproduce(int argc, char** argv, int start) {
   o.threads = apply_threads_flag(f);
   o.state_file = f.get("state-file");
   o.run_dir = default_run_dir(o.output_dir, o.paper);
-  make_dirs(o.run_dir);
+  if (writes) make_dirs(o.run_dir);
 
-  Progress progress(f.get_bool("quiet"), o.run_dir + "/steps.jsonl");
+  Progress progress(f.get_bool("quiet") || !writes, writes ? o.run_dir + "/steps.jsonl" : "");
   progress.message(fmt::format(
       "depthgrad reproduce --paper {} --protocol {}: {} seed(s), {} steps per arm, {} thread(s); "
       "data {}",
       o.paper, o.protocol, o.seeds.size(), o.config.training.steps, o.threads, o.data_dir));
+  if (world.size() > 1)
+    progress.message(fmt::format("seeds spread over {} MPI ranks (seed i on rank i mod {})",
+                                 world.size(), world.size()));
   const int64_t steps = o.config.training.steps;
   const double total_steps = static_cast<double>(o.seeds.size() * 2 * steps);
   o.on_message = [&](const std::string& line) { progress.message(line); };
@@ -137,10 +162,11 @@ int cmd_reproduce(int argc, char** argv, int start) {
   } catch (...) {
     progress.finish();
     std::error_code ec;
-    std::filesystem::remove_all(o.run_dir, ec);  // no half-written run directories
+    if (writes) std::filesystem::remove_all(o.run_dir, ec);  // no half-written run directories
     throw;
   }
   progress.finish();
+  if (!writes) return 0;
   fmt::print("{}", out.table);
   fmt::print("wall time: {:.2f} s\n", out.result.at("runtime").at("wall_seconds").as_double());
   fmt::print("{}: {}/report.md\n", o.paper, out.run_dir);

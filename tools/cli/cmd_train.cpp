@@ -1,6 +1,8 @@
 // `depthgrad train`, `depthgrad eval` and `depthgrad tokenize`: the everyday commands.
 //  train     a micro-LM from flags or a JSON config (--config), with periodic training
-//            checkpoints, --resume, a JSON-lines step log and final weights (safetensors).
+//            checkpoints, --resume, a JSON-lines step log and final weights (safetensors);
+//            --accum K micro-batches per step, and data parallel over MPI ranks under mpirun/srun
+//            (rank 0 prints and writes; --zero 1 shards AdamW's moments; tools/cli/ranks.h).
 //  eval      a checkpoint (weights or training checkpoint) on a split: reference windows or all.
 //  tokenize  train a byte-level BPE (on the pinned corpus or given files), or encode/decode text.
 #include <fmt/core.h>
@@ -13,6 +15,7 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/progress.h"
+#include "tools/cli/ranks.h"
 #include "tools/cli/shared_flags.h"
 #include "tools/cli/train_samples.h"
 #include "train/checkpoint.h"
@@ -77,7 +80,9 @@ void add_data_flags(Flags& f) {
 }
 }  // namespace
 
-int cmd_train(int argc, char** argv, int start) {
+// The train command on one rank; `agreed` is set once every rank is known to run the same
+// settings (from then on an error every rank raises alike is reported once instead of aborting).
+static int train_on_rank(int argc, char** argv, int start, World& world, bool& agreed) {
   Flags f("train",
           "Train a micro-LM. Settings come from --config (a JSON file, see README) and/or flags\n"
           "(flags given explicitly override the config file).");
@@ -107,10 +112,11 @@ int cmd_train(int argc, char** argv, int start) {
       .add("resume", "", "training checkpoint to resume from")
       .add_switch("sequential", "consecutive windows instead of random windows")
       .add_switch("quiet", "no progress output");
+  add_layout_flags(f);
   add_data_flags(f);
   add_train_sample_flags(f);
   if (!f.parse(argc, argv, start)) {
-    fmt::print("{}", f.help());
+    if (world.rank() == 0) fmt::print("{}", f.help());
     return 0;
   }
   const int threads = apply_threads_flag(f);
@@ -157,26 +163,42 @@ int cmd_train(int argc, char** argv, int start) {
   if (run.data.dataset != "wikitext-2" && run.data.dataset != "tiny-shakespeare")
     throw UsageError(fmt::format("--dataset: expected wikitext-2 or tiny-shakespeare, got '{}'",
                                  run.data.dataset));
-  run.validate();  // e.g. --heads 5 with --dim 64: refused before the data is read
+  // Every rank must be asked the same before anything is refused or run (ranks.h).
+  check_same_flags(world, f, to_json(run));
+  agreed = true;
+  apply_layout_flags(f, world.size(), run);  // and run.validate(): before the data is read
+  const bool writes = world.rank() == 0;     // rank 0 prints and writes the run's files
 
   const DataLocation where = resolve_data_location(f);
+  if (!writes) world.collectives().barrier();  // rank 0 fills the tokenizer cache first
   Splits data =
       load_splits(run.data, where.data_dir, where.cache_dir, static_cast<int>(model.vocab));
+  if (writes) world.collectives().barrier();
   model.vocab = data.corpus.tokenizer.vocab_size();  // the model takes the tokenizer's size
   const TrainerConfig cfg = trainer_config(run);
+  const int64_t global_batch = world.size() * cfg.accum * cfg.batch;
+  if (cfg.sequential &&
+      static_cast<int64_t>(data.train.size()) < global_batch * cfg.model.seq_len + 1)
+    throw UsageError(
+        fmt::format("--sequential: {} train ids cannot fill one global batch of {} "
+                    "windows of {}",
+                    data.train.size(), global_batch, cfg.model.seq_len));
   TrainSamples samples(f, data.corpus.tokenizer, cfg.seed);
   const std::string out = f.get("output");
-  make_dirs(out);
-  write_file_atomic(out + "/config.json", json::dump(to_json(run), 2) + "\n");
-  write_file_atomic(out + "/tokenizer.json", data.corpus.tokenizer_json);
+  if (writes) {
+    make_dirs(out);
+    write_file_atomic(out + "/config.json", json::dump(to_json(run), 2) + "\n");
+    write_file_atomic(out + "/tokenizer.json", data.corpus.tokenizer_json);
+  }
 
-  Trainer trainer(cfg, data.train);
+  Trainer trainer(cfg, data.train, &world.collectives());
   if (!f.get("resume").empty()) trainer.load_checkpoint(f.get("resume"));
-  Progress progress(f.get_bool("quiet"), out + "/steps.jsonl");
+  Progress progress(f.get_bool("quiet") || !writes, writes ? out + "/steps.jsonl" : "");
   progress.message(
       fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {} thread(s)",
                   cfg.model.describe(), trainer.model().parameter_count(), cfg.steps,
                   run.data.dataset, data.train.size(), threads));
+  if (world.size() > 1 || cfg.accum > 1) progress.message(layout_line(world, trainer));
   const int64_t checkpoint_every = f.get_int("checkpoint-every"),
                 eval_every = f.get_int("eval-every");
   const int64_t windows = run.data.eval_windows;
@@ -198,20 +220,21 @@ int cmd_train(int argc, char** argv, int start) {
     j["clipped"] = log.clipped;
     j["lr"] = log.lr;
     j["tokens_per_second"] = log.tokens_per_second;
-    if (eval_every > 0 && (log.step + 1) % eval_every == 0) {
+    if (writes && eval_every > 0 && (log.step + 1) % eval_every == 0) {
       double v =
           evaluate_windows(trainer.model(), data.validation, eval_starts(), cfg.model.seq_len);
       j["validation_loss"] = v;
       progress.message(fmt::format("step {}: validation loss {:.4f} (perplexity {:.2f})",
                                    log.step + 1, v, std::exp(std::min(v, 20.0))));
     }
-    samples.after_step(log.step + 1, trainer.model(), progress);
+    if (writes) samples.after_step(log.step + 1, trainer.model(), progress);
     progress.log_json(json::dump(j));
     if (checkpoint_every > 0 && (log.step + 1) % checkpoint_every == 0 && log.step + 1 < cfg.steps)
       trainer.save_checkpoint(ckpt);
   });
   progress.finish();
   trainer.save_checkpoint(ckpt);
+  if (!writes) return 0;
   std::map<std::string, std::string> meta{
       {"depthgrad.config", json::dump(to_json(run))},
       {"depthgrad.tokenizer_sha256", data.corpus.tokenizer_sha256}};
@@ -238,6 +261,13 @@ int cmd_train(int argc, char** argv, int start) {
       "{}/model.safetensors\ncheckpoint: {}\n",
       v, std::exp(std::min(v, 20.0)), trainer.step(), out, ckpt);
   return 0;
+}
+
+int cmd_train(int argc, char** argv, int start) {
+  World world;  // MPI when started by mpirun/srun, else one process
+  return run_on_every_rank(world, "train", [&](bool& agreed) {
+    return train_on_rank(argc, argv, start, world, agreed);
+  });
 }
 
 int cmd_eval(int argc, char** argv, int start) {

@@ -94,6 +94,12 @@ double Flags::get_double(const std::string& name) const {
 bool Flags::get_bool(const std::string& name) const { return get(name) == "true"; }
 bool Flags::given(const std::string& name) const { return find(name).given; }
 
+std::vector<std::pair<std::string, std::string>> Flags::values() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Flag& f : flags_) out.emplace_back(f.name, f.value);
+  return out;
+}
+
 std::string Flags::help() const {
   std::string out =
       fmt::format("usage: depthgrad {} [flags]\n\n{}\n\nflags:\n", command_, summary_);

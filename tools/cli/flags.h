@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dg::cli {
@@ -29,6 +30,8 @@ class Flags {
   double get_double(const std::string& name) const;
   bool get_bool(const std::string& name) const;
   bool given(const std::string& name) const;
+  // Every flag's name and value (given or default), in declaration order.
+  std::vector<std::pair<std::string, std::string>> values() const;
   std::string help() const;
   const std::string& command() const { return command_; }
 

@@ -172,7 +172,8 @@ BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options) {
   TrainerConfig tc = trainer_config(spec.run);
   tc.steps = spec.warmup + spec.timed;
   tc.seed = 0;
-  Trainer trainer(tc, ids);
+  Trainer trainer(tc, ids, options.world);
+  r.ranks = trainer.ranks();
   r.parameters = trainer.model().parameter_count();
   r.matmul_params = matmul_parameters(trainer.model());
   r.step_flops = training_step_flops(r.matmul_params, model, batch);
@@ -207,7 +208,7 @@ BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options) {
                   r.peak_tensor_kib / 1024, r.cached_tensor_kib / 1024));
   r.median_step_seconds = median_of(r.step_seconds);
   r.mean_step_seconds = mean_of(r.step_seconds);
-  r.tokens_per_second = double(batch * model.seq_len) / r.median_step_seconds;
+  r.tokens_per_second = double(trainer.global_batch() * model.seq_len) / r.median_step_seconds;
   r.achieved_gflops = r.step_flops / r.median_step_seconds * 1e-9;
   if (options.profile) {
     r.profiled = true;
@@ -238,6 +239,7 @@ json::Value BenchResult::to_json() const {
   v["config"] = config;
   v["mode"] = mode;
   v["threads"] = threads;
+  if (ranks > 1) v["ranks"] = ranks;
   v["parameters"] = parameters;
   v["matmul_params"] = matmul_params;
   v["batch"] = batch;
@@ -292,6 +294,7 @@ BenchResult BenchResult::from_json(const json::Value& v, const std::string& sour
     r.config = v.at("config").as_string();
     r.mode = v.at("mode").as_string();
     r.threads = int(v.at("threads").as_int());
+    if (const json::Value* n = v.find("ranks")) r.ranks = int(n->as_int());
     r.parameters = integer("parameters");
     r.matmul_params = integer("matmul_params");
     r.batch = integer("batch");

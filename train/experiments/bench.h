@@ -15,6 +15,7 @@
 
 #include "nn/micro_lm.h"
 #include "tensor/profile.h"
+#include "train/data_parallel.h"
 #include "train/io/json.h"
 #include "train/run_config.h"
 
@@ -63,6 +64,9 @@ std::string load_average();  // first three fields of /proc/loadavg, or "?"
 
 struct BenchOptions {
   int threads = 1;
+  // Data parallel over these ranks (train/data_parallel.h; null = one process): every rank runs
+  // the config's batch, and tokens/s counts the global batch (ranks x accum x batch).
+  Collectives* world = nullptr;
   bool profile = true;        // per-family times during the timed steps
   bool measure_sgemm = true;  // the sgemm rate of the largest GEMM (seconds for base)
   std::function<void(const std::string&)> on_message;  // progress lines
@@ -74,6 +78,7 @@ struct BenchResult {
   std::string impl = "depthgrad";  // or "torch"
   std::string config, mode;
   int threads = 1;
+  int ranks = 1;  // MPI ranks (threads is per rank)
   int64_t parameters = 0, matmul_params = 0, batch = 0, seq_len = 0;
   int64_t warmup = 0, timed = 0;
   std::vector<double> step_seconds;  // timed steps

@@ -195,10 +195,31 @@ RunConfig arm_run_config(const RunConfig& shared, ResidualMode mode, uint64_t se
   return c;
 }
 
+namespace {
+// Over MPI ranks only the paired protocol runs, each rank with at least one seed, without a
+// state file (the state file is one process's record).
+void check_reproduce_ranks(const ReproduceOptions& opt) {
+  const int ranks = opt.world ? opt.world->size() : 1;
+  if (ranks == 1) return;
+  if (opt.protocol != "paired")
+    throw std::invalid_argument(
+        "--protocol parity runs in one process; only --protocol paired spreads its seeds over "
+        "MPI ranks");
+  if (!opt.state_file.empty())
+    throw std::invalid_argument("--state-file: only for one process (not under mpirun)");
+  if (opt.seeds.size() < static_cast<size_t>(ranks))
+    throw std::invalid_argument(fmt::format(
+        "--seeds: {} seed(s) cannot keep {} MPI ranks busy (seed i runs on rank i mod {}): run "
+        "with at most {} rank(s) or give more seeds",
+        opt.seeds.size(), ranks, ranks, opt.seeds.size()));
+}
+}  // namespace
+
 void check_reproduce_options(const ReproduceOptions& opt) {
   find_paper(opt.paper);
   protocol_run_config(opt.protocol);  // throws for an unknown protocol
   if (opt.seeds.empty()) throw std::invalid_argument("--seeds: no seeds given");
+  check_reproduce_ranks(opt);
   opt.config.validate();
   if (opt.config.data.dataset != "wikitext-2")
     throw std::invalid_argument(
@@ -211,8 +232,11 @@ json::Value reproduce_resume_key(const ReproduceOptions& opt, const std::string&
   key["paper"] = opt.paper;
   key["protocol"] = opt.protocol;
   key["tokenizer_sha256"] = tokenizer_sha256;
-  // Mode and seed are fixed here: every arm and seed of one run shares this key.
-  key["config"] = to_json(arm_run_config(opt.config, ResidualMode::rd_attnres, 0));
+  // Mode and seed are fixed here: every arm and seed of one run shares this key. So is
+  // training.zero: where AdamW's moments live changes no bit of a result.
+  RunConfig config = arm_run_config(opt.config, ResidualMode::rd_attnres, 0);
+  config.training.zero = 0;
+  key["config"] = to_json(config);
   return key;
 }
 
@@ -292,12 +316,27 @@ Value run_arm(const ReproduceOptions& opt, const Corpus& corpus, const Reproduce
   return arm_json(r, seed);
 }
 
+// Over MPI ranks: every rank's seeds (seed i on rank i mod N) to every rank, in seed order.
+void gather_seed_results(Collectives& world, std::vector<Value>& per_seed) {
+  const int rank = world.rank(), ranks = world.size();
+  Array mine;
+  for (size_t si = rank; si < per_seed.size(); si += ranks) mine.push_back(per_seed[si]);
+  const std::vector<std::string> all = world.all_gather(json::dump(Value(std::move(mine))));
+  for (int r = 0; r < ranks; ++r) {
+    const Value theirs = json::parse(all[r], fmt::format("rank {}'s seed results", r));
+    size_t k = 0;
+    for (size_t si = r; si < per_seed.size(); si += ranks) per_seed[si] = theirs.as_array().at(k++);
+  }
+}
+
 // Every arm at every seed, skipping what the state file already holds: one object per seed,
 // {"seed": s, "<arm>": arm, ...}.
 std::vector<Value> run_all_arms(const ReproduceOptions& opt, const Corpus& corpus, ArmStore& store,
                                 const Say& say) {
-  std::vector<Value> per_seed;
+  std::vector<Value> per_seed(opt.seeds.size());
+  const int rank = opt.world ? opt.world->rank() : 0, ranks = opt.world ? opt.world->size() : 1;
   for (size_t si = 0; si < opt.seeds.size(); ++si) {
+    if (static_cast<int>(si % ranks) != rank) continue;  // another rank's seed
     const uint64_t seed = opt.seeds[si];
     Object seed_result;
     seed_result.emplace_back("seed", static_cast<int64_t>(seed));
@@ -311,8 +350,9 @@ std::vector<Value> run_all_arms(const ReproduceOptions& opt, const Corpus& corpu
       store.add(seed, arm.name, result);
       seed_result.emplace_back(arm.name, std::move(result));
     }
-    per_seed.emplace_back(std::move(seed_result));
+    per_seed[si] = Value(std::move(seed_result));
   }
+  if (ranks > 1) gather_seed_results(*opt.world, per_seed);
   return per_seed;
 }
 
@@ -622,7 +662,11 @@ ReproduceOutput run_reproduce(const ReproduceOptions& options) {
   const Say say = [&](const std::string& s) {
     if (options.on_message) options.on_message(s);
   };
+  // Over ranks, rank 0 reads first: it fills the tokenizer cache the others then read.
+  Collectives* world = options.world && options.world->size() > 1 ? options.world : nullptr;
+  if (world && world->rank() != 0) world->barrier();
   const Corpus corpus = prepare_data(options, say);
+  if (world && world->rank() == 0) world->barrier();
   ReproduceOptions opt = options;
   opt.config.model.vocab = corpus.tokenizer.vocab_size();  // the model takes the tokenizer's size
   ArmStore store(opt.state_file, reproduce_resume_key(opt, corpus.tokenizer_sha256));
@@ -633,7 +677,7 @@ ReproduceOutput run_reproduce(const ReproduceOptions& options) {
   ReproduceOutput out;
   out.result = assemble_result(opt, corpus, per_seed, wall);
   out.table = comparison_table(out.result);
-  if (opt.write_files) {
+  if (opt.write_files && (!world || world->rank() == 0)) {
     out.run_dir = opt.run_dir.empty() ? default_run_dir(opt.output_dir, opt.paper) : opt.run_dir;
     write_outputs(out.run_dir, opt, corpus, out.result);
   }

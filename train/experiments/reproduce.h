@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "train/data_parallel.h"
 #include "train/evaluation.h"
 #include "train/io/json.h"
 #include "train/io/run_record.h"
@@ -63,6 +64,10 @@ struct ReproduceOptions {
   std::string run_dir;     // where files go; empty: <output_dir>/<arxiv>-<key>/<timestamp>
   int threads = 1;
   bool write_files = true;
+  // Paired protocol over MPI ranks (train/data_parallel.h; null = one process): seed i runs on
+  // rank i mod N, every rank gets every seed's result (the same bits as one process), and only
+  // rank 0 writes files.
+  Collectives* world = nullptr;
   // progress: called for every training step of every arm
   std::function<void(const std::string& arm, uint64_t seed, size_t seed_index, size_t seeds,
                      const StepLog&)>
@@ -71,7 +76,8 @@ struct ReproduceOptions {
 };
 
 // Throws std::invalid_argument naming what is wrong (paper, protocol, seeds, a config key, a
-// dataset other than wikitext-2). run_reproduce calls it before any work; so can a caller.
+// dataset other than wikitext-2; over MPI ranks: the parity protocol, a state file, fewer seeds
+// than ranks). run_reproduce calls it before any work; so can a caller.
 void check_reproduce_options(const ReproduceOptions& options);
 
 // The state file's key: the paper, the protocol, the tokenizer's SHA-256 and the whole run config

@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# Data-parallel training over MPI ranks, end to end, run by ctest: N ranks with batch b give the
+# same bits (losses, gradient norms, weights) as one process with --accum N for every residual
+# mode with clipping active, with 2 and 3 ranks (3 oversubscribed: Open MPI's own sums differ
+# there), with --zero 1 too; against one process with batch N·b to 1e-6; resume with the same and
+# another rank count; refused layouts and mismatched settings; an error on one rank and a killed
+# rank end the job promptly; the paired protocol and bench over ranks.
+# Usage: tests/mpi_train.sh PATH/TO/depthgrad DATA_DIR [mpirun] [quick|full]
+#   quick (ctest): every check class; the 3-rank and ZeRO-1 comparisons on two residual modes
+#   full (make test-mpi-full): those on all five modes as well
+set -u
+BIN="$1"
+DATA="${2:-}"
+MPIRUN="${3:-mpirun}"
+BATTERY="${4:-full}"
+if [ -z "$DATA" ]; then
+  echo "SKIPPED: mpi_train needs the data directory (DG_TEST_DATA_DIR is empty)"
+  exit 77
+fi
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+export XDG_CACHE_HOME="$WORK/cache"
+export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers without CMA (ptrace) support
+failures=0
+passes=0
+pass() { passes=$((passes + 1)); echo "ok: $1"; }
+fail() { failures=$((failures + 1)); echo "FAIL: $1"; }
+
+# One thread per rank, no binding (ranks may outnumber cores), and root allowed (CI containers).
+mpi() {
+  local n="$1"
+  shift
+  "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np "$n" -x DEPTHGRAD_THREADS=1 "$@"
+}
+# A tiny run: 2 layers of width 32, sequence 32, clipping at 0.85 so that it is active on some
+# steps (the gradient norms run from about 0.75 to 0.95 here).
+TINY=(--dim 32 --layers 2 --heads 2 --seq-len 32 --dataset-dir "$DATA" --threads 1 --quiet --clip 0.85 --eval-windows 2)
+
+# The tensor bytes of a safetensors file (everything after its JSON header): equal weights even
+# when the metadata (the config: batch, accum) differs.
+tensor_bytes() {
+  local f="$1" n
+  n=$(od -An -t u8 -N8 "$f" | tr -d ' ')
+  tail -c +$((9 + n)) "$f" | sha256sum | cut -d' ' -f1
+}
+# "loss grad_norm clipped" of every step, exactly as logged (17 significant digits)
+curve() { sed -E 's/.*"loss": *([^,}]+), *"grad_norm": *([^,}]+), *"clipped": *([a-z]+).*/\1 \2 \3/' "$1/steps.jsonl"; }
+checkpoint_step() { head -c "$(($(od -An -t u8 -N8 "$1" 2>/dev/null | tr -d ' ') + 8))" "$1" 2>/dev/null | grep -ao '"depthgrad.step": *"[0-9]*"' | grep -o '[0-9]*' | tail -1; }
+same_run() {  # NAME DIR_A DIR_B: identical losses, grad norms, clipping and final weights
+  local name="$1" a="$2" b="$3"
+  if [ -s "$a/steps.jsonl" ] && [ "$(curve "$a")" = "$(curve "$b")" ] &&
+    [ "$(tensor_bytes "$a/model.safetensors")" = "$(tensor_bytes "$b/model.safetensors")" ]; then
+    pass "$name"
+  else
+    fail "$name"
+    diff <(curve "$a") <(curve "$b") | head -5
+  fi
+}
+
+# Tokenizer cache first (one process), so the ranks below do not all build it.
+"$BIN" train "${TINY[@]}" --steps 1 --output "$WORK/warm" > /dev/null || fail "warm-up run"
+
+# --- N ranks == one process with --accum N, every residual mode, clipping active -------------
+for mode in standard block_attnres rd_attnres paper_block_attnres paper_rd_attnres; do  # every battery
+  "$BIN" train "${TINY[@]}" --mode "$mode" --steps 20 --batch 2 --accum 2 --output "$WORK/accum2-$mode" > /dev/null
+  mpi 2 "$BIN" train "${TINY[@]}" --quiet=false --mode "$mode" --steps 20 --batch 2 --output "$WORK/ranks2-$mode" > "$WORK/ranks2-$mode.txt" 2>&1
+  same_run "2 ranks == --accum 2 ($mode)" "$WORK/accum2-$mode" "$WORK/ranks2-$mode"
+done
+if grep -q '"clipped":true' "$WORK/accum2-rd_attnres/steps.jsonl" && grep -q '"clipped":false' "$WORK/accum2-rd_attnres/steps.jsonl"; then
+  pass "clipping is active in the comparison runs"
+else fail "clipping never (or always) active: the comparison does not exercise it"; fi
+if grep -q "2 rank(s) x accum 1 x batch 2 = global batch 4 windows per step, parameters identical on every rank (checksum [0-9a-f]\{16\})" "$WORK/ranks2-rd_attnres.txt"; then
+  pass "the log names the ranks, the global batch and the start-up parameter checksum"
+else fail "no ranks/global batch line"; fi
+[ "$(grep -c '^validation loss' "$WORK/ranks2-rd_attnres.txt")" -eq 1 ] && [ "$(grep -c '^training ' "$WORK/ranks2-rd_attnres.txt")" -eq 1 ] &&
+  [ "$(wc -l < "$WORK/ranks2-rd_attnres/steps.jsonl")" -eq 20 ] && pass "one rank prints and writes" || fail "more than one rank printed"
+
+ALL_MODES=(standard block_attnres rd_attnres paper_block_attnres paper_rd_attnres)
+if [ "$BATTERY" = full ]; then MORE_MODES=("${ALL_MODES[@]}"); else MORE_MODES=(rd_attnres paper_block_attnres); fi
+for mode in "${MORE_MODES[@]}"; do
+  mpi 2 "$BIN" train "${TINY[@]}" --mode "$mode" --steps 20 --batch 2 --zero 1 --output "$WORK/zero2-$mode" > /dev/null 2>&1
+  same_run "2 ranks with --zero 1 == --accum 2 ($mode)" "$WORK/accum2-$mode" "$WORK/zero2-$mode"
+done
+
+# --- 3 ranks (Open MPI's MPI_SUM association differs here; ours does not) ------------------------
+for mode in "${MORE_MODES[@]}"; do
+  "$BIN" train "${TINY[@]}" --mode "$mode" --steps 20 --batch 2 --accum 3 --output "$WORK/accum3-$mode" > /dev/null
+  mpi 3 "$BIN" train "${TINY[@]}" --mode "$mode" --steps 20 --batch 2 --output "$WORK/ranks3-$mode" > /dev/null 2>&1
+  same_run "3 ranks == --accum 3 ($mode)" "$WORK/accum3-$mode" "$WORK/ranks3-$mode"
+  mpi 3 "$BIN" train "${TINY[@]}" --mode "$mode" --steps 20 --batch 2 --zero 1 --output "$WORK/zero3-$mode" > /dev/null 2>&1
+  same_run "3 ranks with --zero 1 == --accum 3 ($mode)" "$WORK/accum3-$mode" "$WORK/zero3-$mode"
+done
+# against one process with the whole batch at once: same examples, losses to 1e-6 relative
+"$BIN" train "${TINY[@]}" --steps 20 --batch 6 --clip 0 --output "$WORK/batch6" > /dev/null
+mpi 3 "$BIN" train "${TINY[@]}" --steps 20 --batch 2 --clip 0 --output "$WORK/ranks3-noclip" > /dev/null 2>&1
+if paste <(curve "$WORK/batch6" | cut -d' ' -f1) <(curve "$WORK/ranks3-noclip" | cut -d' ' -f1) |
+  awk 'BEGIN{bad=0;n=0} {n++; d=$1-$2; if (d<0) d=-d; if (d > 1e-6*($1<0?-$1:$1)) bad=1} END{exit (bad || n!=20)}'; then
+  pass "3 ranks x batch 2 == one process with batch 6 (losses to 1e-6 relative)"
+else fail "3 ranks x batch 2 vs batch 6"; fi
+
+# --- resume: same N bit-identical; another N == accumulation with the new partition -------------
+CONST=(--schedule constant --batch 3)
+mpi 2 "$BIN" train "${TINY[@]}" "${CONST[@]}" --steps 16 --output "$WORK/whole2" > /dev/null 2>&1
+mpi 2 "$BIN" train "${TINY[@]}" "${CONST[@]}" --steps 8 --zero 1 --output "$WORK/half2" > /dev/null 2>&1
+mpi 2 "$BIN" train "${TINY[@]}" "${CONST[@]}" --steps 16 --zero 1 --resume "$WORK/half2/checkpoint.safetensors" \
+  --output "$WORK/resumed2" > /dev/null 2>&1
+if [ "$(tensor_bytes "$WORK/resumed2/model.safetensors")" = "$(tensor_bytes "$WORK/whole2/model.safetensors")" ] &&
+  [ "$(curve "$WORK/resumed2")" = "$(curve "$WORK/whole2" | tail -n 8)" ]; then
+  pass "2 ranks (ZeRO-1) resumed at step 8 == 2 ranks uninterrupted"
+else fail "2-rank resume differs"; fi
+"$BIN" train "${TINY[@]}" "${CONST[@]}" --steps 16 --accum 2 --resume "$WORK/half2/checkpoint.safetensors" \
+  --output "$WORK/resumed1" > /dev/null
+[ "$(tensor_bytes "$WORK/resumed1/model.safetensors")" = "$(tensor_bytes "$WORK/whole2/model.safetensors")" ] &&
+  pass "a 2-rank checkpoint resumed by one process with --accum 2 == uninterrupted" || fail "resume 2 ranks -> --accum 2"
+mpi 3 "$BIN" train "${TINY[@]}" --schedule constant --batch 2 --steps 16 --resume "$WORK/half2/checkpoint.safetensors" \
+  --output "$WORK/resumed3" > /dev/null 2>&1
+"$BIN" train "${TINY[@]}" --schedule constant --batch 2 --accum 3 --steps 16 --resume "$WORK/half2/checkpoint.safetensors" \
+  --output "$WORK/resumed3a" > /dev/null
+same_run "a 2-rank checkpoint resumed on 3 ranks == --accum 3 from it" "$WORK/resumed3a" "$WORK/resumed3"
+err=$(mpi 2 "$BIN" train "${TINY[@]}" --schedule constant --batch 2 --steps 16 --resume "$WORK/half2/checkpoint.safetensors" \
+  --output "$WORK/bad" 2>&1 >/dev/null)
+[ $? -ne 0 ] && grep -q "global batch 6" <<<"$err" && pass "resume with another global batch is refused" || fail "resume with global batch 4: $err"
+
+# --- refusals before any work -------------------------------------------------------------------
+err=$(mpi 2 "$BIN" train "${TINY[@]}" --steps 5 --global-batch 5 --output "$WORK/bad" 2>&1 >/dev/null)
+rc=$?
+[ $rc -ne 0 ] && grep -q "global-batch 5 cannot be split over 2 rank" <<<"$err" && [ "$(grep -c 'cannot be split' <<<"$err")" -eq 1 ] &&
+  pass "an impossible layout is refused once, clearly" || fail "layout refusal (rc=$rc): $err"
+err=$("$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -x DEPTHGRAD_THREADS=1 \
+  -np 1 "$BIN" train "${TINY[@]}" --steps 5 --lr 1e-3 --output "$WORK/bad" : \
+  -np 1 "$BIN" train "${TINY[@]}" --steps 5 --lr 2e-3 --output "$WORK/bad" 2>&1 >/dev/null)
+rc=$?
+[ $rc -ne 0 ] && grep -q "rank 1 was started with setting 'training.lr'" <<<"$err" && pass "ranks with different settings are refused, naming the setting" ||
+  fail "settings mismatch (rc=$rc): $err"
+
+# An error only rank 0 meets (it alone writes the output): that rank names itself and the job ends
+mkdir -p "$WORK/blocked" && touch "$WORK/blocked/file"
+start=$(date +%s)
+err=$(mpi 2 "$BIN" train "${TINY[@]}" --steps 5 --output "$WORK/blocked/file/run" 2>&1 >/dev/null)
+rc=$?
+took=$(($(date +%s) - start))
+[ $rc -ne 0 ] && [ $took -le 30 ] && grep -q "depthgrad train: rank 0 of 2: error: .*blocked/file" <<<"$err" &&
+  pass "an error on one rank ends the job in ${took} s with a line naming the rank" || fail "one-rank error (rc=$rc, ${took} s): $err"
+
+# --- the paired protocol with its seeds spread over ranks: the same numbers as one process --------
+PAIRED=(reproduce --protocol paired --seeds 1-3 --steps 4 --layers 2 --dim 32 --train-tokens 20000 --eval reference
+  --dataset-dir "$DATA" --threads 1 --quiet)
+"$BIN" "${PAIRED[@]}" --output-dir "$WORK/paired1" > /dev/null
+mpi 2 "$BIN" "${PAIRED[@]}" --output-dir "$WORK/paired2" > "$WORK/paired2.txt" 2>&1
+numbers() { grep -E '"(lm_loss|final_loss|initial_loss|perplexity|js_reference)"' "$1"/*/*/result.json; }
+if [ "$(numbers "$WORK/paired1" | wc -l)" -ge 12 ] && [ "$(numbers "$WORK/paired1")" = "$(numbers "$WORK/paired2")" ] &&
+  [ "$(grep -c '^wall time' "$WORK/paired2.txt")" -eq 1 ]; then
+  pass "reproduce --protocol paired over 2 ranks (3 seeds) == one process"
+else fail "paired protocol over ranks"; fi
+
+err=$(mpi 3 "$BIN" "${PAIRED[@]}" --seeds 1-2 --output-dir "$WORK/paired3" 2>&1 >/dev/null)
+rc=$?
+[ $rc -ne 0 ] && grep -q "2 seed(s) cannot keep 3 MPI ranks busy" <<<"$err" && [ "$(grep -c 'cannot keep' <<<"$err")" -eq 1 ] &&
+  [ ! -e "$WORK/paired3" ] && pass "more ranks than seeds is refused once, before any work" || fail "ranks > seeds (rc=$rc): $err"
+
+# --- the benchmark over ranks: one config, tokens/s of the global batch, one JSON from rank 0 ---
+out=$(mpi 2 "$BIN" bench --one micro --threads 1 --warmup 1 --steps 3 --no-sgemm --no-profile --json 2>/dev/null)
+[ "$(grep -c '"impl":"depthgrad"' <<<"$out")" -eq 1 ] && grep -q '"ranks":2' <<<"$out" && pass "bench --one over 2 ranks" ||
+  fail "bench over ranks: $out"
+
+# --- a killed rank ends the job promptly; its last complete checkpoint resumes --------------------
+# (mpirun itself in the background, not through mpi(): its children are the ranks)
+"$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np 2 -x DEPTHGRAD_THREADS=1 "$BIN" train "${TINY[@]}" \
+  --schedule constant --batch 2 --steps 100000 --checkpoint-every 5 --output "$WORK/killed" > "$WORK/killed.txt" 2>&1 &
+launcher=$!
+victim=""
+for _ in $(seq 1 600); do  # up to 60 s for the checkpoint of step 10
+  if [ "$(checkpoint_step "$WORK/killed/checkpoint.safetensors")" -ge 10 ] 2>/dev/null; then
+    for p in $(pgrep -P "$launcher"); do
+      if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
+    done
+    break
+  fi
+  sleep 0.1
+done
+if [ -n "$victim" ]; then
+  kill -9 "$victim"
+  start=$(date +%s)
+  wait "$launcher"
+  rc=$?
+  took=$(($(date +%s) - start))
+  if [ $rc -ne 0 ] && [ $took -le 20 ] && grep -q "rank 1" "$WORK/killed.txt"; then
+    pass "a killed rank ends the job in ${took} s, naming rank 1: $(grep -m1 'rank 1' "$WORK/killed.txt")"
+  else fail "killed rank: rc=$rc after ${took} s: $(tail -3 "$WORK/killed.txt")"; fi
+  step=$(checkpoint_step "$WORK/killed/checkpoint.safetensors")
+  mpi 2 "$BIN" train "${TINY[@]}" --schedule constant --batch 2 --steps $((step + 4)) --resume "$WORK/killed/checkpoint.safetensors" \
+    --output "$WORK/after-kill" > /dev/null 2>&1
+  mpi 2 "$BIN" train "${TINY[@]}" --schedule constant --batch 2 --steps $((step + 4)) --output "$WORK/no-kill" > /dev/null 2>&1
+  [ -n "$step" ] && [ "$(tensor_bytes "$WORK/after-kill/model.safetensors")" = "$(tensor_bytes "$WORK/no-kill/model.safetensors")" ] &&
+    pass "the last checkpoint (step $step) is intact and resumes bit-identically" || fail "resume after a kill (step '$step')"
+else
+  kill -9 "$launcher" 2>/dev/null
+  fail "no rank 1 to kill after the checkpoint of step 10 (checkpoint step: '$(checkpoint_step "$WORK/killed/checkpoint.safetensors")')"
+fi
+
+echo "mpi_train: $passes passed, $failures failed"
+[ $failures -eq 0 ]

@@ -1,0 +1,90 @@
+// Errors on several ranks and train's layout flags (see ranks.h).
+#include "tools/cli/ranks.h"
+
+#include <fmt/core.h>
+
+#include <cstdio>
+#include <string>
+
+namespace dg::cli {
+
+int run_on_every_rank(World& world, const char* command,
+                      const std::function<int(bool& agreed)>& body) {
+  bool agreed = false;
+  try {
+    return body(agreed);
+  } catch (const CollectiveError&) {
+    if (world.rank() == 0) throw;  // every rank refuses alike: rank 0 says why
+    return 1;
+  } catch (const UsageError& e) {
+    if (agreed || world.size() == 1) {
+      if (world.rank() == 0) throw;
+      return 2;
+    }
+    fmt::print(stderr, "depthgrad {}: rank {} of {}: error: {}\n", command, world.rank(),
+               world.size(), e.what());
+    std::fflush(stderr);
+    world.abort(2);
+  } catch (const std::exception& e) {
+    if (world.size() == 1) throw;
+    fmt::print(stderr, "depthgrad {}: rank {} of {}: error: {}\n", command, world.rank(),
+               world.size(), e.what());
+    std::fflush(stderr);
+    world.abort(1);
+  }
+}
+
+void check_same_flags(World& world, const Flags& f, const json::Value& extra) {
+  if (world.size() == 1) return;
+  json::Value settings = extra.is_object() ? extra : json::Value(json::Object{});
+  for (const auto& [name, value] : f.values()) settings["--" + name] = value;
+  check_same_settings(world.collectives(), json::dump(settings));
+}
+
+Flags& add_layout_flags(Flags& f) {
+  return f.add("accum", "1", "micro-batches of --batch per optimizer step (gradient accumulation)")
+      .add("global-batch", "",
+           "windows per step over all ranks: sets --batch to it / (ranks x accum)")
+      .add("zero", "0", "1 = shard AdamW's moments over the MPI ranks (ZeRO stage 1)");
+}
+
+void apply_layout_flags(const Flags& f, int ranks, RunConfig& run) {
+  TrainingConfig& t = run.training;
+  if (f.given("accum")) t.accum = f.get_int("accum");
+  if (f.given("zero")) t.zero = f.get_int("zero");
+  if (t.accum < 1) throw UsageError(fmt::format("--accum must be >= 1, got {}", t.accum));
+  if (t.zero != 0 && t.zero != 1)
+    throw UsageError(fmt::format("--zero: expected 0 or 1 (ZeRO stage 1), got {}", t.zero));
+  if (f.given("global-batch")) {
+    const int64_t global = f.get_int("global-batch"), split = ranks * t.accum;
+    if (global < 1 || global % split != 0)
+      throw UsageError(fmt::format(
+          "--global-batch {} cannot be split over {} rank(s) x accum {} = {} micro-batches of "
+          "equal size",
+          global, ranks, t.accum, split));
+    if (f.given("batch") && f.get_int("batch") * split != global)
+      throw UsageError(fmt::format("--batch {} x {} rank(s) x accum {} = {}, not --global-batch {}",
+                                   f.get_int("batch"), ranks, t.accum, f.get_int("batch") * split,
+                                   global));
+    t.batch = global / split;
+  }
+  try {
+    run.validate();  // e.g. --heads 5 with --dim 64: refused before the data is read
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());  // the same on every rank: said once
+  }
+}
+
+std::string layout_line(World& world, Trainer& trainer) {
+  const TrainerConfig& c = trainer.config();
+  std::string line =
+      fmt::format("{} rank(s) x accum {} x batch {} = global batch {} windows per step",
+                  world.size(), c.accum, c.batch, trainer.global_batch());
+  if (c.zero == 1 && world.size() > 1) line += ", AdamW moments sharded (ZeRO-1)";
+  if (world.size() > 1)
+    line += fmt::format(", parameters identical on every rank (checksum {})",
+                        check_same_parameters(world.collectives(), trainer.parameters()));
+  return line;
+}
+
+}  // namespace dg::cli

@@ -1,0 +1,37 @@
+// Running a command on every MPI rank (train, reproduce, bench): errors every rank raises alike
+// are printed once, by rank 0, and the job ends cleanly; an error only one rank saw is printed
+// with the rank's number and ends the whole job at once (MPI_Abort) instead of leaving the other
+// ranks waiting in a collective. Also train's layout flags (--accum, --global-batch, --zero).
+// It does not start MPI (train/dist/world.h does) nor decide what ranks compute (train/trainer.h).
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "tools/cli/flags.h"
+#include "train/dist/world.h"
+#include "train/run_config.h"
+#include "train/trainer.h"
+
+namespace dg::cli {
+
+// body(agreed) runs the command; it sets `agreed` once every rank is known to run the same
+// settings (from then on a UsageError is one every rank raises alike).
+int run_on_every_rank(World& world, const char* command,
+                      const std::function<int(bool& agreed)>& body);
+
+// Refuses (CollectiveError naming the setting and the rank) unless every rank runs the same
+// `extra` (a JSON object of settings that must agree, e.g. the run config read from each rank's
+// --config; may be null) and was given the same value of every flag. Called by every rank.
+void check_same_flags(World& world, const Flags& f, const json::Value& extra = json::Value());
+
+// --accum K, --global-batch G, --zero 0|1 (train).
+Flags& add_layout_flags(Flags& f);
+// Reads them into run.training (accum, zero; --global-batch sets batch to G / (ranks x accum))
+// and validates the run. Refuses an impossible layout with a UsageError before any work.
+void apply_layout_flags(const Flags& f, int ranks, RunConfig& run);
+// "N rank(s) x accum K x batch b = global batch G windows per step", with ZeRO-1 and, over
+// several ranks, the start-up parameter checksum (check_same_parameters: called by every rank,
+// refuses ranks whose parameters differ).
+std::string layout_line(World& world, Trainer& trainer);
+
+}  // namespace dg::cli
