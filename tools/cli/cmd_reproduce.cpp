@@ -95,15 +95,15 @@ int cmd_reproduce(int argc, char** argv, int start) {
     c.data.eval_full = eval == "full";
   }
   if (f.given("train-tokens")) c.data.train_limit = f.get_int("train-tokens");
-  check_reproduce_options(o);  // e.g. --heads 5 with --dim 64: refused before the data is read
+  // e.g. --heads 5 with --dim 64: refused before the data is read, as a usage error (exit 2)
+  as_usage_error([&] { check_reproduce_options(o); });
   const DataLocation data = resolve_data_location(f);
   o.data_dir = data.data_dir;
   o.cache_dir = data.cache_dir;
   o.output_dir = f.get("output-dir");
   o.threads = apply_threads_flag(f);
   o.state_file = f.get("state-file");
-  o.run_dir = default_run_dir(o.output_dir, o.paper);
-  make_dirs(o.run_dir);
+  o.run_dir = make_unique_dir(default_run_dir(o.output_dir, o.paper));  // exclusive: never shared
 
   Progress progress(f.get_bool("quiet"), o.run_dir + "/steps.jsonl");
   progress.message(fmt::format(
