@@ -8,6 +8,8 @@
 #   make fuzz        build the libFuzzer targets of tests/fuzz/ with clang (build-fuzz/) and run
 #                    each for FUZZ_SECONDS (default 60), one at a time; never part of `make test`
 #   make fuzz-corpus rewrite the seed files of tests/fuzz/corpus/ (crash-* regressions stay)
+#   make kill-test   SIGKILL training at KILLS (default 50) random moments, resume, compare bytes
+#   make gradcheck-teeth  plant a 1% error in each op's backward in turn; gradcheck must fail
 #   make PORTABLE=1  build without -march=native
 BUILD ?= build
 DATA ?= $(if $(DEPTHGRAD_DATA),$(DEPTHGRAD_DATA),../shared/data)
@@ -19,7 +21,7 @@ FUZZ_CXX ?= clang++-14
 FUZZ_SECONDS ?= 60
 
 .PHONY: all deps configure build test test-mpi-full reproduce bench clean format \
-	sanitize-build test-sanitize test-sanitize-ci fuzz fuzz-corpus
+	sanitize-build test-sanitize test-sanitize-ci fuzz fuzz-corpus kill-test gradcheck-teeth
 
 all: build
 
@@ -78,3 +80,10 @@ format:
 clean:
 	rm -rf $(BUILD) $(BUILD).configure.log $(SANITIZE_BUILD) $(SANITIZE_BUILD).configure.log \
 	  $(FUZZ_BUILD) $(FUZZ_BUILD).configure.log
+
+KILLS ?= 50
+kill-test: build
+	bash tests/kill_resume.sh ./$(BUILD)/depthgrad $(abspath $(DATA)) $(KILLS)
+
+gradcheck-teeth: build
+	bash tools/gradcheck_teeth.sh ./$(BUILD)/depthgrad

@@ -3,6 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <set>
+#include <string>
+
 #include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_matmul.h"  // add_strided
 #include "tensor/profile.h"
@@ -35,6 +40,70 @@ bool adoptable(const Tensor& input, const Tensor& g) {
   const long holders = g.storage_holders();
   if (holders == 1) return true;
   return holders == 2 && g_node_grad_storage == g.storage().get();
+}
+// ---- planted errors: the gradient checks' teeth (tools/gradcheck_teeth.sh) -----------------
+// DG_PLANT_ERROR=<op> makes every backward of the ops named <op> wrong by 1% in one element: the
+// element of its contribution to its first floating input's gradient with the largest magnitude
+// is scaled by 1.01. <op>:f32 plants only in float32 backwards (what the float32-vs-float64
+// gradient comparison must catch); "list" prints each op name the first time its backward runs.
+// Read once; unset (always, outside that script) it costs one predictable branch per backward().
+struct Plant {
+  std::string op;
+  bool f32_only = false, list = false;
+};
+
+const Plant* plant_from_env() {
+  static const Plant* plant = []() -> const Plant* {
+    const char* value = std::getenv("DG_PLANT_ERROR");
+    if (!value || !*value) return nullptr;
+    auto* p = new Plant;  // lives as long as the program
+    p->op = value;
+    if (p->op == "list") p->list = true;
+    if (p->op.size() > 4 && p->op.compare(p->op.size() - 4, 4, ":f32") == 0) {
+      p->f32_only = true;
+      p->op.resize(p->op.size() - 4);
+    }
+    return p;
+  }();
+  return plant;
+}
+
+// The input whose gradient the plant changes: the first floating one that requires grad.
+int planted_input(const Node& node, const Plant& plant) {
+  for (size_t k = 0; k < node.inputs.size(); ++k) {
+    const Tensor& in = node.inputs[k];
+    if (in.defined() && in.requires_grad() && is_floating(in.dtype()) &&
+        (!plant.f32_only || in.dtype() == DType::f32))
+      return static_cast<int>(k);
+  }
+  return -1;
+}
+
+// The values of a gradient (zeros when undefined), as doubles.
+std::vector<double> gradient_values(const Tensor& in) {
+  std::vector<double> out(static_cast<size_t>(in.numel()), 0.0);
+  const Tensor& g = in.impl()->grad;
+  if (!g.defined()) return out;
+  NoGradGuard no_grad;  // nothing may be recorded while the tape is walked
+  Tensor c = g.to(DType::f64).contiguous();
+  const double* p = c.data<double>();
+  for (size_t i = 0; i < out.size(); ++i) out[i] = p[i];
+  return out;
+}
+
+// Adds 1% of the largest element of this node's contribution (after - before) to the gradient.
+void plant_error(const Tensor& in, const std::vector<double>& before) {
+  const Tensor& g = in.impl()->grad;
+  if (!g.defined() || !g.is_contiguous()) return;
+  const std::vector<double> after = gradient_values(in);
+  size_t at = 0;
+  for (size_t i = 0; i < after.size(); ++i)
+    if (std::fabs(after[i] - before[i]) > std::fabs(after[at] - before[at])) at = i;
+  const double error = 0.01 * (after[at] - before[at]);
+  if (g.dtype() == DType::f32)
+    g.data<float>()[at] += static_cast<float>(error);
+  else
+    g.data<double>()[at] += error;
 }
 }  // namespace
 
@@ -142,12 +211,21 @@ void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph) {
   auto release = [keep_graph](Node& node) {
     if (!keep_graph) node = Node{node.op, {}, Tensor(), nullptr, node.family};
   };
+  const Plant* plant = plant_from_env();
   for (size_t i = g_tape.size(); i-- > 0;) {
     Node& node = g_tape[i];
     TensorImpl* out = node.output.impl();
     if (!out || !out->grad.defined()) {
       release(node);
       continue;
+    }
+    int plant_at = -1;
+    std::vector<double> plant_before;
+    if (plant) [[unlikely]] {
+      static std::set<std::string> listed;
+      if (plant->list && listed.insert(node.op).second) fmt::print(stderr, "op {}\n", node.op);
+      if (plant->op == node.op) plant_at = planted_input(node, *plant);
+      if (plant_at >= 0) plant_before = gradient_values(node.inputs[plant_at]);
     }
     Tensor grad_output = out->grad;
     if (!out->retain_grad) out->grad = Tensor();
@@ -162,6 +240,8 @@ void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph) {
       }
       g_node_grad_storage = nullptr;
     }
+    if (plant_at >= 0) [[unlikely]]
+      plant_error(node.inputs[plant_at], plant_before);
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const Tensor& in = node.inputs[k];
       if (!in.defined() || !in.impl()->grad.defined()) continue;

@@ -51,7 +51,8 @@ bool has_v_route(ResidualMode m) {
 
 void MicroLMConfig::validate() const {
   auto fail = [](const std::string& what) { throw std::invalid_argument("model config: " + what); };
-  if (vocab < 1) fail(fmt::format("vocab must be >= 1, got {}", vocab));
+  if (vocab < 1 || vocab > 2147483647)  // token ids are int32
+    fail(fmt::format("vocab must be in [1, 2147483647], got {}", vocab));
   if (dim < 1) fail(fmt::format("dim must be >= 1, got {}", dim));
   if (layers < 1) fail(fmt::format("layers must be >= 1, got {}", layers));
   if (heads < 1 || dim % heads != 0) fail(fmt::format("heads {} must divide dim {}", heads, dim));

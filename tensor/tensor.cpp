@@ -112,7 +112,15 @@ Storage::~Storage() {
     std::free(data_);
     return;
   }
-  c.free_by_size[rounded].push_back(data_);
+  // Keeping the buffer may allocate (a map node, a longer list). A destructor runs while an
+  // exception unwinds, and a bad_alloc thrown from here would terminate the program: when the
+  // cache cannot grow, the buffer goes back to the system instead.
+  try {
+    c.free_by_size[rounded].push_back(data_);
+  } catch (...) {
+    std::free(data_);
+    return;
+  }
   c.cached_bytes += rounded;
 }
 

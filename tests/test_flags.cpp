@@ -2,6 +2,10 @@
 // errors that name the flag, including a value that is really the next flag.
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -68,9 +72,12 @@ TEST_CASE("flags: a value that is the next flag is refused, naming the flag") {
 
 TEST_CASE("flags: a negative number is a value and reaches the flag's own check") {
   Flags f = train_flags();
-  REQUIRE(parse(f, {"--lr", "-1", "--steps", "-5"}));
-  CHECK(f.get_double("lr") == -1.0);
-  CHECK(f.get_int("steps") == -5);  // the command's range check then refuses it
+  REQUIRE(parse(f, {"--lr", "-1"}));
+  CHECK(f.get_double("lr") == -1.0);  // the run config's check refuses it (training.lr)
+  // --steps has its range in flag_ranges(): refused while parsing, naming the flag
+  Flags s = train_flags();
+  CHECK_THROWS_WITH_AS(parse(s, {"--steps", "-5"}),
+                       doctest::Contains("--steps: expected a value >= 1, got '-5'"), UsageError);
   Flags g = train_flags();
   REQUIRE(parse(g, {"--lr", "-1e-3"}));
   CHECK(g.get_double("lr") == -1e-3);
@@ -89,4 +96,49 @@ TEST_CASE("flags: unknown flags, stray words and bad numbers name what is wrong"
   Flags q = train_flags();
   CHECK_THROWS_WITH_AS(parse(q, {"--quiet=maybe"}),
                        doctest::Contains("--quiet: expected true or false"), UsageError);
+}
+
+TEST_CASE("flags: numbers outside a flag's range are refused, naming the flag and the range") {
+  auto flags = [] {
+    Flags f("train", "test command");
+    f.add("vocab", "512", "").add("eval-windows", "32", "").add("clip", "1", "");
+    return f;
+  };
+  // Refused by parse(), before a command does any work.
+  Flags a = flags(), b = flags(), c = flags(), ok = flags();
+  CHECK_THROWS_WITH_AS(parse(a, {"--vocab", "100"}),
+                       doctest::Contains("--vocab: expected a value >= 260 and <= 2147483647, "
+                                         "got '100'"),
+                       UsageError);
+  CHECK_THROWS_WITH_AS(parse(b, {"--eval-windows", "-3"}),
+                       doctest::Contains("--eval-windows: expected a value >= 0, got '-3'"),
+                       UsageError);
+  CHECK_THROWS_WITH_AS(parse(c, {"--clip=-0.5"}),
+                       doctest::Contains("--clip: expected a value >= 0"), UsageError);
+  REQUIRE(parse(ok, {"--vocab", "260", "--eval-windows", "0"}));
+  CHECK(ok.get_int("vocab") == 260);
+  CHECK(ok.get_int("eval-windows") == 0);
+}
+
+TEST_CASE("flags: every numeric flag a command reads has a range (or its own check)") {
+  // The commands that check these themselves, with messages of their own.
+  const std::set<std::string> own_check{"lr", "temperature", "top-p", "top-k", "max-new-tokens"};
+  const std::regex getter(R"re(get_(int|double)\("([a-z0-9-]+)"\))re");
+  int seen = 0;
+  for (const char* file :
+       {"cmd_train.cpp", "cmd_reproduce.cpp", "cmd_evolve.cpp", "cmd_bench.cpp", "cmd_generate.cpp",
+        "cmd_gradcheck.cpp", "train_samples.cpp", "shared_flags.cpp"}) {
+    std::ifstream in(std::string(DG_SOURCE_DIR) + "/tools/cli/" + file);
+    REQUIRE_MESSAGE(in.good(), file);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string source = text.str();
+    for (std::sregex_iterator it(source.begin(), source.end(), getter), end; it != end; ++it) {
+      const std::string name = (*it)[2];
+      ++seen;
+      CHECK_MESSAGE((dg::cli::flag_ranges().count(name) || own_check.count(name)),
+                    "--" << name << " (" << file << ") has no range in flag_ranges()");
+    }
+  }
+  CHECK(seen > 30);
 }

@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstring>
+#include <set>
 
 #include "autograd/tape.h"
 
@@ -73,6 +75,26 @@ Tensor tensor_as_stored(const TensorEntry& e, const std::string& path) {
   return t;
 }
 
+// Weights and moments must be finite (and second moments >= 0): a NaN read from a file would
+// otherwise come out as `loss nan` or poison the next optimizer step without an error.
+void check_finite(const Tensor& t, const std::string& path, const std::string& name,
+                  bool non_negative) {
+  const int64_t n = t.numel();
+  auto scan = [&](const auto* data) {
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = static_cast<double>(data[i]);
+      if (!std::isfinite(x) || (non_negative && x < 0))
+        throw std::runtime_error(fmt::format(
+            "{}: tensor '{}' holds {} at element {}: {}", path, name, x, i,
+            non_negative ? "expected finite values >= 0" : "a model's values must be finite"));
+    }
+  };
+  if (t.dtype() == DType::f32)
+    scan(t.data<float>());
+  else if (t.dtype() == DType::f64)
+    scan(t.data<double>());
+}
+
 std::vector<TensorEntry> weight_entries(const Module& model) {
   std::vector<TensorEntry> out;
   for (auto& [name, p] : model.named_parameters()) out.push_back(entry_from(name, p));
@@ -92,6 +114,7 @@ std::vector<std::pair<Tensor, Tensor>> match_weights(const SafetensorsFile& file
                                            path, prefix + name, shape_str(e->shape),
                                            shape_str(p.shape())));
     pairs.emplace_back(p, tensor_from(*e, path));
+    check_finite(pairs.back().second, path, prefix + name, false);
   }
   return pairs;
 }
@@ -204,7 +227,24 @@ TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::s
           Tensor::from_storage(flat.storage(), p.shape(), contiguous_strides(p.shape()), p.offset(),
                                flat.dtype()),
           tensor_from(*e, path));
+      check_finite(moments.back().second, path, which + name,
+                   std::string(which) == "optimizer.exp_avg_sq.");
     }
+  }
+  // Every tensor is a weight, one of its two moments or a state blob: anything else means a
+  // checkpoint of another model (the same rule load_weights applies to weights files).
+  {
+    std::set<std::string> known;
+    for (auto& [name, p] : model.named_parameters()) {
+      known.insert(name);
+      known.insert("optimizer.exp_avg." + name);
+      known.insert("optimizer.exp_avg_sq." + name);
+    }
+    for (const TensorEntry& e : file.tensors)
+      if (!known.count(e.name) && e.name.rfind("state.", 0) != 0)
+        throw std::runtime_error(fmt::format(
+            "{}: unexpected tensor '{}' (not a parameter of this model or its optimizer state)",
+            path, e.name));
   }
   auto step_it = file.metadata.find("depthgrad.optimizer_step");
   if (step_it == file.metadata.end())

@@ -195,32 +195,47 @@ StepLog Trainer::accumulated_step() {
   if (!zero1_ || !world_) {
     if (world_) world_->all_gather(g, shard_bounds_);
     if (config_.clip > 0) clip = clip_grad_norm(flat_, config_.clip);
-    optimizer_->step(lr);
-  } else {
+  } else if (config_.clip > 0) {
     // ZeRO-1: the norm from every block's sum of squares (each computed by the block's owner),
-    // then this rank clips and updates its shard and the parameters are gathered.
-    if (config_.clip > 0) {
-      auto [first, last] = blocks_within(norm_blocks_, lo, hi);
-      std::vector<double> mine(last - first);
-      for (size_t b = first; b < last; ++b)
-        mine[b - first] =
-            gradient_sum_of_squares(flat_, norm_blocks_.begin[b], norm_blocks_.end[b]);
-      const std::vector<double> sums = world_->all_gather(mine);
-      if (sums.size() != norm_blocks_.begin.size())
-        throw std::logic_error(fmt::format("ZeRO-1: {} block sums gathered for {} blocks",
-                                           sums.size(), norm_blocks_.begin.size()));
-      const double total = total_norm_from_block_sums(flat_, norm_blocks_, sums.data());
-      clip = scale_gradients_for_clip(flat_, total, config_.clip, lo, hi);
-    }
-    optimizer_->step(lr);
-    world_->all_gather(flat_.values.data<float>(), shard_bounds_);
+    // then this rank clips its shard.
+    auto [first, last] = blocks_within(norm_blocks_, lo, hi);
+    std::vector<double> mine(last - first);
+    for (size_t b = first; b < last; ++b)
+      mine[b - first] = gradient_sum_of_squares(flat_, norm_blocks_.begin[b], norm_blocks_.end[b]);
+    const std::vector<double> sums = world_->all_gather(mine);
+    if (sums.size() != norm_blocks_.begin.size())
+      throw std::logic_error(fmt::format("ZeRO-1: {} block sums gathered for {} blocks",
+                                         sums.size(), norm_blocks_.begin.size()));
+    const double total = total_norm_from_block_sums(flat_, norm_blocks_, sums.data());
+    clip = scale_gradients_for_clip(flat_, total, config_.clip, lo, hi);
   }
-  if (!std::isfinite(value))
-    throw std::runtime_error(fmt::format("training diverged: loss is {} at step {}", value, step_));
+  // A non-finite loss or gradient norm stops the run (or skips the step) before the optimizer
+  // touches the weights, as train_step does. Both are global values, so every rank decides the
+  // same. (Without clipping the norm is not computed here: only the loss is checked.)
+  if (!std::isfinite(value) || (config_.clip > 0 && !std::isfinite(clip.total_norm))) {
+    const std::string problem = !std::isfinite(value)
+                                    ? std::string("the loss is not finite")
+                                    : fmt::format("the gradient norm is {}", clip.total_norm);
+    if (!skip_nonfinite_)
+      throw TrainingDiverged(
+          fmt::format("training diverged at step {} (0-based): loss {}, {}; stopped before the "
+                      "optimizer step (--skip-nonfinite skips such steps instead)",
+                      step_, value, problem));
+    ++skipped_;
+    StepLog log{step_, config_.steps, value, 0, false, lr, 0, 0};
+    log.skipped = true;
+    log.skipped_steps = skipped_;
+    log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++step_;
+    return log;
+  }
+  optimizer_->step(lr);
+  if (zero1_ && world_) world_->all_gather(flat_.values.data<float>(), shard_bounds_);
   losses_.push_back(value);
   grad_norms_.push_back(clip.total_norm);
   clipped_ += clip.clipped ? 1 : 0;
   StepLog log{step_, config_.steps, value, clip.total_norm, clip.clipped, lr, 0, 0};
+  log.skipped_steps = skipped_;
   log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   log.tokens_per_second = static_cast<double>(global_batch() * T) / std::max(log.seconds, 1e-9);
   ++step_;

@@ -5,6 +5,7 @@
 
 #include "train/checkpoint.h"
 #include "train/io/safetensors.h"
+#include "train/memory_budget.h"
 
 namespace dg {
 
@@ -16,6 +17,8 @@ TrainedModel load_trained_model(const std::string& path) {
         "{}: no 'depthgrad.config' metadata: not a model written by depthgrad train", path));
   TrainedModel m;
   m.config = TrainerConfig::from_json(json::parse(it->second, path), path);
+  check_memory_fits(estimate_memory(m.config.model, 0),
+                    fmt::format("{}: the model {}", path, m.config.model.describe()));
   m.model = std::make_unique<MicroLM>(m.config.model);
   m.metadata = load_weights(file, path, *m.model);
   return m;

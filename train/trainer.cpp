@@ -6,11 +6,13 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
 #include "autograd/tape.h"
 #include "train/checkpoint.h"
+#include "train/memory_budget.h"
 
 namespace dg {
 
@@ -45,6 +47,11 @@ Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_
     throw std::invalid_argument(fmt::format("trainer: accum must be >= 1, got {}", config_.accum));
   zero1_ = config_.zero == 1 && world_;
   config_.model.validate();
+  // An absurd size is refused with what it needs before anything is allocated (a bad_alloc
+  // half-way through building the model says nothing useful).
+  check_memory_fits(
+      estimate_memory(config_.model, config_.batch),
+      fmt::format("training {} with batch {}", config_.model.describe(), config_.batch));
   // §1.4 order: model (init from the seed), optimizer, then the batch RNG.
   model_ = std::make_unique<MicroLM>(config_.model, DType::f32);
   if (config_.init == InitScheme::parity)
@@ -69,6 +76,28 @@ Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_
 
 int64_t Trainer::global_batch() const { return ranks() * config_.accum * config_.batch; }
 
+namespace {
+// Test hook (tests/cli_hardening.sh): DEPTHGRAD_TEST_NONFINITE_STEP=k makes step k's gradient of
+// the first parameter NaN, as a spike would. Read once; -1 (unset) costs one compare per step.
+int64_t nonfinite_test_step() {
+  static const int64_t step = [] {
+    const char* value = std::getenv("DEPTHGRAD_TEST_NONFINITE_STEP");
+    return value && *value ? std::strtoll(value, nullptr, 10) : int64_t{-1};
+  }();
+  return step;
+}
+
+// The name of the first slot whose values (of `flat`: the values or the gradients) are not all
+// finite, or "" when every one is.
+std::string first_nonfinite(const FlatParameters& flat, const Tensor& buffer) {
+  const float* data = buffer.data<float>();
+  for (const FlatParameters::Slot& slot : flat.slots)
+    for (int64_t i = 0; i < slot.numel; ++i)
+      if (!std::isfinite(data[slot.offset + i])) return slot.name;
+  return "";
+}
+}  // namespace
+
 StepLog Trainer::train_step() {
   if (accumulates()) return accumulated_step();
   const auto start = std::chrono::steady_clock::now();
@@ -78,22 +107,67 @@ StepLog Trainer::train_step() {
     sample_lm_batch(batch_rng_, train_ids_, config_.batch, config_.model.seq_len, batch_);
   flat_.zero_grad();
   Tensor loss = model_->loss(batch_.inputs, batch_.targets);
-  backward(loss);
-  ClipResult clip = config_.clip > 0 ? clip_grad_norm(flat_, config_.clip) : ClipResult{};
+  const double value = loss.item();
+  // A non-finite loss or gradient stops the run (or, when skipping, this step) before the
+  // optimizer touches the weights: the model stays as the last finite step left it.
+  std::string problem;
+  if (!std::isfinite(value)) {
+    clear_tape();  // no backward: the step's recorded ops are dropped here
+    const std::string weight = first_nonfinite(flat_, flat_.values);
+    problem = weight.empty() ? std::string("every weight is finite: the forward overflowed")
+                             : fmt::format("parameter '{}' is not finite", weight);
+  }
+  ClipResult clip;
+  if (problem.empty()) {
+    backward(loss);
+    if (step_ == nonfinite_test_step()) [[unlikely]]
+      flat_.gradients.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+    // With clipping the gradient norm is computed anyway: a non-finite gradient makes it
+    // non-finite, and only then are the gradients searched for the first bad one.
+    bool finite = true;
+    if (config_.clip > 0) {
+      clip = clip_grad_norm(flat_, config_.clip);
+      finite = std::isfinite(clip.total_norm);
+    }
+    const std::string gradient =
+        finite && config_.clip > 0 ? std::string() : first_nonfinite(flat_, flat_.gradients);
+    if (!gradient.empty())
+      problem = fmt::format("the gradient of '{}' is not finite", gradient);
+    else if (!finite)
+      problem = fmt::format("the gradient norm overflows ({})", clip.total_norm);
+  }
+  if (!problem.empty()) {
+    if (!skip_nonfinite_)
+      throw TrainingDiverged(
+          fmt::format("training diverged at step {} (0-based): loss {}, {}; stopped before the "
+                      "optimizer step (--skip-nonfinite skips such steps instead)",
+                      step_, value, problem));
+    flat_.zero_grad();
+    ++skipped_;
+    StepLog log{step_, config_.steps, value, 0, false, config_.schedule.at(step_), 0, 0};
+    log.skipped = true;
+    log.skipped_steps = skipped_;
+    log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++step_;
+    return log;
+  }
   const double lr = config_.schedule.at(step_);
   optimizer_->step(lr);
-  const double value = loss.item();
-  if (!std::isfinite(value))
-    throw std::runtime_error(fmt::format("training diverged: loss is {} at step {}", value, step_));
   losses_.push_back(value);
   grad_norms_.push_back(clip.total_norm);
   clipped_ += clip.clipped ? 1 : 0;
   StepLog log{step_, config_.steps, value, clip.total_norm, clip.clipped, lr, 0, 0};
+  log.skipped_steps = skipped_;
   log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   log.tokens_per_second =
       static_cast<double>(config_.batch * config_.model.seq_len) / std::max(log.seconds, 1e-9);
   ++step_;
   return log;
+}
+
+double Trainer::wall_seconds() const {
+  return prior_wall_seconds_ +
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start_).count();
 }
 
 void Trainer::run(int64_t until, const std::function<void(const StepLog&)>& on_step) {
@@ -114,6 +188,8 @@ void Trainer::save_checkpoint(const std::string& path) const {
   state.metadata["depthgrad.config"] = json::dump(config_.to_json());
   state.metadata["depthgrad.step"] = std::to_string(step_);
   state.metadata["depthgrad.clipped_steps"] = std::to_string(clipped_);
+  state.metadata["depthgrad.skipped_steps"] = std::to_string(skipped_);
+  state.metadata["depthgrad.wall_seconds"] = fmt::format("{}", wall_seconds());
   state.metadata["depthgrad.data_position"] = std::to_string(loader_ ? loader_->position() : 0);
   state.blobs["batch_rng"] = batch_rng_.state();
   auto pack = [](const std::vector<double>& v) {
@@ -185,8 +261,28 @@ void Trainer::load_checkpoint(const std::string& path) {
           "{}: metadata '{}' is '{}', expected an integer in [0, {}]", path, key, text, max));
     return value;
   };
-  const int64_t step = count("depthgrad.step", std::numeric_limits<int64_t>::max());
+  // The counts must agree with each other and with this run: a step past the run's last, more
+  // clipped or skipped steps than steps, an optimizer that took another number of steps, or loss
+  // records of another length all mean a file that was not written by this trainer as it stands.
+  const int64_t step = count("depthgrad.step", config_.steps);
   const int64_t clipped = count("depthgrad.clipped_steps", step);
+  const int64_t skipped =
+      file.metadata.count("depthgrad.skipped_steps") ? count("depthgrad.skipped_steps", step) : 0;
+  const int64_t taken = count("depthgrad.optimizer_step", step);
+  if (taken != step - skipped)
+    throw std::runtime_error(fmt::format(
+        "{}: metadata 'depthgrad.optimizer_step' is {}, expected {} (step {} minus {} skipped)",
+        path, taken, step - skipped, step, skipped));
+  double wall = 0;
+  if (file.metadata.count("depthgrad.wall_seconds")) {
+    const std::string& text = meta("depthgrad.wall_seconds");
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), wall);
+    if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(wall) ||
+        wall < 0)
+      throw std::runtime_error(fmt::format(
+          "{}: metadata 'depthgrad.wall_seconds' is '{}', expected a finite number >= 0", path,
+          text));
+  }
   const int64_t position =
       count("depthgrad.data_position", static_cast<int64_t>(train_ids_.size()));
   auto blob = [&](const char* key) -> const std::vector<uint8_t>& {
@@ -196,6 +292,13 @@ void Trainer::load_checkpoint(const std::string& path) {
       throw std::runtime_error(fmt::format("{}: tensor 'state.{}' must be U8", path, key));
     return e->bytes;
   };
+  for (const TensorEntry& e : file.tensors)
+    if (e.name.rfind("state.", 0) == 0 && e.name != "state.batch_rng" && e.name != "state.losses" &&
+        e.name != "state.grad_norms")
+      throw std::runtime_error(
+          fmt::format("{}: unexpected tensor '{}' (the trainer's state is state.batch_rng, "
+                      "state.losses and state.grad_norms)",
+                      path, e.name));
   NumpyGenerator batch_rng = batch_rng_;
   try {
     batch_rng.set_state(blob("batch_rng"));
@@ -212,6 +315,12 @@ void Trainer::load_checkpoint(const std::string& path) {
     return v;
   };
   std::vector<double> losses = unpack("losses"), grad_norms = unpack("grad_norms");
+  for (auto [key, values] : {std::pair<const char*, const std::vector<double>*>{"losses", &losses},
+                             {"grad_norms", &grad_norms}})
+    if (static_cast<int64_t>(values->size()) != step - skipped)
+      throw std::runtime_error(
+          fmt::format("{}: 'state.{}' holds {} values, expected {} (one per step taken)", path, key,
+                      values->size(), step - skipped));
 
   // ZeRO-1: the file holds the whole moments; this rank keeps its shard of them.
   std::unique_ptr<AdamW> full = zero1_ ? std::make_unique<AdamW>(flat_, config_.adamw) : nullptr;
@@ -219,6 +328,9 @@ void Trainer::load_checkpoint(const std::string& path) {
   if (full) take_optimizer_shard(*full);
   step_ = step;
   clipped_ = clipped;
+  skipped_ = skipped;
+  prior_wall_seconds_ = wall;
+  session_start_ = std::chrono::steady_clock::now();
   if (loader_) loader_->set_position(position);
   batch_rng_ = batch_rng;
   losses_ = std::move(losses);

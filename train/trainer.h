@@ -8,9 +8,11 @@
 // of one global batch and gives the same bits however they are spread over the processes.
 // It does not read data files or tokenize (callers pass token ids).
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,14 @@ struct StepLog {
   double lr = 0;
   double seconds = 0;  // wall time of this step
   double tokens_per_second = 0;
+  bool skipped = false;       // a non-finite loss or gradient: no optimizer step (skip mode)
+  int64_t skipped_steps = 0;  // steps skipped so far in the run
+};
+
+// Thrown when a step's loss or gradient is not finite and skipping is off. The message names
+// the step, the loss and the first non-finite tensor; the model is left as before the step.
+struct TrainingDiverged : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // What the Trainer needs: the training settings (train/run_config.h) and the model they train.
@@ -57,7 +67,7 @@ class Trainer {
   Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids, Collectives* world);
   // Runs steps until `step()` == until (or config.steps). Calls on_step after each.
   void run(int64_t until, const std::function<void(const StepLog&)>& on_step = {});
-  // One step; returns its log.
+  // One step; returns its log. Throws TrainingDiverged (see set_skip_nonfinite).
   StepLog train_step();
   int64_t step() const { return step_; }
   MicroLM& model() { return *model_; }
@@ -69,6 +79,15 @@ class Trainer {
   // Windows per optimizer step over all ranks: ranks × accum × batch.
   int64_t global_batch() const;
   int ranks() const { return world_ ? world_->size() : 1; }
+
+  // Off (the default): a non-finite loss or gradient throws TrainingDiverged. On: that step is
+  // skipped (no optimizer step; the batch is used up) and counted; training goes on. Like
+  // llm.c's outlier skipping, a run option rather than part of what a run computes.
+  void set_skip_nonfinite(bool skip) { skip_nonfinite_ = skip; }
+  int64_t skipped_steps() const { return skipped_; }
+  // Wall-clock seconds of the whole run: those of the sessions before a resume (stored in the
+  // checkpoint) plus this one's since the Trainer was made.
+  double wall_seconds() const;
 
   // With ranks: called by every rank; rank 0 writes the one file (atomically), and every rank
   // returns once it is complete.
@@ -104,6 +123,11 @@ class Trainer {
   std::vector<int64_t> micro_starts_;
   LmBatch step_windows_;  // the step's global batch of windows
   Tensor gradient_sum_;   // [total] Σ of this rank's micro-batch gradients
+
+  bool skip_nonfinite_ = false;
+  int64_t skipped_ = 0;            // losses_ and grad_norms_ hold the steps that were not skipped
+  double prior_wall_seconds_ = 0;  // sessions before the last resume
+  std::chrono::steady_clock::time_point session_start_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace dg

@@ -2,7 +2,9 @@
 # Runs the libFuzzer programs of a DG_FUZZ build (`make fuzz` builds them), one at a time, each
 # for a bounded time, starting from its seed corpus tests/fuzz/corpus/<target>/ (never written:
 # new inputs go to BUILD/fuzz-work/<target>/corpus, crashes to .../artifacts). Prints one line
-# per target with its executions; exits 1 when any target crashed, leaked or timed out.
+# per target with its executions, then a summary line (targets, total and fewest executions, how
+# many reached the goal of 10 million each); exits 1 when any target crashed, leaked or
+# timed out.
 # It does not minimise or merge corpora; copy a crash into tests/fuzz/corpus/<target>/ by hand.
 # Usage: tests/fuzz/run_fuzzers.sh BUILD_DIR [SECONDS_EACH] [TARGET...]
 set -uo pipefail
@@ -22,6 +24,11 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 
 failed=0
+goal=10000000
+total=0
+fewest=""
+fewest_target=""
+reached=0
 printf '%-24s %12s %8s  %s\n' target executions seconds result
 for target in "${targets[@]}"; do
   work="$build/fuzz-work/$target"
@@ -41,5 +48,10 @@ for target in "${targets[@]}"; do
     result="FAILED (exit $status): $work/artifacts/$artifact, log $work/log"
   fi
   printf '%-24s %12s %8s  %s\n' "$target" "${executions:-?}" "${elapsed:-?}" "$result"
+  n=${executions:-0}
+  total=$((total + n))
+  if [ -z "$fewest" ] || [ "$n" -lt "$fewest" ]; then fewest=$n; fewest_target=$target; fi
+  [ "$n" -ge $goal ] && reached=$((reached + 1))
 done
+echo "summary: ${#targets[@]} targets, $total executions in all, fewest $fewest ($fewest_target), $reached/${#targets[@]} at >= $goal"
 exit $failed

@@ -175,7 +175,9 @@ int cmd_evolve(int argc, char** argv, int start) {
     ds["sha256"] = sha;
     o.dataset_info = ds;
   }
-  if (!resuming) o.run_dir = fmt::format("{}/{}-{}", f.get("output-dir"), o.model, timestamp_now());
+  if (!resuming)  // created exclusively: two runs started at once never share a folder
+    o.run_dir =
+        make_unique_dir(fmt::format("{}/{}-{}", f.get("output-dir"), o.model, timestamp_now()));
   make_dirs(o.run_dir);
 
   // ---- progress ----

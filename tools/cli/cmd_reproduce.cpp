@@ -112,12 +112,8 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   }
   if (f.given("train-tokens")) c.data.train_limit = f.get_int("train-tokens");
   o.state_file = f.get("state-file");
-  try {
-    check_reproduce_options(o);  // e.g. --heads 5 with --dim 64: refused before the data is read
-  } catch (const std::invalid_argument& e) {
-    if (world.size() > 1) throw UsageError(e.what());  // the same on every rank: said once
-    throw;
-  }
+  // e.g. --heads 5 with --dim 64: refused before the data is read, as a usage error (exit 2)
+  as_usage_error([&] { check_reproduce_options(o); });
   const DataLocation data = resolve_data_location(f);
   o.data_dir = data.data_dir;
   o.cache_dir = data.cache_dir;
@@ -125,7 +121,7 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   o.threads = apply_threads_flag(f);
   o.state_file = f.get("state-file");
   o.run_dir = default_run_dir(o.output_dir, o.paper);
-  if (writes) make_dirs(o.run_dir);
+  if (writes) o.run_dir = make_unique_dir(o.run_dir);  // exclusive: never shared with another run
 
   Progress progress(f.get_bool("quiet") || !writes, writes ? o.run_dir + "/steps.jsonl" : "");
   progress.message(fmt::format(

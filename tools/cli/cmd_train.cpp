@@ -25,6 +25,7 @@
 #include "train/io/files.h"
 #include "train/io/run_record.h"
 #include "train/io/safetensors.h"
+#include "train/memory_budget.h"
 #include "train/run_config.h"
 #include "train/trained_model.h"
 #include "train/trainer.h"
@@ -72,6 +73,30 @@ Splits load_splits(const DataConfig& config, const std::string& data_dir,
   return s;
 }
 
+// A resumed run's step log: the lines of the steps before `step` (the checkpoint's) are kept and
+// any later ones (written after that checkpoint by the run that stopped) dropped, so appending
+// from `step` on gives one line per step. Rewritten atomically; a missing log is an empty one.
+void keep_log_before(const std::string& path, int64_t step) {
+  if (!file_exists(path)) return;
+  const std::string text = read_file(path);
+  std::string kept;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) break;  // a line cut by a kill: dropped
+    const std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
+    try {
+      const json::Value j = json::parse(line, path);
+      const json::Value* s = j.is_object() ? j.find("step") : nullptr;
+      if (s && s->is_number() && s->as_double() < static_cast<double>(step)) kept += line + "\n";
+    } catch (const std::exception&) {
+      // a damaged line is dropped
+    }
+  }
+  write_file_atomic(path, kept);
+}
+
 // --dataset, the data location flags, --vocab, --threads (train and eval)
 void add_data_flags(Flags& f) {
   f.add("dataset", "wikitext-2", "wikitext-2 | tiny-shakespeare");
@@ -111,6 +136,9 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
       .add("eval-windows", "32", "validation windows per evaluation (0 = the whole split)")
       .add("resume", "", "training checkpoint to resume from")
       .add_switch("sequential", "consecutive windows instead of random windows")
+      .add_switch("skip-nonfinite",
+                  "skip a step whose loss or gradient is not finite (counted in the log) instead "
+                  "of stopping the run")
       .add_switch("quiet", "no progress output");
   add_layout_flags(f);
   add_data_flags(f);
@@ -126,7 +154,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
     run = run_config_from_json(json::parse(read_file(f.get("config")), f.get("config")),
                                f.get("config"));
   auto take = [&](const char* name, auto setter) {
-    if (f.given(name) || !f.given("config")) setter();
+    if (f.given(name) || !f.given("config")) as_usage_error(setter);
   };
   MicroLMConfig& model = run.model;
   TrainingConfig& training = run.training;
@@ -167,7 +195,11 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   check_same_flags(world, f, to_json(run));
   agreed = true;
   apply_layout_flags(f, world.size(), run);  // and run.validate(): before the data is read
-  const bool writes = world.rank() == 0;     // rank 0 prints and writes the run's files
+  // Sizes the machine cannot hold: refused before the data is read too (the tokenizer's size is
+  // at most the vocab asked for; the Trainer checks again with the real one).
+  check_memory_fits(estimate_memory(model, training.batch),
+                    fmt::format("training {} with batch {}", model.describe(), training.batch));
+  const bool writes = world.rank() == 0;  // rank 0 prints and writes the run's files
 
   const DataLocation where = resolve_data_location(f);
   if (!writes) world.collectives().barrier();  // rank 0 fills the tokenizer cache first
@@ -185,15 +217,20 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
                     data.train.size(), global_batch, cfg.model.seq_len));
   TrainSamples samples(f, data.corpus.tokenizer, cfg.seed);
   const std::string out = f.get("output");
+  // Nothing in the output folder changes until the checkpoint to resume from passed every check:
+  // a refused resume leaves config.json and steps.jsonl as they were.
+  Trainer trainer(cfg, data.train, &world.collectives());
+  const bool resuming = !f.get("resume").empty();
+  if (resuming) trainer.load_checkpoint(f.get("resume"));
+  trainer.set_skip_nonfinite(f.get_bool("skip-nonfinite"));
   if (writes) {
     make_dirs(out);
     write_file_atomic(out + "/config.json", json::dump(to_json(run), 2) + "\n");
     write_file_atomic(out + "/tokenizer.json", data.corpus.tokenizer_json);
+    if (resuming) keep_log_before(out + "/steps.jsonl", trainer.step());
   }
-
-  Trainer trainer(cfg, data.train, &world.collectives());
-  if (!f.get("resume").empty()) trainer.load_checkpoint(f.get("resume"));
-  Progress progress(f.get_bool("quiet") || !writes, writes ? out + "/steps.jsonl" : "");
+  Progress progress(f.get_bool("quiet") || !writes, writes ? out + "/steps.jsonl" : "", resuming);
+  progress.set_prior_seconds(trainer.wall_seconds());
   progress.message(
       fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {} thread(s)",
                   cfg.model.describe(), trainer.model().parameter_count(), cfg.steps,
@@ -208,26 +245,35 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
                        : full_eval_starts(n, cfg.model.seq_len);
   };
   const std::string ckpt = out + "/checkpoint.safetensors";
-  const int64_t first = trainer.step();
   trainer.run(cfg.steps, [&](const StepLog& log) {
-    progress.step(
-        "[train]", log.step, log.steps, log.loss, log.tokens_per_second,
-        static_cast<double>(log.step + 1 - first) / static_cast<double>(cfg.steps - first));
+    progress.step("[train]", log.step, log.steps, log.loss, log.tokens_per_second,
+                  static_cast<double>(log.step + 1) / static_cast<double>(cfg.steps));
     json::Value j;
     j["step"] = log.step;
-    j["loss"] = log.loss;
-    j["grad_norm"] = log.grad_norm;
-    j["clipped"] = log.clipped;
-    j["lr"] = log.lr;
-    j["tokens_per_second"] = log.tokens_per_second;
-    if (writes && eval_every > 0 && (log.step + 1) % eval_every == 0) {
-      double v =
-          evaluate_windows(trainer.model(), data.validation, eval_starts(), cfg.model.seq_len);
-      j["validation_loss"] = v;
-      progress.message(fmt::format("step {}: validation loss {:.4f} (perplexity {:.2f})",
-                                   log.step + 1, v, std::exp(std::min(v, 20.0))));
+    if (log.skipped) {  // its loss is not a JSON number: the log says what was skipped
+      j["skipped"] = true;
+      j["loss"] = fmt::format("{}", log.loss);
+      j["skipped_steps"] = log.skipped_steps;
+      progress.message(
+          fmt::format("step {}: the loss ({}) or a gradient is not finite: step "
+                      "skipped ({} so far)",
+                      log.step + 1, log.loss, log.skipped_steps));
+    } else {
+      j["loss"] = log.loss;
+      j["grad_norm"] = log.grad_norm;
+      j["clipped"] = log.clipped;
+      j["lr"] = log.lr;
+      j["tokens_per_second"] = log.tokens_per_second;
+      if (log.skipped_steps > 0) j["skipped_steps"] = log.skipped_steps;
+      if (writes && eval_every > 0 && (log.step + 1) % eval_every == 0) {
+        double v =
+            evaluate_windows(trainer.model(), data.validation, eval_starts(), cfg.model.seq_len);
+        j["validation_loss"] = v;
+        progress.message(fmt::format("step {}: validation loss {:.4f} (perplexity {:.2f})",
+                                     log.step + 1, v, std::exp(std::min(v, 20.0))));
+      }
+      if (writes) samples.after_step(log.step + 1, trainer.model(), progress);
     }
-    if (writes) samples.after_step(log.step + 1, trainer.model(), progress);
     progress.log_json(json::dump(j));
     if (checkpoint_every > 0 && (log.step + 1) % checkpoint_every == 0 && log.step + 1 < cfg.steps)
       trainer.save_checkpoint(ckpt);
@@ -240,6 +286,11 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
       {"depthgrad.tokenizer_sha256", data.corpus.tokenizer_sha256}};
   save_weights(out + "/model.safetensors", trainer.model(), meta);
   double v = evaluate_windows(trainer.model(), data.validation, eval_starts(), cfg.model.seq_len);
+  if (!std::isfinite(v))  // possible after skipped steps: the weights are finite but overflow
+    throw std::runtime_error(fmt::format(
+        "the validation loss is {} after {} steps ({} skipped): the trained model's forward "
+        "overflows (its checkpoint and weights are written to {})",
+        v, trainer.step(), trainer.skipped_steps(), out));
   json::Value summary;
   summary["config"] = to_json(run);
   summary["steps"] = trainer.step();
@@ -248,6 +299,8 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   summary["validation_perplexity"] = std::exp(std::min(v, 20.0));
   summary["validation_windows"] = windows;
   summary["clipped_steps"] = trainer.clipped_steps();
+  summary["skipped_steps"] = trainer.skipped_steps();
+  summary["wall_seconds"] = trainer.wall_seconds();  // every session of the run, resumes included
   if (run.data.eval_full) {
     const std::vector<int64_t> all =
         full_eval_starts(static_cast<int64_t>(data.validation.size()), cfg.model.seq_len);

@@ -9,6 +9,60 @@
 
 namespace dg::cli {
 
+const std::map<std::string, FlagRange>& flag_ranges() {
+  constexpr double kMax = 9.2e18;  // about INT64_MAX: "no upper bound"
+  // 256 byte tokens + the 4 specials (<pad> <unk> <bos> <eos>): a smaller vocabulary cannot hold
+  // the byte alphabet, and up to 2^31 - 1 ids fit the int32 token ids.
+  constexpr double kMinVocab = 260, kMaxVocab = 2147483647;
+  static const std::map<std::string, FlagRange> ranges{
+      // sizes
+      {"steps", {1, kMax}},
+      {"batch", {1, kMax}},
+      {"dim", {1, kMax}},
+      {"layers", {1, kMax}},
+      {"heads", {1, kMax}},
+      {"kv-heads", {1, kMax}},
+      {"seq-len", {1, kMax}},
+      {"expansion", {1, kMax}},
+      {"block-size", {1, kMax}},
+      {"vocab", {kMinVocab, kMaxVocab}},
+      {"repeat", {1, kMax}},
+      {"population", {1, kMax}},
+      {"trial-seeds", {1, kMax}},
+      // counts where 0 means "none", "all" or "off"
+      {"warmup", {0, kMax}},
+      {"eval-windows", {0, kMax}},
+      {"windows", {0, kMax}},
+      {"checkpoint-every", {0, kMax}},
+      {"eval-every", {0, kMax}},
+      {"sample-every", {0, kMax}},
+      {"min-frequency", {0, 2147483647}},
+      {"generations", {0, kMax}},
+      {"train-tokens", {0, kMax}},
+      {"seed", {0, kMax}},
+      // real numbers (--lr, --temperature, --top-p, --top-k, --max-new-tokens: the run config
+      // and generate check those with messages of their own)
+      {"clip", {0, 1e30}},
+      {"confidence-z", {0, 1e6}},
+  };
+  return ranges;
+}
+
+namespace {
+// Refuses a value outside the flag's range (flags without one are not checked here).
+void check_range(const std::string& name, double x, const std::string& text) {
+  const auto it = flag_ranges().find(name);
+  if (it == flag_ranges().end()) return;
+  const FlagRange& r = it->second;
+  if ((r.low_open ? x > r.low : x >= r.low) && x <= r.high) return;
+  const std::string low = fmt::format("{}{}", r.low_open ? "> " : ">= ", r.low);
+  throw UsageError(
+      r.high >= 9e18
+          ? fmt::format("--{}: expected a value {}, got '{}'", name, low, text)
+          : fmt::format("--{}: expected a value {} and <= {}, got '{}'", name, low, r.high, text));
+}
+}  // namespace
+
 Flags& Flags::add(const std::string& name, const std::string& default_value,
                   const std::string& help) {
   flags_.push_back(Flag{name, default_value, default_value, help, false, false});
@@ -61,6 +115,15 @@ bool Flags::parse(int argc, char** argv, int start) {
     }
     flag->given = true;
   }
+  // Ranges are checked now, before a command does any work (a bad --windows used to surface
+  // only after the checkpoint and the data were loaded). Text that is not a number is left to
+  // get_int / get_double, which say so.
+  for (const Flag& f : flags_) {
+    if (!f.given || f.is_switch || !flag_ranges().count(f.name)) continue;
+    char* end = nullptr;
+    const double x = std::strtod(f.value.c_str(), &end);
+    if (!f.value.empty() && *end == '\0') check_range(f.name, x, f.value);
+  }
   return true;
 }
 
@@ -79,6 +142,7 @@ int64_t Flags::get_int(const std::string& name) const {
   long long x = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0' || errno == ERANGE)
     throw UsageError(fmt::format("--{}: expected an integer, got '{}'", name, v));
+  check_range(name, static_cast<double>(x), v);
   return x;
 }
 
@@ -88,6 +152,7 @@ double Flags::get_double(const std::string& name) const {
   double x = std::strtod(v.c_str(), &end);
   if (v.empty() || *end != '\0' || !std::isfinite(x))
     throw UsageError(fmt::format("--{}: expected a number, got '{}'", name, v));
+  check_range(name, x, v);
   return x;
 }
 

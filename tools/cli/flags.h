@@ -3,6 +3,7 @@
 // names the flag), and listed by --help with their defaults. No abbreviations, no positional magic.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -13,6 +14,27 @@ namespace dg::cli {
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// Runs f(); a std::invalid_argument it throws (a flag's value that a library check refuses, such
+// as --mode sideways or --heads 5 with --dim 64) becomes a UsageError: exit 2, not 1.
+template <class F>
+void as_usage_error(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// The values a numeric flag accepts, by flag name (the same name means the same thing in every
+// command): get_int / get_double refuse a value outside [low, high] (low itself excluded when
+// low_open) with a UsageError naming the flag. tests/test_flags.cpp checks that every numeric
+// flag the commands read has its range here.
+struct FlagRange {
+  double low, high;
+  bool low_open = false;
+};
+const std::map<std::string, FlagRange>& flag_ranges();
 
 class Flags {
  public:

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <exception>
+#include <new>
 #include <string>
 
 #include "tensor/threads.h"
@@ -58,6 +59,14 @@ int main(int argc, char** argv) {
   } catch (const dg::cli::UsageError& e) {
     fmt::print(stderr, "depthgrad {}: error: {}\n", command, e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    // Sizes are checked against the machine's memory before models are built; this is what
+    // escaped that estimate (or another program took the memory meanwhile).
+    fmt::print(stderr,
+               "depthgrad {}: error: out of memory: an allocation failed (std::bad_alloc); use "
+               "smaller sizes (dim, layers, seq-len, batch, vocab) or free memory\n",
+               command);
+    return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "depthgrad {}: error: {}\n", command, e.what());
     return 1;

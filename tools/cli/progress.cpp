@@ -16,13 +16,13 @@ std::string format_duration(double s) {
   return fmt::format("{}:{:02d}", t / 60, t % 60);
 }
 
-Progress::Progress(bool quiet, const std::string& jsonl_path)
+Progress::Progress(bool quiet, const std::string& jsonl_path, bool append)
     : live_(!quiet && isatty(STDERR_FILENO)),
       quiet_(quiet),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {
   if (!jsonl_path.empty()) {
-    log_ = std::fopen(jsonl_path.c_str(), "w");
+    log_ = std::fopen(jsonl_path.c_str(), append ? "a" : "w");
     if (!log_) throw std::runtime_error(fmt::format("cannot open step log {}", jsonl_path));
   }
 }
@@ -38,7 +38,7 @@ void Progress::step(const std::string& label, long step, long total, double loss
   auto now = std::chrono::steady_clock::now();
   if (step + 1 < total && std::chrono::duration<double>(now - last_draw_).count() < 0.1) return;
   last_draw_ = now;
-  double elapsed = std::chrono::duration<double>(now - start_).count();
+  double elapsed = prior_seconds_ + std::chrono::duration<double>(now - start_).count();
   double left = overall > 0 ? elapsed * (1 - overall) / overall : NAN;
   std::string line =
       fmt::format("{} step {}/{} loss {:.4f} {:.0f} tok/s elapsed {} left {}", label, step + 1,
@@ -61,6 +61,7 @@ void Progress::log_json(const std::string& json_line) {
   if (log_) {
     std::fputs(json_line.c_str(), log_);
     std::fputc('\n', log_);
+    std::fflush(log_);  // a whole line per step reaches the file: a kill loses at most one
   }
 }
 

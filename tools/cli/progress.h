@@ -1,6 +1,8 @@
 // A live progress line for long work: step, loss, tokens/s, elapsed and time left, redrawn in
 // place on a terminal (stderr) and silent when stderr is not a terminal or with --quiet.
-// Also appends one JSON object per step to a JSON-lines log when a path is given.
+// Also appends one JSON object per step to a JSON-lines log when a path is given: the one file
+// depthgrad writes without the atomic temporary-and-rename (an append-only log: each line is
+// written and flushed whole, so a kill loses at most the line being written).
 #pragma once
 #include <chrono>
 #include <cstdio>
@@ -10,7 +12,10 @@ namespace dg::cli {
 
 class Progress {
  public:
-  Progress(bool quiet, const std::string& jsonl_path = "");
+  // append: keep the log's lines (a resumed run) instead of starting it empty.
+  Progress(bool quiet, const std::string& jsonl_path = "", bool append = false);
+  // Seconds spent before this process (a resumed run): elapsed and time left cover the whole run.
+  void set_prior_seconds(double seconds) { prior_seconds_ = seconds; }
   ~Progress();
   // One training step of `total` (per task), in task `label`, with overall fraction done.
   void step(const std::string& label, long step, long total, double loss, double tokens_per_second,
@@ -27,6 +32,7 @@ class Progress {
   FILE* log_ = nullptr;
   std::chrono::steady_clock::time_point start_, last_draw_;
   bool drawn_ = false;
+  double prior_seconds_ = 0;
 };
 
 std::string format_duration(double seconds);

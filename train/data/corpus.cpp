@@ -24,6 +24,18 @@ double seconds_since(Clock::time_point t) {
 constexpr const char* kAlgorithmVersion = "depthgrad-bpe-1";
 const std::vector<std::string> kSpecials{"<pad>", "<unk>", "<bos>", "<eos>"};
 
+// Writes a cache entry atomically (a concurrent process sees the old entry or the whole new one,
+// and two processes writing the same entry write the same bytes). The cache only saves time: an
+// entry that cannot be written (a full disk, a folder in the way) leaves the run as it was.
+void store_in_cache(const std::string& folder, const std::string& path, const std::string& bytes) {
+  try {
+    make_dirs(folder);
+    write_file_atomic(path, bytes);
+  } catch (const std::exception&) {
+    // not cached; the next run computes it again
+  }
+}
+
 void truncate(std::vector<int32_t>& ids, int64_t limit) {
   if (limit > 0 && static_cast<int64_t>(ids.size()) > limit) ids.resize(limit);
 }
@@ -61,6 +73,13 @@ bool deserialize_ids(const std::string& bytes, std::vector<int32_t>& ids) {
 }
 
 Corpus load_wikitext_corpus(const CorpusOptions& opt) {
+  // The BPE alphabet is the 256 bytes plus the specials: a smaller vocabulary would silently come
+  // out at that size (the trainer never drops a byte), so it is refused instead.
+  const int min_vocab = 256 + static_cast<int>(kSpecials.size());
+  if (opt.vocab_size < min_vocab)
+    throw std::invalid_argument(fmt::format(
+        "vocab {} is below the {} tokens every byte-level BPE has (256 bytes + {} special tokens)",
+        opt.vocab_size, min_vocab, kSpecials.size()));
   Corpus c;
   const char* kFiles[] = {"wikitext-2/train.txt", "wikitext-2/valid.txt", "wikitext-2/test.txt",
                           "tiny_shakespeare.txt"};
@@ -95,10 +114,8 @@ Corpus load_wikitext_corpus(const CorpusOptions& opt) {
     c.tokenizer =
         train_bpe({train_text, shakespeare}, opt.vocab_size, opt.min_frequency, kSpecials);
     c.tokenizer_json = c.tokenizer.to_json();
-    if (!c.tokenizer_cache_path.empty()) {
-      make_dirs(opt.cache_dir + "/tokenizers");
-      write_file_atomic(c.tokenizer_cache_path, c.tokenizer_json);
-    }
+    if (!c.tokenizer_cache_path.empty())
+      store_in_cache(opt.cache_dir + "/tokenizers", c.tokenizer_cache_path, c.tokenizer_json);
   }
   c.tokenizer_from_cache = loaded;
   c.tokenizer_sha256 = sha256_hex(c.tokenizer_json);
@@ -118,10 +135,7 @@ Corpus load_wikitext_corpus(const CorpusOptions& opt) {
     }
     all_cached = false;
     *outputs[i] = c.tokenizer.encode(texts[i]);
-    if (!path.empty()) {
-      make_dirs(opt.cache_dir + "/ids");
-      write_file_atomic(path, serialize_ids(*outputs[i]));
-    }
+    if (!path.empty()) store_in_cache(opt.cache_dir + "/ids", path, serialize_ids(*outputs[i]));
   }
   c.ids_from_cache = all_cached;
   c.encode_seconds = seconds_since(t1);

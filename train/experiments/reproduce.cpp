@@ -678,7 +678,8 @@ ReproduceOutput run_reproduce(const ReproduceOptions& options) {
   out.result = assemble_result(opt, corpus, per_seed, wall);
   out.table = comparison_table(out.result);
   if (opt.write_files && (!world || world->rank() == 0)) {
-    out.run_dir = opt.run_dir.empty() ? default_run_dir(opt.output_dir, opt.paper) : opt.run_dir;
+    out.run_dir = opt.run_dir.empty() ? make_unique_dir(default_run_dir(opt.output_dir, opt.paper))
+                                      : opt.run_dir;
     write_outputs(out.run_dir, opt, corpus, out.result);
   }
   return out;

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,18 +54,39 @@ std::string random_suffix() {
 
 }  // namespace
 
+namespace {
+// What a non-regular file is, for the error that refuses it.
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+}  // namespace
+
 std::string read_file(const std::string& path) {
-  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // Only regular files are read: a FIFO would block the open (or never end), a device like
+  // /dev/zero would be read until memory runs out. Checked before opening (opening some devices
+  // has effects) and again on the open descriptor (the path may have changed in between);
+  // O_NONBLOCK keeps the open itself from waiting for a FIFO's writer.
+  struct stat before {};
+  if (::stat(path.c_str(), &before) == 0 && !S_ISREG(before.st_mode))
+    throw std::runtime_error(fmt::format("cannot read {}: it is {}, not a regular file", path,
+                                         file_kind(before.st_mode)));
+  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (file.get() < 0)
     throw std::runtime_error(
         fmt::format("cannot open {} for reading: {}", path, errno_text(errno)));
   struct stat info {};
   if (::fstat(file.get(), &info) != 0)
     throw std::runtime_error(fmt::format("cannot stat {}: {}", path, errno_text(errno)));
-  if (S_ISDIR(info.st_mode))
-    throw std::runtime_error(fmt::format("cannot read {}: it is a directory", path));
+  if (!S_ISREG(info.st_mode))
+    throw std::runtime_error(
+        fmt::format("cannot read {}: it is {}, not a regular file", path, file_kind(info.st_mode)));
   std::string bytes;
-  if (S_ISREG(info.st_mode)) bytes.reserve(static_cast<size_t>(info.st_size));
+  bytes.reserve(static_cast<size_t>(info.st_size));
   char buffer[1 << 16];
   while (true) {
     const ssize_t got = ::read(file.get(), buffer, sizeof buffer);
@@ -80,8 +102,9 @@ std::string read_file(const std::string& path) {
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
   const std::string directory = parent_directory(path);
-  const std::string temp_path = fmt::format(
-      "{}/.{}.tmp-{}", directory, std::filesystem::path(path).filename().string(), random_suffix());
+  const std::string temp_path =
+      fmt::format("{}/.{}.tmp-{}-{}", directory, std::filesystem::path(path).filename().string(),
+                  ::getpid(), random_suffix());
   const auto fail = [&](const std::string& step, int error) {
     ::unlink(temp_path.c_str());
     throw std::runtime_error(
@@ -115,6 +138,39 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
   if (dir.get() >= 0 && ::fsync(dir.get()) != 0 && errno == EIO)
     throw std::runtime_error(fmt::format("cannot write {}: fsync of directory {} failed: {}", path,
                                          directory, errno_text(errno)));
+  remove_stale_temporaries(directory);
+}
+
+bool is_stale_temporary(const std::string& filename) {
+  // .<name>.tmp-<pid>-<16 hex digits>, and no process <pid> any more
+  const size_t mark = filename.rfind(".tmp-");
+  if (filename.empty() || filename[0] != '.' || mark == std::string::npos) return false;
+  const std::string tail = filename.substr(mark + 5);
+  const size_t dash = tail.find('-');
+  if (dash == std::string::npos || dash == 0 || tail.size() - dash - 1 != 16) return false;
+  if (tail.find_first_not_of("0123456789") != dash) return false;
+  if (tail.find_first_not_of("0123456789abcdef", dash + 1) != std::string::npos) return false;
+  long pid = 0;
+  try {
+    pid = std::stol(tail.substr(0, dash));
+  } catch (const std::exception&) {
+    return false;
+  }
+  if (pid <= 0) return false;
+  return pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+int remove_stale_temporaries(const std::string& directory) {
+  int removed = 0;
+  try {
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+      const std::string name = entry.path().filename().string();
+      if (is_stale_temporary(name) && ::unlink(entry.path().c_str()) == 0) ++removed;
+    }
+  } catch (const std::exception&) {
+  }
+  return removed;  // best effort: an unreadable directory or a file gone meanwhile is no error
 }
 
 void make_dirs(const std::string& path) {
@@ -124,6 +180,20 @@ void make_dirs(const std::string& path) {
     throw std::runtime_error(fmt::format("cannot create directory {}: {}", path, error.message()));
   if (!dir_exists(path))
     throw std::runtime_error(fmt::format("cannot create directory {}: a file is in the way", path));
+}
+
+std::string make_unique_dir(const std::string& base) {
+  const std::string parent = parent_directory(base);
+  make_dirs(parent);
+  for (int attempt = 1; attempt <= 10000; ++attempt) {
+    const std::string candidate = attempt == 1 ? base : fmt::format("{}-{}", base, attempt);
+    if (::mkdir(candidate.c_str(), 0755) == 0) return candidate;
+    if (errno != EEXIST)
+      throw std::runtime_error(
+          fmt::format("cannot create directory {}: {}", candidate, errno_text(errno)));
+  }
+  throw std::runtime_error(
+      fmt::format("cannot create directory {}: {}-2 … {}-10000 exist too", base, base, base));
 }
 
 bool file_exists(const std::string& path) {
