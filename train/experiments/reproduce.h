@@ -60,7 +60,10 @@ struct ReproduceOptions {
   std::string cache_dir;  // resolved; empty = no cache
   std::string output_dir = "runs/reproductions";
   std::string state_file;  // resume finished (seed, arm) pairs from here
-  std::string run_dir;     // where files go; empty: <output_dir>/<arxiv>-<key>/<timestamp>
+  // Where the arm in training is saved when a stop is requested (train/stop.h) and resumed from:
+  // <dir>/seed-<seed>-<arm>.safetensors, removed when the arm is done. Empty: no arm checkpoints.
+  std::string arm_checkpoint_dir;
+  std::string run_dir;  // where files go; empty: <output_dir>/<arxiv>-<key>/<timestamp>
   int threads = 1;
   bool write_files = true;
   // progress: called for every training step of every arm
