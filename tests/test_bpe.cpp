@@ -441,6 +441,43 @@ TEST_CASE("decode(encode(text)) == text for random strings whose bytes were all 
   }
 }
 
+TEST_CASE("full_byte_alphabet: any bytes round-trip; without it the alphabet is what was seen") {
+  // The issue's cases: a tab, emoji and CJK that the training text does not hold.
+  const std::string training = "the cat sat on the mat. the dog sat on the log.\n";
+  std::string corpus;
+  for (int i = 0; i < 20; ++i) corpus += training;
+  const dg::BpeTokenizer seen_only = dg::train_bpe({corpus}, 300, 2, kSpecials);
+  const dg::BpeTokenizer full = dg::train_bpe({corpus}, 300, 2, kSpecials, true);
+  for (const std::string text : {"tab\tx", "😀 emoji", "日本語のテキスト", "mixed\x01\xff\xfe"}) {
+    CAPTURE(text);
+    CHECK(seen_only.decode(seen_only.encode(text)) != text);  // some byte became <unk>
+    CHECK(full.decode(full.encode(text)) == text);
+    const std::vector<int32_t> ids = full.encode(text);
+    CHECK(std::count(ids.begin(), ids.end(), 1) == 0);  // no <unk>
+  }
+  // The alphabet: 256 byte chars after the 4 specials, in code point order; merges fill the rest.
+  CHECK(full.token(4) == "!");
+  CHECK(full.token(4 + 255) == "Ń");  // the largest byte char, U+0143
+  CHECK(full.merges().size() > 0);
+  CHECK(full.vocab_size() == static_cast<int>(4 + 256 + full.merges().size()));
+  CHECK(seen_only.vocab_size() < full.vocab_size());
+  // Random bytes, invalid UTF-8 included, round-trip exactly; so do they through tokenizer.json.
+  const dg::BpeTokenizer reread = dg::BpeTokenizer::from_json(full.to_json(), "full.json");
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 500; ++trial) {
+    std::string bytes(rng() % 64, '\0');
+    for (char& b : bytes) b = static_cast<char>(rng() % 256);
+    CAPTURE(bytes);
+    const std::vector<int32_t> ids = full.encode(bytes);
+    CHECK(full.decode(ids) == bytes);
+    CHECK(reread.encode(bytes) == ids);
+  }
+  // A vocabulary smaller than specials + 256 still holds every byte (no merges then).
+  const dg::BpeTokenizer tiny = dg::train_bpe({corpus}, 100, 2, kSpecials, true);
+  CHECK(tiny.vocab_size() == 260);
+  CHECK(tiny.decode(tiny.encode("tab\tx 😀")) == "tab\tx 😀");
+}
+
 TEST_CASE("training and encoding errors name the problem") {
   CHECK_THROWS_WITH_AS(dg::train_bpe({"abc"}, -1, 0, {}), doctest::Contains("vocab_size"),
                        std::invalid_argument);

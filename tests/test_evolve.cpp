@@ -396,7 +396,7 @@ TEST_CASE("evolve failed trials are recorded and the search goes on") {
   CHECK_THROWS_WITH_AS(run_evolution(bad, fake.fn()), doctest::Contains("--model"),
                        std::invalid_argument);
   bad = fake_options();
-  bad.dataset = "wikitext-103";
+  bad.dataset = "tiny-shakespeare";  // any other name is a path to your own text
   CHECK_THROWS_WITH_AS(run_evolution(bad, fake.fn()), doctest::Contains("--dataset"),
                        std::invalid_argument);
 }
@@ -457,6 +457,58 @@ TEST_CASE("evolve resume continues after the last finished trial") {
   EvolveOptions changed = r;
   changed.confidence_z = 2.0;
   CHECK_THROWS_WITH_AS(run_evolution(changed, third.fn(), &done), doctest::Contains("--resume"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("evolve resume can add generations to a finished search") {
+  TempDir dir("evolve-more");
+  EvolveOptions o = fake_options();
+  o.write_files = true;
+  o.run_dir = (dir.path / "two").string();
+  FakeTrainer first;
+  run_evolution(o, first.fn());
+  const json::Value done = json::parse(read_file(o.run_dir + "/result.json"), "result.json");
+  REQUIRE(done.at("status").as_string() == "complete");
+  REQUIRE(done.at("trials").size() == 9);
+
+  // The same search with three generations from the start ...
+  EvolveOptions three = fake_options();
+  three.generations = 3;
+  FakeTrainer fresh;
+  const EvolveOutput reference = run_evolution(three, fresh.fn());
+  // ... equals the finished two-generation search resumed with --generations 3, which trains only
+  // the third generation's trials.
+  EvolveOptions more = evolve_options_from_config(done.at("config"));
+  more.generations = 3;
+  more.write_files = true;
+  more.run_dir = o.run_dir;
+  FakeTrainer second;
+  const EvolveOutput extended = run_evolution(more, second.fn(), &done);
+  int trained = 0;
+  for (const auto& [key, calls] : second.validation_calls) trained += calls;
+  CHECK(trained == 4 * 2);  // one generation of 4 children, 2 seeds each
+  CHECK(trial_ids(extended.result) == trial_ids(reference.result));
+  REQUIRE(extended.result.at("trials").size() == 13);
+  for (size_t i = 0; i < 13; ++i) {
+    CAPTURE(i);
+    CHECK(extended.result.at("trials").at(i).at("genome") ==
+          reference.result.at("trials").at(i).at("genome"));
+    CHECK(extended.result.at("trials").at(i).at("score") ==
+          reference.result.at("trials").at(i).at("score"));
+  }
+  CHECK(extended.result.at("champion").at("trial_id") ==
+        reference.result.at("champion").at("trial_id"));
+  CHECK(extended.result.at("config").at("generations").as_int() == 3);
+  CHECK(extended.result.at("status").as_string() == "complete");
+
+  // Fewer generations than recorded is refused, naming the flag.
+  EvolveOptions fewer = evolve_options_from_config(done.at("config"));
+  fewer.generations = 1;
+  fewer.write_files = true;
+  fewer.run_dir = o.run_dir;
+  FakeTrainer third;
+  CHECK_THROWS_WITH_AS(run_evolution(fewer, third.fn(), &done),
+                       doctest::Contains("--generations 1 is fewer than the 2"),
                        std::invalid_argument);
 }
 

@@ -33,6 +33,10 @@ bool parse(Flags& f, std::vector<std::string> words) {
   return f.parse(static_cast<int>(argv.size()), argv.data(), 2);
 }
 
+bool contains_text(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 }  // namespace
 
 TEST_CASE("flags: values, switches and defaults") {
@@ -141,4 +145,33 @@ TEST_CASE("flags: every numeric flag a command reads has a range (or its own che
     }
   }
   CHECK(seen > 30);
+}
+
+TEST_CASE("flags: an alias parses as its flag and is listed beside it") {
+  Flags f("train", "test command");
+  f.add("output-dir", "runs/out", "where to write").alias("output");
+  REQUIRE(parse(f, {"--output", "runs/a"}));
+  CHECK(f.get("output-dir") == "runs/a");
+  CHECK(f.given("output-dir"));
+  Flags g("train", "test command");
+  g.add("output-dir", "runs/out", "where to write").alias("output");
+  REQUIRE(parse(g, {"--output-dir=runs/b"}));
+  CHECK(g.get("output-dir") == "runs/b");
+  CHECK(contains_text(g.help(), "--output-dir VALUE"));
+  CHECK(contains_text(g.help(), "where to write (default: runs/out) (alias: --output)"));
+}
+
+TEST_CASE("flags: --help shows each default once, and none for a flag without one") {
+  Flags f("train", "test command");
+  f.add("steps", "30", "training steps")
+      .add("kv-heads", "", "K/V heads (default: heads)")
+      .add("config", "", "JSON run config")
+      .add("threads", "2", "threads (default: physical cores)");
+  const std::string help = f.help();
+  CHECK(contains_text(help, "training steps (default: 30)\n"));
+  CHECK(contains_text(help, "K/V heads (default: heads)\n"));  // not "... (default: none)"
+  CHECK(contains_text(help, "JSON run config\n"));             // nothing appended
+  CHECK(contains_text(help, "threads (default: physical cores)\n"));
+  CHECK_FALSE(contains_text(help, "(default: none)"));
+  CHECK_FALSE(contains_text(help, "(default: 2)"));
 }

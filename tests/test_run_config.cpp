@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "train/experiments/reproduce.h"
+#include "train/io/files.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
@@ -67,6 +68,8 @@ RunConfig unusual_config() {
   c.training.accum = 3;
   c.training.zero = 1;
   c.data.dataset = "tiny-shakespeare";
+  c.data.validation_fraction = 0.25;
+  c.data.full_byte_alphabet = false;
   c.data.train_limit = 1000;
   c.data.eval_limit = 500;
   c.data.eval_windows = 0;
@@ -197,7 +200,9 @@ TEST_CASE("inconsistent and non-positive sizes are refused, naming the key") {
   CHECK(contains(refusal(R"({"training": {"beta2": 1.0}})"), "training.beta2"));
   CHECK(contains(refusal(R"({"data": {"train_limit": -5}})"), "data.train_limit"));
   CHECK(contains(refusal(R"({"data": {"eval_windows": -1}})"), "data.eval_windows"));
-  CHECK(contains(refusal(R"({"data": {"dataset": "imagenet"}})"), "data.dataset"));
+  CHECK(contains(refusal(R"({"data": {"dataset": ""}})"), "data.dataset"));
+  CHECK(contains(refusal(R"({"data": {"validation_fraction": 0.7}})"), "data.validation_fraction"));
+  CHECK(contains(refusal(R"({"data": {"validation_fraction": 0}})"), "data.validation_fraction"));
 
   // validate() on a value built in code says the same before any data is read.
   RunConfig c;
@@ -248,6 +253,7 @@ TEST_CASE("protocol defaults and the arms' configs") {
   CHECK(parity.data.train_limit == 120000);
   CHECK(parity.data.eval_limit == 8000);
   CHECK(!parity.data.eval_full);
+  CHECK(!parity.data.full_byte_alphabet);  // the reference's tokenizer, byte for byte
   const RunConfig paired = protocol_run_config("paired");
   CHECK(paired.training.steps == 1000);
   CHECK(paired.training.schedule.kind == Schedule::Kind::warmup_cosine);
@@ -255,6 +261,7 @@ TEST_CASE("protocol defaults and the arms' configs") {
   CHECK(paired.training.adamw.decay == DecayPolicy::matrices_only);
   CHECK(paired.training.init == InitScheme::identical);
   CHECK((paired.data.train_limit == 0 && paired.data.eval_limit == 0 && paired.data.eval_full));
+  CHECK(paired.data.full_byte_alphabet);  // any other tokenizer holds every byte
   CHECK(contains(error_of([] { protocol_run_config("sideways"); }), "sideways"));
   const RunConfig arm = arm_run_config(paired, ResidualMode::block_attnres, 7);
   CHECK(arm.model.mode == ResidualMode::block_attnres);
@@ -313,6 +320,8 @@ TEST_CASE("the resume key changes when any setting of the run changes") {
       // accum changes which windows make up a step (the global batch is ranks x accum x batch)
       [](RunConfig& c) { c.training.accum = 1; },
       [](RunConfig& c) { c.data.dataset = "tiny-shakespeare"; },
+      [](RunConfig& c) { c.data.validation_fraction = 0.1; },
+      [](RunConfig& c) { c.data.full_byte_alphabet = true; },
       [](RunConfig& c) { c.data.train_limit = 0; },
       [](RunConfig& c) { c.data.eval_limit = 0; },
       [](RunConfig& c) { c.data.eval_windows = 32; },
@@ -354,3 +363,38 @@ TEST_CASE("the resume key changes when any setting of the run changes") {
   CHECK(!(reproduce_resume_key(o, sha) == key));
   CHECK(!(reproduce_resume_key(base, "abd") == key));
 }
+
+#ifdef DG_SOURCE_DIR
+// The README's "Run configuration" table is the documentation `depthgrad train --help` points at:
+// one row per key the reader accepts, "| `section.key` | type | `default` | meaning |", with the
+// default that to_json(RunConfig{}) writes, and no row for a key the reader refuses.
+TEST_CASE("the README lists every run config key with its real default") {
+  const std::string readme = dg::read_file(std::string(DG_SOURCE_DIR) + "/README.md");
+  const json::Value defaults = to_json(RunConfig{});
+  std::set<std::string> accepted;
+  for (const auto& [section, keys] : run_config_keys()) {
+    for (const std::string& key : keys) {
+      const std::string name = section + "." + key;
+      accepted.insert(name);
+      const size_t row = readme.find("\n| `" + name + "` | ");
+      INFO("README row for " << name);
+      REQUIRE(row != std::string::npos);
+      const std::string line = readme.substr(row + 1, readme.find('\n', row + 1) - row - 1);
+      const std::string default_cell = "| `" + json::dump(defaults.at(section).at(key)) + "` |";
+      INFO("line: " << line << "; expected default cell " << default_cell);
+      CHECK(contains(line, default_cell));
+    }
+  }
+  // Every row of the table names a key the reader accepts.
+  for (size_t at = readme.find("\n| `"); at != std::string::npos;
+       at = readme.find("\n| `", at + 1)) {
+    const size_t end = readme.find('`', at + 4);
+    const std::string name = readme.substr(at + 4, end - at - 4);
+    if (name.rfind("model.", 0) == 0 || name.rfind("training.", 0) == 0 ||
+        name.rfind("data.", 0) == 0) {
+      INFO("README row " << name);
+      CHECK(accepted.count(name) == 1);
+    }
+  }
+}
+#endif

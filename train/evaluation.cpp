@@ -9,6 +9,8 @@
 
 #include "autograd/tape.h"
 #include "train/batches.h"
+#include "train/io/files.h"
+#include "train/stop.h"
 #include "train/trainer.h"
 
 namespace dg {
@@ -74,8 +76,8 @@ double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids,
 ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
                              const std::vector<int32_t>& train_ids,
                              const std::vector<int32_t>& validation_ids,
-                             const std::function<void(const StepLog&)>& on_step,
-                             bool keep_trainer) {
+                             const std::function<void(const StepLog&)>& on_step, bool keep_trainer,
+                             const std::string& checkpoint) {
   ArmResult r;
   r.name = name;
   r.config = run.model;
@@ -85,7 +87,13 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
   MicroLM& model = trainer->model();
   r.parameters = model.parameter_count();
   const auto train_start = Clock::now();
-  trainer->run(tc.steps, on_step);
+  if (!checkpoint.empty() && file_exists(checkpoint)) trainer->load_checkpoint(checkpoint);
+  try {
+    trainer->run(tc.steps, on_step);
+  } catch (const Interrupted&) {
+    if (!checkpoint.empty()) trainer->save_checkpoint(checkpoint);
+    throw;
+  }
   r.losses = trainer->losses();
   r.grad_norms = trainer->grad_norms();
   r.clipped_steps = trainer->clipped_steps();

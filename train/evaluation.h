@@ -58,11 +58,14 @@ double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids,
 // Trains run.model with run.training on train_ids, then evaluates on validation_ids: run.data's
 // eval_windows reference windows (0 = every window) and, with eval_full, every window as well.
 // run.data's dataset and limits are the caller's business (the ids are already chosen).
+// With a `checkpoint` path, training resumes from that training checkpoint when the file exists,
+// and when on_step throws Interrupted (train/stop.h) the trainer is saved there before the
+// exception goes on: an interrupted arm continues where it stopped, bit for bit.
 ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
                              const std::vector<int32_t>& train_ids,
                              const std::vector<int32_t>& validation_ids,
                              const std::function<void(const StepLog&)>& on_step = {},
-                             bool keep_trainer = false);
+                             bool keep_trainer = false, const std::string& checkpoint = "");
 
 // The same from a TrainerConfig-style description (evolve's trials): options.training with
 // `config` as the model, evaluated on options.eval_max_windows windows (0 = every window).

@@ -56,9 +56,11 @@ void RunConfig::validate() const {
   at_least("training.warmup", t.schedule.warmup_steps, 0);
   if (!(t.schedule.min_lr_ratio >= 0 && t.schedule.min_lr_ratio <= 1))
     fail(fmt::format("training.min_lr_ratio must be in [0, 1], got {}", t.schedule.min_lr_ratio));
-  if (data.dataset != "wikitext-2" && data.dataset != "tiny-shakespeare")
-    fail(
-        fmt::format("data.dataset must be wikitext-2 or tiny-shakespeare, got '{}'", data.dataset));
+  if (data.dataset.empty())
+    fail("data.dataset must be wikitext-2, tiny-shakespeare or a path to your own text, got ''");
+  if (!(data.validation_fraction > 0 && data.validation_fraction <= 0.5))
+    fail(fmt::format("data.validation_fraction must be in (0, 0.5], got {}",
+                     data.validation_fraction));
   at_least("data.train_limit", data.train_limit, 0);
   at_least("data.eval_limit", data.eval_limit, 0);
   at_least("data.eval_windows", data.eval_windows, 0);
@@ -113,6 +115,8 @@ json::Value training_json(const TrainingConfig& t) {
 json::Value data_json(const DataConfig& d) {
   Value v;
   v["dataset"] = d.dataset;
+  v["validation_fraction"] = d.validation_fraction;
+  v["full_byte_alphabet"] = d.full_byte_alphabet;
   v["train_limit"] = d.train_limit;
   v["eval_limit"] = d.eval_limit;
   v["eval_windows"] = d.eval_windows;
@@ -137,16 +141,16 @@ namespace {
 class SectionReader {
  public:
   SectionReader(const Value& object, std::string path, const std::string& source,
-                std::initializer_list<const char*> known)
+                const std::vector<std::string>& known)
       : object_(object), path_(std::move(path)), source_(source) {
     if (!object.is_object())
       fail_at(path_, fmt::format("expected an object, got {}", kind_name(object.kind())));
     for (const auto& [key, value] : object.as_object()) {
       bool ok = false;
-      for (const char* k : known) ok = ok || key == k;
+      for (const std::string& k : known) ok = ok || key == k;
       if (!ok) {
         std::string names;
-        for (const char* k : known) names += (names.empty() ? "" : ", ") + std::string(k);
+        for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;
         fail_at(name_of(key), fmt::format("unknown key (known: {})", names));
       }
     }
@@ -265,6 +269,8 @@ void read_training(const SectionReader& r, TrainingConfig& t) {
 
 void read_data(const SectionReader& r, DataConfig& d) {
   r.text("dataset", d.dataset, [](const std::string& s) { return s; });
+  r.number("validation_fraction", d.validation_fraction);
+  r.boolean("full_byte_alphabet", d.full_byte_alphabet);
   r.integer("train_limit", d.train_limit);
   r.integer("eval_limit", d.eval_limit);
   r.integer("eval_windows", d.eval_windows);
@@ -273,25 +279,30 @@ void read_data(const SectionReader& r, DataConfig& d) {
 
 }  // namespace
 
+const std::vector<std::pair<std::string, std::vector<std::string>>>& run_config_keys() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> keys{
+      {"model",
+       {"vocab", "dim", "layers", "heads", "kv_heads", "seq_len", "expansion", "mode", "norm",
+        "norm_eps", "ffn", "rope", "bias", "learned_positions", "tied_head", "attnres_block_size"}},
+      {"training",
+       {"steps", "batch", "clip", "lr", "beta1", "beta2", "eps", "weight_decay", "decay",
+        "schedule", "warmup", "min_lr_ratio", "init", "seed", "sequential", "accum", "zero"}},
+      {"data",
+       {"dataset", "validation_fraction", "full_byte_alphabet", "train_limit", "eval_limit",
+        "eval_windows", "eval_full"}}};
+  return keys;
+}
+
 RunConfig run_config_from_json(const json::Value& value, const std::string& source) {
   RunConfig c;
+  const auto& keys = run_config_keys();
   SectionReader top(value, "", source, {"model", "training", "data"});
   if (const Value* m = top.find("model"))
-    read_model(SectionReader(*m, "model", source,
-                             {"vocab", "dim", "layers", "heads", "kv_heads", "seq_len", "expansion",
-                              "mode", "norm", "norm_eps", "ffn", "rope", "bias",
-                              "learned_positions", "tied_head", "attnres_block_size"}),
-               c.model);
+    read_model(SectionReader(*m, "model", source, keys[0].second), c.model);
   if (const Value* t = top.find("training"))
-    read_training(SectionReader(*t, "training", source,
-                                {"steps", "batch", "clip", "lr", "beta1", "beta2", "eps",
-                                 "weight_decay", "decay", "schedule", "warmup", "min_lr_ratio",
-                                 "init", "seed", "sequential", "accum", "zero"}),
-                  c.training);
+    read_training(SectionReader(*t, "training", source, keys[1].second), c.training);
   if (const Value* d = top.find("data"))
-    read_data(SectionReader(*d, "data", source,
-                            {"dataset", "train_limit", "eval_limit", "eval_windows", "eval_full"}),
-              c.data);
+    read_data(SectionReader(*d, "data", source, keys[2].second), c.data);
   try {
     c.validate();
   } catch (const std::exception& e) {

@@ -9,7 +9,8 @@
 //                 ffn, rope, bias, learned_positions, tied_head, attnres_block_size},
 //    "training": {steps, batch, clip, lr, beta1, beta2, eps, weight_decay, decay, schedule,
 //                 warmup, min_lr_ratio, init, seed, sequential, accum, zero},
-//    "data":     {dataset, train_limit, eval_limit, eval_windows, eval_full}}
+//    "data":     {dataset, validation_fraction, full_byte_alphabet, train_limit, eval_limit,
+//                 eval_windows, eval_full}}
 // Reading refuses unknown keys, wrong types and configs validate() refuses, naming the key.
 //
 // The vocabulary size is model.vocab: the BPE tokenizer is trained to it and the model then takes
@@ -28,6 +29,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/micro_lm.h"
@@ -68,13 +70,21 @@ struct TrainingConfig {
 // for cosine, none for constant.
 int64_t default_warmup_steps(Schedule::Kind kind, int64_t steps);
 
-// The data of a run. Defaults: WikiText-2, every id, the reference's 32 evaluation windows.
+// The data of a run. Defaults: WikiText-2, every id, the reference's 32 evaluation windows, a
+// tokenizer whose alphabet is all 256 bytes.
 struct DataConfig {
-  std::string dataset = "wikitext-2";  // wikitext-2 | tiny-shakespeare
-  int64_t train_limit = 0;             // train ids used (the first ones); 0 = all
-  int64_t eval_limit = 0;              // validation (and test) ids used; 0 = all
-  int64_t eval_windows = 32;           // windows of seq_len in the evaluation; 0 = every window
-  bool eval_full = false;              // also evaluate every window of the validation split
+  // wikitext-2 | tiny-shakespeare | a path: your own text file or a folder of train.txt,
+  // validation.txt (or valid.txt, val.txt) and optionally test.txt (train/data/text_corpus.h)
+  std::string dataset = "wikitext-2";
+  // Own text without a validation file: the last fraction of it (from a line start) is held out.
+  double validation_fraction = 0.1;
+  // true: the BPE alphabet is all 256 bytes, so any text round-trips; false: only the bytes the
+  // tokenizer's training text holds, as the reference's tokenizer (the parity protocol's).
+  bool full_byte_alphabet = true;
+  int64_t train_limit = 0;    // train ids used (the first ones); 0 = all
+  int64_t eval_limit = 0;     // validation (and test) ids used; 0 = all
+  int64_t eval_windows = 32;  // windows of seq_len in the evaluation; 0 = every window
+  bool eval_full = false;     // also evaluate every window of the validation split
 };
 
 struct RunConfig {
@@ -96,6 +106,10 @@ json::Value to_json(const RunConfig& config);
 // The inverse of to_json; absent keys keep their defaults (model.kv_heads defaults to
 // model.heads). Errors name `source` and the key ("cfg.json: training.steps: ...").
 RunConfig run_config_from_json(const json::Value& value, const std::string& source = "run config");
+// The keys each section accepts, in the JSON's order: {"model", {"vocab", ...}}, {"training", ...},
+// {"data", ...}. The reader refuses any other; the README's "Run configuration" table lists each
+// (a test checks that it does, with the default to_json(RunConfig{}) gives).
+const std::vector<std::pair<std::string, std::vector<std::string>>>& run_config_keys();
 
 // Named presets: "micro" (the reference's model and run, RunConfig{}), "small" (d256, 8 layers,
 // 8 heads, seq 256, batch 8) and "base" (vocab 50304, d768, 12 layers, 12 heads, seq 256, FFN 4x,

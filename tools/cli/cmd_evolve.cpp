@@ -12,11 +12,13 @@
 #include "tools/cli/shared_flags.h"
 #include "train/data/corpus.h"
 #include "train/data/data_files.h"
+#include "train/data/text_corpus.h"
 #include "train/experiments/evolve.h"
 #include "train/experiments/reproduce.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
 #include "train/io/run_record.h"
+#include "train/stop.h"
 
 namespace dg::cli {
 
@@ -38,7 +40,9 @@ int cmd_evolve(int argc, char** argv, int start) {
           "validation NLL + z·stderr; the test split is evaluated once at the end (baseline and "
           "champion).");
   f.add("model", "micro-llm", "model family (only micro-llm)")
-      .add("dataset", "wikitext-2", "data set (only wikitext-2)")
+      .add("dataset", "wikitext-2",
+           "wikitext-2, or your own text: a file (its last 10% held out for validation) or a "
+           "folder of train.txt, validation.txt (or valid.txt, val.txt) and optionally test.txt")
       .add("direction", defaults.direction,
            "research direction (English or Chinese keywords steer the search space)")
       .add("generations", "2", "generations after the baseline")
@@ -64,7 +68,8 @@ int cmd_evolve(int argc, char** argv, int start) {
            "where run directories (micro-llm-<timestamp>) are created")
       .add("resume", "",
            "continue the run in this directory after its last finished trial (reads its "
-           "result.json)");
+           "result.json); the search settings are the recorded ones, but --generations may "
+           "raise them to add generations to a finished search");
   add_threads_flag(add_data_location_flags(f)).add_switch("quiet", "no progress output");
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
@@ -77,7 +82,8 @@ int cmd_evolve(int argc, char** argv, int start) {
   if (resuming) {
     std::string given;
     for (const char* name : kSearchFlags)
-      if (f.given(name)) given += fmt::format("{}--{}", given.empty() ? "" : ", ", name);
+      if (f.given(name) && std::string(name) != "generations")
+        given += fmt::format("{}--{}", given.empty() ? "" : ", ", name);
     if (!given.empty())
       throw UsageError(
           fmt::format("--resume takes the search settings from the recorded run; drop {}", given));
@@ -89,13 +95,15 @@ int cmd_evolve(int argc, char** argv, int start) {
     resume = json::parse(read_file(path), path);
     o = evolve_options_from_config(resume.at("config"));
     o.run_dir = dir;
+    // More generations may be added to a run, finished or not (never fewer: the search refuses).
+    if (f.given("generations")) o.generations = f.get_int("generations");
   } else {
     o.model = f.get("model");
     if (o.model != "micro-llm")
       throw UsageError(fmt::format("--model: only micro-llm is supported, got '{}'", o.model));
     o.dataset = f.get("dataset");
-    if (o.dataset != "wikitext-2")
-      throw UsageError(fmt::format("--dataset: only wikitext-2 is supported, got '{}'", o.dataset));
+    if (o.dataset == "tiny-shakespeare")
+      throw UsageError("--dataset: evolve takes wikitext-2 or your own text, not tiny-shakespeare");
     o.direction = f.get("direction");
     o.generations = f.get_int("generations");
     o.population = f.get_int("population");
@@ -146,15 +154,21 @@ int cmd_evolve(int argc, char** argv, int start) {
   o.threads = apply_threads_flag(f);
 
   // ---- data, once ----
-  const DataLocation data = resolve_data_location(f);
+  // Own text: a tokenizer over all 256 bytes, 10% held out when there is no validation file
+  // (train/data/text_corpus.h); the test split is the validation split when there is no test.txt.
+  const bool own_text = !is_builtin_dataset(o.dataset);
+  const DataLocation data = resolve_data_location(f, !own_text);
   CorpusOptions co;
+  co.full_byte_alphabet = own_text;
   co.data_dir = data.data_dir;
   co.cache_dir = data.cache_dir;
   co.vocab_size = static_cast<int>(o.vocab);
   co.train_limit = 0;  // the whole train split; batches are random windows of it
   co.eval_limit = 0;   // the evaluation takes its windows from the split's start
   Progress progress(f.get_bool("quiet"));
-  Corpus corpus = load_wikitext_corpus(co);
+  TextSplit split;
+  Corpus corpus =
+      own_text ? load_text_corpus(o.dataset, 0.1, co, &split) : load_wikitext_corpus(co);
   progress.message(fmt::format(
       "tokenizer: BPE-{} ({}); {} train, {} validation, {} test ids", corpus.tokenizer.vocab_size(),
       corpus.tokenizer_from_cache ? "cache"
@@ -162,13 +176,14 @@ int cmd_evolve(int argc, char** argv, int start) {
       corpus.train.size(), corpus.validation.size(), corpus.test.size()));
   {
     json::Value ds;
-    ds["name"] = "WikiText-2";
-    ds["dataset_dir"] = data.data_dir;
+    ds["name"] = own_text ? split.description : "WikiText-2";
+    if (!own_text) ds["dataset_dir"] = data.data_dir;
     ds["train_tokens"] = static_cast<int64_t>(corpus.train.size());
     ds["validation_tokens"] = static_cast<int64_t>(corpus.validation.size());
     ds["test_tokens"] = static_cast<int64_t>(corpus.test.size());
     ds["vocab_size"] = corpus.tokenizer.vocab_size();
-    ds["tokenizer"] = "byte-level BPE trained on WikiText-2 train + Tiny Shakespeare";
+    ds["tokenizer"] = own_text ? "byte-level BPE (all 256 bytes) trained on the train part"
+                               : "byte-level BPE trained on WikiText-2 train + Tiny Shakespeare";
     ds["tokenizer_sha256"] = corpus.tokenizer_sha256;
     json::Value sha;
     for (const auto& [path, hash] : corpus.dataset_sha256) sha[path] = hash;
@@ -196,6 +211,9 @@ int cmd_evolve(int argc, char** argv, int start) {
                               run.seed_index + 1, run.seed_count),
                   log.step, log.steps, log.loss, log.tokens_per_second,
                   (static_cast<double>(done) + within) / static_cast<double>(planned));
+    if (log.step + 1 < log.steps)
+      stop_if_requested(
+          fmt::format("in trial {} after step {} of {}", run.trial_id, log.step + 1, log.steps));
   };
   TrialTrainer trainer =
       make_micro_lm_trainer(corpus.train, corpus.validation, corpus.test,
@@ -206,8 +224,22 @@ int cmd_evolve(int argc, char** argv, int start) {
                   resuming ? " (resume)" : "", o.generations, o.population, o.trial_seeds,
                   genome_summary(o.baseline), o.threads, o.run_dir));
   EvolveOutput out;
+  install_stop_handlers();
   try {
     out = run_evolution(o, trainer, resuming ? &resume : nullptr);
+  } catch (const Interrupted& e) {
+    progress.finish();
+    std::vector<std::string> drop(std::begin(kSearchFlags), std::end(kSearchFlags));
+    drop.insert(drop.end(), {"resume", "output-dir"});
+    if (file_exists(o.run_dir + "/result.json"))
+      fmt::print(stderr,
+                 "depthgrad evolve: {}; the finished trials are in {} (the trial in training "
+                 "starts again)\nresume with:\n  {}\n",
+                 e.what(), o.run_dir, resume_command(argc, argv, drop, {{"resume", o.run_dir}}));
+    else
+      fmt::print(stderr, "depthgrad evolve: {}; no trial had finished, nothing to resume\n",
+                 e.what());
+    return e.exit_code();
   } catch (...) {
     progress.finish();
     if (file_exists(o.run_dir + "/result.json"))

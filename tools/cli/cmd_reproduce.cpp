@@ -15,6 +15,7 @@
 #include "train/experiments/reproduce.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
+#include "train/stop.h"
 
 namespace dg::cli {
 
@@ -64,7 +65,12 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
       .add("eval", "", "reference | full (parity: reference; paired: full)")
       .add("train-tokens", "", "train ids used (parity: 120000; paired: 0 = all)");
   add_threads_flag(f)
-      .add("state-file", "", "JSON file to resume a multi-seed run where it stopped")
+      .add("state-file", "",
+           "JSON file of the finished arms, to resume a run where it stopped (default: "
+           "state.json in the run directory)")
+      .add("resume", "",
+           "continue the run in this directory (its state.json and the checkpoint of the arm "
+           "that was training); give the run's other flags as before")
       .add_switch("quiet", "no progress output");
   if (!f.parse(argc, argv, start)) {
     if (world.rank() == 0) fmt::print("{}", f.help());
@@ -119,9 +125,26 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   o.cache_dir = data.cache_dir;
   o.output_dir = f.get("output-dir");
   o.threads = apply_threads_flag(f);
-  o.state_file = f.get("state-file");
-  o.run_dir = default_run_dir(o.output_dir, o.paper);
-  if (writes) o.run_dir = make_unique_dir(o.run_dir);  // exclusive: never shared with another run
+  const bool resuming = f.given("resume");
+  if (resuming && world.size() > 1)
+    throw UsageError("--resume: a run is resumed by one process (not under mpirun)");
+  if (resuming) {
+    o.run_dir = f.get("resume");
+    while (o.run_dir.size() > 1 && o.run_dir.back() == '/') o.run_dir.pop_back();
+    if (!dir_exists(o.run_dir))
+      throw std::runtime_error(fmt::format("--resume: {} does not exist", o.run_dir));
+  } else {
+    o.run_dir = default_run_dir(o.output_dir, o.paper);
+    if (writes) o.run_dir = make_unique_dir(o.run_dir);  // exclusive: never shared with another run
+  }
+  // One process keeps its finished arms (state.json) and the arm in training (checkpoints/) in
+  // the run folder; over MPI ranks neither is kept (a rank-spread run restarts when stopped).
+  if (world.size() == 1) {
+    o.state_file = f.given("state-file") ? f.get("state-file") : o.run_dir + "/state.json";
+    o.arm_checkpoint_dir = o.run_dir + "/checkpoints";
+  }
+  if (writes) make_dirs(o.run_dir);
+  install_stop_handlers();
 
   Progress progress(f.get_bool("quiet") || !writes, writes ? o.run_dir + "/steps.jsonl" : "");
   progress.message(fmt::format(
@@ -155,14 +178,28 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   ReproduceOutput out;
   try {
     out = run_reproduce(o);
+  } catch (const Interrupted& e) {
+    progress.finish();
+    fmt::print(stderr,
+               "depthgrad reproduce: {}; finished arms are in {}, the arm in training is saved "
+               "in {}/\nresume with:\n  {}\n",
+               e.what(), o.state_file, o.arm_checkpoint_dir,
+               resume_command(argc, argv, {"resume", "output-dir"}, {{"resume", o.run_dir}}));
+    return e.exit_code();
   } catch (...) {
     progress.finish();
-    std::error_code ec;
-    if (writes) std::filesystem::remove_all(o.run_dir, ec);  // no half-written run directories
+    // No half-written run directories: a run that failed before any arm finished leaves
+    // nothing; one with finished arms (or one being resumed) keeps them for --resume.
+    if (writes && !resuming && !file_exists(o.run_dir + "/state.json")) {
+      std::error_code ec;
+      std::filesystem::remove_all(o.run_dir, ec);
+    }
     throw;
   }
   progress.finish();
   if (!writes) return 0;
+  std::error_code ignored;
+  std::filesystem::remove(o.arm_checkpoint_dir, ignored);  // empty once every arm is done
   fmt::print("{}", out.table);
   fmt::print("wall time: {:.2f} s\n", out.result.at("runtime").at("wall_seconds").as_double());
   fmt::print("{}: {}/report.md\n", o.paper, out.run_dir);

@@ -21,47 +21,57 @@
 #include "train/checkpoint.h"
 #include "train/data/corpus.h"
 #include "train/data/data_files.h"
+#include "train/data/text_corpus.h"
 #include "train/evaluation.h"
 #include "train/io/files.h"
 #include "train/io/run_record.h"
 #include "train/io/safetensors.h"
 #include "train/memory_budget.h"
 #include "train/run_config.h"
+#include "train/stop.h"
 #include "train/trained_model.h"
 #include "train/trainer.h"
 
 namespace dg::cli {
 
 namespace {
-// Token ids of a run config's data: wikitext-2 (train/validation/test splits) or tiny-shakespeare
-// (first 90% train, last 10% validation and test), each cut to data.train_limit / eval_limit.
+// Token ids of a run config's data: wikitext-2 (train/validation/test splits), tiny-shakespeare
+// (first 90% train, last 10% validation and test) or your own text (train/data/text_corpus.h),
+// each cut to data.train_limit / eval_limit.
 struct Splits {
   Corpus corpus;
   std::vector<int32_t> train, validation, test;
+  std::string description;  // where the splits came from, for messages
 };
-Splits load_splits(const DataConfig& config, const std::string& data_dir,
-                   const std::string& cache_dir, int vocab) {
-  const std::string& dataset = config.dataset;
-  if (dataset != "wikitext-2" && dataset != "tiny-shakespeare")
-    throw UsageError(
-        fmt::format("--dataset: expected wikitext-2 or tiny-shakespeare, got '{}'", dataset));
+Splits load_splits(const DataConfig& config, const DataLocation& where, int vocab) {
   CorpusOptions co;
-  co.data_dir = data_dir;
-  co.cache_dir = cache_dir;
+  co.data_dir = where.data_dir;
+  co.cache_dir = where.cache_dir;
   co.vocab_size = vocab;
+  co.full_byte_alphabet = config.full_byte_alphabet;
   co.train_limit = co.eval_limit = co.narrative_limit = 0;
   Splits s;
-  s.corpus = load_wikitext_corpus(co);
-  if (dataset == "wikitext-2") {
+  if (!is_builtin_dataset(config.dataset)) {
+    TextSplit split;
+    s.corpus = load_text_corpus(config.dataset, config.validation_fraction, co, &split);
     s.train = s.corpus.train;
     s.validation = s.corpus.validation;
     s.test = s.corpus.test;
+    s.description = split.description;
   } else {
-    const auto& n = s.corpus.narrative;
-    size_t cut = n.size() * 9 / 10;
-    s.train.assign(n.begin(), n.begin() + cut);
-    s.validation.assign(n.begin() + cut, n.end());
-    s.test = s.validation;
+    s.corpus = load_wikitext_corpus(co);
+    s.description = config.dataset;
+    if (config.dataset == "wikitext-2") {
+      s.train = s.corpus.train;
+      s.validation = s.corpus.validation;
+      s.test = s.corpus.test;
+    } else {
+      const auto& n = s.corpus.narrative;
+      size_t cut = n.size() * 9 / 10;
+      s.train.assign(n.begin(), n.begin() + cut);
+      s.validation.assign(n.begin() + cut, n.end());
+      s.test = s.validation;
+    }
   }
   auto cut = [](std::vector<int32_t>& ids, int64_t limit) {
     if (limit > 0 && static_cast<int64_t>(ids.size()) > limit)
@@ -97,9 +107,19 @@ void keep_log_before(const std::string& path, int64_t step) {
   write_file_atomic(path, kept);
 }
 
-// --dataset, the data location flags, --vocab, --threads (train and eval)
+// A split too short for one window of seq_len + 1 tokens cannot be trained or evaluated on.
+void check_split_length(const std::vector<int32_t>& ids, const char* split, int64_t seq_len,
+                        const std::string& source) {
+  if (static_cast<int64_t>(ids.size()) < seq_len + 1)
+    throw std::runtime_error(fmt::format(
+        "{}: the {} split has {} tokens, fewer than seq_len + 1 = {}; give more text{}", source,
+        split, ids.size(), seq_len + 1,
+        std::string(split) == "validation" ? " or a larger --validation-fraction" : ""));
+}
+
+// --dataset, --validation-fraction, the data location flags, --vocab, --threads (train and eval)
 void add_data_flags(Flags& f) {
-  f.add("dataset", "wikitext-2", "wikitext-2 | tiny-shakespeare");
+  add_dataset_flags(f);
   add_data_location_flags(f).add("vocab", "512", "BPE vocabulary size");
   add_threads_flag(f);
 }
@@ -108,10 +128,13 @@ void add_data_flags(Flags& f) {
 // The train command on one rank; `agreed` is set once every rank is known to run the same
 // settings (from then on an error every rank raises alike is reported once instead of aborting).
 static int train_on_rank(int argc, char** argv, int start, World& world, bool& agreed) {
-  Flags f("train",
-          "Train a micro-LM. Settings come from --config (a JSON file, see README) and/or flags\n"
-          "(flags given explicitly override the config file).");
-  f.add("config", "", "JSON run config: {model, training, data} as written to <output>/config.json")
+  Flags f(
+      "train",
+      "Train a micro-LM. Settings come from --config (a JSON file; README section \"Run\n"
+      "configuration\" lists every key with its type, default and meaning) and/or flags (flags\n"
+      "given explicitly override the config file).");
+  f.add("config", "",
+        "JSON run config: {model, training, data} as written to <output-dir>/config.json")
       .add("mode", "rd_attnres",
            "standard | block_attnres | rd_attnres | paper_block_attnres | paper_rd_attnres")
       .add("dim", "64", "model width")
@@ -130,7 +153,9 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
       .add("init", "identical", "parity | identical")
       .add("seed", "42", "seed")
       .add("clip", "1.0", "gradient clipping max norm (0 = off)")
-      .add("output", "runs/train/latest", "output directory (config, log, checkpoints, weights)")
+      .add("output-dir", "runs/train/latest",
+           "output directory (config, log, checkpoints, weights)")
+      .alias("output")
       .add("checkpoint-every", "200", "steps between training checkpoints (0 = only at the end)")
       .add("eval-every", "0", "steps between validation evaluations (0 = only at the end)")
       .add("eval-windows", "32", "validation windows per evaluation (0 = the whole split)")
@@ -187,10 +212,9 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   training.schedule.lr = training.adamw.lr;
   training.schedule.total_steps = training.steps;
   take("dataset", [&] { run.data.dataset = f.get("dataset"); });
+  take("validation-fraction",
+       [&] { run.data.validation_fraction = f.get_double("validation-fraction"); });
   take("eval-windows", [&] { run.data.eval_windows = f.get_int("eval-windows"); });
-  if (run.data.dataset != "wikitext-2" && run.data.dataset != "tiny-shakespeare")
-    throw UsageError(fmt::format("--dataset: expected wikitext-2 or tiny-shakespeare, got '{}'",
-                                 run.data.dataset));
   // Every rank must be asked the same before anything is refused or run (ranks.h).
   check_same_flags(world, f, to_json(run));
   agreed = true;
@@ -201,11 +225,13 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
                     fmt::format("training {} with batch {}", model.describe(), training.batch));
   const bool writes = world.rank() == 0;  // rank 0 prints and writes the run's files
 
-  const DataLocation where = resolve_data_location(f);
+  const bool own_text = !is_builtin_dataset(run.data.dataset);
+  const DataLocation where = resolve_data_location(f, !own_text);
   if (!writes) world.collectives().barrier();  // rank 0 fills the tokenizer cache first
-  Splits data =
-      load_splits(run.data, where.data_dir, where.cache_dir, static_cast<int>(model.vocab));
+  Splits data = load_splits(run.data, where, static_cast<int>(model.vocab));
   if (writes) world.collectives().barrier();
+  check_split_length(data.train, "train", model.seq_len, data.description);
+  check_split_length(data.validation, "validation", model.seq_len, data.description);
   model.vocab = data.corpus.tokenizer.vocab_size();  // the model takes the tokenizer's size
   const TrainerConfig cfg = trainer_config(run);
   const int64_t global_batch = world.size() * cfg.accum * cfg.batch;
@@ -216,7 +242,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
                     "windows of {}",
                     data.train.size(), global_batch, cfg.model.seq_len));
   TrainSamples samples(f, data.corpus.tokenizer, cfg.seed);
-  const std::string out = f.get("output");
+  const std::string out = f.get("output-dir");
   // Nothing in the output folder changes until the checkpoint to resume from passed every check:
   // a refused resume leaves config.json and steps.jsonl as they were.
   Trainer trainer(cfg, data.train, &world.collectives());
@@ -232,52 +258,74 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   Progress progress(f.get_bool("quiet") || !writes, writes ? out + "/steps.jsonl" : "", resuming);
   progress.set_prior_seconds(trainer.wall_seconds());
   progress.message(
-      fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {} thread(s)",
+      fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {} thread(s), "
+                  "OMP_WAIT_POLICY={}",
                   cfg.model.describe(), trainer.model().parameter_count(), cfg.steps,
-                  run.data.dataset, data.train.size(), threads));
+                  data.description, data.train.size(), threads,
+                  std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset"));
   if (world.size() > 1 || cfg.accum > 1) progress.message(layout_line(world, trainer));
   const int64_t checkpoint_every = f.get_int("checkpoint-every"),
                 eval_every = f.get_int("eval-every");
   const int64_t windows = run.data.eval_windows;
-  auto eval_starts = [&] {
-    const int64_t n = static_cast<int64_t>(data.validation.size());
-    return windows > 0 ? reference_eval_starts(n, cfg.model.seq_len, windows)
-                       : full_eval_starts(n, cfg.model.seq_len);
-  };
+  const std::vector<int64_t> eval_starts =
+      windows > 0
+          ? reference_eval_starts(static_cast<int64_t>(data.validation.size()), cfg.model.seq_len,
+                                  windows)
+          : full_eval_starts(static_cast<int64_t>(data.validation.size()), cfg.model.seq_len);
+  // What a printed validation loss was computed on.
+  const std::string eval_what =
+      windows > 0
+          ? fmt::format("{} validation windows of {} tokens", eval_starts.size(), cfg.model.seq_len)
+          : fmt::format("the full validation split: {} windows of {} tokens", eval_starts.size(),
+                        cfg.model.seq_len);
   const std::string ckpt = out + "/checkpoint.safetensors";
-  trainer.run(cfg.steps, [&](const StepLog& log) {
-    progress.step("[train]", log.step, log.steps, log.loss, log.tokens_per_second,
-                  static_cast<double>(log.step + 1) / static_cast<double>(cfg.steps));
-    json::Value j;
-    j["step"] = log.step;
-    if (log.skipped) {  // its loss is not a JSON number: the log says what was skipped
-      j["skipped"] = true;
-      j["loss"] = fmt::format("{}", log.loss);
-      j["skipped_steps"] = log.skipped_steps;
-      progress.message(
-          fmt::format("step {}: the loss ({}) or a gradient is not finite: step "
-                      "skipped ({} so far)",
-                      log.step + 1, log.loss, log.skipped_steps));
-    } else {
-      j["loss"] = log.loss;
-      j["grad_norm"] = log.grad_norm;
-      j["clipped"] = log.clipped;
-      j["lr"] = log.lr;
-      j["tokens_per_second"] = log.tokens_per_second;
-      if (log.skipped_steps > 0) j["skipped_steps"] = log.skipped_steps;
-      if (writes && eval_every > 0 && (log.step + 1) % eval_every == 0) {
-        double v =
-            evaluate_windows(trainer.model(), data.validation, eval_starts(), cfg.model.seq_len);
-        j["validation_loss"] = v;
-        progress.message(fmt::format("step {}: validation loss {:.4f} (perplexity {:.2f})",
-                                     log.step + 1, v, std::exp(std::min(v, 20.0))));
+  // Ctrl-C / SIGTERM stop at a step boundary in one process; over MPI ranks mpirun ends the job
+  // (the ranks could not agree on the step to stop at) and the last checkpoint resumes.
+  if (world.size() == 1) install_stop_handlers();
+  try {
+    trainer.run(cfg.steps, [&](const StepLog& log) {
+      progress.step("[train]", log.step, log.steps, log.loss, log.tokens_per_second,
+                    static_cast<double>(log.step + 1) / static_cast<double>(cfg.steps));
+      json::Value j;
+      j["step"] = log.step;
+      if (log.skipped) {  // its loss is not a JSON number: the log says what was skipped
+        j["skipped"] = true;
+        j["loss"] = fmt::format("{}", log.loss);
+        j["skipped_steps"] = log.skipped_steps;
+        progress.message(
+            fmt::format("step {}: the loss ({}) or a gradient is not finite: step "
+                        "skipped ({} so far)",
+                        log.step + 1, log.loss, log.skipped_steps));
+      } else {
+        j["loss"] = log.loss;
+        j["grad_norm"] = log.grad_norm;
+        j["clipped"] = log.clipped;
+        j["lr"] = log.lr;
+        j["tokens_per_second"] = log.tokens_per_second;
+        if (log.skipped_steps > 0) j["skipped_steps"] = log.skipped_steps;
+        if (writes && eval_every > 0 && (log.step + 1) % eval_every == 0) {
+          double v =
+              evaluate_windows(trainer.model(), data.validation, eval_starts, cfg.model.seq_len);
+          j["validation_loss"] = v;
+          progress.message(fmt::format("step {}: validation loss {:.4f} (perplexity {:.2f}) on {}",
+                                       log.step + 1, v, std::exp(std::min(v, 20.0)), eval_what));
+        }
+        if (writes) samples.after_step(log.step + 1, trainer.model(), progress);
       }
-      if (writes) samples.after_step(log.step + 1, trainer.model(), progress);
-    }
-    progress.log_json(json::dump(j));
-    if (checkpoint_every > 0 && (log.step + 1) % checkpoint_every == 0 && log.step + 1 < cfg.steps)
-      trainer.save_checkpoint(ckpt);
-  });
+      progress.log_json(json::dump(j));
+      if (checkpoint_every > 0 && (log.step + 1) % checkpoint_every == 0 &&
+          log.step + 1 < cfg.steps)
+        trainer.save_checkpoint(ckpt);
+      if (world.size() == 1 && log.step + 1 < cfg.steps)
+        stop_if_requested(fmt::format("after step {} of {}", log.step + 1, cfg.steps));
+    });
+  } catch (const Interrupted& e) {
+    progress.finish();
+    trainer.save_checkpoint(ckpt);
+    fmt::print(stderr, "depthgrad train: {}; checkpoint saved: {}\nresume with:\n  {}\n", e.what(),
+               ckpt, resume_command(argc, argv, {"resume"}, {{"resume", ckpt}}));
+    return e.exit_code();
+  }
   progress.finish();
   trainer.save_checkpoint(ckpt);
   if (!writes) return 0;
@@ -285,7 +333,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
       {"depthgrad.config", json::dump(to_json(run))},
       {"depthgrad.tokenizer_sha256", data.corpus.tokenizer_sha256}};
   save_weights(out + "/model.safetensors", trainer.model(), meta);
-  double v = evaluate_windows(trainer.model(), data.validation, eval_starts(), cfg.model.seq_len);
+  double v = evaluate_windows(trainer.model(), data.validation, eval_starts, cfg.model.seq_len);
   if (!std::isfinite(v))  // possible after skipped steps: the weights are finite but overflow
     throw std::runtime_error(fmt::format(
         "the validation loss is {} after {} steps ({} skipped): the trained model's forward "
@@ -293,26 +341,38 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
         v, trainer.step(), trainer.skipped_steps(), out));
   json::Value summary;
   summary["config"] = to_json(run);
+  summary["dataset"] = data.description;
+  json::Value sha;
+  for (const auto& [name, hash] : data.corpus.dataset_sha256) sha[name] = hash;
+  summary["dataset_sha256"] = sha;
+  summary["tokenizer_sha256"] = data.corpus.tokenizer_sha256;
   summary["steps"] = trainer.step();
   summary["final_train_loss"] = trainer.losses().empty() ? 0.0 : trainer.losses().back();
   summary["validation_loss"] = v;
   summary["validation_perplexity"] = std::exp(std::min(v, 20.0));
   summary["validation_windows"] = windows;
+  summary["validation_tokens"] = static_cast<int64_t>(eval_starts.size()) * cfg.model.seq_len;
   summary["clipped_steps"] = trainer.clipped_steps();
   summary["skipped_steps"] = trainer.skipped_steps();
   summary["wall_seconds"] = trainer.wall_seconds();  // every session of the run, resumes included
+  double full = 0;
+  int64_t full_tokens = 0;
   if (run.data.eval_full) {
     const std::vector<int64_t> all =
         full_eval_starts(static_cast<int64_t>(data.validation.size()), cfg.model.seq_len);
-    summary["full_validation_loss"] =
-        evaluate_windows(trainer.model(), data.validation, all, cfg.model.seq_len);
+    full = evaluate_windows(trainer.model(), data.validation, all, cfg.model.seq_len);
+    full_tokens = static_cast<int64_t>(all.size()) * cfg.model.seq_len;
+    summary["full_validation_loss"] = full;
+    summary["full_validation_tokens"] = full_tokens;
   }
   summary["provenance"] = provenance_json(threads);
   write_file_atomic(out + "/summary.json", json::dump(summary, 2) + "\n");
-  fmt::print(
-      "validation loss {:.6f} perplexity {:.3f} after {} steps\nweights: "
-      "{}/model.safetensors\ncheckpoint: {}\n",
-      v, std::exp(std::min(v, 20.0)), trainer.step(), out, ckpt);
+  fmt::print("validation loss {:.6f} perplexity {:.3f} after {} steps ({})\n", v,
+             std::exp(std::min(v, 20.0)), trainer.step(), eval_what);
+  if (run.data.eval_full)
+    fmt::print("full validation loss {:.6f} perplexity {:.3f} ({} tokens)\n", full,
+               std::exp(std::min(full, 20.0)), full_tokens);
+  fmt::print("weights: {}/model.safetensors\ncheckpoint: {}\n", out, ckpt);
   return 0;
 }
 
@@ -341,11 +401,32 @@ int cmd_eval(int argc, char** argv, int start) {
   TrainedModel trained = load_trained_model(path);
   const TrainerConfig& cfg = trained.config;
   MicroLM& model = *trained.model;
-  DataConfig split_data;  // the flags' dataset, every id
+  // The flags' dataset, every id, with the tokenizer alphabet and held-out fraction the model
+  // was trained with (final weights record the run's data section; a training checkpoint's run
+  // is in the config.json beside it), so the tokenizer is the model's.
+  RunConfig recorded;
+  if (auto it = trained.metadata.find("depthgrad.config"); it != trained.metadata.end()) {
+    const json::Value saved = json::parse(it->second, path);
+    if (const json::Value* data = saved.find("data")) {
+      recorded = run_config_from_json(saved, path);
+      // Written before the key existed: the reference's alphabet was the only one.
+      if (!data->find("full_byte_alphabet")) recorded.data.full_byte_alphabet = false;
+    }
+  }
+  const std::string beside = (std::filesystem::path(path).parent_path() / "config.json").string();
+  if (!trained.metadata.count("depthgrad.tokenizer_sha256") && file_exists(beside))
+    recorded = run_config_from_json(json::parse(read_file(beside), beside), beside);
+  DataConfig split_data;
   split_data.dataset = f.get("dataset");
-  const DataLocation where = resolve_data_location(f);
-  Splits data =
-      load_splits(split_data, where.data_dir, where.cache_dir, static_cast<int>(cfg.model.vocab));
+  split_data.full_byte_alphabet = recorded.data.full_byte_alphabet;
+  split_data.validation_fraction = f.given("validation-fraction")
+                                       ? f.get_double("validation-fraction")
+                                       : recorded.data.validation_fraction;
+  if (!(split_data.validation_fraction > 0 && split_data.validation_fraction <= 0.5))
+    throw UsageError(fmt::format("--validation-fraction: must be in (0, 0.5], got {}",
+                                 split_data.validation_fraction));
+  const DataLocation where = resolve_data_location(f, is_builtin_dataset(split_data.dataset));
+  Splits data = load_splits(split_data, where, static_cast<int>(cfg.model.vocab));
   check_tokenizer_sha256(trained, path, data.corpus.tokenizer_sha256, "this data gives");
   const std::string split = f.get("split");
   const std::vector<int32_t>* ids = split == "train"        ? &data.train
@@ -368,7 +449,8 @@ int cmd_eval(int argc, char** argv, int start) {
 
 int cmd_tokenize(int argc, char** argv, int start) {
   Flags f("tokenize",
-          "Byte-level BPE identical to Hugging Face tokenizers.\n"
+          "Byte-level BPE identical to Hugging Face tokenizers (trained with all 256 bytes in its\n"
+          "alphabet, so any text round-trips, unless --reference-alphabet).\n"
           "  --action train   train on --input files (default: WikiText-2 train + Tiny "
           "Shakespeare) -> --output tokenizer.json\n"
           "  --action encode  print the ids of --input (or --text) under --tokenizer\n"
@@ -381,11 +463,16 @@ int cmd_tokenize(int argc, char** argv, int start) {
       .add("output", "tokenizer.json", "where train writes the tokenizer")
       .add("vocab", "512", "vocabulary size for train")
       .add("min-frequency", "2", "minimum pair count for a merge")
+      .add_switch("reference-alphabet",
+                  "train: only the bytes the input holds (the reference's tokenizer; other bytes "
+                  "encode to <unk>) instead of all 256")
       .add("dataset-dir", "", "data directory for the default training corpus");
+  add_threads_flag(f);
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
     return 0;
   }
+  apply_threads_flag(f);
   const std::string action = f.get("action");
   auto split_list = [](const std::string& s) {
     std::vector<std::string> out;
@@ -409,9 +496,9 @@ int cmd_tokenize(int argc, char** argv, int start) {
     }
     std::vector<std::string_view> views(texts.begin(), texts.end());
     auto t0 = std::chrono::steady_clock::now();
-    BpeTokenizer tok = train_bpe(views, static_cast<int>(f.get_int("vocab")),
-                                 static_cast<int>(f.get_int("min-frequency")),
-                                 {"<pad>", "<unk>", "<bos>", "<eos>"});
+    BpeTokenizer tok = train_bpe(
+        views, static_cast<int>(f.get_int("vocab")), static_cast<int>(f.get_int("min-frequency")),
+        {"<pad>", "<unk>", "<bos>", "<eos>"}, !f.get_bool("reference-alphabet"));
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     tok.save(f.get("output"));
     auto merges = tok.merges();
@@ -437,7 +524,7 @@ int cmd_tokenize(int argc, char** argv, int start) {
         throw UsageError(fmt::format("--ids: '{}' is not an id", s));
       }
     }
-    fmt::print("{}", tok.decode(ids));
+    fmt::print("{}\n", tok.decode(ids));
     return 0;
   }
   throw UsageError(fmt::format("--action: expected train, encode or decode, got '{}'", action));

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -44,6 +45,7 @@ const std::map<std::string, FlagRange>& flag_ranges() {
       // and generate check those with messages of their own)
       {"clip", {0, 1e30}},
       {"confidence-z", {0, 1e6}},
+      {"validation-fraction", {0, 0.5, true}},  // (0, 0.5]
   };
   return ranges;
 }
@@ -65,12 +67,18 @@ void check_range(const std::string& name, double x, const std::string& text) {
 
 Flags& Flags::add(const std::string& name, const std::string& default_value,
                   const std::string& help) {
-  flags_.push_back(Flag{name, default_value, default_value, help, false, false});
+  flags_.push_back(Flag{name, default_value, default_value, help, false, false, {}});
   return *this;
 }
 
 Flags& Flags::add_switch(const std::string& name, const std::string& help) {
-  flags_.push_back(Flag{name, "false", "false", help, true, false});
+  flags_.push_back(Flag{name, "false", "false", help, true, false, {}});
+  return *this;
+}
+
+Flags& Flags::alias(const std::string& other_name) {
+  if (flags_.empty()) throw std::logic_error("Flags::alias before any flag");
+  flags_.back().aliases.push_back(other_name);
   return *this;
 }
 
@@ -91,7 +99,8 @@ bool Flags::parse(int argc, char** argv, int start) {
     }
     Flag* flag = nullptr;
     for (Flag& f : flags_)
-      if (f.name == name) flag = &f;
+      if (f.name == name || std::find(f.aliases.begin(), f.aliases.end(), name) != f.aliases.end())
+        flag = &f;
     if (!flag)
       throw UsageError(fmt::format("unknown flag --{} (see depthgrad {} --help)", name, command_));
     if (flag->is_switch) {
@@ -171,11 +180,15 @@ std::string Flags::help() const {
   for (const Flag& f : flags_) {
     std::string left =
         f.is_switch ? fmt::format("  --{}", f.name) : fmt::format("  --{} VALUE", f.name);
-    std::string def =
-        f.is_switch ? ""
-                    : (f.default_value.empty() ? " (default: none)"
-                                               : fmt::format(" (default: {})", f.default_value));
-    out += fmt::format("{:<28} {}{}\n", left, f.help, def);
+    // The default once: not for switches (off) or flags without one, nor when the help text
+    // already names it ("(default: heads)").
+    const bool says_default = f.help.find("default") != std::string::npos;
+    std::string def = f.is_switch || f.default_value.empty() || says_default
+                          ? ""
+                          : fmt::format(" (default: {})", f.default_value);
+    std::string aliases;
+    for (const std::string& a : f.aliases) aliases += fmt::format(" (alias: --{})", a);
+    out += fmt::format("{:<28} {}{}{}\n", left, f.help, def, aliases);
   }
   out += fmt::format("  {:<26} {}\n", "--help", "show this help");
   return out;

@@ -1,6 +1,8 @@
 // Command-line flags for the depthgrad commands: declared with a default and a help line,
 // parsed strictly (an unknown flag, a missing value or a malformed number is a UsageError that
-// names the flag), and listed by --help with their defaults. No abbreviations, no positional magic.
+// names the flag), and listed by --help with their defaults: a flag's default is shown once, as
+// "(default: X)" unless its help text already says what the default is, and not at all when it
+// has none. No abbreviations, no positional magic.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -45,6 +47,9 @@ class Flags {
   Flags& add(const std::string& name, const std::string& default_value, const std::string& help);
   // A switch ("--quiet"); "--quiet=false" also accepted.
   Flags& add_switch(const std::string& name, const std::string& help);
+  // Another name for the flag declared last ("--output" for "--output-dir"): parsed as that flag,
+  // listed beside it in --help.
+  Flags& alias(const std::string& other_name);
   // Parses argv[start..]; throws UsageError. Returns false when --help was asked for.
   bool parse(int argc, char** argv, int start);
   const std::string& get(const std::string& name) const;
@@ -61,6 +66,7 @@ class Flags {
   struct Flag {
     std::string name, value, default_value, help;
     bool is_switch = false, given = false;
+    std::vector<std::string> aliases;
   };
   const Flag& find(const std::string& name) const;
   std::string command_, summary_;

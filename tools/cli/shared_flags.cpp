@@ -19,15 +19,25 @@ Flags& add_data_location_flags(Flags& f) {
       .add_switch("no-cache", "do not read or write the tokenizer/ids cache");
 }
 
-DataLocation resolve_data_location(const Flags& f) {
+DataLocation resolve_data_location(const Flags& f, bool need_data_dir) {
   DataLocation d;
   d.data_dir = resolve_data_dir(f.get("dataset-dir"));
-  if (!dir_exists(d.data_dir))
+  if (need_data_dir && !dir_exists(d.data_dir))
     throw std::runtime_error(fmt::format(
         "--dataset-dir: {} does not exist (fetch the data with tools/download-data.sh {})",
         d.data_dir, d.data_dir));
   d.cache_dir = f.get_bool("no-cache") ? "" : resolve_cache_dir(f.get("cache-dir"));
   return d;
+}
+
+Flags& add_dataset_flags(Flags& f) {
+  return f
+      .add("dataset", "wikitext-2",
+           "wikitext-2 | tiny-shakespeare | your own text: a file, or a folder holding train.txt, "
+           "validation.txt (or valid.txt, val.txt) and optionally test.txt")
+      .add("validation-fraction", "0.1",
+           "own text without a validation file: hold out this last part of it (from a line start) "
+           "for validation");
 }
 
 Flags& add_threads_flag(Flags& f) {
@@ -43,6 +53,39 @@ int apply_threads_flag(const Flags& f) {
   const int n = parse_threads(f.get("threads"), "--threads");
   set_threads(n);
   return n;
+}
+
+namespace {
+// 'text' quoted for a POSIX shell unless it is plain.
+std::string shell_quote(const std::string& text) {
+  if (!text.empty() &&
+      text.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                             "-_./=:,+@%") == std::string::npos)
+    return text;
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+}  // namespace
+
+std::string resume_command(int argc, char** argv, const std::vector<std::string>& drop,
+                           const std::vector<std::pair<std::string, std::string>>& add) {
+  std::string out = shell_quote(argv[0]);
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    bool dropped = false;
+    for (const std::string& name : drop) {
+      if (arg == "--" + name) {  // "--resume X": the value goes too
+        dropped = true;
+        if (i + 1 < argc) ++i;
+      } else if (arg.rfind("--" + name + "=", 0) == 0) {
+        dropped = true;
+      }
+    }
+    if (!dropped) out += " " + shell_quote(arg);
+  }
+  for (const auto& [name, value] : add) out += fmt::format(" --{} {}", name, shell_quote(value));
+  return out;
 }
 
 std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& flag) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tools/cli/flags.h"
@@ -17,13 +18,21 @@ struct DataLocation {
   std::string cache_dir;  // resolved cache directory; empty with --no-cache
 };
 // Resolves the three flags; throws naming --dataset-dir (and the fetch command) when the data
-// directory does not exist.
-DataLocation resolve_data_location(const Flags& f);
+// directory does not exist and the run needs it (own text does not).
+DataLocation resolve_data_location(const Flags& f, bool need_data_dir = true);
+
+// --dataset and --validation-fraction: a built-in set or your own text (train/data/text_corpus.h).
+Flags& add_dataset_flags(Flags& f);
 
 // --threads
 Flags& add_threads_flag(Flags& f);
 // --threads VALUE (or DEPTHGRAD_THREADS, else physical cores): applies it and returns the count.
 int apply_threads_flag(const Flags& f);
+
+// The command line that resumes an interrupted run: argv as given (shell-quoted), without the
+// flags named in `drop` (and their values), with `--<flag> <value>` for each of `add` appended.
+std::string resume_command(int argc, char** argv, const std::vector<std::string>& drop,
+                           const std::vector<std::pair<std::string, std::string>>& add);
 
 // Parses "1-10", "1,2,5", "3" into seeds; throws naming `flag` on anything else.
 std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& flag);

@@ -72,7 +72,9 @@ bool deserialize_ids(const std::string& bytes, std::vector<int32_t>& ids) {
   return true;
 }
 
-Corpus load_wikitext_corpus(const CorpusOptions& opt) {
+void load_or_train_tokenizer(Corpus& c, const CorpusOptions& opt, const std::string& name,
+                             const std::string& key_material,
+                             const std::vector<std::string_view>& texts) {
   // The BPE alphabet is the 256 bytes plus the specials: a smaller vocabulary would silently come
   // out at that size (the trainer never drops a byte), so it is refused instead.
   const int min_vocab = 256 + static_cast<int>(kSpecials.size());
@@ -80,26 +82,16 @@ Corpus load_wikitext_corpus(const CorpusOptions& opt) {
     throw std::invalid_argument(fmt::format(
         "vocab {} is below the {} tokens every byte-level BPE has (256 bytes + {} special tokens)",
         opt.vocab_size, min_vocab, kSpecials.size()));
-  Corpus c;
-  const char* kFiles[] = {"wikitext-2/train.txt", "wikitext-2/valid.txt", "wikitext-2/test.txt",
-                          "tiny_shakespeare.txt"};
-  std::vector<std::string> texts;
-  for (const char* f : kFiles) {
-    texts.push_back(load_dataset_file(opt.data_dir, f));  // verifies size and sha256
-    c.dataset_sha256[f] = dataset_sha256(f);
-  }
-  const std::string& train_text = texts[0];
-  const std::string& shakespeare = texts[3];
-
-  // ---- tokenizer: trained on (train, shakespeare) as two sequences, or loaded from the cache ----
   auto t0 = Clock::now();
+  // The reference alphabet keeps its original key, so caches written before the option existed
+  // stay valid; the full alphabet adds a term.
   const std::string tok_key = sha256_hex(fmt::format(
-      "{}|{}|{}|{}|{}|{}", kAlgorithmVersion, c.dataset_sha256[kFiles[0]],
-      c.dataset_sha256[kFiles[3]], opt.vocab_size, opt.min_frequency, fmt::join(kSpecials, ",")));
+      "{}|{}|{}|{}|{}{}", kAlgorithmVersion, key_material, opt.vocab_size, opt.min_frequency,
+      fmt::join(kSpecials, ","), opt.full_byte_alphabet ? "|full-byte-alphabet" : ""));
   bool loaded = false;
   if (!opt.cache_dir.empty()) {
-    c.tokenizer_cache_path = fmt::format("{}/tokenizers/wikitext-narrative-bpe-{}-{}.json",
-                                         opt.cache_dir, opt.vocab_size, tok_key.substr(0, 16));
+    c.tokenizer_cache_path = fmt::format("{}/tokenizers/{}-{}-{}.json", opt.cache_dir, name,
+                                         opt.vocab_size, tok_key.substr(0, 16));
     if (file_exists(c.tokenizer_cache_path)) {
       try {
         c.tokenizer_json = read_file(c.tokenizer_cache_path);
@@ -112,7 +104,7 @@ Corpus load_wikitext_corpus(const CorpusOptions& opt) {
   }
   if (!loaded) {
     c.tokenizer =
-        train_bpe({train_text, shakespeare}, opt.vocab_size, opt.min_frequency, kSpecials);
+        train_bpe(texts, opt.vocab_size, opt.min_frequency, kSpecials, opt.full_byte_alphabet);
     c.tokenizer_json = c.tokenizer.to_json();
     if (!c.tokenizer_cache_path.empty())
       store_in_cache(opt.cache_dir + "/tokenizers", c.tokenizer_cache_path, c.tokenizer_json);
@@ -120,23 +112,44 @@ Corpus load_wikitext_corpus(const CorpusOptions& opt) {
   c.tokenizer_from_cache = loaded;
   c.tokenizer_sha256 = sha256_hex(c.tokenizer_json);
   c.tokenizer_seconds = seconds_since(t0);
+}
+
+bool load_or_encode(const Corpus& c, const CorpusOptions& opt, const std::string& text,
+                    const std::string& text_sha256, std::vector<int32_t>& ids) {
+  std::string path;
+  if (!opt.cache_dir.empty()) {
+    std::string key =
+        sha256_hex(fmt::format("{}|{}|{}", kAlgorithmVersion, text_sha256, c.tokenizer_sha256));
+    path = fmt::format("{}/ids/{}.ids", opt.cache_dir, key.substr(0, 32));
+    if (file_exists(path) && deserialize_ids(read_file(path), ids)) return true;
+  }
+  ids = c.tokenizer.encode(text);
+  if (!path.empty()) store_in_cache(opt.cache_dir + "/ids", path, serialize_ids(ids));
+  return false;
+}
+
+Corpus load_wikitext_corpus(const CorpusOptions& opt) {
+  Corpus c;
+  const char* kFiles[] = {"wikitext-2/train.txt", "wikitext-2/valid.txt", "wikitext-2/test.txt",
+                          "tiny_shakespeare.txt"};
+  std::vector<std::string> texts;
+  for (const char* f : kFiles) {
+    texts.push_back(load_dataset_file(opt.data_dir, f));  // verifies size and sha256
+    c.dataset_sha256[f] = dataset_sha256(f);
+  }
+  // ---- tokenizer: trained on (train, shakespeare) as two sequences, or loaded from the cache ----
+  load_or_train_tokenizer(
+      c, opt, "wikitext-narrative-bpe",
+      fmt::format("{}|{}", c.dataset_sha256[kFiles[0]], c.dataset_sha256[kFiles[3]]),
+      {texts[0], texts[3]});
 
   // ---- encoded splits, cached by (text sha256, tokenizer sha256) ----
   auto t1 = Clock::now();
   std::vector<std::vector<int32_t>*> outputs{&c.train, &c.validation, &c.test, &c.narrative};
   bool all_cached = true;
-  for (size_t i = 0; i < 4; ++i) {
-    std::string path;
-    if (!opt.cache_dir.empty()) {
-      std::string key = sha256_hex(fmt::format("{}|{}|{}", kAlgorithmVersion,
-                                               c.dataset_sha256[kFiles[i]], c.tokenizer_sha256));
-      path = fmt::format("{}/ids/{}.ids", opt.cache_dir, key.substr(0, 32));
-      if (file_exists(path) && deserialize_ids(read_file(path), *outputs[i])) continue;
-    }
-    all_cached = false;
-    *outputs[i] = c.tokenizer.encode(texts[i]);
-    if (!path.empty()) store_in_cache(opt.cache_dir + "/ids", path, serialize_ids(*outputs[i]));
-  }
+  for (size_t i = 0; i < 4; ++i)
+    all_cached =
+        load_or_encode(c, opt, texts[i], c.dataset_sha256[kFiles[i]], *outputs[i]) && all_cached;
   c.ids_from_cache = all_cached;
   c.encode_seconds = seconds_since(t1);
   c.train_total = static_cast<int64_t>(c.train.size());

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "train/text/bpe.h"
@@ -23,6 +24,9 @@ struct CorpusOptions {
   int64_t train_limit = 120000;      // 0 keeps every id
   int64_t eval_limit = 8000;         // validation and test
   int64_t narrative_limit = 120000;  // Tiny Shakespeare
+  // false: the reference's tokenizer (its alphabet is the bytes the texts hold; the parity
+  // protocol). true: all 256 bytes, so any text round-trips (train/text/bpe.h).
+  bool full_byte_alphabet = false;
 };
 
 struct Corpus {
@@ -41,6 +45,20 @@ struct Corpus {
 };
 
 Corpus load_wikitext_corpus(const CorpusOptions& options);
+
+// The pieces load_wikitext_corpus and load_text_corpus (train/data/text_corpus.h) share.
+// The tokenizer for (options, texts): from cache_dir/tokenizers/<name>-<vocab>-<key>.json when it
+// is there and reads back, else trained on `texts` and written there. `key_material` names the
+// texts (their SHA-256s); the key adds the algorithm version, vocab, min_frequency, specials and
+// the alphabet. Fills corpus.tokenizer, tokenizer_json, tokenizer_sha256, tokenizer_cache_path,
+// tokenizer_from_cache and tokenizer_seconds.
+void load_or_train_tokenizer(Corpus& corpus, const CorpusOptions& options, const std::string& name,
+                             const std::string& key_material,
+                             const std::vector<std::string_view>& texts);
+// The ids of `text` under corpus.tokenizer, from cache_dir/ids/ (keyed by text_sha256 and the
+// tokenizer's SHA-256) or encoded and written there. Returns true when they came from the cache.
+bool load_or_encode(const Corpus& corpus, const CorpusOptions& options, const std::string& text,
+                    const std::string& text_sha256, std::vector<int32_t>& ids);
 
 // The cached ids file: "DGIDS001" | uint64 count | int32 ids... | 32-byte SHA-256 of the ids bytes.
 std::string serialize_ids(const std::vector<int32_t>& ids);

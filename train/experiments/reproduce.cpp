@@ -10,14 +10,17 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <filesystem>
 
 #include "tensor/threads.h"
+#include "train/batches.h"
 #include "train/data/corpus.h"
 #include "train/data/data_files.h"
 #include "train/experiments/report.h"
 #include "train/experiments/stats.h"
 #include "train/io/files.h"
 #include "train/io/run_record.h"
+#include "train/stop.h"
 
 namespace dg {
 
@@ -164,6 +167,7 @@ const double kReferenceJs[2] = {0.0, 0.0048934901};
 RunConfig protocol_run_config(const std::string& protocol) {
   RunConfig c;  // the reference's model and training (upstream-protocol.md §6)
   if (protocol == "parity") {
+    c.data.full_byte_alphabet = false;  // the reference's tokenizer, byte for byte
     c.data.train_limit = 120000;
     c.data.eval_limit = 8000;
   } else if (protocol == "paired") {
@@ -255,6 +259,7 @@ Corpus prepare_data(const ReproduceOptions& opt, const Say& say) {
   co.vocab_size = static_cast<int>(opt.config.model.vocab);
   co.train_limit = opt.config.data.train_limit;
   co.eval_limit = opt.config.data.eval_limit;
+  co.full_byte_alphabet = opt.config.data.full_byte_alphabet;
   Corpus corpus = load_wikitext_corpus(co);
   say(fmt::format(
       "tokenizer: BPE-{} {} in {:.2f} s; {} train ids ({} used), {} validation ids ({} used); "
@@ -301,17 +306,37 @@ class ArmStore {
 Value run_arm(const ReproduceOptions& opt, const Corpus& corpus, const ReproduceArm& arm,
               size_t seed_index, const Say& say) {
   const uint64_t seed = opt.seeds[seed_index];
-  std::function<void(const StepLog&)> on_step;
-  if (opt.on_step)
-    on_step = [&opt, &arm, seed, seed_index](const StepLog& log) {
-      opt.on_step(arm.name, seed, seed_index, opt.seeds.size(), log);
-    };
+  // A stop request is honoured after any step but the last (the arm then finishes: its route
+  // statistics come from its last training forward).
+  const std::function<void(const StepLog&)> on_step = [&opt, &arm, seed,
+                                                       seed_index](const StepLog& log) {
+    if (opt.on_step) opt.on_step(arm.name, seed, seed_index, opt.seeds.size(), log);
+    if (log.step + 1 < log.steps)
+      stop_if_requested(fmt::format("in seed {} {} after step {} of {}", seed, arm.name,
+                                    log.step + 1, log.steps));
+  };
+  std::string checkpoint;
+  if (!opt.arm_checkpoint_dir.empty()) {
+    make_dirs(opt.arm_checkpoint_dir);
+    checkpoint = fmt::format("{}/seed-{}-{}.safetensors", opt.arm_checkpoint_dir, seed, arm.name);
+    if (file_exists(checkpoint))
+      say(fmt::format("seed {} {}: resuming from {}", seed, arm.name, checkpoint));
+  }
   ArmResult r = train_and_evaluate(arm.name, arm_run_config(opt.config, arm.mode, seed),
-                                   corpus.train, corpus.validation, on_step);
+                                   corpus.train, corpus.validation, on_step, false, checkpoint);
+  if (!checkpoint.empty()) std::filesystem::remove(checkpoint);
+  // Each number says what it was computed on.
+  const int64_t seq_len = opt.config.model.seq_len;
+  const size_t windows = eval_window_starts(static_cast<int64_t>(corpus.validation.size()), seq_len,
+                                            opt.config.data.eval_windows)
+                             .size();
   say(fmt::format(
-      "seed {} {}: lm_loss {:.6f} perplexity {:.3f}{} ({:.1f} s)", seed, arm.name, r.lm_loss,
-      r.perplexity,
-      r.full_eval_tokens ? fmt::format(", full validation NLL {:.6f}", r.full_lm_loss) : "",
+      "seed {} {}: lm_loss {:.6f} perplexity {:.3f} ({} validation windows of {} tokens){} "
+      "({:.1f} s)",
+      seed, arm.name, r.lm_loss, r.perplexity, windows, seq_len,
+      r.full_eval_tokens ? fmt::format(", full validation NLL {:.6f} ({} tokens)", r.full_lm_loss,
+                                       r.full_eval_tokens)
+                         : "",
       r.train_seconds + r.eval_seconds));
   return arm_json(r, seed);
 }
@@ -346,6 +371,7 @@ std::vector<Value> run_all_arms(const ReproduceOptions& opt, const Corpus& corpu
         seed_result.emplace_back(arm.name, *done);
         continue;
       }
+      stop_if_requested(fmt::format("before seed {} {}", seed, arm.name));
       Value result = run_arm(opt, corpus, arm, si, say);
       store.add(seed, arm.name, result);
       seed_result.emplace_back(arm.name, std::move(result));

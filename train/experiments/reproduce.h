@@ -61,7 +61,10 @@ struct ReproduceOptions {
   std::string cache_dir;  // resolved; empty = no cache
   std::string output_dir = "runs/reproductions";
   std::string state_file;  // resume finished (seed, arm) pairs from here
-  std::string run_dir;     // where files go; empty: <output_dir>/<arxiv>-<key>/<timestamp>
+  // Where the arm in training is saved when a stop is requested (train/stop.h) and resumed from:
+  // <dir>/seed-<seed>-<arm>.safetensors, removed when the arm is done. Empty: no arm checkpoints.
+  std::string arm_checkpoint_dir;
+  std::string run_dir;  // where files go; empty: <output_dir>/<arxiv>-<key>/<timestamp>
   int threads = 1;
   bool write_files = true;
   // Paired protocol over MPI ranks (train/data_parallel.h; null = one process): seed i runs on

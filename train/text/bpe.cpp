@@ -206,7 +206,8 @@ json::Value byte_level_config(bool add_prefix_space) {
 }  // namespace
 
 BpeTokenizer train_bpe(const std::vector<std::string_view>& texts, int vocab_size,
-                       int min_frequency, const std::vector<std::string>& specials) {
+                       int min_frequency, const std::vector<std::string>& specials,
+                       bool full_byte_alphabet) {
   if (vocab_size < 0) {
     throw std::invalid_argument(
         fmt::format("train_bpe: vocab_size must be >= 0, got {}", vocab_size));
@@ -241,8 +242,9 @@ BpeTokenizer train_bpe(const std::vector<std::string_view>& texts, int vocab_siz
   // 1-2. Words and their counts.
   const std::vector<WordCount> words = count_words(texts);
 
-  // 4. The alphabet: byte chars present, sorted by code point.
+  // 4. The alphabet: byte chars present (or all 256 with full_byte_alphabet), sorted by code point.
   std::array<bool, 256> present{};
+  if (full_byte_alphabet) present.fill(true);
   for (const WordCount& word : words) {
     for (const char b : word.bytes) present[static_cast<unsigned char>(b)] = true;
   }

@@ -8,8 +8,9 @@
 //  * encode() accepts any bytes. Invalid UTF-8 bytes are single "other" chars for the split
 //    (train/pretokenize.h) and are encoded through their byte chars like any byte.
 //  * decode() returns raw bytes (no U+FFFD replacement), and added tokens decode to their text.
-//    So decode(encode(s)) == s whenever every byte of s is in the vocabulary; a byte that is not
-//    becomes <unk> (id of "<unk>") and decodes as the five characters "<unk>".
+//    So decode(encode(s)) == s whenever every byte of s is in the vocabulary (always, for a
+//    tokenizer trained with full_byte_alphabet); a byte that is not becomes <unk> (id of
+//    "<unk>") and decodes as the five characters "<unk>".
 #pragma once
 #include <array>
 #include <cstdint>
@@ -63,7 +64,8 @@ class BpeTokenizer {
     int32_t left, right, result;
   };
   friend BpeTokenizer train_bpe(const std::vector<std::string_view>& texts, int vocab_size,
-                                int min_frequency, const std::vector<std::string>& specials);
+                                int min_frequency, const std::vector<std::string>& specials,
+                                bool full_byte_alphabet);
 
   // Fills the lookup tables from tokens_, merges_ and added_. `source` names errors.
   void finish(const std::string& source);
@@ -86,7 +88,13 @@ class BpeTokenizer {
 // (add_prefix_space=false): `texts` are the sequences, `specials` take ids 0.. in order and are
 // added as special added tokens afterwards; the model's unk token is "<unk>". Throws
 // std::invalid_argument on a negative vocab_size/min_frequency or an empty/duplicate special.
+// The alphabet (the first tokens after the specials) is by default the byte chars present in
+// `texts`, as the reference's tokenizer has it: a byte the texts lack encodes to <unk>. With
+// full_byte_alphabet it is all 256 byte chars (Hugging Face's
+// initial_alphabet=ByteLevel.alphabet()), so that decode(encode(s)) == s for any bytes s; the
+// merges are then learnt within the vocabulary that remains.
 BpeTokenizer train_bpe(const std::vector<std::string_view>& texts, int vocab_size,
-                       int min_frequency, const std::vector<std::string>& specials);
+                       int min_frequency, const std::vector<std::string>& specials,
+                       bool full_byte_alphabet = false);
 
 }  // namespace dg

@@ -17,6 +17,7 @@
 #include "train/experiments/stats.h"
 #include "train/io/files.h"
 #include "train/io/run_record.h"
+#include "train/stop.h"
 
 namespace dg {
 
@@ -65,9 +66,9 @@ class Search {
     if (o.model != "micro-llm")
       throw std::invalid_argument(
           fmt::format("--model: only micro-llm is supported, got '{}'", o.model));
-    if (o.dataset != "wikitext-2")
-      throw std::invalid_argument(
-          fmt::format("--dataset: only wikitext-2 is supported, got '{}'", o.dataset));
+    if (o.dataset.empty() || o.dataset == "tiny-shakespeare")
+      throw std::invalid_argument(fmt::format(
+          "--dataset: wikitext-2 or your own text (a file or folder), got '{}'", o.dataset));
     if (o.generations < 0)
       throw std::invalid_argument(
           fmt::format("--generations: must be >= 0, got {}", o.generations));
@@ -229,10 +230,20 @@ class Search {
   }
 
   void load_resume(const Value& r) {
-    if (!(r.at("config") == evolve_config_json(o_)))
+    // Every setting must be the recorded one, except that more generations may be asked for: the
+    // recorded generations are proposed again identically and the new ones follow them.
+    Value recorded = r.at("config"), mine = evolve_config_json(o_);
+    const int64_t recorded_generations = recorded.at("generations").as_int();
+    if (o_.generations < recorded_generations)
+      throw std::invalid_argument(fmt::format(
+          "--resume: --generations {} is fewer than the {} the run was started with; a resume "
+          "can only add generations",
+          o_.generations, recorded_generations));
+    recorded["generations"] = o_.generations;
+    if (!(recorded == mine))
       throw std::invalid_argument(
           "--resume: the search settings differ from the recorded run's config; resume with the "
-          "recorded settings");
+          "recorded settings (only --generations may grow)");
     if (const Value* ds = r.find("dataset"); ds && ds->is_object() && o_.dataset_info.is_object()) {
       const Value* a = ds->find("tokenizer_sha256");
       const Value* b = o_.dataset_info.find("tokenizer_sha256");
@@ -307,6 +318,8 @@ class Search {
       t.score = score_trial(nll, o_.confidence_z);
       if (!std::isfinite(t.score.score))
         throw std::runtime_error(fmt::format("score is {}", t.score.score));
+    } catch (const Interrupted&) {
+      throw;  // a stop request ends the search (the finished trials are written), not the trial
     } catch (const std::exception& e) {
       t.status = "failed";
       t.error = e.what();
@@ -371,6 +384,8 @@ class Search {
               ? std::string("evaluated with the weights kept in memory")
               : fmt::format("{} of {} seed(s) re-trained deterministically (weights not in memory)",
                             seeds_.size() - kept, seeds_.size())));
+    } catch (const Interrupted&) {
+      throw;
     } catch (const std::exception& e) {
       r.status = "failed";
       r.error = e.what();

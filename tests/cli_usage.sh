@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# End-to-end checks of everyday use, run by ctest: training on your own text (a file, a folder,
+# the cache), tokenizers that round-trip any bytes, one vocabulary of flags (--output-dir, help
+# defaults, --threads everywhere), checks before data, and Ctrl-C: SIGINT/SIGTERM stop train and a
+# paired reproduction at a step boundary, the printed command resumes them and gives the same bits
+# as a run that was never interrupted.
+# Usage: tests/cli_usage.sh PATH/TO/depthgrad DATA_DIR
+set -u
+BIN="$1"
+DATA="${2:-}"
+if [ -z "$DATA" ]; then
+  echo "SKIPPED: cli_usage needs the data directory (DG_TEST_DATA_DIR is empty)"
+  exit 77
+fi
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+export XDG_CACHE_HOME="$WORK/cache"
+failures=0
+passes=0
+pass() { passes=$((passes + 1)); echo "ok: $1"; }
+fail() { failures=$((failures + 1)); echo "FAIL: $1"; }
+expect_error() {  # NAME TEXT -- command...: non-zero exit, one line on stderr containing TEXT
+  local name="$1" text="$2"
+  shift 3
+  local err rc lines
+  err="$("$@" 2>&1 >/dev/null)"
+  rc=$?
+  lines=$(printf '%s\n' "$err" | grep -c .)
+  if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && printf '%s' "$err" | grep -qF -- "$text"; then pass "$name"; else fail "$name (rc=$rc, stderr: $err)"; fi
+}
+sha() { sha256sum "$1" | cut -d' ' -f1; }
+# Waits (up to 60 s) until FILE has at least N lines.
+wait_lines() {
+  local file="$1" n="$2" i
+  for i in $(seq 600); do
+    [ -f "$file" ] && [ "$(wc -l < "$file")" -ge "$n" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# --- own text: a file (validation held out by position), a folder, the cache, eval ---
+head -c 300000 "$DATA/tiny_shakespeare.txt" > "$WORK/own.txt"
+TINY=(--dim 32 --layers 1 --heads 2 --seq-len 32 --batch 4 --vocab 300 --threads 1 --quiet)
+"$BIN" train --dataset "$WORK/own.txt" --steps 6 "${TINY[@]}" --output-dir "$WORK/own" > "$WORK/own.out" 2> "$WORK/own.err"
+if [ $? -eq 0 ] && [ -s "$WORK/own/model.safetensors" ] && grep -q "validation loss .* (32 validation windows of 32 tokens)" "$WORK/own.out"; then
+  pass "train --dataset FILE (and the loss says what it was computed on)"
+else
+  fail "train --dataset FILE"; cat "$WORK/own.out" "$WORK/own.err"
+fi
+if grep -q '"validation_fraction": 0.1' "$WORK/own/config.json" && grep -q "last 10% held out" "$WORK/own/summary.json"; then
+  pass "own text: config.json and summary.json record the held-out split"
+else
+  fail "own text: config/summary"; cat "$WORK/own/summary.json"
+fi
+if ls "$XDG_CACHE_HOME"/depthgrad/tokenizers/text-bpe-300-*.json > /dev/null 2>&1; then pass "own text: tokenizer cached"; else fail "own text: no cached tokenizer"; fi
+"$BIN" train --dataset "$WORK/own.txt" --steps 6 "${TINY[@]}" --output-dir "$WORK/own-again" > "$WORK/own-again.out"
+if [ "$(sha "$WORK/own/model.safetensors")" = "$(sha "$WORK/own-again/model.safetensors")" ]; then pass "own text: the cached run gives the same weights"; else fail "own text: cached run differs"; fi
+"$BIN" eval --checkpoint "$WORK/own/model.safetensors" --dataset "$WORK/own.txt" --windows 32 --threads 1 > "$WORK/own-eval.out"
+if [ $? -eq 0 ] && [ "$(awk '{print $4}' "$WORK/own-eval.out")" = "$(awk '{print $3}' "$WORK/own.out" | head -1)" ]; then
+  pass "eval on own text equals train's validation loss"
+else
+  fail "eval on own text"; cat "$WORK/own-eval.out" "$WORK/own.out"
+fi
+mkdir -p "$WORK/folder"
+head -c 200000 "$DATA/tiny_shakespeare.txt" > "$WORK/folder/train.txt"
+tail -c 50000 "$DATA/tiny_shakespeare.txt" > "$WORK/folder/valid.txt"
+"$BIN" train --dataset "$WORK/folder" --steps 4 "${TINY[@]}" --output-dir "$WORK/fold" > "$WORK/fold.out" 2>&1
+if [ $? -eq 0 ] && grep -q "valid.txt" "$WORK/fold/summary.json"; then pass "train --dataset FOLDER (train.txt + valid.txt)"; else fail "train --dataset FOLDER"; cat "$WORK/fold.out"; fi
+mkdir -p "$WORK/empty-folder"
+expect_error "own text: folder without train.txt" "has no train.txt" -- "$BIN" train --dataset "$WORK/empty-folder" --steps 2 "${TINY[@]}" --output-dir "$WORK/never"
+expect_error "own text: missing path" "is neither wikitext-2, tiny-shakespeare nor an existing" -- "$BIN" train --dataset "$WORK/nope.txt" --steps 2 "${TINY[@]}" --output-dir "$WORK/never"
+head -c 2000 "$DATA/tiny_shakespeare.txt" > "$WORK/short.txt"
+expect_error "own text: a validation part shorter than one window" "--validation-fraction" -- "$BIN" train --dataset "$WORK/short.txt" --validation-fraction 0.01 --steps 2 "${TINY[@]}" --output-dir "$WORK/never"
+
+# evolve on own text, then one generation more on the finished search
+EV=(evolve --dataset "$WORK/own.txt" --population 2 --steps 3 --trial-seeds 1 --dim 32 --layers 2 --eval-windows 4 --threads 1 --quiet --output-dir "$WORK/ev")
+"$BIN" "${EV[@]}" --generations 1 > "$WORK/ev.out" 2>&1
+ev_dir="$(ls -d "$WORK"/ev/micro-llm-*/ 2>/dev/null | head -1)"
+n1=$(grep -o '"trial_id": "g[0-9]*-t[0-9]*"' "$ev_dir/result.json" 2>/dev/null | sort -u | wc -l)
+"$BIN" evolve --resume "$ev_dir" --generations 2 --threads 1 --quiet > "$WORK/ev2.out" 2>&1
+rc=$?
+n2=$(grep -o '"trial_id": "g[0-9]*-t[0-9]*"' "$ev_dir/result.json" 2>/dev/null | sort -u | wc -l)
+if [ -n "$ev_dir" ] && [ $rc -eq 0 ] && [ "$n1" -eq 3 ] && [ "$n2" -eq 5 ] && grep -q '"generations": 2' "$ev_dir/result.json"; then
+  pass "evolve on own text; --resume --generations 2 adds a generation to the finished search"
+else
+  fail "evolve own text / more generations (rc=$rc, trials $n1 -> $n2)"; tail -n 5 "$WORK/ev.out" "$WORK/ev2.out"
+fi
+
+# --- tokenizers round-trip any text; decode ends with a newline; tokenize takes --threads ---
+tab_text=$'tab\tx 😀 日本語 ünïcödé'
+ids="$("$BIN" tokenize --action encode --tokenizer "$WORK/own/tokenizer.json" --text "$tab_text" --threads 1 2>/dev/null)"
+"$BIN" tokenize --action decode --tokenizer "$WORK/own/tokenizer.json" --ids "$ids" > "$WORK/decoded.txt"
+if [ "$(cat "$WORK/decoded.txt")" = "$tab_text" ] && [ "$(tail -c 1 "$WORK/decoded.txt" | od -An -c | tr -d ' ')" = '\n' ]; then
+  pass "own-text tokenizer: tab, emoji, CJK round-trip; decode prints a trailing newline"
+else
+  fail "tokenize round trip / newline: $(od -c "$WORK/decoded.txt" | head -3)"
+fi
+printf 'the cat sat on the mat.\n%.0s' {1..40} > "$WORK/cat.txt"
+"$BIN" tokenize --action train --input "$WORK/cat.txt" --vocab 300 --output "$WORK/cat.json" --threads 1 > /dev/null
+"$BIN" tokenize --action train --input "$WORK/cat.txt" --vocab 300 --output "$WORK/cat-ref.json" --reference-alphabet > /dev/null
+r1="$("$BIN" tokenize --action decode --tokenizer "$WORK/cat.json" --ids "$("$BIN" tokenize --action encode --tokenizer "$WORK/cat.json" --text "$tab_text" 2>/dev/null)")"
+r2="$("$BIN" tokenize --action decode --tokenizer "$WORK/cat-ref.json" --ids "$("$BIN" tokenize --action encode --tokenizer "$WORK/cat-ref.json" --text "$tab_text" 2>/dev/null)")"
+if [ "$r1" = "$tab_text" ] && [ "$r2" != "$tab_text" ]; then pass "tokenize --action train: all bytes by default, --reference-alphabet as the reference"; else fail "tokenize train alphabet: '$r1' / '$r2'"; fi
+
+# --- one vocabulary of flags ---
+"$BIN" train --dataset "$WORK/own.txt" --steps 2 "${TINY[@]}" --output "$WORK/alias" > /dev/null
+if [ -s "$WORK/alias/model.safetensors" ]; then pass "train --output still works (alias of --output-dir)"; else fail "train --output alias"; fi
+help_ok=1
+for c in reproduce evolve train eval generate tokenize gradcheck bench list; do
+  h="$("$BIN" $c --help)"
+  if printf '%s' "$h" | grep -q "(default: none)"; then help_ok=0; echo "  $c --help shows (default: none)"; fi
+  if printf '%s\n' "$h" | grep -E "default.*\(default: " > /dev/null; then help_ok=0; echo "  $c --help shows a default twice"; fi
+done
+if [ $help_ok -eq 1 ]; then pass "--help shows each default once, none for flags without one"; else fail "--help defaults"; fi
+if "$BIN" train --help | grep -q -- "--output-dir VALUE.*(alias: --output)" && "$BIN" train --help | grep -q "Run" && grep -q "^## Run configuration" "$(dirname "$0")/../README.md"; then
+  pass "train --help names --output as an alias and points at the README's Run configuration"
+else
+  fail "train --help"
+fi
+for c in train eval tokenize reproduce evolve generate gradcheck; do
+  if ! "$BIN" $c --help | grep -q -- "--threads"; then fail "$c has no --threads"; fi
+done
+# The configuration is checked before any data is read (the data directory does not exist).
+expect_error "train: --heads 5 with width 64 before the data" "heads 5 must divide dim 64" -- "$BIN" train --heads 5 --dataset-dir "$WORK/no-such-dir"
+expect_error "train: --heads 5 before own text is read" "heads 5 must divide dim 64" -- "$BIN" train --heads 5 --dataset "$WORK/no-such.txt"
+expect_error "evolve: --heads 5 before the data" "heads" -- "$BIN" evolve --heads 5 --dataset-dir "$WORK/no-such-dir"
+
+# --- Ctrl-C: train stops at a step boundary, saves, prints the resume command, same bits ---
+LONG=(--dataset "$WORK/own.txt" --steps 3000 --checkpoint-every 0 --dim 32 --layers 1 --heads 2 --seq-len 32 --batch 4 --vocab 300 --threads 1)
+"$BIN" train "${LONG[@]}" --quiet --output-dir "$WORK/whole" > /dev/null
+for sig in INT TERM; do
+  want=$([ $sig = INT ] && echo 130 || echo 143)
+  "$BIN" train "${LONG[@]}" --output-dir "$WORK/cut-$sig" > "$WORK/cut-$sig.out" 2> "$WORK/cut-$sig.err" &
+  pid=$!
+  wait_lines "$WORK/cut-$sig/steps.jsonl" 60
+  kill -$sig $pid
+  wait $pid
+  rc=$?
+  resume="$(grep -A1 '^resume with:' "$WORK/cut-$sig.err" | tail -1)"
+  if [ $rc -eq $want ] && [ -n "$resume" ] && grep -q "checkpoint saved" "$WORK/cut-$sig.err" && [ ! -e "$WORK/cut-$sig/model.safetensors" ]; then
+    pass "train: SIG$sig stops it with exit $want and prints the resume command"
+  else
+    fail "train SIG$sig (rc=$rc)"; cat "$WORK/cut-$sig.err"
+  fi
+  bash -c "$resume --quiet" > /dev/null 2>&1
+  if [ $? -eq 0 ] && [ "$(sha "$WORK/whole/model.safetensors")" = "$(sha "$WORK/cut-$sig/model.safetensors")" ]; then
+    pass "train: the resumed run gives the same weights as the uninterrupted one (SIG$sig)"
+  else
+    fail "train: resumed weights differ (SIG$sig; $resume)"
+  fi
+done
+
+# --- Ctrl-C: a paired reproduction resumes from its run folder, the arm in training included ---
+PAIRED=(reproduce --protocol paired --seeds 1-2 --steps 1500 --layers 1 --dim 16 --heads 2 --train-tokens 20000 --eval reference --dataset-dir "$DATA" --threads 1)
+"$BIN" "${PAIRED[@]}" --quiet --output-dir "$WORK/pw" > "$WORK/pw.out"
+"$BIN" "${PAIRED[@]}" --output-dir "$WORK/pc" > "$WORK/pc.out" 2> "$WORK/pc.err" &
+pid=$!
+for i in $(seq 600); do
+  d="$(ls -d "$WORK"/pc/2608.01075-rd-attnres/*/ 2>/dev/null | head -1)"
+  [ -n "$d" ] && [ -f "$d/steps.jsonl" ] && [ "$(wc -l < "$d/steps.jsonl")" -ge 1800 ] && break
+  sleep 0.1
+done
+kill -INT $pid
+wait $pid
+rc=$?
+resume="$(grep -A1 '^resume with:' "$WORK/pc.err" | tail -1)"
+d="$(ls -d "$WORK"/pc/2608.01075-rd-attnres/*/ | head -1)"
+if [ $rc -eq 130 ] && [ -s "$d/state.json" ] && ls "$d"/checkpoints/seed-1-rd_attnres.safetensors > /dev/null 2>&1; then
+  pass "reproduce paired: SIGINT keeps state.json and the arm's checkpoint in the run folder"
+else
+  fail "reproduce paired SIGINT (rc=$rc)"; cat "$WORK/pc.err" | tail -5; ls -R "$d"
+fi
+bash -c "$resume" > "$WORK/pr.out" 2> "$WORK/pr.err"
+rc=$?
+if [ $rc -eq 0 ] && grep -q "resuming from" "$WORK/pr.err" && diff <(grep '^| ' "$WORK/pw.out") <(grep '^| ' "$WORK/pr.out") > /dev/null \
+   && diff <(grep '^paired' "$WORK/pw.out") <(grep '^paired' "$WORK/pr.out") > /dev/null && [ ! -e "$d/checkpoints/seed-1-rd_attnres.safetensors" ]; then
+  pass "reproduce paired: the resumed run gives the same numbers as the uninterrupted one"
+else
+  fail "reproduce paired resume (rc=$rc; $resume)"; cat "$WORK/pr.err" | tail -5; cat "$WORK/pw.out" "$WORK/pr.out"
+fi
+
+echo "$passes passed, $failures failed"
+[ $failures -eq 0 ]
