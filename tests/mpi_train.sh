@@ -171,8 +171,10 @@ launcher=$!
 victim=""
 for _ in $(seq 1 600); do  # up to 60 s for the checkpoint of step 10
   if [ "$(checkpoint_step "$WORK/killed/checkpoint.safetensors")" -ge 10 ] 2>/dev/null; then
-    for p in $(pgrep -P "$launcher"); do
-      if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
+    # rank 1: a child of the launcher with OMPI_COMM_WORLD_RANK=1 (read from /proc: no procps needed)
+    for d in /proc/[0-9]*; do
+      [ "$(awk '/^PPid:/ {print $2}' "$d/status" 2>/dev/null)" = "$launcher" ] || continue
+      if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=${d#/proc/}; fi
     done
     break
   fi
