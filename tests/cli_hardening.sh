@@ -132,5 +132,20 @@ else
   fail "damaged cache"; cat "$WORK/p3.txt"
 fi
 
+# Two reproductions at once on one fresh cache: the same numbers, two run folders, whole entries.
+R="$WORK/repro"
+for i in 1 2; do
+  "$BIN" reproduce --paper rd-attnres --dataset-dir "$DATA" --seed 42 --threads 1 --quiet \
+    --output-dir "$R/runs" --cache-dir "$R/cache" > "$R.out$i" 2>&1 &
+done
+wait
+folders=$(ls -d "$R"/runs/*/*/ 2> /dev/null | wc -l)
+if diff <(grep -v 'wall time\|report' "$R.out1") <(grep -v 'wall time\|report' "$R.out2") > /dev/null &&
+  grep -q 'rd-attnres' "$R.out1" && [ "$folders" -eq 2 ] && [ "$(find "$R/cache" -name '.*.tmp-*' | wc -l)" -eq 0 ]; then
+  pass "two reproductions at once: same numbers, two run folders, cache consistent"
+else
+  fail "two reproductions at once ($folders run folders)"; cat "$R.out1" "$R.out2"
+fi
+
 echo "$passes passed, $failures failed"
 [ $failures -eq 0 ]

@@ -38,6 +38,7 @@ echo "start-up ${startup_ms} ms, one run ${run_ms} ms; $KILLS kills at random mo
 # (each within what is left of the run) and resumed from its checkpoint until it finishes; then
 # its final weights, step log and folder are checked. Rounds go on until KILLS kills landed.
 kills=0
+mid_write=0  # kills that left a temporary behind: they landed inside a file write
 resumes=0
 rounds=0
 failures=0
@@ -64,6 +65,9 @@ while [ $kills -lt "$KILLS" ]; do
     fi
     wait $pid 2> /dev/null
     rc=$?
+    if [ $rc -eq 137 ] && [ -n "$(find "$out" -name '.*.tmp-*' 2> /dev/null)" ]; then
+      mid_write=$((mid_write + 1))
+    fi
     if [ $rc -eq 0 ]; then break; fi
     if [ $rc -ne 137 ]; then echo "FAIL: round $rounds: a run exited $rc: $(cat "$WORK/err")"; exit 1; fi
   done
@@ -79,7 +83,7 @@ while [ $kills -lt "$KILLS" ]; do
   fi
   rm -rf "$out"
 done
-echo "kill points: $kills in $rounds rounds ($resumes resumes), $failures rounds failed, $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.0f", b - a}') s"
+echo "kill points: $kills ($mid_write inside a file write) in $rounds rounds ($resumes resumes), $failures rounds failed, $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.0f", b - a}') s"
 if [ $failures -eq 0 ]; then
   echo "ok: every round's final weights equal the uninterrupted run's byte for byte; each step logged once; no temporaries left"
 fi
