@@ -200,9 +200,11 @@ int cmd_train(int argc, char** argv, int start) {
   if (!f.get("resume").empty()) trainer.load_checkpoint(f.get("resume"));
   Progress progress(f.get_bool("quiet"), out + "/steps.jsonl");
   progress.message(
-      fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {} thread(s)",
+      fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {} thread(s), "
+                  "OMP_WAIT_POLICY={}",
                   cfg.model.describe(), trainer.model().parameter_count(), cfg.steps,
-                  data.description, data.train.size(), threads));
+                  data.description, data.train.size(), threads,
+                  std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset"));
   const int64_t checkpoint_every = f.get_int("checkpoint-every"),
                 eval_every = f.get_int("eval-every");
   const int64_t windows = run.data.eval_windows;
