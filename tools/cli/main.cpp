@@ -2,7 +2,6 @@
 // line on stderr and a non-zero exit (2 for usage mistakes, 1 for everything else). Runs OpenMP
 // with passive waiting unless OMP_WAIT_POLICY says otherwise (see wait_passively_by_default).
 #include <fmt/core.h>
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -40,7 +39,7 @@ const char* kUsage =
     "  bench       training-speed benchmark (optionally against PyTorch)\n"
     "  list        list the paper keys reproduce knows\n\n"
     "`depthgrad <command> --help` shows each command's flags and defaults.\n";
-}
+}  // namespace
 
 int main(int argc, char** argv) {
   wait_passively_by_default(argv);
