@@ -131,7 +131,7 @@ LONG=(--dataset "$WORK/own.txt" --steps 3000 --checkpoint-every 0 --dim 32 --lay
 "$BIN" train "${LONG[@]}" --quiet --output-dir "$WORK/whole" > /dev/null
 for sig in INT TERM; do
   want=$([ $sig = INT ] && echo 130 || echo 143)
-  "$BIN" train "${LONG[@]}" --output-dir "$WORK/cut-$sig" > "$WORK/cut-$sig.out" 2> "$WORK/cut-$sig.err" &
+  env -u OMP_WAIT_POLICY "$BIN" train "${LONG[@]}" --output-dir "$WORK/cut-$sig" > "$WORK/cut-$sig.out" 2> "$WORK/cut-$sig.err" &
   pid=$!
   wait_lines "$WORK/cut-$sig/steps.jsonl" 60
   kill -$sig $pid
@@ -142,6 +142,9 @@ for sig in INT TERM; do
     pass "train: SIG$sig stops it with exit $want and prints the resume command"
   else
     fail "train SIG$sig (rc=$rc)"; cat "$WORK/cut-$sig.err"
+  fi
+  if [ $sig = INT ]; then
+    if grep -q "OMP_WAIT_POLICY=passive" "$WORK/cut-$sig.err"; then pass "OpenMP waits passively by default"; else fail "OMP_WAIT_POLICY default"; fi
   fi
   bash -c "$resume --quiet" > /dev/null 2>&1
   if [ $? -eq 0 ] && [ "$(sha "$WORK/whole/model.safetensors")" = "$(sha "$WORK/cut-$sig/model.safetensors")" ]; then

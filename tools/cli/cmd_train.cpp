@@ -264,6 +264,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
                   data.description, data.train.size(), threads,
                   std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset"));
   if (world.size() > 1 || cfg.accum > 1) progress.message(layout_line(world, trainer));
+
   const int64_t checkpoint_every = f.get_int("checkpoint-every"),
                 eval_every = f.get_int("eval-every");
   const int64_t windows = run.data.eval_windows;

@@ -1,7 +1,10 @@
 // depthgrad: the command-line program. Dispatches to one subcommand; turns every error into one
-// line on stderr and a non-zero exit (2 for usage mistakes, 1 for everything else).
+// line on stderr and a non-zero exit (2 for usage mistakes, 1 for everything else). Runs OpenMP
+// with passive waiting unless OMP_WAIT_POLICY says otherwise (see wait_passively_by_default).
 #include <fmt/core.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -13,6 +16,16 @@
 #include "train/io/run_record.h"
 
 namespace {
+// OpenMP threads that spin while they wait make a busy machine 5-10x slower at 2 threads (README,
+// "Threads on a busy machine"); waiting passively costs little on an idle one. libgomp reads
+// OMP_WAIT_POLICY when it is loaded, before main, so the program sets it and runs itself again,
+// once; a policy the user set is kept.
+void wait_passively_by_default(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  if (::setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  ::execv("/proc/self/exe", argv);  // returns only on failure: run on with libgomp's default
+}
+
 const char* kUsage =
     "usage: depthgrad <command> [flags]\n\n"
     "commands:\n"
@@ -27,9 +40,10 @@ const char* kUsage =
     "  bench       training-speed benchmark (optionally against PyTorch)\n"
     "  list        list the paper keys reproduce knows\n\n"
     "`depthgrad <command> --help` shows each command's flags and defaults.\n";
-}
+}  // namespace
 
 int main(int argc, char** argv) {
+  wait_passively_by_default(argv);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "help")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
