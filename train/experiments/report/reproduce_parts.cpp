@@ -129,9 +129,44 @@ std::string budget_line(const Value& r) {
   return line + ".";
 }
 
+std::string lm_loss_scope(const Value& r) {
+  // Results written before result.json recorded the run config do not say.
+  if (!optional_value_at(r, "config")) return "the reference's validation windows";
+  const std::optional<double> windows = optional_number_at(r, "config.data.eval_windows");
+  if (!windows) return "the reference's validation windows";
+  const std::string tokens =
+      format_number(number_at(r, "config.model.seq_len"), {Style::integer}) + " tokens";
+  return *windows > 0
+             ? format_number(*windows, {Style::integer}) + " validation windows of " + tokens
+             : "every validation window of " + tokens;
+}
+
+bool headline_is_paired(const Value& r) {
+  return optional_value_at(r, "paired") && optional_value_at(r, "paired.relative_percent");
+}
+
 std::string relative_line(const Value& r, const std::string& baseline_name) {
+  if (headline_is_paired(r))
+    return fmt::format(
+        "Relative to the same-budget {} baseline, on the {} (the paired statistics' metric; mean "
+        "over {} seeds): {} NLL, {} perplexity (of the mean NLL).",
+        baseline_name, string_at(r, "paired.metric"),
+        format_number(number_at(r, "paired.n"), {Style::integer}),
+        format_number(number_at(r, "paired.relative_percent"), {Style::signed_percent, 2}),
+        format_number(number_at(r, "paired.perplexity_relative_percent"),
+                      {Style::signed_percent, 2}));
   return fmt::format(
-      "Relative to the same-budget {} baseline: LM loss {}, perplexity {}.", baseline_name,
+      "Relative to the same-budget {} baseline, on the LM loss over {}: LM loss {}, perplexity {}.",
+      baseline_name, lm_loss_scope(r),
+      format_number(number_at(r, "relative.lm_loss_percent"), {Style::signed_percent, 2}),
+      format_number(number_at(r, "relative.perplexity_percent"), {Style::signed_percent, 2}));
+}
+
+std::string windows_relative_line(const Value& r) {
+  if (!headline_is_paired(r)) return "";
+  return fmt::format(
+      "On the LM loss column ({}), the same comparison gives {} LM loss, {} perplexity.",
+      lm_loss_scope(r),
       format_number(number_at(r, "relative.lm_loss_percent"), {Style::signed_percent, 2}),
       format_number(number_at(r, "relative.perplexity_percent"), {Style::signed_percent, 2}));
 }
