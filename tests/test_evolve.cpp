@@ -63,14 +63,16 @@ struct FakeTrainer {
   std::function<SeedMetrics(const TrialRun&)> custom;
 
   static double base_nll(const TrialRun& run) {
-    const Genome& g = run.genome;
+    const MicroLMConfig& g = run.genome.run.model;
+    const TrainingConfig& t = run.genome.run.training;
     double nll = 6.0;
     if (g.mode == ResidualMode::rd_attnres) nll -= 0.04;
     if (g.mode == ResidualMode::paper_rd_attnres) nll -= 0.02;
     if (g.mode == ResidualMode::standard) nll += 0.05;
     nll += 0.01 * std::abs(std::log2(static_cast<double>(g.dim) / 64.0)) +
            0.002 * std::abs(static_cast<double>(g.layers) - 4);
-    nll += 0.003 * std::abs(std::log2(g.lr / 6e-4)) + (g.schedule == "constant" ? 0.004 : 0.0) +
+    nll += 0.003 * std::abs(std::log2(t.adamw.lr / 6e-4)) +
+           (t.schedule.kind == Schedule::Kind::constant ? 0.004 : 0.0) +
            0.001 * static_cast<double>(g.heads - g.kv_heads);
     nll += 0.001 * static_cast<double>(run.seed - 42);
     return nll;
@@ -89,7 +91,7 @@ struct FakeTrainer {
       m.initial_loss = 6.3;
       m.final_loss = base_nll(run) -
                      0.05;  // training does not depend on the split: a re-training "reproduces" it
-      m.parameters = run.genome.dim * 1000;
+      m.parameters = run.genome.run.model.dim * 1000;
       m.seconds = 0.5;
       return m;
     };
@@ -103,7 +105,7 @@ EvolveOptions fake_options(const std::string& direction = kSeedDirection) {
   o.population = 4;
   o.trial_seeds = 2;
   o.write_files = false;
-  o.baseline.steps = 50;
+  set_gene(o.baseline, Gene::steps, "50");
   return o;
 }
 
@@ -237,9 +239,9 @@ TEST_CASE("evolve proposals: mutation and crossover are deterministic for a seed
   CHECK(a != c);
 
   Genome other = base;
-  other.mode = ResidualMode::rd_attnres;
-  other.dim = 96;
-  other.layers = 6;
+  set_gene(other, Gene::mode, "rd_attnres");
+  set_gene(other, Gene::dim, "96");
+  set_gene(other, Gene::layers, "6");
   for (uint64_t s = 0; s < 20; ++s) {
     ProposalRng r1(s), r2(s);
     Proposal x = crossover(base, other, "g1-t2", r1), y = crossover(base, other, "g1-t2", r2);
@@ -262,7 +264,8 @@ TEST_CASE("evolve proposals: mutation and crossover are deterministic for a seed
   CHECK(gp.trials.back().parents == std::vector<std::string>{"g0-t0", "g1-t2"});
   // When every crossover child was seen, the slot says so and holds a mutation.
   Genome one_off = base;
-  one_off.dim = 96;  // a single differing gene: the only crossover child is one_off itself
+  set_gene(one_off, Gene::dim,
+           "96");  // a single differing gene: the only crossover child is one_off itself
   std::vector<std::string> seen2{genome_key(base), genome_key(one_off)};
   GenerationPlan fallback =
       propose_generation(2, 2, 42, plan.space, "g0-t0", base, "g1-t1", &one_off, seen2);
@@ -314,7 +317,7 @@ TEST_CASE("evolve scoring: uncertainty across seeds is penalised and ties keep t
     fake.custom = [](const TrialRun& r) {
       SeedMetrics m;
       m.seed = r.seed;
-      if (r.genome.mode == ResidualMode::rd_attnres)
+      if (r.genome.run.model.mode == ResidualMode::rd_attnres)
         m.nll = r.seed == 42 ? 5.90 : 6.06;
       else if (r.trial_id == "g0-t0")
         m.nll = 6.00;
@@ -474,8 +477,8 @@ TEST_CASE("evolve end to end on WikiText-2 (tiny budget)") {
   o.generations = 1;
   o.population = 2;
   o.trial_seeds = 1;
-  o.baseline.steps = 3;
-  o.baseline.dim = 32;
+  set_gene(o.baseline, Gene::steps, "3");
+  set_gene(o.baseline, Gene::dim, "32");
   o.eval_windows = 8;
   o.run_dir = (dir.path / "run").string();
   TrialTrainer trainer = make_micro_lm_trainer(corpus.train, corpus.validation, corpus.test,
@@ -521,17 +524,19 @@ TEST_CASE("evolve's real trainer trains and evaluates through train_and_evaluate
                              test = synthetic_ids(1500, 3);
   const int64_t vocab = 64;
   Genome g;
-  g.mode = ResidualMode::rd_attnres;
-  g.dim = 32;
-  g.layers = 2;
-  g.heads = 2;
-  g.kv_heads = 2;
-  g.seq_len = 16;
-  g.steps = 12;
-  g.batch = 2;
+  for (auto [gene, value] : {std::pair{Gene::mode, "rd_attnres"},
+                             {Gene::dim, "32"},
+                             {Gene::layers, "2"},
+                             {Gene::heads, "2"},
+                             {Gene::kv_heads, "2"},
+                             {Gene::steps, "12"},
+                             {Gene::batch, "2"}})
+    set_gene(g, gene, value);
+  g.run.model.seq_len = 16;
+  const int64_t seq_len = g.run.model.seq_len;
   for (int64_t windows : {int64_t{5}, int64_t{0}}) {
     INFO("eval windows " << windows);
-    const TrainerConfig config = genome_trainer_config(g, 7, vocab);
+    const TrainerConfig config = trainer_config(genome_run_config(g, 7, vocab, windows));
     Trainer reference(config, train);
     reference.run(config.steps);
     const std::vector<double>& losses = reference.losses();
@@ -539,12 +544,12 @@ TEST_CASE("evolve's real trainer trains and evaluates through train_and_evaluate
     for (size_t i = 0; i < 10; ++i) first += losses[i], last += losses[losses.size() - 10 + i];
     auto starts = [&](const std::vector<int32_t>& ids) {
       const int64_t n = static_cast<int64_t>(ids.size());
-      return windows > 0 ? reference_eval_starts(n, g.seq_len, windows)
-                         : full_eval_starts(n, g.seq_len);
+      return windows > 0 ? reference_eval_starts(n, seq_len, windows)
+                         : full_eval_starts(n, seq_len);
     };
     const double ref_validation =
-        evaluate_windows(reference.model(), validation, starts(validation), g.seq_len);
-    const double ref_test = evaluate_windows(reference.model(), test, starts(test), g.seq_len);
+        evaluate_windows(reference.model(), validation, starts(validation), seq_len);
+    const double ref_test = evaluate_windows(reference.model(), test, starts(test), seq_len);
 
     TrialTrainer trainer = make_micro_lm_trainer(train, validation, test, vocab, windows);
     SeedMetrics m = trainer(TrialRun{"g0-t0", g, 7, 0, 1, EvalSplit::validation});
@@ -589,4 +594,43 @@ TEST_CASE("evolve's index.html is the shared page shell with the one stylesheet"
   CHECK(html.find("class=\"chart\"") != std::string::npos);  // charts from report/charts.h
   CHECK(html.find("<svg") != std::string::npos);
   CHECK(html == render_evolve_html(out.result));  // deterministic
+}
+
+TEST_CASE("a genome is a RunConfig: genes are its fields, evolve's fixed settings are pinned") {
+  Genome g;
+  const RunConfig run = genome_run_config(g, 43, 512, 64);
+  // The settings evolve trained with before the genome held a RunConfig (results are unchanged).
+  CHECK(run.model.vocab == 512);
+  CHECK(run.model.mode == ResidualMode::block_attnres);
+  CHECK(run.model.dim == 64);
+  CHECK(run.model.layers == 4);
+  CHECK(run.model.seq_len == 64);
+  CHECK(run.training.seed == 43);
+  CHECK(run.training.clip == 1.0);
+  CHECK(run.training.adamw.lr == 6e-4);
+  CHECK(run.training.adamw.decay == DecayPolicy::matrices_only);
+  CHECK(run.training.init == InitScheme::identical);
+  CHECK(run.training.schedule.kind == Schedule::Kind::warmup_cosine);
+  CHECK(run.training.schedule.warmup_steps == run.training.steps / 20);
+  CHECK(run.training.schedule.min_lr_ratio == 0.1);
+  CHECK(run.data.eval_windows == 64);
+  CHECK_FALSE(run.data.eval_full);
+  CHECK(run.data.train_limit == 0);
+  // Setting a gene sets the field, and the schedule follows steps and kind.
+  set_gene(g, Gene::steps, "400");
+  CHECK(g.run.training.steps == 400);
+  CHECK(g.run.training.schedule.warmup_steps == 20);
+  set_gene(g, Gene::schedule, "constant");
+  CHECK(g.run.training.schedule.warmup_steps == 0);
+  set_gene(g, Gene::lr, "0.001");
+  CHECK(g.run.training.adamw.lr == 0.001);
+  // The JSON keeps its shape and round-trips.
+  const json::Value j = genome_to_json(g);
+  CHECK(j.at("schedule").as_string() == "constant");
+  CHECK(j.at("steps").as_int() == 400);
+  CHECK(genome_from_json(j) == g);
+  CHECK(genome_key(genome_from_json(j)) == genome_key(g));
+  CHECK_THROWS_WITH_AS(set_gene(g, Gene::schedule, "linear"),
+                       doctest::Contains("gene schedule must be constant or cosine"),
+                       std::invalid_argument);
 }

@@ -105,23 +105,17 @@ int cmd_evolve(int argc, char** argv, int start) {
       throw UsageError("--seed: one seed (the trial seeds follow it)");
     o.confidence_z = f.get_double("confidence-z");
     o.eval_windows = f.get_int("eval-windows");
-    Genome& b = o.baseline;
-    b.steps = f.get_int("steps");
-    b.dim = f.get_int("dim");
-    b.layers = f.get_int("layers");
-    b.heads = f.get_int("heads");
-    b.kv_heads = f.get_int("kv-heads");
-    b.seq_len = f.get_int("seq-len");
-    b.batch = f.get_int("batch");
-    b.lr = f.get_double("lr");
-    b.schedule = f.get("schedule");
-    for (auto [name, v] : {std::pair{"steps", b.steps},
-                           {"dim", b.dim},
-                           {"layers", b.layers},
-                           {"heads", b.heads},
-                           {"kv-heads", b.kv_heads},
-                           {"seq-len", b.seq_len},
-                           {"batch", b.batch},
+    Genome& b = o.baseline;  // a RunConfig with genes (evolve/genome.h)
+    const int64_t steps = f.get_int("steps"), dim = f.get_int("dim"), layers = f.get_int("layers"),
+                  heads = f.get_int("heads"), kv_heads = f.get_int("kv-heads"),
+                  seq_len = f.get_int("seq-len"), batch = f.get_int("batch");
+    for (auto [name, v] : {std::pair{"steps", steps},
+                           {"dim", dim},
+                           {"layers", layers},
+                           {"heads", heads},
+                           {"kv-heads", kv_heads},
+                           {"seq-len", seq_len},
+                           {"batch", batch},
                            {"population", o.population},
                            {"trial-seeds", o.trial_seeds}})
       if (v < 1) throw UsageError(fmt::format("--{}: must be >= 1, got {}", name, v));
@@ -131,12 +125,23 @@ int cmd_evolve(int argc, char** argv, int start) {
       throw UsageError(fmt::format("--eval-windows: must be >= 0, got {}", o.eval_windows));
     if (!(o.confidence_z >= 0))
       throw UsageError(fmt::format("--confidence-z: must be >= 0, got {}", o.confidence_z));
-    if (!(b.lr > 0)) throw UsageError(fmt::format("--lr: must be positive, got {}", b.lr));
-    if (b.schedule != "constant" && b.schedule != "cosine")
-      throw UsageError(
-          fmt::format("--schedule: expected constant or cosine, got '{}'", b.schedule));
-    b.mode = f.given("mode") ? parse_residual_mode(f.get("mode"))
-                             : plan_direction(o.direction, b).centre;
+    const double lr = f.get_double("lr");
+    if (!(lr > 0)) throw UsageError(fmt::format("--lr: must be positive, got {}", lr));
+    const std::string schedule = f.get("schedule");
+    if (schedule != "constant" && schedule != "cosine")
+      throw UsageError(fmt::format("--schedule: expected constant or cosine, got '{}'", schedule));
+    for (auto [gene, value] : {std::pair{Gene::steps, steps},
+                               {Gene::dim, dim},
+                               {Gene::layers, layers},
+                               {Gene::heads, heads},
+                               {Gene::kv_heads, kv_heads},
+                               {Gene::batch, batch}})
+      set_gene(b, gene, std::to_string(value));
+    set_gene(b, Gene::lr, fmt::format("{}", lr));
+    set_gene(b, Gene::schedule, schedule);
+    b.run.model.seq_len = seq_len;  // fixed for every genome of the search
+    b.run.model.mode = f.given("mode") ? parse_residual_mode(f.get("mode"))
+                                       : plan_direction(o.direction, b).centre;
     try {
       genome_model_config(b, o.vocab);
     } catch (const std::exception& e) {

@@ -435,7 +435,7 @@ class Search {
         o_.eval_windows > 0
             ? fmt::format(
                   "the first {} non-overlapping windows of {} tokens of the validation split",
-                  o_.eval_windows, o_.baseline.seq_len)
+                  o_.eval_windows, o_.baseline.run.model.seq_len)
             : std::string("every non-overlapping window of the validation split");
     protocol["test"] =
         "evaluated once, after the search, for the baseline and the champion only, on the same "
