@@ -17,6 +17,7 @@
 #include "train/data/corpus.h"
 #include "train/evaluation.h"
 #include "train/experiments/evolve.h"
+#include "train/experiments/evolve/records.h"
 #include "train/experiments/report.h"
 #include "train/io/files.h"
 #include "train/trainer.h"
@@ -633,4 +634,84 @@ TEST_CASE("a genome is a RunConfig: genes are its fields, evolve's fixed setting
   CHECK_THROWS_WITH_AS(set_gene(g, Gene::schedule, "linear"),
                        doctest::Contains("gene schedule must be constant or cosine"),
                        std::invalid_argument);
+}
+
+namespace {
+std::string chart_of(const std::string& html, const std::string& title) {
+  const size_t at = html.find("aria-label=\"" + title);
+  if (at == std::string::npos) return "";
+  const size_t open = html.rfind("<svg", at);
+  return html.substr(open, html.find("</svg>", at) + 6 - open);
+}
+size_t occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+// The texts of the y-axis tick labels of a chart.
+std::vector<double> y_ticks(const std::string& svg) {
+  std::vector<double> ticks;
+  const size_t group = svg.find("<g class=\"y-ticks\"");
+  const size_t end = svg.find("</g>", group);
+  for (size_t at = svg.find("<text", group); at < end; at = svg.find("<text", at + 1)) {
+    const size_t open = svg.find('>', at) + 1;
+    ticks.push_back(std::stod(svg.substr(open, svg.find('<', open) - open)));
+  }
+  return ticks;
+}
+}  // namespace
+
+TEST_CASE("evolve's page: nice score ticks, whole generations, seed error bars, champion curves") {
+  FakeTrainer fake;
+  fake.custom = [](const TrialRun& run) {
+    SeedMetrics m;
+    m.seed = run.seed;
+    m.nll = FakeTrainer::base_nll(run);
+    m.perplexity = std::exp(m.nll);
+    for (int k = 0; k < 120; ++k) m.losses.push_back(6.5 - 0.01 * k + 0.001 * (run.seed - 42));
+    m.routes_qk = {{1.0}, {0.4, 0.6}};
+    m.routes_v = {{1.0}, {0.3, 0.7}};
+    return m;
+  };
+  EvolveOptions o = fake_options();
+  o.generations = 3;
+  const json::Value r = run_evolution(o, fake.fn()).result;
+  const std::string html = render_evolve_html(r);
+  // Trials: one legend entry per generation drawn, the champion line and the error bars.
+  const std::string trials = chart_of(html, "Validation NLL per trial");
+  REQUIRE_FALSE(trials.empty());
+  std::set<int64_t> generations;
+  for (const json::Value& t : r.at("trials").as_array())
+    if (!t.at("mean_nll").is_null()) generations.insert(t.at("generation").as_int());
+  CHECK(occurrences(trials, "class=\"legend-entry\"") == generations.size() + 2);
+  CHECK(trials.find(">champion after each generation</text>") != std::string::npos);
+  CHECK(trials.find(">lowest–highest of the 2 seeds</text>") != std::string::npos);
+  CHECK(occurrences(trials, "class=\"error-bar\"") == occurrences(trials, "class=\"point\""));
+  // Readable ticks: evenly spaced by 1, 2 or 5 × 10^k.
+  const std::vector<double> ticks = y_ticks(trials);
+  REQUIRE(ticks.size() >= 3);
+  const double step = std::abs(ticks[1] - ticks[0]);
+  const double mantissa = step / std::pow(10.0, std::floor(std::log10(step) + 1e-9));
+  CHECK((std::abs(mantissa - 1) < 1e-6 || std::abs(mantissa - 2) < 1e-6 ||
+         std::abs(mantissa - 5) < 1e-6));
+  // Lineage: x ticks are whole generations.
+  const std::string lineage = chart_of(html, "Champion lineage");
+  REQUIRE_FALSE(lineage.empty());
+  CHECK(lineage.find(">0.5</text>") == std::string::npos);
+  CHECK(lineage.find(">3</text>") != std::string::npos);
+  // The champion's training curves and routes.
+  CHECK(html.find("<h2>Champion: training and routes</h2>") != std::string::npos);
+  const std::string curves = chart_of(html, "Training loss per step");
+  CHECK(occurrences(curves, "class=\"legend-entry\"") ==
+        (r.at("champion").at("trial_id").as_string() == "g0-t0" ? 1u : 2u));
+  CHECK(occurrences(curves, "class=\"band\"") >= 1);
+  CHECK(html.find("aria-label=\"" + r.at("champion").at("trial_id").as_string() + " · QK\"") !=
+        std::string::npos);
+  // result.json keeps the curves and routes with each trial's seeds, not with the test split.
+  CHECK(r.at("trials").at(size_t{0}).at("seeds").at(size_t{0}).at("losses").size() == 120);
+  CHECK(r.at("test").at("baseline").at("seeds").at(size_t{0}).find("losses") == nullptr);
+  // A resumed run reads them back.
+  const TrialRecord back = trial_from_json(r.at("trials").at(size_t{0}), 1.0);
+  CHECK(back.seeds[0].losses.size() == 120);
+  CHECK(back.seeds[0].routes_v[1][1] == 0.7);
 }

@@ -47,6 +47,9 @@ TrialTrainer make_micro_lm_trainer(const std::vector<int32_t>& train,
     m.initial_loss = arm.initial_loss;
     m.final_loss = arm.final_loss;
     m.parameters = arm.parameters;
+    m.losses = arm.losses;
+    m.routes_qk = arm.eval_routes.mean_alpha_qk;
+    m.routes_v = arm.eval_routes.mean_alpha_v;
     if (run.split == EvalSplit::validation) {
       // The trained model stays in memory for the test split (same windows as validation).
       m.evaluate_test = [trainer = arm.trainer, &test, eval_windows, id = run.trial_id] {

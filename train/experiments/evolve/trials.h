@@ -45,6 +45,10 @@ struct SeedMetrics {
   double final_loss = 0;    // mean of the last ≤10 training losses
   int64_t parameters = 0;
   double seconds = 0;
+  // For the report's charts (empty from a fake trainer): the training loss per step, and the mean
+  // routing weights on the evaluation windows (layers × sources; empty for a model without routes).
+  std::vector<double> losses;
+  std::vector<std::vector<double>> routes_qk, routes_v;
   // When set, evaluates the trained weights (kept in memory) on the test split. The search keeps
   // these only for the baseline and the current champion. When empty (a fake trainer, or a trial
   // recorded by an earlier session of a resumed run), the test evaluation re-trains the trial
