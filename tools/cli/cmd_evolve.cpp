@@ -22,10 +22,11 @@ namespace dg::cli {
 
 namespace {
 // Flags that define the search; --resume takes them from the recorded run instead.
-const char* kSearchFlags[] = {"model",   "dataset",     "direction", "generations",  "population",
-                              "steps",   "trial-seeds", "seed",      "confidence-z", "eval-windows",
-                              "mode",    "dim",         "layers",    "heads",        "kv-heads",
-                              "seq-len", "batch",       "lr",        "schedule"};
+const char* kSearchFlags[] = {"model",        "dataset",      "direction",   "generations",
+                              "population",   "steps",        "trial-seeds", "seed",
+                              "confidence-z", "eval-windows", "mode",        "dim",
+                              "layers",       "heads",        "kv-heads",    "mutation",
+                              "seq-len",      "batch",        "lr",          "schedule"};
 }  // namespace
 
 int cmd_evolve(int argc, char** argv, int start) {
@@ -47,6 +48,9 @@ int cmd_evolve(int argc, char** argv, int start) {
       .add("trial-seeds", "2", "seeds per trial (seeds --seed, --seed+1, …)")
       .add("seed", "42", "first training seed; also seeds the proposal RNG")
       .add("confidence-z", "1.0", "score = mean validation NLL + z·stderr")
+      .add("mutation", "single",
+           "genes a mutation changes: single (one, so every gain is attributable) | multi (one, "
+           "or two with probability 0.3)")
       .add("eval-windows", "64",
            "validation/test windows of seq-len tokens from the split's start (0 = every window)")
       .add("mode", "",
@@ -104,6 +108,9 @@ int cmd_evolve(int argc, char** argv, int start) {
     if (f.get("seed").find_first_of(",-") != std::string::npos)
       throw UsageError("--seed: one seed (the trial seeds follow it)");
     o.confidence_z = f.get_double("confidence-z");
+    o.mutation = f.get("mutation");
+    if (o.mutation != "single" && o.mutation != "multi")
+      throw UsageError(fmt::format("--mutation: expected single or multi, got '{}'", o.mutation));
     o.eval_windows = f.get_int("eval-windows");
     Genome& b = o.baseline;  // a RunConfig with genes (evolve/genome.h)
     const int64_t steps = f.get_int("steps"), dim = f.get_int("dim"), layers = f.get_int("layers"),

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "train/experiments/evolve/records.h"
@@ -258,6 +259,38 @@ std::string champion_training_html(const Value& r) {
   return h;
 }
 
+// The ablation's verdict and its single-gene variants (result.json["ablation"]), or "" when the
+// result has none (the champion is the baseline, or an older result).
+struct AblationRows {
+  std::string verdict, parent, champion;
+  bool confounded = false;
+  struct Row {
+    std::string change, trial_id, mean_nll, nll_change, paired;
+  };
+  std::vector<Row> rows;
+};
+std::optional<AblationRows> ablation_rows(const Value& r) {
+  const Value* ab = r.find("ablation");
+  if (!ab || !ab->is_object() || ab->at("verdict").is_null()) return std::nullopt;
+  AblationRows a;
+  a.verdict = ab->at("verdict").as_string();
+  a.parent = ab->at("parent").as_string();
+  a.champion = ab->at("champion").as_string();
+  a.confounded = ab->at("confounded").as_bool();
+  for (const Value& v : ab->at("variants").as_array()) {
+    const Value& t = v.at("trial");
+    const Value* paired = v.find("paired_mean_difference_vs_parent");
+    a.rows.push_back(
+        {v.at("change").as_string(), t.at("trial_id").as_string(), num(t.at("mean_nll")),
+         v.at("nll_change_alone").is_null() ? "—"
+                                            : signed_delta(v.at("nll_change_alone").as_double()),
+         paired ? fmt::format("{} (lower on {} of {} seeds)", signed_delta(paired->as_double()),
+                              v.at("seeds_lower_than_parent").as_int(), t.at("seeds").size())
+                : "—"});
+  }
+  return a;
+}
+
 }  // namespace
 
 std::string render_evolve_markdown(const Value& r) {
@@ -310,6 +343,18 @@ std::string render_evolve_markdown(const Value& r) {
     row("champion", ch);
     if (!test.is_object()) md += "\nThe test split is evaluated when the search finishes.\n";
   }
+  if (const auto ab = ablation_rows(r)) {
+    md += fmt::format("\n## Attribution\n\nThe champion {} against its parent {}: **{}**.\n",
+                      ab->champion, ab->parent, ab->verdict);
+    if (!ab->rows.empty()) {
+      md +=
+          "\n| gene applied alone to the parent | trial | mean NLL | NLL change vs parent | paired "
+          "|\n|---|---|---:|---:|---|\n";
+      for (const auto& row : ab->rows)
+        md += fmt::format("| {} | {} | {} | {} | {} |\n", md_cell(row.change), row.trial_id,
+                          row.mean_nll, row.nll_change, row.paired);
+    }
+  }
   md += "\n## Rounds\n\n";
   for (const Value& round : r.at("rounds").as_array()) {
     md += fmt::format("### Generation {} (parent {}{})\n\n", round.at("generation").as_int(),
@@ -361,8 +406,8 @@ std::string render_evolve_markdown(const Value& r) {
   for (const Value& s : p.at("training_seeds").as_array())
     seeds.push_back(std::to_string(s.as_int()));
   md += fmt::format("- Training seeds (every trial): {}.\n", fmt::join(seeds, ", "));
-  for (const char* k : {"score", "validation", "test", "training", "proposals"})
-    md += fmt::format("- {}: {}.\n", k, p.at(k).as_string());
+  for (const char* k : {"score", "validation", "test", "training", "proposals", "ablation"})
+    if (const Value* v = p.find(k)) md += fmt::format("- {}: {}.\n", k, v->as_string());
   md +=
       "- Scale: micro models and short budgets. Differences smaller than the seed-to-seed spread "
       "are noise, not findings.\n";
@@ -430,6 +475,25 @@ std::string render_evolve_html(const Value& r) {
     h += "</table>\n";
   }
   h += champion_training_html(r);
+  if (const auto ab = ablation_rows(r)) {
+    h += fmt::format(
+        "<h2>Attribution</h2>\n<p class=\"{}\">The champion {} against its parent "
+        "{}: <b>{}</b>.</p>\n",
+        ab->confounded ? "verdict confounded" : "verdict", html_escape(ab->champion),
+        html_escape(ab->parent), html_escape(ab->verdict));
+    if (!ab->rows.empty()) {
+      h += "<table><tr><th>gene applied alone to the parent</th><th>trial</th><th "
+           "class=\"num\">mean NLL</th><th class=\"num\">NLL change vs parent</th><th>paired over "
+           "seeds</th></tr>\n";
+      for (const auto& row : ab->rows)
+        h += fmt::format(
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td "
+            "class=\"num\">{}</td><td>{}</td></tr>\n",
+            html_escape(row.change), html_escape(row.trial_id), row.mean_nll, row.nll_change,
+            html_escape(row.paired));
+      h += "</table>\n";
+    }
+  }
   h += "<h2>Search</h2>\n<figure>" + svg_trials(r) +
        "<figcaption>Each point is a trial's mean validation NLL over its seeds; the error bar "
        "spans its lowest and highest seed. The search selects by score = mean + z·stderr (in "
@@ -489,8 +553,9 @@ std::string render_evolve_html(const Value& r) {
                     (t.at("error").is_null() ? "" : ": " + t.at("error").as_string())));
   }
   h += "</table>\n<h2>Protocol</h2><ul>";
-  for (const char* k : {"score", "validation", "test", "training", "proposals"})
-    h += fmt::format("<li>{}: {}</li>", k, html_escape(r.at("protocol").at(k).as_string()));
+  for (const char* k : {"score", "validation", "test", "training", "proposals", "ablation"})
+    if (const Value* v = r.at("protocol").find(k))
+      h += fmt::format("<li>{}: {}</li>", k, html_escape(v->as_string()));
   h += "</ul>\n<h2>result.json</h2><details><summary>show</summary><pre>" +
        html_escape(json::dump(r, 2)) + "</pre></details>\n";
   return render_page(shell, h);
