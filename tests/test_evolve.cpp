@@ -732,7 +732,7 @@ TEST_CASE("evolve ablation: one variant per changed gene, each the parent with t
   }
   // The schedule's warm-up follows the gene: constant has none.
   CHECK(v[1].genome.run.training.schedule.warmup_steps == 0);
-  CHECK(v[0].genome.run.training.schedule.warmup_steps == 10);  // cosine: 5% of 200 steps
+  CHECK(v[0].genome.run.training.schedule.warmup_steps == 30);  // cosine: 5% of 600 steps
   // One changed gene is its own attribution; none is nothing to ablate.
   Genome one = parent;
   set_gene(one, Gene::lr, "0.001");
@@ -834,4 +834,27 @@ TEST_CASE("evolve --mutation single changes one gene per mutation; the ablation 
     CHECK(html.find("<h2>Attribution</h2>") != std::string::npos);
   }
   CHECK(found);
+}
+
+TEST_CASE("evolve says when its budget is too short to tell block_attnres from rd_attnres") {
+  CHECK(Genome().run.training.steps == kArmsDifferSteps);  // the default budget can tell them
+  FakeTrainer fake;
+  EvolveOptions o = fake_options();  // 50 steps
+  std::vector<std::string> messages;
+  o.on_message = [&messages](const std::string& line) { messages.push_back(line); };
+  o.generations = 0;
+  const json::Value r = run_evolution(o, fake.fn()).result;
+  const std::string budget = r.at("protocol").at("budget").as_string();
+  CHECK(budget.find("this run's baseline trains 50 steps, too few to tell") != std::string::npos);
+  CHECK(std::any_of(messages.begin(), messages.end(), [](const std::string& m) {
+    return m.rfind("note: 50 training steps", 0) == 0;
+  }));
+  CHECK(render_evolve_markdown(r).find("- budget: with identical initialisation") !=
+        std::string::npos);
+  set_gene(o.baseline, Gene::steps, std::to_string(kArmsDifferSteps));
+  messages.clear();
+  const json::Value enough = run_evolution(o, fake.fn()).result;
+  CHECK(enough.at("protocol").at("budget").as_string().find("too few") == std::string::npos);
+  CHECK(std::none_of(messages.begin(), messages.end(),
+                     [](const std::string& m) { return m.rfind("note:", 0) == 0; }));
 }

@@ -44,7 +44,15 @@ int cmd_evolve(int argc, char** argv, int start) {
            "research direction (English or Chinese keywords steer the search space)")
       .add("generations", "2", "generations after the baseline")
       .add("population", "4", "children proposed per generation")
-      .add("steps", "200", "training steps of the baseline genome")
+      .add(
+          "steps", std::to_string(kArmsDifferSteps),
+          "training steps of the baseline genome. With identical initialisation block_attnres and "
+          "rd_attnres\n"
+          "train almost alike at first (their routes start equal; at d64 L4 their losses differ by "
+          "< 1e-4 until\n"
+          "step 60-180): after 200 steps their NLLs differ by ~2e-5 with no consistent sign, so "
+          "shorter budgets\n"
+          "cannot tell them apart; after 600 steps rd is lower on every seed")
       .add("trial-seeds", "2", "seeds per trial (seeds --seed, --seed+1, …)")
       .add("seed", "42", "first training seed; also seeds the proposal RNG")
       .add("confidence-z", "1.0", "score = mean validation NLL + z·stderr")

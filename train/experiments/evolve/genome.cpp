@@ -47,7 +47,7 @@ Genome::Genome() {
   m.kv_heads = 4;
   m.seq_len = 64;
   TrainingConfig& t = run.training;
-  t.steps = 200;
+  t.steps = kArmsDifferSteps;
   t.batch = 4;
   t.clip = 1.0;
   t.adamw.lr = 6e-4;

@@ -406,7 +406,8 @@ std::string render_evolve_markdown(const Value& r) {
   for (const Value& s : p.at("training_seeds").as_array())
     seeds.push_back(std::to_string(s.as_int()));
   md += fmt::format("- Training seeds (every trial): {}.\n", fmt::join(seeds, ", "));
-  for (const char* k : {"score", "validation", "test", "training", "proposals", "ablation"})
+  for (const char* k :
+       {"score", "validation", "test", "training", "budget", "proposals", "ablation"})
     if (const Value* v = p.find(k)) md += fmt::format("- {}: {}.\n", k, v->as_string());
   md +=
       "- Scale: micro models and short budgets. Differences smaller than the seed-to-seed spread "
@@ -553,7 +554,8 @@ std::string render_evolve_html(const Value& r) {
                     (t.at("error").is_null() ? "" : ": " + t.at("error").as_string())));
   }
   h += "</table>\n<h2>Protocol</h2><ul>";
-  for (const char* k : {"score", "validation", "test", "training", "proposals", "ablation"})
+  for (const char* k :
+       {"score", "validation", "test", "training", "budget", "proposals", "ablation"})
     if (const Value* v = r.at("protocol").find(k))
       h += fmt::format("<li>{}: {}</li>", k, html_escape(v->as_string()));
   h += "</ul>\n<h2>result.json</h2><details><summary>show</summary><pre>" +
