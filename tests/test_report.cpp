@@ -562,7 +562,7 @@ TEST_CASE("paired headline: the relative change is in the paired statistics' met
   const std::string md = render_reproduce_markdown(r);
   CHECK(has(md,
             "Relative to the same-budget block_attnres baseline, on the full validation NLL "
-            "(nats/token) (the paired statistics' metric; mean over 3 seeds): +0.00% NLL"));
+            "(nats/token) (the paired statistics' metric; mean over 3 seeds): +0.000029% NLL"));
   CHECK(has(md, "On the LM loss column (32 validation windows of 64 tokens), the same comparison"));
   CHECK(has(md,
             "LM loss and perplexity: 32 validation windows of 64 tokens; validation NLL: every "

@@ -261,21 +261,31 @@ std::string render_reproduce_html(const Value& r) {
     // The headline in the metric of the paired statistics; the LM loss column's change beside it.
     h += "<p class=\"relative\">Relative to the same-budget " + html_escape(b) +
          " baseline, on the " + html_escape(string_at(r, "paired.metric")) +
-         " (the paired statistics' metric; mean over " +
-         format_number(number_at(r, "paired.n"), {Style::integer}) +
-         " seeds): " + cells.span("paired.relative_percent", {Style::signed_percent, 2}) +
-         " NLL, " + cells.span("paired.perplexity_relative_percent", {Style::signed_percent, 2}) +
+         " (the paired statistics' metric; mean over " + seeds_text(number_at(r, "paired.n")) +
+         "): " +
+         cells.span("paired.relative_percent",
+                    percent_format(number_at(r, "paired.relative_percent"))) +
+         " NLL, " +
+         cells.span("paired.perplexity_relative_percent",
+                    percent_format(number_at(r, "paired.perplexity_relative_percent"))) +
          " perplexity (of the mean NLL).</p>\n";
     h += "<p class=\"relative-windows\">On the LM loss column (" + over +
          "), the same comparison gives " +
-         cells.span("relative.lm_loss_percent", {Style::signed_percent, 2}) + " LM loss, " +
-         cells.span("relative.perplexity_percent", {Style::signed_percent, 2}) +
+         cells.span("relative.lm_loss_percent",
+                    percent_format(number_at(r, "relative.lm_loss_percent"))) +
+         " LM loss, " +
+         cells.span("relative.perplexity_percent",
+                    percent_format(number_at(r, "relative.perplexity_percent"))) +
          " perplexity.</p>\n";
   } else {
     h += "<p class=\"relative\">Relative to the same-budget " + html_escape(b) +
          " baseline, on the LM loss over " + over + ": LM loss " +
-         cells.span("relative.lm_loss_percent", {Style::signed_percent, 2}) + ", perplexity " +
-         cells.span("relative.perplexity_percent", {Style::signed_percent, 2}) + ".</p>\n";
+         cells.span("relative.lm_loss_percent",
+                    percent_format(number_at(r, "relative.lm_loss_percent"))) +
+         ", perplexity " +
+         cells.span("relative.perplexity_percent",
+                    percent_format(number_at(r, "relative.perplexity_percent"))) +
+         ".</p>\n";
   }
   h += "<p>" + html_escape(paper_line(r)) + "</p>\n";
   if (const std::string scope = string_at(r, "scope"); !scope.empty())

@@ -141,6 +141,16 @@ std::string lm_loss_scope(const Value& r) {
              : "every validation window of " + tokens;
 }
 
+Fmt percent_format(double percent) {
+  const double a = std::abs(percent);
+  const int first = a > 0 && std::isfinite(a) ? static_cast<int>(std::floor(std::log10(a))) : 0;
+  return {Style::signed_percent, std::clamp(1 - first, 2, 6)};
+}
+
+std::string seeds_text(double n) {
+  return format_number(n, {Style::integer}) + (n == 1 ? " seed" : " seeds");
+}
+
 bool headline_is_paired(const Value& r) {
   return optional_value_at(r, "paired") && optional_value_at(r, "paired.relative_percent");
 }
@@ -149,17 +159,19 @@ std::string relative_line(const Value& r, const std::string& baseline_name) {
   if (headline_is_paired(r))
     return fmt::format(
         "Relative to the same-budget {} baseline, on the {} (the paired statistics' metric; mean "
-        "over {} seeds): {} NLL, {} perplexity (of the mean NLL).",
-        baseline_name, string_at(r, "paired.metric"),
-        format_number(number_at(r, "paired.n"), {Style::integer}),
-        format_number(number_at(r, "paired.relative_percent"), {Style::signed_percent, 2}),
+        "over {}): {} NLL, {} perplexity (of the mean NLL).",
+        baseline_name, string_at(r, "paired.metric"), seeds_text(number_at(r, "paired.n")),
+        format_number(number_at(r, "paired.relative_percent"),
+                      percent_format(number_at(r, "paired.relative_percent"))),
         format_number(number_at(r, "paired.perplexity_relative_percent"),
-                      {Style::signed_percent, 2}));
+                      percent_format(number_at(r, "paired.perplexity_relative_percent"))));
   return fmt::format(
       "Relative to the same-budget {} baseline, on the LM loss over {}: LM loss {}, perplexity {}.",
       baseline_name, lm_loss_scope(r),
-      format_number(number_at(r, "relative.lm_loss_percent"), {Style::signed_percent, 2}),
-      format_number(number_at(r, "relative.perplexity_percent"), {Style::signed_percent, 2}));
+      format_number(number_at(r, "relative.lm_loss_percent"),
+                    percent_format(number_at(r, "relative.lm_loss_percent"))),
+      format_number(number_at(r, "relative.perplexity_percent"),
+                    percent_format(number_at(r, "relative.perplexity_percent"))));
 }
 
 std::string windows_relative_line(const Value& r) {
@@ -167,8 +179,10 @@ std::string windows_relative_line(const Value& r) {
   return fmt::format(
       "On the LM loss column ({}), the same comparison gives {} LM loss, {} perplexity.",
       lm_loss_scope(r),
-      format_number(number_at(r, "relative.lm_loss_percent"), {Style::signed_percent, 2}),
-      format_number(number_at(r, "relative.perplexity_percent"), {Style::signed_percent, 2}));
+      format_number(number_at(r, "relative.lm_loss_percent"),
+                    percent_format(number_at(r, "relative.lm_loss_percent"))),
+      format_number(number_at(r, "relative.perplexity_percent"),
+                    percent_format(number_at(r, "relative.perplexity_percent"))));
 }
 
 std::string paper_line(const Value& r) {
