@@ -285,8 +285,9 @@ Value run_arm(const ReproduceOptions& opt, const Corpus& corpus, const Reproduce
   ArmResult r = train_and_evaluate(arm.name, arm_run_config(opt.config, arm.mode, seed),
                                    corpus.train, corpus.validation, on_step);
   say(fmt::format(
-      "seed {} {}: lm_loss {:.6f} perplexity {:.3f}{} ({:.1f} s)", seed, arm.name, r.lm_loss,
-      r.perplexity,
+      "seed {} {}: lm_loss {:.6f} perplexity {:.3f} ({} validation windows){} ({:.1f} s)", seed,
+      arm.name, r.lm_loss, r.perplexity,
+      opt.config.data.eval_windows > 0 ? std::to_string(opt.config.data.eval_windows) : "every",
       r.full_eval_tokens ? fmt::format(", full validation NLL {:.6f}", r.full_lm_loss) : "",
       r.train_seconds + r.eval_seconds));
   return arm_json(r, seed);
@@ -582,7 +583,7 @@ std::string comparison_table(const Value& result) {
   }
   if (const Value* p = result.find("paired")) {
     table += fmt::format(
-        "relative (rd vs block) on the {} (mean over seeds): {:+.4f}%, perplexity {:+.4f}%\n",
+        "relative (rd vs block) on the {} (mean over seeds): {:+.3g}%, perplexity {:+.3g}%\n",
         p->at("metric").as_string(), p->at("relative_percent").as_double(),
         p->at("perplexity_relative_percent").as_double());
     table += fmt::format(

@@ -686,8 +686,9 @@ class Search {
       s += fmt::format("  attribution against its parent {}: {}\n", ab.at("parent").as_string(),
                        ab.at("verdict").as_string());
     s += fmt::format(
-        "Validation NLL: champion {:.4f} ± {:.4f} (score {:.4f}, perplexity {:.2f}); baseline "
-        "{:.4f} ± {:.4f} (score {:.4f}, perplexity {:.2f})\n",
+        "Validation NLL ({}, mean ± std over the trial seeds): champion {:.4f} ± {:.4f} (score "
+        "{:.4f}, perplexity {:.2f}); baseline {:.4f} ± {:.4f} (score {:.4f}, perplexity {:.2f})\n",
+        o_.eval_windows > 0 ? fmt::format("{} windows", o_.eval_windows) : "every window",
         ch.at("mean_nll").as_double(), ch.at("std_nll").as_double(), ch.at("score").as_double(),
         ch.at("perplexity").as_double(), base.score.mean, base.score.std, base.score.score,
         perplexity_of(base.score.mean));
