@@ -17,6 +17,7 @@
 #include "train/data/corpus.h"
 #include "train/evaluation.h"
 #include "train/experiments/evolve.h"
+#include "train/experiments/evolve/records.h"
 #include "train/experiments/report.h"
 #include "train/io/files.h"
 #include "train/trainer.h"
@@ -63,14 +64,16 @@ struct FakeTrainer {
   std::function<SeedMetrics(const TrialRun&)> custom;
 
   static double base_nll(const TrialRun& run) {
-    const Genome& g = run.genome;
+    const MicroLMConfig& g = run.genome.run.model;
+    const TrainingConfig& t = run.genome.run.training;
     double nll = 6.0;
     if (g.mode == ResidualMode::rd_attnres) nll -= 0.04;
     if (g.mode == ResidualMode::paper_rd_attnres) nll -= 0.02;
     if (g.mode == ResidualMode::standard) nll += 0.05;
     nll += 0.01 * std::abs(std::log2(static_cast<double>(g.dim) / 64.0)) +
            0.002 * std::abs(static_cast<double>(g.layers) - 4);
-    nll += 0.003 * std::abs(std::log2(g.lr / 6e-4)) + (g.schedule == "constant" ? 0.004 : 0.0) +
+    nll += 0.003 * std::abs(std::log2(t.adamw.lr / 6e-4)) +
+           (t.schedule.kind == Schedule::Kind::constant ? 0.004 : 0.0) +
            0.001 * static_cast<double>(g.heads - g.kv_heads);
     nll += 0.001 * static_cast<double>(run.seed - 42);
     return nll;
@@ -89,7 +92,7 @@ struct FakeTrainer {
       m.initial_loss = 6.3;
       m.final_loss = base_nll(run) -
                      0.05;  // training does not depend on the split: a re-training "reproduces" it
-      m.parameters = run.genome.dim * 1000;
+      m.parameters = run.genome.run.model.dim * 1000;
       m.seconds = 0.5;
       return m;
     };
@@ -103,7 +106,7 @@ EvolveOptions fake_options(const std::string& direction = kSeedDirection) {
   o.population = 4;
   o.trial_seeds = 2;
   o.write_files = false;
-  o.baseline.steps = 50;
+  set_gene(o.baseline, Gene::steps, "50");
   return o;
 }
 
@@ -237,9 +240,9 @@ TEST_CASE("evolve proposals: mutation and crossover are deterministic for a seed
   CHECK(a != c);
 
   Genome other = base;
-  other.mode = ResidualMode::rd_attnres;
-  other.dim = 96;
-  other.layers = 6;
+  set_gene(other, Gene::mode, "rd_attnres");
+  set_gene(other, Gene::dim, "96");
+  set_gene(other, Gene::layers, "6");
   for (uint64_t s = 0; s < 20; ++s) {
     ProposalRng r1(s), r2(s);
     Proposal x = crossover(base, other, "g1-t2", r1), y = crossover(base, other, "g1-t2", r2);
@@ -262,7 +265,8 @@ TEST_CASE("evolve proposals: mutation and crossover are deterministic for a seed
   CHECK(gp.trials.back().parents == std::vector<std::string>{"g0-t0", "g1-t2"});
   // When every crossover child was seen, the slot says so and holds a mutation.
   Genome one_off = base;
-  one_off.dim = 96;  // a single differing gene: the only crossover child is one_off itself
+  set_gene(one_off, Gene::dim,
+           "96");  // a single differing gene: the only crossover child is one_off itself
   std::vector<std::string> seen2{genome_key(base), genome_key(one_off)};
   GenerationPlan fallback =
       propose_generation(2, 2, 42, plan.space, "g0-t0", base, "g1-t1", &one_off, seen2);
@@ -314,7 +318,7 @@ TEST_CASE("evolve scoring: uncertainty across seeds is penalised and ties keep t
     fake.custom = [](const TrialRun& r) {
       SeedMetrics m;
       m.seed = r.seed;
-      if (r.genome.mode == ResidualMode::rd_attnres)
+      if (r.genome.run.model.mode == ResidualMode::rd_attnres)
         m.nll = r.seed == 42 ? 5.90 : 6.06;
       else if (r.trial_id == "g0-t0")
         m.nll = 6.00;
@@ -526,8 +530,8 @@ TEST_CASE("evolve end to end on WikiText-2 (tiny budget)") {
   o.generations = 1;
   o.population = 2;
   o.trial_seeds = 1;
-  o.baseline.steps = 3;
-  o.baseline.dim = 32;
+  set_gene(o.baseline, Gene::steps, "3");
+  set_gene(o.baseline, Gene::dim, "32");
   o.eval_windows = 8;
   o.run_dir = (dir.path / "run").string();
   TrialTrainer trainer = make_micro_lm_trainer(corpus.train, corpus.validation, corpus.test,
@@ -573,17 +577,19 @@ TEST_CASE("evolve's real trainer trains and evaluates through train_and_evaluate
                              test = synthetic_ids(1500, 3);
   const int64_t vocab = 64;
   Genome g;
-  g.mode = ResidualMode::rd_attnres;
-  g.dim = 32;
-  g.layers = 2;
-  g.heads = 2;
-  g.kv_heads = 2;
-  g.seq_len = 16;
-  g.steps = 12;
-  g.batch = 2;
+  for (auto [gene, value] : {std::pair{Gene::mode, "rd_attnres"},
+                             {Gene::dim, "32"},
+                             {Gene::layers, "2"},
+                             {Gene::heads, "2"},
+                             {Gene::kv_heads, "2"},
+                             {Gene::steps, "12"},
+                             {Gene::batch, "2"}})
+    set_gene(g, gene, value);
+  g.run.model.seq_len = 16;
+  const int64_t seq_len = g.run.model.seq_len;
   for (int64_t windows : {int64_t{5}, int64_t{0}}) {
     INFO("eval windows " << windows);
-    const TrainerConfig config = genome_trainer_config(g, 7, vocab);
+    const TrainerConfig config = trainer_config(genome_run_config(g, 7, vocab, windows));
     Trainer reference(config, train);
     reference.run(config.steps);
     const std::vector<double>& losses = reference.losses();
@@ -591,12 +597,12 @@ TEST_CASE("evolve's real trainer trains and evaluates through train_and_evaluate
     for (size_t i = 0; i < 10; ++i) first += losses[i], last += losses[losses.size() - 10 + i];
     auto starts = [&](const std::vector<int32_t>& ids) {
       const int64_t n = static_cast<int64_t>(ids.size());
-      return windows > 0 ? reference_eval_starts(n, g.seq_len, windows)
-                         : full_eval_starts(n, g.seq_len);
+      return windows > 0 ? reference_eval_starts(n, seq_len, windows)
+                         : full_eval_starts(n, seq_len);
     };
     const double ref_validation =
-        evaluate_windows(reference.model(), validation, starts(validation), g.seq_len);
-    const double ref_test = evaluate_windows(reference.model(), test, starts(test), g.seq_len);
+        evaluate_windows(reference.model(), validation, starts(validation), seq_len);
+    const double ref_test = evaluate_windows(reference.model(), test, starts(test), seq_len);
 
     TrialTrainer trainer = make_micro_lm_trainer(train, validation, test, vocab, windows);
     SeedMetrics m = trainer(TrialRun{"g0-t0", g, 7, 0, 1, EvalSplit::validation});
@@ -641,4 +647,266 @@ TEST_CASE("evolve's index.html is the shared page shell with the one stylesheet"
   CHECK(html.find("class=\"chart\"") != std::string::npos);  // charts from report/charts.h
   CHECK(html.find("<svg") != std::string::npos);
   CHECK(html == render_evolve_html(out.result));  // deterministic
+}
+
+TEST_CASE("a genome is a RunConfig: genes are its fields, evolve's fixed settings are pinned") {
+  Genome g;
+  const RunConfig run = genome_run_config(g, 43, 512, 64);
+  // The settings evolve trained with before the genome held a RunConfig (results are unchanged).
+  CHECK(run.model.vocab == 512);
+  CHECK(run.model.mode == ResidualMode::block_attnres);
+  CHECK(run.model.dim == 64);
+  CHECK(run.model.layers == 4);
+  CHECK(run.model.seq_len == 64);
+  CHECK(run.training.seed == 43);
+  CHECK(run.training.clip == 1.0);
+  CHECK(run.training.adamw.lr == 6e-4);
+  CHECK(run.training.adamw.decay == DecayPolicy::matrices_only);
+  CHECK(run.training.init == InitScheme::identical);
+  CHECK(run.training.schedule.kind == Schedule::Kind::warmup_cosine);
+  CHECK(run.training.schedule.warmup_steps == run.training.steps / 20);
+  CHECK(run.training.schedule.min_lr_ratio == 0.1);
+  CHECK(run.data.eval_windows == 64);
+  CHECK_FALSE(run.data.eval_full);
+  CHECK(run.data.train_limit == 0);
+  // Setting a gene sets the field, and the schedule follows steps and kind.
+  set_gene(g, Gene::steps, "400");
+  CHECK(g.run.training.steps == 400);
+  CHECK(g.run.training.schedule.warmup_steps == 20);
+  set_gene(g, Gene::schedule, "constant");
+  CHECK(g.run.training.schedule.warmup_steps == 0);
+  set_gene(g, Gene::lr, "0.001");
+  CHECK(g.run.training.adamw.lr == 0.001);
+  // The JSON keeps its shape and round-trips.
+  const json::Value j = genome_to_json(g);
+  CHECK(j.at("schedule").as_string() == "constant");
+  CHECK(j.at("steps").as_int() == 400);
+  CHECK(genome_from_json(j) == g);
+  CHECK(genome_key(genome_from_json(j)) == genome_key(g));
+  CHECK_THROWS_WITH_AS(set_gene(g, Gene::schedule, "linear"),
+                       doctest::Contains("gene schedule must be constant or cosine"),
+                       std::invalid_argument);
+}
+
+namespace {
+std::string chart_of(const std::string& html, const std::string& title) {
+  const size_t at = html.find("aria-label=\"" + title);
+  if (at == std::string::npos) return "";
+  const size_t open = html.rfind("<svg", at);
+  return html.substr(open, html.find("</svg>", at) + 6 - open);
+}
+size_t occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+// The texts of the y-axis tick labels of a chart.
+std::vector<double> y_ticks(const std::string& svg) {
+  std::vector<double> ticks;
+  const size_t group = svg.find("<g class=\"y-ticks\"");
+  const size_t end = svg.find("</g>", group);
+  for (size_t at = svg.find("<text", group); at < end; at = svg.find("<text", at + 1)) {
+    const size_t open = svg.find('>', at) + 1;
+    ticks.push_back(std::stod(svg.substr(open, svg.find('<', open) - open)));
+  }
+  return ticks;
+}
+}  // namespace
+
+TEST_CASE("evolve's page: nice score ticks, whole generations, seed error bars, champion curves") {
+  FakeTrainer fake;
+  fake.custom = [](const TrialRun& run) {
+    SeedMetrics m;
+    m.seed = run.seed;
+    m.nll = FakeTrainer::base_nll(run);
+    m.perplexity = std::exp(m.nll);
+    for (int k = 0; k < 120; ++k) m.losses.push_back(6.5 - 0.01 * k + 0.001 * (run.seed - 42));
+    m.routes_qk = {{1.0}, {0.4, 0.6}};
+    m.routes_v = {{1.0}, {0.3, 0.7}};
+    return m;
+  };
+  EvolveOptions o = fake_options();
+  o.generations = 3;
+  const json::Value r = run_evolution(o, fake.fn()).result;
+  const std::string html = render_evolve_html(r);
+  // Trials: one legend entry per generation drawn, the champion line and the error bars.
+  const std::string trials = chart_of(html, "Validation NLL per trial");
+  REQUIRE_FALSE(trials.empty());
+  std::set<int64_t> generations;
+  for (const json::Value& t : r.at("trials").as_array())
+    if (!t.at("mean_nll").is_null()) generations.insert(t.at("generation").as_int());
+  CHECK(occurrences(trials, "class=\"legend-entry\"") == generations.size() + 2);
+  CHECK(trials.find(">champion after each generation</text>") != std::string::npos);
+  CHECK(trials.find(">lowest–highest of the 2 seeds</text>") != std::string::npos);
+  CHECK(occurrences(trials, "class=\"error-bar\"") == occurrences(trials, "class=\"point\""));
+  // Readable ticks: evenly spaced by 1, 2 or 5 × 10^k.
+  const std::vector<double> ticks = y_ticks(trials);
+  REQUIRE(ticks.size() >= 3);
+  const double step = std::abs(ticks[1] - ticks[0]);
+  const double mantissa = step / std::pow(10.0, std::floor(std::log10(step) + 1e-9));
+  CHECK((std::abs(mantissa - 1) < 1e-6 || std::abs(mantissa - 2) < 1e-6 ||
+         std::abs(mantissa - 5) < 1e-6));
+  // Lineage: x ticks are whole generations.
+  const std::string lineage = chart_of(html, "Champion lineage");
+  REQUIRE_FALSE(lineage.empty());
+  CHECK(lineage.find(">0.5</text>") == std::string::npos);
+  CHECK(lineage.find(">3</text>") != std::string::npos);
+  // The champion's training curves and routes.
+  CHECK(html.find("<h2>Champion: training and routes</h2>") != std::string::npos);
+  const std::string curves = chart_of(html, "Training loss per step");
+  CHECK(occurrences(curves, "class=\"legend-entry\"") ==
+        (r.at("champion").at("trial_id").as_string() == "g0-t0" ? 1u : 2u));
+  CHECK(occurrences(curves, "class=\"band\"") >= 1);
+  CHECK(html.find("aria-label=\"" + r.at("champion").at("trial_id").as_string() + " · QK\"") !=
+        std::string::npos);
+  // result.json keeps the curves and routes with each trial's seeds, not with the test split.
+  CHECK(r.at("trials").at(size_t{0}).at("seeds").at(size_t{0}).at("losses").size() == 120);
+  CHECK(r.at("test").at("baseline").at("seeds").at(size_t{0}).find("losses") == nullptr);
+  // A resumed run reads them back.
+  const TrialRecord back = trial_from_json(r.at("trials").at(size_t{0}), 1.0);
+  CHECK(back.seeds[0].losses.size() == 120);
+  CHECK(back.seeds[0].routes_v[1][1] == 0.7);
+}
+
+TEST_CASE("evolve ablation: one variant per changed gene, each the parent with that gene alone") {
+  Genome parent, champion;
+  set_gene(champion, Gene::mode, "rd_attnres");
+  set_gene(champion, Gene::schedule, "constant");
+  const std::vector<AblationVariant> v = ablation_variants(parent, champion, "g2-t1");
+  REQUIRE(v.size() == 2);
+  CHECK(v[0].gene == Gene::mode);  // gene order
+  CHECK(v[0].change == "mode: block_attnres → rd_attnres");
+  CHECK(v[0].trial_id == "g2-t1-only-mode");
+  CHECK(v[1].change == "schedule: cosine → constant");
+  for (const AblationVariant& a : v) {
+    CHECK(genes_differing(a.genome, parent) == 1);
+    CHECK(gene_value(a.genome, a.gene) == gene_value(champion, a.gene));
+  }
+  // The schedule's warm-up follows the gene: constant has none.
+  CHECK(v[1].genome.run.training.schedule.warmup_steps == 0);
+  CHECK(v[0].genome.run.training.schedule.warmup_steps == 30);  // cosine: 5% of 600 steps
+  // One changed gene is its own attribution; none is nothing to ablate.
+  Genome one = parent;
+  set_gene(one, Gene::lr, "0.001");
+  CHECK(ablation_variants(parent, one, "x").empty());
+  CHECK(ablation_variants(parent, parent, "x").empty());
+}
+
+TEST_CASE("evolve ablation verdict: attributed, confounded by interaction or by redundancy") {
+  const std::vector<std::string> genes{"mode", "schedule"};
+  // The documented case: mode alone −0.028 of −0.060; schedule alone −0.050: schedule carries it.
+  AblationVerdict v = judge_ablation(6.0, 5.94, {5.972, 5.95}, genes, 2);
+  CHECK(v.joint_gain == doctest::Approx(0.06));
+  CHECK(v.attributed);
+  CHECK_FALSE(v.confounded);
+  CHECK(v.carriers == std::vector<std::string>{"schedule"});
+  CHECK(v.text.rfind("attributed to schedule", 0) == 0);
+  CHECK(v.text.find("mode alone -0.0280") != std::string::npos);
+  // Neither alone gives half: the gain needs both.
+  v = judge_ablation(6.0, 5.94, {5.99, 5.985}, genes, 2);
+  CHECK(v.confounded);
+  CHECK_FALSE(v.attributed);
+  CHECK(v.carriers.empty());
+  CHECK(v.text.find("needs the combination") != std::string::npos);
+  // Both alone give half or more: redundant, no single credit.
+  v = judge_ablation(6.0, 5.94, {5.96, 5.95}, genes, 2);
+  CHECK(v.confounded);
+  CHECK(v.carriers.size() == 2);
+  CHECK(v.text.find("cannot credit one") != std::string::npos);
+  // A failed variant leaves the gain confounded.
+  v = judge_ablation(6.0, 5.94, {std::nan(""), 5.95}, genes, 2);
+  CHECK(v.confounded);
+  CHECK(std::isnan(v.gains_alone[0]));
+  // No gain: nothing to attribute (and nothing confounded).
+  v = judge_ablation(6.0, 6.0, {6.01, 6.0}, genes, 2);
+  CHECK_FALSE(v.confounded);
+  CHECK_FALSE(v.attributed);
+  CHECK(v.text.find("no gain to attribute") != std::string::npos);
+  // A single change needs no ablation.
+  v = judge_ablation(6.0, 5.9, {}, {}, 1);
+  CHECK(v.attributed);
+  CHECK_FALSE(v.confounded);
+}
+
+TEST_CASE("evolve --mutation single changes one gene per mutation; the ablation trains each gene") {
+  // Single: every mutation child differs from its parent in exactly one gene.
+  {
+    FakeTrainer fake;
+    EvolveOptions o = fake_options();
+    o.mutation = "single";
+    o.generations = 3;
+    const json::Value r = run_evolution(o, fake.fn()).result;
+    for (const json::Value& t : r.at("trials").as_array())
+      if (t.at("origin").as_string() == "mutation") CHECK(t.at("changes").size() == 1);
+    CHECK(r.at("config").at("mutation").as_string() == "single");
+  }
+  // Multi: search seeds until a champion changed two or more genes against its parent; then the
+  // ablation trains one single-gene variant per changed gene on the same seeds, and its verdict is
+  // judge_ablation's.
+  bool found = false;
+  for (uint64_t seed = 42; seed < 102 && !found; ++seed) {  // the fake NLL needs seeds >= 42
+    FakeTrainer fake;
+    EvolveOptions o = fake_options();
+    o.mutation = "multi";
+    o.seed = seed;
+    o.generations = 3;
+    const json::Value r = run_evolution(o, fake.fn()).result;
+    const json::Value& ab = r.at("ablation");
+    if (!ab.is_object() || ab.at("genes_changed").size() < 2) continue;
+    found = true;
+    CAPTURE(seed);
+    CHECK(ab.at("champion").as_string() == r.at("champion").at("trial_id").as_string());
+    const json::Array& variants = ab.at("variants").as_array();
+    REQUIRE(variants.size() == ab.at("genes_changed").size());
+    const json::Value* parent = nullptr;
+    for (const json::Value& t : r.at("trials").as_array())
+      if (t.at("trial_id").as_string() == ab.at("parent").as_string()) parent = &t;
+    REQUIRE(parent != nullptr);
+    const Genome parent_genome = genome_from_json(parent->at("genome"));
+    std::vector<double> means;
+    std::vector<std::string> genes;
+    for (const json::Value& v : variants) {
+      const json::Value& t = v.at("trial");
+      const Genome g = genome_from_json(t.at("genome"));
+      CHECK(genes_differing(g, parent_genome) == 1);
+      CHECK(t.at("origin").as_string() == "ablation");
+      CHECK(t.at("seeds").size() == 2);  // the trial seeds
+      CHECK(fake.validation_calls[genome_key(g)] >= 1);
+      means.push_back(t.at("mean_nll").as_double());
+      genes.push_back(v.at("gene").as_string());
+    }
+    const AblationVerdict expected = judge_ablation(parent->at("mean_nll").as_double(),
+                                                    r.at("champion").at("mean_nll").as_double(),
+                                                    means, genes, ab.at("genes_changed").size());
+    CHECK(ab.at("verdict").as_string() == expected.text);
+    CHECK(ab.at("confounded").as_bool() == expected.confounded);
+    const std::string md = render_evolve_markdown(r), html = render_evolve_html(r);
+    CHECK(md.find("## Attribution") != std::string::npos);
+    CHECK(md.find(expected.text) != std::string::npos);
+    CHECK(html.find("<h2>Attribution</h2>") != std::string::npos);
+  }
+  CHECK(found);
+}
+
+TEST_CASE("evolve says when its budget is too short to tell block_attnres from rd_attnres") {
+  CHECK(Genome().run.training.steps == kArmsDifferSteps);  // the default budget can tell them
+  FakeTrainer fake;
+  EvolveOptions o = fake_options();  // 50 steps
+  std::vector<std::string> messages;
+  o.on_message = [&messages](const std::string& line) { messages.push_back(line); };
+  o.generations = 0;
+  const json::Value r = run_evolution(o, fake.fn()).result;
+  const std::string budget = r.at("protocol").at("budget").as_string();
+  CHECK(budget.find("this run's baseline trains 50 steps, too few to tell") != std::string::npos);
+  CHECK(std::any_of(messages.begin(), messages.end(), [](const std::string& m) {
+    return m.rfind("note: 50 training steps", 0) == 0;
+  }));
+  CHECK(render_evolve_markdown(r).find("- budget: with identical initialisation") !=
+        std::string::npos);
+  set_gene(o.baseline, Gene::steps, std::to_string(kArmsDifferSteps));
+  messages.clear();
+  const json::Value enough = run_evolution(o, fake.fn()).result;
+  CHECK(enough.at("protocol").at("budget").as_string().find("too few") == std::string::npos);
+  CHECK(std::none_of(messages.begin(), messages.end(),
+                     [](const std::string& m) { return m.rfind("note:", 0) == 0; }));
 }

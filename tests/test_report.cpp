@@ -196,9 +196,9 @@ TEST_CASE("parity report: the reference's report.md table, banners and depthgrad
       md,
       "\n| Variant | LM loss | Perplexity | Parameters |\n|---|---:|---:|---:|\n"
       "| block_attnres | 5.7570 | 316.41 | 139904 |\n| rd_attnres | 5.7631 | 318.33 | 140096 |\n"));
-  CHECK(has(
-      md,
-      "Relative to the same-budget block_attnres baseline: LM loss +0.11%, perplexity +0.61%."));
+  CHECK(has(md,
+            "Relative to the same-budget block_attnres baseline, on the LM loss over the "
+            "reference's validation windows: LM loss +0.11%, perplexity +0.61%."));
   CHECK_FALSE(has(md, "LLaMA"));
   // JS: the reference statistic and per layer.
   CHECK(has(md, "block_attnres 0.0000000000, rd_attnres 0.0048934821"));
@@ -236,9 +236,10 @@ TEST_CASE(
     "paired report: per-seed table, wins, CI and p-values; heatmaps fall back to training routes") {
   const json::Value r = load_sample("report_paired.json");
   const std::string md = render_reproduce_markdown(r);
-  CHECK(has(
-      md,
-      "| block_attnres | 5.8408 | 344.08 | 193536 |\n| rd_attnres | 5.8408 | 344.08 | 193920 |\n"));
+  CHECK(has(md,
+            "| block_attnres | 5.8408 | 344.08 | 5.8376 | 193536 |\n| rd_attnres | 5.8408 | 344.08 "
+            "| 5.8376 | "
+            "193920 |\n"));
   CHECK(has(md, "3 seeds (1, 2, 3), table values are means over seeds"));
   CHECK(has(md, "## Paired statistics"));
   CHECK(has(md, "Metric: full validation NLL (nats/token)."));
@@ -261,7 +262,8 @@ TEST_CASE(
   CHECK(has(html, "data-json=\"paired.ci95[0]\""));
   CHECK(has(html, "Routes on the validation windows, seed 1"));
   CHECK(has(html, "Routes on the last training batch, seed 3"));  // seed 3 has no validation routes
-  CHECK(count(html, "<polyline") == 9);  // 2 arms × 3 seeds, and 3 per-step differences
+  // Losses: 3 faint seeds and a mean per arm; differences: 3 faint seeds and their mean.
+  CHECK(count(html, "<polyline") == 12);
   CHECK(has(html, "class=\"bar pos\""));
   CHECK(check_data_values(html, r) >= 40);
 }
@@ -455,4 +457,213 @@ TEST_CASE("the reproduce page is the shared page shell with the one stylesheet")
   CHECK(has(kReportFontStack, "'Noto Sans CJK SC'"));
   CHECK(has(kReportFontStack, "'Microsoft YaHei'"));
   CHECK_FALSE(has(report_stylesheet(), "url("));
+}
+
+namespace {
+
+// The sample paired result (3 seeds) grown or shrunk to n seeds: seeds cycle through the sample's,
+// each seed's losses shifted so the seeds differ, and the rd arm's losses equal to the block arm's
+// for the first 5 steps and lower from step 5 on (as with identical initialisation).
+json::Value with_seeds(const json::Value& sample, size_t n) {
+  json::Value r = sample;
+  const json::Array& source = sample.at("seed_results").as_array();
+  json::Array seeds;
+  json::Array diffs;
+  for (size_t i = 0; i < n; ++i) {
+    json::Value s = source[i % source.size()];
+    s["seed"] = static_cast<int64_t>(i + 1);
+    json::Array block, rd;
+    for (const json::Value& v : s.at("block_attnres").at("training").at("losses").as_array()) {
+      const double loss = v.as_double() + 0.01 * static_cast<double>(i);
+      block.emplace_back(loss);
+      rd.emplace_back(rd.size() < 5 ? loss : loss - 0.002 * static_cast<double>(i + 1));
+    }
+    s["block_attnres"]["training"]["losses"] = json::Value(std::move(block));
+    s["rd_attnres"]["training"]["losses"] = json::Value(std::move(rd));
+    diffs.emplace_back(s.at("rd_attnres").at("full_validation_lm_loss").as_double() -
+                       s.at("block_attnres").at("full_validation_lm_loss").as_double());
+    seeds.push_back(std::move(s));
+  }
+  r["seed_results"] = json::Value(std::move(seeds));
+  r["paired"]["n"] = static_cast<int64_t>(n);
+  r["paired"]["differences_method_minus_baseline"] = json::Value(std::move(diffs));
+  json::Array layers;
+  for (const json::Value& layer : sample.at("paired").at("validation_js_per_layer").as_array()) {
+    json::Value l = layer;
+    json::Array per_seed;
+    const json::Array& values = layer.at("per_seed").as_array();
+    for (size_t i = 0; i < n; ++i) per_seed.push_back(values[i % values.size()]);
+    l["per_seed"] = json::Value(std::move(per_seed));
+    layers.push_back(std::move(l));
+  }
+  r["paired"]["validation_js_per_layer"] = json::Value(std::move(layers));
+  return r;
+}
+
+// The <svg> element whose aria-label starts with `title`.
+std::string chart(const std::string& html, const std::string& title) {
+  const size_t at = html.find("aria-label=\"" + title);
+  if (at == std::string::npos) return "";
+  const size_t open = html.rfind("<svg", at);
+  return html.substr(open, html.find("</svg>", at) + 6 - open);
+}
+
+// The <table> … </table> that contains `part`.
+std::string table_with(const std::string& html, const std::string& part) {
+  const size_t at = html.find(part);
+  if (at == std::string::npos) return "";
+  const size_t open = html.rfind("<table", at);
+  return html.substr(open, html.find("</table>", at) + 8 - open);
+}
+
+}  // namespace
+
+TEST_CASE("paired page at 1, 6 and 10 seeds: arm means with bands, one legend entry per arm") {
+  const json::Value sample = load_sample("report_paired.json");
+  for (size_t n : {size_t{1}, size_t{6}, size_t{10}}) {
+    CAPTURE(n);
+    const json::Value r = with_seeds(sample, n);
+    const std::string html = render_reproduce_html(r);
+    check_page(html, r);
+    // Training loss: the legend names the two arms only, whatever the number of seeds.
+    const std::string loss = chart(html, "Training loss per step");
+    REQUIRE_FALSE(loss.empty());
+    CHECK(count(loss, "class=\"legend-entry\"") == 2);
+    CHECK(count(loss, "class=\"band\"") == (n > 1 ? 2u : 0u));          // min–max band per arm
+    CHECK(count(loss, "<g class=\"faint\">") == (n > 1 ? 2 * n : 0u));  // each seed, faint
+    if (n > 1) CHECK(has(loss, "mean of " + std::to_string(n) + " seeds, band min–max"));
+    // The difference rd − block: its 95% interval over seeds, and where the arms part.
+    const std::string diff = chart(html, "Training loss difference per step");
+    REQUIRE_FALSE(diff.empty());
+    CHECK(count(diff, "class=\"band\"") == (n > 1 ? 1u : 0u));
+    CHECK(count(diff, "class=\"legend-entry\"") == 1);
+    CHECK(has(html, "bit-identical for the first 5 steps and differ from step 5 on"));
+    // The per-seed differences with the mean and (several seeds) its confidence interval.
+    const std::string bars = chart(html, "rd_attnres − block_attnres per seed");
+    REQUIRE_FALSE(bars.empty());
+    CHECK(count(bars, "class=\"bar ") == n);
+    CHECK(count(bars, "class=\"reference-line\"") == 1);
+    CHECK(count(bars, "class=\"reference-band\"") == (n > 1 ? 1u : 0u));
+    // Per-layer JS: error bars over seeds, and a table whose width does not grow with the seeds.
+    const std::string js = chart(html, "Validation JS per layer");
+    const size_t layers = sample.at("paired").at("validation_js_per_layer").size();
+    CHECK(count(js, "class=\"error-bar\"") == (n > 1 ? layers : 0u));
+    const std::string js_table = table_with(html, "Validation mean over seeds");
+    CHECK(count(js_table.substr(0, js_table.find("</tr>")), "<th") == 4);
+    CHECK(count(js_table, "data-json=\"paired.validation_js_per_layer[0].per_seed[") == n);
+    // Every table sits in a container that scrolls sideways instead of running off the page.
+    CHECK(count(html, "<table") == count(html, "<div class=\"table-wrap\"><table"));
+    CHECK(count(html, "</table></div>") == count(html, "<table"));
+  }
+}
+
+TEST_CASE("paired headline: the relative change is in the paired statistics' metric, named") {
+  const json::Value r = load_sample("report_paired.json");
+  const std::string md = render_reproduce_markdown(r);
+  CHECK(has(md,
+            "Relative to the same-budget block_attnres baseline, on the full validation NLL "
+            "(nats/token) (the paired statistics' metric; mean over 3 seeds): +0.000029% NLL"));
+  CHECK(has(md, "On the LM loss column (32 validation windows of 64 tokens), the same comparison"));
+  CHECK(has(md,
+            "LM loss and perplexity: 32 validation windows of 64 tokens; validation NLL: every "
+            "window of the validation split; means over seeds."));
+  const std::string html = render_reproduce_html(r);
+  const size_t relative = html.find("<p class=\"relative\">");
+  REQUIRE(relative != std::string::npos);
+  const std::string line = html.substr(relative, html.find("</p>", relative) - relative);
+  CHECK(has(line, "data-json=\"paired.relative_percent\""));
+  CHECK(has(line, "data-json=\"paired.perplexity_relative_percent\""));
+  CHECK_FALSE(has(line, "data-json=\"relative.lm_loss_percent\""));  // the 32-window number
+  CHECK(has(html, "<p class=\"relative-windows\">On the LM loss column"));
+  // Every loss column names what it was computed on.
+  CHECK(has(html, "LM loss<span class=\"sub\">32 validation windows of 64 tokens</span>"));
+  CHECK(has(html, "Validation NLL<span class=\"sub\">every window of the validation split</span>"));
+  CHECK(has(html, "Initial loss<span class=\"sub\">mean of the first 10 training batches"));
+  // The mean over seeds, not the first seed's value.
+  CHECK(has(html, "data-json=\"baseline.full_validation_lm_loss\""));
+  CHECK(number_at(r, "baseline.full_validation_lm_loss") !=
+        number_at(r, "seed_results[0].block_attnres.full_validation_lm_loss"));
+  // Without paired statistics (parity), the headline stays on the LM loss and says so.
+  const std::string parity = render_reproduce_markdown(load_sample("report_parity.json"));
+  CHECK(has(parity,
+            "Relative to the same-budget block_attnres baseline, on the LM loss over the "
+            "reference's validation windows: LM loss +0.11%, perplexity +0.61%."));
+}
+
+TEST_CASE("svg_line_chart: bands, faint lines, and a legend only for what carries a label") {
+  Series mean("block (mean)", {3.0, 2.5, 2.0}, "#2f6db5");
+  mean.band_lo = {2.8, 2.4, 1.9};
+  mean.band_hi = {3.2, 2.7, 2.2};
+  Series faint("", {3.2, 2.7, 2.2}, "#2f6db5");
+  faint.faint = true;
+  Series faint_labelled("seed 1", {2.8, 2.4, 1.9}, "#2f6db5");
+  faint_labelled.faint = true;
+  const std::string svg = svg_line_chart("t", "step", "loss", {faint, faint_labelled, mean});
+  CHECK(tag_balance_problem(svg) == "");
+  CHECK(count(svg, "class=\"band\"") == 1);
+  CHECK(count(svg, "<g class=\"faint\">") == 2);
+  CHECK(count(svg, "class=\"legend-entry\"") == 1);  // faint lines have no legend entry
+  CHECK_FALSE(has(svg, ">seed 1</text>"));
+  // The band comes before (under) the mean line, the faint lines before the band.
+  CHECK(svg.find("class=\"faint\"") < svg.find("class=\"band\""));
+  CHECK(svg.find("class=\"band\"") < svg.rfind("<polyline"));
+  // x ticks are whole steps even for a short series (no "0.5").
+  CHECK_FALSE(has(svg, ">0.5</text>"));
+  CHECK_FALSE(has(svg, ">1.5</text>"));
+}
+
+TEST_CASE("svg_bar_chart: error bars and a reference band, named in the legend") {
+  BarErrors errors;
+  errors.lo = {0.4, -0.3, kNoValue};
+  errors.hi = {0.6, -0.2, kNoValue};
+  errors.label = "±1 sd";
+  ReferenceBand band;
+  band.at = 0.1;
+  band.lo = -0.05;
+  band.hi = 0.25;
+  band.label = "mean and 95% CI";
+  const std::string svg =
+      svg_bar_chart("d", {"a", "b", "c"}, {0.5, -0.25, 0.1}, "nats", 640, 280, errors, band);
+  CHECK(tag_balance_problem(svg) == "");
+  CHECK(count(svg, "class=\"error-bar\"") == 2);  // none for the third bar
+  CHECK(count(svg, "class=\"reference-band\"") == 1);
+  CHECK(count(svg, "class=\"reference-line\"") == 1);
+  CHECK(count(svg, "class=\"legend-entry\"") == 2);
+  CHECK(has(svg, ">±1 sd</text>"));
+  CHECK(has(svg, ">mean and 95% CI</text>"));
+  // Without extras: no legend at all.
+  CHECK_FALSE(has(svg_bar_chart("d", {"a"}, {1.0}, "y"), "legend-entry"));
+}
+
+TEST_CASE("svg_interval_chart: points with error bars on a numeric or log axis") {
+  IntervalSeries effect;
+  effect.label = "rd − block";
+  effect.line = IntervalLine::straight;
+  effect.points = {{1.4e5, -0.01, -0.02, 0.0, "micro"},
+                   {2.1e6, -0.02, -0.03, -0.01, "small"},
+                   {8.5e7, -0.03, -0.05, -0.01, "base"}};
+  IntervalChartOptions o;
+  o.log_x = true;
+  o.error_bar_label = "95% CI over seeds";
+  o.zero_line = true;
+  const std::string svg = svg_interval_chart("effect vs size", "parameters", "Δ NLL", {effect}, o);
+  CHECK(tag_balance_problem(svg) == "");
+  CHECK(count(svg, "class=\"error-bar\"") == 3);
+  CHECK(count(svg, "class=\"point\"") == 3);
+  CHECK(count(svg, "class=\"legend-entry\"") == 2);
+  CHECK(has(svg, ">1e+06</text>") + has(svg, ">1.00e+06</text>") >= 1);  // decade ticks
+  CHECK(has(svg, "<title>small</title>"));
+  // Integer x: generation ticks are whole numbers.
+  IntervalSeries gens;
+  gens.label = "champion";
+  gens.points = {{0, 5.0, kNoValue, kNoValue, ""},
+                 {1, 4.9, kNoValue, kNoValue, ""},
+                 {2, 4.85, kNoValue, kNoValue, ""}};
+  IntervalChartOptions integer;
+  integer.integer_x = true;
+  const std::string g = svg_interval_chart("lineage", "generation", "NLL", {gens}, integer);
+  CHECK(has(g, ">1</text>"));
+  CHECK_FALSE(has(g, ">0.5</text>"));
+  CHECK_FALSE(has(g, "class=\"error-bar\""));
+  CHECK(has(svg_interval_chart("none", "x", "y", {}), "no data"));
 }

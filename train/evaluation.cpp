@@ -124,17 +124,4 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
   return r;
 }
 
-ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& config,
-                             const std::vector<int32_t>& train_ids,
-                             const std::vector<int32_t>& validation_ids,
-                             const TrainOptions& options) {
-  RunConfig run;
-  run.model = config;
-  run.training = static_cast<const TrainingConfig&>(options.training);
-  run.data.eval_windows = options.eval_max_windows;
-  run.data.eval_full = options.eval_full;
-  return train_and_evaluate(name, run, train_ids, validation_ids, options.on_step,
-                            options.keep_trainer);
-}
-
 }  // namespace dg

@@ -16,16 +16,6 @@
 
 namespace dg {
 
-struct TrainOptions {
-  // Steps, batch, clipping (<= 0 disables), AdamW (adamw.lr is the peak rate), schedule, init and
-  // seed; its `model` is ignored (train_and_evaluate's config argument is the model).
-  TrainerConfig training;
-  int64_t eval_max_windows = 32;  // reference evaluation: 32 windows of seq_len (0 = every window)
-  bool eval_full = false;         // also evaluate every window of the validation split
-  bool keep_trainer = false;  // return the trainer (and its trained model) in ArmResult::trainer
-  std::function<void(const StepLog&)> on_step;  // progress callback
-};
-
 struct ArmResult {
   std::string name;
   MicroLMConfig config;
@@ -43,7 +33,7 @@ struct ArmResult {
   RouteStats eval_routes;   // over the evaluation windows after training
   double train_seconds = 0;
   double eval_seconds = 0;
-  // When TrainOptions::keep_trainer: the trainer holding the trained model, e.g. to evaluate it
+  // With keep_trainer: the trainer holding the trained model, e.g. to evaluate it
   // later on another split (it refers to train_ids, which must outlive it).
   std::shared_ptr<Trainer> trainer;
 };
@@ -57,7 +47,9 @@ double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids,
 
 // Trains run.model with run.training on train_ids, then evaluates on validation_ids: run.data's
 // eval_windows reference windows (0 = every window) and, with eval_full, every window as well.
-// run.data's dataset and limits are the caller's business (the ids are already chosen).
+// run.data's dataset and limits are the caller's business (the ids are already chosen). Every
+// command trains through it: reproduce's arms, evolve's trials (evolve passes the test split as
+// validation_ids for its final evaluation), bench.
 // With a `checkpoint` path, training resumes from that training checkpoint when the file exists,
 // and when on_step throws Interrupted (train/stop.h) the trainer is saved there before the
 // exception goes on: an interrupted arm continues where it stopped, bit for bit.
@@ -66,14 +58,5 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
                              const std::vector<int32_t>& validation_ids,
                              const std::function<void(const StepLog&)>& on_step = {},
                              bool keep_trainer = false, const std::string& checkpoint = "");
-
-// The same from a TrainerConfig-style description (evolve's trials): options.training with
-// `config` as the model, evaluated on options.eval_max_windows windows (0 = every window).
-// Builds the model of `config`, trains it on train_ids with options.training and evaluates it on
-// validation_ids (any split's ids: evolve passes the test split there for its final evaluation).
-ArmResult train_and_evaluate(const std::string& name, const MicroLMConfig& config,
-                             const std::vector<int32_t>& train_ids,
-                             const std::vector<int32_t>& validation_ids,
-                             const TrainOptions& options);
 
 }  // namespace dg

@@ -16,16 +16,8 @@
 // The vocabulary size is model.vocab: the BPE tokenizer is trained to it and the model then takes
 // the tokenizer's size (one field, so a data vocabulary and a model vocabulary cannot disagree).
 //
-// How evolve's Genome (train/experiments/evolve.h) maps onto a RunConfig, for when it moves here:
-//   genome.mode, dim, layers, heads, kv_heads, seq_len -> model.mode, dim, layers, heads, kv_heads,
-//                                                         seq_len (model.vocab from the corpus)
-//   genome.lr -> training.adamw.lr;   genome.steps -> training.steps
-//   genome.batch -> training.batch;   genome.schedule -> training.schedule.kind, with
-//                                     warmup = default_warmup_steps(kind, steps)
-//   fixed by evolve: training.clip 1.0, adamw.decay matrices_only, init identical
-//   the trial's seed -> training.seed;   EvolveOptions.eval_windows -> data.eval_windows
-//   data limits 0 (whole splits)
-// A genome is then a RunConfig plus the list of genes a mutation may change.
+// evolve's Genome (train/experiments/evolve/genome.h) is a RunConfig whose genes are fields of it:
+// model mode, dim, layers, heads, kv_heads; training lr, schedule kind, steps, batch.
 #pragma once
 #include <cstdint>
 #include <string>

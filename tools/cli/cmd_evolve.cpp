@@ -24,10 +24,11 @@ namespace dg::cli {
 
 namespace {
 // Flags that define the search; --resume takes them from the recorded run instead.
-const char* kSearchFlags[] = {"model",   "dataset",     "direction", "generations",  "population",
-                              "steps",   "trial-seeds", "seed",      "confidence-z", "eval-windows",
-                              "mode",    "dim",         "layers",    "heads",        "kv-heads",
-                              "seq-len", "batch",       "lr",        "schedule"};
+const char* kSearchFlags[] = {"model",        "dataset",      "direction",   "generations",
+                              "population",   "steps",        "trial-seeds", "seed",
+                              "confidence-z", "eval-windows", "mode",        "dim",
+                              "layers",       "heads",        "kv-heads",    "mutation",
+                              "seq-len",      "batch",        "lr",          "schedule"};
 }  // namespace
 
 int cmd_evolve(int argc, char** argv, int start) {
@@ -47,10 +48,21 @@ int cmd_evolve(int argc, char** argv, int start) {
            "research direction (English or Chinese keywords steer the search space)")
       .add("generations", "2", "generations after the baseline")
       .add("population", "4", "children proposed per generation")
-      .add("steps", "200", "training steps of the baseline genome")
+      .add(
+          "steps", std::to_string(kArmsDifferSteps),
+          "training steps of the baseline genome. With identical initialisation block_attnres and "
+          "rd_attnres\n"
+          "train almost alike at first (their routes start equal; at d64 L4 their losses differ by "
+          "< 1e-4 until\n"
+          "step 60-180): after 200 steps their NLLs differ by ~2e-5 with no consistent sign, so "
+          "shorter budgets\n"
+          "cannot tell them apart; after 600 steps rd is lower on every seed")
       .add("trial-seeds", "2", "seeds per trial (seeds --seed, --seed+1, …)")
       .add("seed", "42", "first training seed; also seeds the proposal RNG")
       .add("confidence-z", "1.0", "score = mean validation NLL + z·stderr")
+      .add("mutation", "single",
+           "genes a mutation changes: single (one, so every gain is attributable) | multi (one, "
+           "or two with probability 0.3)")
       .add("eval-windows", "64",
            "validation/test windows of seq-len tokens from the split's start (0 = every window)")
       .add("mode", "",
@@ -112,24 +124,21 @@ int cmd_evolve(int argc, char** argv, int start) {
     if (f.get("seed").find_first_of(",-") != std::string::npos)
       throw UsageError("--seed: one seed (the trial seeds follow it)");
     o.confidence_z = f.get_double("confidence-z");
+    o.mutation = f.get("mutation");
+    if (o.mutation != "single" && o.mutation != "multi")
+      throw UsageError(fmt::format("--mutation: expected single or multi, got '{}'", o.mutation));
     o.eval_windows = f.get_int("eval-windows");
-    Genome& b = o.baseline;
-    b.steps = f.get_int("steps");
-    b.dim = f.get_int("dim");
-    b.layers = f.get_int("layers");
-    b.heads = f.get_int("heads");
-    b.kv_heads = f.get_int("kv-heads");
-    b.seq_len = f.get_int("seq-len");
-    b.batch = f.get_int("batch");
-    b.lr = f.get_double("lr");
-    b.schedule = f.get("schedule");
-    for (auto [name, v] : {std::pair{"steps", b.steps},
-                           {"dim", b.dim},
-                           {"layers", b.layers},
-                           {"heads", b.heads},
-                           {"kv-heads", b.kv_heads},
-                           {"seq-len", b.seq_len},
-                           {"batch", b.batch},
+    Genome& b = o.baseline;  // a RunConfig with genes (evolve/genome.h)
+    const int64_t steps = f.get_int("steps"), dim = f.get_int("dim"), layers = f.get_int("layers"),
+                  heads = f.get_int("heads"), kv_heads = f.get_int("kv-heads"),
+                  seq_len = f.get_int("seq-len"), batch = f.get_int("batch");
+    for (auto [name, v] : {std::pair{"steps", steps},
+                           {"dim", dim},
+                           {"layers", layers},
+                           {"heads", heads},
+                           {"kv-heads", kv_heads},
+                           {"seq-len", seq_len},
+                           {"batch", batch},
                            {"population", o.population},
                            {"trial-seeds", o.trial_seeds}})
       if (v < 1) throw UsageError(fmt::format("--{}: must be >= 1, got {}", name, v));
@@ -139,12 +148,23 @@ int cmd_evolve(int argc, char** argv, int start) {
       throw UsageError(fmt::format("--eval-windows: must be >= 0, got {}", o.eval_windows));
     if (!(o.confidence_z >= 0))
       throw UsageError(fmt::format("--confidence-z: must be >= 0, got {}", o.confidence_z));
-    if (!(b.lr > 0)) throw UsageError(fmt::format("--lr: must be positive, got {}", b.lr));
-    if (b.schedule != "constant" && b.schedule != "cosine")
-      throw UsageError(
-          fmt::format("--schedule: expected constant or cosine, got '{}'", b.schedule));
-    b.mode = f.given("mode") ? parse_residual_mode(f.get("mode"))
-                             : plan_direction(o.direction, b).centre;
+    const double lr = f.get_double("lr");
+    if (!(lr > 0)) throw UsageError(fmt::format("--lr: must be positive, got {}", lr));
+    const std::string schedule = f.get("schedule");
+    if (schedule != "constant" && schedule != "cosine")
+      throw UsageError(fmt::format("--schedule: expected constant or cosine, got '{}'", schedule));
+    for (auto [gene, value] : {std::pair{Gene::steps, steps},
+                               {Gene::dim, dim},
+                               {Gene::layers, layers},
+                               {Gene::heads, heads},
+                               {Gene::kv_heads, kv_heads},
+                               {Gene::batch, batch}})
+      set_gene(b, gene, std::to_string(value));
+    set_gene(b, Gene::lr, fmt::format("{}", lr));
+    set_gene(b, Gene::schedule, schedule);
+    b.run.model.seq_len = seq_len;  // fixed for every genome of the search
+    b.run.model.mode = f.given("mode") ? parse_residual_mode(f.get("mode"))
+                                       : plan_direction(o.direction, b).centre;
     try {
       genome_model_config(b, o.vocab);
     } catch (const std::exception& e) {

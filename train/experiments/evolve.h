@@ -7,11 +7,13 @@
 //   proposals.h   mutation, crossover and the proposals of a generation (deterministic RNG)
 //   trials.h      a trial on one seed, the trainer hook, the real trainer (train_and_evaluate),
 //                 the score over seeds
-//   search.h      the search loop: selection, resume, the test split, result.json
+//   search.h      the search loop: selection, the ablation, resume, the test split, result.json
+//   ablation.h    which of the champion's changes made its gain (single-gene variants, verdict)
 //   records.h     the search's records as result.json holds them (internal)
 //   render.h      report.md and index.html from result.json
 #pragma once
 
+#include "train/experiments/evolve/ablation.h"
 #include "train/experiments/evolve/directions.h"
 #include "train/experiments/evolve/genome.h"
 #include "train/experiments/evolve/proposals.h"

@@ -426,9 +426,11 @@ Value setup_json(const ReproduceOptions& opt) {
   setup["weight_decay_applies_to"] = decay_policy_name(c.training.adamw.decay);
   setup["gradient_clip"] = c.training.clip;
   setup["init"] = init_scheme_name(c.training.init);
-  setup["evaluation"] = c.data.eval_full ? "reference windows + full validation split"
-                                         : fmt::format("reference ({} windows of {})",
-                                                       c.data.eval_windows, c.model.seq_len);
+  setup["evaluation"] =
+      c.data.eval_full
+          ? fmt::format("reference ({} windows of {}) + full validation split", c.data.eval_windows,
+                        c.model.seq_len)
+          : fmt::format("reference ({} windows of {})", c.data.eval_windows, c.model.seq_len);
   setup["same_tokens_optimizer_and_budget"] = true;
   setup["evolve_architecture"] = "rd_attnres";
   setup["evolve_optimizer"] = "adamw";
@@ -441,18 +443,27 @@ Value setup_json(const ReproduceOptions& opt) {
 // One arm over all seeds: the first seed's record with means (and sample std) over seeds.
 Value arm_over_seeds(const std::vector<Value>& per_seed, const std::string& name,
                      const std::vector<uint64_t>& seeds) {
-  std::vector<double> loss, ppl, js;
+  std::vector<double> loss, ppl, js, full, full_ppl;
   for (const Value& s : per_seed) {
     const Value& arm = s.at(name);
     loss.push_back(arm.at("lm_loss").as_double());
     ppl.push_back(arm.at("perplexity").as_double());
     js.push_back(arm.at("architecture_stats").at("qk_v_route_js_divergence").as_double());
+    if (const Value* f = arm.find("full_validation_lm_loss")) {
+      full.push_back(f->as_double());
+      full_ppl.push_back(arm.at("full_validation_perplexity").as_double());
+    }
   }
   Value agg = per_seed[0].at(name);
   agg["lm_loss"] = mean_of(loss);
   agg["lm_loss_std"] = sample_std(loss);
   agg["perplexity"] = mean_of(ppl);
   agg["perplexity_std"] = sample_std(ppl);
+  if (full.size() == per_seed.size()) {  // the full split's NLL, like lm_loss, over seeds
+    agg["full_validation_lm_loss"] = mean_of(full);
+    agg["full_validation_lm_loss_std"] = sample_std(full);
+    agg["full_validation_perplexity"] = mean_of(full_ppl);
+  }
   agg["architecture_stats"]["qk_v_route_js_divergence"] = mean_of(js);
   agg["seeds"] = seeds_json(seeds);
   return agg;
@@ -496,6 +507,13 @@ Value paired_statistics(const ReproduceOptions& opt, const std::vector<Value>& p
                     ? "full validation NLL (nats/token)"
                     : fmt::format("validation lm_loss (nats/token, {} windows)", data.eval_windows);
   p["n"] = ps.n;
+  // The headline's relative change, in the same metric: the seeds' mean NLL of each arm, and the
+  // perplexity of that mean NLL.
+  const double b_mean = mean_of(b_nll), m_mean = mean_of(m_nll);
+  p["baseline_mean"] = b_mean;
+  p["method_mean"] = m_mean;
+  p["relative_percent"] = 100.0 * (m_mean - b_mean) / b_mean;
+  p["perplexity_relative_percent"] = 100.0 * std::expm1(m_mean - b_mean);
   p["differences_method_minus_baseline"] = doubles(ps.differences);
   p["wins_method"] = ps.wins;
   p["ties"] = ps.ties;
@@ -607,7 +625,15 @@ std::string comparison_table(const Value& result) {
                          fmt_int(a.at("parameters").as_int()),
                          a.at("architecture_stats").at("qk_v_route_js_divergence").as_double());
   }
-  table += fmt::format("relative (rd vs block): lm_loss {:+.4f}%, perplexity {:+.4f}%\n",
+  // lm_loss is the reference's evaluation windows; the paired statistics may use the full split.
+  const Value& config = result.at("config");
+  const int64_t windows = config.at("data").at("eval_windows").as_int();
+  table += fmt::format("lm_loss and perplexity: {} of {} tokens{}\n",
+                       windows > 0 ? fmt::format("{} validation windows", windows)
+                                   : std::string("every validation window"),
+                       config.at("model").at("seq_len").as_int(),
+                       result.at("seed_results").size() > 1 ? ", mean over seeds" : "");
+  table += fmt::format("relative (rd vs block) on lm_loss: {:+.4f}%, perplexity {:+.4f}%\n",
                        result.at("relative").at("lm_loss_percent").as_double(),
                        result.at("relative").at("perplexity_percent").as_double());
   if (const Value* ref = result.find("reference_recorded")) {
@@ -621,6 +647,10 @@ std::string comparison_table(const Value& result) {
     }
   }
   if (const Value* p = result.find("paired")) {
+    table += fmt::format(
+        "relative (rd vs block) on the {} (mean over seeds): {:+.3g}%, perplexity {:+.3g}%\n",
+        p->at("metric").as_string(), p->at("relative_percent").as_double(),
+        p->at("perplexity_relative_percent").as_double());
     table += fmt::format(
         "paired over {} seeds ({}): rd − block mean {:+.3e} nats, 95% CI [{:+.3e}, {:+.3e}], rd "
         "wins {}/{}, sign test p = {:.4g}, t-test p = {:.4g}\n",

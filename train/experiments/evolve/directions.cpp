@@ -169,17 +169,18 @@ SearchSpace full_space(const Genome& b) {
        {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres,
         ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres})
     add_value(s[Gene::mode], residual_mode_name(m), 1.0);
-  ints(Gene::dim, {32, 48, 64, 96, 128}, b.dim);
-  ints(Gene::layers, {2, 3, 4, 6, 8}, b.layers);
-  ints(Gene::heads, {1, 2, 4, 8}, b.heads);
-  ints(Gene::kv_heads, {1, 2, 4, 8}, b.kv_heads);
-  std::vector<double> lrs{3e-4, 6e-4, 1e-3, 2e-3, b.lr};
+  ints(Gene::dim, {32, 48, 64, 96, 128}, b.run.model.dim);
+  ints(Gene::layers, {2, 3, 4, 6, 8}, b.run.model.layers);
+  ints(Gene::heads, {1, 2, 4, 8}, b.run.model.heads);
+  ints(Gene::kv_heads, {1, 2, 4, 8}, b.run.model.kv_heads);
+  std::vector<double> lrs{3e-4, 6e-4, 1e-3, 2e-3, b.run.training.adamw.lr};
   std::sort(lrs.begin(), lrs.end());
   for (double lr : lrs) add_value(s[Gene::lr], canonical(Gene::lr, fmt::format("{:g}", lr)), 1.0);
   add_value(s[Gene::schedule], "constant", 1.0);
   add_value(s[Gene::schedule], "cosine", 1.0);
-  ints(Gene::steps, {std::max<int64_t>(1, b.steps / 2), b.steps * 2}, b.steps);
-  ints(Gene::batch, {2, 4, 8}, b.batch);
+  const int64_t steps = b.run.training.steps;
+  ints(Gene::steps, {std::max<int64_t>(1, steps / 2), steps * 2}, steps);
+  ints(Gene::batch, {2, 4, 8}, b.run.training.batch);
   for (GeneSpace& g : s.genes) g.weight = 1.0;
   return s;
 }

@@ -32,9 +32,19 @@ size_t ProposalRng::pick(const std::vector<double>& weights) {
   return last;  // rounding
 }
 
-Proposal mutate(const Genome& parent, const SearchSpace& space, ProposalRng& rng) {
+MutationKind parse_mutation_kind(const std::string& text) {
+  if (text == "single") return MutationKind::single;
+  if (text == "multi") return MutationKind::multi;
+  throw std::invalid_argument(fmt::format("--mutation: expected single or multi, got '{}'", text));
+}
+const char* mutation_kind_name(MutationKind kind) {
+  return kind == MutationKind::single ? "single" : "multi";
+}
+
+Proposal mutate(const Genome& parent, const SearchSpace& space, ProposalRng& rng,
+                MutationKind kind) {
   Proposal p{parent, "mutation", {}};
-  const int genes_to_change = rng.uniform() < 0.3 ? 2 : 1;
+  const int genes_to_change = kind == MutationKind::single ? 1 : rng.uniform() < 0.3 ? 2 : 1;
   std::vector<double> gene_weights(kGeneCount, 0.0);
   auto refresh = [&](size_t i) {
     const GeneSpace& g = space.genes[i];
@@ -90,7 +100,8 @@ Proposal crossover(const Genome& a, const Genome& b, const std::string& b_id, Pr
 GenerationPlan propose_generation(int64_t generation, int64_t population, uint64_t seed,
                                   const SearchSpace& space, const std::string& champion_id,
                                   const Genome& champion, const std::string& runner_up_id,
-                                  const Genome* runner_up, std::vector<std::string>& seen_keys) {
+                                  const Genome* runner_up, std::vector<std::string>& seen_keys,
+                                  MutationKind kind) {
   GenerationPlan plan;
   // The stream depends on (seed, generation) only; a distinct constant keeps it apart from the
   // training seeds.
@@ -103,8 +114,8 @@ GenerationPlan propose_generation(int64_t generation, int64_t population, uint64
     bool accepted = false;
     for (int64_t draw = 1; draw <= kMaxDraws && !accepted; ++draw) {
       const bool cross = cross_slot && draw <= kMaxDraws / 2;  // then fall back to mutations
-      Proposal p =
-          cross ? crossover(champion, *runner_up, runner_up_id, rng) : mutate(champion, space, rng);
+      Proposal p = cross ? crossover(champion, *runner_up, runner_up_id, rng)
+                         : mutate(champion, space, rng, kind);
       if (p.changes.empty() || !genome_is_valid(p.genome)) continue;
       const std::string key = genome_key(p.genome);
       if (std::find(seen_keys.begin(), seen_keys.end(), key) != seen_keys.end()) continue;

@@ -31,9 +31,15 @@ struct Proposal {
   std::string origin;                // mutation | crossover
   std::vector<std::string> changes;  // "dim: 64 → 96" (crossover: "dim: 64 → 96 (from g1-t2)")
 };
-// One or two genes of `parent` changed (two with probability 0.3), genes and values drawn from
-// the space; the result may be invalid or already seen (the caller re-draws).
-Proposal mutate(const Genome& parent, const SearchSpace& space, ProposalRng& rng);
+// How many genes a mutation changes: single = exactly one (every gain is attributable to one
+// gene); multi = one, or two with probability 0.3 (reaches two-gene interactions in one step).
+enum class MutationKind { single, multi };
+MutationKind parse_mutation_kind(const std::string& text);  // "single" | "multi"; throws naming it
+const char* mutation_kind_name(MutationKind kind);
+// The genes of `parent` a mutation changes (see MutationKind), genes and values drawn from the
+// space; the result may be invalid or already seen (the caller re-draws).
+Proposal mutate(const Genome& parent, const SearchSpace& space, ProposalRng& rng,
+                MutationKind kind = MutationKind::multi);
 // Each gene from `a` or `b` with probability ½; never equal to `a` when the two differ.
 Proposal crossover(const Genome& a, const Genome& b, const std::string& b_id, ProposalRng& rng);
 
@@ -58,6 +64,7 @@ constexpr int64_t kMaxDraws = 64;
 GenerationPlan propose_generation(int64_t generation, int64_t population, uint64_t seed,
                                   const SearchSpace& space, const std::string& champion_id,
                                   const Genome& champion, const std::string& runner_up_id,
-                                  const Genome* runner_up, std::vector<std::string>& seen_keys);
+                                  const Genome* runner_up, std::vector<std::string>& seen_keys,
+                                  MutationKind kind = MutationKind::multi);
 
 }  // namespace dg

@@ -23,6 +23,18 @@ Value seed_json(const SeedMetrics& m) {
   o.emplace_back("final_loss", m.final_loss);
   o.emplace_back("parameters", m.parameters);
   o.emplace_back("seconds", m.seconds);
+  if (!m.losses.empty()) o.emplace_back("losses", Value(Array(m.losses.begin(), m.losses.end())));
+  if (!m.routes_qk.empty()) {
+    auto matrix = [](const std::vector<std::vector<double>>& rows) {
+      Array a;
+      for (const auto& row : rows) a.emplace_back(Array(row.begin(), row.end()));
+      return Value(std::move(a));
+    };
+    Object routes;
+    routes.emplace_back("mean_alpha_qk", matrix(m.routes_qk));
+    routes.emplace_back("mean_alpha_v", matrix(m.routes_v));
+    o.emplace_back("routes_validation", Value(std::move(routes)));
+  }
   return Value(std::move(o));
 }
 SeedMetrics seed_from_json(const Value& v) {
@@ -34,6 +46,20 @@ SeedMetrics seed_from_json(const Value& v) {
   m.final_loss = v.at("final_loss").as_double();
   m.parameters = v.at("parameters").as_int();
   m.seconds = v.at("seconds").as_double();
+  if (const Value* losses = v.find("losses"))
+    for (const Value& l : losses->as_array()) m.losses.push_back(l.as_double());
+  if (const Value* routes = v.find("routes_validation")) {
+    auto matrix = [](const Value& rows) {
+      std::vector<std::vector<double>> out;
+      for (const Value& row : rows.as_array()) {
+        out.emplace_back();
+        for (const Value& x : row.as_array()) out.back().push_back(x.as_double());
+      }
+      return out;
+    };
+    m.routes_qk = matrix(routes->at("mean_alpha_qk"));
+    m.routes_v = matrix(routes->at("mean_alpha_v"));
+  }
   return m;
 }
 Value strings_json(const std::vector<std::string>& v) { return Value(Array(v.begin(), v.end())); }
@@ -179,7 +205,11 @@ Value test_json(const TestRecord& r) {
   Array seeds;
   std::vector<double> nll;
   for (size_t i = 0; i < r.seeds.size(); ++i) {
-    Value s = seed_json(r.seeds[i]);
+    SeedMetrics m = r.seeds[i];
+    m.losses.clear();  // the trial's record holds the curves and routes
+    m.routes_qk.clear();
+    m.routes_v.clear();
+    Value s = seed_json(m);
     s["weights"] = r.kept[i] ? "kept in memory" : "re-trained deterministically";
     s["reproduces_training"] = static_cast<bool>(r.reproduced[i]);
     seeds.push_back(std::move(s));

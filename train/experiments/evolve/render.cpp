@@ -5,10 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
+#include <utility>
 
 #include "train/experiments/evolve/records.h"
 #include "train/experiments/report/charts.h"
 #include "train/experiments/report/page.h"
+#include "train/experiments/report/seed_curves.h"
 #include "train/experiments/report/text.h"
 
 namespace dg {
@@ -44,99 +48,247 @@ std::string lang_attribute(const std::string& text) {
   return ascii ? "" : " lang=\"zh\"";
 }
 
-// Score of every trial in order, coloured by generation; failed trials as red crosses on the x
-// axis.
-std::string svg_trial_scatter(const Value& result) {
-  const Array& trials = result.at("trials").as_array();
-  const int width = 640, height = 300, left = 64, right = 16, top = 34, bottom = 46;
+// The lowest and highest seed NLL of a trial (NaN when it has fewer than two seeds).
+std::pair<double, double> seed_range(const Value& trial) {
   double lo = INFINITY, hi = -INFINITY;
-  for (const Value& t : trials)
-    if (!t.at("score").is_null()) {
-      lo = std::min(lo, t.at("score").as_double());
-      hi = std::max(hi, t.at("score").as_double());
+  size_t n = 0;
+  for (const Value& s : trial.at("seeds").as_array())
+    if (const Value* nll = s.find("nll"); nll && nll->is_number()) {
+      lo = std::min(lo, nll->as_double());
+      hi = std::max(hi, nll->as_double());
+      ++n;
     }
-  std::string svg =
-      svg_chart_open(width, height, "Score per trial (lower is better), coloured by generation");
-  if (!std::isfinite(lo))
-    return svg + "<text x=\"64\" y=\"60\">no completed trial yet</text></svg>";
-  const double pad = std::max((hi - lo) * 0.08, 1e-3);
-  lo -= pad;
-  hi += pad;
-  const double pw = width - left - right, ph = height - top - bottom;
-  const size_t n = trials.size();
-  auto x_of = [&](size_t i) {
-    return left + pw * (n == 1 ? 0.5 : (static_cast<double>(i) + 0.5) / static_cast<double>(n));
-  };
-  auto y_of = [&](double v) { return top + ph * (hi - v) / (hi - lo); };
-  svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/>", left, top,
-                     left, top + ph);
-  svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/>", left,
-                     top + ph, left + pw, top + ph);
-  for (int k = 0; k <= 4; ++k) {
-    const double v = lo + (hi - lo) * k / 4.0;
-    svg += fmt::format(
-        "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/><text x=\"{}\" "
-        "y=\"{:.1f}\" text-anchor=\"end\">{:.3f}</text>",
-        left, y_of(v), left + pw, y_of(v), left - 4, y_of(v) + 4, v);
-  }
-  // The champion's score after each generation, as a step line.
-  const Value& rounds = result.at("rounds");
-  if (!trials.empty() && !trials[0].at("score").is_null()) {
-    double level = trials[0].at("score").as_double();
-    double x0 = x_of(0);
-    for (const Value& r : rounds.as_array()) {
-      if (r.at("champion_score").is_null()) continue;
-      double x1 = x0;
-      for (size_t i = 0; i < n; ++i)
-        if (trials[i].at("generation").as_int() == r.at("generation").as_int()) x1 = x_of(i);
-      svg += fmt::format(
-          "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#999\" "
-          "stroke-dasharray=\"4 3\"/>",
-          x0, y_of(level), x1, y_of(level));
-      level = r.at("champion_score").as_double();
-      x0 = x1;
-    }
-    svg += fmt::format(
-        "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#999\" "
-        "stroke-dasharray=\"4 3\"/>",
-        x0, y_of(level), x_of(n - 1), y_of(level));
-  }
-  int64_t max_gen = 0;
-  for (size_t i = 0; i < n; ++i) {
+  if (n < 2) return {NAN, NAN};
+  return {lo, hi};
+}
+
+size_t seeds_of(const Value& r) { return r.at("protocol").at("training_seeds").size(); }
+
+std::string seed_bar_label(const Value& r) {
+  return fmt::format("lowest–highest of the {} seeds", seeds_of(r));
+}
+
+// Mean validation NLL of every trial (x = trial, labelled with its id), coloured by generation,
+// with the lowest and highest seed as an error bar; the champion's mean NLL after each generation
+// as a dashed step line. Failed trials are not drawn (the table lists them).
+std::string svg_trials(const Value& r) {
+  const Array& trials = r.at("trials").as_array();
+  std::map<int64_t, IntervalSeries> generations;
+  std::vector<std::pair<double, std::string>> ticks;
+  std::map<std::string, size_t> index_of;
+  int64_t last_generation = -1;
+  for (size_t i = 0; i < trials.size(); ++i) {
     const Value& t = trials[i];
-    const int64_t g = t.at("generation").as_int();
-    max_gen = std::max(max_gen, g);
     const std::string id = t.at("trial_id").as_string();
-    if (n <= 24)
-      svg += fmt::format(
-          "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"end\" transform=\"rotate(-40 {:.1f} "
-          "{})\">{}</text>",
-          x_of(i), top + ph + 14, x_of(i), top + ph + 14, html_escape(id));
-    if (t.at("score").is_null()) {
-      svg += fmt::format(
-          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"#d62728\" "
-          "font-size=\"14\">×<title>{} failed: {}</title></text>",
-          x_of(i), top + ph - 4, html_escape(id),
-          html_escape(t.at("error").is_null() ? "" : t.at("error").as_string()));
-      continue;
-    }
-    svg += fmt::format(
-        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"5\" fill=\"{}\"><title>{} (generation {}): score "
-        "{:.4f}, NLL {:.4f} ± {:.4f}\n{}</title></circle>",
-        x_of(i), y_of(t.at("score").as_double()), generation_color(g), html_escape(id), g,
-        t.at("score").as_double(), t.at("mean_nll").as_double(), t.at("std_nll").as_double(),
-        html_escape(t.at("genome_summary").as_string()));
+    const int64_t g = t.at("generation").as_int();
+    index_of[id] = i;
+    // Many trials: label the first of each generation only.
+    if (trials.size() <= 30 || g != last_generation) ticks.emplace_back(i, id);
+    last_generation = g;
+    if (t.at("mean_nll").is_null()) continue;
+    IntervalSeries& s = generations[g];
+    s.label = g == 0 ? "baseline (generation 0)" : fmt::format("generation {}", g);
+    s.color = generation_color(g);
+    const auto [lo, hi] = seed_range(t);
+    s.points.push_back({static_cast<double>(i), t.at("mean_nll").as_double(), lo, hi,
+                        fmt::format("{} (generation {}): mean NLL {:.4f}, score {:.4f}\n{}", id, g,
+                                    t.at("mean_nll").as_double(), t.at("score").as_double(),
+                                    t.at("genome_summary").as_string())});
   }
-  for (int64_t g = 0; g <= max_gen; ++g)
-    svg += fmt::format(
-        "<circle cx=\"{}\" cy=\"28\" r=\"4\" fill=\"{}\"/><text x=\"{}\" y=\"31\">gen {}</text>",
-        width - right - 60 * (max_gen + 1 - g) + 4, generation_color(g),
-        width - right - 60 * (max_gen + 1 - g) + 12, g);
-  svg += fmt::format(
-      "<text x=\"14\" y=\"{}\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">score "
-      "(nats)</text>",
-      top + ph / 2, top + ph / 2);
-  return svg + "</svg>";
+  std::vector<IntervalSeries> series;
+  if (!trials.empty() && !trials[0].at("mean_nll").is_null()) {
+    IntervalSeries champion;
+    champion.label = "champion after each generation";
+    champion.color = "#6b7280";
+    champion.markers = false;
+    champion.dashed = true;
+    champion.line = IntervalLine::steps;
+    champion.points.push_back({0, trials[0].at("mean_nll").as_double(), NAN, NAN, ""});
+    for (const Value& round : r.at("rounds").as_array()) {
+      if (round.at("champion").is_null()) continue;
+      const auto it = index_of.find(round.at("champion").as_string());
+      if (it == index_of.end() || trials[it->second].at("mean_nll").is_null()) continue;
+      size_t end = 0;  // the generation's last trial
+      for (size_t i = 0; i < trials.size(); ++i)
+        if (trials[i].at("generation").as_int() == round.at("generation").as_int()) end = i;
+      champion.points.push_back(
+          {static_cast<double>(end), trials[it->second].at("mean_nll").as_double(), NAN, NAN, ""});
+    }
+    champion.points.push_back(
+        {static_cast<double>(trials.size() - 1), champion.points.back().y, NAN, NAN, ""});
+    series.push_back(std::move(champion));
+  }
+  for (auto& [g, s] : generations) series.push_back(std::move(s));
+  IntervalChartOptions o;
+  o.x_tick_labels = ticks;
+  o.error_bar_label = seed_bar_label(r);
+  o.width = 760;
+  o.height = 340;
+  return svg_interval_chart("Validation NLL per trial (mean over seeds; lower is better)", "trial",
+                            "validation NLL (nats/token)", series, o);
+}
+
+// The champion after each generation and the best child of each generation (x = generation).
+std::string svg_lineage(const Value& r) {
+  const Array& trials = r.at("trials").as_array();
+  if (trials.empty() || trials[0].at("mean_nll").is_null() || r.at("rounds").size() == 0) return "";
+  auto find = [&](const std::string& id) -> const Value* {
+    for (const Value& t : trials)
+      if (t.at("trial_id").as_string() == id) return t.at("mean_nll").is_null() ? nullptr : &t;
+    return nullptr;
+  };
+  auto point = [&](double x, const Value& t) {
+    const auto [lo, hi] = seed_range(t);
+    return IntervalPoint{x, t.at("mean_nll").as_double(), lo, hi,
+                         t.at("trial_id").as_string() + ": " + t.at("genome_summary").as_string()};
+  };
+  IntervalSeries champion, best;
+  champion.label = "champion after the generation";
+  champion.color = "#d62728";
+  champion.line = IntervalLine::straight;
+  best.label = "best child of the generation";
+  best.color = "#1f77b4";
+  best.line = IntervalLine::straight;
+  champion.points.push_back(point(0, trials[0]));
+  for (const Value& round : r.at("rounds").as_array()) {
+    const double g = static_cast<double>(round.at("generation").as_int());
+    if (!round.at("champion").is_null())
+      if (const Value* t = find(round.at("champion").as_string()))
+        champion.points.push_back(point(g, *t));
+    const Array& obs = round.at("observations").as_array();
+    if (!obs.empty())
+      if (const Value* t = find(obs[0].at("trial_id").as_string()))
+        best.points.push_back(point(g, *t));
+  }
+  IntervalChartOptions o;
+  o.integer_x = true;
+  o.error_bar_label = seed_bar_label(r);
+  // The champion is drawn last, on top where the two coincide.
+  return svg_interval_chart("Champion lineage: validation NLL after each generation", "generation",
+                            "validation NLL (nats/token)", {best, champion}, o);
+}
+
+// A trial's record by id, or nullptr.
+const Value* trial_by_id(const Value& r, const std::string& id) {
+  for (const Value& t : r.at("trials").as_array())
+    if (t.at("trial_id").as_string() == id) return &t;
+  return nullptr;
+}
+
+// The champion's training curves beside the baseline's (mean over seeds, band min–max, seeds
+// faint) and the champion's routes on the validation windows; "" when the trials recorded none.
+std::string champion_training_html(const Value& r) {
+  const Value& ch = r.at("champion");
+  if (ch.is_null()) return "";
+  const Value* champion = trial_by_id(r, ch.at("trial_id").as_string());
+  const Value& baseline = r.at("trials").at(size_t{0});
+  if (!champion) return "";
+  std::vector<Series> series;
+  size_t steps = 0;
+  std::vector<std::pair<const Value*, const char*>> shown{{&baseline, "#4c4c4c"}};
+  if (champion != &baseline) shown.emplace_back(champion, "#d62728");
+  for (const auto& [t, color] : shown)
+    for (const Value& s : t->at("seeds").as_array())
+      if (const Value* l = s.find("losses")) steps = std::max(steps, l->size());
+  if (steps == 0) return "";
+  const size_t window = smoothing_window(steps);
+  for (const auto& [t, color] : shown) {
+    std::vector<std::vector<double>> curves;
+    for (const Value& s : t->at("seeds").as_array())
+      if (const Value* l = s.find("losses")) {
+        std::vector<double> y;
+        for (const Value& x : l->as_array()) y.push_back(x.as_double());
+        curves.push_back(moving_average(y, window));
+      }
+    if (curves.empty()) continue;
+    for (const auto& c : curves) {
+      Series faint("", c, color);
+      faint.faint = true;
+      series.push_back(std::move(faint));
+    }
+    const SeedBand band = min_max_band(curves);
+    Series mean(fmt::format("{} {} (mean of {} seeds{})", t == &baseline ? "baseline" : "champion",
+                            t->at("trial_id").as_string(), curves.size(),
+                            curves.size() > 1 ? ", band min–max" : ""),
+                band.mean, color);
+    if (curves.size() > 1) {
+      mean.band_lo = band.lo;
+      mean.band_hi = band.hi;
+    }
+    series.push_back(std::move(mean));
+  }
+  std::string h =
+      "<h2>Champion: training and routes</h2>\n<figure>" +
+      svg_line_chart("Training loss per step", "step", "training-batch loss (nats/token)", series,
+                     900, 320) +
+      "<figcaption>" +
+      (window > 1 ? fmt::format("Smoothed with a centred moving average over {} steps. ", window)
+                  : std::string()) +
+      "Thick lines: the mean over the trial seeds; shaded: the lowest to the highest "
+      "seed; faint: each seed. Trials with other step counts end at their own last "
+      "step.</figcaption></figure>\n";
+  // Routes of the champion's first seed.
+  const Value& first = champion->at("seeds").at(size_t{0});
+  if (const Value* routes = first.find("routes_validation")) {
+    std::string row;
+    for (const char* which : {"mean_alpha_qk", "mean_alpha_v"}) {
+      std::vector<std::vector<double>> m;
+      size_t widest = 0;
+      for (const Value& line : routes->at(which).as_array()) {
+        m.emplace_back();
+        for (const Value& x : line.as_array()) m.back().push_back(x.as_double());
+        widest = std::max(widest, m.back().size());
+      }
+      std::vector<std::string> rows, cols;
+      for (size_t l = 0; l < m.size(); ++l) rows.push_back(fmt::format("layer {}", l));
+      for (size_t j = 0; j < widest; ++j)
+        cols.push_back(j == 0 ? "emb" : fmt::format("B{}", j - 1));
+      row += "<figure>" +
+             svg_heatmap(fmt::format("{} · {}", champion->at("trial_id").as_string(),
+                                     std::string(which) == "mean_alpha_qk" ? "QK" : "V"),
+                         rows, cols, m, 40) +
+             "</figure>";
+    }
+    h += "<p>Mean routing weight per layer (rows) and residual source (columns: emb = token "
+         "embedding, Bk = output of block k) on the validation windows, seed " +
+         std::to_string(first.at("seed").as_int()) +
+         ". A block_attnres model has one router, so its QK and V maps are the same.</p>\n"
+         "<div class=\"figrow\">" +
+         row + "</div>\n";
+  }
+  return h;
+}
+
+// The ablation's verdict and its single-gene variants (result.json["ablation"]), or "" when the
+// result has none (the champion is the baseline, or an older result).
+struct AblationRows {
+  std::string verdict, parent, champion;
+  bool confounded = false;
+  struct Row {
+    std::string change, trial_id, mean_nll, nll_change, paired;
+  };
+  std::vector<Row> rows;
+};
+std::optional<AblationRows> ablation_rows(const Value& r) {
+  const Value* ab = r.find("ablation");
+  if (!ab || !ab->is_object() || ab->at("verdict").is_null()) return std::nullopt;
+  AblationRows a;
+  a.verdict = ab->at("verdict").as_string();
+  a.parent = ab->at("parent").as_string();
+  a.champion = ab->at("champion").as_string();
+  a.confounded = ab->at("confounded").as_bool();
+  for (const Value& v : ab->at("variants").as_array()) {
+    const Value& t = v.at("trial");
+    const Value* paired = v.find("paired_mean_difference_vs_parent");
+    a.rows.push_back(
+        {v.at("change").as_string(), t.at("trial_id").as_string(), num(t.at("mean_nll")),
+         v.at("nll_change_alone").is_null() ? "—"
+                                            : signed_delta(v.at("nll_change_alone").as_double()),
+         paired ? fmt::format("{} (lower on {} of {} seeds)", signed_delta(paired->as_double()),
+                              v.at("seeds_lower_than_parent").as_int(), t.at("seeds").size())
+                : "—"});
+  }
+  return a;
 }
 
 }  // namespace
@@ -191,6 +343,18 @@ std::string render_evolve_markdown(const Value& r) {
     row("champion", ch);
     if (!test.is_object()) md += "\nThe test split is evaluated when the search finishes.\n";
   }
+  if (const auto ab = ablation_rows(r)) {
+    md += fmt::format("\n## Attribution\n\nThe champion {} against its parent {}: **{}**.\n",
+                      ab->champion, ab->parent, ab->verdict);
+    if (!ab->rows.empty()) {
+      md +=
+          "\n| gene applied alone to the parent | trial | mean NLL | NLL change vs parent | paired "
+          "|\n|---|---|---:|---:|---|\n";
+      for (const auto& row : ab->rows)
+        md += fmt::format("| {} | {} | {} | {} | {} |\n", md_cell(row.change), row.trial_id,
+                          row.mean_nll, row.nll_change, row.paired);
+    }
+  }
   md += "\n## Rounds\n\n";
   for (const Value& round : r.at("rounds").as_array()) {
     md += fmt::format("### Generation {} (parent {}{})\n\n", round.at("generation").as_int(),
@@ -242,8 +406,9 @@ std::string render_evolve_markdown(const Value& r) {
   for (const Value& s : p.at("training_seeds").as_array())
     seeds.push_back(std::to_string(s.as_int()));
   md += fmt::format("- Training seeds (every trial): {}.\n", fmt::join(seeds, ", "));
-  for (const char* k : {"score", "validation", "test", "training", "proposals"})
-    md += fmt::format("- {}: {}.\n", k, p.at(k).as_string());
+  for (const char* k :
+       {"score", "validation", "test", "training", "budget", "proposals", "ablation"})
+    if (const Value* v = p.find(k)) md += fmt::format("- {}: {}.\n", k, v->as_string());
   md +=
       "- Scale: micro models and short budgets. Differences smaller than the seed-to-seed spread "
       "are noise, not findings.\n";
@@ -310,32 +475,32 @@ std::string render_evolve_html(const Value& r) {
     row("champion", ch);
     h += "</table>\n";
   }
-  h += "<h2>Search</h2>\n" + svg_trial_scatter(r);
-  // Champion lineage: the champion's score after each generation, and the best child of each
-  // generation.
-  std::vector<double> champ, best_child;
-  bool all_children = true;
-  if (!trials.as_array().empty() && !trials.at(size_t{0}).at("score").is_null()) {
-    champ.push_back(trials.at(size_t{0}).at("score").as_double());
-    best_child.push_back(champ.back());
-    for (const Value& round : r.at("rounds").as_array()) {
-      if (round.at("champion_score").is_null()) continue;
-      champ.push_back(round.at("champion_score").as_double());
-      const Array& obs = round.at("observations").as_array();
-      if (!obs.empty() && !obs[0].at("score").is_null())
-        best_child.push_back(obs[0].at("score").as_double());
-      else
-        all_children = false;
+  h += champion_training_html(r);
+  if (const auto ab = ablation_rows(r)) {
+    h += fmt::format(
+        "<h2>Attribution</h2>\n<p class=\"{}\">The champion {} against its parent "
+        "{}: <b>{}</b>.</p>\n",
+        ab->confounded ? "verdict confounded" : "verdict", html_escape(ab->champion),
+        html_escape(ab->parent), html_escape(ab->verdict));
+    if (!ab->rows.empty()) {
+      h += "<table><tr><th>gene applied alone to the parent</th><th>trial</th><th "
+           "class=\"num\">mean NLL</th><th class=\"num\">NLL change vs parent</th><th>paired over "
+           "seeds</th></tr>\n";
+      for (const auto& row : ab->rows)
+        h += fmt::format(
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td "
+            "class=\"num\">{}</td><td>{}</td></tr>\n",
+            html_escape(row.change), html_escape(row.trial_id), row.mean_nll, row.nll_change,
+            html_escape(row.paired));
+      h += "</table>\n";
     }
   }
-  if (champ.size() > 1) {
-    std::vector<Series> series;
-    if (all_children) series.push_back({"best child of the generation", best_child, "#1f77b4"});
-    series.push_back({"champion after the generation", champ,
-                      "#d62728"});  // drawn last: on top where they coincide
-    h += svg_line_chart("Champion lineage: score after each generation", "generation",
-                        "score (nats)", series);
-  }
+  h += "<h2>Search</h2>\n<figure>" + svg_trials(r) +
+       "<figcaption>Each point is a trial's mean validation NLL over its seeds; the error bar "
+       "spans its lowest and highest seed. The search selects by score = mean + z·stderr (in "
+       "the table below). Failed trials are not drawn.</figcaption></figure>\n";
+  if (const std::string lineage = svg_lineage(r); !lineage.empty())
+    h += "<figure>" + lineage + "</figure>\n";
   std::vector<std::string> labels;
   std::vector<double> values;
   const Value& base_nll = trials.as_array().empty() ? Value() : trials.at(size_t{0}).at("mean_nll");
@@ -389,8 +554,10 @@ std::string render_evolve_html(const Value& r) {
                     (t.at("error").is_null() ? "" : ": " + t.at("error").as_string())));
   }
   h += "</table>\n<h2>Protocol</h2><ul>";
-  for (const char* k : {"score", "validation", "test", "training", "proposals"})
-    h += fmt::format("<li>{}: {}</li>", k, html_escape(r.at("protocol").at(k).as_string()));
+  for (const char* k :
+       {"score", "validation", "test", "training", "budget", "proposals", "ablation"})
+    if (const Value* v = r.at("protocol").find(k))
+      h += fmt::format("<li>{}: {}</li>", k, html_escape(v->as_string()));
   h += "</ul>\n<h2>result.json</h2><details><summary>show</summary><pre>" +
        html_escape(json::dump(r, 2)) + "</pre></details>\n";
   return render_page(shell, h);

@@ -25,6 +25,9 @@ struct EvolveOptions {
   int64_t eval_windows = 64;
   uint64_t seed = 42;  // training seeds and the proposal RNG
   double confidence_z = 1.0;
+  // single (default): a mutation changes one gene, so every mutation's gain is attributable;
+  // multi: one or two genes (the crossover slot may change several either way).
+  std::string mutation = "single";
   Genome baseline;
   int64_t vocab = 512;
   int threads = 1;
@@ -41,6 +44,10 @@ struct EvolveOutput {
   std::string summary;  // the lines the CLI prints at the end
 };
 
+// After the search, when the champion differs from its parent in more than one gene (a two-gene
+// mutation or a crossover), each changed gene is applied alone to the parent and trained on the
+// same seeds (evolve/ablation.h); result.json["ablation"] says whether the gain is attributed to
+// one gene or confounded.
 // Runs (or, with `resume` = a previous result.json, continues) the search. Resuming replays the
 // search with the recorded trials in place of training them: the same proposals come back (they
 // depend only on the seed and the recorded results), so the run continues after the last

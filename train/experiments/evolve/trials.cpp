@@ -25,21 +25,6 @@ TrialScore score_trial(const std::vector<double>& nll, double z) {
   return s;
 }
 
-TrainerConfig genome_trainer_config(const Genome& g, uint64_t seed, int64_t vocab) {
-  TrainerConfig c;
-  c.model = genome_model_config(g, vocab);
-  c.steps = g.steps;
-  c.batch = g.batch;
-  c.clip = 1.0;
-  c.adamw.lr = g.lr;
-  c.adamw.decay = DecayPolicy::matrices_only;
-  const int64_t warmup = g.schedule == "cosine" ? std::max<int64_t>(1, g.steps / 20) : 0;
-  c.schedule = Schedule::parse(g.schedule, g.lr, warmup, g.steps);
-  c.init = InitScheme::identical;
-  c.seed = seed;
-  return c;
-}
-
 TrialTrainer make_micro_lm_trainer(const std::vector<int32_t>& train,
                                    const std::vector<int32_t>& validation,
                                    const std::vector<int32_t>& test, int64_t vocab,
@@ -47,14 +32,12 @@ TrialTrainer make_micro_lm_trainer(const std::vector<int32_t>& train,
                                    std::function<void(const TrialRun&, const StepLog&)> on_step) {
   return [&train, &validation, &test, vocab, eval_windows, on_step](const TrialRun& run) {
     const auto start = std::chrono::steady_clock::now();
-    TrainOptions options;
-    options.training = genome_trainer_config(run.genome, run.seed, vocab);
-    options.eval_max_windows = eval_windows;
-    options.keep_trainer = true;
-    if (on_step) options.on_step = [&on_step, &run](const StepLog& log) { on_step(run, log); };
+    const RunConfig config = genome_run_config(run.genome, run.seed, vocab, eval_windows);
+    std::function<void(const StepLog&)> progress;
+    if (on_step) progress = [&on_step, &run](const StepLog& log) { on_step(run, log); };
     const std::vector<int32_t>& split = run.split == EvalSplit::test ? test : validation;
-    const ArmResult arm =
-        train_and_evaluate(run.trial_id, options.training.model, train, split, options);
+    const ArmResult arm = train_and_evaluate(run.trial_id, config, train, split, progress,
+                                             /*keep_trainer=*/true);
     if (!std::isfinite(arm.lm_loss))
       throw std::runtime_error(fmt::format("{}: evaluation NLL is {}", run.trial_id, arm.lm_loss));
     SeedMetrics m;
@@ -64,6 +47,9 @@ TrialTrainer make_micro_lm_trainer(const std::vector<int32_t>& train,
     m.initial_loss = arm.initial_loss;
     m.final_loss = arm.final_loss;
     m.parameters = arm.parameters;
+    m.losses = arm.losses;
+    m.routes_qk = arm.eval_routes.mean_alpha_qk;
+    m.routes_v = arm.eval_routes.mean_alpha_v;
     if (run.split == EvalSplit::validation) {
       // The trained model stays in memory for the test split (same windows as validation).
       m.evaluate_test = [trainer = arm.trainer, &test, eval_windows, id = run.trial_id] {

@@ -45,6 +45,10 @@ struct SeedMetrics {
   double final_loss = 0;    // mean of the last ≤10 training losses
   int64_t parameters = 0;
   double seconds = 0;
+  // For the report's charts (empty from a fake trainer): the training loss per step, and the mean
+  // routing weights on the evaluation windows (layers × sources; empty for a model without routes).
+  std::vector<double> losses;
+  std::vector<std::vector<double>> routes_qk, routes_v;
   // When set, evaluates the trained weights (kept in memory) on the test split. The search keeps
   // these only for the baseline and the current champion. When empty (a fake trainer, or a trial
   // recorded by an earlier session of a resumed run), the test evaluation re-trains the trial
@@ -55,17 +59,14 @@ struct SeedMetrics {
 // non-finite training loss throws in dg::Trainer); the search records the error and goes on.
 using TrialTrainer = std::function<SeedMetrics(const TrialRun& run)>;
 
-// The real trainer: train_and_evaluate (train/evaluation.h) with the genome's TrainerConfig
-// (identical init, AdamW with weight decay on matrices only, clip 1.0, the genome's schedule:
-// cosine = 5% warmup, then down to 10% of the peak), evaluated on the first `eval_windows`
-// non-overlapping windows of the split (0 = every window). Each result's evaluate_test holds the
-// trained model (the search drops all but the baseline's and the champion's). The id vectors must
-// outlive it.
+// The real trainer: train_and_evaluate (train/evaluation.h) on the genome's run configuration
+// (genome_run_config: the trial's seed, the corpus's vocabulary), evaluated on the first
+// `eval_windows` non-overlapping windows of the split (0 = every window). Each result's
+// evaluate_test holds the trained model (the search drops all but the baseline's and the
+// champion's). The id vectors must outlive it.
 TrialTrainer make_micro_lm_trainer(
     const std::vector<int32_t>& train, const std::vector<int32_t>& validation,
     const std::vector<int32_t>& test, int64_t vocab, int64_t eval_windows,
     std::function<void(const TrialRun&, const StepLog&)> on_step = {});
-// The training configuration the real trainer uses for a genome and seed.
-TrainerConfig genome_trainer_config(const Genome& genome, uint64_t seed, int64_t vocab);
 
 }  // namespace dg

@@ -1,14 +1,17 @@
 // The SVG charts of every report (see charts.h): axes with "nice" ticks and a shared power of ten,
-// legends laid out in rows, polylines split at non-finite values, bars hanging from zero, and a
-// sequential blue scale for heatmaps.
+// legends laid out in rows with a swatch per kind of mark, polylines split at non-finite values,
+// shaded bands, bars hanging from zero with error bars, points with intervals on a linear or log
+// axis, and a sequential blue scale for heatmaps.
 #include "train/experiments/report/charts.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
+#include "train/experiments/report/page.h"
 #include "train/experiments/report/text.h"
 
 namespace dg {
@@ -31,11 +34,11 @@ std::string svg_chart_open(int width, int height, const std::string& title) {
   const std::string t = html_escape(title);
   return fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" width=\"{0}\" height=\"{1}\" "
-      "viewBox=\"0 0 {0} {1}\" font-family=\"'DejaVu Sans', Verdana, sans-serif\" font-size=\"11\" "
+      "viewBox=\"0 0 {0} {1}\" font-family=\"{3}\" font-size=\"11\" "
       "role=\"img\" aria-label=\"{2}\">\n<title>{2}</title>\n<rect width=\"{0}\" height=\"{1}\" "
       "fill=\"#ffffff\"/>\n"
       "<text x=\"12\" y=\"20\" font-size=\"13\" font-weight=\"bold\" fill=\"#1d2330\">{2}</text>\n",
-      width, height, t);
+      width, height, t, kReportFontStack);
 }
 
 std::string svg_no_data(const std::string& title, int width) {
@@ -124,27 +127,157 @@ std::string heat_color(double v) {
   return fmt::format("#{:02x}{:02x}{:02x}", c[0], c[1], c[2]);
 }
 
+// A legend entry: how its swatch is drawn.
+enum class Swatch { line, band_line, dashed, marker, error_bar, band_dashed };
+struct LegendItem {
+  std::string label, color;
+  Swatch swatch = Swatch::line;
+};
+
 // Legend entries laid out in rows of at most `avail` pixels; returns the SVG and the height.
-std::pair<std::string, int> svg_legend(
-    const std::vector<std::pair<std::string, std::string>>& items, double x0, double y0,
-    double avail) {
-  std::string out;
+std::pair<std::string, int> svg_legend(const std::vector<LegendItem>& items, double x0, double y0,
+                                       double avail) {
+  std::string out = "<g class=\"legend\">\n";
   double x = x0, y = y0;
   int rows = items.empty() ? 0 : 1;
-  for (const auto& [label, color] : items) {
-    const double w = 24 + text_width(label, 11) + 14;
+  for (const LegendItem& item : items) {
+    const double w = 24 + text_width(item.label, 11) + 14;
     if (x > x0 && x + w > x0 + avail) {
       x = x0;
       y += 18;
       ++rows;
     }
-    out += fmt::format(
-        "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2.5\"/>"
-        "<text x=\"{}\" y=\"{}\" fill=\"#333\">{}</text>\n",
-        px(x), px(y - 4), px(x + 18), px(y - 4), color, px(x + 23), px(y), html_escape(label));
+    const double my = y - 4;
+    std::string swatch;
+    switch (item.swatch) {
+      case Swatch::band_line:
+      case Swatch::band_dashed:
+        swatch = fmt::format(
+            "<rect x=\"{}\" y=\"{}\" width=\"18\" height=\"10\" fill=\"{}\" fill-opacity=\"0.22\"/>"
+            "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"{}/>",
+            px(x), px(my - 5), item.color, px(x), px(my), px(x + 18), px(my), item.color,
+            item.swatch == Swatch::band_dashed ? " stroke-dasharray=\"4 2\"" : "");
+        break;
+      case Swatch::dashed:
+        swatch = fmt::format(
+            "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\" "
+            "stroke-dasharray=\"4 2\"/>",
+            px(x), px(my), px(x + 18), px(my), item.color);
+        break;
+      case Swatch::marker:
+        swatch = fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\"/>", px(x + 9), px(my),
+                             item.color);
+        break;
+      case Swatch::error_bar:
+        swatch = fmt::format(
+            "<path d=\"M{0} {1}V{2}M{3} {1}H{4}M{3} {2}H{4}\" stroke=\"{5}\" fill=\"none\"/>",
+            px(x + 9), px(my - 6), px(my + 6), px(x + 5), px(x + 13), item.color);
+        break;
+      case Swatch::line:
+        swatch = fmt::format(
+            "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2.5\"/>",
+            px(x), px(my), px(x + 18), px(my), item.color);
+        break;
+    }
+    out += "<g class=\"legend-entry\">" + swatch +
+           fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#333\">{}</text></g>\n", px(x + 23), px(y),
+                       html_escape(item.label));
     x += w;
   }
-  return {out, rows * 18};
+  return {out + "</g>\n", rows * 18};
+}
+
+// The frame of an x–y plot: grid, tick labels, axis titles and the plot rectangle.
+struct Frame {
+  double ml = 66, mr = 16, mt = 34, mb = 46;
+  double pw = 0, ph = 0;
+};
+std::string svg_y_grid(const Frame& f, const Axis& ya, const std::function<double(double)>& Y) {
+  const TickFormat yf = tick_format(ya);
+  std::string out = "<g stroke=\"#e5e7eb\" stroke-width=\"1\">\n";
+  for (double t : axis_ticks(ya))
+    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>", px(f.ml), px(Y(t)),
+                       px(f.ml + f.pw), px(Y(t)));
+  out += "\n</g>\n<g class=\"y-ticks\" fill=\"#4b5563\">\n";
+  for (double t : axis_ticks(ya))
+    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", px(f.ml - 6),
+                       px(Y(t) + 4), tick_text(t, yf));
+  return out + "\n</g>\n";
+}
+std::string svg_axis_titles(const Frame& f, const std::string& x_title,
+                            const std::string& y_title) {
+  std::string out = fmt::format(
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#9ca3af\"/>\n",
+      px(f.ml), px(f.mt), px(f.pw), px(f.ph));
+  if (!x_title.empty())
+    out +=
+        fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#374151\">{}</text>\n",
+                    px(f.ml + f.pw / 2), px(f.mt + f.ph + f.mb - 10), html_escape(x_title));
+  out += fmt::format(
+      "<text x=\"14\" y=\"{0}\" transform=\"rotate(-90 14 {0})\" text-anchor=\"middle\" "
+      "fill=\"#374151\">{1}</text>\n",
+      px(f.mt + f.ph / 2), html_escape(y_title));
+  return out;
+}
+
+// Whole-number ticks: a step of at least 1.
+Axis integer_axis(double lo, double hi, int ticks) {
+  Axis a = nice_axis(lo, hi, ticks);
+  if (a.step < 1) a = {std::floor(lo), std::ceil(hi) > std::floor(lo) ? std::ceil(hi) : lo + 1, 1};
+  return a;
+}
+
+// Polylines through (x, y) split at non-finite values; a lone point becomes a dot.
+std::string svg_polylines(const std::vector<std::pair<double, double>>& points,
+                          const std::string& color, const std::string& stroke_attributes) {
+  std::string out;
+  std::vector<std::pair<double, double>> run;
+  auto flush = [&] {
+    if (run.size() == 1) {
+      out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"{}\"/>\n", px(run[0].first),
+                         px(run[0].second), color);
+    } else if (run.size() > 1) {
+      out += fmt::format(
+          "<polyline fill=\"none\" stroke=\"{}\" {} stroke-linejoin=\"round\" points=\"", color,
+          stroke_attributes);
+      for (size_t k = 0; k < run.size(); ++k)
+        out += (k ? " " : "") + px(run[k].first) + "," + px(run[k].second);
+      out += "\"/>\n";
+    }
+    run.clear();
+  };
+  for (const auto& [x, y] : points) {
+    if (std::isfinite(x) && std::isfinite(y))
+      run.emplace_back(x, y);
+    else
+      flush();
+  }
+  flush();
+  return out;
+}
+
+// A closed band between lo(x) and hi(x), split where either end is not finite.
+std::string svg_band(const std::vector<double>& lo, const std::vector<double>& hi,
+                     const std::function<double(double)>& X, const std::function<double(double)>& Y,
+                     const std::string& color) {
+  std::string out;
+  const size_t n = std::min(lo.size(), hi.size());
+  size_t k = 0;
+  while (k < n) {
+    while (k < n && !(std::isfinite(lo[k]) && std::isfinite(hi[k]))) ++k;
+    const size_t first = k;
+    while (k < n && std::isfinite(lo[k]) && std::isfinite(hi[k])) ++k;
+    if (k - first < 2) continue;
+    std::string d = fmt::format("M{} {}", px(X(static_cast<double>(first))), px(Y(hi[first])));
+    for (size_t i = first + 1; i < k; ++i)
+      d += fmt::format("L{} {}", px(X(static_cast<double>(i))), px(Y(hi[i])));
+    for (size_t i = k; i-- > first;)
+      d += fmt::format("L{} {}", px(X(static_cast<double>(i))), px(Y(lo[i])));
+    out += fmt::format(
+        "<path class=\"band\" d=\"{}Z\" fill=\"{}\" fill-opacity=\"0.22\" stroke=\"none\"/>\n", d,
+        color);
+  }
+  return out;
 }
 
 }  // namespace
@@ -154,136 +287,144 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
                            int height) {
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   size_t longest = 0;
+  auto extend = [&](const std::vector<double>& v) {
+    for (double y : v)
+      if (std::isfinite(y)) lo = std::min(lo, y), hi = std::max(hi, y);
+  };
   for (const Series& s : series) {
     longest = std::max(longest, s.y.size());
-    for (double v : s.y)
-      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+    extend(s.y);
+    extend(s.band_lo);
+    extend(s.band_hi);
   }
   if (!std::isfinite(lo)) return svg_no_data(title, width);
 
-  const double ml = 66, mr = 16, mt = 34, mb = 46;
-  const double pw = width - ml - mr, ph = height - mt - mb;
-  // Legend below the x-axis label.
-  std::vector<std::pair<std::string, std::string>> items;
-  for (size_t i = 0; i < series.size(); ++i)
-    items.emplace_back(series[i].label,
-                       series[i].color.empty() ? kPalette[i % 10] : series[i].color);
-  auto [legend, legend_h] = svg_legend(items, ml, height + 6, pw);
+  Frame f;
+  f.pw = width - f.ml - f.mr;
+  f.ph = height - f.mt - f.mb;
+  std::vector<std::string> colors;
+  std::vector<LegendItem> items;
+  size_t palette = 0;
+  for (const Series& s : series) {
+    colors.push_back(s.color.empty() ? kPalette[palette++ % 10] : s.color);
+    if (!s.faint && !s.label.empty())
+      items.push_back(
+          {s.label, colors.back(), s.band_lo.empty() ? Swatch::line : Swatch::band_line});
+  }
+  auto [legend, legend_h] = svg_legend(items, f.ml, height + 6, f.pw);
   const int total_h = height + (legend_h > 0 ? legend_h + 8 : 0);
 
   const Axis ya = nice_axis(lo, hi, 5);
-  const Axis xa = nice_axis(0, std::max<double>(1, static_cast<double>(longest) - 1), 8);
+  const Axis xa = integer_axis(0, std::max<double>(1, static_cast<double>(longest) - 1), 8);
   const double x_hi = std::max(xa.hi, 1.0);
-  auto X = [&](double x) { return ml + x / x_hi * pw; };
-  auto Y = [&](double y) { return mt + (ya.hi - y) / (ya.hi - ya.lo) * ph; };
+  const std::function<double(double)> X = [&](double x) { return f.ml + x / x_hi * f.pw; };
+  const std::function<double(double)> Y = [&](double y) {
+    return f.mt + (ya.hi - y) / (ya.hi - ya.lo) * f.ph;
+  };
 
   const TickFormat yf = tick_format(ya), xf = tick_format(xa);
   std::string out = svg_chart_open(width, total_h, title);
-  out += "<g stroke=\"#e5e7eb\" stroke-width=\"1\">\n";
-  for (double t : axis_ticks(ya))
-    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>", px(ml), px(Y(t)),
-                       px(ml + pw), px(Y(t)));
-  out += "\n</g>\n<g fill=\"#4b5563\">\n";
-  for (double t : axis_ticks(ya))
-    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", px(ml - 6),
-                       px(Y(t) + 4), tick_text(t, yf));
+  out += svg_y_grid(f, ya, Y);
+  out += "<g class=\"x-ticks\" fill=\"#4b5563\">\n";
   for (double t : axis_ticks(xa)) {
     if (t > x_hi + 1e-9) break;
     out += fmt::format(
         "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#9ca3af\"/>"
         "<text x=\"{0}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>",
-        px(X(t)), px(mt + ph), px(mt + ph + 5), px(mt + ph + 18), tick_text(t, xf));
+        px(X(t)), px(f.mt + f.ph), px(f.mt + f.ph + 5), px(f.mt + f.ph + 18), tick_text(t, xf));
   }
   out += "\n</g>\n";
   if (ya.lo < 0 && ya.hi > 0)
     out += fmt::format(
         "<line class=\"zero\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#6b7280\"/>\n",
-        px(ml), px(Y(0)), px(ml + pw), px(Y(0)));
-  out += fmt::format(
-      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#9ca3af\"/>\n",
-      px(ml), px(mt), px(pw), px(ph));
-  out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#374151\">{}</text>\n",
-                     px(ml + pw / 2), px(mt + ph + 36), html_escape(axis_title(x_label, xf)));
-  out += fmt::format(
-      "<text x=\"14\" y=\"{0}\" transform=\"rotate(-90 14 {0})\" text-anchor=\"middle\" "
-      "fill=\"#374151\">{1}</text>\n",
-      px(mt + ph / 2), html_escape(axis_title(y_label, yf)));
+        px(f.ml), px(Y(0)), px(f.ml + f.pw), px(Y(0)));
+  out += svg_axis_titles(f, axis_title(x_label, xf), axis_title(y_label, yf));
 
-  // One polyline per run of finite points; a lone point becomes a dot. Long or many curves get
+  // Faint lines first, then bands, then the lines that carry the legend. Long or many curves get
   // thinner, slightly transparent strokes so overlapping curves stay visible.
-  const std::string stroke = longest > 150 || series.size() > 4
-                                 ? "stroke-width=\"1.1\" stroke-opacity=\"0.8\""
-                                 : "stroke-width=\"1.6\"";
-  for (size_t i = 0; i < series.size(); ++i) {
-    const std::string& color = items[i].second;
-    std::vector<std::pair<double, double>> run;
-    auto flush = [&] {
-      if (run.size() == 1) {
-        out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"{}\"/>\n",
-                           px(run[0].first), px(run[0].second), color);
-      } else if (run.size() > 1) {
-        out += fmt::format(
-            "<polyline fill=\"none\" stroke=\"{}\" {} stroke-linejoin=\"round\" points=\"", color,
-            stroke);
-        for (size_t k = 0; k < run.size(); ++k)
-          out += (k ? " " : "") + px(run[k].first) + "," + px(run[k].second);
-        out += "\"/>\n";
-      }
-      run.clear();
-    };
-    for (size_t k = 0; k < series[i].y.size(); ++k) {
-      const double v = series[i].y[k];
-      if (std::isfinite(v))
-        run.emplace_back(X(static_cast<double>(k)), Y(v));
-      else
-        flush();
-    }
-    flush();
-  }
+  size_t bold = 0;
+  for (const Series& s : series) bold += s.faint ? 0 : 1;
+  const std::string stroke = longest > 150 || bold > 4
+                                 ? "stroke-width=\"1.3\" stroke-opacity=\"0.85\""
+                                 : "stroke-width=\"1.7\"";
+  auto points_of = [&](const std::vector<double>& y) {
+    std::vector<std::pair<double, double>> p;
+    for (size_t k = 0; k < y.size(); ++k)
+      p.emplace_back(X(static_cast<double>(k)), std::isfinite(y[k]) ? Y(y[k]) : y[k]);
+    return p;
+  };
+  for (size_t i = 0; i < series.size(); ++i)
+    if (series[i].faint)
+      out += "<g class=\"faint\">" +
+             svg_polylines(points_of(series[i].y), colors[i],
+                           "stroke-width=\"0.8\" stroke-opacity=\"0.3\"") +
+             "</g>\n";
+  for (size_t i = 0; i < series.size(); ++i)
+    if (!series[i].faint) out += svg_band(series[i].band_lo, series[i].band_hi, X, Y, colors[i]);
+  for (size_t i = 0; i < series.size(); ++i)
+    if (!series[i].faint) out += svg_polylines(points_of(series[i].y), colors[i], stroke);
   out += legend;
   return out + "</svg>\n";
 }
 
 std::string svg_bar_chart(const std::string& title, const std::vector<std::string>& labels,
                           const std::vector<double>& values, const std::string& y_label, int width,
-                          int height) {
+                          int height, const BarErrors& errors, const ReferenceBand& band) {
   double lo = 0, hi = 0;
   bool any = false;
   for (double v : values)
     if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v), any = true;
   if (!any) return svg_no_data(title, width);
+  for (const std::vector<double>* v : {&errors.lo, &errors.hi})
+    for (double y : *v)
+      if (std::isfinite(y)) lo = std::min(lo, y), hi = std::max(hi, y);
+  for (double y : {band.lo, band.hi, band.at})
+    if (std::isfinite(y)) lo = std::min(lo, y), hi = std::max(hi, y);
 
-  const double ml = 66, mr = 16, mt = 40, mb = 40;
-  const double pw = width - ml - mr, ph = height - mt - mb;
+  std::vector<LegendItem> items;
+  const bool has_errors = !errors.lo.empty() && !errors.hi.empty();
+  if (has_errors && !errors.label.empty())
+    items.push_back({errors.label, "#111827", Swatch::error_bar});
+  const bool has_band = std::isfinite(band.lo) && std::isfinite(band.hi);
+  if ((has_band || std::isfinite(band.at)) && !band.label.empty())
+    items.push_back({band.label, "#6b7280", has_band ? Swatch::band_dashed : Swatch::dashed});
+
+  Frame f;
+  f.mt = 40;
+  f.mb = 40;
+  f.pw = width - f.ml - f.mr;
+  f.ph = height - f.mt - f.mb;
+  auto [legend, legend_h] = svg_legend(items, f.ml, height + 4, f.pw);
+  const int total_h = height + (legend_h > 0 ? legend_h + 6 : 0);
   const double room = 0.12 * (hi - lo);  // space for the value labels beyond the longest bars
   const Axis ya = nice_axis(lo < 0 ? lo - room : lo, hi > 0 ? hi + room : hi, 5);
-  auto Y = [&](double y) { return mt + (ya.hi - y) / (ya.hi - ya.lo) * ph; };
-  const double slot = pw / static_cast<double>(values.size());
+  const std::function<double(double)> Y = [&](double y) {
+    return f.mt + (ya.hi - y) / (ya.hi - ya.lo) * f.ph;
+  };
+  const double slot = f.pw / static_cast<double>(values.size());
   const double bar = std::min(56.0, slot * 0.6);
 
   const TickFormat yf = tick_format(ya);
-  std::string out = svg_chart_open(width, height, title);
-  out += "<g stroke=\"#e5e7eb\">";
-  for (double t : axis_ticks(ya))
-    out += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>", px(ml), px(Y(t)),
-                       px(ml + pw), px(Y(t)));
-  out += "</g>\n<g fill=\"#4b5563\">";
-  for (double t : axis_ticks(ya))
-    out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>", px(ml - 6),
-                       px(Y(t) + 4), tick_text(t, yf));
-  out += "</g>\n";
+  std::string out = svg_chart_open(width, total_h, title);
+  out += svg_y_grid(f, ya, Y);
   out += fmt::format(
       "<text x=\"14\" y=\"{0}\" transform=\"rotate(-90 14 {0})\" text-anchor=\"middle\" "
       "fill=\"#374151\">{1}</text>\n",
-      px(mt + ph / 2), html_escape(axis_title(y_label, yf)));
+      px(f.mt + f.ph / 2), html_escape(axis_title(y_label, yf)));
+  if (has_band)
+    out += fmt::format(
+        "<rect class=\"reference-band\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
+        "fill=\"#6b7280\" fill-opacity=\"0.16\"/>\n",
+        px(f.ml), px(Y(std::max(band.lo, band.hi))), px(f.pw),
+        px(std::max(0.5, std::abs(Y(band.lo) - Y(band.hi)))));
   const double zero = Y(0);
   const size_t max_chars = static_cast<size_t>(std::max(3.0, slot / 6.6));
   for (size_t i = 0; i < values.size(); ++i) {
-    const double cx = ml + slot * (static_cast<double>(i) + 0.5);
+    const double cx = f.ml + slot * (static_cast<double>(i) + 0.5);
     std::string label = i < labels.size() ? labels[i] : "";
     if (label.size() > max_chars) label = label.substr(0, max_chars - 1) + "…";
     out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#374151\">{}</text>",
-                       px(cx), px(mt + ph + 16), html_escape(label));
+                       px(cx), px(f.mt + f.ph + 16), html_escape(label));
     const double v = values[i];
     if (!std::isfinite(v)) {
       out += fmt::format(
@@ -298,15 +439,161 @@ std::string svg_bar_chart(const std::string& title, const std::vector<std::strin
         v < 0 ? "bar neg" : "bar pos", px(cx - bar / 2), px(top), px(bar), px(h),
         v < 0 ? "#f28e2b" : "#4e79a7", html_escape(i < labels.size() ? labels[i] : ""),
         fmt::format("{}", v));
-    const double ly = v < 0 ? top + h + 13 : top - 4;
+    double label_y = v < 0 ? top + h + 13 : top - 4;
+    if (has_errors && i < errors.lo.size() && i < errors.hi.size() && std::isfinite(errors.lo[i]) &&
+        std::isfinite(errors.hi[i])) {
+      const double y_lo = Y(errors.lo[i]), y_hi = Y(errors.hi[i]);
+      out += fmt::format(
+          "<path class=\"error-bar\" d=\"M{0} {1}V{2}M{3} {1}H{4}M{3} {2}H{4}\" stroke=\"#111827\" "
+          "stroke-width=\"1.2\" fill=\"none\"/>",
+          px(cx), px(y_lo), px(y_hi), px(cx - 6), px(cx + 6));
+      // The value label goes beyond the error bar's far end.
+      label_y = v < 0 ? std::max(label_y, std::max(y_lo, y_hi) + 13)
+                      : std::min(label_y, std::min(y_lo, y_hi) - 4);
+    }
     out +=
         fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#111827\">{}</text>\n",
-                    px(cx), px(ly), value_label(v));
+                    px(cx + (has_errors ? 10 : 0)), px(label_y), value_label(v));
   }
   out += fmt::format(
       "<line class=\"zero\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#111827\" "
       "stroke-width=\"1.2\"/>\n",
-      px(ml), px(zero), px(ml + pw), px(zero));
+      px(f.ml), px(zero), px(f.ml + f.pw), px(zero));
+  if (std::isfinite(band.at))
+    out += fmt::format(
+        "<line class=\"reference-line\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#374151\" "
+        "stroke-width=\"1.2\" stroke-dasharray=\"5 3\"/>\n",
+        px(f.ml), px(Y(band.at)), px(f.ml + f.pw), px(Y(band.at)));
+  out += legend;
+  return out + "</svg>\n";
+}
+
+std::string svg_interval_chart(const std::string& title, const std::string& x_label,
+                               const std::string& y_label,
+                               const std::vector<IntervalSeries>& series,
+                               const IntervalChartOptions& o) {
+  const int width = o.width, height = o.height;
+  double ylo = std::numeric_limits<double>::infinity(), yhi = -ylo, xlo = ylo, xhi = -ylo;
+  for (const IntervalSeries& s : series)
+    for (const IntervalPoint& p : s.points) {
+      if (!std::isfinite(p.x) || !std::isfinite(p.y) || (o.log_x && !(p.x > 0))) continue;
+      const double x = o.log_x ? std::log10(p.x) : p.x;
+      xlo = std::min(xlo, x), xhi = std::max(xhi, x);
+      for (double y : {p.y, p.lo, p.hi})
+        if (std::isfinite(y)) ylo = std::min(ylo, y), yhi = std::max(yhi, y);
+    }
+  if (!std::isfinite(ylo)) return svg_no_data(title, width);
+
+  Frame f;
+  const bool rotate = o.x_tick_labels.size() > 10;
+  if (rotate) {
+    double longest = 0;
+    for (const auto& [x, label] : o.x_tick_labels)
+      longest = std::max(longest, text_width(label, 11));
+    f.mb = 30 + 0.7 * longest;
+  }
+  f.pw = width - f.ml - f.mr;
+  f.ph = height - f.mt - f.mb;
+
+  std::vector<std::string> colors;
+  std::vector<LegendItem> items;
+  size_t palette = 0;
+  bool any_bar = false;
+  for (const IntervalSeries& s : series) {
+    colors.push_back(s.color.empty() ? kPalette[palette++ % 10] : s.color);
+    for (const IntervalPoint& p : s.points) any_bar |= std::isfinite(p.lo) && std::isfinite(p.hi);
+    if (s.label.empty()) continue;
+    items.push_back({s.label, colors.back(),
+                     s.markers  ? Swatch::marker
+                     : s.dashed ? Swatch::dashed
+                                : Swatch::line});
+  }
+  if (any_bar && !o.error_bar_label.empty())
+    items.push_back({o.error_bar_label, "#374151", Swatch::error_bar});
+  auto [legend, legend_h] = svg_legend(items, f.ml, height + 6, f.pw);
+  const int total_h = height + (legend_h > 0 ? legend_h + 8 : 0);
+
+  const Axis ya = nice_axis(ylo, yhi, 5);
+  // x: a little room at both ends so markers and error bars are not cut by the frame.
+  Axis xa = o.integer_x ? integer_axis(xlo, xhi, 8) : nice_axis(xlo, xhi, 6);
+  if (o.log_x) xa = {std::floor(xlo), std::max(std::ceil(xhi), std::floor(xlo) + 1), 1};
+  const double pad = o.x_tick_labels.empty() && !o.integer_x ? 0 : 0.5;
+  const double x0 = o.x_tick_labels.empty() ? xa.lo - pad : xlo - 0.5,
+               x1 = o.x_tick_labels.empty() ? xa.hi + pad : xhi + 0.5;
+  const std::function<double(double)> X = [&](double x) {
+    const double v = o.log_x ? std::log10(x) : x;
+    return f.ml + (v - x0) / (x1 - x0) * f.pw;
+  };
+  const std::function<double(double)> Y = [&](double y) {
+    return f.mt + (ya.hi - y) / (ya.hi - ya.lo) * f.ph;
+  };
+
+  const TickFormat yf = tick_format(ya), xf = tick_format(xa);
+  std::string out = svg_chart_open(width, total_h, title);
+  out += svg_y_grid(f, ya, Y);
+  out += "<g class=\"x-ticks\" fill=\"#4b5563\">\n";
+  auto x_tick = [&](double x_screen, const std::string& text) {
+    out += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#9ca3af\"/>",
+                       px(x_screen), px(f.mt + f.ph), px(f.mt + f.ph + 5));
+    if (rotate)
+      out += fmt::format(
+          "<text x=\"{0}\" y=\"{1}\" text-anchor=\"end\" transform=\"rotate(-40 {0} {1})\">{2}"
+          "</text>",
+          px(x_screen), px(f.mt + f.ph + 16), html_escape(text));
+    else
+      out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>", px(x_screen),
+                         px(f.mt + f.ph + 18), html_escape(text));
+  };
+  if (!o.x_tick_labels.empty()) {
+    for (const auto& [x, label] : o.x_tick_labels) x_tick(X(x), label);
+  } else {
+    for (double t : axis_ticks(xa)) {
+      if (o.log_x)
+        x_tick(f.ml + (t - x0) / (x1 - x0) * f.pw, value_label(std::pow(10.0, t)));
+      else
+        x_tick(X(t), tick_text(t, xf));
+    }
+  }
+  out += "\n</g>\n";
+  if (o.zero_line && ya.lo < 0 && ya.hi > 0)
+    out += fmt::format(
+        "<line class=\"zero\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#6b7280\"/>\n",
+        px(f.ml), px(Y(0)), px(f.ml + f.pw), px(Y(0)));
+  out += svg_axis_titles(f, o.x_tick_labels.empty() && !o.log_x ? axis_title(x_label, xf) : x_label,
+                         axis_title(y_label, yf));
+
+  for (size_t i = 0; i < series.size(); ++i) {
+    const IntervalSeries& s = series[i];
+    if (s.line == IntervalLine::none) continue;
+    std::vector<std::pair<double, double>> pts;
+    for (size_t k = 0; k < s.points.size(); ++k) {
+      const IntervalPoint& p = s.points[k];
+      if (s.line == IntervalLine::steps && k > 0) pts.emplace_back(X(p.x), Y(s.points[k - 1].y));
+      pts.emplace_back(X(p.x), Y(p.y));
+    }
+    out += svg_polylines(
+        pts, colors[i],
+        std::string("stroke-width=\"1.5\"") + (s.dashed ? " stroke-dasharray=\"5 3\"" : ""));
+  }
+  for (size_t i = 0; i < series.size(); ++i) {
+    const IntervalSeries& s = series[i];
+    for (const IntervalPoint& p : s.points) {
+      if (!std::isfinite(p.x) || !std::isfinite(p.y) || (o.log_x && !(p.x > 0))) continue;
+      const double cx = X(p.x);
+      if (std::isfinite(p.lo) && std::isfinite(p.hi))
+        out += fmt::format(
+            "<path class=\"error-bar\" d=\"M{0} {1}V{2}M{3} {1}H{4}M{3} {2}H{4}\" stroke=\"{5}\" "
+            "stroke-width=\"1.2\" fill=\"none\"/>",
+            px(cx), px(Y(p.lo)), px(Y(p.hi)), px(cx - 4), px(cx + 4), colors[i]);
+      if (s.markers)
+        out += fmt::format(
+            "<circle class=\"point\" cx=\"{}\" cy=\"{}\" r=\"4.5\" fill=\"{}\">{}"
+            "</circle>\n",
+            px(cx), px(Y(p.y)), colors[i],
+            p.tooltip.empty() ? "" : "<title>" + html_escape(p.tooltip) + "</title>");
+    }
+  }
+  out += legend;
   return out + "</svg>\n";
 }
 

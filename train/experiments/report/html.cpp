@@ -14,6 +14,7 @@
 #include "train/experiments/report/lookup.h"
 #include "train/experiments/report/page.h"
 #include "train/experiments/report/reproduce_parts.h"
+#include "train/experiments/report/seed_curves.h"
 
 namespace dg {
 
@@ -71,15 +72,134 @@ std::string figure(const std::string& svg, const std::string& caption) {
          "</figure>\n";
 }
 
-// Seed i of n in a colour family (hue): darker to lighter.
-std::string family_color(int hue, size_t i, size_t n) {
-  const double lightness =
-      n <= 1 ? 42.0 : 30.0 + 36.0 * static_cast<double>(i) / static_cast<double>(n - 1);
-  return fmt::format("hsl({},{}%,{:.0f}%)", hue, hue < 100 ? 85 : 60, lightness);
-}
-
 std::string html_row(const std::string& label, const std::string& value_html) {
   return "<tr><th>" + html_escape(label) + "</th><td>" + value_html + "</td></tr>\n";
+}
+
+// The training-loss charts: each arm's mean over seeds with a min–max band and the seeds faint
+// behind it, and the per-step difference method − baseline with its 95% interval over seeds.
+// Curves are smoothed with a centred moving average (seed_curves.h) whose window the captions give.
+std::string training_charts(const Value& r, const std::vector<Arm>& arms, size_t n_seeds) {
+  const std::string b = arms[0].name, m = arms[1].name;
+  const size_t n = std::max<size_t>(n_seeds, 1);
+  std::vector<std::vector<double>> raw[2];
+  size_t steps = 0;
+  for (size_t a = 0; a < 2; ++a)
+    for (size_t s = 0; s < n; ++s) {
+      raw[a].push_back(numbers_at(r, arm_path(r, s, arms[a]) + ".training.losses"));
+      steps = std::max(steps, raw[a].back().size());
+    }
+  const size_t window = smoothing_window(steps);
+  const std::string smoothing =
+      window > 1 ? fmt::format("smoothed with a centred moving average over {} steps", window)
+                 : std::string("not smoothed (short run)");
+  const char* const colors[2] = {"#2f6db5", "#e0701b"};
+  std::string h;
+
+  std::vector<Series> series;
+  for (size_t a = 0; a < 2; ++a) {
+    std::vector<std::vector<double>> smooth;
+    for (const auto& curve : raw[a]) smooth.push_back(moving_average(curve, window));
+    if (n > 1) {
+      for (const auto& curve : smooth) {
+        Series faint("", curve, colors[a]);
+        faint.faint = true;
+        series.push_back(std::move(faint));
+      }
+      const SeedBand band = min_max_band(smooth);
+      Series mean(fmt::format("{} (mean of {} seeds, band min–max)", arms[a].name, n), band.mean,
+                  colors[a]);
+      mean.band_lo = band.lo;
+      mean.band_hi = band.hi;
+      series.push_back(std::move(mean));
+    } else {
+      if (window > 1) {
+        Series faint("", raw[a][0], colors[a]);
+        faint.faint = true;
+        series.push_back(std::move(faint));
+      }
+      series.emplace_back(arms[a].name, smooth[0], colors[a]);
+    }
+  }
+  h += figure(svg_line_chart(n > 1 ? fmt::format("Training loss per step, mean over {} seeds", n)
+                                   : std::string("Training loss per step"),
+                             "step", "training-batch loss (nats/token)", series, 900, 340),
+              "Cross-entropy of each training batch before the update, " + smoothing + ". " +
+                  (n > 1 ? "Thick lines: the mean over seeds; shaded: the lowest to the highest "
+                           "seed at each step; faint lines: the individual seeds."
+                         : std::string(window > 1 ? "Faint: the raw losses." : "")) +
+                  " The chart below shows the difference between the arms.");
+
+  // Both arms of a seed train on the same batches, so the per-step difference shows where they
+  // part.
+  std::vector<std::vector<double>> diffs;
+  long first_min = -1, first_max = -1;
+  size_t never_part = 0;  // seeds whose arms are identical at every step
+  bool all_identical = true;
+  for (size_t s = 0; s < n; ++s) {
+    const auto& lb = raw[0][s];
+    const auto& lm = raw[1][s];
+    std::vector<double> d(std::min(lb.size(), lm.size()));
+    for (size_t k = 0; k < d.size(); ++k) d[k] = lm[k] - lb[k];
+    if (d.empty()) continue;
+    const long first = first_difference(lb, lm);
+    if (first >= 0) {
+      all_identical = false;
+      first_min = first_min < 0 ? first : std::min(first_min, first);
+      first_max = std::max(first_max, first);
+    } else {
+      ++never_part;
+    }
+    diffs.push_back(moving_average(d, window));
+  }
+  if (all_identical) {
+    h += "<p class=\"identical\">The two arms' training losses are identical at every step" +
+         std::string(n > 1 ? " for every seed" : "") +
+         ": their routes have not yet parted within this budget.</p>\n";
+    return h;
+  }
+  std::vector<Series> dseries;
+  if (diffs.size() > 1)
+    for (const auto& d : diffs) {
+      Series faint("", d, "#7a5195");
+      faint.faint = true;
+      dseries.push_back(std::move(faint));
+    }
+  const SeedBand band = ci95_band(diffs);
+  Series mean(diffs.size() > 1
+                  ? fmt::format("{} − {}, mean of {} seeds (band: 95% CI)", m, b, diffs.size())
+                  : m + " − " + b,
+              band.mean, "#7a5195");
+  if (diffs.size() > 1) {
+    mean.band_lo = band.lo;
+    mean.band_hi = band.hi;
+  }
+  dseries.push_back(std::move(mean));
+  const std::string init = string_at(r, "setup.init");
+  // Steps are counted from 0: "the first K steps" are steps 0 … K−1.
+  const std::string parted =
+      (first_min == first_max
+           ? fmt::format("The arms' losses are bit-identical for the first {} steps and differ "
+                         "from step {} on",
+                         first_min, first_min)
+           : fmt::format("The arms' losses are bit-identical for the first {} to {} steps (by "
+                         "seed) and differ from there on",
+                         first_min, first_max)) +
+      (never_part ? fmt::format(" ({} seed(s) never part)", never_part) : "");
+  h += figure(
+      svg_line_chart(fmt::format("Training loss difference per step: {} − {}", m, b), "step",
+                     "difference (nats/token)", dseries, 900, 280),
+      "Both arms of a seed see the same batches in the same order" +
+          std::string(init == "identical"
+                          ? " and start from the same weights, so this is the effect of the "
+                            "routing change step by step"
+                          : "; their initial weights differ (init " + html_escape(init) + ")") +
+          ". " + parted + " (raw losses). Differences " + smoothing +
+          (diffs.size() > 1 ? "; thick line: the mean over seeds, shaded: its 95% t interval "
+                              "over seeds, faint: each seed"
+                            : "") +
+          ". Below zero, " + html_escape(m) + " has the lower loss.");
+  return h;
 }
 
 }  // namespace
@@ -109,24 +229,64 @@ std::string render_reproduce_html(const Value& r) {
   h += "<section id=\"comparison\">\n<h2>Comparison</h2>\n<p>" + html_escape(budget_line(r)) +
        "</p>\n";
   const bool spread = n_seeds > 1;  // several seeds: show the sample std beside each mean
-  h += std::string("<table class=\"main\">\n<tr><th>Variant</th><th class=\"num\">LM loss</th>") +
-       (spread ? "<th class=\"num\">± std</th>" : "") + "<th class=\"num\">Perplexity</th>" +
+  const bool full = optional_value_at(r, "baseline.full_validation_lm_loss") &&
+                    optional_value_at(r, "method.full_validation_lm_loss");
+  const bool full_spread = spread && optional_value_at(r, "baseline.full_validation_lm_loss_std") &&
+                           optional_value_at(r, "method.full_validation_lm_loss_std");
+  const std::string over = html_escape(lm_loss_scope(r));
+  h += "<table class=\"main\">\n<tr><th>Variant</th><th class=\"num\">LM loss<span "
+       "class=\"sub\">" +
+       over + "</span></th>" + (spread ? "<th class=\"num\">± std</th>" : "") +
+       "<th class=\"num\">Perplexity<span class=\"sub\">exp(LM loss)</span></th>" +
        (spread ? "<th class=\"num\">± std</th>" : "") +
-       "<th class=\"num\">Parameters</th><th class=\"num\">QK/V route JS</th></tr>\n";
+       (full ? "<th class=\"num\">Validation NLL<span class=\"sub\">every window of the "
+               "validation split</span></th>"
+             : "") +
+       (full_spread ? "<th class=\"num\">± std</th>" : "") +
+       "<th class=\"num\">Parameters</th><th class=\"num\">QK/V route JS<span "
+       "class=\"sub\">last training batch</span></th></tr>\n";
   for (const Arm& a : arms)
     h += "<tr><th>" + html_escape(a.name) + "</th>" +
          cells.td(a.key + ".lm_loss", {Style::fixed, 4}) +
          (spread ? cells.td(a.key + ".lm_loss_std", {Style::fixed, 4}) : "") +
          cells.td(a.key + ".perplexity", {Style::fixed, 2}) +
          (spread ? cells.td(a.key + ".perplexity_std", {Style::fixed, 2}) : "") +
+         (full ? cells.td(a.key + ".full_validation_lm_loss", {Style::fixed, 4}) : "") +
+         (full_spread ? cells.td(a.key + ".full_validation_lm_loss_std", {Style::fixed, 4}) : "") +
          cells.td(a.key + ".parameters", {Style::integer}) +
          cells.td(a.key + ".architecture_stats.qk_v_route_js_divergence", {Style::fixed, 6}) +
          "</tr>\n";
   h += "</table>\n";
-  h += "<p class=\"relative\">Relative to the same-budget " + html_escape(b) +
-       " baseline: LM loss " + cells.span("relative.lm_loss_percent", {Style::signed_percent, 2}) +
-       ", perplexity " + cells.span("relative.perplexity_percent", {Style::signed_percent, 2}) +
-       ".</p>\n";
+  if (headline_is_paired(r)) {
+    // The headline in the metric of the paired statistics; the LM loss column's change beside it.
+    h += "<p class=\"relative\">Relative to the same-budget " + html_escape(b) +
+         " baseline, on the " + html_escape(string_at(r, "paired.metric")) +
+         " (the paired statistics' metric; mean over " + seeds_text(number_at(r, "paired.n")) +
+         "): " +
+         cells.span("paired.relative_percent",
+                    percent_format(number_at(r, "paired.relative_percent"))) +
+         " NLL, " +
+         cells.span("paired.perplexity_relative_percent",
+                    percent_format(number_at(r, "paired.perplexity_relative_percent"))) +
+         " perplexity (of the mean NLL).</p>\n";
+    h += "<p class=\"relative-windows\">On the LM loss column (" + over +
+         "), the same comparison gives " +
+         cells.span("relative.lm_loss_percent",
+                    percent_format(number_at(r, "relative.lm_loss_percent"))) +
+         " LM loss, " +
+         cells.span("relative.perplexity_percent",
+                    percent_format(number_at(r, "relative.perplexity_percent"))) +
+         " perplexity.</p>\n";
+  } else {
+    h += "<p class=\"relative\">Relative to the same-budget " + html_escape(b) +
+         " baseline, on the LM loss over " + over + ": LM loss " +
+         cells.span("relative.lm_loss_percent",
+                    percent_format(number_at(r, "relative.lm_loss_percent"))) +
+         ", perplexity " +
+         cells.span("relative.perplexity_percent",
+                    percent_format(number_at(r, "relative.perplexity_percent"))) +
+         ".</p>\n";
+  }
   h += "<p>" + html_escape(paper_line(r)) + "</p>\n";
   if (const std::string scope = string_at(r, "scope"); !scope.empty())
     h += "<p><b>Scope.</b> " + html_escape(scope) + "</p>\n";
@@ -198,55 +358,30 @@ std::string render_reproduce_html(const Value& r) {
       labels.push_back("seed " + seed_label(r, s));
     }
     h += "</table>\n</div>\n";
+    ReferenceBand ci;
+    ci.at = number_at(r, "paired.mean_difference");
+    if (n_seeds > 1) {
+      ci.lo = number_at(r, "paired.ci95[0]");
+      ci.hi = number_at(r, "paired.ci95[1]");
+    }
+    ci.label = n_seeds > 1 ? "mean difference and its 95% CI" : "mean difference";
     h += figure(
-        svg_bar_chart(fmt::format("{} − {} per seed", m, b), labels, diffs,
-                      "difference (nats/token)", 640, 280),
-        "Bars below zero: " + html_escape(m) + " has the lower validation NLL for that seed.");
+        svg_bar_chart(fmt::format("{} − {} per seed: {}", m, b, string_at(r, "paired.metric")),
+                      labels, diffs, "difference (nats/token)", 640, 280, {}, ci),
+        "Bars below zero: " + html_escape(m) +
+            " has the lower validation NLL for that seed. Dashed line: the mean "
+            "difference" +
+            (n_seeds > 1 ? "; shaded: its 95% t confidence interval (paired.ci95)" : "") + ".");
     h += "</section>\n";
   }
 
   // ---- training curves ----
   h += "<section id=\"training\">\n<h2>Training</h2>\n";
-  {
-    std::vector<Series> series;
-    const size_t n = std::max<size_t>(n_seeds, 1);
-    for (size_t a = 0; a < arms.size(); ++a)
-      for (size_t s = 0; s < n; ++s) {
-        std::string label = arms[a].name + (n_seeds > 1 ? " seed " + seed_label(r, s) : "");
-        series.push_back({label, numbers_at(r, arm_path(r, s, arms[a]) + ".training.losses"),
-                          family_color(a == 0 ? 212 : 24, s, n)});
-      }
-    h += figure(
-        svg_line_chart("Training loss per step", "step", "loss (nats/token)", series, 900, 340),
-        "Cross-entropy of each training batch before the update. " + html_escape(b) +
-            " in blues, " + html_escape(m) + " in oranges" +
-            (n_seeds > 1 ? "; one line per seed" : "") +
-            ". Where the curves overlap, the chart below shows their difference.");
-    // Both arms of a seed train on the same batches, so the per-step difference shows where they
-    // part.
-    std::vector<Series> diffs;
-    for (size_t s = 0; s < n; ++s) {
-      const std::vector<double> lb = numbers_at(r, arm_path(r, s, arms[0]) + ".training.losses");
-      const std::vector<double> lm = numbers_at(r, arm_path(r, s, arms[1]) + ".training.losses");
-      std::vector<double> d(std::min(lb.size(), lm.size()));
-      for (size_t k = 0; k < d.size(); ++k) d[k] = lm[k] - lb[k];
-      if (!d.empty())
-        diffs.push_back({n_seeds ? "seed " + seed_label(r, s) : m + " − " + b, d, ""});
-    }
-    if (!diffs.empty())
-      h += figure(svg_line_chart(fmt::format("Training loss difference per step: {} − {}", m, b),
-                                 "step", "difference (nats/token)", diffs, 900, 260),
-                  "Both arms of a seed see the same batches in the same order" +
-                      std::string(string_at(r, "setup.init") == "identical"
-                                      ? " and start from the same weights, so this is the effect "
-                                        "of the routing change step by step"
-                                      : "; their initial weights differ (init " +
-                                            html_escape(string_at(r, "setup.init")) + ")") +
-                      ". Below zero, " + html_escape(m) + " has the lower loss on that batch.");
-  }
+  h += training_charts(r, arms, n_seeds);
   h += "<table>\n<tr><th class=\"num\">Seed</th><th>Variant</th><th class=\"num\">Clipped "
-       "steps</th><th class=\"num\">Initial loss</th>"
-       "<th class=\"num\">Final loss</th><th class=\"num\">Train seconds</th></tr>\n";
+       "steps</th><th class=\"num\">Initial loss<span class=\"sub\">mean of the first 10 "
+       "training batches</span></th><th class=\"num\">Final loss<span class=\"sub\">mean of the "
+       "last 10 training batches</span></th><th class=\"num\">Train seconds</th></tr>\n";
   for (size_t s = 0; s < std::max<size_t>(n_seeds, 1); ++s)
     for (const Arm& a : arms) {
       const std::string p = arm_path(r, s, a);
@@ -301,26 +436,35 @@ std::string render_reproduce_html(const Value& r) {
   if (const json::Array* layers = paired_js_layers(r)) {
     std::vector<std::string> labels;
     std::vector<double> means;
-    h += "<table>\n<tr><th class=\"num\">Layer</th><th class=\"num\">Validation mean over "
-         "seeds</th><th class=\"num\">Std over seeds</th>";
+    BarErrors sd;
+    sd.label = "±1 sd over seeds";
+    // One cell holds every seed's value, so the table wraps at any number of seeds.
+    std::string seeds_in_order;
     for (size_t s = 0; s < n_seeds; ++s)
-      h += "<th class=\"num\">Seed " + html_escape(seed_label(r, s)) + "</th>";
-    h += "</tr>\n";
+      seeds_in_order += (s ? ", " : "") + html_escape(seed_label(r, s));
+    h += "<table>\n<tr><th class=\"num\">Layer</th><th class=\"num\">Validation mean over "
+         "seeds</th><th class=\"num\">Std over seeds</th><th>Per seed<span class=\"sub\">seeds " +
+         seeds_in_order + "</span></th></tr>\n";
     for (size_t l = 0; l < layers->size(); ++l) {
       const std::string p = fmt::format("paired.validation_js_per_layer[{}]", l);
       h += "<tr><td class=\"num\">" + fmt::format("{}", l) + "</td>" +
            cells.td(p + ".mean_over_seeds", {Style::fixed, 6}) +
-           cells.td(p + ".std_over_seeds", {Style::fixed, 6});
+           cells.td(p + ".std_over_seeds", {Style::fixed, 6}) + "<td class=\"seedlist\">";
       for (size_t s = 0; s < n_seeds; ++s)
-        h += cells.td(fmt::format("{}.per_seed[{}]", p, s), {Style::fixed, 6});
-      h += "</tr>\n";
+        h += cells.span(fmt::format("{}.per_seed[{}]", p, s), {Style::fixed, 6}) + " ";
+      h += "</td></tr>\n";
       labels.push_back(fmt::format("layer {}", l));
-      means.push_back(number_at(r, p + ".mean_over_seeds"));
+      const double mean = number_at(r, p + ".mean_over_seeds"),
+                   spread_sd = number_at(r, p + ".std_over_seeds");
+      means.push_back(mean);
+      sd.lo.push_back(n_seeds > 1 ? mean - spread_sd : kNaN);
+      sd.hi.push_back(n_seeds > 1 ? mean + spread_sd : kNaN);
     }
     h += "</table>\n";
+    if (n_seeds <= 1) sd = {};
     h += figure(svg_bar_chart("Validation JS per layer, mean over seeds", labels, means,
-                              "JS (nats)", 520, 240),
-                "");
+                              "JS (nats)", 520, 260, sd),
+                n_seeds > 1 ? "Error bars: ±1 sample standard deviation over seeds." : "");
   } else {
     const std::vector<double> train = numbers_at(r, "method.routes_last_train_batch.js_per_layer");
     const std::vector<double> valid = numbers_at(r, "method.routes_validation.js_per_layer");
@@ -345,9 +489,18 @@ std::string render_reproduce_html(const Value& r) {
       labels.push_back(fmt::format("layer {}", l));
     }
     h += "</table>\n";
-    if (!valid.empty())
-      h += figure(svg_bar_chart("Validation JS per layer", labels, valid, "JS (nats)", 520, 240),
-                  "");
+    if (!valid.empty()) {
+      BarErrors spread_over_tokens;
+      spread_over_tokens.label = "p10–p90 over validation tokens";
+      for (size_t l = 0; l < valid.size(); ++l) {
+        spread_over_tokens.lo.push_back(validation_js_quantile(r, l, "p10"));
+        spread_over_tokens.hi.push_back(validation_js_quantile(r, l, "p90"));
+      }
+      h += figure(svg_bar_chart("Validation JS per layer", labels, valid, "JS (nats)", 520, 260,
+                                spread_over_tokens),
+                  "Bars: the mean over validation tokens; error bars: its 10th to 90th "
+                  "percentile over tokens.");
+    }
   }
   h += "</section>\n";
 

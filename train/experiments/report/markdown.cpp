@@ -30,11 +30,23 @@ std::string render_reproduce_markdown(const Value& r) {
 
   // The reference's body (§6.4), in English and with the baseline named as what it is.
   md += budget_line(r) + "\n\n";
-  md += "| Variant | LM loss | Perplexity | Parameters |\n|---|---:|---:|---:|\n";
+  // Every loss column says what it was computed on.
+  const bool full = optional_value_at(r, "baseline.full_validation_lm_loss") &&
+                    optional_value_at(r, "method.full_validation_lm_loss");
+  md += "LM loss and perplexity: " + lm_loss_scope(r) +
+        (full ? "; validation NLL: every window of the validation split" : "") +
+        (n_seeds > 1 ? "; means over seeds" : "") + ".\n\n";
+  md += std::string("| Variant | LM loss | Perplexity |") + (full ? " Validation NLL |" : "") +
+        " Parameters |\n|---|---:|---:|" + (full ? "---:|" : "") + "---:|\n";
   for (const Arm& a : arms)
-    md += fmt::format("| {} | {} | {} | {} |\n", a.name,
+    md += fmt::format("| {} | {} | {} |{} {} |\n", a.name,
                       format_number(number_at(r, a.key + ".lm_loss"), {Style::fixed, 4}),
                       format_number(number_at(r, a.key + ".perplexity"), {Style::fixed, 2}),
+                      full ? " " +
+                                 format_number(number_at(r, a.key + ".full_validation_lm_loss"),
+                                               {Style::fixed, 4}) +
+                                 " |"
+                           : "",
                       format_number(number_at(r, a.key + ".parameters"), {Style::integer}));
   if (n_seeds > 1)
     md += fmt::format(
@@ -44,6 +56,8 @@ std::string render_reproduce_markdown(const Value& r) {
         format_number(number_at(r, "method.lm_loss_std"), {Style::fixed, 4}),
         format_number(number_at(r, "method.perplexity_std"), {Style::fixed, 2}));
   md += "\n" + relative_line(r, b) + "\n";
+  if (const std::string windows = windows_relative_line(r); !windows.empty())
+    md += "\n" + windows + "\n";
   md += "\n" + paper_line(r) + "\n";
   if (const std::string scope = string_at(r, "scope"); !scope.empty())
     md += "\n## Reproduction scope\n\n" + scope + "\n";
@@ -98,6 +112,7 @@ std::string render_reproduce_markdown(const Value& r) {
         format_number(number_at(r, "setup.gradient_clip"), {Style::general, 4}) +
         "; a step is clipped when the gradient norm before clipping exceeds it.\n\n";
   md +=
+      "Initial and final loss: mean training-batch loss of the first and the last 10 steps.\n\n"
       "| Seed | Variant | Steps | Clipped steps | Initial loss | Final loss | Train seconds "
       "|\n|---:|---|---:|---:|---:|---:|---:|\n";
   for (size_t s = 0; s < std::max<size_t>(n_seeds, 1); ++s)

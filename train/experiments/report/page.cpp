@@ -1,6 +1,8 @@
 // The page shell and the stylesheet shared by every report page (see page.h).
 #include "train/experiments/report/page.h"
 
+#include <algorithm>
+
 namespace dg {
 
 // Latin text in DejaVu Sans where installed, else the system UI font; Chinese in whichever CJK
@@ -29,6 +31,11 @@ th,td{border:1px solid #dde1e7;padding:4px 10px;text-align:left;vertical-align:t
 th{background:#f3f4f7;font-weight:600}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.na{color:#8a8f99}
+th .sub{display:block;font-weight:400;font-size:12px;color:#5b6475;white-space:normal}
+.table-wrap{max-width:100%;overflow-x:auto;margin:8px 0 12px}
+.table-wrap>table{margin:0}
+td.seedlist{white-space:normal;max-width:560px}
+td.seedlist span.num{font-weight:400;display:inline-block;margin-right:.5em}
 table.main td,table.main th{font-size:15px;padding:6px 14px}
 tr.champion td{background:#fff6d5}
 tr.failed td{color:#b23b3b}
@@ -50,6 +57,26 @@ footer{margin-top:28px;color:#8a8f99;font-size:12px}
   return css;
 }
 
+std::string wrap_tables(const std::string& html) {
+  std::string out;
+  out.reserve(html.size() + 64);
+  size_t at = 0;
+  for (;;) {
+    const size_t open = html.find("<table", at), close = html.find("</table>", at);
+    const size_t next = std::min(open, close);
+    if (next == std::string::npos) break;
+    out.append(html, at, next - at);
+    if (next == open) {
+      out += "<div class=\"table-wrap\"><table";
+      at = open + 6;
+    } else {
+      out += "</table></div>";
+      at = close + 8;
+    }
+  }
+  return out.append(html, at, std::string::npos);
+}
+
 std::string render_page(const PageShell& shell, const std::string& body_html) {
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   h += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
@@ -58,7 +85,7 @@ std::string render_page(const PageShell& shell, const std::string& body_html) {
   h += "<header>\n<h1>" + html_escape(shell.title) + "</h1>\n";
   h += "<div class=\"meta\">depthgrad " + html_escape(shell.command) +
        (shell.meta_html.empty() ? "" : " · " + shell.meta_html) + "</div>\n</header>\n";
-  h += body_html;
+  h += wrap_tables(body_html);
   h += "<footer>Rendered from result.json by depthgrad " + html_escape(shell.version) + "." +
        (shell.footer_html.empty() ? "" : " " + shell.footer_html) + "</footer>\n";
   h += "</main>\n</body>\n</html>\n";

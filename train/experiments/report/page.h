@@ -23,6 +23,9 @@ struct PageShell {
   std::string version;      // the depthgrad version that wrote the result (provenance.version)
   std::string footer_html;  // after "Rendered from result.json by depthgrad <version>." (HTML)
 };
+// Every <table> of `html` inside a <div class="table-wrap">, which scrolls sideways when the
+// table is wider than the page instead of running off it (render_page applies it to every body).
+std::string wrap_tables(const std::string& html);
 // <!DOCTYPE html> … <header> … </header> body_html <footer> … </footer> … </html>
 std::string render_page(const PageShell& shell, const std::string& body_html);
 

@@ -129,11 +129,60 @@ std::string budget_line(const Value& r) {
   return line + ".";
 }
 
+std::string lm_loss_scope(const Value& r) {
+  // Results written before result.json recorded the run config do not say.
+  if (!optional_value_at(r, "config")) return "the reference's validation windows";
+  const std::optional<double> windows = optional_number_at(r, "config.data.eval_windows");
+  if (!windows) return "the reference's validation windows";
+  const std::string tokens =
+      format_number(number_at(r, "config.model.seq_len"), {Style::integer}) + " tokens";
+  return *windows > 0
+             ? format_number(*windows, {Style::integer}) + " validation windows of " + tokens
+             : "every validation window of " + tokens;
+}
+
+Fmt percent_format(double percent) {
+  const double a = std::abs(percent);
+  const int first = a > 0 && std::isfinite(a) ? static_cast<int>(std::floor(std::log10(a))) : 0;
+  return {Style::signed_percent, std::clamp(1 - first, 2, 6)};
+}
+
+std::string seeds_text(double n) {
+  return format_number(n, {Style::integer}) + (n == 1 ? " seed" : " seeds");
+}
+
+bool headline_is_paired(const Value& r) {
+  return optional_value_at(r, "paired") && optional_value_at(r, "paired.relative_percent");
+}
+
 std::string relative_line(const Value& r, const std::string& baseline_name) {
+  if (headline_is_paired(r))
+    return fmt::format(
+        "Relative to the same-budget {} baseline, on the {} (the paired statistics' metric; mean "
+        "over {}): {} NLL, {} perplexity (of the mean NLL).",
+        baseline_name, string_at(r, "paired.metric"), seeds_text(number_at(r, "paired.n")),
+        format_number(number_at(r, "paired.relative_percent"),
+                      percent_format(number_at(r, "paired.relative_percent"))),
+        format_number(number_at(r, "paired.perplexity_relative_percent"),
+                      percent_format(number_at(r, "paired.perplexity_relative_percent"))));
   return fmt::format(
-      "Relative to the same-budget {} baseline: LM loss {}, perplexity {}.", baseline_name,
-      format_number(number_at(r, "relative.lm_loss_percent"), {Style::signed_percent, 2}),
-      format_number(number_at(r, "relative.perplexity_percent"), {Style::signed_percent, 2}));
+      "Relative to the same-budget {} baseline, on the LM loss over {}: LM loss {}, perplexity {}.",
+      baseline_name, lm_loss_scope(r),
+      format_number(number_at(r, "relative.lm_loss_percent"),
+                    percent_format(number_at(r, "relative.lm_loss_percent"))),
+      format_number(number_at(r, "relative.perplexity_percent"),
+                    percent_format(number_at(r, "relative.perplexity_percent"))));
+}
+
+std::string windows_relative_line(const Value& r) {
+  if (!headline_is_paired(r)) return "";
+  return fmt::format(
+      "On the LM loss column ({}), the same comparison gives {} LM loss, {} perplexity.",
+      lm_loss_scope(r),
+      format_number(number_at(r, "relative.lm_loss_percent"),
+                    percent_format(number_at(r, "relative.lm_loss_percent"))),
+      format_number(number_at(r, "relative.perplexity_percent"),
+                    percent_format(number_at(r, "relative.perplexity_percent"))));
 }
 
 std::string paper_line(const Value& r) {

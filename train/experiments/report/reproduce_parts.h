@@ -53,7 +53,20 @@ extern const ReferenceMetric kReferenceMetrics[3];
 std::string fidelity_banner_text(const json::Value& r, bool html);
 std::string tier_banner_text(const json::Value& r, bool html);
 std::string budget_line(const json::Value& r);
+// What the LM loss column was computed on: "32 validation windows of 64 tokens" (from the result's
+// run config; older results say "the reference's validation windows").
+std::string lm_loss_scope(const json::Value& r);
+// A relative change in percent with enough decimals to show its first two significant digits
+// (at least 2, at most 6): "-0.0095%", not "-0.01%" or "-0.00%".
+Fmt percent_format(double percent);
+// "1 seed", "6 seeds".
+std::string seeds_text(double n);
+// The headline uses the metric of the paired statistics (paired.relative_percent, e.g. the full
+// validation NLL) when the run has them, else the LM loss; either way it names the metric.
+bool headline_is_paired(const json::Value& r);
 std::string relative_line(const json::Value& r, const std::string& baseline_name);
+// With a paired headline: the same comparison on the LM loss column, named as such; else "".
+std::string windows_relative_line(const json::Value& r);
 std::string paper_line(const json::Value& r);
 
 }  // namespace dg
