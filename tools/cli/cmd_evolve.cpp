@@ -8,6 +8,7 @@
 #include "tensor/threads.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/preset_flag.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/shared_flags.h"
 #include "train/data/corpus.h"
@@ -25,7 +26,7 @@ namespace {
 const char* kSearchFlags[] = {"model",   "dataset",     "direction", "generations",  "population",
                               "steps",   "trial-seeds", "seed",      "confidence-z", "eval-windows",
                               "mode",    "dim",         "layers",    "heads",        "kv-heads",
-                              "seq-len", "batch",       "lr",        "schedule"};
+                              "seq-len", "batch",       "lr",        "schedule",     "preset"};
 }  // namespace
 
 int cmd_evolve(int argc, char** argv, int start) {
@@ -36,7 +37,10 @@ int cmd_evolve(int argc, char** argv, int start) {
           "steps, batch), steered by --direction. Every trial trains on --trial-seeds seeds and is "
           "scored by mean\n"
           "validation NLL + z·stderr; the test split is evaluated once at the end (baseline and "
-          "champion).");
+          "champion).\n\n" +
+              preset_help_text() +
+              "evolve: a preset gives the baseline genome's dim, layers, heads, kv-heads, seq-len "
+              "and batch (and the vocabulary); genomes keep ffn expansion 3.");
   f.add("model", "micro-llm", "model family (only micro-llm)")
       .add("dataset", "wikitext-2", "data set (only wikitext-2)")
       .add("direction", defaults.direction,
@@ -59,7 +63,8 @@ int cmd_evolve(int argc, char** argv, int start) {
       .add("seq-len", "64", "sequence length (fixed for every genome)")
       .add("batch", "4", "baseline batch size")
       .add("lr", "6e-4", "baseline peak learning rate")
-      .add("schedule", "cosine", "baseline schedule: constant | cosine")
+      .add("schedule", "cosine", "baseline schedule: constant | cosine");
+  add_preset_flag(f)
       .add("output-dir", "runs/evolution",
            "where run directories (micro-llm-<timestamp>) are created")
       .add("resume", "",
@@ -115,6 +120,21 @@ int cmd_evolve(int argc, char** argv, int start) {
     b.batch = f.get_int("batch");
     b.lr = f.get_double("lr");
     b.schedule = f.get("schedule");
+    RunConfig sizes;
+    if (apply_preset_flag(f, sizes)) {  // the preset's sizes, under the flags given
+      const MicroLMConfig& m = sizes.model;
+      if (m.expansion != MicroLMConfig{}.expansion)
+        throw UsageError(fmt::format(
+            "--preset {}: its ffn expansion is {}, and evolve's genomes have expansion {}",
+            sizes.preset, m.expansion, MicroLMConfig{}.expansion));
+      if (!f.given("dim")) b.dim = m.dim;
+      if (!f.given("layers")) b.layers = m.layers;
+      if (!f.given("heads")) b.heads = m.heads;
+      if (!f.given("kv-heads")) b.kv_heads = f.given("heads") ? b.heads : m.kv_heads;
+      if (!f.given("seq-len")) b.seq_len = m.seq_len;
+      if (!f.given("batch")) b.batch = sizes.training.batch;
+      o.vocab = m.vocab;
+    }
     for (auto [name, v] : {std::pair{"steps", b.steps},
                            {"dim", b.dim},
                            {"layers", b.layers},

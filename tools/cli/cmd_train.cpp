@@ -12,6 +12,7 @@
 
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/preset_flag.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/shared_flags.h"
 #include "tools/cli/train_samples.h"
@@ -78,10 +79,15 @@ void add_data_flags(Flags& f) {
 }  // namespace
 
 int cmd_train(int argc, char** argv, int start) {
-  Flags f("train",
-          "Train a micro-LM. Settings come from --config (a JSON file, see README) and/or flags\n"
-          "(flags given explicitly override the config file).");
-  f.add("config", "", "JSON run config: {model, training, data} as written to <output>/config.json")
+  Flags f(
+      "train",
+      "Train a micro-LM. Settings come from --config (a JSON file, see README) or --preset, and\n"
+      "flags (flags given explicitly override the config file or the preset; --config and\n"
+      "--preset together are refused: each names a whole set of sizes).\n\n" +
+          preset_help_text());
+  f.add("config", "",
+        "JSON run config: {model, training, data} as written to <output>/config.json");
+  add_preset_flag(f)
       .add("mode", "rd_attnres",
            "standard | block_attnres | rd_attnres | paper_block_attnres | paper_rd_attnres")
       .add("dim", "64", "model width")
@@ -116,11 +122,21 @@ int cmd_train(int argc, char** argv, int start) {
   const int threads = apply_threads_flag(f);
   // The run: the --config file (else the flags' defaults), then every flag given on top.
   RunConfig run;
+  if (f.given("config") && f.given("preset"))
+    throw UsageError(fmt::format(
+        "--preset {} and --config {}: both set the model sizes; give one (flags override either)",
+        f.get("preset"), f.get("config")));
   if (f.given("config"))
     run = run_config_from_json(json::parse(read_file(f.get("config")), f.get("config")),
                                f.get("config"));
+  const bool preset = apply_preset_flag(f, run);
+  // A flag's value is taken when given, or (its default) when neither --config nor, for the
+  // flags a preset sets, --preset supplied the setting.
   auto take = [&](const char* name, auto setter) {
-    if (f.given(name) || !f.given("config")) setter();
+    bool from_preset = false;
+    for (const char* p : kPresetFlags)
+      from_preset = from_preset || (preset && name == std::string(p));
+    if (f.given(name) || (!f.given("config") && !from_preset)) setter();
   };
   MicroLMConfig& model = run.model;
   TrainingConfig& training = run.training;
@@ -130,6 +146,8 @@ int cmd_train(int argc, char** argv, int start) {
   take("heads", [&] { model.heads = f.get_int("heads"); });
   take("kv-heads",
        [&] { model.kv_heads = f.given("kv-heads") ? f.get_int("kv-heads") : model.heads; });
+  // --preset mini --heads 8: K/V heads follow the heads given, as they do without a preset.
+  if (preset && !f.given("kv-heads") && f.given("heads")) model.kv_heads = model.heads;
   take("seq-len", [&] { model.seq_len = f.get_int("seq-len"); });
   take("expansion", [&] { model.expansion = f.get_int("expansion"); });
   take("block-size", [&] { model.attnres_block_size = f.get_int("block-size"); });
