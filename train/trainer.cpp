@@ -27,6 +27,11 @@ TrainerConfig TrainerConfig::from_json(const json::Value& v, const std::string& 
   return trainer_config(run_config_from_json(v, source));
 }
 
+TrainingDiverged::TrainingDiverged(int64_t step_, double loss_)
+    : std::runtime_error(fmt::format("training diverged: loss is {} at step {}", loss_, step_)),
+      step(step_),
+      loss(loss_) {}
+
 TrainerConfig trainer_config(const RunConfig& run) {
   return TrainerConfig{run.training, run.model};
 }
@@ -67,8 +72,7 @@ StepLog Trainer::train_step() {
   const double lr = config_.schedule.at(step_);
   optimizer_->step(lr);
   const double value = loss.item();
-  if (!std::isfinite(value))
-    throw std::runtime_error(fmt::format("training diverged: loss is {} at step {}", value, step_));
+  if (!std::isfinite(value)) throw TrainingDiverged(step_, value);
   losses_.push_back(value);
   grad_norms_.push_back(clip.total_norm);
   clipped_ += clip.clipped ? 1 : 0;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,13 @@ struct StepLog {
   double lr = 0;
   double seconds = 0;  // wall time of this step
   double tokens_per_second = 0;
+};
+
+// Thrown by a training step whose loss is not finite: the run diverged at `step` (0-based).
+struct TrainingDiverged : std::runtime_error {
+  TrainingDiverged(int64_t step, double loss);
+  int64_t step;
+  double loss;
 };
 
 // What the Trainer needs: the training settings (train/run_config.h) and the model they train.
