@@ -255,9 +255,10 @@ TEST_CASE("combine: the table across scales and pairs, sorted, with the effect i
   CHECK(report.rows[1].js_per_layer.size() == 8);
   // The Markdown table: one row per run, with its numbers.
   CHECK(contains(report.table, "| micro | rd_attnres − block_attnres | 139,904 / 140,096 |"));
-  CHECK(contains(report.table, "| -0.529% | [-0.767%, -0.280%] | 10/10 |"));
+  CHECK(contains(report.table,
+                 "| -5.30e-03 [-7.70e-03, -2.80e-03] | -0.529% [-0.767%, -0.280%] | 10/10 |"));
   CHECK(contains(report.table, "| small | rd_attnres − block_attnres |"));
-  CHECK(contains(report.table, "| 1.50 h | 1 |"));
+  CHECK(contains(report.table, "| 1.50 h | 1 | none |"));
   CHECK(contains(report.markdown, report.table));
   CHECK(contains(report.markdown, c + "/result.json"));
   // The page: the shared shell, the table and the chart.

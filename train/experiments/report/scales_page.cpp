@@ -76,36 +76,25 @@ struct Column {
   bool numeric;
   std::string (*cell)(const ScaleRow&);
 };
-const Column kColumns[] = {
+// Two tables with the same first two columns: the effect, then the budget, routes and divergences.
+const Column kEffectColumns[] = {
     {"Scale", false, [](const ScaleRow& r) { return r.label; }},
     {"Pair (B − A)", false, [](const ScaleRow& r) { return r.pair_label(); }},
-    {"Parameters (A / B)", true,
+    {"Params A / B", true,
      [](const ScaleRow& r) {
        return group_digits(r.parameters_baseline) + " / " + group_digits(r.parameters);
      }},
-    {"Size", false,
-     [](const ScaleRow& r) {
-       return fmt::format("d{} L{} seq {} batch {}", r.dim, r.layers, r.seq_len, r.batch);
-     }},
-    {"Steps", true, [](const ScaleRow& r) { return group_digits(r.steps); }},
-    {"Tokens per arm", true, [](const ScaleRow& r) { return group_digits(r.tokens_seen); }},
     {"Seeds", true, seeds_text},
-    {"Mean ΔNLL (nats/token)", true,
+    {"ΔNLL nats/token [95% CI]", true,
      [](const ScaleRow& r) {
-       return format_number(r.mean_difference, {Style::signed_sci, 3});
-     }},
-    {"95% CI (nats/token)", true,
-     [](const ScaleRow& r) {
-       return fmt::format("[{}, {}]", format_number(r.ci95_low, {Style::signed_sci, 2}),
+       return fmt::format("{} [{}, {}]", format_number(r.mean_difference, {Style::signed_sci, 2}),
+                          format_number(r.ci95_low, {Style::signed_sci, 2}),
                           format_number(r.ci95_high, {Style::signed_sci, 2}));
      }},
-    {"Perplexity", true,
+    {"Perplexity [95% CI]", true,
      [](const ScaleRow& r) {
-       return format_number(r.ppl_percent, {Style::signed_percent, 3});
-     }},
-    {"95% CI (perplexity)", true,
-     [](const ScaleRow& r) {
-       return fmt::format("[{}, {}]", format_number(r.ppl_ci95_low, {Style::signed_percent, 3}),
+       return fmt::format("{} [{}, {}]", format_number(r.ppl_percent, {Style::signed_percent, 3}),
+                          format_number(r.ppl_ci95_low, {Style::signed_percent, 3}),
                           format_number(r.ppl_ci95_high, {Style::signed_percent, 3}));
      }},
     {"B wins", true,
@@ -117,13 +106,23 @@ const Column kColumns[] = {
        return format_number(r.sign_test_p, {Style::general, 3});
      }},
     {"Verdict", false, [](const ScaleRow& r) { return r.verdict; }},
+};
+const Column kBudgetColumns[] = {
+    {"Scale", false, [](const ScaleRow& r) { return r.label; }},
+    {"Pair (B − A)", false, [](const ScaleRow& r) { return r.pair_label(); }},
+    {"Size", false,
+     [](const ScaleRow& r) {
+       return fmt::format("d{} L{} seq {} batch {}", r.dim, r.layers, r.seq_len, r.batch);
+     }},
+    {"Steps", true, [](const ScaleRow& r) { return group_digits(r.steps); }},
+    {"Tokens per arm", true, [](const ScaleRow& r) { return group_digits(r.tokens_seen); }},
     {"B's QK/V JS per layer", false, [](const ScaleRow& r) { return js_text(r.js_per_layer); }},
+    {"Compute", true, [](const ScaleRow& r) { return duration(r.compute_seconds); }},
+    {"Threads", true, [](const ScaleRow& r) { return threads_text(r.threads); }},
     {"Diverged", false,
      [](const ScaleRow& r) {
        return r.diverged.empty() ? std::string("none") : join(r.diverged, "; ");
      }},
-    {"Compute", true, [](const ScaleRow& r) { return duration(r.compute_seconds); }},
-    {"Threads", true, [](const ScaleRow& r) { return threads_text(r.threads); }},
 };
 
 const char* const kDefinitions =
@@ -153,7 +152,7 @@ std::string scales_effect_chart(const std::vector<ScaleRow>& rows, int width, in
   const std::string title = "Effect on validation perplexity against model size";
   if (rows.empty()) return svg_no_data(title, width);
   const std::vector<std::string> series = series_of(rows);
-  const double left = 72, right = 20, top = 40;
+  const double left = 92, right = 20, top = 40;
   const double legend_rows = static_cast<double>((series.size() + 1) / 2);
   const double bottom = 52 + 18 * legend_rows;
   const double plot_w = width - left - right, plot_h = height - top - bottom;
@@ -214,7 +213,7 @@ std::string scales_effect_chart(const std::vector<ScaleRow>& rows, int width, in
       "log scale)</text>\n",
       px(left + plot_w / 2), px(top + plot_h + 34));
   svg += fmt::format(
-      "<text x=\"14\" y=\"{0}\" text-anchor=\"middle\" fill=\"#1d2330\" transform=\"rotate(-90 14 "
+      "<text x=\"18\" y=\"{0}\" text-anchor=\"middle\" fill=\"#1d2330\" transform=\"rotate(-90 18 "
       "{0})\">perplexity B vs A (%), 95% CI</text>\n",
       px(top + plot_h / 2));
 
@@ -265,19 +264,48 @@ std::string scales_effect_chart(const std::vector<ScaleRow>& rows, int width, in
   return svg;
 }
 
-std::string render_scales_table(const std::vector<ScaleRow>& rows) {
+namespace {
+
+template <size_t N>
+std::string markdown_table(const std::vector<ScaleRow>& rows, const Column (&columns)[N]) {
   std::string md = "|", rule = "|";
-  for (const Column& c : kColumns) {
+  for (const Column& c : columns) {
     md += fmt::format(" {} |", c.title);
     rule += c.numeric ? "---:|" : "---|";
   }
   md += "\n" + rule + "\n";
   for (const ScaleRow& r : rows) {
     md += "|";
-    for (const Column& c : kColumns) md += " " + md_cell(c.cell(r)) + " |";
+    for (const Column& c : columns) md += " " + md_cell(c.cell(r)) + " |";
     md += "\n";
   }
   return md;
+}
+
+template <size_t N>
+std::string html_table(const std::vector<ScaleRow>& rows, const Column (&columns)[N]) {
+  std::string h = "<table>\n<tr>";
+  for (const Column& c : columns)
+    h += fmt::format("<th{}>{}</th>", c.numeric ? " class=\"num\"" : "", html_escape(c.title));
+  h += "</tr>\n";
+  for (const ScaleRow& r : rows) {
+    h += "<tr>";
+    for (const Column& c : columns) {
+      // "value [low, high]": the interval on its own line, so the numeric cells stay narrow.
+      std::string text = html_escape(c.cell(r));
+      if (const size_t bracket = text.find(" ["); c.numeric && bracket != std::string::npos)
+        text.replace(bracket, 1, "<br>");
+      h += fmt::format("<td{}>{}</td>", c.numeric ? " class=\"num\"" : "", text);
+    }
+    h += "</tr>\n";
+  }
+  return h + "</table>\n";
+}
+
+}  // namespace
+
+std::string render_scales_table(const std::vector<ScaleRow>& rows) {
+  return markdown_table(rows, kEffectColumns) + "\n" + markdown_table(rows, kBudgetColumns);
 }
 
 std::string render_scales_markdown(const std::vector<ScaleRow>& rows) {
@@ -310,17 +338,10 @@ std::string render_scales_html(const std::vector<ScaleRow>& rows) {
        "<figcaption>Each point is one paired run: the mean effect of B against A on validation "
        "perplexity, with its 95% interval; one line per pair. Below zero, B is better.</figcaption>"
        "\n</figure>\n</section>\n";
-  h += "<section id=\"table\">\n<h2>Runs</h2>\n<table class=\"main\">\n<tr>";
-  for (const Column& c : kColumns)
-    h += fmt::format("<th{}>{}</th>", c.numeric ? " class=\"num\"" : "", html_escape(c.title));
-  h += "</tr>\n";
-  for (const ScaleRow& r : rows) {
-    h += "<tr>";
-    for (const Column& c : kColumns)
-      h += fmt::format("<td{}>{}</td>", c.numeric ? " class=\"num\"" : "", html_escape(c.cell(r)));
-    h += "</tr>\n";
-  }
-  h += "</table>\n<p>" + html_escape(kDefinitions) + "</p>\n</section>\n";
+  h += "<section id=\"table\">\n<h2>Runs</h2>\n<h3>Effect</h3>\n" +
+       html_table(rows, kEffectColumns) + "<h3>Budget, routes and divergences</h3>\n" +
+       html_table(rows, kBudgetColumns);
+  h += "<p>" + html_escape(kDefinitions) + "</p>\n</section>\n";
   h += "<section id=\"sources\">\n<h2>Sources</h2>\n<ul>\n";
   for (const ScaleRow& r : rows)
     h += fmt::format(
