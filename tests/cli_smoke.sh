@@ -185,6 +185,8 @@ else
 fi
 if grep -q '"block_attnres"' "$ev_dir/result.json" 2>/dev/null && grep -q 'attnres' "$WORK/evolve.txt"; then pass "evolve trains AttnRes genomes"; else fail "evolve did not train AttnRes genomes"; fi
 expect_error "evolve: unknown model" "micro-llm" -- "$BIN" evolve --model gpt-9 --dataset-dir "$DATA"
+expect_error "evolve: a preset its genomes cannot express" "--preset base: its ffn expansion is 4" -- "$BIN" evolve --preset base --dataset-dir "$WORK/no-such-dir"
+expect_error "evolve: --preset with --resume refused" "drop --preset" -- "$BIN" evolve --preset mini --resume "$WORK/no-such-run"
 
 # --- bad input: one line, non-zero exit ---
 expect_error "unknown paper" "unknown paper key 'nope'" -- "$BIN" reproduce --paper nope --dataset-dir "$DATA"
