@@ -366,10 +366,10 @@ std::string run_preset_help() {
     c.model.mode = ResidualMode::block_attnres;
     const int64_t block = c.model.parameter_count();
     out += fmt::format(
-        "  {:<6} vocab {}, dim {}, {} layers, {} heads, seq {}, ffn {}x, batch {}: {} parameters "
-        "(rd_attnres; block_attnres {}); {}\n",
-        p.name, p.vocab, p.dim, p.layers, p.heads, p.seq_len, p.expansion, p.batch,
-        group_digits(rd), group_digits(block), p.note);
+        "{}  {:<6} vocab {}, dim {}, {} layers, {} heads, seq {}, ffn {}x, batch {}: {} parameters "
+        "(rd_attnres; block_attnres {}); {}",
+        out.empty() ? "" : "\n", p.name, p.vocab, p.dim, p.layers, p.heads, p.seq_len, p.expansion,
+        p.batch, group_digits(rd), group_digits(block), p.note);
   }
   return out;
 }

@@ -113,8 +113,9 @@ const RunPreset& find_run_preset(const std::string& name);  // throws listing th
 void apply_run_preset(RunConfig& config, const std::string& name);
 // RunConfig{} with the preset applied; run_preset("micro") has RunConfig{}'s numbers.
 RunConfig run_preset(const std::string& name);
-// The table for --help, one line per preset, generated from run_presets(): its sizes and its
-// exact parameter count in rd_attnres and block_attnres (MicroLMConfig::parameter_count).
+// The table for --help, one line per preset (no final newline), generated from run_presets(): its
+// sizes and its exact parameter count in rd_attnres and block_attnres
+// (MicroLMConfig::parameter_count).
 std::string run_preset_help();
 
 }  // namespace dg

@@ -31,16 +31,17 @@ const char* kSearchFlags[] = {"model",   "dataset",     "direction", "generation
 
 int cmd_evolve(int argc, char** argv, int start) {
   const EvolveOptions defaults;
-  Flags f("evolve",
-          "Evolutionary search over micro-LM genomes (residual mode, width, depth, heads, K/V "
-          "heads, lr, schedule,\n"
-          "steps, batch), steered by --direction. Every trial trains on --trial-seeds seeds and is "
-          "scored by mean\n"
-          "validation NLL + z·stderr; the test split is evaluated once at the end (baseline and "
-          "champion).\n\n" +
-              preset_help_text() +
-              "evolve: a preset gives the baseline genome's dim, layers, heads, kv-heads, seq-len "
-              "and batch (and the vocabulary); genomes keep ffn expansion 3.");
+  Flags f(
+      "evolve",
+      "Evolutionary search over micro-LM genomes (residual mode, width, depth, heads, K/V "
+      "heads, lr, schedule,\n"
+      "steps, batch), steered by --direction. Every trial trains on --trial-seeds seeds and is "
+      "scored by mean\n"
+      "validation NLL + z·stderr; the test split is evaluated once at the end (baseline and "
+      "champion).\n\n" +
+          preset_help_text() +
+          "\nevolve: a preset gives the baseline genome's dim, layers, heads, kv-heads, seq-len "
+          "and batch (and the vocabulary); genomes keep ffn expansion 3.");
   f.add("model", "micro-llm", "model family (only micro-llm)")
       .add("dataset", "wikitext-2", "data set (only wikitext-2)")
       .add("direction", defaults.direction,

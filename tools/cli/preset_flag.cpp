@@ -18,13 +18,9 @@ Flags& add_preset_flag(Flags& f) {
 }
 
 std::string preset_help_text() {
-  std::string flags;
-  for (const char* name : kPresetFlags)
-    flags += (flags.empty() ? "--" : ", --") + std::string(name);
-  return fmt::format(
-      "presets (--preset NAME sets {}; every other setting keeps its default, and any of those "
-      "flags given explicitly wins):\n{}",
-      flags, run_preset_help());
+  return "presets (--preset NAME sets the model sizes and the batch listed here; every other "
+         "setting keeps\nthe command's default, and a size flag given explicitly wins):\n" +
+         run_preset_help();
 }
 
 bool apply_preset_flag(const Flags& f, RunConfig& config) {
