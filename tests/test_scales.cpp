@@ -158,8 +158,7 @@ TEST_CASE("presets: apply sets sizes and batch only; the help is generated from 
   CHECK(contains(error_of([] { find_run_preset("tiny"); }), "micro, mini, small or base"));
 }
 
-// ---- the pair
-// ------------------------------------------------------------------------------------
+// ---- the pair ----------------------------------------------------------------------------------
 
 TEST_CASE("--pair: any two different residual modes, refused otherwise naming the flag") {
   const auto pair = parse_reproduce_pair("paper_block_attnres,paper_rd_attnres");
@@ -205,8 +204,44 @@ TEST_CASE("the resume key covers the pair and the preset, and a refusal names wh
   CHECK(diff.size() == 4);  // limited to four; the preset, then the first sizes that differ
 }
 
-// ---- statistics
-// ------------------------------------------------------------------------------------
+TEST_CASE("a seed with a diverged arm is split off, listed with its step, and not in the stats") {
+  auto arm = [](const char* name, double seconds, int threads) {
+    Value a;
+    a["name"] = name;
+    a["training"]["seconds"] = seconds;
+    a["eval_seconds"] = 1.0;
+    a["threads"] = threads;
+    return a;
+  };
+  Value diverged_arm;
+  diverged_arm["name"] = "rd_attnres";
+  diverged_arm["diverged"] = true;
+  diverged_arm["diverged_at_step"] = 412;
+  diverged_arm["diverged_loss"] = "nan";
+  diverged_arm["threads"] = 2;
+  std::vector<Value> seeds(3);
+  for (int s = 0; s < 3; ++s) {
+    seeds[s]["seed"] = s + 1;
+    seeds[s]["block_attnres"] = arm("block_attnres", 10.0, 1);
+    seeds[s]["rd_attnres"] = s == 1 ? diverged_arm : arm("rd_attnres", 20.0, 1);
+  }
+  const SeedSplit split = split_seed_results(seeds, reproduce_arms());
+  REQUIRE(split.finished.size() == 2);
+  CHECK(split.finished[0].at("seed").as_int() == 1);
+  CHECK(split.finished[1].at("seed").as_int() == 3);
+  REQUIRE(split.diverged_seeds.size() == 1);
+  CHECK(split.diverged_seeds[0].at("seed").as_int() == 2);
+  REQUIRE(split.diverged.size() == 1);
+  CHECK(split.diverged[0].at("seed").as_int() == 2);
+  CHECK(split.diverged[0].at("arm").as_string() == "rd_attnres");
+  CHECK(split.diverged[0].at("step").as_int() == 412);
+  CHECK(split.compute_seconds == 3 * 11.0 + 2 * 21.0);  // every finished arm, diverged seed too
+  CHECK(split.threads == std::vector<int64_t>{1, 2});
+  // Another pair reads its own arms' records.
+  CHECK_THROWS(split_seed_results(seeds, parse_reproduce_pair("standard,rd_attnres")));
+}
+
+// ---- statistics --------------------------------------------------------------------------------
 
 TEST_CASE("the effect in perplexity and the verdict of a paired comparison") {
   CHECK(perplexity_percent(0.0) == 0.0);

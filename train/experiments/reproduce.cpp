@@ -276,6 +276,34 @@ std::vector<std::string> json_differences(const Value& a, const Value& b, size_t
   return out;
 }
 
+SeedSplit split_seed_results(const std::vector<Value>& all_seeds,
+                             const std::vector<ReproduceArm>& pair) {
+  SeedSplit out;
+  for (const Value& s : all_seeds) {
+    bool finished = true;
+    for (const ReproduceArm& arm : pair) {
+      const Value& a = s.at(arm.name);
+      if (const Value* t = a.find("threads"))
+        if (std::find(out.threads.begin(), out.threads.end(), t->as_int()) == out.threads.end())
+          out.threads.push_back(t->as_int());
+      if (a.find("diverged")) {
+        finished = false;
+        Object d;
+        d.emplace_back("seed", s.at("seed"));
+        d.emplace_back("arm", arm.name);
+        d.emplace_back("step", a.at("diverged_at_step"));
+        d.emplace_back("loss", a.at("diverged_loss"));
+        out.diverged.emplace_back(std::move(d));
+      } else {
+        out.compute_seconds +=
+            a.at("training").at("seconds").as_double() + a.at("eval_seconds").as_double();
+      }
+    }
+    (finished ? out.finished : out.diverged_seeds).push_back(s);
+  }
+  return out;
+}
+
 // ---- the run, step by step
 // -------------------------------------------------------------------------------------
 
@@ -562,40 +590,15 @@ Value paired_statistics(const ReproduceOptions& opt, const std::vector<Value>& p
 Value assemble_result(const ReproduceOptions& opt, const Corpus& corpus,
                       const std::vector<Value>& all_seeds, double wall_seconds) {
   const PaperInfo& paper = find_paper(opt.paper);
-  // Seeds where an arm diverged are reported beside the statistics, which use the other seeds.
-  std::vector<Value> per_seed, diverged_seeds;
+  SeedSplit split = split_seed_results(all_seeds, opt.pair);
+  const std::vector<Value>& per_seed = split.finished;
+  const std::vector<Value>& diverged_seeds = split.diverged_seeds;
   std::vector<uint64_t> finished_seeds;
-  Array diverged;
-  double compute_seconds = 0;
-  std::vector<int64_t> thread_counts;
-  for (const Value& s : all_seeds) {
-    bool ok = true;
-    for (const ReproduceArm& arm : opt.pair) {
-      const Value& a = s.at(arm.name);
-      if (const Value* t = a.find("threads"))
-        if (std::find(thread_counts.begin(), thread_counts.end(), t->as_int()) ==
-            thread_counts.end())
-          thread_counts.push_back(t->as_int());
-      if (a.find("diverged")) {
-        ok = false;
-        Object d;
-        d.emplace_back("seed", s.at("seed"));
-        d.emplace_back("arm", arm.name);
-        d.emplace_back("step", a.at("diverged_at_step"));
-        d.emplace_back("loss", a.at("diverged_loss"));
-        diverged.emplace_back(std::move(d));
-      } else {
-        compute_seconds +=
-            a.at("training").at("seconds").as_double() + a.at("eval_seconds").as_double();
-      }
-    }
-    if (ok) {
-      per_seed.push_back(s);
-      finished_seeds.push_back(static_cast<uint64_t>(s.at("seed").as_int()));
-    } else {
-      diverged_seeds.push_back(s);
-    }
-  }
+  for (const Value& s : per_seed)
+    finished_seeds.push_back(static_cast<uint64_t>(s.at("seed").as_int()));
+  Array& diverged = split.diverged;
+  const double compute_seconds = split.compute_seconds;
+  const std::vector<int64_t>& thread_counts = split.threads;
   if (per_seed.empty()) {
     std::string what;
     for (const Value& d : diverged)

@@ -99,6 +99,19 @@ json::Value reproduce_resume_key(const ReproduceOptions& options,
 std::vector<std::string> json_differences(const json::Value& a, const json::Value& b,
                                           size_t limit = 4);
 
+// Per-seed results ({"seed": s, "<arm>": record, ...}, as the state file holds them) split into
+// seeds whose two arms finished (the statistics use them) and seeds where an arm diverged (its
+// record has "diverged": true), with one {seed, arm, step, loss} per diverged arm, the training and
+// evaluation seconds of every finished arm, and the thread counts the arms recorded.
+struct SeedSplit {
+  std::vector<json::Value> finished, diverged_seeds;
+  json::Array diverged;
+  double compute_seconds = 0;
+  std::vector<int64_t> threads;
+};
+SeedSplit split_seed_results(const std::vector<json::Value>& all_seeds,
+                             const std::vector<ReproduceArm>& pair);
+
 struct ReproduceOutput {
   std::string run_dir;
   json::Value result;
