@@ -78,6 +78,27 @@ std::string MicroLMConfig::describe() const {
       is_paper_attnres(mode) ? fmt::format(" block_size={}", attnres_block_size) : "");
 }
 
+int64_t MicroLMConfig::parameter_count() const {
+  const int64_t norm_size = norm == Norm::Kind::layer ? 2 * dim : dim;  // gain (+ bias)
+  const int64_t kv_dim = dim / heads * kv_heads;
+  const int64_t attention = dim * dim * 2 + dim * kv_dim * 2 + (bias ? 2 * dim + 2 * kv_dim : 0);
+  const int64_t hidden = expansion * dim;
+  const int64_t projections = ffn == FeedForward::Kind::swiglu ? 3 : 2;  // up, (gate,) down
+  const int64_t feed_forward =
+      projections * dim * hidden + (bias ? (projections - 1) * hidden + dim : 0);
+  int64_t n = vocab * dim + (learned_positions ? seq_len * dim : 0) + norm_size +
+              (tied_head ? 0 : vocab * dim);
+  for (int64_t l = 0; l < layers; ++l) {
+    n += 2 * norm_size + attention + feed_forward;  // attention_norm, ffn_norm
+    if (is_reference_attnres(mode))  // route_norm and one or two routers over l + 1 sources
+      n += norm_size + (mode == ResidualMode::rd_attnres ? 2 : 1) * dim * (l + 1);
+    if (is_paper_attnres(mode))  // pseudo-queries: attention (QK, and V for rd), feed-forward
+      n += (mode == ResidualMode::paper_rd_attnres ? 3 : 2) * dim;
+  }
+  if (is_paper_attnres(mode)) n += dim;  // final_query
+  return n;
+}
+
 // ---- block
 // ------------------------------------------------------------------------------------------
 

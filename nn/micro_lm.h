@@ -65,6 +65,9 @@ struct MicroLMConfig {
   // Throws a one-line error naming the first inconsistent field.
   void validate() const;
   std::string describe() const;
+  // The number of parameters MicroLM(*this).parameter_count() reports, computed from the sizes
+  // without building the model (for help texts and reports; tests check the two agree).
+  int64_t parameter_count() const;
 };
 
 // One transformer layer in any of the modes.

@@ -80,6 +80,54 @@ expect_error "state file of other settings refused" "belongs to a run with other
   --dataset-dir "$DATA" --threads 1 --quiet --output-dir "$WORK/paired3" --state-file "$WORK/state.json"
 if grep -q '"config"' "$(ls -d "$WORK"/paired/2608.01075-rd-attnres/*/ | head -1)/result.json"; then pass "result.json records the run config"; else fail "no config in result.json"; fi
 
+# --- issue 17: presets, the pair, divergence, the cross-scale report ---
+# Another pair against the first run's state file: refused, naming the pair.
+expect_error "state file of another pair refused, naming it" "pair: absent vs" -- "$BIN" reproduce --protocol paired \
+  --pair paper_block_attnres,paper_rd_attnres --seeds 1-2 --steps 4 --layers 3 --dim 32 --train-tokens 20000 --eval reference \
+  --dataset-dir "$DATA" --threads 1 --quiet --output-dir "$WORK/paired3" --state-file "$WORK/state.json"
+"$BIN" reproduce --protocol paired --pair paper_block_attnres,paper_rd_attnres --seeds 1-2 --steps 4 --layers 3 --dim 32 \
+  --train-tokens 20000 --eval reference --dataset-dir "$DATA" --threads 1 --quiet --output-dir "$WORK/paper" > "$WORK/paper.txt"
+rc=$?
+paper_dir="$(ls -d "$WORK"/paper/2608.01075-rd-attnres/*/ 2>/dev/null | head -1)"
+if [ $rc -eq 0 ] && grep -q "paper_rd_attnres − paper_block_attnres mean" "$WORK/paper.txt" && grep -q '"method": "paper_rd_attnres"' "$paper_dir/result.json" \
+   && grep -q "perplexity .*% (95% CI" "$WORK/paper.txt"; then
+  pass "reproduce --pair compares the paper forms and labels the arms by mode"
+else
+  fail "reproduce --pair"; cat "$WORK/paper.txt"
+fi
+expect_error "--pair of one mode twice" "the two modes must differ" -- "$BIN" reproduce --protocol paired --pair rd_attnres,rd_attnres
+expect_error "--pair with the parity protocol" "--protocol paired" -- "$BIN" reproduce --pair paper_block_attnres,paper_rd_attnres --dataset-dir "$WORK/no-such-dir"
+expect_error "unknown preset" "--preset: unknown preset 'huge'" -- "$BIN" reproduce --preset huge
+# A preset is sizes only, under the flags given; config.json records its name and the values.
+"$BIN" train --preset mini --layers 2 --steps 1 --dataset-dir "$DATA" --threads 1 --quiet --output "$WORK/train-mini" > /dev/null
+if [ $? -eq 0 ] && grep -q '"preset": "mini"' "$WORK/train-mini/config.json" && grep -q '"dim": 128' "$WORK/train-mini/config.json" \
+   && grep -q '"layers": 2' "$WORK/train-mini/config.json" && grep -q '"steps": 1,' "$WORK/train-mini/config.json"; then
+  pass "train --preset mini with --layers over it"
+else
+  fail "train --preset"; cat "$WORK/train-mini/config.json"
+fi
+expect_error "--preset with --config refused" "give one" -- "$BIN" train --preset mini --config "$WORK/train-mini/config.json"
+if "$BIN" train --help | grep -q "mini   vocab 512, dim 128, 4 layers, 4 heads, seq 128, ffn 3x, batch 8: 921,728 parameters"; then pass "the presets' numbers are in --help"; else fail "presets in --help"; fi
+# A diverged arm is recorded with its step, kept in the state file and not retried.
+expect_error "divergence reported with its step" "diverged arm (seed 1 block_attnres at step" -- "$BIN" reproduce --protocol paired \
+  --seeds 1 --steps 3 --layers 1 --dim 16 --lr 1e38 --train-tokens 20000 --eval reference --dataset-dir "$DATA" --threads 1 --quiet \
+  --output-dir "$WORK/diverge" --state-file "$WORK/diverge.json"
+"$BIN" reproduce --protocol paired --seeds 1 --steps 3 --layers 1 --dim 16 --lr 1e38 --train-tokens 20000 --eval reference \
+  --dataset-dir "$DATA" --threads 1 --output-dir "$WORK/diverge" --state-file "$WORK/diverge.json" > /dev/null 2> "$WORK/diverge.err"
+if grep -q '"diverged_at_step"' "$WORK/diverge.json" && grep -q "done earlier" "$WORK/diverge.err"; then pass "a diverged arm stays in the state file and is not retried"; else fail "diverged arm"; cat "$WORK/diverge.err"; fi
+# The cross-scale report of the two paired runs; a parity run is refused naming its file.
+paired_dir="$(ls -d "$WORK"/paired/2608.01075-rd-attnres/*/ | head -1)"
+"$BIN" reproduce --combine "${paired_dir},${paper_dir}" --output-dir "$WORK/scales" > "$WORK/scales.txt"
+if [ $? -eq 0 ] && [ -s "$WORK/scales/scales.html" ] && [ -s "$WORK/scales/scales.md" ] && [ "$(grep -c 'class="point"' "$WORK/scales/scales.html")" -eq 2 ]; then
+  pass "reproduce --combine writes the cross-scale page with one point per run"
+else
+  fail "reproduce --combine"; cat "$WORK/scales.txt"
+fi
+cp "$WORK/scales/scales.html" "$WORK/scales-first.html"
+"$BIN" reproduce --combine "${paper_dir},${paired_dir}" --output-dir "$WORK/scales" > /dev/null
+if cmp -s "$WORK/scales/scales.html" "$WORK/scales-first.html"; then pass "reproduce --combine is deterministic"; else fail "reproduce --combine output differs between runs"; fi
+expect_error "--combine refuses a parity run" "${run_dir%/}/result.json" -- "$BIN" reproduce --combine "${paired_dir},${run_dir}" --output-dir "$WORK/scales2"
+
 # --- everyday commands ---
 "$BIN" train --steps 6 --dim 32 --layers 2 --dataset-dir "$DATA" --threads 1 --quiet --output "$WORK/train" --checkpoint-every 3 > "$WORK/train.txt"
 if [ $? -eq 0 ] && [ -s "$WORK/train/model.safetensors" ] && [ -s "$WORK/train/checkpoint.safetensors" ]; then pass "train"; else fail "train"; fi
@@ -137,6 +185,8 @@ else
 fi
 if grep -q '"block_attnres"' "$ev_dir/result.json" 2>/dev/null && grep -q 'attnres' "$WORK/evolve.txt"; then pass "evolve trains AttnRes genomes"; else fail "evolve did not train AttnRes genomes"; fi
 expect_error "evolve: unknown model" "micro-llm" -- "$BIN" evolve --model gpt-9 --dataset-dir "$DATA"
+expect_error "evolve: a preset its genomes cannot express" "--preset base: its ffn expansion is 4" -- "$BIN" evolve --preset base --dataset-dir "$WORK/no-such-dir"
+expect_error "evolve: --preset with --resume refused" "drop --preset" -- "$BIN" evolve --preset mini --resume "$WORK/no-such-run"
 
 # --- bad input: one line, non-zero exit ---
 expect_error "unknown paper" "unknown paper key 'nope'" -- "$BIN" reproduce --paper nope --dataset-dir "$DATA"

@@ -79,7 +79,7 @@ TEST_CASE("the issue's configs") {
   for (const std::string& name : bench_config_names())
     CHECK(to_json(bench_spec(name).run) == to_json(run_preset(name)));
   CHECK(bench_spec("micro").timed == 50);
-  CHECK_THROWS_WITH_AS(bench_spec("huge"), doctest::Contains("micro, small or base"),
+  CHECK_THROWS_WITH_AS(bench_spec("huge"), doctest::Contains("micro, mini, small or base"),
                        std::invalid_argument);
 }
 

@@ -34,6 +34,7 @@ bool contains(const std::string& text, const std::string& part) {
 // A config with every setting away from its default (and still valid).
 RunConfig unusual_config() {
   RunConfig c;
+  c.preset = "mini";  // a label of where the sizes came from; the sizes below are what count
   c.model.vocab = 300;
   c.model.dim = 48;
   c.model.layers = 3;
@@ -123,13 +124,16 @@ TEST_CASE("a run config round-trips through its JSON, every setting included") {
   CHECK(back.training.zero == 1);
   CHECK(back.data.dataset == "tiny-shakespeare");
   CHECK(back.data.eval_full);
+  CHECK(back.preset == "mini");
   // The default config too, and the sections appear in the documented order.
   CHECK(to_json(run_config_from_json(to_json(RunConfig{}))) == to_json(RunConfig{}));
   const json::Object& top = v.as_object();
-  REQUIRE(top.size() == 3);
-  CHECK(top[0].first == "model");
-  CHECK(top[1].first == "training");
-  CHECK(top[2].first == "data");
+  REQUIRE(top.size() == 4);
+  CHECK(top[0].first == "preset");
+  CHECK(top[1].first == "model");
+  CHECK(top[2].first == "training");
+  CHECK(top[3].first == "data");
+  CHECK(to_json(RunConfig{}).find("preset") == nullptr);  // written only when a preset was used
 }
 
 TEST_CASE("absent keys keep their defaults; kv_heads follows heads") {
@@ -146,7 +150,7 @@ TEST_CASE("unknown keys are refused, naming the key and the known ones") {
   std::string e = refusal(R"({"stepz": 3})");
   CHECK(contains(e, "cfg.json"));
   CHECK(contains(e, "stepz"));
-  CHECK(contains(e, "model, training, data"));
+  CHECK(contains(e, "preset, model, training, data"));
   e = refusal(R"({"model": {"widht": 64}})");
   CHECK(contains(e, "model.widht"));
   CHECK(contains(e, "unknown key"));
@@ -157,6 +161,9 @@ TEST_CASE("unknown keys are refused, naming the key and the known ones") {
   e = refusal(R"({"model": {}, "steps": 30})");
   CHECK(contains(e, "steps"));
   CHECK(contains(e, "model, training, data"));
+  e = refusal(R"({"preset": "huge"})");
+  CHECK(contains(e, "preset"));
+  CHECK(contains(e, "unknown preset 'huge'"));
 }
 
 TEST_CASE("wrong types are refused, naming the key") {
@@ -216,8 +223,11 @@ TEST_CASE("inconsistent and non-positive sizes are refused, naming the key") {
 }
 
 TEST_CASE("presets: micro is the reference run, small and base are the benchmark's models") {
-  CHECK(run_preset_names() == std::vector<std::string>{"micro", "small", "base"});
-  CHECK(to_json(run_preset("micro")) == to_json(RunConfig{}));
+  CHECK(run_preset_names() == std::vector<std::string>{"micro", "mini", "small", "base"});
+  RunConfig micro = run_preset("micro");
+  CHECK(micro.preset == "micro");
+  micro.preset.clear();  // the name is a label; the numbers are the reference run's
+  CHECK(to_json(micro) == to_json(RunConfig{}));
   CHECK(MicroLM(run_preset("micro").model).parameter_count() ==
         140096);  // the reference's rd_attnres count
   const RunConfig small = run_preset("small");
@@ -234,7 +244,7 @@ TEST_CASE("presets: micro is the reference run, small and base are the benchmark
     CHECK(error_of([&] { run_preset(name).validate(); }).empty());
   const std::string e = error_of([] { run_preset("huge"); });
   CHECK(contains(e, "huge"));
-  CHECK(contains(e, "micro, small or base"));
+  CHECK(contains(e, "micro, mini, small or base"));
 }
 
 TEST_CASE("checkpoint metadata (model + training) reads back as a run config") {
@@ -288,6 +298,7 @@ TEST_CASE("the resume key changes when any setting of the run changes") {
   // One change per setting the JSON mapping writes.
   using Change = std::function<void(RunConfig&)>;
   const std::vector<Change> changes{
+      [](RunConfig& c) { c.preset = "small"; },
       [](RunConfig& c) { c.model.vocab = 301; },
       [](RunConfig& c) { c.model.dim = 96; },
       [](RunConfig& c) { c.model.layers = 4; },

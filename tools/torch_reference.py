@@ -29,8 +29,9 @@ import struct
 import sys
 import time
 
-CONFIGS = {  # run_preset() in train/run_config.cpp; warm-up/timed: bench_spec() in train/experiments/bench.cpp
+CONFIGS = {  # the preset table, run_presets() in train/run_config.cpp (sizes, bench warm-up and timed steps)
     "micro": dict(vocab=512, dim=64, layers=2, heads=4, seq_len=64, batch=4, expansion=3, warmup=3, timed=50),
+    "mini": dict(vocab=512, dim=128, layers=4, heads=4, seq_len=128, batch=8, expansion=3, warmup=3, timed=20),
     "small": dict(vocab=512, dim=256, layers=8, heads=8, seq_len=256, batch=8, expansion=3, warmup=3, timed=5),
     "base": dict(vocab=50304, dim=768, layers=12, heads=12, seq_len=256, batch=4, expansion=4, warmup=2, timed=3),
 }

@@ -216,11 +216,7 @@ StepLog Trainer::accumulated_step() {
     const std::string problem = !std::isfinite(value)
                                     ? std::string("the loss is not finite")
                                     : fmt::format("the gradient norm is {}", clip.total_norm);
-    if (!skip_nonfinite_)
-      throw TrainingDiverged(
-          fmt::format("training diverged at step {} (0-based): loss {}, {}; stopped before the "
-                      "optimizer step (--skip-nonfinite skips such steps instead)",
-                      step_, value, problem));
+    if (!skip_nonfinite_) throw TrainingDiverged(step_, value, problem);
     ++skipped_;
     StepLog log{step_, config_.steps, value, 0, false, lr, 0, 0};
     log.skipped = true;

@@ -21,6 +21,18 @@ const char* init_scheme_name(InitScheme s) {
   return s == InitScheme::parity ? "parity" : "identical";
 }
 
+namespace {
+std::string group_digits(int64_t v) {  // 140096 -> "140,096"
+  const std::string s = std::to_string(v);
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i > 0 && s[i - 1] != '-' && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return out;
+}
+}  // namespace
+
 int64_t default_warmup_steps(Schedule::Kind kind, int64_t steps) {
   return kind == Schedule::Kind::constant ? 0 : std::max<int64_t>(1, steps / 20);
 }
@@ -126,6 +138,7 @@ json::Value data_json(const DataConfig& d) {
 
 json::Value to_json(const RunConfig& c) {
   Value v;
+  if (!c.preset.empty()) v["preset"] = c.preset;
   v["model"] = model_json(c.model);
   v["training"] = training_json(c.training);
   v["data"] = data_json(c.data);
@@ -296,7 +309,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& run_config_
 RunConfig run_config_from_json(const json::Value& value, const std::string& source) {
   RunConfig c;
   const auto& keys = run_config_keys();
-  SectionReader top(value, "", source, {"model", "training", "data"});
+  SectionReader top(value, "", source, {"preset", "model", "training", "data"});
+  top.text("preset", c.preset, [](const std::string& s) { return find_run_preset(s).name; });
   if (const Value* m = top.find("model"))
     read_model(SectionReader(*m, "model", source, keys[0].second), c.model);
   if (const Value* t = top.find("training"))
@@ -314,28 +328,68 @@ RunConfig run_config_from_json(const json::Value& value, const std::string& sour
 // ---- presets
 // -------------------------------------------------------------------------------------
 
+const std::vector<RunPreset>& run_presets() {
+  // name, vocab, dim, layers, heads, seq_len, expansion, batch, bench warm-up, bench timed, note
+  static const std::vector<RunPreset> presets{
+      {"micro", 512, 64, 2, 4, 64, 3, 4, 3, 50, "the reference's run (the default)"},
+      {"mini", 512, 128, 4, 4, 128, 3, 8, 3, 20, "about 1M parameters"},
+      {"small", 512, 256, 8, 8, 256, 3, 8, 3, 5, "about 7M parameters"},
+      {"base", 50304, 768, 12, 12, 256, 4, 4, 2, 3, "GPT-2-small sized"},
+  };
+  return presets;
+}
+
 const std::vector<std::string>& run_preset_names() {
-  static const std::vector<std::string> names{"micro", "small", "base"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const RunPreset& p : run_presets()) v.push_back(p.name);
+    return v;
+  }();
   return names;
 }
 
-RunConfig run_preset(const std::string& name) {
-  RunConfig c;  // micro: the reference's model and run
+const RunPreset& find_run_preset(const std::string& name) {
+  for (const RunPreset& p : run_presets())
+    if (name == p.name) return p;
+  std::string names;
+  const std::vector<std::string>& all = run_preset_names();
+  for (size_t i = 0; i < all.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + all[i];
+  throw std::invalid_argument(fmt::format("unknown preset '{}' (expected {})", name, names));
+}
+
+void apply_run_preset(RunConfig& c, const std::string& name) {
+  const RunPreset& p = find_run_preset(name);
   MicroLMConfig& m = c.model;
-  if (name == "micro") {
-  } else if (name == "small") {
-    m.vocab = 512, m.dim = 256, m.layers = 8, m.heads = 8, m.seq_len = 256, m.expansion = 3;
-    c.training.batch = 8;
-  } else if (name == "base") {
-    m.vocab = 50304, m.dim = 768, m.layers = 12, m.heads = 12, m.seq_len = 256, m.expansion = 4;
-    c.training.batch = 4;
-  } else {
-    throw std::invalid_argument(
-        fmt::format("unknown preset '{}' (expected micro, small or base)", name));
-  }
-  m.kv_heads = m.heads;
+  m.vocab = p.vocab, m.dim = p.dim, m.layers = p.layers, m.heads = p.heads, m.kv_heads = p.heads;
+  m.seq_len = p.seq_len, m.expansion = p.expansion;
+  c.training.batch = p.batch;
+  c.preset = p.name;
+}
+
+RunConfig run_preset(const std::string& name) {
+  RunConfig c;
+  apply_run_preset(c, name);
   c.validate();
   return c;
+}
+
+std::string run_preset_help() {
+  std::string out;
+  for (const RunPreset& p : run_presets()) {
+    RunConfig c;
+    apply_run_preset(c, p.name);
+    c.model.mode = ResidualMode::rd_attnres;
+    const int64_t rd = c.model.parameter_count();
+    c.model.mode = ResidualMode::block_attnres;
+    const int64_t block = c.model.parameter_count();
+    out += fmt::format(
+        "{}  {:<6} vocab {}, dim {}, {} layers, {} heads, seq {}, ffn {}x, batch {}: {} parameters "
+        "(rd_attnres; block_attnres {}); {}",
+        out.empty() ? "" : "\n", p.name, p.vocab, p.dim, p.layers, p.heads, p.seq_len, p.expansion,
+        p.batch, group_digits(rd), group_digits(block), p.note);
+  }
+  return out;
 }
 
 }  // namespace dg

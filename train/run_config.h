@@ -5,7 +5,8 @@
 // or progress callbacks: those change neither a result nor a resume key.
 //
 // JSON (to_json / run_config_from_json), every key optional when read (absent = the default below):
-//   {"model":    {vocab, dim, layers, heads, kv_heads, seq_len, expansion, mode, norm, norm_eps,
+//   {"preset":   name of the preset the sizes came from (only when one was used),
+//    "model":    {vocab, dim, layers, heads, kv_heads, seq_len, expansion, mode, norm, norm_eps,
 //                 ffn, rope, bias, learned_positions, tied_head, attnres_block_size},
 //    "training": {steps, batch, clip, lr, beta1, beta2, eps, weight_decay, decay, schedule,
 //                 warmup, min_lr_ratio, init, seed, sequential, accum, zero},
@@ -80,6 +81,9 @@ struct DataConfig {
 };
 
 struct RunConfig {
+  // The preset the sizes started from (apply_run_preset), or empty: a record of where the numbers
+  // came from; the numbers themselves are in model and training. Written to JSON only when set.
+  std::string preset;
   MicroLMConfig model;
   TrainingConfig training;
   DataConfig data;
@@ -103,10 +107,28 @@ RunConfig run_config_from_json(const json::Value& value, const std::string& sour
 // (a test checks that it does, with the default to_json(RunConfig{}) gives).
 const std::vector<std::pair<std::string, std::vector<std::string>>>& run_config_keys();
 
-// Named presets: "micro" (the reference's model and run, RunConfig{}), "small" (d256, 8 layers,
-// 8 heads, seq 256, batch 8) and "base" (vocab 50304, d768, 12 layers, 12 heads, seq 256, FFN 4x,
-// batch 4). Throws listing the names for another.
+// Named presets: the sizes of a run (model vocab, dim, layers, heads, kv_heads, seq_len,
+// expansion, and training.batch), one table shared by every command (train, reproduce, evolve,
+// bench). A preset sets only those fields; everything else (steps, schedule, lr, ...) stays the
+// command's. "micro" is the reference's model and run (RunConfig{} has its sizes), "mini" about 1M
+// parameters, "small" and "base" the benchmark's models. The table also carries the benchmark's
+// warm-up and timed steps per preset.
+struct RunPreset {
+  const char* name;
+  int64_t vocab, dim, layers, heads, seq_len, expansion, batch;
+  int64_t bench_warmup, bench_timed;  // `depthgrad bench`: untimed and timed steps
+  const char* note;                   // what the preset is for, one phrase
+};
+const std::vector<RunPreset>& run_presets();
 const std::vector<std::string>& run_preset_names();
+const RunPreset& find_run_preset(const std::string& name);  // throws listing the names
+// Sets the preset's fields of `config` (kv_heads = heads) and records its name in config.preset.
+void apply_run_preset(RunConfig& config, const std::string& name);
+// RunConfig{} with the preset applied; run_preset("micro") has RunConfig{}'s numbers.
 RunConfig run_preset(const std::string& name);
+// The table for --help, one line per preset (no final newline), generated from run_presets(): its
+// sizes and its exact parameter count in rd_attnres and block_attnres
+// (MicroLMConfig::parameter_count).
+std::string run_preset_help();
 
 }  // namespace dg

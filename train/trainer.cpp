@@ -29,6 +29,14 @@ TrainerConfig TrainerConfig::from_json(const json::Value& v, const std::string& 
   return trainer_config(run_config_from_json(v, source));
 }
 
+TrainingDiverged::TrainingDiverged(int64_t step_, double loss_, const std::string& problem)
+    : std::runtime_error(
+          fmt::format("training diverged at step {} (0-based): loss {}, {}; stopped before the "
+                      "optimizer step (--skip-nonfinite skips such steps instead)",
+                      step_, loss_, problem)),
+      step(step_),
+      loss(loss_) {}
+
 TrainerConfig trainer_config(const RunConfig& run) {
   return TrainerConfig{run.training, run.model};
 }
@@ -137,11 +145,7 @@ StepLog Trainer::train_step() {
       problem = fmt::format("the gradient norm overflows ({})", clip.total_norm);
   }
   if (!problem.empty()) {
-    if (!skip_nonfinite_)
-      throw TrainingDiverged(
-          fmt::format("training diverged at step {} (0-based): loss {}, {}; stopped before the "
-                      "optimizer step (--skip-nonfinite skips such steps instead)",
-                      step_, value, problem));
+    if (!skip_nonfinite_) throw TrainingDiverged(step_, value, problem);
     flat_.zero_grad();
     ++skipped_;
     StepLog log{step_, config_.steps, value, 0, false, config_.schedule.at(step_), 0, 0};

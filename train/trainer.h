@@ -38,10 +38,13 @@ struct StepLog {
   int64_t skipped_steps = 0;  // steps skipped so far in the run
 };
 
-// Thrown when a step's loss or gradient is not finite and skipping is off. The message names
-// the step, the loss and the first non-finite tensor; the model is left as before the step.
+// Thrown when a step's loss or gradient is not finite and skipping is off: the run diverged at
+// `step` (0-based). The message names the step, the loss and the first non-finite tensor; the
+// model is left as before the step.
 struct TrainingDiverged : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  TrainingDiverged(int64_t step, double loss, const std::string& problem);
+  int64_t step;
+  double loss;
 };
 
 // What the Trainer needs: the training settings (train/run_config.h) and the model they train.

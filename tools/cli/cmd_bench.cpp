@@ -25,6 +25,7 @@
 #include "train/experiments/reproduce.h"
 #include "train/io/json.h"
 #include "train/io/run_record.h"
+#include "train/run_config.h"
 
 extern char** environ;
 
@@ -243,6 +244,14 @@ json::Value check_json(const CheckRow& r) {
 }  // namespace
 
 static int bench_on_rank(int argc, char** argv, int start, World& world, bool& agreed);
+// "micro 3, mini 3, small 3, base 2": the preset table's warm-up (or timed) steps.
+static std::string bench_steps(bool warmup) {
+  std::string out;
+  for (const RunPreset& p : run_presets())
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", p.name,
+                       warmup ? p.bench_warmup : p.bench_timed);
+  return out;
+}
 
 int cmd_bench(int argc, char** argv, int start) {
   World world;  // MPI when started by mpirun/srun (then: --one CONFIG over the ranks)
@@ -260,12 +269,18 @@ static int bench_on_rank(int argc, char** argv, int start, World& world, bool& a
           "largest GEMM; time by op family. Each (config, threads) runs in a fresh process.\n"
           "--compare-torch also runs tools/torch_reference.py the same way, after checking that "
           "both models\n"
-          "agree (parameter counts, and losses on depthgrad's weights to 1e-4).");
-  f.add("configs", "micro,small,base", "configs to run: micro, small, base (comma-separated)")
+          "agree (parameter counts, and losses on depthgrad's weights to 1e-4).\n\n"
+          "configs (the presets of train, reproduce and evolve):\n" +
+              run_preset_help());
+  std::string preset_names;
+  for (const std::string& n : run_preset_names())
+    preset_names += (preset_names.empty() ? "" : ", ") + n;
+  f.add("configs", "micro,small,base",
+        "configs to run, comma-separated: presets " + preset_names + " (listed above)")
       .add("threads", "1,2", "thread counts (comma-separated; with --one, a single count)")
       .add("mode", "rd_attnres", "residual mode of the model")
-      .add("warmup", "", "untimed warm-up steps (default: micro/small 3, base 2)")
-      .add("steps", "", "timed steps (default: micro 50, small 5, base 3)")
+      .add("warmup", "", "untimed warm-up steps (default: the preset's, " + bench_steps(true) + ")")
+      .add("steps", "", "timed steps (default: the preset's, " + bench_steps(false) + ")")
       .add_switch("json", "print one JSON document instead of tables")
       .add_switch("compare-torch", "also time the PyTorch reference and print the ratios")
       .add("check-configs", "micro,small",
@@ -303,8 +318,7 @@ static int bench_on_rank(int argc, char** argv, int start, World& world, bool& a
         "--threads per rank)");
   Plan plan;
   plan.configs = split_list(f.get("configs"));
-  if (plan.configs.empty())
-    throw UsageError("--configs: expected at least one of micro, small, base");
+  if (plan.configs.empty()) throw UsageError("--configs: expected at least one of " + preset_names);
   for (const std::string& c : split_list(f.get("configs") + "," + f.get("check-configs"))) {
     try {
       bench_spec(c);  // unknown names fail before any work

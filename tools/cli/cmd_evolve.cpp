@@ -8,6 +8,7 @@
 #include "tensor/threads.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/preset_flag.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/shared_flags.h"
 #include "train/data/corpus.h"
@@ -24,22 +25,26 @@ namespace dg::cli {
 
 namespace {
 // Flags that define the search; --resume takes them from the recorded run instead.
-const char* kSearchFlags[] = {"model",        "dataset",      "direction",   "generations",
-                              "population",   "steps",        "trial-seeds", "seed",
-                              "confidence-z", "eval-windows", "mode",        "dim",
-                              "layers",       "heads",        "kv-heads",    "mutation",
-                              "seq-len",      "batch",        "lr",          "schedule"};
+const char* kSearchFlags[] = {
+    "model",       "dataset",  "direction",    "generations",  "population", "steps",
+    "trial-seeds", "seed",     "confidence-z", "eval-windows", "mode",       "dim",
+    "layers",      "heads",    "kv-heads",     "mutation",     "seq-len",    "batch",
+    "lr",          "schedule", "preset"};
 }  // namespace
 
 int cmd_evolve(int argc, char** argv, int start) {
   const EvolveOptions defaults;
-  Flags f("evolve",
-          "Evolutionary search over micro-LM genomes (residual mode, width, depth, heads, K/V "
-          "heads, lr, schedule,\n"
-          "steps, batch), steered by --direction. Every trial trains on --trial-seeds seeds and is "
-          "scored by mean\n"
-          "validation NLL + z·stderr; the test split is evaluated once at the end (baseline and "
-          "champion).");
+  Flags f(
+      "evolve",
+      "Evolutionary search over micro-LM genomes (residual mode, width, depth, heads, K/V "
+      "heads, lr, schedule,\n"
+      "steps, batch), steered by --direction. Every trial trains on --trial-seeds seeds and is "
+      "scored by mean\n"
+      "validation NLL + z·stderr; the test split is evaluated once at the end (baseline and "
+      "champion).\n\n" +
+          preset_help_text() +
+          "\nevolve: a preset gives the baseline genome's dim, layers, heads, kv-heads, seq-len "
+          "and batch (and the vocabulary); genomes keep ffn expansion 3.");
   f.add("model", "micro-llm", "model family (only micro-llm)")
       .add("dataset", "wikitext-2",
            "wikitext-2, or your own text: a file (its last 10% held out for validation) or a "
@@ -75,7 +80,8 @@ int cmd_evolve(int argc, char** argv, int start) {
       .add("seq-len", "64", "sequence length (fixed for every genome)")
       .add("batch", "4", "baseline batch size")
       .add("lr", "6e-4", "baseline peak learning rate")
-      .add("schedule", "cosine", "baseline schedule: constant | cosine")
+      .add("schedule", "cosine", "baseline schedule: constant | cosine");
+  add_preset_flag(f)
       .add("output-dir", "runs/evolution",
            "where run directories (micro-llm-<timestamp>) are created")
       .add("resume", "",
@@ -129,9 +135,24 @@ int cmd_evolve(int argc, char** argv, int start) {
       throw UsageError(fmt::format("--mutation: expected single or multi, got '{}'", o.mutation));
     o.eval_windows = f.get_int("eval-windows");
     Genome& b = o.baseline;  // a RunConfig with genes (evolve/genome.h)
-    const int64_t steps = f.get_int("steps"), dim = f.get_int("dim"), layers = f.get_int("layers"),
-                  heads = f.get_int("heads"), kv_heads = f.get_int("kv-heads"),
-                  seq_len = f.get_int("seq-len"), batch = f.get_int("batch");
+    int64_t steps = f.get_int("steps"), dim = f.get_int("dim"), layers = f.get_int("layers"),
+            heads = f.get_int("heads"), kv_heads = f.get_int("kv-heads"),
+            seq_len = f.get_int("seq-len"), batch = f.get_int("batch");
+    RunConfig sizes;
+    if (apply_preset_flag(f, sizes)) {  // the preset's sizes, under the flags given
+      const MicroLMConfig& m = sizes.model;
+      if (m.expansion != MicroLMConfig{}.expansion)
+        throw UsageError(fmt::format(
+            "--preset {}: its ffn expansion is {}, and evolve's genomes have expansion {}",
+            sizes.preset, m.expansion, MicroLMConfig{}.expansion));
+      if (!f.given("dim")) dim = m.dim;
+      if (!f.given("layers")) layers = m.layers;
+      if (!f.given("heads")) heads = m.heads;
+      if (!f.given("kv-heads")) kv_heads = f.given("heads") ? heads : m.kv_heads;
+      if (!f.given("seq-len")) seq_len = m.seq_len;
+      if (!f.given("batch")) batch = sizes.training.batch;
+      o.vocab = m.vocab;
+    }
     for (auto [name, v] : {std::pair{"steps", steps},
                            {"dim", dim},
                            {"layers", layers},

@@ -8,11 +8,13 @@
 #include "tensor/threads.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/preset_flag.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/ranks.h"
 #include "tools/cli/shared_flags.h"
 #include "train/data/data_files.h"
 #include "train/experiments/reproduce.h"
+#include "train/experiments/scales.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
 #include "train/stop.h"
@@ -31,6 +33,32 @@ int cmd_list(int argc, char** argv, int start) {
 }
 
 static int reproduce_on_rank(int argc, char** argv, int start, World& world, bool& agreed);
+namespace {
+// reproduce --combine DIR,DIR,...: the cross-scale report of finished paired runs.
+int combine_runs(const Flags& f) {
+  for (const char* name : {"preset", "pair", "seeds", "steps", "state-file"})
+    if (f.given(name))
+      throw UsageError(
+          fmt::format("--combine reads finished runs; --{} belongs to a run (drop it)", name));
+  std::vector<std::string> inputs;
+  const std::string list = f.get("combine");
+  for (size_t b = 0; b <= list.size();) {
+    const size_t e = std::min(list.find(',', b), list.size());
+    if (e > b) inputs.push_back(list.substr(b, e - b));
+    b = e + 1;
+  }
+  if (inputs.empty()) throw UsageError("--combine: expected run directories, got none");
+  if (!f.given("output-dir"))
+    throw UsageError("--combine: give --output-dir, the directory the cross-scale report goes to");
+  const ScalesReport report = combine_scales(inputs);
+  const std::string out = f.get("output-dir");
+  write_scales_report(report, out);
+  fmt::print("{}", report.table);
+  fmt::print("combined {} run(s): {}/scales.md, {}/scales.html, {}/scales.json\n",
+             report.rows.size(), out, out, out);
+  return 0;
+}
+}  // namespace
 
 int cmd_reproduce(int argc, char** argv, int start) {
   World world;  // MPI when started by mpirun/srun, else one process
@@ -43,9 +71,21 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   Flags f("reproduce",
           "Reproduce a paper's comparison. --protocol parity (default) is the reference run number "
           "for number;\n"
-          "--protocol paired trains both arms on every seed and reports paired statistics.");
+          "--protocol paired trains both arms on every seed and reports paired statistics;\n"
+          "--pair A,B chooses its two residual modes (B − A is reported). --combine DIR,DIR,... "
+          "writes one\n"
+          "cross-scale page (scales.html, scales.md, scales.json) from finished paired runs into "
+          "--output-dir.\n\n" +
+              preset_help_text());
   f.add("paper", "rd-attnres", "paper key (see depthgrad list)")
-      .add("protocol", "parity", "parity | paired");
+      .add("protocol", "parity", "parity | paired")
+      .add("pair", "block_attnres,rd_attnres",
+           "paired: the two residual modes compared, baseline A then method B (any two of "
+           "standard, block_attnres, rd_attnres, paper_block_attnres, paper_rd_attnres)")
+      .add("combine", "",
+           "comma-separated finished paired run directories (or result.json files): write the "
+           "cross-scale report into --output-dir and exit");
+  add_preset_flag(f);
   add_data_location_flags(f)
       .add("output-dir", "runs/reproductions", "where run directories are created")
       .add("seed", "42", "single seed (parity)")
@@ -76,6 +116,10 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
     if (world.rank() == 0) fmt::print("{}", f.help());
     return 0;
   }
+  if (f.given("combine")) {
+    if (world.size() > 1) throw UsageError("--combine: one process reads the runs (not mpirun)");
+    return combine_runs(f);
+  }
   check_same_flags(world, f);  // every rank must be asked the same before anything is refused
   agreed = true;
   const bool writes = world.rank() == 0;  // rank 0 prints and writes the run's files
@@ -95,6 +139,14 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
     o.seeds = parse_seed_list("1-5", "--seeds");
   // The protocol's run, then every flag given (the flags' listed defaults are the protocol's).
   RunConfig& c = o.config = protocol_run_config(o.protocol);
+  apply_preset_flag(f, c);  // the sizes; the protocol keeps its steps, schedule and data
+  if (f.given("pair")) {
+    try {
+      o.pair = parse_reproduce_pair(f.get("pair"));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
   if (f.given("steps")) c.training.steps = f.get_int("steps");
   if (f.given("layers")) c.model.layers = f.get_int("layers");
   if (f.given("dim")) c.model.dim = f.get_int("dim");
@@ -148,9 +200,11 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
 
   Progress progress(f.get_bool("quiet") || !writes, writes ? o.run_dir + "/steps.jsonl" : "");
   progress.message(fmt::format(
-      "depthgrad reproduce --paper {} --protocol {}: {} seed(s), {} steps per arm, {} thread(s); "
-      "data {}",
-      o.paper, o.protocol, o.seeds.size(), o.config.training.steps, o.threads, o.data_dir));
+      "depthgrad reproduce --paper {} --protocol {}: {} vs {}{}, {} seed(s), {} steps per arm, {} "
+      "thread(s); data {}",
+      o.paper, o.protocol, o.pair[0].name, o.pair[1].name,
+      o.config.preset.empty() ? "" : ", preset " + o.config.preset, o.seeds.size(),
+      o.config.training.steps, o.threads, o.data_dir));
   if (world.size() > 1)
     progress.message(fmt::format("seeds spread over {} MPI ranks (seed i on rank i mod {})",
                                  world.size(), world.size()));
@@ -160,7 +214,7 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   o.on_step = [&, steps](const std::string& arm, uint64_t seed, size_t si, size_t n,
                          const StepLog& log) {
     const double done =
-        static_cast<double>((si * 2 + (arm == "rd_attnres" ? 1 : 0)) * steps + log.step + 1);
+        static_cast<double>((si * 2 + (arm == o.pair[1].name ? 1 : 0)) * steps + log.step + 1);
     progress.step(fmt::format("[seed {} ({}/{}) {}]", seed, si + 1, n, arm), log.step, log.steps,
                   log.loss, log.tokens_per_second, done / total_steps);
     json::Value j;

@@ -14,6 +14,7 @@
 
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/preset_flag.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/ranks.h"
 #include "tools/cli/shared_flags.h"
@@ -131,10 +132,13 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   Flags f(
       "train",
       "Train a micro-LM. Settings come from --config (a JSON file; README section \"Run\n"
-      "configuration\" lists every key with its type, default and meaning) and/or flags (flags\n"
-      "given explicitly override the config file).");
+      "configuration\" lists every key) or --preset, and flags (flags given explicitly override\n"
+      "the config file or the preset; --config and --preset together are refused: each names a\n"
+      "whole set of sizes).\n\n" +
+          preset_help_text());
   f.add("config", "",
-        "JSON run config: {model, training, data} as written to <output-dir>/config.json")
+        "JSON run config: {model, training, data} as written to <output-dir>/config.json");
+  add_preset_flag(f)
       .add("mode", "rd_attnres",
            "standard | block_attnres | rd_attnres | paper_block_attnres | paper_rd_attnres")
       .add("dim", "64", "model width")
@@ -175,11 +179,21 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   const int threads = apply_threads_flag(f);
   // The run: the --config file (else the flags' defaults), then every flag given on top.
   RunConfig run;
+  if (f.given("config") && f.given("preset"))
+    throw UsageError(fmt::format(
+        "--preset {} and --config {}: both set the model sizes; give one (flags override either)",
+        f.get("preset"), f.get("config")));
   if (f.given("config"))
     run = run_config_from_json(json::parse(read_file(f.get("config")), f.get("config")),
                                f.get("config"));
+  const bool preset = apply_preset_flag(f, run);
+  // A flag's value is taken when given, or (its default) when neither --config nor, for the
+  // flags a preset sets, --preset supplied the setting.
   auto take = [&](const char* name, auto setter) {
-    if (f.given(name) || !f.given("config")) as_usage_error(setter);
+    bool from_preset = false;
+    for (const char* p : kPresetFlags)
+      from_preset = from_preset || (preset && name == std::string(p));
+    if (f.given(name) || (!f.given("config") && !from_preset)) as_usage_error(setter);
   };
   MicroLMConfig& model = run.model;
   TrainingConfig& training = run.training;
@@ -189,6 +203,8 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   take("heads", [&] { model.heads = f.get_int("heads"); });
   take("kv-heads",
        [&] { model.kv_heads = f.given("kv-heads") ? f.get_int("kv-heads") : model.heads; });
+  // --preset mini --heads 8: K/V heads follow the heads given, as they do without a preset.
+  if (preset && !f.given("kv-heads") && f.given("heads")) model.kv_heads = model.heads;
   take("seq-len", [&] { model.seq_len = f.get_int("seq-len"); });
   take("expansion", [&] { model.expansion = f.get_int("expansion"); });
   take("block-size", [&] { model.attnres_block_size = f.get_int("block-size"); });

@@ -31,13 +31,10 @@ BenchSpec bench_spec(const std::string& name, ResidualMode mode) {
   s.run = run_preset(name);  // throws listing the names
   s.run.model.mode = mode;
   s.run.model.validate();
-  // Warm-up and timed steps: fewer for the larger models, whose steps take seconds.
-  if (name == "micro")
-    s.warmup = 3, s.timed = 50;
-  else if (name == "small")
-    s.warmup = 3, s.timed = 5;
-  else
-    s.warmup = 2, s.timed = 3;
+  // Warm-up and timed steps: from the preset table, fewer for the larger models.
+  const RunPreset& preset = find_run_preset(name);
+  s.warmup = preset.bench_warmup;
+  s.timed = preset.bench_timed;
   return s;
 }
 

@@ -1,8 +1,8 @@
 // The training-speed benchmark behind `depthgrad bench`, as a library so tests can drive it.
-// For one named config (micro, small, base) and one thread count it runs full Trainer steps
-// (sample, zero grad, forward, loss, backward, clip, AdamW) on random tokens (seed 0), and
-// reports the median step time, tokens/s, achieved GFLOP/s against the measured sgemm rate of
-// the model's largest GEMM, peak resident memory and the time per op family (tensor/profile.h).
+// For one named config (a preset: micro, mini, small, base) and one thread count it runs full
+// Trainer steps (sample, zero grad, forward, loss, backward, clip, AdamW) on random tokens (seed
+// 0), and reports the median step time, tokens/s, achieved GFLOP/s against the measured sgemm rate
+// of the model's largest GEMM, peak resident memory and the time per op family (tensor/profile.h).
 // It also writes the files of the PyTorch equivalence check (tools/torch_reference.py --check).
 // It does not start processes or talk to PyTorch: tools/cli/cmd_bench.cpp does, so that every
 // peak-memory figure comes from a fresh process.
@@ -30,8 +30,8 @@ struct BenchSpec {
   int64_t timed = 5;   // steps whose median is reported
 };
 
-// The presets "micro", "small", "base" (run_preset) with the residual mode and their warm-up and
-// timed steps; throws listing the names for another.
+// The presets of train/run_config.h (micro, mini, small, base) with the residual mode and their
+// warm-up and timed steps from the same table; throws listing the names for another.
 const std::vector<std::string>& bench_config_names();
 BenchSpec bench_spec(const std::string& name, ResidualMode mode = ResidualMode::rd_attnres);
 

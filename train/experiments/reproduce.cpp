@@ -192,6 +192,27 @@ const std::vector<ReproduceArm>& reproduce_arms() {
   return arms;
 }
 
+std::vector<ReproduceArm> parse_reproduce_pair(const std::string& text) {
+  std::vector<ReproduceArm> pair;
+  for (size_t b = 0; b <= text.size();) {
+    const size_t e = std::min(text.find(',', b), text.size());
+    const std::string name = text.substr(b, e - b);
+    try {
+      pair.push_back({name, parse_residual_mode(name)});
+    } catch (const std::exception& err) {
+      throw std::invalid_argument(fmt::format("--pair: {}", err.what()));
+    }
+    b = e + 1;
+  }
+  if (pair.size() != 2)
+    throw std::invalid_argument(
+        fmt::format("--pair: expected two residual modes A,B (baseline, method), got '{}'", text));
+  if (pair[0].mode == pair[1].mode)
+    throw std::invalid_argument(
+        fmt::format("--pair: the two modes must differ, got {} twice", pair[0].name));
+  return pair;
+}
+
 RunConfig arm_run_config(const RunConfig& shared, ResidualMode mode, uint64_t seed) {
   RunConfig c = shared;
   c.model.mode = mode;
@@ -224,6 +245,15 @@ void check_reproduce_options(const ReproduceOptions& opt) {
   protocol_run_config(opt.protocol);  // throws for an unknown protocol
   if (opt.seeds.empty()) throw std::invalid_argument("--seeds: no seeds given");
   check_reproduce_ranks(opt);
+  if (opt.pair.size() != 2 || opt.pair[0].mode == opt.pair[1].mode ||
+      opt.pair[0].name != residual_mode_name(opt.pair[0].mode) ||
+      opt.pair[1].name != residual_mode_name(opt.pair[1].mode))
+    throw std::invalid_argument("--pair: expected two different residual modes, named as modes");
+  if (opt.protocol == "parity" && opt.pair != reproduce_arms())
+    throw std::invalid_argument(fmt::format(
+        "--pair {},{}: the parity protocol is the reference's block_attnres vs rd_attnres run; "
+        "compare other modes with --protocol paired",
+        opt.pair[0].name, opt.pair[1].name));
   opt.config.validate();
   if (opt.config.data.dataset != "wikitext-2")
     throw std::invalid_argument(
@@ -236,12 +266,70 @@ json::Value reproduce_resume_key(const ReproduceOptions& opt, const std::string&
   key["paper"] = opt.paper;
   key["protocol"] = opt.protocol;
   key["tokenizer_sha256"] = tokenizer_sha256;
+  if (opt.pair != reproduce_arms())
+    key["pair"] = Array{Value(opt.pair[0].name), Value(opt.pair[1].name)};
   // Mode and seed are fixed here: every arm and seed of one run shares this key. So is
   // training.zero: where AdamW's moments live changes no bit of a result.
   RunConfig config = arm_run_config(opt.config, ResidualMode::rd_attnres, 0);
   config.training.zero = 0;
   key["config"] = to_json(config);
   return key;
+}
+
+namespace {
+void collect_differences(const Value& a, const Value& b, const std::string& path,
+                         std::vector<std::string>& out, size_t limit) {
+  if (out.size() >= limit || a == b) return;
+  auto name = [&](const std::string& k) { return path.empty() ? k : path + "." + k; };
+  if (a.is_object() && b.is_object()) {
+    // Keys only one side has first (a new setting, a pair), then values that differ.
+    for (const auto& [k, va] : a.as_object())
+      if (!b.find(k) && out.size() < limit)
+        out.push_back(fmt::format("{}: {} vs absent", name(k), json::dump(va)));
+    for (const auto& [k, vb] : b.as_object())
+      if (!a.find(k) && out.size() < limit)
+        out.push_back(fmt::format("{}: absent vs {}", name(k), json::dump(vb)));
+    for (const auto& [k, va] : a.as_object())
+      if (const Value* vb = b.find(k)) collect_differences(va, *vb, name(k), out, limit);
+    return;
+  }
+  out.push_back(fmt::format("{}: {} vs {}", path.empty() ? "(top level)" : path, json::dump(a),
+                            json::dump(b)));
+}
+}  // namespace
+
+std::vector<std::string> json_differences(const Value& a, const Value& b, size_t limit) {
+  std::vector<std::string> out;
+  collect_differences(a, b, "", out, limit);
+  return out;
+}
+
+SeedSplit split_seed_results(const std::vector<Value>& all_seeds,
+                             const std::vector<ReproduceArm>& pair) {
+  SeedSplit out;
+  for (const Value& s : all_seeds) {
+    bool finished = true;
+    for (const ReproduceArm& arm : pair) {
+      const Value& a = s.at(arm.name);
+      if (const Value* t = a.find("threads"))
+        if (std::find(out.threads.begin(), out.threads.end(), t->as_int()) == out.threads.end())
+          out.threads.push_back(t->as_int());
+      if (a.find("diverged")) {
+        finished = false;
+        Object d;
+        d.emplace_back("seed", s.at("seed"));
+        d.emplace_back("arm", arm.name);
+        d.emplace_back("step", a.at("diverged_at_step"));
+        d.emplace_back("loss", a.at("diverged_loss"));
+        out.diverged.emplace_back(std::move(d));
+      } else {
+        out.compute_seconds +=
+            a.at("training").at("seconds").as_double() + a.at("eval_seconds").as_double();
+      }
+    }
+    (finished ? out.finished : out.diverged_seeds).push_back(s);
+  }
+  return out;
 }
 
 // ---- the run, step by step
@@ -280,9 +368,15 @@ class ArmStore {
     if (!path_.empty() && file_exists(path_)) {
       state_ = json::parse(read_file(path_), path_);
       const Value* saved = state_.is_object() ? state_.find("key") : nullptr;
-      if (!saved || !(*saved == key))
+      if (!saved || !(*saved == key)) {
+        std::string what;
+        for (const std::string& d : json_differences(saved ? *saved : Value(), key))
+          what += (what.empty() ? "" : "; ") + d;
         throw std::invalid_argument(fmt::format(
-            "--state-file: {} belongs to a run with other settings; use a new state file", path_));
+            "--state-file: {} belongs to a run with other settings (state file vs this run: {}); "
+            "use a new state file",
+            path_, what));
+      }
     } else {
       state_["key"] = std::move(key);
       state_["completed"] = Object{};
@@ -322,8 +416,25 @@ Value run_arm(const ReproduceOptions& opt, const Corpus& corpus, const Reproduce
     if (file_exists(checkpoint))
       say(fmt::format("seed {} {}: resuming from {}", seed, arm.name, checkpoint));
   }
-  ArmResult r = train_and_evaluate(arm.name, arm_run_config(opt.config, arm.mode, seed),
-                                   corpus.train, corpus.validation, on_step, false, checkpoint);
+  const RunConfig run = arm_run_config(opt.config, arm.mode, seed);
+  ArmResult r;
+  try {
+    r = train_and_evaluate(arm.name, run, corpus.train, corpus.validation, on_step, false,
+                           checkpoint);
+  } catch (const TrainingDiverged& d) {
+    // Reported as diverged (the state file keeps it, so a resume does not retry it silently).
+    if (!checkpoint.empty()) std::filesystem::remove(checkpoint);
+    say(fmt::format("seed {} {}: diverged at step {} (loss {})", seed, arm.name, d.step, d.loss));
+    Value diverged;
+    diverged["name"] = arm.name;
+    diverged["diverged"] = true;
+    diverged["diverged_at_step"] = d.step;
+    diverged["diverged_loss"] = fmt::format("{}", d.loss);  // nan or inf: not a JSON number
+    diverged["parameters"] = run.model.parameter_count();
+    diverged["seeds"] = Array{Value(static_cast<int64_t>(seed))};
+    diverged["threads"] = opt.threads;
+    return diverged;
+  }
   if (!checkpoint.empty()) std::filesystem::remove(checkpoint);
   // Each number says what it was computed on.
   const int64_t seq_len = opt.config.model.seq_len;
@@ -338,7 +449,9 @@ Value run_arm(const ReproduceOptions& opt, const Corpus& corpus, const Reproduce
                                        r.full_eval_tokens)
                          : "",
       r.train_seconds + r.eval_seconds));
-  return arm_json(r, seed);
+  Value result = arm_json(r, seed);
+  result["threads"] = opt.threads;
+  return result;
 }
 
 // Over MPI ranks: every rank's seeds (seed i on rank i mod N) to every rank, in seed order.
@@ -365,7 +478,7 @@ std::vector<Value> run_all_arms(const ReproduceOptions& opt, const Corpus& corpu
     const uint64_t seed = opt.seeds[si];
     Object seed_result;
     seed_result.emplace_back("seed", static_cast<int64_t>(seed));
-    for (const ReproduceArm& arm : reproduce_arms()) {
+    for (const ReproduceArm& arm : opt.pair) {
       if (const Value* done = store.find(seed, arm.name)) {
         say(fmt::format("seed {} {}: done earlier (state file)", seed, arm.name));
         seed_result.emplace_back(arm.name, *done);
@@ -432,7 +545,7 @@ Value setup_json(const ReproduceOptions& opt) {
                         c.model.seq_len)
           : fmt::format("reference ({} windows of {})", c.data.eval_windows, c.model.seq_len);
   setup["same_tokens_optimizer_and_budget"] = true;
-  setup["evolve_architecture"] = "rd_attnres";
+  setup["evolve_architecture"] = opt.pair[1].name;
   setup["evolve_optimizer"] = "adamw";
   if (c.model.kv_heads != c.model.heads)
     setup["note"] =
@@ -474,7 +587,8 @@ Value arm_over_seeds(const std::vector<Value>& per_seed, const std::string& name
 Value parity_reference(const ReproduceOptions& opt) {
   RunConfig reference = protocol_run_config("parity");
   reference.model.vocab =
-      opt.config.model.vocab;  // the tokenizer's, compared through its hash elsewhere
+      opt.config.model.vocab;            // the tokenizer's, compared through its hash elsewhere
+  reference.preset = opt.config.preset;  // a name only: the numbers are compared
   if (opt.protocol != "parity" || opt.seeds != std::vector<uint64_t>{42} ||
       !(to_json(arm_run_config(opt.config, ResidualMode::rd_attnres, 42)) ==
         to_json(arm_run_config(reference, ResidualMode::rd_attnres, 42))))
@@ -485,16 +599,17 @@ Value parity_reference(const ReproduceOptions& opt) {
     r["lm_loss"] = kReferenceLoss[a];
     r["perplexity"] = kReferencePpl[a];
     r["qk_v_route_js_divergence"] = kReferenceJs[a];
-    ref[reproduce_arms()[a].name] = r;
+    ref[opt.pair[a].name] = r;
   }
   return ref;
 }
 
 // Step 4, paired protocol: per-seed differences method − baseline of the validation NLL, their
 // statistics, and the method arm's per-layer JS on the validation windows over seeds.
-Value paired_statistics(const ReproduceOptions& opt, const std::vector<Value>& per_seed) {
-  const std::string& baseline = reproduce_arms()[0].name;
-  const std::string& method = reproduce_arms()[1].name;
+Value paired_statistics(const ReproduceOptions& opt, const std::vector<Value>& per_seed,
+                        const Value& diverged) {
+  const std::string& baseline = opt.pair[0].name;
+  const std::string& method = opt.pair[1].name;
   std::vector<double> b_nll, m_nll;
   for (const Value& s : per_seed) {
     b_nll.push_back(nll_of(s.at(baseline)));
@@ -506,6 +621,9 @@ Value paired_statistics(const ReproduceOptions& opt, const std::vector<Value>& p
   p["metric"] = data.eval_full
                     ? "full validation NLL (nats/token)"
                     : fmt::format("validation lm_loss (nats/token, {} windows)", data.eval_windows);
+  p["baseline"] = baseline;
+  p["method"] = method;
+  p["difference"] = fmt::format("{} − {}", method, baseline);
   p["n"] = ps.n;
   // The headline's relative change, in the same metric: the seeds' mean NLL of each arm, and the
   // perplexity of that mean NLL.
@@ -514,6 +632,8 @@ Value paired_statistics(const ReproduceOptions& opt, const std::vector<Value>& p
   p["method_mean"] = m_mean;
   p["relative_percent"] = 100.0 * (m_mean - b_mean) / b_mean;
   p["perplexity_relative_percent"] = 100.0 * std::expm1(m_mean - b_mean);
+  p["seeds_total"] = static_cast<int64_t>(opt.seeds.size());
+  p["diverged"] = diverged;
   p["differences_method_minus_baseline"] = doubles(ps.differences);
   p["wins_method"] = ps.wins;
   p["ties"] = ps.ties;
@@ -523,6 +643,16 @@ Value paired_statistics(const ReproduceOptions& opt, const std::vector<Value>& p
   p["t_statistic"] = ps.t_statistic;
   p["t_test_p"] = ps.t_test_p;
   p["sign_test_p"] = ps.sign_test_p;
+  // The effect in perplexity: the ratio of the perplexities the mean NLL difference implies.
+  p["perplexity_percent"] = perplexity_percent(ps.mean_difference);
+  p["perplexity_percent_ci95"] =
+      Array{Value(perplexity_percent(ps.ci95_low)), Value(perplexity_percent(ps.ci95_high))};
+  p["perplexity_percent_definition"] =
+      "100·(exp(mean NLL difference) − 1), the interval's ends mapped the same way";
+  p["verdict"] = paired_verdict(ps, kEffectBoundPercent);
+  p["effect_bound_percent"] = kEffectBoundPercent;
+  const RunConfig& c = opt.config;
+  p["tokens_seen_per_arm"] = c.training.steps * c.training.batch * c.model.seq_len;
   std::vector<std::vector<double>> per_layer;
   for (const Value& s : per_seed) {
     std::vector<double> js = to_doubles(s.at(method).at("routes_validation").at("js_per_layer"));
@@ -544,8 +674,25 @@ Value paired_statistics(const ReproduceOptions& opt, const std::vector<Value>& p
 
 // result.json (without "artifacts", which write_outputs adds).
 Value assemble_result(const ReproduceOptions& opt, const Corpus& corpus,
-                      const std::vector<Value>& per_seed, double wall_seconds) {
+                      const std::vector<Value>& all_seeds, double wall_seconds) {
   const PaperInfo& paper = find_paper(opt.paper);
+  SeedSplit split = split_seed_results(all_seeds, opt.pair);
+  const std::vector<Value>& per_seed = split.finished;
+  const std::vector<Value>& diverged_seeds = split.diverged_seeds;
+  std::vector<uint64_t> finished_seeds;
+  for (const Value& s : per_seed)
+    finished_seeds.push_back(static_cast<uint64_t>(s.at("seed").as_int()));
+  Array& diverged = split.diverged;
+  const double compute_seconds = split.compute_seconds;
+  const std::vector<int64_t>& thread_counts = split.threads;
+  if (per_seed.empty()) {
+    std::string what;
+    for (const Value& d : diverged)
+      what += fmt::format("{}seed {} {} at step {}", what.empty() ? "" : ", ",
+                          d.at("seed").as_int(), d.at("arm").as_string(), d.at("step").as_int());
+    throw std::runtime_error(fmt::format(
+        "every seed had a diverged arm ({}); the state file records them, no statistics", what));
+  }
   Value result;
   result["schema_version"] = 2;
   Object paper_json;
@@ -558,9 +705,25 @@ Value assemble_result(const ReproduceOptions& opt, const Corpus& corpus,
   result["protocol"] = opt.protocol;
   result["dataset"] = dataset_json(corpus);
   result["setup"] = setup_json(opt);
-  result["config"] = to_json(arm_run_config(opt.config, reproduce_arms()[1].mode, opt.seeds[0]));
-  result["baseline"] = arm_over_seeds(per_seed, reproduce_arms()[0].name, opt.seeds);
-  result["method"] = arm_over_seeds(per_seed, reproduce_arms()[1].name, opt.seeds);
+  result["config"] = to_json(arm_run_config(opt.config, opt.pair[1].mode, opt.seeds[0]));
+  Value pair;
+  pair["baseline"] = opt.pair[0].name;
+  pair["method"] = opt.pair[1].name;
+  pair["label"] = fmt::format("{} vs {}", opt.pair[1].name, opt.pair[0].name);
+  result["pair"] = pair;
+  result["baseline"] = arm_over_seeds(per_seed, opt.pair[0].name, finished_seeds);
+  result["method"] = arm_over_seeds(per_seed, opt.pair[1].name, finished_seeds);
+  Value scale;  // what the cross-scale report (scales.h) reads
+  scale["preset"] = opt.config.preset;
+  scale["parameters_baseline"] = result.at("baseline").at("parameters");
+  scale["parameters_method"] = result.at("method").at("parameters");
+  scale["tokens_seen_per_arm"] =
+      opt.config.training.steps * opt.config.training.batch * opt.config.model.seq_len;
+  scale["compute_seconds"] = compute_seconds;
+  Array threads;
+  for (int64_t t : thread_counts) threads.emplace_back(t);
+  scale["threads"] = Value(std::move(threads));
+  result["scale"] = scale;
   const double bl = result.at("baseline").at("lm_loss").as_double(),
                ml = result.at("method").at("lm_loss").as_double();
   const double bp = result.at("baseline").at("perplexity").as_double(),
@@ -579,8 +742,10 @@ Value assemble_result(const ReproduceOptions& opt, const Corpus& corpus,
       "public_composite and fitness are not computed. None of them affects lm_loss, perplexity or "
       "the JS statistic (§7).";
   result["seed_results"] = Array(per_seed.begin(), per_seed.end());
-  if (opt.protocol == "paired" || per_seed.size() > 1)
-    result["paired"] = paired_statistics(opt, per_seed);
+  if (!diverged_seeds.empty())
+    result["diverged_seed_results"] = Array(diverged_seeds.begin(), diverged_seeds.end());
+  if (opt.protocol == "paired" || all_seeds.size() > 1)
+    result["paired"] = paired_statistics(opt, per_seed, Value(std::move(diverged)));
   result["scope"] = opt.protocol == "parity"
                         ? "Exact-parity micro run of the reference: one seed, 30 steps, 2 layers. "
                           "A mechanism check, not the paper's 120M/343M scale."
@@ -625,6 +790,8 @@ std::string comparison_table(const Value& result) {
                          fmt_int(a.at("parameters").as_int()),
                          a.at("architecture_stats").at("qk_v_route_js_divergence").as_double());
   }
+  const std::string baseline = result.at("baseline").at("name").as_string(),
+                    method = result.at("method").at("name").as_string();
   // lm_loss is the reference's evaluation windows; the paired statistics may use the full split.
   const Value& config = result.at("config");
   const int64_t windows = config.at("data").at("eval_windows").as_int();
@@ -633,13 +800,13 @@ std::string comparison_table(const Value& result) {
                                    : std::string("every validation window"),
                        config.at("model").at("seq_len").as_int(),
                        result.at("seed_results").size() > 1 ? ", mean over seeds" : "");
-  table += fmt::format("relative (rd vs block) on lm_loss: {:+.4f}%, perplexity {:+.4f}%\n",
-                       result.at("relative").at("lm_loss_percent").as_double(),
+  table += fmt::format("relative ({} vs {}) on lm_loss: {:+.4f}%, perplexity {:+.4f}%\n", method,
+                       baseline, result.at("relative").at("lm_loss_percent").as_double(),
                        result.at("relative").at("perplexity_percent").as_double());
   if (const Value* ref = result.find("reference_recorded")) {
     table += "reference recorded (upstream): ";
     for (size_t a = 0; a < 2; ++a) {
-      const std::string& name = reproduce_arms()[a].name;
+      const std::string& name = a == 0 ? baseline : method;
       const Value& got = result.at(a == 0 ? "baseline" : "method");
       table += fmt::format("{} lm_loss {:.10f} (Δ {:+.2e}){}", name,
                            ref->at(name).at("lm_loss").as_double(),
@@ -648,16 +815,28 @@ std::string comparison_table(const Value& result) {
   }
   if (const Value* p = result.find("paired")) {
     table += fmt::format(
-        "relative (rd vs block) on the {} (mean over seeds): {:+.3g}%, perplexity {:+.3g}%\n",
-        p->at("metric").as_string(), p->at("relative_percent").as_double(),
+        "relative ({} vs {}) on the {} (mean over seeds): {:+.3g}%, perplexity {:+.3g}%\n", method,
+        baseline, p->at("metric").as_string(), p->at("relative_percent").as_double(),
         p->at("perplexity_relative_percent").as_double());
     table += fmt::format(
-        "paired over {} seeds ({}): rd − block mean {:+.3e} nats, 95% CI [{:+.3e}, {:+.3e}], rd "
+        "paired over {} seeds ({}): {} − {} mean {:+.3e} nats, 95% CI [{:+.3e}, {:+.3e}], {} "
         "wins {}/{}, sign test p = {:.4g}, t-test p = {:.4g}\n",
-        p->at("n").as_int(), p->at("metric").as_string(), p->at("mean_difference").as_double(),
-        p->at("ci95").at(size_t{0}).as_double(), p->at("ci95").at(size_t{1}).as_double(),
-        p->at("wins_method").as_int(), p->at("n").as_int(), p->at("sign_test_p").as_double(),
-        p->at("t_test_p").as_double());
+        p->at("n").as_int(), p->at("metric").as_string(), method, baseline,
+        p->at("mean_difference").as_double(), p->at("ci95").at(size_t{0}).as_double(),
+        p->at("ci95").at(size_t{1}).as_double(), method, p->at("wins_method").as_int(),
+        p->at("n").as_int(), p->at("sign_test_p").as_double(), p->at("t_test_p").as_double());
+    table += fmt::format(
+        "perplexity {:+.3f}% (95% CI [{:+.3f}%, {:+.3f}%]; {}); {} tokens seen per arm\n",
+        p->at("perplexity_percent").as_double(),
+        p->at("perplexity_percent_ci95").at(size_t{0}).as_double(),
+        p->at("perplexity_percent_ci95").at(size_t{1}).as_double(), p->at("verdict").as_string(),
+        fmt_int(p->at("tokens_seen_per_arm").as_int()));
+    for (const Value& d : p->at("diverged").as_array())
+      table += fmt::format(
+          "diverged: seed {} {} at step {} (loss {}); that seed is left out of "
+          "the statistics\n",
+          d.at("seed").as_int(), d.at("arm").as_string(), d.at("step").as_int(),
+          d.at("loss").as_string());
   }
   return table;
 }

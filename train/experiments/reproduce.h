@@ -10,8 +10,13 @@
 //    windows after training (mean and distribution).
 // Writes <output>/2608.01075-rd-attnres/<timestamp>/{result.json, metrics.json, report.md,
 // report.html, tokenizer.json} atomically. result.json's "config" is the method arm's RunConfig at
-// the first seed (train/run_config.h's mapping; the baseline differs only in model.mode, other
-// seeds only in training.seed); its "setup" restates it in the reference's vocabulary (§6.3).
+// the first seed (train/run_config.h's mapping, preset name included; the baseline differs only in
+// model.mode, other seeds only in training.seed); its "setup" restates it in the reference's
+// vocabulary (§6.3); "pair" names the two modes, "scale" holds what the cross-scale report reads
+// (preset, parameter counts, tokens seen per arm, compute seconds, thread counts). An arm whose
+// loss stops being finite is recorded as diverged with its step (and kept in the state file, so a
+// resume does not retry it); its seed is listed under paired.diverged and left out of the
+// statistics, which also give the effect in perplexity percent and a verdict (stats.h).
 // It does not parse command lines (tools/cli does).
 #pragma once
 #include <cstdint>
@@ -39,12 +44,17 @@ const PaperInfo& find_paper(const std::string& key);  // throws listing the know
 // and a full-split evaluation beside the 32 windows. Throws for another protocol name.
 RunConfig protocol_run_config(const std::string& protocol);
 
-// The two arms, in order: the baseline (block_attnres) and the method (rd_attnres).
+// An arm: a residual mode and its name (the mode's name).
 struct ReproduceArm {
   std::string name;
   ResidualMode mode;
+  bool operator==(const ReproduceArm&) const = default;
 };
+// The default pair, in order: the baseline (block_attnres) and the method (rd_attnres).
 const std::vector<ReproduceArm>& reproduce_arms();
+// "A,B" -> the pair {A, B} (baseline A, method B); throws std::invalid_argument naming --pair for
+// an unknown mode, one mode, more than two or two equal ones.
+std::vector<ReproduceArm> parse_reproduce_pair(const std::string& text);
 
 // What one arm trains at one seed: `shared` with model.mode = mode and training.seed = seed.
 RunConfig arm_run_config(const RunConfig& shared, ResidualMode mode, uint64_t seed);
@@ -57,6 +67,9 @@ struct ReproduceOptions {
   // for, then the tokenizer's).
   RunConfig config = protocol_run_config("parity");
   std::vector<uint64_t> seeds{42};
+  // The two arms compared: baseline then method (differences are method − baseline). The parity
+  // protocol is the reference's pair only.
+  std::vector<ReproduceArm> pair = reproduce_arms();
   std::string data_dir;   // resolved
   std::string cache_dir;  // resolved; empty = no cache
   std::string output_dir = "runs/reproductions";
@@ -83,12 +96,30 @@ struct ReproduceOptions {
 // than ranks). run_reproduce calls it before any work; so can a caller.
 void check_reproduce_options(const ReproduceOptions& options);
 
-// The state file's key: the paper, the protocol, the tokenizer's SHA-256 and the whole run config
-// through its one JSON mapping (with the arm's mode and the seed left out: the state records them
-// per result). A state file whose key differs is refused, so every setting a RunConfig holds,
-// present or future, keeps a state file from mixing runs.
+// The state file's key: the paper, the protocol, the tokenizer's SHA-256, the pair (only when it is
+// not the default pair, so state files written before --pair existed stay valid) and the whole run
+// config through its one JSON mapping, preset included (with the arm's mode and the seed left out:
+// the state records them per result). A state file whose key differs is refused naming the keys
+// that differ, so every setting a RunConfig holds, present or future, keeps a state file from
+// mixing runs.
 json::Value reproduce_resume_key(const ReproduceOptions& options,
                                  const std::string& tokenizer_sha256);
+// The leaves where two keys differ, as "path: a vs b" ("pair: absent vs [...]"), at most `limit`.
+std::vector<std::string> json_differences(const json::Value& a, const json::Value& b,
+                                          size_t limit = 4);
+
+// Per-seed results ({"seed": s, "<arm>": record, ...}, as the state file holds them) split into
+// seeds whose two arms finished (the statistics use them) and seeds where an arm diverged (its
+// record has "diverged": true), with one {seed, arm, step, loss} per diverged arm, the training and
+// evaluation seconds of every finished arm, and the thread counts the arms recorded.
+struct SeedSplit {
+  std::vector<json::Value> finished, diverged_seeds;
+  json::Array diverged;
+  double compute_seconds = 0;
+  std::vector<int64_t> threads;
+};
+SeedSplit split_seed_results(const std::vector<json::Value>& all_seeds,
+                             const std::vector<ReproduceArm>& pair);
 
 struct ReproduceOutput {
   std::string run_dir;

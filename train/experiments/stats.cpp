@@ -126,4 +126,16 @@ PairedSummary paired_summary(const std::vector<double>& baseline,
   return s;
 }
 
+double perplexity_percent(double nll_difference) { return 100.0 * std::expm1(nll_difference); }
+
+std::string paired_verdict(const PairedSummary& s, double bound_percent) {
+  if (s.n < 2) return "inconclusive";
+  if (s.ci95_high < 0) return "better";
+  if (s.ci95_low > 0) return "worse";
+  if (std::fabs(perplexity_percent(s.ci95_low)) <= bound_percent &&
+      std::fabs(perplexity_percent(s.ci95_high)) <= bound_percent)
+    return "bounded";
+  return "inconclusive";
+}
+
 }  // namespace dg

@@ -4,6 +4,7 @@
 // It does not do multiple-comparison corrections or Bayesian summaries.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace dg {
@@ -33,5 +34,17 @@ struct PairedSummary {
 // Paired comparison of per-seed values (lower is better, e.g. validation NLL).
 PairedSummary paired_summary(const std::vector<double>& baseline,
                              const std::vector<double>& method);
+
+// The effect of a mean NLL difference d (nats/token) in perplexity: 100·(exp(d) − 1) percent, the
+// ratio of the perplexities exp(NLL) of method and baseline. Monotone, so an interval's ends map
+// to the interval of the effect.
+double perplexity_percent(double nll_difference);
+
+// What a paired comparison settles (n >= 2): "better" / "worse" (the method) when the 95% interval
+// excludes zero, "bounded" when both ends of the effect's interval (perplexity_percent) lie within
+// ±bound_percent, else "inconclusive". Divergences are the caller's to report beside it.
+std::string paired_verdict(const PairedSummary& summary, double bound_percent);
+// The bound of issue 17: an interval inside ±0.2% perplexity bounds the effect.
+constexpr double kEffectBoundPercent = 0.2;
 
 }  // namespace dg

@@ -13,6 +13,7 @@
 #include "train/experiments/report/charts.h"
 #include "train/experiments/report/lookup.h"
 #include "train/experiments/report/page.h"
+#include "train/experiments/report/paired_scale.h"
 #include "train/experiments/report/reproduce_parts.h"
 #include "train/experiments/report/seed_curves.h"
 
@@ -337,6 +338,8 @@ std::string render_reproduce_html(const Value& r) {
          cells.td("paired.t_test_p", {Style::general, 4}) + "</tr>\n";
     h += "<tr><th>Exact sign test p (two-sided)</th>" +
          cells.td("paired.sign_test_p", {Style::general, 4}) + "</tr>\n";
+    for (const auto& [label, text] : paired_scale_rows(r, true))
+      h += "<tr><th>" + html_escape(label) + "</th><td>" + text + "</td></tr>\n";
     h += "</table>\n";
     h += "<table>\n<tr><th class=\"num\">Seed</th><th class=\"num\">" + html_escape(b) +
          "</th><th class=\"num\">" + html_escape(m) +

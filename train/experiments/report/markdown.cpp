@@ -10,6 +10,7 @@
 
 #include "train/experiments/report.h"
 #include "train/experiments/report/lookup.h"
+#include "train/experiments/report/paired_scale.h"
 #include "train/experiments/report/reproduce_parts.h"
 
 namespace dg {
@@ -179,6 +180,8 @@ std::string render_reproduce_markdown(const Value& r) {
                       format_number(number_at(r, "paired.t_test_p"), {Style::general, 4}));
     md += fmt::format("- Exact sign test: two-sided p = {}\n",
                       format_number(number_at(r, "paired.sign_test_p"), {Style::general, 4}));
+    for (const auto& [label, text] : paired_scale_rows(r, false))
+      md += fmt::format("- {}: {}\n", label, text);
   }
 
   if (const json::Object& omitted = object_at(r, "omitted"); !omitted.empty()) {

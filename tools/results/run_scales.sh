@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Issue 17's runs: the paired protocol (`depthgrad reproduce --protocol paired`) at each scale
+# (presets micro, mini, small) for both pairs (block_attnres vs rd_attnres, and the paper forms
+# paper_block_attnres vs paper_rd_attnres), then the cross-scale page (`reproduce --combine`).
+# Seeds and steps are fixed below, before any result was seen; every seed is reported.
+#
+#   tools/results/run_scales.sh              run what is not finished, then combine
+#   DRY_RUN=1 tools/results/run_scales.sh    print the commands and the expected compute only
+#   ONLY="micro-block mini-block" tools/results/run_scales.sh    a subset (names below)
+#
+# Resumable: a run whose tools/results/<name>/result.json exists is skipped; an interrupted run
+# resumes from its state file (runs/scales/<name>/state.json: every finished (seed, arm) is kept,
+# so at most one arm's training is repeated). Kill it at any time and start it again.
+# Kept in the tree per run: tools/results/<name>/{result.json, report.md, command.txt}; and the
+# combined page tools/results/scales.{md,html,json}. Full run folders stay under runs/scales/.
+# Environment: BIN (default build/depthgrad), DATA (default $DEPTHGRAD_DATA, else ../shared/data),
+# THREADS (default 1), WORK (default runs/scales), RESULTS (default tools/results), and for
+# end-to-end checks of this script only: STEPS and SEEDS override every run's steps and seeds.
+# Run from the repository root (it changes there itself). It builds nothing.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+BIN="${BIN:-build/depthgrad}"
+DATA="${DATA:-${DEPTHGRAD_DATA:-../shared/data}}"
+THREADS="${THREADS:-1}"
+WORK="${WORK:-runs/scales}"
+RESULTS="${RESULTS:-tools/results}"
+DRY_RUN="${DRY_RUN:-0}"
+ONLY="${ONLY:-}"
+
+BLOCK_PAIR="block_attnres,rd_attnres"
+PAPER_PAIR="paper_block_attnres,paper_rd_attnres"
+
+# name          preset  pair           seeds  steps
+RUNS=(
+  "micro-block  micro   $BLOCK_PAIR    1-10   1000"
+  "micro-paper  micro   $PAPER_PAIR    1-10   1000"
+  "mini-block   mini    $BLOCK_PAIR    1-10   1000"
+  "mini-paper   mini    $PAPER_PAIR    1-10   1000"
+  "small-block  small   $BLOCK_PAIR    1-8    1000"
+  "small-paper  small   $PAPER_PAIR    1-8    1000"
+)
+
+# Milliseconds per training step at 1 thread, measured with `depthgrad bench --one PRESET
+# --threads 1 --no-sgemm --no-profile` (rd_attnres) on the 2-core development machine on
+# 2026-12-03 while it was shared (load average about 10): micro 18.8, mini 179 (paper_rd_attnres
+# 229), small 3144. On an idle machine expect roughly a third to a quarter of these (the README's
+# idle micro step is 4-5 ms), so the estimates below are upper bounds. Evaluation of the full
+# validation split adds a few percent per arm.
+ms_per_step() {
+  case "$1" in
+    micro) echo 19 ;;
+    mini) echo 180 ;;
+    small) echo 3150 ;;
+    *) echo 0 ;;
+  esac
+}
+
+seed_count() {  # "1-10" -> 10, "1,2,5" -> 3
+  local n=0 part
+  IFS=',' read -ra parts <<< "$1"
+  for part in "${parts[@]}"; do
+    if [[ "$part" == *-* ]]; then n=$((n + ${part#*-} - ${part%-*} + 1)); else n=$((n + 1)); fi
+  done
+  echo "$n"
+}
+
+hours() { awk -v s="$1" 'BEGIN { printf "%.2f h", s / 3600 }'; }
+
+finished=()
+total_seconds=0
+for spec in "${RUNS[@]}"; do
+  read -r name preset pair seeds steps <<< "$spec"
+  seeds="${SEEDS:-$seeds}"
+  steps="${STEPS:-$steps}"
+  dest="$RESULTS/$name"
+  state="$WORK/$name/state.json"
+  out="$WORK/$name/runs"
+  cmd=("$BIN" reproduce --protocol paired --preset "$preset" --pair "$pair" --seeds "$seeds"
+       --steps "$steps" --dataset-dir "$DATA" --threads "$THREADS" --state-file "$state"
+       --output-dir "$out")
+  n=$(seed_count "$seeds")
+  seconds=$(( 2 * n * steps * $(ms_per_step "$preset") / 1000 ))
+  echo "== $name: $preset, $pair, seeds $seeds, $steps steps; expected compute at most about $(hours "$seconds") at 1 thread ($((2 * n)) arms)"
+  echo "   ${cmd[*]}"
+  if [ -f "$dest/result.json" ]; then
+    echo "   finished earlier: $dest/result.json"
+    finished+=("$dest")
+    continue
+  fi
+  if [ -n "$ONLY" ] && [[ " $ONLY " != *" $name "* ]]; then echo "   not in ONLY: skipped"; continue; fi
+  total_seconds=$((total_seconds + seconds))
+  [ "$DRY_RUN" = 1 ] && continue
+  [ -f "$state" ] && echo "   resuming from $state"
+  mkdir -p "$WORK/$name"
+  "${cmd[@]}"
+  run_dir="$(ls -td "$out"/*/*/ | head -1)"
+  mkdir -p "$dest"
+  cp "$run_dir/result.json" "$run_dir/report.md" "$dest/"
+  printf '%s\n' "${cmd[*]}" > "$dest/command.txt"
+  echo "   kept $dest/result.json (full run: $run_dir)"
+  finished+=("$dest")
+done
+echo "expected compute of the runs not yet finished: about $(hours "$total_seconds") at 1 thread"
+[ "$DRY_RUN" = 1 ] && exit 0
+
+if [ "${#finished[@]}" -eq 0 ]; then
+  echo "no finished runs to combine"
+  exit 0
+fi
+list="$(IFS=,; echo "${finished[*]}")"
+echo "== combine: $BIN reproduce --combine $list --output-dir $RESULTS"
+"$BIN" reproduce --combine "$list" --output-dir "$RESULTS"
