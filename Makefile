@@ -21,7 +21,7 @@ FUZZ_CXX ?= clang++-14
 FUZZ_SECONDS ?= 60
 
 .PHONY: all deps configure build test test-mpi-full reproduce bench clean format \
-	sanitize-build test-sanitize test-sanitize-ci fuzz fuzz-corpus kill-test gradcheck-teeth
+	sanitize-configure sanitize-build test-sanitize test-sanitize-ci fuzz fuzz-corpus kill-test gradcheck-teeth
 
 all: build
 
@@ -35,8 +35,10 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# The whole suite, then the sanitize-ci subset under ASan + UBSan (its own build of dg_tests only).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1
+	$(MAKE) test-sanitize-ci
 
 test-mpi-full: build
 	cmake --build $(BUILD) --target test_mpi_full
@@ -50,9 +52,11 @@ bench: build
 	./$(BUILD)/depthgrad bench
 
 # ASan + UBSan (gcc by default; CXX=clang++-14 works too). Any report fails its test.
-sanitize-build: deps
+sanitize-configure: deps
 	@cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Release -DDG_NATIVE=$(NATIVE) -DDG_SANITIZE=ON \
 	  -DDG_TEST_DATA_DIR=$(abspath $(DATA)) > $(SANITIZE_BUILD).configure.log || (cat $(SANITIZE_BUILD).configure.log; exit 1)
+
+sanitize-build: sanitize-configure
 	@cmake --build $(SANITIZE_BUILD) -j $(JOBS)
 
 SANITIZE_ENV := UBSAN_OPTIONS=print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1
@@ -60,7 +64,8 @@ SANITIZE_ENV := UBSAN_OPTIONS=print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:str
 test-sanitize: sanitize-build
 	cd $(SANITIZE_BUILD) && $(SANITIZE_ENV) ctest --output-on-failure -j 1
 
-test-sanitize-ci: sanitize-build
+test-sanitize-ci: sanitize-configure
+	@cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target dg_tests
 	cd $(SANITIZE_BUILD) && $(SANITIZE_ENV) ctest --output-on-failure -j 1 -L sanitize-ci
 
 fuzz:

@@ -9,8 +9,9 @@
 #   ONLY="micro-block mini-block" tools/results/run_scales.sh    a subset (names below)
 #
 # Resumable: a run whose tools/results/<name>/result.json exists is skipped; an interrupted run
-# resumes from its state file (runs/scales/<name>/state.json: every finished (seed, arm) is kept,
-# so at most one arm's training is repeated). Kill it at any time and start it again.
+# (Ctrl-C, SIGTERM, or killed) is continued with `reproduce --resume RUN_DIR`: its state.json
+# keeps every finished (seed, arm) and checkpoints/ the arm in training (a Ctrl-C or SIGTERM saves
+# it at a step boundary; after a SIGKILL that arm restarts). Stop it at any time and start again.
 # Kept in the tree per run: tools/results/<name>/{result.json, report.md, command.txt}; and the
 # combined page tools/results/scales.{md,html,json}. Full run folders stay under runs/scales/.
 # Environment: BIN (default build/depthgrad), DATA (default $DEPTHGRAD_DATA, else ../shared/data),
@@ -74,11 +75,15 @@ for spec in "${RUNS[@]}"; do
   seeds="${SEEDS:-$seeds}"
   steps="${STEPS:-$steps}"
   dest="$RESULTS/$name"
-  state="$WORK/$name/state.json"
   out="$WORK/$name/runs"
   cmd=("$BIN" reproduce --protocol paired --preset "$preset" --pair "$pair" --seeds "$seeds"
-       --steps "$steps" --dataset-dir "$DATA" --threads "$THREADS" --state-file "$state"
-       --output-dir "$out")
+       --steps "$steps" --dataset-dir "$DATA" --threads "$THREADS" --output-dir "$out")
+  # The newest unfinished run folder of this run (state.json but no result.json) is continued.
+  resume_dir=""
+  for d in $(ls -td "$out"/*/*/ 2>/dev/null); do
+    if [ -f "$d/state.json" ] && [ ! -f "$d/result.json" ]; then resume_dir="${d%/}"; fi
+    break
+  done
   n=$(seed_count "$seeds")
   seconds=$(( 2 * n * steps * $(ms_per_step "$preset") / 1000 ))
   echo "== $name: $preset, $pair, seeds $seeds, $steps steps; expected compute at most about $(hours "$seconds") at 1 thread ($((2 * n)) arms)"
@@ -91,9 +96,13 @@ for spec in "${RUNS[@]}"; do
   if [ -n "$ONLY" ] && [[ " $ONLY " != *" $name "* ]]; then echo "   not in ONLY: skipped"; continue; fi
   total_seconds=$((total_seconds + seconds))
   [ "$DRY_RUN" = 1 ] && continue
-  [ -f "$state" ] && echo "   resuming from $state"
   mkdir -p "$WORK/$name"
-  "${cmd[@]}"
+  if [ -n "$resume_dir" ]; then
+    echo "   resuming $resume_dir"
+    "${cmd[@]}" --resume "$resume_dir"
+  else
+    "${cmd[@]}"
+  fi
   run_dir="$(ls -td "$out"/*/*/ | head -1)"
   mkdir -p "$dest"
   cp "$run_dir/result.json" "$run_dir/report.md" "$dest/"

@@ -2,6 +2,7 @@
 #include "train/experiments/bench_generate.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -41,7 +42,11 @@ int64_t last_level_cache_bytes() {
   int64_t largest = 0;
   std::error_code ec;
   const fs::path base = "/sys/devices/system/cpu/cpu0/cache";
-  if (!fs::is_directory(base, ec)) return 0;
+  if (!fs::is_directory(base, ec)) {  // no sysfs (some VMs): what the C library reports
+    for (int name : {_SC_LEVEL2_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE, _SC_LEVEL4_CACHE_SIZE})
+      largest = std::max<int64_t>(largest, sysconf(name));
+    return largest;
+  }
   for (const fs::directory_entry& e : fs::directory_iterator(base, ec)) {
     std::ifstream in(e.path() / "size");
     std::string text;

@@ -32,7 +32,7 @@ struct GenerateBenchRow {
 // (seq_len - 1 new ids), `repeats` times, at the current thread count.
 GenerateBenchRow bench_generation(const BenchSpec& spec, double bandwidth_gbs, int repeats = 3);
 
-// The last-level cache size in bytes from sysfs (largest cache index of cpu0), or 0 if unknown.
+// The last-level cache size in bytes: sysfs (largest cache index of cpu0), else sysconf, else 0.
 int64_t last_level_cache_bytes();
 
 std::string generate_bench_table(const std::vector<GenerateBenchRow>& rows, double bandwidth_gbs);
