@@ -65,7 +65,7 @@ test-sanitize: sanitize-build
 	cd $(SANITIZE_BUILD) && $(SANITIZE_ENV) ctest --output-on-failure -j 1
 
 test-sanitize-ci: sanitize-configure
-	@cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target dg_tests
+	@cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target dg_sanitize_ci_tests
 	cd $(SANITIZE_BUILD) && $(SANITIZE_ENV) ctest --output-on-failure -j 1 -L sanitize-ci
 
 fuzz:

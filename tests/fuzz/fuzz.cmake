@@ -15,6 +15,7 @@ foreach(src ${DG_FUZZ_SOURCES})
   file(CONFIGURE OUTPUT ${wrapper} CONTENT
     "#define LLVMFuzzerTestOneInput dg_fuzz_${name}\n#include \"tests/fuzz/${file_name}.cpp\"\n")
   target_sources(dg_tests PRIVATE ${wrapper})
+  list(APPEND DG_FUZZ_REPLAY_WRAPPERS ${wrapper})  # also for dg_sanitize_ci_tests (CMakeLists.txt)
   if(DG_FUZZ)
     add_executable(${file_name} ${src})
     target_link_libraries(${file_name} PRIVATE dg_core)
