@@ -216,14 +216,7 @@ StepLog Trainer::accumulated_step() {
     const std::string problem = !std::isfinite(value)
                                     ? std::string("the loss is not finite")
                                     : fmt::format("the gradient norm is {}", clip.total_norm);
-    if (!skip_nonfinite_) throw TrainingDiverged(step_, value, problem);
-    ++skipped_;
-    StepLog log{step_, config_.steps, value, 0, false, lr, 0, 0};
-    log.skipped = true;
-    log.skipped_steps = skipped_;
-    log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ++step_;
-    return log;
+    return nonfinite_step(value, problem, start);
   }
   optimizer_->step(lr);
   if (zero1_ && world_) world_->all_gather(flat_.values.data<float>(), shard_bounds_);

@@ -145,15 +145,8 @@ StepLog Trainer::train_step() {
       problem = fmt::format("the gradient norm overflows ({})", clip.total_norm);
   }
   if (!problem.empty()) {
-    if (!skip_nonfinite_) throw TrainingDiverged(step_, value, problem);
     flat_.zero_grad();
-    ++skipped_;
-    StepLog log{step_, config_.steps, value, 0, false, config_.schedule.at(step_), 0, 0};
-    log.skipped = true;
-    log.skipped_steps = skipped_;
-    log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ++step_;
-    return log;
+    return nonfinite_step(value, problem, start);
   }
   const double lr = config_.schedule.at(step_);
   optimizer_->step(lr);
@@ -165,6 +158,18 @@ StepLog Trainer::train_step() {
   log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   log.tokens_per_second =
       static_cast<double>(config_.batch * config_.model.seq_len) / std::max(log.seconds, 1e-9);
+  ++step_;
+  return log;
+}
+
+StepLog Trainer::nonfinite_step(double loss, const std::string& problem,
+                                std::chrono::steady_clock::time_point start) {
+  if (!skip_nonfinite_) throw TrainingDiverged(step_, loss, problem);
+  ++skipped_;
+  StepLog log{step_, config_.steps, loss, 0, false, config_.schedule.at(step_), 0, 0};
+  log.skipped = true;
+  log.skipped_steps = skipped_;
+  log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++step_;
   return log;
 }

@@ -116,6 +116,10 @@ class Trainer {
   bool accumulates() const { return config_.accum > 1 || ranks() > 1; }
   void setup_data_parallel();
   StepLog accumulated_step();
+  // A step whose loss or gradient is not finite (`problem` says which): throws TrainingDiverged,
+  // or with skipping on counts it and returns its log. Both step paths end here.
+  StepLog nonfinite_step(double loss, const std::string& problem,
+                         std::chrono::steady_clock::time_point start);
   std::unique_ptr<AdamW> full_optimizer_state() const;  // ZeRO-1: every rank's moments on rank 0
   void take_optimizer_shard(AdamW& full);               // ZeRO-1: this rank's part of `full`
   Collectives* world_ = nullptr;
