@@ -42,7 +42,9 @@ class Object {
   const Value* find(std::string_view key) const;
 
   size_t size() const { return members_.size(); }
-  bool empty() const { return members_.empty(); }
+  // (Not members_.empty(): clang 14 would look up that vector's iterator == while Value is
+  // still incomplete here.)
+  bool empty() const { return members_.size() == 0; }
   // The index-th member in insertion order (unchecked, like std::vector).
   Member& operator[](size_t index);
   const Member& operator[](size_t index) const;
