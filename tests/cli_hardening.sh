@@ -5,35 +5,10 @@
 # line on stderr and the documented exit code (2 usage, 1 runtime), never a hang or a signal.
 # Usage: tests/cli_hardening.sh PATH/TO/depthgrad DATA_DIR   (ctest runs it; skips without data)
 set -u
-BIN="$1"
-DATA="${2:-}"
-if [ -z "$DATA" ]; then
-  echo "SKIPPED: cli_hardening needs the data directory (DG_TEST_DATA_DIR is empty)"
-  exit 77
-fi
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-export XDG_CACHE_HOME="$WORK/cache"
+source "$(dirname "$0")/cli_common.sh" cli_hardening "$@"
 export DEPTHGRAD_THREADS=1
-failures=0
-passes=0
-pass() { passes=$((passes + 1)); echo "ok: $1"; }
-fail() { failures=$((failures + 1)); echo "FAIL: $1"; }
-
-# expect NAME CODE TEXT -- command...: exit CODE within 60 s, one stderr line containing TEXT
-expect() {
-  local name="$1" code="$2" text="$3"
-  shift 4
-  local err rc lines
-  err="$(timeout 60 "$@" 2>&1 >/dev/null)"
-  rc=$?
-  lines=$(printf '%s\n' "$err" | grep -c .)
-  if [ $rc -eq "$code" ] && [ "$lines" -eq 1 ] && printf '%s' "$err" | grep -qF -- "$text"; then
-    pass "$name"
-  else
-    fail "$name (rc=$rc, expected $code; stderr: $err)"
-  fi
-}
+# A hang (a FIFO read to the end, memory exhaustion) must fail fast.
+EXPECT_TIMEOUT=60
 T=(--dataset-dir "$DATA" --threads 1 --quiet --dim 16 --layers 2 --heads 2 --seq-len 16 --batch 2)
 
 # --- a first run (also fills the cache) ---
@@ -147,5 +122,4 @@ else
   fail "two reproductions at once ($folders run folders)"; cat "$R.out1" "$R.out2"
 fi
 
-echo "$passes passed, $failures failed"
-[ $failures -eq 0 ]
+finish

@@ -4,33 +4,7 @@
 # everyday commands on tiny budgets, and bad input ending in one clear line and a non-zero exit.
 # Usage: tests/cli_smoke.sh PATH/TO/depthgrad DATA_DIR
 set -u
-BIN="$1"
-DATA="${2:-}"
-# No data directory configured (-DDG_TEST_DATA_DIR=): skipped, visibly (ctest SKIP_RETURN_CODE 77).
-# A directory that is configured but missing fails below, as every data test does.
-if [ -z "$DATA" ]; then
-  echo "SKIPPED: cli_smoke needs the data directory (DG_TEST_DATA_DIR is empty)"
-  exit 77
-fi
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-export XDG_CACHE_HOME="$WORK/cache"
-failures=0
-passes=0
-pass() { passes=$((passes + 1)); echo "ok: $1"; }
-fail() { failures=$((failures + 1)); echo "FAIL: $1"; }
-
-# expect_error NAME EXPECTED_TEXT -- command...: non-zero exit, one line on stderr containing the text
-expect_error() {
-  local name="$1" text="$2"
-  shift 3
-  local err
-  err="$("$@" 2>&1 >/dev/null)"
-  local rc=$?
-  local lines
-  lines=$(printf '%s\n' "$err" | grep -c .)
-  if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && printf '%s' "$err" | grep -qF -- "$text"; then pass "$name"; else fail "$name (rc=$rc, stderr: $err)"; fi
-}
+source "$(dirname "$0")/cli_common.sh" cli_smoke "$@"
 
 # --- parity reproduction on the real data ---
 out="$("$BIN" reproduce --paper rd-attnres --dataset-dir "$DATA" --seed 42 --threads 1 --quiet --output-dir "$WORK/runs")"
@@ -230,5 +204,4 @@ expect_error "generate: negative top-k" "--top-k must be >= 0" -- "$BIN" generat
 expect_error "generate: negative max-new-tokens" "--max-new-tokens must be >= 0" -- "$BIN" generate --checkpoint "$M" --prompt "a" --max-new-tokens -1
 expect_error "train: negative --sample-every" "--sample-every" -- "$BIN" train --sample-every -2 --dataset-dir "$DATA" --output "$WORK/train-bad"
 
-echo "$passes passed, $failures failed"
-[ $failures -eq 0 ]
+finish

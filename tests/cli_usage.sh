@@ -6,28 +6,7 @@
 # as a run that was never interrupted.
 # Usage: tests/cli_usage.sh PATH/TO/depthgrad DATA_DIR
 set -u
-BIN="$1"
-DATA="${2:-}"
-if [ -z "$DATA" ]; then
-  echo "SKIPPED: cli_usage needs the data directory (DG_TEST_DATA_DIR is empty)"
-  exit 77
-fi
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-export XDG_CACHE_HOME="$WORK/cache"
-failures=0
-passes=0
-pass() { passes=$((passes + 1)); echo "ok: $1"; }
-fail() { failures=$((failures + 1)); echo "FAIL: $1"; }
-expect_error() {  # NAME TEXT -- command...: non-zero exit, one line on stderr containing TEXT
-  local name="$1" text="$2"
-  shift 3
-  local err rc lines
-  err="$("$@" 2>&1 >/dev/null)"
-  rc=$?
-  lines=$(printf '%s\n' "$err" | grep -c .)
-  if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && printf '%s' "$err" | grep -qF -- "$text"; then pass "$name"; else fail "$name (rc=$rc, stderr: $err)"; fi
-}
+source "$(dirname "$0")/cli_common.sh" cli_usage "$@"
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 # Waits (up to 60 s) until FILE has at least N lines.
 wait_lines() {
@@ -183,5 +162,4 @@ else
   fail "reproduce paired resume (rc=$rc; $resume)"; cat "$WORK/pr.err" | tail -5; cat "$WORK/pw.out" "$WORK/pr.out"
 fi
 
-echo "$passes passed, $failures failed"
-[ $failures -eq 0 ]
+finish

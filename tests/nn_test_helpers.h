@@ -13,6 +13,7 @@
 
 #include "autograd/gradcheck.h"
 #include "nn/micro_lm.h"
+#include "tests/test_helpers.h"
 
 namespace dg::nn_test {
 
@@ -70,9 +71,10 @@ inline void expect_gradcheck(const std::string& name, const GradcheckFn& fn,
   CHECK(r.checks > 0);
 }
 
-// Runs `fn`, which must throw std::invalid_argument; returns the message.
+// Runs `fn`, which must throw std::invalid_argument; returns the message. (Stricter than
+// test::error_of, which takes any std::exception and returns "" when nothing is thrown.)
 template <class F>
-inline std::string error_of(F&& fn) {
+inline std::string invalid_argument_of(F&& fn) {
   try {
     fn();
   } catch (const std::invalid_argument& e) {
@@ -81,9 +83,7 @@ inline std::string error_of(F&& fn) {
   FAIL("expected std::invalid_argument");
   return "";
 }
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using dg::test::contains;
 
 // The tiny config of the gradient checks.
 inline MicroLMConfig tiny_config(ResidualMode mode, int64_t kv_heads = 2, int64_t block_size = 2) {

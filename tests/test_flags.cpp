@@ -9,10 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_helpers.h"
 #include "tools/cli/flags.h"
 
 using dg::cli::Flags;
 using dg::cli::UsageError;
+using dg::test::contains;
 
 namespace {
 
@@ -31,10 +33,6 @@ bool parse(Flags& f, std::vector<std::string> words) {
   std::vector<char*> argv;
   for (std::string& w : words) argv.push_back(w.data());
   return f.parse(static_cast<int>(argv.size()), argv.data(), 2);
-}
-
-bool contains_text(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 }  // namespace
@@ -157,8 +155,8 @@ TEST_CASE("flags: an alias parses as its flag and is listed beside it") {
   g.add("output-dir", "runs/out", "where to write").alias("output");
   REQUIRE(parse(g, {"--output-dir=runs/b"}));
   CHECK(g.get("output-dir") == "runs/b");
-  CHECK(contains_text(g.help(), "--output-dir VALUE"));
-  CHECK(contains_text(g.help(), "where to write (default: runs/out) (alias: --output)"));
+  CHECK(contains(g.help(), "--output-dir VALUE"));
+  CHECK(contains(g.help(), "where to write (default: runs/out) (alias: --output)"));
 }
 
 TEST_CASE("flags: --help shows each default once, and none for a flag without one") {
@@ -168,10 +166,10 @@ TEST_CASE("flags: --help shows each default once, and none for a flag without on
       .add("config", "", "JSON run config")
       .add("threads", "2", "threads (default: physical cores)");
   const std::string help = f.help();
-  CHECK(contains_text(help, "training steps (default: 30)\n"));
-  CHECK(contains_text(help, "K/V heads (default: heads)\n"));  // not "... (default: none)"
-  CHECK(contains_text(help, "JSON run config\n"));             // nothing appended
-  CHECK(contains_text(help, "threads (default: physical cores)\n"));
-  CHECK_FALSE(contains_text(help, "(default: none)"));
-  CHECK_FALSE(contains_text(help, "(default: 2)"));
+  CHECK(contains(help, "training steps (default: 30)\n"));
+  CHECK(contains(help, "K/V heads (default: heads)\n"));  // not "... (default: none)"
+  CHECK(contains(help, "JSON run config\n"));             // nothing appended
+  CHECK(contains(help, "threads (default: physical cores)\n"));
+  CHECK_FALSE(contains(help, "(default: none)"));
+  CHECK_FALSE(contains(help, "(default: 2)"));
 }

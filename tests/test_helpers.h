@@ -1,6 +1,7 @@
-// Helpers shared by the kernel tests: seeded random vectors, the relative difference the fast-vs-
-// reference checks use, byte equality for the thread-count checks, and a guard that restores the
-// thread count. Test code only; nothing here is part of the library.
+// Helpers shared by the tests: seeded random vectors, the relative difference the fast-vs-
+// reference checks use, byte equality for the thread-count checks, a guard that restores the
+// thread count, and the message of a thrown error. Test code only; nothing here is part of the
+// library.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -8,7 +9,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tensor/threads.h"
@@ -49,5 +53,19 @@ struct ThreadsGuard {
   int saved = threads();
   ~ThreadsGuard() { set_threads(saved); }
 };
+
+// The message of the std::exception `fn` throws, or "" when it returns normally.
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 }  // namespace dg::test

@@ -427,7 +427,7 @@ TEST_CASE("config validation names the field; kv_heads must divide heads") {
   auto error_for = [](auto change) {
     MicroLMConfig c;
     change(c);
-    return error_of([&] { MicroLM m(c); });
+    return invalid_argument_of([&] { MicroLM m(c); });
   };
   CHECK(contains(error_for([](MicroLMConfig& c) { c.vocab = 0; }), "vocab"));
   CHECK(contains(error_for([](MicroLMConfig& c) { c.dim = 0; }), "dim"));
@@ -449,11 +449,11 @@ TEST_CASE("config validation names the field; kv_heads must divide heads") {
   ok.dim = 12, ok.rope = false;
   CHECK_NOTHROW(MicroLM{ok});
   // The attention layer checks on its own too.
-  const std::string attn = error_of([] {
+  const std::string attn = invalid_argument_of([] {
     CausalSelfAttention a(AttentionConfig{8, 4, 3, true, 10000.0, false});
   });
   CHECK(contains(attn, "kv_heads 3"));
-  CHECK(contains(error_of([] { parse_residual_mode("block"); }), "rd_attnres"));
+  CHECK(contains(invalid_argument_of([] { parse_residual_mode("block"); }), "rd_attnres"));
   for (ResidualMode mode : kAllModes) CHECK(parse_residual_mode(residual_mode_name(mode)) == mode);
 }
 
@@ -482,7 +482,7 @@ TEST_CASE("load_state_dict: round trip, conversion, and errors naming the tensor
   };
   auto expect_error = [&](const std::vector<NamedTensor>& bad, std::vector<std::string> parts) {
     const Vec before = snapshot(target);
-    const std::string msg = error_of([&] { target.load_state_dict(bad); });
+    const std::string msg = invalid_argument_of([&] { target.load_state_dict(bad); });
     INFO(msg);
     for (const std::string& p : parts) CHECK(contains(msg, p));
     CHECK(snapshot(target) == before);  // a failed load changes nothing

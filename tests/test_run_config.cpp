@@ -9,27 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_helpers.h"
 #include "train/experiments/reproduce.h"
 #include "train/io/files.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
 using namespace dg;
+using dg::test::contains;
+using dg::test::error_of;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // A config with every setting away from its default (and still valid).
 RunConfig unusual_config() {

@@ -13,6 +13,7 @@
 
 #include "nn/micro_lm.h"
 #include "tests/temp_dir.h"
+#include "tests/test_helpers.h"
 #include "train/experiments/reproduce.h"
 #include "train/experiments/scales.h"
 #include "train/experiments/stats.h"
@@ -20,23 +21,12 @@
 #include "train/run_config.h"
 
 using namespace dg;
+using dg::test::contains;
+using dg::test::error_of;
 using json::Array;
 using json::Value;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // The attributes of every <g class="point" ...> of a chart, in document order.
 std::vector<std::map<std::string, std::string>> chart_points(const std::string& svg) {

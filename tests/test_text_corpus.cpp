@@ -6,10 +6,13 @@
 #include <string>
 
 #include "tests/temp_dir.h"
+#include "tests/test_helpers.h"
 #include "train/data/text_corpus.h"
 #include "train/io/files.h"
 
 using namespace dg;
+using dg::test::contains;
+using dg::test::error_of;
 
 namespace {
 
@@ -17,19 +20,6 @@ std::string lines(const std::string& prefix, int n) {
   std::string text;
   for (int i = 0; i < n; ++i) text += prefix + " line " + std::to_string(i) + "\ttab é 😀\n";
   return text;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 CorpusOptions options(const std::string& cache_dir) {

@@ -86,7 +86,6 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
   auto trainer = std::make_shared<Trainer>(tc, train_ids);
   MicroLM& model = trainer->model();
   r.parameters = model.parameter_count();
-  const auto train_start = Clock::now();
   if (!checkpoint.empty() && file_exists(checkpoint)) trainer->load_checkpoint(checkpoint);
   try {
     trainer->run(tc.steps, on_step);
@@ -97,7 +96,8 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
   r.losses = trainer->losses();
   r.grad_norms = trainer->grad_norms();
   r.clipped_steps = trainer->clipped_steps();
-  r.train_seconds = seconds_since(train_start);
+  // The whole arm's training time, including the sessions before a resume (from the checkpoint).
+  r.train_seconds = trainer->wall_seconds();
   // §4: the reference's JS comes from the last training forward (before its optimizer step).
   r.train_routes = model.route_stats();
   const int64_t n = static_cast<int64_t>(r.losses.size());
