@@ -90,10 +90,14 @@ for spec in "${RUNS[@]}"; do
   out="$WORK/$name/runs"
   cmd=("$BIN" reproduce --protocol paired --preset "$preset" --pair "$pair" --seeds "$seeds"
        --steps "$steps" --dataset-dir "$DATA" --threads "$THREADS" --output-dir "$out")
-  # The newest unfinished run folder of this run (state.json but no result.json) is continued.
+  # The newest run folder of this run is continued when it is unfinished (no result.json) and
+  # has something to continue: finished arms (state.json) or an arm saved in training
+  # (checkpoints/, written by Ctrl-C or SIGTERM before the first arm finished).
   resume_dir=""
   for d in $(ls -td "$out"/*/*/ 2>/dev/null); do
-    if [ -f "$d/state.json" ] && [ ! -f "$d/result.json" ]; then resume_dir="${d%/}"; fi
+    if [ ! -f "$d/result.json" ] && { [ -f "$d/state.json" ] || [ -n "$(ls -A "$d/checkpoints" 2>/dev/null)" ]; }; then
+      resume_dir="${d%/}"
+    fi
     break
   done
   n=$(seed_count "$seeds")
