@@ -61,8 +61,10 @@ sanitize-build: sanitize-configure
 
 SANITIZE_ENV := UBSAN_OPTIONS=print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1
 
+# (-LE sanitize-ci: those entries run a separate program of the same test files, built only by
+# test-sanitize-ci; the whole suite runs them in dg_tests already.)
 test-sanitize: sanitize-build
-	cd $(SANITIZE_BUILD) && $(SANITIZE_ENV) ctest --output-on-failure -j 1
+	cd $(SANITIZE_BUILD) && $(SANITIZE_ENV) ctest --output-on-failure -j 1 -LE sanitize-ci
 
 test-sanitize-ci: sanitize-configure
 	@cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target dg_sanitize_ci_tests
