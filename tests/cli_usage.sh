@@ -3,7 +3,8 @@
 # the cache), tokenizers that round-trip any bytes, one vocabulary of flags (--output-dir, help
 # defaults, --threads everywhere), checks before data, and Ctrl-C: SIGINT/SIGTERM stop train and a
 # paired reproduction at a step boundary, the printed command resumes them and gives the same bits
-# as a run that was never interrupted.
+# as a run that was never interrupted; after SIGKILL a paired reproduction resumes from its periodic
+# arm checkpoint to the same numbers.
 # Usage: tests/cli_usage.sh PATH/TO/depthgrad DATA_DIR
 set -u
 source "$(dirname "$0")/cli_common.sh" cli_usage "$@"
@@ -160,6 +161,31 @@ if [ $rc -eq 0 ] && grep -q "resuming from" "$WORK/pr.err" && diff <(grep '^| ' 
   pass "reproduce paired: the resumed run gives the same numbers as the uninterrupted one"
 else
   fail "reproduce paired resume (rc=$rc; $resume)"; cat "$WORK/pr.err" | tail -5; cat "$WORK/pw.out" "$WORK/pr.out"
+fi
+
+
+# --- SIGKILL: the arm in training was saved every --checkpoint-every steps; resume from there ---
+"$BIN" "${PAIRED[@]}" --checkpoint-every 100 --quiet --output-dir "$WORK/pk" > /dev/null 2>&1 &
+pid=$!
+for i in $(seq 1200); do
+  d="$(ls -d "$WORK"/pk/2608.01075-rd-attnres/*/ 2>/dev/null | head -1)"
+  [ -n "$d" ] && [ -f "$d/checkpoints/seed-1-rd_attnres.safetensors" ] && break
+  sleep 0.05
+done
+kill -KILL $pid
+wait $pid 2> /dev/null
+d="$(ls -d "$WORK"/pk/2608.01075-rd-attnres/*/ | head -1)"
+if [ -f "$d/checkpoints/seed-1-rd_attnres.safetensors" ] && [ -s "$d/state.json" ]; then
+  "$BIN" "${PAIRED[@]}" --checkpoint-every 100 --resume "$d" > "$WORK/pk.out" 2> "$WORK/pk.err"
+  rc=$?
+  if [ $rc -eq 0 ] && grep -q "seed 1 rd_attnres: resuming from" "$WORK/pk.err" && diff <(grep '^| ' "$WORK/pw.out") <(grep '^| ' "$WORK/pk.out") > /dev/null \
+     && diff <(grep '^paired' "$WORK/pw.out") <(grep '^paired' "$WORK/pk.out") > /dev/null; then
+    pass "reproduce paired: after SIGKILL the periodic arm checkpoint resumes to the same numbers"
+  else
+    fail "reproduce paired SIGKILL resume (rc=$rc)"; tail -5 "$WORK/pk.err"; cat "$WORK/pw.out" "$WORK/pk.out"
+  fi
+else
+  fail "reproduce paired: no periodic arm checkpoint before SIGKILL"; ls -R "$d"
 fi
 
 finish

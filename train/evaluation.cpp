@@ -77,7 +77,7 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
                              const std::vector<int32_t>& train_ids,
                              const std::vector<int32_t>& validation_ids,
                              const std::function<void(const StepLog&)>& on_step, bool keep_trainer,
-                             const std::string& checkpoint) {
+                             const std::string& checkpoint, int64_t checkpoint_every) {
   ArmResult r;
   r.name = name;
   r.config = run.model;
@@ -87,8 +87,14 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
   MicroLM& model = trainer->model();
   r.parameters = model.parameter_count();
   if (!checkpoint.empty() && file_exists(checkpoint)) trainer->load_checkpoint(checkpoint);
+  const bool periodic = !checkpoint.empty() && checkpoint_every > 0;
+  const std::function<void(const StepLog&)> step_and_save = [&](const StepLog& log) {
+    if (periodic && (log.step + 1) % checkpoint_every == 0 && log.step + 1 < log.steps)
+      trainer->save_checkpoint(checkpoint);
+    if (on_step) on_step(log);
+  };
   try {
-    trainer->run(tc.steps, on_step);
+    trainer->run(tc.steps, periodic ? step_and_save : on_step);
   } catch (const Interrupted&) {
     if (!checkpoint.empty()) trainer->save_checkpoint(checkpoint);
     throw;

@@ -52,11 +52,14 @@ double evaluate_windows(MicroLM& model, const std::vector<int32_t>& ids,
 // validation_ids for its final evaluation), bench.
 // With a `checkpoint` path, training resumes from that training checkpoint when the file exists,
 // and when on_step throws Interrupted (train/stop.h) the trainer is saved there before the
-// exception goes on: an interrupted arm continues where it stopped, bit for bit.
+// exception goes on: an interrupted arm continues where it stopped, bit for bit. With
+// checkpoint_every > 0 it is also saved there after every that many steps (not after the last),
+// so that a process killed outright (SIGKILL, power loss) loses at most that many steps.
 ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
                              const std::vector<int32_t>& train_ids,
                              const std::vector<int32_t>& validation_ids,
                              const std::function<void(const StepLog&)>& on_step = {},
-                             bool keep_trainer = false, const std::string& checkpoint = "");
+                             bool keep_trainer = false, const std::string& checkpoint = "",
+                             int64_t checkpoint_every = 0);
 
 }  // namespace dg

@@ -111,6 +111,9 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
       .add("resume", "",
            "continue the run in this directory (its state.json and the checkpoint of the arm "
            "that was training); give the run's other flags as before")
+      .add("checkpoint-every", "200",
+           "paired, one process: also save the arm in training every this many steps, so that "
+           "a killed run loses at most that many (0 = only when stopped by Ctrl-C or SIGTERM)")
       .add_switch("quiet", "no progress output");
   if (!f.parse(argc, argv, start)) {
     if (world.rank() == 0) fmt::print("{}", f.help());
@@ -194,6 +197,7 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   if (world.size() == 1) {
     o.state_file = f.given("state-file") ? f.get("state-file") : o.run_dir + "/state.json";
     o.arm_checkpoint_dir = o.run_dir + "/checkpoints";
+    o.arm_checkpoint_every = f.get_int("checkpoint-every");
   }
   if (writes) make_dirs(o.run_dir);
   install_stop_handlers();

@@ -420,7 +420,7 @@ Value run_arm(const ReproduceOptions& opt, const Corpus& corpus, const Reproduce
   ArmResult r;
   try {
     r = train_and_evaluate(arm.name, run, corpus.train, corpus.validation, on_step, false,
-                           checkpoint);
+                           checkpoint, opt.arm_checkpoint_every);
   } catch (const TrainingDiverged& d) {
     // Reported as diverged (the state file keeps it, so a resume does not retry it silently).
     if (!checkpoint.empty()) std::filesystem::remove(checkpoint);

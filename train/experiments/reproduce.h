@@ -77,6 +77,9 @@ struct ReproduceOptions {
   // Where the arm in training is saved when a stop is requested (train/stop.h) and resumed from:
   // <dir>/seed-<seed>-<arm>.safetensors, removed when the arm is done. Empty: no arm checkpoints.
   std::string arm_checkpoint_dir;
+  // With arm_checkpoint_dir: also save the arm in training after every that many steps (0: only
+  // when a stop is requested), so that a killed process loses at most that many steps of it.
+  int64_t arm_checkpoint_every = 0;
   std::string run_dir;  // where files go; empty: <output_dir>/<arxiv>-<key>/<timestamp>
   int threads = 1;
   bool write_files = true;
