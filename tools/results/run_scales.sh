@@ -11,7 +11,8 @@
 # Resumable: a run whose tools/results/<name>/result.json exists is skipped; an interrupted run
 # (Ctrl-C, SIGTERM, or killed) is continued with `reproduce --resume RUN_DIR`: its state.json
 # keeps every finished (seed, arm) and checkpoints/ the arm in training (a Ctrl-C or SIGTERM saves
-# it at a step boundary; after a SIGKILL that arm restarts). Stop it at any time and start again.
+# it at a step boundary; after a SIGKILL it restarts from its last periodic save, every 200 steps:
+# reproduce's --checkpoint-every). Stop it at any time and start again.
 # Kept in the tree per run: tools/results/<name>/{result.json, report.md, command.txt}; and the
 # combined page tools/results/scales.{md,html,json}. Full run folders stay under runs/scales/.
 # Environment: BIN (default build/depthgrad), DATA (default $DEPTHGRAD_DATA, else ../shared/data),
