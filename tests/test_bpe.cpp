@@ -486,6 +486,23 @@ TEST_CASE("training and encoding errors name the problem") {
   CHECK_THROWS_WITH_AS(dg::train_bpe({"abc"}, 10, 0, {"<pad>", "<pad>"}),
                        doctest::Contains("'<pad>' is listed twice"), std::invalid_argument);
   CHECK_THROWS_AS(dg::train_bpe({"abc"}, 10, 0, {""}), std::invalid_argument);
+  // A special that is also a byte-level token learned from the text would take that token's id,
+  // and the id decodes to the special's text: byte 0 ('Ā') or " a" ('Ġa') could not round-trip
+  // (found by fuzz_bpe_train; its input is kept in the corpus).
+  using namespace std::string_literals;
+  const std::string nul_text = "x\0y"s;
+  CHECK_THROWS_WITH_AS(
+      dg::train_bpe({nul_text}, 300, 0, {"\xc4\x80"}),
+      doctest::Contains("special token 'Ā' is also the byte-level token of the bytes 00"),
+      std::invalid_argument);
+  CHECK_THROWS_WITH_AS(dg::train_bpe({"a a a a"}, 300, 0,
+                                     {"\xc4\xa0"
+                                      "a"}),
+                       doctest::Contains("'Ġa' is also the byte-level token of the bytes 20 61"),
+                       std::invalid_argument);
+  // One that reads as its own bytes shares the id harmlessly: the text still round-trips.
+  const dg::BpeTokenizer shared = dg::train_bpe({"ab ab ab"}, 300, 0, {"ab"});
+  CHECK(shared.decode(shared.encode("ab ab ab")) == "ab ab ab");
   // Without a "<unk>" token an unseen byte cannot be encoded.
   const dg::BpeTokenizer no_unk = dg::train_bpe({"abc"}, 10, 0, {});
   // a=0 b=1 c=2; (a,b) and (b,c) tie at 1 and (a,b) wins: ab=3, then abc=4.

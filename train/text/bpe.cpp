@@ -239,6 +239,28 @@ BpeTokenizer train_bpe(const std::vector<std::string_view>& texts, int vocab_siz
     add_token(special);
   }
 
+  // A special whose text is also a token this training learns from the bytes (a byte char such
+  // as 'Ā' for byte 0, or a merge such as 'Ġa' for " a") would share that token's id, and the id
+  // decodes to the special's text, not to the bytes: those bytes could not round-trip. Refused,
+  // naming the special (Hugging Face's trainer shares the id silently). A special that reads as
+  // its own bytes ('ab', '<|endoftext|>') may share an id harmlessly.
+  const size_t special_count = tokens.size();
+  const auto add_learned_token = [&](std::string token) {
+    const auto it = ids.find(token);
+    if (it != ids.end() && static_cast<size_t>(it->second) < special_count) {
+      const std::string bytes = byte_chars_to_bytes(token, "token");
+      if (bytes != token) {
+        std::string hex;
+        for (const char b : bytes) hex += fmt::format("{}{:02x}", hex.empty() ? "" : " ", b & 0xff);
+        throw std::invalid_argument(fmt::format(
+            "train_bpe: special token '{}' is also the byte-level token of the bytes {} in the "
+            "training text, so those bytes could not be decoded; choose another special",
+            token, hex));
+      }
+    }
+    return add_token(std::move(token));
+  };
+
   // 1-2. Words and their counts.
   const std::vector<WordCount> words = count_words(texts);
 
@@ -257,7 +279,7 @@ BpeTokenizer train_bpe(const std::vector<std::string_view>& texts, int vocab_siz
   for (const auto& [byte_char, byte] : alphabet) {
     std::string token;
     append_utf8(token, byte_char);
-    byte_id[byte] = add_token(std::move(token));
+    byte_id[byte] = add_learned_token(std::move(token));
   }
 
   // 5. Words as symbol ids; pair counts and the words each pair occurs in.
@@ -303,7 +325,7 @@ BpeTokenizer train_bpe(const std::vector<std::string_view>& texts, int vocab_siz
     }
     if (top.count < 1 || top.count < min_frequency) break;
     const int32_t left = pair_left(top.pair), right = pair_right(top.pair);
-    const int32_t merged = add_token(tokens[left] + tokens[right]);
+    const int32_t merged = add_learned_token(tokens[left] + tokens[right]);
     merges.push_back({left, right, merged});
     for (const int32_t w : top.words) {
       merge_in_word(symbols[w], left, right, merged, w, words[w].count, pair_counts, where);
