@@ -154,6 +154,9 @@ if [ $rc -eq 130 ] && [ -s "$d/state.json" ] && ls "$d"/checkpoints/seed-1-rd_at
 else
   fail "reproduce paired SIGINT (rc=$rc)"; cat "$WORK/pc.err" | tail -5; ls -R "$d"
 fi
+# A step log line without its timings (seconds, tokens/s): the same in a resumed run.
+log_without_timings() { sed 's/,"seconds".*//' "$1/steps.jsonl"; }
+whole_log="$(ls -d "$WORK"/pw/2608.01075-rd-attnres/*/ | head -1)"
 bash -c "$resume" > "$WORK/pr.out" 2> "$WORK/pr.err"
 rc=$?
 if [ $rc -eq 0 ] && grep -q "resuming from" "$WORK/pr.err" && diff <(grep '^| ' "$WORK/pw.out") <(grep '^| ' "$WORK/pr.out") > /dev/null \
@@ -161,6 +164,11 @@ if [ $rc -eq 0 ] && grep -q "resuming from" "$WORK/pr.err" && diff <(grep '^| ' 
   pass "reproduce paired: the resumed run gives the same numbers as the uninterrupted one"
 else
   fail "reproduce paired resume (rc=$rc; $resume)"; cat "$WORK/pr.err" | tail -5; cat "$WORK/pw.out" "$WORK/pr.out"
+fi
+if [ "$(wc -l < "$whole_log/steps.jsonl")" -eq 6000 ] && diff <(log_without_timings "$whole_log") <(log_without_timings "$d") > /dev/null; then
+  pass "reproduce paired: the resumed run's steps.jsonl keeps the steps before the stop (one line per step, as uninterrupted)"
+else
+  fail "reproduce paired resume: steps.jsonl differs from the uninterrupted run's"; wc -l "$whole_log/steps.jsonl" "$d/steps.jsonl"
 fi
 
 
@@ -183,6 +191,12 @@ if [ -f "$d/checkpoints/seed-1-rd_attnres.safetensors" ] && [ -s "$d/state.json"
     pass "reproduce paired: after SIGKILL the periodic arm checkpoint resumes to the same numbers"
   else
     fail "reproduce paired SIGKILL resume (rc=$rc)"; tail -5 "$WORK/pk.err"; cat "$WORK/pw.out" "$WORK/pk.out"
+  fi
+  # The lines the killed run logged past its last checkpoint are dropped, then logged again.
+  if diff <(log_without_timings "$whole_log") <(log_without_timings "$d") > /dev/null; then
+    pass "reproduce paired: after SIGKILL steps.jsonl has each step once, as uninterrupted"
+  else
+    fail "reproduce paired SIGKILL: steps.jsonl differs from the uninterrupted run's"; wc -l "$whole_log/steps.jsonl" "$d/steps.jsonl"
   fi
 else
   fail "reproduce paired: no periodic arm checkpoint before SIGKILL"; ls -R "$d"

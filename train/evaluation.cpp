@@ -87,9 +87,10 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
   MicroLM& model = trainer->model();
   r.parameters = model.parameter_count();
   if (!checkpoint.empty() && file_exists(checkpoint)) trainer->load_checkpoint(checkpoint);
+  // Every checkpoint_every steps (not after the last: the finished arm needs none).
   const bool periodic = !checkpoint.empty() && checkpoint_every > 0;
   const std::function<void(const StepLog&)> step_and_save = [&](const StepLog& log) {
-    if (periodic && (log.step + 1) % checkpoint_every == 0 && log.step + 1 < log.steps)
+    if ((log.step + 1) % checkpoint_every == 0 && log.step + 1 < log.steps)
       trainer->save_checkpoint(checkpoint);
     if (on_step) on_step(log);
   };

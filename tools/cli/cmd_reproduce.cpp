@@ -202,7 +202,11 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   if (writes) make_dirs(o.run_dir);
   install_stop_handlers();
 
-  Progress progress(f.get_bool("quiet") || !writes, writes ? o.run_dir + "/steps.jsonl" : "");
+  // A new run starts its step log empty. A resumed one opens it at its first step, once its
+  // state file and checkpoint have been accepted (a refused resume leaves the log as it was).
+  const std::string step_log = writes ? o.run_dir + "/steps.jsonl" : "";
+  Progress progress(f.get_bool("quiet") || !writes, resuming ? "" : step_log);
+  bool step_log_open = !resuming;
   progress.message(fmt::format(
       "depthgrad reproduce --paper {} --protocol {}: {} vs {}{}, {} seed(s), {} steps per arm, {} "
       "thread(s); data {}",
@@ -221,6 +225,21 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
         static_cast<double>((si * 2 + (arm == o.pair[1].name ? 1 : 0)) * steps + log.step + 1);
     progress.step(fmt::format("[seed {} ({}/{}) {}]", seed, si + 1, n, arm), log.step, log.steps,
                   log.loss, log.tokens_per_second, done / total_steps);
+    if (!step_log_open && !step_log.empty()) {
+      // The first step of a resumed run is the first of the first unfinished arm (arms run in
+      // order): every earlier arm finished, and this arm's lines from `log.step` on were logged
+      // after its checkpoint by the run that stopped. Those are dropped; everything else kept.
+      keep_log_lines(step_log, [&](const json::Value& line) {
+        const json::Value *a = line.is_object() ? line.find("arm") : nullptr,
+                          *s = line.is_object() ? line.find("seed") : nullptr,
+                          *t = line.is_object() ? line.find("step") : nullptr;
+        if (!a || !s || !t || !a->is_string() || !s->is_number() || !t->is_number()) return false;
+        const bool this_arm = a->as_string() == arm && s->as_double() == static_cast<double>(seed);
+        return !this_arm || t->as_double() < static_cast<double>(log.step);
+      });
+      progress.open_log(step_log, true);
+      step_log_open = true;
+    }
     json::Value j;
     j["arm"] = arm;
     j["seed"] = static_cast<int64_t>(seed);

@@ -84,30 +84,6 @@ Splits load_splits(const DataConfig& config, const DataLocation& where, int voca
   return s;
 }
 
-// A resumed run's step log: the lines of the steps before `step` (the checkpoint's) are kept and
-// any later ones (written after that checkpoint by the run that stopped) dropped, so appending
-// from `step` on gives one line per step. Rewritten atomically; a missing log is an empty one.
-void keep_log_before(const std::string& path, int64_t step) {
-  if (!file_exists(path)) return;
-  const std::string text = read_file(path);
-  std::string kept;
-  size_t begin = 0;
-  while (begin < text.size()) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string::npos) break;  // a line cut by a kill: dropped
-    const std::string line = text.substr(begin, end - begin);
-    begin = end + 1;
-    try {
-      const json::Value j = json::parse(line, path);
-      const json::Value* s = j.is_object() ? j.find("step") : nullptr;
-      if (s && s->is_number() && s->as_double() < static_cast<double>(step)) kept += line + "\n";
-    } catch (const std::exception&) {
-      // a damaged line is dropped
-    }
-  }
-  write_file_atomic(path, kept);
-}
-
 // A split too short for one window of seq_len + 1 tokens cannot be trained or evaluated on.
 void check_split_length(const std::vector<int32_t>& ids, const char* split, int64_t seq_len,
                         const std::string& source) {
@@ -269,7 +245,13 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
     make_dirs(out);
     write_file_atomic(out + "/config.json", json::dump(to_json(run), 2) + "\n");
     write_file_atomic(out + "/tokenizer.json", data.corpus.tokenizer_json);
-    if (resuming) keep_log_before(out + "/steps.jsonl", trainer.step());
+    // The steps before the checkpoint's are kept; later ones (logged after that checkpoint by
+    // the run that stopped) are dropped, so appending from there gives one line per step.
+    if (resuming)
+      keep_log_lines(out + "/steps.jsonl", [step = trainer.step()](const json::Value& line) {
+        const json::Value* s = line.is_object() ? line.find("step") : nullptr;
+        return s && s->is_number() && s->as_double() < static_cast<double>(step);
+      });
   }
   Progress progress(f.get_bool("quiet") || !writes, writes ? out + "/steps.jsonl" : "", resuming);
   progress.set_prior_seconds(trainer.wall_seconds());

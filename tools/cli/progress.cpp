@@ -7,6 +7,9 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "train/io/files.h"
+#include "train/io/json.h"
+
 namespace dg::cli {
 
 std::string format_duration(double s) {
@@ -21,10 +24,13 @@ Progress::Progress(bool quiet, const std::string& jsonl_path, bool append)
       quiet_(quiet),
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_) {
-  if (!jsonl_path.empty()) {
-    log_ = std::fopen(jsonl_path.c_str(), append ? "a" : "w");
-    if (!log_) throw std::runtime_error(fmt::format("cannot open step log {}", jsonl_path));
-  }
+  if (!jsonl_path.empty()) open_log(jsonl_path, append);
+}
+
+void Progress::open_log(const std::string& jsonl_path, bool append) {
+  if (log_) std::fclose(log_);
+  log_ = std::fopen(jsonl_path.c_str(), append ? "a" : "w");
+  if (!log_) throw std::runtime_error(fmt::format("cannot open step log {}", jsonl_path));
 }
 
 Progress::~Progress() {
@@ -34,15 +40,21 @@ Progress::~Progress() {
 
 void Progress::step(const std::string& label, long step, long total, double loss, double tps,
                     double overall) {
-  if (!live_) return;
+  if (quiet_) return;
   auto now = std::chrono::steady_clock::now();
-  if (step + 1 < total && std::chrono::duration<double>(now - last_draw_).count() < 0.1) return;
+  const double since_last = std::chrono::duration<double>(now - last_draw_).count();
+  if (live_ ? step + 1 < total && since_last < 0.1 : since_last < plain_line_seconds_) return;
   last_draw_ = now;
   double elapsed = prior_seconds_ + std::chrono::duration<double>(now - start_).count();
   double left = overall > 0 ? elapsed * (1 - overall) / overall : NAN;
   std::string line =
       fmt::format("{} step {}/{} loss {:.4f} {:.0f} tok/s elapsed {} left {}", label, step + 1,
                   total, loss, tps, format_duration(elapsed), format_duration(left));
+  if (!live_) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+    return;
+  }
   std::fprintf(stderr, "\r\033[2K%s", line.c_str());
   std::fflush(stderr);
   drawn_ = true;
@@ -72,6 +84,26 @@ void Progress::finish() {
     drawn_ = false;
   }
   if (log_) std::fflush(log_);
+}
+
+void keep_log_lines(const std::string& path,
+                    const std::function<bool(const json::Value& line)>& keep) {
+  if (!file_exists(path)) return;
+  const std::string text = read_file(path);
+  std::string kept;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    const size_t end = text.find('\n', begin);
+    if (end == std::string::npos) break;  // a line cut by a kill: dropped
+    const std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
+    try {
+      if (keep(json::parse(line, path))) kept += line + "\n";
+    } catch (const std::exception&) {
+      // a damaged line is dropped
+    }
+  }
+  write_file_atomic(path, kept);
 }
 
 }  // namespace dg::cli

@@ -1,12 +1,19 @@
 // A live progress line for long work: step, loss, tokens/s, elapsed and time left, redrawn in
-// place on a terminal (stderr) and silent when stderr is not a terminal or with --quiet.
+// place on a terminal (stderr). When stderr is not a terminal (a log file under nohup, a pipe)
+// the same line is printed as a plain line at most once a minute, so a long run's log shows where
+// it is; --quiet silences both.
 // Also appends one JSON object per step to a JSON-lines log when a path is given: the one file
 // depthgrad writes without the atomic temporary-and-rename (an append-only log: each line is
 // written and flushed whole, so a kill loses at most the line being written).
 #pragma once
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
+
+namespace dg::json {
+class Value;
+}
 
 namespace dg::cli {
 
@@ -24,11 +31,15 @@ class Progress {
   void message(const std::string& line);
   // Writes a raw JSON object line to the log (when open).
   void log_json(const std::string& json_line);
+  // Starts writing the log to `jsonl_path` (closing any open one): appended to, or started empty.
+  void open_log(const std::string& jsonl_path, bool append);
   void finish();
 
  private:
-  bool live_;
-  bool quiet_;
+  bool live_;   // redraw one line in place (stderr is a terminal)
+  bool quiet_;  // print nothing
+  // Not a terminal: a plain progress line at most this often.
+  static constexpr double plain_line_seconds_ = 60;
   FILE* log_ = nullptr;
   std::chrono::steady_clock::time_point start_, last_draw_;
   bool drawn_ = false;
@@ -36,5 +47,11 @@ class Progress {
 };
 
 std::string format_duration(double seconds);
+
+// A resumed run's step log: keeps the lines `keep` accepts (each line parsed as JSON) and drops
+// the others, a damaged line and a last line cut by a kill. Rewritten atomically, before the log
+// is reopened for appending; a missing log is an empty one.
+void keep_log_lines(const std::string& jsonl_path,
+                    const std::function<bool(const json::Value& line)>& keep);
 
 }  // namespace dg::cli
