@@ -60,12 +60,15 @@ RUNS=(
 # 2026-12-03 while it was shared (load average about 10): micro 18.8, mini 179 (paper_rd_attnres
 # 229), small 3144. On an idle machine expect roughly a third to a quarter of these (the README's
 # idle micro step is 4-5 ms), so the estimates below are upper bounds. Evaluation of the full
-# validation split adds a few percent per arm.
+# validation split adds a few percent per arm. Measured in the small runs themselves (both pairs
+# at once, one thread each, nothing else running): 1281 s (block_attnres) and 1390 s
+# (paper_block_attnres) of training for seed 1's first arm, about 1.3 s per step: the small
+# estimate below is the measured one.
 ms_per_step() {
   case "$1" in
     micro) echo 19 ;;
     mini) echo 180 ;;
-    small) echo 3150 ;;
+    small) echo 1300 ;;
     *) echo 0 ;;
   esac
 }
