@@ -42,11 +42,19 @@ void Progress::step(const std::string& label, long step, long total, double loss
                     double overall) {
   if (quiet_) return;
   auto now = std::chrono::steady_clock::now();
+  if (first_fraction_ < 0) {  // a resumed run starts part way: its pace is measured from here
+    first_fraction_ = overall;
+    first_step_ = now;
+  }
   const double since_last = std::chrono::duration<double>(now - last_draw_).count();
   if (live_ ? step + 1 < total && since_last < 0.1 : since_last < plain_line_seconds_) return;
   last_draw_ = now;
   double elapsed = prior_seconds_ + std::chrono::duration<double>(now - start_).count();
-  double left = overall > 0 ? elapsed * (1 - overall) / overall : NAN;
+  // Time left at this process's pace: the work done since its first step, and the time it took.
+  const double pace_seconds = std::chrono::duration<double>(now - first_step_).count();
+  const double left = overall > first_fraction_
+                          ? pace_seconds * (1 - overall) / (overall - first_fraction_)
+                          : NAN;
   std::string line =
       fmt::format("{} step {}/{} loss {:.4f} {:.0f} tok/s elapsed {} left {}", label, step + 1,
                   total, loss, tps, format_duration(elapsed), format_duration(left));

@@ -21,7 +21,8 @@ class Progress {
  public:
   // append: keep the log's lines (a resumed run) instead of starting it empty.
   Progress(bool quiet, const std::string& jsonl_path = "", bool append = false);
-  // Seconds spent before this process (a resumed run): elapsed and time left cover the whole run.
+  // Seconds spent before this process (a resumed run): elapsed covers the whole run. Time left
+  // is always this process's pace (the fraction done since its first step) applied to the rest.
   void set_prior_seconds(double seconds) { prior_seconds_ = seconds; }
   ~Progress();
   // One training step of `total` (per task), in task `label`, with overall fraction done.
@@ -44,6 +45,9 @@ class Progress {
   std::chrono::steady_clock::time_point start_, last_draw_;
   bool drawn_ = false;
   double prior_seconds_ = 0;
+  // The overall fraction and time at the first step of this process (the pace for time left).
+  double first_fraction_ = -1;
+  std::chrono::steady_clock::time_point first_step_;
 };
 
 std::string format_duration(double seconds);

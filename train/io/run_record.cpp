@@ -8,6 +8,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "dg_build_commit.h"  // DG_GIT_COMMIT, generated at build time (tools/build_commit.cmake)
 #include "tensor/threads.h"
 
 namespace dg {

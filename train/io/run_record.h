@@ -8,7 +8,8 @@
 
 namespace dg {
 
-// This build: the project version, the git commit it was configured at, the compiler.
+// This build: the project version, the git commit it was built from ("-dirty" when tracked
+// files differed from it, "unknown" without git), the compiler.
 const char* build_version();
 const char* build_commit();
 const char* build_compiler();
