@@ -15,6 +15,15 @@ run_dir="$(ls -d "$WORK"/runs/2608.01075-rd-attnres/*/ 2>/dev/null | head -1)"
 for f in result.json metrics.json report.md report.html tokenizer.json steps.jsonl; do
   if [ -s "$run_dir/$f" ]; then pass "reproduce wrote $f"; else fail "reproduce did not write $f"; fi
 done
+# The result names the commit the binary was built from (found at build time, not configure time).
+head="$(git -C "$(dirname "$0")/.." rev-parse --short=12 HEAD 2> /dev/null)"
+if [ -n "$head" ]; then
+  if grep -q "\"code_commit\": *\"$head" "$run_dir/result.json" && "$BIN" --version | grep -q "($head"; then
+    pass "result.json and --version name the commit built ($head)"
+  else
+    fail "code_commit is not $head: $(grep -o '"code_commit": *"[^"]*"' "$run_dir/result.json")"
+  fi
+fi
 # lm_loss must match the reference's recorded values (upstream-protocol.md, top) within 1e-5; the
 # rd arm's route JS within 5e-8 (1e-5 relative: JS is a difference of two float32 route
 # distributions after 30 float32 steps, so exp/sum rounding choices that are not torch's own move
