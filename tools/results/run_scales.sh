@@ -127,6 +127,9 @@ for spec in "${RUNS[@]}"; do
   mkdir -p "$dest"
   cp "$run_dir/result.json" "$run_dir/report.md" "$dest/"
   printf '%s\n' "${cmd[*]}" > "$dest/command.txt"
+  # A run finished by resuming says so (the numbers are the same bits as an uninterrupted run's;
+  # its compute seconds include every session's training).
+  [ -n "$resume_dir" ] && printf '# stopped mid-run and finished by the same command with --resume %s\n' "$resume_dir" >> "$dest/command.txt"
   echo "   kept $dest/result.json (full run: $run_dir)"
   [ "$on_page" = yes ] && finished+=("$dest")
 done
