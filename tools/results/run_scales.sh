@@ -47,7 +47,8 @@ RUNS=(
   "mini-paper   mini    $PAPER_PAIR    1-10   1000   yes"
   # small: 6 seeds, not the 8 first written here, changed on 2026-12-03 before any small run had
   # started (so before any small result): 2 pairs x 12 arms x ~1000 s is ~6.7 h at one thread,
-  # which is what fits in two sessions. From mini's spread of paired differences (sd 0.0075 nats
+  # which is what fits in two sessions (measured since: about 1.3 s per step, so about 4.5 h per
+  # pair, the two pairs side by side). From mini's spread of paired differences (sd 0.0075 nats
   # over 10 seeds) 6 seeds give a 95% half-width of about 0.008 nats (~0.8% perplexity): enough to
   # resolve an effect of mini's size (-2.3%); a smaller one is reported as inconclusive, interval
   # and all.
