@@ -52,9 +52,8 @@ void Progress::step(const std::string& label, long step, long total, double loss
   double elapsed = prior_seconds_ + std::chrono::duration<double>(now - start_).count();
   // Time left at this process's pace: the work done since its first step, and the time it took.
   const double pace_seconds = std::chrono::duration<double>(now - first_step_).count();
-  const double left = overall > first_fraction_
-                          ? pace_seconds * (1 - overall) / (overall - first_fraction_)
-                          : NAN;
+  const double left =
+      overall > first_fraction_ ? pace_seconds * (1 - overall) / (overall - first_fraction_) : NAN;
   std::string line =
       fmt::format("{} step {}/{} loss {:.4f} {:.0f} tok/s elapsed {} left {}", label, step + 1,
                   total, loss, tps, format_duration(elapsed), format_duration(left));
