@@ -230,9 +230,8 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
       // order): every earlier arm finished, and this arm's lines from `log.step` on were logged
       // after its checkpoint by the run that stopped. Those are dropped; everything else kept.
       keep_log_lines(step_log, [&](const json::Value& line) {
-        const json::Value *a = line.is_object() ? line.find("arm") : nullptr,
-                          *s = line.is_object() ? line.find("seed") : nullptr,
-                          *t = line.is_object() ? line.find("step") : nullptr;
+        if (!line.is_object()) return false;
+        const json::Value *a = line.find("arm"), *s = line.find("seed"), *t = line.find("step");
         if (!a || !s || !t || !a->is_string() || !s->is_number() || !t->is_number()) return false;
         const bool this_arm = a->as_string() == arm && s->as_double() == static_cast<double>(seed);
         return !this_arm || t->as_double() < static_cast<double>(log.step);
