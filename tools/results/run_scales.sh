@@ -15,6 +15,14 @@
 # reproduce's --checkpoint-every). Stop it at any time and start again.
 # Kept in the tree per run: tools/results/<name>/{result.json, report.md, command.txt}; and the
 # combined page tools/results/scales.{md,html,json}. Full run folders stay under runs/scales/.
+#
+# Across machines: runs/ is not in git, and a session may get a new machine. So a run longer than
+# a session carries its finished arms in the tree: `KEEP_PARTIAL=1 tools/results/run_scales.sh`
+# copies the state.json of each unfinished run (every finished (seed, arm), with its results) to
+# tools/results/<name>/partial/state.json and exits; commit that. On a machine without the run
+# folder, a run with a partial/state.json starts a new run folder from it and resumes, so only
+# the arm that was in training is trained again. (The finished arms' per-step lines of steps.jsonl
+# stay behind with the old folder; their losses are in the state file and result.json.)
 # Environment: BIN (default build/depthgrad), DATA (default $DEPTHGRAD_DATA, else ../shared/data),
 # THREADS (default 1), WORK (default runs/scales), RESULTS (default tools/results), and for
 # end-to-end checks of this script only: STEPS and SEEDS override every run's steps and seeds.
@@ -29,6 +37,7 @@ WORK="${WORK:-runs/scales}"
 RESULTS="${RESULTS:-tools/results}"
 DRY_RUN="${DRY_RUN:-0}"
 ONLY="${ONLY:-}"
+KEEP_PARTIAL="${KEEP_PARTIAL:-0}"
 
 BLOCK_PAIR="block_attnres,rd_attnres"
 PAPER_PAIR="paper_block_attnres,paper_rd_attnres"
@@ -105,6 +114,15 @@ for spec in "${RUNS[@]}"; do
     fi
     break
   done
+  if [ "$KEEP_PARTIAL" = 1 ]; then
+    if [ -n "$resume_dir" ] && [ -f "$resume_dir/state.json" ] && [ ! -f "$dest/result.json" ]; then
+      mkdir -p "$dest/partial"
+      cp "$resume_dir/state.json" "$dest/partial/state.json.tmp"
+      mv "$dest/partial/state.json.tmp" "$dest/partial/state.json"
+      echo "== $name: kept the finished arms of $resume_dir in $dest/partial/state.json"
+    fi
+    continue
+  fi
   n=$(seed_count "$seeds")
   seconds=$(( 2 * n * steps * $(ms_per_step "$preset") / 1000 ))
   echo "== $name: $preset, $pair, seeds $seeds, $steps steps; expected compute at most about $(hours "$seconds") at 1 thread ($((2 * n)) arms)"
@@ -118,6 +136,15 @@ for spec in "${RUNS[@]}"; do
   total_seconds=$((total_seconds + seconds))
   [ "$DRY_RUN" = 1 ] && continue
   mkdir -p "$WORK/$name"
+  carried=0
+  if [ -z "$resume_dir" ] && [ -f "$dest/partial/state.json" ]; then
+    carried=1
+    # Carried from another machine: a new run folder holding only the kept state file.
+    resume_dir="$out/carried/$(date -u +%Y%m%d-%H%M%S)"
+    mkdir -p "$resume_dir"
+    cp "$dest/partial/state.json" "$resume_dir/state.json"
+    echo "   starting from the finished arms kept in $dest/partial/state.json"
+  fi
   if [ -n "$resume_dir" ]; then
     echo "   resuming $resume_dir"
     "${cmd[@]}" --resume "$resume_dir"
@@ -126,14 +153,18 @@ for spec in "${RUNS[@]}"; do
   fi
   run_dir="$(ls -td "$out"/*/*/ | head -1)"
   mkdir -p "$dest"
+  [ -n "$resume_dir" ] && run_dir="$resume_dir/"
   cp "$run_dir/result.json" "$run_dir/report.md" "$dest/"
+  rm -rf "$dest/partial"  # superseded by result.json
   printf '%s\n' "${cmd[*]}" > "$dest/command.txt"
   # A run finished by resuming says so (the numbers are the same bits as an uninterrupted run's;
   # its compute seconds include every session's training).
   [ -n "$resume_dir" ] && printf '# stopped mid-run and finished by the same command with --resume %s\n' "$resume_dir" >> "$dest/command.txt"
+  [ "$carried" = 1 ] && printf '# (its finished arms carried from an earlier machine in %s/partial/state.json)\n' "$dest" >> "$dest/command.txt"
   echo "   kept $dest/result.json (full run: $run_dir)"
   [ "$on_page" = yes ] && finished+=("$dest")
 done
+[ "$KEEP_PARTIAL" = 1 ] && exit 0
 echo "expected compute of the runs not yet finished: about $(hours "$total_seconds") at 1 thread"
 [ "$DRY_RUN" = 1 ] && exit 0
 

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# tools/results/run_scales.sh across machines: a paired run whose finished arms were kept in the
+# tree (KEEP_PARTIAL=1 -> tools/results/<name>/partial/state.json) and whose run folder is gone (a
+# new machine) must finish from those arms, training only the rest, and give the same result.json
+# as an uninterrupted run (every number; times, folder names, dates and whether the tokenizer came
+# from the cache aside), drop partial/ and say in command.txt where its arms came from.
+# Tiny budget: micro, 2 seeds, 20 steps.
+# Usage: tests/run_scales_carry.sh PATH/TO/depthgrad DATA_DIR
+source "$(dirname "$0")/cli_common.sh" run_scales_carry "$@"
+SCRIPT="$(cd "$(dirname "$0")/.." && pwd)/tools/results/run_scales.sh"
+export BIN DATA ONLY=micro-block STEPS=20 SEEDS=1-2 THREADS=1
+# (RESULTS before WORK on each command line below: a prefix assignment sees the ones before it)
+
+# 1. Uninterrupted.
+RESULTS="$WORK/a-results" WORK="$WORK/a" bash "$SCRIPT" > "$WORK/a.log" 2>&1 ||
+  { cat "$WORK/a.log"; fail "uninterrupted run"; finish; exit 1; }
+A="$WORK/a-results/micro-block/result.json"
+[ -f "$A" ] && pass "uninterrupted run kept its result.json" || fail "uninterrupted result.json"
+
+# 2. A run folder with seed 1's arms finished and seed 2's not: seed 1 run to the end by
+#    reproduce itself, then its result.json removed (so run_scales.sh takes it for unfinished).
+B_RUNS="$WORK/b/micro-block/runs"
+"$BIN" reproduce --protocol paired --preset micro --pair block_attnres,rd_attnres --seeds 1 \
+  --steps 20 --dataset-dir "$DATA" --threads 1 --quiet --output-dir "$B_RUNS" > /dev/null 2>&1 ||
+  fail "seed 1 alone"
+rm -f "$B_RUNS"/*/*/result.json
+KEEP_PARTIAL=1 RESULTS="$WORK/b-results" WORK="$WORK/b" bash "$SCRIPT" > "$WORK/keep.log" 2>&1
+PARTIAL="$WORK/b-results/micro-block/partial/state.json"
+if [ -f "$PARTIAL" ] && grep -q '"block_attnres"' "$PARTIAL" && ! grep -q '"2"' "$PARTIAL"; then
+  pass "KEEP_PARTIAL kept seed 1's finished arms"
+else
+  cat "$WORK/keep.log"
+  fail "KEEP_PARTIAL kept seed 1's finished arms"
+fi
+[ ! -f "$WORK/b-results/micro-block/result.json" ] && pass "KEEP_PARTIAL ran nothing" ||
+  fail "KEEP_PARTIAL ran nothing"
+
+# 3. A new machine: the run folders are gone, the kept partial state is all there is.
+rm -rf "$WORK/b"
+RESULTS="$WORK/b-results" WORK="$WORK/b" bash "$SCRIPT" > "$WORK/b.log" 2>&1 ||
+  { cat "$WORK/b.log"; fail "carried run"; }
+grep -q 'starting from the finished arms kept in' "$WORK/b.log" &&
+  pass "the carried run started from partial/state.json" || fail "carried run start"
+# Seed 1's arms are not trained again: only seed 2's two arms print their results.
+trained=$(grep -cE '^seed [0-9]+ (block_attnres|rd_attnres): lm_loss' "$WORK/b.log")
+[ "$trained" = 2 ] && pass "only the 2 unfinished arms trained" ||
+  fail "only the 2 unfinished arms trained (got $trained)"
+B="$WORK/b-results/micro-block/result.json"
+strip() { grep -vE 'seconds"|"directory"|"created_at"|"tokenizer_from_cache"' "$1"; }
+if [ -f "$B" ] && diff <(strip "$A") <(strip "$B") > "$WORK/diff.txt"; then
+  pass "carried result.json equals the uninterrupted one (times, folder and date aside)"
+else
+  head -20 "$WORK/diff.txt"
+  fail "carried result.json equals the uninterrupted one"
+fi
+[ ! -d "$WORK/b-results/micro-block/partial" ] && pass "partial/ removed once finished" ||
+  fail "partial/ removed once finished"
+grep -q 'carried from an earlier machine' "$WORK/b-results/micro-block/command.txt" &&
+  pass "command.txt says where the arms came from" || fail "command.txt note"
+finish
