@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # tools/results/run_scales.sh across machines: a paired run whose finished arms were kept in the
 # tree (KEEP_PARTIAL=1 -> tools/results/<name>/partial/state.json) and whose run folder is gone (a
-# new machine) must finish from those arms, training only the rest, and give the same result.json
-# as an uninterrupted run (every number; times, folder names, dates and whether the tokenizer came
-# from the cache aside), drop partial/ and say in command.txt where its arms came from.
-# Tiny budget: micro, 2 seeds, 20 steps.
+# new machine) or has fewer finished arms must finish from the kept arms, training only the rest,
+# and give the same result.json as an uninterrupted run (every number; times, folder names, dates
+# and whether the tokenizer came from the cache aside), drop partial/ and say in command.txt where
+# each arm ran. Tiny budget: micro, 2 seeds, 20 steps.
 # Usage: tests/run_scales_carry.sh PATH/TO/depthgrad DATA_DIR
 source "$(dirname "$0")/cli_common.sh" run_scales_carry "$@"
 SCRIPT="$(cd "$(dirname "$0")/.." && pwd)/tools/results/run_scales.sh"
@@ -24,22 +24,30 @@ B_RUNS="$WORK/b/micro-block/runs"
   --steps 20 --dataset-dir "$DATA" --threads 1 --quiet --output-dir "$B_RUNS" > /dev/null 2>&1 ||
   fail "seed 1 alone"
 rm -f "$B_RUNS"/*/*/result.json
-KEEP_PARTIAL=1 RESULTS="$WORK/b-results" WORK="$WORK/b" bash "$SCRIPT" > "$WORK/keep.log" 2>&1
+KEEP_PARTIAL=1 RESULTS="$WORK/b-results" WORK="$WORK/b" bash "$SCRIPT" > "$WORK/keep.log" 2>&1 ||
+  fail "KEEP_PARTIAL exit status"
 PARTIAL="$WORK/b-results/micro-block/partial/state.json"
-if [ -f "$PARTIAL" ] && grep -q '"block_attnres"' "$PARTIAL" && ! grep -q '"2"' "$PARTIAL"; then
-  pass "KEEP_PARTIAL kept seed 1's finished arms"
+if [ -f "$PARTIAL" ] && cmp -s "$PARTIAL" "$(ls "$B_RUNS"/*/*/state.json)"; then
+  pass "KEEP_PARTIAL kept the run's state file"
 else
   cat "$WORK/keep.log"
-  fail "KEEP_PARTIAL kept seed 1's finished arms"
+  fail "KEEP_PARTIAL kept the run's state file"
 fi
+grep -q '^arms 1-2 finished on: .*depthgrad' "$WORK/b-results/micro-block/partial/machines.txt" &&
+  pass "machines.txt says where arms 1-2 ran" || fail "machines.txt says where arms 1-2 ran"
 [ ! -f "$WORK/b-results/micro-block/result.json" ] && pass "KEEP_PARTIAL ran nothing" ||
   fail "KEEP_PARTIAL ran nothing"
 
-# 3. A new machine: the run folders are gone, the kept partial state is all there is.
+# 3. A new machine: the run folder is gone, and a folder with fewer finished arms than the kept
+#    state (none: only a checkpoint, here a file no resume could read) must not be chosen.
 rm -rf "$WORK/b"
+mkdir -p "$B_RUNS/2608.01075-rd-attnres/older/checkpoints"
+echo "not a checkpoint" > "$B_RUNS/2608.01075-rd-attnres/older/checkpoints/arm.ckpt"
 RESULTS="$WORK/b-results" WORK="$WORK/b" bash "$SCRIPT" > "$WORK/b.log" 2>&1 ||
   { cat "$WORK/b.log"; fail "carried run"; }
-grep -q 'starting from the finished arms kept in' "$WORK/b.log" &&
+grep -q 'older has 0 finished arms, the kept state 2: using the kept state' "$WORK/b.log" &&
+  pass "the kept state wins over a local folder with fewer arms" || fail "kept state chosen"
+grep -q 'starting from the 2 finished arms kept in' "$WORK/b.log" &&
   pass "the carried run started from partial/state.json" || fail "carried run start"
 # Seed 1's arms are not trained again: only seed 2's two arms print their results.
 trained=$(grep -cE '^seed [0-9]+ (block_attnres|rd_attnres): lm_loss' "$WORK/b.log")
@@ -55,6 +63,12 @@ else
 fi
 [ ! -d "$WORK/b-results/micro-block/partial" ] && pass "partial/ removed once finished" ||
   fail "partial/ removed once finished"
-grep -q 'carried from an earlier machine' "$WORK/b-results/micro-block/command.txt" &&
-  pass "command.txt says where the arms came from" || fail "command.txt note"
+C="$WORK/b-results/micro-block/command.txt"
+if grep -q 'and carried to this machine' "$C" && grep -q '^#   arms 1-2 finished on: ' "$C" &&
+  grep -q '^#   arms 3-4 finished on: ' "$C"; then
+  pass "command.txt says where each arm ran"
+else
+  cat "$C"
+  fail "command.txt says where each arm ran"
+fi
 finish

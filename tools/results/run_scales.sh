@@ -18,11 +18,14 @@
 #
 # Across machines: runs/ is not in git, and a session may get a new machine. So a run longer than
 # a session carries its finished arms in the tree: `KEEP_PARTIAL=1 tools/results/run_scales.sh`
-# copies the state.json of each unfinished run (every finished (seed, arm), with its results) to
-# tools/results/<name>/partial/state.json and exits; commit that. On a machine without the run
-# folder, a run with a partial/state.json starts a new run folder from it and resumes, so only
-# the arm that was in training is trained again. (The finished arms' per-step lines of steps.jsonl
-# stay behind with the old folder; their losses are in the state file and result.json.)
+# copies the state.json of each run with finished arms (every finished (seed, arm), with its
+# results) to tools/results/<name>/partial/state.json, adds to partial/machines.txt which machine
+# and build finished which arms, and exits; commit that. Wherever the kept state has more finished
+# arms than the local run folder (on a new machine there is none), the script starts a new run
+# folder from it and resumes, so only the arms not in it are trained (the same bits on the same
+# CPU kind and build; tests/run_scales_carry.sh). The finished run's command.txt lists where each
+# arm ran. (The kept arms' per-step lines of steps.jsonl stay behind with the old folder; their
+# losses are in the state file and result.json.)
 # Environment: BIN (default build/depthgrad), DATA (default $DEPTHGRAD_DATA, else ../shared/data),
 # THREADS (default 1), WORK (default runs/scales), RESULTS (default tools/results), and for
 # end-to-end checks of this script only: STEPS and SEEDS override every run's steps and seeds.
@@ -94,6 +97,22 @@ seed_count() {  # "1-10" -> 10, "1,2,5" -> 3
 
 hours() { awk -v s="$1" 'BEGIN { printf "%.2f h", s / 3600 }'; }
 
+# Finished arms in a state file (each arm's results hold one "full_validation_lm_loss"); 0 if none.
+arms_in() {
+  local n
+  n=$(grep -c '"full_validation_lm_loss"' "$1" 2>/dev/null) || true
+  echo "${n:-0}"
+}
+
+# This machine, for the record of where each arm ran: bits are the same only on the same CPU
+# kind and build (-march=native, OpenBLAS's kernel per CPU).
+machine() {
+  local model avx512=no
+  model="$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | sed 's/^[^:]*: *//')"
+  grep -qw avx512f /proc/cpuinfo 2>/dev/null && avx512=yes
+  echo "${model:-unknown CPU}, AVX-512 $avx512, $(nproc) cores, $("$BIN" --version 2>/dev/null || echo "$BIN")"
+}
+
 finished=()
 total_seconds=0
 for spec in "${RUNS[@]}"; do
@@ -114,13 +133,24 @@ for spec in "${RUNS[@]}"; do
     fi
     break
   done
+  local_arms=0
+  [ -n "$resume_dir" ] && local_arms=$(arms_in "$resume_dir/state.json")
+  kept_arms=$(arms_in "$dest/partial/state.json")
   if [ "$KEEP_PARTIAL" = 1 ]; then
-    if [ -n "$resume_dir" ] && [ -f "$resume_dir/state.json" ] && [ ! -f "$dest/result.json" ]; then
-      mkdir -p "$dest/partial"
-      cp "$resume_dir/state.json" "$dest/partial/state.json.tmp"
-      mv "$dest/partial/state.json.tmp" "$dest/partial/state.json"
-      echo "== $name: kept the finished arms of $resume_dir in $dest/partial/state.json"
+    if [ -f "$dest/result.json" ] || [ "$local_arms" -eq 0 ] || [ "$local_arms" -eq "$kept_arms" ]; then
+      continue
     fi
+    if [ "$kept_arms" -gt "$local_arms" ]; then
+      echo "== $name: $dest/partial/state.json has more finished arms ($kept_arms) than $resume_dir ($local_arms): left as it is"
+      continue
+    fi
+    mkdir -p "$dest/partial"
+    cp "$resume_dir/state.json" "$dest/partial/state.json.tmp"
+    mv "$dest/partial/state.json.tmp" "$dest/partial/state.json"
+    # Arms run seed by seed, A then B: arm k is the ((k+1)/2)-th seed's A (k odd) or B (k even).
+    printf 'arms %d-%d finished on: %s (kept %s)\n' "$((kept_arms + 1))" "$local_arms" "$(machine)" \
+      "$(date -u +%Y-%m-%dT%H:%MZ)" >> "$dest/partial/machines.txt"
+    echo "== $name: kept the $local_arms finished arms of $resume_dir in $dest/partial/state.json"
     continue
   fi
   n=$(seed_count "$seeds")
@@ -137,13 +167,15 @@ for spec in "${RUNS[@]}"; do
   [ "$DRY_RUN" = 1 ] && continue
   mkdir -p "$WORK/$name"
   carried=0
-  if [ -z "$resume_dir" ] && [ -f "$dest/partial/state.json" ]; then
+  if [ "$kept_arms" -gt "$local_arms" ]; then
     carried=1
-    # Carried from another machine: a new run folder holding only the kept state file.
+    # Carried from another machine (or ahead of this one's run folder): a new run folder holding
+    # only the kept state file.
+    [ -n "$resume_dir" ] && echo "   $resume_dir has $local_arms finished arms, the kept state $kept_arms: using the kept state"
     resume_dir="$out/carried/$(date -u +%Y%m%d-%H%M%S)"
     mkdir -p "$resume_dir"
     cp "$dest/partial/state.json" "$resume_dir/state.json"
-    echo "   starting from the finished arms kept in $dest/partial/state.json"
+    echo "   starting from the $kept_arms finished arms kept in $dest/partial/state.json"
   fi
   if [ -n "$resume_dir" ]; then
     echo "   resuming $resume_dir"
@@ -155,12 +187,21 @@ for spec in "${RUNS[@]}"; do
   mkdir -p "$dest"
   [ -n "$resume_dir" ] && run_dir="$resume_dir/"
   cp "$run_dir/result.json" "$run_dir/report.md" "$dest/"
-  rm -rf "$dest/partial"  # superseded by result.json
   printf '%s\n' "${cmd[*]}" > "$dest/command.txt"
   # A run finished by resuming says so (the numbers are the same bits as an uninterrupted run's;
   # its compute seconds include every session's training).
   [ -n "$resume_dir" ] && printf '# stopped mid-run and finished by the same command with --resume %s\n' "$resume_dir" >> "$dest/command.txt"
-  [ "$carried" = 1 ] && printf '# (its finished arms carried from an earlier machine in %s/partial/state.json)\n' "$dest" >> "$dest/command.txt"
+  if [ -f "$dest/partial/machines.txt" ]; then
+    # Where each arm ran, when arms were kept in the tree along the way (then partial/ goes).
+    printf '# its finished arms were kept in %s/partial/state.json along the way%s; where each arm ran:\n' \
+      "$dest" "$([ "$carried" = 1 ] && echo ' and carried to this machine')" >> "$dest/command.txt"
+    sed 's/^/#   /' "$dest/partial/machines.txt" >> "$dest/command.txt"
+    printf '#   arms %d-%d finished on: %s (%s)\n' "$(($(arms_in "$dest/partial/state.json") + 1))" \
+      "$(arms_in "$run_dir/state.json")" "$(machine)" "$(date -u +%Y-%m-%dT%H:%MZ)" >> "$dest/command.txt"
+  elif [ "$carried" = 1 ]; then
+    printf '# (its finished arms carried from an earlier machine in %s/partial/state.json)\n' "$dest" >> "$dest/command.txt"
+  fi
+  rm -rf "$dest/partial"  # superseded by result.json
   echo "   kept $dest/result.json (full run: $run_dir)"
   [ "$on_page" = yes ] && finished+=("$dest")
 done
