@@ -104,6 +104,9 @@ arms_in() {
   echo "${n:-0}"
 }
 
+# "arm 3" or "arms 3-4"
+arm_range() { if [ "$1" -eq "$2" ]; then echo "arm $1"; else echo "arms $1-$2"; fi; }
+
 # This machine, for the record of where each arm ran: bits are the same only on the same CPU
 # kind and build (-march=native, OpenBLAS's kernel per CPU).
 machine() {
@@ -148,7 +151,7 @@ for spec in "${RUNS[@]}"; do
     cp "$resume_dir/state.json" "$dest/partial/state.json.tmp"
     mv "$dest/partial/state.json.tmp" "$dest/partial/state.json"
     # Arms run seed by seed, A then B: arm k is the ((k+1)/2)-th seed's A (k odd) or B (k even).
-    printf 'arms %d-%d finished on: %s (kept %s)\n' "$((kept_arms + 1))" "$local_arms" "$(machine)" \
+    printf '%s finished on: %s (kept %s)\n' "$(arm_range $((kept_arms + 1)) "$local_arms")" "$(machine)" \
       "$(date -u +%Y-%m-%dT%H:%MZ)" >> "$dest/partial/machines.txt"
     echo "== $name: kept the $local_arms finished arms of $resume_dir in $dest/partial/state.json"
     continue
@@ -196,8 +199,9 @@ for spec in "${RUNS[@]}"; do
     printf '# its finished arms were kept in %s/partial/state.json along the way%s; where each arm ran:\n' \
       "$dest" "$([ "$carried" = 1 ] && echo ' and carried to this machine')" >> "$dest/command.txt"
     sed 's/^/#   /' "$dest/partial/machines.txt" >> "$dest/command.txt"
-    printf '#   arms %d-%d finished on: %s (%s)\n' "$(($(arms_in "$dest/partial/state.json") + 1))" \
-      "$(arms_in "$run_dir/state.json")" "$(machine)" "$(date -u +%Y-%m-%dT%H:%MZ)" >> "$dest/command.txt"
+    printf '#   %s finished on: %s (%s)\n' \
+      "$(arm_range $(($(arms_in "$dest/partial/state.json") + 1)) "$(arms_in "$run_dir/state.json")")" \
+      "$(machine)" "$(date -u +%Y-%m-%dT%H:%MZ)" >> "$dest/command.txt"
   elif [ "$carried" = 1 ]; then
     printf '# (its finished arms carried from an earlier machine in %s/partial/state.json)\n' "$dest" >> "$dest/command.txt"
   fi
