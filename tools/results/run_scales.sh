@@ -186,9 +186,8 @@ for spec in "${RUNS[@]}"; do
   else
     "${cmd[@]}"
   fi
-  run_dir="$(ls -td "$out"/*/*/ | head -1)"
+  run_dir="${resume_dir:-$(ls -td "$out"/*/*/ | head -1)}"
   mkdir -p "$dest"
-  [ -n "$resume_dir" ] && run_dir="$resume_dir/"
   cp "$run_dir/result.json" "$run_dir/report.md" "$dest/"
   printf '%s\n' "${cmd[*]}" > "$dest/command.txt"
   # A run finished by resuming says so (the numbers are the same bits as an uninterrupted run's;
@@ -200,7 +199,7 @@ for spec in "${RUNS[@]}"; do
       "$dest" "$([ "$carried" = 1 ] && echo ' and carried to this machine')" >> "$dest/command.txt"
     sed 's/^/#   /' "$dest/partial/machines.txt" >> "$dest/command.txt"
     printf '#   %s finished on: %s (%s)\n' \
-      "$(arm_range $(($(arms_in "$dest/partial/state.json") + 1)) "$(arms_in "$run_dir/state.json")")" \
+      "$(arm_range $((kept_arms + 1)) "$(arms_in "$run_dir/state.json")")" \
       "$(machine)" "$(date -u +%Y-%m-%dT%H:%MZ)" >> "$dest/command.txt"
   elif [ "$carried" = 1 ]; then
     printf '# (its finished arms carried from an earlier machine in %s/partial/state.json)\n' "$dest" >> "$dest/command.txt"
