@@ -101,7 +101,7 @@ if grep -q '"diverged_at_step"' "$WORK/diverge.json" && grep -q "done earlier" "
 # The cross-scale report of the two paired runs; a parity run is refused naming its file.
 paired_dir="$(ls -d "$WORK"/paired/2608.01075-rd-attnres/*/ | head -1)"
 "$BIN" reproduce --combine "${paired_dir},${paper_dir}" --output-dir "$WORK/scales" > "$WORK/scales.txt"
-if [ $? -eq 0 ] && [ -s "$WORK/scales/scales.html" ] && [ -s "$WORK/scales/scales.md" ] && [ "$(grep -c 'class="point"' "$WORK/scales/scales.html")" -eq 2 ]; then
+if [ $? -eq 0 ] && [ -s "$WORK/scales/scales.html" ] && [ -s "$WORK/scales/scales.md" ] && [ -s "$WORK/scales/scales.svg" ] && [ "$(grep -c 'class="point"' "$WORK/scales/scales.html")" -eq 2 ]; then
   pass "reproduce --combine writes the cross-scale page with one point per run"
 else
   fail "reproduce --combine"; cat "$WORK/scales.txt"

@@ -24,6 +24,9 @@ B_RUNS="$WORK/b/micro-block/runs"
   --steps 20 --dataset-dir "$DATA" --threads 1 --quiet --output-dir "$B_RUNS" > /dev/null 2>&1 ||
   fail "seed 1 alone"
 rm -f "$B_RUNS"/*/*/result.json
+# The record names the build that started the run, not $BIN now (it may be rebuilt meanwhile):
+# run_scales.sh writes started-on.txt when it starts a run; here it started the run by hand.
+echo "test CPU, AVX-512 no, 1 cores, depthgrad 0.0.0 (started-build)" > "$WORK/b/micro-block/started-on.txt"
 KEEP_PARTIAL=1 RESULTS="$WORK/b-results" WORK="$WORK/b" bash "$SCRIPT" > "$WORK/keep.log" 2>&1 ||
   fail "KEEP_PARTIAL exit status"
 PARTIAL="$WORK/b-results/micro-block/partial/state.json"
@@ -33,8 +36,9 @@ else
   cat "$WORK/keep.log"
   fail "KEEP_PARTIAL kept the run's state file"
 fi
-grep -q '^arms 1-2 finished on: .*depthgrad' "$WORK/b-results/micro-block/partial/machines.txt" &&
-  pass "machines.txt says where arms 1-2 ran" || fail "machines.txt says where arms 1-2 ran"
+grep -q '^arms 1-2 finished on: test CPU, .*(started-build) (kept ' "$WORK/b-results/micro-block/partial/machines.txt" &&
+  pass "machines.txt says where arms 1-2 ran, with the build that started them" ||
+  fail "machines.txt says where arms 1-2 ran, with the build that started them"
 [ ! -f "$WORK/b-results/micro-block/result.json" ] && pass "KEEP_PARTIAL ran nothing" ||
   fail "KEEP_PARTIAL ran nothing"
 
@@ -65,7 +69,7 @@ fi
   fail "partial/ removed once finished"
 C="$WORK/b-results/micro-block/command.txt"
 if grep -q 'and carried to this machine' "$C" && grep -q '^#   arms 1-2 finished on: ' "$C" &&
-  grep -q '^#   arms 3-4 finished on: ' "$C"; then
+  grep '^#   arms 3-4 finished on: ' "$C" | grep -qF "$("$BIN" --version)"; then
   pass "command.txt says where each arm ran"
 else
   cat "$C"

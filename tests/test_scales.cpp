@@ -339,6 +339,13 @@ TEST_CASE("combine: the same inputs give the same bytes, in any order") {
   CHECK(read_file(dir.file("out/scales.html")) == first);
   CHECK(read_file(dir.file("out/scales.md")) == one.markdown);
   CHECK(file_exists(dir.file("out/scales.json")));
+  // The chart alone, for Markdown viewers: the same chart as the page's, embedded by scales.md.
+  const std::string svg = read_file(dir.file("out/scales.svg"));
+  CHECK(svg == one.chart_svg);
+  CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+  CHECK(contains(one.html, svg));
+  CHECK(chart_points(svg).size() == 2);
+  CHECK(contains(one.markdown, "](scales.svg)"));
 }
 
 TEST_CASE("combine: refuses unfinished, unpaired and duplicate runs, naming the file") {

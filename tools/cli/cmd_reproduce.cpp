@@ -54,8 +54,8 @@ int combine_runs(const Flags& f) {
   const std::string out = f.get("output-dir");
   write_scales_report(report, out);
   fmt::print("{}", report.table);
-  fmt::print("combined {} run(s): {}/scales.md, {}/scales.html, {}/scales.json\n",
-             report.rows.size(), out, out, out);
+  fmt::print("combined {} run(s): {}/scales.md, {}/scales.html, {}/scales.json, {}/scales.svg\n",
+             report.rows.size(), out, out, out, out);
   return 0;
 }
 }  // namespace
@@ -68,15 +68,16 @@ int cmd_reproduce(int argc, char** argv, int start) {
 }
 
 static int reproduce_on_rank(int argc, char** argv, int start, World& world, bool& agreed) {
-  Flags f("reproduce",
-          "Reproduce a paper's comparison. --protocol parity (default) is the reference run number "
-          "for number;\n"
-          "--protocol paired trains both arms on every seed and reports paired statistics;\n"
-          "--pair A,B chooses its two residual modes (B − A is reported). --combine DIR,DIR,... "
-          "writes one\n"
-          "cross-scale page (scales.html, scales.md, scales.json) from finished paired runs into "
-          "--output-dir.\n\n" +
-              preset_help_text());
+  Flags f(
+      "reproduce",
+      "Reproduce a paper's comparison. --protocol parity (default) is the reference run number "
+      "for number;\n"
+      "--protocol paired trains both arms on every seed and reports paired statistics;\n"
+      "--pair A,B chooses its two residual modes (B − A is reported). --combine DIR,DIR,... "
+      "writes one\n"
+      "cross-scale page (scales.html, scales.md, scales.json, scales.svg) from finished paired\n"
+      "runs into --output-dir.\n\n" +
+          preset_help_text());
   f.add("paper", "rd-attnres", "paper key (see depthgrad list)")
       .add("protocol", "parity", "parity | paired")
       .add("pair", "block_attnres,rd_attnres",

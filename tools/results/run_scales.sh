@@ -14,7 +14,7 @@
 # it at a step boundary; after a SIGKILL it restarts from its last periodic save, every 200 steps:
 # reproduce's --checkpoint-every). Stop it at any time and start again.
 # Kept in the tree per run: tools/results/<name>/{result.json, report.md, command.txt}; and the
-# combined page tools/results/scales.{md,html,json}. Full run folders stay under runs/scales/.
+# combined page tools/results/scales.{md,html,json,svg}. Full run folders stay under runs/scales/.
 #
 # Across machines: runs/ is not in git, and a session may get a new machine. So a run longer than
 # a session carries its finished arms in the tree: `KEEP_PARTIAL=1 tools/results/run_scales.sh`
@@ -115,6 +115,9 @@ machine() {
   grep -qw avx512f /proc/cpuinfo 2>/dev/null && avx512=yes
   echo "${model:-unknown CPU}, AVX-512 $avx512, $(nproc) cores, $("$BIN" --version 2>/dev/null || echo "$BIN")"
 }
+# Where run $1's arms are computed: the machine and build recorded when this script last started
+# it (the binary may be rebuilt while a run goes on; the running process keeps the old one).
+ran_on() { cat "$WORK/$1/started-on.txt" 2>/dev/null || machine; }
 
 finished=()
 total_seconds=0
@@ -151,7 +154,7 @@ for spec in "${RUNS[@]}"; do
     cp "$resume_dir/state.json" "$dest/partial/state.json.tmp"
     mv "$dest/partial/state.json.tmp" "$dest/partial/state.json"
     # Arms run seed by seed, A then B: arm k is the ((k+1)/2)-th seed's A (k odd) or B (k even).
-    printf '%s finished on: %s (kept %s)\n' "$(arm_range $((kept_arms + 1)) "$local_arms")" "$(machine)" \
+    printf '%s finished on: %s (kept %s)\n' "$(arm_range $((kept_arms + 1)) "$local_arms")" "$(ran_on "$name")" \
       "$(date -u +%Y-%m-%dT%H:%MZ)" >> "$dest/partial/machines.txt"
     echo "== $name: kept the $local_arms finished arms of $resume_dir in $dest/partial/state.json"
     continue
@@ -180,6 +183,7 @@ for spec in "${RUNS[@]}"; do
     cp "$dest/partial/state.json" "$resume_dir/state.json"
     echo "   starting from the $kept_arms finished arms kept in $dest/partial/state.json"
   fi
+  machine > "$WORK/$name/started-on.txt"
   if [ -n "$resume_dir" ]; then
     echo "   resuming $resume_dir"
     "${cmd[@]}" --resume "$resume_dir"
@@ -200,7 +204,7 @@ for spec in "${RUNS[@]}"; do
     sed 's/^/#   /' "$dest/partial/machines.txt" >> "$dest/command.txt"
     printf '#   %s finished on: %s (%s)\n' \
       "$(arm_range $((kept_arms + 1)) "$(arms_in "$run_dir/state.json")")" \
-      "$(machine)" "$(date -u +%Y-%m-%dT%H:%MZ)" >> "$dest/command.txt"
+      "$(ran_on "$name")" "$(date -u +%Y-%m-%dT%H:%MZ)" >> "$dest/command.txt"
   elif [ "$carried" = 1 ]; then
     printf '# (its finished arms carried from an earlier machine in %s/partial/state.json)\n' "$dest" >> "$dest/command.txt"
   fi

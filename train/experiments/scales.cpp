@@ -127,6 +127,7 @@ ScalesReport combine_scale_rows(std::vector<ScaleRow> rows) {
   report.table = render_scales_table(report.rows);
   report.markdown = render_scales_markdown(report.rows);
   report.html = render_scales_html(report.rows);
+  report.chart_svg = scales_effect_chart(report.rows);
   json::Array out;
   for (const ScaleRow& r : report.rows) {
     Value v;
@@ -201,6 +202,7 @@ void write_scales_report(const ScalesReport& report, const std::string& dir) {
   write_file_atomic(dir + "/scales.md", report.markdown);
   write_file_atomic(dir + "/scales.html", report.html);
   write_file_atomic(dir + "/scales.json", json::dump(report.json, 2) + "\n");
+  write_file_atomic(dir + "/scales.svg", report.chart_svg);
 }
 
 }  // namespace dg

@@ -1,11 +1,13 @@
 // The cross-scale report of `depthgrad reproduce --combine`: several finished paired runs'
 // result.json -> one table across scales and pairs, and one chart of the effect (perplexity %)
 // against parameter count (log x axis, 95% interval bars, one series per pair), as scales.md,
-// scales.html (the shared page shell) and scales.json. Deterministic: rows are sorted by pair,
-// then parameter count, then label, then source, and nothing is taken from the clock or the
-// machine, so the same inputs give the same bytes whatever their order on the command line.
-// It trains nothing and recomputes no paired statistics beyond mapping NLL differences to
-// perplexity percent (stats.h's perplexity_percent), which older results did not record.
+// scales.html (the shared page shell), scales.json and scales.svg (the chart alone, which
+// scales.md and the README embed, since a Markdown viewer does not show the HTML page).
+// Deterministic: rows are sorted by pair, then parameter count, then label, then source, and
+// nothing is taken from the clock or the machine, so the same inputs give the same bytes whatever
+// their order on the command line. It trains nothing and recomputes no paired statistics beyond
+// mapping NLL differences to perplexity percent (stats.h's perplexity_percent), which older results
+// did not record.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -47,6 +49,7 @@ struct ScalesReport {
   std::vector<ScaleRow> rows;  // sorted (see above)
   std::string table;           // the Markdown table, also printed by the command
   std::string markdown, html;
+  std::string chart_svg;  // scales_effect_chart of the rows, the same chart the HTML page shows
   json::Value json;
 };
 
@@ -62,7 +65,7 @@ std::string render_scales_table(const std::vector<ScaleRow>& rows);
 std::string render_scales_markdown(const std::vector<ScaleRow>& rows);
 std::string render_scales_html(const std::vector<ScaleRow>& rows);
 
-// Writes scales.md, scales.html and scales.json into dir (created), each atomically.
+// Writes scales.md, scales.html, scales.json and scales.svg into dir (created), each atomically.
 void write_scales_report(const ScalesReport& report, const std::string& dir);
 
 // The chart: one point per row at (parameters, ppl_percent) with its interval as a bar, log10 x

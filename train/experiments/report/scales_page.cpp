@@ -311,8 +311,8 @@ std::string render_scales_table(const std::vector<ScaleRow>& rows) {
 std::string render_scales_markdown(const std::vector<ScaleRow>& rows) {
   std::string md = "# Paired comparisons across scales\n\n";
   md += fmt::format(
-      "{} runs; pairs: {}. The chart of the effect against parameter count is in "
-      "scales.html.\n\n",
+      "{} runs; pairs: {}. The chart of the effect against parameter count (scales.svg, also in "
+      "scales.html):\n\n![Effect on validation perplexity against model size](scales.svg)\n\n",
       rows.size(), join(series_of(rows), ", "));
   md += render_scales_table(rows);
   md += "\n" + std::string(kDefinitions) + "\n\n## Sources\n\n";
