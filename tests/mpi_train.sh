@@ -4,7 +4,8 @@
 # mode with clipping active, with 2 and 3 ranks (3 oversubscribed: Open MPI's own sums differ
 # there), with --zero 1 too; against one process with batch N·b to 1e-6; resume with the same and
 # another rank count; refused layouts and mismatched settings; an error on one rank and a killed
-# rank end the job promptly; the paired protocol and bench over ranks.
+# rank end the job promptly; the paired protocol over ranks (the same numbers as one process; stopped
+# by SIGTERM and resumed on 2 ranks or one) and bench over ranks.
 # Usage: tests/mpi_train.sh PATH/TO/depthgrad DATA_DIR [mpirun] [quick|full]
 #   quick (ctest): every check class; the 3-rank and ZeRO-1 comparisons on two residual modes
 #   full (make test-mpi-full): those on all five modes as well
@@ -157,6 +158,71 @@ err=$(mpi 3 "$BIN" "${PAIRED[@]}" --seeds 1-2 --output-dir "$WORK/paired3" 2>&1 
 rc=$?
 [ $rc -ne 0 ] && grep -q "2 seed(s) cannot keep 3 MPI ranks busy" <<<"$err" && [ "$(grep -c 'cannot keep' <<<"$err")" -eq 1 ] &&
   [ ! -e "$WORK/paired3" ] && pass "more ranks than seeds is refused once, before any work" || fail "ranks > seeds (rc=$rc): $err"
+
+# --- a paired run over ranks stops and resumes -----------------------------------------------------
+# SIGTERM to every rank: each saves its arm in training (checkpoints/) and keeps its finished arms
+# in its own state.json.rank<r>; the run resumed on 2 ranks, or by one process, gives the same
+# numbers as one process uninterrupted; the finished run has one state.json and no rank files.
+LONG=(reproduce --protocol paired --seeds 1-3 --steps 300 --layers 2 --dim 32 --train-tokens 20000 --eval reference
+  --dataset-dir "$DATA" --threads 1 --checkpoint-every 50 --quiet)
+"$BIN" "${LONG[@]}" --output-dir "$WORK/long1" > /dev/null
+"$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np 2 -x DEPTHGRAD_THREADS=1 "$BIN" "${LONG[@]}" \
+  --output-dir "$WORK/long2" > "$WORK/long2.txt" 2>&1 &
+launcher=$!
+for _ in $(seq 1 1200); do  # up to 60 s for the first finished arm (0.5-2 s here)
+  ls "$WORK"/long2/*/*/state.json.rank* > /dev/null 2>&1 && break
+  sleep 0.05
+done
+ranks=""
+for d in /proc/[0-9]*; do  # the ranks: the launcher's children
+  [ "$(awk '/^PPid:/ {print $2}' "$d/status" 2>/dev/null)" = "$launcher" ] && ranks="$ranks ${d#/proc/}"
+done
+[ -n "$ranks" ] && kill -TERM $ranks
+wait "$launcher"
+rc=$?
+run2=$(ls -d "$WORK"/long2/*/*/ 2>/dev/null | head -1)
+run2="${run2%/}"
+if [ $rc -eq 143 ] && [ -n "$run2" ] && ls "$run2"/state.json.rank* > /dev/null 2>&1 &&
+  grep -q "^  mpirun -np 2 .* --resume $run2" "$WORK/long2.txt" && [ ! -f "$run2/result.json" ]; then
+  pass "SIGTERM to every rank stops a paired run (exit 143), each rank's finished arms kept, the resume line printed"
+else fail "stopping a paired run over ranks (rc=$rc, ranks:$ranks): $(grep -v '^\[' "$WORK/long2.txt" | tail -5)"; fi
+if [ -n "$run2" ]; then
+  cp -r "$run2" "$WORK/long2-copy"
+  mpi 2 "$BIN" "${LONG[@]}" --resume "$run2" > /dev/null 2>&1
+  "$BIN" "${LONG[@]}" --resume "$WORK/long2-copy" > /dev/null 2>&1
+  run1=$(ls -d "$WORK"/long1/*/*/ | head -1)
+  if [ "$(numbers "$WORK/long1" | wc -l)" -ge 12 ] && [ "$(numbers "$WORK/long1")" = "$(numbers "$WORK/long2")" ]; then
+    pass "the stopped 2-rank run resumed on 2 ranks == one process uninterrupted"
+  else fail "2-rank resume of a paired run"; fi
+  if [ "$(grep -E '"(lm_loss|final_loss|initial_loss|perplexity|js_reference)"' "$run1/result.json")" = \
+    "$(grep -E '"(lm_loss|final_loss|initial_loss|perplexity|js_reference)"' "$WORK/long2-copy/result.json")" ]; then
+    pass "the stopped 2-rank run resumed by one process == one process uninterrupted"
+  else fail "one-process resume of a 2-rank paired run"; fi
+  if [ "$(grep -c '"full_validation_lm_loss"\|"lm_loss"' "$run2/state.json")" -eq "$(grep -c '"full_validation_lm_loss"\|"lm_loss"' "$run1/state.json")" ] &&
+    ! ls "$run2"/state.json.rank* > /dev/null 2>&1 && [ ! -e "$run2/checkpoints" ]; then
+    pass "the finished run keeps one state.json with every arm (rank files and checkpoints gone)"
+  else fail "state files after the resumed run: $(ls "$run2")"; fi
+  # a rank file of another run's settings is refused, naming it
+  mkdir -p "$WORK/foreign"
+  cp "$run1/state.json" "$WORK/foreign/state.json"
+  sed 's/"steps": *300/"steps": 301/' "$run1/state.json" > "$WORK/foreign/state.json.rank1"
+  err=$(mpi 2 "$BIN" "${LONG[@]}" --resume "$WORK/foreign" 2>&1 >/dev/null)
+  rc=$?
+  [ $rc -ne 0 ] && grep -q "foreign/state.json.rank1 belongs to a run with other settings" <<<"$err" &&
+    pass "a rank state file of other settings is refused, naming the file" || fail "foreign rank file (rc=$rc): $err"
+fi
+
+# --- tools/results/run_scales.sh with RANKS=2: the same result.json as one process -------------
+SCALES="$(cd "$(dirname "$0")/.." && pwd)/tools/results/run_scales.sh"
+scales() { env BIN="$BIN" DATA="$DATA" MPIRUN="$MPIRUN" ONLY=micro-block STEPS=20 SEEDS=1-3 "$@" bash "$SCALES"; }
+scales RANKS=1 RESULTS="$WORK/scales1" WORK="$WORK/scales1-runs" > "$WORK/scales1.txt" 2>&1
+scales RANKS=2 RESULTS="$WORK/scales2" WORK="$WORK/scales2-runs" > "$WORK/scales2.txt" 2>&1
+strip() { grep -vE 'seconds"|"directory"|"created_at"|"tokenizer_from_cache"' "$1"; }
+if [ -f "$WORK/scales1/micro-block/result.json" ] && [ -f "$WORK/scales2/micro-block/result.json" ] &&
+  diff <(strip "$WORK/scales1/micro-block/result.json") <(strip "$WORK/scales2/micro-block/result.json") > /dev/null &&
+  grep -q "^mpirun -np 2 " "$WORK/scales2/micro-block/command.txt"; then
+  pass "run_scales.sh RANKS=2 == RANKS=1 (result.json, times aside)"
+else fail "run_scales.sh over ranks: $(tail -3 "$WORK/scales2.txt")"; fi
 
 # --- the benchmark over ranks: one config, tokens/s of the global batch, one JSON from rank 0 ---
 out=$(mpi 2 "$BIN" bench --one micro --threads 1 --warmup 1 --steps 3 --no-sgemm --no-profile --json 2>/dev/null)

@@ -113,8 +113,8 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
            "continue the run in this directory (its state.json and the checkpoint of the arm "
            "that was training); give the run's other flags as before")
       .add("checkpoint-every", "200",
-           "paired, one process: also save the arm in training every this many steps, so that "
-           "a killed run loses at most that many (0 = only when stopped by Ctrl-C or SIGTERM)")
+           "paired: also save the arm in training every this many steps, so that a killed run "
+           "loses at most that many (0 = only when stopped by Ctrl-C or SIGTERM)")
       .add_switch("quiet", "no progress output");
   if (!f.parse(argc, argv, start)) {
     if (world.rank() == 0) fmt::print("{}", f.help());
@@ -182,8 +182,6 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   o.output_dir = f.get("output-dir");
   o.threads = apply_threads_flag(f);
   const bool resuming = f.given("resume");
-  if (resuming && world.size() > 1)
-    throw UsageError("--resume: a run is resumed by one process (not under mpirun)");
   if (resuming) {
     o.run_dir = f.get("resume");
     while (o.run_dir.size() > 1 && o.run_dir.back() == '/') o.run_dir.pop_back();
@@ -192,14 +190,14 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   } else {
     o.run_dir = default_run_dir(o.output_dir, o.paper);
     if (writes) o.run_dir = make_unique_dir(o.run_dir);  // exclusive: never shared with another run
+    // Over ranks, rank 0's folder is everyone's (its name has the time of day in it).
+    if (world.size() > 1) o.run_dir = world.collectives().all_gather(o.run_dir).at(0);
   }
-  // One process keeps its finished arms (state.json) and the arm in training (checkpoints/) in
-  // the run folder; over MPI ranks neither is kept (a rank-spread run restarts when stopped).
-  if (world.size() == 1) {
-    o.state_file = f.given("state-file") ? f.get("state-file") : o.run_dir + "/state.json";
-    o.arm_checkpoint_dir = o.run_dir + "/checkpoints";
-    o.arm_checkpoint_every = f.get_int("checkpoint-every");
-  }
+  // The run folder keeps the finished arms (state.json; over N ranks also state.json.rank<r>,
+  // each rank's own) and the arms in training (checkpoints/seed-<s>-<arm>.safetensors).
+  o.state_file = f.given("state-file") ? f.get("state-file") : o.run_dir + "/state.json";
+  o.arm_checkpoint_dir = o.run_dir + "/checkpoints";
+  o.arm_checkpoint_every = f.get_int("checkpoint-every");
   if (writes) make_dirs(o.run_dir);
   install_stop_handlers();
 
@@ -218,12 +216,14 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
     progress.message(fmt::format("seeds spread over {} MPI ranks (seed i on rank i mod {})",
                                  world.size(), world.size()));
   const int64_t steps = o.config.training.steps;
-  const double total_steps = static_cast<double>(o.seeds.size() * 2 * steps);
+  // Rank 0 shows its own share: seeds 0, N, 2N, ... of the list (every seed in one process).
+  const size_t ranks = static_cast<size_t>(world.size());
+  const double total_steps = static_cast<double>((o.seeds.size() + ranks - 1) / ranks * 2 * steps);
   o.on_message = [&](const std::string& line) { progress.message(line); };
   o.on_step = [&, steps](const std::string& arm, uint64_t seed, size_t si, size_t n,
                          const StepLog& log) {
-    const double done =
-        static_cast<double>((si * 2 + (arm == o.pair[1].name ? 1 : 0)) * steps + log.step + 1);
+    const double done = static_cast<double>(
+        (si / ranks * 2 + (arm == o.pair[1].name ? 1 : 0)) * steps + log.step + 1);
     progress.step(fmt::format("[seed {} ({}/{}) {}]", seed, si + 1, n, arm), log.step, log.steps,
                   log.loss, log.tokens_per_second, done / total_steps);
     if (!step_log_open && !step_log.empty()) {
@@ -257,11 +257,32 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
     out = run_reproduce(o);
   } catch (const Interrupted& e) {
     progress.finish();
-    fmt::print(stderr,
-               "depthgrad reproduce: {}; finished arms are in {}, the arm in training is saved "
-               "in {}/\nresume with:\n  {}\n",
-               e.what(), o.state_file, o.arm_checkpoint_dir,
-               resume_command(argc, argv, {"resume", "output-dir"}, {{"resume", o.run_dir}}));
+    if (world.size() == 1 || writes)
+      fmt::print(stderr,
+                 "depthgrad reproduce: {}; finished arms are in {}{}, the arm in training is "
+                 "saved in {}/\nresume with:\n  {}\n",
+                 e.what(), o.state_file, world.size() > 1 ? " and its .rank<r> files" : "",
+                 o.arm_checkpoint_dir,
+                 // (over ranks: with mpirun's own flags as before, and any number of ranks)
+                 (world.size() > 1 ? fmt::format("mpirun -np {} ", world.size()) : "") +
+                     resume_command(argc, argv, {"resume", "output-dir"}, {{"resume", o.run_dir}}));
+    else
+      fmt::print(stderr, "depthgrad reproduce: rank {} of {}: {}; its arm in training is saved\n",
+                 world.rank(), world.size(), e.what());
+    std::fflush(stderr);
+    // Every rank that was asked to stop (mpirun passes SIGTERM on to all) saves its arm and waits
+    // here for the others; a rank still training after kRankStopWait seconds was not asked, and
+    // the job ends (its arm resumes from its last periodic checkpoint).
+    constexpr double kRankStopWait = 120;
+    if (world.size() > 1 && !world.all_arrive_within(kRankStopWait)) {
+      fmt::print(
+          stderr,
+          "depthgrad reproduce: rank {} of {}: the other ranks did not stop within {:.0f} s: "
+          "ending the job\n",
+          world.rank(), world.size(), kRankStopWait);
+      std::fflush(stderr);
+      world.abort(e.exit_code());
+    }
     return e.exit_code();
   } catch (...) {
     progress.finish();

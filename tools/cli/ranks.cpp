@@ -11,16 +11,25 @@ namespace dg::cli {
 int run_on_every_rank(World& world, const char* command,
                       const std::function<int(bool& agreed)>& body) {
   bool agreed = false;
+  // An error every rank raises alike: rank 0 says why, then every rank ends with `code` once
+  // that line is out (a rank that ended first could make mpirun end rank 0 before it printed).
+  // The wait gives up after 30 s, should a rank not have raised it after all.
+  const auto refuse_alike = [&](const std::exception& e, int code) {
+    if (world.rank() == 0) {
+      fmt::print(stderr, "depthgrad {}: error: {}\n", command, e.what());
+      std::fflush(stderr);
+    }
+    world.all_arrive_within(30);
+    return code;
+  };
   try {
     return body(agreed);
-  } catch (const CollectiveError&) {
-    if (world.rank() == 0) throw;  // every rank refuses alike: rank 0 says why
-    return 1;
+  } catch (const CollectiveError& e) {
+    if (world.size() == 1) throw;
+    return refuse_alike(e, 1);
   } catch (const UsageError& e) {
-    if (agreed || world.size() == 1) {
-      if (world.rank() == 0) throw;
-      return 2;
-    }
+    if (world.size() == 1) throw;
+    if (agreed) return refuse_alike(e, 2);
     fmt::print(stderr, "depthgrad {}: rank {} of {}: error: {}\n", command, world.rank(),
                world.size(), e.what());
     std::fflush(stderr);

@@ -26,9 +26,16 @@
 # CPU kind and build; tests/run_scales_carry.sh). The finished run's command.txt lists where each
 # arm ran. (The kept arms' per-step lines of steps.jsonl stay behind with the old folder; their
 # losses are in the state file and result.json.)
+# Over MPI ranks: RANKS=N runs each run's seeds on N ranks (`mpirun -np N`, seed i on rank
+# i mod N): the same numbers as one process, N arms at a time. Stopped or killed, it resumes on any
+# rank count (each rank keeps its finished arms in state.json.rank<r> beside state.json). To stop
+# it at once, send SIGTERM to every rank (the depthgrad processes); SIGTERM to mpirun itself
+# reaches them after 60 s (odls_base_sigkill_timeout, set below: each rank then saves its arm)
+# and SIGKILL 60 s later.
 # Environment: BIN (default build/depthgrad), DATA (default $DEPTHGRAD_DATA, else ../shared/data),
-# THREADS (default 1), WORK (default runs/scales), RESULTS (default tools/results), and for
-# end-to-end checks of this script only: STEPS and SEEDS override every run's steps and seeds.
+# THREADS (threads per process, default 1), RANKS (default 1), MPIRUN (default mpirun), WORK
+# (default runs/scales), RESULTS (default tools/results), and for end-to-end checks of this
+# script only: STEPS and SEEDS override every run's steps and seeds.
 # Run from the repository root (it changes there itself). It builds nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,11 +43,21 @@ cd "$(dirname "$0")/../.."
 BIN="${BIN:-build/depthgrad}"
 DATA="${DATA:-${DEPTHGRAD_DATA:-../shared/data}}"
 THREADS="${THREADS:-1}"
+RANKS="${RANKS:-1}"
+MPIRUN="${MPIRUN:-mpirun}"
 WORK="${WORK:-runs/scales}"
 RESULTS="${RESULTS:-tools/results}"
 DRY_RUN="${DRY_RUN:-0}"
 ONLY="${ONLY:-}"
 KEEP_PARTIAL="${KEEP_PARTIAL:-0}"
+
+LAUNCH=()
+if [ "$RANKS" -gt 1 ]; then
+  LAUNCH=("$MPIRUN" -np "$RANKS" --bind-to none --mca odls_base_sigkill_timeout 60)
+  [ "$(id -u)" = 0 ] && LAUNCH+=(--allow-run-as-root)
+  # containers without cross-memory attach (ptrace); the ranks exchange only a few bytes
+  export OMPI_MCA_btl_vader_single_copy_mechanism="${OMPI_MCA_btl_vader_single_copy_mechanism:-none}"
+fi
 
 BLOCK_PAIR="block_attnres,rd_attnres"
 PAPER_PAIR="paper_block_attnres,paper_rd_attnres"
@@ -118,7 +135,7 @@ machine() {
   local model avx512=no
   model="$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | sed 's/^[^:]*: *//')"
   grep -qw avx512f /proc/cpuinfo 2>/dev/null && avx512=yes
-  echo "${model:-unknown CPU}, AVX-512 $avx512, $(nproc) cores, $("$BIN" --version 2>/dev/null || echo "$BIN")"
+  echo "${model:-unknown CPU}, AVX-512 $avx512, $(nproc) cores, $("$BIN" --version 2>/dev/null || echo "$BIN")$([ "$RANKS" -gt 1 ] && echo ", $RANKS MPI ranks")"
 }
 # Where run $1's arms are computed: the machine and build recorded when this script last started
 # it (the binary may be rebuilt while a run goes on; the running process keeps the old one).
@@ -132,7 +149,7 @@ for spec in "${RUNS[@]}"; do
   steps="${STEPS:-$steps}"
   dest="$RESULTS/$name"
   out="$WORK/$name/runs"
-  cmd=("$BIN" reproduce --protocol paired --preset "$preset" --pair "$pair" --seeds "$seeds"
+  cmd=("${LAUNCH[@]}" "$BIN" reproduce --protocol paired --preset "$preset" --pair "$pair" --seeds "$seeds"
        --steps "$steps" --dataset-dir "$DATA" --threads "$THREADS" --output-dir "$out")
   # The newest run folder of this run is continued when it is unfinished (no result.json) and
   # has something to continue: finished arms (state.json) or an arm saved in training
@@ -158,7 +175,8 @@ for spec in "${RUNS[@]}"; do
     mkdir -p "$dest/partial"
     cp "$resume_dir/state.json" "$dest/partial/state.json.tmp"
     mv "$dest/partial/state.json.tmp" "$dest/partial/state.json"
-    # Arms run seed by seed, A then B: arm k is the ((k+1)/2)-th seed's A (k odd) or B (k even).
+    # Counts of finished arms (one process runs seed by seed, A then B; over ranks they finish
+    # in another order): which ones are in the state file.
     printf '%s finished on: %s (kept %s)\n' "$(arm_range $((kept_arms + 1)) "$local_arms")" "$(ran_on "$name")" \
       "$(date -u +%Y-%m-%dT%H:%MZ)" >> "$dest/partial/machines.txt"
     echo "== $name: kept the $local_arms finished arms of $resume_dir in $dest/partial/state.json"
@@ -166,7 +184,7 @@ for spec in "${RUNS[@]}"; do
   fi
   n=$(seed_count "$seeds")
   seconds=$(( 2 * n * steps * $(ms_per_step "$preset") / 1000 ))
-  echo "== $name: $preset, $pair, seeds $seeds, $steps steps; expected compute at most about $(hours "$seconds") at 1 thread ($((2 * n)) arms)"
+  echo "== $name: $preset, $pair, seeds $seeds, $steps steps; expected compute at most about $(hours "$seconds") at 1 thread ($((2 * n)) arms)$([ "$RANKS" -gt 1 ] && echo ", on $RANKS ranks about $(hours $((seconds / RANKS))) of wall time")"
   echo "   ${cmd[*]}"
   if [ -f "$dest/result.json" ]; then
     echo "   finished earlier: $dest/result.json"

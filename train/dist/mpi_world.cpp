@@ -6,10 +6,12 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 #include "tensor/kernels_elementwise.h"
 #include "train/dist/world.h"
@@ -155,6 +157,20 @@ World::~World() {
 void World::abort(int code) {
   if (initialised_mpi_) MPI_Abort(MPI_COMM_WORLD, code);
   std::exit(code);
+}
+
+bool World::all_arrive_within(double seconds) {
+  if (!initialised_mpi_) return true;
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int done = 0;
+  while (true) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;  // abort() follows
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 std::string World::library() {

@@ -221,8 +221,7 @@ RunConfig arm_run_config(const RunConfig& shared, ResidualMode mode, uint64_t se
 }
 
 namespace {
-// Over MPI ranks only the paired protocol runs, each rank with at least one seed, without a
-// state file (the state file is one process's record).
+// Over MPI ranks only the paired protocol runs, each rank with at least one seed.
 void check_reproduce_ranks(const ReproduceOptions& opt) {
   const int ranks = opt.world ? opt.world->size() : 1;
   if (ranks == 1) return;
@@ -230,8 +229,6 @@ void check_reproduce_ranks(const ReproduceOptions& opt) {
     throw std::invalid_argument(
         "--protocol parity runs in one process; only --protocol paired spreads its seeds over "
         "MPI ranks");
-  if (!opt.state_file.empty())
-    throw std::invalid_argument("--state-file: only for one process (not under mpirun)");
   if (opt.seeds.size() < static_cast<size_t>(ranks))
     throw std::invalid_argument(fmt::format(
         "--seeds: {} seed(s) cannot keep {} MPI ranks busy (seed i runs on rank i mod {}): run "
@@ -362,25 +359,24 @@ Corpus prepare_data(const ReproduceOptions& opt, const Say& say) {
 
 // The state file: {"key": reproduce_resume_key(...), "completed": {"<seed>": {"<arm>": arm}}}.
 // Without a path it only remembers in memory.
+//
+// Over N MPI ranks every rank finishes arms on its own, so each keeps its own file beside the
+// run's, <path>.rank<r>: the arms it knows, written after each one it finishes (its own file
+// alone, so no two ranks write the same file and no finished arm can be lost). It also rewrites
+// <path> with everything then on disk, a best-effort union that a copy of <path> alone can carry
+// (two ranks finishing at the same moment may each miss the other's newest arm there; their own
+// files keep it). Every process, any rank count, reads <path> and every <path>.rank<r> at start,
+// so a run stopped on N ranks resumes on M. finish() writes <path> whole and removes the rank
+// files: a finished run has one state file, as with one process.
 class ArmStore {
  public:
-  ArmStore(std::string path, Value key) : path_(std::move(path)) {
-    if (!path_.empty() && file_exists(path_)) {
-      state_ = json::parse(read_file(path_), path_);
-      const Value* saved = state_.is_object() ? state_.find("key") : nullptr;
-      if (!saved || !(*saved == key)) {
-        std::string what;
-        for (const std::string& d : json_differences(saved ? *saved : Value(), key))
-          what += (what.empty() ? "" : "; ") + d;
-        throw std::invalid_argument(fmt::format(
-            "--state-file: {} belongs to a run with other settings (state file vs this run: {}); "
-            "use a new state file",
-            path_, what));
-      }
-    } else {
-      state_["key"] = std::move(key);
-      state_["completed"] = Object{};
-    }
+  ArmStore(std::string path, Value key, int rank, int ranks)
+      : path_(std::move(path)), key_(std::move(key)) {
+    state_["key"] = key_;
+    state_["completed"] = Object{};
+    if (path_.empty()) return;
+    own_path_ = ranks > 1 ? fmt::format("{}.rank{}", path_, rank) : path_;
+    read_from_disk();
   }
   const Value* find(uint64_t seed, const std::string& arm) const {
     const Value* done = state_.at("completed").find(std::to_string(seed));
@@ -388,11 +384,81 @@ class ArmStore {
   }
   void add(uint64_t seed, const std::string& arm, const Value& result) {
     state_["completed"][std::to_string(seed)][arm] = result;
-    if (!path_.empty()) write_file_atomic(path_, json::dump(state_, 1));
+    if (path_.empty()) return;
+    write_file_atomic(own_path_, json::dump(state_, 1));
+    if (own_path_ != path_) {
+      read_from_disk();  // what the other ranks have finished since
+      write_file_atomic(path_, json::dump(state_, 1));
+    }
+  }
+  // Every arm of the run (per_seed: {"seed": s, "<arm>": arm, ...}) into <path>; the rank files
+  // go. Called by one process (rank 0) once every rank's arms are in per_seed.
+  void finish(const std::vector<Value>& per_seed) {
+    for (const Value& seed_result : per_seed)
+      for (const auto& [name, arm] : seed_result.as_object())
+        if (name != "seed")
+          state_["completed"][std::to_string(seed_result.at("seed").as_int())][name] = arm;
+    if (path_.empty()) return;
+    write_file_atomic(path_, json::dump(state_, 1));
+    for (const std::string& f : rank_files()) std::filesystem::remove(f);
   }
 
  private:
-  std::string path_;
+  // <path>.rank<digits> beside <path>
+  std::vector<std::string> rank_files() const {
+    std::vector<std::string> out;
+    const std::filesystem::path p(path_);
+    const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
+    const std::string prefix = p.filename().string() + ".rank";
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+          std::all_of(name.begin() + static_cast<std::ptrdiff_t>(prefix.size()), name.end(),
+                      [](char c) { return c >= '0' && c <= '9'; }))
+        out.push_back((dir / name).string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  // Adds the finished arms of <path> and its rank files (each refused unless its key is this
+  // run's); an arm already known is kept as it is.
+  void read_from_disk() {
+    std::vector<std::string> files;
+    if (file_exists(path_)) files.push_back(path_);
+    for (const std::string& f : rank_files()) files.push_back(f);
+    for (const std::string& f : files) {
+      const Value saved = json::parse(read_file(f), f);
+      const Value* key = saved.is_object() ? saved.find("key") : nullptr;
+      if (!key || !(*key == key_)) {
+        std::string what;
+        for (const std::string& d : json_differences(key ? *key : Value(), key_))
+          what += (what.empty() ? "" : "; ") + d;
+        throw std::invalid_argument(fmt::format(
+            "--state-file: {} belongs to a run with other settings (state file vs this run: {}); "
+            "use a new state file",
+            f, what));
+      }
+      const Value* completed = saved.find("completed");
+      if (!completed || !completed->is_object())
+        throw std::invalid_argument(
+            fmt::format("--state-file: {}: no \"completed\" object of finished arms", f));
+      for (const auto& [seed, arms] : completed->as_object()) {
+        if (!arms.is_object())
+          throw std::invalid_argument(
+              fmt::format("--state-file: {}: completed.{} is not an object of arms", f, seed));
+        for (const auto& [arm, result] : arms.as_object())
+          if (!find_text(seed, arm)) state_["completed"][seed][arm] = result;
+      }
+    }
+  }
+  const Value* find_text(const std::string& seed, const std::string& arm) const {
+    const Value* done = state_.at("completed").find(seed);
+    return done ? done->find(arm) : nullptr;
+  }
+
+  std::string path_, own_path_;
+  Value key_;
   Value state_;
 };
 
@@ -904,8 +970,10 @@ ReproduceOutput run_reproduce(const ReproduceOptions& options) {
   if (world && world->rank() == 0) world->barrier();
   ReproduceOptions opt = options;
   opt.config.model.vocab = corpus.tokenizer.vocab_size();  // the model takes the tokenizer's size
-  ArmStore store(opt.state_file, reproduce_resume_key(opt, corpus.tokenizer_sha256));
+  ArmStore store(opt.state_file, reproduce_resume_key(opt, corpus.tokenizer_sha256),
+                 world ? world->rank() : 0, world ? world->size() : 1);
   const std::vector<Value> per_seed = run_all_arms(opt, corpus, store, say);
+  if (!world || world->rank() == 0) store.finish(per_seed);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 

@@ -73,7 +73,9 @@ struct ReproduceOptions {
   std::string data_dir;   // resolved
   std::string cache_dir;  // resolved; empty = no cache
   std::string output_dir = "runs/reproductions";
-  std::string state_file;  // resume finished (seed, arm) pairs from here
+  // Resume finished (seed, arm) pairs from here (over N ranks with its rank files beside it:
+  // <state_file>.rank<r>, one per rank, merged into it when the run finishes).
+  std::string state_file;
   // Where the arm in training is saved when a stop is requested (train/stop.h) and resumed from:
   // <dir>/seed-<seed>-<arm>.safetensors, removed when the arm is done. Empty: no arm checkpoints.
   std::string arm_checkpoint_dir;
@@ -85,7 +87,7 @@ struct ReproduceOptions {
   bool write_files = true;
   // Paired protocol over MPI ranks (train/data_parallel.h; null = one process): seed i runs on
   // rank i mod N, every rank gets every seed's result (the same bits as one process), and only
-  // rank 0 writes files.
+  // rank 0 writes the run's files (each rank keeps its own state file and arm checkpoints).
   Collectives* world = nullptr;
   // progress: called for every training step of every arm
   std::function<void(const std::string& arm, uint64_t seed, size_t seed_index, size_t seeds,
@@ -95,8 +97,8 @@ struct ReproduceOptions {
 };
 
 // Throws std::invalid_argument naming what is wrong (paper, protocol, seeds, a config key, a
-// dataset other than wikitext-2; over MPI ranks: the parity protocol, a state file, fewer seeds
-// than ranks). run_reproduce calls it before any work; so can a caller.
+// dataset other than wikitext-2; over MPI ranks: the parity protocol, fewer seeds than ranks).
+// run_reproduce calls it before any work; so can a caller.
 void check_reproduce_options(const ReproduceOptions& options);
 
 // The state file's key: the paper, the protocol, the tokenizer's SHA-256, the pair (only when it is
