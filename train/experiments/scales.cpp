@@ -126,8 +126,8 @@ ScalesReport combine_scale_rows(std::vector<ScaleRow> rows) {
   report.rows = std::move(rows);
   report.table = render_scales_table(report.rows);
   report.markdown = render_scales_markdown(report.rows);
-  report.html = render_scales_html(report.rows);
   report.chart_svg = scales_effect_chart(report.rows);
+  report.html = render_scales_html(report.rows, report.chart_svg);
   json::Array out;
   for (const ScaleRow& r : report.rows) {
     Value v;

@@ -60,10 +60,11 @@ ScalesReport combine_scales(const std::vector<std::string>& inputs);
 ScalesReport combine_scale_rows(std::vector<ScaleRow> rows);
 
 // The renderings of sorted rows (report/scales_page.cpp): the Markdown table alone, the whole
-// Markdown page and the whole HTML page (the shared shell and stylesheet, report/page.h).
+// Markdown page and the whole HTML page (the shared shell and stylesheet, report/page.h) around
+// `chart_svg`, scales_effect_chart(rows) (drawn once, for the page and scales.svg alike).
 std::string render_scales_table(const std::vector<ScaleRow>& rows);
 std::string render_scales_markdown(const std::vector<ScaleRow>& rows);
-std::string render_scales_html(const std::vector<ScaleRow>& rows);
+std::string render_scales_html(const std::vector<ScaleRow>& rows, const std::string& chart_svg);
 
 // Writes scales.md, scales.html, scales.json and scales.svg into dir (created), each atomically.
 void write_scales_report(const ScalesReport& report, const std::string& dir);

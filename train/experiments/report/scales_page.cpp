@@ -324,7 +324,7 @@ std::string render_scales_markdown(const std::vector<ScaleRow>& rows) {
   return md;
 }
 
-std::string render_scales_html(const std::vector<ScaleRow>& rows) {
+std::string render_scales_html(const std::vector<ScaleRow>& rows, const std::string& chart_svg) {
   std::set<std::string> versions;
   for (const ScaleRow& r : rows) versions.insert(r.version.empty() ? "?" : r.version);
   PageShell shell;
@@ -334,7 +334,7 @@ std::string render_scales_html(const std::vector<ScaleRow>& rows) {
       html_escape(fmt::format("{} runs; pairs: {}", rows.size(), join(series_of(rows), ", ")));
   shell.version = join(std::vector<std::string>(versions.begin(), versions.end()), ", ");
   std::string h = "<section id=\"effect\">\n<h2>Effect against model size</h2>\n";
-  h += "<figure>\n" + scales_effect_chart(rows) +
+  h += "<figure>\n" + chart_svg +
        "<figcaption>Each point is one paired run: the mean effect of B against A on validation "
        "perplexity, with its 95% interval; one line per pair. Below zero, B is better.</figcaption>"
        "\n</figure>\n</section>\n";
