@@ -153,6 +153,10 @@ if [ "$(numbers "$WORK/paired1" | wc -l)" -ge 12 ] && [ "$(numbers "$WORK/paired
   [ "$(grep -c '^wall time' "$WORK/paired2.txt")" -eq 1 ]; then
   pass "reproduce --protocol paired over 2 ranks (3 seeds) == one process"
 else fail "paired protocol over ranks"; fi
+# each rank logs its own arms' steps: 3 seeds x 2 arms x 4 steps in all, rank 1's in steps.rank1.jsonl
+p2=$(ls -d "$WORK"/paired2/*/*/ | head -1)
+[ "$(cat "$p2"/steps.jsonl "$p2"/steps.rank1.jsonl 2>/dev/null | wc -l)" -eq 24 ] && [ "$(wc -l < "$p2/steps.rank1.jsonl")" -eq 8 ] &&
+  pass "every rank logs the steps of its own arms" || fail "step logs over ranks: $(wc -l "$p2"/steps*.jsonl 2>&1)"
 
 err=$(mpi 3 "$BIN" "${PAIRED[@]}" --seeds 1-2 --output-dir "$WORK/paired3" 2>&1 >/dev/null)
 rc=$?

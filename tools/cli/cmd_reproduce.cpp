@@ -1,6 +1,6 @@
 // `depthgrad reproduce` and `depthgrad list`: flags -> ReproduceOptions -> run -> table and paths.
-// Under mpirun/srun the paired protocol spreads its seeds over the ranks (rank 0 prints and
-// writes).
+// Under mpirun/srun the paired protocol spreads its seeds over the ranks (rank 0 writes the run's
+// files; every rank shows its own progress and keeps its own state file, step log and checkpoint).
 #include <fmt/core.h>
 
 #include <filesystem>
@@ -126,7 +126,7 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   }
   check_same_flags(world, f);  // every rank must be asked the same before anything is refused
   agreed = true;
-  const bool writes = world.rank() == 0;  // rank 0 prints and writes the run's files
+  const bool writes = world.rank() == 0;  // rank 0 writes the run's files
   ReproduceOptions o;
   if (world.size() > 1) o.world = &world.collectives();
   o.paper = f.get("paper");
@@ -203,29 +203,38 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
 
   // A new run starts its step log empty. A resumed one opens it at its first step, once its
   // state file and checkpoint have been accepted (a refused resume leaves the log as it was).
-  const std::string step_log = writes ? o.run_dir + "/steps.jsonl" : "";
-  Progress progress(f.get_bool("quiet") || !writes, resuming ? "" : step_log);
+  // Over ranks each rank logs the steps of its own arms: rank 0 in steps.jsonl, rank r in
+  // steps.rank<r>.jsonl (after a change of rank count one arm's lines may span two of them).
+  // Every rank shows its progress and its arms' results, its lines prefixed with its rank.
+  const std::string step_log =
+      o.run_dir + (writes ? "/steps.jsonl" : fmt::format("/steps.rank{}.jsonl", world.rank()));
+  const std::string rank_prefix =
+      world.size() > 1 ? fmt::format("[rank {}/{}] ", world.rank(), world.size()) : "";
+  Progress progress(f.get_bool("quiet"), resuming ? "" : step_log);
   bool step_log_open = !resuming;
-  progress.message(fmt::format(
-      "depthgrad reproduce --paper {} --protocol {}: {} vs {}{}, {} seed(s), {} steps per arm, {} "
-      "thread(s); data {}",
-      o.paper, o.protocol, o.pair[0].name, o.pair[1].name,
-      o.config.preset.empty() ? "" : ", preset " + o.config.preset, o.seeds.size(),
-      o.config.training.steps, o.threads, o.data_dir));
-  if (world.size() > 1)
+  if (writes)
+    progress.message(
+        fmt::format("depthgrad reproduce --paper {} --protocol {}: {} vs {}{}, {} seed(s), {} "
+                    "steps per arm, {} "
+                    "thread(s); data {}",
+                    o.paper, o.protocol, o.pair[0].name, o.pair[1].name,
+                    o.config.preset.empty() ? "" : ", preset " + o.config.preset, o.seeds.size(),
+                    o.config.training.steps, o.threads, o.data_dir));
+  if (world.size() > 1 && writes)
     progress.message(fmt::format("seeds spread over {} MPI ranks (seed i on rank i mod {})",
                                  world.size(), world.size()));
   const int64_t steps = o.config.training.steps;
-  // Rank 0 shows its own share: seeds 0, N, 2N, ... of the list (every seed in one process).
-  const size_t ranks = static_cast<size_t>(world.size());
-  const double total_steps = static_cast<double>((o.seeds.size() + ranks - 1) / ranks * 2 * steps);
-  o.on_message = [&](const std::string& line) { progress.message(line); };
+  // Each rank shows its own share: seeds r, r + N, r + 2N, ... of the list (all in one process).
+  const size_t ranks = static_cast<size_t>(world.size()), rank = static_cast<size_t>(world.rank());
+  const size_t my_seeds = (o.seeds.size() + ranks - 1 - rank) / ranks;
+  const double total_steps = static_cast<double>(my_seeds * 2 * steps);
+  o.on_message = [&](const std::string& line) { progress.message(rank_prefix + line); };
   o.on_step = [&, steps](const std::string& arm, uint64_t seed, size_t si, size_t n,
                          const StepLog& log) {
     const double done = static_cast<double>(
         (si / ranks * 2 + (arm == o.pair[1].name ? 1 : 0)) * steps + log.step + 1);
-    progress.step(fmt::format("[seed {} ({}/{}) {}]", seed, si + 1, n, arm), log.step, log.steps,
-                  log.loss, log.tokens_per_second, done / total_steps);
+    progress.step(fmt::format("{}[seed {} ({}/{}) {}]", rank_prefix, seed, si + 1, n, arm),
+                  log.step, log.steps, log.loss, log.tokens_per_second, done / total_steps);
     if (!step_log_open && !step_log.empty()) {
       // The first step of a resumed run is the first of the first unfinished arm (arms run in
       // order): every earlier arm finished, and this arm's lines from `log.step` on were logged
