@@ -218,13 +218,13 @@ fi
 
 # --- tools/results/run_scales.sh with RANKS=2: the same result.json as one process -------------
 SCALES="$(cd "$(dirname "$0")/.." && pwd)/tools/results/run_scales.sh"
-scales() { env BIN="$BIN" DATA="$DATA" MPIRUN="$MPIRUN" ONLY=micro-block STEPS=20 SEEDS=1-3 "$@" bash "$SCALES"; }
+scales() { env BIN="$BIN" DATA="$DATA" MPIRUN="$MPIRUN" ONLY=micro-block STEPS=20 SEEDS=1-2 "$@" bash "$SCALES"; }
 scales RANKS=1 RESULTS="$WORK/scales1" WORK="$WORK/scales1-runs" > "$WORK/scales1.txt" 2>&1
 scales RANKS=2 RESULTS="$WORK/scales2" WORK="$WORK/scales2-runs" > "$WORK/scales2.txt" 2>&1
 strip() { grep -vE 'seconds"|"directory"|"created_at"|"tokenizer_from_cache"' "$1"; }
 if [ -f "$WORK/scales1/micro-block/result.json" ] && [ -f "$WORK/scales2/micro-block/result.json" ] &&
   diff <(strip "$WORK/scales1/micro-block/result.json") <(strip "$WORK/scales2/micro-block/result.json") > /dev/null &&
-  grep -q "^mpirun -np 2 " "$WORK/scales2/micro-block/command.txt"; then
+  grep -q -- "^$MPIRUN -np 2 .* reproduce " "$WORK/scales2/micro-block/command.txt"; then
   pass "run_scales.sh RANKS=2 == RANKS=1 (result.json, times aside)"
 else fail "run_scales.sh over ranks: $(tail -3 "$WORK/scales2.txt")"; fi
 
