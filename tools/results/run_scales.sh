@@ -31,7 +31,8 @@
 # rank count (each rank keeps its finished arms in state.json.rank<r> beside state.json). To stop
 # it at once, send SIGTERM to every rank (the depthgrad processes); SIGTERM to mpirun itself
 # reaches them after 60 s (odls_base_sigkill_timeout, set below: each rank then saves its arm)
-# and SIGKILL 60 s later.
+# and SIGKILL 60 s later. Either way mpirun itself may take those two minutes to exit after the
+# ranks have stopped (it ends a job whose ranks exit non-zero, 143 here, with the same timeouts).
 # Environment: BIN (default build/depthgrad), DATA (default $DEPTHGRAD_DATA, else ../shared/data),
 # THREADS (threads per process, default 1), RANKS (default 1), MPIRUN (default mpirun), WORK
 # (default runs/scales), RESULTS (default tools/results), and for end-to-end checks of this
