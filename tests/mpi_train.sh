@@ -173,8 +173,10 @@ LONG=(reproduce --protocol paired --seeds 1-3 --steps 300 --layers 2 --dim 32 --
 "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np 2 -x DEPTHGRAD_THREADS=1 "$BIN" "${LONG[@]}" \
   --output-dir "$WORK/long2" > "$WORK/long2.txt" 2>&1 &
 launcher=$!
-for _ in $(seq 1 1200); do  # up to 60 s for the first finished arm (0.5-2 s here)
-  ls "$WORK"/long2/*/*/state.json.rank* > /dev/null 2>&1 && break
+# The stop comes once rank 1 has finished its seed (both arms) while rank 0 trains seed 3: rank 1
+# then waits at the end of the run, where every rank meets, and stops with rank 0.
+for _ in $(seq 1 1200); do  # up to 60 s (1-3 s here)
+  [ "$(cat "$WORK"/long2/*/*/state.json.rank1 2>/dev/null | grep -c '"lm_loss"')" -ge 2 ] && break
   sleep 0.05
 done
 ranks=""
@@ -182,14 +184,16 @@ for d in /proc/[0-9]*; do  # the ranks: the launcher's children
   [ "$(awk '/^PPid:/ {print $2}' "$d/status" 2>/dev/null)" = "$launcher" ] && ranks="$ranks ${d#/proc/}"
 done
 [ -n "$ranks" ] && kill -TERM $ranks
+start=$(date +%s)
 wait "$launcher"
 rc=$?
+took=$(($(date +%s) - start))
 run2=$(ls -d "$WORK"/long2/*/*/ 2>/dev/null | head -1)
 run2="${run2%/}"
-if [ $rc -eq 143 ] && [ -n "$run2" ] && ls "$run2"/state.json.rank* > /dev/null 2>&1 &&
+if [ $rc -eq 143 ] && [ $took -le 60 ] && [ -n "$run2" ] && ls "$run2"/state.json.rank* > /dev/null 2>&1 &&
   grep -q "^  mpirun -np 2 .* --resume $run2" "$WORK/long2.txt" && [ ! -f "$run2/result.json" ]; then
-  pass "SIGTERM to every rank stops a paired run (exit 143), each rank's finished arms kept, the resume line printed"
-else fail "stopping a paired run over ranks (rc=$rc, ranks:$ranks): $(grep -v '^\[' "$WORK/long2.txt" | tail -5)"; fi
+  pass "SIGTERM to every rank stops a paired run in ${took} s (exit 143; a rank done with its seeds too), each rank's finished arms kept, the resume line printed"
+else fail "stopping a paired run over ranks (rc=$rc after ${took} s, ranks:$ranks): $(grep -v '^\[' "$WORK/long2.txt" | tail -5)"; fi
 if [ -n "$run2" ]; then
   cp -r "$run2" "$WORK/long2-copy"
   mpi 2 "$BIN" "${LONG[@]}" --resume "$run2" > /dev/null 2>&1

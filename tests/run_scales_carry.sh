@@ -36,9 +36,9 @@ else
   cat "$WORK/keep.log"
   fail "KEEP_PARTIAL kept the run's state file"
 fi
-grep -q '^arms 1-2 finished on: test CPU, .*(started-build) (kept ' "$WORK/b-results/micro-block/partial/machines.txt" &&
-  pass "machines.txt says where arms 1-2 ran, with the build that started them" ||
-  fail "machines.txt says where arms 1-2 ran, with the build that started them"
+grep -q '^arms 1-2 finished on: test CPU, .*(started-build) (kept .*): seed 1 block_attnres, seed 1 rd_attnres$' "$WORK/b-results/micro-block/partial/machines.txt" &&
+  pass "machines.txt says where arms 1-2 ran, with the build that started them, and names them" ||
+  fail "machines.txt says where arms 1-2 ran, with the build that started them, and names them"
 [ ! -f "$WORK/b-results/micro-block/result.json" ] && pass "KEEP_PARTIAL ran nothing" ||
   fail "KEEP_PARTIAL ran nothing"
 
@@ -69,7 +69,8 @@ fi
   fail "partial/ removed once finished"
 C="$WORK/b-results/micro-block/command.txt"
 if grep -q 'and carried to this machine' "$C" && grep -q '^#   arms 1-2 finished on: ' "$C" &&
-  grep '^#   arms 3-4 finished on: ' "$C" | grep -qF "$("$BIN" --version)"; then
+  grep '^#   arms 3-4 finished on: ' "$C" | grep -qF "$("$BIN" --version)" &&
+  grep -q '^#   arms 3-4 finished on: .*: seed 2 block_attnres, seed 2 rd_attnres$' "$C"; then
   pass "command.txt says where each arm ran"
 else
   cat "$C"

@@ -47,6 +47,13 @@ class Collectives {
   virtual std::vector<double> all_gather(const std::vector<double>& mine) = 0;
   virtual std::vector<std::string> all_gather(const std::string& mine) = 0;
   virtual void barrier() = 0;
+  // A barrier that gives up: true once every rank has called it, false when `seconds` pass first
+  // (infinity: wait as long as it takes). For a rank that must not wait forever for one that may
+  // never come (it then ends the job). Here: barrier(); MPI waits without spinning a core.
+  virtual bool barrier_within(double /*seconds*/) {
+    barrier();
+    return true;
+  }
   // The library's own sum (MPI_Allreduce, MPI_SUM, in place): only for measuring against.
   virtual void all_reduce_sum_any_order(float* buffer, int64_t count) = 0;
 };

@@ -4,6 +4,8 @@
 #include <fmt/core.h>
 
 #include <filesystem>
+#include <set>
+#include <utility>
 
 #include "tensor/threads.h"
 #include "tools/cli/commands.h"
@@ -211,7 +213,7 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   const std::string rank_prefix =
       world.size() > 1 ? fmt::format("[rank {}/{}] ", world.rank(), world.size()) : "";
   Progress progress(f.get_bool("quiet"), resuming ? "" : step_log);
-  bool step_log_open = !resuming;
+  std::set<std::pair<uint64_t, std::string>> arms_logged;  // (seed, arm) seen by this process
   if (writes)
     progress.message(
         fmt::format("depthgrad reproduce --paper {} --protocol {}: {} vs {}{}, {} seed(s), {} "
@@ -235,10 +237,12 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
         (si / ranks * 2 + (arm == o.pair[1].name ? 1 : 0)) * steps + log.step + 1);
     progress.step(fmt::format("{}[seed {} ({}/{}) {}]", rank_prefix, seed, si + 1, n, arm),
                   log.step, log.steps, log.loss, log.tokens_per_second, done / total_steps);
-    if (!step_log_open && !step_log.empty()) {
-      // The first step of a resumed run is the first of the first unfinished arm (arms run in
-      // order): every earlier arm finished, and this arm's lines from `log.step` on were logged
-      // after its checkpoint by the run that stopped. Those are dropped; everything else kept.
+    if (resuming && arms_logged.emplace(seed, arm).second) {
+      // In a resumed run an arm's first step here is where its checkpoint left off (or step 0):
+      // the lines the stopped run logged for it from `log.step` on are dropped from this
+      // process's log, everything else kept. (After a change of rank count the arm may have
+      // such lines in another rank's log, which this process does not rewrite.)
+      progress.close_log();
       keep_log_lines(step_log, [&](const json::Value& line) {
         if (!line.is_object()) return false;
         const json::Value *a = line.find("arm"), *s = line.find("seed"), *t = line.find("step");
@@ -247,7 +251,6 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
         return !this_arm || t->as_double() < static_cast<double>(log.step);
       });
       progress.open_log(step_log, true);
-      step_log_open = true;
     }
     json::Value j;
     j["arm"] = arm;
@@ -276,28 +279,24 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
                  (world.size() > 1 ? fmt::format("mpirun -np {} ", world.size()) : "") +
                      resume_command(argc, argv, {"resume", "output-dir"}, {{"resume", o.run_dir}}));
     else
-      fmt::print(stderr, "depthgrad reproduce: rank {} of {}: {}; its arm in training is saved\n",
-                 world.rank(), world.size(), e.what());
+      fmt::print(stderr, "depthgrad reproduce: rank {} of {}: {}\n", world.rank(), world.size(),
+                 e.what());
     std::fflush(stderr);
-    // Every rank that was asked to stop (mpirun passes SIGTERM on to all) saves its arm and waits
-    // here for the others; a rank still training after kRankStopWait seconds was not asked, and
-    // the job ends (its arm resumes from its last periodic checkpoint).
-    constexpr double kRankStopWait = 120;
-    if (world.size() > 1 && !world.all_arrive_within(kRankStopWait)) {
-      fmt::print(
-          stderr,
-          "depthgrad reproduce: rank {} of {}: the other ranks did not stop within {:.0f} s: "
-          "ending the job\n",
-          world.rank(), world.size(), kRankStopWait);
-      std::fflush(stderr);
-      world.abort(e.exit_code());
-    }
     return e.exit_code();
   } catch (...) {
     progress.finish();
     // No half-written run directories: a run that failed before any arm finished leaves
-    // nothing; one with finished arms (or one being resumed) keeps them for --resume.
-    if (writes && !resuming && !file_exists(o.run_dir + "/state.json")) {
+    // nothing; one with finished arms (or one being resumed) keeps them for --resume. Over
+    // ranks, another rank's own state file or saved arm counts too.
+    const auto keeps_work = [&] {
+      std::error_code ec;
+      for (const auto& entry : std::filesystem::directory_iterator(o.run_dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("state.json", 0) == 0) return true;
+      }
+      return !std::filesystem::is_empty(o.arm_checkpoint_dir, ec) && !ec;
+    };
+    if (writes && !resuming && !keeps_work()) {
       std::error_code ec;
       std::filesystem::remove_all(o.run_dir, ec);
     }

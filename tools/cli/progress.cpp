@@ -33,6 +33,11 @@ void Progress::open_log(const std::string& jsonl_path, bool append) {
   if (!log_) throw std::runtime_error(fmt::format("cannot open step log {}", jsonl_path));
 }
 
+void Progress::close_log() {
+  if (log_) std::fclose(log_);
+  log_ = nullptr;
+}
+
 Progress::~Progress() {
   finish();
   if (log_) std::fclose(log_);

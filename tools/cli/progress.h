@@ -34,6 +34,7 @@ class Progress {
   void log_json(const std::string& json_line);
   // Starts writing the log to `jsonl_path` (closing any open one): appended to, or started empty.
   void open_log(const std::string& jsonl_path, bool append);
+  void close_log();
   void finish();
 
  private:

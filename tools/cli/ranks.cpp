@@ -19,7 +19,7 @@ int run_on_every_rank(World& world, const char* command,
       fmt::print(stderr, "depthgrad {}: error: {}\n", command, e.what());
       std::fflush(stderr);
     }
-    world.all_arrive_within(30);
+    if (!world.collectives().barrier_within(30)) world.abort(code);
     return code;
   };
   try {

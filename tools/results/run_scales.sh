@@ -54,7 +54,8 @@ KEEP_PARTIAL="${KEEP_PARTIAL:-0}"
 
 LAUNCH=()
 if [ "$RANKS" -gt 1 ]; then
-  LAUNCH=("$MPIRUN" -np "$RANKS" --bind-to none --mca odls_base_sigkill_timeout 60)
+  # Open MPI's mpirun (--oversubscribe: RANKS may exceed the cores; each rank is one process)
+  LAUNCH=("$MPIRUN" -np "$RANKS" --oversubscribe --bind-to none --mca odls_base_sigkill_timeout 60)
   [ "$(id -u)" = 0 ] && LAUNCH+=(--allow-run-as-root)
   # containers without cross-memory attach (ptrace); the ranks exchange only a few bytes
   export OMPI_MCA_btl_vader_single_copy_mechanism="${OMPI_MCA_btl_vader_single_copy_mechanism:-none}"
@@ -130,6 +131,21 @@ arms_in() {
 # "arm 3" or "arms 3-4"
 arm_range() { if [ "$1" -eq "$2" ]; then echo "arm $1"; else echo "arms $1-$2"; fi; }
 
+# The finished arms of a state file, one "seed S ARM" a line in seed order (reproduce writes it
+# with one space of indent a level: seeds at two spaces inside "completed", arms at three).
+arm_pairs() {
+  [ -f "$1" ] || return 0
+  awk '/^ "completed": \{/ { in_c = 1; next }
+       /^ "/ { in_c = 0 }
+       in_c && match($0, /^  "[0-9]+": \{/) { seed = substr($0, 4, RLENGTH - 7) }
+       in_c && match($0, /^   "[a-z_]+": \{/) { print "seed " seed " " substr($0, 5, RLENGTH - 8) }' "$1" |
+    sort -k2,2n -k3,3
+}
+# The arms of state file $1 that state file $2 lacks: "seed 8 block_attnres, seed 9 rd_attnres"
+new_arms() {
+  comm -23 <(arm_pairs "$1" | sort) <(arm_pairs "$2" | sort) | sort -k2,2n -k3,3 | paste -sd, - | sed 's/,/, /g'
+}
+
 # This machine, for the record of where each arm ran: bits are the same only on the same CPU
 # kind and build (-march=native, OpenBLAS's kernel per CPU).
 machine() {
@@ -175,11 +191,12 @@ for spec in "${RUNS[@]}"; do
     fi
     mkdir -p "$dest/partial"
     cp "$resume_dir/state.json" "$dest/partial/state.json.tmp"
+    # Which arms are new here: counted (arms k+1 to n) and named (over ranks they finish in
+    # another order than seed by seed, A then B).
+    these=$(new_arms "$dest/partial/state.json.tmp" "$dest/partial/state.json")
     mv "$dest/partial/state.json.tmp" "$dest/partial/state.json"
-    # Counts of finished arms (one process runs seed by seed, A then B; over ranks they finish
-    # in another order): which ones are in the state file.
-    printf '%s finished on: %s (kept %s)\n' "$(arm_range $((kept_arms + 1)) "$local_arms")" "$(ran_on "$name")" \
-      "$(date -u +%Y-%m-%dT%H:%MZ)" >> "$dest/partial/machines.txt"
+    printf '%s finished on: %s (kept %s): %s\n' "$(arm_range $((kept_arms + 1)) "$local_arms")" "$(ran_on "$name")" \
+      "$(date -u +%Y-%m-%dT%H:%MZ)" "$these" >> "$dest/partial/machines.txt"
     echo "== $name: kept the $local_arms finished arms of $resume_dir in $dest/partial/state.json"
     continue
   fi
@@ -230,9 +247,10 @@ for spec in "${RUNS[@]}"; do
     # run went on).
     kept_now=$(arms_in "$dest/partial/state.json")
     all_arms=$(arms_in "$run_dir/state.json")
-    [ "$all_arms" -gt "$kept_now" ] && printf '#   %s finished on: %s (%s)\n' \
+    [ "$all_arms" -gt "$kept_now" ] && printf '#   %s finished on: %s (%s): %s\n' \
       "$(arm_range $((kept_now + 1)) "$all_arms")" \
-      "$(ran_on "$name")" "$(date -u +%Y-%m-%dT%H:%MZ)" >> "$dest/command.txt"
+      "$(ran_on "$name")" "$(date -u +%Y-%m-%dT%H:%MZ)" \
+      "$(new_arms "$run_dir/state.json" "$dest/partial/state.json")" >> "$dest/command.txt"
   elif [ "$carried" = 1 ]; then
     printf '# (its finished arms carried from an earlier machine in %s/partial/state.json)\n' "$dest" >> "$dest/command.txt"
   fi

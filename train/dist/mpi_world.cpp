@@ -107,6 +107,22 @@ class MpiCollectives final : public Collectives {
 
   void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
 
+  // MPI_Ibarrier, tested every 20 ms (a blocking MPI call would spin a core meanwhile).
+  bool barrier_within(double seconds) override {
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    const auto start = std::chrono::steady_clock::now();
+    int done = 0;
+    while (true) {
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (done) return true;
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >=
+          seconds)
+        return false;  // the caller ends the job (MPI_Abort)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
   void all_reduce_sum_any_order(float* buffer, int64_t count) override {
     MPI_Allreduce(MPI_IN_PLACE, buffer, count_of(count, "all-reduce"), MPI_FLOAT, MPI_SUM,
                   MPI_COMM_WORLD);
@@ -157,20 +173,6 @@ World::~World() {
 void World::abort(int code) {
   if (initialised_mpi_) MPI_Abort(MPI_COMM_WORLD, code);
   std::exit(code);
-}
-
-bool World::all_arrive_within(double seconds) {
-  if (!initialised_mpi_) return true;
-  MPI_Request request;
-  MPI_Ibarrier(MPI_COMM_WORLD, &request);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  int done = 0;
-  while (true) {
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;  // abort() follows
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
 }
 
 std::string World::library() {

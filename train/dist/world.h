@@ -23,10 +23,6 @@ class World {
   int size() const { return collectives_->size(); }
   // Ends every rank of the job now (MPI_Abort): for an error only this rank saw.
   [[noreturn]] void abort(int code);
-  // True once every rank has called this too (a barrier that gives up): false when `seconds`
-  // pass first. For ranks that stop on their own (Ctrl-C, SIGTERM) and must not wait forever
-  // for one that was not asked to; the caller then ends the job with abort().
-  bool all_arrive_within(double seconds);
   // "Open MPI 4.1.4" or "none (built without MPI)"
   static std::string library();
 

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <limits>
+#include <optional>
 
 #include "tensor/threads.h"
 #include "train/batches.h"
@@ -362,10 +364,10 @@ Corpus prepare_data(const ReproduceOptions& opt, const Say& say) {
 //
 // Over N MPI ranks every rank finishes arms on its own, so each keeps its own file beside the
 // run's, <path>.rank<r>: the arms it knows, written after each one it finishes (its own file
-// alone, so no two ranks write the same file and no finished arm can be lost). It also rewrites
-// <path> with everything then on disk, a best-effort union that a copy of <path> alone can carry
-// (two ranks finishing at the same moment may each miss the other's newest arm there; their own
-// files keep it). Every process, any rank count, reads <path> and every <path>.rank<r> at start,
+// alone, so no two ranks write the same file and no finished arm can be lost). Then, holding a
+// lock on the folder (DirectoryLock), it rewrites <path> with everything then on disk: <path>
+// alone holds every finished arm whenever no rank is between its two writes, so a copy of it
+// can carry the run. Every process, any rank count, reads <path> and every <path>.rank<r> at start,
 // so a run stopped on N ranks resumes on M. finish() writes <path> whole and removes the rank
 // files: a finished run has one state file, as with one process.
 class ArmStore {
@@ -387,7 +389,10 @@ class ArmStore {
     if (path_.empty()) return;
     write_file_atomic(own_path_, json::dump(state_, 1));
     if (own_path_ != path_) {
-      read_from_disk();  // what the other ranks have finished since
+      // One rank at a time reads what the others have finished since and rewrites <path>.
+      const std::filesystem::path p(path_);
+      const DirectoryLock lock(p.has_parent_path() ? p.parent_path().string() : ".");
+      read_from_disk();
       write_file_atomic(path_, json::dump(state_, 1));
     }
   }
@@ -520,16 +525,47 @@ Value run_arm(const ReproduceOptions& opt, const Corpus& corpus, const Reproduce
   return result;
 }
 
-// Over MPI ranks: every rank's seeds (seed i on rank i mod N) to every rank, in seed order.
-void gather_seed_results(Collectives& world, std::vector<Value>& per_seed) {
+// How long a rank that was stopped (Ctrl-C, SIGTERM) waits for the others to stop too: mpirun
+// passes a signal on to every rank, and each stops after its step, or after its arm when the
+// signal came in its last step or its evaluation (about 100 s for the full validation split at
+// preset small on one thread).
+constexpr double kRankStopWaitSeconds = 300;
+
+// The end of a run over MPI ranks, the one point every rank reaches, finished or stopped: every
+// rank's seeds (seed i on rank i mod N) to every rank, in seed order; or, when any rank was
+// stopped, Interrupted on every rank (each kept its finished arms in its state file and saved its
+// arm in training). A finished rank waits for the others' arms (without spinning); a stopped one
+// waits kRankStopWaitSeconds, then ends the job.
+void end_over_ranks(Collectives& world, std::vector<Value>& per_seed,
+                    const std::optional<Interrupted>& stopped) {
   const int rank = world.rank(), ranks = world.size();
-  Array mine;
-  for (size_t si = rank; si < per_seed.size(); si += ranks) mine.push_back(per_seed[si]);
-  const std::vector<std::string> all = world.all_gather(json::dump(Value(std::move(mine))));
+  const double wait = stopped ? kRankStopWaitSeconds : std::numeric_limits<double>::infinity();
+  if (!world.barrier_within(wait))
+    throw std::runtime_error(fmt::format(
+        "{}, but the other ranks did not stop within {:.0f} s (was the signal sent to this rank "
+        "alone?): ending the job; the finished arms are in the state files",
+        stopped->what(), wait));
+  Value mine;
+  mine["stopped"] = stopped ? stopped->signal : 0;
+  mine["why"] = stopped ? stopped->what() : "";
+  Array seeds;
+  if (!stopped)
+    for (size_t si = rank; si < per_seed.size(); si += ranks) seeds.push_back(per_seed[si]);
+  mine["seeds"] = std::move(seeds);
+  const std::vector<std::string> all = world.all_gather(json::dump(mine));
+  std::vector<Value> theirs;
+  for (int r = 0; r < ranks; ++r)
+    theirs.push_back(json::parse(all[r], fmt::format("rank {}'s seed results", r)));
   for (int r = 0; r < ranks; ++r) {
-    const Value theirs = json::parse(all[r], fmt::format("rank {}'s seed results", r));
+    const int signal = static_cast<int>(theirs[r].at("stopped").as_int());
+    if (signal == 0) continue;
+    if (stopped) throw *stopped;
+    throw Interrupted(signal, fmt::format("rank {} was {}", r, theirs[r].at("why").as_string()));
+  }
+  for (int r = 0; r < ranks; ++r) {
     size_t k = 0;
-    for (size_t si = r; si < per_seed.size(); si += ranks) per_seed[si] = theirs.as_array().at(k++);
+    for (size_t si = r; si < per_seed.size(); si += ranks)
+      per_seed[si] = theirs[r].at("seeds").as_array().at(k++);
   }
 }
 
@@ -539,25 +575,31 @@ std::vector<Value> run_all_arms(const ReproduceOptions& opt, const Corpus& corpu
                                 const Say& say) {
   std::vector<Value> per_seed(opt.seeds.size());
   const int rank = opt.world ? opt.world->rank() : 0, ranks = opt.world ? opt.world->size() : 1;
-  for (size_t si = 0; si < opt.seeds.size(); ++si) {
-    if (static_cast<int>(si % ranks) != rank) continue;  // another rank's seed
-    const uint64_t seed = opt.seeds[si];
-    Object seed_result;
-    seed_result.emplace_back("seed", static_cast<int64_t>(seed));
-    for (const ReproduceArm& arm : opt.pair) {
-      if (const Value* done = store.find(seed, arm.name)) {
-        say(fmt::format("seed {} {}: done earlier (state file)", seed, arm.name));
-        seed_result.emplace_back(arm.name, *done);
-        continue;
+  std::optional<Interrupted> stopped;  // over ranks: said at the end, where every rank meets
+  try {
+    for (size_t si = 0; si < opt.seeds.size(); ++si) {
+      if (static_cast<int>(si % ranks) != rank) continue;  // another rank's seed
+      const uint64_t seed = opt.seeds[si];
+      Object seed_result;
+      seed_result.emplace_back("seed", static_cast<int64_t>(seed));
+      for (const ReproduceArm& arm : opt.pair) {
+        if (const Value* done = store.find(seed, arm.name)) {
+          say(fmt::format("seed {} {}: done earlier (state file)", seed, arm.name));
+          seed_result.emplace_back(arm.name, *done);
+          continue;
+        }
+        stop_if_requested(fmt::format("before seed {} {}", seed, arm.name));
+        Value result = run_arm(opt, corpus, arm, si, say);
+        store.add(seed, arm.name, result);
+        seed_result.emplace_back(arm.name, std::move(result));
       }
-      stop_if_requested(fmt::format("before seed {} {}", seed, arm.name));
-      Value result = run_arm(opt, corpus, arm, si, say);
-      store.add(seed, arm.name, result);
-      seed_result.emplace_back(arm.name, std::move(result));
+      per_seed[si] = Value(std::move(seed_result));
     }
-    per_seed[si] = Value(std::move(seed_result));
+  } catch (const Interrupted& e) {
+    if (ranks == 1) throw;
+    stopped = e;
   }
-  if (ranks > 1) gather_seed_results(*opt.world, per_seed);
+  if (ranks > 1) end_over_ranks(*opt.world, per_seed, stopped);
   return per_seed;
 }
 

@@ -40,4 +40,19 @@ bool file_exists(const std::string& path);
 // True when `path` exists and is a directory.
 bool dir_exists(const std::string& path);
 
+// An exclusive advisory lock (flock) on a directory, held while the object lives: for processes
+// that each read some files there and rewrite one they share (the ranks of a reproduce run and
+// its state.json). Blocks until the lock is free. Where the directory cannot be opened or the
+// file system has no flock it locks nothing (the writes stay atomic, the union best effort).
+class DirectoryLock {
+ public:
+  explicit DirectoryLock(const std::string& directory);
+  ~DirectoryLock();
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace dg
