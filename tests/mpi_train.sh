@@ -5,7 +5,7 @@
 # there), with --zero 1 too; against one process with batch N·b to 1e-6; resume with the same and
 # another rank count; refused layouts and mismatched settings; an error on one rank and a killed
 # rank end the job promptly; the paired protocol over ranks (the same numbers as one process; stopped
-# by SIGTERM and resumed on 2 ranks or one) and bench over ranks.
+# by SIGTERM and resumed on 2 ranks or one; a stop sent to one rank alone) and bench over ranks.
 # Usage: tests/mpi_train.sh PATH/TO/depthgrad DATA_DIR [mpirun] [quick|full]
 #   quick (ctest): every check class; the 3-rank and ZeRO-1 comparisons on two residual modes
 #   full (make test-mpi-full): those on all five modes as well
@@ -219,6 +219,35 @@ if [ -n "$run2" ]; then
   [ $rc -ne 0 ] && grep -q "foreign/state.json.rank1 belongs to a run with other settings" <<<"$err" &&
     pass "a rank state file of other settings is refused, naming the file" || fail "foreign rank file (rc=$rc): $err"
 fi
+
+# --- a stop sent to one rank alone: it saves its arm, waits --rank-stop-wait seconds for the others,
+# then ends the job with a line saying why (no hang); the run resumes. (2000 steps: rank 0 is far
+# from done when rank 1 gives up.)
+ALONE=(reproduce --protocol paired --seeds 1-3 --steps 2000 --layers 2 --dim 32 --train-tokens 20000 --eval reference
+  --dataset-dir "$DATA" --threads 1 --checkpoint-every 50 --quiet)
+"$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np 2 -x DEPTHGRAD_THREADS=1 "$BIN" "${ALONE[@]}" \
+  --rank-stop-wait 2 --output-dir "$WORK/alone" > "$WORK/alone.txt" 2>&1 &
+launcher=$!
+for _ in $(seq 1 1200); do
+  ls "$WORK"/alone/*/*/steps.rank1.jsonl > /dev/null 2>&1 && [ -s "$(ls "$WORK"/alone/*/*/steps.rank1.jsonl)" ] && break
+  sleep 0.05
+done
+victim=""
+for d in /proc/[0-9]*; do
+  [ "$(awk '/^PPid:/ {print $2}' "$d/status" 2>/dev/null)" = "$launcher" ] || continue
+  tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=${d#/proc/}
+done
+[ -n "$victim" ] && kill -TERM "$victim"
+start=$(date +%s)
+wait "$launcher"
+rc=$?
+took=$(($(date +%s) - start))
+alone=$(ls -d "$WORK"/alone/*/*/ 2>/dev/null | head -1)
+if [ $rc -ne 0 ] && [ $rc -ne 143 ] && [ $took -le 30 ] &&
+  grep -q "rank 1 of 2: error: stopped by SIGTERM .*, but the other ranks did not stop within 2 s" "$WORK/alone.txt" &&
+  [ -n "$alone" ] && [ -n "$(ls -A "$alone/checkpoints" 2>/dev/null)" ]; then
+  pass "a stop sent to rank 1 alone ends the job after --rank-stop-wait (${took} s), saying why, its arm saved"
+else fail "stop sent to one rank (rc=$rc after ${took} s, victim '$victim'): $(grep -v '^\[' "$WORK/alone.txt" | tail -4)"; fi
 
 # --- tools/results/run_scales.sh with RANKS=2: the same result.json as one process -------------
 SCALES="$(cd "$(dirname "$0")/.." && pwd)/tools/results/run_scales.sh"

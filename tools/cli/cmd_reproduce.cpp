@@ -114,6 +114,9 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
       .add("resume", "",
            "continue the run in this directory (its state.json and the checkpoint of the arm "
            "that was training); give the run's other flags as before")
+      .add("rank-stop-wait", "300",
+           "over MPI ranks: seconds a stopped rank waits for the others to stop too (they stop "
+           "after their step, or after their arm when in its evaluation), then ends the job")
       .add("checkpoint-every", "200",
            "paired: also save the arm in training every this many steps, so that a killed run "
            "loses at most that many (0 = only when stopped by Ctrl-C or SIGTERM)")
@@ -200,6 +203,7 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   o.state_file = f.given("state-file") ? f.get("state-file") : o.run_dir + "/state.json";
   o.arm_checkpoint_dir = o.run_dir + "/checkpoints";
   o.arm_checkpoint_every = f.get_int("checkpoint-every");
+  o.rank_stop_wait_seconds = f.get_double("rank-stop-wait");
   if (writes) make_dirs(o.run_dir);
   install_stop_handlers();
 

@@ -46,6 +46,7 @@ const std::map<std::string, FlagRange>& flag_ranges() {
       {"clip", {0, 1e30}},
       {"confidence-z", {0, 1e6}},
       {"validation-fraction", {0, 0.5, true}},  // (0, 0.5]
+      {"rank-stop-wait", {0, 1e6, true}},       // seconds, (0, about 11 days]
   };
   return ranges;
 }

@@ -525,21 +525,15 @@ Value run_arm(const ReproduceOptions& opt, const Corpus& corpus, const Reproduce
   return result;
 }
 
-// How long a rank that was stopped (Ctrl-C, SIGTERM) waits for the others to stop too: mpirun
-// passes a signal on to every rank, and each stops after its step, or after its arm when the
-// signal came in its last step or its evaluation (about 100 s for the full validation split at
-// preset small on one thread).
-constexpr double kRankStopWaitSeconds = 300;
-
 // The end of a run over MPI ranks, the one point every rank reaches, finished or stopped: every
 // rank's seeds (seed i on rank i mod N) to every rank, in seed order; or, when any rank was
 // stopped, Interrupted on every rank (each kept its finished arms in its state file and saved its
 // arm in training). A finished rank waits for the others' arms (without spinning); a stopped one
-// waits kRankStopWaitSeconds, then ends the job.
+// waits `stop_wait` seconds (ReproduceOptions::rank_stop_wait_seconds), then ends the job.
 void end_over_ranks(Collectives& world, std::vector<Value>& per_seed,
-                    const std::optional<Interrupted>& stopped) {
+                    const std::optional<Interrupted>& stopped, double stop_wait) {
   const int rank = world.rank(), ranks = world.size();
-  const double wait = stopped ? kRankStopWaitSeconds : std::numeric_limits<double>::infinity();
+  const double wait = stopped ? stop_wait : std::numeric_limits<double>::infinity();
   if (!world.barrier_within(wait))
     throw std::runtime_error(fmt::format(
         "{}, but the other ranks did not stop within {:.0f} s (was the signal sent to this rank "
@@ -599,7 +593,7 @@ std::vector<Value> run_all_arms(const ReproduceOptions& opt, const Corpus& corpu
     if (ranks == 1) throw;
     stopped = e;
   }
-  if (ranks > 1) end_over_ranks(*opt.world, per_seed, stopped);
+  if (ranks > 1) end_over_ranks(*opt.world, per_seed, stopped, opt.rank_stop_wait_seconds);
   return per_seed;
 }
 

@@ -89,6 +89,11 @@ struct ReproduceOptions {
   // rank i mod N, every rank gets every seed's result (the same bits as one process), and only
   // rank 0 writes the run's files (each rank keeps its own state file and arm checkpoints).
   Collectives* world = nullptr;
+  // Over ranks: how long a rank that was stopped (Ctrl-C, SIGTERM) waits for the others to stop
+  // too before it ends the job. mpirun passes a signal on to every rank, and each stops after its
+  // step, or after its arm when the signal came in its last step or its evaluation (about 100 s
+  // for the full validation split at preset small on one thread).
+  double rank_stop_wait_seconds = 300;
   // progress: called for every training step of every arm
   std::function<void(const std::string& arm, uint64_t seed, size_t seed_index, size_t seeds,
                      const StepLog&)>
