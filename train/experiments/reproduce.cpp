@@ -381,8 +381,7 @@ class ArmStore {
     read_from_disk();
   }
   const Value* find(uint64_t seed, const std::string& arm) const {
-    const Value* done = state_.at("completed").find(std::to_string(seed));
-    return done ? done->find(arm) : nullptr;
+    return find(std::to_string(seed), arm);
   }
   void add(uint64_t seed, const std::string& arm, const Value& result) {
     state_["completed"][std::to_string(seed)][arm] = result;
@@ -390,8 +389,7 @@ class ArmStore {
     write_file_atomic(own_path_, json::dump(state_, 1));
     if (own_path_ != path_) {
       // One rank at a time reads what the others have finished since and rewrites <path>.
-      const std::filesystem::path p(path_);
-      const DirectoryLock lock(p.has_parent_path() ? p.parent_path().string() : ".");
+      const DirectoryLock lock(directory().string());
       read_from_disk();
       write_file_atomic(path_, json::dump(state_, 1));
     }
@@ -409,12 +407,16 @@ class ArmStore {
   }
 
  private:
+  // The folder of <path>
+  std::filesystem::path directory() const {
+    const std::filesystem::path p(path_);
+    return p.has_parent_path() ? p.parent_path() : ".";
+  }
   // <path>.rank<digits> beside <path>
   std::vector<std::string> rank_files() const {
     std::vector<std::string> out;
-    const std::filesystem::path p(path_);
-    const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
-    const std::string prefix = p.filename().string() + ".rank";
+    const std::filesystem::path dir = directory();
+    const std::string prefix = std::filesystem::path(path_).filename().string() + ".rank";
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
       const std::string name = entry.path().filename().string();
@@ -453,11 +455,11 @@ class ArmStore {
           throw std::invalid_argument(
               fmt::format("--state-file: {}: completed.{} is not an object of arms", f, seed));
         for (const auto& [arm, result] : arms.as_object())
-          if (!find_text(seed, arm)) state_["completed"][seed][arm] = result;
+          if (!find(seed, arm)) state_["completed"][seed][arm] = result;
       }
     }
   }
-  const Value* find_text(const std::string& seed, const std::string& arm) const {
+  const Value* find(const std::string& seed, const std::string& arm) const {
     const Value* done = state_.at("completed").find(seed);
     return done ? done->find(arm) : nullptr;
   }
