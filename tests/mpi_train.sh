@@ -47,6 +47,15 @@ tensor_bytes() {
 # "loss grad_norm clipped" of every step, exactly as logged (17 significant digits)
 curve() { sed -E 's/.*"loss": *([^,}]+), *"grad_norm": *([^,}]+), *"clipped": *([a-z]+).*/\1 \2 \3/' "$1/steps.jsonl"; }
 checkpoint_step() { head -c "$(($(od -An -t u8 -N8 "$1" 2>/dev/null | tr -d ' ') + 8))" "$1" 2>/dev/null | grep -ao '"depthgrad.step": *"[0-9]*"' | grep -o '[0-9]*' | tail -1; }
+# PIDs of the ranks mpirun LAUNCHER started (its children); with RANK, only that MPI rank's
+launcher_ranks() {
+  local d
+  for d in /proc/[0-9]*; do
+    [ "$(awk '/^PPid:/ {print $2}' "$d/status" 2>/dev/null)" = "$1" ] || continue
+    [ -z "${2:-}" ] || tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" || continue
+    echo "${d#/proc/}"
+  done
+}
 same_run() {  # NAME DIR_A DIR_B: identical losses, grad norms, clipping and final weights
   local name="$1" a="$2" b="$3"
   if [ -s "$a/steps.jsonl" ] && [ "$(curve "$a")" = "$(curve "$b")" ] &&
@@ -179,10 +188,7 @@ for _ in $(seq 1 1200); do  # up to 60 s (1-3 s here)
   [ "$(cat "$WORK"/long2/*/*/state.json.rank1 2>/dev/null | grep -c '"lm_loss"')" -ge 2 ] && break
   sleep 0.05
 done
-ranks=""
-for d in /proc/[0-9]*; do  # the ranks: the launcher's children
-  [ "$(awk '/^PPid:/ {print $2}' "$d/status" 2>/dev/null)" = "$launcher" ] && ranks="$ranks ${d#/proc/}"
-done
+ranks=$(launcher_ranks "$launcher")
 [ -n "$ranks" ] && kill -TERM $ranks
 start=$(date +%s)
 wait "$launcher"
@@ -232,11 +238,7 @@ for _ in $(seq 1 1200); do
   ls "$WORK"/alone/*/*/steps.rank1.jsonl > /dev/null 2>&1 && [ -s "$(ls "$WORK"/alone/*/*/steps.rank1.jsonl)" ] && break
   sleep 0.05
 done
-victim=""
-for d in /proc/[0-9]*; do
-  [ "$(awk '/^PPid:/ {print $2}' "$d/status" 2>/dev/null)" = "$launcher" ] || continue
-  tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=${d#/proc/}
-done
+victim=$(launcher_ranks "$launcher" 1)
 [ -n "$victim" ] && kill -TERM "$victim"
 start=$(date +%s)
 wait "$launcher"
