@@ -47,7 +47,8 @@ tensor_bytes() {
 # "loss grad_norm clipped" of every step, exactly as logged (17 significant digits)
 curve() { sed -E 's/.*"loss": *([^,}]+), *"grad_norm": *([^,}]+), *"clipped": *([a-z]+).*/\1 \2 \3/' "$1/steps.jsonl"; }
 checkpoint_step() { head -c "$(($(od -An -t u8 -N8 "$1" 2>/dev/null | tr -d ' ') + 8))" "$1" 2>/dev/null | grep -ao '"depthgrad.step": *"[0-9]*"' | grep -o '[0-9]*' | tail -1; }
-# PIDs of the ranks mpirun LAUNCHER started (its children); with RANK, only that MPI rank's
+# PIDs of the ranks mpirun LAUNCHER started (its children); with RANK, only the one whose
+# OMPI_COMM_WORLD_RANK is RANK. Read from /proc, so no procps is needed.
 launcher_ranks() {
   local d
   for d in /proc/[0-9]*; do
@@ -276,11 +277,7 @@ launcher=$!
 victim=""
 for _ in $(seq 1 600); do  # up to 60 s for the checkpoint of step 10
   if [ "$(checkpoint_step "$WORK/killed/checkpoint.safetensors")" -ge 10 ] 2>/dev/null; then
-    # rank 1: a child of the launcher with OMPI_COMM_WORLD_RANK=1 (read from /proc: no procps needed)
-    for d in /proc/[0-9]*; do
-      [ "$(awk '/^PPid:/ {print $2}' "$d/status" 2>/dev/null)" = "$launcher" ] || continue
-      if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=${d#/proc/}; fi
-    done
+    victim=$(launcher_ranks "$launcher" 1)
     break
   fi
   sleep 0.1
