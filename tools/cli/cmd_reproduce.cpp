@@ -227,8 +227,9 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
                     o.config.preset.empty() ? "" : ", preset " + o.config.preset, o.seeds.size(),
                     o.config.training.steps, o.threads, o.data_dir));
   if (world.size() > 1 && writes)
-    progress.message(fmt::format("seeds spread over {} MPI ranks (seed i on rank i mod {})",
-                                 world.size(), world.size()));
+    progress.message(
+        fmt::format("seeds spread over {} MPI ranks (the i-th seed, from 0, on rank i mod {})",
+                    world.size(), world.size()));
   const int64_t steps = o.config.training.steps;
   // Each rank shows its own share: seeds r, r + N, r + 2N, ... of the list (all in one process).
   const size_t ranks = static_cast<size_t>(world.size()), rank = static_cast<size_t>(world.rank());

@@ -26,13 +26,14 @@
 # CPU kind and build; tests/run_scales_carry.sh). The finished run's command.txt lists where each
 # arm ran. (The kept arms' per-step lines of steps.jsonl stay behind with the old folder; their
 # losses are in the state file and result.json.)
-# Over MPI ranks: RANKS=N runs each run's seeds on N ranks (`mpirun -np N`, seed i on rank
-# i mod N): the same numbers as one process, N arms at a time. Stopped or killed, it resumes on any
-# rank count (each rank keeps its finished arms in state.json.rank<r> beside state.json). To stop
-# it at once, send SIGTERM to every rank (the depthgrad processes); SIGTERM to mpirun itself
-# reaches them after 60 s (odls_base_sigkill_timeout, set below: each rank then saves its arm)
-# and SIGKILL 60 s later. Either way mpirun itself may take those two minutes to exit after the
-# ranks have stopped (it ends a job whose ranks exit non-zero, 143 here, with the same timeouts).
+# Over MPI ranks: RANKS=N runs each run's seeds on N ranks (`mpirun -np N`, the i-th seed
+# of the list, from 0, on rank i mod N): the same numbers as one process, N arms at a time.
+# Stopped or killed, it resumes on any rank count (each rank keeps its finished arms in
+# state.json.rank<r> beside state.json). To stop it at once, send SIGTERM to every rank (the
+# depthgrad processes); SIGTERM to mpirun itself reaches them after 60 s
+# (odls_base_sigkill_timeout, set below: each rank then saves its arm) and SIGKILL 60 s later.
+# Either way mpirun itself may take those two minutes to exit after the ranks have stopped (it
+# ends a job whose ranks exit non-zero, 143 here, with the same timeouts).
 # Environment: BIN (default build/depthgrad), DATA (default $DEPTHGRAD_DATA, else ../shared/data),
 # THREADS (threads per process, default 1), RANKS (default 1), MPIRUN (default mpirun), WORK
 # (default runs/scales), RESULTS (default tools/results), and for end-to-end checks of this
@@ -259,8 +260,11 @@ for spec in "${RUNS[@]}"; do
   [ "$on_page" != no ] && finished+=("$dest $on_page")
 done
 [ "$KEEP_PARTIAL" = 1 ] && exit 0
-echo "expected compute of the runs not yet finished: about $(hours "$total_seconds") at 1 thread"
-[ "$DRY_RUN" = 1 ] && exit 0
+# Only a dry run has runs left to estimate: a real one has trained them by now (or stopped).
+if [ "$DRY_RUN" = 1 ]; then
+  echo "expected compute of the runs not yet finished: about $(hours "$total_seconds") at 1 thread"
+  exit 0
+fi
 
 if [ "${#finished[@]}" -eq 0 ]; then
   echo "no finished runs to combine"

@@ -232,10 +232,10 @@ void check_reproduce_ranks(const ReproduceOptions& opt) {
         "--protocol parity runs in one process; only --protocol paired spreads its seeds over "
         "MPI ranks");
   if (opt.seeds.size() < static_cast<size_t>(ranks))
-    throw std::invalid_argument(fmt::format(
-        "--seeds: {} seed(s) cannot keep {} MPI ranks busy (seed i runs on rank i mod {}): run "
-        "with at most {} rank(s) or give more seeds",
-        opt.seeds.size(), ranks, ranks, opt.seeds.size()));
+    throw std::invalid_argument(
+        fmt::format("--seeds: {} seed(s) cannot keep {} MPI ranks busy (the i-th seed, from 0, "
+                    "runs on rank i mod {}): run with at most {} rank(s) or give more seeds",
+                    opt.seeds.size(), ranks, ranks, opt.seeds.size()));
 }
 }  // namespace
 
@@ -528,7 +528,7 @@ Value run_arm(const ReproduceOptions& opt, const Corpus& corpus, const Reproduce
 }
 
 // The end of a run over MPI ranks, the one point every rank reaches, finished or stopped: every
-// rank's seeds (seed i on rank i mod N) to every rank, in seed order; or, when any rank was
+// rank's seeds (the i-th seed on rank i mod N) to every rank, in seed order; or, when any rank was
 // stopped, Interrupted on every rank (each kept its finished arms in its state file and saved its
 // arm in training). A finished rank waits for the others' arms (without spinning); a stopped one
 // waits `stop_wait` seconds (ReproduceOptions::rank_stop_wait_seconds), then ends the job.

@@ -85,9 +85,10 @@ struct ReproduceOptions {
   std::string run_dir;  // where files go; empty: <output_dir>/<arxiv>-<key>/<timestamp>
   int threads = 1;
   bool write_files = true;
-  // Paired protocol over MPI ranks (train/data_parallel.h; null = one process): seed i runs on
-  // rank i mod N, every rank gets every seed's result (the same bits as one process), and only
-  // rank 0 writes the run's files (each rank keeps its own state file and arm checkpoints).
+  // Paired protocol over MPI ranks (train/data_parallel.h; null = one process): the i-th seed
+  // of the list (from 0) runs on rank i mod N, every rank gets every seed's result (the same bits
+  // as one process), and only rank 0 writes the run's files (each rank keeps its own state file and
+  // arm checkpoints).
   Collectives* world = nullptr;
   // Over ranks: how long a rank that was stopped (Ctrl-C, SIGTERM) waits for the others to stop
   // too before it ends the job. mpirun passes a signal on to every rank, and each stops after its
