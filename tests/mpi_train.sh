@@ -50,12 +50,26 @@ checkpoint_step() { head -c "$(($(od -An -t u8 -N8 "$1" 2>/dev/null | tr -d ' ')
 # PIDs of the ranks mpirun LAUNCHER started (its children); with RANK, only the one whose
 # OMPI_COMM_WORLD_RANK is RANK. Read from /proc, so no procps is needed.
 launcher_ranks() {
-  local d
+  local d key value
   for d in /proc/[0-9]*; do
-    [ "$(awk '/^PPid:/ {print $2}' "$d/status" 2>/dev/null)" = "$1" ] || continue
+    value=""
+    while read -r key value; do [ "$key" = "PPid:" ] && break; done < "$d/status" 2>/dev/null
+    [ "$key" = "PPid:" ] && [ "$value" = "$1" ] || continue
     [ -z "${2:-}" ] || tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" || continue
     echo "${d#/proc/}"
   done
+}
+# Waits (up to 30 s) until mpirun LAUNCHER has started COUNT ranks and prints their PIDs: found
+# before a test waits for the moment to stop them, so the /proc scan (slow on a host with many
+# processes) is not inside that moment.
+await_ranks() {
+  local launcher="$1" count="$2" rank="${3:-}" found=""
+  for _ in $(seq 1 600); do
+    found=$(launcher_ranks "$launcher" $rank)
+    [ "$(wc -w <<<"$found")" -ge "$count" ] && break
+    sleep 0.05
+  done
+  echo $found
 }
 same_run() {  # NAME DIR_A DIR_B: identical losses, grad norms, clipping and final weights
   local name="$1" a="$2" b="$3"
@@ -183,13 +197,13 @@ LONG=(reproduce --protocol paired --seeds 1-3 --steps 300 --layers 2 --dim 32 --
 "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np 2 -x DEPTHGRAD_THREADS=1 "$BIN" "${LONG[@]}" \
   --output-dir "$WORK/long2" > "$WORK/long2.txt" 2>&1 &
 launcher=$!
+ranks=$(await_ranks "$launcher" 2)
 # The stop comes once rank 1 has finished its seed (both arms) while rank 0 trains seed 3: rank 1
 # then waits at the end of the run, where every rank meets, and stops with rank 0.
 for _ in $(seq 1 1200); do  # up to 60 s (1-3 s here)
   [ "$(cat "$WORK"/long2/*/*/state.json.rank1 2>/dev/null | grep -c '"lm_loss"')" -ge 2 ] && break
   sleep 0.05
 done
-ranks=$(launcher_ranks "$launcher")
 [ -n "$ranks" ] && kill -TERM $ranks
 start=$(date +%s)
 wait "$launcher"
@@ -235,11 +249,11 @@ ALONE=(reproduce --protocol paired --seeds 1-3 --steps 2000 --layers 2 --dim 32 
 "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np 2 -x DEPTHGRAD_THREADS=1 "$BIN" "${ALONE[@]}" \
   --rank-stop-wait 2 --output-dir "$WORK/alone" > "$WORK/alone.txt" 2>&1 &
 launcher=$!
+victim=$(await_ranks "$launcher" 1 1)
 for _ in $(seq 1 1200); do
   ls "$WORK"/alone/*/*/steps.rank1.jsonl > /dev/null 2>&1 && [ -s "$(ls "$WORK"/alone/*/*/steps.rank1.jsonl)" ] && break
   sleep 0.05
 done
-victim=$(launcher_ranks "$launcher" 1)
 [ -n "$victim" ] && kill -TERM "$victim"
 start=$(date +%s)
 wait "$launcher"
