@@ -47,15 +47,16 @@ tensor_bytes() {
 # "loss grad_norm clipped" of every step, exactly as logged (17 significant digits)
 curve() { sed -E 's/.*"loss": *([^,}]+), *"grad_norm": *([^,}]+), *"clipped": *([a-z]+).*/\1 \2 \3/' "$1/steps.jsonl"; }
 checkpoint_step() { head -c "$(($(od -An -t u8 -N8 "$1" 2>/dev/null | tr -d ' ') + 8))" "$1" 2>/dev/null | grep -ao '"depthgrad.step": *"[0-9]*"' | grep -o '[0-9]*' | tail -1; }
-# PIDs of the ranks mpirun LAUNCHER started (its children); with RANK, only the one whose
-# OMPI_COMM_WORLD_RANK is RANK. Read from /proc, so no procps is needed.
+# PIDs of the ranks mpirun LAUNCHER started (its children whose environment has an
+# OMPI_COMM_WORLD_RANK, so a child not yet exec'd as a rank is not taken); with RANK, only the one
+# whose OMPI_COMM_WORLD_RANK is RANK. Read from /proc, so no procps is needed.
 launcher_ranks() {
   local d key value
   for d in /proc/[0-9]*; do
-    value=""
-    while read -r key value; do [ "$key" = "PPid:" ] && break; done < "$d/status" 2>/dev/null
+    key="" value=""
+    while read -r key value; do [ "$key" = "PPid:" ] && break; done 2>/dev/null < "$d/status"
     [ "$key" = "PPid:" ] && [ "$value" = "$1" ] || continue
-    [ -z "${2:-}" ] || tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" || continue
+    tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=${2:-[0-9][0-9]*}" || continue
     echo "${d#/proc/}"
   done
 }
