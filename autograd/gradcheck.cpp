@@ -82,7 +82,6 @@ GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
                       input_label(inputs[i], i), inputs[i].describe()));
 
   // ---- analytic gradient of L = Σ W ⊙ out
-  // --------------------------------------------------------
   clear_tape();
   for (const Tensor& t : inputs)
     if (t.defined()) t.impl()->grad = Tensor();
@@ -106,7 +105,6 @@ GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
   }
 
   // ---- numeric gradient by central differences
-  // ---------------------------------------------------
   for (size_t i = 0; i < inputs.size() && result.passed; ++i) {
     const Tensor& x = inputs[i];
     if (!x.requires_grad()) continue;
@@ -151,7 +149,6 @@ GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
   }
 
   // ---- full Jacobian for small cases
-  // ------------------------------------------------------------------
   const int64_t m = out.numel();
   for (size_t i = 0; i < inputs.size() && result.passed; ++i) {
     const Tensor& x = inputs[i];

@@ -62,7 +62,6 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 // ---- mul: d(ab) = g·b, g·a
-// ------------------------------------------------------------------------
 Tensor mul(const Tensor& a, const Tensor& b) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = broadcast_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
@@ -76,7 +75,6 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 // ---- div: d(a/b) = g/b, -g·a/b²
-// ---------------------------------------------------------------------
 Tensor div(const Tensor& a, const Tensor& b) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = broadcast_binary(a, b, "div", [](auto x, auto y) { return x / y; });
@@ -90,7 +88,6 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 // ---- neg, scale, add_scalar
-// ---------------------------------------------------------------------------
 Tensor neg(const Tensor& a) { return scale(a, -1.0); }
 
 Tensor scale(const Tensor& a, double factor) {
@@ -114,7 +111,6 @@ Tensor add_scalar(const Tensor& a, double value) {
 }
 
 // ---- exp: d = g·exp(a) = g·out
-// ---------------------------------------------------------------------------
 Tensor exp(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "exp", [](auto x) { return std::exp(x); });
@@ -127,7 +123,6 @@ Tensor exp(const Tensor& a) {
 }
 
 // ---- log: d = g / a
-// --------------------------------------------------------------------------------------
 Tensor log(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "log", [](auto x) { return std::log(x); });
@@ -140,7 +135,6 @@ Tensor log(const Tensor& a) {
 }
 
 // ---- sqrt: d = g / (2·sqrt(a)) = g / (2·out)
-// ----------------------------------------------------------------
 Tensor sqrt(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "sqrt", [](auto x) { return std::sqrt(x); });
@@ -153,7 +147,6 @@ Tensor sqrt(const Tensor& a) {
 }
 
 // ---- silu: y = a·σ(a); dy/da = σ(a)·(1 + a·(1 − σ(a)))
-// ----------------------------------------------------------
 Tensor silu(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "silu", [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); });
@@ -173,7 +166,6 @@ Tensor silu(const Tensor& a) {
 }
 
 // ---- gelu (exact): y = ½a(1 + erf(a/√2)); dy/da = ½(1 + erf(a/√2)) + a·φ(a)
-// ----------------------------------------
 Tensor gelu(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "gelu", [](auto x) {
@@ -197,7 +189,6 @@ Tensor gelu(const Tensor& a) {
 }
 
 // ---- sum / mean over axes: backward broadcasts g back over the reduced axes
-// --------------------------------------
 namespace {
 std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t rank,
                                     const char* op) {
@@ -247,7 +238,6 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
 }
 
 // ---- swiglu: silu(gate)·up in one pass; saves gate and up (not silu(gate))
-// ------------------------
 Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
   ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "swiglu";
@@ -335,7 +325,6 @@ Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
 }  // namespace dg
 
 // ---- gradient-check rows (see autograd/gradcheck.h)
-// ---------------------------------------------------
 #include "autograd/gradcheck.h"
 
 namespace dg {

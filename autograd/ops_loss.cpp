@@ -112,7 +112,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ign
 }
 
 // ---- plain_linear_cross_entropy: the head as written (read this first)
-// --------------------------- The [N, V] logits exist as a tensor, and so does their gradient: what
+// The [N, V] logits exist as a tensor, and so does their gradient: what
 // the fused op avoids.
 Tensor plain_linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets,
                                   int32_t ignore_index) {

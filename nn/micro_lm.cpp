@@ -10,7 +10,6 @@
 namespace dg {
 
 // ---- modes and config
-// ------------------------------------------------------------------------------
 
 const char* residual_mode_name(ResidualMode mode) {
   switch (mode) {
@@ -100,7 +99,6 @@ int64_t MicroLMConfig::parameter_count() const {
 }
 
 // ---- block
-// ------------------------------------------------------------------------------------------
 
 MicroBlock::MicroBlock(const MicroLMConfig& c, int64_t index_, DType dtype)
     : Module(dtype), config(c), index(index_) {
@@ -165,7 +163,6 @@ Tensor MicroBlock::forward(const std::vector<Tensor>& sources) {
 }
 
 // ---- model
-// --------------------------------------------------------------------------------------------
 
 MicroLM::MicroLM(const MicroLMConfig& config, DType dtype) : Module(dtype), config_(config) {
   config_.validate();
@@ -297,7 +294,6 @@ Tensor MicroLM::loss(const Tensor& ids, const Tensor& targets) {
 }
 
 // ---- initialisation
-// --------------------------------------------------------------------------------------
 
 namespace {
 void normal_into(TorchGenerator& gen, const Tensor& t, double mean, double std) {
@@ -371,7 +367,6 @@ void MicroLM::init_identical(uint64_t seed) {
 }
 
 // ---- diagnostics
-// ---------------------------------------------------------------------------------------------
 
 RouteStats MicroLM::route_stats() const {
   RouteStats stats;

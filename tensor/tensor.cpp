@@ -471,7 +471,6 @@ Tensor Tensor::view_expand(const Shape& target) const {
 }
 
 // ---- autograd metadata
-// ---------------------------------------------------------------------------
 
 bool Tensor::requires_grad() const { return impl_ && impl_->requires_grad; }
 

@@ -19,7 +19,7 @@ test -f "$prefix/include/depthgrad/depthgrad.h"
 test -f "$prefix/include/depthgrad/tensor/tensor.h"
 test -f "$prefix/lib/cmake/depthgrad/depthgradConfig.cmake"
 test -f "$prefix/lib/pkgconfig/depthgrad.pc"
-if [ -e "$prefix/include/depthgrad/train/experiments" ] || [ -e "$prefix/include/depthgrad/tests" ] ||
+if [ -e "$prefix/include/depthgrad/tools/attnres" ] || [ -e "$prefix/include/depthgrad/tests" ] ||
    [ -e "$prefix/include/depthgrad/tools" ]; then
   echo "package_consumer: experiments, tests or tools were installed as headers" >&2
   exit 1

@@ -11,10 +11,10 @@
 #include "tensor/threads.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
+#include "tools/attnres/bench.h"
+#include "tools/attnres/bench_generate.h"
 #include "train/batches.h"
 #include "train/checkpoint.h"
-#include "train/experiments/bench.h"
-#include "train/experiments/bench_generate.h"
 #include "train/io/files.h"
 
 using namespace dg;

@@ -13,12 +13,12 @@
 
 #include "tests/temp_dir.h"
 #include "tests/test_data.h"
+#include "tools/attnres/evolve.h"
+#include "tools/attnres/evolve/records.h"
+#include "tools/attnres/report.h"
 #include "train/batches.h"
 #include "train/data/corpus.h"
 #include "train/evaluation.h"
-#include "train/experiments/evolve.h"
-#include "train/experiments/evolve/records.h"
-#include "train/experiments/report.h"
 #include "train/io/files.h"
 #include "train/trainer.h"
 

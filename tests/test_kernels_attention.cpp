@@ -318,7 +318,6 @@ TEST_CASE(
 }
 
 // ---- attention_heads: the fused split → rope → attention → merge
-// ---------------------------------
 
 namespace {
 // attention_heads(q, k, v) and the same computation from separate ops, through the tape.

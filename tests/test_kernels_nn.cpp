@@ -344,7 +344,7 @@ TEST_CASE(
 }
 
 // ---- golden values from torch 1.13
-// --------------------------------------------------------------- Generated offline with
+// Generated offline with
 // /usr/bin/python3 (torch 1.13), float32 throughout; inputs are exact dyadic rationals from
 // pattern() so both sides start from the same bits.
 

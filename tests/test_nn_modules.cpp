@@ -19,7 +19,6 @@ using namespace dg;
 using namespace dg::nn_test;
 
 // ---- 1. gradcheck of every module
-// ------------------------------------------------------------------
 
 TEST_CASE("gradcheck: Embedding, Linear, RMSNorm, LayerNorm, Norm") {
   Embedding emb(11, 4, DType::f64);
@@ -220,7 +219,6 @@ TEST_CASE(
 }
 
 // ---- 3. structure: parameter counts, names, layer-0 route, identical init
-// ----------------------------------
 
 namespace {
 struct Dims {
@@ -378,7 +376,6 @@ TEST_CASE("init_identical: rd_attnres starts as the same function as block_attnr
 }
 
 // ---- 4. GQA and config validation
-// -----------------------------------------------------------------------
 
 TEST_CASE(
     "GQA is real: fewer k/v outputs, and it equals MHA with each kv head repeated for its group") {
@@ -458,7 +455,6 @@ TEST_CASE("config validation names the field; kv_heads must divide heads") {
 }
 
 // ---- 5. load_state_dict
-// -------------------------------------------------------------------------------------
 
 TEST_CASE("load_state_dict: round trip, conversion, and errors naming the tensor") {
   MicroLMConfig cfg = tiny_config(ResidualMode::rd_attnres, 1);

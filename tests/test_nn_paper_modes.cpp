@@ -19,7 +19,6 @@ using namespace dg;
 using namespace dg::nn_test;
 
 // ---- 2. paper modes
-// ---------------------------------------------------------------------------------------
 
 namespace {
 

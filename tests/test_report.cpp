@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "train/experiments/report.h"
-#include "train/experiments/report/lookup.h"
+#include "tools/attnres/report.h"
+#include "tools/attnres/report/lookup.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
 

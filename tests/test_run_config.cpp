@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "tests/test_helpers.h"
-#include "train/experiments/reproduce.h"
+#include "tools/attnres/reproduce.h"
 #include "train/io/files.h"
 #include "train/run_config.h"
 #include "train/trainer.h"

@@ -14,9 +14,9 @@
 #include "nn/micro_lm.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
-#include "train/experiments/reproduce.h"
-#include "train/experiments/scales.h"
-#include "train/experiments/stats.h"
+#include "tools/attnres/reproduce.h"
+#include "tools/attnres/scales.h"
+#include "tools/attnres/stats.h"
 #include "train/io/files.h"
 #include "train/run_config.h"
 

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "train/experiments/stats.h"
+#include "tools/attnres/stats.h"
 
 using namespace dg;
 

@@ -9,7 +9,7 @@ cd "${1:-$(dirname "$0")/..}"
 # folder of a path: the longest matching prefix among the layers
 layer_of() {
   case "$1" in
-    train/experiments/*) echo train/experiments ;;
+    tools/attnres/*) echo tools/attnres ;;
     train/dist/*) echo train/dist ;;
     train/io/*) echo train/io ;;
     train/text/*) echo train/text ;;
@@ -35,10 +35,10 @@ allowed_for() {
     train/text) echo "train/io" ;;
     train/data) echo "train/io train/text" ;;
     train) echo "tensor autograd nn train/io train/text train/data" ;;
-    train/experiments) echo "tensor autograd nn train train/io train/text train/data" ;;
+    tools/attnres) echo "tensor autograd nn train train/io train/text train/data" ;;
     train/dist) echo "tensor autograd nn train train/io" ;;
-    tools) echo "tensor autograd nn train train/io train/text train/data train/experiments train/dist" ;;
-    tests) echo "tensor autograd nn train train/io train/text train/data train/experiments train/dist tools" ;;
+    tools) echo "tensor autograd nn train train/io train/text train/data tools/attnres train/dist" ;;
+    tests) echo "tensor autograd nn train train/io train/text train/data tools/attnres train/dist tools" ;;
     *) echo "" ;;
   esac
 }

@@ -32,7 +32,7 @@ count() {  # prints "code total" for the files on stdin
 
 printf '%-20s %8s %8s\n' folder code all
 core=0
-for folder in tensor autograd nn train:top train/io train/text train/data train/dist train/experiments tools tests; do
+for folder in tensor autograd nn train:top train/io train/text train/data train/dist tools/attnres tools/cli tools/example tools/package tools:top tests; do
   name=${folder%:top}
   if [[ "$folder" == *:top ]]; then files=$(list_files "$name" top); label="$name/ (top)"; else files=$(list_files "$name"); label="$name/"; fi
   [ -z "$files" ] && continue

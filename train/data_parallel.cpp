@@ -130,7 +130,6 @@ int64_t checkpoint_global_batch(const SafetensorsFile& file, const json::Value& 
 }
 
 // ---- the Trainer's accumulated step
-// -----------------------------------------------------------------
 
 void Trainer::setup_data_parallel() {
   if (flat_.values.dtype() != DType::f32)

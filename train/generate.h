@@ -96,7 +96,7 @@ struct DecodeTiming {
 };
 // Times `tokens` greedy generation steps (context moves included) of a model of `config`
 // initialised with init_identical(seed), after a one-id prompt; model construction is not timed.
-// For a generation benchmark over the micro/small/base presets (train/experiments/bench.h's
+// For a generation benchmark over the micro/small/base presets (tools/attnres/bench.h's
 // bench_spec(name).model); it runs at the current thread count.
 DecodeTiming time_decode(const MicroLMConfig& config, int64_t tokens, uint64_t seed = 0);
 

@@ -79,7 +79,6 @@ void RunConfig::validate() const {
 }
 
 // ---- JSON: writing
-// -------------------------------------------------------------------------------
 
 json::Value model_json(const MicroLMConfig& m) {
   Value v;
@@ -146,7 +145,6 @@ json::Value to_json(const RunConfig& c) {
 }
 
 // ---- JSON: reading
-// -------------------------------------------------------------------------------
 
 namespace {
 
@@ -326,7 +324,6 @@ RunConfig run_config_from_json(const json::Value& value, const std::string& sour
 }
 
 // ---- presets
-// -------------------------------------------------------------------------------------
 
 const std::vector<RunPreset>& run_presets() {
   // name, vocab, dim, layers, heads, seq_len, expansion, batch, bench warm-up, bench timed, note

@@ -17,7 +17,7 @@
 // The vocabulary size is model.vocab: the BPE tokenizer is trained to it and the model then takes
 // the tokenizer's size (one field, so a data vocabulary and a model vocabulary cannot disagree).
 //
-// evolve's Genome (train/experiments/evolve/genome.h) is a RunConfig whose genes are fields of it:
+// evolve's Genome (tools/attnres/evolve/genome.h) is a RunConfig whose genes are fields of it:
 // model mode, dim, layers, heads, kv_heads; training lr, schedule kind, steps, batch.
 #pragma once
 #include <cstdint>

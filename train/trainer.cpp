@@ -42,7 +42,6 @@ TrainerConfig trainer_config(const RunConfig& run) {
 }
 
 // ---- the loop
-// ---------------------------------------------------------------------------------------------
 
 Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids)
     : Trainer(config, train_ids, nullptr) {}
@@ -189,7 +188,6 @@ void Trainer::run(int64_t until, const std::function<void(const StepLog&)>& on_s
 }
 
 // ---- checkpoints
-// ----------------------------------------------------------------------------------------------
 
 void Trainer::save_checkpoint(const std::string& path) const {
   TrainingState state;

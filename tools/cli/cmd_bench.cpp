@@ -17,12 +17,12 @@
 #include <sstream>
 
 #include "tensor/threads.h"
+#include "tools/attnres/bench.h"
+#include "tools/attnres/bench_generate.h"
+#include "tools/attnres/reproduce.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/ranks.h"
-#include "train/experiments/bench.h"
-#include "train/experiments/bench_generate.h"
-#include "train/experiments/reproduce.h"
 #include "train/io/json.h"
 #include "train/io/run_record.h"
 #include "train/run_config.h"

@@ -6,6 +6,8 @@
 #include <chrono>
 
 #include "tensor/threads.h"
+#include "tools/attnres/evolve.h"
+#include "tools/attnres/reproduce.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/preset_flag.h"
@@ -14,8 +16,6 @@
 #include "train/data/corpus.h"
 #include "train/data/data_files.h"
 #include "train/data/text_corpus.h"
-#include "train/experiments/evolve.h"
-#include "train/experiments/reproduce.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
 #include "train/io/run_record.h"

@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "tensor/threads.h"
+#include "tools/attnres/reproduce.h"
+#include "tools/attnres/scales.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/preset_flag.h"
@@ -15,8 +17,6 @@
 #include "tools/cli/ranks.h"
 #include "tools/cli/shared_flags.h"
 #include "train/data/data_files.h"
-#include "train/experiments/reproduce.h"
-#include "train/experiments/scales.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
 #include "train/stop.h"

@@ -10,7 +10,7 @@
 #include <random>
 
 // ---- a new op: softsign(x) = x / (1 + |x|), d/dx = 1 / (1 + |x|)²
-// --------------------------------- Forward computes a fresh tensor; when the tape records, the
+// Forward computes a fresh tensor; when the tape records, the
 // backward closure ACCUMULATES g · d/dx into the input's gradient (depthgrad's one backward
 // contract).
 dg::Tensor softsign(const dg::Tensor& x) {
