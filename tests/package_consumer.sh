@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The installed package as another project uses it: installs the build into a temporary prefix,
 # builds tools/example/ against it with find_package(depthgrad CONFIG) and again with pkg-config,
-# and runs both. Also checks that the experiments, tests and tools are not installed.
+# and runs both, and the README's first program (tools/example/quickstart.cpp). Also checks
+# that the experiments, tests and tools are not installed.
 # Usage: tests/package_consumer.sh BUILD_DIR EXAMPLE_DIR [CONSUMER_FLAGS]
 # CONSUMER_FLAGS: compile and link flags the consumer needs besides the package's own; a
 # sanitizer build (DG_SANITIZE) passes its -fsanitize flags, since its library calls the
@@ -31,6 +32,11 @@ cmake -S "$example" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE
   { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/cmake-build" -j 2 > "$work/build.log" || { cat "$work/build.log"; exit 1; }
 DEPTHGRAD_THREADS=1 "$work/cmake-build/softsign_example"
+# The README's first program: it must run and fit its curve (last mse under 5% of the first).
+DEPTHGRAD_THREADS=1 "$work/cmake-build/quickstart" | tee "$work/quickstart.log"
+awk '/^step/ { if (first == "") first = $NF; last = $NF }
+     END { if (first == "" || !(last < 0.05 * first)) { print "package_consumer: quickstart did not fit (mse " first " -> " last ")"; exit 1 } }' \
+  "$work/quickstart.log"
 
 echo "== pkg-config depthgrad"
 flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs depthgrad)

@@ -3,8 +3,8 @@
 // experiments (reproduce, evolve, reports, benchmarks) and the CLI are not part of the library.
 //
 // A program that builds on depthgrad (see tools/example/ for a whole one):
-//   find_package(depthgrad CONFIG REQUIRED)              # CMake; or: pkg-config --cflags --libs
-//   depthgrad target_link_libraries(app PRIVATE depthgrad::depthgrad)
+//   find_package(depthgrad CONFIG REQUIRED)    # CMake (or: pkg-config --cflags --libs depthgrad)
+//   target_link_libraries(app PRIVATE depthgrad::depthgrad)
 #pragma once
 
 // Tensors: dtypes f32/f64/i32/i64, shapes, strided views over shared storage.
