@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the include rules between folders (the README's folder map states them): a file may
+# Checks the include rules between folders (the folder map of README.md states them): a file may
 # include only files of its own folder and of the folders its row below allows, so the layers
 # tensor -> autograd -> nn -> train stay one-way and the experiments stay out of the library.
 # Usage: tools/check_includes.sh [repo root]. Prints each broken rule; exits 1 if any.
