@@ -1,14 +1,16 @@
-// Tests of the fused linear head + cross-entropy (tensor/kernels_loss.h and the op
-// linear_cross_entropy in autograd/ops_loss.cpp): the chunked kernels against the plain reference
-// over the full logits (several chunks with a remainder, one chunk, ignored rows, a gradient
-// not asked for), float32 results bit-identical at 1 and 2 threads, the op against
-// cross_entropy(linear(x, W)) in value and gradients, MicroLM::loss against its logits, and the
-// error messages. The gradient-check rows are in nn_op_cases().
+// Tests of the loss family (tensor/kernels_loss.h, autograd/ops_loss.cpp): the fused linear head
+// + cross-entropy (chunked kernels against the plain reference over the full logits: several
+// chunks with a remainder, one chunk, ignored rows, a gradient not asked for; float32 bit-identity
+// at 1 and 2 threads; the op against cross_entropy(linear(x, W)); MicroLM::loss against its
+// logits; errors), then softmax and cross_entropy (fast kernels against the reference kernels,
+// thread bit-identity, torch 1.13 goldens, errors). Gradients: loss_op_cases() rows; the plain
+// twins against the fused ops: tests/test_plain_ops.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "autograd/gradcheck.h"
@@ -29,6 +31,33 @@ std::vector<int32_t> targets_for(int64_t N, int64_t V, uint64_t seed, int64_t ig
   std::vector<int32_t> t(N);
   for (int64_t n = 0; n < N; ++n) t[n] = n % ignore_every == 1 ? -100 : int32_t(rng() % V);
   return t;
+}
+
+std::vector<int32_t> rand_ids(int64_t n, int32_t V, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> v(n);
+  for (int32_t& x : v) x = static_cast<int32_t>(rng() % V);
+  return v;
+}
+
+template <class T>
+double tol() {
+  return sizeof(T) == 4 ? 2e-5 : 1e-12;
+}
+
+void check_close(const std::vector<double>& got, const std::vector<double>& want,
+                 double tolerance) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::fabs(got[i] - want[i]) <= tolerance * std::max(1.0, std::fabs(want[i])));
+  }
+}
+
+std::vector<double> pattern(int64_t n, int mul, int mod, int shift, double div) {
+  std::vector<double> v(n);
+  for (int64_t k = 0; k < n; ++k) v[k] = static_cast<double>((k * mul) % mod - shift) / div;
+  return v;
 }
 
 }  // namespace
@@ -180,4 +209,170 @@ TEST_CASE("MicroLM::loss (fused head) equals cross_entropy of MicroLM::forward, 
         cross_entropy(reshape(model.forward(in), {16, 97}), tg.view_reshape({16})).item();
     CHECK(std::fabs(fused - plain) <= 1e-12);
   }
+}
+
+// ---- softmax and cross_entropy: fast kernels against the reference kernels ----------------------
+
+TEST_CASE_TEMPLATE("softmax and cross_entropy kernels: fast matches reference", T, float, double) {
+  const int64_t rows = 67;  // not a multiple of kRowChunk
+
+  SUBCASE("softmax and log_softmax, last and middle axis") {
+    for (bool log : {false, true})
+      for (auto dims : {std::tuple<int64_t, int64_t, int64_t>{rows, 37, 1}, {5, 11, 7}}) {
+        const auto [outer, C, inner_] = dims;
+        const int64_t inner = inner_;  // a plain variable: clang < 16 cannot capture a binding
+        CAPTURE(log);
+        CAPTURE(inner);
+        const int64_t n = outer * C * inner;
+        auto x = rand_vec<T>(n, 5, -4, 4);
+        std::vector<T> y(n), y_ref(n);
+        softmax_forward<T>(y.data(), x.data(), outer, C, inner, log);
+        ref_softmax_forward<T>(y_ref.data(), x.data(), outer, C, inner, log);
+        CHECK(rel_diff(y, y_ref) < tol<T>());
+        auto dy = rand_vec<T>(n, 6);
+        auto dx = rand_vec<T>(n, 7), dx_ref = dx;
+        softmax_backward<T>(dx.data(), dy.data(), y.data(), outer, C, inner, log);
+        ref_softmax_backward<T>(dx_ref.data(), dy.data(), y.data(), outer, C, inner, log);
+        CHECK(rel_diff(dx, dx_ref) < tol<T>());
+      }
+  }
+
+  SUBCASE("cross-entropy with ignored rows") {
+    const int64_t N = rows, C = 29;
+    auto logits = rand_vec<T>(N * C, 8, -5, 5);
+    auto targets = rand_ids(N, C, 9);
+    for (int64_t n = 0; n < N; n += 5) targets[n] = -1;
+    std::vector<T> loss(N), lse(N), loss_ref(N), lse_ref(N);
+    cross_entropy_forward<T>(loss.data(), lse.data(), logits.data(), targets.data(), N, C, -1);
+    ref_cross_entropy_forward<T>(loss_ref.data(), lse_ref.data(), logits.data(), targets.data(), N,
+                                 C, -1);
+    CHECK(rel_diff(loss, loss_ref) < tol<T>());
+    CHECK(rel_diff(lse, lse_ref) < tol<T>());
+    CHECK(loss[0] == T(0));
+    auto d = rand_vec<T>(N * C, 10), d_ref = d;
+    cross_entropy_backward<T>(d.data(), logits.data(), lse.data(), targets.data(), T(0.25), N, C,
+                              -1);
+    ref_cross_entropy_backward<T>(d_ref.data(), logits.data(), lse.data(), targets.data(), T(0.25),
+                                  N, C, -1);
+    CHECK(rel_diff(d, d_ref) < tol<T>());
+  }
+}
+
+TEST_CASE(
+    "softmax and cross_entropy kernels: float32 results are bit-identical at 1 and 2 threads") {
+  ThreadsGuard guard;
+  // Sizes above kParallelGrain so that the parallel branches run.
+  const int64_t rows = 300, D = 160, C = 130;
+  auto x = rand_vec<float>(rows * D, 1);
+  auto dout = rand_vec<float>(rows * D, 4);
+  auto logits = rand_vec<float>(rows * C, 6, -6, 6);
+  auto targets = rand_ids(rows, C, 7);
+  for (int64_t n = 0; n < rows; n += 7) targets[n] = -100;
+  auto mid = rand_vec<float>(4 * 100 * 100, 10, -3, 3);
+  auto run = [&](int n) {
+    set_threads(n);
+    std::vector<std::vector<float>> r;
+    auto keep = [&](std::vector<float> v) { r.push_back(std::move(v)); };
+    {  // softmax, last axis and middle axis, forward + backward
+      std::vector<float> y(rows * D), dx(rows * D, 0.25f);
+      softmax_forward<float>(y.data(), x.data(), rows, D, 1, false);
+      softmax_backward<float>(dx.data(), dout.data(), y.data(), rows, D, 1, false);
+      keep(y), keep(dx);
+      std::vector<float> ym(mid.size()), dm(mid.size(), 0.0f);
+      softmax_forward<float>(ym.data(), mid.data(), 4, 100, 100, true);
+      softmax_backward<float>(dm.data(), mid.data(), ym.data(), 4, 100, 100, true);
+      keep(ym), keep(dm);
+    }
+    {  // cross-entropy
+      std::vector<float> loss(rows), lse(rows), d(rows * C, 0.0f);
+      cross_entropy_forward<float>(loss.data(), lse.data(), logits.data(), targets.data(), rows, C,
+                                   -100);
+      cross_entropy_backward<float>(d.data(), logits.data(), lse.data(), targets.data(),
+                                    1.0f / rows, rows, C, -100);
+      keep(loss), keep(lse), keep(d);
+    }
+    return r;
+  };
+  auto one = run(1);
+  auto two = run(2);
+  REQUIRE(one.size() == two.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    CAPTURE(i);
+    CHECK(same_bits(one[i], two[i]));
+  }
+}
+
+// ---- golden values from torch 1.13 --------------------------------------------------------------
+// Generated offline with torch 1.13, float32 throughout; inputs are exact dyadic rationals from
+// pattern() so both sides start from the same bits.
+
+TEST_CASE("cross_entropy matches torch F.cross_entropy (value and gradient, ignored rows)") {
+  // logits [4, 5] = ((k*5) % 17 − 8) / 4, targets [3, −100, 0, 4], ignore_index −100
+  Tensor logits = Tensor::from_vector(pattern(20, 5, 17, 8, 4.0), {4, 5}).set_requires_grad(true);
+  Tensor loss = cross_entropy(logits, Tensor::from_ids({3, -100, 0, 4}, {4}));
+  CHECK(loss.dim() == 0);
+  check_close({loss.item()}, {0.7454997897148132}, 1e-6);
+  backward(loss);
+  check_close(logits.grad().to_vector(),
+              {0.0054367706179618835,
+               0.01897618919610977,
+               0.06623341888189316,
+               -0.10215600579977036,
+               0.011509641073644161,
+               0.0,
+               0.0,
+               0.0,
+               0.0,
+               0.0,
+               -0.15414971113204956,
+               0.00892102811485529,
+               0.03113744780421257,
+               0.1086803674697876,
+               0.005410877056419849,
+               0.04512035846710205,
+               0.15748554468154907,
+               0.007840744219720364,
+               0.027366887778043747,
+               -0.2378135323524475},
+              1e-6);
+}
+
+TEST_CASE("cross_entropy: every target ignored gives NaN and a zero gradient, like torch") {
+  Tensor logits = Tensor::zeros({2, 3}).set_requires_grad(true);
+  Tensor loss = cross_entropy(logits, Tensor::from_ids({-100, -100}, {2}));
+  CHECK(std::isnan(loss.item()));
+  backward(loss);
+  for (double g : logits.grad().to_vector()) CHECK(g == 0.0);
+}
+
+// ---- op-level behaviour and errors --------------------------------------------------------------
+
+TEST_CASE("cross_entropy: a target outside [0, C) that is not ignore_index throws") {
+  Tensor logits = Tensor::zeros({3, 4});
+  CHECK_THROWS_WITH(cross_entropy(logits, Tensor::from_ids({0, 4, 1}, {3})),
+                    doctest::Contains("target 4 at row 1 is out of range for 4 classes"));
+  CHECK_THROWS_WITH(cross_entropy(logits, Tensor::from_ids({0, -1, 1}, {3})),
+                    doctest::Contains("target -1"));
+  CHECK_NOTHROW(cross_entropy(logits, Tensor::from_ids({0, -1, 1}, {3}), -1));
+  CHECK_THROWS_WITH(cross_entropy(logits, Tensor::from_ids({0, 1}, {2})),
+                    doctest::Contains("cross_entropy"));
+  // uniform logits: loss = log(4)
+  CHECK(cross_entropy(logits, Tensor::from_ids({0, 3, 1}, {3})).item() ==
+        doctest::Approx(std::log(4.0)));
+}
+
+TEST_CASE("softmax: rows sum to one on any axis, views are handled, log_softmax = log(softmax)") {
+  Tensor a = random_tensor({3, 4, 5}, 7, -3, 3, false);
+  for (int64_t axis : {0, 1, 2}) {
+    CAPTURE(axis);
+    Tensor s = softmax(a, axis);
+    Tensor total = sum(s, {axis});
+    for (double v : total.to_vector()) CHECK(v == doctest::Approx(1.0).epsilon(1e-12));
+    std::vector<double> ls = log_softmax(a, axis).to_vector(), sv = s.to_vector();
+    for (size_t i = 0; i < sv.size(); ++i)
+      CHECK(ls[i] == doctest::Approx(std::log(sv[i])).epsilon(1e-12));
+  }
+  // a transposed view gives the softmax of its contiguous copy
+  Tensor t = a.view_transpose(1, 2);
+  CHECK(softmax(t, 1).to_vector() == softmax(t.contiguous(), 1).to_vector());
 }
