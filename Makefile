@@ -92,5 +92,6 @@ KILLS ?= 50
 kill-test: build
 	bash tests/kill_resume.sh ./$(BUILD)/depthgrad $(abspath $(DATA)) $(KILLS)
 
-gradcheck-teeth: build
-	bash tools/gradcheck_teeth.sh ./$(BUILD)/depthgrad
+gradcheck-teeth: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target gradcheck_teeth
+	bash tools/gradcheck_teeth.sh ./$(BUILD)/gradcheck_teeth

@@ -1,12 +1,13 @@
-// Helpers the op files share (autograd/ops_*.cpp only): argument checks and the raw gradient
-// pointer a kernel adds into ("accumulate into this", autograd/tape.h). Not part of the public
-// API: programs use autograd/ops.h.
+// Helpers the op files share (autograd/ops_*.cpp only): argument checks and row counts, plus the
+// fast kernels' gradient buffers (autograd/grad_sink.h). Not part of the public API: programs use
+// autograd/ops.h.
 #pragma once
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <stdexcept>
 
+#include "autograd/grad_sink.h"
 #include "autograd/tape.h"
 #include "tensor/tensor.h"
 
@@ -15,17 +16,6 @@ namespace dg {
 inline void check_float(const Tensor& t, const char* op) {
   check_arg(t.defined(), op, t, "a defined tensor");
   check_arg(is_floating(t.dtype()), op, t, "a float32 or float64 tensor");
-}
-
-// The contiguous gradient buffer of t that a kernel adds into (accumulate into this). A strided
-// gradient installed by set_grad is refused naming the op (tape.h, rule 3).
-template <class T>
-T* grad_ptr(const Tensor& t, const char* op) {
-  Tensor g = grad_of(t);
-  if (!g.is_contiguous())
-    throw std::logic_error(
-        fmt::format("{}: the gradient of {} is not contiguous", op, t.describe()));
-  return g.data<T>();
 }
 
 // rows × D for a [.., D] tensor.

@@ -73,7 +73,14 @@ Tensor softmax(const Tensor& a, int64_t axis = -1);
 Tensor log_softmax(const Tensor& a, int64_t axis = -1);
 // logits [N, C], targets int32 [N] -> scalar mean over targets != ignore_index (torch semantics;
 // 0/0 -> NaN when every target is ignored, as torch). Fuses: log_softmax + pick the target + mean.
+// Plain twin: plain_cross_entropy.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100);
+// cross_entropy written with primitive ops, each recorded on the tape: the reference.
+//   log p = x − m − log(sum(exp(x − m))) per row (m the row max, a constant), the kept rows'
+//   targets gathered with embedding() from log p viewed as [N·C, 1], loss = −mean(gathered).
+// Every target ignored: NaN and a zero gradient, as the fused op.
+Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets,
+                           int32_t ignore_index = -100);
 // x [N, D], weight [V, D], targets int32 [N] -> scalar: cross_entropy(linear(x, weight), targets,
 // ignore_index) without holding the [N, V] logits or their gradient (the language-model head:
 // column chunks of the logits are computed, used and dropped; the backward recomputes them).

@@ -1,12 +1,15 @@
-// softmax, log_softmax and the losses built on them: cross_entropy over given logits and
-// linear_cross_entropy, the fused language-model head (kernels in tensor/kernels_loss.h). Each op
-// validates its inputs (errors name the op and the offending tensor or target), runs its kernel on
-// contiguous buffers and records a backward that adds into the inputs' gradients; forwards save
-// per-row statistics only. Does not do: label smoothing, class weights, soft targets.
+// softmax, log_softmax and the losses built on them: cross_entropy over given logits (after its
+// plain twin plain_cross_entropy) and linear_cross_entropy, the fused language-model head (kernels
+// in tensor/kernels_loss.h). Each op validates its inputs (errors name the op and the offending
+// tensor or target), runs its kernel on contiguous buffers and records a backward that adds into
+// the inputs' gradients; forwards save per-row statistics only. Does not do: label smoothing, class
+// weights, soft targets.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
@@ -72,6 +75,38 @@ Tensor softmax_impl(const Tensor& a, int64_t axis_in, bool log) {
 
 Tensor softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis, false); }
 Tensor log_softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis, true); }
+
+// ---- plain_cross_entropy: the loss as written (read this first) --------------------------------
+// Every step is a primitive op on the tape, which therefore keeps x − m, its exponentials and
+// log p [N, C]: what the fused cross_entropy below avoids (it saves lse [N] only).
+Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ignore_index) {
+  const char* op = "plain_cross_entropy";
+  check_float(logits, op);
+  check_arg(logits.dim() == 2, op, logits, "logits of shape [N, C]");
+  const int64_t N = logits.size(0), C = logits.size(1);
+  check_arg(
+      targets_in.defined() && targets_in.dtype() == DType::i32 && targets_in.shape() == Shape{N},
+      op, targets_in, fmt::format("int32 targets of shape [{}]", N));
+  check_arg(N * C <= std::numeric_limits<int32_t>::max(), op, logits, "at most 2^31 − 1 logits");
+  Tensor targets = targets_in.contiguous();
+  const int32_t* t = targets.data<int32_t>();
+  const int64_t count = count_targets(t, N, C, ignore_index, op);
+  // m [N, 1]: each row's max, a constant (its gradient cancels in log p) that keeps exp finite
+  Tensor x = logits.contiguous().to(DType::f64);
+  std::vector<double> row_max(static_cast<size_t>(N), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      row_max[n] = c ? std::max(row_max[n], x.data<double>()[n * C + c]) : x.data<double>()[n * C];
+  const Tensor m = Tensor::from_vector(row_max, {N, 1}, logits.dtype());
+  const Tensor shifted = sub(logits, m);                                             // [N, C]
+  const Tensor log_p = sub(shifted, log(sum(exp(shifted), {1}, /*keepdim=*/true)));  // [N, C]
+  // gather log p[n, t[n]] of the kept rows: rows n·C + t[n] of log p viewed as [N·C, 1]
+  std::vector<int32_t> picks;
+  for (int64_t n = 0; n < N; ++n)
+    if (t[n] != ignore_index) picks.push_back(static_cast<int32_t>(n * C + t[n]));
+  const Tensor picked = embedding(reshape(log_p, {N * C, 1}), Tensor::from_ids(picks, {count}));
+  return neg(mean(picked));  // [count, 1] -> scalar; 0/0 = NaN when every row is ignored
+}
 
 // ---- cross_entropy: mean over kept rows of lse − x[t]; backward (softmax − onehot)·g/count ------
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ignore_index) {
@@ -211,7 +246,13 @@ std::vector<OpCase> loss_op_cases() {
                                     Tensor::from_ids({1, 0, 2, 1}, {4})};
        },
        [](V in) { return cross_entropy(in[0], in[1], 1); }},
-      // One column chunk at these sizes; tests/test_kernels_lm_head.cpp checks the kernels with
+      {"plain_cross_entropy/some ignored",
+       [] {
+         return std::vector<Tensor>{random_tensor({6, 5}, 16, -2, 2).set_name("logits"),
+                                    Tensor::from_ids({2, -100, 0, 4, -100, 2}, {6})};
+       },
+       [](V in) { return plain_cross_entropy(in[0], in[1]); }},
+      // One column chunk at these sizes; tests/test_kernels_loss.cpp checks the kernels with
       // several chunks (and a remainder) against the plain reference.
       {"linear_cross_entropy/some ignored",
        [] {

@@ -7,6 +7,7 @@
 // Does not accept 1-D matmul operands (numpy's vector rules) and does not mix dtypes.
 #include <fmt/format.h>
 
+#include "autograd/grad_sink.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_attention.h"  // rope_rows (linear_rope)
 #include "tensor/kernels_elementwise.h"

@@ -6,6 +6,7 @@
 // Does not support negative steps, strided slices or in-place writes through views.
 #include <fmt/format.h>
 
+#include "autograd/grad_sink.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_matmul.h"
 #include "tensor/profile.h"

@@ -1,19 +1,23 @@
 // Fused causal attention: fast kernels against the reference (forward, lse, dq, dk, dv) in float
 // and double, MHA and GQA, strided views, thread-count independence, a torch 1.13 golden, the
-// backward's add-into contract, causality and error messages. The gradcheck rows live in
-// autograd/ops_attention.cpp and run in test_gradcheck_ops.cpp.
+// backward's add-into contract, causality and error messages; then rope (kernels against the
+// reference, thread bit-identity, the reference's float32 formula, linear_rope's bits, errors).
+// The gradcheck rows live in autograd/ops_attention.cpp and run in test_gradcheck_ops.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_attention.h"
 #include "tensor/threads.h"
+#include "tests/test_helpers.h"
 
 using namespace dg;
+using namespace dg::test;
 
 namespace {
 
@@ -67,6 +71,26 @@ struct ThreadGuard {
   int saved = threads();
   ~ThreadGuard() { set_threads(saved); }
 };
+
+template <class T>
+double tol() {
+  return sizeof(T) == 4 ? 2e-5 : 1e-12;
+}
+
+void check_close(const std::vector<double>& got, const std::vector<double>& want,
+                 double tolerance) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::fabs(got[i] - want[i]) <= tolerance * std::max(1.0, std::fabs(want[i])));
+  }
+}
+
+std::vector<double> pattern(int64_t n, int mul, int mod, int shift, double div) {
+  std::vector<double> v(n);
+  for (int64_t k = 0; k < n; ++k) v[k] = static_cast<double>((k * mul) % mod - shift) / div;
+  return v;
+}
 
 }  // namespace
 
@@ -386,4 +410,159 @@ TEST_CASE("attention_heads: float32 bit-identical at 1 and 2 threads; bad shapes
          odd_kv = rand_input({B, T, 3 * Hkv}, 56, DType::f32);
   CHECK_THROWS_WITH_AS(attention_heads(odd, odd_kv, odd_kv, H, Hkv, 10000.0),
                        doctest::Contains("even head dimension"), std::invalid_argument);
+}
+
+// ---- rope (tensor/kernels_attention.h): kernels, threads, a golden, linear_rope, errors
+
+TEST_CASE_TEMPLATE("rope kernels: fast matches reference", T, float, double) {
+  SUBCASE("rope: tables against the formula; backward inverts forward") {
+    const int64_t BH = 6, Tn = 9, hd = 16;
+    auto x = rand_vec<T>(BH * Tn * hd, 23);
+    std::vector<T> cos(Tn * hd / 2), sin(Tn * hd / 2), y(x.size()), y_ref(x.size());
+    rope_tables<T>(cos.data(), sin.data(), Tn, hd, 10000.0, 5);
+    rope_forward<T>(y.data(), x.data(), cos.data(), sin.data(), BH, Tn, hd);
+    ref_rope_forward<T>(y_ref.data(), x.data(), BH, Tn, hd, 10000.0, 5);
+    CHECK(rel_diff(y, y_ref) < tol<T>());
+    std::vector<T> back(x.size(), T(0));  // the backward of a rotation is its inverse
+    rope_backward<T>(back.data(), y.data(), cos.data(), sin.data(), BH, Tn, hd);
+    CHECK(rel_diff(back, x) < tol<T>());
+  }
+}
+
+TEST_CASE("rope kernels: float32 results are bit-identical at 1 and 2 threads") {
+  ThreadsGuard guard;
+  // Sizes above kParallelGrain so that the parallel branches run.
+  const int64_t BH = 12, Tn = 64, hd = 64;
+  auto xr = rand_vec<float>(BH * Tn * hd, 8);
+  auto run = [&](int n) {
+    set_threads(n);
+    std::vector<std::vector<float>> r;
+    auto keep = [&](std::vector<float> v) { r.push_back(std::move(v)); };
+    {  // rope
+      std::vector<float> cos(Tn * hd / 2), sin(Tn * hd / 2), y(xr.size()), dx(xr.size(), 0.0f);
+      rope_tables<float>(cos.data(), sin.data(), Tn, hd, 10000.0, 0);
+      rope_forward<float>(y.data(), xr.data(), cos.data(), sin.data(), BH, Tn, hd);
+      rope_backward<float>(dx.data(), xr.data(), cos.data(), sin.data(), BH, Tn, hd);
+      keep(y), keep(dx);
+    }
+    return r;
+  };
+  auto one = run(1);
+  auto two = run(2);
+  REQUIRE(one.size() == two.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    CAPTURE(i);
+    CHECK(same_bits(one[i], two[i]));
+  }
+}
+
+TEST_CASE("rope matches the reference's float32 rotate-half formula") {
+  // torch: inv_freq = 1/(10000 ** (arange(0, hd, 2).float()/hd)); freqs = outer(arange(T).float()
+  // + offset, inv_freq); emb = cat(freqs, freqs); out = x·cos(emb) + rotate_half(x)·sin(emb).
+  Tensor x = Tensor::from_vector(pattern(48, 7, 23, 11, 8.0), {1, 2, 3, 8});
+  check_close(rope(x).to_vector(),
+              {-1.375,
+               -0.5,
+               0.375,
+               1.25,
+               -0.75,
+               0.125,
+               1.0,
+               -1.0,
+               -0.4882732629776001,
+               0.6089822053909302,
+               -1.243687629699707,
+               -0.37524983286857605,
+               0.16496729850769043,
+               1.4430058002471924,
+               -0.6374685764312744,
+               0.24962487816810608,
+               0.554794430732727,
+               -0.8078908920288086,
+               -0.012499166652560234,
+               0.8777482509613037,
+               1.4911247491836548,
+               -0.4188523292541504,
+               0.624875009059906,
+               -1.3732472658157349,
+               -0.5,
+               0.375,
+               1.25,
+               -0.75,
+               0.125,
+               1.0,
+               -1.0,
+               -0.125,
+               -0.7517958283424377,
+               -1.1813592910766602,
+               -0.37748122215270996,
+               0.4988747537136078,
+               1.374018907546997,
+               -0.7466694116592407,
+               0.24623756110668182,
+               1.1254994869232178,
+               0.5914528369903564,
+               -0.12416832894086838,
+               0.9023231863975525,
+               -1.123997688293457,
+               -0.6915985345840454,
+               0.6125416159629822,
+               -1.3572261333465576,
+               -0.502249002456665},
+              1e-6);
+  // hd = 16 (the model's head size) at positions 100, 101: float32 angles matter here.
+  Tensor x2 = Tensor::from_vector(pattern(32, 5, 19, 9, 8.0), {1, 1, 2, 16});
+  check_close(
+      rope(x2, 10000.0, 100).to_vector(),
+      {-1.4131786823272705,  -0.4379970133304596,   0.0991239845752716,   -0.7291557192802429,
+       0.09080088138580322,  -0.3175327777862549,   0.19883432984352112,  0.8389928340911865,
+       -0.18486762046813965, -0.34735947847366333,  -0.38265445828437805, -1.0152989625930786,
+       -1.2466976642608643,  -0.23542076349258423,  0.5224604606628418,   1.1521029472351074,
+       -0.38799336552619934, -0.12488730996847153,  0.059082090854644775, 1.0777126550674438,
+       -0.05422239005565643, 0.0009330660104751587, 0.6453495621681213,   -0.9755398035049438,
+       -0.617017924785614,   0.2165713757276535,    -1.0736663341522217,  0.9326227903366089,
+       -0.556381106376648,   0.39528360962867737,   1.0705251693725586,   -0.7815510034561157},
+      1e-6);
+  // torch's float32 inv_freq for hd = 16: cos of position 1 at pair i is cos(inv_freq_i)
+  std::vector<float> cos(2 * 8), sin(2 * 8);
+  rope_tables<float>(cos.data(), sin.data(), 2, 16, 10000.0, 0);
+  const double inv_freq[8] = {1.0,
+                              0.3162277638912201,
+                              0.10000000149011612,
+                              0.03162277862429619,
+                              0.009999999776482582,
+                              0.003162277862429619,
+                              0.0010000000474974513,
+                              0.0003162277862429619};
+  for (int i = 0; i < 8; ++i) {
+    CHECK(cos[i] == 1.0f);
+    CHECK(sin[8 + i] == doctest::Approx(std::sin(static_cast<float>(inv_freq[i]))).epsilon(1e-7));
+  }
+}
+
+TEST_CASE(
+    "linear_rope gives the bits of linear, split heads, rope, merge heads (values, gradients)") {
+  const int64_t B = 2, T = 7, H = 3, hd = 6, in = 5;
+  auto f32 = [](Tensor t) { return t.to(DType::f32).set_requires_grad(true); };
+  Tensor x = f32(random_tensor({B, T, in}, 51, -1, 1, false));
+  Tensor w = f32(random_tensor({H * hd, in}, 52, -1, 1, false));
+  Tensor b = f32(random_tensor({H * hd}, 53, -1, 1, false));
+  Tensor x2 = f32(x.clone()), w2 = f32(w.clone()), b2 = f32(b.clone());
+  Tensor dout = random_tensor({B, T, H * hd}, 54, -1, 1, false).to(DType::f32);
+  Tensor fused = linear_rope(x, w, b, H, 500.0);
+  backward(fused, dout);
+  Tensor heads = permute(reshape(linear(x2, w2, b2), {B, T, H, hd}), {0, 2, 1, 3});
+  Tensor plain = reshape(contiguous(permute(rope(heads, 500.0), {0, 2, 1, 3})), {B, T, H * hd});
+  backward(plain, dout);
+  CHECK(same_bits(fused.to_floats(), plain.to_floats()));
+  CHECK(same_bits(x.grad().to_floats(), x2.grad().to_floats()));
+  CHECK(same_bits(w.grad().to_floats(), w2.grad().to_floats()));
+  CHECK(same_bits(b.grad().to_floats(), b2.grad().to_floats()));
+  CHECK_THROWS_WITH(linear_rope(x, w, b, 4),
+                    doctest::Contains("split into 4 heads of an even size"));
+  CHECK_THROWS_WITH(linear_rope(x, w, b, 0), doctest::Contains("linear_rope: heads must be >= 1"));
+}
+
+TEST_CASE("rope rejects an odd head size, naming the op") {
+  CHECK_THROWS_WITH(rope(Tensor::zeros({1, 1, 3, 5})), doctest::Contains("even head size"));
 }

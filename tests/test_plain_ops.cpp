@@ -1,7 +1,8 @@
 // The fused ops against their plain twins (autograd/ops.h): plain_attention vs the path MicroLM
 // runs (linear_rope / linear + attention_heads, and attention_heads' own RoPE), MHA and GQA, with
-// and without RoPE and biases; plain_rms_norm vs rms_norm; plain_linear_cross_entropy vs
-// linear_cross_entropy. Float64, forward values and every input's gradient.
+// and without RoPE and biases; plain_rms_norm vs rms_norm; plain_cross_entropy vs cross_entropy;
+// plain_linear_cross_entropy vs linear_cross_entropy. Float64, forward values and every input's
+// gradient, equal within 1e-13 relative to the largest value.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -112,6 +113,30 @@ TEST_CASE("plain_rms_norm equals rms_norm (value, dx, dw)") {
     check_same(run([&] { return rms_norm(x, w, eps); }, {x, w}, 23),
                run([&] { return plain_rms_norm(x, w, eps); }, {x, w}, 23), 1e-13);
   }
+}
+
+TEST_CASE("plain_cross_entropy equals cross_entropy (value, dlogits, ignored rows, ignore_index)") {
+  // logits up to ±30: the row max shift matters (exp(30) alone is fine, but the sums must agree)
+  Tensor x = random_tensor({7, 9}, 41, -30, 30);
+  Tensor targets = Tensor::from_ids({3, -100, 0, 8, 7, -100, 1}, {7});
+  check_same(run([&] { return cross_entropy(x, targets); }, {x}, 42),
+             run([&] { return plain_cross_entropy(x, targets); }, {x}, 42), 1e-13);
+  Tensor y = random_tensor({5, 4}, 43, -2, 2);
+  Tensor t1 = Tensor::from_ids({1, 0, 3, 1, 2}, {5});  // ignore_index 1: rows 0 and 3 ignored
+  check_same(run([&] { return cross_entropy(y, t1, 1); }, {y}, 44),
+             run([&] { return plain_cross_entropy(y, t1, 1); }, {y}, 44), 1e-13);
+}
+
+TEST_CASE("plain_cross_entropy: every target ignored gives NaN and a zero gradient, as fused") {
+  Tensor x = random_tensor({3, 4}, 45, -2, 2);
+  Tensor targets = Tensor::from_ids({-100, -100, -100}, {3});
+  Tensor loss = plain_cross_entropy(x, targets);
+  CHECK(std::isnan(loss.item()));
+  backward(loss);
+  REQUIRE(x.grad().defined());
+  for (double v : x.grad().to_vector()) CHECK(v == 0.0);
+  CHECK_THROWS_WITH(plain_cross_entropy(x, Tensor::from_ids({0, 4, 1}, {3})),
+                    doctest::Contains("plain_cross_entropy: target 4 at row 1 is out of range"));
 }
 
 TEST_CASE("plain_linear_cross_entropy equals linear_cross_entropy (value, dx, dW, ignored rows)") {

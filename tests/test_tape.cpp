@@ -1,5 +1,5 @@
-// The tape's gradient contract and ownership rules (autograd/tape.h), one test per rule: the two
-// ways to write a gradient (accumulate_grad / grad_of, GradSink), buffers taken over only when
+// The tape's gradient contract (autograd/tape.h) and ownership rules (autograd/grad_sink.h), one
+// test per rule: accumulate_grad and the fast kernels' GradSink, buffers taken over only when
 // nobody else can see them, aliasing inputs, set_grad views, repeated backward and keep_graph.
 // Each test is built so that breaking its rule changes a value or a storage identity it checks.
 #include <doctest/doctest.h>
@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "autograd/grad_sink.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 
@@ -34,7 +35,34 @@ Tensor weighted_sum(const Tensor& y, uint64_t seed) {
   return sum(mul(y, random_tensor(y.shape(), seed, 0.5, 1.5, false)));
 }
 
+// The custom op of autograd/README.md ("How to add an op"), written as a learner would.
+// y = x³ elementwise; dy/dx = 3x².
+dg::Tensor cube(const dg::Tensor& x) {
+  dg::Tensor out;
+  {
+    dg::NoGradGuard no_grad;  // the forward's steps are not recorded one by one
+    out = dg::mul(dg::mul(x, x), x);
+  }
+  if (dg::should_record({x}))
+    dg::record("cube", {x}, out, [x](const dg::Tensor& g) {
+      dg::NoGradGuard no_grad;                                            // nor are the backward's
+      dg::accumulate_grad(x, dg::mul(g, dg::scale(dg::mul(x, x), 3.0)));  // g · 3x²
+    });
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("a custom op written with accumulate_grad alone passes gradcheck (autograd/README.md)") {
+  auto r = gradcheck("cube", [](const std::vector<Tensor>& in) { return cube(in[0]); },
+                     {random_tensor({3, 4}, 1)});
+  CHECK_MESSAGE(r.passed, r.message);
+  // a tensor read by two nodes gets both contributions: d(x³ + x³)/dx = 6x²
+  Tensor x = random_tensor({5}, 2);
+  backward(sum(add(cube(x), cube(x))));
+  const std::vector<double> xv = values(x), gv = values(x.grad());
+  for (size_t i = 0; i < xv.size(); ++i) CHECK(gv[i] == doctest::Approx(6 * xv[i] * xv[i]));
+}
 
 // ---- the two ways to write a gradient ----------------------------------------------------------
 

@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
 # Proves that `depthgrad gradcheck` has teeth: plants a 1% error in one element of each op's
-# backward in turn (DG_PLANT_ERROR, read by autograd/tape.cpp; one build, the op chosen at run
-# time) and checks that gradcheck then fails. Two plants per op: in every dtype (the float64
+# backward in turn (DG_PLANT_ERROR, read by tests/support/plant_error.cpp in the gradcheck_teeth
+# program, which runs gradcheck's table; one build, the op chosen at run time) and checks that
+# the gradient checks then fail. Two plants per op: in every dtype (the float64
 # central differences must catch it) and in float32 backwards only (the float32-vs-float64
 # gradient comparison must catch it). Prints one line per plant and the kill rate per op family.
 # Opt-in (not in ctest: about two gradcheck runs per op). It does not edit or rebuild the tree.
-# Usage: tools/gradcheck_teeth.sh PATH/TO/depthgrad [OP...]   (default: every op gradcheck runs)
+# Usage: tools/gradcheck_teeth.sh PATH/TO/gradcheck_teeth [OP...]   (default: every op it runs)
+# (`make gradcheck-teeth` builds the program, a CMake target built on request only, and runs this.)
 set -uo pipefail
-BIN=${1:?usage: tools/gradcheck_teeth.sh PATH/TO/depthgrad [OP...]}
+BIN=${1:?usage: tools/gradcheck_teeth.sh PATH/TO/gradcheck_teeth [OP...]}
 shift
 export DEPTHGRAD_THREADS=${DEPTHGRAD_THREADS:-1}
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ops=("$@")
 if [ ${#ops[@]} -eq 0 ]; then
   # Every op whose backward the suite runs, as the tape names it.
-  mapfile -t ops < <(DG_PLANT_ERROR=list "$BIN" gradcheck 2>&1 >/dev/null | awk '/^op / {print $2}' | sort -u)
+  mapfile -t ops < <(DG_PLANT_ERROR=list "$BIN" 2>&1 >/dev/null | awk '/^op / {print $2}' | sort -u)
 fi
 if [ ${#ops[@]} -eq 0 ]; then echo "gradcheck_teeth: no ops found" >&2; exit 2; fi
-if ! "$BIN" gradcheck > /dev/null; then echo "gradcheck_teeth: gradcheck fails without a plant" >&2; exit 2; fi
+if ! "$BIN" > /dev/null; then echo "gradcheck_teeth: gradcheck fails without a plant" >&2; exit 2; fi
 
 declare -A family_total family_killed
 total=0
@@ -31,7 +33,7 @@ for op in "${ops[@]}"; do
   for mode in all f32; do
     spec=$op
     [ "$mode" = f32 ] && spec="$op:f32"
-    DG_PLANT_ERROR=$spec "$BIN" gradcheck > /tmp/gradcheck_teeth.$$ 2>&1
+    DG_PLANT_ERROR=$spec "$BIN" > /tmp/gradcheck_teeth.$$ 2>&1
     rc=$?
     total=$((total + 1))
     family_total[$family]=$((${family_total[$family]:-0} + 1))
@@ -52,6 +54,6 @@ printf '%-16s %s\n' family killed/planted
 for family in $(printf '%s\n' "${!family_total[@]}" | sort); do
   printf '%-16s %d/%d\n' "$family" "${family_killed[$family]:-0}" "${family_total[$family]}"
 done
-echo "kill rate: $killed/$total planted errors caught by depthgrad gradcheck"
+echo "kill rate: $killed/$total planted errors caught by the gradient checks"
 [ ${#survivors[@]} -eq 0 ] || echo "survivors: ${survivors[*]}"
 [ $killed -eq $total ]
