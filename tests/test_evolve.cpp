@@ -279,16 +279,18 @@ TEST_CASE("evolve proposals: seen genomes are re-drawn, never proposed twice") {
   Genome base;
   SearchSpace space = plan_direction(kSeedDirection, base).space;
   for (GeneSpace& g : space.genes) g.weight = 0;
-  space[Gene::mode].weight = 1;  // only 4 children exist: the other residual modes
+  space[Gene::mode].weight = 1;  // the only children: the other registered residual modes
+  const size_t others = residual_modes().size() - 1;
+  const auto slots = static_cast<int64_t>(others + 2);
   std::vector<std::string> seen{genome_key(base)};
-  GenerationPlan gp = propose_generation(1, 6, 42, space, "g0-t0", base, "", nullptr, seen);
-  CHECK(gp.trials.size() == 4);
+  GenerationPlan gp = propose_generation(1, slots, 42, space, "g0-t0", base, "", nullptr, seen);
+  CHECK(gp.trials.size() == others);
   CHECK(gp.skipped.size() == 2);
   std::set<std::string> keys;
   for (const ProposedTrial& t : gp.trials) keys.insert(genome_key(t.proposal.genome));
-  CHECK(keys.size() == 4);
+  CHECK(keys.size() == others);
   CHECK_FALSE(keys.count(genome_key(base)));
-  CHECK(seen.size() == 5);
+  CHECK(seen.size() == others + 1);
   GenerationPlan again = propose_generation(2, 3, 42, space, "g0-t0", base, "", nullptr, seen);
   CHECK(again.trials.empty());
   CHECK(again.skipped.size() == 3);
