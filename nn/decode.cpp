@@ -105,9 +105,7 @@ void Decoder::ensure_rows(int64_t n) {
     scratch_threads_ = static_cast<int>(threads);
   }
   if (n <= rows_) return;
-  const int64_t slots = is_paper_attnres(c.mode)       ? 2 * c.layers + 2
-                        : is_reference_attnres(c.mode) ? c.layers + 1
-                                                       : 2;
+  const int64_t slots = c.mode.behaviour().decode_slots(c);
   sources_.clear();
   for (int64_t s = 0; s < slots; ++s) sources_.push_back(Tensor::empty({n, c.dim}, dtype_));
   for (Tensor* t : {&x_, &normed_, &mix_qk_, &mix_v_, &u_qk_, &u_v_, &q_, &merged_, &sublayer_})
@@ -160,77 +158,22 @@ void Decoder::run(const int32_t* ids, int64_t n, bool all_positions) {
   }
   T* a = ptr<T>(stat_a_);
   T* b = ptr<T>(stat_b_);
-  const T* out;  // what the final norm reads
-  if (is_paper_attnres(c.mode)) {
-    // Sources S_0 .. S_{done−1} complete, the current block's partial sum in slot `done` when
-    // `partial`; a finished sublayer's output is added into that slot (forward_paper's
-    // finish_sublayer), which becomes a source when the block is full.
-    int64_t done = 1, sublayers = 0;
-    bool partial = false;
-    auto finish_sublayer = [&](const T* sub) {
-      T* slot = ptr<T>(sources_[done]);
-      if (partial) {
-        for (int64_t i = 0; i < n * D; ++i) slot[i] = slot[i] + sub[i];
-      } else if (slot != sub) {
-        std::memcpy(slot, sub, sizeof(T) * n * D);
-      }
-      partial = ++sublayers % c.attnres_block_size != 0;
-      if (!partial) ++done;
-    };
-    auto current = [&] { return done + (partial ? 1 : 0); };
-    for (int64_t l = 0; l < c.layers; ++l) {
-      const MicroBlock& block = *model_.blocks[l];
-      pseudo_query_mix<T>(current(), block.attn_query, n, ptr<T>(mix_qk_));
-      norm_rows<T>(ptr<T>(u_qk_), ptr<T>(mix_qk_), n, *block.attention_norm, a, b);
-      const T* u_v = ptr<T>(u_qk_);
-      if (c.mode == ResidualMode::paper_rd_attnres) {
-        pseudo_query_mix<T>(current(), block.attn_v_query, n, ptr<T>(mix_v_));
-        norm_rows<T>(ptr<T>(u_v_), ptr<T>(mix_v_), n, *block.attention_norm, a, b);
-        u_v = ptr<T>(u_v_);
-      }
-      T* sub = partial ? ptr<T>(sublayer_) : ptr<T>(sources_[done]);
-      attention_sublayer<T>(block, l, ptr<T>(u_qk_), u_v, n, sub, nullptr);
-      finish_sublayer(sub);
-      pseudo_query_mix<T>(current(), block.ffn_query, n, ptr<T>(mix_qk_));
-      norm_rows<T>(ptr<T>(u_qk_), ptr<T>(mix_qk_), n, *block.ffn_norm, a, b);
-      sub = partial ? ptr<T>(sublayer_) : ptr<T>(sources_[done]);
-      feed_forward<T>(*block.ffn, ptr<T>(u_qk_), n, sub, nullptr);
-      finish_sublayer(sub);
-    }
-    pseudo_query_mix<T>(current(), model_.final_query, n, ptr<T>(mix_qk_));
-    out = ptr<T>(mix_qk_);
-  } else {
-    const bool reference = is_reference_attnres(c.mode);
-    for (int64_t l = 0; l < c.layers; ++l) {
-      const MicroBlock& block = *model_.blocks[l];
-      // S_0 .. S_l in slots 0 .. l (reference modes); the standard stream alternates two slots.
-      const int64_t in_slot = reference ? l : l % 2, out_slot = reference ? l + 1 : (l + 1) % 2;
-      const T* cur = ptr<T>(sources_[in_slot]);
-      const T *u_qk = ptr<T>(u_qk_), *u_v = u_qk;
-      if (reference) {  // MicroBlock::forward's routes: α = softmax(N(c)·W_routeᵀ), h = Σ α_j S_j
-        const int64_t J = l + 1;
-        norm_rows<T>(ptr<T>(normed_), cur, n, *block.route_norm, a, b);
-        auto route = [&](const Linear& r, T* mix, T* u) {
-          linear_rows<T>(ptr<T>(route_logits_), ptr<T>(normed_), n, r);
-          softmax_forward<T>(ptr<T>(alpha_), ptr<T>(route_logits_), n, J, 1, false);
-          depth_mix_forward<T>(mix, source_pointers<T>(sources_, J), ptr<T>(alpha_), n, J, D);
-          norm_rows<T>(u, mix, n, *block.attention_norm, a, b);
-        };
-        route(*block.qk_route, ptr<T>(mix_qk_), ptr<T>(u_qk_));
-        if (c.mode == ResidualMode::rd_attnres) {
-          route(*block.v_route, ptr<T>(mix_v_), ptr<T>(u_v_));
-          u_v = ptr<T>(u_v_);
-        }
-      } else {
-        norm_rows<T>(ptr<T>(u_qk_), cur, n, *block.attention_norm, a, b);
-      }
-      // x = c + Attn(..); S_{l+1} = x + FFN(N(x))
-      attention_sublayer<T>(block, l, u_qk, u_v, n, ptr<T>(x_), cur);
-      norm_rows<T>(ptr<T>(normed_), ptr<T>(x_), n, *block.ffn_norm, a, b);
-      feed_forward<T>(*block.ffn, ptr<T>(normed_), n, ptr<T>(sources_[out_slot]), ptr<T>(x_));
-    }
-    out = ptr<T>(sources_[reference ? c.layers : c.layers % 2]);
-  }
+  DecodeStep<T> step{*this,
+                     model_,
+                     c,
+                     n,
+                     ptr<T>(x_),
+                     ptr<T>(normed_),
+                     ptr<T>(mix_qk_),
+                     ptr<T>(mix_v_),
+                     ptr<T>(u_qk_),
+                     ptr<T>(u_v_),
+                     ptr<T>(sublayer_),
+                     ptr<T>(route_logits_),
+                     ptr<T>(alpha_),
+                     a,
+                     b};
+  const T* out = c.mode.behaviour().decode(step);  // what the final norm reads
   // The head: logits [rows, V] = final_norm(out) · Wᵀ, for the last row only unless all_positions.
   const int64_t first = all_positions ? 0 : n - 1, rows = n - first;
   norm_rows<T>(ptr<T>(normed_), out + first * D, rows, *model_.final_norm, a, b);
@@ -359,5 +302,40 @@ void Decoder::pseudo_query_mix(int64_t J, const Tensor& query, int64_t n, T* out
   softmax_forward<T>(ptr<T>(alpha_), logits, n, J, 1, false);
   depth_mix_forward<T>(out, source_pointers<T>(sources_, J), ptr<T>(alpha_), n, J, D);
 }
+
+// ---- the step a residual mode's decode sees
+
+template <class T>
+T* DecodeStep<T>::source(int64_t j) const {
+  return ptr<T>(decoder.sources_[j]);
+}
+template <class T>
+const T* const* DecodeStep<T>::sources(int64_t count) const {
+  return source_pointers<T>(decoder.sources_, count);
+}
+template <class T>
+void DecodeStep<T>::norm(T* out, const T* x_rows, const Norm& layer) const {
+  norm_rows<T>(out, x_rows, n, layer, stat_a, stat_b);
+}
+template <class T>
+void DecodeStep<T>::linear(T* y, const T* x_rows, const Linear& l, const T* residual) const {
+  linear_rows<T>(y, x_rows, n, l, residual);
+}
+template <class T>
+void DecodeStep<T>::attention(const MicroBlock& block, int64_t layer, const T* qk, const T* v,
+                              T* out, const T* residual) const {
+  decoder.attention_sublayer<T>(block, layer, qk, v, n, out, residual);
+}
+template <class T>
+void DecodeStep<T>::feed_forward(const FeedForward& ffn, const T* x_rows, T* out,
+                                 const T* residual) const {
+  decoder.feed_forward<T>(ffn, x_rows, n, out, residual);
+}
+template <class T>
+void DecodeStep<T>::pseudo_query_mix(int64_t count, const Tensor& query, T* out) const {
+  decoder.pseudo_query_mix<T>(count, query, n, out);
+}
+template struct DecodeStep<float>;
+template struct DecodeStep<double>;
 
 }  // namespace dg

@@ -14,6 +14,37 @@
 
 namespace dg {
 
+class Decoder;
+
+// What a residual mode's decode step (Residual::decode, nn/residual/) works with: n new rows at
+// the cache's next positions, source slots and scratch rows of [n, D] in T, and the shared
+// sublayers on raw rows, each the plain-kernel twin of the op MicroLM::forward runs.
+template <class T>
+struct DecodeStep {
+  Decoder& decoder;
+  const MicroLM& model;
+  const MicroLMConfig& config;
+  int64_t n;  // new rows
+  // Scratch rows [n, D]: free for the mode's use between the calls below.
+  T *x, *normed, *mix_qk, *mix_v, *u_qk, *u_v, *sublayer;
+  T *route_logits, *alpha;  // [n, decode_slots]
+  T *stat_a, *stat_b;       // [n]
+
+  T* source(int64_t j) const;                    // slot j [n, D]; slot 0 holds the embedding
+  const T* const* sources(int64_t count) const;  // pointers of slots 0 .. count − 1
+  // out [n, D] = Norm(x [n, D])
+  void norm(T* out, const T* x, const Norm& norm) const;
+  // y [n, out] = x [n, in] · Wᵀ (+ bias) (+ residual [n, out])
+  void linear(T* y, const T* x, const Linear& l, const T* residual = nullptr) const;
+  // out [n, D] = residual + Attn(Q, K from u_qk; V from u_v) of block `layer`, K/V cached.
+  void attention(const MicroBlock& block, int64_t layer, const T* u_qk, const T* u_v, T* out,
+                 const T* residual) const;
+  // out [n, D] = residual + FFN(x)
+  void feed_forward(const FeedForward& ffn, const T* x, T* out, const T* residual) const;
+  // The paper modes' mix of slots 0 .. count − 1 with a pseudo-query [1, D]: out [n, D].
+  void pseudo_query_mix(int64_t count, const Tensor& query, T* out) const;
+};
+
 // Reads the model's weights in place (no copy): the model must outlive the decoder and its
 // parameters must not move (a Trainer's flat buffers do not). Weight values may change between
 // calls (training), but positions already in the cache keep the K/V of the old weights.
@@ -34,6 +65,8 @@ class Decoder {
   const Tensor& append(std::span<const int32_t> ids, bool all_positions = false);
 
  private:
+  template <class T>
+  friend struct DecodeStep;
   template <class T>
   void run(const int32_t* ids, int64_t n, bool all_positions);
   template <class T>

@@ -9,44 +9,7 @@
 
 namespace dg {
 
-// ---- modes and config
-
-const char* residual_mode_name(ResidualMode mode) {
-  switch (mode) {
-    case ResidualMode::standard:
-      return "standard";
-    case ResidualMode::block_attnres:
-      return "block_attnres";
-    case ResidualMode::rd_attnres:
-      return "rd_attnres";
-    case ResidualMode::paper_block_attnres:
-      return "paper_block_attnres";
-    case ResidualMode::paper_rd_attnres:
-      return "paper_rd_attnres";
-  }
-  return "?";
-}
-
-ResidualMode parse_residual_mode(const std::string& text) {
-  for (ResidualMode m :
-       {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres,
-        ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres})
-    if (text == residual_mode_name(m)) return m;
-  throw std::invalid_argument(
-      fmt::format("unknown residual mode '{}' (expected standard, block_attnres, rd_attnres, "
-                  "paper_block_attnres or paper_rd_attnres)",
-                  text));
-}
-
-bool is_reference_attnres(ResidualMode m) {
-  return m == ResidualMode::block_attnres || m == ResidualMode::rd_attnres;
-}
-bool is_paper_attnres(ResidualMode m) {
-  return m == ResidualMode::paper_block_attnres || m == ResidualMode::paper_rd_attnres;
-}
-bool has_v_route(ResidualMode m) {
-  return m == ResidualMode::rd_attnres || m == ResidualMode::paper_rd_attnres;
-}
+// ---- config
 
 void MicroLMConfig::validate() const {
   auto fail = [](const std::string& what) { throw std::invalid_argument("model config: " + what); };
@@ -77,50 +40,39 @@ std::string MicroLMConfig::describe() const {
       is_paper_attnres(mode) ? fmt::format(" block_size={}", attnres_block_size) : "");
 }
 
+// The shared layers here, the mode's own parameters from the mode.
+double micro_lm_parameter_count(const MicroLMConfig& c) {
+  const double dim = static_cast<double>(c.dim), vocab = static_cast<double>(c.vocab);
+  const double kv_dim = dim / static_cast<double>(c.heads) * static_cast<double>(c.kv_heads);
+  const double hidden = static_cast<double>(c.expansion) * dim;
+  const double norm = c.norm == Norm::Kind::layer ? 2 * dim : dim;  // gain (+ bias)
+  const double linear_bias = c.bias ? 1 : 0;
+  auto linear = [&](double in, double out) { return in * out + linear_bias * out; };
+  double per_layer = 2 * norm;                                  // attention_norm, ffn_norm
+  per_layer += linear(dim, dim) * 2 + linear(dim, kv_dim) * 2;  // q, output; k, v
+  per_layer +=                                                  // up (and gate), down
+      linear(dim, hidden) * (c.ffn == FeedForward::Kind::swiglu ? 2 : 1) + linear(hidden, dim);
+  double total = vocab * dim + norm;  // token embedding, final_norm
+  if (c.learned_positions) total += static_cast<double>(c.seq_len) * dim;
+  if (!c.tied_head) total += vocab * dim;
+  const Residual& mode = c.mode.behaviour();
+  total += mode.model_parameter_count(c);
+  for (int64_t l = 0; l < c.layers; ++l) total += per_layer + mode.block_parameter_count(c, l);
+  return total;
+}
+
 int64_t MicroLMConfig::parameter_count() const {
-  const int64_t norm_size = norm == Norm::Kind::layer ? 2 * dim : dim;  // gain (+ bias)
-  const int64_t kv_dim = dim / heads * kv_heads;
-  const int64_t attention = dim * dim * 2 + dim * kv_dim * 2 + (bias ? 2 * dim + 2 * kv_dim : 0);
-  const int64_t hidden = expansion * dim;
-  const int64_t projections = ffn == FeedForward::Kind::swiglu ? 3 : 2;  // up, (gate,) down
-  const int64_t feed_forward =
-      projections * dim * hidden + (bias ? (projections - 1) * hidden + dim : 0);
-  int64_t n = vocab * dim + (learned_positions ? seq_len * dim : 0) + norm_size +
-              (tied_head ? 0 : vocab * dim);
-  for (int64_t l = 0; l < layers; ++l) {
-    n += 2 * norm_size + attention + feed_forward;  // attention_norm, ffn_norm
-    if (is_reference_attnres(mode))  // route_norm and one or two routers over l + 1 sources
-      n += norm_size + (mode == ResidualMode::rd_attnres ? 2 : 1) * dim * (l + 1);
-    if (is_paper_attnres(mode))  // pseudo-queries: attention (QK, and V for rd), feed-forward
-      n += (mode == ResidualMode::paper_rd_attnres ? 3 : 2) * dim;
-  }
-  if (is_paper_attnres(mode)) n += dim;  // final_query
-  return n;
+  return static_cast<int64_t>(micro_lm_parameter_count(*this));
 }
 
 // ---- block
 
 MicroBlock::MicroBlock(const MicroLMConfig& c, int64_t index_, DType dtype)
     : Module(dtype), config(c), index(index_) {
-  const int64_t sources = index + 1;  // reference modes: S_0..S_index
+  c.mode.behaviour().add_block_parameters(*this);  // first: the checkpoints' order
   auto norm = [&](const char* name) {
     return &register_module(name, std::make_unique<Norm>(c.norm, c.dim, c.norm_eps, dtype));
   };
-  if (is_reference_attnres(c.mode)) {
-    route_norm = norm("route_norm");
-    qk_route = &register_module("qk_route", std::make_unique<Linear>(c.dim, sources, false, dtype));
-    if (c.mode == ResidualMode::rd_attnres) {
-      v_route = &register_module("v_route", std::make_unique<Linear>(c.dim, sources, false, dtype));
-    } else {
-      v_route = qk_route;  // one module, as the reference: counted once
-    }
-  }
-  if (is_paper_attnres(c.mode)) {
-    attn_query = register_parameter("attn_query", Tensor::zeros({1, c.dim}, dtype));
-    if (c.mode == ResidualMode::paper_rd_attnres)
-      attn_v_query = register_parameter("attn_v_query", Tensor::zeros({1, c.dim}, dtype));
-    ffn_query = register_parameter("ffn_query", Tensor::zeros({1, c.dim}, dtype));
-  }
   attention_norm = norm("attention_norm");
   AttentionConfig ac{c.dim, c.heads, c.kv_heads, c.rope, 10000.0, c.bias};
   attention = &register_module("attention", std::make_unique<CausalSelfAttention>(ac, dtype));
@@ -131,35 +83,7 @@ MicroBlock::MicroBlock(const MicroLMConfig& c, int64_t index_, DType dtype)
 
 // sources: S_0..S_l, each [B, T, D] -> S_{l+1} [B, T, D]
 Tensor MicroBlock::forward(const std::vector<Tensor>& sources) {
-  if (is_paper_attnres(config.mode))
-    throw std::logic_error(
-        fmt::format("block {}: {} blocks are run by MicroLM::forward (they read the model's "
-                    "partial-sum sources), not by MicroBlock::forward",
-                    index, residual_mode_name(config.mode)));
-  const Tensor& c = sources.back();
-  Tensor x;
-  if (is_reference_attnres(config.mode)) {
-    if (static_cast<int64_t>(sources.size()) != index + 1)
-      throw std::logic_error(
-          fmt::format("block {} expects {} sources, got {}", index, index + 1, sources.size()));
-    Tensor z = route_norm->forward(c);
-    last_alpha_qk = softmax(qk_route->forward(z), -1);  // [B, T, k]
-    Tensor u_qk = attention_norm->forward(depth_mix(sources, last_alpha_qk));
-    if (config.mode == ResidualMode::rd_attnres) {
-      last_alpha_v = softmax(v_route->forward(z), -1);
-      Tensor u_v = attention_norm->forward(depth_mix(sources, last_alpha_v));
-      x = attention->forward(u_qk, u_v, c);
-    } else {
-      last_alpha_v =
-          last_alpha_qk;  // the same route computed once; the reference computes it twice
-      x = attention->forward(u_qk, u_qk, c);
-    }
-  } else {
-    Tensor u = attention_norm->forward(c);
-    x = attention->forward(u, u, c);
-  }
-  // x = c + Attn(..), y = x + FFN(N(x)): each residual add happens inside the output projection
-  return ffn->forward(ffn_norm->forward(x), x);
+  return config.mode.behaviour().block_forward(*this, sources);
 }
 
 // ---- model
@@ -180,71 +104,11 @@ MicroLM::MicroLM(const MicroLMConfig& config, DType dtype) : Module(dtype), conf
     blocks.push_back(&holder->register_module(std::to_string(l),
                                               std::make_unique<MicroBlock>(config_, l, dtype)));
   register_module("blocks", std::move(holder));
-  if (is_paper_attnres(c.mode))
-    final_query = register_parameter("final_query", Tensor::zeros({1, c.dim}, dtype));
+  c.mode.behaviour().add_model_parameters(*this);
   final_norm =
       &register_module("final_norm", std::make_unique<Norm>(c.norm, c.dim, c.norm_eps, dtype));
   if (!c.tied_head)
     head = &register_module("head", std::make_unique<Linear>(c.dim, c.vocab, false, dtype));
-  unit_gain_ = Tensor::ones({c.dim}, dtype);
-}
-
-namespace {
-// Paper modes' mixing: α = softmax_j(w · RMSNorm(S_j)), h = Σ α_j S_j.
-// sources S_j [B, T, D], w [1, D] -> h [B, T, D]; alpha_out [B, T, J]
-Tensor pseudo_query_mix(const std::vector<Tensor>& sources, const Tensor& w,
-                        const Tensor& unit_gain, double eps, Tensor& alpha_out) {
-  std::vector<Tensor> logits;
-  logits.reserve(sources.size());
-  for (const Tensor& s : sources)
-    logits.push_back(linear(rms_norm(s, unit_gain, eps), w));  // [B, T, 1]
-  alpha_out = softmax(sources.size() == 1 ? logits[0] : concat(logits, -1), -1);
-  return depth_mix(sources, alpha_out);
-}
-}  // namespace
-
-Tensor MicroLM::forward_paper(const Tensor& h0) {
-  const MicroLMConfig& c = config_;
-  const bool rd = c.mode == ResidualMode::paper_rd_attnres;
-  paper_alpha_qk_.clear();
-  paper_alpha_v_.clear();
-  std::vector<Tensor> sources{h0};
-  Tensor partial;  // the current block's partial sum (undefined at a block start)
-  int64_t sublayers = 0;
-  auto current = [&] {
-    std::vector<Tensor> s = sources;
-    if (partial.defined()) s.push_back(partial);
-    return s;
-  };
-  auto finish_sublayer = [&](const Tensor& out) {
-    partial = partial.defined() ? add(partial, out) : out;
-    if (++sublayers % c.attnres_block_size == 0) {
-      sources.push_back(partial);
-      partial = Tensor();
-    }
-  };
-  for (MicroBlock* block : blocks) {
-    Tensor alpha_qk, alpha_v;
-    std::vector<Tensor> s = current();
-    Tensor u_qk = block->attention_norm->forward(
-        pseudo_query_mix(s, block->attn_query, unit_gain_, c.norm_eps, alpha_qk));
-    Tensor u_v = u_qk;
-    alpha_v = alpha_qk;
-    if (rd)
-      u_v = block->attention_norm->forward(
-          pseudo_query_mix(s, block->attn_v_query, unit_gain_, c.norm_eps, alpha_v));
-    paper_alpha_qk_.push_back(alpha_qk);
-    paper_alpha_v_.push_back(alpha_v);
-    block->last_alpha_qk = alpha_qk;
-    block->last_alpha_v = alpha_v;
-    finish_sublayer(block->attention->forward(u_qk, u_v));
-    Tensor alpha_ffn;
-    Tensor u = block->ffn_norm->forward(
-        pseudo_query_mix(current(), block->ffn_query, unit_gain_, c.norm_eps, alpha_ffn));
-    finish_sublayer(block->ffn->forward(u));
-  }
-  Tensor alpha_final;
-  return pseudo_query_mix(current(), final_query, unit_gain_, c.norm_eps, alpha_final);
 }
 
 // ids int32 [B, T] -> final-norm output [B, T, D]
@@ -262,22 +126,7 @@ Tensor MicroLM::features(const Tensor& ids) {
     std::iota(pos.begin(), pos.end(), 0);
     h = add(h, position->forward(Tensor::from_ids(pos, {1, T})));
   }
-  Tensor out;
-  if (is_paper_attnres(config_.mode)) {
-    out = forward_paper(h);
-  } else {
-    std::vector<Tensor> sources{h};
-    for (MicroBlock* block : blocks) {
-      Tensor next = block->forward(
-          is_reference_attnres(config_.mode) ? sources : std::vector<Tensor>{sources.back()});
-      if (is_reference_attnres(config_.mode))
-        sources.push_back(next);
-      else
-        sources.back() = next;
-    }
-    out = sources.back();
-  }
-  return final_norm->forward(out);
+  return final_norm->forward(config_.mode.behaviour().forward(*this, h));
 }
 
 const Tensor& MicroLM::head_weight() const { return head ? head->weight : token->weight; }
@@ -362,8 +211,7 @@ void MicroLM::init_identical(uint64_t seed) {
       p.fill(1.0);  // norm gains
     }
   }
-  for (MicroBlock* b : blocks)
-    if (b->v_route && b->v_route != b->qk_route) b->v_route->weight.copy_from(b->qk_route->weight);
+  config_.mode.behaviour().after_init_identical(*this);
 }
 
 // ---- diagnostics

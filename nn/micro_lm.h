@@ -1,49 +1,22 @@
-// MicroLM: the decoder-only language model of the reproduction, with five residual modes.
+// MicroLM: the decoder-only language model of the reproduction. A block is the shared layers
+// (attention_norm, attention, ffn_norm, ffn) plus its residual mode's own parameters; how blocks
+// feed one another is the mode's (nn/residual/: standard, block_attnres, rd_attnres and the
+// paper forms; residual.h has the registry).
 //
-//  standard            pre-norm LLaMA block: x = c + Attn(N(c)); y = x + FFN(N(x)).
-//  block_attnres       the reference's AttnRes block (upstream-protocol.md §2.3): sources
-//                      S_0 = embedding, S_{l+1} = output of block l. Block l routes per token
-//                      α = softmax(RMSNorm(c; g_route)·W_routeᵀ) over its l+1 sources and feeds
-//                      attention with h = Σ α_j S_j; one route serves Q, K and V. The residual
-//                      stream stays standard: x = c + Attn(N(h), N(h)); y = x + FFN(N(x)).
-//  rd_attnres          the same, with a second route for V: Attn(N(h_qk), N(h_v)).
-//  paper_block_attnres the paper formulation of Attention Residuals: every sublayer (attention and
-//                      feed-forward) reads a softmax mixture of the sources instead of the residual
-//                      stream. Sources: the embedding, each completed block's sum, and the current
-//                      block's partial sum. A block is `attnres_block_size` sublayers (two per
-//                      layer); block size 1 makes every sublayer output its own source, which is
-//                      Full AttnRes. Sublayer s has a pseudo-query w_s ∈ R^d (zero at init, so
-//                      mixing starts uniform); logits are w_s · RMSNorm(S_j) (RMSNorm without a
-//                      gain) and the raw sources are mixed: h = Σ_j α_j S_j. The sublayer reads
-//                      N(h) and its output is added to the current partial sum. The model's
-//                      output reads a final mixture of all sources with its own pseudo-query.
-//  paper_rd_attnres    the same, with a second pseudo-query for the attention sublayer's V input.
-//
-// Parameter names follow the reference (§2.4): token.weight, blocks.0.route_norm.weight,
-// blocks.0.qk_route.weight, ..., final_norm.weight. The head is tied to token.weight unless
-// the config says otherwise. The model does not own data, optimisers or checkpoints.
+// Parameter names follow the reference (upstream-protocol.md §2.4): token.weight,
+// blocks.0.route_norm.weight, blocks.0.qk_route.weight, ..., final_norm.weight. The head is tied
+// to token.weight unless the config says otherwise. The model does not own data, optimisers or
+// checkpoints, and it names no residual mode: it asks the registry.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "nn/layers.h"
+#include "nn/residual/residual.h"
 #include "tensor/rng.h"
 
 namespace dg {
-
-enum class ResidualMode {
-  standard,
-  block_attnres,
-  rd_attnres,
-  paper_block_attnres,
-  paper_rd_attnres
-};
-const char* residual_mode_name(ResidualMode mode);
-ResidualMode parse_residual_mode(const std::string& text);  // throws listing the valid names
-bool is_reference_attnres(ResidualMode mode);               // block_attnres or rd_attnres
-bool is_paper_attnres(ResidualMode mode);
-bool has_v_route(ResidualMode mode);  // rd_attnres or paper_rd_attnres
 
 struct MicroLMConfig {
   int64_t vocab = 512;
@@ -53,7 +26,7 @@ struct MicroLMConfig {
   int64_t kv_heads = 4;
   int64_t seq_len = 64;
   int64_t expansion = 3;  // feed-forward width = expansion · dim
-  ResidualMode mode = ResidualMode::rd_attnres;
+  ResidualMode mode = residual_mode("rd_attnres");
   Norm::Kind norm = Norm::Kind::rms;
   double norm_eps = 1e-6;
   FeedForward::Kind ffn = FeedForward::Kind::swiglu;
@@ -70,12 +43,22 @@ struct MicroLMConfig {
   int64_t parameter_count() const;
 };
 
-// One transformer layer in any of the modes.
+// The same count in double (exact up to 2^53; absurd sizes do not overflow): the shared layers
+// plus the mode's own (Residual::block_parameter_count, model_parameter_count). The one place
+// the count is computed; MicroLMConfig::parameter_count and the memory estimate read it.
+double micro_lm_parameter_count(const MicroLMConfig& config);
+
+// One transformer layer in any of the modes: the mode's own parameters (registered first, by the
+// mode), then the shared attention_norm, attention, ffn_norm and ffn.
 class MicroBlock : public Module {
  public:
   MicroBlock(const MicroLMConfig& config, int64_t index, DType dtype);
   // Reference modes: c = S_l (latest source), sources = S_0..S_l. Standard: sources = {c}.
+  // The paper modes refuse (their blocks read the model's partial sums).
   Tensor forward(const std::vector<Tensor>& sources);
+  // Residual modes register their parameters on the block (nn/residual/).
+  using Module::register_module;
+  using Module::register_parameter;
   // The routes of the last forward (reference modes), [B, T, k]; undefined otherwise.
   Tensor last_alpha_qk, last_alpha_v;
 
@@ -90,6 +73,8 @@ class MicroBlock : public Module {
   FeedForward* ffn = nullptr;
   // paper modes: pseudo-queries [1, D]
   Tensor attn_query, attn_v_query, ffn_query;
+  // The handles above are the built-in modes' parameters (null or undefined in the other modes);
+  // a new mode may register its own and find them by name with parameter("...").
 };
 
 struct RouteStats {
@@ -126,6 +111,8 @@ class MicroLM : public Module {
   RouteStats route_stats() const;
 
   const MicroLMConfig& config() const { return config_; }
+  // Residual modes register their model-level parameters here (nn/residual/).
+  using Module::register_parameter;
   std::vector<MicroBlock*> blocks;
   Embedding* token = nullptr;
   Embedding* position = nullptr;
@@ -134,11 +121,7 @@ class MicroLM : public Module {
   Tensor final_query;      // paper modes: [1, D]
 
  private:
-  Tensor forward_paper(const Tensor& h0);
   MicroLMConfig config_;
-  Tensor unit_gain_;  // ones [D], the gain-free RMSNorm of the paper modes' keys
-  // paper modes: routes of the last forward, per sublayer (attention QK, attention V, FFN).
-  std::vector<Tensor> paper_alpha_qk_, paper_alpha_v_;
 };
 
 }  // namespace dg

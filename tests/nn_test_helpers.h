@@ -104,8 +104,7 @@ inline GradcheckOptions model_options() {
   return opt;
 }
 
-constexpr ResidualMode kAllModes[] = {ResidualMode::standard, ResidualMode::block_attnres,
-                                      ResidualMode::rd_attnres, ResidualMode::paper_block_attnres,
-                                      ResidualMode::paper_rd_attnres};
+// Every registered mode: a new mode is in every test that loops over these.
+inline const std::vector<ResidualMode> kAllModes = all_residual_modes();
 
 }  // namespace dg::nn_test

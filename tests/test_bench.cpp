@@ -68,13 +68,13 @@ TEST_CASE("training FLOPs of a tiny config, counted by hand") {
 
 TEST_CASE("the issue's configs") {
   BenchSpec micro = bench_spec("micro");
-  CHECK(micro.run.model.mode == ResidualMode::rd_attnres);
+  CHECK(micro.run.model.mode == residual_mode("rd_attnres"));
   CHECK(MicroLM(micro.run.model).parameter_count() == 140096);  // the reference's rd_attnres count
   CHECK(bench_spec("small").run.model.dim == 256);
   CHECK(bench_spec("small").run.training.batch == 8);
   CHECK(bench_spec("base").run.model.vocab == 50304);
   CHECK(bench_spec("base").run.training.batch == 4);
-  CHECK(bench_spec("micro", ResidualMode::standard).run.model.mode == ResidualMode::standard);
+  CHECK(bench_spec("micro", residual_mode("standard")).run.model.mode == residual_mode("standard"));
   // The bench measures the presets: the same model and batch as run_preset.
   for (const std::string& name : bench_config_names())
     CHECK(to_json(bench_spec(name).run) == to_json(run_preset(name)));

@@ -50,7 +50,7 @@ void fill(Tensor& t, uint32_t seed) {
 }  // namespace
 
 TEST_CASE("shard bounds cover the flat buffer in order, cut only at norm-block boundaries") {
-  MicroLM model(tiny_config(ResidualMode::rd_attnres).model);
+  MicroLM model(tiny_config(residual_mode("rd_attnres")).model);
   FlatParameters flat = flatten_parameters(model);
   const GradientNormBlocks blocks = gradient_norm_blocks(flat);
   for (int ranks : {1, 2, 3, 5, 64}) {
@@ -75,8 +75,8 @@ TEST_CASE("shard bounds cover the flat buffer in order, cut only at norm-block b
 }
 
 TEST_CASE("ZeRO-1 pieces give the unsharded bits: clip norm by blocks, sharded AdamW") {
-  MicroLM model_a(tiny_config(ResidualMode::standard).model),
-      model_b(tiny_config(ResidualMode::standard).model);
+  MicroLM model_a(tiny_config(residual_mode("standard")).model),
+      model_b(tiny_config(residual_mode("standard")).model);
   FlatParameters a = flatten_parameters(model_a), b = flatten_parameters(model_b);
   fill(a.values, 1), fill(b.values, 1), fill(a.gradients, 2), fill(b.gradients, 2);
   AdamWConfig cfg;
@@ -119,8 +119,8 @@ TEST_CASE("ZeRO-1 pieces give the unsharded bits: clip norm by blocks, sharded A
 
 TEST_CASE("--accum K over batch b: the examples of batch K*b, losses equal to 1e-6 relative") {
   std::vector<int32_t> ids = synthetic_ids(4000, 61);
-  for (ResidualMode mode :
-       {ResidualMode::standard, ResidualMode::rd_attnres, ResidualMode::paper_block_attnres}) {
+  for (ResidualMode mode : {residual_mode("standard"), residual_mode("rd_attnres"),
+                            residual_mode("paper_block_attnres")}) {
     CAPTURE(residual_mode_name(mode));
     TrainerConfig whole_cfg = tiny_config(mode);
     whole_cfg.batch = 6;
@@ -149,7 +149,7 @@ TEST_CASE("accumulation resumes bit for bit, also with sequential windows") {
   std::vector<int32_t> ids = synthetic_ids(4000, 61);
   for (bool sequential : {false, true}) {
     CAPTURE(sequential);
-    TrainerConfig cfg = tiny_config(ResidualMode::rd_attnres);
+    TrainerConfig cfg = tiny_config(residual_mode("rd_attnres"));
     cfg.accum = 3;
     cfg.sequential = sequential;
     Trainer full(cfg, ids);
@@ -184,7 +184,7 @@ TEST_CASE("accumulation resumes bit for bit, also with sequential windows") {
 
 TEST_CASE("accum 1 in one process is the plain step (same bits as before accumulation existed)") {
   std::vector<int32_t> ids = synthetic_ids(4000, 61);
-  TrainerConfig cfg = tiny_config(ResidualMode::block_attnres);
+  TrainerConfig cfg = tiny_config(residual_mode("block_attnres"));
   SingleProcess one;
   TrainerConfig zero = cfg;
   zero.zero = 1;
@@ -240,7 +240,7 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(check_same_settings(world, settings),
                        doctest::Contains("'training.batch' = missing"), CollectiveError);
 
-  MicroLM model(tiny_config(ResidualMode::rd_attnres).model);
+  MicroLM model(tiny_config(residual_mode("rd_attnres")).model);
   FlatParameters flat = flatten_parameters(model);
   const std::string sum = parameter_checksum(flat);
   CHECK(sum.size() == 16);

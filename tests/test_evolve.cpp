@@ -67,9 +67,9 @@ struct FakeTrainer {
     const MicroLMConfig& g = run.genome.run.model;
     const TrainingConfig& t = run.genome.run.training;
     double nll = 6.0;
-    if (g.mode == ResidualMode::rd_attnres) nll -= 0.04;
-    if (g.mode == ResidualMode::paper_rd_attnres) nll -= 0.02;
-    if (g.mode == ResidualMode::standard) nll += 0.05;
+    if (g.mode == residual_mode("rd_attnres")) nll -= 0.04;
+    if (g.mode == residual_mode("paper_rd_attnres")) nll -= 0.02;
+    if (g.mode == residual_mode("standard")) nll += 0.05;
     nll += 0.01 * std::abs(std::log2(static_cast<double>(g.dim) / 64.0)) +
            0.002 * std::abs(static_cast<double>(g.layers) - 4);
     nll += 0.003 * std::abs(std::log2(t.adamw.lr / 6e-4)) +
@@ -143,7 +143,7 @@ TEST_CASE("evolve direction: the Chinese seed direction puts the AttnRes family 
   // Budget genes stay fixed unless the direction names them.
   CHECK(p.space[Gene::steps].weight == 0);
   CHECK(p.space[Gene::batch].weight == 0);
-  CHECK(p.centre == ResidualMode::block_attnres);
+  CHECK(p.centre == residual_mode("block_attnres"));
   for (const RuleMatch& m : p.matches)
     if (m.rule == "role_decoupled")
       CHECK(std::find(m.keywords.begin(), m.keywords.end(), "rd-attnres") != m.keywords.end());
@@ -185,7 +185,7 @@ TEST_CASE("evolve direction: other rules, word boundaries and the fallback") {
   CHECK(none.note.find("full space") != std::string::npos);
   for (const GeneSpace& g : none.space.genes) CHECK(g.weight == 1.0);
   CHECK(plan_direction("", base).fallback);
-  CHECK(plan_direction("paper formulation", base).centre == ResidualMode::paper_block_attnres);
+  CHECK(plan_direction("paper formulation", base).centre == residual_mode("paper_block_attnres"));
 }
 
 TEST_CASE("evolve direction rules: one table, each keyword stated once, English and Chinese") {
@@ -279,16 +279,18 @@ TEST_CASE("evolve proposals: seen genomes are re-drawn, never proposed twice") {
   Genome base;
   SearchSpace space = plan_direction(kSeedDirection, base).space;
   for (GeneSpace& g : space.genes) g.weight = 0;
-  space[Gene::mode].weight = 1;  // only 4 children exist: the other residual modes
+  space[Gene::mode].weight = 1;  // the only children: the other registered residual modes
+  const size_t others = residual_modes().size() - 1;
+  const auto slots = static_cast<int64_t>(others + 2);
   std::vector<std::string> seen{genome_key(base)};
-  GenerationPlan gp = propose_generation(1, 6, 42, space, "g0-t0", base, "", nullptr, seen);
-  CHECK(gp.trials.size() == 4);
+  GenerationPlan gp = propose_generation(1, slots, 42, space, "g0-t0", base, "", nullptr, seen);
+  CHECK(gp.trials.size() == others);
   CHECK(gp.skipped.size() == 2);
   std::set<std::string> keys;
   for (const ProposedTrial& t : gp.trials) keys.insert(genome_key(t.proposal.genome));
-  CHECK(keys.size() == 4);
+  CHECK(keys.size() == others);
   CHECK_FALSE(keys.count(genome_key(base)));
-  CHECK(seen.size() == 5);
+  CHECK(seen.size() == others + 1);
   GenerationPlan again = propose_generation(2, 3, 42, space, "g0-t0", base, "", nullptr, seen);
   CHECK(again.trials.empty());
   CHECK(again.skipped.size() == 3);
@@ -318,7 +320,7 @@ TEST_CASE("evolve scoring: uncertainty across seeds is penalised and ties keep t
     fake.custom = [](const TrialRun& r) {
       SeedMetrics m;
       m.seed = r.seed;
-      if (r.genome.run.model.mode == ResidualMode::rd_attnres)
+      if (r.genome.run.model.mode == residual_mode("rd_attnres"))
         m.nll = r.seed == 42 ? 5.90 : 6.06;
       else if (r.trial_id == "g0-t0")
         m.nll = 6.00;
@@ -654,7 +656,7 @@ TEST_CASE("a genome is a RunConfig: genes are its fields, evolve's fixed setting
   const RunConfig run = genome_run_config(g, 43, 512, 64);
   // The settings evolve trained with before the genome held a RunConfig (results are unchanged).
   CHECK(run.model.vocab == 512);
-  CHECK(run.model.mode == ResidualMode::block_attnres);
+  CHECK(run.model.mode == residual_mode("block_attnres"));
   CHECK(run.model.dim == 64);
   CHECK(run.model.layers == 4);
   CHECK(run.model.seq_len == 64);

@@ -61,9 +61,7 @@ MicroLMConfig tiny_config(ResidualMode mode, int64_t kv_heads) {
   return c;
 }
 
-const ResidualMode kModes[] = {ResidualMode::standard, ResidualMode::block_attnres,
-                               ResidualMode::rd_attnres, ResidualMode::paper_block_attnres,
-                               ResidualMode::paper_rd_attnres};
+const std::vector<ResidualMode> kModes = all_residual_modes();
 
 // Full-forward logits [T, V] of ids.
 Tensor full_logits(MicroLM& model, const std::vector<int32_t>& ids) {
@@ -184,7 +182,8 @@ TEST_CASE(
   }
   for (int64_t block_size :
        {1, 3, 4}) {  // Full AttnRes, blocks straddling layers, more than one layer
-    for (ResidualMode mode : {ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres}) {
+    for (ResidualMode mode :
+         {residual_mode("paper_block_attnres"), residual_mode("paper_rd_attnres")}) {
       CAPTURE(block_size);
       MicroLMConfig c = tiny_config(mode, 2);
       c.attnres_block_size = block_size;
@@ -195,7 +194,7 @@ TEST_CASE(
 
 TEST_CASE("decoder: bit-identical at 1 and 2 threads, buffers reused, bad calls refused") {
   test::ThreadsGuard guard;
-  MicroLMConfig c = tiny_config(ResidualMode::rd_attnres, 2);
+  MicroLMConfig c = tiny_config(residual_mode("rd_attnres"), 2);
   MicroLM model(c);
   randomize(model, 3);
   const std::vector<int32_t> ids = random_ids(c.seq_len, c.vocab, 9);
@@ -257,7 +256,7 @@ TEST_CASE("greedy decoding is the full forward's argmax, across context moves, f
 
 TEST_CASE(
     "sampling: same seed same ids, another seed other ids, top-k 1 and tiny top-p are greedy") {
-  MicroLMConfig c = tiny_config(ResidualMode::paper_rd_attnres, 2);
+  MicroLMConfig c = tiny_config(residual_mode("paper_rd_attnres"), 2);
   MicroLM model(c);
   randomize(model, 4);
   Decoder decoder(model);
@@ -337,7 +336,7 @@ TEST_CASE("sampling options are checked: temperature >= 0, top-k >= 0, top-p in 
 }
 
 TEST_CASE("a prompt longer than the context keeps its last seq_len ids") {
-  MicroLMConfig c = tiny_config(ResidualMode::block_attnres, 4);
+  MicroLMConfig c = tiny_config(residual_mode("block_attnres"), 4);
   MicroLM model(c);
   randomize(model, 6);
   Decoder decoder(model);
@@ -399,7 +398,7 @@ TEST_CASE("training samples: text after a prompt; empty prompts and foreign toke
   std::string corpus;
   for (int i = 0; i < 20; ++i) corpus += text;
   BpeTokenizer tok = train_bpe({corpus}, 300, 2, {"<pad>", "<unk>", "<bos>", "<eos>"});
-  MicroLMConfig c = tiny_config(ResidualMode::rd_attnres, 2);
+  MicroLMConfig c = tiny_config(residual_mode("rd_attnres"), 2);
   c.vocab = tok.vocab_size();
   MicroLM model(c);
   randomize(model, 2);
@@ -418,7 +417,7 @@ TEST_CASE("training samples: text after a prompt; empty prompts and foreign toke
 }
 
 TEST_CASE("time_decode times the requested number of generated ids") {
-  MicroLMConfig c = tiny_config(ResidualMode::standard, 4);
+  MicroLMConfig c = tiny_config(residual_mode("standard"), 4);
   DecodeTiming t = time_decode(c, 25);
   CHECK(t.tokens == 25);
   CHECK(t.seconds > 0);

@@ -79,9 +79,7 @@ TEST_CASE("read_file refuses FIFOs, devices and directories by name, without rea
 }
 
 TEST_CASE("memory estimates: parameters exact, absurd sizes refused before allocating") {
-  for (ResidualMode mode :
-       {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres,
-        ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres}) {
+  for (ResidualMode mode : all_residual_modes()) {
     for (bool tied : {true, false}) {
       CAPTURE(residual_mode_name(mode));
       MicroLMConfig c = tiny_config().model;

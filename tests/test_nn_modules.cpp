@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <stdexcept>
 
@@ -116,12 +119,12 @@ TEST_CASE("gradcheck: MicroBlock in every mode") {
   opt.jacobian_max_entries =
       2048;  // the full Jacobian for the small tensors only (keeps the file fast)
   for (ResidualMode mode :
-       {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres}) {
+       {residual_mode("standard"), residual_mode("block_attnres"), residual_mode("rd_attnres")}) {
     for (int64_t index : {0, 2}) {
       MicroLMConfig cfg = tiny_config(mode, index == 0 ? 2 : 1);
       MicroBlock block(cfg, index, DType::f64);
       randomize(block, 31 + index);
-      const int64_t k = mode == ResidualMode::standard ? 1 : index + 1;
+      const int64_t k = mode == residual_mode("standard") ? 1 : index + 1;
       std::vector<Tensor> inputs;
       for (int64_t j = 0; j < k; ++j) inputs.push_back(random_tensor({2, 5, 8}, 40 + j));
       for (const Tensor& p : block.parameters()) inputs.push_back(p);
@@ -132,7 +135,7 @@ TEST_CASE("gradcheck: MicroBlock in every mode") {
             return block.forward(std::vector<Tensor>(in.begin(), in.begin() + k));
           },
           inputs, opt);
-      if (mode != ResidualMode::standard) {
+      if (mode != residual_mode("standard")) {
         CHECK(block.last_alpha_qk.shape() == Shape{2, 5, k});
         CHECK(block.last_alpha_v.shape() == Shape{2, 5, k});
       }
@@ -140,30 +143,34 @@ TEST_CASE("gradcheck: MicroBlock in every mode") {
   }
   // A paper-mode block needs the model's partial-sum sources: running it alone is an error, not a
   // silent standard block.
-  for (ResidualMode mode : {ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres}) {
+  for (ResidualMode mode :
+       {residual_mode("paper_block_attnres"), residual_mode("paper_rd_attnres")}) {
     MicroLMConfig cfg = tiny_config(mode);
     MicroBlock block(cfg, 0, DType::f64);
     CHECK_THROWS_AS(block.forward({random_tensor({2, 5, 8}, 50)}), std::logic_error);
   }
 }
 
-TEST_CASE("gradcheck: the whole MicroLM loss w.r.t. every parameter, all five modes") {
+TEST_CASE("gradcheck: the whole MicroLM loss w.r.t. every parameter, every registered mode") {
   struct Case {
     ResidualMode mode;
     int64_t kv_heads, block_size;
   };
-  const Case cases[] = {
-      {ResidualMode::standard, 1, 2},
-      {ResidualMode::block_attnres, 1, 2},
-      {ResidualMode::rd_attnres, 2, 2},
-      {ResidualMode::rd_attnres, 1, 2},
-      {ResidualMode::paper_block_attnres, 2, 1},
-      {ResidualMode::paper_block_attnres, 1, 2},
-      {ResidualMode::paper_block_attnres, 2, 3},
-      {ResidualMode::paper_rd_attnres, 1, 1},
-      {ResidualMode::paper_rd_attnres, 2, 2},
-      {ResidualMode::paper_rd_attnres, 1, 3},
+  std::vector<Case> cases = {
+      {residual_mode("standard"), 1, 2},
+      {residual_mode("block_attnres"), 1, 2},
+      {residual_mode("rd_attnres"), 2, 2},
+      {residual_mode("rd_attnres"), 1, 2},
+      {residual_mode("paper_block_attnres"), 2, 1},
+      {residual_mode("paper_block_attnres"), 1, 2},
+      {residual_mode("paper_block_attnres"), 2, 3},
+      {residual_mode("paper_rd_attnres"), 1, 1},
+      {residual_mode("paper_rd_attnres"), 2, 2},
+      {residual_mode("paper_rd_attnres"), 1, 3},
   };
+  for (ResidualMode mode : kAllModes)  // a mode registered since: its default case
+    if (std::none_of(cases.begin(), cases.end(), [&](const Case& c) { return c.mode == mode; }))
+      cases.push_back({mode, 1, 2});
   // The loss is a scalar, so the per-element check is its Jacobian. Tensors above 32 elements
   // (token, q, output, ffn) take the sampled path: 16 random elements plus 6 random directions.
   const GradcheckOptions opt = model_options();
@@ -182,7 +189,7 @@ TEST_CASE("gradcheck: the whole MicroLM loss w.r.t. every parameter, all five mo
     CHECK(n == model.parameter_count());
   }
   // The other config paths: LayerNorm, GELU, biases, learned positions, untied head, no RoPE.
-  MicroLMConfig cfg = tiny_config(ResidualMode::rd_attnres, 1);
+  MicroLMConfig cfg = tiny_config(residual_mode("rd_attnres"), 1);
   cfg.norm = Norm::Kind::layer, cfg.ffn = FeedForward::Kind::gelu, cfg.bias = true,
   cfg.learned_positions = true;
   cfg.tied_head = false, cfg.rope = false;
@@ -197,7 +204,7 @@ TEST_CASE("gradcheck: the whole MicroLM loss w.r.t. every parameter, all five mo
 
 TEST_CASE(
     "gradcheck has teeth at model level: a parameter read outside the tape is caught and named") {
-  MicroLM model(tiny_config(ResidualMode::paper_rd_attnres, 1, 2), DType::f64);
+  MicroLM model(tiny_config(residual_mode("paper_rd_attnres"), 1, 2), DType::f64);
   randomize(model, 65);
   Tensor ids = Tensor::from_ids(random_ids(10, 11, 61), {2, 5});
   Tensor targets = Tensor::from_ids(random_ids(10, 11, 62), {2, 5});
@@ -230,25 +237,20 @@ MicroLMConfig config_of(const Dims& d, ResidualMode mode) {
   c.expansion = d.expansion, c.mode = mode;
   return c;
 }
-// The parameter count from the architecture (§2.4), independent of the registry.
-int64_t expected_count(const Dims& d, ResidualMode mode) {
+// The parameter count from the architecture (§2.4), independent of the registry and the modes'
+// own counts, for the five modes the reproduction names.
+int64_t expected_count(const Dims& d, const std::string& mode) {
   const int64_t D = d.dim, L = d.layers, kv_dim = d.kv_heads * (D / d.heads);
   const int64_t per_layer =
       2 * D * D + 2 * D * kv_dim + 3 * d.expansion * D * D + 2 * D;  // attn, ffn, 2 norms
   const int64_t routes = D * L * (L + 1) / 2;                        // Σ_l (l + 1)·D
   int64_t n = d.vocab * D + L * per_layer + D;                       // + final norm
-  switch (mode) {
-    case ResidualMode::standard:
-      return n;
-    case ResidualMode::block_attnres:
-      return n + L * D + routes;  // route norms + one shared route
-    case ResidualMode::rd_attnres:
-      return n + L * D + 2 * routes;
-    case ResidualMode::paper_block_attnres:
-      return n + 2 * L * D + D;  // attn/ffn queries + final query
-    case ResidualMode::paper_rd_attnres:
-      return n + 3 * L * D + D;
-  }
+  if (mode == "standard") return n;
+  if (mode == "block_attnres") return n + L * D + routes;  // route norms + one shared route
+  if (mode == "rd_attnres") return n + L * D + 2 * routes;
+  if (mode == "paper_block_attnres") return n + 2 * L * D + D;  // attn/ffn queries + final query
+  if (mode == "paper_rd_attnres") return n + 3 * L * D + D;
+  FAIL("no expected count for mode " << mode);
   return -1;
 }
 }  // namespace
@@ -257,43 +259,64 @@ TEST_CASE("parameter counts of every mode at the micro and small configs") {
   const Dims micro{512, 64, 2, 4, 4, 3}, small{512, 256, 8, 8, 8, 3},
       small_gqa{512, 256, 8, 8, 2, 3};
   std::string table = "mode                  micro(d64,L2)  small(d256,L8)  small GQA kv=2\n";
-  for (ResidualMode mode : kAllModes) {
+  for (const char* name :
+       {"standard", "block_attnres", "rd_attnres", "paper_block_attnres", "paper_rd_attnres"}) {
+    const ResidualMode mode = residual_mode(name);
     int64_t counts[3];
     int i = 0;
     for (const Dims& d : {micro, small, small_gqa}) {
       MicroLM model(config_of(d, mode));
       counts[i] = model.parameter_count();
-      CHECK(counts[i] == expected_count(d, mode));
+      CHECK(counts[i] == expected_count(d, name));
+      CHECK(config_of(d, mode).parameter_count() == counts[i]);
       ++i;
     }
     table += fmt::format("{:<22}{:>13}{:>16}{:>16}\n", residual_mode_name(mode), counts[0],
                          counts[1], counts[2]);
   }
   MESSAGE(table);
-  CHECK(MicroLM(config_of(micro, ResidualMode::block_attnres)).parameter_count() == 139904);
-  CHECK(MicroLM(config_of(micro, ResidualMode::rd_attnres)).parameter_count() == 140096);
-  CHECK(MicroLM(config_of(micro, ResidualMode::standard)).parameter_count() == 139584);
-  CHECK(MicroLM(config_of(small, ResidualMode::block_attnres)).parameter_count() == 6962432);
-  CHECK(MicroLM(config_of(small, ResidualMode::rd_attnres)).parameter_count() == 6971648);
-  CHECK(MicroLM(config_of(small, ResidualMode::standard)).parameter_count() == 6951168);
+  CHECK(MicroLM(config_of(micro, residual_mode("block_attnres"))).parameter_count() == 139904);
+  CHECK(MicroLM(config_of(micro, residual_mode("rd_attnres"))).parameter_count() == 140096);
+  CHECK(MicroLM(config_of(micro, residual_mode("standard"))).parameter_count() == 139584);
+  CHECK(MicroLM(config_of(small, residual_mode("block_attnres"))).parameter_count() == 6962432);
+  CHECK(MicroLM(config_of(small, residual_mode("rd_attnres"))).parameter_count() == 6971648);
+  CHECK(MicroLM(config_of(small, residual_mode("standard"))).parameter_count() == 6951168);
   // An untied head adds exactly vocab·dim, listed last as head.weight.
-  MicroLMConfig untied = config_of(micro, ResidualMode::rd_attnres);
+  MicroLMConfig untied = config_of(micro, residual_mode("rd_attnres"));
   untied.tied_head = false;
   MicroLM m(untied);
   CHECK(m.parameter_count() == 140096 + 512 * 64);
   CHECK(m.named_parameters().back().first == "head.weight");
 }
 
+TEST_CASE("no file outside nn/residual/ and tests/ lists the residual modes") {
+  // A list of every mode would name the registry's last row; the registry is the one list.
+  const std::string last = residual_modes().back().name;
+  for (const char* folder : {"nn", "train", "tools"})
+    for (const auto& entry :
+         std::filesystem::recursive_directory_iterator(std::string(DG_SOURCE_DIR) + "/" + folder)) {
+      const std::string path = entry.path().string();
+      if (!entry.is_regular_file() || path.find("/nn/residual/") != std::string::npos ||
+          !(path.ends_with(".cpp") || path.ends_with(".h")))
+        continue;
+      std::ifstream in(path);
+      const std::string text((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+      CAPTURE(path);
+      CHECK(text.find(last) == std::string::npos);
+    }
+}
+
 TEST_CASE(
     "named_parameters order follows the reference; shared route and tied head are listed once") {
   const Dims micro{512, 64, 2, 4, 4, 3};
   for (ResidualMode mode :
-       {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres}) {
+       {residual_mode("standard"), residual_mode("block_attnres"), residual_mode("rd_attnres")}) {
     std::vector<std::string> expected{"token.weight"};
     for (int l = 0; l < 2; ++l) {
       auto push = [&](const char* n) { expected.push_back(fmt::format("blocks.{}.{}", l, n)); };
-      if (mode != ResidualMode::standard) push("route_norm.weight"), push("qk_route.weight");
-      if (mode == ResidualMode::rd_attnres) push("v_route.weight");
+      if (mode != residual_mode("standard")) push("route_norm.weight"), push("qk_route.weight");
+      if (mode == residual_mode("rd_attnres")) push("v_route.weight");
       for (const char* n : {"attention_norm.weight", "attention.q.weight", "attention.k.weight",
                             "attention.v.weight", "attention.output.weight", "ffn_norm.weight",
                             "ffn.up.weight", "ffn.gate.weight", "ffn.down.weight"})
@@ -305,15 +328,15 @@ TEST_CASE(
     for (auto& [name, p] : model.named_parameters()) names.push_back(name);
     CAPTURE(residual_mode_name(mode));
     CHECK(names == expected);
-    if (mode == ResidualMode::block_attnres) {
+    if (mode == residual_mode("block_attnres")) {
       CHECK(model.blocks[1]->v_route == model.blocks[1]->qk_route);
       CHECK(model.parameter("blocks.1.qk_route.weight").shape() == Shape{2, 64});
     }
-    if (mode == ResidualMode::rd_attnres)
+    if (mode == residual_mode("rd_attnres"))
       CHECK(model.blocks[1]->v_route != model.blocks[1]->qk_route);
   }
   // Paper modes: pseudo-queries sit before attention_norm; final_query before final_norm.
-  MicroLM paper(config_of(micro, ResidualMode::paper_rd_attnres));
+  MicroLM paper(config_of(micro, residual_mode("paper_rd_attnres")));
   std::vector<NamedTensor> np = paper.named_parameters();
   CHECK(np[1].first == "blocks.0.attn_query");
   CHECK(np[2].first == "blocks.0.attn_v_query");
@@ -324,7 +347,7 @@ TEST_CASE(
 }
 
 TEST_CASE("reference modes: layer 0's route has an exactly-zero gradient, layer 1's does not") {
-  for (ResidualMode mode : {ResidualMode::block_attnres, ResidualMode::rd_attnres}) {
+  for (ResidualMode mode : {residual_mode("block_attnres"), residual_mode("rd_attnres")}) {
     MicroLMConfig cfg = tiny_config(mode);
     cfg.layers = 2;
     MicroLM model(cfg, DType::f64);
@@ -344,7 +367,7 @@ TEST_CASE("reference modes: layer 0's route has an exactly-zero gradient, layer 
     CHECK(max_abs_grad("blocks.0.route_norm.weight") == 0.0);
     CHECK(max_abs_grad("blocks.1.qk_route.weight") > 1e-6);
     CHECK(max_abs_grad("blocks.1.route_norm.weight") > 1e-6);
-    if (mode == ResidualMode::rd_attnres) {
+    if (mode == residual_mode("rd_attnres")) {
       CHECK(max_abs_grad("blocks.0.v_route.weight") == 0.0);
       CHECK(max_abs_grad("blocks.1.v_route.weight") > 1e-6);
     }
@@ -353,8 +376,8 @@ TEST_CASE("reference modes: layer 0's route has an exactly-zero gradient, layer 
 
 TEST_CASE("init_identical: rd_attnres starts as the same function as block_attnres") {
   const Dims micro{512, 64, 2, 4, 4, 3};
-  MicroLM block(config_of(micro, ResidualMode::block_attnres)),
-      rd(config_of(micro, ResidualMode::rd_attnres));
+  MicroLM block(config_of(micro, residual_mode("block_attnres"))),
+      rd(config_of(micro, residual_mode("rd_attnres")));
   block.init_identical(42);
   rd.init_identical(42);
   for (MicroBlock* b : rd.blocks)
@@ -370,7 +393,7 @@ TEST_CASE("init_identical: rd_attnres starts as the same function as block_attnr
   CHECK(max_abs_diff(block.forward(ids), rd.forward(ids)) == 0.0);
   CHECK(rd.route_stats().js_reference == 0.0);
   // Another seed is another function (the init is keyed by the seed).
-  MicroLM other(config_of(micro, ResidualMode::block_attnres));
+  MicroLM other(config_of(micro, residual_mode("block_attnres")));
   other.init_identical(43);
   CHECK(max_abs_diff(block.forward(ids), other.forward(ids)) > 1e-4);
 }
@@ -379,7 +402,7 @@ TEST_CASE("init_identical: rd_attnres starts as the same function as block_attnr
 
 TEST_CASE(
     "GQA is real: fewer k/v outputs, and it equals MHA with each kv head repeated for its group") {
-  MicroLMConfig gqa_cfg = tiny_config(ResidualMode::rd_attnres, 2);
+  MicroLMConfig gqa_cfg = tiny_config(residual_mode("rd_attnres"), 2);
   gqa_cfg.heads = 4;  // head_dim 2, groups of 2 query heads per kv head
   MicroLMConfig mha_cfg = gqa_cfg;
   mha_cfg.kv_heads = 4;
@@ -457,7 +480,7 @@ TEST_CASE("config validation names the field; kv_heads must divide heads") {
 // ---- 5. load_state_dict
 
 TEST_CASE("load_state_dict: round trip, conversion, and errors naming the tensor") {
-  MicroLMConfig cfg = tiny_config(ResidualMode::rd_attnres, 1);
+  MicroLMConfig cfg = tiny_config(residual_mode("rd_attnres"), 1);
   MicroLM source(cfg, DType::f64), target(cfg, DType::f64);
   randomize(source, 111);
   target.init_identical(112);

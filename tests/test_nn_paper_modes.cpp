@@ -146,7 +146,7 @@ Vec ref_full_attnres_logits(const MicroLM& m, const std::vector<int32_t>& ids, i
     const Vec g_attn = b->attention_norm->weight.to_vector(),
               g_ffn = b->ffn_norm->weight.to_vector();
     Vec u_qk = ref_rmsnorm(ref_mix(sources, b->attn_query, D, eps), D, g_attn, eps);
-    Vec u_v = c.mode == ResidualMode::paper_rd_attnres
+    Vec u_v = c.mode == residual_mode("paper_rd_attnres")
                   ? ref_rmsnorm(ref_mix(sources, b->attn_v_query, D, eps), D, g_attn, eps)
                   : u_qk;
     sources.push_back(ref_attention(u_qk, u_v, *b->attention, B, T));
@@ -179,7 +179,8 @@ TEST_CASE("paper modes, block size 1, equal an independent Full AttnRes forward 
   const int64_t B = 2, T = 5;
   std::vector<int32_t> id_values = random_ids(B * T, 11, 71);
   Tensor ids = Tensor::from_ids(id_values, {B, T});
-  for (ResidualMode mode : {ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres}) {
+  for (ResidualMode mode :
+       {residual_mode("paper_block_attnres"), residual_mode("paper_rd_attnres")}) {
     for (int64_t kv : {1, 2}) {
       MicroLMConfig cfg = tiny_config(mode, kv, 1);
       MicroLM model(cfg, DType::f64);
@@ -198,7 +199,7 @@ TEST_CASE("paper modes, block size 1, equal an independent Full AttnRes forward 
       double spread = 0;
       for (double a : stats.mean_alpha_qk[2]) spread = std::max(spread, std::fabs(a - 0.2));
       CHECK(spread > 0.02);
-      if (mode == ResidualMode::paper_rd_attnres) CHECK(stats.js_reference > 1e-4);
+      if (mode == residual_mode("paper_rd_attnres")) CHECK(stats.js_reference > 1e-4);
       // The same parameters with block size 2 are a different function: the reference has teeth.
       MicroLMConfig cfg2 = cfg;
       cfg2.attnres_block_size = 2;
@@ -220,7 +221,8 @@ TEST_CASE("paper modes: hand-computed mixtures with constant sublayers and zero 
     for (int64_t d = 0; d < 8; ++d) v[d] = base + 0.1 * d - 0.05 * d * d;
     return v;
   };
-  for (ResidualMode mode : {ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres}) {
+  for (ResidualMode mode :
+       {residual_mode("paper_block_attnres"), residual_mode("paper_rd_attnres")}) {
     for (int64_t bs : {1, 2, 3, 4}) {
       MicroLMConfig cfg = tiny_config(mode, 2, bs);
       cfg.bias = true;
@@ -293,7 +295,7 @@ TEST_CASE(
   Vec eye(D * D, 0.0);
   for (int64_t d = 0; d < D; ++d) eye[d * D + d] = 1.0;
   for (int64_t bs : {1, 2}) {
-    MicroLMConfig cfg = tiny_config(ResidualMode::paper_block_attnres, 2, bs);
+    MicroLMConfig cfg = tiny_config(residual_mode("paper_block_attnres"), 2, bs);
     cfg.layers = 2, cfg.bias = true;
     MicroLM model(cfg, DType::f64);
     model.init_identical(8);
@@ -326,7 +328,8 @@ TEST_CASE(
 }
 
 TEST_CASE("paper modes: zero pseudo-queries mix uniformly (every token, every sublayer)") {
-  for (ResidualMode mode : {ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres}) {
+  for (ResidualMode mode :
+       {residual_mode("paper_block_attnres"), residual_mode("paper_rd_attnres")}) {
     for (int64_t bs : {1, 2, 3}) {
       MicroLM model(tiny_config(mode, 1, bs), DType::f64);
       model.init_identical(9);

@@ -49,7 +49,7 @@ struct Golden {
 };
 
 const Golden kGolden[] = {
-    {ResidualMode::block_attnres,
+    {residual_mode("block_attnres"),
      139904,
      6.256376266,
      {0.0205539, 0.1039293, 0.1705377},
@@ -64,7 +64,7 @@ const Golden kGolden[] = {
      5.229638338,
      186.72526,
      0.0},
-    {ResidualMode::rd_attnres,
+    {residual_mode("rd_attnres"),
      140096,
      6.283659458,
      {0.0037204, 0.0842095, -0.0474888},

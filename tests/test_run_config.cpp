@@ -12,6 +12,7 @@
 #include "tests/test_helpers.h"
 #include "tools/attnres/reproduce.h"
 #include "train/io/files.h"
+#include "train/memory_budget.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
@@ -32,7 +33,7 @@ RunConfig unusual_config() {
   c.model.kv_heads = 2;
   c.model.seq_len = 32;
   c.model.expansion = 2;
-  c.model.mode = ResidualMode::paper_block_attnres;
+  c.model.mode = residual_mode("paper_block_attnres");
   c.model.norm = Norm::Kind::layer;
   c.model.norm_eps = 1e-5;
   c.model.ffn = FeedForward::Kind::gelu;
@@ -101,7 +102,7 @@ TEST_CASE("a run config round-trips through its JSON, every setting included") {
   const json::Value v = to_json(c);
   const RunConfig back = run_config_from_json(json::parse(json::dump(v, 2), "dumped"), "dumped");
   CHECK(to_json(back) == v);
-  CHECK(back.model.mode == ResidualMode::paper_block_attnres);
+  CHECK(back.model.mode == residual_mode("paper_block_attnres"));
   CHECK(back.model.kv_heads == 2);
   CHECK(back.model.norm == Norm::Kind::layer);
   CHECK(back.training.adamw.decay == DecayPolicy::matrices_only);
@@ -212,6 +213,19 @@ TEST_CASE("inconsistent and non-positive sizes are refused, naming the key") {
   CHECK(error_of([] { unusual_config().validate(); }).empty());
 }
 
+TEST_CASE("parameter count from the config = the built model's, every registered mode and preset") {
+  for (const std::string& preset : run_preset_names())
+    for (ResidualMode mode : all_residual_modes()) {
+      CAPTURE(preset);
+      CAPTURE(residual_mode_name(mode));
+      MicroLMConfig c = run_preset(preset).model;
+      c.mode = mode;
+      const int64_t built = MicroLM(c).parameter_count();
+      CHECK(c.parameter_count() == built);
+      CHECK(estimate_memory(c, 0).parameters == 4.0 * static_cast<double>(built));  // float32
+    }
+}
+
 TEST_CASE("presets: micro is the reference run, small and base are the benchmark's models") {
   CHECK(run_preset_names() == std::vector<std::string>{"micro", "mini", "small", "base"});
   RunConfig micro = run_preset("micro");
@@ -263,8 +277,8 @@ TEST_CASE("protocol defaults and the arms' configs") {
   CHECK((paired.data.train_limit == 0 && paired.data.eval_limit == 0 && paired.data.eval_full));
   CHECK(paired.data.full_byte_alphabet);  // any other tokenizer holds every byte
   CHECK(contains(error_of([] { protocol_run_config("sideways"); }), "sideways"));
-  const RunConfig arm = arm_run_config(paired, ResidualMode::block_attnres, 7);
-  CHECK(arm.model.mode == ResidualMode::block_attnres);
+  const RunConfig arm = arm_run_config(paired, residual_mode("block_attnres"), 7);
+  CHECK(arm.model.mode == residual_mode("block_attnres"));
   CHECK(arm.training.seed == 7);
 
   ReproduceOptions o;
@@ -350,7 +364,7 @@ TEST_CASE("the resume key changes when any setting of the run changes") {
 
   // The arm's mode and the seed do not change the key: the state records results per arm and seed.
   ReproduceOptions o = base;
-  o.config.model.mode = ResidualMode::standard;
+  o.config.model.mode = residual_mode("standard");
   o.config.training.seed = 1234;
   CHECK(reproduce_resume_key(o, sha) == key);
   // Nor does ZeRO-1 (where AdamW's moments live; the same bits: tests/mpi_train.sh).

@@ -123,9 +123,9 @@ TEST_CASE("presets: mini is d128 L4 seq 128, about 1M parameters; counts agree w
   MicroLMConfig odd = run_preset("micro").model;
   odd.kv_heads = 2, odd.bias = true, odd.norm = Norm::Kind::layer,
   odd.ffn = FeedForward::Kind::gelu;
-  odd.learned_positions = true, odd.tied_head = false, odd.mode = ResidualMode::paper_rd_attnres;
+  odd.learned_positions = true, odd.tied_head = false, odd.mode = residual_mode("paper_rd_attnres");
   CHECK(odd.parameter_count() == MicroLM(odd).parameter_count());
-  odd.mode = ResidualMode::block_attnres;
+  odd.mode = residual_mode("block_attnres");
   CHECK(odd.parameter_count() == MicroLM(odd).parameter_count());
 }
 
@@ -153,7 +153,7 @@ TEST_CASE("presets: apply sets sizes and batch only; the help is generated from 
 TEST_CASE("--pair: any two different residual modes, refused otherwise naming the flag") {
   const auto pair = parse_reproduce_pair("paper_block_attnres,paper_rd_attnres");
   REQUIRE(pair.size() == 2);
-  CHECK(pair[0].mode == ResidualMode::paper_block_attnres);
+  CHECK(pair[0].mode == residual_mode("paper_block_attnres"));
   CHECK(pair[1].name == "paper_rd_attnres");
   CHECK(parse_reproduce_pair("block_attnres,rd_attnres") == reproduce_arms());
   CHECK(contains(error_of([] { parse_reproduce_pair("rd_attnres,rd_attnres"); }),

@@ -47,7 +47,7 @@ std::vector<float> weights_of(Trainer& t) { return t.parameters().values.to_floa
 TEST_CASE("resume from a checkpoint equals the uninterrupted run, bit for bit") {
   TempDir dir("trainer");
   std::vector<int32_t> ids = synthetic_ids(5000, 97);
-  for (ResidualMode mode : {ResidualMode::rd_attnres, ResidualMode::paper_block_attnres}) {
+  for (ResidualMode mode : {residual_mode("rd_attnres"), residual_mode("paper_block_attnres")}) {
     for (bool sequential : {false, true}) {
       CAPTURE(residual_mode_name(mode));
       CAPTURE(sequential);
@@ -78,7 +78,7 @@ TEST_CASE("resume from a checkpoint equals the uninterrupted run, bit for bit") 
 TEST_CASE("checkpoints of another configuration or damaged files are refused, naming the problem") {
   TempDir dir("trainer");
   std::vector<int32_t> ids = synthetic_ids(3000, 97);
-  TrainerConfig cfg = small_config(ResidualMode::rd_attnres, false);
+  TrainerConfig cfg = small_config(residual_mode("rd_attnres"), false);
   Trainer t(cfg, ids);
   t.run(2);
   const std::string ckpt = (dir.path / "a.safetensors").string();
@@ -151,7 +151,7 @@ TEST_CASE("checkpoints of another configuration or damaged files are refused, na
 }
 
 TEST_CASE("training configs round-trip through JSON and bad fields are named") {
-  TrainerConfig cfg = small_config(ResidualMode::paper_rd_attnres, true);
+  TrainerConfig cfg = small_config(residual_mode("paper_rd_attnres"), true);
   json::Value v = cfg.to_json();
   TrainerConfig back = TrainerConfig::from_json(v, "cfg.json");
   CHECK(back.to_json() == v);
@@ -174,8 +174,8 @@ TEST_CASE("training configs round-trip through JSON and bad fields are named") {
 
 TEST_CASE("after the first steps, training takes every tensor buffer from the storage cache") {
   std::vector<int32_t> ids = synthetic_ids(4000, 97);
-  for (ResidualMode mode :
-       {ResidualMode::rd_attnres, ResidualMode::paper_rd_attnres, ResidualMode::standard}) {
+  for (ResidualMode mode : {residual_mode("rd_attnres"), residual_mode("paper_rd_attnres"),
+                            residual_mode("standard")}) {
     CAPTURE(residual_mode_name(mode));
     TrainerConfig cfg = small_config(mode, false);
     Trainer t(cfg, ids);
@@ -205,7 +205,7 @@ TEST_CASE(
 TEST_CASE("a training step never holds the [batch·seq, vocab] logits or their gradient") {
   // A large vocabulary and a tiny model: the logits (256 × 50000 floats, 51 MB) would dwarf
   // everything else a step allocates. The fused head keeps one 16 MiB column chunk.
-  TrainerConfig cfg = small_config(ResidualMode::rd_attnres, false);
+  TrainerConfig cfg = small_config(residual_mode("rd_attnres"), false);
   cfg.model.vocab = 50000;
   cfg.model.dim = 8;
   cfg.model.heads = 2;
@@ -227,8 +227,8 @@ TEST_CASE(
     "evaluate_windows: the mean over many batches equals the mean of per-window losses, in every "
     "mode") {
   std::vector<int32_t> ids = synthetic_ids(6000, 97);
-  for (ResidualMode mode :
-       {ResidualMode::standard, ResidualMode::rd_attnres, ResidualMode::paper_block_attnres}) {
+  for (ResidualMode mode : {residual_mode("standard"), residual_mode("rd_attnres"),
+                            residual_mode("paper_block_attnres")}) {
     CAPTURE(residual_mode_name(mode));
     TrainerConfig cfg = small_config(mode, false);
     Trainer t(cfg, ids);

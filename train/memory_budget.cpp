@@ -10,36 +10,10 @@
 
 namespace dg {
 
-double micro_lm_parameter_count(const MicroLMConfig& c) {
-  const double dim = static_cast<double>(c.dim), vocab = static_cast<double>(c.vocab);
-  const double kv_dim = dim / static_cast<double>(c.heads) * static_cast<double>(c.kv_heads);
-  const double hidden = static_cast<double>(c.expansion) * dim;
-  const double norm = c.norm == Norm::Kind::layer ? 2 * dim : dim;
-  const double linear_bias = c.bias ? 1 : 0;
-  auto linear = [&](double in, double out) { return in * out + linear_bias * out; };
-  double per_layer = 2 * norm;                                  // attention_norm, ffn_norm
-  per_layer += linear(dim, dim) * 2 + linear(dim, kv_dim) * 2;  // q, output; k, v
-  per_layer +=
-      linear(dim, hidden) * (c.ffn == FeedForward::Kind::swiglu ? 2 : 1) + linear(hidden, dim);
-  double total = vocab * dim + norm;  // token embedding, final_norm
-  if (c.learned_positions) total += static_cast<double>(c.seq_len) * dim;
-  if (!c.tied_head) total += vocab * dim;
-  if (is_paper_attnres(c.mode)) total += dim;  // final_query
-  for (int64_t l = 0; l < c.layers; ++l) {
-    total += per_layer;
-    const double sources = static_cast<double>(l + 1);
-    if (is_reference_attnres(c.mode))  // route_norm, qk_route (and v_route)
-      total += norm + dim * sources * (c.mode == ResidualMode::rd_attnres ? 2 : 1);
-    if (is_paper_attnres(c.mode))  // attn_query, ffn_query (and attn_v_query)
-      total += dim * (c.mode == ResidualMode::paper_rd_attnres ? 3 : 2);
-  }
-  return total;
-}
-
 MemoryEstimate estimate_memory(const MicroLMConfig& c, int64_t batch) {
   constexpr double kFloat = 4;
   MemoryEstimate m;
-  const double params = micro_lm_parameter_count(c);
+  const double params = micro_lm_parameter_count(c);  // nn/micro_lm.h: shared layers + the mode's
   m.parameters = params * kFloat;
   if (batch <= 0) return m;
   m.gradients = params * kFloat;
@@ -53,7 +27,7 @@ MemoryEstimate estimate_memory(const MicroLMConfig& c, int64_t batch) {
   const double per_layer = tokens * (12 * dim + 4 * hidden) +
                            static_cast<double>(batch) * static_cast<double>(c.heads) *
                                static_cast<double>(c.seq_len) * static_cast<double>(c.seq_len) * 2;
-  const double depth_sources = is_reference_attnres(c.mode) || is_paper_attnres(c.mode)
+  const double depth_sources = c.mode.info().family != ResidualFamily::plain
                                    ? tokens * dim * static_cast<double>(c.layers)
                                    : 0;
   m.activations = kFloat * (static_cast<double>(c.layers) * per_layer + depth_sources +

@@ -17,10 +17,6 @@ struct MemoryEstimate {
   double total() const { return parameters + gradients + moments + activations; }
 };
 
-// The parameter count MicroLM(config) will have, computed from the config alone (exact; in double
-// so absurd sizes do not overflow).
-double micro_lm_parameter_count(const MicroLMConfig& config);
-
 // Inference (batch 0: weights only) or training of `batch` sequences of config.seq_len.
 MemoryEstimate estimate_memory(const MicroLMConfig& config, int64_t batch);
 

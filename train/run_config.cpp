@@ -376,9 +376,9 @@ std::string run_preset_help() {
   for (const RunPreset& p : run_presets()) {
     RunConfig c;
     apply_run_preset(c, p.name);
-    c.model.mode = ResidualMode::rd_attnres;
+    c.model.mode = residual_mode("rd_attnres");
     const int64_t rd = c.model.parameter_count();
-    c.model.mode = ResidualMode::block_attnres;
+    c.model.mode = residual_mode("block_attnres");
     const int64_t block = c.model.parameter_count();
     out += fmt::format(
         "{}  {:<6} vocab {}, dim {}, {} layers, {} heads, seq {}, ffn {}x, batch {}: {} parameters "

@@ -100,7 +100,7 @@ void checkpoint_seeds() {
 void config_seeds() {
   dg::TrainerConfig config = dg::fuzz::tiny_config();
   seed("train_config", "tiny", dg::json::dump(config.to_json(), 2));
-  config.model.mode = dg::ResidualMode::paper_block_attnres;
+  config.model.mode = dg::residual_mode("paper_block_attnres");
   config.schedule = dg::Schedule::parse("cosine", 1e-3, 2, config.steps);
   seed("train_config", "paper-cosine", dg::json::dump(config.to_json()));
   seed("train_config", "empty-object", "{}");

@@ -33,7 +33,7 @@ struct BenchSpec {
 // The presets of train/run_config.h (micro, mini, small, base) with the residual mode and their
 // warm-up and timed steps from the same table; throws listing the names for another.
 const std::vector<std::string>& bench_config_names();
-BenchSpec bench_spec(const std::string& name, ResidualMode mode = ResidualMode::rd_attnres);
+BenchSpec bench_spec(const std::string& name, ResidualMode mode = residual_mode("rd_attnres"));
 
 // One GEMM as the forward of a Linear computes it: [M, K] · [N, K]ᵀ -> [M, N].
 struct GemmShape {

@@ -186,8 +186,8 @@ RunConfig protocol_run_config(const std::string& protocol) {
 }
 
 const std::vector<ReproduceArm>& reproduce_arms() {
-  static const std::vector<ReproduceArm> arms{{"block_attnres", ResidualMode::block_attnres},
-                                              {"rd_attnres", ResidualMode::rd_attnres}};
+  static const std::vector<ReproduceArm> arms{{"block_attnres", residual_mode("block_attnres")},
+                                              {"rd_attnres", residual_mode("rd_attnres")}};
   return arms;
 }
 
@@ -266,7 +266,7 @@ json::Value reproduce_resume_key(const ReproduceOptions& opt, const std::string&
     key["pair"] = Array{Value(opt.pair[0].name), Value(opt.pair[1].name)};
   // Mode and seed are fixed here: every arm and seed of one run shares this key. So is
   // training.zero: where AdamW's moments live changes no bit of a result.
-  RunConfig config = arm_run_config(opt.config, ResidualMode::rd_attnres, 0);
+  RunConfig config = arm_run_config(opt.config, residual_mode("rd_attnres"), 0);
   config.training.zero = 0;
   key["config"] = to_json(config);
   return key;
@@ -690,8 +690,8 @@ Value parity_reference(const ReproduceOptions& opt) {
       opt.config.model.vocab;            // the tokenizer's, compared through its hash elsewhere
   reference.preset = opt.config.preset;  // a name only: the numbers are compared
   if (opt.protocol != "parity" || opt.seeds != std::vector<uint64_t>{42} ||
-      !(to_json(arm_run_config(opt.config, ResidualMode::rd_attnres, 42)) ==
-        to_json(arm_run_config(reference, ResidualMode::rd_attnres, 42))))
+      !(to_json(arm_run_config(opt.config, residual_mode("rd_attnres"), 42)) ==
+        to_json(arm_run_config(reference, residual_mode("rd_attnres"), 42))))
     return Value();
   Value ref;
   for (size_t a = 0; a < 2; ++a) {

@@ -24,9 +24,16 @@
 namespace dg::cli {
 
 int cmd_list(int argc, char** argv, int start) {
-  Flags flags("list", "List the paper keys `depthgrad reproduce --paper` accepts.");
+  Flags flags("list",
+              "List the paper keys `depthgrad reproduce --paper` accepts, or with --modes the "
+              "residual modes --mode and --pair accept.");
+  flags.add_switch("modes", "list the residual modes, one line each, instead of the papers");
   if (!flags.parse(argc, argv, start)) {
     fmt::print("{}", flags.help());
+    return 0;
+  }
+  if (flags.get_bool("modes")) {
+    fmt::print("{}", residual_mode_table(""));
     return 0;
   }
   for (const PaperInfo& p : known_papers())
@@ -83,8 +90,8 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   f.add("paper", "rd-attnres", "paper key (see depthgrad list)")
       .add("protocol", "parity", "parity | paired")
       .add("pair", "block_attnres,rd_attnres",
-           "paired: the two residual modes compared, baseline A then method B (any two of "
-           "standard, block_attnres, rd_attnres, paper_block_attnres, paper_rd_attnres)")
+           "paired: the two residual modes compared, baseline A then method B (any two of " +
+               residual_mode_names() + ")")
       .add("combine", "",
            "comma-separated finished paired run directories (or result.json files): write the "
            "cross-scale report into --output-dir and exit");

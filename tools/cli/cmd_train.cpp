@@ -116,7 +116,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
         "JSON run config: {model, training, data} as written to <output-dir>/config.json");
   add_preset_flag(f)
       .add("mode", "rd_attnres",
-           "standard | block_attnres | rd_attnres | paper_block_attnres | paper_rd_attnres")
+           residual_mode_names(" | ") + " (depthgrad list --modes says what each is)")
       .add("dim", "64", "model width")
       .add("layers", "2", "layers")
       .add("heads", "4", "attention heads")

@@ -12,10 +12,26 @@ using json::Array;
 using json::Object;
 using json::Value;
 
+// The mode picks of the rules, by the registry's traits (nn/residual/residual.h), so a new mode
+// falls into the rules its family and V route say.
+bool plain_mode(const ResidualModeInfo& m) { return m.family == ResidualFamily::plain; }
+bool v_route_mode(const ResidualModeInfo& m) { return m.v_route; }
+bool one_route_attnres_mode(const ResidualModeInfo& m) { return !plain_mode(m) && !m.v_route; }
+bool paper_mode(const ResidualModeInfo& m) { return m.family == ResidualFamily::paper_attnres; }
+// "a", "a and b", "a, b and c": the registered modes a pick takes, for the rules' effect texts.
+std::string mode_names(bool (*pick)(const ResidualModeInfo&)) {
+  std::vector<std::string> names;
+  for (const ResidualModeInfo& m : residual_modes())
+    if (pick(m)) names.push_back(m.name);
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return out;
+}
+
 // Each rule: its keywords (English, then Chinese), what it does to the search space, and the same
 // in words. Effects apply in table order after every gene has weight 0.5 (steps, batch: 0).
 const std::vector<DirectionRule>& direction_rules() {
-  using M = ResidualMode;
   static const std::vector<DirectionRule> table{
       {"attnres_family",
        {"attnres", "attention residual", "depth rout", "residual", "routing",  //
@@ -23,10 +39,10 @@ const std::vector<DirectionRule>& direction_rules() {
        {{.gene = Gene::mode,
          .gene_weight = 4,
          .pick = ValuePick::modes,
-         .modes = {M::standard},
+         .modes = plain_mode,
          .value_scale = 0.25}},
-       "residual-mode mutations favoured (+4); modes drawn from the AttnRes family, standard kept "
-       "as a rare control"},
+       "residual-mode mutations favoured (+4); modes drawn from the AttnRes family, " +
+           mode_names(plain_mode) + " kept as a rare control"},
       {"role_decoupled",
        {"rd-attnres", "rd attnres", "role-decoupled", "role decoupled", "qk/v", "qk-v", "v route",
         "v-route",  //
@@ -34,25 +50,26 @@ const std::vector<DirectionRule>& direction_rules() {
        {{.gene = Gene::mode,
          .gene_weight = 4,
          .pick = ValuePick::modes,
-         .modes = {M::rd_attnres, M::paper_rd_attnres},
+         .modes = v_route_mode,
          .value_add = 1}},
-       "residual-mode mutations favoured (+4); rd_attnres and paper_rd_attnres more likely"},
+       "residual-mode mutations favoured (+4); " + mode_names(v_route_mode) + " more likely"},
       {"block_attnres",
        {"block attnres", "block-attnres", "block attention residual",  //
         "块注意力残差"},
        {{.gene = Gene::mode,
          .gene_weight = 4,
          .pick = ValuePick::modes,
-         .modes = {M::block_attnres, M::paper_block_attnres},
+         .modes = one_route_attnres_mode,
          .value_add = 1}},
-       "residual-mode mutations favoured (+4); block_attnres and paper_block_attnres more likely"},
+       "residual-mode mutations favoured (+4); " + mode_names(one_route_attnres_mode) +
+           " more likely"},
       {"paper_form",
        {"paper formulation", "paper-faithful", "full attnres",  //
         "论文"},
        {{.gene = Gene::mode,
          .gene_weight = 2,
          .pick = ValuePick::modes,
-         .modes = {M::paper_block_attnres, M::paper_rd_attnres},
+         .modes = paper_mode,
          .value_add = 1}},
        "residual-mode mutations favoured (+2); the paper formulations more likely"},
       {"width",
@@ -165,10 +182,7 @@ SearchSpace full_space(const Genome& b) {
     for (int64_t v : values)
       if (v >= 1) add_value(s[gene], std::to_string(v), 1.0);
   };
-  for (ResidualMode m :
-       {ResidualMode::standard, ResidualMode::block_attnres, ResidualMode::rd_attnres,
-        ResidualMode::paper_block_attnres, ResidualMode::paper_rd_attnres})
-    add_value(s[Gene::mode], residual_mode_name(m), 1.0);
+  for (const ResidualModeInfo& m : residual_modes()) add_value(s[Gene::mode], m.name, 1.0);
   ints(Gene::dim, {32, 48, 64, 96, 128}, b.run.model.dim);
   ints(Gene::layers, {2, 3, 4, 6, 8}, b.run.model.layers);
   ints(Gene::heads, {1, 2, 4, 8}, b.run.model.heads);
@@ -199,8 +213,7 @@ void apply_effect(const GeneEffect& e, SearchSpace& space, const Genome& baselin
       case ValuePick::none:
         break;
       case ValuePick::modes:
-        picked = std::any_of(e.modes.begin(), e.modes.end(),
-                             [&](ResidualMode m) { return v == residual_mode_name(m); });
+        picked = e.modes(residual_mode(v).info());
         break;
       case ValuePick::above_baseline:
         picked = as_int(v) > as_int(gene_value(baseline, e.compare_to));
@@ -261,7 +274,7 @@ DirectionPlan plan_direction(const std::string& direction, const Genome& baselin
   };
   if (matched("paper_form") && !matched("attnres_family") && !matched("role_decoupled") &&
       !matched("block_attnres"))
-    plan.centre = ResidualMode::paper_block_attnres;
+    plan.centre = residual_mode("paper_block_attnres");
   if (plan.matches.empty()) {
     plan.fallback = true;
     plan.note =

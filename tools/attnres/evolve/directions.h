@@ -39,7 +39,7 @@ struct SearchSpace {
 // Which candidate values of a gene an effect changes.
 enum class ValuePick {
   none,            // the gene's weight only
-  modes,           // the residual modes listed in `modes`
+  modes,           // the residual modes for which `modes` returns true
   above_baseline,  // integer values greater than the baseline's `compare_to` gene
   below_baseline,  // integer values smaller than the baseline's `compare_to` gene
 };
@@ -49,8 +49,8 @@ struct GeneEffect {
   Gene gene = Gene::mode;
   double gene_weight = 0;
   ValuePick pick = ValuePick::none;
-  std::vector<ResidualMode> modes = {};  // ValuePick::modes
-  Gene compare_to = Gene::mode;          // ValuePick::above_baseline / below_baseline
+  bool (*modes)(const ResidualModeInfo&) = nullptr;  // ValuePick::modes: by the registry's traits
+  Gene compare_to = Gene::mode;                      // ValuePick::above_baseline / below_baseline
   double value_add = 0;
   double value_scale = 1;
 };
@@ -79,7 +79,7 @@ struct DirectionPlan {
   // The baseline's residual mode when the command line does not name one: block_attnres (the
   // reference AttnRes, one mutation from rd_attnres), or paper_block_attnres when only the
   // paper_form rule among the mode rules matched.
-  ResidualMode centre = ResidualMode::block_attnres;
+  ResidualMode centre = residual_mode("block_attnres");
   SearchSpace space;
 };
 // Lower-cases ASCII letters, turns whitespace runs (and the ideographic space U+3000) into one

@@ -40,7 +40,7 @@ int64_t parse_positive(const std::string& text, Gene g) {
 
 Genome::Genome() {
   MicroLMConfig& m = run.model;
-  m.mode = ResidualMode::block_attnres;
+  m.mode = residual_mode("block_attnres");
   m.dim = 64;
   m.layers = 4;
   m.heads = 4;
