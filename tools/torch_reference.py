@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """PyTorch reference of depthgrad's MicroLM for `depthgrad bench --compare-torch`.
 
-The model is written from the math in /work/shared/docs/upstream-protocol.md §2 and nn/micro_lm.cpp:
-RMSNorm (eps inside the root), RoPE rotate-half, causal attention by the math formula (torch 1.13
-has no scaled_dot_product_attention), SwiGLU, per-token depth routes (block_attnres: one route for
-Q, K and V; rd_attnres: a second route for V), head tied to the embedding. Parameter names are
-depthgrad's, so depthgrad's safetensors weights load as a state dict.
+The model is written from the math in the reference experiment's protocol (upstream-protocol.md
+§2) and nn/micro_lm.cpp: RMSNorm (eps inside the root), RoPE rotate-half, causal attention by the
+math formula (torch 1.13 has no scaled_dot_product_attention), SwiGLU, per-token depth routes
+(block_attnres: one route for Q, K and V; rd_attnres: a second route for V), head tied to the
+embedding. Parameter names are depthgrad's, so depthgrad's safetensors weights load as a state dict.
 
 Modes:
   --config NAME --threads N [--warmup W --steps S] [--json]
