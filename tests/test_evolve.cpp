@@ -1,4 +1,4 @@
-// `depthgrad evolve`'s search (train/evolve.h): direction rules, deterministic mutation and
+// `depthgrad evolve`'s search (tools/attnres/evolve.h): direction rules, deterministic mutation and
 // crossover, duplicate avoidance, score ordering with uncertainty, failed trials and resume, all
 // with a fake trainer (no data). One small end-to-end case trains for real when
 // DEPTHGRAD_TEST_DATA names the data directory.

@@ -3,7 +3,7 @@
 // over the full logits (several chunks with a remainder, one chunk, ignored rows, a gradient
 // not asked for), float32 results bit-identical at 1 and 2 threads, the op against
 // cross_entropy(linear(x, W)) in value and gradients, MicroLM::loss against its logits, and the
-// error messages. The gradient-check rows are in nn_op_cases().
+// error messages. The gradient-check rows are in loss_op_cases() (autograd/ops_loss.cpp).
 #include <doctest/doctest.h>
 
 #include <cmath>

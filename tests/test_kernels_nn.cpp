@@ -2,7 +2,7 @@
 // (tensor/kernels_{embedding,loss,norm,attention,elementwise}.h, autograd/ops_*.cpp): fast kernels
 // against the plain reference kernels, float32 results bit-identical at 1 and 2 threads, golden
 // values from torch 1.13 (F.cross_entropy, an RMSNorm, the reference's float32 RoPE), and the
-// error messages. Gradients of every op are checked numerically by the nn_op_cases() rows.
+// error messages. Gradients of every op are checked numerically by the all_op_cases() rows.
 #include <doctest/doctest.h>
 
 #include <cmath>
