@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The command line against issue 13's classes of bad input and interruption: non-regular files,
+# The command line against the classes of bad input and interruption: non-regular files,
 # sizes that cannot fit, out-of-range values, untrustworthy checkpoints, divergence, resume that
 # keeps a run's folder intact, two processes sharing one cache. Each bad input must end in one
 # line on stderr and the documented exit code (2 usage, 1 runtime), never a hang or a signal.

@@ -63,7 +63,7 @@ expect_error "state file of other settings refused" "belongs to a run with other
   --dataset-dir "$DATA" --threads 1 --quiet --output-dir "$WORK/paired3" --state-file "$WORK/state.json"
 if grep -q '"config"' "$(ls -d "$WORK"/paired/2608.01075-rd-attnres/*/ | head -1)/result.json"; then pass "result.json records the run config"; else fail "no config in result.json"; fi
 
-# --- issue 17: presets, the pair, divergence, the cross-scale report ---
+# --- presets, the pair, divergence, the cross-scale report ---
 # Another pair against the first run's state file: refused, naming the pair.
 expect_error "state file of another pair refused, naming it" "pair: absent vs" -- "$BIN" reproduce --protocol paired \
   --pair paper_block_attnres,paper_rd_attnres --seeds 1-2 --steps 4 --layers 3 --dim 32 --train-tokens 20000 --eval reference \

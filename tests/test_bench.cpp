@@ -1,6 +1,6 @@
-// The bench harness (train/bench.h) and the op-family timers (tensor/profile.h): the FLOP formula
-// on a config small enough to count by hand, timers that nest and follow ops into backward, a
-// whole tiny bench in this process (no subprocess, no torch), its JSON, and the equivalence-check
+// The bench harness (tools/attnres/bench.h) and the op-family timers (tensor/profile.h): the FLOP
+// formula on a config small enough to count by hand, timers that nest and follow ops into backward,
+// a whole tiny bench in this process (no subprocess, no torch), its JSON, and the equivalence-check
 // files reloading to the same loss.
 #include <doctest/doctest.h>
 

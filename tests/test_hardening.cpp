@@ -1,4 +1,4 @@
-// Issue 13's classes of bad input and crash safety, at the library level: non-regular files,
+// The classes of bad input and crash safety, at the library level: non-regular files,
 // sizes that cannot fit in memory, checkpoints whose metadata or tensors are not to be trusted,
 // divergence (stop or skip), exclusive run folders and the clean-up of killed writers' temporaries.
 // The command-line side (messages, exit codes, resume of a run folder) is tests/cli_hardening.sh.

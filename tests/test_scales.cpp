@@ -1,4 +1,4 @@
-// Issue 17's infrastructure: the preset table (sizes, exact parameter counts, the help text made
+// The cross-scale machinery: the preset table (sizes, exact parameter counts, the help text made
 // from it), the pair a paired reproduction compares (parsing, refusals, the resume key), the
 // effect in perplexity and the verdict, and the cross-scale report of `reproduce --combine` from
 // synthetic result.json files (table rows, chart points, determinism, refusals naming the file).

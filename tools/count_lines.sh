@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Counts the lines of C++ per folder (code lines: not blank, not comment-only; and all lines),
-# and checks the core (tensor/ + autograd/ + nn/) against the budget the README states.
+# and checks the core (tensor/ + autograd/ + nn/) against its budget, stated in this script.
 # Generated files (first line says GENERATED) are left out. Reads git's tracked files.
 # Usage: tools/count_lines.sh [REV]   (REV: count a commit instead of the work tree; no budget check)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CORE_BUDGET=8000   # code lines of tensor/ + autograd/ + nn/; the README's "Line budget" states it
+CORE_BUDGET=8000   # the line budget: code lines of tensor/ + autograd/ + nn/ (stated here only)
 rev="${1:-}"
 
 list_files() {  # tracked .h/.cpp files under $1 (not in its sub-folders when $2 = top)

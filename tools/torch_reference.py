@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """PyTorch reference of depthgrad's MicroLM for `depthgrad bench --compare-torch`.
 
-The model is written from the math in /work/shared/docs/upstream-protocol.md §2 and nn/micro_lm.cpp:
-RMSNorm (eps inside the root), RoPE rotate-half, causal attention by the math formula (torch 1.13
-has no scaled_dot_product_attention), SwiGLU, per-token depth routes (block_attnres: one route for
-Q, K and V; rd_attnres: a second route for V), head tied to the embedding. Parameter names are
-depthgrad's, so depthgrad's safetensors weights load as a state dict.
+The model is written from the math in the reference experiment's protocol (upstream-protocol.md
+§2) and nn/micro_lm.cpp: RMSNorm (eps inside the root), RoPE rotate-half, causal attention by the
+math formula (torch 1.13 has no scaled_dot_product_attention), SwiGLU, per-token depth routes
+(block_attnres: one route for Q, K and V; rd_attnres: a second route for V), head tied to the
+embedding. Parameter names are depthgrad's, so depthgrad's safetensors weights load as a state dict.
 
 Modes:
   --config NAME --threads N [--warmup W --steps S] [--json]
@@ -36,7 +36,7 @@ CONFIGS = {  # the preset table, run_presets() in train/run_config.cpp (sizes, b
     "base": dict(vocab=50304, dim=768, layers=12, heads=12, seq_len=256, batch=4, expansion=4, warmup=2, timed=3),
 }
 MODES = ("standard", "block_attnres", "rd_attnres")
-BENCH_TOKENS = 100000  # train/bench.cpp kBenchTokens
+BENCH_TOKENS = 100000  # tools/attnres/bench.cpp kBenchTokens
 
 
 def parse_args():
@@ -204,11 +204,11 @@ def parameter_count(model):
     return sum(p.numel() for p in model.parameters())  # shared tensors once, as depthgrad
 
 
-def matmul_params(model):  # train/bench.cpp matmul_parameters: 2-D weights; the tied head is token.weight
+def matmul_params(model):  # tools/attnres/bench.cpp matmul_parameters: 2-D weights; the tied head is token.weight
     return sum(p.numel() for p in model.parameters() if p.dim() == 2)
 
 
-def step_flops(c, batch, n_matmul):  # train/bench.cpp training_step_flops
+def step_flops(c, batch, n_matmul):  # tools/attnres/bench.cpp training_step_flops
     tokens = batch * c["seq_len"]
     return 6.0 * n_matmul * tokens + 12.0 * c["layers"] * batch * c["seq_len"] ** 2 * c["dim"]
 

@@ -4,7 +4,7 @@
 //    ids[s : s+T], targets ids[s+1 : s+T+1].
 //  - SequentialLoader: consecutive non-overlapping windows for full-split passes.
 //  - evaluation windows (§1.6): starts 0, T, 2T, … below min(len − T − 1, T·max_windows).
-// It does not tokenize or read files (train/bpe.h, train/data_files.h do).
+// It does not tokenize or read files (train/text/bpe.h, train/data/data_files.h do).
 #pragma once
 #include <cstdint>
 #include <vector>

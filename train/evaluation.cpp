@@ -103,7 +103,7 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
   r.losses = trainer->losses();
   r.grad_norms = trainer->grad_norms();
   r.clipped_steps = trainer->clipped_steps();
-  // The whole arm's training time, including the sessions before a resume (from the checkpoint).
+  // The whole arm's training time, including the invocations before a resume (from the checkpoint).
   r.train_seconds = trainer->wall_seconds();
   // §4: the reference's JS comes from the last training forward (before its optimizer step).
   r.train_routes = model.route_stats();

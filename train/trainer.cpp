@@ -175,7 +175,7 @@ StepLog Trainer::nonfinite_step(double loss, const std::string& problem,
 
 double Trainer::wall_seconds() const {
   return prior_wall_seconds_ +
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - session_start_).count();
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
 }
 
 void Trainer::run(int64_t until, const std::function<void(const StepLog&)>& on_step) {
@@ -337,7 +337,7 @@ void Trainer::load_checkpoint(const std::string& path) {
   clipped_ = clipped;
   skipped_ = skipped;
   prior_wall_seconds_ = wall;
-  session_start_ = std::chrono::steady_clock::now();
+  started_ = std::chrono::steady_clock::now();
   if (loader_) loader_->set_position(position);
   batch_rng_ = batch_rng;
   losses_ = std::move(losses);

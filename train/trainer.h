@@ -88,7 +88,7 @@ class Trainer {
   // llm.c's outlier skipping, a run option rather than part of what a run computes.
   void set_skip_nonfinite(bool skip) { skip_nonfinite_ = skip; }
   int64_t skipped_steps() const { return skipped_; }
-  // Wall-clock seconds of the whole run: those of the sessions before a resume (stored in the
+  // Wall-clock seconds of the whole run: those of the invocations before a resume (stored in the
   // checkpoint) plus this one's since the Trainer was made.
   double wall_seconds() const;
 
@@ -133,8 +133,9 @@ class Trainer {
 
   bool skip_nonfinite_ = false;
   int64_t skipped_ = 0;            // losses_ and grad_norms_ hold the steps that were not skipped
-  double prior_wall_seconds_ = 0;  // sessions before the last resume
-  std::chrono::steady_clock::time_point session_start_ = std::chrono::steady_clock::now();
+  double prior_wall_seconds_ = 0;  // invocations before the last resume
+  // when this process started the run: construction, or the last load_checkpoint
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace dg

@@ -44,7 +44,8 @@ double perplexity_percent(double nll_difference);
 // excludes zero, "bounded" when both ends of the effect's interval (perplexity_percent) lie within
 // ±bound_percent, else "inconclusive". Divergences are the caller's to report beside it.
 std::string paired_verdict(const PairedSummary& summary, double bound_percent);
-// The bound of issue 17: an interval inside ±0.2% perplexity bounds the effect.
+// The bound the paired protocol pre-registers: an interval inside ±0.2% perplexity bounds the
+// effect.
 constexpr double kEffectBoundPercent = 0.2;
 
 }  // namespace dg

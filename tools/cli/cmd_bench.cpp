@@ -2,7 +2,7 @@
 // reference (tools/torch_reference.py). Every measurement runs in a fresh process, because peak
 // resident memory (VmHWM, ru_maxrss) is a process-lifetime figure: this command re-runs itself
 // as `depthgrad bench --one CONFIG --threads N` (and the torch script once per measurement) and
-// collects the JSON each prints. It does not time anything itself; train/bench.h does.
+// collects the JSON each prints. It does not time anything itself; tools/attnres/bench.h does.
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <spawn.h>

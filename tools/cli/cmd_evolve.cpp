@@ -1,6 +1,6 @@
 // `depthgrad evolve`: flags -> EvolveOptions -> corpus and trainer -> the search -> summary and
-// paths. The search itself (proposals, scoring, resume, reports) lives in train/evolve.h; this file
-// only parses flags, loads the data once, wires progress output and prints the result.
+// paths. The search itself (proposals, scoring, resume, reports) lives in tools/attnres/evolve.h;
+// this file only parses flags, loads the data once, wires progress output and prints the result.
 #include <fmt/core.h>
 
 #include <chrono>

@@ -353,7 +353,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   summary["validation_tokens"] = static_cast<int64_t>(eval_starts.size()) * cfg.model.seq_len;
   summary["clipped_steps"] = trainer.clipped_steps();
   summary["skipped_steps"] = trainer.skipped_steps();
-  summary["wall_seconds"] = trainer.wall_seconds();  // every session of the run, resumes included
+  summary["wall_seconds"] = trainer.wall_seconds();  // every invocation of the run, resumed too
   double full = 0;
   int64_t full_tokens = 0;
   if (run.data.eval_full) {

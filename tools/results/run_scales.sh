@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 17's runs: the paired protocol (`depthgrad reproduce --protocol paired`) at each scale
+# The cross-scale runs: the paired protocol (`depthgrad reproduce --protocol paired`) at each scale
 # (presets micro, mini, small) for both pairs (block_attnres vs rd_attnres, and the paper forms
 # paper_block_attnres vs paper_rd_attnres), then the cross-scale page (`reproduce --combine`).
 # Seeds and steps are fixed below, before any result was seen; every seed is reported.
@@ -16,9 +16,9 @@
 # Kept in the tree per run: tools/results/<name>/{result.json, report.md, command.txt}; and the
 # combined page tools/results/scales.{md,html,json,svg}. Full run folders stay under runs/scales/.
 #
-# Across machines: runs/ is not in git, and a session may get a new machine. So a run longer than
-# a session carries its finished arms in the tree: `KEEP_PARTIAL=1 tools/results/run_scales.sh`
-# copies the state.json of each run with finished arms (every finished (seed, arm), with its
+# Across machines: runs/ is not in git, and a long run may have to move to another machine before
+# it finishes. So such a run carries its finished arms in the tree:
+# `KEEP_PARTIAL=1 tools/results/run_scales.sh` copies the state.json of each run with finished arms (every finished (seed, arm), with its
 # results) to tools/results/<name>/partial/state.json, adds to partial/machines.txt which machine
 # and build finished which arms, and exits; commit that. Wherever the kept state has more finished
 # arms than the local run folder (on a new machine there is none), the script starts a new run
@@ -79,7 +79,7 @@ RUNS=(
   "mini-paper   mini    $PAPER_PAIR    1-10   1000   yes"
   # small: 6 seeds, not the 8 first written here, changed on 2026-12-03 before any small run had
   # started (so before any small result): 2 pairs x 12 arms x ~1000 s is ~6.7 h at one thread,
-  # which is what fits in two sessions (measured since: about 1.3 s per step, so about 4.5 h per
+  # which is what fit the compute time available (measured since: about 1.3 s per step, so about 4.5 h per
   # pair, the two pairs side by side). From mini's spread of paired differences (sd 0.0075 nats
   # over 10 seeds) 6 seeds give a 95% half-width of about 0.008 nats (~0.8% perplexity): enough to
   # resolve an effect of mini's size (-2.3%); a smaller one is reported as inconclusive, interval
@@ -237,7 +237,7 @@ for spec in "${RUNS[@]}"; do
   cp "$run_dir/result.json" "$run_dir/report.md" "$dest/"
   printf '%s\n' "${cmd[*]}" > "$dest/command.txt"
   # A run finished by resuming says so (the numbers are the same bits as an uninterrupted run's;
-  # its compute seconds include every session's training).
+  # its compute seconds include every invocation's training).
   [ -n "$resume_dir" ] && printf '# stopped mid-run and finished by the same command with --resume %s\n' "$resume_dir" >> "$dest/command.txt"
   if [ -f "$dest/partial/machines.txt" ]; then
     # Where each arm ran, when arms were kept in the tree along the way (then partial/ goes).

@@ -4,7 +4,7 @@
 // directory, keyed by the SHA-256 of the texts and of the tokenizer, so a changed text or
 // tokenizer is never served from a stale cache (unlike the reference, §8 item 9). The cache never
 // lives in the data directory, which may be read-only.
-// It does not download data (train/data_files.h says how) and does not sample batches.
+// It does not download data (train/data/data_files.h says how) and does not sample batches.
 #pragma once
 #include <cstdint>
 #include <map>

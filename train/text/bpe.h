@@ -6,7 +6,7 @@
 //
 // Differences from Hugging Face that are deliberate and documented:
 //  * encode() accepts any bytes. Invalid UTF-8 bytes are single "other" chars for the split
-//    (train/pretokenize.h) and are encoded through their byte chars like any byte.
+//    (train/text/pretokenize.h) and are encoded through their byte chars like any byte.
 //  * decode() returns raw bytes (no U+FFFD replacement), and added tokens decode to their text.
 //    So decode(encode(s)) == s whenever every byte of s is in the vocabulary (always, for a
 //    tokenizer trained with full_byte_alphabet); a byte that is not becomes <unk> (id of

@@ -415,7 +415,7 @@ std::string render_evolve_markdown(const Value& r) {
   const Value& prov = r.at("provenance");
   md += fmt::format(
       "\n## Provenance\n\ndepthgrad {} ({}), {}, BLAS {}, {} thread(s), {}; wall time {:.1f} s "
-      "over {} session(s).\n",
+      "over {} invocation(s).\n",
       prov.at("version").as_string(), prov.at("code_commit").as_string(),
       prov.at("compiler").as_string(), prov.at("blas").as_string(), prov.at("threads").as_int(),
       prov.at("created_at").as_string(), r.at("runtime").at("wall_seconds").as_double(),

@@ -276,10 +276,11 @@ class Search {
       }
     if (const Value* prev = r.find("runtime")) {
       previous_wall_ = prev->at("wall_seconds").as_double();
-      sessions_ = prev->at("sessions").as_int() + 1;
+      // runtime.sessions counts the invocations of the program (a key kept results hold)
+      invocations_ = prev->at("sessions").as_int() + 1;
       if (const Value* th = prev->find("threads"); th && th->as_int() != o_.threads)
         say(
-            fmt::format("warning: the run used {} thread(s), this session {}; results may differ "
+            fmt::format("warning: the run used {} thread(s), this process {}; results may differ "
                         "in the last bits",
                         th->as_int(), o_.threads));
     }
@@ -470,7 +471,7 @@ class Search {
   }
 
   // The test split, once per role: the trained weights kept in memory are evaluated on the test
-  // windows; a seed without them (a trial of an earlier session) is re-trained deterministically
+  // windows; a seed without them (a trial of an earlier process) is re-trained deterministically
   // (same genome, seed and options) and checked against its recorded training losses.
   TestRecord run_test(const std::string& role, const TrialRecord& t) {
     TestRecord r;
@@ -588,7 +589,7 @@ class Search {
         "number of windows from the "
         "test split's start; the trained weights of the baseline and the current champion are kept "
         "in memory for it (nothing "
-        "is re-trained); a trial trained by an earlier session of a resumed run is re-trained "
+        "is re-trained); a trial trained by an earlier invocation of a resumed run is re-trained "
         "deterministically (same genome, "
         "seeds, options and data order) and its training losses are checked against the recorded "
         "ones (reproduces_training)";
@@ -664,7 +665,7 @@ class Search {
     rt["wall_seconds"] =
         previous_wall_ +
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-    rt["sessions"] = sessions_;
+    rt["sessions"] = invocations_;
     rt["threads"] = o_.threads;
     result["runtime"] = rt;
     result["provenance"] = provenance_json(o_.threads);
@@ -750,7 +751,7 @@ class Search {
     AblationVerdict verdict;
   } ablation_;
   double previous_wall_ = 0;
-  int64_t sessions_ = 1;
+  int64_t invocations_ = 1;
 };
 
 }  // namespace

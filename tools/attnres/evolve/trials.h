@@ -51,7 +51,7 @@ struct SeedMetrics {
   std::vector<std::vector<double>> routes_qk, routes_v;
   // When set, evaluates the trained weights (kept in memory) on the test split. The search keeps
   // these only for the baseline and the current champion. When empty (a fake trainer, or a trial
-  // recorded by an earlier session of a resumed run), the test evaluation re-trains the trial
+  // recorded by an earlier invocation of a resumed run), the test evaluation re-trains the trial
   // deterministically with split = test instead.
   std::function<double()> evaluate_test;
 };
