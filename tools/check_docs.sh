@@ -8,6 +8,19 @@
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
 
+# "line:target" for each link of a Markdown file: fenced blocks and code spans (which may run over
+# a line break) are blanked first, keeping the line count, so code is never read as a link.
+links_of() {
+  perl -0777 -ne '
+    s/^([ \t]*```.*?^[ \t]*```)/ "\n" x ($1 =~ tr{\n}{}) /gsme;
+    s/(`[^`]*`)/ "\n" x ($1 =~ tr{\n}{}) /gse;
+    my $line = 1;
+    for my $chunk (split /(\n)/) {
+      if ($chunk eq "\n") { $line++; next }
+      print "$line:$1\n" while $chunk =~ /\]\(([^) ]+)/g;
+    }' "$1"
+}
+
 failures=0
 links=0
 while IFS= read -r md; do
@@ -22,8 +35,7 @@ while IFS= read -r md; do
       echo "$md:$lineno: link to '$target' does not resolve ($dir/$path does not exist)"
       failures=$((failures + 1))
     fi
-  done < <(awk '/^[[:space:]]*```/ { fenced = !fenced; print ""; next } { print fenced ? "" : $0 }' "$md" |
-    sed -E 's/`[^`]*`//g' | grep -noE '\]\([^) ]+' | sed -E 's/^([0-9]+):\]\(/\1:/')
+  done < <(links_of "$md")
 done < <(git ls-files '*.md' 2> /dev/null | grep -v '^tests/fuzz/corpus/' ||
   find . -name '*.md' -not -path './build*' | sed 's#^\./##')
 
