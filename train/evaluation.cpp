@@ -89,10 +89,12 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
   if (!checkpoint.empty() && file_exists(checkpoint)) trainer->load_checkpoint(checkpoint);
   // Every checkpoint_every steps (not after the last: the finished arm needs none).
   const bool periodic = !checkpoint.empty() && checkpoint_every > 0;
+  // The step's log line goes out before its checkpoint: a kill between the two then resumes from
+  // the older checkpoint and drops the lines past it, instead of leaving this step unlogged.
   const std::function<void(const StepLog&)> step_and_save = [&](const StepLog& log) {
+    if (on_step) on_step(log);
     if ((log.step + 1) % checkpoint_every == 0 && log.step + 1 < log.steps)
       trainer->save_checkpoint(checkpoint);
-    if (on_step) on_step(log);
   };
   try {
     trainer->run(tc.steps, periodic ? step_and_save : on_step);
