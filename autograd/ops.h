@@ -8,6 +8,7 @@
 // Binary elementwise ops broadcast with numpy's rules; a mismatch names both shapes and the op.
 // Ops refuse mixed dtypes (float32 with float64) rather than promoting silently.
 #pragma once
+#include <optional>
 #include <vector>
 
 #include "autograd/tape.h"
@@ -141,5 +142,61 @@ Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha);
 // silu(gate)·up in one fused pass (the SwiGLU feed-forward's nonlinearity); gate, up same shape.
 // Fuses: mul(silu(gate), up).
 Tensor swiglu(const Tensor& gate, const Tensor& up);
+
+// ---- pointwise (ops_pointwise.cpp) -----------------------------------------------------------
+// Activations. Derivatives at kinks as torch: relu'(0) = 0, leaky_relu'(0) = slope, abs'(0) = 0,
+// clamp passes the gradient where min <= x <= max (bounds included).
+Tensor relu(const Tensor& a);
+Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);
+Tensor sigmoid(const Tensor& a);
+Tensor tanh(const Tensor& a);
+// log(1 + e^(βx)) / β, and x itself where βx > threshold (torch's formula and defaults).
+Tensor softplus(const Tensor& a, double beta = 1.0, double threshold = 20.0);
+Tensor abs(const Tensor& a);
+// min(max(a, min), max); at least one bound; min > max gives max everywhere (as torch).
+Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max = std::nullopt);
+Tensor pow(const Tensor& a, double exponent);  // d/da = exponent·a^(exponent−1); 0 if exponent = 0
+// a^exponent, broadcasting; d/dexponent = a^exponent·ln a (0 where a = 0 and exponent >= 0).
+Tensor pow(const Tensor& a, const Tensor& exponent);
+// Broadcasting; NaN on either side gives NaN. On ties each input gets half the gradient (torch).
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+// Masks. depthgrad has no bool dtype: a mask (cond) may have any dtype, nonzero = true (NaN too).
+// cond ? a : b with cond, a, b broadcast together; no gradient to cond.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// value where mask, else a; mask broadcasts to a's shape (the output keeps a's shape).
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
+// Comparisons, broadcasting, never recorded (no gradient). Unlike torch's bool result they return
+// 0/1 in a's float dtype (float32 for integer inputs), so mean(eq(pred, y)) is an accuracy.
+// The tensor-scalar forms compare in double.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+// C++ operators, each recorded as the named op it calls: + add / add_scalar, - sub / neg,
+// * mul / scale, / div (t / s divides; s / t is s·pow(t, −1), torch's reciprocal-then-multiply).
+// No compound assignment (+= on a tensor that autograd saved would be an in-place write) and no
+// comparison operators (== on a handle reads as identity; use eq, lt, ... or Tensor::same).
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, double s);
+Tensor operator+(double s, const Tensor& a);
+Tensor operator-(const Tensor& a, double s);
+Tensor operator-(double s, const Tensor& a);
+Tensor operator*(const Tensor& a, double s);
+Tensor operator*(double s, const Tensor& a);
+Tensor operator/(const Tensor& a, double s);
+Tensor operator/(double s, const Tensor& a);
 
 }  // namespace dg
