@@ -5,10 +5,15 @@
 
 #include <cmath>
 
+#include "nn/init.h"
+
 namespace dg {
 
+// torch's defaults: Embedding N(0, 1); Linear weight kaiming_uniform_(a = √5), i.e.
+// U(-1/√in, 1/√in), then its bias U(-1/√in, 1/√in). Skipped under init::SkipGuard.
 Embedding::Embedding(int64_t vocab, int64_t dim, DType dtype) : Module(dtype) {
   weight = register_parameter("weight", Tensor::zeros({vocab, dim}, dtype));
+  if (!init::skipping()) init::normal_(weight);
 }
 Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
 
@@ -16,6 +21,12 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, DType dtype)
     : Module(dtype), in_features(in), out_features(out) {
   weight = register_parameter("weight", Tensor::zeros({out, in}, dtype));
   if (with_bias) bias = register_parameter("bias", Tensor::zeros({out}, dtype));
+  if (init::skipping()) return;
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (with_bias && in > 0) {
+    const double bound = 1 / std::sqrt(static_cast<double>(in));
+    init::uniform_(bias, -bound, bound);
+  }
 }
 Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
 

@@ -2,8 +2,9 @@
 // self-attention (MHA or real grouped-query attention, RoPE optional), SwiGLU and GELU
 // feed-forward, and the depth router. Each layer only composes ops from autograd/ops.h, so
 // gradients come from the ops' backwards; layers hold parameters, not activations.
-// Layers do not initialise themselves randomly: they start at zeros (norm gains at one) and
-// the model's init routine (nn/micro_lm.cpp) draws every weight in a documented order.
+// Linear and Embedding draw torch's default init from dg::default_generator() (nn/init.h);
+// norms start at ones/zeros. MicroLM builds its layers under init::SkipGuard (no draws) and then
+// draws every weight itself in a documented order (nn/micro_lm.cpp).
 #pragma once
 #include <memory>
 #include <vector>
@@ -22,7 +23,7 @@ class Embedding : public Module {
 
 class Linear : public Module {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias, DType dtype = DType::f32);
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = DType::f32);
   Tensor forward(const Tensor& x) const;  // x [.., in] -> [.., out]
   int64_t in_features, out_features;
   Tensor weight;  // [out, in]

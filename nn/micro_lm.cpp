@@ -7,6 +7,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "nn/init.h"
+
 namespace dg {
 
 // ---- config
@@ -90,6 +92,7 @@ Tensor MicroBlock::forward(const std::vector<Tensor>& sources) {
 
 MicroLM::MicroLM(const MicroLMConfig& config, DType dtype) : Module(dtype), config_(config) {
   config_.validate();
+  init::SkipGuard skip;  // layers draw nothing: an init routine below sets every parameter
   const MicroLMConfig& c = config_;
   token = &register_module("token", std::make_unique<Embedding>(c.vocab, c.dim, dtype));
   if (c.learned_positions)
@@ -184,6 +187,7 @@ void MicroLM::init_torch_parity(uint64_t seed) {
   if (position) consume_normal(gen, position->weight.numel());
   for (MicroBlock* b : blocks)
     for (Linear* l : block_linears(*b)) consume_kaiming(gen, *l);
+  init::SkipGuard skip;  // a shape only: its own default draws would be wasted
   Linear tied_head_shape(config_.dim, config_.vocab, false, DType::f32);
   consume_kaiming(gen, head ? *head : tied_head_shape);
   // 2. apply() draws: N(0, 0.02) for every Linear and Embedding weight, biases zero

@@ -87,6 +87,8 @@ struct RouteStats {
 
 class MicroLM : public Module {
  public:
+  // Its layers are built under init::SkipGuard: parameters start at zeros (norm gains at one)
+  // and nothing is drawn from any generator until init_torch_parity or init_identical.
   explicit MicroLM(const MicroLMConfig& config, DType dtype = DType::f32);
   // ids int32 [B, T] -> logits [B, T, vocab]
   Tensor forward(const Tensor& ids);

@@ -11,7 +11,31 @@
 
 namespace dg {
 
+void Module::check_new_entry(const std::string& name, const char* op) const {
+  if (name.empty() || name.find('.') != std::string::npos)
+    throw std::invalid_argument(
+        fmt::format("{}: name '{}' must be non-empty and contain no '.'", op, name));
+  for (const Entry& e : entries_)
+    if (e.name == name)
+      throw std::invalid_argument(
+          fmt::format("{}: the module already has an entry '{}'", op, name));
+  if (flat_)
+    throw std::logic_error(fmt::format(
+        "{}: '{}' is registered after flat_parameters() was made; register everything first", op,
+        name));
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_children() const {
+  std::vector<std::pair<std::string, Module*>> out;
+  for (const Entry& e : entries_)
+    if (e.child) out.emplace_back(e.name, e.child.get());
+  return out;
+}
+
 Tensor Module::register_parameter(const std::string& name, const Tensor& value) {
+  check_new_entry(name, "register_parameter");
+  if (!value.defined())
+    throw std::invalid_argument(fmt::format("register_parameter: '{}' is undefined", name));
   if (!is_floating(value.dtype()))
     throw std::invalid_argument(
         fmt::format("parameter '{}' must be floating point, got {}", name, value.describe()));
@@ -23,6 +47,7 @@ Tensor Module::register_parameter(const std::string& name, const Tensor& value) 
 }
 
 void Module::register_alias(const std::string& name, const Tensor& existing) {
+  check_new_entry(name, "register_alias");
   entries_.push_back(Entry{name, existing, nullptr});
 }
 

@@ -8,6 +8,7 @@
 // loop over flat memory, a checkpoint one walk. Modules do not own optimisers or data.
 #pragma once
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,20 +67,33 @@ class Module {
   // Copies values from `tensors` (matched by name, shapes and dtypes checked; float32/float64
   // converted). strict: every parameter must be present and no unknown name may appear.
   void load_state_dict(const std::vector<NamedTensor>& tensors, bool strict = true);
+  // The parameters by full name, sharing their storage (torch's state_dict without buffers,
+  // which depthgrad modules do not have): clone() a tensor to keep a copy.
+  std::vector<NamedTensor> state_dict() const { return named_parameters(); }
 
- protected:
-  // Registers a new parameter (requires_grad set, named by its full path lazily).
+  // Registration, public so that a model can be assembled without subclassing. A name is
+  // non-empty, has no '.', and is not used twice in one module (torch would replace the old
+  // entry; here that is an error, since references to it are held). Registering after
+  // flat_parameters() was made is an error: the new parameter would be outside the buffers.
+  // A new parameter: requires_grad set, named by its full path lazily.
   Tensor register_parameter(const std::string& name, const Tensor& value);
-  // Registers an existing tensor under a second name (shared parameter).
+  // An existing tensor under a second name (a shared parameter, listed once).
   void register_alias(const std::string& name, const Tensor& existing);
+  // A child module; returns a reference to it (the module owns it).
   template <class M>
   M& register_module(const std::string& name, std::unique_ptr<M> child) {
+    check_new_entry(name, "register_module");
+    if (!child) throw std::invalid_argument("register_module: module '" + name + "' is null");
     M& ref = *child;
     entries_.push_back(Entry{name, Tensor(), std::move(child)});
     return ref;
   }
 
+  // The direct children in registration order, with their own (not dotted) names.
+  std::vector<std::pair<std::string, Module*>> named_children() const;
+
  private:
+  void check_new_entry(const std::string& name, const char* op) const;
   struct Entry {
     std::string name;
     Tensor parameter;               // set for a parameter entry

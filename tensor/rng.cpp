@@ -539,6 +539,17 @@ void NumpyGenerator::set_state(const std::vector<uint8_t>& blob) {
 }
 
 // =============================================================================================
+// the default generator
+// =============================================================================================
+
+TorchGenerator& default_generator() {
+  static TorchGenerator generator(67280421310721ULL);
+  return generator;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+// =============================================================================================
 // name_seed
 // =============================================================================================
 

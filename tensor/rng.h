@@ -79,6 +79,14 @@ class TorchGenerator {
   std::optional<double> next_double_normal_;
 };
 
+// The process-wide generator that dg::randn, dg::rand, dg::randint and dg::init:: draw from when
+// given no generator, as torch's default CPU generator. It starts at seed 67280421310721 (the
+// seed libtorch's default generator starts at; Python torch may seed its own differently).
+// Unlike torch's, it has no lock: draw from one thread at a time, or pass each thread its own.
+TorchGenerator& default_generator();
+// torch.manual_seed(seed): re-seeds the default generator.
+void manual_seed(uint64_t seed);
+
 // ---------------------------------------------------------------------------------------------
 // NumpyGenerator: np.random.default_rng(seed) — SeedSequence(seed) with a pool of 4 words,
 // generate_state(4 × uint64) feeding PCG64 (128-bit LCG, XSL-RR output), and the generator's

@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <unordered_map>
+#include <utility>
 
 namespace dg {
 
@@ -253,6 +255,24 @@ Tensor Tensor::from_ids(const std::vector<int32_t>& ids, const Shape& shape) {
   return t;
 }
 
+Tensor Tensor::from_buffer(const void* data, DType source, int64_t count, const Shape& shape,
+                           DType dtype, const char* op) {
+  if (count != shape_numel(shape))
+    throw std::invalid_argument(
+        fmt::format("{}: {} values do not fill shape {}", op, count, shape_str(shape)));
+  if (count > 0 && data == nullptr)
+    throw std::invalid_argument(fmt::format("{}: null data for shape {}", op, shape_str(shape)));
+  Tensor t = empty(shape, dtype);
+  dispatch_any(source, [&]<class S>() {
+    const S* in = static_cast<const S*>(data);
+    dispatch_any(dtype, [&]<class T>() {
+      T* out = t.data<T>();
+      for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(in[i]);
+    });
+  });
+  return t;
+}
+
 Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape,
                             const Shape& strides, int64_t offset, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
@@ -306,6 +326,38 @@ double Tensor::item() const {
         fmt::format("item: tensor {} has more than one element", describe()));
   return dispatch_any(dtype(), [&]<class T>() { return static_cast<double>(*data<T>()); });
 }
+
+template <class T>
+T Tensor::item() const {
+  if (numel() != 1)
+    throw std::invalid_argument(
+        fmt::format("item: tensor {} has more than one element", describe()));
+  return dispatch_any(dtype(), [&]<class S>() {
+    const S value = *data<S>();
+    bool fits = true;
+    if constexpr (std::is_integral_v<T> && std::is_floating_point_v<S>) {
+      // Truncation toward zero must land in T's range: -2^63 <= value < 2^63 for int64.
+      fits = std::isfinite(value) &&
+             static_cast<long double>(value) >
+                 static_cast<long double>(std::numeric_limits<T>::min()) - 1 &&
+             static_cast<long double>(value) <
+                 static_cast<long double>(std::numeric_limits<T>::max()) + 1;
+    } else if constexpr (std::is_integral_v<T> && std::is_integral_v<S>) {
+      fits = std::in_range<T>(value);
+    } else if constexpr (std::is_same_v<T, float> && std::is_same_v<S, double>) {
+      fits = !std::isfinite(value) || std::abs(value) <= std::numeric_limits<float>::max();
+    }
+    if (!fits)
+      throw std::out_of_range(fmt::format("item<{}>: the value {} of tensor {} does not fit",
+                                          dtype_name(dtype_of<T>()), static_cast<double>(value),
+                                          describe()));
+    return static_cast<T>(value);
+  });
+}
+template float Tensor::item<float>() const;
+template double Tensor::item<double>() const;
+template int32_t Tensor::item<int32_t>() const;
+template int64_t Tensor::item<int64_t>() const;
 
 double Tensor::at(const Shape& index) const {
   if (static_cast<int64_t>(index.size()) != dim())

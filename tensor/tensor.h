@@ -9,8 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/shape.h"
@@ -99,6 +101,26 @@ class Tensor {
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape,
                             DType dtype = DType::f32);
   static Tensor from_ids(const std::vector<int32_t>& ids, const Shape& shape);
+  // Values of another element type (float, int32_t, int64_t), stored as `dtype`: by default
+  // their own (a std::vector<int64_t> gives int64). A std::vector<double> takes the overload
+  // above (float32 unless told, like torch.tensor of Python floats).
+  template <class T>
+  static Tensor from_vector(const std::vector<T>& values, const Shape& shape,
+                            DType dtype = dtype_of<T>()) {
+    return from_buffer(values.data(), dtype_of<T>(), static_cast<int64_t>(values.size()), shape,
+                       dtype, "from_vector");
+  }
+  // Copies numel(shape) elements from `data` (or all of `values`, whose size must fit the shape).
+  template <class T>
+  static Tensor from_data(const T* data, const Shape& shape, DType dtype = dtype_of<T>()) {
+    return from_buffer(data, dtype_of<T>(), shape_numel(shape), shape, dtype, "from_data");
+  }
+  template <class T, size_t N>
+  static Tensor from_span(std::span<T, N> values, const Shape& shape,
+                          DType dtype = dtype_of<std::remove_const_t<T>>()) {
+    return from_buffer(values.data(), dtype_of<std::remove_const_t<T>>(),
+                       static_cast<int64_t>(values.size()), shape, dtype, "from_span");
+  }
   // A tensor over existing storage (used for views into flat parameter buffers).
   static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& shape,
                              const Shape& strides, int64_t offset, DType dtype);
@@ -121,7 +143,11 @@ class Tensor {
   // Pointer to the element at the tensor's offset; checks that T matches the dtype.
   template <class T>
   T* data() const;
-  double item() const;                    // the one element of a 1-element tensor
+  double item() const;  // the one element of a 1-element tensor
+  // The same as T (float, double, int32_t, int64_t), as libtorch's item<T>(): floats to integers
+  // truncate toward zero; a value T cannot hold (out of range, NaN to an integer) throws.
+  template <class T>
+  T item() const;
   double at(const Shape& index) const;    // element at a multi-index
   std::vector<double> to_vector() const;  // all elements in row-major logical order
   std::vector<float> to_floats() const;
@@ -157,6 +183,9 @@ class Tensor {
 
  private:
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  // count elements of type `source` at `data` -> a new tensor of `dtype`; `op` names errors.
+  static Tensor from_buffer(const void* data, DType source, int64_t count, const Shape& shape,
+                            DType dtype, const char* op);
   std::shared_ptr<TensorImpl> impl_;
   friend struct TensorAccess;
 };

@@ -86,7 +86,7 @@ int main() {
   dg::Tensor y = dg::Tensor::from_vector(ys, {n, 1}, dg::DType::f32);
 
   CurveNet model(32);
-  std::mt19937 rng(7);  // layers start at zero: the program chooses its own initialisation
+  std::mt19937 rng(7);  // the program chooses its own initialisation over the default one
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (auto& [name, p] : model.named_parameters())
     for (int64_t i = 0; i < p.numel(); ++i) p.data<float>()[i] = 0.5f * normal(rng);

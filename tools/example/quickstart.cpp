@@ -16,7 +16,7 @@ int main() {
   dg::Tensor x = dg::Tensor::from_vector(xs, {64, 1}), y = dg::Tensor::from_vector(ys, {64, 1});
 
   Net net;
-  dg::TorchGenerator gen(7);  // layers start at zero: draw the weights N(0, 0.5²)
+  dg::TorchGenerator gen(7);  // redraw every parameter N(0, 0.5²) over the default init
   for (dg::Tensor p : net.parameters()) gen.normal_(p.data<float>(), p.numel(), 0.0, 0.5);
   dg::AdamW optimizer(net, dg::AdamWConfig{.weight_decay = 0});
 

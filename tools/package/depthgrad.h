@@ -10,6 +10,9 @@
 // Tensors: dtypes f32/f64/i32/i64, shapes, strided views over shared storage.
 //   dg::Tensor x = dg::Tensor::from_vector({1, 2, 3, 4}, {2, 2}, dg::DType::f64);
 #include "tensor/tensor.h"
+// Factories and printing, as torch's: dg::manual_seed(0); std::cout << dg::randn({2, 3});
+#include "tensor/factory.h"
+#include "tensor/print.h"
 // Thread control (one setting drives OpenMP and OpenBLAS): dg::set_threads(2);
 #include "tensor/threads.h"
 
@@ -28,6 +31,11 @@
 // micro-LM with its residual modes.
 //   dg::MicroLM model(dg::MicroLMConfig{}); model.init_identical(42);
 #include "nn/layers.h"
+// torch.nn.init's initialisers, and containers: dg::init::xavier_uniform_(w);
+//   dg::Sequential net(std::make_unique<dg::Linear>(2, 16), dg::silu,
+//   std::make_unique<dg::Linear>(16, 1));
+#include "nn/containers.h"
+#include "nn/init.h"
 #include "nn/micro_lm.h"
 #include "nn/module.h"
 
