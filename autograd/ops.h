@@ -99,7 +99,6 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets,
                 Reduction reduction = Reduction::mean, int64_t ignore_index = -100);
 
-
 // ---- matmul (ops_matmul.cpp) -----------------------------------------------------------------
 // a [.., M, K] @ b [.., K, N] -> [.., M, N]; batch axes broadcast; 2-D both -> plain GEMM.
 // Transposed views are passed to BLAS as transposes, not copied.
@@ -139,8 +138,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore
 //   targets gathered with embedding() from log p viewed as [N·C, 1], loss = −mean(gathered).
 // Every target ignored: NaN and a zero gradient, as the fused op. With ε > 0 it adds
 // ε·(−sum of the kept rows of log p)/(C·count) to (1 − ε) times that.
-Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets,
-                           int32_t ignore_index = -100, double label_smoothing = 0.0);
+Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100,
+                           double label_smoothing = 0.0);
 // x [N, D], weight [V, D], targets int32 [N] -> scalar: cross_entropy(linear(x, weight), targets,
 // ignore_index) without holding the [N, V] logits or their gradient (the language-model head:
 // column chunks of the logits are computed, used and dropped; the backward recomputes them).

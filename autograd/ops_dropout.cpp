@@ -21,7 +21,7 @@ Tensor dropout(const Tensor& x, double p, bool training, TorchGenerator& generat
   if (!(p >= 0.0 && p <= 1.0))
     throw std::invalid_argument(fmt::format("dropout: p must be in [0, 1], got {}", p));
   if (!training || p == 0.0 || x.numel() == 0) return x;  // torch returns the input itself
-  Tensor noise = Tensor::zeros(x.shape(), x.dtype());      // p == 1: all zeros, nothing drawn
+  Tensor noise = Tensor::zeros(x.shape(), x.dtype());     // p == 1: all zeros, nothing drawn
   if (p < 1.0) {
     // One uniform per element in row-major order (the 24-bit stream uniform_ draws for float32
     // and float64 alike), kept when u < 1 − p: the same mask at either dtype and any thread count.

@@ -67,27 +67,29 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
   dispatch_float(input.dtype(), op,
                  [&]<class T>() { gather_forward<T>(out.data<T>(), x.data<T>(), gi, O, C, J, I); });
   if (should_record({input}))
-    record(op, {input}, out, [input, part_shape = part.shape(), cut, idx, O, C, J, I](const Tensor& g) {
-      Tensor gc = g.contiguous();
-      Tensor t = Tensor::zeros(input.shape(), input.dtype());
-      Tensor dpart = cut ? Tensor::zeros(part_shape, input.dtype()) : t;
-      const GatherIndex gi{idx.data<int64_t>(), J * I, I, 1};
-      dispatch_float(input.dtype(), "gather", [&]<class T>() {
-        gather_backward<T>(dpart.data<T>(), gc.data<T>(), gi, O, C, J, I);
-      });
-      if (cut) {
-        Tensor view = t;
-        for (int64_t k = 0; k < t.dim(); ++k)
-          if (part_shape[k] < t.shape()[k]) view = view.view_narrow(k, 0, part_shape[k]);
-        add_strided(view, dpart);
-      }
-      accumulate_grad(input, t);
-    });
+    record(op, {input}, out,
+           [input, part_shape = part.shape(), cut, idx, O, C, J, I](const Tensor& g) {
+             Tensor gc = g.contiguous();
+             Tensor t = Tensor::zeros(input.shape(), input.dtype());
+             Tensor dpart = cut ? Tensor::zeros(part_shape, input.dtype()) : t;
+             const GatherIndex gi{idx.data<int64_t>(), J * I, I, 1};
+             dispatch_float(input.dtype(), "gather", [&]<class T>() {
+               gather_backward<T>(dpart.data<T>(), gc.data<T>(), gi, O, C, J, I);
+             });
+             if (cut) {
+               Tensor view = t;
+               for (int64_t k = 0; k < t.dim(); ++k)
+                 if (part_shape[k] < t.shape()[k]) view = view.view_narrow(k, 0, part_shape[k]);
+               add_strided(view, dpart);
+             }
+             accumulate_grad(input, t);
+           });
   return out;
 }
 
-// ---- index_select: out[.., j, ..] = input[.., index[j], ..] along `dim` --------------------------
-// input [.., C, ..], index [J] -> [.., J, ..]. Backward: grad(input)[.., index[j], ..] += g[.., j, ..].
+// ---- index_select: out[.., j, ..] = input[.., index[j], ..] along `dim`
+// -------------------------- input [.., C, ..], index [J] -> [.., J, ..]. Backward: grad(input)[..,
+// index[j], ..] += g[.., j, ..].
 Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
   ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "index_select";
@@ -138,10 +140,10 @@ std::vector<OpCase> index_op_cases() {
   };
   return {
       {"gather/axis 1, repeated indices, int64",
-       with({3, 4, 2}, 41, ids64({0, 3, 3, 1, 2, 2, 0, 0, 1, 1, 3, 0, 2, 2, 2, 1, 0, 3}, {3, 3, 2})),
+       with({3, 4, 2}, 41,
+            ids64({0, 3, 3, 1, 2, 2, 0, 0, 1, 1, 3, 0, 2, 2, 2, 1, 0, 3}, {3, 3, 2})),
        [](V in) { return gather(in[0], 1, in[1]); }},
-      {"gather/axis 0, int32",
-       with({4, 3}, 42, Tensor::from_ids({3, 0, 1, 3, 3, 2}, {2, 3})),
+      {"gather/axis 0, int32", with({4, 3}, 42, Tensor::from_ids({3, 0, 1, 3, 3, 2}, {2, 3})),
        [](V in) { return gather(in[0], 0, in[1]); }},
       {"gather/last axis, index shorter on axis 0",
        with({4, 5}, 43, Tensor::from_ids({4, 0, 4, 1, 2, 2}, {2, 3})),
@@ -149,11 +151,9 @@ std::vector<OpCase> index_op_cases() {
       {"index_select/axis 0, repeated, int32",
        with({5, 3}, 44, Tensor::from_ids({4, 1, 4, 0}, {4})),
        [](V in) { return index_select(in[0], 0, in[1]); }},
-      {"index_select/middle axis, int64",
-       with({2, 4, 3}, 45, ids64({3, 3, 0, 2, 1}, {5})),
+      {"index_select/middle axis, int64", with({2, 4, 3}, 45, ids64({3, 3, 0, 2, 1}, {5})),
        [](V in) { return index_select(in[0], 1, in[1]); }},
-      {"index_select/of a transposed view",
-       with({3, 4}, 46, Tensor::from_ids({2, 0}, {2})),
+      {"index_select/of a transposed view", with({3, 4}, 46, Tensor::from_ids({2, 0}, {2})),
        [](V in) { return index_select(transpose(in[0], 0, 1), -1, in[1]); }},
   };
 }

@@ -32,7 +32,8 @@ T mean_loss(const T* losses, int64_t N, int64_t count) {
 
 void check_smoothing(double eps, const char* op) {
   if (!(eps >= 0.0 && eps <= 1.0))
-    throw std::invalid_argument(fmt::format("{}: label_smoothing must be in [0, 1], got {}", op, eps));
+    throw std::invalid_argument(
+        fmt::format("{}: label_smoothing must be in [0, 1], got {}", op, eps));
 }
 
 // Rows whose target is not ignore_index; throws naming `op` for a target outside [0, C).
@@ -167,10 +168,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ign
                                            lse.data<T>(), targets.data<int32_t>(),
                                            static_cast<T>(scale), N, C, ignore_index);
                else
-                 cross_entropy_smoothed_backward<T>(grad_ptr<T>(logits, "cross_entropy"),
-                                                    x.data<T>(), lse.data<T>(),
-                                                    targets.data<int32_t>(), static_cast<T>(scale),
-                                                    N, C, ignore_index, eps);
+                 cross_entropy_smoothed_backward<T>(
+                     grad_ptr<T>(logits, "cross_entropy"), x.data<T>(), lse.data<T>(),
+                     targets.data<int32_t>(), static_cast<T>(scale), N, C, ignore_index, eps);
              });
            });
   return out;
@@ -290,7 +290,7 @@ Tensor pointwise_loss(const char* op, const Tensor& input, const Tensor& target,
       Tensor ty = Tensor::empty(input.shape(), input.dtype());
       dispatch_float(input.dtype(), op, [&]<class T>() {
         const T *xs = x.data<T>(), *ys = y.data<T>(), *gs = gc.data<T>();
-        const double s = reduction == Reduction::none ? 1.0
+        const double s = reduction == Reduction::none  ? 1.0
                          : reduction == Reduction::sum ? static_cast<double>(gs[0])
                                                        : static_cast<double>(gs[0]) / n;
         for (int64_t k = 0; k < n; ++k) {
@@ -368,9 +368,9 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets_in, Reduction red
   for (int64_t n = 0; n < N; ++n) {
     if (t[n] == ignore_index) continue;
     if (t[n] < 0 || t[n] >= C)
-      throw std::out_of_range(
-          fmt::format("nll_loss: target {} at row {} is out of range for {} classes (ignore_index {})",
-                      t[n], n, C, ignore_index));
+      throw std::out_of_range(fmt::format(
+          "nll_loss: target {} at row {} is out of range for {} classes (ignore_index {})", t[n], n,
+          C, ignore_index));
     ++count;
   }
   Tensor lp = log_probs.contiguous();
@@ -378,27 +378,29 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets_in, Reduction red
   dispatch_float(lp.dtype(), op, [&]<class T>() {
     Tensor losses = Tensor::empty({N}, lp.dtype());
     T* l = reduction == Reduction::none ? out.data<T>() : losses.data<T>();
-    for (int64_t n = 0; n < N; ++n) l[n] = t[n] == ignore_index ? T(0) : -lp.data<T>()[n * C + t[n]];
+    for (int64_t n = 0; n < N; ++n)
+      l[n] = t[n] == ignore_index ? T(0) : -lp.data<T>()[n * C + t[n]];
     if (reduction == Reduction::mean) out.data<T>()[0] = mean_loss(l, N, count);
     if (reduction == Reduction::sum) out.data<T>()[0] = mean_loss(l, N, 1);  // the sum
   });
   if (should_record({log_probs}))
-    record(op, {log_probs}, out, [log_probs, targets, N, C, count, reduction, ignore_index](const Tensor& g) {
-      Tensor gc = g.contiguous();
-      Tensor d = Tensor::zeros({N, C}, log_probs.dtype());
-      dispatch_float(log_probs.dtype(), "nll_loss", [&]<class T>() {
-        const int64_t* t = targets.data<int64_t>();
-        const T* gs = gc.data<T>();
-        for (int64_t n = 0; n < N; ++n) {
-          if (t[n] == ignore_index) continue;
-          const T gn = reduction == Reduction::none ? gs[n]
-                       : reduction == Reduction::sum ? gs[0]
-                                                     : gs[0] / static_cast<T>(count);
-          d.data<T>()[n * C + t[n]] = -gn;
-        }
-      });
-      accumulate_grad(log_probs, d);
-    });
+    record(op, {log_probs}, out,
+           [log_probs, targets, N, C, count, reduction, ignore_index](const Tensor& g) {
+             Tensor gc = g.contiguous();
+             Tensor d = Tensor::zeros({N, C}, log_probs.dtype());
+             dispatch_float(log_probs.dtype(), "nll_loss", [&]<class T>() {
+               const int64_t* t = targets.data<int64_t>();
+               const T* gs = gc.data<T>();
+               for (int64_t n = 0; n < N; ++n) {
+                 if (t[n] == ignore_index) continue;
+                 const T gn = reduction == Reduction::none  ? gs[n]
+                              : reduction == Reduction::sum ? gs[0]
+                                                            : gs[0] / static_cast<T>(count);
+                 d.data<T>()[n * C + t[n]] = -gn;
+               }
+             });
+             accumulate_grad(log_probs, d);
+           });
   return out;
 }
 
@@ -466,9 +468,8 @@ std::vector<OpCase> loss_op_cases() {
        [](V in) { return plain_cross_entropy(in[0], in[1], 1, 0.25); }},
       {"nll_loss/mean, int64 targets, some ignored",
        [] {
-         return std::vector<Tensor>{
-             random_tensor({5, 4}, 20, -3, 0).set_name("log_probs"),
-             Tensor::from_vector({3, -100, 0, 1, 3}, {5}, DType::i64)};
+         return std::vector<Tensor>{random_tensor({5, 4}, 20, -3, 0).set_name("log_probs"),
+                                    Tensor::from_vector({3, -100, 0, 1, 3}, {5}, DType::i64)};
        },
        [](V in) { return nll_loss(in[0], in[1]); }},
       {"nll_loss/none, ignore_index 2",
@@ -478,8 +479,9 @@ std::vector<OpCase> loss_op_cases() {
        },
        [](V in) { return nll_loss(in[0], in[1], Reduction::none, 2); }},
       {"nll_loss/sum of log_softmax", pair({3, 4}, 22, -2, 2, -2, 2),
-       [](V in) { return nll_loss(log_softmax(in[0]), Tensor::from_ids({3, 0, 3}, {3}),
-                                  Reduction::sum); }},
+       [](V in) {
+         return nll_loss(log_softmax(in[0]), Tensor::from_ids({3, 0, 3}, {3}), Reduction::sum);
+       }},
       {"mse_loss/mean, target requires grad", pair({3, 4}, 23, -1, 1, -1, 1),
        [](V in) { return mse_loss(in[0], in[1]); }},
       {"mse_loss/none", pair({2, 3}, 28, -1, 1, -1, 1),

@@ -315,10 +315,18 @@ std::vector<OpCase> shape_op_cases() {
          return stack({in[0], in[1], in[0]}, 2);
        }},
       // ---- cat (any axis, negative too), stack at a negative axis, split and chunk
-      {"cat/axis 0", two({2, 3}, {1, 3}), [](V in) { return cat({in[0], in[1]}); }},
+      {"cat/axis 0", two({2, 3}, {1, 3}),
+       [](V in) {
+         return cat({in[0], in[1]});
+       }},
       {"cat/axis -2 of three axes", two({2, 1, 3}, {2, 2, 3}),
-       [](V in) { return cat({in[0], in[1]}, -2); }},
-      {"stack/axis -1", two({3, 2}, {3, 2}), [](V in) { return stack({in[0], in[1]}, -1); }},
+       [](V in) {
+         return cat({in[0], in[1]}, -2);
+       }},
+      {"stack/axis -1", two({3, 2}, {3, 2}),
+       [](V in) {
+         return stack({in[0], in[1]}, -1);
+       }},
       {"split/size 2, pieces reused and one unused", one({5, 3}),
        [](V in) {  // pieces [2, 2, 1] along axis 0: p0·p1 + p0, p2 unused
          std::vector<Tensor> p = split(in[0], 2);

@@ -293,7 +293,8 @@ void ref_cross_entropy_smoothed_backward(T* dlogits, const T* logits, const T* l
     if (targets[n] == ignore_index) continue;
     for (int64_t c = 0; c < C; ++c) {
       const double p = std::exp(static_cast<double>(logits[n * C + c]) - lse[n]);
-      const double q = smoothing / static_cast<double>(C) + (c == targets[n] ? 1.0 - smoothing : 0.0);
+      const double q =
+          smoothing / static_cast<double>(C) + (c == targets[n] ? 1.0 - smoothing : 0.0);
       dlogits[n * C + c] += static_cast<T>(scale * (p - q));
     }
   }
