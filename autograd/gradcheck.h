@@ -83,6 +83,10 @@ std::vector<OpCase> loss_op_cases();
 std::vector<OpCase> norm_op_cases();
 std::vector<OpCase> attention_op_cases();
 std::vector<OpCase> pointwise_op_cases();
+// indexing, max/min and dropout (ops_index.cpp, ops_reduce.cpp, ops_dropout.cpp)
+std::vector<OpCase> index_op_cases();
+std::vector<OpCase> reduce_op_cases();
+std::vector<OpCase> dropout_op_cases();
 std::vector<OpCase> all_op_cases();
 
 // Runs one row: gradcheck plus the float32-vs-float64 forward comparison.

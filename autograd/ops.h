@@ -45,6 +45,61 @@ Tensor expand(const Tensor& a, const Shape& shape);  // a broadcast view
 Tensor concat(const std::vector<Tensor>& parts, int64_t axis);
 Tensor stack(const std::vector<Tensor>& parts, int64_t axis);
 
+// ---- indexing, max/min, split/chunk, dropout, losses with a reduction ------------------------
+// (ops_index.cpp, ops_reduce.cpp, ops_shape.cpp, ops_dropout.cpp, ops_loss.cpp; torch semantics)
+// cat: torch's name for concat (any axis, negative counts from the end).
+Tensor cat(const std::vector<Tensor>& parts, int64_t axis = 0);
+// Views of consecutive pieces of `axis`, as torch.split / torch.chunk: pieces of split_size (the
+// last one shorter), or of the given sizes (they must sum to the axis' size), or `chunks` pieces
+// of ceil(n / chunks) (fewer when that already covers n). Each piece is a slice: gradients from
+// several pieces add into the one input. Note split(a, {2}) picks the size overload, as in C++.
+std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t axis = 0);
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t axis = 0);
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis = 0);
+// input [.., C, ..], index int32/int64 with input's rank (no longer than input on other axes) ->
+// out (index's shape), out[.., j, ..] = input[.., index[.., j, ..], ..]. Backward scatter-adds.
+// An index outside [0, C) (negative included) throws naming the op, the index and its position.
+Tensor gather(const Tensor& input, int64_t dim, const Tensor& index);
+// input [.., C, ..], index int32/int64 [J] -> [.., J, ..]. Backward scatter-adds; checks as gather.
+Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index);
+// max/min along dim: values (the gradient goes to the index position) and int64 indices of the
+// first extreme; NaN is the extreme when present. As torch.max(x, dim, keepdim).
+struct ValuesAndIndices {
+  Tensor values, indices;
+};
+ValuesAndIndices max(const Tensor& a, int64_t dim, bool keepdim = false);
+ValuesAndIndices min(const Tensor& a, int64_t dim, bool keepdim = false);
+// max/min of every element -> scalar; the gradient is split evenly among tied elements (torch).
+Tensor max(const Tensor& a);
+Tensor min(const Tensor& a);
+// int64 indices of the first max/min along dim (no gradient); without dim, into the flattened
+// tensor (a scalar), as torch.argmax.
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& a);
+Tensor argmin(const Tensor& a);
+// Inverted dropout: identity (x itself) when !training or p == 0; else x ⊙ keep / (1 − p) with
+// keep ~ Bernoulli(1 − p) drawn from `generator` (one uniform_ draw per element, row-major, kept
+// when u < 1 − p), zeros when p == 1. Same distribution as torch, not torch's mask stream.
+class TorchGenerator;
+Tensor dropout(const Tensor& x, double p, bool training, TorchGenerator& generator);
+// Losses' reduction, as torch's reduction= 'mean' | 'sum' | 'none'.
+enum class Reduction { mean, sum, none };
+// Pointwise losses over input and target of one shape (torch broadcasts them with a warning; these
+// refuse a shape mismatch); both may require grad. mean of no elements is NaN, as torch.
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+// max(x, 0) − x·y + log(1 + exp(−|x|)), the stable form; with pos_weight [C] (x's last axis) or
+// [1]: (1 − y)·x + (1 + (pos_weight − 1)·y)·softplus(−x). pos_weight is a constant here
+// (one that requires grad is refused; torch would differentiate it).
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        Reduction reduction = Reduction::mean,
+                                        const Tensor& pos_weight = Tensor());
+// log_probs [N, C], targets int32/int64 [N] -> −log_probs[n, t_n], reduced over rows whose target
+// is not ignore_index (mean divides by their count; 0/0 = NaN; none gives 0 at ignored rows).
+Tensor nll_loss(const Tensor& log_probs, const Tensor& targets,
+                Reduction reduction = Reduction::mean, int64_t ignore_index = -100);
+
 // ---- matmul (ops_matmul.cpp) -----------------------------------------------------------------
 // a [.., M, K] @ b [.., K, N] -> [.., M, N]; batch axes broadcast; 2-D both -> plain GEMM.
 // Transposed views are passed to BLAS as transposes, not copied.
@@ -74,14 +129,18 @@ Tensor softmax(const Tensor& a, int64_t axis = -1);
 Tensor log_softmax(const Tensor& a, int64_t axis = -1);
 // logits [N, C], targets int32 [N] -> scalar mean over targets != ignore_index (torch semantics;
 // 0/0 -> NaN when every target is ignored, as torch). Fuses: log_softmax + pick the target + mean.
+// label_smoothing ε in [0, 1], torch's definition: each kept row's loss is
+// (1 − ε)·(−log p[t]) + ε·mean over classes of −log p (ε = 0: the unsmoothed kernels, unchanged).
 // Plain twin: plain_cross_entropy.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100);
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100,
+                     double label_smoothing = 0.0);
 // cross_entropy written with primitive ops, each recorded on the tape: the reference.
 //   log p = x − m − log(sum(exp(x − m))) per row (m the row max, a constant), the kept rows'
 //   targets gathered with embedding() from log p viewed as [N·C, 1], loss = −mean(gathered).
-// Every target ignored: NaN and a zero gradient, as the fused op.
-Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets,
-                           int32_t ignore_index = -100);
+// Every target ignored: NaN and a zero gradient, as the fused op. With ε > 0 it adds
+// ε·(−sum of the kept rows of log p)/(C·count) to (1 − ε) times that.
+Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100,
+                           double label_smoothing = 0.0);
 // x [N, D], weight [V, D], targets int32 [N] -> scalar: cross_entropy(linear(x, weight), targets,
 // ignore_index) without holding the [N, V] logits or their gradient (the language-model head:
 // column chunks of the logits are computed, used and dropped; the backward recomputes them).

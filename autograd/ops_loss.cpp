@@ -1,12 +1,13 @@
-// softmax, log_softmax and the losses built on them: cross_entropy over given logits (after its
-// plain twin plain_cross_entropy) and linear_cross_entropy, the fused language-model head (kernels
-// in tensor/kernels_loss.h). Each op validates its inputs (errors name the op and the offending
-// tensor or target), runs its kernel on contiguous buffers and records a backward that adds into
-// the inputs' gradients; forwards save per-row statistics only. Does not do: label smoothing, class
-// weights, soft targets.
+// softmax, log_softmax and the losses: cross_entropy over given logits with optional label
+// smoothing (after its plain twin plain_cross_entropy), linear_cross_entropy (the fused
+// language-model head; kernels in tensor/kernels_loss.h), nll_loss and the pointwise losses
+// (mse, l1, binary cross-entropy with logits) with torch's reductions. Each op validates its inputs
+// (errors name the op and the offending tensor or target) and records a backward that adds into
+// the inputs' gradients. Does not do: class weights, soft targets, K-dimensional targets.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -27,6 +28,12 @@ T mean_loss(const T* losses, int64_t N, int64_t count) {
   for (int64_t n = 0; n < N; ++n) total += losses[n];
   return static_cast<T>(count ? total / static_cast<double>(count)
                               : std::numeric_limits<double>::quiet_NaN());
+}
+
+void check_smoothing(double eps, const char* op) {
+  if (!(eps >= 0.0 && eps <= 1.0))
+    throw std::invalid_argument(
+        fmt::format("{}: label_smoothing must be in [0, 1], got {}", op, eps));
 }
 
 // Rows whose target is not ignore_index; throws naming `op` for a target outside [0, C).
@@ -79,9 +86,11 @@ Tensor log_softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis,
 // ---- plain_cross_entropy: the loss as written (read this first) --------------------------------
 // Every step is a primitive op on the tape, which therefore keeps x − m, its exponentials and
 // log p [N, C]: what the fused cross_entropy below avoids (it saves lse [N] only).
-Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ignore_index) {
+Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ignore_index,
+                           double label_smoothing) {
   const char* op = "plain_cross_entropy";
   check_float(logits, op);
+  check_smoothing(label_smoothing, op);
   check_arg(logits.dim() == 2, op, logits, "logits of shape [N, C]");
   const int64_t N = logits.size(0), C = logits.size(1);
   check_arg(
@@ -105,14 +114,26 @@ Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets_in, int32
   for (int64_t n = 0; n < N; ++n)
     if (t[n] != ignore_index) picks.push_back(static_cast<int32_t>(n * C + t[n]));
   const Tensor picked = embedding(reshape(log_p, {N * C, 1}), Tensor::from_ids(picks, {count}));
-  return neg(mean(picked));  // [count, 1] -> scalar; 0/0 = NaN when every row is ignored
+  const Tensor nll = neg(mean(picked));  // [count, 1] -> scalar; 0/0 = NaN when all are ignored
+  if (label_smoothing == 0.0 || count == 0) return nll;  // count 0: NaN, zero gradient
+  // the smoothing term: −Σ over the kept rows of log p, / (C · count)
+  std::vector<int32_t> kept;
+  for (int64_t n = 0; n < N; ++n)
+    if (t[n] != ignore_index) kept.push_back(static_cast<int32_t>(n));
+  const Tensor kept_rows = embedding(log_p, Tensor::from_ids(kept, {count}));  // [count, C]
+  const Tensor uniform = scale(sum(kept_rows), -1.0 / static_cast<double>(C * count));
+  return add(scale(nll, 1.0 - label_smoothing), scale(uniform, label_smoothing));
 }
 
 // ---- cross_entropy: mean over kept rows of lse − x[t]; backward (softmax − onehot)·g/count ------
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ignore_index) {
+// With label smoothing ε > 0 the smoothed kernels run instead (the ε = 0 path is unchanged).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ignore_index,
+                     double label_smoothing) {
   ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "cross_entropy";
   check_float(logits, op);
+  check_smoothing(label_smoothing, op);
+  const double eps = label_smoothing;
   check_arg(logits.dim() == 2, op, logits, "logits of shape [N, C]");
   const int64_t N = logits.size(0), C = logits.size(1);
   check_arg(
@@ -126,21 +147,30 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ign
   Tensor out = Tensor::empty({}, logits.dtype());
   dispatch_float(logits.dtype(), op, [&]<class T>() {
     Tensor losses = Tensor::empty({N}, logits.dtype());
-    cross_entropy_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), t, N, C, ignore_index);
+    if (eps == 0.0)
+      cross_entropy_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), t, N, C, ignore_index);
+    else
+      cross_entropy_smoothed_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), t, N, C,
+                                        ignore_index, eps);
     out.data<T>()[0] = mean_loss(losses.data<T>(), N, count);
   });
   if (should_record({logits}))
     record(op, {logits}, out,
-           [logits, x, lse, targets, N, C, ignore_index, count](const Tensor& g) {
+           [logits, x, lse, targets, N, C, ignore_index, count, eps](const Tensor& g) {
              if (count == 0) {  // every target ignored: the gradient is zero (as torch)
                grad_of(logits);
                return;
              }
              const double scale = g.item() / static_cast<double>(count);
              dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
-               cross_entropy_backward<T>(grad_ptr<T>(logits, "cross_entropy"), x.data<T>(),
-                                         lse.data<T>(), targets.data<int32_t>(),
-                                         static_cast<T>(scale), N, C, ignore_index);
+               if (eps == 0.0)
+                 cross_entropy_backward<T>(grad_ptr<T>(logits, "cross_entropy"), x.data<T>(),
+                                           lse.data<T>(), targets.data<int32_t>(),
+                                           static_cast<T>(scale), N, C, ignore_index);
+               else
+                 cross_entropy_smoothed_backward<T>(
+                     grad_ptr<T>(logits, "cross_entropy"), x.data<T>(), lse.data<T>(),
+                     targets.data<int32_t>(), static_cast<T>(scale), N, C, ignore_index, eps);
              });
            });
   return out;
@@ -217,6 +247,163 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight, const Tens
   return out;
 }
 
+// ---- pointwise losses with a reduction: mse_loss, l1_loss, binary_cross_entropy_with_logits -----
+namespace {
+// Reduces the elementwise losses l(x_k, y_k) over input and target of one shape; the backward
+// calls `f` again for ∂l/∂x and ∂l/∂y. f(x, y, k) -> {l, ∂l/∂x, ∂l/∂y}, in double. Sums run in
+// double, serially in element order (the same bits at any thread count).
+struct PointLoss {
+  double loss, dx, dy;
+};
+template <class F>
+Tensor pointwise_loss(const char* op, const Tensor& input, const Tensor& target,
+                      Reduction reduction, F f) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  check_float(input, op);
+  check_float(target, op);
+  check_same_dtype(input, target, op);
+  check_arg(target.shape() == input.shape(), op, target,
+            fmt::format("a target of the input's shape {}", shape_str(input.shape())));
+  Tensor x = input.contiguous(), y = target.contiguous();
+  const int64_t n = x.numel();
+  Tensor out = Tensor::empty(reduction == Reduction::none ? input.shape() : Shape{}, input.dtype());
+  dispatch_float(input.dtype(), op, [&]<class T>() {
+    const T *xs = x.data<T>(), *ys = y.data<T>();
+    T* o = out.data<T>();
+    double total = 0.0;
+    for (int64_t k = 0; k < n; ++k) {
+      const double l = f(xs[k], ys[k], k).loss;
+      if (reduction == Reduction::none)
+        o[k] = static_cast<T>(l);
+      else
+        total += l;
+    }
+    if (reduction == Reduction::sum) o[0] = static_cast<T>(total);
+    if (reduction == Reduction::mean)  // 0/0 = NaN for no elements, as torch
+      o[0] = static_cast<T>(n ? total / static_cast<double>(n)
+                              : std::numeric_limits<double>::quiet_NaN());
+  });
+  if (should_record({input, target}))
+    record(op, {input, target}, out, [input, target, x, y, n, reduction, f, op](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      Tensor tx = Tensor::empty(input.shape(), input.dtype());
+      Tensor ty = Tensor::empty(input.shape(), input.dtype());
+      dispatch_float(input.dtype(), op, [&]<class T>() {
+        const T *xs = x.data<T>(), *ys = y.data<T>(), *gs = gc.data<T>();
+        const double s = reduction == Reduction::none  ? 1.0
+                         : reduction == Reduction::sum ? static_cast<double>(gs[0])
+                                                       : static_cast<double>(gs[0]) / n;
+        for (int64_t k = 0; k < n; ++k) {
+          const PointLoss d = f(xs[k], ys[k], k);
+          const double gk = reduction == Reduction::none ? static_cast<double>(gs[k]) : s;
+          tx.data<T>()[k] = static_cast<T>(gk * d.dx);
+          ty.data<T>()[k] = static_cast<T>(gk * d.dy);
+        }
+      });
+      if (input.requires_grad()) accumulate_grad(input, tx);
+      if (target.requires_grad()) accumulate_grad(target, ty);
+    });
+  return out;
+}
+}  // namespace
+
+// l = (x − y)²; ∂l/∂x = 2(x − y) = −∂l/∂y.
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return pointwise_loss("mse_loss", input, target, reduction, [](double x, double y, int64_t) {
+    return PointLoss{(x - y) * (x - y), 2 * (x - y), -2 * (x - y)};
+  });
+}
+
+// l = |x − y|; ∂l/∂x = sign(x − y) (0 at x = y, as torch) = −∂l/∂y.
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return pointwise_loss("l1_loss", input, target, reduction, [](double x, double y, int64_t) {
+    const double sign = x > y ? 1.0 : x < y ? -1.0 : 0.0;
+    return PointLoss{std::fabs(x - y), sign, -sign};
+  });
+}
+
+// With w = 1 + (pw − 1)·y (w = 1 without pos_weight) and softplus(−x) = max(−x, 0) + log1p(e^−|x|):
+// l = (1 − y)·x + w·softplus(−x); ∂l/∂x = (1 − y) − w·σ(−x); ∂l/∂y = −x + (pw − 1)·softplus(−x).
+// Without pos_weight that is max(x, 0) − x·y + log1p(e^−|x|), ∂l/∂x = σ(x) − y.
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        Reduction reduction, const Tensor& pos_weight) {
+  const char* op = "binary_cross_entropy_with_logits";
+  std::vector<double> pw;
+  if (pos_weight.defined()) {
+    check_float(pos_weight, op);
+    check_arg(!pos_weight.requires_grad(), op, pos_weight,
+              "a pos_weight that does not require grad (it is a constant here)");
+    const int64_t C = input.dim() ? input.size(-1) : 1;
+    check_arg(pos_weight.numel() == 1 || (pos_weight.dim() == 1 && pos_weight.numel() == C), op,
+              pos_weight, fmt::format("a pos_weight of shape [{}] or [1]", C));
+    pw = pos_weight.to_vector();
+  }
+  return pointwise_loss(op, input, target, reduction, [pw](double x, double y, int64_t k) {
+    const double softplus_neg = std::max(-x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
+    const double sigmoid_neg = x >= 0 ? std::exp(-x) / (1 + std::exp(-x)) : 1 / (1 + std::exp(x));
+    if (pw.empty())
+      return PointLoss{std::max(x, 0.0) - x * y + std::log1p(std::exp(-std::fabs(x))),
+                       (1 - y) - sigmoid_neg, -x};
+    const double p = pw[static_cast<size_t>(k) % pw.size()], w = 1 + (p - 1) * y;
+    return PointLoss{(1 - y) * x + w * softplus_neg, (1 - y) - w * sigmoid_neg,
+                     -x + (p - 1) * softplus_neg};
+  });
+}
+
+// ---- nll_loss: −log_probs[n, t_n] over the kept rows; backward −g at each kept target ----------
+Tensor nll_loss(const Tensor& log_probs, const Tensor& targets_in, Reduction reduction,
+                int64_t ignore_index) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  const char* op = "nll_loss";
+  check_float(log_probs, op);
+  check_arg(log_probs.dim() == 2, op, log_probs, "log_probs of shape [N, C]");
+  const int64_t N = log_probs.size(0), C = log_probs.size(1);
+  check_arg(targets_in.defined() &&
+                (targets_in.dtype() == DType::i32 || targets_in.dtype() == DType::i64) &&
+                targets_in.shape() == Shape{N},
+            op, targets_in, fmt::format("int32 or int64 targets of shape [{}]", N));
+  Tensor targets = targets_in.to(DType::i64);
+  const int64_t* t = targets.data<int64_t>();
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    if (t[n] == ignore_index) continue;
+    if (t[n] < 0 || t[n] >= C)
+      throw std::out_of_range(fmt::format(
+          "nll_loss: target {} at row {} is out of range for {} classes (ignore_index {})", t[n], n,
+          C, ignore_index));
+    ++count;
+  }
+  Tensor lp = log_probs.contiguous();
+  Tensor out = Tensor::empty(reduction == Reduction::none ? Shape{N} : Shape{}, lp.dtype());
+  dispatch_float(lp.dtype(), op, [&]<class T>() {
+    Tensor losses = Tensor::empty({N}, lp.dtype());
+    T* l = reduction == Reduction::none ? out.data<T>() : losses.data<T>();
+    for (int64_t n = 0; n < N; ++n)
+      l[n] = t[n] == ignore_index ? T(0) : -lp.data<T>()[n * C + t[n]];
+    if (reduction == Reduction::mean) out.data<T>()[0] = mean_loss(l, N, count);
+    if (reduction == Reduction::sum) out.data<T>()[0] = mean_loss(l, N, 1);  // the sum
+  });
+  if (should_record({log_probs}))
+    record(op, {log_probs}, out,
+           [log_probs, targets, N, C, count, reduction, ignore_index](const Tensor& g) {
+             Tensor gc = g.contiguous();
+             Tensor d = Tensor::zeros({N, C}, log_probs.dtype());
+             dispatch_float(log_probs.dtype(), "nll_loss", [&]<class T>() {
+               const int64_t* t = targets.data<int64_t>();
+               const T* gs = gc.data<T>();
+               for (int64_t n = 0; n < N; ++n) {
+                 if (t[n] == ignore_index) continue;
+                 const T gn = reduction == Reduction::none  ? gs[n]
+                              : reduction == Reduction::sum ? gs[0]
+                                                            : gs[0] / static_cast<T>(count);
+                 d.data<T>()[n * C + t[n]] = -gn;
+               }
+             });
+             accumulate_grad(log_probs, d);
+           });
+  return out;
+}
+
 }  // namespace dg
 
 // ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------
@@ -228,6 +415,12 @@ std::vector<OpCase> loss_op_cases() {
   using V = const std::vector<Tensor>&;
   auto one = [](Shape s, uint64_t seed, double lo = -1, double hi = 1) {
     return [=] { return std::vector<Tensor>{random_tensor(s, seed, lo, hi).set_name("x")}; };
+  };
+  auto pair = [](Shape s, uint64_t seed, double lo, double hi, double ylo, double yhi) {
+    return [=] {
+      return std::vector<Tensor>{random_tensor(s, seed, lo, hi).set_name("input"),
+                                 random_tensor(s, seed + 100, ylo, yhi).set_name("target")};
+    };
   };
   return {
       {"softmax/last", one({3, 5}, 12, -2, 2), [](V in) { return softmax(in[0]); }},
@@ -261,6 +454,50 @@ std::vector<OpCase> loss_op_cases() {
                                     Tensor::from_ids({36, -100, 0, 17, 5}, {5})};
        },
        [](V in) { return linear_cross_entropy(in[0], in[1], in[2]); }},
+      {"cross_entropy/label_smoothing 0.1, some ignored",
+       [] {
+         return std::vector<Tensor>{random_tensor({6, 5}, 18, -2, 2).set_name("logits"),
+                                    Tensor::from_ids({2, -100, 0, 4, 1, 2}, {6})};
+       },
+       [](V in) { return cross_entropy(in[0], in[1], -100, 0.1); }},
+      {"plain_cross_entropy/label_smoothing 0.25, ignore_index 1",
+       [] {
+         return std::vector<Tensor>{random_tensor({4, 3}, 19, -2, 2).set_name("logits"),
+                                    Tensor::from_ids({1, 0, 2, 2}, {4})};
+       },
+       [](V in) { return plain_cross_entropy(in[0], in[1], 1, 0.25); }},
+      {"nll_loss/mean, int64 targets, some ignored",
+       [] {
+         return std::vector<Tensor>{random_tensor({5, 4}, 20, -3, 0).set_name("log_probs"),
+                                    Tensor::from_vector({3, -100, 0, 1, 3}, {5}, DType::i64)};
+       },
+       [](V in) { return nll_loss(in[0], in[1]); }},
+      {"nll_loss/none, ignore_index 2",
+       [] {
+         return std::vector<Tensor>{random_tensor({4, 3}, 21, -3, 0).set_name("log_probs"),
+                                    Tensor::from_ids({2, 0, 1, 2}, {4})};
+       },
+       [](V in) { return nll_loss(in[0], in[1], Reduction::none, 2); }},
+      {"nll_loss/sum of log_softmax", pair({3, 4}, 22, -2, 2, -2, 2),
+       [](V in) {
+         return nll_loss(log_softmax(in[0]), Tensor::from_ids({3, 0, 3}, {3}), Reduction::sum);
+       }},
+      {"mse_loss/mean, target requires grad", pair({3, 4}, 23, -1, 1, -1, 1),
+       [](V in) { return mse_loss(in[0], in[1]); }},
+      {"mse_loss/none", pair({2, 3}, 28, -1, 1, -1, 1),
+       [](V in) { return mse_loss(in[0], in[1], Reduction::none); }},
+      {"l1_loss/sum", pair({3, 4}, 29, -1, 1, -1, 1),
+       [](V in) { return l1_loss(in[0], in[1], Reduction::sum); }},
+      {"l1_loss/none", pair({2, 3}, 30, -1, 1, -1, 1),
+       [](V in) { return l1_loss(in[0], in[1], Reduction::none); }},
+      {"binary_cross_entropy_with_logits/mean", pair({4, 3}, 31, -4, 4, 0, 1),
+       [](V in) { return binary_cross_entropy_with_logits(in[0], in[1]); }},
+      {"binary_cross_entropy_with_logits/none, pos_weight [3]", pair({4, 3}, 32, -4, 4, 0, 1),
+       [](V in) {
+         return binary_cross_entropy_with_logits(
+             in[0], in[1], Reduction::none,
+             Tensor::from_vector({0.5, 2.0, 3.0}, {3}, in[0].dtype()));
+       }},
       {"linear_cross_entropy/tied W, ignore_index 3",
        [] {
          return std::vector<Tensor>{random_tensor({4, 3}, 26, -2, 2).set_name("x"),

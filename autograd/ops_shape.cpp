@@ -1,10 +1,13 @@
-// Shape ops: reshape, transpose, permute, slice, contiguous, expand, concat, stack.
+// Shape ops: reshape, transpose, permute, slice, contiguous, expand, concat (cat), stack, and
+// split/chunk, which return slices.
 // transpose/permute/slice/expand (and reshape of a contiguous tensor) return views that share
 // storage; their backwards add g into the matching view of the input's gradient buffer
 // (add_strided), or sum it over broadcast axes (expand). Copies happen only in reshape of a
 // non-contiguous tensor, contiguous() of a view, concat and stack.
 // Does not support negative steps, strided slices or in-place writes through views.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "autograd/grad_sink.h"
 #include "autograd/ops.h"
@@ -197,6 +200,47 @@ Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {
   return out;
 }
 
+// ---- cat, split, chunk: torch's names; split and chunk return slices (views) -------------------
+Tensor cat(const std::vector<Tensor>& parts, int64_t axis) { return concat(parts, axis); }
+
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t axis) {
+  check_arg(a.defined() && a.dim() >= 1, "split", a, "a tensor with at least one axis");
+  const int64_t ax = normalize_axis(axis, a.dim(), "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0) throw std::invalid_argument(fmt::format("split: negative size {}", s));
+    total += s;
+  }
+  if (total != a.shape()[ax])
+    throw std::invalid_argument(fmt::format("split: sizes sum to {}, but axis {} of {} has {}",
+                                            total, axis, a.describe(), a.shape()[ax]));
+  std::vector<Tensor> pieces;
+  int64_t start = 0;
+  for (int64_t s : sizes) pieces.push_back(slice(a, ax, start, start + s)), start += s;
+  return pieces;
+}
+
+std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t axis) {
+  check_arg(a.defined() && a.dim() >= 1, "split", a, "a tensor with at least one axis");
+  const int64_t n = a.shape()[normalize_axis(axis, a.dim(), "split")];
+  if (split_size < 1 && !(split_size == 0 && n == 0))
+    throw std::invalid_argument(fmt::format("split: split_size must be >= 1, got {}", split_size));
+  std::vector<int64_t> sizes;
+  for (int64_t start = 0; start < n; start += split_size)
+    sizes.push_back(std::min(split_size, n - start));
+  if (n == 0) sizes.push_back(0);  // torch: one empty piece
+  return split(a, sizes, axis);
+}
+
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis) {
+  check_arg(a.defined() && a.dim() >= 1, "chunk", a, "a tensor with at least one axis");
+  if (chunks < 1)
+    throw std::invalid_argument(fmt::format("chunk: chunks must be >= 1, got {}", chunks));
+  const int64_t n = a.shape()[normalize_axis(axis, a.dim(), "chunk")];
+  if (n == 0) return split(a, std::vector<int64_t>(chunks, 0), axis);  // torch: `chunks` empties
+  return split(a, (n + chunks - 1) / chunks, axis);
+}
+
 }  // namespace dg
 
 // ---- gradient-check rows (see autograd/gradcheck.h) -----------------------------------------
@@ -269,6 +313,34 @@ std::vector<OpCase> shape_op_cases() {
       {"stack/last axis, repeated part", two({3, 4}, {3, 4}),
        [](V in) {
          return stack({in[0], in[1], in[0]}, 2);
+       }},
+      // ---- cat (any axis, negative too), stack at a negative axis, split and chunk
+      {"cat/axis 0", two({2, 3}, {1, 3}),
+       [](V in) {
+         return cat({in[0], in[1]});
+       }},
+      {"cat/axis -2 of three axes", two({2, 1, 3}, {2, 2, 3}),
+       [](V in) {
+         return cat({in[0], in[1]}, -2);
+       }},
+      {"stack/axis -1", two({3, 2}, {3, 2}),
+       [](V in) {
+         return stack({in[0], in[1]}, -1);
+       }},
+      {"split/size 2, pieces reused and one unused", one({5, 3}),
+       [](V in) {  // pieces [2, 2, 1] along axis 0: p0·p1 + p0, p2 unused
+         std::vector<Tensor> p = split(in[0], 2);
+         return add(mul(p[0], p[1]), p[0]);
+       }},
+      {"split/sizes along the last axis", one({2, 6}),
+       [](V in) {
+         std::vector<Tensor> p = split(in[0], std::vector<int64_t>{1, 3, 2}, -1);
+         return cat({p[2], p[0], mul(p[1], p[1])}, 1);
+       }},
+      {"chunk/3 along axis 1 of a transposed view", one({4, 3}),
+       [](V in) {
+         std::vector<Tensor> p = chunk(transpose(in[0], 0, 1), 3, 1);  // 2 pieces [3, 2], as torch
+         return stack({mul(p[0], p[1]), p[1]}, 0);
        }},
   };
 }

@@ -213,6 +213,98 @@ template decltype(ref_cross_entropy_backward<float>) ref_cross_entropy_backward<
 template decltype(ref_cross_entropy_backward<double>) ref_cross_entropy_backward<double>;
 
 // ============================================================================================
+// cross-entropy with label smoothing
+// ============================================================================================
+
+// logits [N, C], targets [N] -> losses [N], lse [N]
+template <class T>
+void cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, const int32_t* targets,
+                                    int64_t N, int64_t C, int32_t ignore_index, double smoothing) {
+#pragma omp parallel for if (N * C > kParallelGrain) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const T* x = logits + n * C;
+    T m;
+    double sum, row_sum = 0.0;
+    max_and_sum_exp(x, C, m, sum);
+#pragma omp simd reduction(+ : row_sum)
+    for (int64_t c = 0; c < C; ++c) row_sum += x[c];
+    const double l = static_cast<double>(m) + std::log(sum);
+    lse[n] = static_cast<T>(l);
+    const int32_t t = targets[n];
+    losses[n] = t == ignore_index ? T(0)
+                                  : static_cast<T>(l - (1.0 - smoothing) * x[t] -
+                                                   smoothing / static_cast<double>(C) * row_sum);
+  }
+}
+template decltype(cross_entropy_smoothed_forward<float>) cross_entropy_smoothed_forward<float>;
+template decltype(cross_entropy_smoothed_forward<double>) cross_entropy_smoothed_forward<double>;
+
+// Reference: the definition (1 − ε)·(−log p[t]) + ε·mean_c(−log p[c]), serially, in double.
+template <class T>
+void ref_cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, const int32_t* targets,
+                                        int64_t N, int64_t C, int32_t ignore_index,
+                                        double smoothing) {
+  for (int64_t n = 0; n < N; ++n) {
+    double m = -INFINITY, sum = 0.0, mean_nll = 0.0;
+    for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(logits[n * C + c]));
+    for (int64_t c = 0; c < C; ++c) sum += std::exp(logits[n * C + c] - m);
+    const double l = m + std::log(sum);
+    for (int64_t c = 0; c < C; ++c) mean_nll += (l - logits[n * C + c]) / static_cast<double>(C);
+    lse[n] = static_cast<T>(l);
+    losses[n] = targets[n] == ignore_index
+                    ? T(0)
+                    : static_cast<T>((1.0 - smoothing) * (l - logits[n * C + targets[n]]) +
+                                     smoothing * mean_nll);
+  }
+}
+template decltype(ref_cross_entropy_smoothed_forward<float>)
+    ref_cross_entropy_smoothed_forward<float>;
+template decltype(ref_cross_entropy_smoothed_forward<double>)
+    ref_cross_entropy_smoothed_forward<double>;
+
+// dlogits, logits [N, C]; lse, targets [N]
+template <class T>
+void cross_entropy_smoothed_backward(T* dlogits, const T* logits, const T* lse,
+                                     const int32_t* targets, T scale, int64_t N, int64_t C,
+                                     int32_t ignore_index, double smoothing) {
+  const T uniform = static_cast<T>(smoothing / static_cast<double>(C));
+  const T on_target = static_cast<T>(1.0 - smoothing);
+#pragma omp parallel for if (N * C > kParallelGrain) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const int32_t t = targets[n];
+    if (t == ignore_index) continue;
+    const T* x = logits + n * C;
+    T* dl = dlogits + n * C;
+    const T l = lse[n];
+#pragma omp simd
+    for (int64_t c = 0; c < C; ++c) dl[c] += scale * (exp_fast(x[c] - l) - uniform);
+    dl[t] -= scale * on_target;
+  }
+}
+template decltype(cross_entropy_smoothed_backward<float>) cross_entropy_smoothed_backward<float>;
+template decltype(cross_entropy_smoothed_backward<double>) cross_entropy_smoothed_backward<double>;
+
+// Reference: the formula as a plain serial loop, in double.
+template <class T>
+void ref_cross_entropy_smoothed_backward(T* dlogits, const T* logits, const T* lse,
+                                         const int32_t* targets, T scale, int64_t N, int64_t C,
+                                         int32_t ignore_index, double smoothing) {
+  for (int64_t n = 0; n < N; ++n) {
+    if (targets[n] == ignore_index) continue;
+    for (int64_t c = 0; c < C; ++c) {
+      const double p = std::exp(static_cast<double>(logits[n * C + c]) - lse[n]);
+      const double q =
+          smoothing / static_cast<double>(C) + (c == targets[n] ? 1.0 - smoothing : 0.0);
+      dlogits[n * C + c] += static_cast<T>(scale * (p - q));
+    }
+  }
+}
+template decltype(ref_cross_entropy_smoothed_backward<float>)
+    ref_cross_entropy_smoothed_backward<float>;
+template decltype(ref_cross_entropy_smoothed_backward<double>)
+    ref_cross_entropy_smoothed_backward<double>;
+
+// ============================================================================================
 // linear + cross-entropy: the language-model head in column chunks
 // ============================================================================================
 

@@ -45,6 +45,27 @@ template <class T>
 void ref_cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
                                 T scale, int64_t N, int64_t C, int32_t ignore_index);
 
+// ---- cross-entropy with label smoothing ε (torch's definition) --------------------------------
+// Separate kernels so that the unsmoothed ones above keep their arithmetic. With lse as above:
+// losses[n] = lse[n] − (1 − ε)·logits[n, t_n] − (ε / C)·Σ_c logits[n, c] (0 where ignored), i.e.
+// (1 − ε)·(−log p[t]) + ε·mean_c(−log p[c]).
+template <class T>
+void cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, const int32_t* targets,
+                                    int64_t N, int64_t C, int32_t ignore_index, double smoothing);
+// dlogits[n, c] += scale · (exp(logits[n, c] − lse[n]) − ε/C − (1 − ε)·[c == t_n]), kept rows.
+template <class T>
+void cross_entropy_smoothed_backward(T* dlogits, const T* logits, const T* lse,
+                                     const int32_t* targets, T scale, int64_t N, int64_t C,
+                                     int32_t ignore_index, double smoothing);
+template <class T>
+void ref_cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, const int32_t* targets,
+                                        int64_t N, int64_t C, int32_t ignore_index,
+                                        double smoothing);
+template <class T>
+void ref_cross_entropy_smoothed_backward(T* dlogits, const T* logits, const T* lse,
+                                         const int32_t* targets, T scale, int64_t N, int64_t C,
+                                         int32_t ignore_index, double smoothing);
+
 // ---- linear + cross-entropy (the language-model head) ---------------------------------------
 // The fused linear head + cross-entropy of a language model: the mean next-token loss of
 // logits = x·Wᵀ without ever holding the [N, V] logits or their gradient. Forward and backward

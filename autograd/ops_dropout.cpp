@@ -1,0 +1,77 @@
+// dropout(x, p, training, generator): inverted dropout as torch.nn.functional.dropout. The mask
+// is drawn serially from the caller's TorchGenerator, so it does not depend on the thread count;
+// it is saved (as 0 or 1/(1−p), torch's "noise") for the backward. Does not do: in-place dropout,
+// a global default generator, or torch's exact mask stream (see ops.h).
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "autograd/op_util.h"
+#include "autograd/ops.h"
+#include "tensor/profile.h"
+#include "tensor/rng.h"
+
+namespace dg {
+
+// ---- dropout: out = x ⊙ noise, noise = keep / (1 − p), keep ~ Bernoulli(1 − p) ------------------
+Tensor dropout(const Tensor& x, double p, bool training, TorchGenerator& generator) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  const char* op = "dropout";
+  check_float(x, op);
+  if (!(p >= 0.0 && p <= 1.0))
+    throw std::invalid_argument(fmt::format("dropout: p must be in [0, 1], got {}", p));
+  if (!training || p == 0.0 || x.numel() == 0) return x;  // torch returns the input itself
+  Tensor noise = Tensor::zeros(x.shape(), x.dtype());     // p == 1: all zeros, nothing drawn
+  if (p < 1.0) {
+    // One uniform per element in row-major order (the 24-bit stream uniform_ draws for float32
+    // and float64 alike), kept when u < 1 − p: the same mask at either dtype and any thread count.
+    std::vector<float> u(static_cast<size_t>(x.numel()));
+    generator.uniform_(u.data(), x.numel(), 0.0, 1.0);
+    dispatch_float(x.dtype(), op, [&]<class T>() {
+      const T kept = T(1) / static_cast<T>(1.0 - p);
+      T* n = noise.data<T>();
+      for (int64_t k = 0; k < x.numel(); ++k)
+        if (static_cast<double>(u[k]) < 1.0 - p) n[k] = kept;
+    });
+  }
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = mul(x, noise);
+  }
+  if (should_record({x}))
+    record(op, {x}, out, [x, noise](const Tensor& g) {
+      NoGradGuard no_grad;
+      accumulate_grad(x, mul(g, noise));  // g ⊙ noise
+    });
+  return out;
+}
+
+}  // namespace dg
+
+// ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------
+#include "autograd/gradcheck.h"
+
+namespace dg {
+
+std::vector<OpCase> dropout_op_cases() {
+  using V = const std::vector<Tensor>&;
+  auto one = [](Shape s, uint64_t seed) {
+    return [=] { return std::vector<Tensor>{random_tensor(s, seed).set_name("x")}; };
+  };
+  // A fresh generator per call: every evaluation of the row draws the same mask.
+  return {
+      {"dropout/p 0.3", one({4, 5}, 61),
+       [](V in) {
+         TorchGenerator gen(7);
+         return dropout(in[0], 0.3, true, gen);
+       }},
+      {"dropout/of a transposed view, p 0.5", one({3, 4}, 62),
+       [](V in) {
+         TorchGenerator gen(8);
+         return dropout(transpose(in[0], 0, 1), 0.5, true, gen);
+       }},
+  };
+}
+
+}  // namespace dg

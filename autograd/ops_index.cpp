@@ -1,0 +1,161 @@
+// Indexing ops: gather(input, dim, index) and index_select(input, dim, index), torch's semantics,
+// with int32 or int64 indices; each backward scatter-adds g into the input's gradient (repeated
+// indices add up). An index outside [0, size) throws naming the op, the index and its position;
+// negative indices are refused as torch refuses them. Does not do: scatter as a forward op,
+// index_put, boolean masks, gradients for the index (it is integer data).
+#include <fmt/format.h>
+
+#include "autograd/op_util.h"
+#include "autograd/ops.h"
+#include "tensor/kernels_index.h"
+#include "tensor/kernels_matmul.h"  // add_strided
+#include "tensor/profile.h"
+
+namespace dg {
+
+namespace {
+// The index as a contiguous int64 tensor, every value checked to lie in [0, size).
+Tensor checked_index(const Tensor& index, int64_t size, const Tensor& input, int64_t axis,
+                     const char* op) {
+  check_arg(index.defined() && (index.dtype() == DType::i32 || index.dtype() == DType::i64), op,
+            index, "an int32 or int64 index");
+  Tensor idx = index.to(DType::i64);
+  const int64_t* v = idx.data<int64_t>();
+  for (int64_t k = 0; k < idx.numel(); ++k)
+    if (v[k] < 0 || v[k] >= size)
+      throw std::out_of_range(
+          fmt::format("{}: index {} at position {} is out of range for axis {} of input {}", op,
+                      v[k], k, axis, input.describe()));
+  return idx;
+}
+
+int64_t prod(const Shape& s, int64_t from, int64_t to) {
+  int64_t p = 1;
+  for (int64_t k = from; k < to; ++k) p *= s[k];
+  return p;
+}
+}  // namespace
+
+// ---- gather: out[.., j, ..] = input[.., index[.., j, ..], ..] along `dim` ----------------------
+// input [.., C, ..], index [.., J, ..] (same rank; every other axis no longer than input's) ->
+// out with index's shape. Backward: grad(input)[.., index[.., j, ..], ..] += g[.., j, ..].
+// When index is shorter than input on another axis, the kernel reads a contiguous copy of the
+// leading part of input and the backward adds into that part of the gradient.
+Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  const char* op = "gather";
+  check_float(input, op);
+  check_arg(input.dim() >= 1, op, input, "an input with at least one axis");
+  const int64_t ax = normalize_axis(dim, input.dim(), op);
+  check_arg(index.defined() && index.dim() == input.dim(), op, index,
+            fmt::format("an index with the rank of input {}", input.describe()));
+  Tensor part = input;  // input cut to index's sizes on the other axes (a view)
+  for (int64_t k = 0; k < input.dim(); ++k) {
+    if (k == ax) continue;
+    check_arg(index.shape()[k] <= input.shape()[k], op, index,
+              fmt::format("an index no longer than input {} on axis {}", input.describe(), k));
+    if (index.shape()[k] < input.shape()[k]) part = part.view_narrow(k, 0, index.shape()[k]);
+  }
+  const bool cut = part.shape() != input.shape();
+  const Shape& is = index.shape();
+  const int64_t O = prod(is, 0, ax), J = is[ax], I = prod(is, ax + 1, index.dim());
+  const int64_t C = input.shape()[ax];
+  Tensor idx = checked_index(index, C, input, ax, op);
+  Tensor x = part.contiguous();
+  Tensor out = Tensor::empty(is, input.dtype());
+  const GatherIndex gi{idx.data<int64_t>(), J * I, I, 1};
+  dispatch_float(input.dtype(), op,
+                 [&]<class T>() { gather_forward<T>(out.data<T>(), x.data<T>(), gi, O, C, J, I); });
+  if (should_record({input}))
+    record(op, {input}, out,
+           [input, part_shape = part.shape(), cut, idx, O, C, J, I](const Tensor& g) {
+             Tensor gc = g.contiguous();
+             Tensor t = Tensor::zeros(input.shape(), input.dtype());
+             Tensor dpart = cut ? Tensor::zeros(part_shape, input.dtype()) : t;
+             const GatherIndex gi{idx.data<int64_t>(), J * I, I, 1};
+             dispatch_float(input.dtype(), "gather", [&]<class T>() {
+               gather_backward<T>(dpart.data<T>(), gc.data<T>(), gi, O, C, J, I);
+             });
+             if (cut) {
+               Tensor view = t;
+               for (int64_t k = 0; k < t.dim(); ++k)
+                 if (part_shape[k] < t.shape()[k]) view = view.view_narrow(k, 0, part_shape[k]);
+               add_strided(view, dpart);
+             }
+             accumulate_grad(input, t);
+           });
+  return out;
+}
+
+// ---- index_select: out[.., j, ..] = input[.., index[j], ..] along `dim`
+// -------------------------- input [.., C, ..], index [J] -> [.., J, ..]. Backward: grad(input)[..,
+// index[j], ..] += g[.., j, ..].
+Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  const char* op = "index_select";
+  check_float(input, op);
+  check_arg(input.dim() >= 1, op, input, "an input with at least one axis");
+  const int64_t ax = normalize_axis(dim, input.dim(), op);
+  check_arg(index.defined() && index.dim() == 1, op, index, "a one-axis index [J]");
+  const Shape& s = input.shape();
+  const int64_t O = prod(s, 0, ax), C = s[ax], J = index.numel(), I = prod(s, ax + 1, input.dim());
+  Tensor idx = checked_index(index, C, input, ax, op);
+  Tensor x = input.contiguous();
+  Shape out_shape = s;
+  out_shape[ax] = J;
+  Tensor out = Tensor::empty(out_shape, input.dtype());
+  const GatherIndex gi{idx.data<int64_t>(), 0, 1, 0};
+  dispatch_float(input.dtype(), op,
+                 [&]<class T>() { gather_forward<T>(out.data<T>(), x.data<T>(), gi, O, C, J, I); });
+  if (should_record({input}))
+    record(op, {input}, out, [input, idx, O, C, J, I](const Tensor& g) {
+      Tensor gc = g.contiguous();
+      Tensor t = Tensor::zeros(input.shape(), input.dtype());
+      const GatherIndex gi{idx.data<int64_t>(), 0, 1, 0};
+      dispatch_float(input.dtype(), "index_select", [&]<class T>() {
+        gather_backward<T>(t.data<T>(), gc.data<T>(), gi, O, C, J, I);
+      });
+      accumulate_grad(input, t);
+    });
+  return out;
+}
+
+}  // namespace dg
+
+// ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------
+#include "autograd/gradcheck.h"
+
+namespace dg {
+
+namespace {
+Tensor ids64(const std::vector<double>& v, const Shape& s) {
+  return Tensor::from_vector(v, s, DType::i64);
+}
+}  // namespace
+
+std::vector<OpCase> index_op_cases() {
+  using V = const std::vector<Tensor>&;
+  auto with = [](Shape s, uint64_t seed, Tensor index) {
+    return [=] { return std::vector<Tensor>{random_tensor(s, seed).set_name("input"), index}; };
+  };
+  return {
+      {"gather/axis 1, repeated indices, int64",
+       with({3, 4, 2}, 41,
+            ids64({0, 3, 3, 1, 2, 2, 0, 0, 1, 1, 3, 0, 2, 2, 2, 1, 0, 3}, {3, 3, 2})),
+       [](V in) { return gather(in[0], 1, in[1]); }},
+      {"gather/axis 0, int32", with({4, 3}, 42, Tensor::from_ids({3, 0, 1, 3, 3, 2}, {2, 3})),
+       [](V in) { return gather(in[0], 0, in[1]); }},
+      {"gather/last axis, index shorter on axis 0",
+       with({4, 5}, 43, Tensor::from_ids({4, 0, 4, 1, 2, 2}, {2, 3})),
+       [](V in) { return gather(in[0], -1, in[1]); }},
+      {"index_select/axis 0, repeated, int32",
+       with({5, 3}, 44, Tensor::from_ids({4, 1, 4, 0}, {4})),
+       [](V in) { return index_select(in[0], 0, in[1]); }},
+      {"index_select/middle axis, int64", with({2, 4, 3}, 45, ids64({3, 3, 0, 2, 1}, {5})),
+       [](V in) { return index_select(in[0], 1, in[1]); }},
+      {"index_select/of a transposed view", with({3, 4}, 46, Tensor::from_ids({2, 0}, {2})),
+       [](V in) { return index_select(transpose(in[0], 0, 1), -1, in[1]); }},
+  };
+}
+
+}  // namespace dg

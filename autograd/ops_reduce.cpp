@@ -1,0 +1,142 @@
+// Extreme-value reductions: max/min along an axis (values and int64 indices; the gradient goes to
+// the index position, as torch's max(dim)), max/min of the whole tensor (the gradient is split
+// evenly among tied elements, as torch), argmax/argmin (int64, no gradient). NaN is the extreme
+// when present, as torch. Does not do: integer inputs, amax/amin over several axes.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "autograd/op_util.h"
+#include "autograd/ops.h"
+#include "tensor/kernels_index.h"
+#include "tensor/kernels_reduce.h"
+#include "tensor/profile.h"
+
+namespace dg {
+
+namespace {
+struct Axis {
+  int64_t ax, outer, C, inner;
+  Shape out_shape;
+};
+
+Axis reduce_axis(const Tensor& a, int64_t dim, bool keepdim, const char* op) {
+  check_float(a, op);
+  check_arg(a.dim() >= 1, op, a, "a tensor with at least one axis");
+  Axis r{normalize_axis(dim, a.dim(), op), 1, 0, 1, {}};
+  check_arg(a.shape()[r.ax] >= 1, op, a, fmt::format("a non-empty axis {}", dim));
+  for (int64_t k = 0; k < a.dim(); ++k) {
+    if (k < r.ax) r.outer *= a.shape()[k];
+    if (k > r.ax) r.inner *= a.shape()[k];
+    if (k != r.ax || keepdim) r.out_shape.push_back(k == r.ax ? 1 : a.shape()[k]);
+  }
+  r.C = a.shape()[r.ax];
+  return r;
+}
+
+// values (when wanted) and indices of the max or min along dim.
+ValuesAndIndices extreme_dim(const Tensor& a, int64_t dim, bool keepdim, bool is_max,
+                             bool want_values, const char* op) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  const Axis r = reduce_axis(a, dim, keepdim, op);
+  Tensor x = a.contiguous();
+  ValuesAndIndices out{want_values ? Tensor::empty(r.out_shape, a.dtype()) : Tensor(),
+                       Tensor::empty(r.out_shape, DType::i64)};
+  dispatch_float(a.dtype(), op, [&]<class T>() {
+    max_dim_forward<T>(want_values ? out.values.data<T>() : nullptr, out.indices.data<int64_t>(),
+                       x.data<T>(), r.outer, r.C, r.inner, is_max);
+  });
+  if (want_values && should_record({a}))
+    record(op, {a}, out.values, [a, r, idx = out.indices, op](const Tensor& g) {
+      // grad(a)[o, idx[o, i], i] += g[o, i]: the gather backward with one index per (o, i)
+      Tensor gc = g.contiguous();
+      Tensor t = Tensor::zeros(a.shape(), a.dtype());
+      const GatherIndex gi{idx.data<int64_t>(), r.inner, 0, 1};
+      dispatch_float(a.dtype(), op, [&]<class T>() {
+        gather_backward<T>(t.data<T>(), gc.data<T>(), gi, r.outer, r.C, 1, r.inner);
+      });
+      accumulate_grad(a, t);
+    });
+  return out;
+}
+
+// The max or min of every element; backward: g / (number of elements equal to it) to each.
+Tensor extreme_all(const Tensor& a, bool is_max, const char* op) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  check_float(a, op);
+  check_arg(a.numel() >= 1, op, a, "a non-empty tensor (or a dim to reduce)");
+  Tensor x = a.contiguous();
+  Tensor out = Tensor::empty({}, a.dtype());
+  int64_t where = 0;
+  dispatch_float(a.dtype(), op, [&]<class T>() {
+    max_dim_forward<T>(out.data<T>(), &where, x.data<T>(), 1, a.numel(), 1, is_max);
+  });
+  if (should_record({a}))
+    record(op, {a}, out, [a, x, out, op](const Tensor& g) {
+      Tensor t = Tensor::zeros(a.shape(), a.dtype());
+      dispatch_float(a.dtype(), op, [&]<class T>() {
+        // torch's evenly_distribute_backward: mask = (x == v) | (isnan(x) & isnan(v))
+        const T v = out.data<T>()[0], *xs = x.data<T>();
+        auto tied = [&](T e) { return e == v || (std::isnan(e) && std::isnan(v)); };
+        int64_t count = 0;
+        for (int64_t k = 0; k < a.numel(); ++k) count += tied(xs[k]);
+        const T share = static_cast<T>(g.item()) / static_cast<T>(count);
+        T* ts = t.data<T>();
+        for (int64_t k = 0; k < a.numel(); ++k)
+          if (tied(xs[k])) ts[k] = share;
+      });
+      accumulate_grad(a, t);
+    });
+  return out;
+}
+}  // namespace
+
+ValuesAndIndices max(const Tensor& a, int64_t dim, bool keepdim) {
+  return extreme_dim(a, dim, keepdim, true, true, "max");
+}
+ValuesAndIndices min(const Tensor& a, int64_t dim, bool keepdim) {
+  return extreme_dim(a, dim, keepdim, false, true, "min");
+}
+Tensor max(const Tensor& a) { return extreme_all(a, true, "max"); }
+Tensor min(const Tensor& a) { return extreme_all(a, false, "min"); }
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  return extreme_dim(a, dim, keepdim, true, false, "argmax").indices;
+}
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
+  return extreme_dim(a, dim, keepdim, false, false, "argmin").indices;
+}
+// Over the flattened tensor: a scalar int64 index into a's row-major order, as torch.
+Tensor argmax(const Tensor& a) {
+  check_arg(a.defined(), "argmax", a, "a defined tensor");
+  return argmax(a.contiguous().view_reshape({a.numel()}), 0, false);
+}
+Tensor argmin(const Tensor& a) {
+  check_arg(a.defined(), "argmin", a, "a defined tensor");
+  return argmin(a.contiguous().view_reshape({a.numel()}), 0, false);
+}
+
+}  // namespace dg
+
+// ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------
+#include "autograd/gradcheck.h"
+
+namespace dg {
+
+std::vector<OpCase> reduce_op_cases() {
+  using V = const std::vector<Tensor>&;
+  // Uniform random inputs: ties have probability zero and the gaps between values dwarf eps.
+  auto one = [](Shape s, uint64_t seed) {
+    return [=] { return std::vector<Tensor>{random_tensor(s, seed, -2, 2).set_name("x")}; };
+  };
+  return {
+      {"max/axis 1", one({3, 5, 2}, 51), [](V in) { return max(in[0], 1).values; }},
+      {"max/last axis, keepdim", one({4, 6}, 52), [](V in) { return max(in[0], -1, true).values; }},
+      {"min/axis 0", one({5, 3}, 53), [](V in) { return min(in[0], 0).values; }},
+      {"min/of a transposed view, keepdim", one({3, 4}, 54),
+       [](V in) { return min(transpose(in[0], 0, 1), 1, true).values; }},
+      {"max/whole tensor", one({3, 4}, 55), [](V in) { return max(in[0]); }},
+      {"min/whole tensor", one({2, 3, 2}, 56), [](V in) { return min(in[0]); }},
+  };
+}
+
+}  // namespace dg
