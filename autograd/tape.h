@@ -70,7 +70,9 @@ void accumulate_grad(const Tensor& input, const Tensor& t);
 // must hold one element and its gradient is 1. Unless keep_graph is set (PyTorch's
 // retain_graph), each node is freed as soon as it has run (its closure and the buffers its op
 // saved are released while the rest of the walk runs); a later backward that reaches a freed
-// node throws, naming its op, before any gradient changes. Other graphs are not touched.
+// node throws, naming its op, before any gradient changes (PyTorch raises only when that node
+// had saved tensors). Other graphs are not touched. One root: PyTorch's backward of several
+// tensors at once is grad() here, or one backward per root.
 void backward(const Tensor& root, const Tensor& grad_root = Tensor(), bool keep_graph = false);
 
 // The gradients of `outputs` with respect to `inputs`, as torch.autograd.grad: no `.grad` of any

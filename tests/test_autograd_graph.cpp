@@ -241,6 +241,8 @@ TEST_CASE("grad: grad_outputs, a non-leaf input, unused inputs and the freed gra
   CHECK(max_diff(values(g[1]), ex) < 1e-14);
   CHECK_FALSE(h.grad().defined());
   CHECK_FALSE(x.grad().defined());
+  CHECK(values(grad({y}, {y}, {dy}, true)[0]) == values(dy));  // an output's own: grad_outputs
+  CHECK(grad({y}, {y}, {dy}, true)[0].storage() != dy.storage());
   CHECK_THROWS_WITH(grad({y}, {u}, {dy}), doctest::Contains("not used"));
   CHECK_THROWS_WITH(grad({y}, {x}), doctest::Contains("more than one element"));
   std::vector<Tensor> gu = grad({y}, {x, u}, {dy}, false, /*allow_unused=*/true);
