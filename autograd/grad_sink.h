@@ -28,7 +28,7 @@ namespace dg {
 //     no gradient shares memory with a tensor the caller can still see: backward() copies
 //     grad_root; accumulate_grad takes t over as the gradient (no copy, no zeros) only when input
 //     has no gradient yet and nothing else can see t — a temporary of the backward, or g itself
-//     or a full view of it (the tape drops g when the node returns), g at most once per node.
+//     or a full view of it (the walk drops g when the node returns), g at most once per node.
 //     Anything else is added in. A tensor handed to two inputs is therefore taken by the first
 //     and added into the second's own buffer. A backward that hands over g itself does so after
 //     its last read of g (linear_add: g may become the residual's gradient, and when the
@@ -43,8 +43,9 @@ namespace dg {
 //  4. Leaves' gradients accumulate across backward() calls until zeroed. Non-leaves' gradients
 //     are dropped as soon as their node has run, unless retain_grad(t); a retained gradient is
 //     never taken over by a later node.
-//  5. keep_graph keeps every node (and what it saved) for another backward(); the second walk
-//     adds the same contributions again.
+//  5. keep_graph keeps every node it runs (and what it saved) for another backward(); the
+//     second walk adds the same contributions again. Without it, a second walk through a freed
+//     node throws, naming its op, before any gradient changes.
 
 // The gradient of `t`: created zero-filled and contiguous on first use, or whatever set_grad
 // installed (possibly strided).

@@ -82,7 +82,6 @@ GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
                       input_label(inputs[i], i), inputs[i].describe()));
 
   // ---- analytic gradient of L = Σ W ⊙ out
-  clear_tape();
   for (const Tensor& t : inputs)
     if (t.defined()) t.impl()->grad = Tensor();
   Tensor out = fn(inputs);
@@ -168,7 +167,6 @@ GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
     }
     // analytic rows: one backward per output element
     for (int64_t o = 0; o < m && result.passed; ++o) {
-      clear_tape();
       for (const Tensor& t : inputs)
         if (t.defined()) t.impl()->grad = Tensor();
       Tensor y = fn(inputs);
@@ -185,7 +183,6 @@ GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
     for (const Tensor& t : inputs)
       if (t.defined()) t.impl()->grad = Tensor();
   }
-  clear_tape();
   return result;
 }
 
@@ -241,7 +238,6 @@ std::vector<std::vector<double>> weighted_loss_gradients(const OpCase& c,
     made.emplace_back(t.impl(), copy);
     cast.push_back(copy);
   }
-  clear_tape();
   Tensor y = c.fn(cast);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> weight_dist(0.5, 1.5);
@@ -254,7 +250,6 @@ std::vector<std::vector<double>> weighted_loss_gradients(const OpCase& c,
     Tensor g = cast[i].grad();
     grads[i] = g.defined() ? g.to_vector() : std::vector<double>(inputs[i].numel(), 0.0);
   }
-  clear_tape();
   return grads;
 }
 

@@ -126,21 +126,23 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   Tensor lse = Tensor::empty({s.B, s.H, s.T}, q.dtype());
   attention_forward(q, k, v, sc, out, lse);
   if (should_record({q, k, v}))
-    record("causal_attention", {q, k, v}, out, [q, k, v, out, lse, sc](const Tensor& g) {
-      // the kernel adds into each gradient: fresh buffers are zeroed first
-      std::optional<GradSink> sinks[3];
-      const Tensor inputs[3] = {q, k, v};
-      Tensor* targets[3] = {nullptr, nullptr, nullptr};
-      for (int i = 0; i < 3; ++i) {
-        if (!inputs[i].requires_grad()) continue;
-        sinks[i].emplace(inputs[i], std::vector<Tensor>{inputs[(i + 1) % 3], inputs[(i + 2) % 3]});
-        sinks[i]->zero_if_fresh();
-        targets[i] = &sinks[i]->buffer;
-      }
-      attention_backward(q, k, v, out, lse, g, sc, targets[0], targets[1], targets[2]);
-      for (const auto& sink : sinks)
-        if (sink) sink->finish();
-    });
+    record("causal_attention", {q, k, v}, out,
+           [q, k, v, out = detach(out), lse, sc](const Tensor& g) {
+             // the kernel adds into each gradient: fresh buffers are zeroed first
+             std::optional<GradSink> sinks[3];
+             const Tensor inputs[3] = {q, k, v};
+             Tensor* targets[3] = {nullptr, nullptr, nullptr};
+             for (int i = 0; i < 3; ++i) {
+               if (!inputs[i].requires_grad()) continue;
+               sinks[i].emplace(inputs[i],
+                                std::vector<Tensor>{inputs[(i + 1) % 3], inputs[(i + 2) % 3]});
+               sinks[i]->zero_if_fresh();
+               targets[i] = &sinks[i]->buffer;
+             }
+             attention_backward(q, k, v, out, lse, g, sc, targets[0], targets[1], targets[2]);
+             for (const auto& sink : sinks)
+               if (sink) sink->finish();
+           });
   return out;
 }
 

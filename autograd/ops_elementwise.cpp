@@ -79,7 +79,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = broadcast_binary(a, b, "div", [](auto x, auto y) { return x / y; });
   if (should_record({a, b}))
-    record("div", {a, b}, out, [a, b, out](const Tensor& g) {
+    record("div", {a, b}, out, [a, b, out = detach(out)](const Tensor& g) {
       NoGradGuard no_grad;
       if (a.requires_grad()) accumulate_grad(a, div(g, b));
       if (b.requires_grad()) accumulate_grad(b, neg(div(mul(g, out), b)));  // -g·(a/b)/b
@@ -115,7 +115,7 @@ Tensor exp(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "exp", [](auto x) { return std::exp(x); });
   if (should_record({a}))
-    record("exp", {a}, out, [a, out](const Tensor& g) {
+    record("exp", {a}, out, [a, out = detach(out)](const Tensor& g) {
       NoGradGuard no_grad;
       accumulate_grad(a, mul(g, out));
     });
@@ -139,7 +139,7 @@ Tensor sqrt(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "sqrt", [](auto x) { return std::sqrt(x); });
   if (should_record({a}))
-    record("sqrt", {a}, out, [a, out](const Tensor& g) {
+    record("sqrt", {a}, out, [a, out = detach(out)](const Tensor& g) {
       NoGradGuard no_grad;
       accumulate_grad(a, div(g, scale(out, 2.0)));
     });

@@ -70,7 +70,7 @@ Tensor softmax_impl(const Tensor& a, int64_t axis_in, bool log) {
     softmax_forward<T>(out.data<T>(), x.data<T>(), outer, C, inner, log);
   });
   if (should_record({a}))
-    record(op, {a}, out, [a, out, outer, C, inner, log, op](const Tensor& g) {
+    record(op, {a}, out, [a, out = detach(out), outer, C, inner, log, op](const Tensor& g) {
       Tensor gc = g.contiguous();
       dispatch_float(a.dtype(), op, [&]<class T>() {
         softmax_backward<T>(grad_ptr<T>(a, op), gc.data<T>(), out.data<T>(), outer, C, inner, log);

@@ -4,7 +4,7 @@
 // (view_reshape, view_transpose, view_permute, view_narrow, view_expand) share storage and only
 // change metadata; contiguous() and clone() copy. float32 is the training type; float64 runs
 // through the same kernels (templated on T) so gradient checks can use it; int32/int64 hold ids.
-// This file does not record anything on the autograd tape: the recorded ops live in autograd/.
+// This file records nothing for autograd: the recorded ops and their graph live in autograd/.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -81,6 +81,7 @@ uint64_t storage_fresh_allocations();
 
 class Tensor;
 struct TensorImpl;
+struct GraphNode;  // autograd's record of the op that made a tensor (autograd/tape.cpp)
 
 // Calls f.template operator()<T>() with T = float or double; throws naming `op` for other types.
 template <class F>
@@ -201,6 +202,7 @@ struct TensorImpl {
   bool is_leaf = true;
   bool retain_grad = false;
   Tensor grad;
+  std::shared_ptr<GraphNode> grad_fn;  // the recorded op that made this tensor; null for leaves
   std::string name;
 };
 

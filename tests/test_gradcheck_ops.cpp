@@ -125,7 +125,6 @@ TEST_CASE("a backward that produces a wrongly shaped gradient is caught, naming 
   });
   CHECK_THROWS_WITH(backward(y, Tensor::ones({2, 3}, DType::f64)),
                     doctest::Contains("bad_shape_op"));
-  clear_tape();
 }
 
 namespace {

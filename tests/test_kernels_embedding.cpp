@@ -96,5 +96,4 @@ TEST_CASE("embedding: rows gathered, repeated ids accumulate, out-of-range ids t
                     doctest::Contains("id 7 at position 1 is out of range for vocabulary size 5"));
   CHECK_THROWS_WITH(embedding(W, Tensor::from_ids({-1}, {1})), doctest::Contains("id -1"));
   CHECK_THROWS_WITH(embedding(W, W), doctest::Contains("embedding"));
-  clear_tape();
 }

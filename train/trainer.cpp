@@ -119,7 +119,7 @@ StepLog Trainer::train_step() {
   // optimizer touches the weights: the model stays as the last finite step left it.
   std::string problem;
   if (!std::isfinite(value)) {
-    clear_tape();  // no backward: the step's recorded ops are dropped here
+    loss = Tensor();  // no backward: the step's graph is freed with the loss
     const std::string weight = first_nonfinite(flat_, flat_.values);
     problem = weight.empty() ? std::string("every weight is finite: the forward overflowed")
                              : fmt::format("parameter '{}' is not finite", weight);

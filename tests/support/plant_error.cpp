@@ -21,7 +21,7 @@ std::vector<double> gradient_values(const Tensor& in) {
   std::vector<double> out(static_cast<size_t>(in.numel()), 0.0);
   const Tensor& g = in.impl()->grad;
   if (!g.defined()) return out;
-  NoGradGuard no_grad;  // nothing may be recorded while the tape is walked
+  NoGradGuard no_grad;  // records nothing, whoever calls it (the walk has grad mode off already)
   Tensor c = g.to(DType::f64).contiguous();
   const double* p = c.data<double>();
   for (size_t i = 0; i < out.size(); ++i) out[i] = p[i];

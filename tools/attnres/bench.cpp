@@ -370,10 +370,7 @@ CheckResult write_check(const std::string& dir, const BenchSpec& spec, int64_t s
       out.loss = loss.item();
     else
       out.losses_after.push_back(loss.item());
-    if (s == steps) {
-      clear_tape();
-      break;
-    }
+    if (s == steps) break;  // no backward: the graph is freed with the loss
     backward(loss);
     clip_grad_norm(flat, training.clip);
     adamw.step(adamw.config().lr);
