@@ -12,6 +12,8 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "tensor/threads.h"
+
 namespace dg {
 
 // ---- dtypes ----------------------------------------------------------------------------------
@@ -76,6 +78,7 @@ size_t round_bytes(size_t bytes) {
 }  // namespace
 
 Storage::Storage(size_t bytes) : bytes_(bytes), pooled_(true) {
+  apply_thread_environment_once();  // the library's first use applies DEPTHGRAD_THREADS
   size_t rounded = round_bytes(bytes);
   {
     StorageCache& c = cache();
