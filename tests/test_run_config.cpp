@@ -380,9 +380,9 @@ TEST_CASE("the resume key changes when any setting of the run changes") {
 }
 
 #ifdef DG_SOURCE_DIR
-// The "Run configuration" table of train/README.md is the documentation `depthgrad train --help` points at:
-// one row per key the reader accepts, "| `section.key` | type | `default` | meaning |", with the
-// default that to_json(RunConfig{}) writes, and no row for a key the reader refuses.
+// The "Run configuration" table of train/README.md is the documentation `depthgrad train --help`
+// points at: one row per key the reader accepts, "| `section.key` | type | `default` | meaning |",
+// with the default that to_json(RunConfig{}) writes, and no row for a key the reader refuses.
 TEST_CASE("train/README.md lists every run config key with its real default") {
   const std::string readme = dg::read_file(std::string(DG_SOURCE_DIR) + "/train/README.md");
   const json::Value defaults = to_json(RunConfig{});

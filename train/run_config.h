@@ -103,8 +103,8 @@ json::Value to_json(const RunConfig& config);
 // model.heads). Errors name `source` and the key ("cfg.json: training.steps: ...").
 RunConfig run_config_from_json(const json::Value& value, const std::string& source = "run config");
 // The keys each section accepts, in the JSON's order: {"model", {"vocab", ...}}, {"training", ...},
-// {"data", ...}. The reader refuses any other; the "Run configuration" table of train/README.md lists each
-// (a test checks that it does, with the default to_json(RunConfig{}) gives).
+// {"data", ...}. The reader refuses any other; the "Run configuration" table of train/README.md
+// lists each (a test checks that it does, with the default to_json(RunConfig{}) gives).
 const std::vector<std::pair<std::string, std::vector<std::string>>>& run_config_keys();
 
 // Named presets: the sizes of a run (model vocab, dim, layers, heads, kv_heads, seq_len,

@@ -108,7 +108,8 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   Flags f(
       "train",
       "Train a micro-LM. Settings come from --config (a JSON file; train/README.md, section\n"
-      "\"Run configuration\", lists every key) or --preset, and flags (flags given explicitly override\n"
+      "\"Run configuration\", lists every key) or --preset, and flags (flags given explicitly "
+      "override\n"
       "the config file or the preset; --config and --preset together are refused: each names a\n"
       "whole set of sizes).\n\n" +
           preset_help_text());

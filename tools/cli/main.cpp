@@ -16,10 +16,10 @@
 #include "train/io/run_record.h"
 
 namespace {
-// OpenMP threads that spin while they wait make a busy machine 5-10x slower at 2 threads (tools/README.md,
-// "Threads on a busy machine"); waiting passively costs little on an idle one. libgomp reads
-// OMP_WAIT_POLICY when it is loaded, before main, so the program sets it and runs itself again,
-// once; a policy the user set is kept.
+// OpenMP threads that spin while they wait make a busy machine 5-10x slower at 2 threads
+// (tools/README.md, "Threads on a busy machine"); waiting passively costs little on an idle one.
+// libgomp reads OMP_WAIT_POLICY when it is loaded, before main, so the program sets it and runs
+// itself again, once; a policy the user set is kept.
 void wait_passively_by_default(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
   if (::setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
