@@ -263,7 +263,7 @@ TEST_CASE("a Trainer owns token ids given as a temporary, and shares a shared_pt
 
   std::vector<int32_t> moved = ids;
   Trainer owning(cfg, std::move(moved));
-  CHECK(moved.empty());  // moved in, not referenced: the caller's vector may go
+  CHECK(moved.empty());               // moved in, not referenced: the caller's vector may go
   moved.assign(ids.size(), 1 << 30);  // would be out-of-range ids if the trainer still read it
   owning.run(cfg.steps);
   CHECK(owning.losses() == borrowing.losses());

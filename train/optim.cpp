@@ -103,7 +103,8 @@ void Optimizer::set_groups(std::vector<ParamGroup> groups, double lr, double wei
 
 std::vector<Tensor> Optimizer::parameters() const {
   std::vector<Tensor> all;
-  for (const ParamGroup& group : groups_) all.insert(all.end(), group.params.begin(), group.params.end());
+  for (const ParamGroup& group : groups_)
+    all.insert(all.end(), group.params.begin(), group.params.end());
   return all;
 }
 
@@ -265,9 +266,8 @@ void AdamW::step_tensors() {
                 eps = static_cast<T>(config_.eps);
         for_chunks(param.numel(), [&](int64_t lo, int64_t hi) {
           if (decoupled_)
-            adamw_span<T>(p + lo, g + lo, m + lo, v + lo, hi - lo,
-                          static_cast<T>(1.0 - lr * wd), beta1, one_minus_beta1, beta2,
-                          one_minus_beta2, step_size, bc2, eps);
+            adamw_span<T>(p + lo, g + lo, m + lo, v + lo, hi - lo, static_cast<T>(1.0 - lr * wd),
+                          beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bc2, eps);
           else if (wd != 0)
             adamw_span<T, true>(p + lo, g + lo, m + lo, v + lo, hi - lo, T(1), beta1,
                                 one_minus_beta1, beta2, one_minus_beta2, step_size, bc2, eps,
@@ -487,8 +487,8 @@ ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       throw std::invalid_argument(
           fmt::format("clip_grad_norm: gradient {} is not floating point", g.describe()));
     if (!g.is_contiguous())
-      throw std::invalid_argument(fmt::format(
-          "clip_grad_norm: gradient {} of {} is not contiguous", g.describe(), p.describe()));
+      throw std::invalid_argument(fmt::format("clip_grad_norm: gradient {} of {} is not contiguous",
+                                              g.describe(), p.describe()));
     grads.push_back(g);
   }
   ClipResult r;
@@ -502,7 +502,8 @@ ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       double* out = sums.data();
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
       for (int64_t b = 0; b < nblocks; ++b)
-        out[b] = sum_of_squares(x + b * kClipBlock, std::min(n, (b + 1) * kClipBlock) - b * kClipBlock);
+        out[b] =
+            sum_of_squares(x + b * kClipBlock, std::min(n, (b + 1) * kClipBlock) - b * kClipBlock);
       double sq = 0;
       for (double v : sums) sq += v;
       const double norm = static_cast<double>(static_cast<T>(std::sqrt(sq)));
@@ -568,8 +569,7 @@ namespace dg {
 LrScheduler::LrScheduler(Optimizer& optimizer, Rule rule)
     : optimizer_(&optimizer), rule_(std::move(rule)) {
   if (!rule_) throw std::invalid_argument("LrScheduler: no rule");
-  for (size_t g = 0; g < optimizer.param_groups().size(); ++g)
-    base_lrs_.push_back(optimizer.lr(g));
+  for (size_t g = 0; g < optimizer.param_groups().size(); ++g) base_lrs_.push_back(optimizer.lr(g));
   apply();
 }
 
@@ -582,8 +582,8 @@ void LrScheduler::apply() {
   for (size_t g = 0; g < base_lrs_.size(); ++g) {
     const double lr = rule_(step_, base_lrs_[g]);
     if (!(lr >= 0) || !std::isfinite(lr))
-      throw std::invalid_argument(fmt::format(
-          "learning-rate schedule: step {} gives group {} the rate {}", step_, g, lr));
+      throw std::invalid_argument(
+          fmt::format("learning-rate schedule: step {} gives group {} the rate {}", step_, g, lr));
     optimizer_->set_lr(g, lr);
   }
 }
@@ -591,7 +591,8 @@ void LrScheduler::apply() {
 namespace {
 void check_steps(int64_t value, int64_t least, const char* who, const char* what) {
   if (value < least)
-    throw std::invalid_argument(fmt::format("{}: {} must be >= {}, got {}", who, what, least, value));
+    throw std::invalid_argument(
+        fmt::format("{}: {} must be >= {}, got {}", who, what, least, value));
 }
 }  // namespace
 

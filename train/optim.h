@@ -35,9 +35,9 @@ struct AdamWConfig {
 // Parameters that share a rate and a weight decay (one of torch's param_groups). An unset value
 // takes the optimiser's config; once the optimiser holds the group, both are set.
 struct ParamGroup {
-  std::vector<Tensor> params;
-  std::optional<double> lr;
-  std::optional<double> weight_decay;
+  std::vector<Tensor> params = {};
+  std::optional<double> lr = std::nullopt;
+  std::optional<double> weight_decay = std::nullopt;
 };
 
 // What every optimiser offers a training loop and a schedule (LrScheduler below).
@@ -80,7 +80,8 @@ class AdamW : public Optimizer {
   AdamW(FlatParameters& params, const AdamWConfig& config, int64_t shard_begin, int64_t shard_end);
   // Over the module's own flat buffers (module.flat_parameters()): the usual way.
   AdamW(Module& module, const AdamWConfig& config) : AdamW(module.flat_parameters(), config) {}
-  // Over any tensors, or parameter groups (config.decay does not apply: set weight_decay per group).
+  // Over any tensors, or parameter groups (config.decay does not apply: set weight_decay per
+  // group).
   AdamW(std::vector<Tensor> params, const AdamWConfig& config);
   AdamW(std::vector<ParamGroup> groups, const AdamWConfig& config);
   using Optimizer::step;
@@ -207,10 +208,11 @@ struct Schedule {
 Schedule::Kind parse_schedule_kind(const std::string& text);  // "constant" | "cosine"
 const char* schedule_kind_name(Schedule::Kind kind);
 
-// A learning-rate schedule as an object that sets an optimiser's rates, as torch.optim.lr_scheduler:
-// made after the optimiser, it remembers each group's rate as that group's base and sets step 0's
-// rates at once; each step() after optimizer.step() moves to the next step's rates. The rule maps
-// (step from 0, base rate) to a rate. The optimiser must outlive the schedule (it is not owned).
+// A learning-rate schedule as an object that sets an optimiser's rates, as
+// torch.optim.lr_scheduler: made after the optimiser, it remembers each group's rate as that
+// group's base and sets step 0's rates at once; each step() after optimizer.step() moves to the
+// next step's rates. The rule maps (step from 0, base rate) to a rate. The optimiser must outlive
+// the schedule (it is not owned).
 class LrScheduler {
  public:
   using Rule = std::function<double(int64_t step, double base_lr)>;
