@@ -51,6 +51,7 @@ struct DecodeStep {
 class Decoder {
  public:
   explicit Decoder(const MicroLM& model);
+  explicit Decoder(const MicroLM&&) = delete;  // a temporary model would not outlive the decoder
 
   const MicroLMConfig& config() const { return config_; }
   int64_t capacity() const { return config_.seq_len; }  // positions the cache holds

@@ -52,7 +52,9 @@ double micro_lm_parameter_count(const MicroLMConfig& config);
 // mode), then the shared attention_norm, attention, ffn_norm and ffn.
 class MicroBlock : public Module {
  public:
-  MicroBlock(const MicroLMConfig& config, int64_t index, DType dtype);
+  MicroBlock(const MicroLMConfig& config, int64_t index,
+             DType dtype);                                     // config is kept by reference
+  MicroBlock(const MicroLMConfig&&, int64_t, DType) = delete;  // so it must outlive the block
   // Reference modes: c = S_l (latest source), sources = S_0..S_l. Standard: sources = {c}.
   // The paper modes refuse (their blocks read the model's partial sums).
   Tensor forward(const std::vector<Tensor>& sources);

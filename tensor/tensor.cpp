@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "tensor/threads.h"
+
 namespace dg {
 
 // ---- dtypes ----------------------------------------------------------------------------------
@@ -78,6 +80,7 @@ size_t round_bytes(size_t bytes) {
 }  // namespace
 
 Storage::Storage(size_t bytes) : bytes_(bytes), pooled_(true) {
+  apply_thread_environment_once();  // the library's first use applies DEPTHGRAD_THREADS
   size_t rounded = round_bytes(bytes);
   {
     StorageCache& c = cache();

@@ -47,7 +47,10 @@ void set_threads(int n) {
   openblas_set_num_threads(n);
 }
 
-int threads() { return g_threads > 0 ? g_threads : physical_cores(); }
+int threads() {
+  apply_thread_environment_once();
+  return g_threads > 0 ? g_threads : physical_cores();
+}
 
 int parse_threads(const std::string& text, const std::string& what) {
   char* end = nullptr;
@@ -59,8 +62,22 @@ int parse_threads(const std::string& text, const std::string& what) {
 }
 
 void init_threads_from_env() {
-  const char* env = std::getenv("DEPTHGRAD_THREADS");
-  set_threads(env && *env ? parse_threads(env, "DEPTHGRAD_THREADS") : physical_cores());
+  const char* own = std::getenv("DEPTHGRAD_THREADS");
+  if (own && *own) return set_threads(parse_threads(own, "DEPTHGRAD_THREADS"));
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (omp && *omp) {
+    // OpenMP's form may list one count per nesting level ("4,2"): the outer one is ours.
+    std::string first(omp);
+    first = first.substr(0, first.find(','));
+    return set_threads(parse_threads(first, "OMP_NUM_THREADS"));
+  }
+  set_threads(physical_cores());
+}
+
+void apply_thread_environment_once() {
+  // A function-local static: initialised once, thread-safely; if init throws it is retried.
+  static const bool applied = g_threads > 0 || (init_threads_from_env(), true);
+  (void)applied;
 }
 
 bool blas_is_openmp_build() { return openblas_get_parallel() == 2; }

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The installed package as another project uses it: installs the build into a temporary prefix,
 # builds tools/example/ against it with find_package(depthgrad CONFIG) and again with pkg-config,
-# and runs both, and the README's first program (tools/example/quickstart.cpp). Also checks
-# that the experiments, tests and tools are not installed.
+# and runs both, and the README's first program (tools/example/quickstart.cpp). tools/example/
+# sets no C++ standard: the package must carry C++20. Also checks that the experiments, tests and
+# tools are not installed, that only <prefix>/include is exported (a consumer's own nn/layers.h
+# does not replace depthgrad's), that the package says how it was built (native or portable), and
+# that a program honours DEPTHGRAD_THREADS / OMP_NUM_THREADS without calling set_threads.
 # Usage: tests/package_consumer.sh BUILD_DIR EXAMPLE_DIR [CONSUMER_FLAGS]
 # CONSUMER_FLAGS: compile and link flags the consumer needs besides the package's own; a
 # sanitizer build (DG_SANITIZE) passes its -fsanitize flags, since its library calls the
@@ -26,6 +29,26 @@ if [ -e "$prefix/include/depthgrad/tools/attnres" ] || [ -e "$prefix/include/dep
   exit 1
 fi
 
+# Only <prefix>/include is exported, and installed headers include one another as depthgrad/...
+if grep -q 'include/depthgrad' "$prefix/lib/cmake/depthgrad/depthgradTargets.cmake" ||
+   grep -q 'includedir}/depthgrad' "$prefix/lib/pkgconfig/depthgrad.pc"; then
+  echo "package_consumer: include/depthgrad is exported as an include directory" >&2
+  exit 1
+fi
+if grep -rEq '#include "(tensor|autograd|nn|train)/' "$prefix/include/depthgrad"; then
+  echo "package_consumer: an installed header includes a project header without depthgrad/:" >&2
+  grep -rEn '#include "(tensor|autograd|nn|train)/' "$prefix/include/depthgrad" | head -3 >&2
+  exit 1
+fi
+# The build flavour: the CMake package and the pkg-config file say the same thing.
+native=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --variable=native depthgrad)
+case "$native" in ON | OFF) ;; *) echo "package_consumer: depthgrad.pc native='$native'" >&2; exit 1 ;; esac
+grep -q "set(depthgrad_NATIVE $native)" "$prefix/lib/cmake/depthgrad/depthgradConfig.cmake" || {
+  echo "package_consumer: depthgradConfig.cmake does not report depthgrad_NATIVE $native" >&2
+  exit 1
+}
+echo "package: built $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --variable=flavour depthgrad)"
+
 echo "== find_package(depthgrad CONFIG)"
 cmake -S "$example" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_FLAGS="$extra" -DCMAKE_EXE_LINKER_FLAGS="$extra" > "$work/configure.log" ||
@@ -44,4 +67,62 @@ flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs depth
 c++ -O2 $extra "$example/main.cpp" -o "$work/pc_example" $flags
 DEPTHGRAD_THREADS=1 "$work/pc_example" > "$work/pc_run.log" || { cat "$work/pc_run.log"; exit 1; }
 tail -1 "$work/pc_run.log"
+echo "== a consumer with its own nn/layers.h (CMake and pkg-config)"
+mkdir -p "$work/collision/nn"
+cat > "$work/collision/nn/layers.h" <<'EOF'
+#pragma once
+struct ConsumerLayers {
+  int count = 3;
+};
+EOF
+cat > "$work/collision/main.cpp" <<'EOF'
+#include <depthgrad/depthgrad.h>
+
+#include "nn/layers.h"  // the consumer's own header, beside depthgrad's nn/layers.h
+
+int main() {
+  ConsumerLayers mine;
+  dg::Norm norm(dg::Norm::Kind::rms, 4, 1e-6);
+  return mine.count == 3 && !norm.parameters().empty() ? 0 : 1;
+}
+EOF
+cat > "$work/collision/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.20)
+project(collision LANGUAGES CXX)
+find_package(depthgrad CONFIG REQUIRED)
+add_executable(collision main.cpp)
+target_include_directories(collision PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(collision PRIVATE depthgrad::depthgrad)
+EOF
+cmake -S "$work/collision" -B "$work/collision-build" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_CXX_FLAGS="$extra" -DCMAKE_EXE_LINKER_FLAGS="$extra" > "$work/collision.log" 2>&1 &&
+  cmake --build "$work/collision-build" >> "$work/collision.log" 2>&1 || { cat "$work/collision.log"; exit 1; }
+"$work/collision-build/collision"
+# shellcheck disable=SC2086
+c++ -O1 $extra -I"$work/collision" "$work/collision/main.cpp" -o "$work/pc_collision" $flags
+"$work/pc_collision"
+
+echo "== the thread environment applies without a call"
+# shellcheck disable=SC2086
+c++ -O1 $extra "$(dirname "$0")/support/threads_probe.cpp" -o "$work/threads_probe" $flags
+probe() { env -u DEPTHGRAD_THREADS -u OMP_NUM_THREADS "$@" "$work/threads_probe" "${probe_args[@]}"; }
+expect() {  # expect WANT ENV...: the probe prints "WANT WANT"
+  local want=$1 got
+  shift
+  got=$(probe "$@")
+  [ "$got" = "$want $want" ] || { echo "package_consumer: with $* the threads are '$got', expected $want" >&2; exit 1; }
+}
+probe_args=()
+expect 3 DEPTHGRAD_THREADS=3
+expect 3 OMP_NUM_THREADS=3
+expect 1 DEPTHGRAD_THREADS=1 OMP_NUM_THREADS=3  # DEPTHGRAD_THREADS first
+expect 3 DEPTHGRAD_THREADS=3 OMP_NUM_THREADS=1
+probe_args=(2)
+expect 2 DEPTHGRAD_THREADS=3  # an explicit set_threads wins
+probe_args=()
+if probe DEPTHGRAD_THREADS=lots 2> "$work/probe.err"; then
+  echo "package_consumer: DEPTHGRAD_THREADS=lots was accepted" >&2
+  exit 1
+fi
+grep -q "DEPTHGRAD_THREADS" "$work/probe.err" || { cat "$work/probe.err"; exit 1; }
 echo "package_consumer: passed"

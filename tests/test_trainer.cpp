@@ -5,7 +5,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <type_traits>
 
+#include "nn/decode.h"
 #include "tests/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/evaluation.h"
@@ -243,4 +246,34 @@ TEST_CASE(
     one_by_one /= static_cast<double>(starts.size());
     CHECK(batched == doctest::Approx(one_by_one).epsilon(1e-6));
   }
+}
+
+// Objects that keep a reference to a constructor argument refuse a temporary, or own it.
+static_assert(!std::is_constructible_v<SequentialLoader, std::vector<int32_t>&&, int64_t, int64_t>);
+static_assert(!std::is_constructible_v<Decoder, MicroLM&&>);
+static_assert(!std::is_constructible_v<MicroBlock, MicroLMConfig&&, int64_t, DType>);
+static_assert(std::is_constructible_v<SequentialLoader, std::vector<int32_t>&, int64_t, int64_t>);
+
+TEST_CASE("a Trainer owns token ids given as a temporary, and shares a shared_ptr's") {
+  TrainerConfig cfg = small_config(residual_mode("rd_attnres"), false);
+  cfg.steps = 3;
+  const std::vector<int32_t> ids = synthetic_ids(3000, 97);
+  Trainer borrowing(cfg, ids);
+  borrowing.run(cfg.steps);
+
+  std::vector<int32_t> moved = ids;
+  Trainer owning(cfg, std::move(moved));
+  CHECK(moved.empty());               // moved in, not referenced: the caller's vector may go
+  moved.assign(ids.size(), 1 << 30);  // would be out-of-range ids if the trainer still read it
+  owning.run(cfg.steps);
+  CHECK(owning.losses() == borrowing.losses());
+
+  auto shared = std::make_shared<const std::vector<int32_t>>(ids);
+  Trainer sharing(cfg, shared);
+  CHECK(shared.use_count() == 2);
+  shared.reset();
+  sharing.run(cfg.steps);
+  CHECK(sharing.losses() == borrowing.losses());
+  CHECK_THROWS_WITH(Trainer(cfg, std::shared_ptr<const std::vector<int32_t>>()),
+                    doctest::Contains("null"));
 }

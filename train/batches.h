@@ -37,7 +37,9 @@ std::vector<int64_t> eval_window_starts(int64_t length, int64_t seq_len, int64_t
 
 class SequentialLoader {
  public:
+  // ids are read in place: they must outlive the loader (a temporary is refused).
   SequentialLoader(const std::vector<int32_t>& ids, int64_t batch, int64_t seq_len);
+  SequentialLoader(const std::vector<int32_t>&&, int64_t, int64_t) = delete;
   // Next batch of consecutive windows; wraps to the start after the last full batch.
   void next(LmBatch& out);
   int64_t position() const { return position_; }

@@ -1,10 +1,11 @@
-// AdamW, SGD, clipping and schedules over flat buffers (see optim.h).
+// AdamW, Adam, SGD, clipping and schedules, over flat buffers and over tensors (see optim.h).
 #include "train/optim.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <cstring>
+#include <unordered_set>
 #include <vector>
 
 #include "tensor/kernels_elementwise.h"
@@ -31,34 +32,159 @@ bool decays_under(DecayPolicy policy, const FlatParameters::Slot& slot) {
 }
 }  // namespace
 
+// ---- what every optimiser shares
+
+namespace {
+// f(lo, hi) over [0, n): one call below kParallelGrain elements, else fixed chunks in one parallel
+// region. For elementwise updates only, so the cut cannot change a bit.
+template <class F>
+void for_chunks(int64_t n, F&& f) {
+  if (n <= kParallelGrain) return f(int64_t{0}, n);
+  const int64_t chunks = (n + kParallelGrain - 1) / kParallelGrain;
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) f(c * kParallelGrain, std::min(n, (c + 1) * kParallelGrain));
+}
+
+void check_rate(double value, const char* who, const char* what) {
+  if (!(value >= 0) || !std::isfinite(value))
+    throw std::invalid_argument(
+        fmt::format("{}: {} must be finite and >= 0, got {}", who, what, value));
+}
+
+// Parameter p's gradient, contiguous, or undefined when p has none; throws when it does not match.
+Tensor gradient_of(const Tensor& p, const char* who) {
+  Tensor g = p.grad();
+  if (!g.defined()) return g;
+  if (g.shape() != p.shape() || g.dtype() != p.dtype())
+    throw std::invalid_argument(fmt::format("{}: the gradient {} does not match its parameter {}",
+                                            who, g.describe(), p.describe()));
+  return g.contiguous();
+}
+
+std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
+  return {ParamGroup{std::move(params), std::nullopt, std::nullopt}};
+}
+
+std::vector<ParamGroup> flat_group(const FlatParameters& params, double lr, double weight_decay) {
+  ParamGroup group{{}, lr, weight_decay};
+  for (const auto& slot : params.slots) group.params.push_back(slot.parameter);
+  return {group};
+}
+}  // namespace
+
+void Optimizer::set_groups(std::vector<ParamGroup> groups, double lr, double weight_decay,
+                           const char* who) {
+  if (groups.empty()) throw std::invalid_argument(fmt::format("{}: no parameter groups", who));
+  std::unordered_set<const TensorImpl*> seen;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    ParamGroup& group = groups[i];
+    if (group.params.empty())
+      throw std::invalid_argument(fmt::format("{}: parameter group {} is empty", who, i));
+    if (!group.lr) group.lr = lr;
+    if (!group.weight_decay) group.weight_decay = weight_decay;
+    check_rate(*group.lr, who, "lr");
+    check_rate(*group.weight_decay, who, "weight_decay");
+    for (const Tensor& p : group.params) {
+      if (!p.defined())
+        throw std::invalid_argument(fmt::format("{}: group {} holds an undefined tensor", who, i));
+      if (p.dtype() != DType::f32 && p.dtype() != DType::f64)
+        throw std::invalid_argument(
+            fmt::format("{}: parameter {} is not float32 or float64", who, p.describe()));
+      if (!p.is_contiguous())
+        throw std::invalid_argument(
+            fmt::format("{}: parameter {} is not contiguous", who, p.describe()));
+      if (!seen.insert(p.impl()).second)
+        throw std::invalid_argument(
+            fmt::format("{}: parameter {} appears in more than one place", who, p.describe()));
+    }
+  }
+  groups_ = std::move(groups);
+}
+
+std::vector<Tensor> Optimizer::parameters() const {
+  std::vector<Tensor> all;
+  for (const ParamGroup& group : groups_)
+    all.insert(all.end(), group.params.begin(), group.params.end());
+  return all;
+}
+
+void Optimizer::zero_grad() {
+  for (ParamGroup& group : groups_)
+    for (Tensor& p : group.params) p.zero_grad();
+}
+
+double Optimizer::lr(size_t group) const {
+  if (group >= groups_.size())
+    throw std::out_of_range(
+        fmt::format("optimizer: group {} asked for, it has {}", group, groups_.size()));
+  return *groups_[group].lr;
+}
+
+void Optimizer::set_lr(double lr) {
+  for (size_t g = 0; g < groups_.size(); ++g) set_lr(g, lr);
+}
+
+void Optimizer::set_lr(size_t group, double lr) {
+  if (group >= groups_.size())
+    throw std::out_of_range(
+        fmt::format("optimizer: group {} asked for, it has {}", group, groups_.size()));
+  check_rate(lr, "optimizer", "lr");
+  groups_[group].lr = lr;
+}
+
+// ---- AdamW and Adam
+
 AdamW::AdamW(FlatParameters& params, const AdamWConfig& config)
     : AdamW(params, config, 0, params.total) {}
 
 AdamW::AdamW(FlatParameters& params, const AdamWConfig& config, int64_t shard_begin,
              int64_t shard_end)
-    : params_(params), config_(config), shard_begin_(shard_begin), shard_end_(shard_end) {
+    : params_(&params), config_(config), shard_begin_(shard_begin), shard_end_(shard_end) {
   if (shard_begin < 0 || shard_end < shard_begin || shard_end > params.total)
     throw std::invalid_argument(fmt::format("AdamW: shard [{}, {}) is outside the {} parameters",
                                             shard_begin, shard_end, params.total));
+  check_rate(config.lr, "AdamW", "lr");
+  check_rate(config.weight_decay, "AdamW", "weight_decay");
+  groups_ = flat_group(params, config.lr, config.weight_decay);
   m_ = Tensor::zeros({shard_end - shard_begin}, params.values.dtype());
   v_ = Tensor::zeros({shard_end - shard_begin}, params.values.dtype());
-  for (const auto& slot : params.slots)
-    slot_decay_.push_back(decays_under(config.decay, slot) ? config.weight_decay : 0.0);
+  for (const auto& slot : params.slots) slot_decays_.push_back(decays_under(config.decay, slot));
 }
+
+AdamW::AdamW(std::vector<Tensor> params, const AdamWConfig& config)
+    : AdamW(one_group(std::move(params)), config, true) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWConfig& config)
+    : AdamW(std::move(groups), config, true) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWConfig& config, bool decoupled)
+    : config_(config), decoupled_(decoupled) {
+  const char* who = decoupled ? "AdamW" : "Adam";
+  set_groups(std::move(groups), config.lr, config.weight_decay, who);
+  size_t count = 0;
+  for (const ParamGroup& group : groups_) count += group.params.size();
+  tensor_state_.resize(count);
+}
+
+Adam::Adam(std::vector<Tensor> params, const AdamWConfig& config)
+    : Adam(one_group(std::move(params)), config) {}
 
 // torch 1.13 AdamW (single-tensor path), per element, in the parameter's precision:
 //   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
 //   p ← p − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + eps)
+// kL2 (torch Adam): g ← g + wd·p first, and decay = 1.
 // p, g, m, v [n] (one slot's span); vectorised, no aliasing between the four buffers.
-template <class T>
+template <class T, bool kL2 = false>
 static void adamw_span(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
                        int64_t n, T decay, T beta1, T one_minus_beta1, T beta2, T one_minus_beta2,
-                       T step_size, T bc2, T eps) {
+                       T step_size, T bc2, T eps, T l2 = T(0)) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
+    T gi = g[i];
+    if constexpr (kL2) gi = gi + l2 * p[i];
     const T pi = p[i] * decay;
-    const T mi = m[i] * beta1 + one_minus_beta1 * g[i];
-    const T vi = v[i] * beta2 + one_minus_beta2 * g[i] * g[i];
+    const T mi = m[i] * beta1 + one_minus_beta1 * gi;
+    const T vi = v[i] * beta2 + one_minus_beta2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
     const T denom = std::sqrt(vi) / bc2 + eps;
@@ -66,14 +192,23 @@ static void adamw_span(T* __restrict p, const T* __restrict g, T* __restrict m, 
   }
 }
 
-void AdamW::step(double lr) {
+void AdamW::zero_grad() {
+  if (params_)
+    params_->zero_grad();
+  else
+    Optimizer::zero_grad();
+}
+
+void AdamW::step() {
   ScopedOpTimer op_timer(OpFamily::optimizer);
+  if (!params_) return step_tensors();
   ++step_;
+  const double lr = *groups_[0].lr, wd = *groups_[0].weight_decay;
   const double bc1 = 1.0 - std::pow(config_.beta1, static_cast<double>(step_));
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(config_.beta2, static_cast<double>(step_)));
-  dispatch_float(params_.values.dtype(), "AdamW", [&]<class T>() {
-    T* p = params_.values.data<T>();
-    const T* g = params_.gradients.data<T>();
+  dispatch_float(params_->values.dtype(), "AdamW", [&]<class T>() {
+    T* p = params_->values.data<T>();
+    const T* g = params_->gradients.data<T>();
     T* m = m_.data<T>();  // element i of the flat buffer is m[i - shard_begin_]
     T* v = v_.data<T>();
     const int64_t sb = shard_begin_;
@@ -85,53 +220,151 @@ void AdamW::step(double lr) {
     // Elements are independent, so how the flat buffer is cut across threads cannot change a bit:
     // one parallel region over fixed chunks of the whole buffer (a chunk may span slots), and
     // none at all below kParallelGrain elements.
-    const std::vector<FlatParameters::Slot>& slots = params_.slots;
-    auto update_range = [&](int64_t lo, int64_t hi) {  // elements [lo, hi) of the flat buffer
+    const std::vector<FlatParameters::Slot>& slots = params_->slots;
+    for_chunks(shard_end_ - shard_begin_, [&](int64_t lo, int64_t hi) {
+      lo += sb, hi += sb;  // elements [lo, hi) of the flat buffer
       for (size_t s = 0; s < slots.size(); ++s) {
         const int64_t a = std::max(lo, slots[s].offset),
                       b = std::min(hi, slots[s].offset + slots[s].numel);
         if (a >= b) continue;
-        const T decay = static_cast<T>(1.0 - lr * slot_decay_[s]);
+        const T decay = static_cast<T>(1.0 - lr * (slot_decays_[s] ? wd : 0.0));
         adamw_span<T>(p + a, g + a, m + (a - sb), v + (a - sb), b - a, decay, beta1,
                       one_minus_beta1, beta2, one_minus_beta2, step_size, bc2, eps);
       }
-    };
-    const int64_t begin = shard_begin_, end = shard_end_, count = end - begin;
-    if (count <= kParallelGrain) return update_range(begin, end);
-    const int64_t chunks = (count + kParallelGrain - 1) / kParallelGrain;
-#pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < chunks; ++c)
-      update_range(begin + c * kParallelGrain, std::min(end, begin + (c + 1) * kParallelGrain));
+    });
   });
 }
 
-SGD::SGD(FlatParameters& params, double momentum, double weight_decay)
-    : params_(params), momentum_(momentum), weight_decay_(weight_decay) {
+// Each tensor as one slot of the flat path (the same constants, the same kernel), with its own
+// step count: the same bits as the flat path on the same parameters.
+void AdamW::step_tensors() {
+  ++step_;
+  size_t k = 0;
+  for (const ParamGroup& group : groups_) {
+    const double lr = *group.lr, wd = *group.weight_decay;
+    for (const Tensor& param : group.params) {
+      TensorState& state = tensor_state_[k++];
+      Tensor grad = gradient_of(param, decoupled_ ? "AdamW" : "Adam");
+      if (!grad.defined()) continue;
+      if (!state.m.defined()) {
+        state.m = Tensor::zeros(param.shape(), param.dtype());
+        state.v = Tensor::zeros(param.shape(), param.dtype());
+      }
+      ++state.steps;
+      const double bc1 = 1.0 - std::pow(config_.beta1, static_cast<double>(state.steps));
+      const double bc2_sqrt =
+          std::sqrt(1.0 - std::pow(config_.beta2, static_cast<double>(state.steps)));
+      dispatch_float(param.dtype(), "AdamW", [&]<class T>() {
+        T* p = param.data<T>();
+        const T* g = grad.data<T>();
+        T* m = state.m.data<T>();
+        T* v = state.v.data<T>();
+        const T beta1 = static_cast<T>(config_.beta1), beta2 = static_cast<T>(config_.beta2);
+        const T one_minus_beta1 = static_cast<T>(1.0 - config_.beta1),
+                one_minus_beta2 = static_cast<T>(1.0 - config_.beta2);
+        const T step_size = static_cast<T>(lr / bc1), bc2 = static_cast<T>(bc2_sqrt),
+                eps = static_cast<T>(config_.eps);
+        for_chunks(param.numel(), [&](int64_t lo, int64_t hi) {
+          if (decoupled_)
+            adamw_span<T>(p + lo, g + lo, m + lo, v + lo, hi - lo, static_cast<T>(1.0 - lr * wd),
+                          beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bc2, eps);
+          else if (wd != 0)
+            adamw_span<T, true>(p + lo, g + lo, m + lo, v + lo, hi - lo, T(1), beta1,
+                                one_minus_beta1, beta2, one_minus_beta2, step_size, bc2, eps,
+                                static_cast<T>(wd));
+          else
+            adamw_span<T>(p + lo, g + lo, m + lo, v + lo, hi - lo, T(1), beta1, one_minus_beta1,
+                          beta2, one_minus_beta2, step_size, bc2, eps);
+        });
+      });
+    }
+  }
+}
+
+// ---- SGD
+
+namespace {
+void check_sgd(const SGDConfig& c) {
+  check_rate(c.lr, "SGD", "lr");
+  check_rate(c.momentum, "SGD", "momentum");
+  check_rate(c.weight_decay, "SGD", "weight_decay");
+  if (!std::isfinite(c.dampening))
+    throw std::invalid_argument(fmt::format("SGD: dampening must be finite, got {}", c.dampening));
+  if (c.nesterov && (c.momentum <= 0 || c.dampening != 0))
+    throw std::invalid_argument(
+        fmt::format("SGD: Nesterov momentum needs momentum > 0 and dampening 0, got momentum {} "
+                    "and dampening {}",
+                    c.momentum, c.dampening));
+}
+
+// torch SGD on one span: d = g + wd·p; buf = d (first) or momentum·buf + (1 − dampening)·d;
+// d = d + momentum·buf (Nesterov) or buf; p −= lr·d. p, g, b [n].
+template <class T>
+void sgd_span(T* __restrict p, const T* __restrict g, T* __restrict b, int64_t n,
+              const SGDConfig& c, double lr, double weight_decay, bool first) {
+  const T wd = static_cast<T>(weight_decay), mom = static_cast<T>(c.momentum),
+          damp = static_cast<T>(1.0 - c.dampening), rate = static_cast<T>(lr);
+  const bool nesterov = c.nesterov, plain_damp = c.dampening == 0;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    T d = g[i] + wd * p[i];
+    if (mom != T(0)) {
+      b[i] = first ? d : mom * b[i] + (plain_damp ? d : damp * d);
+      d = nesterov ? d + mom * b[i] : b[i];
+    }
+    p[i] -= rate * d;
+  }
+}
+}  // namespace
+
+SGD::SGD(FlatParameters& params, const SGDConfig& config) : params_(&params), config_(config) {
+  check_sgd(config);
+  groups_ = flat_group(params, config.lr, config.weight_decay);
   buf_ = Tensor::zeros({params.total}, params.values.dtype());
 }
 
-// torch SGD: d = g + wd·p; buf = momentum·buf + d (buf = d on the first step); p -= lr·buf
-void SGD::step(double lr) {
+SGD::SGD(std::vector<Tensor> params, const SGDConfig& config)
+    : SGD(one_group(std::move(params)), config) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, const SGDConfig& config) : config_(config) {
+  check_sgd(config);
+  set_groups(std::move(groups), config.lr, config.weight_decay, "SGD");
+  buffers_.resize(parameters().size());
+}
+
+void SGD::zero_grad() {
+  if (params_)
+    params_->zero_grad();
+  else
+    Optimizer::zero_grad();
+}
+
+void SGD::step() {
   ScopedOpTimer op_timer(OpFamily::optimizer);
-  dispatch_float(params_.values.dtype(), "SGD", [&]<class T>() {
-    T* p = params_.values.data<T>();
-    const T* g = params_.gradients.data<T>();
-    T* b = buf_.data<T>();
-    const T wd = static_cast<T>(weight_decay_), mom = static_cast<T>(momentum_),
-            rate = static_cast<T>(lr);
-    const bool first = first_;
-    const int64_t n = params_.total;
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      T d = g[i] + wd * p[i];
-      if (mom != T(0)) {
-        b[i] = first ? d : mom * b[i] + d;
-        d = b[i];
-      }
-      p[i] -= rate * d;
+  if (params_) {
+    dispatch_float(params_->values.dtype(), "SGD", [&]<class T>() {
+      sgd_span<T>(params_->values.data<T>(), params_->gradients.data<T>(), buf_.data<T>(),
+                  params_->total, config_, *groups_[0].lr, *groups_[0].weight_decay, first_);
+    });
+    first_ = false;
+    return;
+  }
+  size_t k = 0;
+  for (const ParamGroup& group : groups_)
+    for (const Tensor& param : group.params) {
+      Tensor& buf = buffers_[k++];
+      Tensor grad = gradient_of(param, "SGD");
+      if (!grad.defined()) continue;
+      const bool first = !buf.defined();
+      if (first && config_.momentum != 0) buf = Tensor::zeros(param.shape(), param.dtype());
+      dispatch_float(param.dtype(), "SGD", [&]<class T>() {
+        T* b = config_.momentum != 0 ? buf.data<T>() : nullptr;
+        for_chunks(param.numel(), [&](int64_t lo, int64_t hi) {
+          sgd_span<T>(param.data<T>() + lo, grad.data<T>() + lo, b ? b + lo : nullptr, hi - lo,
+                      config_, *group.lr, *group.weight_decay, first);
+        });
+      });
     }
-  });
-  first_ = false;
 }
 
 // Σ x² over x [n] in double, in a fixed order that vectorises: 8 interleaved partial sums
@@ -237,6 +470,62 @@ ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
   return scale_gradients_for_clip(params, total, max_norm, 0, params.total);
 }
 
+ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  ScopedOpTimer op_timer(OpFamily::optimizer);
+  if (!(max_norm >= 0) || !std::isfinite(max_norm))
+    throw std::invalid_argument(
+        fmt::format("clip_grad_norm: max_norm must be finite and >= 0, got {}", max_norm));
+  // The flat overload's arithmetic per tensor: blocks of kClipBlock elements, each block's sum of
+  // squares, each tensor's norm from its block sums in order rounded to its dtype, then the norm
+  // of the norms. Tensors of both float dtypes: the total is rounded to the first one's, as torch.
+  std::vector<Tensor> grads;
+  std::unordered_set<const TensorImpl*> seen;
+  for (const Tensor& p : params) {
+    if (!p.defined() || !seen.insert(p.impl()).second || !p.grad().defined()) continue;
+    Tensor g = p.grad();
+    if (g.dtype() != DType::f32 && g.dtype() != DType::f64)
+      throw std::invalid_argument(
+          fmt::format("clip_grad_norm: gradient {} is not floating point", g.describe()));
+    if (!g.is_contiguous())
+      throw std::invalid_argument(fmt::format("clip_grad_norm: gradient {} of {} is not contiguous",
+                                              g.describe(), p.describe()));
+    grads.push_back(g);
+  }
+  ClipResult r;
+  if (grads.empty()) return r;
+  double total_sq = 0;
+  for (const Tensor& g : grads)
+    dispatch_float(g.dtype(), "clip_grad_norm", [&]<class T>() {
+      const T* x = g.data<T>();
+      const int64_t n = g.numel(), nblocks = (n + kClipBlock - 1) / kClipBlock;
+      std::vector<double> sums(nblocks);
+      double* out = sums.data();
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+      for (int64_t b = 0; b < nblocks; ++b)
+        out[b] =
+            sum_of_squares(x + b * kClipBlock, std::min(n, (b + 1) * kClipBlock) - b * kClipBlock);
+      double sq = 0;
+      for (double v : sums) sq += v;
+      const double norm = static_cast<double>(static_cast<T>(std::sqrt(sq)));
+      total_sq += norm * norm;
+    });
+  dispatch_float(grads[0].dtype(), "clip_grad_norm", [&]<class T>() {
+    r.total_norm = static_cast<double>(static_cast<T>(std::sqrt(total_sq)));
+  });
+  r.clipped = r.total_norm > max_norm;
+  const double coef = std::min(1.0, max_norm / (r.total_norm + 1e-6));
+  for (const Tensor& g : grads)
+    dispatch_float(g.dtype(), "clip_grad_norm", [&]<class T>() {
+      const T c = static_cast<T>(coef);
+      if (c == T(1)) return;
+      T* x = g.data<T>();
+      const int64_t n = g.numel();
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) x[i] *= c;
+    });
+  return r;
+}
+
 double Schedule::at(int64_t step) const {
   if (kind == Kind::constant) return lr;
   if (step < warmup_steps)
@@ -270,5 +559,79 @@ Schedule Schedule::parse(const std::string& kind, double lr, int64_t warmup, int
     throw std::invalid_argument("schedule: warmup must be >= 0 and total steps >= 1");
   return s;
 }
+
+}  // namespace dg
+
+namespace dg {
+
+// ---- schedules as objects
+
+LrScheduler::LrScheduler(Optimizer& optimizer, Rule rule)
+    : optimizer_(&optimizer), rule_(std::move(rule)) {
+  if (!rule_) throw std::invalid_argument("LrScheduler: no rule");
+  for (size_t g = 0; g < optimizer.param_groups().size(); ++g) base_lrs_.push_back(optimizer.lr(g));
+  apply();
+}
+
+void LrScheduler::step() {
+  ++step_;
+  apply();
+}
+
+void LrScheduler::apply() {
+  for (size_t g = 0; g < base_lrs_.size(); ++g) {
+    const double lr = rule_(step_, base_lrs_[g]);
+    if (!(lr >= 0) || !std::isfinite(lr))
+      throw std::invalid_argument(
+          fmt::format("learning-rate schedule: step {} gives group {} the rate {}", step_, g, lr));
+    optimizer_->set_lr(g, lr);
+  }
+}
+
+namespace {
+void check_steps(int64_t value, int64_t least, const char* who, const char* what) {
+  if (value < least)
+    throw std::invalid_argument(
+        fmt::format("{}: {} must be >= {}, got {}", who, what, least, value));
+}
+}  // namespace
+
+StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
+    : LrScheduler(optimizer, [step_size, gamma](int64_t step, double base) {
+        check_steps(step_size, 1, "StepLR", "step_size");
+        return base * std::pow(gamma, static_cast<double>(step / step_size));
+      }) {}
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t total_steps,
+                                     int64_t warmup_steps, double min_lr_ratio)
+    : LrScheduler(optimizer, [=](int64_t step, double base) {
+        check_steps(total_steps, 1, "CosineAnnealingLR", "total_steps");
+        check_steps(warmup_steps, 0, "CosineAnnealingLR", "warmup_steps");
+        Schedule s;
+        s.kind = Schedule::Kind::warmup_cosine;
+        s.lr = base;
+        s.warmup_steps = warmup_steps;
+        s.total_steps = total_steps;
+        s.min_lr_ratio = min_lr_ratio;
+        return s.at(step);
+      }) {}
+
+LinearWarmupLR::LinearWarmupLR(Optimizer& optimizer, int64_t warmup_steps)
+    : LrScheduler(optimizer, [warmup_steps](int64_t step, double base) {
+        check_steps(warmup_steps, 1, "LinearWarmupLR", "warmup_steps");
+        if (step >= warmup_steps) return base;
+        return base * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+      }) {}
+
+LambdaLR::LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> factor)
+    : LrScheduler(optimizer, [factor = std::move(factor)](int64_t step, double base) {
+        return base * factor(step);
+      }) {}
+
+ScheduleLR::ScheduleLR(Optimizer& optimizer, const Schedule& schedule)
+    : LrScheduler(optimizer, [schedule](int64_t step, double base) {
+        const double lr = schedule.at(step);
+        return base == schedule.lr ? lr : base * (lr / schedule.lr);
+      }) {}
 
 }  // namespace dg

@@ -1,9 +1,12 @@
-// Optimisers over flat parameter buffers (nn/module.h FlatParameters): AdamW with torch's exact
-// update order, SGD with momentum, global-norm gradient clipping, and learning-rate schedules.
-// Every update is one pass over contiguous memory per parameter slot; nothing is allocated per
-// step after construction. Optimisers do not compute gradients or own the model.
+// Optimisers, gradient clipping and learning-rate schedules, as in torch.optim: AdamW, Adam and
+// SGD (momentum, dampening, Nesterov) over any list of tensors or parameter groups (each with its
+// own rate and weight decay), and AdamW/SGD over a module's flat buffers (nn/module.h), the fast
+// path the trainer uses: one pass over contiguous memory, nothing allocated per step. Optimisers
+// do not compute gradients or own the model; a schedule sets an optimiser's rates, nothing else.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,15 +24,55 @@ DecayPolicy parse_decay_policy(const std::string& text);  // "all" | "matrices"
 const char* decay_policy_name(DecayPolicy policy);
 
 struct AdamWConfig {
-  double lr = 6e-4;
+  double lr = 6e-4;  // the rate step() uses (a schedule or set_lr changes it)
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.01;
-  DecayPolicy decay = DecayPolicy::all;
+  DecayPolicy decay = DecayPolicy::all;  // the flat path only; groups set weight_decay instead
 };
 
-class AdamW {
+// Parameters that share a rate and a weight decay (one of torch's param_groups). An unset value
+// takes the optimiser's config; once the optimiser holds the group, both are set.
+struct ParamGroup {
+  std::vector<Tensor> params = {};
+  std::optional<double> lr = std::nullopt;
+  std::optional<double> weight_decay = std::nullopt;
+};
+
+// What every optimiser offers a training loop and a schedule (LrScheduler below).
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // One update of every parameter that has a gradient, at each group's current rate.
+  virtual void step() = 0;
+  // Sets every group's rate to lr, then step(): for callers that compute the rate themselves.
+  void step(double lr) {
+    set_lr(lr);
+    step();
+  }
+  // Zeroes the gradients of the optimiser's parameters in place (torch's zero_grad with
+  // set_to_none=False: a gradient that is a view into a flat buffer stays one).
+  virtual void zero_grad();
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  std::vector<Tensor> parameters() const;  // every group's, in order
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  double lr(size_t group = 0) const;
+  void set_lr(double lr);                // every group
+  void set_lr(size_t group, double lr);  // one group
+
+ protected:
+  // Fills each group's unset rate and weight decay; refuses empty groups, a tensor listed twice,
+  // tensors that are not contiguous floating-point ones, and negative or non-finite values.
+  void set_groups(std::vector<ParamGroup> groups, double lr, double weight_decay, const char* who);
+  std::vector<ParamGroup> groups_;
+};
+
+// AdamW (torch 1.13's update order, single-tensor path). Over a module's flat buffers, every
+// parameter in one group whose decay follows config.decay; over tensors or groups, each tensor
+// keeps its own moments and step count (a tensor without a gradient is skipped, as in torch).
+// The two give the same bits on the same parameters (tests/test_optim.cpp).
+class AdamW : public Optimizer {
  public:
   AdamW(FlatParameters& params, const AdamWConfig& config);
   // Sharded (ZeRO stage 1): keeps m and v for elements [shard_begin, shard_end) of the flat
@@ -37,39 +80,85 @@ class AdamW {
   AdamW(FlatParameters& params, const AdamWConfig& config, int64_t shard_begin, int64_t shard_end);
   // Over the module's own flat buffers (module.flat_parameters()): the usual way.
   AdamW(Module& module, const AdamWConfig& config) : AdamW(module.flat_parameters(), config) {}
-  // One update with learning rate `lr` (the schedule's value for this step).
-  void step(double lr);
+  // Over any tensors, or parameter groups (config.decay does not apply: set weight_decay per
+  // group).
+  AdamW(std::vector<Tensor> params, const AdamWConfig& config);
+  AdamW(std::vector<ParamGroup> groups, const AdamWConfig& config);
+  using Optimizer::step;
+  void step() override;
+  void zero_grad() override;
   int64_t steps_taken() const { return step_; }
   // Moments as flat tensors (for checkpoints): [total] each ([shard_end - shard_begin] sharded).
+  // The flat path only; over tensors, exp_avg(i) and exp_avg_sq(i) are parameter i's (in group
+  // order), undefined until its first step.
   Tensor& exp_avg() { return m_; }
   Tensor& exp_avg_sq() { return v_; }
+  const Tensor& exp_avg(size_t i) const { return tensor_state_.at(i).m; }
+  const Tensor& exp_avg_sq(size_t i) const { return tensor_state_.at(i).v; }
   void set_steps_taken(int64_t step) { step_ = step; }
   const AdamWConfig& config() const { return config_; }
   int64_t shard_begin() const { return shard_begin_; }
   int64_t shard_end() const { return shard_end_; }
 
+ protected:
+  struct TensorState {
+    Tensor m, v;
+    int64_t steps = 0;
+  };
+  // Adam (coupled L2) instead of AdamW (decoupled decay): the class Adam below.
+  AdamW(std::vector<ParamGroup> groups, const AdamWConfig& config, bool decoupled);
+  void step_tensors();
+
  private:
-  FlatParameters& params_;
+  FlatParameters* params_ = nullptr;  // the flat path (null over tensors); the caller's, not owned
   AdamWConfig config_;
-  std::vector<double> slot_decay_;  // weight decay per slot (0 where the policy excludes it)
+  bool decoupled_ = true;
+  std::vector<bool> slot_decays_;  // flat path: whether each slot decays under config.decay
   Tensor m_, v_;
+  std::vector<TensorState> tensor_state_;  // over tensors: per parameter, in group order
   int64_t step_ = 0;
   int64_t shard_begin_ = 0, shard_end_ = 0;  // the elements this optimizer updates
 };
 
-class SGD {
+// torch.optim.Adam: weight decay is added to the gradient (g + wd·p) before the moments, not
+// decoupled. Over tensors or groups only.
+class Adam : public AdamW {
  public:
-  SGD(FlatParameters& params, double momentum = 0.0, double weight_decay = 0.0);
+  Adam(std::vector<Tensor> params, const AdamWConfig& config);
+  Adam(std::vector<ParamGroup> groups, const AdamWConfig& config)
+      : AdamW(std::move(groups), config, false) {}
+};
+
+struct SGDConfig {
+  double lr = 1e-2;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;  // needs momentum > 0 and dampening 0, as torch
+};
+
+// torch.optim.SGD: d = g + wd·p; buf = d on the first step, then momentum·buf + (1 − dampening)·d;
+// d = d + momentum·buf (Nesterov) or buf; p −= lr·d. Over a module's flat buffers or over tensors.
+class SGD : public Optimizer {
+ public:
+  SGD(FlatParameters& params, const SGDConfig& config);
+  SGD(FlatParameters& params, double momentum = 0.0, double weight_decay = 0.0)
+      : SGD(params, SGDConfig{.momentum = momentum, .weight_decay = weight_decay}) {}
   SGD(Module& module, double momentum = 0.0, double weight_decay = 0.0)
       : SGD(module.flat_parameters(), momentum, weight_decay) {}
-  void step(double lr);
-  Tensor& momentum_buffer() { return buf_; }
+  SGD(std::vector<Tensor> params, const SGDConfig& config);
+  SGD(std::vector<ParamGroup> groups, const SGDConfig& config);
+  using Optimizer::step;
+  void step() override;
+  void zero_grad() override;
+  Tensor& momentum_buffer() { return buf_; }  // the flat path's
 
  private:
-  FlatParameters& params_;
-  double momentum_, weight_decay_;
+  FlatParameters* params_ = nullptr;  // the flat path (null over tensors); not owned
+  SGDConfig config_;
   Tensor buf_;
   bool first_ = true;
+  std::vector<Tensor> buffers_;  // over tensors: per parameter, undefined until its first step
 };
 
 // torch.nn.utils.clip_grad_norm_: total = ‖all gradients‖₂; every gradient is multiplied by
@@ -82,6 +171,10 @@ ClipResult clip_grad_norm(FlatParameters& params, double max_norm);
 inline ClipResult clip_grad_norm(Module& module, double max_norm) {
   return clip_grad_norm(module.flat_parameters(), max_norm);
 }
+// The same over any tensors (a tensor without a gradient is skipped; one listed twice counts
+// once): the flat overload's bits on the same parameters. Throws naming a gradient that is not
+// contiguous or not floating point, and a max_norm that is negative or not finite.
+ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
 // clip_grad_norm in parts, for gradients spread over processes (train/data_parallel.h): the
 // flat gradient is cut into blocks (each slot into runs of at most 8192 elements); a block's sum
@@ -114,5 +207,54 @@ struct Schedule {
 };
 Schedule::Kind parse_schedule_kind(const std::string& text);  // "constant" | "cosine"
 const char* schedule_kind_name(Schedule::Kind kind);
+
+// A learning-rate schedule as an object that sets an optimiser's rates, as
+// torch.optim.lr_scheduler: made after the optimiser, it remembers each group's rate as that
+// group's base and sets step 0's rates at once; each step() after optimizer.step() moves to the
+// next step's rates. The rule maps (step from 0, base rate) to a rate. The optimiser must outlive
+// the schedule (it is not owned).
+class LrScheduler {
+ public:
+  using Rule = std::function<double(int64_t step, double base_lr)>;
+  LrScheduler(Optimizer& optimizer, Rule rule);
+  virtual ~LrScheduler() = default;
+  void step();
+  int64_t last_step() const { return step_; }  // the step whose rates are set
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
+  double lr_at(int64_t step, size_t group = 0) const { return rule_(step, base_lrs_.at(group)); }
+
+ private:
+  void apply();
+  Optimizer* optimizer_;  // not owned
+  Rule rule_;
+  std::vector<double> base_lrs_;
+  int64_t step_ = 0;
+};
+// base · gamma^⌊step / step_size⌋ (torch StepLR).
+struct StepLR : LrScheduler {
+  StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
+};
+// Linear warm-up base·(step + 1)/warmup for the first warmup steps, then cosine from base down to
+// base·min_lr_ratio at total_steps, flat after (Schedule's warmup_cosine, per group). Without
+// warm-up: torch CosineAnnealingLR's closed form with T_max = total_steps, eta_min =
+// base·min_lr_ratio (torch's step() uses a recursive form that rounds differently).
+struct CosineAnnealingLR : LrScheduler {
+  CosineAnnealingLR(Optimizer& optimizer, int64_t total_steps, int64_t warmup_steps = 0,
+                    double min_lr_ratio = 0.0);
+};
+// base·(step + 1)/warmup_steps for the first warmup_steps, then base (torch LinearLR with
+// start_factor 1/warmup_steps, total_iters warmup_steps − 1).
+struct LinearWarmupLR : LrScheduler {
+  LinearWarmupLR(Optimizer& optimizer, int64_t warmup_steps);
+};
+// base · factor(step) (torch LambdaLR).
+struct LambdaLR : LrScheduler {
+  LambdaLR(Optimizer& optimizer, std::function<double(int64_t step)> factor);
+};
+// The CLI's Schedule driving an optimiser: a group whose base is schedule.lr gets schedule.at(step)
+// exactly; another group is scaled by its base / schedule.lr.
+struct ScheduleLR : LrScheduler {
+  ScheduleLR(Optimizer& optimizer, const Schedule& schedule);
+};
 
 }  // namespace dg

@@ -46,6 +46,25 @@ TrainerConfig trainer_config(const RunConfig& run) {
 Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids)
     : Trainer(config, train_ids, nullptr) {}
 
+Trainer::Trainer(const TrainerConfig& config, std::vector<int32_t>&& train_ids)
+    : Trainer(config, std::move(train_ids), nullptr) {}
+
+Trainer::Trainer(const TrainerConfig& config, std::vector<int32_t>&& train_ids, Collectives* world)
+    : Trainer(config, std::make_shared<const std::vector<int32_t>>(std::move(train_ids)), world) {}
+
+namespace {
+const std::vector<int32_t>& non_null(const std::shared_ptr<const std::vector<int32_t>>& ids) {
+  if (!ids) throw std::invalid_argument("trainer: the token ids are a null shared_ptr");
+  return *ids;
+}
+}  // namespace
+
+Trainer::Trainer(const TrainerConfig& config, std::shared_ptr<const std::vector<int32_t>> train_ids,
+                 Collectives* world)
+    : Trainer(config, non_null(train_ids), world) {
+  owned_ids_ = std::move(train_ids);
+}
+
 Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids,
                  Collectives* world)
     : config_(config), train_ids_(train_ids), batch_rng_(config.seed), world_(world) {

@@ -62,12 +62,18 @@ TrainerConfig trainer_config(const RunConfig& run);
 
 class Trainer {
  public:
+  // The token ids: an lvalue is read in place and must outlive the Trainer; a temporary (or a
+  // moved vector) is moved in and owned; a shared_ptr is shared (kept alive by the Trainer).
   Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids);
+  Trainer(const TrainerConfig& config, std::vector<int32_t>&& train_ids);
   // Data parallel over `world` (train/data_parallel.h; not owned, may be null = one process):
   // rank r runs micro-batches r·accum … r·accum + accum − 1 of every step's global batch, and
   // the result is bit-identical to one process with accum × ranks. config.zero = 1 shards
   // AdamW's moments over the ranks.
   Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids, Collectives* world);
+  Trainer(const TrainerConfig& config, std::vector<int32_t>&& train_ids, Collectives* world);
+  Trainer(const TrainerConfig& config, std::shared_ptr<const std::vector<int32_t>> train_ids,
+          Collectives* world = nullptr);
   // Runs steps until `step()` == until (or config.steps). Calls on_step after each.
   void run(int64_t until, const std::function<void(const StepLog&)>& on_step = {});
   // One step; returns its log. Throws TrainingDiverged (see set_skip_nonfinite).
@@ -101,7 +107,8 @@ class Trainer {
 
  private:
   TrainerConfig config_;
-  const std::vector<int32_t>& train_ids_;
+  const std::vector<int32_t>& train_ids_;  // *owned_ids_ when owned or shared
+  std::shared_ptr<const std::vector<int32_t>> owned_ids_;
   std::unique_ptr<MicroLM> model_;
   FlatParameters flat_;
   std::unique_ptr<AdamW> optimizer_;

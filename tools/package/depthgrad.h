@@ -1,6 +1,6 @@
 // depthgrad: the public API in one include. Installed as <depthgrad/depthgrad.h>; each header
-// below can also be included alone (<depthgrad/tensor/tensor.h> or "tensor/tensor.h"). The
-// experiments (reproduce, evolve, reports, benchmarks) and the CLI are not part of the library.
+// below can also be included alone (<depthgrad/tensor/tensor.h>: installed, the includes below
+// read "depthgrad/tensor/tensor.h"). The experiments and the CLI are not part of the library.
 //
 // A program that builds on depthgrad (see tools/example/ for a whole one):
 //   find_package(depthgrad CONFIG REQUIRED)    # CMake (or: pkg-config --cflags --libs depthgrad)
@@ -39,8 +39,9 @@
 #include "nn/micro_lm.h"
 #include "nn/module.h"
 
-// Training: AdamW/SGD over a module's flat buffers, clipping, schedules, the resumable trainer.
-//   dg::AdamW opt(model, dg::AdamWConfig{}); model.zero_grad(); ...; opt.step(lr);
+// Training: AdamW, Adam and SGD over a module or parameter groups, clipping, schedule objects,
+// the resumable trainer.
+//   dg::AdamW opt(model, dg::AdamWConfig{.lr = 1e-3}); opt.zero_grad(); ...; opt.step();
 #include "train/optim.h"
 #include "train/trainer.h"
 // Checkpoints (safetensors): weights, training checkpoints, and any named set of tensors.
