@@ -44,6 +44,10 @@ Tensor contiguous(const Tensor& a);  // recorded copy when a is a non-contiguous
 Tensor expand(const Tensor& a, const Shape& shape);  // a broadcast view
 Tensor concat(const std::vector<Tensor>& parts, int64_t axis);
 Tensor stack(const std::vector<Tensor>& parts, int64_t axis);
+// A copy of a in another dtype (torch's a.to(dtype)); a itself when the dtype is already dtype.
+// Between floating dtypes it records (the gradient is converted back); to or from an integer
+// dtype it records nothing (integers carry no gradient). Float to integer truncates toward zero.
+Tensor to_dtype(const Tensor& a, DType dtype);
 
 // ---- indexing, max/min, split/chunk, dropout, losses with a reduction ------------------------
 // (ops_index.cpp, ops_reduce.cpp, ops_shape.cpp, ops_dropout.cpp, ops_loss.cpp; torch semantics)

@@ -2,7 +2,8 @@
 // with int32 or int64 indices; each backward scatter-adds g into the input's gradient (repeated
 // indices add up). An index outside [0, size) throws naming the op, the index and its position;
 // negative indices are refused as torch refuses them. Does not do: scatter as a forward op,
-// index_put, boolean masks, gradients for the index (it is integer data).
+// index_put, boolean masks, gradients for the index (it is integer data). Integer inputs (ids,
+// labels) are gathered too, recording nothing.
 #include <fmt/format.h>
 
 #include "autograd/op_util.h"
@@ -37,6 +38,24 @@ int64_t prod(const Shape& s, int64_t from, int64_t to) {
 }  // namespace
 
 // ---- gather: out[.., j, ..] = input[.., index[.., j, ..], ..] along `dim` ----------------------
+namespace {
+// Runs f.template operator()<T>() for the element type of `dtype`: the float types, and the
+// integer ones (gathering ids or labels), which carry no gradient.
+template <class F>
+void dispatch_any(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      return f.template operator()<float>();
+    case DType::f64:
+      return f.template operator()<double>();
+    case DType::i32:
+      return f.template operator()<int32_t>();
+    case DType::i64:
+      return f.template operator()<int64_t>();
+  }
+}
+}  // namespace
+
 // input [.., C, ..], index [.., J, ..] (same rank; every other axis no longer than input's) ->
 // out with index's shape. Backward: grad(input)[.., index[.., j, ..], ..] += g[.., j, ..].
 // When index is shorter than input on another axis, the kernel reads a contiguous copy of the
@@ -44,7 +63,7 @@ int64_t prod(const Shape& s, int64_t from, int64_t to) {
 Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
   ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "gather";
-  check_float(input, op);
+  check_arg(input.defined(), op, input, "a defined input");
   check_arg(input.dim() >= 1, op, input, "an input with at least one axis");
   const int64_t ax = normalize_axis(dim, input.dim(), op);
   check_arg(index.defined() && index.dim() == input.dim(), op, index,
@@ -64,9 +83,9 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
   Tensor x = part.contiguous();
   Tensor out = Tensor::empty(is, input.dtype());
   const GatherIndex gi{idx.data<int64_t>(), J * I, I, 1};
-  dispatch_float(input.dtype(), op,
-                 [&]<class T>() { gather_forward<T>(out.data<T>(), x.data<T>(), gi, O, C, J, I); });
-  if (should_record({input}))
+  dispatch_any(input.dtype(),
+               [&]<class T>() { gather_forward<T>(out.data<T>(), x.data<T>(), gi, O, C, J, I); });
+  if (is_floating(input.dtype()) && should_record({input}))
     record(op, {input}, out,
            [input, part_shape = part.shape(), cut, idx, O, C, J, I](const Tensor& g) {
              Tensor gc = g.contiguous();
@@ -88,12 +107,12 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
 }
 
 // ---- index_select: out[.., j, ..] = input[.., index[j], ..] along `dim`
-// -------------------------- input [.., C, ..], index [J] -> [.., J, ..]. Backward: grad(input)[..,
-// index[j], ..] += g[.., j, ..].
+// input [.., C, ..], index [J] -> [.., J, ..]. Backward: grad(input)[.., index[j], ..] +=
+// g[.., j, ..]. An integer input (ids, labels) is gathered the same way and records nothing.
 Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
   ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "index_select";
-  check_float(input, op);
+  check_arg(input.defined(), op, input, "a defined input");
   check_arg(input.dim() >= 1, op, input, "an input with at least one axis");
   const int64_t ax = normalize_axis(dim, input.dim(), op);
   check_arg(index.defined() && index.dim() == 1, op, index, "a one-axis index [J]");
@@ -105,9 +124,9 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
   out_shape[ax] = J;
   Tensor out = Tensor::empty(out_shape, input.dtype());
   const GatherIndex gi{idx.data<int64_t>(), 0, 1, 0};
-  dispatch_float(input.dtype(), op,
-                 [&]<class T>() { gather_forward<T>(out.data<T>(), x.data<T>(), gi, O, C, J, I); });
-  if (should_record({input}))
+  dispatch_any(input.dtype(),
+               [&]<class T>() { gather_forward<T>(out.data<T>(), x.data<T>(), gi, O, C, J, I); });
+  if (is_floating(input.dtype()) && should_record({input}))
     record(op, {input}, out, [input, idx, O, C, J, I](const Tensor& g) {
       Tensor gc = g.contiguous();
       Tensor t = Tensor::zeros(input.shape(), input.dtype());

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <stdexcept>
 
 #include "nn/init.h"
 
@@ -16,6 +17,15 @@ Embedding::Embedding(int64_t vocab, int64_t dim, DType dtype) : Module(dtype) {
   if (!init::skipping()) init::normal_(weight);
 }
 Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
+
+Dropout::Dropout(double p, TorchGenerator* generator) : p(p), generator_(generator) {
+  if (!(p >= 0.0 && p <= 1.0))
+    throw std::invalid_argument(fmt::format("Dropout: p must be in [0, 1], got {}", p));
+}
+
+Tensor Dropout::forward(const Tensor& x) const {
+  return dropout(x, p, is_training(), generator_ ? *generator_ : default_generator());
+}
 
 Linear::Linear(int64_t in, int64_t out, bool with_bias, DType dtype)
     : Module(dtype), in_features(in), out_features(out) {

@@ -11,6 +11,7 @@
 
 #include "autograd/ops.h"
 #include "nn/module.h"
+#include "tensor/rng.h"
 
 namespace dg {
 
@@ -19,6 +20,19 @@ class Embedding : public Module {
   Embedding(int64_t vocab, int64_t dim, DType dtype = DType::f32);
   Tensor forward(const Tensor& ids) const;  // ids int32 [..] -> [.., dim]
   Tensor weight;                            // [vocab, dim]
+};
+
+// Zeroes each element with probability p and scales the rest by 1/(1 − p) while training; the
+// identity in eval mode (module.eval()), as torch.nn.Dropout. The mask is drawn from `generator`,
+// or from dg::default_generator() when none is given (re-seeded by dg::manual_seed).
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5, TorchGenerator* generator = nullptr);
+  Tensor forward(const Tensor& x) const;  // x [..] -> [..]
+  double p;
+
+ private:
+  TorchGenerator* generator_;
 };
 
 class Linear : public Module {

@@ -28,6 +28,8 @@ void gather_forward(T* out, const T* x, GatherIndex index, int64_t O, int64_t C,
 }
 template decltype(gather_forward<float>) gather_forward<float>;
 template decltype(gather_forward<double>) gather_forward<double>;
+template decltype(gather_forward<int32_t>) gather_forward<int32_t>;  // integer inputs: no gradient
+template decltype(gather_forward<int64_t>) gather_forward<int64_t>;
 
 // Reference: the definition, one element at a time.
 template <class T>
@@ -40,6 +42,8 @@ void ref_gather_forward(T* out, const T* x, GatherIndex index, int64_t O, int64_
 }
 template decltype(ref_gather_forward<float>) ref_gather_forward<float>;
 template decltype(ref_gather_forward<double>) ref_gather_forward<double>;
+template decltype(ref_gather_forward<int32_t>) ref_gather_forward<int32_t>;
+template decltype(ref_gather_forward<int64_t>) ref_gather_forward<int64_t>;
 
 // dx [O, C, I], dout [O, J, I]. Tile (o, i0..i1) owns dx[o, :, i0..i1]: no other tile writes it.
 template <class T>

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The installed package as another project uses it: installs the build into a temporary prefix,
-# builds tools/example/ against it with find_package(depthgrad CONFIG) and again with pkg-config,
-# and runs both, and the README's first program (tools/example/quickstart.cpp). tools/example/
+# builds tools/example/ against it with find_package(depthgrad CONFIG) (and one program again with
+# pkg-config) and runs every example: the README's first program (quickstart.cpp), an MLP
+# regression, a classifier with dropout, a custom op with its gradient check. tools/example/
 # sets no C++ standard: the package must carry C++20. Also checks that the experiments, tests and
 # tools are not installed, that only <prefix>/include is exported (a consumer's own nn/layers.h
 # does not replace depthgrad's), that the package says how it was built (native or portable), and
@@ -54,7 +55,11 @@ cmake -S "$example" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE
   -DCMAKE_CXX_FLAGS="$extra" -DCMAKE_EXE_LINKER_FLAGS="$extra" > "$work/configure.log" ||
   { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/cmake-build" -j 2 > "$work/build.log" || { cat "$work/build.log"; exit 1; }
-DEPTHGRAD_THREADS=1 "$work/cmake-build/softsign_example"
+# The examples a user copies from: each checks its own result and exits non-zero when it fails.
+for program in custom_op mlp_regression classifier; do
+  echo "-- $program"
+  DEPTHGRAD_THREADS=1 "$work/cmake-build/$program"
+done
 # The README's first program: it must run and fit its curve (last mse under 5% of the first).
 DEPTHGRAD_THREADS=1 "$work/cmake-build/quickstart" | tee "$work/quickstart.log"
 awk '/^step/ { if (first == "") first = $NF; last = $NF }
@@ -64,7 +69,7 @@ awk '/^step/ { if (first == "") first = $NF; last = $NF }
 echo "== pkg-config depthgrad"
 flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs depthgrad)
 # shellcheck disable=SC2086  # word splitting of the flag lists is intended
-c++ -O2 $extra "$example/main.cpp" -o "$work/pc_example" $flags
+c++ -O2 $extra "$example/custom_op.cpp" -o "$work/pc_example" $flags
 DEPTHGRAD_THREADS=1 "$work/pc_example" > "$work/pc_run.log" || { cat "$work/pc_run.log"; exit 1; }
 tail -1 "$work/pc_run.log"
 echo "== a consumer with its own nn/layers.h (CMake and pkg-config)"

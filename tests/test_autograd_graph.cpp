@@ -205,7 +205,6 @@ TEST_CASE("defect 3: a backward closure must not capture its output; record refu
 }
 
 // ---- grad(): gradients without touching .grad
-// ----------------------------------------------------
 
 TEST_CASE("grad: the gradients of a scalar match backward's and no .grad changes") {
   Tensor x = random_tensor({3, 4}, 12), w = random_tensor({5, 4}, 13);

@@ -27,7 +27,6 @@ TEST_CASE("dropout: identity when not training or p == 0, zeros when p == 1") {
   CHECK_THROWS_WITH(dropout(x, 1.5, true, gen), doctest::Contains("dropout: p must be in [0, 1]"));
   CHECK_THROWS_WITH(dropout(Tensor::from_ids({1}, {1}), 0.5, true, gen),
                     doctest::Contains("dropout: expected a float"));
-  clear_tape();
 }
 
 TEST_CASE("dropout: kept elements scaled by 1/(1 - p), the backward uses the same mask") {
@@ -46,7 +45,6 @@ TEST_CASE("dropout: kept elements scaled by 1/(1 - p), the backward uses the sam
   CHECK(std::fabs(static_cast<double>(count) / n - (1 - p)) < 0.02);  // ~4.4 standard deviations
   backward(sum(y));
   CHECK(same_bits(x.grad().to_floats(), v));  // d/dx of x ⊙ noise with x = 1 is the noise
-  clear_tape();
 }
 
 TEST_CASE("dropout: the mask follows the generator only (seed, dtype, thread count)") {

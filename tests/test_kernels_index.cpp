@@ -95,7 +95,6 @@ TEST_CASE("gather and index_select: values and scatter-added gradients as torch"
   CHECK(g.to_vector() == std::vector<double>{8, 1});
   backward(sum(g));
   CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0});
-  clear_tape();
 }
 
 TEST_CASE("gather and index_select: an index out of range throws naming the op and the index") {
@@ -115,7 +114,6 @@ TEST_CASE("gather and index_select: an index out of range throws naming the op a
 }
 
 // ---- split / chunk / cat
-// --------------------------------------------------------------------------
 
 TEST_CASE("split and chunk: views with torch's piece sizes; gradients of several pieces add up") {
   Tensor a =
@@ -142,5 +140,18 @@ TEST_CASE("split and chunk: views with torch's piece sizes; gradients of several
   CHECK_THROWS_WITH(chunk(a, 0, 0), doctest::Contains("chunk: chunks must be >= 1"));
   CHECK_THROWS_WITH(cat({a, Tensor::zeros({3, 5}, DType::f64)}, 1),
                     doctest::Contains("concat: part 1"));
-  clear_tape();
+}
+
+TEST_CASE("index_select and gather take integer inputs (labels, ids) and record nothing") {
+  const Tensor labels = Tensor::from_ids({7, 8, 9, 10}, {4});
+  const Tensor picked =
+      index_select(labels, 0, Tensor::from_vector(std::vector<double>{3, 0, 0}, {3}, DType::i64));
+  REQUIRE(picked.dtype() == DType::i32);
+  CHECK(picked.to_floats() == std::vector<float>{10, 7, 7});
+  const Tensor ids = Tensor::from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}, DType::i64);
+  const Tensor g =
+      gather(ids, 1, Tensor::from_vector(std::vector<double>{2, 0}, {2, 1}, DType::i64));
+  REQUIRE(g.dtype() == DType::i64);
+  CHECK(g.to_floats() == std::vector<float>{3, 4});
+  CHECK_FALSE(picked.requires_grad());
 }

@@ -273,6 +273,31 @@ TEST_CASE("train() and eval() reach every child, through containers") {
   CHECK(deep.is_training());
 }
 
+TEST_CASE("Dropout: masks while training, the identity in eval mode, seeded by its generator") {
+  Sequential net(std::make_unique<Dropout>(0.5));
+  const Tensor x = ones({1000});
+  manual_seed(3);
+  const std::vector<float> first = net.forward(x).to_floats();
+  int64_t zeros_seen = 0;
+  for (float v : first) {
+    CHECK((v == 0.0f || v == 2.0f));  // kept elements scaled by 1 / (1 - p)
+    zeros_seen += v == 0.0f ? 1 : 0;
+  }
+  CHECK(zeros_seen > 400);
+  CHECK(zeros_seen < 600);
+  manual_seed(3);
+  CHECK(net.forward(x).to_floats() == first);  // the same seed, the same mask
+  net.eval();
+  const Tensor y = net.forward(x);
+  CHECK(y.to_floats() == x.to_floats());
+  TorchGenerator own(3);
+  Dropout with_own(0.5, &own);
+  manual_seed(99);  // the module's own generator is used, not the default one
+  CHECK(with_own.forward(x).to_floats() == first);
+  CHECK_THROWS_WITH_AS(Dropout(1.5), doctest::Contains("Dropout: p must be in [0, 1]"),
+                       std::invalid_argument);
+}
+
 TEST_CASE("save_weights / load_weights round-trip any module: an MLP and a Sequential") {
   dg::test::TempDir dir("containers");
   struct Mlp : Module {

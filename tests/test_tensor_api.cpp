@@ -272,3 +272,24 @@ TEST_CASE("printing matches torch's strings (dtypes spelled without 'torch.')") 
   two_digits.precision = 2;
   CHECK(to_string(full({2}, 1.0 / 3), two_digits) == "tensor([0.33, 0.33])");
 }
+
+TEST_CASE("to_dtype converts like torch's .to(dtype); only float-to-float records a gradient") {
+  const Tensor x =
+      Tensor::from_vector(std::vector<double>{-2.75, -0.5, 0.0, 1.5, 3.999}, {5}, DType::f64);
+  CHECK(to_dtype(x, DType::i64).data<int64_t>()[0] == -2);  // truncation toward zero, as torch
+  const Tensor as_int = to_dtype(x, DType::i32);
+  CHECK(std::vector<float>(as_int.to_floats()) == std::vector<float>{-2, 0, 0, 1, 3});
+  CHECK(to_dtype(as_int, DType::f32).to_floats() == std::vector<float>{-2, 0, 0, 1, 3});
+  CHECK(to_dtype(x, DType::f64).same(x));  // the same dtype: the tensor itself
+  CHECK(to_dtype(Tensor::from_vector(std::vector<double>{0.1}, {1}, DType::f64), DType::f32)
+            .item<float>() == 0.1f);  // rounded to nearest
+
+  // float32 -> float64 -> a weighted sum: the gradient comes back in float32, equal to the weights
+  Tensor a = Tensor::from_vector(std::vector<float>{1.0f, 2.0f, 3.0f}, {3});
+  a.set_requires_grad(true);
+  const Tensor w = Tensor::from_vector(std::vector<double>{0.25, -1.5, 4.0}, {3}, DType::f64);
+  backward(sum(mul(to_dtype(a, DType::f64), w)));
+  REQUIRE(a.grad().dtype() == DType::f32);
+  CHECK(a.grad().to_floats() == std::vector<float>{0.25f, -1.5f, 4.0f});
+  CHECK_FALSE(to_dtype(a, DType::i32).requires_grad());  // integers carry no gradient
+}

@@ -24,6 +24,15 @@ if [ "${1:-}" = --check ]; then
   for f in "${files[@]}"; do
     if ! "$CLANG_FORMAT" --style=file "$f" | cmp -s - "$f"; then bad+=("$f"); fi
   done
+  # A section banner longer than the column limit is split by the formatter into a title line and
+  # a line of dashes (or dashes running into the next comment): keep banners short instead.
+  split_banners=$(grep -nE -A1 '^[[:space:]]*// ---- ' "${files[@]}" |
+    grep -E '^[^:]+-[0-9]+-[[:space:]]*// -{8,}([[:space:]]|$)' || true)
+  if [ -n "$split_banners" ]; then
+    echo "format: section banners split over two lines (shorten the title line):" >&2
+    echo "$split_banners" >&2
+    bad+=("(split banners)")
+  fi
   if [ ${#bad[@]} -ne 0 ]; then
     printf 'format: not clang-formatted: %s\n' "${bad[@]}" >&2
     echo "format: ${#bad[@]} of ${#files[@]} files differ from .clang-format; run 'make format'" >&2

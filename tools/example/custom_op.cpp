@@ -1,4 +1,4 @@
-// An example program built on depthgrad from outside its tree: it defines a new op (softsign)
+// A custom op, built on depthgrad from outside its tree: it defines a new op (softsign)
 // with its backward, checks that backward with the public gradient checker, and trains a small
 // network of depthgrad modules with AdamW to fit a curve. Exits non-zero when any check fails.
 // It is deliberately small: one op, one model, one loop.
@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
-#include <random>
 
 // ---- a new op: softsign(x) = x / (1 + |x|), d/dx = 1 / (1 + |x|)²
 // Forward computes a fresh tensor; when the tape records, the
@@ -85,22 +84,16 @@ int main() {
   dg::Tensor x = dg::Tensor::from_vector(xs, {n, 1}, dg::DType::f32);
   dg::Tensor y = dg::Tensor::from_vector(ys, {n, 1}, dg::DType::f32);
 
+  dg::manual_seed(7);  // the layers' default (torch-like) initialisation, seeded
   CurveNet model(32);
-  std::mt19937 rng(7);  // the program chooses its own initialisation over the default one
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (auto& [name, p] : model.named_parameters())
-    for (int64_t i = 0; i < p.numel(); ++i) p.data<float>()[i] = 0.5f * normal(rng);
-
-  dg::AdamWConfig config;
-  config.weight_decay = 0.0;
-  dg::AdamW optimizer(model, config);
+  dg::AdamW optimizer(model, {.lr = 1e-2, .weight_decay = 0});
   double first = 0, last = 0;
   for (int step = 0; step < 500; ++step) {
-    model.zero_grad();
-    dg::Tensor error = dg::sub(model.forward(x), y);
-    dg::Tensor loss = dg::mean(dg::mul(error, error));
+    optimizer.zero_grad();
+    dg::Tensor error = model.forward(x) - y;
+    dg::Tensor loss = dg::mean(error * error);
     dg::backward(loss);
-    optimizer.step(1e-2);
+    optimizer.step();
     if (step == 0) first = loss.item();
     last = loss.item();
     if (step % 100 == 0 || step == 499) std::printf("step %3d  mse %.5f\n", step, last);
