@@ -38,7 +38,7 @@ Tensor unary_pointwise(const Tensor& a, UnaryOp kind, UnaryArgs args, const char
   dispatch_float(a.dtype(), op,
                  [&]<class T>() { pointwise_forward<T>(kind, args, y.data<T>(), x.data<T>(), n); });
   if (should_record({a}))
-    record(op, {a}, y, [a, x, y, kind, args, n, op](const Tensor& g) {
+    record(op, {a}, y, [a, x, y = detach(y), kind, args, n, op](const Tensor& g) {
       Tensor gc = g.contiguous();
       Tensor ga = Tensor::empty(a.shape(), a.dtype());
       dispatch_float(a.dtype(), op, [&]<class T>() {
@@ -59,7 +59,7 @@ Tensor binary_pointwise(const Tensor& a, const Tensor& b, BinaryOp kind, const c
   Tensor y = Tensor::empty(broadcast_shapes(a.shape(), b.shape(), op), a.dtype());
   binary_pointwise_forward(kind, a, b, y);
   if (should_record({a, b}))
-    record(op, {a, b}, y, [a, b, y, kind, op](const Tensor& g) {
+    record(op, {a, b}, y, [a, b, y = detach(y), kind, op](const Tensor& g) {
       const Shape& shape = y.shape();
       Tensor ae = expanded(a, shape), be = expanded(b, shape), gc = g.contiguous();
       Tensor ga, gb;

@@ -72,7 +72,7 @@ Tensor extreme_all(const Tensor& a, bool is_max, const char* op) {
     max_dim_forward<T>(out.data<T>(), &where, x.data<T>(), 1, a.numel(), 1, is_max);
   });
   if (should_record({a}))
-    record(op, {a}, out, [a, x, out, op](const Tensor& g) {
+    record(op, {a}, out, [a, x, out = detach(out), op](const Tensor& g) {
       Tensor t = Tensor::zeros(a.shape(), a.dtype());
       dispatch_float(a.dtype(), op, [&]<class T>() {
         // torch's evenly_distribute_backward: mask = (x == v) | (isnan(x) & isnan(v))

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "nn/layers.h"
 #include "tensor/threads.h"
@@ -16,8 +17,10 @@ namespace {
 struct Tiny : Module {
   Tiny() : Module(DType::f64) {
     w = register_parameter("w", Tensor::from_vector({0.5, -1.0, 2.0, 0.25}, {2, 2}, DType::f64));
-    g = register_parameter("norm.weight", Tensor::from_vector({1.0, 1.5}, {2}, DType::f64));
-    r = register_parameter("qk_route.weight", Tensor::from_vector({0.1, -0.2}, {1, 2}, DType::f64));
+    g = register_module("norm", std::make_unique<Module>(DType::f64))
+            .register_parameter("weight", Tensor::from_vector({1.0, 1.5}, {2}, DType::f64));
+    r = register_module("qk_route", std::make_unique<Module>(DType::f64))
+            .register_parameter("weight", Tensor::from_vector({0.1, -0.2}, {1, 2}, DType::f64));
   }
   Tensor w, g, r;
 };
@@ -312,7 +315,8 @@ namespace {
 struct Mixed : Module {
   Mixed() : Module(DType::f32) {
     w = register_parameter("w", Tensor::zeros({200, 300}, DType::f32));
-    g = register_parameter("norm.weight", Tensor::zeros({300}, DType::f32));
+    g = register_module("norm", std::make_unique<Module>(DType::f32))
+            .register_parameter("weight", Tensor::zeros({300}, DType::f32));
     b = register_parameter("b", Tensor::zeros({300}, DType::f32));
     FlatParameters& flat = flat_parameters();
     float* p = flat.values.data<float>();

@@ -40,8 +40,9 @@ int main() {
   dg::TorchGenerator data_gen(1);
   const Dataset train = spirals(300, 3, data_gen), test = spirals(100, 3, data_gen);
 
-  dg::Sequential net(std::make_unique<dg::Linear>(2, 64), dg::relu, std::make_unique<dg::Dropout>(0.1),
-                     std::make_unique<dg::Linear>(64, 64), dg::relu, std::make_unique<dg::Dropout>(0.1),
+  dg::Sequential net(std::make_unique<dg::Linear>(2, 64), dg::relu,
+                     std::make_unique<dg::Dropout>(0.1), std::make_unique<dg::Linear>(64, 64),
+                     dg::relu, std::make_unique<dg::Dropout>(0.1),
                      std::make_unique<dg::Linear>(64, 3));
   dg::AdamW optimizer(net, {.lr = 1e-2, .weight_decay = 1e-4});
   dg::CosineAnnealingLR schedule(optimizer, /*total_steps=*/1500);
@@ -56,7 +57,8 @@ int main() {
     dg::backward(loss);
     optimizer.step();
     schedule.step();
-    if (step % 300 == 0) std::printf("step %4lld  loss %.4f\n", static_cast<long long>(step), loss.item());
+    if (step % 300 == 0)
+      std::printf("step %4lld  loss %.4f\n", static_cast<long long>(step), loss.item());
   }
 
   net.eval();  // dropout off

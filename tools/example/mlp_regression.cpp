@@ -22,9 +22,9 @@ std::pair<dg::Tensor, dg::Tensor> samples(int64_t n, double noise, dg::TorchGene
 }
 
 std::unique_ptr<dg::Sequential> make_model() {
-  return std::make_unique<dg::Sequential>(
-      std::make_unique<dg::Linear>(2, 64), dg::tanh, std::make_unique<dg::Linear>(64, 64),
-      dg::tanh, std::make_unique<dg::Linear>(64, 1));
+  return std::make_unique<dg::Sequential>(std::make_unique<dg::Linear>(2, 64), dg::tanh,
+                                          std::make_unique<dg::Linear>(64, 64), dg::tanh,
+                                          std::make_unique<dg::Linear>(64, 1));
 }
 
 int main() {
@@ -41,7 +41,8 @@ int main() {
   for (int epoch = 0; epoch < 60; ++epoch) {
     double epoch_loss = 0;
     for (int64_t start = 0; start < rows; start += batch) {
-      const dg::Tensor idx = dg::randint(rows, {batch}, dg::DType::i64, &data_gen);  // drawn with replacement
+      const dg::Tensor idx =
+          dg::randint(rows, {batch}, dg::DType::i64, &data_gen);  // drawn with replacement
       const dg::Tensor loss = dg::mse_loss(net->forward(dg::index_select(train_x, 0, idx)),
                                            dg::index_select(train_z, 0, idx));
       optimizer.zero_grad();
