@@ -38,24 +38,6 @@ int64_t prod(const Shape& s, int64_t from, int64_t to) {
 }  // namespace
 
 // ---- gather: out[.., j, ..] = input[.., index[.., j, ..], ..] along `dim` ----------------------
-namespace {
-// Runs f.template operator()<T>() for the element type of `dtype`: the float types, and the
-// integer ones (gathering ids or labels), which carry no gradient.
-template <class F>
-void dispatch_any(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32:
-      return f.template operator()<float>();
-    case DType::f64:
-      return f.template operator()<double>();
-    case DType::i32:
-      return f.template operator()<int32_t>();
-    case DType::i64:
-      return f.template operator()<int64_t>();
-  }
-}
-}  // namespace
-
 // input [.., C, ..], index [.., J, ..] (same rank; every other axis no longer than input's) ->
 // out with index's shape. Backward: grad(input)[.., index[.., j, ..], ..] += g[.., j, ..].
 // When index is shorter than input on another axis, the kernel reads a contiguous copy of the

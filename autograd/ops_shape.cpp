@@ -107,46 +107,18 @@ Tensor contiguous(const Tensor& a) {
 }
 
 // ---- to_dtype: an elementwise conversion; backward converts g back to a's dtype ---------------
-namespace {
-template <class From, class To>
-void convert(const From* in, To* out, int64_t n) {  // in [n] -> out [n]
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(in[i]);
-}
-template <class From>
-void convert_from(const Tensor& in, Tensor& out) {
-  const From* src = in.data<From>();
-  switch (out.dtype()) {
-    case DType::f32:
-      return convert(src, out.data<float>(), in.numel());
-    case DType::f64:
-      return convert(src, out.data<double>(), in.numel());
-    case DType::i32:
-      return convert(src, out.data<int32_t>(), in.numel());
-    case DType::i64:
-      return convert(src, out.data<int64_t>(), in.numel());
-  }
-}
-}  // namespace
-
 Tensor to_dtype(const Tensor& a, DType dtype) {
   ScopedOpTimer op_timer(OpFamily::other);
   if (a.dtype() == dtype) return a;
   const Tensor in = a.contiguous();
   Tensor out = Tensor::empty(a.shape(), dtype);
-  switch (in.dtype()) {
-    case DType::f32:
-      convert_from<float>(in, out);
-      break;
-    case DType::f64:
-      convert_from<double>(in, out);
-      break;
-    case DType::i32:
-      convert_from<int32_t>(in, out);
-      break;
-    case DType::i64:
-      convert_from<int64_t>(in, out);
-      break;
-  }
+  dispatch_any(in.dtype(), [&]<class From>() {
+    dispatch_any(dtype, [&]<class To>() {
+      const From* src = in.data<From>();  // [n] -> [n]
+      To* dst = out.data<To>();
+      for (int64_t i = 0; i < in.numel(); ++i) dst[i] = static_cast<To>(src[i]);
+    });
+  });
   if (is_floating(a.dtype()) && is_floating(dtype) && should_record({a}))
     record("to_dtype", {a}, out,
            [a](const Tensor& g) { accumulate_grad(a, to_dtype(g, a.dtype())); });

@@ -194,20 +194,6 @@ void for_each_offset(const Shape& shape, const Shape& strides, int64_t offset, F
   }
 }
 
-template <class F>
-decltype(auto) dispatch_any(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32:
-      return f.template operator()<float>();
-    case DType::f64:
-      return f.template operator()<double>();
-    case DType::i32:
-      return f.template operator()<int32_t>();
-    case DType::i64:
-      return f.template operator()<int64_t>();
-  }
-  throw std::logic_error("bad dtype");
-}
 }  // namespace
 
 // ---- creation ----------------------------------------------------------------------------------

@@ -226,6 +226,22 @@ decltype(auto) dispatch_float(DType dtype, const char* op, F&& f) {
   }
 }
 
+// Runs f.template operator()<T>() for every element type: float, double, int32_t, int64_t.
+template <class F>
+decltype(auto) dispatch_any(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      return f.template operator()<float>();
+    case DType::f64:
+      return f.template operator()<double>();
+    case DType::i32:
+      return f.template operator()<int32_t>();
+    case DType::i64:
+      return f.template operator()<int64_t>();
+  }
+  throw std::logic_error("dispatch_any: unknown dtype");
+}
+
 template <class T>
 T* Tensor::data() const {
   if (!impl_) throw std::logic_error("data(): the tensor is undefined");

@@ -12,19 +12,13 @@
 #include "tensor/fast_math.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/threads.h"
+#include "tests/kernel_test_helpers.h"
 #include "tests/test_helpers.h"
 
 using namespace dg;
 using namespace dg::test;
 
-namespace {
-
-template <class T>
-double tol() {
-  return sizeof(T) == 4 ? 2e-5 : 1e-12;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 // ---- fast kernels against the reference kernels -------------------------------------------------
 

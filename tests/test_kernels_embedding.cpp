@@ -11,6 +11,7 @@
 #include "autograd/ops.h"
 #include "tensor/kernels_embedding.h"
 #include "tensor/threads.h"
+#include "tests/kernel_test_helpers.h"
 #include "tests/test_helpers.h"
 
 using namespace dg;
@@ -22,12 +23,6 @@ std::vector<int32_t> rand_ids(int64_t n, int32_t V, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<int32_t> v(n);
   for (int32_t& x : v) x = static_cast<int32_t>(rng() % V);
-  return v;
-}
-
-std::vector<double> pattern(int64_t n, int mul, int mod, int shift, double div) {
-  std::vector<double> v(n);
-  for (int64_t k = 0; k < n; ++k) v[k] = static_cast<double>((k * mul) % mod - shift) / div;
   return v;
 }
 

@@ -18,6 +18,7 @@
 #include "nn/micro_lm.h"
 #include "tensor/kernels_loss.h"
 #include "tensor/threads.h"
+#include "tests/kernel_test_helpers.h"
 #include "tests/test_helpers.h"
 
 using namespace dg;
@@ -37,26 +38,6 @@ std::vector<int32_t> rand_ids(int64_t n, int32_t V, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<int32_t> v(n);
   for (int32_t& x : v) x = static_cast<int32_t>(rng() % V);
-  return v;
-}
-
-template <class T>
-double tol() {
-  return sizeof(T) == 4 ? 2e-5 : 1e-12;
-}
-
-void check_close(const std::vector<double>& got, const std::vector<double>& want,
-                 double tolerance) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    CAPTURE(i);
-    CHECK(std::fabs(got[i] - want[i]) <= tolerance * std::max(1.0, std::fabs(want[i])));
-  }
-}
-
-std::vector<double> pattern(int64_t n, int mul, int mod, int shift, double div) {
-  std::vector<double> v(n);
-  for (int64_t k = 0; k < n; ++k) v[k] = static_cast<double>((k * mul) % mod - shift) / div;
   return v;
 }
 

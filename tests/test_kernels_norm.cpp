@@ -10,34 +10,13 @@
 #include "autograd/ops.h"
 #include "tensor/kernels_norm.h"
 #include "tensor/threads.h"
+#include "tests/kernel_test_helpers.h"
 #include "tests/test_helpers.h"
 
 using namespace dg;
 using namespace dg::test;
 
-namespace {
-
-template <class T>
-double tol() {
-  return sizeof(T) == 4 ? 2e-5 : 1e-12;
-}
-
-void check_close(const std::vector<double>& got, const std::vector<double>& want,
-                 double tolerance) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    CAPTURE(i);
-    CHECK(std::fabs(got[i] - want[i]) <= tolerance * std::max(1.0, std::fabs(want[i])));
-  }
-}
-
-std::vector<double> pattern(int64_t n, int mul, int mod, int shift, double div) {
-  std::vector<double> v(n);
-  for (int64_t k = 0; k < n; ++k) v[k] = static_cast<double>((k * mul) % mod - shift) / div;
-  return v;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 // ---- fast kernels against the reference kernels -------------------------------------------------
 
