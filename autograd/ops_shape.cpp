@@ -361,6 +361,19 @@ std::vector<OpCase> shape_op_cases() {
          std::vector<Tensor> p = chunk(transpose(in[0], 0, 1), 3, 1);  // 2 pieces [3, 2], as torch
          return stack({mul(p[0], p[1]), p[1]}, 0);
        }},
+      // float64 -> float32 -> float64 then a product: inputs are multiples of 2⁻¹⁰ in [−2, 2] and
+      // the step is 2⁻⁷, so every point the differences visit is exact in float32 and the round
+      // trip is the identity there; both conversions' backwards are checked.
+      {"to_dtype/float32 and back",
+       [] {
+         std::vector<double> v(12);
+         for (size_t i = 0; i < v.size(); ++i)
+           v[i] = static_cast<double>((int(i) * 397) % 4096 - 2048) / 1024.0;
+         return std::vector<Tensor>{
+             Tensor::from_vector(v, {3, 4}, DType::f64).set_requires_grad(true).set_name("a")};
+       },
+       [](V in) { return mul(to_dtype(to_dtype(in[0], DType::f32), in[0].dtype()), in[0]); },
+       GradcheckOptions{.eps = 1.0 / 128}},
   };
 }
 
