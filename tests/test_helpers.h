@@ -1,7 +1,7 @@
-// Helpers shared by the tests: seeded random vectors, the relative difference the fast-vs-
-// reference checks use, byte equality for the thread-count checks, a guard that restores the
-// thread count, and the message of a thrown error. Test code only; nothing here is part of the
-// library.
+// Helpers shared by the tests: seeded random vectors and indices, the relative difference the
+// fast-vs-reference checks use, byte equality and the 1-vs-2-thread check built on it, a guard that
+// restores the thread count, and the message of a thrown error. Test code only; nothing here is
+// part of the library.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -46,6 +46,28 @@ double rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// n integers uniform in [0, bound) from a seeded mt19937_64 (token ids, gather indices), as T.
+template <class T>
+std::vector<T> rand_ints(int64_t n, int64_t bound, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(rng() % static_cast<uint64_t>(bound));
+  return v;
+}
+
+// run(threads) returns a list of output vectors; at 1 and at 2 threads they must be the same
+// bits, output by output (the index of one that differs is reported).
+template <class Run>
+void check_same_bits_at_1_and_2_threads(Run run) {
+  const auto one = run(1);
+  const auto two = run(2);
+  REQUIRE(one.size() == two.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    CAPTURE(i);
+    CHECK(same_bits(one[i], two[i]));
+  }
 }
 
 // Restores the thread count a test changed.

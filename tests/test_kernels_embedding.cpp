@@ -17,17 +17,6 @@
 using namespace dg;
 using namespace dg::test;
 
-namespace {
-
-std::vector<int32_t> rand_ids(int64_t n, int32_t V, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> v(n);
-  for (int32_t& x : v) x = static_cast<int32_t>(rng() % V);
-  return v;
-}
-
-}  // namespace
-
 // ---- fast kernels against the reference kernels -------------------------------------------------
 
 TEST_CASE_TEMPLATE("embedding kernels: fast matches reference", T, float, double) {
@@ -35,7 +24,7 @@ TEST_CASE_TEMPLATE("embedding kernels: fast matches reference", T, float, double
 
   SUBCASE("embedding backward equals the serial scatter-add bit for bit") {
     const int64_t N = 200, V = 13;
-    auto ids = rand_ids(N, V, 1);
+    auto ids = rand_ints<int32_t>(N, V, 1);
     auto dout = rand_vec<T>(N * D, 2);
     auto a = rand_vec<T>(V * D, 3), b = a;
     embedding_backward<T>(a.data(), dout.data(), ids.data(), N, V, D);
@@ -53,7 +42,7 @@ TEST_CASE("embedding kernels: float32 results are bit-identical at 1 and 2 threa
   ThreadsGuard guard;
   // Sizes above kParallelGrain so that the parallel branches run.
   const int64_t rows = 300, D = 160, V = 50;
-  auto ids = rand_ids(rows * 2, V, 5);
+  auto ids = rand_ints<int32_t>(rows * 2, V, 5);
   auto run = [&](int n) {
     set_threads(n);
     std::vector<std::vector<float>> r;
@@ -66,13 +55,7 @@ TEST_CASE("embedding kernels: float32 results are bit-identical at 1 and 2 threa
     }
     return r;
   };
-  auto one = run(1);
-  auto two = run(2);
-  REQUIRE(one.size() == two.size());
-  for (size_t i = 0; i < one.size(); ++i) {
-    CAPTURE(i);
-    CHECK(same_bits(one[i], two[i]));
-  }
+  check_same_bits_at_1_and_2_threads(run);
 }
 
 // ---- op-level behaviour and errors --------------------------------------------------------------

@@ -16,20 +16,11 @@
 using namespace dg;
 using namespace dg::test;
 
-namespace {
-std::vector<int64_t> rand_index(int64_t n, int64_t C, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int64_t> v(n);
-  for (int64_t& x : v) x = static_cast<int64_t>(rng() % C);
-  return v;
-}
-}  // namespace
-
 TEST_CASE_TEMPLATE("gather kernels: fast matches reference bit for bit", T, float, double) {
   const int64_t O = 5, C = 7, J = 9, I = 130;  // I spans several tiles
   auto x = rand_vec<T>(O * C * I, 91);
   auto dout = rand_vec<T>(O * J * I, 92);
-  auto full = rand_index(O * J * I, C, 93), rows = rand_index(J, C, 94);
+  auto full = rand_ints<int64_t>(O * J * I, C, 93), rows = rand_ints<int64_t>(J, C, 94);
   for (GatherIndex gi :
        {GatherIndex{full.data(), J * I, I, 1}, GatherIndex{rows.data(), 0, 1, 0}}) {
     std::vector<T> out(O * J * I), out_ref(O * J * I);
@@ -48,7 +39,7 @@ TEST_CASE("gather kernels: float32 results are bit-identical at 1 and 2 threads"
   const int64_t O = 40, C = 50, J = 60, I = 33;  // above kParallelGrain, repeated indices
   auto x = rand_vec<float>(O * C * I, 96);
   auto dout = rand_vec<float>(O * J * I, 97);
-  auto full = rand_index(O * J * I, C, 98), rows = rand_index(J, C, 99);
+  auto full = rand_ints<int64_t>(O * J * I, C, 98), rows = rand_ints<int64_t>(J, C, 99);
   auto run = [&](int n) {
     set_threads(n);
     std::vector<std::vector<float>> r;
@@ -62,11 +53,7 @@ TEST_CASE("gather kernels: float32 results are bit-identical at 1 and 2 threads"
     }
     return r;
   };
-  auto one = run(1), two = run(2);
-  for (size_t i = 0; i < one.size(); ++i) {
-    CAPTURE(i);
-    CHECK(same_bits(one[i], two[i]));
-  }
+  check_same_bits_at_1_and_2_threads(run);
 }
 
 // torch: x = arange(12.).view(3, 4); x.gather(1, [[3, 3], [0, 1], [2, 0]]) = [[3, 3], [4, 5],

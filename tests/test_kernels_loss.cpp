@@ -114,11 +114,7 @@ TEST_CASE("lm_head_ce kernels: float32 results are bit-identical at 1 and 2 thre
                                1.0f / N, N, D, V, -100, chunk, scratch.data());
     return std::vector<std::vector<float>>{loss, lse, dx, dW};
   };
-  const auto one = run(1), two = run(2);
-  for (size_t i = 0; i < one.size(); ++i) {
-    CAPTURE(i);
-    CHECK(std::memcmp(one[i].data(), two[i].data(), one[i].size() * sizeof(float)) == 0);
-  }
+  check_same_bits_at_1_and_2_threads(run);
 }
 
 TEST_CASE("linear_cross_entropy equals cross_entropy(linear(x, W)) in value and gradients") {
@@ -274,13 +270,7 @@ TEST_CASE(
     }
     return r;
   };
-  auto one = run(1);
-  auto two = run(2);
-  REQUIRE(one.size() == two.size());
-  for (size_t i = 0; i < one.size(); ++i) {
-    CAPTURE(i);
-    CHECK(same_bits(one[i], two[i]));
-  }
+  check_same_bits_at_1_and_2_threads(run);
 }
 
 // ---- golden values from torch 1.13 --------------------------------------------------------------

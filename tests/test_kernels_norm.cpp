@@ -97,13 +97,7 @@ TEST_CASE("norm kernels: float32 results are bit-identical at 1 and 2 threads") 
     }
     return r;
   };
-  auto one = run(1);
-  auto two = run(2);
-  REQUIRE(one.size() == two.size());
-  for (size_t i = 0; i < one.size(); ++i) {
-    CAPTURE(i);
-    CHECK(same_bits(one[i], two[i]));
-  }
+  check_same_bits_at_1_and_2_threads(run);
 }
 
 // ---- golden values from torch 1.13 --------------------------------------------------------------

@@ -353,11 +353,7 @@ TEST_CASE("cross_entropy_smoothed kernels: float32 results are bit-identical at 
                                            0.01f, N, C, -100, 0.1);
     return std::vector<std::vector<float>>{l, lse, d};
   };
-  auto one = run(1), two = run(2);
-  for (size_t i = 0; i < one.size(); ++i) {
-    CAPTURE(i);
-    CHECK(same_bits(one[i], two[i]));
-  }
+  check_same_bits_at_1_and_2_threads(run);
 }
 
 // ---- errors -------------------------------------------------------------------------------------
