@@ -58,8 +58,9 @@ int main() {
   dg::NoGradGuard no_grad;
   const dg::Tensor prediction = net->forward(test_x);
   const double test_mse = dg::mse_loss(prediction, test_z).item();
+  const dg::Tensor centred = test_z - dg::mean(test_z);
   std::printf("held-out mse %.5f (target variance %.3f)\n", test_mse,
-              dg::mean((test_z - dg::mean(test_z)) * (test_z - dg::mean(test_z))).item());
+              dg::mean(centred * centred).item());
 
   // Save, rebuild, load: the same predictions bit for bit.
   const std::string path =
