@@ -10,7 +10,7 @@
 
 #include "tests/temp_dir.h"
 #include "train/data_parallel.h"
-#include "train/trainer.h"
+#include "train/micro_lm_training.h"
 
 using namespace dg;
 
@@ -21,8 +21,8 @@ std::vector<int32_t> synthetic_ids(int64_t n, int64_t vocab) {
   return ids;
 }
 
-TrainerConfig tiny_config(ResidualMode mode) {
-  TrainerConfig c;
+RunConfig tiny_config(ResidualMode mode) {
+  RunConfig c;
   c.model.vocab = 61;
   c.model.dim = 32;
   c.model.layers = 2;
@@ -30,12 +30,12 @@ TrainerConfig tiny_config(ResidualMode mode) {
   c.model.kv_heads = 2;
   c.model.seq_len = 16;
   c.model.mode = mode;
-  c.steps = 8;
-  c.batch = 2;
-  c.clip = 0.5;
-  c.adamw.lr = 3e-3;
-  c.schedule = Schedule::parse("cosine", c.adamw.lr, 2, c.steps);
-  c.seed = 11;
+  c.training.steps = 8;
+  c.training.batch = 2;
+  c.training.clip = 0.5;
+  c.training.adamw.lr = 3e-3;
+  c.training.schedule = Schedule::parse("cosine", c.training.adamw.lr, 2, c.training.steps);
+  c.training.seed = 11;
   return c;
 }
 
@@ -122,16 +122,16 @@ TEST_CASE("--accum K over batch b: the examples of batch K*b, losses equal to 1e
   for (ResidualMode mode : {residual_mode("standard"), residual_mode("rd_attnres"),
                             residual_mode("paper_block_attnres")}) {
     CAPTURE(residual_mode_name(mode));
-    TrainerConfig whole_cfg = tiny_config(mode);
-    whole_cfg.batch = 6;
-    whole_cfg.clip = 0;  // per-micro-batch clipping does not exist; compare without it
-    TrainerConfig accum_cfg = whole_cfg;
-    accum_cfg.batch = 2;
-    accum_cfg.accum = 3;
-    Trainer whole(whole_cfg, ids), accumulated(accum_cfg, ids);
+    RunConfig whole_cfg = tiny_config(mode);
+    whole_cfg.training.batch = 6;
+    whole_cfg.training.clip = 0;  // per-micro-batch clipping does not exist; compare without it
+    RunConfig accum_cfg = whole_cfg;
+    accum_cfg.training.batch = 2;
+    accum_cfg.training.accum = 3;
+    MicroLMTrainer whole(whole_cfg, ids), accumulated(accum_cfg, ids);
     CHECK(accumulated.global_batch() == 6);
-    whole.run(whole_cfg.steps);
-    accumulated.run(accum_cfg.steps);
+    whole.run(whole_cfg.training.steps);
+    accumulated.run(accum_cfg.training.steps);
     for (size_t i = 0; i < whole.losses().size(); ++i) {
       CAPTURE(i);
       CHECK(std::abs(whole.losses()[i] - accumulated.losses()[i]) <=
@@ -149,34 +149,34 @@ TEST_CASE("accumulation resumes bit for bit, also with sequential windows") {
   std::vector<int32_t> ids = synthetic_ids(4000, 61);
   for (bool sequential : {false, true}) {
     CAPTURE(sequential);
-    TrainerConfig cfg = tiny_config(residual_mode("rd_attnres"));
-    cfg.accum = 3;
-    cfg.sequential = sequential;
-    Trainer full(cfg, ids);
-    full.run(cfg.steps);
+    RunConfig cfg = tiny_config(residual_mode("rd_attnres"));
+    cfg.training.accum = 3;
+    cfg.training.sequential = sequential;
+    MicroLMTrainer full(cfg, ids);
+    full.run(cfg.training.steps);
     CHECK(full.clipped_steps() > 0);
-    Trainer first(cfg, ids);
+    MicroLMTrainer first(cfg, ids);
     first.run(3);
     const std::string path = dir.file("ckpt.safetensors");
     first.save_checkpoint(path);
     // The global batch may be split another way on resume: accum 3 x batch 2 -> accum 6 x batch 1.
-    TrainerConfig other = cfg;
-    other.accum = 6;
-    other.batch = 1;
-    Trainer resumed_other(other, ids);
+    RunConfig other = cfg;
+    other.training.accum = 6;
+    other.training.batch = 1;
+    MicroLMTrainer resumed_other(other, ids);
     resumed_other.load_checkpoint(path);
-    Trainer resumed(cfg, ids);
+    MicroLMTrainer resumed(cfg, ids);
     resumed.load_checkpoint(path);
-    resumed.run(cfg.steps);
-    resumed_other.run(cfg.steps);
+    resumed.run(cfg.training.steps);
+    resumed_other.run(cfg.training.steps);
     CHECK(resumed.losses() == full.losses());
     CHECK(resumed.grad_norms() == full.grad_norms());
     CHECK(resumed.parameters().values.to_floats() == full.parameters().values.to_floats());
-    CHECK(resumed_other.step() == cfg.steps);
+    CHECK(resumed_other.step() == cfg.training.steps);
     // another global batch is refused, naming it
-    TrainerConfig bigger = cfg;
-    bigger.batch = 3;
-    Trainer wrong(bigger, ids);
+    RunConfig bigger = cfg;
+    bigger.training.batch = 3;
+    MicroLMTrainer wrong(bigger, ids);
     CHECK_THROWS_WITH_AS(wrong.load_checkpoint(path), doctest::Contains("global batch 6"),
                          std::runtime_error);
   }
@@ -184,19 +184,20 @@ TEST_CASE("accumulation resumes bit for bit, also with sequential windows") {
 
 TEST_CASE("accum 1 in one process is the plain step (same bits as before accumulation existed)") {
   std::vector<int32_t> ids = synthetic_ids(4000, 61);
-  TrainerConfig cfg = tiny_config(residual_mode("block_attnres"));
+  RunConfig cfg = tiny_config(residual_mode("block_attnres"));
   SingleProcess one;
-  TrainerConfig zero = cfg;
-  zero.zero = 1;
-  Trainer plain(cfg, ids), grouped(zero, ids, &one);  // a group of one and ZeRO-1 change nothing
-  plain.run(cfg.steps);
-  grouped.run(cfg.steps);
+  RunConfig zero = cfg;
+  zero.training.zero = 1;
+  MicroLMTrainer plain(cfg, ids),
+      grouped(zero, ids, &one);  // a group of one and ZeRO-1 change nothing
+  plain.run(cfg.training.steps);
+  grouped.run(cfg.training.steps);
   CHECK(plain.losses() == grouped.losses());
   CHECK(plain.parameters().values.to_floats() == grouped.parameters().values.to_floats());
   CHECK_THROWS_WITH_AS(([&] {
-                         TrainerConfig bad = cfg;
-                         bad.accum = 0;
-                         Trainer t(bad, ids);
+                         RunConfig bad = cfg;
+                         bad.training.accum = 0;
+                         MicroLMTrainer t(bad, ids);
                        })(),
                        doctest::Contains("accum must be >= 1"), std::invalid_argument);
 }

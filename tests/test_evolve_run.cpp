@@ -16,9 +16,8 @@
 #include "tools/attnres/report.h"
 #include "train/batches.h"
 #include "train/data/corpus.h"
-#include "train/evaluation.h"
 #include "train/io/files.h"
-#include "train/trainer.h"
+#include "train/micro_lm_training.h"
 
 using namespace dg;
 using dg::test::TempDir;
@@ -97,9 +96,9 @@ TEST_CASE("evolve's real trainer trains and evaluates through train_and_evaluate
   const int64_t seq_len = g.run.model.seq_len;
   for (int64_t windows : {int64_t{5}, int64_t{0}}) {
     INFO("eval windows " << windows);
-    const TrainerConfig config = trainer_config(genome_run_config(g, 7, vocab, windows));
-    Trainer reference(config, train);
-    reference.run(config.steps);
+    const RunConfig config = genome_run_config(g, 7, vocab, windows);
+    MicroLMTrainer reference(config, train);
+    reference.run(config.training.steps);
     const std::vector<double>& losses = reference.losses();
     double first = 0, last = 0;
     for (size_t i = 0; i < 10; ++i) first += losses[i], last += losses[losses.size() - 10 + i];

@@ -20,7 +20,7 @@
 #include "train/checkpoint.h"
 #include "train/io/files.h"
 #include "train/memory_budget.h"
-#include "train/trainer.h"
+#include "train/micro_lm_training.h"
 
 using namespace dg;
 using dg::test::TempDir;
@@ -32,19 +32,19 @@ std::vector<int32_t> synthetic_ids(int64_t n, int64_t vocab) {
   return ids;
 }
 
-TrainerConfig tiny_config() {
-  TrainerConfig c;
+RunConfig tiny_config() {
+  RunConfig c;
   c.model.vocab = 61;
   c.model.dim = 16;
   c.model.layers = 2;
   c.model.heads = 2;
   c.model.kv_heads = 2;
   c.model.seq_len = 8;
-  c.steps = 6;
-  c.batch = 2;
-  c.adamw.lr = 3e-3;
-  c.schedule = Schedule::parse("constant", c.adamw.lr, 0, c.steps);
-  c.seed = 3;
+  c.training.steps = 6;
+  c.training.batch = 2;
+  c.training.adamw.lr = 3e-3;
+  c.training.schedule = Schedule::parse("constant", c.training.adamw.lr, 0, c.training.steps);
+  c.training.seed = 3;
   return c;
 }
 
@@ -92,7 +92,7 @@ TEST_CASE("memory estimates: parameters exact, absurd sizes refused before alloc
     }
   }
   CHECK(machine_memory_bytes() > 0);
-  TrainerConfig huge = tiny_config();
+  RunConfig huge = tiny_config();
   huge.model.dim = 1 << 20;
   huge.model.heads = 1;
   huge.model.kv_heads = 1;
@@ -100,7 +100,7 @@ TEST_CASE("memory estimates: parameters exact, absurd sizes refused before alloc
   huge.model.vocab = 50000;
   const std::vector<int32_t> ids = synthetic_ids(100, 61);
   const uint64_t allocations = storage_fresh_allocations();
-  auto build = [&] { Trainer t(huge, ids); };
+  auto build = [&] { MicroLMTrainer t(huge, ids); };
   CHECK_THROWS_WITH(build(), doctest::Contains("needs about"));
   CHECK_THROWS_WITH(build(), doctest::Contains("but this machine has"));
   CHECK(storage_fresh_allocations() == allocations);  // refused before any tensor was made
@@ -110,12 +110,12 @@ TEST_CASE("memory estimates: parameters exact, absurd sizes refused before alloc
 TEST_CASE("resume refuses checkpoints whose counts, tensors or values cannot be trusted") {
   TempDir dir("harden");
   const std::vector<int32_t> ids = synthetic_ids(2000, 61);
-  const TrainerConfig cfg = tiny_config();
-  Trainer t(cfg, ids);
+  const RunConfig cfg = tiny_config();
+  MicroLMTrainer t(cfg, ids);
   t.run(3);
   const std::string good = dir.file("good.safetensors");
   t.save_checkpoint(good);
-  Trainer fresh(cfg, ids);
+  MicroLMTrainer fresh(cfg, ids);
   const std::vector<float> before = fresh.parameters().values.to_floats();
   auto refused = [&](const std::string& name, auto edit, const std::string& message) {
     CAPTURE(name);
@@ -206,15 +206,15 @@ TEST_CASE("resume refuses checkpoints whose counts, tensors or values cannot be 
 TEST_CASE(
     "divergence: stops naming the step, loss and tensor with the weights untouched, or skips") {
   const std::vector<int32_t> ids = synthetic_ids(2000, 61);
-  TrainerConfig cfg = tiny_config();
-  cfg.adamw.lr = 1e30;  // the first update throws the weights far past float's range
-  cfg.schedule = Schedule::parse("constant", cfg.adamw.lr, 0, cfg.steps);
-  cfg.clip = 0;
-  Trainer t(cfg, ids);
+  RunConfig cfg = tiny_config();
+  cfg.training.adamw.lr = 1e30;  // the first update throws the weights far past float's range
+  cfg.training.schedule = Schedule::parse("constant", cfg.training.adamw.lr, 0, cfg.training.steps);
+  cfg.training.clip = 0;
+  MicroLMTrainer t(cfg, ids);
   bool diverged = false;
   std::vector<float> last_good;
   try {
-    while (t.step() < cfg.steps) {
+    while (t.step() < cfg.training.steps) {
       last_good = t.parameters().values.to_floats();
       t.train_step();
     }
@@ -230,12 +230,13 @@ TEST_CASE(
   }
   CHECK(diverged);
 
-  Trainer skipping(cfg, ids);
+  MicroLMTrainer skipping(cfg, ids);
   skipping.set_skip_nonfinite(true);
-  skipping.run(cfg.steps);
-  CHECK(skipping.step() == cfg.steps);
+  skipping.run(cfg.training.steps);
+  CHECK(skipping.step() == cfg.training.steps);
   CHECK(skipping.skipped_steps() > 0);
-  CHECK(static_cast<int64_t>(skipping.losses().size()) == cfg.steps - skipping.skipped_steps());
+  CHECK(static_cast<int64_t>(skipping.losses().size()) ==
+        cfg.training.steps - skipping.skipped_steps());
   for (double loss : skipping.losses()) CHECK(std::isfinite(loss));
 }
 

@@ -8,7 +8,7 @@
 
 #include "autograd/ops.h"
 #include "nn/micro_lm.h"
-#include "train/evaluation.h"
+#include "train/micro_lm_training.h"
 
 using namespace dg;
 

@@ -6,8 +6,8 @@
 #include <random>
 
 #include "tests/temp_dir.h"
-#include "train/evaluation.h"
 #include "train/io/files.h"
+#include "train/micro_lm_training.h"
 #include "train/stop.h"
 
 using namespace dg;

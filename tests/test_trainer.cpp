@@ -10,10 +10,10 @@
 
 #include "nn/decode.h"
 #include "tests/temp_dir.h"
+#include "train/batches.h"
 #include "train/checkpoint.h"
-#include "train/evaluation.h"
 #include "train/io/files.h"
-#include "train/trainer.h"
+#include "train/micro_lm_training.h"
 
 using namespace dg;
 using dg::test::TempDir;
@@ -26,8 +26,8 @@ std::vector<int32_t> synthetic_ids(int64_t n, int64_t vocab) {
   return ids;
 }
 
-TrainerConfig small_config(ResidualMode mode, bool sequential) {
-  TrainerConfig c;
+RunConfig small_config(ResidualMode mode, bool sequential) {
+  RunConfig c;
   c.model.vocab = 97;
   c.model.dim = 32;
   c.model.layers = 3;
@@ -35,12 +35,12 @@ TrainerConfig small_config(ResidualMode mode, bool sequential) {
   c.model.kv_heads = 2;
   c.model.seq_len = 16;
   c.model.mode = mode;
-  c.steps = 12;
-  c.batch = 3;
-  c.adamw.lr = 3e-3;
-  c.schedule = Schedule::parse("cosine", c.adamw.lr, 3, c.steps);
-  c.sequential = sequential;
-  c.seed = 7;
+  c.training.steps = 12;
+  c.training.batch = 3;
+  c.training.adamw.lr = 3e-3;
+  c.training.schedule = Schedule::parse("cosine", c.training.adamw.lr, 3, c.training.steps);
+  c.training.sequential = sequential;
+  c.training.seed = 7;
   return c;
 }
 
@@ -54,18 +54,18 @@ TEST_CASE("resume from a checkpoint equals the uninterrupted run, bit for bit") 
     for (bool sequential : {false, true}) {
       CAPTURE(residual_mode_name(mode));
       CAPTURE(sequential);
-      TrainerConfig cfg = small_config(mode, sequential);
-      Trainer full(cfg, ids);
-      full.run(cfg.steps);
+      RunConfig cfg = small_config(mode, sequential);
+      MicroLMTrainer full(cfg, ids);
+      full.run(cfg.training.steps);
 
-      Trainer first(cfg, ids);
+      MicroLMTrainer first(cfg, ids);
       first.run(5);
       const std::string ckpt = (dir.path / "ckpt.safetensors").string();
       first.save_checkpoint(ckpt);
-      Trainer resumed(cfg, ids);  // a fresh process would start exactly like this
+      MicroLMTrainer resumed(cfg, ids);  // a fresh process would start exactly like this
       resumed.load_checkpoint(ckpt);
       CHECK(resumed.step() == 5);
-      resumed.run(cfg.steps);
+      resumed.run(cfg.training.steps);
 
       REQUIRE(resumed.losses().size() == full.losses().size());
       for (size_t i = 0; i < full.losses().size(); ++i)
@@ -81,36 +81,36 @@ TEST_CASE("resume from a checkpoint equals the uninterrupted run, bit for bit") 
 TEST_CASE("checkpoints of another configuration or damaged files are refused, naming the problem") {
   TempDir dir("trainer");
   std::vector<int32_t> ids = synthetic_ids(3000, 97);
-  TrainerConfig cfg = small_config(residual_mode("rd_attnres"), false);
-  Trainer t(cfg, ids);
+  RunConfig cfg = small_config(residual_mode("rd_attnres"), false);
+  MicroLMTrainer t(cfg, ids);
   t.run(2);
   const std::string ckpt = (dir.path / "a.safetensors").string();
   t.save_checkpoint(ckpt);
 
-  TrainerConfig other = cfg;
-  other.batch = 4;
-  Trainer u(other, ids);
+  RunConfig other = cfg;
+  other.training.batch = 4;
+  MicroLMTrainer u(other, ids);
   std::vector<float> before = weights_of(u);
   CHECK_THROWS_WITH(u.load_checkpoint(ckpt), doctest::Contains("'training.batch'"));
   CHECK(weights_of(u) == before);  // nothing half-loaded
 
-  TrainerConfig wider = cfg;
+  RunConfig wider = cfg;
   wider.model.dim = 64;
-  Trainer w(wider, ids);
+  MicroLMTrainer w(wider, ids);
   CHECK_THROWS_WITH(w.load_checkpoint(ckpt), doctest::Contains("'model'"));
 
   // Truncated file.
   std::string bytes = read_file(ckpt);
   const std::string truncated = (dir.path / "truncated.safetensors").string();
   write_file_atomic(truncated, bytes.substr(0, bytes.size() / 2));
-  Trainer v(cfg, ids);
+  MicroLMTrainer v(cfg, ids);
   CHECK_THROWS_WITH(v.load_checkpoint(truncated), doctest::Contains("truncated.safetensors"));
-  Trainer pristine(cfg, ids);
+  MicroLMTrainer pristine(cfg, ids);
   CHECK(weights_of(v) == weights_of(pristine));
 
-  // Metadata and state the trainer restores are checked before anything changes. A negative
-  // data position used to be taken as is (the next batch read ids[-99]: heap overflow), and a
-  // bad RNG blob gave an error without the file after the weights were already copied.
+  // Metadata and state the trainer restores are checked before anything changes: a damaged
+  // sampler or generator state, or another data stream, is refused with the file's name and the
+  // weights are untouched.
   const SafetensorsFile good = load_safetensors(ckpt);
   const auto rewritten = [&](const std::string& name, const std::string& key,
                              const std::string& value) {
@@ -120,21 +120,25 @@ TEST_CASE("checkpoints of another configuration or damaged files are refused, na
     save_safetensors(out, f.tensors, f.metadata);
     return out;
   };
-  CHECK_THROWS_WITH(v.load_checkpoint(rewritten("p.safetensors", "depthgrad.data_position", "-99")),
-                    doctest::Contains("p.safetensors: metadata 'depthgrad.data_position' is '-99', "
-                                      "expected an integer in [0, 3000]"));
+  CHECK_THROWS_WITH(v.load_checkpoint(rewritten(
+                        "p.safetensors", "depthgrad.sampler",
+                        R"({"kind":"sequential","size":2935,"seed":0,"drop_last":true})")),
+                    doctest::Contains("p.safetensors: the checkpoint's data stream"));
   CHECK_THROWS_WITH(v.load_checkpoint(rewritten("s.safetensors", "depthgrad.step", "2x")),
                     doctest::Contains("'depthgrad.step' is '2x'"));
   CHECK_THROWS_WITH(v.load_checkpoint(rewritten("o.safetensors", "depthgrad.optimizer_step", "-3")),
                     doctest::Contains("o.safetensors: metadata 'depthgrad.optimizer_step'"));
-  SafetensorsFile bad_rng = good;
-  for (TensorEntry& e : bad_rng.tensors)
-    if (e.name == "state.batch_rng") e.bytes[0] ^= 1;
-  const std::string rng_path = (dir.path / "rng.safetensors").string();
-  save_safetensors(rng_path, bad_rng.tensors, bad_rng.metadata);
-  CHECK_THROWS_WITH(v.load_checkpoint(rng_path),
-                    doctest::Contains("rng.safetensors: tensor 'state.batch_rng'"));
-  CHECK(weights_of(v) == weights_of(pristine));  // nothing half-loaded
+  for (const char* blob : {"state.sampler", "state.generator"}) {
+    SafetensorsFile bad_rng = good;
+    for (TensorEntry& e : bad_rng.tensors)
+      if (e.name == blob) e.bytes[20] ^= 1;
+    const std::string rng_path = (dir.path / "rng.safetensors").string();
+    save_safetensors(rng_path, bad_rng.tensors, bad_rng.metadata);
+    CHECK_THROWS_WITH(
+        v.load_checkpoint(rng_path),
+        doctest::Contains((std::string("rng.safetensors: tensor '") + blob + "'").c_str()));
+    CHECK(weights_of(v) == weights_of(pristine));  // nothing half-loaded
+  }
 
   // A weights-only file is not a training checkpoint.
   const std::string weights = (dir.path / "weights.safetensors").string();
@@ -154,24 +158,24 @@ TEST_CASE("checkpoints of another configuration or damaged files are refused, na
 }
 
 TEST_CASE("training configs round-trip through JSON and bad fields are named") {
-  TrainerConfig cfg = small_config(residual_mode("paper_rd_attnres"), true);
-  json::Value v = cfg.to_json();
-  TrainerConfig back = TrainerConfig::from_json(v, "cfg.json");
-  CHECK(back.to_json() == v);
+  RunConfig cfg = small_config(residual_mode("paper_rd_attnres"), true);
+  json::Value v = to_json(cfg);
+  RunConfig back = run_config_from_json(v, "cfg.json");
+  CHECK(to_json(back) == v);
   json::Value bad = v;
   bad["model"]["mode"] = "sideways";
-  CHECK_THROWS_WITH(TrainerConfig::from_json(bad, "cfg.json"), doctest::Contains("sideways"));
+  CHECK_THROWS_WITH(run_config_from_json(bad, "cfg.json"), doctest::Contains("sideways"));
   json::Value unknown = v;
   unknown["stepz"] = 3;
-  CHECK_THROWS_WITH(TrainerConfig::from_json(unknown, "cfg.json"), doctest::Contains("stepz"));
+  CHECK_THROWS_WITH(run_config_from_json(unknown, "cfg.json"), doctest::Contains("stepz"));
   json::Value heads = v;
   heads["model"]["kv_heads"] = 3;
-  CHECK_THROWS_WITH(TrainerConfig::from_json(heads, "cfg.json"), doctest::Contains("kv_heads"));
+  CHECK_THROWS_WITH(run_config_from_json(heads, "cfg.json"), doctest::Contains("kv_heads"));
   // Found by fuzz_train_config: a model that is not an object gave "JSON value: expected object,
   // got number", without the file.
   json::Value not_object = v;
   not_object["model"] = 3;
-  CHECK_THROWS_WITH(TrainerConfig::from_json(not_object, "cfg.json"),
+  CHECK_THROWS_WITH(run_config_from_json(not_object, "cfg.json"),
                     doctest::Contains("cfg.json: model: expected an object, got number"));
 }
 
@@ -180,8 +184,8 @@ TEST_CASE("after the first steps, training takes every tensor buffer from the st
   for (ResidualMode mode : {residual_mode("rd_attnres"), residual_mode("paper_rd_attnres"),
                             residual_mode("standard")}) {
     CAPTURE(residual_mode_name(mode));
-    TrainerConfig cfg = small_config(mode, false);
-    Trainer t(cfg, ids);
+    RunConfig cfg = small_config(mode, false);
+    MicroLMTrainer t(cfg, ids);
     t.run(2);  // the first steps size the cache
     const uint64_t before = storage_fresh_allocations();
     t.run(8);
@@ -208,17 +212,17 @@ TEST_CASE(
 TEST_CASE("a training step never holds the [batch·seq, vocab] logits or their gradient") {
   // A large vocabulary and a tiny model: the logits (256 × 50000 floats, 51 MB) would dwarf
   // everything else a step allocates. The fused head keeps one 16 MiB column chunk.
-  TrainerConfig cfg = small_config(residual_mode("rd_attnres"), false);
+  RunConfig cfg = small_config(residual_mode("rd_attnres"), false);
   cfg.model.vocab = 50000;
   cfg.model.dim = 8;
   cfg.model.heads = 2;
   cfg.model.kv_heads = 2;
   cfg.model.layers = 2;
   cfg.model.seq_len = 64;
-  cfg.batch = 4;
-  cfg.steps = 2;
+  cfg.training.batch = 4;
+  cfg.training.steps = 2;
   std::vector<int32_t> ids = synthetic_ids(4000, cfg.model.vocab);
-  Trainer t(cfg, ids);
+  MicroLMTrainer t(cfg, ids);
   const size_t state = storage_stats().live_bytes;
   storage_reset_peak();
   t.run(2);
@@ -233,8 +237,8 @@ TEST_CASE(
   for (ResidualMode mode : {residual_mode("standard"), residual_mode("rd_attnres"),
                             residual_mode("paper_block_attnres")}) {
     CAPTURE(residual_mode_name(mode));
-    TrainerConfig cfg = small_config(mode, false);
-    Trainer t(cfg, ids);
+    RunConfig cfg = small_config(mode, false);
+    MicroLMTrainer t(cfg, ids);
     std::vector<int64_t> starts =
         full_eval_starts(2000, cfg.model.seq_len);  // 124 windows: several batches
     REQUIRE(starts.size() > 64);
@@ -249,31 +253,31 @@ TEST_CASE(
 }
 
 // Objects that keep a reference to a constructor argument refuse a temporary, or own it.
-static_assert(!std::is_constructible_v<SequentialLoader, std::vector<int32_t>&&, int64_t, int64_t>);
+static_assert(!std::is_constructible_v<DataLoader, TokenWindows&&, Sampler, int64_t>);
 static_assert(!std::is_constructible_v<Decoder, MicroLM&&>);
 static_assert(!std::is_constructible_v<MicroBlock, MicroLMConfig&&, int64_t, DType>);
-static_assert(std::is_constructible_v<SequentialLoader, std::vector<int32_t>&, int64_t, int64_t>);
+static_assert(std::is_constructible_v<DataLoader, TokenWindows&, Sampler, int64_t>);
 
 TEST_CASE("a Trainer owns token ids given as a temporary, and shares a shared_ptr's") {
-  TrainerConfig cfg = small_config(residual_mode("rd_attnres"), false);
-  cfg.steps = 3;
+  RunConfig cfg = small_config(residual_mode("rd_attnres"), false);
+  cfg.training.steps = 3;
   const std::vector<int32_t> ids = synthetic_ids(3000, 97);
-  Trainer borrowing(cfg, ids);
-  borrowing.run(cfg.steps);
+  MicroLMTrainer borrowing(cfg, ids);
+  borrowing.run(cfg.training.steps);
 
   std::vector<int32_t> moved = ids;
-  Trainer owning(cfg, std::move(moved));
+  MicroLMTrainer owning(cfg, std::move(moved));
   CHECK(moved.empty());               // moved in, not referenced: the caller's vector may go
   moved.assign(ids.size(), 1 << 30);  // would be out-of-range ids if the trainer still read it
-  owning.run(cfg.steps);
+  owning.run(cfg.training.steps);
   CHECK(owning.losses() == borrowing.losses());
 
   auto shared = std::make_shared<const std::vector<int32_t>>(ids);
-  Trainer sharing(cfg, shared);
+  MicroLMTrainer sharing(cfg, shared);
   CHECK(shared.use_count() == 2);
   shared.reset();
-  sharing.run(cfg.steps);
+  sharing.run(cfg.training.steps);
   CHECK(sharing.losses() == borrowing.losses());
-  CHECK_THROWS_WITH(Trainer(cfg, std::shared_ptr<const std::vector<int32_t>>()),
+  CHECK_THROWS_WITH(MicroLMTrainer(cfg, std::shared_ptr<const std::vector<int32_t>>()),
                     doctest::Contains("null"));
 }

@@ -58,19 +58,4 @@ std::vector<int64_t> eval_window_starts(int64_t length, int64_t seq_len, int64_t
                          : full_eval_starts(length, seq_len);
 }
 
-SequentialLoader::SequentialLoader(const std::vector<int32_t>& ids, int64_t batch, int64_t seq_len)
-    : ids_(ids), batch_(batch), seq_len_(seq_len) {
-  if (static_cast<int64_t>(ids.size()) < batch * seq_len + 1)
-    throw std::invalid_argument(fmt::format(
-        "sequential loader: {} ids cannot fill one batch of {}x{}", ids.size(), batch, seq_len));
-}
-
-void SequentialLoader::next(LmBatch& out) {
-  if (position_ + batch_ * seq_len_ + 1 > static_cast<int64_t>(ids_.size())) position_ = 0;
-  std::vector<int64_t> starts(batch_);
-  for (int64_t b = 0; b < batch_; ++b) starts[b] = position_ + b * seq_len_;
-  position_ += batch_ * seq_len_;
-  make_lm_batch(ids_, starts, seq_len_, out);
-}
-
 }  // namespace dg

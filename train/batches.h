@@ -2,7 +2,6 @@
 //  - sample_lm_batch: the reference's random windows (upstream-protocol.md §1.5): starts are
 //    numpy default_rng(seed).integers(0, len − T − 1, size=B), with replacement; inputs are
 //    ids[s : s+T], targets ids[s+1 : s+T+1].
-//  - SequentialLoader: consecutive non-overlapping windows for full-split passes.
 //  - evaluation windows (§1.6): starts 0, T, 2T, … below min(len − T − 1, T·max_windows).
 // It does not tokenize or read files (train/text/bpe.h, train/data/data_files.h do).
 #pragma once
@@ -34,20 +33,5 @@ std::vector<int64_t> reference_eval_starts(int64_t length, int64_t seq_len,
 std::vector<int64_t> full_eval_starts(int64_t length, int64_t seq_len);
 // The first max_windows reference windows, or every full window when max_windows is 0.
 std::vector<int64_t> eval_window_starts(int64_t length, int64_t seq_len, int64_t max_windows);
-
-class SequentialLoader {
- public:
-  // ids are read in place: they must outlive the loader (a temporary is refused).
-  SequentialLoader(const std::vector<int32_t>& ids, int64_t batch, int64_t seq_len);
-  SequentialLoader(const std::vector<int32_t>&&, int64_t, int64_t) = delete;
-  // Next batch of consecutive windows; wraps to the start after the last full batch.
-  void next(LmBatch& out);
-  int64_t position() const { return position_; }
-  void set_position(int64_t p) { position_ = p; }
-
- private:
-  const std::vector<int32_t>& ids_;
-  int64_t batch_, seq_len_, position_ = 0;
-};
 
 }  // namespace dg

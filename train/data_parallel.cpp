@@ -140,31 +140,30 @@ void Trainer::setup_data_parallel() {
   if (config_.accum > 1) gradient_sum_ = Tensor::zeros({flat_.total}, DType::f32);
 }
 
-// One optimizer step over the global batch: the step's windows are drawn as one process drawing
-// ranks × accum × batch would; micro-batch i is windows [i·batch, (i+1)·batch), and rank r runs
+// One optimizer step over the global batch: the step's examples are drawn as one process drawing
+// ranks × accum × batch would; micro-batch i is examples [i·batch, (i+1)·batch), and rank r runs
 // micro-batches r·accum … r·accum + accum − 1. Gradient of the step: (Σ_i g_i) · (1/M), M the
 // number of micro-batches, the sum in micro-batch order (local ones first, then across ranks in
 // rank order: with accum 1 on N ranks that is exactly one process with accum N).
 StepLog Trainer::accumulated_step() {
   const auto start = std::chrono::steady_clock::now();
-  const int64_t B = config_.batch, K = config_.accum, T = config_.model.seq_len;
+  const int64_t B = config_.batch, K = config_.accum;
   const int rank = world_ ? world_->rank() : 0;
   const int64_t micro_batches = global_batch() / B;
-  if (loader_)
-    loader_->next(step_windows_);
-  else
-    sample_lm_batch(batch_rng_, train_ids_, global_batch(), T, step_windows_);
+  sampler_.next(global_batch(), step_indices_);
 
   float* g = flat_.gradients.data<float>();
   const int64_t n = flat_.total;
   micro_losses_.resize(K);
   for (int64_t k = 0; k < K; ++k) {
     const int64_t micro = rank * K + k;
-    micro_starts_.assign(step_windows_.starts.begin() + micro * B,
-                         step_windows_.starts.begin() + (micro + 1) * B);
-    make_lm_batch(train_ids_, micro_starts_, T, batch_);
+    data_->fill(std::span<const int64_t>(step_indices_).subspan(micro * B, B), batch_);
     flat_.zero_grad();
-    Tensor loss = model_->loss(batch_.inputs, batch_.targets);
+    Tensor loss = loss_(*model_, batch_);
+    if (!loss.defined() || loss.numel() != 1)
+      throw std::invalid_argument(
+          fmt::format("trainer: the loss function returned {}, expected one value",
+                      loss.defined() ? loss.describe() : std::string("an undefined tensor")));
     backward(loss);
     micro_losses_[k] = loss.item();
     if (K == 1) break;
@@ -219,15 +218,7 @@ StepLog Trainer::accumulated_step() {
   }
   optimizer_->step(lr);
   if (zero1_ && world_) world_->all_gather(flat_.values.data<float>(), shard_bounds_);
-  losses_.push_back(value);
-  grad_norms_.push_back(clip.total_norm);
-  clipped_ += clip.clipped ? 1 : 0;
-  StepLog log{step_, config_.steps, value, clip.total_norm, clip.clipped, lr, 0, 0};
-  log.skipped_steps = skipped_;
-  log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  log.tokens_per_second = static_cast<double>(global_batch() * T) / std::max(log.seconds, 1e-9);
-  ++step_;
-  return log;
+  return finished_step(value, clip, lr, start);
 }
 
 std::unique_ptr<AdamW> Trainer::full_optimizer_state() const {

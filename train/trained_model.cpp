@@ -16,7 +16,7 @@ TrainedModel load_trained_model(const std::string& path) {
     throw std::runtime_error(fmt::format(
         "{}: no 'depthgrad.config' metadata: not a model written by depthgrad train", path));
   TrainedModel m;
-  m.config = TrainerConfig::from_json(json::parse(it->second, path), path);
+  m.config = run_config_from_json(json::parse(it->second, path), path);
   check_memory_fits(estimate_memory(m.config.model, 0),
                     fmt::format("{}: the model {}", path, m.config.model.describe()));
   m.model = std::make_unique<MicroLM>(m.config.model);

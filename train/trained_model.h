@@ -8,12 +8,13 @@
 #include <memory>
 #include <string>
 
-#include "train/trainer.h"
+#include "nn/micro_lm.h"
+#include "train/run_config.h"
 
 namespace dg {
 
 struct TrainedModel {
-  TrainerConfig config;
+  RunConfig config;
   std::unique_ptr<MicroLM> model;
   std::map<std::string, std::string> metadata;
 };

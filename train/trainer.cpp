@@ -1,8 +1,9 @@
-// The resumable training loop (see trainer.h).
+// The resumable training loop of any Module (see trainer.h).
 #include "train/trainer.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -11,23 +12,10 @@
 #include <limits>
 
 #include "autograd/tape.h"
+#include "tensor/rng.h"
 #include "train/checkpoint.h"
-#include "train/memory_budget.h"
 
 namespace dg {
-
-// ---- config <-> JSON: the run config's mapping ------------------------------------------------
-
-json::Value TrainerConfig::to_json() const {
-  json::Value v;
-  v["model"] = model_json(model);
-  v["training"] = training_json(*this);
-  return v;
-}
-
-TrainerConfig TrainerConfig::from_json(const json::Value& v, const std::string& source) {
-  return trainer_config(run_config_from_json(v, source));
-}
 
 TrainingDiverged::TrainingDiverged(int64_t step_, double loss_, const std::string& problem)
     : std::runtime_error(
@@ -37,54 +25,40 @@ TrainingDiverged::TrainingDiverged(int64_t step_, double loss_, const std::strin
       step(step_),
       loss(loss_) {}
 
-TrainerConfig trainer_config(const RunConfig& run) {
-  return TrainerConfig{run.training, run.model};
-}
-
 // ---- the loop
 
-Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids)
-    : Trainer(config, train_ids, nullptr) {}
+Trainer::Trainer(Module& model, const Dataset& data, Sampler sampler, LossFunction loss,
+                 const TrainingConfig& config, json::Value model_config, Collectives* world)
+    : Trainer(TrainingSetup{std::shared_ptr<Module>(std::shared_ptr<Module>(), &model),
+                            std::shared_ptr<const Dataset>(std::shared_ptr<const Dataset>(), &data),
+                            std::move(sampler), std::move(loss), std::move(model_config), world},
+              config) {}
 
-Trainer::Trainer(const TrainerConfig& config, std::vector<int32_t>&& train_ids)
-    : Trainer(config, std::move(train_ids), nullptr) {}
-
-Trainer::Trainer(const TrainerConfig& config, std::vector<int32_t>&& train_ids, Collectives* world)
-    : Trainer(config, std::make_shared<const std::vector<int32_t>>(std::move(train_ids)), world) {}
-
-namespace {
-const std::vector<int32_t>& non_null(const std::shared_ptr<const std::vector<int32_t>>& ids) {
-  if (!ids) throw std::invalid_argument("trainer: the token ids are a null shared_ptr");
-  return *ids;
-}
-}  // namespace
-
-Trainer::Trainer(const TrainerConfig& config, std::shared_ptr<const std::vector<int32_t>> train_ids,
-                 Collectives* world)
-    : Trainer(config, non_null(train_ids), world) {
-  owned_ids_ = std::move(train_ids);
-}
-
-Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_ids,
-                 Collectives* world)
-    : config_(config), train_ids_(train_ids), batch_rng_(config.seed), world_(world) {
+Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
+    : model_(std::move(s.model)),
+      data_(std::move(s.data)),
+      sampler_(std::move(s.sampler)),
+      loss_(std::move(s.loss)),
+      model_config_(std::move(s.config)),
+      config_(config),
+      world_(s.world) {
+  if (!model_) throw std::invalid_argument("trainer: the model is null");
+  if (!data_) throw std::invalid_argument("trainer: the dataset is null");
+  if (!loss_) throw std::invalid_argument("trainer: no loss function given");
   if (world_ && world_->size() == 1) world_ = nullptr;  // a group of one is one process
   if (config_.accum < 1)
     throw std::invalid_argument(fmt::format("trainer: accum must be >= 1, got {}", config_.accum));
+  if (config_.batch < 1)
+    throw std::invalid_argument(fmt::format("trainer: batch must be >= 1, got {}", config_.batch));
+  if (config_.steps < 0)
+    throw std::invalid_argument(fmt::format("trainer: steps must be >= 0, got {}", config_.steps));
+  if (sampler_.size() != data_->size())
+    throw std::invalid_argument(
+        fmt::format("trainer: the sampler covers {} examples, the dataset has {}", sampler_.size(),
+                    data_->size()));
   zero1_ = config_.zero == 1 && world_;
-  config_.model.validate();
-  // An absurd size is refused with what it needs before anything is allocated (a bad_alloc
-  // half-way through building the model says nothing useful).
-  check_memory_fits(
-      estimate_memory(config_.model, config_.batch),
-      fmt::format("training {} with batch {}", config_.model.describe(), config_.batch));
-  // §1.4 order: model (init from the seed), optimizer, then the batch RNG.
-  model_ = std::make_unique<MicroLM>(config_.model, DType::f32);
-  if (config_.init == InitScheme::parity)
-    model_->init_torch_parity(config_.seed);
-  else
-    model_->init_identical(config_.seed);
   flat_ = flatten_parameters(*model_);
+  if (flat_.total == 0) throw std::invalid_argument("trainer: the model has no parameters");
   if (accumulates()) setup_data_parallel();  // shard bounds; ZeRO-1 keeps this rank's moments
   if (zero1_)
     optimizer_ = std::make_unique<AdamW>(flat_, config_.adamw, shard_bounds_[world_->rank()],
@@ -96,8 +70,6 @@ Trainer::Trainer(const TrainerConfig& config, const std::vector<int32_t>& train_
   storage_cache_clear();
   config_.schedule.lr = config_.adamw.lr;  // the schedule's rate and length are the run's
   config_.schedule.total_steps = config_.steps;
-  if (config_.sequential)
-    loader_ = std::make_unique<SequentialLoader>(train_ids_, global_batch(), config_.model.seq_len);
 }
 
 int64_t Trainer::global_batch() const { return ranks() * config_.accum * config_.batch; }
@@ -116,23 +88,27 @@ int64_t nonfinite_test_step() {
 // The name of the first slot whose values (of `flat`: the values or the gradients) are not all
 // finite, or "" when every one is.
 std::string first_nonfinite(const FlatParameters& flat, const Tensor& buffer) {
-  const float* data = buffer.data<float>();
-  for (const FlatParameters::Slot& slot : flat.slots)
-    for (int64_t i = 0; i < slot.numel; ++i)
-      if (!std::isfinite(data[slot.offset + i])) return slot.name;
-  return "";
+  return dispatch_float(buffer.dtype(), "trainer", [&]<class T>() -> std::string {
+    const T* data = buffer.data<T>();
+    for (const FlatParameters::Slot& slot : flat.slots)
+      for (int64_t i = 0; i < slot.numel; ++i)
+        if (!std::isfinite(data[slot.offset + i])) return slot.name;
+    return "";
+  });
 }
 }  // namespace
 
 StepLog Trainer::train_step() {
   if (accumulates()) return accumulated_step();
   const auto start = std::chrono::steady_clock::now();
-  if (loader_)
-    loader_->next(batch_);
-  else
-    sample_lm_batch(batch_rng_, train_ids_, config_.batch, config_.model.seq_len, batch_);
+  sampler_.next(config_.batch, step_indices_);
+  data_->fill(step_indices_, batch_);
   flat_.zero_grad();
-  Tensor loss = model_->loss(batch_.inputs, batch_.targets);
+  Tensor loss = loss_(*model_, batch_);
+  if (!loss.defined() || loss.numel() != 1)
+    throw std::invalid_argument(
+        fmt::format("trainer: the loss function returned {}, expected one value",
+                    loss.defined() ? loss.describe() : std::string("an undefined tensor")));
   const double value = loss.item();
   // A non-finite loss or gradient stops the run (or, when skipping, this step) before the
   // optimizer touches the weights: the model stays as the last finite step left it.
@@ -147,7 +123,9 @@ StepLog Trainer::train_step() {
   if (problem.empty()) {
     backward(loss);
     if (step_ == nonfinite_test_step()) [[unlikely]]
-      flat_.gradients.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+      dispatch_float(flat_.gradients.dtype(), "trainer", [&]<class T>() {
+        flat_.gradients.data<T>()[0] = std::numeric_limits<T>::quiet_NaN();
+      });
     // With clipping the gradient norm is computed anyway: a non-finite gradient makes it
     // non-finite, and only then are the gradients searched for the first bad one.
     bool finite = true;
@@ -168,14 +146,19 @@ StepLog Trainer::train_step() {
   }
   const double lr = config_.schedule.at(step_);
   optimizer_->step(lr);
-  losses_.push_back(value);
+  return finished_step(value, clip, lr, start);
+}
+
+StepLog Trainer::finished_step(double loss, const ClipResult& clip, double lr,
+                               std::chrono::steady_clock::time_point start) {
+  losses_.push_back(loss);
   grad_norms_.push_back(clip.total_norm);
   clipped_ += clip.clipped ? 1 : 0;
-  StepLog log{step_, config_.steps, value, clip.total_norm, clip.clipped, lr, 0, 0};
+  StepLog log{step_, config_.steps, loss, clip.total_norm, clip.clipped, lr, 0, 0};
   log.skipped_steps = skipped_;
   log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  log.tokens_per_second =
-      static_cast<double>(config_.batch * config_.model.seq_len) / std::max(log.seconds, 1e-9);
+  log.tokens_per_second = static_cast<double>(global_batch() * data_->tokens_per_example()) /
+                          std::max(log.seconds, 1e-9);
   ++step_;
   return log;
 }
@@ -206,26 +189,59 @@ void Trainer::run(int64_t until, const std::function<void(const StepLog&)>& on_s
   }
 }
 
+double evaluate_loss(Module& model, const Dataset& data, const LossFunction& loss, int64_t batch) {
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  double sum = 0;
+  for_each_batch(data, batch, [&](const Batch& b) {
+    sum += loss(model, b).item() * static_cast<double>(b.size());
+  });
+  model.train(was_training);
+  return sum / static_cast<double>(data.size());
+}
+
 // ---- checkpoints
 
-void Trainer::save_checkpoint(const std::string& path) const {
+json::Value Trainer::config_json() const {
+  json::Value v;
+  if (!model_config_.is_null()) v["model"] = model_config_;
+  v["training"] = training_json(config_);
+  return v;
+}
+
+namespace {
+std::vector<uint8_t> pack(const std::vector<double>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(double));
+  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+// The trainer's own tensors in a checkpoint ("state.<name>").
+constexpr const char* kStateBlobs[] = {"sampler", "generator", "losses", "grad_norms"};
+}  // namespace
+
+void Trainer::save_checkpoint(const std::string& path,
+                              const std::map<std::string, std::string>& metadata) const {
   TrainingState state;
+  for (const auto& [key, value] : metadata) {
+    if (key.rfind("depthgrad.", 0) == 0)
+      throw std::invalid_argument(fmt::format(
+          "{}: metadata key '{}' is the trainer's own (keys starting 'depthgrad.' are reserved)",
+          path, key));
+    state.metadata[key] = value;
+  }
   state.metadata["depthgrad.kind"] = "training-checkpoint";
-  state.metadata["depthgrad.config"] = json::dump(config_.to_json());
+  state.metadata["depthgrad.config"] = json::dump(config_json());
+  state.metadata["depthgrad.sampler"] = json::dump(sampler_.description());
   state.metadata["depthgrad.step"] = std::to_string(step_);
   state.metadata["depthgrad.clipped_steps"] = std::to_string(clipped_);
   state.metadata["depthgrad.skipped_steps"] = std::to_string(skipped_);
   state.metadata["depthgrad.wall_seconds"] = fmt::format("{}", wall_seconds());
-  state.metadata["depthgrad.data_position"] = std::to_string(loader_ ? loader_->position() : 0);
-  state.blobs["batch_rng"] = batch_rng_.state();
-  auto pack = [](const std::vector<double>& v) {
-    std::vector<uint8_t> b(v.size() * sizeof(double));
-    std::memcpy(b.data(), v.data(), b.size());
-    return b;
-  };
+  state.metadata["depthgrad.global_batch"] = std::to_string(global_batch());
+  state.blobs["sampler"] = sampler_.state();
+  state.blobs["generator"] = default_generator().state();
   state.blobs["losses"] = pack(losses_);
   state.blobs["grad_norms"] = pack(grad_norms_);
-  state.metadata["depthgrad.global_batch"] = std::to_string(global_batch());
   if (!world_) return save_training_checkpoint(path, *model_, *optimizer_, state);
   std::unique_ptr<AdamW> full = zero1_ ? full_optimizer_state() : nullptr;  // collective
   if (world_->rank() == 0)
@@ -236,18 +252,20 @@ void Trainer::save_checkpoint(const std::string& path) const {
 void Trainer::load_checkpoint(const std::string& path) {
   // Check the config before touching anything: a checkpoint of another model or run is refused.
   SafetensorsFile file = load_safetensors(path);  // read once: checked here, applied below
-  {
-    auto it = file.metadata.find("depthgrad.config");
+  auto meta = [&](const char* key) -> const std::string& {
+    auto it = file.metadata.find(key);
     if (it == file.metadata.end())
       throw std::runtime_error(fmt::format(
-          "{}: metadata 'depthgrad.config' is missing (not a depthgrad training checkpoint)",
-          path));
-    json::Value saved = json::parse(it->second, path + " (depthgrad.config)");
-    json::Value mine = config_.to_json();
+          "{}: metadata '{}' is missing (not a depthgrad training checkpoint?)", path, key));
+    return it->second;
+  };
+  {
+    json::Value saved = json::parse(meta("depthgrad.config"), path + " (depthgrad.config)");
+    json::Value mine = config_json();
     auto field = [](const json::Value& config, const char* section,
                     const char* key) -> const json::Value* {
       const json::Value* s = config.is_object() ? config.find(section) : nullptr;
-      return s && s->is_object() ? (key ? s->find(key) : s) : nullptr;
+      return s && s->is_object() ? (key ? s->find(key) : s) : s;
     };
     // The global batch must agree; how it is split (ranks × accum × batch) may change on resume.
     const int64_t saved_global = checkpoint_global_batch(file, saved, path);
@@ -263,21 +281,22 @@ void Trainer::load_checkpoint(const std::string& path) {
       const json::Value* s = field(saved, section, key);
       const json::Value* m = field(mine, section, key);
       const std::string name = key ? fmt::format("{}.{}", section, key) : section;
-      if (!s || !(*s == *m))
+      if ((s != nullptr) != (m != nullptr) || (s && !(*s == *m)))
         throw std::runtime_error(
             fmt::format("{}: the checkpoint's '{}' ({}) differs from this run's ({})", path, name,
-                        s ? json::dump(*s) : "missing", json::dump(*m)));
+                        s ? json::dump(*s) : "missing", m ? json::dump(*m) : "missing"));
     }
+    const json::Value stream =
+        json::parse(meta("depthgrad.sampler"), path + " (depthgrad.sampler)");
+    if (!(stream == sampler_.description()))
+      throw std::runtime_error(fmt::format(
+          "{}: the checkpoint's data stream {} differs from this run's {} (another dataset, "
+          "sampler or seed)",
+          path, json::dump(stream), json::dump(sampler_.description())));
   }
   // The trainer's own state is read and checked before anything changes, so a bad checkpoint
   // leaves the trainer as it was (load_training_checkpoint checks all of its part before copying).
-  auto meta = [&](const char* key) -> const std::string& {
-    auto it = file.metadata.find(key);
-    if (it == file.metadata.end())
-      throw std::runtime_error(fmt::format("{}: metadata '{}' is missing", path, key));
-    return it->second;
-  };
-  // A whole-string integer in [0, max]: a negative or huge data position once read out of bounds.
+  // A whole-string integer in [0, max].
   auto count = [&](const char* key, int64_t max) {
     const std::string& text = meta(key);
     int64_t value = -1;
@@ -292,15 +311,14 @@ void Trainer::load_checkpoint(const std::string& path) {
   // records of another length all mean a file that was not written by this trainer as it stands.
   const int64_t step = count("depthgrad.step", config_.steps);
   const int64_t clipped = count("depthgrad.clipped_steps", step);
-  const int64_t skipped =
-      file.metadata.count("depthgrad.skipped_steps") ? count("depthgrad.skipped_steps", step) : 0;
+  const int64_t skipped = count("depthgrad.skipped_steps", step);
   const int64_t taken = count("depthgrad.optimizer_step", step);
   if (taken != step - skipped)
     throw std::runtime_error(fmt::format(
         "{}: metadata 'depthgrad.optimizer_step' is {}, expected {} (step {} minus {} skipped)",
         path, taken, step - skipped, step, skipped));
   double wall = 0;
-  if (file.metadata.count("depthgrad.wall_seconds")) {
+  {
     const std::string& text = meta("depthgrad.wall_seconds");
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), wall);
     if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(wall) ||
@@ -309,8 +327,6 @@ void Trainer::load_checkpoint(const std::string& path) {
           "{}: metadata 'depthgrad.wall_seconds' is '{}', expected a finite number >= 0", path,
           text));
   }
-  const int64_t position =
-      count("depthgrad.data_position", static_cast<int64_t>(train_ids_.size()));
   auto blob = [&](const char* key) -> const std::vector<uint8_t>& {
     const TensorEntry* e = file.find(std::string("state.") + key);
     if (!e) throw std::runtime_error(fmt::format("{}: tensor 'state.{}' is missing", path, key));
@@ -318,18 +334,26 @@ void Trainer::load_checkpoint(const std::string& path) {
       throw std::runtime_error(fmt::format("{}: tensor 'state.{}' must be U8", path, key));
     return e->bytes;
   };
-  for (const TensorEntry& e : file.tensors)
-    if (e.name.rfind("state.", 0) == 0 && e.name != "state.batch_rng" && e.name != "state.losses" &&
-        e.name != "state.grad_norms")
-      throw std::runtime_error(
-          fmt::format("{}: unexpected tensor '{}' (the trainer's state is state.batch_rng, "
-                      "state.losses and state.grad_norms)",
-                      path, e.name));
-  NumpyGenerator batch_rng = batch_rng_;
+  for (const TensorEntry& e : file.tensors) {
+    if (e.name.rfind("state.", 0) != 0) continue;
+    const std::string key = e.name.substr(6);
+    if (std::find(std::begin(kStateBlobs), std::end(kStateBlobs), key) == std::end(kStateBlobs))
+      throw std::runtime_error(fmt::format(
+          "{}: unexpected tensor '{}' (the trainer's state is state.sampler, state.generator, "
+          "state.losses and state.grad_norms)",
+          path, e.name));
+  }
+  Sampler sampler = sampler_;
+  TorchGenerator generator = default_generator();
   try {
-    batch_rng.set_state(blob("batch_rng"));
+    sampler.set_state(blob("sampler"));
   } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(fmt::format("{}: tensor 'state.batch_rng': {}", path, e.what()));
+    throw std::runtime_error(fmt::format("{}: tensor 'state.sampler': {}", path, e.what()));
+  }
+  try {
+    generator.set_state(blob("generator"));
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(fmt::format("{}: tensor 'state.generator': {}", path, e.what()));
   }
   auto unpack = [&](const char* key) {
     const std::vector<uint8_t>& b = blob(key);
@@ -357,8 +381,8 @@ void Trainer::load_checkpoint(const std::string& path) {
   skipped_ = skipped;
   prior_wall_seconds_ = wall;
   started_ = std::chrono::steady_clock::now();
-  if (loader_) loader_->set_position(position);
-  batch_rng_ = batch_rng;
+  sampler_ = sampler;
+  default_generator() = generator;
   losses_ = std::move(losses);
   grad_norms_ = std::move(grad_norms);
 }

@@ -13,7 +13,7 @@
 #include "tests/fuzz/fuzz_checkpoint_model.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "train/checkpoint.h"
-#include "train/trainer.h"
+#include "train/micro_lm_training.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace dg;
@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ~RemoveAtEnd() { std::filesystem::remove(path); }
   } remove_at_end{path};
 
-  Trainer trainer(fuzz::tiny_config(), fuzz::tiny_train_ids());
+  MicroLMTrainer trainer(fuzz::tiny_config(), fuzz::tiny_train_ids());
   if (fuzz::accepted(path, [&] { trainer.load_checkpoint(path); })) {
     try {
       trainer.train_step();

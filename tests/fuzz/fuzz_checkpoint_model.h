@@ -5,12 +5,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "train/trainer.h"
+#include "train/micro_lm_training.h"
 
 namespace dg::fuzz {
 
-inline TrainerConfig tiny_config() {
-  TrainerConfig config;
+inline RunConfig tiny_config() {
+  RunConfig config;
   config.model.vocab = 8;
   config.model.dim = 4;
   config.model.layers = 1;
@@ -18,10 +18,10 @@ inline TrainerConfig tiny_config() {
   config.model.kv_heads = 1;
   config.model.seq_len = 4;
   config.model.expansion = 1;
-  config.steps = 6;
-  config.batch = 2;
-  config.seed = 1;
-  config.sequential = true;
+  config.training.steps = 6;
+  config.training.batch = 2;
+  config.training.seed = 1;
+  config.training.sequential = true;
   return config;
 }
 

@@ -98,10 +98,10 @@ void checkpoint_seeds() {
 }
 
 void config_seeds() {
-  dg::TrainerConfig config = dg::fuzz::tiny_config();
+  dg::RunConfig config = dg::fuzz::tiny_config();
   seed("train_config", "tiny", dg::json::dump(config.to_json(), 2));
   config.model.mode = dg::residual_mode("paper_block_attnres");
-  config.schedule = dg::Schedule::parse("cosine", 1e-3, 2, config.steps);
+  config.training.schedule = dg::Schedule::parse("cosine", 1e-3, 2, config.training.steps);
   seed("train_config", "paper-cosine", dg::json::dump(config.to_json()));
   seed("train_config", "empty-object", "{}");
   seed("train_config", "bad-model-kind", R"({"model": 3})");

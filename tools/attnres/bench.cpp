@@ -16,7 +16,7 @@
 #include "train/batches.h"
 #include "train/checkpoint.h"
 #include "train/io/files.h"
-#include "train/trainer.h"
+#include "train/micro_lm_training.h"
 
 namespace dg {
 
@@ -163,10 +163,11 @@ BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options) {
 
   const std::vector<int32_t> ids =
       random_tokens(std::max(kBenchTokens, 4 * batch * (model.seq_len + 1)), model.vocab);
-  TrainerConfig tc = trainer_config(spec.run);
-  tc.steps = spec.warmup + spec.timed;
-  tc.seed = 0;
-  Trainer trainer(tc, ids, options.world);
+  RunConfig run = spec.run;
+  run.training.steps = spec.warmup + spec.timed;
+  run.training.seed = 0;
+  const TrainingConfig& tc = run.training;
+  MicroLMTrainer trainer(run, ids, options.world);
   r.ranks = trainer.ranks();
   r.parameters = trainer.model().parameter_count();
   r.matmul_params = matmul_parameters(trainer.model());

@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "train/data_parallel.h"
-#include "train/evaluation.h"
 #include "train/io/json.h"
 #include "train/io/run_record.h"
+#include "train/micro_lm_training.h"
 #include "train/run_config.h"
 
 namespace dg {

@@ -19,15 +19,16 @@
 #include "tools/cli/ranks.h"
 #include "tools/cli/shared_flags.h"
 #include "tools/cli/train_samples.h"
+#include "train/batches.h"
 #include "train/checkpoint.h"
 #include "train/data/corpus.h"
 #include "train/data/data_files.h"
 #include "train/data/text_corpus.h"
-#include "train/evaluation.h"
 #include "train/io/files.h"
 #include "train/io/run_record.h"
 #include "train/io/safetensors.h"
 #include "train/memory_budget.h"
+#include "train/micro_lm_training.h"
 #include "train/run_config.h"
 #include "train/stop.h"
 #include "train/trained_model.h"
@@ -224,19 +225,19 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   check_split_length(data.train, "train", model.seq_len, data.description);
   check_split_length(data.validation, "validation", model.seq_len, data.description);
   model.vocab = data.corpus.tokenizer.vocab_size();  // the model takes the tokenizer's size
-  const TrainerConfig cfg = trainer_config(run);
+  const TrainingConfig& cfg = run.training;
   const int64_t global_batch = world.size() * cfg.accum * cfg.batch;
   if (cfg.sequential &&
-      static_cast<int64_t>(data.train.size()) < global_batch * cfg.model.seq_len + 1)
+      static_cast<int64_t>(data.train.size()) < global_batch * run.model.seq_len + 1)
     throw UsageError(
         fmt::format("--sequential: {} train ids cannot fill one global batch of {} "
                     "windows of {}",
-                    data.train.size(), global_batch, cfg.model.seq_len));
+                    data.train.size(), global_batch, run.model.seq_len));
   TrainSamples samples(f, data.corpus.tokenizer, cfg.seed);
   const std::string out = f.get("output-dir");
   // Nothing in the output folder changes until the checkpoint to resume from passed every check:
   // a refused resume leaves config.json and steps.jsonl as they were.
-  Trainer trainer(cfg, data.train, &world.collectives());
+  MicroLMTrainer trainer(run, data.train, &world.collectives());
   const bool resuming = !f.get("resume").empty();
   if (resuming) trainer.load_checkpoint(f.get("resume"));
   trainer.set_skip_nonfinite(f.get_bool("skip-nonfinite"));
@@ -257,7 +258,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   progress.message(
       fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {} thread(s), "
                   "OMP_WAIT_POLICY={}",
-                  cfg.model.describe(), trainer.model().parameter_count(), cfg.steps,
+                  run.model.describe(), trainer.model().parameter_count(), cfg.steps,
                   data.description, data.train.size(), threads,
                   std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset"));
   if (world.size() > 1 || cfg.accum > 1) progress.message(layout_line(world, trainer));
@@ -267,15 +268,15 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   const int64_t windows = run.data.eval_windows;
   const std::vector<int64_t> eval_starts =
       windows > 0
-          ? reference_eval_starts(static_cast<int64_t>(data.validation.size()), cfg.model.seq_len,
+          ? reference_eval_starts(static_cast<int64_t>(data.validation.size()), run.model.seq_len,
                                   windows)
-          : full_eval_starts(static_cast<int64_t>(data.validation.size()), cfg.model.seq_len);
+          : full_eval_starts(static_cast<int64_t>(data.validation.size()), run.model.seq_len);
   // What a printed validation loss was computed on.
   const std::string eval_what =
       windows > 0
-          ? fmt::format("{} validation windows of {} tokens", eval_starts.size(), cfg.model.seq_len)
+          ? fmt::format("{} validation windows of {} tokens", eval_starts.size(), run.model.seq_len)
           : fmt::format("the full validation split: {} windows of {} tokens", eval_starts.size(),
-                        cfg.model.seq_len);
+                        run.model.seq_len);
   const std::string ckpt = out + "/checkpoint.safetensors";
   // Ctrl-C / SIGTERM stop at a step boundary in one process; over MPI ranks mpirun ends the job
   // (the ranks could not agree on the step to stop at) and the last checkpoint resumes.
@@ -303,7 +304,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
         if (log.skipped_steps > 0) j["skipped_steps"] = log.skipped_steps;
         if (writes && eval_every > 0 && (log.step + 1) % eval_every == 0) {
           double v =
-              evaluate_windows(trainer.model(), data.validation, eval_starts, cfg.model.seq_len);
+              evaluate_windows(trainer.model(), data.validation, eval_starts, run.model.seq_len);
           j["validation_loss"] = v;
           progress.message(fmt::format("step {}: validation loss {:.4f} (perplexity {:.2f}) on {}",
                                        log.step + 1, v, std::exp(std::min(v, 20.0)), eval_what));
@@ -331,7 +332,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
       {"depthgrad.config", json::dump(to_json(run))},
       {"depthgrad.tokenizer_sha256", data.corpus.tokenizer_sha256}};
   save_weights(out + "/model.safetensors", trainer.model(), meta);
-  double v = evaluate_windows(trainer.model(), data.validation, eval_starts, cfg.model.seq_len);
+  double v = evaluate_windows(trainer.model(), data.validation, eval_starts, run.model.seq_len);
   if (!std::isfinite(v))  // possible after skipped steps: the weights are finite but overflow
     throw std::runtime_error(fmt::format(
         "the validation loss is {} after {} steps ({} skipped): the trained model's forward "
@@ -349,7 +350,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   summary["validation_loss"] = v;
   summary["validation_perplexity"] = std::exp(std::min(v, 20.0));
   summary["validation_windows"] = windows;
-  summary["validation_tokens"] = static_cast<int64_t>(eval_starts.size()) * cfg.model.seq_len;
+  summary["validation_tokens"] = static_cast<int64_t>(eval_starts.size()) * run.model.seq_len;
   summary["clipped_steps"] = trainer.clipped_steps();
   summary["skipped_steps"] = trainer.skipped_steps();
   summary["wall_seconds"] = trainer.wall_seconds();  // every invocation of the run, resumed too
@@ -357,9 +358,9 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   int64_t full_tokens = 0;
   if (run.data.eval_full) {
     const std::vector<int64_t> all =
-        full_eval_starts(static_cast<int64_t>(data.validation.size()), cfg.model.seq_len);
-    full = evaluate_windows(trainer.model(), data.validation, all, cfg.model.seq_len);
-    full_tokens = static_cast<int64_t>(all.size()) * cfg.model.seq_len;
+        full_eval_starts(static_cast<int64_t>(data.validation.size()), run.model.seq_len);
+    full = evaluate_windows(trainer.model(), data.validation, all, run.model.seq_len);
+    full_tokens = static_cast<int64_t>(all.size()) * run.model.seq_len;
     summary["full_validation_loss"] = full;
     summary["full_validation_tokens"] = full_tokens;
   }
@@ -397,7 +398,7 @@ int cmd_eval(int argc, char** argv, int start) {
   if (f.get("checkpoint").empty()) throw UsageError("--checkpoint is required");
   const std::string path = f.get("checkpoint");
   TrainedModel trained = load_trained_model(path);
-  const TrainerConfig& cfg = trained.config;
+  const RunConfig& cfg = trained.config;
   MicroLM& model = *trained.model;
   // The flags' dataset, every id, with the tokenizer alphabet and held-out fraction the model
   // was trained with (final weights record the run's data section; a training checkpoint's run

@@ -85,7 +85,7 @@ void apply_layout_flags(const Flags& f, int ranks, RunConfig& run) {
 }
 
 std::string layout_line(World& world, Trainer& trainer) {
-  const TrainerConfig& c = trainer.config();
+  const TrainingConfig& c = trainer.config();
   std::string line =
       fmt::format("{} rank(s) x accum {} x batch {} = global batch {} windows per step",
                   world.size(), c.accum, c.batch, trainer.global_batch());

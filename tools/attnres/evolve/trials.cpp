@@ -11,7 +11,7 @@
 
 #include "tools/attnres/stats.h"
 #include "train/batches.h"
-#include "train/evaluation.h"
+#include "train/micro_lm_training.h"
 
 namespace dg {
 
@@ -53,7 +53,7 @@ TrialTrainer make_micro_lm_trainer(const std::vector<int32_t>& train,
     if (run.split == EvalSplit::validation) {
       // The trained model stays in memory for the test split (same windows as validation).
       m.evaluate_test = [trainer = arm.trainer, &test, eval_windows, id = run.trial_id] {
-        const int64_t seq_len = trainer->config().model.seq_len;
+        const int64_t seq_len = trainer->model_config().seq_len;
         const double nll = evaluate_windows(
             trainer->model(), test,
             eval_window_starts(static_cast<int64_t>(test.size()), seq_len, eval_windows), seq_len);

@@ -1,5 +1,5 @@
 // One arm of the experiment: build, init, train, diagnose, evaluate (see evaluation.h).
-#include "train/evaluation.h"
+#include "train/micro_lm_training.h"
 
 #include <fmt/format.h>
 
@@ -10,10 +10,66 @@
 #include "autograd/tape.h"
 #include "train/batches.h"
 #include "train/io/files.h"
+#include "train/memory_budget.h"
 #include "train/stop.h"
 #include "train/trainer.h"
 
 namespace dg {
+
+namespace {
+// The Trainer's parts for a MicroLM run: the model (built, initialised), its token windows, the
+// sampler and the loss. Order as the reference's §1.4: the model is initialised from the seed; the
+// batch draws come from their own generator of the same seed.
+TrainingSetup micro_lm_setup(const RunConfig& run, std::shared_ptr<const std::vector<int32_t>> ids,
+                             Collectives* world) {
+  if (!ids) throw std::invalid_argument("trainer: the token ids are a null shared_ptr");
+  run.model.validate();
+  // An absurd size is refused with what it needs before anything is allocated (a bad_alloc
+  // half-way through building the model says nothing useful).
+  check_memory_fits(
+      estimate_memory(run.model, run.training.batch),
+      fmt::format("training {} with batch {}", run.model.describe(), run.training.batch));
+  auto model = std::make_shared<MicroLM>(run.model, DType::f32);
+  if (run.training.init == InitScheme::parity)
+    model->init_torch_parity(run.training.seed);
+  else
+    model->init_identical(run.training.seed);
+  const int64_t T = run.model.seq_len;
+  std::shared_ptr<TokenWindows> windows =
+      run.training.sequential
+          ? std::make_shared<TokenWindows>(ids, T, T)
+          : std::make_shared<TokenWindows>(ids, T, 1, static_cast<int64_t>(ids->size()) - T - 1);
+  Sampler sampler = run.training.sequential ? Sampler::sequential(windows->size())
+                                            : Sampler::random(windows->size(), run.training.seed);
+  LossFunction loss = [](Module& m, const Batch& b) {
+    return static_cast<MicroLM&>(m).loss(b[0], b[1]);
+  };
+  return TrainingSetup{std::move(model), std::move(windows),    std::move(sampler),
+                       std::move(loss),  model_json(run.model), world};
+}
+
+// A shared_ptr that does not own: the ids are the caller's.
+std::shared_ptr<const std::vector<int32_t>> borrowed(const std::vector<int32_t>& ids) {
+  return std::shared_ptr<const std::vector<int32_t>>(std::shared_ptr<const std::vector<int32_t>>(),
+                                                     &ids);
+}
+}  // namespace
+
+MicroLMTrainer::MicroLMTrainer(const RunConfig& run,
+                               std::shared_ptr<const std::vector<int32_t>> train_ids,
+                               Collectives* world)
+    : Trainer(micro_lm_setup(run, std::move(train_ids), world), run.training),
+      run_(run),
+      model_(static_cast<MicroLM&>(Trainer::model())) {}
+
+MicroLMTrainer::MicroLMTrainer(const RunConfig& run, const std::vector<int32_t>& train_ids,
+                               Collectives* world)
+    : MicroLMTrainer(run, borrowed(train_ids), world) {}
+
+MicroLMTrainer::MicroLMTrainer(const RunConfig& run, std::vector<int32_t>&& train_ids,
+                               Collectives* world)
+    : MicroLMTrainer(run, std::make_shared<const std::vector<int32_t>>(std::move(train_ids)),
+                     world) {}
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -82,8 +138,7 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
   r.name = name;
   r.config = run.model;
   const MicroLMConfig& config = run.model;
-  const TrainerConfig tc = trainer_config(run);
-  auto trainer = std::make_shared<Trainer>(tc, train_ids);
+  auto trainer = std::make_shared<MicroLMTrainer>(run, train_ids);
   MicroLM& model = trainer->model();
   r.parameters = model.parameter_count();
   if (!checkpoint.empty() && file_exists(checkpoint)) trainer->load_checkpoint(checkpoint);
@@ -97,7 +152,7 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
       trainer->save_checkpoint(checkpoint);
   };
   try {
-    trainer->run(tc.steps, periodic ? step_and_save : on_step);
+    trainer->run(run.training.steps, periodic ? step_and_save : on_step);
   } catch (const Interrupted&) {
     if (!checkpoint.empty()) trainer->save_checkpoint(checkpoint);
     throw;

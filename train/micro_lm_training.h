@@ -1,7 +1,10 @@
-// Training and evaluating one model arm the way the reference does (upstream-protocol.md §1.4–1.6,
-// §3, §4), with depthgrad's options beside it (schedules, decay policy, identical init, full-split
-// evaluation). One call = one (config, seed): build, initialise, train, take route diagnostics,
-// evaluate. It does not tokenize, read files or write reports (the CLI does).
+// The MicroLM as a client of the training loop (train/trainer.h): MicroLMTrainer builds the model
+// a RunConfig describes, initialises it (training.init, training.seed), takes the run's token
+// windows (the reference's random windows, or consecutive ones with training.sequential) and
+// trains it with the generic Trainer. Beside it, one arm of the experiment the way the reference
+// does it (upstream-protocol.md §1.4–1.6, §3, §4): build, initialise, train, take route
+// diagnostics, evaluate — one call per (config, seed).
+// It does not tokenize, read files or write reports (the CLI does).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -10,11 +13,33 @@
 #include <vector>
 
 #include "nn/micro_lm.h"
+#include "train/data/dataset.h"
 #include "train/optim.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
 namespace dg {
+
+// A Trainer of a MicroLM. The token ids: an lvalue is read in place and must outlive the trainer;
+// a moved vector or a shared_ptr is kept alive by it. Refuses (naming the size and what it needs)
+// a model and batch that would not fit in memory, before anything is allocated.
+class MicroLMTrainer : public Trainer {
+ public:
+  MicroLMTrainer(const RunConfig& run, const std::vector<int32_t>& train_ids,
+                 Collectives* world = nullptr);
+  MicroLMTrainer(const RunConfig& run, std::vector<int32_t>&& train_ids,
+                 Collectives* world = nullptr);
+  MicroLMTrainer(const RunConfig& run, std::shared_ptr<const std::vector<int32_t>> train_ids,
+                 Collectives* world = nullptr);
+  MicroLM& model() { return model_; }
+  const MicroLMConfig& model_config() const { return run_.model; }
+  // The run this trainer was made from (model and training; data as the caller passed it).
+  const RunConfig& run_config() const { return run_; }
+
+ private:
+  RunConfig run_;
+  MicroLM& model_;
+};
 
 struct ArmResult {
   std::string name;
@@ -35,7 +60,7 @@ struct ArmResult {
   double eval_seconds = 0;
   // With keep_trainer: the trainer holding the trained model, e.g. to evaluate it
   // later on another split (it refers to train_ids, which must outlive it).
-  std::shared_ptr<Trainer> trainer;
+  std::shared_ptr<MicroLMTrainer> trainer;
 };
 
 // Mean next-token loss over windows starting at `starts` (each seq_len long), in eval mode.

@@ -1,0 +1,265 @@
+// The training loop's guarantees on models that are not a MicroLM (an MLP built from public
+// modules, over a TensorDataset): resume bit for bit (dropout's draws included), N ranks equal to
+// accumulation over N micro-batches byte for byte, ZeRO-1 changing no bit, a checkpoint moving
+// between layouts, stopping by signal and resuming, divergence named by step and tensor.
+// The same guarantees on a MicroLM: tests/test_trainer.cpp, tests/test_data_parallel.cpp,
+// tests/test_stop.cpp; over real MPI ranks: tests/mpi_train.sh.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <memory>
+
+#include "autograd/ops.h"
+#include "nn/containers.h"
+#include "nn/layers.h"
+#include "tensor/factory.h"
+#include "tests/temp_dir.h"
+#include "tests/thread_ranks.h"
+#include "train/stop.h"
+#include "train/trainer.h"
+
+using namespace dg;
+using dg::test::TempDir;
+
+namespace {
+// The same network for the same seed: 3 → 16 → 16 → 2 with tanh, and dropout when asked.
+std::shared_ptr<Sequential> make_mlp(uint64_t seed, double dropout) {
+  TorchGenerator saved = default_generator();
+  manual_seed(seed);
+  auto net = std::make_shared<Sequential>();
+  net->add(std::make_unique<Linear>(3, 16));
+  net->add(dg::tanh);
+  if (dropout > 0) net->add(std::make_unique<Dropout>(dropout));
+  net->add(std::make_unique<Linear>(16, 16));
+  net->add(dg::tanh);
+  net->add(std::make_unique<Linear>(16, 2));
+  default_generator() = saved;
+  return net;
+}
+
+// 60 examples: x [60, 3], y [60, 2] a smooth function of x.
+TensorDataset regression_data() {
+  TorchGenerator g(11);
+  const Tensor x = randn({60, 3}, DType::f32, &g);
+  const Tensor y = Tensor::from_vector(
+      [&] {
+        std::vector<float> v;
+        const float* p = x.data<float>();
+        for (int64_t i = 0; i < 60; ++i) {
+          v.push_back(std::sin(p[3 * i]) + 0.5f * p[3 * i + 1]);
+          v.push_back(p[3 * i + 2] * p[3 * i]);
+        }
+        return v;
+      }(),
+      {60, 2});
+  return TensorDataset({x, y});
+}
+
+Tensor mse(Module& model, const Batch& b) {
+  return mse_loss(static_cast<Sequential&>(model).forward(b[0]), b[1]);
+}
+
+TrainingConfig settings(int64_t steps, int64_t batch, int64_t accum = 1) {
+  TrainingConfig c;
+  c.steps = steps;
+  c.batch = batch;
+  c.accum = accum;
+  c.adamw.lr = 3e-3;
+  c.seed = 5;
+  return c;
+}
+
+std::vector<float> weights(Trainer& t) { return t.parameters().values.to_floats(); }
+
+json::Value mlp_config(double dropout) {
+  json::Value v;
+  v["kind"] = "mlp";
+  v["dropout"] = dropout;
+  return v;
+}
+}  // namespace
+
+TEST_CASE("an MLP with dropout resumes from its checkpoint bit for bit") {
+  TempDir dir("loop_models");
+  const TensorDataset data = regression_data();
+  const TrainingConfig c = settings(12, 8);
+  const auto sampler = [&] { return Sampler::shuffled(data.size(), 3, /*drop_last=*/false); };
+
+  manual_seed(100);  // dropout's draws come from the default generator
+  auto whole_net = make_mlp(1, 0.2);
+  Trainer whole(*whole_net, data, sampler(), mse, c, mlp_config(0.2));
+  whole.run();
+
+  manual_seed(100);
+  auto first_net = make_mlp(1, 0.2);
+  Trainer first(*first_net, data, sampler(), mse, c, mlp_config(0.2));
+  first.run(5);  // 40 examples: the checkpoint falls inside the first epoch
+  const std::string ckpt = (dir.path / "mlp.safetensors").string();
+  first.save_checkpoint(ckpt, {{"note", "user metadata is kept"}});
+  manual_seed(999);  // whatever the generator does in between, the checkpoint restores it
+  randn({17});
+
+  auto fresh_net = make_mlp(2, 0.2);  // other initial weights: the checkpoint replaces them
+  Trainer resumed(*fresh_net, data, sampler(), mse, c, mlp_config(0.2));
+  resumed.load_checkpoint(ckpt);
+  CHECK(resumed.step() == 5);
+  resumed.run();
+  CHECK(resumed.losses() == whole.losses());
+  CHECK(weights(resumed) == weights(whole));
+  CHECK(load_safetensors(ckpt).metadata.at("note") == "user metadata is kept");
+
+  // The model config, the data stream and the reserved metadata keys are checked.
+  auto other_net = make_mlp(1, 0.2);
+  Trainer other(*other_net, data, sampler(), mse, c, mlp_config(0.3));
+  CHECK_THROWS_WITH(other.load_checkpoint(ckpt), doctest::Contains("the checkpoint's 'model'"));
+  Trainer reshuffled(*other_net, data, Sampler::shuffled(data.size(), 4, false), mse, c,
+                     mlp_config(0.2));
+  CHECK_THROWS_WITH(reshuffled.load_checkpoint(ckpt),
+                    doctest::Contains("the checkpoint's data stream"));
+  CHECK_THROWS_WITH(first.save_checkpoint(ckpt, {{"depthgrad.step", "9"}}),
+                    doctest::Contains("reserved"));
+}
+
+TEST_CASE("an MLP over 2 ranks equals accumulation of 2 micro-batches, byte for byte; ZeRO-1 too") {
+  TempDir dir("loop_models");
+  const TensorDataset data = regression_data();
+  const auto sampler = [&] { return Sampler::shuffled(data.size(), 8, true); };
+  TrainingConfig accumulated_settings = settings(9, 4, 2);
+  accumulated_settings.clip = 0.05;  // small: most steps clip, so the clip path is compared too
+  auto accumulated_net = make_mlp(1, 0);
+  Trainer accumulated(*accumulated_net, data, sampler(), mse, accumulated_settings);
+  accumulated.run();
+  CHECK(accumulated.clipped_steps() > 0);
+
+  for (int64_t zero : {0, 1}) {
+    INFO("zero " << zero);
+    TrainingConfig per_rank = settings(9, 4, 1);
+    per_rank.clip = 0.05;
+    per_rank.zero = zero;
+    std::vector<std::shared_ptr<Sequential>> nets{make_mlp(1, 0), make_mlp(1, 0)};
+    std::vector<std::vector<double>> losses(2);
+    std::vector<std::vector<float>> values(2);
+    const std::string ckpt = (dir.path / ("ranks" + std::to_string(zero))).string();
+    test::ThreadRanks group(2);
+    group.run([&](test::ThreadRanks::Rank& rank) {
+      Trainer t(*nets[rank.rank()], data, sampler(), mse, per_rank, {}, &rank);
+      CHECK(t.global_batch() == 8);
+      t.run(4);
+      t.save_checkpoint(ckpt);  // the whole moments, gathered from the shards with ZeRO-1
+      t.run();
+      losses[rank.rank()] = t.losses();
+      values[rank.rank()] = weights(t);
+    });
+    CHECK(losses[0] == accumulated.losses());
+    CHECK(values[0] == weights(accumulated));
+    CHECK(values[1] == values[0]);
+
+    // The checkpoint of 2 ranks resumes in one process with accumulation 2, and on.
+    auto net = make_mlp(3, 0);
+    Trainer one(*net, data, sampler(), mse, accumulated_settings);
+    one.load_checkpoint(ckpt);
+    one.run();
+    CHECK(one.losses() == accumulated.losses());
+    CHECK(weights(one) == weights(accumulated));
+  }
+}
+
+TEST_CASE("stopping an MLP's training by signal and resuming gives the uninterrupted run") {
+  TempDir dir("loop_models");
+  const TensorDataset data = regression_data();
+  const TrainingConfig c = settings(10, 6);
+  auto whole_net = make_mlp(1, 0);
+  Trainer whole(*whole_net, data, Sampler::random(data.size(), 2), mse, c);
+  whole.run();
+
+  const std::string ckpt = (dir.path / "stopped.safetensors").string();
+  auto net = make_mlp(1, 0);
+  Trainer stopped(*net, data, Sampler::random(data.size(), 2), mse, c);
+  install_stop_handlers();
+  try {
+    stopped.run(c.steps, [&](const StepLog& log) {
+      if (log.step == 3) std::raise(SIGINT);  // as Ctrl-C would, during step 4
+      stop_if_requested("after step " + std::to_string(log.step + 1));
+    });
+    FAIL("the run was not stopped");
+  } catch (const Interrupted& e) {
+    CHECK(e.signal == SIGINT);
+    stopped.save_checkpoint(ckpt);
+  }
+  clear_stop_request();
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  CHECK(stopped.step() == 4);
+  auto fresh = make_mlp(7, 0);
+  Trainer resumed(*fresh, data, Sampler::random(data.size(), 2), mse, c);
+  resumed.load_checkpoint(ckpt);
+  resumed.run();
+  CHECK(resumed.losses() == whole.losses());
+  CHECK(weights(resumed) == weights(whole));
+}
+
+TEST_CASE("divergence of an MLP is named by step and tensor; skipping goes on") {
+  const TensorDataset data = regression_data();
+  const TrainingConfig c = settings(6, 6);
+  // From step 3 on, the loss gains sqrt(Σ 0·w) of the last layer's weight: its value is 0, its
+  // gradient ∞·0 = NaN for that weight only.
+  int64_t calls = 0;
+  const LossFunction poisoned = [&](Module& model, const Batch& b) {
+    Tensor loss = mse(model, b);
+    if (calls++ >= 3) {
+      const Tensor w = model.named_parameters().back().second;
+      loss = loss + sqrt(sum(w * 0.0));
+    }
+    return loss;
+  };
+  auto net = make_mlp(1, 0);
+  Trainer t(*net, data, Sampler::random(data.size(), 2), poisoned, c);
+  t.run(3);
+  const std::vector<float> before = weights(t);
+  const std::string last = net->named_parameters().back().first;
+  CHECK_THROWS_WITH_AS(t.train_step(),
+                       doctest::Contains("training diverged at step 3 (0-based)"),
+                       TrainingDiverged);
+  CHECK(weights(t) == before);  // stopped before the optimizer step
+
+  calls = 0;
+  auto clipless_net = make_mlp(1, 0);
+  TrainingConfig no_clip = c;
+  no_clip.clip = 0;  // without clipping the gradients are searched for the first bad tensor
+  Trainer named(*clipless_net, data, Sampler::random(data.size(), 2), poisoned, no_clip);
+  named.run(3);
+  CHECK_THROWS_WITH(named.train_step(),
+                    doctest::Contains(("the gradient of '" + last + "' is not finite").c_str()));
+
+  calls = 0;
+  auto skipping_net = make_mlp(1, 0);
+  Trainer skipping(*skipping_net, data, Sampler::random(data.size(), 2), poisoned, c);
+  skipping.set_skip_nonfinite(true);
+  skipping.run();
+  CHECK(skipping.step() == 6);
+  CHECK(skipping.skipped_steps() == 3);
+  CHECK(skipping.losses().size() == 3);
+}
+
+TEST_CASE("evaluate_loss averages over every example in eval mode; bad setups are refused") {
+  const TensorDataset data = regression_data();
+  auto net = make_mlp(1, 0.5);
+  const double whole = evaluate_loss(*net, data, mse, 60);
+  const double batched = evaluate_loss(*net, data, mse, 7);  // 8 batches of 7, one of 4
+  CHECK(batched == doctest::Approx(whole).epsilon(1e-6));
+  CHECK(net->is_training());  // restored
+
+  const TrainingConfig c = settings(3, 4);
+  CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(59, 1), mse, c),
+                    doctest::Contains("covers 59 examples, the dataset has 60"));
+  CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(60, 1), LossFunction(), c),
+                    doctest::Contains("no loss function"));
+  Trainer vector_loss(*net, data, Sampler::random(60, 1),
+                      [](Module& m, const Batch& b) {
+                        return static_cast<Sequential&>(m).forward(b[0]);
+                      },
+                      c);
+  CHECK_THROWS_WITH(vector_loss.train_step(), doctest::Contains("expected one value"));
+}

@@ -1,0 +1,312 @@
+// Datasets, samplers and the loader (see dataset.h).
+#include "train/data/dataset.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace dg {
+
+const Tensor& Batch::operator[](size_t field) const {
+  if (field >= tensors.size())
+    throw std::out_of_range(
+        fmt::format("batch: field {} asked for, the batch has {}", field, tensors.size()));
+  return tensors[field];
+}
+
+namespace {
+// `slot` when it can be refilled in place (same shape and dtype, held by nobody else: a tensor a
+// caller kept from an earlier batch is never overwritten), else a new tensor.
+Tensor& reusable(Tensor& slot, const Shape& shape, DType dtype) {
+  if (!slot.defined() || slot.shape() != shape || slot.dtype() != dtype ||
+      slot.handle_count() != 1 || slot.storage_holders() != 1)
+    slot = Tensor::empty(shape, dtype);
+  return slot;
+}
+
+void check_indices(std::span<const int64_t> indices, int64_t size, const char* who) {
+  for (int64_t i : indices)
+    if (i < 0 || i >= size)
+      throw std::out_of_range(
+          fmt::format("{}: example index {} is outside [0, {})", who, i, size));
+}
+}  // namespace
+
+// ---- TensorDataset
+
+TensorDataset::TensorDataset(std::vector<Tensor> tensors) {
+  if (tensors.empty()) throw std::invalid_argument("TensorDataset: no tensors given");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (!t.defined())
+      throw std::invalid_argument(fmt::format("TensorDataset: tensor {} is undefined", i));
+    if (t.dim() < 1)
+      throw std::invalid_argument(fmt::format(
+          "TensorDataset: tensor {} is a scalar; every tensor needs a first (example) dimension",
+          i));
+    if (t.size(0) != tensors[0].size(0))
+      throw std::invalid_argument(
+          fmt::format("TensorDataset: tensor {} has {} rows, tensor 0 has {}", i, t.size(0),
+                      tensors[0].size(0)));
+    tensors_.push_back(t.contiguous());
+  }
+  rows_ = tensors[0].size(0);
+}
+
+// out[f] [n, ...] = tensors[f][indices[k], ...] for each k: a copy of whole rows.
+void TensorDataset::fill(std::span<const int64_t> indices, Batch& out) const {
+  check_indices(indices, rows_, "TensorDataset");
+  out.tensors.resize(tensors_.size());
+  for (size_t f = 0; f < tensors_.size(); ++f) {
+    const Tensor& source = tensors_[f];
+    Shape shape = source.shape();
+    shape[0] = static_cast<int64_t>(indices.size());
+    Tensor& target = reusable(out.tensors[f], shape, source.dtype());
+    const size_t row_bytes =
+        rows_ > 0 ? static_cast<size_t>(source.numel() / rows_) * dtype_size(source.dtype()) : 0;
+    const auto* from = static_cast<const unsigned char*>(source.storage()->data()) +
+                       static_cast<size_t>(source.offset()) * dtype_size(source.dtype());
+    auto* to = static_cast<unsigned char*>(target.storage()->data()) +
+               static_cast<size_t>(target.offset()) * dtype_size(target.dtype());
+    for (size_t k = 0; k < indices.size(); ++k)
+      std::memcpy(to + k * row_bytes, from + static_cast<size_t>(indices[k]) * row_bytes,
+                  row_bytes);
+  }
+  out.indices.assign(indices.begin(), indices.end());
+}
+
+// ---- TokenWindows
+
+TokenWindows::TokenWindows(const std::vector<int32_t>& ids, int64_t seq_len, int64_t stride,
+                           int64_t count)
+    : ids_(&ids), seq_len_(seq_len), stride_(stride) {
+  if (seq_len < 1 || stride < 1)
+    throw std::invalid_argument(fmt::format(
+        "TokenWindows: seq_len and stride must be >= 1, got {} and {}", seq_len, stride));
+  const int64_t length = static_cast<int64_t>(ids.size());
+  // Windows with s + T + 1 <= len, s = i·stride.
+  const int64_t full = length >= seq_len + 1 ? (length - seq_len - 1) / stride + 1 : 0;
+  count_ = count < 0 ? full : std::min(count, full);
+  if (count_ < 1)
+    throw std::invalid_argument(
+        fmt::format("TokenWindows: {} token ids hold no window of {} tokens (plus the shifted "
+                    "target): at least {} are needed",
+                    length, seq_len, seq_len + 1));
+}
+
+TokenWindows::TokenWindows(std::vector<int32_t>&& ids, int64_t seq_len, int64_t stride,
+                           int64_t count)
+    : TokenWindows(std::make_shared<const std::vector<int32_t>>(std::move(ids)), seq_len, stride,
+                   count) {}
+
+namespace {
+const std::vector<int32_t>& non_null(const std::shared_ptr<const std::vector<int32_t>>& ids) {
+  if (!ids) throw std::invalid_argument("TokenWindows: the token ids are a null shared_ptr");
+  return *ids;
+}
+}  // namespace
+
+TokenWindows::TokenWindows(std::shared_ptr<const std::vector<int32_t>> ids, int64_t seq_len,
+                           int64_t stride, int64_t count)
+    : TokenWindows(non_null(ids), seq_len, stride, count) {
+  owned_ = std::move(ids);
+}
+
+TokenWindows TokenWindows::reference(const std::vector<int32_t>& ids, int64_t seq_len) {
+  const int64_t starts = static_cast<int64_t>(ids.size()) - seq_len - 1;
+  if (starts < 1)
+    throw std::invalid_argument(fmt::format(
+        "TokenWindows: {} token ids are too few for windows of {} (the reference draws starts "
+        "in [0, len - T - 1), which needs at least {} ids)",
+        ids.size(), seq_len, seq_len + 2));
+  return TokenWindows(ids, seq_len, 1, starts);
+}
+
+TokenWindows TokenWindows::consecutive(const std::vector<int32_t>& ids, int64_t seq_len) {
+  return TokenWindows(ids, seq_len, seq_len);
+}
+
+// inputs [n, T] = ids[s : s+T], targets [n, T] = ids[s+1 : s+T+1], s = indices[k]·stride.
+void TokenWindows::fill(std::span<const int64_t> indices, Batch& out) const {
+  check_indices(indices, count_, "TokenWindows");
+  const int64_t n = static_cast<int64_t>(indices.size()), T = seq_len_;
+  out.tensors.resize(2);
+  int32_t* inputs = reusable(out.tensors[0], {n, T}, DType::i32).data<int32_t>();
+  int32_t* targets = reusable(out.tensors[1], {n, T}, DType::i32).data<int32_t>();
+  const int32_t* ids = ids_->data();
+  for (int64_t k = 0; k < n; ++k) {
+    const int32_t* window = ids + indices[k] * stride_;
+    std::memcpy(inputs + k * T, window, static_cast<size_t>(T) * sizeof(int32_t));
+    std::memcpy(targets + k * T, window + 1, static_cast<size_t>(T) * sizeof(int32_t));
+  }
+  out.indices.assign(indices.begin(), indices.end());
+}
+
+// ---- Sampler
+
+Sampler::Sampler(Kind kind, int64_t size, uint64_t seed, bool drop_last)
+    : kind_(kind), size_(size), seed_(seed), drop_last_(drop_last), rng_(seed) {
+  if (size < 1)
+    throw std::invalid_argument(
+        fmt::format("sampler: the dataset has {} examples; it needs at least one", size));
+  if (kind_ == Kind::shuffled) permute();
+}
+
+Sampler Sampler::random(int64_t size, uint64_t seed) {
+  return Sampler(Kind::random, size, seed, false);
+}
+Sampler Sampler::sequential(int64_t size) { return Sampler(Kind::sequential, size, 0, true); }
+Sampler Sampler::shuffled(int64_t size, uint64_t seed, bool drop_last) {
+  return Sampler(Kind::shuffled, size, seed, drop_last);
+}
+
+// Epoch e's permutation: Fisher–Yates from the end with numpy-style draws from a generator seeded
+// by (seed, e), so any epoch can be rebuilt from the two numbers alone (a resume does).
+void Sampler::permute() {
+  NumpyGenerator g(seed_ ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(epoch_ + 1)));
+  order_.resize(static_cast<size_t>(size_));
+  for (int64_t i = 0; i < size_; ++i) order_[i] = i;
+  for (int64_t i = size_ - 1; i > 0; --i) std::swap(order_[i], order_[g.integers(0, i + 1)]);
+}
+
+void Sampler::next(int64_t count, std::vector<int64_t>& out) {
+  if (count < 1) throw std::invalid_argument(fmt::format("sampler: batch of {} asked", count));
+  if (drop_last_ && count > size_)
+    throw std::invalid_argument(fmt::format(
+        "sampler: a batch of {} examples is larger than the dataset ({} examples)", count, size_));
+  out.resize(static_cast<size_t>(count));
+  switch (kind_) {
+    case Kind::random:
+      rng_.integers(0, size_, out.data(), count);
+      return;
+    case Kind::sequential:
+      if (position_ + count > size_) position_ = 0;
+      for (int64_t k = 0; k < count; ++k) out[k] = position_ + k;
+      position_ += count;
+      return;
+    case Kind::shuffled: {
+      int64_t filled = 0;
+      while (filled < count) {
+        const int64_t left = size_ - position_;
+        if (left == 0 || (drop_last_ && filled == 0 && left < count)) {
+          ++epoch_;
+          position_ = 0;
+          permute();
+          continue;
+        }
+        const int64_t take = std::min(count - filled, left);
+        std::copy_n(order_.begin() + position_, take, out.begin() + filled);
+        position_ += take;
+        filled += take;
+      }
+      return;
+    }
+  }
+}
+
+json::Value Sampler::description() const {
+  json::Value v;
+  v["kind"] = kind_ == Kind::random ? "random" : kind_ == Kind::sequential ? "sequential" : "shuffled";
+  v["size"] = size_;
+  v["seed"] = static_cast<int64_t>(seed_);
+  v["drop_last"] = drop_last_;
+  return v;
+}
+
+namespace {
+constexpr char kSamplerMagic[8] = {'D', 'G', 'S', 'A', 'M', 'P', '0', '1'};
+
+uint64_t fnv1a(const uint8_t* bytes, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  return h;
+}
+void put(std::vector<uint8_t>& out, uint64_t value) {
+  const auto* b = reinterpret_cast<const uint8_t*>(&value);
+  out.insert(out.end(), b, b + sizeof value);
+}
+}  // namespace
+
+// magic, kind, size, seed, drop_last, epoch, position, rng bytes (length first), checksum.
+std::vector<uint8_t> Sampler::state() const {
+  std::vector<uint8_t> out(kSamplerMagic, kSamplerMagic + 8);
+  for (uint64_t v : {static_cast<uint64_t>(kind_), static_cast<uint64_t>(size_), seed_,
+                     static_cast<uint64_t>(drop_last_), static_cast<uint64_t>(epoch_),
+                     static_cast<uint64_t>(position_)})
+    put(out, v);
+  const std::vector<uint8_t> rng = rng_.state();
+  put(out, rng.size());
+  out.insert(out.end(), rng.begin(), rng.end());
+  put(out, fnv1a(out.data(), out.size()));
+  return out;
+}
+
+void Sampler::set_state(const std::vector<uint8_t>& blob) {
+  constexpr size_t kFixed = 8 + 7 * 8;  // magic, six words, rng length
+  if (blob.size() < kFixed + 8)
+    throw std::invalid_argument(fmt::format("sampler state: {} bytes, too short", blob.size()));
+  if (std::memcmp(blob.data(), kSamplerMagic, 8) != 0)
+    throw std::invalid_argument("sampler state: bad magic (not a depthgrad sampler state)");
+  uint64_t word[7];
+  std::memcpy(word, blob.data() + 8, sizeof word);
+  if (word[6] != blob.size() - kFixed - 8)
+    throw std::invalid_argument(fmt::format(
+        "sampler state: the RNG part claims {} bytes, {} are there", word[6], blob.size() - kFixed - 8));
+  uint64_t checksum = 0;
+  std::memcpy(&checksum, blob.data() + blob.size() - 8, 8);
+  if (checksum != fnv1a(blob.data(), blob.size() - 8))
+    throw std::invalid_argument("sampler state: checksum mismatch (the state is damaged)");
+  if (word[0] != static_cast<uint64_t>(kind_) || word[1] != static_cast<uint64_t>(size_) ||
+      word[2] != seed_ || word[3] != static_cast<uint64_t>(drop_last_))
+    throw std::invalid_argument(fmt::format(
+        "sampler state: written for another stream (kind {}, {} examples, seed {}, drop_last {}) "
+        "than this one ({})",
+        word[0], word[1], word[2], word[3], json::dump(description())));
+  const int64_t epoch = static_cast<int64_t>(word[4]), position = static_cast<int64_t>(word[5]);
+  if (epoch < 0 || position < 0 || position > size_)
+    throw std::invalid_argument(fmt::format(
+        "sampler state: epoch {} position {} is outside a dataset of {} examples", epoch,
+        position, size_));
+  NumpyGenerator rng = rng_;
+  rng.set_state(std::vector<uint8_t>(blob.begin() + kFixed, blob.end() - 8));
+  rng_ = rng;
+  epoch_ = epoch;
+  position_ = position;
+  if (kind_ == Kind::shuffled) permute();
+}
+
+// ---- DataLoader
+
+DataLoader::DataLoader(const Dataset& data, Sampler sampler, int64_t batch)
+    : data_(data), sampler_(std::move(sampler)), batch_(batch) {
+  if (batch < 1)
+    throw std::invalid_argument(fmt::format("DataLoader: batch must be >= 1, got {}", batch));
+  if (sampler_.size() != data.size())
+    throw std::invalid_argument(fmt::format(
+        "DataLoader: the sampler covers {} examples, the dataset has {}", sampler_.size(),
+        data.size()));
+}
+
+void DataLoader::next(Batch& out) {
+  sampler_.next(batch_, indices_);
+  data_.fill(indices_, out);
+}
+
+void for_each_batch(const Dataset& data, int64_t batch,
+                    const std::function<void(const Batch&)>& fn) {
+  if (batch < 1)
+    throw std::invalid_argument(fmt::format("for_each_batch: batch must be >= 1, got {}", batch));
+  Batch b;
+  std::vector<int64_t> indices;
+  for (int64_t first = 0; first < data.size(); first += batch) {
+    const int64_t n = std::min(batch, data.size() - first);
+    indices.resize(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) indices[k] = first + k;
+    data.fill(indices, b);
+    fn(b);
+  }
+}
+
+}  // namespace dg
