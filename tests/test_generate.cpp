@@ -105,7 +105,7 @@ void check_against_forward(const MicroLMConfig& config, DType dtype, double tole
                            full.view_narrow(0, t, 1).view_reshape({config.vocab}).to_vector()) <
             tolerance);
     }
-    CHECK(decoder.length() == config.seq_len);
+    CHECK(decoder.cached_length() == config.seq_len);
   }
 }
 
@@ -404,16 +404,18 @@ TEST_CASE("training samples: text after a prompt; empty prompts and foreign toke
   randomize(model, 2);
   SamplingOptions o;
   o.seed = 4;
-  const std::string a = sample_text(model, tok, "the cat", 12, o);
+  Decoder decoder(model);
+  const std::string a = sample_text(decoder, tok, "the cat", 12, o);
   CHECK(!a.empty());
-  CHECK(a == sample_text(model, tok, "the cat", 12, o));
-  CHECK_THROWS_WITH_AS(sample_text(model, tok, "", 12, o),
+  CHECK(a == sample_text(decoder, tok, "the cat", 12, o));
+  CHECK_THROWS_WITH_AS(sample_text(decoder, tok, "", 12, o),
                        doctest::Contains("encodes to no token ids"), std::invalid_argument);
   MicroLMConfig other = c;
   other.vocab = c.vocab + 1;
   MicroLM wrong(other);
-  CHECK_THROWS_WITH_AS(sample_text(wrong, tok, "the cat", 12, o), doctest::Contains("vocabulary"),
-                       std::invalid_argument);
+  Decoder wrong_decoder(wrong);
+  CHECK_THROWS_WITH_AS(sample_text(wrong_decoder, tok, "the cat", 12, o),
+                       doctest::Contains("vocabulary"), std::invalid_argument);
 }
 
 TEST_CASE("time_decode times the requested number of generated ids") {

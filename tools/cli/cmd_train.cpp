@@ -397,7 +397,7 @@ int cmd_eval(int argc, char** argv, int start) {
   if (f.get("checkpoint").empty()) throw UsageError("--checkpoint is required");
   const std::string path = f.get("checkpoint");
   TrainedModel trained = load_trained_model(path);
-  const TrainerConfig& cfg = trained.config;
+  const RunConfig& cfg = trained.config;
   MicroLM& model = *trained.model;
   // The flags' dataset, every id, with the tokenizer alphabet and held-out fraction the model
   // was trained with (final weights record the run's data section; a training checkpoint's run
