@@ -14,9 +14,9 @@ const Tensor& CausalLM::forward_tokens(std::span<const int32_t> new_tokens) {
   const int64_t n = static_cast<int64_t>(new_tokens.size()), vocab = vocab_size();
   if (n == 0) throw std::invalid_argument("CausalLM::forward_tokens: no token ids");
   if (cached_length() + n > context_length())
-    throw std::invalid_argument(
-        fmt::format("CausalLM::forward_tokens: {} cached + {} new positions exceed the context of {}",
-                    cached_length(), n, context_length()));
+    throw std::invalid_argument(fmt::format(
+        "CausalLM::forward_tokens: {} cached + {} new positions exceed the context of {}",
+        cached_length(), n, context_length()));
   for (int32_t id : new_tokens)
     if (id < 0 || id >= vocab)
       throw std::invalid_argument(fmt::format(
