@@ -38,6 +38,12 @@
 #include "nn/init.h"
 #include "nn/micro_lm.h"
 #include "nn/module.h"
+// Generation from any causal language model: a CausalLM (the MicroLM's K/V-cached Decoder, any
+// full forward in a RecomputingCausalLM, or your own), sampled by generate_tokens.
+//   dg::Decoder lm(model); auto r = dg::generate_tokens(lm, prompt_ids, {.max_new_tokens = 50});
+#include "nn/causal_lm.h"
+#include "nn/decode.h"
+#include "train/generate.h"
 
 // Training: AdamW, Adam and SGD over a module or parameter groups, clipping, schedule objects,
 // the resumable trainer.
