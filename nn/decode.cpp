@@ -95,6 +95,17 @@ Decoder::Decoder(const MicroLM& model)
   unit_gain_ = Tensor::ones({c.dim}, dtype_);
 }
 
+namespace {
+const MicroLM& non_null(const std::shared_ptr<const MicroLM>& model) {
+  if (!model) throw std::invalid_argument("Decoder: the model is a null shared_ptr");
+  return *model;
+}
+}  // namespace
+
+Decoder::Decoder(std::shared_ptr<const MicroLM> model) : Decoder(non_null(model)) {
+  owned_ = std::move(model);
+}
+
 // Work buffers for n new rows; grown (never shrunk) so a decode step after a prefill of the
 // prompt allocates nothing.
 void Decoder::ensure_rows(int64_t n) {
@@ -124,10 +135,10 @@ void Decoder::ensure_rows(int64_t n) {
 const Tensor& Decoder::append(std::span<const int32_t> ids, bool all_positions) {
   const int64_t n = static_cast<int64_t>(ids.size());
   if (n == 0) throw std::invalid_argument("Decoder::append: no token ids");
-  if (length_ + n > capacity())
+  if (length_ + n > context_length())
     throw std::invalid_argument(fmt::format(
         "Decoder::append: {} cached + {} new positions exceed the context of {} (seq_len)", length_,
-        n, capacity()));
+        n, context_length()));
   for (int32_t id : ids)
     if (id < 0 || id >= config_.vocab)
       throw std::invalid_argument(fmt::format(

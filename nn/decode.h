@@ -3,13 +3,16 @@
 // multi-head or grouped-query attention. Depth routes mix sources per token, so the K/V cache is
 // the only state that spans positions; the new positions' sources live in reused buffers.
 // Inference only: no autograd, plain kernels (tensor/kernels_*.h) into buffers allocated once.
-// Not here: several sequences at once, sampling (train/generate.h), running past seq_len (the
-// caller resets and re-reads a window: see generate_tokens).
+// It is the MicroLM's CausalLM (nn/causal_lm.h), what generate_tokens runs on. Not here: several
+// sequences at once, sampling (train/generate.h), running past seq_len (the caller resets and
+// re-reads a window: see generate_tokens).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "nn/causal_lm.h"
 #include "nn/micro_lm.h"
 
 namespace dg {
@@ -45,25 +48,34 @@ struct DecodeStep {
   void pseudo_query_mix(int64_t count, const Tensor& query, T* out) const;
 };
 
-// Reads the model's weights in place (no copy): the model must outlive the decoder and its
-// parameters must not move (a Trainer's flat buffers do not). Weight values may change between
-// calls (training), but positions already in the cache keep the K/V of the old weights.
-class Decoder {
+// Reads the model's weights in place (no copy): the model must outlive the decoder (or be shared
+// with it) and its parameters must not move (a Trainer's flat buffers do not). Weight values may
+// change between calls (training), but positions already in the cache keep the K/V of the old
+// weights.
+class Decoder : public CausalLM {
  public:
   explicit Decoder(const MicroLM& model);
   explicit Decoder(const MicroLM&&) = delete;  // a temporary model would not outlive the decoder
+  // Keeps the model alive as long as the decoder: for a caller that hands the decoder on as a
+  // CausalLM and lets the model go (depthgrad generate). Throws when model is null.
+  explicit Decoder(std::shared_ptr<const MicroLM> model);
 
   const MicroLMConfig& config() const { return config_; }
-  int64_t capacity() const { return config_.seq_len; }  // positions the cache holds
-  int64_t length() const { return length_; }            // positions in the cache now
-  void reset() { length_ = 0; }                         // forget them (buffers are kept)
+  int64_t vocab_size() const override { return config_.vocab; }
+  int64_t context_length() const override { return config_.seq_len; }  // the cache's positions
+  int64_t cached_length() const override { return length_; }           // positions in it now
+  void reset() override { length_ = 0; }  // forget them (buffers are kept)
 
-  // Runs ids at positions length() .. length() + n − 1 and adds them to the cache. Returns the
-  // logits of the last new position [vocab], or of every new position [n, vocab] when
-  // all_positions: equal (to float rounding) to MicroLM::forward on the whole sequence at those
-  // positions. The tensor is a view of a buffer the next call overwrites. Throws naming the
-  // problem when ids is empty, an id is outside [0, vocab) or length() + n > capacity().
+  // Runs ids at positions cached_length() .. cached_length() + n − 1 and adds them to the cache.
+  // Returns the logits of the last new position [vocab], or of every new position [n, vocab]
+  // when all_positions: equal (to float rounding) to MicroLM::forward on the whole sequence at
+  // those positions. The tensor is a view of a buffer the next call overwrites. Throws naming
+  // the problem when ids is empty, an id is outside [0, vocab) or the context would overflow.
+  // (forward_tokens, the CausalLM call, is append of the last position.)
   const Tensor& append(std::span<const int32_t> ids, bool all_positions = false);
+
+ protected:
+  const Tensor& forward_new(std::span<const int32_t> ids) override { return append(ids); }
 
  private:
   template <class T>
@@ -82,6 +94,7 @@ class Decoder {
   void pseudo_query_mix(int64_t sources, const Tensor& query, int64_t n, T* out);
   void ensure_rows(int64_t n);
 
+  std::shared_ptr<const MicroLM> owned_;  // set by the sharing constructor only
   const MicroLM& model_;
   MicroLMConfig config_;
   DType dtype_;

@@ -1,4 +1,4 @@
-// Datasets, samplers and the loader (train/data/dataset.h): rows and windows land where they
+// Datasets, samplers and the loader (train/dataset.h): rows and windows land where they
 // should, each sampler draws what it promises (the reference's numpy draws, wrapping sequences,
 // epochs of permutations with and without drop-last), and a sampler's state resumes its stream.
 #include <doctest/doctest.h>
@@ -9,7 +9,7 @@
 #include <set>
 
 #include "train/batches.h"
-#include "train/data/dataset.h"
+#include "train/dataset.h"
 
 using namespace dg;
 

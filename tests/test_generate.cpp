@@ -1,7 +1,9 @@
 // Generation: the K/V-cached decoder against MicroLM::forward at every position in every residual
 // mode (with and without GQA, float32 and float64, prefill chunks and single steps), greedy
 // decoding against the full forward's argmax (across context moves too), sampling (seeds, top-k,
-// top-p, temperature, option checks), long prompts, UTF-8 streaming and the training sample.
+// top-p, temperature, option checks), long prompts, UTF-8 streaming and the training sample; the
+// CausalLM interface (its checks, reset, the calls generate_tokens makes as the window slides, a
+// user's own CausalLM, and the recomputing wrapper against the Decoder).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,6 +12,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "nn/causal_lm.h"
+#include "nn/containers.h"
 #include "nn/decode.h"
 #include "tests/test_helpers.h"
 #include "train/generate.h"
@@ -105,7 +109,7 @@ void check_against_forward(const MicroLMConfig& config, DType dtype, double tole
                            full.view_narrow(0, t, 1).view_reshape({config.vocab}).to_vector()) <
             tolerance);
     }
-    CHECK(decoder.length() == config.seq_len);
+    CHECK(decoder.cached_length() == config.seq_len);
   }
 }
 
@@ -404,16 +408,18 @@ TEST_CASE("training samples: text after a prompt; empty prompts and foreign toke
   randomize(model, 2);
   SamplingOptions o;
   o.seed = 4;
-  const std::string a = sample_text(model, tok, "the cat", 12, o);
+  Decoder decoder(model);
+  const std::string a = sample_text(decoder, tok, "the cat", 12, o);
   CHECK(!a.empty());
-  CHECK(a == sample_text(model, tok, "the cat", 12, o));
-  CHECK_THROWS_WITH_AS(sample_text(model, tok, "", 12, o),
+  CHECK(a == sample_text(decoder, tok, "the cat", 12, o));
+  CHECK_THROWS_WITH_AS(sample_text(decoder, tok, "", 12, o),
                        doctest::Contains("encodes to no token ids"), std::invalid_argument);
   MicroLMConfig other = c;
   other.vocab = c.vocab + 1;
   MicroLM wrong(other);
-  CHECK_THROWS_WITH_AS(sample_text(wrong, tok, "the cat", 12, o), doctest::Contains("vocabulary"),
-                       std::invalid_argument);
+  Decoder wrong_decoder(wrong);
+  CHECK_THROWS_WITH_AS(sample_text(wrong_decoder, tok, "the cat", 12, o),
+                       doctest::Contains("vocabulary"), std::invalid_argument);
 }
 
 TEST_CASE("time_decode times the requested number of generated ids") {
@@ -422,4 +428,191 @@ TEST_CASE("time_decode times the requested number of generated ids") {
   CHECK(t.tokens == 25);
   CHECK(t.seconds > 0);
   CHECK(t.tokens_per_second > 0);
+}
+
+// ---- the CausalLM interface ---------------------------------------------------------------------
+
+namespace {
+
+// A user's own CausalLM: a bigram table (the logits of the next id depend on the last id only),
+// with a context of `context` positions. It records every call generate_tokens makes on it.
+class BigramLM : public CausalLM {
+ public:
+  BigramLM(int64_t vocab, int64_t context) : vocab_(vocab), context_(context) {
+    for (int64_t i = 0; i < vocab; ++i)  // the likeliest successor of i is (i + 2) mod vocab
+      table_.push_back(Tensor::from_vector(std::vector<double>(static_cast<size_t>(vocab), 0.0),
+                                           {vocab}, DType::f64));
+    for (int64_t i = 0; i < vocab; ++i) table_[i].data<double>()[(i + 2) % vocab] = 1.0;
+  }
+  int64_t vocab_size() const override { return vocab_; }
+  int64_t context_length() const override { return context_; }
+  int64_t cached_length() const override { return cached_; }
+  void reset() override {
+    cached_ = 0;
+    calls.push_back({});  // an empty entry marks a reset
+  }
+  std::vector<std::vector<int32_t>> calls;
+
+ protected:
+  const Tensor& forward_new(std::span<const int32_t> ids) override {
+    cached_ += static_cast<int64_t>(ids.size());
+    calls.emplace_back(ids.begin(), ids.end());
+    return table_[ids.back()];
+  }
+
+ private:
+  int64_t vocab_, context_, cached_ = 0;
+  std::vector<Tensor> table_;
+};
+
+RecomputingCausalLM recomputing(MicroLM& model) {
+  return RecomputingCausalLM([&model](const Tensor& ids) { return model.forward(ids); },
+                             model.config().vocab, model.config().seq_len);
+}
+
+}  // namespace
+
+TEST_CASE("generate_tokens on a user's CausalLM: the calls it makes as the window slides") {
+  BigramLM lm(7, 5);
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  GenerationResult r = generate_tokens(lm, prompt, options(8, 0.0, 1));
+  CHECK(r.tokens == std::vector<int32_t>{5, 0, 2, 4, 6, 1, 3, 5});  // greedy: i -> i + 2 mod 7
+  CHECK(r.context_resets == 2);
+  // The prompt, one id per step until the 5 positions are full, then reset and the last
+  // max(1, 5/2) = 2 ids re-read (the newest included); no call after the last id is drawn.
+  const std::vector<std::vector<int32_t>> expected = {{},  {1, 2, 3}, {5}, {0}, {},    {0, 2},
+                                                      {4}, {6},       {1}, {},  {1, 3}};
+  CHECK(lm.calls == expected);
+
+  // A context of one position: every step re-reads the newest id alone; a longer prompt keeps
+  // its last id.
+  BigramLM one(7, 1);
+  r = generate_tokens(one, prompt, options(4, 0.0, 1));
+  CHECK(r.prompt_tokens_kept == 1);
+  CHECK(r.tokens == std::vector<int32_t>{5, 0, 2, 4});
+  CHECK(r.context_resets == 3);
+  CHECK(one.calls == std::vector<std::vector<int32_t>>{{}, {3}, {}, {5}, {}, {0}, {}, {2}});
+  // Sampling draws from the table's logits (e^1 against e^0 six times): same seed, same ids.
+  CHECK(generate_tokens(lm, prompt, options(20, 1.0, 3)).tokens ==
+        generate_tokens(lm, prompt, options(20, 1.0, 3)).tokens);
+}
+
+TEST_CASE("CausalLM::forward_tokens checks ids, the context and the logits it hands back") {
+  BigramLM lm(7, 4);
+  CHECK_THROWS_WITH_AS(lm.forward_tokens(std::span<const int32_t>()),
+                       doctest::Contains("no token ids"), std::invalid_argument);
+  for (int32_t bad : {-1, 7}) {
+    const int32_t ids[] = {1, bad};
+    CHECK_THROWS_WITH_AS(lm.forward_tokens(ids), doctest::Contains("outside the vocabulary [0, 7)"),
+                         std::invalid_argument);
+  }
+  const int32_t three[] = {1, 2, 3};
+  lm.forward_tokens(three);
+  CHECK(lm.cached_length() == 3);
+  CHECK_THROWS_WITH_AS(lm.forward_tokens(std::span<const int32_t>(three, 2)),
+                       doctest::Contains("3 cached + 2 new positions exceed the context of 4"),
+                       std::invalid_argument);
+  CHECK(lm.cached_length() == 3);  // a refused call changes nothing
+  lm.reset();
+  CHECK(lm.cached_length() == 0);
+  CHECK(lm.forward_tokens(three).data<double>()[5] == 1.0);
+
+  // A forward that returns something other than logits [1, T, vocab] is refused, and its ids are
+  // not cached; so is a CausalLM whose logits are not [vocab].
+  RecomputingCausalLM wrong(
+      [](const Tensor& ids) {
+        return Tensor::zeros({1, ids.size(1), 6});
+      },
+      7, 4);
+  CHECK_THROWS_WITH_AS(wrong.forward_tokens(three), doctest::Contains("not logits [1, 3, 7]"),
+                       std::logic_error);
+  CHECK(wrong.cached_length() == 0);
+  struct Flat : BigramLM {
+    Flat() : BigramLM(7, 4) {}
+    Tensor two_rows = Tensor::zeros({2, 7});
+    const Tensor& forward_new(std::span<const int32_t>) override { return two_rows; }
+  } flat;
+  CHECK_THROWS_WITH_AS(flat.forward_tokens(three), doctest::Contains("not float logits [7]"),
+                       std::logic_error);
+  CHECK_THROWS_AS(RecomputingCausalLM({}, 7, 4), std::invalid_argument);
+  auto zeros = [](const Tensor& ids) { return Tensor::zeros({1, ids.size(1), 7}); };
+  CHECK_THROWS_AS(RecomputingCausalLM(zeros, 0, 4), std::invalid_argument);
+  CHECK_THROWS_AS(RecomputingCausalLM(zeros, 7, 0), std::invalid_argument);
+}
+
+TEST_CASE("RecomputingCausalLM over MicroLM::forward equals the Decoder: logits and greedy ids") {
+  for (ResidualMode mode : kModes) {
+    CAPTURE(residual_mode_name(mode));
+    for (DType dtype : {DType::f32, DType::f64}) {
+      MicroLMConfig c = tiny_config(mode, 2);
+      MicroLM model(c, dtype);
+      randomize(model, 31);
+      Decoder decoder(model);
+      RecomputingCausalLM full = recomputing(model);
+      // Logits at every position, a prefill of 4 then single ids: float rounding only.
+      const std::vector<int32_t> ids = random_ids(c.seq_len, c.vocab, 17);
+      const double tolerance = dtype == DType::f32 ? 1e-5 : 1e-12;
+      for (int64_t t = 0; t < c.seq_len; t += t == 0 ? 4 : 1) {
+        const std::span<const int32_t> chunk(ids.data() + t, t == 0 ? 4 : 1);
+        const std::vector<double> a = decoder.forward_tokens(chunk).to_vector();
+        CHECK(test::rel_diff(a, full.forward_tokens(chunk).to_vector()) < tolerance);
+      }
+      CHECK(full.cached_length() == c.seq_len);
+      // Greedy decoding of 30 ids from a context of 11: the window moves, and both give the ids.
+      const std::vector<int32_t> prompt = random_ids(4, c.vocab, 8);
+      const GenerationResult a = generate_tokens(decoder, prompt, options(30, 0.0, 1));
+      const GenerationResult b = generate_tokens(full, prompt, options(30, 0.0, 1));
+      CHECK(a.tokens == b.tokens);
+      CHECK(a.context_resets == b.context_resets);
+    }
+  }
+}
+
+TEST_CASE("reset: the next forward_tokens starts at position 0, with the same bits as a new one") {
+  MicroLMConfig c = tiny_config(residual_mode("paper_rd_attnres"), 2);
+  MicroLM model(c);
+  randomize(model, 5);
+  const std::vector<int32_t> a = random_ids(7, c.vocab, 1), b = random_ids(5, c.vocab, 2);
+  Decoder decoder(model);
+  RecomputingCausalLM full = recomputing(model);
+  BigramLM bigram(c.vocab, c.seq_len);
+  for (CausalLM* lm : std::initializer_list<CausalLM*>{&decoder, &full, &bigram}) {
+    const std::vector<double> fresh = lm->forward_tokens(b).to_vector();
+    lm->reset();
+    lm->forward_tokens(a);
+    CHECK(lm->cached_length() == 7);
+    lm->reset();
+    CHECK(lm->cached_length() == 0);
+    CHECK(test::same_bits(lm->forward_tokens(b).to_vector(), fresh));
+    CHECK(lm->cached_length() == 5);
+  }
+  // A Decoder may share its model instead of borrowing it: the model lives as long as it does.
+  std::unique_ptr<CausalLM> owner;
+  {
+    auto shared = std::make_shared<MicroLM>(c);
+    randomize(*shared, 5);
+    owner = std::make_unique<Decoder>(std::shared_ptr<const MicroLM>(shared));
+  }
+  decoder.reset();
+  CHECK(
+      test::same_bits(owner->forward_tokens(a).to_vector(), decoder.forward_tokens(a).to_vector()));
+  CHECK_THROWS_AS(Decoder(std::shared_ptr<const MicroLM>()), std::invalid_argument);
+}
+
+TEST_CASE("any Module with ids [1, T] -> logits [1, T, V] generates through RecomputingCausalLM") {
+  manual_seed(0);
+  Sequential net(std::make_unique<Embedding>(9, 8), std::make_unique<Linear>(8, 9));
+  RecomputingCausalLM lm([&net](const Tensor& ids) { return net.forward(ids); }, 9, 6);
+  const std::vector<int32_t> prompt = {4, 1};
+  const GenerationResult r = generate_tokens(lm, prompt, options(10, 0.0, 1));
+  REQUIRE(r.tokens.size() == 10);
+  // This net reads each position alone: greedy id k + 1 is the argmax of the net at id k.
+  int32_t last = prompt.back();
+  for (int32_t id : r.tokens) {
+    NoGradGuard no_grad;
+    CHECK(id == argmax_row(net.forward(Tensor::from_ids({last}, {1, 1})).view_reshape({1, 9}), 0));
+    last = id;
+  }
+  CHECK(generate_tokens(lm, prompt, options(10, 1.0, 4)).tokens ==
+        generate_tokens(lm, prompt, options(10, 1.0, 4)).tokens);
 }

@@ -219,8 +219,7 @@ TEST_CASE("divergence of an MLP is named by step and tensor; skipping goes on") 
   t.run(3);
   const std::vector<float> before = weights(t);
   const std::string last = net->named_parameters().back().first;
-  CHECK_THROWS_WITH_AS(t.train_step(),
-                       doctest::Contains("training diverged at step 3 (0-based)"),
+  CHECK_THROWS_WITH_AS(t.train_step(), doctest::Contains("training diverged at step 3 (0-based)"),
                        TrainingDiverged);
   CHECK(weights(t) == before);  // stopped before the optimizer step
 
@@ -256,10 +255,8 @@ TEST_CASE("evaluate_loss averages over every example in eval mode; bad setups ar
                     doctest::Contains("covers 59 examples, the dataset has 60"));
   CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(60, 1), LossFunction(), c),
                     doctest::Contains("no loss function"));
-  Trainer vector_loss(*net, data, Sampler::random(60, 1),
-                      [](Module& m, const Batch& b) {
-                        return static_cast<Sequential&>(m).forward(b[0]);
-                      },
-                      c);
+  Trainer vector_loss(
+      *net, data, Sampler::random(60, 1),
+      [](Module& m, const Batch& b) { return static_cast<Sequential&>(m).forward(b[0]); }, c);
   CHECK_THROWS_WITH(vector_loss.train_step(), doctest::Contains("expected one value"));
 }

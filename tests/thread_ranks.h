@@ -18,8 +18,8 @@ namespace dg::test {
 
 class ThreadRanks {
  public:
-  explicit ThreadRanks(int size) : size_(size), sync_(size), floats_(size), doubles_(size),
-                                   texts_(size) {}
+  explicit ThreadRanks(int size)
+      : size_(size), sync_(size), floats_(size), doubles_(size), texts_(size) {}
 
   class Rank final : public Collectives {
    public:

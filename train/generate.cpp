@@ -84,7 +84,7 @@ int32_t TokenSampler::sample(const Tensor& logits) {
 
 // ---- generation ---------------------------------------------------------------------------------
 
-GenerationResult generate_tokens(Decoder& decoder, std::span<const int32_t> prompt,
+GenerationResult generate_tokens(CausalLM& model, std::span<const int32_t> prompt,
                                  const GenerationOptions& options,
                                  const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) throw std::invalid_argument("generate: the prompt has no token ids");
@@ -94,7 +94,7 @@ GenerationResult generate_tokens(Decoder& decoder, std::span<const int32_t> prom
   TokenSampler sampler(options.sampling);
   const auto start = std::chrono::steady_clock::now();
   GenerationResult r;
-  const int64_t capacity = decoder.capacity();
+  const int64_t capacity = model.context_length();
   const size_t first = prompt.size() > static_cast<size_t>(capacity) ? prompt.size() - capacity : 0;
   std::vector<int32_t> context(prompt.begin() + static_cast<std::ptrdiff_t>(first),
                                prompt.end());  // the ids in the cache
@@ -102,24 +102,23 @@ GenerationResult generate_tokens(Decoder& decoder, std::span<const int32_t> prom
   r.prompt_tokens_kept = static_cast<int64_t>(context.size());
   r.tokens.reserve(static_cast<size_t>(std::min<int64_t>(options.max_new_tokens, 1 << 16)));
   if (options.max_new_tokens > 0) {
-    decoder.reset();
-    const Tensor* logits = &decoder.append(context);
+    model.reset();
+    const Tensor* logits = &model.forward_tokens(context);
     for (int64_t i = 0; i < options.max_new_tokens; ++i) {
       const int32_t id = sampler.sample(*logits);
       r.tokens.push_back(id);
       if (on_token) on_token(id);
       if (id == options.stop_token || i + 1 == options.max_new_tokens) break;
-      if (decoder.length() ==
-          capacity) {  // full: re-read the last capacity/2 ids, the new one included
+      if (model.cached_length() == capacity) {  // full: re-read the last capacity/2, id included
         const int64_t keep = std::max<int64_t>(1, capacity / 2);
         context.erase(context.begin(), context.end() - (keep - 1));
         context.push_back(id);
-        decoder.reset();
-        logits = &decoder.append(context);
+        model.reset();
+        logits = &model.forward_tokens(context);
         ++r.context_resets;
       } else {
         context.push_back(id);
-        logits = &decoder.append(std::span<const int32_t>(&context.back(), 1));
+        logits = &model.forward_tokens(std::span<const int32_t>(&context.back(), 1));
       }
     }
   }
@@ -196,37 +195,40 @@ std::string Utf8Stream::finish() { return take_printable(pending_, true); }
 
 // ---- training samples and timing ----------------------------------------------------------------
 
-void check_tokenizer_vocab(const MicroLMConfig& model, const BpeTokenizer& tokenizer,
+void check_tokenizer_vocab(int64_t model_vocab, const BpeTokenizer& tokenizer,
                            const std::string& tokenizer_source) {
-  if (tokenizer.vocab_size() != model.vocab)
+  if (tokenizer.vocab_size() != model_vocab)
     throw std::invalid_argument(
         fmt::format("{}: the tokenizer has {} ids but the model's vocabulary is {}: not the "
                     "tokenizer this model was trained with",
-                    tokenizer_source, tokenizer.vocab_size(), model.vocab));
+                    tokenizer_source, tokenizer.vocab_size(), model_vocab));
 }
 
-std::string sample_text(const MicroLM& model, const BpeTokenizer& tokenizer,
-                        const std::string& prompt, int64_t tokens, const SamplingOptions& options) {
-  check_tokenizer_vocab(model.config(), tokenizer, "sample");
+std::string sample_text(CausalLM& model, const BpeTokenizer& tokenizer, const std::string& prompt,
+                        int64_t tokens, const SamplingOptions& options) {
+  check_tokenizer_vocab(model.vocab_size(), tokenizer, "sample");
   const std::vector<int32_t> ids = tokenizer.encode(prompt);
   if (ids.empty())
     throw std::invalid_argument(fmt::format("the prompt '{}' encodes to no token ids", prompt));
-  Decoder decoder(model);
   GenerationOptions g;
   g.max_new_tokens = tokens;
   g.sampling = options;
-  return tokenizer.decode(generate_tokens(decoder, ids, g).tokens);
+  return tokenizer.decode(generate_tokens(model, ids, g).tokens);
 }
 
 DecodeTiming time_decode(const MicroLMConfig& config, int64_t tokens, uint64_t seed) {
   MicroLM model(config);
   model.init_identical(seed);
   Decoder decoder(model);
+  return time_decode(decoder, tokens);
+}
+
+DecodeTiming time_decode(CausalLM& model, int64_t tokens) {
   GenerationOptions g;
   g.max_new_tokens = tokens;
   g.sampling.temperature = 0;
   const int32_t prompt[] = {0};
-  GenerationResult r = generate_tokens(decoder, prompt, g);
+  GenerationResult r = generate_tokens(model, prompt, g);
   DecodeTiming t;
   t.tokens = static_cast<int64_t>(r.tokens.size());
   t.seconds = r.seconds;

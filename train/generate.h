@@ -1,8 +1,10 @@
-// Text generation from a MicroLM: sampling (temperature, top-k, top-p) with a seeded RNG, the
-// generation loop over the K/V-cached decoder (nn/decode.h) with a sliding context window,
-// UTF-8-safe streaming of decoded text, a short sample for training logs, and a timing of
-// decode steps for a generation benchmark. Not here: the model's incremental forward
-// (nn/decode.h), finding checkpoints and tokenizer files, printing (tools/cli/cmd_generate.cpp).
+// Text generation from any causal language model (nn/causal_lm.h: the MicroLM's K/V-cached
+// Decoder, a RecomputingCausalLM over any full forward, or a user's own): sampling (temperature,
+// top-k, top-p) with a seeded RNG, the generation loop with a sliding context window, UTF-8-safe
+// streaming of decoded text, a short sample for training logs, and a timing of decode steps for
+// a generation benchmark. Not here: a model's incremental forward (nn/decode.h, nn/causal_lm.h),
+// finding checkpoints and tokenizer files (train/trained_model.h), printing
+// (tools/cli/cmd_generate.cpp).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -11,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nn/causal_lm.h"
 #include "nn/decode.h"
 #include "tensor/rng.h"
 #include "train/text/bpe.h"
@@ -51,18 +54,21 @@ struct GenerationOptions {
 
 struct GenerationResult {
   std::vector<int32_t> tokens;  // generated ids, the stop token included when reached
-  int64_t prompt_tokens_kept =
-      0;                       // prompt ids the model saw (a longer prompt keeps its last seq_len)
+  // prompt ids the model saw (a longer prompt keeps its last context_length())
+  int64_t prompt_tokens_kept = 0;
   int64_t context_resets = 0;  // times the context was full and its last half re-read
   double seconds = 0;          // wall time, prompt included
 };
 
-// Generates up to max_new_tokens ids after `prompt` (non-empty, ids in the vocabulary). The model
-// sees at most seq_len ids: a longer prompt keeps its last seq_len, and when the context is full
-// the window moves on — its last seq_len/2 ids (the newest included) are re-read as a fresh
-// context, so every id is drawn from the logits MicroLM::forward gives on the current window.
-// on_token (optional) is called with each id as soon as it is drawn.
-GenerationResult generate_tokens(Decoder& decoder, std::span<const int32_t> prompt,
+// Generates up to max_new_tokens ids after `prompt` (non-empty, ids in the vocabulary). With
+// C = model.context_length(), the model sees at most C ids: a longer prompt keeps its last C, and
+// when the cache is full the window moves on: reset(), then its last max(1, C/2) ids (the newest
+// included) are re-read as a fresh context. So every id is drawn from the logits the model's full
+// forward gives on the current window (for a MicroLM: MicroLM::forward, with Decoder or
+// RecomputingCausalLM alike). The calls on the model: reset(), forward_tokens(window) for the
+// prompt, then forward_tokens of one id per step, or reset() and forward_tokens(window) when the
+// window moves. on_token (optional) is called with each id as soon as it is drawn.
+GenerationResult generate_tokens(CausalLM& model, std::span<const int32_t> prompt,
                                  const GenerationOptions& options,
                                  const std::function<void(int32_t)>& on_token = {});
 
@@ -80,13 +86,14 @@ class Utf8Stream {
 };
 
 // `tokens` ids generated after `prompt` (encoded with `tokenizer`), decoded: the sample that
-// `depthgrad train --sample-every` prints. Throws when the prompt encodes to no ids or the
-// tokenizer's vocabulary is not the model's.
-std::string sample_text(const MicroLM& model, const BpeTokenizer& tokenizer,
-                        const std::string& prompt, int64_t tokens, const SamplingOptions& options);
+// `depthgrad train --sample-every` prints (for a MicroLM: sample_text(Decoder(model), ...)).
+// Throws when the prompt encodes to no ids or the tokenizer's vocabulary is not the model's.
+std::string sample_text(CausalLM& model, const BpeTokenizer& tokenizer, const std::string& prompt,
+                        int64_t tokens, const SamplingOptions& options);
 
-// Throws naming both sizes when the tokenizer's vocabulary does not match the model's.
-void check_tokenizer_vocab(const MicroLMConfig& model, const BpeTokenizer& tokenizer,
+// Throws naming both sizes when the tokenizer's vocabulary does not match the model's
+// (model_vocab: CausalLM::vocab_size(), or MicroLMConfig::vocab).
+void check_tokenizer_vocab(int64_t model_vocab, const BpeTokenizer& tokenizer,
                            const std::string& tokenizer_source);
 
 struct DecodeTiming {
@@ -94,10 +101,12 @@ struct DecodeTiming {
   double seconds = 0;
   double tokens_per_second = 0;
 };
-// Times `tokens` greedy generation steps (context moves included) of a model of `config`
-// initialised with init_identical(seed), after a one-id prompt; model construction is not timed.
-// For a generation benchmark over the micro/small/base presets (tools/attnres/bench.h's
-// bench_spec(name).model); it runs at the current thread count.
+// Times `tokens` greedy generation steps (context moves included) of `model` after the one-id
+// prompt {0}, at the current thread count.
+DecodeTiming time_decode(CausalLM& model, int64_t tokens);
+// The same for a MicroLM of `config` initialised with init_identical(seed), through its Decoder;
+// model construction is not timed. For a generation benchmark over the micro/small/base presets
+// (tools/attnres/bench.h's bench_spec(name).model).
 DecodeTiming time_decode(const MicroLMConfig& config, int64_t tokens, uint64_t seed = 0);
 
 }  // namespace dg

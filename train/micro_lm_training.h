@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "nn/micro_lm.h"
-#include "train/data/dataset.h"
+#include "train/dataset.h"
 #include "train/optim.h"
 #include "train/run_config.h"
 #include "train/trainer.h"

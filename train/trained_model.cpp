@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "nn/decode.h"
 #include "train/checkpoint.h"
 #include "train/io/safetensors.h"
 #include "train/memory_budget.h"
@@ -19,9 +20,13 @@ TrainedModel load_trained_model(const std::string& path) {
   m.config = run_config_from_json(json::parse(it->second, path), path);
   check_memory_fits(estimate_memory(m.config.model, 0),
                     fmt::format("{}: the model {}", path, m.config.model.describe()));
-  m.model = std::make_unique<MicroLM>(m.config.model);
+  m.model = std::make_shared<MicroLM>(m.config.model);
   m.metadata = load_weights(file, path, *m.model);
   return m;
+}
+
+std::unique_ptr<CausalLM> TrainedModel::causal_lm() const {
+  return std::make_unique<Decoder>(std::shared_ptr<const MicroLM>(model));
 }
 
 void check_tokenizer_sha256(const TrainedModel& m, const std::string& path,

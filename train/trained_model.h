@@ -1,22 +1,30 @@
 // A model written by `depthgrad train` — final weights (model.safetensors) or a training
-// checkpoint (checkpoint.safetensors) — rebuilt for use: the config from the file's
-// "depthgrad.config" metadata, a MicroLM of that config, the weights loaded and checked.
-// Used by `depthgrad eval` and `depthgrad generate`. It does not restore optimizer or trainer
-// state (Trainer::load_checkpoint does) and does not look for the tokenizer.
+// checkpoint (checkpoint.safetensors) — rebuilt for use: the run config from the file's
+// "depthgrad.config" metadata, a MicroLM of its model section, the weights loaded and checked,
+// and that model handed to generation as a CausalLM (nn/causal_lm.h). Used by `depthgrad eval`
+// and `depthgrad generate`. It does not restore optimizer or trainer state (the training
+// checkpoint's loader does) and does not look for the tokenizer.
 #pragma once
 #include <map>
 #include <memory>
 #include <string>
 
+#include "nn/causal_lm.h"
 #include "nn/micro_lm.h"
 #include "train/run_config.h"
 
 namespace dg {
 
 struct TrainedModel {
+  // The metadata's {"model": ..., "training": ...} (and "data" when the file records it; the
+  // defaults otherwise), read by run_config_from_json.
   RunConfig config;
-  std::unique_ptr<MicroLM> model;
+  std::shared_ptr<MicroLM> model;
   std::map<std::string, std::string> metadata;
+
+  // The model for generation: its K/V-cached Decoder (nn/decode.h), which shares the model, so
+  // it may outlive this value. The generation code needs nothing else of the MicroLM.
+  std::unique_ptr<CausalLM> causal_lm() const;
 };
 
 // Throws naming `path` when the file is not safetensors, has no depthgrad.config (not a model

@@ -1,6 +1,7 @@
 // `depthgrad generate`: text from a model written by depthgrad train, streamed to stdout as it is
-// decoded (K/V-cached decoding: nn/decode.h; sampling and the context window: train/generate.h).
-// It does not train, evaluate or print the prompt; bad flags and files end in one line on stderr.
+// decoded. Once loaded (train/trained_model.h) the model is only a CausalLM (nn/causal_lm.h);
+// sampling and the context window are train/generate.h's. It does not train, evaluate or print
+// the prompt; bad flags and files end in one line on stderr.
 #include <fmt/core.h>
 
 #include <cstdio>
@@ -71,7 +72,7 @@ int cmd_generate(int argc, char** argv, int start) {
   options.sampling = sampling_from_flags(f);
 
   const std::string path = f.get("checkpoint");
-  TrainedModel trained = load_trained_model(path);
+  const TrainedModel trained = load_trained_model(path);
   const std::string tokenizer_path =
       f.given("tokenizer")
           ? f.get("tokenizer")
@@ -81,24 +82,25 @@ int cmd_generate(int argc, char** argv, int start) {
         fmt::format("no tokenizer: {} does not exist (pass --tokenizer)", tokenizer_path));
   const std::string tokenizer_json = read_file(tokenizer_path);
   const BpeTokenizer tokenizer = BpeTokenizer::from_json(tokenizer_json, tokenizer_path);
-  check_tokenizer_vocab(trained.config.model, tokenizer, tokenizer_path);
+  // From here on the model is only a CausalLM: any model behind that interface generates alike.
+  const std::unique_ptr<CausalLM> model = trained.causal_lm();
+  check_tokenizer_vocab(model->vocab_size(), tokenizer, tokenizer_path);
   check_tokenizer_sha256(trained, path, sha256_hex(tokenizer_json), tokenizer_path);
   const std::vector<int32_t> prompt = tokenizer.encode(f.get("prompt"));
   if (prompt.empty()) throw UsageError("--prompt encodes to no tokens (it is empty)");
   options.stop_token = tokenizer.token_id("<eos>");
   const bool quiet = f.get_bool("quiet");
-  const int64_t context = trained.config.model.seq_len;
+  const int64_t context = model->context_length();
   if (static_cast<int64_t>(prompt.size()) > context && !quiet)
     fmt::print(stderr, "note: the prompt has {} tokens; the model sees its last {} (seq_len)\n",
                prompt.size(), context);
 
-  Decoder decoder(*trained.model);
   Utf8Stream stream;
   auto write = [](const std::string& text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   };
-  GenerationResult r = generate_tokens(decoder, prompt, options, [&](int32_t id) {
+  GenerationResult r = generate_tokens(*model, prompt, options, [&](int32_t id) {
     if (id != options.stop_token) write(stream.push(tokenizer.decode({id})));
   });
   write(stream.finish() + "\n");

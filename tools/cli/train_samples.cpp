@@ -35,7 +35,8 @@ void TrainSamples::after_step(int64_t steps_done, const MicroLM& model, Progress
   o.temperature = 0.8;
   o.top_k = 40;
   o.seed = seed_ + static_cast<uint64_t>(steps_done / every_);
-  std::string text = sample_text(model, tokenizer_, prompt_, kSampleTokens, o);
+  Decoder decoder(model);
+  std::string text = sample_text(decoder, tokenizer_, prompt_, kSampleTokens, o);
   std::string shown;  // one line: newlines and tabs escaped
   for (char c : prompt_ + text)
     shown += c == '\n' ? std::string("\\n") : c == '\t' ? std::string("\\t") : std::string(1, c);

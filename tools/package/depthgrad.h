@@ -38,10 +38,20 @@
 #include "nn/init.h"
 #include "nn/micro_lm.h"
 #include "nn/module.h"
+// Generation from any causal language model: a CausalLM (the MicroLM's K/V-cached Decoder, any
+// full forward in a RecomputingCausalLM, or your own), sampled by generate_tokens.
+//   dg::Decoder lm(model); auto r = dg::generate_tokens(lm, prompt_ids, {.max_new_tokens = 50});
+#include "nn/causal_lm.h"
+#include "nn/decode.h"
+#include "train/generate.h"
 
-// Training: AdamW, Adam and SGD over a module or parameter groups, clipping, schedule objects,
-// the resumable trainer.
+// Training: AdamW, Adam and SGD over a module or parameter groups, clipping, schedule objects;
+// datasets, samplers and loaders; the training loop of any module (resume, accumulation, ranks),
+// and the MicroLM's use of it.
 //   dg::AdamW opt(model, dg::AdamWConfig{.lr = 1e-3}); opt.zero_grad(); ...; opt.step();
+//   dg::Trainer trainer(model, dataset, dg::Sampler::shuffled(dataset.size(), 1), loss, settings);
+#include "train/dataset.h"
+#include "train/micro_lm_training.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 // Checkpoints (safetensors): weights, training checkpoints, and any named set of tensors.

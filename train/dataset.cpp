@@ -1,5 +1,5 @@
 // Datasets, samplers and the loader (see dataset.h).
-#include "train/data/dataset.h"
+#include "train/dataset.h"
 
 #include <fmt/format.h>
 
@@ -29,8 +29,7 @@ Tensor& reusable(Tensor& slot, const Shape& shape, DType dtype) {
 void check_indices(std::span<const int64_t> indices, int64_t size, const char* who) {
   for (int64_t i : indices)
     if (i < 0 || i >= size)
-      throw std::out_of_range(
-          fmt::format("{}: example index {} is outside [0, {})", who, i, size));
+      throw std::out_of_range(fmt::format("{}: example index {} is outside [0, {})", who, i, size));
 }
 }  // namespace
 
@@ -208,7 +207,9 @@ void Sampler::next(int64_t count, std::vector<int64_t>& out) {
 
 json::Value Sampler::description() const {
   json::Value v;
-  v["kind"] = kind_ == Kind::random ? "random" : kind_ == Kind::sequential ? "sequential" : "shuffled";
+  v["kind"] = kind_ == Kind::random       ? "random"
+              : kind_ == Kind::sequential ? "sequential"
+                                          : "shuffled";
   v["size"] = size_;
   v["seed"] = static_cast<int64_t>(seed_);
   v["drop_last"] = drop_last_;
@@ -252,8 +253,9 @@ void Sampler::set_state(const std::vector<uint8_t>& blob) {
   uint64_t word[7];
   std::memcpy(word, blob.data() + 8, sizeof word);
   if (word[6] != blob.size() - kFixed - 8)
-    throw std::invalid_argument(fmt::format(
-        "sampler state: the RNG part claims {} bytes, {} are there", word[6], blob.size() - kFixed - 8));
+    throw std::invalid_argument(
+        fmt::format("sampler state: the RNG part claims {} bytes, {} are there", word[6],
+                    blob.size() - kFixed - 8));
   uint64_t checksum = 0;
   std::memcpy(&checksum, blob.data() + blob.size() - 8, 8);
   if (checksum != fnv1a(blob.data(), blob.size() - 8))
@@ -266,9 +268,9 @@ void Sampler::set_state(const std::vector<uint8_t>& blob) {
         word[0], word[1], word[2], word[3], json::dump(description())));
   const int64_t epoch = static_cast<int64_t>(word[4]), position = static_cast<int64_t>(word[5]);
   if (epoch < 0 || position < 0 || position > size_)
-    throw std::invalid_argument(fmt::format(
-        "sampler state: epoch {} position {} is outside a dataset of {} examples", epoch,
-        position, size_));
+    throw std::invalid_argument(
+        fmt::format("sampler state: epoch {} position {} is outside a dataset of {} examples",
+                    epoch, position, size_));
   NumpyGenerator rng = rng_;
   rng.set_state(std::vector<uint8_t>(blob.begin() + kFixed, blob.end() - 8));
   rng_ = rng;
@@ -284,9 +286,9 @@ DataLoader::DataLoader(const Dataset& data, Sampler sampler, int64_t batch)
   if (batch < 1)
     throw std::invalid_argument(fmt::format("DataLoader: batch must be >= 1, got {}", batch));
   if (sampler_.size() != data.size())
-    throw std::invalid_argument(fmt::format(
-        "DataLoader: the sampler covers {} examples, the dataset has {}", sampler_.size(),
-        data.size()));
+    throw std::invalid_argument(
+        fmt::format("DataLoader: the sampler covers {} examples, the dataset has {}",
+                    sampler_.size(), data.size()));
 }
 
 void DataLoader::next(Batch& out) {

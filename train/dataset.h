@@ -65,7 +65,8 @@ class TensorDataset final : public Dataset {
 // dataset; a moved one or a shared_ptr is kept alive by it.
 class TokenWindows final : public Dataset {
  public:
-  TokenWindows(const std::vector<int32_t>& ids, int64_t seq_len, int64_t stride, int64_t count = -1);
+  TokenWindows(const std::vector<int32_t>& ids, int64_t seq_len, int64_t stride,
+               int64_t count = -1);
   TokenWindows(std::vector<int32_t>&& ids, int64_t seq_len, int64_t stride, int64_t count = -1);
   TokenWindows(std::shared_ptr<const std::vector<int32_t>> ids, int64_t seq_len, int64_t stride,
                int64_t count = -1);
@@ -155,6 +156,7 @@ class DataLoader {
 
 // Calls fn(batch) for consecutive batches of up to `batch` examples covering 0 … size−1 once, in
 // order (the last one shorter when size is not a multiple): for evaluation passes.
-void for_each_batch(const Dataset& data, int64_t batch, const std::function<void(const Batch&)>& fn);
+void for_each_batch(const Dataset& data, int64_t batch,
+                    const std::function<void(const Batch&)>& fn);
 
 }  // namespace dg
