@@ -11,6 +11,7 @@
 
 #include "tests/test_helpers.h"
 #include "tools/attnres/reproduce.h"
+#include "tools/cli/run_config_flags.h"
 #include "train/io/files.h"
 #include "train/memory_budget.h"
 #include "train/run_config.h"
@@ -469,6 +470,41 @@ TEST_CASE("the resume key changes when any setting of the run changes") {
   o.protocol = "paired";
   CHECK(!(reproduce_resume_key(o, sha) == key));
   CHECK(!(reproduce_resume_key(base, "abd") == key));
+}
+
+// Each setting is one row of run_config_settings(); everything else about it is derived. For
+// every row: its key in to_json and in the keys the reader accepts, a flag of `train` (in --help,
+// with the doc), and a value away from its default that reaches the config through that flag and
+// comes back from the JSON. A row added to the table is checked here without a line of this test.
+TEST_CASE("every setting appears in the JSON, the reader's keys, train's flags and --help") {
+  const RunConfig away = unusual_config();
+  dg::cli::Flags f("train", "test");
+  dg::cli::add_run_config_flags(f, {{"", RunConfig{}}});
+  const std::string help = f.help();
+  std::vector<std::string> words{"depthgrad", "train"};
+  std::set<std::string> names;
+  for (const Setting<RunConfig>& row : run_config_settings()) {
+    INFO(row.name());
+    CHECK(names.insert(row.name()).second);  // one row per setting
+    REQUIRE(to_json(RunConfig{}).at(row.section).find(row.key) != nullptr);
+    const auto& keys = run_config_keys();
+    bool listed = false;
+    for (const auto& [section, section_keys] : keys)
+      for (const std::string& key : section_keys)
+        listed = listed || section + "." + key == row.name();
+    CHECK(listed);
+    CHECK(contains(help, "--" + row.flag_name()));
+    REQUIRE(!(row.get(away) == row.get(RunConfig{})));  // unusual_config() changes every setting
+    words.push_back("--" + row.flag_name() + "=" + dg::cli::setting_text(row, away));
+  }
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  REQUIRE(f.parse(static_cast<int>(argv.size()), argv.data(), 2));
+  RunConfig through_flags;
+  dg::cli::apply_run_config_flags(f, through_flags);
+  through_flags.preset = away.preset;
+  CHECK(json::dump(to_json(through_flags)) == json::dump(to_json(away)));
+  CHECK(to_json(run_config_from_json(to_json(through_flags))) == to_json(away));
 }
 
 #ifdef DG_SOURCE_DIR
