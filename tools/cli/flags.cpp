@@ -42,11 +42,12 @@ const std::map<std::string, FlagRange>& flag_ranges() {
   return ranges;
 }
 
-// Refuses a value outside the flag's own range or its name's in flag_ranges().
+// Refuses a value outside the flag's own range or its name's in flag_ranges(); a flag without a
+// bound (a text flag such as --dataset, whose value may look like a number) is not checked.
 void Flags::check_range(const Flag& flag, double x) const {
   const auto it = flag_ranges().find(flag.name);
   for (const FlagRange* r : {&flag.range, it == flag_ranges().end() ? nullptr : &it->second})
-    if (r && r->describe() != "finite" && !r->contains(x))
+    if (r && (std::isfinite(r->low) || std::isfinite(r->high)) && !r->contains(x))
       throw UsageError(
           fmt::format("--{}: expected a value {}, got '{}'", flag.name, r->describe(), flag.value));
 }
