@@ -101,12 +101,17 @@ class Flags {
     }
     throw std::invalid_argument("--" + name + " '" + str(name) + "' is not a number");
   }
-  // The command line again, with --resume CHECKPOINT instead of any --resume given.
+  // The command line again, for a shell, with --resume CHECKPOINT instead of any --resume given.
   std::string resume_command(const std::string& program, const std::string& checkpoint) const {
+    auto quoted = [](const std::string& s) {  // 'it'\''s' is the shell's it's
+      std::string q = "'";
+      for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      return q + "'";
+    };
     std::string line = program;
     for (const auto& [flag, value] : given_)
-      if (flag != "--resume") line += " " + flag + " '" + value + "'";
-    return line + " --resume '" + checkpoint + "'";
+      if (flag != "--resume") line += " " + flag + " " + quoted(value);
+    return line + " --resume " + quoted(checkpoint);
   }
   std::string usage() const {
     std::string text = "usage: gpt2 --text FILE [flags]\n";
@@ -331,9 +336,8 @@ int run(int argc, char** argv, dg::Collectives* world) {
     trainer.save_checkpoint(checkpoint);
     if (root) {
       const std::string launcher = ranks > 1 ? fmt::format("mpirun -np {} ", ranks) : "";
-      fmt::print(stderr, "stopped by {} {}; checkpoint saved to {}\nresume with:\n  {}{}\n",
-                 e.signal_name(), e.what(), checkpoint, launcher,
-                 flags.resume_command(argv[0], checkpoint));
+      fmt::print(stderr, "{}; checkpoint saved to {}\nresume with:\n  {}{}\n", e.what(), checkpoint,
+                 launcher, flags.resume_command(argv[0], checkpoint));
     }
     return e.exit_code();
   }
