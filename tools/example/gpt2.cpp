@@ -54,7 +54,7 @@ std::vector<Flag> flag_table() {
       {"eval-windows", "64", "validation windows of seq-len tokens (0: all)"},
       {"sample-tokens", "200", "tokens generated after training (0: none)"},
       {"prompt", "ROMEO:", "the sample's prompt"},
-      {"temperature", "0.8", "sampling temperature (0: greedy)"},
+      {"temperature", "0.8", "sampling temperature (0: greedy), among the 40 likeliest ids"},
       {"threads", "0", "threads (0: DEPTHGRAD_THREADS / OMP_NUM_THREADS / all cores)"},
       {"check-cache", "false", "only check the K/V cache against the full forward, then exit"},
       {"weights", "", "with --check-cache: a model.safetensors to check (else a fresh model)"},

@@ -166,7 +166,8 @@ class Model : public dg::Module {
 // the blocks, their keys and values appended to the cache, each new query attending over every
 // cached position up to its own. The same arithmetic as Model::forward, with the attention
 // written out in plain ops (scores, mask, softmax, weighted sum) instead of attention_heads, so
-// the logits agree to float rounding (check_cache in gpt2.cpp measures how closely).
+// the logits agree to float rounding (check_cache in gpt2.cpp measures how closely). The cache
+// grows by concat, a copy of it per call: simple, and cheap at contexts of a few hundred.
 class CachedLM : public dg::CausalLM {
  public:
   explicit CachedLM(const Model& model) : model_(model), k_(model.blocks.size()), v_(k_.size()) {}
