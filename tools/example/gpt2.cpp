@@ -323,7 +323,7 @@ int run(int argc, char** argv, dg::Collectives* world) {
       if (checkpoint_every > 0 && (s.step + 1) % checkpoint_every == 0)
         trainer.save_checkpoint(checkpoint);
       // Ranks stop together: each says whether it saw a signal (mpirun passes Ctrl-C on as
-      // SIGTERM to every rank, not necessarily at the same step).
+      // SIGTERM to every rank, not at one step; a batch system may signal one rank only).
       if (world) {
         int signal = 0;
         for (double seen : world->all_gather(std::vector<double>{double(dg::stop_signal())}))
