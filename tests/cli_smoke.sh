@@ -177,7 +177,7 @@ expect_error "missing dataset" "does not exist" -- "$BIN" reproduce --dataset-di
 expect_error "bad seed list" "--seeds" -- "$BIN" reproduce --seeds 3-x --dataset-dir "$DATA"
 expect_error "unknown flag" "unknown flag --stepz" -- "$BIN" reproduce --stepz 3
 expect_error "flag as a value" "--output: missing value" -- "$BIN" train --output --steps 5
-expect_error "negative number reaches the range check" "training.lr must be positive, got -1" -- "$BIN" train --lr -1 --steps 1 --output "$WORK/never"
+expect_error "negative number reaches the range check" "--lr: expected a value > 0, got '-1'" -- "$BIN" train --lr -1 --steps 1 --output "$WORK/never"
 expect_error "bad thread count" "--threads" -- "$BIN" reproduce --threads 0 --dataset-dir "$DATA"
 expect_error "unknown command" "unknown command" -- "$BIN" frobnicate
 expect_error "bench --compare-torch without torch names the package" "python3-torch" -- "$BIN" bench --compare-torch --configs micro --python /bin/false

@@ -11,6 +11,7 @@
 
 #include "tests/test_helpers.h"
 #include "tools/attnres/reproduce.h"
+#include "tools/cli/run_config_flags.h"
 #include "train/io/files.h"
 #include "train/memory_budget.h"
 #include "train/run_config.h"
@@ -127,6 +128,96 @@ TEST_CASE("a run config round-trips through its JSON, every setting included") {
   CHECK(to_json(RunConfig{}).find("preset") == nullptr);  // written only when a preset was used
 }
 
+// Checkpoints, config.json and result files store to_json's bytes: the writer derived from the
+// settings table must give exactly the bytes of the hand-written writer it replaced (recorded
+// here from that writer).
+TEST_CASE("to_json gives the same bytes as the writer before the settings table") {
+  std::vector<std::pair<std::string, RunConfig>> configs{{"default", RunConfig{}},
+                                                         {"unusual", unusual_config()},
+                                                         {"parity", protocol_run_config("parity")},
+                                                         {"paired", protocol_run_config("paired")}};
+  for (const std::string& name : run_preset_names()) configs.emplace_back(name, run_preset(name));
+  const std::vector<std::string> expected{
+      "{\"model\":{\"vocab\":512,\"dim\":64,\"layers\":2,\"heads\":4,\"kv_heads\":4,\"seq_len\":64,"
+      "\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_eps\":1e-06,\"ffn\":"
+      "\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,\"tied_head\":true,"
+      "\"attnres_block_size\":2},\"training\":{\"steps\":30,\"batch\":4,\"clip\":1.0,\"lr\":0.0006,"
+      "\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0.01,\"decay\":\"all\","
+      "\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":\"parity\",\"seed\":42,"
+      "\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{\"dataset\":\"wikitext-2\","
+      "\"validation_fraction\":0.1,\"full_byte_alphabet\":true,\"train_limit\":0,\"eval_limit\":0,"
+      "\"eval_windows\":32,\"eval_full\":false}}",
+      "{\"preset\":\"mini\",\"model\":{\"vocab\":300,\"dim\":48,\"layers\":3,\"heads\":6,\"kv_"
+      "heads\":2,\"seq_len\":32,\"expansion\":2,\"mode\":\"paper_block_attnres\",\"norm\":"
+      "\"layer\",\"norm_eps\":1e-05,\"ffn\":\"gelu\",\"rope\":false,\"bias\":true,\"learned_"
+      "positions\":true,\"tied_head\":false,\"attnres_block_size\":1},\"training\":{\"steps\":77,"
+      "\"batch\":5,\"clip\":0.5,\"lr\":0.001,\"beta1\":0.8,\"beta2\":0.95,\"eps\":1e-07,\"weight_"
+      "decay\":0.1,\"decay\":\"matrices\",\"schedule\":\"cosine\",\"warmup\":7,\"min_lr_ratio\":0."
+      "2,\"init\":\"identical\",\"seed\":9,\"sequential\":true,\"accum\":3,\"zero\":1},\"data\":{"
+      "\"dataset\":\"tiny-shakespeare\",\"validation_fraction\":0.25,\"full_byte_alphabet\":false,"
+      "\"train_limit\":1000,\"eval_limit\":500,\"eval_windows\":0,\"eval_full\":true}}",
+      "{\"model\":{\"vocab\":512,\"dim\":64,\"layers\":2,\"heads\":4,\"kv_heads\":4,\"seq_len\":64,"
+      "\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_eps\":1e-06,\"ffn\":"
+      "\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,\"tied_head\":true,"
+      "\"attnres_block_size\":2},\"training\":{\"steps\":30,\"batch\":4,\"clip\":1.0,\"lr\":0.0006,"
+      "\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0.01,\"decay\":\"all\","
+      "\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":\"parity\",\"seed\":42,"
+      "\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{\"dataset\":\"wikitext-2\","
+      "\"validation_fraction\":0.1,\"full_byte_alphabet\":false,\"train_limit\":120000,\"eval_"
+      "limit\":8000,\"eval_windows\":32,\"eval_full\":false}}",
+      "{\"model\":{\"vocab\":512,\"dim\":64,\"layers\":2,\"heads\":4,\"kv_heads\":4,\"seq_len\":64,"
+      "\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_eps\":1e-06,\"ffn\":"
+      "\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,\"tied_head\":true,"
+      "\"attnres_block_size\":2},\"training\":{\"steps\":1000,\"batch\":4,\"clip\":1.0,\"lr\":0."
+      "0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0.01,\"decay\":"
+      "\"matrices\",\"schedule\":\"cosine\",\"warmup\":50,\"min_lr_ratio\":0.1,\"init\":"
+      "\"identical\",\"seed\":42,\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{"
+      "\"dataset\":\"wikitext-2\",\"validation_fraction\":0.1,\"full_byte_alphabet\":true,\"train_"
+      "limit\":0,\"eval_limit\":0,\"eval_windows\":32,\"eval_full\":true}}",
+      "{\"preset\":\"micro\",\"model\":{\"vocab\":512,\"dim\":64,\"layers\":2,\"heads\":4,\"kv_"
+      "heads\":4,\"seq_len\":64,\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_"
+      "eps\":1e-06,\"ffn\":\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,"
+      "\"tied_head\":true,\"attnres_block_size\":2},\"training\":{\"steps\":30,\"batch\":4,"
+      "\"clip\":1.0,\"lr\":0.0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0."
+      "01,\"decay\":\"all\",\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":"
+      "\"parity\",\"seed\":42,\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{\"dataset\":"
+      "\"wikitext-2\",\"validation_fraction\":0.1,\"full_byte_alphabet\":true,\"train_limit\":0,"
+      "\"eval_limit\":0,\"eval_windows\":32,\"eval_full\":false}}",
+      "{\"preset\":\"mini\",\"model\":{\"vocab\":512,\"dim\":128,\"layers\":4,\"heads\":4,\"kv_"
+      "heads\":4,\"seq_len\":128,\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_"
+      "eps\":1e-06,\"ffn\":\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,"
+      "\"tied_head\":true,\"attnres_block_size\":2},\"training\":{\"steps\":30,\"batch\":8,"
+      "\"clip\":1.0,\"lr\":0.0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0."
+      "01,\"decay\":\"all\",\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":"
+      "\"parity\",\"seed\":42,\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{\"dataset\":"
+      "\"wikitext-2\",\"validation_fraction\":0.1,\"full_byte_alphabet\":true,\"train_limit\":0,"
+      "\"eval_limit\":0,\"eval_windows\":32,\"eval_full\":false}}",
+      "{\"preset\":\"small\",\"model\":{\"vocab\":512,\"dim\":256,\"layers\":8,\"heads\":8,\"kv_"
+      "heads\":8,\"seq_len\":256,\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_"
+      "eps\":1e-06,\"ffn\":\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,"
+      "\"tied_head\":true,\"attnres_block_size\":2},\"training\":{\"steps\":30,\"batch\":8,"
+      "\"clip\":1.0,\"lr\":0.0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0."
+      "01,\"decay\":\"all\",\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":"
+      "\"parity\",\"seed\":42,\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{\"dataset\":"
+      "\"wikitext-2\",\"validation_fraction\":0.1,\"full_byte_alphabet\":true,\"train_limit\":0,"
+      "\"eval_limit\":0,\"eval_windows\":32,\"eval_full\":false}}",
+      "{\"preset\":\"base\",\"model\":{\"vocab\":50304,\"dim\":768,\"layers\":12,\"heads\":12,\"kv_"
+      "heads\":12,\"seq_len\":256,\"expansion\":4,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_"
+      "eps\":1e-06,\"ffn\":\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,"
+      "\"tied_head\":true,\"attnres_block_size\":2},\"training\":{\"steps\":30,\"batch\":4,"
+      "\"clip\":1.0,\"lr\":0.0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0."
+      "01,\"decay\":\"all\",\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":"
+      "\"parity\",\"seed\":42,\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{\"dataset\":"
+      "\"wikitext-2\",\"validation_fraction\":0.1,\"full_byte_alphabet\":true,\"train_limit\":0,"
+      "\"eval_limit\":0,\"eval_windows\":32,\"eval_full\":false}}",
+  };
+  REQUIRE(configs.size() == expected.size());
+  for (size_t i = 0; i < configs.size(); ++i) {
+    INFO(configs[i].first);
+    CHECK(json::dump(to_json(configs[i].second)) == expected[i]);
+  }
+}
+
 TEST_CASE("absent keys keep their defaults; kv_heads follows heads") {
   const RunConfig c =
       run_config_from_json(json::parse(R"({"model": {"dim": 96, "heads": 6}})", "t"));
@@ -187,12 +278,14 @@ TEST_CASE("inconsistent and non-positive sizes are refused, naming the key") {
   CHECK(contains(e, "kv_heads 3 must divide heads 4"));
   CHECK(contains(refusal(R"({"model": {"layers": 0}})"), "layers"));
   CHECK(contains(refusal(R"({"model": {"vocab": -1}})"), "vocab"));
-  CHECK(contains(refusal(R"({"training": {"steps": 0}})"), "training.steps must be >= 1"));
+  CHECK(contains(refusal(R"({"training": {"steps": 0}})"),
+                 "cfg.json: training.steps: must be >= 1, got 0"));
   CHECK(contains(refusal(R"({"training": {"batch": -2}})"), "training.batch"));
-  CHECK(contains(refusal(R"({"training": {"accum": 0}})"), "training.accum must be >= 1"));
-  CHECK(contains(refusal(R"({"training": {"zero": 2}})"), "training.zero must be 0 or 1"));
+  CHECK(contains(refusal(R"({"training": {"accum": 0}})"), "training.accum: must be >= 1"));
+  CHECK(contains(refusal(R"({"training": {"zero": 2}})"),
+                 "training.zero: must be >= 0 and <= 1, got 2"));
   CHECK(contains(refusal(R"({"training": {"accum": 1.5}})"), "training.accum"));
-  CHECK(contains(refusal(R"({"training": {"lr": 0}})"), "training.lr must be positive"));
+  CHECK(contains(refusal(R"({"training": {"lr": 0}})"), "training.lr: must be > 0, got 0"));
   CHECK(contains(refusal(R"({"training": {"seed": -1}})"), "training.seed"));
   CHECK(contains(refusal(R"({"training": {"warmup": -1}})"), "training.warmup"));
   CHECK(contains(refusal(R"({"training": {"beta2": 1.0}})"), "training.beta2"));
@@ -379,28 +472,57 @@ TEST_CASE("the resume key changes when any setting of the run changes") {
   CHECK(!(reproduce_resume_key(base, "abd") == key));
 }
 
-#ifdef DG_SOURCE_DIR
-// The "Run configuration" table of train/README.md is the documentation `depthgrad train --help`
-// points at: one row per key the reader accepts, "| `section.key` | type | `default` | meaning |",
-// with the default that to_json(RunConfig{}) writes, and no row for a key the reader refuses.
-TEST_CASE("train/README.md lists every run config key with its real default") {
-  const std::string readme = dg::read_file(std::string(DG_SOURCE_DIR) + "/train/README.md");
-  const json::Value defaults = to_json(RunConfig{});
-  std::set<std::string> accepted;
-  for (const auto& [section, keys] : run_config_keys()) {
-    for (const std::string& key : keys) {
-      const std::string name = section + "." + key;
-      accepted.insert(name);
-      const size_t row = readme.find("\n| `" + name + "` | ");
-      INFO("README row for " << name);
-      REQUIRE(row != std::string::npos);
-      const std::string line = readme.substr(row + 1, readme.find('\n', row + 1) - row - 1);
-      const std::string default_cell = "| `" + json::dump(defaults.at(section).at(key)) + "` |";
-      INFO("line: " << line << "; expected default cell " << default_cell);
-      CHECK(contains(line, default_cell));
-    }
+// Each setting is one row of run_config_settings(); everything else about it is derived. For
+// every row: its key in to_json and in the keys the reader accepts, a flag of `train` (in --help,
+// with the doc), and a value away from its default that reaches the config through that flag and
+// comes back from the JSON. A row added to the table is checked here without a line of this test.
+TEST_CASE("every setting appears in the JSON, the reader's keys, train's flags and --help") {
+  const RunConfig away = unusual_config();
+  dg::cli::Flags f("train", "test");
+  dg::cli::add_run_config_flags(f, {{"", RunConfig{}}});
+  const std::string help = f.help();
+  std::vector<std::string> words{"depthgrad", "train"};
+  std::set<std::string> names;
+  for (const Setting<RunConfig>& row : run_config_settings()) {
+    INFO(row.name());
+    CHECK(names.insert(row.name()).second);  // one row per setting
+    REQUIRE(to_json(RunConfig{}).at(row.section).find(row.key) != nullptr);
+    const auto& keys = run_config_keys();
+    bool listed = false;
+    for (const auto& [section, section_keys] : keys)
+      for (const std::string& key : section_keys)
+        listed = listed || section + "." + key == row.name();
+    CHECK(listed);
+    CHECK(contains(help, "--" + row.flag_name()));
+    REQUIRE(!(row.get(away) == row.get(RunConfig{})));  // unusual_config() changes every setting
+    words.push_back("--" + row.flag_name() + "=" + dg::cli::setting_text(row, away));
   }
-  // Every row of the table names a key the reader accepts.
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  REQUIRE(f.parse(static_cast<int>(argv.size()), argv.data(), 2));
+  RunConfig through_flags;
+  dg::cli::apply_run_config_flags(f, through_flags);
+  through_flags.preset = away.preset;
+  CHECK(json::dump(to_json(through_flags)) == json::dump(to_json(away)));
+  CHECK(to_json(run_config_from_json(to_json(through_flags))) == to_json(away));
+}
+
+#ifdef DG_SOURCE_DIR
+// The "Run configuration" table of train/README.md is checked against the settings table: for
+// each row the line "| `section.key` | type | `default` | doc |", the default being what
+// to_json(RunConfig{}) writes and the doc the row's, word for word; and no README row for a key
+// that is not a setting. A row added to run_config_settings() fails here until the README has
+// its line (the failure prints it).
+TEST_CASE("train/README.md has each setting's row: type, default and doc from the table") {
+  const std::string readme = dg::read_file(std::string(DG_SOURCE_DIR) + "/train/README.md");
+  std::set<std::string> settings;
+  for (const Setting<RunConfig>& row : run_config_settings()) {
+    settings.insert(row.name());
+    const std::string line = "| `" + row.name() + "` | " + setting_type_name(row.type) + " | `" +
+                             json::dump(row.get(RunConfig{})) + "` | " + row.doc + " |";
+    INFO("train/README.md needs the line\n" << line);
+    CHECK(contains(readme, "\n" + line + "\n"));
+  }
   for (size_t at = readme.find("\n| `"); at != std::string::npos;
        at = readme.find("\n| `", at + 1)) {
     const size_t end = readme.find('`', at + 4);
@@ -408,7 +530,7 @@ TEST_CASE("train/README.md lists every run config key with its real default") {
     if (name.rfind("model.", 0) == 0 || name.rfind("training.", 0) == 0 ||
         name.rfind("data.", 0) == 0) {
       INFO("README row " << name);
-      CHECK(accepted.count(name) == 1);
+      CHECK(settings.count(name) == 1);
     }
   }
 }

@@ -1,4 +1,4 @@
-// One arm of the experiment: build, init, train, diagnose, evaluate (see evaluation.h).
+// The MicroLM on the training loop, and one arm of the experiment (see micro_lm_training.h).
 #include "train/micro_lm_training.h"
 
 #include <fmt/format.h>

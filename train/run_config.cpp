@@ -37,187 +37,9 @@ int64_t default_warmup_steps(Schedule::Kind kind, int64_t steps) {
   return kind == Schedule::Kind::constant ? 0 : std::max<int64_t>(1, steps / 20);
 }
 
-// ---- checks ----------------------------------------------------------------------------------
-
-void RunConfig::validate() const {
-  model.validate();  // names its field: "model config: kv_heads 3 must divide heads 4"
-  auto fail = [](const std::string& what) { throw std::invalid_argument("run config: " + what); };
-  auto at_least = [&](const char* key, int64_t value, int64_t low) {
-    if (value < low) fail(fmt::format("{} must be >= {}, got {}", key, low, value));
-  };
-  auto finite = [&](const char* key, double value) {
-    if (!std::isfinite(value)) fail(fmt::format("{} must be finite, got {}", key, value));
-  };
-  const TrainingConfig& t = training;
-  at_least("training.steps", t.steps, 1);
-  at_least("training.batch", t.batch, 1);
-  at_least("training.accum", t.accum, 1);
-  if (t.zero != 0 && t.zero != 1)
-    fail(fmt::format("training.zero must be 0 or 1 (ZeRO stage 1), got {}", t.zero));
-  finite("training.clip", t.clip);
-  finite("training.lr", t.adamw.lr);
-  if (!(t.adamw.lr > 0)) fail(fmt::format("training.lr must be positive, got {}", t.adamw.lr));
-  for (auto [key, beta] :
-       {std::pair{"training.beta1", t.adamw.beta1}, {"training.beta2", t.adamw.beta2}})
-    if (!(beta >= 0 && beta < 1)) fail(fmt::format("{} must be in [0, 1), got {}", key, beta));
-  if (!(t.adamw.eps > 0) || !std::isfinite(t.adamw.eps))
-    fail(fmt::format("training.eps must be finite and > 0, got {}", t.adamw.eps));
-  if (!(t.adamw.weight_decay >= 0) || !std::isfinite(t.adamw.weight_decay))
-    fail(
-        fmt::format("training.weight_decay must be finite and >= 0, got {}", t.adamw.weight_decay));
-  at_least("training.warmup", t.schedule.warmup_steps, 0);
-  if (!(t.schedule.min_lr_ratio >= 0 && t.schedule.min_lr_ratio <= 1))
-    fail(fmt::format("training.min_lr_ratio must be in [0, 1], got {}", t.schedule.min_lr_ratio));
-  if (data.dataset.empty())
-    fail("data.dataset must be wikitext-2, tiny-shakespeare or a path to your own text, got ''");
-  if (!(data.validation_fraction > 0 && data.validation_fraction <= 0.5))
-    fail(fmt::format("data.validation_fraction must be in (0, 0.5], got {}",
-                     data.validation_fraction));
-  at_least("data.train_limit", data.train_limit, 0);
-  at_least("data.eval_limit", data.eval_limit, 0);
-  at_least("data.eval_windows", data.eval_windows, 0);
-}
-
-// ---- JSON: writing
-
-json::Value model_json(const MicroLMConfig& m) {
-  Value v;
-  v["vocab"] = m.vocab;
-  v["dim"] = m.dim;
-  v["layers"] = m.layers;
-  v["heads"] = m.heads;
-  v["kv_heads"] = m.kv_heads;
-  v["seq_len"] = m.seq_len;
-  v["expansion"] = m.expansion;
-  v["mode"] = residual_mode_name(m.mode);
-  v["norm"] = m.norm == Norm::Kind::rms ? "rms" : "layer";
-  v["norm_eps"] = m.norm_eps;
-  v["ffn"] = m.ffn == FeedForward::Kind::swiglu ? "swiglu" : "gelu";
-  v["rope"] = m.rope;
-  v["bias"] = m.bias;
-  v["learned_positions"] = m.learned_positions;
-  v["tied_head"] = m.tied_head;
-  v["attnres_block_size"] = m.attnres_block_size;
-  return v;
-}
-
-json::Value training_json(const TrainingConfig& t) {
-  Value v;
-  v["steps"] = t.steps;
-  v["batch"] = t.batch;
-  v["clip"] = t.clip;
-  v["lr"] = t.adamw.lr;
-  v["beta1"] = t.adamw.beta1;
-  v["beta2"] = t.adamw.beta2;
-  v["eps"] = t.adamw.eps;
-  v["weight_decay"] = t.adamw.weight_decay;
-  v["decay"] = decay_policy_name(t.adamw.decay);
-  v["schedule"] = schedule_kind_name(t.schedule.kind);
-  v["warmup"] = t.schedule.warmup_steps;
-  v["min_lr_ratio"] = t.schedule.min_lr_ratio;
-  v["init"] = init_scheme_name(t.init);
-  v["seed"] = t.seed;
-  v["sequential"] = t.sequential;
-  v["accum"] = t.accum;
-  v["zero"] = t.zero;
-  return v;
-}
-
-json::Value data_json(const DataConfig& d) {
-  Value v;
-  v["dataset"] = d.dataset;
-  v["validation_fraction"] = d.validation_fraction;
-  v["full_byte_alphabet"] = d.full_byte_alphabet;
-  v["train_limit"] = d.train_limit;
-  v["eval_limit"] = d.eval_limit;
-  v["eval_windows"] = d.eval_windows;
-  v["eval_full"] = d.eval_full;
-  return v;
-}
-
-json::Value to_json(const RunConfig& c) {
-  Value v;
-  if (!c.preset.empty()) v["preset"] = c.preset;
-  v["model"] = model_json(c.model);
-  v["training"] = training_json(c.training);
-  v["data"] = data_json(c.data);
-  return v;
-}
-
-// ---- JSON: reading
+// ---- the table: every setting of a run, once ---------------------------------------------
 
 namespace {
-
-// Reads the members of one JSON object, every error naming "<source>: <path>.<key>".
-class SectionReader {
- public:
-  SectionReader(const Value& object, std::string path, const std::string& source,
-                const std::vector<std::string>& known)
-      : object_(object), path_(std::move(path)), source_(source) {
-    if (!object.is_object())
-      fail_at(path_, fmt::format("expected an object, got {}", kind_name(object.kind())));
-    for (const auto& [key, value] : object.as_object()) {
-      bool ok = false;
-      for (const std::string& k : known) ok = ok || key == k;
-      if (!ok) {
-        std::string names;
-        for (const std::string& k : known) names += (names.empty() ? "" : ", ") + k;
-        fail_at(name_of(key), fmt::format("unknown key (known: {})", names));
-      }
-    }
-  }
-  const Value* find(const char* key) const { return object_.find(key); }
-
-  void integer(const char* key, int64_t& out) const {
-    if (const Value* v = find(key)) {
-      if (!v->is_integer()) fail(key, fmt::format("expected an integer, got {}", describe(*v)));
-      out = v->as_int();
-    }
-  }
-  void number(const char* key, double& out) const {
-    if (const Value* v = find(key)) {
-      if (!v->is_number()) fail(key, fmt::format("expected a number, got {}", describe(*v)));
-      out = v->as_double();
-    }
-  }
-  void boolean(const char* key, bool& out) const {
-    if (const Value* v = find(key)) {
-      if (!v->is_bool()) fail(key, fmt::format("expected true or false, got {}", describe(*v)));
-      out = v->as_bool();
-    }
-  }
-  // A string turned into a value by `parse` (whose errors say what is expected).
-  template <class T, class Parse>
-  void text(const char* key, T& out, Parse&& parse) const {
-    if (const Value* v = find(key)) {
-      if (!v->is_string()) fail(key, fmt::format("expected a string, got {}", describe(*v)));
-      try {
-        out = parse(v->as_string());
-      } catch (const std::exception& e) {
-        fail(key, e.what());
-      }
-    }
-  }
-  [[noreturn]] void fail(const char* key, const std::string& what) const {
-    fail_at(name_of(key), what);
-  }
-
- private:
-  std::string name_of(const std::string& key) const {
-    return path_.empty() ? key : path_ + "." + key;
-  }
-  [[noreturn]] void fail_at(const std::string& name, const std::string& what) const {
-    throw std::invalid_argument(
-        fmt::format("{}: {}: {}", source_, name.empty() ? "(top level)" : name, what));
-  }
-  static std::string describe(const Value& v) {
-    return v.is_number() || v.is_bool() ? json::dump(v) : kind_name(v.kind());
-  }
-  const Value& object_;
-  std::string path_;
-  const std::string& source_;
-};
-
 template <class T>
 T choose(const std::string& text, std::initializer_list<std::pair<const char*, T>> names) {
   std::string list;
@@ -227,94 +49,198 @@ T choose(const std::string& text, std::initializer_list<std::pair<const char*, T
   }
   throw std::invalid_argument(fmt::format("expected {}, got '{}'", list, text));
 }
-
-void read_model(const SectionReader& r, MicroLMConfig& m) {
-  r.integer("vocab", m.vocab);
-  r.integer("dim", m.dim);
-  r.integer("layers", m.layers);
-  r.integer("heads", m.heads);
-  m.kv_heads = m.heads;
-  r.integer("kv_heads", m.kv_heads);
-  r.integer("seq_len", m.seq_len);
-  r.integer("expansion", m.expansion);
-  r.text("mode", m.mode, [](const std::string& s) { return parse_residual_mode(s); });
-  r.text("norm", m.norm, [](const std::string& s) {
-    return choose<Norm::Kind>(s, {{"rms", Norm::Kind::rms}, {"layer", Norm::Kind::layer}});
-  });
-  r.number("norm_eps", m.norm_eps);
-  r.text("ffn", m.ffn, [](const std::string& s) {
-    return choose<FeedForward::Kind>(
-        s, {{"swiglu", FeedForward::Kind::swiglu}, {"gelu", FeedForward::Kind::gelu}});
-  });
-  r.boolean("rope", m.rope);
-  r.boolean("bias", m.bias);
-  r.boolean("learned_positions", m.learned_positions);
-  r.boolean("tied_head", m.tied_head);
-  r.integer("attnres_block_size", m.attnres_block_size);
+Norm::Kind parse_norm(const std::string& s) {
+  return choose<Norm::Kind>(s, {{"rms", Norm::Kind::rms}, {"layer", Norm::Kind::layer}});
 }
-
-void read_training(const SectionReader& r, TrainingConfig& t) {
-  r.integer("steps", t.steps);
-  r.integer("batch", t.batch);
-  r.number("clip", t.clip);
-  r.number("lr", t.adamw.lr);
-  r.number("beta1", t.adamw.beta1);
-  r.number("beta2", t.adamw.beta2);
-  r.number("eps", t.adamw.eps);
-  r.number("weight_decay", t.adamw.weight_decay);
-  r.text("decay", t.adamw.decay, [](const std::string& s) { return parse_decay_policy(s); });
-  r.text("schedule", t.schedule.kind, [](const std::string& s) { return parse_schedule_kind(s); });
-  r.integer("warmup", t.schedule.warmup_steps);
-  r.number("min_lr_ratio", t.schedule.min_lr_ratio);
-  r.text("init", t.init, [](const std::string& s) { return parse_init_scheme(s); });
-  int64_t seed = static_cast<int64_t>(t.seed);
-  r.integer("seed", seed);
-  if (seed < 0) r.fail("seed", fmt::format("must be >= 0, got {}", seed));
-  t.seed = static_cast<uint64_t>(seed);
-  r.boolean("sequential", t.sequential);
-  r.integer("accum", t.accum);
-  r.integer("zero", t.zero);
-  t.schedule.lr = t.adamw.lr;
-  t.schedule.total_steps = t.steps;
+const char* norm_name(Norm::Kind k) { return k == Norm::Kind::rms ? "rms" : "layer"; }
+FeedForward::Kind parse_ffn(const std::string& s) {
+  return choose<FeedForward::Kind>(
+      s, {{"swiglu", FeedForward::Kind::swiglu}, {"gelu", FeedForward::Kind::gelu}});
 }
-
-void read_data(const SectionReader& r, DataConfig& d) {
-  r.text("dataset", d.dataset, [](const std::string& s) { return s; });
-  r.number("validation_fraction", d.validation_fraction);
-  r.boolean("full_byte_alphabet", d.full_byte_alphabet);
-  r.integer("train_limit", d.train_limit);
-  r.integer("eval_limit", d.eval_limit);
-  r.integer("eval_windows", d.eval_windows);
-  r.boolean("eval_full", d.eval_full);
+const char* ffn_name(FeedForward::Kind k) {
+  return k == FeedForward::Kind::swiglu ? "swiglu" : "gelu";
 }
-
 }  // namespace
 
+// The rows in the JSON's key order (which checkpoints and results store: never reorder). A row's
+// default is the struct's initializer; its doc is the README's meaning column, word for word
+// (tests/test_run_config.cpp checks the README row of each).
+const SettingsTable<RunConfig>& run_config_settings() {
+  using C = RunConfig;
+  using M = MicroLMConfig;
+  using T = TrainingConfig;
+  using D = DataConfig;
+  constexpr auto m = &C::model;
+  constexpr auto t = &C::training;
+  constexpr auto d = &C::data;
+  constexpr auto adamw = &T::adamw;
+  constexpr auto schedule = &T::schedule;
+  const SettingRange size = at_least(1), count = at_least(0), fraction{.low = 0, .high = 1},
+                     beta{.low = 0, .high = 1, .high_open = true};
+  static const SettingsTable<RunConfig> table{
+      setting<C>("model", "vocab", path(m, &M::vocab), {.low = 1, .high = 2147483647},
+                 "BPE vocabulary size asked for; the model then takes the tokenizer's size"),
+      setting<C>("model", "dim", path(m, &M::dim), size, "model width"),
+      setting<C>("model", "layers", path(m, &M::layers), size, "transformer layers"),
+      setting<C>("model", "heads", path(m, &M::heads), size, "attention heads (must divide `dim`)"),
+      setting<C>(
+          "model", "kv_heads", path(m, &M::kv_heads), size,
+          "K/V heads (must divide `heads`; fewer = grouped-query attention); default: `heads`"),
+      setting<C>("model", "seq_len", path(m, &M::seq_len), size,
+                 "sequence length (training and evaluation windows)"),
+      setting<C>("model", "expansion", path(m, &M::expansion), size,
+                 "feed-forward width = expansion × dim"),
+      choice<C>("model", "mode", path(m, &M::mode), parse_residual_mode, residual_mode_name,
+                "residual mode: one of `depthgrad list --modes` (the registry in "
+                "[nn/residual/registry.cpp](../nn/residual/registry.cpp))"),
+      choice<C>("model", "norm", path(m, &M::norm), parse_norm, norm_name, "rms or layer"),
+      setting<C>("model", "norm_eps", path(m, &M::norm_eps), above(0), "epsilon of the norms"),
+      choice<C>("model", "ffn", path(m, &M::ffn), parse_ffn, ffn_name,
+                "feed-forward: swiglu or gelu"),
+      setting<C>("model", "rope", path(m, &M::rope), {}, "rotary position embeddings"),
+      setting<C>("model", "bias", path(m, &M::bias), {}, "biases in the linear layers"),
+      setting<C>("model", "learned_positions", path(m, &M::learned_positions), {},
+                 "learned absolute position embeddings"),
+      setting<C>("model", "tied_head", path(m, &M::tied_head), {},
+                 "output head shares the embedding matrix"),
+      setting<C>("model", "attnres_block_size", path(m, &M::attnres_block_size), size,
+                 "paper modes: sublayers per block (1 = Full AttnRes)", "block-size"),
+      setting<C>("training", "steps", path(t, &T::steps), size, "optimizer steps"),
+      setting<C>("training", "batch", path(t, &T::batch), size, "sequences per step"),
+      setting<C>("training", "clip", path(t, &T::clip), count,
+                 "gradient clipping max norm (0 disables clipping)"),
+      setting<C>("training", "lr", path(t, adamw, &AdamWConfig::lr), above(0),
+                 "peak learning rate"),
+      setting<C>("training", "beta1", path(t, adamw, &AdamWConfig::beta1), beta, "AdamW β1"),
+      setting<C>("training", "beta2", path(t, adamw, &AdamWConfig::beta2), beta, "AdamW β2"),
+      setting<C>("training", "eps", path(t, adamw, &AdamWConfig::eps), above(0), "AdamW ε"),
+      setting<C>("training", "weight_decay", path(t, adamw, &AdamWConfig::weight_decay), count,
+                 "AdamW decoupled weight decay"),
+      choice<C>("training", "decay", path(t, adamw, &AdamWConfig::decay), parse_decay_policy,
+                decay_policy_name, "parameters that decay: all or matrices"),
+      choice<C>("training", "schedule", path(t, schedule, &Schedule::kind), parse_schedule_kind,
+                schedule_kind_name,
+                "learning-rate schedule: constant or cosine (linear warm-up, "
+                "cosine to `lr × min_lr_ratio`)"),
+      setting<C>("training", "warmup", path(t, schedule, &Schedule::warmup_steps), count,
+                 "warm-up steps of the cosine schedule"),
+      setting<C>("training", "min_lr_ratio", path(t, schedule, &Schedule::min_lr_ratio), fraction,
+                 "where cosine ends, as a fraction of `lr`"),
+      choice<C>("training", "init", path(t, &T::init), parse_init_scheme, init_scheme_name,
+                "parity (torch's initialisation, per module) or identical (every mode starts as "
+                "the same function)"),
+      setting<C>("training", "seed", path(t, &T::seed), count,
+                 "seed of initialisation and batch sampling"),
+      setting<C>("training", "sequential", path(t, &T::sequential), {},
+                 "consecutive windows instead of random windows"),
+      setting<C>("training", "accum", path(t, &T::accum), size,
+                 "micro-batches of `batch` windows per optimizer step (gradient accumulation; the "
+                 "global batch is ranks × accum × batch)"),
+      setting<C>("training", "zero", path(t, &T::zero), fraction,
+                 "1 = AdamW moments sharded over MPI ranks (ZeRO stage 1); changes no bit"),
+      setting<C>("data", "dataset", path(d, &D::dataset), {},
+                 "wikitext-2, tiny-shakespeare, or a path to your own text: a file, or a folder of "
+                 "`train.txt`, `validation.txt` (or `valid.txt`, `val.txt`) and optionally "
+                 "`test.txt`"),
+      setting<C>("data", "validation_fraction", path(d, &D::validation_fraction),
+                 {.low = 0, .high = 0.5, .low_open = true},
+                 "own text without a validation file: the last fraction of it (from a line "
+                 "start) is held out for validation; in (0, 0.5]"),
+      setting<C>("data", "full_byte_alphabet", path(d, &D::full_byte_alphabet), {},
+                 "the BPE alphabet is all 256 bytes, so any text round-trips exactly; false = only "
+                 "the bytes the tokenizer's training text holds (the reference's tokenizer; the "
+                 "parity protocol sets it)"),
+      setting<C>("data", "train_limit", path(d, &D::train_limit), count,
+                 "train ids used, the first ones (0 = all)"),
+      setting<C>("data", "eval_limit", path(d, &D::eval_limit), count,
+                 "validation and test ids used, the first ones (0 = all)"),
+      setting<C>(
+          "data", "eval_windows", path(d, &D::eval_windows), count,
+          "evaluation windows of `seq_len` tokens from the split's start (0 = every window)"),
+      setting<C>("data", "eval_full", path(d, &D::eval_full), {},
+                 "also evaluate every window of the validation split"),
+  };
+  return table;
+}
+
 const std::vector<std::pair<std::string, std::vector<std::string>>>& run_config_keys() {
-  static const std::vector<std::pair<std::string, std::vector<std::string>>> keys{
-      {"model",
-       {"vocab", "dim", "layers", "heads", "kv_heads", "seq_len", "expansion", "mode", "norm",
-        "norm_eps", "ffn", "rope", "bias", "learned_positions", "tied_head", "attnres_block_size"}},
-      {"training",
-       {"steps", "batch", "clip", "lr", "beta1", "beta2", "eps", "weight_decay", "decay",
-        "schedule", "warmup", "min_lr_ratio", "init", "seed", "sequential", "accum", "zero"}},
-      {"data",
-       {"dataset", "validation_fraction", "full_byte_alphabet", "train_limit", "eval_limit",
-        "eval_windows", "eval_full"}}};
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> keys = [] {
+    std::vector<std::pair<std::string, std::vector<std::string>>> out;
+    for (const char* section : {"model", "training", "data"})
+      out.emplace_back(section, section_keys(run_config_settings(), section));
+    return out;
+  }();
   return keys;
+}
+
+// ---- checks ----------------------------------------------------------------------------------
+
+void RunConfig::validate() const {
+  try {
+    check_settings(run_config_settings(), *this);  // each setting's type and range
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("run config: ") + e.what());
+  }
+  model.validate();  // across fields: "model config: kv_heads 3 must divide heads 4"
+  if (data.dataset.empty())
+    throw std::invalid_argument(
+        "run config: data.dataset must be wikitext-2, tiny-shakespeare or a path to your own "
+        "text, got ''");
+}
+
+// ---- JSON
+
+json::Value model_json(const MicroLMConfig& model) {
+  RunConfig c;
+  c.model = model;
+  return section_json(run_config_settings(), "model", c);
+}
+
+json::Value training_json(const TrainingConfig& training) {
+  RunConfig c;
+  c.training = training;
+  return section_json(run_config_settings(), "training", c);
+}
+
+json::Value data_json(const DataConfig& data) {
+  RunConfig c;
+  c.data = data;
+  return section_json(run_config_settings(), "data", c);
+}
+
+json::Value to_json(const RunConfig& c) {
+  Value v;
+  if (!c.preset.empty()) v["preset"] = c.preset;
+  for (const char* section : {"model", "training", "data"})
+    v[section] = section_json(run_config_settings(), section, c);
+  return v;
 }
 
 RunConfig run_config_from_json(const json::Value& value, const std::string& source) {
   RunConfig c;
-  const auto& keys = run_config_keys();
-  SectionReader top(value, "", source, {"preset", "model", "training", "data"});
-  top.text("preset", c.preset, [](const std::string& s) { return find_run_preset(s).name; });
-  if (const Value* m = top.find("model"))
-    read_model(SectionReader(*m, "model", source, keys[0].second), c.model);
-  if (const Value* t = top.find("training"))
-    read_training(SectionReader(*t, "training", source, keys[1].second), c.training);
-  if (const Value* d = top.find("data"))
-    read_data(SectionReader(*d, "data", source, keys[2].second), c.data);
+  auto fail = [&](const std::string& name, const std::string& what) {
+    throw std::invalid_argument(fmt::format("{}: {}: {}", source, name, what));
+  };
+  if (!value.is_object())
+    fail("(top level)", fmt::format("expected an object, got {}", json::kind_name(value.kind())));
+  for (const auto& [key, member] : value.as_object())
+    if (key != "preset" && key != "model" && key != "training" && key != "data")
+      fail(key, "unknown key (known: preset, model, training, data)");
+  if (const Value* p = value.find("preset")) {
+    if (!p->is_string()) fail("preset", "expected a string");
+    try {
+      c.preset = find_run_preset(p->as_string()).name;
+    } catch (const std::exception& e) {
+      fail("preset", e.what());
+    }
+  }
+  for (const char* section : {"model", "training", "data"})
+    if (const Value* s = value.find(section))
+      read_section(run_config_settings(), section, *s, c, source);
+  const Value* model = value.find("model");
+  if (!model || !model->find("kv_heads")) c.model.kv_heads = c.model.heads;  // follows heads
+  c.training.schedule.lr = c.training.adamw.lr;  // the schedule's are the run's
+  c.training.schedule.total_steps = c.training.steps;
   try {
     c.validate();
   } catch (const std::exception& e) {

@@ -4,18 +4,21 @@
 // It does not hold where things live (data and cache directories, output paths), thread counts
 // or progress callbacks: those change neither a result nor a resume key.
 //
-// JSON (to_json / run_config_from_json), every key optional when read (absent = the default below):
-//   {"preset":   name of the preset the sizes came from (only when one was used),
-//    "model":    {vocab, dim, layers, heads, kv_heads, seq_len, expansion, mode, norm, norm_eps,
-//                 ffn, rope, bias, learned_positions, tied_head, attnres_block_size},
-//    "training": {steps, batch, clip, lr, beta1, beta2, eps, weight_decay, decay, schedule,
-//                 warmup, min_lr_ratio, init, seed, sequential, accum, zero},
-//    "data":     {dataset, validation_fraction, full_byte_alphabet, train_limit, eval_limit,
-//                 eval_windows, eval_full}}
+// Every setting is declared once, as a row of run_config_settings() (train/settings.h): its
+// section and key, type, range and doc, and the struct field it reads; the default is the field's
+// initializer below. The JSON writer and reader, the per-setting checks of validate(), the
+// `depthgrad train` flags and their --help lines, and the README's table check all come from
+// those rows. JSON, every key optional when read (absent = the default):
+//   {"preset": name of the preset the sizes came from (only when one was used),
+//    "model": {...}, "training": {...}, "data": {...}}   (the rows' keys, in the rows' order)
 // Reading refuses unknown keys, wrong types and configs validate() refuses, naming the key.
 //
 // The vocabulary size is model.vocab: the BPE tokenizer is trained to it and the model then takes
 // the tokenizer's size (one field, so a data vocabulary and a model vocabulary cannot disagree).
+//
+// nn/'s AttentionConfig (dim, heads, kv_heads, rope, bias) is the attention layer's own
+// arguments, as Linear's are: MicroLM fills it from MicroLMConfig, and nn/ may not include train/,
+// so it is not a second declaration of these settings.
 //
 // evolve's Genome (tools/attnres/evolve/genome.h) is a RunConfig whose genes are fields of it:
 // model mode, dim, layers, heads, kv_heads; training lr, schedule kind, steps, batch.
@@ -28,6 +31,7 @@
 #include "nn/micro_lm.h"
 #include "train/io/json.h"
 #include "train/optim.h"
+#include "train/settings.h"
 
 namespace dg {
 
@@ -88,11 +92,14 @@ struct RunConfig {
   TrainingConfig training;
   DataConfig data;
 
-  // Throws std::invalid_argument naming the first key that is out of range or inconsistent
-  // (model sizes, heads dividing dim, kv_heads dividing heads, steps, batch, lr, limits, ...).
+  // Throws std::invalid_argument naming the first key that is out of range (from the settings'
+  // rows) or inconsistent (heads dividing dim, kv_heads dividing heads, an empty dataset).
   // Every command calls it before it loads data or builds a model.
   void validate() const;
 };
+
+// Every setting of a run, one row each, in the JSON's key order (train/run_config.cpp).
+const SettingsTable<RunConfig>& run_config_settings();
 
 // The three sections and the whole config, in the key order of the JSON above.
 json::Value model_json(const MicroLMConfig& model);
@@ -104,7 +111,7 @@ json::Value to_json(const RunConfig& config);
 RunConfig run_config_from_json(const json::Value& value, const std::string& source = "run config");
 // The keys each section accepts, in the JSON's order: {"model", {"vocab", ...}}, {"training", ...},
 // {"data", ...}. The reader refuses any other; the "Run configuration" table of train/README.md
-// lists each (a test checks that it does, with the default to_json(RunConfig{}) gives).
+// lists each (a test checks each row against run_config_settings()).
 const std::vector<std::pair<std::string, std::vector<std::string>>>& run_config_keys();
 
 // Named presets: the sizes of a run (model vocab, dim, layers, heads, kv_heads, seq_len,

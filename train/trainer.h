@@ -16,7 +16,10 @@
 //  - Divergence: a non-finite loss or gradient stops the run before the optimizer step, naming
 //    the step and the first non-finite tensor (or skips the step when asked).
 // The loss must be a mean over the batch's examples (so that micro-batch means average to the
-// global batch's mean).
+// global batch's mean). Of TrainingConfig the loop reads steps, batch, accum, clip, adamw,
+// schedule and zero; seed, init and sequential are recorded and checked on resume but act through
+// the caller (the sampler carries its own seed; MicroLMTrainer passes training.seed to it and to
+// the model's initialisation).
 // It does not read files, build models or print: the CLI and the examples do.
 #pragma once
 #include <chrono>

@@ -82,7 +82,7 @@ void safetensors_seeds() {
 void checkpoint_seeds() {
   const fs::path dir = fs::temp_directory_path() / fmt::format("dg-make-corpus-{}", ::getpid());
   fs::create_directories(dir);
-  dg::Trainer trainer(dg::fuzz::tiny_config(), dg::fuzz::tiny_train_ids());
+  dg::MicroLMTrainer trainer(dg::fuzz::tiny_config(), dg::fuzz::tiny_train_ids());
   trainer.run(2);
   const std::string checkpoint = (dir / "checkpoint.safetensors").string();
   const std::string weights = (dir / "weights.safetensors").string();
@@ -99,10 +99,10 @@ void checkpoint_seeds() {
 
 void config_seeds() {
   dg::RunConfig config = dg::fuzz::tiny_config();
-  seed("train_config", "tiny", dg::json::dump(config.to_json(), 2));
+  seed("train_config", "tiny", dg::json::dump(dg::to_json(config), 2));
   config.model.mode = dg::residual_mode("paper_block_attnres");
   config.training.schedule = dg::Schedule::parse("cosine", 1e-3, 2, config.training.steps);
-  seed("train_config", "paper-cosine", dg::json::dump(config.to_json()));
+  seed("train_config", "paper-cosine", dg::json::dump(dg::to_json(config)));
   seed("train_config", "empty-object", "{}");
   seed("train_config", "bad-model-kind", R"({"model": 3})");
   seed("train_config", "bad-steps", R"({"steps": 0, "batch": 2})");

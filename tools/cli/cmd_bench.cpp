@@ -23,6 +23,7 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/ranks.h"
+#include "tools/cli/run_config_flags.h"
 #include "train/io/json.h"
 #include "train/io/run_record.h"
 #include "train/run_config.h"
@@ -284,9 +285,10 @@ static int bench_on_rank(int argc, char** argv, int start, World& world, bool& a
     preset_names += (preset_names.empty() ? "" : ", ") + n;
   f.add("configs", "micro,small,base",
         "configs to run, comma-separated: presets " + preset_names + " (listed above)")
-      .add("threads", "1,2", "thread counts (comma-separated; with --one, a single count)")
-      .add("mode", "rd_attnres", "residual mode of the model: " + residual_mode_names(" | "))
-      .add("warmup", "", "untimed warm-up steps (default: the preset's, " + bench_steps(true) + ")")
+      .add("threads", "1,2", "thread counts (comma-separated; with --one, a single count)");
+  add_run_config_flags(f, {{"", RunConfig{}}}, {"mode"});  // model.mode, from the settings table
+  // --warmup and --steps are the benchmark's untimed and timed steps, not training settings.
+  f.add("warmup", "", "untimed warm-up steps (default: the preset's, " + bench_steps(true) + ")")
       .add("steps", "", "timed steps (default: the preset's, " + bench_steps(false) + ")")
       .add_switch("json", "print one JSON document instead of tables")
       .add_switch("compare-torch", "also time the PyTorch reference and print the ratios")

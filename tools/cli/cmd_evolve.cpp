@@ -12,6 +12,7 @@
 #include "tools/cli/flags.h"
 #include "tools/cli/preset_flag.h"
 #include "tools/cli/progress.h"
+#include "tools/cli/run_config_flags.h"
 #include "tools/cli/shared_flags.h"
 #include "train/data/corpus.h"
 #include "train/data/data_files.h"
@@ -53,34 +54,32 @@ int cmd_evolve(int argc, char** argv, int start) {
            "research direction (English or Chinese keywords steer the search space)")
       .add("generations", "2", "generations after the baseline")
       .add("population", "4", "children proposed per generation")
-      .add(
-          "steps", std::to_string(kArmsDifferSteps),
-          "training steps of the baseline genome. With identical initialisation block_attnres and "
-          "rd_attnres\n"
-          "train almost alike at first (their routes start equal; at d64 L4 their losses differ by "
-          "< 1e-4 until\n"
-          "step 60-180): after 200 steps their NLLs differ by ~2e-5 with no consistent sign, so "
-          "shorter budgets\n"
-          "cannot tell them apart; after 600 steps rd is lower on every seed")
       .add("trial-seeds", "2", "seeds per trial (seeds --seed, --seed+1, …)")
       .add("seed", "42", "first training seed; also seeds the proposal RNG")
       .add("confidence-z", "1.0", "score = mean validation NLL + z·stderr")
       .add("mutation", "single",
            "genes a mutation changes: single (one, so every gain is attributable) | multi (one, "
            "or two with probability 0.3)")
-      .add("eval-windows", "64",
-           "validation/test windows of seq-len tokens from the split's start (0 = every window)")
       .add("mode", "",
            "baseline residual mode; empty = the direction's centre (block_attnres for AttnRes "
-           "directions)")
-      .add("dim", "64", "baseline width")
-      .add("layers", "4", "baseline layers")
-      .add("heads", "4", "baseline attention heads")
-      .add("kv-heads", "4", "baseline K/V heads")
-      .add("seq-len", "64", "sequence length (fixed for every genome)")
-      .add("batch", "4", "baseline batch size")
-      .add("lr", "6e-4", "baseline peak learning rate")
-      .add("schedule", "cosine", "baseline schedule: constant | cosine");
+           "directions)");
+  // The baseline genome's settings (and the evaluation windows) as the run config's flags, with
+  // Genome()'s values (and EvolveOptions') as their defaults.
+  RunConfig baseline = Genome().run;
+  baseline.data.eval_windows = defaults.eval_windows;
+  add_run_config_flags(
+      f, {{"", baseline}},
+      {"dim", "layers", "heads", "kv-heads", "seq-len", "steps", "batch", "lr", "schedule",
+       "eval-windows"},
+      {{"kv-heads", fmt::format("(evolve's baseline: {})", baseline.model.kv_heads)},
+       {"seq-len", "(fixed for every genome)"},
+       {"steps",
+        "of the baseline genome. With identical initialisation block_attnres and rd_attnres\n"
+        "train almost alike at first (their routes start equal; at d64 L4 their losses differ by "
+        "< 1e-4 until\n"
+        "step 60-180): after 200 steps their NLLs differ by ~2e-5 with no consistent sign, so "
+        "shorter budgets\n"
+        "cannot tell them apart; after 600 steps rd is lower on every seed"}});
   add_preset_flag(f)
       .add("output-dir", "runs/evolution",
            "where run directories (micro-llm-<timestamp>) are created")
@@ -133,57 +132,32 @@ int cmd_evolve(int argc, char** argv, int start) {
     o.mutation = f.get("mutation");
     if (o.mutation != "single" && o.mutation != "multi")
       throw UsageError(fmt::format("--mutation: expected single or multi, got '{}'", o.mutation));
-    o.eval_windows = f.get_int("eval-windows");
     Genome& b = o.baseline;  // a RunConfig with genes (evolve/genome.h)
-    int64_t steps = f.get_int("steps"), dim = f.get_int("dim"), layers = f.get_int("layers"),
-            heads = f.get_int("heads"), kv_heads = f.get_int("kv-heads"),
-            seq_len = f.get_int("seq-len"), batch = f.get_int("batch");
-    RunConfig sizes;
-    if (apply_preset_flag(f, sizes)) {  // the preset's sizes, under the flags given
-      const MicroLMConfig& m = sizes.model;
-      if (m.expansion != MicroLMConfig{}.expansion)
+    RunConfig sizes = baseline;
+    const bool preset = apply_preset_flag(f, sizes);  // the preset's sizes, under the flags given
+    if (preset) {
+      if (sizes.model.expansion != MicroLMConfig{}.expansion)
         throw UsageError(fmt::format(
             "--preset {}: its ffn expansion is {}, and evolve's genomes have expansion {}",
-            sizes.preset, m.expansion, MicroLMConfig{}.expansion));
-      if (!f.given("dim")) dim = m.dim;
-      if (!f.given("layers")) layers = m.layers;
-      if (!f.given("heads")) heads = m.heads;
-      if (!f.given("kv-heads")) kv_heads = f.given("heads") ? heads : m.kv_heads;
-      if (!f.given("seq-len")) seq_len = m.seq_len;
-      if (!f.given("batch")) batch = sizes.training.batch;
-      o.vocab = m.vocab;
+            sizes.preset, sizes.model.expansion, MicroLMConfig{}.expansion));
+      o.vocab = sizes.model.vocab;
     }
-    for (auto [name, v] : {std::pair{"steps", steps},
-                           {"dim", dim},
-                           {"layers", layers},
-                           {"heads", heads},
-                           {"kv-heads", kv_heads},
-                           {"seq-len", seq_len},
-                           {"batch", batch},
-                           {"population", o.population},
-                           {"trial-seeds", o.trial_seeds}})
-      if (v < 1) throw UsageError(fmt::format("--{}: must be >= 1, got {}", name, v));
-    if (o.generations < 0)
-      throw UsageError(fmt::format("--generations: must be >= 0, got {}", o.generations));
-    if (o.eval_windows < 0)
-      throw UsageError(fmt::format("--eval-windows: must be >= 0, got {}", o.eval_windows));
-    if (!(o.confidence_z >= 0))
-      throw UsageError(fmt::format("--confidence-z: must be >= 0, got {}", o.confidence_z));
-    const double lr = f.get_double("lr");
-    if (!(lr > 0)) throw UsageError(fmt::format("--lr: must be positive, got {}", lr));
-    const std::string schedule = f.get("schedule");
-    if (schedule != "constant" && schedule != "cosine")
-      throw UsageError(fmt::format("--schedule: expected constant or cosine, got '{}'", schedule));
-    for (auto [gene, value] : {std::pair{Gene::steps, steps},
-                               {Gene::dim, dim},
-                               {Gene::layers, layers},
-                               {Gene::heads, heads},
+    apply_run_config_flags(f, sizes);  // ranges checked: --dim 0, --lr -1 are refused
+    const MicroLMConfig& m = sizes.model;
+    const TrainingConfig& t = sizes.training;
+    const int64_t kv_heads =
+        preset && f.given("heads") && !f.given("kv-heads") ? m.heads : m.kv_heads;
+    o.eval_windows = sizes.data.eval_windows;
+    for (auto [gene, value] : {std::pair{Gene::steps, t.steps},
+                               {Gene::dim, m.dim},
+                               {Gene::layers, m.layers},
+                               {Gene::heads, m.heads},
                                {Gene::kv_heads, kv_heads},
-                               {Gene::batch, batch}})
+                               {Gene::batch, t.batch}})
       set_gene(b, gene, std::to_string(value));
-    set_gene(b, Gene::lr, fmt::format("{}", lr));
-    set_gene(b, Gene::schedule, schedule);
-    b.run.model.seq_len = seq_len;  // fixed for every genome of the search
+    set_gene(b, Gene::lr, fmt::format("{}", t.adamw.lr));
+    set_gene(b, Gene::schedule, schedule_kind_name(t.schedule.kind));
+    b.run.model.seq_len = m.seq_len;  // fixed for every genome of the search
     b.run.model.mode = f.given("mode") ? parse_residual_mode(f.get("mode"))
                                        : plan_direction(o.direction, b).centre;
     try {

@@ -15,6 +15,7 @@
 #include "tools/cli/preset_flag.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/ranks.h"
+#include "tools/cli/run_config_flags.h"
 #include "tools/cli/shared_flags.h"
 #include "train/data/data_files.h"
 #include "train/io/files.h"
@@ -99,19 +100,14 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   add_data_location_flags(f)
       .add("output-dir", "runs/reproductions", "where run directories are created")
       .add("seed", "42", "single seed (parity)")
-      .add("seeds", "", "seed list, e.g. 1-10 or 1,2,5 (paired default: 1-5)")
-      .add("steps", "", "training steps per arm (parity: 30; paired: 1000)")
-      .add("layers", "2", "transformer layers")
-      .add("dim", "64", "model width")
-      .add("heads", "4", "attention heads")
-      .add("kv-heads", "", "K/V heads (default: heads; fewer = grouped-query attention)")
-      .add("seq-len", "64", "sequence length")
-      .add("batch", "4", "batch size")
-      .add("lr", "6e-4", "peak learning rate")
-      .add("schedule", "", "constant | cosine (parity: constant; paired: cosine)")
-      .add("warmup", "", "warmup steps for cosine (paired: 5% of steps)")
-      .add("decay", "", "weight decay on: all | matrices (parity: all; paired: matrices)")
-      .add("init", "", "parity | identical (parity: parity; paired: identical)")
+      .add("seeds", "", "seed list, e.g. 1-10 or 1,2,5 (paired default: 1-5)");
+  // The run's settings, with each protocol's value as its default; --eval and --train-tokens
+  // are this command's names of data.eval_full and data.train_limit.
+  add_run_config_flags(
+      f, {{"parity", protocol_run_config("parity")}, {"paired", protocol_run_config("paired")}},
+      {"dim", "layers", "heads", "kv-heads", "seq-len", "steps", "batch", "lr", "decay", "schedule",
+       "warmup", "init"},
+      {{"warmup", "(default: 5% of the steps with cosine, else 0)"}})
       .add("eval", "", "reference | full (parity: reference; paired: full)")
       .add("train-tokens", "", "train ids used (parity: 120000; paired: 0 = all)");
   add_threads_flag(f)
@@ -163,21 +159,13 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
       throw UsageError(e.what());
     }
   }
-  if (f.given("steps")) c.training.steps = f.get_int("steps");
-  if (f.given("layers")) c.model.layers = f.get_int("layers");
-  if (f.given("dim")) c.model.dim = f.get_int("dim");
-  if (f.given("heads")) c.model.heads = f.get_int("heads");
-  c.model.kv_heads = f.given("kv-heads") ? f.get_int("kv-heads") : c.model.heads;
-  if (f.given("seq-len")) c.model.seq_len = f.get_int("seq-len");
-  if (f.given("batch")) c.training.batch = f.get_int("batch");
-  if (f.given("lr")) c.training.adamw.lr = f.get_double("lr");
-  if (f.given("schedule")) c.training.schedule.kind = parse_schedule_kind(f.get("schedule"));
-  c.training.schedule.warmup_steps =
-      f.given("warmup") ? f.get_int("warmup")
-                        : default_warmup_steps(c.training.schedule.kind, c.training.steps);
+  apply_run_config_flags(f, c);
+  // K/V heads follow the heads, the warm-up the schedule and steps, unless given.
+  if (!f.given("kv-heads")) c.model.kv_heads = c.model.heads;
+  if (!f.given("warmup"))
+    c.training.schedule.warmup_steps =
+        default_warmup_steps(c.training.schedule.kind, c.training.steps);
   c.training.schedule.total_steps = c.training.steps;
-  if (f.given("decay")) c.training.adamw.decay = parse_decay_policy(f.get("decay"));
-  if (f.given("init")) c.training.init = parse_init_scheme(f.get("init"));
   if (f.given("eval")) {
     const std::string eval = f.get("eval");
     if (eval != "reference" && eval != "full")

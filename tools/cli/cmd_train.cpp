@@ -17,6 +17,7 @@
 #include "tools/cli/preset_flag.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/ranks.h"
+#include "tools/cli/run_config_flags.h"
 #include "tools/cli/shared_flags.h"
 #include "tools/cli/train_samples.h"
 #include "train/batches.h"
@@ -95,7 +96,19 @@ void check_split_length(const std::vector<int32_t>& ids, const char* split, int6
         std::string(split) == "validation" ? " or a larger --validation-fraction" : ""));
 }
 
-// --dataset, --validation-fraction, the data location flags, --vocab, --threads (train and eval)
+// What `train` runs without --config: the reference's model (RunConfig{}) trained for 1000 steps
+// with a cosine schedule, weight decay on matrices and identical initialisation (every mode
+// starts as the same function). The flags' defaults shown by --help are these values.
+RunConfig train_defaults() {
+  RunConfig c;
+  c.training.steps = 1000;
+  c.training.schedule.kind = Schedule::Kind::warmup_cosine;
+  c.training.adamw.decay = DecayPolicy::matrices_only;
+  c.training.init = InitScheme::identical;
+  return c;
+}
+
+// --dataset, --validation-fraction, the data location flags, --vocab, --threads (eval)
 void add_data_flags(Flags& f) {
   add_dataset_flags(f);
   add_data_location_flags(f).add("vocab", "512", "BPE vocabulary size");
@@ -114,47 +127,29 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
               preset_help_text());
   f.add("config", "",
         "JSON run config: {model, training, data} as written to <output-dir>/config.json");
-  add_preset_flag(f)
-      .add("mode", "rd_attnres",
-           residual_mode_names(" | ") + " (depthgrad list --modes says what each is)")
-      .add("dim", "64", "model width")
-      .add("layers", "2", "layers")
-      .add("heads", "4", "attention heads")
-      .add("kv-heads", "", "K/V heads (default: heads)")
-      .add("seq-len", "64", "sequence length")
-      .add("expansion", "3", "feed-forward width multiple")
-      .add("block-size", "2", "paper modes: sublayers per block")
-      .add("batch", "4", "batch size")
-      .add("steps", "1000", "training steps")
-      .add("lr", "6e-4", "peak learning rate")
-      .add("schedule", "cosine", "constant | cosine")
-      .add("warmup", "", "warmup steps (default: 5% of steps)")
-      .add("decay", "matrices", "weight decay on: all | matrices")
-      .add("init", "identical", "parity | identical")
-      .add("seed", "42", "seed")
-      .add("clip", "1.0", "gradient clipping max norm (0 = off)")
-      .add("output-dir", "runs/train/latest",
-           "output directory (config, log, checkpoints, weights)")
+  add_preset_flag(f);
+  add_run_config_flags(f, {{"", train_defaults()}}, {},
+                       {{"warmup", "(default: 5% of the steps with cosine)"}});
+  f.add("output-dir", "runs/train/latest", "output directory (config, log, checkpoints, weights)")
       .alias("output")
       .add("checkpoint-every", "200", "steps between training checkpoints (0 = only at the end)")
       .add("eval-every", "0", "steps between validation evaluations (0 = only at the end)")
-      .add("eval-windows", "32", "validation windows per evaluation (0 = the whole split)")
       .add("resume", "", "training checkpoint to resume from")
-      .add_switch("sequential", "consecutive windows instead of random windows")
       .add_switch("skip-nonfinite",
                   "skip a step whose loss or gradient is not finite (counted in the log) instead "
                   "of stopping the run")
       .add_switch("quiet", "no progress output");
   add_layout_flags(f);
-  add_data_flags(f);
+  add_data_location_flags(f);
+  add_threads_flag(f);
   add_train_sample_flags(f);
   if (!f.parse(argc, argv, start)) {
     if (world.rank() == 0) fmt::print("{}", f.help());
     return 0;
   }
   const int threads = apply_threads_flag(f);
-  // The run: the --config file (else the flags' defaults), then every flag given on top.
-  RunConfig run;
+  // The run: the --config file (else train_defaults()), then every flag given on top.
+  RunConfig run = train_defaults();
   if (f.given("config") && f.given("preset"))
     throw UsageError(fmt::format(
         "--preset {} and --config {}: both set the model sizes; give one (flags override either)",
@@ -162,51 +157,22 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   if (f.given("config"))
     run = run_config_from_json(json::parse(read_file(f.get("config")), f.get("config")),
                                f.get("config"));
-  const bool preset = apply_preset_flag(f, run);
-  // A flag's value is taken when given, or (its default) when neither --config nor, for the
-  // flags a preset sets, --preset supplied the setting.
-  auto take = [&](const char* name, auto setter) {
-    bool from_preset = false;
-    for (const char* p : kPresetFlags)
-      from_preset = from_preset || (preset && name == std::string(p));
-    if (f.given(name) || (!f.given("config") && !from_preset)) as_usage_error(setter);
-  };
+  apply_preset_flag(f, run);
+  apply_run_config_flags(f, run);  // the flags given, over the file, the preset or the defaults
   MicroLMConfig& model = run.model;
   TrainingConfig& training = run.training;
-  take("mode", [&] { model.mode = parse_residual_mode(f.get("mode")); });
-  take("dim", [&] { model.dim = f.get_int("dim"); });
-  take("layers", [&] { model.layers = f.get_int("layers"); });
-  take("heads", [&] { model.heads = f.get_int("heads"); });
-  take("kv-heads",
-       [&] { model.kv_heads = f.given("kv-heads") ? f.get_int("kv-heads") : model.heads; });
-  // --preset mini --heads 8: K/V heads follow the heads given, as they do without a preset.
-  if (preset && !f.given("kv-heads") && f.given("heads")) model.kv_heads = model.heads;
-  take("seq-len", [&] { model.seq_len = f.get_int("seq-len"); });
-  take("expansion", [&] { model.expansion = f.get_int("expansion"); });
-  take("block-size", [&] { model.attnres_block_size = f.get_int("block-size"); });
-  take("vocab", [&] { model.vocab = f.get_int("vocab"); });
-  take("batch", [&] { training.batch = f.get_int("batch"); });
-  take("steps", [&] { training.steps = f.get_int("steps"); });
-  take("lr", [&] { training.adamw.lr = f.get_double("lr"); });
-  take("decay", [&] { training.adamw.decay = parse_decay_policy(f.get("decay")); });
-  take("init", [&] { training.init = parse_init_scheme(f.get("init")); });
-  take("seed", [&] { training.seed = static_cast<uint64_t>(f.get_int("seed")); });
-  take("clip", [&] { training.clip = f.get_double("clip"); });
-  take("sequential", [&] { training.sequential = f.get_bool("sequential"); });
-  take("schedule", [&] {
-    const Schedule::Kind kind = parse_schedule_kind(f.get("schedule"));
-    training.schedule.kind = kind;
-    training.schedule.warmup_steps = kind == Schedule::Kind::constant ? 0
-                                     : f.given("warmup")
-                                         ? f.get_int("warmup")
-                                         : default_warmup_steps(kind, training.steps);
-  });
+  // Settings that follow others unless given: K/V heads follow the heads (from the file, the
+  // file's), and the warm-up is 5% of the steps with cosine, none with constant.
+  if (!f.given("kv-heads") && !f.given("config")) model.kv_heads = model.heads;
+  if (f.given("schedule") || !f.given("config")) {
+    Schedule& schedule = training.schedule;
+    if (schedule.kind == Schedule::Kind::constant)
+      schedule.warmup_steps = 0;
+    else if (!f.given("warmup"))
+      schedule.warmup_steps = default_warmup_steps(schedule.kind, training.steps);
+  }
   training.schedule.lr = training.adamw.lr;
   training.schedule.total_steps = training.steps;
-  take("dataset", [&] { run.data.dataset = f.get("dataset"); });
-  take("validation-fraction",
-       [&] { run.data.validation_fraction = f.get_double("validation-fraction"); });
-  take("eval-windows", [&] { run.data.eval_windows = f.get_int("eval-windows"); });
   // Every rank must be asked the same before anything is refused or run (ranks.h).
   check_same_flags(world, f, to_json(run));
   agreed = true;
@@ -415,15 +381,11 @@ int cmd_eval(int argc, char** argv, int start) {
   const std::string beside = (std::filesystem::path(path).parent_path() / "config.json").string();
   if (!trained.metadata.count("depthgrad.tokenizer_sha256") && file_exists(beside))
     recorded = run_config_from_json(json::parse(read_file(beside), beside), beside);
-  DataConfig split_data;
-  split_data.dataset = f.get("dataset");
-  split_data.full_byte_alphabet = recorded.data.full_byte_alphabet;
-  split_data.validation_fraction = f.given("validation-fraction")
-                                       ? f.get_double("validation-fraction")
-                                       : recorded.data.validation_fraction;
-  if (!(split_data.validation_fraction > 0 && split_data.validation_fraction <= 0.5))
-    throw UsageError(fmt::format("--validation-fraction: must be in (0, 0.5], got {}",
-                                 split_data.validation_fraction));
+  RunConfig on;  // --dataset; the recorded held-out fraction unless --validation-fraction
+  on.data.full_byte_alphabet = recorded.data.full_byte_alphabet;
+  on.data.validation_fraction = recorded.data.validation_fraction;
+  apply_run_config_flags(f, on);
+  const DataConfig& split_data = on.data;
   const DataLocation where = resolve_data_location(f, is_builtin_dataset(split_data.dataset));
   Splits data = load_splits(split_data, where, static_cast<int>(cfg.model.vocab));
   check_tokenizer_sha256(trained, path, data.corpus.tokenizer_sha256, "this data gives");

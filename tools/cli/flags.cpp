@@ -7,32 +7,25 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 namespace dg::cli {
 
 const std::map<std::string, FlagRange>& flag_ranges() {
-  constexpr double kMax = 9.2e18;  // about INT64_MAX: "no upper bound"
+  constexpr double kMax = std::numeric_limits<double>::infinity();  // no upper bound
   // 256 byte tokens + the 4 specials (<pad> <unk> <bos> <eos>): a smaller vocabulary cannot hold
   // the byte alphabet, and up to 2^31 - 1 ids fit the int32 token ids.
   constexpr double kMinVocab = 260, kMaxVocab = 2147483647;
   static const std::map<std::string, FlagRange> ranges{
-      // sizes
+      // flags that are not run-config settings (those carry their setting's range), or whose
+      // meaning in some command is not the setting's (bench --steps and --warmup)
       {"steps", {1, kMax}},
-      {"batch", {1, kMax}},
-      {"dim", {1, kMax}},
-      {"layers", {1, kMax}},
-      {"heads", {1, kMax}},
-      {"kv-heads", {1, kMax}},
-      {"seq-len", {1, kMax}},
-      {"expansion", {1, kMax}},
-      {"block-size", {1, kMax}},
       {"vocab", {kMinVocab, kMaxVocab}},
       {"repeat", {1, kMax}},
       {"population", {1, kMax}},
       {"trial-seeds", {1, kMax}},
       // counts where 0 means "none", "all" or "off"
       {"warmup", {0, kMax}},
-      {"eval-windows", {0, kMax}},
       {"windows", {0, kMax}},
       {"checkpoint-every", {0, kMax}},
       {"eval-every", {0, kMax}},
@@ -40,40 +33,34 @@ const std::map<std::string, FlagRange>& flag_ranges() {
       {"min-frequency", {0, 2147483647}},
       {"generations", {0, kMax}},
       {"train-tokens", {0, kMax}},
-      {"seed", {0, kMax}},
-      // real numbers (--lr, --temperature, --top-p, --top-k, --max-new-tokens: the run config
-      // and generate check those with messages of their own)
-      {"clip", {0, 1e30}},
+      {"seed", {0, kMax}},  // generate's sampling seed; train's is training.seed
+      // real numbers (--temperature, --top-p, --top-k, --max-new-tokens: generate checks those
+      // with messages of their own)
       {"confidence-z", {0, 1e6}},
-      {"validation-fraction", {0, 0.5, true}},  // (0, 0.5]
-      {"rank-stop-wait", {0, 1e6, true}},       // seconds, (0, about 11 days]
+      {"rank-stop-wait", {0, 1e6, true}},  // seconds, (0, about 11 days]
   };
   return ranges;
 }
 
-namespace {
-// Refuses a value outside the flag's range (flags without one are not checked here).
-void check_range(const std::string& name, double x, const std::string& text) {
-  const auto it = flag_ranges().find(name);
-  if (it == flag_ranges().end()) return;
-  const FlagRange& r = it->second;
-  if ((r.low_open ? x > r.low : x >= r.low) && x <= r.high) return;
-  const std::string low = fmt::format("{}{}", r.low_open ? "> " : ">= ", r.low);
-  throw UsageError(
-      r.high >= 9e18
-          ? fmt::format("--{}: expected a value {}, got '{}'", name, low, text)
-          : fmt::format("--{}: expected a value {} and <= {}, got '{}'", name, low, r.high, text));
+// Refuses a value outside the flag's own range or its name's in flag_ranges(); a flag without a
+// bound (a text flag such as --dataset, whose value may look like a number) is not checked.
+void Flags::check_range(const Flag& flag, double x) const {
+  const auto it = flag_ranges().find(flag.name);
+  for (const FlagRange* r : {&flag.range, it == flag_ranges().end() ? nullptr : &it->second})
+    if (r && (std::isfinite(r->low) || std::isfinite(r->high)) && !r->contains(x))
+      throw UsageError(
+          fmt::format("--{}: expected a value {}, got '{}'", flag.name, r->describe(), flag.value));
 }
-}  // namespace
 
 Flags& Flags::add(const std::string& name, const std::string& default_value,
-                  const std::string& help) {
-  flags_.push_back(Flag{name, default_value, default_value, help, false, false, {}});
+                  const std::string& help, const FlagRange& range) {
+  flags_.push_back(Flag{name, default_value, default_value, help, false, false, {}, range});
   return *this;
 }
 
-Flags& Flags::add_switch(const std::string& name, const std::string& help) {
-  flags_.push_back(Flag{name, "false", "false", help, true, false, {}});
+Flags& Flags::add_switch(const std::string& name, const std::string& help, bool on) {
+  const std::string value = on ? "true" : "false";
+  flags_.push_back(Flag{name, value, value, help, true, false, {}, {}});
   return *this;
 }
 
@@ -129,10 +116,10 @@ bool Flags::parse(int argc, char** argv, int start) {
   // only after the checkpoint and the data were loaded). Text that is not a number is left to
   // get_int / get_double, which say so.
   for (const Flag& f : flags_) {
-    if (!f.given || f.is_switch || !flag_ranges().count(f.name)) continue;
+    if (!f.given || f.is_switch) continue;
     char* end = nullptr;
     const double x = std::strtod(f.value.c_str(), &end);
-    if (!f.value.empty() && *end == '\0') check_range(f.name, x, f.value);
+    if (!f.value.empty() && *end == '\0') check_range(f, x);
   }
   return true;
 }
@@ -152,7 +139,7 @@ int64_t Flags::get_int(const std::string& name) const {
   long long x = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0' || errno == ERANGE)
     throw UsageError(fmt::format("--{}: expected an integer, got '{}'", name, v));
-  check_range(name, static_cast<double>(x), v);
+  check_range(find(name), static_cast<double>(x));
   return x;
 }
 
@@ -162,12 +149,15 @@ double Flags::get_double(const std::string& name) const {
   double x = std::strtod(v.c_str(), &end);
   if (v.empty() || *end != '\0' || !std::isfinite(x))
     throw UsageError(fmt::format("--{}: expected a number, got '{}'", name, v));
-  check_range(name, x, v);
+  check_range(find(name), x);
   return x;
 }
 
 bool Flags::get_bool(const std::string& name) const { return get(name) == "true"; }
 bool Flags::given(const std::string& name) const { return find(name).given; }
+bool Flags::declared(const std::string& name) const {
+  return std::any_of(flags_.begin(), flags_.end(), [&](const Flag& f) { return f.name == name; });
+}
 
 std::vector<std::pair<std::string, std::string>> Flags::values() const {
   std::vector<std::pair<std::string, std::string>> out;
@@ -181,12 +171,13 @@ std::string Flags::help() const {
   for (const Flag& f : flags_) {
     std::string left =
         f.is_switch ? fmt::format("  --{}", f.name) : fmt::format("  --{} VALUE", f.name);
-    // The default once: not for switches (off) or flags without one, nor when the help text
-    // already names it ("(default: heads)").
+    // The default once: not for switches that are off or flags without one, nor when the help
+    // text already names it ("(default: heads)").
     const bool says_default = f.help.find("default") != std::string::npos;
-    std::string def = f.is_switch || f.default_value.empty() || says_default
-                          ? ""
-                          : fmt::format(" (default: {})", f.default_value);
+    std::string def =
+        (f.is_switch && f.default_value == "false") || f.default_value.empty() || says_default
+            ? ""
+            : fmt::format(" (default: {})", f.default_value);
     std::string aliases;
     for (const std::string& a : f.aliases) aliases += fmt::format(" (alias: --{})", a);
     out += fmt::format("{:<28} {}{}{}\n", left, f.help, def, aliases);

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "train/settings.h"
+
 namespace dg::cli {
 
 struct UsageError : std::runtime_error {
@@ -28,14 +30,12 @@ void as_usage_error(F&& f) {
   }
 }
 
-// The values a numeric flag accepts, by flag name (the same name means the same thing in every
-// command): get_int / get_double refuse a value outside [low, high] (low itself excluded when
-// low_open) with a UsageError naming the flag. tests/test_flags.cpp checks that every numeric
-// flag the commands read has its range here.
-struct FlagRange {
-  double low, high;
-  bool low_open = false;
-};
+// The values a numeric flag accepts: its own range (a run-config setting's, given to add), and
+// the range listed here by flag name for flags that are not settings (the same name means the
+// same thing in every command). parse, get_int and get_double refuse a value outside either with
+// a UsageError naming the flag. tests/test_flags.cpp checks that every numeric flag the commands
+// read by name has its range here.
+using FlagRange = SettingRange;
 const std::map<std::string, FlagRange>& flag_ranges();
 
 class Flags {
@@ -44,9 +44,11 @@ class Flags {
       : command_(std::move(command)), summary_(std::move(summary)) {}
   // A flag taking a value ("--steps 30" or "--steps=30"). A separate value may not start with
   // "--" (that is the next flag: "--output --steps 5" is an error); "--output=--x" may.
-  Flags& add(const std::string& name, const std::string& default_value, const std::string& help);
-  // A switch ("--quiet"); "--quiet=false" also accepted.
-  Flags& add_switch(const std::string& name, const std::string& help);
+  Flags& add(const std::string& name, const std::string& default_value, const std::string& help,
+             const FlagRange& range = {});
+  // A switch ("--quiet"); "--quiet=false" also accepted. One that is on unless turned off
+  // ("--rope=false") shows "(default: true)".
+  Flags& add_switch(const std::string& name, const std::string& help, bool on = false);
   // Another name for the flag declared last ("--output" for "--output-dir"): parsed as that flag,
   // listed beside it in --help.
   Flags& alias(const std::string& other_name);
@@ -57,6 +59,7 @@ class Flags {
   double get_double(const std::string& name) const;
   bool get_bool(const std::string& name) const;
   bool given(const std::string& name) const;
+  bool declared(const std::string& name) const;
   // Every flag's name and value (given or default), in declaration order.
   std::vector<std::pair<std::string, std::string>> values() const;
   std::string help() const;
@@ -67,7 +70,9 @@ class Flags {
     std::string name, value, default_value, help;
     bool is_switch = false, given = false;
     std::vector<std::string> aliases;
+    FlagRange range;
   };
+  void check_range(const Flag& flag, double x) const;
   const Flag& find(const std::string& name) const;
   std::string command_, summary_;
   std::vector<Flag> flags_;

@@ -7,9 +7,6 @@
 
 namespace dg::cli {
 
-const char* const kPresetFlags[8] = {"vocab",    "dim",     "layers",    "heads",
-                                     "kv-heads", "seq-len", "expansion", "batch"};
-
 Flags& add_preset_flag(Flags& f) {
   std::string names;
   for (const std::string& n : run_preset_names()) names += (names.empty() ? "" : " | ") + n;

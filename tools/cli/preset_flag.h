@@ -10,9 +10,6 @@
 
 namespace dg::cli {
 
-// The flags a preset sets; each, when given explicitly, wins over the preset.
-extern const char* const kPresetFlags[8];  // vocab, dim, layers, heads, kv-heads, seq-len, ...
-
 // --preset NAME
 Flags& add_preset_flag(Flags& f);
 // "presets (--preset NAME; ...):\n  micro ...\n" for a command's summary.

@@ -51,19 +51,12 @@ void check_same_flags(World& world, const Flags& f, const json::Value& extra) {
 }
 
 Flags& add_layout_flags(Flags& f) {
-  return f.add("accum", "1", "micro-batches of --batch per optimizer step (gradient accumulation)")
-      .add("global-batch", "",
-           "windows per step over all ranks: sets --batch to it / (ranks x accum)")
-      .add("zero", "0", "1 = shard AdamW's moments over the MPI ranks (ZeRO stage 1)");
+  return f.add("global-batch", "",
+               "windows per step over all ranks: sets --batch to it / (ranks x accum)");
 }
 
 void apply_layout_flags(const Flags& f, int ranks, RunConfig& run) {
   TrainingConfig& t = run.training;
-  if (f.given("accum")) t.accum = f.get_int("accum");
-  if (f.given("zero")) t.zero = f.get_int("zero");
-  if (t.accum < 1) throw UsageError(fmt::format("--accum must be >= 1, got {}", t.accum));
-  if (t.zero != 0 && t.zero != 1)
-    throw UsageError(fmt::format("--zero: expected 0 or 1 (ZeRO stage 1), got {}", t.zero));
   if (f.given("global-batch")) {
     const int64_t global = f.get_int("global-batch"), split = ranks * t.accum;
     if (global < 1 || global % split != 0)

@@ -1,7 +1,8 @@
 // Running a command on every MPI rank (train, reproduce, bench): errors every rank raises alike
 // are printed once, by rank 0, and the job ends cleanly; an error only one rank saw is printed
 // with the rank's number and ends the whole job at once (MPI_Abort) instead of leaving the other
-// ranks waiting in a collective. Also train's layout flags (--accum, --global-batch, --zero).
+// ranks waiting in a collective. Also train's --global-batch (--accum and
+// --zero are run-config settings: tools/cli/run_config_flags.h).
 // It does not start MPI (train/dist/world.h does) nor decide what ranks compute (train/trainer.h).
 #pragma once
 #include <functional>
@@ -24,10 +25,10 @@ int run_on_every_rank(World& world, const char* command,
 // --config; may be null) and was given the same value of every flag. Called by every rank.
 void check_same_flags(World& world, const Flags& f, const json::Value& extra = json::Value());
 
-// --accum K, --global-batch G, --zero 0|1 (train).
+// --global-batch G (train).
 Flags& add_layout_flags(Flags& f);
-// Reads them into run.training (accum, zero; --global-batch sets batch to G / (ranks x accum))
-// and validates the run. Refuses an impossible layout with a UsageError before any work.
+// --global-batch sets run.training.batch to G / (ranks x accum); then validates the run. Refuses an
+// impossible layout with a UsageError before any work.
 void apply_layout_flags(const Flags& f, int ranks, RunConfig& run);
 // "N rank(s) x accum K x batch b = global batch G windows per step", with ZeRO-1 and, over
 // several ranks, the start-up parameter checksum (check_same_parameters: called by every rank,

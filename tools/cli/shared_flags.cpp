@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "tensor/threads.h"
+#include "tools/cli/run_config_flags.h"
 #include "train/data/data_files.h"
 #include "train/io/files.h"
 
@@ -31,13 +32,7 @@ DataLocation resolve_data_location(const Flags& f, bool need_data_dir) {
 }
 
 Flags& add_dataset_flags(Flags& f) {
-  return f
-      .add("dataset", "wikitext-2",
-           "wikitext-2 | tiny-shakespeare | your own text: a file, or a folder holding train.txt, "
-           "validation.txt (or valid.txt, val.txt) and optionally test.txt")
-      .add("validation-fraction", "0.1",
-           "own text without a validation file: hold out this last part of it (from a line start) "
-           "for validation");
+  return add_run_config_flags(f, {{"", RunConfig{}}}, {"dataset", "validation-fraction"});
 }
 
 Flags& add_threads_flag(Flags& f) {

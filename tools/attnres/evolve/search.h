@@ -15,6 +15,10 @@
 
 namespace dg {
 
+// The search's own settings. dataset, eval_windows, seed and vocab are not a RunConfig's data and
+// training sections: they hold for the whole search (each trial's seeds follow `seed`, its run is
+// built by genome_run_config), so they stay here; the CLI declares --eval-windows and the
+// baseline's flags from the run config's settings table (tools/cli/run_config_flags.h).
 struct EvolveOptions {
   std::string model = "micro-llm";
   std::string dataset = "wikitext-2";
