@@ -2,7 +2,8 @@
 # The installed package as another project uses it: installs the build into a temporary prefix,
 # builds tools/example/ against it with find_package(depthgrad CONFIG) (and one program again with
 # pkg-config) and runs every example: the README's first program (quickstart.cpp), an MLP
-# regression, a classifier with dropout, a custom op with its gradient check. tools/example/
+# regression, a classifier with dropout, a custom op with its gradient check, a few steps of the
+# GPT-2 example (trained by dg::Trainer, sampled from its own K/V cache). tools/example/
 # sets no C++ standard: the package must carry C++20. Also checks that the experiments, tests and
 # tools are not installed, that only <prefix>/include is exported (a consumer's own nn/layers.h
 # does not replace depthgrad's), that the package says how it was built (native or portable), and
@@ -60,6 +61,16 @@ for program in custom_op mlp_regression classifier; do
   echo "-- $program"
   DEPTHGRAD_THREADS=1 "$work/cmake-build/$program"
 done
+# The GPT-2 example, a few steps on the project's own Markdown (no data set needed): it trains
+# through dg::Trainer, evaluates, checks its K/V cache against the full forward and samples.
+cat "$example"/../../README.md "$example"/../../train/README.md > "$work/gpt2.txt"
+echo "-- gpt2"
+DEPTHGRAD_THREADS=1 "$work/cmake-build/gpt2" --text "$work/gpt2.txt" --out "$work/gpt2" --steps 4 \
+  --vocab 300 --dim 32 --layers 1 --heads 2 --seq-len 16 --batch 2 --eval-windows 4 \
+  --sample-tokens 20 --log-every 2 > "$work/gpt2.log" || { cat "$work/gpt2.log"; exit 1; }
+grep -q '^K/V cache vs full forward .* -> ok$' "$work/gpt2.log" && grep -q '^validation loss' "$work/gpt2.log" &&
+  [ "$(wc -l < "$work/gpt2/steps.jsonl")" -eq 4 ] || { echo "package_consumer: gpt2 run incomplete" >&2; cat "$work/gpt2.log"; exit 1; }
+grep -E '^(step|validation|K/V)' "$work/gpt2.log"
 # The README's first program: it must run and fit its curve (last mse under 5% of the first).
 DEPTHGRAD_THREADS=1 "$work/cmake-build/quickstart" | tee "$work/quickstart.log"
 awk '/^step/ { if (first == "") first = $NF; last = $NF }

@@ -54,6 +54,9 @@
 #include "train/micro_lm_training.h"
 #include "train/optim.h"
 #include "train/trainer.h"
+// Ctrl-C and SIGTERM as a flag the loop's step callback checks (stop_if_requested), so a run
+// stops at a step boundary, saves its checkpoint and resumes later.
+#include "train/stop.h"
 // Checkpoints (safetensors): weights, training checkpoints, and any named set of tensors.
 //   dg::save_weights("m.safetensors", model); dg::load_weights("m.safetensors", model);
 //   dg::save_tensors("t.safetensors", {{"x", x}}); auto tensors =
