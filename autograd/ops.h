@@ -29,6 +29,9 @@ Tensor log(const Tensor& a);
 Tensor sqrt(const Tensor& a);
 Tensor silu(const Tensor& a);  // a * sigmoid(a)
 Tensor gelu(const Tensor& a);  // exact: 0.5 a (1 + erf(a / sqrt 2))
+// tanh approximation (GPT-2's gelu_new, torch's gelu(approximate='tanh'), the same float steps):
+// 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3)))
+Tensor gelu_tanh(const Tensor& a);
 
 // ---- reductions (ops_elementwise.cpp) --------------------------------------------------------
 // Sum / mean over `axes` (negative allowed; empty = all axes).

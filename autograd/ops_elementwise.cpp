@@ -188,6 +188,44 @@ Tensor gelu(const Tensor& a) {
   return out;
 }
 
+// ---- gelu_tanh: y = ½a(1 + tanh(u)), u = β(a + κa³), β = √(2/π), κ = 0.044715;
+// dy/da = ½(1 + tanh u) + ½a(1 − tanh²u)·β(1 + 3κa²). The steps and their order are torch's
+// (GeluKernel.cpp, approximate='tanh'), so float32 values agree to the last bits of tanh.
+namespace {
+template <class T>
+T gelu_tanh_value(T x) {
+  const T beta = T(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = T(0.044715);
+  const T cube = x * x * x;
+  return T(0.5) * x * (T(1) + std::tanh(beta * (x + kappa * cube)));
+}
+template <class T>
+T gelu_tanh_derivative(T x) {
+  const T beta = T(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = T(0.044715);
+  const T square = x * x, cube = square * x;
+  const T tanh_inner = std::tanh(beta * (x + kappa * cube));
+  const T left = T(0.5) * x, right = T(1) + tanh_inner;
+  const T left_derivative = T(0.5) * right;
+  const T right_derivative =
+      left * (T(1) - tanh_inner * tanh_inner) * (beta * (T(1) + T(3) * kappa * square));
+  return left_derivative + right_derivative;
+}
+}  // namespace
+
+Tensor gelu_tanh(const Tensor& a) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  Tensor out = unary(a, "gelu_tanh", [](auto x) { return gelu_tanh_value(x); });
+  if (should_record({a}))
+    record("gelu_tanh", {a}, out, [a](const Tensor& g) {
+      Tensor in = a.contiguous(), gc = g.contiguous();
+      Tensor ga = Tensor::empty(a.shape(), a.dtype());
+      dispatch_float(a.dtype(), "gelu_tanh", [&]<class T>() {
+        binary_kernel<T>(in, gc, ga, [](T x, T gy) { return gy * gelu_tanh_derivative(x); });
+      });
+      accumulate_grad(a, ga);
+    });
+  return out;
+}
+
 // ---- sum / mean over axes: backward broadcasts g back over the reduced axes
 namespace {
 std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t rank,
@@ -366,6 +404,7 @@ std::vector<OpCase> elementwise_op_cases() {
       {"sqrt", one({4, 5}, 0.2, 3.0), [](V in) { return sqrt(in[0]); }},
       {"silu", one({4, 6}, -3, 3), [](V in) { return silu(in[0]); }},
       {"gelu", one({4, 6}, -3, 3), [](V in) { return gelu(in[0]); }},
+      {"gelu_tanh", one({4, 6}, -3, 3), [](V in) { return gelu_tanh(in[0]); }},
       {"sum/all", one({3, 4}), [](V in) { return sum(in[0]); }},
       {"sum/axis1", one({2, 3, 4}), [](V in) { return sum(in[0], {1}); }},
       {"sum/axes0,2,keepdim", one({2, 3, 4}),

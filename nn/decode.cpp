@@ -78,7 +78,7 @@ Decoder::Decoder(const MicroLM& model)
           fmt::format("Decoder: parameter '{}' is not contiguous ({})", name, p.describe()));
   head_dim_ = c.dim / c.heads;
   kv_dim_ = c.kv_heads * head_dim_;
-  hidden_ = c.expansion * c.dim;
+  hidden_ = c.ffn_width();
   for (int64_t l = 0; l < c.layers; ++l) {
     k_cache_.push_back(Tensor::empty({c.seq_len, kv_dim_}, dtype_));
     v_cache_.push_back(Tensor::empty({c.seq_len, kv_dim_}, dtype_));
@@ -278,7 +278,7 @@ void Decoder::attend_from_start(int64_t layer, int64_t n) {
 }
 
 // FeedForward::forward on n rows: out = residual + down(silu(gate(x)) ⊙ up(x)) (SwiGLU) or
-// residual + down(gelu(up(x))).
+// residual + down(gelu(up(x))) (exact or tanh-approximated gelu).
 template <class T>
 void Decoder::feed_forward(const FeedForward& ffn, const T* x, int64_t n, T* out,
                            const T* residual) {
@@ -290,10 +290,16 @@ void Decoder::feed_forward(const FeedForward& ffn, const T* x, int64_t n, T* out
     linear_rows<T>(gate, x, n, *ffn.gate);
     swiglu_forward<T>(gate, gate, up, n * hidden_);  // elementwise, so in place is safe
     hidden = gate;
-  } else {
+  } else if (ffn.kind == FeedForward::Kind::gelu) {
     for (int64_t i = 0; i < n * hidden_; ++i) {  // the gelu op's formula
       const T v = up[i];
       up[i] = T(0.5) * v * (T(1) + std::erf(v * T(M_SQRT1_2)));
+    }
+  } else {
+    const T beta = T(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = T(0.044715);
+    for (int64_t i = 0; i < n * hidden_; ++i) {  // the gelu_tanh op's formula
+      const T v = up[i], cube = v * v * v;
+      up[i] = T(0.5) * v * (T(1) + std::tanh(beta * (v + kappa * cube)));
     }
   }
   linear_rows<T>(out, hidden, n, *ffn.down, residual);

@@ -111,8 +111,10 @@ Tensor FeedForward::forward(const Tensor& x, const Tensor& residual) const {
   if (kind == Kind::swiglu) {
     const Tensor g = gate->forward(x);
     hidden = swiglu(g, up->forward(x));
-  } else {
+  } else if (kind == Kind::gelu) {
     hidden = gelu(up->forward(x));
+  } else {
+    hidden = gelu_tanh(up->forward(x));
   }
   return residual.defined() ? linear_add(residual, hidden, down->weight, down->bias)
                             : down->forward(hidden);

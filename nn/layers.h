@@ -94,15 +94,16 @@ class CausalSelfAttention : public Module {
   Linear *q, *k, *v, *output;
 };
 
-// SwiGLU: down(silu(gate(x)) ⊙ up(x)); GELU: down(gelu(up(x))) (no gate). With a residual,
-// residual + that, added inside the down projection (linear_add).
+// SwiGLU: down(silu(gate(x)) ⊙ up(x)); GELU: down(gelu(up(x))) (no gate), with the exact gelu
+// or its tanh approximation (gelu_tanh, GPT-2's). With a residual, residual + that, added inside
+// the down projection (linear_add).
 class FeedForward : public Module {
  public:
-  enum class Kind { swiglu, gelu };
+  enum class Kind { swiglu, gelu, gelu_tanh };
   FeedForward(Kind kind, int64_t dim, int64_t hidden, bool bias, DType dtype = DType::f32);
   Tensor forward(const Tensor& x, const Tensor& residual = Tensor()) const;
   Kind kind;
-  Linear *up, *gate, *down;  // gate is null for GELU
+  Linear *up, *gate, *down;  // gate is null for the GELUs
 };
 
 // Jensen–Shannon divergence (nats) between two routing distributions p, q [.., J], per token,

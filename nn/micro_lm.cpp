@@ -29,16 +29,23 @@ void MicroLMConfig::validate() const {
     fail(fmt::format("norm_eps must be finite and > 0, got {}", norm_eps));
   if (seq_len < 1) fail(fmt::format("seq_len must be >= 1, got {}", seq_len));
   if (expansion < 1) fail(fmt::format("expansion must be >= 1, got {}", expansion));
+  if (ffn_hidden < 0) fail(fmt::format("ffn_hidden must be >= 0, got {}", ffn_hidden));
+  if (!(rope_theta > 0) || !std::isfinite(rope_theta))
+    fail(fmt::format("rope_theta must be finite and > 0, got {}", rope_theta));
   if (attnres_block_size < 1)
     fail(fmt::format("attnres_block_size must be >= 1, got {}", attnres_block_size));
 }
 
 std::string MicroLMConfig::describe() const {
   return fmt::format(
-      "{} vocab={} d={} layers={} heads={} kv_heads={} seq={} ffn={}x{} {} {}{}",
-      residual_mode_name(mode), vocab, dim, layers, heads, kv_heads, seq_len, expansion,
-      ffn == FeedForward::Kind::swiglu ? "swiglu" : "gelu",
-      norm == Norm::Kind::rms ? "rmsnorm" : "layernorm", rope ? " rope" : "",
+      "{} vocab={} d={} layers={} heads={} kv_heads={} seq={} ffn={}{} {} {}{}",
+      residual_mode_name(mode), vocab, dim, layers, heads, kv_heads, seq_len,
+      ffn_hidden > 0 ? std::to_string(ffn_hidden) + " " : std::to_string(expansion) + "x",
+      ffn == FeedForward::Kind::swiglu ? "swiglu"
+      : ffn == FeedForward::Kind::gelu ? "gelu"
+                                       : "gelu_tanh",
+      norm == Norm::Kind::rms ? "rmsnorm" : "layernorm",
+      rope ? rope_theta == 10000.0 ? " rope" : fmt::format(" rope(theta={})", rope_theta) : "",
       is_paper_attnres(mode) ? fmt::format(" block_size={}", attnres_block_size) : "");
 }
 
@@ -46,7 +53,7 @@ std::string MicroLMConfig::describe() const {
 double micro_lm_parameter_count(const MicroLMConfig& c) {
   const double dim = static_cast<double>(c.dim), vocab = static_cast<double>(c.vocab);
   const double kv_dim = dim / static_cast<double>(c.heads) * static_cast<double>(c.kv_heads);
-  const double hidden = static_cast<double>(c.expansion) * dim;
+  const double hidden = static_cast<double>(c.ffn_width());
   const double norm = c.norm == Norm::Kind::layer ? 2 * dim : dim;  // gain (+ bias)
   const double linear_bias = c.bias ? 1 : 0;
   auto linear = [&](double in, double out) { return in * out + linear_bias * out; };
@@ -76,11 +83,11 @@ MicroBlock::MicroBlock(const MicroLMConfig& c, int64_t index_, DType dtype)
     return &register_module(name, std::make_unique<Norm>(c.norm, c.dim, c.norm_eps, dtype));
   };
   attention_norm = norm("attention_norm");
-  AttentionConfig ac{c.dim, c.heads, c.kv_heads, c.rope, 10000.0, c.bias};
+  AttentionConfig ac{c.dim, c.heads, c.kv_heads, c.rope, c.rope_theta, c.bias};
   attention = &register_module("attention", std::make_unique<CausalSelfAttention>(ac, dtype));
   ffn_norm = norm("ffn_norm");
-  ffn = &register_module(
-      "ffn", std::make_unique<FeedForward>(c.ffn, c.dim, c.expansion * c.dim, c.bias, dtype));
+  ffn = &register_module("ffn",
+                         std::make_unique<FeedForward>(c.ffn, c.dim, c.ffn_width(), c.bias, dtype));
 }
 
 // sources: S_0..S_l, each [B, T, D] -> S_{l+1} [B, T, D]

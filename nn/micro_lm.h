@@ -25,16 +25,20 @@ struct MicroLMConfig {
   int64_t heads = 4;
   int64_t kv_heads = 4;
   int64_t seq_len = 64;
-  int64_t expansion = 3;  // feed-forward width = expansion · dim
+  int64_t expansion = 3;   // feed-forward width = expansion · dim, unless ffn_hidden is set
+  int64_t ffn_hidden = 0;  // > 0: the feed-forward width itself (imported models: any width)
   ResidualMode mode = residual_mode("rd_attnres");
   Norm::Kind norm = Norm::Kind::rms;
   double norm_eps = 1e-6;
   FeedForward::Kind ffn = FeedForward::Kind::swiglu;
   bool rope = true;
+  double rope_theta = 10000.0;  // RoPE base: inv_freq_i = 1 / rope_theta^(2i / head_dim)
   bool bias = false;
   bool learned_positions = false;
   bool tied_head = true;
   int64_t attnres_block_size = 2;  // paper modes: sublayers per block (1 = Full AttnRes)
+  // The feed-forward's hidden width: ffn_hidden when set, else expansion · dim.
+  int64_t ffn_width() const { return ffn_hidden > 0 ? ffn_hidden : expansion * dim; }
   // Throws a one-line error naming the first inconsistent field.
   void validate() const;
   std::string describe() const;

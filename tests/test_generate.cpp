@@ -171,7 +171,7 @@ TEST_CASE("cached incremental logits equal the full forward at every position, i
 
 TEST_CASE(
     "the decoder follows the model's other switches: learned positions, LayerNorm, GELU, biases, "
-    "untied head, block sizes") {
+    "untied head, block sizes, tanh GELU, ffn width, RoPE base") {
   for (ResidualMode mode : kModes) {
     CAPTURE(residual_mode_name(mode));
     MicroLMConfig c = tiny_config(mode, 2);
@@ -181,6 +181,14 @@ TEST_CASE(
     c.ffn = FeedForward::Kind::gelu;
     c.bias = true;
     c.tied_head = false;
+    check_against_forward(c, DType::f64, 1e-12);
+    check_against_forward(c, DType::f32, 1e-5);
+  }
+  {  // the imported models' switches: tanh GELU, an odd feed-forward width, another RoPE base
+    MicroLMConfig c = tiny_config(residual_mode("standard"), 2);
+    c.ffn = FeedForward::Kind::gelu_tanh;
+    c.ffn_hidden = 13;
+    c.rope_theta = 500000.0;
     check_against_forward(c, DType::f64, 1e-12);
     check_against_forward(c, DType::f32, 1e-5);
   }

@@ -97,8 +97,9 @@ TEST_CASE("gradcheck: CausalSelfAttention (MHA, GQA, RoPE on/off, bias, u_qk != 
   }
 }
 
-TEST_CASE("gradcheck: FeedForward (SwiGLU, GELU)") {
-  for (FeedForward::Kind kind : {FeedForward::Kind::swiglu, FeedForward::Kind::gelu}) {
+TEST_CASE("gradcheck: FeedForward (SwiGLU, GELU, tanh GELU)") {
+  for (FeedForward::Kind kind :
+       {FeedForward::Kind::swiglu, FeedForward::Kind::gelu, FeedForward::Kind::gelu_tanh}) {
     for (bool bias : {false, true}) {
       FeedForward ffn(kind, 8, 16, bias, DType::f64);
       randomize(ffn, 21);
@@ -108,7 +109,10 @@ TEST_CASE("gradcheck: FeedForward (SwiGLU, GELU)") {
       for (const Tensor& p : ffn.parameters()) inputs.push_back(p);
       expect_gradcheck(
           fmt::format("FeedForward {} bias={}",
-                      kind == FeedForward::Kind::swiglu ? "swiglu" : "gelu", bias),
+                      kind == FeedForward::Kind::swiglu ? "swiglu"
+                      : kind == FeedForward::Kind::gelu ? "gelu"
+                                                        : "gelu_tanh",
+                      bias),
           [&](const std::vector<Tensor>& in) { return ffn.forward(in[0]); }, inputs);
     }
   }

@@ -43,6 +43,8 @@ RunConfig unusual_config() {
   c.model.learned_positions = true;
   c.model.tied_head = false;
   c.model.attnres_block_size = 1;
+  c.model.ffn_hidden = 100;
+  c.model.rope_theta = 500000.0;
   c.training.steps = 77;
   c.training.batch = 5;
   c.training.clip = 0.5;
@@ -130,7 +132,7 @@ TEST_CASE("a run config round-trips through its JSON, every setting included") {
 
 // Checkpoints, config.json and result files store to_json's bytes: the writer derived from the
 // settings table must give exactly the bytes of the hand-written writer it replaced (recorded
-// here from that writer).
+// here from that writer), plus the keys of the rows added since, appended to their section.
 TEST_CASE("to_json gives the same bytes as the writer before the settings table") {
   std::vector<std::pair<std::string, RunConfig>> configs{{"default", RunConfig{}},
                                                          {"unusual", unusual_config()},
@@ -141,7 +143,8 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"model\":{\"vocab\":512,\"dim\":64,\"layers\":2,\"heads\":4,\"kv_heads\":4,\"seq_len\":64,"
       "\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_eps\":1e-06,\"ffn\":"
       "\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,\"tied_head\":true,"
-      "\"attnres_block_size\":2},\"training\":{\"steps\":30,\"batch\":4,\"clip\":1.0,\"lr\":0.0006,"
+      "\"attnres_block_size\":2,\"ffn_hidden\":0,\"rope_theta\":10000.0},\"training\":{\"steps\":"
+      "30,\"batch\":4,\"clip\":1.0,\"lr\":0.0006,"
       "\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0.01,\"decay\":\"all\","
       "\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":\"parity\",\"seed\":42,"
       "\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{\"dataset\":\"wikitext-2\","
@@ -150,7 +153,8 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"preset\":\"mini\",\"model\":{\"vocab\":300,\"dim\":48,\"layers\":3,\"heads\":6,\"kv_"
       "heads\":2,\"seq_len\":32,\"expansion\":2,\"mode\":\"paper_block_attnres\",\"norm\":"
       "\"layer\",\"norm_eps\":1e-05,\"ffn\":\"gelu\",\"rope\":false,\"bias\":true,\"learned_"
-      "positions\":true,\"tied_head\":false,\"attnres_block_size\":1},\"training\":{\"steps\":77,"
+      "positions\":true,\"tied_head\":false,\"attnres_block_size\":1,\"ffn_hidden\":100,\"rope_"
+      "theta\":500000.0},\"training\":{\"steps\":77,"
       "\"batch\":5,\"clip\":0.5,\"lr\":0.001,\"beta1\":0.8,\"beta2\":0.95,\"eps\":1e-07,\"weight_"
       "decay\":0.1,\"decay\":\"matrices\",\"schedule\":\"cosine\",\"warmup\":7,\"min_lr_ratio\":0."
       "2,\"init\":\"identical\",\"seed\":9,\"sequential\":true,\"accum\":3,\"zero\":1},\"data\":{"
@@ -159,7 +163,8 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"model\":{\"vocab\":512,\"dim\":64,\"layers\":2,\"heads\":4,\"kv_heads\":4,\"seq_len\":64,"
       "\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_eps\":1e-06,\"ffn\":"
       "\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,\"tied_head\":true,"
-      "\"attnres_block_size\":2},\"training\":{\"steps\":30,\"batch\":4,\"clip\":1.0,\"lr\":0.0006,"
+      "\"attnres_block_size\":2,\"ffn_hidden\":0,\"rope_theta\":10000.0},\"training\":{\"steps\":"
+      "30,\"batch\":4,\"clip\":1.0,\"lr\":0.0006,"
       "\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0.01,\"decay\":\"all\","
       "\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":\"parity\",\"seed\":42,"
       "\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{\"dataset\":\"wikitext-2\","
@@ -168,7 +173,8 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"model\":{\"vocab\":512,\"dim\":64,\"layers\":2,\"heads\":4,\"kv_heads\":4,\"seq_len\":64,"
       "\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_eps\":1e-06,\"ffn\":"
       "\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,\"tied_head\":true,"
-      "\"attnres_block_size\":2},\"training\":{\"steps\":1000,\"batch\":4,\"clip\":1.0,\"lr\":0."
+      "\"attnres_block_size\":2,\"ffn_hidden\":0,\"rope_theta\":10000.0},\"training\":{\"steps\":"
+      "1000,\"batch\":4,\"clip\":1.0,\"lr\":0."
       "0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0.01,\"decay\":"
       "\"matrices\",\"schedule\":\"cosine\",\"warmup\":50,\"min_lr_ratio\":0.1,\"init\":"
       "\"identical\",\"seed\":42,\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{"
@@ -177,7 +183,8 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"preset\":\"micro\",\"model\":{\"vocab\":512,\"dim\":64,\"layers\":2,\"heads\":4,\"kv_"
       "heads\":4,\"seq_len\":64,\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_"
       "eps\":1e-06,\"ffn\":\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,"
-      "\"tied_head\":true,\"attnres_block_size\":2},\"training\":{\"steps\":30,\"batch\":4,"
+      "\"tied_head\":true,\"attnres_block_size\":2,\"ffn_hidden\":0,\"rope_theta\":10000.0},"
+      "\"training\":{\"steps\":30,\"batch\":4,"
       "\"clip\":1.0,\"lr\":0.0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0."
       "01,\"decay\":\"all\",\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":"
       "\"parity\",\"seed\":42,\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{\"dataset\":"
@@ -186,7 +193,8 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"preset\":\"mini\",\"model\":{\"vocab\":512,\"dim\":128,\"layers\":4,\"heads\":4,\"kv_"
       "heads\":4,\"seq_len\":128,\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_"
       "eps\":1e-06,\"ffn\":\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,"
-      "\"tied_head\":true,\"attnres_block_size\":2},\"training\":{\"steps\":30,\"batch\":8,"
+      "\"tied_head\":true,\"attnres_block_size\":2,\"ffn_hidden\":0,\"rope_theta\":10000.0},"
+      "\"training\":{\"steps\":30,\"batch\":8,"
       "\"clip\":1.0,\"lr\":0.0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0."
       "01,\"decay\":\"all\",\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":"
       "\"parity\",\"seed\":42,\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{\"dataset\":"
@@ -195,7 +203,8 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"preset\":\"small\",\"model\":{\"vocab\":512,\"dim\":256,\"layers\":8,\"heads\":8,\"kv_"
       "heads\":8,\"seq_len\":256,\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_"
       "eps\":1e-06,\"ffn\":\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,"
-      "\"tied_head\":true,\"attnres_block_size\":2},\"training\":{\"steps\":30,\"batch\":8,"
+      "\"tied_head\":true,\"attnres_block_size\":2,\"ffn_hidden\":0,\"rope_theta\":10000.0},"
+      "\"training\":{\"steps\":30,\"batch\":8,"
       "\"clip\":1.0,\"lr\":0.0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0."
       "01,\"decay\":\"all\",\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":"
       "\"parity\",\"seed\":42,\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{\"dataset\":"
@@ -204,7 +213,8 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"preset\":\"base\",\"model\":{\"vocab\":50304,\"dim\":768,\"layers\":12,\"heads\":12,\"kv_"
       "heads\":12,\"seq_len\":256,\"expansion\":4,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_"
       "eps\":1e-06,\"ffn\":\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,"
-      "\"tied_head\":true,\"attnres_block_size\":2},\"training\":{\"steps\":30,\"batch\":4,"
+      "\"tied_head\":true,\"attnres_block_size\":2,\"ffn_hidden\":0,\"rope_theta\":10000.0},"
+      "\"training\":{\"steps\":30,\"batch\":4,"
       "\"clip\":1.0,\"lr\":0.0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0."
       "01,\"decay\":\"all\",\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":"
       "\"parity\",\"seed\":42,\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{\"dataset\":"
@@ -411,6 +421,8 @@ TEST_CASE("the resume key changes when any setting of the run changes") {
       [](RunConfig& c) { c.model.learned_positions = false; },
       [](RunConfig& c) { c.model.tied_head = true; },
       [](RunConfig& c) { c.model.attnres_block_size = 2; },
+      [](RunConfig& c) { c.model.ffn_hidden = 0; },
+      [](RunConfig& c) { c.model.rope_theta = 10000.0; },
       [](RunConfig& c) { c.training.steps = 78; },
       [](RunConfig& c) { c.training.batch = 6; },
       [](RunConfig& c) { c.training.clip = 0.0; },

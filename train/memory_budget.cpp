@@ -23,7 +23,7 @@ MemoryEstimate estimate_memory(const MicroLMConfig& c, int64_t batch) {
   // [B, H, T, T], plus each reference mode's depth sources; then the logits, softmax and their
   // gradient [B, T, vocab]. The tape's own nodes are small next to these.
   const double tokens = static_cast<double>(batch) * static_cast<double>(c.seq_len);
-  const double dim = static_cast<double>(c.dim), hidden = static_cast<double>(c.expansion) * dim;
+  const double dim = static_cast<double>(c.dim), hidden = static_cast<double>(c.ffn_width());
   const double per_layer = tokens * (12 * dim + 4 * hidden) +
                            static_cast<double>(batch) * static_cast<double>(c.heads) *
                                static_cast<double>(c.seq_len) * static_cast<double>(c.seq_len) * 2;

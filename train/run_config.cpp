@@ -54,11 +54,14 @@ Norm::Kind parse_norm(const std::string& s) {
 }
 const char* norm_name(Norm::Kind k) { return k == Norm::Kind::rms ? "rms" : "layer"; }
 FeedForward::Kind parse_ffn(const std::string& s) {
-  return choose<FeedForward::Kind>(
-      s, {{"swiglu", FeedForward::Kind::swiglu}, {"gelu", FeedForward::Kind::gelu}});
+  return choose<FeedForward::Kind>(s, {{"swiglu", FeedForward::Kind::swiglu},
+                                       {"gelu", FeedForward::Kind::gelu},
+                                       {"gelu_tanh", FeedForward::Kind::gelu_tanh}});
 }
 const char* ffn_name(FeedForward::Kind k) {
-  return k == FeedForward::Kind::swiglu ? "swiglu" : "gelu";
+  return k == FeedForward::Kind::swiglu ? "swiglu"
+         : k == FeedForward::Kind::gelu ? "gelu"
+                                        : "gelu_tanh";
 }
 }  // namespace
 
@@ -96,7 +99,7 @@ const SettingsTable<RunConfig>& run_config_settings() {
       choice<C>("model", "norm", path(m, &M::norm), parse_norm, norm_name, "rms or layer"),
       setting<C>("model", "norm_eps", path(m, &M::norm_eps), above(0), "epsilon of the norms"),
       choice<C>("model", "ffn", path(m, &M::ffn), parse_ffn, ffn_name,
-                "feed-forward: swiglu or gelu"),
+                "feed-forward: swiglu, gelu (exact) or gelu_tanh (tanh approximation, GPT-2's)"),
       setting<C>("model", "rope", path(m, &M::rope), {}, "rotary position embeddings"),
       setting<C>("model", "bias", path(m, &M::bias), {}, "biases in the linear layers"),
       setting<C>("model", "learned_positions", path(m, &M::learned_positions), {},
@@ -105,6 +108,10 @@ const SettingsTable<RunConfig>& run_config_settings() {
                  "output head shares the embedding matrix"),
       setting<C>("model", "attnres_block_size", path(m, &M::attnres_block_size), size,
                  "paper modes: sublayers per block (1 = Full AttnRes)", "block-size"),
+      setting<C>("model", "ffn_hidden", path(m, &M::ffn_hidden), count,
+                 "feed-forward width itself, overriding `expansion` (0 = expansion × dim)"),
+      setting<C>("model", "rope_theta", path(m, &M::rope_theta), above(0),
+                 "RoPE base (inverse frequencies 1 / rope_theta^(2i / head_dim))"),
       setting<C>("training", "steps", path(t, &T::steps), size, "optimizer steps"),
       setting<C>("training", "batch", path(t, &T::batch), size, "sequences per step"),
       setting<C>("training", "clip", path(t, &T::clip), count,

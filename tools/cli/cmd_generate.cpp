@@ -88,7 +88,10 @@ int cmd_generate(int argc, char** argv, int start) {
   check_tokenizer_sha256(trained, path, sha256_hex(tokenizer_json), tokenizer_path);
   const std::vector<int32_t> prompt = tokenizer.encode(f.get("prompt"));
   if (prompt.empty()) throw UsageError("--prompt encodes to no tokens (it is empty)");
-  options.stop_token = tokenizer.token_id("<eos>");
+  // An imported model's end-of-text id (train/hf_model.h), else depthgrad's <eos>.
+  const auto eos = trained.metadata.find("depthgrad.eos_token_id");
+  options.stop_token = eos != trained.metadata.end() ? static_cast<int32_t>(std::stol(eos->second))
+                                                     : tokenizer.token_id("<eos>");
   const bool quiet = f.get_bool("quiet");
   const int64_t context = model->context_length();
   if (static_cast<int64_t>(prompt.size()) > context && !quiet)

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
@@ -28,6 +29,7 @@
 #include "train/io/files.h"
 #include "train/io/run_record.h"
 #include "train/io/safetensors.h"
+#include "train/io/sha256.h"
 #include "train/memory_budget.h"
 #include "train/micro_lm_training.h"
 #include "train/run_config.h"
@@ -46,8 +48,11 @@ struct Splits {
   std::vector<int32_t> train, validation, test;
   std::string description;  // where the splits came from, for messages
 };
-Splits load_splits(const DataConfig& config, const DataLocation& where, int vocab) {
+// `tokenizer_json`: a given tokenizer (an imported model's) instead of one trained on the data.
+Splits load_splits(const DataConfig& config, const DataLocation& where, int vocab,
+                   const std::string& tokenizer_json = "") {
   CorpusOptions co;
+  co.tokenizer_json = tokenizer_json;
   co.data_dir = where.data_dir;
   co.cache_dir = where.cache_dir;
   co.vocab_size = vocab;
@@ -96,6 +101,22 @@ void check_split_length(const std::vector<int32_t>& ids, const char* split, int6
         std::string(split) == "validation" ? " or a larger --validation-fraction" : ""));
 }
 
+// The tokenizer.json of a model folder whose tokenizer is given rather than trained on the data
+// (metadata "depthgrad.tokenizer": "given": written by depthgrad import and by train
+// --init-from), or "" for a model whose run trained its tokenizer.
+std::string given_tokenizer(const std::map<std::string, std::string>& metadata,
+                            const std::string& weights_path) {
+  auto it = metadata.find("depthgrad.tokenizer");
+  if (it == metadata.end() || it->second != "given") return "";
+  const std::string path =
+      (std::filesystem::path(weights_path).parent_path() / "tokenizer.json").string();
+  if (!file_exists(path))
+    throw std::runtime_error(
+        fmt::format("{}: the model's tokenizer is given, not trained, and {} does not exist",
+                    weights_path, path));
+  return read_file(path);
+}
+
 // What `train` runs without --config: the reference's model (RunConfig{}) trained for 1000 steps
 // with a cosine schedule, weight decay on matrices and identical initialisation (every mode
 // starts as the same function). The flags' defaults shown by --help are these values.
@@ -135,6 +156,9 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
       .add("checkpoint-every", "200", "steps between training checkpoints (0 = only at the end)")
       .add("eval-every", "0", "steps between validation evaluations (0 = only at the end)")
       .add("resume", "", "training checkpoint to resume from")
+      .add("init-from", "",
+           "a depthgrad model folder (depthgrad import's --to, or a train output): start from its "
+           "model.safetensors with its tokenizer.json; its model settings replace the model flags")
       .add_switch("skip-nonfinite",
                   "skip a step whose loss or gradient is not finite (counted in the log) instead "
                   "of stopping the run")
@@ -159,11 +183,33 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
                                f.get("config"));
   apply_preset_flag(f, run);
   apply_run_config_flags(f, run);  // the flags given, over the file, the preset or the defaults
+  // --init-from: the model (settings, weights, tokenizer) is the folder's; no model flag may say
+  // otherwise.
+  const std::string init_from = f.get("init-from");
+  std::optional<TrainedModel> initial;
+  std::string init_tokenizer_json;
+  if (!init_from.empty()) {
+    for (const Setting<RunConfig>& row : run_config_settings())
+      if (row.section == "model" && f.given(row.flag_name()))
+        throw UsageError(
+            fmt::format("--{} and --init-from {}: the model's settings are the "
+                        "folder's",
+                        row.flag_name(), init_from));
+    if (f.given("preset")) throw UsageError("--preset and --init-from: give one");
+    initial = load_trained_model(init_from + "/model.safetensors");
+    const std::string tokenizer_path = init_from + "/tokenizer.json";
+    if (!file_exists(tokenizer_path))
+      throw std::runtime_error(fmt::format("--init-from: {} does not exist", tokenizer_path));
+    init_tokenizer_json = read_file(tokenizer_path);
+    check_tokenizer_sha256(*initial, init_from + "/model.safetensors",
+                           sha256_hex(init_tokenizer_json), tokenizer_path);
+  }
   MicroLMConfig& model = run.model;
   TrainingConfig& training = run.training;
   // Settings that follow others unless given: K/V heads follow the heads (from the file, the
   // file's), and the warm-up is 5% of the steps with cosine, none with constant.
   if (!f.given("kv-heads") && !f.given("config")) model.kv_heads = model.heads;
+  if (initial) model = initial->config.model;
   if (f.given("schedule") || !f.given("config")) {
     Schedule& schedule = training.schedule;
     if (schedule.kind == Schedule::Kind::constant)
@@ -186,7 +232,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   const bool own_text = !is_builtin_dataset(run.data.dataset);
   const DataLocation where = resolve_data_location(f, !own_text);
   if (!writes) world.collectives().barrier();  // rank 0 fills the tokenizer cache first
-  Splits data = load_splits(run.data, where, static_cast<int>(model.vocab));
+  Splits data = load_splits(run.data, where, static_cast<int>(model.vocab), init_tokenizer_json);
   if (writes) world.collectives().barrier();
   check_split_length(data.train, "train", model.seq_len, data.description);
   check_split_length(data.validation, "validation", model.seq_len, data.description);
@@ -204,6 +250,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   // Nothing in the output folder changes until the checkpoint to resume from passed every check:
   // a refused resume leaves config.json and steps.jsonl as they were.
   MicroLMTrainer trainer(run, data.train, &world.collectives());
+  if (initial) load_weights(init_from + "/model.safetensors", trainer.model());
   const bool resuming = !f.get("resume").empty();
   if (resuming) trainer.load_checkpoint(f.get("resume"));
   trainer.set_skip_nonfinite(f.get_bool("skip-nonfinite"));
@@ -297,6 +344,11 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   std::map<std::string, std::string> meta{
       {"depthgrad.config", json::dump(to_json(run))},
       {"depthgrad.tokenizer_sha256", data.corpus.tokenizer_sha256}};
+  if (initial) {  // the folder's tokenizer and its token ids carry over
+    meta["depthgrad.tokenizer"] = "given";
+    for (const char* key : {"depthgrad.bos_token_id", "depthgrad.eos_token_id"})
+      if (initial->metadata.count(key)) meta[key] = initial->metadata.at(key);
+  }
   save_weights(out + "/model.safetensors", trainer.model(), meta);
   double v = evaluate_windows(trainer.model(), data.validation, eval_starts, run.model.seq_len);
   if (!std::isfinite(v))  // possible after skipped steps: the weights are finite but overflow
@@ -354,7 +406,10 @@ int cmd_eval(int argc, char** argv, int start) {
           "train) on a split.");
   f.add("checkpoint", "", "weights or training checkpoint written by depthgrad train (required)")
       .add("split", "validation", "train | validation | test")
-      .add("windows", "0", "windows of seq_len to evaluate (0 = every window of the split)");
+      .add("windows", "0", "windows of seq_len to evaluate (0 = every window of the split)")
+      .add("tokenizer", "",
+           "tokenizer.json that encodes the split (default: trained on the data as the model's "
+           "run did; an imported or --init-from model: the tokenizer.json beside --checkpoint)");
   add_data_flags(f);
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
@@ -387,7 +442,9 @@ int cmd_eval(int argc, char** argv, int start) {
   apply_run_config_flags(f, on);
   const DataConfig& split_data = on.data;
   const DataLocation where = resolve_data_location(f, is_builtin_dataset(split_data.dataset));
-  Splits data = load_splits(split_data, where, static_cast<int>(cfg.model.vocab));
+  const std::string tokenizer_json = f.given("tokenizer") ? read_file(f.get("tokenizer"))
+                                                          : given_tokenizer(trained.metadata, path);
+  Splits data = load_splits(split_data, where, static_cast<int>(cfg.model.vocab), tokenizer_json);
   check_tokenizer_sha256(trained, path, data.corpus.tokenizer_sha256, "this data gives");
   const std::string split = f.get("split");
   const std::vector<int32_t>* ids = split == "train"        ? &data.train

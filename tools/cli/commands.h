@@ -13,5 +13,7 @@ int cmd_eval(int argc, char** argv, int start);
 int cmd_tokenize(int argc, char** argv, int start);
 int cmd_generate(int argc, char** argv, int start);
 int cmd_bench(int argc, char** argv, int start);
+int cmd_import(int argc, char** argv, int start);
+int cmd_export(int argc, char** argv, int start);
 
 }  // namespace dg::cli

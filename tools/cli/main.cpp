@@ -36,6 +36,8 @@ const char* kUsage =
     "  eval        evaluate a checkpoint on a split\n"
     "  generate    continue a prompt with a trained model (streams text; K/V-cached decoding)\n"
     "  tokenize    train or apply a byte-level BPE tokenizer\n"
+    "  import      read a Hugging Face GPT-2 or Llama folder as a depthgrad model\n"
+    "  export      write a depthgrad model as a Hugging Face folder (--to hf)\n"
     "  gradcheck   run the op gradient-check suite and print a table\n"
     "  bench       training-speed benchmark (optionally against PyTorch)\n"
     "  list        list the paper keys reproduce knows\n\n"
@@ -68,6 +70,8 @@ int main(int argc, char** argv) {
     if (command == "generate") return cmd_generate(argc, argv, 2);
     if (command == "tokenize") return cmd_tokenize(argc, argv, 2);
     if (command == "bench") return cmd_bench(argc, argv, 2);
+    if (command == "import") return cmd_import(argc, argv, 2);
+    if (command == "export") return cmd_export(argc, argv, 2);
     fmt::print(stderr, "depthgrad: unknown command '{}' (see depthgrad --help)\n", command);
     return 2;
   } catch (const dg::cli::UsageError& e) {

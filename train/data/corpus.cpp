@@ -75,6 +75,12 @@ bool deserialize_ids(const std::string& bytes, std::vector<int32_t>& ids) {
 void load_or_train_tokenizer(Corpus& c, const CorpusOptions& opt, const std::string& name,
                              const std::string& key_material,
                              const std::vector<std::string_view>& texts) {
+  if (!opt.tokenizer_json.empty()) {  // a given tokenizer: nothing to train or cache
+    c.tokenizer_json = opt.tokenizer_json;
+    c.tokenizer = BpeTokenizer::from_json(c.tokenizer_json, "the given tokenizer.json");
+    c.tokenizer_sha256 = sha256_hex(c.tokenizer_json);
+    return;
+  }
   // The BPE alphabet is the 256 bytes plus the specials: a smaller vocabulary would silently come
   // out at that size (the trainer never drops a byte), so it is refused instead.
   const int min_vocab = 256 + static_cast<int>(kSpecials.size());

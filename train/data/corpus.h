@@ -27,6 +27,9 @@ struct CorpusOptions {
   // false: the reference's tokenizer (its alphabet is the bytes the texts hold; the parity
   // protocol). true: all 256 bytes, so any text round-trips (train/text/bpe.h).
   bool full_byte_alphabet = false;
+  // Non-empty: a given tokenizer.json (an imported model's) encodes the texts; none is trained,
+  // and vocab_size, min_frequency and full_byte_alphabet are not used.
+  std::string tokenizer_json;
 };
 
 struct Corpus {

@@ -629,8 +629,12 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view text, const std::string& s
   if (type && (!type->is_string() || type->as_string() != "BPE"))
     fail("model.type", "only \"BPE\" is supported");
   require_null(*model, "model.", "dropout", "BPE dropout is not supported");
-  require_null(*model, "model.", "continuing_subword_prefix", "not supported");
-  require_null(*model, "model.", "end_of_word_suffix", "not supported");
+  // GPT-2's file writes "" for these two, which means none: accepted as null.
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const json::Value* value = model->find(key);
+    if (!(value && value->is_string() && value->as_string().empty()))
+      require_null(*model, "model.", key, "not supported");
+  }
   require_bool(*model, "model.", "fuse_unk", false, false);
   require_bool(*model, "model.", "byte_fallback", false, false);
   require_bool(*model, "model.", "ignore_merges", false, false);

@@ -1,0 +1,98 @@
+// `depthgrad import` and `depthgrad export`: Hugging Face model folders in and out
+// (train/hf_model.h). import turns a GPT2LMHeadModel or LlamaForCausalLM folder into a depthgrad
+// model folder (model.safetensors, tokenizer.json, config.json) that generate, eval and
+// train --init-from read; export writes a standard-mode model written by depthgrad as a Hugging
+// Face folder. Neither downloads anything, and neither runs or trains the model.
+#include <fmt/core.h>
+
+#include <filesystem>
+
+#include "tools/cli/commands.h"
+#include "tools/cli/flags.h"
+#include "train/generate.h"
+#include "train/hf_model.h"
+#include "train/io/files.h"
+#include "train/io/sha256.h"
+#include "train/text/bpe.h"
+#include "train/trained_model.h"
+
+namespace dg::cli {
+
+int cmd_import(int argc, char** argv, int start) {
+  Flags f("import",
+          "Import a Hugging Face model folder (config.json; model.safetensors or shards with\n"
+          "model.safetensors.index.json; tokenizer.json) of a GPT2LMHeadModel or a\n"
+          "LlamaForCausalLM as a depthgrad model folder: --to gets model.safetensors (F32),\n"
+          "tokenizer.json and config.json, which generate, eval and train --init-from read.\n"
+          "Anything the model would not compute exactly (another class, activation,\n"
+          "rope_scaling, biases in Llama, an unknown config field, a tokenizer with a normalizer\n"
+          "or another pre-tokenizer) is refused, naming the field. Nothing is downloaded.");
+  f.add("from", "", "the Hugging Face model folder (required)")
+      .add("to", "", "the depthgrad model folder to write (required)")
+      .add("seq-len", "0",
+           "context of the imported model (0 = the checkpoint's: GPT-2's n_positions; Llama's "
+           "max_position_embeddings, at most 2048)",
+           FlagRange{.low = 0});
+  if (!f.parse(argc, argv, start)) {
+    fmt::print("{}", f.help());
+    return 0;
+  }
+  if (f.get("from").empty()) throw UsageError("--from is required");
+  if (f.get("to").empty()) throw UsageError("--to is required");
+  HfImportOptions options;
+  options.seq_len = f.get_int("seq-len");
+  const HfImport model = read_hf_model(f.get("from"), options);
+  write_imported_model(model, f.get("to"));
+  fmt::print("imported {} from {}: {} ({} parameters)\nmodel: {}/model.safetensors\n",
+             model.architecture, f.get("from"), model.config.model.describe(),
+             model.config.model.parameter_count(), f.get("to"));
+  return 0;
+}
+
+int cmd_export(int argc, char** argv, int start) {
+  Flags f("export",
+          "Write a model written by depthgrad (train, import) in another framework's layout.\n"
+          "--to hf: a Hugging Face folder (config.json, model.safetensors in F32,\n"
+          "tokenizer.json, generation_config.json): LlamaForCausalLM for RMSNorm + SwiGLU + RoPE\n"
+          "models without biases, GPT2LMHeadModel for LayerNorm + GELU + learned positions +\n"
+          "biases. Only the standard residual mode exports: no Hugging Face class computes the\n"
+          "AttnRes modes.");
+  f.add("to", "", "the layout to write: hf (required)")
+      .add("output", "", "the folder to write (required)")
+      .add("checkpoint", "", "model.safetensors or checkpoint.safetensors (required)")
+      .add("tokenizer", "", "tokenizer.json (default: the tokenizer.json beside --checkpoint)");
+  if (!f.parse(argc, argv, start)) {
+    fmt::print("{}", f.help());
+    return 0;
+  }
+  if (f.get("to") != "hf")
+    throw UsageError(fmt::format("--to: expected hf, got '{}'", f.get("to")));
+  if (f.get("output").empty()) throw UsageError("--output is required");
+  if (f.get("checkpoint").empty()) throw UsageError("--checkpoint is required");
+  const std::string path = f.get("checkpoint");
+  const TrainedModel trained = load_trained_model(path);
+  hf_architecture_for(trained.config.model);  // refuses before any tokenizer is read
+  const std::string tokenizer_path =
+      f.given("tokenizer")
+          ? f.get("tokenizer")
+          : (std::filesystem::path(path).parent_path() / "tokenizer.json").string();
+  if (!file_exists(tokenizer_path))
+    throw std::runtime_error(
+        fmt::format("no tokenizer: {} does not exist (pass --tokenizer)", tokenizer_path));
+  const std::string tokenizer_json = read_file(tokenizer_path);
+  const BpeTokenizer tokenizer = BpeTokenizer::from_json(tokenizer_json, tokenizer_path);
+  check_tokenizer_vocab(trained.config.model.vocab, tokenizer, tokenizer_path);
+  check_tokenizer_sha256(trained, path, sha256_hex(tokenizer_json), tokenizer_path);
+  // Token ids: an imported model's own, else the specials depthgrad's tokenizers train with.
+  auto token = [&](const char* key, const char* special) -> int64_t {
+    auto it = trained.metadata.find(key);
+    return it != trained.metadata.end() ? std::stoll(it->second) : tokenizer.token_id(special);
+  };
+  const std::string arch = export_hf(*trained.model, trained.config.model, tokenizer_json,
+                                     token("depthgrad.bos_token_id", "<bos>"),
+                                     token("depthgrad.eos_token_id", "<eos>"), f.get("output"));
+  fmt::print("exported {} as {} to {}\n", path, arch, f.get("output"));
+  return 0;
+}
+
+}  // namespace dg::cli
