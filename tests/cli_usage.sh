@@ -202,4 +202,23 @@ else
   fail "reproduce paired: no periodic arm checkpoint before SIGKILL"; ls -R "$d"
 fi
 
+# --- export: a standard-mode model to Hugging Face's layout (and back) and to GGUF; AttnRes refused
+"$BIN" train --mode standard --dataset tiny-shakespeare --dataset-dir "$DATA" --steps 2 "${TINY[@]}" --output-dir "$WORK/std" > /dev/null 2>&1
+"$BIN" export --to gguf --type f16 --checkpoint "$WORK/std/model.safetensors" --output "$WORK/std.gguf" > /dev/null 2>&1
+if [ $? -eq 0 ] && [ "$(head -c 4 "$WORK/std.gguf")" = "GGUF" ] && [ "$(od -An -tu4 -j4 -N4 "$WORK/std.gguf" | tr -d ' ')" = "3" ]; then
+  pass "export --to gguf writes a GGUF v3 file"
+else
+  fail "export --to gguf"
+fi
+"$BIN" export --to hf --checkpoint "$WORK/std/model.safetensors" --output "$WORK/std-hf" > /dev/null 2>&1 &&
+  "$BIN" import --from "$WORK/std-hf" --to "$WORK/std-back" > /dev/null 2>&1 &&
+  "$BIN" generate --checkpoint "$WORK/std-back/model.safetensors" --prompt "ROMEO:" --max-new-tokens 8 --seed 1 --threads 1 > "$WORK/std-back.out" 2>&1
+if [ $? -eq 0 ] && [ -s "$WORK/std-hf/config.json" ] && [ -s "$WORK/std-back.out" ]; then
+  pass "export --to hf, import it back, generate from it"
+else
+  fail "export --to hf / import / generate"; cat "$WORK/std-back.out"
+fi
+expect_error "export of an AttnRes mode is refused with the reason" "AttnRes" -- "$BIN" export --to gguf --checkpoint "$WORK/own/model.safetensors" --output "$WORK/never.gguf"
+expect_error "export --to: an unknown layout is named" "expected hf or gguf" -- "$BIN" export --to onnx --checkpoint "$WORK/std/model.safetensors" --output "$WORK/never"
+
 finish

@@ -132,7 +132,8 @@ TEST_CASE("a run config round-trips through its JSON, every setting included") {
 
 // Checkpoints, config.json and result files store to_json's bytes: the writer derived from the
 // settings table must give exactly the bytes of the hand-written writer it replaced (recorded
-// here from that writer), plus the keys of the rows added since, appended to their section.
+// here from that writer). Rows added since are written only when they differ from their default
+// (omitted_at_default), so only the unusual config shows them, appended to their section.
 TEST_CASE("to_json gives the same bytes as the writer before the settings table") {
   std::vector<std::pair<std::string, RunConfig>> configs{{"default", RunConfig{}},
                                                          {"unusual", unusual_config()},
@@ -143,8 +144,7 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"model\":{\"vocab\":512,\"dim\":64,\"layers\":2,\"heads\":4,\"kv_heads\":4,\"seq_len\":64,"
       "\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_eps\":1e-06,\"ffn\":"
       "\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,\"tied_head\":true,"
-      "\"attnres_block_size\":2,\"ffn_hidden\":0,\"rope_theta\":10000.0},\"training\":{\"steps\":"
-      "30,\"batch\":4,\"clip\":1.0,\"lr\":0.0006,"
+      "\"attnres_block_size\":2},\"training\":{\"steps\":30,\"batch\":4,\"clip\":1.0,\"lr\":0.0006,"
       "\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0.01,\"decay\":\"all\","
       "\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":\"parity\",\"seed\":42,"
       "\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{\"dataset\":\"wikitext-2\","
@@ -163,8 +163,7 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"model\":{\"vocab\":512,\"dim\":64,\"layers\":2,\"heads\":4,\"kv_heads\":4,\"seq_len\":64,"
       "\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_eps\":1e-06,\"ffn\":"
       "\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,\"tied_head\":true,"
-      "\"attnres_block_size\":2,\"ffn_hidden\":0,\"rope_theta\":10000.0},\"training\":{\"steps\":"
-      "30,\"batch\":4,\"clip\":1.0,\"lr\":0.0006,"
+      "\"attnres_block_size\":2},\"training\":{\"steps\":30,\"batch\":4,\"clip\":1.0,\"lr\":0.0006,"
       "\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0.01,\"decay\":\"all\","
       "\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":\"parity\",\"seed\":42,"
       "\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{\"dataset\":\"wikitext-2\","
@@ -173,8 +172,7 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"model\":{\"vocab\":512,\"dim\":64,\"layers\":2,\"heads\":4,\"kv_heads\":4,\"seq_len\":64,"
       "\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_eps\":1e-06,\"ffn\":"
       "\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,\"tied_head\":true,"
-      "\"attnres_block_size\":2,\"ffn_hidden\":0,\"rope_theta\":10000.0},\"training\":{\"steps\":"
-      "1000,\"batch\":4,\"clip\":1.0,\"lr\":0."
+      "\"attnres_block_size\":2},\"training\":{\"steps\":1000,\"batch\":4,\"clip\":1.0,\"lr\":0."
       "0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0.01,\"decay\":"
       "\"matrices\",\"schedule\":\"cosine\",\"warmup\":50,\"min_lr_ratio\":0.1,\"init\":"
       "\"identical\",\"seed\":42,\"sequential\":false,\"accum\":1,\"zero\":0},\"data\":{"
@@ -183,7 +181,7 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"preset\":\"micro\",\"model\":{\"vocab\":512,\"dim\":64,\"layers\":2,\"heads\":4,\"kv_"
       "heads\":4,\"seq_len\":64,\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_"
       "eps\":1e-06,\"ffn\":\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,"
-      "\"tied_head\":true,\"attnres_block_size\":2,\"ffn_hidden\":0,\"rope_theta\":10000.0},"
+      "\"tied_head\":true,\"attnres_block_size\":2},"
       "\"training\":{\"steps\":30,\"batch\":4,"
       "\"clip\":1.0,\"lr\":0.0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0."
       "01,\"decay\":\"all\",\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":"
@@ -193,7 +191,7 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"preset\":\"mini\",\"model\":{\"vocab\":512,\"dim\":128,\"layers\":4,\"heads\":4,\"kv_"
       "heads\":4,\"seq_len\":128,\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_"
       "eps\":1e-06,\"ffn\":\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,"
-      "\"tied_head\":true,\"attnres_block_size\":2,\"ffn_hidden\":0,\"rope_theta\":10000.0},"
+      "\"tied_head\":true,\"attnres_block_size\":2},"
       "\"training\":{\"steps\":30,\"batch\":8,"
       "\"clip\":1.0,\"lr\":0.0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0."
       "01,\"decay\":\"all\",\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":"
@@ -203,7 +201,7 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"preset\":\"small\",\"model\":{\"vocab\":512,\"dim\":256,\"layers\":8,\"heads\":8,\"kv_"
       "heads\":8,\"seq_len\":256,\"expansion\":3,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_"
       "eps\":1e-06,\"ffn\":\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,"
-      "\"tied_head\":true,\"attnres_block_size\":2,\"ffn_hidden\":0,\"rope_theta\":10000.0},"
+      "\"tied_head\":true,\"attnres_block_size\":2},"
       "\"training\":{\"steps\":30,\"batch\":8,"
       "\"clip\":1.0,\"lr\":0.0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0."
       "01,\"decay\":\"all\",\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":"
@@ -213,7 +211,7 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "{\"preset\":\"base\",\"model\":{\"vocab\":50304,\"dim\":768,\"layers\":12,\"heads\":12,\"kv_"
       "heads\":12,\"seq_len\":256,\"expansion\":4,\"mode\":\"rd_attnres\",\"norm\":\"rms\",\"norm_"
       "eps\":1e-06,\"ffn\":\"swiglu\",\"rope\":true,\"bias\":false,\"learned_positions\":false,"
-      "\"tied_head\":true,\"attnres_block_size\":2,\"ffn_hidden\":0,\"rope_theta\":10000.0},"
+      "\"tied_head\":true,\"attnres_block_size\":2},"
       "\"training\":{\"steps\":30,\"batch\":4,"
       "\"clip\":1.0,\"lr\":0.0006,\"beta1\":0.9,\"beta2\":0.999,\"eps\":1e-08,\"weight_decay\":0."
       "01,\"decay\":\"all\",\"schedule\":\"constant\",\"warmup\":0,\"min_lr_ratio\":0.1,\"init\":"
@@ -455,9 +453,12 @@ TEST_CASE("the resume key changes when any setting of the run changes") {
     changes[i](o.config);
     const json::Value changed = reproduce_resume_key(o, sha);
     CHECK(!(changed == key));
-    for (const std::string& path : all)
-      if (!(*at_path(to_json(o.config), path) == *at_path(to_json(base.config), path)))
-        covered.insert(path);
+    // A key written only when it differs from its default (omitted_at_default) may be absent.
+    const json::Value mine = to_json(o.config), theirs = to_json(base.config);
+    for (const std::string& path : all) {
+      const json::Value *a = at_path(mine, path), *b = at_path(theirs, path);
+      if ((a == nullptr) != (b == nullptr) || (a && !(*a == *b))) covered.insert(path);
+    }
   }
   // Every setting but the two the arms set themselves (the mode per arm, the seed per seed) is
   // covered above: a setting added to the mapping without a change here fails this check.
@@ -498,7 +499,9 @@ TEST_CASE("every setting appears in the JSON, the reader's keys, train's flags a
   for (const Setting<RunConfig>& row : run_config_settings()) {
     INFO(row.name());
     CHECK(names.insert(row.name()).second);  // one row per setting
-    REQUIRE(to_json(RunConfig{}).at(row.section).find(row.key) != nullptr);
+    // In the JSON: at its default too, unless it is written only away from it.
+    CHECK((to_json(RunConfig{}).at(row.section).find(row.key) != nullptr) != row.omit_default);
+    REQUIRE(to_json(away).at(row.section).find(row.key) != nullptr);
     const auto& keys = run_config_keys();
     bool listed = false;
     for (const auto& [section, section_keys] : keys)

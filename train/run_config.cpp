@@ -108,10 +108,12 @@ const SettingsTable<RunConfig>& run_config_settings() {
                  "output head shares the embedding matrix"),
       setting<C>("model", "attnres_block_size", path(m, &M::attnres_block_size), size,
                  "paper modes: sublayers per block (1 = Full AttnRes)", "block-size"),
-      setting<C>("model", "ffn_hidden", path(m, &M::ffn_hidden), count,
-                 "feed-forward width itself, overriding `expansion` (0 = expansion × dim)"),
-      setting<C>("model", "rope_theta", path(m, &M::rope_theta), above(0),
-                 "RoPE base (inverse frequencies 1 / rope_theta^(2i / head_dim))"),
+      omitted_at_default(
+          setting<C>("model", "ffn_hidden", path(m, &M::ffn_hidden), count,
+                     "feed-forward width itself, overriding `expansion` (0 = expansion × dim)")),
+      omitted_at_default(
+          setting<C>("model", "rope_theta", path(m, &M::rope_theta), above(0),
+                     "RoPE base (inverse frequencies 1 / rope_theta^(2i / head_dim))")),
       setting<C>("training", "steps", path(t, &T::steps), size, "optimizer steps"),
       setting<C>("training", "batch", path(t, &T::batch), size, "sequences per step"),
       setting<C>("training", "clip", path(t, &T::clip), count,

@@ -44,6 +44,10 @@ struct Setting {
   // Sets the field from a value of the row's type; throws std::invalid_argument saying what is
   // expected (a name that is not one of an enum's).
   std::function<void(S&, const json::Value&)> set;
+  // Written only when the value differs from the struct's default: for keys added after configs
+  // were stored, so that configs, checkpoints and results written before keep their exact bytes
+  // (and their runs resume). Read either way.
+  bool omit_default = false;
 
   std::string name() const { return section.empty() ? key : section + "." + key; }
   std::string flag_name() const {
@@ -128,12 +132,24 @@ Setting<S> choice(std::string section, std::string key, Ref ref, Parse parse, Na
 template <class S>
 using SettingsTable = std::vector<Setting<S>>;
 
+// `row` marked omit_default (see Setting).
+template <class S>
+Setting<S> omitted_at_default(Setting<S> row) {
+  row.omit_default = true;
+  return row;
+}
+
 // The JSON object of one section's rows, in the table's order.
 template <class S>
 json::Value section_json(const SettingsTable<S>& table, const std::string& section, const S& s) {
+  static const S defaults{};
   json::Value v = json::Value(json::Object{});
-  for (const Setting<S>& row : table)
-    if (row.section == section) v[row.key] = row.get(s);
+  for (const Setting<S>& row : table) {
+    if (row.section != section) continue;
+    json::Value value = row.get(s);
+    if (row.omit_default && value == row.get(defaults)) continue;
+    v[row.key] = std::move(value);
+  }
   return v;
 }
 

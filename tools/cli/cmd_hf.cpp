@@ -9,6 +9,7 @@
 
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "train/export_gguf.h"
 #include "train/generate.h"
 #include "train/hf_model.h"
 #include "train/io/files.h"
@@ -55,23 +56,35 @@ int cmd_export(int argc, char** argv, int start) {
           "--to hf: a Hugging Face folder (config.json, model.safetensors in F32,\n"
           "tokenizer.json, generation_config.json): LlamaForCausalLM for RMSNorm + SwiGLU + RoPE\n"
           "models without biases, GPT2LMHeadModel for LayerNorm + GELU + learned positions +\n"
-          "biases. Only the standard residual mode exports: no Hugging Face class computes the\n"
-          "AttnRes modes.");
-  f.add("to", "", "the layout to write: hf (required)")
-      .add("output", "", "the folder to write (required)")
+          "biases. --to gguf: one GGUF v3 file for llama.cpp (architecture llama: RMSNorm +\n"
+          "SwiGLU + RoPE; the tokenizer as tokenizer.ggml.*; tensors in --type f32, f16 or\n"
+          "bf16). Only the standard residual mode exports: no Hugging Face class or llama.cpp\n"
+          "architecture computes the AttnRes modes.");
+  f.add("to", "", "the layout to write: hf or gguf (required)")
+      .add("output", "", "the folder (hf) or file (gguf) to write (required)")
+      .add("type", "f32", "gguf: the tensors' type, f32 | f16 | bf16 (norm gains stay f32)")
       .add("checkpoint", "", "model.safetensors or checkpoint.safetensors (required)")
       .add("tokenizer", "", "tokenizer.json (default: the tokenizer.json beside --checkpoint)");
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
     return 0;
   }
-  if (f.get("to") != "hf")
-    throw UsageError(fmt::format("--to: expected hf, got '{}'", f.get("to")));
+  const std::string to = f.get("to");
+  if (to != "hf" && to != "gguf")
+    throw UsageError(fmt::format("--to: expected hf or gguf, got '{}'", to));
+  if (to == "hf" && f.given("type"))
+    throw UsageError("--type applies to --to gguf (a Hugging Face export is float32)");
+  GgmlType type = GgmlType::f32;
+  try {
+    type = parse_gguf_export_type(f.get("type"));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--type: {}", e.what()));
+  }
   if (f.get("output").empty()) throw UsageError("--output is required");
   if (f.get("checkpoint").empty()) throw UsageError("--checkpoint is required");
   const std::string path = f.get("checkpoint");
   const TrainedModel trained = load_trained_model(path);
-  hf_architecture_for(trained.config.model);  // refuses before any tokenizer is read
+  if (to == "hf") hf_architecture_for(trained.config.model);  // refuses before the tokenizer
   const std::string tokenizer_path =
       f.given("tokenizer")
           ? f.get("tokenizer")
@@ -88,6 +101,11 @@ int cmd_export(int argc, char** argv, int start) {
     auto it = trained.metadata.find(key);
     return it != trained.metadata.end() ? std::stoll(it->second) : tokenizer.token_id(special);
   };
+  if (to == "gguf") {
+    export_gguf(*trained.model, trained.config.model, tokenizer, f.get("output"), type);
+    fmt::print("exported {} as GGUF ({}) to {}\n", path, f.get("type"), f.get("output"));
+    return 0;
+  }
   const std::string arch = export_hf(*trained.model, trained.config.model, tokenizer_json,
                                      token("depthgrad.bos_token_id", "<bos>"),
                                      token("depthgrad.eos_token_id", "<eos>"), f.get("output"));
