@@ -4,7 +4,8 @@
 # defaults, --threads everywhere), checks before data, and Ctrl-C: SIGINT/SIGTERM stop train and a
 # paired reproduction at a step boundary, the printed command resumes them and gives the same bits
 # as a run that was never interrupted; after SIGKILL a paired reproduction resumes from its periodic
-# arm checkpoint to the same numbers.
+# arm checkpoint to the same numbers; a fine-tune of an imported model (train --init-from) stops
+# and resumes to the same bits too.
 # Usage: tests/cli_usage.sh PATH/TO/depthgrad DATA_DIR
 set -u
 source "$(dirname "$0")/cli_common.sh" cli_usage "$@"
@@ -133,6 +134,30 @@ for sig in INT TERM; do
     fail "train: resumed weights differ (SIG$sig; $resume)"
   fi
 done
+
+# --- fine-tuning an imported model: Ctrl-C and the printed resume command give the same bits ---
+"$BIN" import --from "$(dirname "$0")/data/hf/gpt2" --to "$WORK/imported" > /dev/null 2>&1
+head -c 100000 "$DATA/tiny_shakespeare.txt" > "$WORK/notes.txt"
+FT=(--init-from "$WORK/imported" --dataset "$WORK/notes.txt" --steps 1000 --checkpoint-every 100 --batch 2 --threads 1)
+"$BIN" train "${FT[@]}" --quiet --output-dir "$WORK/ft-whole" > /dev/null 2>&1
+env -u OMP_WAIT_POLICY "$BIN" train "${FT[@]}" --output-dir "$WORK/ft-cut" > "$WORK/ft-cut.out" 2> "$WORK/ft-cut.err" &
+pid=$!
+wait_lines "$WORK/ft-cut/steps.jsonl" 150
+kill -INT $pid
+wait $pid
+rc=$?
+resume="$(grep -A1 '^resume with:' "$WORK/ft-cut.err" | tail -1)"
+if [ $rc -eq 130 ] && [ -s "$WORK/ft-whole/model.safetensors" ] && [ ! -e "$WORK/ft-cut/model.safetensors" ] && printf '%s' "$resume" | grep -q -- "--init-from"; then
+  pass "train --init-from an imported GPT-2: SIGINT stops it and the resume command keeps --init-from"
+else
+  fail "train --init-from SIGINT (rc=$rc)"; cat "$WORK/ft-cut.err"
+fi
+bash -c "$resume --quiet" > /dev/null 2>&1
+if [ $? -eq 0 ] && [ "$(sha "$WORK/ft-whole/model.safetensors")" = "$(sha "$WORK/ft-cut/model.safetensors")" ] && [ "$(wc -l < "$WORK/ft-cut/steps.jsonl")" -eq 1000 ]; then
+  pass "train --init-from: the resumed fine-tune gives the same weights as the uninterrupted one"
+else
+  fail "train --init-from: resumed weights differ ($resume)"
+fi
 
 # --- Ctrl-C: a paired reproduction resumes from its run folder, the arm in training included ---
 PAIRED=(reproduce --protocol paired --seeds 1-2 --steps 1500 --layers 1 --dim 16 --heads 2 --train-tokens 20000 --eval reference --dataset-dir "$DATA" --threads 1)
