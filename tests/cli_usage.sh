@@ -235,6 +235,12 @@ if [ $? -eq 0 ] && [ "$(head -c 4 "$WORK/std.gguf")" = "GGUF" ] && [ "$(od -An -
 else
   fail "export --to gguf"
 fi
+"$BIN" export --to gguf --checkpoint "$WORK/imported/model.safetensors" --output "$WORK/gpt2.gguf" > /dev/null 2>&1
+if [ $? -eq 0 ] && grep -aq "gpt2.attention.layer_norm_epsilon" "$WORK/gpt2.gguf"; then
+  pass "export --to gguf writes an imported GPT-2 as llama.cpp's gpt2 architecture"
+else
+  fail "export --to gguf of the imported GPT-2"
+fi
 "$BIN" export --to hf --checkpoint "$WORK/std/model.safetensors" --output "$WORK/std-hf" > /dev/null 2>&1 &&
   "$BIN" import --from "$WORK/std-hf" --to "$WORK/std-back" > /dev/null 2>&1 &&
   "$BIN" generate --checkpoint "$WORK/std-back/model.safetensors" --prompt "ROMEO:" --max-new-tokens 8 --seed 1 --threads 1 > "$WORK/std-back.out" 2>&1

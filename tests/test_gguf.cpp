@@ -2,7 +2,8 @@
 // and BF16 conversions against known bit patterns, one clear error per malformed file (built
 // byte by byte here, not by the writer), and the MicroLM export: keys, types, tensor shapes in
 // llama.cpp's order, values, refusals, and the Q/K permutation checked against an
-// interleaved-pairs RoPE written below.
+// interleaved-pairs RoPE written below; for the gpt2 architecture, the fused Q/K/V and the
+// matrices' orientation checked by computing projections from the GGUF tensors as ggml does.
 //
 // llama.cpp and gguf-py are not installed here (no network), so the project's reader is the
 // check; tools/gguf_dump.py, an independent reader in Python, read an exported file once by hand
@@ -442,7 +443,21 @@ dg::MicroLMConfig tiny_llama(int64_t vocab, bool tied) {
   return c;
 }
 
-// The parameters, with norm gains moved off 1 so that a swapped tensor would show.
+// GPT-2's block as depthgrad imports it (LayerNorm, tanh GELU, learned positions, biases, no
+// RoPE), with 2 K/V heads so the fused projection's Q, K and V slices differ in width.
+dg::MicroLMConfig tiny_gpt2(int64_t vocab, bool tied) {
+  dg::MicroLMConfig c = tiny_llama(vocab, tied);
+  c.norm = dg::Norm::Kind::layer;
+  c.ffn = dg::FeedForward::Kind::gelu_tanh;
+  c.rope = false;
+  c.bias = true;
+  c.learned_positions = true;
+  c.expansion = 4;
+  return c;
+}
+
+// The parameters, with norm gains (and biases) moved off 1 (0) so that a swapped tensor would
+// show.
 std::unique_ptr<dg::MicroLM> tiny_model(const dg::MicroLMConfig& c, uint64_t seed) {
   auto model = std::make_unique<dg::MicroLM>(c);
   model->init_identical(seed);
@@ -685,6 +700,178 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("a GPT-2-shaped MicroLM exports as gpt2: keys, tensor names, shapes, values") {
+  const dg::BpeTokenizer tok = tiny_tokenizer();
+  for (const bool tied : {true, false}) {
+    for (const GgmlType type : {GgmlType::f32, GgmlType::f16}) {
+      CAPTURE(tied);
+      CAPTURE(dg::ggml_type_name(type));
+      const dg::MicroLMConfig c = tiny_gpt2(tok.vocab_size(), tied);
+      const auto model = tiny_model(c, 5);
+      const GgufFile f = dg::micro_lm_gguf(*model, c, tok, type, "tiny gpt2");
+      check_string(f, "general.architecture", "gpt2");
+      check_string(f, "general.name", "tiny gpt2");
+      check_u32(f, "general.file_type", type == GgmlType::f32 ? 0 : 1);
+      check_u32(f, "gpt2.context_length", 32);
+      check_u32(f, "gpt2.embedding_length", 24);
+      check_u32(f, "gpt2.feed_forward_length", 96);
+      check_u32(f, "gpt2.block_count", 2);
+      check_u32(f, "gpt2.attention.head_count", 4);
+      check_u32(f, "gpt2.attention.head_count_kv", 2);
+      REQUIRE(f.find("gpt2.attention.layer_norm_epsilon"));
+      CHECK(f.find("gpt2.attention.layer_norm_epsilon")->type == GgufType::f32);
+      CHECK(f.find("gpt2.attention.layer_norm_epsilon")->real == static_cast<float>(1e-5));
+      for (const auto& [key, value] : f.metadata) {
+        CAPTURE(key);
+        CHECK(key.rfind("llama.", 0) == std::string::npos);
+      }
+      check_string(f, "tokenizer.ggml.model", "gpt2");
+      check_string(f, "tokenizer.ggml.pre", "gpt-2");
+      REQUIRE(f.find("tokenizer.ggml.tokens"));
+      CHECK(f.find("tokenizer.ggml.tokens")->elements.size() == static_cast<size_t>(c.vocab));
+
+      // llama.cpp's create_tensor shapes for LLM_ARCH_GPT2 (n_embd_gqa = 2 heads · 6).
+      const uint64_t D = 24, V = c.vocab, F = 96, P = 32, kv = 12;
+      std::map<std::string, std::vector<uint64_t>> expected = {
+          {"token_embd.weight", {D, V}}, {"position_embd.weight", {D, P}},
+          {"output_norm.weight", {D}},   {"output_norm.bias", {D}},
+          {"output.weight", {D, V}},  // always: llama.cpp's gpt2 loader requires it
+      };
+      for (int l = 0; l < 2; ++l) {
+        const std::string b = "blk." + std::to_string(l) + ".";
+        expected[b + "attn_norm.weight"] = expected[b + "attn_norm.bias"] = {D};
+        expected[b + "attn_qkv.weight"] = {D, D + 2 * kv};
+        expected[b + "attn_qkv.bias"] = {D + 2 * kv};
+        expected[b + "attn_output.weight"] = {D, D};
+        expected[b + "attn_output.bias"] = {D};
+        expected[b + "ffn_norm.weight"] = expected[b + "ffn_norm.bias"] = {D};
+        expected[b + "ffn_up.weight"] = {D, F};
+        expected[b + "ffn_up.bias"] = {F};
+        expected[b + "ffn_down.weight"] = {F, D};
+        expected[b + "ffn_down.bias"] = {D};
+      }
+      CHECK(f.tensors.size() == expected.size());
+      for (const auto& [name, dims] : expected) {
+        CAPTURE(name);
+        const GgufTensor* t = f.find_tensor(name);
+        REQUIRE(t != nullptr);
+        CHECK(t->dims == dims);
+        CHECK(t->type == (dims.size() == 1 ? GgmlType::f32 : type));
+      }
+      const auto stored = [&](float x) {
+        return type == GgmlType::f32 ? x : dg::f16_to_float(dg::float_to_f16(x));
+      };
+      const auto same_values = [&](const std::string& name, std::vector<float> want) {
+        CAPTURE(name);
+        if (f.find_tensor(name)->dims.size() > 1)
+          for (float& x : want) x = stored(x);
+        const std::vector<float> got = dg::gguf_tensor_floats(*f.find_tensor(name));
+        REQUIRE(got.size() == want.size());
+        size_t differ = 0;
+        for (size_t i = 0; i < got.size(); ++i) differ += bits_of(got[i]) != bits_of(want[i]);
+        CHECK(differ == 0);
+      };
+      const auto cat = [](const std::vector<dg::Tensor>& parts) {
+        std::vector<float> out;
+        for (const dg::Tensor& t : parts) {
+          const std::vector<float> v = values_of(t);
+          out.insert(out.end(), v.begin(), v.end());
+        }
+        return out;
+      };
+      same_values("token_embd.weight", values_of(model->token->weight));
+      same_values("position_embd.weight", values_of(model->position->weight));
+      same_values("output_norm.weight", values_of(model->final_norm->weight));
+      same_values("output_norm.bias", values_of(model->final_norm->bias));
+      same_values("output.weight", values_of(model->head_weight()));
+      for (int l = 0; l < 2; ++l) {
+        const dg::MicroBlock& blk = *model->blocks[l];
+        const dg::CausalSelfAttention& a = *blk.attention;
+        const std::string b = "blk." + std::to_string(l) + ".";
+        same_values(b + "attn_norm.weight", values_of(blk.attention_norm->weight));
+        same_values(b + "attn_norm.bias", values_of(blk.attention_norm->bias));
+        same_values(b + "attn_qkv.weight", cat({a.q->weight, a.k->weight, a.v->weight}));
+        same_values(b + "attn_qkv.bias", cat({a.q->bias, a.k->bias, a.v->bias}));
+        same_values(b + "attn_output.weight", values_of(a.output->weight));
+        same_values(b + "attn_output.bias", values_of(a.output->bias));
+        same_values(b + "ffn_norm.weight", values_of(blk.ffn_norm->weight));
+        same_values(b + "ffn_norm.bias", values_of(blk.ffn_norm->bias));
+        same_values(b + "ffn_up.weight", values_of(blk.ffn->up->weight));
+        same_values(b + "ffn_up.bias", values_of(blk.ffn->up->bias));
+        same_values(b + "ffn_down.weight", values_of(blk.ffn->down->weight));
+        same_values(b + "ffn_down.bias", values_of(blk.ffn->down->bias));
+      }
+    }
+  }
+}
+
+TEST_CASE("gpt2 export: the GGUF attn_qkv, computed as ggml does, gives the model's q, k and v") {
+  const dg::BpeTokenizer tok = tiny_tokenizer();
+  const dg::MicroLMConfig c = tiny_gpt2(tok.vocab_size(), true);
+  const auto model = tiny_model(c, 13);
+  const GgufFile f = dg::micro_lm_gguf(*model, c, tok);
+  const int64_t D = c.dim, kv = D / c.heads * c.kv_heads, T = 5;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(T * D);
+  for (float& v : x) v = normal(rng);
+  const dg::Tensor input =
+      dg::Tensor::from_vector(std::vector<double>(x.begin(), x.end()), {T, D}, dg::DType::f32);
+  // ggml_mul_mat(W, x) + b: W has dims {ne0, ne1} = {in, out}, element (i, r) at r·ne0 + i;
+  // y[t, r] = Σ_i W[r·ne0 + i] · x[t, i] + b[r]. The dims are read from the file, not assumed.
+  const auto ggml_linear = [&](const std::string& name) {
+    const GgufTensor& w = *f.find_tensor(name + ".weight");
+    const GgufTensor& bias = *f.find_tensor(name + ".bias");
+    REQUIRE(w.dims.size() == 2);
+    REQUIRE(w.dims[0] == static_cast<uint64_t>(D));
+    const int64_t out = static_cast<int64_t>(w.dims[1]);
+    REQUIRE(bias.dims == std::vector<uint64_t>{static_cast<uint64_t>(out)});
+    const std::vector<float> wv = dg::gguf_tensor_floats(w), bv = dg::gguf_tensor_floats(bias);
+    std::vector<double> y(T * out);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t r = 0; r < out; ++r) {
+        double sum = bv[r];
+        for (int64_t i = 0; i < D; ++i) sum += double(wv[r * D + i]) * x[t * D + i];
+        y[t * out + r] = sum;
+      }
+    return std::make_pair(y, out);
+  };
+  // The largest difference between columns [from, from + width) of y [T, cols] and want [T, width].
+  const auto worst = [&](const std::vector<double>& y, int64_t cols, int64_t from, int64_t width,
+                         const std::vector<double>& want) {
+    double w = 0;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < width; ++j)
+        w = std::max(w, std::abs(y[t * cols + from + j] - want[t * width + j]));
+    return w;
+  };
+  const dg::CausalSelfAttention& a = *model->blocks[0]->attention;
+  const std::vector<double> q = a.q->forward(input).to_vector();
+  const std::vector<double> k = a.k->forward(input).to_vector();
+  const std::vector<double> v = a.v->forward(input).to_vector();
+  const auto [qkv, cols] = ggml_linear("blk.0.attn_qkv");
+  REQUIRE(cols == D + 2 * kv);
+  // llama.cpp's build_gpt2 views Q at offset 0, K at n_embd, V at n_embd + n_embd_gqa.
+  CHECK(worst(qkv, cols, 0, D, q) < 1e-5);
+  CHECK(worst(qkv, cols, D, kv, k) < 1e-5);
+  CHECK(worst(qkv, cols, D + kv, kv, v) < 1e-5);
+  CHECK(worst(qkv, cols, 0, kv, k) > 1e-2);  // teeth: K is not where Q is
+  // The square attn_output: read as ggml does it equals the model's; read transposed it does not.
+  const std::vector<double> o = a.output->forward(input).to_vector();
+  const auto [proj, out_cols] = ggml_linear("blk.0.attn_output");
+  CHECK(worst(proj, out_cols, 0, D, o) < 1e-5);
+  const std::vector<float> wo = dg::gguf_tensor_floats(*f.find_tensor("blk.0.attn_output.weight"));
+  const std::vector<float> bo = dg::gguf_tensor_floats(*f.find_tensor("blk.0.attn_output.bias"));
+  std::vector<double> transposed(T * D);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t r = 0; r < D; ++r) {
+      double sum = bo[r];
+      for (int64_t i = 0; i < D; ++i) sum += double(wo[i * D + r]) * x[t * D + i];
+      transposed[t * D + r] = sum;
+    }
+  CHECK(worst(transposed, D, 0, D, o) > 1e-2);
+}
+
 TEST_CASE("GGUF export refuses models llama.cpp cannot run as trained, naming the setting") {
   const dg::BpeTokenizer tok = tiny_tokenizer();
   const auto refusal = [&](dg::MicroLMConfig c) {
@@ -728,6 +915,31 @@ TEST_CASE("GGUF export refuses models llama.cpp cannot run as trained, naming th
   other.dim = 32;
   CHECK_THROWS_WITH_AS(dg::micro_lm_gguf(model, other, tok), doctest::Contains("model.dim 32"),
                        std::invalid_argument);
+  // GPT-2's block exports as gpt2; each departure from it is refused by name. Exact-erf GELU is
+  // refused, not approximated by llama.cpp's tanh form.
+  const dg::MicroLMConfig gpt2 = tiny_gpt2(tok.vocab_size(), true);
+  CHECK(refusal(gpt2) == "");
+  c = gpt2;
+  c.ffn = dg::FeedForward::Kind::gelu;
+  CHECK(refusal(c).find("model.ffn 'gelu' (exact erf)") != std::string::npos);
+  c = gpt2;
+  c.ffn = dg::FeedForward::Kind::swiglu;
+  CHECK(refusal(c).find("model.ffn 'swiglu'") != std::string::npos);
+  c = gpt2;
+  c.rope = true;
+  CHECK(refusal(c).find("model.rope true") != std::string::npos);
+  c = gpt2;
+  c.bias = false;
+  CHECK(refusal(c).find("model.bias false") != std::string::npos);
+  c = gpt2;
+  c.learned_positions = false;
+  CHECK(refusal(c).find("model.learned_positions false") != std::string::npos);
+  c = gpt2;
+  c.norm = dg::Norm::Kind::rms;
+  CHECK(refusal(c).find("model.norm 'rms'") != std::string::npos);
+  c = gpt2;
+  c.mode = dg::residual_mode("rd_attnres");
+  CHECK(refusal(c).find("AttnRes mode") != std::string::npos);
   CHECK(dg::parse_gguf_export_type("bf16") == GgmlType::bf16);
   CHECK_THROWS_WITH_AS(dg::parse_gguf_export_type("q8"), doctest::Contains("f32, f16, bf16"),
                        std::invalid_argument);

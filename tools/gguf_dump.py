@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """Reads a GGUF v3 file on its own (struct + numpy, following the specification, sharing no code
-with train/io/gguf.cpp) and prints its header, metadata and tensors; with --llama IDS it also runs
-the llama architecture's forward pass the way llama.cpp does (interleaved-pairs RoPE on the
-stored Q/K rows, grouped-query attention, SwiGLU, RMSNorm) and prints the last position's logits.
+with train/io/gguf.cpp) and prints its header, metadata and tensors; with --logits IDS it also runs
+the forward pass of the file's architecture the way llama.cpp does and prints the last position's
+logits: llama (interleaved-pairs RoPE on the stored Q/K rows, grouped-query attention, SwiGLU,
+RMSNorm) or gpt2 (learned positions, LayerNorm, the fused attn_qkv split Q | K | V, tanh GELU,
+biases).
 
 Offline and by hand, never at build time or under ctest:
-  /usr/bin/python3 tools/gguf_dump.py model.gguf [--llama 5,17,42]
+  /usr/bin/python3 tools/gguf_dump.py model.gguf [--logits 5,17,42]
 It reads F32, F16 and BF16 tensors only, and checks alignment, offsets and the file's size.
 """
 import struct
@@ -132,6 +134,52 @@ def llama_logits(meta, tensors, ids):
     return x @ head.T
 
 
+def layer_norm(x, w, b, eps):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * w + b
+
+
+def gelu_tanh(x):  # ggml_gelu
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def attention(q, k, v):  # q [T, H, hd], k and v [T, Hkv, hd], causal
+    T, H, hd = q.shape
+    Hkv = k.shape[1]
+    mask = np.triu(np.full((T, T), -np.inf), 1)
+    out = np.zeros((T, H, hd))
+    for h in range(H):
+        g = h // (H // Hkv)
+        s = q[:, h, :] @ k[:, g, :].T / np.sqrt(hd) + mask
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        out[:, h, :] = (p / p.sum(axis=1, keepdims=True)) @ v[:, g, :]
+    return out.reshape(T, H * hd)
+
+
+def gpt2_logits(meta, tensors, ids):
+    W = {name: t[3] for name, t in tensors.items()}
+    H = meta["gpt2.attention.head_count"]
+    Hkv = meta.get("gpt2.attention.head_count_kv", H)
+    eps = meta["gpt2.attention.layer_norm_epsilon"]
+    x = W["token_embd.weight"][ids] + W["position_embd.weight"][np.arange(len(ids))]
+    T, D = x.shape
+    hd = D // H
+    for l in range(meta["gpt2.block_count"]):
+        b = f"blk.{l}."
+        u = layer_norm(x, W[b + "attn_norm.weight"], W[b + "attn_norm.bias"], eps)
+        qkv = u @ W[b + "attn_qkv.weight"].T + W[b + "attn_qkv.bias"]  # views at 0, D, D + kv
+        kv = Hkv * hd
+        q, k, v = qkv[:, :D], qkv[:, D:D + kv], qkv[:, D + kv:D + 2 * kv]
+        out = attention(q.reshape(T, H, hd), k.reshape(T, Hkv, hd), v.reshape(T, Hkv, hd))
+        x = x + out @ W[b + "attn_output.weight"].T + W[b + "attn_output.bias"]
+        u = layer_norm(x, W[b + "ffn_norm.weight"], W[b + "ffn_norm.bias"], eps)
+        up = gelu_tanh(u @ W[b + "ffn_up.weight"].T + W[b + "ffn_up.bias"])
+        x = x + up @ W[b + "ffn_down.weight"].T + W[b + "ffn_down.bias"]
+    x = layer_norm(x, W["output_norm.weight"], W["output_norm.bias"], eps)
+    return x @ W["output.weight"].T
+
+
 def main():
     meta, types, tensors, start = read_gguf(sys.argv[1])
     print(f"data section at byte {start}, {len(meta)} keys, {len(tensors)} tensors")
@@ -140,9 +188,12 @@ def main():
         print(f"  {key} (type {types[key]}): {shown}")
     for name, (tname, dims, offset, _) in tensors.items():
         print(f"  {name}: {tname} dims {dims} offset {offset}")
-    if len(sys.argv) > 3 and sys.argv[2] == "--llama":
+    if len(sys.argv) > 3 and sys.argv[2] in ("--logits", "--llama"):
         ids = [int(i) for i in sys.argv[3].split(",")]
-        logits = llama_logits(meta, tensors, ids)
+        arch = meta["general.architecture"]
+        if arch not in ("llama", "gpt2"):
+            raise ValueError(f"no forward pass for architecture '{arch}'")
+        logits = (llama_logits if arch == "llama" else gpt2_logits)(meta, tensors, ids)
         print("last logits:", " ".join(f"{v:.6f}" for v in logits[-1]))
 
 

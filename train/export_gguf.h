@@ -1,9 +1,11 @@
 // A standard-mode MicroLM and its byte-level BPE written as a GGUF v3 file that llama.cpp runs as
-// its `llama` architecture (RMSNorm, RoPE, grouped-query attention, SwiGLU): llama.* hyper-
-// parameters, the tokenizer as tokenizer.ggml.* (model "gpt2", pre-tokenizer "gpt-2"), and the
-// weights under llama.cpp's tensor names with the Q and K rows permuted for its RoPE layout.
-// It refuses, naming the setting, every model llama's graph cannot run as trained: the AttnRes
-// modes, LayerNorm, GELU, learned positions, no RoPE, biases. It adds no CLI command.
+// one of two architectures: `llama` (RMSNorm, RoPE, grouped-query attention, SwiGLU, no biases;
+// the Q and K rows permuted for its RoPE layout) or `gpt2` (LayerNorm, learned positions, tanh
+// GELU, biases, no RoPE; Q, K and V fused into attn_qkv). The hyperparameters are llama.* or
+// gpt2.*, the tokenizer tokenizer.ggml.* (model "gpt2", pre-tokenizer "gpt-2"). It refuses,
+// naming the setting, every model neither graph runs as trained: the AttnRes modes and any mix
+// of the two (e.g. LayerNorm with SwiGLU, or exact-erf GELU, which llama.cpp's gpt2 would
+// compute in the tanh form). It adds no CLI command.
 #pragma once
 #include <string>
 #include <string_view>
@@ -20,10 +22,12 @@ GgmlType parse_gguf_export_type(std::string_view name);
 
 // The GGUF file of `model` (built from `config`, which must be the model's own) and the
 // tokenizer it was trained with. Matrices are stored as `type` (F32, F16 or BF16, rounded to
-// nearest even); 1-D tensors (the norms' gains) stay F32, as llama.cpp's converter keeps them.
-// The tied head is not written (llama.cpp reads token_embd.weight as the output then). Throws
-// std::invalid_argument naming the field (model.mode, model.norm, model.ffn, model.rope,
-// model.bias, model.learned_positions, model.vocab) for a model llama.cpp cannot run as trained.
+// nearest even); 1-D tensors (norm gains and biases) stay F32, as llama.cpp's converter keeps
+// them. A tied head is not written for llama (llama.cpp reads token_embd.weight as the output
+// then); gpt2 always gets output.weight (a copy of token_embd when tied), which llama.cpp's gpt2
+// loader requires. Throws std::invalid_argument naming the field (model.mode, model.norm,
+// model.ffn, model.rope, model.bias, model.learned_positions, model.vocab) for a model llama.cpp
+// cannot run as trained.
 GgufFile micro_lm_gguf(const MicroLM& model, const MicroLMConfig& config,
                        const BpeTokenizer& tokenizer, GgmlType type = GgmlType::f32,
                        const std::string& name = "depthgrad");

@@ -56,10 +56,11 @@ int cmd_export(int argc, char** argv, int start) {
           "--to hf: a Hugging Face folder (config.json, model.safetensors in F32,\n"
           "tokenizer.json, generation_config.json): LlamaForCausalLM for RMSNorm + SwiGLU + RoPE\n"
           "models without biases, GPT2LMHeadModel for LayerNorm + GELU + learned positions +\n"
-          "biases. --to gguf: one GGUF v3 file for llama.cpp (architecture llama: RMSNorm +\n"
-          "SwiGLU + RoPE; the tokenizer as tokenizer.ggml.*; tensors in --type f32, f16 or\n"
-          "bf16). Only the standard residual mode exports: no Hugging Face class or llama.cpp\n"
-          "architecture computes the AttnRes modes.");
+          "biases. --to gguf: one GGUF v3 file for llama.cpp (architecture llama for RMSNorm +\n"
+          "SwiGLU + RoPE, gpt2 for LayerNorm + tanh GELU + learned positions + biases; the\n"
+          "tokenizer as tokenizer.ggml.*; tensors in --type f32, f16 or bf16). Only the standard\n"
+          "residual mode exports: no Hugging Face class or llama.cpp architecture computes the\n"
+          "AttnRes modes.");
   f.add("to", "", "the layout to write: hf or gguf (required)")
       .add("output", "", "the folder (hf) or file (gguf) to write (required)")
       .add("type", "f32", "gguf: the tensors' type, f32 | f16 | bf16 (norm gains stay f32)")
