@@ -70,12 +70,12 @@ test-mpi-full: build
 	cmake --build $(BUILD) --target test_mpi_full
 
 reproduce: build
-	./$(BUILD)/depthgrad reproduce --paper rd-attnres --dataset-dir $(DATA) --seed 42
+	$(BUILD)/depthgrad reproduce --paper rd-attnres --dataset-dir $(DATA) --seed 42
 
 bench: build
-	./$(BUILD)/bench_matmul
-	./$(BUILD)/bench_attention
-	./$(BUILD)/depthgrad bench
+	$(BUILD)/bench_matmul
+	$(BUILD)/bench_attention
+	$(BUILD)/depthgrad bench
 
 # ASan + UBSan (gcc by default; CXX=clang++-14 works too). Any report fails its test.
 sanitize-configure: deps
@@ -105,7 +105,7 @@ fuzz:
 
 fuzz-corpus: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target dg_fuzz_make_corpus
-	./$(BUILD)/dg_fuzz_make_corpus tests/fuzz/corpus
+	$(BUILD)/dg_fuzz_make_corpus tests/fuzz/corpus
 
 format:
 	./tools/format.sh
@@ -116,8 +116,8 @@ clean:
 
 KILLS ?= 50
 kill-test: build
-	bash tests/kill_resume.sh ./$(BUILD)/depthgrad $(abspath $(DATA)) $(KILLS)
+	bash tests/kill_resume.sh $(BUILD)/depthgrad $(abspath $(DATA)) $(KILLS)
 
 gradcheck-teeth: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target gradcheck_teeth
-	bash tools/gradcheck_teeth.sh ./$(BUILD)/gradcheck_teeth
+	bash tools/gradcheck_teeth.sh $(BUILD)/gradcheck_teeth
