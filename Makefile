@@ -1,5 +1,9 @@
 # depthgrad's front door. `make test` and `make reproduce` install what is missing themselves.
-#   make test        build (Release) and run the whole suite through ctest, at 1 and 2 threads
+#   make test        build (Release) and run the whole suite through ctest, at 1 and 2 threads,
+#                    then test-clang and the ASan+UBSan subset (test-sanitize-ci)
+#   make test-clang  build the library, the program and the tests with clang++-14 and -Werror
+#                    (-O1) in CLANG_BUILD, a folder outside the source tree (default
+#                    ../<this folder>-build-clang), and run the suite there but CLANG_SKIP
 #   make test-mpi-full  the full multi-rank battery (tests/mpi_train.sh full; ctest runs the quick one)
 #   make reproduce   build and run the rd-attnres reproduction on DATA (default ../shared/data)
 #   make bench       build and run the benchmarks (bench_matmul, bench_attention, depthgrad bench; add --compare-torch by hand)
@@ -19,8 +23,19 @@ SANITIZE_BUILD ?= build-sanitize
 FUZZ_BUILD ?= build-fuzz
 FUZZ_CXX ?= clang++-14
 FUZZ_SECONDS ?= 60
+CLANG_CXX ?= clang++-14
+# -O1 compiles fast; it runs no loop vectorizer, so every `#pragma omp simd` loop would report
+# "loop not vectorized" (-Wpass-failed): that one is off.
+CLANG_FLAGS ?= -O1 -Wno-pass-failed
+CLANG_BUILD ?= $(abspath $(CURDIR)/..)/$(notdir $(CURDIR))-build-clang
+# The ctest entries test-clang leaves out: the checks of the source (check_*, count_lines: the
+# main build runs them), package_consumer (it builds a consumer with the default c++, gcc, and a
+# library is consumed with the compiler that built it: clang's OpenMP runtime is libomp, gcc's
+# libgomp) and mpi_train (a minute; the main build runs it). Every other entry runs, the doctest
+# files at 1 and 2 threads and the program's end-to-end scripts from an out-of-tree build.
+CLANG_SKIP ?= ^(check_.*|count_lines|package_consumer|mpi_train)$$
 
-.PHONY: all deps configure build test test-mpi-full reproduce bench clean format \
+.PHONY: all deps configure build test test-clang test-mpi-full reproduce bench clean format \
 	sanitize-configure sanitize-build test-sanitize test-sanitize-ci fuzz fuzz-corpus kill-test gradcheck-teeth
 
 all: build
@@ -35,21 +50,32 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The whole suite, then the sanitize-ci subset under ASan + UBSan (its own build of dg_tests only).
+# The whole suite, then the clang build and its tests, then the sanitize-ci subset
+# under ASan + UBSan (its own build of dg_tests only).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j 1
+	$(MAKE) test-clang
 	$(MAKE) test-sanitize-ci
+
+# clang++-14, every warning an error (DG_WERROR), -O1: what it compiles is what gcc compiles
+# (library, depthgrad, dg_tests), so a construct one compiler rejects fails here.
+test-clang: deps
+	@cmake -S . -B $(CLANG_BUILD) -DCMAKE_CXX_COMPILER=$(CLANG_CXX) -DCMAKE_BUILD_TYPE=None \
+	  -DCMAKE_CXX_FLAGS="$(CLANG_FLAGS)" -DDG_WERROR=ON -DDG_NATIVE=$(NATIVE) -DDG_TEST_DATA_DIR=$(abspath $(DATA)) \
+	  > $(CLANG_BUILD).configure.log || (cat $(CLANG_BUILD).configure.log; exit 1)
+	@cmake --build $(CLANG_BUILD) -j $(JOBS) --target depthgrad dg_tests
+	cd $(CLANG_BUILD) && ctest --output-on-failure -j 1 -E '$(CLANG_SKIP)'
 
 test-mpi-full: build
 	cmake --build $(BUILD) --target test_mpi_full
 
 reproduce: build
-	./$(BUILD)/depthgrad reproduce --paper rd-attnres --dataset-dir $(DATA) --seed 42
+	$(BUILD)/depthgrad reproduce --paper rd-attnres --dataset-dir $(DATA) --seed 42
 
 bench: build
-	./$(BUILD)/bench_matmul
-	./$(BUILD)/bench_attention
-	./$(BUILD)/depthgrad bench
+	$(BUILD)/bench_matmul
+	$(BUILD)/bench_attention
+	$(BUILD)/depthgrad bench
 
 # ASan + UBSan (gcc by default; CXX=clang++-14 works too). Any report fails its test.
 sanitize-configure: deps
@@ -79,19 +105,19 @@ fuzz:
 
 fuzz-corpus: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target dg_fuzz_make_corpus
-	./$(BUILD)/dg_fuzz_make_corpus tests/fuzz/corpus
+	$(BUILD)/dg_fuzz_make_corpus tests/fuzz/corpus
 
 format:
 	./tools/format.sh
 
 clean:
 	rm -rf $(BUILD) $(BUILD).configure.log $(SANITIZE_BUILD) $(SANITIZE_BUILD).configure.log \
-	  $(FUZZ_BUILD) $(FUZZ_BUILD).configure.log
+	  $(FUZZ_BUILD) $(FUZZ_BUILD).configure.log $(CLANG_BUILD) $(CLANG_BUILD).configure.log
 
 KILLS ?= 50
 kill-test: build
-	bash tests/kill_resume.sh ./$(BUILD)/depthgrad $(abspath $(DATA)) $(KILLS)
+	bash tests/kill_resume.sh $(BUILD)/depthgrad $(abspath $(DATA)) $(KILLS)
 
 gradcheck-teeth: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target gradcheck_teeth
-	bash tools/gradcheck_teeth.sh ./$(BUILD)/gradcheck_teeth
+	bash tools/gradcheck_teeth.sh $(BUILD)/gradcheck_teeth

@@ -107,7 +107,11 @@ else
   fail "reproduce --combine"; cat "$WORK/scales.txt"
 fi
 cp "$WORK/scales/scales.html" "$WORK/scales-first.html"
-"$BIN" reproduce --combine "${paper_dir},${paired_dir}" --output-dir "$WORK/scales" > /dev/null
+# An earlier page is replaced only with --overwrite: without it, one line and nothing written.
+expect "reproduce --combine refuses to replace a report" 2 "$WORK/scales holds a cross-scale report (scales.md, scales.html, scales.json, scales.svg): replace it with --overwrite" -- \
+  "$BIN" reproduce --combine "${paper_dir}" --output-dir "$WORK/scales"
+if cmp -s "$WORK/scales/scales.html" "$WORK/scales-first.html"; then pass "the refused --combine left the report as it was"; else fail "the refused --combine changed the report"; fi
+"$BIN" reproduce --combine "${paper_dir},${paired_dir}" --output-dir "$WORK/scales" --overwrite > /dev/null
 if cmp -s "$WORK/scales/scales.html" "$WORK/scales-first.html"; then pass "reproduce --combine is deterministic"; else fail "reproduce --combine output differs between runs"; fi
 expect_error "--combine refuses a parity run" "${run_dir%/}/result.json" -- "$BIN" reproduce --combine "${paired_dir},${run_dir}" --output-dir "$WORK/scales2"
 

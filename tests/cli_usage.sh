@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of everyday use, run by ctest: training on your own text (a file, a folder,
 # the cache), tokenizers that round-trip any bytes, one vocabulary of flags (--output-dir, help
-# defaults, --threads everywhere), checks before data, and Ctrl-C: SIGINT/SIGTERM stop train and a
+# defaults, --threads everywhere), checks before data, no finished run replaced without --overwrite
+# (train, tokenize, bench --write-check), and Ctrl-C: SIGINT/SIGTERM stop train and a
 # paired reproduction at a step boundary, the printed command resumes them and gives the same bits
 # as a run that was never interrupted; after SIGKILL a paired reproduction resumes from its periodic
 # arm checkpoint to the same numbers; a fine-tune of an imported model (train --init-from) stops
@@ -83,6 +84,45 @@ printf 'the cat sat on the mat.\n%.0s' {1..40} > "$WORK/cat.txt"
 r1="$("$BIN" tokenize --action decode --tokenizer "$WORK/cat.json" --ids "$("$BIN" tokenize --action encode --tokenizer "$WORK/cat.json" --text "$tab_text" 2>/dev/null)")"
 r2="$("$BIN" tokenize --action decode --tokenizer "$WORK/cat-ref.json" --ids "$("$BIN" tokenize --action encode --tokenizer "$WORK/cat-ref.json" --text "$tab_text" 2>/dev/null)")"
 if [ "$r1" = "$tab_text" ] && [ "$r2" != "$tab_text" ]; then pass "tokenize --action train: all bytes by default, --reference-alphabet as the reference"; else fail "tokenize train alphabet: '$r1' / '$r2'"; fi
+
+# --- what a run wrote is never replaced without --overwrite (train, tokenize, bench --write-check) ---
+R="$WORK/own-again"  # a finished run; $WORK/own is another one
+kept="$(sha "$R/model.safetensors")"
+expect "train: a folder holding a run is refused, naming the folder and the ways on" 2 \
+  "$R holds a run (config.json, tokenizer.json, steps.jsonl, checkpoint.safetensors, model.safetensors, summary.json): continue it with --resume $R/checkpoint.safetensors, replace it with --overwrite, or give a fresh --output-dir" -- \
+  "$BIN" train --dataset "$WORK/own.txt" --steps 6 "${TINY[@]}" --output-dir "$R"
+expect "train: --resume of another run's checkpoint into a folder holding a run is refused" 2 "$R holds a run" -- \
+  "$BIN" train --dataset "$WORK/own.txt" --steps 8 "${TINY[@]}" --resume "$WORK/own/checkpoint.safetensors" --output-dir "$R"
+expect "train: --resume with --overwrite is refused" 2 "--resume and --overwrite" -- \
+  "$BIN" train --dataset "$WORK/own.txt" --steps 8 "${TINY[@]}" --resume "$R/checkpoint.safetensors" --overwrite --output-dir "$R"
+if [ "$(sha "$R/model.safetensors")" = "$kept" ]; then pass "train: the refused runs left the run as it was"; else fail "train: a refused run changed model.safetensors"; fi
+# --overwrite removes the old run's files before the new run writes (here the new run diverges at
+# once: no weights or summary of the old run survive beside it); files of the user's stay.
+echo "my notes" > "$R/notes.txt"
+"$BIN" train --dataset "$WORK/own.txt" --steps 6 "${TINY[@]}" --lr 1e30 --clip 0 --overwrite --output-dir "$R" > /dev/null 2>&1
+if [ $? -eq 1 ] && [ ! -e "$R/model.safetensors" ] && [ ! -e "$R/summary.json" ] && [ ! -e "$R/checkpoint.safetensors" ] && [ "$(cat "$R/notes.txt")" = "my notes" ]; then
+  pass "train --overwrite: the old run's files are removed before the new run writes; other files stay"
+else
+  fail "train --overwrite left old files"; ls -l "$R"
+fi
+"$BIN" train --dataset "$WORK/own.txt" --steps 3 "${TINY[@]}" --overwrite --output-dir "$R" > /dev/null
+if [ $? -eq 0 ] && grep -q '"steps": 3' "$R/config.json" && [ "$(wc -l < "$R/steps.jsonl")" -eq 3 ] && [ -s "$R/model.safetensors" ]; then
+  pass "train --overwrite replaces the run"
+else
+  fail "train --overwrite"; ls -l "$R"
+fi
+cp "$WORK/cat.json" "$WORK/cat-kept.json"
+expect "tokenize: an existing --output is refused" 2 "--output: $WORK/cat.json exists: replace it with --overwrite, or give another --output" -- \
+  "$BIN" tokenize --action train --input "$WORK/cat.txt" --vocab 300 --output "$WORK/cat.json" --reference-alphabet
+if cmp -s "$WORK/cat.json" "$WORK/cat-kept.json"; then pass "tokenize: the refused run left the file as it was"; else fail "tokenize: refused run changed the file"; fi
+"$BIN" tokenize --action train --input "$WORK/cat.txt" --vocab 300 --output "$WORK/cat.json" --reference-alphabet --overwrite > /dev/null
+if [ $? -eq 0 ] && cmp -s "$WORK/cat.json" "$WORK/cat-ref.json"; then pass "tokenize --overwrite writes over the file"; else fail "tokenize --overwrite"; fi
+"$BIN" bench --write-check "$WORK/check" --configs micro > /dev/null
+expect "bench --write-check: files of an earlier check are refused" 2 \
+  "$WORK/check holds equivalence-check files (micro.safetensors, micro.tokens.json): replace them with --overwrite" -- \
+  "$BIN" bench --write-check "$WORK/check" --configs micro
+if "$BIN" bench --write-check "$WORK/check" --configs micro --overwrite > /dev/null; then pass "bench --write-check --overwrite"; else fail "bench --write-check --overwrite"; fi
+expect "--overwrite where nothing is replaced is refused" 2 "--overwrite: only --combine" -- "$BIN" reproduce --overwrite --dataset-dir "$WORK/no-such-dir"
 
 # --- one vocabulary of flags ---
 "$BIN" train --dataset "$WORK/own.txt" --steps 2 "${TINY[@]}" --output "$WORK/alias" > /dev/null
@@ -248,6 +288,15 @@ if [ $? -eq 0 ] && [ -s "$WORK/std-hf/config.json" ] && [ -s "$WORK/std-back.out
   pass "export --to hf, import it back, generate from it"
 else
   fail "export --to hf / import / generate"; cat "$WORK/std-back.out"
+fi
+expect_error "export --to gguf into an existing file is refused" "replace it with --overwrite" -- "$BIN" export --to gguf --checkpoint "$WORK/std/model.safetensors" --output "$WORK/std.gguf"
+expect_error "export --to hf into a folder holding an export is refused" "holds an export" -- "$BIN" export --to hf --checkpoint "$WORK/std/model.safetensors" --output "$WORK/std-hf"
+expect_error "import into a folder holding a model is refused" "holds a model" -- "$BIN" import --from "$WORK/std-hf" --to "$WORK/std-back"
+if "$BIN" export --to gguf --type f32 --checkpoint "$WORK/std/model.safetensors" --output "$WORK/std.gguf" --overwrite > /dev/null 2>&1 &&
+  "$BIN" import --from "$WORK/std-hf" --to "$WORK/std-back" --overwrite > /dev/null 2>&1; then
+  pass "export and import replace what they wrote with --overwrite"
+else
+  fail "export/import --overwrite"
 fi
 expect_error "export of an AttnRes mode is refused with the reason" "AttnRes" -- "$BIN" export --to gguf --checkpoint "$WORK/own/model.safetensors" --output "$WORK/never.gguf"
 expect_error "export --to: an unknown layout is named" "expected hf or gguf" -- "$BIN" export --to onnx --checkpoint "$WORK/std/model.safetensors" --output "$WORK/never"

@@ -51,6 +51,8 @@ while [ $kills -lt "$KILLS" ]; do
     if [ -f "$out/checkpoint.safetensors" ]; then
       args+=(--resume "$out/checkpoint.safetensors")
       resumes=$((resumes + 1))
+    elif [ -e "$out" ]; then
+      args+=(--overwrite)  # killed before its first checkpoint: nothing to resume, start again
     fi
     "$BIN" "${args[@]}" > /dev/null 2> "$WORK/err" &
     pid=$!

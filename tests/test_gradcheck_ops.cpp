@@ -73,7 +73,9 @@ TEST_CASE("gradcheck has teeth: a backward wrong by 1% in one element is rejecte
                                                             {"Jacobian", jacobian},
                                                             {"element", sampled},
                                                             {"random direction", directions}};
-  for (const auto& [what, opt] : paths) {
+  for (const auto& path : paths) {
+    const char* what = path.first;  // a variable, not a structured binding: clang 14 captures it
+    const GradcheckOptions& opt = path.second;
     CAPTURE(what);
     for (int64_t bad : {int64_t(0), int64_t(7), n - 1}) {
       CAPTURE(bad);

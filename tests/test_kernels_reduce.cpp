@@ -17,7 +17,9 @@ using namespace dg;
 using namespace dg::test;
 
 TEST_CASE_TEMPLATE("max_dim kernels: fast matches reference, with ties and NaN", T, float, double) {
-  for (auto [outer, C, inner] : {std::array<int64_t, 3>{7, 13, 1}, {3, 9, 5}, {1, 40, 1}}) {
+  for (const auto& sizes : {std::array<int64_t, 3>{7, 13, 1}, {3, 9, 5}, {1, 40, 1}}) {
+    // variables, not a structured binding: CAPTURE's lambda cannot capture one under clang 14
+    const int64_t outer = sizes[0], C = sizes[1], inner = sizes[2];
     CAPTURE(outer);
     CAPTURE(inner);
     auto x = rand_vec<T>(outer * C * inner, 81);

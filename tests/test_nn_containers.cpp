@@ -161,7 +161,10 @@ TEST_CASE("MicroLM construction draws nothing: the default generator is untouche
   MicroLMConfig cfg;
   cfg.vocab = 50, cfg.dim = 16, cfg.layers = 2, cfg.heads = 2, cfg.kv_heads = 2, cfg.seq_len = 8;
   MicroLM model(cfg);
-  for (auto& [name, p] : model.named_parameters()) {
+  for (auto& named : model.named_parameters()) {
+    const auto& name =
+        named.first;  // not a structured binding: clang 14's CAPTURE needs a variable
+    auto& p = named.second;
     CAPTURE(name);
     for (double v : p.to_vector()) CHECK((v == 0.0 || v == 1.0));  // zeros, norm gains at one
   }

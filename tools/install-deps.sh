@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(g++ cmake make libopenblas-openmp-dev doctest-dev libfmt-dev
   pkg-config      # tests/package_consumer.sh builds the example with pkg-config too
   clang-format    # tools/format.sh --check runs in the test suite
+  clang-14 libomp-14-dev  # make test also builds everything with clang++-14 (its OpenMP: libomp)
   openmpi-bin libopenmpi-dev  # data parallelism over MPI ranks (train/dist/, ctest mpi_train)
   "$@"            # extra packages a target asks for (`make fuzz`: clang)
 )

@@ -22,8 +22,10 @@
 #include "tools/attnres/reproduce.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/output_guard.h"
 #include "tools/cli/ranks.h"
 #include "tools/cli/run_config_flags.h"
+#include "tools/cli/runtime_files.h"
 #include "train/io/json.h"
 #include "train/io/run_record.h"
 #include "train/run_config.h"
@@ -137,21 +139,15 @@ bool torch_reference_has(ResidualMode mode) {
   return name == "standard" || name == "block_attnres" || name == "rd_attnres";
 }
 
+// --torch-script, else the torch_reference.py shipped with this program
+// (tools/cli/runtime_files.h).
 std::string find_torch_script(const std::string& flag_value) {
-  namespace fs = std::filesystem;
   if (!flag_value.empty()) {
-    if (!fs::exists(flag_value))
+    if (!std::filesystem::exists(flag_value))
       throw UsageError(fmt::format("--torch-script: {} does not exist", flag_value));
     return flag_value;
   }
-  const fs::path exe_dir = fs::path(self_exe()).parent_path();
-  for (const fs::path& p :
-       {exe_dir / ".." / "tools" / "torch_reference.py", exe_dir / "tools" / "torch_reference.py",
-        fs::current_path() / "tools" / "torch_reference.py"})
-    if (fs::exists(p)) return fs::weakly_canonical(p).string();
-  throw UsageError(
-      "cannot find tools/torch_reference.py next to the build directory or here; pass "
-      "--torch-script PATH");
+  return runtime_file("torch_reference.py", "pass --torch-script PATH");
 }
 
 // --compare-torch needs a Python that imports torch; say which package provides it.
@@ -296,10 +292,15 @@ static int bench_on_rank(int argc, char** argv, int start, World& world, bool& a
            "configs of the equivalence check run by --compare-torch (empty: none)")
       .add("python", "/usr/bin/python3", "Python with torch for --compare-torch")
       .add("torch-script", "",
-           "path of tools/torch_reference.py (default: found beside the build directory)")
+           "path of torch_reference.py (default: " + runtime_files_dir() +
+               "/torch_reference.py, the copy this program ships: <prefix>/share/depthgrad/ "
+               "installed, the source tree's tools/ in its build folder)")
       .add("write-check", "",
            "write equivalence-check files (weights, token batch, losses) for --configs into DIR "
            "and exit")
+      .add_switch("overwrite",
+                  "with --write-check, replace the files of an earlier check in DIR (without it, "
+                  "they are refused)")
       .add_switch("no-profile",
                   "do not time op families (the timers cost about one clock read per op)")
       .add_switch("no-sgemm", "skip the sgemm measurement of the largest GEMM")
@@ -400,7 +401,20 @@ static int bench_on_rank(int argc, char** argv, int start, World& world, bool& a
   }
 
   // ---- equivalence-check files only ----
+  if (f.get_bool("overwrite") && !f.given("write-check"))
+    throw UsageError("--overwrite: only --write-check writes into a folder");
   if (f.given("write-check")) {
+    const std::string dir = f.get("write-check");
+    std::vector<std::string> files;
+    for (const std::string& c : plan.configs)
+      files.insert(files.end(), {c + ".safetensors", c + ".tokens.json"});
+    const std::string refusal =
+        f.get_bool("overwrite")
+            ? ""
+            : replace_refusal(dir, files, "equivalence-check files",
+                              "replace them with --overwrite, or give another --write-check DIR");
+    if (!refusal.empty()) throw UsageError(refusal);
+    remove_files(dir, files);
     for (const std::string& c : plan.configs) {
       CheckResult r = write_check(f.get("write-check"), spec_for(plan, c));
       std::string after;

@@ -9,6 +9,7 @@
 
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/output_guard.h"
 #include "train/export_gguf.h"
 #include "train/generate.h"
 #include "train/hf_model.h"
@@ -34,15 +35,24 @@ int cmd_import(int argc, char** argv, int start) {
            "context of the imported model (0 = the checkpoint's: GPT-2's n_positions; Llama's "
            "max_position_embeddings, at most 2048)",
            FlagRange{.low = 0});
+  add_overwrite_flag(f, "the model in --to: its files are removed before the import writes");
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
     return 0;
   }
   if (f.get("from").empty()) throw UsageError("--from is required");
   if (f.get("to").empty()) throw UsageError("--to is required");
+  // A model already in --to is not replaced without --overwrite (tools/cli/output_guard.h).
+  const std::vector<std::string> written{"model.safetensors", "tokenizer.json", "config.json"};
+  if (!f.get_bool("overwrite")) {
+    const std::string refusal = replace_refusal(
+        f.get("to"), written, "a model", "replace it with --overwrite, or give another --to");
+    if (!refusal.empty()) throw UsageError(refusal);
+  }
   HfImportOptions options;
   options.seq_len = f.get_int("seq-len");
   const HfImport model = read_hf_model(f.get("from"), options);
+  if (f.get_bool("overwrite")) remove_files(f.get("to"), written);
   write_imported_model(model, f.get("to"));
   fmt::print("imported {} from {}: {} ({} parameters)\nmodel: {}/model.safetensors\n",
              model.architecture, f.get("from"), model.config.model.describe(),
@@ -66,6 +76,7 @@ int cmd_export(int argc, char** argv, int start) {
       .add("type", "f32", "gguf: the tensors' type, f32 | f16 | bf16 (norm gains stay f32)")
       .add("checkpoint", "", "model.safetensors or checkpoint.safetensors (required)")
       .add("tokenizer", "", "tokenizer.json (default: the tokenizer.json beside --checkpoint)");
+  add_overwrite_flag(f, "what --output holds: the export's files (hf) or the file (gguf)");
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
     return 0;
@@ -83,6 +94,20 @@ int cmd_export(int argc, char** argv, int start) {
   }
   if (f.get("output").empty()) throw UsageError("--output is required");
   if (f.get("checkpoint").empty()) throw UsageError("--checkpoint is required");
+  // An earlier export in --output is not replaced without --overwrite (tools/cli/output_guard.h).
+  const std::string output = f.get("output");
+  const bool overwrite = f.get_bool("overwrite");
+  const std::vector<std::string> hf_files{"config.json", "model.safetensors", "tokenizer.json",
+                                          "generation_config.json"};
+  if (!overwrite && to == "hf") {
+    const std::string refusal = replace_refusal(
+        output, hf_files, "an export", "replace it with --overwrite, or give another --output");
+    if (!refusal.empty()) throw UsageError(refusal);
+  }
+  if (!overwrite && to == "gguf" &&
+      std::filesystem::exists(std::filesystem::symlink_status(output)))
+    throw UsageError(fmt::format(
+        "--output: {} exists: replace it with --overwrite, or give another --output", output));
   const std::string path = f.get("checkpoint");
   const TrainedModel trained = load_trained_model(path);
   if (to == "hf") hf_architecture_for(trained.config.model);  // refuses before the tokenizer
@@ -102,6 +127,7 @@ int cmd_export(int argc, char** argv, int start) {
     auto it = trained.metadata.find(key);
     return it != trained.metadata.end() ? std::stoll(it->second) : tokenizer.token_id(special);
   };
+  if (overwrite && to == "hf") remove_files(output, hf_files);
   if (to == "gguf") {
     export_gguf(*trained.model, trained.config.model, tokenizer, f.get("output"), type);
     fmt::print("exported {} as GGUF ({}) to {}\n", path, f.get("type"), f.get("output"));

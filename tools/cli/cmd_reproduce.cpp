@@ -12,6 +12,7 @@
 #include "tools/attnres/scales.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/output_guard.h"
 #include "tools/cli/preset_flag.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/ranks.h"
@@ -60,8 +61,18 @@ int combine_runs(const Flags& f) {
   if (inputs.empty()) throw UsageError("--combine: expected run directories, got none");
   if (!f.given("output-dir"))
     throw UsageError("--combine: give --output-dir, the directory the cross-scale report goes to");
-  const ScalesReport report = combine_scales(inputs);
+  // An earlier page in --output-dir is replaced only with --overwrite (tools/cli/output_guard.h).
   const std::string out = f.get("output-dir");
+  const std::vector<std::string> files = {"scales.md", "scales.html", "scales.json", "scales.svg"};
+  if (!f.get_bool("overwrite")) {
+    const std::string refusal = replace_refusal(
+        out, files, "a cross-scale report",
+        "replace it with --overwrite (tools/results/run_scales.sh does), or give another "
+        "--output-dir");
+    if (!refusal.empty()) throw UsageError(refusal);
+  }
+  const ScalesReport report = combine_scales(inputs);
+  remove_files(out, files);
   write_scales_report(report, out);
   fmt::print("{}", report.table);
   fmt::print("combined {} run(s): {}/scales.md, {}/scales.html, {}/scales.json, {}/scales.svg\n",
@@ -96,6 +107,7 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
       .add("combine", "",
            "comma-separated finished paired run directories (or result.json files): write the "
            "cross-scale report into --output-dir and exit");
+  add_overwrite_flag(f, "with --combine, the cross-scale report in --output-dir");
   add_preset_flag(f);
   add_data_location_flags(f)
       .add("output-dir", "runs/reproductions", "where run directories are created")
@@ -134,6 +146,10 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   }
   check_same_flags(world, f);  // every rank must be asked the same before anything is refused
   agreed = true;
+  if (f.get_bool("overwrite"))
+    throw UsageError(
+        "--overwrite: only --combine writes into --output-dir itself (a run goes to a new "
+        "timestamped folder under it)");
   const bool writes = world.rank() == 0;  // rank 0 writes the run's files
   ReproduceOptions o;
   if (world.size() > 1) o.world = &world.collectives();

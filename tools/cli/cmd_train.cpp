@@ -3,8 +3,11 @@
 //            checkpoints, --resume, a JSON-lines step log and final weights (safetensors);
 //            --accum K micro-batches per step, and data parallel over MPI ranks under mpirun/srun
 //            (rank 0 prints and writes; --zero 1 shards AdamW's moments; tools/cli/ranks.h).
+//            It refuses an --output-dir holding a run it neither continues (--resume) nor was
+//            told to replace (--overwrite).
 //  eval      a checkpoint (weights or training checkpoint) on a split: reference windows or all.
-//  tokenize  train a byte-level BPE (on the pinned corpus or given files), or encode/decode text.
+//  tokenize  train a byte-level BPE (on the pinned corpus or given files), or encode/decode text;
+//            an existing --output is written over only with --overwrite.
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
@@ -15,6 +18,7 @@
 
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/output_guard.h"
 #include "tools/cli/preset_flag.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/ranks.h"
@@ -129,6 +133,28 @@ RunConfig train_defaults() {
   return c;
 }
 
+// What train writes into --output-dir: a folder holding any of these holds a run, which a new
+// run does not replace without --overwrite (tools/cli/output_guard.h).
+const std::vector<std::string> kTrainRunFiles = {"config.json",       "tokenizer.json",
+                                                 "steps.jsonl",       "checkpoint.safetensors",
+                                                 "model.safetensors", "summary.json"};
+
+// Refused (the message; empty: go on) when `out` holds a run this invocation would replace: one
+// it neither continues (--resume of the checkpoint in `out`) nor is told to replace (--overwrite).
+std::string train_output_refusal(const std::string& out, const std::string& resume,
+                                 bool overwrite) {
+  namespace fs = std::filesystem;
+  if (overwrite) return "";
+  std::error_code ec;
+  if (!resume.empty() && fs::equivalent(fs::absolute(resume).parent_path(), out, ec) && !ec)
+    return "";  // continuing the run that is there
+  const std::string ckpt = (fs::path(out) / "checkpoint.safetensors").string();
+  return replace_refusal(
+      out, kTrainRunFiles, "a run",
+      fmt::format("{}replace it with --overwrite, or give a fresh --output-dir",
+                  file_exists(ckpt) ? fmt::format("continue it with --resume {}, ", ckpt) : ""));
+}
+
 // --dataset, --validation-fraction, the data location flags, --vocab, --threads (eval)
 void add_data_flags(Flags& f) {
   add_dataset_flags(f);
@@ -163,6 +189,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
                   "skip a step whose loss or gradient is not finite (counted in the log) instead "
                   "of stopping the run")
       .add_switch("quiet", "no progress output");
+  add_overwrite_flag(f, "the run in --output-dir: its files are removed before the new run writes");
   add_layout_flags(f);
   add_data_location_flags(f);
   add_threads_flag(f);
@@ -228,6 +255,16 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   check_memory_fits(estimate_memory(model, training.batch),
                     fmt::format("training {} with batch {}", model.describe(), training.batch));
   const bool writes = world.rank() == 0;  // rank 0 prints and writes the run's files
+  // A run already in the output folder is refused before any work, as rank 0 sees the folder.
+  const std::string out = f.get("output-dir");
+  const bool resuming = !f.get("resume").empty(), overwrite = f.get_bool("overwrite");
+  if (resuming && overwrite)
+    throw UsageError(
+        "--resume and --overwrite: --resume continues a run, --overwrite removes the one in "
+        "--output-dir; give one");
+  std::string refusal = writes ? train_output_refusal(out, f.get("resume"), overwrite) : "";
+  if (world.size() > 1) refusal = world.collectives().all_gather(refusal).at(0);
+  if (!refusal.empty()) throw UsageError(refusal);
 
   const bool own_text = !is_builtin_dataset(run.data.dataset);
   const DataLocation where = resolve_data_location(f, !own_text);
@@ -246,16 +283,15 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
                     "windows of {}",
                     data.train.size(), global_batch, run.model.seq_len));
   TrainSamples samples(f, data.corpus.tokenizer, cfg.seed);
-  const std::string out = f.get("output-dir");
   // Nothing in the output folder changes until the checkpoint to resume from passed every check:
   // a refused resume leaves config.json and steps.jsonl as they were.
   MicroLMTrainer trainer(run, data.train, &world.collectives());
   if (initial) load_weights(init_from + "/model.safetensors", trainer.model());
-  const bool resuming = !f.get("resume").empty();
   if (resuming) trainer.load_checkpoint(f.get("resume"));
   trainer.set_skip_nonfinite(f.get_bool("skip-nonfinite"));
   if (writes) {
     make_dirs(out);
+    if (overwrite) remove_files(out, kTrainRunFiles);  // no file of the old run survives
     write_file_atomic(out + "/config.json", json::dump(to_json(run), 2) + "\n");
     write_file_atomic(out + "/tokenizer.json", data.corpus.tokenizer_json);
     // The steps before the checkpoint's are kept; later ones (logged after that checkpoint by
@@ -335,7 +371,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
     progress.finish();
     trainer.save_checkpoint(ckpt);
     fmt::print(stderr, "depthgrad train: {}; checkpoint saved: {}\nresume with:\n  {}\n", e.what(),
-               ckpt, resume_command(argc, argv, {"resume"}, {{"resume", ckpt}}));
+               ckpt, resume_command(argc, argv, {"resume"}, {{"resume", ckpt}}, {"overwrite"}));
     return e.exit_code();
   }
   progress.finish();
@@ -485,6 +521,7 @@ int cmd_tokenize(int argc, char** argv, int start) {
                   "train: only the bytes the input holds (the reference's tokenizer; other bytes "
                   "encode to <unk>) instead of all 256")
       .add("dataset-dir", "", "data directory for the default training corpus");
+  add_overwrite_flag(f, "the --output file of --action train (written over)");
   add_threads_flag(f);
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
@@ -503,7 +540,15 @@ int cmd_tokenize(int argc, char** argv, int start) {
     }
     return out;
   };
+  if (f.get_bool("overwrite") && action != "train")
+    throw UsageError("--overwrite: only --action train writes a file (--output)");
   if (action == "train") {
+    const std::string output = f.get("output");
+    std::error_code ec;
+    if (!f.get_bool("overwrite") &&
+        std::filesystem::exists(std::filesystem::symlink_status(output, ec)))
+      throw UsageError(fmt::format(
+          "--output: {} exists: replace it with --overwrite, or give another --output", output));
     std::vector<std::string> texts;
     if (f.get("input").empty()) {
       std::string dir = resolve_data_dir(f.get("dataset-dir"));
@@ -518,10 +563,10 @@ int cmd_tokenize(int argc, char** argv, int start) {
         views, static_cast<int>(f.get_int("vocab")), static_cast<int>(f.get_int("min-frequency")),
         {"<pad>", "<unk>", "<bos>", "<eos>"}, !f.get_bool("reference-alphabet"));
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    tok.save(f.get("output"));
+    tok.save(output);
     auto merges = tok.merges();
     fmt::print("trained BPE-{} ({} merges) in {:.3f} s -> {}\n", tok.vocab_size(), merges.size(),
-               secs, f.get("output"));
+               secs, output);
     return 0;
   }
   if (f.get("tokenizer").empty()) throw UsageError("--tokenizer is required for encode and decode");

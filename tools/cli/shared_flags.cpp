@@ -64,7 +64,8 @@ std::string shell_quote(const std::string& text) {
 }  // namespace
 
 std::string resume_command(int argc, char** argv, const std::vector<std::string>& drop,
-                           const std::vector<std::pair<std::string, std::string>>& add) {
+                           const std::vector<std::pair<std::string, std::string>>& add,
+                           const std::vector<std::string>& drop_switches) {
   std::string out = shell_quote(argv[0]);
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -77,6 +78,8 @@ std::string resume_command(int argc, char** argv, const std::vector<std::string>
         dropped = true;
       }
     }
+    for (const std::string& name : drop_switches)
+      if (arg == "--" + name || arg.rfind("--" + name + "=", 0) == 0) dropped = true;
     if (!dropped) out += " " + shell_quote(arg);
   }
   for (const auto& [name, value] : add) out += fmt::format(" --{} {}", name, shell_quote(value));

@@ -31,9 +31,11 @@ Flags& add_threads_flag(Flags& f);
 int apply_threads_flag(const Flags& f);
 
 // The command line that resumes an interrupted run: argv as given (shell-quoted), without the
-// flags named in `drop` (and their values), with `--<flag> <value>` for each of `add` appended.
+// flags named in `drop` (and their values) and the switches named in `drop_switches`, with
+// `--<flag> <value>` for each of `add` appended.
 std::string resume_command(int argc, char** argv, const std::vector<std::string>& drop,
-                           const std::vector<std::pair<std::string, std::string>>& add);
+                           const std::vector<std::pair<std::string, std::string>>& add,
+                           const std::vector<std::string>& drop_switches = {});
 
 // Parses "1-10", "1,2,5", "3" into seeds; throws naming `flag` on anything else.
 std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string& flag);

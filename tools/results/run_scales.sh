@@ -277,5 +277,5 @@ for entry in "${finished[@]}"; do
   if [[ "$on_page" == unless:* ]] && [ -f "$RESULTS/${on_page#unless:}/result.json" ]; then continue; fi
   list="${list:+$list,}$dest"
 done
-echo "== combine: $BIN reproduce --combine $list --output-dir $RESULTS"
-"$BIN" reproduce --combine "$list" --output-dir "$RESULTS"
+echo "== combine: $BIN reproduce --combine $list --output-dir $RESULTS --overwrite"
+"$BIN" reproduce --combine "$list" --output-dir "$RESULTS" --overwrite  # the kept page is remade
