@@ -357,6 +357,29 @@ std::vector<NamedTensor> gpt2_weights(std::map<std::string, Tensor>& hf, const M
   return out;
 }
 
+// The Llama tensors' names, depthgrad's beside Hugging Face's, in the order the import and the
+// export list them (both directions read this one table).
+std::vector<std::pair<std::string, std::string>> llama_names(int64_t layers) {
+  std::vector<std::pair<std::string, std::string>> names{
+      {"token.weight", "model.embed_tokens.weight"}};
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string h = fmt::format("model.layers.{}.", l), b = fmt::format("blocks.{}.", l);
+    for (auto [mine, theirs] :
+         {std::pair<const char*, const char*>{"attention_norm.weight", "input_layernorm.weight"},
+          {"attention.q.weight", "self_attn.q_proj.weight"},
+          {"attention.k.weight", "self_attn.k_proj.weight"},
+          {"attention.v.weight", "self_attn.v_proj.weight"},
+          {"attention.output.weight", "self_attn.o_proj.weight"},
+          {"ffn_norm.weight", "post_attention_layernorm.weight"},
+          {"ffn.gate.weight", "mlp.gate_proj.weight"},
+          {"ffn.up.weight", "mlp.up_proj.weight"},
+          {"ffn.down.weight", "mlp.down_proj.weight"}})
+      names.emplace_back(b + mine, h + theirs);
+  }
+  names.emplace_back("final_norm.weight", "model.norm.weight");
+  return names;
+}
+
 std::vector<NamedTensor> llama_weights(std::map<std::string, Tensor>& w, const MicroLMConfig& m,
                                        const std::string& source) {
   for (auto it = w.begin(); it != w.end();)  // old files kept RoPE's inverse frequencies
@@ -369,22 +392,9 @@ std::vector<NamedTensor> llama_weights(std::map<std::string, Tensor>& w, const M
     return t;
   };
   std::vector<NamedTensor> out;
-  out.emplace_back("token.weight", take("model.embed_tokens.weight"));
-  for (int64_t l = 0; l < m.layers; ++l) {
-    const std::string h = fmt::format("model.layers.{}.", l), b = fmt::format("blocks.{}.", l);
-    out.emplace_back(b + "attention_norm.weight", take(h + "input_layernorm.weight"));
-    // HF Llama's checkpoints already hold q and k in rotate_half order (the pairs (i, i + hd/2)
-    // that depthgrad's RoPE rotates), so the rows are taken as they are.
-    out.emplace_back(b + "attention.q.weight", take(h + "self_attn.q_proj.weight"));
-    out.emplace_back(b + "attention.k.weight", take(h + "self_attn.k_proj.weight"));
-    out.emplace_back(b + "attention.v.weight", take(h + "self_attn.v_proj.weight"));
-    out.emplace_back(b + "attention.output.weight", take(h + "self_attn.o_proj.weight"));
-    out.emplace_back(b + "ffn_norm.weight", take(h + "post_attention_layernorm.weight"));
-    out.emplace_back(b + "ffn.up.weight", take(h + "mlp.up_proj.weight"));
-    out.emplace_back(b + "ffn.gate.weight", take(h + "mlp.gate_proj.weight"));
-    out.emplace_back(b + "ffn.down.weight", take(h + "mlp.down_proj.weight"));
-  }
-  out.emplace_back("final_norm.weight", take("model.norm.weight"));
+  // HF Llama's checkpoints already hold q and k in rotate_half order (the pairs (i, i + hd/2)
+  // that depthgrad's RoPE rotates), so the rows are taken as they are.
+  for (const auto& [mine, theirs] : llama_names(m.layers)) out.emplace_back(mine, take(theirs));
   if (!m.tied_head) {
     out.emplace_back("head.weight", take("lm_head.weight"));
   } else if (auto it = w.find("lm_head.weight"); it != w.end()) {
@@ -576,20 +586,7 @@ std::string export_hf(const Module& model, const MicroLMConfig& m,
     config["resid_pdrop"] = 0.0;
     config["tie_word_embeddings"] = m.tied_head;
   } else {
-    out.emplace_back("model.embed_tokens.weight", get("token.weight"));
-    for (int64_t l = 0; l < m.layers; ++l) {
-      const std::string h = fmt::format("model.layers.{}.", l), b = fmt::format("blocks.{}.", l);
-      out.emplace_back(h + "input_layernorm.weight", get(b + "attention_norm.weight"));
-      out.emplace_back(h + "self_attn.q_proj.weight", get(b + "attention.q.weight"));
-      out.emplace_back(h + "self_attn.k_proj.weight", get(b + "attention.k.weight"));
-      out.emplace_back(h + "self_attn.v_proj.weight", get(b + "attention.v.weight"));
-      out.emplace_back(h + "self_attn.o_proj.weight", get(b + "attention.output.weight"));
-      out.emplace_back(h + "post_attention_layernorm.weight", get(b + "ffn_norm.weight"));
-      out.emplace_back(h + "mlp.gate_proj.weight", get(b + "ffn.gate.weight"));
-      out.emplace_back(h + "mlp.up_proj.weight", get(b + "ffn.up.weight"));
-      out.emplace_back(h + "mlp.down_proj.weight", get(b + "ffn.down.weight"));
-    }
-    out.emplace_back("model.norm.weight", get("final_norm.weight"));
+    for (const auto& [mine, theirs] : llama_names(m.layers)) out.emplace_back(theirs, get(mine));
     if (!m.tied_head) out.emplace_back("lm_head.weight", get("head.weight"));
     config["architectures"] = json::Array{Value("LlamaForCausalLM")};
     config["attention_bias"] = false;

@@ -73,19 +73,10 @@ int cmd_generate(int argc, char** argv, int start) {
 
   const std::string path = f.get("checkpoint");
   const TrainedModel trained = load_trained_model(path);
-  const std::string tokenizer_path =
-      f.given("tokenizer")
-          ? f.get("tokenizer")
-          : (std::filesystem::path(path).parent_path() / "tokenizer.json").string();
-  if (!file_exists(tokenizer_path))
-    throw std::runtime_error(
-        fmt::format("no tokenizer: {} does not exist (pass --tokenizer)", tokenizer_path));
-  const std::string tokenizer_json = read_file(tokenizer_path);
-  const BpeTokenizer tokenizer = BpeTokenizer::from_json(tokenizer_json, tokenizer_path);
+  const ModelTokenizer loaded = model_tokenizer(f, trained, path);
+  const BpeTokenizer& tokenizer = loaded.tokenizer;
   // From here on the model is only a CausalLM: any model behind that interface generates alike.
   const std::unique_ptr<CausalLM> model = trained.causal_lm();
-  check_tokenizer_vocab(model->vocab_size(), tokenizer, tokenizer_path);
-  check_tokenizer_sha256(trained, path, sha256_hex(tokenizer_json), tokenizer_path);
   const std::vector<int32_t> prompt = tokenizer.encode(f.get("prompt"));
   if (prompt.empty()) throw UsageError("--prompt encodes to no tokens (it is empty)");
   // An imported model's end-of-text id (train/hf_model.h), else depthgrad's <eos>.

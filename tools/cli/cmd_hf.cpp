@@ -10,6 +10,7 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/output_guard.h"
+#include "tools/cli/shared_flags.h"
 #include "train/export_gguf.h"
 #include "train/generate.h"
 #include "train/hf_model.h"
@@ -111,17 +112,9 @@ int cmd_export(int argc, char** argv, int start) {
   const std::string path = f.get("checkpoint");
   const TrainedModel trained = load_trained_model(path);
   if (to == "hf") hf_architecture_for(trained.config.model);  // refuses before the tokenizer
-  const std::string tokenizer_path =
-      f.given("tokenizer")
-          ? f.get("tokenizer")
-          : (std::filesystem::path(path).parent_path() / "tokenizer.json").string();
-  if (!file_exists(tokenizer_path))
-    throw std::runtime_error(
-        fmt::format("no tokenizer: {} does not exist (pass --tokenizer)", tokenizer_path));
-  const std::string tokenizer_json = read_file(tokenizer_path);
-  const BpeTokenizer tokenizer = BpeTokenizer::from_json(tokenizer_json, tokenizer_path);
-  check_tokenizer_vocab(trained.config.model.vocab, tokenizer, tokenizer_path);
-  check_tokenizer_sha256(trained, path, sha256_hex(tokenizer_json), tokenizer_path);
+  const ModelTokenizer loaded = model_tokenizer(f, trained, path);
+  const BpeTokenizer& tokenizer = loaded.tokenizer;
+  const std::string& tokenizer_json = loaded.json;
   // Token ids: an imported model's own, else the specials depthgrad's tokenizers train with.
   auto token = [&](const char* key, const char* special) -> int64_t {
     auto it = trained.metadata.find(key);

@@ -1,8 +1,9 @@
 // The rule of every command that writes into a folder or a file the user named (train's
 // --output-dir, reproduce --combine's --output-dir, tokenize's --output, bench --write-check,
 // import's --to, export's --output): what an earlier run left there is not replaced without
-// --overwrite; the refusal is one line naming the folder and the ways on. Commands that create a fresh timestamped folder (reproduce, evolve) need
-// no guard. It does not decide which files a command writes: the command lists them.
+// --overwrite; the refusal is one line naming the folder and the ways on. Commands that create a
+// fresh timestamped folder (reproduce, evolve) need no guard. It does not decide which files a
+// command writes: the command lists them.
 #pragma once
 #include <string>
 #include <vector>

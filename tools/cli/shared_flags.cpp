@@ -4,12 +4,15 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <stdexcept>
 
 #include "tensor/threads.h"
 #include "tools/cli/run_config_flags.h"
 #include "train/data/data_files.h"
+#include "train/generate.h"
 #include "train/io/files.h"
+#include "train/io/sha256.h"
 
 namespace dg::cli {
 
@@ -118,6 +121,22 @@ std::vector<uint64_t> parse_seed_list(const std::string& text, const std::string
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
     throw std::invalid_argument(fmt::format("{}: seed list '{}' repeats a seed", flag, text));
   return seeds;
+}
+
+ModelTokenizer model_tokenizer(const Flags& f, const TrainedModel& trained,
+                               const std::string& checkpoint) {
+  const std::string path =
+      f.given("tokenizer")
+          ? f.get("tokenizer")
+          : (std::filesystem::path(checkpoint).parent_path() / "tokenizer.json").string();
+  if (!file_exists(path))
+    throw std::runtime_error(
+        fmt::format("no tokenizer: {} does not exist (pass --tokenizer)", path));
+  std::string json = read_file(path);
+  BpeTokenizer tokenizer = BpeTokenizer::from_json(json, path);
+  check_tokenizer_vocab(trained.config.model.vocab, tokenizer, path);
+  check_tokenizer_sha256(trained, checkpoint, sha256_hex(json), path);
+  return ModelTokenizer{path, std::move(json), std::move(tokenizer)};
 }
 
 }  // namespace dg::cli

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "tools/cli/flags.h"
+#include "train/text/bpe.h"
+#include "train/trained_model.h"
 
 namespace dg::cli {
 
@@ -24,6 +26,16 @@ DataLocation resolve_data_location(const Flags& f, bool need_data_dir = true);
 // --dataset and --validation-fraction: a built-in set or your own text (train/data/text_corpus.h),
 // the run config's data.dataset and data.validation_fraction (tools/cli/run_config_flags.h).
 Flags& add_dataset_flags(Flags& f);
+
+// The tokenizer of a model written by depthgrad: --tokenizer, else the tokenizer.json beside
+// `checkpoint`; refused (naming the file) when it is missing, does not fit the model's vocabulary
+// or is not the one the model records (generate, export).
+struct ModelTokenizer {
+  std::string path, json;
+  BpeTokenizer tokenizer;
+};
+ModelTokenizer model_tokenizer(const Flags& f, const TrainedModel& trained,
+                               const std::string& checkpoint);
 
 // --threads
 Flags& add_threads_flag(Flags& f);
