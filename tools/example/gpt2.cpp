@@ -323,12 +323,16 @@ int run(int argc, char** argv, dg::Collectives* world) {
       if (checkpoint_every > 0 && (s.step + 1) % checkpoint_every == 0)
         trainer.save_checkpoint(checkpoint);
       // Ranks stop together: each says whether it saw a signal (mpirun passes Ctrl-C on as
-      // SIGTERM to every rank, not at one step; a batch system may signal one rank only).
+      // SIGTERM to every rank, not at one step; a batch system may signal one rank only), and
+      // only what they agreed on counts: a signal that lands on one rank after the exchange is
+      // acted on at the next step by every rank, never by that rank alone (which would leave the
+      // others waiting in the next step's collectives).
       if (world) {
         int signal = 0;
         for (double seen : world->all_gather(std::vector<double>{double(dg::stop_signal())}))
           signal = std::max(signal, static_cast<int>(seen));
-        if (signal != 0 && dg::stop_signal() == 0) dg::request_stop(signal);
+        if (signal == 0) return;
+        if (dg::stop_signal() == 0) dg::request_stop(signal);
       }
       dg::stop_if_requested(fmt::format("after step {} of {}", s.step + 1, s.steps));
     });
