@@ -573,7 +573,8 @@ TEST_CASE("a standard MicroLM exports as llama: keys, tokenizer, tensor names, s
         expected[b + "ffn_down.weight"] = {F, D};
       }
       CHECK(f.tensors.size() == expected.size());
-      for (const auto& [name, dims] : expected) {
+      for (const auto& [tensor_name, dims] : expected) {
+        const std::string name = tensor_name;  // a plain variable: clang's CAPTURE takes no binding
         CAPTURE(name);
         const GgufTensor* t = f.find_tensor(name);
         REQUIRE(t != nullptr);
@@ -721,7 +722,8 @@ TEST_CASE("a GPT-2-shaped MicroLM exports as gpt2: keys, tensor names, shapes, v
       REQUIRE(f.find("gpt2.attention.layer_norm_epsilon"));
       CHECK(f.find("gpt2.attention.layer_norm_epsilon")->type == GgufType::f32);
       CHECK(f.find("gpt2.attention.layer_norm_epsilon")->real == static_cast<float>(1e-5));
-      for (const auto& [key, value] : f.metadata) {
+      for (const auto& entry : f.metadata) {
+        const std::string& key = entry.first;
         CAPTURE(key);
         CHECK(key.rfind("llama.", 0) == std::string::npos);
       }
@@ -751,7 +753,8 @@ TEST_CASE("a GPT-2-shaped MicroLM exports as gpt2: keys, tensor names, shapes, v
         expected[b + "ffn_down.bias"] = {D};
       }
       CHECK(f.tensors.size() == expected.size());
-      for (const auto& [name, dims] : expected) {
+      for (const auto& [tensor_name, dims] : expected) {
+        const std::string name = tensor_name;  // a plain variable: clang's CAPTURE takes no binding
         CAPTURE(name);
         const GgufTensor* t = f.find_tensor(name);
         REQUIRE(t != nullptr);
