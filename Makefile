@@ -63,7 +63,7 @@ test-clang: deps
 	@cmake -S . -B $(CLANG_BUILD) -DCMAKE_CXX_COMPILER=$(CLANG_CXX) -DCMAKE_BUILD_TYPE=None \
 	  -DCMAKE_CXX_FLAGS="$(CLANG_FLAGS)" -DDG_WERROR=ON -DDG_NATIVE=$(NATIVE) -DDG_TEST_DATA_DIR=$(abspath $(DATA)) \
 	  > $(CLANG_BUILD).configure.log || (cat $(CLANG_BUILD).configure.log; exit 1)
-	@cmake --build $(CLANG_BUILD) -j $(JOBS) --target depthgrad dg_tests
+	@cmake --build $(CLANG_BUILD) -j $(JOBS) --target depthgrad dg_tests example_gpt2
 	cd $(CLANG_BUILD) && ctest --output-on-failure -j 1 -E '$(CLANG_SKIP)'
 
 test-mpi-full: build
