@@ -294,6 +294,25 @@ MicroLMConfig llama_config(ConfigReader& c, const HfImportOptions& options) {
   return m;
 }
 
+// A GPT-2 block's tensors after the fused q/k/v, depthgrad's name beside Hugging Face's, in the
+// order the import and the export list them; conv1d: stored in × out by GPT-2's Conv1D, so
+// transposed on the way in and out.
+struct Gpt2Tensor {
+  const char* mine;
+  const char* theirs;
+  bool conv1d;
+};
+constexpr Gpt2Tensor kGpt2BlockTensors[] = {
+    {"attention.output.weight", "attn.c_proj.weight", true},
+    {"attention.output.bias", "attn.c_proj.bias", false},
+    {"ffn_norm.weight", "ln_2.weight", false},
+    {"ffn_norm.bias", "ln_2.bias", false},
+    {"ffn.up.weight", "mlp.c_fc.weight", true},
+    {"ffn.up.bias", "mlp.c_fc.bias", false},
+    {"ffn.down.weight", "mlp.c_proj.weight", true},
+    {"ffn.down.bias", "mlp.c_proj.bias", false},
+};
+
 // HF name -> depthgrad name, with GPT-2's transposes and c_attn split.
 std::vector<NamedTensor> gpt2_weights(std::map<std::string, Tensor>& hf, const MicroLMConfig& m,
                                       const std::string& source) {
@@ -334,14 +353,10 @@ std::vector<NamedTensor> gpt2_weights(std::map<std::string, Tensor>& hf, const M
       out.emplace_back(b + "attention." + names[i] + ".bias",
                        slice(qkv_bias, 0, i * D, (i + 1) * D).contiguous());
     }
-    out.emplace_back(b + "attention.output.weight", transposed(take(h + "attn.c_proj.weight")));
-    out.emplace_back(b + "attention.output.bias", take(h + "attn.c_proj.bias"));
-    out.emplace_back(b + "ffn_norm.weight", take(h + "ln_2.weight"));
-    out.emplace_back(b + "ffn_norm.bias", take(h + "ln_2.bias"));
-    out.emplace_back(b + "ffn.up.weight", transposed(take(h + "mlp.c_fc.weight")));
-    out.emplace_back(b + "ffn.up.bias", take(h + "mlp.c_fc.bias"));
-    out.emplace_back(b + "ffn.down.weight", transposed(take(h + "mlp.c_proj.weight")));
-    out.emplace_back(b + "ffn.down.bias", take(h + "mlp.c_proj.bias"));
+    for (const Gpt2Tensor& g : kGpt2BlockTensors) {
+      const Tensor t = take(h + g.theirs);
+      out.emplace_back(b + g.mine, g.conv1d ? transposed(t) : t);
+    }
   }
   out.emplace_back("final_norm.weight", take("ln_f.weight"));
   out.emplace_back("final_norm.bias", take("ln_f.bias"));
@@ -560,14 +575,10 @@ std::string export_hf(const Module& model, const MicroLMConfig& m,
                        concat({get(b + "attention.q.bias"), get(b + "attention.k.bias"),
                                get(b + "attention.v.bias")},
                               0));
-      out.emplace_back(h + "attn.c_proj.weight", transposed(get(b + "attention.output.weight")));
-      out.emplace_back(h + "attn.c_proj.bias", get(b + "attention.output.bias"));
-      out.emplace_back(h + "ln_2.weight", get(b + "ffn_norm.weight"));
-      out.emplace_back(h + "ln_2.bias", get(b + "ffn_norm.bias"));
-      out.emplace_back(h + "mlp.c_fc.weight", transposed(get(b + "ffn.up.weight")));
-      out.emplace_back(h + "mlp.c_fc.bias", get(b + "ffn.up.bias"));
-      out.emplace_back(h + "mlp.c_proj.weight", transposed(get(b + "ffn.down.weight")));
-      out.emplace_back(h + "mlp.c_proj.bias", get(b + "ffn.down.bias"));
+      for (const Gpt2Tensor& g : kGpt2BlockTensors) {
+        const Tensor t = get(b + g.mine);
+        out.emplace_back(h + g.theirs, g.conv1d ? transposed(t) : t);
+      }
     }
     out.emplace_back(t + "ln_f.weight", get("final_norm.weight"));
     out.emplace_back(t + "ln_f.bias", get("final_norm.bias"));
