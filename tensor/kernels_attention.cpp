@@ -3,7 +3,6 @@
 // reference; then RoPE.
 #include "tensor/kernels_attention.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 
 #include "tensor/fast_math.h"
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
+#include "tensor/kernels_matmul.h"
 
 namespace dg {
 
@@ -64,16 +64,12 @@ inline int64_t causal_work(const AttentionShape& s) {
   return s.B * s.H * s.T * (s.T + 1) / 2 * s.hd;
 }
 
-// Row-major C[M,N] = alpha · op(A) · op(B) + beta · C.
-inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
-              K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
-                 int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
-              K, alpha, A, lda, B, ldb, beta, C, ldc);
+// Row-major C[M,N] = alpha · op(A) · op(B) + beta · C on the calling thread (float32 in the
+// process's matmul precision: QKᵀ and PV take bf16 inputs when it is bf16).
+template <class T>
+inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                 int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  gemm_one_thread(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 // A [B, Hx, T, hd] tensor seen as one row-major T×hd matrix per (b, head) with leading dimension

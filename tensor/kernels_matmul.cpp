@@ -10,6 +10,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "tensor/gemm_kernels.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/threads.h"
 
@@ -49,8 +50,11 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
 
 CBLAS_TRANSPOSE flag(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
 
+// One-thread float32 GEMM in the process's matmul precision (gemm_kernels.h).
 void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (matmul_precision() == MatmulPrecision::bf16)
+    return gemm_bf16_one_thread(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   cblas_sgemm(CblasRowMajor, flag(ta), flag(tb), int(M), int(N), int(K), alpha, A, int(lda), B,
               int(ldb), beta, C, int(ldc));
 }
@@ -70,6 +74,7 @@ template <class T>
 void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
                const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
   check_gemm_args(ta, tb, M, N, K, lda, ldb, ldc);
+  select_gemm_kernels();
   if (M == 0 || N == 0) return;
   if (K == 0) return scale_c(M, N, beta, C, ldc);
   if (M * N * K <= kGemmSerialMaxWork)  // OpenBLAS runs these on the calling thread
@@ -105,6 +110,24 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
           const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
           int64_t ldc) {
   gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_one_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                     int64_t ldc) {
+  select_gemm_kernels();
+  if (M == 0 || N == 0) return;
+  if (K == 0) return scale_c(M, N, beta, C, ldc);
+  blas_call(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_one_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+                     const double* A, int64_t lda, const double* B, int64_t ldb, double beta,
+                     double* C, int64_t ldc) {
+  select_gemm_kernels();
+  if (M == 0 || N == 0) return;
+  if (K == 0) return scale_c(M, N, beta, C, ldc);
+  blas_call(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 // Reference: C[i, j] = alpha · Σ_k op(A)[i, k] · op(B)[k, j] + beta · C[i, j], summed in double.

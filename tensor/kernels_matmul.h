@@ -1,4 +1,5 @@
-// GEMM for depthgrad: row-major wrappers over OpenBLAS (cblas_sgemm / cblas_dgemm) that take
+// GEMM for depthgrad: row-major wrappers over OpenBLAS (cblas_sgemm / cblas_dgemm, or the bf16
+// kernel when the matmul precision is bf16: tensor/gemm_kernels.h) that take
 // transposed operands by flag, a batched form whose entries may share an output matrix, the
 // strided copy/add kernels that make views BLAS-readable (or scatter gradients into views), and
 // a naive reference beside each fast kernel for the tests (tests/test_kernels_matmul.cpp).
@@ -32,6 +33,16 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
           const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
           int64_t ldc);
+
+// The same contract without pieces or OpenMP: one BLAS call on the calling thread, for kernels
+// that already run in their own parallel loop (attention's per-head matrices). No size checks
+// beyond BLAS's own. float32 follows the matmul precision (tensor/gemm_kernels.h).
+void gemm_one_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                     int64_t ldc);
+void gemm_one_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+                     const double* A, int64_t lda, const double* B, int64_t ldb, double beta,
+                     double* C, int64_t ldc);
 
 // The same contract as a naive triple loop accumulating in double.
 template <class T>

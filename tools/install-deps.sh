@@ -4,6 +4,7 @@
 # Extra package names given as arguments are installed too (`make fuzz` asks for clang's).
 set -euo pipefail
 packages=(g++ cmake make libopenblas-openmp-dev doctest-dev libfmt-dev
+  libdnnl-dev     # oneDNN: the bf16 matmul kernels (--precision bf16)
   pkg-config      # tests/package_consumer.sh builds the example with pkg-config too
   clang-format    # tools/format.sh --check runs in the test suite
   clang-14 libomp-14-dev  # make test also builds everything with clang++-14 (its OpenMP: libomp)

@@ -1,0 +1,93 @@
+// Which GEMM kernels run, chosen from what the CPU has (tensor/cpu_features.h), and the bf16
+// matmul precision.
+//
+// float32: OpenBLAS. A dynamic OpenBLAS picks its kernels from the CPU models it knows, and an
+// older build runs a newer AVX-512 CPU (AMD Zen 4, say) with its Haswell (AVX2) kernels, half the
+// core's float32 rate. Before the first GEMM, select_gemm_kernels() re-initialises OpenBLAS with
+// its SkylakeX kernels when CPUID reports AVX-512 (F, BW, DQ, VL) saved by the OS and OpenBLAS
+// picked an AVX2-or-older core. OPENBLAS_CORETYPE set by the user is left alone. Every GEMM of
+// the library goes through it, so every program linking the library gets the choice.
+//
+// bf16: matmuls with bf16 inputs (rounded to nearest even from float32) and float32
+// accumulation and output, through oneDNN's matmul primitive (AMX tiles where the CPU has
+// AMX-BF16, else AVX512_BF16 dot products). Only the GEMM inputs are bf16: callers keep float32
+// tensors, master weights, gradients, norms, softmax and losses. A CPU with neither instruction
+// set is refused (bf16_unsupported_reason), never emulated.
+//
+// Bits: for one kernel choice results do not depend on the thread count (the output is cut into
+// pieces fixed by the shape, each computed on one thread; the bf16 primitives are created for one
+// thread, so they never split K). Different choices (Haswell vs SkylakeX kernels, AMX vs
+// AVX512_BF16, float32 vs bf16) round differently.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace dg {
+
+// ---- the float32 kernel choice ---------------------------------------------------------------
+struct GemmKernelChoice {
+  std::string blas_core_loaded;  // what OpenBLAS picked by itself ("Haswell")
+  std::string blas_core;         // what runs ("SkylakeX")
+  std::string reason;            // one line: why (or "OPENBLAS_CORETYPE set by the user")
+};
+// Makes the choice once (thread-safe) and returns it; the GEMM entry points call it first.
+const GemmKernelChoice& select_gemm_kernels();
+// Makes the choice again, now, from whatever core OpenBLAS runs at this moment (what
+// select_gemm_kernels does once; tests call it after forcing OpenBLAS onto another core). Not
+// while GEMMs run on other threads.
+GemmKernelChoice choose_blas_core();
+
+// ---- matmul precision ------------------------------------------------------------------------
+enum class MatmulPrecision { float32, bf16 };
+const char* precision_name(MatmulPrecision p);  // "float32", "bf16"
+// Parses "float32" / "bf16"; throws std::invalid_argument naming `what` otherwise.
+MatmulPrecision parse_precision(const std::string& text, const std::string& what = "precision");
+
+// "" when this CPU runs bf16 matmuls, else one line saying why not (names the CPU and what it
+// lacks).
+std::string bf16_unsupported_reason();
+// The bf16 kernel that runs here, as oneDNN names it ("brg:avx512_core_amx_bf16"), or "" when
+// bf16 is unsupported. Creates one small primitive the first time.
+std::string bf16_kernel_name();
+
+// The precision every float32 GEMM of the library uses (float64 GEMMs are never affected):
+// process-wide, float32 unless set. set_matmul_precision(bf16) throws std::runtime_error with
+// bf16_unsupported_reason() on a CPU without bf16 support. Set it between steps, not while GEMMs
+// run on other threads.
+void set_matmul_precision(MatmulPrecision p);
+MatmulPrecision matmul_precision();
+// Sets a precision for a scope and restores the previous one.
+class MatmulPrecisionScope {
+ public:
+  explicit MatmulPrecisionScope(MatmulPrecision p) : previous_(matmul_precision()) {
+    set_matmul_precision(p);
+  }
+  ~MatmulPrecisionScope() { set_matmul_precision(previous_); }
+  MatmulPrecisionScope(const MatmulPrecisionScope&) = delete;
+  MatmulPrecisionScope& operator=(const MatmulPrecisionScope&) = delete;
+
+ private:
+  MatmulPrecision previous_;
+};
+
+// ---- bf16 GEMM -------------------------------------------------------------------------------
+// float32 → bf16, rounded to nearest, ties to even; NaN stays NaN (quiet), infinities stay.
+uint16_t to_bf16(float x);
+float from_bf16(uint16_t b);
+// dst[i] = to_bf16(src[i]) for each of n elements.
+void to_bf16(const float* src, int64_t n, uint16_t* dst);
+
+// C [M, N] = alpha · bf16(op(A)) [M, K] · bf16(op(B)) [K, N] + beta · C, row-major, the operands
+// as in dg::gemm (kernels_matmul.h), rounded to bf16 on the way in, accumulated in float32, on
+// the calling thread. beta = 0 never reads C. Sizes must fit oneDNN's dims (checked by gemm).
+void gemm_bf16_one_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                          const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                          float* C, int64_t ldc);
+// Reference: the inputs rounded to bf16 exactly as above, products summed in double, then
+// C = alpha · sum + beta · C in double. The fast kernel differs from it by float32 accumulation
+// only: |fast − ref| ≤ K · 2⁻²³ · Σ_k |bf16(a)·bf16(b)| · |alpha| (plus beta·C's rounding).
+void ref_gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                   int64_t ldc);
+
+}  // namespace dg
