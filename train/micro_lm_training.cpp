@@ -134,6 +134,7 @@ ArmResult train_and_evaluate(const std::string& name, const RunConfig& run,
                              const std::vector<int32_t>& validation_ids,
                              const std::function<void(const StepLog&)>& on_step, bool keep_trainer,
                              const std::string& checkpoint, int64_t checkpoint_every) {
+  MatmulPrecisionScope precision(run.training.precision);  // training and evaluation
   ArmResult r;
   r.name = name;
   r.config = run.model;

@@ -147,6 +147,11 @@ const SettingsTable<RunConfig>& run_config_settings() {
                  "global batch is ranks × accum × batch)"),
       setting<C>("training", "zero", path(t, &T::zero), fraction,
                  "1 = AdamW moments sharded over MPI ranks (ZeRO stage 1); changes no bit"),
+      omitted_at_default(choice<C>(
+          "training", "precision", path(t, &T::precision),
+          [](const std::string& text) { return parse_precision(text); }, precision_name,
+          "matmul precision: float32, or bf16 (bf16 inputs, float32 accumulation; needs a CPU "
+          "with AMX-BF16 or AVX512_BF16)")),
       setting<C>("data", "dataset", path(d, &D::dataset), {},
                  "wikitext-2, tiny-shakespeare, or a path to your own text: a file, or a folder of "
                  "`train.txt`, `validation.txt` (or `valid.txt`, `val.txt`) and optionally "

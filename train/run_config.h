@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "nn/micro_lm.h"
+#include "tensor/gemm_kernels.h"
 #include "train/io/json.h"
 #include "train/optim.h"
 #include "train/settings.h"
@@ -61,6 +62,10 @@ struct TrainingConfig {
   // 1 = AdamW's moments sharded over the MPI ranks (ZeRO stage 1). Changes no bit of a result,
   // only where the moments live; 0 or 1.
   int64_t zero = 0;
+  // The precision of every float32 matmul while the trainer steps (tensor/gemm_kernels.h):
+  // float32, or bf16 inputs with float32 accumulation (weights, gradients, AdamW, norms, softmax
+  // and the loss stay float32). The commands evaluate in it too.
+  MatmulPrecision precision = MatmulPrecision::float32;
 };
 
 // The warm-up a command gives a schedule when none is asked for: 5% of the steps (at least one)

@@ -56,6 +56,8 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
     throw std::invalid_argument(
         fmt::format("trainer: the sampler covers {} examples, the dataset has {}", sampler_.size(),
                     data_->size()));
+  if (config_.precision == MatmulPrecision::bf16 && !bf16_unsupported_reason().empty())
+    throw std::runtime_error("trainer: training.precision bf16: " + bf16_unsupported_reason());
   zero1_ = config_.zero == 1 && world_;
   flat_ = flatten_parameters(*model_);
   if (flat_.total == 0) throw std::invalid_argument("trainer: the model has no parameters");
@@ -99,6 +101,7 @@ std::string first_nonfinite(const FlatParameters& flat, const Tensor& buffer) {
 }  // namespace
 
 StepLog Trainer::train_step() {
+  MatmulPrecisionScope precision(config_.precision);
   if (accumulates()) return accumulated_step();
   const auto start = std::chrono::steady_clock::now();
   sampler_.next(config_.batch, step_indices_);

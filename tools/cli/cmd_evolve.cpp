@@ -70,7 +70,7 @@ int cmd_evolve(int argc, char** argv, int start) {
   add_run_config_flags(
       f, {{"", baseline}},
       {"dim", "layers", "heads", "kv-heads", "seq-len", "steps", "batch", "lr", "schedule",
-       "eval-windows"},
+       "eval-windows", "precision"},
       {{"kv-heads", fmt::format("(evolve's baseline: {})", baseline.model.kv_heads)},
        {"seq-len", "(fixed for every genome)"},
        {"steps",
@@ -158,6 +158,7 @@ int cmd_evolve(int argc, char** argv, int start) {
     set_gene(b, Gene::lr, fmt::format("{}", t.adamw.lr));
     set_gene(b, Gene::schedule, schedule_kind_name(t.schedule.kind));
     b.run.model.seq_len = m.seq_len;  // fixed for every genome of the search
+    b.run.training.precision = t.precision;  // and so is the matmul precision
     b.run.model.mode = f.given("mode") ? parse_residual_mode(f.get("mode"))
                                        : plan_direction(o.direction, b).centre;
     try {

@@ -250,6 +250,9 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   check_same_flags(world, f, to_json(run));
   agreed = true;
   apply_layout_flags(f, world.size(), run);  // and run.validate(): before the data is read
+  // Training steps and the evaluations after them run in the config's matmul precision (a
+  // config file asking for bf16 on a CPU without it is refused here).
+  set_matmul_precision(run.training.precision);
   // Sizes the machine cannot hold: refused before the data is read too (the tokenizer's size is
   // at most the vocab asked for; the Trainer checks again with the real one).
   check_memory_fits(estimate_memory(model, training.batch),

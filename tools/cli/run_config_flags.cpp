@@ -70,6 +70,10 @@ void apply_run_config_flags(const Flags& f, RunConfig& config) {
       }
     if (!problem.empty()) throw UsageError(fmt::format("--{}: {}", flag, problem));
   }
+  // A precision this CPU cannot run is refused here, before any data is read.
+  if (f.declared("precision") && f.given("precision") &&
+      config.training.precision == MatmulPrecision::bf16 && !bf16_unsupported_reason().empty())
+    throw UsageError("--precision bf16: " + bf16_unsupported_reason());
 }
 
 }  // namespace dg::cli
