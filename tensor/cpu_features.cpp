@@ -72,9 +72,9 @@ CpuFeatures read_features() {
   const Regs l1 = cpuid(1);
   const bool osxsave = bit(l1.c, 27);
   const uint64_t xcr0 = osxsave ? xgetbv0() : 0;
-  const bool os_avx = (xcr0 & 0x6) == 0x6;                      // xmm, ymm
-  const bool os_avx512 = os_avx && (xcr0 & 0xE0) == 0xE0;       // opmask, zmm hi256, hi16 zmm
-  const bool os_amx = (xcr0 & 0x60000) == 0x60000;              // tile config, tile data
+  const bool os_avx = (xcr0 & 0x6) == 0x6;                 // xmm, ymm
+  const bool os_avx512 = os_avx && (xcr0 & 0xE0) == 0xE0;  // opmask, zmm hi256, hi16 zmm
+  const bool os_amx = (xcr0 & 0x60000) == 0x60000;         // tile config, tile data
   const Regs l7 = cpuid(7, 0);
   f.fma = os_avx && bit(l1.c, 12);
   f.avx2 = os_avx && bit(l7.b, 5);

@@ -82,9 +82,8 @@ MatmulPrecision parse_precision(const std::string& text, const std::string& what
 std::string bf16_unsupported_reason() {
   const CpuFeatures& cpu = cpu_features();
   if (cpu.amx_bf16 || cpu.avx512_bf16) return "";
-  return fmt::format(
-      "bf16 matmuls need a CPU with AMX-BF16 or AVX512_BF16; this one ({}) has {}",
-      cpu.model.empty() ? cpu.vendor : cpu.model, cpu.summary());
+  return fmt::format("bf16 matmuls need a CPU with AMX-BF16 or AVX512_BF16; this one ({}) has {}",
+                     cpu.model.empty() ? cpu.vendor : cpu.model, cpu.summary());
 }
 
 namespace {
@@ -242,11 +241,12 @@ void gemm_bf16_one_thread(bool ta, bool tb, int64_t M, int64_t N, int64_t K, flo
     p.a.set_data_handle(ts.a.data());
     p.b.set_data_handle(ts.b.data());
     p.c.set_data_handle(C);
-    p.matmul.execute(ts.stream, {{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}});
+    p.matmul.execute(ts.stream,
+                     {{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}});
     ts.stream.wait();
   } catch (const dnnl::error& e) {
-    throw std::runtime_error(fmt::format("gemm (bf16, M={}, N={}, K={}): oneDNN failed: {}", M, N,
-                                         K, e.what()));
+    throw std::runtime_error(
+        fmt::format("gemm (bf16, M={}, N={}, K={}): oneDNN failed: {}", M, N, K, e.what()));
   }
 }
 

@@ -48,8 +48,8 @@ float from_bits(uint32_t u) {
 bool bf16_here() { return bf16_unsupported_reason().empty(); }
 
 // Σ_k |op(A)[i,k]·op(B)[k,j]| for every (i, j): the scale of each element's rounding error.
-std::vector<double> abs_products(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                                 const float* A, int64_t lda, const float* B, int64_t ldb) {
+std::vector<double> abs_products(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A,
+                                 int64_t lda, const float* B, int64_t ldb) {
   std::vector<double> s(size_t(M * N), 0.0);
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j)
@@ -177,8 +177,7 @@ TEST_CASE("gemm_bf16_one_thread matches its reference for every transpose, alpha
             const double bound = double(K) * std::ldexp(1.0, -23) * std::fabs(alpha) *
                                      scale[size_t(i * N + j)] * 1.02 +
                                  std::ldexp(std::fabs(double(ref[size_t(i * ldc + j)])), -22);
-            CHECK(std::fabs(double(fast[size_t(i * ldc + j)]) - ref[size_t(i * ldc + j)]) <=
-                  bound);
+            CHECK(std::fabs(double(fast[size_t(i * ldc + j)]) - ref[size_t(i * ldc + j)]) <= bound);
           }
         for (int64_t i = 0; i < M; ++i)  // the padding of C is untouched
           for (int64_t j = N; j < ldc; ++j)
@@ -186,7 +185,8 @@ TEST_CASE("gemm_bf16_one_thread matches its reference for every transpose, alpha
       }
 }
 
-TEST_CASE("gemm in bf16 precision: within bf16's rounding of float32, same bits at any thread count") {
+TEST_CASE(
+    "gemm in bf16 precision: within bf16's rounding of float32, same bits at any thread count") {
   if (!bf16_here()) return;
   // Large enough to be cut into pieces (gemm_pieces), both along M and along N.
   for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{512, 96, 200}, {64, 700, 130}}) {
@@ -218,7 +218,8 @@ TEST_CASE("gemm in bf16 precision: within bf16's rounding of float32, same bits 
   }
 }
 
-TEST_CASE("ops in bf16 precision: linear, causal attention and the fused head's loss near float32") {
+TEST_CASE(
+    "ops in bf16 precision: linear, causal attention and the fused head's loss near float32") {
   if (!bf16_here()) return;
   Tensor x = random_tensor({4, 16, 48}, 31, -1, 1, false).to(DType::f32);
   Tensor w = random_tensor({40, 48}, 32, -0.2, 0.2, false).to(DType::f32);

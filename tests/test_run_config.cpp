@@ -62,6 +62,7 @@ RunConfig unusual_config() {
   c.training.sequential = true;
   c.training.accum = 3;
   c.training.zero = 1;
+  c.training.precision = MatmulPrecision::bf16;
   c.data.dataset = "tiny-shakespeare";
   c.data.validation_fraction = 0.25;
   c.data.full_byte_alphabet = false;
@@ -134,9 +135,16 @@ TEST_CASE("a run config round-trips through its JSON, every setting included") {
 // settings table must give exactly the bytes of the hand-written writer it replaced (recorded
 // here from that writer). Rows added since are written only when they differ from their default
 // (omitted_at_default), so only the unusual config shows them, appended to their section.
+// unusual_config() at float32: the precision came after that writer (it is written only as bf16).
+RunConfig unusual_float32() {
+  RunConfig c = unusual_config();
+  c.training.precision = MatmulPrecision::float32;
+  return c;
+}
+
 TEST_CASE("to_json gives the same bytes as the writer before the settings table") {
   std::vector<std::pair<std::string, RunConfig>> configs{{"default", RunConfig{}},
-                                                         {"unusual", unusual_config()},
+                                                         {"unusual", unusual_float32()},
                                                          {"parity", protocol_run_config("parity")},
                                                          {"paired", protocol_run_config("paired")}};
   for (const std::string& name : run_preset_names()) configs.emplace_back(name, run_preset(name));
@@ -157,7 +165,8 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "theta\":500000.0},\"training\":{\"steps\":77,"
       "\"batch\":5,\"clip\":0.5,\"lr\":0.001,\"beta1\":0.8,\"beta2\":0.95,\"eps\":1e-07,\"weight_"
       "decay\":0.1,\"decay\":\"matrices\",\"schedule\":\"cosine\",\"warmup\":7,\"min_lr_ratio\":0."
-      "2,\"init\":\"identical\",\"seed\":9,\"sequential\":true,\"accum\":3,\"zero\":1},\"data\":{"
+      "2,\"init\":\"identical\",\"seed\":9,\"sequential\":true,\"accum\":3,\"zero\":1,"
+      "\"precision\":\"bf16\"},\"data\":{"
       "\"dataset\":\"tiny-shakespeare\",\"validation_fraction\":0.25,\"full_byte_alphabet\":false,"
       "\"train_limit\":1000,\"eval_limit\":500,\"eval_windows\":0,\"eval_full\":true}}",
       "{\"model\":{\"vocab\":512,\"dim\":64,\"layers\":2,\"heads\":4,\"kv_heads\":4,\"seq_len\":64,"
@@ -421,6 +430,7 @@ TEST_CASE("the resume key changes when any setting of the run changes") {
       [](RunConfig& c) { c.model.attnres_block_size = 2; },
       [](RunConfig& c) { c.model.ffn_hidden = 0; },
       [](RunConfig& c) { c.model.rope_theta = 10000.0; },
+      [](RunConfig& c) { c.training.precision = MatmulPrecision::float32; },
       [](RunConfig& c) { c.training.steps = 78; },
       [](RunConfig& c) { c.training.batch = 6; },
       [](RunConfig& c) { c.training.clip = 0.0; },

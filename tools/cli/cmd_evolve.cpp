@@ -157,7 +157,7 @@ int cmd_evolve(int argc, char** argv, int start) {
       set_gene(b, gene, std::to_string(value));
     set_gene(b, Gene::lr, fmt::format("{}", t.adamw.lr));
     set_gene(b, Gene::schedule, schedule_kind_name(t.schedule.kind));
-    b.run.model.seq_len = m.seq_len;  // fixed for every genome of the search
+    b.run.model.seq_len = m.seq_len;         // fixed for every genome of the search
     b.run.training.precision = t.precision;  // and so is the matmul precision
     b.run.model.mode = f.given("mode") ? parse_residual_mode(f.get("mode"))
                                        : plan_direction(o.direction, b).centre;

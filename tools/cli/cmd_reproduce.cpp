@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "tensor/threads.h"
+#include "tools/attnres/precision_compare.h"
 #include "tools/attnres/reproduce.h"
 #include "tools/attnres/scales.h"
 #include "tools/cli/commands.h"
@@ -79,6 +80,37 @@ int combine_runs(const Flags& f) {
              report.rows.size(), out, out, out, out);
   return 0;
 }
+
+// reproduce --compare-precision F32,BF16: bf16 against float32 over two finished paired runs.
+int compare_precision_runs(const Flags& f) {
+  for (const char* name : {"preset", "pair", "seeds", "steps", "state-file", "combine"})
+    if (f.given(name))
+      throw UsageError(fmt::format(
+          "--compare-precision reads finished runs; --{} belongs to a run (drop it)", name));
+  const std::string list = f.get("compare-precision");
+  const size_t comma = list.find(',');
+  if (comma == std::string::npos || comma == 0 || comma + 1 == list.size() ||
+      list.find(',', comma + 1) != std::string::npos)
+    throw UsageError(fmt::format(
+        "--compare-precision: expected FLOAT32_RUN,BF16_RUN (two run directories), got '{}'",
+        list));
+  if (!f.given("output-dir"))
+    throw UsageError("--compare-precision: give --output-dir, the directory the report goes to");
+  const std::string out = f.get("output-dir");
+  const std::vector<std::string> files = {"precision.md", "precision.json"};
+  if (!f.get_bool("overwrite")) {
+    const std::string refusal =
+        replace_refusal(out, files, "a precision comparison",
+                        "replace it with --overwrite, or give another --output-dir");
+    if (!refusal.empty()) throw UsageError(refusal);
+  }
+  const PrecisionReport report = compare_precisions(list.substr(0, comma), list.substr(comma + 1));
+  remove_files(out, files);
+  write_precision_report(report, out);
+  fmt::print("{}", report.markdown);
+  fmt::print("written: {}/precision.md, {}/precision.json\n", out, out);
+  return 0;
+}
 }  // namespace
 
 int cmd_reproduce(int argc, char** argv, int start) {
@@ -106,8 +138,12 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
                residual_mode_names() + ")")
       .add("combine", "",
            "comma-separated finished paired run directories (or result.json files): write the "
-           "cross-scale report into --output-dir and exit");
-  add_overwrite_flag(f, "with --combine, the cross-scale report in --output-dir");
+           "cross-scale report into --output-dir and exit")
+      .add("compare-precision", "",
+           "FLOAT32_RUN,BF16_RUN: two finished paired runs differing only in --precision; write "
+           "precision.md and precision.json (bf16 − float32 validation NLL per arm, 95% CI) into "
+           "--output-dir and exit");
+  add_overwrite_flag(f, "with --combine or --compare-precision, the report in --output-dir");
   add_preset_flag(f);
   add_data_location_flags(f)
       .add("output-dir", "runs/reproductions", "where run directories are created")
@@ -143,6 +179,11 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   if (f.given("combine")) {
     if (world.size() > 1) throw UsageError("--combine: one process reads the runs (not mpirun)");
     return combine_runs(f);
+  }
+  if (f.given("compare-precision")) {
+    if (world.size() > 1)
+      throw UsageError("--compare-precision: one process reads the runs (not mpirun)");
+    return compare_precision_runs(f);
   }
   check_same_flags(world, f);  // every rank must be asked the same before anything is refused
   agreed = true;
