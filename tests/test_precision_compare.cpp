@@ -67,13 +67,16 @@ TEST_CASE("compare_precisions: per-arm and pooled paired differences, bf16 minus
   CHECK(r.arms[2].summary.n == 4);
   CHECK(r.arms[2].summary.mean_difference == doctest::Approx(0.01).epsilon(1e-9));
   // Two seeds with differences 0.01 and 0.02: the t interval 0.015 ± 12.706·0.00707/√2.
-  CHECK(r.arms[0].summary.ci95_low == doctest::Approx(0.015 - 12.7062 * 0.0070711 / std::sqrt(2.0)).epsilon(1e-4));
+  CHECK(r.arms[0].summary.ci95_low ==
+        doctest::Approx(0.015 - 12.7062 * 0.0070711 / std::sqrt(2.0)).epsilon(1e-4));
   CHECK(r.label == "mini, 1000 steps, 2 seeds");
   CHECK(r.markdown.find("| pooled | 4 |") != std::string::npos);
   CHECK(r.json.at("arms").at(2).at("n").as_int() == 4);
   write_precision_report(r, dir.file("out"));
   CHECK(file_exists(dir.file("out/precision.md")));
-  CHECK(json::parse(read_file(dir.file("out/precision.json")), "precision.json").at("arms").size() == 3);
+  CHECK(
+      json::parse(read_file(dir.file("out/precision.json")), "precision.json").at("arms").size() ==
+      3);
 }
 
 TEST_CASE("compare_precisions refuses runs it cannot pair") {

@@ -135,16 +135,9 @@ TEST_CASE("a run config round-trips through its JSON, every setting included") {
 // settings table must give exactly the bytes of the hand-written writer it replaced (recorded
 // here from that writer). Rows added since are written only when they differ from their default
 // (omitted_at_default), so only the unusual config shows them, appended to their section.
-// unusual_config() at float32: the precision came after that writer (it is written only as bf16).
-RunConfig unusual_float32() {
-  RunConfig c = unusual_config();
-  c.training.precision = MatmulPrecision::float32;
-  return c;
-}
-
 TEST_CASE("to_json gives the same bytes as the writer before the settings table") {
   std::vector<std::pair<std::string, RunConfig>> configs{{"default", RunConfig{}},
-                                                         {"unusual", unusual_float32()},
+                                                         {"unusual", unusual_config()},
                                                          {"parity", protocol_run_config("parity")},
                                                          {"paired", protocol_run_config("paired")}};
   for (const std::string& name : run_preset_names()) configs.emplace_back(name, run_preset(name));

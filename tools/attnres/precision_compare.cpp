@@ -100,13 +100,13 @@ PrecisionReport compare_precisions(const std::string& float32_run, const std::st
   Value fc = f.at("config"), bc = b.at("config");
   const std::string fp = take_precision(fc), bp = take_precision(bc);
   if (fp != "float32")
-    throw std::runtime_error(fmt::format(
-        "--compare-precision: {} trained in {}; the first run must be the float32 one",
-        r.float32_source, fp));
+    throw std::runtime_error(
+        fmt::format("--compare-precision: {} trained in {}; the first run must be the float32 one",
+                    r.float32_source, fp));
   if (bp != "bf16")
-    throw std::runtime_error(fmt::format(
-        "--compare-precision: {} trained in {}; the second run must be the bf16 one",
-        r.bf16_source, bp));
+    throw std::runtime_error(
+        fmt::format("--compare-precision: {} trained in {}; the second run must be the bf16 one",
+                    r.bf16_source, bp));
   for (const char* section : {"model", "training", "data"})
     if (!(fc.at(section) == bc.at(section)))
       throw std::runtime_error(fmt::format(
@@ -158,9 +158,9 @@ PrecisionReport compare_precisions(const std::string& float32_run, const std::st
   r.seconds_bf16 = b.at("runtime").at("wall_seconds").as_double();
   const Value& setup = f.at("setup");
   const std::string preset =
-      fc.find("preset") ? fc.at("preset").as_string()
-                        : fmt::format("d{} L{}", setup.at("dimensions").as_int(),
-                                      setup.at("layers").as_int());
+      fc.find("preset")
+          ? fc.at("preset").as_string()
+          : fmt::format("d{} L{}", setup.at("dimensions").as_int(), setup.at("layers").as_int());
   r.label = fmt::format("{}, {} steps, {} seeds", preset, setup.at("steps_per_variant").as_int(),
                         fs.size());
 
@@ -179,9 +179,9 @@ PrecisionReport compare_precisions(const std::string& float32_run, const std::st
     md += fmt::format(
         "| {} | {} | {:.5f} | {:.5f} | {:+.5f} [{:+.5f}, {:+.5f}] | {:+.3f} [{:+.3f}, {:+.3f}] | "
         "{}/{} | {} |\n",
-        a.arm, a.summary.n, mean_of(a.float32_nll), mean_of(a.bf16_nll),
-        a.summary.mean_difference, a.summary.ci95_low, a.summary.ci95_high, a.ppl_percent,
-        a.ppl_ci95_low, a.ppl_ci95_high, a.summary.wins, a.summary.n, a.verdict);
+        a.arm, a.summary.n, mean_of(a.float32_nll), mean_of(a.bf16_nll), a.summary.mean_difference,
+        a.summary.ci95_low, a.summary.ci95_high, a.ppl_percent, a.ppl_ci95_low, a.ppl_ci95_high,
+        a.summary.wins, a.summary.n, a.verdict);
   md += fmt::format(
       "\nThe paired comparison itself ({} − {}, nats/token, 95% CI): float32 {:+.5f} [{:+.5f}, "
       "{:+.5f}]; bf16 {:+.5f} [{:+.5f}, {:+.5f}].\n\nWall time of each run (both arms, every "
@@ -201,10 +201,10 @@ PrecisionReport compare_precisions(const std::string& float32_run, const std::st
   j["arms"] = Value(std::move(arms));
   Value effect;
   effect["difference"] = method + " - " + baseline;
-  effect["float32"] = Value(Array{Value(r.effect_float32), Value(r.effect_float32_low),
-                                  Value(r.effect_float32_high)});
-  effect["bf16"] = Value(
-      Array{Value(r.effect_bf16), Value(r.effect_bf16_low), Value(r.effect_bf16_high)});
+  effect["float32"] = Value(
+      Array{Value(r.effect_float32), Value(r.effect_float32_low), Value(r.effect_float32_high)});
+  effect["bf16"] =
+      Value(Array{Value(r.effect_bf16), Value(r.effect_bf16_low), Value(r.effect_bf16_high)});
   j["paired_effect_mean_ci95"] = std::move(effect);
   j["wall_seconds"] = Value(Array{Value(r.seconds_float32), Value(r.seconds_bf16)});
   j["sources"] = Value(Array{Value(r.float32_source), Value(r.bf16_source)});
