@@ -9,6 +9,8 @@
 #include <ctime>
 
 #include "dg_build_commit.h"  // DG_GIT_COMMIT, generated at build time (tools/build_commit.cmake)
+#include "tensor/cpu_features.h"
+#include "tensor/gemm_kernels.h"
 #include "tensor/threads.h"
 
 namespace dg {
@@ -34,7 +36,17 @@ json::Value provenance_json(int threads) {
   p.emplace_back("version", build_version());
   p.emplace_back("code_commit", build_commit());
   p.emplace_back("compiler", build_compiler());
+  const GemmKernelChoice& kernels = select_gemm_kernels();  // before OpenBLAS names its core
   p.emplace_back("blas", blas_config());
+  p.emplace_back("cpu", cpu_features().model);
+  p.emplace_back("cpu_features", cpu_features().summary());
+  json::Object gemm;
+  gemm.emplace_back("float32", fmt::format("OpenBLAS {} ({})", kernels.blas_core, kernels.reason));
+  const std::string bf16 = bf16_kernel_name();
+  gemm.emplace_back("bf16",
+                    bf16.empty() ? "unsupported: " + bf16_unsupported_reason() : "oneDNN " + bf16);
+  gemm.emplace_back("matmul_precision", precision_name(matmul_precision()));
+  p.emplace_back("gemm_kernels", json::Value(std::move(gemm)));
   p.emplace_back("blas_threading", blas_parallel_mode());
   p.emplace_back("threads", threads);
   struct utsname u {};
