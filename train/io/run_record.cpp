@@ -9,6 +9,8 @@
 #include <ctime>
 
 #include "dg_build_commit.h"  // DG_GIT_COMMIT, generated at build time (tools/build_commit.cmake)
+#include "tensor/cpu_features.h"
+#include "tensor/gemm_kernels.h"
 #include "tensor/threads.h"
 
 namespace dg {
@@ -41,12 +43,41 @@ json::Value provenance_json(int threads) {
   if (uname(&u) == 0)
     p.emplace_back("platform", fmt::format("{} {} {}", u.sysname, u.release, u.machine));
   p.emplace_back("device", "cpu");
+  p.emplace_back("machine", machine_json());
   auto now = std::chrono::system_clock::now();
   std::time_t t = std::chrono::system_clock::to_time_t(now);
   std::tm tm{};
   gmtime_r(&t, &tm);
   p.emplace_back("created_at", fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm));
   return json::Value(std::move(p));
+}
+
+json::Value machine_json() {
+  const CpuFeatures& cpu = cpu_features();
+  const GemmKernelChoice& blas = select_gemm_kernels();
+  json::Object m;
+  m.emplace_back("cpu", cpu.model);
+  m.emplace_back("vendor", cpu.vendor);
+  m.emplace_back("instruction_sets", cpu.summary());
+  m.emplace_back("blas_core_loaded", blas.blas_core_loaded);
+  m.emplace_back("blas_core", blas.blas_core);
+  m.emplace_back("blas_core_reason", blas.reason);
+  m.emplace_back("bf16_kernel", bf16_kernel_name());
+  m.emplace_back("bf16_unsupported", bf16_unsupported_reason());
+  return json::Value(std::move(m));
+}
+
+std::string machine_text() {
+  const CpuFeatures& cpu = cpu_features();
+  const GemmKernelChoice& blas = select_gemm_kernels();
+  const std::string bf16 = bf16_kernel_name();
+  return fmt::format(
+      "cpu: {} ({}); instruction sets: {}\n"
+      "float32 GEMM: OpenBLAS core {} (OpenBLAS loaded {}: {})\n"
+      "bf16 GEMM: {}\n",
+      cpu.model, cpu.vendor, cpu.summary().empty() ? "none of those depthgrad uses" : cpu.summary(),
+      blas.blas_core, blas.blas_core_loaded, blas.reason,
+      bf16.empty() ? "unsupported: " + bf16_unsupported_reason() : "oneDNN " + bf16);
 }
 
 }  // namespace dg
