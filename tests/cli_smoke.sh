@@ -186,6 +186,19 @@ expect_error "bad thread count" "--threads" -- "$BIN" reproduce --threads 0 --da
 expect_error "unknown command" "unknown command" -- "$BIN" frobnicate
 expect_error "bench --compare-torch without torch names the package" "python3-torch" -- "$BIN" bench --compare-torch --configs micro --python /bin/false
 expect_error "bench --generate takes one thread count" "--generate: give one --threads" -- "$BIN" bench --generate --threads 1,2
+expect_error "bench: a precision that is not one" "--precision: 'fp16' is not a precision" -- "$BIN" bench --precision float32,fp16 --configs micro
+expect_error "bench --one takes one precision" "--one: give exactly one --precision" -- "$BIN" bench --one micro --threads 1 --precision float32,bf16
+# bf16 on a CPU without it is refused in one line naming the flag (else the list is accepted:
+# --write-check does no timing).
+if grep -qw -e amx_bf16 -e avx512_bf16 /proc/cpuinfo; then
+  if "$BIN" bench --precision float32,bf16 --configs micro --write-check "$WORK/bf16-check" > /dev/null; then
+    pass "bench --precision float32,bf16 accepted on a bf16 CPU"
+  else
+    fail "bench --precision float32,bf16 on a bf16 CPU"
+  fi
+else
+  expect_error "bench --precision bf16 on a CPU without bf16" "--precision bf16: bf16 matmuls need" -- "$BIN" bench --precision float32,bf16 --configs micro
+fi
 # The run config is checked before any data is read (the data directory here does not exist).
 expect_error "reproduce: heads must divide dim" "heads 5 must divide dim 64" -- "$BIN" reproduce --heads 5 --dataset-dir "$WORK/no-such-dir"
 expect_error "train: kv-heads must divide heads" "kv_heads 3 must divide heads 4" -- "$BIN" train --kv-heads 3 --dataset-dir "$WORK/no-such-dir"

@@ -8,6 +8,8 @@
 #include <filesystem>
 
 #include "autograd/ops.h"
+#include "tensor/cpu_features.h"
+#include "tensor/gemm_kernels.h"
 #include "tensor/threads.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
@@ -16,6 +18,7 @@
 #include "train/batches.h"
 #include "train/checkpoint.h"
 #include "train/io/files.h"
+#include "train/io/run_record.h"
 
 using namespace dg;
 namespace fs = std::filesystem;
@@ -153,6 +156,7 @@ TEST_CASE(
   BenchSpec s = tiny_spec(32);
   BenchOptions o;
   o.threads = threads();  // keep this test process's thread setting
+  o.peak_square = 128;    // the test checks the figures' relations, not the machine's limit
   BenchResult r = run_bench(s, o);
   CHECK(r.step_seconds.size() == 3);
   CHECK(r.losses.size() == 4);
@@ -160,7 +164,24 @@ TEST_CASE(
   CHECK(r.parameters == MicroLM(s.run.model).parameter_count());
   CHECK(r.tokens_per_second == doctest::Approx(8.0 / r.median_step_seconds));
   CHECK(r.achieved_gflops == doctest::Approx(r.step_flops / r.median_step_seconds * 1e-9));
-  CHECK(r.sgemm_gflops > 0);
+  CHECK(r.precision == "float32");
+  CHECK(r.blas_core == select_gemm_kernels().blas_core);
+  // The peaks: both float32 candidates on both shapes, the best of them standing for the peak.
+  CHECK(r.peak.shape.M == 128);
+  CHECK(r.peak.shape.what == "square");
+  CHECK(r.gemm_peak.shape.what == r.gemm.what);
+  for (const GemmPeak* p : {&r.peak, &r.gemm_peak}) {
+    CHECK(p->precision == "float32");
+    REQUIRE(p->kernels.size() == 2);
+    CHECK(p->kernels[0].kernel == "openblas sgemm (" + select_gemm_kernels().blas_core + ")");
+    CHECK(p->kernels[1].kernel == "dnnl_sgemm");
+    CHECK(p->gflops == std::max(p->kernels[0].gflops, p->kernels[1].gflops));
+    CHECK((p->kernel == p->kernels[0].kernel || p->kernel == p->kernels[1].kernel));
+  }
+  CHECK(r.peak_fraction == doctest::Approx(r.achieved_gflops / r.peak.gflops));
+  CHECK(r.gemm_peak_fraction == doctest::Approx(r.achieved_gflops / r.gemm_peak.gflops));
+  // The old figure: OpenBLAS's sgemm on the largest GEMM.
+  CHECK(r.sgemm_gflops == r.gemm_peak.kernels[0].gflops);
   CHECK(r.sgemm_fraction == doctest::Approx(r.achieved_gflops / r.sgemm_gflops));
   CHECK(r.peak_rss_kib > 0);
   CHECK(r.peak_rss_kib >= r.baseline_rss_kib);
@@ -199,6 +220,12 @@ TEST_CASE(
                             "step_flops",
                             "achieved_gflops",
                             "largest_gemm",
+                            "precision",
+                            "peak",
+                            "peak_fraction",
+                            "largest_gemm_peak",
+                            "largest_gemm_peak_fraction",
+                            "blas_core",
                             "sgemm_gflops",
                             "sgemm_fraction",
                             "peak_rss_kib",
@@ -217,6 +244,14 @@ TEST_CASE(
     CHECK(back.family_seconds == r.family_seconds);
     CHECK(back.gemm.what == r.gemm.what);
     CHECK(back.step_seconds == r.step_seconds);
+    CHECK(back.precision == "float32");
+    CHECK(back.peak.gflops == r.peak.gflops);
+    CHECK(back.peak.kernel == r.peak.kernel);
+    CHECK(back.gemm_peak.kernels.size() == 2);
+    CHECK(back.gemm_peak.shape.N == r.gemm.N);
+    CHECK(back.gemm_peak_fraction == r.gemm_peak_fraction);
+    CHECK(back.blas_core == r.blas_core);
+    CHECK(peak_table({r}).find("<- peak") != std::string::npos);
     CHECK_FALSE(bench_table({r, back}).empty());
     CHECK(breakdown_table({r}).find("optimizer") != std::string::npos);
     // A torch record has no breakdown and no sgemm; the tables and the ratio still work.
@@ -224,6 +259,13 @@ TEST_CASE(
     back.profiled = false;
     std::string cmp = compare_table({r}, {back});
     CHECK(cmp.find("1.00") != std::string::npos);
+    // Rows pair by precision too: a bf16 torch row has no float32 depthgrad partner.
+    back.precision = "bf16";
+    CHECK(compare_table({r}, {back}).find("1.00") == std::string::npos);
+    back.precision = "float32";
+    back.blas_core_forced = true;  // torch run with depthgrad's OpenBLAS core
+    CHECK(compare_table({r}, {back}).find("torch+core") != std::string::npos);
+    CHECK(BenchResult::from_json(back.to_json(), "t").blas_core_forced);
     CHECK_THROWS_WITH_AS(BenchResult::from_json(json::parse("{\"impl\": \"x\"}", "t"), "t"),
                          doctest::Contains("not a bench result"), std::runtime_error);
   }
@@ -280,4 +322,62 @@ TEST_CASE("generation bench: rows hold together and the bound follows the weight
   CHECK(table.find("tiny") != std::string::npos);
   const json::Value v = generate_bench_json({row}, bandwidth);
   CHECK(v.at("generation").as_array().size() == 1);
+}
+
+TEST_CASE(
+    "bench with accumulation counts the global step; bf16 runs or is refused with the reason") {
+  BenchSpec s = tiny_spec(32);
+  s.run.training.accum = 2;
+  s.timed = 1;
+  BenchOptions o;
+  o.threads = threads();
+  o.profile = false;
+  o.measure_peak = false;
+  BenchResult r = run_bench(s, o);
+  CHECK(r.accum == 2);
+  CHECK(r.peak.gflops == 0);  // not measured: no fraction, and none in the JSON
+  CHECK(r.to_json().find("peak") == nullptr);
+  CHECK(r.to_json().at("accum").as_int() == 2);
+  CHECK(r.step_flops == 2 * training_step_flops(r.matmul_params, s.run.model, 2));
+  CHECK(r.tokens_per_second == doctest::Approx(16.0 / r.median_step_seconds));
+
+  const GemmShape g{64, 32, 48, "test"};
+  if (!bf16_unsupported_reason().empty()) {
+    CHECK_THROWS_WITH_AS(measure_gemm_peak(g, MatmulPrecision::bf16, 1, 0),
+                         bf16_unsupported_reason().c_str(), std::runtime_error);
+    s.run.training.precision = MatmulPrecision::bf16;
+    CHECK_THROWS_WITH_AS(run_bench(s, o), doctest::Contains("bf16"), std::runtime_error);
+    return;
+  }
+  const GemmPeak p = measure_gemm_peak(g, MatmulPrecision::bf16, 1, 0);
+  CHECK(matmul_precision() == MatmulPrecision::float32);  // restored
+  CHECK(p.precision == "bf16");
+  REQUIRE(p.kernels.size() == 2);
+  CHECK(p.kernels[0].kernel.find(bf16_kernel_name()) != std::string::npos);
+  CHECK(p.kernels[1].kernel.find("oneDNN matmul") == 0);
+  CHECK(p.gflops > 0);
+  s.run.training.precision = MatmulPrecision::bf16;
+  o.measure_peak = true;
+  o.peak_square = 64;
+  BenchResult b = run_bench(s, o);
+  CHECK(b.precision == "bf16");
+  CHECK(b.peak.precision == "bf16");
+  CHECK(b.sgemm_gflops == 0);  // the OpenBLAS figure belongs to float32 rows
+  CHECK(BenchResult::from_json(b.to_json(), "t").precision == "bf16");
+  CHECK(matmul_precision() == MatmulPrecision::float32);
+}
+
+TEST_CASE("the machine record: CPU, instruction sets and the GEMM kernels, also in provenance") {
+  const json::Value m = machine_json();
+  CHECK(m.at("cpu").as_string() == cpu_features().model);
+  CHECK(m.at("instruction_sets").as_string() == cpu_features().summary());
+  CHECK(m.at("blas_core").as_string() == select_gemm_kernels().blas_core);
+  CHECK(m.at("blas_core_loaded").as_string() == select_gemm_kernels().blas_core_loaded);
+  CHECK_FALSE(m.at("blas_core_reason").as_string().empty());
+  // exactly one of: the bf16 kernel's name, or why there is none
+  CHECK(m.at("bf16_kernel").as_string().empty() != m.at("bf16_unsupported").as_string().empty());
+  CHECK(provenance_json(1).at("machine").at("cpu").as_string() == cpu_features().model);
+  const std::string text = machine_text();
+  CHECK(text.find(select_gemm_kernels().blas_core) != std::string::npos);
+  CHECK(text.find("bf16 GEMM: ") != std::string::npos);
 }

@@ -8,11 +8,16 @@ math formula (torch 1.13 has no scaled_dot_product_attention), SwiGLU, per-token
 embedding. Parameter names are depthgrad's, so depthgrad's safetensors weights load as a state dict.
 
 Modes:
-  --config NAME --threads N [--warmup W --steps S] [--json]
+  --config NAME --threads N [--precision float32|bf16] [--warmup W --steps S] [--json]
       time full training steps (sample the batch, zero grad, forward, loss, backward, clip 1.0,
       AdamW lr 6e-4 wd 0.01) on random tokens (numpy default_rng(0), the tokens and windows
       depthgrad draws); report the median of the timed steps and peak RSS (VmHWM). One
-      process per measurement: the peak is a process-lifetime figure.
+      process per measurement: the peak is a process-lifetime figure. --precision bf16 runs the
+      forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16) (matmuls in bf16
+      through oneDNN; the weights, their gradients and AdamW stay float32), torch's counterpart
+      of depthgrad's bf16 matmul precision. The OpenBLAS core the process runs (its float32
+      matmuls go to the system OpenBLAS through libblas.so.3) is reported as blas_core; `depthgrad
+      bench` sets OPENBLAS_CORETYPE to give it depthgrad's.
   --check WEIGHTS.safetensors --tokens FILE.json [--json]
       load depthgrad's weights and token batch (written by `depthgrad bench --write-check DIR`),
       print the parameter count, the loss, and the losses after each of the same AdamW steps.
@@ -44,6 +49,8 @@ def parse_args():
     p.add_argument("--config", choices=sorted(CONFIGS))
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--mode", default="rd_attnres", choices=MODES)
+    p.add_argument("--precision", default="float32", choices=("float32", "bf16"),
+                   help="bf16: forward and loss under CPU autocast to bfloat16")
     p.add_argument("--warmup", type=int, default=None)
     p.add_argument("--steps", type=int, default=None, help="timed steps")
     p.add_argument("--check", metavar="WEIGHTS", help="depthgrad safetensors weights")
@@ -213,9 +220,10 @@ def step_flops(c, batch, n_matmul):  # tools/attnres/bench.cpp training_step_flo
     return 6.0 * n_matmul * tokens + 12.0 * c["layers"] * batch * c["seq_len"] ** 2 * c["dim"]
 
 
-def train_step(model, opt, ids, targets):
+def train_step(model, opt, ids, targets, bf16=False):
     opt.zero_grad(set_to_none=True)
-    loss = model.loss(ids, targets)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = model.loss(ids, targets)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
@@ -285,6 +293,18 @@ def run_check(args):
 # ---- timing --------------------------------------------------------------------------------------------
 
 
+def openblas_core():
+    """The core of the OpenBLAS loaded in this process ("SkylakeX"), or "" when there is none."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0", mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+    except OSError:
+        return ""
+    lib.openblas_get_corename.restype = ctypes.c_char_p
+    return lib.openblas_get_corename().decode()
+
+
+
 def run_timing(args):
     torch.set_num_threads(args.threads)
     c = dict(CONFIGS[args.config])
@@ -309,7 +329,7 @@ def run_timing(args):
         t0 = time.perf_counter()
         starts = batch_rng.integers(0, n_tokens - T - 1, size=B)
         rows = torch.from_numpy(np.stack([tokens[i:i + T + 1] for i in starts]))
-        value = train_step(model, opt, rows[:, :-1], rows[:, 1:])
+        value = train_step(model, opt, rows[:, :-1], rows[:, 1:], bf16=args.precision == "bf16")
         dt = time.perf_counter() - t0
         if not math.isfinite(value):
             sys.exit(f"torch reference diverged: loss {value} at step {s}")
@@ -332,11 +352,11 @@ def run_timing(args):
                   timed=timed, step_seconds=step_seconds, losses=losses, median_step_seconds=median,
                   mean_step_seconds=float(np.mean(step_seconds)), tokens_per_second=B * T / median, step_flops=flops,
                   achieved_gflops=flops / median * 1e-9, peak_rss_kib=peak, baseline_rss_kib=baseline, ru_maxrss_kib=ru_maxrss,
-                  torch_version=torch.__version__)
+                  precision=args.precision, blas_core=openblas_core(), torch_version=torch.__version__)
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"torch {args.config} threads={args.threads}: {result['tokens_per_second']:.0f} tokens/s, "
+        print(f"torch {args.config} threads={args.threads} {args.precision}: {result['tokens_per_second']:.0f} tokens/s, "
               f"{median * 1e3:.2f} ms/step, {result['achieved_gflops']:.1f} GFLOP/s, peak {peak / 1024:.0f} MiB "
               f"({parameter_count(model)} parameters)")
 

@@ -1,8 +1,9 @@
-// `depthgrad bench`: training speed per (config, thread count), optionally against the PyTorch
-// reference (tools/torch_reference.py). Every measurement runs in a fresh process, because peak
-// resident memory (VmHWM, ru_maxrss) is a process-lifetime figure: this command re-runs itself
-// as `depthgrad bench --one CONFIG --threads N` (and the torch script once per measurement) and
-// collects the JSON each prints. It does not time anything itself; tools/attnres/bench.h does.
+// `depthgrad bench`: training speed per (config, thread count, matmul precision), optionally
+// against the PyTorch reference (tools/torch_reference.py) and against MPI ranks. Every
+// measurement runs in a fresh process, because peak resident memory (VmHWM, ru_maxrss) is a
+// process-lifetime figure: this command re-runs itself as `depthgrad bench --one CONFIG --threads
+// N --precision P` (under mpirun for --mpi; the torch script once per measurement) and collects
+// the JSON each prints. It does not time anything itself; tools/attnres/bench.h does.
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <spawn.h>
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "tensor/gemm_kernels.h"
 #include "tensor/threads.h"
 #include "tools/attnres/bench.h"
 #include "tools/attnres/bench_generate.h"
@@ -70,9 +72,11 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-// Runs argv[0] with argv (no shell), stdout captured, stderr passed through (or discarded). Returns
-// stdout; throws naming the program when it cannot start or exits non-zero.
-std::string run_capture(const std::vector<std::string>& args, bool quiet_stderr = false) {
+// Runs argv[0] (searched on PATH when it has no slash) with argv (no shell) in this environment
+// plus `env` ("NAME=value", replacing NAME), stdout captured, stderr passed through (or
+// discarded). Returns stdout; throws naming the program when it cannot start or exits non-zero.
+std::string run_capture(const std::vector<std::string>& args, bool quiet_stderr = false,
+                        const std::vector<std::string>& env = {}) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("bench: pipe() failed");
   posix_spawn_file_actions_t actions;
@@ -84,8 +88,18 @@ std::string run_capture(const std::vector<std::string>& args, bool quiet_stderr 
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  std::vector<std::string> env_strings = env;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry(*e), name = entry.substr(0, entry.find('='));
+    if (std::none_of(env.begin(), env.end(),
+                     [&](const std::string& x) { return x.rfind(name + "=", 0) == 0; }))
+      env_strings.push_back(entry);
+  }
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
   if (rc != 0) {
@@ -106,6 +120,7 @@ std::string run_capture(const std::vector<std::string>& args, bool quiet_stderr 
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   std::string command;
+  for (const std::string& e : env) command += (command.empty() ? "" : " ") + e;
   for (const std::string& a : args) command += (command.empty() ? "" : " ") + a;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw std::runtime_error(fmt::format("bench: `{}` failed ({})", command,
@@ -166,12 +181,17 @@ void check_torch_importable(const std::string& python) {
 struct Plan {
   std::vector<std::string> configs;
   std::vector<int> threads;
+  std::vector<MatmulPrecision> precisions;
   ResidualMode mode = residual_mode("rd_attnres");
+  int64_t accum = 1;
   int64_t warmup = -1, steps = -1;  // -1: the config's default
 };
 
-BenchSpec spec_for(const Plan& plan, const std::string& config) {
+BenchSpec spec_for(const Plan& plan, const std::string& config,
+                   MatmulPrecision precision = MatmulPrecision::float32) {
   BenchSpec s = bench_spec(config, plan.mode);
+  s.run.training.precision = precision;
+  s.run.training.accum = plan.accum;
   if (plan.warmup >= 0) s.warmup = plan.warmup;
   if (plan.steps >= 0) s.timed = plan.steps;
   return s;
@@ -268,12 +288,37 @@ static int bench_on_rank(int argc, char** argv, int start, World& world, bool& a
   Flags f("bench",
           "Training speed: tokens/s over full steps (forward, backward, clip, AdamW), median of "
           "timed steps after\n"
-          "warm-up; ms per step; peak resident memory; GFLOP/s against the measured sgemm rate of "
-          "the model's\n"
-          "largest GEMM; time by op family. Each (config, threads) runs in a fresh process.\n"
-          "--compare-torch also runs tools/torch_reference.py the same way, after checking that "
-          "both models\n"
-          "agree (parameter counts, and losses on depthgrad's weights to 1e-4).\n\n"
+          "warm-up; ms per step; peak resident memory; time by op family; GFLOP/s of the step "
+          "(6·params·tokens plus\n"
+          "attention) as a fraction of the machine's peak in the step's matmul precision. Each "
+          "(config, threads,\n"
+          "precision) runs in a fresh process. The output opens with the CPU, its instruction "
+          "sets and the GEMM\n"
+          "kernels chosen (OpenBLAS core loaded and used, and why; the bf16 kernel or why there is "
+          "none).\n\n"
+          "peak: the best kernel of the precision, timed in the row's process at its thread count, "
+          "on a square\n"
+          "2048 GEMM (column \"peak\", the machine's limit) and on the model's largest GEMM "
+          "(column \"GEMM pk\",\n"
+          "the best its shapes allow). float32: max of OpenBLAS cblas_sgemm (the core depthgrad "
+          "chose) and oneDNN\n"
+          "dnnl_sgemm; bf16: max of depthgrad's bf16 gemm (rounding to bf16 included) and a "
+          "oneDNN matmul on bf16\n"
+          "operands. Before, the table's \"sgemm\"/\"frac\" were OpenBLAS's sgemm on the "
+          "largest GEMM (with\n"
+          "whatever core OpenBLAS picked) and GFLOP/s over it; --json keeps that figure as "
+          "sgemm_gflops and\n"
+          "sgemm_fraction (float32 rows; OpenBLAS now on the chosen core).\n\n"
+          "--compare-torch also runs tools/torch_reference.py the same way (float32, and bf16 "
+          "autocast for\n"
+          "--precision bf16), after checking that both models agree (parameter counts, and losses "
+          "on depthgrad's\n"
+          "weights to 1e-4). When depthgrad moved OpenBLAS to another core than it loaded, a "
+          "float32 torch run\n"
+          "with OPENBLAS_CORETYPE set to that core follows (\"torch+core\"). --mpi times 2 MPI "
+          "ranks x 1 thread\n"
+          "against 1 process x 2 threads at the same global batch (ranks x batch = accum 2 x "
+          "batch).\n\n"
           "configs (the presets of train, reproduce and evolve):\n" +
               run_preset_help());
   std::string preset_names;
@@ -281,8 +326,15 @@ static int bench_on_rank(int argc, char** argv, int start, World& world, bool& a
     preset_names += (preset_names.empty() ? "" : ", ") + n;
   f.add("configs", "micro,small,base",
         "configs to run, comma-separated: presets " + preset_names + " (listed above)")
-      .add("threads", "1,2", "thread counts (comma-separated; with --one, a single count)");
-  add_run_config_flags(f, {{"", RunConfig{}}}, {"mode"});  // model.mode, from the settings table
+      .add("threads", "1,2", "thread counts (comma-separated; with --one, a single count)")
+      .add("precision", "float32",
+           "matmul precisions, comma-separated: float32, bf16 (bf16 needs AMX-BF16 or "
+           "AVX512_BF16; with --one, a single one)");
+  // model.mode and training.accum, from the settings table
+  add_run_config_flags(
+      f, {{"", RunConfig{}}}, {"mode", "accum"},
+      {{"accum",
+        "(default: 1; for every measurement; --mpi's one process runs 2x this against 2 ranks)"}});
   // --warmup and --steps are the benchmark's untimed and timed steps, not training settings.
   f.add("warmup", "", "untimed warm-up steps (default: the preset's, " + bench_steps(true) + ")")
       .add("steps", "", "timed steps (default: the preset's, " + bench_steps(false) + ")")
@@ -303,7 +355,15 @@ static int bench_on_rank(int argc, char** argv, int start, World& world, bool& a
                   "they are refused)")
       .add_switch("no-profile",
                   "do not time op families (the timers cost about one clock read per op)")
-      .add_switch("no-sgemm", "skip the sgemm measurement of the largest GEMM")
+      .add_switch("no-peak", "skip the GEMM peak measurements (frac columns empty)")
+      .alias("no-sgemm")
+      .add_switch(
+          "mpi",
+          "also time 2 MPI ranks x 1 thread against 1 process x 2 threads with twice --accum, "
+          "per config and precision (needs a depthgrad built with MPI)")
+      .add("mpirun", "mpiexec",
+           "Open MPI launcher for --mpi (run as `MPIRUN -np 2 --bind-to none`, plus "
+           "--allow-run-as-root for root)")
       .add_switch("verbose", "show every step of every measurement on stderr")
       .add("repeat", "1",
            "run the whole sweep this many times (fresh processes each, depthgrad and torch "
@@ -344,6 +404,17 @@ static int bench_on_rank(int argc, char** argv, int start, World& world, bool& a
   } catch (const std::exception& e) {
     throw UsageError(fmt::format("--mode: {}", e.what()));
   }
+  for (const std::string& p : split_list(f.get("precision"))) {
+    try {
+      plan.precisions.push_back(parse_precision(p, "--precision"));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    if (plan.precisions.back() == MatmulPrecision::bf16 && !bf16_unsupported_reason().empty())
+      throw UsageError("--precision bf16: " + bf16_unsupported_reason());
+  }
+  if (plan.precisions.empty()) throw UsageError("--precision: expected float32 and/or bf16");
+  plan.accum = f.get_int("accum");
   if (f.given("warmup")) plan.warmup = f.get_int("warmup");
   if (f.given("steps")) plan.steps = f.get_int("steps");
   if (f.given("warmup") && plan.warmup < 0) throw UsageError("--warmup: must be >= 0");
@@ -355,13 +426,15 @@ static int bench_on_rank(int argc, char** argv, int start, World& world, bool& a
   // ---- one measurement in this process ----
   if (f.given("one")) {
     if (plan.threads.size() != 1) throw UsageError("--one: give exactly one --threads count");
+    if (plan.precisions.size() != 1) throw UsageError("--one: give exactly one --precision");
+    set_matmul_precision(plan.precisions[0]);  // and the trainer steps in training.precision
     BenchOptions o;
     o.threads = plan.threads[0];
     if (world.size() > 1) o.world = &world.collectives();
     o.profile = !f.get_bool("no-profile");
-    o.measure_sgemm = !f.get_bool("no-sgemm");
+    o.measure_peak = !f.get_bool("no-peak");
     if (verbose) o.on_message = [](const std::string& line) { fmt::print(stderr, "  {}\n", line); };
-    BenchResult r = run_bench(spec_for(plan, f.get("one")), o);
+    BenchResult r = run_bench(spec_for(plan, f.get("one"), plan.precisions[0]), o);
     if (world.rank() != 0) return 0;
     if (world.size() > 1)
       fmt::print(
@@ -371,7 +444,8 @@ static int bench_on_rank(int argc, char** argv, int start, World& world, bool& a
     if (f.get_bool("json"))
       fmt::print("{}\n", json::dump(r.to_json()));
     else
-      fmt::print("{}\n{}", bench_table({r}), r.profiled ? breakdown_table({r}) : "");
+      fmt::print("{}\n{}\n{}{}", machine_text(), bench_table({r}), peak_table({r}),
+                 r.profiled ? breakdown_table({r}) : "");
     return 0;
   }
 
@@ -432,6 +506,9 @@ static int bench_on_rank(int argc, char** argv, int start, World& world, bool& a
   const std::string exe = self_exe();
   std::string python, script;
   if (compare) {
+    if (plan.accum != 1)
+      throw UsageError(
+          "--compare-torch: the torch reference steps without accumulation (--accum 1)");
     if (!torch_reference_has(plan.mode))
       throw UsageError(fmt::format("--compare-torch: the torch reference has no {} model",
                                    residual_mode_name(plan.mode)));
@@ -472,72 +549,141 @@ static int bench_on_rank(int argc, char** argv, int start, World& world, bool& a
   }
 
   // ---- measurements, one process each; with --repeat the whole sweep again ----
+  // torch+core: torch with OPENBLAS_CORETYPE set to the core depthgrad moved OpenBLAS onto, when
+  // it moved it (torch's float32 matmuls run on the same system OpenBLAS; its bf16 ones on oneDNN).
+  const GemmKernelChoice& blas = select_gemm_kernels();
+  const bool torch_same_core = compare && blas.blas_core != blas.blas_core_loaded;
+  auto one_args = [&](const std::string& c, const BenchSpec& spec, int t, MatmulPrecision p,
+                      int64_t accum) {
+    return std::vector<std::string>{exe,           "bench",
+                                    "--one",       c,
+                                    "--threads",   std::to_string(t),
+                                    "--precision", precision_name(p),
+                                    "--accum",     std::to_string(accum),
+                                    "--mode",      f.get("mode"),
+                                    "--warmup",    std::to_string(spec.warmup),
+                                    "--steps",     std::to_string(spec.timed),
+                                    "--json"};
+  };
   std::vector<BenchResult> dg_results, torch_results;  // every invocation, in order
+  std::vector<std::pair<size_t, size_t>> pairs;        // (depthgrad, torch) of the first round
   for (int64_t rep = 0; rep < repeats; ++rep)
     for (const std::string& c : plan.configs) {
       const BenchSpec spec = spec_for(plan, c);
-      for (int t : plan.threads) {
-        std::vector<std::string> args{exe,         "bench",
-                                      "--one",     c,
-                                      "--threads", std::to_string(t),
-                                      "--mode",    f.get("mode"),
-                                      "--warmup",  std::to_string(spec.warmup),
-                                      "--steps",   std::to_string(spec.timed),
-                                      "--json"};
-        if (f.get_bool("no-profile")) args.push_back("--no-profile");
-        if (f.get_bool("no-sgemm")) args.push_back("--no-sgemm");
-        if (verbose) args.push_back("--verbose");
-        const std::string round = repeats > 1 ? fmt::format(" [{}/{}]", rep + 1, repeats) : "";
-        note(fmt::format("depthgrad {} threads={}{}: {} warm-up + {} timed steps ...", c, t, round,
-                         spec.warmup, spec.timed));
-        dg_results.push_back(BenchResult::from_json(
-            last_json_line(run_capture(args), "depthgrad bench --one"), "depthgrad bench --one"));
-        note(fmt::format("  {:.0f} tokens/s, {:.1f} ms/step", dg_results.back().tokens_per_second,
-                         dg_results.back().median_step_seconds * 1e3));
-        if (!compare) continue;
-        std::vector<std::string> targs{python,      script,
-                                       "--config",  c,
-                                       "--threads", std::to_string(t),
-                                       "--mode",    f.get("mode"),
-                                       "--warmup",  std::to_string(spec.warmup),
-                                       "--steps",   std::to_string(spec.timed),
-                                       "--json"};
-        if (verbose) targs.push_back("--verbose");
-        note(fmt::format("torch     {} threads={}{}: {} warm-up + {} timed steps ...", c, t, round,
-                         spec.warmup, spec.timed));
-        torch_results.push_back(BenchResult::from_json(
-            last_json_line(run_capture(targs), "torch_reference.py"), "torch_reference.py"));
-        BenchResult& tr = torch_results.back();
-        // The sgemm rate is a property of the machine and thread count: torch's fraction uses the
-        // one measured in depthgrad's process for the same (config, threads).
-        tr.gemm = dg_results.back().gemm;
-        tr.sgemm_gflops = dg_results.back().sgemm_gflops;
-        tr.sgemm_fraction = tr.sgemm_gflops > 0 ? tr.achieved_gflops / tr.sgemm_gflops : 0;
-        note(fmt::format("  {:.0f} tokens/s, {:.1f} ms/step", tr.tokens_per_second,
-                         tr.median_step_seconds * 1e3));
-        if (tr.parameters != dg_results.back().parameters)
-          throw std::runtime_error(
-              fmt::format("{}: torch has {} parameters, depthgrad {}: the configs differ", c,
-                          tr.parameters, dg_results.back().parameters));
-      }
+      for (int t : plan.threads)
+        for (MatmulPrecision prec : plan.precisions) {
+          std::vector<std::string> args = one_args(c, spec, t, prec, plan.accum);
+          if (f.get_bool("no-profile")) args.push_back("--no-profile");
+          if (f.get_bool("no-peak")) args.push_back("--no-peak");
+          if (verbose) args.push_back("--verbose");
+          const std::string what =
+              fmt::format("{} threads={} {}{}", c, t, precision_name(prec),
+                          repeats > 1 ? fmt::format(" [{}/{}]", rep + 1, repeats) : "");
+          note(fmt::format("depthgrad  {}: {} warm-up + {} timed steps ...", what, spec.warmup,
+                           spec.timed));
+          dg_results.push_back(BenchResult::from_json(
+              last_json_line(run_capture(args), "depthgrad bench --one"), "depthgrad bench --one"));
+          const BenchResult& d = dg_results.back();
+          note(fmt::format("  {:.0f} tokens/s, {:.1f} ms/step", d.tokens_per_second,
+                           d.median_step_seconds * 1e3));
+          if (!compare) continue;
+          for (bool same_core : {false, true}) {
+            if (same_core && (!torch_same_core || prec != MatmulPrecision::float32)) continue;
+            std::vector<std::string> targs{python,        script,
+                                           "--config",    c,
+                                           "--threads",   std::to_string(t),
+                                           "--precision", precision_name(prec),
+                                           "--mode",      f.get("mode"),
+                                           "--warmup",    std::to_string(spec.warmup),
+                                           "--steps",     std::to_string(spec.timed),
+                                           "--json"};
+            if (verbose) targs.push_back("--verbose");
+            std::vector<std::string> env;
+            if (same_core) env.push_back("OPENBLAS_CORETYPE=" + blas.blas_core);
+            note(fmt::format("torch{} {}: {} warm-up + {} timed steps ...",
+                             same_core ? "+core" : "     ", what, spec.warmup, spec.timed));
+            torch_results.push_back(BenchResult::from_json(
+                last_json_line(run_capture(targs, false, env), "torch_reference.py"),
+                "torch_reference.py"));
+            BenchResult& tr = torch_results.back();
+            tr.blas_core_forced = same_core;
+            // The peaks are properties of the machine, thread count and precision: torch's
+            // fractions use those measured in depthgrad's process for the same row.
+            tr.gemm = d.gemm;
+            tr.peak = d.peak;
+            tr.gemm_peak = d.gemm_peak;
+            tr.sgemm_gflops = d.sgemm_gflops;
+            auto over = [&](double peak) { return peak > 0 ? tr.achieved_gflops / peak : 0.0; };
+            tr.peak_fraction = over(tr.peak.gflops);
+            tr.gemm_peak_fraction = over(tr.gemm_peak.gflops);
+            tr.sgemm_fraction = over(tr.sgemm_gflops);
+            if (rep == 0) pairs.emplace_back(dg_results.size() - 1, torch_results.size() - 1);
+            note(fmt::format("  {:.0f} tokens/s, {:.1f} ms/step (OpenBLAS core {})",
+                             tr.tokens_per_second, tr.median_step_seconds * 1e3,
+                             tr.blas_core.empty() ? "?" : tr.blas_core));
+            if (tr.parameters != d.parameters)
+              throw std::runtime_error(
+                  fmt::format("{}: torch has {} parameters, depthgrad {}: the configs differ", c,
+                              tr.parameters, d.parameters));
+          }
+        }
     }
   if (repeats > 1) {
-    const size_t per_round_dg = dg_results.size() / repeats;
+    const size_t per_round_dg = dg_results.size() / repeats,
+                 per_round_torch = torch_results.size() / repeats;
     std::vector<BenchResult> all_dg = std::move(dg_results), all_torch = std::move(torch_results);
     dg_results = median_results(all_dg, per_round_dg);
-    if (compare) torch_results = median_results(all_torch, per_round_dg);
+    if (compare) torch_results = median_results(all_torch, per_round_torch);
     if (!as_json) {
       fmt::print("{} invocations of every measurement; tokens/s ratio per invocation:\n", repeats);
-      for (size_t i = 0; compare && i < per_round_dg; ++i) {
-        std::string line = fmt::format("  {} threads={}:", all_dg[i].config, all_dg[i].threads);
-        for (int64_t r = 0; r < repeats; ++r) {
-          const size_t k = size_t(r) * per_round_dg + i;
-          line +=
-              fmt::format(" {:.2f}", all_dg[k].tokens_per_second / all_torch[k].tokens_per_second);
-        }
+      for (const auto& [i, j] : pairs) {
+        std::string line =
+            fmt::format("  {} threads={} {} vs {}:", all_dg[i].config, all_dg[i].threads,
+                        all_dg[i].precision, bench_label(all_torch[j]));
+        for (int64_t r = 0; r < repeats; ++r)
+          line += fmt::format(" {:.2f}",
+                              all_dg[size_t(r) * per_round_dg + i].tokens_per_second /
+                                  all_torch[size_t(r) * per_round_torch + j].tokens_per_second);
         fmt::print("{}\n", line);
       }
       fmt::print("\n");
+    }
+  }
+
+  // ---- MPI: 2 ranks x 1 thread against 1 process x 2 threads, same global batch ----
+  struct MpiRow {
+    BenchResult one_process, two_ranks;
+  };
+  std::vector<MpiRow> mpi_rows;
+  if (f.get_bool("mpi")) {
+    std::vector<std::string> launcher{f.get("mpirun"), "-np", "2", "--bind-to", "none"};
+    if (geteuid() == 0) launcher.push_back("--allow-run-as-root");  // Open MPI refuses root else
+    for (const std::string& c : plan.configs) {
+      BenchSpec spec = spec_for(plan, c);
+      for (MatmulPrecision prec : plan.precisions) {
+        MpiRow row;
+        std::vector<std::string> args = one_args(c, spec, 2, prec, 2 * plan.accum);
+        for (const char* a : {"--no-profile", "--no-peak"}) args.push_back(a);
+        note(fmt::format("depthgrad  {} {}: 1 process x 2 threads, --accum {} ...", c,
+                         precision_name(prec), 2 * plan.accum));
+        row.one_process = BenchResult::from_json(
+            last_json_line(run_capture(args), "depthgrad bench --one"), "depthgrad bench --one");
+        args = one_args(c, spec, 1, prec, plan.accum);
+        for (const char* a : {"--no-profile", "--no-peak"}) args.push_back(a);
+        args.insert(args.begin(), launcher.begin(), launcher.end());
+        note(fmt::format("depthgrad  {} {}: 2 MPI ranks x 1 thread ...", c, precision_name(prec)));
+        row.two_ranks = BenchResult::from_json(
+            last_json_line(run_capture(args), "mpirun depthgrad bench --one"),
+            "mpirun depthgrad bench --one");
+        if (row.two_ranks.ranks != 2)
+          throw std::runtime_error(
+              fmt::format("--mpi: `{} -np 2 depthgrad bench --one` ran {} rank(s): this depthgrad "
+                          "was built without MPI (configure with -DDG_MPI=ON)",
+                          f.get("mpirun"), row.two_ranks.ranks));
+        note(fmt::format("  {:.0f} tokens/s (1x2) vs {:.0f} tokens/s (2x1)",
+                         row.one_process.tokens_per_second, row.two_ranks.tokens_per_second));
+        mpi_rows.push_back(row);
+      }
     }
   }
   const std::string load_end = load_average();
@@ -547,36 +693,67 @@ static int bench_on_rank(int argc, char** argv, int start, World& world, bool& a
     doc["provenance"] = provenance_json(plan.threads.back());
     doc["load_average_start"] = load_start;
     doc["load_average_end"] = load_end;
-    json::Array rows, trows, crows, ratios;
+    json::Array rows, trows, crows, ratios, mrows;
     for (const BenchResult& r : dg_results) rows.push_back(r.to_json());
     for (const BenchResult& r : torch_results) trows.push_back(r.to_json());
     for (const CheckRow& r : checks) crows.push_back(check_json(r));
-    for (const BenchResult& d : dg_results)
-      for (const BenchResult& p : torch_results) {
-        if (d.config != p.config || d.threads != p.threads) continue;
+    for (const BenchResult& p : torch_results)
+      for (const BenchResult& d : dg_results) {
+        if (d.config != p.config || d.threads != p.threads || d.precision != p.precision) continue;
         json::Value q;
         q["config"] = d.config;
         q["threads"] = d.threads;
+        q["precision"] = d.precision;
+        q["torch"] = bench_label(p);
         q["tokens_per_second_ratio"] = d.tokens_per_second / p.tokens_per_second;
         q["peak_rss_ratio"] = double(d.peak_rss_kib) / double(std::max<int64_t>(p.peak_rss_kib, 1));
         ratios.push_back(q);
       }
+    for (const MpiRow& m : mpi_rows) {
+      json::Value q;
+      q["config"] = m.one_process.config;
+      q["precision"] = m.one_process.precision;
+      q["one_process_two_threads"] = m.one_process.to_json();
+      q["two_ranks_one_thread"] = m.two_ranks.to_json();
+      q["tokens_per_second_ratio"] =
+          m.two_ranks.tokens_per_second / m.one_process.tokens_per_second;
+      mrows.push_back(q);
+    }
     doc["results"] = json::Value(std::move(rows));
     if (compare) {
       doc["torch_results"] = json::Value(std::move(trows));
       doc["check"] = json::Value(std::move(crows));
       doc["ratios"] = json::Value(std::move(ratios));
     }
+    if (!mpi_rows.empty()) doc["mpi"] = json::Value(std::move(mrows));
     fmt::print("{}\n", json::dump(doc, 2));
     return 0;
   }
-  fmt::print("depthgrad bench, mode {}; {}; load average {} (start) / {} (end)\n\n", f.get("mode"),
-             blas_config(), load_start, load_end);
+  fmt::print("depthgrad bench, mode {}; {}; load average {} (start) / {} (end)\n{}\n",
+             f.get("mode"), blas_config(), load_start, load_end, machine_text());
   std::vector<BenchResult> all = dg_results;
   all.insert(all.end(), torch_results.begin(), torch_results.end());
   fmt::print("{}\n", bench_table(all));
-  fmt::print("time by op family (depthgrad):\n{}\n", breakdown_table(dg_results));
+  if (!f.get_bool("no-peak"))
+    fmt::print("GEMM kernels timed for the peaks:\n{}\n", peak_table(dg_results));
+  if (!f.get_bool("no-profile"))
+    fmt::print("time by op family (depthgrad):\n{}\n", breakdown_table(dg_results));
   if (compare) fmt::print("depthgrad vs torch:\n{}", compare_table(dg_results, torch_results));
+  if (compare && !torch_same_core)
+    fmt::print("(no torch+core rows: OpenBLAS runs {} by its own choice, in torch as here)\n",
+               blas.blas_core);
+  if (!mpi_rows.empty()) {
+    std::vector<BenchResult> mpi_all;
+    for (const MpiRow& m : mpi_rows) mpi_all.insert(mpi_all.end(), {m.one_process, m.two_ranks});
+    fmt::print(
+        "\nMPI: 2 ranks x 1 thread (--accum {}) against 1 process x 2 threads (--accum {}), same "
+        "global batch:\n{}",
+        plan.accum, 2 * plan.accum, bench_table(mpi_all));
+    for (const MpiRow& m : mpi_rows)
+      fmt::print("{} {}: tokens/s 2x1 / 1x2 = {:.2f}\n", m.one_process.config,
+                 m.one_process.precision,
+                 m.two_ranks.tokens_per_second / m.one_process.tokens_per_second);
+  }
   return 0;
 }
 

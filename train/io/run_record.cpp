@@ -36,29 +36,50 @@ json::Value provenance_json(int threads) {
   p.emplace_back("version", build_version());
   p.emplace_back("code_commit", build_commit());
   p.emplace_back("compiler", build_compiler());
-  const GemmKernelChoice& kernels = select_gemm_kernels();  // before OpenBLAS names its core
+  select_gemm_kernels();  // before OpenBLAS names its core
   p.emplace_back("blas", blas_config());
-  p.emplace_back("cpu", cpu_features().model);
-  p.emplace_back("cpu_features", cpu_features().summary());
-  json::Object gemm;
-  gemm.emplace_back("float32", fmt::format("OpenBLAS {} ({})", kernels.blas_core, kernels.reason));
-  const std::string bf16 = bf16_kernel_name();
-  gemm.emplace_back("bf16",
-                    bf16.empty() ? "unsupported: " + bf16_unsupported_reason() : "oneDNN " + bf16);
-  gemm.emplace_back("matmul_precision", precision_name(matmul_precision()));
-  p.emplace_back("gemm_kernels", json::Value(std::move(gemm)));
   p.emplace_back("blas_threading", blas_parallel_mode());
   p.emplace_back("threads", threads);
   struct utsname u {};
   if (uname(&u) == 0)
     p.emplace_back("platform", fmt::format("{} {} {}", u.sysname, u.release, u.machine));
   p.emplace_back("device", "cpu");
+  p.emplace_back("machine", machine_json());
+  p.emplace_back("matmul_precision", precision_name(matmul_precision()));
   auto now = std::chrono::system_clock::now();
   std::time_t t = std::chrono::system_clock::to_time_t(now);
   std::tm tm{};
   gmtime_r(&t, &tm);
   p.emplace_back("created_at", fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm));
   return json::Value(std::move(p));
+}
+
+json::Value machine_json() {
+  const CpuFeatures& cpu = cpu_features();
+  const GemmKernelChoice& blas = select_gemm_kernels();
+  json::Object m;
+  m.emplace_back("cpu", cpu.model);
+  m.emplace_back("vendor", cpu.vendor);
+  m.emplace_back("instruction_sets", cpu.summary());
+  m.emplace_back("blas_core_loaded", blas.blas_core_loaded);
+  m.emplace_back("blas_core", blas.blas_core);
+  m.emplace_back("blas_core_reason", blas.reason);
+  m.emplace_back("bf16_kernel", bf16_kernel_name());
+  m.emplace_back("bf16_unsupported", bf16_unsupported_reason());
+  return json::Value(std::move(m));
+}
+
+std::string machine_text() {
+  const CpuFeatures& cpu = cpu_features();
+  const GemmKernelChoice& blas = select_gemm_kernels();
+  const std::string bf16 = bf16_kernel_name();
+  return fmt::format(
+      "cpu: {} ({}); instruction sets: {}\n"
+      "float32 GEMM: OpenBLAS core {} (OpenBLAS loaded {}: {})\n"
+      "bf16 GEMM: {}\n",
+      cpu.model, cpu.vendor, cpu.summary().empty() ? "none of those depthgrad uses" : cpu.summary(),
+      blas.blas_core, blas.blas_core_loaded, blas.reason,
+      bf16.empty() ? "unsupported: " + bf16_unsupported_reason() : "oneDNN " + bf16);
 }
 
 }  // namespace dg

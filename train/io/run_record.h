@@ -15,9 +15,16 @@ const char* build_version();
 const char* build_commit();
 const char* build_compiler();
 
-// Provenance shared by every command's output: version, commit, compiler, BLAS, CPU, GEMM
-// kernels (float32, bf16, the precision in force), threads, time.
+// Provenance shared by every command's output: version, commit, compiler, BLAS, threads, the
+// machine (machine_json), the matmul precision in force, time.
 json::Value provenance_json(int threads);
+
+// The CPU and the GEMM kernels that run on it (tensor/cpu_features.h, tensor/gemm_kernels.h):
+// {cpu, vendor, instruction_sets, blas_core_loaded, blas_core, blas_core_reason, bf16_kernel,
+// bf16_unsupported}. bf16_kernel is "" and bf16_unsupported says why on a CPU without bf16.
+json::Value machine_json();
+// The same in three lines for the top of a command's output.
+std::string machine_text();
 
 // A timestamp directory name: YYYYmmdd-HHMMSS-ffffff (UTC).
 std::string timestamp_now();
