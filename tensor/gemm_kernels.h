@@ -77,6 +77,16 @@ float from_bf16(uint16_t b);
 // dst[i] = to_bf16(src[i]) for each of n elements.
 void to_bf16(const float* src, int64_t n, uint16_t* dst);
 
+// rows × cols float32 with row stride ld → rows × cols bf16 packed (row stride cols); rows spread
+// over the threads when large and outside a parallel region.
+void pack_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t* dst);
+
+// C [M, N] = alpha · op(A) [M, K] · op(B) [K, N] + beta · C from operands already in bf16 (stored
+// as dg::gemm's, leading dimensions in elements), float32 accumulation, on the calling thread.
+void gemm_bf16_packed_one_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                                 float alpha, const uint16_t* A, int64_t lda, const uint16_t* B,
+                                 int64_t ldb, float beta, float* C, int64_t ldc);
+
 // C [M, N] = alpha · bf16(op(A)) [M, K] · bf16(op(B)) [K, N] + beta · C, row-major, the operands
 // as in dg::gemm (kernels_matmul.h), rounded to bf16 on the way in, accumulated in float32, on
 // the calling thread. beta = 0 never reads C. Sizes must fit oneDNN's dims (checked by gemm).

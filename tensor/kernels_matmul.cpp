@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstring>
 #include <numeric>
+#include <type_traits>
 
 #include "tensor/gemm_kernels.h"
 #include "tensor/kernels_elementwise.h"
@@ -68,17 +69,11 @@ void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, 
 // threaded path blocks K differently from its one-thread path, and its results also change with
 // how M and N are split (small-matrix kernels), so the split is fixed here by the shape and the
 // machine (gemm_pieces), never by the thread count: pieces along the larger of M and N, each a
-// one-thread BLAS call, run by an OpenMP loop (or in order, at one thread or inside a parallel
-// region). The same calls in any order give the same bits.
-template <class T>
-void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-               const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
-  check_gemm_args(ta, tb, M, N, K, lda, ldb, ldc);
-  select_gemm_kernels();
-  if (M == 0 || N == 0) return;
-  if (K == 0) return scale_c(M, N, beta, C, ldc);
-  if (M * N * K <= kGemmSerialMaxWork)  // OpenBLAS runs these on the calling thread
-    return blas_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+// one-thread GEMM, run by an OpenMP loop (or in order, at one thread or inside a parallel
+// region). The same calls in any order give the same bits. piece(split_m, lo, len) computes rows
+// (split_m) or columns [lo, lo + len) of C.
+template <class Piece>
+void for_each_piece(int64_t M, int64_t N, int64_t K, const Piece& piece_fn) {
   const bool split_m = M >= N;
   const int64_t extent = split_m ? M : N;
   const int64_t pieces = gemm_pieces(M, N, K);
@@ -89,14 +84,48 @@ void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const
   // one thread.
 #pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
   for (int64_t p = 0; p < count; ++p) {
-    const int64_t lo = p * piece, len = std::min(piece, extent - lo);
+    const int64_t lo = p * piece;
+    piece_fn(split_m, lo, std::min(piece, extent - lo));
+  }
+}
+
+template <class T>
+void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+               const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  check_gemm_args(ta, tb, M, N, K, lda, ldb, ldc);
+  select_gemm_kernels();
+  if (M == 0 || N == 0) return;
+  if (K == 0) return scale_c(M, N, beta, C, ldc);
+  if (M * N * K <= kGemmSerialMaxWork)  // OpenBLAS runs these on the calling thread
+    return blas_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if constexpr (std::is_same_v<T, float>)
+    if (matmul_precision() == MatmulPrecision::bf16) {
+      // Both operands rounded to bf16 once (not once per piece), then the same pieces.
+      thread_local std::vector<uint16_t> a16, b16;
+      const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K;
+      const int64_t b_rows = tb ? N : K, b_cols = tb ? K : N;
+      if (int64_t(a16.size()) < a_rows * a_cols) a16.resize(size_t(a_rows * a_cols));
+      if (int64_t(b16.size()) < b_rows * b_cols) b16.resize(size_t(b_rows * b_cols));
+      pack_bf16(A, a_rows, a_cols, lda, a16.data());
+      pack_bf16(B, b_rows, b_cols, ldb, b16.data());
+      const uint16_t *a = a16.data(), *b = b16.data();
+      return for_each_piece(M, N, K, [&](bool split_m, int64_t lo, int64_t len) {
+        if (split_m)
+          gemm_bf16_packed_one_thread(ta, tb, len, N, K, alpha, ta ? a + lo : a + lo * a_cols,
+                                      a_cols, b, b_cols, beta, C + lo * ldc, ldc);
+        else
+          gemm_bf16_packed_one_thread(ta, tb, M, len, K, alpha, a, a_cols,
+                                      tb ? b + lo * b_cols : b + lo, b_cols, beta, C + lo, ldc);
+      });
+    }
+  for_each_piece(M, N, K, [&](bool split_m, int64_t lo, int64_t len) {
     if (split_m)  // rows [lo, lo + len) of op(A) and C
       blas_call(ta, tb, len, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta,
                 C + lo * ldc, ldc);
     else  // columns [lo, lo + len) of op(B) and C
       blas_call(ta, tb, M, len, K, alpha, A, lda, tb ? B + lo * ldb : B + lo, ldb, beta, C + lo,
                 ldc);
-  }
+  });
 }
 }  // namespace
 

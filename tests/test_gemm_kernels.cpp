@@ -129,6 +129,24 @@ TEST_CASE("to_bf16 rounds to nearest, ties to even, and keeps NaN and infinity")
   CHECK((out[0] == 0x3f80 && out[1] == 0x4040 && out[2] == 0xbf00));
 }
 
+TEST_CASE("to_bf16 over arrays (the vector path) rounds every bit pattern as the scalar does") {
+  // Random bit patterns cover NaNs with every payload, infinities, denormals and ties; n = 4099
+  // leaves a scalar tail after the 16-wide blocks.
+  std::mt19937_64 rng(7);
+  std::vector<float> x(4099);
+  for (float& v : x) v = from_bits(uint32_t(rng()));
+  for (uint32_t special : {0x00000000u, 0x80000000u, 0x00008000u, 0x00018000u, 0x7f7fffffu,
+                           0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffffffffu,
+                           0x3f808000u, 0x3f818000u})
+    x[rng() % 4096] = from_bits(special);
+  std::vector<uint16_t> wide(x.size());
+  to_bf16(x.data(), int64_t(x.size()), wide.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    CAPTURE(i);
+    CHECK(wide[i] == to_bf16(x[i]));
+  }
+}
+
 TEST_CASE("set_matmul_precision: bf16 where the CPU has it, a clear refusal where not") {
   CHECK(matmul_precision() == MatmulPrecision::float32);
   CHECK(parse_precision("bf16") == MatmulPrecision::bf16);

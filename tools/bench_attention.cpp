@@ -1,7 +1,8 @@
 // bench_attention: wall time of the fused causal attention op (float32 forward, and forward +
-// backward through the tape) at B=8 H=8 T=256 hd=32, at 1 and 2 threads; best of --repeat runs
-// (default 7). It checks nothing (tests/test_kernels_attention.cpp does) and does not time
-// float64, GQA or the attention_heads wrapper.
+// backward through the tape) at B=8 H=8 T=256 hd=32, at 1 and 2 threads, with float32 and (where
+// the CPU has it) bf16 matmul precision; best of --repeat runs (default 7). It checks nothing
+// (tests/test_kernels_attention.cpp and test_gemm_kernels.cpp do) and does not time float64, GQA
+// or the attention_heads wrapper.
 //   bench_attention [--repeat N]
 #include <fmt/core.h>
 
@@ -10,9 +11,11 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "tensor/gemm_kernels.h"
 #include "tensor/threads.h"
 
 using namespace dg;
@@ -40,24 +43,28 @@ int main(int argc, char** argv) {
     const auto seconds = [](Clock::time_point a, Clock::time_point b) {
       return std::chrono::duration<double>(b - a).count();
     };
-    for (int n : {1, 2}) {
-      set_threads(n);
-      double best_forward = 1e9, best_both = 1e9;
-      for (int rep = 0; rep < repeat; ++rep) {
-        for (const Tensor& t : {q, k, v}) t.impl()->grad = Tensor();
-        const auto t0 = Clock::now();
-        Tensor out = causal_attention(q, k, v);
-        const auto t1 = Clock::now();
-        backward(out, dout);
-        const auto t2 = Clock::now();
-        best_forward = std::min(best_forward, seconds(t0, t1));
-        best_both = std::min(best_both, seconds(t0, t2));
+    std::vector<MatmulPrecision> precisions{MatmulPrecision::float32};
+    if (bf16_unsupported_reason().empty()) precisions.push_back(MatmulPrecision::bf16);
+    for (MatmulPrecision precision : precisions)
+      for (int n : {1, 2}) {
+        MatmulPrecisionScope scope(precision);
+        set_threads(n);
+        double best_forward = 1e9, best_both = 1e9;
+        for (int rep = 0; rep < repeat; ++rep) {
+          for (const Tensor& t : {q, k, v}) t.impl()->grad = Tensor();
+          const auto t0 = Clock::now();
+          Tensor out = causal_attention(q, k, v);
+          const auto t1 = Clock::now();
+          backward(out, dout);
+          const auto t2 = Clock::now();
+          best_forward = std::min(best_forward, seconds(t0, t1));
+          best_both = std::min(best_both, seconds(t0, t2));
+        }
+        fmt::print(
+            "attention B=8 H=8 T=256 hd=32 float32 tensors, {} matmuls, {} thread(s): forward "
+            "{:.2f} ms, forward+backward {:.2f} ms (best of {})\n",
+            precision_name(precision), n, best_forward * 1e3, best_both * 1e3, repeat);
       }
-      fmt::print(
-          "attention B=8 H=8 T=256 hd=32 f32, {} thread(s): forward {:.2f} ms, "
-          "forward+backward {:.2f} ms (best of {})\n",
-          n, best_forward * 1e3, best_both * 1e3, repeat);
-    }
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}\n", e.what());
     return 1;
