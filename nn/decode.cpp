@@ -9,18 +9,29 @@
 #include <cmath>
 #include <cstring>
 
+#include "tensor/gemm_kernels.h"
 #include "tensor/kernels_attention.h"
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
 #include "tensor/kernels_embedding.h"
+#include "tensor/kernels_gemv.h"
 #include "tensor/kernels_loss.h"
 #include "tensor/kernels_matmul.h"
 #include "tensor/kernels_norm.h"
+#include "tensor/threads.h"
 
 namespace dg {
 
 namespace {
+// One new row (a decode step) runs the GEMV, which reads each weight once as a stream (sgemm
+// would pack it first), unless the process's matmul precision is bf16: then every float32
+// product stays a bf16 GEMM, as in MicroLM::forward.
+template <class T>
+bool use_gemv(int64_t n) {
+  return n == 1 && (sizeof(T) == sizeof(double) || matmul_precision() == MatmulPrecision::float32);
+}
+
 // y [n, out] = x [n, in] · W[out, in]ᵀ + bias, plus residual [n, out] when given: the residual and
-// the bias pre-fill y and the GEMM adds into it, as linear / linear_add do.
+// the bias pre-fill y and the GEMM (the GEMV for one row) adds into it, as linear / linear_add do.
 template <class T>
 void linear_rows(T* y, const T* x, int64_t n, const Linear& l, const T* residual = nullptr) {
   const int64_t in = l.in_features, out = l.out_features;
@@ -38,8 +49,11 @@ void linear_rows(T* y, const T* x, int64_t n, const Linear& l, const T* residual
       }
     }
   }
-  gemm(false, true, n, out, in, T(1), x, in, l.weight.data<T>(), in, accumulate ? T(1) : T(0), y,
-       out);
+  if (use_gemv<T>(n))
+    gemv(l.weight.data<T>(), out, in, in, x, y, accumulate);
+  else
+    gemm(false, true, n, out, in, T(1), x, in, l.weight.data<T>(), in, accumulate ? T(1) : T(0), y,
+         out);
 }
 
 // out [n, D] = Norm(x [n, D]); stat_a, stat_b [n] scratch for rstd (and the LayerNorm mean).
@@ -188,8 +202,11 @@ void Decoder::run(const int32_t* ids, int64_t n, bool all_positions) {
   // The head: logits [rows, V] = final_norm(out) · Wᵀ, for the last row only unless all_positions.
   const int64_t first = all_positions ? 0 : n - 1, rows = n - first;
   norm_rows<T>(ptr<T>(normed_), out + first * D, rows, *model_.final_norm, a, b);
-  gemm(false, true, rows, c.vocab, D, T(1), ptr<T>(normed_), D, model_.head_weight().data<T>(), D,
-       T(0), ptr<T>(logits_), c.vocab);
+  if (use_gemv<T>(rows))
+    gemv(model_.head_weight().data<T>(), c.vocab, D, D, ptr<T>(normed_), ptr<T>(logits_), false);
+  else
+    gemm(false, true, rows, c.vocab, D, T(1), ptr<T>(normed_), D, model_.head_weight().data<T>(), D,
+         T(0), ptr<T>(logits_), c.vocab);
 }
 
 // CausalSelfAttention::forward on n new rows: Q, K from u_qk, V from u_v; K and V go straight into
@@ -232,35 +249,33 @@ void Decoder::attend(int64_t layer, const T* q, int64_t n, T* out) {
   double* scratch = ptr<double>(scratch_);
   const int64_t p0 = length_;
   const bool parallel = n * H * (p0 + n) * hd > kParallelGrain;
-#pragma omp parallel for collapse(2) if (parallel) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t h = 0; h < H; ++h) {
-      double* scores = scratch + omp_get_thread_num() * stride;
-      double* acc = scores + config_.seq_len;
-      const T* qr = q + i * H * hd + h * hd;
-      const int64_t g = h / group, last = p0 + i;
-      double max = -INFINITY;
-      for (int64_t j = 0; j <= last; ++j) {
-        const T* kr = K + j * kvd + g * hd;
-        double dot = 0;
+  parallel_for(n * H, parallel, [&](int64_t task) {
+    const int64_t i = task / H, h = task % H;
+    double* scores = scratch + omp_get_thread_num() * stride;
+    double* acc = scores + config_.seq_len;
+    const T* qr = q + i * H * hd + h * hd;
+    const int64_t g = h / group, last = p0 + i;
+    double max = -INFINITY;
+    for (int64_t j = 0; j <= last; ++j) {
+      const T* kr = K + j * kvd + g * hd;
+      double dot = 0;
 #pragma omp simd reduction(+ : dot)
-        for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(qr[d]) * kr[d];
-        scores[j] = dot * scale;
-        max = std::max(max, scores[j]);
-      }
-      double sum = 0;
-      for (int64_t j = 0; j <= last; ++j) sum += (scores[j] = std::exp(scores[j] - max));
-      std::fill(acc, acc + hd, 0.0);
-      for (int64_t j = 0; j <= last; ++j) {
-        const T* vr = V + j * kvd + g * hd;
-        const double p = scores[j];
-#pragma omp simd
-        for (int64_t d = 0; d < hd; ++d) acc[d] += p * vr[d];
-      }
-      T* o = out + i * H * hd + h * hd;
-      for (int64_t d = 0; d < hd; ++d) o[d] = static_cast<T>(acc[d] / sum);
+      for (int64_t d = 0; d < hd; ++d) dot += static_cast<double>(qr[d]) * kr[d];
+      scores[j] = dot * scale;
+      max = std::max(max, scores[j]);
     }
-  }
+    double sum = 0;
+    for (int64_t j = 0; j <= last; ++j) sum += (scores[j] = std::exp(scores[j] - max));
+    std::fill(acc, acc + hd, 0.0);
+    for (int64_t j = 0; j <= last; ++j) {
+      const T* vr = V + j * kvd + g * hd;
+      const double p = scores[j];
+#pragma omp simd
+      for (int64_t d = 0; d < hd; ++d) acc[d] += p * vr[d];
+    }
+    T* o = out + i * H * hd + h * hd;
+    for (int64_t d = 0; d < hd; ++d) o[d] = static_cast<T>(acc[d] / sum);
+  });
 }
 
 // A chunk that starts at position 0 (a prompt, a moved window) is exactly the full forward's

@@ -13,6 +13,7 @@
 #include "tensor/fast_math.h"
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
 #include "tensor/kernels_matmul.h"
+#include "tensor/threads.h"  // parallel_for
 
 namespace dg {
 
@@ -452,8 +453,7 @@ template <class T>
 void rope_rows(T* out, RowStrides os, const T* x, RowStrides xs, const T* cos, const T* sin,
                int64_t B, int64_t H, int64_t Tn, int64_t hd, bool inverse, bool overwrite) {
   const int64_t h = hd / 2, rows = B * H * Tn;
-#pragma omp parallel for if (rows * hd > kParallelGrain) schedule(static)
-  for (int64_t row = 0; row < rows; ++row) {
+  parallel_for(rows, rows * hd > kParallelGrain, [&](int64_t row) {
     const int64_t t = row % Tn, bh = row / Tn, b = bh / H, head = bh % H;
     const T* xr = x + b * xs.b + head * xs.h + t * xs.t;
     T* o = out + b * os.b + head * os.h + t * os.t;
@@ -481,7 +481,7 @@ void rope_rows(T* out, RowStrides os, const T* x, RowStrides xs, const T* cos, c
         o[i + h] += bb * c[i] - a * s[i];
       }
     }
-  }
+  });
 }
 template decltype(rope_rows<float>) rope_rows<float>;
 template decltype(rope_rows<double>) rope_rows<double>;

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "tensor/fast_math.h"  // exp_fast (SwiGLU)
+#include "tensor/threads.h"    // parallel_for
 
 namespace dg {
 
@@ -139,8 +140,13 @@ void ref_add_reduced_into(Tensor& target, const Tensor& g) {
 // gate, up, out [n]
 template <class T>
 void swiglu_forward(T* out, const T* gate, const T* up, int64_t n) {
-#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
-  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (T(1) + exp_fast(-gate[i])) * up[i];
+  constexpr int64_t chunk = 4096;  // elements per task
+  parallel_for((n + chunk - 1) / chunk, n > kParallelGrain, [&](int64_t c) {
+    const int64_t end = std::min(n, (c + 1) * chunk);
+#pragma omp simd
+    for (int64_t i = c * chunk; i < end; ++i)
+      out[i] = gate[i] / (T(1) + exp_fast(-gate[i])) * up[i];
+  });
 }
 template decltype(swiglu_forward<float>) swiglu_forward<float>;
 template decltype(swiglu_forward<double>) swiglu_forward<double>;
@@ -197,8 +203,7 @@ template decltype(ref_swiglu_backward<double>) ref_swiglu_backward<double>;
 template <class T>
 void depth_mix_forward(T* out, const T* const* S, const T* alpha, int64_t rows, int64_t J,
                        int64_t D) {
-#pragma omp parallel for if (rows * D * J > kParallelGrain) schedule(static)
-  for (int64_t n = 0; n < rows; ++n) {
+  parallel_for(rows, rows * D * J > kParallelGrain, [&](int64_t n) {
     T* o = out + n * D;
     const T* a = alpha + n * J;
     const T* s0 = S[0] + n * D;
@@ -211,7 +216,7 @@ void depth_mix_forward(T* out, const T* const* S, const T* alpha, int64_t rows, 
 #pragma omp simd
       for (int64_t d = 0; d < D; ++d) o[d] += aj * sj[d];
     }
-  }
+  });
 }
 template decltype(depth_mix_forward<float>) depth_mix_forward<float>;
 template decltype(depth_mix_forward<double>) depth_mix_forward<double>;

@@ -8,15 +8,16 @@
 #include <vector>
 
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
+#include "tensor/threads.h"              // parallel_for
 
 namespace dg {
 
 // W [V, D], ids [N] -> out [N, D]
 template <class T>
 void embedding_forward(T* out, const int32_t* ids, const T* W, int64_t N, int64_t D) {
-#pragma omp parallel for if (N * D > kParallelGrain) schedule(static)
-  for (int64_t n = 0; n < N; ++n)
+  parallel_for(N, N * D > kParallelGrain, [&](int64_t n) {
     std::memcpy(out + n * D, W + static_cast<int64_t>(ids[n]) * D, sizeof(T) * D);
+  });
 }
 template decltype(embedding_forward<float>) embedding_forward<float>;
 template decltype(embedding_forward<double>) embedding_forward<double>;

@@ -13,6 +13,7 @@
 #include "tensor/fast_math.h"
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
 #include "tensor/kernels_matmul.h"       // gemm (the head's chunks)
+#include "tensor/threads.h"              // parallel_for
 
 namespace dg {
 
@@ -68,16 +69,13 @@ inline void softmax_backward_row(T* dx, const T* dy, const T* y, int64_t C, int6
 template <class T>
 void softmax_forward(T* out, const T* x, int64_t outer, int64_t C, int64_t inner, bool log) {
   const bool par = outer * C * inner > kParallelGrain;
-  if (inner == 1) {
-#pragma omp parallel for if (par) schedule(static)
-    for (int64_t r = 0; r < outer; ++r) softmax_row(out + r * C, x + r * C, C, 1, log);
-    return;
-  }
-#pragma omp parallel for if (par) schedule(static)
-  for (int64_t r = 0; r < outer * inner; ++r) {
+  if (inner == 1)
+    return parallel_for(outer, par,
+                        [&](int64_t r) { softmax_row(out + r * C, x + r * C, C, 1, log); });
+  parallel_for(outer * inner, par, [&](int64_t r) {
     const int64_t base = (r / inner) * C * inner + r % inner;
     softmax_row(out + base, x + base, C, inner, log);
-  }
+  });
 }
 template decltype(softmax_forward<float>) softmax_forward<float>;
 template decltype(softmax_forward<double>) softmax_forward<double>;

@@ -11,6 +11,7 @@
 
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
 #include "tensor/tensor.h"
+#include "tensor/threads.h"  // parallel_for
 
 namespace dg {
 
@@ -42,8 +43,7 @@ void add_chunk_sums(T* dw, const T* partial, int64_t nchunks, int64_t D) {
 // x, out [rows, D]; w [D]; rstd [rows]
 template <class T>
 void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int64_t rows, int64_t D, double eps) {
-#pragma omp parallel for if (rows * D > kParallelGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * D > kParallelGrain, [&](int64_t r) {
     const T* xr = x + r * D;
     T* o = out + r * D;
     double ss = 0.0;
@@ -53,7 +53,7 @@ void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int64_t rows, int6
     rstd[r] = rs;
 #pragma omp simd
     for (int64_t d = 0; d < D; ++d) o[d] = (xr[d] * rs) * w[d];
-  }
+  });
 }
 template decltype(rmsnorm_forward<float>) rmsnorm_forward<float>;
 template decltype(rmsnorm_forward<double>) rmsnorm_forward<double>;
@@ -140,8 +140,7 @@ template decltype(ref_rmsnorm_backward<double>) ref_rmsnorm_backward<double>;
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t rows,
                        int64_t D, double eps) {
-#pragma omp parallel for if (rows * D > kParallelGrain) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * D > kParallelGrain, [&](int64_t r) {
     const T* xr = x + r * D;
     T* o = out + r * D;
     double s = 0.0;
@@ -162,7 +161,7 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T
 #pragma omp simd
       for (int64_t d = 0; d < D; ++d) o[d] = ((xr[d] - m) * rs) * w[d];
     }
-  }
+  });
 }
 template decltype(layernorm_forward<float>) layernorm_forward<float>;
 template decltype(layernorm_forward<double>) layernorm_forward<double>;

@@ -2,6 +2,9 @@
 // OpenBLAS is the one linked. The environment (DEPTHGRAD_THREADS, else OMP_NUM_THREADS) applies by
 // itself on the first tensor allocation; an explicit set_threads wins. No thread pools of its own.
 #pragma once
+#include <omp.h>
+
+#include <cstdint>
 #include <string>
 
 namespace dg {
@@ -27,5 +30,20 @@ std::string blas_parallel_mode();
 bool blas_is_openmp_build();
 // OpenBLAS's configuration string (version, core).
 std::string blas_config();
+
+// body(i) for i in 0 .. n − 1: over the OpenMP threads (static schedule) when `parallel`, more
+// than one thread is set and no region is running; else a plain loop on the calling thread, with
+// no region at all. (`omp parallel for if (false)` still enters libgomp, which allocates and
+// frees a team for the one thread, about a microsecond: a one-token decode step runs dozens of
+// small kernels.) For loops whose every i has one owner, so the bits do not depend on which.
+template <class F>
+void parallel_for(int64_t n, bool parallel, const F& body) {
+  if (parallel && n > 1 && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
 
 }  // namespace dg

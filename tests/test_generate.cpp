@@ -323,6 +323,12 @@ TEST_CASE("sampling: the distribution, top-k, top-p and temperature") {
   CHECK(TokenSampler(o).sample(Tensor::from_vector({1.0, 3.0, 3.0}, {3})) == 1);
   CHECK_THROWS_WITH_AS(TokenSampler(SamplingOptions{}).sample(Tensor::from_vector({1.0, NAN}, {2})),
                        doctest::Contains("non-finite"), std::runtime_error);
+  // the first non-finite id is named, an infinity as much as a NaN; the tie rule holds for -0/+0
+  o.temperature = 0;
+  CHECK_THROWS_WITH(
+      TokenSampler(o).sample(Tensor::from_vector({1.0, 5.0, INFINITY, NAN, -INFINITY}, {5})),
+      doctest::Contains("for id 2"));
+  CHECK(TokenSampler(o).sample(Tensor::from_vector({-1.0, -0.0, 0.0, -2.0}, {4})) == 1);
 }
 
 TEST_CASE("sampling options are checked: temperature >= 0, top-k >= 0, top-p in (0, 1]") {

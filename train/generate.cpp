@@ -38,14 +38,23 @@ int32_t TokenSampler::sample(const Tensor& logits) {
     const T* p = c.data<T>();
     for (int64_t i = 0; i < V; ++i) values_[i] = static_cast<double>(p[i]);
   });
-  int32_t best = 0;
+  // The finiteness check and the argmax in passes that vectorise (a running argmax is a chain of
+  // dependent compares, a nanosecond per id): v − v is 0 for a finite v and NaN otherwise; then
+  // the first id that reaches the maximum (ties go to the lower id).
+  double finite = 0, max = -INFINITY;
+#pragma omp simd reduction(+ : finite) reduction(max : max)
   for (int64_t i = 0; i < V; ++i) {
-    if (!std::isfinite(values_[i]))
-      throw std::runtime_error(
-          fmt::format("the model gave a non-finite logit ({}) for id {}: are the weights diverged?",
-                      values_[i], i));
-    if (values_[i] > values_[best]) best = static_cast<int32_t>(i);
+    finite += values_[i] - values_[i];
+    max = std::max(max, values_[i]);
   }
+  if (finite != 0)
+    for (int64_t i = 0; i < V; ++i)
+      if (!std::isfinite(values_[i]))
+        throw std::runtime_error(fmt::format(
+            "the model gave a non-finite logit ({}) for id {}: are the weights diverged?",
+            values_[i], i));
+  int32_t best = 0;
+  while (values_[best] != max) ++best;
   if (options_.temperature == 0 || options_.top_k == 1) return best;
 
   // Candidates, most likely first (lower id first on ties) when a filter needs the order.
@@ -62,7 +71,6 @@ int32_t TokenSampler::sample(const Tensor& logits) {
     std::sort(order_.begin(), order_.end(), more_likely);
   }
   // Unnormalised probabilities exp((l − max) / temperature), in place.
-  const double max = values_[best];
   double total = 0;
   for (int32_t id : order_)
     total += (values_[id] = std::exp((values_[id] - max) / options_.temperature));
