@@ -135,9 +135,9 @@ TEST_CASE("to_bf16 over arrays (the vector path) rounds every bit pattern as the
   std::mt19937_64 rng(7);
   std::vector<float> x(4099);
   for (float& v : x) v = from_bits(uint32_t(rng()));
-  for (uint32_t special : {0x00000000u, 0x80000000u, 0x00008000u, 0x00018000u, 0x7f7fffffu,
-                           0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffffffffu,
-                           0x3f808000u, 0x3f818000u})
+  for (uint32_t special :
+       {0x00000000u, 0x80000000u, 0x00008000u, 0x00018000u, 0x7f7fffffu, 0x7f800000u, 0xff800000u,
+        0x7fc00000u, 0x7f800001u, 0xffffffffu, 0x3f808000u, 0x3f818000u})
     x[rng() % 4096] = from_bits(special);
   std::vector<uint16_t> wide(x.size());
   to_bf16(x.data(), int64_t(x.size()), wide.data());
