@@ -24,7 +24,7 @@ void binary_kernel(const Tensor& a, const Tensor& b, Tensor& out, F f) {
       b.is_contiguous()) {
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
-#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
+#pragma omp parallel for simd if (parallel : n > kParallelGrain) schedule(static)
     for (int64_t i = 0; i < n; ++i) o[i] = f(pa[i], pb[i]);
     return;
   }
@@ -61,7 +61,7 @@ void unary_kernel(const Tensor& a, Tensor& out, F f) {
   const int64_t n = out.numel();
   const T* pa = a.data<T>();
   T* o = out.data<T>();
-#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
+#pragma omp parallel for simd if (parallel : n > kParallelGrain) schedule(static)
   for (int64_t i = 0; i < n; ++i) o[i] = f(pa[i]);
 }
 

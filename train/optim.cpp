@@ -440,7 +440,7 @@ ClipResult scale_gradients_for_clip(FlatParameters& params, double total_norm, d
     const T c = static_cast<T>(coef);
     if (c == T(1)) return;  // nothing to scale (multiplying by one changes no bit)
     T* g = params.gradients.data<T>();
-#pragma omp parallel for simd schedule(static) if (end - begin > kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (parallel : end - begin > kParallelGrain)
     for (int64_t i = begin; i < end; ++i) g[i] *= c;
   });
   return r;
@@ -520,7 +520,7 @@ ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       if (c == T(1)) return;
       T* x = g.data<T>();
       const int64_t n = g.numel();
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelGrain)
       for (int64_t i = 0; i < n; ++i) x[i] *= c;
     });
   return r;
