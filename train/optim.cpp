@@ -35,14 +35,16 @@ bool decays_under(DecayPolicy policy, const FlatParameters::Slot& slot) {
 // ---- what every optimiser shares
 
 namespace {
-// f(lo, hi) over [0, n): one call below kParallelGrain elements, else fixed chunks in one parallel
-// region. For elementwise updates only, so the cut cannot change a bit.
+// f(lo, hi) over [0, n): one call up to kParallelGrain elements, else chunks of kChunk in one
+// parallel region (small enough that the threads get even shares). For elementwise updates only,
+// so the cut cannot change a bit.
 template <class F>
 void for_chunks(int64_t n, F&& f) {
   if (n <= kParallelGrain) return f(int64_t{0}, n);
-  const int64_t chunks = (n + kParallelGrain - 1) / kParallelGrain;
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) f(c * kParallelGrain, std::min(n, (c + 1) * kParallelGrain));
+  for (int64_t c = 0; c < chunks; ++c) f(c * kChunk, std::min(n, (c + 1) * kChunk));
 }
 
 void check_rate(double value, const char* who, const char* what) {
