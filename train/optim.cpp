@@ -384,6 +384,9 @@ static double sum_of_squares(const T* x, int64_t n) {
 
 namespace {
 constexpr int64_t kClipBlock = 8192;
+// The clip's loops (a sum of squares, a scale) stream at a fraction of a nanosecond per element, so
+// they open a parallel region only above 4 · kParallelGrain elements (some 100 µs on one core).
+constexpr int64_t kClipParallelMin = 4 * kParallelGrain;
 
 void fill_norm_blocks(const FlatParameters& params, GradientNormBlocks& out) {
   out.begin.clear();
@@ -442,7 +445,7 @@ ClipResult scale_gradients_for_clip(FlatParameters& params, double total_norm, d
     const T c = static_cast<T>(coef);
     if (c == T(1)) return;  // nothing to scale (multiplying by one changes no bit)
     T* g = params.gradients.data<T>();
-#pragma omp parallel for simd schedule(static) if (parallel : end - begin > kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (parallel : end - begin > kClipParallelMin)
     for (int64_t i = begin; i < end; ++i) g[i] *= c;
   });
   return r;
@@ -465,7 +468,7 @@ ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
   double* sums = block_sums.data();
   dispatch_float(params.gradients.dtype(), "clip_grad_norm", [&]<class T>() {
     const T* g = params.gradients.data<T>();
-#pragma omp parallel for schedule(static) if (params.total > kParallelGrain)
+#pragma omp parallel for schedule(static) if (params.total > kClipParallelMin)
     for (int64_t b = 0; b < nblocks; ++b) sums[b] = sum_of_squares(g + lo[b], hi[b] - lo[b]);
   });
   const double total = total_norm_from_block_sums(params, blocks, block_sums.data());
@@ -502,7 +505,7 @@ ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       const int64_t n = g.numel(), nblocks = (n + kClipBlock - 1) / kClipBlock;
       std::vector<double> sums(nblocks);
       double* out = sums.data();
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+#pragma omp parallel for schedule(static) if (n > kClipParallelMin)
       for (int64_t b = 0; b < nblocks; ++b)
         out[b] =
             sum_of_squares(x + b * kClipBlock, std::min(n, (b + 1) * kClipBlock) - b * kClipBlock);
@@ -522,7 +525,7 @@ ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       if (c == T(1)) return;
       T* x = g.data<T>();
       const int64_t n = g.numel();
-#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (parallel : n > kClipParallelMin)
       for (int64_t i = 0; i < n; ++i) x[i] *= c;
     });
   return r;
