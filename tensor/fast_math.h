@@ -42,11 +42,13 @@ inline T exp_fast(T x) {
 
 // Of a row x [n]: its max m and Σ_j e^(x_j − m) accumulated in double, both vectorised
 // (the two halves of a logsumexp: lse = m + log(sum)). Fixed order, so deterministic.
+// The max is written `m < x ? x : m`, which is std::max's definition: GCC vectorises that form
+// of a max reduction but not the call to std::max (about 14x slower on a 512-wide row).
 template <class T>
 inline void max_and_sum_exp(const T* x, int64_t n, T& m, double& sum) {
   T mx = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : mx)
-  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[j]);
+  for (int64_t j = 0; j < n; ++j) mx = mx < x[j] ? x[j] : mx;
   double s = 0.0;
 #pragma omp simd reduction(+ : s)
   for (int64_t j = 0; j < n; ++j) s += exp_fast(x[j] - mx);

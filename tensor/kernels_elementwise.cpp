@@ -87,7 +87,7 @@ void add_reduced_into(Tensor& target, const Tensor& g) {
       const T* s = src.data<T>();
       T* t = target.data<T>();
       const int64_t n = target.numel();
-#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
+#pragma omp parallel for simd if (parallel : n > kParallelGrain) schedule(static)
       for (int64_t i = 0; i < n; ++i) t[i] += s[i];
     });
     return;
@@ -166,7 +166,7 @@ template decltype(ref_swiglu_forward<double>) ref_swiglu_forward<double>;
 template <class T>
 void swiglu_backward(T* dgate, bool overwrite_gate, T* dup, bool overwrite_up, const T* dout,
                      const T* gate, const T* up, int64_t n) {
-#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
+#pragma omp parallel for simd if (parallel : n > kParallelGrain) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const T g = gate[i], e = exp_fast(-g);
     const T s = T(1) / (T(1) + e), silu = g / (T(1) + e);

@@ -27,7 +27,7 @@ template <class T>
 inline void softmax_row(T* o, const T* x, int64_t C, int64_t s, bool log) {
   T m = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : m)
-  for (int64_t c = 0; c < C; ++c) m = std::max(m, x[c * s]);
+  for (int64_t c = 0; c < C; ++c) m = m < x[c * s] ? x[c * s] : m;  // std::max, vectorised
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t c = 0; c < C; ++c) {

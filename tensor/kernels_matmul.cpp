@@ -69,9 +69,29 @@ void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, 
 // threaded path blocks K differently from its one-thread path, and its results also change with
 // how M and N are split (small-matrix kernels), so the split is fixed here by the shape and the
 // machine (gemm_pieces), never by the thread count: pieces along the larger of M and N, each a
-// one-thread GEMM, run by an OpenMP loop (or in order, at one thread or inside a parallel
-// region). The same calls in any order give the same bits. piece(split_m, lo, len) computes rows
-// (split_m) or columns [lo, lo + len) of C.
+// one-thread GEMM, run by an OpenMP loop (or in order: at one thread, inside a parallel region,
+// or up to kGemmParallelMinWork). The same calls in any order give the same bits.
+// piece_fn(split_m, lo, len) computes rows (split_m) or columns [lo, lo + len) of C.
+//
+// OpenBLAS's OpenMP build threads a call above kGemmSerialMaxWork unless it runs inside a parallel
+// region or omp_get_max_threads() is 1. So to run such pieces in order on the calling thread
+// while more threads are set, the calling thread's OpenMP count is 1 for the duration of the
+// calls (a per-thread setting: a store, no region, nothing else sees it).
+class OneBlasThread {
+ public:
+  explicit OneBlasThread(bool needed) : outer_(needed ? omp_get_max_threads() : 1) {
+    if (outer_ > 1) omp_set_num_threads(1);
+  }
+  ~OneBlasThread() {
+    if (outer_ > 1) omp_set_num_threads(outer_);
+  }
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int outer_;
+};
+
 template <class Piece>
 void for_each_piece(int64_t M, int64_t N, int64_t K, const Piece& piece_fn) {
   const bool split_m = M >= N;
@@ -79,14 +99,21 @@ void for_each_piece(int64_t M, int64_t N, int64_t K, const Piece& piece_fn) {
   const int64_t pieces = gemm_pieces(M, N, K);
   const int64_t piece = ((extent + pieces - 1) / pieces + 15) / 16 * 16;
   const int64_t count = (extent + piece - 1) / piece;
-  const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-  // With nt > 1 the loop runs in a parallel region even for one piece: inside it BLAS stays on
-  // one thread.
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-  for (int64_t p = 0; p < count; ++p) {
+  auto run_piece = [&](int64_t p) {
     const int64_t lo = p * piece;
     piece_fn(split_m, lo, std::min(piece, extent - lo));
+  };
+  const int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (nt == 1 || M * N * K <= kGemmParallelMinWork) {
+    // In order on this thread: at nt = 1 (one thread set, or inside a parallel region) BLAS
+    // stays on it by itself; above, it is held there.
+    OneBlasThread hold(nt > 1);
+    for (int64_t p = 0; p < count; ++p) run_piece(p);
+    return;
   }
+  // The loop runs in a parallel region even for one piece: inside it BLAS stays on one thread.
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int64_t p = 0; p < count; ++p) run_piece(p);
 }
 
 template <class T>
@@ -215,7 +242,7 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T
   };
   const int64_t work = M * N * K;
   const bool spread = groups >= 2 && work <= kBatchParallelMaxWork &&
-                      work * batch >= kBatchParallelMinWork && omp_get_max_threads() > 1;
+                      work * batch > kBatchParallelMinWork && omp_get_max_threads() > 1;
   if (spread) {
     // Inside this region OpenBLAS (OpenMP build) runs each GEMM on the calling thread.
 #pragma omp parallel for schedule(static)

@@ -24,9 +24,14 @@ namespace dg {
 // N, a count fixed by the shape and the machine's core count, never by the thread count; each
 // piece is a one-thread BLAS call and OpenMP spreads the pieces over the threads. Results are
 // bit-identical at any thread count (tests/test_kernels_matmul.cpp checks this).
+// Up to kGemmParallelMinWork multiply-adds the pieces run in order on the calling thread, at any
+// thread count: waking the other threads (about 20 µs with passive waiting on an idle machine,
+// far more on a busy one) costs as much as it saves there. Only where the pieces run changes,
+// never the pieces, so this cut changes no bit either.
 constexpr int64_t kGemmSerialMaxWork =
     int64_t(1) << 18;  // up to this M·N·K: one call (OpenBLAS's one-thread limit)
-constexpr int64_t kGemmMinPiece = 128;                 // rows (or columns) per piece, at least
+constexpr int64_t kGemmMinPiece = 128;                      // rows (or columns) per piece, at least
+constexpr int64_t kGemmParallelMinWork = int64_t(1) << 23;  // about 140 µs on one core
 int64_t gemm_pieces(int64_t M, int64_t N, int64_t K);  // min(physical cores, max(M, N) / 128), ≥ 1
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
@@ -56,8 +61,8 @@ void ref_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alp
 // alpha·op(A_i)·op(B_i) (the first gemm of a group uses beta, the rest 1). That is how
 // broadcast batch axes are reduced in backward. Groups are independent: with many small
 // matrices an OpenMP loop runs one group per iteration (OpenBLAS runs single-threaded inside
-// it); otherwise groups run in order and each GEMM uses BLAS's threads. Either way every output
-// matrix has one owner and the same summation order, so results do not depend on the thread
+// it); otherwise groups run in order and each GEMM spreads its own pieces (gemm). Either way every
+// output matrix has one owner and the same summation order, so results do not depend on the thread
 // count.
 template <class T>
 void gemm_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
@@ -72,11 +77,12 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int64_t M, int64_t N, int6
                           int64_t stride_b, T beta, T* C, int64_t ldc, int64_t stride_c,
                           int64_t batch);
 
-// gemm_batched spreads groups over OpenMP threads (instead of letting BLAS thread each GEMM) when
-// each GEMM does at most kBatchParallelMaxWork multiply-adds (M·N·K) and all of them together at
-// least kBatchParallelMinWork (below that a parallel region costs more than it saves).
+// gemm_batched spreads groups over OpenMP threads (instead of letting gemm spread each GEMM's
+// pieces) when each GEMM does at most kBatchParallelMaxWork multiply-adds (M·N·K) and all of them
+// together more than kBatchParallelMinWork (below that a parallel region costs more than it
+// saves: the same bound as one GEMM's).
 constexpr int64_t kBatchParallelMaxWork = int64_t(1) << 22;
-constexpr int64_t kBatchParallelMinWork = int64_t(1) << 16;
+constexpr int64_t kBatchParallelMinWork = kGemmParallelMinWork;
 
 // ---- how BLAS reads a tensor's last two axes in place ---------------------------------------
 // For t [.., R, C] with strides (sr, sc) on its last two axes: row-major as is (trans = false,

@@ -19,7 +19,7 @@ namespace {
 // element written by one thread).
 template <class T, class F>
 inline void fill_by(T* out, int64_t n, F f) {
-#pragma omp parallel for simd if (n > kParallelGrain) schedule(static)
+#pragma omp parallel for simd if (parallel : n > kParallelGrain) schedule(static)
   for (int64_t i = 0; i < n; ++i) out[i] = f(i);
 }
 

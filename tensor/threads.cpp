@@ -5,6 +5,8 @@
 #include <fmt/core.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -61,17 +63,28 @@ int parse_threads(const std::string& text, const std::string& what) {
   return static_cast<int>(v);
 }
 
-void init_threads_from_env() {
+int threads_from_env() {
   const char* own = std::getenv("DEPTHGRAD_THREADS");
-  if (own && *own) return set_threads(parse_threads(own, "DEPTHGRAD_THREADS"));
+  if (own && *own) return parse_threads(own, "DEPTHGRAD_THREADS");
   const char* omp = std::getenv("OMP_NUM_THREADS");
   if (omp && *omp) {
     // OpenMP's form may list one count per nesting level ("4,2"): the outer one is ours.
     std::string first(omp);
     first = first.substr(0, first.find(','));
-    return set_threads(parse_threads(first, "OMP_NUM_THREADS"));
+    return parse_threads(first, "OMP_NUM_THREADS");
   }
-  set_threads(physical_cores());
+  return 0;
+}
+
+void init_threads_from_env() {
+  const int n = threads_from_env();
+  set_threads(n > 0 ? n : physical_cores());
+}
+
+int threads_for_work(double unit_flops) {
+  if (!(unit_flops >= kFlopsPerThread)) return 1;  // NaN too
+  const double wanted = std::floor(unit_flops / kFlopsPerThread);
+  return static_cast<int>(std::min<double>(wanted, physical_cores()));
 }
 
 void apply_thread_environment_once() {

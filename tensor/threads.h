@@ -1,6 +1,7 @@
-// One thread setting for OpenMP and OpenBLAS together, and the check that the OpenMP build of
-// OpenBLAS is the one linked. The environment (DEPTHGRAD_THREADS, else OMP_NUM_THREADS) applies by
-// itself on the first tensor allocation; an explicit set_threads wins. No thread pools of its own.
+// One thread setting for OpenMP and OpenBLAS together, the check that the OpenMP build of
+// OpenBLAS is the one linked, and the rule that sizes the count to the work when nobody chose one.
+// The environment (DEPTHGRAD_THREADS, else OMP_NUM_THREADS) applies by itself on the first tensor
+// allocation; an explicit set_threads wins. No thread pools of its own.
 #pragma once
 #include <omp.h>
 
@@ -19,6 +20,20 @@ int threads();
 // Applies DEPTHGRAD_THREADS, else OMP_NUM_THREADS (its first entry), else physical cores. Throws
 // naming the variable on a bad value.
 void init_threads_from_env();
+// The count DEPTHGRAD_THREADS, else OMP_NUM_THREADS (its first entry) asks for; 0 when neither is
+// set. Throws naming the variable on a bad value.
+int threads_from_env();
+
+// The thread count for work done in units of `unit_flops` floating-point operations each (for
+// training: one step, estimated_step_flops in train/run_config.h) when the user chose none: one
+// thread per kFlopsPerThread, at least 1, at most physical_cores(). Below about a GFLOP a step's
+// ops are small enough that the kernels keep most of them on one thread anyway (kParallelGrain,
+// kGemmParallelMinWork), and each extra thread only adds wake-ups to the few that do split: the
+// micro preset (0.2 GFLOP a step) gets 1 thread, mini (5.7) up to 5, small (86) and base every
+// core. Only how many threads run depends on this, never a result's bits: a run with the chosen
+// count is the same as one with --threads set to it.
+constexpr double kFlopsPerThread = 1e9;
+int threads_for_work(double unit_flops);
 // init_threads_from_env() once, unless a thread count was already set: what the library calls on
 // its first tensor allocation, so a program honours the environment without a call of its own.
 // A bad value throws from that first allocation (and from each later one until fixed).

@@ -125,6 +125,10 @@ if [ $? -eq 0 ] && [ "$(awk '{print $4}' "$WORK/eval.txt")" = "$(awk '{print $4}
 # config.json is the run config's JSON: it trains again through --config (flags on top).
 "$BIN" train --config "$WORK/train/config.json" --steps 2 --dataset-dir "$DATA" --threads 1 --quiet --output "$WORK/train2" > "$WORK/train2.txt"
 if [ $? -eq 0 ] && grep -q '"dim": 32' "$WORK/train2/config.json" && grep -q '"steps": 2' "$WORK/train2/config.json"; then pass "train --config reads config.json"; else fail "train --config"; fi
+# No thread count given (no --threads, DEPTHGRAD_THREADS or OMP_NUM_THREADS): sized to the run, one
+# thread for a model this small, and the same bits as the --threads 1 run above.
+env -u DEPTHGRAD_THREADS -u OMP_NUM_THREADS "$BIN" train --config "$WORK/train/config.json" --steps 2 --dataset-dir "$DATA" --output "$WORK/train3" > "$WORK/train3.txt" 2>&1
+if [ $? -eq 0 ] && grep -q "1 thread(s) (chosen for the model's size" "$WORK/train3.txt" && cmp -s "$WORK/train2/model.safetensors" "$WORK/train3/model.safetensors"; then pass "train without a thread count: one thread for a tiny model, the bits of --threads 1"; else fail "train's thread count from the model's size"; cat "$WORK/train3.txt"; fi
 ids="$("$BIN" tokenize --action encode --tokenizer "$WORK/train/tokenizer.json" --text "The tower is 324 metres tall." 2>/dev/null)"
 text="$("$BIN" tokenize --action decode --tokenizer "$WORK/train/tokenizer.json" --ids "$ids")"
 if [ "$text" = "The tower is 324 metres tall." ]; then pass "tokenize encode/decode round trip"; else fail "tokenize round trip: '$text'"; fi

@@ -49,7 +49,7 @@ TEST_CASE("dropout: kept elements scaled by 1/(1 - p), the backward uses the sam
 
 TEST_CASE("dropout: the mask follows the generator only (seed, dtype, thread count)") {
   ThreadsGuard guard;
-  const int64_t n = 100000;  // above kParallelGrain: the multiply runs in parallel
+  const int64_t n = 200000;  // above kParallelGrain: the multiply runs in parallel
   auto run = [&](int threads, DType d, uint64_t seed) {
     set_threads(threads);
     TorchGenerator gen(seed);

@@ -413,7 +413,7 @@ TEST_CASE_TEMPLATE("rope kernels: fast matches reference", T, float, double) {
 TEST_CASE("rope kernels: float32 results are bit-identical at 1 and 2 threads") {
   ThreadsGuard guard;
   // Sizes above kParallelGrain so that the parallel branches run.
-  const int64_t BH = 12, Tn = 64, hd = 64;
+  const int64_t BH = 36, Tn = 64, hd = 64;
   auto xr = rand_vec<float>(BH * Tn * hd, 8);
   auto run = [&](int n) {
     set_threads(n);

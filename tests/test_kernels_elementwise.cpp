@@ -83,7 +83,7 @@ TEST_CASE_TEMPLATE("elementwise kernels: fast matches reference", T, float, doub
 TEST_CASE("elementwise kernels: float32 results are bit-identical at 1 and 2 threads") {
   ThreadsGuard guard;
   // Sizes above kParallelGrain so that the parallel branches run.
-  const int64_t rows = 300, D = 160, J = 3;
+  const int64_t rows = 900, D = 160, J = 3;
   auto x = rand_vec<float>(rows * D, 1);
   auto dout = rand_vec<float>(rows * D, 4);
   auto alpha = rand_vec<float>(rows * J, 9, 0, 1);

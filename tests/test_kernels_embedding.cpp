@@ -41,7 +41,7 @@ TEST_CASE_TEMPLATE("embedding kernels: fast matches reference", T, float, double
 TEST_CASE("embedding kernels: float32 results are bit-identical at 1 and 2 threads") {
   ThreadsGuard guard;
   // Sizes above kParallelGrain so that the parallel branches run.
-  const int64_t rows = 300, D = 160, V = 50;
+  const int64_t rows = 450, D = 160, V = 50;
   auto ids = rand_ints<int32_t>(rows * 2, V, 5);
   auto run = [&](int n) {
     set_threads(n);

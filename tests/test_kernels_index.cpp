@@ -36,7 +36,7 @@ TEST_CASE_TEMPLATE("gather kernels: fast matches reference bit for bit", T, floa
 
 TEST_CASE("gather kernels: float32 results are bit-identical at 1 and 2 threads") {
   ThreadsGuard guard;
-  const int64_t O = 40, C = 50, J = 60, I = 33;  // above kParallelGrain, repeated indices
+  const int64_t O = 80, C = 50, J = 60, I = 33;  // above kParallelGrain, repeated indices
   auto x = rand_vec<float>(O * C * I, 96);
   auto dout = rand_vec<float>(O * J * I, 97);
   auto full = rand_ints<int64_t>(O * J * I, C, 98), rows = rand_ints<int64_t>(J, C, 99);

@@ -239,13 +239,13 @@ TEST_CASE(
     "softmax and cross_entropy kernels: float32 results are bit-identical at 1 and 2 threads") {
   ThreadsGuard guard;
   // Sizes above kParallelGrain so that the parallel branches run.
-  const int64_t rows = 300, D = 160, C = 130;
+  const int64_t rows = 1050, D = 160, C = 130;
   auto x = rand_vec<float>(rows * D, 1);
   auto dout = rand_vec<float>(rows * D, 4);
   auto logits = rand_vec<float>(rows * C, 6, -6, 6);
   auto targets = rand_ids(rows, C, 7);
   for (int64_t n = 0; n < rows; n += 7) targets[n] = -100;
-  auto mid = rand_vec<float>(4 * 100 * 100, 10, -3, 3);
+  auto mid = rand_vec<float>(14 * 100 * 100, 10, -3, 3);
   auto run = [&](int n) {
     set_threads(n);
     std::vector<std::vector<float>> r;
@@ -256,8 +256,8 @@ TEST_CASE(
       softmax_backward<float>(dx.data(), dout.data(), y.data(), rows, D, 1, false);
       keep(y), keep(dx);
       std::vector<float> ym(mid.size()), dm(mid.size(), 0.0f);
-      softmax_forward<float>(ym.data(), mid.data(), 4, 100, 100, true);
-      softmax_backward<float>(dm.data(), mid.data(), ym.data(), 4, 100, 100, true);
+      softmax_forward<float>(ym.data(), mid.data(), 14, 100, 100, true);
+      softmax_backward<float>(dm.data(), mid.data(), ym.data(), 14, 100, 100, true);
       keep(ym), keep(dm);
     }
     {  // cross-entropy

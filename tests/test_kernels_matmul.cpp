@@ -318,16 +318,18 @@ TEST_CASE("matmul, batched matmul and their backwards are bit-identical at 1 and
     Result r;
     Tensor a = rand_t({300, 257}, 1, DType::f32), b = rand_t({190, 257}, 2, DType::f32);
     r.tensors.push_back(matmul(a, b.view_transpose(0, 1)));  // split over threads
-    // K between OpenBLAS's K-block and twice it: its own threading would round differently here
-    for (int64_t m : {260, 20, 17}) {
-      const int64_t n = m == 260 ? 130 : m;
+    // K between OpenBLAS's K-block and twice it: its own threading would round differently here.
+    // 260 x 130 spreads its pieces over the threads; 260 x 12 (under kGemmParallelMinWork) runs
+    // them in order with BLAS held to the calling thread.
+    for (int64_t m : {260, 261, 20, 17}) {
+      const int64_t n = m == 260 ? 130 : m == 261 ? 12 : m;
       Tensor p = rand_t({m, 600}, 13, DType::f32), q = rand_t({600, n}, 14, DType::f32);
       r.tensors.push_back(matmul(p, q));
       r.tensors.push_back(matmul(transpose(q, 0, 1), transpose(p, 0, 1)));
     }
     // batched, small matrices: the OpenMP batch loop; with gradients reduced over a broadcast axis
-    Tensor q = rand_t({16, 48, 40}, 3, DType::f32), k = rand_t({40, 56}, 4, DType::f32);
-    Tensor q2 = rand_t({40, 32}, 5, DType::f32), k2 = rand_t({16, 32, 36}, 6, DType::f32);
+    Tensor q = rand_t({16, 96, 80}, 3, DType::f32), k = rand_t({80, 112}, 4, DType::f32);
+    Tensor q2 = rand_t({96, 64}, 5, DType::f32), k2 = rand_t({16, 64, 96}, 6, DType::f32);
     q.set_requires_grad(true), k.set_requires_grad(true), q2.set_requires_grad(true),
         k2.set_requires_grad(true);
     Tensor y = matmul(q, k);

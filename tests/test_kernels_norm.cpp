@@ -72,7 +72,7 @@ TEST_CASE_TEMPLATE("norm kernels: fast matches reference", T, float, double) {
 TEST_CASE("norm kernels: float32 results are bit-identical at 1 and 2 threads") {
   ThreadsGuard guard;
   // Sizes above kParallelGrain so that the parallel branches run.
-  const int64_t rows = 300, D = 160;
+  const int64_t rows = 900, D = 160;
   auto x = rand_vec<float>(rows * D, 1), w = rand_vec<float>(D, 2, 0.5, 1.5),
        b = rand_vec<float>(D, 3);
   auto dout = rand_vec<float>(rows * D, 4);

@@ -111,12 +111,12 @@ TEST_CASE_TEMPLATE("pointwise kernels: fast matches reference", T, float, double
 
 TEST_CASE("pointwise kernels: float32 results are bit-identical at 1 and 2 threads") {
   ThreadsGuard guard;
-  const int64_t n = 300 * 160;  // above kParallelGrain so that the parallel branches run
+  const int64_t n = 900 * 160;  // above kParallelGrain so that the parallel branches run
   auto x = rand_vec<float>(n, 1, -4, 4), xp = rand_vec<float>(n, 2, 0.1, 3);
   auto b = rand_vec<float>(n, 3, -4, 4), dy = rand_vec<float>(n, 4);
   auto cond = rand_vec<float>(n, 5, -1, 1);
   for (int64_t i = 0; i < n; i += 7) cond[i] = 0;
-  Tensor ta = Tensor::from_vector(std::vector<double>(x.begin(), x.end()), {300, 160});
+  Tensor ta = Tensor::from_vector(std::vector<double>(x.begin(), x.end()), {900, 160});
   Tensor tb = Tensor::from_vector(std::vector<double>(b.begin(), b.begin() + 160), {160});
   auto run = [&](int threads) {
     set_threads(threads);
@@ -129,11 +129,11 @@ TEST_CASE("pointwise kernels: float32 results are bit-identical at 1 and 2 threa
       r.push_back(y), r.push_back(dx);
     }
     for (BinaryOp op : {BinaryOp::pow, BinaryOp::minimum, BinaryOp::maximum}) {
-      Tensor y = Tensor::empty({300, 160});
+      Tensor y = Tensor::empty({900, 160});
       binary_pointwise_forward(
           op,
           op == BinaryOp::pow
-              ? Tensor::from_vector(std::vector<double>(xp.begin(), xp.end()), {300, 160})
+              ? Tensor::from_vector(std::vector<double>(xp.begin(), xp.end()), {900, 160})
               : ta,
           tb, y);
       std::vector<float> da(n), db(n);

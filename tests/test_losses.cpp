@@ -340,7 +340,7 @@ TEST_CASE_TEMPLATE("cross_entropy_smoothed kernels: fast matches reference", T, 
 
 TEST_CASE("cross_entropy_smoothed kernels: float32 results are bit-identical at 1 and 2 threads") {
   ThreadsGuard guard;
-  const int64_t N = 300, C = 257;  // above kParallelGrain: the parallel branches run
+  const int64_t N = 600, C = 257;  // above kParallelGrain: the parallel branches run
   auto logits = rand_vec<float>(N * C, 74);
   std::vector<int32_t> targets(N);
   for (int64_t n = 0; n < N; ++n) targets[n] = static_cast<int32_t>((n * 13) % C);

@@ -136,8 +136,9 @@ TEST_CASE("learning-rate schedules") {
 namespace {
 struct Big : Module {
   Big() : Module(DType::f32) {
-    w = register_parameter("w", Tensor::zeros({300, 300}, DType::f32));
-    b = register_parameter("b", Tensor::zeros({300}, DType::f32));
+    // above the clip's parallel threshold (kClipParallelMin, 2^19 elements), so above AdamW's too
+    w = register_parameter("w", Tensor::zeros({800, 800}, DType::f32));
+    b = register_parameter("b", Tensor::zeros({800}, DType::f32));
   }
   Tensor w, b;
 };

@@ -171,7 +171,7 @@ StepLog Trainer::accumulated_step() {
     if (k == 0)
       std::memcpy(sum, g, static_cast<size_t>(n) * sizeof(float));
     else {
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelGrain)
       for (int64_t i = 0; i < n; ++i) sum[i] += g[i];
     }
   }
@@ -181,7 +181,7 @@ StepLog Trainer::accumulated_step() {
   const int64_t lo = world_ ? shard_bounds_[rank] : 0, hi = world_ ? shard_bounds_[rank + 1] : n;
   if (world_) world_->reduce_scatter_in_rank_order(g, shard_bounds_);
   const float inverse = static_cast<float>(1.0 / static_cast<double>(micro_batches));
-#pragma omp parallel for simd schedule(static) if (hi - lo > kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (parallel : hi - lo > kParallelGrain)
   for (int64_t i = lo; i < hi; ++i) g[i] *= inverse;
   const std::vector<double> losses = world_ ? world_->all_gather(micro_losses_) : micro_losses_;
   double loss_sum = 0;

@@ -35,14 +35,16 @@ bool decays_under(DecayPolicy policy, const FlatParameters::Slot& slot) {
 // ---- what every optimiser shares
 
 namespace {
-// f(lo, hi) over [0, n): one call below kParallelGrain elements, else fixed chunks in one parallel
-// region. For elementwise updates only, so the cut cannot change a bit.
+// f(lo, hi) over [0, n): one call up to kParallelGrain elements, else chunks of kChunk in one
+// parallel region (small enough that the threads get even shares). For elementwise updates only,
+// so the cut cannot change a bit.
 template <class F>
 void for_chunks(int64_t n, F&& f) {
   if (n <= kParallelGrain) return f(int64_t{0}, n);
-  const int64_t chunks = (n + kParallelGrain - 1) / kParallelGrain;
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) f(c * kParallelGrain, std::min(n, (c + 1) * kParallelGrain));
+  for (int64_t c = 0; c < chunks; ++c) f(c * kChunk, std::min(n, (c + 1) * kChunk));
 }
 
 void check_rate(double value, const char* who, const char* what) {
@@ -382,6 +384,9 @@ static double sum_of_squares(const T* x, int64_t n) {
 
 namespace {
 constexpr int64_t kClipBlock = 8192;
+// The clip's loops (a sum of squares, a scale) stream at a fraction of a nanosecond per element, so
+// they open a parallel region only above 4 · kParallelGrain elements (some 100 µs on one core).
+constexpr int64_t kClipParallelMin = 4 * kParallelGrain;
 
 void fill_norm_blocks(const FlatParameters& params, GradientNormBlocks& out) {
   out.begin.clear();
@@ -440,7 +445,7 @@ ClipResult scale_gradients_for_clip(FlatParameters& params, double total_norm, d
     const T c = static_cast<T>(coef);
     if (c == T(1)) return;  // nothing to scale (multiplying by one changes no bit)
     T* g = params.gradients.data<T>();
-#pragma omp parallel for simd schedule(static) if (end - begin > kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (parallel : end - begin > kClipParallelMin)
     for (int64_t i = begin; i < end; ++i) g[i] *= c;
   });
   return r;
@@ -463,7 +468,7 @@ ClipResult clip_grad_norm(FlatParameters& params, double max_norm) {
   double* sums = block_sums.data();
   dispatch_float(params.gradients.dtype(), "clip_grad_norm", [&]<class T>() {
     const T* g = params.gradients.data<T>();
-#pragma omp parallel for schedule(static) if (params.total > kParallelGrain)
+#pragma omp parallel for schedule(static) if (params.total > kClipParallelMin)
     for (int64_t b = 0; b < nblocks; ++b) sums[b] = sum_of_squares(g + lo[b], hi[b] - lo[b]);
   });
   const double total = total_norm_from_block_sums(params, blocks, block_sums.data());
@@ -500,7 +505,7 @@ ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       const int64_t n = g.numel(), nblocks = (n + kClipBlock - 1) / kClipBlock;
       std::vector<double> sums(nblocks);
       double* out = sums.data();
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+#pragma omp parallel for schedule(static) if (n > kClipParallelMin)
       for (int64_t b = 0; b < nblocks; ++b)
         out[b] =
             sum_of_squares(x + b * kClipBlock, std::min(n, (b + 1) * kClipBlock) - b * kClipBlock);
@@ -520,7 +525,7 @@ ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       if (c == T(1)) return;
       T* x = g.data<T>();
       const int64_t n = g.numel();
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (parallel : n > kClipParallelMin)
       for (int64_t i = 0; i < n; ++i) x[i] *= c;
     });
   return r;

@@ -189,6 +189,11 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& run_config_
 
 // ---- checks ----------------------------------------------------------------------------------
 
+double estimated_step_flops(const RunConfig& config) {
+  return 6.0 * static_cast<double>(config.model.parameter_count()) *
+         static_cast<double>(config.training.batch) * static_cast<double>(config.model.seq_len);
+}
+
 void RunConfig::validate() const {
   try {
     check_settings(run_config_settings(), *this);  // each setting's type and range

@@ -103,6 +103,12 @@ struct RunConfig {
   void validate() const;
 };
 
+// One training step's floating-point operations as the thread rule reads them (threads_for_work
+// in tensor/threads.h): 6 · parameters · batch · seq_len, i.e. 2 per parameter and token forward
+// and 4 backward; attention's own T² term and the elementwise ops are left out. A micro-batch's
+// work: gradient accumulation repeats it without making any op bigger.
+double estimated_step_flops(const RunConfig& config);
+
 // Every setting of a run, one row each, in the JSON's key order (train/run_config.cpp).
 const SettingsTable<RunConfig>& run_config_settings();
 

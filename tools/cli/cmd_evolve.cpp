@@ -87,7 +87,8 @@ int cmd_evolve(int argc, char** argv, int start) {
            "continue the run in this directory after its last finished trial (reads its "
            "result.json); the search settings are the recorded ones, but --generations may "
            "raise them to add generations to a finished search");
-  add_threads_flag(add_data_location_flags(f)).add_switch("quiet", "no progress output");
+  add_threads_flag(add_data_location_flags(f), /*sized_to_run=*/true)
+      .add_switch("quiet", "no progress output");
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
     return 0;
@@ -167,7 +168,12 @@ int cmd_evolve(int argc, char** argv, int start) {
       throw UsageError(fmt::format("the baseline genome is not buildable: {}", e.what()));
     }
   }
-  o.threads = apply_threads_flag(f);
+  // The thread count: --threads, the environment, else sized to the baseline's run (genomes
+  // near it are of its size; a thread count never changes a trial's bits).
+  RunConfig sized = o.baseline.run;
+  sized.model = genome_model_config(o.baseline, o.vocab);
+  const ThreadChoice thread_choice = apply_threads_for_run(f, sized);
+  o.threads = thread_choice.threads;
 
   // ---- data, once ----
   // Own text: a tokenizer over all 256 bytes, 10% held out when there is no validation file
@@ -236,9 +242,9 @@ int cmd_evolve(int argc, char** argv, int start) {
                             corpus.tokenizer.vocab_size(), o.eval_windows, on_step);
   progress.message(
       fmt::format("depthgrad evolve{}: {} generation(s) × {} children, {} seed(s) per trial, "
-                  "baseline {}, {} thread(s); run {}",
+                  "baseline {}, {}; run {}",
                   resuming ? " (resume)" : "", o.generations, o.population, o.trial_seeds,
-                  genome_summary(o.baseline), o.threads, o.run_dir));
+                  genome_summary(o.baseline), thread_choice.describe(), o.run_dir));
   EvolveOutput out;
   install_stop_handlers();
   try {

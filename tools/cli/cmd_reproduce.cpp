@@ -158,7 +158,7 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
       {{"warmup", "(default: 5% of the steps with cosine, else 0)"}})
       .add("eval", "", "reference | full (parity: reference; paired: full)")
       .add("train-tokens", "", "train ids used (parity: 120000; paired: 0 = all)");
-  add_threads_flag(f)
+  add_threads_flag(f, /*sized_to_run=*/true)
       .add("state-file", "",
            "JSON file of the finished arms, to resume a run where it stopped (default: "
            "state.json in the run directory)")
@@ -237,7 +237,9 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   o.data_dir = data.data_dir;
   o.cache_dir = data.cache_dir;
   o.output_dir = f.get("output-dir");
-  o.threads = apply_threads_flag(f);
+  // The thread count: --threads, the environment, else sized to the run (one per GFLOP a step).
+  const ThreadChoice thread_choice = apply_threads_for_run(f, o.config);
+  o.threads = thread_choice.threads;
   const bool resuming = f.given("resume");
   if (resuming) {
     o.run_dir = f.get("resume");
@@ -273,11 +275,10 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   if (writes)
     progress.message(
         fmt::format("depthgrad reproduce --paper {} --protocol {}: {} vs {}{}, {} seed(s), {} "
-                    "steps per arm, {} "
-                    "thread(s); data {}",
+                    "steps per arm, {}; data {}",
                     o.paper, o.protocol, o.pair[0].name, o.pair[1].name,
                     o.config.preset.empty() ? "" : ", preset " + o.config.preset, o.seeds.size(),
-                    o.config.training.steps, o.threads, o.data_dir));
+                    o.config.training.steps, thread_choice.describe(), o.data_dir));
   if (world.size() > 1 && writes)
     progress.message(
         fmt::format("seeds spread over {} MPI ranks (the i-th seed, from 0, on rank i mod {})",

@@ -192,13 +192,12 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   add_overwrite_flag(f, "the run in --output-dir: its files are removed before the new run writes");
   add_layout_flags(f);
   add_data_location_flags(f);
-  add_threads_flag(f);
+  add_threads_flag(f, /*sized_to_run=*/true);
   add_train_sample_flags(f);
   if (!f.parse(argc, argv, start)) {
     if (world.rank() == 0) fmt::print("{}", f.help());
     return 0;
   }
-  const int threads = apply_threads_flag(f);
   // The run: the --config file (else train_defaults()), then every flag given on top.
   RunConfig run = train_defaults();
   if (f.given("config") && f.given("preset"))
@@ -250,6 +249,9 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   check_same_flags(world, f, to_json(run));
   agreed = true;
   apply_layout_flags(f, world.size(), run);  // and run.validate(): before the data is read
+  // The thread count: --threads, the environment, else sized to the run (one per GFLOP a step).
+  const ThreadChoice thread_choice = apply_threads_for_run(f, run);
+  const int threads = thread_choice.threads;
   // Training steps and the evaluations after them run in the config's matmul precision (a
   // config file asking for bf16 on a CPU without it is refused here).
   set_matmul_precision(run.training.precision);
@@ -308,10 +310,10 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   Progress progress(f.get_bool("quiet") || !writes, writes ? out + "/steps.jsonl" : "", resuming);
   progress.set_prior_seconds(trainer.wall_seconds());
   progress.message(
-      fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {} thread(s), "
+      fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {}, "
                   "OMP_WAIT_POLICY={}",
                   run.model.describe(), trainer.model().parameter_count(), cfg.steps,
-                  data.description, data.train.size(), threads,
+                  data.description, data.train.size(), thread_choice.describe(),
                   std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset"));
   if (world.size() > 1 || cfg.accum > 1) progress.message(layout_line(world, trainer));
 

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 
@@ -38,9 +39,13 @@ Flags& add_dataset_flags(Flags& f) {
   return add_run_config_flags(f, {{"", RunConfig{}}}, {"dataset", "validation-fraction"});
 }
 
-Flags& add_threads_flag(Flags& f) {
+Flags& add_threads_flag(Flags& f, bool sized_to_run) {
   return f.add("threads", "",
-               "threads for OpenMP and OpenBLAS (default: DEPTHGRAD_THREADS or physical cores)");
+               sized_to_run ? "threads for OpenMP and OpenBLAS (default: DEPTHGRAD_THREADS, else "
+                              "OMP_NUM_THREADS, else one per GFLOP of a training step, up to the "
+                              "physical cores: 1 for the micro preset)"
+                            : "threads for OpenMP and OpenBLAS (default: DEPTHGRAD_THREADS or "
+                              "physical cores)");
 }
 
 int apply_threads_flag(const Flags& f) {
@@ -51,6 +56,30 @@ int apply_threads_flag(const Flags& f) {
   const int n = parse_threads(f.get("threads"), "--threads");
   set_threads(n);
   return n;
+}
+
+std::string ThreadChoice::describe() const {
+  return fmt::format("{} thread(s) ({})", threads, source);
+}
+
+ThreadChoice apply_threads_for_run(const Flags& f, const RunConfig& run) {
+  ThreadChoice c;
+  if (f.given("threads")) {
+    c.threads = parse_threads(f.get("threads"), "--threads");
+    c.source = "set by --threads";
+  } else if (const int env = threads_from_env(); env > 0) {
+    c.threads = env;
+    c.source = std::getenv("DEPTHGRAD_THREADS") && *std::getenv("DEPTHGRAD_THREADS")
+                   ? "set by DEPTHGRAD_THREADS"
+                   : "set by OMP_NUM_THREADS";
+  } else {
+    const double flops = estimated_step_flops(run);
+    c.threads = threads_for_work(flops);
+    c.source = fmt::format("chosen for the model's size, {:.1f} GFLOP a step; --threads to set",
+                           flops * 1e-9);
+  }
+  set_threads(c.threads);
+  return c;
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tools/cli/flags.h"
+#include "train/run_config.h"
 #include "train/text/bpe.h"
 #include "train/trained_model.h"
 
@@ -37,10 +38,22 @@ struct ModelTokenizer {
 ModelTokenizer model_tokenizer(const Flags& f, const TrainedModel& trained,
                                const std::string& checkpoint);
 
-// --threads
-Flags& add_threads_flag(Flags& f);
+// --threads. With sized_to_run the default named in --help is the run's size
+// (apply_threads_for_run), else the physical cores.
+Flags& add_threads_flag(Flags& f, bool sized_to_run = false);
 // --threads VALUE (or DEPTHGRAD_THREADS, else physical cores): applies it and returns the count.
 int apply_threads_flag(const Flags& f);
+
+// The thread count of a training run and where it came from, for the run's first line.
+struct ThreadChoice {
+  int threads = 1;
+  std::string source;  // "--threads", "DEPTHGRAD_THREADS or OMP_NUM_THREADS", or the size rule
+  std::string describe() const;  // "1 thread(s) (for the model's size: 0.2 GFLOP a step)"
+};
+// train, reproduce and evolve: --threads VALUE, else DEPTHGRAD_THREADS / OMP_NUM_THREADS, else
+// threads_for_work(estimated_step_flops(run)) (tensor/threads.h: one thread per GFLOP of a step,
+// up to the physical cores). Applies the count and returns it with its source.
+ThreadChoice apply_threads_for_run(const Flags& f, const RunConfig& run);
 
 // The command line that resumes an interrupted run: argv as given (shell-quoted), without the
 // flags named in `drop` (and their values) and the switches named in `drop_switches`, with

@@ -62,7 +62,7 @@ class MpiCollectives final : public Collectives {
     std::memcpy(out, copies, static_cast<size_t>(mine) * sizeof(float));
     for (int q = 1; q < size_; ++q) {
       const float* add = copies + q * mine;
-#pragma omp parallel for simd schedule(static) if (mine > kParallelGrain)
+#pragma omp parallel for simd schedule(static) if (parallel : mine > kParallelGrain)
       for (int64_t i = 0; i < mine; ++i) out[i] += add[i];
     }
   }
