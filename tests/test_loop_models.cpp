@@ -15,6 +15,7 @@
 #include "nn/containers.h"
 #include "nn/layers.h"
 #include "tensor/factory.h"
+#include "tensor/gemm_kernels.h"
 #include "tests/temp_dir.h"
 #include "tests/thread_ranks.h"
 #include "train/stop.h"
@@ -120,6 +121,44 @@ TEST_CASE("an MLP with dropout resumes from its checkpoint bit for bit") {
                     doctest::Contains("the checkpoint's data stream"));
   CHECK_THROWS_WITH(first.save_checkpoint(ckpt, {{"depthgrad.step", "9"}}),
                     doctest::Contains("reserved"));
+}
+
+TEST_CASE("an MLP in bf16 precision: close to float32, and resumed only in bf16") {
+  if (!bf16_unsupported_reason().empty()) {
+    TrainingConfig c = settings(2, 8);
+    c.precision = MatmulPrecision::bf16;
+    const TensorDataset data = regression_data();
+    auto net = make_mlp(1, 0.0);
+    CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(data.size(), 1), mse, c),
+                      doctest::Contains("training.precision bf16"));
+    return;
+  }
+  TempDir dir("loop_models");
+  const TensorDataset data = regression_data();
+  TrainingConfig c16 = settings(8, 8);
+  c16.precision = MatmulPrecision::bf16;
+  auto net32 = make_mlp(1, 0.0), net16 = make_mlp(1, 0.0);
+  Trainer t32(*net32, data, Sampler::random(data.size(), 1), mse, settings(8, 8), mlp_config(0));
+  Trainer t16(*net16, data, Sampler::random(data.size(), 1), mse, c16, mlp_config(0));
+  t32.run();
+  t16.run();
+  CHECK(matmul_precision() == MatmulPrecision::float32);  // the trainer's scope ended
+  for (size_t i = 0; i < t32.losses().size(); ++i) {
+    CAPTURE(i);
+    CHECK(t16.losses()[i] != t32.losses()[i]);
+    CHECK(std::fabs(t16.losses()[i] - t32.losses()[i]) <= 0.02 * std::fabs(t32.losses()[i]));
+  }
+  const std::string ckpt = (dir.path / "bf16.safetensors").string();
+  t16.save_checkpoint(ckpt);
+  auto fresh = make_mlp(2, 0.0);
+  Trainer as_float32(*fresh, data, Sampler::random(data.size(), 1), mse, settings(8, 8),
+                     mlp_config(0));
+  CHECK_THROWS_WITH(as_float32.load_checkpoint(ckpt),
+                    doctest::Contains("'training.precision' (\"bf16\") differs from this run's "
+                                      "(\"float32\")"));
+  Trainer as_bf16(*fresh, data, Sampler::random(data.size(), 1), mse, c16, mlp_config(0));
+  as_bf16.load_checkpoint(ckpt);
+  CHECK(as_bf16.step() == 8);
 }
 
 TEST_CASE("an MLP over 2 ranks equals accumulation of 2 micro-batches, byte for byte; ZeRO-1 too") {

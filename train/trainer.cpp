@@ -277,12 +277,19 @@ void Trainer::load_checkpoint(const std::string& path) {
           "{}: the checkpoint's global batch {} differs from this run's global batch {} ({} "
           "rank(s) x 'training.accum' {} x 'training.batch' {})",
           path, saved_global, global_batch(), ranks(), config_.accum, config_.batch));
+    // The matmul precision too (absent means float32): a run resumed in another precision
+    // would not continue the run's bits.
+    const json::Value float32 = json::Value("float32");
     for (auto [section, key] : {std::pair<const char*, const char*>{"model", nullptr},
                                 {"training", "seed"},
                                 {"training", "sequential"},
-                                {"training", "init"}}) {
+                                {"training", "init"},
+                                {"training", "precision"}}) {
+      const bool precision = key && std::string_view(key) == "precision";
       const json::Value* s = field(saved, section, key);
       const json::Value* m = field(mine, section, key);
+      if (precision && !s) s = &float32;
+      if (precision && !m) m = &float32;
       const std::string name = key ? fmt::format("{}.{}", section, key) : section;
       if ((s != nullptr) != (m != nullptr) || (s && !(*s == *m)))
         throw std::runtime_error(
