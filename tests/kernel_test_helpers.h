@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 // Relative tolerance of a fast kernel against its plain reference: float32 and float64.
@@ -30,5 +31,15 @@ inline void check_close(const std::vector<double>& got, const std::vector<double
 inline std::vector<double> pattern(int64_t n, int mul, int mod, int shift, double div) {
   std::vector<double> v(n);
   for (int64_t k = 0; k < n; ++k) v[k] = static_cast<double>((k * mul) % mod - shift) / div;
+  return v;
+}
+
+// n values uniform in [-1, 1) from `seed` (std::mt19937_64), as T.
+template <class T>
+std::vector<T> random_values(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<T> v(n);
+  for (T& x : v) x = static_cast<T>(dist(rng));
   return v;
 }

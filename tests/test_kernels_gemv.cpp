@@ -11,18 +11,11 @@
 
 #include "tensor/kernels_gemv.h"
 #include "tensor/threads.h"
+#include "tests/kernel_test_helpers.h"
 
 using namespace dg;
 
 namespace {
-template <class T>
-std::vector<T> random_values(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  std::vector<T> v(n);
-  for (T& x : v) x = static_cast<T>(dist(rng));
-  return v;
-}
 
 struct Case {
   int64_t rows, cols, ldw;

@@ -13,18 +13,11 @@
 #include "autograd/ops.h"
 #include "tensor/kernels_matmul.h"
 #include "tensor/threads.h"
+#include "tests/kernel_test_helpers.h"
 
 using namespace dg;
 
 namespace {
-template <class T>
-std::vector<T> random_values(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  std::vector<T> v(n);
-  for (T& x : v) x = static_cast<T>(dist(rng));
-  return v;
-}
 
 template <class T>
 double tolerance(int64_t K) {
