@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tensor/cpu_features.h"
+#include "tensor/threads.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -95,19 +96,7 @@ std::atomic<MatmulPrecision> g_precision{MatmulPrecision::float32};
 
 // oneDNN sizes its primitives for omp_get_max_threads() when they are created and runs them with
 // that many threads. A bf16 GEMM here is always one piece on one thread, so primitives are created
-// and run with the calling thread's OpenMP thread count set to 1 (and restored after).
-class OneOmpThread {
- public:
-  OneOmpThread() : previous_(omp_get_max_threads()) {
-    if (previous_ != 1) omp_set_num_threads(1);
-  }
-  ~OneOmpThread() {
-    if (previous_ != 1) omp_set_num_threads(previous_);
-  }
-
- private:
-  int previous_;
-};
+// and run under OneOmpThread (tensor/threads.h).
 
 struct Bf16Key {
   bool ta, tb;

@@ -76,21 +76,7 @@ void blas_call(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, 
 // OpenBLAS's OpenMP build threads a call above kGemmSerialMaxWork unless it runs inside a parallel
 // region or omp_get_max_threads() is 1. So to run such pieces in order on the calling thread
 // while more threads are set, the calling thread's OpenMP count is 1 for the duration of the
-// calls (a per-thread setting: a store, no region, nothing else sees it).
-class OneBlasThread {
- public:
-  explicit OneBlasThread(bool needed) : outer_(needed ? omp_get_max_threads() : 1) {
-    if (outer_ > 1) omp_set_num_threads(1);
-  }
-  ~OneBlasThread() {
-    if (outer_ > 1) omp_set_num_threads(outer_);
-  }
-  OneBlasThread(const OneBlasThread&) = delete;
-  OneBlasThread& operator=(const OneBlasThread&) = delete;
-
- private:
-  int outer_;
-};
+// calls (OneOmpThread, tensor/threads.h).
 
 template <class Piece>
 void for_each_piece(int64_t M, int64_t N, int64_t K, const Piece& piece_fn) {
@@ -107,7 +93,7 @@ void for_each_piece(int64_t M, int64_t N, int64_t K, const Piece& piece_fn) {
   if (nt == 1 || M * N * K <= kGemmParallelMinWork) {
     // In order on this thread: at nt = 1 (one thread set, or inside a parallel region) BLAS
     // stays on it by itself; above, it is held there.
-    OneBlasThread hold(nt > 1);
+    OneOmpThread hold(nt > 1);
     for (int64_t p = 0; p < count; ++p) run_piece(p);
     return;
   }

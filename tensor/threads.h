@@ -46,6 +46,24 @@ bool blas_is_openmp_build();
 // OpenBLAS's configuration string (version, core).
 std::string blas_config();
 
+// Sets the calling thread's OpenMP thread count to 1 for a scope (when `needed`) and restores it:
+// a per-thread setting, a store with no region. Libraries that thread through OpenMP then run on
+// the calling thread: OpenBLAS's OpenMP build, and oneDNN, which also sizes its primitives by it.
+class OneOmpThread {
+ public:
+  explicit OneOmpThread(bool needed = true) : outer_(needed ? omp_get_max_threads() : 1) {
+    if (outer_ > 1) omp_set_num_threads(1);
+  }
+  ~OneOmpThread() {
+    if (outer_ > 1) omp_set_num_threads(outer_);
+  }
+  OneOmpThread(const OneOmpThread&) = delete;
+  OneOmpThread& operator=(const OneOmpThread&) = delete;
+
+ private:
+  int outer_;
+};
+
 // body(i) for i in 0 .. n − 1: over the OpenMP threads (static schedule) when `parallel`, more
 // than one thread is set and no region is running; else a plain loop on the calling thread, with
 // no region at all. (`omp parallel for if (false)` still enters libgomp, which allocates and
