@@ -41,7 +41,13 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
 
 // The same contract without pieces or OpenMP: one BLAS call on the calling thread, for kernels
 // that already run in their own parallel loop (attention's per-head matrices). No size checks
-// beyond BLAS's own. float32 follows the matmul precision (tensor/gemm_kernels.h).
+// beyond BLAS's own. float32 follows the matmul precision (tensor/gemm_kernels.h) for matrices
+// of at least kBf16OneThreadMinWork multiply-adds; smaller ones stay float32 in bf16 precision:
+// attention's per-head products at the presets' sizes (64-row blocks, T ≤ 256, head size 16 to
+// 64: up to 2^20 multiply-adds) made a bf16 training step's attention 1.6× slower than float32
+// (small: 254 against 156 ms a step), the per-call rounding and kernel set-up outweighing the
+// faster multiply. Larger heads and contexts reach bf16.
+constexpr int64_t kBf16OneThreadMinWork = int64_t(1) << 22;
 void gemm_one_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                      const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                      int64_t ldc);
