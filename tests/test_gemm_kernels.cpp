@@ -5,6 +5,7 @@
 // bf16 against float32. On a CPU without AMX-BF16 or AVX512_BF16 the bf16 cases check the refusal.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -35,16 +36,8 @@ std::vector<float> random_floats(size_t n, uint64_t seed) {
   for (float& x : v) x = dist(rng);
   return v;
 }
-uint32_t bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-float from_bits(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+uint32_t bits(float x) { return std::bit_cast<uint32_t>(x); }
+float from_bits(uint32_t u) { return std::bit_cast<float>(u); }
 bool bf16_here() { return bf16_unsupported_reason().empty(); }
 
 // Σ_k |op(A)[i,k]·op(B)[k,j]| for every (i, j): the scale of each element's rounding error.
@@ -174,7 +167,8 @@ TEST_CASE("gemm_bf16_one_thread matches its reference for every transpose, alpha
   const int64_t M = 37, N = 53, K = 71, pad = 3;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
-      for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, {0.5f, 1.0f}, {-2.0f, 0.25f}}) {
+      for (auto scales : {std::pair{1.0f, 0.0f}, {0.5f, 1.0f}, {-2.0f, 0.25f}}) {
+        const float alpha = scales.first, beta = scales.second;  // plain names: CAPTURE takes them
         CAPTURE(ta);
         CAPTURE(tb);
         CAPTURE(alpha);
@@ -207,7 +201,8 @@ TEST_CASE(
     "gemm in bf16 precision: within bf16's rounding of float32, same bits at any thread count") {
   if (!bf16_here()) return;
   // Large enough to be cut into pieces (gemm_pieces), both along M and along N.
-  for (auto [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{512, 96, 200}, {64, 700, 130}}) {
+  for (auto shape : {std::tuple<int64_t, int64_t, int64_t>{512, 96, 200}, {64, 700, 130}}) {
+    const int64_t M = std::get<0>(shape), N = std::get<1>(shape), K = std::get<2>(shape);
     CAPTURE(M);
     CAPTURE(N);
     auto A = random_floats(size_t(M * K), 21), B = random_floats(size_t(N * K), 22);

@@ -219,15 +219,19 @@ GemmPeak measure_gemm_peak(const GemmShape& g, MatmulPrecision precision, int mi
   return p;
 }
 
+json::Value GemmShape::to_json() const {
+  json::Value v;
+  v["M"] = M;
+  v["K"] = K;
+  v["N"] = N;
+  v["what"] = what;
+  return v;
+}
+
 json::Value GemmPeak::to_json() const {
   json::Value v;
   v["precision"] = precision;
-  json::Value s;
-  s["M"] = shape.M;
-  s["K"] = shape.K;
-  s["N"] = shape.N;
-  s["what"] = shape.what;
-  v["shape"] = s;
+  v["shape"] = shape.to_json();
   json::Array k;
   for (const KernelRate& r : kernels) {
     json::Value e;
@@ -402,12 +406,7 @@ json::Value BenchResult::to_json() const {
   v["tokens_per_second"] = tokens_per_second;
   v["step_flops"] = step_flops;
   v["achieved_gflops"] = achieved_gflops;
-  json::Value g;
-  g["M"] = gemm.M;
-  g["K"] = gemm.K;
-  g["N"] = gemm.N;
-  g["what"] = gemm.what;
-  v["largest_gemm"] = g;
+  v["largest_gemm"] = gemm.to_json();
   if (peak.gflops > 0) {
     v["peak"] = peak.to_json();
     v["peak_fraction"] = peak_fraction;

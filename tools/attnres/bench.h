@@ -41,6 +41,7 @@ struct GemmShape {
   int64_t M = 0, K = 0, N = 0;
   std::string what;  // "head", "ffn up/gate", "ffn down", "attention projection"
   double flops() const { return 2.0 * double(M) * double(K) * double(N); }
+  json::Value to_json() const;  // {M, K, N, what}
 };
 // The largest GEMM (by FLOPs) of one training step's forward: rows M = batch·seq.
 GemmShape largest_gemm(const MicroLMConfig& config, int64_t batch);
