@@ -80,8 +80,8 @@ const char* precision_name(MatmulPrecision p) {
 MatmulPrecision parse_precision(const std::string& text, const std::string& what) {
   if (text == "float32") return MatmulPrecision::float32;
   if (text == "bf16") return MatmulPrecision::bf16;
-  throw std::invalid_argument(
-      fmt::format("{}: '{}' is not a precision (float32 or bf16)", what, text));
+  const std::string problem = fmt::format("'{}' is not a precision (float32 or bf16)", text);
+  throw std::invalid_argument(what.empty() ? problem : what + ": " + problem);
 }
 
 std::string bf16_unsupported_reason() {

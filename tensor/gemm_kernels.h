@@ -40,8 +40,8 @@ GemmKernelChoice choose_blas_core();
 // ---- matmul precision ------------------------------------------------------------------------
 enum class MatmulPrecision { float32, bf16 };
 const char* precision_name(MatmulPrecision p);  // "float32", "bf16"
-// Parses "float32" / "bf16"; throws std::invalid_argument naming `what` otherwise.
-MatmulPrecision parse_precision(const std::string& text, const std::string& what = "precision");
+// Parses "float32" / "bf16"; throws std::invalid_argument otherwise, prefixed by `what` if given.
+MatmulPrecision parse_precision(const std::string& text, const std::string& what = "");
 
 // "" when this CPU runs bf16 matmuls, else one line saying why not (names the CPU and what it
 // lacks).
