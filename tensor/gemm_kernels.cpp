@@ -128,7 +128,7 @@ dnnl::engine& engine() {
 struct ThreadState {
   dnnl::stream stream{engine()};
   std::unordered_map<Bf16Key, Bf16Primitive, Bf16KeyHash> primitives;
-  std::vector<uint16_t> a, b;
+  Bf16Operands operands;
 };
 ThreadState& thread_state() {
   thread_local ThreadState state;
@@ -237,6 +237,22 @@ void pack_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_
   for (int64_t r = 0; r < rows; ++r) to_bf16(src + r * ld, cols, dst + r * cols);
 }
 
+void Bf16Operands::pack(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A,
+                        int64_t lda_in, const float* B, int64_t ldb_in, bool spread) {
+  const int64_t a_rows = ta ? K : M, b_rows = tb ? N : K;
+  lda = ta ? M : K;
+  ldb = tb ? K : N;
+  if (int64_t(a.size()) < a_rows * lda) a.resize(size_t(a_rows * lda));
+  if (int64_t(b.size()) < b_rows * ldb) b.resize(size_t(b_rows * ldb));
+  if (spread) {
+    pack_bf16(A, a_rows, lda, lda_in, a.data());
+    pack_bf16(B, b_rows, ldb, ldb_in, b.data());
+    return;
+  }
+  for (int64_t r = 0; r < a_rows; ++r) to_bf16(A + r * lda_in, lda, a.data() + r * lda);
+  for (int64_t r = 0; r < b_rows; ++r) to_bf16(B + r * ldb_in, ldb, b.data() + r * ldb);
+}
+
 // C [M, N] = alpha · op(A) · op(B) + beta · C from bf16 operands, on this thread.
 void gemm_bf16_packed_one_thread(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                                  const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,
@@ -268,16 +284,10 @@ void gemm_bf16_packed_one_thread(bool ta, bool tb, int64_t M, int64_t N, int64_t
 void gemm_bf16_one_thread(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                           const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
                           float* C, int64_t ldc) {
-  ThreadState& ts = thread_state();
-  // A as stored: [M, K] (or [K, M] when transposed) with row stride lda; packed without padding.
-  const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K;
-  const int64_t b_rows = tb ? N : K, b_cols = tb ? K : N;
-  if (int64_t(ts.a.size()) < a_rows * a_cols) ts.a.resize(size_t(a_rows * a_cols));
-  if (int64_t(ts.b.size()) < b_rows * b_cols) ts.b.resize(size_t(b_rows * b_cols));
-  for (int64_t r = 0; r < a_rows; ++r) to_bf16(A + r * lda, a_cols, ts.a.data() + r * a_cols);
-  for (int64_t r = 0; r < b_rows; ++r) to_bf16(B + r * ldb, b_cols, ts.b.data() + r * b_cols);
-  gemm_bf16_packed_one_thread(ta, tb, M, N, K, alpha, ts.a.data(), a_cols, ts.b.data(), b_cols,
-                              beta, C, ldc);
+  Bf16Operands& x = thread_state().operands;
+  x.pack(ta, tb, M, N, K, A, lda, B, ldb, /*spread=*/false);
+  gemm_bf16_packed_one_thread(ta, tb, M, N, K, alpha, x.a.data(), x.lda, x.b.data(), x.ldb, beta, C,
+                              ldc);
 }
 
 // Reference: bf16-rounded inputs, products summed in double.

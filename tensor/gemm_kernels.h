@@ -21,6 +21,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dg {
 
@@ -80,6 +81,17 @@ void to_bf16(const float* src, int64_t n, uint16_t* dst);
 // rows × cols float32 with row stride ld → rows × cols bf16 packed (row stride cols); rows spread
 // over the threads when large and outside a parallel region.
 void pack_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t* dst);
+
+// op(A) and op(B) of a GEMM rounded to bf16, each packed as stored (A [M, K], or [K, M] when
+// transposed, with leading dimension lda = its row's length; likewise B), into buffers that grow
+// as needed and are kept for the next call. spread: rows over the threads by pack_bf16's rule;
+// else all on the calling thread.
+struct Bf16Operands {
+  std::vector<uint16_t> a, b;
+  int64_t lda = 0, ldb = 0;
+  void pack(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
+            int64_t lda_in, const float* B, int64_t ldb_in, bool spread);
+};
 
 // C [M, N] = alpha · op(A) [M, K] · op(B) [K, N] + beta · C from operands already in bf16 (stored
 // as dg::gemm's, leading dimensions in elements), float32 accumulation, on the calling thread.

@@ -114,14 +114,10 @@ void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const
   if constexpr (std::is_same_v<T, float>)
     if (matmul_precision() == MatmulPrecision::bf16) {
       // Both operands rounded to bf16 once (not once per piece), then the same pieces.
-      thread_local std::vector<uint16_t> a16, b16;
-      const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K;
-      const int64_t b_rows = tb ? N : K, b_cols = tb ? K : N;
-      if (int64_t(a16.size()) < a_rows * a_cols) a16.resize(size_t(a_rows * a_cols));
-      if (int64_t(b16.size()) < b_rows * b_cols) b16.resize(size_t(b_rows * b_cols));
-      pack_bf16(A, a_rows, a_cols, lda, a16.data());
-      pack_bf16(B, b_rows, b_cols, ldb, b16.data());
-      const uint16_t *a = a16.data(), *b = b16.data();
+      thread_local Bf16Operands x;
+      x.pack(ta, tb, M, N, K, A, lda, B, ldb, /*spread=*/true);
+      const uint16_t *a = x.a.data(), *b = x.b.data();
+      const int64_t a_cols = x.lda, b_cols = x.ldb;
       return for_each_piece(M, N, K, [&](bool split_m, int64_t lo, int64_t len) {
         if (split_m)
           gemm_bf16_packed_one_thread(ta, tb, len, N, K, alpha, ta ? a + lo : a + lo * a_cols,
