@@ -4,7 +4,7 @@
 // gradients come from the ops' backwards; layers hold parameters, not activations.
 // Linear and Embedding draw torch's default init from dg::default_generator() (nn/init.h);
 // norms start at ones/zeros. MicroLM builds its layers under init::SkipGuard (no draws) and then
-// draws every weight itself in a documented order (nn/micro_lm.cpp).
+// draws every weight itself in a documented order (nn/lm/micro_lm.cpp).
 #pragma once
 #include <memory>
 #include <vector>

@@ -25,7 +25,7 @@ void init_threads_from_env();
 int threads_from_env();
 
 // The thread count for work done in units of `unit_flops` floating-point operations each (for
-// training: one step, estimated_step_flops in train/run_config.h) when the user chose none: one
+// training: one step, estimated_step_flops in train/lm/run_config.h) when the user chose none: one
 // thread per kFlopsPerThread, at least 1, at most physical_cores(). Below about a GFLOP a step's
 // ops are small enough that the kernels keep most of them on one thread anyway (kParallelGrain,
 // kGemmParallelMinWork), and each extra thread only adds wake-ups to the few that do split: the

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "autograd/gradcheck.h"
-#include "nn/micro_lm.h"
+#include "nn/lm/micro_lm.h"
 #include "tests/test_helpers.h"
 
 namespace dg::nn_test {

@@ -15,7 +15,7 @@
 #include "tests/test_helpers.h"
 #include "tools/attnres/bench.h"
 #include "tools/attnres/bench_generate.h"
-#include "train/batches.h"
+#include "train/lm/batches.h"
 #include "train/checkpoint.h"
 #include "train/io/files.h"
 #include "train/io/run_record.h"

@@ -18,8 +18,8 @@
 #include "tests/temp_dir.h"
 #include "tests/test_data.h"
 #include "train/io/files.h"
-#include "train/text/bpe.h"
-#include "train/text/pretokenize.h"
+#include "train/lm/text/bpe.h"
+#include "train/lm/text/pretokenize.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Data and cache directory resolution, the pinned data set table (against SHA256SUMS and
 // tools/download-data.sh), the checked loader on real, missing, truncated and altered files, and
-// the encoded-ids cache files of train/data/corpus.h.
+// the encoded-ids cache files of train/lm/data/corpus.h.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -13,8 +13,8 @@
 
 #include "tests/temp_dir.h"
 #include "tests/test_data.h"
-#include "train/data/corpus.h"
-#include "train/data/data_files.h"
+#include "train/lm/data/corpus.h"
+#include "train/lm/data/data_files.h"
 #include "train/io/files.h"
 #include "train/io/sha256.h"
 

@@ -10,7 +10,7 @@
 
 #include "tests/temp_dir.h"
 #include "train/data_parallel.h"
-#include "train/micro_lm_training.h"
+#include "train/lm/micro_lm_training.h"
 
 using namespace dg;
 

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <set>
 
-#include "train/batches.h"
+#include "train/lm/batches.h"
 #include "train/dataset.h"
 
 using namespace dg;

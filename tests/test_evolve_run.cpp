@@ -14,10 +14,10 @@
 #include "tools/attnres/evolve.h"
 #include "tools/attnres/evolve/records.h"
 #include "tools/attnres/report.h"
-#include "train/batches.h"
-#include "train/data/corpus.h"
+#include "train/lm/batches.h"
+#include "train/lm/data/corpus.h"
 #include "train/io/files.h"
-#include "train/micro_lm_training.h"
+#include "train/lm/micro_lm_training.h"
 
 using namespace dg;
 using dg::test::TempDir;

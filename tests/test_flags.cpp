@@ -11,7 +11,7 @@
 
 #include "tests/test_helpers.h"
 #include "tools/cli/flags.h"
-#include "train/run_config.h"
+#include "train/lm/run_config.h"
 
 using dg::cli::Flags;
 using dg::cli::UsageError;

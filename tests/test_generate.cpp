@@ -12,11 +12,11 @@
 #include <random>
 #include <stdexcept>
 
-#include "nn/causal_lm.h"
+#include "nn/lm/causal_lm.h"
 #include "nn/containers.h"
-#include "nn/decode.h"
+#include "nn/lm/decode.h"
 #include "tests/test_helpers.h"
-#include "train/generate.h"
+#include "train/lm/generate.h"
 
 using namespace dg;
 

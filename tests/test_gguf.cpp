@@ -21,12 +21,12 @@
 #include <string>
 
 #include "autograd/ops.h"
-#include "nn/micro_lm.h"
+#include "nn/lm/micro_lm.h"
 #include "tests/temp_dir.h"
-#include "train/export_gguf.h"
+#include "train/lm/export_gguf.h"
 #include "train/io/files.h"
-#include "train/io/gguf.h"
-#include "train/text/bpe.h"
+#include "train/lm/gguf.h"
+#include "train/lm/text/bpe.h"
 
 using dg::GgmlType;
 using dg::GgufFile;

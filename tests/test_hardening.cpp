@@ -19,8 +19,8 @@
 #include "tests/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/io/files.h"
-#include "train/memory_budget.h"
-#include "train/micro_lm_training.h"
+#include "train/lm/memory_budget.h"
+#include "train/lm/micro_lm_training.h"
 
 using namespace dg;
 using dg::test::TempDir;

@@ -1,4 +1,4 @@
-// Hugging Face import and export (train/hf_model.h) against the small models of tests/data/hf/,
+// Hugging Face import and export (train/lm/hf_model.h) against the small models of tests/data/hf/,
 // written with their logits by tools/hf_goldens.py (an independent PyTorch GPT-2 and Llama):
 // imported logits within 1e-4 absolute of PyTorch's in float32 (full forward and the K/V-cached
 // decoder), the depthgrad model folder loaded back, export then import giving the same tensor
@@ -7,15 +7,15 @@
 
 #include <filesystem>
 
-#include "nn/decode.h"
+#include "nn/lm/decode.h"
 #include "nn_test_helpers.h"
 #include "temp_dir.h"
 #include "train/checkpoint.h"
-#include "train/hf_model.h"
+#include "train/lm/hf_model.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
-#include "train/text/bpe.h"
-#include "train/trained_model.h"
+#include "train/lm/text/bpe.h"
+#include "train/lm/trained_model.h"
 
 using namespace dg;
 using namespace dg::nn_test;

@@ -15,7 +15,7 @@
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
-#include "nn/micro_lm.h"
+#include "nn/lm/micro_lm.h"
 #include "tensor/kernels_loss.h"
 #include "tensor/threads.h"
 #include "tests/kernel_test_helpers.h"

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "autograd/tape.h"
-#include "nn/micro_lm.h"
+#include "nn/lm/micro_lm.h"
 #include "tests/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/optim.h"

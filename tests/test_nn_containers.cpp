@@ -15,7 +15,7 @@
 #include "nn/containers.h"
 #include "nn/init.h"
 #include "nn/layers.h"
-#include "nn/micro_lm.h"
+#include "nn/lm/micro_lm.h"
 #include "tensor/factory.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"

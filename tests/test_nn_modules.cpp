@@ -15,7 +15,7 @@
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
-#include "nn/micro_lm.h"
+#include "nn/lm/micro_lm.h"
 #include "tests/nn_test_helpers.h"
 
 using namespace dg;
@@ -293,7 +293,7 @@ TEST_CASE("parameter counts of every mode at the micro and small configs") {
   CHECK(m.named_parameters().back().first == "head.weight");
 }
 
-TEST_CASE("no file outside nn/residual/ and tests/ lists the residual modes") {
+TEST_CASE("no file outside nn/lm/residual/ and tests/ lists the residual modes") {
   // A list of every mode would name the registry's last row; the registry is the one list.
   const std::string last = residual_modes().back().name;
   for (const char* folder : {"nn", "train", "tools"})

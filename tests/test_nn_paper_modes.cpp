@@ -12,7 +12,7 @@
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
-#include "nn/micro_lm.h"
+#include "nn/lm/micro_lm.h"
 #include "tests/nn_test_helpers.h"
 
 using namespace dg;

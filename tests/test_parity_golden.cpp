@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "autograd/ops.h"
-#include "nn/micro_lm.h"
-#include "train/micro_lm_training.h"
+#include "nn/lm/micro_lm.h"
+#include "train/lm/micro_lm_training.h"
 
 using namespace dg;
 

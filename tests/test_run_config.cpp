@@ -1,4 +1,4 @@
-// The run configuration (train/run_config.h): its JSON round trip, every kind of refusal with the
+// The run configuration (train/lm/run_config.h): its JSON round trip, every kind of refusal with the
 // key named, the presets, and the reproduction's resume key, which must change when any setting
 // of the run changes (checked against every key the JSON mapping writes, so a new setting without
 // a test here fails).
@@ -13,8 +13,8 @@
 #include "tools/attnres/reproduce.h"
 #include "tools/cli/run_config_flags.h"
 #include "train/io/files.h"
-#include "train/memory_budget.h"
-#include "train/run_config.h"
+#include "train/lm/memory_budget.h"
+#include "train/lm/run_config.h"
 #include "train/trainer.h"
 
 using namespace dg;

@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "nn/micro_lm.h"
+#include "nn/lm/micro_lm.h"
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
 #include "tools/attnres/reproduce.h"
 #include "tools/attnres/scales.h"
 #include "tools/attnres/stats.h"
 #include "train/io/files.h"
-#include "train/run_config.h"
+#include "train/lm/run_config.h"
 
 using namespace dg;
 using dg::test::contains;

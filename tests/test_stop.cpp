@@ -7,7 +7,7 @@
 
 #include "tests/temp_dir.h"
 #include "train/io/files.h"
-#include "train/micro_lm_training.h"
+#include "train/lm/micro_lm_training.h"
 #include "train/stop.h"
 
 using namespace dg;

@@ -1,4 +1,4 @@
-// Own-text corpora (train/data/text_corpus.h): a file split by position, a folder of named
+// Own-text corpora (train/lm/data/text_corpus.h): a file split by position, a folder of named
 // files, the shared cache keyed by content, and the errors that name the path.
 #include <doctest/doctest.h>
 
@@ -7,7 +7,7 @@
 
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
-#include "train/data/text_corpus.h"
+#include "train/lm/data/text_corpus.h"
 #include "train/io/files.h"
 
 using namespace dg;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tensor/threads.h"
-#include "train/run_config.h"
+#include "train/lm/run_config.h"
 
 TEST_CASE("the OpenMP build of OpenBLAS is linked") {
   CHECK(dg::blas_is_openmp_build());

@@ -8,12 +8,12 @@
 #include <memory>
 #include <type_traits>
 
-#include "nn/decode.h"
+#include "nn/lm/decode.h"
 #include "tests/temp_dir.h"
-#include "train/batches.h"
+#include "train/lm/batches.h"
 #include "train/checkpoint.h"
 #include "train/io/files.h"
-#include "train/micro_lm_training.h"
+#include "train/lm/micro_lm_training.h"
 
 using namespace dg;
 using dg::test::TempDir;

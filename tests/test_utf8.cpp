@@ -7,7 +7,7 @@
 
 #include "train/io/json.h"
 #include "train/io/utf8.h"
-#include "train/text/pretokenize.h"
+#include "train/lm/text/pretokenize.h"
 
 using dg::append_utf8;
 using dg::decode_utf8;

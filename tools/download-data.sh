@@ -2,7 +2,7 @@
 # Fetches the four pinned data set files into DATA_DIR (default: $DEPTHGRAD_DATA, else ./data),
 # checking each against its pinned SHA-256 before an atomic rename into place. Files already
 # present with the right hash are kept. Never run by the tests; needs curl or wget, and sha256sum.
-# The table below must agree with train/data/data_files.cpp (tests/test_data_files.cpp checks it).
+# The table below must agree with train/lm/data/data_files.cpp (tests/test_data_files.cpp checks it).
 set -euo pipefail
 
 data_dir="${1:-${DEPTHGRAD_DATA:-./data}}"

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Writes train/text/unicode_tables.cpp: the character classes of the GPT-2 pre-tokenizer split.
+"""Writes train/lm/text/unicode_tables.cpp: the character classes of the GPT-2 pre-tokenizer split.
 
-Run offline, never at build time:  /usr/bin/python3 tools/gen_unicode_tables.py > train/text/unicode_tables.cpp
+Run offline, never at build time:  /usr/bin/python3 tools/gen_unicode_tables.py > train/lm/text/unicode_tables.cpp
 The classes follow Oniguruma (the regex engine of Hugging Face tokenizers):
   letter  \\p{L}  general categories Lu Ll Lt Lm Lo
   number  \\p{N}  general categories Nd Nl No
@@ -50,7 +50,7 @@ def main():
     w("// classes of the GPT-2 split; code points not listed are 'other'. No lookup logic lives here.\n")
     w("// Left as generated: tools/format.sh skips files whose first line says GENERATED.\n")
     w("// clang-format off\n")
-    w('#include "train/text/pretokenize.h"\n\n')
+    w('#include "train/lm/text/pretokenize.h"\n\n')
     w("namespace dg {\n\nnamespace {\n\n")
     w("// %d ranges: %d letter, %d number, %d space.\n" % (len(table), counts["letter"], counts["number"], counts["space"]))
     w("constexpr UnicodeClassRange kRanges[] = {\n")

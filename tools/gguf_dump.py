@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Reads a GGUF v3 file on its own (struct + numpy, following the specification, sharing no code
-with train/io/gguf.cpp) and prints its header, metadata and tensors; with --logits IDS it also runs
+with train/lm/gguf.cpp) and prints its header, metadata and tensors; with --logits IDS it also runs
 the forward pass of the file's architecture the way llama.cpp does and prints the last position's
 logits: llama (interleaved-pairs RoPE on the stored Q/K rows, grouped-query attention, SwiGLU,
 RMSNorm) or gpt2 (learned positions, LayerNorm, the fused attn_qkv split Q | K | V, tanh GELU,

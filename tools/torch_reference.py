@@ -2,7 +2,7 @@
 """PyTorch reference of depthgrad's MicroLM for `depthgrad bench --compare-torch`.
 
 The model is written from the math in the reference experiment's protocol (upstream-protocol.md
-§2) and nn/micro_lm.cpp: RMSNorm (eps inside the root), RoPE rotate-half, causal attention by the
+§2) and nn/lm/micro_lm.cpp: RMSNorm (eps inside the root), RoPE rotate-half, causal attention by the
 math formula (torch 1.13 has no scaled_dot_product_attention), SwiGLU, per-token depth routes
 (block_attnres: one route for Q, K and V; rd_attnres: a second route for V), head tied to the
 embedding. Parameter names are depthgrad's, so depthgrad's safetensors weights load as a state dict.
@@ -34,7 +34,7 @@ import struct
 import sys
 import time
 
-CONFIGS = {  # the preset table, run_presets() in train/run_config.cpp (sizes, bench warm-up and timed steps)
+CONFIGS = {  # the preset table, run_presets() in train/lm/run_config.cpp (sizes, bench warm-up and timed steps)
     "micro": dict(vocab=512, dim=64, layers=2, heads=4, seq_len=64, batch=4, expansion=3, warmup=3, timed=50),
     "mini": dict(vocab=512, dim=128, layers=4, heads=4, seq_len=128, batch=8, expansion=3, warmup=3, timed=20),
     "small": dict(vocab=512, dim=256, layers=8, heads=8, seq_len=256, batch=8, expansion=3, warmup=3, timed=5),

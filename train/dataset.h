@@ -10,7 +10,7 @@
 // The training loop (train/trainer.h) draws each step's global batch from its sampler in one
 // call and cuts it into micro-batches in that fixed order, so ranks and accumulation see the same
 // examples in the same places whatever the layout.
-// It does not read files or tokenize (train/data/corpus.h, train/text/bpe.h do), and does not
+// It does not read files or tokenize (train/lm/data/corpus.h, train/lm/text/bpe.h do), and does not
 // load data in background threads: filling a batch is a copy of rows.
 #pragma once
 #include <cstdint>

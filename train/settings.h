@@ -1,7 +1,7 @@
 // One declaration per setting: a config's fields as rows (section, key, type, range, one-line doc,
 // an accessor into the struct; the default is the struct's own initializer), and the operations
 // every row gets from that: its JSON value, reading it back with the type and range checked, and
-// the error that names the key. The run configuration's rows are in train/run_config.cpp; the
+// the error that names the key. The run configuration's rows are in train/lm/run_config.cpp; the
 // CLI's flags and help (tools/cli/run_config_flags.h) and the README's table check come from the
 // same rows. Cross-field rules (heads dividing dim) are not rows: RunConfig::validate has them.
 #pragma once

@@ -1,7 +1,7 @@
 // Trainer: the training loop of any Module, as an object that can stop and resume exactly.
 // The caller gives the model (built and initialised), a loss (a function of the model and a
 // batch), the data (a Dataset and a Sampler, train/dataset.h) and the training settings
-// (TrainingConfig, train/run_config.h); the Trainer owns AdamW over the model's flat buffers and
+// (TrainingConfig, train/lm/run_config.h); the Trainer owns AdamW over the model's flat buffers and
 // runs steps in one order: draw the step's examples, zero the gradients, forward and loss,
 // backward, clip, optimizer step.
 //
@@ -36,7 +36,7 @@
 #include "train/dataset.h"
 #include "train/io/json.h"
 #include "train/optim.h"
-#include "train/run_config.h"
+#include "train/lm/run_config.h"
 
 namespace dg {
 

@@ -1,4 +1,4 @@
-// Fuzz target: the byte-level BPE encoder (train/text/bpe.h) on arbitrary bytes, with a small
+// Fuzz target: the byte-level BPE encoder (train/lm/text/bpe.h) on arbitrary bytes, with a small
 // tokenizer trained once on a fixed mixed-script text (so some bytes are not in its vocabulary)
 // plus the corpus's specials. Checks what bpe.h promises: every id is in range, and
 // decode(encode(s)) is s with each byte that is not in the vocabulary replaced by "<unk>"; the
@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "tests/fuzz/fuzz_common.h"
-#include "train/text/bpe.h"
+#include "train/lm/text/bpe.h"
 
 namespace {
 

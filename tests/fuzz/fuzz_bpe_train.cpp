@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "tests/fuzz/fuzz_common.h"
-#include "train/text/bpe.h"
+#include "train/lm/text/bpe.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace dg;

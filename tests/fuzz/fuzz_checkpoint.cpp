@@ -13,7 +13,7 @@
 #include "tests/fuzz/fuzz_checkpoint_model.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "train/checkpoint.h"
-#include "train/micro_lm_training.h"
+#include "train/lm/micro_lm_training.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace dg;

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "train/micro_lm_training.h"
+#include "train/lm/micro_lm_training.h"
 
 namespace dg::fuzz {
 

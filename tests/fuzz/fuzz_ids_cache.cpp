@@ -1,4 +1,4 @@
-// Fuzz target: the encoded-ids cache files of train/data/corpus.h ("DGIDS001", count, int32
+// Fuzz target: the encoded-ids cache files of train/lm/data/corpus.h ("DGIDS001", count, int32
 // ids, SHA-256). Arbitrary bytes must be refused (false) or read back to ids that serialize to
 // exactly those bytes, without a crash or a huge allocation; and ids built from the input must
 // survive serialize -> deserialize. The pinned data set files are read by load_dataset_file,
@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "tests/fuzz/fuzz_common.h"
-#include "train/data/corpus.h"
+#include "train/lm/data/corpus.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace dg;

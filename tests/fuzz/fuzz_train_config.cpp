@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "tests/fuzz/fuzz_common.h"
-#include "train/run_config.h"
+#include "train/lm/run_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace dg;

@@ -14,15 +14,15 @@
 #include <string>
 #include <vector>
 
-#include "nn/micro_lm.h"
+#include "nn/lm/micro_lm.h"
 #include "tensor/profile.h"
 #include "train/data_parallel.h"
 #include "train/io/json.h"
-#include "train/run_config.h"
+#include "train/lm/run_config.h"
 
 namespace dg {
 
-// A measurement: the run's model, batch and training settings (train/run_config.h), trained for
+// A measurement: the run's model, batch and training settings (train/lm/run_config.h), trained for
 // warmup + timed steps with seed 0 on random tokens (the torch script draws the same ones).
 struct BenchSpec {
   std::string name;
@@ -31,7 +31,7 @@ struct BenchSpec {
   int64_t timed = 5;   // steps whose median is reported
 };
 
-// The presets of train/run_config.h (micro, mini, small, base) with the residual mode and their
+// The presets of train/lm/run_config.h (micro, mini, small, base) with the residual mode and their
 // warm-up and timed steps from the same table; throws listing the names for another.
 const std::vector<std::string>& bench_config_names();
 BenchSpec bench_spec(const std::string& name, ResidualMode mode = residual_mode("rd_attnres"));

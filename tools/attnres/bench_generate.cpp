@@ -10,7 +10,7 @@
 #include <fstream>
 #include <memory>
 
-#include "train/generate.h"
+#include "train/lm/generate.h"
 
 namespace dg {
 

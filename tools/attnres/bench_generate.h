@@ -1,5 +1,5 @@
 // The generation benchmark behind `depthgrad bench --generate`: greedy decoding speed with the
-// K/V cache (train/generate.h) for the bench configs (micro, small, base), set against the bound
+// K/V cache (train/lm/generate.h) for the bench configs (micro, small, base), set against the bound
 // a decoder cannot beat when it reads every matmul weight once per token from main memory.
 // The bandwidth is measured here (a one-thread streaming read of a buffer far larger than the
 // caches); nothing is taken from a data sheet. It does not time prompts or sampling filters.

@@ -12,7 +12,7 @@
 #include <optional>
 
 #include "tools/attnres/reproduce_internal.h"
-#include "train/batches.h"
+#include "train/lm/batches.h"
 #include "train/io/files.h"
 #include "train/stop.h"
 

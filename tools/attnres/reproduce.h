@@ -10,7 +10,7 @@
 //    windows after training (mean and distribution).
 // Writes <output>/2608.01075-rd-attnres/<timestamp>/{result.json, metrics.json, report.md,
 // report.html, tokenizer.json} atomically. result.json's "config" is the method arm's RunConfig at
-// the first seed (train/run_config.h's mapping, preset name included; the baseline differs only in
+// the first seed (train/lm/run_config.h's mapping, preset name included; the baseline differs only in
 // model.mode, other seeds only in training.seed); its "setup" restates it in the reference's
 // vocabulary (§6.3); "pair" names the two modes, "scale" holds what the cross-scale report reads
 // (preset, parameter counts, tokens seen per arm, compute seconds, thread counts). An arm whose
@@ -27,8 +27,8 @@
 #include "train/data_parallel.h"
 #include "train/io/json.h"
 #include "train/io/run_record.h"
-#include "train/micro_lm_training.h"
-#include "train/run_config.h"
+#include "train/lm/micro_lm_training.h"
+#include "train/lm/run_config.h"
 
 namespace dg {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tools/attnres/reproduce.h"
-#include "train/data/corpus.h"
+#include "train/lm/data/corpus.h"
 #include "train/io/json.h"
 
 namespace dg::reproduce_detail {

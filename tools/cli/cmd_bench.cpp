@@ -30,7 +30,7 @@
 #include "tools/cli/runtime_files.h"
 #include "train/io/json.h"
 #include "train/io/run_record.h"
-#include "train/run_config.h"
+#include "train/lm/run_config.h"
 
 extern char** environ;
 

@@ -1,6 +1,6 @@
 // `depthgrad generate`: text from a model written by depthgrad train, streamed to stdout as it is
-// decoded. Once loaded (train/trained_model.h) the model is only a CausalLM (nn/causal_lm.h);
-// sampling and the context window are train/generate.h's. It does not train, evaluate or print
+// decoded. Once loaded (train/lm/trained_model.h) the model is only a CausalLM (nn/lm/causal_lm.h);
+// sampling and the context window are train/lm/generate.h's. It does not train, evaluate or print
 // the prompt; bad flags and files end in one line on stderr.
 #include <fmt/core.h>
 
@@ -10,10 +10,10 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/shared_flags.h"
-#include "train/generate.h"
+#include "train/lm/generate.h"
 #include "train/io/files.h"
 #include "train/io/sha256.h"
-#include "train/trained_model.h"
+#include "train/lm/trained_model.h"
 
 namespace dg::cli {
 
@@ -79,7 +79,7 @@ int cmd_generate(int argc, char** argv, int start) {
   const std::unique_ptr<CausalLM> model = trained.causal_lm();
   const std::vector<int32_t> prompt = tokenizer.encode(f.get("prompt"));
   if (prompt.empty()) throw UsageError("--prompt encodes to no tokens (it is empty)");
-  // An imported model's end-of-text id (train/hf_model.h), else depthgrad's <eos>.
+  // An imported model's end-of-text id (train/lm/hf_model.h), else depthgrad's <eos>.
   const auto eos = trained.metadata.find("depthgrad.eos_token_id");
   options.stop_token = eos != trained.metadata.end() ? static_cast<int32_t>(std::stol(eos->second))
                                                      : tokenizer.token_id("<eos>");

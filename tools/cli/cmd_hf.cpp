@@ -1,5 +1,5 @@
 // `depthgrad import` and `depthgrad export`: Hugging Face model folders in and out
-// (train/hf_model.h). import turns a GPT2LMHeadModel or LlamaForCausalLM folder into a depthgrad
+// (train/lm/hf_model.h). import turns a GPT2LMHeadModel or LlamaForCausalLM folder into a depthgrad
 // model folder (model.safetensors, tokenizer.json, config.json) that generate, eval and
 // train --init-from read; export writes a standard-mode model written by depthgrad as a Hugging
 // Face folder. Neither downloads anything, and neither runs or trains the model.
@@ -11,13 +11,13 @@
 #include "tools/cli/flags.h"
 #include "tools/cli/output_guard.h"
 #include "tools/cli/shared_flags.h"
-#include "train/export_gguf.h"
-#include "train/generate.h"
-#include "train/hf_model.h"
+#include "train/lm/export_gguf.h"
+#include "train/lm/generate.h"
+#include "train/lm/hf_model.h"
 #include "train/io/files.h"
 #include "train/io/sha256.h"
-#include "train/text/bpe.h"
-#include "train/trained_model.h"
+#include "train/lm/text/bpe.h"
+#include "train/lm/trained_model.h"
 
 namespace dg::cli {
 

@@ -19,7 +19,7 @@
 #include "tools/cli/ranks.h"
 #include "tools/cli/run_config_flags.h"
 #include "tools/cli/shared_flags.h"
-#include "train/data/data_files.h"
+#include "train/lm/data/data_files.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
 #include "train/stop.h"

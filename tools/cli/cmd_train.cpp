@@ -25,27 +25,27 @@
 #include "tools/cli/run_config_flags.h"
 #include "tools/cli/shared_flags.h"
 #include "tools/cli/train_samples.h"
-#include "train/batches.h"
+#include "train/lm/batches.h"
 #include "train/checkpoint.h"
-#include "train/data/corpus.h"
-#include "train/data/data_files.h"
-#include "train/data/text_corpus.h"
+#include "train/lm/data/corpus.h"
+#include "train/lm/data/data_files.h"
+#include "train/lm/data/text_corpus.h"
 #include "train/io/files.h"
 #include "train/io/run_record.h"
 #include "train/io/safetensors.h"
 #include "train/io/sha256.h"
-#include "train/memory_budget.h"
-#include "train/micro_lm_training.h"
-#include "train/run_config.h"
+#include "train/lm/memory_budget.h"
+#include "train/lm/micro_lm_training.h"
+#include "train/lm/run_config.h"
 #include "train/stop.h"
-#include "train/trained_model.h"
+#include "train/lm/trained_model.h"
 #include "train/trainer.h"
 
 namespace dg::cli {
 
 namespace {
 // Token ids of a run config's data: wikitext-2 (train/validation/test splits), tiny-shakespeare
-// (first 90% train, last 10% validation and test) or your own text (train/data/text_corpus.h),
+// (first 90% train, last 10% validation and test) or your own text (train/lm/data/text_corpus.h),
 // each cut to data.train_limit / eval_limit.
 struct Splits {
   Corpus corpus;

@@ -1,4 +1,4 @@
-// The --preset flag of train, reproduce and evolve: one named size from train/run_config.h's
+// The --preset flag of train, reproduce and evolve: one named size from train/lm/run_config.h's
 // preset table (micro, mini, small, base), under every flag given explicitly. The help text of
 // the presets is generated from that table, so the numbers are typed once. It does not choose
 // steps, schedules or learning rates: a preset is sizes (model and batch) only.
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "tools/cli/flags.h"
-#include "train/run_config.h"
+#include "train/lm/run_config.h"
 
 namespace dg::cli {
 

@@ -10,7 +10,7 @@
 
 #include "tools/cli/flags.h"
 #include "train/dist/world.h"
-#include "train/run_config.h"
+#include "train/lm/run_config.h"
 #include "train/trainer.h"
 
 namespace dg::cli {

@@ -1,5 +1,5 @@
 // The run configuration's settings as flags: one flag per row of run_config_settings()
-// (train/run_config.h), named from its key (training.weight_decay -> --weight-decay, unless the
+// (train/lm/run_config.h), named from its key (training.weight_decay -> --weight-decay, unless the
 // row names another: --block-size), with the row's doc as its help line, the row's range checked
 // when parsed, and as default the value in the config a command starts from. It declares no
 // setting of its own: a row added to the table is a flag of every command that takes them all.
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tools/cli/flags.h"
-#include "train/run_config.h"
+#include "train/lm/run_config.h"
 
 namespace dg::cli {
 

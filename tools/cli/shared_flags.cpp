@@ -10,8 +10,8 @@
 
 #include "tensor/threads.h"
 #include "tools/cli/run_config_flags.h"
-#include "train/data/data_files.h"
-#include "train/generate.h"
+#include "train/lm/data/data_files.h"
+#include "train/lm/generate.h"
 #include "train/io/files.h"
 #include "train/io/sha256.h"
 

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "tools/cli/flags.h"
-#include "train/run_config.h"
-#include "train/text/bpe.h"
-#include "train/trained_model.h"
+#include "train/lm/run_config.h"
+#include "train/lm/text/bpe.h"
+#include "train/lm/trained_model.h"
 
 namespace dg::cli {
 
@@ -24,7 +24,7 @@ struct DataLocation {
 // directory does not exist and the run needs it (own text does not).
 DataLocation resolve_data_location(const Flags& f, bool need_data_dir = true);
 
-// --dataset and --validation-fraction: a built-in set or your own text (train/data/text_corpus.h),
+// --dataset and --validation-fraction: a built-in set or your own text (train/lm/data/text_corpus.h),
 // the run config's data.dataset and data.validation_fraction (tools/cli/run_config_flags.h).
 Flags& add_dataset_flags(Flags& f);
 

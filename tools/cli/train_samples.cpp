@@ -3,7 +3,7 @@
 
 #include <fmt/core.h>
 
-#include "train/generate.h"
+#include "train/lm/generate.h"
 
 namespace dg::cli {
 

@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <string>
 
-#include "nn/micro_lm.h"
+#include "nn/lm/micro_lm.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/progress.h"
-#include "train/text/bpe.h"
+#include "train/lm/text/bpe.h"
 
 namespace dg::cli {
 

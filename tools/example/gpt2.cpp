@@ -9,7 +9,7 @@
 // is the same file with DEPTHGRAD_EXAMPLE_WITH_WORLD, which adds the MPI process group
 // (mpirun -np 2 example_gpt2 ...; rank 0 prints and writes). It does not read a config file,
 // evaluate on a test split or load pretrained weights.
-#include <depthgrad/depthgrad.h>
+#include <depthgrad/lm.h>
 #include <fmt/format.h>
 
 #include <chrono>

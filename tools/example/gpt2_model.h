@@ -1,12 +1,12 @@
 // A GPT-2-style decoder built only from depthgrad's public modules and ops: token and learned
 // position embeddings, N pre-LayerNorm blocks (causal self-attention with one fused q/k/v
 // projection, a 4x GELU MLP), a final LayerNorm and a head tied to the token embedding; and
-// Gpt2CausalLM, its K/V-cached incremental forward for generation (nn/causal_lm.h), written with
+// Gpt2CausalLM, its K/V-cached incremental forward for generation (nn/lm/causal_lm.h), written with
 // plain tensor ops. It is the model of tools/example/gpt2.cpp.
 // Not here: training, data, dropout (none, as in a small from-scratch run) or loading OpenAI's
 // GPT-2 weights (their Conv1D matrices are stored transposed; the names follow Hugging Face's).
 #pragma once
-#include <depthgrad/depthgrad.h>
+#include <depthgrad/lm.h>
 
 #include <cmath>
 #include <cstdint>

@@ -1,6 +1,8 @@
-// depthgrad: the public API in one include. Installed as <depthgrad/depthgrad.h>; each header
-// below can also be included alone (<depthgrad/tensor/tensor.h>: installed, the includes below
-// read "depthgrad/tensor/tensor.h"). The experiments and the CLI are not part of the library.
+// depthgrad: the framework's public API in one include. Installed as <depthgrad/depthgrad.h>;
+// each header below can also be included alone (<depthgrad/tensor/tensor.h>: installed, the
+// includes below read "depthgrad/tensor/tensor.h"). It names no model: the language model built
+// on the framework (MicroLM, generation, tokenizer, HF and GGUF interop) is <depthgrad/lm.h> and
+// the target depthgrad::lm. The experiments and the CLI are not part of the library.
 //
 // A program that builds on depthgrad (see tools/example/ for a whole one):
 //   find_package(depthgrad CONFIG REQUIRED)    # CMake (or: pkg-config --cflags --libs depthgrad)
@@ -27,31 +29,21 @@
 //   {x});
 #include "autograd/gradcheck.h"
 
-// Modules: a named parameter registry with flat parameter/gradient buffers, layers, and the
-// micro-LM with its residual modes.
-//   dg::MicroLM model(dg::MicroLMConfig{}); model.init_identical(42);
+// Modules: a named parameter registry with flat parameter/gradient buffers, and layers.
+//   dg::Linear layer(4, 2); layer.init_default(); dg::Tensor y = layer.forward(x);
 #include "nn/layers.h"
 // torch.nn.init's initialisers, and containers: dg::init::xavier_uniform_(w);
 //   dg::Sequential net(std::make_unique<dg::Linear>(2, 16), dg::silu,
 //   std::make_unique<dg::Linear>(16, 1));
 #include "nn/containers.h"
 #include "nn/init.h"
-#include "nn/micro_lm.h"
 #include "nn/module.h"
-// Generation from any causal language model: a CausalLM (the MicroLM's K/V-cached Decoder, any
-// full forward in a RecomputingCausalLM, or your own), sampled by generate_tokens.
-//   dg::Decoder lm(model); auto r = dg::generate_tokens(lm, prompt_ids, {.max_new_tokens = 50});
-#include "nn/causal_lm.h"
-#include "nn/decode.h"
-#include "train/generate.h"
 
 // Training: AdamW, Adam and SGD over a module or parameter groups, clipping, schedule objects;
-// datasets, samplers and loaders; the training loop of any module (resume, accumulation, ranks),
-// and the MicroLM's use of it.
+// datasets, samplers and loaders; the training loop of any module (resume, accumulation, ranks).
 //   dg::AdamW opt(model, dg::AdamWConfig{.lr = 1e-3}); opt.zero_grad(); ...; opt.step();
 //   dg::Trainer trainer(model, dataset, dg::Sampler::shuffled(dataset.size(), 1), loss, settings);
 #include "train/dataset.h"
-#include "train/micro_lm_training.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 // Ctrl-C and SIGTERM as a flag the loop's step callback checks (stop_if_requested), so a run
@@ -62,5 +54,3 @@
 //   dg::save_tensors("t.safetensors", {{"x", x}}); auto tensors =
 //   dg::load_tensors("t.safetensors");
 #include "train/checkpoint.h"
-// The byte-level BPE tokenizer (train, save/load tokenizer.json, encode, decode).
-#include "train/text/bpe.h"

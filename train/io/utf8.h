@@ -1,5 +1,5 @@
 // UTF-8, the one decoder and encoder of the tree: the JSON reader/writer (train/io/json.cpp) and
-// the tokenizer's pre-tokenizer (train/text/) both use it. Well-formed means Unicode Table 3-7:
+// the tokenizer's pre-tokenizer (train/lm/text/) both use it. Well-formed means Unicode Table 3-7:
 // no overlong forms, no surrogates, nothing above U+10FFFF, no truncated sequences. Header-only
 // so the tokenizer's inner loop can inline it; it does no normalization and no U+FFFD output.
 #pragma once

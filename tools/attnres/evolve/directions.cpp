@@ -12,7 +12,7 @@ using json::Array;
 using json::Object;
 using json::Value;
 
-// The mode picks of the rules, by the registry's traits (nn/residual/residual.h), so a new mode
+// The mode picks of the rules, by the registry's traits (nn/lm/residual/residual.h), so a new mode
 // falls into the rules its family and V route say.
 bool plain_mode(const ResidualModeInfo& m) { return m.family == ResidualFamily::plain; }
 bool v_route_mode(const ResidualModeInfo& m) { return m.v_route; }

@@ -1,4 +1,4 @@
-// A micro-LM genome for `depthgrad evolve`: a run configuration (train/run_config.h) and the nine
+// A micro-LM genome for `depthgrad evolve`: a run configuration (train/lm/run_config.h) and the nine
 // genes a search may change in it (residual mode, width, depth, heads, K/V heads of the model; lr,
 // schedule, steps, batch of the training), their canonical text, the run a trial trains and the
 // genome's JSON form. It does not propose, train or score genomes.
@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string>
 
-#include "nn/micro_lm.h"
+#include "nn/lm/micro_lm.h"
 #include "train/io/json.h"
-#include "train/run_config.h"
+#include "train/lm/run_config.h"
 
 namespace dg {
 

@@ -10,8 +10,8 @@
 #include <stdexcept>
 
 #include "tools/attnres/stats.h"
-#include "train/batches.h"
-#include "train/micro_lm_training.h"
+#include "train/lm/batches.h"
+#include "train/lm/micro_lm_training.h"
 
 namespace dg {
 

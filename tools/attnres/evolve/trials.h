@@ -59,7 +59,7 @@ struct SeedMetrics {
 // non-finite training loss throws in dg::Trainer); the search records the error and goes on.
 using TrialTrainer = std::function<SeedMetrics(const TrialRun& run)>;
 
-// The real trainer: train_and_evaluate (train/micro_lm_training.h) on the genome's run
+// The real trainer: train_and_evaluate (train/lm/micro_lm_training.h) on the genome's run
 // configuration (genome_run_config: the trial's seed, the corpus's vocabulary), evaluated on the
 // first `eval_windows` non-overlapping windows of the split (0 = every window). Each result's
 // evaluate_test holds the trained model (the search drops all but the baseline's and the

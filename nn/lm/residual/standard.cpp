@@ -1,0 +1,57 @@
+// The standard residual mode: the pre-norm LLaMA block, x = c + Attn(N(c)); y = x + FFN(N(x)),
+// one stream from block to block. It has no parameters of its own and reads no earlier block
+// but the last; it is the control the AttnRes modes are compared with.
+#include "nn/lm/decode.h"
+#include "nn/lm/micro_lm.h"
+
+namespace dg {
+
+namespace {
+
+class Standard final : public Residual {
+ public:
+  // sources = {c}, c [B, T, D] -> y [B, T, D]
+  Tensor block_forward(MicroBlock& block, const std::vector<Tensor>& sources) const override {
+    const Tensor& c = sources.back();
+    Tensor u = block.attention_norm->forward(c);
+    Tensor x = block.attention->forward(u, u, c);
+    // x = c + Attn(..), y = x + FFN(N(x)): each residual add happens inside the output projection
+    return block.ffn->forward(block.ffn_norm->forward(x), x);
+  }
+
+  // h0 [B, T, D] -> the last block's output [B, T, D]
+  Tensor forward(MicroLM& model, const Tensor& h0) const override {
+    Tensor h = h0;
+    for (MicroBlock* block : model.blocks) h = block->forward(std::vector<Tensor>{h});
+    return h;
+  }
+
+  // The stream alternates between two slots: block l reads slot l % 2 and writes the other.
+  int64_t decode_slots(const MicroLMConfig&) const override { return 2; }
+  const float* decode(DecodeStep<float>& step) const override { return run(step); }
+  const double* decode(DecodeStep<double>& step) const override { return run(step); }
+
+ private:
+  template <class T>
+  static const T* run(DecodeStep<T>& s) {
+    const int64_t L = s.config.layers;
+    for (int64_t l = 0; l < L; ++l) {
+      const MicroBlock& block = *s.model.blocks[l];
+      const T* c = s.source(l % 2);
+      s.norm(s.u_qk, c, *block.attention_norm);
+      s.attention(block, l, s.u_qk, s.u_qk, s.x, c);  // x = c + Attn(N(c))
+      s.norm(s.normed, s.x, *block.ffn_norm);
+      s.feed_forward(*block.ffn, s.normed, s.source((l + 1) % 2), s.x);  // y = x + FFN(N(x))
+    }
+    return s.source(L % 2);
+  }
+};
+
+}  // namespace
+
+const Residual& make_standard() {
+  static const Standard mode;
+  return mode;
+}
+
+}  // namespace dg
