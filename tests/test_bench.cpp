@@ -15,10 +15,10 @@
 #include "tests/test_helpers.h"
 #include "tools/attnres/bench.h"
 #include "tools/attnres/bench_generate.h"
-#include "train/lm/batches.h"
 #include "train/checkpoint.h"
 #include "train/io/files.h"
 #include "train/io/run_record.h"
+#include "train/lm/batches.h"
 
 using namespace dg;
 namespace fs = std::filesystem;

@@ -13,10 +13,10 @@
 
 #include "tests/temp_dir.h"
 #include "tests/test_data.h"
-#include "train/lm/data/corpus.h"
-#include "train/lm/data/data_files.h"
 #include "train/io/files.h"
 #include "train/io/sha256.h"
+#include "train/lm/data/corpus.h"
+#include "train/lm/data/data_files.h"
 
 namespace fs = std::filesystem;
 using dg::test::TempDir;

@@ -8,8 +8,8 @@
 #include <numeric>
 #include <set>
 
-#include "train/lm/batches.h"
 #include "train/dataset.h"
+#include "train/lm/batches.h"
 
 using namespace dg;
 

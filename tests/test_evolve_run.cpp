@@ -14,9 +14,9 @@
 #include "tools/attnres/evolve.h"
 #include "tools/attnres/evolve/records.h"
 #include "tools/attnres/report.h"
+#include "train/io/files.h"
 #include "train/lm/batches.h"
 #include "train/lm/data/corpus.h"
-#include "train/io/files.h"
 #include "train/lm/micro_lm_training.h"
 
 using namespace dg;

@@ -12,8 +12,8 @@
 #include <random>
 #include <stdexcept>
 
-#include "nn/lm/causal_lm.h"
 #include "nn/containers.h"
+#include "nn/lm/causal_lm.h"
 #include "nn/lm/decode.h"
 #include "tests/test_helpers.h"
 #include "train/lm/generate.h"

@@ -23,8 +23,8 @@
 #include "autograd/ops.h"
 #include "nn/lm/micro_lm.h"
 #include "tests/temp_dir.h"
-#include "train/lm/export_gguf.h"
 #include "train/io/files.h"
+#include "train/lm/export_gguf.h"
 #include "train/lm/gguf.h"
 #include "train/lm/text/bpe.h"
 

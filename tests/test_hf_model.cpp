@@ -11,9 +11,9 @@
 #include "nn_test_helpers.h"
 #include "temp_dir.h"
 #include "train/checkpoint.h"
-#include "train/lm/hf_model.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
+#include "train/lm/hf_model.h"
 #include "train/lm/text/bpe.h"
 #include "train/lm/trained_model.h"
 

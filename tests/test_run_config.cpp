@@ -1,5 +1,5 @@
-// The run configuration (train/lm/run_config.h): its JSON round trip, every kind of refusal with the
-// key named, the presets, and the reproduction's resume key, which must change when any setting
+// The run configuration (train/lm/run_config.h): its JSON round trip, every kind of refusal with
+// the key named, the presets, and the reproduction's resume key, which must change when any setting
 // of the run changes (checked against every key the JSON mapping writes, so a new setting without
 // a test here fails).
 #include <doctest/doctest.h>

@@ -7,8 +7,8 @@
 
 #include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
-#include "train/lm/data/text_corpus.h"
 #include "train/io/files.h"
+#include "train/lm/data/text_corpus.h"
 
 using namespace dg;
 using dg::test::contains;

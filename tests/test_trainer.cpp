@@ -10,9 +10,9 @@
 
 #include "nn/lm/decode.h"
 #include "tests/temp_dir.h"
-#include "train/lm/batches.h"
 #include "train/checkpoint.h"
 #include "train/io/files.h"
+#include "train/lm/batches.h"
 #include "train/lm/micro_lm_training.h"
 
 using namespace dg;

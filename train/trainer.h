@@ -35,8 +35,8 @@
 #include "train/data_parallel.h"
 #include "train/dataset.h"
 #include "train/io/json.h"
-#include "train/optim.h"
 #include "train/lm/run_config.h"
+#include "train/optim.h"
 
 namespace dg {
 

@@ -9,10 +9,10 @@
 
 #include "tests/fuzz/fuzz_checkpoint_model.h"
 #include "train/checkpoint.h"
-#include "train/lm/data/corpus.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
 #include "train/io/safetensors.h"
+#include "train/lm/data/corpus.h"
 #include "train/lm/text/bpe.h"
 
 namespace {

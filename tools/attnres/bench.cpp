@@ -17,9 +17,9 @@
 #include "tensor/kernels_matmul.h"
 #include "tensor/rng.h"
 #include "tensor/threads.h"
-#include "train/lm/batches.h"
 #include "train/checkpoint.h"
 #include "train/io/files.h"
+#include "train/lm/batches.h"
 #include "train/lm/micro_lm_training.h"
 
 namespace dg {

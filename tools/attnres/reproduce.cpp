@@ -12,8 +12,8 @@
 #include <optional>
 
 #include "tools/attnres/reproduce_internal.h"
-#include "train/lm/batches.h"
 #include "train/io/files.h"
+#include "train/lm/batches.h"
 #include "train/stop.h"
 
 namespace dg {

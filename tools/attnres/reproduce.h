@@ -10,8 +10,8 @@
 //    windows after training (mean and distribution).
 // Writes <output>/2608.01075-rd-attnres/<timestamp>/{result.json, metrics.json, report.md,
 // report.html, tokenizer.json} atomically. result.json's "config" is the method arm's RunConfig at
-// the first seed (train/lm/run_config.h's mapping, preset name included; the baseline differs only in
-// model.mode, other seeds only in training.seed); its "setup" restates it in the reference's
+// the first seed (train/lm/run_config.h's mapping, preset name included; the baseline differs only
+// in model.mode, other seeds only in training.seed); its "setup" restates it in the reference's
 // vocabulary (§6.3); "pair" names the two modes, "scale" holds what the cross-scale report reads
 // (preset, parameter counts, tokens seen per arm, compute seconds, thread counts). An arm whose
 // loss stops being finite is recorded as diverged with its step (and kept in the state file, so a

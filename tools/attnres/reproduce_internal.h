@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "tools/attnres/reproduce.h"
-#include "train/lm/data/corpus.h"
 #include "train/io/json.h"
+#include "train/lm/data/corpus.h"
 
 namespace dg::reproduce_detail {
 

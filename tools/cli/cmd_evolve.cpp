@@ -14,12 +14,12 @@
 #include "tools/cli/progress.h"
 #include "tools/cli/run_config_flags.h"
 #include "tools/cli/shared_flags.h"
-#include "train/lm/data/corpus.h"
-#include "train/lm/data/data_files.h"
-#include "train/lm/data/text_corpus.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
 #include "train/io/run_record.h"
+#include "train/lm/data/corpus.h"
+#include "train/lm/data/data_files.h"
+#include "train/lm/data/text_corpus.h"
 #include "train/stop.h"
 
 namespace dg::cli {
@@ -177,7 +177,8 @@ int cmd_evolve(int argc, char** argv, int start) {
 
   // ---- data, once ----
   // Own text: a tokenizer over all 256 bytes, 10% held out when there is no validation file
-  // (train/lm/data/text_corpus.h); the test split is the validation split when there is no test.txt.
+  // (train/lm/data/text_corpus.h); the test split is the validation split when there is no
+  // test.txt.
   const bool own_text = !is_builtin_dataset(o.dataset);
   const DataLocation data = resolve_data_location(f, !own_text);
   CorpusOptions co;

@@ -10,9 +10,9 @@
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/shared_flags.h"
-#include "train/lm/generate.h"
 #include "train/io/files.h"
 #include "train/io/sha256.h"
+#include "train/lm/generate.h"
 #include "train/lm/trained_model.h"
 
 namespace dg::cli {

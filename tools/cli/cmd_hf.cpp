@@ -11,11 +11,11 @@
 #include "tools/cli/flags.h"
 #include "tools/cli/output_guard.h"
 #include "tools/cli/shared_flags.h"
+#include "train/io/files.h"
+#include "train/io/sha256.h"
 #include "train/lm/export_gguf.h"
 #include "train/lm/generate.h"
 #include "train/lm/hf_model.h"
-#include "train/io/files.h"
-#include "train/io/sha256.h"
 #include "train/lm/text/bpe.h"
 #include "train/lm/trained_model.h"
 

@@ -19,9 +19,9 @@
 #include "tools/cli/ranks.h"
 #include "tools/cli/run_config_flags.h"
 #include "tools/cli/shared_flags.h"
-#include "train/lm/data/data_files.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
+#include "train/lm/data/data_files.h"
 #include "train/stop.h"
 
 namespace dg::cli {

@@ -10,10 +10,10 @@
 
 #include "tensor/threads.h"
 #include "tools/cli/run_config_flags.h"
-#include "train/lm/data/data_files.h"
-#include "train/lm/generate.h"
 #include "train/io/files.h"
 #include "train/io/sha256.h"
+#include "train/lm/data/data_files.h"
+#include "train/lm/generate.h"
 
 namespace dg::cli {
 

@@ -24,8 +24,9 @@ struct DataLocation {
 // directory does not exist and the run needs it (own text does not).
 DataLocation resolve_data_location(const Flags& f, bool need_data_dir = true);
 
-// --dataset and --validation-fraction: a built-in set or your own text (train/lm/data/text_corpus.h),
-// the run config's data.dataset and data.validation_fraction (tools/cli/run_config_flags.h).
+// --dataset and --validation-fraction: a built-in set or your own text
+// (train/lm/data/text_corpus.h), the run config's data.dataset and data.validation_fraction
+// (tools/cli/run_config_flags.h).
 Flags& add_dataset_flags(Flags& f);
 
 // The tokenizer of a model written by depthgrad: --tokenizer, else the tokenizer.json beside

@@ -2,8 +2,8 @@
 // Decoder, a RecomputingCausalLM over any full forward, or a user's own): sampling (temperature,
 // top-k, top-p) with a seeded RNG, the generation loop with a sliding context window, UTF-8-safe
 // streaming of decoded text, a short sample for training logs, and a timing of decode steps for
-// a generation benchmark. Not here: a model's incremental forward (nn/lm/decode.h, nn/lm/causal_lm.h),
-// finding checkpoints and tokenizer files (train/lm/trained_model.h), printing
+// a generation benchmark. Not here: a model's incremental forward (nn/lm/decode.h,
+// nn/lm/causal_lm.h), finding checkpoints and tokenizer files (train/lm/trained_model.h), printing
 // (tools/cli/cmd_generate.cpp).
 #pragma once
 #include <cstdint>

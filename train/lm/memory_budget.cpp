@@ -13,7 +13,8 @@ namespace dg {
 MemoryEstimate estimate_memory(const MicroLMConfig& c, int64_t batch) {
   constexpr double kFloat = 4;
   MemoryEstimate m;
-  const double params = micro_lm_parameter_count(c);  // nn/lm/micro_lm.h: shared layers + the mode's
+  const double params =
+      micro_lm_parameter_count(c);  // nn/lm/micro_lm.h: shared layers + the mode's
   m.parameters = params * kFloat;
   if (batch <= 0) return m;
   m.gradients = params * kFloat;

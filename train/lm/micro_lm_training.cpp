@@ -8,8 +8,8 @@
 #include <numeric>
 
 #include "autograd/tape.h"
-#include "train/lm/batches.h"
 #include "train/io/files.h"
+#include "train/lm/batches.h"
 #include "train/lm/memory_budget.h"
 #include "train/stop.h"
 #include "train/trainer.h"

@@ -14,8 +14,8 @@
 
 #include "nn/lm/micro_lm.h"
 #include "train/dataset.h"
-#include "train/optim.h"
 #include "train/lm/run_config.h"
+#include "train/optim.h"
 #include "train/trainer.h"
 
 namespace dg {

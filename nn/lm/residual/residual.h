@@ -1,10 +1,12 @@
 // A residual mode as one unit: the interface each mode implements (its parameters, forward,
 // incremental decode step and parameter count) and the registry that names the modes. No mode's
-// arithmetic lives here (nn/lm/residual/<mode>.cpp), nor the layers every block shares (micro_lm.h).
+// arithmetic lives here (nn/lm/residual/<mode>.cpp), nor the layers every block shares
+// (micro_lm.h).
 //
 // Adding a mode: write nn/lm/residual/<mode>.cpp (a Residual subclass and its make_ function), then
-// add its one row to the table in nn/lm/residual/registry.cpp. Everything else (MicroLM, the decoder,
-// the memory estimate, the CLI's flags and help, evolve's search space) reads the registry.
+// add its one row to the table in nn/lm/residual/registry.cpp. Everything else (MicroLM, the
+// decoder, the memory estimate, the CLI's flags and help, evolve's search space) reads the
+// registry.
 #pragma once
 #include <cstdint>
 #include <string>

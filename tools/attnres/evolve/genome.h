@@ -1,6 +1,6 @@
-// A micro-LM genome for `depthgrad evolve`: a run configuration (train/lm/run_config.h) and the nine
-// genes a search may change in it (residual mode, width, depth, heads, K/V heads of the model; lr,
-// schedule, steps, batch of the training), their canonical text, the run a trial trains and the
+// A micro-LM genome for `depthgrad evolve`: a run configuration (train/lm/run_config.h) and the
+// nine genes a search may change in it (residual mode, width, depth, heads, K/V heads of the model;
+// lr, schedule, steps, batch of the training), their canonical text, the run a trial trains and the
 // genome's JSON form. It does not propose, train or score genomes.
 #pragma once
 #include <array>

@@ -7,9 +7,9 @@
 #include <chrono>
 #include <cstring>
 
-#include "train/lm/data/data_files.h"
 #include "train/io/files.h"
 #include "train/io/sha256.h"
+#include "train/lm/data/data_files.h"
 
 namespace dg {
 

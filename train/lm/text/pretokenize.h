@@ -5,7 +5,8 @@
 //
 // The split reproduces Oniguruma's leftmost-alternative, greedy, backtracking evaluation of
 //   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-// with Unicode 14.0 classes (train/lm/text/unicode_tables.cpp, made by tools/gen_unicode_tables.py).
+// with Unicode 14.0 classes (train/lm/text/unicode_tables.cpp, made by
+// tools/gen_unicode_tables.py).
 //
 // Invalid UTF-8: a byte that does not start a well-formed sequence (Unicode Table 3-7: no
 // overlongs, no surrogates, nothing above U+10FFFF, no truncated sequences) is one "char" of
@@ -33,8 +34,8 @@ struct UnicodeClassRange {
   CharClass char_class;
 };
 
-// Generated tables (train/lm/text/unicode_tables.cpp): sorted, non-overlapping ranges of the letter,
-// number and space classes; unlisted code points are `other`.
+// Generated tables (train/lm/text/unicode_tables.cpp): sorted, non-overlapping ranges of the
+// letter, number and space classes; unlisted code points are `other`.
 std::span<const UnicodeClassRange> unicode_class_ranges();
 const char* unicode_tables_version();  // "14.0.0"
 
