@@ -134,8 +134,8 @@ for c in reproduce evolve train eval generate tokenize gradcheck bench list; do
   if printf '%s\n' "$h" | grep -E "default.*\(default: " > /dev/null; then help_ok=0; echo "  $c --help shows a default twice"; fi
 done
 if [ $help_ok -eq 1 ]; then pass "--help shows each default once, none for flags without one"; else fail "--help defaults"; fi
-if "$BIN" train --help | grep -q -- "--output-dir VALUE.*(alias: --output)" && "$BIN" train --help | grep -q "Run" && grep -q "^## Run configuration" "$(dirname "$0")/../train/README.md"; then
-  pass "train --help names --output as an alias and points at train/README.md's Run configuration"
+if "$BIN" train --help | grep -q -- "--output-dir VALUE.*(alias: --output)" && "$BIN" train --help | grep -q "Run" && grep -q "^## Run configuration" "$(dirname "$0")/../train/lm/README.md"; then
+  pass "train --help names --output as an alias and points at train/lm/README.md's Run configuration"
 else
   fail "train --help"
 fi

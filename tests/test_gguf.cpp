@@ -7,7 +7,7 @@
 //
 // llama.cpp and gguf-py are not installed here (no network), so the project's reader is the
 // check; tools/gguf_dump.py, an independent reader in Python, read an exported file once by hand
-// (see train/README.md, "GGUF").
+// (see train/lm/README.md, "GGUF").
 #include <doctest/doctest.h>
 
 #include <algorithm>

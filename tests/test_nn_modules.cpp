@@ -300,7 +300,7 @@ TEST_CASE("no file outside nn/lm/residual/ and tests/ lists the residual modes")
     for (const auto& entry :
          std::filesystem::recursive_directory_iterator(std::string(DG_SOURCE_DIR) + "/" + folder)) {
       const std::string path = entry.path().string();
-      if (!entry.is_regular_file() || path.find("/nn/residual/") != std::string::npos ||
+      if (!entry.is_regular_file() || path.find("/nn/lm/residual/") != std::string::npos ||
           !(path.ends_with(".cpp") || path.ends_with(".h")))
         continue;
       std::ifstream in(path);

@@ -526,19 +526,19 @@ TEST_CASE("every setting appears in the JSON, the reader's keys, train's flags a
 }
 
 #ifdef DG_SOURCE_DIR
-// The "Run configuration" table of train/README.md is checked against the settings table: for
+// The "Run configuration" table of train/lm/README.md is checked against the settings table: for
 // each row the line "| `section.key` | type | `default` | doc |", the default being what
 // to_json(RunConfig{}) writes and the doc the row's, word for word; and no README row for a key
 // that is not a setting. A row added to run_config_settings() fails here until the README has
 // its line (the failure prints it).
-TEST_CASE("train/README.md has each setting's row: type, default and doc from the table") {
-  const std::string readme = dg::read_file(std::string(DG_SOURCE_DIR) + "/train/README.md");
+TEST_CASE("train/lm/README.md has each setting's row: type, default and doc from the table") {
+  const std::string readme = dg::read_file(std::string(DG_SOURCE_DIR) + "/train/lm/README.md");
   std::set<std::string> settings;
   for (const Setting<RunConfig>& row : run_config_settings()) {
     settings.insert(row.name());
     const std::string line = "| `" + row.name() + "` | " + setting_type_name(row.type) + " | `" +
                              json::dump(row.get(RunConfig{})) + "` | " + row.doc + " |";
-    INFO("train/README.md needs the line\n" << line);
+    INFO("train/lm/README.md needs the line\n" << line);
     CHECK(contains(readme, "\n" + line + "\n"));
   }
   for (size_t at = readme.find("\n| `"); at != std::string::npos;

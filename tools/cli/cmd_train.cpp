@@ -167,7 +167,7 @@ void add_data_flags(Flags& f) {
 // settings (from then on an error every rank raises alike is reported once instead of aborting).
 static int train_on_rank(int argc, char** argv, int start, World& world, bool& agreed) {
   Flags f("train",
-          "Train a micro-LM. Settings come from --config (a JSON file; train/README.md, section\n"
+          "Train a micro-LM. Settings come from --config (a JSON file; train/lm/README.md, section\n"
           "\"Run configuration\", lists every key) or --preset, and flags (flags given\n"
           "explicitly override the config file or the preset; --config and --preset together are\n"
           "refused: each names a whole set of sizes).\n\n" +

@@ -95,7 +95,7 @@ const SettingsTable<RunConfig>& run_config_settings() {
                  "feed-forward width = expansion × dim"),
       choice<C>("model", "mode", path(m, &M::mode), parse_residual_mode, residual_mode_name,
                 "residual mode: one of `depthgrad list --modes` (the registry in "
-                "[nn/lm/residual/registry.cpp](../nn/residual/registry.cpp))"),
+                "[nn/lm/residual/registry.cpp](../../nn/lm/residual/registry.cpp))"),
       choice<C>("model", "norm", path(m, &M::norm), parse_norm, norm_name, "rms or layer"),
       setting<C>("model", "norm_eps", path(m, &M::norm_eps), above(0), "epsilon of the norms"),
       choice<C>("model", "ffn", path(m, &M::ffn), parse_ffn, ffn_name,
