@@ -166,12 +166,13 @@ void add_data_flags(Flags& f) {
 // The train command on one rank; `agreed` is set once every rank is known to run the same
 // settings (from then on an error every rank raises alike is reported once instead of aborting).
 static int train_on_rank(int argc, char** argv, int start, World& world, bool& agreed) {
-  Flags f("train",
-          "Train a micro-LM. Settings come from --config (a JSON file; train/lm/README.md, section\n"
-          "\"Run configuration\", lists every key) or --preset, and flags (flags given\n"
-          "explicitly override the config file or the preset; --config and --preset together are\n"
-          "refused: each names a whole set of sizes).\n\n" +
-              preset_help_text());
+  Flags f(
+      "train",
+      "Train a micro-LM. Settings come from --config (a JSON file; train/lm/README.md, section\n"
+      "\"Run configuration\", lists every key) or --preset, and flags (flags given\n"
+      "explicitly override the config file or the preset; --config and --preset together are\n"
+      "refused: each names a whole set of sizes).\n\n" +
+          preset_help_text());
   f.add("config", "",
         "JSON run config: {model, training, data} as written to <output-dir>/config.json");
   add_preset_flag(f);
