@@ -31,9 +31,11 @@ CLANG_BUILD ?= $(abspath $(CURDIR)/..)/$(notdir $(CURDIR))-build-clang
 # The ctest entries test-clang leaves out: the checks of the source (check_*, count_lines: the
 # main build runs them), package_consumer (it builds a consumer with the default c++, gcc, and a
 # library is consumed with the compiler that built it: clang's OpenMP runtime is libomp, gcc's
-# libgomp) and mpi_train (a minute; the main build runs it). Every other entry runs, the doctest
-# files at 1 and 2 threads and the program's end-to-end scripts from an out-of-tree build.
-CLANG_SKIP ?= ^(check_.*|count_lines|package_consumer|mpi_train)$$
+# libgomp), subproject_consumer (it compiles the library once more, inside a small project: the
+# main build runs it) and mpi_train (a minute; the main build runs it). Every other entry runs,
+# the doctest files at 1 and 2 threads and the program's end-to-end scripts from an out-of-tree
+# build.
+CLANG_SKIP ?= ^(check_.*|count_lines|package_consumer|subproject_consumer|mpi_train)$$
 
 .PHONY: all deps configure build test test-clang test-mpi-full reproduce bench clean format \
 	sanitize-configure sanitize-build test-sanitize test-sanitize-ci fuzz fuzz-corpus kill-test gradcheck-teeth

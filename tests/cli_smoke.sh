@@ -24,7 +24,7 @@ if [ -n "$head" ]; then
     fail "code_commit is not $head: $(grep -o '"code_commit": *"[^"]*"' "$run_dir/result.json")"
   fi
 fi
-# lm_loss must match the reference's recorded values (upstream-protocol.md, top) within 1e-5; the
+# lm_loss must match the reference's recorded values (tools/attnres/PROTOCOL.md §0) within 1e-5; the
 # rd arm's route JS within 5e-8 (1e-5 relative: JS is a difference of two float32 route
 # distributions after 30 float32 steps, so exp/sum rounding choices that are not torch's own move
 # it by ~1e-8 — measured 2e-10 to 9e-9 across depthgrad versions — while a real routing bug moves

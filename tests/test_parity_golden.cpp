@@ -1,4 +1,4 @@
-// Appendix A of upstream-protocol.md: the reference evaluator run on a synthetic token stream,
+// Appendix A of tools/attnres/PROTOCOL.md: the reference evaluator run on a synthetic token stream,
 // reproduced number for number. Tolerances as the appendix suggests: init weights 1e-7, init
 // loss 1e-5, per-step losses 1e-4, final metrics 1e-3 relative.
 #include <doctest/doctest.h>

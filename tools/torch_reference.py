@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch reference of depthgrad's MicroLM for `depthgrad bench --compare-torch`.
 
-The model is written from the math in the reference experiment's protocol (upstream-protocol.md
+The model is written from the math in the reference experiment's protocol (tools/attnres/PROTOCOL.md
 §2) and nn/lm/micro_lm.cpp: RMSNorm (eps inside the root), RoPE rotate-half, causal attention by the
 math formula (torch 1.13 has no scaled_dot_product_attention), SwiGLU, per-token depth routes
 (block_attnres: one route for Q, K and V; rd_attnres: a second route for V), head tied to the

@@ -70,7 +70,7 @@ class TokenWindows final : public Dataset {
   TokenWindows(std::vector<int32_t>&& ids, int64_t seq_len, int64_t stride, int64_t count = -1);
   TokenWindows(std::shared_ptr<const std::vector<int32_t>> ids, int64_t seq_len, int64_t stride,
                int64_t count = -1);
-  // The reference's training windows (upstream-protocol.md §1.5): every start in
+  // The reference's training windows (tools/attnres/PROTOCOL.md §1.5): every start in
   // [0, len − T − 1), which leaves out the last full window as numpy's integers(0, len − T − 1)
   // does. With Sampler::random this is its draw, bit for bit.
   static TokenWindows reference(const std::vector<int32_t>& ids, int64_t seq_len);

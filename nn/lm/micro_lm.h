@@ -3,7 +3,7 @@
 // feed one another is the mode's (nn/lm/residual/: standard, block_attnres, rd_attnres and the
 // paper forms; residual.h has the registry).
 //
-// Parameter names follow the reference (upstream-protocol.md §2.4): token.weight,
+// Parameter names follow the reference (tools/attnres/PROTOCOL.md §2.4): token.weight,
 // blocks.0.route_norm.weight, blocks.0.qk_route.weight, ..., final_norm.weight. The head is tied
 // to token.weight unless the config says otherwise. The model does not own data, optimisers or
 // checkpoints, and it names no residual mode: it asks the registry.

@@ -52,7 +52,7 @@ std::string default_run_dir(const std::string& output_dir, const std::string& pa
 // ---- protocols and arms
 
 RunConfig protocol_run_config(const std::string& protocol) {
-  RunConfig c;  // the reference's model and training (upstream-protocol.md §6)
+  RunConfig c;  // the reference's model and training (tools/attnres/PROTOCOL.md §6)
   if (protocol == "parity") {
     c.data.full_byte_alphabet = false;  // the reference's tokenizer, byte for byte
     c.data.train_limit = 120000;

@@ -1,6 +1,6 @@
 // `depthgrad reproduce --paper rd-attnres`: the Block AttnRes vs RD-AttnRes comparison.
 //
-//  parity protocol (default): exactly the reference run (upstream-protocol.md §6): BPE-512 on
+//  parity protocol (default): exactly the reference run (tools/attnres/PROTOCOL.md §6): BPE-512 on
 //    WikiText-2 train + Tiny Shakespeare, 120k train ids, block_attnres then rd_attnres, 30 AdamW
 //    steps each from torch-parity init, evaluation on 32 windows of 64 validation ids, JS from the
 //    last training batch. Its numbers are the ones the reference prints on the same data.

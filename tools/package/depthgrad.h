@@ -4,9 +4,11 @@
 // on the framework (MicroLM, generation, tokenizer, HF and GGUF interop) is <depthgrad/lm.h> and
 // the target depthgrad::lm. The experiments and the CLI are not part of the library.
 //
-// A program that builds on depthgrad (see tools/example/ for a whole one):
-//   find_package(depthgrad CONFIG REQUIRED)    # CMake (or: pkg-config --cflags --libs depthgrad)
+// A program that builds on depthgrad (see tools/example/ for a whole one), in one of three ways:
+//   find_package(depthgrad CONFIG REQUIRED)    # the installed package (cmake --install)
+//   FetchContent_MakeAvailable(depthgrad)      # or add_subdirectory: the source tree, built inside
 //   target_link_libraries(app PRIVATE depthgrad::depthgrad)
+// or without CMake: c++ app.cpp $(pkg-config --cflags --libs depthgrad).
 #pragma once
 
 // Tensors: dtypes f32/f64/i32/i64, shapes, strided views over shared storage.

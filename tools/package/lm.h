@@ -2,8 +2,8 @@
 // the MicroLM with its residual modes (Block AttnRes, RD-AttnRes, ...), its K/V-cached decoder,
 // generation from any causal LM, its run configuration and presets, training it through the
 // framework's Trainer, the byte-level BPE tokenizer and text corpora, and the Hugging Face and
-// GGUF interop. Installed as <depthgrad/lm.h>; link the target depthgrad::lm (pkg-config:
-// depthgrad-lm). The framework never includes any of it.
+// GGUF interop. Installed as <depthgrad/lm.h>; link the target depthgrad::lm (installed package,
+// FetchContent or add_subdirectory; pkg-config: depthgrad-lm). The framework never includes it.
 #pragma once
 
 #include "depthgrad/depthgrad.h"

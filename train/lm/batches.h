@@ -1,5 +1,5 @@
 // Language-model batches and evaluation windows over a token-id array.
-//  - sample_lm_batch: the reference's random windows (upstream-protocol.md §1.5): starts are
+//  - sample_lm_batch: the reference's random windows (tools/attnres/PROTOCOL.md §1.5): starts are
 //    numpy default_rng(seed).integers(0, len − T − 1, size=B), with replacement; inputs are
 //    ids[s : s+T], targets ids[s+1 : s+T+1].
 //  - evaluation windows (§1.6): starts 0, T, 2T, … below min(len − T − 1, T·max_windows).

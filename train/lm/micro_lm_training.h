@@ -2,7 +2,7 @@
 // a RunConfig describes, initialises it (training.init, training.seed), takes the run's token
 // windows (the reference's random windows, or consecutive ones with training.sequential) and
 // trains it with the generic Trainer. Beside it, one arm of the experiment the way the reference
-// does it (upstream-protocol.md §1.4–1.6, §3, §4): build, initialise, train, take route
+// does it (tools/attnres/PROTOCOL.md §1.4–1.6, §3, §4): build, initialise, train, take route
 // diagnostics, evaluate — one call per (config, seed).
 // It does not tokenize, read files or write reports (the CLI does).
 #pragma once

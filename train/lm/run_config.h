@@ -42,7 +42,7 @@ enum class InitScheme { parity, identical };
 InitScheme parse_init_scheme(const std::string& text);
 const char* init_scheme_name(InitScheme s);
 
-// The optimisation of a run. Defaults are the reference's (upstream-protocol.md §1.4): 30 AdamW
+// The optimisation of a run. Defaults are the reference's (tools/attnres/PROTOCOL.md §3): 30 AdamW
 // steps of batch 4 at a constant 6e-4, clipping at 1, torch-parity init, seed 42.
 struct TrainingConfig {
   int64_t steps = 30;

@@ -1,4 +1,4 @@
-// The reference's AttnRes modes (upstream-protocol.md §2.3): block_attnres and rd_attnres, one
+// The reference's AttnRes modes (tools/attnres/PROTOCOL.md §2.3): block_attnres and rd_attnres, one
 // class with a switch for the V route. Sources S_0 = embedding, S_{l+1} = output of block l; the
 // residual stream stays standard. Not here: the paper formulation (paper_attnres.cpp).
 //

@@ -6,7 +6,7 @@
 //
 // Matching: the direction is lower-cased (ASCII only), whitespace runs become one space, and
 // everything else is kept, hyphens included (the reference stripped them, so its "rd-attnres"
-// term could never match, upstream-protocol.md §8 item 11). Keywords of all rules are matched
+// term could never match, tools/attnres/PROTOCOL.md §8 item 11). Keywords of all rules are matched
 // longest first, and a match consumes its text, so "深度路由" (depth routing) fires the AttnRes
 // rule and not also the depth rule's "深度"; an ASCII keyword must start at a word boundary ("lr"
 // does not match "world") and may be a prefix ("depth rout" matches "depth routing").

@@ -131,8 +131,8 @@ std::string render_reproduce_markdown(const Value& r) {
   if (optional_value_at(r, "reference_recorded")) {  // parity runs only
     md += "\n## Against the reference's recorded values\n\n";
     md +=
-        "The reference run's recorded numbers (upstream-protocol.md) beside this run's; Δ = "
-        "depthgrad − reference.\n\n";
+        "The reference run's recorded numbers (tools/attnres/PROTOCOL.md §0) beside this run's; "
+        "Δ = depthgrad − reference.\n\n";
     md += "| Variant | Metric | Reference | depthgrad | Δ |\n|---|---|---:|---:|---:|\n";
     for (const Arm& a : arms)
       for (const auto& [name, path] : kReferenceMetrics) {

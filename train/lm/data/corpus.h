@@ -1,4 +1,4 @@
-// The WikiText-2 corpus as the reproduction uses it (upstream-protocol.md §1.2–1.3): a byte-level
+// The WikiText-2 corpus of the reproduction (tools/attnres/PROTOCOL.md §1.2–1.3): a byte-level
 // BPE trained on the whole WikiText-2 train text plus Tiny Shakespeare, every split encoded as one
 // string, then truncated. Tokenizers and encoded splits are cached on disk under the cache
 // directory, keyed by the SHA-256 of the texts and of the tokenizer, so a changed text or

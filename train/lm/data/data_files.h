@@ -12,7 +12,7 @@ struct DatasetFile {
   std::string relative_path;  // inside the data directory, e.g. "wikitext-2/valid.txt"
   std::string sha256;         // lowercase hex
   uint64_t bytes;
-  std::string url;         // canonical source (tracks a branch; see upstream-protocol.md 1.1)
+  std::string url;         // canonical source (tracks a branch, tools/attnres/PROTOCOL.md §1.1)
   std::string pinned_url;  // the same file at a fixed commit
 };
 

@@ -1,5 +1,5 @@
 // Byte-level BPE that gives the same merges, ids and tokenizer.json as Hugging Face tokenizers
-// (BpeTrainer + ByteLevel pre-tokenizer, upstream-protocol.md section 1.2), and reads their files.
+// (BpeTrainer + ByteLevel pre-tokenizer, tools/attnres/PROTOCOL.md §1.2), and reads their files.
 // Deliberately missing: normalizers, dropout, byte fallback, subword prefixes/suffixes,
 // add_prefix_space, offsets, truncation/padding and post-processors (tokenizer.json files that
 // use any of them are rejected by name, not silently misread).
