@@ -309,7 +309,7 @@ int cmd_evolve(int argc, char** argv, int start) {
   sized.model = genome_model_config(o.baseline, o.vocab);
   const ThreadChoice thread_choice = apply_threads_for_run(f, sized);
   o.threads = thread_choice.threads;
-  const DataLocation data = resolve_data_location(f, !is_builtin_dataset(o.dataset));
+  const DataLocation data = resolve_data_location(f, is_builtin_dataset(o.dataset));
   Progress progress(f.get_bool("quiet"));
   const Corpus corpus = load_evolve_corpus(o, progress, data);
   if (!resuming)  // created exclusively: two runs started at once never share a folder

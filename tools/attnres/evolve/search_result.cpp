@@ -63,9 +63,8 @@ Value EvolveSearch::protocol_json() const {
       o_.confidence_z);
   protocol["validation"] =
       o_.eval_windows > 0
-          ? fmt::format(
-                "the first {} non-overlapping windows of {} tokens of the validation split",
-                o_.eval_windows, o_.baseline.run.model.seq_len)
+          ? fmt::format("the first {} non-overlapping windows of {} tokens of the validation split",
+                        o_.eval_windows, o_.baseline.run.model.seq_len)
           : std::string("every non-overlapping window of the validation split");
   protocol["test"] =
       "evaluated once, after the search, for the baseline and the champion only, on the same "
@@ -155,10 +154,9 @@ Value EvolveSearch::ablation_json() const {
     Object v;
     v.emplace_back("gene", ablation_.genes[i]);
     v.emplace_back("change", t.changes.empty() ? std::string() : t.changes[0]);
-    const bool judged = i < ablation_.verdict.gains_alone.size() &&
-                        std::isfinite(ablation_.verdict.gains_alone[i]);
-    v.emplace_back("nll_change_alone",
-                   judged ? Value(-ablation_.verdict.gains_alone[i]) : Value());
+    const bool judged =
+        i < ablation_.verdict.gains_alone.size() && std::isfinite(ablation_.verdict.gains_alone[i]);
+    v.emplace_back("nll_change_alone", judged ? Value(-ablation_.verdict.gains_alone[i]) : Value());
     if (t.ok() && parent) {
       const Paired p = paired_vs(t, *parent);
       v.emplace_back("paired_mean_difference_vs_parent", p.mean);
@@ -230,16 +228,14 @@ std::string EvolveSearch::summary(const Value& result) const {
     return fmt::format("{} {} NLL {:.4f} (perplexity {:.2f})", role, t.at("trial_id").as_string(),
                        t.at("mean_nll").as_double(), t.at("perplexity").as_double());
   };
-  s +=
-      fmt::format("Test ({}, once): {}; {}\n",
-                  o_.eval_windows > 0 ? fmt::format("{} windows", o_.eval_windows) : "full split",
-                  test_line("baseline"), test_line("champion"));
+  s += fmt::format("Test ({}, once): {}; {}\n",
+                   o_.eval_windows > 0 ? fmt::format("{} windows", o_.eval_windows) : "full split",
+                   test_line("baseline"), test_line("champion"));
   if (!o_.run_dir.empty()) {
     s += fmt::format("Report: {}/report.md\n", o_.run_dir);
     s += fmt::format("Dashboard: {}/index.html\n", o_.run_dir);
   }
   return s;
 }
-
 
 }  // namespace dg
