@@ -213,7 +213,7 @@ struct TextData {
   double tokenizer_seconds = 0;
 };
 
-TextData load_text(const Flags& flags) {
+TextData load_text(Flags& flags) {
   if (flags.str("text").empty()) throw std::invalid_argument("--text FILE is required");
   TextData d;
   d.text = read_text(flags.str("text"));
@@ -233,7 +233,7 @@ TextData load_text(const Flags& flags) {
 
 // The loop's settings: AdamW with β2 0.95 and weight decay 0.1 on matrices, warm-up (5% of the
 // steps unless --warmup) then cosine.
-dg::TrainingConfig training_settings(const Flags& flags, uint64_t seed) {
+dg::TrainingConfig training_settings(Flags& flags, uint64_t seed) {
   dg::TrainingConfig settings;
   settings.steps = flags.integer("steps");
   settings.batch = flags.integer("batch");
@@ -268,7 +268,7 @@ void stop_together(dg::Collectives* world, const dg::StepLog& s) {
 
 // A sample of --sample-tokens tokens after --prompt, drawn through the CausalLM interface on the
 // model's own K/V cache and printed as it is decoded.
-void print_sample(const Flags& flags, gpt2::Model& model, const TextData& data, uint64_t seed) {
+void print_sample(Flags& flags, gpt2::Model& model, const TextData& data, uint64_t seed) {
   gpt2::CachedLM lm(model);
   std::vector<int32_t> prompt = data.tokenizer.encode(flags.str("prompt"));
   if (prompt.empty()) prompt = {data.train_ids[0]};
