@@ -46,7 +46,9 @@ std::string evolve_description() {
          "steps, batch), steered by --direction. Every trial trains on --trial-seeds seeds and is "
          "scored by mean\n"
          "validation NLL + z·stderr; the test split is evaluated once at the end (baseline and "
-         "champion).\n\n" +
+         "champion).\nA champion that differs from its parent in more than one gene has each "
+         "changed gene trained alone\n(the ablation: result.json says which gene carries the "
+         "gain, or that it is confounded).\n\n" +
          preset_help_text() +
          "\nevolve: a preset gives the baseline genome's dim, layers, heads, kv-heads, seq-len "
          "and batch (and the vocabulary); genomes keep ffn expansion 3.";
