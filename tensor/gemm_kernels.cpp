@@ -161,11 +161,15 @@ Bf16Primitive make_primitive(const Bf16Key& k) {
 }
 }  // namespace
 
+void check_precision_supported(MatmulPrecision p, const std::string& what) {
+  if (p != MatmulPrecision::bf16) return;
+  const std::string why = bf16_unsupported_reason();
+  if (why.empty()) return;
+  throw std::runtime_error(what.empty() ? why : what + " bf16: " + why);
+}
+
 void set_matmul_precision(MatmulPrecision p) {
-  if (p == MatmulPrecision::bf16) {
-    const std::string why = bf16_unsupported_reason();
-    if (!why.empty()) throw std::runtime_error(why);
-  }
+  check_precision_supported(p);
   g_precision.store(p, std::memory_order_relaxed);
 }
 

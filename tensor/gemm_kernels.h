@@ -47,6 +47,10 @@ MatmulPrecision parse_precision(const std::string& text, const std::string& what
 // "" when this CPU runs bf16 matmuls, else one line saying why not (names the CPU and what it
 // lacks).
 std::string bf16_unsupported_reason();
+// The one check of a precision against this CPU: nothing for float32 or a CPU with bf16, else
+// std::runtime_error "<what> bf16: <why>" (`what` names the flag or setting that asked for it:
+// "--precision", "trainer: training.precision"; without it, the reason alone).
+void check_precision_supported(MatmulPrecision p, const std::string& what = "");
 // The bf16 kernel that runs here, as oneDNN names it ("brg:avx512_core_amx_bf16"), or "" when
 // bf16 is unsupported. Creates one small primitive the first time.
 std::string bf16_kernel_name();
@@ -54,7 +58,9 @@ std::string bf16_kernel_name();
 // The precision every float32 GEMM of the library uses (float64 GEMMs are never affected):
 // process-wide, float32 unless set. set_matmul_precision(bf16) throws std::runtime_error with
 // bf16_unsupported_reason() on a CPU without bf16 support. Set it between steps, not while GEMMs
-// run on other threads.
+// run on other threads. A run applies its precision through a MatmulPrecisionScope held for as
+// long as it computes (the Trainer while it steps; a command around what it evaluates), never by
+// setting it and leaving it set.
 void set_matmul_precision(MatmulPrecision p);
 MatmulPrecision matmul_precision();
 // Sets a precision for a scope and restores the previous one.

@@ -56,8 +56,7 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
     throw std::invalid_argument(
         fmt::format("trainer: the sampler covers {} examples, the dataset has {}", sampler_.size(),
                     data_->size()));
-  if (config_.precision == MatmulPrecision::bf16 && !bf16_unsupported_reason().empty())
-    throw std::runtime_error("trainer: training.precision bf16: " + bf16_unsupported_reason());
+  check_precision_supported(config_.precision, "trainer: training.precision");
   zero1_ = config_.zero == 1 && world_;
   flat_ = flatten_parameters(*model_);
   if (flat_.total == 0) throw std::invalid_argument("trainer: the model has no parameters");

@@ -371,7 +371,7 @@ BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options) {
     }
     r.peak_fraction = r.achieved_gflops / r.peak.gflops;
     r.gemm_peak_fraction = r.achieved_gflops / r.gemm_peak.gflops;
-    if (tc.precision == MatmulPrecision::float32) {  // the OpenBLAS candidate: the old figure
+    if (tc.precision == MatmulPrecision::float32) {  // the OpenBLAS candidate alone
       r.sgemm_gflops = r.gemm_peak.kernels.at(0).gflops;
       r.sgemm_fraction = r.achieved_gflops / r.sgemm_gflops;
     }

@@ -128,8 +128,8 @@ struct BenchResult {
   // them. Zero when not measured (--no-peak, MPI rows); torch rows carry depthgrad's.
   GemmPeak peak, gemm_peak;
   double peak_fraction = 0, gemm_peak_fraction = 0;
-  // What the table's "sgemm" column used to show: OpenBLAS's cblas_sgemm on the largest GEMM
-  // (float32 rows; now with the core select_gemm_kernels chose) and achieved_gflops over it.
+  // OpenBLAS's cblas_sgemm alone on the largest GEMM (float32 rows, the core
+  // select_gemm_kernels chose) and achieved_gflops over it; in --json only.
   double sgemm_gflops = 0;
   double sgemm_fraction = 0;
   // The OpenBLAS core the process ran (torch: read from its OpenBLAS), and whether

@@ -38,15 +38,18 @@ SamplingOptions sampling_from_flags(const Flags& f) {
 
 int cmd_generate(int argc, char** argv, int start) {
   Flags f("generate",
-          "Continue a prompt with a model written by depthgrad train (model.safetensors or\n"
-          "checkpoint.safetensors), printing the continuation (not the prompt) as it is\n"
+          "Continue a prompt with a model written by depthgrad train or import (model.safetensors\n"
+          "or checkpoint.safetensors), printing the continuation (not the prompt) as it is\n"
           "decoded, then a newline; a summary line goes to stderr. The model sees at most\n"
           "seq_len tokens: a longer prompt keeps its last seq_len tokens (stderr says so), and\n"
           "when the context is full its last seq_len/2 tokens are re-read as a fresh context\n"
-          "(a sliding window). Generation stops after --max-new-tokens or at the tokenizer's\n"
-          "<eos>. Bytes that are not valid UTF-8 print as U+FFFD. The same model, prompt, flags\n"
-          "and seed give the same text.");
-  f.add("checkpoint", "", "weights or training checkpoint written by depthgrad train (required)")
+          "(a sliding window). Generation stops after --max-new-tokens or at the end-of-text\n"
+          "token (an imported model's eos_token_id, else the tokenizer's <eos>). Bytes that are\n"
+          "not valid UTF-8 print as U+FFFD. The same model, prompt, flags and seed give the same\n"
+          "text.");
+  f.add("checkpoint", "",
+        "weights or training checkpoint written by depthgrad train, or the model.safetensors of "
+        "depthgrad import (required)")
       .add("prompt", "", "text to continue (required; must encode to at least one token)")
       .add("max-new-tokens", "128", "tokens to generate (>= 0)")
       .add("temperature", "1.0",

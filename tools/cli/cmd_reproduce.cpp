@@ -120,17 +120,21 @@ int cmd_reproduce(int argc, char** argv, int start) {
   });
 }
 
-static int reproduce_on_rank(int argc, char** argv, int start, World& world, bool& agreed) {
-  Flags f(
-      "reproduce",
-      "Reproduce a paper's comparison. --protocol parity (default) is the reference run number "
-      "for number;\n"
-      "--protocol paired trains both arms on every seed and reports paired statistics;\n"
-      "--pair A,B chooses its two residual modes (B − A is reported). --combine DIR,DIR,... "
-      "writes one\n"
-      "cross-scale page (scales.html, scales.md, scales.json, scales.svg) from finished paired\n"
-      "runs into --output-dir.\n\n" +
-          preset_help_text());
+namespace {
+
+std::string reproduce_description() {
+  return "Reproduce a paper's comparison. --protocol parity (default) is the reference run number "
+         "for number;\n"
+         "--protocol paired trains both arms on every seed and reports paired statistics;\n"
+         "--pair A,B chooses its two residual modes (B − A is reported). --combine DIR,DIR,... "
+         "writes one\n"
+         "cross-scale page (scales.html, scales.md, scales.json, scales.svg) from finished paired\n"
+         "runs into --output-dir; --compare-precision F32_RUN,BF16_RUN writes precision.md and\n"
+         "precision.json (bf16 − float32, paired) from two finished paired runs.\n\n" +
+         preset_help_text();
+}
+
+void declare_reproduce_flags(Flags& f) {
   f.add("paper", "rd-attnres", "paper key (see depthgrad list)")
       .add("protocol", "parity", "parity | paired")
       .add("pair", "block_attnres,rd_attnres",
@@ -172,28 +176,12 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
            "paired: also save the arm in training every this many steps, so that a killed run "
            "loses at most that many (0 = only when stopped by Ctrl-C or SIGTERM)")
       .add_switch("quiet", "no progress output");
-  if (!f.parse(argc, argv, start)) {
-    if (world.rank() == 0) fmt::print("{}", f.help());
-    return 0;
-  }
-  if (f.given("combine")) {
-    if (world.size() > 1) throw UsageError("--combine: one process reads the runs (not mpirun)");
-    return combine_runs(f);
-  }
-  if (f.given("compare-precision")) {
-    if (world.size() > 1)
-      throw UsageError("--compare-precision: one process reads the runs (not mpirun)");
-    return compare_precision_runs(f);
-  }
-  check_same_flags(world, f);  // every rank must be asked the same before anything is refused
-  agreed = true;
-  if (f.get_bool("overwrite"))
-    throw UsageError(
-        "--overwrite: only --combine writes into --output-dir itself (a run goes to a new "
-        "timestamped folder under it)");
-  const bool writes = world.rank() == 0;  // rank 0 writes the run's files
+}
+
+// The paper, protocol, seeds and run from the flags; sizes that cannot be built are refused as
+// usage errors (exit 2) before the data is read.
+ReproduceOptions reproduce_options_from_flags(const Flags& f) {
   ReproduceOptions o;
-  if (world.size() > 1) o.world = &world.collectives();
   o.paper = f.get("paper");
   find_paper(o.paper);  // unknown keys fail before any work
   o.protocol = f.get("protocol");
@@ -233,15 +221,15 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   o.state_file = f.get("state-file");
   // e.g. --heads 5 with --dim 64: refused before the data is read, as a usage error (exit 2)
   as_usage_error([&] { check_reproduce_options(o); });
-  const DataLocation data = resolve_data_location(f);
-  o.data_dir = data.data_dir;
-  o.cache_dir = data.cache_dir;
-  o.output_dir = f.get("output-dir");
-  // The thread count: --threads, the environment, else sized to the run (one per GFLOP a step).
-  const ThreadChoice thread_choice = apply_threads_for_run(f, o.config);
-  o.threads = thread_choice.threads;
-  const bool resuming = f.given("resume");
-  if (resuming) {
+  return o;
+}
+
+// The run folder: the --resume one, or a new timestamped folder under --output-dir (rank 0's,
+// over ranks). It keeps the finished arms (state.json; over N ranks also state.json.rank<r>,
+// each rank's own) and the arms in training (checkpoints/seed-<s>-<arm>.safetensors).
+void place_run(const Flags& f, World& world, ReproduceOptions& o) {
+  const bool writes = world.rank() == 0;
+  if (f.given("resume")) {
     o.run_dir = f.get("resume");
     while (o.run_dir.size() > 1 && o.run_dir.back() == '/') o.run_dir.pop_back();
     if (!dir_exists(o.run_dir))
@@ -252,81 +240,109 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
     // Over ranks, rank 0's folder is everyone's (its name has the time of day in it).
     if (world.size() > 1) o.run_dir = world.collectives().all_gather(o.run_dir).at(0);
   }
-  // The run folder keeps the finished arms (state.json; over N ranks also state.json.rank<r>,
-  // each rank's own) and the arms in training (checkpoints/seed-<s>-<arm>.safetensors).
   o.state_file = f.given("state-file") ? f.get("state-file") : o.run_dir + "/state.json";
   o.arm_checkpoint_dir = o.run_dir + "/checkpoints";
   o.arm_checkpoint_every = f.get_int("checkpoint-every");
   o.rank_stop_wait_seconds = f.get_double("rank-stop-wait");
   if (writes) make_dirs(o.run_dir);
-  install_stop_handlers();
+}
 
-  // A new run starts its step log empty. A resumed one opens it at its first step, once its
-  // state file and checkpoint have been accepted (a refused resume leaves the log as it was).
-  // Over ranks each rank logs the steps of its own arms: rank 0 in steps.jsonl, rank r in
-  // steps.rank<r>.jsonl (after a change of rank count one arm's lines may span two of them).
-  // Every rank shows its progress and its arms' results, its lines prefixed with its rank.
-  const std::string step_log =
-      o.run_dir + (writes ? "/steps.jsonl" : fmt::format("/steps.rank{}.jsonl", world.rank()));
-  const std::string rank_prefix =
-      world.size() > 1 ? fmt::format("[rank {}/{}] ", world.rank(), world.size()) : "";
-  Progress progress(f.get_bool("quiet"), resuming ? "" : step_log);
+// This rank's step log and progress line. A new run starts its step log empty. A resumed one
+// opens it at its first step, once its state file and checkpoint have been accepted (a refused
+// resume leaves the log as it was). Over ranks each rank logs the steps of its own arms: rank 0
+// in steps.jsonl, rank r in steps.rank<r>.jsonl (after a change of rank count one arm's lines
+// may span two of them). Every rank shows its progress and its arms' results, its lines prefixed
+// with its rank.
+struct ReproduceProgress {
+  std::string step_log, rank_prefix;
+  bool resuming = false;
+  Progress progress;
   std::set<std::pair<uint64_t, std::string>> arms_logged;  // (seed, arm) seen by this process
-  if (writes)
-    progress.message(
-        fmt::format("depthgrad reproduce --paper {} --protocol {}: {} vs {}{}, {} seed(s), {} "
-                    "steps per arm, {}; data {}",
-                    o.paper, o.protocol, o.pair[0].name, o.pair[1].name,
-                    o.config.preset.empty() ? "" : ", preset " + o.config.preset, o.seeds.size(),
-                    o.config.training.steps, thread_choice.describe(), o.data_dir));
-  if (world.size() > 1 && writes)
-    progress.message(
-        fmt::format("seeds spread over {} MPI ranks (the i-th seed, from 0, on rank i mod {})",
-                    world.size(), world.size()));
-  const int64_t steps = o.config.training.steps;
-  // Each rank shows its own share: seeds r, r + N, r + 2N, ... of the list (all in one process).
-  const size_t ranks = static_cast<size_t>(world.size()), rank = static_cast<size_t>(world.rank());
-  const size_t my_seeds = (o.seeds.size() + ranks - 1 - rank) / ranks;
-  const double total_steps = static_cast<double>(my_seeds * 2 * steps);
-  o.on_message = [&](const std::string& line) { progress.message(rank_prefix + line); };
-  o.on_step = [&, steps](const std::string& arm, uint64_t seed, size_t si, size_t n,
-                         const StepLog& log) {
-    const double done = static_cast<double>(
-        (si / ranks * 2 + (arm == o.pair[1].name ? 1 : 0)) * steps + log.step + 1);
-    progress.step(fmt::format("{}[seed {} ({}/{}) {}]", rank_prefix, seed, si + 1, n, arm),
-                  log.step, log.steps, log.loss, log.tokens_per_second, done / total_steps);
-    if (resuming && arms_logged.emplace(seed, arm).second) {
-      // In a resumed run an arm's first step here is where its checkpoint left off (or step 0):
-      // the lines the stopped run logged for it from `log.step` on are dropped from this
-      // process's log, everything else kept. (After a change of rank count the arm may have
-      // such lines in another rank's log, which this process does not rewrite.)
-      progress.close_log();
-      keep_log_lines(step_log, [&](const json::Value& line) {
-        if (!line.is_object()) return false;
-        const json::Value *a = line.find("arm"), *s = line.find("seed"), *t = line.find("step");
-        if (!a || !s || !t || !a->is_string() || !s->is_number() || !t->is_number()) return false;
-        const bool this_arm = a->as_string() == arm && s->as_double() == static_cast<double>(seed);
-        return !this_arm || t->as_double() < static_cast<double>(log.step);
-      });
-      progress.open_log(step_log, true);
+
+  ReproduceProgress(const Flags& f, World& world, const ReproduceOptions& o)
+      : step_log(o.run_dir + (world.rank() == 0
+                                  ? "/steps.jsonl"
+                                  : fmt::format("/steps.rank{}.jsonl", world.rank()))),
+        rank_prefix(world.size() > 1 ? fmt::format("[rank {}/{}] ", world.rank(), world.size())
+                                     : ""),
+        resuming(f.given("resume")),
+        progress(f.get_bool("quiet"), resuming ? "" : step_log) {}
+
+  // In a resumed run an arm's first step here is where its checkpoint left off (or step 0): the
+  // lines the stopped run logged for it from `from_step` on are dropped from this process's log,
+  // everything else kept. (After a change of rank count the arm may have such lines in another
+  // rank's log, which this process does not rewrite.)
+  void restart_arm_log(const std::string& arm, uint64_t seed, int64_t from_step) {
+    progress.close_log();
+    keep_log_lines(step_log, [&](const json::Value& line) {
+      if (!line.is_object()) return false;
+      const json::Value *a = line.find("arm"), *s = line.find("seed"), *t = line.find("step");
+      if (!a || !s || !t || !a->is_string() || !s->is_number() || !t->is_number()) return false;
+      const bool this_arm = a->as_string() == arm && s->as_double() == static_cast<double>(seed);
+      return !this_arm || t->as_double() < static_cast<double>(from_step);
+    });
+    progress.open_log(step_log, true);
+  }
+
+  // Sets o.on_message and o.on_step: every step on the progress line and in the step log.
+  void follow(ReproduceOptions& o, World& world) {
+    const int64_t steps = o.config.training.steps;
+    // Each rank shows its own share: seeds r, r + N, r + 2N, ... of the list (all in one process).
+    const size_t ranks = static_cast<size_t>(world.size()),
+                 rank = static_cast<size_t>(world.rank());
+    const size_t my_seeds = (o.seeds.size() + ranks - 1 - rank) / ranks;
+    const double total_steps = static_cast<double>(my_seeds * 2 * steps);
+    o.on_message = [this](const std::string& line) { progress.message(rank_prefix + line); };
+    o.on_step = [this, &o, steps, ranks, total_steps](const std::string& arm, uint64_t seed,
+                                                      size_t si, size_t n, const StepLog& log) {
+      const double done = static_cast<double>(
+          (si / ranks * 2 + (arm == o.pair[1].name ? 1 : 0)) * steps + log.step + 1);
+      progress.step(fmt::format("{}[seed {} ({}/{}) {}]", rank_prefix, seed, si + 1, n, arm),
+                    log.step, log.steps, log.loss, log.tokens_per_second, done / total_steps);
+      if (resuming && arms_logged.emplace(seed, arm).second) restart_arm_log(arm, seed, log.step);
+      json::Value j;
+      j["arm"] = arm;
+      j["seed"] = static_cast<int64_t>(seed);
+      j["step"] = log.step;
+      j["loss"] = log.loss;
+      j["grad_norm"] = log.grad_norm;
+      j["clipped"] = log.clipped;
+      j["lr"] = log.lr;
+      j["seconds"] = log.seconds;
+      j["tokens_per_second"] = log.tokens_per_second;
+      progress.log_json(json::dump(j));
+    };
+  }
+};
+
+// No half-written run directories: a run that failed before any arm finished leaves nothing;
+// one with finished arms (or one being resumed) keeps them for --resume. Over ranks, another
+// rank's own state file or saved arm counts too.
+void remove_run_without_work(const ReproduceOptions& o) {
+  const auto keeps_work = [&] {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(o.run_dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("state.json", 0) == 0) return true;
     }
-    json::Value j;
-    j["arm"] = arm;
-    j["seed"] = static_cast<int64_t>(seed);
-    j["step"] = log.step;
-    j["loss"] = log.loss;
-    j["grad_norm"] = log.grad_norm;
-    j["clipped"] = log.clipped;
-    j["lr"] = log.lr;
-    j["seconds"] = log.seconds;
-    j["tokens_per_second"] = log.tokens_per_second;
-    progress.log_json(json::dump(j));
+    return !std::filesystem::is_empty(o.arm_checkpoint_dir, ec) && !ec;
   };
+  if (!keeps_work()) {
+    std::error_code ec;
+    std::filesystem::remove_all(o.run_dir, ec);
+  }
+}
+
+// Runs the reproduction; a stop request prints how to resume it. Rank 0 prints the table and the
+// report's paths.
+int run_and_report(int argc, char** argv, World& world, ReproduceOptions& o,
+                   ReproduceProgress& rp) {
+  const bool writes = world.rank() == 0;
   ReproduceOutput out;
   try {
     out = run_reproduce(o);
   } catch (const Interrupted& e) {
-    progress.finish();
+    rp.progress.finish();
     if (world.size() == 1 || writes)
       fmt::print(stderr,
                  "depthgrad reproduce: {}; finished arms are in {}{}, the arm in training is "
@@ -342,25 +358,11 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
     std::fflush(stderr);
     return e.exit_code();
   } catch (...) {
-    progress.finish();
-    // No half-written run directories: a run that failed before any arm finished leaves
-    // nothing; one with finished arms (or one being resumed) keeps them for --resume. Over
-    // ranks, another rank's own state file or saved arm counts too.
-    const auto keeps_work = [&] {
-      std::error_code ec;
-      for (const auto& entry : std::filesystem::directory_iterator(o.run_dir, ec)) {
-        const std::string name = entry.path().filename().string();
-        if (name.rfind("state.json", 0) == 0) return true;
-      }
-      return !std::filesystem::is_empty(o.arm_checkpoint_dir, ec) && !ec;
-    };
-    if (writes && !resuming && !keeps_work()) {
-      std::error_code ec;
-      std::filesystem::remove_all(o.run_dir, ec);
-    }
+    rp.progress.finish();
+    if (writes && !rp.resuming) remove_run_without_work(o);
     throw;
   }
-  progress.finish();
+  rp.progress.finish();
   if (!writes) return 0;
   std::error_code ignored;
   std::filesystem::remove(o.arm_checkpoint_dir, ignored);  // empty once every arm is done
@@ -369,6 +371,57 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
   fmt::print("{}: {}/report.md\n", o.paper, out.run_dir);
   fmt::print("report: {}/report.html\n", out.run_dir);
   return 0;
+}
+
+}  // namespace
+
+static int reproduce_on_rank(int argc, char** argv, int start, World& world, bool& agreed) {
+  Flags f("reproduce", reproduce_description());
+  declare_reproduce_flags(f);
+  if (!f.parse(argc, argv, start)) {
+    if (world.rank() == 0) fmt::print("{}", f.help());
+    return 0;
+  }
+  if (f.given("combine")) {
+    if (world.size() > 1) throw UsageError("--combine: one process reads the runs (not mpirun)");
+    return combine_runs(f);
+  }
+  if (f.given("compare-precision")) {
+    if (world.size() > 1)
+      throw UsageError("--compare-precision: one process reads the runs (not mpirun)");
+    return compare_precision_runs(f);
+  }
+  check_same_flags(world, f);  // every rank must be asked the same before anything is refused
+  agreed = true;
+  if (f.get_bool("overwrite"))
+    throw UsageError(
+        "--overwrite: only --combine and --compare-precision write into --output-dir itself (a "
+        "run goes to a new timestamped folder under it)");
+  ReproduceOptions o = reproduce_options_from_flags(f);
+  if (world.size() > 1) o.world = &world.collectives();
+  const DataLocation data = resolve_data_location(f);
+  o.data_dir = data.data_dir;
+  o.cache_dir = data.cache_dir;
+  o.output_dir = f.get("output-dir");
+  // The thread count: --threads, the environment, else sized to the run (one per GFLOP a step).
+  const ThreadChoice thread_choice = apply_threads_for_run(f, o.config);
+  o.threads = thread_choice.threads;
+  place_run(f, world, o);
+  install_stop_handlers();
+  ReproduceProgress rp(f, world, o);
+  if (world.rank() == 0)
+    rp.progress.message(
+        fmt::format("depthgrad reproduce --paper {} --protocol {}: {} vs {}{}, {} seed(s), {} "
+                    "steps per arm, {}; data {}",
+                    o.paper, o.protocol, o.pair[0].name, o.pair[1].name,
+                    o.config.preset.empty() ? "" : ", preset " + o.config.preset, o.seeds.size(),
+                    o.config.training.steps, thread_choice.describe(), o.data_dir));
+  if (world.size() > 1 && world.rank() == 0)
+    rp.progress.message(
+        fmt::format("seeds spread over {} MPI ranks (the i-th seed, from 0, on rank i mod {})",
+                    world.size(), world.size()));
+  rp.follow(o, world);
+  return run_and_report(argc, argv, world, o, rp);
 }
 
 }  // namespace dg::cli

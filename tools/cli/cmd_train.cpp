@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "tensor/gemm_kernels.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/output_guard.h"
@@ -161,18 +162,10 @@ void add_data_flags(Flags& f) {
   add_data_location_flags(f).add("vocab", "512", "BPE vocabulary size");
   add_threads_flag(f);
 }
-}  // namespace
 
-// The train command on one rank; `agreed` is set once every rank is known to run the same
-// settings (from then on an error every rank raises alike is reported once instead of aborting).
-static int train_on_rank(int argc, char** argv, int start, World& world, bool& agreed) {
-  Flags f(
-      "train",
-      "Train a micro-LM. Settings come from --config (a JSON file; train/lm/README.md, section\n"
-      "\"Run configuration\", lists every key) or --preset, and flags (flags given\n"
-      "explicitly override the config file or the preset; --config and --preset together are\n"
-      "refused: each names a whole set of sizes).\n\n" +
-          preset_help_text());
+// ---- train_on_rank's steps, in the order it takes them ----
+
+void declare_train_flags(Flags& f) {
   f.add("config", "",
         "JSON run config: {model, training, data} as written to <output-dir>/config.json");
   add_preset_flag(f);
@@ -195,11 +188,40 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   add_data_location_flags(f);
   add_threads_flag(f, /*sized_to_run=*/true);
   add_train_sample_flags(f);
-  if (!f.parse(argc, argv, start)) {
-    if (world.rank() == 0) fmt::print("{}", f.help());
-    return 0;
-  }
-  // The run: the --config file (else train_defaults()), then every flag given on top.
+}
+
+// --init-from DIR: the model (settings, weights, tokenizer) is the folder's.
+struct InitialModel {
+  std::string dir;  // empty: no --init-from
+  std::optional<TrainedModel> model;
+  std::string tokenizer_json;
+};
+
+// Loads the --init-from folder; no model flag may say otherwise.
+InitialModel load_initial_model(const Flags& f) {
+  InitialModel init;
+  init.dir = f.get("init-from");
+  if (init.dir.empty()) return init;
+  for (const Setting<RunConfig>& row : run_config_settings())
+    if (row.section == "model" && f.given(row.flag_name()))
+      throw UsageError(
+          fmt::format("--{} and --init-from {}: the model's settings are the "
+                      "folder's",
+                      row.flag_name(), init.dir));
+  if (f.given("preset")) throw UsageError("--preset and --init-from: give one");
+  init.model = load_trained_model(init.dir + "/model.safetensors");
+  const std::string tokenizer_path = init.dir + "/tokenizer.json";
+  if (!file_exists(tokenizer_path))
+    throw std::runtime_error(fmt::format("--init-from: {} does not exist", tokenizer_path));
+  init.tokenizer_json = read_file(tokenizer_path);
+  check_tokenizer_sha256(*init.model, init.dir + "/model.safetensors",
+                         sha256_hex(init.tokenizer_json), tokenizer_path);
+  return init;
+}
+
+// The run: the --config file (else train_defaults()), then --preset, then every flag given on
+// top; with --init-from, the folder's model. Loads that folder into `init`.
+RunConfig train_run_from_flags(const Flags& f, InitialModel& init) {
   RunConfig run = train_defaults();
   if (f.given("config") && f.given("preset"))
     throw UsageError(fmt::format(
@@ -210,33 +232,13 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
                                f.get("config"));
   apply_preset_flag(f, run);
   apply_run_config_flags(f, run);  // the flags given, over the file, the preset or the defaults
-  // --init-from: the model (settings, weights, tokenizer) is the folder's; no model flag may say
-  // otherwise.
-  const std::string init_from = f.get("init-from");
-  std::optional<TrainedModel> initial;
-  std::string init_tokenizer_json;
-  if (!init_from.empty()) {
-    for (const Setting<RunConfig>& row : run_config_settings())
-      if (row.section == "model" && f.given(row.flag_name()))
-        throw UsageError(
-            fmt::format("--{} and --init-from {}: the model's settings are the "
-                        "folder's",
-                        row.flag_name(), init_from));
-    if (f.given("preset")) throw UsageError("--preset and --init-from: give one");
-    initial = load_trained_model(init_from + "/model.safetensors");
-    const std::string tokenizer_path = init_from + "/tokenizer.json";
-    if (!file_exists(tokenizer_path))
-      throw std::runtime_error(fmt::format("--init-from: {} does not exist", tokenizer_path));
-    init_tokenizer_json = read_file(tokenizer_path);
-    check_tokenizer_sha256(*initial, init_from + "/model.safetensors",
-                           sha256_hex(init_tokenizer_json), tokenizer_path);
-  }
+  init = load_initial_model(f);
   MicroLMConfig& model = run.model;
   TrainingConfig& training = run.training;
   // Settings that follow others unless given: K/V heads follow the heads (from the file, the
   // file's), and the warm-up is 5% of the steps with cosine, none with constant.
   if (!f.given("kv-heads") && !f.given("config")) model.kv_heads = model.heads;
-  if (initial) model = initial->config.model;
+  if (init.model) model = init.model->config.model;
   if (f.given("schedule") || !f.given("config")) {
     Schedule& schedule = training.schedule;
     if (schedule.kind == Schedule::Kind::constant)
@@ -246,32 +248,29 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   }
   training.schedule.lr = training.adamw.lr;
   training.schedule.total_steps = training.steps;
-  // Every rank must be asked the same before anything is refused or run (ranks.h).
-  check_same_flags(world, f, to_json(run));
-  agreed = true;
-  apply_layout_flags(f, world.size(), run);  // and run.validate(): before the data is read
-  // The thread count: --threads, the environment, else sized to the run (one per GFLOP a step).
-  const ThreadChoice thread_choice = apply_threads_for_run(f, run);
-  const int threads = thread_choice.threads;
-  // Training steps and the evaluations after them run in the config's matmul precision (a
-  // config file asking for bf16 on a CPU without it is refused here).
-  set_matmul_precision(run.training.precision);
-  // Sizes the machine cannot hold: refused before the data is read too (the tokenizer's size is
-  // at most the vocab asked for; the Trainer checks again with the real one).
-  check_memory_fits(estimate_memory(model, training.batch),
-                    fmt::format("training {} with batch {}", model.describe(), training.batch));
-  const bool writes = world.rank() == 0;  // rank 0 prints and writes the run's files
-  // A run already in the output folder is refused before any work, as rank 0 sees the folder.
-  const std::string out = f.get("output-dir");
+  return run;
+}
+
+// A run already in the output folder is refused before any work, as rank 0 sees the folder.
+void refuse_replacing_a_run(const Flags& f, World& world) {
   const bool resuming = !f.get("resume").empty(), overwrite = f.get_bool("overwrite");
   if (resuming && overwrite)
     throw UsageError(
         "--resume and --overwrite: --resume continues a run, --overwrite removes the one in "
         "--output-dir; give one");
-  std::string refusal = writes ? train_output_refusal(out, f.get("resume"), overwrite) : "";
+  std::string refusal = world.rank() == 0
+                            ? train_output_refusal(f.get("output-dir"), f.get("resume"), overwrite)
+                            : "";
   if (world.size() > 1) refusal = world.collectives().all_gather(refusal).at(0);
   if (!refusal.empty()) throw UsageError(refusal);
+}
 
+// The run's token ids, rank 0 first (it fills the tokenizer cache); sets the model's vocabulary
+// to the tokenizer's and refuses splits too short for the run.
+Splits load_train_data(const Flags& f, World& world, RunConfig& run,
+                       const std::string& init_tokenizer_json) {
+  const bool writes = world.rank() == 0;
+  MicroLMConfig& model = run.model;
   const bool own_text = !is_builtin_dataset(run.data.dataset);
   const DataLocation where = resolve_data_location(f, !own_text);
   if (!writes) world.collectives().barrier();  // rank 0 fills the tokenizer cache first
@@ -288,111 +287,118 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
         fmt::format("--sequential: {} train ids cannot fill one global batch of {} "
                     "windows of {}",
                     data.train.size(), global_batch, run.model.seq_len));
-  TrainSamples samples(f, data.corpus.tokenizer, cfg.seed);
-  // Nothing in the output folder changes until the checkpoint to resume from passed every check:
-  // a refused resume leaves config.json and steps.jsonl as they were.
-  MicroLMTrainer trainer(run, data.train, &world.collectives());
-  if (initial) load_weights(init_from + "/model.safetensors", trainer.model());
-  if (resuming) trainer.load_checkpoint(f.get("resume"));
-  trainer.set_skip_nonfinite(f.get_bool("skip-nonfinite"));
-  if (writes) {
-    make_dirs(out);
-    if (overwrite) remove_files(out, kTrainRunFiles);  // no file of the old run survives
-    write_file_atomic(out + "/config.json", json::dump(to_json(run), 2) + "\n");
-    write_file_atomic(out + "/tokenizer.json", data.corpus.tokenizer_json);
-    // The steps before the checkpoint's are kept; later ones (logged after that checkpoint by
-    // the run that stopped) are dropped, so appending from there gives one line per step.
-    if (resuming)
-      keep_log_lines(out + "/steps.jsonl", [step = trainer.step()](const json::Value& line) {
-        const json::Value* s = line.is_object() ? line.find("step") : nullptr;
-        return s && s->is_number() && s->as_double() < static_cast<double>(step);
-      });
-  }
-  Progress progress(f.get_bool("quiet") || !writes, writes ? out + "/steps.jsonl" : "", resuming);
-  progress.set_prior_seconds(trainer.wall_seconds());
-  progress.message(
-      fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {}, "
-                  "OMP_WAIT_POLICY={}",
-                  run.model.describe(), trainer.model().parameter_count(), cfg.steps,
-                  data.description, data.train.size(), thread_choice.describe(),
-                  std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset"));
-  if (world.size() > 1 || cfg.accum > 1) progress.message(layout_line(world, trainer));
+  return data;
+}
 
-  const int64_t checkpoint_every = f.get_int("checkpoint-every"),
-                eval_every = f.get_int("eval-every");
-  const int64_t windows = run.data.eval_windows;
-  const std::vector<int64_t> eval_starts =
-      windows > 0
-          ? reference_eval_starts(static_cast<int64_t>(data.validation.size()), run.model.seq_len,
-                                  windows)
-          : full_eval_starts(static_cast<int64_t>(data.validation.size()), run.model.seq_len);
-  // What a printed validation loss was computed on.
-  const std::string eval_what =
-      windows > 0
-          ? fmt::format("{} validation windows of {} tokens", eval_starts.size(), run.model.seq_len)
-          : fmt::format("the full validation split: {} windows of {} tokens", eval_starts.size(),
-                        run.model.seq_len);
-  const std::string ckpt = out + "/checkpoint.safetensors";
-  // Ctrl-C / SIGTERM stop at a step boundary in one process; over MPI ranks mpirun ends the job
-  // (the ranks could not agree on the step to stop at) and the last checkpoint resumes.
-  if (world.size() == 1) install_stop_handlers();
-  try {
-    trainer.run(cfg.steps, [&](const StepLog& log) {
-      progress.step("[train]", log.step, log.steps, log.loss, log.tokens_per_second,
-                    static_cast<double>(log.step + 1) / static_cast<double>(cfg.steps));
-      json::Value j;
-      j["step"] = log.step;
-      if (log.skipped) {  // its loss is not a JSON number: the log says what was skipped
-        j["skipped"] = true;
-        j["loss"] = fmt::format("{}", log.loss);
-        j["skipped_steps"] = log.skipped_steps;
-        progress.message(
-            fmt::format("step {}: the loss ({}) or a gradient is not finite: step "
-                        "skipped ({} so far)",
-                        log.step + 1, log.loss, log.skipped_steps));
-      } else {
-        j["loss"] = log.loss;
-        j["grad_norm"] = log.grad_norm;
-        j["clipped"] = log.clipped;
-        j["lr"] = log.lr;
-        j["tokens_per_second"] = log.tokens_per_second;
-        if (log.skipped_steps > 0) j["skipped_steps"] = log.skipped_steps;
-        if (writes && eval_every > 0 && (log.step + 1) % eval_every == 0) {
-          double v =
-              evaluate_windows(trainer.model(), data.validation, eval_starts, run.model.seq_len);
-          j["validation_loss"] = v;
-          progress.message(fmt::format("step {}: validation loss {:.4f} (perplexity {:.2f}) on {}",
-                                       log.step + 1, v, std::exp(std::min(v, 20.0)), eval_what));
-        }
-        if (writes) samples.after_step(log.step + 1, trainer.model(), progress);
-      }
-      progress.log_json(json::dump(j));
-      if (checkpoint_every > 0 && (log.step + 1) % checkpoint_every == 0 &&
-          log.step + 1 < cfg.steps)
-        trainer.save_checkpoint(ckpt);
-      if (world.size() == 1 && log.step + 1 < cfg.steps)
-        stop_if_requested(fmt::format("after step {} of {}", log.step + 1, cfg.steps));
+// Rank 0's files at the start: config.json and tokenizer.json; with --overwrite the old run's
+// files go first, and on --resume the step log keeps the lines before the checkpoint's step.
+void write_run_start(const std::string& out, bool overwrite, bool resuming, const RunConfig& run,
+                     const Splits& data, int64_t resumed_step) {
+  make_dirs(out);
+  if (overwrite) remove_files(out, kTrainRunFiles);  // no file of the old run survives
+  write_file_atomic(out + "/config.json", json::dump(to_json(run), 2) + "\n");
+  write_file_atomic(out + "/tokenizer.json", data.corpus.tokenizer_json);
+  // The steps before the checkpoint's are kept; later ones (logged after that checkpoint by
+  // the run that stopped) are dropped, so appending from there gives one line per step.
+  if (resuming)
+    keep_log_lines(out + "/steps.jsonl", [step = resumed_step](const json::Value& line) {
+      const json::Value* s = line.is_object() ? line.find("step") : nullptr;
+      return s && s->is_number() && s->as_double() < static_cast<double>(step);
     });
-  } catch (const Interrupted& e) {
-    progress.finish();
-    trainer.save_checkpoint(ckpt);
-    fmt::print(stderr, "depthgrad train: {}; checkpoint saved: {}\nresume with:\n  {}\n", e.what(),
-               ckpt, resume_command(argc, argv, {"resume"}, {{"resume", ckpt}}, {"overwrite"}));
-    return e.exit_code();
+}
+
+// The validation windows a printed validation loss is computed on, and how to say so.
+struct EvalWindows {
+  std::vector<int64_t> starts;
+  std::string what;
+};
+
+EvalWindows validation_windows(const RunConfig& run, const Splits& data) {
+  EvalWindows w;
+  const int64_t windows = run.data.eval_windows;
+  w.starts = windows > 0 ? reference_eval_starts(static_cast<int64_t>(data.validation.size()),
+                                                 run.model.seq_len, windows)
+                         : full_eval_starts(static_cast<int64_t>(data.validation.size()),
+                                            run.model.seq_len);
+  w.what = windows > 0 ? fmt::format("{} validation windows of {} tokens", w.starts.size(),
+                                     run.model.seq_len)
+                       : fmt::format("the full validation split: {} windows of {} tokens",
+                                     w.starts.size(), run.model.seq_len);
+  return w;
+}
+
+// What the training loop needs besides the trainer: the run, its data and where it writes.
+struct TrainLoop {
+  const Flags& f;
+  World& world;
+  const RunConfig& run;
+  const Splits& data;
+  const EvalWindows& eval;
+  TrainSamples& samples;
+  Progress& progress;
+  std::string ckpt;  // <output-dir>/checkpoint.safetensors
+  bool writes = false;
+};
+
+// After each step: the step log line, the validation loss and a sample when due, a checkpoint
+// when due, and a requested stop.
+void after_train_step(const TrainLoop& loop, MicroLMTrainer& trainer, const StepLog& log) {
+  const TrainingConfig& cfg = loop.run.training;
+  const int64_t checkpoint_every = loop.f.get_int("checkpoint-every"),
+                eval_every = loop.f.get_int("eval-every");
+  Progress& progress = loop.progress;
+  progress.step("[train]", log.step, log.steps, log.loss, log.tokens_per_second,
+                static_cast<double>(log.step + 1) / static_cast<double>(cfg.steps));
+  json::Value j;
+  j["step"] = log.step;
+  if (log.skipped) {  // its loss is not a JSON number: the log says what was skipped
+    j["skipped"] = true;
+    j["loss"] = fmt::format("{}", log.loss);
+    j["skipped_steps"] = log.skipped_steps;
+    progress.message(
+        fmt::format("step {}: the loss ({}) or a gradient is not finite: step "
+                    "skipped ({} so far)",
+                    log.step + 1, log.loss, log.skipped_steps));
+  } else {
+    j["loss"] = log.loss;
+    j["grad_norm"] = log.grad_norm;
+    j["clipped"] = log.clipped;
+    j["lr"] = log.lr;
+    j["tokens_per_second"] = log.tokens_per_second;
+    if (log.skipped_steps > 0) j["skipped_steps"] = log.skipped_steps;
+    if (loop.writes && eval_every > 0 && (log.step + 1) % eval_every == 0) {
+      double v = evaluate_windows(trainer.model(), loop.data.validation, loop.eval.starts,
+                                  loop.run.model.seq_len);
+      j["validation_loss"] = v;
+      progress.message(fmt::format("step {}: validation loss {:.4f} (perplexity {:.2f}) on {}",
+                                   log.step + 1, v, std::exp(std::min(v, 20.0)), loop.eval.what));
+    }
+    if (loop.writes) loop.samples.after_step(log.step + 1, trainer.model(), progress);
   }
-  progress.finish();
-  trainer.save_checkpoint(ckpt);
-  if (!writes) return 0;
+  progress.log_json(json::dump(j));
+  if (checkpoint_every > 0 && (log.step + 1) % checkpoint_every == 0 && log.step + 1 < cfg.steps)
+    trainer.save_checkpoint(loop.ckpt);
+  if (loop.world.size() == 1 && log.step + 1 < cfg.steps)
+    stop_if_requested(fmt::format("after step {} of {}", log.step + 1, cfg.steps));
+}
+
+std::string checkpoint_path_in(const std::string& out) { return out + "/checkpoint.safetensors"; }
+
+// Rank 0's files at the end: the weights (with the tokenizer they were trained with) and
+// summary.json; prints the validation loss and where the files are.
+void write_run_end(const std::string& out, const RunConfig& run, const Splits& data,
+                   const EvalWindows& eval, const InitialModel& init, MicroLMTrainer& trainer,
+                   int threads) {
   std::map<std::string, std::string> meta{
       {"depthgrad.config", json::dump(to_json(run))},
       {"depthgrad.tokenizer_sha256", data.corpus.tokenizer_sha256}};
-  if (initial) {  // the folder's tokenizer and its token ids carry over
+  if (init.model) {  // the folder's tokenizer and its token ids carry over
     meta["depthgrad.tokenizer"] = "given";
     for (const char* key : {"depthgrad.bos_token_id", "depthgrad.eos_token_id"})
-      if (initial->metadata.count(key)) meta[key] = initial->metadata.at(key);
+      if (init.model->metadata.count(key)) meta[key] = init.model->metadata.at(key);
   }
   save_weights(out + "/model.safetensors", trainer.model(), meta);
-  double v = evaluate_windows(trainer.model(), data.validation, eval_starts, run.model.seq_len);
+  double v = evaluate_windows(trainer.model(), data.validation, eval.starts, run.model.seq_len);
   if (!std::isfinite(v))  // possible after skipped steps: the weights are finite but overflow
     throw std::runtime_error(fmt::format(
         "the validation loss is {} after {} steps ({} skipped): the trained model's forward "
@@ -409,8 +415,8 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   summary["final_train_loss"] = trainer.losses().empty() ? 0.0 : trainer.losses().back();
   summary["validation_loss"] = v;
   summary["validation_perplexity"] = std::exp(std::min(v, 20.0));
-  summary["validation_windows"] = windows;
-  summary["validation_tokens"] = static_cast<int64_t>(eval_starts.size()) * run.model.seq_len;
+  summary["validation_windows"] = run.data.eval_windows;
+  summary["validation_tokens"] = static_cast<int64_t>(eval.starts.size()) * run.model.seq_len;
   summary["clipped_steps"] = trainer.clipped_steps();
   summary["skipped_steps"] = trainer.skipped_steps();
   summary["wall_seconds"] = trainer.wall_seconds();  // every invocation of the run, resumed too
@@ -427,11 +433,90 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   summary["provenance"] = provenance_json(threads);
   write_file_atomic(out + "/summary.json", json::dump(summary, 2) + "\n");
   fmt::print("validation loss {:.6f} perplexity {:.3f} after {} steps ({})\n", v,
-             std::exp(std::min(v, 20.0)), trainer.step(), eval_what);
+             std::exp(std::min(v, 20.0)), trainer.step(), eval.what);
   if (run.data.eval_full)
     fmt::print("full validation loss {:.6f} perplexity {:.3f} ({} tokens)\n", full,
                std::exp(std::min(full, 20.0)), full_tokens);
-  fmt::print("weights: {}/model.safetensors\ncheckpoint: {}\n", out, ckpt);
+  fmt::print("weights: {}/model.safetensors\ncheckpoint: {}\n", out, checkpoint_path_in(out));
+}
+
+}  // namespace
+
+// The train command on one rank; `agreed` is set once every rank is known to run the same
+// settings (from then on an error every rank raises alike is reported once instead of aborting).
+static int train_on_rank(int argc, char** argv, int start, World& world, bool& agreed) {
+  Flags f(
+      "train",
+      "Train a micro-LM. Settings come from --config (a JSON file; train/lm/README.md, section\n"
+      "\"Run configuration\", lists every key) or --preset, and flags (flags given\n"
+      "explicitly override the config file or the preset; --config and --preset together are\n"
+      "refused: each names a whole set of sizes).\n\n" +
+          preset_help_text());
+  declare_train_flags(f);
+  if (!f.parse(argc, argv, start)) {
+    if (world.rank() == 0) fmt::print("{}", f.help());
+    return 0;
+  }
+  InitialModel init;
+  RunConfig run = train_run_from_flags(f, init);
+  // Every rank must be asked the same before anything is refused or run (ranks.h).
+  check_same_flags(world, f, to_json(run));
+  agreed = true;
+  apply_layout_flags(f, world.size(), run);  // and run.validate(): before the data is read
+  // The thread count: --threads, the environment, else sized to the run (one per GFLOP a step).
+  const ThreadChoice thread_choice = apply_threads_for_run(f, run);
+  // Training steps and the evaluations after them run in the config's matmul precision, held
+  // until the command returns (a config file asking for bf16 on a CPU without it is refused here).
+  check_precision_supported(run.training.precision, "training.precision");
+  const MatmulPrecisionScope precision(run.training.precision);
+  // Sizes the machine cannot hold: refused before the data is read too (the tokenizer's size is
+  // at most the vocab asked for; the Trainer checks again with the real one).
+  check_memory_fits(
+      estimate_memory(run.model, run.training.batch),
+      fmt::format("training {} with batch {}", run.model.describe(), run.training.batch));
+  const bool writes = world.rank() == 0;  // rank 0 prints and writes the run's files
+  refuse_replacing_a_run(f, world);
+  const std::string out = f.get("output-dir");
+  const bool resuming = !f.get("resume").empty(), overwrite = f.get_bool("overwrite");
+  Splits data = load_train_data(f, world, run, init.tokenizer_json);
+  const TrainingConfig& cfg = run.training;
+  TrainSamples samples(f, data.corpus.tokenizer, cfg.seed);
+  // Nothing in the output folder changes until the checkpoint to resume from passed every check:
+  // a refused resume leaves config.json and steps.jsonl as they were.
+  MicroLMTrainer trainer(run, data.train, &world.collectives());
+  if (init.model) load_weights(init.dir + "/model.safetensors", trainer.model());
+  if (resuming) trainer.load_checkpoint(f.get("resume"));
+  trainer.set_skip_nonfinite(f.get_bool("skip-nonfinite"));
+  if (writes) write_run_start(out, overwrite, resuming, run, data, trainer.step());
+  Progress progress(f.get_bool("quiet") || !writes, writes ? out + "/steps.jsonl" : "", resuming);
+  progress.set_prior_seconds(trainer.wall_seconds());
+  progress.message(
+      fmt::format("training {} ({} parameters) for {} steps on {} ({} train ids), {}, "
+                  "OMP_WAIT_POLICY={}",
+                  run.model.describe(), trainer.model().parameter_count(), cfg.steps,
+                  data.description, data.train.size(), thread_choice.describe(),
+                  std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset"));
+  if (world.size() > 1 || cfg.accum > 1) progress.message(layout_line(world, trainer));
+  const EvalWindows eval = validation_windows(run, data);
+  const TrainLoop loop{f,     world, run, data, eval, samples, progress, checkpoint_path_in(out),
+                       writes};
+  // Ctrl-C / SIGTERM stop at a step boundary in one process; over MPI ranks mpirun ends the job
+  // (the ranks could not agree on the step to stop at) and the last checkpoint resumes.
+  if (world.size() == 1) install_stop_handlers();
+  try {
+    trainer.run(cfg.steps, [&](const StepLog& log) { after_train_step(loop, trainer, log); });
+  } catch (const Interrupted& e) {
+    progress.finish();
+    trainer.save_checkpoint(loop.ckpt);
+    fmt::print(stderr, "depthgrad train: {}; checkpoint saved: {}\nresume with:\n  {}\n", e.what(),
+               loop.ckpt,
+               resume_command(argc, argv, {"resume"}, {{"resume", loop.ckpt}}, {"overwrite"}));
+    return e.exit_code();
+  }
+  progress.finish();
+  trainer.save_checkpoint(loop.ckpt);
+  if (!writes) return 0;
+  write_run_end(out, run, data, eval, init, trainer, thread_choice.threads);
   return 0;
 }
 
@@ -445,8 +530,10 @@ int cmd_train(int argc, char** argv, int start) {
 int cmd_eval(int argc, char** argv, int start) {
   Flags f("eval",
           "Evaluate a checkpoint (model.safetensors or checkpoint.safetensors from depthgrad "
-          "train) on a split.");
-  f.add("checkpoint", "", "weights or training checkpoint written by depthgrad train (required)")
+          "train, or the model.safetensors of depthgrad import) on a split.");
+  f.add("checkpoint", "",
+        "weights or training checkpoint written by depthgrad train, or the model.safetensors of "
+        "depthgrad import (required)")
       .add("split", "validation", "train | validation | test")
       .add("windows", "0", "windows of seq_len to evaluate (0 = every window of the split)")
       .add("tokenizer", "",

@@ -34,12 +34,15 @@ const char* kUsage =
     "  evolve      evolutionary search over micro-LM genomes\n"
     "  train       train a micro-LM (flags or a JSON config), with checkpoints and resume\n"
     "  eval        evaluate a checkpoint on a split\n"
-    "  generate    continue a prompt with a trained model (streams text; K/V-cached decoding)\n"
+    "  generate    continue a prompt with a trained or imported model (streams text; K/V-cached\n"
+    "              decoding)\n"
     "  tokenize    train or apply a byte-level BPE tokenizer\n"
     "  import      read a Hugging Face GPT-2 or Llama folder as a depthgrad model\n"
-    "  export      write a depthgrad model as a Hugging Face folder (--to hf)\n"
+    "  export      write a depthgrad model as a Hugging Face folder (--to hf) or a GGUF file for\n"
+    "              llama.cpp (--to gguf)\n"
     "  gradcheck   run the op gradient-check suite and print a table\n"
-    "  bench       training-speed benchmark (optionally against PyTorch)\n"
+    "  bench       training speed (optionally against PyTorch and MPI ranks); --generate times\n"
+    "              generation\n"
     "  list        list the paper keys reproduce knows\n\n"
     "`depthgrad <command> --help` shows each command's flags and defaults.\n";
 }  // namespace

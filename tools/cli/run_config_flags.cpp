@@ -71,9 +71,18 @@ void apply_run_config_flags(const Flags& f, RunConfig& config) {
     if (!problem.empty()) throw UsageError(fmt::format("--{}: {}", flag, problem));
   }
   // A precision this CPU cannot run is refused here, before any data is read.
-  if (f.declared("precision") && f.given("precision") &&
-      config.training.precision == MatmulPrecision::bf16 && !bf16_unsupported_reason().empty())
-    throw UsageError("--precision bf16: " + bf16_unsupported_reason());
+  if (f.declared("precision") && f.given("precision")) parse_precision_flag(f.get("precision"));
+}
+
+MatmulPrecision parse_precision_flag(const std::string& text) {
+  MatmulPrecision p = MatmulPrecision::float32;
+  try {
+    p = parse_precision(text, "--precision");
+    check_precision_supported(p, "--precision");
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+  return p;
 }
 
 }  // namespace dg::cli

@@ -34,4 +34,10 @@ void apply_run_config_flags(const Flags& f, RunConfig& config);
 // The setting's value as a flag's text: 0.0006, cosine, true.
 std::string setting_text(const Setting<RunConfig>& row, const RunConfig& config);
 
+// The one reading of a --precision value (train, reproduce and evolve through the settings table
+// above, bench for each of its comma-separated values): float32 or bf16, refused as a UsageError
+// naming the flag when it is neither or when this CPU cannot run it (check_precision_supported,
+// tensor/gemm_kernels.h).
+MatmulPrecision parse_precision_flag(const std::string& text);
+
 }  // namespace dg::cli

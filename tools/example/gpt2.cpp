@@ -204,6 +204,88 @@ void keep_first_lines(const std::string& path, int64_t lines) {
   std::ofstream(path, std::ios::trunc) << kept;
 }
 
+// The text, split by position (the last 10% from a line break on is validation), and a BPE
+// trained on the training part.
+struct TextData {
+  std::string text;
+  dg::BpeTokenizer tokenizer;
+  std::vector<int32_t> train_ids, validation_ids;
+  double tokenizer_seconds = 0;
+};
+
+TextData load_text(Flags& flags) {
+  if (flags.str("text").empty()) throw std::invalid_argument("--text FILE is required");
+  TextData d;
+  d.text = read_text(flags.str("text"));
+  const std::string& text = d.text;
+  const size_t cut = text.find('\n', text.size() * 9 / 10);
+  if (cut == std::string::npos) throw std::runtime_error("--text: no line break in its last 10%");
+  const std::string_view train_text(text.data(), cut + 1), validation_text(text.data() + cut + 1);
+  auto t0 = std::chrono::steady_clock::now();
+  d.tokenizer = dg::train_bpe({train_text}, static_cast<int>(flags.integer("vocab")), 2, {},
+                              /*full_byte_alphabet=*/true);
+  d.train_ids = d.tokenizer.encode(train_text);
+  d.validation_ids = d.tokenizer.encode(validation_text);
+  d.tokenizer_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return d;
+}
+
+// The loop's settings: AdamW with β2 0.95 and weight decay 0.1 on matrices, warm-up (5% of the
+// steps unless --warmup) then cosine.
+dg::TrainingConfig training_settings(Flags& flags, uint64_t seed) {
+  dg::TrainingConfig settings;
+  settings.steps = flags.integer("steps");
+  settings.batch = flags.integer("batch");
+  settings.accum = flags.integer("accum");
+  settings.seed = seed;
+  settings.adamw = {.lr = flags.number("lr"),
+                    .beta2 = 0.95,
+                    .weight_decay = 0.1,
+                    .decay = dg::DecayPolicy::matrices_only};
+  settings.schedule.kind = dg::Schedule::Kind::warmup_cosine;
+  settings.schedule.warmup_steps = flags.integer("warmup") >= 0
+                                       ? flags.integer("warmup")
+                                       : std::max<int64_t>(1, settings.steps / 20);
+  return settings;
+}
+
+// Ranks stop together: each says whether it saw a signal (mpirun passes Ctrl-C on as SIGTERM to
+// every rank, not at one step; a batch system may signal one rank only), and only what they
+// agreed on counts: a signal that lands on one rank after the exchange is acted on at the next
+// step by every rank, never by that rank alone (which would leave the others waiting in the next
+// step's collectives).
+void stop_together(dg::Collectives* world, const dg::StepLog& s) {
+  if (world) {
+    int signal = 0;
+    for (double seen : world->all_gather(std::vector<double>{double(dg::stop_signal())}))
+      signal = std::max(signal, static_cast<int>(seen));
+    if (signal == 0) return;
+    if (dg::stop_signal() == 0) dg::request_stop(signal);
+  }
+  dg::stop_if_requested(fmt::format("after step {} of {}", s.step + 1, s.steps));
+}
+
+// A sample of --sample-tokens tokens after --prompt, drawn through the CausalLM interface on the
+// model's own K/V cache and printed as it is decoded.
+void print_sample(Flags& flags, gpt2::Model& model, const TextData& data, uint64_t seed) {
+  gpt2::CachedLM lm(model);
+  std::vector<int32_t> prompt = data.tokenizer.encode(flags.str("prompt"));
+  if (prompt.empty()) prompt = {data.train_ids[0]};
+  const dg::GenerationOptions options{
+      .max_new_tokens = flags.integer("sample-tokens"),
+      .sampling = {.temperature = flags.number("temperature"), .top_k = 40, .seed = seed}};
+  fmt::print("sample:\n{}", flags.str("prompt"));
+  dg::Utf8Stream stream;
+  const dg::GenerationResult r = dg::generate_tokens(lm, prompt, options, [&](int32_t id) {
+    fmt::print("{}", stream.push(data.tokenizer.decode({id})));
+    std::fflush(stdout);
+  });
+  fmt::print("{}\n({} tokens in {:.2f} s, {:.0f} tokens/s, {} context moves)\n", stream.finish(),
+             r.tokens.size(), r.seconds, static_cast<double>(r.tokens.size()) / r.seconds,
+             r.context_resets);
+}
+
 // world: the MPI process group, or null for one process.
 int run(int argc, char** argv, dg::Collectives* world) {
   Flags flags(argc, argv);
@@ -216,21 +298,9 @@ int run(int argc, char** argv, dg::Collectives* world) {
   if (flags.integer("threads") > 0) dg::set_threads(static_cast<int>(flags.integer("threads")));
 
   // ---- data: the text, split by position; a BPE trained on the training part ----
-  if (flags.str("text").empty()) throw std::invalid_argument("--text FILE is required");
-  const std::string text = read_text(flags.str("text"));
-  const size_t cut = text.find('\n', text.size() * 9 / 10);
-  if (cut == std::string::npos) throw std::runtime_error("--text: no line break in its last 10%");
-  const std::string_view train_text(text.data(), cut + 1), validation_text(text.data() + cut + 1);
-  auto t0 = std::chrono::steady_clock::now();
-  const dg::BpeTokenizer tokenizer =
-      dg::train_bpe({train_text}, static_cast<int>(flags.integer("vocab")), 2, {},
-                    /*full_byte_alphabet=*/true);
-  const std::vector<int32_t> train_ids = tokenizer.encode(train_text),
-                             validation_ids = tokenizer.encode(validation_text);
-  const double tokenizer_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-  gpt2::Config config{.vocab = tokenizer.vocab_size(),
+  const TextData data = load_text(flags);
+  const std::vector<int32_t>&train_ids = data.train_ids, &validation_ids = data.validation_ids;
+  gpt2::Config config{.vocab = data.tokenizer.vocab_size(),
                       .context = flags.integer("seq-len"),
                       .dim = flags.integer("dim"),
                       .layers = flags.integer("layers"),
@@ -242,8 +312,9 @@ int run(int argc, char** argv, dg::Collectives* world) {
     fmt::print(
         "text: {} bytes -> {} train + {} validation tokens (BPE of {} ids, {:.1f} s); model: "
         "dim {} layers {} heads {} context {}, {} parameters\n",
-        text.size(), train_ids.size(), validation_ids.size(), config.vocab, tokenizer_seconds,
-        config.dim, config.layers, config.heads, config.context, model.parameter_count());
+        data.text.size(), train_ids.size(), validation_ids.size(), config.vocab,
+        data.tokenizer_seconds, config.dim, config.layers, config.heads, config.context,
+        model.parameter_count());
   const int64_t T = config.context;
   const std::vector<int32_t> check_ids(
       validation_ids.begin(), validation_ids.begin() + std::min<size_t>(T, validation_ids.size()));
@@ -262,19 +333,7 @@ int run(int argc, char** argv, dg::Collectives* world) {
   const dg::LossFunction loss = [&model](dg::Module&, const dg::Batch& b) {
     return model.loss(b[0], b[1]);  // inputs, targets: int32 [batch, T]
   };
-  dg::TrainingConfig settings;
-  settings.steps = flags.integer("steps");
-  settings.batch = flags.integer("batch");
-  settings.accum = flags.integer("accum");
-  settings.seed = seed;
-  settings.adamw = {.lr = flags.number("lr"),
-                    .beta2 = 0.95,
-                    .weight_decay = 0.1,
-                    .decay = dg::DecayPolicy::matrices_only};
-  settings.schedule.kind = dg::Schedule::Kind::warmup_cosine;
-  settings.schedule.warmup_steps = flags.integer("warmup") >= 0
-                                       ? flags.integer("warmup")
-                                       : std::max<int64_t>(1, settings.steps / 20);
+  const dg::TrainingConfig settings = training_settings(flags, seed);
   dg::Trainer trainer(model, train_windows, dg::Sampler::random(train_windows.size(), seed), loss,
                       settings, config.to_json(), world);
 
@@ -282,7 +341,7 @@ int run(int argc, char** argv, dg::Collectives* world) {
   const std::string checkpoint = out + "/checkpoint.safetensors", log_path = out + "/steps.jsonl";
   if (root) {
     std::filesystem::create_directories(out);
-    tokenizer.save(out + "/tokenizer.json");
+    data.tokenizer.save(out + "/tokenizer.json");
   }
   if (!flags.str("resume").empty()) {
     trainer.load_checkpoint(flags.str("resume"));
@@ -322,19 +381,7 @@ int run(int argc, char** argv, dg::Collectives* world) {
       }
       if (checkpoint_every > 0 && (s.step + 1) % checkpoint_every == 0)
         trainer.save_checkpoint(checkpoint);
-      // Ranks stop together: each says whether it saw a signal (mpirun passes Ctrl-C on as
-      // SIGTERM to every rank, not at one step; a batch system may signal one rank only), and
-      // only what they agreed on counts: a signal that lands on one rank after the exchange is
-      // acted on at the next step by every rank, never by that rank alone (which would leave the
-      // others waiting in the next step's collectives).
-      if (world) {
-        int signal = 0;
-        for (double seen : world->all_gather(std::vector<double>{double(dg::stop_signal())}))
-          signal = std::max(signal, static_cast<int>(seen));
-        if (signal == 0) return;
-        if (dg::stop_signal() == 0) dg::request_stop(signal);
-      }
-      dg::stop_if_requested(fmt::format("after step {} of {}", s.step + 1, s.steps));
+      stop_together(world, s);
     });
   } catch (const dg::Interrupted& e) {
     trainer.save_checkpoint(checkpoint);
@@ -357,23 +404,7 @@ int run(int argc, char** argv, dg::Collectives* world) {
 
   // ---- generation through the CausalLM interface, on the model's own K/V cache ----
   const bool cache_ok = report_cache_check(check_cache(model, check_ids), T);
-  if (flags.integer("sample-tokens") > 0) {
-    gpt2::CachedLM lm(model);
-    std::vector<int32_t> prompt = tokenizer.encode(flags.str("prompt"));
-    if (prompt.empty()) prompt = {train_ids[0]};
-    const dg::GenerationOptions options{
-        .max_new_tokens = flags.integer("sample-tokens"),
-        .sampling = {.temperature = flags.number("temperature"), .top_k = 40, .seed = seed}};
-    fmt::print("sample:\n{}", flags.str("prompt"));
-    dg::Utf8Stream stream;
-    const dg::GenerationResult r = dg::generate_tokens(lm, prompt, options, [&](int32_t id) {
-      fmt::print("{}", stream.push(tokenizer.decode({id})));
-      std::fflush(stdout);
-    });
-    fmt::print("{}\n({} tokens in {:.2f} s, {:.0f} tokens/s, {} context moves)\n", stream.finish(),
-               r.tokens.size(), r.seconds, static_cast<double>(r.tokens.size()) / r.seconds,
-               r.context_resets);
-  }
+  if (flags.integer("sample-tokens") > 0) print_sample(flags, model, data, seed);
   return cache_ok ? 0 : 1;
 }
 

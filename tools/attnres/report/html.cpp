@@ -203,30 +203,24 @@ std::string training_charts(const Value& r, const std::vector<Arm>& arms, size_t
   return h;
 }
 
-}  // namespace
+// What every section of the reproduction page reads: the result, its arms and seed count, and
+// the cells that carry each number's path (ids stay unique across sections).
+struct ReproducePage {
+  const Value& r;
+  std::vector<Arm> arms;
+  std::string b, m;  // the baseline's and the method's names
+  size_t n_seeds = 0;
+  Cells cells;
+};
 
-std::string render_reproduce_html(const Value& r) {
-  const std::vector<Arm> arms = arms_of(r);
-  const std::string b = arms[0].name, m = arms[1].name;
-  const size_t n_seeds = seed_count(r);
-  PageShell shell;
-  shell.title = string_at(r, "paper.title");
-  shell.command = "reproduce";
-  shell.meta_html =
-      fmt::format("protocol <b>{}</b> · arXiv {} · {} · {}", html_escape(string_at(r, "protocol")),
-                  html_escape(string_at(r, "paper.arxiv_id")),
-                  html_escape(string_at(r, "provenance.created_at")),
-                  html_escape(string_at(r, "provenance.code_commit")));
-  shell.version = string_at(r, "provenance.version");
-  shell.footer_html =
-      "Every number in a table cell carries its result.json path (data-json) and exact value "
-      "(data-value).";
-  Cells cells(r);
+// The Comparison section: the arms side by side and the relative change.
+std::string comparison_section(ReproducePage& page) {
+  const Value& r = page.r;
+  const std::vector<Arm>& arms = page.arms;
+  const std::string& b = page.b;
+  const size_t n_seeds = page.n_seeds;
+  Cells& cells = page.cells;
   std::string h;
-  h += "<div class=\"banner\">" + fidelity_banner_text(r, true) + "</div>\n";
-  h += "<div class=\"banner tier\">" + tier_banner_text(r, true) + "</div>\n";
-
-  // ---- comparison ----
   h += "<section id=\"comparison\">\n<h2>Comparison</h2>\n<p>" + html_escape(budget_line(r)) +
        "</p>\n";
   const bool spread = n_seeds > 1;  // several seeds: show the sample std beside each mean
@@ -292,8 +286,15 @@ std::string render_reproduce_html(const Value& r) {
   if (const std::string scope = string_at(r, "scope"); !scope.empty())
     h += "<p><b>Scope.</b> " + html_escape(scope) + "</p>\n";
   h += "</section>\n";
+  return h;
+}
 
-  // ---- against the reference ----
+// Parity runs: the reference run's recorded numbers beside this run's.
+std::string reference_section(ReproducePage& page) {
+  const Value& r = page.r;
+  const std::vector<Arm>& arms = page.arms;
+  Cells& cells = page.cells;
+  std::string h;
   if (optional_value_at(r, "reference_recorded")) {  // parity runs only
     h += "<section id=\"reference\">\n<h2>Against the reference's recorded values</h2>\n";
     h += "<p>The reference run's recorded numbers beside this run's; Δ = depthgrad − "
@@ -313,8 +314,18 @@ std::string render_reproduce_html(const Value& r) {
       }
     h += "</table>\n</section>\n";
   }
+  return h;
+}
 
-  // ---- paired statistics ----
+// Several seeds or --protocol paired: the paired statistics, per seed and charted.
+std::string paired_section(ReproducePage& page) {
+  const Value& r = page.r;
+  const std::vector<Arm>& arms = page.arms;
+  const std::string& b = page.b;
+  const std::string& m = page.m;
+  const size_t n_seeds = page.n_seeds;
+  Cells& cells = page.cells;
+  std::string h;
   if (optional_value_at(r, "paired")) {  // several seeds or --protocol paired
     h += "<section id=\"paired\">\n<h2>Paired statistics</h2>\n";
     h += fmt::format(
@@ -377,8 +388,16 @@ std::string render_reproduce_html(const Value& r) {
             (n_seeds > 1 ? "; shaded: its 95% t confidence interval (paired.ci95)" : "") + ".");
     h += "</section>\n";
   }
+  return h;
+}
 
-  // ---- training curves ----
+// The training curves and each arm's training per seed.
+std::string training_section(ReproducePage& page) {
+  const Value& r = page.r;
+  const std::vector<Arm>& arms = page.arms;
+  const size_t n_seeds = page.n_seeds;
+  Cells& cells = page.cells;
+  std::string h;
   h += "<section id=\"training\">\n<h2>Training</h2>\n";
   h += training_charts(r, arms, n_seeds);
   h += "<table>\n<tr><th class=\"num\">Seed</th><th>Variant</th><th class=\"num\">Clipped "
@@ -396,8 +415,16 @@ std::string render_reproduce_html(const Value& r) {
            cells.td(p + ".training.seconds", {Style::fixed, 2}) + "</tr>\n";
     }
   h += "</table>\n</section>\n";
+  return h;
+}
 
-  // ---- routes ----
+// The routing weights per layer and source, one seed shown, the others folded.
+std::string routes_section(ReproducePage& page) {
+  const Value& r = page.r;
+  const std::vector<Arm>& arms = page.arms;
+  const std::string& b = page.b;
+  const size_t n_seeds = page.n_seeds;
+  std::string h;
   h += "<section id=\"routes\">\n<h2>Routing weights</h2>\n";
   h += "<p>Mean routing weight per layer (rows) and residual source (columns: emb = token "
        "embedding, Bk = output of block k), "
@@ -429,8 +456,17 @@ std::string render_reproduce_html(const Value& r) {
       h += "<details><summary>" + html_escape(heading) + "</summary>\n" + body + "</details>\n";
   }
   h += "</section>\n";
+  return h;
+}
 
-  // ---- JS per layer ----
+// The QK/V route divergence per layer.
+std::string js_section(ReproducePage& page) {
+  const Value& r = page.r;
+  const std::string& b = page.b;
+  const std::string& m = page.m;
+  const size_t n_seeds = page.n_seeds;
+  Cells& cells = page.cells;
+  std::string h;
   h += "<section id=\"js\">\n<h2>QK/V route divergence per layer</h2>\n";
   h += "<p>Jensen–Shannon divergence (natural log) between the QK and V routing distributions of " +
        html_escape(m) +
@@ -506,8 +542,13 @@ std::string render_reproduce_html(const Value& r) {
     }
   }
   h += "</section>\n";
+  return h;
+}
 
-  // ---- omitted ----
+// What the run left out, and why.
+std::string omitted_section(ReproducePage& page) {
+  const Value& r = page.r;
+  std::string h;
   if (const json::Object& omitted = object_at(r, "omitted"); !omitted.empty()) {
     h += "<section id=\"omitted\">\n<h2>Omitted</h2>\n<ul>\n";
     for (const auto& [key, why] : omitted)
@@ -515,8 +556,13 @@ std::string render_reproduce_html(const Value& r) {
           "<li><code>" + html_escape(key) + "</code>: " + html_escape(scalar_text(why)) + "</li>\n";
     h += "</ul>\n</section>\n";
   }
+  return h;
+}
 
-  // ---- setup and provenance ----
+// The run's settings and provenance.
+std::string setup_section(ReproducePage& page) {
+  const Value& r = page.r;
+  std::string h;
   h += "<section id=\"setup\">\n<h2>Setup</h2>\n<table class=\"kv\">\n";
   const json::Object& items = object_at(r, "setup");
   for (size_t i = 0; i < items.size(); i += 2) {  // two settings per row
@@ -540,6 +586,37 @@ std::string render_reproduce_html(const Value& r) {
   if (const std::string t = string_at(r, "dataset.tokenizer_sha256"); !t.empty())
     h += html_row("tokenizer sha256", "<code class=\"hash\">" + html_escape(t) + "</code>");
   h += "</table>\n</section>\n";
+  return h;
+}
+
+}  // namespace
+
+std::string render_reproduce_html(const Value& r) {
+  const std::vector<Arm> arms = arms_of(r);
+  ReproducePage page{r, arms, arms[0].name, arms[1].name, seed_count(r), Cells(r)};
+  PageShell shell;
+  shell.title = string_at(r, "paper.title");
+  shell.command = "reproduce";
+  shell.meta_html =
+      fmt::format("protocol <b>{}</b> · arXiv {} · {} · {}", html_escape(string_at(r, "protocol")),
+                  html_escape(string_at(r, "paper.arxiv_id")),
+                  html_escape(string_at(r, "provenance.created_at")),
+                  html_escape(string_at(r, "provenance.code_commit")));
+  shell.version = string_at(r, "provenance.version");
+  shell.footer_html =
+      "Every number in a table cell carries its result.json path (data-json) and exact value "
+      "(data-value).";
+  std::string h;
+  h += "<div class=\"banner\">" + fidelity_banner_text(r, true) + "</div>\n";
+  h += "<div class=\"banner tier\">" + tier_banner_text(r, true) + "</div>\n";
+  h += comparison_section(page);
+  h += reference_section(page);
+  h += paired_section(page);
+  h += training_section(page);
+  h += routes_section(page);
+  h += js_section(page);
+  h += omitted_section(page);
+  h += setup_section(page);
   return render_page(shell, h);
 }
 

@@ -19,17 +19,13 @@ using json::Value;
 
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-}  // namespace
 
-std::string render_reproduce_markdown(const Value& r) {
-  const std::vector<Arm> arms = arms_of(r);
-  const std::string b = arms[0].name, m = arms[1].name;
-  const size_t n_seeds = seed_count(r);
-  std::string md = "# " + string_at(r, "paper.title") + "\n\n";
-  md += "> " + fidelity_banner_text(r, false) + "\n\n";
-  md += "> " + tier_banner_text(r, false) + "\n\n";
-
-  // The reference's body (§6.4), in English and with the baseline named as what it is.
+// The reference's body (§6.4), in English and with the baseline named as what it is: the arms'
+// losses, perplexities and sizes, the relative change and the paper's claim.
+std::string reference_body_md(const Value& r, const std::vector<Arm>& arms, size_t n_seeds) {
+  const std::string& b = arms[0].name;
+  const std::string& m = arms[1].name;
+  std::string md;
   md += budget_line(r) + "\n\n";
   // Every loss column says what it was computed on.
   const bool full = optional_value_at(r, "baseline.full_validation_lm_loss") &&
@@ -62,8 +58,14 @@ std::string render_reproduce_markdown(const Value& r) {
   md += "\n" + paper_line(r) + "\n";
   if (const std::string scope = string_at(r, "scope"); !scope.empty())
     md += "\n## Reproduction scope\n\n" + scope + "\n";
+  return md;
+}
 
-  // ---- depthgrad's additions ----
+// The QK/V route divergence: the reference's statistic, then per layer.
+std::string route_divergence_md(const Value& r, const std::vector<Arm>& arms, size_t n_seeds) {
+  const std::string& b = arms[0].name;
+  const std::string& m = arms[1].name;
+  std::string md;
   md += "\n## QK/V route divergence\n\n";
   md += fmt::format(
       "Jensen–Shannon divergence (natural log) between the QK and V routing distributions, "
@@ -108,7 +110,12 @@ std::string render_reproduce_markdown(const Value& r) {
       }
     }
   }
+  return md;
+}
 
+// Training: clipping, and each arm's steps and losses per seed.
+std::string training_md(const Value& r, const std::vector<Arm>& arms, size_t n_seeds) {
+  std::string md;
   md += "\n## Training\n\nGradient clipping at norm " +
         format_number(number_at(r, "setup.gradient_clip"), {Style::general, 4}) +
         "; a step is clipped when the gradient norm before clipping exceeds it.\n\n";
@@ -127,7 +134,12 @@ std::string render_reproduce_markdown(const Value& r) {
                       format_number(number_at(r, p + ".final_loss"), {Style::fixed, 4}),
                       format_number(number_at(r, p + ".training.seconds"), {Style::fixed, 2}));
     }
+  return md;
+}
 
+// Parity runs: the reference run's recorded numbers beside this run's.
+std::string reference_recorded_md(const Value& r, const std::vector<Arm>& arms) {
+  std::string md;
   if (optional_value_at(r, "reference_recorded")) {  // parity runs only
     md += "\n## Against the reference's recorded values\n\n";
     md +=
@@ -145,7 +157,14 @@ std::string render_reproduce_markdown(const Value& r) {
                           format_number(got - ref, {Style::signed_sci, 3}));
       }
   }
+  return md;
+}
 
+// Several seeds or --protocol paired: the per-seed differences and the paired tests.
+std::string paired_md(const Value& r, const std::vector<Arm>& arms, size_t n_seeds) {
+  const std::string& b = arms[0].name;
+  const std::string& m = arms[1].name;
+  std::string md;
   if (optional_value_at(r, "paired")) {  // several seeds or --protocol paired
     const int64_t n = static_cast<int64_t>(number_at(r, "paired.n"));
     md += "\n## Paired statistics\n\n";
@@ -183,7 +202,12 @@ std::string render_reproduce_markdown(const Value& r) {
     for (const auto& [label, text] : paired_scale_rows(r, false))
       md += fmt::format("- {}: {}\n", label, text);
   }
+  return md;
+}
 
+// What was omitted, the setup and the provenance.
+std::string appendix_md(const Value& r) {
+  std::string md;
   if (const json::Object& omitted = object_at(r, "omitted"); !omitted.empty()) {
     md += "\n## Omitted\n\n";
     for (const auto& [key, why] : omitted) md += fmt::format("- `{}`: {}\n", key, scalar_text(why));
@@ -207,6 +231,24 @@ std::string render_reproduce_markdown(const Value& r) {
     md += fmt::format("| tokenizer sha256 | `{}` |\n", t);
   if (const double w = number_at(r, "runtime.wall_seconds"); std::isfinite(w))
     md += fmt::format("| wall seconds | {:.2f} |\n", w);
+  return md;
+}
+
+}  // namespace
+
+std::string render_reproduce_markdown(const Value& r) {
+  const std::vector<Arm> arms = arms_of(r);
+  const size_t n_seeds = seed_count(r);
+  std::string md = "# " + string_at(r, "paper.title") + "\n\n";
+  md += "> " + fidelity_banner_text(r, false) + "\n\n";
+  md += "> " + tier_banner_text(r, false) + "\n\n";
+  md += reference_body_md(r, arms, n_seeds);
+  // ---- depthgrad's additions ----
+  md += route_divergence_md(r, arms, n_seeds);
+  md += training_md(r, arms, n_seeds);
+  md += reference_recorded_md(r, arms);
+  md += paired_md(r, arms, n_seeds);
+  md += appendix_md(r);
   return md;
 }
 
