@@ -145,7 +145,7 @@ int cmd_evolve(int argc, char** argv, int start) {
     }
     apply_run_config_flags(f, sizes);  // ranges checked: --dim 0, --lr -1 are refused
     const MicroLMConfig& m = sizes.model;
-    const TrainingConfig& t = sizes.training;
+    const LMTrainingConfig& t = sizes.training;
     const int64_t kv_heads =
         preset && f.given("heads") && !f.given("kv-heads") ? m.heads : m.kv_heads;
     o.eval_windows = sizes.data.eval_windows;

@@ -231,7 +231,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
                            sha256_hex(init_tokenizer_json), tokenizer_path);
   }
   MicroLMConfig& model = run.model;
-  TrainingConfig& training = run.training;
+  LMTrainingConfig& training = run.training;
   // Settings that follow others unless given: K/V heads follow the heads (from the file, the
   // file's), and the warm-up is 5% of the steps with cosine, none with constant.
   if (!f.given("kv-heads") && !f.given("config")) model.kv_heads = model.heads;
@@ -279,7 +279,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   check_split_length(data.train, "train", model.seq_len, data.description);
   check_split_length(data.validation, "validation", model.seq_len, data.description);
   model.vocab = data.corpus.tokenizer.vocab_size();  // the model takes the tokenizer's size
-  const TrainingConfig& cfg = run.training;
+  const LMTrainingConfig& cfg = run.training;
   const int64_t global_batch = world.size() * cfg.accum * cfg.batch;
   if (cfg.sequential &&
       static_cast<int64_t>(data.train.size()) < global_batch * run.model.seq_len + 1)
