@@ -1,26 +1,3 @@
-// Trainer: the training loop of any Module, as an object that can stop and resume exactly.
-// The caller gives the model (built and initialised), a loss (a function of the model and a
-// batch), the data (a Dataset and a Sampler, train/dataset.h) and the training settings
-// (TrainingConfig, train/lm/run_config.h); the Trainer owns AdamW over the model's flat buffers and
-// runs steps in one order: draw the step's examples, zero the gradients, forward and loss,
-// backward, clip, optimizer step.
-//
-// What it guarantees, for every model (tests/test_trainer.cpp, tests/test_loop_models.cpp):
-//  - Resume: a checkpoint holds the weights by parameter name, AdamW's moments, the step, the
-//    sampler's position and RNG, the default generator (dropout's draws), the loss record and
-//    the wall time, so a resumed run gives bit-identical losses and weights to an uninterrupted
-//    one. The caller's JSON config is stored as metadata and must match on resume.
-//  - Accumulation and ranks: with accum > 1 or over several processes (train/data_parallel.h) a
-//    step runs the micro-batches of one global batch and gives the same bits however they are
-//    spread over the processes; ZeRO-1 (zero = 1) shards the moments and changes no bit.
-//  - Divergence: a non-finite loss or gradient stops the run before the optimizer step, naming
-//    the step and the first non-finite tensor (or skips the step when asked).
-// The loss must be a mean over the batch's examples (so that micro-batch means average to the
-// global batch's mean). Of TrainingConfig the loop reads steps, batch, accum, clip, adamw,
-// schedule and zero; seed, init and sequential are recorded and checked on resume but act through
-// the caller (the sampler carries its own seed; MicroLMTrainer passes training.seed to it and to
-// the model's initialisation).
-// It does not read files, build models or print: the CLI and the examples do.
 // Trainer: the training loop of any Module with any optimiser, as an object that can stop and
 // resume exactly. The caller gives the model (built and initialised), a loss typed to the model (a
 // function of the model and a batch), the data (a Dataset and a Sampler, train/dataset.h), the
