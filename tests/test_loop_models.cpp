@@ -180,7 +180,8 @@ TEST_CASE("an MLP over 2 ranks equals accumulation of 2 micro-batches, byte for 
   TrainingConfig accumulated_settings = settings(9, 4, 2);
   accumulated_settings.clip = 0.05;  // small: most steps clip, so the clip path is compared too
   auto accumulated_net = make_mlp(1, 0);
-  Trainer accumulated(*accumulated_net, data, sampler(), mse, accumulated_settings, adamw(*accumulated_net));
+  Trainer accumulated(*accumulated_net, data, sampler(), mse, accumulated_settings,
+                      adamw(*accumulated_net));
   accumulated.run();
   CHECK(accumulated.clipped_steps() > 0);
 
@@ -195,7 +196,8 @@ TEST_CASE("an MLP over 2 ranks equals accumulation of 2 micro-batches, byte for 
     const std::string ckpt = (dir.path / ("ranks" + std::to_string(zero))).string();
     test::ThreadRanks group(2);
     group.run([&](test::ThreadRanks::Rank& rank) {
-      Trainer t(*nets[rank.rank()], data, sampler(), mse, per_rank, adamw(*nets[rank.rank()]), nullptr, {}, &rank);
+      Trainer t(*nets[rank.rank()], data, sampler(), mse, per_rank, adamw(*nets[rank.rank()]),
+                nullptr, {}, &rank);
       CHECK(t.global_batch() == 8);
       t.run(4);
       t.save_checkpoint(ckpt);  // the whole moments, gathered from the shards with ZeRO-1
@@ -258,7 +260,7 @@ TEST_CASE("divergence of an MLP is named by step and tensor; skipping goes on") 
   // gradient ∞·0 = NaN for that weight only.
   int64_t calls = 0;
   const std::function<Tensor(Sequential&, const Batch&)> poisoned = [&](Sequential& model,
-                                                                         const Batch& b) {
+                                                                        const Batch& b) {
     Tensor loss = mse(model, b);
     if (calls++ >= 3) {
       const Tensor w = model.named_parameters().back().second;
@@ -307,8 +309,8 @@ TEST_CASE("evaluate_loss averages over every example in eval mode; bad setups ar
   const TrainingConfig c = settings(3, 4);
   CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(59, 1), mse, c, adamw(*net)),
                     doctest::Contains("covers 59 examples, the dataset has 60"));
-  CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(60, 1), std::function<Tensor(Sequential&, const Batch&)>(), c,
-                            adamw(*net)),
+  CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(60, 1),
+                            std::function<Tensor(Sequential&, const Batch&)>(), c, adamw(*net)),
                     doctest::Contains("no loss function"));
   Trainer vector_loss(
       *net, data, Sampler::random(60, 1),

@@ -145,9 +145,9 @@ Tensor mse(Sequential& net, const Batch& b) { return mse_loss(net.forward(b[0]),
 std::shared_ptr<Sequential> make_classifier(uint64_t seed) {
   TorchGenerator saved = default_generator();
   manual_seed(seed);
-  auto net = std::make_shared<Sequential>(std::make_unique<Linear>(2, 32), dg::relu,
-                                          std::make_unique<Dropout>(0.2),
-                                          std::make_unique<Linear>(32, 3));
+  auto net =
+      std::make_shared<Sequential>(std::make_unique<Linear>(2, 32), dg::relu,
+                                   std::make_unique<Dropout>(0.2), std::make_unique<Linear>(32, 3));
   default_generator() = saved;
   return net;
 }
@@ -157,8 +157,7 @@ TensorDataset classification_data() {
   const Tensor x = randn({48, 2}, DType::f32, &g);
   std::vector<int32_t> labels;
   const float* p = x.data<float>();
-  for (int64_t i = 0; i < 48; ++i)
-    labels.push_back(p[2 * i] > 0 ? (p[2 * i + 1] > 0 ? 0 : 1) : 2);
+  for (int64_t i = 0; i < 48; ++i) labels.push_back(p[2 * i] > 0 ? (p[2 * i + 1] > 0 ? 0 : 1) : 2);
   return TensorDataset({x, Tensor::from_ids(labels, {48})});
 }
 
@@ -177,8 +176,8 @@ TrainingConfig settings(int64_t steps, int64_t batch, int64_t accum = 1) {
 
 std::vector<float> weights(Trainer& t) { return t.parameters().values.to_floats(); }
 
-// Trains `make(seed)` for c.steps uninterrupted, and again with a checkpoint at `half` loaded into a
-// fresh model (other initial weights) and Trainer; both must agree bit for bit.
+// Trains `make(seed)` for c.steps uninterrupted, and again with a checkpoint at `half` loaded into
+// a fresh model (other initial weights) and Trainer; both must agree bit for bit.
 void check_exact_resume(Kind kind, const std::function<std::shared_ptr<Sequential>(uint64_t)>& make,
                         const TensorDataset& data,
                         const std::function<Tensor(Sequential&, const Batch&)>& loss,
@@ -310,8 +309,9 @@ TEST_CASE("a checkpoint of one optimiser is refused by another, naming both") {
   CHECK_THROWS_WITH(p.load_checkpoint(ckpt), doctest::Contains("optimizer.momentum_buffer."));
 }
 
-TEST_CASE("the Trainer refuses an optimiser that is not over the model, and ZeRO-1 of one that "
-          "cannot shard") {
+TEST_CASE(
+    "the Trainer refuses an optimiser that is not over the model, and ZeRO-1 of one that "
+    "cannot shard") {
   const TensorDataset data = regression_data();
   auto net = make_mlp(1, 0), other = make_mlp(2, 0);
   SGD elsewhere(*other, SGDConfig{});

@@ -208,7 +208,8 @@ void save_training_checkpoint(const std::string& path, const Module& model,
   }
   std::map<std::string, std::string> meta = state.metadata;
   meta["depthgrad.optimizer"] = optimizer.name;
-  for (const auto& [name, value] : optimizer.scalars) meta[scalar_key(name)] = std::to_string(value);
+  for (const auto& [name, value] : optimizer.scalars)
+    meta[scalar_key(name)] = std::to_string(value);
   meta["format"] = "pt";
   save_safetensors(path, entries, meta);
 }
@@ -245,8 +246,8 @@ TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::s
         throw std::runtime_error(
             fmt::format("{}: missing tensor '{}' (not a training checkpoint?)", path, key));
       if (e->shape != p.shape())
-        throw std::runtime_error(fmt::format("{}: tensor '{}' has shape {}, expected {}", path,
-                                             key, shape_str(e->shape), shape_str(p.shape())));
+        throw std::runtime_error(fmt::format("{}: tensor '{}' has shape {}, expected {}", path, key,
+                                             shape_str(e->shape), shape_str(p.shape())));
       states.emplace_back(slot_view(flat, p), tensor_from(*e, path));
       // Second moments are >= 0 (a square's average); any state must be finite.
       check_finite(states.back().second, path, key, state_name == "exp_avg_sq");
@@ -279,8 +280,8 @@ TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::s
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
     // A negative step count would make AdamW's bias corrections negative.
     if (error != std::errc() || end != text.data() + text.size() || parsed < 0)
-      throw std::runtime_error(fmt::format(
-          "{}: metadata '{}' is not a non-negative integer: '{}'", path, key, text));
+      throw std::runtime_error(
+          fmt::format("{}: metadata '{}' is not a non-negative integer: '{}'", path, key, text));
     scalars[name] = parsed;
   }
   TrainingState state;

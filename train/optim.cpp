@@ -456,8 +456,7 @@ void SGD::step() {
       const int64_t sb = shard_begin_;
       T* b = buf_.defined() ? buf_.data<T>() : nullptr;
       sgd_span<T>(params_->values.data<T>() + sb, params_->gradients.data<T>() + sb, b,
-                  shard_end_ - sb, config_, *groups_[0].lr, *groups_[0].weight_decay,
-                  steps_ == 0);
+                  shard_end_ - sb, config_, *groups_[0].lr, *groups_[0].weight_decay, steps_ == 0);
     });
     ++steps_;
     return;

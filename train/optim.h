@@ -76,9 +76,9 @@ class Optimizer {
 // plus integer scalars (step counts). The Trainer saves both in training checkpoints (tensor
 // "optimizer.<state>.<parameter>", metadata "depthgrad.optimizer.<scalar>", the name as
 // "depthgrad.optimizer"), and with ZeRO-1 gathers the per-element state from the ranks' shards
-// and hands each rank its part. A subclass implements name(), step() (Optimizer's), element_state(),
-// reset_state() and, when it has any, the scalars; one whose per-element state cannot be cut over
-// ranks says so in shardable(), and ZeRO-1 is refused naming it.
+// and hands each rank its part. A subclass implements name(), step() (Optimizer's),
+// element_state(), reset_state() and, when it has any, the scalars; one whose per-element state
+// cannot be cut over ranks says so in shardable(), and ZeRO-1 is refused naming it.
 class FlatOptimizer : public Optimizer {
  public:
   // The name in checkpoints and errors: "AdamW", "Adam", "SGD", or the user's.
@@ -87,7 +87,8 @@ class FlatOptimizer : public Optimizer {
   // dtype, by name; element i of a tensor belongs to element shard_begin() + i of the flat buffer.
   // They are the optimiser's own: a checkpoint is loaded by writing into them.
   virtual std::vector<NamedTensor> element_state() = 0;
-  // Integer state by name (step counts); set_scalar_state gets the names scalar_state gave.
+  // Integer state by name; set_scalar_state gets the names scalar_state gave. A scalar "step"
+  // counts the optimizer steps taken: a resume checks it against the loop's count.
   virtual std::map<std::string, int64_t> scalar_state() const { return {}; }
   virtual void set_scalar_state(const std::map<std::string, int64_t>& /*scalars*/) {}
   // False when an element's state is not a function of that element alone (ZeRO-1 is refused).
@@ -199,7 +200,7 @@ class Adam : public FlatOptimizer {
   using Optimizer::step;
   void step() override;
   std::string name() const override { return "Adam"; }
-  std::vector<NamedTensor> element_state() override;  // "exp_avg", "exp_avg_sq"
+  std::vector<NamedTensor> element_state() override;             // "exp_avg", "exp_avg_sq"
   std::map<std::string, int64_t> scalar_state() const override;  // "step"
   void set_scalar_state(const std::map<std::string, int64_t>& scalars) override;
   int64_t steps_taken() const { return adam_.steps; }

@@ -246,9 +246,8 @@ StepLog Trainer::train_step() {
     // With clipping the gradient norm is computed anyway: a non-finite gradient makes it
     // non-finite, and only then are the gradients searched for the first bad one.
     const bool norm_finite = config_.clip <= 0 || std::isfinite(clip.total_norm);
-    const std::string gradient = config_.clip > 0 && norm_finite
-                                     ? std::string()
-                                     : first_nonfinite(flat_.gradients, zero1_);
+    const std::string gradient =
+        config_.clip > 0 && norm_finite ? std::string() : first_nonfinite(flat_.gradients, zero1_);
     if (!gradient.empty())
       problem = fmt::format("the gradient of '{}' is not finite", gradient);
     else if (!norm_finite)

@@ -113,9 +113,8 @@ class Trainer {
   template <class M>
   Trainer(M& model, const Dataset& data, Sampler sampler,
           std::type_identity_t<std::function<Tensor(M&, const Batch&)>> loss,
-          const TrainingConfig& config, FlatOptimizer& optimizer,
-          LrScheduler* scheduler = nullptr, json::Value model_config = {},
-          Collectives* world = nullptr)
+          const TrainingConfig& config, FlatOptimizer& optimizer, LrScheduler* scheduler = nullptr,
+          json::Value model_config = {}, Collectives* world = nullptr)
       : Trainer(TrainingSetup{.model = borrow<Module>(model),
                               .data = borrow<const Dataset>(data),
                               .sampler = std::move(sampler),

@@ -72,16 +72,17 @@ int main() {
   dg::manual_seed(0);  // the weights' draws, then dropout's masks: the default generator
   std::unique_ptr<dg::Sequential> net = make_model(dropout);
   dg::AdamW optimizer(*net, adamw);
-  dg::CosineAnnealingLR schedule(optimizer, settings.steps, /*warmup_steps=*/75, /*min_lr_ratio=*/0.1);
+  dg::CosineAnnealingLR schedule(optimizer, settings.steps, /*warmup_steps=*/75,
+                                 /*min_lr_ratio=*/0.1);
   dg::Trainer trainer(*net, train, sampler(), loss, settings, optimizer, &schedule, model_config);
   const auto progress = [](const dg::StepLog& log) {
     if (log.step % 300 == 0)
       std::printf("step %4lld  loss %.4f  lr %.5f\n", static_cast<long long>(log.step), log.loss,
                   log.lr);
   };
-  // Half-way, a training checkpoint: weights, AdamW's moments and step count, the step, the sampler's position
-  // and the default generator (the dropout masks still to come).
-  // In the temporary folder, under a name of its own: two runs at once must not share the file.
+  // Half-way, a training checkpoint: weights, AdamW's moments and step count, the step, the
+  // sampler's position and the default generator (the dropout masks still to come). In the
+  // temporary folder, under a name of its own: two runs at once must not share the file.
   const std::string name =
       "depthgrad_classifier_" + std::to_string(std::random_device{}()) + ".safetensors";
   const std::string path = (std::filesystem::temp_directory_path() / name).string();

@@ -68,7 +68,8 @@ int main() {
   dg::manual_seed(0);
   std::unique_ptr<dg::Sequential> net = make_model();
   dg::AdamW optimizer(*net, adamw);
-  dg::CosineAnnealingLR schedule(optimizer, settings.steps, /*warmup_steps=*/60, /*min_lr_ratio=*/0.1);
+  dg::CosineAnnealingLR schedule(optimizer, settings.steps, /*warmup_steps=*/60,
+                                 /*min_lr_ratio=*/0.1);
   dg::Trainer trainer(*net, train, sampler(), mse, settings, optimizer, &schedule, model_config);
   const auto progress = [](const dg::StepLog& log) {
     if (log.step % 200 == 0)

@@ -1,10 +1,10 @@
 // The MicroLM as a client of the training loop (train/trainer.h): MicroLMTrainer builds the model
 // a RunConfig describes, initialises it (training.init, training.seed), takes the run's token
 // windows (the reference's random windows, or consecutive ones with training.sequential) and
-// trains it with the generic Trainer, AdamW and the run's schedule. Beside it, one arm of the experiment the way the reference
-// does it (upstream-protocol.md §1.4–1.6, §3, §4): build, initialise, train, take route
-// diagnostics, evaluate — one call per (config, seed).
-// It does not tokenize, read files or write reports (the CLI does).
+// trains it with the generic Trainer, AdamW and the run's schedule. Beside it, one arm of the
+// experiment the way the reference does it (upstream-protocol.md §1.4–1.6, §3, §4): build,
+// initialise, train, take route diagnostics, evaluate — one call per (config, seed). It does not
+// tokenize, read files or write reports (the CLI does).
 #pragma once
 #include <cstdint>
 #include <functional>
