@@ -65,7 +65,7 @@ inline void save_training_checkpoint(const std::string& path, const Module& mode
 }
 // Restores model weights and the optimiser's state: `optimizer` names the optimiser, its element
 // tensors ([total] each, written into) and its scalars (every name is read back). A file of
-// another optimiser (metadata 'depthgrad.optimizer'; absent means AdamW, the only one before)
+// another optimiser (metadata 'depthgrad.optimizer'; a file without it holds AdamW's state)
 // is refused naming both. Returns the metadata and blobs.
 TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::string& path,
                                        Module& model, OptimizerState& optimizer);
