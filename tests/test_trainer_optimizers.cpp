@@ -1,9 +1,10 @@
 // One training loop for any optimiser: SGD with momentum, Adam and a user-written optimiser (a
 // sign-SGD with a per-element momentum) drive the Trainer on models that are not a MicroLM (an
-// MLP and a classifier with dropout): a checkpoint half-way resumes in a fresh Trainer to the
-// uninterrupted run's losses and weights bit for bit (with a StepLR schedule); accumulation over 2
-// micro-batches equals 2 ranks bit for bit, and ZeRO-1 changes no bit; a checkpoint of one
-// optimiser is refused by another, naming both; an optimiser that cannot shard refuses ZeRO-1.
+// MLP and a classifier with dropout, and the GPT-2 example's decoder): a checkpoint half-way
+// resumes in a fresh Trainer to the uninterrupted run's losses and weights bit for bit (with a
+// StepLR schedule); accumulation over 2 micro-batches equals 2 ranks bit for bit, and ZeRO-1
+// changes no bit; a checkpoint of one optimiser is refused by another, naming both; an optimiser
+// that cannot shard refuses ZeRO-1.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "tensor/factory.h"
 #include "tests/temp_dir.h"
 #include "tests/thread_ranks.h"
+#include "tools/example/gpt2_model.h"
 #include "train/trainer.h"
 
 using namespace dg;
@@ -337,4 +339,65 @@ TEST_CASE(
   });
   for (const std::string& e : errors)
     CHECK(e.find("optimizer 'SignSGD' cannot be sharded") != std::string::npos);
+}
+
+TEST_CASE("the GPT-2 example's decoder with SGD and Adam: exact resume, 2 ranks = accumulation") {
+  TempDir dir("trainer_optimizers");
+  const gpt2::Config config{.vocab = 48, .context = 8, .dim = 16, .layers = 1, .heads = 2};
+  std::vector<int32_t> ids(400);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + i / 5) % 48);
+  const TokenWindows windows(ids, config.context, /*stride=*/1);
+  const auto make = [&] {
+    auto model = std::make_unique<gpt2::Model>(config);
+    model->init_weights(3);
+    return model;
+  };
+  const auto loss = [](gpt2::Model& m, const Batch& b) { return m.loss(b[0], b[1]); };
+  const auto sampler = [&] { return Sampler::random(windows.size(), 9); };
+  for (Kind kind : {Kind::sgd_momentum, Kind::adam}) {
+    CAPTURE(kind_name(kind));
+    TrainingConfig c = settings(6, 2, 2);
+    c.clip = 1.0;
+    auto whole_model = make();
+    Optimisation w = optimisation(kind, *whole_model);
+    Trainer whole(*whole_model, windows, sampler(), loss, c, *w.optimizer, w.scheduler,
+                  config.to_json());
+    whole.run(3);
+    const std::string ckpt = (dir.path / "gpt2.safetensors").string();
+    whole.save_checkpoint(ckpt);
+    whole.run();
+
+    auto fresh = std::make_unique<gpt2::Model>(config);
+    fresh->init_weights(4);
+    Optimisation f = optimisation(kind, *fresh);
+    Trainer resumed(*fresh, windows, sampler(), loss, c, *f.optimizer, f.scheduler,
+                    config.to_json());
+    resumed.load_checkpoint(ckpt);
+    resumed.run();
+    CHECK(resumed.losses() == whole.losses());
+    CHECK(weights(resumed) == weights(whole));
+
+    // Two ranks of one micro-batch each: the bits of accumulation 2 in one process.
+    TrainingConfig per_rank = settings(6, 2, 1);
+    per_rank.clip = 1.0;
+    per_rank.zero = 1;
+    std::vector<std::unique_ptr<gpt2::Model>> models;
+    models.push_back(make());
+    models.push_back(make());
+    std::vector<std::vector<double>> losses(2);
+    std::vector<std::vector<float>> values(2);
+    test::ThreadRanks group(2);
+    group.run([&](test::ThreadRanks::Rank& rank) {
+      gpt2::Model& model = *models[rank.rank()];
+      Optimisation o = optimisation(kind, model);
+      Trainer t(model, windows, sampler(), loss, per_rank, *o.optimizer, o.scheduler,
+                config.to_json(), &rank);
+      t.run();
+      losses[rank.rank()] = t.losses();
+      values[rank.rank()] = weights(t);
+    });
+    CHECK(losses[0] == whole.losses());
+    CHECK(values[0] == weights(whole));
+    CHECK(values[1] == values[0]);
+  }
 }
