@@ -401,3 +401,33 @@ TEST_CASE("the GPT-2 example's decoder with SGD and Adam: exact resume, 2 ranks 
     CHECK(values[1] == values[0]);
   }
 }
+
+TEST_CASE("the loop's settings have their own JSON, and a caller's training record must agree") {
+  TrainingConfig c = settings(7, 3, 2);
+  c.clip = 0.5;
+  const json::Value v = training_config_json(c);
+  CHECK(json::dump(v) == R"({"steps":7,"batch":3,"clip":0.5,"seed":5,"accum":2,"zero":0})");
+  const TrainingConfig back = training_config_from_json(v, "cfg");
+  CHECK(json::dump(training_config_json(back)) == json::dump(v));
+  CHECK(TrainingConfig{}.clip == 0);  // the loop does not clip unless asked
+  CHECK_THROWS_WITH(training_config_from_json(json::parse(R"({"batch": 0})", "t"), "cfg"),
+                    doctest::Contains("cfg: training.batch: must be >= 1, got 0"));
+  CHECK_THROWS_WITH(training_config_from_json(json::parse(R"({"lr": 1})", "t"), "cfg"),
+                    doctest::Contains("cfg: training.lr: unknown key"));
+
+  const TensorDataset data = regression_data();
+  auto net = make_mlp(1, 0);
+  auto optimizer = std::make_shared<SGD>(*net, SGDConfig{});
+  json::Value record = v;
+  record["batch"] = 4;  // disagrees with the loop's 3
+  record["momentum"] = 0.9;
+  CHECK_THROWS_WITH(
+      Trainer(TrainingSetup{.model = net,
+                            .data = std::make_shared<TensorDataset>(data),
+                            .sampler = Sampler::random(60, 1),
+                            .loss = typed_loss<Sequential>(mse),
+                            .optimizer = optimizer,
+                            .training_record = record},
+              c),
+      doctest::Contains("the training record's 'batch' is 4, the loop's setting is 3"));
+}

@@ -59,6 +59,17 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
     throw std::invalid_argument(
         fmt::format("trainer: the sampler covers {} examples, the dataset has {}", sampler_.size(),
                     data_->size()));
+  if (!training_record_.is_null()) {  // the caller's fuller record must agree with the loop's
+    const json::Value loop = training_config_json(config_);
+    for (const auto& [key, value] : loop.as_object()) {
+      const json::Value* recorded =
+          training_record_.is_object() ? training_record_.find(key) : nullptr;
+      if (!recorded || !(*recorded == value))
+        throw std::invalid_argument(
+            fmt::format("trainer: the training record's '{}' is {}, the loop's setting is {}", key,
+                        recorded ? json::dump(*recorded) : "missing", json::dump(value)));
+    }
+  }
   if (config_.precision == MatmulPrecision::bf16 && !bf16_unsupported_reason().empty())
     throw std::runtime_error("trainer: training.precision bf16: " + bf16_unsupported_reason());
   flat_ = flatten_parameters(*model_);
