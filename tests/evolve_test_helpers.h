@@ -21,7 +21,7 @@ struct FakeTrainer {
 
   static double base_nll(const TrialRun& run) {
     const MicroLMConfig& g = run.genome.run.model;
-    const TrainingConfig& t = run.genome.run.training;
+    const LMTrainingConfig& t = run.genome.run.training;
     double nll = 6.0;
     if (g.mode == residual_mode("rd_attnres")) nll -= 0.04;
     if (g.mode == residual_mode("paper_rd_attnres")) nll -= 0.02;

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #include "autograd/ops.h"
 #include "nn/containers.h"
@@ -58,18 +59,26 @@ TensorDataset regression_data() {
   return TensorDataset({x, y});
 }
 
-Tensor mse(Module& model, const Batch& b) {
-  return mse_loss(static_cast<Sequential&>(model).forward(b[0]), b[1]);
-}
+Tensor mse(Sequential& model, const Batch& b) { return mse_loss(model.forward(b[0]), b[1]); }
 
 TrainingConfig settings(int64_t steps, int64_t batch, int64_t accum = 1) {
   TrainingConfig c;
   c.steps = steps;
   c.batch = batch;
   c.accum = accum;
-  c.adamw.lr = 3e-3;
+  c.clip = 1.0;
   c.seed = 5;
   return c;
+}
+
+// AdamW at 3e-3 over `net`, kept alive to the end of the tests (the trainers refer to it). Ranks
+// make theirs from threads at once.
+FlatOptimizer& adamw(Module& net) {
+  static std::mutex mutex;
+  static std::vector<std::unique_ptr<FlatOptimizer>> kept;
+  std::lock_guard<std::mutex> lock(mutex);
+  kept.push_back(std::make_unique<AdamW>(net, AdamWConfig{.lr = 3e-3}));
+  return *kept.back();
 }
 
 std::vector<float> weights(Trainer& t) { return t.parameters().values.to_floats(); }
@@ -90,12 +99,12 @@ TEST_CASE("an MLP with dropout resumes from its checkpoint bit for bit") {
 
   manual_seed(100);  // dropout's draws come from the default generator
   auto whole_net = make_mlp(1, 0.2);
-  Trainer whole(*whole_net, data, sampler(), mse, c, mlp_config(0.2));
+  Trainer whole(*whole_net, data, sampler(), mse, c, adamw(*whole_net), nullptr, mlp_config(0.2));
   whole.run();
 
   manual_seed(100);
   auto first_net = make_mlp(1, 0.2);
-  Trainer first(*first_net, data, sampler(), mse, c, mlp_config(0.2));
+  Trainer first(*first_net, data, sampler(), mse, c, adamw(*first_net), nullptr, mlp_config(0.2));
   first.run(5);  // 40 examples: the checkpoint falls inside the first epoch
   const std::string ckpt = (dir.path / "mlp.safetensors").string();
   first.save_checkpoint(ckpt, {{"note", "user metadata is kept"}});
@@ -103,7 +112,7 @@ TEST_CASE("an MLP with dropout resumes from its checkpoint bit for bit") {
   randn({17});
 
   auto fresh_net = make_mlp(2, 0.2);  // other initial weights: the checkpoint replaces them
-  Trainer resumed(*fresh_net, data, sampler(), mse, c, mlp_config(0.2));
+  Trainer resumed(*fresh_net, data, sampler(), mse, c, adamw(*fresh_net), nullptr, mlp_config(0.2));
   resumed.load_checkpoint(ckpt);
   CHECK(resumed.step() == 5);
   resumed.run();
@@ -113,10 +122,10 @@ TEST_CASE("an MLP with dropout resumes from its checkpoint bit for bit") {
 
   // The model config, the data stream and the reserved metadata keys are checked.
   auto other_net = make_mlp(1, 0.2);
-  Trainer other(*other_net, data, sampler(), mse, c, mlp_config(0.3));
+  Trainer other(*other_net, data, sampler(), mse, c, adamw(*other_net), nullptr, mlp_config(0.3));
   CHECK_THROWS_WITH(other.load_checkpoint(ckpt), doctest::Contains("the checkpoint's 'model'"));
   Trainer reshuffled(*other_net, data, Sampler::shuffled(data.size(), 4, false), mse, c,
-                     mlp_config(0.2));
+                     adamw(*other_net), nullptr, mlp_config(0.2));
   CHECK_THROWS_WITH(reshuffled.load_checkpoint(ckpt),
                     doctest::Contains("the checkpoint's data stream"));
   CHECK_THROWS_WITH(first.save_checkpoint(ckpt, {{"depthgrad.step", "9"}}),
@@ -129,7 +138,7 @@ TEST_CASE("an MLP in bf16 precision: close to float32, and resumed only in bf16"
     c.precision = MatmulPrecision::bf16;
     const TensorDataset data = regression_data();
     auto net = make_mlp(1, 0.0);
-    CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(data.size(), 1), mse, c),
+    CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(data.size(), 1), mse, c, adamw(*net)),
                       doctest::Contains("training.precision bf16"));
     return;
   }
@@ -138,8 +147,10 @@ TEST_CASE("an MLP in bf16 precision: close to float32, and resumed only in bf16"
   TrainingConfig c16 = settings(8, 8);
   c16.precision = MatmulPrecision::bf16;
   auto net32 = make_mlp(1, 0.0), net16 = make_mlp(1, 0.0);
-  Trainer t32(*net32, data, Sampler::random(data.size(), 1), mse, settings(8, 8), mlp_config(0));
-  Trainer t16(*net16, data, Sampler::random(data.size(), 1), mse, c16, mlp_config(0));
+  Trainer t32(*net32, data, Sampler::random(data.size(), 1), mse, settings(8, 8), adamw(*net32),
+              nullptr, mlp_config(0));
+  Trainer t16(*net16, data, Sampler::random(data.size(), 1), mse, c16, adamw(*net16), nullptr,
+              mlp_config(0));
   t32.run();
   t16.run();
   CHECK(matmul_precision() == MatmulPrecision::float32);  // the trainer's scope ended
@@ -152,11 +163,12 @@ TEST_CASE("an MLP in bf16 precision: close to float32, and resumed only in bf16"
   t16.save_checkpoint(ckpt);
   auto fresh = make_mlp(2, 0.0);
   Trainer as_float32(*fresh, data, Sampler::random(data.size(), 1), mse, settings(8, 8),
-                     mlp_config(0));
+                     adamw(*fresh), nullptr, mlp_config(0));
   CHECK_THROWS_WITH(as_float32.load_checkpoint(ckpt),
                     doctest::Contains("'training.precision' (\"bf16\") differs from this run's "
                                       "(\"float32\")"));
-  Trainer as_bf16(*fresh, data, Sampler::random(data.size(), 1), mse, c16, mlp_config(0));
+  Trainer as_bf16(*fresh, data, Sampler::random(data.size(), 1), mse, c16, adamw(*fresh), nullptr,
+                  mlp_config(0));
   as_bf16.load_checkpoint(ckpt);
   CHECK(as_bf16.step() == 8);
 }
@@ -168,7 +180,8 @@ TEST_CASE("an MLP over 2 ranks equals accumulation of 2 micro-batches, byte for 
   TrainingConfig accumulated_settings = settings(9, 4, 2);
   accumulated_settings.clip = 0.05;  // small: most steps clip, so the clip path is compared too
   auto accumulated_net = make_mlp(1, 0);
-  Trainer accumulated(*accumulated_net, data, sampler(), mse, accumulated_settings);
+  Trainer accumulated(*accumulated_net, data, sampler(), mse, accumulated_settings,
+                      adamw(*accumulated_net));
   accumulated.run();
   CHECK(accumulated.clipped_steps() > 0);
 
@@ -183,7 +196,8 @@ TEST_CASE("an MLP over 2 ranks equals accumulation of 2 micro-batches, byte for 
     const std::string ckpt = (dir.path / ("ranks" + std::to_string(zero))).string();
     test::ThreadRanks group(2);
     group.run([&](test::ThreadRanks::Rank& rank) {
-      Trainer t(*nets[rank.rank()], data, sampler(), mse, per_rank, {}, &rank);
+      Trainer t(*nets[rank.rank()], data, sampler(), mse, per_rank, adamw(*nets[rank.rank()]),
+                nullptr, {}, &rank);
       CHECK(t.global_batch() == 8);
       t.run(4);
       t.save_checkpoint(ckpt);  // the whole moments, gathered from the shards with ZeRO-1
@@ -197,7 +211,7 @@ TEST_CASE("an MLP over 2 ranks equals accumulation of 2 micro-batches, byte for 
 
     // The checkpoint of 2 ranks resumes in one process with accumulation 2, and on.
     auto net = make_mlp(3, 0);
-    Trainer one(*net, data, sampler(), mse, accumulated_settings);
+    Trainer one(*net, data, sampler(), mse, accumulated_settings, adamw(*net));
     one.load_checkpoint(ckpt);
     one.run();
     CHECK(one.losses() == accumulated.losses());
@@ -210,12 +224,12 @@ TEST_CASE("stopping an MLP's training by signal and resuming gives the uninterru
   const TensorDataset data = regression_data();
   const TrainingConfig c = settings(10, 6);
   auto whole_net = make_mlp(1, 0);
-  Trainer whole(*whole_net, data, Sampler::random(data.size(), 2), mse, c);
+  Trainer whole(*whole_net, data, Sampler::random(data.size(), 2), mse, c, adamw(*whole_net));
   whole.run();
 
   const std::string ckpt = (dir.path / "stopped.safetensors").string();
   auto net = make_mlp(1, 0);
-  Trainer stopped(*net, data, Sampler::random(data.size(), 2), mse, c);
+  Trainer stopped(*net, data, Sampler::random(data.size(), 2), mse, c, adamw(*net));
   install_stop_handlers();
   try {
     stopped.run(c.steps, [&](const StepLog& log) {
@@ -232,7 +246,7 @@ TEST_CASE("stopping an MLP's training by signal and resuming gives the uninterru
   std::signal(SIGTERM, SIG_DFL);
   CHECK(stopped.step() == 4);
   auto fresh = make_mlp(7, 0);
-  Trainer resumed(*fresh, data, Sampler::random(data.size(), 2), mse, c);
+  Trainer resumed(*fresh, data, Sampler::random(data.size(), 2), mse, c, adamw(*fresh));
   resumed.load_checkpoint(ckpt);
   resumed.run();
   CHECK(resumed.losses() == whole.losses());
@@ -245,7 +259,8 @@ TEST_CASE("divergence of an MLP is named by step and tensor; skipping goes on") 
   // From step 3 on, the loss gains sqrt(Σ 0·w) of the last layer's weight: its value is 0, its
   // gradient ∞·0 = NaN for that weight only.
   int64_t calls = 0;
-  const LossFunction poisoned = [&](Module& model, const Batch& b) {
+  const std::function<Tensor(Sequential&, const Batch&)> poisoned = [&](Sequential& model,
+                                                                        const Batch& b) {
     Tensor loss = mse(model, b);
     if (calls++ >= 3) {
       const Tensor w = model.named_parameters().back().second;
@@ -254,7 +269,7 @@ TEST_CASE("divergence of an MLP is named by step and tensor; skipping goes on") 
     return loss;
   };
   auto net = make_mlp(1, 0);
-  Trainer t(*net, data, Sampler::random(data.size(), 2), poisoned, c);
+  Trainer t(*net, data, Sampler::random(data.size(), 2), poisoned, c, adamw(*net));
   t.run(3);
   const std::vector<float> before = weights(t);
   const std::string last = net->named_parameters().back().first;
@@ -266,14 +281,16 @@ TEST_CASE("divergence of an MLP is named by step and tensor; skipping goes on") 
   auto clipless_net = make_mlp(1, 0);
   TrainingConfig no_clip = c;
   no_clip.clip = 0;  // without clipping the gradients are searched for the first bad tensor
-  Trainer named(*clipless_net, data, Sampler::random(data.size(), 2), poisoned, no_clip);
+  Trainer named(*clipless_net, data, Sampler::random(data.size(), 2), poisoned, no_clip,
+                adamw(*clipless_net));
   named.run(3);
   CHECK_THROWS_WITH(named.train_step(),
                     doctest::Contains(("the gradient of '" + last + "' is not finite").c_str()));
 
   calls = 0;
   auto skipping_net = make_mlp(1, 0);
-  Trainer skipping(*skipping_net, data, Sampler::random(data.size(), 2), poisoned, c);
+  Trainer skipping(*skipping_net, data, Sampler::random(data.size(), 2), poisoned, c,
+                   adamw(*skipping_net));
   skipping.set_skip_nonfinite(true);
   skipping.run();
   CHECK(skipping.step() == 6);
@@ -290,12 +307,13 @@ TEST_CASE("evaluate_loss averages over every example in eval mode; bad setups ar
   CHECK(net->is_training());  // restored
 
   const TrainingConfig c = settings(3, 4);
-  CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(59, 1), mse, c),
+  CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(59, 1), mse, c, adamw(*net)),
                     doctest::Contains("covers 59 examples, the dataset has 60"));
-  CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(60, 1), LossFunction(), c),
+  CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(60, 1),
+                            std::function<Tensor(Sequential&, const Batch&)>(), c, adamw(*net)),
                     doctest::Contains("no loss function"));
   Trainer vector_loss(
       *net, data, Sampler::random(60, 1),
-      [](Module& m, const Batch& b) { return static_cast<Sequential&>(m).forward(b[0]); }, c);
+      [](Sequential& m, const Batch& b) { return m.forward(b[0]); }, c, adamw(*net));
   CHECK_THROWS_WITH(vector_loss.train_step(), doctest::Contains("expected one value"));
 }

@@ -257,7 +257,7 @@ TEST_CASE("Adam and AdamW over parameter groups match torch") {
   {
     TwoTensors t;
     Adam opt({{.params = {t.w}, .weight_decay = 0.1}, {.params = {t.b}, .lr = 5e-3}},
-             AdamWConfig{.lr = 1e-2, .weight_decay = 0.0});
+             AdamConfig{.lr = 1e-2, .weight_decay = 0.0});
     check_close(three_steps(t, opt), kTorchAdam);
   }
   {

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -171,24 +172,32 @@ std::map<std::string, std::string> load_weights(const SafetensorsFile& file,
   return file.metadata;
 }
 
-void save_training_checkpoint(const std::string& path, const Module& model, AdamW& optimizer,
-                              const TrainingState& state) {
+OptimizerState optimizer_state(FlatOptimizer& optimizer) {
+  return OptimizerState{optimizer.name(), optimizer.element_state(), optimizer.scalar_state()};
+}
+
+namespace {
+// Where a scalar of the optimiser is stored. The step count keeps its historic key.
+std::string scalar_key(const std::string& name) {
+  return name == "step" ? "depthgrad.optimizer_step" : "depthgrad.optimizer." + name;
+}
+// A per-parameter view of a flat state tensor: parameters are views into the flat buffer, so
+// their offset is their slot's.
+Tensor slot_view(const Tensor& flat, const Tensor& parameter) {
+  return Tensor::from_storage(flat.storage(), parameter.shape(),
+                              contiguous_strides(parameter.shape()), parameter.offset(),
+                              flat.dtype());
+}
+}  // namespace
+
+void save_training_checkpoint(const std::string& path, const Module& model,
+                              const OptimizerState& optimizer, const TrainingState& state) {
   std::vector<TensorEntry> entries = weight_entries(model);
   auto named = model.named_parameters();
-  // Moments are flat; slice them per parameter in registry order (the optimizer's slot order).
-  Tensor m = optimizer.exp_avg(), v = optimizer.exp_avg_sq();
-  int64_t offset = 0;
-  for (auto& [name, p] : named) {
-    offset = p.offset();  // parameters are views into the flat buffer: their offset is the slot's
-    entries.push_back(
-        entry_from("optimizer.exp_avg." + name,
-                   Tensor::from_storage(m.storage(), p.shape(), contiguous_strides(p.shape()),
-                                        offset, m.dtype())));
-    entries.push_back(
-        entry_from("optimizer.exp_avg_sq." + name,
-                   Tensor::from_storage(v.storage(), p.shape(), contiguous_strides(p.shape()),
-                                        offset, v.dtype())));
-  }
+  // The state is flat; slice it per parameter in registry order (the optimizer's slot order).
+  for (auto& [name, p] : named)
+    for (const auto& [state_name, flat] : optimizer.elements)
+      entries.push_back(entry_from("optimizer." + state_name + "." + name, slot_view(flat, p)));
   for (auto& [key, blob] : state.blobs) {
     TensorEntry e;
     e.name = "state." + key;
@@ -198,47 +207,60 @@ void save_training_checkpoint(const std::string& path, const Module& model, Adam
     entries.push_back(std::move(e));
   }
   std::map<std::string, std::string> meta = state.metadata;
-  meta["depthgrad.optimizer_step"] = std::to_string(optimizer.steps_taken());
+  meta["depthgrad.optimizer"] = optimizer.name;
+  for (const auto& [name, value] : optimizer.scalars)
+    meta[scalar_key(name)] = std::to_string(value);
   meta["format"] = "pt";
   save_safetensors(path, entries, meta);
 }
 
-TrainingState load_training_checkpoint(const std::string& path, Module& model, AdamW& optimizer) {
-  return load_training_checkpoint(load_safetensors(path), path, model, optimizer);
+TrainingState load_training_checkpoint(const std::string& path, Module& model,
+                                       FlatOptimizer& optimizer) {
+  if (optimizer.shard_begin() != 0 || !optimizer.flat_parameters() ||
+      optimizer.shard_end() != optimizer.flat_parameters()->total)
+    throw std::invalid_argument(fmt::format(
+        "{}: load_training_checkpoint needs an unsharded optimiser over the flat buffers", path));
+  OptimizerState state = optimizer_state(optimizer);
+  TrainingState out = load_training_checkpoint(load_safetensors(path), path, model, state);
+  optimizer.set_scalar_state(state.scalars);
+  return out;
 }
 
 TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::string& path,
-                                       Module& model, AdamW& optimizer) {
+                                       Module& model, OptimizerState& optimizer) {
+  {
+    auto it = file.metadata.find("depthgrad.optimizer");
+    const std::string saved = it == file.metadata.end() ? "AdamW" : it->second;
+    if (saved != optimizer.name)
+      throw std::runtime_error(
+          fmt::format("{}: the checkpoint was written with optimizer '{}', this run uses '{}'",
+                      path, saved, optimizer.name));
+  }
   auto weights = match_weights(file, model, path, "");
-  std::vector<std::pair<Tensor, Tensor>> moments;
+  std::vector<std::pair<Tensor, Tensor>> states;
   for (auto& [name, p] : model.named_parameters()) {
-    for (const char* which : {"optimizer.exp_avg.", "optimizer.exp_avg_sq."}) {
-      const TensorEntry* e = file.find(which + name);
+    for (const auto& [state_name, flat] : optimizer.elements) {
+      const std::string key = "optimizer." + state_name + "." + name;
+      const TensorEntry* e = file.find(key);
       if (!e)
-        throw std::runtime_error(fmt::format(
-            "{}: missing tensor '{}{}' (not a training checkpoint?)", path, which, name));
+        throw std::runtime_error(
+            fmt::format("{}: missing tensor '{}' (not a training checkpoint?)", path, key));
       if (e->shape != p.shape())
-        throw std::runtime_error(fmt::format("{}: tensor '{}{}' has shape {}, expected {}", path,
-                                             which, name, shape_str(e->shape),
-                                             shape_str(p.shape())));
-      Tensor& flat =
-          std::string(which) == "optimizer.exp_avg." ? optimizer.exp_avg() : optimizer.exp_avg_sq();
-      moments.emplace_back(
-          Tensor::from_storage(flat.storage(), p.shape(), contiguous_strides(p.shape()), p.offset(),
-                               flat.dtype()),
-          tensor_from(*e, path));
-      check_finite(moments.back().second, path, which + name,
-                   std::string(which) == "optimizer.exp_avg_sq.");
+        throw std::runtime_error(fmt::format("{}: tensor '{}' has shape {}, expected {}", path, key,
+                                             shape_str(e->shape), shape_str(p.shape())));
+      states.emplace_back(slot_view(flat, p), tensor_from(*e, path));
+      // Second moments are >= 0 (a square's average); any state must be finite.
+      check_finite(states.back().second, path, key, state_name == "exp_avg_sq");
     }
   }
-  // Every tensor is a weight, one of its two moments or a state blob: anything else means a
+  // Every tensor is a weight, one of its optimizer states or a state blob: anything else means a
   // checkpoint of another model (the same rule load_weights applies to weights files).
   {
     std::set<std::string> known;
     for (auto& [name, p] : model.named_parameters()) {
       known.insert(name);
-      known.insert("optimizer.exp_avg." + name);
-      known.insert("optimizer.exp_avg_sq." + name);
+      for (const auto& [state_name, flat] : optimizer.elements)
+        known.insert("optimizer." + state_name + "." + name);
     }
     for (const TensorEntry& e : file.tensors)
       if (!known.count(e.name) && e.name.rfind("state.", 0) != 0)
@@ -246,20 +268,22 @@ TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::s
             "{}: unexpected tensor '{}' (not a parameter of this model or its optimizer state)",
             path, e.name));
   }
-  auto step_it = file.metadata.find("depthgrad.optimizer_step");
-  if (step_it == file.metadata.end())
-    throw std::runtime_error(fmt::format(
-        "{}: metadata 'depthgrad.optimizer_step' is missing (not a training checkpoint?)", path));
-  int64_t step = 0;
-  try {
-    step = std::stoll(step_it->second);
-  } catch (const std::exception&) {
-    step = -1;
+  std::map<std::string, int64_t> scalars;
+  for (const auto& [name, value] : optimizer.scalars) {
+    const std::string key = scalar_key(name);
+    auto it = file.metadata.find(key);
+    if (it == file.metadata.end())
+      throw std::runtime_error(
+          fmt::format("{}: metadata '{}' is missing (not a training checkpoint?)", path, key));
+    int64_t parsed = -1;
+    const std::string& text = it->second;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
+    // A negative step count would make AdamW's bias corrections negative.
+    if (error != std::errc() || end != text.data() + text.size() || parsed < 0)
+      throw std::runtime_error(
+          fmt::format("{}: metadata '{}' is not a non-negative integer: '{}'", path, key, text));
+    scalars[name] = parsed;
   }
-  if (step < 0)  // a negative step count would make AdamW's bias corrections negative
-    throw std::runtime_error(
-        fmt::format("{}: metadata 'depthgrad.optimizer_step' is not a non-negative integer: '{}'",
-                    path, step_it->second));
   TrainingState state;
   state.metadata = file.metadata;
   for (const TensorEntry& e : file.tensors) {
@@ -271,8 +295,8 @@ TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::s
   // Every check passed: now copy.
   NoGradGuard no_grad;
   for (auto& [dst, src] : weights) dst.copy_from(src);
-  for (auto& [dst, src] : moments) dst.copy_from(src);
-  optimizer.set_steps_taken(step);
+  for (auto& [dst, src] : states) dst.copy_from(src);
+  optimizer.scalars = std::move(scalars);
   return state;
 }
 

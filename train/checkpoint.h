@@ -2,9 +2,12 @@
 //  - Model weights: one F32 (or F64) tensor per parameter under its registry name
 //    (token.weight, blocks.0.qk_route.weight, …): PyTorch's and Hugging Face's safetensors
 //    readers load them as a state dict.
-//  - Training checkpoints add the AdamW moments ("optimizer.exp_avg.<name>",
-//    "optimizer.exp_avg_sq.<name>"), RNG states and any other byte blobs as U8 tensors
-//    ("state.<key>"), and string metadata (step, config, data position).
+//  - Training checkpoints add the optimiser's per-element state per parameter
+//    ("optimizer.<state>.<name>": AdamW's "optimizer.exp_avg.<name>" and
+//    "optimizer.exp_avg_sq.<name>", SGD's "optimizer.momentum_buffer.<name>"), its name
+//    ("depthgrad.optimizer") and integer scalars ("depthgrad.optimizer.<scalar>"), RNG states and
+//    any other byte blobs as U8 tensors ("state.<key>"), and string metadata (step, config, data
+//    position). A checkpoint of one optimiser is refused by another, naming both.
 // Writes are atomic (temporary file, fsync, rename). A file that is truncated, inconsistent or
 // does not fit the model is rejected with an error naming the file and tensor; nothing is
 // half-loaded: the model is only touched after every check passed.
@@ -43,11 +46,31 @@ std::map<std::string, std::string> load_weights(const std::string& path, Module&
 std::map<std::string, std::string> load_weights(const SafetensorsFile& file,
                                                 const std::string& path, Module& model);
 
-void save_training_checkpoint(const std::string& path, const Module& model, AdamW& optimizer,
-                              const TrainingState& state);
-// Restores model weights, optimizer moments and step; returns the metadata and blobs.
-TrainingState load_training_checkpoint(const std::string& path, Module& model, AdamW& optimizer);
+// An optimiser's state as a checkpoint holds it: its name, its per-element state over the whole
+// flat buffer (one tensor of [total] elements per state name, FlatOptimizer::element_state
+// gathered from the shards) and its scalars.
+struct OptimizerState {
+  std::string name;
+  std::vector<NamedTensor> elements;
+  std::map<std::string, int64_t> scalars;
+};
+// The state of an unsharded optimiser (its own tensors, not copies).
+OptimizerState optimizer_state(FlatOptimizer& optimizer);
+
+void save_training_checkpoint(const std::string& path, const Module& model,
+                              const OptimizerState& optimizer, const TrainingState& state);
+inline void save_training_checkpoint(const std::string& path, const Module& model,
+                                     FlatOptimizer& optimizer, const TrainingState& state) {
+  save_training_checkpoint(path, model, optimizer_state(optimizer), state);
+}
+// Restores model weights and the optimiser's state: `optimizer` names the optimiser, its element
+// tensors ([total] each, written into) and its scalars (every name is read back). A file of
+// another optimiser (metadata 'depthgrad.optimizer'; a file without it holds AdamW's state)
+// is refused naming both. Returns the metadata and blobs.
 TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::string& path,
-                                       Module& model, AdamW& optimizer);
+                                       Module& model, OptimizerState& optimizer);
+// The same into an unsharded optimiser.
+TrainingState load_training_checkpoint(const std::string& path, Module& model,
+                                       FlatOptimizer& optimizer);
 
 }  // namespace dg

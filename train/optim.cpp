@@ -134,42 +134,55 @@ void Optimizer::set_lr(size_t group, double lr) {
   groups_[group].lr = lr;
 }
 
+// ---- what the Trainer drives
+
+FlatOptimizer::FlatOptimizer(FlatParameters& params, double lr, double weight_decay,
+                             const char* who)
+    : params_(&params), shard_begin_(0), shard_end_(params.total) {
+  check_rate(lr, who, "lr");
+  check_rate(weight_decay, who, "weight_decay");
+  groups_ = flat_group(params, lr, weight_decay);
+}
+
+void FlatOptimizer::shard(int64_t begin, int64_t end) {
+  if (!params_)
+    throw std::invalid_argument(fmt::format(
+        "{}: only an optimiser over a module's flat buffers can be sharded (this one is over "
+        "tensors)",
+        name()));
+  if (!shardable())
+    throw std::invalid_argument(
+        fmt::format("{}: this optimiser's state cannot be sharded over ranks", name()));
+  if (begin < 0 || end < begin || end > params_->total)
+    throw std::invalid_argument(fmt::format("{}: shard [{}, {}) is outside the {} parameters",
+                                            name(), begin, end, params_->total));
+  shard_begin_ = begin;
+  shard_end_ = end;
+  reset_state();
+}
+
+void FlatOptimizer::zero_grad() {
+  if (params_)
+    params_->zero_grad();
+  else
+    Optimizer::zero_grad();
+}
+
+namespace {
+// A scalar of `scalars` by name, or a throw naming the optimiser and the scalar.
+int64_t scalar_named(const std::map<std::string, int64_t>& scalars, const char* key,
+                     const std::string& who) {
+  auto it = scalars.find(key);
+  if (it == scalars.end())
+    throw std::invalid_argument(fmt::format("{}: scalar state '{}' is missing", who, key));
+  if (it->second < 0)
+    throw std::invalid_argument(
+        fmt::format("{}: scalar state '{}' must be >= 0, got {}", who, key, it->second));
+  return it->second;
+}
+}  // namespace
+
 // ---- AdamW and Adam
-
-AdamW::AdamW(FlatParameters& params, const AdamWConfig& config)
-    : AdamW(params, config, 0, params.total) {}
-
-AdamW::AdamW(FlatParameters& params, const AdamWConfig& config, int64_t shard_begin,
-             int64_t shard_end)
-    : params_(&params), config_(config), shard_begin_(shard_begin), shard_end_(shard_end) {
-  if (shard_begin < 0 || shard_end < shard_begin || shard_end > params.total)
-    throw std::invalid_argument(fmt::format("AdamW: shard [{}, {}) is outside the {} parameters",
-                                            shard_begin, shard_end, params.total));
-  check_rate(config.lr, "AdamW", "lr");
-  check_rate(config.weight_decay, "AdamW", "weight_decay");
-  groups_ = flat_group(params, config.lr, config.weight_decay);
-  m_ = Tensor::zeros({shard_end - shard_begin}, params.values.dtype());
-  v_ = Tensor::zeros({shard_end - shard_begin}, params.values.dtype());
-  for (const auto& slot : params.slots) slot_decays_.push_back(decays_under(config.decay, slot));
-}
-
-AdamW::AdamW(std::vector<Tensor> params, const AdamWConfig& config)
-    : AdamW(one_group(std::move(params)), config, true) {}
-
-AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWConfig& config)
-    : AdamW(std::move(groups), config, true) {}
-
-AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWConfig& config, bool decoupled)
-    : config_(config), decoupled_(decoupled) {
-  const char* who = decoupled ? "AdamW" : "Adam";
-  set_groups(std::move(groups), config.lr, config.weight_decay, who);
-  size_t count = 0;
-  for (const ParamGroup& group : groups_) count += group.params.size();
-  tensor_state_.resize(count);
-}
-
-Adam::Adam(std::vector<Tensor> params, const AdamWConfig& config)
-    : Adam(one_group(std::move(params)), config) {}
 
 // torch 1.13 AdamW (single-tensor path), per element, in the parameter's precision:
 //   p ← p·(1 − lr·wd);  m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
@@ -194,44 +207,61 @@ static void adamw_span(T* __restrict p, const T* __restrict g, T* __restrict m, 
   }
 }
 
-void AdamW::zero_grad() {
-  if (params_)
-    params_->zero_grad();
-  else
-    Optimizer::zero_grad();
+namespace detail {
+
+void AdamMoments::reset(int64_t n, DType dtype) {
+  m = Tensor::zeros({n}, dtype);
+  v = Tensor::zeros({n}, dtype);
+  steps = 0;
 }
 
-void AdamW::step() {
-  ScopedOpTimer op_timer(OpFamily::optimizer);
-  if (!params_) return step_tensors();
-  ++step_;
-  const double lr = *groups_[0].lr, wd = *groups_[0].weight_decay;
-  const double bc1 = 1.0 - std::pow(config_.beta1, static_cast<double>(step_));
-  const double bc2_sqrt = std::sqrt(1.0 - std::pow(config_.beta2, static_cast<double>(step_)));
-  dispatch_float(params_->values.dtype(), "AdamW", [&]<class T>() {
-    T* p = params_->values.data<T>();
-    const T* g = params_->gradients.data<T>();
-    T* m = m_.data<T>();  // element i of the flat buffer is m[i - shard_begin_]
-    T* v = v_.data<T>();
-    const int64_t sb = shard_begin_;
-    const T beta1 = static_cast<T>(config_.beta1), beta2 = static_cast<T>(config_.beta2);
-    const T one_minus_beta1 = static_cast<T>(1.0 - config_.beta1),
-            one_minus_beta2 = static_cast<T>(1.0 - config_.beta2);
+namespace {
+// One span of Adam: decoupled decay (AdamW), L2 added to the gradient (Adam with wd > 0), or
+// neither.
+template <class T>
+void adam_span(T* p, const T* g, T* m, T* v, int64_t n, double lr, double wd, bool decoupled,
+               T beta1, T one_minus_beta1, T beta2, T one_minus_beta2, T step_size, T bc2, T eps) {
+  if (decoupled)
+    adamw_span<T>(p, g, m, v, n, static_cast<T>(1.0 - lr * wd), beta1, one_minus_beta1, beta2,
+                  one_minus_beta2, step_size, bc2, eps);
+  else if (wd != 0)
+    adamw_span<T, true>(p, g, m, v, n, T(1), beta1, one_minus_beta1, beta2, one_minus_beta2,
+                        step_size, bc2, eps, static_cast<T>(wd));
+  else
+    adamw_span<T>(p, g, m, v, n, T(1), beta1, one_minus_beta1, beta2, one_minus_beta2, step_size,
+                  bc2, eps);
+}
+}  // namespace
+
+void AdamMoments::step_flat(FlatParameters& params, int64_t begin, int64_t end, double lr,
+                            double wd, const std::vector<bool>& decays, const Betas& c,
+                            bool decoupled) {
+  ++steps;
+  const double bc1 = 1.0 - std::pow(c.beta1, static_cast<double>(steps));
+  const double bc2_sqrt = std::sqrt(1.0 - std::pow(c.beta2, static_cast<double>(steps)));
+  dispatch_float(params.values.dtype(), decoupled ? "AdamW" : "Adam", [&]<class T>() {
+    T* p = params.values.data<T>();
+    const T* g = params.gradients.data<T>();
+    T* mp = m.data<T>();  // element i of the flat buffer is m[i - begin]
+    T* vp = v.data<T>();
+    const T beta1 = static_cast<T>(c.beta1), beta2 = static_cast<T>(c.beta2);
+    const T one_minus_beta1 = static_cast<T>(1.0 - c.beta1),
+            one_minus_beta2 = static_cast<T>(1.0 - c.beta2);
     const T step_size = static_cast<T>(lr / bc1), bc2 = static_cast<T>(bc2_sqrt),
-            eps = static_cast<T>(config_.eps);
+            eps = static_cast<T>(c.eps);
     // Elements are independent, so how the flat buffer is cut across threads cannot change a bit:
     // one parallel region over fixed chunks of the whole buffer (a chunk may span slots), and
     // none at all below kParallelGrain elements.
-    const std::vector<FlatParameters::Slot>& slots = params_->slots;
-    for_chunks(shard_end_ - shard_begin_, [&](int64_t lo, int64_t hi) {
-      lo += sb, hi += sb;  // elements [lo, hi) of the flat buffer
+    const std::vector<FlatParameters::Slot>& slots = params.slots;
+    for_chunks(end - begin, [&](int64_t lo, int64_t hi) {
+      lo += begin, hi += begin;  // elements [lo, hi) of the flat buffer
       for (size_t s = 0; s < slots.size(); ++s) {
         const int64_t a = std::max(lo, slots[s].offset),
                       b = std::min(hi, slots[s].offset + slots[s].numel);
         if (a >= b) continue;
-        const T decay = static_cast<T>(1.0 - lr * (slot_decays_[s] ? wd : 0.0));
-        adamw_span<T>(p + a, g + a, m + (a - sb), v + (a - sb), b - a, decay, beta1,
-                      one_minus_beta1, beta2, one_minus_beta2, step_size, bc2, eps);
+        adam_span<T>(p + a, g + a, mp + (a - begin), vp + (a - begin), b - a, lr,
+                     decays[s] ? wd : 0.0, decoupled, beta1, one_minus_beta1, beta2,
+                     one_minus_beta2, step_size, bc2, eps);
       }
     });
   });
@@ -239,48 +269,116 @@ void AdamW::step() {
 
 // Each tensor as one slot of the flat path (the same constants, the same kernel), with its own
 // step count: the same bits as the flat path on the same parameters.
-void AdamW::step_tensors() {
-  ++step_;
+void AdamMoments::step_tensors(const std::vector<ParamGroup>& groups, const Betas& c,
+                               bool decoupled, const char* who) {
+  ++steps;
   size_t k = 0;
-  for (const ParamGroup& group : groups_) {
+  for (const ParamGroup& group : groups) {
     const double lr = *group.lr, wd = *group.weight_decay;
     for (const Tensor& param : group.params) {
       TensorState& state = tensor_state_[k++];
-      Tensor grad = gradient_of(param, decoupled_ ? "AdamW" : "Adam");
+      Tensor grad = gradient_of(param, who);
       if (!grad.defined()) continue;
       if (!state.m.defined()) {
         state.m = Tensor::zeros(param.shape(), param.dtype());
         state.v = Tensor::zeros(param.shape(), param.dtype());
       }
       ++state.steps;
-      const double bc1 = 1.0 - std::pow(config_.beta1, static_cast<double>(state.steps));
-      const double bc2_sqrt =
-          std::sqrt(1.0 - std::pow(config_.beta2, static_cast<double>(state.steps)));
-      dispatch_float(param.dtype(), "AdamW", [&]<class T>() {
+      const double bc1 = 1.0 - std::pow(c.beta1, static_cast<double>(state.steps));
+      const double bc2_sqrt = std::sqrt(1.0 - std::pow(c.beta2, static_cast<double>(state.steps)));
+      dispatch_float(param.dtype(), who, [&]<class T>() {
         T* p = param.data<T>();
         const T* g = grad.data<T>();
-        T* m = state.m.data<T>();
-        T* v = state.v.data<T>();
-        const T beta1 = static_cast<T>(config_.beta1), beta2 = static_cast<T>(config_.beta2);
-        const T one_minus_beta1 = static_cast<T>(1.0 - config_.beta1),
-                one_minus_beta2 = static_cast<T>(1.0 - config_.beta2);
+        T* mp = state.m.data<T>();
+        T* vp = state.v.data<T>();
+        const T beta1 = static_cast<T>(c.beta1), beta2 = static_cast<T>(c.beta2);
+        const T one_minus_beta1 = static_cast<T>(1.0 - c.beta1),
+                one_minus_beta2 = static_cast<T>(1.0 - c.beta2);
         const T step_size = static_cast<T>(lr / bc1), bc2 = static_cast<T>(bc2_sqrt),
-                eps = static_cast<T>(config_.eps);
+                eps = static_cast<T>(c.eps);
         for_chunks(param.numel(), [&](int64_t lo, int64_t hi) {
-          if (decoupled_)
-            adamw_span<T>(p + lo, g + lo, m + lo, v + lo, hi - lo, static_cast<T>(1.0 - lr * wd),
-                          beta1, one_minus_beta1, beta2, one_minus_beta2, step_size, bc2, eps);
-          else if (wd != 0)
-            adamw_span<T, true>(p + lo, g + lo, m + lo, v + lo, hi - lo, T(1), beta1,
-                                one_minus_beta1, beta2, one_minus_beta2, step_size, bc2, eps,
-                                static_cast<T>(wd));
-          else
-            adamw_span<T>(p + lo, g + lo, m + lo, v + lo, hi - lo, T(1), beta1, one_minus_beta1,
-                          beta2, one_minus_beta2, step_size, bc2, eps);
+          adam_span<T>(p + lo, g + lo, mp + lo, vp + lo, hi - lo, lr, wd, decoupled, beta1,
+                       one_minus_beta1, beta2, one_minus_beta2, step_size, bc2, eps);
         });
       });
     }
   }
+}
+
+}  // namespace detail
+
+AdamW::AdamW(FlatParameters& params, const AdamWConfig& config)
+    : FlatOptimizer(params, config.lr, config.weight_decay, "AdamW"), config_(config) {
+  for (const auto& slot : params.slots) slot_decays_.push_back(decays_under(config.decay, slot));
+  reset_state();
+}
+
+AdamW::AdamW(FlatParameters& params, const AdamWConfig& config, int64_t shard_begin,
+             int64_t shard_end)
+    : AdamW(params, config) {
+  shard(shard_begin, shard_end);
+}
+
+AdamW::AdamW(std::vector<Tensor> params, const AdamWConfig& config)
+    : AdamW(one_group(std::move(params)), config) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWConfig& config) : config_(config) {
+  set_groups(std::move(groups), config.lr, config.weight_decay, "AdamW");
+  adam_.resize_tensors(parameters().size());
+}
+
+void AdamW::reset_state() {
+  if (params_) adam_.reset(shard_end_ - shard_begin_, params_->values.dtype());
+}
+
+void AdamW::step() {
+  ScopedOpTimer op_timer(OpFamily::optimizer);
+  const detail::AdamMoments::Betas betas{config_.beta1, config_.beta2, config_.eps};
+  if (!params_) return adam_.step_tensors(groups_, betas, true, "AdamW");
+  adam_.step_flat(*params_, shard_begin_, shard_end_, *groups_[0].lr, *groups_[0].weight_decay,
+                  slot_decays_, betas, true);
+}
+
+std::vector<NamedTensor> AdamW::element_state() {
+  return {{"exp_avg", adam_.m}, {"exp_avg_sq", adam_.v}};
+}
+std::map<std::string, int64_t> AdamW::scalar_state() const { return {{"step", adam_.steps}}; }
+void AdamW::set_scalar_state(const std::map<std::string, int64_t>& scalars) {
+  adam_.steps = scalar_named(scalars, "step", name());
+}
+
+Adam::Adam(FlatParameters& params, const AdamConfig& config)
+    : FlatOptimizer(params, config.lr, config.weight_decay, "Adam"), config_(config) {
+  slot_decays_.assign(params.slots.size(), true);
+  reset_state();
+}
+
+Adam::Adam(std::vector<Tensor> params, const AdamConfig& config)
+    : Adam(one_group(std::move(params)), config) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, const AdamConfig& config) : config_(config) {
+  set_groups(std::move(groups), config.lr, config.weight_decay, "Adam");
+  adam_.resize_tensors(parameters().size());
+}
+
+void Adam::reset_state() {
+  if (params_) adam_.reset(shard_end_ - shard_begin_, params_->values.dtype());
+}
+
+void Adam::step() {
+  ScopedOpTimer op_timer(OpFamily::optimizer);
+  const detail::AdamMoments::Betas betas{config_.beta1, config_.beta2, config_.eps};
+  if (!params_) return adam_.step_tensors(groups_, betas, false, "Adam");
+  adam_.step_flat(*params_, shard_begin_, shard_end_, *groups_[0].lr, *groups_[0].weight_decay,
+                  slot_decays_, betas, false);
+}
+
+std::vector<NamedTensor> Adam::element_state() {
+  return {{"exp_avg", adam_.m}, {"exp_avg_sq", adam_.v}};
+}
+std::map<std::string, int64_t> Adam::scalar_state() const { return {{"step", adam_.steps}}; }
+void Adam::set_scalar_state(const std::map<std::string, int64_t>& scalars) {
+  adam_.steps = scalar_named(scalars, "step", name());
 }
 
 // ---- SGD
@@ -319,10 +417,10 @@ void sgd_span(T* __restrict p, const T* __restrict g, T* __restrict b, int64_t n
 }
 }  // namespace
 
-SGD::SGD(FlatParameters& params, const SGDConfig& config) : params_(&params), config_(config) {
-  check_sgd(config);
-  groups_ = flat_group(params, config.lr, config.weight_decay);
-  buf_ = Tensor::zeros({params.total}, params.values.dtype());
+SGD::SGD(FlatParameters& params, const SGDConfig& config)
+    : FlatOptimizer((check_sgd(config), params), config.lr, config.weight_decay, "SGD"),
+      config_(config) {
+  reset_state();
 }
 
 SGD::SGD(std::vector<Tensor> params, const SGDConfig& config)
@@ -334,21 +432,33 @@ SGD::SGD(std::vector<ParamGroup> groups, const SGDConfig& config) : config_(conf
   buffers_.resize(parameters().size());
 }
 
-void SGD::zero_grad() {
+void SGD::reset_state() {
   if (params_)
-    params_->zero_grad();
-  else
-    Optimizer::zero_grad();
+    buf_ = config_.momentum != 0
+               ? Tensor::zeros({shard_end_ - shard_begin_}, params_->values.dtype())
+               : Tensor();
+  steps_ = 0;
+}
+
+std::vector<NamedTensor> SGD::element_state() {
+  if (!buf_.defined()) return {};
+  return {{"momentum_buffer", buf_}};
+}
+std::map<std::string, int64_t> SGD::scalar_state() const { return {{"step", steps_}}; }
+void SGD::set_scalar_state(const std::map<std::string, int64_t>& scalars) {
+  steps_ = scalar_named(scalars, "step", name());
 }
 
 void SGD::step() {
   ScopedOpTimer op_timer(OpFamily::optimizer);
   if (params_) {
     dispatch_float(params_->values.dtype(), "SGD", [&]<class T>() {
-      sgd_span<T>(params_->values.data<T>(), params_->gradients.data<T>(), buf_.data<T>(),
-                  params_->total, config_, *groups_[0].lr, *groups_[0].weight_decay, first_);
+      const int64_t sb = shard_begin_;
+      T* b = buf_.defined() ? buf_.data<T>() : nullptr;
+      sgd_span<T>(params_->values.data<T>() + sb, params_->gradients.data<T>() + sb, b,
+                  shard_end_ - sb, config_, *groups_[0].lr, *groups_[0].weight_decay, steps_ == 0);
     });
-    first_ = false;
+    ++steps_;
     return;
   }
   size_t k = 0;
@@ -580,6 +690,13 @@ LrScheduler::LrScheduler(Optimizer& optimizer, Rule rule)
 
 void LrScheduler::step() {
   ++step_;
+  apply();
+}
+
+void LrScheduler::set_step(int64_t step) {
+  if (step < 0)
+    throw std::invalid_argument(fmt::format("learning-rate schedule: step {} is negative", step));
+  step_ = step;
   apply();
 }
 

@@ -1,11 +1,13 @@
 // Optimisers, gradient clipping and learning-rate schedules, as in torch.optim: AdamW, Adam and
 // SGD (momentum, dampening, Nesterov) over any list of tensors or parameter groups (each with its
-// own rate and weight decay), and AdamW/SGD over a module's flat buffers (nn/module.h), the fast
+// own rate and weight decay), and over a module's flat buffers (nn/module.h) as FlatOptimizers,
+// the interface the Trainer drives (a user's own optimiser implements it too), the fast
 // path the trainer uses: one pass over contiguous memory, nothing allocated per step. Optimisers
 // do not compute gradients or own the model; a schedule sets an optimiser's rates, nothing else.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,11 +70,77 @@ class Optimizer {
   std::vector<ParamGroup> groups_;
 };
 
+// What the Trainer (train/trainer.h) needs of an optimiser, and the base of one a user writes:
+// it updates a module's flat parameter buffer, elements [shard_begin, shard_end) of it (all of
+// them, or with ZeRO-1 this rank's shard), and its state is per-element tensors over that range
+// plus integer scalars (step counts). The Trainer saves both in training checkpoints (tensor
+// "optimizer.<state>.<parameter>", metadata "depthgrad.optimizer.<scalar>", the name as
+// "depthgrad.optimizer"), and with ZeRO-1 gathers the per-element state from the ranks' shards
+// and hands each rank its part. A subclass implements name(), step() (Optimizer's),
+// element_state(), reset_state() and, when it has any, the scalars; one whose per-element state
+// cannot be cut over ranks says so in shardable(), and ZeRO-1 is refused naming it.
+class FlatOptimizer : public Optimizer {
+ public:
+  // The name in checkpoints and errors: "AdamW", "Adam", "SGD", or the user's.
+  virtual std::string name() const = 0;
+  // The per-element state: tensors of shard_end() − shard_begin() elements in the parameters'
+  // dtype, by name; element i of a tensor belongs to element shard_begin() + i of the flat buffer.
+  // They are the optimiser's own: a checkpoint is loaded by writing into them.
+  virtual std::vector<NamedTensor> element_state() = 0;
+  // Integer state by name; set_scalar_state gets the names scalar_state gave. A scalar "step"
+  // counts the optimizer steps taken: a resume checks it against the loop's count.
+  virtual std::map<std::string, int64_t> scalar_state() const { return {}; }
+  virtual void set_scalar_state(const std::map<std::string, int64_t>& /*scalars*/) {}
+  // False when an element's state is not a function of that element alone (ZeRO-1 is refused).
+  virtual bool shardable() const { return true; }
+  // ZeRO stage 1: keeps state for, and updates, elements [begin, end) only; the state restarts
+  // (reset_state). Refused over tensors and when !shardable().
+  void shard(int64_t begin, int64_t end);
+  FlatParameters* flat_parameters() const { return params_; }  // null over tensors
+  int64_t shard_begin() const { return shard_begin_; }
+  int64_t shard_end() const { return shard_end_; }
+  void zero_grad() override;
+
+ protected:
+  FlatOptimizer() = default;  // over tensors or groups: not one the Trainer can drive
+  // Over `params` (not owned: the caller's, usually module.flat_parameters()), one group.
+  FlatOptimizer(FlatParameters& params, double lr, double weight_decay, const char* who);
+  // Allocates the per-element state for [shard_begin, shard_end), zeroed, and zeroes the scalars.
+  virtual void reset_state() = 0;
+  FlatParameters* params_ = nullptr;
+  int64_t shard_begin_ = 0, shard_end_ = 0;
+};
+
+namespace detail {
+// Adam's moments and update, shared by AdamW (decoupled decay) and Adam (L2 added to the
+// gradient): torch 1.13's single-tensor path, over a flat buffer's shard or over tensors.
+class AdamMoments {
+ public:
+  struct Betas {
+    double beta1, beta2, eps;
+  };
+  void reset(int64_t n, DType dtype);
+  // Elements [begin, end) of `params`; slots with decays[s] take weight decay wd.
+  void step_flat(FlatParameters& params, int64_t begin, int64_t end, double lr, double wd,
+                 const std::vector<bool>& decays, const Betas& b, bool decoupled);
+  void step_tensors(const std::vector<ParamGroup>& groups, const Betas& b, bool decoupled,
+                    const char* who);
+  void resize_tensors(size_t count) { tensor_state_.resize(count); }
+  Tensor m, v;  // flat path: [shard] each
+  int64_t steps = 0;
+  struct TensorState {
+    Tensor m, v;
+    int64_t steps = 0;
+  };
+  std::vector<TensorState> tensor_state_;  // over tensors: per parameter, in group order
+};
+}  // namespace detail
+
 // AdamW (torch 1.13's update order, single-tensor path). Over a module's flat buffers, every
 // parameter in one group whose decay follows config.decay; over tensors or groups, each tensor
 // keeps its own moments and step count (a tensor without a gradient is skipped, as in torch).
 // The two give the same bits on the same parameters (tests/test_optim.cpp).
-class AdamW : public Optimizer {
+class AdamW : public FlatOptimizer {
  public:
   AdamW(FlatParameters& params, const AdamWConfig& config);
   // Sharded (ZeRO stage 1): keeps m and v for elements [shard_begin, shard_end) of the flat
@@ -86,47 +154,65 @@ class AdamW : public Optimizer {
   AdamW(std::vector<ParamGroup> groups, const AdamWConfig& config);
   using Optimizer::step;
   void step() override;
-  void zero_grad() override;
-  int64_t steps_taken() const { return step_; }
+  std::string name() const override { return "AdamW"; }
+  // "exp_avg", "exp_avg_sq"; the scalar "step".
+  std::vector<NamedTensor> element_state() override;
+  std::map<std::string, int64_t> scalar_state() const override;
+  void set_scalar_state(const std::map<std::string, int64_t>& scalars) override;
+  int64_t steps_taken() const { return adam_.steps; }
   // Moments as flat tensors (for checkpoints): [total] each ([shard_end - shard_begin] sharded).
   // The flat path only; over tensors, exp_avg(i) and exp_avg_sq(i) are parameter i's (in group
   // order), undefined until its first step.
-  Tensor& exp_avg() { return m_; }
-  Tensor& exp_avg_sq() { return v_; }
-  const Tensor& exp_avg(size_t i) const { return tensor_state_.at(i).m; }
-  const Tensor& exp_avg_sq(size_t i) const { return tensor_state_.at(i).v; }
-  void set_steps_taken(int64_t step) { step_ = step; }
+  Tensor& exp_avg() { return adam_.m; }
+  Tensor& exp_avg_sq() { return adam_.v; }
+  const Tensor& exp_avg(size_t i) const { return adam_.tensor_state_.at(i).m; }
+  const Tensor& exp_avg_sq(size_t i) const { return adam_.tensor_state_.at(i).v; }
+  void set_steps_taken(int64_t step) { adam_.steps = step; }
   const AdamWConfig& config() const { return config_; }
-  int64_t shard_begin() const { return shard_begin_; }
-  int64_t shard_end() const { return shard_end_; }
 
  protected:
-  struct TensorState {
-    Tensor m, v;
-    int64_t steps = 0;
-  };
-  // Adam (coupled L2) instead of AdamW (decoupled decay): the class Adam below.
-  AdamW(std::vector<ParamGroup> groups, const AdamWConfig& config, bool decoupled);
-  void step_tensors();
+  void reset_state() override;
 
  private:
-  FlatParameters* params_ = nullptr;  // the flat path (null over tensors); the caller's, not owned
   AdamWConfig config_;
-  bool decoupled_ = true;
   std::vector<bool> slot_decays_;  // flat path: whether each slot decays under config.decay
-  Tensor m_, v_;
-  std::vector<TensorState> tensor_state_;  // over tensors: per parameter, in group order
-  int64_t step_ = 0;
-  int64_t shard_begin_ = 0, shard_end_ = 0;  // the elements this optimizer updates
+  detail::AdamMoments adam_;
+};
+
+// torch.optim.Adam's settings (its defaults: lr 1e-3, no weight decay).
+struct AdamConfig {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;  // L2: added to the gradient (g + wd·p) before the moments
 };
 
 // torch.optim.Adam: weight decay is added to the gradient (g + wd·p) before the moments, not
-// decoupled. Over tensors or groups only.
-class Adam : public AdamW {
+// decoupled from them as AdamW's. Over a module's flat buffers (every parameter decays) or over
+// tensors or groups.
+class Adam : public FlatOptimizer {
  public:
-  Adam(std::vector<Tensor> params, const AdamWConfig& config);
-  Adam(std::vector<ParamGroup> groups, const AdamWConfig& config)
-      : AdamW(std::move(groups), config, false) {}
+  Adam(FlatParameters& params, const AdamConfig& config);
+  Adam(Module& module, const AdamConfig& config) : Adam(module.flat_parameters(), config) {}
+  Adam(std::vector<Tensor> params, const AdamConfig& config);
+  Adam(std::vector<ParamGroup> groups, const AdamConfig& config);
+  using Optimizer::step;
+  void step() override;
+  std::string name() const override { return "Adam"; }
+  std::vector<NamedTensor> element_state() override;             // "exp_avg", "exp_avg_sq"
+  std::map<std::string, int64_t> scalar_state() const override;  // "step"
+  void set_scalar_state(const std::map<std::string, int64_t>& scalars) override;
+  int64_t steps_taken() const { return adam_.steps; }
+  const AdamConfig& config() const { return config_; }
+
+ protected:
+  void reset_state() override;
+
+ private:
+  AdamConfig config_;
+  std::vector<bool> slot_decays_;  // flat path: every slot
+  detail::AdamMoments adam_;
 };
 
 struct SGDConfig {
@@ -139,25 +225,33 @@ struct SGDConfig {
 
 // torch.optim.SGD: d = g + wd·p; buf = d on the first step, then momentum·buf + (1 − dampening)·d;
 // d = d + momentum·buf (Nesterov) or buf; p −= lr·d. Over a module's flat buffers or over tensors.
-class SGD : public Optimizer {
+class SGD : public FlatOptimizer {
  public:
   SGD(FlatParameters& params, const SGDConfig& config);
   SGD(FlatParameters& params, double momentum = 0.0, double weight_decay = 0.0)
       : SGD(params, SGDConfig{.momentum = momentum, .weight_decay = weight_decay}) {}
+  SGD(Module& module, const SGDConfig& config) : SGD(module.flat_parameters(), config) {}
   SGD(Module& module, double momentum = 0.0, double weight_decay = 0.0)
       : SGD(module.flat_parameters(), momentum, weight_decay) {}
   SGD(std::vector<Tensor> params, const SGDConfig& config);
   SGD(std::vector<ParamGroup> groups, const SGDConfig& config);
   using Optimizer::step;
   void step() override;
-  void zero_grad() override;
+  std::string name() const override { return "SGD"; }
+  // "momentum_buffer" (none without momentum); the scalar "step".
+  std::vector<NamedTensor> element_state() override;
+  std::map<std::string, int64_t> scalar_state() const override;
+  void set_scalar_state(const std::map<std::string, int64_t>& scalars) override;
   Tensor& momentum_buffer() { return buf_; }  // the flat path's
+  const SGDConfig& config() const { return config_; }
+
+ protected:
+  void reset_state() override;
 
  private:
-  FlatParameters* params_ = nullptr;  // the flat path (null over tensors); not owned
   SGDConfig config_;
   Tensor buf_;
-  bool first_ = true;
+  int64_t steps_ = 0;            // flat path: steps taken (the first sets buf = d)
   std::vector<Tensor> buffers_;  // over tensors: per parameter, undefined until its first step
 };
 
@@ -220,6 +314,9 @@ class LrScheduler {
   virtual ~LrScheduler() = default;
   void step();
   int64_t last_step() const { return step_; }  // the step whose rates are set
+  // Moves to `step`'s rates (a resumed run: the Trainer sets its step, so the position is
+  // recomputed rather than stored).
+  void set_step(int64_t step);
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   double lr_at(int64_t step, size_t group = 0) const { return rule_(step, base_lrs_.at(group)); }
 

@@ -1,9 +1,10 @@
 // One declaration per setting: a config's fields as rows (section, key, type, range, one-line doc,
 // an accessor into the struct; the default is the struct's own initializer), and the operations
 // every row gets from that: its JSON value, reading it back with the type and range checked, and
-// the error that names the key. The run configuration's rows are in train/lm/run_config.cpp; the
-// CLI's flags and help (tools/cli/run_config_flags.h) and the README's table check come from the
-// same rows. Cross-field rules (heads dividing dim) are not rows: RunConfig::validate has them.
+// the error that names the key. The training loop's rows are in train/training_config.cpp; an
+// application's configuration declares its own the same way, and its flags, help and docs can
+// come from the same rows. Cross-field rules (heads dividing dim) are not rows: the config's own
+// validation has them.
 #pragma once
 #include <cmath>
 #include <concepts>
@@ -78,7 +79,7 @@ struct Setting {
   }
 };
 
-// A path into the struct: path(&RunConfig::training, &TrainingConfig::adamw, &AdamWConfig::lr).
+// A path into the struct: path(&Config::training, &TrainingConfig::steps).
 template <class... Members>
 auto path(Members... members) {
   return [=](auto& s) -> auto& { return (s.*....*members); };

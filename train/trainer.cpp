@@ -10,10 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <span>
 
 #include "autograd/tape.h"
+#include "tensor/kernels_elementwise.h"
 #include "tensor/rng.h"
 #include "train/checkpoint.h"
+#include "train/training_config.h"
 
 namespace dg {
 
@@ -27,24 +30,22 @@ TrainingDiverged::TrainingDiverged(int64_t step_, double loss_, const std::strin
 
 // ---- the loop
 
-Trainer::Trainer(Module& model, const Dataset& data, Sampler sampler, LossFunction loss,
-                 const TrainingConfig& config, json::Value model_config, Collectives* world)
-    : Trainer(TrainingSetup{std::shared_ptr<Module>(std::shared_ptr<Module>(), &model),
-                            std::shared_ptr<const Dataset>(std::shared_ptr<const Dataset>(), &data),
-                            std::move(sampler), std::move(loss), std::move(model_config), world},
-              config) {}
-
 Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
     : model_(std::move(s.model)),
       data_(std::move(s.data)),
       sampler_(std::move(s.sampler)),
       loss_(std::move(s.loss)),
       model_config_(std::move(s.config)),
+      training_record_(std::move(s.training_record)),
+      resume_keys_(std::move(s.resume_keys)),
       config_(config),
+      optimizer_(std::move(s.optimizer)),
+      scheduler_(std::move(s.scheduler)),
       world_(s.world) {
   if (!model_) throw std::invalid_argument("trainer: the model is null");
   if (!data_) throw std::invalid_argument("trainer: the dataset is null");
   if (!loss_) throw std::invalid_argument("trainer: no loss function given");
+  if (!optimizer_) throw std::invalid_argument("trainer: no optimizer given");
   if (world_ && world_->size() == 1) world_ = nullptr;  // a group of one is one process
   if (config_.accum < 1)
     throw std::invalid_argument(fmt::format("trainer: accum must be >= 1, got {}", config_.accum));
@@ -52,25 +53,58 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
     throw std::invalid_argument(fmt::format("trainer: batch must be >= 1, got {}", config_.batch));
   if (config_.steps < 0)
     throw std::invalid_argument(fmt::format("trainer: steps must be >= 0, got {}", config_.steps));
+  if (config_.zero != 0 && config_.zero != 1)
+    throw std::invalid_argument(fmt::format("trainer: zero must be 0 or 1, got {}", config_.zero));
   if (sampler_.size() != data_->size())
     throw std::invalid_argument(
         fmt::format("trainer: the sampler covers {} examples, the dataset has {}", sampler_.size(),
                     data_->size()));
+  if (!training_record_.is_null()) {  // the caller's fuller record must agree with the loop's
+    const json::Value loop = training_config_json(config_);
+    for (const auto& [key, value] : loop.as_object()) {
+      const json::Value* recorded =
+          training_record_.is_object() ? training_record_.find(key) : nullptr;
+      if (!recorded || !(*recorded == value))
+        throw std::invalid_argument(
+            fmt::format("trainer: the training record's '{}' is {}, the loop's setting is {}", key,
+                        recorded ? json::dump(*recorded) : "missing", json::dump(value)));
+    }
+  }
   check_precision_supported(config_.precision, "trainer: training.precision");
-  zero1_ = config_.zero == 1 && world_;
   flat_ = flatten_parameters(*model_);
   if (flat_.total == 0) throw std::invalid_argument("trainer: the model has no parameters");
-  if (accumulates()) setup_data_parallel();  // shard bounds; ZeRO-1 keeps this rank's moments
-  if (zero1_)
-    optimizer_ = std::make_unique<AdamW>(flat_, config_.adamw, shard_bounds_[world_->rank()],
-                                         shard_bounds_[world_->rank() + 1]);
-  else
-    optimizer_ = std::make_unique<AdamW>(flat_, config_.adamw);
+  const FlatParameters* over = optimizer_->flat_parameters();
+  if (!over || over->values.storage() != flat_.values.storage())
+    throw std::invalid_argument(fmt::format(
+        "trainer: the optimizer {} is not over the model's flat buffers (make it from the model, "
+        "or from model.flat_parameters())",
+        optimizer_->name()));
+  if (optimizer_->shard_begin() != 0 || optimizer_->shard_end() != flat_.total)
+    throw std::invalid_argument(fmt::format(
+        "trainer: the optimizer {} is already sharded (the trainer shards it for ZeRO-1)",
+        optimizer_->name()));
+  zero1_ = config_.zero == 1 && world_;
+  if (accumulates()) {
+    if (flat_.values.dtype() != DType::f32)
+      throw std::invalid_argument(
+          "trainer: accumulation and data parallelism need float32 parameters");
+    if (config_.accum > 1) gradient_sum_ = Tensor::zeros({flat_.total}, DType::f32);
+  }
+  if (world_) {
+    shard_bounds_ = shard_bounds(flat_, ranks());
+    norm_blocks_ = gradient_norm_blocks(flat_);
+  }
+  if (zero1_) {  // this rank keeps and updates its shard of the optimizer's state
+    if (!optimizer_->shardable())
+      throw std::invalid_argument(fmt::format(
+          "trainer: training.zero 1 shards the optimizer's state over the ranks, but optimizer "
+          "'{}' cannot be sharded (use zero 0)",
+          optimizer_->name()));
+    optimizer_->shard(shard_bounds_[world_->rank()], shard_bounds_[world_->rank() + 1]);
+  }
   // The parameters' first buffers (replaced by views into the flat buffer) and init's scratch
   // sit in the storage cache in sizes the steps never ask for: give them back to the system.
   storage_cache_clear();
-  config_.schedule.lr = config_.adamw.lr;  // the schedule's rate and length are the run's
-  config_.schedule.total_steps = config_.steps;
 }
 
 int64_t Trainer::global_batch() const { return ranks() * config_.accum * config_.batch; }
@@ -86,68 +120,157 @@ int64_t nonfinite_test_step() {
   return step;
 }
 
-// The name of the first slot whose values (of `flat`: the values or the gradients) are not all
-// finite, or "" when every one is.
-std::string first_nonfinite(const FlatParameters& flat, const Tensor& buffer) {
-  return dispatch_float(buffer.dtype(), "trainer", [&]<class T>() -> std::string {
+// The index of the first slot of `flat` whose elements of `buffer` within [lo, hi) are not all
+// finite, or -1.
+int64_t first_nonfinite_slot(const FlatParameters& flat, const Tensor& buffer, int64_t lo,
+                             int64_t hi) {
+  return dispatch_float(buffer.dtype(), "trainer", [&]<class T>() -> int64_t {
     const T* data = buffer.data<T>();
-    for (const FlatParameters::Slot& slot : flat.slots)
-      for (int64_t i = 0; i < slot.numel; ++i)
-        if (!std::isfinite(data[slot.offset + i])) return slot.name;
-    return "";
+    for (size_t s = 0; s < flat.slots.size(); ++s) {
+      const int64_t a = std::max(lo, flat.slots[s].offset),
+                    b = std::min(hi, flat.slots[s].offset + flat.slots[s].numel);
+      for (int64_t i = a; i < b; ++i)
+        if (!std::isfinite(data[i])) return static_cast<int64_t>(s);
+    }
+    return -1;
   });
 }
 }  // namespace
 
+std::string Trainer::first_nonfinite(const Tensor& buffer, bool sharded) const {
+  int64_t slot = -1;
+  if (!sharded) {
+    slot = first_nonfinite_slot(flat_, buffer, 0, flat_.total);
+  } else {  // each rank searches its shard; the lowest rank's find is the first in flat order
+    const int rank = world_->rank();
+    const std::vector<double> found = world_->all_gather(std::vector<double>{static_cast<double>(
+        first_nonfinite_slot(flat_, buffer, shard_bounds_[rank], shard_bounds_[rank + 1]))});
+    for (double f : found)
+      if (f >= 0) {
+        slot = static_cast<int64_t>(f);
+        break;
+      }
+  }
+  return slot < 0 ? std::string() : flat_.slots[slot].name;
+}
+
+// One optimizer step over the global batch: the step's examples are drawn as one process drawing
+// ranks × accum × batch would; micro-batch i is examples [i·batch, (i+1)·batch), and rank r runs
+// micro-batches r·accum … r·accum + accum − 1. Gradient of the step: (Σ_i g_i) · (1/M), M the
+// number of micro-batches, the sum in micro-batch order (local ones first, then across ranks in
+// rank order: with accum 1 on N ranks that is exactly one process with accum N). With M = 1 (one
+// process, accum 1) there is no sum and no scaling: the gradient is the backward's.
 StepLog Trainer::train_step() {
   MatmulPrecisionScope precision(config_.precision);
-  if (accumulates()) return accumulated_step();
   const auto start = std::chrono::steady_clock::now();
-  sampler_.next(config_.batch, step_indices_);
-  data_->fill(step_indices_, batch_);
-  flat_.zero_grad();
-  Tensor loss = loss_(*model_, batch_);
-  if (!loss.defined() || loss.numel() != 1)
-    throw std::invalid_argument(
-        fmt::format("trainer: the loss function returned {}, expected one value",
-                    loss.defined() ? loss.describe() : std::string("an undefined tensor")));
-  const double value = loss.item();
-  // A non-finite loss or gradient stops the run (or, when skipping, this step) before the
-  // optimizer touches the weights: the model stays as the last finite step left it.
-  std::string problem;
-  if (!std::isfinite(value)) {
-    loss = Tensor();  // no backward: the step's graph is freed with the loss
-    const std::string weight = first_nonfinite(flat_, flat_.values);
-    problem = weight.empty() ? std::string("every weight is finite: the forward overflowed")
-                             : fmt::format("parameter '{}' is not finite", weight);
-  }
-  ClipResult clip;
-  if (problem.empty()) {
+  const int64_t B = config_.batch, K = config_.accum;
+  const int rank = world_ ? world_->rank() : 0;
+  const int64_t micro_batches = global_batch() / B;
+  sampler_.next(global_batch(), step_indices_);
+
+  const int64_t n = flat_.total;
+  micro_losses_.assign(K, 0.0);
+  // A non-finite loss in one process stops the step before its backward; over ranks every rank
+  // runs every collective, and the decision below is taken on the gathered loss.
+  bool stopped_early = false;
+  for (int64_t k = 0; k < K; ++k) {
+    const int64_t micro = rank * K + k;
+    data_->fill(std::span<const int64_t>(step_indices_).subspan(micro * B, B), batch_);
+    flat_.zero_grad();
+    Tensor loss = loss_(*model_, batch_);
+    if (!loss.defined() || loss.numel() != 1)
+      throw std::invalid_argument(
+          fmt::format("trainer: the loss function returned {}, expected one value",
+                      loss.defined() ? loss.describe() : std::string("an undefined tensor")));
+    micro_losses_[k] = loss.item();
+    if (!world_ && !std::isfinite(micro_losses_[k])) {
+      stopped_early = true;  // no backward: the step's graph is freed with the loss
+      break;
+    }
     backward(loss);
-    if (step_ == nonfinite_test_step()) [[unlikely]]
+    if (K == 1) break;
+    float* g = flat_.gradients.data<float>();
+    float* sum = gradient_sum_.data<float>();
+    if (k == 0)
+      std::memcpy(sum, g, static_cast<size_t>(n) * sizeof(float));
+    else {
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) sum[i] += g[i];
+    }
+  }
+  if (!stopped_early) {
+    if (K > 1)
+      std::memcpy(flat_.gradients.data<float>(), gradient_sum_.data<float>(),
+                  static_cast<size_t>(n) * sizeof(float));
+    if (step_ == nonfinite_test_step() && rank == 0) [[unlikely]]
       dispatch_float(flat_.gradients.dtype(), "trainer", [&]<class T>() {
         flat_.gradients.data<T>()[0] = std::numeric_limits<T>::quiet_NaN();
       });
+  }
+
+  // Across ranks: each rank ends up with its shard of the sum, then scales it to the mean.
+  const int64_t lo = world_ ? shard_bounds_[rank] : 0, hi = world_ ? shard_bounds_[rank + 1] : n;
+  if (world_) world_->reduce_scatter_in_rank_order(flat_.gradients.data<float>(), shard_bounds_);
+  if (micro_batches > 1) {
+    float* g = flat_.gradients.data<float>();
+    const float inverse = static_cast<float>(1.0 / static_cast<double>(micro_batches));
+#pragma omp parallel for simd schedule(static) if (parallel : hi - lo > kParallelGrain)
+    for (int64_t i = lo; i < hi; ++i) g[i] *= inverse;
+  }
+  double value = micro_losses_[0];
+  if (micro_batches > 1) {
+    const std::vector<double> losses = world_ ? world_->all_gather(micro_losses_) : micro_losses_;
+    double loss_sum = 0;
+    for (double l : losses) loss_sum += l;  // micro-batch order
+    value = loss_sum / static_cast<double>(micro_batches);
+  }
+
+  // A non-finite loss or gradient stops the run (or, when skipping, this step) before the
+  // optimizer touches the weights: the model stays as the last finite step left it. The loss and
+  // the norm are global values and the searches agree over ranks, so every rank decides the same.
+  std::string problem;
+  ClipResult clip;
+  if (!std::isfinite(value)) {
+    const std::string weight = first_nonfinite(flat_.values, false);
+    problem = weight.empty() ? std::string("every weight is finite: the forward overflowed")
+                             : fmt::format("parameter '{}' is not finite", weight);
+  } else {
+    if (!zero1_) {
+      if (world_) world_->all_gather(flat_.gradients.data<float>(), shard_bounds_);
+      if (config_.clip > 0) clip = clip_grad_norm(flat_, config_.clip);
+    } else if (config_.clip > 0) {
+      // ZeRO-1: the norm from every block's sum of squares (each computed by the block's owner),
+      // then this rank clips its shard.
+      auto [first, last] = blocks_within(norm_blocks_, lo, hi);
+      std::vector<double> mine(last - first);
+      for (size_t b = first; b < last; ++b)
+        mine[b - first] =
+            gradient_sum_of_squares(flat_, norm_blocks_.begin[b], norm_blocks_.end[b]);
+      const std::vector<double> sums = world_->all_gather(mine);
+      if (sums.size() != norm_blocks_.begin.size())
+        throw std::logic_error(fmt::format("ZeRO-1: {} block sums gathered for {} blocks",
+                                           sums.size(), norm_blocks_.begin.size()));
+      const double total = total_norm_from_block_sums(flat_, norm_blocks_, sums.data());
+      clip = scale_gradients_for_clip(flat_, total, config_.clip, lo, hi);
+    }
     // With clipping the gradient norm is computed anyway: a non-finite gradient makes it
     // non-finite, and only then are the gradients searched for the first bad one.
-    bool finite = true;
-    if (config_.clip > 0) {
-      clip = clip_grad_norm(flat_, config_.clip);
-      finite = std::isfinite(clip.total_norm);
-    }
+    const bool norm_finite = config_.clip <= 0 || std::isfinite(clip.total_norm);
     const std::string gradient =
-        finite && config_.clip > 0 ? std::string() : first_nonfinite(flat_, flat_.gradients);
+        config_.clip > 0 && norm_finite ? std::string() : first_nonfinite(flat_.gradients, zero1_);
     if (!gradient.empty())
       problem = fmt::format("the gradient of '{}' is not finite", gradient);
-    else if (!finite)
+    else if (!norm_finite)
       problem = fmt::format("the gradient norm overflows ({})", clip.total_norm);
   }
   if (!problem.empty()) {
     flat_.zero_grad();
     return nonfinite_step(value, problem, start);
   }
-  const double lr = config_.schedule.at(step_);
-  optimizer_->step(lr);
+  const double lr = optimizer_->lr();
+  optimizer_->step();
+  if (zero1_) world_->all_gather(flat_.values.data<float>(), shard_bounds_);
+  if (scheduler_) scheduler_->step();
   return finished_step(value, clip, lr, start);
 }
 
@@ -169,7 +292,8 @@ StepLog Trainer::nonfinite_step(double loss, const std::string& problem,
                                 std::chrono::steady_clock::time_point start) {
   if (!skip_nonfinite_) throw TrainingDiverged(step_, loss, problem);
   ++skipped_;
-  StepLog log{step_, config_.steps, loss, 0, false, config_.schedule.at(step_), 0, 0};
+  StepLog log{step_, config_.steps, loss, 0, false, optimizer_->lr(), 0, 0};
+  if (scheduler_) scheduler_->step();  // the schedule follows the step, taken or skipped
   log.skipped = true;
   log.skipped_steps = skipped_;
   log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -208,7 +332,7 @@ double evaluate_loss(Module& model, const Dataset& data, const LossFunction& los
 json::Value Trainer::config_json() const {
   json::Value v;
   if (!model_config_.is_null()) v["model"] = model_config_;
-  v["training"] = training_json(config_);
+  v["training"] = training_record_.is_null() ? training_config_json(config_) : training_record_;
   return v;
 }
 
@@ -244,11 +368,26 @@ void Trainer::save_checkpoint(const std::string& path,
   state.blobs["generator"] = default_generator().state();
   state.blobs["losses"] = pack(losses_);
   state.blobs["grad_norms"] = pack(grad_norms_);
-  if (!world_) return save_training_checkpoint(path, *model_, *optimizer_, state);
-  std::unique_ptr<AdamW> full = zero1_ ? full_optimizer_state() : nullptr;  // collective
-  if (world_->rank() == 0)
-    save_training_checkpoint(path, *model_, full ? *full : *optimizer_, state);
+  const OptimizerState optimizer = full_optimizer_state();  // collective with ZeRO-1
+  // The optimizer steps taken: an optimiser's scalar "step" when it has one (checked on resume).
+  if (!optimizer.scalars.count("step"))
+    state.metadata["depthgrad.optimizer_step"] = std::to_string(step_ - skipped_);
+  if (!world_) return save_training_checkpoint(path, *model_, optimizer, state);
+  if (world_->rank() == 0) save_training_checkpoint(path, *model_, optimizer, state);
   world_->barrier();  // complete on disk before any rank goes on
+}
+
+OptimizerState Trainer::full_optimizer_state() const {
+  OptimizerState state = optimizer_state(*optimizer_);
+  if (!zero1_) return state;
+  // Only rank 0 holds the whole (transiently).
+  for (auto& [name, tensor] : state.elements) {
+    Tensor full = world_->rank() == 0 ? Tensor::zeros({flat_.total}, DType::f32) : Tensor();
+    world_->gather_to_root(tensor.data<float>(), full.defined() ? full.data<float>() : nullptr,
+                           shard_bounds_);
+    tensor = full;
+  }
+  return state;
 }
 
 void Trainer::load_checkpoint(const std::string& path) {
@@ -279,11 +418,10 @@ void Trainer::load_checkpoint(const std::string& path) {
     // The matmul precision too (absent means float32): a run resumed in another precision
     // would not continue the run's bits.
     const json::Value float32 = json::Value("float32");
-    for (auto [section, key] : {std::pair<const char*, const char*>{"model", nullptr},
-                                {"training", "seed"},
-                                {"training", "sequential"},
-                                {"training", "init"},
-                                {"training", "precision"}}) {
+    std::vector<std::pair<const char*, const char*>> keys{
+        {"model", nullptr}, {"training", "seed"}, {"training", "precision"}};
+    for (const std::string& key : resume_keys_) keys.emplace_back("training", key.c_str());
+    for (auto [section, key] : keys) {
       const bool precision = key && std::string_view(key) == "precision";
       const json::Value* s = field(saved, section, key);
       const json::Value* m = field(mine, section, key);
@@ -381,10 +519,23 @@ void Trainer::load_checkpoint(const std::string& path) {
           fmt::format("{}: 'state.{}' holds {} values, expected {} (one per step taken)", path, key,
                       values->size(), step - skipped));
 
-  // ZeRO-1: the file holds the whole moments; this rank keeps its shard of them.
-  std::unique_ptr<AdamW> full = zero1_ ? std::make_unique<AdamW>(flat_, config_.adamw) : nullptr;
-  load_training_checkpoint(file, path, *model_, full ? *full : *optimizer_);
-  if (full) take_optimizer_shard(*full);
+  // The optimizer's state: read into tensors over the whole flat buffer (its own when unsharded;
+  // with ZeRO-1 this rank then keeps its shard of them).
+  OptimizerState optimizer = optimizer_state(*optimizer_);
+  std::vector<Tensor> shards;
+  if (zero1_)
+    for (auto& [name, tensor] : optimizer.elements) {
+      shards.push_back(tensor);
+      tensor = Tensor::zeros({flat_.total}, tensor.dtype());
+    }
+  load_training_checkpoint(file, path, *model_, optimizer);
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const int64_t lo = optimizer_->shard_begin(), count = shards[i].numel();
+    std::memcpy(shards[i].data<float>(), optimizer.elements[i].second.data<float>() + lo,
+                static_cast<size_t>(count) * sizeof(float));
+  }
+  optimizer_->set_scalar_state(optimizer.scalars);
+  if (scheduler_) scheduler_->set_step(step);
   step_ = step;
   clipped_ = clipped;
   skipped_ = skipped;

@@ -1,26 +1,31 @@
-// Trainer: the training loop of any Module, as an object that can stop and resume exactly.
-// The caller gives the model (built and initialised), a loss (a function of the model and a
-// batch), the data (a Dataset and a Sampler, train/dataset.h) and the training settings
-// (TrainingConfig, train/lm/run_config.h); the Trainer owns AdamW over the model's flat buffers and
-// runs steps in one order: draw the step's examples, zero the gradients, forward and loss,
-// backward, clip, optimizer step.
+// Trainer: the training loop of any Module with any optimiser, as an object that can stop and
+// resume exactly. The caller gives the model (built and initialised), a loss typed to the model (a
+// function of the model and a batch), the data (a Dataset and a Sampler, train/dataset.h), the
+// loop's settings (TrainingConfig, train/training_config.h), an optimiser over the model's flat
+// buffers (a FlatOptimizer: SGD, Adam, AdamW or the user's own, train/optim.h) and optionally a
+// learning-rate schedule (an LrScheduler over that optimiser). Each step runs in one order: draw
+// the step's examples, then per micro-batch zero the gradients, forward and loss, backward and add
+// up; reduce over ranks, clip, optimizer step, schedule step.
 //
-// What it guarantees, for every model (tests/test_trainer.cpp, tests/test_loop_models.cpp):
-//  - Resume: a checkpoint holds the weights by parameter name, AdamW's moments, the step, the
-//    sampler's position and RNG, the default generator (dropout's draws), the loss record and
-//    the wall time, so a resumed run gives bit-identical losses and weights to an uninterrupted
-//    one. The caller's JSON config is stored as metadata and must match on resume.
+// What it guarantees, for every model and optimiser (tests/test_trainer.cpp,
+// tests/test_loop_models.cpp):
+//  - Resume: a checkpoint holds the weights by parameter name, the optimiser's state (its
+//    per-element tensors and scalars, under its name), the step, the sampler's position and RNG,
+//    the default generator (dropout's draws), the loss record and the wall time, so a resumed run
+//    gives bit-identical losses and weights to an uninterrupted one. The schedule's position is
+//    the step's. The caller's JSON config is stored as metadata and must match on resume; a
+//    checkpoint of another optimiser is refused.
 //  - Accumulation and ranks: with accum > 1 or over several processes (train/data_parallel.h) a
 //    step runs the micro-batches of one global batch and gives the same bits however they are
-//    spread over the processes; ZeRO-1 (zero = 1) shards the moments and changes no bit.
+//    spread over the processes; ZeRO-1 (zero = 1) shards the optimiser's state and changes no bit.
+//    One process with accum 1 is the same path with one micro-batch.
 //  - Divergence: a non-finite loss or gradient stops the run before the optimizer step, naming
 //    the step and the first non-finite tensor (or skips the step when asked).
 // The loss must be a mean over the batch's examples (so that micro-batch means average to the
-// global batch's mean). Of TrainingConfig the loop reads steps, batch, accum, clip, adamw,
-// schedule and zero; seed, init and sequential are recorded and checked on resume but act through
-// the caller (the sampler carries its own seed; MicroLMTrainer passes training.seed to it and to
-// the model's initialisation).
-// It does not read files, build models or print: the CLI and the examples do.
+// global batch's mean). Of TrainingConfig the loop reads steps, batch, accum, clip, zero and
+// precision; seed is recorded and checked on resume but acts through the caller (the sampler
+// carries its own seed).
+// It does not read files, build models, choose an optimiser or print: the caller does.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -29,19 +34,32 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "nn/module.h"
+#include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/dataset.h"
 #include "train/io/json.h"
-#include "train/lm/run_config.h"
 #include "train/optim.h"
+#include "train/training_config.h"
 
 namespace dg {
 
-// The loss of one (micro-)batch: a scalar tensor, the mean over the batch's examples.
+// The loss of one (micro-)batch: a scalar tensor, the mean over the batch's examples. The loop
+// holds it over Module&; typed_loss (below) makes one from a function of the model's own type.
 using LossFunction = std::function<Tensor(Module& model, const Batch& batch)>;
+// A loss of the model's own type M, as the Trainer holds it. The model the Trainer passes is the
+// one it was given, so the conversion back to M is exact.
+template <class M>
+LossFunction typed_loss(std::function<Tensor(M&, const Batch&)> loss) {
+  static_assert(std::is_base_of_v<Module, M>, "the model must be a dg::Module");
+  if (!loss) return {};
+  return [loss = std::move(loss)](Module& model, const Batch& batch) {
+    return loss(static_cast<M&>(model), batch);
+  };
+}
 
 struct StepLog {
   int64_t step = 0;   // 0-based
@@ -65,24 +83,47 @@ struct TrainingDiverged : std::runtime_error {
   double loss;
 };
 
-// What a Trainer is made of besides its settings. The model and the dataset must outlive the
-// Trainer (or be handed over as shared_ptrs); `config` is the caller's description of the model
-// (any JSON), stored in checkpoints as "depthgrad.config"'s "model" and compared on resume.
+// What a Trainer is made of besides its settings. The model, the dataset, the optimiser and the
+// schedule must outlive the Trainer or be handed over as shared_ptrs. The optimiser must be over
+// the model's flat buffers (module.flat_parameters()), fresh (no step taken), and the schedule,
+// when given, over that optimiser. `config` is the caller's description of the model (any JSON),
+// stored in checkpoints as "depthgrad.config"'s "model" and compared on resume.
 struct TrainingSetup {
   std::shared_ptr<Module> model;
   std::shared_ptr<const Dataset> data;
   Sampler sampler;
   LossFunction loss;
-  json::Value config;
+  std::shared_ptr<FlatOptimizer> optimizer;
+  std::shared_ptr<LrScheduler> scheduler = nullptr;  // null: the optimiser's rate throughout
+  json::Value config = {};
   Collectives* world = nullptr;  // not owned; null = one process
+  // The "training" section the checkpoints record, when the caller's settings are more than the
+  // loop's (an application's run config: its optimiser, schedule, how its model starts); null =
+  // the loop's own (training_config_json). It must hold the loop's keys with the loop's values.
+  json::Value training_record = {};
+  // Keys of that section that must match on resume besides seed and precision (settings that act
+  // through the caller, such as how the model was initialised or the data was cut).
+  std::vector<std::string> resume_keys = {};
 };
 
 class Trainer {
  public:
-  // The model and data by reference: both must outlive the Trainer.
-  Trainer(Module& model, const Dataset& data, Sampler sampler, LossFunction loss,
-          const TrainingConfig& config, json::Value model_config = {},
-          Collectives* world = nullptr);
+  // The model, data, optimiser and schedule by reference: all must outlive the Trainer. The loss
+  // takes the model as its own type M: no cast in the caller.
+  template <class M>
+  Trainer(M& model, const Dataset& data, Sampler sampler,
+          std::type_identity_t<std::function<Tensor(M&, const Batch&)>> loss,
+          const TrainingConfig& config, FlatOptimizer& optimizer, LrScheduler* scheduler = nullptr,
+          json::Value model_config = {}, Collectives* world = nullptr)
+      : Trainer(TrainingSetup{.model = borrow<Module>(model),
+                              .data = borrow<const Dataset>(data),
+                              .sampler = std::move(sampler),
+                              .loss = typed_loss<M>(std::move(loss)),
+                              .optimizer = borrow<FlatOptimizer>(optimizer),
+                              .scheduler = scheduler ? borrow<LrScheduler>(*scheduler) : nullptr,
+                              .config = std::move(model_config),
+                              .world = world},
+                config) {}
   Trainer(TrainingSetup setup, const TrainingConfig& config);
 
   // Runs steps until `step()` == until (or config.steps). Calls on_step after each.
@@ -95,7 +136,8 @@ class Trainer {
   const Dataset& dataset() const { return *data_; }
   const Sampler& sampler() const { return sampler_; }
   FlatParameters& parameters() { return flat_; }
-  AdamW& optimizer() { return *optimizer_; }
+  FlatOptimizer& optimizer() { return *optimizer_; }
+  LrScheduler* scheduler() { return scheduler_.get(); }
   const TrainingConfig& config() const { return config_; }
   const std::vector<double>& losses() const { return losses_; }
   const std::vector<double>& grad_norms() const { return grad_norms_; }
@@ -120,45 +162,52 @@ class Trainer {
   // "depthgrad.").
   void save_checkpoint(const std::string& path,
                        const std::map<std::string, std::string>& metadata = {}) const;
-  // Restores a checkpoint written by save_checkpoint for the same model config, seed and data
-  // stream (checked before anything changes). The global batch must be the checkpoint's; how it
-  // is split (ranks × accum × batch) may differ.
+  // Restores a checkpoint written by save_checkpoint for the same model config, optimiser, seed
+  // and data stream (checked before anything changes). The global batch must be the
+  // checkpoint's; how it is split (ranks × accum × batch) may differ.
   void load_checkpoint(const std::string& path);
 
  private:
-  void setup();
+  template <class T>
+  static std::shared_ptr<T> borrow(T& object) {  // a shared_ptr that does not own
+    return std::shared_ptr<T>(std::shared_ptr<T>(), &object);
+  }
   std::shared_ptr<Module> model_;
   std::shared_ptr<const Dataset> data_;
   Sampler sampler_;
   LossFunction loss_;
-  json::Value model_config_;
+  json::Value model_config_, training_record_;
+  std::vector<std::string> resume_keys_;
   TrainingConfig config_;
   FlatParameters flat_;
-  std::unique_ptr<AdamW> optimizer_;
+  std::shared_ptr<FlatOptimizer> optimizer_;
+  std::shared_ptr<LrScheduler> scheduler_;
   Batch batch_;
   std::vector<int64_t> step_indices_;  // the step's global batch of examples
   int64_t step_ = 0;
   std::vector<double> losses_, grad_norms_;
   int64_t clipped_ = 0;
 
-  // Accumulation and data parallelism (train/data_parallel.cpp).
+  // Accumulation and data parallelism: more than one micro-batch per step, here or over ranks.
   bool accumulates() const { return config_.accum > 1 || ranks() > 1; }
-  void setup_data_parallel();
-  StepLog accumulated_step();
+  // The first slot of `buffer` (the values or the gradients) that is not all finite, within
+  // this rank's shard when `sharded`, agreed over the ranks; "" when every one is.
+  std::string first_nonfinite(const Tensor& buffer, bool sharded) const;
   // A step whose loss or gradient is not finite (`problem` says which): throws TrainingDiverged,
-  // or with skipping on counts it and returns its log. Both step paths end here.
+  // or with skipping on counts it and returns its log.
   StepLog nonfinite_step(double loss, const std::string& problem,
                          std::chrono::steady_clock::time_point start);
   StepLog finished_step(double loss, const ClipResult& clip, double lr,
                         std::chrono::steady_clock::time_point start);
-  std::unique_ptr<AdamW> full_optimizer_state() const;  // ZeRO-1: every rank's moments on rank 0
-  void take_optimizer_shard(AdamW& full);               // ZeRO-1: this rank's part of `full`
+  // The optimiser's state over the whole flat buffer: its own tensors, or with ZeRO-1 every
+  // rank's shard gathered on rank 0 (elsewhere the tensors are left undefined). Collective.
+  OptimizerState full_optimizer_state() const;
   Collectives* world_ = nullptr;
-  bool zero1_ = false;  // moments sharded: config.zero == 1 on more than one rank
+  bool zero1_ = false;  // optimiser state sharded: config.zero == 1 on more than one rank
   std::vector<int64_t> shard_bounds_;
   GradientNormBlocks norm_blocks_;
   std::vector<double> micro_losses_;
-  Tensor gradient_sum_;  // [total] Σ of this rank's micro-batch gradients
+  Tensor gradient_sum_;  // [total] Σ of this rank's micro-batch gradients (accum > 1)
 
   bool skip_nonfinite_ = false;
   int64_t skipped_ = 0;            // losses_ and grad_norms_ hold the steps that were not skipped
@@ -171,5 +220,12 @@ class Trainer {
 // by their sizes), in eval mode and without a graph; the model's train/eval mode is restored.
 double evaluate_loss(Module& model, const Dataset& data, const LossFunction& loss,
                      int64_t batch = 32);
+// The same with a loss of the model's own type.
+template <class M>
+double evaluate_loss(M& model, const Dataset& data,
+                     std::type_identity_t<std::function<Tensor(M&, const Batch&)>> loss,
+                     int64_t batch = 32) {
+  return evaluate_loss(static_cast<Module&>(model), data, typed_loss<M>(std::move(loss)), batch);
+}
 
 }  // namespace dg

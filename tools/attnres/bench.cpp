@@ -310,7 +310,7 @@ BenchResult run_bench(const BenchSpec& spec, const BenchOptions& options) {
   RunConfig run = spec.run;
   run.training.steps = spec.warmup + spec.timed;
   run.training.seed = 0;
-  const TrainingConfig& tc = run.training;
+  const LMTrainingConfig& tc = run.training;
   MicroLMTrainer trainer(run, ids, options.world);
   r.ranks = trainer.ranks();
   r.parameters = trainer.model().parameter_count();
@@ -503,7 +503,7 @@ BenchResult BenchResult::from_json(const json::Value& v, const std::string& sour
 
 CheckResult write_check(const std::string& dir, const BenchSpec& spec, int64_t steps) {
   const MicroLMConfig& c = spec.run.model;
-  const TrainingConfig& training = spec.run.training;
+  const LMTrainingConfig& training = spec.run.training;
   MicroLM model(c, DType::f32);
   {
     NoGradGuard no_grad;

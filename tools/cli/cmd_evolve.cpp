@@ -138,7 +138,7 @@ void baseline_from_flags(const Flags& f, EvolveOptions& o) {
   }
   apply_run_config_flags(f, sizes);  // ranges checked: --dim 0, --lr -1 are refused
   const MicroLMConfig& m = sizes.model;
-  const TrainingConfig& t = sizes.training;
+  const LMTrainingConfig& t = sizes.training;
   const int64_t kv_heads =
       preset && f.given("heads") && !f.given("kv-heads") ? m.heads : m.kv_heads;
   o.eval_windows = sizes.data.eval_windows;

@@ -234,7 +234,7 @@ RunConfig train_run_from_flags(const Flags& f, InitialModel& init) {
   apply_run_config_flags(f, run);  // the flags given, over the file, the preset or the defaults
   init = load_initial_model(f);
   MicroLMConfig& model = run.model;
-  TrainingConfig& training = run.training;
+  LMTrainingConfig& training = run.training;
   // Settings that follow others unless given: K/V heads follow the heads (from the file, the
   // file's), and the warm-up is 5% of the steps with cosine, none with constant.
   if (!f.given("kv-heads") && !f.given("config")) model.kv_heads = model.heads;
@@ -279,7 +279,7 @@ Splits load_train_data(const Flags& f, World& world, RunConfig& run,
   check_split_length(data.train, "train", model.seq_len, data.description);
   check_split_length(data.validation, "validation", model.seq_len, data.description);
   model.vocab = data.corpus.tokenizer.vocab_size();  // the model takes the tokenizer's size
-  const TrainingConfig& cfg = run.training;
+  const LMTrainingConfig& cfg = run.training;
   const int64_t global_batch = world.size() * cfg.accum * cfg.batch;
   if (cfg.sequential &&
       static_cast<int64_t>(data.train.size()) < global_batch * run.model.seq_len + 1)
@@ -343,7 +343,7 @@ struct TrainLoop {
 // After each step: the step log line, the validation loss and a sample when due, a checkpoint
 // when due, and a requested stop.
 void after_train_step(const TrainLoop& loop, MicroLMTrainer& trainer, const StepLog& log) {
-  const TrainingConfig& cfg = loop.run.training;
+  const LMTrainingConfig& cfg = loop.run.training;
   const int64_t checkpoint_every = loop.f.get_int("checkpoint-every"),
                 eval_every = loop.f.get_int("eval-every");
   Progress& progress = loop.progress;
@@ -479,7 +479,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   const std::string out = f.get("output-dir");
   const bool resuming = !f.get("resume").empty(), overwrite = f.get_bool("overwrite");
   Splits data = load_train_data(f, world, run, init.tokenizer_json);
-  const TrainingConfig& cfg = run.training;
+  const LMTrainingConfig& cfg = run.training;
   TrainSamples samples(f, data.corpus.tokenizer, cfg.seed);
   // Nothing in the output folder changes until the checkpoint to resume from passed every check:
   // a refused resume leaves config.json and steps.jsonl as they were.

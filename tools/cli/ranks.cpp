@@ -56,7 +56,7 @@ Flags& add_layout_flags(Flags& f) {
 }
 
 void apply_layout_flags(const Flags& f, int ranks, RunConfig& run) {
-  TrainingConfig& t = run.training;
+  LMTrainingConfig& t = run.training;
   if (f.given("global-batch")) {
     const int64_t global = f.get_int("global-batch"), split = ranks * t.accum;
     if (global < 1 || global % split != 0)

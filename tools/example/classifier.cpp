@@ -41,8 +41,8 @@ std::unique_ptr<dg::Sequential> make_model(double dropout) {
 }
 
 // The mean cross-entropy of a batch (fields: x, labels).
-dg::Tensor loss(dg::Module& model, const dg::Batch& batch) {
-  return dg::cross_entropy(static_cast<dg::Sequential&>(model).forward(batch[0]), batch[1]);
+dg::Tensor loss(dg::Sequential& model, const dg::Batch& batch) {
+  return dg::cross_entropy(model.forward(batch[0]), batch[1]);
 }
 
 // The share of rows whose largest logit is the label (argmax gives int64 indices), in eval mode.
@@ -58,16 +58,12 @@ int main() {
   const dg::TensorDataset train = spirals(300, 3, data_gen), test = spirals(100, 3, data_gen);
 
   const double dropout = 0.1;
-  // The loop's settings: 1500 steps of 64 examples, AdamW with a little weight decay, 75 warm-up
-  // steps then cosine decay to a tenth, no clipping (clip = 0). The seed names the sampler's
-  // stream; checkpoints record it and a resume checks it.
-  const dg::TrainingConfig settings{
-      .steps = 1500,
-      .batch = 64,
-      .clip = 0,
-      .adamw = {.lr = 1e-2, .weight_decay = 1e-4},
-      .schedule = {.kind = dg::Schedule::Kind::warmup_cosine, .warmup_steps = 75},
-      .seed = 1};
+  // The loop's settings: 1500 steps of 64 examples, no clipping (clip = 0). The seed names the
+  // sampler's stream; checkpoints record it and a resume checks it. The optimiser (AdamW with a
+  // little weight decay) and its schedule (75 warm-up steps then cosine decay to a tenth) are the
+  // caller's objects, made for each model below.
+  const dg::TrainingConfig settings{.steps = 1500, .batch = 64, .clip = 0, .seed = 1};
+  const dg::AdamWConfig adamw{.lr = 1e-2, .weight_decay = 1e-4};
   dg::json::Value model_config;  // the model's description, stored in checkpoints and compared
   model_config["dropout"] = dropout;
   // 900 examples in shuffled epochs of 14 batches (the tail of 4 dropped, as drop_last=True).
@@ -75,15 +71,18 @@ int main() {
 
   dg::manual_seed(0);  // the weights' draws, then dropout's masks: the default generator
   std::unique_ptr<dg::Sequential> net = make_model(dropout);
-  dg::Trainer trainer(*net, train, sampler(), loss, settings, model_config);
+  dg::AdamW optimizer(*net, adamw);
+  dg::CosineAnnealingLR schedule(optimizer, settings.steps, /*warmup_steps=*/75,
+                                 /*min_lr_ratio=*/0.1);
+  dg::Trainer trainer(*net, train, sampler(), loss, settings, optimizer, &schedule, model_config);
   const auto progress = [](const dg::StepLog& log) {
     if (log.step % 300 == 0)
       std::printf("step %4lld  loss %.4f  lr %.5f\n", static_cast<long long>(log.step), log.loss,
                   log.lr);
   };
-  // Half-way, a training checkpoint: weights, AdamW's moments, the step, the sampler's position
-  // and the default generator (the dropout masks still to come).
-  // In the temporary folder, under a name of its own: two runs at once must not share the file.
+  // Half-way, a training checkpoint: weights, AdamW's moments and step count, the step, the
+  // sampler's position and the default generator (the dropout masks still to come). In the
+  // temporary folder, under a name of its own: two runs at once must not share the file.
   const std::string name =
       "depthgrad_classifier_" + std::to_string(std::random_device{}()) + ".safetensors";
   const std::string path = (std::filesystem::temp_directory_path() / name).string();
@@ -98,7 +97,10 @@ int main() {
   // Resume: a freshly built model (other weights) and Trainer load the checkpoint and finish.
   dg::manual_seed(7);
   std::unique_ptr<dg::Sequential> fresh = make_model(dropout);
-  dg::Trainer resumed(*fresh, train, sampler(), loss, settings, model_config);
+  dg::AdamW fresh_optimizer(*fresh, adamw);
+  dg::CosineAnnealingLR fresh_schedule(fresh_optimizer, settings.steps, 75, 0.1);
+  dg::Trainer resumed(*fresh, train, sampler(), loss, settings, fresh_optimizer, &fresh_schedule,
+                      model_config);
   resumed.load_checkpoint(path);
   std::filesystem::remove(path);
   resumed.run();

@@ -233,20 +233,15 @@ TextData load_text(Flags& flags) {
 
 // The loop's settings: AdamW with β2 0.95 and weight decay 0.1 on matrices, warm-up (5% of the
 // steps unless --warmup) then cosine.
+// The loop's settings: steps, batch, accumulation, seed, and the global gradient norm clipped at
+// 1, as GPT-2 trains (the loop's default is no clipping).
 dg::TrainingConfig training_settings(Flags& flags, uint64_t seed) {
   dg::TrainingConfig settings;
   settings.steps = flags.integer("steps");
   settings.batch = flags.integer("batch");
   settings.accum = flags.integer("accum");
   settings.seed = seed;
-  settings.adamw = {.lr = flags.number("lr"),
-                    .beta2 = 0.95,
-                    .weight_decay = 0.1,
-                    .decay = dg::DecayPolicy::matrices_only};
-  settings.schedule.kind = dg::Schedule::Kind::warmup_cosine;
-  settings.schedule.warmup_steps = flags.integer("warmup") >= 0
-                                       ? flags.integer("warmup")
-                                       : std::max<int64_t>(1, settings.steps / 20);
+  settings.clip = 1.0;
   return settings;
 }
 
@@ -330,12 +325,21 @@ int run(int argc, char** argv, dg::Collectives* world) {
   const int64_t all_windows = (static_cast<int64_t>(validation_ids.size()) - T - 1) / T + 1;
   const dg::TokenWindows validation_windows(
       validation_ids, T, T, eval_windows > 0 ? std::min(eval_windows, all_windows) : -1);
-  const dg::LossFunction loss = [&model](dg::Module&, const dg::Batch& b) {
-    return model.loss(b[0], b[1]);  // inputs, targets: int32 [batch, T]
+  const auto loss = [](gpt2::Model& m, const dg::Batch& b) {
+    return m.loss(b[0], b[1]);  // inputs, targets: int32 [batch, T]
   };
   const dg::TrainingConfig settings = training_settings(flags, seed);
+  // The optimiser and its schedule are the caller's: AdamW (GPT-2's β2 and decay of the
+  // matrices only), linear warm-up then cosine decay to a tenth.
+  dg::AdamW optimizer(model, {.lr = flags.number("lr"),
+                              .beta2 = 0.95,
+                              .weight_decay = 0.1,
+                              .decay = dg::DecayPolicy::matrices_only});
+  const int64_t warmup = flags.integer("warmup") >= 0 ? flags.integer("warmup")
+                                                      : std::max<int64_t>(1, settings.steps / 20);
+  dg::CosineAnnealingLR schedule(optimizer, settings.steps, warmup, /*min_lr_ratio=*/0.1);
   dg::Trainer trainer(model, train_windows, dg::Sampler::random(train_windows.size(), seed), loss,
-                      settings, config.to_json(), world);
+                      settings, optimizer, &schedule, config.to_json(), world);
 
   const std::string out = flags.str("out");
   const std::string checkpoint = out + "/checkpoint.safetensors", log_path = out + "/steps.jsonl";

@@ -42,12 +42,15 @@
 #include "nn/module.h"
 
 // Training: AdamW, Adam and SGD over a module or parameter groups, clipping, schedule objects;
-// datasets, samplers and loaders; the training loop of any module (resume, accumulation, ranks).
+// datasets, samplers and loaders; the training loop of any module with any optimiser (resume,
+// accumulation, ranks).
 //   dg::AdamW opt(model, dg::AdamWConfig{.lr = 1e-3}); opt.zero_grad(); ...; opt.step();
-//   dg::Trainer trainer(model, dataset, dg::Sampler::shuffled(dataset.size(), 1), loss, settings);
+//   dg::Trainer trainer(model, dataset, dg::Sampler::shuffled(dataset.size(), 1), loss, settings,
+//   opt);
 #include "train/dataset.h"
 #include "train/optim.h"
 #include "train/trainer.h"
+#include "train/training_config.h"
 // Ctrl-C and SIGTERM as a flag the loop's step callback checks (stop_if_requested), so a run
 // stops at a step boundary, saves its checkpoint and resumes later.
 #include "train/stop.h"

@@ -17,15 +17,11 @@
 namespace dg {
 
 namespace {
-// The Trainer's parts for a MicroLM run: the model (built, initialised), its token windows, the
-// sampler and the loss. Order as the reference's §1.4: the model is initialised from the seed; the
-// batch draws come from their own generator of the same seed.
-TrainingSetup micro_lm_setup(const RunConfig& run, std::shared_ptr<const std::vector<int32_t>> ids,
-                             Collectives* world) {
-  if (!ids) throw std::invalid_argument("trainer: the token ids are a null shared_ptr");
+// The model a RunConfig describes, initialised (training.init, training.seed). An absurd size is
+// refused with what it needs before anything is allocated (a bad_alloc half-way through building
+// the model says nothing useful).
+std::shared_ptr<MicroLM> initialised_model(const RunConfig& run) {
   run.model.validate();
-  // An absurd size is refused with what it needs before anything is allocated (a bad_alloc
-  // half-way through building the model says nothing useful).
   check_memory_fits(
       estimate_memory(run.model, run.training.batch),
       fmt::format("training {} with batch {}", run.model.describe(), run.training.batch));
@@ -34,6 +30,15 @@ TrainingSetup micro_lm_setup(const RunConfig& run, std::shared_ptr<const std::ve
     model->init_torch_parity(run.training.seed);
   else
     model->init_identical(run.training.seed);
+  return model;
+}
+
+// The Trainer's parts for a MicroLM run: the model, its token windows, the sampler, the loss,
+// AdamW over the model and the run's schedule. Order as the reference's §1.4: the model is
+// initialised from the seed; the batch draws come from their own generator of the same seed.
+TrainingSetup micro_lm_setup(const RunConfig& run, std::shared_ptr<MicroLM> model,
+                             std::shared_ptr<const std::vector<int32_t>> ids, Collectives* world) {
+  if (!ids) throw std::invalid_argument("trainer: the token ids are a null shared_ptr");
   const int64_t T = run.model.seq_len;
   std::shared_ptr<TokenWindows> windows =
       run.training.sequential
@@ -41,11 +46,25 @@ TrainingSetup micro_lm_setup(const RunConfig& run, std::shared_ptr<const std::ve
           : std::make_shared<TokenWindows>(ids, T, 1, static_cast<int64_t>(ids->size()) - T - 1);
   Sampler sampler = run.training.sequential ? Sampler::sequential(windows->size())
                                             : Sampler::random(windows->size(), run.training.seed);
-  LossFunction loss = [](Module& m, const Batch& b) {
-    return static_cast<MicroLM&>(m).loss(b[0], b[1]);
-  };
-  return TrainingSetup{std::move(model), std::move(windows),    std::move(sampler),
-                       std::move(loss),  model_json(run.model), world};
+  auto optimizer = std::make_shared<AdamW>(*model, run.training.adamw);
+  Schedule schedule = run.training.schedule;  // its rate and length are the run's
+  schedule.lr = run.training.adamw.lr;
+  schedule.total_steps = run.training.steps;
+  auto scheduler = std::make_shared<ScheduleLR>(*optimizer, schedule);
+  return TrainingSetup{
+      .model = model,
+      .data = std::move(windows),
+      .sampler = std::move(sampler),
+      .loss = typed_loss<MicroLM>(
+          [](MicroLM& m, const Batch& b) { return m.loss(b[0], b[1]); }),  // inputs, targets
+      .optimizer = std::move(optimizer),
+      .scheduler = std::move(scheduler),
+      .config = model_json(run.model),
+      .world = world,
+      // The whole training section, as the run config writes it; init and sequential act through
+      // the model's initialisation and the windows, so a resume must keep them.
+      .training_record = training_json(run.training),
+      .resume_keys = {"sequential", "init"}};
 }
 
 // A shared_ptr that does not own: the ids are the caller's.
@@ -55,12 +74,17 @@ std::shared_ptr<const std::vector<int32_t>> borrowed(const std::vector<int32_t>&
 }
 }  // namespace
 
+MicroLMTrainer::MicroLMTrainer(const RunConfig& run, std::shared_ptr<MicroLM> model,
+                               std::shared_ptr<const std::vector<int32_t>> train_ids,
+                               Collectives* world)
+    : Trainer(micro_lm_setup(run, model, std::move(train_ids), world), run.training),
+      run_(run),
+      model_(*model) {}
+
 MicroLMTrainer::MicroLMTrainer(const RunConfig& run,
                                std::shared_ptr<const std::vector<int32_t>> train_ids,
                                Collectives* world)
-    : Trainer(micro_lm_setup(run, std::move(train_ids), world), run.training),
-      run_(run),
-      model_(static_cast<MicroLM&>(Trainer::model())) {}
+    : MicroLMTrainer(run, initialised_model(run), std::move(train_ids), world) {}
 
 MicroLMTrainer::MicroLMTrainer(const RunConfig& run, const std::vector<int32_t>& train_ids,
                                Collectives* world)

@@ -1,10 +1,10 @@
 // The MicroLM as a client of the training loop (train/trainer.h): MicroLMTrainer builds the model
 // a RunConfig describes, initialises it (training.init, training.seed), takes the run's token
 // windows (the reference's random windows, or consecutive ones with training.sequential) and
-// trains it with the generic Trainer. Beside it, one arm of the experiment the way the reference
-// does it (tools/attnres/PROTOCOL.md §1.4–1.6, §3, §4): build, initialise, train, take route
-// diagnostics, evaluate — one call per (config, seed).
-// It does not tokenize, read files or write reports (the CLI does).
+// trains it with the generic Trainer, AdamW and the run's schedule. Beside it, one arm of the
+// experiment the way the reference does it (tools/attnres/PROTOCOL.md §1.4–1.6, §3, §4): build,
+// initialise, train, take route diagnostics, evaluate — one call per (config, seed). It does not
+// tokenize, read files or write reports (the CLI does).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -37,6 +37,8 @@ class MicroLMTrainer : public Trainer {
   const RunConfig& run_config() const { return run_; }
 
  private:
+  MicroLMTrainer(const RunConfig& run, std::shared_ptr<MicroLM> model,
+                 std::shared_ptr<const std::vector<int32_t>> train_ids, Collectives* world);
   RunConfig run_;
   MicroLM& model_;
 };

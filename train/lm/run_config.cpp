@@ -71,7 +71,7 @@ const char* ffn_name(FeedForward::Kind k) {
 const SettingsTable<RunConfig>& run_config_settings() {
   using C = RunConfig;
   using M = MicroLMConfig;
-  using T = TrainingConfig;
+  using T = LMTrainingConfig;
   using D = DataConfig;
   constexpr auto m = &C::model;
   constexpr auto t = &C::training;
@@ -215,7 +215,7 @@ json::Value model_json(const MicroLMConfig& model) {
   return section_json(run_config_settings(), "model", c);
 }
 
-json::Value training_json(const TrainingConfig& training) {
+json::Value training_json(const LMTrainingConfig& training) {
   RunConfig c;
   c.training = training;
   return section_json(run_config_settings(), "training", c);

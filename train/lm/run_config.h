@@ -33,6 +33,7 @@
 #include "train/io/json.h"
 #include "train/optim.h"
 #include "train/settings.h"
+#include "train/training_config.h"
 
 namespace dg {
 
@@ -42,30 +43,19 @@ enum class InitScheme { parity, identical };
 InitScheme parse_init_scheme(const std::string& text);
 const char* init_scheme_name(InitScheme s);
 
-// The optimisation of a run. Defaults are the reference's (tools/attnres/PROTOCOL.md §3): 30 AdamW
-// steps of batch 4 at a constant 6e-4, clipping at 1, torch-parity init, seed 42.
-struct TrainingConfig {
-  int64_t steps = 30;
-  int64_t batch = 4;
-  double clip = 1.0;  // max gradient norm; <= 0 disables clipping
-  AdamWConfig adamw;  // adamw.lr is the peak learning rate
+// The training of a run: the loop's settings (TrainingConfig, train/training_config.h: steps,
+// batch, accum, clip, zero, seed, precision) and the LM's own: AdamW, its schedule, how the
+// weights start and how the windows are cut. Defaults are the reference's
+// (tools/attnres/PROTOCOL.md §3): 30 AdamW steps of batch 4 at a constant 6e-4, clipping at 1,
+// torch-parity init, seed 42. MicroLMTrainer builds the AdamW and the schedule from it.
+struct LMTrainingConfig : TrainingConfig {
+  LMTrainingConfig() { clip = 1.0; }  // the loop's default is no clipping; the reference clips
+  AdamWConfig adamw;                  // adamw.lr is the peak learning rate
   // kind, warmup_steps and min_lr_ratio; its lr and total_steps are always adamw.lr and steps
-  // (the Trainer sets them), so they are not part of the JSON.
+  // (MicroLMTrainer sets them), so they are not part of the JSON.
   Schedule schedule;
   InitScheme init = InitScheme::parity;
-  uint64_t seed = 42;
   bool sequential = false;  // consecutive windows instead of the reference's random windows
-  // Micro-batches of `batch` windows per optimizer step in each process (gradient accumulation;
-  // losses and gradients are averaged over them). A step's global batch is ranks × accum × batch
-  // (train/data_parallel.h): the number of MPI ranks is not part of the config.
-  int64_t accum = 1;
-  // 1 = AdamW's moments sharded over the MPI ranks (ZeRO stage 1). Changes no bit of a result,
-  // only where the moments live; 0 or 1.
-  int64_t zero = 0;
-  // The precision of every float32 matmul while the trainer steps (tensor/gemm_kernels.h):
-  // float32, or bf16 inputs with float32 accumulation (weights, gradients, AdamW, norms, softmax
-  // and the loss stay float32). The commands evaluate in it too.
-  MatmulPrecision precision = MatmulPrecision::float32;
 };
 
 // The warm-up a command gives a schedule when none is asked for: 5% of the steps (at least one)
@@ -94,7 +84,7 @@ struct RunConfig {
   // came from; the numbers themselves are in model and training. Written to JSON only when set.
   std::string preset;
   MicroLMConfig model;
-  TrainingConfig training;
+  LMTrainingConfig training;
   DataConfig data;
 
   // Throws std::invalid_argument naming the first key that is out of range (from the settings'
@@ -114,7 +104,7 @@ const SettingsTable<RunConfig>& run_config_settings();
 
 // The three sections and the whole config, in the key order of the JSON above.
 json::Value model_json(const MicroLMConfig& model);
-json::Value training_json(const TrainingConfig& training);
+json::Value training_json(const LMTrainingConfig& training);
 json::Value data_json(const DataConfig& data);
 json::Value to_json(const RunConfig& config);
 // The inverse of to_json; absent keys keep their defaults (model.kv_heads defaults to

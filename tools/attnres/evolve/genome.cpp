@@ -17,7 +17,7 @@ namespace {
 // The schedule follows the genes: warm-up 5% of the steps for cosine, none for constant; its rate
 // and length are the training's (the Trainer sets them too).
 void settle_schedule(Genome& g) {
-  TrainingConfig& t = g.run.training;
+  LMTrainingConfig& t = g.run.training;
   t.schedule.warmup_steps = default_warmup_steps(t.schedule.kind, t.steps);
   t.schedule.total_steps = t.steps;
   t.schedule.lr = t.adamw.lr;
@@ -46,7 +46,7 @@ Genome::Genome() {
   m.heads = 4;
   m.kv_heads = 4;
   m.seq_len = 64;
-  TrainingConfig& t = run.training;
+  LMTrainingConfig& t = run.training;
   t.steps = kArmsDifferSteps;
   t.batch = 4;
   t.clip = 1.0;
@@ -68,7 +68,7 @@ const char* gene_name(Gene g) {
 
 std::string gene_value(const Genome& g, Gene gene) {
   const MicroLMConfig& m = g.run.model;
-  const TrainingConfig& t = g.run.training;
+  const LMTrainingConfig& t = g.run.training;
   switch (gene) {
     case Gene::mode:
       return residual_mode_name(m.mode);
@@ -94,7 +94,7 @@ std::string gene_value(const Genome& g, Gene gene) {
 
 void set_gene(Genome& g, Gene gene, const std::string& value) {
   MicroLMConfig& m = g.run.model;
-  TrainingConfig& t = g.run.training;
+  LMTrainingConfig& t = g.run.training;
   switch (gene) {
     case Gene::mode:
       m.mode = parse_residual_mode(value);
@@ -160,7 +160,7 @@ MicroLMConfig genome_model_config(const Genome& g, int64_t vocab) {
   MicroLMConfig c = g.run.model;
   c.vocab = vocab;
   c.validate();
-  const TrainingConfig& t = g.run.training;
+  const LMTrainingConfig& t = g.run.training;
   if (t.steps < 1 || t.batch < 1 || !(t.adamw.lr > 0))
     throw std::invalid_argument(
         fmt::format("genome: steps, batch and lr must be positive ({})", genome_summary(g)));
@@ -187,7 +187,7 @@ RunConfig genome_run_config(const Genome& g, uint64_t seed, int64_t vocab, int64
 
 Value genome_to_json(const Genome& g) {
   const MicroLMConfig& m = g.run.model;
-  const TrainingConfig& t = g.run.training;
+  const LMTrainingConfig& t = g.run.training;
   Object o;
   o.emplace_back("mode", residual_mode_name(m.mode));
   o.emplace_back("dim", m.dim);
@@ -211,7 +211,7 @@ Genome genome_from_json(const Value& v) {
   m.heads = v.at("heads").as_int();
   m.kv_heads = v.at("kv_heads").as_int();
   m.seq_len = v.at("seq_len").as_int();
-  TrainingConfig& t = g.run.training;
+  LMTrainingConfig& t = g.run.training;
   t.adamw.lr = v.at("lr").as_double();
   t.steps = v.at("steps").as_int();
   t.batch = v.at("batch").as_int();
