@@ -16,7 +16,7 @@
 
 namespace dg {
 
-// ---- elementwise (ops_elementwise.cpp) -------------------------------------------------------
+// ---- elementwise (ops_elementwise.cpp; silu, gelu, gelu_tanh in ops_activation.cpp) ----------
 Tensor add(const Tensor& a, const Tensor& b);  // broadcasting
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -33,7 +33,7 @@ Tensor gelu(const Tensor& a);  // exact: 0.5 a (1 + erf(a / sqrt 2))
 // 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3)))
 Tensor gelu_tanh(const Tensor& a);
 
-// ---- reductions (ops_elementwise.cpp) --------------------------------------------------------
+// ---- reductions (ops_reduce.cpp) -------------------------------------------------------------
 // Sum / mean over `axes` (negative allowed; empty = all axes).
 Tensor sum(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdim = false);
 Tensor mean(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdim = false);
@@ -128,8 +128,8 @@ Tensor linear_rope(const Tensor& x, const Tensor& weight, const Tensor& bias, in
 Tensor linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
                   const Tensor& bias = Tensor());
 
-// ---- embedding (ops_embedding.cpp), softmax and losses (ops_loss.cpp), norms (ops_norm.cpp),
-// rope (ops_attention.cpp), swiglu and depth_mix (ops_elementwise.cpp) ------------------------
+// ---- embedding (ops_embedding.cpp), softmax (ops_softmax.cpp), losses (ops_loss.cpp), norms
+// (ops_norm.cpp), rope (ops_attention.cpp), depth_mix (elementwise), swiglu (ops_activation.cpp) -
 // weight [V, D], ids int32 [..] -> [.., D]; backward scatter-adds rows. Ids out of range throw.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 Tensor softmax(const Tensor& a, int64_t axis = -1);
@@ -209,7 +209,7 @@ Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha);
 // Fuses: mul(silu(gate), up).
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 
-// ---- pointwise (ops_pointwise.cpp) -----------------------------------------------------------
+// ---- activations (ops_activation.cpp); abs .. operators (ops_elementwise.cpp) -----------------
 // Activations. Derivatives at kinks as torch: relu'(0) = 0, leaky_relu'(0) = slope, abs'(0) = 0,
 // clamp passes the gradient where min <= x <= max (bounds included).
 Tensor relu(const Tensor& a);
