@@ -119,14 +119,20 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // positions 0..T−1) applied to each head of hd values, in place on the projection's output:
 // the same values as splitting the heads off, rope() and merging them back, without keeping the
 // unrotated projection for the backward.
-// Fuses: linear + split heads + rope + merge heads.
+// Fuses: linear + split heads + rope + merge heads. Plain twin: plain_linear_rope.
 Tensor linear_rope(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t heads,
                    double base = 10000.0);
+// linear_rope written with primitive ops (linear, reshape, permute, rope), each recorded.
+Tensor plain_linear_rope(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t heads,
+                         double base = 10000.0);
 // residual [.., out] + linear(x, weight, bias) as one op (the residual pre-fills the GEMM's
 // output), so the projection is not kept as a separate tensor; residual has the output's shape.
-// Fuses: add(residual, linear(x, weight, bias)).
+// Fuses: add(residual, linear(x, weight, bias)). Plain twin: plain_linear_add.
 Tensor linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
                   const Tensor& bias = Tensor());
+// linear_add written as that composition, each op recorded: the reference.
+Tensor plain_linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
+                        const Tensor& bias = Tensor());
 
 // ---- embedding (ops_embedding.cpp), softmax (ops_softmax.cpp), losses (ops_loss.cpp), norms
 // (ops_norm.cpp), rope (ops_attention.cpp), depth_mix (elementwise), swiglu (ops_activation.cpp) -
@@ -165,7 +171,12 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 Tensor plain_rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 // (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance)
 // Fuses: the mean, variance, normalisation and affine steps into one pass (saves mean, rstd).
+// Plain twin: plain_layer_norm.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// layer_norm written with primitive ops (mean, sub, mul, add_scalar, sqrt, div, add), each
+// recorded.
+Tensor plain_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        double eps = 1e-5);
 // Rotate-half RoPE on x [B, H, T, hd] (hd even): pairs (i, i + hd/2), θ_i = base^(-2i/hd),
 // positions 0..T-1 plus `position_offset`. Angles and cos/sin in float32 as the reference does.
 Tensor rope(const Tensor& x, double base = 10000.0, int64_t position_offset = 0);
@@ -204,10 +215,15 @@ Tensor plain_attention(const Tensor& u_qk, const Tensor& u_v, const Tensor& wq, 
                        int64_t heads, int64_t kv_heads, double rope_base = 0.0, double scale = 0.0);
 // The depth mix: sources S_j [.., D] (all the same shape), weights alpha [.., J] (per token)
 // -> sum_j alpha[.., j] * S_j  [.., D].
+// Fuses: J slices of alpha, J muls and J − 1 adds into one pass. Plain twin: plain_depth_mix.
 Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha);
+// depth_mix written with primitive ops (slice, mul, add), each recorded: the reference.
+Tensor plain_depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha);
 // silu(gate)·up in one fused pass (the SwiGLU feed-forward's nonlinearity); gate, up same shape.
-// Fuses: mul(silu(gate), up).
+// Fuses: mul(silu(gate), up). Plain twin: plain_swiglu.
 Tensor swiglu(const Tensor& gate, const Tensor& up);
+// swiglu written as that composition, each op recorded: the reference.
+Tensor plain_swiglu(const Tensor& gate, const Tensor& up);
 
 // ---- activations (ops_activation.cpp); abs .. operators (ops_elementwise.cpp) -----------------
 // Activations. Derivatives at kinks as torch: relu'(0) = 0, leaky_relu'(0) = slope, abs'(0) = 0,

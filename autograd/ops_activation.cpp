@@ -135,6 +135,18 @@ Tensor gelu_tanh(const Tensor& a) {
   return out;
 }
 
+// ---- plain_swiglu: silu(gate)·up from two primitive ops (read this first) -----------------------
+// The tape keeps silu(gate) as well: what the fused swiglu below avoids.
+Tensor plain_swiglu(const Tensor& gate, const Tensor& up) {
+  check_float(gate, "plain_swiglu");
+  check_float(up, "plain_swiglu");
+  if (gate.shape() != up.shape())
+    throw std::invalid_argument(
+        fmt::format("plain_swiglu: gate {} and up {} must have the same shape", gate.describe(),
+                    up.describe()));
+  return mul(silu(gate), up);
+}
+
 // ---- swiglu: silu(gate)·up in one pass; saves gate and up (not silu(gate))
 Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
   ScopedOpTimer op_timer(OpFamily::other);

@@ -4,6 +4,9 @@
 // q, k, v, the output and one logsumexp per query row (B·H·T values); the backward recomputes the
 // T×T probabilities block by block. Does not do: other masks, dropout, a KV cache (query and key
 // lengths must be equal).
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels in
+// tests/test_kernels_attention.cpp, plain_attention against the fused path in
+// tests/test_plain_ops.cpp.
 #include <fmt/format.h>
 
 #include <cmath>

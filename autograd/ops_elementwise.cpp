@@ -348,6 +348,35 @@ Tensor operator/(const Tensor& a, double s) { return div(a, scalar_like(s, a)); 
 // s / a as torch computes it (a.reciprocal() * s), so the float32 values are torch's bits.
 Tensor operator/(double s, const Tensor& a) { return scale(pow(a, -1.0), s); }
 
+// ---- plain_depth_mix: Σ_j alpha[.., j]·S_j from primitive ops (read this first) ----------------
+// Each term multiplies S_j by alpha's column j ([.., 1], broadcast over D) and adds it on, j in
+// order: the tape keeps every product [.., D] and partial sum, which the fused depth_mix never
+// makes.
+Tensor plain_depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
+  const char* op = "plain_depth_mix";
+  if (sources.empty())
+    throw std::invalid_argument("plain_depth_mix: expected at least one source, got none");
+  const int64_t J = static_cast<int64_t>(sources.size());
+  check_float(sources[0], op);
+  check_arg(sources[0].dim() >= 1, op, sources[0], "sources of shape [.., D]");
+  for (int64_t j = 1; j < J; ++j)
+    check_arg(
+        sources[j].shape() == sources[0].shape(), op, sources[j],
+        fmt::format("source {} with the shape of source 0 {}", j, shape_str(sources[0].shape())));
+  Shape alpha_shape = sources[0].shape();
+  alpha_shape.back() = J;
+  check_arg(alpha.defined() && alpha.shape() == alpha_shape, op, alpha,
+            fmt::format("alpha of shape {} for {} sources {}", shape_str(alpha_shape), J,
+                        shape_str(sources[0].shape())));
+  const int64_t last = alpha.dim() - 1;
+  Tensor out;
+  for (int64_t j = 0; j < J; ++j) {
+    const Tensor term = mul(slice(alpha, last, j, j + 1), sources[j]);  // [.., 1] · [.., D]
+    out = j == 0 ? term : add(out, term);
+  }
+  return out;
+}
+
 // ---- depth_mix: Σ_j alpha[.., j]·S_j; dS_j += alpha_j·g, dalpha_j += <g, S_j> -------------------
 Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
   ScopedOpTimer op_timer(OpFamily::routing);
