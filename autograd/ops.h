@@ -191,7 +191,12 @@ RopeTables rope_tables_for(int64_t T, int64_t hd, double base, int64_t position_
 // (grouped-query attention: query head h reads kv head h / (H / Hkv)). scale defaults to
 // 1/sqrt(hd). Fused: saves only the per-row softmax statistics, not the T×T probabilities. Fuses:
 // matmul(q, kᵀ)·scale + causal mask + softmax + matmul with v (flash-style, no T×T kept).
+// Plain twin: plain_causal_attention.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale = 0.0);
+// causal_attention written with those primitive ops (and expand/reshape for the kv groups), each
+// recorded: the reference.
+Tensor plain_causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                              double scale = 0.0);
 // The attention of a transformer block in one op, from the projections to the merged heads:
 // q [B, T, H·hd], k and v [B, T, Hkv·hd] (the Q/K/V linear outputs) -> [B, T, H·hd], equal to
 // merge(causal_attention(rope(split(q)), rope(split(k)), split(v))) with split = reshape to

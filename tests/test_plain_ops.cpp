@@ -2,7 +2,8 @@
 // path MicroLM runs (linear_rope / linear + attention_heads, and attention_heads' own RoPE), MHA
 // and GQA, with and without RoPE and biases; plain_rms_norm vs rms_norm; plain_cross_entropy vs
 // cross_entropy; plain_linear_cross_entropy vs linear_cross_entropy; plain_layer_norm,
-// plain_swiglu, plain_linear_add, plain_linear_rope and plain_depth_mix vs their fused ops.
+// plain_swiglu, plain_linear_add, plain_linear_rope, plain_depth_mix and plain_causal_attention vs
+// their fused ops.
 // Float64, forward values and every input's gradient (a random-weighted loss), equal within 1e-13
 // relative to the largest value (1e-12 for attention).
 #include <doctest/doctest.h>
@@ -218,4 +219,22 @@ TEST_CASE("plain_depth_mix equals depth_mix (value, every source's and alpha's g
                  },
                  {s, alpha}, 99),
              1e-13);
+}
+
+TEST_CASE("plain_causal_attention equals causal_attention (value, dq, dk, dv; MHA, GQA, scale)") {
+  struct Case {
+    int64_t H, Hkv;
+    double scale;
+  };
+  for (Case c : {Case{2, 2, 0.0}, Case{4, 2, 0.0}, Case{4, 1, 0.3}}) {
+    CAPTURE(c.H);
+    CAPTURE(c.Hkv);
+    CAPTURE(c.scale);
+    Tensor q = random_tensor({2, c.H, 5, 4}, 101, -1.5, 1.5);
+    Tensor k = random_tensor({2, c.Hkv, 5, 4}, 102, -1.5, 1.5);
+    Tensor v = random_tensor({2, c.Hkv, 5, 4}, 103, -1.5, 1.5);
+    check_same(run([&] { return causal_attention(q, k, v, c.scale); }, {q, k, v}, 104),
+               run([&] { return plain_causal_attention(q, k, v, c.scale); }, {q, k, v}, 104),
+               1e-12);
+  }
 }
