@@ -74,18 +74,18 @@ struct OpCase {
   double f32_grad_atol = 2e-5;
 };
 
-// Each op family lists its rows at the end of its autograd/ops_<family>.cpp.
+// Each op family lists its rows at the end of its autograd/ops_<family>.cpp: <family>_op_cases().
 std::vector<OpCase> elementwise_op_cases();
+std::vector<OpCase> activation_op_cases();
+std::vector<OpCase> reduce_op_cases();
 std::vector<OpCase> shape_op_cases();
+std::vector<OpCase> index_op_cases();
 std::vector<OpCase> matmul_op_cases();
 std::vector<OpCase> embedding_op_cases();
+std::vector<OpCase> softmax_op_cases();
 std::vector<OpCase> loss_op_cases();
 std::vector<OpCase> norm_op_cases();
 std::vector<OpCase> attention_op_cases();
-std::vector<OpCase> pointwise_op_cases();
-// indexing, max/min and dropout (ops_index.cpp, ops_reduce.cpp, ops_dropout.cpp)
-std::vector<OpCase> index_op_cases();
-std::vector<OpCase> reduce_op_cases();
 std::vector<OpCase> dropout_op_cases();
 std::vector<OpCase> all_op_cases();
 

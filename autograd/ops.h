@@ -16,7 +16,7 @@
 
 namespace dg {
 
-// ---- elementwise (ops_elementwise.cpp) -------------------------------------------------------
+// ---- elementwise (ops_elementwise.cpp; silu, gelu, gelu_tanh in ops_activation.cpp) ----------
 Tensor add(const Tensor& a, const Tensor& b);  // broadcasting
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -33,7 +33,7 @@ Tensor gelu(const Tensor& a);  // exact: 0.5 a (1 + erf(a / sqrt 2))
 // 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3)))
 Tensor gelu_tanh(const Tensor& a);
 
-// ---- reductions (ops_elementwise.cpp) --------------------------------------------------------
+// ---- reductions (ops_reduce.cpp) -------------------------------------------------------------
 // Sum / mean over `axes` (negative allowed; empty = all axes).
 Tensor sum(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdim = false);
 Tensor mean(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdim = false);
@@ -119,17 +119,23 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // positions 0..T−1) applied to each head of hd values, in place on the projection's output:
 // the same values as splitting the heads off, rope() and merging them back, without keeping the
 // unrotated projection for the backward.
-// Fuses: linear + split heads + rope + merge heads.
+// Fuses: linear + split heads + rope + merge heads. Plain twin: plain_linear_rope.
 Tensor linear_rope(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t heads,
                    double base = 10000.0);
+// linear_rope written with primitive ops (linear, reshape, permute, rope), each recorded.
+Tensor plain_linear_rope(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t heads,
+                         double base = 10000.0);
 // residual [.., out] + linear(x, weight, bias) as one op (the residual pre-fills the GEMM's
 // output), so the projection is not kept as a separate tensor; residual has the output's shape.
-// Fuses: add(residual, linear(x, weight, bias)).
+// Fuses: add(residual, linear(x, weight, bias)). Plain twin: plain_linear_add.
 Tensor linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
                   const Tensor& bias = Tensor());
+// linear_add written as that composition, each op recorded: the reference.
+Tensor plain_linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
+                        const Tensor& bias = Tensor());
 
-// ---- embedding (ops_embedding.cpp), softmax and losses (ops_loss.cpp), norms (ops_norm.cpp),
-// rope (ops_attention.cpp), swiglu and depth_mix (ops_elementwise.cpp) ------------------------
+// ---- embedding (ops_embedding.cpp), softmax (ops_softmax.cpp), losses (ops_loss.cpp), norms
+// (ops_norm.cpp), rope (ops_attention.cpp), depth_mix (elementwise), swiglu (ops_activation.cpp) -
 // weight [V, D], ids int32 [..] -> [.., D]; backward scatter-adds rows. Ids out of range throw.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 Tensor softmax(const Tensor& a, int64_t axis = -1);
@@ -165,7 +171,12 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 Tensor plain_rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 // (x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance)
 // Fuses: the mean, variance, normalisation and affine steps into one pass (saves mean, rstd).
+// Plain twin: plain_layer_norm.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// layer_norm written with primitive ops (mean, sub, mul, add_scalar, sqrt, div, add), each
+// recorded.
+Tensor plain_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        double eps = 1e-5);
 // Rotate-half RoPE on x [B, H, T, hd] (hd even): pairs (i, i + hd/2), θ_i = base^(-2i/hd),
 // positions 0..T-1 plus `position_offset`. Angles and cos/sin in float32 as the reference does.
 Tensor rope(const Tensor& x, double base = 10000.0, int64_t position_offset = 0);
@@ -180,7 +191,12 @@ RopeTables rope_tables_for(int64_t T, int64_t hd, double base, int64_t position_
 // (grouped-query attention: query head h reads kv head h / (H / Hkv)). scale defaults to
 // 1/sqrt(hd). Fused: saves only the per-row softmax statistics, not the T×T probabilities. Fuses:
 // matmul(q, kᵀ)·scale + causal mask + softmax + matmul with v (flash-style, no T×T kept).
+// Plain twin: plain_causal_attention.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale = 0.0);
+// causal_attention written with those primitive ops (and expand/reshape for the kv groups), each
+// recorded: the reference.
+Tensor plain_causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                              double scale = 0.0);
 // The attention of a transformer block in one op, from the projections to the merged heads:
 // q [B, T, H·hd], k and v [B, T, Hkv·hd] (the Q/K/V linear outputs) -> [B, T, H·hd], equal to
 // merge(causal_attention(rope(split(q)), rope(split(k)), split(v))) with split = reshape to
@@ -204,12 +220,17 @@ Tensor plain_attention(const Tensor& u_qk, const Tensor& u_v, const Tensor& wq, 
                        int64_t heads, int64_t kv_heads, double rope_base = 0.0, double scale = 0.0);
 // The depth mix: sources S_j [.., D] (all the same shape), weights alpha [.., J] (per token)
 // -> sum_j alpha[.., j] * S_j  [.., D].
+// Fuses: J slices of alpha, J muls and J − 1 adds into one pass. Plain twin: plain_depth_mix.
 Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha);
+// depth_mix written with primitive ops (slice, mul, add), each recorded: the reference.
+Tensor plain_depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha);
 // silu(gate)·up in one fused pass (the SwiGLU feed-forward's nonlinearity); gate, up same shape.
-// Fuses: mul(silu(gate), up).
+// Fuses: mul(silu(gate), up). Plain twin: plain_swiglu.
 Tensor swiglu(const Tensor& gate, const Tensor& up);
+// swiglu written as that composition, each op recorded: the reference.
+Tensor plain_swiglu(const Tensor& gate, const Tensor& up);
 
-// ---- pointwise (ops_pointwise.cpp) -----------------------------------------------------------
+// ---- activations (ops_activation.cpp); abs .. operators (ops_elementwise.cpp) -----------------
 // Activations. Derivatives at kinks as torch: relu'(0) = 0, leaky_relu'(0) = slope, abs'(0) = 0,
 // clamp passes the gradient where min <= x <= max (bounds included).
 Tensor relu(const Tensor& a);

@@ -1,9 +1,13 @@
 // Attention ops (kernels in tensor/kernels_attention.h): rope, then plain_attention (the whole
-// computation from primitive ops, to read first), then the fused causal_attention and
+// computation from primitive ops, to read first), then the fused causal_attention (after its plain
+// twin plain_causal_attention) and
 // attention_heads, each forward beside its backward, then the gradient-check rows. The tape keeps
 // q, k, v, the output and one logsumexp per query row (B·H·T values); the backward recomputes the
 // T×T probabilities block by block. Does not do: other masks, dropout, a KV cache (query and key
 // lengths must be equal).
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels in
+// tests/test_kernels_attention.cpp, plain_attention against the fused path in
+// tests/test_plain_ops.cpp.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -113,6 +117,33 @@ Tensor plain_attention(const Tensor& u_qk, const Tensor& u_v, const Tensor& wq, 
   Tensor p = softmax(add(scores, mask), -1);
   Tensor o = matmul(p, v);                                   // [B, H, T, hd]
   return reshape(permute(o, {0, 2, 1, 3}), {B, T, H * hd});  // merge heads
+}
+
+// ---- plain_causal_attention: causal_attention from primitive ops (read this first) --------------
+// Each kv head repeated for its H / Hkv query heads, scores = q·kᵀ·scale [B, H, T, T] plus a mask
+// (−inf above the diagonal), softmax over keys, then ·v. The tape keeps the T×T scores and
+// probabilities, which causal_attention below never holds (the same steps as in plain_attention).
+Tensor plain_causal_attention(const Tensor& q, const Tensor& k_in, const Tensor& v_in,
+                              double scale) {
+  const char* op = "plain_causal_attention";
+  const AttentionShape s = attention_shape(q, k_in, v_in, op);
+  const int64_t B = s.B, H = s.H, Hkv = s.Hkv, T = s.T, hd = s.hd, group = H / Hkv;
+  Tensor k = k_in, v = v_in;
+  if (group > 1) {  // kv head g serves query heads g·group .. g·group + group − 1
+    auto repeat = [&](const Tensor& x) {
+      return reshape(expand(reshape(x, {B, Hkv, 1, T, hd}), {B, Hkv, group, T, hd}), {B, H, T, hd});
+    };
+    k = repeat(k);
+    v = repeat(v);
+  }
+  const double sc = attention_scale(scale, hd, op);
+  const Tensor scores = dg::scale(matmul(q, transpose(k, 2, 3)), sc);  // [B, H, T, T]
+  std::vector<double> hidden(T * T, 0.0);                              // key j > query i is hidden
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = i + 1; j < T; ++j)
+      hidden[i * T + j] = -std::numeric_limits<double>::infinity();
+  const Tensor mask = Tensor::from_vector(hidden, {T, T}, q.dtype());
+  return matmul(softmax(add(scores, mask), -1), v);  // [B, H, T, hd]
 }
 
 // ---- causal_attention: q [B,H,T,hd], k v [B,Hkv,T,hd] -> [B,H,T,hd] -------------------------

@@ -2,6 +2,8 @@
 // is drawn serially from the caller's TorchGenerator, so it does not depend on the thread count;
 // it is saved (as 0 or 1/(1−p), torch's "noise") for the backward. Does not do: in-place dropout,
 // a global default generator, or torch's exact mask stream (see ops.h).
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the mask's statistics in
+// tests/test_dropout.cpp.
 #include <fmt/format.h>
 
 #include <vector>

@@ -1,16 +1,23 @@
-// Elementwise ops and reductions, then the fused elementwise ops swiglu and depth_mix, each
-// forward beside its backward, then the gradient-check rows.
-// Binary ops broadcast (numpy rules); their backwards reduce the gradient back to each input's
-// shape (accumulate_grad). Unary ops save what their derivative needs (input or output).
+// Arithmetic, elementwise: add, sub, mul, div (broadcasting), neg, scale, add_scalar, exp, log,
+// sqrt, abs, clamp, pow, minimum, maximum, where, masked_fill, the comparisons and the C++
+// operators; then depth_mix (a weighted sum of sources, after its plain twin). Each forward beside
+// its backward, gradient-check rows last. Activations are in ops_activation.cpp, sum/mean in
+// ops_reduce.cpp. Binary ops broadcast (numpy rules); their backwards reduce the gradient back to
+// each input's shape (accumulate_grad). Derivatives at kinks follow torch; comparisons return 0/1
+// in a float dtype (no bool tensors).
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels in
+// tests/test_kernels_elementwise.cpp and tests/test_kernels_pointwise.cpp, plain_depth_mix in
+// tests/test_plain_ops.cpp.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_elementwise.h"
+#include "tensor/kernels_pointwise.h"
 #include "tensor/profile.h"
 
 namespace dg {
@@ -28,14 +35,45 @@ Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
   return out;
 }
 
-template <class F>
-Tensor unary(const Tensor& a, const char* op, F f) {
-  Tensor in = a.contiguous();
-  Tensor out = Tensor::empty(a.shape(), a.dtype());
-  dispatch_float(a.dtype(), op,
-                 [&]<class T>() { unary_kernel<T>(in, out, [&](T x) { return f(x); }); });
-  return out;
+// t broadcast to `shape` as a contiguous tensor (t itself when it already is).
+Tensor expanded(const Tensor& t, const Shape& shape) {
+  return t.shape() == shape ? t.contiguous() : t.view_expand(shape).contiguous();
 }
+
+// A mask of any dtype as a contiguous tensor of `shape` and `dtype` (nonzero: true).
+Tensor mask_as(const Tensor& mask, const Shape& shape, DType dtype, const char* op) {
+  check_arg(mask.defined(), op, mask, "a defined mask");
+  Tensor m = mask.view_expand(shape);
+  return m.dtype() == dtype ? m.contiguous() : m.to(dtype);
+}
+
+// y = f(a, b) broadcast; the backward expands a and b to y's shape, and accumulate_grad sums the
+// gradients back over the broadcast axes.
+Tensor binary_pointwise(const Tensor& a, const Tensor& b, BinaryOp kind, const char* op) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  check_float(a, op);
+  check_float(b, op);
+  check_same_dtype(a, b, op);
+  Tensor y = Tensor::empty(broadcast_shapes(a.shape(), b.shape(), op), a.dtype());
+  binary_pointwise_forward(kind, a, b, y);
+  if (should_record({a, b}))
+    record(op, {a, b}, y, [a, b, y = detach(y), kind, op](const Tensor& g) {
+      const Shape& shape = y.shape();
+      Tensor ae = expanded(a, shape), be = expanded(b, shape), gc = g.contiguous();
+      Tensor ga, gb;
+      if (a.requires_grad()) ga = Tensor::empty(shape, a.dtype());
+      if (b.requires_grad()) gb = Tensor::empty(shape, b.dtype());
+      dispatch_float(a.dtype(), op, [&]<class T>() {
+        binary_pointwise_backward<T>(kind, ga.defined() ? ga.data<T>() : nullptr,
+                                     gb.defined() ? gb.data<T>() : nullptr, gc.data<T>(),
+                                     ae.data<T>(), be.data<T>(), y.data<T>(), y.numel());
+      });
+      if (ga.defined()) accumulate_grad(a, ga);
+      if (gb.defined()) accumulate_grad(b, gb);
+    });
+  return y;
+}
+
 }  // namespace
 
 // ---- add / sub: d(a±b) = g, ±g ------------------------------------------------------------------
@@ -146,164 +184,196 @@ Tensor sqrt(const Tensor& a) {
   return out;
 }
 
-// ---- silu: y = a·σ(a); dy/da = σ(a)·(1 + a·(1 − σ(a)))
-Tensor silu(const Tensor& a) {
-  ScopedOpTimer op_timer(OpFamily::other);
-  Tensor out = unary(a, "silu", [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); });
-  if (should_record({a}))
-    record("silu", {a}, out, [a](const Tensor& g) {
-      Tensor in = a.contiguous(), gc = g.contiguous();
-      Tensor ga = Tensor::empty(a.shape(), a.dtype());
-      dispatch_float(a.dtype(), "silu", [&]<class T>() {
-        binary_kernel<T>(in, gc, ga, [](T x, T gy) {
-          T s = T(1) / (T(1) + std::exp(-x));
-          return gy * s * (T(1) + x * (T(1) - s));
-        });
-      });
-      accumulate_grad(a, ga);
-    });
-  return out;
+// ---- abs, clamp, pow by a scalar: y = f(x); f' as torch, at the kinks too ----------------------
+Tensor abs(const Tensor& a) { return unary_pointwise(a, UnaryOp::abs, {}, "abs"); }
+
+Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max) {
+  if (!min && !max) throw std::invalid_argument("clamp: at least one of min and max must be given");
+  const double inf = std::numeric_limits<double>::infinity();
+  return unary_pointwise(a, UnaryOp::clamp, {min.value_or(-inf), max.value_or(inf)}, "clamp");
 }
 
-// ---- gelu (exact): y = ½a(1 + erf(a/√2)); dy/da = ½(1 + erf(a/√2)) + a·φ(a)
-Tensor gelu(const Tensor& a) {
+Tensor pow(const Tensor& a, double exponent) {
+  return unary_pointwise(a, UnaryOp::pow, {exponent, 0}, "pow");
+}
+
+// ---- pow, minimum, maximum of two tensors (broadcasting) --------------------------------------
+// d(a^b) = g·b·a^(b−1), g·a^b·ln a; minimum/maximum pass g to the chosen side, g/2 each on ties.
+Tensor pow(const Tensor& a, const Tensor& exponent) {
+  return binary_pointwise(a, exponent, BinaryOp::pow, "pow_tensor");
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binary_pointwise(a, b, BinaryOp::minimum, "minimum");
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return binary_pointwise(a, b, BinaryOp::maximum, "maximum");
+}
+
+// ---- where(cond, a, b): all three broadcast; d = g where cond for a, where not cond for b ------
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   ScopedOpTimer op_timer(OpFamily::other);
-  Tensor out = unary(a, "gelu", [](auto x) {
-    using T = decltype(x);
-    return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2)));
+  const char* op = "where";
+  check_float(a, op);
+  check_float(b, op);
+  check_same_dtype(a, b, op);
+  check_arg(cond.defined(), op, cond, "a defined condition");
+  const Shape shape =
+      broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), op), b.shape(), op);
+  Tensor c = mask_as(cond, shape, a.dtype(), op);
+  Tensor ae = expanded(a, shape), be = expanded(b, shape);
+  Tensor y = Tensor::empty(shape, a.dtype());
+  dispatch_float(a.dtype(), op, [&]<class T>() {
+    where_forward<T>(y.data<T>(), c.data<T>(), ae.data<T>(), be.data<T>(), y.numel());
+  });
+  if (should_record({a, b}))
+    record(op, {a, b}, y, [a, b, c](const Tensor& g) {
+      Tensor gc = g.contiguous(), ga, gb;
+      if (a.requires_grad()) ga = Tensor::empty(c.shape(), a.dtype());
+      if (b.requires_grad()) gb = Tensor::empty(c.shape(), b.dtype());
+      dispatch_float(a.dtype(), "where", [&]<class T>() {
+        where_backward<T>(ga.defined() ? ga.data<T>() : nullptr,
+                          gb.defined() ? gb.data<T>() : nullptr, gc.data<T>(), c.data<T>(),
+                          c.numel());
+      });
+      if (ga.defined()) accumulate_grad(a, ga);
+      if (gb.defined()) accumulate_grad(b, gb);
+    });
+  return y;
+}
+
+// ---- masked_fill(a, mask, value): value where mask, else a; mask broadcasts to a's shape -------
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  const char* op = "masked_fill";
+  check_float(a, op);
+  check_arg(mask.defined(), op, mask, "a defined mask");
+  if (broadcast_shapes(a.shape(), mask.shape(), op) != a.shape())
+    throw std::invalid_argument(fmt::format("masked_fill: mask {} does not broadcast to {}",
+                                            mask.describe(), a.describe()));
+  Tensor c = mask_as(mask, a.shape(), a.dtype(), op);
+  Tensor x = a.contiguous(), fill = Tensor::full(a.shape(), value, a.dtype());
+  Tensor y = Tensor::empty(a.shape(), a.dtype());
+  dispatch_float(a.dtype(), op, [&]<class T>() {
+    where_forward<T>(y.data<T>(), c.data<T>(), fill.data<T>(), x.data<T>(), y.numel());
   });
   if (should_record({a}))
-    record("gelu", {a}, out, [a](const Tensor& g) {
-      Tensor in = a.contiguous(), gc = g.contiguous();
-      Tensor ga = Tensor::empty(a.shape(), a.dtype());
-      dispatch_float(a.dtype(), "gelu", [&]<class T>() {
-        binary_kernel<T>(in, gc, ga, [](T x, T gy) {
-          T cdf = T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
-          T pdf = std::exp(T(-0.5) * x * x) * T(0.3989422804014327);  // 1/√(2π)
-          return gy * (cdf + x * pdf);
-        });
+    record(op, {a}, y, [a, c](const Tensor& g) {
+      Tensor gc = g.contiguous(), ga = Tensor::empty(a.shape(), a.dtype());
+      dispatch_float(a.dtype(), "masked_fill", [&]<class T>() {
+        where_backward<T>(nullptr, ga.data<T>(), gc.data<T>(), c.data<T>(), c.numel());
       });
       accumulate_grad(a, ga);
     });
+  return y;
+}
+
+// ---- comparisons: 0/1 in the input's float dtype (float32 for integer inputs); never recorded --
+namespace {
+
+// Calls f.template operator()<I, O>() for the input dtype I and the output dtype O.
+template <class F>
+Tensor compare_into(const Tensor& a, const Shape& shape, const char* op, F f) {
+  check_arg(a.defined(), op, a, "a defined tensor");
+  const DType out_dtype = is_floating(a.dtype()) ? a.dtype() : DType::f32;
+  Tensor out = Tensor::empty(shape, out_dtype);
+  switch (a.dtype()) {
+    case DType::f32:
+      f.template operator()<float, float>(out);
+      break;
+    case DType::f64:
+      f.template operator()<double, double>(out);
+      break;
+    case DType::i32:
+      f.template operator()<int32_t, float>(out);
+      break;
+    case DType::i64:
+      f.template operator()<int64_t, float>(out);
+      break;
+  }
   return out;
 }
 
-// ---- gelu_tanh: y = ½a(1 + tanh(u)), u = β(a + κa³), β = √(2/π), κ = 0.044715;
-// dy/da = ½(1 + tanh u) + ½a(1 − tanh²u)·β(1 + 3κa²). The steps and their order are torch's
-// (GeluKernel.cpp, approximate='tanh'), so float32 values agree to the last bits of tanh.
-namespace {
-template <class T>
-T gelu_tanh_value(T x) {
-  const T beta = T(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = T(0.044715);
-  const T cube = x * x * x;
-  return T(0.5) * x * (T(1) + std::tanh(beta * (x + kappa * cube)));
+Tensor compare(const Tensor& a, const Tensor& b, CompareOp kind, const char* op) {
+  check_arg(b.defined(), op, b, "a defined tensor");
+  check_same_dtype(a, b, op);
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor ae = expanded(a, shape), be = expanded(b, shape);
+  return compare_into(a, shape, op, [&]<class I, class O>(Tensor& out) {
+    compare_kernel<I, O>(kind, out.data<O>(), ae.data<I>(), be.data<I>(), out.numel());
+  });
 }
-template <class T>
-T gelu_tanh_derivative(T x) {
-  const T beta = T(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = T(0.044715);
-  const T square = x * x, cube = square * x;
-  const T tanh_inner = std::tanh(beta * (x + kappa * cube));
-  const T left = T(0.5) * x, right = T(1) + tanh_inner;
-  const T left_derivative = T(0.5) * right;
-  const T right_derivative =
-      left * (T(1) - tanh_inner * tanh_inner) * (beta * (T(1) + T(3) * kappa * square));
-  return left_derivative + right_derivative;
+
+Tensor compare(const Tensor& a, double s, CompareOp kind, const char* op) {
+  check_arg(a.defined(), op, a, "a defined tensor");
+  Tensor x = a.contiguous();
+  return compare_into(a, a.shape(), op, [&]<class I, class O>(Tensor& out) {
+    compare_scalar_kernel<I, O>(kind, out.data<O>(), x.data<I>(), s, out.numel());
+  });
+}
+
+}  // namespace
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(a, b, CompareOp::eq, "eq"); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(a, b, CompareOp::ne, "ne"); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(a, b, CompareOp::lt, "lt"); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(a, b, CompareOp::le, "le"); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(a, b, CompareOp::gt, "gt"); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(a, b, CompareOp::ge, "ge"); }
+Tensor eq(const Tensor& a, double b) { return compare(a, b, CompareOp::eq, "eq"); }
+Tensor ne(const Tensor& a, double b) { return compare(a, b, CompareOp::ne, "ne"); }
+Tensor lt(const Tensor& a, double b) { return compare(a, b, CompareOp::lt, "lt"); }
+Tensor le(const Tensor& a, double b) { return compare(a, b, CompareOp::le, "le"); }
+Tensor gt(const Tensor& a, double b) { return compare(a, b, CompareOp::gt, "gt"); }
+Tensor ge(const Tensor& a, double b) { return compare(a, b, CompareOp::ge, "ge"); }
+
+// ---- C++ operators: each is one named op, recorded as that op --------------------------------
+namespace {
+Tensor scalar_like(double value, const Tensor& t) {  // a 0-d tensor of t's dtype
+  return Tensor::full({}, value, t.dtype());
 }
 }  // namespace
 
-Tensor gelu_tanh(const Tensor& a) {
-  ScopedOpTimer op_timer(OpFamily::other);
-  Tensor out = unary(a, "gelu_tanh", [](auto x) { return gelu_tanh_value(x); });
-  if (should_record({a}))
-    record("gelu_tanh", {a}, out, [a](const Tensor& g) {
-      Tensor in = a.contiguous(), gc = g.contiguous();
-      Tensor ga = Tensor::empty(a.shape(), a.dtype());
-      dispatch_float(a.dtype(), "gelu_tanh", [&]<class T>() {
-        binary_kernel<T>(in, gc, ga, [](T x, T gy) { return gy * gelu_tanh_derivative(x); });
-      });
-      accumulate_grad(a, ga);
-    });
-  return out;
-}
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(const Tensor& a, double s) { return add_scalar(a, s); }
+Tensor operator+(double s, const Tensor& a) { return add_scalar(a, s); }
+Tensor operator-(const Tensor& a, double s) { return add_scalar(a, -s); }  // x + (−s) = x − s
+Tensor operator-(double s, const Tensor& a) { return sub(scalar_like(s, a), a); }
+Tensor operator*(const Tensor& a, double s) { return scale(a, s); }
+Tensor operator*(double s, const Tensor& a) { return scale(a, s); }
+Tensor operator/(const Tensor& a, double s) { return div(a, scalar_like(s, a)); }
+// s / a as torch computes it (a.reciprocal() * s), so the float32 values are torch's bits.
+Tensor operator/(double s, const Tensor& a) { return scale(pow(a, -1.0), s); }
 
-// ---- sum / mean over axes: backward broadcasts g back over the reduced axes
-namespace {
-std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t rank,
-                                    const char* op) {
-  std::vector<int64_t> out;
-  if (axes.empty()) {
-    for (int64_t k = 0; k < rank; ++k) out.push_back(k);
-    return out;
+// ---- plain_depth_mix: Σ_j alpha[.., j]·S_j from primitive ops (read this first) ----------------
+// Each term multiplies S_j by alpha's column j ([.., 1], broadcast over D) and adds it on, j in
+// order: the tape keeps every product [.., D] and partial sum, which the fused depth_mix never
+// makes.
+Tensor plain_depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
+  const char* op = "plain_depth_mix";
+  if (sources.empty())
+    throw std::invalid_argument("plain_depth_mix: expected at least one source, got none");
+  const int64_t J = static_cast<int64_t>(sources.size());
+  check_float(sources[0], op);
+  check_arg(sources[0].dim() >= 1, op, sources[0], "sources of shape [.., D]");
+  for (int64_t j = 1; j < J; ++j)
+    check_arg(
+        sources[j].shape() == sources[0].shape(), op, sources[j],
+        fmt::format("source {} with the shape of source 0 {}", j, shape_str(sources[0].shape())));
+  Shape alpha_shape = sources[0].shape();
+  alpha_shape.back() = J;
+  check_arg(alpha.defined() && alpha.shape() == alpha_shape, op, alpha,
+            fmt::format("alpha of shape {} for {} sources {}", shape_str(alpha_shape), J,
+                        shape_str(sources[0].shape())));
+  const int64_t last = alpha.dim() - 1;
+  Tensor out;
+  for (int64_t j = 0; j < J; ++j) {
+    const Tensor term = mul(slice(alpha, last, j, j + 1), sources[j]);  // [.., 1] · [.., D]
+    out = j == 0 ? term : add(out, term);
   }
-  for (int64_t a : axes) out.push_back(normalize_axis(a, rank, op));
-  std::sort(out.begin(), out.end());
-  if (std::adjacent_find(out.begin(), out.end()) != out.end())
-    throw std::invalid_argument(fmt::format("{}: an axis is repeated", op));
-  return out;
-}
-
-Tensor reduce(const Tensor& a, const std::vector<int64_t>& axes_in, bool keepdim, bool average) {
-  ScopedOpTimer op_timer(OpFamily::other);
-  const char* op = average ? "mean" : "sum";
-  std::vector<int64_t> axes = normalize_axes(axes_in, a.dim(), op);
-  int64_t count = 1;
-  for (int64_t k : axes) count *= a.shape()[k];
-  Tensor out = sum_axes(a, axes, keepdim);
-  if (average) {
-    dispatch_float(out.dtype(), op, [&]<class T>() {
-      T* o = out.data<T>();
-      for (int64_t i = 0; i < out.numel(); ++i) o[i] = static_cast<T>(o[i] / static_cast<T>(count));
-    });
-  }
-  if (should_record({a}))
-    record(op, {a}, out, [a, axes, average, count](const Tensor& g) {
-      NoGradGuard no_grad;
-      Shape keep = a.shape();
-      for (int64_t k : axes) keep[k] = 1;
-      Tensor gk = g.contiguous().view_reshape(keep);
-      if (average) gk = scale(gk, 1.0 / static_cast<double>(count));
-      accumulate_grad(a, gk.view_expand(a.shape()));
-    });
-  return out;
-}
-}  // namespace
-
-Tensor sum(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
-  return reduce(a, axes, keepdim, false);
-}
-Tensor mean(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
-  return reduce(a, axes, keepdim, true);
-}
-
-// ---- swiglu: silu(gate)·up in one pass; saves gate and up (not silu(gate))
-Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
-  ScopedOpTimer op_timer(OpFamily::other);
-  const char* op = "swiglu";
-  check_float(gate_in, op);
-  check_same_dtype(gate_in, up_in, op);
-  if (gate_in.shape() != up_in.shape())
-    throw std::invalid_argument(fmt::format("swiglu: gate {} and up {} must have the same shape",
-                                            gate_in.describe(), up_in.describe()));
-  Tensor gate = gate_in.contiguous(), up = up_in.contiguous();
-  Tensor out = Tensor::empty(gate.shape(), gate.dtype());
-  const int64_t n = out.numel();
-  dispatch_float(gate.dtype(), op, [&]<class T>() {
-    swiglu_forward<T>(out.data<T>(), gate.data<T>(), up.data<T>(), n);
-  });
-  if (should_record({gate_in, up_in}))
-    record(op, {gate_in, up_in}, out, [gate_in, up_in, gate, up, n](const Tensor& g) {
-      Tensor gc = g.contiguous();
-      std::optional<GradSink> dgate, dup;  // written when fresh, else added into
-      if (gate_in.requires_grad()) dgate.emplace(gate_in, std::vector<Tensor>{up_in});
-      if (up_in.requires_grad()) dup.emplace(up_in, std::vector<Tensor>{gate_in});
-      dispatch_float(gate.dtype(), "swiglu", [&]<class T>() {
-        swiglu_backward<T>(dgate ? dgate->data<T>() : nullptr, dgate && dgate->fresh,
-                           dup ? dup->data<T>() : nullptr, dup && dup->fresh, gc.data<T>(),
-                           gate.data<T>(), up.data<T>(), n);
-      });
-      if (dgate) dgate->finish();
-      if (dup) dup->finish();
-    });
   return out;
 }
 
@@ -390,6 +460,28 @@ std::vector<OpCase> elementwise_op_cases() {
   auto one = [](Shape s, double lo = -1, double hi = 1) {
     return [=] { return std::vector<Tensor>{random_tensor(s, 3, lo, hi).set_name("a")}; };
   };
+  // Inputs uniform in [lo, hi) with every |x| >= gap: no element sits on a kink at 0.
+  auto away = [](Shape s, uint64_t seed, double lo, double hi, double gap, const char* name) {
+    Tensor t = random_tensor(s, seed, lo, hi);
+    double* p = t.data<double>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (std::fabs(p[i]) < gap) p[i] += p[i] < 0 ? -gap : gap;
+    return t.set_name(name);
+  };
+  auto one_away = [=](Shape s, double lo = -2, double hi = 2) {
+    return [=] { return std::vector<Tensor>{away(s, 61, lo, hi, 0.05, "a")}; };
+  };
+  auto two_away = [=](Shape sa, Shape sb, double lo = -2, double hi = 2) {
+    return [=] {
+      return std::vector<Tensor>{away(sa, 62, lo, hi, 0.05, "a"), away(sb, 63, lo, hi, 0.05, "b")};
+    };
+  };
+  // a 0/1 condition of `shape` (period 3 along the flat index), in dtype `dtype`
+  auto cond = [](Shape s, DType dtype) {
+    std::vector<double> v(shape_numel(s));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = i % 3 == 1 ? 0.0 : 1.0;
+    return Tensor::from_vector(v, s, dtype).set_name("cond");
+  };
   return {
       {"add", two({3, 4}, {3, 4}), [](V in) { return add(in[0], in[1]); }},
       {"add/broadcast", two({2, 3, 4}, {3, 1}), [](V in) { return add(in[0], in[1]); }},
@@ -402,28 +494,47 @@ std::vector<OpCase> elementwise_op_cases() {
       {"exp", one({4, 5}), [](V in) { return exp(in[0]); }},
       {"log", one({4, 5}, 0.2, 3.0), [](V in) { return log(in[0]); }},
       {"sqrt", one({4, 5}, 0.2, 3.0), [](V in) { return sqrt(in[0]); }},
-      {"silu", one({4, 6}, -3, 3), [](V in) { return silu(in[0]); }},
-      {"gelu", one({4, 6}, -3, 3), [](V in) { return gelu(in[0]); }},
-      {"gelu_tanh", one({4, 6}, -3, 3), [](V in) { return gelu_tanh(in[0]); }},
-      {"sum/all", one({3, 4}), [](V in) { return sum(in[0]); }},
-      {"sum/axis1", one({2, 3, 4}), [](V in) { return sum(in[0], {1}); }},
-      {"sum/axes0,2,keepdim", one({2, 3, 4}),
+      {"abs", one_away({4, 5}), [](V in) { return abs(in[0]); }},
+      // bounds off the grid of round numbers; these seeds put no input within ε of one
+      {"clamp/min max", one_away({4, 5}), [](V in) { return clamp(in[0], -0.751, 0.749); }},
+      {"clamp/min only", one_away({4, 5}), [](V in) { return clamp(in[0], 0.251); }},
+      {"clamp/max only", one_away({4, 5}), [](V in) { return clamp(in[0], std::nullopt, -0.249); }},
+      {"pow/2", one_away({3, 4}), [](V in) { return pow(in[0], 2.0); }},
+      {"pow/3", one_away({3, 4}), [](V in) { return pow(in[0], 3.0); }},
+      {"pow/-1", one_away({3, 4}, 0.3, 2), [](V in) { return pow(in[0], -1.0); }},
+      {"pow/0.5", one_away({3, 4}, 0.3, 2), [](V in) { return pow(in[0], 0.5); }},
+      {"pow/-0.5", one_away({3, 4}, 0.3, 2), [](V in) { return pow(in[0], -0.5); }},
+      {"pow/2.7", one_away({3, 4}, 0.3, 2), [](V in) { return pow(in[0], 2.7); }},
+      {"pow/0", one_away({3, 4}), [](V in) { return pow(in[0], 0.0); }},
+      {"pow_tensor/broadcast", two_away({2, 3, 4}, {3, 1}, 0.3, 2),
+       [](V in) { return pow(in[0], in[1]); }},
+      {"pow_tensor/base broadcast", two_away({4}, {2, 4}, 0.3, 2),
+       [](V in) { return pow(in[0], in[1]); }},
+      {"minimum/broadcast", two_away({2, 3, 4}, {3, 1}),
+       [](V in) { return minimum(in[0], in[1]); }},
+      {"maximum/broadcast", two_away({4}, {2, 3, 4}), [](V in) { return maximum(in[0], in[1]); }},
+      {"where/float cond broadcast",
+       [=] {
+         return std::vector<Tensor>{cond({3, 1}, DType::f64), away({3, 4}, 65, -2, 2, 0, "a"),
+                                    away({4}, 66, -2, 2, 0, "b")};
+       },
+       [](V in) { return where(in[0], in[1], in[2]); }},
+      {"where/int cond broadcast",
+       [=] {
+         return std::vector<Tensor>{cond({2, 3, 4}, DType::i32), away({3, 4}, 67, -2, 2, 0, "a"),
+                                    away({2, 1, 4}, 68, -2, 2, 0, "b")};
+       },
+       [](V in) { return where(in[0], in[1], in[2]); }},
+      {"masked_fill/broadcast mask",
+       [=] {
+         return std::vector<Tensor>{away({2, 3, 4}, 69, -2, 2, 0, "a"), cond({3, 1}, DType::i64)};
+       },
+       [](V in) { return masked_fill(in[0], in[1], -1.5); }},
+      {"operators", two_away({2, 3}, {3}, 0.3, 2),
        [](V in) {
-         return sum(in[0], {0, -1}, true);
+         const Tensor &a = in[0], &b = in[1];
+         return (a + b) * (a - 2.0) / b - 1.5 / a + (1.0 - b) * 3.0 - -a / 4.0 + 2.0 * b - 0.5;
        }},
-      {"mean/all", one({3, 4}), [](V in) { return mean(in[0]); }},
-      {"mean/last", one({2, 3, 4}), [](V in) { return mean(in[0], {-1}); }},
-      {"swiglu",
-       [] {
-         return std::vector<Tensor>{random_tensor({3, 7}, 24, -3, 3).set_name("gate"),
-                                    random_tensor({3, 7}, 25, -2, 2).set_name("up")};
-       },
-       [](V in) { return swiglu(in[0], in[1]); }},
-      {"swiglu/gate is up",
-       [] {
-         return std::vector<Tensor>{random_tensor({2, 5}, 26, -3, 3).set_name("x")};
-       },
-       [](V in) { return swiglu(in[0], in[0]); }},
       {"depth_mix/J=1", mix_inputs(1), mix_fn},
       {"depth_mix/J=2", mix_inputs(2), mix_fn},
       {"depth_mix/J=3", mix_inputs(3), mix_fn},

@@ -1,6 +1,8 @@
 // The embedding op: a row gather whose backward scatter-adds rows (kernels in
 // tensor/kernels_embedding.h), and its gradient-check row. Ids out of range throw naming the id,
 // its position and the vocabulary size. Does not do: padding ids, max-norm, sparse gradients.
+// Checks: the row at the end (tests/test_gradcheck_ops.cpp runs it), the kernels in
+// tests/test_kernels_embedding.cpp.
 #include <fmt/format.h>
 
 #include "autograd/op_util.h"

@@ -4,6 +4,8 @@
 // negative indices are refused as torch refuses them. Does not do: scatter as a forward op,
 // index_put, boolean masks, gradients for the index (it is integer data). Integer inputs (ids,
 // labels) are gathered too, recording nothing.
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels and values in
+// tests/test_kernels_index.cpp.
 #include <fmt/format.h>
 
 #include "autograd/op_util.h"

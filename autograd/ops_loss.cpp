@@ -1,9 +1,13 @@
-// softmax, log_softmax and the losses: cross_entropy over given logits with optional label
-// smoothing (after its plain twin plain_cross_entropy), linear_cross_entropy (the fused
-// language-model head; kernels in tensor/kernels_loss.h), nll_loss and the pointwise losses
-// (mse, l1, binary cross-entropy with logits) with torch's reductions. Each op validates its inputs
-// (errors name the op and the offending tensor or target) and records a backward that adds into
-// the inputs' gradients. Does not do: class weights, soft targets, K-dimensional targets.
+// The losses: cross_entropy over given logits with optional label smoothing (after its plain
+// twin plain_cross_entropy), linear_cross_entropy (the fused language-model head; kernels in
+// tensor/kernels_loss.h), nll_loss and the pointwise losses (mse, l1, binary cross-entropy with
+// logits) with torch's reductions. softmax and log_softmax are in ops_softmax.cpp. Each op
+// validates its inputs (errors name the op and the offending tensor or target) and records a
+// backward that adds into the inputs' gradients. Does not do: class weights, soft targets,
+// K-dimensional targets.
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels in
+// tests/test_kernels_loss.cpp, the reductions in tests/test_losses.cpp, the plain twins in
+// tests/test_plain_ops.cpp.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -51,37 +55,6 @@ int64_t count_targets(const int32_t* t, int64_t N, int64_t C, int32_t ignore_ind
   return count;
 }
 }  // namespace
-
-// ---- softmax / log_softmax over one axis; backward from the saved output ------------------------
-namespace {
-Tensor softmax_impl(const Tensor& a, int64_t axis_in, bool log) {
-  ScopedOpTimer op_timer(OpFamily::routing);
-  const char* op = log ? "log_softmax" : "softmax";
-  check_float(a, op);
-  check_arg(a.dim() >= 1, op, a, "a tensor with at least one axis");
-  const int64_t axis = normalize_axis(axis_in, a.dim(), op);
-  int64_t outer = 1, inner = 1;
-  for (int64_t k = 0; k < axis; ++k) outer *= a.shape()[k];
-  for (int64_t k = axis + 1; k < a.dim(); ++k) inner *= a.shape()[k];
-  const int64_t C = a.shape()[axis];
-  Tensor x = a.contiguous();
-  Tensor out = Tensor::empty(a.shape(), a.dtype());
-  dispatch_float(a.dtype(), op, [&]<class T>() {
-    softmax_forward<T>(out.data<T>(), x.data<T>(), outer, C, inner, log);
-  });
-  if (should_record({a}))
-    record(op, {a}, out, [a, out = detach(out), outer, C, inner, log, op](const Tensor& g) {
-      Tensor gc = g.contiguous();
-      dispatch_float(a.dtype(), op, [&]<class T>() {
-        softmax_backward<T>(grad_ptr<T>(a, op), gc.data<T>(), out.data<T>(), outer, C, inner, log);
-      });
-    });
-  return out;
-}
-}  // namespace
-
-Tensor softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis, false); }
-Tensor log_softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis, true); }
 
 // ---- plain_cross_entropy: the loss as written (read this first) --------------------------------
 // Every step is a primitive op on the tape, which therefore keeps x − m, its exponentials and
@@ -413,9 +386,6 @@ namespace dg {
 
 std::vector<OpCase> loss_op_cases() {
   using V = const std::vector<Tensor>&;
-  auto one = [](Shape s, uint64_t seed, double lo = -1, double hi = 1) {
-    return [=] { return std::vector<Tensor>{random_tensor(s, seed, lo, hi).set_name("x")}; };
-  };
   auto pair = [](Shape s, uint64_t seed, double lo, double hi, double ylo, double yhi) {
     return [=] {
       return std::vector<Tensor>{random_tensor(s, seed, lo, hi).set_name("input"),
@@ -423,10 +393,6 @@ std::vector<OpCase> loss_op_cases() {
     };
   };
   return {
-      {"softmax/last", one({3, 5}, 12, -2, 2), [](V in) { return softmax(in[0]); }},
-      {"softmax/middle axis", one({2, 4, 3}, 13, -2, 2), [](V in) { return softmax(in[0], 1); }},
-      {"log_softmax/last", one({3, 5}, 14, -2, 2), [](V in) { return log_softmax(in[0], -1); }},
-      {"log_softmax/axis0", one({4, 2, 3}, 15, -2, 2), [](V in) { return log_softmax(in[0], 0); }},
       {"cross_entropy/some ignored",
        [] {
          return std::vector<Tensor>{random_tensor({6, 5}, 16, -2, 2).set_name("logits"),

@@ -1,10 +1,13 @@
-// matmul, bmm and linear (with its fused forms linear_add and linear_rope): forward and backward
-// as BLAS GEMMs (tensor/kernels_matmul.h).
+// matmul, bmm and linear (with its fused forms linear_add and linear_rope, after their plain twins
+// plain_linear_add and plain_linear_rope): forward and backward as BLAS GEMMs
+// (tensor/kernels_matmul.h).
 // Operands are read in place whenever BLAS can (row-major, or a transposed view passed as
 // CblasTrans; batch axes by pointer offsets, broadcast ones by offset 0); only scattered layouts
 // (e.g. stride-0 rows) are copied. Backwards accumulate with beta = 1 straight into the inputs'
 // gradient buffers, summing broadcast batch axes inside the batched GEMM (no temporaries).
 // Does not accept 1-D matmul operands (numpy's vector rules) and does not mix dtypes.
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels in
+// tests/test_kernels_matmul.cpp, the plain twins against the fused ops in tests/test_plain_ops.cpp.
 #include <fmt/format.h>
 
 #include "autograd/grad_sink.h"
@@ -301,6 +304,37 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return linear_impl(x, weight, bias, Tensor(), "linear");
+}
+
+// ---- plain_linear_rope, plain_linear_add: the fused forms from primitive ops (read these first)
+// --- plain_linear_rope: y = linear(x, W, b) [.., T, heads·hd] reshaped to [B, T, heads, hd],
+// permuted to [B, heads, T, hd], rope(), permuted back and merged to y's shape. The tape keeps the
+// unrotated projection and the copies; linear_rope rotates the GEMM's output in place instead.
+Tensor plain_linear_rope(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t heads,
+                         double base) {
+  if (heads < 1)
+    throw std::invalid_argument(
+        fmt::format("plain_linear_rope: heads must be >= 1, got {}", heads));
+  const Tensor y = linear(x, weight, bias);  // [.., T, heads·hd]
+  const int64_t out_features = y.size(-1), hd = out_features / heads;
+  check_arg(y.dim() >= 2 && out_features % heads == 0 && hd % 2 == 0, "plain_linear_rope", weight,
+            fmt::format("a weight whose {} output features split into {} heads of an even size, "
+                        "for an input [.., T, in] (got input {})",
+                        out_features, heads, x.describe()));
+  const int64_t T = y.size(-2), B = T ? y.numel() / (T * out_features) : 0;
+  const Tensor split = permute(reshape(y, {B, T, heads, hd}), {0, 2, 1, 3});  // [B, heads, T, hd]
+  return reshape(permute(rope(split, base), {0, 2, 1, 3}), y.shape());
+}
+
+// plain_linear_add: residual + linear(x, W, b), two recorded ops. The tape keeps the projection
+// [.., out]; linear_add pre-fills the GEMM's output with the residual instead.
+Tensor plain_linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
+                        const Tensor& bias) {
+  check_arg(residual.defined(), "plain_linear_add", residual, "a residual tensor");
+  const Tensor y = linear(x, weight, bias);
+  check_arg(residual.shape() == y.shape(), "plain_linear_add", residual,
+            fmt::format("a residual of the output's shape {}", shape_str(y.shape())));
+  return add(residual, y);
 }
 
 Tensor linear_rope(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t heads,

@@ -1,6 +1,10 @@
-// rms_norm and layer_norm over the last axis, each a fused forward (saving per-row rstd, and mean
+// rms_norm and layer_norm over the last axis, each after its plain twin (plain_rms_norm,
+// plain_layer_norm: the formula from primitive ops), a fused forward (saving per-row rstd, and mean
 // for LayerNorm) beside its hand-written backward (kernels in tensor/kernels_norm.h), and their
 // gradient-check rows. Does not do: norms over other axes, running statistics, group norm.
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels and op errors
+// in tests/test_kernels_norm.cpp, the plain twins against the fused ops in
+// tests/test_plain_ops.cpp.
 #include <fmt/format.h>
 
 #include "autograd/op_util.h"
@@ -55,6 +59,24 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
       });
     });
   return out;
+}
+
+// ---- plain_layer_norm: the formula from primitive ops (read this first) ------------------------
+// x [.., D] -> (x − mean) / sqrt(var + eps) · w + b, with the mean and the biased variance over the
+// last axis. Every step is recorded, so the tape keeps x − mean, its square, the variance and the
+// root as well: what the fused layer_norm below avoids (it saves mean and rstd [rows] only).
+Tensor plain_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "plain_layer_norm";
+  const int64_t D = check_norm_args(x, weight, op);
+  if (bias.defined()) {
+    check_same_dtype(x, bias, op);
+    check_arg(bias.shape() == Shape{D}, op, bias,
+              fmt::format("bias of shape [{}] for x {}", D, x.describe()));
+  }
+  const Tensor centered = sub(x, mean(x, {-1}, /*keepdim=*/true));                // [.., D]
+  const Tensor variance = mean(mul(centered, centered), {-1}, /*keepdim=*/true);  // [.., 1]
+  const Tensor y = mul(div(centered, sqrt(add_scalar(variance, eps))), weight);
+  return bias.defined() ? add(y, bias) : y;
 }
 
 // ---- layer_norm: (x − mean)·rstd·w + b; saves mean, rstd [rows] ---------------------------------

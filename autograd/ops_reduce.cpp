@@ -2,17 +2,71 @@
 // the index position, as torch's max(dim)), max/min of the whole tensor (the gradient is split
 // evenly among tied elements, as torch), argmax/argmin (int64, no gradient). NaN is the extreme
 // when present, as torch. Does not do: integer inputs, amax/amin over several axes.
+// sum and mean over axes come first (their backward broadcasts the gradient back).
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels in
+// tests/test_kernels_reduce.cpp and tests/test_kernels_elementwise.cpp (sum_axes).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
+#include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_index.h"
 #include "tensor/kernels_reduce.h"
 #include "tensor/profile.h"
 
 namespace dg {
+
+// ---- sum / mean over axes: backward broadcasts g back over the reduced axes
+namespace {
+std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t rank,
+                                    const char* op) {
+  std::vector<int64_t> out;
+  if (axes.empty()) {
+    for (int64_t k = 0; k < rank; ++k) out.push_back(k);
+    return out;
+  }
+  for (int64_t a : axes) out.push_back(normalize_axis(a, rank, op));
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end())
+    throw std::invalid_argument(fmt::format("{}: an axis is repeated", op));
+  return out;
+}
+
+Tensor reduce(const Tensor& a, const std::vector<int64_t>& axes_in, bool keepdim, bool average) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  const char* op = average ? "mean" : "sum";
+  std::vector<int64_t> axes = normalize_axes(axes_in, a.dim(), op);
+  int64_t count = 1;
+  for (int64_t k : axes) count *= a.shape()[k];
+  Tensor out = sum_axes(a, axes, keepdim);
+  if (average) {
+    dispatch_float(out.dtype(), op, [&]<class T>() {
+      T* o = out.data<T>();
+      for (int64_t i = 0; i < out.numel(); ++i) o[i] = static_cast<T>(o[i] / static_cast<T>(count));
+    });
+  }
+  if (should_record({a}))
+    record(op, {a}, out, [a, axes, average, count](const Tensor& g) {
+      NoGradGuard no_grad;
+      Shape keep = a.shape();
+      for (int64_t k : axes) keep[k] = 1;
+      Tensor gk = g.contiguous().view_reshape(keep);
+      if (average) gk = scale(gk, 1.0 / static_cast<double>(count));
+      accumulate_grad(a, gk.view_expand(a.shape()));
+    });
+  return out;
+}
+}  // namespace
+
+Tensor sum(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
+  return reduce(a, axes, keepdim, false);
+}
+Tensor mean(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
+  return reduce(a, axes, keepdim, true);
+}
 
 namespace {
 struct Axis {
@@ -124,11 +178,23 @@ namespace dg {
 
 std::vector<OpCase> reduce_op_cases() {
   using V = const std::vector<Tensor>&;
+  // sum / mean: uniform inputs in [-1, 1)
+  auto any = [](Shape s) {
+    return [=] { return std::vector<Tensor>{random_tensor(s, 3, -1, 1).set_name("a")}; };
+  };
   // Uniform random inputs: ties have probability zero and the gaps between values dwarf eps.
   auto one = [](Shape s, uint64_t seed) {
     return [=] { return std::vector<Tensor>{random_tensor(s, seed, -2, 2).set_name("x")}; };
   };
   return {
+      {"sum/all", any({3, 4}), [](V in) { return sum(in[0]); }},
+      {"sum/axis1", any({2, 3, 4}), [](V in) { return sum(in[0], {1}); }},
+      {"sum/axes0,2,keepdim", any({2, 3, 4}),
+       [](V in) {
+         return sum(in[0], {0, -1}, true);
+       }},
+      {"mean/all", any({3, 4}), [](V in) { return mean(in[0]); }},
+      {"mean/last", any({2, 3, 4}), [](V in) { return mean(in[0], {-1}); }},
       {"max/axis 1", one({3, 5, 2}, 51), [](V in) { return max(in[0], 1).values; }},
       {"max/last axis, keepdim", one({4, 6}, 52), [](V in) { return max(in[0], -1, true).values; }},
       {"min/axis 0", one({5, 3}, 53), [](V in) { return min(in[0], 0).values; }},

@@ -5,6 +5,8 @@
 // (add_strided), or sum it over broadcast axes (expand). Copies happen only in reshape of a
 // non-contiguous tensor, contiguous() of a view, concat and stack.
 // Does not support negative steps, strided slices or in-place writes through views.
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), views and copies in
+// tests/test_kernels_matmul.cpp, split/chunk in tests/test_kernels_index.cpp.
 #include <fmt/format.h>
 
 #include <algorithm>

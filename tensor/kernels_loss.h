@@ -1,5 +1,5 @@
-// Softmax and the cross-entropy losses built on it: softmax / log_softmax over one axis,
-// cross-entropy over given logits, and the fused language-model head (linear + cross-entropy in
+// The cross-entropy losses (softmax itself is in kernels_softmax.h): cross-entropy over given
+// logits, with label smoothing, and the fused language-model head (linear + cross-entropy in
 // column chunks, never holding the [N, V] logits). llm.c style: each `X_forward` beside its
 // `X_backward`, which ADDS into its gradient outputs (a null pointer: not needed); ref_* versions
 // are plain loops the tests compare against. Every output element has one owner thread, so
@@ -10,22 +10,6 @@
 #include <cstdint>
 
 namespace dg {
-
-// ---- softmax / log_softmax ------------------------------------------------------------------
-// x, out [outer, C, inner]: softmax (or log_softmax when `log`) over C. inner == 1 (the last
-// axis) is the contiguous fast path; otherwise each (outer, inner) row is read with stride inner.
-template <class T>
-void softmax_forward(T* out, const T* x, int64_t outer, int64_t C, int64_t inner, bool log);
-// y = forward output, dy its gradient [outer, C, inner].
-// softmax:     dx += y ⊙ (dy − Σ_c dy·y)      log_softmax: dx += dy − exp(y)·Σ_c dy
-template <class T>
-void softmax_backward(T* dx, const T* dy, const T* y, int64_t outer, int64_t C, int64_t inner,
-                      bool log);
-template <class T>
-void ref_softmax_forward(T* out, const T* x, int64_t outer, int64_t C, int64_t inner, bool log);
-template <class T>
-void ref_softmax_backward(T* dx, const T* dy, const T* y, int64_t outer, int64_t C, int64_t inner,
-                          bool log);
 
 // ---- cross-entropy --------------------------------------------------------------------------
 // logits [N, C], targets [N] -> losses [N] = logsumexp(logits[n]) − logits[n, t_n] (0 where

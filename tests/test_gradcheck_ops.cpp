@@ -1,5 +1,6 @@
 // The op gradient-check suite: every row of all_op_cases() (one table, assembled from each op
-// family's rows) must pass gradcheck and the float32-vs-float64 forward comparison.
+// family's rows) must pass gradcheck and the float32-vs-float64 forward comparison. The rows live
+// beside their ops, at the end of each autograd/ops_<family>.cpp (<family>_op_cases()).
 #include <doctest/doctest.h>
 #include <fmt/core.h>
 

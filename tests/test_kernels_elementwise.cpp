@@ -1,7 +1,8 @@
-// Tests of the elementwise family (tensor/kernels_elementwise.h, tensor/fast_math.h,
-// autograd/ops_elementwise.cpp): swiglu and depth_mix fast kernels against the plain reference
-// kernels, float32 bit-identity at 1 and 2 threads, depth_mix's aliasing and errors, and exp_f32's
-// accuracy. Gradients: the elementwise rows of the gradient-check table.
+// Tests of the elementwise kernels (tensor/kernels_elementwise.h, tensor/fast_math.h; swiglu's op
+// is in autograd/ops_activation.cpp, depth_mix's in autograd/ops_elementwise.cpp): swiglu and
+// depth_mix fast kernels against the plain reference kernels, float32 bit-identity at 1 and 2
+// threads, depth_mix's aliasing and errors, and exp_f32's accuracy. Gradients: the activation and
+// elementwise rows of the gradient-check table.
 #include <doctest/doctest.h>
 
 #include <cmath>

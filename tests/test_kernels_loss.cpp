@@ -1,10 +1,11 @@
-// Tests of the loss family (tensor/kernels_loss.h, autograd/ops_loss.cpp): the fused linear head
+// Tests of the loss and softmax families (tensor/kernels_loss.h, tensor/kernels_softmax.h,
+// autograd/ops_loss.cpp, autograd/ops_softmax.cpp): the fused linear head
 // + cross-entropy (chunked kernels against the plain reference over the full logits: several
 // chunks with a remainder, one chunk, ignored rows, a gradient not asked for; float32 bit-identity
 // at 1 and 2 threads; the op against cross_entropy(linear(x, W)); MicroLM::loss against its
 // logits; errors), then softmax and cross_entropy (fast kernels against the reference kernels,
-// thread bit-identity, torch 1.13 goldens, errors). Gradients: loss_op_cases() rows; the plain
-// twins against the fused ops: tests/test_plain_ops.cpp.
+// thread bit-identity, torch 1.13 goldens, errors). Gradients: loss_op_cases() and
+// softmax_op_cases() rows; the plain twins against the fused ops: tests/test_plain_ops.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "autograd/ops.h"
 #include "nn/lm/micro_lm.h"
 #include "tensor/kernels_loss.h"
+#include "tensor/kernels_softmax.h"
 #include "tensor/threads.h"
 #include "tests/kernel_test_helpers.h"
 #include "tests/test_helpers.h"

@@ -1,7 +1,8 @@
-// Tests of the pointwise family (tensor/kernels_pointwise.h, autograd/ops_pointwise.cpp): fast
-// kernels against the ref_* twins, float32 bit-identity at 1 and 2 threads, the values torch 1.13
-// gives at kinks, ties and zeros, masks, comparisons, operators and errors. Gradients away from
-// kinks: the pointwise rows of the gradient-check table.
+// Tests of the pointwise kernels (tensor/kernels_pointwise.h; their ops are in
+// autograd/ops_activation.cpp and autograd/ops_elementwise.cpp): fast kernels against the ref_*
+// twins, float32 bit-identity at 1 and 2 threads, the values torch 1.13 gives at kinks, ties and
+// zeros, masks, comparisons, operators and errors. Gradients away from kinks: the activation and
+// elementwise rows of the gradient-check table.
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -1,8 +1,11 @@
-// The fused ops against their plain twins (autograd/ops.h): plain_attention vs the path MicroLM
-// runs (linear_rope / linear + attention_heads, and attention_heads' own RoPE), MHA and GQA, with
-// and without RoPE and biases; plain_rms_norm vs rms_norm; plain_cross_entropy vs cross_entropy;
-// plain_linear_cross_entropy vs linear_cross_entropy. Float64, forward values and every input's
-// gradient, equal within 1e-13 relative to the largest value.
+// The fused ops against their plain twins (autograd/ops.h), one test each: plain_attention vs the
+// path MicroLM runs (linear_rope / linear + attention_heads, and attention_heads' own RoPE), MHA
+// and GQA, with and without RoPE and biases; plain_rms_norm vs rms_norm; plain_cross_entropy vs
+// cross_entropy; plain_linear_cross_entropy vs linear_cross_entropy; plain_layer_norm,
+// plain_swiglu, plain_linear_add, plain_linear_rope, plain_depth_mix and plain_causal_attention vs
+// their fused ops.
+// Float64, forward values and every input's gradient (a random-weighted loss), equal within 1e-13
+// relative to the largest value (1e-12 for attention).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -144,4 +147,94 @@ TEST_CASE("plain_linear_cross_entropy equals linear_cross_entropy (value, dx, dW
   Tensor targets = Tensor::from_ids({3, -100, 0, 10, 7, -100}, {6});
   check_same(run([&] { return linear_cross_entropy(x, w, targets); }, {x, w}, 33),
              run([&] { return plain_linear_cross_entropy(x, w, targets); }, {x, w}, 33), 1e-13);
+}
+
+TEST_CASE("plain_layer_norm equals layer_norm (value, dx, dw, db; with and without bias)") {
+  for (double eps : {1e-5, 0.5})
+    for (bool with_bias : {true, false}) {
+      CAPTURE(eps);
+      CAPTURE(with_bias);
+      Tensor x = random_tensor({3, 4, 6}, 51, -2, 2), w = random_tensor({6}, 52, 0.5, 1.5);
+      Tensor b = with_bias ? random_tensor({6}, 53) : Tensor();
+      std::vector<Tensor> inputs{x, w};
+      if (with_bias) inputs.push_back(b);
+      check_same(run([&] { return layer_norm(x, w, b, eps); }, inputs, 54),
+                 run([&] { return plain_layer_norm(x, w, b, eps); }, inputs, 54), 1e-13);
+    }
+}
+
+TEST_CASE("plain_swiglu equals swiglu (value, dgate, dup; gate and up the same tensor)") {
+  Tensor gate = random_tensor({4, 7}, 61, -3, 3), up = random_tensor({4, 7}, 62, -2, 2);
+  check_same(run([&] { return swiglu(gate, up); }, {gate, up}, 63),
+             run([&] { return plain_swiglu(gate, up); }, {gate, up}, 63), 1e-13);
+  Tensor x = random_tensor({2, 3, 5}, 64, -3, 3);
+  check_same(run([&] { return swiglu(x, x); }, {x}, 65),
+             run([&] { return plain_swiglu(x, x); }, {x}, 65), 1e-13);
+  CHECK_THROWS_WITH(plain_swiglu(gate, random_tensor({4, 1}, 66)),
+                    doctest::Contains("plain_swiglu: gate"));
+}
+
+TEST_CASE("plain_linear_add equals linear_add (value, dresidual, dx, dW, db)") {
+  Tensor r = random_tensor({2, 3, 5}, 71), x = random_tensor({2, 3, 4}, 72);
+  Tensor w = random_tensor({5, 4}, 73), b = random_tensor({5}, 74);
+  check_same(run([&] { return linear_add(r, x, w, b); }, {r, x, w, b}, 75),
+             run([&] { return plain_linear_add(r, x, w, b); }, {r, x, w, b}, 75), 1e-13);
+  // no bias, a transposed residual, x passed as the weight too
+  Tensor s = random_tensor({5, 5}, 76), v = random_tensor({5, 4}, 77);
+  check_same(run([&] { return linear_add(transpose(s, 0, 1), v, v); }, {s, v}, 78),
+             run([&] { return plain_linear_add(transpose(s, 0, 1), v, v); }, {s, v}, 78), 1e-13);
+}
+
+TEST_CASE("plain_linear_rope equals linear_rope (value, dx, dW, db; 3-D and 2-D inputs)") {
+  Tensor x = random_tensor({2, 5, 4}, 81), w = random_tensor({12, 4}, 82);
+  Tensor b = random_tensor({12}, 83);
+  check_same(run([&] { return linear_rope(x, w, b, 2, 100.0); }, {x, w, b}, 84),
+             run([&] { return plain_linear_rope(x, w, b, 2, 100.0); }, {x, w, b}, 84), 1e-13);
+  Tensor x2 = random_tensor({6, 3}, 85), w2 = random_tensor({8, 3}, 86);  // 2 heads of 4
+  check_same(run([&] { return linear_rope(x2, w2, Tensor(), 2); }, {x2, w2}, 87),
+             run([&] { return plain_linear_rope(x2, w2, Tensor(), 2); }, {x2, w2}, 87), 1e-13);
+}
+
+TEST_CASE("plain_depth_mix equals depth_mix (value, every source's and alpha's gradient)") {
+  for (int64_t J : {1, 2, 3}) {
+    CAPTURE(J);
+    std::vector<Tensor> sources;
+    for (int64_t j = 0; j < J; ++j) sources.push_back(random_tensor({2, 3, 4}, 90 + j));
+    Tensor alpha = random_tensor({2, 3, J}, 95, 0.1, 1.0);
+    std::vector<Tensor> inputs = sources;
+    inputs.push_back(alpha);
+    check_same(run([&] { return depth_mix(sources, alpha); }, inputs, 96),
+               run([&] { return plain_depth_mix(sources, alpha); }, inputs, 96), 1e-13);
+  }
+  // one source passed twice: its gradient is the sum of both terms' in either form
+  Tensor s = random_tensor({3, 4}, 97), alpha = random_tensor({3, 2}, 98, 0.1, 1.0);
+  check_same(run(
+                 [&] {
+                   return depth_mix({s, s}, alpha);
+                 },
+                 {s, alpha}, 99),
+             run(
+                 [&] {
+                   return plain_depth_mix({s, s}, alpha);
+                 },
+                 {s, alpha}, 99),
+             1e-13);
+}
+
+TEST_CASE("plain_causal_attention equals causal_attention (value, dq, dk, dv; MHA, GQA, scale)") {
+  struct Case {
+    int64_t H, Hkv;
+    double scale;
+  };
+  for (Case c : {Case{2, 2, 0.0}, Case{4, 2, 0.0}, Case{4, 1, 0.3}}) {
+    CAPTURE(c.H);
+    CAPTURE(c.Hkv);
+    CAPTURE(c.scale);
+    Tensor q = random_tensor({2, c.H, 5, 4}, 101, -1.5, 1.5);
+    Tensor k = random_tensor({2, c.Hkv, 5, 4}, 102, -1.5, 1.5);
+    Tensor v = random_tensor({2, c.Hkv, 5, 4}, 103, -1.5, 1.5);
+    check_same(run([&] { return causal_attention(q, k, v, c.scale); }, {q, k, v}, 104),
+               run([&] { return plain_causal_attention(q, k, v, c.scale); }, {q, k, v}, 104),
+               1e-12);
+  }
 }

@@ -14,9 +14,9 @@
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
 #include "tensor/kernels_embedding.h"
 #include "tensor/kernels_gemv.h"
-#include "tensor/kernels_loss.h"
 #include "tensor/kernels_matmul.h"
 #include "tensor/kernels_norm.h"
+#include "tensor/kernels_softmax.h"
 #include "tensor/threads.h"
 
 namespace dg {

@@ -14,7 +14,7 @@
 #include "nn/lm/decode.h"
 #include "nn/lm/micro_lm.h"
 #include "tensor/kernels_elementwise.h"
-#include "tensor/kernels_loss.h"
+#include "tensor/kernels_softmax.h"
 
 namespace dg {
 
