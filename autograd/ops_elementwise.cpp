@@ -30,7 +30,7 @@ Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
 
 template <class F>
 Tensor unary(const Tensor& a, const char* op, F f) {
-  Tensor in = a.contiguous();
+  Tensor in = kernel_input(a);
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   dispatch_float(a.dtype(), op,
                  [&]<class T>() { unary_kernel<T>(in, out, [&](T x) { return f(x); }); });
@@ -152,7 +152,7 @@ Tensor silu(const Tensor& a) {
   Tensor out = unary(a, "silu", [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); });
   if (should_record({a}))
     record("silu", {a}, out, [a](const Tensor& g) {
-      Tensor in = a.contiguous(), gc = g.contiguous();
+      Tensor in = kernel_input(a), gc = g.contiguous();
       Tensor ga = Tensor::empty(a.shape(), a.dtype());
       dispatch_float(a.dtype(), "silu", [&]<class T>() {
         binary_kernel<T>(in, gc, ga, [](T x, T gy) {
@@ -174,7 +174,7 @@ Tensor gelu(const Tensor& a) {
   });
   if (should_record({a}))
     record("gelu", {a}, out, [a](const Tensor& g) {
-      Tensor in = a.contiguous(), gc = g.contiguous();
+      Tensor in = kernel_input(a), gc = g.contiguous();
       Tensor ga = Tensor::empty(a.shape(), a.dtype());
       dispatch_float(a.dtype(), "gelu", [&]<class T>() {
         binary_kernel<T>(in, gc, ga, [](T x, T gy) {
@@ -216,7 +216,7 @@ Tensor gelu_tanh(const Tensor& a) {
   Tensor out = unary(a, "gelu_tanh", [](auto x) { return gelu_tanh_value(x); });
   if (should_record({a}))
     record("gelu_tanh", {a}, out, [a](const Tensor& g) {
-      Tensor in = a.contiguous(), gc = g.contiguous();
+      Tensor in = kernel_input(a), gc = g.contiguous();
       Tensor ga = Tensor::empty(a.shape(), a.dtype());
       dispatch_float(a.dtype(), "gelu_tanh", [&]<class T>() {
         binary_kernel<T>(in, gc, ga, [](T x, T gy) { return gy * gelu_tanh_derivative(x); });
@@ -284,7 +284,7 @@ Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
   if (gate_in.shape() != up_in.shape())
     throw std::invalid_argument(fmt::format("swiglu: gate {} and up {} must have the same shape",
                                             gate_in.describe(), up_in.describe()));
-  Tensor gate = gate_in.contiguous(), up = up_in.contiguous();
+  Tensor gate = kernel_input(gate_in), up = kernel_input(up_in);
   Tensor out = Tensor::empty(gate.shape(), gate.dtype());
   const int64_t n = out.numel();
   dispatch_float(gate.dtype(), op, [&]<class T>() {
@@ -331,8 +331,8 @@ Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
                         shape_str(s0.shape())));
   const int64_t D = s0.size(-1), rows = rows_of(s0);
   std::vector<Tensor> S;
-  for (const Tensor& s : sources) S.push_back(s.contiguous());
-  Tensor a = alpha.contiguous();
+  for (const Tensor& s : sources) S.push_back(kernel_input(s));
+  Tensor a = kernel_input(alpha);
   Tensor out = Tensor::empty(s0.shape(), s0.dtype());
   dispatch_float(s0.dtype(), op, [&]<class T>() {
     std::vector<const T*> ptrs;

@@ -18,21 +18,21 @@ namespace {
 
 // t broadcast to `shape` as a contiguous tensor (t itself when it already is).
 Tensor expanded(const Tensor& t, const Shape& shape) {
-  return t.shape() == shape ? t.contiguous() : t.view_expand(shape).contiguous();
+  return t.shape() == shape ? kernel_input(t) : t.view_expand(shape).contiguous();
 }
 
 // A mask of any dtype as a contiguous tensor of `shape` and `dtype` (nonzero: true).
 Tensor mask_as(const Tensor& mask, const Shape& shape, DType dtype, const char* op) {
   check_arg(mask.defined(), op, mask, "a defined mask");
   Tensor m = mask.view_expand(shape);
-  return m.dtype() == dtype ? m.contiguous() : m.to(dtype);
+  return m.dtype() == dtype ? kernel_input(m) : detach(m).to(dtype);
 }
 
 // y = f(x) elementwise with the unary kernel; the backward reads x and y.
 Tensor unary_pointwise(const Tensor& a, UnaryOp kind, UnaryArgs args, const char* op) {
   ScopedOpTimer op_timer(OpFamily::other);
   check_float(a, op);
-  Tensor x = a.contiguous();
+  Tensor x = kernel_input(a);
   Tensor y = Tensor::empty(a.shape(), a.dtype());
   const int64_t n = y.numel();
   dispatch_float(a.dtype(), op,
@@ -161,7 +161,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
     throw std::invalid_argument(fmt::format("masked_fill: mask {} does not broadcast to {}",
                                             mask.describe(), a.describe()));
   Tensor c = mask_as(mask, a.shape(), a.dtype(), op);
-  Tensor x = a.contiguous(), fill = Tensor::full(a.shape(), value, a.dtype());
+  Tensor x = kernel_input(a), fill = Tensor::full(a.shape(), value, a.dtype());
   Tensor y = Tensor::empty(a.shape(), a.dtype());
   dispatch_float(a.dtype(), op, [&]<class T>() {
     where_forward<T>(y.data<T>(), c.data<T>(), fill.data<T>(), x.data<T>(), y.numel());
@@ -215,7 +215,7 @@ Tensor compare(const Tensor& a, const Tensor& b, CompareOp kind, const char* op)
 
 Tensor compare(const Tensor& a, double s, CompareOp kind, const char* op) {
   check_arg(a.defined(), op, a, "a defined tensor");
-  Tensor x = a.contiguous();
+  Tensor x = kernel_input(a);
   return compare_into(a, a.shape(), op, [&]<class I, class O>(Tensor& out) {
     compare_scalar_kernel<I, O>(kind, out.data<O>(), x.data<I>(), s, out.numel());
   });

@@ -59,8 +59,8 @@ class TensorDataset final : public Dataset {
   int64_t rows_ = 0;
 };
 
-// Windows of seq_len tokens: example i starts at s = i·stride; fields: inputs int32 [n, T] and
-// targets int32 [n, T] (the inputs shifted by one). Every window with s + T + 1 <= len is an
+// Windows of seq_len tokens: example i starts at s = i·stride; fields: inputs int64 [n, T] and
+// targets int64 [n, T] (the inputs shifted by one; the int32 ids widened, as torch's indices). Every window with s + T + 1 <= len is an
 // example, unless `count` caps them. An lvalue ids vector is read in place and must outlive the
 // dataset; a moved one or a shared_ptr is kept alive by it.
 class TokenWindows final : public Dataset {

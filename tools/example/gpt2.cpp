@@ -260,7 +260,7 @@ int run(int argc, char** argv, dg::Collectives* world) {
   const dg::TokenWindows validation_windows(
       validation_ids, T, T, eval_windows > 0 ? std::min(eval_windows, all_windows) : -1);
   const dg::LossFunction loss = [&model](dg::Module&, const dg::Batch& b) {
-    return model.loss(b[0], b[1]);  // inputs, targets: int32 [batch, T]
+    return model.loss(b[0], b[1]);  // inputs, targets: int64 [batch, T]
   };
   dg::TrainingConfig settings;
   settings.steps = flags.integer("steps");
