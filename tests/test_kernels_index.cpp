@@ -130,7 +130,7 @@ TEST_CASE("split and chunk: views with torch's piece sizes; gradients of several
 }
 
 TEST_CASE("index_select and gather take integer inputs (labels, ids) and record nothing") {
-  const Tensor labels = Tensor::from_ids({7, 8, 9, 10}, {4});
+  const Tensor labels = Tensor::from_ids({7, 8, 9, 10}, {4}, DType::i32);
   const Tensor picked =
       index_select(labels, 0, Tensor::from_vector(std::vector<double>{3, 0, 0}, {3}, DType::i64));
   REQUIRE(picked.dtype() == DType::i32);

@@ -285,7 +285,7 @@ TEST_CASE_TEMPLATE("copy_strided and add_strided match the references on views",
     CHECK(same_bytes(base_f, base_r));
   }
   Tensor ids = Tensor::from_ids({1, 2, 3, 4, 5, 6}, {2, 3});
-  Tensor ids_t = Tensor::empty({3, 2}, DType::i32);
+  Tensor ids_t = Tensor::empty({3, 2}, DType::i64);
   copy_strided(ids_t, ids.view_transpose(0, 1));
   CHECK(ids_t.to_vector() == std::vector<double>{1, 4, 2, 5, 3, 6});
   Tensor dst = Tensor::zeros({1, 3}).view_expand({2, 3});

@@ -271,7 +271,8 @@ TEST_CASE("comparisons: 0/1 in the float dtype, broadcasting, scalars; mean(eq) 
   Tensor hit = eq(pred, target);
   CHECK(hit.dtype() == DType::f32);
   CHECK(mean(hit).item() == 0.5);
-  CHECK(values(ne(pred, 3.0)) == std::vector<double>{1, 1, 0, 0});
+  const std::vector<double> not_three = {1, 1, 0, 0};
+  CHECK(values(ne(pred, 3.0)) == not_three);
   // NaN compares unequal to everything, itself included
   Tensor nan = Tensor::from_vector({NAN}, {1});
   CHECK(values(eq(nan, nan)) == std::vector<double>{0});

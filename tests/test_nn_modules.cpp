@@ -300,7 +300,7 @@ TEST_CASE("no file outside nn/lm/residual/ and tests/ lists the residual modes")
     for (const auto& entry :
          std::filesystem::recursive_directory_iterator(std::string(DG_SOURCE_DIR) + "/" + folder)) {
       const std::string path = entry.path().string();
-      if (!entry.is_regular_file() || path.find("/nn/residual/") != std::string::npos ||
+      if (!entry.is_regular_file() || path.find("/nn/lm/residual/") != std::string::npos ||
           !(path.ends_with(".cpp") || path.ends_with(".h")))
         continue;
       std::ifstream in(path);
@@ -533,8 +533,8 @@ TEST_CASE("load_state_dict: round trip, conversion, and errors naming the tensor
   // The last tensor in the list is wrong: nothing before it may have been copied.
   expect_error(replaced("final_norm.weight", Tensor::zeros({9}, DType::f64)),
                {"final_norm.weight", "[9]"});
-  expect_error(replaced("token.weight", Tensor::from_ids(std::vector<int32_t>(88, 0), {11, 8})),
-               {"token.weight", "int32"});
+  expect_error(replaced("token.weight", Tensor::from_ids(std::vector<int64_t>(88, 0), {11, 8})),
+               {"token.weight", "int64"});
   std::vector<NamedTensor> twice = state;
   twice.push_back(state[3]);
   expect_error(twice, {"twice", state[3].first});
