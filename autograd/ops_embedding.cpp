@@ -35,8 +35,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids_in) {
       record(op, {weight}, out, [weight, ids, N, V, D](const Tensor& g) {
         Tensor gc = g.contiguous();
         dispatch_float(weight.dtype(), "embedding", [&]<class T>() {
-          embedding_backward<T>(grad_ptr<T>(weight, "embedding"), gc.data<T>(), ids.data<I>(), N,
-                                V, D);
+          embedding_backward<T>(grad_ptr<T>(weight, "embedding"), gc.data<T>(), ids.data<I>(), N, V,
+                                D);
         });
       });
     return out;

@@ -1,8 +1,8 @@
 // Indexing ops: gather(input, dim, index) and index_select(input, dim, index), torch's semantics,
-// with int64 (as torch) or int32 indices; each backward scatter-adds g into the input's gradient (repeated
-// indices add up). An index outside [0, size) throws naming the op, the index and its position;
-// negative indices are refused as torch refuses them. Does not do: scatter as a forward op,
-// index_put, boolean masks, gradients for the index (it is integer data). Integer inputs (ids,
+// with int64 (as torch) or int32 indices; each backward scatter-adds g into the input's gradient
+// (repeated indices add up). An index outside [0, size) throws naming the op, the index and its
+// position; negative indices are refused as torch refuses them. Does not do: scatter as a forward
+// op, index_put, boolean masks, gradients for the index (it is integer data). Integer inputs (ids,
 // labels) are gathered too, recording nothing.
 #include <fmt/format.h>
 

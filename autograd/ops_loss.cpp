@@ -133,9 +133,9 @@ Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets_in, Reduc
   Tensor rows = neg(sum(mul(log_p, Tensor::from_vector(onehot, {N, C}, logits.dtype())), {1}));
   if (label_smoothing != 0.0) {
     // (1 − ε)·loss[n] + ε·mean over classes of −log p[n, c], at kept rows only
-    const Tensor uniform = scale(sum(mul(log_p, Tensor::from_vector(kept, {N, 1}, logits.dtype())),
-                                     {1}),
-                                 -1.0 / static_cast<double>(C));
+    const Tensor uniform =
+        scale(sum(mul(log_p, Tensor::from_vector(kept, {N, 1}, logits.dtype())), {1}),
+              -1.0 / static_cast<double>(C));
     rows = add(scale(rows, 1.0 - label_smoothing), scale(uniform, label_smoothing));
   }
   if (reduction == Reduction::none) return rows;  // [N]
@@ -160,8 +160,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, Reduction r
   Tensor targets = checked_targets(targets_in, N, op);
   Tensor x = kernel_input(logits);
   Tensor lse = Tensor::empty({N}, logits.dtype());
-  Tensor out =
-      Tensor::empty(reduction == Reduction::none ? Shape{N} : Shape{}, logits.dtype());
+  Tensor out = Tensor::empty(reduction == Reduction::none ? Shape{N} : Shape{}, logits.dtype());
   const int64_t count = dispatch_index(targets, op, "targets", [&]<class I>() {
     const I* t = targets.data<I>();
     const int64_t count = count_targets(t, N, C, ignore_index, op);
@@ -193,8 +192,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, Reduction r
                  auto run = [&](int64_t n0, int64_t rows, double s) {
                    if (eps == 0.0)
                      cross_entropy_backward<T>(dl + n0 * C, x.data<T>() + n0 * C,
-                                               lse.data<T>() + n0, t + n0, static_cast<T>(s),
-                                               rows, C, ignore_index);
+                                               lse.data<T>() + n0, t + n0, static_cast<T>(s), rows,
+                                               C, ignore_index);
                    else
                      cross_entropy_smoothed_backward<T>(
                          dl + n0 * C, x.data<T>() + n0 * C, lse.data<T>() + n0, t + n0,
@@ -276,10 +275,9 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight, const Tens
                  reduction == Reduction::mean ? g.item() / static_cast<double>(count) : g.item();
              dispatch_index(targets, "linear_cross_entropy", "targets", [&]<class I>() {
                dispatch_float(x.dtype(), "linear_cross_entropy", [&]<class T>() {
-                 T* dx =
-                     x_in.requires_grad() ? grad_ptr<T>(x_in, "linear_cross_entropy") : nullptr;
-                 T* dW = weight.requires_grad() ? grad_ptr<T>(weight, "linear_cross_entropy")
-                                                : nullptr;
+                 T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "linear_cross_entropy") : nullptr;
+                 T* dW =
+                     weight.requires_grad() ? grad_ptr<T>(weight, "linear_cross_entropy") : nullptr;
                  // the kept logits serve one backward (it overwrites them); a second one
                  // recomputes
                  const bool use_kept = *kept_unused;

@@ -12,10 +12,10 @@
 
 namespace dg {
 
-#define DG_EMBEDDING_INSTANTIATE(f)                          \
-  template decltype(f<float, int32_t>) f<float, int32_t>;    \
-  template decltype(f<float, int64_t>) f<float, int64_t>;    \
-  template decltype(f<double, int32_t>) f<double, int32_t>;  \
+#define DG_EMBEDDING_INSTANTIATE(f)                         \
+  template decltype(f<float, int32_t>) f<float, int32_t>;   \
+  template decltype(f<float, int64_t>) f<float, int64_t>;   \
+  template decltype(f<double, int32_t>) f<double, int32_t>; \
   template decltype(f<double, int64_t>) f<double, int64_t>;
 
 // W [V, D], ids [N] -> out [N, D]
@@ -54,8 +54,7 @@ DG_EMBEDDING_INSTANTIATE(embedding_backward)
 
 // Reference: the formula as a plain serial loop, sums in double.
 template <class T, class I>
-void ref_embedding_backward(T* dW, const T* dout, const I* ids, int64_t N, int64_t V,
-                            int64_t D) {
+void ref_embedding_backward(T* dW, const T* dout, const I* ids, int64_t N, int64_t V, int64_t D) {
   for (int64_t n = 0; n < N; ++n)
     for (int64_t d = 0; d < D; ++d) dW[ids[n] * D + d] += dout[n * D + d];
 }

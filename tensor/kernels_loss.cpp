@@ -18,10 +18,10 @@
 
 namespace dg {
 
-#define DG_LOSS_INSTANTIATE(f)                               \
-  template decltype(f<float, int32_t>) f<float, int32_t>;    \
-  template decltype(f<float, int64_t>) f<float, int64_t>;    \
-  template decltype(f<double, int32_t>) f<double, int32_t>;  \
+#define DG_LOSS_INSTANTIATE(f)                              \
+  template decltype(f<float, int32_t>) f<float, int32_t>;   \
+  template decltype(f<float, int64_t>) f<float, int64_t>;   \
+  template decltype(f<double, int32_t>) f<double, int32_t>; \
   template decltype(f<double, int64_t>) f<double, int64_t>;
 
 // ============================================================================================
@@ -167,8 +167,8 @@ DG_LOSS_INSTANTIATE(cross_entropy_forward)
 
 // Reference: the formula as a plain serial loop, sums in double.
 template <class T, class I>
-void ref_cross_entropy_forward(T* losses, T* lse, const T* logits, const I* targets,
-                               int64_t N, int64_t C, int64_t ignore_index) {
+void ref_cross_entropy_forward(T* losses, T* lse, const T* logits, const I* targets, int64_t N,
+                               int64_t C, int64_t ignore_index) {
   for (int64_t n = 0; n < N; ++n) {
     double m = -INFINITY, sum = 0.0;
     for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(logits[n * C + c]));
@@ -183,8 +183,8 @@ DG_LOSS_INSTANTIATE(ref_cross_entropy_forward)
 
 // dlogits, logits [N, C]; lse, targets [N]
 template <class T, class I>
-void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const I* targets,
-                            T scale, int64_t N, int64_t C, int64_t ignore_index) {
+void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const I* targets, T scale,
+                            int64_t N, int64_t C, int64_t ignore_index) {
 #pragma omp parallel for if (N * C > kParallelGrain) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const int64_t t = targets[n];
@@ -219,8 +219,8 @@ DG_LOSS_INSTANTIATE(ref_cross_entropy_backward)
 
 // logits [N, C], targets [N] -> losses [N], lse [N]
 template <class T, class I>
-void cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, const I* targets,
-                                    int64_t N, int64_t C, int64_t ignore_index, double smoothing) {
+void cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, const I* targets, int64_t N,
+                                    int64_t C, int64_t ignore_index, double smoothing) {
 #pragma omp parallel for if (N * C > kParallelGrain) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const T* x = logits + n * C;
@@ -261,9 +261,9 @@ DG_LOSS_INSTANTIATE(ref_cross_entropy_smoothed_forward)
 
 // dlogits, logits [N, C]; lse, targets [N]
 template <class T, class I>
-void cross_entropy_smoothed_backward(T* dlogits, const T* logits, const T* lse,
-                                     const I* targets, T scale, int64_t N, int64_t C,
-                                     int64_t ignore_index, double smoothing) {
+void cross_entropy_smoothed_backward(T* dlogits, const T* logits, const T* lse, const I* targets,
+                                     T scale, int64_t N, int64_t C, int64_t ignore_index,
+                                     double smoothing) {
   const T uniform = static_cast<T>(smoothing / static_cast<double>(C));
   const T on_target = static_cast<T>(1.0 - smoothing);
 #pragma omp parallel for if (N * C > kParallelGrain) schedule(static)
@@ -325,9 +325,8 @@ std::vector<double> ref_logits(const T* x, const T* W, int64_t N, int64_t D, int
 // folded into the row's running max M (kept in lse) and sum S (double): S·e^(M − M') + s·e^(m_c
 // − M'). The target's logit is picked up by the chunk that holds it (kept in losses).
 template <class T, class I>
-void lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const I* targets,
-                        int64_t N, int64_t D, int64_t V, int64_t ignore_index, int64_t chunk,
-                        T* scratch) {
+void lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const I* targets, int64_t N,
+                        int64_t D, int64_t V, int64_t ignore_index, int64_t chunk, T* scratch) {
   // Running sums per row, reused across calls (no allocation per training step). Reached through
   // a plain pointer: inside the parallel loop a thread_local name would mean the worker's own.
   thread_local std::vector<double> sums;
@@ -368,8 +367,8 @@ DG_LOSS_INSTANTIATE(lm_head_ce_forward)
 
 // Reference: the full logits [N, V] in double.
 template <class T, class I>
-void ref_lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const I* targets,
-                            int64_t N, int64_t D, int64_t V, int64_t ignore_index) {
+void ref_lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const I* targets, int64_t N,
+                            int64_t D, int64_t V, int64_t ignore_index) {
   const std::vector<double> logits = ref_logits(x, W, N, D, V);
   for (int64_t n = 0; n < N; ++n) {
     const double* row = logits.data() + n * V;
@@ -416,9 +415,8 @@ DG_LOSS_INSTANTIATE(lm_head_ce_backward)
 
 // Reference: the full logits [N, V] in double.
 template <class T, class I>
-void ref_lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse,
-                             const I* targets, T scale, int64_t N, int64_t D, int64_t V,
-                             int64_t ignore_index) {
+void ref_lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse, const I* targets,
+                             T scale, int64_t N, int64_t D, int64_t V, int64_t ignore_index) {
   const std::vector<double> logits = ref_logits(x, W, N, D, V);
   std::vector<double> G(N * V, 0.0);
   for (int64_t n = 0; n < N; ++n) {

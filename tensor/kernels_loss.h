@@ -37,11 +37,11 @@ void cross_entropy_forward(T* losses, T* lse, const T* logits, const I* targets,
 // dlogits[n, c] += scale · (exp(logits[n, c] − lse[n]) − [c == t_n]) for rows not ignored;
 // scale = dloss / (number of rows not ignored).
 template <class T, class I>
-void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const I* targets,
-                            T scale, int64_t N, int64_t C, int64_t ignore_index);
+void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const I* targets, T scale,
+                            int64_t N, int64_t C, int64_t ignore_index);
 template <class T, class I>
-void ref_cross_entropy_forward(T* losses, T* lse, const T* logits, const I* targets,
-                               int64_t N, int64_t C, int64_t ignore_index);
+void ref_cross_entropy_forward(T* losses, T* lse, const T* logits, const I* targets, int64_t N,
+                               int64_t C, int64_t ignore_index);
 template <class T, class I>
 void ref_cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const I* targets,
                                 T scale, int64_t N, int64_t C, int64_t ignore_index);
@@ -51,13 +51,13 @@ void ref_cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const
 // losses[n] = lse[n] − (1 − ε)·logits[n, t_n] − (ε / C)·Σ_c logits[n, c] (0 where ignored), i.e.
 // (1 − ε)·(−log p[t]) + ε·mean_c(−log p[c]).
 template <class T, class I>
-void cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, const I* targets,
-                                    int64_t N, int64_t C, int64_t ignore_index, double smoothing);
+void cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, const I* targets, int64_t N,
+                                    int64_t C, int64_t ignore_index, double smoothing);
 // dlogits[n, c] += scale · (exp(logits[n, c] − lse[n]) − ε/C − (1 − ε)·[c == t_n]), kept rows.
 template <class T, class I>
-void cross_entropy_smoothed_backward(T* dlogits, const T* logits, const T* lse,
-                                     const I* targets, T scale, int64_t N, int64_t C,
-                                     int64_t ignore_index, double smoothing);
+void cross_entropy_smoothed_backward(T* dlogits, const T* logits, const T* lse, const I* targets,
+                                     T scale, int64_t N, int64_t C, int64_t ignore_index,
+                                     double smoothing);
 template <class T, class I>
 void ref_cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, const I* targets,
                                         int64_t N, int64_t C, int64_t ignore_index,
@@ -88,9 +88,8 @@ int64_t lm_head_chunk(int64_t N, int64_t V);
 // lse [N] = log Σ_v exp((x·Wᵀ)[n, v]). Columns are taken `chunk` at a time (chunk >= 1);
 // scratch holds N·chunk elements.
 template <class T, class I>
-void lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const I* targets,
-                        int64_t N, int64_t D, int64_t V, int64_t ignore_index, int64_t chunk,
-                        T* scratch);
+void lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const I* targets, int64_t N,
+                        int64_t D, int64_t V, int64_t ignore_index, int64_t chunk, T* scratch);
 // With G[n, v] = scale·(exp((x·Wᵀ)[n, v] − lse[n]) − [v == t_n]) for rows not ignored, 0 else:
 // dx [N, D] += G·W and dW [V, D] += Gᵀ·x (either may be null: not needed). When one chunk
 // covers the vocabulary (chunk >= V) and scratch_has_logits is set, scratch still holds the
@@ -102,11 +101,10 @@ void lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse, con
 
 // The same contracts over the full logits, accumulated in double (no scratch).
 template <class T, class I>
-void ref_lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const I* targets,
-                            int64_t N, int64_t D, int64_t V, int64_t ignore_index);
+void ref_lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const I* targets, int64_t N,
+                            int64_t D, int64_t V, int64_t ignore_index);
 template <class T, class I>
-void ref_lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse,
-                             const I* targets, T scale, int64_t N, int64_t D, int64_t V,
-                             int64_t ignore_index);
+void ref_lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse, const I* targets,
+                             T scale, int64_t N, int64_t D, int64_t V, int64_t ignore_index);
 
 }  // namespace dg

@@ -249,7 +249,8 @@ Tensor Tensor::from_ids(const std::vector<int64_t>& ids, const Shape& shape, DTy
   }
   int32_t* out = t.data<int32_t>();
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < std::numeric_limits<int32_t>::min() || ids[i] > std::numeric_limits<int32_t>::max())
+    if (ids[i] < std::numeric_limits<int32_t>::min() ||
+        ids[i] > std::numeric_limits<int32_t>::max())
       throw std::out_of_range(
           fmt::format("from_ids: id {} at position {} does not fit int32", ids[i], i));
     out[i] = static_cast<int32_t>(ids[i]);

@@ -108,8 +108,8 @@ class Tensor {
   static Tensor from_ids(const std::vector<int64_t>& ids, const Shape& shape,
                          DType dtype = DType::i64);
   template <class I>
-    requires(std::is_integral_v<I> && !std::is_same_v<I, int64_t>)
-  static Tensor from_ids(const std::vector<I>& ids, const Shape& shape, DType dtype = DType::i64) {
+  requires(std::is_integral_v<I> && !std::is_same_v<I, int64_t>) static Tensor
+      from_ids(const std::vector<I>& ids, const Shape& shape, DType dtype = DType::i64) {
     return from_ids(std::vector<int64_t>(ids.begin(), ids.end()), shape, dtype);
   }
   // Values of another element type (float, int32_t, int64_t), stored as `dtype`: by default

@@ -60,9 +60,9 @@ class TensorDataset final : public Dataset {
 };
 
 // Windows of seq_len tokens: example i starts at s = i·stride; fields: inputs int64 [n, T] and
-// targets int64 [n, T] (the inputs shifted by one; the int32 ids widened, as torch's indices). Every window with s + T + 1 <= len is an
-// example, unless `count` caps them. An lvalue ids vector is read in place and must outlive the
-// dataset; a moved one or a shared_ptr is kept alive by it.
+// targets int64 [n, T] (the inputs shifted by one; the int32 ids widened, as torch's indices).
+// Every window with s + T + 1 <= len is an example, unless `count` caps them. An lvalue ids vector
+// is read in place and must outlive the dataset; a moved one or a shared_ptr is kept alive by it.
 class TokenWindows final : public Dataset {
  public:
   TokenWindows(const std::vector<int32_t>& ids, int64_t seq_len, int64_t stride,

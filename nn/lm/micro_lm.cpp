@@ -124,8 +124,8 @@ MicroLM::MicroLM(const MicroLMConfig& config, DType dtype) : Module(dtype), conf
 // ids int64 or int32 [B, T] -> final-norm output [B, T, D]
 Tensor MicroLM::features(const Tensor& ids) {
   if (!(ids.dtype() == DType::i64 || ids.dtype() == DType::i32) || ids.dim() != 2)
-    throw std::invalid_argument(fmt::format(
-        "MicroLM: expected int64 or int32 token ids [B, T], got {}", ids.describe()));
+    throw std::invalid_argument(
+        fmt::format("MicroLM: expected int64 or int32 token ids [B, T], got {}", ids.describe()));
   const int64_t T = ids.size(1);
   if (T > config_.seq_len && config_.learned_positions)
     throw std::invalid_argument(

@@ -208,8 +208,7 @@ class CachedLM : public dg::CausalLM {
       const dg::Tensor q = split_heads(qkv[0]);                                // [1, H, n, hd]
       k_[b] = L == 0 ? split_heads(qkv[1]).contiguous()
                      : dg::cat({k_[b], split_heads(qkv[1])}, 2);  // [1, H, L+n, hd]
-      v_[b] =
-          L == 0 ? split_heads(qkv[2]).contiguous() : dg::cat({v_[b], split_heads(qkv[2])}, 2);
+      v_[b] = L == 0 ? split_heads(qkv[2]).contiguous() : dg::cat({v_[b], split_heads(qkv[2])}, 2);
       // scores [1, H, n, L+n] = q·kᵀ / sqrt(hd), future positions at −inf, softmax over keys
       const dg::Tensor scores =
           dg::scale(dg::matmul(q, dg::transpose(k_[b], 2, 3)), 1.0 / std::sqrt(double(hd)));
