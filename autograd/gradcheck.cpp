@@ -233,7 +233,7 @@ std::vector<std::vector<double>> weighted_loss_gradients(const OpCase& c,
       cast.push_back(same->second);
       continue;
     }
-    Tensor copy = t.dtype() == dtype ? t.clone() : t.to(dtype);
+    Tensor copy = t.dtype() == dtype ? t.clone() : detach(t).to(dtype);  // a new leaf
     copy.set_requires_grad(t.requires_grad());
     made.emplace_back(t.impl(), copy);
     cast.push_back(copy);
@@ -292,7 +292,7 @@ OpCaseResult run_op_case(const OpCase& c) {
   // float32 forward against float64.
   std::vector<Tensor> inputs32;
   for (const Tensor& t : inputs)
-    inputs32.push_back(t.defined() && is_floating(t.dtype()) ? t.to(DType::f32) : t);
+    inputs32.push_back(t.defined() && is_floating(t.dtype()) ? detach(t).to(DType::f32) : t);
   std::vector<double> y64, y32;
   {
     NoGradGuard no_grad;

@@ -20,6 +20,24 @@ inline void check_float(const Tensor& t, const char* op) {
   check_arg(is_floating(t.dtype()), op, t, "a float32 or float64 tensor");
 }
 
+// Indices (ids, targets, gather indices) are int64, as torch's, or int32: calls
+// f.template operator()<I>() with I = int64_t or int32_t, so a kernel reads them in place (no
+// conversion copy). `what` names the argument in the error ("ids", "targets", "an index").
+template <class F>
+decltype(auto) dispatch_index(const Tensor& index, const char* op, const char* what, F&& f) {
+  check_arg(index.defined() && (index.dtype() == DType::i64 || index.dtype() == DType::i32), op,
+            index, fmt::format("int64 or int32 {}", what));
+  if (index.dtype() == DType::i64) return f.template operator()<int64_t>();
+  return f.template operator()<int32_t>();
+}
+
+// A contiguous tensor of t's values for a kernel to read in an op's forward: t itself when
+// contiguous, else a copy that records nothing. The op records itself on t; t.contiguous() would
+// also record a "contiguous" node (as torch's), one nobody reaches.
+inline Tensor kernel_input(const Tensor& t) {
+  return t.is_contiguous() ? t : detach(t).contiguous();
+}
+
 // rows × D for a [.., D] tensor.
 inline int64_t rows_of(const Tensor& x) {
   return x.dim() ? x.numel() / std::max<int64_t>(x.size(-1), 1) : 1;
@@ -28,7 +46,7 @@ inline int64_t rows_of(const Tensor& x) {
 // out = f(a) elementwise as a fresh contiguous tensor, not recorded (the op records its backward).
 template <class F>
 Tensor unary(const Tensor& a, const char* op, F f) {
-  Tensor in = a.contiguous();
+  Tensor in = kernel_input(a);
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   dispatch_float(a.dtype(), op,
                  [&]<class T>() { unary_kernel<T>(in, out, [&](T x) { return f(x); }); });

@@ -45,7 +45,6 @@ Tensor permute(const Tensor& a, const Shape& order);                      // a v
 Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end);  // a view of [start, end)
 Tensor contiguous(const Tensor& a);  // recorded copy when a is a non-contiguous view
 Tensor expand(const Tensor& a, const Shape& shape);  // a broadcast view
-Tensor concat(const std::vector<Tensor>& parts, int64_t axis);
 Tensor stack(const std::vector<Tensor>& parts, int64_t axis);
 // A copy of a in another dtype (torch's a.to(dtype)); a itself when the dtype is already dtype.
 // Between floating dtypes it records (the gradient is converted back); to or from an integer
@@ -54,7 +53,8 @@ Tensor to_dtype(const Tensor& a, DType dtype);
 
 // ---- indexing, max/min, split/chunk, dropout, losses with a reduction ------------------------
 // (ops_index.cpp, ops_reduce.cpp, ops_shape.cpp, ops_dropout.cpp, ops_loss.cpp; torch semantics)
-// cat: torch's name for concat (any axis, negative counts from the end).
+// cat: parts joined along `axis` (torch::cat; any axis, negative counts from the end); each part
+// gets its slice of the gradient.
 Tensor cat(const std::vector<Tensor>& parts, int64_t axis = 0);
 // Views of consecutive pieces of `axis`, as torch.split / torch.chunk: pieces of split_size (the
 // last one shorter), or of the given sizes (they must sum to the axis' size), or `chunks` pieces
@@ -63,11 +63,11 @@ Tensor cat(const std::vector<Tensor>& parts, int64_t axis = 0);
 std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t axis = 0);
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t axis = 0);
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis = 0);
-// input [.., C, ..], index int32/int64 with input's rank (no longer than input on other axes) ->
+// input [.., C, ..], index int64/int32 with input's rank (no longer than input on other axes) ->
 // out (index's shape), out[.., j, ..] = input[.., index[.., j, ..], ..]. Backward scatter-adds.
 // An index outside [0, C) (negative included) throws naming the op, the index and its position.
 Tensor gather(const Tensor& input, int64_t dim, const Tensor& index);
-// input [.., C, ..], index int32/int64 [J] -> [.., J, ..]. Backward scatter-adds; checks as gather.
+// input [.., C, ..], index int64/int32 [J] -> [.., J, ..]. Backward scatter-adds; checks as gather.
 Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index);
 // max/min along dim: values (the gradient goes to the index position) and int64 indices of the
 // first extreme; NaN is the extreme when present. As torch.max(x, dim, keepdim).
@@ -102,7 +102,7 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         Reduction reduction = Reduction::mean,
                                         const Tensor& pos_weight = Tensor());
-// log_probs [N, C], targets int32/int64 [N] -> −log_probs[n, t_n], reduced over rows whose target
+// log_probs [N, C], targets int64/int32 [N] -> −log_probs[n, t_n], reduced over rows whose target
 // is not ignore_index (mean divides by their count; 0/0 = NaN; none gives 0 at ignored rows).
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets,
                 Reduction reduction = Reduction::mean, int64_t ignore_index = -100);
@@ -136,34 +136,42 @@ Tensor plain_linear_add(const Tensor& residual, const Tensor& x, const Tensor& w
 
 // ---- embedding (ops_embedding.cpp), softmax (ops_softmax.cpp), losses (ops_loss.cpp), norms
 // (ops_norm.cpp), rope (ops_attention.cpp), depth_mix (elementwise), swiglu (ops_activation.cpp) -
-// weight [V, D], ids int32 [..] -> [.., D]; backward scatter-adds rows. Ids out of range throw.
+// weight [V, D], ids int64 or int32 [..] -> [.., D]; backward scatter-adds rows. Ids out of range
+// throw naming the id, its position and the vocabulary size.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
 Tensor softmax(const Tensor& a, int64_t axis = -1);
 Tensor log_softmax(const Tensor& a, int64_t axis = -1);
-// logits [N, C], targets int32 [N] -> scalar mean over targets != ignore_index (torch semantics;
-// 0/0 -> NaN when every target is ignored, as torch). Fuses: log_softmax + pick the target + mean.
-// label_smoothing ε in [0, 1], torch's definition: each kept row's loss is
+// logits [N, C], targets int64 or int32 [N] -> per-row loss lse(x[n]) − x[n, t_n], 0 at rows whose
+// target is ignore_index, reduced as torch: mean over the kept rows (divides by their count; 0/0
+// -> NaN when every target is ignored), sum, or none ([N]). Fuses: log_softmax + pick the target
+// + reduce. label_smoothing ε in [0, 1], torch's definition: each kept row's loss is
 // (1 − ε)·(−log p[t]) + ε·mean over classes of −log p (ε = 0: the unsmoothed kernels, unchanged).
 // Plain twin: plain_cross_entropy.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100,
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets,
+                     Reduction reduction = Reduction::mean, int64_t ignore_index = -100,
                      double label_smoothing = 0.0);
 // cross_entropy written with primitive ops, each recorded on the tape: the reference.
-//   log p = x − m − log(sum(exp(x − m))) per row (m the row max, a constant), the kept rows'
-//   targets gathered with embedding() from log p viewed as [N·C, 1], loss = −mean(gathered).
-// Every target ignored: NaN and a zero gradient, as the fused op. With ε > 0 it adds
-// ε·(−sum of the kept rows of log p)/(C·count) to (1 − ε) times that.
-Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets, int32_t ignore_index = -100,
+//   log p = x − m − log(sum(exp(x − m))) per row (m the row max, a constant),
+//   loss[n] = −sum_c onehot[n, c]·log p[n, c] (onehot a constant: 1 at the kept rows' targets),
+//   then the reduction (mean: sum / count of kept rows). With ε > 0 each kept row is
+//   (1 − ε)·loss[n] + ε·(−sum_c log p[n, c])/C. Every target ignored: mean gives NaN and a zero
+//   gradient, as the fused op.
+Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets,
+                           Reduction reduction = Reduction::mean, int64_t ignore_index = -100,
                            double label_smoothing = 0.0);
-// x [N, D], weight [V, D], targets int32 [N] -> scalar: cross_entropy(linear(x, weight), targets,
-// ignore_index) without holding the [N, V] logits or their gradient (the language-model head:
-// column chunks of the logits are computed, used and dropped; the backward recomputes them).
+// x [N, D], weight [V, D], targets int64 or int32 [N] -> scalar:
+// cross_entropy(linear(x, weight), targets, reduction, ignore_index) without holding the [N, V]
+// logits or their gradient (the language-model head: column chunks of the logits are computed,
+// used and dropped; the backward recomputes them). reduction mean or sum (none throws: its
+// gradient differs per row; use cross_entropy on the logits).
 // Fuses: linear + cross_entropy, chunked over V. Plain twin: plain_linear_cross_entropy.
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets,
-                            int32_t ignore_index = -100);
+                            Reduction reduction = Reduction::mean, int64_t ignore_index = -100);
 // The plain composition linear_cross_entropy stands for: cross_entropy(linear(x, weight), ..)
 // with the [N, V] logits held as a tensor. The reference tests/test_plain_ops.cpp compares with.
 Tensor plain_linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets,
-                                  int32_t ignore_index = -100);
+                                  Reduction reduction = Reduction::mean,
+                                  int64_t ignore_index = -100);
 // x [.., D] * 1/sqrt(mean(x²) + eps) * weight[D]
 // Fuses: mul, mean, add_scalar, sqrt, div, mul into one pass (saves rstd only). Plain twin below.
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);

@@ -21,7 +21,7 @@ namespace dg {
 Tensor unary_pointwise(const Tensor& a, UnaryOp kind, UnaryArgs args, const char* op) {
   ScopedOpTimer op_timer(OpFamily::other);
   check_float(a, op);
-  Tensor x = a.contiguous();
+  Tensor x = kernel_input(a);
   Tensor y = Tensor::empty(a.shape(), a.dtype());
   const int64_t n = y.numel();
   dispatch_float(a.dtype(), op,
@@ -61,7 +61,7 @@ Tensor silu(const Tensor& a) {
   Tensor out = unary(a, "silu", [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); });
   if (should_record({a}))
     record("silu", {a}, out, [a](const Tensor& g) {
-      Tensor in = a.contiguous(), gc = g.contiguous();
+      Tensor in = kernel_input(a), gc = g.contiguous();
       Tensor ga = Tensor::empty(a.shape(), a.dtype());
       dispatch_float(a.dtype(), "silu", [&]<class T>() {
         binary_kernel<T>(in, gc, ga, [](T x, T gy) {
@@ -83,7 +83,7 @@ Tensor gelu(const Tensor& a) {
   });
   if (should_record({a}))
     record("gelu", {a}, out, [a](const Tensor& g) {
-      Tensor in = a.contiguous(), gc = g.contiguous();
+      Tensor in = kernel_input(a), gc = g.contiguous();
       Tensor ga = Tensor::empty(a.shape(), a.dtype());
       dispatch_float(a.dtype(), "gelu", [&]<class T>() {
         binary_kernel<T>(in, gc, ga, [](T x, T gy) {
@@ -125,7 +125,7 @@ Tensor gelu_tanh(const Tensor& a) {
   Tensor out = unary(a, "gelu_tanh", [](auto x) { return gelu_tanh_value(x); });
   if (should_record({a}))
     record("gelu_tanh", {a}, out, [a](const Tensor& g) {
-      Tensor in = a.contiguous(), gc = g.contiguous();
+      Tensor in = kernel_input(a), gc = g.contiguous();
       Tensor ga = Tensor::empty(a.shape(), a.dtype());
       dispatch_float(a.dtype(), "gelu_tanh", [&]<class T>() {
         binary_kernel<T>(in, gc, ga, [](T x, T gy) { return gy * gelu_tanh_derivative(x); });
@@ -156,7 +156,7 @@ Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
   if (gate_in.shape() != up_in.shape())
     throw std::invalid_argument(fmt::format("swiglu: gate {} and up {} must have the same shape",
                                             gate_in.describe(), up_in.describe()));
-  Tensor gate = gate_in.contiguous(), up = up_in.contiguous();
+  Tensor gate = kernel_input(gate_in), up = kernel_input(up_in);
   Tensor out = Tensor::empty(gate.shape(), gate.dtype());
   const int64_t n = out.numel();
   dispatch_float(gate.dtype(), op, [&]<class T>() {

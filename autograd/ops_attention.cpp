@@ -57,7 +57,7 @@ Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
                         position_offset));
   const int64_t hd = x_in.size(-1), Tn = x_in.size(-2);
   const int64_t BH = Tn * hd != 0 ? x_in.numel() / (Tn * hd) : 0;
-  Tensor x = x_in.contiguous();
+  Tensor x = kernel_input(x_in);
   Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
   const RopeTables tables = rope_tables_for(Tn, hd, base, position_offset, x_in.dtype());
   const Tensor cos = tables.cos, sin = tables.sin;
@@ -213,7 +213,7 @@ Tensor attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
                     hd, rope_base));
   const double sc = attention_scale(scale, hd, op);
   const DType dtype = q_in.dtype();
-  const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  const Tensor q = kernel_input(q_in), k = kernel_input(k_in), v = kernel_input(v_in);
   const RowStrides q_rows{T * H * hd, hd, H * hd}, kv_rows{T * Hkv * hd, hd, Hkv * hd};
   const RowStrides q_heads{H * T * hd, T * hd, hd}, kv_heads{Hkv * T * hd, T * hd, hd};
   RopeTables tables;

@@ -37,14 +37,14 @@ Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
 
 // t broadcast to `shape` as a contiguous tensor (t itself when it already is).
 Tensor expanded(const Tensor& t, const Shape& shape) {
-  return t.shape() == shape ? t.contiguous() : t.view_expand(shape).contiguous();
+  return t.shape() == shape ? kernel_input(t) : t.view_expand(shape).contiguous();
 }
 
 // A mask of any dtype as a contiguous tensor of `shape` and `dtype` (nonzero: true).
 Tensor mask_as(const Tensor& mask, const Shape& shape, DType dtype, const char* op) {
   check_arg(mask.defined(), op, mask, "a defined mask");
   Tensor m = mask.view_expand(shape);
-  return m.dtype() == dtype ? m.contiguous() : m.to(dtype);
+  return m.dtype() == dtype ? kernel_input(m) : detach(m).to(dtype);
 }
 
 // y = f(a, b) broadcast; the backward expands a and b to y's shape, and accumulate_grad sums the
@@ -251,7 +251,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
     throw std::invalid_argument(fmt::format("masked_fill: mask {} does not broadcast to {}",
                                             mask.describe(), a.describe()));
   Tensor c = mask_as(mask, a.shape(), a.dtype(), op);
-  Tensor x = a.contiguous(), fill = Tensor::full(a.shape(), value, a.dtype());
+  Tensor x = kernel_input(a), fill = Tensor::full(a.shape(), value, a.dtype());
   Tensor y = Tensor::empty(a.shape(), a.dtype());
   dispatch_float(a.dtype(), op, [&]<class T>() {
     where_forward<T>(y.data<T>(), c.data<T>(), fill.data<T>(), x.data<T>(), y.numel());
@@ -305,7 +305,7 @@ Tensor compare(const Tensor& a, const Tensor& b, CompareOp kind, const char* op)
 
 Tensor compare(const Tensor& a, double s, CompareOp kind, const char* op) {
   check_arg(a.defined(), op, a, "a defined tensor");
-  Tensor x = a.contiguous();
+  Tensor x = kernel_input(a);
   return compare_into(a, a.shape(), op, [&]<class I, class O>(Tensor& out) {
     compare_scalar_kernel<I, O>(kind, out.data<O>(), x.data<I>(), s, out.numel());
   });
@@ -401,8 +401,8 @@ Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
                         shape_str(s0.shape())));
   const int64_t D = s0.size(-1), rows = rows_of(s0);
   std::vector<Tensor> S;
-  for (const Tensor& s : sources) S.push_back(s.contiguous());
-  Tensor a = alpha.contiguous();
+  for (const Tensor& s : sources) S.push_back(kernel_input(s));
+  Tensor a = kernel_input(alpha);
   Tensor out = Tensor::empty(s0.shape(), s0.dtype());
   dispatch_float(s0.dtype(), op, [&]<class T>() {
     std::vector<const T*> ptrs;

@@ -18,30 +18,31 @@ Tensor embedding(const Tensor& weight, const Tensor& ids_in) {
   const char* op = "embedding";
   check_float(weight, op);
   check_arg(weight.dim() == 2, op, weight, "weight of shape [V, D]");
-  check_arg(ids_in.defined() && ids_in.dtype() == DType::i32, op, ids_in, "int32 ids");
   const int64_t V = weight.size(0), D = weight.size(1), N = ids_in.numel();
-  Tensor ids = ids_in.contiguous();
-  const int32_t* id = ids.data<int32_t>();
-  for (int64_t n = 0; n < N; ++n)
-    if (id[n] < 0 || id[n] >= V)
-      throw std::out_of_range(fmt::format(
-          "embedding: id {} at position {} is out of range for vocabulary size {} (weight {})",
-          id[n], n, V, weight.describe()));
-  Tensor w = weight.contiguous();
-  Shape out_shape = ids.shape();
-  out_shape.push_back(D);
-  Tensor out = Tensor::empty(out_shape, weight.dtype());
-  dispatch_float(weight.dtype(), op,
-                 [&]<class T>() { embedding_forward<T>(out.data<T>(), id, w.data<T>(), N, D); });
-  if (should_record({weight}))
-    record(op, {weight}, out, [weight, ids, N, V, D](const Tensor& g) {
-      Tensor gc = g.contiguous();
-      dispatch_float(weight.dtype(), "embedding", [&]<class T>() {
-        embedding_backward<T>(grad_ptr<T>(weight, "embedding"), gc.data<T>(), ids.data<int32_t>(),
-                              N, V, D);
+  return dispatch_index(ids_in, op, "ids", [&]<class I>() {
+    Tensor ids = kernel_input(ids_in);
+    const I* id = ids.data<I>();
+    for (int64_t n = 0; n < N; ++n)
+      if (id[n] < 0 || id[n] >= V)
+        throw std::out_of_range(fmt::format(
+            "embedding: id {} at position {} is out of range for vocabulary size {} (weight {})",
+            id[n], n, V, weight.describe()));
+    Tensor w = kernel_input(weight);
+    Shape out_shape = ids.shape();
+    out_shape.push_back(D);
+    Tensor out = Tensor::empty(out_shape, weight.dtype());
+    dispatch_float(weight.dtype(), op,
+                   [&]<class T>() { embedding_forward<T>(out.data<T>(), id, w.data<T>(), N, D); });
+    if (should_record({weight}))
+      record(op, {weight}, out, [weight, ids, N, V, D](const Tensor& g) {
+        Tensor gc = g.contiguous();
+        dispatch_float(weight.dtype(), "embedding", [&]<class T>() {
+          embedding_backward<T>(grad_ptr<T>(weight, "embedding"), gc.data<T>(), ids.data<I>(), N, V,
+                                D);
+        });
       });
-    });
-  return out;
+    return out;
+  });
 }
 
 }  // namespace dg
@@ -54,10 +55,16 @@ namespace dg {
 std::vector<OpCase> embedding_op_cases() {
   using V = const std::vector<Tensor>&;
   return {
-      {"embedding/repeated ids",
+      {"embedding/repeated ids, int64",
        [] {
          return std::vector<Tensor>{random_tensor({5, 4}, 11).set_name("weight"),
                                     Tensor::from_ids({1, 3, 1, 0, 4, 1}, {2, 3})};
+       },
+       [](V in) { return embedding(in[0], in[1]); }},
+      {"embedding/repeated ids, int32",
+       [] {
+         return std::vector<Tensor>{random_tensor({5, 4}, 12).set_name("weight"),
+                                    Tensor::from_ids({4, 0, 0, 2}, {4}, DType::i32)};
        },
        [](V in) { return embedding(in[0], in[1]); }},
   };

@@ -1,8 +1,8 @@
 // Indexing ops: gather(input, dim, index) and index_select(input, dim, index), torch's semantics,
-// with int32 or int64 indices; each backward scatter-adds g into the input's gradient (repeated
-// indices add up). An index outside [0, size) throws naming the op, the index and its position;
-// negative indices are refused as torch refuses them. Does not do: scatter as a forward op,
-// index_put, boolean masks, gradients for the index (it is integer data). Integer inputs (ids,
+// with int64 (as torch) or int32 indices; each backward scatter-adds g into the input's gradient
+// (repeated indices add up). An index outside [0, size) throws naming the op, the index and its
+// position; negative indices are refused as torch refuses them. Does not do: scatter as a forward
+// op, index_put, boolean masks, gradients for the index (it is integer data). Integer inputs (ids,
 // labels) are gathered too, recording nothing.
 // Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels and values in
 // tests/test_kernels_index.cpp.
@@ -17,12 +17,14 @@
 namespace dg {
 
 namespace {
-// The index as a contiguous int64 tensor, every value checked to lie in [0, size).
+// The index as a contiguous int64 tensor (an int64 one read in place, an int32 one widened),
+// every value checked to lie in [0, size).
 Tensor checked_index(const Tensor& index, int64_t size, const Tensor& input, int64_t axis,
                      const char* op) {
-  check_arg(index.defined() && (index.dtype() == DType::i32 || index.dtype() == DType::i64), op,
-            index, "an int32 or int64 index");
-  Tensor idx = index.to(DType::i64);
+  check_arg(index.defined() && (index.dtype() == DType::i64 || index.dtype() == DType::i32), op,
+            index, "an int64 or int32 index");
+  Tensor idx = kernel_input(index);
+  if (idx.dtype() == DType::i32) idx = to_dtype(idx, DType::i64);
   const int64_t* v = idx.data<int64_t>();
   for (int64_t k = 0; k < idx.numel(); ++k)
     if (v[k] < 0 || v[k] >= size)
@@ -64,7 +66,7 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
   const int64_t O = prod(is, 0, ax), J = is[ax], I = prod(is, ax + 1, index.dim());
   const int64_t C = input.shape()[ax];
   Tensor idx = checked_index(index, C, input, ax, op);
-  Tensor x = part.contiguous();
+  Tensor x = kernel_input(part);
   Tensor out = Tensor::empty(is, input.dtype());
   const GatherIndex gi{idx.data<int64_t>(), J * I, I, 1};
   dispatch_any(input.dtype(),
@@ -103,7 +105,7 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
   const Shape& s = input.shape();
   const int64_t O = prod(s, 0, ax), C = s[ax], J = index.numel(), I = prod(s, ax + 1, input.dim());
   Tensor idx = checked_index(index, C, input, ax, op);
-  Tensor x = input.contiguous();
+  Tensor x = kernel_input(input);
   Shape out_shape = s;
   out_shape[ax] = J;
   Tensor out = Tensor::empty(out_shape, input.dtype());

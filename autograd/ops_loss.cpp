@@ -41,8 +41,8 @@ void check_smoothing(double eps, const char* op) {
 }
 
 // Rows whose target is not ignore_index; throws naming `op` for a target outside [0, C).
-int64_t count_targets(const int32_t* t, int64_t N, int64_t C, int32_t ignore_index,
-                      const char* op) {
+template <class I>
+int64_t count_targets(const I* t, int64_t N, int64_t C, int64_t ignore_index, const char* op) {
   int64_t count = 0;
   for (int64_t n = 0; n < N; ++n) {
     if (t[n] == ignore_index) continue;
@@ -54,27 +54,40 @@ int64_t count_targets(const int32_t* t, int64_t N, int64_t C, int32_t ignore_ind
   }
   return count;
 }
+
+// int64 or int32 targets of shape [N] (checked), contiguous, read in place by the kernels.
+Tensor checked_targets(const Tensor& targets, int64_t N, const char* op) {
+  check_arg(targets.defined() && (targets.dtype() == DType::i64 || targets.dtype() == DType::i32) &&
+                targets.shape() == Shape{N},
+            op, targets, fmt::format("int64 or int32 targets of shape [{}]", N));
+  return kernel_input(targets);
+}
+
+// The reduced loss from per-row losses [N] (0 at ignored rows) over `count` kept rows: mean
+// divides their sum by count (NaN when 0), sum is the sum, none the rows themselves.
+template <class T>
+void reduce_rows(T* out, const T* losses, int64_t N, int64_t count, Reduction reduction) {
+  if (reduction == Reduction::none) std::copy(losses, losses + N, out);
+  if (reduction == Reduction::mean) out[0] = mean_loss(losses, N, count);
+  if (reduction == Reduction::sum) out[0] = mean_loss(losses, N, 1);  // the sum
+}
 }  // namespace
 
 // ---- plain_cross_entropy: the loss as written (read this first) --------------------------------
 // Every step is a primitive op on the tape, which therefore keeps x − m, its exponentials and
 // log p [N, C]: what the fused cross_entropy below avoids (it saves lse [N] only).
-Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ignore_index,
-                           double label_smoothing) {
+Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets_in, Reduction reduction,
+                           int64_t ignore_index, double label_smoothing) {
   const char* op = "plain_cross_entropy";
   check_float(logits, op);
   check_smoothing(label_smoothing, op);
   check_arg(logits.dim() == 2, op, logits, "logits of shape [N, C]");
   const int64_t N = logits.size(0), C = logits.size(1);
-  check_arg(
-      targets_in.defined() && targets_in.dtype() == DType::i32 && targets_in.shape() == Shape{N},
-      op, targets_in, fmt::format("int32 targets of shape [{}]", N));
-  check_arg(N * C <= std::numeric_limits<int32_t>::max(), op, logits, "at most 2^31 − 1 logits");
-  Tensor targets = targets_in.contiguous();
-  const int32_t* t = targets.data<int32_t>();
+  Tensor targets = checked_targets(targets_in, N, op).to(DType::i64);
+  const int64_t* t = targets.data<int64_t>();
   const int64_t count = count_targets(t, N, C, ignore_index, op);
   // m [N, 1]: each row's max, a constant (its gradient cancels in log p) that keeps exp finite
-  Tensor x = logits.contiguous().to(DType::f64);
+  Tensor x = detach(logits).contiguous().to(DType::f64);
   std::vector<double> row_max(static_cast<size_t>(N), 0.0);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
@@ -82,26 +95,34 @@ Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets_in, int32
   const Tensor m = Tensor::from_vector(row_max, {N, 1}, logits.dtype());
   const Tensor shifted = sub(logits, m);                                             // [N, C]
   const Tensor log_p = sub(shifted, log(sum(exp(shifted), {1}, /*keepdim=*/true)));  // [N, C]
-  // gather log p[n, t[n]] of the kept rows: rows n·C + t[n] of log p viewed as [N·C, 1]
-  std::vector<int32_t> picks;
+  // constants: onehot[n, c] = 1 at c = t[n] and kept[n] = 1 for rows not ignored (else 0)
+  std::vector<double> onehot(static_cast<size_t>(N * C), 0.0), kept(static_cast<size_t>(N), 0.0);
   for (int64_t n = 0; n < N; ++n)
-    if (t[n] != ignore_index) picks.push_back(static_cast<int32_t>(n * C + t[n]));
-  const Tensor picked = embedding(reshape(log_p, {N * C, 1}), Tensor::from_ids(picks, {count}));
-  const Tensor nll = neg(mean(picked));  // [count, 1] -> scalar; 0/0 = NaN when all are ignored
-  if (label_smoothing == 0.0 || count == 0) return nll;  // count 0: NaN, zero gradient
-  // the smoothing term: −Σ over the kept rows of log p, / (C · count)
-  std::vector<int32_t> kept;
-  for (int64_t n = 0; n < N; ++n)
-    if (t[n] != ignore_index) kept.push_back(static_cast<int32_t>(n));
-  const Tensor kept_rows = embedding(log_p, Tensor::from_ids(kept, {count}));  // [count, C]
-  const Tensor uniform = scale(sum(kept_rows), -1.0 / static_cast<double>(C * count));
-  return add(scale(nll, 1.0 - label_smoothing), scale(uniform, label_smoothing));
+    if (t[n] != ignore_index) {
+      onehot[n * C + t[n]] = 1.0;
+      kept[n] = 1.0;
+    }
+  // loss[n] = −Σ_c onehot[n, c]·log p[n, c] = −log p[n, t[n]] (0 at ignored rows)
+  Tensor rows = neg(sum(mul(log_p, Tensor::from_vector(onehot, {N, C}, logits.dtype())), {1}));
+  if (label_smoothing != 0.0) {
+    // (1 − ε)·loss[n] + ε·mean over classes of −log p[n, c], at kept rows only
+    const Tensor uniform =
+        scale(sum(mul(log_p, Tensor::from_vector(kept, {N, 1}, logits.dtype())), {1}),
+              -1.0 / static_cast<double>(C));
+    rows = add(scale(rows, 1.0 - label_smoothing), scale(uniform, label_smoothing));
+  }
+  if (reduction == Reduction::none) return rows;  // [N]
+  if (reduction == Reduction::sum) return sum(rows);
+  if (count == 0)  // every target ignored: NaN and a zero gradient, as the fused op (and torch)
+    return add_scalar(scale(sum(rows), 0.0), std::numeric_limits<double>::quiet_NaN());
+  return scale(sum(rows), 1.0 / static_cast<double>(count));
 }
 
-// ---- cross_entropy: mean over kept rows of lse − x[t]; backward (softmax − onehot)·g/count ------
+// ---- cross_entropy: lse − x[t] per kept row, reduced; backward (softmax − onehot)·g ------------
 // With label smoothing ε > 0 the smoothed kernels run instead (the ε = 0 path is unchanged).
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ignore_index,
-                     double label_smoothing) {
+// mean scales the backward by g/count, sum by g, none by g[n] row by row.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, Reduction reduction,
+                     int64_t ignore_index, double label_smoothing) {
   ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "cross_entropy";
   check_float(logits, op);
@@ -109,41 +130,55 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ign
   const double eps = label_smoothing;
   check_arg(logits.dim() == 2, op, logits, "logits of shape [N, C]");
   const int64_t N = logits.size(0), C = logits.size(1);
-  check_arg(
-      targets_in.defined() && targets_in.dtype() == DType::i32 && targets_in.shape() == Shape{N},
-      op, targets_in, fmt::format("int32 targets of shape [{}]", N));
-  Tensor targets = targets_in.contiguous();
-  const int32_t* t = targets.data<int32_t>();
-  const int64_t count = count_targets(t, N, C, ignore_index, op);
-  Tensor x = logits.contiguous();
+  Tensor targets = checked_targets(targets_in, N, op);
+  Tensor x = kernel_input(logits);
   Tensor lse = Tensor::empty({N}, logits.dtype());
-  Tensor out = Tensor::empty({}, logits.dtype());
-  dispatch_float(logits.dtype(), op, [&]<class T>() {
-    Tensor losses = Tensor::empty({N}, logits.dtype());
-    if (eps == 0.0)
-      cross_entropy_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), t, N, C, ignore_index);
-    else
-      cross_entropy_smoothed_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), t, N, C,
-                                        ignore_index, eps);
-    out.data<T>()[0] = mean_loss(losses.data<T>(), N, count);
+  Tensor out = Tensor::empty(reduction == Reduction::none ? Shape{N} : Shape{}, logits.dtype());
+  const int64_t count = dispatch_index(targets, op, "targets", [&]<class I>() {
+    const I* t = targets.data<I>();
+    const int64_t count = count_targets(t, N, C, ignore_index, op);
+    dispatch_float(logits.dtype(), op, [&]<class T>() {
+      Tensor losses = Tensor::empty({N}, logits.dtype());
+      if (eps == 0.0)
+        cross_entropy_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), t, N, C,
+                                 ignore_index);
+      else
+        cross_entropy_smoothed_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), t, N, C,
+                                          ignore_index, eps);
+      reduce_rows(out.data<T>(), losses.data<T>(), N, count, reduction);
+    });
+    return count;
   });
   if (should_record({logits}))
     record(op, {logits}, out,
-           [logits, x, lse, targets, N, C, ignore_index, count, eps](const Tensor& g) {
+           [logits, x, lse, targets, N, C, ignore_index, count, eps, reduction](const Tensor& g) {
              if (count == 0) {  // every target ignored: the gradient is zero (as torch)
                grad_of(logits);
                return;
              }
-             const double scale = g.item() / static_cast<double>(count);
-             dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
-               if (eps == 0.0)
-                 cross_entropy_backward<T>(grad_ptr<T>(logits, "cross_entropy"), x.data<T>(),
-                                           lse.data<T>(), targets.data<int32_t>(),
-                                           static_cast<T>(scale), N, C, ignore_index);
-               else
-                 cross_entropy_smoothed_backward<T>(
-                     grad_ptr<T>(logits, "cross_entropy"), x.data<T>(), lse.data<T>(),
-                     targets.data<int32_t>(), static_cast<T>(scale), N, C, ignore_index, eps);
+             Tensor gc = g.contiguous();
+             dispatch_index(targets, "cross_entropy", "targets", [&]<class I>() {
+               dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
+                 T* dl = grad_ptr<T>(logits, "cross_entropy");
+                 const I* t = targets.data<I>();
+                 // rows [n0, n0 + rows) scaled by s: all rows at once, or one row at a time (none)
+                 auto run = [&](int64_t n0, int64_t rows, double s) {
+                   if (eps == 0.0)
+                     cross_entropy_backward<T>(dl + n0 * C, x.data<T>() + n0 * C,
+                                               lse.data<T>() + n0, t + n0, static_cast<T>(s), rows,
+                                               C, ignore_index);
+                   else
+                     cross_entropy_smoothed_backward<T>(
+                         dl + n0 * C, x.data<T>() + n0 * C, lse.data<T>() + n0, t + n0,
+                         static_cast<T>(s), rows, C, ignore_index, eps);
+                 };
+                 if (reduction == Reduction::mean)
+                   run(0, N, static_cast<double>(gc.data<T>()[0]) / static_cast<double>(count));
+                 else if (reduction == Reduction::sum)
+                   run(0, N, static_cast<double>(gc.data<T>()[0]));
+                 else
+                   for (int64_t n = 0; n < N; ++n) run(n, 1, static_cast<double>(gc.data<T>()[n]));
+               });
              });
            });
   return out;
@@ -153,33 +188,34 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, int32_t ign
 // The [N, V] logits exist as a tensor, and so does their gradient: what
 // the fused op avoids.
 Tensor plain_linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& targets,
-                                  int32_t ignore_index) {
-  return cross_entropy(linear(x, weight), targets, ignore_index);
+                                  Reduction reduction, int64_t ignore_index) {
+  return cross_entropy(linear(x, weight), targets, reduction, ignore_index);
 }
 
 // ---- linear_cross_entropy: cross_entropy(x·Wᵀ) chunk by chunk; saves lse [N] ----------------
 // The [N, V] logits and their gradient never exist: forward and backward each compute them one
 // column chunk at a time into a pooled scratch buffer (tensor/kernels_loss.h); the backward
-// recomputes them from x and W, which the model keeps anyway.
+// recomputes them from x and W, which the model keeps anyway. mean and sum scale the backward
+// by one number; none (a gradient per row) is refused, see ops.h.
 Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight, const Tensor& targets_in,
-                            int32_t ignore_index) {
+                            Reduction reduction, int64_t ignore_index) {
   ScopedOpTimer op_timer(OpFamily::matmul);
   const char* op = "linear_cross_entropy";
   check_float(x_in, op);
   check_float(weight, op);
   check_same_dtype(x_in, weight, op);
+  if (reduction == Reduction::none)
+    throw std::invalid_argument(
+        "linear_cross_entropy: reduction none is not supported (a loss per row needs the logits' "
+        "gradient row by row); use cross_entropy(linear(x, weight), targets, Reduction::none)");
   check_arg(weight.dim() == 2 && weight.size(0) >= 1, op, weight,
             "a weight of shape [V, D] with V >= 1");
   const int64_t V = weight.size(0), D = weight.size(1);
   check_arg(x_in.dim() == 2 && x_in.size(1) == D, op, x_in,
             fmt::format("x of shape [N, {}] matching weight {}", D, weight.describe()));
   const int64_t N = x_in.size(0);
-  check_arg(
-      targets_in.defined() && targets_in.dtype() == DType::i32 && targets_in.shape() == Shape{N},
-      op, targets_in, fmt::format("int32 targets of shape [{}]", N));
-  Tensor targets = targets_in.contiguous();
-  const int64_t count = count_targets(targets.data<int32_t>(), N, V, ignore_index, op);
-  Tensor x = x_in.contiguous(), w = weight.contiguous();
+  Tensor targets = checked_targets(targets_in, N, op);
+  Tensor x = kernel_input(x_in), w = kernel_input(weight);
   Tensor lse = Tensor::empty({N}, x.dtype());
   Tensor out = Tensor::empty({}, x.dtype());
   // One chunk covers a small vocabulary: its logits (at most kLmHeadScratch elements) are kept for
@@ -187,15 +223,20 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight, const Tens
   const int64_t chunk = lm_head_chunk(N, V);
   const bool keep_logits = chunk >= V && should_record({x_in, weight});
   Tensor scratch = Tensor::empty({N * chunk}, x.dtype());
-  dispatch_float(x.dtype(), op, [&]<class T>() {
-    Tensor losses = Tensor::empty({N}, x.dtype());
-    lm_head_ce_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), w.data<T>(),
-                          targets.data<int32_t>(), N, D, V, ignore_index, chunk, scratch.data<T>());
-    out.data<T>()[0] = mean_loss(losses.data<T>(), N, count);
+  const int64_t count = dispatch_index(targets, op, "targets", [&]<class I>() {
+    const I* t = targets.data<I>();
+    const int64_t count = count_targets(t, N, V, ignore_index, op);
+    dispatch_float(x.dtype(), op, [&]<class T>() {
+      Tensor losses = Tensor::empty({N}, x.dtype());
+      lm_head_ce_forward<T>(losses.data<T>(), lse.data<T>(), x.data<T>(), w.data<T>(), t, N, D, V,
+                            ignore_index, chunk, scratch.data<T>());
+      reduce_rows(out.data<T>(), losses.data<T>(), N, count, reduction);
+    });
+    return count;
   });
   if (should_record({x_in, weight}))
     record(op, {x_in, weight}, out,
-           [x_in, weight, x, w, lse, targets, N, D, V, ignore_index, count, chunk,
+           [x_in, weight, x, w, lse, targets, N, D, V, ignore_index, count, chunk, reduction,
             kept = keep_logits ? scratch : Tensor(),
             kept_unused = std::make_shared<bool>(keep_logits)](const Tensor& g) {
              if (count == 0) {  // every target ignored: the gradients are zero (as torch)
@@ -203,18 +244,22 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight, const Tens
                  if (t.requires_grad()) grad_of(t);
                return;
              }
-             const double scale = g.item() / static_cast<double>(count);
-             dispatch_float(x.dtype(), "linear_cross_entropy", [&]<class T>() {
-               T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "linear_cross_entropy") : nullptr;
-               T* dW =
-                   weight.requires_grad() ? grad_ptr<T>(weight, "linear_cross_entropy") : nullptr;
-               // the kept logits serve one backward (it overwrites them); a second one recomputes
-               const bool use_kept = *kept_unused;
-               *kept_unused = false;
-               Tensor scratch = use_kept ? kept : Tensor::empty({N * chunk}, x.dtype());
-               lm_head_ce_backward<T>(dx, dW, x.data<T>(), w.data<T>(), lse.data<T>(),
-                                      targets.data<int32_t>(), static_cast<T>(scale), N, D, V,
-                                      ignore_index, chunk, scratch.data<T>(), use_kept);
+             const double scale =
+                 reduction == Reduction::mean ? g.item() / static_cast<double>(count) : g.item();
+             dispatch_index(targets, "linear_cross_entropy", "targets", [&]<class I>() {
+               dispatch_float(x.dtype(), "linear_cross_entropy", [&]<class T>() {
+                 T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "linear_cross_entropy") : nullptr;
+                 T* dW =
+                     weight.requires_grad() ? grad_ptr<T>(weight, "linear_cross_entropy") : nullptr;
+                 // the kept logits serve one backward (it overwrites them); a second one
+                 // recomputes
+                 const bool use_kept = *kept_unused;
+                 *kept_unused = false;
+                 Tensor scratch = use_kept ? kept : Tensor::empty({N * chunk}, x.dtype());
+                 lm_head_ce_backward<T>(dx, dW, x.data<T>(), w.data<T>(), lse.data<T>(),
+                                        targets.data<I>(), static_cast<T>(scale), N, D, V,
+                                        ignore_index, chunk, scratch.data<T>(), use_kept);
+               });
              });
            });
   return out;
@@ -237,7 +282,7 @@ Tensor pointwise_loss(const char* op, const Tensor& input, const Tensor& target,
   check_same_dtype(input, target, op);
   check_arg(target.shape() == input.shape(), op, target,
             fmt::format("a target of the input's shape {}", shape_str(input.shape())));
-  Tensor x = input.contiguous(), y = target.contiguous();
+  Tensor x = kernel_input(input), y = kernel_input(target);
   const int64_t n = x.numel();
   Tensor out = Tensor::empty(reduction == Reduction::none ? input.shape() : Shape{}, input.dtype());
   dispatch_float(input.dtype(), op, [&]<class T>() {
@@ -331,22 +376,11 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets_in, Reduction red
   check_float(log_probs, op);
   check_arg(log_probs.dim() == 2, op, log_probs, "log_probs of shape [N, C]");
   const int64_t N = log_probs.size(0), C = log_probs.size(1);
-  check_arg(targets_in.defined() &&
-                (targets_in.dtype() == DType::i32 || targets_in.dtype() == DType::i64) &&
-                targets_in.shape() == Shape{N},
-            op, targets_in, fmt::format("int32 or int64 targets of shape [{}]", N));
-  Tensor targets = targets_in.to(DType::i64);
+  // int32 targets are widened to int64 here (a copy of N values); int64 ones are read in place
+  Tensor targets = checked_targets(targets_in, N, op).to(DType::i64);
   const int64_t* t = targets.data<int64_t>();
-  int64_t count = 0;
-  for (int64_t n = 0; n < N; ++n) {
-    if (t[n] == ignore_index) continue;
-    if (t[n] < 0 || t[n] >= C)
-      throw std::out_of_range(fmt::format(
-          "nll_loss: target {} at row {} is out of range for {} classes (ignore_index {})", t[n], n,
-          C, ignore_index));
-    ++count;
-  }
-  Tensor lp = log_probs.contiguous();
+  const int64_t count = count_targets(t, N, C, ignore_index, op);
+  Tensor lp = kernel_input(log_probs);
   Tensor out = Tensor::empty(reduction == Reduction::none ? Shape{N} : Shape{}, lp.dtype());
   dispatch_float(lp.dtype(), op, [&]<class T>() {
     Tensor losses = Tensor::empty({N}, lp.dtype());
@@ -404,7 +438,50 @@ std::vector<OpCase> loss_op_cases() {
          return std::vector<Tensor>{random_tensor({4, 3}, 17, -2, 2).set_name("logits"),
                                     Tensor::from_ids({1, 0, 2, 1}, {4})};
        },
-       [](V in) { return cross_entropy(in[0], in[1], 1); }},
+       [](V in) { return cross_entropy(in[0], in[1], Reduction::mean, 1); }},
+      {"cross_entropy/sum, int32 targets, some ignored",
+       [] {
+         return std::vector<Tensor>{random_tensor({5, 4}, 33, -2, 2).set_name("logits"),
+                                    Tensor::from_ids({3, -100, 0, 1, 3}, {5}, DType::i32)};
+       },
+       [](V in) { return cross_entropy(in[0], in[1], Reduction::sum); }},
+      {"cross_entropy/none, ignore_index 2",
+       [] {
+         return std::vector<Tensor>{random_tensor({4, 3}, 34, -2, 2).set_name("logits"),
+                                    Tensor::from_ids({2, 0, 1, 2}, {4})};
+       },
+       [](V in) { return cross_entropy(in[0], in[1], Reduction::none, 2); }},
+      {"cross_entropy/none, label_smoothing 0.2, some ignored",
+       [] {
+         return std::vector<Tensor>{random_tensor({4, 5}, 35, -2, 2).set_name("logits"),
+                                    Tensor::from_ids({4, -100, 0, 2}, {4})};
+       },
+       [](V in) { return cross_entropy(in[0], in[1], Reduction::none, -100, 0.2); }},
+      {"cross_entropy/sum, label_smoothing 0.1, ignore_index 0",
+       [] {
+         return std::vector<Tensor>{random_tensor({4, 3}, 36, -2, 2).set_name("logits"),
+                                    Tensor::from_ids({0, 2, 1, 0}, {4})};
+       },
+       [](V in) { return cross_entropy(in[0], in[1], Reduction::sum, 0, 0.1); }},
+      {"plain_cross_entropy/none, ignore_index 2",
+       [] {
+         return std::vector<Tensor>{random_tensor({4, 3}, 37, -2, 2).set_name("logits"),
+                                    Tensor::from_ids({2, 0, 1, 2}, {4})};
+       },
+       [](V in) { return plain_cross_entropy(in[0], in[1], Reduction::none, 2); }},
+      {"plain_cross_entropy/sum, label_smoothing 0.3, int32",
+       [] {
+         return std::vector<Tensor>{random_tensor({3, 4}, 38, -2, 2).set_name("logits"),
+                                    Tensor::from_ids({3, -100, 1}, {3}, DType::i32)};
+       },
+       [](V in) { return plain_cross_entropy(in[0], in[1], Reduction::sum, -100, 0.3); }},
+      {"linear_cross_entropy/sum, int32 targets",
+       [] {
+         return std::vector<Tensor>{random_tensor({4, 3}, 39, -1.5, 1.5).set_name("x"),
+                                    random_tensor({7, 3}, 40, -1.5, 1.5).set_name("W"),
+                                    Tensor::from_ids({6, 0, -100, 2}, {4}, DType::i32)};
+       },
+       [](V in) { return linear_cross_entropy(in[0], in[1], in[2], Reduction::sum); }},
       {"plain_cross_entropy/some ignored",
        [] {
          return std::vector<Tensor>{random_tensor({6, 5}, 16, -2, 2).set_name("logits"),
@@ -425,13 +502,13 @@ std::vector<OpCase> loss_op_cases() {
          return std::vector<Tensor>{random_tensor({6, 5}, 18, -2, 2).set_name("logits"),
                                     Tensor::from_ids({2, -100, 0, 4, 1, 2}, {6})};
        },
-       [](V in) { return cross_entropy(in[0], in[1], -100, 0.1); }},
+       [](V in) { return cross_entropy(in[0], in[1], Reduction::mean, -100, 0.1); }},
       {"plain_cross_entropy/label_smoothing 0.25, ignore_index 1",
        [] {
          return std::vector<Tensor>{random_tensor({4, 3}, 19, -2, 2).set_name("logits"),
                                     Tensor::from_ids({1, 0, 2, 2}, {4})};
        },
-       [](V in) { return plain_cross_entropy(in[0], in[1], 1, 0.25); }},
+       [](V in) { return plain_cross_entropy(in[0], in[1], Reduction::mean, 1, 0.25); }},
       {"nll_loss/mean, int64 targets, some ignored",
        [] {
          return std::vector<Tensor>{random_tensor({5, 4}, 20, -3, 0).set_name("log_probs"),
@@ -470,7 +547,7 @@ std::vector<OpCase> loss_op_cases() {
                                     random_tensor({6, 3}, 27, -2, 2).set_name("W"),
                                     Tensor::from_ids({3, 0, 5, 3}, {4})};
        },
-       [](V in) { return linear_cross_entropy(in[0], in[1], in[2], 3); }},
+       [](V in) { return linear_cross_entropy(in[0], in[1], in[2], Reduction::mean, 3); }},
   };
 }
 

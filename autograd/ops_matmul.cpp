@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "autograd/grad_sink.h"
+#include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_attention.h"  // rope_rows (linear_rope)
 #include "tensor/kernels_elementwise.h"
@@ -223,7 +224,7 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
     ldx = std::max<int64_t>(in, 1);
   }
   const Operand W = blas_operand(weight);
-  const Tensor bias_c = bias.defined() ? bias.contiguous() : Tensor();
+  const Tensor bias_c = bias.defined() ? kernel_input(bias) : Tensor();
 
   Tensor y = Tensor::empty(out_shape, x.dtype());
   if (residual.defined()) copy_strided(y, residual);

@@ -42,7 +42,7 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
   ScopedOpTimer op_timer(OpFamily::norms);
   const char* op = "rms_norm";
   const int64_t D = check_norm_args(x_in, weight, op), rows = rows_of(x_in);
-  Tensor x = x_in.contiguous(), w = weight.contiguous();
+  Tensor x = kernel_input(x_in), w = kernel_input(weight);
   Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
   Tensor rstd = Tensor::empty({rows}, x_in.dtype());
   dispatch_float(x.dtype(), op, [&]<class T>() {
@@ -90,8 +90,8 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
     check_arg(bias.shape() == Shape{D}, op, bias,
               fmt::format("bias of shape [{}] for x {}", D, x_in.describe()));
   }
-  Tensor x = x_in.contiguous(), w = weight.contiguous(),
-         b = has_bias ? bias.contiguous() : Tensor();
+  Tensor x = kernel_input(x_in), w = kernel_input(weight),
+         b = has_bias ? kernel_input(bias) : Tensor();
   Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
   Tensor mean = Tensor::empty({rows}, x_in.dtype()), rstd = Tensor::empty({rows}, x_in.dtype());
   dispatch_float(x.dtype(), op, [&]<class T>() {

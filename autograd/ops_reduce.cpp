@@ -93,7 +93,7 @@ ValuesAndIndices extreme_dim(const Tensor& a, int64_t dim, bool keepdim, bool is
                              bool want_values, const char* op) {
   ScopedOpTimer op_timer(OpFamily::other);
   const Axis r = reduce_axis(a, dim, keepdim, op);
-  Tensor x = a.contiguous();
+  Tensor x = kernel_input(a);
   ValuesAndIndices out{want_values ? Tensor::empty(r.out_shape, a.dtype()) : Tensor(),
                        Tensor::empty(r.out_shape, DType::i64)};
   dispatch_float(a.dtype(), op, [&]<class T>() {
@@ -119,7 +119,7 @@ Tensor extreme_all(const Tensor& a, bool is_max, const char* op) {
   ScopedOpTimer op_timer(OpFamily::other);
   check_float(a, op);
   check_arg(a.numel() >= 1, op, a, "a non-empty tensor (or a dim to reduce)");
-  Tensor x = a.contiguous();
+  Tensor x = kernel_input(a);
   Tensor out = Tensor::empty({}, a.dtype());
   int64_t where = 0;
   dispatch_float(a.dtype(), op, [&]<class T>() {
@@ -162,11 +162,11 @@ Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
 // Over the flattened tensor: a scalar int64 index into a's row-major order, as torch.
 Tensor argmax(const Tensor& a) {
   check_arg(a.defined(), "argmax", a, "a defined tensor");
-  return argmax(a.contiguous().view_reshape({a.numel()}), 0, false);
+  return argmax(kernel_input(a).view_reshape({a.numel()}), 0, false);
 }
 Tensor argmin(const Tensor& a) {
   check_arg(a.defined(), "argmin", a, "a defined tensor");
-  return argmin(a.contiguous().view_reshape({a.numel()}), 0, false);
+  return argmin(kernel_input(a).view_reshape({a.numel()}), 0, false);
 }
 
 }  // namespace dg

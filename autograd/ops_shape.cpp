@@ -1,9 +1,9 @@
-// Shape ops: reshape, transpose, permute, slice, contiguous, expand, concat (cat), stack, and
+// Shape ops: reshape, transpose, permute, slice, contiguous, expand, cat, stack, and
 // split/chunk, which return slices.
 // transpose/permute/slice/expand (and reshape of a contiguous tensor) return views that share
 // storage; their backwards add g into the matching view of the input's gradient buffer
 // (add_strided), or sum it over broadcast axes (expand). Copies happen only in reshape of a
-// non-contiguous tensor, contiguous() of a view, concat and stack.
+// non-contiguous tensor, contiguous() of a view, cat and stack.
 // Does not support negative steps, strided slices or in-place writes through views.
 // Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), views and copies in
 // tests/test_kernels_matmul.cpp, split/chunk in tests/test_kernels_index.cpp.
@@ -112,7 +112,7 @@ Tensor contiguous(const Tensor& a) {
 Tensor to_dtype(const Tensor& a, DType dtype) {
   ScopedOpTimer op_timer(OpFamily::other);
   if (a.dtype() == dtype) return a;
-  const Tensor in = a.contiguous();
+  const Tensor in = a.is_contiguous() ? a : copy_of(a);
   Tensor out = Tensor::empty(a.shape(), dtype);
   dispatch_any(in.dtype(), [&]<class From>() {
     dispatch_any(dtype, [&]<class To>() {
@@ -127,6 +127,11 @@ Tensor to_dtype(const Tensor& a, DType dtype) {
   return out;
 }
 
+// The Tensor methods of the same ops (declared in tensor/tensor.h): x.contiguous() and
+// x.to(dtype) record as torch's do.
+Tensor Tensor::contiguous() const { return dg::contiguous(*this); }
+Tensor Tensor::to(DType dtype) const { return to_dtype(*this, dtype); }
+
 // ---- expand: a broadcast view (stride 0); backward sums g over the broadcast axes -----------
 Tensor expand(const Tensor& a, const Shape& shape) {
   ScopedOpTimer op_timer(OpFamily::other);
@@ -136,7 +141,7 @@ Tensor expand(const Tensor& a, const Shape& shape) {
   return out;
 }
 
-// ---- concat / stack -------------------------------------------------------------------------
+// ---- cat / stack ----------------------------------------------------------------------------
 namespace {
 // parts[i] viewed with a size-1 axis inserted at `axis` (0 ≤ axis ≤ rank).
 Tensor unsqueeze_view(const Tensor& t, int64_t axis) {
@@ -148,7 +153,7 @@ Tensor unsqueeze_view(const Tensor& t, int64_t axis) {
 }
 
 // out [.., Σ sizes, ..] with pieces[i] copied into its range of `axis`; pieces already checked.
-Tensor concat_pieces(const std::vector<Tensor>& pieces, int64_t axis) {
+Tensor join_pieces(const std::vector<Tensor>& pieces, int64_t axis) {
   Shape shape = pieces[0].shape();
   shape[axis] = 0;
   for (const Tensor& p : pieces) shape[axis] += p.shape()[axis];
@@ -181,14 +186,14 @@ void check_parts(const std::vector<Tensor>& parts, int64_t axis, bool same_size_
 }  // namespace
 
 // parts [.., n_i, ..] -> [.., Σ n_i, ..]; backward: part i gets its range of g along `axis`.
-Tensor concat(const std::vector<Tensor>& parts, int64_t axis) {
+Tensor cat(const std::vector<Tensor>& parts, int64_t axis) {
   ScopedOpTimer op_timer(OpFamily::other);
-  if (parts.empty()) throw std::invalid_argument("concat: needs at least one tensor");
-  const int64_t ax = normalize_axis(axis, parts[0].dim(), "concat");
-  check_parts(parts, ax, false, "concat");
-  Tensor out = concat_pieces(parts, ax);
+  if (parts.empty()) throw std::invalid_argument("cat: needs at least one tensor");
+  const int64_t ax = normalize_axis(axis, parts[0].dim(), "cat");
+  check_parts(parts, ax, false, "cat");
+  Tensor out = join_pieces(parts, ax);
   if (should_record(parts))
-    record("concat", parts, out, [parts, ax](const Tensor& g) {
+    record("cat", parts, out, [parts, ax](const Tensor& g) {
       int64_t offset = 0;
       for (const Tensor& p : parts) {
         const int64_t n = p.shape()[ax];
@@ -209,7 +214,7 @@ Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {
   check_parts(parts, ax, true, "stack");
   std::vector<Tensor> pieces;
   for (const Tensor& p : parts) pieces.push_back(unsqueeze_view(p, ax));
-  Tensor out = concat_pieces(pieces, ax);
+  Tensor out = join_pieces(pieces, ax);
   if (should_record(parts))
     record("stack", parts, out, [parts, ax](const Tensor& g) {
       for (size_t i = 0; i < parts.size(); ++i)
@@ -222,8 +227,6 @@ Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {
 }
 
 // ---- cat, split, chunk: torch's names; split and chunk return slices (views) -------------------
-Tensor cat(const std::vector<Tensor>& parts, int64_t axis) { return concat(parts, axis); }
-
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t axis) {
   check_arg(a.defined() && a.dim() >= 1, "split", a, "a tensor with at least one axis");
   const int64_t ax = normalize_axis(axis, a.dim(), "split");
@@ -319,13 +322,13 @@ std::vector<OpCase> shape_op_cases() {
        [](V in) { return mul(in[0], transpose(in[1], 0, 1)); }},
       {"add of two middle-axis slices", one({2, 6, 3}),
        [](V in) { return add(slice(in[0], 1, 0, 3), slice(in[0], 1, 3, 6)); }},
-      {"concat/middle axis", three({2, 3, 4}, {2, 1, 4}, {2, 2, 4}),
+      {"cat/middle axis", three({2, 3, 4}, {2, 1, 4}, {2, 2, 4}),
        [](V in) {
-         return concat({in[0], in[1], in[2]}, 1);
+         return cat({in[0], in[1], in[2]}, 1);
        }},
-      {"concat/last axis, transposed part", two({3, 2}, {4, 3}),
+      {"cat/last axis, transposed part", two({3, 2}, {4, 3}),
        [](V in) {
-         return concat({in[0], transpose(in[1], 0, 1)}, -1);
+         return cat({in[0], transpose(in[1], 0, 1)}, -1);
        }},
       {"stack/axis 0", three({2, 3}, {2, 3}, {2, 3}),
        [](V in) {

@@ -22,7 +22,7 @@ Tensor softmax_impl(const Tensor& a, int64_t axis_in, bool log) {
   for (int64_t k = 0; k < axis; ++k) outer *= a.shape()[k];
   for (int64_t k = axis + 1; k < a.dim(); ++k) inner *= a.shape()[k];
   const int64_t C = a.shape()[axis];
-  Tensor x = a.contiguous();
+  Tensor x = kernel_input(a);
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   dispatch_float(a.dtype(), op, [&]<class T>() {
     softmax_forward<T>(out.data<T>(), x.data<T>(), outer, C, inner, log);

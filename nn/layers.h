@@ -18,7 +18,7 @@ namespace dg {
 class Embedding : public Module {
  public:
   Embedding(int64_t vocab, int64_t dim, DType dtype = DType::f32);
-  Tensor forward(const Tensor& ids) const;  // ids int32 [..] -> [.., dim]
+  Tensor forward(const Tensor& ids) const;  // ids int64 or int32 [..] -> [.., dim]
   Tensor weight;                            // [vocab, dim]
 };
 

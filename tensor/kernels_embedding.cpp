@@ -1,7 +1,7 @@
 // Embedding kernels (see kernels_embedding.h): the gather forward, the scatter-add backward and
 // its plain reference, side by side.
-// Each template is instantiated for float and double right after its definition:
-//   template decltype(f<float>) f<float>;   (the signature comes from the declaration)
+// Each template is instantiated for float and double, each with int32_t and int64_t ids, right
+// after its definition (DG_EMBEDDING_INSTANTIATE: template decltype(f<T, I>) f<T, I>;).
 #include "tensor/kernels_embedding.h"
 
 #include <cstring>
@@ -12,20 +12,25 @@
 
 namespace dg {
 
+#define DG_EMBEDDING_INSTANTIATE(f)                         \
+  template decltype(f<float, int32_t>) f<float, int32_t>;   \
+  template decltype(f<float, int64_t>) f<float, int64_t>;   \
+  template decltype(f<double, int32_t>) f<double, int32_t>; \
+  template decltype(f<double, int64_t>) f<double, int64_t>;
+
 // W [V, D], ids [N] -> out [N, D]
-template <class T>
-void embedding_forward(T* out, const int32_t* ids, const T* W, int64_t N, int64_t D) {
+template <class T, class I>
+void embedding_forward(T* out, const I* ids, const T* W, int64_t N, int64_t D) {
   parallel_for(N, N * D > kParallelGrain, [&](int64_t n) {
     std::memcpy(out + n * D, W + static_cast<int64_t>(ids[n]) * D, sizeof(T) * D);
   });
 }
-template decltype(embedding_forward<float>) embedding_forward<float>;
-template decltype(embedding_forward<double>) embedding_forward<double>;
+DG_EMBEDDING_INSTANTIATE(embedding_forward)
 
 // dout [N, D], ids [N] -> dW [V, D] +=. Tokens are bucketed by id (a stable counting sort), then
 // each used vocabulary row is owned by one thread, which adds its tokens in token order.
-template <class T>
-void embedding_backward(T* dW, const T* dout, const int32_t* ids, int64_t N, int64_t V, int64_t D) {
+template <class T, class I>
+void embedding_backward(T* dW, const T* dout, const I* ids, int64_t N, int64_t V, int64_t D) {
   std::vector<int64_t> start(V + 1, 0), order(N);
   for (int64_t n = 0; n < N; ++n) start[ids[n] + 1]++;
   for (int64_t v = 0; v < V; ++v) start[v + 1] += start[v];
@@ -45,17 +50,14 @@ void embedding_backward(T* dW, const T* dout, const int32_t* ids, int64_t N, int
     }
   }
 }
-template decltype(embedding_backward<float>) embedding_backward<float>;
-template decltype(embedding_backward<double>) embedding_backward<double>;
+DG_EMBEDDING_INSTANTIATE(embedding_backward)
 
 // Reference: the formula as a plain serial loop, sums in double.
-template <class T>
-void ref_embedding_backward(T* dW, const T* dout, const int32_t* ids, int64_t N, int64_t V,
-                            int64_t D) {
+template <class T, class I>
+void ref_embedding_backward(T* dW, const T* dout, const I* ids, int64_t N, int64_t V, int64_t D) {
   for (int64_t n = 0; n < N; ++n)
     for (int64_t d = 0; d < D; ++d) dW[ids[n] * D + d] += dout[n * D + d];
 }
-template decltype(ref_embedding_backward<float>) ref_embedding_backward<float>;
-template decltype(ref_embedding_backward<double>) ref_embedding_backward<double>;
+DG_EMBEDDING_INSTANTIATE(ref_embedding_backward)
 
 }  // namespace dg

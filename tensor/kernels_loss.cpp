@@ -3,6 +3,7 @@
 // accumulated in double; outputs and saved statistics are stored in T.
 // Each template is instantiated for float and double right after its definition:
 //   template decltype(f<float>) f<float>;   (the signature comes from the declaration)
+// and the cross-entropy ones for each with int32_t and int64_t targets (DG_LOSS_INSTANTIATE).
 #include "tensor/kernels_loss.h"
 
 #include <algorithm>
@@ -17,14 +18,20 @@
 
 namespace dg {
 
+#define DG_LOSS_INSTANTIATE(f)                              \
+  template decltype(f<float, int32_t>) f<float, int32_t>;   \
+  template decltype(f<float, int64_t>) f<float, int64_t>;   \
+  template decltype(f<double, int32_t>) f<double, int32_t>; \
+  template decltype(f<double, int64_t>) f<double, int64_t>;
+
 // ============================================================================================
 // cross-entropy
 // ============================================================================================
 
 // logits [N, C], targets [N] -> losses [N], lse [N]
-template <class T>
-void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* targets, int64_t N,
-                           int64_t C, int32_t ignore_index) {
+template <class T, class I>
+void cross_entropy_forward(T* losses, T* lse, const T* logits, const I* targets, int64_t N,
+                           int64_t C, int64_t ignore_index) {
 #pragma omp parallel for if (N * C > kParallelGrain) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const T* x = logits + n * C;
@@ -33,17 +40,16 @@ void cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* ta
     max_and_sum_exp(x, C, m, sum);
     const double l = static_cast<double>(m) + std::log(sum);
     lse[n] = static_cast<T>(l);
-    const int32_t t = targets[n];
+    const int64_t t = targets[n];
     losses[n] = t == ignore_index ? T(0) : static_cast<T>(l - static_cast<double>(x[t]));
   }
 }
-template decltype(cross_entropy_forward<float>) cross_entropy_forward<float>;
-template decltype(cross_entropy_forward<double>) cross_entropy_forward<double>;
+DG_LOSS_INSTANTIATE(cross_entropy_forward)
 
 // Reference: the formula as a plain serial loop, sums in double.
-template <class T>
-void ref_cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t* targets,
-                               int64_t N, int64_t C, int32_t ignore_index) {
+template <class T, class I>
+void ref_cross_entropy_forward(T* losses, T* lse, const T* logits, const I* targets, int64_t N,
+                               int64_t C, int64_t ignore_index) {
   for (int64_t n = 0; n < N; ++n) {
     double m = -INFINITY, sum = 0.0;
     for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(logits[n * C + c]));
@@ -54,16 +60,15 @@ void ref_cross_entropy_forward(T* losses, T* lse, const T* logits, const int32_t
                     : static_cast<T>(m + std::log(sum) - logits[n * C + targets[n]]);
   }
 }
-template decltype(ref_cross_entropy_forward<float>) ref_cross_entropy_forward<float>;
-template decltype(ref_cross_entropy_forward<double>) ref_cross_entropy_forward<double>;
+DG_LOSS_INSTANTIATE(ref_cross_entropy_forward)
 
 // dlogits, logits [N, C]; lse, targets [N]
-template <class T>
-void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
-                            T scale, int64_t N, int64_t C, int32_t ignore_index) {
+template <class T, class I>
+void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const I* targets, T scale,
+                            int64_t N, int64_t C, int64_t ignore_index) {
 #pragma omp parallel for if (N * C > kParallelGrain) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
-    const int32_t t = targets[n];
+    const int64_t t = targets[n];
     if (t == ignore_index) continue;
     const T* x = logits + n * C;
     T* dl = dlogits + n * C;
@@ -73,13 +78,12 @@ void cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int
     dl[t] -= scale;  // the one-hot term
   }
 }
-template decltype(cross_entropy_backward<float>) cross_entropy_backward<float>;
-template decltype(cross_entropy_backward<double>) cross_entropy_backward<double>;
+DG_LOSS_INSTANTIATE(cross_entropy_backward)
 
 // Reference: the formula as a plain serial loop, sums in double.
-template <class T>
-void ref_cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const int32_t* targets,
-                                T scale, int64_t N, int64_t C, int32_t ignore_index) {
+template <class T, class I>
+void ref_cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const I* targets,
+                                T scale, int64_t N, int64_t C, int64_t ignore_index) {
   for (int64_t n = 0; n < N; ++n) {
     if (targets[n] == ignore_index) continue;
     for (int64_t c = 0; c < C; ++c) {
@@ -88,17 +92,16 @@ void ref_cross_entropy_backward(T* dlogits, const T* logits, const T* lse, const
     }
   }
 }
-template decltype(ref_cross_entropy_backward<float>) ref_cross_entropy_backward<float>;
-template decltype(ref_cross_entropy_backward<double>) ref_cross_entropy_backward<double>;
+DG_LOSS_INSTANTIATE(ref_cross_entropy_backward)
 
 // ============================================================================================
 // cross-entropy with label smoothing
 // ============================================================================================
 
 // logits [N, C], targets [N] -> losses [N], lse [N]
-template <class T>
-void cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, const int32_t* targets,
-                                    int64_t N, int64_t C, int32_t ignore_index, double smoothing) {
+template <class T, class I>
+void cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, const I* targets, int64_t N,
+                                    int64_t C, int64_t ignore_index, double smoothing) {
 #pragma omp parallel for if (N * C > kParallelGrain) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const T* x = logits + n * C;
@@ -109,19 +112,18 @@ void cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, const in
     for (int64_t c = 0; c < C; ++c) row_sum += x[c];
     const double l = static_cast<double>(m) + std::log(sum);
     lse[n] = static_cast<T>(l);
-    const int32_t t = targets[n];
+    const int64_t t = targets[n];
     losses[n] = t == ignore_index ? T(0)
                                   : static_cast<T>(l - (1.0 - smoothing) * x[t] -
                                                    smoothing / static_cast<double>(C) * row_sum);
   }
 }
-template decltype(cross_entropy_smoothed_forward<float>) cross_entropy_smoothed_forward<float>;
-template decltype(cross_entropy_smoothed_forward<double>) cross_entropy_smoothed_forward<double>;
+DG_LOSS_INSTANTIATE(cross_entropy_smoothed_forward)
 
 // Reference: the definition (1 − ε)·(−log p[t]) + ε·mean_c(−log p[c]), serially, in double.
-template <class T>
-void ref_cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, const int32_t* targets,
-                                        int64_t N, int64_t C, int32_t ignore_index,
+template <class T, class I>
+void ref_cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, const I* targets,
+                                        int64_t N, int64_t C, int64_t ignore_index,
                                         double smoothing) {
   for (int64_t n = 0; n < N; ++n) {
     double m = -INFINITY, sum = 0.0, mean_nll = 0.0;
@@ -136,21 +138,18 @@ void ref_cross_entropy_smoothed_forward(T* losses, T* lse, const T* logits, cons
                                      smoothing * mean_nll);
   }
 }
-template decltype(ref_cross_entropy_smoothed_forward<float>)
-    ref_cross_entropy_smoothed_forward<float>;
-template decltype(ref_cross_entropy_smoothed_forward<double>)
-    ref_cross_entropy_smoothed_forward<double>;
+DG_LOSS_INSTANTIATE(ref_cross_entropy_smoothed_forward)
 
 // dlogits, logits [N, C]; lse, targets [N]
-template <class T>
-void cross_entropy_smoothed_backward(T* dlogits, const T* logits, const T* lse,
-                                     const int32_t* targets, T scale, int64_t N, int64_t C,
-                                     int32_t ignore_index, double smoothing) {
+template <class T, class I>
+void cross_entropy_smoothed_backward(T* dlogits, const T* logits, const T* lse, const I* targets,
+                                     T scale, int64_t N, int64_t C, int64_t ignore_index,
+                                     double smoothing) {
   const T uniform = static_cast<T>(smoothing / static_cast<double>(C));
   const T on_target = static_cast<T>(1.0 - smoothing);
 #pragma omp parallel for if (N * C > kParallelGrain) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
-    const int32_t t = targets[n];
+    const int64_t t = targets[n];
     if (t == ignore_index) continue;
     const T* x = logits + n * C;
     T* dl = dlogits + n * C;
@@ -160,14 +159,13 @@ void cross_entropy_smoothed_backward(T* dlogits, const T* logits, const T* lse,
     dl[t] -= scale * on_target;
   }
 }
-template decltype(cross_entropy_smoothed_backward<float>) cross_entropy_smoothed_backward<float>;
-template decltype(cross_entropy_smoothed_backward<double>) cross_entropy_smoothed_backward<double>;
+DG_LOSS_INSTANTIATE(cross_entropy_smoothed_backward)
 
 // Reference: the formula as a plain serial loop, in double.
-template <class T>
+template <class T, class I>
 void ref_cross_entropy_smoothed_backward(T* dlogits, const T* logits, const T* lse,
-                                         const int32_t* targets, T scale, int64_t N, int64_t C,
-                                         int32_t ignore_index, double smoothing) {
+                                         const I* targets, T scale, int64_t N, int64_t C,
+                                         int64_t ignore_index, double smoothing) {
   for (int64_t n = 0; n < N; ++n) {
     if (targets[n] == ignore_index) continue;
     for (int64_t c = 0; c < C; ++c) {
@@ -178,10 +176,7 @@ void ref_cross_entropy_smoothed_backward(T* dlogits, const T* logits, const T* l
     }
   }
 }
-template decltype(ref_cross_entropy_smoothed_backward<float>)
-    ref_cross_entropy_smoothed_backward<float>;
-template decltype(ref_cross_entropy_smoothed_backward<double>)
-    ref_cross_entropy_smoothed_backward<double>;
+DG_LOSS_INSTANTIATE(ref_cross_entropy_smoothed_backward)
 
 // ============================================================================================
 // linear + cross-entropy: the language-model head in column chunks
@@ -210,10 +205,9 @@ std::vector<double> ref_logits(const T* x, const T* W, int64_t N, int64_t D, int
 // into scratch, then per row (one owner thread) the chunk's max m_c and Σ exp(logit − m_c) are
 // folded into the row's running max M (kept in lse) and sum S (double): S·e^(M − M') + s·e^(m_c
 // − M'). The target's logit is picked up by the chunk that holds it (kept in losses).
-template <class T>
-void lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const int32_t* targets,
-                        int64_t N, int64_t D, int64_t V, int32_t ignore_index, int64_t chunk,
-                        T* scratch) {
+template <class T, class I>
+void lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const I* targets, int64_t N,
+                        int64_t D, int64_t V, int64_t ignore_index, int64_t chunk, T* scratch) {
   // Running sums per row, reused across calls (no allocation per training step). Reached through
   // a plain pointer: inside the parallel loop a thread_local name would mean the worker's own.
   thread_local std::vector<double> sums;
@@ -239,7 +233,7 @@ void lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const int32_t
       } else if (m > -std::numeric_limits<T>::infinity()) {
         sum[n] += s * std::exp(static_cast<double>(m) - static_cast<double>(M));
       }
-      const int32_t t = targets[n];
+      const int64_t t = targets[n];
       if (t != ignore_index && t >= c0 && t < c0 + w) losses[n] = row[t - c0];
     }
   }
@@ -250,13 +244,12 @@ void lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const int32_t
         targets[n] == ignore_index ? T(0) : static_cast<T>(l - static_cast<double>(losses[n]));
   }
 }
-template decltype(lm_head_ce_forward<float>) lm_head_ce_forward<float>;
-template decltype(lm_head_ce_forward<double>) lm_head_ce_forward<double>;
+DG_LOSS_INSTANTIATE(lm_head_ce_forward)
 
 // Reference: the full logits [N, V] in double.
-template <class T>
-void ref_lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const int32_t* targets,
-                            int64_t N, int64_t D, int64_t V, int32_t ignore_index) {
+template <class T, class I>
+void ref_lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const I* targets, int64_t N,
+                            int64_t D, int64_t V, int64_t ignore_index) {
   const std::vector<double> logits = ref_logits(x, W, N, D, V);
   for (int64_t n = 0; n < N; ++n) {
     const double* row = logits.data() + n * V;
@@ -268,16 +261,15 @@ void ref_lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const int
     losses[n] = targets[n] == ignore_index ? T(0) : static_cast<T>(l - row[targets[n]]);
   }
 }
-template decltype(ref_lm_head_ce_forward<float>) ref_lm_head_ce_forward<float>;
-template decltype(ref_lm_head_ce_forward<double>) ref_lm_head_ce_forward<double>;
+DG_LOSS_INSTANTIATE(ref_lm_head_ce_forward)
 
 // Per chunk of columns: logits [N, w] recomputed into scratch, turned in place into
 // G = scale·(exp(logit − lse) − onehot) (rows with an ignored target zeroed), then
 // dW[c0 : c0 + w] [w, D] += Gᵀ [w, N] · x [N, D] (every row at once: each dW element is written
 // by one GEMM) and dx [N, D] += G [N, w] · W[c0 : c0 + w] [w, D] (summed over chunks in order).
-template <class T>
-void lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse, const int32_t* targets,
-                         T scale, int64_t N, int64_t D, int64_t V, int32_t ignore_index,
+template <class T, class I>
+void lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse, const I* targets,
+                         T scale, int64_t N, int64_t D, int64_t V, int64_t ignore_index,
                          int64_t chunk, T* scratch, bool scratch_has_logits) {
   for (int64_t c0 = 0; c0 < V; c0 += chunk) {
     const int64_t w = std::min(chunk, V - c0);
@@ -286,7 +278,7 @@ void lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse, con
 #pragma omp parallel for if (N * w > kParallelGrain) schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       T* row = scratch + n * w;
-      const int32_t t = targets[n];
+      const int64_t t = targets[n];
       if (t == ignore_index) {
         std::fill(row, row + w, T(0));
         continue;
@@ -300,14 +292,12 @@ void lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse, con
     if (dx) gemm(false, false, N, D, w, T(1), scratch, w, W + c0 * D, D, T(1), dx, D);
   }
 }
-template decltype(lm_head_ce_backward<float>) lm_head_ce_backward<float>;
-template decltype(lm_head_ce_backward<double>) lm_head_ce_backward<double>;
+DG_LOSS_INSTANTIATE(lm_head_ce_backward)
 
 // Reference: the full logits [N, V] in double.
-template <class T>
-void ref_lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse,
-                             const int32_t* targets, T scale, int64_t N, int64_t D, int64_t V,
-                             int32_t ignore_index) {
+template <class T, class I>
+void ref_lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse, const I* targets,
+                             T scale, int64_t N, int64_t D, int64_t V, int64_t ignore_index) {
   const std::vector<double> logits = ref_logits(x, W, N, D, V);
   std::vector<double> G(N * V, 0.0);
   for (int64_t n = 0; n < N; ++n) {
@@ -331,7 +321,6 @@ void ref_lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse,
         dW[v * D + d] = static_cast<T>(dW[v * D + d] + acc);
       }
 }
-template decltype(ref_lm_head_ce_backward<float>) ref_lm_head_ce_backward<float>;
-template decltype(ref_lm_head_ce_backward<double>) ref_lm_head_ce_backward<double>;
+DG_LOSS_INSTANTIATE(ref_lm_head_ce_backward)
 
 }  // namespace dg

@@ -235,12 +235,26 @@ Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape
   return t;
 }
 
-Tensor Tensor::from_ids(const std::vector<int32_t>& ids, const Shape& shape) {
+Tensor Tensor::from_ids(const std::vector<int64_t>& ids, const Shape& shape, DType dtype) {
+  if (dtype != DType::i64 && dtype != DType::i32)
+    throw std::invalid_argument(
+        fmt::format("from_ids: dtype must be int64 or int32, got {}", dtype_name(dtype)));
   if (static_cast<int64_t>(ids.size()) != shape_numel(shape))
     throw std::invalid_argument(
         fmt::format("from_ids: {} ids do not fill shape {}", ids.size(), shape_str(shape)));
-  Tensor t = empty(shape, DType::i32);
-  std::memcpy(t.data<int32_t>(), ids.data(), ids.size() * sizeof(int32_t));
+  Tensor t = empty(shape, dtype);
+  if (dtype == DType::i64) {
+    std::memcpy(t.data<int64_t>(), ids.data(), ids.size() * sizeof(int64_t));
+    return t;
+  }
+  int32_t* out = t.data<int32_t>();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < std::numeric_limits<int32_t>::min() ||
+        ids[i] > std::numeric_limits<int32_t>::max())
+      throw std::out_of_range(
+          fmt::format("from_ids: id {} at position {} does not fit int32", ids[i], i));
+    out[i] = static_cast<int32_t>(ids[i]);
+  }
   return t;
 }
 
@@ -380,20 +394,8 @@ std::vector<float> Tensor::to_floats() const {
 
 // ---- copies ------------------------------------------------------------------------------------
 
-Tensor Tensor::contiguous() const {
-  if (is_contiguous()) return *this;
-  return clone();
-}
-
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype());
-  out.copy_from(*this);
-  return out;
-}
-
-Tensor Tensor::to(DType target) const {
-  if (target == dtype()) return clone();
-  Tensor out = empty(shape(), target);
   out.copy_from(*this);
   return out;
 }

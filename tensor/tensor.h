@@ -4,7 +4,8 @@
 // (view_reshape, view_transpose, view_permute, view_narrow, view_expand) share storage and only
 // change metadata; contiguous() and clone() copy. float32 is the training type; float64 runs
 // through the same kernels (templated on T) so gradient checks can use it; int32/int64 hold ids.
-// This file records nothing for autograd: the recorded ops and their graph live in autograd/.
+// This file records nothing for autograd: the recorded ops and their graph live in autograd/
+// (which also defines the two recorded methods, contiguous() and to()).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -101,7 +102,16 @@ class Tensor {
   // Values in row-major order; their count must equal the shape's numel.
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape,
                             DType dtype = DType::f32);
-  static Tensor from_ids(const std::vector<int32_t>& ids, const Shape& shape);
+  // Indices (token ids, targets, gather indices): int64 by default, as torch.tensor of Python
+  // ints; DType::i32 on request (a value outside int32's range then throws). Any other dtype
+  // throws. A std::vector of int32_t (or another integer type) takes the template below.
+  static Tensor from_ids(const std::vector<int64_t>& ids, const Shape& shape,
+                         DType dtype = DType::i64);
+  template <class I>
+  requires(std::is_integral_v<I> && !std::is_same_v<I, int64_t>) static Tensor
+      from_ids(const std::vector<I>& ids, const Shape& shape, DType dtype = DType::i64) {
+    return from_ids(std::vector<int64_t>(ids.begin(), ids.end()), shape, dtype);
+  }
   // Values of another element type (float, int32_t, int64_t), stored as `dtype`: by default
   // their own (a std::vector<int64_t> gives int64). A std::vector<double> takes the overload
   // above (float32 unless told, like torch.tensor of Python floats).
@@ -154,8 +164,12 @@ class Tensor {
   std::vector<float> to_floats() const;
 
   // --- copies and views -----------------------------------------------------------------------
-  Tensor contiguous() const;  // itself when already contiguous, else a row-major copy
-  Tensor clone() const;       // always a fresh contiguous copy
+  // contiguous() and to() are the ops dg::contiguous and dg::to_dtype (autograd/ops.h, defined
+  // in autograd/ops_shape.cpp): recorded on the tape when grad mode is on and this tensor requires
+  // grad, as torch's x.contiguous() and x.to(dtype). contiguous(): itself when already contiguous,
+  // else a row-major copy. to(dtype): itself when already dtype, else a converted copy.
+  Tensor contiguous() const;
+  Tensor clone() const;  // always a fresh contiguous copy; records nothing (see autograd/README)
   Tensor to(DType dtype) const;
   void copy_from(const Tensor& source);  // elementwise copy of an equal-shaped tensor into this one
   void fill(double value);

@@ -66,7 +66,7 @@ TEST_CASE("TokenWindows: inputs and shifted targets; the reference's and consecu
   CHECK(any.tokens_per_example() == 4);
   Batch b;
   any.fill(std::vector<int64_t>{5, 1}, b);
-  CHECK(b[0].dtype() == DType::i32);
+  CHECK(b[0].dtype() == DType::i64);
   CHECK(b[0].to_vector() == std::vector<double>{15, 16, 17, 18, 3, 4, 5, 6});
   CHECK(b[1].to_vector() == std::vector<double>{16, 17, 18, 19, 4, 5, 6, 7});
 

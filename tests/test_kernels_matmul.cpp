@@ -285,7 +285,7 @@ TEST_CASE_TEMPLATE("copy_strided and add_strided match the references on views",
     CHECK(same_bytes(base_f, base_r));
   }
   Tensor ids = Tensor::from_ids({1, 2, 3, 4, 5, 6}, {2, 3});
-  Tensor ids_t = Tensor::empty({3, 2}, DType::i32);
+  Tensor ids_t = Tensor::empty({3, 2}, DType::i64);
   copy_strided(ids_t, ids.view_transpose(0, 1));
   CHECK(ids_t.to_vector() == std::vector<double>{1, 4, 2, 5, 3, 6});
   Tensor dst = Tensor::zeros({1, 3}).view_expand({2, 3});
@@ -377,17 +377,17 @@ TEST_CASE("shape ops are views where they should be and copies where they must b
   CHECK(r.storage() != a.storage());
   CHECK(r.to_vector() == t.to_vector());
   CHECK_THROWS_WITH(slice(a, 1, 2, 6), doctest::Contains("slice: [2, 6)"));
-  CHECK_THROWS_WITH(concat(std::vector<Tensor>{a, random_tensor({3, 2, 4}, 3)}, 1),
-                    doctest::Contains("concat: part 1"));
+  CHECK_THROWS_WITH(cat(std::vector<Tensor>{a, random_tensor({3, 2, 4}, 3)}, 1),
+                    doctest::Contains("cat: part 1"));
   CHECK_THROWS_WITH(stack(std::vector<Tensor>{a, random_tensor({3, 4, 4}, 3)}, 0),
                     doctest::Contains("stack: part 1"));
 }
 
-TEST_CASE("concat and stack place every part where it belongs") {
+TEST_CASE("cat and stack place every part where it belongs") {
   Tensor a = Tensor::from_vector({1, 2, 3, 4}, {2, 2}, DType::f64);
   Tensor b = Tensor::from_vector({5, 6}, {2, 1}, DType::f64);
-  CHECK(concat({a, b}, 1).to_vector() == std::vector<double>{1, 2, 5, 3, 4, 6});
-  CHECK(concat({a, a.view_transpose(0, 1)}, 0).to_vector() ==
+  CHECK(cat({a, b}, 1).to_vector() == std::vector<double>{1, 2, 5, 3, 4, 6});
+  CHECK(cat({a, a.view_transpose(0, 1)}, 0).to_vector() ==
         std::vector<double>{1, 2, 3, 4, 1, 3, 2, 4});
   Tensor s = stack({a, a.view_transpose(0, 1)}, 1);
   CHECK(s.shape() == Shape{2, 2, 2});

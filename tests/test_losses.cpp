@@ -1,14 +1,17 @@
 // Tests of the losses with a reduction (autograd/ops_loss.cpp): mse_loss, l1_loss,
 // binary_cross_entropy_with_logits (with and without pos_weight), nll_loss and cross_entropy with
-// label smoothing, each against values from PyTorch; the smoothed cross-entropy kernels against
-// their references and at 1 and 2 threads; fused against plain with smoothing; errors.
+// label smoothing and each reduction, each against values from PyTorch; the smoothed cross-entropy
+// kernels against their references and at 1 and 2 threads; fused against plain with smoothing;
+// int64 and int32 indices (the same bits; argmax's output fed straight in); errors.
 // Gradients by finite differences: the loss rows of the gradient-check table.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <vector>
 
+#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "tensor/factory.h"
 #include "tensor/kernels_loss.h"
 #include "tensor/threads.h"
 #include "tests/test_helpers.h"
@@ -192,8 +195,8 @@ TEST_CASE("nll_loss matches torch (mean, sum, none, ignored rows, int32 and int6
 TEST_CASE("cross_entropy with label_smoothing matches torch, fused and plain") {
   struct Row {
     double eps;
-    std::vector<int32_t> targets;
-    int32_t ignore;
+    std::vector<int64_t> targets;
+    int64_t ignore;
     double loss;
     std::vector<double> grad;
   };
@@ -257,12 +260,237 @@ TEST_CASE("cross_entropy with label_smoothing matches torch, fused and plain") {
         Tensor logits =
             Tensor::from_vector(pattern(20, 5, 17, 8, 4.0), {4, 5}, d).set_requires_grad(true);
         Tensor t = Tensor::from_ids(r.targets, {4});
-        Tensor loss = plain ? plain_cross_entropy(logits, t, r.ignore, r.eps)
-                            : cross_entropy(logits, t, r.ignore, r.eps);
+        Tensor loss = plain ? plain_cross_entropy(logits, t, Reduction::mean, r.ignore, r.eps)
+                            : cross_entropy(logits, t, Reduction::mean, r.ignore, r.eps);
         check_close({loss.item()}, {r.loss}, tol);
         backward(loss);
         check_close(logits.grad().to_vector(), r.grad, tol);
       }
+}
+
+// torch 1.13: F.cross_entropy(L, t, ignore_index=i, label_smoothing=ε, reduction=r) in float64
+// with L as above; the gradient of the loss for sum, of (loss · [0.5, −1, 2, 1.5]).sum() for none.
+TEST_CASE("cross_entropy reduction sum and none match torch, fused and plain, int64 and int32") {
+  struct Row {
+    Reduction reduction;
+    std::vector<int64_t> targets;
+    int64_t ignore;
+    double eps;
+    std::vector<double> loss, grad;
+  };
+  const std::vector<Row> rows = {
+      {Reduction::sum,
+       {3, -100, 0, 4},
+       -100,
+       0.0,
+       {2.2364991906842584},
+       {0.016310308463371222,
+        0.056928570279157986,
+        0.19870023435223058,
+        -0.3064680363826745,
+        0.03452892328791471,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        -0.46244912996860876,
+        0.02676308191745762,
+        0.09341233449057255,
+        0.3260410838292398,
+        0.016232629731338828,
+        0.1353610861299264,
+        0.4724566136879743,
+        0.023522229726532663,
+        0.08210064886980285,
+        -0.7134405784142361}},
+      {Reduction::none,
+       {3, -100, 0, 4},
+       -100,
+       0.0,
+       {0.3659579499976301, 0.0, 0.6207318815397156, 1.2498093591469126},
+       {0.008155154231685611,
+        0.028464285139578993,
+        0.09935011717611529,
+        -0.15323401819133725,
+        0.017264461643957354,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        -0.9248982599372175,
+        0.05352616383491524,
+        0.1868246689811451,
+        0.6520821676584796,
+        0.032465259462677656,
+        0.2030416291948896,
+        0.7086849205319614,
+        0.035283344589798996,
+        0.12315097330470429,
+        -1.0701608676213543}},
+      {Reduction::sum,
+       {3, 1, 0, 1},
+       1,
+       0.1,
+       {1.3716898315373458},
+       {-0.003689691536628778,
+        0.03692857027915798,
+        0.1787002343522306,
+        -0.22646803638267454,
+        0.014528923287914709,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        -0.3824491299686088,
+        0.006763081917457621,
+        0.07341233449057255,
+        0.3060410838292398,
+        -0.0037673702686611722,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0}},
+      {Reduction::none,
+       {3, 1, 0, 1},
+       1,
+       0.1,
+       {0.5759579499976302, 0.0, 0.7957318815397155, 0.0},
+       {-0.001844845768314389,
+        0.01846428513957899,
+        0.0893501171761153,
+        -0.11323401819133727,
+        0.007264461643957354,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        -0.7648982599372176,
+        0.013526163834915242,
+        0.1468246689811451,
+        0.6120821676584796,
+        -0.0075347405373223444,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0}},
+  };
+  const Tensor w = Tensor::from_vector({0.5, -1.0, 2.0, 1.5}, {4}, DType::f64);
+  for (const Row& r : rows)
+    for (bool plain : {false, true})
+      for (DType index_dtype : {DType::i64, DType::i32}) {
+        CAPTURE(r.eps);
+        CAPTURE(plain);
+        CAPTURE(dtype_name(index_dtype));
+        Tensor logits = Tensor::from_vector(pattern(20, 5, 17, 8, 4.0), {4, 5}, DType::f64)
+                            .set_requires_grad(true);
+        Tensor t = Tensor::from_ids(r.targets, {4}, index_dtype);
+        Tensor loss = plain ? plain_cross_entropy(logits, t, r.reduction, r.ignore, r.eps)
+                            : cross_entropy(logits, t, r.reduction, r.ignore, r.eps);
+        check_close(loss.to_vector(), r.loss, 1e-12);
+        backward(r.reduction == Reduction::none ? sum(mul(loss, w)) : loss);
+        check_close(logits.grad().to_vector(), r.grad, 1e-12);
+      }
+}
+
+TEST_CASE("cross_entropy: mean with ignore_index divides by the kept rows; reductions agree") {
+  Tensor x = random_tensor({6, 5}, 71, -2, 2);
+  Tensor t = Tensor::from_ids({4, -100, 0, 2, -100, 1}, {6});
+  const double s = cross_entropy(x, t, Reduction::sum).item();
+  CHECK(cross_entropy(x, t).item() == doctest::Approx(s / 4).epsilon(1e-14));
+  const std::vector<double> rows = cross_entropy(x, t, Reduction::none).to_vector();
+  REQUIRE(rows.size() == 6);
+  CHECK(rows[1] == 0.0);
+  CHECK(rows[4] == 0.0);
+  double total = 0;
+  for (double v : rows) total += v;
+  CHECK(total == doctest::Approx(s).epsilon(1e-14));
+  // every target ignored: mean is NaN (0/0) with a zero gradient, sum is 0, none is zeros
+  Tensor all = Tensor::from_ids({-100, -100, -100, -100, -100, -100}, {6});
+  CHECK(std::isnan(cross_entropy(x, all).item()));
+  CHECK(cross_entropy(x, all, Reduction::sum).item() == 0.0);
+}
+
+TEST_CASE(
+    "cross_entropy, linear_cross_entropy, nll_loss and embedding: int32 and int64 indices "
+    "give the same bits") {
+  Tensor x = random_tensor({9, 7}, 72, -3, 3, false).to(DType::f32);
+  Tensor w = random_tensor({11, 7}, 73, -1, 1, false).to(DType::f32);
+  const std::vector<int64_t> ids = {3, -100, 0, 10, 6, 6, -100, 1, 2};
+  const std::vector<int64_t> ids_kept = {3, 5, 0, 10, 6, 6, 9, 1, 2};
+  auto run = [&](DType index_dtype, int which) {
+    Tensor a = x.clone().set_requires_grad(true), b = w.clone().set_requires_grad(true);
+    Tensor t = Tensor::from_ids(which == 3 ? ids_kept : ids, {9}, index_dtype);
+    Tensor loss = which == 0   ? cross_entropy(linear(a, b), t, Reduction::mean, -100, 0.1)
+                  : which == 1 ? linear_cross_entropy(a, b, t)
+                  : which == 2 ? nll_loss(log_softmax(linear(a, b)), t, Reduction::sum)
+                               : sum(mul(embedding(b, t), a));
+    backward(loss);
+    std::vector<double> out = loss.to_vector(), ga = a.grad().to_vector(),
+                        gb = b.grad().to_vector();
+    out.insert(out.end(), ga.begin(), ga.end());
+    out.insert(out.end(), gb.begin(), gb.end());
+    return out;
+  };
+  for (int which = 0; which < 4; ++which) {
+    CAPTURE(which);
+    CHECK(run(DType::i64, which) == run(DType::i32, which));
+  }
+}
+
+TEST_CASE("argmax feeds cross_entropy and embedding with no cast (int64 indices, as torch)") {
+  Tensor logits = random_tensor({5, 6}, 74, -2, 2).set_requires_grad(true);
+  Tensor predicted = argmax(logits, 1);  // int64 [5]
+  CHECK(predicted.dtype() == DType::i64);
+  Tensor table = random_tensor({6, 3}, 75).set_requires_grad(true);
+  Tensor picked = embedding(table, predicted);  // [5, 3]
+  CHECK(picked.shape() == Shape{5, 3});
+  // the loss of predicting one's own argmax is the smallest cross-entropy over targets per row
+  Tensor loss = add(cross_entropy(logits, predicted), sum(picked));
+  backward(loss);
+  CHECK(logits.grad().defined());
+  CHECK(table.grad().defined());
+  const std::vector<double> own =
+      cross_entropy(detach(logits), predicted, Reduction::none).to_vector();
+  for (int64_t c = 0; c < 6; ++c) {
+    const std::vector<double> other =
+        cross_entropy(detach(logits), full({5}, static_cast<double>(c), DType::i64),
+                      Reduction::none)
+            .to_vector();
+    for (size_t n = 0; n < own.size(); ++n) CHECK(own[n] <= other[n]);
+  }
+  // gather and index_select take argmax's output too
+  CHECK(gather(logits, 1, argmax(logits, 1, /*keepdim=*/true)).shape() == Shape{5, 1});
+  CHECK(index_select(table, 0, predicted).to_vector() == picked.to_vector());
+}
+
+TEST_CASE("indices out of range name the op, the index and the range, for int64 beyond int32") {
+  Tensor x = random_tensor({2, 3}, 76);
+  const int64_t big = int64_t{1} << 33;  // would wrap to 0 as an int32
+  Tensor ids = Tensor::from_ids({0, big}, {2});
+  CHECK_THROWS_WITH(embedding(x, ids),
+                    doctest::Contains("embedding: id 8589934592 at position 1 is out of range "
+                                      "for vocabulary size 2"));
+  CHECK_THROWS_WITH(cross_entropy(x, ids),
+                    doctest::Contains("cross_entropy: target 8589934592 at row 1 is out of range "
+                                      "for 3 classes"));
+  CHECK_THROWS_WITH(linear_cross_entropy(x, x, ids),
+                    doctest::Contains("linear_cross_entropy: target 8589934592 at row 1"));
+  CHECK_THROWS_WITH(nll_loss(x, ids), doctest::Contains("nll_loss: target 8589934592 at row 1"));
+  CHECK_THROWS_WITH(index_select(x, 1, ids),
+                    doctest::Contains("index_select: index 8589934592 at position 1"));
+  CHECK_THROWS_WITH(Tensor::from_ids({big}, {1}, DType::i32),
+                    doctest::Contains("from_ids: id 8589934592 at position 0 does not fit int32"));
+  // an ignore_index no int32 target can equal ignores nothing
+  CHECK(
+      cross_entropy(x, Tensor::from_ids({0, 1}, {2}, DType::i32), Reduction::sum, int64_t{1} << 40)
+          .item() ==
+      doctest::Approx(cross_entropy(x, Tensor::from_ids({0, 1}, {2}), Reduction::sum).item()));
 }
 
 TEST_CASE("cross_entropy with label_smoothing equals plain_cross_entropy (value, gradient)") {
@@ -275,9 +503,9 @@ TEST_CASE("cross_entropy with label_smoothing equals plain_cross_entropy (value,
     auto logits = rand_vec<double>(N * C, 75, -5, 5);
     Tensor a = Tensor::from_vector(logits, {N, C}, d).set_requires_grad(true);
     Tensor b = Tensor::from_vector(logits, {N, C}, d).set_requires_grad(true);
-    Tensor fused = cross_entropy(a, Tensor::from_ids(t, {N}), 7, 0.2);
+    Tensor fused = cross_entropy(a, Tensor::from_ids(t, {N}), Reduction::mean, 7, 0.2);
     backward(fused);  // one graph on the tape at a time
-    Tensor plain = plain_cross_entropy(b, Tensor::from_ids(t, {N}), 7, 0.2);
+    Tensor plain = plain_cross_entropy(b, Tensor::from_ids(t, {N}), Reduction::mean, 7, 0.2);
     backward(plain);
     check_close({fused.item()}, {plain.item()}, tol);
     check_close(a.grad().to_vector(), b.grad().to_vector(), tol);
@@ -297,7 +525,7 @@ TEST_CASE("cross_entropy: label_smoothing 0 is the unsmoothed kernels' result, b
   for (int64_t n = 0; n < N; ++n) total += losses[n], count += targets[n] != -100;
   Tensor x = Tensor::from_vector(std::vector<double>(logits.begin(), logits.end()), {N, C})
                  .set_requires_grad(true);
-  Tensor loss = cross_entropy(x, Tensor::from_ids(targets, {N}), -100, 0.0);
+  Tensor loss = cross_entropy(x, Tensor::from_ids(targets, {N}), Reduction::mean, -100, 0.0);
   CHECK(static_cast<float>(loss.item()) == static_cast<float>(total / count));
   backward(loss);
   std::vector<float> d(N * C, 0.0f);
@@ -309,9 +537,9 @@ TEST_CASE("cross_entropy: label_smoothing 0 is the unsmoothed kernels' result, b
 TEST_CASE("cross_entropy: label_smoothing outside [0, 1] throws naming the op") {
   Tensor logits = X(DType::f32);
   Tensor t = Tensor::from_ids({0, 1, 2}, {3});
-  CHECK_THROWS_WITH(cross_entropy(logits, t, -100, 1.5),
+  CHECK_THROWS_WITH(cross_entropy(logits, t, Reduction::mean, -100, 1.5),
                     doctest::Contains("cross_entropy: label_smoothing must be in [0, 1], got 1.5"));
-  CHECK_THROWS_WITH(plain_cross_entropy(logits, t, -100, -0.1),
+  CHECK_THROWS_WITH(plain_cross_entropy(logits, t, Reduction::mean, -100, -0.1),
                     doctest::Contains("plain_cross_entropy: label_smoothing"));
 }
 
@@ -372,7 +600,7 @@ TEST_CASE("losses: errors name the op and the offending tensor or target") {
   CHECK_THROWS_WITH(nll_loss(x, Tensor::from_ids({0, 4, 1}, {3})),
                     doctest::Contains("nll_loss: target 4 at row 1 is out of range for 4 classes"));
   CHECK_THROWS_WITH(nll_loss(x, Tensor::from_ids({0, 1}, {2})),
-                    doctest::Contains("nll_loss: expected int32 or int64 targets of shape [3]"));
+                    doctest::Contains("nll_loss: expected int64 or int32 targets of shape [3]"));
   // mean over no elements is NaN, as torch
   CHECK(std::isnan(mse_loss(Tensor::zeros({0}), Tensor::zeros({0})).item()));
 }

@@ -533,8 +533,8 @@ TEST_CASE("load_state_dict: round trip, conversion, and errors naming the tensor
   // The last tensor in the list is wrong: nothing before it may have been copied.
   expect_error(replaced("final_norm.weight", Tensor::zeros({9}, DType::f64)),
                {"final_norm.weight", "[9]"});
-  expect_error(replaced("token.weight", Tensor::from_ids(std::vector<int32_t>(88, 0), {11, 8})),
-               {"token.weight", "int32"});
+  expect_error(replaced("token.weight", Tensor::from_ids(std::vector<int64_t>(88, 0), {11, 8})),
+               {"token.weight", "int64"});
   std::vector<NamedTensor> twice = state;
   twice.push_back(state[3]);
   expect_error(twice, {"twice", state[3].first});

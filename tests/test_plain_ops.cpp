@@ -126,8 +126,8 @@ TEST_CASE("plain_cross_entropy equals cross_entropy (value, dlogits, ignored row
              run([&] { return plain_cross_entropy(x, targets); }, {x}, 42), 1e-13);
   Tensor y = random_tensor({5, 4}, 43, -2, 2);
   Tensor t1 = Tensor::from_ids({1, 0, 3, 1, 2}, {5});  // ignore_index 1: rows 0 and 3 ignored
-  check_same(run([&] { return cross_entropy(y, t1, 1); }, {y}, 44),
-             run([&] { return plain_cross_entropy(y, t1, 1); }, {y}, 44), 1e-13);
+  check_same(run([&] { return cross_entropy(y, t1, Reduction::mean, 1); }, {y}, 44),
+             run([&] { return plain_cross_entropy(y, t1, Reduction::mean, 1); }, {y}, 44), 1e-13);
 }
 
 TEST_CASE("plain_cross_entropy: every target ignored gives NaN and a zero gradient, as fused") {

@@ -293,3 +293,32 @@ TEST_CASE("to_dtype converts like torch's .to(dtype); only float-to-float record
   CHECK(a.grad().to_floats() == std::vector<float>{0.25f, -1.5f, 4.0f});
   CHECK_FALSE(to_dtype(a, DType::i32).requires_grad());  // integers carry no gradient
 }
+
+TEST_CASE("x.contiguous() and x.to(dtype) record as the free contiguous() and to_dtype() do") {
+  // float32 leaf -> transposed view -> x.contiguous() / x.to(float64): both on the tape, as torch
+  Tensor a = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  a.set_requires_grad(true);
+  const Tensor w =
+      Tensor::from_vector(std::vector<double>{0.5, -1, 2, 3, -4, 0.25}, {3, 2}, DType::f64);
+  const Tensor t = transpose(a, 0, 1);  // [3, 2], not contiguous
+  const Tensor c = t.contiguous(), d = t.to(DType::f64);
+  CHECK_FALSE(c.is_leaf());
+  CHECK_FALSE(d.is_leaf());
+  backward(add(to_dtype(sum(mul(c, w.to(DType::f32))), DType::f64), sum(mul(d, w))));
+  REQUIRE(a.grad().defined());
+  // each path gives w transposed: twice in total
+  CHECK(a.grad().to_floats() == std::vector<float>{1, 4, -8, -2, 6, 0.5});
+  // the same dtype / an already contiguous tensor: the tensor itself, as the free functions
+  CHECK(a.to(DType::f32).same(a));
+  CHECK(a.contiguous().same(a));
+  CHECK(to_dtype(a, DType::f32).same(a));
+  CHECK(contiguous(a).same(a));
+  // grad mode off, or an input without a gradient: nothing recorded
+  {
+    NoGradGuard no_grad;
+    CHECK(t.contiguous().is_leaf());
+    CHECK(t.to(DType::f64).is_leaf());
+  }
+  CHECK(detach(t).contiguous().is_leaf());
+  CHECK_FALSE(t.to(DType::i64).requires_grad());  // integers carry no gradient
+}

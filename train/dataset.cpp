@@ -132,13 +132,13 @@ void TokenWindows::fill(std::span<const int64_t> indices, Batch& out) const {
   check_indices(indices, count_, "TokenWindows");
   const int64_t n = static_cast<int64_t>(indices.size()), T = seq_len_;
   out.tensors.resize(2);
-  int32_t* inputs = reusable(out.tensors[0], {n, T}, DType::i32).data<int32_t>();
-  int32_t* targets = reusable(out.tensors[1], {n, T}, DType::i32).data<int32_t>();
+  int64_t* inputs = reusable(out.tensors[0], {n, T}, DType::i64).data<int64_t>();
+  int64_t* targets = reusable(out.tensors[1], {n, T}, DType::i64).data<int64_t>();
   const int32_t* ids = ids_->data();
   for (int64_t k = 0; k < n; ++k) {
     const int32_t* window = ids + indices[k] * stride_;
-    std::memcpy(inputs + k * T, window, static_cast<size_t>(T) * sizeof(int32_t));
-    std::memcpy(targets + k * T, window + 1, static_cast<size_t>(T) * sizeof(int32_t));
+    std::copy(window, window + T, inputs + k * T);  // int32 ids widened to int64 indices
+    std::copy(window + 1, window + T + 1, targets + k * T);
   }
   out.indices.assign(indices.begin(), indices.end());
 }

@@ -59,10 +59,10 @@ class TensorDataset final : public Dataset {
   int64_t rows_ = 0;
 };
 
-// Windows of seq_len tokens: example i starts at s = i·stride; fields: inputs int32 [n, T] and
-// targets int32 [n, T] (the inputs shifted by one). Every window with s + T + 1 <= len is an
-// example, unless `count` caps them. An lvalue ids vector is read in place and must outlive the
-// dataset; a moved one or a shared_ptr is kept alive by it.
+// Windows of seq_len tokens: example i starts at s = i·stride; fields: inputs int64 [n, T] and
+// targets int64 [n, T] (the inputs shifted by one; the int32 ids widened, as torch's indices).
+// Every window with s + T + 1 <= len is an example, unless `count` caps them. An lvalue ids vector
+// is read in place and must outlive the dataset; a moved one or a shared_ptr is kept alive by it.
 class TokenWindows final : public Dataset {
  public:
   TokenWindows(const std::vector<int32_t>& ids, int64_t seq_len, int64_t stride,
@@ -70,9 +70,9 @@ class TokenWindows final : public Dataset {
   TokenWindows(std::vector<int32_t>&& ids, int64_t seq_len, int64_t stride, int64_t count = -1);
   TokenWindows(std::shared_ptr<const std::vector<int32_t>> ids, int64_t seq_len, int64_t stride,
                int64_t count = -1);
-  // The reference's training windows (tools/attnres/PROTOCOL.md §1.5): every start in
-  // [0, len − T − 1), which leaves out the last full window as numpy's integers(0, len − T − 1)
-  // does. With Sampler::random this is its draw, bit for bit.
+  // Windows drawn as a numpy training script draws them: every start in [0, len − T − 1), which
+  // leaves out the last full window as numpy's integers(0, len − T − 1) does. With
+  // Sampler::random this is its draw, bit for bit.
   static TokenWindows reference(const std::vector<int32_t>& ids, int64_t seq_len);
   // Consecutive non-overlapping windows: starts 0, T, 2T, … (stride T).
   static TokenWindows consecutive(const std::vector<int32_t>& ids, int64_t seq_len);

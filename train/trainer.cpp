@@ -390,57 +390,73 @@ OptimizerState Trainer::full_optimizer_state() const {
   return state;
 }
 
+namespace {
+// Metadata `key` of a training checkpoint, or an error naming the file and the key.
+const std::string& checkpoint_metadata(const SafetensorsFile& file, const std::string& path,
+                                       const char* key) {
+  auto it = file.metadata.find(key);
+  if (it == file.metadata.end())
+    throw std::runtime_error(fmt::format(
+        "{}: metadata '{}' is missing (not a depthgrad training checkpoint?)", path, key));
+  return it->second;
+}
+
+// Refuses a checkpoint of another model or run before anything changes: the caller's model
+// config, the global batch (its split over ranks × accum × batch may change), the seed, the matmul
+// precision (absent means float32), the caller's extra resume keys and the data stream.
+void check_checkpoint_matches(const SafetensorsFile& file, const std::string& path,
+                              const Trainer& trainer, const std::vector<std::string>& resume_keys) {
+  json::Value saved = json::parse(checkpoint_metadata(file, path, "depthgrad.config"),
+                                  path + " (depthgrad.config)");
+  json::Value mine = trainer.config_json();
+  auto field = [](const json::Value& config, const char* section,
+                  const char* key) -> const json::Value* {
+    const json::Value* s = config.is_object() ? config.find(section) : nullptr;
+    return s && s->is_object() ? (key ? s->find(key) : s) : s;
+  };
+  // The global batch must agree; how it is split (ranks × accum × batch) may change on resume.
+  const int64_t saved_global = checkpoint_global_batch(file, saved, path);
+  if (saved_global != trainer.global_batch())
+    throw std::runtime_error(fmt::format(
+        "{}: the checkpoint's global batch {} differs from this run's global batch {} ({} "
+        "rank(s) x 'training.accum' {} x 'training.batch' {})",
+        path, saved_global, trainer.global_batch(), trainer.ranks(), trainer.config().accum,
+        trainer.config().batch));
+  // The matmul precision too (absent means float32): a run resumed in another precision
+  // would not continue the run's bits.
+  const json::Value float32 = json::Value("float32");
+  std::vector<std::pair<const char*, const char*>> keys{
+      {"model", nullptr}, {"training", "seed"}, {"training", "precision"}};
+  for (const std::string& key : resume_keys) keys.emplace_back("training", key.c_str());
+  for (auto [section, key] : keys) {
+    const bool precision = key && std::string_view(key) == "precision";
+    const json::Value* s = field(saved, section, key);
+    const json::Value* m = field(mine, section, key);
+    if (precision && !s) s = &float32;
+    if (precision && !m) m = &float32;
+    const std::string name = key ? fmt::format("{}.{}", section, key) : section;
+    if ((s != nullptr) != (m != nullptr) || (s && !(*s == *m)))
+      throw std::runtime_error(
+          fmt::format("{}: the checkpoint's '{}' ({}) differs from this run's ({})", path, name,
+                      s ? json::dump(*s) : "missing", m ? json::dump(*m) : "missing"));
+  }
+  const json::Value stream = json::parse(checkpoint_metadata(file, path, "depthgrad.sampler"),
+                                         path + " (depthgrad.sampler)");
+  if (!(stream == trainer.sampler().description()))
+    throw std::runtime_error(fmt::format(
+        "{}: the checkpoint's data stream {} differs from this run's {} (another dataset, "
+        "sampler or seed)",
+        path, json::dump(stream), json::dump(trainer.sampler().description())));
+}
+}  // namespace
+
 void Trainer::load_checkpoint(const std::string& path) {
   // Check the config before touching anything: a checkpoint of another model or run is refused.
   SafetensorsFile file = load_safetensors(path);  // read once: checked here, applied below
   auto meta = [&](const char* key) -> const std::string& {
-    auto it = file.metadata.find(key);
-    if (it == file.metadata.end())
-      throw std::runtime_error(fmt::format(
-          "{}: metadata '{}' is missing (not a depthgrad training checkpoint?)", path, key));
-    return it->second;
+    return checkpoint_metadata(file, path, key);
   };
-  {
-    json::Value saved = json::parse(meta("depthgrad.config"), path + " (depthgrad.config)");
-    json::Value mine = config_json();
-    auto field = [](const json::Value& config, const char* section,
-                    const char* key) -> const json::Value* {
-      const json::Value* s = config.is_object() ? config.find(section) : nullptr;
-      return s && s->is_object() ? (key ? s->find(key) : s) : s;
-    };
-    // The global batch must agree; how it is split (ranks × accum × batch) may change on resume.
-    const int64_t saved_global = checkpoint_global_batch(file, saved, path);
-    if (saved_global != global_batch())
-      throw std::runtime_error(fmt::format(
-          "{}: the checkpoint's global batch {} differs from this run's global batch {} ({} "
-          "rank(s) x 'training.accum' {} x 'training.batch' {})",
-          path, saved_global, global_batch(), ranks(), config_.accum, config_.batch));
-    // The matmul precision too (absent means float32): a run resumed in another precision
-    // would not continue the run's bits.
-    const json::Value float32 = json::Value("float32");
-    std::vector<std::pair<const char*, const char*>> keys{
-        {"model", nullptr}, {"training", "seed"}, {"training", "precision"}};
-    for (const std::string& key : resume_keys_) keys.emplace_back("training", key.c_str());
-    for (auto [section, key] : keys) {
-      const bool precision = key && std::string_view(key) == "precision";
-      const json::Value* s = field(saved, section, key);
-      const json::Value* m = field(mine, section, key);
-      if (precision && !s) s = &float32;
-      if (precision && !m) m = &float32;
-      const std::string name = key ? fmt::format("{}.{}", section, key) : section;
-      if ((s != nullptr) != (m != nullptr) || (s && !(*s == *m)))
-        throw std::runtime_error(
-            fmt::format("{}: the checkpoint's '{}' ({}) differs from this run's ({})", path, name,
-                        s ? json::dump(*s) : "missing", m ? json::dump(*m) : "missing"));
-    }
-    const json::Value stream =
-        json::parse(meta("depthgrad.sampler"), path + " (depthgrad.sampler)");
-    if (!(stream == sampler_.description()))
-      throw std::runtime_error(fmt::format(
-          "{}: the checkpoint's data stream {} differs from this run's {} (another dataset, "
-          "sampler or seed)",
-          path, json::dump(stream), json::dump(sampler_.description())));
-  }
+  check_checkpoint_matches(file, path, *this, resume_keys_);
   // The trainer's own state is read and checked before anything changes, so a bad checkpoint
   // leaves the trainer as it was (load_training_checkpoint checks all of its part before copying).
   // A whole-string integer in [0, max].

@@ -15,7 +15,7 @@ namespace dg {
 
 void MicroLMConfig::validate() const {
   auto fail = [](const std::string& what) { throw std::invalid_argument("model config: " + what); };
-  if (vocab < 1 || vocab > 2147483647)  // token ids are int32
+  if (vocab < 1 || vocab > 2147483647)  // the tokenizer and the decoder keep int32 ids
     fail(fmt::format("vocab must be in [1, 2147483647], got {}", vocab));
   if (dim < 1) fail(fmt::format("dim must be >= 1, got {}", dim));
   if (layers < 1) fail(fmt::format("layers must be >= 1, got {}", layers));
@@ -121,19 +121,19 @@ MicroLM::MicroLM(const MicroLMConfig& config, DType dtype) : Module(dtype), conf
     head = &register_module("head", std::make_unique<Linear>(c.dim, c.vocab, false, dtype));
 }
 
-// ids int32 [B, T] -> final-norm output [B, T, D]
+// ids int64 or int32 [B, T] -> final-norm output [B, T, D]
 Tensor MicroLM::features(const Tensor& ids) {
-  if (ids.dtype() != DType::i32 || ids.dim() != 2)
+  if (!(ids.dtype() == DType::i64 || ids.dtype() == DType::i32) || ids.dim() != 2)
     throw std::invalid_argument(
-        fmt::format("MicroLM: expected int32 token ids [B, T], got {}", ids.describe()));
+        fmt::format("MicroLM: expected int64 or int32 token ids [B, T], got {}", ids.describe()));
   const int64_t T = ids.size(1);
   if (T > config_.seq_len && config_.learned_positions)
     throw std::invalid_argument(
         fmt::format("MicroLM: sequence of {} tokens exceeds seq_len {}", T, config_.seq_len));
   Tensor h = token->forward(ids);  // [B, T, D]
   if (position) {
-    std::vector<int32_t> pos(T);
-    std::iota(pos.begin(), pos.end(), 0);
+    std::vector<int64_t> pos(T);
+    std::iota(pos.begin(), pos.end(), int64_t(0));
     h = add(h, position->forward(Tensor::from_ids(pos, {1, T})));
   }
   return final_norm->forward(config_.mode.behaviour().forward(*this, h));
@@ -141,7 +141,7 @@ Tensor MicroLM::features(const Tensor& ids) {
 
 const Tensor& MicroLM::head_weight() const { return head ? head->weight : token->weight; }
 
-// ids int32 [B, T] -> logits [B, T, V]
+// ids int64 or int32 [B, T] -> logits [B, T, V]
 Tensor MicroLM::forward(const Tensor& ids) { return linear(features(ids), head_weight()); }
 
 // The head and the cross-entropy in one op: the [B·T, V] logits are never held.

@@ -96,9 +96,9 @@ class MicroLM : public Module {
   // Its layers are built under init::SkipGuard: parameters start at zeros (norm gains at one)
   // and nothing is drawn from any generator until init_torch_parity or init_identical.
   explicit MicroLM(const MicroLMConfig& config, DType dtype = DType::f32);
-  // ids int32 [B, T] -> logits [B, T, vocab]
+  // ids int64 or int32 [B, T] -> logits [B, T, vocab]
   Tensor forward(const Tensor& ids);
-  // ids int32 [B, T] -> the final norm's output [B, T, dim], which the head reads.
+  // ids int64 or int32 [B, T] -> the final norm's output [B, T, dim], which the head reads.
   Tensor features(const Tensor& ids);
   // Mean cross-entropy of next-token prediction from ids [B, T] and targets [B, T], through
   // linear_cross_entropy: the same value as cross_entropy(forward(ids)) up to float rounding,

@@ -557,7 +557,7 @@ CheckResult write_check(const std::string& dir, const BenchSpec& spec, int64_t s
   j["clip"] = training.clip;
   auto ids_json = [](const Tensor& t) {
     json::Array a;
-    const int32_t* p = t.data<int32_t>();
+    const int64_t* p = t.data<int64_t>();
     for (int64_t i = 0; i < t.numel(); ++i) a.emplace_back(p[i]);
     return json::Value(std::move(a));
   };

@@ -178,8 +178,7 @@ void declare_reproduce_flags(Flags& f) {
       .add_switch("quiet", "no progress output");
 }
 
-// The paper, protocol, seeds and run from the flags; sizes that cannot be built are refused as
-// usage errors (exit 2) before the data is read.
+// The paper, protocol, seeds and run from the flags (checked by the caller, which knows the ranks).
 ReproduceOptions reproduce_options_from_flags(const Flags& f) {
   ReproduceOptions o;
   o.paper = f.get("paper");
@@ -219,8 +218,6 @@ ReproduceOptions reproduce_options_from_flags(const Flags& f) {
   }
   if (f.given("train-tokens")) c.data.train_limit = f.get_int("train-tokens");
   o.state_file = f.get("state-file");
-  // e.g. --heads 5 with --dim 64: refused before the data is read, as a usage error (exit 2)
-  as_usage_error([&] { check_reproduce_options(o); });
   return o;
 }
 
@@ -399,6 +396,9 @@ static int reproduce_on_rank(int argc, char** argv, int start, World& world, boo
         "run goes to a new timestamped folder under it)");
   ReproduceOptions o = reproduce_options_from_flags(f);
   if (world.size() > 1) o.world = &world.collectives();
+  // e.g. --heads 5 with --dim 64, or more ranks than seeds: refused before the data is read, as a
+  // usage error (exit 2), once every rank knows the layout
+  as_usage_error([&] { check_reproduce_options(o); });
   const DataLocation data = resolve_data_location(f);
   o.data_dir = data.data_dir;
   o.cache_dir = data.cache_dir;

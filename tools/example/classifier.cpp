@@ -15,10 +15,10 @@
 #include <string>
 
 // n points per class on `classes` spiral arms with a little noise: fields x [n·classes, 2]
-// float32 and labels [n·classes] int32 (what cross_entropy takes).
+// float32 and labels [n·classes] int64 (what cross_entropy takes, as torch).
 dg::TensorDataset spirals(int64_t n, int64_t classes, dg::TorchGenerator& gen) {
   std::vector<float> xs;
-  std::vector<int32_t> ys;
+  std::vector<int64_t> ys;
   const dg::Tensor noise = dg::randn({n * classes, 2}, dg::DType::f32, &gen);
   for (int64_t c = 0; c < classes; ++c)
     for (int64_t i = 0; i < n; ++i) {
@@ -27,7 +27,7 @@ dg::TensorDataset spirals(int64_t n, int64_t classes, dg::TorchGenerator& gen) {
       const float* e = noise.data<float>() + 2 * (c * n + i);
       xs.push_back(static_cast<float>(r * std::cos(angle) + 0.02 * e[0]));
       xs.push_back(static_cast<float>(r * std::sin(angle) + 0.02 * e[1]));
-      ys.push_back(static_cast<int32_t>(c));
+      ys.push_back(c);
     }
   return dg::TensorDataset(
       {dg::Tensor::from_vector(xs, {n * classes, 2}), dg::Tensor::from_ids(ys, {n * classes})});

@@ -13,7 +13,7 @@
 // backward closure ACCUMULATES g · d/dx into the input's gradient (depthgrad's one backward
 // contract).
 dg::Tensor softsign(const dg::Tensor& x) {
-  dg::Tensor in = x.contiguous();
+  dg::Tensor in = dg::detach(x).contiguous();  // x's values (x.contiguous() would record itself)
   dg::Tensor out = dg::Tensor::empty(x.shape(), x.dtype());
   auto forward = [&]<class T>() {
     const T* a = in.data<T>();
@@ -26,7 +26,7 @@ dg::Tensor softsign(const dg::Tensor& x) {
     forward.operator()<float>();
 
   if (dg::should_record({x})) {
-    dg::record("softsign", {x}, out, [in](const dg::Tensor& g) {
+    dg::record("softsign", {x}, out, [x, in](const dg::Tensor& g) {
       dg::Tensor grad_in = dg::Tensor::empty(in.shape(), in.dtype());
       auto backward = [&]<class T>() {
         const T* a = in.data<T>();
@@ -42,7 +42,7 @@ dg::Tensor softsign(const dg::Tensor& x) {
         backward.operator()<double>();
       else
         backward.operator()<float>();
-      dg::accumulate_grad(in, grad_in);  // "accumulate into this input's gradient"
+      dg::accumulate_grad(x, grad_in);  // "accumulate into this input's gradient"
     });
   }
   return out;

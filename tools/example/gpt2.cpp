@@ -326,7 +326,7 @@ int run(int argc, char** argv, dg::Collectives* world) {
   const dg::TokenWindows validation_windows(
       validation_ids, T, T, eval_windows > 0 ? std::min(eval_windows, all_windows) : -1);
   const auto loss = [](gpt2::Model& m, const dg::Batch& b) {
-    return m.loss(b[0], b[1]);  // inputs, targets: int32 [batch, T]
+    return m.loss(b[0], b[1]);  // inputs, targets: int64 [batch, T]
   };
   const dg::TrainingConfig settings = training_settings(flags, seed);
   // The optimiser and its schedule are the caller's: AdamW (GPT-2's β2 and decay of the

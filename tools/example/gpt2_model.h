@@ -134,20 +134,20 @@ class Model : public dg::Module {
     layer_norm(*ln_f);
   }
 
-  // ids int32 [B, T] (T <= context) -> the final LayerNorm's output [B, T, D]
+  // ids int64 or int32 [B, T] (T <= context) -> the final LayerNorm's output [B, T, D]
   dg::Tensor hidden(const dg::Tensor& ids) const {
     const int64_t T = ids.size(1);
-    std::vector<int32_t> positions(T);
+    std::vector<int64_t> positions(T);
     std::iota(positions.begin(), positions.end(), 0);
     // [B, T, D] + [T, D] (broadcast over the batch)
     dg::Tensor x = dg::add(wte->forward(ids), wpe->forward(dg::Tensor::from_ids(positions, {T})));
     for (const Block* b : blocks) x = b->forward(x);
     return ln_f->forward(x);
   }
-  // ids int32 [B, T] -> logits [B, T, vocab] (the tied head: h · wteᵀ)
+  // ids int64 or int32 [B, T] -> logits [B, T, vocab] (the tied head: h · wteᵀ)
   dg::Tensor forward(const dg::Tensor& ids) const { return dg::linear(hidden(ids), wte->weight); }
   // The training loss: mean cross-entropy of the logits at every position against targets
-  // int32 [B, T] (the inputs shifted by one).
+  // int64 or int32 [B, T] (the inputs shifted by one).
   dg::Tensor loss(const dg::Tensor& ids, const dg::Tensor& targets) const {
     const dg::Tensor logits = forward(ids);  // [B, T, V]
     const int64_t rows = ids.size(0) * ids.size(1);
@@ -167,7 +167,7 @@ class Model : public dg::Module {
 // cached position up to its own. The same arithmetic as Model::forward, with the attention
 // written out in plain ops (scores, mask, softmax, weighted sum) instead of attention_heads, so
 // the logits agree to float rounding (check_cache in gpt2.cpp measures how closely). The cache
-// grows by concat, a copy of it per call: simple, and cheap at contexts of a few hundred.
+// grows by cat, a copy of it per call: simple, and cheap at contexts of a few hundred.
 class CachedLM : public dg::CausalLM {
  public:
   explicit CachedLM(const Model& model) : model_(model), k_(model.blocks.size()), v_(k_.size()) {}
@@ -185,10 +185,10 @@ class CachedLM : public dg::CausalLM {
     dg::NoGradGuard no_graph;
     const int64_t n = static_cast<int64_t>(new_tokens.size()), L = length_, D = model_.config.dim;
     const int64_t H = model_.config.heads, hd = D / H;
-    std::vector<int32_t> positions(n);
-    std::iota(positions.begin(), positions.end(), static_cast<int32_t>(L));
+    std::vector<int64_t> positions(n);
+    std::iota(positions.begin(), positions.end(), static_cast<int64_t>(L));
     const dg::Tensor ids =
-        dg::Tensor::from_ids(std::vector<int32_t>(new_tokens.begin(), new_tokens.end()), {1, n});
+        dg::Tensor::from_ids(std::vector<int64_t>(new_tokens.begin(), new_tokens.end()), {1, n});
     // [1, n, D]: the new tokens at positions L .. L+n-1
     dg::Tensor x = dg::add(model_.wte->forward(ids),
                            model_.wpe->forward(dg::Tensor::from_ids(positions, {n})));
@@ -207,9 +207,8 @@ class CachedLM : public dg::CausalLM {
           dg::split(block.attn.c_attn.forward(block.ln_1.forward(x)), D, -1);  // [1, n, D] each
       const dg::Tensor q = split_heads(qkv[0]);                                // [1, H, n, hd]
       k_[b] = L == 0 ? split_heads(qkv[1]).contiguous()
-                     : dg::concat({k_[b], split_heads(qkv[1])}, 2);  // [1, H, L+n, hd]
-      v_[b] =
-          L == 0 ? split_heads(qkv[2]).contiguous() : dg::concat({v_[b], split_heads(qkv[2])}, 2);
+                     : dg::cat({k_[b], split_heads(qkv[1])}, 2);  // [1, H, L+n, hd]
+      v_[b] = L == 0 ? split_heads(qkv[2]).contiguous() : dg::cat({v_[b], split_heads(qkv[2])}, 2);
       // scores [1, H, n, L+n] = q·kᵀ / sqrt(hd), future positions at −inf, softmax over keys
       const dg::Tensor scores =
           dg::scale(dg::matmul(q, dg::transpose(k_[b], 2, 3)), 1.0 / std::sqrt(double(hd)));

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
+#include <algorithm>
 
 namespace dg {
 
@@ -11,18 +11,18 @@ void make_lm_batch(const std::vector<int32_t>& ids, const std::vector<int64_t>& 
                    int64_t seq_len, LmBatch& out) {
   const int64_t B = static_cast<int64_t>(starts.size());
   if (!out.inputs.defined() || out.inputs.shape() != Shape{B, seq_len}) {
-    out.inputs = Tensor::empty({B, seq_len}, DType::i32);
-    out.targets = Tensor::empty({B, seq_len}, DType::i32);
+    out.inputs = Tensor::empty({B, seq_len}, DType::i64);
+    out.targets = Tensor::empty({B, seq_len}, DType::i64);
   }
-  int32_t* in = out.inputs.data<int32_t>();
-  int32_t* tg = out.targets.data<int32_t>();
+  int64_t* in = out.inputs.data<int64_t>();
+  int64_t* tg = out.targets.data<int64_t>();
   for (int64_t b = 0; b < B; ++b) {
     const int64_t s = starts[b];
     if (s < 0 || s + seq_len + 1 > static_cast<int64_t>(ids.size()))
       throw std::out_of_range(fmt::format("batch window [{}, {}) is outside the {} token ids", s,
                                           s + seq_len + 1, ids.size()));
-    std::memcpy(in + b * seq_len, ids.data() + s, seq_len * sizeof(int32_t));
-    std::memcpy(tg + b * seq_len, ids.data() + s + 1, seq_len * sizeof(int32_t));
+    std::copy(ids.data() + s, ids.data() + s + seq_len, in + b * seq_len);  // widened to int64
+    std::copy(ids.data() + s + 1, ids.data() + s + seq_len + 1, tg + b * seq_len);
   }
   out.starts = starts;
 }

@@ -14,8 +14,8 @@
 namespace dg {
 
 struct LmBatch {
-  Tensor inputs;   // int32 [B, T]
-  Tensor targets;  // int32 [B, T]
+  Tensor inputs;   // int64 [B, T] (the int32 ids widened)
+  Tensor targets;  // int64 [B, T]
   std::vector<int64_t> starts;
 };
 

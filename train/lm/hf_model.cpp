@@ -567,14 +567,14 @@ std::string export_hf(const Module& model, const MicroLMConfig& m,
       const std::string h = fmt::format("{}h.{}.", t, l), b = fmt::format("blocks.{}.", l);
       out.emplace_back(h + "ln_1.weight", get(b + "attention_norm.weight"));
       out.emplace_back(h + "ln_1.bias", get(b + "attention_norm.bias"));
-      out.emplace_back(h + "attn.c_attn.weight", transposed(concat({get(b + "attention.q.weight"),
-                                                                    get(b + "attention.k.weight"),
-                                                                    get(b + "attention.v.weight")},
-                                                                   0)));
+      out.emplace_back(h + "attn.c_attn.weight",
+                       transposed(cat({get(b + "attention.q.weight"), get(b + "attention.k.weight"),
+                                       get(b + "attention.v.weight")},
+                                      0)));
       out.emplace_back(h + "attn.c_attn.bias",
-                       concat({get(b + "attention.q.bias"), get(b + "attention.k.bias"),
-                               get(b + "attention.v.bias")},
-                              0));
+                       cat({get(b + "attention.q.bias"), get(b + "attention.k.bias"),
+                            get(b + "attention.v.bias")},
+                           0));
       for (const Gpt2Tensor& g : kGpt2BlockTensors) {
         const Tensor t = get(b + g.mine);
         out.emplace_back(h + g.theirs, g.conv1d ? transposed(t) : t);

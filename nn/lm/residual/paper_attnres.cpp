@@ -32,7 +32,7 @@ Tensor pseudo_query_mix(const std::vector<Tensor>& sources, const Tensor& w,
   logits.reserve(sources.size());
   for (const Tensor& s : sources)
     logits.push_back(linear(rms_norm(s, unit_gain, eps), w));  // [B, T, 1]
-  alpha_out = softmax(sources.size() == 1 ? logits[0] : concat(logits, -1), -1);
+  alpha_out = softmax(sources.size() == 1 ? logits[0] : cat(logits, -1), -1);
   return depth_mix(sources, alpha_out);
 }
 
