@@ -215,7 +215,7 @@ Tensor plain_causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
                        int64_t kv_heads, double rope_base = 0.0, double scale = 0.0);
 // Self-attention written plainly, from the block's inputs to the merged heads, every step a
-// primitive op on the tape (the version to read first; MicroLM runs the fused equivalent,
+// primitive op on the tape (the version to read first; the fused equivalent is
 // linear_rope/linear + attention_heads):
 //   q = linear(u_qk, wq, bq), k = linear(u_qk, wk, bk), v = linear(u_v, wv, bv)   [B, T, n·hd]
 //   split each into heads [B, n, T, hd]; rope(q), rope(k) when rope_base > 0

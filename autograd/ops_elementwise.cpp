@@ -379,7 +379,7 @@ Tensor plain_depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) 
 
 // ---- depth_mix: Σ_j alpha[.., j]·S_j; dS_j += alpha_j·g, dalpha_j += <g, S_j> -------------------
 Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
-  ScopedOpTimer op_timer(OpFamily::routing);
+  ScopedOpTimer op_timer(OpFamily::mixing);
   const char* op = "depth_mix";
   if (sources.empty())
     throw std::invalid_argument("depth_mix: expected at least one source, got none");

@@ -13,7 +13,7 @@ namespace dg {
 // ---- softmax / log_softmax over one axis; backward from the saved output ------------------------
 namespace {
 Tensor softmax_impl(const Tensor& a, int64_t axis_in, bool log) {
-  ScopedOpTimer op_timer(OpFamily::routing);
+  ScopedOpTimer op_timer(OpFamily::mixing);
   const char* op = log ? "log_softmax" : "softmax";
   check_float(a, op);
   check_arg(a.dim() >= 1, op, a, "a tensor with at least one axis");

@@ -45,7 +45,7 @@ Tensor kaiming_normal_(const Tensor& t, double a = 0.0, FanMode mode = FanMode::
 
 // While one is alive (on this thread), layer constructors skip their random default init and
 // leave parameters at zeros (norm gains at one), drawing nothing: for models that initialise
-// every parameter themselves (MicroLM), like torch.nn.utils.skip_init.
+// every parameter themselves, like torch.nn.utils.skip_init.
 class SkipGuard {
  public:
   SkipGuard();

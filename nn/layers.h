@@ -3,8 +3,8 @@
 // feed-forward, and the depth router. Each layer only composes ops from autograd/ops.h, so
 // gradients come from the ops' backwards; layers hold parameters, not activations.
 // Linear and Embedding draw torch's default init from dg::default_generator() (nn/init.h);
-// norms start at ones/zeros. MicroLM builds its layers under init::SkipGuard (no draws) and then
-// draws every weight itself in a documented order (nn/lm/micro_lm.cpp).
+// norms start at ones/zeros. A model that initialises its weights itself builds its layers under
+// init::SkipGuard (no draws) and then draws every weight in its own documented order.
 #pragma once
 #include <memory>
 #include <vector>

@@ -43,7 +43,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
 // that already run in their own parallel loop (attention's per-head matrices). No size checks
 // beyond BLAS's own. float32 follows the matmul precision (tensor/gemm_kernels.h) for matrices
 // of at least kBf16OneThreadMinWork multiply-adds; smaller ones stay float32 in bf16 precision:
-// attention's per-head products at the presets' sizes (64-row blocks, T ≤ 256, head size 16 to
+// attention's per-head products at small models' sizes (64-row blocks, T ≤ 256, head size 16 to
 // 64: up to 2^20 multiply-adds) made a bf16 training step's attention 1.6× slower than float32
 // (small: 254 against 156 ms a step): a 64 × 256 × 32 product spends 5–7 µs in oneDNN's execute
 // and about 5 more rounding its operands and finding its primitive, more than sgemm takes for

@@ -26,8 +26,8 @@ const char* op_family_name(OpFamily family) {
       return "attention";
     case OpFamily::norms:
       return "norms";
-    case OpFamily::routing:
-      return "routing";
+    case OpFamily::mixing:
+      return "mixing";
     case OpFamily::optimizer:
       return "optimizer";
     case OpFamily::other:

@@ -1,21 +1,21 @@
-// Opt-in wall-time accounting of training steps by op family (matmul, attention, norms, routing,
+// Opt-in wall-time accounting of training steps by op family (matmul, attention, norms, mixing,
 // optimizer, other), for `depthgrad bench`. An op opens a ScopedOpTimer at the top of its
 // forward; the tape records the family that is open when the op records its node and reopens it
 // around that node's backward, so forward and backward land in the same family. Nested timers
 // (an op that calls another op) count once, for the outermost family. When profiling is off a
 // timer is one predictable branch. It does not sample, attribute work inside OpenMP threads to
 // threads, or time anything on threads other than the one running the ops.
-// Families by op: matmul = matmul, bmm, linear (route projections included); attention =
-// causal_attention, rope; norms = rms_norm, layer_norm; routing = depth_mix, softmax (in MicroLM
-// the only unfused softmax is the route's); optimizer = zero_grad, clip_grad_norm, AdamW, SGD;
-// other = embedding, cross_entropy, elementwise, reductions and shape ops.
+// Families by op: matmul = matmul, bmm, linear; attention = causal_attention, rope; norms =
+// rms_norm, layer_norm; mixing = softmax and depth_mix (weighted sums over a set of sources);
+// optimizer = zero_grad, clip_grad_norm, AdamW, SGD; other = embedding, cross_entropy,
+// elementwise, reductions and shape ops.
 #pragma once
 #include <array>
 #include <cstdint>
 
 namespace dg {
 
-enum class OpFamily : uint8_t { matmul, attention, norms, routing, optimizer, other };
+enum class OpFamily : uint8_t { matmul, attention, norms, mixing, optimizer, other };
 constexpr int kOpFamilies = 6;
 const char* op_family_name(OpFamily family);
 

@@ -1,5 +1,5 @@
-// Random number generators that reproduce, value for value, the two streams the upstream
-// experiment draws from: PyTorch 1.13's CPU generator (mt19937; uniform_, normal_, nn.Linear's
+// Random number generators that reproduce, value for value, the two streams PyTorch and numpy
+// programs draw from: PyTorch 1.13's CPU generator (mt19937; uniform_, normal_, nn.Linear's
 // kaiming-uniform init) and numpy's default_rng (SeedSequence + PCG64; random, integers).
 // Also depthgrad's own per-tensor-name seed scheme. It does not draw in parallel, does not
 // emulate torch's CUDA/MPS generators, and covers only the distributions depthgrad uses.

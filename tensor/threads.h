@@ -25,13 +25,13 @@ void init_threads_from_env();
 int threads_from_env();
 
 // The thread count for work done in units of `unit_flops` floating-point operations each (for
-// training: one step, estimated_step_flops in train/lm/run_config.h) when the user chose none: one
+// training: one step, about 6 · parameters · tokens) when the user chose none: one
 // thread per kFlopsPerThread, at least 1, at most physical_cores(). Below about a GFLOP a step's
 // ops are small enough that the kernels keep most of them on one thread anyway (kParallelGrain,
-// kGemmParallelMinWork), and each extra thread only adds wake-ups to the few that do split: the
-// micro preset (0.2 GFLOP a step) gets 1 thread, mini (5.7) up to 5, small (86) and base every
-// core. Only how many threads run depends on this, never a result's bits: a run with the chosen
-// count is the same as one with --threads set to it.
+// kGemmParallelMinWork), and each extra thread only adds wake-ups to the few that do split: a
+// 0.2 GFLOP step gets 1 thread, 5.7 up to 5, 86 every core. Only how many threads run depends on
+// this, never a result's bits: a run with the chosen count is the same as one with --threads set to
+// it.
 constexpr double kFlopsPerThread = 1e9;
 int threads_for_work(double unit_flops);
 // init_threads_from_env() once, unless a thread count was already set: what the library calls on

@@ -108,14 +108,14 @@ TEST_CASE(
 
   set_op_profiling(true);
   {
-    ScopedOpTimer outer(OpFamily::routing);
-    ScopedOpTimer inner(OpFamily::matmul);  // nested: its time belongs to routing
-    CHECK(current_op_family() == OpFamily::routing);
+    ScopedOpTimer outer(OpFamily::mixing);
+    ScopedOpTimer inner(OpFamily::matmul);  // nested: its time belongs to mixing
+    CHECK(current_op_family() == OpFamily::mixing);
   }
   OpProfile p = op_profile();
-  CHECK(p.calls[int(OpFamily::routing)] == 1);
+  CHECK(p.calls[int(OpFamily::mixing)] == 1);
   CHECK(total_calls(p) == 1);  // the inner timer counted nowhere, not even under `other`
-  CHECK(p.seconds[int(OpFamily::routing)] == p.total());
+  CHECK(p.seconds[int(OpFamily::mixing)] == p.total());
   CHECK(current_op_family() == OpFamily::other);
 
   // A timer opened while profiling was off stays inert when profiling starts before it closes
@@ -186,7 +186,7 @@ TEST_CASE(
   CHECK(r.peak_rss_kib > 0);
   CHECK(r.peak_rss_kib >= r.baseline_rss_kib);
   REQUIRE(r.profiled);
-  for (OpFamily f : {OpFamily::matmul, OpFamily::attention, OpFamily::norms, OpFamily::routing,
+  for (OpFamily f : {OpFamily::matmul, OpFamily::attention, OpFamily::norms, OpFamily::mixing,
                      OpFamily::optimizer, OpFamily::other}) {
     CAPTURE(op_family_name(f));
     CHECK(r.family_seconds[int(f)] > 0);
