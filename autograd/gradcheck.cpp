@@ -201,6 +201,20 @@ Tensor random_tensor(const Shape& shape, uint64_t seed, double low, double high,
   return t;
 }
 
+Tensor random_tensor_away_from_zero(const Shape& shape, uint64_t seed, double low, double high,
+                                    double gap) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(low, high);
+  std::vector<double> values(shape_numel(shape));
+  for (double& v : values) {
+    v = dist(rng);
+    if (std::fabs(v) < gap) v += v < 0 ? -gap : gap;
+  }
+  Tensor t = Tensor::from_vector(values, shape, DType::f64);
+  t.set_requires_grad(true);
+  return t;
+}
+
 std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> all;
   for (auto family : {elementwise_op_cases, activation_op_cases, reduce_op_cases, shape_op_cases,

@@ -56,6 +56,11 @@ namespace dg {
 // A float64 tensor of `shape` with values uniform in [low, high), from `seed`.
 Tensor random_tensor(const Shape& shape, uint64_t seed, double low = -1.0, double high = 1.0,
                      bool requires_grad = true);
+// random_tensor's values (requiring grad) with every |x| < gap moved out to ±(|x| + gap), so no
+// element sits on a kink at 0 (relu, abs, sign, clamp's bounds at 0): what a gradient check of a
+// non-smooth op reads.
+Tensor random_tensor_away_from_zero(const Shape& shape, uint64_t seed, double low, double high,
+                                    double gap);
 
 // One row of the op gradient-check table. make_inputs builds float64 inputs (those that should
 // be checked have requires_grad); fn applies the op. The runner (tests/test_gradcheck_ops.cpp and

@@ -190,11 +190,7 @@ std::vector<OpCase> activation_op_cases() {
   using V = const std::vector<Tensor>&;
   // Inputs uniform in [lo, hi) with every |x| >= gap: no element sits on a kink at 0.
   auto away = [](Shape s, uint64_t seed, double lo, double hi, double gap, const char* name) {
-    Tensor t = random_tensor(s, seed, lo, hi);
-    double* p = t.data<double>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (std::fabs(p[i]) < gap) p[i] += p[i] < 0 ? -gap : gap;
-    return t.set_name(name);
+    return random_tensor_away_from_zero(s, seed, lo, hi, gap).set_name(name);
   };
   auto one = [=](Shape s, double lo = -2, double hi = 2) {
     return [=] { return std::vector<Tensor>{away(s, 61, lo, hi, 0.05, "a")}; };

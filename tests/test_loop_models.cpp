@@ -17,6 +17,7 @@
 #include "nn/layers.h"
 #include "tensor/factory.h"
 #include "tensor/gemm_kernels.h"
+#include "tests/loop_test_models.h"
 #include "tests/temp_dir.h"
 #include "tests/thread_ranks.h"
 #include "train/stop.h"
@@ -26,20 +27,7 @@ using namespace dg;
 using dg::test::TempDir;
 
 namespace {
-// The same network for the same seed: 3 → 16 → 16 → 2 with tanh, and dropout when asked.
-std::shared_ptr<Sequential> make_mlp(uint64_t seed, double dropout) {
-  TorchGenerator saved = default_generator();
-  manual_seed(seed);
-  auto net = std::make_shared<Sequential>();
-  net->add(std::make_unique<Linear>(3, 16));
-  net->add(dg::tanh);
-  if (dropout > 0) net->add(std::make_unique<Dropout>(dropout));
-  net->add(std::make_unique<Linear>(16, 16));
-  net->add(dg::tanh);
-  net->add(std::make_unique<Linear>(16, 2));
-  default_generator() = saved;
-  return net;
-}
+using loop_test::make_mlp;
 
 // 60 examples: x [60, 3], y [60, 2] a smooth function of x.
 TensorDataset regression_data() {

@@ -16,6 +16,7 @@
 #include "nn/containers.h"
 #include "nn/layers.h"
 #include "tensor/factory.h"
+#include "tests/loop_test_models.h"
 #include "tests/temp_dir.h"
 #include "tests/thread_ranks.h"
 #include "tools/example/gpt2_model.h"
@@ -114,19 +115,7 @@ Optimisation optimisation(Kind kind, Module& net) {
   return {optimizers.back().get(), schedulers.back().get()};
 }
 
-std::shared_ptr<Sequential> make_mlp(uint64_t seed, double dropout) {
-  TorchGenerator saved = default_generator();
-  manual_seed(seed);
-  auto net = std::make_shared<Sequential>();
-  net->add(std::make_unique<Linear>(3, 16));
-  net->add(dg::tanh);
-  if (dropout > 0) net->add(std::make_unique<Dropout>(dropout));
-  net->add(std::make_unique<Linear>(16, 16));
-  net->add(dg::tanh);
-  net->add(std::make_unique<Linear>(16, 2));
-  default_generator() = saved;
-  return net;
-}
+using loop_test::make_mlp;
 
 // 60 examples: x [60, 3], y [60, 2] a smooth function of x.
 TensorDataset regression_data() {
