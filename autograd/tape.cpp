@@ -6,10 +6,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "autograd/grad_sink.h"  // grad_of
+#include "autograd/ops.h"        // add, sum, reshape, scale: accumulation under create_graph
 #include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_matmul.h"  // add_strided
 #include "tensor/profile.h"
@@ -45,10 +50,46 @@ struct GraphNode {
   uint64_t walk = 0;    // the last walk that reached it
   bool freed = false;   // a backward without keep_graph ran it and released what it held
   bool needed = false;  // grad(): some requested input lies below it
+
+  // Version check: input k's version when recorded (kNotSaved: the backward does not read it),
+  // and other tensors the backward reads (its output) with theirs.
+  static constexpr uint64_t kNotSaved = std::numeric_limits<uint64_t>::max();
+  std::vector<uint64_t> input_versions;
+  std::vector<std::pair<Tensor, uint64_t>> other_saved;
+
+  // create_graph: a composed backward runs itself with grad mode on; else `differentiable` runs.
+  bool composed = false;
+  DifferentiableBackwardFn differentiable;
+  const char* made_by_backward_of = nullptr;  // recorded by a create_graph walk inside this op's backward
+  std::unique_ptr<std::string> made_at;       // anomaly mode: where the node was recorded
+};
+
+struct GradHooks {
+  std::vector<std::pair<uint64_t, std::function<Tensor(const Tensor&)>>> hooks;
+  uint64_t next_id = 0;
+  uint64_t applied_in_walk = 0;  // the walk that last ran them (they run once per walk)
 };
 
 namespace {
-thread_local bool g_grad_enabled = true;
+thread_local bool g_create_graph = false;            // the running walk records its backward
+thread_local const char* g_backward_of = nullptr;    // the op whose backward a create walk runs
+thread_local uint64_t g_current_walk = 0;            // the running walk (hooks run once per walk)
+thread_local bool g_anomaly = false;
+struct ScopeEntry {
+  const void* owner;
+  std::string (*describe)(const void*);
+};
+thread_local std::vector<ScopeEntry> g_scopes;  // CreationScope's stack (pushed in anomaly mode)
+
+// Sets grad mode for a scope (the walk turns it on around a create_graph backward).
+class GradModeScope {
+ public:
+  explicit GradModeScope(bool on) : previous_(detail::grad_mode) { detail::grad_mode = on; }
+  ~GradModeScope() { detail::grad_mode = previous_; }
+
+ private:
+  bool previous_;
+};
 // The storage of the running node's output gradient while backward() runs that node, when the
 // walk drops that gradient afterwards (not retained); null otherwise. See adoptable().
 thread_local const Storage* g_node_grad_storage = nullptr;
@@ -141,6 +182,91 @@ void check_not_freed(const std::vector<Step>& steps, const char* who) {
           who, s.node->op, s.output.describe()));
 }
 
+// Refuses a walk that would read a saved tensor written in place since its node was recorded
+// (PyTorch's "modified by an inplace operation"), before any gradient changes.
+void check_versions(const std::vector<Step>& steps, const char* who) {
+  auto refuse = [&](const GraphNode& node, const std::string& which, const Tensor& t,
+                    uint64_t saved) {
+    throw std::runtime_error(fmt::format(
+        "{}: a tensor needed for gradient computation was modified by an in-place write: op "
+        "'{}' saved its {} {} at version {}, and it is now at version {}. Write it after "
+        "backward, or give the op a clone()",
+        who, node.op, which, t.describe(), saved, t.version()));
+  };
+  for (const Step& s : steps) {
+    const GraphNode& node = *s.node;
+    for (size_t k = 0; k < node.input_versions.size(); ++k) {
+      const uint64_t saved = node.input_versions[k];
+      if (saved != GraphNode::kNotSaved && node.inputs[k].version() != saved)
+        refuse(node, fmt::format("input {}", k), node.inputs[k], saved);
+    }
+    for (const auto& [t, saved] : node.other_saved)
+      if (t.version() != saved) refuse(node, t.storage() == s.output.storage() ? "output" : "tensor", t, saved);
+  }
+}
+
+// Under create_graph every node must have a backward that records: refuses, naming the op.
+void check_differentiable(const std::vector<Step>& steps, const char* who) {
+  for (const Step& s : steps)
+    if (!s.node->composed && !s.node->differentiable)
+      throw std::runtime_error(fmt::format(
+          "{}: create_graph: op '{}' (output {}) has no differentiable backward (its backward "
+          "uses fused kernels), so its gradient cannot be differentiated again; compose it from "
+          "ops that support create_graph (autograd/README.md lists them)",
+          who, s.node->op, s.output.describe()));
+}
+
+// ---- hooks -----------------------------------------------------------------------------------
+
+// g after every hook registered on `t` (each on the previous one's result); once per walk.
+Tensor apply_hooks(const Tensor& t, Tensor g) {
+  GradHooks& h = *t.impl()->hooks;
+  if (h.applied_in_walk == g_current_walk) return g;
+  h.applied_in_walk = g_current_walk;
+  auto hooks = h.hooks;  // a hook may remove itself (or another) while they run
+  for (auto& [id, hook] : hooks) {
+    Tensor r = hook(g);
+    if (!r.defined()) continue;
+    if (r.shape() != t.shape() || r.dtype() != t.dtype())
+      throw std::invalid_argument(fmt::format(
+          "hook on tensor {}: it returned gradient {}, which does not match the tensor",
+          t.describe(), r.describe()));
+    g = r;
+  }
+  return g;
+}
+
+bool has_hooks(const Tensor& t) {
+  return t.defined() && t.impl()->hooks && !t.impl()->hooks->hooks.empty();
+}
+
+// ---- accumulation under create_graph ----------------------------------------------------------
+
+// t summed over the axes along which a tensor of `shape` was broadcast to t's shape (recorded).
+Tensor reduce_to_shape(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  const int64_t lead = t.dim() - static_cast<int64_t>(shape.size());
+  std::vector<int64_t> axes;
+  for (int64_t k = 0; k < t.dim(); ++k)
+    if (k < lead || (shape[k - lead] == 1 && t.shape()[k] != 1)) axes.push_back(k);
+  return reshape(sum(t, axes, /*keepdim=*/true), shape);
+}
+
+// accumulate_grad under create_graph: the gradient becomes a recorded sum (never written in place).
+void accumulate_recorded(const Tensor& input, const Tensor& g) {
+  TensorImpl* impl = input.impl();
+  Tensor r = reduce_to_shape(g, input.shape());
+  if (impl->grad.defined()) {
+    impl->grad = add(impl->grad, r);
+  } else {
+    // A gradient that outlives the walk (a leaf's, a retained one) is a copy, never a tensor
+    // someone else holds, so that a later in-place accumulation cannot reach it.
+    impl->grad = (impl->is_leaf || impl->retain_grad) ? scale(r, 1.0) : r;
+  }
+}
+
+// ---- the walk ------------------------------------------------------------------------------
+
 // Adds `grad_root` (or 1 when undefined: root must hold one element) into root's gradient.
 void seed(const Tensor& root, const Tensor& grad_root, const char* who) {
   if (grad_root.defined()) {
@@ -148,7 +274,7 @@ void seed(const Tensor& root, const Tensor& grad_root, const char* who) {
       throw std::invalid_argument(fmt::format("{}: gradient {} does not match root {}", who,
                                               grad_root.describe(), root.describe()));
     // A copy: the caller keeps grad_root, so it must never become a buffer the walk adds into.
-    accumulate_grad(root, grad_root.clone());
+    accumulate_grad(root, g_create_graph ? grad_root : grad_root.clone());
   } else {
     if (root.numel() != 1)
       throw std::invalid_argument(fmt::format(
@@ -157,9 +283,55 @@ void seed(const Tensor& root, const Tensor& grad_root, const char* who) {
   }
 }
 
-// Runs `steps` (newest first) with grad mode off. Unless keep_graph, each node is freed as soon as
-// it has run, so the buffers it saved for backward return to the storage cache while later
-// nodes' gradients are made.
+// The first non-finite element of t, or -1 (anomaly mode's check).
+int64_t first_non_finite(const Tensor& t) {
+  if (!is_floating(t.dtype())) return -1;
+  const std::vector<double> v = t.to_vector();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i])) return static_cast<int64_t>(i);
+  return -1;
+}
+
+// Anomaly mode: throws when the node just run left a non-finite value in an input's gradient.
+void check_finite(const GraphNode& node, const Tensor& output) {
+  for (size_t k = 0; k < node.inputs.size(); ++k) {
+    const Tensor& in = node.inputs[k];
+    if (!in.defined() || !in.impl()->grad.defined()) continue;
+    const Tensor& g = in.impl()->grad;
+    const int64_t at = first_non_finite(g);
+    if (at < 0) continue;
+    throw std::runtime_error(fmt::format(
+        "anomaly: the backward of op '{}' returned a non-finite value ({}) at element {} of the "
+        "gradient of its input {} ({}); the op was recorded {}; its output was {}",
+        node.op, g.to_vector()[static_cast<size_t>(at)], at, k, in.describe(),
+        node.made_at ? *node.made_at : std::string("outside anomaly mode (where is unknown)"),
+        output.describe()));
+  }
+}
+
+// Runs one node's backward: the fast one, or under create_graph the recorded one.
+void run_node(GraphNode& node, const Tensor& output, const Tensor& grad_output) {
+  if (!g_create_graph) {
+    node.backward(grad_output);
+    return;
+  }
+  GradModeScope on(true);
+  const char* previous = std::exchange(g_backward_of, node.op);
+  try {
+    if (node.differentiable)
+      node.differentiable(grad_output, output);
+    else
+      node.backward(grad_output);
+  } catch (...) {
+    g_backward_of = previous;
+    throw;
+  }
+  g_backward_of = previous;
+}
+
+// Runs `steps` (newest first) with grad mode off (on inside a create_graph backward). Unless
+// keep_graph, each node is freed as soon as it has run, so the buffers it saved for backward
+// return to the storage cache while later nodes' gradients are made.
 void run(std::vector<Step>& steps, bool keep_graph) {
   for (Step& step : steps) {
     GraphNode& node = *step.node;
@@ -169,24 +341,34 @@ void run(std::vector<Step>& steps, bool keep_graph) {
       step.output = Tensor();
       continue;
     }
+    if (out->hooks) [[unlikely]] {
+      GradModeScope mode(g_create_graph);
+      out->grad = apply_hooks(step.output, out->grad);
+    }
     BackwardObserver* observer = g_observer;
-    if (observer) [[unlikely]]
-      observer->before(node.op, node.inputs);
+    const ObservedNode observed{node.op, node.inputs, node.made_by_backward_of};
+    if (observer) [[unlikely]] {
+      GradModeScope off(false);
+      observer->before(observed);
+    }
     Tensor grad_output = out->grad;
     if (!out->retain_grad) out->grad = Tensor();
     {
       ScopedOpTimer timer(node.family);
-      g_node_grad_storage = out->retain_grad ? nullptr : grad_output.storage().get();
+      g_node_grad_storage =
+          out->retain_grad || g_create_graph ? nullptr : grad_output.storage().get();
       try {
-        node.backward(grad_output);
+        run_node(node, step.output, grad_output);
       } catch (...) {
         g_node_grad_storage = nullptr;
         throw;
       }
       g_node_grad_storage = nullptr;
     }
-    if (observer) [[unlikely]]
-      observer->after(node.op, node.inputs);
+    if (observer) [[unlikely]] {
+      GradModeScope off(false);
+      observer->after(observed);
+    }
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const Tensor& in = node.inputs[k];
       if (!in.defined() || !in.impl()->grad.defined()) continue;
@@ -196,31 +378,104 @@ void run(std::vector<Step>& steps, bool keep_graph) {
             fmt::format("autograd: backward of '{}' produced gradient {} for input {} of {}",
                         node.op, g.describe(), k, in.describe()));
     }
+    if (g_anomaly) [[unlikely]]
+      check_finite(node, step.output);
     if (!keep_graph) free_node(node);
     step.output = Tensor();
   }
 }
+
+// The leaves with hooks that a walk over `steps` (from `roots`) may reach: their gradients are
+// set aside before the walk and hooked(this walk's sum) is added back afterwards.
+struct HookedLeaf {
+  Tensor leaf, old_grad;
+};
+std::vector<HookedLeaf> set_aside_hooked_leaves(const std::vector<Step>& steps,
+                                                const std::vector<Tensor>& roots) {
+  std::vector<HookedLeaf> leaves;
+  std::unordered_set<const TensorImpl*> seen;
+  auto consider = [&](const Tensor& t) {
+    if (!has_hooks(t) || t.impl()->grad_fn || !seen.insert(t.impl()).second) return;
+    leaves.push_back(HookedLeaf{t, t.impl()->grad});
+    t.impl()->grad = Tensor();
+  };
+  for (const Tensor& r : roots) consider(r);
+  for (const Step& s : steps)
+    for (const Tensor& in : s.node->inputs) consider(in);
+  return leaves;
+}
+
+void put_back_hooked_leaves(std::vector<HookedLeaf>& leaves) {
+  for (HookedLeaf& h : leaves) {
+    TensorImpl* impl = h.leaf.impl();
+    Tensor fresh = impl->grad;
+    impl->grad = h.old_grad;
+    if (!fresh.defined()) continue;
+    Tensor hooked;
+    {
+      GradModeScope mode(g_create_graph);
+      hooked = apply_hooks(h.leaf, fresh);
+    }
+    if (!h.old_grad.defined()) {
+      impl->grad = (hooked.same(fresh) || g_create_graph) ? hooked : hooked.clone();
+    } else if (g_create_graph) {
+      GradModeScope on(true);
+      impl->grad = add(h.old_grad, hooked);
+    } else {
+      accumulate_grad(h.leaf, hooked);
+    }
+  }
+}
+
+// Everything a walk sets for its duration (create_graph, the walk number), put back on exit.
+class WalkScope {
+ public:
+  explicit WalkScope(bool create_graph)
+      : create_(std::exchange(g_create_graph, create_graph)),
+        walk_(std::exchange(g_current_walk, g_next_walk.fetch_add(1))) {}
+  ~WalkScope() {
+    g_create_graph = create_;
+    g_current_walk = walk_;
+  }
+  WalkScope(const WalkScope&) = delete;
+  WalkScope& operator=(const WalkScope&) = delete;
+
+ private:
+  bool create_;
+  uint64_t walk_;
+};
+
+// "in module 'a.b' with inputs [2, 3] float32, [3] float32": where anomaly mode says a node was made.
+std::string describe_creation(const std::vector<Tensor>& inputs) {
+  std::string where = g_scopes.empty()
+                          ? std::string("outside any module's forward")
+                          : fmt::format("in module '{}'", g_scopes.back().describe(g_scopes.back().owner));
+  std::string shapes;
+  for (const Tensor& in : inputs) shapes += (shapes.empty() ? "" : ", ") + in.describe();
+  return fmt::format("{} with inputs {}", where, shapes.empty() ? "(none)" : shapes);
+}
 }  // namespace
 
-bool grad_enabled() { return g_grad_enabled; }
-NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+bool grad_enabled() { return detail::grad_mode; }
+NoGradGuard::NoGradGuard() : previous_(detail::grad_mode) { detail::grad_mode = false; }
+NoGradGuard::~NoGradGuard() { detail::grad_mode = previous_; }
 
 bool should_record(std::initializer_list<Tensor> inputs) {
-  if (!g_grad_enabled) return false;
+  if (!detail::grad_mode) return false;
   for (const Tensor& t : inputs)
     if (t.requires_grad()) return true;
   return false;
 }
 
 bool should_record(const std::vector<Tensor>& inputs) {
-  if (!g_grad_enabled) return false;
+  if (!detail::grad_mode) return false;
   for (const Tensor& t : inputs)
     if (t.requires_grad()) return true;
   return false;
 }
 
-void record(const char* op, std::vector<Tensor> inputs, Tensor& output, BackwardFn backward) {
+RecordedNode record(const char* op, std::vector<Tensor> inputs, Tensor& output,
+                    BackwardFn backward) {
   if (!backward)
     throw std::logic_error(
         fmt::format("autograd: op '{}' has no backward and cannot be recorded", op));
@@ -229,11 +484,45 @@ void record(const char* op, std::vector<Tensor> inputs, Tensor& output, Backward
       throw std::logic_error(
           fmt::format("autograd: op '{}' returns its input {} itself; record a view or a copy", op,
                       in.describe()));
+  std::vector<uint64_t> versions(inputs.size(), GraphNode::kNotSaved);
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (inputs[k].defined()) versions[k] = inputs[k].version();
+  std::string made_at;
+  if (g_anomaly) [[unlikely]]
+    made_at = describe_creation(inputs);
   TensorImpl* impl = output.impl();
   impl->requires_grad = true;
   impl->is_leaf = false;
-  impl->grad_fn = std::shared_ptr<GraphNode>(
-      new GraphNode(op, std::move(inputs), std::move(backward), current_op_family()), delete_node);
+  auto* node = new GraphNode(op, std::move(inputs), std::move(backward), current_op_family());
+  node->input_versions = std::move(versions);
+  if (g_create_graph) node->made_by_backward_of = g_backward_of;
+  if (g_anomaly) [[unlikely]]
+    node->made_at = std::make_unique<std::string>(std::move(made_at));
+  impl->grad_fn = std::shared_ptr<GraphNode>(node, delete_node);
+  return RecordedNode(node);
+}
+
+RecordedNode& RecordedNode::saves(std::initializer_list<Tensor> tensors) {
+  std::vector<uint64_t> versions(node_->inputs.size(), GraphNode::kNotSaved);
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    bool input = false;
+    for (size_t k = 0; k < node_->inputs.size(); ++k)
+      if (node_->inputs[k].same(t)) versions[k] = t.version(), input = true;
+    if (!input) node_->other_saved.emplace_back(detach(t), t.version());
+  }
+  node_->input_versions = std::move(versions);
+  return *this;
+}
+
+RecordedNode& RecordedNode::composed() {
+  node_->composed = true;
+  return *this;
+}
+
+RecordedNode& RecordedNode::differentiable(DifferentiableBackwardFn backward) {
+  node_->differentiable = std::move(backward);
+  return *this;
 }
 
 Tensor detach(const Tensor& t) {
@@ -244,6 +533,10 @@ Tensor detach(const Tensor& t) {
 }
 
 void accumulate_grad(const Tensor& input, const Tensor& g) {
+  if (g_create_graph) {
+    accumulate_recorded(input, g);
+    return;
+  }
   TensorImpl* impl = input.impl();
   if (!impl->grad.defined() && adoptable(input, g)) {
     impl->grad = g;
@@ -265,38 +558,65 @@ void accumulate_grad(const Tensor& input, const Tensor& g) {
 
 void retain_grad(const Tensor& t) { t.impl()->retain_grad = true; }
 
-void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph) {
+namespace {
+// What backward() and grad() check before a walk that runs `steps` changes any gradient.
+void check_walk(const std::vector<Step>& steps, const char* who, bool create_graph) {
+  check_not_freed(steps, who);
+  check_versions(steps, who);
+  if (create_graph) check_differentiable(steps, who);
+}
+}  // namespace
+
+void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph, bool create_graph) {
+  if (!root.defined())
+    throw std::invalid_argument(
+        "backward: the root is an undefined tensor (a default-constructed dg::Tensor, or a "
+        "gradient read before any backward reached it)");
   if (!root.requires_grad())
     throw std::invalid_argument(fmt::format(
-        "backward: tensor {} does not require grad (no recorded op produced it from a tensor "
-        "that requires grad)",
-        root.describe()));
-  NoGradGuard no_grad;  // ops inside backward closures are not recorded
+        "backward: tensor {} does not require grad and has no recorded op: {}", root.describe(),
+        root.impl()->made_without_grad
+            ? "it was made while grad mode was off (inside a NoGradGuard or a backward), so no "
+              "op recorded how it was computed"
+            : "no input of the ops that made it requires grad (set_requires_grad(true) on the "
+              "parameters or inputs to differentiate)"));
+  if (create_graph) keep_graph = true;
+  NoGradGuard no_grad;  // ops inside backward closures are not recorded (unless create_graph)
+  WalkScope walk(create_graph);
   std::vector<Step> steps = reachable({root});
-  check_not_freed(steps, "backward");
-  seed(root, grad_root, "backward");
-  run(steps, keep_graph);
+  check_walk(steps, "backward", create_graph);
+  std::vector<HookedLeaf> hooked = set_aside_hooked_leaves(steps, {root});
+  try {
+    seed(root, grad_root, "backward");
+    run(steps, keep_graph);
+  } catch (...) {
+    for (HookedLeaf& h : hooked) h.leaf.impl()->grad = h.old_grad;
+    throw;
+  }
+  put_back_hooked_leaves(hooked);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool keep_graph,
-                         bool allow_unused) {
+                         bool create_graph, bool allow_unused) {
   if (outputs.empty()) throw std::invalid_argument("grad: no outputs");
   if (!grad_outputs.empty() && grad_outputs.size() != outputs.size())
     throw std::invalid_argument(
         fmt::format("grad: {} grad_outputs for {} outputs", grad_outputs.size(), outputs.size()));
   for (size_t i = 0; i < outputs.size(); ++i)
-    if (!outputs[i].requires_grad())
+    if (!outputs[i].defined() || !outputs[i].requires_grad())
       throw std::invalid_argument(
           fmt::format("grad: output {} ({}) does not require grad", i, outputs[i].describe()));
   std::unordered_map<const TensorImpl*, size_t> wanted;  // requested input -> its index
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].requires_grad())
+    if (!inputs[i].defined() || !inputs[i].requires_grad())
       throw std::invalid_argument(
           fmt::format("grad: input {} ({}) does not require grad", i, inputs[i].describe()));
     wanted.emplace(inputs[i].impl(), i);
   }
+  if (create_graph) keep_graph = true;
   NoGradGuard no_grad;
+  WalkScope walk(create_graph);
   std::vector<Step> steps = reachable(outputs);
 
   // The nodes with a requested input below them, oldest first (a node's inputs are older than it).
@@ -325,7 +645,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
           "get an undefined gradient for it)",
           i, inputs[i].describe()));
   std::erase_if(steps, [](const Step& s) { return !s.node->needed; });
-  check_not_freed(steps, "grad");
+  check_walk(steps, "grad", create_graph);
 
   // Every gradient the walk may write is set aside and put back afterwards.
   struct Saved {
@@ -346,6 +666,9 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     set_aside(in);
     in.impl()->retain_grad = true;  // a requested non-leaf keeps what reaches it
   }
+  auto put_back = [&] {
+    for (Saved& s : saved) s.tensor.impl()->grad = s.grad, s.tensor.impl()->retain_grad = s.retain;
+  };
   std::vector<Tensor> result(inputs.size());
   try {
     for (size_t i = 0; i < outputs.size(); ++i)
@@ -353,16 +676,47 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     run(steps, keep_graph);
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!used[i]) continue;
-      const Tensor& g = inputs[i].impl()->grad;
-      result[i] = g.defined() ? g : Tensor::zeros(inputs[i].shape(), inputs[i].dtype());
+      Tensor g = inputs[i].impl()->grad;
+      if (!g.defined()) g = Tensor::zeros(inputs[i].shape(), inputs[i].dtype());
+      if (has_hooks(inputs[i])) {  // a leaf's hooks (a non-leaf's ran before its node, once)
+        GradModeScope mode(create_graph);
+        g = apply_hooks(inputs[i], g);
+      }
+      result[i] = g;
     }
   } catch (...) {
-    for (Saved& s : saved) s.tensor.impl()->grad = s.grad, s.tensor.impl()->retain_grad = s.retain;
+    put_back();
     throw;
   }
-  for (Saved& s : saved) s.tensor.impl()->grad = s.grad, s.tensor.impl()->retain_grad = s.retain;
+  put_back();
   return result;
 }
+
+HookHandle Tensor::register_hook(std::function<Tensor(const Tensor& grad)> hook) const {
+  if (!defined()) throw std::invalid_argument("register_hook: the tensor is undefined");
+  if (!requires_grad())
+    throw std::invalid_argument(fmt::format(
+        "register_hook: tensor {} does not require grad, so no gradient will reach a hook on it",
+        describe()));
+  if (!hook) throw std::invalid_argument("register_hook: the hook is empty");
+  if (!impl_->hooks) impl_->hooks = std::make_shared<GradHooks>();
+  GradHooks& h = *impl_->hooks;
+  const uint64_t id = h.next_id++;
+  h.hooks.emplace_back(id, std::move(hook));
+  return HookHandle([weak = std::weak_ptr<GradHooks>(impl_->hooks), id] {
+    if (auto h = weak.lock())
+      std::erase_if(h->hooks, [id](const auto& entry) { return entry.first == id; });
+  });
+}
+
+DetectAnomalyGuard::DetectAnomalyGuard(bool enabled) : previous_(g_anomaly) { g_anomaly = enabled; }
+DetectAnomalyGuard::~DetectAnomalyGuard() { g_anomaly = previous_; }
+bool anomaly_enabled() { return g_anomaly; }
+
+CreationScope::CreationScope(const void* owner, std::string (*describe)(const void*)) {
+  g_scopes.push_back(ScopeEntry{owner, describe});
+}
+CreationScope::~CreationScope() { g_scopes.pop_back(); }
 
 int64_t live_graph_nodes() { return g_live_nodes.load(std::memory_order_relaxed); }
 

@@ -5,14 +5,17 @@
 // depends on, newest first (the reverse of execution order), and frees each once it has run.
 //
 // The backward contract (the same for every op) is written once, below: a backward adds each
-// input's vector-Jacobian product into its gradient with accumulate_grad.
+// input's vector-Jacobian product into its gradient with accumulate_grad. What makes the graph
+// trustworthy, also here: version checks of saved tensors (an in-place write after an op saved
+// a tensor makes its backward refuse), gradients of gradients (create_graph), hooks on a
+// tensor's gradient, and anomaly mode (the op whose backward made the first NaN, and where that
+// op was recorded).
 // This file does not define any op (see autograd/ops.h) and holds no fast-kernel shortcut (see
-// autograd/grad_sink.h). Not supported: double backward (PyTorch's create_graph): the walk
-// records nothing, so a gradient of a gradient needs the first derivative written as a forward
-// composition of ops and differentiated with backward() or grad().
+// autograd/grad_sink.h).
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -20,6 +23,10 @@
 namespace dg {
 
 using BackwardFn = std::function<void(const Tensor& grad_output)>;
+// A backward written with recorded ops only, for create_graph: it also receives the op's output
+// with its graph (a backward that needs the output, as exp's, must use this one and not a
+// detached copy, or the second derivative loses the output's dependence on the input).
+using DifferentiableBackwardFn = std::function<void(const Tensor& grad_output, const Tensor& output)>;
 
 // Grad mode (thread-local). NoGradGuard turns recording off for its scope. The backward walk
 // runs with grad mode off: ops called inside a backward closure are never recorded.
@@ -39,13 +46,35 @@ class NoGradGuard {
 bool should_record(std::initializer_list<Tensor> inputs);
 bool should_record(const std::vector<Tensor>& inputs);
 
+// What record() returns: the new node, to say more about its backward (each call optional).
+class RecordedNode {
+ public:
+  explicit RecordedNode(GraphNode* node) : node_(node) {}
+  // The tensors the backward reads: their versions are recorded now, and a backward after any of
+  // them (or a view of its storage) was written in place throws before any gradient is written.
+  // By default every input is saved; an op whose backward needs only shapes says saves({}), one
+  // that reads its output lists it (pass the output itself, or detach(output)).
+  RecordedNode& saves(std::initializer_list<Tensor> tensors);
+  // The backward is written with recorded ops only (no kernel, no captured detached output): under
+  // create_graph it runs with grad mode on and is itself recorded, so it has a gradient too.
+  RecordedNode& composed();
+  // The backward to run under create_graph instead of `backward` (which uses kernels): written
+  // with recorded ops, it gets the op's output with its graph. An op with neither composed() nor
+  // this refuses create_graph, naming itself.
+  RecordedNode& differentiable(DifferentiableBackwardFn backward);
+
+ private:
+  GraphNode* node_;
+};
+
 // Records `output` as the result of `op` applied to `inputs`: output holds the new node, which
 // holds the inputs and `backward`. Marks output as requiring grad and as a non-leaf. Throws
 // naming `op` when `backward` is empty (an op without a backward cannot be recorded) or when
 // output is one of its inputs. `backward` must not capture `output` itself (that would be a
 // reference cycle, output -> node -> closure -> output, and the graph would never be freed):
 // capture detach(output), which shares its values without its graph.
-void record(const char* op, std::vector<Tensor> inputs, Tensor& output, BackwardFn backward);
+RecordedNode record(const char* op, std::vector<Tensor> inputs, Tensor& output,
+                    BackwardFn backward);
 
 // A tensor sharing t's storage, shape and strides but none of its autograd metadata (no node, no
 // gradient, not requiring grad), as PyTorch's detach(). What a backward captures of its output.
@@ -73,17 +102,56 @@ void accumulate_grad(const Tensor& input, const Tensor& t);
 // node throws, naming its op, before any gradient changes (PyTorch raises only when that node
 // had saved tensors). Other graphs are not touched. One root: PyTorch's backward of several
 // tensors at once is grad() here, or one backward per root.
-void backward(const Tensor& root, const Tensor& grad_root = Tensor(), bool keep_graph = false);
+// Before any gradient is written, the walk also throws when a tensor a node saved was written
+// in place since (naming the op, the tensor and both versions), and, with create_graph, when a
+// node's op has no differentiable backward (naming the op).
+// create_graph: the backward itself is recorded, so the gradients it leaves have a graph and can
+// be differentiated again (Hessian-vector products, derivatives inside a loss). It implies
+// keep_graph (PyTorch's default), and a leaf's grad() becomes a new tensor (old + new, recorded)
+// rather than a sum written into the old one.
+void backward(const Tensor& root, const Tensor& grad_root = Tensor(), bool keep_graph = false,
+              bool create_graph = false);
 
 // The gradients of `outputs` with respect to `inputs`, as torch.autograd.grad: no `.grad` of any
 // tensor changes. `grad_outputs` holds one gradient per output (undefined: the output must hold
 // one element, gradient 1); empty means all undefined. Only the nodes on a path from an output to
 // an input run, and they are freed unless keep_graph. An input the outputs do not depend on
 // throws naming it, unless allow_unused (its result is then undefined); an input reached whose
-// gradient no backward wrote gets zeros.
+// gradient no backward wrote gets zeros. create_graph as backward's: the results have a graph
+// (torch.autograd.grad(..., create_graph=True)); grad_outputs that require grad are part of it.
+// The arguments are in torch's order.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool keep_graph = false,
-                         bool allow_unused = false);
+                         bool create_graph = false, bool allow_unused = false);
+
+// ---- Anomaly mode (PyTorch's detect_anomaly) ----------------------------------------------
+// While a DetectAnomalyGuard(true) lives on this thread, every recorded node notes where it was
+// made (its op, its inputs' shapes and the innermost CreationScope, which a Module's forward
+// opens with its path), and each backward checks the gradients every node writes: the first
+// non-finite value throws std::runtime_error naming the op whose backward produced it, the
+// input, and where that op was made. Off by default; off, it costs one branch per node.
+class DetectAnomalyGuard {
+ public:
+  explicit DetectAnomalyGuard(bool enabled = true);
+  ~DetectAnomalyGuard();
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+bool anomaly_enabled();
+
+// A named place in the forward (a module's forward opens one with its dotted path) that anomaly
+// mode records into each node made inside it. `describe(owner)` is called only in anomaly mode,
+// when a node is recorded; owner must outlive the scope. Scopes nest (innermost wins).
+class CreationScope {
+ public:
+  CreationScope(const void* owner, std::string (*describe)(const void* owner));
+  ~CreationScope();
+  CreationScope(const CreationScope&) = delete;
+  CreationScope& operator=(const CreationScope&) = delete;
+};
 
 // Keeps the gradient of a non-leaf tensor after backward (for inspection and tests).
 void retain_grad(const Tensor& t);
@@ -93,12 +161,19 @@ int64_t live_graph_nodes();
 
 // ---- An observer of the backward walk, for test tools (tests/support/plant_error.cpp) ----------
 // before() runs just before a node's backward, after() just after it (before the shape checks),
-// each with the node's op name and inputs. None is set by default; unset, it costs one branch per
-// node. Grad mode is off during the walk, so what it computes with ops is not recorded.
+// each with the node: its op name, inputs, and, for a node recorded by a create_graph walk, the
+// op whose backward recorded it (made_by_backward_of; null otherwise). None is set by default;
+// unset, it costs one branch per node. Grad mode is off in the observer (even under
+// create_graph), so what it computes with ops is not recorded.
+struct ObservedNode {
+  const char* op;
+  const std::vector<Tensor>& inputs;
+  const char* made_by_backward_of;
+};
 struct BackwardObserver {
   virtual ~BackwardObserver() = default;
-  virtual void before(const char* op, const std::vector<Tensor>& inputs) {}
-  virtual void after(const char* op, const std::vector<Tensor>& inputs) {}
+  virtual void before(const ObservedNode& node) {}
+  virtual void after(const ObservedNode& node) {}
 };
 // Installs `observer` for every later backward() on any thread (nullptr removes it). The caller
 // keeps it alive while installed.

@@ -204,6 +204,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
       throw std::invalid_argument(
           fmt::format("empty: negative size in shape {}", shape_str(shape)));
   auto impl = std::make_shared<TensorImpl>();
+  impl->made_without_grad = !detail::grad_mode;
   impl->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype));
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
@@ -279,6 +280,7 @@ Tensor Tensor::from_buffer(const void* data, DType source, int64_t count, const 
 Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape,
                             const Shape& strides, int64_t offset, DType dtype) {
   auto impl = std::make_shared<TensorImpl>();
+  impl->made_without_grad = !detail::grad_mode;
   impl->storage = std::move(storage);
   impl->shape = shape;
   impl->strides = strides;
@@ -301,6 +303,7 @@ const Shape& Tensor::strides() const { return checked(impl_).strides; }
 int64_t Tensor::offset() const { return checked(impl_).offset; }
 DType Tensor::dtype() const { return checked(impl_).dtype; }
 const std::shared_ptr<Storage>& Tensor::storage() const { return checked(impl_).storage; }
+uint64_t Tensor::version() const { return checked(impl_).storage->version(); }
 int64_t Tensor::numel() const { return shape_numel(shape()); }
 
 int64_t Tensor::size(int64_t axis) const { return shape()[normalize_axis(axis, dim(), "size")]; }
@@ -404,6 +407,7 @@ void Tensor::copy_from(const Tensor& source) {
   if (source.shape() != shape())
     throw std::invalid_argument(fmt::format("copy_from: source {} does not match destination {}",
                                             source.describe(), describe()));
+  storage()->bump_version();
   if (source.dtype() == dtype() && source.is_contiguous() && is_contiguous()) {
     size_t element = dtype_size(dtype());
     std::memmove(static_cast<char*>(storage()->data()) + offset() * element,
@@ -426,6 +430,7 @@ void Tensor::copy_from(const Tensor& source) {
 }
 
 void Tensor::fill(double value) {
+  storage()->bump_version();
   dispatch_any(dtype(), [&]<class T>() {
     T* base = static_cast<T*>(storage()->data());
     const T v = static_cast<T>(value);

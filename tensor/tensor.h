@@ -9,11 +9,13 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tensor/shape.h"
@@ -58,8 +60,14 @@ class Storage {
   Storage& operator=(const Storage&) = delete;
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // The version counter every tensor over this storage shares (views included, as PyTorch's
+  // views share their base's): each in-place write adds one. Autograd records it when an op
+  // saves a tensor for backward and refuses a backward that would read a changed value.
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
 
  private:
+  uint64_t version_ = 0;
   void* data_ = nullptr;
   size_t bytes_ = 0;
   bool pooled_ = false;
@@ -83,6 +91,22 @@ uint64_t storage_fresh_allocations();
 class Tensor;
 struct TensorImpl;
 struct GraphNode;  // autograd's record of the op that made a tensor (autograd/tape.cpp)
+struct GradHooks;  // the hooks registered on a tensor's gradient (autograd/tape.cpp)
+
+// What register_hook (and Module's hooks) return: remove() unregisters the hook; removing twice,
+// or after the tensor or module is gone, does nothing. Dropping the handle keeps the hook
+// (PyTorch's RemovableHandle).
+class HookHandle {
+ public:
+  HookHandle() = default;
+  explicit HookHandle(std::function<void()> remove) : remove_(std::move(remove)) {}
+  void remove() {
+    if (remove_) std::exchange(remove_, nullptr)();
+  }
+
+ private:
+  std::function<void()> remove_;
+};
 
 // Calls f.template operator()<T>() with T = float or double; throws naming `op` for other types.
 template <class F>
@@ -151,9 +175,21 @@ class Tensor {
   std::string describe() const;
 
   // --- element access -------------------------------------------------------------------------
-  // Pointer to the element at the tensor's offset; checks that T matches the dtype.
+  // Pointer to the element at the tensor's offset; checks that T matches the dtype. Raw access,
+  // as libtorch's data_ptr(): a write through it is not seen by autograd's version check.
   template <class T>
   T* data() const;
+  // data() for a write into a tensor that already exists: adds one to its version first, so a
+  // backward that saved this tensor (or a view of its storage) refuses to run. Library code
+  // writes existing tensors in place through this, fill() or copy_from().
+  template <class T>
+  T* mutable_data() const {
+    T* p = data<T>();
+    impl_->storage->bump_version();
+    return p;
+  }
+  // The in-place write count of this tensor's storage (PyTorch's tensor._version).
+  uint64_t version() const;
   double item() const;  // the one element of a 1-element tensor
   // The same as T (float, double, int32_t, int64_t), as libtorch's item<T>(): floats to integers
   // truncate toward zero; a value T cannot hold (out of range, NaN to an integer) throws.
@@ -171,7 +207,9 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;  // always a fresh contiguous copy; records nothing (see autograd/README)
   Tensor to(DType dtype) const;
-  void copy_from(const Tensor& source);  // elementwise copy of an equal-shaped tensor into this one
+  // In-place writes (each adds one to the version): an elementwise copy of an equal-shaped
+  // tensor into this one, and every element set to `value`.
+  void copy_from(const Tensor& source);
   void fill(double value);
   Tensor view_reshape(const Shape& shape) const;  // needs contiguous; one size may be -1
   Tensor view_transpose(int64_t a, int64_t b) const;
@@ -188,6 +226,14 @@ class Tensor {
   void zero_grad();                // zeroes the gradient in place if present
   const std::string& name() const;
   Tensor& set_name(std::string name);
+  // A hook on this tensor's gradient (PyTorch's Tensor.register_hook), defined in
+  // autograd/tape.cpp: each backward or grad() that reaches this tensor calls hook(g) with the
+  // gradient this walk computed for it, and a defined result replaces g. Hooks run in
+  // registration order, each on the previous one's result. A non-leaf's hooks run before its
+  // op's backward reads the gradient (a retained gradient is the replaced one); a leaf's run once
+  // the walk is over, on the walk's sum, before it is added into grad(). The tensor must require
+  // grad. The hook must not capture this tensor (a cycle): capture nothing or a detach().
+  HookHandle register_hook(std::function<Tensor(const Tensor& grad)> hook) const;
 
   TensorImpl* impl() const { return impl_.get(); }
   bool same(const Tensor& other) const { return impl_ == other.impl_; }
@@ -217,8 +263,16 @@ struct TensorImpl {
   bool retain_grad = false;
   Tensor grad;
   std::shared_ptr<GraphNode> grad_fn;  // the recorded op that made this tensor; null for leaves
+  std::shared_ptr<GradHooks> hooks;    // register_hook's hooks; null when none was registered
+  bool made_without_grad = false;      // made while grad mode was off (for error messages)
   std::string name;
 };
+
+// Grad mode's flag (autograd/tape.h's grad_enabled and NoGradGuard set it). It lives here so
+// that a tensor made while it was off can say so in backward's error.
+namespace detail {
+inline thread_local bool grad_mode = true;
+}
 
 // Throws std::invalid_argument "op: expected <what>, got <tensor>" unless cond holds.
 void check_arg(bool cond, const char* op, const Tensor& t, const std::string& what);

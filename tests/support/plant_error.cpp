@@ -33,7 +33,9 @@ class PlantError : public BackwardObserver {
   PlantError(std::string op, bool f32_only, bool list)
       : op_(std::move(op)), f32_only_(f32_only), list_(list) {}
 
-  void before(const char* op, const std::vector<Tensor>& inputs) override {
+  void before(const ObservedNode& node) override {
+    const char* op = node.op;
+    const std::vector<Tensor>& inputs = node.inputs;
     at_ = -1;
     if (list_ && listed_.insert(op).second) fmt::print(stderr, "op {}\n", op);
     if (op_ != op) return;
@@ -42,8 +44,9 @@ class PlantError : public BackwardObserver {
   }
 
   // Adds 1% of the largest element of this node's contribution (after - before) to the gradient.
-  void after(const char* op, const std::vector<Tensor>& inputs) override {
+  void after(const ObservedNode& node) override {
     if (at_ < 0) return;
+    const std::vector<Tensor>& inputs = node.inputs;
     const Tensor& in = inputs[at_];
     at_ = -1;
     const Tensor& g = in.impl()->grad;
