@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "autograd/ops.h"
 #include "autograd/tape.h"
 
 namespace dg {
@@ -47,6 +48,7 @@ struct Checker {
   const std::string& name;
   const GradcheckOptions& opt;
   GradcheckResult& result;
+  const char* what = "gradcheck";
   bool compare(double analytic, double numeric, const std::string& where) {
     double err = std::fabs(analytic - numeric);
     double tol = opt.atol + opt.rtol * std::max(std::fabs(analytic), std::fabs(numeric));
@@ -55,9 +57,9 @@ struct Checker {
     if (!(err <= tol)) {  // also catches NaN
       if (result.passed)
         result.message = fmt::format(
-            "gradcheck '{}': {}: expected (numeric) {:.10g}, received (analytic) {:.10g}, "
+            "{} '{}': {}: expected (numeric) {:.10g}, received (analytic) {:.10g}, "
             "|difference| {:.3g} > tolerance {:.3g}",
-            name, where, numeric, analytic, err, tol);
+            what, name, where, numeric, analytic, err, tol);
       result.passed = false;
       return false;
     }
@@ -183,6 +185,158 @@ GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
     for (const Tensor& t : inputs)
       if (t.defined()) t.impl()->grad = Tensor();
   }
+  return result;
+}
+
+// ---- gradgradcheck ------------------------------------------------------------------------------
+
+namespace {
+
+// What gradgradcheck differentiates: the inputs that require grad, W and U.
+struct SecondOrderSetup {
+  std::vector<size_t> checked;         // indices of the inputs that require grad
+  Shape out_shape;                     // f's output shape
+  std::vector<double> w;               // one weight per output element
+  std::vector<std::vector<double>> u;  // per checked input, one weight per element
+};
+
+std::vector<Tensor> checked_inputs(const std::vector<Tensor>& inputs, const SecondOrderSetup& s) {
+  std::vector<Tensor> xs;
+  for (size_t i : s.checked) xs.push_back(inputs[i]);
+  return xs;
+}
+
+// Σ U ⊙ G as a double, G the per-input gradients (undefined: zero).
+double weighted_sum(const std::vector<Tensor>& g, const SecondOrderSetup& s) {
+  double h = 0;
+  for (size_t k = 0; k < g.size(); ++k) {
+    if (!g[k].defined()) continue;
+    const std::vector<double> v = g[k].to_vector();
+    for (size_t e = 0; e < v.size(); ++e) h += s.u[k][e] * v[e];
+  }
+  return h;
+}
+
+// G = ∂/∂x Σ W ⊙ f(x) with the plain backward (no create_graph): what gradcheck trusts.
+std::vector<Tensor> plain_first_derivative(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                                           const SecondOrderSetup& s) {
+  Tensor out = fn(inputs);
+  return grad({out}, checked_inputs(inputs, s), {Tensor::from_vector(s.w, out.shape(), DType::f64)},
+              false, false, true);
+}
+
+// Central differences of H(x, W) = Σ U ⊙ G along `perturb` (which moves x or W by ±ε·direction).
+template <class Perturb>
+double numeric_h_derivative(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                            SecondOrderSetup& s, double eps, Perturb perturb) {
+  perturb(+eps);
+  const double plus = weighted_sum(plain_first_derivative(fn, inputs, s), s);
+  perturb(-2 * eps);
+  const double minus = weighted_sum(plain_first_derivative(fn, inputs, s), s);
+  perturb(+eps);
+  return (plus - minus) / (2 * eps);
+}
+
+// Compares `analytic` (∂H/∂ of a flat buffer `p` of n elements) with central differences.
+void check_flat(Checker& check, const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                SecondOrderSetup& s, double* p, const Shape& shape,
+                const std::vector<double>& analytic, const std::string& label,
+                std::mt19937_64& rng) {
+  const GradcheckOptions& opt = check.opt;
+  const int64_t n = shape_numel(shape);
+  auto element = [&](int64_t e) {
+    const double numeric =
+        numeric_h_derivative(fn, inputs, s, opt.eps, [&](double d) { p[e] += d; });
+    check.compare(analytic[e], numeric,
+                  fmt::format("d²: {} element {} (flat {})", label, index_str(shape, e), e));
+  };
+  // Each numeric H is a forward and a backward: a smaller full check than gradcheck's.
+  if (n <= std::min<int64_t>(opt.full_max_numel, 512)) {
+    for (int64_t e = 0; e < n && check.result.passed; ++e) element(e);
+    return;
+  }
+  std::uniform_int_distribution<int64_t> pick(0, n - 1);
+  for (int64_t k = 0; k < opt.sampled_elements / 4 && check.result.passed; ++k) element(pick(rng));
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> v(n);
+  for (int d = 0; d < std::max(1, opt.directions / 2) && check.result.passed; ++d) {
+    double analytic_dir = 0;
+    for (int64_t e = 0; e < n; ++e) analytic_dir += analytic[e] * (v[e] = normal(rng));
+    const double numeric = numeric_h_derivative(fn, inputs, s, opt.eps, [&](double d) {
+      for (int64_t e = 0; e < n; ++e) p[e] += d * v[e];
+    });
+    check.compare(analytic_dir, numeric, fmt::format("d²: {} along random direction {}", label, d));
+  }
+}
+
+}  // namespace
+
+GradcheckResult gradgradcheck(const std::string& name, const GradcheckFn& fn,
+                              const std::vector<Tensor>& inputs, const GradcheckOptions& opt) {
+  GradcheckResult result;
+  Checker check{name, opt, result, "gradgradcheck"};
+  std::mt19937_64 rng(opt.seed + 7);
+  std::uniform_real_distribution<double> weight_dist(0.5, 1.5);
+  auto weight = [&] { return weight_dist(rng) * (rng() & 1 ? 1.0 : -1.0); };
+
+  SecondOrderSetup s;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].requires_grad()) continue;
+    if (inputs[i].dtype() != DType::f64 || !inputs[i].is_contiguous())
+      throw std::invalid_argument(
+          fmt::format("gradgradcheck '{}': {} is {}; it needs contiguous float64 inputs", name,
+                      input_label(inputs[i], i), inputs[i].describe()));
+    s.checked.push_back(i);
+  }
+  Tensor out = fn(inputs);
+  if (!out.requires_grad() || out.dtype() != DType::f64)
+    throw std::invalid_argument(
+        fmt::format("gradgradcheck '{}': the output {} must be float64 and require grad", name,
+                    out.describe()));
+  s.out_shape = out.shape();
+  s.w.resize(static_cast<size_t>(out.numel()));
+  for (double& x : s.w) x = weight();
+  for (size_t i : s.checked) {
+    s.u.emplace_back(static_cast<size_t>(inputs[i].numel()));
+    for (double& x : s.u.back()) x = weight();
+  }
+
+  // ---- G recorded by create_graph, H = Σ U ⊙ G, and H's gradient by a backward through it
+  const std::vector<Tensor> xs = checked_inputs(inputs, s);
+  Tensor w_tensor = Tensor::from_vector(s.w, s.out_shape, DType::f64);
+  w_tensor.set_requires_grad(true);
+  std::vector<Tensor> g = grad({out}, xs, {w_tensor}, true, /*create_graph=*/true, true);
+  Tensor h;
+  for (size_t k = 0; k < g.size(); ++k) {
+    if (!g[k].defined()) continue;
+    Tensor term = sum(mul(g[k], Tensor::from_vector(s.u[k], xs[k].shape(), DType::f64)));
+    h = h.defined() ? add(h, term) : term;
+  }
+  std::vector<Tensor> wrt = xs;
+  wrt.push_back(w_tensor);
+  std::vector<Tensor> dh(wrt.size());
+  if (h.defined() && h.requires_grad()) dh = grad({h}, wrt, {}, false, false, true);
+  auto flat = [](const Tensor& t, int64_t n) {
+    return t.defined() ? t.to_vector() : std::vector<double>(static_cast<size_t>(n), 0.0);
+  };
+
+  // ---- 1. the recorded first derivative equals the plain one
+  const std::vector<Tensor> g_plain = plain_first_derivative(fn, inputs, s);
+  for (size_t k = 0; k < xs.size() && result.passed; ++k) {
+    const std::vector<double> a = flat(g[k], xs[k].numel()), b = flat(g_plain[k], xs[k].numel());
+    for (size_t e = 0; e < a.size() && result.passed; ++e)
+      check.compare(a[e], b[e],
+                    fmt::format("first derivative recorded by create_graph, {} element {}",
+                                input_label(xs[k], s.checked[k]),
+                                index_str(xs[k].shape(), static_cast<int64_t>(e))));
+  }
+  // ---- 2. ∂H/∂x and ∂H/∂W against central differences of H
+  for (size_t k = 0; k < xs.size() && result.passed; ++k)
+    check_flat(check, fn, inputs, s, xs[k].data<double>(), xs[k].shape(),
+               flat(dh[k], xs[k].numel()), input_label(xs[k], s.checked[k]), rng);
+  if (result.passed)
+    check_flat(check, fn, inputs, s, s.w.data(), s.out_shape,
+               flat(dh.back(), static_cast<int64_t>(s.w.size())), "the output's gradient W", rng);
   return result;
 }
 
@@ -327,6 +481,21 @@ OpCaseResult run_op_case(const OpCase& c) {
                     c.name, r.f32_max_error, c.f32_tolerance * (1 + scale));
   }
   compare_f32_gradients(c, inputs, r);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+OpCaseGradgradResult run_op_case_gradgrad(const OpCase& c) {
+  OpCaseGradgradResult r;
+  auto start = std::chrono::steady_clock::now();
+  try {
+    r.grad = gradgradcheck(c.name, c.fn, c.make_inputs(), c.options);
+  } catch (const std::runtime_error& e) {
+    if (std::string(e.what()).find("create_graph") == std::string::npos) throw;
+    r.supported = false;
+    r.grad.passed = false;
+    r.grad.message = e.what();
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -49,6 +49,22 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
                           const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
 
+// gradgradcheck: the second derivatives (PyTorch's gradgradcheck). With weights W (one per output
+// element) and U (one per element of each checked input) drawn from the seed, it takes the first
+// derivative G(x, W) = ∂/∂x Σ W ⊙ f(x) and the scalar H(x, W) = Σ U ⊙ G, and checks:
+//  1. G as grad(..., create_graph) records it equals G from the plain backward (what gradcheck
+//     trusts), element by element;
+//  2. ∂H/∂x and ∂H/∂W, from a backward through the graph create_graph recorded, against central
+//     differences of H, where H is computed with the plain backward: every element for tensors of
+//     up to full_max_numel elements, otherwise sampled elements and random directions, as
+//     gradcheck. ∂H/∂W checks that the recorded backward depends on the incoming gradient right.
+// A 1% error in any element of a second derivative (or of the recorded first one) fails it (tests
+// prove it). An op without a differentiable backward makes it throw, naming that op (see
+// autograd/tape.h's create_graph). float64 inputs, as gradcheck.
+GradcheckResult gradgradcheck(const std::string& name, const GradcheckFn& fn,
+                              const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options = {});
+
 }  // namespace dg
 
 namespace dg {
@@ -106,5 +122,14 @@ struct OpCaseResult {
   double seconds = 0;
 };
 OpCaseResult run_op_case(const OpCase& c);
+
+// gradgradcheck of one row. `supported` is false when an op the row runs has no differentiable
+// backward; `message` then holds the refusal, which names that op.
+struct OpCaseGradgradResult {
+  bool supported = true;
+  GradcheckResult grad;
+  double seconds = 0;
+};
+OpCaseGradgradResult run_op_case_gradgrad(const OpCase& c);
 
 }  // namespace dg

@@ -81,10 +81,13 @@ Tensor add(const Tensor& a, const Tensor& b) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = broadcast_binary(a, b, "add", [](auto x, auto y) { return x + y; });
   if (should_record({a, b}))
-    record("add", {a, b}, out, [a, b](const Tensor& g) {
-      if (a.requires_grad()) accumulate_grad(a, g);
-      if (b.requires_grad()) accumulate_grad(b, g);
-    });
+    record("add", {a, b}, out,
+           [a, b](const Tensor& g) {
+             if (a.requires_grad()) accumulate_grad(a, g);
+             if (b.requires_grad()) accumulate_grad(b, g);
+           })
+        .saves({})
+        .composed();
   return out;
 }
 
@@ -105,10 +108,9 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = broadcast_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (should_record({a, b}))
     record("mul", {a, b}, out, [a, b](const Tensor& g) {
-      NoGradGuard no_grad;
       if (a.requires_grad()) accumulate_grad(a, mul(g, b));
       if (b.requires_grad()) accumulate_grad(b, mul(g, a));
-    });
+    }).composed();
   return out;
 }
 
@@ -132,10 +134,10 @@ Tensor scale(const Tensor& a, double factor) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "scale", [factor](auto x) { return x * static_cast<decltype(x)>(factor); });
   if (should_record({a}))
-    record("scale", {a}, out, [a, factor](const Tensor& g) {
-      NoGradGuard no_grad;
-      accumulate_grad(a, scale(g, factor));
-    });
+    record("scale", {a}, out,
+           [a, factor](const Tensor& g) { accumulate_grad(a, scale(g, factor)); })
+        .saves({})
+        .composed();
   return out;
 }
 
@@ -153,10 +155,12 @@ Tensor exp(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "exp", [](auto x) { return std::exp(x); });
   if (should_record({a}))
-    record("exp", {a}, out, [a, out = detach(out)](const Tensor& g) {
-      NoGradGuard no_grad;
-      accumulate_grad(a, mul(g, out));
-    });
+    record("exp", {a}, out,
+           [a, out = detach(out)](const Tensor& g) { accumulate_grad(a, mul(g, out)); })
+        .saves({out})
+        .differentiable([a](const Tensor& g, const Tensor& out) {
+          accumulate_grad(a, mul(g, out));  // out with its graph: d²/da² exp(a) = exp(a)
+        });
   return out;
 }
 

@@ -49,14 +49,16 @@ Tensor reduce(const Tensor& a, const std::vector<int64_t>& axes_in, bool keepdim
     });
   }
   if (should_record({a}))
-    record(op, {a}, out, [a, axes, average, count](const Tensor& g) {
-      NoGradGuard no_grad;
-      Shape keep = a.shape();
-      for (int64_t k : axes) keep[k] = 1;
-      Tensor gk = g.contiguous().view_reshape(keep);
-      if (average) gk = scale(gk, 1.0 / static_cast<double>(count));
-      accumulate_grad(a, gk.view_expand(a.shape()));
-    });
+    record(op, {a}, out,
+           [a, axes, average, count](const Tensor& g) {
+             Shape keep = a.shape();
+             for (int64_t k : axes) keep[k] = 1;
+             Tensor gk = reshape(g, keep);
+             if (average) gk = scale(gk, 1.0 / static_cast<double>(count));
+             accumulate_grad(a, expand(gk, a.shape()));
+           })
+        .saves({})
+        .composed();
   return out;
 }
 }  // namespace

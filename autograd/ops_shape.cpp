@@ -52,8 +52,9 @@ Tensor reshape(const Tensor& a, const Shape& shape) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = (a.is_contiguous() ? a : copy_of(a)).view_reshape(shape);
   if (should_record({a}))
-    record("reshape", {a}, out,
-           [a](const Tensor& g) { accumulate_grad(a, g.contiguous().view_reshape(a.shape())); });
+    record("reshape", {a}, out, [a](const Tensor& g) { accumulate_grad(a, reshape(g, a.shape())); })
+        .saves({})
+        .composed();
   return out;
 }
 
@@ -137,7 +138,9 @@ Tensor expand(const Tensor& a, const Shape& shape) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = a.view_expand(shape);
   if (should_record({a}))
-    record("expand", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); });
+    record("expand", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); })
+        .saves({})
+        .composed();
   return out;
 }
 

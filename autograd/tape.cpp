@@ -60,8 +60,9 @@ struct GraphNode {
   // create_graph: a composed backward runs itself with grad mode on; else `differentiable` runs.
   bool composed = false;
   DifferentiableBackwardFn differentiable;
-  const char* made_by_backward_of = nullptr;  // recorded by a create_graph walk inside this op's backward
-  std::unique_ptr<std::string> made_at;       // anomaly mode: where the node was recorded
+  const char* made_by_backward_of =
+      nullptr;  // recorded by a create_graph walk inside this op's backward
+  std::unique_ptr<std::string> made_at;  // anomaly mode: where the node was recorded
 };
 
 struct GradHooks {
@@ -71,9 +72,9 @@ struct GradHooks {
 };
 
 namespace {
-thread_local bool g_create_graph = false;            // the running walk records its backward
-thread_local const char* g_backward_of = nullptr;    // the op whose backward a create walk runs
-thread_local uint64_t g_current_walk = 0;            // the running walk (hooks run once per walk)
+thread_local bool g_create_graph = false;          // the running walk records its backward
+thread_local const char* g_backward_of = nullptr;  // the op whose backward a create walk runs
+thread_local uint64_t g_current_walk = 0;          // the running walk (hooks run once per walk)
 thread_local bool g_anomaly = false;
 struct ScopeEntry {
   const void* owner;
@@ -201,7 +202,8 @@ void check_versions(const std::vector<Step>& steps, const char* who) {
         refuse(node, fmt::format("input {}", k), node.inputs[k], saved);
     }
     for (const auto& [t, saved] : node.other_saved)
-      if (t.version() != saved) refuse(node, t.storage() == s.output.storage() ? "output" : "tensor", t, saved);
+      if (t.version() != saved)
+        refuse(node, t.storage() == s.output.storage() ? "output" : "tensor", t, saved);
   }
 }
 
@@ -228,9 +230,9 @@ Tensor apply_hooks(const Tensor& t, Tensor g) {
     Tensor r = hook(g);
     if (!r.defined()) continue;
     if (r.shape() != t.shape() || r.dtype() != t.dtype())
-      throw std::invalid_argument(fmt::format(
-          "hook on tensor {}: it returned gradient {}, which does not match the tensor",
-          t.describe(), r.describe()));
+      throw std::invalid_argument(
+          fmt::format("hook on tensor {}: it returned gradient {}, which does not match the tensor",
+                      t.describe(), r.describe()));
     g = r;
   }
   return g;
@@ -445,11 +447,13 @@ class WalkScope {
   uint64_t walk_;
 };
 
-// "in module 'a.b' with inputs [2, 3] float32, [3] float32": where anomaly mode says a node was made.
+// "in module 'a.b' with inputs [2, 3] float32, [3] float32": where anomaly mode says a node was
+// made.
 std::string describe_creation(const std::vector<Tensor>& inputs) {
-  std::string where = g_scopes.empty()
-                          ? std::string("outside any module's forward")
-                          : fmt::format("in module '{}'", g_scopes.back().describe(g_scopes.back().owner));
+  std::string where =
+      g_scopes.empty()
+          ? std::string("outside any module's forward")
+          : fmt::format("in module '{}'", g_scopes.back().describe(g_scopes.back().owner));
   std::string shapes;
   for (const Tensor& in : inputs) shapes += (shapes.empty() ? "" : ", ") + in.describe();
   return fmt::format("{} with inputs {}", where, shapes.empty() ? "(none)" : shapes);

@@ -26,7 +26,8 @@ using BackwardFn = std::function<void(const Tensor& grad_output)>;
 // A backward written with recorded ops only, for create_graph: it also receives the op's output
 // with its graph (a backward that needs the output, as exp's, must use this one and not a
 // detached copy, or the second derivative loses the output's dependence on the input).
-using DifferentiableBackwardFn = std::function<void(const Tensor& grad_output, const Tensor& output)>;
+using DifferentiableBackwardFn =
+    std::function<void(const Tensor& grad_output, const Tensor& output)>;
 
 // Grad mode (thread-local). NoGradGuard turns recording off for its scope. The backward walk
 // runs with grad mode off: ops called inside a backward closure are never recorded.

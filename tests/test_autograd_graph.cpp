@@ -244,7 +244,8 @@ TEST_CASE("grad: grad_outputs, a non-leaf input, unused inputs and the freed gra
   CHECK(grad({y}, {y}, {dy}, true)[0].storage() != dy.storage());
   CHECK_THROWS_WITH(grad({y}, {u}, {dy}), doctest::Contains("not used"));
   CHECK_THROWS_WITH(grad({y}, {x}), doctest::Contains("more than one element"));
-  std::vector<Tensor> gu = grad({y}, {x, u}, {dy}, false, /*create_graph=*/false, /*allow_unused=*/true);
+  std::vector<Tensor> gu =
+      grad({y}, {x, u}, {dy}, false, /*create_graph=*/false, /*allow_unused=*/true);
   CHECK(max_diff(values(gu[0]), ex) < 1e-14);
   CHECK_FALSE(gu[1].defined());
   CHECK_THROWS_WITH(grad({y}, {x}, {dy}), doctest::Contains("second time"));
