@@ -13,7 +13,8 @@
 #                    each for FUZZ_SECONDS (default 60), one at a time; never part of `make test`
 #   make fuzz-corpus rewrite the seed files of tests/fuzz/corpus/ (crash-* regressions stay)
 #   make kill-test   SIGKILL training at KILLS (default 50) random moments, resume, compare bytes
-#   make gradcheck-teeth  plant a 1% error in each op's backward in turn; gradcheck must fail
+#   make gradcheck-teeth  plant a 1% error in each op's backward (then in each op's second
+#                         derivative) in turn; gradcheck (gradgradcheck) must fail
 #   make PORTABLE=1  build without -march=native
 BUILD ?= build
 DATA ?= $(if $(DEPTHGRAD_DATA),$(DEPTHGRAD_DATA),../shared/data)
@@ -123,3 +124,4 @@ kill-test: build
 gradcheck-teeth: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target gradcheck_teeth
 	bash tools/gradcheck_teeth.sh $(BUILD)/gradcheck_teeth
+	bash tools/gradcheck_teeth.sh $(BUILD)/gradcheck_teeth --second

@@ -256,6 +256,7 @@ Tensor reduce_to_shape(const Tensor& t, const Shape& shape) {
 
 // accumulate_grad under create_graph: the gradient becomes a recorded sum (never written in place).
 void accumulate_recorded(const Tensor& input, const Tensor& g) {
+  GradModeScope on(true);  // also when seeding, outside any node's backward
   TensorImpl* impl = input.impl();
   Tensor r = reduce_to_shape(g, input.shape());
   if (impl->grad.defined()) {

@@ -183,11 +183,7 @@ class Tensor {
   // backward that saved this tensor (or a view of its storage) refuses to run. Library code
   // writes existing tensors in place through this, fill() or copy_from().
   template <class T>
-  T* mutable_data() const {
-    T* p = data<T>();
-    impl_->storage->bump_version();
-    return p;
-  }
+  T* mutable_data() const;
   // The in-place write count of this tensor's storage (PyTorch's tensor._version).
   uint64_t version() const;
   double item() const;  // the one element of a 1-element tensor
@@ -317,6 +313,13 @@ T* Tensor::data() const {
     throw std::invalid_argument(std::string("data(): tensor ") + describe() + " is not " +
                                 dtype_name(dtype_of<T>()));
   return static_cast<T*>(impl_->storage->data()) + impl_->offset;
+}
+
+template <class T>
+T* Tensor::mutable_data() const {
+  T* p = data<T>();
+  impl_->storage->bump_version();
+  return p;
 }
 
 }  // namespace dg

@@ -2,7 +2,8 @@
 # The installed package as another project uses it: installs the build into a temporary prefix,
 # builds tools/example/ against it with find_package(depthgrad CONFIG) (and one program again with
 # pkg-config) and runs every example: the README's first program (quickstart.cpp), an MLP
-# regression, a classifier with dropout, a custom op with its gradient check, a few steps of the
+# regression, a classifier with dropout, a custom op with its gradient check, a Hessian-vector
+# product and a physics-informed network (both by double backward), a few steps of the
 # GPT-2 example (trained by dg::Trainer, sampled from its own K/V cache). tools/example/
 # sets no C++ standard: the package must carry C++20. Also checks that the experiments, tests and
 # tools are not installed, that only <prefix>/include is exported (a consumer's own nn/layers.h
@@ -57,7 +58,7 @@ cmake -S "$example" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE
   { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/cmake-build" -j 2 > "$work/build.log" || { cat "$work/build.log"; exit 1; }
 # The examples a user copies from: each checks its own result and exits non-zero when it fails.
-for program in custom_op mlp_regression classifier; do
+for program in custom_op mlp_regression classifier hessian_vector pinn_heat; do
   echo "-- $program"
   DEPTHGRAD_THREADS=1 "$work/cmake-build/$program"
 done

@@ -30,15 +30,18 @@ std::vector<double> gradient_values(const Tensor& in) {
 
 class PlantError : public BackwardObserver {
  public:
-  PlantError(std::string op, bool f32_only, bool list)
-      : op_(std::move(op)), f32_only_(f32_only), list_(list) {}
+  PlantError(std::string op, bool f32_only, bool second_order, bool list)
+      : op_(std::move(op)), f32_only_(f32_only), second_order_(second_order), list_(list) {}
 
   void before(const ObservedNode& node) override {
-    const char* op = node.op;
     const std::vector<Tensor>& inputs = node.inputs;
     at_ = -1;
-    if (list_ && listed_.insert(op).second) fmt::print(stderr, "op {}\n", op);
-    if (op_ != op) return;
+    if (list_ && listed_.insert(node.op).second) fmt::print(stderr, "op {}\n", node.op);
+    if (list_ && node.made_by_backward_of && listed2_.insert(node.made_by_backward_of).second)
+      fmt::print(stderr, "op2 {}\n", node.made_by_backward_of);
+    // grad2: any node that op's backward recorded under create_graph (its second derivative)
+    const char* target = second_order_ ? node.made_by_backward_of : node.op;
+    if (!target || op_ != target) return;
     at_ = planted_input(inputs);
     if (at_ >= 0) before_ = gradient_values(inputs[at_]);
   }
@@ -75,8 +78,8 @@ class PlantError : public BackwardObserver {
   }
 
   std::string op_;
-  bool f32_only_, list_;
-  std::set<std::string> listed_;
+  bool f32_only_, second_order_, list_;
+  std::set<std::string> listed_, listed2_;
   int at_ = -1;  // the planted input of the running node, or -1
   std::vector<double> before_;
 };
@@ -88,12 +91,16 @@ bool install_planted_error_from_env() {
   if (!value || !*value) return false;
   std::string op = value;
   const bool list = op == "list";
-  bool f32_only = false;
+  bool f32_only = false, second_order = false;
   if (op.size() > 4 && op.compare(op.size() - 4, 4, ":f32") == 0) {
     f32_only = true;
     op.resize(op.size() - 4);
   }
-  static PlantError plant(op, f32_only, list);  // lives as long as the program
+  if (op.size() > 6 && op.compare(op.size() - 6, 6, ":grad2") == 0) {
+    second_order = true;
+    op.resize(op.size() - 6);
+  }
+  static PlantError plant(op, f32_only, second_order, list);  // lives as long as the program
   set_backward_observer(&plant);
   return true;
 }
