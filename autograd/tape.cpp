@@ -551,6 +551,7 @@ void accumulate_grad(const Tensor& input, const Tensor& g) {
     return;
   }
   Tensor target = grad_of(input);
+  target.storage()->bump_version();  // an in-place write (a gradient may be saved by a graph)
   if (target.is_contiguous()) {
     add_reduced_into(target, g);
     return;
