@@ -162,3 +162,40 @@ TEST_CASE("third derivatives of the pointwise ops agree with differences of the 
     }
   }
 }
+
+TEST_CASE("in-place writes: each op refuses only when a tensor its backward reads changed") {
+  // h = 1·x: a non-leaf that may be written in place; `read` says whether op's backward reads it
+  auto run = [](const char* op, bool read, const std::function<Tensor(const Tensor&)>& f) {
+    CAPTURE(std::string(op));
+    Tensor x = values({0.5, -1.0, 2.0, 1.5});
+    Tensor h = scale(x, 1.0);
+    Tensor loss = sum(f(h));
+    h.fill(0.75);
+    if (read)
+      CHECK_THROWS_WITH(backward(loss), doctest::Contains(fmt::format("'{}'", op).c_str()));
+    else
+      CHECK_NOTHROW(backward(loss));
+  };
+  const Tensor c = values({2.0, 3.0, 4.0, 5.0}, false);
+  run("sub", false, [&](const Tensor& h) { return sub(c, h); });
+  run("add_scalar", false, [](const Tensor& h) { return add_scalar(h, 2.0); });
+  run("div", false, [&](const Tensor& h) { return div(h, c); });  // reads b and the output
+  run("div", true, [&](const Tensor& h) { return div(c, h); });
+  run("log", true, [](const Tensor& h) { return log(h); });
+  run("relu", false, [](const Tensor& h) { return relu(h); });  // reads its output only
+  run("sigmoid", false, [](const Tensor& h) { return sigmoid(h); });
+  run("leaky_relu", true, [](const Tensor& h) { return leaky_relu(h); });
+  run("where", false, [&](const Tensor& h) { return where(gt(c, 2.5), h, c); });
+  run("softmax", false, [](const Tensor& h) { return softmax(h); });
+  run("max", false, [](const Tensor& h) { return max(reshape(h, {2, 2}), 1).values; });
+  run("pow_tensor", true, [&](const Tensor& h) { return pow(c, h); });
+  // the output (or max's indices) written in place: refused
+  Tensor x = values({0.5, -1.0, 2.0, 1.5});
+  Tensor y = relu(x), loss = sum(y);
+  y.fill(1.0);
+  CHECK_THROWS_WITH(backward(loss), doctest::Contains("'relu'"));
+  ValuesAndIndices m = max(reshape(x, {2, 2}), 0);
+  Tensor loss2 = sum(m.values);
+  m.indices.fill(0);
+  CHECK_THROWS_WITH(backward(loss2), doctest::Contains("'max'"));
+}
