@@ -29,8 +29,8 @@ TEST_CASE("create_graph: d²/dx² of x³ is 6x, and the gradient has a graph") {
 TEST_CASE("gradgradcheck passes on compositions of ops with a differentiable backward") {
   Tensor a = random_tensor({3, 4}, 1), b = random_tensor({4}, 2);
   GradcheckResult r = gradgradcheck(
-      "exp(a*b)+a", [](const std::vector<Tensor>& in) { return add(exp(mul(in[0], in[1])), in[0]); },
-      {a, b});
+      "exp(a*b)+a",
+      [](const std::vector<Tensor>& in) { return add(exp(mul(in[0], in[1])), in[0]); }, {a, b});
   INFO(r.message);
   CHECK(r.passed);
   CHECK(r.checks > 12 + 4 + 12);
@@ -64,11 +64,9 @@ Tensor exp_detached_second(const Tensor& a, double error) {
 TEST_CASE("gradgradcheck has teeth: a 1% error in a second derivative fails, 0% passes") {
   Tensor a = random_tensor({2, 3}, 3);
   auto run = [&](double error) {
-    return gradgradcheck("exp_detached",
-                         [error](const std::vector<Tensor>& in) {
-                           return exp_detached_second(in[0], error);
-                         },
-                         {a});
+    return gradgradcheck(
+        "exp_detached",
+        [error](const std::vector<Tensor>& in) { return exp_detached_second(in[0], error); }, {a});
   };
   CHECK(run(0.0).passed);
   GradcheckResult bad = run(0.01);
