@@ -1,7 +1,12 @@
 // Activations, each forward beside its backward: relu, leaky_relu, sigmoid, tanh, softplus, silu,
 // gelu, gelu_tanh, and the fused swiglu (after its plain twin); gradient-check rows last.
 // Derivatives at kinks follow torch. Does not do: in-place activations, hardtanh/elu/mish.
-// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels in
+// create_graph (autograd/tape.h): every op supports it. Each keeps its kernel backward for
+// training and adds a differentiable one from recorded ops, with the same values and kink rules
+// (unary_pointwise switches on the op; sigmoid and tanh use the output with its graph; gelu's
+// Φ is the recorded op normal_cdf, whose derivative φ is composed).
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them; their second derivatives
+// tests/test_gradgradcheck_pointwise.cpp), the kernels in
 // tests/test_kernels_pointwise.cpp (relu..softplus) and tests/test_kernels_elementwise.cpp
 // (swiglu), plain_swiglu in tests/test_plain_ops.cpp.
 #include <fmt/format.h>
@@ -17,7 +22,40 @@
 
 namespace dg {
 
-// y = f(x) elementwise with the unary kernel; the backward reads x and y.
+namespace {
+// f'(a)·g from recorded ops, for create_graph: the kernel's values and rules at the kinks (relu'
+// from the output, 0 at 0; abs' = sign; clamp passes g at its bounds; pow' = 0 when p = 0; softplus
+// is linear where βa > threshold). Each 0/1 mask is a comparison: a constant, as the kernel's
+// branch. `out` is the op's output with its graph (sigmoid, tanh).
+Tensor unary_pointwise_recorded(UnaryOp kind, UnaryArgs args, const Tensor& a, const Tensor& g,
+                                const Tensor& out) {
+  switch (kind) {
+    case UnaryOp::relu:
+      return masked_fill(g, le(out, 0.0), 0.0);
+    case UnaryOp::leaky_relu:
+      return where(gt(a, 0.0), g, scale(g, args.a));
+    case UnaryOp::sigmoid:
+      return mul(mul(g, 1.0 - out), out);
+    case UnaryOp::tanh:
+      return mul(g, 1.0 - mul(out, out));
+    case UnaryOp::softplus: {  // σ(βa) = z / (z + 1), z = e^{βa}, on βa set to 0 where linear
+      const Tensor ba = scale(a, args.a), linear = gt(ba, args.b);
+      const Tensor z = exp(where(linear, Tensor::zeros({}, a.dtype()), ba));
+      return where(linear, g, div(mul(g, z), add_scalar(z, 1.0)));  // the kernel's order
+    }
+    case UnaryOp::abs:
+      return mul(g, sub(gt(a, 0.0), lt(a, 0.0)));
+    case UnaryOp::clamp:
+      return masked_fill(g, eq(mul(ge(a, args.a), le(a, args.b)), 0.0), 0.0);
+    case UnaryOp::pow:
+      if (args.a == 0) return scale(g, 0.0);
+      return mul(g, scale(pow(a, args.a - 1), args.a));
+  }
+  throw std::logic_error("unary_pointwise: unknown op");
+}
+}  // namespace
+
+// y = f(x) elementwise with the unary kernel; the backward reads x (relu, sigmoid and tanh: y).
 Tensor unary_pointwise(const Tensor& a, UnaryOp kind, UnaryArgs args, const char* op) {
   ScopedOpTimer op_timer(OpFamily::other);
   check_float(a, op);
@@ -26,15 +64,19 @@ Tensor unary_pointwise(const Tensor& a, UnaryOp kind, UnaryArgs args, const char
   const int64_t n = y.numel();
   dispatch_float(a.dtype(), op,
                  [&]<class T>() { pointwise_forward<T>(kind, args, y.data<T>(), x.data<T>(), n); });
-  if (should_record({a}))
-    record(op, {a}, y, [a, x, y = detach(y), kind, args, n, op](const Tensor& g) {
-      Tensor gc = g.contiguous();
-      Tensor ga = Tensor::empty(a.shape(), a.dtype());
-      dispatch_float(a.dtype(), op, [&]<class T>() {
-        pointwise_backward<T>(kind, args, ga.data<T>(), gc.data<T>(), x.data<T>(), y.data<T>(), n);
-      });
-      accumulate_grad(a, ga);
+  if (!should_record({a})) return y;
+  RecordedNode node = record(op, {a}, y, [a, x, y = detach(y), kind, args, n, op](const Tensor& g) {
+    Tensor gc = g.contiguous();
+    Tensor ga = Tensor::empty(a.shape(), a.dtype());
+    dispatch_float(a.dtype(), op, [&]<class T>() {
+      pointwise_backward<T>(kind, args, ga.data<T>(), gc.data<T>(), x.data<T>(), y.data<T>(), n);
     });
+    accumulate_grad(a, ga);
+  });
+  if (kind == UnaryOp::relu || kind == UnaryOp::sigmoid || kind == UnaryOp::tanh) node.saves({y});
+  node.differentiable([a, kind, args](const Tensor& g, const Tensor& out) {
+    accumulate_grad(a, unary_pointwise_recorded(kind, args, a, g, out));
+  });
   return y;
 }
 
@@ -70,11 +112,33 @@ Tensor silu(const Tensor& a) {
         });
       });
       accumulate_grad(a, ga);
+    }).differentiable([a](const Tensor& g, const Tensor&) {
+      const Tensor s = sigmoid(a);
+      accumulate_grad(a, mul(g, mul(s, add_scalar(mul(a, 1.0 - s), 1.0))));
     });
   return out;
 }
 
-// ---- gelu (exact): y = ½a(1 + erf(a/√2)); dy/da = ½(1 + erf(a/√2)) + a·φ(a)
+// ---- gelu (exact): y = ½a(1 + erf(a/√2)); dy/da = ½(1 + erf(a/√2)) + a·φ(a) = Φ(a) + a·φ(a)
+namespace {
+// φ(a) = e^{−a²/2}/√(2π) from recorded ops.
+Tensor normal_pdf(const Tensor& a) {
+  return scale(exp(scale(mul(a, a), -0.5)), 0.3989422804014327);  // 1/√(2π)
+}
+// Φ(a) = ½(1 + erf(a/√2)), recorded as "normal_cdf" with Φ' = φ: gelu's create_graph backward.
+Tensor normal_cdf(const Tensor& a) {
+  Tensor out = unary(a, "normal_cdf", [](auto x) {
+    using T = decltype(x);
+    return T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
+  });
+  if (should_record({a}))
+    record("normal_cdf", {a}, out, [a](const Tensor& g) {
+      accumulate_grad(a, mul(g, normal_pdf(a)));
+    }).composed();
+  return out;
+}
+}  // namespace
+
 Tensor gelu(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "gelu", [](auto x) {
@@ -93,6 +157,8 @@ Tensor gelu(const Tensor& a) {
         });
       });
       accumulate_grad(a, ga);
+    }).differentiable([a](const Tensor& g, const Tensor&) {
+      accumulate_grad(a, mul(g, add(normal_cdf(a), mul(a, normal_pdf(a)))));
     });
   return out;
 }
@@ -118,6 +184,17 @@ T gelu_tanh_derivative(T x) {
       left * (T(1) - tanh_inner * tanh_inner) * (beta * (T(1) + T(3) * kappa * square));
   return left_derivative + right_derivative;
 }
+
+// gelu_tanh_derivative from recorded ops (tanh's own backward makes it differentiable again).
+Tensor gelu_tanh_derivative_recorded(const Tensor& a) {
+  const double beta = M_SQRT2 * M_2_SQRTPI * 0.5, kappa = 0.044715;
+  const Tensor square = mul(a, a);
+  const Tensor tanh_inner = tanh(scale(add(a, scale(mul(square, a), kappa)), beta));
+  const Tensor left_derivative = scale(add_scalar(tanh_inner, 1.0), 0.5);
+  const Tensor right_derivative = mul(mul(scale(a, 0.5), 1.0 - mul(tanh_inner, tanh_inner)),
+                                      scale(add_scalar(scale(square, 3 * kappa), 1.0), beta));
+  return add(left_derivative, right_derivative);
+}
 }  // namespace
 
 Tensor gelu_tanh(const Tensor& a) {
@@ -131,6 +208,8 @@ Tensor gelu_tanh(const Tensor& a) {
         binary_kernel<T>(in, gc, ga, [](T x, T gy) { return gy * gelu_tanh_derivative(x); });
       });
       accumulate_grad(a, ga);
+    }).differentiable([a](const Tensor& g, const Tensor&) {
+      accumulate_grad(a, mul(g, gelu_tanh_derivative_recorded(a)));
     });
   return out;
 }
@@ -175,6 +254,13 @@ Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
       });
       if (dgate) dgate->finish();
       if (dup) dup->finish();
+    }).differentiable([gate_in, up_in](const Tensor& g, const Tensor&) {
+      // dgate = g·up·silu'(gate), dup = g·silu(gate), silu = gate·σ(gate)
+      const Tensor s = sigmoid(gate_in);
+      if (gate_in.requires_grad())
+        accumulate_grad(gate_in,
+                        mul(mul(g, up_in), mul(s, add_scalar(mul(gate_in, 1.0 - s), 1.0))));
+      if (up_in.requires_grad()) accumulate_grad(up_in, mul(g, mul(gate_in, s)));
     });
   return out;
 }

@@ -5,9 +5,14 @@
 // ops_reduce.cpp. Binary ops broadcast (numpy rules); their backwards reduce the gradient back to
 // each input's shape (accumulate_grad). Derivatives at kinks follow torch; comparisons return 0/1
 // in a float dtype (no bool tensors).
-// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels in
-// tests/test_kernels_elementwise.cpp and tests/test_kernels_pointwise.cpp, plain_depth_mix in
-// tests/test_plain_ops.cpp.
+// create_graph (autograd/tape.h): every op here supports it. add, sub, mul, scale, add_scalar and
+// log have composed backwards; the others keep their kernel backward for training and add a
+// differentiable one from recorded ops with the same values and kink rules (exp, div, sqrt use
+// the output with its graph; the comparisons' 0/1 masks are constants); depth_mix's picks alpha's
+// columns with one-hot constants.
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them; their second derivatives
+// tests/test_gradgradcheck_pointwise.cpp), the kernels in tests/test_kernels_elementwise.cpp and
+// tests/test_kernels_pointwise.cpp, plain_depth_mix in tests/test_plain_ops.cpp.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -47,6 +52,33 @@ Tensor mask_as(const Tensor& mask, const Shape& shape, DType dtype, const char* 
   return m.dtype() == dtype ? kernel_input(m) : detach(m).to(dtype);
 }
 
+// A 0-d constant of t's dtype (broadcasts against anything).
+Tensor scalar_like(double value, const Tensor& t) { return Tensor::full({}, value, t.dtype()); }
+
+// The create_graph backward of binary_pointwise, from recorded ops, with the kernel's rules: pow's
+// da is 0 where b = 0 and db is 0 where a = 0 and b >= 0 (torch's pow_backward_self/_exponent; log
+// reads 1 there, so no NaN reaches a second derivative); minimum/maximum give g/2 to each side on
+// a tie. The 0/1 masks come from comparisons: constants, as the kernel's branches.
+void binary_pointwise_recorded(BinaryOp kind, const Tensor& a, const Tensor& b, const Tensor& g,
+                               const Tensor& y) {
+  const Tensor zero = scalar_like(0.0, a), one = scalar_like(1.0, a);
+  if (kind == BinaryOp::pow) {
+    if (a.requires_grad())
+      accumulate_grad(a, where(eq(b, 0.0), zero, mul(g, mul(b, pow(a, add_scalar(b, -1.0))))));
+    if (b.requires_grad()) {
+      const Tensor at_zero = mul(eq(a, 0.0), ge(b, 0.0));
+      accumulate_grad(b, where(at_zero, zero, mul(g, mul(y, log(where(at_zero, one, a))))));
+    }
+    return;
+  }
+  // the share of g each side gets: 1 where it is chosen, 1/2 on a tie, else 0
+  const Tensor tie = scale(eq(a, b), 0.5);
+  const Tensor a_loses = kind == BinaryOp::maximum ? lt(a, b) : gt(a, b);
+  const Tensor b_loses = kind == BinaryOp::maximum ? gt(a, b) : lt(a, b);
+  if (a.requires_grad()) accumulate_grad(a, mul(g, sub(sub(one, a_loses), tie)));
+  if (b.requires_grad()) accumulate_grad(b, mul(g, sub(sub(one, b_loses), tie)));
+}
+
 // y = f(a, b) broadcast; the backward expands a and b to y's shape, and accumulate_grad sums the
 // gradients back over the broadcast axes.
 Tensor binary_pointwise(const Tensor& a, const Tensor& b, BinaryOp kind, const char* op) {
@@ -56,21 +88,28 @@ Tensor binary_pointwise(const Tensor& a, const Tensor& b, BinaryOp kind, const c
   check_same_dtype(a, b, op);
   Tensor y = Tensor::empty(broadcast_shapes(a.shape(), b.shape(), op), a.dtype());
   binary_pointwise_forward(kind, a, b, y);
-  if (should_record({a, b}))
-    record(op, {a, b}, y, [a, b, y = detach(y), kind, op](const Tensor& g) {
-      const Shape& shape = y.shape();
-      Tensor ae = expanded(a, shape), be = expanded(b, shape), gc = g.contiguous();
-      Tensor ga, gb;
-      if (a.requires_grad()) ga = Tensor::empty(shape, a.dtype());
-      if (b.requires_grad()) gb = Tensor::empty(shape, b.dtype());
-      dispatch_float(a.dtype(), op, [&]<class T>() {
-        binary_pointwise_backward<T>(kind, ga.defined() ? ga.data<T>() : nullptr,
-                                     gb.defined() ? gb.data<T>() : nullptr, gc.data<T>(),
-                                     ae.data<T>(), be.data<T>(), y.data<T>(), y.numel());
-      });
-      if (ga.defined()) accumulate_grad(a, ga);
-      if (gb.defined()) accumulate_grad(b, gb);
+  if (!should_record({a, b})) return y;
+  RecordedNode node = record(op, {a, b}, y, [a, b, y = detach(y), kind, op](const Tensor& g) {
+    const Shape& shape = y.shape();
+    Tensor ae = expanded(a, shape), be = expanded(b, shape), gc = g.contiguous();
+    Tensor ga, gb;
+    if (a.requires_grad()) ga = Tensor::empty(shape, a.dtype());
+    if (b.requires_grad()) gb = Tensor::empty(shape, b.dtype());
+    dispatch_float(a.dtype(), op, [&]<class T>() {
+      binary_pointwise_backward<T>(kind, ga.defined() ? ga.data<T>() : nullptr,
+                                   gb.defined() ? gb.data<T>() : nullptr, gc.data<T>(),
+                                   ae.data<T>(), be.data<T>(), y.data<T>(), y.numel());
     });
+    if (ga.defined()) accumulate_grad(a, ga);
+    if (gb.defined()) accumulate_grad(b, gb);
+  });
+  if (kind == BinaryOp::pow)
+    node.saves({a, b, y});  // db reads y
+  else
+    node.saves({a, b});
+  node.differentiable([a, b, kind](const Tensor& g, const Tensor& out) {
+    binary_pointwise_recorded(kind, a, b, g, out);
+  });
   return y;
 }
 
@@ -95,10 +134,13 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = broadcast_binary(a, b, "sub", [](auto x, auto y) { return x - y; });
   if (should_record({a, b}))
-    record("sub", {a, b}, out, [a, b](const Tensor& g) {
-      if (a.requires_grad()) accumulate_grad(a, g);
-      if (b.requires_grad()) accumulate_grad(b, neg(g));
-    });
+    record("sub", {a, b}, out,
+           [a, b](const Tensor& g) {
+             if (a.requires_grad()) accumulate_grad(a, g);
+             if (b.requires_grad()) accumulate_grad(b, neg(g));
+           })
+        .saves({})
+        .composed();
   return out;
 }
 
@@ -119,11 +161,16 @@ Tensor div(const Tensor& a, const Tensor& b) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = broadcast_binary(a, b, "div", [](auto x, auto y) { return x / y; });
   if (should_record({a, b}))
-    record("div", {a, b}, out, [a, b, out = detach(out)](const Tensor& g) {
-      NoGradGuard no_grad;
-      if (a.requires_grad()) accumulate_grad(a, div(g, b));
-      if (b.requires_grad()) accumulate_grad(b, neg(div(mul(g, out), b)));  // -g·(a/b)/b
-    });
+    record("div", {a, b}, out,
+           [a, b, out = detach(out)](const Tensor& g) {
+             if (a.requires_grad()) accumulate_grad(a, div(g, b));
+             if (b.requires_grad()) accumulate_grad(b, neg(div(mul(g, out), b)));  // -g·(a/b)/b
+           })
+        .saves({b, out})
+        .differentiable([a, b](const Tensor& g, const Tensor& out) {
+          if (a.requires_grad()) accumulate_grad(a, div(g, b));
+          if (b.requires_grad()) accumulate_grad(b, neg(div(mul(g, out), b)));  // out's graph
+        });
   return out;
 }
 
@@ -146,7 +193,9 @@ Tensor add_scalar(const Tensor& a, double value) {
   Tensor out =
       unary(a, "add_scalar", [value](auto x) { return x + static_cast<decltype(x)>(value); });
   if (should_record({a}))
-    record("add_scalar", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); });
+    record("add_scalar", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); })
+        .saves({})
+        .composed();
   return out;
 }
 
@@ -169,10 +218,7 @@ Tensor log(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "log", [](auto x) { return std::log(x); });
   if (should_record({a}))
-    record("log", {a}, out, [a](const Tensor& g) {
-      NoGradGuard no_grad;
-      accumulate_grad(a, div(g, a));
-    });
+    record("log", {a}, out, [a](const Tensor& g) { accumulate_grad(a, div(g, a)); }).composed();
   return out;
 }
 
@@ -181,10 +227,12 @@ Tensor sqrt(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "sqrt", [](auto x) { return std::sqrt(x); });
   if (should_record({a}))
-    record("sqrt", {a}, out, [a, out = detach(out)](const Tensor& g) {
-      NoGradGuard no_grad;
-      accumulate_grad(a, div(g, scale(out, 2.0)));
-    });
+    record("sqrt", {a}, out,
+           [a, out = detach(out)](const Tensor& g) { accumulate_grad(a, div(g, scale(out, 2.0))); })
+        .saves({out})
+        .differentiable([a](const Tensor& g, const Tensor& out) {
+          accumulate_grad(a, div(g, scale(out, 2.0)));  // out with its graph
+        });
   return out;
 }
 
@@ -230,18 +278,25 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     where_forward<T>(y.data<T>(), c.data<T>(), ae.data<T>(), be.data<T>(), y.numel());
   });
   if (should_record({a, b}))
-    record(op, {a, b}, y, [a, b, c](const Tensor& g) {
-      Tensor gc = g.contiguous(), ga, gb;
-      if (a.requires_grad()) ga = Tensor::empty(c.shape(), a.dtype());
-      if (b.requires_grad()) gb = Tensor::empty(c.shape(), b.dtype());
-      dispatch_float(a.dtype(), "where", [&]<class T>() {
-        where_backward<T>(ga.defined() ? ga.data<T>() : nullptr,
-                          gb.defined() ? gb.data<T>() : nullptr, gc.data<T>(), c.data<T>(),
-                          c.numel());
-      });
-      if (ga.defined()) accumulate_grad(a, ga);
-      if (gb.defined()) accumulate_grad(b, gb);
-    });
+    record(op, {a, b}, y,
+           [a, b, c](const Tensor& g) {
+             Tensor gc = g.contiguous(), ga, gb;
+             if (a.requires_grad()) ga = Tensor::empty(c.shape(), a.dtype());
+             if (b.requires_grad()) gb = Tensor::empty(c.shape(), b.dtype());
+             dispatch_float(a.dtype(), "where", [&]<class T>() {
+               where_backward<T>(ga.defined() ? ga.data<T>() : nullptr,
+                                 gb.defined() ? gb.data<T>() : nullptr, gc.data<T>(), c.data<T>(),
+                                 c.numel());
+             });
+             if (ga.defined()) accumulate_grad(a, ga);
+             if (gb.defined()) accumulate_grad(b, gb);
+           })
+        .saves({c})  // the condition only (a copy, or cond's storage)
+        .differentiable([a, b, c](const Tensor& g, const Tensor&) {
+          // g where c (NaN counts as true), 0 elsewhere; and the mirror
+          if (a.requires_grad()) accumulate_grad(a, masked_fill(g, eq(c, 0.0), 0.0));
+          if (b.requires_grad()) accumulate_grad(b, masked_fill(g, c, 0.0));
+        });
   return y;
 }
 
@@ -261,13 +316,18 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
     where_forward<T>(y.data<T>(), c.data<T>(), fill.data<T>(), x.data<T>(), y.numel());
   });
   if (should_record({a}))
-    record(op, {a}, y, [a, c](const Tensor& g) {
-      Tensor gc = g.contiguous(), ga = Tensor::empty(a.shape(), a.dtype());
-      dispatch_float(a.dtype(), "masked_fill", [&]<class T>() {
-        where_backward<T>(nullptr, ga.data<T>(), gc.data<T>(), c.data<T>(), c.numel());
-      });
-      accumulate_grad(a, ga);
-    });
+    record(op, {a}, y,
+           [a, c](const Tensor& g) {
+             Tensor gc = g.contiguous(), ga = Tensor::empty(a.shape(), a.dtype());
+             dispatch_float(a.dtype(), "masked_fill", [&]<class T>() {
+               where_backward<T>(nullptr, ga.data<T>(), gc.data<T>(), c.data<T>(), c.numel());
+             });
+             accumulate_grad(a, ga);
+           })
+        .saves({c})
+        .differentiable([a, c](const Tensor& g, const Tensor&) {
+          accumulate_grad(a, masked_fill(g, c, 0.0));  // itself: 0 where the mask is set
+        });
   return y;
 }
 
@@ -331,11 +391,6 @@ Tensor gt(const Tensor& a, double b) { return compare(a, b, CompareOp::gt, "gt")
 Tensor ge(const Tensor& a, double b) { return compare(a, b, CompareOp::ge, "ge"); }
 
 // ---- C++ operators: each is one named op, recorded as that op --------------------------------
-namespace {
-Tensor scalar_like(double value, const Tensor& t) {  // a 0-d tensor of t's dtype
-  return Tensor::full({}, value, t.dtype());
-}
-}  // namespace
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -382,6 +437,28 @@ Tensor plain_depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) 
 }
 
 // ---- depth_mix: Σ_j alpha[.., j]·S_j; dS_j += alpha_j·g, dalpha_j += <g, S_j> -------------------
+namespace {
+// depth_mix's create_graph backward from recorded ops. Column j of alpha is picked, and dalpha's
+// column j placed, by a one-hot e_j [J] (mul and sum only): dS_j = g·Σ(alpha⊙e_j) and
+// dalpha = Σ_j Σ_D(g⊙S_j)·e_j.
+void depth_mix_recorded(const std::vector<Tensor>& sources, const Tensor& alpha, const Tensor& g) {
+  const int64_t J = static_cast<int64_t>(sources.size()), last = alpha.dim() - 1;
+  Tensor dalpha;
+  for (int64_t j = 0; j < J; ++j) {
+    std::vector<double> onehot(static_cast<size_t>(J), 0.0);
+    onehot[static_cast<size_t>(j)] = 1.0;
+    const Tensor e = Tensor::from_vector(onehot, {J}, alpha.dtype());
+    if (sources[j].requires_grad())
+      accumulate_grad(sources[j], mul(g, sum(mul(alpha, e), {last}, true)));  // [.., D]·[.., 1]
+    if (alpha.requires_grad()) {
+      const Tensor term = mul(sum(mul(g, sources[j]), {last}, true), e);  // [.., 1]·[J]
+      dalpha = j == 0 ? term : add(dalpha, term);
+    }
+  }
+  if (alpha.requires_grad()) accumulate_grad(alpha, dalpha);
+}
+}  // namespace
+
 Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
   ScopedOpTimer op_timer(OpFamily::mixing);
   const char* op = "depth_mix";
@@ -430,6 +507,8 @@ Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
         depth_mix_backward<T>(grads.data(), dalpha, gc.data<T>(), ptrs.data(), a.data<T>(), rows, J,
                               D);
       });
+    }).differentiable([sources, alpha](const Tensor& g, const Tensor&) {
+      depth_mix_recorded(sources, alpha, g);
     });
   return out;
 }

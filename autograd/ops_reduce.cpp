@@ -3,8 +3,12 @@
 // evenly among tied elements, as torch), argmax/argmin (int64, no gradient). NaN is the extreme
 // when present, as torch. Does not do: integer inputs, amax/amin over several axes.
 // sum and mean over axes come first (their backward broadcasts the gradient back).
-// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels in
-// tests/test_kernels_reduce.cpp and tests/test_kernels_elementwise.cpp (sum_axes).
+// create_graph (autograd/tape.h): sum and mean are composed; max/min keep their kernel backward
+// and add a differentiable one (g broadcast back, kept by a constant mask of the index positions
+// or of the ties, so the tie rules stay torch's).
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them; their second derivatives
+// tests/test_gradgradcheck_pointwise.cpp), the kernels in tests/test_kernels_reduce.cpp and
+// tests/test_kernels_elementwise.cpp (sum_axes).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -90,6 +94,19 @@ Axis reduce_axis(const Tensor& a, int64_t dim, bool keepdim, const char* op) {
   return r;
 }
 
+// A constant of a's shape and dtype: 1 at [o, idx[o, i], i], 0 elsewhere (where the gradient of
+// max/min along an axis goes).
+Tensor index_mask(const Tensor& a, const Axis& r, const Tensor& idx) {
+  Tensor mask = Tensor::zeros(a.shape(), a.dtype());
+  const int64_t* ix = idx.data<int64_t>();
+  dispatch_float(a.dtype(), "max", [&]<class T>() {
+    T* m = mask.data<T>();
+    for (int64_t o = 0; o < r.outer; ++o)
+      for (int64_t i = 0; i < r.inner; ++i) m[(o * r.C + ix[o * r.inner + i]) * r.inner + i] = T(1);
+  });
+  return mask;
+}
+
 // values (when wanted) and indices of the max or min along dim.
 ValuesAndIndices extreme_dim(const Tensor& a, int64_t dim, bool keepdim, bool is_max,
                              bool want_values, const char* op) {
@@ -103,16 +120,25 @@ ValuesAndIndices extreme_dim(const Tensor& a, int64_t dim, bool keepdim, bool is
                        x.data<T>(), r.outer, r.C, r.inner, is_max);
   });
   if (want_values && should_record({a}))
-    record(op, {a}, out.values, [a, r, idx = out.indices, op](const Tensor& g) {
-      // grad(a)[o, idx[o, i], i] += g[o, i]: the gather backward with one index per (o, i)
-      Tensor gc = g.contiguous();
-      Tensor t = Tensor::zeros(a.shape(), a.dtype());
-      const GatherIndex gi{idx.data<int64_t>(), r.inner, 0, 1};
-      dispatch_float(a.dtype(), op, [&]<class T>() {
-        gather_backward<T>(t.data<T>(), gc.data<T>(), gi, r.outer, r.C, 1, r.inner);
-      });
-      accumulate_grad(a, t);
-    });
+    record(op, {a}, out.values,
+           [a, r, idx = out.indices, op](const Tensor& g) {
+             // grad(a)[o, idx[o, i], i] += g[o, i]: the gather backward with one index per (o, i)
+             Tensor gc = g.contiguous();
+             Tensor t = Tensor::zeros(a.shape(), a.dtype());
+             const GatherIndex gi{idx.data<int64_t>(), r.inner, 0, 1};
+             dispatch_float(a.dtype(), op, [&]<class T>() {
+               gather_backward<T>(t.data<T>(), gc.data<T>(), gi, r.outer, r.C, 1, r.inner);
+             });
+             accumulate_grad(a, t);
+           })
+        .saves({out.indices})  // the indices only (returned to the caller too)
+        .differentiable([a, r, idx = out.indices](const Tensor& g, const Tensor&) {
+          // g broadcast back over the axis, kept at the index position only
+          Shape keep = a.shape();
+          keep[r.ax] = 1;
+          accumulate_grad(a, where(index_mask(a, r, idx), expand(reshape(g, keep), a.shape()),
+                                   Tensor::zeros({}, a.dtype())));
+        });
   return out;
 }
 
@@ -128,21 +154,29 @@ Tensor extreme_all(const Tensor& a, bool is_max, const char* op) {
     max_dim_forward<T>(out.data<T>(), &where, x.data<T>(), 1, a.numel(), 1, is_max);
   });
   if (should_record({a}))
-    record(op, {a}, out, [a, x, out = detach(out), op](const Tensor& g) {
-      Tensor t = Tensor::zeros(a.shape(), a.dtype());
-      dispatch_float(a.dtype(), op, [&]<class T>() {
-        // torch's evenly_distribute_backward: mask = (x == v) | (isnan(x) & isnan(v))
-        const T v = out.data<T>()[0], *xs = x.data<T>();
-        auto tied = [&](T e) { return e == v || (std::isnan(e) && std::isnan(v)); };
-        int64_t count = 0;
-        for (int64_t k = 0; k < a.numel(); ++k) count += tied(xs[k]);
-        const T share = static_cast<T>(g.item()) / static_cast<T>(count);
-        T* ts = t.data<T>();
-        for (int64_t k = 0; k < a.numel(); ++k)
-          if (tied(xs[k])) ts[k] = share;
-      });
-      accumulate_grad(a, t);
-    });
+    record(op, {a}, out,
+           [a, x, out = detach(out), op](const Tensor& g) {
+             Tensor t = Tensor::zeros(a.shape(), a.dtype());
+             dispatch_float(a.dtype(), op, [&]<class T>() {
+               // torch's evenly_distribute_backward: mask = (x == v) | (isnan(x) & isnan(v))
+               const T v = out.data<T>()[0], *xs = x.data<T>();
+               auto tied = [&](T e) { return e == v || (std::isnan(e) && std::isnan(v)); };
+               int64_t count = 0;
+               for (int64_t k = 0; k < a.numel(); ++k) count += tied(xs[k]);
+               const T share = static_cast<T>(g.item()) / static_cast<T>(count);
+               T* ts = t.data<T>();
+               for (int64_t k = 0; k < a.numel(); ++k)
+                 if (tied(xs[k])) ts[k] = share;
+             });
+             accumulate_grad(a, t);
+           })
+        .saves({a, out})
+        .differentiable([a](const Tensor& g, const Tensor& out) {
+          // the tied elements (a NaN extreme ties with every NaN): constants; g/count to each
+          const Tensor tied = std::isnan(out.item()) ? ne(a, a) : eq(a, out);
+          const Tensor count = Tensor::full({}, sum(tied).item(), a.dtype());
+          accumulate_grad(a, dg::where(tied, div(g, count), Tensor::zeros({}, a.dtype())));
+        });
   return out;
 }
 }  // namespace

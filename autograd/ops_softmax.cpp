@@ -1,8 +1,11 @@
 // softmax and log_softmax over one axis: the forward kernel, a backward from the saved output
 // (tensor/kernels_softmax.h), and their gradient-check rows. The losses built on them are in
 // ops_loss.cpp. Does not do: masked or temperature softmax (compose them: masked_fill, scale).
-// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels (beside the
-// cross-entropy ones) and softmax's values in tests/test_kernels_loss.cpp.
+// create_graph (autograd/tape.h): both support it, through a second backward from recorded ops
+// that uses the output with its graph.
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them; their second derivatives
+// tests/test_gradgradcheck_pointwise.cpp), the kernels (beside the cross-entropy ones) and
+// softmax's values in tests/test_kernels_loss.cpp.
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_softmax.h"
@@ -28,12 +31,22 @@ Tensor softmax_impl(const Tensor& a, int64_t axis_in, bool log) {
     softmax_forward<T>(out.data<T>(), x.data<T>(), outer, C, inner, log);
   });
   if (should_record({a}))
-    record(op, {a}, out, [a, out = detach(out), outer, C, inner, log, op](const Tensor& g) {
-      Tensor gc = g.contiguous();
-      dispatch_float(a.dtype(), op, [&]<class T>() {
-        softmax_backward<T>(grad_ptr<T>(a, op), gc.data<T>(), out.data<T>(), outer, C, inner, log);
-      });
-    });
+    record(op, {a}, out,
+           [a, out = detach(out), outer, C, inner, log, op](const Tensor& g) {
+             Tensor gc = g.contiguous();
+             dispatch_float(a.dtype(), op, [&]<class T>() {
+               softmax_backward<T>(grad_ptr<T>(a, op), gc.data<T>(), out.data<T>(), outer, C, inner,
+                                   log);
+             });
+           })
+        .saves({out})
+        .differentiable([a, axis, log](const Tensor& g, const Tensor& out) {
+          // out with its graph: softmax da = y⊙(g − Σ g⊙y); log_softmax da = g − e^y·Σ g
+          if (log)
+            accumulate_grad(a, sub(g, mul(exp(out), sum(g, {axis}, true))));
+          else
+            accumulate_grad(a, mul(out, sub(g, sum(mul(g, out), {axis}, true))));
+        });
   return out;
 }
 }  // namespace
