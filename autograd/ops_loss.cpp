@@ -621,6 +621,22 @@ std::vector<OpCase> loss_op_cases() {
        [](V in) {
          return nll_loss(log_softmax(in[0]), Tensor::from_ids({3, 0, 3}, {3}), Reduction::sum);
        }},
+      // nll_loss, mse_loss, l1_loss and binary_cross_entropy_with_logits with their other
+      // reductions (each reduction scales the recorded backward differently under create_graph)
+      {"nll_loss/sum, int32 targets, some ignored",
+       [] {
+         return std::vector<Tensor>{random_tensor({4, 3}, 40, -3, 0).set_name("log_probs"),
+                                    Tensor::from_ids({2, -100, 0, 2}, {4}, DType::i32)};
+       },
+       [](V in) { return nll_loss(in[0], in[1], Reduction::sum); }},
+      {"mse_loss/sum", pair({2, 3}, 41, -1, 1, -1, 1),
+       [](V in) { return mse_loss(in[0], in[1], Reduction::sum); }},
+      {"l1_loss/mean", pair({2, 3}, 42, -1, 1, -1, 1), [](V in) { return l1_loss(in[0], in[1]); }},
+      {"binary_cross_entropy_with_logits/sum, pos_weight [1]", pair({3, 2}, 43, -4, 4, 0, 1),
+       [](V in) {
+         return binary_cross_entropy_with_logits(in[0], in[1], Reduction::sum,
+                                                 Tensor::from_vector({1.5}, {1}, in[0].dtype()));
+       }},
       {"mse_loss/mean, target requires grad", pair({3, 4}, 23, -1, 1, -1, 1),
        [](V in) { return mse_loss(in[0], in[1]); }},
       {"mse_loss/none", pair({2, 3}, 28, -1, 1, -1, 1),

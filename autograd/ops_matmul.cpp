@@ -422,6 +422,7 @@ std::vector<OpCase> matmul_op_cases() {
       {"bmm", two({3, 2, 4}, {3, 4, 3}), [](V in) { return bmm(in[0], in[1]); }},
       {"linear/bias", lin({4, 3}, 5, true), [](V in) { return linear(in[0], in[1], in[2]); }},
       {"linear/no bias", lin({4, 3}, 5, false), [](V in) { return linear(in[0], in[1]); }},
+      {"linear/1-D input", lin({3}, 4, true), [](V in) { return linear(in[0], in[1], in[2]); }},
       {"linear/3-D input", lin({2, 3, 4}, 5, true),
        [](V in) { return linear(in[0], in[1], in[2]); }},
       {"linear/transposed-view weight", two({3, 4}, {4, 5}),
