@@ -424,16 +424,18 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   std::vector<double> pw_minus_1;
   for (double p : pw) pw_minus_1.push_back(p - 1.0);
   if (pw.empty()) pw_minus_1.push_back(0.0);
-  const Tensor pwm1 = Tensor::from_vector(pw_minus_1, {static_cast<int64_t>(pw_minus_1.size())},
-                                          input.defined() ? input.dtype() : DType::f32);
-  auto one = [](const Tensor& t) { return Tensor::full({}, 1.0, t.dtype()); };
-  PointLossGrads grads{[pwm1, one](const Tensor& x, const Tensor& y) {
-                         const Tensor w = add(mul(y, pwm1), one(y));
-                         return add(add(scale(y, -1.0), one(y)),
+  // made only when a recorded backward runs: the forward allocates nothing more
+  auto pwm1 = [pw_minus_1](const Tensor& x) {
+    return Tensor::from_vector(pw_minus_1, {static_cast<int64_t>(pw_minus_1.size())}, x.dtype());
+  };
+  PointLossGrads grads{[pwm1](const Tensor& x, const Tensor& y) {
+                         const Tensor one = Tensor::full({}, 1.0, y.dtype());
+                         const Tensor w = add(mul(y, pwm1(x)), one);  // 1 + (pw − 1)·y
+                         return add(add(scale(y, -1.0), one),
                                     scale(mul(w, sigmoid(scale(x, -1.0))), -1.0));
                        },
                        [pwm1](const Tensor& x, const Tensor&) {
-                         return add(scale(x, -1.0), mul(pwm1, softplus(scale(x, -1.0))));
+                         return add(scale(x, -1.0), mul(pwm1(x), softplus(scale(x, -1.0))));
                        }};
   return pointwise_loss(
       op, input, target, reduction,

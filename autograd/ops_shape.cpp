@@ -4,12 +4,12 @@
 // storage; their backwards add g into the matching view of the input's gradient buffer
 // (add_strided), or sum it over broadcast axes (expand). Copies happen only in reshape of a
 // non-contiguous tensor, contiguous() of a view, cat and stack.
-// Under create_graph (autograd/tape.h) reshape, expand, contiguous and to_dtype run their backward
-// (itself a shape op) recorded; transpose, permute, slice, cat and stack keep the strided add above
-// and run a recorded twin instead (the inverse view; slice pads g with zeros by a cat, cat and
-// stack slice g). Each saves nothing for the version check: the backwards read only shapes. Does
-// not support negative steps, strided slices or in-place writes through views. Checks: the rows at
-// the end (tests/test_gradcheck_ops.cpp runs them), views and copies in
+// Under create_graph (autograd/tape.h) reshape, expand, contiguous and to_dtype run their
+// backward (itself a shape op) recorded; transpose, permute, slice, cat and stack keep the strided
+// add above and run a recorded twin instead (the inverse view; slice pads g with zeros by a cat,
+// cat and stack slice g). None saves an input for the version check: they read only shapes.
+// Does not support negative steps, strided slices or in-place writes through views.
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), views and copies in
 // tests/test_kernels_matmul.cpp, split/chunk in tests/test_kernels_index.cpp.
 #include <fmt/format.h>
 
