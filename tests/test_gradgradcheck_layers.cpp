@@ -194,6 +194,26 @@ TEST_CASE("third derivatives of the norms and losses whose recorded backward run
                 {random_tensor({3, 2}, 20, -3, 3), random_tensor({3, 2}, 21, 0, 1)});
 }
 
+TEST_CASE("gradgradcheck through a small model: embedding, linear, layer_norm, rms_norm, losses") {
+  using V = const std::vector<Tensor>&;
+  const Tensor ids = Tensor::from_ids({3, 0, 3, 1}, {2, 2});
+  const Tensor targets = Tensor::from_ids({2, -100, 0, 1}, {4});
+  auto model = [&](V in) {
+    Tensor h = embedding(in[0], ids);                          // [2, 2, 3]
+    h = layer_norm(linear(h, in[1], in[2]), in[3], Tensor());  // [2, 2, 4]
+    const Tensor w = reshape(slice(in[0], 0, 1, 2), {3});      // a tied weight [3]
+    h = rms_norm(matmul(h, in[1]), w, 0.1);                    // [2, 2, 3]
+    const Tensor logits = reshape(linear(h, in[1]), {4, 4});
+    return add(cross_entropy(logits, targets, Reduction::mean, -100, 0.1),
+               mse_loss(h, expand(w, h.shape()), Reduction::sum));
+  };
+  GradcheckResult r = gradgradcheck("model", model,
+                                    {random_tensor({4, 3}, 40), random_tensor({4, 3}, 41),
+                                     random_tensor({4}, 42), random_tensor({4}, 43, 0.5, 1.5)});
+  INFO(r.message);
+  CHECK(r.passed);
+}
+
 TEST_CASE("what the backwards save: an in-place write to an unread input does not refuse") {
   auto written_after = [](const std::function<Tensor(const Tensor&)>& f, bool write_input) {
     Tensor a = random_tensor({3, 4}, 20);
