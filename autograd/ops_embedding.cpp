@@ -1,6 +1,8 @@
 // The embedding op: a row gather whose backward scatter-adds rows (kernels in
 // tensor/kernels_embedding.h), and its gradient-check row. Ids out of range throw naming the id,
-// its position and the vocabulary size. Does not do: padding ids, max-norm, sparse gradients.
+// its position and the vocabulary size. Under create_graph (autograd/tape.h) the row scatter-add
+// is a recorded op (embedding_backward) whose own backward is an embedding of the ids again.
+// Does not do: padding ids, max-norm, sparse gradients.
 // Checks: the row at the end (tests/test_gradcheck_ops.cpp runs it), the kernels in
 // tests/test_kernels_embedding.cpp.
 #include <fmt/format.h>
@@ -11,6 +13,27 @@
 #include "tensor/profile.h"
 
 namespace dg {
+
+namespace {
+// dW [V, D] = the rows of g [N, D] scatter-added at ids, as a recorded op: embedding's backward
+// under create_graph. Linear in g; its own backward gathers the rows again (an embedding).
+Tensor embedding_scatter(const Tensor& g, const Tensor& ids, int64_t V) {
+  const int64_t D = g.size(-1), N = ids.numel();
+  Tensor gc = kernel_input(g);
+  Tensor dW = Tensor::zeros({V, D}, g.dtype());
+  dispatch_index(ids, "embedding_backward", "ids", [&]<class I>() {
+    dispatch_float(g.dtype(), "embedding_backward", [&]<class T>() {
+      embedding_backward<T>(dW.data<T>(), gc.data<T>(), ids.data<I>(), N, V, D);
+    });
+  });
+  if (should_record({g}))
+    record("embedding_backward", {g}, dW,
+           [g, ids](const Tensor& gg) { accumulate_grad(g, embedding(gg, ids)); })
+        .saves({})
+        .composed();
+  return dW;
+}
+}  // namespace
 
 // ---- embedding: out[n] = W[ids[n]]; dW[v] += Σ_{ids[n]=v} g[n] ----------------------------------
 Tensor embedding(const Tensor& weight, const Tensor& ids_in) {
@@ -34,13 +57,18 @@ Tensor embedding(const Tensor& weight, const Tensor& ids_in) {
     dispatch_float(weight.dtype(), op,
                    [&]<class T>() { embedding_forward<T>(out.data<T>(), id, w.data<T>(), N, D); });
     if (should_record({weight}))
-      record(op, {weight}, out, [weight, ids, N, V, D](const Tensor& g) {
-        Tensor gc = g.contiguous();
-        dispatch_float(weight.dtype(), "embedding", [&]<class T>() {
-          embedding_backward<T>(grad_ptr<T>(weight, "embedding"), gc.data<T>(), ids.data<I>(), N, V,
-                                D);
-        });
-      });
+      record(op, {weight}, out,
+             [weight, ids, N, V, D](const Tensor& g) {
+               Tensor gc = g.contiguous();
+               dispatch_float(weight.dtype(), "embedding", [&]<class T>() {
+                 embedding_backward<T>(grad_ptr<T>(weight, "embedding"), gc.data<T>(),
+                                       ids.data<I>(), N, V, D);
+               });
+             })
+          .saves({})
+          .differentiable([weight, ids, V](const Tensor& g, const Tensor&) {
+            accumulate_grad(weight, embedding_scatter(g, ids, V));
+          });
     return out;
   });
 }

@@ -1,9 +1,11 @@
 // Indexing ops: gather(input, dim, index) and index_select(input, dim, index), torch's semantics,
 // with int64 (as torch) or int32 indices; each backward scatter-adds g into the input's gradient
 // (repeated indices add up). An index outside [0, size) throws naming the op, the index and its
-// position; negative indices are refused as torch refuses them. Does not do: scatter as a forward
-// op, index_put, boolean masks, gradients for the index (it is integer data). Integer inputs (ids,
-// labels) are gathered too, recording nothing.
+// position; negative indices are refused as torch refuses them. Under create_graph
+// (autograd/tape.h) the scatter-add is itself a recorded op whose backward gathers (selects) again,
+// so gradients of any order exist; the backwards save nothing for the version check (they read only
+// the index). Does not do: scatter as a forward op, index_put, boolean masks, gradients for the
+// index (it is integer data). Integer inputs (ids, labels) are gathered too, recording nothing.
 // Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels and values in
 // tests/test_kernels_index.cpp.
 #include <fmt/format.h>
@@ -39,6 +41,50 @@ int64_t prod(const Shape& s, int64_t from, int64_t to) {
   for (int64_t k = from; k < to; ++k) p *= s[k];
   return p;
 }
+
+// The gathered positions' sizes: O leading, J along the axis, I trailing; C the input's axis.
+struct GatherDims {
+  int64_t O, C, J, I;
+};
+
+// zeros of input_shape with g [O, J, I] scatter-added at the index' positions (not recorded): the
+// backward of gather (index [O, J, I], part_shape the input's part it reads) and of index_select
+// (a [J] index, part_shape = input_shape).
+Tensor scatter_add(const Tensor& g, const Shape& input_shape, const Shape& part_shape,
+                   const Tensor& idx, GatherIndex gi, GatherDims d, const char* op) {
+  Tensor gc = kernel_input(g);
+  Tensor t = Tensor::zeros(input_shape, g.dtype());
+  const bool cut = part_shape != input_shape;
+  Tensor dpart = cut ? Tensor::zeros(part_shape, g.dtype()) : t;
+  gi.idx = idx.data<int64_t>();
+  dispatch_float(g.dtype(), op, [&]<class T>() {
+    gather_backward<T>(dpart.data<T>(), gc.data<T>(), gi, d.O, d.C, d.J, d.I);
+  });
+  if (cut) {
+    Tensor view = t;
+    for (int64_t k = 0; k < t.dim(); ++k)
+      if (part_shape[k] < t.shape()[k]) view = view.view_narrow(k, 0, part_shape[k]);
+    add_strided(view, dpart);
+  }
+  return t;
+}
+
+// scatter_add as a recorded op, the backward of gather (`select` false) or index_select under
+// create_graph: linear in g, its own backward gathers (selects) again along axis ax.
+Tensor recorded_scatter_add(const Tensor& g, int64_t ax, const Tensor& idx, bool select,
+                            const Shape& input_shape, const Shape& part_shape, GatherIndex gi,
+                            GatherDims d) {
+  const char* op = select ? "index_select_backward" : "gather_backward";
+  Tensor t = scatter_add(g, input_shape, part_shape, idx, gi, d, op);
+  if (should_record({g}))
+    record(op, {g}, t,
+           [g, ax, idx, select](const Tensor& gg) {
+             accumulate_grad(g, select ? index_select(gg, ax, idx) : gather(gg, ax, idx));
+           })
+        .saves({})
+        .composed();
+  return t;
+}
 }  // namespace
 
 // ---- gather: out[.., j, ..] = input[.., index[.., j, ..], ..] along `dim` ----------------------
@@ -61,7 +107,6 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
               fmt::format("an index no longer than input {} on axis {}", input.describe(), k));
     if (index.shape()[k] < input.shape()[k]) part = part.view_narrow(k, 0, index.shape()[k]);
   }
-  const bool cut = part.shape() != input.shape();
   const Shape& is = index.shape();
   const int64_t O = prod(is, 0, ax), J = is[ax], I = prod(is, ax + 1, index.dim());
   const int64_t C = input.shape()[ax];
@@ -71,24 +116,20 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
   const GatherIndex gi{idx.data<int64_t>(), J * I, I, 1};
   dispatch_any(input.dtype(),
                [&]<class T>() { gather_forward<T>(out.data<T>(), x.data<T>(), gi, O, C, J, I); });
-  if (is_floating(input.dtype()) && should_record({input}))
+  if (is_floating(input.dtype()) && should_record({input})) {
+    const GatherDims d{O, C, J, I};
     record(op, {input}, out,
-           [input, part_shape = part.shape(), cut, idx, O, C, J, I](const Tensor& g) {
-             Tensor gc = g.contiguous();
-             Tensor t = Tensor::zeros(input.shape(), input.dtype());
-             Tensor dpart = cut ? Tensor::zeros(part_shape, input.dtype()) : t;
-             const GatherIndex gi{idx.data<int64_t>(), J * I, I, 1};
-             dispatch_float(input.dtype(), "gather", [&]<class T>() {
-               gather_backward<T>(dpart.data<T>(), gc.data<T>(), gi, O, C, J, I);
-             });
-             if (cut) {
-               Tensor view = t;
-               for (int64_t k = 0; k < t.dim(); ++k)
-                 if (part_shape[k] < t.shape()[k]) view = view.view_narrow(k, 0, part_shape[k]);
-               add_strided(view, dpart);
-             }
-             accumulate_grad(input, t);
-           });
+           [input, part_shape = part.shape(), idx, gi, d](const Tensor& g) {
+             accumulate_grad(input,
+                             scatter_add(g, input.shape(), part_shape, idx, gi, d, "gather"));
+           })
+        .saves({})
+        .differentiable(
+            [input, ax, part_shape = part.shape(), idx, gi, d](const Tensor& g, const Tensor&) {
+              accumulate_grad(
+                  input, recorded_scatter_add(g, ax, idx, false, input.shape(), part_shape, gi, d));
+            });
+  }
   return out;
 }
 
@@ -112,16 +153,19 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
   const GatherIndex gi{idx.data<int64_t>(), 0, 1, 0};
   dispatch_any(input.dtype(),
                [&]<class T>() { gather_forward<T>(out.data<T>(), x.data<T>(), gi, O, C, J, I); });
-  if (is_floating(input.dtype()) && should_record({input}))
-    record(op, {input}, out, [input, idx, O, C, J, I](const Tensor& g) {
-      Tensor gc = g.contiguous();
-      Tensor t = Tensor::zeros(input.shape(), input.dtype());
-      const GatherIndex gi{idx.data<int64_t>(), 0, 1, 0};
-      dispatch_float(input.dtype(), "index_select", [&]<class T>() {
-        gather_backward<T>(t.data<T>(), gc.data<T>(), gi, O, C, J, I);
-      });
-      accumulate_grad(input, t);
-    });
+  if (is_floating(input.dtype()) && should_record({input})) {
+    const GatherDims d{O, C, J, I};
+    record(op, {input}, out,
+           [input, idx, gi, d](const Tensor& g) {
+             accumulate_grad(
+                 input, scatter_add(g, input.shape(), input.shape(), idx, gi, d, "index_select"));
+           })
+        .saves({})
+        .differentiable([input, ax, idx, gi, d](const Tensor& g, const Tensor&) {
+          accumulate_grad(
+              input, recorded_scatter_add(g, ax, idx, true, input.shape(), input.shape(), gi, d));
+        });
+  }
   return out;
 }
 

@@ -3,8 +3,11 @@
 // tensor/kernels_loss.h), nll_loss and the pointwise losses (mse, l1, binary cross-entropy with
 // logits) with torch's reductions. softmax and log_softmax are in ops_softmax.cpp. Each op
 // validates its inputs (errors name the op and the offending tensor or target) and records a
-// backward that adds into the inputs' gradients. Does not do: class weights, soft targets,
-// K-dimensional targets.
+// backward that adds into the inputs' gradients. Under create_graph (autograd/tape.h)
+// cross_entropy ((softmax − target distribution)·row scale, softmax recorded), nll_loss, mse_loss,
+// l1_loss and binary_cross_entropy_with_logits run a recorded backward with the same conventions
+// (reductions, ignore_index, label smoothing, pos_weight); plain_cross_entropy is a composition;
+// linear_cross_entropy refuses. Does not do: class weights, soft targets, K-dimensional targets.
 // Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels in
 // tests/test_kernels_loss.cpp, the reductions in tests/test_losses.cpp, the plain twins in
 // tests/test_plain_ops.cpp.
@@ -12,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -70,6 +74,26 @@ void reduce_rows(T* out, const T* losses, int64_t N, int64_t count, Reduction re
   if (reduction == Reduction::none) std::copy(losses, losses + N, out);
   if (reduction == Reduction::mean) out[0] = mean_loss(losses, N, count);
   if (reduction == Reduction::sum) out[0] = mean_loss(losses, N, 1);  // the sum
+}
+
+// The per-row gradient scale of a loss over rows, as a constant [N, 1]: 0 at ignored rows, 1/count
+// at kept ones for mean (0 when none is kept), 1 for sum and none. targets are int64 or int32.
+std::vector<double> row_scales(const Tensor& targets, int64_t N, int64_t count,
+                               int64_t ignore_index, Reduction reduction, const char* op) {
+  const double kept = reduction != Reduction::mean ? 1.0
+                      : count                      ? 1.0 / static_cast<double>(count)
+                                                   : 0.0;
+  std::vector<double> s(static_cast<size_t>(N), 0.0);
+  dispatch_index(targets, op, "targets", [&]<class I>() {
+    for (int64_t n = 0; n < N; ++n)
+      if (targets.data<I>()[n] != ignore_index) s[n] = kept;
+  });
+  return s;
+}
+
+// g as a factor of the per-row gradient: [N, 1] for reduction none, the scalar itself otherwise.
+Tensor row_factor(const Tensor& g, int64_t N, Reduction reduction) {
+  return reduction == Reduction::none ? reshape(g, {N, 1}) : g;
 }
 }  // namespace
 
@@ -180,7 +204,28 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, Reduction r
                    for (int64_t n = 0; n < N; ++n) run(n, 1, static_cast<double>(gc.data<T>()[n]));
                });
              });
-           });
+           })
+        .differentiable([logits, targets, N, C, ignore_index, count, eps, reduction](
+                            const Tensor& g, const Tensor&) {
+          // (softmax(x) − q)·s·g per row, q = (1 − ε)·onehot + ε/C the target distribution and s
+          // the row's scale (0 at ignored rows): softmax recorded, q and s constants
+          std::vector<double> s =
+              row_scales(targets, N, count, ignore_index, reduction, "cross_entropy");
+          std::vector<double> q(static_cast<size_t>(N * C), 0.0);
+          dispatch_index(targets, "cross_entropy", "targets", [&]<class I>() {
+            for (int64_t n = 0; n < N; ++n) {
+              const I t = targets.data<I>()[n];
+              if (t == ignore_index) continue;
+              for (int64_t c = 0; c < C; ++c)
+                q[n * C + c] = -(eps / static_cast<double>(C) + (c == t ? 1.0 - eps : 0.0));
+            }
+          });
+          const Tensor diff =
+              add(softmax(logits, -1), Tensor::from_vector(q, {N, C}, logits.dtype()));
+          const Tensor rows =
+              mul(Tensor::from_vector(s, {N, 1}, logits.dtype()), row_factor(g, N, reduction));
+          accumulate_grad(logits, mul(diff, rows));
+        });
   return out;
 }
 
@@ -273,9 +318,13 @@ namespace {
 struct PointLoss {
   double loss, dx, dy;
 };
+// ∂l/∂x and ∂l/∂y as recorded ops of x and y (for create_graph): (x, y) -> [x's shape].
+struct PointLossGrads {
+  std::function<Tensor(const Tensor&, const Tensor&)> dx, dy;
+};
 template <class F>
 Tensor pointwise_loss(const char* op, const Tensor& input, const Tensor& target,
-                      Reduction reduction, F f) {
+                      Reduction reduction, F f, PointLossGrads grads) {
   ScopedOpTimer op_timer(OpFamily::other);
   check_float(input, op);
   check_float(target, op);
@@ -320,6 +369,11 @@ Tensor pointwise_loss(const char* op, const Tensor& input, const Tensor& target,
       });
       if (input.requires_grad()) accumulate_grad(input, tx);
       if (target.requires_grad()) accumulate_grad(target, ty);
+    }).differentiable([input, target, n, reduction, grads](const Tensor& g, const Tensor&) {
+      // g·∂l/∂x, g·∂l/∂y (g broadcast from a scalar for sum, g/n for mean)
+      const Tensor gk = reduction == Reduction::mean ? scale(g, 1.0 / static_cast<double>(n)) : g;
+      if (input.requires_grad()) accumulate_grad(input, mul(gk, grads.dx(input, target)));
+      if (target.requires_grad()) accumulate_grad(target, mul(gk, grads.dy(input, target)));
     });
   return out;
 }
@@ -327,17 +381,25 @@ Tensor pointwise_loss(const char* op, const Tensor& input, const Tensor& target,
 
 // l = (x − y)²; ∂l/∂x = 2(x − y) = −∂l/∂y.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  return pointwise_loss("mse_loss", input, target, reduction, [](double x, double y, int64_t) {
-    return PointLoss{(x - y) * (x - y), 2 * (x - y), -2 * (x - y)};
-  });
+  return pointwise_loss(
+      "mse_loss", input, target, reduction,
+      [](double x, double y, int64_t) {
+        return PointLoss{(x - y) * (x - y), 2 * (x - y), -2 * (x - y)};
+      },
+      {[](const Tensor& x, const Tensor& y) { return scale(add(x, scale(y, -1.0)), 2.0); },
+       [](const Tensor& x, const Tensor& y) { return scale(add(x, scale(y, -1.0)), -2.0); }});
 }
 
 // l = |x − y|; ∂l/∂x = sign(x − y) (0 at x = y, as torch) = −∂l/∂y.
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  return pointwise_loss("l1_loss", input, target, reduction, [](double x, double y, int64_t) {
-    const double sign = x > y ? 1.0 : x < y ? -1.0 : 0.0;
-    return PointLoss{std::fabs(x - y), sign, -sign};
-  });
+  // sign(x − y) from comparisons: a constant (its derivative is 0 away from x = y)
+  auto sign = [](const Tensor& x, const Tensor& y) { return add(gt(x, y), scale(lt(x, y), -1.0)); };
+  return pointwise_loss("l1_loss", input, target, reduction,
+                        [](double x, double y, int64_t) {
+                          const double sign = x > y ? 1.0 : x < y ? -1.0 : 0.0;
+                          return PointLoss{std::fabs(x - y), sign, -sign};
+                        },
+                        {sign, [sign](const Tensor& x, const Tensor& y) { return sign(y, x); }});
 }
 
 // With w = 1 + (pw − 1)·y (w = 1 without pos_weight) and softplus(−x) = max(−x, 0) + log1p(e^−|x|):
@@ -356,16 +418,39 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
               pos_weight, fmt::format("a pos_weight of shape [{}] or [1]", C));
     pw = pos_weight.to_vector();
   }
-  return pointwise_loss(op, input, target, reduction, [pw](double x, double y, int64_t k) {
-    const double softplus_neg = std::max(-x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
-    const double sigmoid_neg = x >= 0 ? std::exp(-x) / (1 + std::exp(-x)) : 1 / (1 + std::exp(x));
-    if (pw.empty())
-      return PointLoss{std::max(x, 0.0) - x * y + std::log1p(std::exp(-std::fabs(x))),
-                       (1 - y) - sigmoid_neg, -x};
-    const double p = pw[static_cast<size_t>(k) % pw.size()], w = 1 + (p - 1) * y;
-    return PointLoss{(1 - y) * x + w * softplus_neg, (1 - y) - w * sigmoid_neg,
-                     -x + (p - 1) * softplus_neg};
-  });
+  // recorded (create_graph): pw − 1 a constant [C] or [1] broadcast over x's last axis (0 without
+  // pos_weight), w = 1 + (pw − 1)·y, ∂l/∂x = (1 − y) − w·sigmoid(−x), ∂l/∂y = −x + (pw − 1)·
+  // softplus(−x)
+  std::vector<double> pw_minus_1;
+  for (double p : pw) pw_minus_1.push_back(p - 1.0);
+  if (pw.empty()) pw_minus_1.push_back(0.0);
+  // made only when a recorded backward runs: the forward allocates nothing more
+  auto pwm1 = [pw_minus_1](const Tensor& x) {
+    return Tensor::from_vector(pw_minus_1, {static_cast<int64_t>(pw_minus_1.size())}, x.dtype());
+  };
+  PointLossGrads grads{[pwm1](const Tensor& x, const Tensor& y) {
+                         const Tensor one = Tensor::full({}, 1.0, y.dtype());
+                         const Tensor w = add(mul(y, pwm1(x)), one);  // 1 + (pw − 1)·y
+                         return add(add(scale(y, -1.0), one),
+                                    scale(mul(w, sigmoid(scale(x, -1.0))), -1.0));
+                       },
+                       [pwm1](const Tensor& x, const Tensor&) {
+                         return add(scale(x, -1.0), mul(pwm1(x), softplus(scale(x, -1.0))));
+                       }};
+  return pointwise_loss(
+      op, input, target, reduction,
+      [pw](double x, double y, int64_t k) {
+        const double softplus_neg = std::max(-x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
+        const double sigmoid_neg =
+            x >= 0 ? std::exp(-x) / (1 + std::exp(-x)) : 1 / (1 + std::exp(x));
+        if (pw.empty())
+          return PointLoss{std::max(x, 0.0) - x * y + std::log1p(std::exp(-std::fabs(x))),
+                           (1 - y) - sigmoid_neg, -x};
+        const double p = pw[static_cast<size_t>(k) % pw.size()], w = 1 + (p - 1) * y;
+        return PointLoss{(1 - y) * x + w * softplus_neg, (1 - y) - w * sigmoid_neg,
+                         -x + (p - 1) * softplus_neg};
+      },
+      grads);
 }
 
 // ---- nll_loss: −log_probs[n, t_n] over the kept rows; backward −g at each kept target ----------
@@ -407,7 +492,20 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets_in, Reduction red
                }
              });
              accumulate_grad(log_probs, d);
-           });
+           })
+        .saves({})
+        .differentiable([log_probs, targets, N, C, count, reduction, ignore_index](const Tensor& g,
+                                                                                   const Tensor&) {
+          // −g·s at each kept target (s the row's scale): a constant times g, linear in g
+          const std::vector<double> s =
+              row_scales(targets, N, count, ignore_index, reduction, "nll_loss");
+          std::vector<double> d(static_cast<size_t>(N * C), 0.0);
+          const int64_t* t = targets.data<int64_t>();
+          for (int64_t n = 0; n < N; ++n)
+            if (t[n] != ignore_index) d[n * C + t[n]] = -s[n];
+          accumulate_grad(log_probs, mul(Tensor::from_vector(d, {N, C}, log_probs.dtype()),
+                                         row_factor(g, N, reduction)));
+        });
   return out;
 }
 
@@ -524,6 +622,22 @@ std::vector<OpCase> loss_op_cases() {
       {"nll_loss/sum of log_softmax", pair({3, 4}, 22, -2, 2, -2, 2),
        [](V in) {
          return nll_loss(log_softmax(in[0]), Tensor::from_ids({3, 0, 3}, {3}), Reduction::sum);
+       }},
+      // nll_loss, mse_loss, l1_loss and binary_cross_entropy_with_logits with their other
+      // reductions (each reduction scales the recorded backward differently under create_graph)
+      {"nll_loss/sum, int32 targets, some ignored",
+       [] {
+         return std::vector<Tensor>{random_tensor({4, 3}, 40, -3, 0).set_name("log_probs"),
+                                    Tensor::from_ids({2, -100, 0, 2}, {4}, DType::i32)};
+       },
+       [](V in) { return nll_loss(in[0], in[1], Reduction::sum); }},
+      {"mse_loss/sum", pair({2, 3}, 41, -1, 1, -1, 1),
+       [](V in) { return mse_loss(in[0], in[1], Reduction::sum); }},
+      {"l1_loss/mean", pair({2, 3}, 42, -1, 1, -1, 1), [](V in) { return l1_loss(in[0], in[1]); }},
+      {"binary_cross_entropy_with_logits/sum, pos_weight [1]", pair({3, 2}, 43, -4, 4, 0, 1),
+       [](V in) {
+         return binary_cross_entropy_with_logits(in[0], in[1], Reduction::sum,
+                                                 Tensor::from_vector({1.5}, {1}, in[0].dtype()));
        }},
       {"mse_loss/mean, target requires grad", pair({3, 4}, 23, -1, 1, -1, 1),
        [](V in) { return mse_loss(in[0], in[1]); }},

@@ -5,7 +5,10 @@
 // CblasTrans; batch axes by pointer offsets, broadcast ones by offset 0); only scattered layouts
 // (e.g. stride-0 rows) are copied. Backwards accumulate with beta = 1 straight into the inputs'
 // gradient buffers, summing broadcast batch axes inside the batched GEMM (no temporaries).
-// Does not accept 1-D matmul operands (numpy's vector rules) and does not mix dtypes.
+// Under create_graph (autograd/tape.h) matmul, bmm, linear and linear_add run a recorded backward
+// instead (g·Bᵀ and Aᵀ·g as matmuls, linear's bias gradient a sum); linear_rope refuses it. linear
+// saves x and W for the version check, not the bias or the residual, which its backward never
+// reads. Does not accept 1-D matmul operands (numpy's vector rules) and does not mix dtypes.
 // Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels in
 // tests/test_kernels_matmul.cpp, the plain twins against the fused ops in tests/test_plain_ops.cpp.
 #include <fmt/format.h>
@@ -150,6 +153,10 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op) {
           sink.finish();
         }
       });
+    }).differentiable([a, b](const Tensor& g, const Tensor&) {
+      // dA = g·Bᵀ, dB = Aᵀ·g as recorded matmuls; accumulate_grad sums broadcast batch axes
+      if (a.requires_grad()) accumulate_grad(a, matmul(g, transpose(b, -1, -2)));
+      if (b.requires_grad()) accumulate_grad(b, matmul(transpose(a, -1, -2), g));
     });
   return out;
 }
@@ -175,6 +182,22 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 // With rope_heads > 0 (linear_rope) the output [.., T, heads·hd] is rotated in place by RoPE per
 // head (heads-last layout, positions along axis −2); the backward rotates dy back first.
 namespace {
+// linear's (and linear_add's) backward as recorded ops, for create_graph: dx = g·W (a linear by
+// Wᵀ), dW = gᵀ·x and db = Σ_rows g over the [R, ..] rows, dresidual = g.
+DifferentiableBackwardFn linear_differentiable(const Tensor& x, const Tensor& weight,
+                                               const Tensor& bias, const Tensor& residual,
+                                               int64_t R) {
+  return [x, weight, bias, residual, R](const Tensor& g, const Tensor&) {
+    const int64_t out_features = weight.size(0), in = weight.size(1);
+    if (x.requires_grad()) accumulate_grad(x, linear(g, transpose(weight, 0, 1)));
+    const Tensor rows = reshape(g, {R, out_features});  // [R, out]
+    if (weight.requires_grad())
+      accumulate_grad(weight, matmul(transpose(rows, 0, 1), reshape(x, {R, in})));
+    if (bias.defined() && bias.requires_grad()) accumulate_grad(bias, sum(rows, {0}));
+    if (residual.defined() && residual.requires_grad()) accumulate_grad(residual, g);
+  };
+}
+
 Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    const Tensor& residual, const char* op, int64_t rope_heads = 0,
                    double rope_base = 0.0) {
@@ -255,50 +278,53 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    hd, false, true);
   });
 
-  if (should_record({x, weight, bias, residual}))
-    record(op, {x, weight, bias, residual}, y,
-           [x, weight, bias, residual, X, ldx, W, R, in, out_features, rope_heads, Tn, hd, cos, sin,
-            heads_last, Bn](const Tensor& g) {
-             Tensor dy = g.contiguous();  // [R, out]
-             if (rope_heads > 0) {        // the gradient of the GEMM's output: rotated back
-               Tensor dz = Tensor::empty(dy.shape(), dy.dtype());
-               dispatch_float(dy.dtype(), "linear_rope", [&]<class T>() {
-                 rope_rows<T>(dz.data<T>(), heads_last, dy.data<T>(), heads_last, cos.data<T>(),
-                              sin.data<T>(), Bn, rope_heads, Tn, hd, true, true);
-               });
-               dy = dz;
-             }
-             dispatch_float(dy.dtype(), "linear", [&]<class T>() {
-               const T* pdy = dy.data<T>();
-               if (dy.numel() == 0) {  // every gradient element is an empty sum: 0
-                 for (const Tensor& t : {x, weight, bias})
-                   if (t.requires_grad()) grad_of(t);
-                 return;
-               }
-               if (x.requires_grad() && in > 0) {  // dx [R, in] += dy [R, out] · W [out, in]
-                 GradSink sink(x);
-                 gemm(false, W.layout.trans, R, in, out_features, T(1), pdy, out_features,
-                      W.t.data<T>(), W.layout.ld, sink.beta<T>(), sink.data<T>(), in);
-                 sink.finish();
-               }
-               if (weight.requires_grad() && in > 0) {  // dW [out, in] += dyᵀ [out, R] · x [R, in]
-                 GradSink sink(weight);
-                 gemm(true, false, out_features, in, R, T(1), pdy, out_features, X.data<T>(), ldx,
-                      sink.beta<T>(), sink.data<T>(), in);
-                 sink.finish();
-               }
-               if (bias.defined() && bias.requires_grad()) {  // db [out] += Σ_rows dy
-                 GradSink sink(bias);
-                 sink.zero_if_fresh();
-                 add_column_sums(pdy, R, out_features, out_features, sink.data<T>());
-                 sink.finish();
-               }
-             });
-             // dresidual = g, last: g may become the residual's gradient (tape.h, rule 1), and
-             // then x's gradient, when x is the residual, must not be written over dy before.
-             dy = Tensor();
-             if (residual.defined() && residual.requires_grad()) accumulate_grad(residual, g);
-           });
+  if (!should_record({x, weight, bias, residual})) return y;
+  RecordedNode node = record(
+      op, {x, weight, bias, residual}, y,
+      [x, weight, bias, residual, X, ldx, W, R, in, out_features, rope_heads, Tn, hd, cos, sin,
+       heads_last, Bn](const Tensor& g) {
+        Tensor dy = g.contiguous();  // [R, out]
+        if (rope_heads > 0) {        // the gradient of the GEMM's output: rotated back
+          Tensor dz = Tensor::empty(dy.shape(), dy.dtype());
+          dispatch_float(dy.dtype(), "linear_rope", [&]<class T>() {
+            rope_rows<T>(dz.data<T>(), heads_last, dy.data<T>(), heads_last, cos.data<T>(),
+                         sin.data<T>(), Bn, rope_heads, Tn, hd, true, true);
+          });
+          dy = dz;
+        }
+        dispatch_float(dy.dtype(), "linear", [&]<class T>() {
+          const T* pdy = dy.data<T>();
+          if (dy.numel() == 0) {  // every gradient element is an empty sum: 0
+            for (const Tensor& t : {x, weight, bias})
+              if (t.requires_grad()) grad_of(t);
+            return;
+          }
+          if (x.requires_grad() && in > 0) {  // dx [R, in] += dy [R, out] · W [out, in]
+            GradSink sink(x);
+            gemm(false, W.layout.trans, R, in, out_features, T(1), pdy, out_features, W.t.data<T>(),
+                 W.layout.ld, sink.beta<T>(), sink.data<T>(), in);
+            sink.finish();
+          }
+          if (weight.requires_grad() && in > 0) {  // dW [out, in] += dyᵀ [out, R] · x [R, in]
+            GradSink sink(weight);
+            gemm(true, false, out_features, in, R, T(1), pdy, out_features, X.data<T>(), ldx,
+                 sink.beta<T>(), sink.data<T>(), in);
+            sink.finish();
+          }
+          if (bias.defined() && bias.requires_grad()) {  // db [out] += Σ_rows dy
+            GradSink sink(bias);
+            sink.zero_if_fresh();
+            add_column_sums(pdy, R, out_features, out_features, sink.data<T>());
+            sink.finish();
+          }
+        });
+        // dresidual = g, last: g may become the residual's gradient (tape.h, rule 1), and
+        // then x's gradient, when x is the residual, must not be written over dy before.
+        dy = Tensor();
+        if (residual.defined() && residual.requires_grad()) accumulate_grad(residual, g);
+      });
+  node.saves({x, weight});  // the GEMMs read x and W; the bias and the residual are not read
+  if (rope_heads == 0) node.differentiable(linear_differentiable(x, weight, bias, residual, R));
   return y;
 }
 }  // namespace
@@ -396,6 +422,7 @@ std::vector<OpCase> matmul_op_cases() {
       {"bmm", two({3, 2, 4}, {3, 4, 3}), [](V in) { return bmm(in[0], in[1]); }},
       {"linear/bias", lin({4, 3}, 5, true), [](V in) { return linear(in[0], in[1], in[2]); }},
       {"linear/no bias", lin({4, 3}, 5, false), [](V in) { return linear(in[0], in[1]); }},
+      {"linear/1-D input", lin({3}, 4, true), [](V in) { return linear(in[0], in[1], in[2]); }},
       {"linear/3-D input", lin({2, 3, 4}, 5, true),
        [](V in) { return linear(in[0], in[1], in[2]); }},
       {"linear/transposed-view weight", two({3, 4}, {4, 5}),

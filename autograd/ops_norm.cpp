@@ -1,7 +1,9 @@
 // rms_norm and layer_norm over the last axis, each after its plain twin (plain_rms_norm,
 // plain_layer_norm: the formula from primitive ops), a fused forward (saving per-row rstd, and mean
 // for LayerNorm) beside its hand-written backward (kernels in tensor/kernels_norm.h), and their
-// gradient-check rows. Does not do: norms over other axes, running statistics, group norm.
+// gradient-check rows. Under create_graph (autograd/tape.h) the fused norms run a recorded backward
+// that recomputes the normalisation with ops (norm_backward_recorded); the kernels' backward stays
+// the first-order one. Does not do: norms over other axes, running statistics, group norm.
 // Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels and op errors
 // in tests/test_kernels_norm.cpp, the plain twins against the fused ops in
 // tests/test_plain_ops.cpp.
@@ -26,6 +28,26 @@ int64_t check_norm_args(const Tensor& x, const Tensor& weight, const char* op) {
             fmt::format("weight of shape [{}] for x {}", D, x.describe()));
   return D;
 }
+
+// The backward of rms_norm (center false) or layer_norm as recorded ops, for create_graph: the
+// normalisation is recomputed with ops (the fused forward's mean and rstd are constants), with
+// x̂ = (x − mean)·r (x·r for rms_norm), r = (var + eps)^(−1/2), gw = g·w:
+//   dw = Σ_rows g·x̂,  db = Σ_rows g,  dx = r·(gw − mean(gw) − x̂·mean(gw·x̂))  (no mean(gw) for
+// rms_norm). The same values as the kernels' backward; every step has its own backward.
+void norm_backward_recorded(const Tensor& g, const Tensor& x, const Tensor& weight,
+                            const Tensor& bias, double eps, bool center) {
+  const Tensor xc = center ? add(x, scale(mean(x, {-1}, /*keepdim=*/true), -1.0)) : x;
+  const Tensor variance = mean(mul(xc, xc), {-1}, /*keepdim=*/true);  // [.., 1]
+  const Tensor r = pow(add(variance, Tensor::full({}, eps, x.dtype())), -0.5);
+  const Tensor xhat = mul(xc, r);
+  if (weight.requires_grad()) accumulate_grad(weight, mul(g, xhat));
+  if (bias.defined() && bias.requires_grad()) accumulate_grad(bias, g);
+  if (!x.requires_grad()) return;
+  const Tensor gw = mul(g, weight);
+  Tensor inner = add(gw, scale(mul(xhat, mean(mul(gw, xhat), {-1}, true)), -1.0));
+  if (center) inner = add(inner, scale(mean(gw, {-1}, true), -1.0));
+  accumulate_grad(x, mul(inner, r));
+}
 }  // namespace
 
 // ---- plain_rms_norm: the formula from primitive ops (read this first) ---------------------------
@@ -49,15 +71,20 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
     rmsnorm_forward<T>(out.data<T>(), rstd.data<T>(), x.data<T>(), w.data<T>(), rows, D, eps);
   });
   if (should_record({x_in, weight}))
-    record(op, {x_in, weight}, out, [x_in, weight, x, w, rstd, rows, D](const Tensor& g) {
-      Tensor gc = g.contiguous();
-      dispatch_float(x.dtype(), "rms_norm", [&]<class T>() {
-        T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "rms_norm") : nullptr;
-        T* dw = weight.requires_grad() ? grad_ptr<T>(weight, "rms_norm") : nullptr;
-        rmsnorm_backward<T>(dx, dw, gc.data<T>(), x.data<T>(), w.data<T>(), rstd.data<T>(), rows,
-                            D);
-      });
-    });
+    record(op, {x_in, weight}, out,
+           [x_in, weight, x, w, rstd, rows, D](const Tensor& g) {
+             Tensor gc = g.contiguous();
+             dispatch_float(x.dtype(), "rms_norm", [&]<class T>() {
+               T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "rms_norm") : nullptr;
+               T* dw = weight.requires_grad() ? grad_ptr<T>(weight, "rms_norm") : nullptr;
+               rmsnorm_backward<T>(dx, dw, gc.data<T>(), x.data<T>(), w.data<T>(), rstd.data<T>(),
+                                   rows, D);
+             });
+           })
+        .saves({x_in, weight})
+        .differentiable([x_in, weight, eps](const Tensor& g, const Tensor&) {
+          norm_backward_recorded(g, x_in, weight, Tensor(), eps, false);
+        });
   return out;
 }
 
@@ -101,16 +128,22 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
   std::vector<Tensor> inputs{x_in, weight};
   if (has_bias) inputs.push_back(bias);
   if (should_record(inputs))
-    record(op, inputs, out, [x_in, weight, bias, x, w, mean, rstd, rows, D](const Tensor& g) {
-      Tensor gc = g.contiguous();
-      dispatch_float(x.dtype(), "layer_norm", [&]<class T>() {
-        T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "layer_norm") : nullptr;
-        T* dw = weight.requires_grad() ? grad_ptr<T>(weight, "layer_norm") : nullptr;
-        T* db = bias.defined() && bias.requires_grad() ? grad_ptr<T>(bias, "layer_norm") : nullptr;
-        layernorm_backward<T>(dx, dw, db, gc.data<T>(), x.data<T>(), w.data<T>(), mean.data<T>(),
-                              rstd.data<T>(), rows, D);
-      });
-    });
+    record(op, inputs, out,
+           [x_in, weight, bias, x, w, mean, rstd, rows, D](const Tensor& g) {
+             Tensor gc = g.contiguous();
+             dispatch_float(x.dtype(), "layer_norm", [&]<class T>() {
+               T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "layer_norm") : nullptr;
+               T* dw = weight.requires_grad() ? grad_ptr<T>(weight, "layer_norm") : nullptr;
+               T* db = bias.defined() && bias.requires_grad() ? grad_ptr<T>(bias, "layer_norm")
+                                                              : nullptr;
+               layernorm_backward<T>(dx, dw, db, gc.data<T>(), x.data<T>(), w.data<T>(),
+                                     mean.data<T>(), rstd.data<T>(), rows, D);
+             });
+           })
+        .saves({x_in, weight})  // the bias is not read
+        .differentiable([x_in, weight, bias, eps](const Tensor& g, const Tensor&) {
+          norm_backward_recorded(g, x_in, weight, bias, eps, true);
+        });
   return out;
 }
 

@@ -4,6 +4,10 @@
 // storage; their backwards add g into the matching view of the input's gradient buffer
 // (add_strided), or sum it over broadcast axes (expand). Copies happen only in reshape of a
 // non-contiguous tensor, contiguous() of a view, cat and stack.
+// Under create_graph (autograd/tape.h) reshape, expand, contiguous and to_dtype run their
+// backward (itself a shape op) recorded; transpose, permute, slice, cat and stack keep the strided
+// add above and run a recorded twin instead (the inverse view; slice pads g with zeros by a cat,
+// cat and stack slice g). None saves an input for the version check: they read only shapes.
 // Does not support negative steps, strided slices or in-place writes through views.
 // Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), views and copies in
 // tests/test_kernels_matmul.cpp, split/chunk in tests/test_kernels_index.cpp.
@@ -45,6 +49,10 @@ Tensor copy_of(const Tensor& a) {
   copy_strided(c, a);
   return c;
 }
+
+// g with `before` zeros ahead of it and `after` zeros behind it along axis ax, as a recorded cat
+// with constant zeros: slice's backward under create_graph (its own backward slices g back).
+Tensor pad_axis(const Tensor& g, int64_t ax, int64_t before, int64_t after);
 }  // namespace
 
 // ---- reshape: a view when contiguous, else a copy; backward reshapes g back -----------------
@@ -63,10 +71,15 @@ Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = a.view_transpose(axis0, axis1);
   if (should_record({a}))
-    record("transpose", {a}, out, [a, axis0, axis1](const Tensor& g) {
-      add_into_view_of_grad(
-          a, g, [&](const Tensor& t) { return t.view_transpose(axis0, axis1); }, true);
-    });
+    record("transpose", {a}, out,
+           [a, axis0, axis1](const Tensor& g) {
+             add_into_view_of_grad(
+                 a, g, [&](const Tensor& t) { return t.view_transpose(axis0, axis1); }, true);
+           })
+        .saves({})
+        .differentiable([a, axis0, axis1](const Tensor& g, const Tensor&) {
+          accumulate_grad(a, transpose(g, axis0, axis1));
+        });
   return out;
 }
 
@@ -74,10 +87,19 @@ Tensor permute(const Tensor& a, const Shape& order) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = a.view_permute(order);
   if (should_record({a}))
-    record("permute", {a}, out, [a, order](const Tensor& g) {
-      add_into_view_of_grad(
-          a, g, [&](const Tensor& t) { return t.view_permute(order); }, true);
-    });
+    record("permute", {a}, out,
+           [a, order](const Tensor& g) {
+             add_into_view_of_grad(
+                 a, g, [&](const Tensor& t) { return t.view_permute(order); }, true);
+           })
+        .saves({})
+        .differentiable([a, order](const Tensor& g, const Tensor&) {
+          Shape inverse(order.size());  // out axis k is a's axis order[k]
+          for (size_t k = 0; k < order.size(); ++k)
+            inverse[static_cast<size_t>(normalize_axis(order[k], a.dim(), "permute"))] =
+                static_cast<int64_t>(k);
+          accumulate_grad(a, permute(g, inverse));
+        });
   return out;
 }
 
@@ -92,10 +114,15 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end) {
                                         end, axis, a.describe()));
   Tensor out = a.view_narrow(ax, s, e - s);
   if (should_record({a}))
-    record("slice", {a}, out, [a, ax, s, e](const Tensor& g) {
-      add_into_view_of_grad(
-          a, g, [&](const Tensor& t) { return t.view_narrow(ax, s, e - s); }, false);
-    });
+    record("slice", {a}, out,
+           [a, ax, s, e](const Tensor& g) {
+             add_into_view_of_grad(
+                 a, g, [&](const Tensor& t) { return t.view_narrow(ax, s, e - s); }, false);
+           })
+        .saves({})
+        .differentiable([a, ax, s, e](const Tensor& g, const Tensor&) {
+          accumulate_grad(a, pad_axis(g, ax, s, a.shape()[ax] - e));
+        });
   return out;
 }
 
@@ -105,7 +132,9 @@ Tensor contiguous(const Tensor& a) {
   if (a.is_contiguous()) return a;
   Tensor out = copy_of(a);
   if (should_record({a}))
-    record("contiguous", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); });
+    record("contiguous", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); })
+        .saves({})
+        .composed();
   return out;
 }
 
@@ -124,7 +153,9 @@ Tensor to_dtype(const Tensor& a, DType dtype) {
   });
   if (is_floating(a.dtype()) && is_floating(dtype) && should_record({a}))
     record("to_dtype", {a}, out,
-           [a](const Tensor& g) { accumulate_grad(a, to_dtype(g, a.dtype())); });
+           [a](const Tensor& g) { accumulate_grad(a, to_dtype(g, a.dtype())); })
+        .saves({})
+        .composed();
   return out;
 }
 
@@ -196,18 +227,44 @@ Tensor cat(const std::vector<Tensor>& parts, int64_t axis) {
   check_parts(parts, ax, false, "cat");
   Tensor out = join_pieces(parts, ax);
   if (should_record(parts))
-    record("cat", parts, out, [parts, ax](const Tensor& g) {
-      int64_t offset = 0;
-      for (const Tensor& p : parts) {
-        const int64_t n = p.shape()[ax];
-        if (p.requires_grad())
-          add_into_view_of_grad(
-              p, g.view_narrow(ax, offset, n), [](const Tensor& t) { return t; }, true);
-        offset += n;
-      }
-    });
+    record("cat", parts, out,
+           [parts, ax](const Tensor& g) {
+             int64_t offset = 0;
+             for (const Tensor& p : parts) {
+               const int64_t n = p.shape()[ax];
+               if (p.requires_grad())
+                 add_into_view_of_grad(
+                     p, g.view_narrow(ax, offset, n), [](const Tensor& t) { return t; }, true);
+               offset += n;
+             }
+           })
+        .saves({})
+        .differentiable([parts, ax](const Tensor& g, const Tensor&) {
+          int64_t offset = 0;
+          for (const Tensor& p : parts) {
+            const int64_t n = p.shape()[ax];
+            if (p.requires_grad()) accumulate_grad(p, slice(g, ax, offset, offset + n));
+            offset += n;
+          }
+        });
   return out;
 }
+
+namespace {
+Tensor pad_axis(const Tensor& g, int64_t ax, int64_t before, int64_t after) {
+  std::vector<Tensor> parts;
+  for (int64_t n : {before, int64_t(-1), after}) {
+    if (n < 0) {
+      parts.push_back(g);
+    } else if (n > 0) {
+      Shape zeros = g.shape();
+      zeros[ax] = n;
+      parts.push_back(Tensor::zeros(zeros, g.dtype()));
+    }
+  }
+  return parts.size() == 1 ? g : cat(parts, ax);
+}
+}  // namespace
 
 // parts (all [..]) -> [.., n, ..] with the new axis at `axis`; backward: part i gets g's slice i.
 Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {
@@ -219,13 +276,22 @@ Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {
   for (const Tensor& p : parts) pieces.push_back(unsqueeze_view(p, ax));
   Tensor out = join_pieces(pieces, ax);
   if (should_record(parts))
-    record("stack", parts, out, [parts, ax](const Tensor& g) {
-      for (size_t i = 0; i < parts.size(); ++i)
-        if (parts[i].requires_grad())
-          add_into_view_of_grad(
-              parts[i], g.view_narrow(ax, static_cast<int64_t>(i), 1),
-              [ax](const Tensor& t) { return unsqueeze_view(t, ax); }, true);
-    });
+    record("stack", parts, out,
+           [parts, ax](const Tensor& g) {
+             for (size_t i = 0; i < parts.size(); ++i)
+               if (parts[i].requires_grad())
+                 add_into_view_of_grad(
+                     parts[i], g.view_narrow(ax, static_cast<int64_t>(i), 1),
+                     [ax](const Tensor& t) { return unsqueeze_view(t, ax); }, true);
+           })
+        .saves({})
+        .differentiable([parts, ax](const Tensor& g, const Tensor&) {
+          for (size_t i = 0; i < parts.size(); ++i) {
+            const int64_t k = static_cast<int64_t>(i);
+            if (parts[i].requires_grad())
+              accumulate_grad(parts[i], reshape(slice(g, ax, k, k + 1), parts[i].shape()));
+          }
+        });
   return out;
 }
 
