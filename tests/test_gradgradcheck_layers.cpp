@@ -56,10 +56,6 @@ struct Expectation {
 
 // Runs gradgradcheck on every row; the rows expected to refuse are exactly those marked refusing
 // or needing a foreign op that refuses now; every other row must pass.
-// A row whose output is its input itself: gradgradcheck's d²/dW there needs the seed of a leaf
-// root to keep W's graph, which the tape does not yet do (see the may_fail case at the end).
-const std::set<std::string> known_tape_gap{"contiguous/already contiguous"};
-
 void check_family(const std::vector<OpCase>& rows, const std::vector<Expectation>& expect) {
   std::map<std::string, bool> supported;
   for (const auto& [name, f] : foreign_ops()) supported[name] = supports_create_graph(f);
@@ -72,10 +68,7 @@ void check_family(const std::vector<OpCase>& rows, const std::vector<Expectation
     }
     const OpCaseGradgradResult r = run_op_case_gradgrad(row);
     INFO(row.name, " (", r.seconds, " s): ", r.grad.message);
-    if (known_tape_gap.count(row.name)) {
-      CHECK(r.supported);
-      WARN_MESSAGE(r.grad.passed, "the tape loses the graph of a root that is a leaf (below)");
-    } else if (expect_refusal) {
+    if (expect_refusal) {
       CHECK_FALSE(r.supported);
     } else {
       CHECK(r.supported);
@@ -270,13 +263,10 @@ TEST_CASE("what the backwards save: an in-place write to an unread input does no
   CHECK_THROWS_WITH(backward(sum(mul(z2, z2))), doctest::Contains("linear"));
 }
 
-// A tape gap found while converting these ops (the tape is not this file's to change): under
-// create_graph the root's seed is accumulated outside any node's backward, with grad mode off, so
-// for a root that is a leaf (or a requested input) the copy accumulate_grad makes of grad_output
-// is not recorded: grad(x, x, w, create_graph) returns w's values without w's graph. torch returns
-// w itself (a tensor with w's graph).
-TEST_CASE("create_graph keeps the graph of grad_outputs when the root is a leaf" *
-          doctest::may_fail()) {
+// Under create_graph the root's seed is accumulated outside any node's backward: for a root that
+// is a leaf (or a requested input) the gradient must still keep grad_outputs' graph, as torch's
+// grad(x, x, w, create_graph=True) returns w with its graph.
+TEST_CASE("create_graph keeps the graph of grad_outputs when the root is a leaf") {
   Tensor x = random_tensor({3}, 30), w = random_tensor({3}, 31);
   Tensor g = grad({x}, {x}, {w}, false, /*create_graph=*/true)[0];
   REQUIRE(g.requires_grad());
