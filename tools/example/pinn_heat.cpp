@@ -142,7 +142,7 @@ int main() {
       const double exact = std::exp(-kAlpha * kPi * kPi * t) * std::sin(kPi * x);
       max_error = std::max(max_error, std::fabs(u_at(*net, x, t) - exact));
     }
-  const double residual_threshold = 1e-3, error_threshold = 5e-2;
+  const double residual_threshold = 1e-4, error_threshold = 2e-2;
   std::printf("residual (mean square) %.3e (threshold %.0e), max |u - exact| %.3e (threshold %.0e)\n",
               residual, residual_threshold, max_error, error_threshold);
   return residual < residual_threshold && max_error < error_threshold ? 0 : 1;
