@@ -43,9 +43,8 @@ Tensor dropout(const Tensor& x, double p, bool training, TorchGenerator& generat
   }
   if (should_record({x}))
     record(op, {x}, out, [x, noise](const Tensor& g) {
-      NoGradGuard no_grad;
-      accumulate_grad(x, mul(g, noise));  // g ⊙ noise
-    });
+      accumulate_grad(x, mul(g, noise));  // g ⊙ noise (the noise is a constant of the graph)
+    }).saves({}).composed();
   return out;
 }
 
