@@ -80,9 +80,9 @@ Tensor Module::run_with_hooks(std::vector<Tensor> inputs,
     std::optional<std::vector<Tensor>> replaced = hook(*this, inputs);
     if (!replaced) continue;
     if (replaced->size() != inputs.size())
-      throw std::invalid_argument(fmt::format(
-          "forward pre-hook on {}: it returned {} inputs, the forward takes {}",
-          module_label(*this), replaced->size(), inputs.size()));
+      throw std::invalid_argument(
+          fmt::format("forward pre-hook on {}: it returned {} inputs, the forward takes {}",
+                      module_label(*this), replaced->size(), inputs.size()));
     inputs = std::move(*replaced);
   }
   Tensor output = body(inputs);

@@ -149,8 +149,8 @@ class Module {
   //   }
   // An undefined input (an optional argument not given) is passed to hooks as an undefined tensor.
   template <class Body, class... Inputs>
-  requires(std::same_as<Inputs, Tensor>&&...) Tensor
-      hooked(Body&& body, const Inputs&... inputs) const {
+  requires(std::same_as<Inputs, Tensor>&&...) Tensor hooked(Body&& body, const Inputs&... inputs)
+  const {
     const CreationScope scope = creation_scope();
     if (!has_forward_hooks()) [[likely]]
       return body(inputs...);

@@ -309,7 +309,9 @@ const Shape& Tensor::shape() const { return checked(impl_, "shape()").shape; }
 const Shape& Tensor::strides() const { return checked(impl_, "strides()").strides; }
 int64_t Tensor::offset() const { return checked(impl_, "offset()").offset; }
 DType Tensor::dtype() const { return checked(impl_, "dtype()").dtype; }
-const std::shared_ptr<Storage>& Tensor::storage() const { return checked(impl_, "storage()").storage; }
+const std::shared_ptr<Storage>& Tensor::storage() const {
+  return checked(impl_, "storage()").storage;
+}
 uint64_t Tensor::version() const { return checked(impl_, "version()").storage->version(); }
 int64_t Tensor::numel() const { return shape_numel(shape()); }
 

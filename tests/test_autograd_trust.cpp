@@ -4,7 +4,6 @@
 // mode naming the op and the module, directly and through the Trainer.
 // The ops' own gradients are checked elsewhere (tests/test_gradcheck_ops.cpp).
 #include <doctest/doctest.h>
-
 #include <fmt/format.h>
 
 #include <cmath>
@@ -123,9 +122,8 @@ TEST_CASE("a forward hook replaces the output (pruning) and the gradient follows
   Linear& first = net->at<Linear>(0);
   // Prune hidden unit 1: its activation is zero, so its weights get no gradient.
   const Tensor mask = Tensor::from_vector(std::vector<double>{1, 0, 1, 1}, {4}, DType::f64);
-  first.register_forward_hook([&](const Module&, const std::vector<Tensor>&, const Tensor& out) {
-    return mul(out, mask);
-  });
+  first.register_forward_hook(
+      [&](const Module&, const std::vector<Tensor>&, const Tensor& out) { return mul(out, mask); });
   const Tensor x = input(6);
   backward(sum(net->forward(x)));
   const Tensor gw = first.weight.grad(), gb = first.bias.grad();
@@ -145,8 +143,8 @@ TEST_CASE("several hooks run in registration order, each on the previous one's r
   Linear& layer = net->at<Linear>(2);
   std::vector<std::string> calls;
   auto pre = [&](const char* name, double factor) {
-    return [&calls, name, factor](const Module&, const std::vector<Tensor>& in)
-               -> std::optional<std::vector<Tensor>> {
+    return [&calls, name, factor](
+               const Module&, const std::vector<Tensor>& in) -> std::optional<std::vector<Tensor>> {
       calls.push_back(name);
       return std::vector<Tensor>{scale(in[0], factor)};
     };
@@ -181,8 +179,8 @@ TEST_CASE("removing a forward hook: it stops firing; twice, or after the module 
         ++pre_calls;
         return std::nullopt;
       });
-  HookHandle post = net->register_forward_hook(
-      [&](const Module&, const std::vector<Tensor>&, const Tensor&) {
+  HookHandle post =
+      net->register_forward_hook([&](const Module&, const std::vector<Tensor>&, const Tensor&) {
         ++post_calls;
         return Tensor();
       });
@@ -204,12 +202,12 @@ TEST_CASE("a hook that removes itself while running fires once") {
   auto net = small_mlp(9);
   int calls = 0;
   auto handle = std::make_shared<HookHandle>();
-  *handle = net->register_forward_hook([&, handle](const Module&, const std::vector<Tensor>&,
-                                                   const Tensor&) {
-    ++calls;
-    handle->remove();
-    return Tensor();
-  });
+  *handle = net->register_forward_hook(
+      [&, handle](const Module&, const std::vector<Tensor>&, const Tensor&) {
+        ++calls;
+        handle->remove();
+        return Tensor();
+      });
   net->forward(input(1));
   net->forward(input(1));
   CHECK(calls == 1);
@@ -240,11 +238,11 @@ TEST_CASE("hooks fire on the language model's modules, fused paths included, val
   const Tensor plain = model.forward(ids);
   std::vector<std::string> fired;
   auto record = [&](Module& m) {
-    m.register_forward_hook([&fired](const Module& self, const std::vector<Tensor>&,
-                                     const Tensor&) {
-      fired.push_back(self.path());
-      return Tensor();
-    });
+    m.register_forward_hook(
+        [&fired](const Module& self, const std::vector<Tensor>&, const Tensor&) {
+          fired.push_back(self.path());
+          return Tensor();
+        });
   };
   // q runs inside linear_rope, output and down inside linear_add, the head inside the model.
   record(*model.blocks[0]->attention->q);
@@ -261,7 +259,8 @@ TEST_CASE("hooks fire on the language model's modules, fused paths included, val
   const Tensor targets = Tensor::from_ids(std::vector<int64_t>{5, 7, 2, 3}, {1, 4});
   const double with_hooks = model.loss(ids, targets).item();
   CHECK(fired.back() == "head");
-  CHECK(std::fabs(with_hooks - cross_entropy(reshape(plain, {4, 16}), targets.view_reshape({4})).item()) <
+  CHECK(std::fabs(with_hooks -
+                  cross_entropy(reshape(plain, {4, 16}), targets.view_reshape({4})).item()) <
         1e-12);
 }
 
@@ -320,7 +319,7 @@ TEST_CASE("hooks run under grad(): the result is hooked and no .grad changes") {
   Tensor x = Tensor::from_vector(std::vector<double>{1, 2}, {2}, DType::f64);
   x.set_requires_grad(true);
   Tensor y = mul(x, x);
-  y.register_hook([](const Tensor& g) { return scale(g, 2.0); });  // non-leaf
+  y.register_hook([](const Tensor& g) { return scale(g, 2.0); });       // non-leaf
   x.register_hook([](const Tensor& g) { return add_scalar(g, 1.0); });  // leaf, after
   const std::vector<Tensor> g = grad({sum(y)}, {x});
   CHECK(g[0].to_vector() == std::vector<double>{5, 9});  // 2·2x + 1

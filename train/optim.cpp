@@ -488,8 +488,8 @@ void SGD::step() {
         T* b = config_.momentum != 0 ? buf.data<T>() : nullptr;
         T* p = param.mutable_data<T>();  // once, before the threads: the version counts writes
         for_chunks(param.numel(), [&](int64_t lo, int64_t hi) {
-          sgd_span<T>(p + lo, grad.data<T>() + lo, b ? b + lo : nullptr, hi - lo,
-                      config_, *group.lr, *group.weight_decay, first);
+          sgd_span<T>(p + lo, grad.data<T>() + lo, b ? b + lo : nullptr, hi - lo, config_,
+                      *group.lr, *group.weight_decay, first);
         });
       });
     }
