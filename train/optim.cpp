@@ -91,6 +91,12 @@ void Optimizer::set_groups(std::vector<ParamGroup> groups, double lr, double wei
       if (!p.defined())
         throw std::invalid_argument(
             fmt::format("{}: parameter {} of group {} is an undefined tensor", who, j, i));
+      if (p.dtype() != DType::f32 && p.dtype() != DType::f64)
+        throw std::invalid_argument(
+            fmt::format("{}: parameter {} is not float32 or float64", who, p.describe()));
+      if (!p.is_contiguous())
+        throw std::invalid_argument(
+            fmt::format("{}: parameter {} is not contiguous", who, p.describe()));
       // torch: "can't optimize a non-leaf Tensor". A tensor that does not require grad torch
       // accepts and skips at every step; here it is refused, since it is almost always a mistake.
       if (!p.is_leaf())
@@ -104,12 +110,6 @@ void Optimizer::set_groups(std::vector<ParamGroup> groups, double lr, double wei
             "{}: parameter {} of group {}, {}, does not require grad, so no gradient would ever "
             "reach it; set_requires_grad(true) on it or leave it out",
             who, j, i, p.describe()));
-      if (p.dtype() != DType::f32 && p.dtype() != DType::f64)
-        throw std::invalid_argument(
-            fmt::format("{}: parameter {} is not float32 or float64", who, p.describe()));
-      if (!p.is_contiguous())
-        throw std::invalid_argument(
-            fmt::format("{}: parameter {} is not contiguous", who, p.describe()));
       if (!seen.insert(p.impl()).second)
         throw std::invalid_argument(
             fmt::format("{}: parameter {} appears in more than one place", who, p.describe()));
