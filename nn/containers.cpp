@@ -15,9 +15,13 @@ void check_index(const Items& items, size_t index, const char* container) {
 }  // namespace
 
 Tensor Sequential::forward(const Tensor& x) const {
-  Tensor h = x;
-  for (const UnaryFunction& step : steps_) h = step(h);
-  return h;
+  return hooked(
+      [&](const Tensor& x) {
+        Tensor h = x;
+        for (const UnaryFunction& step : steps_) h = step(h);
+        return h;
+      },
+      x);
 }
 
 Module& Sequential::operator[](size_t index) const {

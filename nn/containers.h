@@ -21,7 +21,9 @@ class Functional : public Module {
  public:
   explicit Functional(UnaryFunction fn, std::string name = "Functional")
       : fn_(std::move(fn)), name_(std::move(name)) {}
-  Tensor forward(const Tensor& x) const { return fn_(x); }
+  Tensor forward(const Tensor& x) const {
+    return hooked([&](const Tensor& x) { return fn_(x); }, x);
+  }
   const std::string& name() const { return name_; }
 
  private:

@@ -17,7 +17,7 @@ template <class Draw>
 Tensor fill_with(const Tensor& t, const char* op, Draw draw) {
   dispatch_float(t.dtype(), op, [&]<class T>() {
     if (t.is_contiguous()) {
-      draw(t.template data<T>(), t.numel());
+      draw(t.template mutable_data<T>(), t.numel());
     } else {
       Tensor dense = Tensor::empty(t.shape(), t.dtype());
       draw(dense.template data<T>(), dense.numel());

@@ -16,7 +16,9 @@ Embedding::Embedding(int64_t vocab, int64_t dim, DType dtype) : Module(dtype) {
   weight = register_parameter("weight", Tensor::zeros({vocab, dim}, dtype));
   if (!init::skipping()) init::normal_(weight);
 }
-Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
+Tensor Embedding::forward(const Tensor& ids) const {
+  return hooked([&](const Tensor& ids) { return embedding(weight, ids); }, ids);
+}
 
 Dropout::Dropout(double p, TorchGenerator* generator) : p(p), generator_(generator) {
   if (!(p >= 0.0 && p <= 1.0))
@@ -24,7 +26,11 @@ Dropout::Dropout(double p, TorchGenerator* generator) : p(p), generator_(generat
 }
 
 Tensor Dropout::forward(const Tensor& x) const {
-  return dropout(x, p, is_training(), generator_ ? *generator_ : default_generator());
+  return hooked(
+      [&](const Tensor& x) {
+        return dropout(x, p, is_training(), generator_ ? *generator_ : default_generator());
+      },
+      x);
 }
 
 Linear::Linear(int64_t in, int64_t out, bool with_bias, DType dtype)
@@ -38,18 +44,24 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, DType dtype)
     init::uniform_(bias, -bound, bound);
   }
 }
-Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) const {
+  return hooked([&](const Tensor& x) { return linear(x, weight, bias); }, x);
+}
 
 RMSNorm::RMSNorm(int64_t dim, double eps_, DType dtype) : Module(dtype), eps(eps_) {
   weight = register_parameter("weight", Tensor::ones({dim}, dtype));
 }
-Tensor RMSNorm::forward(const Tensor& x) const { return rms_norm(x, weight, eps); }
+Tensor RMSNorm::forward(const Tensor& x) const {
+  return hooked([&](const Tensor& x) { return rms_norm(x, weight, eps); }, x);
+}
 
 LayerNorm::LayerNorm(int64_t dim, double eps_, DType dtype) : Module(dtype), eps(eps_) {
   weight = register_parameter("weight", Tensor::ones({dim}, dtype));
   bias = register_parameter("bias", Tensor::zeros({dim}, dtype));
 }
-Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
+Tensor LayerNorm::forward(const Tensor& x) const {
+  return hooked([&](const Tensor& x) { return layer_norm(x, weight, bias, eps); }, x);
+}
 
 Norm::Norm(Kind kind_, int64_t dim, double eps_, DType dtype)
     : Module(dtype), kind(kind_), eps(eps_) {
@@ -57,7 +69,11 @@ Norm::Norm(Kind kind_, int64_t dim, double eps_, DType dtype)
   if (kind == Kind::layer) bias = register_parameter("bias", Tensor::zeros({dim}, dtype));
 }
 Tensor Norm::forward(const Tensor& x) const {
-  return kind == Kind::rms ? rms_norm(x, weight, eps) : layer_norm(x, weight, bias, eps);
+  return hooked(
+      [&](const Tensor& x) {
+        return kind == Kind::rms ? rms_norm(x, weight, eps) : layer_norm(x, weight, bias, eps);
+      },
+      x);
 }
 
 CausalSelfAttention::CausalSelfAttention(const AttentionConfig& c, DType dtype)
@@ -79,23 +95,44 @@ CausalSelfAttention::CausalSelfAttention(const AttentionConfig& c, DType dtype)
   output = &register_module("output", std::make_unique<Linear>(c.dim, c.dim, c.bias, dtype));
 }
 
+namespace {
+// y [B, T, heads·hd] -> y with RoPE on each head: what linear_rope fuses after its projection,
+// written as plain_linear_rope does (for a projection whose forward hooks must run).
+Tensor rope_heads(const Tensor& y, int64_t heads, double base) {
+  const int64_t out_features = y.size(-1), hd = out_features / heads;
+  const int64_t T = y.size(-2), B = T ? y.numel() / (T * out_features) : 0;
+  const Tensor split = permute(reshape(y, {B, T, heads, hd}), {0, 2, 1, 3});  // [B, heads, T, hd]
+  return reshape(permute(rope(split, base), {0, 2, 1, 3}), y.shape());
+}
+// residual + layer(x): fused into one op (linear_add) unless the layer has forward hooks.
+Tensor linear_plus(const Tensor& residual, const Tensor& x, const Linear& layer) {
+  if (layer.has_forward_hooks()) return add(residual, layer.forward(x));
+  return linear_add(residual, x, layer.weight, layer.bias);
+}
+}  // namespace
+
 // u_qk, u_v [B, T, D] -> [B, T, D] (+ residual). The projections stay [B, T, heads·hd]: RoPE is
 // applied inside the Q and K projections (linear_rope, so the unrotated projections are not
 // kept) and attention_heads reads and writes the heads in that layout, so no split/merge copies
 // are made. Projections run in a fixed order (q, k, v) so the tape, and the order in which
-// gradients are added into u_qk, does not depend on argument evaluation order.
+// gradients are added into u_qk, does not depend on argument evaluation order. A projection with
+// forward hooks runs its own forward (and the rotation after it), so its hooks fire.
 Tensor CausalSelfAttention::forward(const Tensor& u_qk, const Tensor& u_v,
                                     const Tensor& residual) const {
-  const int64_t H = config.heads, Hkv = config.kv_heads;
-  auto project = [&](const Linear* l, const Tensor& u, int64_t n) {
-    return config.rope ? linear_rope(u, l->weight, l->bias, n, config.rope_base) : l->forward(u);
+  auto body = [&](const Tensor& u_qk, const Tensor& u_v, const Tensor& residual) {
+    const int64_t H = config.heads, Hkv = config.kv_heads;
+    auto project = [&](const Linear* l, const Tensor& u, int64_t n) {
+      if (!config.rope) return l->forward(u);
+      if (l->has_forward_hooks()) return rope_heads(l->forward(u), n, config.rope_base);
+      return linear_rope(u, l->weight, l->bias, n, config.rope_base);
+    };
+    const Tensor qp = project(q, u_qk, H);
+    const Tensor kp = project(k, u_qk, Hkv);
+    const Tensor vp = v->forward(u_v);
+    const Tensor merged = attention_heads(qp, kp, vp, H, Hkv);  // [B, T, H·hd]
+    return residual.defined() ? linear_plus(residual, merged, *output) : output->forward(merged);
   };
-  const Tensor qp = project(q, u_qk, H);
-  const Tensor kp = project(k, u_qk, Hkv);
-  const Tensor vp = v->forward(u_v);
-  const Tensor merged = attention_heads(qp, kp, vp, H, Hkv);  // [B, T, H·hd]
-  return residual.defined() ? linear_add(residual, merged, output->weight, output->bias)
-                            : output->forward(merged);
+  return hooked(body, u_qk, u_v, residual);
 }
 
 FeedForward::FeedForward(Kind kind_, int64_t dim, int64_t hidden, bool bias, DType dtype)
@@ -107,17 +144,19 @@ FeedForward::FeedForward(Kind kind_, int64_t dim, int64_t hidden, bool bias, DTy
 }
 
 Tensor FeedForward::forward(const Tensor& x, const Tensor& residual) const {
-  Tensor hidden;
-  if (kind == Kind::swiglu) {
-    const Tensor g = gate->forward(x);
-    hidden = swiglu(g, up->forward(x));
-  } else if (kind == Kind::gelu) {
-    hidden = gelu(up->forward(x));
-  } else {
-    hidden = gelu_tanh(up->forward(x));
-  }
-  return residual.defined() ? linear_add(residual, hidden, down->weight, down->bias)
-                            : down->forward(hidden);
+  auto body = [&](const Tensor& x, const Tensor& residual) {
+    Tensor hidden;
+    if (kind == Kind::swiglu) {
+      const Tensor g = gate->forward(x);
+      hidden = swiglu(g, up->forward(x));
+    } else if (kind == Kind::gelu) {
+      hidden = gelu(up->forward(x));
+    } else {
+      hidden = gelu_tanh(up->forward(x));
+    }
+    return residual.defined() ? linear_plus(residual, hidden, *down) : down->forward(hidden);
+  };
+  return hooked(body, x, residual);
 }
 
 std::vector<double> route_js_per_token(const Tensor& p_in, const Tensor& q_in) {

@@ -1,4 +1,5 @@
-// Module registry, state loading and flat parameter buffers (see module.h).
+// Module registry, paths, forward hooks, state loading and flat parameter buffers (see
+// module.h). It defines no layer (nn/layers.h) and no container (nn/containers.h).
 #include "nn/module.h"
 
 #include <fmt/format.h>
@@ -10,6 +11,87 @@
 #include "tensor/profile.h"
 
 namespace dg {
+
+struct ForwardHooks {
+  std::vector<std::pair<uint64_t, ForwardPreHook>> pre;
+  std::vector<std::pair<uint64_t, ForwardHook>> post;
+  uint64_t next_id = 0;
+};
+
+std::string Module::path() const {
+  std::string out;
+  for (const Module* m = this; m->parent_; m = m->parent_)
+    out = out.empty() ? m->name_in_parent_ : m->name_in_parent_ + "." + out;
+  return out;
+}
+
+std::string Module::describe_scope(const void* module) {
+  std::string p = static_cast<const Module*>(module)->path();
+  return p.empty() ? "(root)" : p;
+}
+
+bool Module::has_forward_hooks() const {
+  return hooks_ && (!hooks_->pre.empty() || !hooks_->post.empty());
+}
+
+namespace {
+// The handle of hook `id` in the list `member` of `hooks`: removes it while the module lives.
+template <class List>
+HookHandle hook_handle(const std::shared_ptr<ForwardHooks>& hooks, List ForwardHooks::*member,
+                       uint64_t id) {
+  return HookHandle([weak = std::weak_ptr<ForwardHooks>(hooks), member, id] {
+    if (auto h = weak.lock())
+      std::erase_if((*h).*member, [id](const auto& entry) { return entry.first == id; });
+  });
+}
+std::string module_label(const Module& m) {
+  std::string p = m.path();
+  return p.empty() ? "the root module" : "module '" + p + "'";
+}
+}  // namespace
+
+HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  if (!hook)
+    throw std::invalid_argument(
+        fmt::format("register_forward_pre_hook on {}: the hook is empty", module_label(*this)));
+  if (!hooks_) hooks_ = std::make_shared<ForwardHooks>();
+  const uint64_t id = hooks_->next_id++;
+  hooks_->pre.emplace_back(id, std::move(hook));
+  return hook_handle(hooks_, &ForwardHooks::pre, id);
+}
+
+HookHandle Module::register_forward_hook(ForwardHook hook) {
+  if (!hook)
+    throw std::invalid_argument(
+        fmt::format("register_forward_hook on {}: the hook is empty", module_label(*this)));
+  if (!hooks_) hooks_ = std::make_shared<ForwardHooks>();
+  const uint64_t id = hooks_->next_id++;
+  hooks_->post.emplace_back(id, std::move(hook));
+  return hook_handle(hooks_, &ForwardHooks::post, id);
+}
+
+Tensor Module::run_with_hooks(std::vector<Tensor> inputs,
+                              const std::function<Tensor(const std::vector<Tensor>&)>& body) const {
+  // Copies of the lists: a hook may register or remove hooks (itself included) while they run.
+  std::shared_ptr<ForwardHooks> keep = hooks_;
+  const auto pre = keep->pre;
+  const auto post = keep->post;
+  for (const auto& [id, hook] : pre) {
+    std::optional<std::vector<Tensor>> replaced = hook(*this, inputs);
+    if (!replaced) continue;
+    if (replaced->size() != inputs.size())
+      throw std::invalid_argument(
+          fmt::format("forward pre-hook on {}: it returned {} inputs, the forward takes {}",
+                      module_label(*this), replaced->size(), inputs.size()));
+    inputs = std::move(*replaced);
+  }
+  Tensor output = body(inputs);
+  for (const auto& [id, hook] : post) {
+    Tensor replaced = hook(*this, inputs, output);
+    if (replaced.defined()) output = std::move(replaced);
+  }
+  return output;
+}
 
 void Module::check_new_entry(const std::string& name, const char* op) const {
   if (name.empty() || name.find('.') != std::string::npos)
@@ -36,6 +118,11 @@ Tensor Module::register_parameter(const std::string& name, const Tensor& value) 
   check_new_entry(name, "register_parameter");
   if (!value.defined())
     throw std::invalid_argument(fmt::format("register_parameter: '{}' is undefined", name));
+  if (!value.is_leaf())
+    throw std::invalid_argument(fmt::format(
+        "register_parameter: '{}' {} is not a leaf (it is the result of a recorded op); a "
+        "parameter must be a leaf, as torch's nn.Parameter: register detach(t) or t.clone()",
+        name, value.describe()));
   if (!is_floating(value.dtype()))
     throw std::invalid_argument(
         fmt::format("parameter '{}' must be floating point, got {}", name, value.describe()));

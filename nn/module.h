@@ -5,14 +5,21 @@
 //
 // flatten_parameters() moves every parameter into one flat value buffer and gives each one a
 // gradient that is a view into one flat gradient buffer: zeroing is a memset, the optimizer one
-// loop over flat memory, a checkpoint one walk. Modules do not own optimisers or data.
+// loop over flat memory, a checkpoint one walk. A module knows its parent and its dotted path,
+// and runs forward hooks (torch's register_forward_pre_hook / register_forward_hook) around any
+// forward written through hooked(). Modules do not own optimisers or data.
 #pragma once
+#include <concepts>
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "autograd/tape.h"
 #include "tensor/tensor.h"
 
 namespace dg {
@@ -33,6 +40,19 @@ struct FlatParameters {
   int64_t total = 0;
   void zero_grad();
 };
+
+class Module;
+// Forward hooks (torch.nn.Module's), run by hooked() below:
+//  - a pre-hook sees the inputs before the forward; a returned list (same count) replaces them
+//    (torch's pre-hook returning a tuple); std::nullopt keeps them;
+//  - a hook sees the inputs the forward ran on (after pre-hooks) and its output; a defined
+//    result replaces the output (torch's hook returning a value); an undefined one keeps it.
+// Hooks get the module as const Module& (forwards are const here; torch passes the module).
+using ForwardPreHook =
+    std::function<std::optional<std::vector<Tensor>>(const Module&, const std::vector<Tensor>&)>;
+using ForwardHook =
+    std::function<Tensor(const Module&, const std::vector<Tensor>& inputs, const Tensor& output)>;
+struct ForwardHooks;  // a module's registered hooks (module.cpp)
 
 class Module {
  public:
@@ -79,20 +99,88 @@ class Module {
   Tensor register_parameter(const std::string& name, const Tensor& value);
   // An existing tensor under a second name (a shared parameter, listed once).
   void register_alias(const std::string& name, const Tensor& existing);
-  // A child module; returns a reference to it (the module owns it).
+  // A child module; returns a reference to it (the module owns it). The child records this
+  // module as its parent and `name` as its name, from which path() is computed.
   template <class M>
   M& register_module(const std::string& name, std::unique_ptr<M> child) {
     check_new_entry(name, "register_module");
     if (!child) throw std::invalid_argument("register_module: module '" + name + "' is null");
     M& ref = *child;
+    ref.Module::parent_ = this;
+    ref.Module::name_in_parent_ = name;
     entries_.push_back(Entry{name, Tensor(), std::move(child)});
     return ref;
   }
 
   // The direct children in registration order, with their own (not dotted) names.
   std::vector<std::pair<std::string, Module*>> named_children() const;
+  // This module's dotted path from its root ("blocks.0.attention"), computed by walking up the
+  // parents; "" for a root (a module registered in no other). Its parameters' names start with
+  // it only when the root is the model whose names you read.
+  std::string path() const;
+  const Module* parent() const { return parent_; }
+
+  // ---- Forward hooks (torch's register_forward_pre_hook / register_forward_hook) ----------------
+  // Every forward of the built-in modules (nn/ and the language model's) runs through hooked(),
+  // so hooks fire however the forward is called: directly (layer.forward(x)), by a container or
+  // by a parent. One call runs, in this order:
+  //   1. the pre-hooks, in registration order, each on the inputs the previous one left;
+  //   2. the forward body on the resulting inputs;
+  //   3. the hooks, in registration order, each on the output the previous one left.
+  // Ops recorded in all three are part of the graph, so the gradient follows a replaced input or
+  // output (a hook that zeroes part of the output cuts the gradient there). A hook registered or
+  // removed while hooks run takes effect on the next forward. The returned handle removes the
+  // hook; removing twice, or after the module is gone, does nothing; dropping it keeps the hook.
+  // Differences from torch: hooks are never called with keyword arguments (there are none),
+  // there is no always_call/prepend/with_kwargs, and fused paths call a child's forward instead of
+  // reading its weights only when that child has hooks (attention's RoPE projections, the
+  // residual added inside a projection, the language model's head).
+  HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  HookHandle register_forward_hook(ForwardHook hook);
+  bool has_forward_hooks() const;
+
+ protected:
+  // Runs body(inputs...) as this module's forward: opens a dg::CreationScope naming path() (what
+  // anomaly mode reports as "in module '...'"), and runs the forward hooks around body when any is
+  // registered. Without hooks it costs a branch and the scope (no allocation). A forward with a
+  // list of inputs uses hooked_list. In a user's module:
+  //   Tensor forward(const Tensor& x) const {
+  //     return hooked([&](const Tensor& x) { return mul(x, gain); }, x);  // body reads its own x
+  //   }
+  // An undefined input (an optional argument not given) is passed to hooks as an undefined tensor.
+  template <class Body, class... Inputs>
+  requires(std::same_as<Inputs, Tensor>&&...) Tensor hooked(Body&& body, const Inputs&... inputs)
+  const {
+    const CreationScope scope = creation_scope();
+    if (!has_forward_hooks()) [[likely]]
+      return body(inputs...);
+    return run_with_hooks({inputs...}, [&](const std::vector<Tensor>& in) {
+      return call_unpacked(body, in, std::index_sequence_for<Inputs...>{});
+    });
+  }
+  template <class Body>
+  Tensor hooked_list(Body&& body, const std::vector<Tensor>& inputs) const {
+    const CreationScope scope = creation_scope();
+    if (!has_forward_hooks()) [[likely]]
+      return body(inputs);
+    return run_with_hooks(inputs, body);
+  }
+  // The scope alone, for a method that is not the forward but records ops (a loss() beside it).
+  CreationScope creation_scope() const { return CreationScope(this, &describe_scope); }
 
  private:
+  static std::string describe_scope(const void* module);
+  Tensor run_with_hooks(std::vector<Tensor> inputs,
+                        const std::function<Tensor(const std::vector<Tensor>&)>& body) const;
+  template <class Body, size_t... I>
+  static Tensor call_unpacked(Body& body, const std::vector<Tensor>& in,
+                              std::index_sequence<I...>) {
+    return body(in[I]...);
+  }
+  const Module* parent_ = nullptr;
+  std::string name_in_parent_;
+  std::shared_ptr<ForwardHooks> hooks_;  // null until a hook is registered
+
   void check_new_entry(const std::string& name, const char* op) const;
   struct Entry {
     std::string name;

@@ -292,24 +292,33 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& shape
 // ---- metadata ----------------------------------------------------------------------------------
 
 namespace {
-const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
-  if (!impl) throw std::logic_error("use of an undefined tensor");
+const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl, const char* accessor) {
+  if (!impl) detail::throw_undefined(accessor);
   return *impl;
 }
 }  // namespace
 
-const Shape& Tensor::shape() const { return checked(impl_).shape; }
-const Shape& Tensor::strides() const { return checked(impl_).strides; }
-int64_t Tensor::offset() const { return checked(impl_).offset; }
-DType Tensor::dtype() const { return checked(impl_).dtype; }
-const std::shared_ptr<Storage>& Tensor::storage() const { return checked(impl_).storage; }
-uint64_t Tensor::version() const { return checked(impl_).storage->version(); }
+void detail::throw_undefined(const char* accessor) {
+  throw std::logic_error(fmt::format(
+      "{}: the tensor is undefined: a default-constructed dg::Tensor, or a gradient read with "
+      "grad() before any backward reached its tensor",
+      accessor));
+}
+
+const Shape& Tensor::shape() const { return checked(impl_, "shape()").shape; }
+const Shape& Tensor::strides() const { return checked(impl_, "strides()").strides; }
+int64_t Tensor::offset() const { return checked(impl_, "offset()").offset; }
+DType Tensor::dtype() const { return checked(impl_, "dtype()").dtype; }
+const std::shared_ptr<Storage>& Tensor::storage() const {
+  return checked(impl_, "storage()").storage;
+}
+uint64_t Tensor::version() const { return checked(impl_, "version()").storage->version(); }
 int64_t Tensor::numel() const { return shape_numel(shape()); }
 
 int64_t Tensor::size(int64_t axis) const { return shape()[normalize_axis(axis, dim(), "size")]; }
 
 bool Tensor::is_contiguous() const {
-  const TensorImpl& t = checked(impl_);
+  const TensorImpl& t = checked(impl_, "is_contiguous()");
   int64_t expected = 1;
   for (int64_t k = static_cast<int64_t>(t.shape.size()) - 1; k >= 0; --k) {
     if (t.shape[k] != 1 && t.strides[k] != expected) return false;
@@ -327,6 +336,7 @@ std::string Tensor::describe() const {
 // ---- element access ----------------------------------------------------------------------------
 
 double Tensor::item() const {
+  if (!impl_) detail::throw_undefined("item()");
   if (numel() != 1)
     throw std::invalid_argument(
         fmt::format("item: tensor {} has more than one element", describe()));
@@ -335,6 +345,7 @@ double Tensor::item() const {
 
 template <class T>
 T Tensor::item() const {
+  if (!impl_) detail::throw_undefined("item()");
   if (numel() != 1)
     throw std::invalid_argument(
         fmt::format("item: tensor {} has more than one element", describe()));
@@ -366,6 +377,7 @@ template int32_t Tensor::item<int32_t>() const;
 template int64_t Tensor::item<int64_t>() const;
 
 double Tensor::at(const Shape& index) const {
+  if (!impl_) detail::throw_undefined("at()");
   if (static_cast<int64_t>(index.size()) != dim())
     throw std::invalid_argument(
         fmt::format("at: index {} does not match tensor {}", shape_str(index), describe()));
@@ -380,6 +392,7 @@ double Tensor::at(const Shape& index) const {
 }
 
 std::vector<double> Tensor::to_vector() const {
+  if (!impl_) detail::throw_undefined("to_vector()");
   std::vector<double> out;
   out.reserve(numel());
   dispatch_any(dtype(), [&]<class T>() {
@@ -523,19 +536,19 @@ Tensor Tensor::view_expand(const Shape& target) const {
 bool Tensor::requires_grad() const { return impl_ && impl_->requires_grad; }
 
 Tensor& Tensor::set_requires_grad(bool value) {
+  checked(impl_, "set_requires_grad()");
   if (value && !is_floating(dtype()))
     throw std::invalid_argument(
         fmt::format("requires_grad: tensor {} is not floating point", describe()));
-  checked(impl_);
   impl_->requires_grad = value;
   return *this;
 }
 
-bool Tensor::is_leaf() const { return checked(impl_).is_leaf; }
-Tensor Tensor::grad() const { return checked(impl_).grad; }
+bool Tensor::is_leaf() const { return checked(impl_, "is_leaf()").is_leaf; }
+Tensor Tensor::grad() const { return checked(impl_, "grad()").grad; }
 
 void Tensor::set_grad(const Tensor& g) {
-  checked(impl_);
+  checked(impl_, "set_grad()");
   if (g.defined() && (g.shape() != shape() || g.dtype() != dtype()))
     throw std::invalid_argument(
         fmt::format("set_grad: gradient {} does not match tensor {}", g.describe(), describe()));
@@ -546,10 +559,10 @@ void Tensor::zero_grad() {
   if (impl_ && impl_->grad.defined()) impl_->grad.fill(0.0);
 }
 
-const std::string& Tensor::name() const { return checked(impl_).name; }
+const std::string& Tensor::name() const { return checked(impl_, "name()").name; }
 
 Tensor& Tensor::set_name(std::string name) {
-  checked(impl_);
+  checked(impl_, "set_name()");
   impl_->name = std::move(name);
   return *this;
 }

@@ -268,7 +268,9 @@ struct TensorImpl {
 // that a tensor made while it was off can say so in backward's error.
 namespace detail {
 inline thread_local bool grad_mode = true;
-}
+// Throws std::logic_error "<accessor>: the tensor is undefined: ..." with its usual causes.
+[[noreturn]] void throw_undefined(const char* accessor);
+}  // namespace detail
 
 // Throws std::invalid_argument "op: expected <what>, got <tensor>" unless cond holds.
 void check_arg(bool cond, const char* op, const Tensor& t, const std::string& what);
@@ -308,7 +310,7 @@ decltype(auto) dispatch_any(DType dtype, F&& f) {
 
 template <class T>
 T* Tensor::data() const {
-  if (!impl_) throw std::logic_error("data(): the tensor is undefined");
+  if (!impl_) detail::throw_undefined("data()");
   if (impl_->dtype != dtype_of<T>())
     throw std::invalid_argument(std::string("data(): tensor ") + describe() + " is not " +
                                 dtype_name(dtype_of<T>()));

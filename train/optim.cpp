@@ -86,15 +86,30 @@ void Optimizer::set_groups(std::vector<ParamGroup> groups, double lr, double wei
     if (!group.weight_decay) group.weight_decay = weight_decay;
     check_rate(*group.lr, who, "lr");
     check_rate(*group.weight_decay, who, "weight_decay");
-    for (const Tensor& p : group.params) {
+    for (size_t j = 0; j < group.params.size(); ++j) {
+      const Tensor& p = group.params[j];
       if (!p.defined())
-        throw std::invalid_argument(fmt::format("{}: group {} holds an undefined tensor", who, i));
+        throw std::invalid_argument(
+            fmt::format("{}: parameter {} of group {} is an undefined tensor", who, j, i));
       if (p.dtype() != DType::f32 && p.dtype() != DType::f64)
         throw std::invalid_argument(
             fmt::format("{}: parameter {} is not float32 or float64", who, p.describe()));
       if (!p.is_contiguous())
         throw std::invalid_argument(
             fmt::format("{}: parameter {} is not contiguous", who, p.describe()));
+      // torch: "can't optimize a non-leaf Tensor". A tensor that does not require grad torch
+      // accepts and skips at every step; here it is refused, since it is almost always a mistake.
+      if (!p.is_leaf())
+        throw std::invalid_argument(fmt::format(
+            "{}: parameter {} of group {}, {}, is not a leaf (it is the result of a recorded op, "
+            "so a step would change a temporary, not the model); pass the leaf tensors you "
+            "created, or detach(t) as a new parameter",
+            who, j, i, p.describe()));
+      if (!p.requires_grad())
+        throw std::invalid_argument(fmt::format(
+            "{}: parameter {} of group {}, {}, does not require grad, so no gradient would ever "
+            "reach it; set_requires_grad(true) on it or leave it out",
+            who, j, i, p.describe()));
       if (!seen.insert(p.impl()).second)
         throw std::invalid_argument(
             fmt::format("{}: parameter {} appears in more than one place", who, p.describe()));
@@ -240,7 +255,7 @@ void AdamMoments::step_flat(FlatParameters& params, int64_t begin, int64_t end, 
   const double bc1 = 1.0 - std::pow(c.beta1, static_cast<double>(steps));
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(c.beta2, static_cast<double>(steps)));
   dispatch_float(params.values.dtype(), decoupled ? "AdamW" : "Adam", [&]<class T>() {
-    T* p = params.values.data<T>();
+    T* p = params.values.mutable_data<T>();  // a backward that saved a parameter now refuses
     const T* g = params.gradients.data<T>();
     T* mp = m.data<T>();  // element i of the flat buffer is m[i - begin]
     T* vp = v.data<T>();
@@ -287,7 +302,7 @@ void AdamMoments::step_tensors(const std::vector<ParamGroup>& groups, const Beta
       const double bc1 = 1.0 - std::pow(c.beta1, static_cast<double>(state.steps));
       const double bc2_sqrt = std::sqrt(1.0 - std::pow(c.beta2, static_cast<double>(state.steps)));
       dispatch_float(param.dtype(), who, [&]<class T>() {
-        T* p = param.data<T>();
+        T* p = param.mutable_data<T>();
         const T* g = grad.data<T>();
         T* mp = state.m.data<T>();
         T* vp = state.v.data<T>();
@@ -455,7 +470,7 @@ void SGD::step() {
     dispatch_float(params_->values.dtype(), "SGD", [&]<class T>() {
       const int64_t sb = shard_begin_;
       T* b = buf_.defined() ? buf_.data<T>() : nullptr;
-      sgd_span<T>(params_->values.data<T>() + sb, params_->gradients.data<T>() + sb, b,
+      sgd_span<T>(params_->values.mutable_data<T>() + sb, params_->gradients.data<T>() + sb, b,
                   shard_end_ - sb, config_, *groups_[0].lr, *groups_[0].weight_decay, steps_ == 0);
     });
     ++steps_;
@@ -471,9 +486,10 @@ void SGD::step() {
       if (first && config_.momentum != 0) buf = Tensor::zeros(param.shape(), param.dtype());
       dispatch_float(param.dtype(), "SGD", [&]<class T>() {
         T* b = config_.momentum != 0 ? buf.data<T>() : nullptr;
+        T* p = param.mutable_data<T>();  // once, before the threads: the version counts writes
         for_chunks(param.numel(), [&](int64_t lo, int64_t hi) {
-          sgd_span<T>(param.data<T>() + lo, grad.data<T>() + lo, b ? b + lo : nullptr, hi - lo,
-                      config_, *group.lr, *group.weight_decay, first);
+          sgd_span<T>(p + lo, grad.data<T>() + lo, b ? b + lo : nullptr, hi - lo, config_,
+                      *group.lr, *group.weight_decay, first);
         });
       });
     }

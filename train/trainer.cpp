@@ -162,6 +162,7 @@ std::string Trainer::first_nonfinite(const Tensor& buffer, bool sharded) const {
 // process, accum 1) there is no sum and no scaling: the gradient is the backward's.
 StepLog Trainer::train_step() {
   MatmulPrecisionScope precision(config_.precision);
+  const DetectAnomalyGuard anomaly(config_.detect_anomaly || anomaly_enabled());
   const auto start = std::chrono::steady_clock::now();
   const int64_t B = config_.batch, K = config_.accum;
   const int rank = world_ ? world_->rank() : 0;
@@ -269,7 +270,7 @@ StepLog Trainer::train_step() {
   }
   const double lr = optimizer_->lr();
   optimizer_->step();
-  if (zero1_) world_->all_gather(flat_.values.data<float>(), shard_bounds_);
+  if (zero1_) world_->all_gather(flat_.values.mutable_data<float>(), shard_bounds_);
   if (scheduler_) scheduler_->step();
   return finished_step(value, clip, lr, start);
 }
@@ -547,7 +548,7 @@ void Trainer::load_checkpoint(const std::string& path) {
   load_training_checkpoint(file, path, *model_, optimizer);
   for (size_t i = 0; i < shards.size(); ++i) {
     const int64_t lo = optimizer_->shard_begin(), count = shards[i].numel();
-    std::memcpy(shards[i].data<float>(), optimizer.elements[i].second.data<float>() + lo,
+    std::memcpy(shards[i].mutable_data<float>(), optimizer.elements[i].second.data<float>() + lo,
                 static_cast<size_t>(count) * sizeof(float));
   }
   optimizer_->set_scalar_state(optimizer.scalars);

@@ -22,10 +22,10 @@
 //  - Divergence: a non-finite loss or gradient stops the run before the optimizer step, naming
 //    the step and the first non-finite tensor (or skips the step when asked).
 // The loss must be a mean over the batch's examples (so that micro-batch means average to the
-// global batch's mean). Of TrainingConfig the loop reads steps, batch, accum, clip, zero and
-// precision; seed is recorded and checked on resume but acts through the caller (the sampler
-// carries its own seed).
-// It does not read files, build models, choose an optimiser or print: the caller does.
+// global batch's mean). Of TrainingConfig the loop reads steps, batch, accum, clip, zero,
+// precision and detect_anomaly; seed is recorded and checked on resume but acts through the caller
+// (the sampler carries its own seed). It does not read files, build models, choose an optimiser or
+// print: the caller does.
 #pragma once
 #include <chrono>
 #include <cstdint>

@@ -24,6 +24,10 @@ const SettingsTable<TrainingConfig>& training_config_settings() {
           "training", "precision", path(&T::precision),
           [](const std::string& text) { return parse_precision(text); }, precision_name,
           "matmul precision: float32, or bf16 (bf16 inputs, float32 accumulation)")),
+      omitted_at_default(setting<T>(
+          "training", "detect_anomaly", path(&T::detect_anomaly), {},
+          "run forward and backward in anomaly mode: the first non-finite gradient stops the run "
+          "naming the op that made it and its module (slower; changes no value)")),
   };
   return table;
 }

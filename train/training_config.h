@@ -1,5 +1,6 @@
 // TrainingConfig: the training loop's own settings (train/trainer.h), with one JSON mapping that
-// checkpoints record: steps, batch, accum, clip, zero (ZeRO-1), seed and the matmul precision.
+// checkpoints record: steps, batch, accum, clip, zero (ZeRO-1), seed, the matmul precision and
+// anomaly mode.
 // It holds nothing of an optimiser, a schedule or a model: those are objects the caller gives the
 // Trainer (train/optim.h), and their settings are the caller's. Each setting is declared once, as
 // a row of training_config_settings() (train/settings.h); the default is the field's initializer.
@@ -30,12 +31,17 @@ struct TrainingConfig {
   // The precision of every float32 matmul while the trainer steps (tensor/gemm_kernels.h):
   // float32, or bf16 inputs with float32 accumulation.
   MatmulPrecision precision = MatmulPrecision::float32;
+  // Runs each step's forward and backward under dg::DetectAnomalyGuard (autograd/tape.h): the
+  // first non-finite gradient stops the run naming the op whose backward made it and the module
+  // whose forward recorded that op. Slower (every node notes where it was made); off by default.
+  // Changes no value, so it is not recorded unless on and not checked on resume.
+  bool detect_anomaly = false;
 };
 
 // The rows of TrainingConfig, section "training", in its JSON's key order.
 const SettingsTable<TrainingConfig>& training_config_settings();
 // {"steps": …, "batch": …, "clip": …, "seed": …, "accum": …, "zero": …} (and "precision" when not
-// float32), in the rows' order.
+// float32, "detect_anomaly" when true), in the rows' order.
 json::Value training_config_json(const TrainingConfig& config);
 // The inverse; absent keys keep their defaults. Errors name `source` and the key.
 TrainingConfig training_config_from_json(const json::Value& value,

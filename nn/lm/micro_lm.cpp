@@ -92,7 +92,11 @@ MicroBlock::MicroBlock(const MicroLMConfig& c, int64_t index_, DType dtype)
 
 // sources: S_0..S_l, each [B, T, D] -> S_{l+1} [B, T, D]
 Tensor MicroBlock::forward(const std::vector<Tensor>& sources) {
-  return config.mode.behaviour().block_forward(*this, sources);
+  return hooked_list(
+      [&](const std::vector<Tensor>& sources) {
+        return config.mode.behaviour().block_forward(*this, sources);
+      },
+      sources);
 }
 
 // ---- model
@@ -123,6 +127,7 @@ MicroLM::MicroLM(const MicroLMConfig& config, DType dtype) : Module(dtype), conf
 
 // ids int64 or int32 [B, T] -> final-norm output [B, T, D]
 Tensor MicroLM::features(const Tensor& ids) {
+  const CreationScope scope = creation_scope();
   if (!(ids.dtype() == DType::i64 || ids.dtype() == DType::i32) || ids.dim() != 2)
     throw std::invalid_argument(
         fmt::format("MicroLM: expected int64 or int32 token ids [B, T], got {}", ids.describe()));
@@ -141,15 +146,28 @@ Tensor MicroLM::features(const Tensor& ids) {
 
 const Tensor& MicroLM::head_weight() const { return head ? head->weight : token->weight; }
 
-// ids int64 or int32 [B, T] -> logits [B, T, V]
-Tensor MicroLM::forward(const Tensor& ids) { return linear(features(ids), head_weight()); }
+// ids int64 or int32 [B, T] -> logits [B, T, V]. An untied head runs its own forward (its hooks
+// fire); the tied one is the token embedding's weight.
+Tensor MicroLM::forward(const Tensor& ids) {
+  return hooked(
+      [&](const Tensor& ids) {
+        const Tensor h = features(ids);
+        return head ? head->forward(h) : linear(h, token->weight);
+      },
+      ids);
+}
 
-// The head and the cross-entropy in one op: the [B·T, V] logits are never held.
+// The head and the cross-entropy in one op: the [B·T, V] logits are never held (unless an
+// untied head has forward hooks: it then runs its forward, and cross_entropy reads its logits).
+// loss() is not the forward: the model's own forward hooks do not run.
 Tensor MicroLM::loss(const Tensor& ids, const Tensor& targets) {
+  const CreationScope scope = creation_scope();
   Tensor h = features(ids);  // [B, T, D]
   const int64_t rows = h.size(0) * h.size(1);
-  return linear_cross_entropy(reshape(h, {rows, config_.dim}), head_weight(),
-                              targets.view_reshape({rows}));
+  const Tensor flat = reshape(h, {rows, config_.dim});
+  if (head && head->has_forward_hooks())
+    return cross_entropy(head->forward(flat), targets.view_reshape({rows}));
+  return linear_cross_entropy(flat, head_weight(), targets.view_reshape({rows}));
 }
 
 // ---- initialisation
@@ -157,7 +175,7 @@ Tensor MicroLM::loss(const Tensor& ids, const Tensor& targets) {
 namespace {
 void normal_into(TorchGenerator& gen, const Tensor& t, double mean, double std) {
   dispatch_float(t.dtype(), "init",
-                 [&]<class T>() { gen.normal_(t.data<T>(), t.numel(), mean, std); });
+                 [&]<class T>() { gen.normal_(t.mutable_data<T>(), t.numel(), mean, std); });
 }
 // Draws that torch consumes at construction and that init later overwrites.
 void consume_kaiming(TorchGenerator& gen, const Linear& l) {

@@ -158,7 +158,7 @@ void declare_reproduce_flags(Flags& f) {
   add_run_config_flags(
       f, {{"parity", protocol_run_config("parity")}, {"paired", protocol_run_config("paired")}},
       {"dim", "layers", "heads", "kv-heads", "seq-len", "steps", "batch", "lr", "decay", "schedule",
-       "warmup", "init", "precision"},
+       "warmup", "init", "precision", "detect-anomaly"},
       {{"warmup", "(default: 5% of the steps with cosine, else 0)"}})
       .add("eval", "", "reference | full (parity: reference; paired: full)")
       .add("train-tokens", "", "train ids used (parity: 120000; paired: 0 = all)");

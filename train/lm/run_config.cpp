@@ -152,6 +152,10 @@ const SettingsTable<RunConfig>& run_config_settings() {
           [](const std::string& text) { return parse_precision(text); }, precision_name,
           "matmul precision: float32, or bf16 (bf16 inputs, float32 accumulation; needs a CPU "
           "with AMX-BF16 or AVX512_BF16)")),
+      omitted_at_default(setting<C>(
+          "training", "detect_anomaly", path(t, &T::detect_anomaly), {},
+          "anomaly mode: the first non-finite gradient stops the run naming the op whose "
+          "backward made it and the module that recorded the op (slower; changes no value)")),
       setting<C>("data", "dataset", path(d, &D::dataset), {},
                  "wikitext-2, tiny-shakespeare, or a path to your own text: a file, or a folder of "
                  "`train.txt`, `validation.txt` (or `valid.txt`, `val.txt`) and optionally "
