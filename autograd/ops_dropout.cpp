@@ -42,9 +42,12 @@ Tensor dropout(const Tensor& x, double p, bool training, TorchGenerator& generat
     out = mul(x, noise);
   }
   if (should_record({x}))
-    record(op, {x}, out, [x, noise](const Tensor& g) {
-      accumulate_grad(x, mul(g, noise));  // g ⊙ noise (the noise is a constant of the graph)
-    }).saves({}).composed();
+    record(op, {x}, out,
+           [x, noise](const Tensor& g) {
+             accumulate_grad(x, mul(g, noise));  // g ⊙ noise (the noise is a constant of the graph)
+           })
+        .saves({})
+        .composed();
   return out;
 }
 

@@ -80,7 +80,8 @@ struct ScopeEntry {
   const void* owner;
   std::string (*describe)(const void*);
 };
-thread_local std::vector<ScopeEntry> g_scopes;  // CreationScope's stack (pushed in anomaly mode)
+// CreationScope's stack: pushed by every module forward (two pointers), read only in anomaly mode.
+thread_local std::vector<ScopeEntry> g_scopes;
 
 // Sets grad mode for a scope (the walk turns it on around a create_graph backward).
 class GradModeScope {

@@ -93,8 +93,9 @@ int main() {
   }
   const double uhv = dot(u, hv), vhu = dot(v, hu);
   const double asymmetry = std::fabs(uhv - vhu) / std::max(std::fabs(uhv), 1e-300);
-  std::printf("H·v over %zu parameter tensors: max |H·v| %.4e, max |H·v − finite differences| %.3e\n",
-              params.size(), max_value, max_error);
+  std::printf(
+      "H·v over %zu parameter tensors: max |H·v| %.4e, max |H·v − finite differences| %.3e\n",
+      params.size(), max_value, max_error);
   std::printf("symmetry: u·Hv %.12e, v·Hu %.12e (relative difference %.2e)\n", uhv, vhu, asymmetry);
   const bool ok = max_error <= 1e-6 * std::max(1.0, max_value) && asymmetry < 1e-10;
   std::printf("%s\n", ok ? "Hessian-vector product matches finite differences" : "MISMATCH");

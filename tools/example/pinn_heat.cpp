@@ -85,11 +85,13 @@ bool derivatives_match_finite_differences(dg::Sequential& net) {
     const double h = 1e-4;
     const double fd_x = (u_at(net, x + h, t) - u_at(net, x - h, t)) / (2 * h);
     const double fd_t = (u_at(net, x, t + h) - u_at(net, x, t - h)) / (2 * h);
-    const double fd_xx = (u_at(net, x + h, t) - 2 * u_at(net, x, t) + u_at(net, x - h, t)) / (h * h);
+    const double fd_xx =
+        (u_at(net, x + h, t) - 2 * u_at(net, x, t) + u_at(net, x - h, t)) / (h * h);
     const double e_x = std::fabs(d.u_x.item() - fd_x), e_t = std::fabs(d.u_t.item() - fd_t);
     const double e_xx = std::fabs(d.u_xx.item() - fd_xx);
-    std::printf("at (%.2f, %.2f): u_x %+.6f (fd %+.6f)  u_t %+.6f (fd %+.6f)  u_xx %+.6f (fd %+.6f)\n",
-                x, t, d.u_x.item(), fd_x, d.u_t.item(), fd_t, d.u_xx.item(), fd_xx);
+    std::printf(
+        "at (%.2f, %.2f): u_x %+.6f (fd %+.6f)  u_t %+.6f (fd %+.6f)  u_xx %+.6f (fd %+.6f)\n", x,
+        t, d.u_x.item(), fd_x, d.u_t.item(), fd_t, d.u_xx.item(), fd_xx);
     ok = ok && e_x < 1e-7 && e_t < 1e-7 && e_xx < 1e-5;
   }
   return ok;
@@ -127,8 +129,7 @@ int main() {
     if (step < steps) optimizer.step();
     residual = loss.residual.item();
     total = loss.total.item();
-    if (step % 250 == 0)
-      std::printf("step %4d  loss %.3e  residual %.3e\n", step, total, residual);
+    if (step % 250 == 0) std::printf("step %4d  loss %.3e  residual %.3e\n", step, total, residual);
   }
   if (!derivatives_match_finite_differences(*net)) {
     std::printf("pinn_heat: autograd derivatives differ from finite differences after training\n");
@@ -143,7 +144,8 @@ int main() {
       max_error = std::max(max_error, std::fabs(u_at(*net, x, t) - exact));
     }
   const double residual_threshold = 1e-4, error_threshold = 2e-2;
-  std::printf("residual (mean square) %.3e (threshold %.0e), max |u - exact| %.3e (threshold %.0e)\n",
-              residual, residual_threshold, max_error, error_threshold);
+  std::printf(
+      "residual (mean square) %.3e (threshold %.0e), max |u - exact| %.3e (threshold %.0e)\n",
+      residual, residual_threshold, max_error, error_threshold);
   return residual < residual_threshold && max_error < error_threshold ? 0 : 1;
 }
