@@ -65,13 +65,23 @@ Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
     rope_forward<T>(out.data<T>(), x.data<T>(), cos.data<T>(), sin.data<T>(), BH, Tn, hd);
   });
   if (should_record({x_in}))
-    record(op, {x_in}, out, [x_in, cos, sin, BH, Tn, hd](const Tensor& g) {
-      Tensor gc = g.contiguous();
-      dispatch_float(x_in.dtype(), "rope", [&]<class T>() {
-        rope_backward<T>(grad_ptr<T>(x_in, "rope"), gc.data<T>(), cos.data<T>(), sin.data<T>(), BH,
-                         Tn, hd);
-      });
-    });
+    record(op, {x_in}, out,
+           [x_in, cos, sin, BH, Tn, hd](const Tensor& g) {
+             Tensor gc = g.contiguous();
+             dispatch_float(x_in.dtype(), "rope", [&]<class T>() {
+               rope_backward<T>(grad_ptr<T>(x_in, "rope"), gc.data<T>(), cos.data<T>(),
+                                sin.data<T>(), BH, Tn, hd);
+             });
+           })
+        .saves({})
+        .differentiable([x_in, cos, sin, hd](const Tensor& g, const Tensor&) {
+          // the rotation by −position·θ with recorded ops (the tables are constants):
+          // g_x1 = g1·cos + g2·sin, g_x2 = g2·cos − g1·sin, for the halves (x1, x2) of each head
+          const int64_t axis = g.dim() - 1, half = hd / 2;
+          const Tensor g1 = slice(g, axis, 0, half), g2 = slice(g, axis, half, hd);
+          accumulate_grad(
+              x_in, cat({add(mul(g1, cos), mul(g2, sin)), sub(mul(g2, cos), mul(g1, sin))}, axis));
+        });
   return out;
 }
 

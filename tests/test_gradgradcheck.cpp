@@ -87,3 +87,21 @@ TEST_CASE("create_graph refuses an op without a differentiable backward, naming 
   // without create_graph the same graph runs
   CHECK(grad({sum(out)}, {a})[0].to_vector()[0] == doctest::Approx(2.0));
 }
+
+TEST_CASE("attention differentiates twice through its plain twin (rope, GQA, the causal mask)") {
+  // The fused attention ops refuse create_graph, naming themselves; plain_attention, composed of
+  // ops that all support it, is the model to differentiate twice.
+  const int64_t B = 1, T = 3, D = 4, H = 2, Hkv = 1, hd = 2;
+  Tensor u = random_tensor({B, T, D}, 11), wq = random_tensor({H * hd, D}, 12),
+         wk = random_tensor({Hkv * hd, D}, 13), wv = random_tensor({Hkv * hd, D}, 14);
+  auto fn = [&](const std::vector<Tensor>& in) {
+    return plain_attention(in[0], in[0], in[1], Tensor(), in[2], Tensor(), in[3], Tensor(), H, Hkv,
+                           /*rope_base=*/100.0);
+  };
+  GradcheckResult r = gradgradcheck("plain_attention", fn, {u, wq, wk, wv});
+  INFO(r.message);
+  CHECK(r.passed);
+  Tensor q = random_tensor({B, T, H * hd}, 15), k = random_tensor({B, T, Hkv * hd}, 16);
+  Tensor y = attention_heads(q, k, k, H, Hkv, 100.0);
+  CHECK_THROWS_WITH(grad({sum(y)}, {q}, {}, false, true), doctest::Contains("'attention_heads'"));
+}
