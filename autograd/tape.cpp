@@ -585,8 +585,9 @@ void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph, bool
         root.impl()->made_without_grad
             ? "it was made while grad mode was off (inside a NoGradGuard or a backward), so no "
               "op recorded how it was computed"
-            : "no input of the ops that made it requires grad (set_requires_grad(true) on the "
-              "parameters or inputs to differentiate)"));
+            : "the ops that made it had no input requiring grad: either none was set "
+              "(set_requires_grad(true) on the parameters or inputs to differentiate) or a step "
+              "before it ran while grad mode was off (inside a NoGradGuard) and cut the graph"));
   if (create_graph) keep_graph = true;
   NoGradGuard no_grad;  // ops inside backward closures are not recorded (unless create_graph)
   WalkScope walk(create_graph);
