@@ -68,7 +68,8 @@ Tensor conv_op(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeom
   if (should_record({x, w, b}))
     record(op, {x, w, b}, y,
            [x, w, b, g](const Tensor& gy) {
-             if (x.requires_grad()) accumulate_grad(x, conv_input_grad_op(gy, w, g, "conv2d_input_grad"));
+             if (x.requires_grad())
+               accumulate_grad(x, conv_input_grad_op(gy, w, g, "conv2d_input_grad"));
              if (w.requires_grad()) accumulate_grad(w, conv_weight_grad_op(x, gy, g));
              if (b.defined() && b.requires_grad()) accumulate_grad(b, sum(gy, {0, 2, 3}));
            })
@@ -112,7 +113,8 @@ Tensor conv_weight_grad_op(const Tensor& x, const Tensor& dy, const ConvGeom& g)
   if (should_record({x, dy}))
     record(op, {x, dy}, dw,
            [x, dy, g](const Tensor& h) {
-             if (x.requires_grad()) accumulate_grad(x, conv_input_grad_op(dy, h, g, "conv2d_input_grad"));
+             if (x.requires_grad())
+               accumulate_grad(x, conv_input_grad_op(dy, h, g, "conv2d_input_grad"));
              if (dy.requires_grad()) accumulate_grad(dy, conv_op(x, h, Tensor(), g, "conv2d"));
            })
         .saves({x, dy})
@@ -126,7 +128,8 @@ void check_conv_args(const Tensor& x, const Tensor& w, const Tensor& b, int64_t 
   check_input(x, 4, op, "an input [N, C, H, W]");
   check_arg(w.defined() && w.dim() == 4, op, w, "a weight with 4 axes");
   check_same_dtype(x, w, op);
-  if (groups < 1) throw std::invalid_argument(fmt::format("{}: groups must be >= 1, got {}", op, groups));
+  if (groups < 1)
+    throw std::invalid_argument(fmt::format("{}: groups must be >= 1, got {}", op, groups));
   if (x.size(1) % groups != 0 || out_channels % groups != 0)
     throw std::invalid_argument(fmt::format(
         "{}: input channels ({}) and output channels ({}) must both be divisible by groups ({}): "
@@ -150,8 +153,9 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& w, const Tensor& b, IntPair st
   check_arg(w.size(1) * groups == C, op, w,
             fmt::format("a weight [O, {}, kH, kW] for input {} with groups = {}", C / groups,
                         x.describe(), groups));
-  ConvGeom g{x.size(0), C, x.size(2), x.size(3), w.size(0), w.size(2), w.size(3),
-             stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups, 0, 0};
+  ConvGeom g{x.size(0),   C,         x.size(2), x.size(3),  w.size(0),  w.size(2),
+             w.size(3),   stride[0], stride[1], padding[0], padding[1], dilation[0],
+             dilation[1], groups,    0,         0};
   g.Ho = conv_out(g.H, g.kH, g.sH, g.pH, g.dH, op, x, w);
   g.Wo = conv_out(g.W, g.kW, g.sW, g.pW, g.dW, op, x, w);
   return conv_op(x, w, b, g, op);
@@ -191,17 +195,31 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
             fmt::format("a weight [{}, O/groups, kH, kW] for input {}", x.size(1), x.describe()));
   for (int a : {0, 1})
     if (output_padding[a] >= stride[a] && output_padding[a] >= dilation[a])
-      throw std::invalid_argument(fmt::format(
-          "{}: output_padding {} must be smaller than stride {} or dilation {}", op,
-          pair_str(output_padding), pair_str(stride), pair_str(dilation)));
-  ConvGeom g{x.size(0), weight.size(1) * groups, 0, 0, x.size(1), weight.size(2), weight.size(3),
-             stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups,
-             x.size(2), x.size(3)};
+      throw std::invalid_argument(
+          fmt::format("{}: output_padding {} must be smaller than stride {} or dilation {}", op,
+                      pair_str(output_padding), pair_str(stride), pair_str(dilation)));
+  ConvGeom g{x.size(0),
+             weight.size(1) * groups,
+             0,
+             0,
+             x.size(1),
+             weight.size(2),
+             weight.size(3),
+             stride[0],
+             stride[1],
+             padding[0],
+             padding[1],
+             dilation[0],
+             dilation[1],
+             groups,
+             x.size(2),
+             x.size(3)};
   g.H = (g.Ho - 1) * g.sH - 2 * g.pH + g.dH * (g.kH - 1) + output_padding[0] + 1;
   g.W = (g.Wo - 1) * g.sW - 2 * g.pW + g.dW * (g.kW - 1) + output_padding[1] + 1;
   if (g.H < 1 || g.W < 1)
-    throw std::invalid_argument(fmt::format("{}: output size ({}, {}) is below 1: input {}, weight {}",
-                                            op, g.H, g.W, x.describe(), weight.describe()));
+    throw std::invalid_argument(
+        fmt::format("{}: output size ({}, {}) is below 1: input {}, weight {}", op, g.H, g.W,
+                    x.describe(), weight.describe()));
   const Tensor y = conv_input_grad_op(x, weight, g, op);
   return bias.defined() ? add(y, reshape(bias, {1, g.C, 1, 1})) : y;
 }
@@ -235,8 +253,8 @@ PoolGeom pool_geom(const Tensor& x, IntPair kernel, IntPair& stride, IntPair pad
   if (padding[0] > kernel[0] / 2 || padding[1] > kernel[1] / 2)
     throw std::invalid_argument(fmt::format("{}: padding {} must be at most half of kernel_size {}",
                                             op, pair_str(padding), pair_str(kernel)));
-  PoolGeom g{x.size(2), x.size(3), 0, 0, kernel[0], kernel[1], stride[0], stride[1],
-             padding[0], padding[1], dilation[0], dilation[1]};
+  PoolGeom g{x.size(2), x.size(3), 0,          0,          kernel[0],   kernel[1],
+             stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1]};
   g.Ho = pool_out(g.H, g.kH, g.sH, g.pH, g.dH, ceil_mode, op, x);
   g.Wo = pool_out(g.W, g.kW, g.sW, g.pW, g.dW, ceil_mode, op, x);
   return g;
@@ -282,8 +300,9 @@ ValuesAndIndices max_pool2d(const Tensor& x, IntPair kernel, IntPair stride, Int
       max_pool2d_forward<T>(values.data<T>(), indices.data<int64_t>(), X.data<T>(), N * C, g);
     });
   if (should_record({x}))  // the same values, recorded as a gather: the backward scatters to them
-    values = reshape(gather(reshape(x, {N, C, g.H * g.W}), 2, reshape(indices, {N, C, g.Ho * g.Wo})),
-                     values.shape());
+    values =
+        reshape(gather(reshape(x, {N, C, g.H * g.W}), 2, reshape(indices, {N, C, g.Ho * g.Wo})),
+                values.shape());
   return {values, indices};
 }
 
@@ -291,7 +310,8 @@ Tensor avg_pool2d(const Tensor& x, IntPair kernel, IntPair stride, IntPair paddi
                   bool count_include_pad) {
   ScopedOpTimer op_timer(OpFamily::other);
   const PoolGeom g = pool_geom(x, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d");
-  return avg_windows_op(x, std::make_shared<const PoolWindows>(avg_pool_windows(g, count_include_pad)),
+  return avg_windows_op(x,
+                        std::make_shared<const PoolWindows>(avg_pool_windows(g, count_include_pad)),
                         false, "avg_pool2d", "avg_pool2d_backward");
 }
 
@@ -328,14 +348,22 @@ std::vector<OpCase> conv_op_cases() {
   using V = const std::vector<Tensor>&;
   return {
       {"conv2d/bias, padding 1", conv_in({2, 2, 4, 5}, {3, 2, 3, 3}, 3),
-       [](V in) { return conv2d(in[0], in[1], in[2], {1, 1}, {1, 1}); }},
+       [](V in) {
+         return conv2d(in[0], in[1], in[2], {1, 1}, {1, 1});
+       }},
       {"conv2d/no bias, stride (2, 1), padding (0, 2), dilation (2, 1)",
        conv_in({1, 2, 7, 5}, {2, 2, 2, 3}, 0),
-       [](V in) { return conv2d(in[0], in[1], Tensor(), {2, 1}, {0, 2}, {2, 1}); }},
+       [](V in) {
+         return conv2d(in[0], in[1], Tensor(), {2, 1}, {0, 2}, {2, 1});
+       }},
       {"conv2d/groups 2, stride 2, padding 1", conv_in({2, 4, 4, 4}, {6, 2, 2, 2}, 6),
-       [](V in) { return conv2d(in[0], in[1], in[2], {2, 2}, {1, 1}, {1, 1}, 2); }},
+       [](V in) {
+         return conv2d(in[0], in[1], in[2], {2, 2}, {1, 1}, {1, 1}, 2);
+       }},
       {"conv2d/depthwise (groups = C)", conv_in({1, 3, 5, 5}, {3, 1, 3, 3}, 0),
-       [](V in) { return conv2d(in[0], in[1], Tensor(), {1, 1}, {1, 1}, {1, 1}, 3); }},
+       [](V in) {
+         return conv2d(in[0], in[1], Tensor(), {1, 1}, {1, 1}, {1, 1}, 3);
+       }},
       {"conv2d/1x1 (columns are the input)", conv_in({2, 3, 3, 4}, {4, 3, 1, 1}, 4),
        [](V in) { return conv2d(in[0], in[1], in[2]); }},
       {"conv2d/transposed-view input (copied)", conv_in({1, 2, 5, 4}, {2, 2, 2, 2}, 0),
@@ -353,21 +381,37 @@ std::vector<OpCase> conv_op_cases() {
          return conv_transpose2d(in[0], in[1], Tensor(), {1, 1}, {0, 1}, {1, 0}, 1, {2, 2});
        }},
       {"max_pool2d/2x2", one({2, 2, 4, 4}),
-       [](V in) { return max_pool2d(in[0], {2, 2}).values; }},
+       [](V in) {
+         return max_pool2d(in[0], {2, 2}).values;
+       }},
       {"max_pool2d/3x3, stride 2, padding 1, ceil_mode", one({1, 2, 6, 5}),
-       [](V in) { return max_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, {1, 1}, true).values; }},
+       [](V in) {
+         return max_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, {1, 1}, true).values;
+       }},
       {"max_pool2d/dilation 2, stride 1", one({1, 1, 6, 7}),
-       [](V in) { return max_pool2d(in[0], {2, 2}, {1, 1}, {0, 0}, {2, 2}).values; }},
+       [](V in) {
+         return max_pool2d(in[0], {2, 2}, {1, 1}, {0, 0}, {2, 2}).values;
+       }},
       {"avg_pool2d/3x3, stride 2, padding 1, ceil_mode, count_include_pad", one({1, 2, 6, 5}),
-       [](V in) { return avg_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, true, true); }},
+       [](V in) {
+         return avg_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, true, true);
+       }},
       {"avg_pool2d/3x3, stride 2, padding 1, ceil_mode, pad not counted", one({1, 2, 6, 5}),
-       [](V in) { return avg_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, true, false); }},
+       [](V in) {
+         return avg_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, true, false);
+       }},
       {"avg_pool2d/(2, 3), default stride", one({2, 1, 4, 6}),
-       [](V in) { return avg_pool2d(in[0], {2, 3}); }},
+       [](V in) {
+         return avg_pool2d(in[0], {2, 3});
+       }},
       {"adaptive_avg_pool2d/5x7 -> 3x4 (overlapping windows)", one({1, 2, 5, 7}),
-       [](V in) { return adaptive_avg_pool2d(in[0], {3, 4}); }},
+       [](V in) {
+         return adaptive_avg_pool2d(in[0], {3, 4});
+       }},
       {"adaptive_avg_pool2d/global (1x1)", one({2, 3, 3, 4}),
-       [](V in) { return adaptive_avg_pool2d(in[0], {1, 1}); }},
+       [](V in) {
+         return adaptive_avg_pool2d(in[0], {1, 1});
+       }},
   };
 }
 

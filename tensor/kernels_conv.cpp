@@ -91,7 +91,8 @@ void conv2d_forward(T* y, const T* x, const T* w, const T* bias, const ConvGeom&
       const T* xg = x + (n * g.C + gr * g.Cg()) * HW;
       T* yg = y + (n * g.O + gr * Og) * HoWo;
       if (bias)
-        for (int64_t o = 0; o < Og; ++o) std::fill(yg + o * HoWo, yg + (o + 1) * HoWo, bias[gr * Og + o]);
+        for (int64_t o = 0; o < Og; ++o)
+          std::fill(yg + o * HoWo, yg + (o + 1) * HoWo, bias[gr * Og + o]);
       const T* cols = xg;
       if (col) {
         im2col(col, xg, g);
@@ -186,7 +187,8 @@ void for_each_tap(const ConvGeom& g, F&& f) {
               for (int64_t kj = 0; kj < g.kW; ++kj) {
                 const int64_t ih = oh * g.sH - g.pH + ki * g.dH, iw = ow * g.sW - g.pW + kj * g.dW;
                 if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
-                f(n, o, oh, ow, gr * g.Cg() + cg, ih, iw, ((o * g.Cg() + cg) * g.kH + ki) * g.kW + kj);
+                f(n, o, oh, ow, gr * g.Cg() + cg, ih, iw,
+                  ((o * g.Cg() + cg) * g.kH + ki) * g.kW + kj);
               }
     }
 }

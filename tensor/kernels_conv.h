@@ -4,8 +4,10 @@
 // (avg_pool2d's and adaptive_avg_pool2d's windows), forward and backward. Backwards ADD into their
 // outputs. Every output element has one owner thread, and the weight gradient is summed over the
 // batch in fixed chunks of kConvBatchChunk images, then over chunks in order, so float32 results
-// are bit-identical at any thread count. These kernels do not check shapes or record autograd
-// (autograd/ops_conv.cpp does); all pointers are to contiguous row-major buffers.
+// are bit-identical at any thread count. float32 GEMMs follow the matmul precision (bf16 when set:
+// gemm_one_thread). Column buffers are per thread and kept for reuse. These kernels do not check
+// shapes or record autograd (autograd/ops_conv.cpp does); all pointers are to contiguous row-major
+// buffers.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -64,9 +64,10 @@ std::vector<std::vector<T>> run_pools(int64_t P, const PoolGeom& g, const PoolWi
 }  // namespace
 
 TEST_CASE_TEMPLATE("conv kernels: im2col + GEMM matches the direct loops", T, float, double) {
-  for (const ConvGeom& g : {geom(2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1), geom(3, 4, 9, 8, 6, 3, 2, 2, 1, 2, 2),
-                            geom(2, 6, 5, 5, 6, 3, 3, 1, 2, 1, 6), geom(5, 3, 4, 6, 5, 1, 1, 1, 0, 1, 1),
-                            geom(2, 2, 6, 7, 4, 1, 1, 2, 0, 1, 2), geom(1, 2, 8, 1, 3, 3, 1, 2, 1, 2, 1)}) {
+  for (const ConvGeom& g :
+       {geom(2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1), geom(3, 4, 9, 8, 6, 3, 2, 2, 1, 2, 2),
+        geom(2, 6, 5, 5, 6, 3, 3, 1, 2, 1, 6), geom(5, 3, 4, 6, 5, 1, 1, 1, 0, 1, 1),
+        geom(2, 2, 6, 7, 4, 1, 1, 2, 0, 1, 2), geom(1, 2, 8, 1, 3, 3, 1, 2, 1, 2, 1)}) {
     CAPTURE(g.N);
     CAPTURE(g.C);
     CAPTURE(g.kH);

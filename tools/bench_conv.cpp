@@ -92,8 +92,9 @@ int main(int argc, char** argv) {
     fmt::print("threads {}: sgemm 1024^3 {:.1f} GFLOP/s\n", threads, peak);
     for (const Shape4& s : shapes) {
       const double g = conv_gflops(s, min_seconds);
-      fmt::print("  conv2d fwd+bwd N={} {}->{} {}x{} k{} pad{}: {:.1f} GFLOP/s ({:.0f}% of sgemm)\n",
-                 s.N, s.C, s.O, s.H, s.W, s.k, s.pad, g, 100.0 * g / peak);
+      fmt::print(
+          "  conv2d fwd+bwd N={} {}->{} {}x{} k{} pad{}: {:.1f} GFLOP/s ({:.0f}% of sgemm)\n", s.N,
+          s.C, s.O, s.H, s.W, s.k, s.pad, g, 100.0 * g / peak);
     }
   }
   return 0;
