@@ -4,12 +4,13 @@
 // A convolution is three recorded ops, each linear in each input, whose backwards are the other
 // two: the forward conv(x, w), its input gradient (conv_transpose2d's forward) and its weight
 // gradient. Each backward is written with these recorded ops, so every one supports create_graph
-// (third derivatives too). avg pools are a pair (window means and their adjoint) likewise;
-// max_pool2d's values are recorded as a gather of x at its indices, whose backward scatters to the
-// argmax (torch's tie rule: the first max in scan order). Refuses: 'same'/'valid' string padding,
-// padding modes other than zeros, divisor_override, 3-D (unbatched) inputs, conv3d and pool3d.
-// Checks: the rows at the end, the kernels in tests/test_kernels_conv.cpp, torch 1.13 goldens and
-// the errors in tests/test_conv_ops.cpp.
+// (third derivatives too); the forward conv's first-order backward calls the kernels instead,
+// adding into the gradient buffers (the recorded form runs only under create_graph). avg pools are
+// a pair (window means and their adjoint) likewise; max_pool2d's values are recorded as a gather of
+// x at its indices, whose backward scatters to the argmax (torch's tie rule: the first max in scan
+// order). Refuses: 'same'/'valid' string padding, padding modes other than zeros, divisor_override,
+// 3-D (unbatched) inputs, conv3d and pool3d. Checks: the rows at the end, the kernels in
+// tests/test_kernels_conv.cpp, torch 1.13 goldens and the errors in tests/test_conv_ops.cpp.
 #include <fmt/format.h>
 
 #include <memory>
@@ -54,7 +55,8 @@ Tensor conv_input_grad_op(const Tensor& dy, const Tensor& w, const ConvGeom& g, 
 Tensor conv_weight_grad_op(const Tensor& x, const Tensor& dy, const ConvGeom& g);
 
 // y [N, O, Ho, Wo] = conv(x, w) + b. Backward: dx = conv_input_grad(gy, w), dw =
-// conv_weight_grad(x, gy), db = Σ_{n, h, w} gy. Reads x and w, not b.
+// conv_weight_grad(x, gy), db = Σ_{n, h, w} gy: the kernels adding straight into the gradient
+// buffers, or under create_graph those recorded ops. Reads x and w, not b.
 Tensor conv_op(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeom& g,
                const char* op) {
   ScopedOpTimer op_timer(OpFamily::matmul);
@@ -67,14 +69,26 @@ Tensor conv_op(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeom
     });
   if (should_record({x, w, b}))
     record(op, {x, w, b}, y,
-           [x, w, b, g](const Tensor& gy) {
-             if (x.requires_grad())
-               accumulate_grad(x, conv_input_grad_op(gy, w, g, "conv2d_input_grad"));
-             if (w.requires_grad()) accumulate_grad(w, conv_weight_grad_op(x, gy, g));
-             if (b.defined() && b.requires_grad()) accumulate_grad(b, sum(gy, {0, 2, 3}));
+           [x, w, b, X, Wt, g, op](const Tensor& gy) {  // the kernels add into the gradients
+             const Tensor GY = gy.contiguous();
+             dispatch_float(GY.dtype(), op, [&]<class T>() {
+               if (x.requires_grad() && x.numel() > 0 && GY.numel() > 0)
+                 conv2d_backward_input<T>(grad_ptr<T>(x, op), GY.data<T>(), Wt.data<T>(), g);
+               T* dw = w.requires_grad() && w.numel() > 0 ? grad_ptr<T>(w, op) : nullptr;
+               T* db = b.defined() && b.requires_grad() ? grad_ptr<T>(b, op) : nullptr;
+               if (GY.numel() > 0 && (dw || db))
+                 conv2d_backward_weight<T>(dw, db, X.data<T>(), GY.data<T>(), g);
+               for (const Tensor& t : {x, w, b})  // an empty gy still leaves zero gradients
+                 if (t.defined() && t.requires_grad()) grad_of(t);
+             });
            })
         .saves({x, w})
-        .composed();
+        .differentiable([x, w, b, g](const Tensor& gy, const Tensor&) {  // the same, recorded
+          if (x.requires_grad())
+            accumulate_grad(x, conv_input_grad_op(gy, w, g, "conv2d_input_grad"));
+          if (w.requires_grad()) accumulate_grad(w, conv_weight_grad_op(x, gy, g));
+          if (b.defined() && b.requires_grad()) accumulate_grad(b, sum(gy, {0, 2, 3}));
+        });
   return y;
 }
 
