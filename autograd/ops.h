@@ -8,6 +8,7 @@
 // Binary elementwise ops broadcast with numpy's rules; a mismatch names both shapes and the op.
 // Ops refuse mixed dtypes (float32 with float64) rather than promoting silently.
 #pragma once
+#include <array>
 #include <optional>
 #include <vector>
 
@@ -237,6 +238,36 @@ Tensor plain_depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha);
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 // swiglu written as that composition, each op recorded: the reference.
 Tensor plain_swiglu(const Tensor& gate, const Tensor& up);
+
+// ---- convolution and pooling (ops_conv.cpp; torch.nn.functional's semantics, zero padding) ----
+// (height, width) pairs: stride, padding, dilation, kernel and output sizes.
+using IntPair = std::array<int64_t, 2>;
+// x [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] or undefined -> [N, O, Ho, Wo],
+// Ho = floor((H + 2p − d(kH − 1) − 1) / s) + 1. im2col + GEMM; every backward supports
+// create_graph (the input gradient is a conv_transpose2d, the weight gradient a recorded op whose
+// backward is a conv2d and a conv_transpose2d).
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              IntPair stride = {1, 1}, IntPair padding = {0, 0}, IntPair dilation = {1, 1},
+              int64_t groups = 1);
+// x [N, C, L], weight [O, C/groups, k] -> [N, O, Lo]: conv2d with H = 1.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+// x [N, Cin, H, W], weight [Cin, O/groups, kH, kW] -> [N, O, Hout, Wout],
+// Hout = (H − 1)·s − 2p + d(kH − 1) + output_padding + 1 (the arguments in torch's order).
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        IntPair stride = {1, 1}, IntPair padding = {0, 0},
+                        IntPair output_padding = {0, 0}, int64_t groups = 1,
+                        IntPair dilation = {1, 1});
+// Max over windows of x [N, C, H, W]: values and int64 indices (flat h·W + w in the plane), as
+// torch's return_indices=True; the first max in scan order wins, NaN wins. stride {0, 0} = kernel.
+ValuesAndIndices max_pool2d(const Tensor& x, IntPair kernel, IntPair stride = {0, 0},
+                            IntPair padding = {0, 0}, IntPair dilation = {1, 1},
+                            bool ceil_mode = false);
+// Mean over windows (count_include_pad: the divisor counts the zero padding, as torch).
+Tensor avg_pool2d(const Tensor& x, IntPair kernel, IntPair stride = {0, 0},
+                  IntPair padding = {0, 0}, bool ceil_mode = false, bool count_include_pad = true);
+// Output cell i averages input rows [floor(i·H/Ho), ceil((i + 1)·H/Ho)) (columns likewise).
+Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size);
 
 // ---- activations (ops_activation.cpp); abs .. operators (ops_elementwise.cpp) -----------------
 // Activations. Derivatives at kinks as torch: relu'(0) = 0, leaky_relu'(0) = slope, abs'(0) = 0,

@@ -1,0 +1,400 @@
+// Convolution and pooling kernels (see kernels_conv.h): im2col and col2im, the conv2d forward,
+// input gradient and weight gradient (GEMMs by gemm_one_thread, one image per loop iteration),
+// their direct-loop references, then max and average pooling with their references.
+// Each template is instantiated for float and double right after its definition:
+//   template decltype(f<float>) f<float>;   (the signature comes from the declaration)
+// Column buffers are per thread (thread_local, grown to the largest conv seen and kept).
+#include "tensor/kernels_conv.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tensor/kernels_elementwise.h"  // kParallelGrain
+#include "tensor/kernels_matmul.h"
+#include "tensor/threads.h"  // parallel_for
+
+namespace dg {
+
+namespace {
+// This thread's column buffer of at least n elements.
+template <class T>
+T* column_buffer(int64_t n) {
+  thread_local std::vector<T> buf;
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(n);
+  return buf.data();
+}
+// A 1×1 kernel with stride 1 and no padding reads x itself as its column matrix [Cg, H·W].
+bool columns_are_input(const ConvGeom& g) {
+  return g.kH == 1 && g.kW == 1 && g.sH == 1 && g.sW == 1 && g.pH == 0 && g.pW == 0;
+}
+// Images in parallel when the work (multiply-adds) pays for a region.
+bool conv_parallel(const ConvGeom& g) { return g.N * g.O * g.Ho * g.Wo * g.K() > kParallelGrain; }
+}  // namespace
+
+// col [Cg·kH·kW, Ho·Wo] from x [Cg, H, W]
+template <class T>
+void im2col(T* col, const T* x, const ConvGeom& g) {
+  const int64_t HoWo = g.Ho * g.Wo;
+  for (int64_t c = 0; c < g.Cg(); ++c)
+    for (int64_t ki = 0; ki < g.kH; ++ki)
+      for (int64_t kj = 0; kj < g.kW; ++kj) {
+        T* row = col + ((c * g.kH + ki) * g.kW + kj) * HoWo;
+        for (int64_t oh = 0; oh < g.Ho; ++oh) {
+          const int64_t ih = oh * g.sH - g.pH + ki * g.dH;
+          T* out = row + oh * g.Wo;
+          if (ih < 0 || ih >= g.H) {
+            std::fill(out, out + g.Wo, T(0));
+            continue;
+          }
+          const T* xr = x + (c * g.H + ih) * g.W;
+          for (int64_t ow = 0; ow < g.Wo; ++ow) {
+            const int64_t iw = ow * g.sW - g.pW + kj * g.dW;
+            out[ow] = iw >= 0 && iw < g.W ? xr[iw] : T(0);
+          }
+        }
+      }
+}
+template decltype(im2col<float>) im2col<float>;
+template decltype(im2col<double>) im2col<double>;
+
+// dx [Cg, H, W] += col [Cg·kH·kW, Ho·Wo] (each element's terms added in (ki, kj, oh, ow) order)
+template <class T>
+void col2im(T* dx, const T* col, const ConvGeom& g) {
+  const int64_t HoWo = g.Ho * g.Wo;
+  for (int64_t c = 0; c < g.Cg(); ++c)
+    for (int64_t ki = 0; ki < g.kH; ++ki)
+      for (int64_t kj = 0; kj < g.kW; ++kj) {
+        const T* row = col + ((c * g.kH + ki) * g.kW + kj) * HoWo;
+        for (int64_t oh = 0; oh < g.Ho; ++oh) {
+          const int64_t ih = oh * g.sH - g.pH + ki * g.dH;
+          if (ih < 0 || ih >= g.H) continue;
+          T* xr = dx + (c * g.H + ih) * g.W;
+          for (int64_t ow = 0; ow < g.Wo; ++ow) {
+            const int64_t iw = ow * g.sW - g.pW + kj * g.dW;
+            if (iw >= 0 && iw < g.W) xr[iw] += row[oh * g.Wo + ow];
+          }
+        }
+      }
+}
+template decltype(col2im<float>) col2im<float>;
+template decltype(col2im<double>) col2im<double>;
+
+// y [N, O, Ho, Wo]; x [N, C, H, W]; w [O, Cg, kH, kW]; bias [O] or null
+template <class T>
+void conv2d_forward(T* y, const T* x, const T* w, const T* bias, const ConvGeom& g) {
+  const int64_t HoWo = g.Ho * g.Wo, K = g.K(), Og = g.Og(), HW = g.H * g.W;
+  parallel_for(g.N, conv_parallel(g), [&](int64_t n) {
+    OneOmpThread one;  // BLAS on this thread (a serial loop may run inside another region)
+    T* col = columns_are_input(g) ? nullptr : column_buffer<T>(K * HoWo);
+    for (int64_t gr = 0; gr < g.groups; ++gr) {
+      const T* xg = x + (n * g.C + gr * g.Cg()) * HW;
+      T* yg = y + (n * g.O + gr * Og) * HoWo;
+      if (bias)
+        for (int64_t o = 0; o < Og; ++o)
+          std::fill(yg + o * HoWo, yg + (o + 1) * HoWo, bias[gr * Og + o]);
+      const T* cols = xg;
+      if (col) {
+        im2col(col, xg, g);
+        cols = col;
+      }
+      if (HoWo > 0 && Og > 0)  // y_g [Og, HoWo] (+)= w_g [Og, K] · col [K, HoWo]
+        gemm_one_thread(false, false, Og, HoWo, K, T(1), w + gr * Og * K, K, cols, HoWo,
+                        bias ? T(1) : T(0), yg, HoWo);
+    }
+  });
+}
+template decltype(conv2d_forward<float>) conv2d_forward<float>;
+template decltype(conv2d_forward<double>) conv2d_forward<double>;
+
+// dx [N, C, H, W] (+=); dy [N, O, Ho, Wo]; w [O, Cg, kH, kW]
+template <class T>
+void conv2d_backward_input(T* dx, const T* dy, const T* w, const ConvGeom& g) {
+  const int64_t HoWo = g.Ho * g.Wo, K = g.K(), Og = g.Og(), HW = g.H * g.W;
+  if (HoWo == 0 || Og == 0) return;
+  parallel_for(g.N, conv_parallel(g), [&](int64_t n) {
+    OneOmpThread one;
+    const bool direct = columns_are_input(g);
+    T* col = direct ? nullptr : column_buffer<T>(K * HoWo);
+    for (int64_t gr = 0; gr < g.groups; ++gr) {
+      T* dxg = dx + (n * g.C + gr * g.Cg()) * HW;
+      const T* dyg = dy + (n * g.O + gr * Og) * HoWo;
+      // col [K, HoWo] = w_gᵀ [K, Og] · dy_g [Og, HoWo]; a 1×1 conv adds it into dx directly
+      gemm_one_thread(true, false, K, HoWo, Og, T(1), w + gr * Og * K, K, dyg, HoWo,
+                      direct ? T(1) : T(0), direct ? dxg : col, HoWo);
+      if (!direct) col2im(dxg, col, g);
+    }
+  });
+}
+template decltype(conv2d_backward_input<float>) conv2d_backward_input<float>;
+template decltype(conv2d_backward_input<double>) conv2d_backward_input<double>;
+
+// dw [O, Cg, kH, kW] (+=), db [O] (+=) or null; x [N, C, H, W]; dy [N, O, Ho, Wo].
+// partial [chunks, O·K]: chunk c sums images [c·kConvBatchChunk, ..) in order; then chunks in
+// order into dw. db: each o sums its images and positions in order, in double.
+template <class T>
+void conv2d_backward_weight(T* dw, T* db, const T* x, const T* dy, const ConvGeom& g) {
+  const int64_t HoWo = g.Ho * g.Wo, K = g.K(), Og = g.Og(), HW = g.H * g.W;
+  if (db)
+    for (int64_t o = 0; o < g.O; ++o) {
+      double acc = 0.0;
+      for (int64_t n = 0; n < g.N; ++n) {
+        const T* r = dy + (n * g.O + o) * HoWo;
+        for (int64_t i = 0; i < HoWo; ++i) acc += r[i];
+      }
+      db[o] += static_cast<T>(acc);
+    }
+  if (!dw || g.N == 0 || HoWo == 0 || K == 0) return;
+  const int64_t chunks = (g.N + kConvBatchChunk - 1) / kConvBatchChunk, WK = g.O * K;
+  std::vector<T> partial(chunks * WK);
+  parallel_for(chunks, conv_parallel(g), [&](int64_t c) {
+    OneOmpThread one;
+    const bool direct = columns_are_input(g);
+    T* col = direct ? nullptr : column_buffer<T>(K * HoWo);
+    T* part = partial.data() + c * WK;
+    const int64_t n0 = c * kConvBatchChunk, n1 = std::min(g.N, n0 + kConvBatchChunk);
+    for (int64_t n = n0; n < n1; ++n)
+      for (int64_t gr = 0; gr < g.groups; ++gr) {
+        const T* xg = x + (n * g.C + gr * g.Cg()) * HW;
+        if (!direct) im2col(col, xg, g);
+        // part_g [Og, K] (+)= dy_g [Og, HoWo] · colᵀ [HoWo, K]
+        gemm_one_thread(false, true, Og, K, HoWo, T(1), dy + (n * g.O + gr * Og) * HoWo, HoWo,
+                        direct ? xg : col, HoWo, n == n0 ? T(0) : T(1), part + gr * Og * K, K);
+      }
+  });
+  for (int64_t c = 0; c < chunks; ++c) {
+    const T* part = partial.data() + c * WK;
+#pragma omp simd
+    for (int64_t i = 0; i < WK; ++i) dw[i] += part[i];
+  }
+}
+template decltype(conv2d_backward_weight<float>) conv2d_backward_weight<float>;
+template decltype(conv2d_backward_weight<double>) conv2d_backward_weight<double>;
+
+// ---- direct-loop references -----------------------------------------------------------------
+namespace {
+// Calls f(n, o, oh, ow, c, ih, iw, w_index) for every in-range tap of the convolution (c the
+// input channel, w_index the weight element), in a fixed nested order.
+template <class F>
+void for_each_tap(const ConvGeom& g, F&& f) {
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t o = 0; o < g.O; ++o) {
+      const int64_t gr = o / g.Og();
+      for (int64_t oh = 0; oh < g.Ho; ++oh)
+        for (int64_t ow = 0; ow < g.Wo; ++ow)
+          for (int64_t cg = 0; cg < g.Cg(); ++cg)
+            for (int64_t ki = 0; ki < g.kH; ++ki)
+              for (int64_t kj = 0; kj < g.kW; ++kj) {
+                const int64_t ih = oh * g.sH - g.pH + ki * g.dH, iw = ow * g.sW - g.pW + kj * g.dW;
+                if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
+                f(n, o, oh, ow, gr * g.Cg() + cg, ih, iw,
+                  ((o * g.Cg() + cg) * g.kH + ki) * g.kW + kj);
+              }
+    }
+}
+}  // namespace
+
+template <class T>
+void ref_conv2d_forward(T* y, const T* x, const T* w, const T* bias, const ConvGeom& g) {
+  std::vector<double> acc(g.N * g.O * g.Ho * g.Wo, 0.0);
+  for_each_tap(g, [&](int64_t n, int64_t o, int64_t oh, int64_t ow, int64_t c, int64_t ih,
+                      int64_t iw, int64_t wi) {
+    acc[((n * g.O + o) * g.Ho + oh) * g.Wo + ow] +=
+        static_cast<double>(x[((n * g.C + c) * g.H + ih) * g.W + iw]) * w[wi];
+  });
+  for (size_t i = 0; i < acc.size(); ++i)
+    y[i] = static_cast<T>(acc[i] + (bias ? bias[(i / (g.Ho * g.Wo)) % g.O] : 0.0));
+}
+template decltype(ref_conv2d_forward<float>) ref_conv2d_forward<float>;
+template decltype(ref_conv2d_forward<double>) ref_conv2d_forward<double>;
+
+template <class T>
+void ref_conv2d_backward_input(T* dx, const T* dy, const T* w, const ConvGeom& g) {
+  std::vector<double> acc(g.N * g.C * g.H * g.W, 0.0);
+  for_each_tap(g, [&](int64_t n, int64_t o, int64_t oh, int64_t ow, int64_t c, int64_t ih,
+                      int64_t iw, int64_t wi) {
+    acc[((n * g.C + c) * g.H + ih) * g.W + iw] +=
+        static_cast<double>(dy[((n * g.O + o) * g.Ho + oh) * g.Wo + ow]) * w[wi];
+  });
+  for (size_t i = 0; i < acc.size(); ++i) dx[i] += static_cast<T>(acc[i]);
+}
+template decltype(ref_conv2d_backward_input<float>) ref_conv2d_backward_input<float>;
+template decltype(ref_conv2d_backward_input<double>) ref_conv2d_backward_input<double>;
+
+template <class T>
+void ref_conv2d_backward_weight(T* dw, T* db, const T* x, const T* dy, const ConvGeom& g) {
+  std::vector<double> acc(g.O * g.K(), 0.0), bacc(g.O, 0.0);
+  for_each_tap(g, [&](int64_t n, int64_t o, int64_t oh, int64_t ow, int64_t c, int64_t ih,
+                      int64_t iw, int64_t wi) {
+    acc[wi] += static_cast<double>(dy[((n * g.O + o) * g.Ho + oh) * g.Wo + ow]) *
+               x[((n * g.C + c) * g.H + ih) * g.W + iw];
+  });
+  for (int64_t i = 0; i < g.N * g.O * g.Ho * g.Wo; ++i) bacc[(i / (g.Ho * g.Wo)) % g.O] += dy[i];
+  if (dw)
+    for (size_t i = 0; i < acc.size(); ++i) dw[i] += static_cast<T>(acc[i]);
+  if (db)
+    for (int64_t o = 0; o < g.O; ++o) db[o] += static_cast<T>(bacc[o]);
+}
+template decltype(ref_conv2d_backward_weight<float>) ref_conv2d_backward_weight<float>;
+template decltype(ref_conv2d_backward_weight<double>) ref_conv2d_backward_weight<double>;
+
+// ---- max pooling ----------------------------------------------------------------------------
+namespace {
+// y, idx [Ho, Wo] of one plane x [H, W]
+template <class T>
+void max_pool_plane(T* y, int64_t* idx, const T* x, const PoolGeom& g) {
+  for (int64_t oh = 0; oh < g.Ho; ++oh)
+    for (int64_t ow = 0; ow < g.Wo; ++ow) {
+      T best = -std::numeric_limits<T>::infinity();
+      int64_t at = -1;
+      for (int64_t ki = 0; ki < g.kH; ++ki) {
+        const int64_t ih = oh * g.sH - g.pH + ki * g.dH;
+        if (ih < 0 || ih >= g.H) continue;
+        for (int64_t kj = 0; kj < g.kW; ++kj) {
+          const int64_t iw = ow * g.sW - g.pW + kj * g.dW;
+          if (iw < 0 || iw >= g.W) continue;
+          const T v = x[ih * g.W + iw];
+          if (at < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+            best = v;
+            at = ih * g.W + iw;
+          }
+        }
+      }
+      y[oh * g.Wo + ow] = best;
+      idx[oh * g.Wo + ow] = at;
+    }
+}
+}  // namespace
+
+// y, idx [P, Ho, Wo]; x [P, H, W]
+template <class T>
+void max_pool2d_forward(T* y, int64_t* idx, const T* x, int64_t P, const PoolGeom& g) {
+  const int64_t out = g.Ho * g.Wo, in = g.H * g.W;
+  parallel_for(P, P * out * g.kH * g.kW > kParallelGrain,
+               [&](int64_t p) { max_pool_plane(y + p * out, idx + p * out, x + p * in, g); });
+}
+template decltype(max_pool2d_forward<float>) max_pool2d_forward<float>;
+template decltype(max_pool2d_forward<double>) max_pool2d_forward<double>;
+
+// Reference: every window scanned over the whole padded grid, serially.
+template <class T>
+void ref_max_pool2d_forward(T* y, int64_t* idx, const T* x, int64_t P, const PoolGeom& g) {
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t o = 0; o < g.Ho * g.Wo; ++o) {
+      const int64_t oh = o / g.Wo, ow = o % g.Wo;
+      double best = 0;
+      int64_t at = -1;
+      for (int64_t k = 0; k < g.kH * g.kW; ++k) {
+        const int64_t ih = oh * g.sH - g.pH + (k / g.kW) * g.dH;
+        const int64_t iw = ow * g.sW - g.pW + (k % g.kW) * g.dW;
+        if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
+        const double v = x[p * g.H * g.W + ih * g.W + iw];
+        if (at < 0 || v > best || (v != v && best == best)) best = v, at = ih * g.W + iw;
+      }
+      y[p * g.Ho * g.Wo + o] = static_cast<T>(best);
+      idx[p * g.Ho * g.Wo + o] = at;
+    }
+}
+template decltype(ref_max_pool2d_forward<float>) ref_max_pool2d_forward<float>;
+template decltype(ref_max_pool2d_forward<double>) ref_max_pool2d_forward<double>;
+
+// ---- average pooling ------------------------------------------------------------------------
+PoolWindows avg_pool_windows(const PoolGeom& g, bool count_include_pad) {
+  PoolWindows w{g.H, g.W, g.Ho, g.Wo, {}, {}, {}, {}, {}, {}};
+  auto axis = [&](int64_t n_out, int64_t size, int64_t k, int64_t s, int64_t p,
+                  std::vector<int64_t>& st, std::vector<int64_t>& en, std::vector<int64_t>& cnt) {
+    for (int64_t i = 0; i < n_out; ++i) {  // torch: the window is clipped to [−p, size + p)
+      const int64_t a = i * s - p, b = std::min(a + k, size + p);
+      st.push_back(std::max<int64_t>(a, 0));
+      en.push_back(std::min(b, size));
+      cnt.push_back(count_include_pad ? b - a : en.back() - st.back());
+    }
+  };
+  axis(g.Ho, g.H, g.kH, g.sH, g.pH, w.hs, w.he, w.hn);
+  axis(g.Wo, g.W, g.kW, g.sW, g.pW, w.ws, w.we, w.wn);
+  return w;
+}
+
+PoolWindows adaptive_pool_windows(int64_t H, int64_t W, int64_t Ho, int64_t Wo) {
+  PoolWindows w{H, W, Ho, Wo, {}, {}, {}, {}, {}, {}};
+  auto axis = [](int64_t n_out, int64_t size, std::vector<int64_t>& st, std::vector<int64_t>& en,
+                 std::vector<int64_t>& cnt) {
+    for (int64_t i = 0; i < n_out; ++i) {  // floor(i·size / n_out), ceil((i + 1)·size / n_out)
+      st.push_back(i * size / n_out);
+      en.push_back(((i + 1) * size + n_out - 1) / n_out);
+      cnt.push_back(en.back() - st.back());
+    }
+  };
+  axis(Ho, H, w.hs, w.he, w.hn);
+  axis(Wo, W, w.ws, w.we, w.wn);
+  return w;
+}
+
+// y [P, Ho, Wo]; x [P, H, W]
+template <class T>
+void avg_pool2d_forward(T* y, const T* x, int64_t P, const PoolWindows& w) {
+  parallel_for(P, P * w.H * w.W > kParallelGrain, [&](int64_t p) {
+    const T* xp = x + p * w.H * w.W;
+    for (int64_t i = 0; i < w.Ho; ++i)
+      for (int64_t j = 0; j < w.Wo; ++j) {
+        T acc = 0;
+        for (int64_t h = w.hs[i]; h < w.he[i]; ++h)
+          for (int64_t c = w.ws[j]; c < w.we[j]; ++c) acc += xp[h * w.W + c];
+        y[(p * w.Ho + i) * w.Wo + j] = acc / static_cast<T>(w.hn[i] * w.wn[j]);
+      }
+  });
+}
+template decltype(avg_pool2d_forward<float>) avg_pool2d_forward<float>;
+template decltype(avg_pool2d_forward<double>) avg_pool2d_forward<double>;
+
+// dx [P, H, W] (+=); dy [P, Ho, Wo]
+template <class T>
+void avg_pool2d_backward(T* dx, const T* dy, int64_t P, const PoolWindows& w) {
+  parallel_for(P, P * w.H * w.W > kParallelGrain, [&](int64_t p) {
+    T* xp = dx + p * w.H * w.W;
+    for (int64_t i = 0; i < w.Ho; ++i)
+      for (int64_t j = 0; j < w.Wo; ++j) {
+        const T v = dy[(p * w.Ho + i) * w.Wo + j] / static_cast<T>(w.hn[i] * w.wn[j]);
+        for (int64_t h = w.hs[i]; h < w.he[i]; ++h)
+          for (int64_t c = w.ws[j]; c < w.we[j]; ++c) xp[h * w.W + c] += v;
+      }
+  });
+}
+template decltype(avg_pool2d_backward<float>) avg_pool2d_backward<float>;
+template decltype(avg_pool2d_backward<double>) avg_pool2d_backward<double>;
+
+// References: each input element tested against every window, sums in double.
+template <class T>
+void ref_avg_pool2d_forward(T* y, const T* x, int64_t P, const PoolWindows& w) {
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t o = 0; o < w.Ho * w.Wo; ++o) {
+      const int64_t i = o / w.Wo, j = o % w.Wo;
+      double acc = 0;
+      for (int64_t e = 0; e < w.H * w.W; ++e) {
+        const int64_t h = e / w.W, c = e % w.W;
+        if (h >= w.hs[i] && h < w.he[i] && c >= w.ws[j] && c < w.we[j]) acc += x[p * w.H * w.W + e];
+      }
+      y[p * w.Ho * w.Wo + o] = static_cast<T>(acc / static_cast<double>(w.hn[i] * w.wn[j]));
+    }
+}
+template decltype(ref_avg_pool2d_forward<float>) ref_avg_pool2d_forward<float>;
+template decltype(ref_avg_pool2d_forward<double>) ref_avg_pool2d_forward<double>;
+
+template <class T>
+void ref_avg_pool2d_backward(T* dx, const T* dy, int64_t P, const PoolWindows& w) {
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t e = 0; e < w.H * w.W; ++e) {
+      const int64_t h = e / w.W, c = e % w.W;
+      double acc = 0;
+      for (int64_t o = 0; o < w.Ho * w.Wo; ++o) {
+        const int64_t i = o / w.Wo, j = o % w.Wo;
+        if (h >= w.hs[i] && h < w.he[i] && c >= w.ws[j] && c < w.we[j])
+          acc += dy[p * w.Ho * w.Wo + o] / static_cast<double>(w.hn[i] * w.wn[j]);
+      }
+      dx[p * w.H * w.W + e] += static_cast<T>(acc);
+    }
+}
+template decltype(ref_avg_pool2d_backward<float>) ref_avg_pool2d_backward<float>;
+template decltype(ref_avg_pool2d_backward<double>) ref_avg_pool2d_backward<double>;
+
+}  // namespace dg

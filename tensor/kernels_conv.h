@@ -1,0 +1,93 @@
+// Convolution and pooling kernels over NCHW planes: conv2d forward, input gradient and weight (and
+// bias) gradient by im2col + GEMM (col2im for the input gradient), beside plain direct-loop
+// references (ref_*); max pooling with int64 argmax indices; average pooling over window tables
+// (avg_pool2d's and adaptive_avg_pool2d's windows), forward and backward. Backwards ADD into their
+// outputs. Every output element has one owner thread, and the weight gradient is summed over the
+// batch in fixed chunks of kConvBatchChunk images, then over chunks in order, so float32 results
+// are bit-identical at any thread count. float32 GEMMs follow the matmul precision (bf16 when set:
+// gemm_one_thread). Column buffers are per thread and kept for reuse. These kernels do not check
+// shapes or record autograd (autograd/ops_conv.cpp does); all pointers are to contiguous row-major
+// buffers.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace dg {
+
+// Images per chunk of the weight gradient's fixed-order sum over the batch.
+constexpr int64_t kConvBatchChunk = 4;
+
+// A convolution's geometry: input [N, C, H, W], weight [O, C/groups, kH, kW], output
+// [N, O, Ho, Wo]. Ho and Wo are given (not derived), so conv_transpose2d's output_padding fits.
+struct ConvGeom {
+  int64_t N, C, H, W, O, kH, kW;
+  int64_t sH = 1, sW = 1, pH = 0, pW = 0, dH = 1, dW = 1, groups = 1;
+  int64_t Ho, Wo;
+  int64_t Cg() const { return C / groups; }
+  int64_t Og() const { return O / groups; }
+  int64_t K() const { return Cg() * kH * kW; }  // rows of a column matrix
+};
+
+// col [Cg·kH·kW, Ho·Wo] = the input windows of x [Cg, H, W] (zeros in the padding).
+template <class T>
+void im2col(T* col, const T* x, const ConvGeom& g);
+// dx [Cg, H, W] += col [Cg·kH·kW, Ho·Wo] scattered back to the windows (im2col's adjoint).
+template <class T>
+void col2im(T* dx, const T* col, const ConvGeom& g);
+
+// y [N, O, Ho, Wo] = conv(x [N, C, H, W], w [O, Cg, kH, kW]) + bias [O] (null: none).
+// Per image and group: y [Og, Ho·Wo] = w_g [Og, K] · col [K, Ho·Wo]; images in parallel.
+template <class T>
+void conv2d_forward(T* y, const T* x, const T* w, const T* bias, const ConvGeom& g);
+// dx [N, C, H, W] += col2im(w_gᵀ [K, Og] · dy_g [Og, Ho·Wo]) per image and group.
+template <class T>
+void conv2d_backward_input(T* dx, const T* dy, const T* w, const ConvGeom& g);
+// dw [O, Cg, kH, kW] += Σ_n dy_ng [Og, Ho·Wo] · col_ngᵀ [Ho·Wo, K]; db [O] += Σ_n,hw dy (either
+// pointer may be null). Fixed chunks of images, then chunks in order: thread-count independent.
+template <class T>
+void conv2d_backward_weight(T* dw, T* db, const T* x, const T* dy, const ConvGeom& g);
+
+// The same contracts as direct nested loops, sums in double.
+template <class T>
+void ref_conv2d_forward(T* y, const T* x, const T* w, const T* bias, const ConvGeom& g);
+template <class T>
+void ref_conv2d_backward_input(T* dx, const T* dy, const T* w, const ConvGeom& g);
+template <class T>
+void ref_conv2d_backward_weight(T* dw, T* db, const T* x, const T* dy, const ConvGeom& g);
+
+// ---- pooling --------------------------------------------------------------------------------
+// A max pool's geometry over planes [H, W] -> [Ho, Wo] (PyTorch's max_pool2d: window start
+// ho·sH − pH, taps every dH; padding never wins).
+struct PoolGeom {
+  int64_t H, W, Ho, Wo, kH, kW;
+  int64_t sH = 1, sW = 1, pH = 0, pW = 0, dH = 1, dW = 1;
+};
+// y, idx [P, Ho, Wo] from x [P, H, W] (P = N·C planes): the max of each window and its flat index
+// h·W + w in the plane; the first max in scan order wins ties, NaN wins over numbers (torch).
+template <class T>
+void max_pool2d_forward(T* y, int64_t* idx, const T* x, int64_t P, const PoolGeom& g);
+template <class T>
+void ref_max_pool2d_forward(T* y, int64_t* idx, const T* x, int64_t P, const PoolGeom& g);
+
+// Average-pool windows: output row i reads input rows [hs[i], he[i]) and divides by hn[i]·wn[j]
+// (columns likewise). avg_pool_windows builds avg_pool2d's (count_include_pad: the divisor counts
+// the padding up to H + pH), adaptive_pool_windows adaptive_avg_pool2d's
+// (start floor(i·H/Ho), end ceil((i+1)·H/Ho)).
+struct PoolWindows {
+  int64_t H, W, Ho, Wo;
+  std::vector<int64_t> hs, he, hn, ws, we, wn;
+};
+PoolWindows avg_pool_windows(const PoolGeom& g, bool count_include_pad);
+PoolWindows adaptive_pool_windows(int64_t H, int64_t W, int64_t Ho, int64_t Wo);
+// y [P, Ho, Wo] = window means of x [P, H, W]; planes in parallel.
+template <class T>
+void avg_pool2d_forward(T* y, const T* x, int64_t P, const PoolWindows& w);
+// dx [P, H, W] += dy [P, Ho, Wo] spread evenly over each window (the forward's adjoint).
+template <class T>
+void avg_pool2d_backward(T* dx, const T* dy, int64_t P, const PoolWindows& w);
+template <class T>
+void ref_avg_pool2d_forward(T* y, const T* x, int64_t P, const PoolWindows& w);
+template <class T>
+void ref_avg_pool2d_backward(T* dx, const T* dy, int64_t P, const PoolWindows& w);
+
+}  // namespace dg

@@ -1,0 +1,114 @@
+// Tests of the convolution and pooling kernels (tensor/kernels_conv.h): the im2col + GEMM conv2d
+// forward, input gradient and weight/bias gradient against the direct-loop references over
+// geometries with groups, stride, padding, dilation and 1×1 kernels; max and average pooling
+// against theirs; float32 bit-identity at 1 and 2 threads at sizes that run in parallel.
+// The ops (shapes, errors, torch goldens) are tested in tests/test_conv_ops.cpp.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "tensor/kernels_conv.h"
+#include "tensor/threads.h"
+#include "tests/kernel_test_helpers.h"
+#include "tests/test_helpers.h"
+
+using namespace dg;
+using namespace dg::test;
+
+namespace {
+// input [N, C, H, W], weight [O, C/groups, k, k], stride, padding, dilation, groups
+ConvGeom geom(int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t kH, int64_t kW,
+              int64_t s, int64_t p, int64_t d, int64_t groups) {
+  ConvGeom g{N, C, H, W, O, kH, kW, s, s, p, p, d, d, groups, 0, 0};
+  g.Ho = (H + 2 * p - d * (kH - 1) - 1) / s + 1;
+  g.Wo = (W + 2 * p - d * (kW - 1) - 1) / s + 1;
+  return g;
+}
+
+// The three conv kernels on random data: y, dx, dw, db (fast when !ref).
+template <class T>
+std::vector<std::vector<T>> run_conv(const ConvGeom& g, bool ref) {
+  auto x = rand_vec<T>(g.N * g.C * g.H * g.W, 1), w = rand_vec<T>(g.O * g.K(), 2);
+  auto b = rand_vec<T>(g.O, 3), dy = rand_vec<T>(g.N * g.O * g.Ho * g.Wo, 4);
+  std::vector<T> y(dy.size()), dx = rand_vec<T>(x.size(), 5), dw = rand_vec<T>(w.size(), 6),
+                               db = rand_vec<T>(g.O, 7);
+  if (ref) {
+    ref_conv2d_forward<T>(y.data(), x.data(), w.data(), b.data(), g);
+    ref_conv2d_backward_input<T>(dx.data(), dy.data(), w.data(), g);
+    ref_conv2d_backward_weight<T>(dw.data(), db.data(), x.data(), dy.data(), g);
+  } else {
+    conv2d_forward<T>(y.data(), x.data(), w.data(), b.data(), g);
+    conv2d_backward_input<T>(dx.data(), dy.data(), w.data(), g);
+    conv2d_backward_weight<T>(dw.data(), db.data(), x.data(), dy.data(), g);
+  }
+  return {y, dx, dw, db};
+}
+
+PoolGeom pool(int64_t H, int64_t W, int64_t k, int64_t s, int64_t p, int64_t d, int64_t Ho,
+              int64_t Wo) {
+  return {H, W, Ho, Wo, k, k, s, s, p, p, d, d};
+}
+
+// Max pool (values, indices as T) and the avg pool windows' forward and backward.
+template <class T>
+std::vector<std::vector<T>> run_pools(int64_t P, const PoolGeom& g, const PoolWindows& w,
+                                      bool ref) {
+  auto x = rand_vec<T>(P * g.H * g.W, 8), dy = rand_vec<T>(P * w.Ho * w.Wo, 9);
+  std::vector<T> y(P * g.Ho * g.Wo), ya(P * w.Ho * w.Wo), dx = rand_vec<T>(x.size(), 10);
+  std::vector<int64_t> idx(y.size());
+  (ref ? ref_max_pool2d_forward<T> : max_pool2d_forward<T>)(y.data(), idx.data(), x.data(), P, g);
+  (ref ? ref_avg_pool2d_forward<T> : avg_pool2d_forward<T>)(ya.data(), x.data(), P, w);
+  (ref ? ref_avg_pool2d_backward<T> : avg_pool2d_backward<T>)(dx.data(), dy.data(), P, w);
+  return {y, std::vector<T>(idx.begin(), idx.end()), ya, dx};
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("conv kernels: im2col + GEMM matches the direct loops", T, float, double) {
+  for (const ConvGeom& g :
+       {geom(2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1), geom(3, 4, 9, 8, 6, 3, 2, 2, 1, 2, 2),
+        geom(2, 6, 5, 5, 6, 3, 3, 1, 2, 1, 6), geom(5, 3, 4, 6, 5, 1, 1, 1, 0, 1, 1),
+        geom(2, 2, 6, 7, 4, 1, 1, 2, 0, 1, 2), geom(1, 2, 8, 1, 3, 3, 1, 2, 1, 2, 1)}) {
+    CAPTURE(g.N);
+    CAPTURE(g.C);
+    CAPTURE(g.kH);
+    CAPTURE(g.sH);
+    CAPTURE(g.groups);
+    const auto fast = run_conv<T>(g, false), ref = run_conv<T>(g, true);
+    for (size_t i = 0; i < fast.size(); ++i) {
+      CAPTURE(i);  // y, dx, dw, db
+      CHECK(rel_diff(fast[i], ref[i]) < tol<T>());
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("pool kernels match the references", T, float, double) {
+  const int64_t P = 6;
+  // max: 3×3, stride 2, padding 1, ceil-mode sized output; dilation 2; avg windows with padding
+  // counted and not; adaptive windows that overlap
+  for (const PoolGeom& g : {pool(7, 6, 3, 2, 1, 1, 4, 4), pool(9, 8, 2, 1, 1, 2, 8, 7)}) {
+    for (const PoolWindows& w : {avg_pool_windows(g, true), avg_pool_windows(g, false),
+                                 adaptive_pool_windows(g.H, g.W, 4, 5)}) {
+      const auto fast = run_pools<T>(P, g, w, false), ref = run_pools<T>(P, g, w, true);
+      CHECK(same_bits(fast[0], ref[0]));  // max values
+      CHECK(same_bits(fast[1], ref[1]));  // indices
+      CHECK(rel_diff(fast[2], ref[2]) < tol<T>());
+      CHECK(rel_diff(fast[3], ref[3]) < tol<T>());
+    }
+  }
+}
+
+TEST_CASE("conv and pool kernels: float32 bits do not depend on the thread count") {
+  ThreadsGuard guard;
+  // 8 images, 8·144·36 multiply-adds each: above kParallelGrain, so the images run in parallel and
+  // the weight gradient sums two chunks of kConvBatchChunk images in either case.
+  const ConvGeom g = geom(8, 4, 12, 12, 8, 3, 3, 1, 1, 1, 2);
+  check_same_bits_at_1_and_2_threads([&](int threads) {
+    set_threads(threads);
+    return run_conv<float>(g, false);
+  });
+  const PoolGeom pg = pool(48, 48, 3, 2, 1, 1, 24, 24);
+  check_same_bits_at_1_and_2_threads([&](int threads) {
+    set_threads(threads);
+    return run_pools<float>(64, pg, avg_pool_windows(pg, true), false);
+  });
+}
