@@ -18,6 +18,7 @@
 namespace dg {
 
 // ---- elementwise (ops_elementwise.cpp; silu, gelu, gelu_tanh in ops_activation.cpp) ----------
+// a [..] -> [..] for the unary ops; binary ones broadcast.
 Tensor add(const Tensor& a, const Tensor& b);  // broadcasting
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -28,6 +29,22 @@ Tensor add_scalar(const Tensor& a, double value);  // a + value
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
 Tensor sqrt(const Tensor& a);
+// Elementary functions (ops_elementwise.cpp): a [..] -> [..], float32 or float64, as torch's.
+// Their backwards are recorded ops (create_graph works): sin' = cos, cos' = −sin, log1p' =
+// 1/(1 + a), expm1' = out + 1, square' = 2a, rsqrt' = −½·out³, erf' = 2/√π·e^(−a²).
+Tensor sin(const Tensor& a);
+Tensor cos(const Tensor& a);
+Tensor log1p(const Tensor& a);   // log(1 + a), accurate near 0
+Tensor expm1(const Tensor& a);   // e^a − 1, accurate near 0
+Tensor square(const Tensor& a);  // a·a
+Tensor rsqrt(const Tensor& a);   // 1/√a
+Tensor erf(const Tensor& a);
+// Piecewise constant, zero gradient everywhere (torch's zeros_like(g)): sign (0 at 0 and NaN),
+// floor, ceil, round (half to even, as torch.round: round(0.5) = 0, round(1.5) = 2).
+Tensor sign(const Tensor& a);
+Tensor floor(const Tensor& a);
+Tensor ceil(const Tensor& a);
+Tensor round(const Tensor& a);
 Tensor silu(const Tensor& a);  // a * sigmoid(a)
 Tensor gelu(const Tensor& a);  // exact: 0.5 a (1 + erf(a / sqrt 2))
 // tanh approximation (GPT-2's gelu_new, torch's gelu(approximate='tanh'), the same float steps):
@@ -38,6 +55,9 @@ Tensor gelu_tanh(const Tensor& a);
 // Sum / mean over `axes` (negative allowed; empty = all axes).
 Tensor sum(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdim = false);
 Tensor mean(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+// a [.., C, ..] -> [.., C, ..]: the running sum along axis (torch.cumsum; accumulated in double,
+// as torch's CPU kernel). Backward: the running sum of g from the end, itself a recorded op.
+Tensor cumsum(const Tensor& a, int64_t axis);
 
 // ---- shape (ops_shape.cpp) -------------------------------------------------------------------
 Tensor reshape(const Tensor& a, const Shape& shape);  // copies only when a is not contiguous
@@ -46,6 +66,14 @@ Tensor permute(const Tensor& a, const Shape& order);                      // a v
 Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end);  // a view of [start, end)
 Tensor contiguous(const Tensor& a);  // recorded copy when a is a non-contiguous view
 Tensor expand(const Tensor& a, const Shape& shape);  // a broadcast view
+// Views (storage shared; backward reshapes g back), as torch's: squeeze drops every size-1 axis
+// (or `axis`, when its size is 1; otherwise a itself, viewed); unsqueeze inserts a size-1 axis
+// at axis ∈ [−rank − 1, rank]; flatten merges axes start_dim..end_dim (a 0-d a gives [1]); it
+// copies first when those axes cannot be merged in place, as torch.flatten.
+Tensor squeeze(const Tensor& a);
+Tensor squeeze(const Tensor& a, int64_t axis);
+Tensor unsqueeze(const Tensor& a, int64_t axis);
+Tensor flatten(const Tensor& a, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor stack(const std::vector<Tensor>& parts, int64_t axis);
 // A copy of a in another dtype (torch's a.to(dtype)); a itself when the dtype is already dtype.
 // Between floating dtypes it records (the gradient is converted back); to or from an integer
@@ -138,8 +166,10 @@ Tensor plain_linear_add(const Tensor& residual, const Tensor& x, const Tensor& w
 // ---- embedding (ops_embedding.cpp), softmax (ops_softmax.cpp), losses (ops_loss.cpp), norms
 // (ops_norm.cpp), rope (ops_attention.cpp), depth_mix (elementwise), swiglu (ops_activation.cpp) -
 // weight [V, D], ids int64 or int32 [..] -> [.., D]; backward scatter-adds rows. Ids out of range
-// throw naming the id, its position and the vocabulary size.
-Tensor embedding(const Tensor& weight, const Tensor& ids);
+// throw naming the id, its position and the vocabulary size. padding_idx (in [−V, V), negative
+// counts from V), as torch's: that row is read as any other, but gets no gradient.
+Tensor embedding(const Tensor& weight, const Tensor& ids,
+                 std::optional<int64_t> padding_idx = std::nullopt);
 Tensor softmax(const Tensor& a, int64_t axis = -1);
 Tensor log_softmax(const Tensor& a, int64_t axis = -1);
 // logits [N, C], targets int64 or int32 [N] -> per-row loss lse(x[n]) − x[n, t_n], 0 at rows whose

@@ -2,10 +2,13 @@
 // tensor/kernels_embedding.h), and its gradient-check row. Ids out of range throw naming the id,
 // its position and the vocabulary size. Under create_graph (autograd/tape.h) the row scatter-add
 // is a recorded op (embedding_backward) whose own backward is an embedding of the ids again.
-// Does not do: padding ids, max-norm, sparse gradients.
+// padding_idx zeroes the gradient rows of its id (torch's padding_idx). Does not do: max-norm,
+// sparse gradients.
 // Checks: the row at the end (tests/test_gradcheck_ops.cpp runs it), the kernels in
 // tests/test_kernels_embedding.cpp.
 #include <fmt/format.h>
+
+#include <optional>
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
@@ -35,13 +38,16 @@ Tensor embedding_scatter(const Tensor& g, const Tensor& ids, int64_t V) {
 }
 }  // namespace
 
-// ---- embedding: out[n] = W[ids[n]]; dW[v] += Σ_{ids[n]=v} g[n] ----------------------------------
-Tensor embedding(const Tensor& weight, const Tensor& ids_in) {
+// ---- embedding: out[n] = W[ids[n]]; dW[v] += Σ_{ids[n]=v} g[n] (v ≠ padding_idx) ----------------
+Tensor embedding(const Tensor& weight, const Tensor& ids_in, std::optional<int64_t> padding_idx) {
   ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "embedding";
   check_float(weight, op);
   check_arg(weight.dim() == 2, op, weight, "weight of shape [V, D]");
   const int64_t V = weight.size(0), D = weight.size(1), N = ids_in.numel();
+  if (padding_idx && (*padding_idx < -V || *padding_idx >= V))
+    throw std::out_of_range(fmt::format("embedding: padding_idx {} is out of range [{}, {}) for {}",
+                                        *padding_idx, -V, V, weight.describe()));
   return dispatch_index(ids_in, op, "ids", [&]<class I>() {
     Tensor ids = kernel_input(ids_in);
     const I* id = ids.data<I>();
@@ -56,19 +62,28 @@ Tensor embedding(const Tensor& weight, const Tensor& ids_in) {
     Tensor out = Tensor::empty(out_shape, weight.dtype());
     dispatch_float(weight.dtype(), op,
                    [&]<class T>() { embedding_forward<T>(out.data<T>(), id, w.data<T>(), N, D); });
-    if (should_record({weight}))
-      record(op, {weight}, out,
-             [weight, ids, N, V, D](const Tensor& g) {
-               Tensor gc = g.contiguous();
-               dispatch_float(weight.dtype(), "embedding", [&]<class T>() {
-                 embedding_backward<T>(grad_ptr<T>(weight, "embedding"), gc.data<T>(),
-                                       ids.data<I>(), N, V, D);
-               });
-             })
-          .saves({})
-          .differentiable([weight, ids, V](const Tensor& g, const Tensor&) {
-            accumulate_grad(weight, embedding_scatter(g, ids, V));
-          });
+    if (!should_record({weight})) return out;
+    // padding_idx: g's rows at the padding ids are zeroed first (a constant mask [.., 1])
+    Shape mask_shape = ids.shape();
+    mask_shape.push_back(1);
+    const Tensor pad =
+        padding_idx
+            ? eq(ids, static_cast<double>(*padding_idx < 0 ? *padding_idx + V : *padding_idx))
+                  .view_reshape(mask_shape)
+            : Tensor();
+    record(op, {weight}, out,
+           [weight, ids, pad, N, V, D](const Tensor& g) {
+             Tensor gc = pad.defined() ? masked_fill(g, pad, 0.0) : g.contiguous();
+             dispatch_float(weight.dtype(), "embedding", [&]<class T>() {
+               embedding_backward<T>(grad_ptr<T>(weight, "embedding"), gc.data<T>(), ids.data<I>(),
+                                     N, V, D);
+             });
+           })
+        .saves({})
+        .differentiable([weight, ids, pad, V](const Tensor& g, const Tensor&) {
+          accumulate_grad(weight,
+                          embedding_scatter(pad.defined() ? masked_fill(g, pad, 0.0) : g, ids, V));
+        });
     return out;
   });
 }
@@ -82,6 +97,13 @@ namespace dg {
 
 std::vector<OpCase> embedding_op_cases() {
   using V = const std::vector<Tensor>&;
+  // padding_idx: the rows read at the padding id are multiplied by 0, so the true derivative of
+  // the padding row is the 0 padding_idx gives (the other rows are checked as usual)
+  auto kept = [](const Tensor& out, const Tensor& ids, int64_t pad) {
+    Shape shape = ids.shape();
+    shape.push_back(1);
+    return mul(out, ne(ids, static_cast<double>(pad)).to(out.dtype()).view_reshape(shape));
+  };
   return {
       {"embedding/repeated ids, int64",
        [] {
@@ -95,6 +117,18 @@ std::vector<OpCase> embedding_op_cases() {
                                     Tensor::from_ids({4, 0, 0, 2}, {4}, DType::i32)};
        },
        [](V in) { return embedding(in[0], in[1]); }},
+      {"embedding/padding_idx 1, repeated",
+       [] {
+         return std::vector<Tensor>{random_tensor({5, 4}, 13).set_name("weight"),
+                                    Tensor::from_ids({1, 3, 1, 0, 4, 1}, {2, 3})};
+       },
+       [=](V in) { return kept(embedding(in[0], in[1], 1), in[1], 1); }},
+      {"embedding/padding_idx -1, int32",
+       [] {
+         return std::vector<Tensor>{random_tensor({5, 4}, 14).set_name("weight"),
+                                    Tensor::from_ids({4, 0, 0, 2}, {4}, DType::i32)};
+       },
+       [=](V in) { return kept(embedding(in[0], in[1], -1), in[1], 4); }},
   };
 }
 

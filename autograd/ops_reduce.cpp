@@ -1,14 +1,16 @@
 // Extreme-value reductions: max/min along an axis (values and int64 indices; the gradient goes to
 // the index position, as torch's max(dim)), max/min of the whole tensor (the gradient is split
 // evenly among tied elements, as torch), argmax/argmin (int64, no gradient). NaN is the extreme
-// when present, as torch. Does not do: integer inputs, amax/amin over several axes.
-// sum and mean over axes come first (their backward broadcasts the gradient back).
+// when present, as torch. Does not do: integer inputs, amax/amin over several axes, cumprod.
+// sum and mean over axes come first (their backward broadcasts the gradient back), then cumsum
+// (its backward is the running sum of g from the end, a recorded op).
 // create_graph (autograd/tape.h): sum and mean are composed; max/min keep their kernel backward
 // and add a differentiable one (g broadcast back, kept by a constant mask of the index positions
 // or of the ties, so the tie rules stay torch's).
 // Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them; their second derivatives
 // tests/test_gradgradcheck_pointwise.cpp), the kernels in tests/test_kernels_reduce.cpp and
-// tests/test_kernels_elementwise.cpp (sum_axes).
+// tests/test_kernels_elementwise.cpp (sum_axes), cumsum (kernels, threads, torch) in
+// tests/test_elementary_ops.cpp.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -205,6 +207,38 @@ Tensor argmin(const Tensor& a) {
   return argmin(kernel_input(a).view_reshape({a.numel()}), 0, false);
 }
 
+// ---- cumsum: out[.., c, ..] = Σ_{k ≤ c} a[.., k, ..]; backward: the reversed cumsum of g -------
+namespace {
+// The running sum along axis (from the end when reverse), recorded as `op`; its backward is the
+// running sum of g in the other direction (itself recorded: composed, differentiable again).
+Tensor scan(const Tensor& a, int64_t axis, bool reverse, const char* op) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  check_float(a, op);
+  const int64_t rank = std::max<int64_t>(a.dim(), 1), ax = axis < 0 ? axis + rank : axis;
+  if (ax < 0 || ax >= rank)  // a 0-d tensor takes axis 0 or −1, as torch
+    throw std::invalid_argument(fmt::format("{}: axis {} is out of range [{}, {}) for {}", op, axis,
+                                            -rank, rank, a.describe()));
+  Tensor x = kernel_input(a);
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  const int64_t C = a.dim() == 0 ? 1 : a.size(ax);
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < a.dim(); ++k) (k < ax ? outer : inner) *= k == ax ? 1 : a.size(k);
+  dispatch_float(a.dtype(), op, [&]<class T>() {
+    cumsum_forward<T>(out.data<T>(), x.data<T>(), outer, C, inner, reverse);
+  });
+  if (should_record({a}))
+    record(op, {a}, out,
+           [a, axis, reverse](const Tensor& g) {
+             accumulate_grad(a, scan(g, axis, !reverse, reverse ? "cumsum" : "cumsum_backward"));
+           })
+        .saves({})
+        .composed();
+  return out;
+}
+}  // namespace
+
+Tensor cumsum(const Tensor& a, int64_t axis) { return scan(a, axis, false, "cumsum"); }
+
 }  // namespace dg
 
 // ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------
@@ -231,6 +265,10 @@ std::vector<OpCase> reduce_op_cases() {
        }},
       {"mean/all", any({3, 4}), [](V in) { return mean(in[0]); }},
       {"mean/last", any({2, 3, 4}), [](V in) { return mean(in[0], {-1}); }},
+      {"cumsum/axis 1", any({2, 5, 3}), [](V in) { return cumsum(in[0], 1); }},
+      {"cumsum/last axis of a transposed view", any({4, 3}),
+       [](V in) { return cumsum(transpose(in[0], 0, 1), -1); }},
+      {"cumsum/axis 0", any({6}), [](V in) { return cumsum(in[0], 0); }},
       {"max/axis 1", one({3, 5, 2}, 51), [](V in) { return max(in[0], 1).values; }},
       {"max/last axis, keepdim", one({4, 6}, 52), [](V in) { return max(in[0], -1, true).values; }},
       {"min/axis 0", one({5, 3}, 53), [](V in) { return min(in[0], 0).values; }},

@@ -1,19 +1,22 @@
-// Shape ops: reshape, transpose, permute, slice, contiguous, expand, cat, stack, and
-// split/chunk, which return slices.
+// Shape ops: reshape, transpose, permute, slice, contiguous, expand, squeeze, unsqueeze, flatten,
+// cat, stack, and split/chunk, which return slices.
 // transpose/permute/slice/expand (and reshape of a contiguous tensor) return views that share
 // storage; their backwards add g into the matching view of the input's gradient buffer
 // (add_strided), or sum it over broadcast axes (expand). Copies happen only in reshape of a
 // non-contiguous tensor, contiguous() of a view, cat and stack.
-// Under create_graph (autograd/tape.h) reshape, expand, contiguous and to_dtype run their
-// backward (itself a shape op) recorded; transpose, permute, slice, cat and stack keep the strided
-// add above and run a recorded twin instead (the inverse view; slice pads g with zeros by a cat,
-// cat and stack slice g). None saves an input for the version check: they read only shapes.
-// Does not support negative steps, strided slices or in-place writes through views.
+// squeeze/unsqueeze/flatten are views too (flatten copies first when its axes do not merge).
+// Under create_graph (autograd/tape.h) reshape, expand, contiguous, to_dtype, squeeze, unsqueeze
+// and flatten run their backward (itself a shape op) recorded; transpose, permute, slice, cat and
+// stack keep the strided add above and run a recorded twin instead (the inverse view; slice pads g
+// with zeros by a cat, cat and stack slice g). None saves an input for the version check: they read
+// only shapes. Does not support negative steps, strided slices or in-place writes through views.
 // Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), views and copies in
-// tests/test_kernels_matmul.cpp, split/chunk in tests/test_kernels_index.cpp.
+// tests/test_kernels_matmul.cpp, split/chunk in tests/test_kernels_index.cpp, squeeze, unsqueeze
+// and flatten in tests/test_elementary_ops.cpp.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "autograd/grad_sink.h"
 #include "autograd/ops.h"
@@ -53,6 +56,8 @@ Tensor copy_of(const Tensor& a) {
 // g with `before` zeros ahead of it and `after` zeros behind it along axis ax, as a recorded cat
 // with constant zeros: slice's backward under create_graph (its own backward slices g back).
 Tensor pad_axis(const Tensor& g, int64_t ax, int64_t before, int64_t after);
+// t viewed with a size-1 axis inserted at `axis` (0 ≤ axis ≤ rank).
+Tensor unsqueeze_view(const Tensor& t, int64_t axis);
 }  // namespace
 
 // ---- reshape: a view when contiguous, else a copy; backward reshapes g back -----------------
@@ -173,6 +178,84 @@ Tensor expand(const Tensor& a, const Shape& shape) {
         .saves({})
         .composed();
   return out;
+}
+
+// ---- squeeze / unsqueeze / flatten: views of a with other sizes; backward reshapes g back ------
+namespace {
+// axis in [−rank, rank) made non-negative, or an error naming the op, the axis and a's shape.
+int64_t axis_of(const Tensor& a, int64_t axis, int64_t rank, const char* op) {
+  const int64_t ax = axis < 0 ? axis + rank : axis;
+  if (ax < 0 || ax >= rank)
+    throw std::invalid_argument(fmt::format("{}: axis {} is out of range [{}, {}) for {}", op, axis,
+                                            -rank, rank, a.describe()));
+  return ax;
+}
+
+// out (a view of a's storage with `shape` and `strides`), recorded as `op`: g reshaped to a's
+// shape goes to a (reshape copies g when it is not contiguous).
+// src is a itself or a contiguous copy of it.
+Tensor shape_view(const Tensor& a, const Tensor& src, const Shape& shape, const Shape& strides,
+                  const char* op) {
+  Tensor out = Tensor::from_storage(src.storage(), shape, strides, src.offset(), a.dtype());
+  if (should_record({a}))
+    record(op, {a}, out, [a](const Tensor& g) { accumulate_grad(a, reshape(g, a.shape())); })
+        .saves({})
+        .composed();
+  return out;
+}
+
+Tensor squeeze_axes(const Tensor& a, std::optional<int64_t> axis) {
+  check_arg(a.defined(), "squeeze", a, "a defined tensor");
+  const int64_t only = axis ? axis_of(a, *axis, std::max<int64_t>(a.dim(), 1), "squeeze") : -1;
+  Shape shape, strides;
+  for (int64_t k = 0; k < a.dim(); ++k) {
+    if (a.size(k) == 1 && (!axis || k == only)) continue;
+    shape.push_back(a.size(k));
+    strides.push_back(a.strides()[k]);
+  }
+  return shape_view(a, a, shape, strides, "squeeze");
+}
+}  // namespace
+
+Tensor squeeze(const Tensor& a) { return squeeze_axes(a, std::nullopt); }
+Tensor squeeze(const Tensor& a, int64_t axis) { return squeeze_axes(a, axis); }
+
+Tensor unsqueeze(const Tensor& a, int64_t axis) {
+  check_arg(a.defined(), "unsqueeze", a, "a defined tensor");
+  const Tensor v = unsqueeze_view(a, axis_of(a, axis, a.dim() + 1, "unsqueeze"));
+  return shape_view(a, a, v.shape(), v.strides(), "unsqueeze");
+}
+
+// A view when axes [start, end] can be merged in place (each stride is the next one's span), else
+// a copy first (as torch.flatten, which reshapes).
+Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
+  const char* op = "flatten";
+  check_arg(a.defined(), op, a, "a defined tensor");
+  const int64_t rank = std::max<int64_t>(a.dim(), 1);
+  const int64_t start = axis_of(a, start_dim, rank, op), end = axis_of(a, end_dim, rank, op);
+  if (start > end)
+    throw std::invalid_argument(fmt::format("flatten: start_dim {} comes after end_dim {} for {}",
+                                            start_dim, end_dim, a.describe()));
+  if (a.dim() == 0) return shape_view(a, a, {1}, {1}, op);
+  bool mergeable = true;  // consecutive axes of size > 1: each stride is the next one's span
+  for (int64_t k = start, prev = -1; k <= end; ++k) {
+    if (a.size(k) == 1) continue;
+    if (prev >= 0) mergeable = mergeable && a.strides()[prev] == a.strides()[k] * a.size(k);
+    prev = k;
+  }
+  const Tensor src = mergeable ? a : copy_of(a);
+  Shape shape, strides;
+  for (int64_t k = 0; k < a.dim(); ++k) {
+    if (k > start &&
+        k <= end) {  // merged into axis `start`: the innermost size > 1 sets the stride
+      shape.back() *= a.size(k);
+      if (a.size(k) != 1) strides.back() = src.strides()[k];
+      continue;
+    }
+    shape.push_back(a.size(k));
+    strides.push_back(src.strides()[k]);
+  }
+  return shape_view(a, src, shape, strides, op);
 }
 
 // ---- cat / stack ----------------------------------------------------------------------------
@@ -406,6 +489,17 @@ std::vector<OpCase> shape_op_cases() {
       {"stack/last axis, repeated part", two({3, 4}, {3, 4}),
        [](V in) {
          return stack({in[0], in[1], in[0]}, 2);
+       }},
+      // ---- squeeze, unsqueeze, flatten: views (of a transposed view too)
+      {"squeeze/all size-1 axes", one({2, 1, 3, 1}), [](V in) { return squeeze(in[0]); }},
+      {"squeeze/one axis", one({2, 1, 3, 1}), [](V in) { return squeeze(in[0], -1); }},
+      {"unsqueeze/middle of a transposed view", one({3, 4}),
+       [](V in) { return unsqueeze(transpose(in[0], 0, 1), 1); }},
+      {"unsqueeze/last axis", one({3, 4}), [](V in) { return unsqueeze(in[0], -1); }},
+      {"flatten/all axes", one({2, 3, 4}), [](V in) { return flatten(in[0]); }},
+      {"flatten/axes 1..2 of a permuted view (copy)", one({2, 3, 4}),
+       [](V in) {
+         return flatten(permute(in[0], {0, 2, 1}), 1, 2);
        }},
       // ---- cat (any axis, negative too), stack at a negative axis, split and chunk
       {"cat/axis 0", two({2, 3}, {1, 3}),

@@ -12,12 +12,19 @@ namespace dg {
 
 // torch's defaults: Embedding N(0, 1); Linear weight kaiming_uniform_(a = √5), i.e.
 // U(-1/√in, 1/√in), then its bias U(-1/√in, 1/√in). Skipped under init::SkipGuard.
-Embedding::Embedding(int64_t vocab, int64_t dim, DType dtype) : Module(dtype) {
+Embedding::Embedding(int64_t vocab, int64_t dim, DType dtype, std::optional<int64_t> padding_idx)
+    : Module(dtype), padding_idx(padding_idx) {
+  if (padding_idx && (*padding_idx < -vocab || *padding_idx >= vocab))
+    throw std::invalid_argument(fmt::format("Embedding: padding_idx {} is out of range [{}, {})",
+                                            *padding_idx, -vocab, vocab));
+  if (padding_idx && *padding_idx < 0) this->padding_idx = *padding_idx + vocab;
   weight = register_parameter("weight", Tensor::zeros({vocab, dim}, dtype));
   if (!init::skipping()) init::normal_(weight);
+  if (this->padding_idx && !init::skipping())  // torch zeroes the padding row after drawing
+    weight.view_narrow(0, *this->padding_idx, 1).fill(0.0);
 }
 Tensor Embedding::forward(const Tensor& ids) const {
-  return hooked([&](const Tensor& ids) { return embedding(weight, ids); }, ids);
+  return hooked([&](const Tensor& ids) { return embedding(weight, ids, padding_idx); }, ids);
 }
 
 Dropout::Dropout(double p, TorchGenerator* generator) : p(p), generator_(generator) {

@@ -7,6 +7,7 @@
 // init::SkipGuard (no draws) and then draws every weight in its own documented order.
 #pragma once
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -17,9 +18,13 @@ namespace dg {
 
 class Embedding : public Module {
  public:
-  Embedding(int64_t vocab, int64_t dim, DType dtype = DType::f32);
+  // padding_idx (torch's): that row starts at zero and gets no gradient; negative counts from
+  // vocab.
+  Embedding(int64_t vocab, int64_t dim, DType dtype = DType::f32,
+            std::optional<int64_t> padding_idx = std::nullopt);
   Tensor forward(const Tensor& ids) const;  // ids int64 or int32 [..] -> [.., dim]
   Tensor weight;                            // [vocab, dim]
+  std::optional<int64_t> padding_idx;       // in [0, vocab) once constructed
 };
 
 // Zeroes each element with probability p and scales the rest by 1/(1 − p) while training; the

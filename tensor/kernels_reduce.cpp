@@ -1,9 +1,11 @@
-// Max / min along one axis (see kernels_reduce.h): the fast kernel (parallel over outer rows,
-// the inner axis scanned in unit stride) and its plain reference, a serial triple loop.
-// No arithmetic happens, so fast and reference agree bit for bit at any thread count.
+// Max / min and cumsum along one axis (see kernels_reduce.h): the fast kernels (parallel over
+// outer rows, the inner axis scanned in unit stride) and their plain references, serial triple
+// loops. max/min do no arithmetic; cumsum adds in the reference's order: fast and reference agree
+// bit for bit at any thread count.
 #include "tensor/kernels_reduce.h"
 
 #include <cmath>
+#include <vector>
 
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
 
@@ -59,5 +61,40 @@ void ref_max_dim_forward(T* values, int64_t* indices, const T* x, int64_t outer,
 }
 template decltype(ref_max_dim_forward<float>) ref_max_dim_forward<float>;
 template decltype(ref_max_dim_forward<double>) ref_max_dim_forward<double>;
+
+// cumsum: a running sum per column in double (torch's CPU accumulator for float32 too), each
+// output row written as the running sum after adding x's row c, `inner` wide.
+template <class T>
+void cumsum_forward(T* out, const T* x, int64_t outer, int64_t C, int64_t inner, bool reverse) {
+#pragma omp parallel for if (outer * C * inner > kParallelGrain && outer > 1) schedule(static)
+  for (int64_t o = 0; o < outer; ++o) {
+    std::vector<double> running(static_cast<size_t>(inner), 0.0);
+    for (int64_t step = 0; step < C; ++step) {
+      const int64_t row = (o * C + (reverse ? C - 1 - step : step)) * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        running[i] += static_cast<double>(x[row + i]);
+        out[row + i] = static_cast<T>(running[i]);
+      }
+    }
+  }
+}
+template decltype(cumsum_forward<float>) cumsum_forward<float>;
+template decltype(cumsum_forward<double>) cumsum_forward<double>;
+
+// Reference: for every (o, i), a running sum down the column.
+template <class T>
+void ref_cumsum_forward(T* out, const T* x, int64_t outer, int64_t C, int64_t inner, bool reverse) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      double running = 0;
+      for (int64_t step = 0; step < C; ++step) {
+        const int64_t at = (o * C + (reverse ? C - 1 - step : step)) * inner + i;
+        running += static_cast<double>(x[at]);
+        out[at] = static_cast<T>(running);
+      }
+    }
+}
+template decltype(ref_cumsum_forward<float>) ref_cumsum_forward<float>;
+template decltype(ref_cumsum_forward<double>) ref_cumsum_forward<double>;
 
 }  // namespace dg

@@ -1,7 +1,8 @@
 // Second derivatives of the pointwise families (elementwise, activation, reduce, softmax): every
 // gradient-check row of these families passes gradgradcheck; the recorded first derivative keeps
-// the kernels' rules at kinks and ties exactly; third derivatives (a derivative of a second one,
-// as physics-informed losses take) agree with central differences of the recorded second ones.
+// the kernels' rules at kinks and ties exactly (the rows include the elementary functions and
+// cumsum); third derivatives (a derivative of a second one, as physics-informed losses take)
+// agree with central differences of the recorded second ones.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -136,6 +137,11 @@ TEST_CASE("third derivatives of the pointwise ops agree with differences of the 
       {"softmax", [](const Tensor& a) { return mul(softmax(scale(a, 1.3)), weights()); }},
       {"log_softmax", [](const Tensor& a) { return mul(log_softmax(a), weights()); }},
       {"max/all", [](const Tensor& a) { return mul(max(a), sum(mul(a, a))); }},
+      {"sin·cos", [](const Tensor& a) { return mul(sin(a), cos(scale(a, 0.7))); }},
+      {"erf·square", [](const Tensor& a) { return erf(square(a)); }},
+      {"expm1·log1p·rsqrt",
+       [](const Tensor& a) { return log1p(expm1(rsqrt(add_scalar(a, 3.0)))); }},
+      {"cumsum", [](const Tensor& a) { return mul(cumsum(mul(mul(a, a), a), 0), weights()); }},
   };
   const std::vector<double> x0{-1.7, -0.6, 0.3, 0.9, 1.8};
   // d²/dx² of Σ f(x), i.e. the gradient of Σ ∂/∂x Σ f, recorded twice

@@ -46,7 +46,8 @@ class PlantError : public BackwardObserver {
     if (at_ >= 0) before_ = gradient_values(inputs[at_]);
   }
 
-  // Adds 1% of the largest element of this node's contribution (after - before) to the gradient.
+  // Adds 1% of the largest element of this node's contribution (after - before) to the gradient;
+  // 0.01 when the contribution is all zeros (sign, floor, ceil, round: a leaked gradient).
   void after(const ObservedNode& node) override {
     if (at_ < 0) return;
     const std::vector<Tensor>& inputs = node.inputs;
@@ -58,7 +59,7 @@ class PlantError : public BackwardObserver {
     size_t at = 0;
     for (size_t i = 0; i < after.size(); ++i)
       if (std::fabs(after[i] - before_[i]) > std::fabs(after[at] - before_[at])) at = i;
-    const double error = 0.01 * (after[at] - before_[at]);
+    const double error = after[at] != before_[at] ? 0.01 * (after[at] - before_[at]) : 0.01;
     if (g.dtype() == DType::f32)
       g.data<float>()[at] += static_cast<float>(error);
     else
