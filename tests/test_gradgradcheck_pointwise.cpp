@@ -149,8 +149,10 @@ TEST_CASE("third derivatives of the pointwise ops agree with differences of the 
     Tensor g1 = grad({sum(f(x))}, {x}, {}, false, true)[0];
     return grad({sum(g1)}, {x}, {}, false, true)[0];
   };
-  for (const auto& [op, f] : ops) {
-    const std::string name = op;
+  for (const auto& entry : ops) {
+    const std::string name = entry.first;
+    const F& f = entry.second;  // a named reference: lambdas below capture it (C++20 forbids
+                                // capturing a structured binding before clang 16)
     CAPTURE(name);
     Tensor x = values(x0);
     Tensor third = grad({sum(second(f, x))}, {x})[0];
