@@ -183,7 +183,8 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
              attention_backward(q, k, v, out, lse, g, sc, targets[0], targets[1], targets[2]);
              for (const auto& sink : sinks)
                if (sink) sink->finish();
-           });
+           })
+        .saves({q, k, v, out});  // the backward reads its output too
   return out;
 }
 
@@ -291,7 +292,8 @@ Tensor attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
            }
            for (const auto& sink : sinks)
              if (sink) sink->finish();
-         });
+         })
+      .saves({q_in, k_in, v_in, out});  // out_h, which the backward reads, is a view of out
   return out;
 }
 

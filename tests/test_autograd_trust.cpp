@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/gradcheck.h"  // random_tensor
 #include "autograd/ops.h"
 #include "autograd/tape.h"
 #include "nn/containers.h"
@@ -563,4 +564,19 @@ TEST_CASE("training.detect_anomaly: JSON only when true, round trip, off by defa
   CHECK(v.find("detect_anomaly")->as_bool());
   CHECK(training_config_from_json(v).detect_anomaly);
   CHECK_FALSE(training_config_from_json(training_config_json(TrainingConfig{})).detect_anomaly);
+}
+
+TEST_CASE("the fused attention ops save their output: writing it in place is refused") {
+  Tensor q = random_tensor({1, 2, 3, 4}, 41), k = random_tensor({1, 2, 3, 4}, 42),
+         v = random_tensor({1, 2, 3, 4}, 43);
+  Tensor out = causal_attention(q, k, v);
+  Tensor loss = sum(out);  // sum saves nothing: only the attention op can refuse
+  out.fill(0.5);
+  CHECK_THROWS_WITH(backward(loss), doctest::Contains("'causal_attention'"));
+  Tensor qh = random_tensor({1, 3, 8}, 44), kh = random_tensor({1, 3, 4}, 45);
+  Tensor merged = attention_heads(qh, kh, kh, 2, 1, 100.0);
+  Tensor loss2 = sum(merged);
+  merged.fill(0.5);
+  CHECK_THROWS_WITH(backward(loss2), doctest::Contains("'attention_heads'"));
+  CHECK_FALSE(qh.grad().defined());
 }
