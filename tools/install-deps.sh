@@ -9,6 +9,8 @@ packages=(g++ cmake make libopenblas-openmp-dev doctest-dev libfmt-dev
   clang-format    # tools/format.sh --check runs in the test suite
   clang-14 libomp-14-dev  # make test also builds everything with clang++-14 (its OpenMP: libomp)
   openmpi-bin libopenmpi-dev  # data parallelism over MPI ranks (train/dist/, ctest mpi_train)
+  zlib1g-dev      # gzip'd data files (train/io/idx.h)
+  dataset-fashion-mnist  # the image data set of the CNN example (train/data/fashion_mnist.h)
   "$@"            # extra packages a target asks for (`make fuzz`: clang)
 )
 missing=()

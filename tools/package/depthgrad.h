@@ -48,6 +48,10 @@
 //   dg::Trainer trainer(model, dataset, dg::Sampler::shuffled(dataset.size(), 1), loss, settings,
 //   opt);
 #include "train/dataset.h"
+// Data sets read from files: IDX (raw or gzip'd) and Fashion-MNIST from Debian's package.
+//   dg::FashionMnist data = dg::load_fashion_mnist();  // data.train.images [60000, 1, 28, 28]
+#include "train/data/fashion_mnist.h"
+#include "train/io/idx.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 #include "train/training_config.h"
