@@ -220,13 +220,13 @@ Tensor plain_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bia
 // batch's mean and biased variance per channel and, when running_mean/running_var [C] are given,
 // updates them in place (a version bump, not recorded): running ← (1 − momentum)·running +
 // momentum·batch, the variance unbiased (N·S/(N·S − 1)), as torch. Eval normalises by the running
-// statistics (required). weight, bias [C] optional. Refuses create_graph, naming itself.
+// statistics (required). weight, bias [C] optional. Supports create_graph.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   bool training = false, double momentum = 0.1, double eps = 1e-5);
 // torch.nn.functional.group_norm: x [N, C, *], statistics per sample over each group of
 // C/num_groups consecutive channels (biased variance), then weight[c], bias[c] (optional).
-// Refuses create_graph, naming itself.
+// Supports create_graph.
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 // Rotate-half RoPE on x [B, H, T, hd] (hd even): pairs (i, i + hd/2), θ_i = base^(-2i/hd),

@@ -2,13 +2,15 @@
 // (saving the per-channel or per-group mean and rstd) beside its hand-written backward, kernels in
 // tensor/kernels_norm.h, and their gradient-check rows. batch_norm in training normalises by the
 // batch's statistics and updates the running statistics in place (not recorded; a version bump);
-// in eval it normalises by the running statistics. Refuses: create_graph (a second backward through
-// either op names it; compose the formula from ops to differentiate twice), gradients into the
-// running statistics (torch gives none either), a training batch of one value per channel (as
-// torch). Checks: the rows at the end, torch 1.13 goldens, thread bit-identity and the errors in
+// in eval it normalises by the running statistics. Under create_graph both run a recorded backward
+// that recomputes the normalisation with ops (channel_norm_backward_recorded); the kernels'
+// backward stays the first-order one. Refuses: gradients into the running statistics (torch gives
+// none either), a training batch of one value per channel (as torch). Checks: the rows at the end
+// (gradcheck and gradgradcheck), torch 1.13 goldens, thread bit-identity and the errors in
 // tests/test_batchnorm_ops.cpp.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/op_util.h"
@@ -23,8 +25,8 @@ namespace {
 void check_channel_arg(const Tensor& t, const Tensor& x, int64_t C, const char* op,
                        const char* what) {
   if (!t.defined()) return;
-  check_arg(t.dtype() == x.dtype(), op, t, fmt::format("{} of x's dtype {}", what,
-                                                       dtype_name(x.dtype())));
+  check_arg(t.dtype() == x.dtype(), op, t,
+            fmt::format("{} of x's dtype {}", what, dtype_name(x.dtype())));
   check_arg(t.shape() == Shape{C}, op, t,
             fmt::format("{} of shape [{}] for x {}", what, C, x.describe()));
 }
@@ -49,6 +51,47 @@ void update_running(const Tensor& running, const Tensor& batch, double momentum,
   const T* b = batch.data<T>();
   for (int64_t c = 0; c < running.numel(); ++c)
     r[c] = static_cast<T>((1.0 - momentum) * r[c] + momentum * unbias * b[c]);
+}
+
+// The backward of batch_norm or group_norm as recorded ops, for create_graph. x is viewed as
+// [A, B, D] with statistics over the axes `stats_axes` of that view: batch norm [N, C, S] over
+// {0, 2} (or, in eval, the constants mean, rstd [C]), group norm [N, G, C/G·S] over {2}. With
+// xhat = (x − mean)·r, r = (var + eps)^(−1/2), gw = g·w[c] and means over the statistics' axes:
+//   dw[c] = Σ_{n,s} g·xhat,  db[c] = Σ_{n,s} g,  dx = r·(gw − mean(gw) − xhat·mean(gw·xhat))
+// (dx = r·gw when the statistics are constants). The same values as the kernels' backward.
+struct ChannelNormView {
+  Shape stats_view;                 // [A, B, D]: where the statistics are taken
+  std::vector<int64_t> stats_axes;  // of stats_view
+  Tensor mean, rstd;                // constants (eval batch norm), else undefined
+};
+void channel_norm_backward_recorded(const Tensor& g, const Tensor& x, const Tensor& weight,
+                                    const Tensor& bias, double eps, const ChannelNormView& v) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.numel() / std::max<int64_t>(N * C, 1);
+  const Tensor xs = reshape(x, v.stats_view);
+  Tensor xhat, r;  // in stats_view
+  if (v.mean.defined()) {
+    const Shape per_channel{1, C, 1};
+    r = reshape(v.rstd, per_channel);
+    xhat = mul(sub(xs, reshape(v.mean, per_channel)), r);
+  } else {
+    const Tensor xc = sub(xs, mean(xs, v.stats_axes, /*keepdim=*/true));
+    const Tensor variance = mean(mul(xc, xc), v.stats_axes, /*keepdim=*/true);
+    r = pow(add(variance, Tensor::full({}, eps, x.dtype())), -0.5);
+    xhat = mul(xc, r);
+  }
+  const Shape channels{N, C, S};
+  const Tensor g3 = reshape(g, channels), xhat3 = reshape(xhat, channels);
+  if (weight.defined() && weight.requires_grad())
+    accumulate_grad(weight, sum(mul(g3, xhat3), {0, 2}));
+  if (bias.defined() && bias.requires_grad()) accumulate_grad(bias, sum(g3, {0, 2}));
+  if (!x.requires_grad()) return;
+  const Tensor gw =
+      reshape(weight.defined() ? mul(g3, reshape(weight, {1, C, 1})) : g3, v.stats_view);
+  Tensor inner = gw;
+  if (!v.mean.defined())
+    inner = sub(sub(gw, mean(gw, v.stats_axes, true)),
+                mul(xhat, mean(mul(gw, xhat), v.stats_axes, true)));
+  accumulate_grad(x, reshape(mul(inner, r), x.shape()));
 }
 
 // The inputs a backward reads and those that get gradients: x, then the defined weight, bias.
@@ -87,13 +130,12 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
     throw std::invalid_argument(
         "batch_norm: running_mean and running_var are needed in eval mode (training = false)");
   if (training && N * S <= 1)
-    throw std::invalid_argument(fmt::format(
-        "batch_norm: expected more than 1 value per channel when training, got x {}",
-        x_in.describe()));
-  if (!(eps > 0) || !std::isfinite(momentum))
     throw std::invalid_argument(
-        fmt::format("batch_norm: eps must be > 0 and momentum finite, got eps {}, momentum {}",
-                    eps, momentum));
+        fmt::format("batch_norm: expected more than 1 value per channel when training, got x {}",
+                    x_in.describe()));
+  if (!(eps > 0) || !std::isfinite(momentum))
+    throw std::invalid_argument(fmt::format(
+        "batch_norm: eps must be > 0 and momentum finite, got eps {}, momentum {}", eps, momentum));
   Tensor x = kernel_input(x_in), w = weight.defined() ? kernel_input(weight) : Tensor(),
          b = bias.defined() ? kernel_input(bias) : Tensor();
   Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
@@ -128,17 +170,27 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
                T* dw = weight.defined() && weight.requires_grad()
                            ? grad_ptr<T>(weight, "batch_norm")
                            : nullptr;
-               T* db =
-                   bias.defined() && bias.requires_grad() ? grad_ptr<T>(bias, "batch_norm") : nullptr;
+               T* db = bias.defined() && bias.requires_grad() ? grad_ptr<T>(bias, "batch_norm")
+                                                              : nullptr;
                batchnorm_backward<T>(dx, dw, db, gc.data<T>(), x.data<T>(), data_or_null<T>(w),
                                      mean.data<T>(), rstd.data<T>(), N, C, S, training);
              });
            })
-        .saves({x_in, weight});  // the bias is not read; the running stats were copied
+        .saves({x_in, weight})  // the bias is not read; the running stats were copied
+        .differentiable([x_in, weight, bias, eps, mean, rstd, N, C, S, training](const Tensor& g,
+                                                                                 const Tensor&) {
+          ChannelNormView view{{N, C, S}, {0, 2}, Tensor(), Tensor()};
+          if (!training) {
+            view.mean = mean;
+            view.rstd = rstd;
+          }
+          channel_norm_backward_recorded(g, x_in, weight, bias, eps, view);
+        });
   return out;
 }
 
-// ---- group_norm: x [N, C, *] -> per (sample, group of C/G channels) layer norm, then w[c], b[c] ---
+// ---- group_norm: x [N, C, *] -> per (sample, group of C/G channels) layer norm, then w[c], b[c]
+// ---
 Tensor group_norm(const Tensor& x_in, int64_t num_groups, const Tensor& weight, const Tensor& bias,
                   double eps) {
   ScopedOpTimer op_timer(OpFamily::norms);
@@ -150,7 +202,8 @@ Tensor group_norm(const Tensor& x_in, int64_t num_groups, const Tensor& weight, 
     throw std::invalid_argument(
         fmt::format("group_norm: num_groups {} must be >= 1 and divide the channels C = {} of x {}",
                     G, C, x_in.describe()));
-  if (!(eps > 0)) throw std::invalid_argument(fmt::format("group_norm: eps must be > 0, got {}", eps));
+  if (!(eps > 0))
+    throw std::invalid_argument(fmt::format("group_norm: eps must be > 0, got {}", eps));
   check_channel_arg(weight, x_in, C, op, "weight");
   check_channel_arg(bias, x_in, C, op, "bias");
   Tensor x = kernel_input(x_in), w = weight.defined() ? kernel_input(weight) : Tensor(),
@@ -171,13 +224,17 @@ Tensor group_norm(const Tensor& x_in, int64_t num_groups, const Tensor& weight, 
                T* dw = weight.defined() && weight.requires_grad()
                            ? grad_ptr<T>(weight, "group_norm")
                            : nullptr;
-               T* db =
-                   bias.defined() && bias.requires_grad() ? grad_ptr<T>(bias, "group_norm") : nullptr;
+               T* db = bias.defined() && bias.requires_grad() ? grad_ptr<T>(bias, "group_norm")
+                                                              : nullptr;
                groupnorm_backward<T>(dx, dw, db, gc.data<T>(), x.data<T>(), data_or_null<T>(w),
                                      mean.data<T>(), rstd.data<T>(), N, C, S, G);
              });
            })
-        .saves({x_in, weight});  // the bias is not read
+        .saves({x_in, weight})  // the bias is not read
+        .differentiable([x_in, weight, bias, eps, N, C, S, G](const Tensor& g, const Tensor&) {
+          channel_norm_backward_recorded(g, x_in, weight, bias, eps,
+                                         {{N, G, C / G * S}, {2}, Tensor(), Tensor()});
+        });
   return out;
 }
 
@@ -216,7 +273,9 @@ std::vector<OpCase> batchnorm_op_cases() {
          return batch_norm(in[0], rm, rv, opt(in, 1), opt(in, 2), true, 0.1, 1e-5);
        }},
       {"batch_norm/train [N,C] no affine, no running stats", inputs({5, 3}, false),
-       [=](V in) { return batch_norm(in[0], Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5); }},
+       [=](V in) {
+         return batch_norm(in[0], Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
+       }},
       {"batch_norm/train [N,C,L] affine", inputs({2, 3, 4}, true),
        [=](V in) {
          return batch_norm(in[0], Tensor(), Tensor(), opt(in, 1), opt(in, 2), true, 0.1, 1e-3);

@@ -18,8 +18,8 @@ namespace {
 void check_conv_channels(const char* layer, int64_t in, int64_t out, int64_t groups) {
   if (in < 1 || out < 1 || groups < 1 || in % groups != 0 || out % groups != 0)
     throw std::invalid_argument(fmt::format(
-        "{}: in_channels {} and out_channels {} must be positive and divisible by groups {}",
-        layer, in, out, groups));
+        "{}: in_channels {} and out_channels {} must be positive and divisible by groups {}", layer,
+        in, out, groups));
 }
 void init_conv(const Tensor& weight, const Tensor& bias) {
   if (init::skipping()) return;
@@ -78,8 +78,7 @@ ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, IntPair k, IntPair str
 Tensor ConvTranspose2d::forward(const Tensor& x) const {
   return hooked(
       [&](const Tensor& x) {
-        return conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups,
-                                dilation);
+        return conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation);
       },
       x);
 }
@@ -153,8 +152,8 @@ Tensor BatchNorm::forward(const Tensor& x) const {
         double factor = momentum.value_or(0.0);
         if (is_training() && tracking && !momentum)  // cumulative average over the batches seen
           factor = 1.0 / static_cast<double>(num_batches_tracked.data<int64_t>()[0] + 1);
-        Tensor out = batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats,
-                                factor, eps);
+        Tensor out =
+            batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, factor, eps);
         if (is_training() && tracking) num_batches_tracked.mutable_data<int64_t>()[0] += 1;
         return out;
       },
@@ -163,8 +162,8 @@ Tensor BatchNorm::forward(const Tensor& x) const {
 
 void BatchNorm1d::check_input(const Tensor& x) const {
   if (x.dim() != 2 && x.dim() != 3)
-    throw std::invalid_argument(fmt::format(
-        "BatchNorm1d: expected x of shape [N, C] or [N, C, L], got {}", x.describe()));
+    throw std::invalid_argument(
+        fmt::format("BatchNorm1d: expected x of shape [N, C] or [N, C, L], got {}", x.describe()));
 }
 void BatchNorm2d::check_input(const Tensor& x) const {
   if (x.dim() != 4)

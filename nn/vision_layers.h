@@ -14,7 +14,8 @@
 
 namespace dg {
 
-// x [N, in, H, W] -> [N, out, Ho, Wo] (conv2d's shapes); weight [out, in/groups, kH, kW], bias [out].
+// x [N, in, H, W] -> [N, out, Ho, Wo] (conv2d's shapes); weight [out, in/groups, kH, kW], bias
+// [out].
 class Conv2d : public Module {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, IntPair kernel_size, IntPair stride = {1, 1},
@@ -100,8 +101,8 @@ class BatchNorm : public Module {
   int64_t num_features;
   double eps;
   std::optional<double> momentum;
-  Tensor weight, bias;                                        // [C], undefined unless affine
-  Tensor running_mean, running_var, num_batches_tracked;      // [C], [C], [] int64
+  Tensor weight, bias;                                    // [C], undefined unless affine
+  Tensor running_mean, running_var, num_batches_tracked;  // [C], [C], [] int64
 
  protected:
   // The input ranks this layer accepts (torch's _check_input_dim) and how to name them.
