@@ -106,6 +106,7 @@ std::vector<OpCase> embedding_op_cases();
 std::vector<OpCase> softmax_op_cases();
 std::vector<OpCase> loss_op_cases();
 std::vector<OpCase> norm_op_cases();
+std::vector<OpCase> batchnorm_op_cases();
 std::vector<OpCase> attention_op_cases();
 std::vector<OpCase> dropout_op_cases();
 std::vector<OpCase> conv_op_cases();

@@ -216,6 +216,19 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // recorded.
 Tensor plain_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
                         double eps = 1e-5);
+// torch.nn.functional.batch_norm on x [N, C, *] (ops_batchnorm.cpp): training normalises by the
+// batch's mean and biased variance per channel and, when running_mean/running_var [C] are given,
+// updates them in place (a version bump, not recorded): running ← (1 − momentum)·running +
+// momentum·batch, the variance unbiased (N·S/(N·S − 1)), as torch. Eval normalises by the running
+// statistics (required). weight, bias [C] optional. Supports create_graph.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  bool training = false, double momentum = 0.1, double eps = 1e-5);
+// torch.nn.functional.group_norm: x [N, C, *], statistics per sample over each group of
+// C/num_groups consecutive channels (biased variance), then weight[c], bias[c] (optional).
+// Supports create_graph.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
 // Rotate-half RoPE on x [B, H, T, hd] (hd even): pairs (i, i + hd/2), θ_i = base^(-2i/hd),
 // positions 0..T-1 plus `position_offset`. Angles and cos/sin in float32 as the reference does.
 Tensor rope(const Tensor& x, double base = 10000.0, int64_t position_offset = 0);

@@ -129,13 +129,30 @@ Tensor Module::register_parameter(const std::string& name, const Tensor& value) 
   Tensor p = value;
   p.set_requires_grad(true);
   if (p.name().empty()) p.set_name(name);
-  entries_.push_back(Entry{name, p, nullptr});
+  entries_.push_back(Entry{name, p, nullptr, EntryKind::parameter});
   return p;
+}
+
+Tensor Module::register_buffer(const std::string& name, const Tensor& value, bool persistent) {
+  check_new_entry(name, "register_buffer");
+  if (!value.defined())
+    throw std::invalid_argument(fmt::format("register_buffer: '{}' is undefined", name));
+  if (!value.is_leaf() || value.requires_grad())
+    throw std::invalid_argument(fmt::format(
+        "register_buffer: '{}' {} requires grad or is the result of a recorded op; a buffer is "
+        "not trained: register detach(t) or t.clone()",
+        name, value.describe()));
+  Tensor b = value;
+  if (b.name().empty()) b.set_name(name);
+  entries_.push_back(
+      Entry{name, b, nullptr, persistent ? EntryKind::buffer : EntryKind::transient_buffer});
+  return b;
 }
 
 void Module::register_alias(const std::string& name, const Tensor& existing) {
   check_new_entry(name, "register_alias");
-  entries_.push_back(Entry{name, existing, nullptr});
+  entries_.push_back(Entry{name, existing, nullptr,
+                           existing.requires_grad() ? EntryKind::parameter : EntryKind::buffer});
 }
 
 void Module::collect(const std::string& prefix, std::vector<NamedTensor>& out,
@@ -144,7 +161,8 @@ void Module::collect(const std::string& prefix, std::vector<NamedTensor>& out,
     std::string full = prefix.empty() ? e.name : prefix + "." + e.name;
     if (e.child) {
       e.child->collect(full, out, seen);
-    } else if (std::find(seen.begin(), seen.end(), e.parameter.impl()) == seen.end()) {
+    } else if (e.kind == EntryKind::parameter &&
+               std::find(seen.begin(), seen.end(), e.parameter.impl()) == seen.end()) {
       seen.push_back(e.parameter.impl());
       out.emplace_back(full, e.parameter);
     }
@@ -157,6 +175,44 @@ std::vector<NamedTensor> Module::named_parameters() const {
   collect("", out, seen);
   // Name each tensor by its full path (the first name wins for shared tensors).
   for (auto& [name, t] : out) t.set_name(name);
+  return out;
+}
+
+void Module::collect_state(const std::string& prefix, std::vector<NamedTensor>& out,
+                           std::vector<const TensorImpl*>& seen, bool with_parameters,
+                           bool all) const {
+  auto full = [&](const Entry& e) { return prefix.empty() ? e.name : prefix + "." + e.name; };
+  auto add = [&](const Entry& e) {
+    if (std::find(seen.begin(), seen.end(), e.parameter.impl()) != seen.end()) return;
+    seen.push_back(e.parameter.impl());
+    out.emplace_back(full(e), e.parameter);
+  };
+  if (with_parameters)
+    for (const Entry& e : entries_)
+      if (e.kind == EntryKind::parameter) add(e);
+  for (const Entry& e : entries_)
+    if (e.kind == EntryKind::buffer || (all && e.kind == EntryKind::transient_buffer)) add(e);
+  for (const Entry& e : entries_)
+    if (e.child) e.child->collect_state(full(e), out, seen, with_parameters, all);
+}
+
+std::vector<NamedTensor> Module::named_buffers() const {
+  std::vector<NamedTensor> out;
+  std::vector<const TensorImpl*> seen;
+  collect_state("", out, seen, /*with_parameters=*/false, /*all=*/true);
+  return out;
+}
+
+std::vector<Tensor> Module::buffers() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_buffers()) out.push_back(t);
+  return out;
+}
+
+std::vector<NamedTensor> Module::state_dict() const {
+  std::vector<NamedTensor> out;
+  std::vector<const TensorImpl*> seen;
+  collect_state("", out, seen, /*with_parameters=*/true, /*all=*/false);
   return out;
 }
 
@@ -191,7 +247,7 @@ void Module::load_state_dict(const std::vector<NamedTensor>& tensors, bool stric
       throw std::invalid_argument(fmt::format("state dict: tensor '{}' appears twice", name));
   }
   // Check everything before copying anything, so a failed load leaves the module unchanged.
-  std::vector<NamedTensor> own = named_parameters();
+  std::vector<NamedTensor> own = state_dict();
   std::vector<std::pair<Tensor, const Tensor*>> copies;
   for (auto& [name, p] : own) {
     auto it = given.find(name);
@@ -206,9 +262,10 @@ void Module::load_state_dict(const std::vector<NamedTensor>& tensors, bool stric
       throw std::invalid_argument(
           fmt::format("state dict: tensor '{}' has shape {}, the model expects {}", name,
                       shape_str(src.shape()), shape_str(p.shape())));
-    if (!is_floating(src.dtype()))
-      throw std::invalid_argument(fmt::format(
-          "state dict: tensor '{}' is {}, expected floating point", name, dtype_name(src.dtype())));
+    if (is_floating(src.dtype()) != is_floating(p.dtype()))
+      throw std::invalid_argument(fmt::format("state dict: tensor '{}' is {}, the model holds {}",
+                                              name, dtype_name(src.dtype()),
+                                              dtype_name(p.dtype())));
     copies.emplace_back(p, &src);
   }
   if (strict && copies.size() != given.size()) {
@@ -221,7 +278,8 @@ void Module::load_state_dict(const std::vector<NamedTensor>& tensors, bool stric
         throw std::invalid_argument(fmt::format("state dict: unexpected tensor '{}'", name));
     }
   }
-  for (auto& [p, src] : copies) p.copy_from(*src);
+  NoGradGuard no_grad;
+  for (auto& [p, src] : copies) p.copy_from(*src);  // each a version bump
 }
 
 void FlatParameters::zero_grad() {

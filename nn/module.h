@@ -7,7 +7,10 @@
 // gradient that is a view into one flat gradient buffer: zeroing is a memset, the optimizer one
 // loop over flat memory, a checkpoint one walk. A module knows its parent and its dotted path,
 // and runs forward hooks (torch's register_forward_pre_hook / register_forward_hook) around any
-// forward written through hooked(). Modules do not own optimisers or data.
+// forward written through hooked(). Buffers (register_buffer, as torch's: BatchNorm's running
+// statistics) are state that is not trained: never requiring grad, outside the flat buffers and
+// so unseen by optimisers, but in state_dict() and checkpoints. Modules do not own optimisers or
+// data.
 #pragma once
 #include <concepts>
 #include <cstdint>
@@ -84,12 +87,20 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
+  // Buffers (every one, persistent or not) with full dotted names, in torch's named_buffers()
+  // order: a module's own buffers in registration order, then its children's, depth first.
+  std::vector<NamedTensor> named_buffers() const;
+  std::vector<Tensor> buffers() const;
+
   // Copies values from `tensors` (matched by name, shapes and dtypes checked; float32/float64
-  // converted). strict: every parameter must be present and no unknown name may appear.
+  // converted, an integer buffer takes int32 or int64), each write a version bump. strict: every
+  // parameter and persistent buffer must be present and no unknown name may appear.
   void load_state_dict(const std::vector<NamedTensor>& tensors, bool strict = true);
-  // The parameters by full name, sharing their storage (torch's state_dict without buffers,
-  // which depthgrad modules do not have): clone() a tensor to keep a copy.
-  std::vector<NamedTensor> state_dict() const { return named_parameters(); }
+  // The parameters and persistent buffers by full name, sharing their storage (clone() a tensor to
+  // keep a copy), in torch's state_dict() order: per module, its own parameters, then its own
+  // persistent buffers, then each child's entries recursively; so a torch state dict's keys line
+  // up. A shared parameter is listed once (torch lists it under every name).
+  std::vector<NamedTensor> state_dict() const;
 
   // Registration, public so that a model can be assembled without subclassing. A name is
   // non-empty, has no '.', and is not used twice in one module (torch would replace the old
@@ -99,6 +110,11 @@ class Module {
   Tensor register_parameter(const std::string& name, const Tensor& value);
   // An existing tensor under a second name (a shared parameter, listed once).
   void register_alias(const std::string& name, const Tensor& existing);
+  // A buffer (torch's register_buffer): a tensor of any dtype that never requires grad, is not a
+  // parameter (optimisers never see it) and, when persistent, is saved in state_dict() and in
+  // checkpoints. The module keeps `value` (a leaf; a recorded tensor is refused) and returns it;
+  // a forward updates it in place (copy_from, or an op's in-place write), which bumps its version.
+  Tensor register_buffer(const std::string& name, const Tensor& value, bool persistent = true);
   // A child module; returns a reference to it (the module owns it). The child records this
   // module as its parent and `name` as its name, from which path() is computed.
   template <class M>
@@ -108,7 +124,7 @@ class Module {
     M& ref = *child;
     ref.Module::parent_ = this;
     ref.Module::name_in_parent_ = name;
-    entries_.push_back(Entry{name, Tensor(), std::move(child)});
+    entries_.push_back(Entry{name, Tensor(), std::move(child), EntryKind::child});
     return ref;
   }
 
@@ -182,13 +198,18 @@ class Module {
   std::shared_ptr<ForwardHooks> hooks_;  // null until a hook is registered
 
   void check_new_entry(const std::string& name, const char* op) const;
+  enum class EntryKind { parameter, buffer, transient_buffer, child };
   struct Entry {
     std::string name;
-    Tensor parameter;               // set for a parameter entry
+    Tensor parameter;               // set for a parameter or buffer entry
     std::unique_ptr<Module> child;  // set for a child-module entry
+    EntryKind kind = EntryKind::parameter;
   };
   void collect(const std::string& prefix, std::vector<NamedTensor>& out,
                std::vector<const TensorImpl*>& seen) const;
+  // Buffers (persistent only unless `all`), and for state_dict parameters first, in torch's order.
+  void collect_state(const std::string& prefix, std::vector<NamedTensor>& out,
+                     std::vector<const TensorImpl*>& seen, bool with_parameters, bool all) const;
   DType dtype_;
   bool training_ = true;
   std::vector<Entry> entries_;

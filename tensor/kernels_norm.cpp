@@ -1,4 +1,5 @@
-// Norm kernels (see kernels_norm.h): for RMSNorm, then LayerNorm, the fast forward, its plain
+// Norm kernels (see kernels_norm.h): for RMSNorm, LayerNorm, BatchNorm and GroupNorm, the fast
+// forward, its plain
 // reference, the fast backward and its reference. Row statistics are accumulated in double;
 // outputs and saved statistics are stored in T.
 // Each template is instantiated for float and double right after its definition:
@@ -265,5 +266,300 @@ void ref_layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, cons
 }
 template decltype(ref_layernorm_backward<float>) ref_layernorm_backward<float>;
 template decltype(ref_layernorm_backward<double>) ref_layernorm_backward<double>;
+
+// ============================================================================================
+// BatchNorm: per-channel statistics over x [N, C, S]
+// ============================================================================================
+
+// mean, var [C]; x [N, C, S]. One thread per channel; the N·S sums run in (n, s) order.
+template <class T>
+void batchnorm_stats(T* mean, T* var, const T* x, int64_t N, int64_t C, int64_t S) {
+  const double M = static_cast<double>(N * S);
+  parallel_for(C, N * C * S > kParallelGrain, [&](int64_t c) {
+    double s = 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T* xr = x + (n * C + c) * S;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < S; ++i) s += xr[i];
+    }
+    const double mu = s / M;
+    double v = 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T* xr = x + (n * C + c) * S;
+#pragma omp simd reduction(+ : v)
+      for (int64_t i = 0; i < S; ++i) v += (xr[i] - mu) * (xr[i] - mu);
+    }
+    mean[c] = static_cast<T>(mu);
+    var[c] = static_cast<T>(v / M);
+  });
+}
+template decltype(batchnorm_stats<float>) batchnorm_stats<float>;
+template decltype(batchnorm_stats<double>) batchnorm_stats<double>;
+
+// Reference: one serial pass per statistic over x in memory order, per-channel sums in double.
+template <class T>
+void ref_batchnorm_stats(T* mean, T* var, const T* x, int64_t N, int64_t C, int64_t S) {
+  std::vector<double> s(C, 0.0), v(C, 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < S; ++i) s[c] += x[(n * C + c) * S + i];
+  for (int64_t c = 0; c < C; ++c) s[c] /= static_cast<double>(N * S);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < S; ++i) {
+        const double d = x[(n * C + c) * S + i] - s[c];
+        v[c] += d * d;
+      }
+  for (int64_t c = 0; c < C; ++c) {
+    mean[c] = static_cast<T>(s[c]);
+    var[c] = static_cast<T>(v[c] / static_cast<double>(N * S));
+  }
+}
+template decltype(ref_batchnorm_stats<float>) ref_batchnorm_stats<float>;
+template decltype(ref_batchnorm_stats<double>) ref_batchnorm_stats<double>;
+
+// out, x [N, C, S]; mean, rstd, w, b [C]. One thread per (n, c) row.
+template <class T>
+void batchnorm_apply(T* out, const T* x, const T* mean, const T* rstd, const T* w, const T* b,
+                     int64_t N, int64_t C, int64_t S) {
+  parallel_for(N * C, N * C * S > kParallelGrain, [&](int64_t row) {
+    const int64_t c = row % C;
+    const T scale = rstd[c] * (w ? w[c] : T(1)), m = mean[c], shift = b ? b[c] : T(0);
+    const T* xr = x + row * S;
+    T* o = out + row * S;
+#pragma omp simd
+    for (int64_t i = 0; i < S; ++i) o[i] = (xr[i] - m) * scale + shift;
+  });
+}
+template decltype(batchnorm_apply<float>) batchnorm_apply<float>;
+template decltype(batchnorm_apply<double>) batchnorm_apply<double>;
+
+template <class T>
+void ref_batchnorm_apply(T* out, const T* x, const T* mean, const T* rstd, const T* w, const T* b,
+                         int64_t N, int64_t C, int64_t S) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < S; ++i) {
+        const int64_t k = (n * C + c) * S + i;
+        const double xhat = (static_cast<double>(x[k]) - mean[c]) * rstd[c];
+        out[k] = static_cast<T>(xhat * (w ? w[c] : 1.0) + (b ? b[c] : 0.0));
+      }
+}
+template decltype(ref_batchnorm_apply<float>) ref_batchnorm_apply<float>;
+template decltype(ref_batchnorm_apply<double>) ref_batchnorm_apply<double>;
+
+// dx, dout, x [N, C, S]; dw, db, w, mean, rstd [C]. One thread per channel: its two sums, then its
+// dx elements.
+template <class T>
+void batchnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
+                        const T* rstd, int64_t N, int64_t C, int64_t S, bool batch_stats) {
+  const double M = static_cast<double>(N * S);
+  parallel_for(C, N * C * S > kParallelGrain, [&](int64_t c) {
+    const double m = mean[c], rs = rstd[c];
+    double sum_g = 0.0, sum_gx = 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T* g = dout + (n * C + c) * S;
+      const T* xr = x + (n * C + c) * S;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+      for (int64_t i = 0; i < S; ++i) {
+        sum_g += g[i];
+        sum_gx += g[i] * ((xr[i] - m) * rs);
+      }
+    }
+    if (dw) dw[c] += static_cast<T>(sum_gx);
+    if (db) db[c] += static_cast<T>(sum_g);
+    if (!dx) return;
+    const double k = rs * (w ? static_cast<double>(w[c]) : 1.0);
+    const double mean_g = batch_stats ? sum_g / M : 0.0, mean_gx = batch_stats ? sum_gx / M : 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T* g = dout + (n * C + c) * S;
+      const T* xr = x + (n * C + c) * S;
+      T* d = dx + (n * C + c) * S;
+#pragma omp simd
+      for (int64_t i = 0; i < S; ++i)
+        d[i] += static_cast<T>(k * (g[i] - mean_g - (xr[i] - m) * rs * mean_gx));
+    }
+  });
+}
+template decltype(batchnorm_backward<float>) batchnorm_backward<float>;
+template decltype(batchnorm_backward<double>) batchnorm_backward<double>;
+
+// Reference: the formula as plain serial loops in memory order, sums in double.
+template <class T>
+void ref_batchnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w,
+                            const T* mean, const T* rstd, int64_t N, int64_t C, int64_t S,
+                            bool batch_stats) {
+  std::vector<double> sum_g(C, 0.0), sum_gx(C, 0.0);
+  auto xhat = [&](int64_t k, int64_t c) { return (static_cast<double>(x[k]) - mean[c]) * rstd[c]; };
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < S; ++i) {
+        const int64_t k = (n * C + c) * S + i;
+        sum_g[c] += dout[k];
+        sum_gx[c] += dout[k] * xhat(k, c);
+      }
+  const double M = static_cast<double>(N * S);
+  for (int64_t c = 0; c < C; ++c) {
+    if (dw) dw[c] += static_cast<T>(sum_gx[c]);
+    if (db) db[c] += static_cast<T>(sum_g[c]);
+  }
+  if (!dx) return;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < S; ++i) {
+        const int64_t k = (n * C + c) * S + i;
+        double inner = dout[k];
+        if (batch_stats) inner -= sum_g[c] / M + xhat(k, c) * sum_gx[c] / M;
+        dx[k] += static_cast<T>((w ? w[c] : 1.0) * rstd[c] * inner);
+      }
+}
+template decltype(ref_batchnorm_backward<float>) ref_batchnorm_backward<float>;
+template decltype(ref_batchnorm_backward<double>) ref_batchnorm_backward<double>;
+
+// ============================================================================================
+// GroupNorm: statistics per (n, group) over D = C/G·S contiguous elements
+// ============================================================================================
+
+// out, x [N, C, S]; w, b [C]; mean, rstd [N, G]. One thread per (n, g) row.
+template <class T>
+void groupnorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N,
+                       int64_t C, int64_t S, int64_t G, double eps) {
+  const int64_t Cg = C / G, D = Cg * S;
+  parallel_for(N * G, N * C * S > kParallelGrain, [&](int64_t r) {
+    const T* xr = x + r * D;
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t d = 0; d < D; ++d) s += xr[d];
+    const double mu = s / static_cast<double>(D);
+    double v = 0.0;
+#pragma omp simd reduction(+ : v)
+    for (int64_t d = 0; d < D; ++d) v += (xr[d] - mu) * (xr[d] - mu);
+    const T m = static_cast<T>(mu);
+    const T rs = static_cast<T>(1.0 / std::sqrt(v / static_cast<double>(D) + eps));
+    mean[r] = m;
+    rstd[r] = rs;
+    for (int64_t j = 0; j < Cg; ++j) {
+      const int64_t c = (r % G) * Cg + j;
+      const T scale = rs * (w ? w[c] : T(1)), shift = b ? b[c] : T(0);
+      const T* xc = xr + j * S;
+      T* o = out + r * D + j * S;
+#pragma omp simd
+      for (int64_t i = 0; i < S; ++i) o[i] = (xc[i] - m) * scale + shift;
+    }
+  });
+}
+template decltype(groupnorm_forward<float>) groupnorm_forward<float>;
+template decltype(groupnorm_forward<double>) groupnorm_forward<double>;
+
+// Reference: the formula as a plain serial loop, sums in double.
+template <class T>
+void ref_groupnorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N,
+                           int64_t C, int64_t S, int64_t G, double eps) {
+  const int64_t Cg = C / G, D = Cg * S;
+  for (int64_t r = 0; r < N * G; ++r) {
+    double s = 0.0, v = 0.0;
+    for (int64_t d = 0; d < D; ++d) s += x[r * D + d];
+    const double mu = s / D;
+    for (int64_t d = 0; d < D; ++d) v += (x[r * D + d] - mu) * (x[r * D + d] - mu);
+    const double rs = 1.0 / std::sqrt(v / D + eps);
+    mean[r] = static_cast<T>(mu);
+    rstd[r] = static_cast<T>(rs);
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t c = (r % G) * Cg + d / S;
+      out[r * D + d] =
+          static_cast<T>((x[r * D + d] - mu) * rs * (w ? w[c] : 1.0) + (b ? b[c] : 0.0));
+    }
+  }
+}
+template decltype(ref_groupnorm_forward<float>) ref_groupnorm_forward<float>;
+template decltype(ref_groupnorm_forward<double>) ref_groupnorm_forward<double>;
+
+// dx, dout, x [N, C, S]; dw, db, w [C]; mean, rstd [N, G]. dx: one thread per (n, g) row; dw, db:
+// one thread per channel, summing over n then s.
+template <class T>
+void groupnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
+                        const T* rstd, int64_t N, int64_t C, int64_t S, int64_t G) {
+  const int64_t Cg = C / G, D = Cg * S;
+  const bool parallel = N * C * S > kParallelGrain;
+  if (dx)
+    parallel_for(N * G, parallel, [&](int64_t r) {
+      const double m = mean[r], rs = rstd[r];
+      double sum_gw = 0.0, sum_gwx = 0.0;
+      for (int64_t j = 0; j < Cg; ++j) {
+        const double wc = w ? static_cast<double>(w[(r % G) * Cg + j]) : 1.0;
+        const T* g = dout + r * D + j * S;
+        const T* xc = x + r * D + j * S;
+        double sg = 0.0, sgx = 0.0;
+#pragma omp simd reduction(+ : sg, sgx)
+        for (int64_t i = 0; i < S; ++i) {
+          sg += g[i];
+          sgx += g[i] * ((xc[i] - m) * rs);
+        }
+        sum_gw += wc * sg;
+        sum_gwx += wc * sgx;
+      }
+      const double mean_gw = sum_gw / static_cast<double>(D), mean_gwx = sum_gwx / D;
+      for (int64_t j = 0; j < Cg; ++j) {
+        const double wc = w ? static_cast<double>(w[(r % G) * Cg + j]) : 1.0;
+        const T* g = dout + r * D + j * S;
+        const T* xc = x + r * D + j * S;
+        T* d = dx + r * D + j * S;
+#pragma omp simd
+        for (int64_t i = 0; i < S; ++i)
+          d[i] += static_cast<T>(rs * (wc * g[i] - mean_gw - (xc[i] - m) * rs * mean_gwx));
+      }
+    });
+  if (dw || db)
+    parallel_for(C, parallel, [&](int64_t c) {
+      double sg = 0.0, sgx = 0.0;
+      for (int64_t n = 0; n < N; ++n) {
+        const int64_t r = n * G + c / Cg;
+        const double m = mean[r], rs = rstd[r];
+        const T* g = dout + (n * C + c) * S;
+        const T* xc = x + (n * C + c) * S;
+#pragma omp simd reduction(+ : sg, sgx)
+        for (int64_t i = 0; i < S; ++i) {
+          sg += g[i];
+          sgx += g[i] * ((xc[i] - m) * rs);
+        }
+      }
+      if (dw) dw[c] += static_cast<T>(sgx);
+      if (db) db[c] += static_cast<T>(sg);
+    });
+}
+template decltype(groupnorm_backward<float>) groupnorm_backward<float>;
+template decltype(groupnorm_backward<double>) groupnorm_backward<double>;
+
+// Reference: the formula as plain serial loops, sums in double.
+template <class T>
+void ref_groupnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w,
+                            const T* mean, const T* rstd, int64_t N, int64_t C, int64_t S,
+                            int64_t G) {
+  const int64_t Cg = C / G, D = Cg * S;
+  std::vector<double> sg(C, 0.0), sgx(C, 0.0);
+  for (int64_t r = 0; r < N * G; ++r) {
+    auto channel = [&](int64_t d) { return (r % G) * Cg + d / S; };
+    auto xhat = [&](int64_t d) { return (static_cast<double>(x[r * D + d]) - mean[r]) * rstd[r]; };
+    double sum_gw = 0.0, sum_gwx = 0.0;
+    for (int64_t d = 0; d < D; ++d) {
+      const double g = dout[r * D + d], wc = w ? w[channel(d)] : 1.0;
+      sum_gw += g * wc;
+      sum_gwx += g * wc * xhat(d);
+      sg[channel(d)] += g;
+      sgx[channel(d)] += g * xhat(d);
+    }
+    if (dx)
+      for (int64_t d = 0; d < D; ++d) {
+        const double gw = dout[r * D + d] * (w ? w[channel(d)] : 1.0);
+        dx[r * D + d] += static_cast<T>(rstd[r] * (gw - sum_gw / D - xhat(d) * sum_gwx / D));
+      }
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    if (dw) dw[c] += static_cast<T>(sgx[c]);
+    if (db) db[c] += static_cast<T>(sg[c]);
+  }
+}
+template decltype(ref_groupnorm_backward<float>) ref_groupnorm_backward<float>;
+template decltype(ref_groupnorm_backward<double>) ref_groupnorm_backward<double>;
 
 }  // namespace dg

@@ -1,10 +1,10 @@
-// Fused RMSNorm and LayerNorm kernels, llm.c style: each `X_forward` beside its `X_backward`,
-// which ADDS into its gradient outputs (a null gradient pointer means "not needed"). Forwards save
-// only per-row statistics (rstd, mean). Every output element has one owner thread; weight
-// gradients summed over rows are reduced in fixed row chunks (kRowChunk) and then over chunks in
-// a fixed order, so float32 results are bit-identical at any thread count. ref_* versions are
-// plain loops the tests compare against. These kernels do not check shapes or record autograd
-// (autograd/ops_norm.cpp does). All pointers are to contiguous row-major buffers.
+// Fused RMSNorm, LayerNorm, BatchNorm and GroupNorm kernels, llm.c style: each `X_forward` beside
+// its `X_backward`, which ADDS into its gradient outputs (a null gradient pointer means "not
+// needed"). Forwards save only per-row statistics (rstd, mean). Every output element has one owner
+// thread; weight gradients summed over rows are reduced in fixed row chunks (kRowChunk) and then
+// over chunks in a fixed order, so float32 results are bit-identical at any thread count. ref_*
+// versions are plain loops the tests compare against. These kernels do not check shapes or record
+// autograd (autograd/ops_norm.cpp does). All pointers are to contiguous row-major buffers.
 #pragma once
 #include <cstdint>
 
@@ -45,5 +45,52 @@ void ref_layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, con
 template <class T>
 void ref_layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w,
                             const T* mean, const T* rstd, int64_t rows, int64_t D);
+
+// ---- BatchNorm and GroupNorm over x [N, C, S] (S = the spatial size, 1 for [N, C]) ----------
+// A null w or b means 1 or 0. Statistics are per channel (BatchNorm, [C]) or per sample and group
+// of C/G consecutive channels (GroupNorm, [N, G]); each is owned by one thread and summed in a
+// fixed order in double, so float32 results are bit-identical at any thread count.
+
+// mean [C], var [C] = the mean and biased variance of x[:, c, :] over its N·S elements.
+template <class T>
+void batchnorm_stats(T* mean, T* var, const T* x, int64_t N, int64_t C, int64_t S);
+template <class T>
+void ref_batchnorm_stats(T* mean, T* var, const T* x, int64_t N, int64_t C, int64_t S);
+// out [N, C, S] = (x − mean[c])·rstd[c]·w[c] + b[c].
+template <class T>
+void batchnorm_apply(T* out, const T* x, const T* mean, const T* rstd, const T* w, const T* b,
+                     int64_t N, int64_t C, int64_t S);
+template <class T>
+void ref_batchnorm_apply(T* out, const T* x, const T* mean, const T* rstd, const T* w, const T* b,
+                         int64_t N, int64_t C, int64_t S);
+// With M = N·S, xhat = (x − mean[c])·rstd[c], per channel: dw[c] += Σ g·xhat, db[c] += Σ g, and
+//   batch_stats (training: mean and rstd are functions of x):
+//     dx += w[c]·rstd[c]·(g − Σg/M − xhat·Σ(g·xhat)/M)
+//   otherwise (eval: running statistics are constants): dx += w[c]·rstd[c]·g.
+template <class T>
+void batchnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
+                        const T* rstd, int64_t N, int64_t C, int64_t S, bool batch_stats);
+template <class T>
+void ref_batchnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w,
+                            const T* mean, const T* rstd, int64_t N, int64_t C, int64_t S,
+                            bool batch_stats);
+
+// GroupNorm: row (n, g) is x[n, g·C/G : (g+1)·C/G, :], D = C/G·S contiguous elements;
+// mean, rstd [N, G] its mean and 1/sqrt(biased var + eps); out = xhat·w[c] + b[c].
+template <class T>
+void groupnorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N,
+                       int64_t C, int64_t S, int64_t G, double eps);
+template <class T>
+void ref_groupnorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int64_t N,
+                           int64_t C, int64_t S, int64_t G, double eps);
+// gw = g·w[c] over a row: dx += rstd·(gw − mean(gw) − xhat·mean(gw·xhat)) (layer norm's formula
+// with a per-channel weight); dw[c] += Σ_{n,s} g·xhat, db[c] += Σ_{n,s} g.
+template <class T>
+void groupnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
+                        const T* rstd, int64_t N, int64_t C, int64_t S, int64_t G);
+template <class T>
+void ref_groupnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w,
+                            const T* mean, const T* rstd, int64_t N, int64_t C, int64_t S,
+                            int64_t G);
 
 }  // namespace dg

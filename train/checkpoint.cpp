@@ -96,24 +96,35 @@ void check_finite(const Tensor& t, const std::string& path, const std::string& n
     scan(t.data<double>());
 }
 
+// The model's state dict: its parameters and persistent buffers (I64 for an integer buffer such as
+// BatchNorm's num_batches_tracked), in torch's state_dict order.
 std::vector<TensorEntry> weight_entries(const Module& model) {
   std::vector<TensorEntry> out;
-  for (auto& [name, p] : model.named_parameters()) out.push_back(entry_from(name, p));
+  for (auto& [name, p] : model.state_dict()) out.push_back(entry_from(name, p));
   return out;
 }
 
-// Checks every parameter against the file before anything is copied.
+// Checks every parameter and persistent buffer against the file before anything is copied. A
+// floating tensor takes F32 or F64 (converted on copy), an integer buffer I32 or I64.
 std::vector<std::pair<Tensor, Tensor>> match_weights(const SafetensorsFile& file,
                                                      const Module& model, const std::string& path,
                                                      const std::string& prefix) {
   std::vector<std::pair<Tensor, Tensor>> pairs;
-  for (auto& [name, p] : model.named_parameters()) {
+  for (auto& [name, p] : model.state_dict()) {
     const TensorEntry* e = file.find(prefix + name);
     if (!e) throw std::runtime_error(fmt::format("{}: missing tensor '{}'", path, prefix + name));
     if (e->shape != p.shape())
       throw std::runtime_error(fmt::format("{}: tensor '{}' has shape {}, the model expects {}",
                                            path, prefix + name, shape_str(e->shape),
                                            shape_str(p.shape())));
+    if (!is_floating(p.dtype())) {
+      Tensor stored = tensor_as_stored(*e, path);
+      if (is_floating(stored.dtype()))
+        throw std::runtime_error(fmt::format("{}: tensor '{}' is {}, the model's buffer is {}",
+                                             path, prefix + name, e->dtype, dtype_name(p.dtype())));
+      pairs.emplace_back(p, stored);
+      continue;
+    }
     pairs.emplace_back(p, tensor_from(*e, path));
     check_finite(pairs.back().second, path, prefix + name, false);
   }
@@ -158,14 +169,14 @@ std::map<std::string, std::string> load_weights(const SafetensorsFile& file,
   auto pairs = match_weights(file, model, path, "");
   // Unknown tensors mean the file belongs to another model (a training checkpoint's optimizer
   // and state sections are expected extras, not model tensors).
-  const auto named = model.named_parameters();
+  const auto named = model.state_dict();
   for (const TensorEntry& e : file.tensors) {
     if (e.name.rfind("optimizer.", 0) == 0 || e.name.rfind("state.", 0) == 0) continue;
     bool ok = false;
     for (auto& [name, p] : named) ok = ok || name == e.name;
     if (!ok)
-      throw std::runtime_error(
-          fmt::format("{}: unexpected tensor '{}' (not a parameter of this model)", path, e.name));
+      throw std::runtime_error(fmt::format(
+          "{}: unexpected tensor '{}' (not a parameter or buffer of this model)", path, e.name));
   }
   NoGradGuard no_grad;
   for (auto& [param, value] : pairs) param.copy_from(value);
@@ -257,6 +268,7 @@ TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::s
   // checkpoint of another model (the same rule load_weights applies to weights files).
   {
     std::set<std::string> known;
+    for (auto& [name, t] : model.state_dict()) known.insert(name);
     for (auto& [name, p] : model.named_parameters()) {
       known.insert(name);
       for (const auto& [state_name, flat] : optimizer.elements)

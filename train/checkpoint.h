@@ -1,7 +1,8 @@
 // Checkpoints as safetensors files.
-//  - Model weights: one F32 (or F64) tensor per parameter under its registry name
-//    (token.weight, blocks.0.qk_route.weight, …): PyTorch's and Hugging Face's safetensors
-//    readers load them as a state dict.
+//  - Model weights: the model's state_dict(), one F32 (or F64) tensor per parameter and one per
+//    persistent buffer (I64 for an integer one: BatchNorm's num_batches_tracked) under its
+//    registry name (token.weight, blocks.0.qk_route.weight, bn.running_mean, …): PyTorch's and
+//    Hugging Face's safetensors readers load them as a state dict.
 //  - Training checkpoints add the optimiser's per-element state per parameter
 //    ("optimizer.<state>.<name>": AdamW's "optimizer.exp_avg.<name>" and
 //    "optimizer.exp_avg_sq.<name>", SGD's "optimizer.momentum_buffer.<name>"), its name
@@ -38,7 +39,8 @@ std::vector<NamedTensor> load_tensors(const std::string& path);
 
 void save_weights(const std::string& path, const Module& model,
                   const std::map<std::string, std::string>& metadata = {});
-// Loads weights into `model` (names, shapes checked; F32/F64 converted). Returns the metadata.
+// Loads weights and persistent buffers into `model` (names, shapes checked; F32/F64 converted,
+// I32/I64 for an integer buffer). Returns the metadata.
 // A training checkpoint's optimizer and state sections ("optimizer.*", "state.*") are skipped;
 // any other tensor that is not a parameter of the model is an error.
 std::map<std::string, std::string> load_weights(const std::string& path, Module& model);

@@ -373,6 +373,11 @@ void Trainer::save_checkpoint(const std::string& path,
   // The optimizer steps taken: an optimiser's scalar "step" when it has one (checked on resume).
   if (!optimizer.scalars.count("step"))
     state.metadata["depthgrad.optimizer_step"] = std::to_string(step_ - skipped_);
+  // The model's persistent buffers (BatchNorm's running statistics) are saved with its weights.
+  // Under data parallelism each rank normalises by its own micro-batch and updates its own running
+  // statistics, as torch's DDP without SyncBatchNorm; depthgrad does not broadcast buffers (torch's
+  // broadcast_buffers), so ranks' statistics differ and the checkpoint holds rank 0's, which every
+  // rank loads on resume.
   if (!world_) return save_training_checkpoint(path, *model_, optimizer, state);
   if (world_->rank() == 0) save_training_checkpoint(path, *model_, optimizer, state);
   world_->barrier();  // complete on disk before any rank goes on

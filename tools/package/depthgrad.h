@@ -40,6 +40,9 @@
 #include "nn/containers.h"
 #include "nn/init.h"
 #include "nn/module.h"
+// Convolutional networks: Conv1d, Conv2d, ConvTranspose2d, the pools, Flatten, BatchNorm1d/2d
+// (running statistics as module buffers) and GroupNorm, named as torch.nn's.
+#include "nn/vision_layers.h"
 
 // Training: AdamW, Adam and SGD over a module or parameter groups, clipping, schedule objects;
 // datasets, samplers and loaders; the training loop of any module with any optimiser (resume,
