@@ -283,8 +283,13 @@ Tensor swiglu(const Tensor& gate, const Tensor& up);
 Tensor plain_swiglu(const Tensor& gate, const Tensor& up);
 
 // ---- convolution and pooling (ops_conv.cpp; torch.nn.functional's semantics, zero padding) ----
-// (height, width) pairs: stride, padding, dilation, kernel and output sizes.
-using IntPair = std::array<int64_t, 2>;
+// (height, width) pairs: stride, padding, dilation, kernel and output sizes. As torch's int or
+// tuple arguments: a single number means both axes (conv2d(x, w, b, 2) strides 2 on each), a
+// brace pair {h, w} each axis its own.
+struct IntPair : std::array<int64_t, 2> {
+  constexpr IntPair(int64_t both = 0) : std::array<int64_t, 2>{both, both} {}  // NOLINT: implicit
+  constexpr IntPair(int64_t h, int64_t w) : std::array<int64_t, 2>{h, w} {}
+};
 // x [N, C, H, W], weight [O, C/groups, kH, kW], bias [O] or undefined -> [N, O, Ho, Wo],
 // Ho = floor((H + 2p − d(kH − 1) − 1) / s) + 1. im2col + GEMM; every backward supports
 // create_graph (the input gradient is a conv_transpose2d, the weight gradient a recorded op whose

@@ -62,6 +62,11 @@ for program in custom_op mlp_regression classifier hessian_vector pinn_heat; do
   echo "-- $program"
   DEPTHGRAD_THREADS=1 "$work/cmake-build/$program"
 done
+# The Fashion-MNIST CNN, short: 30 steps on 3,840 images (the full run is 4 epochs on 60,000),
+# checkpointed and resumed half-way to the same bits, batch norm's running statistics included.
+echo "-- fashion_cnn"
+DEPTHGRAD_THREADS=2 "$work/cmake-build/fashion_cnn" --epochs 1 --train-examples 3840 \
+  --test-examples 2000 --min-accuracy 0.70 --check-resume
 # The GPT-2 example, a few steps on the project's own Markdown (no data set needed): it trains
 # through dg::Trainer, evaluates, checks its K/V cache against the full forward and samples.
 cat "$example"/../../README.md "$example"/../../train/README.md > "$work/gpt2.txt"

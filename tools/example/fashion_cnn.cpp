@@ -1,0 +1,212 @@
+// A convolutional classifier on Fashion-MNIST (28x28 grey images of clothes, 10 classes), trained
+// by the generic loop: two conv layers with batch norm, ReLU and max-pooling, then dropout and two
+// linear layers (torch.nn.Sequential's layout, so its state dict has torch's keys), Adam on
+// cross-entropy over shuffled epochs. After each epoch: its time, the mean training loss and the
+// test accuracy (eval mode: batch norm's running statistics, no dropout).
+// With --check-resume it also stops half-way at a training checkpoint and resumes a freshly built
+// model from it, which must end with the same losses, weights and batch-norm buffers, bit for bit.
+// Exits non-zero when the test accuracy is below --min-accuracy or the resume differs.
+//   fashion_cnn [--epochs 4] [--batch 128] [--train-examples 60000] [--test-examples 10000]
+//               [--min-accuracy 0.90] [--check-resume] [--data DIR] [--threads T]
+// The data: Debian's dataset-fashion-mnist (tools/install-deps.sh installs it) or --data DIR.
+#include <depthgrad/depthgrad.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+namespace {
+
+struct Options {
+  int64_t epochs = 4, batch = 128, train_examples = 60000, test_examples = 10000;
+  double min_accuracy = 0.90;
+  bool check_resume = false;
+  std::string data;  // empty: the default folder
+  int threads = 0;   // 0: the library's default
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
+      return argv[++i];
+    };
+    if (flag == "--epochs") o.epochs = std::stoll(value());
+    else if (flag == "--batch") o.batch = std::stoll(value());
+    else if (flag == "--train-examples") o.train_examples = std::stoll(value());
+    else if (flag == "--test-examples") o.test_examples = std::stoll(value());
+    else if (flag == "--min-accuracy") o.min_accuracy = std::stod(value());
+    else if (flag == "--check-resume") o.check_resume = true;
+    else if (flag == "--data") o.data = value();
+    else if (flag == "--threads") o.threads = std::stoi(value());
+    else throw std::invalid_argument("unknown flag " + flag + " (see the comment at the top)");
+  }
+  if (o.epochs < 1 || o.batch < 1 || o.train_examples < o.batch || o.train_examples > 60000 ||
+      o.test_examples < 1 || o.test_examples > 10000)
+    throw std::invalid_argument("flags out of range: epochs >= 1, batch >= 1, batch <= "
+                                "train-examples <= 60000, 1 <= test-examples <= 10000");
+  return o;
+}
+
+// torch.nn.Sequential(Conv2d(1, 32, 3, padding=1), BatchNorm2d(32), ReLU(), MaxPool2d(2),
+//   Conv2d(32, 64, 3, padding=1), BatchNorm2d(64), ReLU(), MaxPool2d(2), Flatten(), Dropout(0.25),
+//   Linear(3136, 128), ReLU(), Dropout(0.25), Linear(128, 10)): [N, 1, 28, 28] -> [N, 10].
+std::unique_ptr<dg::Sequential> make_model() {
+  auto net = std::make_unique<dg::Sequential>();
+  net->emplace<dg::Conv2d>(1, 32, 3, /*stride=*/1, /*padding=*/1);
+  net->emplace<dg::BatchNorm2d>(32);
+  net->add(dg::relu);
+  net->emplace<dg::MaxPool2d>(2);
+  net->emplace<dg::Conv2d>(32, 64, 3, 1, 1);
+  net->emplace<dg::BatchNorm2d>(64);
+  net->add(dg::relu);
+  net->emplace<dg::MaxPool2d>(2);
+  net->emplace<dg::Flatten>();
+  net->emplace<dg::Dropout>(0.25);
+  net->emplace<dg::Linear>(64 * 7 * 7, 128);
+  net->add(dg::relu);
+  net->emplace<dg::Dropout>(0.25);
+  net->emplace<dg::Linear>(128, 10);
+  return net;
+}
+
+dg::Tensor loss(dg::Sequential& model, const dg::Batch& batch) {
+  return dg::cross_entropy(model.forward(batch[0]), batch[1]);
+}
+
+// The share of test images whose largest logit is the label, in eval mode (the model is put back
+// in training mode after).
+double accuracy(dg::Sequential& net, const dg::TensorDataset& data) {
+  dg::NoGradGuard no_grad;
+  net.eval();
+  double correct = 0;
+  dg::for_each_batch(data, 1000, [&](const dg::Batch& batch) {
+    const dg::Tensor predicted = dg::argmax(net.forward(batch[0]), 1);
+    correct += dg::sum(dg::eq(predicted, batch[1])).item();
+  });
+  net.train();
+  return correct / static_cast<double>(data.size());
+}
+
+// The first n examples of a split, normalised by the training images' mean and std.
+dg::TensorDataset examples(const dg::FashionMnistSplit& split, int64_t n, double mean, double stddev) {
+  dg::NoGradGuard no_grad;
+  const dg::Tensor images = split.images.view_narrow(0, 0, n);
+  const dg::Tensor normalised = dg::scale(dg::add_scalar(images, -mean), 1.0 / stddev);
+  return dg::TensorDataset({normalised, split.labels.view_narrow(0, 0, n)});
+}
+
+struct Run {
+  std::unique_ptr<dg::Sequential> net;
+  std::unique_ptr<dg::Adam> optimizer;
+  std::unique_ptr<dg::Trainer> trainer;
+};
+
+Run make_run(const dg::TensorDataset& train, const dg::TrainingConfig& settings, uint64_t init_seed) {
+  dg::manual_seed(init_seed);  // the weights' draws, then dropout's masks
+  Run run;
+  run.net = make_model();
+  run.optimizer = std::make_unique<dg::Adam>(*run.net, dg::AdamConfig{.lr = 1e-3});
+  dg::json::Value model_config;
+  model_config["model"] = "fashion_cnn";
+  run.trainer = std::make_unique<dg::Trainer>(
+      *run.net, train, dg::Sampler::shuffled(train.size(), settings.seed), loss, settings,
+      *run.optimizer, nullptr, model_config);
+  return run;
+}
+
+bool same_state(dg::Sequential& a, dg::Sequential& b) {
+  const auto sa = a.state_dict(), sb = b.state_dict();  // parameters and buffers, in order
+  if (sa.size() != sb.size()) return false;
+  for (size_t i = 0; i < sa.size(); ++i)
+    if (sa[i].name != sb[i].name || sa[i].tensor.to_vector() != sb[i].tensor.to_vector())
+      return false;
+  return true;
+}
+
+int run_example(const Options& o) {
+  if (o.threads > 0) dg::set_threads(o.threads);
+  const auto t_load = std::chrono::steady_clock::now();
+  const dg::FashionMnist data = dg::load_fashion_mnist(o.data);
+  const double mean = dg::mean(data.train.images).item();
+  const double stddev =
+      std::sqrt(dg::mean(dg::square(dg::add_scalar(data.train.images, -mean))).item());
+  const dg::TensorDataset train = examples(data.train, o.train_examples, mean, stddev);
+  const dg::TensorDataset test = examples(data.test, o.test_examples, mean, stddev);
+  std::printf("Fashion-MNIST from %s: %lld training, %lld test images (read in %.1f s), %d threads\n",
+              data.directory.c_str(), static_cast<long long>(train.size()),
+              static_cast<long long>(test.size()),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count(),
+              dg::threads());
+
+  const int64_t steps_per_epoch = o.train_examples / o.batch;  // drop_last, as torch's
+  const dg::TrainingConfig settings{.steps = o.epochs * steps_per_epoch, .batch = o.batch, .seed = 1};
+  Run run = make_run(train, settings, 0);
+  std::printf("%lld parameters; %lld epochs of %lld steps of %lld images\n",
+              static_cast<long long>(run.net->parameter_count()), static_cast<long long>(o.epochs),
+              static_cast<long long>(steps_per_epoch), static_cast<long long>(o.batch));
+
+  double epoch_loss = 0, last_accuracy = 0;
+  auto epoch_start = std::chrono::steady_clock::now();
+  const auto on_step = [&](const dg::StepLog& log) {
+    epoch_loss += log.loss;
+    if ((log.step + 1) % steps_per_epoch != 0) return;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+    last_accuracy = accuracy(*run.net, test);
+    std::printf("epoch %lld: %.1f s (%.1f ms/step), train loss %.4f, test accuracy %.4f\n",
+                static_cast<long long>((log.step + 1) / steps_per_epoch), seconds,
+                1e3 * seconds / static_cast<double>(steps_per_epoch),
+                epoch_loss / static_cast<double>(steps_per_epoch), last_accuracy);
+    std::fflush(stdout);
+    epoch_loss = 0;
+    epoch_start = std::chrono::steady_clock::now();
+  };
+
+  bool resumed_same = true;
+  if (o.check_resume) {
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("depthgrad_fashion_cnn_" + std::to_string(std::random_device{}()) +
+                               ".safetensors"))
+                                 .string();
+    const int64_t half = settings.steps / 2;
+    run.trainer->run(half, on_step);
+    run.trainer->save_checkpoint(path);
+    run.trainer->run(settings.steps, on_step);
+    Run fresh = make_run(train, settings, 7);  // other weights, until the checkpoint is loaded
+    fresh.trainer->load_checkpoint(path);
+    std::filesystem::remove(path);
+    fresh.trainer->run();
+    resumed_same = fresh.trainer->losses() == run.trainer->losses() && same_state(*fresh.net, *run.net);
+    std::printf("resumed from step %lld: the same losses, weights and batch-norm buffers bit for "
+                "bit: %s\n",
+                static_cast<long long>(half), resumed_same ? "yes" : "NO");
+  } else {
+    run.trainer->run(settings.steps, on_step);
+  }
+  if (!(last_accuracy >= o.min_accuracy) || !resumed_same) {
+    std::printf("FAILED (test accuracy %.4f, required %.2f)\n", last_accuracy, o.min_accuracy);
+    return 1;
+  }
+  std::printf("example passed: test accuracy %.4f >= %.2f\n", last_accuracy, o.min_accuracy);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run_example(parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fashion_cnn: %s\n", e.what());
+    return 2;
+  }
+}
