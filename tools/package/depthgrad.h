@@ -40,6 +40,9 @@
 #include "nn/containers.h"
 #include "nn/init.h"
 #include "nn/module.h"
+// torch.nn's transformer encoder: MultiheadAttention, TransformerEncoderLayer, TransformerEncoder
+//   dg::TransformerEncoderLayer layer({.d_model = 256, .nhead = 8, .batch_first = true});
+#include "nn/transformer.h"
 
 // Training: AdamW, Adam and SGD over a module or parameter groups, clipping, schedule objects;
 // datasets, samplers and loaders; the training loop of any module with any optimiser (resume,
