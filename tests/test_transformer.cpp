@@ -1083,3 +1083,20 @@ TEST_CASE("TransformerEncoderLayer: float32 step is bit-identical at 1 and 2 thr
     return r;
   });
 }
+
+TEST_CASE("MultiheadAttention: a query row with no allowed key gives zeros before out_proj") {
+  MultiheadAttention mha(8, 2, 0.0, true, true, std::nullopt, std::nullopt, DType::f64);
+  set_parameters(mha);
+  mha.eval();
+  Tensor x = leaf({2, 3, 8}, 7, 23, 11, 8.0, DType::f64);
+  // batch 0 ignores every key: its rows are out_proj(0) = out_proj.bias, and no NaN anywhere
+  const Tensor padding = ints({1, 1, 1, 0, 0, 1}, {2, 3});
+  const MultiheadAttentionOutput fused = mha.forward(x, x, x, padding, false);
+  const MultiheadAttentionOutput plain = mha.forward(x, x, x, padding, true);
+  const std::vector<double> y = fused.output.to_vector(), bias = mha.out_proj->bias.to_vector();
+  for (int64_t i = 0; i < 3 * 8; ++i) CHECK(y[i] == bias[i % 8]);
+  check_close(y, plain.output.to_vector(), 1e-13);
+  for (double w : slice(plain.weights, 0, 0, 1).contiguous().to_vector()) CHECK(w == 0.0);
+  backward(sum(fused.output));
+  for (double g : x.grad().to_vector()) CHECK(std::isfinite(g));
+}
