@@ -35,35 +35,44 @@ Tensor additive(const Module& m, const Tensor& mask, DType dtype, const char* na
 }  // namespace
 
 MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, double dropout_,
-                                       bool bias, bool batch_first_, std::optional<int64_t> kdim,
-                                       std::optional<int64_t> vdim, DType dtype)
+                                       bool bias, bool batch_first_, std::optional<int64_t> kdim_,
+                                       std::optional<int64_t> vdim_, DType dtype)
     : Module(dtype),
       embed_dim(embed_dim_),
       num_heads(num_heads_),
       head_dim(0),
+      kdim(kdim_.value_or(embed_dim_)),
+      vdim(vdim_.value_or(embed_dim_)),
       dropout(dropout_),
       batch_first(batch_first_) {
   if (embed_dim <= 0 || num_heads <= 0 || embed_dim % num_heads != 0)
     refuse(*this, "MultiheadAttention",
            fmt::format("embed_dim {} must be a positive multiple of num_heads {}", embed_dim,
                        num_heads));
-  if ((kdim && *kdim != embed_dim) || (vdim && *vdim != embed_dim))
+  if (kdim <= 0 || vdim <= 0)
     refuse(*this, "MultiheadAttention",
-           fmt::format("kdim {} and vdim {} other than embed_dim {} (torch's separate "
-                       "q/k/v_proj_weight) are not supported",
-                       kdim.value_or(embed_dim), vdim.value_or(embed_dim), embed_dim));
+           fmt::format("kdim {} and vdim {} must be positive", kdim, vdim));
   if (!(dropout >= 0.0 && dropout <= 1.0))
     refuse(*this, "MultiheadAttention", fmt::format("dropout must be in [0, 1], got {}", dropout));
   head_dim = embed_dim / num_heads;
-  in_proj_weight =
-      register_parameter("in_proj_weight", Tensor::zeros({3 * embed_dim, embed_dim}, dtype));
+  const bool packed = kdim == embed_dim && vdim == embed_dim;
+  if (packed) {
+    in_proj_weight =
+        register_parameter("in_proj_weight", Tensor::zeros({3 * embed_dim, embed_dim}, dtype));
+  } else {
+    q_proj_weight =
+        register_parameter("q_proj_weight", Tensor::zeros({embed_dim, embed_dim}, dtype));
+    k_proj_weight = register_parameter("k_proj_weight", Tensor::zeros({embed_dim, kdim}, dtype));
+    v_proj_weight = register_parameter("v_proj_weight", Tensor::zeros({embed_dim, vdim}, dtype));
+  }
   if (bias)
     in_proj_bias = register_parameter("in_proj_bias", Tensor::zeros({3 * embed_dim}, dtype));
   // torch's order of draws: out_proj's Linear init, then xavier on in_proj_weight; biases zero
   out_proj =
       &register_module("out_proj", std::make_unique<Linear>(embed_dim, embed_dim, bias, dtype));
   if (init::skipping()) return;
-  init::xavier_uniform_(in_proj_weight);
+  for (const Tensor& w : {in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight})
+    if (w.defined()) init::xavier_uniform_(w);
   if (bias) out_proj->bias.fill(0.0);
 }
 
@@ -76,13 +85,18 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
   auto body = [&](const Tensor& query, const Tensor& key, const Tensor& value,
                   const Tensor& key_padding_mask, const Tensor& attn_mask) {
     const char* kind = "MultiheadAttention";
-    for (const Tensor* t : {&query, &key, &value})
-      if (!t->defined() || t->dim() != 3 || t->size(2) != embed_dim || t->dtype() != dtype())
+    const int64_t widths[3] = {embed_dim, kdim, vdim};
+    const Tensor* inputs[3] = {&query, &key, &value};
+    for (int i = 0; i < 3; ++i) {
+      const Tensor& t = *inputs[i];
+      if (!t.defined() || t.dim() != 3 || t.size(2) != widths[i] || t.dtype() != dtype())
         refuse(*this, kind,
-               fmt::format("query, key and value must be 3-D {} with last axis embed_dim {} "
-                           "({}), got query {}, key {}, value {}",
-                           dtype_name(dtype()), embed_dim, batch_first ? "[N, L, E]" : "[L, N, E]",
-                           query.describe(), key.describe(), value.describe()));
+               fmt::format("query, key and value must be 3-D {} with last axes embed_dim {}, "
+                           "kdim {}, vdim {} ({}), got query {}, key {}, value {}",
+                           dtype_name(dtype()), embed_dim, kdim, vdim,
+                           batch_first ? "[N, L, E]" : "[L, N, E]", query.describe(),
+                           key.describe(), value.describe()));
+    }
     // [N, L, E] views
     const Tensor q_in = batch_first ? query : transpose(query, 0, 1);
     const Tensor k_in = batch_first ? key : transpose(key, 0, 1);
@@ -96,7 +110,9 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
                          query.describe(), key.describe(), value.describe()));
     // the projections, each [N, len, E] seen as heads [N, H, len, hd] (a view)
     auto project = [&](const Tensor& x, int64_t part) {
-      const Tensor w = slice(in_proj_weight, 0, part * E, (part + 1) * E);
+      const Tensor separate[3] = {q_proj_weight, k_proj_weight, v_proj_weight};
+      const Tensor w = in_proj_weight.defined() ? slice(in_proj_weight, 0, part * E, (part + 1) * E)
+                                                : separate[part];
       const Tensor b =
           in_proj_bias.defined() ? slice(in_proj_bias, 0, part * E, (part + 1) * E) : Tensor();
       const Tensor y = linear(x, w, b);

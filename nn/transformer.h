@@ -3,10 +3,10 @@
 // TransformerEncoderLayer and TransformerEncoder. Attention runs through the fused
 // scaled_dot_product_attention op, or, when the attention weights are asked for or dropped out,
 // through its plain twin (attention_weights, then matmul with v).
-// Refuses: kdim/vdim other than embed_dim (torch's separate q/k/v_proj_weight), add_bias_kv,
-// add_zero_attn, unbatched 2-D inputs, nested tensors and the decoder modules. Differences from
-// torch: a query row with no key gives zeros, not NaN (see scaled_dot_product_attention in
-// autograd/ops.h); boolean masks are integer tensors (depthgrad has no bool dtype).
+// Refuses: add_bias_kv, add_zero_attn, unbatched 2-D inputs, nested tensors and the decoder
+// modules. Differences from torch: a query row with no key gives zeros, not NaN (see
+// scaled_dot_product_attention in autograd/ops.h); boolean masks are integer tensors (depthgrad has
+// no bool dtype).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -24,15 +24,17 @@ struct MultiheadAttentionOutput {
 };
 
 // torch.nn.MultiheadAttention. Parameters (torch's names): in_proj_weight [3E, E] (rows: q, k, v),
-// in_proj_bias [3E], out_proj.weight [E, E], out_proj.bias [E]. Init as torch's: out_proj draws
-// Linear's default, then in_proj_weight xavier_uniform_, then both biases are zeroed (the same
-// order of draws, so a seeded init gives torch's float32 values).
+// or, when kdim or vdim differ from E, q_proj_weight [E, E], k_proj_weight [E, kdim] and
+// v_proj_weight [E, vdim]; in_proj_bias [3E], out_proj.weight [E, E], out_proj.bias [E]. Init as
+// torch's: out_proj draws Linear's default, then xavier_uniform_ on in_proj_weight (or on the
+// q, k, v weights in turn), then both biases are zeroed (the same order of draws, so a seeded init
+// gives torch's float32 values).
 class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
                      bool batch_first = false, std::optional<int64_t> kdim = std::nullopt,
                      std::optional<int64_t> vdim = std::nullopt, DType dtype = DType::f32);
-  // query [L, N, E], key and value [S, N, E] ([N, L, E], [N, S, E] with batch_first).
+  // query [L, N, E], key [S, N, kdim], value [S, N, vdim] ([N, L, E], ... with batch_first).
   // key_padding_mask [N, S]: integer nonzero = that key is ignored (torch's bool True), or
   // floating, added. attn_mask [L, S] or [N·heads, L, S]: integer nonzero = not allowed (torch's
   // bool True; the OPPOSITE of scaled_dot_product_attention's boolean mask), or floating, added.
@@ -42,10 +44,12 @@ class MultiheadAttention : public Module {
                                    const Tensor& key_padding_mask = Tensor(),
                                    bool need_weights = true, const Tensor& attn_mask = Tensor(),
                                    bool average_attn_weights = true) const;
-  int64_t embed_dim, num_heads, head_dim;
+  int64_t embed_dim, num_heads, head_dim, kdim, vdim;
   double dropout;
   bool batch_first;
-  Tensor in_proj_weight, in_proj_bias;  // bias undefined without bias
+  Tensor in_proj_weight;                               // undefined when kdim or vdim differ
+  Tensor q_proj_weight, k_proj_weight, v_proj_weight;  // defined only then
+  Tensor in_proj_bias;                                 // undefined without bias
   Linear* out_proj;
 };
 

@@ -117,6 +117,12 @@ def main():
     emit("mha_weights.y", out)
     emit("mha_weights.w", w)
 
+    # kdim 6, vdim 5 (separate q/k/v_proj_weight), batch_first cross-attention with the padding
+    mha3 = nn.MultiheadAttention(8, 2, kdim=6, vdim=5, batch_first=True)
+    run_module("mha_kv", mha3, [leaf((2, 3, 8), 7, 23, 11, 8.0), leaf((2, 4, 6), 5, 17, 8, 16.0),
+                                leaf((2, 4, 5), 3, 13, 6, 8.0)], ["query", "key", "value"],
+               lambda m, q, k, v: m(q, k, v, key_padding_mask=kpm, need_weights=False)[0])
+
     for norm_first in (False, True):
         name = f"encoder.norm_first_{int(norm_first)}"
         layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=12, dropout=0.1,
