@@ -91,7 +91,8 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
       const Tensor& t = *inputs[i];
       if (!t.defined() || t.dim() != 3 || t.size(2) != widths[i] || t.dtype() != dtype())
         refuse(*this, kind,
-               fmt::format("query, key and value must be 3-D {} with last axes embed_dim {}, "
+               fmt::format("query, key and value must be 3-D (or all 2-D, unbatched) {} with last "
+                           "axes embed_dim {}, "
                            "kdim {}, vdim {} ({}), got query {}, key {}, value {}",
                            dtype_name(dtype()), embed_dim, kdim, vdim,
                            batch_first ? "[N, L, E]" : "[L, N, E]", query.describe(),
@@ -155,7 +156,21 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
     const Tensor out = out_proj->forward(merged);
     return batch_first ? out : transpose(out, 0, 1);
   };
-  Tensor output = hooked(body, query, key, value, key_padding_mask, attn_mask);
+  // torch's unbatched inputs (query, key, value all 2-D): a batch of one at the batch axis
+  auto batched = [&](const Tensor& query, const Tensor& key, const Tensor& value,
+                     const Tensor& key_padding_mask, const Tensor& attn_mask) {
+    const bool unbatched = query.defined() && key.defined() && value.defined() &&
+                           query.dim() == 2 && key.dim() == 2 && value.dim() == 2;
+    if (!unbatched) return body(query, key, value, key_padding_mask, attn_mask);
+    const int64_t axis = batch_first ? 0 : 1;
+    const Tensor padding =
+        key_padding_mask.defined() ? unsqueeze(key_padding_mask, 0) : key_padding_mask;
+    const Tensor y = body(unsqueeze(query, axis), unsqueeze(key, axis), unsqueeze(value, axis),
+                          padding, attn_mask);
+    if (weights.defined()) weights = squeeze(weights, 0);
+    return squeeze(y, axis);
+  };
+  Tensor output = hooked(batched, query, key, value, key_padding_mask, attn_mask);
   return {output, weights};
 }
 

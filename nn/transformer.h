@@ -3,7 +3,7 @@
 // TransformerEncoderLayer and TransformerEncoder. Attention runs through the fused
 // scaled_dot_product_attention op, or, when the attention weights are asked for or dropped out,
 // through its plain twin (attention_weights, then matmul with v).
-// Refuses: add_bias_kv, add_zero_attn, unbatched 2-D inputs, nested tensors and the decoder
+// Refuses: add_bias_kv, add_zero_attn, nested tensors and the decoder
 // modules. Differences from torch: a query row with no key gives zeros, not NaN (see
 // scaled_dot_product_attention in autograd/ops.h); boolean masks are integer tensors (depthgrad has
 // no bool dtype).
@@ -34,7 +34,9 @@ class MultiheadAttention : public Module {
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
                      bool batch_first = false, std::optional<int64_t> kdim = std::nullopt,
                      std::optional<int64_t> vdim = std::nullopt, DType dtype = DType::f32);
-  // query [L, N, E], key [S, N, kdim], value [S, N, vdim] ([N, L, E], ... with batch_first).
+  // query [L, N, E], key [S, N, kdim], value [S, N, vdim] ([N, L, E], ... with batch_first), or
+  // unbatched [L, E], [S, kdim], [S, vdim] with key_padding_mask [S] (output [L, E], weights
+  // [L, S] or [heads, L, S]).
   // key_padding_mask [N, S]: integer nonzero = that key is ignored (torch's bool True), or
   // floating, added. attn_mask [L, S] or [N·heads, L, S]: integer nonzero = not allowed (torch's
   // bool True; the OPPOSITE of scaled_dot_product_attention's boolean mask), or floating, added.

@@ -1230,6 +1230,11 @@ TEST_CASE("transformer modules: errors name the module and the tensors") {
   MultiheadAttention mha(8, 2);
   const Tensor x = Tensor::zeros({3, 2, 8}), kv = Tensor::zeros({4, 2, 8});
   says([&] { mha.forward(Tensor::zeros({3, 8}), x, x); }, {"MultiheadAttention", "3-D", "[3, 8]"});
+  says(
+      [&] {
+        mha.forward(Tensor::zeros({3, 8}), kv, Tensor::zeros({4, 8}));
+      },
+      {"MultiheadAttention", "all 2-D", "[4, 2, 8]"});
   MultiheadAttention mha_kv(8, 2, 0.0, true, false, 6, 5);
   says([&] { mha_kv.forward(x, kv, kv); }, {"MultiheadAttention", "kdim 6, vdim 5", "[4, 2, 8]"});
   says(
@@ -1332,4 +1337,24 @@ TEST_CASE("MultiheadAttention: a query row with no allowed key gives zeros befor
   for (double w : slice(plain.weights, 0, 0, 1).contiguous().to_vector()) CHECK(w == 0.0);
   backward(sum(fused.output));
   for (double g : x.grad().to_vector()) CHECK(std::isfinite(g));
+}
+
+TEST_CASE("MultiheadAttention: unbatched 2-D inputs are a batch of one, as torch's") {
+  for (bool batch_first : {false, true}) {
+    CAPTURE(batch_first);
+    MultiheadAttention mha(8, 2, 0.0, true, batch_first, std::nullopt, std::nullopt, DType::f64);
+    set_parameters(mha);
+    const Tensor q = random_tensor({3, 8}, 41, -1, 1, false),
+                 kv = random_tensor({4, 8}, 42, -1, 1, false);
+    const Tensor padding = ints({0, 0, 1, 0}, {4});
+    const MultiheadAttentionOutput one = mha.forward(q, kv, kv, padding, true);
+    const int64_t axis = batch_first ? 0 : 1;
+    const MultiheadAttentionOutput batch =
+        mha.forward(unsqueeze(q, axis), unsqueeze(kv, axis), unsqueeze(kv, axis),
+                    ints({0, 0, 1, 0}, {1, 4}), true);
+    CHECK(one.output.shape() == Shape{3, 8});
+    CHECK(one.weights.shape() == Shape{3, 4});
+    CHECK(one.output.to_vector() == batch.output.to_vector());
+    CHECK(one.weights.to_vector() == batch.weights.to_vector());
+  }
 }
