@@ -1358,3 +1358,37 @@ TEST_CASE("MultiheadAttention: unbatched 2-D inputs are a batch of one, as torch
     CHECK(one.weights.to_vector() == batch.weights.to_vector());
   }
 }
+
+TEST_CASE("transformer modules: float64 gradients pass gradcheck (inputs; masks on both paths)") {
+  MultiheadAttention mha(8, 2, 0.0, true, false, 6, 5, DType::f64);
+  set_parameters(mha);
+  const Tensor q = random_tensor({3, 2, 8}, 51), k = random_tensor({4, 2, 6}, 52),
+               v = random_tensor({4, 2, 5}, 53);
+  for (bool need_weights : {false, true}) {
+    CAPTURE(need_weights);
+    const GradcheckResult r = gradcheck(
+        "MultiheadAttention",
+        [&](const std::vector<Tensor>& in) {
+          return mha.forward(in[0], in[1], in[2], padding_mask(), need_weights, cross_attn_mask())
+              .output;
+        },
+        {q, k, v});
+    INFO(r.message);
+    CHECK(r.passed);
+  }
+  TransformerEncoderLayer layer({.d_model = 8,
+                                 .nhead = 2,
+                                 .dim_feedforward = 12,
+                                 .activation = TransformerEncoderLayerOptions::Activation::gelu,
+                                 .batch_first = true,
+                                 .norm_first = true},
+                                DType::f64);
+  set_parameters(layer);
+  layer.eval();
+  const GradcheckResult r = gradcheck(
+      "TransformerEncoderLayer",
+      [&](const std::vector<Tensor>& in) { return layer.forward(in[0], Tensor(), padding_mask()); },
+      {random_tensor({2, 4, 8}, 54)});
+  INFO(r.message);
+  CHECK(r.passed);
+}
