@@ -270,6 +270,28 @@ Tensor attention_heads(const Tensor& q, const Tensor& k, const Tensor& v, int64_
 Tensor plain_attention(const Tensor& u_qk, const Tensor& u_v, const Tensor& wq, const Tensor& bq,
                        const Tensor& wk, const Tensor& bk, const Tensor& wv, const Tensor& bv,
                        int64_t heads, int64_t kv_heads, double rope_base = 0.0, double scale = 0.0);
+// torch 2's F.scaled_dot_product_attention without dropout (ops_sdpa.cpp): q [..., L, E],
+// k [..., S, E], v [..., S, Ev] -> [..., L, Ev] = softmax(q·kᵀ·scale + mask) v, batch axes
+// broadcast, L and S free (cross-attention). scale defaults to 1/sqrt(E). mask broadcasts to
+// [..., L, S]: an integer tensor (int32/int64, 0/1) is torch's bool mask (nonzero: the key takes
+// part; depthgrad has no bool dtype); a floating one of q's dtype is added to the scores and
+// gets a gradient. is_causal: key j hidden from query i when j > i (torch's top-left tril); not
+// together with a mask (torch refuses both too). A query row whose every key is masked gives a
+// zero row and zero gradients, as torch 2.5's math path (its _safe_softmax); torch 1.13 and 2.0 to
+// 2.4 give NaN there. Fused: keeps one logsumexp per row, not the L×S probabilities. Fuses: matmul,
+// scale, masked add, softmax, matmul. Plain twin: plain_scaled_dot_product_attention. Supports
+// create_graph (the backward written with recorded ops).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mask = Tensor(), bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt);
+// The same from recorded ops (matmul, scale, add, softmax, masked_fill for the empty rows).
+Tensor plain_scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const Tensor& mask = Tensor(), bool is_causal = false,
+                                          std::optional<double> scale = std::nullopt);
+// The probabilities softmax(q·kᵀ·scale + mask) [..., L, S] of that attention (0 on rows with no
+// key), from recorded ops: what MultiheadAttention returns as its weights.
+Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& mask = Tensor(),
+                         bool is_causal = false, std::optional<double> scale = std::nullopt);
 // The depth mix: sources S_j [.., D] (all the same shape), weights alpha [.., J] (per token)
 // -> sum_j alpha[.., j] * S_j  [.., D].
 // Fuses: J slices of alpha, J muls and J − 1 adds into one pass. Plain twin: plain_depth_mix.

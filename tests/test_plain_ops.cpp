@@ -2,7 +2,8 @@
 // path MicroLM runs (linear_rope / linear + attention_heads, and attention_heads' own RoPE), MHA
 // and GQA, with and without RoPE and biases; plain_rms_norm vs rms_norm; plain_cross_entropy vs
 // cross_entropy; plain_linear_cross_entropy vs linear_cross_entropy; plain_layer_norm,
-// plain_swiglu, plain_linear_add, plain_linear_rope, plain_depth_mix and plain_causal_attention vs
+// plain_swiglu, plain_linear_add, plain_linear_rope, plain_depth_mix, plain_causal_attention and
+// plain_scaled_dot_product_attention vs
 // their fused ops.
 // Float64, forward values and every input's gradient (a random-weighted loss), equal within 1e-13
 // relative to the largest value (1e-12 for attention).
@@ -237,4 +238,27 @@ TEST_CASE("plain_causal_attention equals causal_attention (value, dq, dk, dv; MH
                run([&] { return plain_causal_attention(q, k, v, c.scale); }, {q, k, v}, 104),
                1e-12);
   }
+}
+
+TEST_CASE("plain_scaled_dot_product_attention equals the fused op (value and every gradient)") {
+  const Tensor keep =
+      Tensor::from_vector(std::vector<int64_t>{1, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0}, {3, 5},
+                          DType::i64);  // row 2 keeps no key
+  Tensor q = random_tensor({2, 2, 3, 4}, 111, -1.5, 1.5);
+  Tensor k = random_tensor({2, 1, 5, 4}, 112, -1.5, 1.5);  // broadcast over the heads
+  Tensor v = random_tensor({2, 2, 5, 3}, 113, -1.5, 1.5);
+  Tensor m = random_tensor({2, 1, 3, 5}, 114, -2, 2);
+  check_same(run([&] { return scaled_dot_product_attention(q, k, v, keep); }, {q, k, v}, 115),
+             run([&] { return plain_scaled_dot_product_attention(q, k, v, keep); }, {q, k, v}, 115),
+             1e-12);
+  check_same(
+      run([&] { return scaled_dot_product_attention(q, k, v, m, false, 0.6); }, {q, k, v, m}, 116),
+      run([&] { return plain_scaled_dot_product_attention(q, k, v, m, false, 0.6); }, {q, k, v, m},
+          116),
+      1e-12);
+  check_same(
+      run([&] { return scaled_dot_product_attention(q, k, v, Tensor(), true); }, {q, k, v}, 117),
+      run([&] { return plain_scaled_dot_product_attention(q, k, v, Tensor(), true); }, {q, k, v},
+          117),
+      1e-12);
 }

@@ -43,6 +43,9 @@
 // Convolutional networks: Conv1d, Conv2d, ConvTranspose2d, the pools, Flatten, BatchNorm1d/2d
 // (running statistics as module buffers) and GroupNorm, named as torch.nn's.
 #include "nn/vision_layers.h"
+// torch.nn's transformer encoder: MultiheadAttention, TransformerEncoderLayer, TransformerEncoder
+//   dg::TransformerEncoderLayer layer({.d_model = 256, .nhead = 8, .batch_first = true});
+#include "nn/transformer.h"
 
 // Training: AdamW, Adam and SGD over a module or parameter groups, clipping, schedule objects;
 // datasets, samplers and loaders; the training loop of any module with any optimiser (resume,

@@ -1,0 +1,243 @@
+// scaled_dot_product_attention with torch 2's F.scaled_dot_product_attention semantics (without
+// dropout): q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev], batch axes broadcast, L
+// and S free (self- or cross-attention), an optional mask (integer 0/1 = boolean, nonzero: the
+// key takes part; floating: added to the scores, and differentiable) or the causal top-left mask.
+// First the plain composition (attention_weights, plain_scaled_dot_product_attention: matmul,
+// softmax, masked add; read it first), then the fused op (kernels in tensor/kernels_sdpa.h), its
+// forward beside its backward, then the gradient-check rows. A row whose every key is masked gives
+// zeros (torch 1.13 to 2.4 give NaN there; see ops.h). Refuses: dropout, a mask together with
+// is_causal (as torch), a floating mask of another dtype, a zero-width E. Checks: the rows at the
+// end, the kernels and torch 1.13 goldens in tests/test_sdpa_ops.cpp, the plain twin in
+// tests/test_plain_ops.cpp.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "autograd/gradcheck.h"
+#include "autograd/op_util.h"
+#include "autograd/ops.h"
+#include "tensor/kernels_sdpa.h"
+#include "tensor/profile.h"
+
+namespace dg {
+
+namespace {
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+Shape batch_axes(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
+Shape with_matrix(Shape batch, int64_t rows, int64_t cols) {
+  batch.push_back(rows);
+  batch.push_back(cols);
+  return batch;
+}
+
+// The checked arguments of one call: the broadcast batch axes and the scale.
+struct SdpaArgs {
+  Shape batch;
+  int64_t L = 0, S = 0, E = 0, Ev = 0;
+  double scale = 1.0;
+};
+
+SdpaArgs check_sdpa(const Tensor& q, const Tensor& k, const Tensor* v, const Tensor& mask,
+                    bool is_causal, std::optional<double> scale, const char* op) {
+  auto fail = [&](const std::string& why) {
+    return std::invalid_argument(fmt::format("{}: {} (q {}, k {}, v {}, mask {})", op, why,
+                                             q.describe(), k.describe(), v ? v->describe() : "none",
+                                             mask.defined() ? mask.describe() : "none"));
+  };
+  for (const Tensor* t : {&q, &k, v}) {
+    if (!t) continue;
+    check_float(*t, op);
+    check_arg(t->dim() >= 2, op, *t, "q [..., L, E], k [..., S, E] and v [..., S, Ev]");
+    check_same_dtype(q, *t, op);
+  }
+  if (k.size(-1) != q.size(-1)) throw fail("q and k must have the same last axis E");
+  if (v && v->size(-2) != k.size(-2)) throw fail("k and v must have the same length S");
+  if (q.size(-1) == 0) throw fail("E must be positive (the default scale is 1/sqrt(E))");
+  SdpaArgs a{batch_axes(q), q.size(-2), k.size(-2), q.size(-1), v ? v->size(-1) : 0, 1.0};
+  for (const Tensor* t : {&k, v}) {
+    if (!t) continue;
+    try {
+      a.batch = broadcast_shapes(a.batch, batch_axes(*t), op);
+    } catch (const std::invalid_argument&) {
+      throw fail("the batch axes of q, k and v do not broadcast");
+    }
+  }
+  if (mask.defined()) {
+    if (is_causal) throw fail("pass either a mask or is_causal, not both (as torch)");
+    if (is_floating(mask.dtype()) && mask.dtype() != q.dtype())
+      throw fail("a floating (additive) mask must have q's dtype");
+    const Shape target = with_matrix(a.batch, a.L, a.S);
+    bool fits = mask.dim() <= static_cast<int64_t>(target.size());
+    for (int64_t i = 1; fits && i <= mask.dim(); ++i) {
+      const int64_t m = mask.size(-i), t = target[target.size() - i];
+      fits = m == t || m == 1;
+    }
+    if (!fits) throw fail(fmt::format("the mask does not broadcast to {}", shape_str(target)));
+  }
+  if (scale && !std::isfinite(*scale)) throw fail(fmt::format("scale {} is not finite", *scale));
+  a.scale = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(a.E));
+  return a;
+}
+
+// The mask as a tensor added to the scores: a floating mask itself, a boolean one as 0 where a key
+// takes part and −inf elsewhere (a constant), the causal one as −inf above the diagonal.
+Tensor additive_mask(const Tensor& mask, bool is_causal, int64_t L, int64_t S, DType dtype) {
+  if (is_causal) {
+    std::vector<double> hidden(L * S, 0.0);
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = i + 1; j < S; ++j) hidden[i * S + j] = kNegInf;
+    return Tensor::from_vector(hidden, {L, S}, dtype);
+  }
+  if (!mask.defined() || is_floating(mask.dtype())) return mask;
+  NoGradGuard no_grad;
+  return masked_fill(Tensor::zeros(mask.shape(), dtype), eq(mask, 0.0), kNegInf);
+}
+
+// softmax(q·kᵀ·scale + bias) over the keys, with 0 on rows whose every key is masked (−inf): the
+// −inf of those rows are replaced by 0 before the softmax (so no NaN reaches a gradient) and the
+// row is zeroed after it.
+Tensor plain_probabilities(const Tensor& q, const Tensor& k, const Tensor& bias, double sc) {
+  const Tensor scores = scale(matmul(q, transpose(k, -2, -1)), sc);  // [..., L, S]
+  if (!bias.defined() || bias.size(-1) == 0) return softmax(scores, -1);
+  Tensor dead;  // [..., L, 1]: 1 where the row has no key (a constant)
+  {
+    NoGradGuard no_grad;
+    dead = eq(max(detach(bias), -1, true).values, kNegInf);
+  }
+  return masked_fill(softmax(add(scores, masked_fill(bias, dead, 0.0)), -1), dead, 0.0);
+}
+}  // namespace
+
+// ---- the plain composition (read this first) ----------------------------------------------------
+Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& mask, bool is_causal,
+                         std::optional<double> scale) {
+  const SdpaArgs a = check_sdpa(q, k, nullptr, mask, is_causal, scale, "attention_weights");
+  return plain_probabilities(q, k, additive_mask(mask, is_causal, a.L, a.S, q.dtype()), a.scale);
+}
+
+Tensor plain_scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const Tensor& mask, bool is_causal,
+                                          std::optional<double> scale) {
+  const SdpaArgs a =
+      check_sdpa(q, k, &v, mask, is_causal, scale, "plain_scaled_dot_product_attention");
+  const Tensor bias = additive_mask(mask, is_causal, a.L, a.S, q.dtype());
+  return matmul(plain_probabilities(q, k, bias, a.scale), v);  // [..., L, Ev]
+}
+
+// ---- scaled_dot_product_attention: the fused op ------------------------------------------------
+// Forward: the kernel over q, k, v and the mask expanded to the common batch axes (views, no
+// copies), keeping out and one logsumexp per query row. Backward: the kernel writes dq, dk, dv
+// (and dmask for a floating mask) at the full batch shape; accumulate_grad sums the broadcast
+// axes. Under create_graph the backward is the formula written with recorded ops:
+//   P = attention_weights(...), dV = Pᵀ·g, dP = g·Vᵀ, dS = P ∘ (dP − rowsum(dP ∘ P)),
+//   dQ = scale·dS·K, dK = scale·dSᵀ·Q, dmask = dS.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mask, bool is_causal,
+                                    std::optional<double> scale) {
+  ScopedOpTimer op_timer(OpFamily::attention);
+  const char* op = "scaled_dot_product_attention";
+  const SdpaArgs a = check_sdpa(q, k, &v, mask, is_causal, scale, op);
+  const bool float_mask = mask.defined() && is_floating(mask.dtype());
+  const Tensor bias = is_causal ? Tensor() : additive_mask(mask, false, a.L, a.S, q.dtype());
+  SdpaInputs in{q.view_expand(with_matrix(a.batch, a.L, a.E)),
+                k.view_expand(with_matrix(a.batch, a.S, a.E)),
+                v.view_expand(with_matrix(a.batch, a.S, a.Ev)),
+                bias.defined() ? bias.view_expand(with_matrix(a.batch, a.L, a.S)) : Tensor(),
+                is_causal,
+                a.scale};
+  int64_t Bt = 1;
+  for (int64_t n : a.batch) Bt *= n;
+  Tensor out = Tensor::empty({Bt, a.L, a.Ev}, q.dtype());
+  Tensor lse = Tensor::empty({Bt, a.L}, q.dtype());
+  sdpa_forward(in, out, lse);
+  out = out.view_reshape(with_matrix(a.batch, a.L, a.Ev));
+  const Tensor m = float_mask ? mask : Tensor();
+  if (!should_record({q, k, v, m})) return out;
+  record(op, {q, k, v, m}, out,
+         [q, k, v, m, in, saved = detach(out), lse, a, Bt](const Tensor& g) {
+           const Tensor gc = g.contiguous().view_reshape({Bt, a.L, a.Ev});
+           const Tensor o = saved.view_reshape({Bt, a.L, a.Ev});
+           Tensor dq, dk, dv, dm;
+           auto make = [&](const Tensor& t, Tensor& d, int64_t rows, int64_t cols) {
+             if (t.defined() && t.requires_grad()) d = Tensor::empty({Bt, rows, cols}, q.dtype());
+           };
+           make(q, dq, a.L, a.E);
+           make(k, dk, a.S, a.E);
+           make(v, dv, a.S, a.Ev);
+           make(m, dm, a.L, a.S);
+           sdpa_backward(in, o, lse, gc, dq.defined() ? &dq : nullptr, dk.defined() ? &dk : nullptr,
+                         dv.defined() ? &dv : nullptr, dm.defined() ? &dm : nullptr);
+           auto give = [&](const Tensor& t, const Tensor& d, int64_t rows, int64_t cols) {
+             if (d.defined()) accumulate_grad(t, d.view_reshape(with_matrix(a.batch, rows, cols)));
+           };
+           give(q, dq, a.L, a.E);
+           give(k, dk, a.S, a.E);
+           give(v, dv, a.S, a.Ev);
+           give(m, dm, a.L, a.S);
+         })
+      .saves({q, k, v, m, out})
+      .differentiable([q, k, v, m, mask, is_causal, a](const Tensor& g, const Tensor&) {
+        const Tensor bias = m.defined() ? m : additive_mask(mask, is_causal, a.L, a.S, q.dtype());
+        const Tensor P = plain_probabilities(q, k, bias, a.scale);
+        if (v.requires_grad()) accumulate_grad(v, matmul(transpose(P, -2, -1), g));
+        if (!q.requires_grad() && !k.requires_grad() && !(m.defined() && m.requires_grad())) return;
+        const Tensor dP = matmul(g, transpose(v, -2, -1));
+        const Tensor dS = mul(P, sub(dP, sum(mul(dP, P), {-1}, true)));
+        if (q.requires_grad()) accumulate_grad(q, dg::scale(matmul(dS, k), a.scale));
+        if (k.requires_grad())
+          accumulate_grad(k, dg::scale(matmul(transpose(dS, -2, -1), q), a.scale));
+        if (m.defined() && m.requires_grad()) accumulate_grad(m, dS);
+      });
+  return out;
+}
+
+// ---- gradient-check rows (see autograd/gradcheck.h) -----------------------------------------
+std::vector<OpCase> sdpa_op_cases() {
+  using V = const std::vector<Tensor>&;
+  // q, k, v (and a floating mask when mask_shape is given), values in [-1.5, 1.5)
+  auto qkv = [](Shape qs, Shape ks, Shape vs, Shape mask_shape = {}) {
+    return [=] {
+      std::vector<Tensor> in{random_tensor(qs, 51, -1.5, 1.5).set_name("q"),
+                             random_tensor(ks, 52, -1.5, 1.5).set_name("k"),
+                             random_tensor(vs, 53, -1.5, 1.5).set_name("v")};
+      if (!mask_shape.empty()) in.push_back(random_tensor(mask_shape, 54, -2, 2).set_name("mask"));
+      return in;
+    };
+  };
+  // a boolean mask [L, S] = 3 x 5 with row 1 keeping one key and row 2 none (zeros)
+  auto keep = [] {
+    return Tensor::from_vector(std::vector<int64_t>{1, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},
+                               {3, 5}, DType::i64);
+  };
+  return {
+      {"scaled_dot_product_attention/self, no mask", qkv({2, 2, 4, 3}, {2, 2, 4, 3}, {2, 2, 4, 3}),
+       [](V in) { return scaled_dot_product_attention(in[0], in[1], in[2]); }},
+      {"scaled_dot_product_attention/cross L 3 S 5, Ev 2, boolean mask with an empty row",
+       qkv({2, 3, 4}, {2, 5, 4}, {2, 5, 2}),
+       [keep](V in) { return scaled_dot_product_attention(in[0], in[1], in[2], keep()); }},
+      {"scaled_dot_product_attention/additive mask [2, 1, 3, 5] differentiated, scale 0.7",
+       qkv({2, 2, 3, 4}, {2, 2, 5, 4}, {2, 2, 5, 3}, {2, 1, 3, 5}),
+       [](V in) { return scaled_dot_product_attention(in[0], in[1], in[2], in[3], false, 0.7); }},
+      {"scaled_dot_product_attention/causal, L 5 > S 3", qkv({1, 5, 4}, {1, 3, 4}, {1, 3, 4}),
+       [](V in) { return scaled_dot_product_attention(in[0], in[1], in[2], Tensor(), true); }},
+      {"scaled_dot_product_attention/k, v broadcast over heads",
+       qkv({2, 3, 4, 2}, {2, 1, 4, 2}, {4, 3}),
+       [](V in) { return scaled_dot_product_attention(in[0], in[1], in[2]); }},
+      {"scaled_dot_product_attention/permuted q (read in place)",
+       qkv({1, 4, 2, 3}, {1, 2, 4, 3}, {1, 2, 4, 3}),
+       [](V in) {
+         return scaled_dot_product_attention(permute(in[0], {0, 2, 1, 3}), in[1], in[2]);
+       }},
+      {"attention_weights/boolean mask",
+       [] {
+         return std::vector<Tensor>{random_tensor({2, 3, 4}, 55, -1.5, 1.5).set_name("q"),
+                                    random_tensor({2, 5, 4}, 56, -1.5, 1.5).set_name("k")};
+       },
+       [keep](V in) { return attention_weights(in[0], in[1], keep()); }},
+  };
+}
+
+}  // namespace dg

@@ -1,0 +1,390 @@
+// Scaled-dot-product attention kernels with masks (see kernels_sdpa.h): the fast forward and
+// backward on row blocks with one-thread GEMMs, then their plain references in double.
+#include "tensor/kernels_sdpa.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "tensor/fast_math.h"
+#include "tensor/kernels_matmul.h"  // gemm_one_thread
+
+namespace dg {
+
+namespace {
+
+constexpr int64_t kRowBlock = 64;           // query rows per block: the scratch is rows × S
+constexpr int64_t kParallelWork = 1 << 17;  // multiply-adds below which one thread runs
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+struct Geometry {
+  int64_t batches = 1, L = 0, S = 0, E = 0, Ev = 0;
+  int64_t work() const { return batches * L * S * (E + Ev); }
+};
+
+Geometry geometry_of(const SdpaInputs& in) {
+  const Tensor &q = in.q, &k = in.k, &v = in.v;
+  const int64_t nb = q.dim() - 2;
+  bool ok = nb >= 0 && k.dim() == q.dim() && v.dim() == q.dim() && q.dtype() == k.dtype() &&
+            q.dtype() == v.dtype() && is_floating(q.dtype()) && k.size(-2) == v.size(-2) &&
+            q.size(-1) == k.size(-1);
+  for (int64_t a = 0; ok && a < nb; ++a) ok = k.size(a) == q.size(a) && v.size(a) == q.size(a);
+  Geometry g;
+  if (ok) g = {1, q.size(-2), k.size(-2), q.size(-1), v.size(-1)};
+  if (ok && in.mask.defined()) {
+    const Tensor& m = in.mask;
+    ok = m.dim() == q.dim() && m.dtype() == q.dtype() && m.size(-2) == g.L && m.size(-1) == g.S;
+    for (int64_t a = 0; ok && a < nb; ++a) ok = m.size(a) == q.size(a);
+  }
+  if (!ok)
+    throw std::invalid_argument(fmt::format(
+        "scaled_dot_product_attention kernel: expected q [..., L, E], k [..., S, E], v [..., S, "
+        "Ev] and mask [..., L, S] with equal batch axes and one float dtype, got q {}, k {}, v {}, "
+        "mask {}",
+        q.describe(), k.describe(), v.describe(),
+        in.mask.defined() ? in.mask.describe() : "undefined"));
+  for (int64_t a = 0; a < nb; ++a) g.batches *= q.size(a);
+  return g;
+}
+
+// Element offset of batch matrix b (row-major over the batch axes) in t, through its strides.
+std::vector<int64_t> batch_offsets(const Tensor& t, int64_t batches) {
+  const int64_t nb = t.dim() - 2;
+  std::vector<int64_t> off(batches, 0);
+  for (int64_t b = 0; b < batches; ++b) {
+    int64_t rest = b, o = 0;
+    for (int64_t a = nb - 1; a >= 0; --a) {
+      o += (rest % t.size(a)) * t.strides()[a];
+      rest /= t.size(a);
+    }
+    off[b] = o;
+  }
+  return off;
+}
+
+// A [..., R, C] tensor seen as one row-major R×C matrix per batch, rows ld apart, read in place
+// when BLAS can (last axis stride 1, rows at least C apart), else from a contiguous copy.
+template <class T>
+struct Matrices {
+  Tensor keep;
+  const T* base = nullptr;
+  std::vector<int64_t> offset;
+  int64_t ld = 1;
+  const T* at(int64_t b) const { return base + offset[b]; }
+};
+
+template <class T>
+Matrices<T> matrices(const Tensor& x, int64_t batches) {
+  const int64_t R = x.size(-2), C = x.size(-1), sr = x.strides()[x.dim() - 2];
+  const bool usable = (C <= 1 || x.strides()[x.dim() - 1] == 1) && (R <= 1 || sr >= C);
+  Matrices<T> m;
+  m.keep = usable ? x : x.clone();
+  m.base = m.keep.template data<T>();
+  m.offset = batch_offsets(m.keep, batches);
+  m.ld = R <= 1 ? std::max<int64_t>(C, 1) : m.keep.strides()[m.keep.dim() - 2];
+  return m;
+}
+
+// The mask read through its strides (broadcast axes have stride 0); absent: reads nothing.
+template <class T>
+struct MaskView {
+  const T* base = nullptr;
+  std::vector<int64_t> offset;
+  int64_t row = 0, col = 0;
+};
+
+template <class T>
+MaskView<T> mask_view(const Tensor& m, int64_t batches) {
+  if (!m.defined()) return {};
+  return {m.template data<T>(), batch_offsets(m, batches), m.strides()[m.dim() - 2],
+          m.strides()[m.dim() - 1]};
+}
+
+// S[rows, cols] (scale·Q·Kᵀ, rows i0.. of batch b) plus the mask, −inf at causally hidden keys.
+template <class T>
+void add_masks(T* S, int64_t rows, int64_t cols, int64_t i0, int64_t b, const MaskView<T>& mv,
+               bool causal) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = S + r * cols;
+    if (mv.base) {
+      const T* m = mv.base + mv.offset[b] + (i0 + r) * mv.row;
+      for (int64_t j = 0; j < cols; ++j) row[j] += m[j * mv.col];
+    }
+    if (causal) std::fill(row + std::min(cols, i0 + r + 1), row + cols, static_cast<T>(kNegInf));
+  }
+}
+
+// Keys a row block reads: all S, or with the causal mask only those up to its last query row.
+inline int64_t block_cols(const Geometry& g, bool causal, int64_t i0, int64_t rows) {
+  return causal ? std::min(g.S, i0 + rows) : g.S;
+}
+
+// ---- forward: per batch, per row block: S = scale·Q·Kᵀ + mask, softmax in place, O = P·V ------
+// q [Bt, L, E], k [Bt, S, E], v [Bt, S, Ev] (strided) -> out [Bt, L, Ev], lse [Bt, L]
+template <class T>
+void forward_impl(const SdpaInputs& in, const Geometry& g, Tensor& out, Tensor& lse) {
+  const Matrices<T> Q = matrices<T>(in.q, g.batches), K = matrices<T>(in.k, g.batches);
+  const Matrices<T> V = matrices<T>(in.v, g.batches);
+  const MaskView<T> mv = mask_view<T>(in.mask, g.batches);
+  T* o = out.data<T>();
+  T* l = lse.data<T>();
+  const T scale = static_cast<T>(in.scale);
+#pragma omp parallel if (g.work() > kParallelWork)
+  {
+    std::vector<T> S(std::min(kRowBlock, g.L) * g.S);
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < g.batches; ++b) {
+      for (int64_t i0 = 0; i0 < g.L; i0 += kRowBlock) {
+        const int64_t rows = std::min(kRowBlock, g.L - i0),
+                      cols = block_cols(g, in.causal, i0, rows);
+        T* ob = o + (b * g.L + i0) * g.Ev;
+        if (cols == 0) {  // no keys: every row is empty
+          std::fill(ob, ob + rows * g.Ev, T(0));
+          std::fill(l + b * g.L + i0, l + b * g.L + i0 + rows, static_cast<T>(kNegInf));
+          continue;
+        }
+        // S [rows, cols] = scale · Q[i0 : i0+rows] · K[0 : cols]ᵀ + mask
+        gemm_one_thread(false, true, rows, cols, g.E, scale, Q.at(b) + i0 * Q.ld, Q.ld, K.at(b),
+                        K.ld, T(0), S.data(), cols);
+        add_masks(S.data(), rows, cols, i0, b, mv, in.causal);
+        for (int64_t r = 0; r < rows; ++r) {
+          T* row = S.data() + r * cols;
+          T m = row[0];
+#pragma omp simd reduction(max : m)
+          for (int64_t j = 1; j < cols; ++j) m = row[j] > m ? row[j] : m;
+          if (m == static_cast<T>(kNegInf)) {  // every key masked: a zero row
+            std::fill(row, row + cols, T(0));
+            l[b * g.L + i0 + r] = static_cast<T>(kNegInf);
+            continue;
+          }
+#pragma omp simd
+          for (int64_t j = 0; j < cols; ++j) row[j] = exp_fast(row[j] - m);
+          double sum = 0;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t j = 0; j < cols; ++j) sum += row[j];
+          l[b * g.L + i0 + r] = static_cast<T>(static_cast<double>(m) + std::log(sum));
+          const T inv = static_cast<T>(1.0 / sum);
+#pragma omp simd
+          for (int64_t j = 0; j < cols; ++j) row[j] *= inv;
+        }
+        // O[i0 : i0+rows] = P · V[0 : cols]
+        gemm_one_thread(false, false, rows, g.Ev, cols, T(1), S.data(), cols, V.at(b), V.ld, T(0),
+                        ob, g.Ev);
+      }
+    }
+  }
+}
+
+// ---- backward: per batch, per row block ------------------------------------------------------
+//   P = exp(scale·Q·Kᵀ + mask − lse) (recomputed; 0 on empty rows),  dV += Pᵀ·dO,  dP = dO·Vᵀ,
+//   D_i = Σ_d dO_id·O_id,  dS = P ∘ (dP − D),  dmask = dS,  dQ = scale·dS·K,  dK += scale·dSᵀ·Q
+template <class T>
+void backward_impl(const SdpaInputs& in, const Geometry& g, const Tensor& out, const Tensor& lse,
+                   const Tensor& dout, Tensor* dq, Tensor* dk, Tensor* dv, Tensor* dmask) {
+  const Matrices<T> Q = matrices<T>(in.q, g.batches), K = matrices<T>(in.k, g.batches);
+  const Matrices<T> V = matrices<T>(in.v, g.batches);
+  const MaskView<T> mv = mask_view<T>(in.mask, g.batches);
+  const T* o = out.data<T>();
+  const T* l = lse.data<T>();
+  const T* gout = dout.data<T>();
+  T* dqp = dq ? dq->data<T>() : nullptr;
+  T* dkp = dk ? dk->data<T>() : nullptr;
+  T* dvp = dv ? dv->data<T>() : nullptr;
+  T* dmp = dmask ? dmask->data<T>() : nullptr;
+  const T scale = static_cast<T>(in.scale);
+  const bool need_ds = dqp || dkp || dmp;
+#pragma omp parallel if (g.work() > kParallelWork)
+  {
+    const int64_t block = std::min(kRowBlock, g.L);
+    std::vector<T> P(block * g.S), dS(need_ds ? block * g.S : 0);
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < g.batches; ++b) {
+      T* dkb = dkp ? dkp + b * g.S * g.E : nullptr;
+      T* dvb = dvp ? dvp + b * g.S * g.Ev : nullptr;
+      if (dkb) std::fill(dkb, dkb + g.S * g.E, T(0));
+      if (dvb) std::fill(dvb, dvb + g.S * g.Ev, T(0));
+      if (dmp) std::fill(dmp + b * g.L * g.S, dmp + (b + 1) * g.L * g.S, T(0));
+      for (int64_t i0 = 0; i0 < g.L; i0 += kRowBlock) {
+        const int64_t rows = std::min(kRowBlock, g.L - i0),
+                      cols = block_cols(g, in.causal, i0, rows);
+        const T* q_blk = Q.at(b) + i0 * Q.ld;
+        const T* do_blk = gout + (b * g.L + i0) * g.Ev;
+        T* dq_blk = dqp ? dqp + (b * g.L + i0) * g.E : nullptr;
+        if (cols == 0) {
+          if (dq_blk) std::fill(dq_blk, dq_blk + rows * g.E, T(0));
+          continue;
+        }
+        gemm_one_thread(false, true, rows, cols, g.E, scale, q_blk, Q.ld, K.at(b), K.ld, T(0),
+                        P.data(), cols);
+        add_masks(P.data(), rows, cols, i0, b, mv, in.causal);
+        for (int64_t r = 0; r < rows; ++r) {
+          T* row = P.data() + r * cols;
+          const T lse_i = l[b * g.L + i0 + r];
+          if (lse_i == static_cast<T>(kNegInf)) {
+            std::fill(row, row + cols, T(0));
+            continue;
+          }
+#pragma omp simd
+          for (int64_t j = 0; j < cols; ++j) row[j] = exp_fast(row[j] - lse_i);
+        }
+        // dV[0:cols] += Pᵀ · dO_blk
+        if (dvb)
+          gemm_one_thread(true, false, cols, g.Ev, rows, T(1), P.data(), cols, do_blk, g.Ev, T(1),
+                          dvb, g.Ev);
+        if (!need_ds) continue;
+        // dP [rows, cols] = dO_blk · V[0:cols]ᵀ, then dS = P ∘ (dP − D) in place
+        gemm_one_thread(false, true, rows, cols, g.Ev, T(1), do_blk, g.Ev, V.at(b), V.ld, T(0),
+                        dS.data(), cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          const T* o_i = o + (b * g.L + i0 + r) * g.Ev;
+          const T* do_i = do_blk + r * g.Ev;
+          double acc = 0;
+#pragma omp simd reduction(+ : acc)
+          for (int64_t d = 0; d < g.Ev; ++d) acc += static_cast<double>(do_i[d]) * o_i[d];
+          const T D = static_cast<T>(acc);
+          const T* p = P.data() + r * cols;
+          T* ds = dS.data() + r * cols;
+#pragma omp simd
+          for (int64_t j = 0; j < cols; ++j) ds[j] = p[j] * (ds[j] - D);
+          if (dmp) std::copy(ds, ds + cols, dmp + (b * g.L + i0 + r) * g.S);
+        }
+        // dQ_blk = scale · dS · K[0:cols];  dK[0:cols] += scale · dSᵀ · Q_blk
+        if (dq_blk)
+          gemm_one_thread(false, false, rows, g.E, cols, scale, dS.data(), cols, K.at(b), K.ld,
+                          T(0), dq_blk, g.E);
+        if (dkb)
+          gemm_one_thread(true, false, cols, g.E, rows, scale, dS.data(), cols, q_blk, Q.ld, T(1),
+                          dkb, g.E);
+      }
+    }
+  }
+}
+
+void check_out(const Tensor* t, const Shape& shape, DType dtype, const char* what) {
+  if (!t) return;
+  if (!t->defined() || t->shape() != shape || t->dtype() != dtype || !t->is_contiguous())
+    throw std::invalid_argument(fmt::format(
+        "scaled_dot_product_attention kernel: {} must be a contiguous {} {}, got {}", what,
+        shape_str(shape), dtype_name(dtype), t->defined() ? t->describe() : "undefined"));
+}
+
+}  // namespace
+
+void sdpa_forward(const SdpaInputs& in, Tensor& out, Tensor& lse) {
+  const Geometry g = geometry_of(in);
+  check_out(&out, {g.batches, g.L, g.Ev}, in.q.dtype(), "out");
+  check_out(&lse, {g.batches, g.L}, in.q.dtype(), "lse");
+  if (out.numel() == 0) return;
+  dispatch_float(in.q.dtype(), "scaled_dot_product_attention",
+                 [&]<class T>() { forward_impl<T>(in, g, out, lse); });
+}
+
+void sdpa_backward(const SdpaInputs& in, const Tensor& out, const Tensor& lse, const Tensor& dout,
+                   Tensor* dq, Tensor* dk, Tensor* dv, Tensor* dmask) {
+  const Geometry g = geometry_of(in);
+  const DType dt = in.q.dtype();
+  check_out(&out, {g.batches, g.L, g.Ev}, dt, "out");
+  check_out(&lse, {g.batches, g.L}, dt, "lse");
+  check_out(&dout, {g.batches, g.L, g.Ev}, dt, "dout");
+  check_out(dq, {g.batches, g.L, g.E}, dt, "dq");
+  check_out(dk, {g.batches, g.S, g.E}, dt, "dk");
+  check_out(dv, {g.batches, g.S, g.Ev}, dt, "dv");
+  check_out(dmask, {g.batches, g.L, g.S}, dt, "dmask");
+  for (Tensor* t : {dq, dk, dv, dmask})  // empty products: zeros (the loops below skip them)
+    if (t && (g.L == 0 || g.S == 0 || g.Ev == 0)) t->fill(0.0);
+  if (g.L == 0 || g.S == 0 || g.Ev == 0 || g.batches == 0) return;
+  dispatch_float(dt, "scaled_dot_product_attention",
+                 [&]<class T>() { backward_impl<T>(in, g, out, lse, dout, dq, dk, dv, dmask); });
+}
+
+// ---- references: explicit loops in double over the whole L×S matrix ---------------------------
+namespace {
+struct RefValues {
+  Geometry g;
+  std::vector<double> q, k, v, mask, P;  // P [Bt, L, S]
+};
+
+// Each input's values at the full batch shape, and the probabilities (0 on rows with no key).
+RefValues ref_probabilities(const SdpaInputs& in) {
+  RefValues r;
+  r.g = geometry_of(in);
+  const Geometry& g = r.g;
+  r.q = in.q.contiguous().to_vector();
+  r.k = in.k.contiguous().to_vector();
+  r.v = in.v.contiguous().to_vector();
+  if (in.mask.defined()) r.mask = in.mask.contiguous().to_vector();
+  r.P.assign(g.batches * g.L * g.S, 0.0);
+  std::vector<double> s(g.S);
+  for (int64_t b = 0; b < g.batches; ++b)
+    for (int64_t i = 0; i < g.L; ++i) {
+      double m = kNegInf;
+      for (int64_t j = 0; j < g.S; ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < g.E; ++e)
+          dot += r.q[(b * g.L + i) * g.E + e] * r.k[(b * g.S + j) * g.E + e];
+        s[j] = in.scale * dot + (r.mask.empty() ? 0.0 : r.mask[(b * g.L + i) * g.S + j]);
+        if (in.causal && j > i) s[j] = kNegInf;
+        m = std::max(m, s[j]);
+      }
+      if (m == kNegInf) continue;
+      double sum = 0;
+      for (int64_t j = 0; j < g.S; ++j) sum += std::exp(s[j] - m);
+      for (int64_t j = 0; j < g.S; ++j) r.P[(b * g.L + i) * g.S + j] = std::exp(s[j] - m) / sum;
+    }
+  return r;
+}
+}  // namespace
+
+Tensor ref_sdpa_forward(const SdpaInputs& in) {
+  const RefValues r = ref_probabilities(in);
+  const Geometry& g = r.g;
+  std::vector<double> out(g.batches * g.L * g.Ev, 0.0);
+  for (int64_t b = 0; b < g.batches; ++b)
+    for (int64_t i = 0; i < g.L; ++i)
+      for (int64_t j = 0; j < g.S; ++j)
+        for (int64_t e = 0; e < g.Ev; ++e)
+          out[(b * g.L + i) * g.Ev + e] +=
+              r.P[(b * g.L + i) * g.S + j] * r.v[(b * g.S + j) * g.Ev + e];
+  return Tensor::from_vector(out, {g.batches, g.L, g.Ev}, in.q.dtype());
+}
+
+void ref_sdpa_backward(const SdpaInputs& in, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
+                       Tensor& dmask) {
+  const RefValues r = ref_probabilities(in);
+  const Geometry& g = r.g;
+  const std::vector<double> go = dout.contiguous().to_vector();
+  std::vector<double> gq(g.batches * g.L * g.E, 0.0), gk(g.batches * g.S * g.E, 0.0);
+  std::vector<double> gv(g.batches * g.S * g.Ev, 0.0), gm(g.batches * g.L * g.S, 0.0);
+  for (int64_t b = 0; b < g.batches; ++b)
+    for (int64_t i = 0; i < g.L; ++i) {
+      const double* p = &r.P[(b * g.L + i) * g.S];
+      const double* gi = &go[(b * g.L + i) * g.Ev];
+      std::vector<double> dp(g.S, 0.0);
+      double D = 0;
+      for (int64_t j = 0; j < g.S; ++j) {
+        for (int64_t e = 0; e < g.Ev; ++e) {
+          dp[j] += gi[e] * r.v[(b * g.S + j) * g.Ev + e];
+          gv[(b * g.S + j) * g.Ev + e] += p[j] * gi[e];
+        }
+        D += p[j] * dp[j];
+      }
+      for (int64_t j = 0; j < g.S; ++j) {
+        const double ds = p[j] * (dp[j] - D);
+        gm[(b * g.L + i) * g.S + j] = ds;
+        for (int64_t e = 0; e < g.E; ++e) {
+          gq[(b * g.L + i) * g.E + e] += in.scale * ds * r.k[(b * g.S + j) * g.E + e];
+          gk[(b * g.S + j) * g.E + e] += in.scale * ds * r.q[(b * g.L + i) * g.E + e];
+        }
+      }
+    }
+  const DType dt = in.q.dtype();
+  dq = Tensor::from_vector(gq, {g.batches, g.L, g.E}, dt);
+  dk = Tensor::from_vector(gk, {g.batches, g.S, g.E}, dt);
+  dv = Tensor::from_vector(gv, {g.batches, g.S, g.Ev}, dt);
+  dmask = Tensor::from_vector(gm, {g.batches, g.L, g.S}, dt);
+}
+
+}  // namespace dg

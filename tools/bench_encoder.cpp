@@ -1,0 +1,75 @@
+// bench_encoder: one training step (forward + backward, float32, dropout 0, no mask) of a
+// TransformerEncoderLayer at batch 32, seq 128, d_model 256, nhead 8, dim_feedforward 1024,
+// batch_first, post-norm, at 1 and 2 threads; prints the best and median ms/step over --seconds
+// (default 3, at least 5 steps), and with --profile the share of each op family
+// (tensor/profile.h). tools/torch_bench_encoder.py times torch's nn.TransformerEncoderLayer at the
+// same settings. It does not time the optimizer, float64 or masks, and it does not pin threads.
+//   bench_encoder [--seconds S] [--profile]
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "autograd/gradcheck.h"
+#include "nn/transformer.h"
+#include "tensor/profile.h"
+#include "tensor/rng.h"
+#include "tensor/threads.h"
+
+using namespace dg;
+
+int main(int argc, char** argv) {
+  double min_seconds = 3.0;
+  bool profile = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) {
+      min_seconds = std::stod(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--profile")) {
+      profile = true;
+    } else {
+      fmt::print(stderr, "usage: bench_encoder [--seconds S] [--profile]\n");
+      return 2;
+    }
+  }
+  const int64_t N = 32, T = 128, D = 256;
+  manual_seed(0);
+  TransformerEncoderLayer layer(
+      {.d_model = D, .nhead = 8, .dim_feedforward = 1024, .dropout = 0.0, .batch_first = true});
+  layer.flat_parameters();
+  const Tensor x = random_tensor({N, T, D}, 1, -1, 1, false).to(DType::f32);
+  const Tensor w = random_tensor({N, T, D}, 2, -1, 1, false).to(DType::f32);
+  auto step = [&] {
+    layer.zero_grad();
+    backward(sum(mul(layer.forward(x), w)));
+  };
+  for (int threads : {1, 2}) {
+    set_threads(threads);
+    step();  // warm-up: buffers
+    std::vector<double> t;
+    if (profile) set_op_profiling(true);
+    const auto start = std::chrono::steady_clock::now();
+    while (t.size() < 5 ||
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
+               min_seconds) {
+      const auto t0 = std::chrono::steady_clock::now();
+      step();
+      t.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    fmt::print(
+        "threads {}: TransformerEncoderLayer N={} T={} d={} heads=8 ff=1024 fwd+bwd: best "
+        "{:.1f} ms/step, median {:.1f} ({} steps)\n",
+        threads, N, T, D, t.front(), t[t.size() / 2], t.size());
+    if (profile) {
+      const OpProfile p = op_profile();
+      for (int f = 0; f < kOpFamilies; ++f)
+        fmt::print("  {:<10} {:5.1f}%  ({} calls)\n", op_family_name(static_cast<OpFamily>(f)),
+                   100.0 * p.seconds[f] / std::max(p.total(), 1e-12), p.calls[f]);
+      set_op_profiling(false);
+    }
+  }
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+"""PyTorch's nn.TransformerEncoderLayer training step at tools/bench_encoder.cpp's settings, offline
+only: the figures to set beside bench_encoder's.
+
+batch 32, seq 128, d_model 256, nhead 8, dim_feedforward 1024, dropout 0, batch_first, post-norm,
+float32, no mask; one step is the forward plus a backward of sum(y * W) (W fixed), gradients reset
+to None each step. At torch.set_num_threads(1) and (2) it reports the best and median ms/step
+over --seconds (at least 5 steps).
+
+Not needed to build or test depthgrad: run it by hand with Debian's python3-torch,
+    env -u OPENBLAS_CORETYPE /usr/bin/python3 tools/torch_bench_encoder.py [--seconds S]
+It checks nothing; it only prints.
+"""
+import argparse
+import time
+
+import torch
+import torch.nn as nn
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=3.0)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(256, 8, 1024, 0.0, batch_first=True)
+    x = torch.rand(32, 128, 256) * 2 - 1
+    w = torch.rand(32, 128, 256) * 2 - 1
+
+    def step():
+        layer.zero_grad(set_to_none=True)
+        (layer(x) * w).sum().backward()
+
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        step()
+        times = []
+        start = time.perf_counter()
+        while len(times) < 5 or time.perf_counter() - start < args.seconds:
+            t0 = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t0) * 1e3)
+        times.sort()
+        print(f"threads {threads}: torch {torch.__version__} TransformerEncoderLayer N=32 T=128 "
+              f"d=256 heads=8 ff=1024 fwd+bwd: best {times[0]:.1f} ms/step, "
+              f"median {times[len(times) // 2]:.1f} ({len(times)} steps)")
+
+
+if __name__ == "__main__":
+    main()
