@@ -1118,9 +1118,9 @@ void check_case(const std::string& name, M& m, const Shape& x_shape, const Shape
   check_close(x.grad().to_vector(), kGoldens.at(name + ".dinput"), tolerance);
   if (h.defined()) check_close(h.grad().to_vector(), kGoldens.at(name + ".dh0"), tolerance);
   if (c.defined()) check_close(c.grad().to_vector(), kGoldens.at(name + ".dc0"), tolerance);
-  for (const auto& [pname, p] : m.named_parameters()) {
-    CAPTURE(pname);
-    check_close(p.grad().to_vector(), kGoldens.at(name + ".d" + pname), tolerance);
+  for (const NamedTensor& named : m.named_parameters()) {
+    CAPTURE(named.first);
+    check_close(named.second.grad().to_vector(), kGoldens.at(name + ".d" + named.first), tolerance);
   }
 }
 
@@ -1182,10 +1182,10 @@ TEST_CASE("recurrent layers: torch's parameter names, shapes and init U(-1/sqrt(
   CHECK(names == want);
   CHECK(lstm.parameter("weight_ih_l1").shape() == Shape{64, 32});
   CHECK(lstm.parameter("weight_hh_l0_reverse").shape() == Shape{64, 16});
-  for (const auto& [name, p] : lstm.named_parameters()) {
-    CAPTURE(name);
+  for (const NamedTensor& named : lstm.named_parameters()) {
+    CAPTURE(named.first);
     double lo = 1, hi = -1;
-    for (double v : p.to_vector()) lo = std::min(lo, v), hi = std::max(hi, v);
+    for (double v : named.second.to_vector()) lo = std::min(lo, v), hi = std::max(hi, v);
     CHECK(lo >= -0.25);
     CHECK(hi <= 0.25);
     CHECK(hi - lo > 0.3);  // drawn, not left at zero

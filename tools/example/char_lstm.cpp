@@ -35,10 +35,14 @@ struct Settings {
 
 Settings parse(int argc, char** argv) {
   Settings s;
-  const std::map<std::string, int64_t*> ints = {
-      {"--steps", &s.steps},   {"--batch", &s.batch},   {"--seq-len", &s.seq_len},
-      {"--embed", &s.embed},   {"--hidden", &s.hidden}, {"--layers", &s.layers},
-      {"--eval-windows", &s.eval_windows}, {"--sample-chars", &s.sample_chars}};
+  const std::map<std::string, int64_t*> ints = {{"--steps", &s.steps},
+                                                {"--batch", &s.batch},
+                                                {"--seq-len", &s.seq_len},
+                                                {"--embed", &s.embed},
+                                                {"--hidden", &s.hidden},
+                                                {"--layers", &s.layers},
+                                                {"--eval-windows", &s.eval_windows},
+                                                {"--sample-chars", &s.sample_chars}};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
@@ -74,11 +78,11 @@ class CharLSTM : public dg::Module {
  public:
   CharLSTM(int64_t vocab, const Settings& s)
       : embedding(register_module("embedding", std::make_unique<dg::Embedding>(vocab, s.embed))),
-        lstm(register_module("lstm", std::make_unique<dg::LSTM>(dg::RecurrentOptions{
-                                         .input_size = s.embed,
-                                         .hidden_size = s.hidden,
-                                         .num_layers = s.layers,
-                                         .batch_first = true}))),
+        lstm(register_module(
+            "lstm", std::make_unique<dg::LSTM>(dg::RecurrentOptions{.input_size = s.embed,
+                                                                    .hidden_size = s.hidden,
+                                                                    .num_layers = s.layers,
+                                                                    .batch_first = true}))),
         head(register_module("head", std::make_unique<dg::Linear>(s.hidden, vocab))) {}
   dg::Tensor forward(const dg::Tensor& ids) const {
     return hooked(
@@ -159,10 +163,11 @@ int run(const Settings& s) {
   };
   dg::Trainer trainer(model, train, dg::Sampler::random(train.size(), config.seed), loss, config,
                       optimizer, &schedule);
-  std::printf("char_lstm: %lld characters (%lld distinct), %lld parameters; context-free entropy "
-              "%.3f nats, bound %.3f\n",
-              static_cast<long long>(ids.size()), static_cast<long long>(vocab),
-              static_cast<long long>(model.parameter_count()), entropy, bound);
+  std::printf(
+      "char_lstm: %lld characters (%lld distinct), %lld parameters; context-free entropy "
+      "%.3f nats, bound %.3f\n",
+      static_cast<long long>(ids.size()), static_cast<long long>(vocab),
+      static_cast<long long>(model.parameter_count()), entropy, bound);
   const auto start = std::chrono::steady_clock::now();
   const int64_t every = std::max<int64_t>(1, s.steps / 10);
   trainer.run(s.steps, [&](const dg::StepLog& log) {
