@@ -111,6 +111,7 @@ std::vector<OpCase> attention_op_cases();
 std::vector<OpCase> dropout_op_cases();
 std::vector<OpCase> conv_op_cases();
 std::vector<OpCase> sdpa_op_cases();
+std::vector<OpCase> recurrent_op_cases();
 std::vector<OpCase> all_op_cases();
 
 // Runs one row: gradcheck plus the float32-vs-float64 forward comparison.

@@ -339,6 +339,27 @@ Tensor avg_pool2d(const Tensor& x, IntPair kernel, IntPair stride = {0, 0},
 // Output cell i averages input rows [floor(i·H/Ho), ceil((i + 1)·H/Ho)) (columns likewise).
 Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size);
 
+// ---- recurrent cells (ops_recurrent.cpp; torch's LSTM and GRU step equations) ----------------
+// One step's gate math from the input and hidden projections gates_x = x·W_ihᵀ + b_ih and
+// gates_h = h·W_hhᵀ + b_hh [N, G·H] (nn/recurrent.h runs the projections). The fused ops refuse
+// create_graph (their backward is a kernel); the plain twins differentiate twice.
+struct HiddenAndCell {
+  Tensor h, c;  // [N, H] each
+};
+// LSTM (gates i, f, g, o of gates_x + gates_h), c [N, H] -> c' = σ(f)·c + σ(i)·tanh(g),
+// h' = σ(o)·tanh(c'). Fuses: add, chunk, 3 sigmoid, 2 tanh, 3 mul, add (h', c' are views of one
+// [2, N, H] output). Plain twin: plain_lstm_cell.
+HiddenAndCell lstm_cell(const Tensor& gates_x, const Tensor& gates_h, const Tensor& c);
+// lstm_cell written with those primitive ops, each recorded: the reference.
+HiddenAndCell plain_lstm_cell(const Tensor& gates_x, const Tensor& gates_h, const Tensor& c);
+// GRU (gates r, z, n), h [N, H] -> h' = (1 − z)·n + z·h with r = σ(x_r + h_r),
+// z = σ(x_z + h_z), n = tanh(x_n + r·h_n) (torch's: r scales the hidden projection of n,
+// bias b_hn included). Fuses: chunk, 2 add, 2 sigmoid, mul, add, tanh, and the blend.
+// Plain twin: plain_gru_cell.
+Tensor gru_cell(const Tensor& gates_x, const Tensor& gates_h, const Tensor& h);
+// gru_cell written with primitive ops, each recorded: the reference.
+Tensor plain_gru_cell(const Tensor& gates_x, const Tensor& gates_h, const Tensor& h);
+
 // ---- activations (ops_activation.cpp); abs .. operators (ops_elementwise.cpp) -----------------
 // Activations. Derivatives at kinks as torch: relu'(0) = 0, leaky_relu'(0) = slope, abs'(0) = 0,
 // clamp passes the gradient where min <= x <= max (bounds included).

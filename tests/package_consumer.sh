@@ -4,12 +4,13 @@
 # pkg-config) and runs every example: the README's first program (quickstart.cpp), an MLP
 # regression, a classifier with dropout, a custom op with its gradient check, a Hessian-vector
 # product and a physics-informed network (both by double backward), a few steps of the
-# GPT-2 example (trained by dg::Trainer, sampled from its own K/V cache). tools/example/
+# GPT-2 example (trained by dg::Trainer, sampled from its own K/V cache), a short run of the
+# character LSTM on Tiny Shakespeare (when the data directory is given). tools/example/
 # sets no C++ standard: the package must carry C++20. Also checks that the experiments, tests and
 # tools are not installed, that only <prefix>/include is exported (a consumer's own nn/layers.h
 # does not replace depthgrad's), that the package says how it was built (native or portable), and
 # that a program honours DEPTHGRAD_THREADS / OMP_NUM_THREADS without calling set_threads.
-# Usage: tests/package_consumer.sh BUILD_DIR EXAMPLE_DIR [CONSUMER_FLAGS]
+# Usage: tests/package_consumer.sh BUILD_DIR EXAMPLE_DIR [CONSUMER_FLAGS] [DATA_DIR]
 # CONSUMER_FLAGS: compile and link flags the consumer needs besides the package's own; a
 # sanitizer build (DG_SANITIZE) passes its -fsanitize flags, since its library calls the
 # sanitizer runtimes that only such a link provides.
@@ -17,6 +18,7 @@ set -euo pipefail
 build=$1
 example=$2
 extra=${3:-}
+data=${4:-}  # the data directory (tiny_shakespeare.txt), for char_lstm; empty: skipped
 work=$(mktemp -d "${TMPDIR:-/tmp}/dg-package-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
@@ -69,6 +71,15 @@ DEPTHGRAD_THREADS=2 "$work/cmake-build/fashion_cnn" --epochs 1 --train-examples 
   --test-examples 2000 --min-accuracy 0.70 --check-resume
 # The GPT-2 example, a few steps on the project's own Markdown (no data set needed): it trains
 # through dg::Trainer, evaluates, checks its K/V cache against the full forward and samples.
+if [ -n "$data" ] && [ -f "$data/tiny_shakespeare.txt" ]; then
+  echo "-- char_lstm"
+  DEPTHGRAD_THREADS=1 "$work/cmake-build/char_lstm" "$data" --steps 150 --batch 16 --seq-len 32 \
+    --embed 16 --hidden 64 --layers 1 --lr 1e-2 --eval-windows 32 --sample-chars 60 \
+    > "$work/char_lstm.log" || { cat "$work/char_lstm.log"; exit 1; }
+  grep -E '^(validation|example passed)' "$work/char_lstm.log"
+else
+  echo "-- char_lstm skipped: no data directory (DG_TEST_DATA_DIR)"
+fi
 cat "$example"/../../README.md "$example"/../../train/README.md > "$work/gpt2.txt"
 echo "-- gpt2"
 DEPTHGRAD_THREADS=1 "$work/cmake-build/gpt2" --text "$work/gpt2.txt" --out "$work/gpt2" --steps 4 \

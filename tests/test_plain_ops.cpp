@@ -2,9 +2,8 @@
 // path MicroLM runs (linear_rope / linear + attention_heads, and attention_heads' own RoPE), MHA
 // and GQA, with and without RoPE and biases; plain_rms_norm vs rms_norm; plain_cross_entropy vs
 // cross_entropy; plain_linear_cross_entropy vs linear_cross_entropy; plain_layer_norm,
-// plain_swiglu, plain_linear_add, plain_linear_rope, plain_depth_mix, plain_causal_attention and
-// plain_scaled_dot_product_attention vs
-// their fused ops.
+// plain_swiglu, plain_linear_add, plain_linear_rope, plain_depth_mix, plain_causal_attention,
+// plain_scaled_dot_product_attention, plain_lstm_cell and plain_gru_cell vs their fused ops.
 // Float64, forward values and every input's gradient (a random-weighted loss), equal within 1e-13
 // relative to the largest value (1e-12 for attention).
 #include <doctest/doctest.h>
@@ -261,4 +260,17 @@ TEST_CASE("plain_scaled_dot_product_attention equals the fused op (value and eve
       run([&] { return plain_scaled_dot_product_attention(q, k, v, Tensor(), true); }, {q, k, v},
           117),
       1e-12);
+TEST_CASE("plain_lstm_cell and plain_gru_cell equal lstm_cell and gru_cell (value, every input)") {
+  Tensor gx = random_tensor({3, 20}, 121, -3, 3), gh = random_tensor({3, 20}, 122, -3, 3);
+  Tensor c = random_tensor({3, 5}, 123, -2, 2);
+  auto both = [](const HiddenAndCell& r) { return cat({r.h, r.c}, 1); };
+  check_same(run([&] { return both(lstm_cell(gx, gh, c)); }, {gx, gh, c}, 124),
+             run([&] { return both(plain_lstm_cell(gx, gh, c)); }, {gx, gh, c}, 124), 1e-13);
+  check_same(run([&] { return lstm_cell(gx, gh, c).h; }, {gx, gh, c}, 125),
+             run([&] { return plain_lstm_cell(gx, gh, c).h; }, {gx, gh, c}, 125), 1e-13);
+  Tensor rx = random_tensor({3, 15}, 126, -3, 3), rh = random_tensor({3, 15}, 127, -3, 3);
+  check_same(run([&] { return gru_cell(rx, rh, c); }, {rx, rh, c}, 128),
+             run([&] { return plain_gru_cell(rx, rh, c); }, {rx, rh, c}, 128), 1e-13);
+  check_same(run([&] { return gru_cell(rx, rx, c); }, {rx, c}, 129),  // one tensor as both
+             run([&] { return plain_gru_cell(rx, rx, c); }, {rx, c}, 129), 1e-13);
 }

@@ -34,6 +34,9 @@
 // Modules: a named parameter registry with flat parameter/gradient buffers, and layers.
 //   dg::Linear layer(4, 2); layer.init_default(); dg::Tensor y = layer.forward(x);
 #include "nn/layers.h"
+// Recurrent layers, torch.nn's: dg::LSTM lstm({.input_size = 8, .hidden_size = 16}); auto r =
+// lstm.forward(x);
+#include "nn/recurrent.h"
 // torch.nn.init's initialisers, and containers: dg::init::xavier_uniform_(w);
 //   dg::Sequential net(std::make_unique<dg::Linear>(2, 16), dg::silu,
 //   std::make_unique<dg::Linear>(16, 1));

@@ -1,0 +1,235 @@
+// Recurrent layers and cells (see recurrent.h): torch.nn.RNN/LSTM/GRU and their cells, built from
+// linear, the cell ops of autograd/ops_recurrent.cpp (or their plain twins), stack, cat and
+// dropout.
+#include "nn/recurrent.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "nn/init.h"
+
+namespace dg {
+
+namespace {
+int64_t gate_count(RecurrentKind kind) {
+  return kind == RecurrentKind::lstm ? 4 : kind == RecurrentKind::gru ? 3 : 1;
+}
+const char* kind_name(RecurrentKind kind, bool cell) {
+  switch (kind) {
+    case RecurrentKind::lstm:
+      return cell ? "LSTMCell" : "LSTM";
+    case RecurrentKind::gru:
+      return cell ? "GRUCell" : "GRU";
+    default:
+      return cell ? "RNNCell" : "RNN";
+  }
+}
+// torch's reset_parameters of every recurrent module and cell: each parameter, in registration
+// order, U(−1/√H, 1/√H). Skipped under init::SkipGuard.
+void init_uniform(const Module& m, int64_t hidden_size) {
+  if (init::skipping()) return;
+  const double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size));
+  for (const NamedTensor& p : m.named_parameters()) init::uniform_(p.second, -bound, bound);
+}
+void check_sizes(const char* name, int64_t input_size, int64_t hidden_size) {
+  if (input_size < 1 || hidden_size < 1)
+    throw std::invalid_argument(
+        fmt::format("{}: input_size and hidden_size must be >= 1, got {} and {}", name, input_size,
+                    hidden_size));
+}
+// A state argument: undefined (zeros), or `shape` in the module's dtype.
+void check_state(const char* name, const char* what, const Tensor& s, const Shape& shape,
+                 DType dtype) {
+  if (!s.defined()) return;
+  check_arg(s.shape() == shape && s.dtype() == dtype, name, s,
+            fmt::format("{} {} of {}", what, shape_str(shape), dtype_name(dtype)));
+}
+}  // namespace
+
+HiddenAndCell recurrent_step(RecurrentKind kind, GateMath math, const Tensor& gates_x,
+                             const Tensor& gates_h, const Tensor& h, const Tensor& c) {
+  const bool fused = math == GateMath::fused;
+  switch (kind) {
+    case RecurrentKind::lstm:
+      return fused ? lstm_cell(gates_x, gates_h, c) : plain_lstm_cell(gates_x, gates_h, c);
+    case RecurrentKind::gru:
+      return {fused ? gru_cell(gates_x, gates_h, h) : plain_gru_cell(gates_x, gates_h, h), {}};
+    case RecurrentKind::rnn_tanh:
+      return {tanh(add(gates_x, gates_h)), {}};
+    case RecurrentKind::rnn_relu:
+      return {relu(add(gates_x, gates_h)), {}};
+  }
+  throw std::logic_error("recurrent_step: unknown kind");
+}
+
+// ---- RNN, LSTM, GRU ---------------------------------------------------------------------------
+Recurrent::Recurrent(RecurrentKind kind_, const RecurrentOptions& options_, DType dtype,
+                     TorchGenerator* dropout_generator)
+    : Module(dtype), kind(kind_), options(options_), dropout_generator_(dropout_generator) {
+  check_sizes(name(), options.input_size, options.hidden_size);
+  if (options.num_layers < 1)
+    throw std::invalid_argument(
+        fmt::format("{}: num_layers must be >= 1, got {}", name(), options.num_layers));
+  if (!(options.dropout >= 0.0 && options.dropout <= 1.0))
+    throw std::invalid_argument(
+        fmt::format("{}: dropout must be in [0, 1], got {}", name(), options.dropout));
+  const int64_t H = options.hidden_size, G = gate_count(kind) * H;
+  for (int64_t l = 0; l < options.num_layers; ++l)
+    for (int64_t d = 0; d < directions(); ++d) {  // torch's names: weight_ih_l1_reverse
+      const std::string suffix = fmt::format("_l{}{}", l, d ? "_reverse" : "");
+      const int64_t in = l == 0 ? options.input_size : H * directions();
+      weight_ih.push_back(register_parameter("weight_ih" + suffix, Tensor::zeros({G, in}, dtype)));
+      weight_hh.push_back(register_parameter("weight_hh" + suffix, Tensor::zeros({G, H}, dtype)));
+      bias_ih.push_back(options.bias
+                            ? register_parameter("bias_ih" + suffix, Tensor::zeros({G}, dtype))
+                            : Tensor());
+      bias_hh.push_back(options.bias
+                            ? register_parameter("bias_hh" + suffix, Tensor::zeros({G}, dtype))
+                            : Tensor());
+    }
+  init_uniform(*this, H);
+}
+
+const char* Recurrent::name() const { return kind_name(kind, false); }
+
+RecurrentOutput Recurrent::forward(const Tensor& input, const Tensor& h0, const Tensor& c0) const {
+  RecurrentOutput result;  // the hooks see the output sequence; the states come from the body
+  result.output = hooked_list(
+      [&](const std::vector<Tensor>& in) {
+        result = run(in[0], in[1], in[2]);
+        return result.output;
+      },
+      {input, h0, c0});
+  return result;
+}
+
+RecurrentOutput Recurrent::run(const Tensor& input, const Tensor& h0, const Tensor& c0) const {
+  const char* op = name();
+  const int64_t L = options.num_layers, D = directions(), H = options.hidden_size;
+  check_arg(input.defined() && (input.dim() == 2 || input.dim() == 3), op, input,
+            options.batch_first ? "an input [N, T, input_size] or [T, input_size] (unbatched)"
+                                : "an input [T, N, input_size] or [T, input_size] (unbatched)");
+  check_arg(input.dtype() == dtype(), op, input,
+            fmt::format("an input of the module's dtype {}", dtype_name(dtype())));
+  check_arg(input.size(-1) == options.input_size, op, input,
+            fmt::format("an input whose last axis is input_size = {}", options.input_size));
+  const bool batched = input.dim() == 3;
+  // x [T, N, in], time first, as the steps read it (torch's unbatched input is [T, in] whatever
+  // batch_first says)
+  Tensor x = !batched ? unsqueeze(input, 1) : options.batch_first ? transpose(input, 0, 1) : input;
+  const int64_t T = x.size(0), N = x.size(1);
+  check_arg(T >= 1, op, input, "an input with at least one time step");
+  const Shape state_shape = batched ? Shape{L * D, N, H} : Shape{L * D, H};
+  check_state(op, "h0", h0, state_shape, dtype());
+  if (kind == RecurrentKind::lstm)
+    check_state(op, "c0", c0, state_shape, dtype());
+  else
+    check_arg(!c0.defined(), op, c0, "no c0 (only an LSTM has a cell state)");
+  auto initial = [&](const Tensor& s, int64_t index) {  // [N, H] of layer·D + direction
+    if (!s.defined()) return Tensor::zeros({N, H}, dtype());
+    return reshape(slice(s, 0, index, index + 1), {N, H});
+  };
+  std::vector<Tensor> h_n, c_n;
+  for (int64_t l = 0; l < L; ++l) {
+    std::vector<Tensor> outputs;
+    for (int64_t d = 0; d < D; ++d) {
+      const RecurrentOutput r =
+          run_direction(x, l * D + d, d == 1, initial(h0, l * D + d),
+                        kind == RecurrentKind::lstm ? initial(c0, l * D + d) : Tensor());
+      outputs.push_back(r.output);
+      h_n.push_back(r.h_n);
+      if (r.c_n.defined()) c_n.push_back(r.c_n);
+    }
+    x = D == 2 ? cat(outputs, 2) : outputs[0];  // [T, N, D·H]
+    if (l + 1 < L && options.dropout > 0 && is_training())
+      x = dropout(x, options.dropout, true,
+                  dropout_generator_ ? *dropout_generator_ : default_generator());
+  }
+  RecurrentOutput result{x, stack(h_n, 0), c_n.empty() ? Tensor() : stack(c_n, 0)};
+  if (!batched) {
+    result.output = squeeze(result.output, 1);
+    result.h_n = squeeze(result.h_n, 1);
+    if (result.c_n.defined()) result.c_n = squeeze(result.c_n, 1);
+  } else if (options.batch_first) {
+    result.output = transpose(result.output, 0, 1);
+  }
+  return result;
+}
+
+// All T steps' input projections are one GEMM, [T·N, in] · W_ihᵀ -> [T·N, G·H]; step t reads its
+// N rows (a view) and adds h · W_hhᵀ. For RNN and LSTM the two biases are summed once and added
+// to the input projection (the same sum torch adds at each step); a GRU keeps b_hh inside r·(..).
+RecurrentOutput Recurrent::run_direction(const Tensor& x, int64_t index, bool reverse,
+                                         const Tensor& h0, const Tensor& c0) const {
+  const int64_t T = x.size(0), N = x.size(1);
+  const bool fold_bias = kind != RecurrentKind::gru && options.bias;
+  const Tensor input_bias = fold_bias ? add(bias_ih[index], bias_hh[index]) : bias_ih[index];
+  const Tensor gates_x = linear(reshape(x, {T * N, x.size(2)}), weight_ih[index], input_bias);
+  const Tensor hidden_bias = fold_bias ? Tensor() : bias_hh[index];
+  Tensor h = h0, c = c0;
+  std::vector<Tensor> outputs(T);
+  for (int64_t s = 0; s < T; ++s) {
+    const int64_t t = reverse ? T - 1 - s : s;
+    const HiddenAndCell next =
+        recurrent_step(kind, gate_math, slice(gates_x, 0, t * N, (t + 1) * N),
+                       linear(h, weight_hh[index], hidden_bias), h, c);
+    h = next.h, c = next.c;
+    outputs[t] = h;
+  }
+  return {stack(outputs, 0), h, c};
+}
+
+// ---- cells ------------------------------------------------------------------------------------
+RecurrentCell::RecurrentCell(RecurrentKind kind_, int64_t input_size_, int64_t hidden_size_,
+                             bool bias, DType dtype)
+    : Module(dtype), kind(kind_), input_size(input_size_), hidden_size(hidden_size_) {
+  check_sizes(name(), input_size, hidden_size);
+  const int64_t G = gate_count(kind) * hidden_size;
+  weight_ih = register_parameter("weight_ih", Tensor::zeros({G, input_size}, dtype));
+  weight_hh = register_parameter("weight_hh", Tensor::zeros({G, hidden_size}, dtype));
+  if (bias) {
+    bias_ih = register_parameter("bias_ih", Tensor::zeros({G}, dtype));
+    bias_hh = register_parameter("bias_hh", Tensor::zeros({G}, dtype));
+  }
+  init_uniform(*this, hidden_size);
+}
+
+const char* RecurrentCell::name() const { return kind_name(kind, true); }
+
+RecurrentOutput RecurrentCell::forward(const Tensor& x, const Tensor& h, const Tensor& c) const {
+  RecurrentOutput result;  // the hooks see h' (the primary output); c' comes from the body
+  result.output = hooked_list(
+      [&](const std::vector<Tensor>& in) {
+        const char* op = name();
+        const Tensor& input = in[0];
+        check_arg(input.defined() && (input.dim() == 1 || input.dim() == 2), op, input,
+                  "an input [N, input_size] or [input_size] (unbatched)");
+        check_arg(input.dtype() == dtype() && input.size(-1) == input_size, op, input,
+                  fmt::format("an input [.., {}] of {}", input_size, dtype_name(dtype())));
+        const bool batched = input.dim() == 2;
+        const int64_t N = batched ? input.size(0) : 1;
+        const Shape state_shape = batched ? Shape{N, hidden_size} : Shape{hidden_size};
+        check_state(op, "h", in[1], state_shape, dtype());
+        if (kind == RecurrentKind::lstm)
+          check_state(op, "c", in[2], state_shape, dtype());
+        else
+          check_arg(!in[2].defined(), op, in[2], "no c (only an LSTMCell has a cell state)");
+        auto state = [&](const Tensor& s) {
+          if (!s.defined()) return Tensor::zeros({N, hidden_size}, dtype());
+          return batched ? s : unsqueeze(s, 0);
+        };
+        const Tensor x2 = batched ? input : unsqueeze(input, 0), h2 = state(in[1]);
+        const HiddenAndCell next = recurrent_step(
+            kind, gate_math, linear(x2, weight_ih, bias_ih), linear(h2, weight_hh, bias_hh), h2,
+            kind == RecurrentKind::lstm ? state(in[2]) : Tensor());
+        result.h_n = batched ? next.h : squeeze(next.h, 0);
+        if (next.c.defined()) result.c_n = batched ? next.c : squeeze(next.c, 0);
+        return result.h_n;
+      },
+      {x, h, c});
+  return result;
+}
+
+}  // namespace dg

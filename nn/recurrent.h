@@ -1,0 +1,140 @@
+// Recurrent layers as torch.nn's: RNN (tanh or relu), LSTM and GRU over a sequence (stacked
+// layers, bidirectional, dropout between layers, batch_first, unbatched 2-D input), and the
+// one-step cells RNNCell, LSTMCell, GRUCell. Parameter names, shapes, gate order (LSTM i, f, g, o;
+// GRU r, z, n) and initialisation (every tensor U(−1/√H, 1/√H), in registration order) are
+// torch's, so a torch state dict loads unrenamed. Refuses: proj_size (LSTM projections), packed
+// (variable-length) sequences, and inputs or states whose shapes do not fit, naming the module.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "nn/module.h"
+#include "tensor/rng.h"
+
+namespace dg {
+
+// torch.nn.RNN/LSTM/GRU's constructor arguments (proj_size is not supported).
+struct RecurrentOptions {
+  int64_t input_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 1;
+  bool bias = true;
+  bool batch_first = false;  // input and output [N, T, ..] instead of [T, N, ..]
+  double dropout = 0.0;      // on every layer's output but the last, in training mode only
+  bool bidirectional = false;
+};
+
+// What a recurrent layer returns: the output sequence and the final states, in torch's shapes.
+struct RecurrentOutput {
+  Tensor output;  // [T, N, D·H] ([N, T, D·H] with batch_first; [T, D·H] unbatched), D = 1 or 2
+  Tensor h_n;  // [num_layers·D, N, H] ([num_layers·D, H] unbatched); layer l direction d at l·D+d
+  Tensor c_n;  // LSTM only, as h_n
+};
+
+// The step function of each kind; relu and tanh are torch.nn.RNN's nonlinearity argument.
+enum class RecurrentKind { rnn_tanh, rnn_relu, lstm, gru };
+
+// How a step's gate math runs: the fused ops (lstm_cell, gru_cell in autograd/ops.h, one kernel
+// each way) or their plain twins, composed of sigmoid, tanh, mul, add and slice (the version to
+// read first, and the one create_graph differentiates twice). Both give the same values.
+enum class GateMath { fused, composed };
+
+// The stacked, optionally bidirectional recurrence. The input projections of all time steps are
+// one GEMM per layer and direction (x [T·N, in] · W_ihᵀ); each step then runs h · W_hhᵀ and the
+// gate math. Use it through RNN, LSTM or GRU below.
+class Recurrent : public Module {
+ public:
+  Recurrent(RecurrentKind kind, const RecurrentOptions& options, DType dtype = DType::f32,
+            TorchGenerator* dropout_generator = nullptr);
+  // input [T, N, in] ([N, T, in] with batch_first) or [T, in] unbatched; h0 (and c0 for LSTM)
+  // [num_layers·D, N, H] ([num_layers·D, H] unbatched) or undefined for zeros. The forward hooks
+  // see {input, h0, c0} and the output sequence (the primary output; the states are not hooked).
+  RecurrentOutput forward(const Tensor& input, const Tensor& h0 = Tensor(),
+                          const Tensor& c0 = Tensor()) const;
+
+  RecurrentKind kind;
+  RecurrentOptions options;
+  GateMath gate_math = GateMath::fused;
+  // Per layer and direction (index l·D + d): weight_ih [G·H, in], weight_hh [G·H, H], and the
+  // biases [G·H] (undefined without bias), G = 1 (RNN), 4 (LSTM), 3 (GRU).
+  std::vector<Tensor> weight_ih, weight_hh, bias_ih, bias_hh;
+
+ private:
+  const char* name() const;
+  int64_t directions() const { return options.bidirectional ? 2 : 1; }
+  RecurrentOutput run(const Tensor& input, const Tensor& h0, const Tensor& c0) const;
+  // One layer in one direction over x [T, N, in]: the outputs [T, N, H] and the final h (and c).
+  RecurrentOutput run_direction(const Tensor& x, int64_t index, bool reverse, const Tensor& h,
+                                const Tensor& c) const;
+  TorchGenerator* dropout_generator_;
+};
+
+class RNN : public Recurrent {
+ public:
+  enum class Nonlinearity { tanh, relu };
+  explicit RNN(const RecurrentOptions& options, Nonlinearity nonlinearity = Nonlinearity::tanh,
+               DType dtype = DType::f32, TorchGenerator* dropout_generator = nullptr)
+      : Recurrent(
+            nonlinearity == Nonlinearity::tanh ? RecurrentKind::rnn_tanh : RecurrentKind::rnn_relu,
+            options, dtype, dropout_generator) {}
+};
+class LSTM : public Recurrent {
+ public:
+  explicit LSTM(const RecurrentOptions& options, DType dtype = DType::f32,
+                TorchGenerator* dropout_generator = nullptr)
+      : Recurrent(RecurrentKind::lstm, options, dtype, dropout_generator) {}
+};
+class GRU : public Recurrent {
+ public:
+  explicit GRU(const RecurrentOptions& options, DType dtype = DType::f32,
+               TorchGenerator* dropout_generator = nullptr)
+      : Recurrent(RecurrentKind::gru, options, dtype, dropout_generator) {}
+};
+
+// One time step, as torch.nn.RNNCell/LSTMCell/GRUCell: parameters weight_ih [G·H, in],
+// weight_hh [G·H, H], bias_ih, bias_hh [G·H] (torch's names and init).
+class RecurrentCell : public Module {
+ public:
+  RecurrentCell(RecurrentKind kind, int64_t input_size, int64_t hidden_size, bool bias = true,
+                DType dtype = DType::f32);
+  // x [N, in] or [in]; h (and c for LSTM) [N, H] or [H], undefined for zeros. Returns h' (and c'
+  // for LSTM in c_n; output is h' too). The hooks see {x, h, c} and h'.
+  RecurrentOutput forward(const Tensor& x, const Tensor& h = Tensor(),
+                          const Tensor& c = Tensor()) const;
+  RecurrentKind kind;
+  int64_t input_size, hidden_size;
+  GateMath gate_math = GateMath::fused;
+  Tensor weight_ih, weight_hh, bias_ih, bias_hh;
+
+ private:
+  const char* name() const;
+};
+
+class RNNCell : public RecurrentCell {
+ public:
+  RNNCell(int64_t input_size, int64_t hidden_size, bool bias = true,
+          RNN::Nonlinearity nonlinearity = RNN::Nonlinearity::tanh, DType dtype = DType::f32)
+      : RecurrentCell(nonlinearity == RNN::Nonlinearity::tanh ? RecurrentKind::rnn_tanh
+                                                              : RecurrentKind::rnn_relu,
+                      input_size, hidden_size, bias, dtype) {}
+};
+class LSTMCell : public RecurrentCell {
+ public:
+  LSTMCell(int64_t input_size, int64_t hidden_size, bool bias = true, DType dtype = DType::f32)
+      : RecurrentCell(RecurrentKind::lstm, input_size, hidden_size, bias, dtype) {}
+};
+class GRUCell : public RecurrentCell {
+ public:
+  GRUCell(int64_t input_size, int64_t hidden_size, bool bias = true, DType dtype = DType::f32)
+      : RecurrentCell(RecurrentKind::gru, input_size, hidden_size, bias, dtype) {}
+};
+
+// One step's gate math from the projections gx = x·W_ihᵀ + b_ih and gh = h·W_hhᵀ + b_hh [N, G·H]
+// and the previous state(s) [N, H]: the new h (and c for LSTM), with the fused op or its plain
+// twin. The building block of both modules above, public for custom recurrences.
+// (For RNN and LSTM the hidden bias may be folded into gates_x: only the sum is read.)
+HiddenAndCell recurrent_step(RecurrentKind kind, GateMath math, const Tensor& gates_x,
+                             const Tensor& gates_h, const Tensor& h, const Tensor& c);
+
+}  // namespace dg
