@@ -201,6 +201,17 @@ TEST_CASE("BatchNorm without running statistics, GroupNorm, pools and Flatten") 
   CHECK(Conv1d(2, 4, 3, 1, 1).forward(Tensor::zeros({1, 2, 5})).shape() == Shape{1, 4, 5});
   CHECK(ConvTranspose2d(2, 4, {3, 3}, {2, 2}).forward(x).shape() == Shape{2, 4, 7, 7});
   CHECK(ConvTranspose2d(2, 4, {3, 3}).weight.shape() == Shape{2, 4, 3, 3});
+  // Every forward runs through hooked(): a forward hook sees BatchNorm's output.
+  int hooked_calls = 0;
+  BatchNorm2d hooked_bn(2);
+  HookHandle h = hooked_bn.register_forward_hook(
+      [&](const Module&, const std::vector<Tensor>&, const Tensor&) {
+        ++hooked_calls;
+        return Tensor();
+      });
+  hooked_bn.forward(x);
+  CHECK(hooked_calls == 1);
+  h.remove();
   CHECK_THROWS_WITH(GroupNorm(3, 4), doctest::Contains("divisible by num_groups 3"));
   CHECK_THROWS_WITH(Conv2d(3, 4, {3, 3}, {1, 1}, {0, 0}, {1, 1}, 2),
                     doctest::Contains("divisible by groups 2"));
