@@ -307,7 +307,9 @@ Tensor plain_swiglu(const Tensor& gate, const Tensor& up);
 // ---- convolution and pooling (ops_conv.cpp; torch.nn.functional's semantics, zero padding) ----
 // (height, width) pairs: stride, padding, dilation, kernel and output sizes. As torch's int or
 // tuple arguments: a single number means both axes (conv2d(x, w, b, 2) strides 2 on each), a
-// brace pair {h, w} each axis its own.
+// brace pair {h, w} each axis its own. A module whose first two arguments are pairs cannot take a
+// bare brace pair as its first (MaxPool2d({2, 3}) could be a kernel or a kernel and a stride, and
+// the compiler says it is ambiguous): write MaxPool2d(2) or MaxPool2d(dg::IntPair{2, 3}).
 struct IntPair : std::array<int64_t, 2> {
   constexpr IntPair(int64_t both = 0) : std::array<int64_t, 2>{both, both} {}  // NOLINT: implicit
   constexpr IntPair(int64_t h, int64_t w) : std::array<int64_t, 2>{h, w} {}

@@ -260,6 +260,8 @@ TEST_CASE("plain_scaled_dot_product_attention equals the fused op (value and eve
       run([&] { return plain_scaled_dot_product_attention(q, k, v, Tensor(), true); }, {q, k, v},
           117),
       1e-12);
+}
+
 TEST_CASE("plain_lstm_cell and plain_gru_cell equal lstm_cell and gru_cell (value, every input)") {
   Tensor gx = random_tensor({3, 20}, 121, -3, 3), gh = random_tensor({3, 20}, 122, -3, 3);
   Tensor c = random_tensor({3, 5}, 123, -2, 2);

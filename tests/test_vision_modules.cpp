@@ -194,9 +194,9 @@ TEST_CASE("BatchNorm without running statistics, GroupNorm, pools and Flatten") 
   CHECK(names_of(gn.state_dict()) == std::vector<std::string>{"weight", "bias"});
   const Tensor x4 = Tensor::from_vector(pattern(2 * 4 * 3, 7, 23, 11, 8.0), {2, 4, 3});
   check_close(gn.forward(x4).to_vector(), group_norm(x4, 2, gn.weight, gn.bias).to_vector(), 0.0);
-  CHECK(MaxPool2d({2, 2}).forward(x).shape() == Shape{2, 2, 1, 1});
-  CHECK(AvgPool2d({2, 2}, {1, 1}).forward(x).shape() == Shape{2, 2, 2, 2});
-  CHECK(AdaptiveAvgPool2d({1, 1}).forward(x).shape() == Shape{2, 2, 1, 1});
+  CHECK(MaxPool2d(2).forward(x).shape() == Shape{2, 2, 1, 1});
+  CHECK(AvgPool2d(2, 1).forward(x).shape() == Shape{2, 2, 2, 2});
+  CHECK(AdaptiveAvgPool2d(IntPair{1, 1}).forward(x).shape() == Shape{2, 2, 1, 1});
   CHECK(Flatten().forward(x).shape() == Shape{2, 18});
   CHECK(Conv1d(2, 4, 3, 1, 1).forward(Tensor::zeros({1, 2, 5})).shape() == Shape{1, 4, 5});
   CHECK(ConvTranspose2d(2, 4, {3, 3}, {2, 2}).forward(x).shape() == Shape{2, 4, 7, 7});
