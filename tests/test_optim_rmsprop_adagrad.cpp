@@ -25,12 +25,24 @@ const std::vector<double> kGW[3] = {
 const std::vector<double> kGB[3] = {{-0.4, 0.2, 0.7}, {0.3, -0.5, 0.2}, {-0.1, 0.9, -0.3}};
 
 // Printed by tools/torch_goldens_optim.py (w flattened, then b, after three steps).
-const std::vector<double> kTorchRmspropPlain{0.381102738390707, -0.923002600293086, 1.7190896527853394, 0.19508165511854186, 0.12978726768549784, -0.24651433743715367, 0.25540791913311245};
-const std::vector<double> kTorchRmspropMomentum{0.4217296333916789, -0.9494650940716798, 1.8538690032779284, 0.18617442807893142, 0.14859106977783795, -0.25148776150678803, 0.21954554242244106};
-const std::vector<double> kTorchRmspropCentered{0.3802984889891071, -0.922816850399155, 1.7167903451008886, 0.19462017011020177, 0.2201637107639851, -0.38705537719555094, 0.12041592453774244};
-const std::vector<double> kTorchRmspropCenteredMomentum{0.4230546948238802, -0.952906538437323, 1.813255458254604, 0.19060689511405254, 0.1469508162212504, -0.2553047658835975, 0.21643448704638543};
-const std::vector<double> kTorchAdagradPlain{0.38119188438344404, -0.9231564512327307, 1.719270188295814, 0.1947213595559958, 0.12980580674848616, -0.24648198195131849, 0.2553139626617699};
-const std::vector<double> kTorchAdagradAll{0.4258772513649783, -0.9694084764316964, 1.888001554898338, 0.177267200943027, 0.14422444723831737, -0.23267334237475124, 0.21668924687968044};
+const std::vector<double> kTorchRmspropPlain{
+    0.381102738390707,   -0.923002600293086,   1.7190896527853394, 0.19508165511854186,
+    0.12978726768549784, -0.24651433743715367, 0.25540791913311245};
+const std::vector<double> kTorchRmspropMomentum{
+    0.4217296333916789,  -0.9494650940716798,  1.8538690032779284, 0.18617442807893142,
+    0.14859106977783795, -0.25148776150678803, 0.21954554242244106};
+const std::vector<double> kTorchRmspropCentered{
+    0.3802984889891071, -0.922816850399155,   1.7167903451008886, 0.19462017011020177,
+    0.2201637107639851, -0.38705537719555094, 0.12041592453774244};
+const std::vector<double> kTorchRmspropCenteredMomentum{
+    0.4230546948238802, -0.952906538437323,  1.813255458254604,  0.19060689511405254,
+    0.1469508162212504, -0.2553047658835975, 0.21643448704638543};
+const std::vector<double> kTorchAdagradPlain{
+    0.38119188438344404, -0.9231564512327307,  1.719270188295814, 0.1947213595559958,
+    0.12980580674848616, -0.24648198195131849, 0.2553139626617699};
+const std::vector<double> kTorchAdagradAll{
+    0.4258772513649783,  -0.9694084764316964,  1.888001554898338,  0.177267200943027,
+    0.14422444723831737, -0.23267334237475124, 0.21668924687968044};
 
 struct TwoTensors {
   Tensor w = Tensor::from_vector(kW0, {2, 2}, DType::f64).set_requires_grad(true);
@@ -223,11 +235,14 @@ TEST_CASE("RMSprop and Adagrad refuse bad settings and parameters, naming them")
         "Adagrad: lr must be finite and >= 0, got nan");
   Tensor made = scale(t.w, 2.0).set_name("scaled");
   Tensor frozen = Tensor::zeros({4}, DType::f64).set_name("frozen");
-  CHECK(thrown([&] { RMSprop({t.b, made}, RMSpropConfig{}); }).find("RMSprop: parameter 1 of "
-                                                                     "group 0, 'scaled'") !=
-        std::string::npos);
+  CHECK(thrown([&] {
+          RMSprop({t.b, made}, RMSpropConfig{});
+        })
+            .find("RMSprop: parameter 1 of "
+                  "group 0, 'scaled'") != std::string::npos);
   CHECK(thrown([&] { Adagrad({frozen}, AdagradConfig{}); }).find("does not require grad") !=
         std::string::npos);
-  CHECK(thrown([&] { RMSprop({t.w, t.w}, RMSpropConfig{}); }).find("more than one place") !=
-        std::string::npos);
+  CHECK(thrown([&] {
+          RMSprop({t.w, t.w}, RMSpropConfig{});
+        }).find("more than one place") != std::string::npos);
 }

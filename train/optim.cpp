@@ -1019,14 +1019,18 @@ struct CyclePhase {
   double start_factor, end_factor;  // of max_lr
 };
 
+// a·b rounded, never fused into a following add: torch's phase ends are float(pct·total) − 1, and
+// a fused multiply-add would move an end that torch puts on a step (or on the phase's start).
+[[gnu::noinline]] double rounded_product(double a, double b) { return a * b; }
+
 // torch's phases: the step each ends at and the rates it anneals between, as factors of max_lr.
 std::vector<CyclePhase> one_cycle_phases(const OneCycleConfig& c, int64_t total) {
   const double initial = 1.0 / c.div_factor, final = initial / c.final_div_factor;
-  const double rise_end = c.pct_start * static_cast<double>(total) - 1;
+  const double rise_end = rounded_product(c.pct_start, static_cast<double>(total)) - 1;
   const double last = static_cast<double>(total - 1);
   if (!c.three_phase) return {{rise_end, initial, 1.0}, {last, 1.0, final}};
   return {{rise_end, initial, 1.0},
-          {2 * c.pct_start * static_cast<double>(total) - 2, 1.0, initial},
+          {rounded_product(2 * c.pct_start, static_cast<double>(total)) - 2, 1.0, initial},
           {last, initial, final}};
 }
 
