@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Prints the PyTorch golden values embedded in tests/test_optim_more.cpp.
+"""Prints the PyTorch golden values embedded in tests/test_optim_rmsprop_adagrad.cpp and
+tests/test_lr_schedules.cpp.
 
 Offline only: nothing in the build or the tests runs this script or needs PyTorch; it is kept so
 the values can be regenerated and audited (python3 tools/torch_goldens_optim.py, PyTorch 1.13,
