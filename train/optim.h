@@ -490,8 +490,9 @@ struct PlateauConfig {
   double factor = 0.1;    // new rate = max(rate·factor, min_lr); in [0, 1)
   int64_t patience = 10;  // evaluations without improvement tolerated before a cut
   double threshold = 1e-4;
-  Threshold threshold_mode =
-      Threshold::rel;    // better: below best·(1 − threshold) or best − threshold
+  // rel: better means below best·(1 − threshold) (max: above best·(1 + threshold)); abs: below
+  // best − threshold (max: above best + threshold).
+  Threshold threshold_mode = Threshold::rel;
   int64_t cooldown = 0;  // evaluations after a cut during which bad ones are not counted
   std::vector<double> min_lr = {};
   double eps = 1e-8;  // a cut smaller than this is not made
@@ -502,8 +503,8 @@ struct PlateauConfig {
 // that the Trainer calls only counts: the rates follow the metric, so the state (best,
 // num_bad_epochs, cooldown_counter, last_epoch and each group's rate "lr.<group>") is saved in the
 // Trainer's checkpoints. It starts from the optimiser's current rates. Unlike torch, a NaN metric
-// is refused (torch counts it as a bad evaluation), as are a negative threshold and, in rel mode,
-// a threshold of 1 or more (torch's best·(1 − threshold) is then NaN or never beaten).
+// is refused (torch counts it as a bad evaluation), as are a negative threshold and, in min mode
+// with rel, a threshold of 1 or more (torch's best·(1 − threshold) is then NaN or never beaten).
 class ReduceLROnPlateau : public LrScheduler {
  public:
   explicit ReduceLROnPlateau(Optimizer& optimizer, const PlateauConfig& config = {});
