@@ -1,10 +1,11 @@
-// One training loop for any optimiser: SGD with momentum, Adam and a user-written optimiser (a
-// sign-SGD with a per-element momentum) drive the Trainer on models that are not a MicroLM (an
-// MLP and a classifier with dropout, and the GPT-2 example's decoder): a checkpoint half-way
-// resumes in a fresh Trainer to the uninterrupted run's losses and weights bit for bit (with a
-// StepLR schedule); accumulation over 2 micro-batches equals 2 ranks bit for bit, and ZeRO-1
-// changes no bit; a checkpoint of one optimiser is refused by another, naming both; an optimiser
-// that cannot shard refuses ZeRO-1.
+// One training loop for any optimiser: SGD with momentum, Adam, RMSprop, Adagrad and a
+// user-written optimiser (a sign-SGD with a per-element momentum) drive the Trainer on models that
+// are not a MicroLM (an MLP and a classifier with dropout, and the GPT-2 example's decoder): a
+// checkpoint half-way resumes in a fresh Trainer to the uninterrupted run's losses and weights bit
+// for bit (with a StepLR schedule, or OneCycleLR for RMSprop); accumulation over 2 micro-batches
+// equals 2 ranks bit for bit, and ZeRO-1 changes no bit; a checkpoint of one optimiser is refused
+// by another, naming both; an optimiser that cannot shard refuses ZeRO-1. ReduceLROnPlateau, fed
+// an evaluation every few steps from the step callback, resumes exactly with its state.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -68,7 +69,7 @@ class SignSGD final : public FlatOptimizer {
   bool shards_;
 };
 
-enum class Kind { sgd_momentum, sgd_nesterov, adam, sign_sgd };
+enum class Kind { sgd_momentum, sgd_nesterov, adam, rmsprop, adagrad, sign_sgd };
 const char* kind_name(Kind kind) {
   switch (kind) {
     case Kind::sgd_momentum:
@@ -77,6 +78,10 @@ const char* kind_name(Kind kind) {
       return "SGD (Nesterov)";
     case Kind::adam:
       return "Adam";
+    case Kind::rmsprop:
+      return "RMSprop (centered, momentum; OneCycleLR)";
+    case Kind::adagrad:
+      return "Adagrad";
     case Kind::sign_sgd:
       return "SignSGD";
   }
@@ -107,11 +112,27 @@ Optimisation optimisation(Kind kind, Module& net) {
       optimizers.push_back(
           std::make_unique<Adam>(net, AdamConfig{.lr = 3e-3, .weight_decay = 1e-3}));
       break;
+    case Kind::rmsprop:
+      optimizers.push_back(std::make_unique<RMSprop>(
+          net, RMSpropConfig{.lr = 1e-3, .weight_decay = 1e-3, .momentum = 0.5, .centered = true}));
+      break;
+    case Kind::adagrad:
+      optimizers.push_back(std::make_unique<Adagrad>(
+          net, AdagradConfig{.lr = 0.05, .lr_decay = 0.01, .initial_accumulator_value = 0.1}));
+      break;
     case Kind::sign_sgd:
       optimizers.push_back(std::make_unique<SignSGD>(net, 1e-3));
       break;
   }
-  schedulers.push_back(std::make_unique<StepLR>(*optimizers.back(), 4, 0.5));
+  // RMSprop's rate follows a linear one-cycle over 12 steps (the longest run here): the last
+  // step's schedule step reaches step 12, where torch's extrapolation goes below zero.
+  if (kind == Kind::rmsprop)
+    schedulers.push_back(std::make_unique<OneCycleLR>(
+        *optimizers.back(), OneCycleConfig{.max_lr = {3e-3},
+                                           .total_steps = 12,
+                                           .anneal_strategy = OneCycleConfig::Anneal::linear}));
+  else
+    schedulers.push_back(std::make_unique<StepLR>(*optimizers.back(), 4, 0.5));
   return {optimizers.back().get(), schedulers.back().get()};
 }
 
@@ -210,7 +231,8 @@ void check_exact_resume(Kind kind, const std::function<std::shared_ptr<Sequentia
 
 TEST_CASE("SGD with momentum, Adam and a user's optimiser resume an MLP with dropout exactly") {
   const TensorDataset data = regression_data();
-  for (Kind kind : {Kind::sgd_momentum, Kind::sgd_nesterov, Kind::adam, Kind::sign_sgd}) {
+  for (Kind kind : {Kind::sgd_momentum, Kind::sgd_nesterov, Kind::adam, Kind::rmsprop,
+                    Kind::adagrad, Kind::sign_sgd}) {
     TrainingConfig c = settings(12, 8);
     c.clip = kind == Kind::sgd_nesterov ? 0.5 : 0;  // clipping too, on one of them
     check_exact_resume(
@@ -228,7 +250,7 @@ TEST_CASE("accumulation over 2 micro-batches equals 2 ranks bit for bit; ZeRO-1 
   TempDir dir("trainer_optimizers");
   const TensorDataset data = regression_data();
   const auto sampler = [&] { return Sampler::shuffled(data.size(), 8, true); };
-  for (Kind kind : {Kind::sgd_momentum, Kind::adam, Kind::sign_sgd}) {
+  for (Kind kind : {Kind::sgd_momentum, Kind::adam, Kind::rmsprop, Kind::adagrad, Kind::sign_sgd}) {
     CAPTURE(kind_name(kind));
     TrainingConfig accumulated_settings = settings(9, 4, 2);
     accumulated_settings.clip = 0.05;  // most steps clip: the clip path is compared too
@@ -419,4 +441,77 @@ TEST_CASE("the loop's settings have their own JSON, and a caller's training reco
                             .training_record = record},
               c),
       doctest::Contains("the training record's 'batch' is 4, the loop's setting is 3"));
+}
+
+namespace {
+// An SGD and a ReduceLROnPlateau over it, fed the whole data's loss after every third step.
+struct PlateauRun {
+  std::shared_ptr<Sequential> net;
+  SGD optimizer;
+  ReduceLROnPlateau plateau;
+  std::unique_ptr<Trainer> trainer;
+  std::vector<double> rates;  // the rate of every step run here
+  PlateauRun(uint64_t seed, const TensorDataset& data, const TrainingConfig& c)
+      : net(make_mlp(seed, 0)),
+        optimizer(*net, SGDConfig{.lr = 0.1, .momentum = 0.9}),
+        plateau(
+            optimizer,
+            PlateauConfig{
+                .factor = 0.5, .patience = 0, .threshold = 0.1, .cooldown = 1, .min_lr = {0.01}}),
+        trainer(std::make_unique<Trainer>(*net, data, Sampler::shuffled(data.size(), 3, false), mse,
+                                          c, optimizer, &plateau)) {}
+  void run(int64_t until, const TensorDataset& data) {
+    trainer->run(until, [&](const StepLog& log) {
+      rates.push_back(log.lr);
+      if ((log.step + 1) % 3 == 0) plateau.step(evaluate_loss<Sequential>(*net, data, mse));
+    });
+  }
+};
+}  // namespace
+
+TEST_CASE("ReduceLROnPlateau fed from the step callback resumes exactly, its rates included") {
+  TempDir dir("trainer_optimizers");
+  const TensorDataset data = regression_data();
+  const TrainingConfig c = settings(30, 8);
+  PlateauRun whole(1, data, c);
+  whole.run(c.steps, data);
+  CHECK(whole.plateau.last_epoch() == 10);
+  CHECK(whole.optimizer.lr() < 0.1);  // it cut the rate
+
+  PlateauRun first(1, data, c);
+  first.run(16, data);  // between two evaluations
+  CHECK(first.optimizer.lr() < 0.1);
+  CHECK(first.optimizer.lr() > 0.01);  // cut before the checkpoint, and again after it
+  const std::string ckpt = (dir.path / "plateau.safetensors").string();
+  first.trainer->save_checkpoint(ckpt);
+  CHECK(load_safetensors(ckpt).metadata.count("depthgrad.scheduler.best") == 1);
+
+  PlateauRun resumed(2, data, c);
+  resumed.trainer->load_checkpoint(ckpt);
+  CHECK(resumed.plateau.best() == first.plateau.best());
+  CHECK(resumed.plateau.num_bad_epochs() == first.plateau.num_bad_epochs());
+  CHECK(resumed.plateau.cooldown_counter() == first.plateau.cooldown_counter());
+  CHECK(resumed.plateau.last_epoch() == first.plateau.last_epoch());
+  CHECK(resumed.optimizer.lr() == first.optimizer.lr());
+  resumed.run(c.steps, data);
+  CHECK(resumed.trainer->losses() == whole.trainer->losses());
+  CHECK(weights(*resumed.trainer) == weights(*whole.trainer));
+  CHECK(resumed.plateau.state() == whole.plateau.state());
+  std::vector<double> later(whole.rates.begin() + 16, whole.rates.end());
+  CHECK(resumed.rates == later);
+
+  // A schedule that keeps no state refuses the plateau's, and the plateau a file without its own.
+  auto net = make_mlp(3, 0);
+  SGD sgd(*net, SGDConfig{.lr = 0.1, .momentum = 0.9});
+  StepLR step_lr(sgd, 4, 0.5);
+  Trainer stateless(*net, data, Sampler::shuffled(data.size(), 3, false), mse, c, sgd, &step_lr);
+  CHECK_THROWS_WITH(stateless.load_checkpoint(ckpt), doctest::Contains("keeps no state"));
+  CHECK(sgd.lr() == 0.1);
+  stateless.run(3);
+  const std::string step_ckpt = (dir.path / "steplr.safetensors").string();
+  stateless.save_checkpoint(step_ckpt);
+  PlateauRun other(4, data, c);
+  CHECK_THROWS_WITH(other.trainer->load_checkpoint(step_ckpt),
+                    doctest::Contains("ReduceLROnPlateau: state 'best' is missing"));
+  CHECK(other.trainer->step() == 0);
 }

@@ -260,8 +260,11 @@ TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::s
         throw std::runtime_error(fmt::format("{}: tensor '{}' has shape {}, expected {}", path, key,
                                              shape_str(e->shape), shape_str(p.shape())));
       states.emplace_back(slot_view(flat, p), tensor_from(*e, path));
-      // Second moments are >= 0 (a square's average); any state must be finite.
-      check_finite(states.back().second, path, key, state_name == "exp_avg_sq");
+      // Averages and sums of squares (Adam's, RMSprop's, Adagrad's) are >= 0; any state must be
+      // finite.
+      const bool squares =
+          state_name == "exp_avg_sq" || state_name == "square_avg" || state_name == "sum";
+      check_finite(states.back().second, path, key, squares);
     }
   }
   // Every tensor is a weight, one of its optimizer states or a state blob: anything else means a

@@ -5,10 +5,12 @@
 //    Hugging Face's safetensors readers load them as a state dict.
 //  - Training checkpoints add the optimiser's per-element state per parameter
 //    ("optimizer.<state>.<name>": AdamW's "optimizer.exp_avg.<name>" and
-//    "optimizer.exp_avg_sq.<name>", SGD's "optimizer.momentum_buffer.<name>"), its name
-//    ("depthgrad.optimizer") and integer scalars ("depthgrad.optimizer.<scalar>"), RNG states and
-//    any other byte blobs as U8 tensors ("state.<key>"), and string metadata (step, config, data
-//    position). A checkpoint of one optimiser is refused by another, naming both.
+//    "optimizer.exp_avg_sq.<name>", SGD's "optimizer.momentum_buffer.<name>", RMSprop's
+//    "optimizer.square_avg.<name>" (and momentum_buffer, grad_avg), Adagrad's
+//    "optimizer.sum.<name>"), its name ("depthgrad.optimizer") and integer scalars
+//    ("depthgrad.optimizer.<scalar>"), RNG states and any other byte blobs as U8 tensors
+//    ("state.<key>"), and string metadata (step, config, data position, a schedule's own state).
+//    A checkpoint of one optimiser is refused by another, naming both.
 // Writes are atomic (temporary file, fsync, rename). A file that is truncated, inconsistent or
 // does not fit the model is rejected with an error naming the file and tensor; nothing is
 // half-loaded: the model is only touched after every check passed.

@@ -1,4 +1,5 @@
-// AdamW, Adam, SGD, clipping and schedules, over flat buffers and over tensors (see optim.h).
+// AdamW, Adam, SGD, RMSprop, Adagrad, clipping and schedules, over flat buffers and over tensors
+// (see optim.h).
 #include "train/optim.h"
 
 #include <fmt/format.h>
@@ -495,6 +496,210 @@ void SGD::step() {
     }
 }
 
+// ---- RMSprop and Adagrad
+
+namespace {
+void check_rmsprop(const RMSpropConfig& c) {
+  check_rate(c.lr, "RMSprop", "lr");
+  check_rate(c.eps, "RMSprop", "eps");
+  check_rate(c.weight_decay, "RMSprop", "weight_decay");
+  check_rate(c.momentum, "RMSprop", "momentum");
+  if (!(c.alpha >= 0 && c.alpha <= 1))
+    throw std::invalid_argument(fmt::format("RMSprop: alpha must be in [0, 1], got {}", c.alpha));
+}
+
+// torch 1.13 RMSprop (single-tensor path) on one span, in torch's order of operations:
+//   g ← g + wd·p;  v ← v·α + (1 − α)·g·g
+//   centered: ḡ ← ḡ·α + (1 − α)·g;  d = √(v − ḡ·ḡ) + eps;  otherwise d = √v + eps
+//   momentum: b ← b·μ + g/d;  p ← p − lr·b;  otherwise p ← p − lr·(g/d)
+// p, g, v [n]; a (centered) and b (momentum) [n] or null.
+template <class T>
+void rmsprop_span(T* __restrict p, const T* __restrict g, T* __restrict v, T* __restrict a,
+                  T* __restrict b, int64_t n, const RMSpropConfig& c, double lr,
+                  double weight_decay) {
+  const T wd = static_cast<T>(weight_decay), alpha = static_cast<T>(c.alpha),
+          one_minus_alpha = static_cast<T>(1.0 - c.alpha), eps = static_cast<T>(c.eps),
+          mom = static_cast<T>(c.momentum), rate = static_cast<T>(lr);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T gi = wd != T(0) ? g[i] + wd * p[i] : g[i];
+    v[i] = v[i] * alpha + one_minus_alpha * gi * gi;
+    T d;
+    if (a) {
+      a[i] = a[i] * alpha + one_minus_alpha * gi;
+      d = std::sqrt(v[i] - a[i] * a[i]) + eps;
+    } else {
+      d = std::sqrt(v[i]) + eps;
+    }
+    if (b) {
+      b[i] = b[i] * mom + gi / d;
+      p[i] = p[i] + (-rate) * b[i];
+    } else {
+      p[i] = p[i] + (-rate) * (gi / d);
+    }
+  }
+}
+}  // namespace
+
+RMSprop::RMSprop(FlatParameters& params, const RMSpropConfig& config)
+    : FlatOptimizer((check_rmsprop(config), params), config.lr, config.weight_decay, "RMSprop"),
+      config_(config) {
+  reset_state();
+}
+
+RMSprop::RMSprop(std::vector<Tensor> params, const RMSpropConfig& config)
+    : RMSprop(one_group(std::move(params)), config) {}
+
+RMSprop::RMSprop(std::vector<ParamGroup> groups, const RMSpropConfig& config) : config_(config) {
+  check_rmsprop(config);
+  set_groups(std::move(groups), config.lr, config.weight_decay, "RMSprop");
+  tensor_state_.resize(parameters().size());
+}
+
+RMSprop::State RMSprop::fresh_state(const Shape& shape, DType dtype) const {
+  State s;
+  s.square_avg = Tensor::zeros(shape, dtype);
+  if (config_.momentum > 0) s.momentum_buffer = Tensor::zeros(shape, dtype);
+  if (config_.centered) s.grad_avg = Tensor::zeros(shape, dtype);
+  return s;
+}
+
+void RMSprop::reset_state() {
+  if (params_) flat_ = fresh_state({shard_end_ - shard_begin_}, params_->values.dtype());
+}
+
+std::vector<NamedTensor> RMSprop::element_state() {
+  std::vector<NamedTensor> state{{"square_avg", flat_.square_avg}};
+  if (flat_.momentum_buffer.defined()) state.emplace_back("momentum_buffer", flat_.momentum_buffer);
+  if (flat_.grad_avg.defined()) state.emplace_back("grad_avg", flat_.grad_avg);
+  return state;
+}
+
+void RMSprop::set_scalar_state(const std::map<std::string, int64_t>& scalars) {
+  flat_.steps = scalar_named(scalars, "step", name());
+}
+
+void RMSprop::update(State& state, const Tensor& values, const Tensor& gradients, int64_t offset,
+                     double lr, double weight_decay) const {
+  dispatch_float(values.dtype(), "RMSprop", [&]<class T>() {
+    T* p =
+        values.mutable_data<T>() + offset;  // once, before the threads: the version counts writes
+    const T* g = gradients.data<T>() + offset;
+    T* v = state.square_avg.data<T>();
+    T* a = state.grad_avg.defined() ? state.grad_avg.data<T>() : nullptr;
+    T* b = state.momentum_buffer.defined() ? state.momentum_buffer.data<T>() : nullptr;
+    for_chunks(state.square_avg.numel(), [&](int64_t lo, int64_t hi) {
+      rmsprop_span<T>(p + lo, g + lo, v + lo, a ? a + lo : nullptr, b ? b + lo : nullptr, hi - lo,
+                      config_, lr, weight_decay);
+    });
+  });
+}
+
+void RMSprop::step() {
+  ScopedOpTimer op_timer(OpFamily::optimizer);
+  if (params_) {
+    ++flat_.steps;
+    return update(flat_, params_->values, params_->gradients, shard_begin_, *groups_[0].lr,
+                  *groups_[0].weight_decay);
+  }
+  size_t k = 0;
+  for (const ParamGroup& group : groups_)
+    for (const Tensor& param : group.params) {
+      State& state = tensor_state_[k++];
+      Tensor grad = gradient_of(param, "RMSprop");
+      if (!grad.defined()) continue;
+      if (!state.square_avg.defined()) state = fresh_state(param.shape(), param.dtype());
+      ++state.steps;
+      update(state, param, grad, 0, *group.lr, *group.weight_decay);
+    }
+}
+
+namespace {
+void check_adagrad(const AdagradConfig& c) {
+  check_rate(c.lr, "Adagrad", "lr");
+  check_rate(c.lr_decay, "Adagrad", "lr_decay");
+  check_rate(c.weight_decay, "Adagrad", "weight_decay");
+  check_rate(c.initial_accumulator_value, "Adagrad", "initial_accumulator_value");
+  check_rate(c.eps, "Adagrad", "eps");
+}
+
+// torch 1.13 Adagrad (single-tensor path, dense) on one span, in torch's order of operations:
+//   g ← g + wd·p;  s ← s + g·g;  p ← p − clr·(g / (√s + eps))
+// p, g, s [n]; clr the step's decayed rate.
+template <class T>
+void adagrad_span(T* __restrict p, const T* __restrict g, T* __restrict s, int64_t n,
+                  double weight_decay, double clr, double epsilon) {
+  const T wd = static_cast<T>(weight_decay), rate = static_cast<T>(clr),
+          eps = static_cast<T>(epsilon);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T gi = wd != T(0) ? g[i] + wd * p[i] : g[i];
+    s[i] = s[i] + gi * gi;
+    p[i] = p[i] + (-rate) * (gi / (std::sqrt(s[i]) + eps));
+  }
+}
+}  // namespace
+
+Adagrad::Adagrad(FlatParameters& params, const AdagradConfig& config)
+    : FlatOptimizer((check_adagrad(config), params), config.lr, config.weight_decay, "Adagrad"),
+      config_(config) {
+  reset_state();
+}
+
+Adagrad::Adagrad(std::vector<Tensor> params, const AdagradConfig& config)
+    : Adagrad(one_group(std::move(params)), config) {}
+
+Adagrad::Adagrad(std::vector<ParamGroup> groups, const AdagradConfig& config) : config_(config) {
+  check_adagrad(config);
+  set_groups(std::move(groups), config.lr, config.weight_decay, "Adagrad");
+  tensor_state_.resize(parameters().size());
+}
+
+void Adagrad::reset_state() {
+  if (params_)
+    flat_ = State{Tensor::full({shard_end_ - shard_begin_}, config_.initial_accumulator_value,
+                               params_->values.dtype())};
+}
+
+void Adagrad::set_scalar_state(const std::map<std::string, int64_t>& scalars) {
+  flat_.steps = scalar_named(scalars, "step", name());
+}
+
+void Adagrad::update(State& state, const Tensor& values, const Tensor& gradients, int64_t offset,
+                     double lr, double weight_decay) const {
+  // torch: clr = lr / (1 + (step − 1)·lr_decay), the step counted from 1 after the increment.
+  const double clr = lr / (1 + static_cast<double>(state.steps - 1) * config_.lr_decay);
+  dispatch_float(values.dtype(), "Adagrad", [&]<class T>() {
+    T* p =
+        values.mutable_data<T>() + offset;  // once, before the threads: the version counts writes
+    const T* g = gradients.data<T>() + offset;
+    T* s = state.sum.data<T>();
+    for_chunks(state.sum.numel(), [&](int64_t lo, int64_t hi) {
+      adagrad_span<T>(p + lo, g + lo, s + lo, hi - lo, weight_decay, clr, config_.eps);
+    });
+  });
+}
+
+void Adagrad::step() {
+  ScopedOpTimer op_timer(OpFamily::optimizer);
+  if (params_) {
+    ++flat_.steps;
+    return update(flat_, params_->values, params_->gradients, shard_begin_, *groups_[0].lr,
+                  *groups_[0].weight_decay);
+  }
+  size_t k = 0;
+  for (const ParamGroup& group : groups_)
+    for (const Tensor& param : group.params) {
+      State& state = tensor_state_[k++];
+      Tensor grad = gradient_of(param, "Adagrad");
+      if (!grad.defined()) continue;
+      if (!state.sum.defined())
+        state.sum = Tensor::full(param.shape(), config_.initial_accumulator_value, param.dtype());
+      ++state.steps;
+      update(state, param, grad, 0, *group.lr, *group.weight_decay);
+    }
+}
+
 // Σ x² over x [n] in double, in a fixed order that vectorises: 8 interleaved partial sums
 // (element i goes to sum i mod 8), then added in order. The same bits on every thread.
 template <class T>
@@ -697,33 +902,56 @@ namespace dg {
 
 // ---- schedules as objects
 
-LrScheduler::LrScheduler(Optimizer& optimizer, Rule rule)
-    : optimizer_(&optimizer), rule_(std::move(rule)) {
-  if (!rule_) throw std::invalid_argument("LrScheduler: no rule");
+LrScheduler::LrScheduler(Optimizer& optimizer, Rule rule) : LrScheduler(optimizer) {
+  if (!rule) throw std::invalid_argument("LrScheduler: no rule");
+  rule_ = std::move(rule);
+  apply(0);
+}
+
+LrScheduler::LrScheduler(Optimizer& optimizer) : optimizer_(&optimizer) {
   for (size_t g = 0; g < optimizer.param_groups().size(); ++g) base_lrs_.push_back(optimizer.lr(g));
-  apply();
 }
 
 void LrScheduler::step() {
+  apply(step_ + 1);
   ++step_;
-  apply();
 }
 
 void LrScheduler::set_step(int64_t step) {
   if (step < 0)
     throw std::invalid_argument(fmt::format("learning-rate schedule: step {} is negative", step));
+  apply(step);
   step_ = step;
-  apply();
 }
 
-void LrScheduler::apply() {
+double LrScheduler::lr_at(int64_t step, size_t group) const {
+  if (!rule_)
+    throw std::invalid_argument(
+        "learning-rate schedule: this one's rates follow a metric, not the step (lr_at needs a "
+        "rule of the step)");
+  return rule_(step, base_lrs_.at(group));
+}
+
+void LrScheduler::load_state(const std::map<std::string, double>& state) {
+  if (!state.empty())
+    throw std::invalid_argument(fmt::format(
+        "learning-rate schedule: this schedule is a rule of the step and keeps no state, but "
+        "'{}' was given (state of a ReduceLROnPlateau?)",
+        state.begin()->first));
+}
+
+// Every group's rate at `step`, all computed (and checked) before any is set.
+void LrScheduler::apply(int64_t step) {
+  if (!rule_) return;
+  std::vector<double> rates;
   for (size_t g = 0; g < base_lrs_.size(); ++g) {
-    const double lr = rule_(step_, base_lrs_[g]);
+    const double lr = rule_(step, base_lrs_[g]);
     if (!(lr >= 0) || !std::isfinite(lr))
       throw std::invalid_argument(
-          fmt::format("learning-rate schedule: step {} gives group {} the rate {}", step_, g, lr));
-    optimizer_->set_lr(g, lr);
+          fmt::format("learning-rate schedule: step {} gives group {} the rate {}", step, g, lr));
+    rates.push_back(lr);
   }
+  for (size_t g = 0; g < rates.size(); ++g) optimizer_->set_lr(g, rates[g]);
 }
 
 namespace {
@@ -771,5 +999,212 @@ ScheduleLR::ScheduleLR(Optimizer& optimizer, const Schedule& schedule)
         const double lr = schedule.at(step);
         return base == schedule.lr ? lr : base * (lr / schedule.lr);
       }) {}
+
+// ---- OneCycleLR
+
+namespace {
+// A per-group list of `what`: one value for every group, or one per group.
+std::vector<double> per_group(const std::vector<double>& values, size_t groups, const char* who,
+                              const char* what) {
+  if (values.size() == 1) return std::vector<double>(groups, values[0]);
+  if (values.size() != groups)
+    throw std::invalid_argument(
+        fmt::format("{}: expected 1 or {} values of {} (one per group), got {}", who, groups, what,
+                    values.size()));
+  return values;
+}
+
+struct CyclePhase {
+  double end_step;
+  double start_factor, end_factor;  // of max_lr
+};
+
+// a·b rounded, never fused into a following add: torch's phase ends are float(pct·total) − 1, and
+// a fused multiply-add would move an end that torch puts on a step (or on the phase's start).
+[[gnu::noinline]] double rounded_product(double a, double b) { return a * b; }
+
+// torch's phases: the step each ends at and the rates it anneals between, as factors of max_lr.
+std::vector<CyclePhase> one_cycle_phases(const OneCycleConfig& c, int64_t total) {
+  const double initial = 1.0 / c.div_factor, final = initial / c.final_div_factor;
+  const double rise_end = rounded_product(c.pct_start, static_cast<double>(total)) - 1;
+  const double last = static_cast<double>(total - 1);
+  if (!c.three_phase) return {{rise_end, initial, 1.0}, {last, 1.0, final}};
+  return {{rise_end, initial, 1.0},
+          {rounded_product(2 * c.pct_start, static_cast<double>(total)) - 2, 1.0, initial},
+          {last, initial, final}};
+}
+
+void check_one_cycle(const OneCycleConfig& c, int64_t total) {
+  constexpr const char* who = "OneCycleLR";
+  if (c.total_steps != 0) check_steps(c.total_steps, 1, who, "total_steps");
+  if (c.total_steps == 0) {
+    check_steps(c.epochs, 1, who, "epochs (total_steps is 0)");
+    check_steps(c.steps_per_epoch, 1, who, "steps_per_epoch (total_steps is 0)");
+  }
+  if (c.cycle_momentum)
+    throw std::invalid_argument(
+        "OneCycleLR: cycle_momentum = true is not supported (depthgrad's optimisers keep one "
+        "momentum or beta1 for all groups and steps); set it false, the rate still cycles");
+  if (!(c.pct_start >= 0 && c.pct_start <= 1))
+    throw std::invalid_argument(
+        fmt::format("OneCycleLR: pct_start must be in [0, 1], got {}", c.pct_start));
+  for (auto [value, what] :
+       {std::pair{c.div_factor, "div_factor"}, std::pair{c.final_div_factor, "final_div_factor"}})
+    if (!(value > 0) || !std::isfinite(value))
+      throw std::invalid_argument(
+          fmt::format("OneCycleLR: {} must be finite and > 0, got {}", what, value));
+  double start = 0;
+  for (const CyclePhase& phase : one_cycle_phases(c, total)) {
+    if (phase.end_step == start)
+      throw std::invalid_argument(fmt::format(
+          "OneCycleLR: pct_start {} over {} steps gives a phase of no length ending at step {} "
+          "(torch divides by zero there)",
+          c.pct_start, total, phase.end_step));
+    start = phase.end_step;
+  }
+}
+
+double one_cycle_rate(const OneCycleConfig& c, int64_t total, int64_t step, double max_lr) {
+  if (step > total)
+    throw std::invalid_argument(fmt::format(
+        "OneCycleLR: step {} is past total_steps {} (the schedule ends there; torch raises 'Tried "
+        "to step {} times')",
+        step, total, step + 1));
+  const std::vector<CyclePhase> phases = one_cycle_phases(c, total);
+  double start = 0;
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const CyclePhase& phase = phases[i];
+    if (static_cast<double>(step) <= phase.end_step || i + 1 == phases.size()) {
+      const double pct = (static_cast<double>(step) - start) / (phase.end_step - start);
+      const double from = max_lr * phase.start_factor, to = max_lr * phase.end_factor;
+      const double rate = c.anneal_strategy == OneCycleConfig::Anneal::cos
+                              ? to + (from - to) / 2.0 * (std::cos(M_PI * pct) + 1)
+                              : (to - from) * pct + from;
+      return std::max(0.0, rate);  // below 0 only past the end of a linear anneal (step total)
+    }
+    start = phase.end_step;
+  }
+  return 0;  // not reached: the last phase takes every step
+}
+
+int64_t one_cycle_total(const OneCycleConfig& c) {
+  const int64_t total = c.total_steps != 0 ? c.total_steps : c.epochs * c.steps_per_epoch;
+  check_one_cycle(c, total);
+  return total;
+}
+
+// Sets each group's rate to its max_lr, so the schedule takes them as its bases; checks every
+// setting first, so a refused schedule leaves the optimiser as it was.
+Optimizer& with_max_lrs(Optimizer& optimizer, const OneCycleConfig& c) {
+  one_cycle_total(c);
+  const std::vector<double> max_lrs =
+      per_group(c.max_lr, optimizer.param_groups().size(), "OneCycleLR", "max_lr");
+  for (double max_lr : max_lrs) check_rate(max_lr, "OneCycleLR", "max_lr");
+  for (size_t g = 0; g < max_lrs.size(); ++g) optimizer.set_lr(g, max_lrs[g]);
+  return optimizer;
+}
+}  // namespace
+
+OneCycleLR::OneCycleLR(Optimizer& optimizer, const OneCycleConfig& config)
+    : LrScheduler(with_max_lrs(optimizer, config),
+                  [config, total = one_cycle_total(config)](int64_t step, double max_lr) {
+                    return one_cycle_rate(config, total, step, max_lr);
+                  }) {}
+
+// ---- ReduceLROnPlateau
+
+ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, const PlateauConfig& config)
+    : LrScheduler(optimizer), config_(config) {
+  constexpr const char* who = "ReduceLROnPlateau";
+  if (!(config.factor >= 0 && config.factor < 1))
+    throw std::invalid_argument(
+        fmt::format("ReduceLROnPlateau: factor must be in [0, 1), got {}", config.factor));
+  check_steps(config.patience, 0, who, "patience");
+  check_steps(config.cooldown, 0, who, "cooldown");
+  check_rate(config.threshold, who, "threshold");
+  check_rate(config.eps, who, "eps");
+  if (config.threshold_mode == PlateauConfig::Threshold::rel &&
+      config.mode == PlateauConfig::Mode::min && config.threshold >= 1)
+    throw std::invalid_argument(fmt::format(
+        "ReduceLROnPlateau: a rel threshold in min mode must be < 1, got {}", config.threshold));
+  const size_t groups = optimizer.param_groups().size();
+  min_lrs_ = config.min_lr.empty() ? std::vector<double>(groups, 0.0)
+                                   : per_group(config.min_lr, groups, who, "min_lr");
+  for (double m : min_lrs_) check_rate(m, who, "min_lr");
+  best_ = config.mode == PlateauConfig::Mode::min ? HUGE_VAL : -HUGE_VAL;  // torch's mode_worse
+}
+
+bool ReduceLROnPlateau::is_better(double a) const {
+  const bool rel = config_.threshold_mode == PlateauConfig::Threshold::rel;
+  if (config_.mode == PlateauConfig::Mode::min)
+    return rel ? a < best_ * (1. - config_.threshold) : a < best_ - config_.threshold;
+  return rel ? a > best_ * (config_.threshold + 1.) : a > best_ + config_.threshold;
+}
+
+// torch 1.13's step(metrics), line for line.
+void ReduceLROnPlateau::step(double metric) {
+  if (std::isnan(metric))
+    throw std::invalid_argument(
+        "ReduceLROnPlateau: the metric is NaN (torch would count it as an evaluation without "
+        "improvement; a NaN loss is a diverged run, not a plateau)");
+  ++last_epoch_;
+  if (is_better(metric)) {
+    best_ = metric;
+    num_bad_epochs_ = 0;
+  } else {
+    ++num_bad_epochs_;
+  }
+  if (cooldown_counter_ > 0) {
+    --cooldown_counter_;
+    num_bad_epochs_ = 0;  // bad evaluations in the cooldown are not counted
+  }
+  if (num_bad_epochs_ > config_.patience) {
+    for (size_t g = 0; g < min_lrs_.size(); ++g) {
+      const double old_lr = optimizer().lr(g);
+      const double new_lr = std::max(old_lr * config_.factor, min_lrs_[g]);
+      if (old_lr - new_lr > config_.eps) optimizer().set_lr(g, new_lr);
+    }
+    cooldown_counter_ = config_.cooldown;
+    num_bad_epochs_ = 0;
+  }
+}
+
+std::map<std::string, double> ReduceLROnPlateau::state() const {
+  std::map<std::string, double> state{{"best", best_},
+                                      {"num_bad_epochs", static_cast<double>(num_bad_epochs_)},
+                                      {"cooldown_counter", static_cast<double>(cooldown_counter_)},
+                                      {"last_epoch", static_cast<double>(last_epoch_)}};
+  for (size_t g = 0; g < min_lrs_.size(); ++g) state[fmt::format("lr.{}", g)] = optimizer().lr(g);
+  return state;
+}
+
+void ReduceLROnPlateau::load_state(const std::map<std::string, double>& state) {
+  const std::map<std::string, double> mine = this->state();
+  for (const auto& [key, value] : state)
+    if (!mine.count(key))
+      throw std::invalid_argument(fmt::format(
+          "ReduceLROnPlateau: unknown state '{}' (another schedule's, or another number of "
+          "parameter groups)",
+          key));
+  for (const auto& [key, value] : mine) {
+    auto it = state.find(key);
+    if (it == state.end())
+      throw std::invalid_argument(fmt::format("ReduceLROnPlateau: state '{}' is missing", key));
+    const double v = it->second;
+    const bool count = key == "num_bad_epochs" || key == "cooldown_counter" || key == "last_epoch";
+    const bool ok = key == "best" ? !std::isnan(v)
+                    : count       ? v >= 0 && v <= 9e15 && v == std::floor(v)
+                                  : v >= 0 && std::isfinite(v);
+    if (!ok)
+      throw std::invalid_argument(
+          fmt::format("ReduceLROnPlateau: state '{}' has the invalid value {}", key, v));
+  }
+  best_ = state.at("best");
+  num_bad_epochs_ = static_cast<int64_t>(state.at("num_bad_epochs"));
+  cooldown_counter_ = static_cast<int64_t>(state.at("cooldown_counter"));
+  last_epoch_ = static_cast<int64_t>(state.at("last_epoch"));
+  for (size_t g = 0; g < min_lrs_.size(); ++g)
+    optimizer().set_lr(g, state.at(fmt::format("lr.{}", g)));
+}
 
 }  // namespace dg

@@ -1,9 +1,10 @@
-// Optimisers, gradient clipping and learning-rate schedules, as in torch.optim: AdamW, Adam and
-// SGD (momentum, dampening, Nesterov) over any list of tensors or parameter groups (each with its
-// own rate and weight decay), and over a module's flat buffers (nn/module.h) as FlatOptimizers,
-// the interface the Trainer drives (a user's own optimiser implements it too), the fast
-// path the trainer uses: one pass over contiguous memory, nothing allocated per step. Optimisers
-// do not compute gradients or own the model; a schedule sets an optimiser's rates, nothing else.
+// Optimisers, gradient clipping and learning-rate schedules, as in torch.optim: AdamW, Adam,
+// SGD (momentum, dampening, Nesterov), RMSprop and Adagrad over any list of tensors or parameter
+// groups (each with its own rate and weight decay), and over a module's flat buffers (nn/module.h)
+// as FlatOptimizers, the interface the Trainer drives (a user's own optimiser implements it too),
+// the fast path the trainer uses: one pass over contiguous memory, nothing allocated per step.
+// Optimisers do not compute gradients or own the model; a schedule sets an optimiser's rates,
+// nothing else.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -255,6 +256,97 @@ class SGD : public FlatOptimizer {
   std::vector<Tensor> buffers_;  // over tensors: per parameter, undefined until its first step
 };
 
+// torch.optim.RMSprop's settings (its defaults). torch accepts alpha > 1, which can make the
+// squared average negative and the update NaN; here alpha must lie in [0, 1].
+struct RMSpropConfig {
+  double lr = 1e-2;
+  double alpha = 0.99;  // decay of the squared-gradient average
+  double eps = 1e-8;    // added to the root of the average, not inside it
+  double weight_decay = 0;
+  double momentum = 0;    // > 0 keeps a momentum buffer of the scaled gradients
+  bool centered = false;  // divide by the gradient's estimated variance, not its second moment
+};
+
+// torch.optim.RMSprop: g ← g + wd·p; v ← α·v + (1 − α)·g²; with centered also ḡ ← α·ḡ + (1 − α)·g
+// and d = √(v − ḡ²) + eps, else d = √v + eps; then with momentum b ← μ·b + g/d, p ← p − lr·b,
+// else p ← p − lr·g/d. Over a module's flat buffers or over tensors or groups (a tensor without a
+// gradient is skipped, as in torch).
+class RMSprop : public FlatOptimizer {
+ public:
+  RMSprop(FlatParameters& params, const RMSpropConfig& config);
+  RMSprop(Module& module, const RMSpropConfig& config)
+      : RMSprop(module.flat_parameters(), config) {}
+  RMSprop(std::vector<Tensor> params, const RMSpropConfig& config);
+  RMSprop(std::vector<ParamGroup> groups, const RMSpropConfig& config);
+  using Optimizer::step;
+  void step() override;
+  std::string name() const override { return "RMSprop"; }
+  // "square_avg", "momentum_buffer" (momentum > 0), "grad_avg" (centered); the scalar "step".
+  std::vector<NamedTensor> element_state() override;
+  std::map<std::string, int64_t> scalar_state() const override { return {{"step", flat_.steps}}; }
+  void set_scalar_state(const std::map<std::string, int64_t>& scalars) override;
+  const RMSpropConfig& config() const { return config_; }
+
+ protected:
+  void reset_state() override;
+
+ private:
+  struct State {
+    Tensor square_avg, momentum_buffer, grad_avg;  // the last two only when the config uses them
+    int64_t steps = 0;
+  };
+  State fresh_state(const Shape& shape, DType dtype) const;
+  // Updates elements [offset, offset + state's size) of `values` from `gradients`.
+  void update(State& state, const Tensor& values, const Tensor& gradients, int64_t offset,
+              double lr, double weight_decay) const;
+  RMSpropConfig config_;
+  State flat_;                       // the flat path's, over [shard_begin, shard_end)
+  std::vector<State> tensor_state_;  // over tensors: per parameter, undefined until its first step
+};
+
+// torch.optim.Adagrad's settings (its defaults).
+struct AdagradConfig {
+  double lr = 1e-2;
+  double lr_decay = 0;  // the rate at step t (from 1) is lr / (1 + (t − 1)·lr_decay)
+  double weight_decay = 0;
+  double initial_accumulator_value = 0;  // the sum of squares starts here
+  double eps = 1e-10;
+};
+
+// torch.optim.Adagrad (dense gradients): g ← g + wd·p; s ← s + g²; p ← p − clr·g/(√s + eps) with
+// clr = lr / (1 + (t − 1)·lr_decay), t the parameter's own step count. Over a module's flat
+// buffers (one count) or over tensors or groups (a count per tensor; one without a gradient is
+// skipped and its count stays). Sparse gradients do not exist here.
+class Adagrad : public FlatOptimizer {
+ public:
+  Adagrad(FlatParameters& params, const AdagradConfig& config);
+  Adagrad(Module& module, const AdagradConfig& config)
+      : Adagrad(module.flat_parameters(), config) {}
+  Adagrad(std::vector<Tensor> params, const AdagradConfig& config);
+  Adagrad(std::vector<ParamGroup> groups, const AdagradConfig& config);
+  using Optimizer::step;
+  void step() override;
+  std::string name() const override { return "Adagrad"; }
+  std::vector<NamedTensor> element_state() override { return {{"sum", flat_.sum}}; }
+  std::map<std::string, int64_t> scalar_state() const override { return {{"step", flat_.steps}}; }
+  void set_scalar_state(const std::map<std::string, int64_t>& scalars) override;
+  const AdagradConfig& config() const { return config_; }
+
+ protected:
+  void reset_state() override;
+
+ private:
+  struct State {
+    Tensor sum;
+    int64_t steps = 0;
+  };
+  void update(State& state, const Tensor& values, const Tensor& gradients, int64_t offset,
+              double lr, double weight_decay) const;
+  AdagradConfig config_;
+  State flat_;
+  std::vector<State> tensor_state_;
+};
+
 // torch.nn.utils.clip_grad_norm_: total = ‖all gradients‖₂; every gradient is multiplied by
 // min(1, max_norm / (total + 1e-6)). Returns the pre-clip total norm.
 struct ClipResult {
@@ -306,22 +398,35 @@ const char* schedule_kind_name(Schedule::Kind kind);
 // torch.optim.lr_scheduler: made after the optimiser, it remembers each group's rate as that
 // group's base and sets step 0's rates at once; each step() after optimizer.step() moves to the
 // next step's rates. The rule maps (step from 0, base rate) to a rate. The optimiser must outlive
-// the schedule (it is not owned).
+// the schedule (it is not owned). A schedule whose rates are not a function of the step
+// (ReduceLROnPlateau) has no rule: step() only counts, and its own state() is what a checkpoint
+// keeps.
 class LrScheduler {
  public:
   using Rule = std::function<double(int64_t step, double base_lr)>;
   LrScheduler(Optimizer& optimizer, Rule rule);
   virtual ~LrScheduler() = default;
+  // Moves to the next step's rates; on a rule that refuses the step (OneCycleLR past its last)
+  // it throws and nothing changes.
   void step();
   int64_t last_step() const { return step_; }  // the step whose rates are set
   // Moves to `step`'s rates (a resumed run: the Trainer sets its step, so the position is
   // recomputed rather than stored).
   void set_step(int64_t step);
   const std::vector<double>& base_lrs() const { return base_lrs_; }
-  double lr_at(int64_t step, size_t group = 0) const { return rule_(step, base_lrs_.at(group)); }
+  double lr_at(int64_t step, size_t group = 0) const;  // refused without a rule
+  // State beyond the step, by name, for the Trainer's checkpoints (metadata
+  // "depthgrad.scheduler.<name>", restored after set_step): empty for a rule of the step.
+  // load_state checks every value before it changes anything; the default refuses any state.
+  virtual std::map<std::string, double> state() const { return {}; }
+  virtual void load_state(const std::map<std::string, double>& state);
+
+ protected:
+  explicit LrScheduler(Optimizer& optimizer);  // no rule: the subclass sets the rates itself
+  Optimizer& optimizer() const { return *optimizer_; }
 
  private:
-  void apply();
+  void apply(int64_t step);
   Optimizer* optimizer_;  // not owned
   Rule rule_;
   std::vector<double> base_lrs_;
@@ -348,6 +453,78 @@ struct LinearWarmupLR : LrScheduler {
 struct LambdaLR : LrScheduler {
   LambdaLR(Optimizer& optimizer, std::function<double(int64_t step)> factor);
 };
+// torch OneCycleLR's settings. max_lr holds one rate per parameter group, or one for all. The
+// length is total_steps, or (when that is 0) epochs × steps_per_epoch.
+struct OneCycleConfig {
+  enum class Anneal { cos, linear };
+  std::vector<double> max_lr = {};
+  int64_t total_steps = 0;
+  int64_t epochs = 0, steps_per_epoch = 0;
+  double pct_start = 0.3;  // the fraction of the steps spent rising
+  Anneal anneal_strategy = Anneal::cos;
+  // torch's default, true, also cycles SGD's momentum or Adam's beta1 between 0.85 and 0.95;
+  // depthgrad's optimisers keep one momentum for all groups and steps, so true is refused.
+  bool cycle_momentum = false;
+  double div_factor = 25;         // initial rate = max_lr / div_factor
+  double final_div_factor = 1e4;  // final rate = initial rate / final_div_factor
+  bool three_phase = false;       // rise, fall back to the initial rate, then fall to the final
+};
+// torch OneCycleLR: from max_lr/div_factor up to max_lr over the first pct_start of the steps,
+// then down to the final rate (three_phase: back to the initial rate over as many steps, then
+// down to the final rate), each phase a cosine or linear anneal. Step total_steps is the last
+// (torch extrapolates the last phase one step past its end there, and so does this; a linear
+// anneal then goes below zero, which is set as 0: no optimizer step uses that rate in a run of
+// total_steps steps). Stepping past it throws, as torch does. A phase of zero length (torch
+// divides by zero at it) is refused when made. The group's own rate is not read: max_lr sets
+// it, and base_lrs() holds max_lr.
+struct OneCycleLR : LrScheduler {
+  OneCycleLR(Optimizer& optimizer, const OneCycleConfig& config);
+};
+
+// torch ReduceLROnPlateau's settings. min_lr holds one floor per parameter group, or one for all
+// (empty: 0).
+struct PlateauConfig {
+  enum class Mode { min, max };  // whether a smaller or a larger metric is better
+  enum class Threshold { rel, abs };
+  Mode mode = Mode::min;
+  double factor = 0.1;    // new rate = max(rate·factor, min_lr); in [0, 1)
+  int64_t patience = 10;  // evaluations without improvement tolerated before a cut
+  double threshold = 1e-4;
+  // rel: better means below best·(1 − threshold) (max: above best·(1 + threshold)); abs: below
+  // best − threshold (max: above best + threshold).
+  Threshold threshold_mode = Threshold::rel;
+  int64_t cooldown = 0;  // evaluations after a cut during which bad ones are not counted
+  std::vector<double> min_lr = {};
+  double eps = 1e-8;  // a cut smaller than this is not made
+};
+// torch ReduceLROnPlateau: step(metric) after each evaluation cuts every group's rate by
+// `factor` once the metric has not improved on the best so far for more than `patience`
+// evaluations (not counting `cooldown` evaluations after a cut). The per-optimizer-step step()
+// that the Trainer calls only counts: the rates follow the metric, so the state (best,
+// num_bad_epochs, cooldown_counter, last_epoch and each group's rate "lr.<group>") is saved in the
+// Trainer's checkpoints. It starts from the optimiser's current rates. Unlike torch, a NaN metric
+// is refused (torch counts it as a bad evaluation), as are a negative threshold and, in min mode
+// with rel, a threshold of 1 or more (torch's best·(1 − threshold) is then NaN or never beaten).
+class ReduceLROnPlateau : public LrScheduler {
+ public:
+  explicit ReduceLROnPlateau(Optimizer& optimizer, const PlateauConfig& config = {});
+  using LrScheduler::step;
+  void step(double metric);  // one evaluation's metric (torch's step(metrics))
+  double best() const { return best_; }
+  int64_t num_bad_epochs() const { return num_bad_epochs_; }
+  int64_t cooldown_counter() const { return cooldown_counter_; }
+  int64_t last_epoch() const { return last_epoch_; }  // evaluations so far
+  std::map<std::string, double> state() const override;
+  void load_state(const std::map<std::string, double>& state) override;
+
+ private:
+  bool is_better(double metric) const;
+  PlateauConfig config_;
+  std::vector<double> min_lrs_;
+  double best_;
+  int64_t num_bad_epochs_ = 0, cooldown_counter_ = 0, last_epoch_ = 0;
+};
+
 // The CLI's Schedule driving an optimiser: a group whose base is schedule.lr gets schedule.at(step)
 // exactly; another group is scaled by its base / schedule.lr.
 struct ScheduleLR : LrScheduler {

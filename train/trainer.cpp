@@ -345,6 +345,24 @@ std::vector<uint8_t> pack(const std::vector<double>& v) {
 }
 // The trainer's own tensors in a checkpoint ("state.<name>").
 constexpr const char* kStateBlobs[] = {"sampler", "generator", "losses", "grad_norms"};
+// Metadata of the schedule's state: "depthgrad.scheduler.<name>".
+const std::string kSchedulerPrefix = "depthgrad.scheduler.";
+
+// The schedule's state a checkpoint holds, by name (empty for a rule of the step).
+std::map<std::string, double> checkpoint_scheduler_state(const SafetensorsFile& file,
+                                                         const std::string& path) {
+  std::map<std::string, double> state;
+  for (const auto& [key, text] : file.metadata) {
+    if (key.rfind(kSchedulerPrefix, 0) != 0) continue;
+    double value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc() || end != text.data() + text.size())
+      throw std::runtime_error(
+          fmt::format("{}: metadata '{}' is '{}', not a number", path, key, text));
+    state[key.substr(kSchedulerPrefix.size())] = value;
+  }
+  return state;
+}
 }  // namespace
 
 void Trainer::save_checkpoint(const std::string& path,
@@ -365,6 +383,11 @@ void Trainer::save_checkpoint(const std::string& path,
   state.metadata["depthgrad.skipped_steps"] = std::to_string(skipped_);
   state.metadata["depthgrad.wall_seconds"] = fmt::format("{}", wall_seconds());
   state.metadata["depthgrad.global_batch"] = std::to_string(global_batch());
+  // A schedule's own state (ReduceLROnPlateau's), in round-trip decimal; a rule of the step has
+  // none.
+  if (scheduler_)
+    for (const auto& [key, value] : scheduler_->state())
+      state.metadata[kSchedulerPrefix + key] = fmt::format("{}", value);
   state.blobs["sampler"] = sampler_.state();
   state.blobs["generator"] = default_generator().state();
   state.blobs["losses"] = pack(losses_);
@@ -541,6 +564,13 @@ void Trainer::load_checkpoint(const std::string& path) {
           fmt::format("{}: 'state.{}' holds {} values, expected {} (one per step taken)", path, key,
                       values->size(), step - skipped));
 
+  const std::map<std::string, double> schedule_state = checkpoint_scheduler_state(file, path);
+  if (!scheduler_ && !schedule_state.empty())
+    throw std::runtime_error(fmt::format(
+        "{}: the checkpoint holds a learning-rate schedule's state ('{}'), this run has no "
+        "schedule",
+        path, schedule_state.begin()->first));
+
   // The optimizer's state: read into tensors over the whole flat buffer (its own when unsharded;
   // with ZeRO-1 this rank then keeps its shard of them).
   OptimizerState optimizer = optimizer_state(*optimizer_);
@@ -550,7 +580,23 @@ void Trainer::load_checkpoint(const std::string& path) {
       shards.push_back(tensor);
       tensor = Tensor::zeros({flat_.total}, tensor.dtype());
     }
-  load_training_checkpoint(file, path, *model_, optimizer);
+  // The schedule's state first (it checks every value before it changes any); restored if the
+  // model's or the optimiser's part is refused.
+  const std::map<std::string, double> schedule_before =
+      scheduler_ ? scheduler_->state() : std::map<std::string, double>{};
+  if (scheduler_) {
+    try {
+      scheduler_->load_state(schedule_state);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
+    }
+  }
+  try {
+    load_training_checkpoint(file, path, *model_, optimizer);
+  } catch (...) {
+    if (scheduler_) scheduler_->load_state(schedule_before);
+    throw;
+  }
   for (size_t i = 0; i < shards.size(); ++i) {
     const int64_t lo = optimizer_->shard_begin(), count = shards[i].numel();
     std::memcpy(shards[i].mutable_data<float>(), optimizer.elements[i].second.data<float>() + lo,

@@ -2,10 +2,10 @@
 // resume exactly. The caller gives the model (built and initialised), a loss typed to the model (a
 // function of the model and a batch), the data (a Dataset and a Sampler, train/dataset.h), the
 // loop's settings (TrainingConfig, train/training_config.h), an optimiser over the model's flat
-// buffers (a FlatOptimizer: SGD, Adam, AdamW or the user's own, train/optim.h) and optionally a
-// learning-rate schedule (an LrScheduler over that optimiser). Each step runs in one order: draw
-// the step's examples, then per micro-batch zero the gradients, forward and loss, backward and add
-// up; reduce over ranks, clip, optimizer step, schedule step.
+// buffers (a FlatOptimizer: SGD, Adam, AdamW, RMSprop, Adagrad or the user's own, train/optim.h)
+// and optionally a learning-rate schedule (an LrScheduler over that optimiser). Each step runs in
+// one order: draw the step's examples, then per micro-batch zero the gradients, forward and loss,
+// backward and add up; reduce over ranks, clip, optimizer step, schedule step.
 //
 // What it guarantees, for every model and optimiser (tests/test_trainer.cpp,
 // tests/test_loop_models.cpp):
@@ -13,8 +13,9 @@
 //    per-element tensors and scalars, under its name), the step, the sampler's position and RNG,
 //    the default generator (dropout's draws), the loss record and the wall time, so a resumed run
 //    gives bit-identical losses and weights to an uninterrupted one. The schedule's position is
-//    the step's. The caller's JSON config is stored as metadata and must match on resume; a
-//    checkpoint of another optimiser is refused.
+//    the step's; a schedule with state of its own (ReduceLROnPlateau: best, counters, rates) has
+//    it saved and restored. The caller's JSON config is stored as metadata and must match on
+//    resume; a checkpoint of another optimiser is refused.
 //  - Accumulation and ranks: with accum > 1 or over several processes (train/data_parallel.h) a
 //    step runs the micro-batches of one global batch and gives the same bits however they are
 //    spread over the processes; ZeRO-1 (zero = 1) shards the optimiser's state and changes no bit.
