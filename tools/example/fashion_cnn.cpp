@@ -39,20 +39,30 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
       return argv[++i];
     };
-    if (flag == "--epochs") o.epochs = std::stoll(value());
-    else if (flag == "--batch") o.batch = std::stoll(value());
-    else if (flag == "--train-examples") o.train_examples = std::stoll(value());
-    else if (flag == "--test-examples") o.test_examples = std::stoll(value());
-    else if (flag == "--min-accuracy") o.min_accuracy = std::stod(value());
-    else if (flag == "--check-resume") o.check_resume = true;
-    else if (flag == "--data") o.data = value();
-    else if (flag == "--threads") o.threads = std::stoi(value());
-    else throw std::invalid_argument("unknown flag " + flag + " (see the comment at the top)");
+    if (flag == "--epochs")
+      o.epochs = std::stoll(value());
+    else if (flag == "--batch")
+      o.batch = std::stoll(value());
+    else if (flag == "--train-examples")
+      o.train_examples = std::stoll(value());
+    else if (flag == "--test-examples")
+      o.test_examples = std::stoll(value());
+    else if (flag == "--min-accuracy")
+      o.min_accuracy = std::stod(value());
+    else if (flag == "--check-resume")
+      o.check_resume = true;
+    else if (flag == "--data")
+      o.data = value();
+    else if (flag == "--threads")
+      o.threads = std::stoi(value());
+    else
+      throw std::invalid_argument("unknown flag " + flag + " (see the comment at the top)");
   }
   if (o.epochs < 1 || o.batch < 1 || o.train_examples < o.batch || o.train_examples > 60000 ||
       o.test_examples < 1 || o.test_examples > 10000)
-    throw std::invalid_argument("flags out of range: epochs >= 1, batch >= 1, batch <= "
-                                "train-examples <= 60000, 1 <= test-examples <= 10000");
+    throw std::invalid_argument(
+        "flags out of range: epochs >= 1, batch >= 1, batch <= "
+        "train-examples <= 60000, 1 <= test-examples <= 10000");
   return o;
 }
 
@@ -97,7 +107,8 @@ double accuracy(dg::Sequential& net, const dg::TensorDataset& data) {
 }
 
 // The first n examples of a split, normalised by the training images' mean and std.
-dg::TensorDataset examples(const dg::FashionMnistSplit& split, int64_t n, double mean, double stddev) {
+dg::TensorDataset examples(const dg::FashionMnistSplit& split, int64_t n, double mean,
+                           double stddev) {
   dg::NoGradGuard no_grad;
   const dg::Tensor images = split.images.view_narrow(0, 0, n);
   const dg::Tensor normalised = dg::scale(dg::add_scalar(images, -mean), 1.0 / stddev);
@@ -110,7 +121,8 @@ struct Run {
   std::unique_ptr<dg::Trainer> trainer;
 };
 
-Run make_run(const dg::TensorDataset& train, const dg::TrainingConfig& settings, uint64_t init_seed) {
+Run make_run(const dg::TensorDataset& train, const dg::TrainingConfig& settings,
+             uint64_t init_seed) {
   dg::manual_seed(init_seed);  // the weights' draws, then dropout's masks
   Run run;
   run.net = make_model();
@@ -127,7 +139,7 @@ bool same_state(dg::Sequential& a, dg::Sequential& b) {
   const auto sa = a.state_dict(), sb = b.state_dict();  // parameters and buffers, in order
   if (sa.size() != sb.size()) return false;
   for (size_t i = 0; i < sa.size(); ++i)
-    if (sa[i].name != sb[i].name || sa[i].tensor.to_vector() != sb[i].tensor.to_vector())
+    if (sa[i].first != sb[i].first || sa[i].second.to_vector() != sb[i].second.to_vector())
       return false;
   return true;
 }
@@ -141,14 +153,16 @@ int run_example(const Options& o) {
       std::sqrt(dg::mean(dg::square(dg::add_scalar(data.train.images, -mean))).item());
   const dg::TensorDataset train = examples(data.train, o.train_examples, mean, stddev);
   const dg::TensorDataset test = examples(data.test, o.test_examples, mean, stddev);
-  std::printf("Fashion-MNIST from %s: %lld training, %lld test images (read in %.1f s), %d threads\n",
-              data.directory.c_str(), static_cast<long long>(train.size()),
-              static_cast<long long>(test.size()),
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count(),
-              dg::threads());
+  std::printf(
+      "Fashion-MNIST from %s: %lld training, %lld test images (read in %.1f s), %d threads\n",
+      data.directory.c_str(), static_cast<long long>(train.size()),
+      static_cast<long long>(test.size()),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count(),
+      dg::threads());
 
   const int64_t steps_per_epoch = o.train_examples / o.batch;  // drop_last, as torch's
-  const dg::TrainingConfig settings{.steps = o.epochs * steps_per_epoch, .batch = o.batch, .seed = 1};
+  const dg::TrainingConfig settings{
+      .steps = o.epochs * steps_per_epoch, .batch = o.batch, .seed = 1};
   Run run = make_run(train, settings, 0);
   std::printf("%lld parameters; %lld epochs of %lld steps of %lld images\n",
               static_cast<long long>(run.net->parameter_count()), static_cast<long long>(o.epochs),
@@ -173,10 +187,10 @@ int run_example(const Options& o) {
 
   bool resumed_same = true;
   if (o.check_resume) {
-    const std::string path = (std::filesystem::temp_directory_path() /
-                              ("depthgrad_fashion_cnn_" + std::to_string(std::random_device{}()) +
-                               ".safetensors"))
-                                 .string();
+    const std::string path =
+        (std::filesystem::temp_directory_path() /
+         ("depthgrad_fashion_cnn_" + std::to_string(std::random_device{}()) + ".safetensors"))
+            .string();
     const int64_t half = settings.steps / 2;
     run.trainer->run(half, on_step);
     run.trainer->save_checkpoint(path);
@@ -185,10 +199,12 @@ int run_example(const Options& o) {
     fresh.trainer->load_checkpoint(path);
     std::filesystem::remove(path);
     fresh.trainer->run();
-    resumed_same = fresh.trainer->losses() == run.trainer->losses() && same_state(*fresh.net, *run.net);
-    std::printf("resumed from step %lld: the same losses, weights and batch-norm buffers bit for "
-                "bit: %s\n",
-                static_cast<long long>(half), resumed_same ? "yes" : "NO");
+    resumed_same =
+        fresh.trainer->losses() == run.trainer->losses() && same_state(*fresh.net, *run.net);
+    std::printf(
+        "resumed from step %lld: the same losses, weights and batch-norm buffers bit for "
+        "bit: %s\n",
+        static_cast<long long>(half), resumed_same ? "yes" : "NO");
   } else {
     run.trainer->run(settings.steps, on_step);
   }

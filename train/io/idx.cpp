@@ -33,7 +33,8 @@ std::string gunzip_if_compressed(std::string compressed, const std::string& what
     if (rc != Z_OK || (stream.avail_in == 0 && stream.avail_out != 0)) {
       const std::string detail = stream.msg ? stream.msg : "the stream ends before its trailer";
       inflateEnd(&stream);
-      throw std::runtime_error(fmt::format("{}: corrupt or truncated gzip data ({})", what, detail));
+      throw std::runtime_error(
+          fmt::format("{}: corrupt or truncated gzip data ({})", what, detail));
     }
   }
   out.resize(stream.total_out);
@@ -67,9 +68,8 @@ IdxFile parse_idx(std::string bytes, const std::string& what) {
   const int64_t element = file.element_type == 0x08 ? 1 : 4;
   const int64_t expected = file.header_bytes + count * element;
   if (static_cast<int64_t>(bytes.size()) != expected)
-    throw std::runtime_error(
-        fmt::format("{}: IDX file has {} bytes; its header ({}) says {}", what, bytes.size(),
-                    fmt::join(file.shape, " x "), expected));
+    throw std::runtime_error(fmt::format("{}: IDX file has {} bytes; its header ({}) says {}", what,
+                                         bytes.size(), fmt::join(file.shape, " x "), expected));
   file.bytes = std::move(bytes);
   return file;
 }
