@@ -240,9 +240,37 @@ template decltype(ref_conv2d_backward_weight<double>) ref_conv2d_backward_weight
 
 // ---- max pooling ----------------------------------------------------------------------------
 namespace {
-// y, idx [Ho, Wo] of one plane x [H, W]
+// True when every window lies inside the plane with adjacent taps (no padding, dilation 1, and
+// ceil_mode's last window not past the edge): max_pool_plane's fast path needs no bounds checks.
+bool windows_inside(const PoolGeom& g) {
+  return g.pH == 0 && g.pW == 0 && g.dH == 1 && g.dW == 1 && (g.Ho - 1) * g.sH + g.kH <= g.H &&
+         (g.Wo - 1) * g.sW + g.kW <= g.W;
+}
+
+// y, idx [Ho, Wo] of one plane x [H, W]. A tap replaces the best so far when it is larger, or when
+// it is NaN and the best is not (so the first NaN wins, as torch's); ties keep the first.
 template <class T>
 void max_pool_plane(T* y, int64_t* idx, const T* x, const PoolGeom& g) {
+  if (windows_inside(g)) {  // the common 2×2/2 pool: no bounds checks
+    for (int64_t oh = 0; oh < g.Ho; ++oh)
+      for (int64_t ow = 0; ow < g.Wo; ++ow) {
+        const int64_t corner = oh * g.sH * g.W + ow * g.sW;
+        T best = x[corner];
+        int64_t at = corner;
+        for (int64_t ki = 0; ki < g.kH; ++ki)
+          for (int64_t kj = 0; kj < g.kW; ++kj) {
+            const int64_t k = corner + ki * g.W + kj;
+            const T v = x[k];
+            if (v > best || (v != v && best == best)) {
+              best = v;
+              at = k;
+            }
+          }
+        y[oh * g.Wo + ow] = best;
+        idx[oh * g.Wo + ow] = at;
+      }
+    return;
+  }
   for (int64_t oh = 0; oh < g.Ho; ++oh)
     for (int64_t ow = 0; ow < g.Wo; ++ow) {
       T best = -std::numeric_limits<T>::infinity();

@@ -5,6 +5,7 @@
 // The ops (shapes, errors, torch goldens) are tested in tests/test_conv_ops.cpp.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <vector>
 
 #include "tensor/kernels_conv.h"
@@ -83,9 +84,12 @@ TEST_CASE_TEMPLATE("conv kernels: im2col + GEMM matches the direct loops", T, fl
 
 TEST_CASE_TEMPLATE("pool kernels match the references", T, float, double) {
   const int64_t P = 6;
-  // max: 3×3, stride 2, padding 1, ceil-mode sized output; dilation 2; avg windows with padding
-  // counted and not; adaptive windows that overlap
-  for (const PoolGeom& g : {pool(7, 6, 3, 2, 1, 1, 4, 4), pool(9, 8, 2, 1, 1, 2, 8, 7)}) {
+  // max: 3×3, stride 2, padding 1, ceil-mode sized output; dilation 2; windows inside the plane
+  // (the fast path: 2×2/2, 3×3/2) and a ceil-mode window past the edge without padding; avg
+  // windows with padding counted and not; adaptive windows that overlap
+  for (const PoolGeom& g :
+       {pool(7, 6, 3, 2, 1, 1, 4, 4), pool(9, 8, 2, 1, 1, 2, 8, 7), pool(8, 6, 2, 2, 0, 1, 4, 3),
+        pool(7, 7, 3, 2, 0, 1, 3, 3), pool(7, 7, 2, 2, 0, 1, 4, 4)}) {
     for (const PoolWindows& w : {avg_pool_windows(g, true), avg_pool_windows(g, false),
                                  adaptive_pool_windows(g.H, g.W, 4, 5)}) {
       const auto fast = run_pools<T>(P, g, w, false), ref = run_pools<T>(P, g, w, true);
@@ -94,6 +98,22 @@ TEST_CASE_TEMPLATE("pool kernels match the references", T, float, double) {
       CHECK(rel_diff(fast[2], ref[2]) < tol<T>());
       CHECK(rel_diff(fast[3], ref[3]) < tol<T>());
     }
+  }
+}
+
+TEST_CASE("max pool kernels: ties keep the first tap, the first NaN wins, on both paths") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // One 4×4 plane: window (0, 0) ties, window (0, 1) has a NaN after its max, window (1, 0) a NaN
+  // then a larger number, window (1, 1) two NaNs.
+  const std::vector<double> x = {1, 1, 0, 5, 1, 0, nan, 2, nan, 0, nan, 1, 9, 3, 4, nan};
+  for (const PoolGeom& g : {pool(4, 4, 2, 2, 0, 1, 2, 2), pool(4, 4, 2, 2, 1, 1, 3, 3)}) {
+    std::vector<double> y(g.Ho * g.Wo), yr(y.size());
+    std::vector<int64_t> idx(y.size()), idxr(y.size());
+    max_pool2d_forward<double>(y.data(), idx.data(), x.data(), 1, g);
+    ref_max_pool2d_forward<double>(yr.data(), idxr.data(), x.data(), 1, g);
+    CHECK(same_bits(y, yr));
+    CHECK(idx == idxr);
+    if (g.pH == 0) CHECK(idx == std::vector<int64_t>{0, 6, 8, 10});
   }
 }
 
