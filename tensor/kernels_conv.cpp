@@ -261,10 +261,10 @@ void max_pool_plane(T* y, int64_t* idx, const T* x, const PoolGeom& g) {
           for (int64_t kj = 0; kj < g.kW; ++kj) {
             const int64_t k = corner + ki * g.W + kj;
             const T v = x[k];
-            if (v > best || (v != v && best == best)) {
-              best = v;
-              at = k;
-            }
+            // selects, not a branch: after a ReLU, which tap wins is a coin flip for a predictor
+            const bool take = (v > best) | ((v != v) & (best == best));
+            best = take ? v : best;
+            at = take ? k : at;
           }
         y[oh * g.Wo + ow] = best;
         idx[oh * g.Wo + ow] = at;
