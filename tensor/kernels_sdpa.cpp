@@ -152,14 +152,19 @@ void forward_impl(const SdpaInputs& in, const Geometry& g, Tensor& out, Tensor& 
         add_masks(S.data(), rows, cols, i0, b, mv, in.causal);
         for (int64_t r = 0; r < rows; ++r) {
           T* row = S.data() + r * cols;
-          T m = row[0];
-#pragma omp simd reduction(max : m)
-          for (int64_t j = 1; j < cols; ++j) m = row[j] > m ? row[j] : m;
-          if (m == static_cast<T>(kNegInf)) {  // every key masked: a zero row
+          // Every key masked (all −inf): a zero row. Tested on the row itself, not on m: OpenMP's
+          // max reduction may start its private copies at the lowest finite value (clang's does),
+          // so an all −inf row can reduce to −max.
+          const T* first_kept =
+              std::find_if(row, row + cols, [](T s) { return s != static_cast<T>(kNegInf); });
+          if (first_kept == row + cols) {
             std::fill(row, row + cols, T(0));
             l[b * g.L + i0 + r] = static_cast<T>(kNegInf);
             continue;
           }
+          T m = row[0];
+#pragma omp simd reduction(max : m)
+          for (int64_t j = 1; j < cols; ++j) m = row[j] > m ? row[j] : m;
 #pragma omp simd
           for (int64_t j = 0; j < cols; ++j) row[j] = exp_fast(row[j] - m);
           double sum = 0;
