@@ -32,16 +32,19 @@ constexpr ExpectedFile kTestLabels{
     "t10k-labels-idx1-ubyte", "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
     10000};
 
+// How to get the files, said by every refusal of a missing folder or file.
+constexpr const char* kInstallHint =
+    "Install Debian's data set with `apt-get install dataset-fashion-mnist` (tools/install-deps.sh "
+    "does), or give the folder that holds train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+    "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (gzip'd or raw), or set "
+    "DEPTHGRAD_FASHION_MNIST to it";
+
 IdxFile read_checked(const std::string& directory, const ExpectedFile& expected) {
   std::string path = directory + "/" + expected.name + ".gz";
   if (!file_exists(path)) path = directory + "/" + expected.name;
   if (!file_exists(path))
-    throw std::runtime_error(fmt::format(
-        "Fashion-MNIST: {}/{}(.gz) is missing. Install Debian's data set with `apt-get install "
-        "dataset-fashion-mnist` (tools/install-deps.sh does), or give the folder that holds "
-        "train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and "
-        "t10k-labels-idx1-ubyte (gzip'd or raw), or set DEPTHGRAD_FASHION_MNIST to it",
-        directory, expected.name));
+    throw std::runtime_error(fmt::format("Fashion-MNIST: {}/{}(.gz) is missing. {}", directory,
+                                         expected.name, kInstallHint));
   std::string bytes = gunzip_if_compressed(read_file(path), path);
   const std::string digest = sha256_hex(bytes);
   if (digest != expected.sha256)
@@ -83,11 +86,8 @@ FashionMnist load_fashion_mnist(const std::string& directory) {
   FashionMnist data;
   data.directory = directory.empty() ? fashion_mnist_default_directory() : directory;
   if (!dir_exists(data.directory))
-    throw std::runtime_error(fmt::format(
-        "Fashion-MNIST: folder {} does not exist. Install Debian's data set with `apt-get install "
-        "dataset-fashion-mnist` (tools/install-deps.sh does), or give the folder that holds the "
-        "four IDX files",
-        data.directory));
+    throw std::runtime_error(
+        fmt::format("Fashion-MNIST: folder {} does not exist. {}", data.directory, kInstallHint));
   data.train = read_split(data.directory, kTrainImages, kTrainLabels);
   data.test = read_split(data.directory, kTestImages, kTestLabels);
   return data;

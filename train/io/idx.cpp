@@ -11,6 +11,13 @@
 
 namespace dg {
 
+namespace {
+// The big-endian 32-bit word at p: IDX writes its sizes and its int32 elements this way.
+uint32_t read_big_endian_u32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+}  // namespace
+
 std::string gunzip_if_compressed(std::string compressed, const std::string& what) {
   const bool gzip = compressed.size() >= 2 && static_cast<uint8_t>(compressed[0]) == 0x1f &&
                     static_cast<uint8_t>(compressed[1]) == 0x8b;
@@ -57,8 +64,8 @@ IdxFile parse_idx(std::string bytes, const std::string& what) {
     throw std::runtime_error(fmt::format("{}: IDX header of rank {} is truncated", what, rank));
   int64_t count = 1;
   for (int d = 0; d < rank; ++d) {
-    const auto* p = reinterpret_cast<const uint8_t*>(bytes.data() + 4 + 4 * d);
-    const int64_t size = (int64_t{p[0]} << 24) | (int64_t{p[1]} << 16) | (p[2] << 8) | p[3];
+    const int64_t size =
+        read_big_endian_u32(reinterpret_cast<const uint8_t*>(bytes.data() + 4 + 4 * d));
     file.shape.push_back(size);
     count *= size;
     if (count > (int64_t{1} << 40))
@@ -86,11 +93,7 @@ Tensor idx_to_int64(const IdxFile& file) {
   if (file.element_type == 0x08) {
     for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
   } else {
-    for (int64_t i = 0; i < n; ++i) {
-      const uint8_t* p = src + 4 * i;
-      const uint32_t u = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (p[2] << 8) | p[3];
-      dst[i] = static_cast<int32_t>(u);
-    }
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<int32_t>(read_big_endian_u32(src + 4 * i));
   }
   return out;
 }
