@@ -247,8 +247,14 @@ bool windows_inside(const PoolGeom& g) {
          (g.Wo - 1) * g.sW + g.kW <= g.W;
 }
 
-// y, idx [Ho, Wo] of one plane x [H, W]. A tap replaces the best so far when it is larger, or when
-// it is NaN and the best is not (so the first NaN wins, as torch's); ties keep the first.
+// Whether tap value v replaces the best so far: it is larger, or it is NaN and the best is not (so
+// the first NaN wins, as torch's); ties keep the first. Bitwise, so it compiles to selects.
+template <class T>
+inline bool replaces_best(T v, T best) {
+  return (v > best) | ((v != v) & (best == best));
+}
+
+// y, idx [Ho, Wo] of one plane x [H, W], by replaces_best over each window in scan order.
 template <class T>
 void max_pool_plane(T* y, int64_t* idx, const T* x, const PoolGeom& g) {
   if (windows_inside(g)) {  // the common 2×2/2 pool: no bounds checks
@@ -262,7 +268,7 @@ void max_pool_plane(T* y, int64_t* idx, const T* x, const PoolGeom& g) {
             const int64_t k = corner + ki * g.W + kj;
             const T v = x[k];
             // selects, not a branch: after a ReLU, which tap wins is a coin flip for a predictor
-            const bool take = (v > best) | ((v != v) & (best == best));
+            const bool take = replaces_best(v, best);
             best = take ? v : best;
             at = take ? k : at;
           }
@@ -282,7 +288,7 @@ void max_pool_plane(T* y, int64_t* idx, const T* x, const PoolGeom& g) {
           const int64_t iw = ow * g.sW - g.pW + kj * g.dW;
           if (iw < 0 || iw >= g.W) continue;
           const T v = x[ih * g.W + iw];
-          if (at < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+          if (at < 0 || replaces_best(v, best)) {
             best = v;
             at = ih * g.W + iw;
           }
