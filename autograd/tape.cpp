@@ -24,7 +24,10 @@ namespace dg {
 namespace {
 std::atomic<int64_t> g_live_nodes{0};
 std::atomic<uint64_t> g_next_sequence{0};  // creation numbers: the walk runs them in reverse
-std::atomic<uint64_t> g_next_walk{1};      // marks a node as reached by one walk
+std::atomic<uint64_t> g_next_walk{1};
+// Post-accumulate hooks registered and not removed, over all tensors: while none is, a backward
+// does not look for leaves that have them.
+std::atomic<int64_t> g_post_accumulate_hooks{0};  // marks a node as reached by one walk
 }  // namespace
 
 // One recorded op. Its output tensor owns it (TensorImpl::grad_fn); it owns its inputs, and so
@@ -67,6 +70,8 @@ struct GraphNode {
 
 struct GradHooks {
   std::vector<std::pair<uint64_t, std::function<Tensor(const Tensor&)>>> hooks;
+  // register_post_accumulate_grad_hook's: run on a leaf once its gradient is final in a walk
+  std::vector<std::pair<uint64_t, std::function<void(const Tensor&)>>> post_accumulate;
   uint64_t next_id = 0;
   uint64_t applied_in_walk = 0;  // the walk that last ran them (they run once per walk)
 };
@@ -333,59 +338,112 @@ void run_node(GraphNode& node, const Tensor& output, const Tensor& grad_output) 
   g_backward_of = previous;
 }
 
-// Runs `steps` (newest first) with grad mode off (on inside a create_graph backward). Unless
-// keep_graph, each node is freed as soon as it has run, so the buffers it saved for backward
-// return to the storage cache while later nodes' gradients are made.
-void run(std::vector<Step>& steps, bool keep_graph) {
-  for (Step& step : steps) {
-    GraphNode& node = *step.node;
-    TensorImpl* out = step.output.impl();
-    if (!out->grad.defined()) {
-      if (!keep_graph) free_node(node);
-      step.output = Tensor();
-      continue;
-    }
-    if (out->hooks) [[unlikely]] {
-      GradModeScope mode(g_create_graph);
-      out->grad = apply_hooks(step.output, out->grad);
-    }
-    BackwardObserver* observer = g_observer;
-    const ObservedNode observed{node.op, node.inputs, node.made_by_backward_of};
-    if (observer) [[unlikely]] {
-      GradModeScope off(false);
-      observer->before(observed);
-    }
-    Tensor grad_output = out->grad;
-    if (!out->retain_grad) out->grad = Tensor();
-    {
-      ScopedOpTimer timer(node.family);
-      g_node_grad_storage =
-          out->retain_grad || g_create_graph ? nullptr : grad_output.storage().get();
-      try {
-        run_node(node, step.output, grad_output);
-      } catch (...) {
-        g_node_grad_storage = nullptr;
-        throw;
-      }
-      g_node_grad_storage = nullptr;
-    }
-    if (observer) [[unlikely]] {
-      GradModeScope off(false);
-      observer->after(observed);
-    }
-    for (size_t k = 0; k < node.inputs.size(); ++k) {
-      const Tensor& in = node.inputs[k];
-      if (!in.defined() || !in.impl()->grad.defined()) continue;
-      const Tensor& g = in.impl()->grad;
-      if (g.shape() != in.shape() || g.dtype() != in.dtype())
-        throw std::logic_error(
-            fmt::format("autograd: backward of '{}' produced gradient {} for input {} of {}",
-                        node.op, g.describe(), k, in.describe()));
-    }
-    if (g_anomaly) [[unlikely]]
-      check_finite(node, step.output);
+// Runs one node's backward (grad mode as the walk sets it) and frees it unless keep_graph.
+void run_step(Step& step, bool keep_graph) {
+  GraphNode& node = *step.node;
+  TensorImpl* out = step.output.impl();
+  if (!out->grad.defined()) {
     if (!keep_graph) free_node(node);
     step.output = Tensor();
+    return;
+  }
+  if (out->hooks) [[unlikely]] {
+    GradModeScope mode(g_create_graph);
+    out->grad = apply_hooks(step.output, out->grad);
+  }
+  BackwardObserver* observer = g_observer;
+  const ObservedNode observed{node.op, node.inputs, node.made_by_backward_of};
+  if (observer) [[unlikely]] {
+    GradModeScope off(false);
+    observer->before(observed);
+  }
+  Tensor grad_output = out->grad;
+  if (!out->retain_grad) out->grad = Tensor();
+  {
+    ScopedOpTimer timer(node.family);
+    g_node_grad_storage =
+        out->retain_grad || g_create_graph ? nullptr : grad_output.storage().get();
+    try {
+      run_node(node, step.output, grad_output);
+    } catch (...) {
+      g_node_grad_storage = nullptr;
+      throw;
+    }
+    g_node_grad_storage = nullptr;
+  }
+  if (observer) [[unlikely]] {
+    GradModeScope off(false);
+    observer->after(observed);
+  }
+  for (size_t k = 0; k < node.inputs.size(); ++k) {
+    const Tensor& in = node.inputs[k];
+    if (!in.defined() || !in.impl()->grad.defined()) continue;
+    const Tensor& g = in.impl()->grad;
+    if (g.shape() != in.shape() || g.dtype() != in.dtype())
+      throw std::logic_error(
+          fmt::format("autograd: backward of '{}' produced gradient {} for input {} of {}", node.op,
+                      g.describe(), k, in.describe()));
+  }
+  if (g_anomaly) [[unlikely]]
+    check_finite(node, step.output);
+  if (!keep_graph) free_node(node);
+  step.output = Tensor();
+}
+
+// A leaf whose gradient no node after `after_step` adds to, with the post-accumulate hooks it
+// holds (register_post_accumulate_grad_hook): they run once that step has run.
+struct FinishedLeaf {
+  size_t after_step;
+  Tensor leaf;
+};
+
+void run_post_accumulate_hooks(const Tensor& leaf) {
+  GradModeScope off(false);
+  auto hooks = leaf.impl()->hooks->post_accumulate;  // a hook may remove itself while they run
+  for (auto& [id, hook] : hooks) hook(leaf);
+}
+
+// The leaves with post-accumulate hooks that a backward over `steps` (from `root`) reaches, in
+// the order their gradients become final: after the oldest node that takes each as input, or,
+// for the root and a leaf whose gradient is set aside for register_hook's hooks
+// (set_aside_hooked_leaves), after the whole walk (steps.size()).
+std::vector<FinishedLeaf> leaves_with_post_accumulate_hooks(const std::vector<Step>& steps,
+                                                            const Tensor& root) {
+  std::vector<FinishedLeaf> leaves;
+  if (g_post_accumulate_hooks.load(std::memory_order_relaxed) == 0) return leaves;
+  std::unordered_map<const TensorImpl*, size_t> index;  // leaf -> its entry in `leaves`
+  auto note = [&](const Tensor& t, size_t after) {
+    if (!t.defined() || t.impl()->grad_fn || !t.impl()->hooks) return;
+    const GradHooks& h = *t.impl()->hooks;
+    if (h.post_accumulate.empty()) return;
+    if (!h.hooks.empty()) after = steps.size();
+    auto [it, added] = index.emplace(t.impl(), leaves.size());
+    if (added)
+      leaves.push_back(FinishedLeaf{after, t});
+    else
+      leaves[it->second].after_step = std::max(leaves[it->second].after_step, after);
+  };
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (const Tensor& in : steps[i].node->inputs) note(in, i);
+  note(root, steps.size());
+  std::stable_sort(leaves.begin(), leaves.end(), [](const FinishedLeaf& a, const FinishedLeaf& b) {
+    return a.after_step < b.after_step;
+  });
+  return leaves;
+}
+
+// Runs `steps` (newest first) with grad mode off (on inside a create_graph backward), and the
+// post-accumulate hooks of `finished` after the step each waits for (those waiting for the end
+// are left to the caller). Unless keep_graph, each node is freed as soon as it has run, so the
+// buffers it saved for backward return to the storage cache while later nodes' gradients are made.
+void run(std::vector<Step>& steps, bool keep_graph,
+         const std::vector<FinishedLeaf>& finished = {}) {
+  size_t next_finished = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    run_step(steps[i], keep_graph);
+    for (; next_finished < finished.size() && finished[next_finished].after_step == i;
+         ++next_finished)
+      run_post_accumulate_hooks(finished[next_finished].leaf);
   }
 }
 
@@ -593,15 +651,18 @@ void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph, bool
   WalkScope walk(create_graph);
   std::vector<Step> steps = reachable({root});
   check_walk(steps, "backward", create_graph);
+  const std::vector<FinishedLeaf> finished = leaves_with_post_accumulate_hooks(steps, root);
   std::vector<HookedLeaf> hooked = set_aside_hooked_leaves(steps, {root});
   try {
     seed(root, grad_root, "backward");
-    run(steps, keep_graph);
+    run(steps, keep_graph, finished);
   } catch (...) {
     for (HookedLeaf& h : hooked) h.leaf.impl()->grad = h.old_grad;
     throw;
   }
   put_back_hooked_leaves(hooked);
+  for (const FinishedLeaf& f : finished)  // the root, and leaves whose hooks ran just now
+    if (f.after_step == steps.size()) run_post_accumulate_hooks(f.leaf);
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -714,6 +775,28 @@ HookHandle Tensor::register_hook(std::function<Tensor(const Tensor& grad)> hook)
   return HookHandle([weak = std::weak_ptr<GradHooks>(impl_->hooks), id] {
     if (auto h = weak.lock())
       std::erase_if(h->hooks, [id](const auto& entry) { return entry.first == id; });
+  });
+}
+
+HookHandle Tensor::register_post_accumulate_grad_hook(
+    std::function<void(const Tensor& leaf)> hook) const {
+  if (!defined())
+    throw std::invalid_argument("register_post_accumulate_grad_hook: the tensor is undefined");
+  if (!requires_grad() || impl_->grad_fn)
+    throw std::invalid_argument(fmt::format(
+        "register_post_accumulate_grad_hook: tensor {} is not a leaf that requires grad (only a "
+        "leaf's gradient is accumulated)",
+        describe()));
+  if (!hook) throw std::invalid_argument("register_post_accumulate_grad_hook: the hook is empty");
+  if (!impl_->hooks) impl_->hooks = std::make_shared<GradHooks>();
+  GradHooks& h = *impl_->hooks;
+  const uint64_t id = h.next_id++;
+  h.post_accumulate.emplace_back(id, std::move(hook));
+  g_post_accumulate_hooks.fetch_add(1, std::memory_order_relaxed);
+  return HookHandle([weak = std::weak_ptr<GradHooks>(impl_->hooks), id] {
+    auto h = weak.lock();
+    if (h && std::erase_if(h->post_accumulate, [id](const auto& e) { return e.first == id; }))
+      g_post_accumulate_hooks.fetch_sub(1, std::memory_order_relaxed);
   });
 }
 

@@ -230,6 +230,14 @@ class Tensor {
   // the walk is over, on the walk's sum, before it is added into grad(). The tensor must require
   // grad. The hook must not capture this tensor (a cycle): capture nothing or a detach().
   HookHandle register_hook(std::function<Tensor(const Tensor& grad)> hook) const;
+  // A hook on a leaf (PyTorch's register_post_accumulate_grad_hook), defined in
+  // autograd/tape.cpp: each backward() that reaches this leaf calls hook(leaf) once its gradient
+  // is final for that walk (after the last node that adds to it, or after register_hook's hooks
+  // when it has them), with grad mode off, while the rest of the walk is still to run; grad()
+  // never calls it. Hooks run in registration order. What it is for: starting work on a finished
+  // gradient early (the data-parallel trainer sends gradient buckets while backward goes on).
+  // The tensor must be a leaf that requires grad; the hook must not capture it (take `leaf`).
+  HookHandle register_post_accumulate_grad_hook(std::function<void(const Tensor& leaf)> hook) const;
 
   TensorImpl* impl() const { return impl_.get(); }
   bool same(const Tensor& other) const { return impl_ == other.impl_; }

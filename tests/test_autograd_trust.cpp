@@ -296,6 +296,51 @@ TEST_CASE("a hook on a leaf sees this backward's gradient only; its result is ad
   CHECK(x.grad().to_vector() == std::vector<double>{60, 60});
 }
 
+TEST_CASE("a post-accumulate hook runs once per backward, when the leaf's gradient is final") {
+  // x feeds the first node and the last (x·w, then the sum adds x again): its gradient is final
+  // only after the oldest node; w's after the mul. The hooks see the full gradient then, and
+  // fire in the order the gradients became final, while the walk still has nodes to run.
+  Tensor x = Tensor::from_vector(std::vector<double>{1, 2}, {2}, DType::f64);
+  Tensor w = Tensor::from_vector(std::vector<double>{3, -1}, {2}, DType::f64);
+  x.set_requires_grad(true);
+  w.set_requires_grad(true);
+  std::vector<std::string> order;
+  std::vector<std::vector<double>> seen_x, seen_w;
+  HookHandle hx = x.register_post_accumulate_grad_hook([&](const Tensor& leaf) {
+    order.push_back("x");
+    seen_x.push_back(leaf.grad().to_vector());
+    CHECK_FALSE(grad_enabled());
+  });
+  w.register_post_accumulate_grad_hook([&](const Tensor& leaf) {
+    order.push_back("w");
+    seen_w.push_back(leaf.grad().to_vector());
+  });
+  Tensor y = mul(x, w);                // oldest node: the last to run in backward
+  Tensor loss = sum(add(tanh(y), x));  // d/dx = w·(1 − tanh²y) + 1
+  const std::vector<double> t = tanh(y).to_vector();
+  backward(loss);
+  REQUIRE(order == std::vector<std::string>{"x", "w"});  // both are inputs of the same node
+  CHECK(seen_x[0][0] == doctest::Approx(3 * (1 - t[0] * t[0]) + 1));
+  CHECK(seen_w[0][1] == doctest::Approx(2 * (1 - t[1] * t[1])));
+  // A leaf used only by a newer node is final before an older node runs: w2's hook runs first.
+  Tensor w2 = Tensor::from_vector(std::vector<double>{0.5}, {1}, DType::f64);
+  w2.set_requires_grad(true);
+  std::vector<std::string> order2;
+  hx.remove();
+  x.register_post_accumulate_grad_hook([&](const Tensor&) { order2.push_back("x"); });
+  w2.register_post_accumulate_grad_hook([&](const Tensor&) { order2.push_back("w2"); });
+  backward(sum(mul(tanh(scale(x, 2.0)), w2)));
+  CHECK(order2 == std::vector<std::string>{"w2", "x"});
+  CHECK(order.size() == 2);  // removed: x's first hook did not fire again; w's is not reached
+  // grad() does not accumulate, so it runs none; a non-leaf is refused.
+  grad({sum(mul(x, x))}, {x});
+  CHECK(order2.size() == 2);
+  Tensor nonleaf = mul(x, x);
+  CHECK_THROWS_WITH_AS(nonleaf.register_post_accumulate_grad_hook([](const Tensor&) {}),
+                       doctest::Contains("is not a leaf that requires grad"),
+                       std::invalid_argument);
+}
+
 TEST_CASE("a hook returning an undefined tensor keeps the gradient; removal stops a hook") {
   Tensor x = Tensor::from_vector(std::vector<double>{1, 2}, {2}, DType::f64);
   x.set_requires_grad(true);

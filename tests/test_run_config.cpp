@@ -64,6 +64,7 @@ RunConfig unusual_config() {
   c.training.zero = 1;
   c.training.precision = MatmulPrecision::bf16;
   c.training.detect_anomaly = true;
+  c.training.overlap = false;
   c.data.dataset = "tiny-shakespeare";
   c.data.validation_fraction = 0.25;
   c.data.full_byte_alphabet = false;
@@ -160,7 +161,7 @@ TEST_CASE("to_json gives the same bytes as the writer before the settings table"
       "\"batch\":5,\"clip\":0.5,\"lr\":0.001,\"beta1\":0.8,\"beta2\":0.95,\"eps\":1e-07,\"weight_"
       "decay\":0.1,\"decay\":\"matrices\",\"schedule\":\"cosine\",\"warmup\":7,\"min_lr_ratio\":0."
       "2,\"init\":\"identical\",\"seed\":9,\"sequential\":true,\"accum\":3,\"zero\":1,"
-      "\"precision\":\"bf16\",\"detect_anomaly\":true},\"data\":{"
+      "\"overlap\":false,\"precision\":\"bf16\",\"detect_anomaly\":true},\"data\":{"
       "\"dataset\":\"tiny-shakespeare\",\"validation_fraction\":0.25,\"full_byte_alphabet\":false,"
       "\"train_limit\":1000,\"eval_limit\":500,\"eval_windows\":0,\"eval_full\":true}}",
       "{\"model\":{\"vocab\":512,\"dim\":64,\"layers\":2,\"heads\":4,\"kv_heads\":4,\"seq_len\":64,"
@@ -293,8 +294,8 @@ TEST_CASE("inconsistent and non-positive sizes are refused, naming the key") {
                  "cfg.json: training.steps: must be >= 1, got 0"));
   CHECK(contains(refusal(R"({"training": {"batch": -2}})"), "training.batch"));
   CHECK(contains(refusal(R"({"training": {"accum": 0}})"), "training.accum: must be >= 1"));
-  CHECK(contains(refusal(R"({"training": {"zero": 2}})"),
-                 "training.zero: must be >= 0 and <= 1, got 2"));
+  CHECK(contains(refusal(R"({"training": {"zero": 3}})"),
+                 "training.zero: must be >= 0 and <= 2, got 3"));
   CHECK(contains(refusal(R"({"training": {"accum": 1.5}})"), "training.accum"));
   CHECK(contains(refusal(R"({"training": {"lr": 0}})"), "training.lr: must be > 0, got 0"));
   CHECK(contains(refusal(R"({"training": {"seed": -1}})"), "training.seed"));
@@ -471,6 +472,7 @@ TEST_CASE("the resume key changes when any setting of the run changes") {
   expected.erase("training.seed");
   expected.erase("training.zero");            // below: it changes no bit, so not the key either
   expected.erase("training.detect_anomaly");  // below: nor does anomaly mode
+  expected.erase("training.overlap");         // below: nor does overlap
   CHECK(covered == expected);
 
   // The arm's mode and the seed do not change the key: the state records results per arm and seed.
@@ -481,6 +483,11 @@ TEST_CASE("the resume key changes when any setting of the run changes") {
   // Nor does ZeRO-1 (where AdamW's moments live; the same bits: tests/mpi_train.sh).
   o = base;
   o.config.training.zero = 0;
+  CHECK(!(to_json(o.config) == to_json(base.config)));
+  CHECK(reproduce_resume_key(o, sha) == key);
+  // Nor does overlap (when the sum over ranks runs; the same bits: tests/mpi_train.sh).
+  o = base;
+  o.config.training.overlap = true;
   CHECK(!(to_json(o.config) == to_json(base.config)));
   CHECK(reproduce_resume_key(o, sha) == key);
   // Nor does anomaly mode (it changes no value, only what a failure says).

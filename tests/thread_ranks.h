@@ -2,12 +2,16 @@
 // without mpirun: the collectives of train/data_parallel.h over shared memory, with the same
 // reduction order as the MPI ones (each shard's owner adds the ranks' copies in rank order), so
 // N thread ranks must give the bits N MPI ranks give. Test-only: every collective is a barrier
-// plus plain copies, and a rank that throws leaves the others waiting (the test then hangs until
+// plus plain copies; point-to-point messages go through a mailbox (a message is copied when its
+// send and its receive have both been posted), so the reduction that overlaps backward runs here
+// too. A rank that throws leaves the others waiting (the test then hangs until
 // ctest's timeout, which names it).
 #pragma once
 #include <barrier>
 #include <cstring>
 #include <functional>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,6 +77,17 @@ class ThreadRanks {
     }
     void barrier() override { g_.sync_.arrive_and_wait(); }
     void all_reduce_sum_any_order(float*, int64_t) override {}
+    bool point_to_point() const override { return true; }
+    int64_t start_send(const float* data, int64_t count, int to, int tag) override {
+      return g_.post(Message{rank_, to, tag, const_cast<float*>(data), count, true});
+    }
+    int64_t start_receive(float* data, int64_t count, int from, int tag) override {
+      return g_.post(Message{from, rank_, tag, data, count, false});
+    }
+    bool done(int64_t handle) override {
+      std::lock_guard<std::mutex> lock(g_.mail_mutex_);
+      return g_.mail_.at(static_cast<size_t>(handle)).complete;
+    }
 
    private:
     ThreadRanks& g_;
@@ -89,8 +104,38 @@ class ThreadRanks {
   }
 
  private:
+  struct Message {
+    int from, to, tag;
+    float* data;
+    int64_t count;
+    bool send;
+    bool complete = false;
+  };
+  // Posts a send or a receive and pairs it with the oldest open one of the other kind between
+  // the same ranks under the same tag (copying the floats); returns its handle.
+  int64_t post(const Message& m) {
+    std::lock_guard<std::mutex> lock(mail_mutex_);
+    mail_.push_back(m);
+    Message& mine = mail_.back();
+    for (size_t j = 0; j + 1 < mail_.size(); ++j) {
+      Message& other = mail_[j];
+      if (other.complete || other.send == mine.send || other.from != mine.from ||
+          other.to != mine.to || other.tag != mine.tag)
+        continue;
+      const Message& sent = mine.send ? mine : other;
+      Message& received = mine.send ? other : mine;
+      if (sent.count != received.count)
+        throw std::logic_error("thread ranks: a message and its receive differ in size");
+      std::memcpy(received.data, sent.data, static_cast<size_t>(sent.count) * sizeof(float));
+      other.complete = mine.complete = true;
+      break;
+    }
+    return static_cast<int64_t>(mail_.size()) - 1;
+  }
   int size_;
   std::barrier<> sync_;
+  std::mutex mail_mutex_;
+  std::vector<Message> mail_;  // every message posted, by handle
   std::vector<float*> floats_;
   std::vector<std::vector<double>> doubles_;
   std::vector<std::string> texts_;

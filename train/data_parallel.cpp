@@ -19,6 +19,16 @@ void SingleProcess::gather_to_root(const float* mine, float* full,
   std::memcpy(full, mine, static_cast<size_t>(bounds[1] - bounds[0]) * sizeof(float));
 }
 
+int64_t Collectives::start_send(const float*, int64_t, int, int) {
+  throw std::logic_error("this process group has no point-to-point messages");
+}
+int64_t Collectives::start_receive(float*, int64_t, int, int) {
+  throw std::logic_error("this process group has no point-to-point messages");
+}
+bool Collectives::done(int64_t) {
+  throw std::logic_error("this process group has no point-to-point messages");
+}
+
 std::vector<int64_t> shard_bounds(const FlatParameters& params, int ranks) {
   const GradientNormBlocks blocks = gradient_norm_blocks(params);
   std::vector<int64_t> bounds(ranks + 1, params.total);

@@ -56,6 +56,18 @@ class Collectives {
   }
   // The library's own sum (MPI_Allreduce, MPI_SUM, in place): only for measuring against.
   virtual void all_reduce_sum_any_order(float* buffer, int64_t count) = 0;
+
+  // Non-blocking point-to-point messages, for the reduction that overlaps backward
+  // (train/gradient_reducer.h). start_send / start_receive start moving `count` floats to rank
+  // `to` / from rank `from` under `tag` and return a handle; done(handle) moves messages on and
+  // says whether that one has completed (a handle that said so is spent). A buffer must not be
+  // touched until its handle is done. Messages from one rank to another under one tag arrive in
+  // the order they were sent. A group without them (the default) says so with point_to_point()
+  // false, and the trainer then reduces after backward.
+  virtual bool point_to_point() const { return false; }
+  virtual int64_t start_send(const float* data, int64_t count, int to, int tag);
+  virtual int64_t start_receive(float* data, int64_t count, int from, int tag);
+  virtual bool done(int64_t handle);
 };
 
 // The group of one process: every collective is the identity.

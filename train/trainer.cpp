@@ -53,8 +53,9 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
     throw std::invalid_argument(fmt::format("trainer: batch must be >= 1, got {}", config_.batch));
   if (config_.steps < 0)
     throw std::invalid_argument(fmt::format("trainer: steps must be >= 0, got {}", config_.steps));
-  if (config_.zero != 0 && config_.zero != 1)
-    throw std::invalid_argument(fmt::format("trainer: zero must be 0 or 1, got {}", config_.zero));
+  if (config_.zero < 0 || config_.zero > 2)
+    throw std::invalid_argument(
+        fmt::format("trainer: zero must be 0, 1 or 2, got {}", config_.zero));
   if (sampler_.size() != data_->size())
     throw std::invalid_argument(
         fmt::format("trainer: the sampler covers {} examples, the dataset has {}", sampler_.size(),
@@ -83,7 +84,7 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
     throw std::invalid_argument(fmt::format(
         "trainer: the optimizer {} is already sharded (the trainer shards it for ZeRO-1)",
         optimizer_->name()));
-  zero1_ = config_.zero == 1 && world_;
+  sharded_ = config_.zero >= 1 && world_;
   if (accumulates()) {
     if (flat_.values.dtype() != DType::f32)
       throw std::invalid_argument(
@@ -94,17 +95,37 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
     shard_bounds_ = shard_bounds(flat_, ranks());
     norm_blocks_ = gradient_norm_blocks(flat_);
   }
-  if (zero1_) {  // this rank keeps and updates its shard of the optimizer's state
+  if (sharded_) {  // this rank keeps and updates its shard of the optimizer's state
     if (!optimizer_->shardable())
       throw std::invalid_argument(fmt::format(
-          "trainer: training.zero 1 shards the optimizer's state over the ranks, but optimizer "
+          "trainer: training.zero {} shards the optimizer's state over the ranks, but optimizer "
           "'{}' cannot be sharded (use zero 0)",
-          optimizer_->name()));
+          config_.zero, optimizer_->name()));
     optimizer_->shard(shard_bounds_[world_->rank()], shard_bounds_[world_->rank() + 1]);
   }
+  if (world_ && config_.overlap && world_->point_to_point()) make_reducer(kGradientBucketElements);
   // The parameters' first buffers (replaced by views into the flat buffer) and init's scratch
   // sit in the storage cache in sizes the steps never ask for: give them back to the system.
   storage_cache_clear();
+}
+
+void Trainer::make_reducer(int64_t bucket_elements) {
+  auto reducer = std::make_unique<GradientReducer>(flat_, *world_, shard_bounds_, bucket_elements,
+                                                   config_.zero == 2);
+  for (HookHandle& h : reducer_hooks_.handles) h.remove();
+  reducer_hooks_.handles.clear();
+  reducer_ = std::move(reducer);
+  // Each parameter tells the reducer when backward has finished its gradient.
+  for (size_t s = 0; s < flat_.slots.size(); ++s)
+    reducer_hooks_.handles.push_back(flat_.slots[s].parameter.register_post_accumulate_grad_hook(
+        [reducer = reducer_.get(), s](const Tensor&) { reducer->slot_ready(s); }));
+}
+
+void Trainer::set_bucket_elements(int64_t elements) {
+  if (elements < 1)
+    throw std::invalid_argument(
+        fmt::format("trainer: the bucket size must be >= 1 element, got {}", elements));
+  if (reducer_) make_reducer(elements);
 }
 
 int64_t Trainer::global_batch() const { return ranks() * config_.accum * config_.batch; }
@@ -154,6 +175,54 @@ std::string Trainer::first_nonfinite(const Tensor& buffer, bool sharded) const {
   return slot < 0 ? std::string() : flat_.slots[slot].name;
 }
 
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
+// Each micro-batch starts from zero gradients. With ZeRO-2 over ranks the buffer's pages are
+// given back instead of written (they read as zeros), so the gradients resident on a rank are
+// only those backward has written and the reduction has not yet sent away.
+void Trainer::zero_gradients() {
+  if (world_ && config_.zero == 2) {
+    float* g = flat_.gradients.data<float>();
+    release_to_zeros(g, g + flat_.total);
+  } else {
+    flat_.zero_grad();
+  }
+}
+
+// Test hook: step `nonfinite_test_step()`'s gradient of the first parameter is NaN on rank 0.
+void Trainer::poison_first_gradient() {
+  dispatch_float(flat_.gradients.dtype(), "trainer", [&]<class T>() {
+    flat_.gradients.data<T>()[0] = std::numeric_limits<T>::quiet_NaN();
+  });
+}
+
+// The sum over ranks in rank order: bucket by bucket while backward ran (the reducer), or now
+// in one reduce-scatter. Either way this rank's shard of the gradients holds the sum; with
+// ZeRO-2 the rest is given back to the system.
+void Trainer::reduce_over_ranks() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rank = world_->rank();
+  float* g = flat_.gradients.data<float>();
+  if (reducer_) {
+    const double during_backward = reducer_->communication_seconds();
+    reducer_->finish();
+    communication_seconds_ += during_backward;
+    if (step_ == nonfinite_test_step() && rank == 0) [[unlikely]]
+      poison_first_gradient();  // rank 0 owns element 0: as NaN in its local gradient would be
+  } else {
+    world_->reduce_scatter_in_rank_order(g, shard_bounds_);
+    if (config_.zero == 2) {
+      release_to_zeros(g, g + shard_bounds_[rank]);
+      release_to_zeros(g + shard_bounds_[rank + 1], g + flat_.total);
+    }
+  }
+  communication_seconds_ += seconds_since(t0);
+}
+
 // One optimizer step over the global batch: the step's examples are drawn as one process drawing
 // ranks × accum × batch would; micro-batch i is examples [i·batch, (i+1)·batch), and rank r runs
 // micro-batches r·accum … r·accum + accum − 1. Gradient of the step: (Σ_i g_i) · (1/M), M the
@@ -171,13 +240,14 @@ StepLog Trainer::train_step() {
 
   const int64_t n = flat_.total;
   micro_losses_.assign(K, 0.0);
+  communication_seconds_ = 0;
   // A non-finite loss in one process stops the step before its backward; over ranks every rank
   // runs every collective, and the decision below is taken on the gathered loss.
   bool stopped_early = false;
   for (int64_t k = 0; k < K; ++k) {
     const int64_t micro = rank * K + k;
     data_->fill(std::span<const int64_t>(step_indices_).subspan(micro * B, B), batch_);
-    flat_.zero_grad();
+    zero_gradients();
     Tensor loss = loss_(*model_, batch_);
     if (!loss.defined() || loss.numel() != 1)
       throw std::invalid_argument(
@@ -188,8 +258,12 @@ StepLog Trainer::train_step() {
       stopped_early = true;  // no backward: the step's graph is freed with the loss
       break;
     }
+    // The last micro-batch's backward feeds the reducer, which adds the earlier ones' sum to each
+    // bucket before it leaves (sum + g, as the loop below adds).
+    const bool last = k == K - 1;
+    if (reducer_ && last) reducer_->arm(K > 1 ? gradient_sum_.data<float>() : nullptr);
     backward(loss);
-    if (K == 1) break;
+    if (K == 1 || (reducer_ && last)) break;
     float* g = flat_.gradients.data<float>();
     float* sum = gradient_sum_.data<float>();
     if (k == 0)
@@ -199,19 +273,15 @@ StepLog Trainer::train_step() {
       for (int64_t i = 0; i < n; ++i) sum[i] += g[i];
     }
   }
-  if (!stopped_early) {
-    if (K > 1)
-      std::memcpy(flat_.gradients.data<float>(), gradient_sum_.data<float>(),
-                  static_cast<size_t>(n) * sizeof(float));
-    if (step_ == nonfinite_test_step() && rank == 0) [[unlikely]]
-      dispatch_float(flat_.gradients.dtype(), "trainer", [&]<class T>() {
-        flat_.gradients.data<T>()[0] = std::numeric_limits<T>::quiet_NaN();
-      });
-  }
+  if (!stopped_early && K > 1 && !reducer_)
+    std::memcpy(flat_.gradients.data<float>(), gradient_sum_.data<float>(),
+                static_cast<size_t>(n) * sizeof(float));
+  if (!stopped_early && step_ == nonfinite_test_step() && rank == 0 && !reducer_) [[unlikely]]
+    poison_first_gradient();
 
   // Across ranks: each rank ends up with its shard of the sum, then scales it to the mean.
   const int64_t lo = world_ ? shard_bounds_[rank] : 0, hi = world_ ? shard_bounds_[rank + 1] : n;
-  if (world_) world_->reduce_scatter_in_rank_order(flat_.gradients.data<float>(), shard_bounds_);
+  if (world_) reduce_over_ranks();
   if (micro_batches > 1) {
     float* g = flat_.gradients.data<float>();
     const float inverse = static_cast<float>(1.0 / static_cast<double>(micro_batches));
@@ -220,7 +290,9 @@ StepLog Trainer::train_step() {
   }
   double value = micro_losses_[0];
   if (micro_batches > 1) {
+    const auto t0 = std::chrono::steady_clock::now();
     const std::vector<double> losses = world_ ? world_->all_gather(micro_losses_) : micro_losses_;
+    communication_seconds_ += seconds_since(t0);
     double loss_sum = 0;
     for (double l : losses) loss_sum += l;  // micro-batch order
     value = loss_sum / static_cast<double>(micro_batches);
@@ -236,20 +308,26 @@ StepLog Trainer::train_step() {
     problem = weight.empty() ? std::string("every weight is finite: the forward overflowed")
                              : fmt::format("parameter '{}' is not finite", weight);
   } else {
-    if (!zero1_) {
-      if (world_) world_->all_gather(flat_.gradients.data<float>(), shard_bounds_);
+    if (!sharded_) {
+      if (world_) {
+        const auto t0 = std::chrono::steady_clock::now();
+        world_->all_gather(flat_.gradients.data<float>(), shard_bounds_);
+        communication_seconds_ += seconds_since(t0);
+      }
       if (config_.clip > 0) clip = clip_grad_norm(flat_, config_.clip);
     } else if (config_.clip > 0) {
-      // ZeRO-1: the norm from every block's sum of squares (each computed by the block's owner),
+      // Sharded: the norm from every block's sum of squares (each computed by the block's owner),
       // then this rank clips its shard.
       auto [first, last] = blocks_within(norm_blocks_, lo, hi);
       std::vector<double> mine(last - first);
       for (size_t b = first; b < last; ++b)
         mine[b - first] =
             gradient_sum_of_squares(flat_, norm_blocks_.begin[b], norm_blocks_.end[b]);
+      const auto t0 = std::chrono::steady_clock::now();
       const std::vector<double> sums = world_->all_gather(mine);
+      communication_seconds_ += seconds_since(t0);
       if (sums.size() != norm_blocks_.begin.size())
-        throw std::logic_error(fmt::format("ZeRO-1: {} block sums gathered for {} blocks",
+        throw std::logic_error(fmt::format("sharded clip: {} block sums gathered for {} blocks",
                                            sums.size(), norm_blocks_.begin.size()));
       const double total = total_norm_from_block_sums(flat_, norm_blocks_, sums.data());
       clip = scale_gradients_for_clip(flat_, total, config_.clip, lo, hi);
@@ -257,8 +335,9 @@ StepLog Trainer::train_step() {
     // With clipping the gradient norm is computed anyway: a non-finite gradient makes it
     // non-finite, and only then are the gradients searched for the first bad one.
     const bool norm_finite = config_.clip <= 0 || std::isfinite(clip.total_norm);
-    const std::string gradient =
-        config_.clip > 0 && norm_finite ? std::string() : first_nonfinite(flat_.gradients, zero1_);
+    const std::string gradient = config_.clip > 0 && norm_finite
+                                     ? std::string()
+                                     : first_nonfinite(flat_.gradients, sharded_);
     if (!gradient.empty())
       problem = fmt::format("the gradient of '{}' is not finite", gradient);
     else if (!norm_finite)
@@ -270,7 +349,11 @@ StepLog Trainer::train_step() {
   }
   const double lr = optimizer_->lr();
   optimizer_->step();
-  if (zero1_) world_->all_gather(flat_.values.mutable_data<float>(), shard_bounds_);
+  if (sharded_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    world_->all_gather(flat_.values.mutable_data<float>(), shard_bounds_);
+    communication_seconds_ += seconds_since(t0);
+  }
   if (scheduler_) scheduler_->step();
   return finished_step(value, clip, lr, start);
 }
@@ -282,6 +365,7 @@ StepLog Trainer::finished_step(double loss, const ClipResult& clip, double lr,
   clipped_ += clip.clipped ? 1 : 0;
   StepLog log{step_, config_.steps, loss, clip.total_norm, clip.clipped, lr, 0, 0};
   log.skipped_steps = skipped_;
+  log.communication_seconds = communication_seconds_;
   log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   log.tokens_per_second = static_cast<double>(global_batch() * data_->tokens_per_example()) /
                           std::max(log.seconds, 1e-9);
@@ -297,6 +381,7 @@ StepLog Trainer::nonfinite_step(double loss, const std::string& problem,
   if (scheduler_) scheduler_->step();  // the schedule follows the step, taken or skipped
   log.skipped = true;
   log.skipped_steps = skipped_;
+  log.communication_seconds = communication_seconds_;
   log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++step_;
   return log;
@@ -408,7 +493,7 @@ void Trainer::save_checkpoint(const std::string& path,
 
 OptimizerState Trainer::full_optimizer_state() const {
   OptimizerState state = optimizer_state(*optimizer_);
-  if (!zero1_) return state;
+  if (!sharded_) return state;
   // Only rank 0 holds the whole (transiently).
   for (auto& [name, tensor] : state.elements) {
     Tensor full = world_->rank() == 0 ? Tensor::zeros({flat_.total}, DType::f32) : Tensor();
@@ -575,7 +660,7 @@ void Trainer::load_checkpoint(const std::string& path) {
   // with ZeRO-1 this rank then keeps its shard of them).
   OptimizerState optimizer = optimizer_state(*optimizer_);
   std::vector<Tensor> shards;
-  if (zero1_)
+  if (sharded_)
     for (auto& [name, tensor] : optimizer.elements) {
       shards.push_back(tensor);
       tensor = Tensor::zeros({flat_.total}, tensor.dtype());

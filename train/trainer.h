@@ -18,15 +18,17 @@
 //    resume; a checkpoint of another optimiser is refused.
 //  - Accumulation and ranks: with accum > 1 or over several processes (train/data_parallel.h) a
 //    step runs the micro-batches of one global batch and gives the same bits however they are
-//    spread over the processes; ZeRO-1 (zero = 1) shards the optimiser's state and changes no bit.
+//    spread over the processes; ZeRO-1 (zero = 1) shards the optimiser's state, ZeRO-2 (zero = 2)
+//    the summed gradient as well, and the sum over ranks runs bucket by bucket while backward
+//    goes on (overlap, train/gradient_reducer.h): none of them changes a bit.
 //    One process with accum 1 is the same path with one micro-batch.
 //  - Divergence: a non-finite loss or gradient stops the run before the optimizer step, naming
 //    the step and the first non-finite tensor (or skips the step when asked).
 // The loss must be a mean over the batch's examples (so that micro-batch means average to the
 // global batch's mean). Of TrainingConfig the loop reads steps, batch, accum, clip, zero,
-// precision and detect_anomaly; seed is recorded and checked on resume but acts through the caller
-// (the sampler carries its own seed). It does not read files, build models, choose an optimiser or
-// print: the caller does.
+// overlap, precision and detect_anomaly; seed is recorded and checked on resume but acts through
+// the caller (the sampler carries its own seed). It does not read files, build models, choose an
+// optimiser or print: the caller does.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -42,6 +44,7 @@
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/dataset.h"
+#include "train/gradient_reducer.h"
 #include "train/io/json.h"
 #include "train/optim.h"
 #include "train/training_config.h"
@@ -72,7 +75,10 @@ struct StepLog {
   double seconds = 0;            // wall time of this step
   double tokens_per_second = 0;  // examples/s × the dataset's tokens per example
   bool skipped = false;          // a non-finite loss or gradient: no optimizer step (skip mode)
-  int64_t skipped_steps = 0;     // steps skipped so far in the run
+  // Over ranks: seconds of this step spent on communication (the gradient's sum over the ranks,
+  // while backward ran and after it, and the gathers); 0 in one process.
+  double communication_seconds = 0;
+  int64_t skipped_steps = 0;  // steps skipped so far in the run
 };
 
 // Thrown when a step's loss or gradient is not finite and skipping is off: the run diverged at
@@ -151,6 +157,9 @@ class Trainer {
   // skipped (no optimizer step; the batch is used up) and counted; training goes on. Like
   // llm.c's outlier skipping, a run option rather than part of what a run computes.
   void set_skip_nonfinite(bool skip) { skip_nonfinite_ = skip; }
+  // Over ranks with overlap: the size of the gradient's buckets in float32 elements (torch DDP's
+  // bucket_cap_mb, in elements); 2^18 (1 MiB) by default. Changes no bit.
+  void set_bucket_elements(int64_t elements);
   int64_t skipped_steps() const { return skipped_; }
   // Wall-clock seconds of the whole run: those of the invocations before a resume (stored in the
   // checkpoint) plus this one's since the Trainer was made.
@@ -204,7 +213,27 @@ class Trainer {
   // rank's shard gathered on rank 0 (elsewhere the tensors are left undefined). Collective.
   OptimizerState full_optimizer_state() const;
   Collectives* world_ = nullptr;
-  bool zero1_ = false;  // optimiser state sharded: config.zero == 1 on more than one rank
+  bool sharded_ = false;  // optimiser state sharded: config.zero >= 1 on more than one rank
+  // The reduction that overlaps backward (ranks > 1, overlap on), and the post-accumulate hooks
+  // on the parameters that feed it (removed with the trainer).
+  std::unique_ptr<GradientReducer> reducer_;
+  struct RemovedHooks {
+    std::vector<HookHandle> handles;
+    RemovedHooks() = default;
+    RemovedHooks(RemovedHooks&&) = default;
+    RemovedHooks& operator=(RemovedHooks&&) = default;
+    ~RemovedHooks() {
+      for (HookHandle& h : handles) h.remove();
+    }
+  } reducer_hooks_;
+  double communication_seconds_ = 0;  // of the running step
+  void zero_gradients();
+  void reduce_over_ranks();
+  void poison_first_gradient();
+  // The reducer's bucket size: 2^18 float32 elements (1 MiB), small enough that the buckets of a
+  // small model still overlap its backward, large enough that a message's latency is amortised.
+  static constexpr int64_t kGradientBucketElements = int64_t{1} << 18;
+  void make_reducer(int64_t bucket_elements);
   std::vector<int64_t> shard_bounds_;
   GradientNormBlocks norm_blocks_;
   std::vector<double> micro_losses_;

@@ -7,7 +7,7 @@ namespace dg {
 
 const SettingsTable<TrainingConfig>& training_config_settings() {
   using T = TrainingConfig;
-  const SettingRange size = at_least(1), count = at_least(0), flag{.low = 0, .high = 1};
+  const SettingRange size = at_least(1), count = at_least(0);
   static const SettingsTable<TrainingConfig> table{
       setting<T>("training", "steps", path(&T::steps), size, "optimizer steps"),
       setting<T>("training", "batch", path(&T::batch), size, "examples per micro-batch"),
@@ -18,8 +18,13 @@ const SettingsTable<TrainingConfig>& training_config_settings() {
       setting<T>("training", "accum", path(&T::accum), size,
                  "micro-batches of `batch` examples per optimizer step (gradient accumulation; "
                  "the global batch is ranks × accum × batch)"),
-      setting<T>("training", "zero", path(&T::zero), flag,
-                 "1 = the optimiser's state sharded over the ranks (ZeRO stage 1); changes no bit"),
+      setting<T>("training", "zero", path(&T::zero), {.low = 0, .high = 2},
+                 "ZeRO stage over the ranks: 1 = the optimiser's state sharded, 2 = the gradients "
+                 "too; changes no bit"),
+      omitted_at_default(setting<T>(
+          "training", "overlap", path(&T::overlap), {},
+          "over ranks, sum the gradient's buckets while backward runs (false: after it); "
+          "changes no bit")),
       omitted_at_default(choice<T>(
           "training", "precision", path(&T::precision),
           [](const std::string& text) { return parse_precision(text); }, precision_name,

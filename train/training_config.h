@@ -1,9 +1,9 @@
 // TrainingConfig: the training loop's own settings (train/trainer.h), with one JSON mapping that
-// checkpoints record: steps, batch, accum, clip, zero (ZeRO-1), seed, the matmul precision and
-// anomaly mode.
-// It holds nothing of an optimiser, a schedule or a model: those are objects the caller gives the
-// Trainer (train/optim.h), and their settings are the caller's. Each setting is declared once, as
-// a row of training_config_settings() (train/settings.h); the default is the field's initializer.
+// checkpoints record: steps, batch, accum, clip, zero (ZeRO stage), overlap, seed, the matmul
+// precision and anomaly mode. It holds nothing of an optimiser, a schedule or a model: those are
+// objects the caller gives the Trainer (train/optim.h), and their settings are the caller's. Each
+// setting is declared once, as a row of training_config_settings() (train/settings.h); the default
+// is the field's initializer.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,9 +22,14 @@ struct TrainingConfig {
   // (train/data_parallel.h): the number of ranks is not part of the config.
   int64_t accum = 1;
   double clip = 0;  // max global gradient norm; <= 0 disables clipping (the default)
-  // 1 = the optimiser's per-element state sharded over the ranks (ZeRO stage 1). Changes no bit of
-  // a result, only where the state lives; 0 or 1.
+  // Sharding over the ranks (ZeRO): 0 = every rank holds everything; 1 = the optimiser's
+  // per-element state sharded (stage 1); 2 = that and the gradients: each rank keeps only its
+  // shard of the summed gradient (stage 2, train/gradient_reducer.h). Changes no bit of a result,
+  // only where the state lives.
   int64_t zero = 0;
+  // Over ranks: the gradient's buckets are summed while backward runs (train/gradient_reducer.h)
+  // rather than after it. Changes no bit; not checked on resume.
+  bool overlap = true;
   // The seed of the run, recorded and checked on resume; it acts through the caller (the sampler
   // and the model's initialisation take it), not through the loop.
   uint64_t seed = 42;

@@ -154,9 +154,11 @@ json::Value reproduce_resume_key(const ReproduceOptions& opt, const std::string&
   if (opt.pair != reproduce_arms())
     key["pair"] = Array{Value(opt.pair[0].name), Value(opt.pair[1].name)};
   // Mode and seed are fixed here: every arm and seed of one run shares this key. So is
-  // training.zero: where AdamW's moments live changes no bit of a result; nor does anomaly mode.
+  // training.zero: where AdamW's moments and the gradients live changes no bit of a result; nor
+  // do overlap (when the sum over ranks runs) and anomaly mode.
   RunConfig config = arm_run_config(opt.config, residual_mode("rd_attnres"), 0);
   config.training.zero = 0;
+  config.training.overlap = true;
   config.training.detect_anomaly = false;
   key["config"] = to_json(config);
   return key;

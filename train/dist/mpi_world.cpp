@@ -128,6 +128,26 @@ class MpiCollectives final : public Collectives {
                   MPI_COMM_WORLD);
   }
 
+  bool point_to_point() const override { return true; }
+  int64_t start_send(const float* data, int64_t count, int to, int tag) override {
+    const int64_t handle = new_request();
+    MPI_Isend(data, count_of(count, "send"), MPI_FLOAT, to, tag, MPI_COMM_WORLD,
+              &requests_[handle]);
+    return handle;
+  }
+  int64_t start_receive(float* data, int64_t count, int from, int tag) override {
+    const int64_t handle = new_request();
+    MPI_Irecv(data, count_of(count, "receive"), MPI_FLOAT, from, tag, MPI_COMM_WORLD,
+              &requests_[handle]);
+    return handle;
+  }
+  bool done(int64_t handle) override {
+    int complete = 0;
+    MPI_Test(&requests_.at(static_cast<size_t>(handle)), &complete, MPI_STATUS_IGNORE);
+    if (complete) free_requests_.push_back(handle);
+    return complete != 0;
+  }
+
  private:
   void shard_layout(const std::vector<int64_t>& bounds) {
     counts_.resize(size_);
@@ -137,7 +157,19 @@ class MpiCollectives final : public Collectives {
       displs_[r] = count_of(bounds[r], "all-gather");
     }
   }
+  // A slot for a new request: one a completed request left, or a new one.
+  int64_t new_request() {
+    if (!free_requests_.empty()) {
+      const int64_t handle = free_requests_.back();
+      free_requests_.pop_back();
+      return handle;
+    }
+    requests_.push_back(MPI_REQUEST_NULL);
+    return static_cast<int64_t>(requests_.size()) - 1;
+  }
   int rank_ = 0, size_ = 1;
+  std::vector<MPI_Request> requests_;  // the point-to-point messages', by handle
+  std::vector<int64_t> free_requests_;
   std::vector<int> counts_, displs_, recv_counts_, recv_displs_;  // reused: no allocation per step
   std::vector<float> scratch_;
 };

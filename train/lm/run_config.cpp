@@ -145,8 +145,13 @@ const SettingsTable<RunConfig>& run_config_settings() {
       setting<C>("training", "accum", path(t, &T::accum), size,
                  "micro-batches of `batch` windows per optimizer step (gradient accumulation; the "
                  "global batch is ranks × accum × batch)"),
-      setting<C>("training", "zero", path(t, &T::zero), fraction,
-                 "1 = AdamW moments sharded over MPI ranks (ZeRO stage 1); changes no bit"),
+      setting<C>("training", "zero", path(t, &T::zero), {.low = 0, .high = 2},
+                 "ZeRO stage over MPI ranks: 1 = AdamW moments sharded, 2 = the gradients too; "
+                 "changes no bit"),
+      omitted_at_default(setting<C>(
+          "training", "overlap", path(t, &T::overlap), {},
+          "over MPI ranks, sum the gradient's buckets while backward runs (false: after it); "
+          "changes no bit")),
       omitted_at_default(choice<C>(
           "training", "precision", path(t, &T::precision),
           [](const std::string& text) { return parse_precision(text); }, precision_name,
