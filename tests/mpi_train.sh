@@ -2,8 +2,8 @@
 # Data-parallel training over MPI ranks, end to end, run by ctest: N ranks with batch b give the
 # same bits (losses, gradient norms, weights) as one process with --accum N for every residual
 # mode with clipping active, with 2 and 3 ranks (3 oversubscribed: Open MPI's own sums differ
-# there), with --zero 1 too; against one process with batch N·b to 1e-6; resume with the same and
-# another rank count; refused layouts and mismatched settings; an error on one rank and a killed
+# there), with --zero 1 and 2 and the sum after backward (--overlap=false) too; against one
+# process with batch N·b to 1e-6; resume with the same and another rank count; refused layouts and mismatched settings; an error on one rank and a killed
 # rank end the job promptly; the paired protocol over ranks (the same numbers as one process; stopped
 # by SIGTERM and resumed on 2 ranks or one; a stop sent to one rank alone) and bench over ranks.
 # Usage: tests/mpi_train.sh PATH/TO/depthgrad DATA_DIR [mpirun] [quick|full]
@@ -95,8 +95,9 @@ done
 if grep -q '"clipped":true' "$WORK/accum2-rd_attnres/steps.jsonl" && grep -q '"clipped":false' "$WORK/accum2-rd_attnres/steps.jsonl"; then
   pass "clipping is active in the comparison runs"
 else fail "clipping never (or always) active: the comparison does not exercise it"; fi
-if grep -q "2 rank(s) x accum 1 x batch 2 = global batch 4 windows per step, parameters identical on every rank (checksum [0-9a-f]\{16\})" "$WORK/ranks2-rd_attnres.txt"; then
-  pass "the log names the ranks, the global batch and the start-up parameter checksum"
+if grep -q "2 rank(s) x accum 1 x batch 2 = global batch 4 windows per step, ZeRO-0 (every rank holds all state), the gradient summed while backward runs; rank 0 holds weights [0-9.]* MiB, gradients [0-9.]* MiB, optimiser state [0-9.]* MiB, parameters identical on every rank (checksum [0-9a-f]\{16\})" "$WORK/ranks2-rd_attnres.txt" &&
+  grep -q "^peak resident memory per rank: [0-9]*, [0-9]* MiB$" "$WORK/ranks2-rd_attnres.txt"; then
+  pass "the log names the ranks, the global batch, the sharding, each rank's state, the start-up parameter checksum and the peak memory per rank"
 else fail "no ranks/global batch line"; fi
 [ "$(grep -c '^validation loss' "$WORK/ranks2-rd_attnres.txt")" -eq 1 ] && [ "$(grep -c '^training ' "$WORK/ranks2-rd_attnres.txt")" -eq 1 ] &&
   [ "$(wc -l < "$WORK/ranks2-rd_attnres/steps.jsonl")" -eq 20 ] && pass "one rank prints and writes" || fail "more than one rank printed"
@@ -106,7 +107,15 @@ if [ "$BATTERY" = full ]; then MORE_MODES=("${ALL_MODES[@]}"); else MORE_MODES=(
 for mode in "${MORE_MODES[@]}"; do
   mpi 2 "$BIN" train "${TINY[@]}" --mode "$mode" --steps 20 --batch 2 --zero 1 --output "$WORK/zero2-$mode" > /dev/null 2>&1
   same_run "2 ranks with --zero 1 == --accum 2 ($mode)" "$WORK/accum2-$mode" "$WORK/zero2-$mode"
+  mpi 2 "$BIN" train "${TINY[@]}" --mode "$mode" --steps 20 --batch 2 --zero 2 --output "$WORK/zerotwo2-$mode" > /dev/null 2>&1
+  same_run "2 ranks with --zero 2 == --accum 2 ($mode)" "$WORK/accum2-$mode" "$WORK/zerotwo2-$mode"
 done
+# the sum after backward (--overlap=false) and while it runs, with accumulation on every rank
+mpi 2 "$BIN" train "${TINY[@]}" --steps 20 --batch 2 --overlap=false --output "$WORK/after2" > /dev/null 2>&1
+same_run "2 ranks summing after backward == --accum 2" "$WORK/accum2-rd_attnres" "$WORK/after2"
+mpi 2 "$BIN" train "${TINY[@]}" --steps 10 --batch 1 --accum 2 --zero 2 --output "$WORK/acc-overlap" > /dev/null 2>&1
+mpi 2 "$BIN" train "${TINY[@]}" --steps 10 --batch 1 --accum 2 --overlap=false --output "$WORK/acc-after" > /dev/null 2>&1
+same_run "2 ranks x --accum 2: ZeRO-2 summing while backward runs == ZeRO-0 after it" "$WORK/acc-after" "$WORK/acc-overlap"
 
 # --- 3 ranks (Open MPI's MPI_SUM association differs here; ours does not) ------------------------
 for mode in "${MORE_MODES[@]}"; do
@@ -116,6 +125,8 @@ for mode in "${MORE_MODES[@]}"; do
   mpi 3 "$BIN" train "${TINY[@]}" --mode "$mode" --steps 20 --batch 2 --zero 1 --output "$WORK/zero3-$mode" > /dev/null 2>&1
   same_run "3 ranks with --zero 1 == --accum 3 ($mode)" "$WORK/accum3-$mode" "$WORK/zero3-$mode"
 done
+mpi 3 "$BIN" train "${TINY[@]}" --mode rd_attnres --steps 20 --batch 2 --zero 2 --output "$WORK/zerotwo3" > /dev/null 2>&1
+same_run "3 ranks with --zero 2 == --accum 3" "$WORK/accum3-rd_attnres" "$WORK/zerotwo3"
 # against one process with the whole batch at once: same examples, losses to 1e-6 relative
 "$BIN" train "${TINY[@]}" --steps 20 --batch 6 --clip 0 --output "$WORK/batch6" > /dev/null
 mpi 3 "$BIN" train "${TINY[@]}" --steps 20 --batch 2 --clip 0 --output "$WORK/ranks3-noclip" > /dev/null 2>&1
@@ -134,6 +145,11 @@ if [ "$(tensor_bytes "$WORK/resumed2/model.safetensors")" = "$(tensor_bytes "$WO
   [ "$(curve "$WORK/resumed2")" = "$(curve "$WORK/whole2" | tail -n 8)" ]; then
   pass "2 ranks (ZeRO-1) resumed at step 8 == 2 ranks uninterrupted"
 else fail "2-rank resume differs"; fi
+mpi 2 "$BIN" train "${TINY[@]}" "${CONST[@]}" --steps 8 --zero 2 --output "$WORK/halfz2" > /dev/null 2>&1
+mpi 2 "$BIN" train "${TINY[@]}" "${CONST[@]}" --steps 16 --zero 2 --resume "$WORK/halfz2/checkpoint.safetensors" \
+  --output "$WORK/resumedz2" > /dev/null 2>&1
+[ "$(tensor_bytes "$WORK/resumedz2/model.safetensors")" = "$(tensor_bytes "$WORK/whole2/model.safetensors")" ] &&
+  pass "2 ranks (ZeRO-2) resumed at step 8 == 2 ranks uninterrupted" || fail "2-rank ZeRO-2 resume differs"
 "$BIN" train "${TINY[@]}" "${CONST[@]}" --steps 16 --accum 2 --resume "$WORK/half2/checkpoint.safetensors" \
   --output "$WORK/resumed1" > /dev/null
 [ "$(tensor_bytes "$WORK/resumed1/model.safetensors")" = "$(tensor_bytes "$WORK/whole2/model.safetensors")" ] &&

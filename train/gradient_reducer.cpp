@@ -49,8 +49,7 @@ GradientReducer::GradientReducer(const FlatParameters& flat, Collectives& world,
   if (bucket_elements < 1)
     throw std::invalid_argument(
         fmt::format("gradient reducer: bucket_elements must be >= 1, got {}", bucket_elements));
-  if (ranks_ < 2 || static_cast<int>(bounds_.size()) != ranks_ + 1 ||
-      bounds_.back() != flat.total)
+  if (ranks_ < 2 || static_cast<int>(bounds_.size()) != ranks_ + 1 || bounds_.back() != flat.total)
     throw std::invalid_argument(
         fmt::format("gradient reducer: needs 2 or more ranks and {} shard bounds ending at {}",
                     ranks_ + 1, flat.total));
@@ -73,8 +72,7 @@ GradientReducer::GradientReducer(const FlatParameters& flat, Collectives& world,
     for (auto b = first; b != buckets_.end() && b->begin < hi; ++b)
       buckets_of_slot_[s].push_back(static_cast<int>(b - buckets_.begin()));
   }
-  if (rank_ > 0)
-    buffers_.assign(kInFlight, std::vector<float>(static_cast<size_t>(largest)));
+  if (rank_ > 0) buffers_.assign(kInFlight, std::vector<float>(static_cast<size_t>(largest)));
 }
 
 float* GradientReducer::gradient(const Bucket& b) const {
@@ -150,8 +148,8 @@ void GradientReducer::post_receives() {
     const Bucket& b = buckets_[buckets_.size() - 1 - next_receive_];
     c.buffer = free_buffers_.back();
     free_buffers_.pop_back();
-    c.receive = world_.start_receive(buffers_[c.buffer].data(), b.end - b.begin, rank_ - 1,
-                                     kChainTag);
+    c.receive =
+        world_.start_receive(buffers_[c.buffer].data(), b.end - b.begin, rank_ - 1, kChainTag);
     ++next_receive_;
   }
 }

@@ -62,7 +62,7 @@ class GradientReducer {
   // The state of one bucket on this rank during a step, in the fixed order.
   struct Chain {
     int64_t receive = -1, send = -1, final_receive = -1;  // request handles, -1 = none
-    int buffer = -1;  // the partial-sum buffer it holds
+    int buffer = -1;                                      // the partial-sum buffer it holds
     bool awaits_final = false, done = false;
   };
   void advance();  // moves every chain on as far as it can go without waiting

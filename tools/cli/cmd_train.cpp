@@ -365,6 +365,8 @@ void after_train_step(const TrainLoop& loop, MicroLMTrainer& trainer, const Step
     j["clipped"] = log.clipped;
     j["lr"] = log.lr;
     j["tokens_per_second"] = log.tokens_per_second;
+    j["seconds"] = log.seconds;
+    if (loop.world.size() > 1) j["communication_seconds"] = log.communication_seconds;
     if (log.skipped_steps > 0) j["skipped_steps"] = log.skipped_steps;
     if (loop.writes && eval_every > 0 && (log.step + 1) % eval_every == 0) {
       double v = evaluate_windows(trainer.model(), loop.data.validation, loop.eval.starts,
@@ -515,6 +517,10 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   }
   progress.finish();
   trainer.save_checkpoint(loop.ckpt);
+  if (world.size() > 1) {
+    const std::string memory = peak_memory_line(world);  // collective
+    if (writes) fmt::print("{}\n", memory);
+  }
   if (!writes) return 0;
   write_run_end(out, run, data, eval, init, trainer, thread_choice.threads);
   return 0;

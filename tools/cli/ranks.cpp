@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 namespace dg::cli {
@@ -82,11 +83,46 @@ std::string layout_line(World& world, Trainer& trainer) {
   std::string line =
       fmt::format("{} rank(s) x accum {} x batch {} = global batch {} windows per step",
                   world.size(), c.accum, c.batch, trainer.global_batch());
-  if (c.zero == 1 && world.size() > 1) line += ", AdamW moments sharded (ZeRO-1)";
-  if (world.size() > 1)
-    line += fmt::format(", parameters identical on every rank (checksum {})",
-                        check_same_parameters(world.collectives(), trainer.parameters()));
+  if (world.size() == 1) return line;
+  const FlatParameters& flat = trainer.parameters();
+  const std::vector<int64_t> bounds = shard_bounds(flat, world.size());
+  const int r = world.rank();
+  const double total = static_cast<double>(flat.total) * 4 / (1 << 20),
+               shard = static_cast<double>(bounds[r + 1] - bounds[r]) * 4 / (1 << 20);
+  int64_t state_bytes = 0;  // the optimiser's per-element state as this rank holds it
+  for (const auto& [name, tensor] : trainer.optimizer().element_state())
+    state_bytes += tensor.numel() * static_cast<int64_t>(dtype_size(tensor.dtype()));
+  const char* stage[] = {"ZeRO-0 (every rank holds all state)", "ZeRO-1 (optimiser state sharded)",
+                         "ZeRO-2 (optimiser state and gradients sharded)"};
+  line += fmt::format(
+      ", {}, the gradient summed {}; rank {} holds weights {:.1f} MiB, gradients {:.1f} MiB{}, "
+      "optimiser state {:.1f} MiB",
+      stage[c.zero], c.overlap ? "while backward runs" : "after backward", r, total,
+      c.zero == 2 ? shard : total, c.zero == 2 ? " (its shard; others' only while in flight)" : "",
+      static_cast<double>(state_bytes) / (1 << 20));
+  if (c.accum > 1) line += fmt::format(", accumulated gradients {:.1f} MiB", total);
+  line += fmt::format(", parameters identical on every rank (checksum {})",
+                      check_same_parameters(world.collectives(), trainer.parameters()));
   return line;
+}
+
+namespace {
+int64_t peak_resident_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));  // "VmHWM:  1234 kB"
+  return 0;
+}
+}  // namespace
+
+std::string peak_memory_line(World& world) {
+  const std::vector<double> peaks =
+      world.collectives().all_gather(std::vector<double>{static_cast<double>(peak_resident_kib())});
+  std::string line = "peak resident memory per rank:";
+  for (size_t r = 0; r < peaks.size(); ++r)
+    line += fmt::format("{} {:.0f}", r ? "," : "", peaks[r] / 1024);
+  return line + " MiB";
 }
 
 }  // namespace dg::cli

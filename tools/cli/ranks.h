@@ -30,9 +30,14 @@ Flags& add_layout_flags(Flags& f);
 // --global-batch sets run.training.batch to G / (ranks x accum); then validates the run. Refuses an
 // impossible layout with a UsageError before any work.
 void apply_layout_flags(const Flags& f, int ranks, RunConfig& run);
-// "N rank(s) x accum K x batch b = global batch G windows per step", with ZeRO-1 and, over
-// several ranks, the start-up parameter checksum (check_same_parameters: called by every rank,
-// refuses ranks whose parameters differ).
+// "N rank(s) x accum K x batch b = global batch G windows per step"; over several ranks also the
+// ZeRO stage, when the sum over ranks runs (while backward runs or after it), what each rank
+// holds of the training state (weights, gradients, the optimiser's per-element state, in MiB)
+// and the start-up parameter checksum (check_same_parameters: called by every rank, refuses ranks
+// whose parameters differ).
 std::string layout_line(World& world, Trainer& trainer);
+// "peak resident memory per rank: 812, 790 MiB" (each rank's VmHWM, gathered). Called by every
+// rank.
+std::string peak_memory_line(World& world);
 
 }  // namespace dg::cli
