@@ -5,10 +5,11 @@
 // the all-gather (Collectives::all_gather: MPI_Allgatherv), a point-to-point ping-pong between
 // ranks 2i and 2i+1 (one-way time: the per-hop cost of a chain) and the owner's local add. Each
 // point is the median of repeats, every repeat after a barrier; each operation is fitted by
-// t = alpha + beta * bytes (least squares on relative error, so the 4 KiB point counts as much as
-// the 64 MiB one) and alpha and beta are printed; --json prints one JSON document instead, which
+// t = alpha + beta * bytes (alpha from every size, beta from the sizes beyond the caches: see
+// fit_alpha_beta) and alpha and beta are printed; --json prints one JSON document instead, which
 // tools/scaling_model.cpp reads.
-// Sizes are the bytes of the whole float32 buffer (a flat gradient), cut into equal shards.
+// Sizes are the bytes of the whole float32 buffer (a flat gradient), cut into equal shards; --bytes
+// adds sizes (a preset's gradient, 4 bytes a parameter).
 // It does not check the sums (mpi_reduction_bench does) and does not model anything.
 #include <fmt/core.h>
 #include <mpi.h>
@@ -32,7 +33,9 @@ namespace {
 struct Options {
   bool json = false;
   int64_t min_bytes = 4 << 10, max_bytes = int64_t(64) << 20;
-  int repeats = 0;  // 0: by size (see repeats_for)
+  int repeats = 0;                   // 0: by size (see repeats_for)
+  int64_t bandwidth_from = 4 << 20;  // bytes: beta's sizes (see fit_alpha_beta)
+  std::vector<int64_t> extra_bytes;  // --bytes: sizes timed besides the geometric ones
 };
 
 Options parse_options(int argc, char** argv) {
@@ -51,13 +54,25 @@ Options parse_options(int argc, char** argv) {
       o.min_bytes = value() << 10;
     else if (a == "--max-mib")
       o.max_bytes = value() << 20;
+    else if (a == "--bytes") {  // a comma-separated list (the model's exact gradient sizes)
+      if (i + 1 >= argc) throw std::invalid_argument("--bytes needs a value");
+      const std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        const int64_t b = std::atoll(list.substr(at, comma - at).c_str()) / 4 * 4;
+        if (b <= 0) throw std::invalid_argument(fmt::format("--bytes: '{}' is not a size", list));
+        o.extra_bytes.push_back(b);
+        at = comma + 1;
+      }
+    } else if (a == "--beta-from-mib")
+      o.bandwidth_from = value() << 20;
     else if (a == "--repeats")
       o.repeats = static_cast<int>(value());
     else
-      throw std::invalid_argument(
-          fmt::format("unknown argument '{}' (usage: mpirun -np N mpi_collectives_bench [--json] "
-                      "[--min-kib 4] [--max-mib 64] [--repeats R])",
-                      a));
+      throw std::invalid_argument(fmt::format(
+          "unknown argument '{}' (usage: mpirun -np N mpi_collectives_bench [--json] "
+          "[--min-kib 4] [--max-mib 64] [--bytes B,...] [--beta-from-mib 4] [--repeats R])",
+          a));
   }
   if (o.min_bytes > o.max_bytes) throw std::invalid_argument("--min-kib above --max-mib");
   return o;
@@ -76,16 +91,24 @@ struct Series {
   double alpha = 0, beta = 0;
 };
 
-// Minimises sum(((alpha + beta * x - t) / t)^2): a 2x2 normal system with weights 1/t^2.
-void fit_alpha_beta(const std::vector<double>& bytes, Series& s) {
+// alpha: the intercept of the fit minimising sum(((alpha + beta * x - t) / t)^2) over every size
+// (weights 1/t^2, so the small sizes set it); beta: the least-squares slope of t - alpha over the
+// sizes from `bandwidth_from` bytes on, where the buffers no longer fit the caches (a fit over
+// every size takes its slope from the cached sizes and predicts the large ones several times too
+// fast on this machine).
+void fit_alpha_beta(const std::vector<double>& bytes, double bandwidth_from, Series& s) {
   double sw = 0, sx = 0, sxx = 0, st = 0, sxt = 0;
   for (size_t i = 0; i < bytes.size(); ++i) {
     const double w = 1.0 / (s.seconds[i] * s.seconds[i]), x = bytes[i], t = s.seconds[i];
     sw += w, sx += w * x, sxx += w * x * x, st += w * t, sxt += w * x * t;
   }
-  const double det = sw * sxx - sx * sx;
-  s.beta = (sw * sxt - sx * st) / det;
-  s.alpha = (st - s.beta * sx) / sw;
+  const double slope = (sw * sxt - sx * st) / (sw * sxx - sx * sx);
+  s.alpha = (st - slope * sx) / sw;
+  double xt = 0, xx = 0;
+  for (size_t i = 0; i < bytes.size(); ++i)
+    if (bytes[i] >= bandwidth_from)
+      xt += bytes[i] * (s.seconds[i] - s.alpha), xx += bytes[i] * bytes[i];
+  s.beta = xx > 0 ? xt / xx : slope;
 }
 
 }  // namespace
@@ -102,6 +125,9 @@ int main(int argc, char** argv) {
   }
   std::vector<double> sizes;
   for (int64_t b = o.min_bytes; b <= o.max_bytes; b *= 4) sizes.push_back(static_cast<double>(b));
+  for (int64_t b : o.extra_bytes) sizes.push_back(static_cast<double>(b));
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   std::vector<Series> ops = {
       {"allreduce", "MPI_Allreduce(MPI_SUM) of the whole buffer (reference)", {}},
       {"reduce_scatter", "fixed-order reduce-scatter: MPI_Alltoallv + the owner's adds", {}},
@@ -155,13 +181,14 @@ int main(int argc, char** argv) {
       for (int64_t i = 0; i < n; ++i) out[i] += in[i];
     }));
   }
-  for (Series& s : ops) fit_alpha_beta(sizes, s);
+  for (Series& s : ops) fit_alpha_beta(sizes, static_cast<double>(o.bandwidth_from), s);
   if (rank != 0) return 0;
   if (o.json) {
     dg::json::Value v;
     v["ranks"] = N;
     v["threads"] = dg::threads();
     v["library"] = dg::World::library();
+    v["beta_from_bytes"] = o.bandwidth_from;
     dg::json::Array b;
     for (double x : sizes) b.emplace_back(x);
     v["bytes"] = dg::json::Value(std::move(b));
@@ -190,7 +217,10 @@ int main(int argc, char** argv) {
     for (const Series& s : ops) fmt::print(" {:>14.4f}", s.seconds[i] * 1e3);
     fmt::print("\n");
   }
-  fmt::print("fit t = alpha + beta * bytes (least squares on relative error):\n");
+  fmt::print(
+      "fit t = alpha + beta * bytes (alpha: least squares on relative error over every size; "
+      "beta: least squares over sizes from {} MiB):\n",
+      o.bandwidth_from >> 20);
   for (const Series& s : ops)
     fmt::print("{:>14}: alpha {:8.2f} us, beta {:.4f} ns/byte ({:.2f} GB/s); {}\n", s.name,
                s.alpha * 1e6, s.beta * 1e9, 1e-9 / s.beta, s.what);

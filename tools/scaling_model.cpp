@@ -64,6 +64,7 @@ struct Preset {
   int threads = 0;
   int64_t parameters = 0;
   double step = 0, optimizer = 0;  // seconds: C and O
+  double untimed = 0;  // the step outside every op family: under mpirun, mostly the collectives
 };
 
 struct Network {
@@ -247,6 +248,7 @@ struct Options {
   std::vector<Network> networks = {{"10 Gb/s", 25e-6, 8.0 / 10e9}, {"100 Gb/s", 3e-6, 8.0 / 100e9}};
   Inputs inputs;
   bool self_check = false;
+  std::vector<std::string> add_rate_files;  // --add-rate: print the owner's add rate and stop
 };
 
 const char* kUsage =
@@ -254,10 +256,14 @@ const char* kUsage =
     "  [--ranks 8,64,512] [--networks NAME:ALPHA_US:GBPS,...] [--backward-share 0.667]\n"
     "  [--bucket-elements 262144] [--add-ns-per-byte 0.1]\n"
     "  [--check FILE,... --measured FILE,... --check-config small --check-threads 1 --cores 2]\n"
-    "  | --self-check\n"
+    "  | --self-check | --add-rate FILE,...\n"
     "--bench: `depthgrad bench --json` outputs (a sweep or --one; the median over files of each\n"
-    "config and thread count); --check: `mpi_collectives_bench --json` outputs of this machine;\n"
-    "--measured: `mpirun -np N depthgrad bench --one CONFIG --json` outputs to compare with.";
+    "config and thread count); --check: `mpi_collectives_bench --json` outputs of this machine\n"
+    "(the median alpha and beta over files of a rank count);\n"
+    "--measured: `mpirun -np N depthgrad bench --one CONFIG --json` outputs to compare with;\n"
+    "--add-rate: prints the median beta of the local add in `mpi_collectives_bench --json` "
+    "outputs\n"
+    "(ns/byte), for --add-ns-per-byte.";
 
 Options parse_options(int argc, char** argv) {
   Options o;
@@ -269,7 +275,9 @@ Options parse_options(int argc, char** argv) {
     }
     if (i + 1 >= argc) throw std::invalid_argument(fmt::format("{} needs a value\n{}", a, kUsage));
     const std::string v = argv[++i];
-    if (a == "--bench")
+    if (a == "--add-rate")
+      o.add_rate_files = split(v, ',');
+    else if (a == "--bench")
       o.bench_files = split(v, ',');
     else if (a == "--check")
       o.check_files = split(v, ',');
@@ -331,8 +339,10 @@ std::map<std::string, Preset> read_bench(const std::vector<std::string>& files, 
       p.threads = static_cast<int>(r->at("threads").as_int());
       p.parameters = r->at("parameters").as_int();
       p.step = r->at("median_step_seconds").as_double();
-      if (const json::Value* b = r->find("breakdown_seconds"))
+      if (const json::Value* b = r->find("breakdown_seconds")) {
         p.optimizer = b->at("optimizer").as_double();
+        p.untimed = b->at("untimed").as_double();
+      }
       const json::Value* ranks = r->find("ranks");
       const int64_t n = ranks ? ranks->as_int() : 1;
       const std::string key =
@@ -343,10 +353,12 @@ std::map<std::string, Preset> read_bench(const std::vector<std::string>& files, 
   std::map<std::string, Preset> out;
   for (auto& [key, list] : found) {
     Preset p = list.front();
-    std::vector<double> steps, optimizers;
-    for (const Preset& x : list) steps.push_back(x.step), optimizers.push_back(x.optimizer);
+    std::vector<double> steps, optimizers, untimed;
+    for (const Preset& x : list)
+      steps.push_back(x.step), optimizers.push_back(x.optimizer), untimed.push_back(x.untimed);
     p.step = median(steps);
     p.optimizer = median(optimizers);
+    p.untimed = median(untimed);
     out[key] = p;
   }
   return out;
@@ -391,17 +403,36 @@ void print_model(const Options& o, const std::map<std::string, Preset>& presets)
 
 struct Fit {
   double alpha = 0, beta = 0;
+  double at_size = -1;  // seconds measured at read_fits's `bytes` (-1: not among the sizes)
 };
 
-std::map<std::string, Fit> read_fits(const json::Value& doc) {
-  std::map<std::string, Fit> fits;
-  for (const json::Value& op : doc.at("operations").as_array())
-    fits[op.at("name").as_string()] = {op.at("alpha_seconds").as_double(),
-                                       op.at("beta_seconds_per_byte").as_double()};
-  return fits;
+// The fits of every file, by rank count: the median alpha and beta of each operation over the files
+// of the same rank count, and the median time measured at `bytes` (mpi_collectives_bench --bytes).
+std::map<int, std::map<std::string, Fit>> read_fits(const std::vector<std::string>& files,
+                                                    double bytes = 0) {
+  std::map<int, std::map<std::string, std::vector<Fit>>> all;
+  for (const std::string& path : files) {
+    const json::Value doc = read_json(path);
+    auto& by_name = all[static_cast<int>(doc.at("ranks").as_int())];
+    const json::Array& sizes = doc.at("bytes").as_array();
+    for (const json::Value& op : doc.at("operations").as_array()) {
+      Fit f{op.at("alpha_seconds").as_double(), op.at("beta_seconds_per_byte").as_double()};
+      for (size_t i = 0; i < sizes.size(); ++i)
+        if (sizes[i].as_double() == bytes) f.at_size = op.at("median_seconds").at(i).as_double();
+      by_name[op.at("name").as_string()].push_back(f);
+    }
+  }
+  std::map<int, std::map<std::string, Fit>> out;
+  for (const auto& [ranks, by_name] : all)
+    for (const auto& [name, fits] : by_name) {
+      std::vector<double> a, b, t;
+      for (const Fit& f : fits) a.push_back(f.alpha), b.push_back(f.beta), t.push_back(f.at_size);
+      out[ranks][name] = {median(a), median(b), median(t)};
+    }
+  return out;
 }
 
-// This machine at the ranks of each --check file: compute time-shared over the cores, the
+// This machine at the rank counts of the --check files: compute time-shared over the cores, the
 // collectives from their own fits (and from ping-pong alpha/beta through the formulas).
 void print_check(const Options& o, const std::map<std::string, Preset>& presets) {
   const auto it = presets.find(fmt::format("{}@{}", o.check_config, o.check_threads));
@@ -418,31 +449,41 @@ void print_check(const Options& o, const std::map<std::string, Preset>& presets)
       "step {:.1f} ms (optimizer {:.1f} ms), P = {}\n",
       o.cores, p.name, o.check_threads, p.step * 1e3, p.optimizer * 1e3, p.parameters);
   fmt::print(
-      "| ranks | compute x time-share | reduce-scatter (fit) | all-gather (fit) | predicted "
-      "(fits) | predicted (ping-pong formulas) | measured | measured / predicted (fits) "
-      "|\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const std::string& path : o.check_files) {
-    const json::Value doc = read_json(path);
-    const int N = static_cast<int>(doc.at("ranks").as_int());
-    std::map<std::string, Fit> fit = read_fits(doc);
+      "| ranks | one-process step x time-share | reduce-scatter at 4P, measured (fit) | "
+      "all-gather at 4P, measured (fit) | communication: predicted (from ping-pong + formulas) | "
+      "step: predicted | step: measured | measured / predicted | communication: measured "
+      "(outside the op families) | measured / predicted |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& [N, fit] : read_fits(o.check_files, bytes)) {
     const double share = std::max(1.0, double(N) * o.check_threads / o.cores);
     const Network here{"here", fit.at("ping_pong").alpha, fit.at("ping_pong").beta};
-    const double rs = fit.at("reduce_scatter").alpha + fit.at("reduce_scatter").beta * bytes;
-    const double ag = fit.at("all_gather").alpha + fit.at("all_gather").beta * bytes;
-    const double predicted = p.step * share + rs + ag + small_collectives(N, 0, here);
+    auto cost = [&](const char* name, double& fitted) {
+      const Fit& f = fit.at(name);
+      fitted = f.alpha + f.beta * bytes;
+      return f.at_size >= 0 ? f.at_size : fitted;  // measured at 4P when it was timed there
+    };
+    double rs_fit = 0, ag_fit = 0;
+    const double rs = cost("reduce_scatter", rs_fit), ag = cost("all_gather", ag_fit);
+    const double comm = rs + ag + small_collectives(N, 0, here);
     Inputs in = o.inputs;
     in.add = fit.at("add").beta;
-    Preset shared = p;
-    shared.step *= share, shared.optimizer *= share;
-    const double formulas = model_a(shared, N, 0, here, in).seconds;
-    const auto m = measured.find(fmt::format("{}", N));
-    const std::string seen =
-        m == measured.end() ? "-" : fmt::format("{:.1f} ms", m->second.step * 1e3);
-    const std::string ratio =
-        m == measured.end() ? "-" : fmt::format("{:.2f}", m->second.step / predicted);
+    Preset alone = p;
+    alone.step = alone.optimizer = 0;  // the formulas' communication alone
+    const double comm_formulas = model_a(alone, N, 0, here, in).seconds;
+    const double predicted = p.step * share + comm;
+    std::string seen = "-", ratio = "-", seen_comm = "-", comm_ratio = "-";
+    if (const auto m = measured.find(fmt::format("{}", N)); m != measured.end()) {
+      const double outside = m->second.untimed - p.untimed;  // less one process's own remainder
+      seen = fmt::format("{:.1f} ms", m->second.step * 1e3);
+      ratio = fmt::format("{:.2f}", m->second.step / predicted);
+      seen_comm = fmt::format("{:.1f} ms", outside * 1e3);
+      comm_ratio = fmt::format("{:.2f}", outside / comm);
+    }
     fmt::print(
-        "| {} | {:.1f} ms x {:.1f} | {:.2f} ms | {:.2f} ms | {:.1f} ms | {:.1f} ms | {} | {} |\n",
-        N, p.step * 1e3, share, rs * 1e3, ag * 1e3, predicted * 1e3, formulas * 1e3, seen, ratio);
+        "| {} | {:.1f} ms x {:.1f} | {:.1f} ms ({:.1f}) | {:.1f} ms ({:.1f}) | {:.1f} ms "
+        "({:.1f}) | {:.1f} ms | {} | {} | {} | {} |\n",
+        N, p.step * 1e3, share, rs * 1e3, rs_fit * 1e3, ag * 1e3, ag_fit * 1e3, comm * 1e3,
+        comm_formulas * 1e3, predicted * 1e3, seen, ratio, seen_comm, comm_ratio);
   }
 }
 
@@ -453,6 +494,13 @@ int main(int argc, char** argv) {
     const Options o = parse_options(argc, argv);
     if (o.self_check) {
       print_self_check();
+      return 0;
+    }
+    if (!o.add_rate_files.empty()) {
+      std::vector<double> betas;
+      for (const auto& [ranks, fit] : read_fits(o.add_rate_files))
+        betas.push_back(fit.at("add").beta);
+      fmt::print("{:.4f}\n", median(betas) * 1e9);
       return 0;
     }
     if (o.bench_files.empty())
