@@ -27,19 +27,25 @@
 //         the finished sums of their own buckets, 1/N of all), else 1.
 //       Each bucket passes N hops (rank 0 -> 1 -> ... -> N-1 -> owner); every rank forwards the
 //       buckets in launch order, so the chains form a pipeline of N stages of time h, and the
-//       last sum arrives at (a tandem queue of identical stages)
+//       last sum arrives at (a tandem queue of identical stages; a_j = bucket j's ready time)
 //         R = max_j (a_j + (nb - j) h) + (N-1) h
-//           = F + G + max( (N + nb - 1) h - G (nb - 1)/nb ,  N h )
-//       (the first term when the chains are the bottleneck, the second when backward is);
-//       T = R + allgather + opt(z) + small(z).
+//           = F + G + max( (N + nb - 1) h - G (nb - 1)/nb ,  N h1 )
+//       (the first term when the chains are the bottleneck, the second when backward is: then
+//       the last bucket crosses idle links, h1 = h with f = 1); T = R + allgather + opt(z) +
+//       small(z). `--self-check` replays the schedule hop by hop (each rank's outgoing link in
+//       launch order, incoming links shared by chain and finished sums): R agrees within 1.5% at 64
+//       and 512 ranks and wherever backward or the chains clearly dominate; near the crossover at
+//       4 to 8 ranks the formula is up to 21% low (the owners' sums arrive in bursts).
 //   efficiency = C / T (throughput against N independent processes: 1 is perfect weak scaling; it
 //   can pass 1 for zero 1/2, whose ranks step 1/N of the optimizer), communication share =
 //   (T - F - G - opt(z)) / T (the time no rank computes). zero 1 and zero 2 time the same here
 //   (zero 2 only keeps less gradient memory).
-// Networks (--networks): 10 Gb/s Ethernet with MPI over TCP, alpha 25 us (a kernel TCP round trip
-// over a switch is 40-60 us, OSU-style osu_latency one-way), and a 100 Gb/s RDMA-class fabric
-// (InfiniBand EDR / RoCE), alpha 3 us (osu_latency over verbs is 1-2 us, plus the switch and
-// MPI's matching); beta = 8 / line rate (the full line rate: large messages reach 90-95% of it).
+// Networks (--networks; assumed, not measured here): 10 Gb/s Ethernet with MPI over kernel TCP,
+// alpha 25 us (typical one-way small-message latency of osu_latency over TCP through one switch),
+// and a 100 Gb/s RDMA-class fabric (InfiniBand EDR/HDR100 or RoCE), alpha 3 us (osu_latency over
+// verbs is 1-2 us; a switch hop and MPI's matching on top); beta = 8 / line rate in bits/s (large
+// messages reach 90-95% of the line rate, so beta is a little optimistic).
+// The owner's add: --add-ns-per-byte (by default 0.1; measure_scaling.sh passes this machine's).
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -249,10 +255,13 @@ struct Options {
   Inputs inputs;
   bool self_check = false;
   std::vector<std::string> add_rate_files;  // --add-rate: print the owner's add rate and stop
+  std::vector<Preset> given;                // --preset, besides (or instead of) --bench
 };
 
 const char* kUsage =
-    "usage: scaling_model --bench FILE[,FILE...] [--configs small,base] [--threads 2]\n"
+    "usage: scaling_model --bench FILE[,FILE...] | --preset "
+    "NAME:THREADS:PARAMETERS:STEP_MS:OPT_MS,...\n"
+    "  [--configs small,base] [--threads 2]\n"
     "  [--ranks 8,64,512] [--networks NAME:ALPHA_US:GBPS,...] [--backward-share 0.667]\n"
     "  [--bucket-elements 262144] [--add-ns-per-byte 0.1]\n"
     "  [--check FILE,... --measured FILE,... --check-config small --check-threads 1 --cores 2]\n"
@@ -279,6 +288,16 @@ Options parse_options(int argc, char** argv) {
       o.add_rate_files = split(v, ',');
     else if (a == "--bench")
       o.bench_files = split(v, ',');
+    else if (a == "--preset")
+      for (const std::string& one : split(v, ',')) {
+        const std::vector<std::string> f = split(one, ':');
+        if (f.size() != 5)
+          throw std::invalid_argument(fmt::format(
+              "--preset: '{}' is not NAME:THREADS:PARAMETERS:STEP_MS:OPTIMIZER_MS", one));
+        o.given.push_back({f[0], static_cast<int>(number(f[1], a)),
+                           static_cast<int64_t>(number(f[2], a)), number(f[3], a) * 1e-3,
+                           number(f[4], a) * 1e-3});
+      }
     else if (a == "--check")
       o.check_files = split(v, ',');
     else if (a == "--measured")
@@ -503,9 +522,10 @@ int main(int argc, char** argv) {
       fmt::print("{:.4f}\n", median(betas) * 1e9);
       return 0;
     }
-    if (o.bench_files.empty())
-      throw std::invalid_argument(fmt::format("--bench is needed\n{}", kUsage));
-    const std::map<std::string, Preset> presets = read_bench(o.bench_files, false);
+    if (o.bench_files.empty() && o.given.empty())
+      throw std::invalid_argument(fmt::format("--bench or --preset is needed\n{}", kUsage));
+    std::map<std::string, Preset> presets = read_bench(o.bench_files, false);
+    for (const Preset& p : o.given) presets[fmt::format("{}@{}", p.name, p.threads)] = p;
     print_model(o, presets);
     if (!o.check_files.empty()) print_check(o, presets);
     return 0;
