@@ -473,7 +473,9 @@ void print_check(const Options& o, const std::map<std::string, Preset>& presets)
       "step: predicted | step: measured | measured / predicted | communication: measured "
       "(outside the op families) | measured / predicted |\n"
       "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const auto& [N, fit] : read_fits(o.check_files, bytes)) {
+  for (const auto& by_ranks : read_fits(o.check_files, bytes)) {
+    const int N = by_ranks.first;
+    const std::map<std::string, Fit>& fit = by_ranks.second;  // (clang 14: no binding in lambdas)
     const double share = std::max(1.0, double(N) * o.check_threads / o.cores);
     const Network here{"here", fit.at("ping_pong").alpha, fit.at("ping_pong").beta};
     auto cost = [&](const char* name, double& fitted) {
