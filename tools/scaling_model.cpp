@@ -470,9 +470,9 @@ void print_check(const Options& o, const std::map<std::string, Preset>& presets)
   fmt::print(
       "| ranks | one-process step x time-share | reduce-scatter at 4P, measured (fit) | "
       "all-gather at 4P, measured (fit) | communication: predicted (from ping-pong + formulas) | "
-      "step: predicted | step: measured | measured / predicted | communication: measured "
-      "(outside the op families) | measured / predicted |\n"
-      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+      "step: predicted (A) | step: predicted (B) | step: measured | measured / predicted (A, "
+      "B) | communication: measured (outside the op families) | measured / predicted (A) |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& by_ranks : read_fits(o.check_files, bytes)) {
     const int N = by_ranks.first;
     const std::map<std::string, Fit>& fit = by_ranks.second;  // (clang 14: no binding in lambdas)
@@ -492,19 +492,26 @@ void print_check(const Options& o, const std::map<std::string, Preset>& presets)
     alone.step = alone.optimizer = 0;  // the formulas' communication alone
     const double comm_formulas = model_a(alone, N, 0, here, in).seconds;
     const double predicted = p.step * share + comm;
+    // B: the chains behind the time-shared backward, on this machine's ping-pong alpha and beta
+    Preset shared = p;
+    shared.step *= share;
+    shared.optimizer *= share;
+    const double predicted_b = model_b(shared, N, 0, here, in).seconds;
     std::string seen = "-", ratio = "-", seen_comm = "-", comm_ratio = "-";
     if (const auto m = measured.find(fmt::format("{}", N)); m != measured.end()) {
       const double outside = m->second.untimed - p.untimed;  // less one process's own remainder
       seen = fmt::format("{:.1f} ms", m->second.step * 1e3);
-      ratio = fmt::format("{:.2f}", m->second.step / predicted);
+      ratio =
+          fmt::format("{:.2f}, {:.2f}", m->second.step / predicted, m->second.step / predicted_b);
       seen_comm = fmt::format("{:.1f} ms", outside * 1e3);
       comm_ratio = fmt::format("{:.2f}", outside / comm);
     }
     fmt::print(
         "| {} | {:.1f} ms x {:.1f} | {:.1f} ms ({:.1f}) | {:.1f} ms ({:.1f}) | {:.1f} ms "
-        "({:.1f}) | {:.1f} ms | {} | {} | {} | {} |\n",
+        "({:.1f}) | {:.1f} ms | {:.1f} ms | {} | {} | {} | {} |\n",
         N, p.step * 1e3, share, rs * 1e3, rs_fit * 1e3, ag * 1e3, ag_fit * 1e3, comm * 1e3,
-        comm_formulas * 1e3, predicted * 1e3, seen, ratio, seen_comm, comm_ratio);
+        comm_formulas * 1e3, predicted * 1e3, predicted_b * 1e3, seen, ratio, seen_comm,
+        comm_ratio);
   }
 }
 
