@@ -226,9 +226,18 @@ static void adamw_span(T* __restrict p, const T* __restrict g, T* __restrict m, 
 namespace detail {
 
 void AdamMoments::reset(int64_t n, DType dtype) {
-  m = Tensor::zeros({n}, dtype);
-  v = Tensor::zeros({n}, dtype);
+  m = v = Tensor();
+  n_ = n;
+  dtype_ = dtype;
+  deferred_ = true;
   steps = 0;
+}
+
+void AdamMoments::made() {
+  if (!deferred_) return;
+  deferred_ = false;
+  m = Tensor::zeros({n_}, dtype_);
+  v = Tensor::zeros({n_}, dtype_);
 }
 
 namespace {
@@ -252,6 +261,7 @@ void adam_span(T* p, const T* g, T* m, T* v, int64_t n, double lr, double wd, bo
 void AdamMoments::step_flat(FlatParameters& params, int64_t begin, int64_t end, double lr,
                             double wd, const std::vector<bool>& decays, const Betas& c,
                             bool decoupled) {
+  made();
   ++steps;
   const double bc1 = 1.0 - std::pow(c.beta1, static_cast<double>(steps));
   const double bc2_sqrt = std::sqrt(1.0 - std::pow(c.beta2, static_cast<double>(steps)));
@@ -356,6 +366,7 @@ void AdamW::step() {
 }
 
 std::vector<NamedTensor> AdamW::element_state() {
+  adam_.made();
   return {{"exp_avg", adam_.m}, {"exp_avg_sq", adam_.v}};
 }
 std::map<std::string, int64_t> AdamW::scalar_state() const { return {{"step", adam_.steps}}; }
@@ -390,6 +401,7 @@ void Adam::step() {
 }
 
 std::vector<NamedTensor> Adam::element_state() {
+  adam_.made();
   return {{"exp_avg", adam_.m}, {"exp_avg_sq", adam_.v}};
 }
 std::map<std::string, int64_t> Adam::scalar_state() const { return {{"step", adam_.steps}}; }

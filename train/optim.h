@@ -120,15 +120,22 @@ class AdamMoments {
   struct Betas {
     double beta1, beta2, eps;
   };
+  // The moments of n elements, zero. They are made when first needed (made(): a step, a look at
+  // the state, a checkpoint's load), not here: the trainer shards an optimiser before its first
+  // step (ZeRO), so a rank never holds the whole buffer's moments, even for a moment.
   void reset(int64_t n, DType dtype);
+  void made();
   // Elements [begin, end) of `params`; slots with decays[s] take weight decay wd.
   void step_flat(FlatParameters& params, int64_t begin, int64_t end, double lr, double wd,
                  const std::vector<bool>& decays, const Betas& b, bool decoupled);
   void step_tensors(const std::vector<ParamGroup>& groups, const Betas& b, bool decoupled,
                     const char* who);
   void resize_tensors(size_t count) { tensor_state_.resize(count); }
-  Tensor m, v;  // flat path: [shard] each
+  Tensor m, v;  // flat path: [shard] each (undefined until made())
   int64_t steps = 0;
+  int64_t n_ = 0;
+  DType dtype_ = DType::f32;
+  bool deferred_ = false;  // reset() ran and made() has not
   struct TensorState {
     Tensor m, v;
     int64_t steps = 0;
@@ -164,8 +171,14 @@ class AdamW : public FlatOptimizer {
   // Moments as flat tensors (for checkpoints): [total] each ([shard_end - shard_begin] sharded).
   // The flat path only; over tensors, exp_avg(i) and exp_avg_sq(i) are parameter i's (in group
   // order), undefined until its first step.
-  Tensor& exp_avg() { return adam_.m; }
-  Tensor& exp_avg_sq() { return adam_.v; }
+  Tensor& exp_avg() {
+    adam_.made();
+    return adam_.m;
+  }
+  Tensor& exp_avg_sq() {
+    adam_.made();
+    return adam_.v;
+  }
   const Tensor& exp_avg(size_t i) const { return adam_.tensor_state_.at(i).m; }
   const Tensor& exp_avg_sq(size_t i) const { return adam_.tensor_state_.at(i).v; }
   void set_steps_taken(int64_t step) { adam_.steps = step; }

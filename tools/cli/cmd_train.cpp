@@ -505,6 +505,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
   // Ctrl-C / SIGTERM stop at a step boundary in one process; over MPI ranks mpirun ends the job
   // (the ranks could not agree on the step to stop at) and the last checkpoint resumes.
   if (world.size() == 1) install_stop_handlers();
+  const int64_t startup_peak = restart_peak_resident();  // the steps' own peak is measured apart
   try {
     trainer.run(cfg.steps, [&](const StepLog& log) { after_train_step(loop, trainer, log); });
   } catch (const Interrupted& e) {
@@ -516,11 +517,11 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
     return e.exit_code();
   }
   progress.finish();
-  trainer.save_checkpoint(loop.ckpt);
-  if (world.size() > 1) {
-    const std::string memory = peak_memory_line(world);  // collective
+  if (world.size() > 1) {  // before the last checkpoint, which rank 0 assembles in memory
+    const std::string memory = peak_memory_line(world, startup_peak);  // collective
     if (writes) fmt::print("{}\n", memory);
   }
+  trainer.save_checkpoint(loop.ckpt);
   if (!writes) return 0;
   write_run_end(out, run, data, eval, init, trainer, thread_choice.threads);
   return 0;

@@ -116,13 +116,25 @@ int64_t peak_resident_kib() {
 }
 }  // namespace
 
-std::string peak_memory_line(World& world) {
-  const std::vector<double> peaks =
-      world.collectives().all_gather(std::vector<double>{static_cast<double>(peak_resident_kib())});
-  std::string line = "peak resident memory per rank:";
-  for (size_t r = 0; r < peaks.size(); ++r)
-    line += fmt::format("{} {:.0f}", r ? "," : "", peaks[r] / 1024);
-  return line + " MiB";
+int64_t restart_peak_resident() {
+  const int64_t peak = peak_resident_kib();
+  std::ofstream("/proc/self/clear_refs") << "5";  // where unsupported, the peak simply goes on
+  return peak;
+}
+
+std::string peak_memory_line(World& world, int64_t startup_kib) {
+  Collectives& c = world.collectives();
+  const std::vector<double> startup = c.all_gather(std::vector<double>{double(startup_kib)});
+  const std::vector<double> training =
+      c.all_gather(std::vector<double>{double(peak_resident_kib())});
+  auto list = [](const std::vector<double>& kib) {
+    std::string text;
+    for (size_t r = 0; r < kib.size(); ++r)
+      text += fmt::format("{}{:.0f}", r ? ", " : "", kib[r] / 1024);
+    return text;
+  };
+  return fmt::format("peak resident memory per rank (MiB): start-up {}; training {}", list(startup),
+                     list(training));
 }
 
 }  // namespace dg::cli

@@ -36,8 +36,13 @@ void apply_layout_flags(const Flags& f, int ranks, RunConfig& run);
 // and the start-up parameter checksum (check_same_parameters: called by every rank, refuses ranks
 // whose parameters differ).
 std::string layout_line(World& world, Trainer& trainer);
-// "peak resident memory per rank: 812, 790 MiB" (each rank's VmHWM, gathered). Called by every
+// This process's peak resident memory so far (VmHWM, KiB); then the peak restarts from the
+// current size (Linux: "5" written to /proc/self/clear_refs), so the next reading covers only
+// what follows: train calls it before the first step.
+int64_t restart_peak_resident();
+// "peak resident memory per rank (MiB): start-up 3547, 3547; training 2402, 2390": the start-up
+// peaks restart_peak_resident returned, and each rank's peak since (gathered). Called by every
 // rank.
-std::string peak_memory_line(World& world);
+std::string peak_memory_line(World& world, int64_t startup_kib);
 
 }  // namespace dg::cli
