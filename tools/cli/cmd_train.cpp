@@ -517,7 +517,7 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
     return e.exit_code();
   }
   progress.finish();
-  if (world.size() > 1) {  // before the last checkpoint, which rank 0 assembles in memory
+  {  // before the last checkpoint, which rank 0 assembles in memory
     const std::string memory = peak_memory_line(world, startup_peak);  // collective
     if (writes) fmt::print("{}\n", memory);
   }

@@ -133,8 +133,8 @@ std::string peak_memory_line(World& world, int64_t startup_kib) {
       text += fmt::format("{}{:.0f}", r ? ", " : "", kib[r] / 1024);
     return text;
   };
-  return fmt::format("peak resident memory per rank (MiB): start-up {}; training {}", list(startup),
-                     list(training));
+  return fmt::format("peak resident memory{} (MiB): start-up {}; training {}",
+                     world.size() > 1 ? " per rank" : "", list(startup), list(training));
 }
 
 }  // namespace dg::cli
