@@ -5,10 +5,10 @@
 // (dg::evaluate_loss), a check that the model's own K/V cache gives the full forward's logits,
 // and a sample drawn through the CausalLM interface (dg::generate_tokens).
 //   gpt2 --text tiny_shakespeare.txt --steps 1000 --out runs/gpt2
-// Built against the installed package it runs in one process; the in-tree target example_gpt2
-// is the same file with DEPTHGRAD_EXAMPLE_WITH_WORLD, which adds the MPI process group
-// (mpirun -np 2 example_gpt2 ...; rank 0 prints and writes). It does not read a config file,
-// evaluate on a test split or load pretrained weights.
+// Built with the package's component mpi (depthgrad::mpi, or the in-tree target example_gpt2
+// with DG_MPI=ON) and started by mpirun, it trains over ranks (mpirun -np 2 gpt2 ...; rank 0
+// prints and writes); otherwise, from the same source, in one process. It does not read a config
+// file, evaluate on a test split or load pretrained weights.
 #include <depthgrad/lm.h>
 #include <fmt/format.h>
 
@@ -22,9 +22,6 @@
 #include <vector>
 
 #include "gpt2_model.h"
-#if DEPTHGRAD_EXAMPLE_WITH_WORLD
-#include "train/dist/world.h"  // not installed: only the in-tree build has the MPI World
-#endif
 
 namespace {
 
@@ -415,19 +412,12 @@ int run(int argc, char** argv, dg::Collectives* world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-#if DEPTHGRAD_EXAMPLE_WITH_WORLD
-  dg::World world;  // MPI when started by mpirun, else the group of one
-  dg::Collectives* group = &world.collectives();
-#else
-  dg::Collectives* group = nullptr;
-#endif
+  dg::World world;  // MPI when built with depthgrad::mpi and started by mpirun, else one process
   try {
-    return run(argc, argv, group);
+    return run(argc, argv, world.size() > 1 ? &world.collectives() : nullptr);
   } catch (const std::exception& e) {
     fmt::print(stderr, "gpt2: error: {}\n", e.what());
-#if DEPTHGRAD_EXAMPLE_WITH_WORLD
     if (world.size() > 1) world.abort(1);  // the other ranks may be waiting for this one
-#endif
     return 1;
   }
 }

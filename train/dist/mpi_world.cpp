@@ -1,8 +1,9 @@
-// World over MPI (see world.h): MPI_Init_thread(FUNNELED) when started by a launcher, and the
-// Collectives in plain MPI calls. The gradient reduction is a gather-to-owner reduce-scatter
-// (MPI_Alltoallv moves the bytes, this file adds them in rank order) and an all-gather
-// (MPI_Allgatherv): MPI only moves data, so its algorithm choice cannot change a bit.
-// It does not use MPI_Allreduce for anything but the comparison all_reduce_sum_any_order.
+// World over MPI (see world.h; libdepthgrad_mpi.a, compiled with DEPTHGRAD_WITH_MPI):
+// MPI_Init_thread(FUNNELED) when started by a launcher, and the Collectives in plain MPI calls. The
+// gradient reduction is a gather-to-owner reduce-scatter (MPI_Alltoallv moves the bytes, this file
+// adds them in rank order) and an all-gather (MPI_Allgatherv): MPI only moves data, so its
+// algorithm choice cannot change a bit. It does not use MPI_Allreduce for anything but the
+// comparison all_reduce_sum_any_order.
 #include <fmt/format.h>
 #include <mpi.h>
 
@@ -15,6 +16,10 @@
 
 #include "tensor/kernels_elementwise.h"
 #include "train/dist/world.h"
+
+#if !DEPTHGRAD_WITH_MPI
+#error "train/dist/mpi_world.cpp defines the MPI World: compile it with DEPTHGRAD_WITH_MPI=1"
+#endif
 
 namespace dg {
 
@@ -143,6 +148,8 @@ class MpiCollectives final : public Collectives {
 };
 }  // namespace
 
+inline namespace mpi_world {
+
 World::World() {
   if (!started_by_launcher()) {
     collectives_ = std::make_unique<SingleProcess>();
@@ -184,4 +191,5 @@ std::string World::library() {
   return comma == std::string::npos ? v : v.substr(0, comma);
 }
 
+}  // namespace mpi_world
 }  // namespace dg
