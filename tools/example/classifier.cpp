@@ -13,6 +13,7 @@
 //   classifier [--steps 1500] [--accum 1] [--dropout 0.1] [--min-accuracy 0.9] [--log-steps 0]
 #include <depthgrad/depthgrad.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -161,12 +162,15 @@ int run(int argc, char** argv, dg::Collectives& world) {
 }
 
 int main(int argc, char** argv) {
-  dg::World world;  // MPI when built with depthgrad::mpi and started by mpirun, else one process
+  std::unique_ptr<dg::World> world;
   try {
-    return run(argc, argv, world.collectives());
+    // MPI when built with depthgrad::mpi and started by mpirun or srun, else one process. Made
+    // here, not before the try: a launch MPI cannot serve (srun without PMI) is refused by a throw.
+    world = std::make_unique<dg::World>();
+    return run(argc, argv, world->collectives());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "classifier: error on rank %d: %s\n", world.rank(), e.what());
-    if (world.size() > 1) world.abort(1);  // the other ranks may be waiting for this one
+    std::fprintf(stderr, "classifier: error on rank %d: %s\n", world ? world->rank() : 0, e.what());
+    if (world && world->size() > 1) world->abort(1);  // the other ranks may be waiting for this one
     return 1;
   }
 }

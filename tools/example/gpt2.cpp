@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -412,12 +413,15 @@ int run(int argc, char** argv, dg::Collectives* world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  dg::World world;  // MPI when built with depthgrad::mpi and started by mpirun, else one process
+  std::unique_ptr<dg::World> world;
   try {
-    return run(argc, argv, world.size() > 1 ? &world.collectives() : nullptr);
+    // MPI when built with depthgrad::mpi and started by mpirun or srun, else one process. Made
+    // here, not before the try: a launch MPI cannot serve (srun without PMI) is refused by a throw.
+    world = std::make_unique<dg::World>();
+    return run(argc, argv, world->size() > 1 ? &world->collectives() : nullptr);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "gpt2: error: {}\n", e.what());
-    if (world.size() > 1) world.abort(1);  // the other ranks may be waiting for this one
+    fmt::print(stderr, "gpt2: error on rank {}: {}\n", world ? world->rank() : 0, e.what());
+    if (world && world->size() > 1) world->abort(1);  // the other ranks may be waiting for this one
     return 1;
   }
 }

@@ -12,6 +12,7 @@
 //   mlp_regression [--steps 1200] [--accum 1] [--max-mse 0.002] [--log-steps 0]
 #include <depthgrad/depthgrad.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -61,7 +62,8 @@ dg::Tensor mse(dg::Sequential& model, const dg::Batch& batch) {
 // momentum), a step schedule and clipping. Returns the held-out mse and the weights' checksum.
 std::pair<double, std::string> sgd_baseline(const dg::TensorDataset& train,
                                             const dg::TensorDataset& test,
-                                            dg::TrainingConfig settings, dg::Collectives& world) {
+                                            const dg::TrainingConfig& settings,
+                                            dg::Collectives& world) {
   dg::manual_seed(0);
   std::unique_ptr<dg::Sequential> net = make_model();
   dg::SGD optimizer(*net, {.lr = 0.05, .momentum = 0.9, .nesterov = true});
@@ -162,12 +164,16 @@ int run(int argc, char** argv, dg::Collectives& world) {
 }
 
 int main(int argc, char** argv) {
-  dg::World world;  // MPI when built with depthgrad::mpi and started by mpirun, else one process
+  std::unique_ptr<dg::World> world;
   try {
-    return run(argc, argv, world.collectives());
+    // MPI when built with depthgrad::mpi and started by mpirun or srun, else one process. Made
+    // here, not before the try: a launch MPI cannot serve (srun without PMI) is refused by a throw.
+    world = std::make_unique<dg::World>();
+    return run(argc, argv, world->collectives());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mlp_regression: error on rank %d: %s\n", world.rank(), e.what());
-    if (world.size() > 1) world.abort(1);  // the other ranks may be waiting for this one
+    std::fprintf(stderr, "mlp_regression: error on rank %d: %s\n", world ? world->rank() : 0,
+                 e.what());
+    if (world && world->size() > 1) world->abort(1);  // the other ranks may be waiting for this one
     return 1;
   }
 }

@@ -146,12 +146,22 @@ class MpiCollectives final : public Collectives {
   std::vector<int> counts_, displs_, recv_counts_, recv_displs_;  // reused: no allocation per step
   std::vector<float> scratch_;
 };
+
+// srun without an MPI plugin starts N processes that each see MPI as one: N independent runs.
+std::runtime_error srun_without_pmi(const char* tasks) {
+  return std::runtime_error(fmt::format(
+      "started by srun with {} tasks but MPI sees 1 process: run srun --mpi=pmix (or pmi2)",
+      tasks));
+}
 }  // namespace
 
 inline namespace mpi_world {
 
 World::World() {
   if (!started_by_launcher()) {
+    // srun sets SLURM_STEP_NUM_TASKS in the tasks of its job step (sbatch sets no SLURM_STEP_*).
+    const char* step_tasks = std::getenv("SLURM_STEP_NUM_TASKS");
+    if (step_tasks && std::atoi(step_tasks) > 1) throw srun_without_pmi(step_tasks);
     collectives_ = std::make_unique<SingleProcess>();
     return;
   }
@@ -168,9 +178,7 @@ World::World() {
   collectives_ = std::make_unique<MpiCollectives>();
   const char* slurm_tasks = std::getenv("SLURM_NTASKS");
   if (slurm_tasks && std::atoi(slurm_tasks) > 1 && collectives_->size() == 1)
-    throw std::runtime_error(fmt::format(
-        "started by srun with {} tasks but MPI sees 1 process: run srun --mpi=pmix (or pmi2)",
-        slurm_tasks));
+    throw srun_without_pmi(slurm_tasks);
 }
 
 World::~World() {

@@ -48,7 +48,9 @@ class World {
 
  private:
   std::unique_ptr<Collectives> collectives_;
-  bool initialised_mpi_ = false;
+#if DEPTHGRAD_WITH_MPI
+  bool initialised_mpi_ = false;  // MPI_Init_thread was called here: the destructor finalises
+#endif
 };
 
 }  // namespace mpi_world or single_world
