@@ -5,10 +5,10 @@
 // (dg::evaluate_loss), a check that the model's own K/V cache gives the full forward's logits,
 // and a sample drawn through the CausalLM interface (dg::generate_tokens).
 //   gpt2 --text tiny_shakespeare.txt --steps 1000 --out runs/gpt2
-// Built against the installed package it runs in one process; the in-tree target example_gpt2
-// is the same file with DEPTHGRAD_EXAMPLE_WITH_WORLD, which adds the MPI process group
-// (mpirun -np 2 example_gpt2 ...; rank 0 prints and writes). It does not read a config file,
-// evaluate on a test split or load pretrained weights.
+// Built with the package's component mpi (depthgrad::mpi, or the in-tree target example_gpt2
+// with DG_MPI=ON) and started by mpirun, it trains over ranks (mpirun -np 2 gpt2 ...; rank 0
+// prints and writes); otherwise, from the same source, in one process. It does not read a config
+// file, evaluate on a test split or load pretrained weights.
 #include <depthgrad/lm.h>
 #include <fmt/format.h>
 
@@ -17,14 +17,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "gpt2_model.h"
-#if DEPTHGRAD_EXAMPLE_WITH_WORLD
-#include "train/dist/world.h"  // not installed: only the in-tree build has the MPI World
-#endif
 
 namespace {
 
@@ -415,19 +413,15 @@ int run(int argc, char** argv, dg::Collectives* world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-#if DEPTHGRAD_EXAMPLE_WITH_WORLD
-  dg::World world;  // MPI when started by mpirun, else the group of one
-  dg::Collectives* group = &world.collectives();
-#else
-  dg::Collectives* group = nullptr;
-#endif
+  std::unique_ptr<dg::World> world;
   try {
-    return run(argc, argv, group);
+    // MPI when built with depthgrad::mpi and started by mpirun or srun, else one process. Made
+    // here, not before the try: a launch MPI cannot serve (srun without PMI) is refused by a throw.
+    world = std::make_unique<dg::World>();
+    return run(argc, argv, world->size() > 1 ? &world->collectives() : nullptr);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "gpt2: error: {}\n", e.what());
-#if DEPTHGRAD_EXAMPLE_WITH_WORLD
-    if (world.size() > 1) world.abort(1);  // the other ranks may be waiting for this one
-#endif
+    fmt::print(stderr, "gpt2: error on rank {}: {}\n", world ? world->rank() : 0, e.what());
+    if (world && world->size() > 1) world->abort(1);  // the other ranks may be waiting for this one
     return 1;
   }
 }

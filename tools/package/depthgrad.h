@@ -72,3 +72,8 @@
 //   dg::save_tensors("t.safetensors", {{"x", x}}); auto tensors =
 //   dg::load_tensors("t.safetensors");
 #include "train/checkpoint.h"
+// The process group (data parallelism): dg::World world; then Trainer(..., &world.collectives())
+// trains over MPI ranks when the program links depthgrad::mpi (find_package(depthgrad COMPONENTS
+// mpi), pkg-config depthgrad-mpi) and is started by mpirun or srun; otherwise, from the same
+// source, it is the group of one process.
+#include "train/dist/world.h"

@@ -1,8 +1,9 @@
-// World over MPI (see world.h): MPI_Init_thread(FUNNELED) when started by a launcher, and the
-// Collectives in plain MPI calls. The gradient reduction is a gather-to-owner reduce-scatter
-// (MPI_Alltoallv moves the bytes, this file adds them in rank order) and an all-gather
-// (MPI_Allgatherv): MPI only moves data, so its algorithm choice cannot change a bit.
-// It does not use MPI_Allreduce for anything but the comparison all_reduce_sum_any_order.
+// World over MPI (see world.h; libdepthgrad_mpi.a, compiled with DEPTHGRAD_WITH_MPI):
+// MPI_Init_thread(FUNNELED) when started by a launcher, and the Collectives in plain MPI calls. The
+// gradient reduction is a gather-to-owner reduce-scatter (MPI_Alltoallv moves the bytes, this file
+// adds them in rank order) and an all-gather (MPI_Allgatherv): MPI only moves data, so its
+// algorithm choice cannot change a bit. It does not use MPI_Allreduce for anything but the
+// comparison all_reduce_sum_any_order.
 #include <fmt/format.h>
 #include <mpi.h>
 
@@ -15,6 +16,10 @@
 
 #include "tensor/kernels_elementwise.h"
 #include "train/dist/world.h"
+
+#if !DEPTHGRAD_WITH_MPI
+#error "train/dist/mpi_world.cpp defines the MPI World: compile it with DEPTHGRAD_WITH_MPI=1"
+#endif
 
 namespace dg {
 
@@ -173,10 +178,22 @@ class MpiCollectives final : public Collectives {
   std::vector<int> counts_, displs_, recv_counts_, recv_displs_;  // reused: no allocation per step
   std::vector<float> scratch_;
 };
+
+// srun without an MPI plugin starts N processes that each see MPI as one: N independent runs.
+std::runtime_error srun_without_pmi(const char* tasks) {
+  return std::runtime_error(fmt::format(
+      "started by srun with {} tasks but MPI sees 1 process: run srun --mpi=pmix (or pmi2)",
+      tasks));
+}
 }  // namespace
+
+inline namespace mpi_world {
 
 World::World() {
   if (!started_by_launcher()) {
+    // srun sets SLURM_STEP_NUM_TASKS in the tasks of its job step (sbatch sets no SLURM_STEP_*).
+    const char* step_tasks = std::getenv("SLURM_STEP_NUM_TASKS");
+    if (step_tasks && std::atoi(step_tasks) > 1) throw srun_without_pmi(step_tasks);
     collectives_ = std::make_unique<SingleProcess>();
     return;
   }
@@ -193,9 +210,7 @@ World::World() {
   collectives_ = std::make_unique<MpiCollectives>();
   const char* slurm_tasks = std::getenv("SLURM_NTASKS");
   if (slurm_tasks && std::atoi(slurm_tasks) > 1 && collectives_->size() == 1)
-    throw std::runtime_error(fmt::format(
-        "started by srun with {} tasks but MPI sees 1 process: run srun --mpi=pmix (or pmi2)",
-        slurm_tasks));
+    throw srun_without_pmi(slurm_tasks);
 }
 
 World::~World() {
@@ -216,4 +231,5 @@ std::string World::library() {
   return comma == std::string::npos ? v : v.substr(0, comma);
 }
 
+}  // namespace mpi_world
 }  // namespace dg
