@@ -104,6 +104,7 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
     optimizer_->shard(shard_bounds_[world_->rank()], shard_bounds_[world_->rank() + 1]);
   }
   if (world_ && config_.overlap && world_->point_to_point()) make_reducer(kGradientBucketElements);
+  if (world_ && config_.zero == 2) zero_gradients();  // ZeRO-2 holds no gradient between steps
   // The parameters' first buffers (replaced by views into the flat buffer) and init's scratch
   // sit in the storage cache in sizes the steps never ask for: give them back to the system.
   storage_cache_clear();
