@@ -96,7 +96,7 @@ if grep -q '"clipped":true' "$WORK/accum2-rd_attnres/steps.jsonl" && grep -q '"c
   pass "clipping is active in the comparison runs"
 else fail "clipping never (or always) active: the comparison does not exercise it"; fi
 if grep -q "2 rank(s) x accum 1 x batch 2 = global batch 4 windows per step, ZeRO-0 (every rank holds all state), the gradient summed while backward runs; rank 0 holds weights [0-9.]* MiB, gradients [0-9.]* MiB, optimiser state [0-9.]* MiB, parameters identical on every rank (checksum [0-9a-f]\{16\})" "$WORK/ranks2-rd_attnres.txt" &&
-  grep -q "^peak resident memory per rank (MiB): start-up [0-9]*, [0-9]*; training [0-9]*, [0-9]*$" "$WORK/ranks2-rd_attnres.txt"; then
+  grep -q "^peak resident memory per rank (MiB): start-up [0-9]*, [0-9]*; training [0-9]*, [0-9]*; after the last step [0-9]*, [0-9]*$" "$WORK/ranks2-rd_attnres.txt"; then
   pass "the log names the ranks, the global batch, the sharding, each rank's state, the start-up parameter checksum and the peak memory per rank"
 else fail "no ranks/global batch line"; fi
 [ "$(grep -c '^validation loss' "$WORK/ranks2-rd_attnres.txt")" -eq 1 ] && [ "$(grep -c '^training ' "$WORK/ranks2-rd_attnres.txt")" -eq 1 ] &&

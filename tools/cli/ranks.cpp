@@ -107,13 +107,15 @@ std::string layout_line(World& world, Trainer& trainer) {
 }
 
 namespace {
-int64_t peak_resident_kib() {
+// A field of /proc/self/status in KiB: "VmHWM:  1234 kB" (the peak), "VmRSS: …" (now).
+int64_t status_kib(const std::string& field) {
   std::ifstream status("/proc/self/status");
   std::string line;
   while (std::getline(status, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));  // "VmHWM:  1234 kB"
+    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1));
   return 0;
 }
+int64_t peak_resident_kib() { return status_kib("VmHWM"); }
 }  // namespace
 
 int64_t restart_peak_resident() {
@@ -127,14 +129,16 @@ std::string peak_memory_line(World& world, int64_t startup_kib) {
   const std::vector<double> startup = c.all_gather(std::vector<double>{double(startup_kib)});
   const std::vector<double> training =
       c.all_gather(std::vector<double>{double(peak_resident_kib())});
+  const std::vector<double> now = c.all_gather(std::vector<double>{double(status_kib("VmRSS"))});
   auto list = [](const std::vector<double>& kib) {
     std::string text;
     for (size_t r = 0; r < kib.size(); ++r)
       text += fmt::format("{}{:.0f}", r ? ", " : "", kib[r] / 1024);
     return text;
   };
-  return fmt::format("peak resident memory{} (MiB): start-up {}; training {}",
-                     world.size() > 1 ? " per rank" : "", list(startup), list(training));
+  return fmt::format(
+      "peak resident memory{} (MiB): start-up {}; training {}; after the last step {}",
+      world.size() > 1 ? " per rank" : "", list(startup), list(training), list(now));
 }
 
 }  // namespace dg::cli

@@ -40,9 +40,9 @@ std::string layout_line(World& world, Trainer& trainer);
 // current size (Linux: "5" written to /proc/self/clear_refs), so the next reading covers only
 // what follows: train calls it before the first step.
 int64_t restart_peak_resident();
-// "peak resident memory per rank (MiB): start-up 3547, 3547; training 2402, 2390": the start-up
-// peaks restart_peak_resident returned, and each rank's peak since (gathered). Called by every
-// rank.
+// "peak resident memory per rank (MiB): start-up 3547, 3547; training 2402, 2390; after the last
+// step 1500, 1490": the start-up peaks restart_peak_resident returned, each rank's peak since, and
+// what each holds now (gathered). Called by every rank.
 std::string peak_memory_line(World& world, int64_t startup_kib);
 
 }  // namespace dg::cli
