@@ -211,11 +211,13 @@ void Trainer::reduce_over_ranks() {
   if (reducer_) {
     const double during_backward = reducer_->communication_seconds();
     reducer_->finish();
+    reduction_wait_seconds_ = seconds_since(t0);
     communication_seconds_ += during_backward;
     if (step_ == nonfinite_test_step() && rank == 0) [[unlikely]]
       poison_first_gradient();  // rank 0 owns element 0: as NaN in its local gradient would be
   } else {
     world_->reduce_scatter_in_rank_order(g, shard_bounds_);
+    reduction_wait_seconds_ = seconds_since(t0);
     if (config_.zero == 2) {
       release_to_zeros(g, g + shard_bounds_[rank]);
       release_to_zeros(g + shard_bounds_[rank + 1], g + flat_.total);
@@ -241,7 +243,7 @@ StepLog Trainer::train_step() {
 
   const int64_t n = flat_.total;
   micro_losses_.assign(K, 0.0);
-  communication_seconds_ = 0;
+  communication_seconds_ = reduction_wait_seconds_ = 0;
   // A non-finite loss in one process stops the step before its backward; over ranks every rank
   // runs every collective, and the decision below is taken on the gathered loss.
   bool stopped_early = false;
@@ -367,6 +369,7 @@ StepLog Trainer::finished_step(double loss, const ClipResult& clip, double lr,
   StepLog log{step_, config_.steps, loss, clip.total_norm, clip.clipped, lr, 0, 0};
   log.skipped_steps = skipped_;
   log.communication_seconds = communication_seconds_;
+  log.reduction_wait_seconds = reduction_wait_seconds_;
   log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   log.tokens_per_second = static_cast<double>(global_batch() * data_->tokens_per_example()) /
                           std::max(log.seconds, 1e-9);
@@ -383,6 +386,7 @@ StepLog Trainer::nonfinite_step(double loss, const std::string& problem,
   log.skipped = true;
   log.skipped_steps = skipped_;
   log.communication_seconds = communication_seconds_;
+  log.reduction_wait_seconds = reduction_wait_seconds_;
   log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++step_;
   return log;

@@ -78,6 +78,9 @@ struct StepLog {
   // Over ranks: seconds of this step spent on communication (the gradient's sum over the ranks,
   // while backward ran and after it, and the gathers); 0 in one process.
   double communication_seconds = 0;
+  // Of it, the wait after backward until this rank's shard of the gradient's sum was there: the
+  // whole reduce-scatter without overlap, what was left of the chains with it.
+  double reduction_wait_seconds = 0;
   int64_t skipped_steps = 0;  // steps skipped so far in the run
 };
 
@@ -226,7 +229,7 @@ class Trainer {
       for (HookHandle& h : handles) h.remove();
     }
   } reducer_hooks_;
-  double communication_seconds_ = 0;  // of the running step
+  double communication_seconds_ = 0, reduction_wait_seconds_ = 0;  // of the running step
   void zero_gradients();
   void reduce_over_ranks();
   void poison_first_gradient();

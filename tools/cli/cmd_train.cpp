@@ -366,7 +366,10 @@ void after_train_step(const TrainLoop& loop, MicroLMTrainer& trainer, const Step
     j["lr"] = log.lr;
     j["tokens_per_second"] = log.tokens_per_second;
     j["seconds"] = log.seconds;
-    if (loop.world.size() > 1) j["communication_seconds"] = log.communication_seconds;
+    if (loop.world.size() > 1) {
+      j["communication_seconds"] = log.communication_seconds;
+      j["reduction_wait_seconds"] = log.reduction_wait_seconds;
+    }
     if (log.skipped_steps > 0) j["skipped_steps"] = log.skipped_steps;
     if (loop.writes && eval_every > 0 && (log.step + 1) % eval_every == 0) {
       double v = evaluate_windows(trainer.model(), loop.data.validation, loop.eval.starts,
