@@ -520,13 +520,12 @@ static int train_on_rank(int argc, char** argv, int start, World& world, bool& a
     return e.exit_code();
   }
   progress.finish();
-  {  // before the last checkpoint, which rank 0 assembles in memory
-    const std::string memory = peak_memory_line(world, startup_peak);  // collective
-    if (writes) fmt::print("{}\n", memory);
-  }
+  // Read before the last checkpoint, which rank 0 assembles in memory; printed last.
+  const std::string memory = peak_memory_line(world, startup_peak);  // collective
   trainer.save_checkpoint(loop.ckpt);
   if (!writes) return 0;
   write_run_end(out, run, data, eval, init, trainer, thread_choice.threads);
+  fmt::print("{}\n", memory);
   return 0;
 }
 
