@@ -61,12 +61,14 @@ test: build
 	$(MAKE) test-sanitize-ci
 
 # clang++-14, every warning an error (DG_WERROR), -O1: what it compiles is what gcc compiles
-# (library, depthgrad, dg_tests), so a construct one compiler rejects fails here.
+# (library, depthgrad, dg_tests, the scaling model and the collectives bench whose ctests run
+# here), so a construct one compiler rejects fails here.
 test-clang: deps
 	@cmake -S . -B $(CLANG_BUILD) -DCMAKE_CXX_COMPILER=$(CLANG_CXX) -DCMAKE_BUILD_TYPE=None \
 	  -DCMAKE_CXX_FLAGS="$(CLANG_FLAGS)" -DDG_WERROR=ON -DDG_NATIVE=$(NATIVE) -DDG_TEST_DATA_DIR=$(abspath $(DATA)) \
 	  > $(CLANG_BUILD).configure.log || (cat $(CLANG_BUILD).configure.log; exit 1)
-	@cmake --build $(CLANG_BUILD) -j $(JOBS) --target depthgrad dg_tests example_gpt2
+	@cmake --build $(CLANG_BUILD) -j $(JOBS) --target depthgrad dg_tests example_gpt2 scaling_model \
+	  $$(grep -q '^DG_MPI:BOOL=ON' $(CLANG_BUILD)/CMakeCache.txt && echo mpi_collectives_bench)
 	cd $(CLANG_BUILD) && ctest --output-on-failure -j 1 -E '$(CLANG_SKIP)'
 
 test-mpi-full: build
