@@ -207,8 +207,9 @@ if [ "$with_mpi" = ON ] && [ -n "$mpirun" ] && command -v "$mpirun" > /dev/null;
     exit 1
   fi
   took=$(($(date +%s) - start))
-  if [ "$took" -gt 30 ] || ! grep -q "^mlp_regression: error on rank 1: unknown flag or missing value: '--no-such-flag'" "$work/mpi-error.log" ||
-    ! grep -q 'MPI_ABORT was invoked on rank 1' "$work/mpi-error.log"; then
+  # (Open MPI's own "MPI_ABORT was invoked on rank 1" is not required: its help-message
+  # machinery sometimes fails to print it in this two-program form.)
+  if [ "$took" -gt 30 ] || ! grep -q "^mlp_regression: error on rank 1: unknown flag or missing value: '--no-such-flag'" "$work/mpi-error.log"; then
     echo "package_consumer: an error on rank 1 (after $took s):" >&2
     cat "$work/mpi-error.log" >&2
     exit 1
