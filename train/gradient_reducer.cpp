@@ -80,29 +80,31 @@ float* GradientReducer::gradient(const Bucket& b) const {
 }
 
 namespace {
-// The page-aligned part of [begin, end): whole pages only.
-std::pair<uintptr_t, uintptr_t> whole_pages(const float* begin, const float* end) {
+// Gives the whole pages inside [begin, end) back to the system (they read as zeros when next
+// touched; Linux's MADV_DONTNEED on private memory) and returns them as [first, last) (empty
+// at begin when there is none).
+std::pair<float*, float*> give_back_whole_pages(float* begin, float* end) {
   static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const auto a = reinterpret_cast<uintptr_t>(begin), b = reinterpret_cast<uintptr_t>(end);
   const uintptr_t first = (a + page - 1) / page * page, last = b / page * page;
-  return last > first ? std::pair{first, last} : std::pair{a, a};
+  if (last <= first) return {begin, begin};
+  madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  return {reinterpret_cast<float*>(first), reinterpret_cast<float*>(last)};
 }
 }  // namespace
 
 void release_to_zeros(float* begin, float* end) {
-  const auto [first, last] = whole_pages(begin, end);
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
-  float* head_end = last > first ? reinterpret_cast<float*>(first) : end;
-  std::fill(begin, head_end, 0.0f);
-  if (last > first) std::fill(reinterpret_cast<float*>(last), end, 0.0f);
+  const auto [first, last] = give_back_whole_pages(begin, end);
+  if (first == last) return std::fill(begin, end, 0.0f);
+  std::fill(begin, first, 0.0f);
+  std::fill(last, end, 0.0f);
 }
 
-// The pages wholly inside bucket b of the gradient buffer go back to the system: they read as
-// zeros when next touched, so this rank's resident gradients shrink to what it still needs.
+// The pages wholly inside bucket b of the gradient buffer go back to the system, so this rank's
+// resident gradients shrink to what it still needs.
 void GradientReducer::release(const Bucket& b) const {
-  const float* g = gradient(b);
-  const auto [first, last] = whole_pages(g, g + (b.end - b.begin));
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  float* g = gradient(b);
+  give_back_whole_pages(g, g + (b.end - b.begin));
 }
 
 void GradientReducer::arm(const float* local_sum) {
