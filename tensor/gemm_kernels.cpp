@@ -242,19 +242,26 @@ void pack_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_
 }
 
 void Bf16Operands::pack(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A,
-                        int64_t lda_in, const float* B, int64_t ldb_in, bool spread) {
-  const int64_t a_rows = ta ? K : M, b_rows = tb ? N : K;
-  lda = ta ? M : K;
-  ldb = tb ? K : N;
-  if (int64_t(a.size()) < a_rows * lda) a.resize(size_t(a_rows * lda));
-  if (int64_t(b.size()) < b_rows * ldb) b.resize(size_t(b_rows * ldb));
-  if (spread) {
-    pack_bf16(A, a_rows, lda, lda_in, a.data());
-    pack_bf16(B, b_rows, ldb, ldb_in, b.data());
-    return;
-  }
-  for (int64_t r = 0; r < a_rows; ++r) to_bf16(A + r * lda_in, lda, a.data() + r * lda);
-  for (int64_t r = 0; r < b_rows; ++r) to_bf16(B + r * ldb_in, ldb, b.data() + r * ldb);
+                        int64_t lda_in, const float* B, int64_t ldb_in, bool spread,
+                        const uint16_t* a16, const uint16_t* b16) {
+  // One operand stored [rows, cols] with row stride ld_in: the copy as it is, or rounded into buf.
+  auto one = [&](const float* src, const uint16_t* copy, int64_t rows, int64_t cols, int64_t ld_in,
+                 std::vector<uint16_t>& buf, const uint16_t*& ptr, int64_t& ld) {
+    if (copy) {
+      ptr = copy;
+      ld = ld_in;
+      return;
+    }
+    ld = cols;
+    if (int64_t(buf.size()) < rows * cols) buf.resize(size_t(rows * cols));
+    if (spread)
+      pack_bf16(src, rows, cols, ld_in, buf.data());
+    else
+      for (int64_t r = 0; r < rows; ++r) to_bf16(src + r * ld_in, cols, buf.data() + r * cols);
+    ptr = buf.data();
+  };
+  one(A, a16, ta ? K : M, ta ? M : K, lda_in, a, a_ptr, lda);
+  one(B, b16, tb ? N : K, tb ? K : N, ldb_in, b, b_ptr, ldb);
 }
 
 // C [M, N] = alpha · op(A) · op(B) + beta · C from bf16 operands, on this thread.
@@ -290,8 +297,7 @@ void gemm_bf16_one_thread(bool ta, bool tb, int64_t M, int64_t N, int64_t K, flo
                           float* C, int64_t ldc) {
   Bf16Operands& x = thread_state().operands;
   x.pack(ta, tb, M, N, K, A, lda, B, ldb, /*spread=*/false);
-  gemm_bf16_packed_one_thread(ta, tb, M, N, K, alpha, x.a.data(), x.lda, x.b.data(), x.ldb, beta, C,
-                              ldc);
+  gemm_bf16_packed_one_thread(ta, tb, M, N, K, alpha, x.a_ptr, x.lda, x.b_ptr, x.ldb, beta, C, ldc);
 }
 
 // Reference: bf16-rounded inputs, products summed in double.

@@ -88,15 +88,20 @@ void to_bf16(const float* src, int64_t n, uint16_t* dst);
 // over the threads when large and outside a parallel region.
 void pack_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t* dst);
 
-// op(A) and op(B) of a GEMM rounded to bf16, each packed as stored (A [M, K], or [K, M] when
-// transposed, with leading dimension lda = its row's length; likewise B), into buffers that grow
-// as needed and are kept for the next call. spread: rows over the threads by pack_bf16's rule;
-// else all on the calling thread.
+// op(A) and op(B) of a GEMM in bf16: each either already rounded (a16 / b16: a bf16 copy laid out
+// as the float32 operand, same leading dimension; tensor/bf16_weights.h) or rounded here and
+// packed as stored (A [M, K], or [K, M] when transposed, with leading dimension its row's length;
+// likewise B) into buffers that grow as needed and are kept for the next call. spread: rows over
+// the threads by pack_bf16's rule; else all on the calling thread. a_ptr, lda, b_ptr, ldb are what
+// the bf16 kernel reads.
 struct Bf16Operands {
   std::vector<uint16_t> a, b;
+  const uint16_t* a_ptr = nullptr;
+  const uint16_t* b_ptr = nullptr;
   int64_t lda = 0, ldb = 0;
   void pack(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float* A,
-            int64_t lda_in, const float* B, int64_t ldb_in, bool spread);
+            int64_t lda_in, const float* B, int64_t ldb_in, bool spread,
+            const uint16_t* a16 = nullptr, const uint16_t* b16 = nullptr);
 };
 
 // C [M, N] = alpha · op(A) [M, K] · op(B) [K, N] + beta · C from operands already in bf16 (stored

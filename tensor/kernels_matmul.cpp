@@ -11,6 +11,7 @@
 #include <numeric>
 #include <type_traits>
 
+#include "tensor/bf16_weights.h"
 #include "tensor/gemm_kernels.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/threads.h"
@@ -113,10 +114,15 @@ void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const
     return blas_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if constexpr (std::is_same_v<T, float>)
     if (matmul_precision() == MatmulPrecision::bf16) {
-      // Both operands rounded to bf16 once (not once per piece), then the same pieces.
+      // Both operands in bf16 once (not once per piece): an operand inside a storage that keeps
+      // a bf16 copy (the weights, tensor/bf16_weights.h) is read from it, the other is rounded
+      // here. Then the same pieces.
       thread_local Bf16Operands x;
-      x.pack(ta, tb, M, N, K, A, lda, B, ldb, /*spread=*/true);
-      const uint16_t *a = x.a.data(), *b = x.b.data();
+      const int64_t a_rows = ta ? K : M, b_rows = tb ? N : K;
+      x.pack(ta, tb, M, N, K, A, lda, B, ldb, /*spread=*/true,
+             bf16_copy_of(A, (a_rows - 1) * lda + (ta ? M : K)),
+             bf16_copy_of(B, (b_rows - 1) * ldb + (tb ? K : N)));
+      const uint16_t *a = x.a_ptr, *b = x.b_ptr;
       const int64_t a_cols = x.lda, b_cols = x.ldb;
       return for_each_piece(M, N, K, [&](bool split_m, int64_t lo, int64_t len) {
         if (split_m)

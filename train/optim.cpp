@@ -6,9 +6,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <unordered_set>
 #include <vector>
 
+#include "tensor/bf16_weights.h"
+#include "tensor/gemm_kernels.h"  // to_bf16
 #include "tensor/kernels_elementwise.h"
 #include "tensor/profile.h"
 
@@ -278,6 +281,12 @@ void AdamMoments::step_flat(FlatParameters& params, int64_t begin, int64_t end, 
     // Elements are independent, so how the flat buffer is cut across threads cannot change a bit:
     // one parallel region over fixed chunks of the whole buffer (a chunk may span slots), and
     // none at all below kParallelGrain elements.
+    // A bf16 copy of the weights (tensor/bf16_weights.h) is written in the same pass, chunk by
+    // chunk while the chunk is in cache, when this step rewrites the whole buffer (not a ZeRO
+    // shard: the all-gather that follows makes the copy stale and the next GEMM rounds it).
+    uint16_t* copy = nullptr;
+    if constexpr (std::is_same_v<T, float>)
+      if (begin == 0 && end == params.values.numel()) copy = bf16_copy_to_write(params.values);
     const std::vector<FlatParameters::Slot>& slots = params.slots;
     for_chunks(end - begin, [&](int64_t lo, int64_t hi) {
       lo += begin, hi += begin;  // elements [lo, hi) of the flat buffer
@@ -289,7 +298,10 @@ void AdamMoments::step_flat(FlatParameters& params, int64_t begin, int64_t end, 
                      decays[s] ? wd : 0.0, decoupled, beta1, one_minus_beta1, beta2,
                      one_minus_beta2, step_size, bc2, eps);
       }
+      if constexpr (std::is_same_v<T, float>)
+        if (copy) to_bf16(p + lo, hi - lo, copy + lo);  // padding between slots too
     });
+    if (copy) bf16_copy_written(params.values);
   });
 }
 

@@ -13,6 +13,7 @@
 #include <span>
 
 #include "autograd/tape.h"
+#include "tensor/bf16_weights.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/rng.h"
 #include "train/checkpoint.h"
@@ -103,6 +104,10 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
           config_.zero, optimizer_->name()));
     optimizer_->shard(shard_bounds_[world_->rank()], shard_bounds_[world_->rank() + 1]);
   }
+  // bf16: the weights are rounded once per optimiser step into a copy beside them
+  // (tensor/bf16_weights.h), not on every GEMM that reads them.
+  if (config_.precision == MatmulPrecision::bf16 && flat_.values.dtype() == DType::f32)
+    keep_bf16_copy(flat_.values);
   if (world_ && config_.overlap && world_->point_to_point()) make_reducer(kGradientBucketElements);
   if (world_ && config_.zero == 2) zero_gradients();  // ZeRO-2 holds no gradient between steps
   // The parameters' first buffers (replaced by views into the flat buffer) and init's scratch
