@@ -16,6 +16,7 @@
 #include "autograd/grad_sink.h"
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
+#include "tensor/gemm_kernels.h"       // Bf16Rounded
 #include "tensor/kernels_attention.h"  // rope_rows (linear_rope)
 #include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_matmul.h"
@@ -299,16 +300,19 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
               if (t.requires_grad()) grad_of(t);
             return;
           }
+          // In bf16 precision both GEMMs read dy: rounded once (tensor/gemm_kernels.h).
+          const bool both = x.requires_grad() && weight.requires_grad() && in > 0;
+          const Bf16Rounded dy16(pdy, both ? R : 0, out_features, out_features);
           if (x.requires_grad() && in > 0) {  // dx [R, in] += dy [R, out] · W [out, in]
             GradSink sink(x);
             gemm(false, W.layout.trans, R, in, out_features, T(1), pdy, out_features, W.t.data<T>(),
-                 W.layout.ld, sink.beta<T>(), sink.data<T>(), in);
+                 W.layout.ld, sink.beta<T>(), sink.data<T>(), in, dy16.data());
             sink.finish();
           }
           if (weight.requires_grad() && in > 0) {  // dW [out, in] += dyᵀ [out, R] · x [R, in]
             GradSink sink(weight);
             gemm(true, false, out_features, in, R, T(1), pdy, out_features, X.data<T>(), ldx,
-                 sink.beta<T>(), sink.data<T>(), in);
+                 sink.beta<T>(), sink.data<T>(), in, dy16.data());
             sink.finish();
           }
           if (bias.defined() && bias.requires_grad()) {  // db [out] += Σ_rows dy

@@ -60,8 +60,9 @@ void round_spread(const float* src, int64_t n, uint16_t* dst) {
 
 void check_float32(const Tensor& t, const char* who) {
   if (!t.defined() || t.dtype() != DType::f32)
-    throw std::invalid_argument(fmt::format("{}: the tensor must be a defined float32 tensor, got {}",
-                                            who, t.defined() ? t.describe() : "undefined"));
+    throw std::invalid_argument(
+        fmt::format("{}: the tensor must be a defined float32 tensor, got {}", who,
+                    t.defined() ? t.describe() : "undefined"));
 }
 }  // namespace
 

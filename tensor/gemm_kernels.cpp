@@ -264,6 +264,37 @@ void Bf16Operands::pack(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const
   one(B, b16, tb ? N : K, tb ? K : N, ldb_in, b, b_ptr, ldb);
 }
 
+namespace {
+// Rounded matrices' buffers, per thread: a Bf16Rounded takes one and gives it back.
+std::vector<std::vector<uint16_t>>& rounded_pool() {
+  thread_local std::vector<std::vector<uint16_t>> pool;
+  return pool;
+}
+}  // namespace
+
+Bf16Rounded::Bf16Rounded(const float* p, int64_t rows, int64_t cols, int64_t ld) {
+  if (matmul_precision() != MatmulPrecision::bf16 || rows <= 0 || cols <= 0) return;
+  std::vector<std::vector<uint16_t>>& pool = rounded_pool();
+  if (!pool.empty()) {
+    buffer_ = std::move(pool.back());
+    pool.pop_back();
+  }
+  const int64_t extent = (rows - 1) * ld + cols;  // as the float32 is stored
+  if (int64_t(buffer_.size()) < extent) buffer_.resize(size_t(extent));
+  const bool parallel = rows * cols >= (int64_t(1) << 16) && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t r = 0; r < rows; ++r) to_bf16(p + r * ld, cols, buffer_.data() + r * ld);
+  data_ = buffer_.data();
+}
+
+Bf16Rounded::~Bf16Rounded() {
+  if (buffer_.capacity() == 0) return;
+  try {
+    rounded_pool().push_back(std::move(buffer_));
+  } catch (...) {  // the pool could not grow: the buffer is freed instead
+  }
+}
+
 // C [M, N] = alpha · op(A) · op(B) + beta · C from bf16 operands, on this thread.
 void gemm_bf16_packed_one_thread(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                                  const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb,

@@ -104,6 +104,26 @@ struct Bf16Operands {
             const uint16_t* a16 = nullptr, const uint16_t* b16 = nullptr);
 };
 
+// A float32 matrix [rows, cols] (row stride ld) rounded to bf16 once for several GEMMs that read
+// it (linear's backward reads dY twice; the fused head reads x once per vocabulary chunk), laid out
+// as the float32 one, so `data()` is passed to dg::gemm (kernels_matmul.h) beside the float32
+// pointer with the same leading dimension. Rounds only in bf16 matmul precision; otherwise (and
+// for float64) data() is nullptr and gemm reads the float32 operand as before. Buffers come from
+// a per-thread pool: once warm, a step allocates nothing.
+class Bf16Rounded {
+ public:
+  Bf16Rounded(const float* p, int64_t rows, int64_t cols, int64_t ld);
+  Bf16Rounded(const double*, int64_t, int64_t, int64_t) {}
+  ~Bf16Rounded();
+  Bf16Rounded(const Bf16Rounded&) = delete;
+  Bf16Rounded& operator=(const Bf16Rounded&) = delete;
+  const uint16_t* data() const { return data_; }
+
+ private:
+  std::vector<uint16_t> buffer_;
+  const uint16_t* data_ = nullptr;
+};
+
 // C [M, N] = alpha · op(A) [M, K] · op(B) [K, N] + beta · C from operands already in bf16 (stored
 // as dg::gemm's, leading dimensions in elements), float32 accumulation, on the calling thread.
 void gemm_bf16_packed_one_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tensor/fast_math.h"
+#include "tensor/gemm_kernels.h"         // Bf16Rounded
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
 #include "tensor/kernels_matmul.h"       // gemm (the head's chunks)
 #include "tensor/threads.h"              // parallel_for
@@ -217,9 +218,10 @@ void lm_head_ce_forward(T* losses, T* lse, const T* x, const T* W, const I* targ
     lse[n] = -std::numeric_limits<T>::infinity();
     losses[n] = T(0);
   }
+  const Bf16Rounded x16(x, N, D, D);  // in bf16 precision x is rounded once, not per chunk
   for (int64_t c0 = 0; c0 < V; c0 += chunk) {
     const int64_t w = std::min(chunk, V - c0);
-    gemm(false, true, N, w, D, T(1), x, D, W + c0 * D, D, T(0), scratch, w);  // [N, w]
+    gemm(false, true, N, w, D, T(1), x, D, W + c0 * D, D, T(0), scratch, w, x16.data());  // [N, w]
 #pragma omp parallel for if (N * w > kParallelGrain) schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       const T* row = scratch + n * w;
@@ -271,10 +273,11 @@ template <class T, class I>
 void lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse, const I* targets,
                          T scale, int64_t N, int64_t D, int64_t V, int64_t ignore_index,
                          int64_t chunk, T* scratch, bool scratch_has_logits) {
+  const Bf16Rounded x16(x, N, D, D);  // in bf16 precision x and each G are rounded once
   for (int64_t c0 = 0; c0 < V; c0 += chunk) {
     const int64_t w = std::min(chunk, V - c0);
     if (!(scratch_has_logits && w == V))  // else: the forward's logits [N, V], still in scratch
-      gemm(false, true, N, w, D, T(1), x, D, W + c0 * D, D, T(0), scratch, w);  // [N, w]
+      gemm(false, true, N, w, D, T(1), x, D, W + c0 * D, D, T(0), scratch, w, x16.data());
 #pragma omp parallel for if (N * w > kParallelGrain) schedule(static)
     for (int64_t n = 0; n < N; ++n) {
       T* row = scratch + n * w;
@@ -288,8 +291,11 @@ void lm_head_ce_backward(T* dx, T* dW, const T* x, const T* W, const T* lse, con
       for (int64_t j = 0; j < w; ++j) row[j] = scale * exp_fast(row[j] - l);
       if (t >= c0 && t < c0 + w) row[t - c0] -= scale;  // the one-hot term
     }
-    if (dW) gemm(true, false, w, D, N, T(1), scratch, w, x, D, T(1), dW + c0 * D, D);
-    if (dx) gemm(false, false, N, D, w, T(1), scratch, w, W + c0 * D, D, T(1), dx, D);
+    const Bf16Rounded g16(scratch, dW && dx ? N : 0, w, w);  // G [N, w], read twice
+    if (dW)
+      gemm(true, false, w, D, N, T(1), scratch, w, x, D, T(1), dW + c0 * D, D, g16.data(),
+           x16.data());
+    if (dx) gemm(false, false, N, D, w, T(1), scratch, w, W + c0 * D, D, T(1), dx, D, g16.data());
   }
 }
 DG_LOSS_INSTANTIATE(lm_head_ce_backward)

@@ -105,34 +105,36 @@ void for_each_piece(int64_t M, int64_t N, int64_t K, const Piece& piece_fn) {
 
 template <class T>
 void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-               const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+               const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const uint16_t* a16,
+               const uint16_t* b16) {
   check_gemm_args(ta, tb, M, N, K, lda, ldb, ldc);
   select_gemm_kernels();
   if (M == 0 || N == 0) return;
   if (K == 0) return scale_c(M, N, beta, C, ldc);
-  if (M * N * K <= kGemmSerialMaxWork)  // OpenBLAS runs these on the calling thread
-    return blas_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   if constexpr (std::is_same_v<T, float>)
     if (matmul_precision() == MatmulPrecision::bf16) {
-      // Both operands in bf16 once (not once per piece): an operand inside a storage that keeps
-      // a bf16 copy (the weights, tensor/bf16_weights.h) is read from it, the other is rounded
-      // here. Then the same pieces.
+      // Both operands in bf16 once (not once per piece): given by the caller (a16, b16), read
+      // from a kept bf16 copy when the operand lies in one (the weights, tensor/bf16_weights.h),
+      // or rounded here. Then the same pieces (one for a product up to one call's size).
       thread_local Bf16Operands x;
       const int64_t a_rows = ta ? K : M, b_rows = tb ? N : K;
-      x.pack(ta, tb, M, N, K, A, lda, B, ldb, /*spread=*/true,
-             bf16_copy_of(A, (a_rows - 1) * lda + (ta ? M : K)),
-             bf16_copy_of(B, (b_rows - 1) * ldb + (tb ? K : N)));
+      const bool spread = M * N * K > kGemmSerialMaxWork;
+      x.pack(ta, tb, M, N, K, A, lda, B, ldb, spread,
+             a16 ? a16 : bf16_copy_of(A, (a_rows - 1) * lda + (ta ? M : K)),
+             b16 ? b16 : bf16_copy_of(B, (b_rows - 1) * ldb + (tb ? K : N)));
       const uint16_t *a = x.a_ptr, *b = x.b_ptr;
-      const int64_t a_cols = x.lda, b_cols = x.ldb;
+      const int64_t a_ld = x.lda, b_ld = x.ldb;
       return for_each_piece(M, N, K, [&](bool split_m, int64_t lo, int64_t len) {
         if (split_m)
-          gemm_bf16_packed_one_thread(ta, tb, len, N, K, alpha, ta ? a + lo : a + lo * a_cols,
-                                      a_cols, b, b_cols, beta, C + lo * ldc, ldc);
+          gemm_bf16_packed_one_thread(ta, tb, len, N, K, alpha, ta ? a + lo : a + lo * a_ld, a_ld,
+                                      b, b_ld, beta, C + lo * ldc, ldc);
         else
-          gemm_bf16_packed_one_thread(ta, tb, M, len, K, alpha, a, a_cols,
-                                      tb ? b + lo * b_cols : b + lo, b_cols, beta, C + lo, ldc);
+          gemm_bf16_packed_one_thread(ta, tb, M, len, K, alpha, a, a_ld,
+                                      tb ? b + lo * b_ld : b + lo, b_ld, beta, C + lo, ldc);
       });
     }
+  if (M * N * K <= kGemmSerialMaxWork)  // OpenBLAS runs these on the calling thread
+    return blas_call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   for_each_piece(M, N, K, [&](bool split_m, int64_t lo, int64_t len) {
     if (split_m)  // rows [lo, lo + len) of op(A) and C
       blas_call(ta, tb, len, N, K, alpha, ta ? A + lo : A + lo * lda, lda, B, ldb, beta,
@@ -146,14 +148,15 @@ void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const
 
 // C [M, N] = alpha · op(A) [M, K] · op(B) [K, N] + beta · C (row-major)
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+          const uint16_t* a16, const uint16_t* b16) {
+  gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, a16, b16);
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
           const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
-          int64_t ldc) {
-  gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+          int64_t ldc, const uint16_t*, const uint16_t*) {
+  gemm_impl(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr, nullptr);
 }
 
 void gemm_one_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

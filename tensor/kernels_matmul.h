@@ -33,11 +33,16 @@ constexpr int64_t kGemmSerialMaxWork =
 constexpr int64_t kGemmMinPiece = 128;                      // rows (or columns) per piece, at least
 constexpr int64_t kGemmParallelMinWork = int64_t(1) << 23;  // about 140 µs on one core
 int64_t gemm_pieces(int64_t M, int64_t N, int64_t K);  // min(physical cores, max(M, N) / 128), ≥ 1
+// In bf16 matmul precision, a16 / b16 (optional) are A and B already rounded (Bf16Rounded,
+// tensor/gemm_kernels.h: laid out as A and B, same leading dimensions); an operand without one is
+// read from a kept bf16 copy (tensor/bf16_weights.h) or rounded on the call. Ignored in float32
+// precision and for float64.
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
+          const uint16_t* a16 = nullptr, const uint16_t* b16 = nullptr);
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
           const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
-          int64_t ldc);
+          int64_t ldc, const uint16_t* a16 = nullptr, const uint16_t* b16 = nullptr);
 
 // The same contract without pieces or OpenMP: one BLAS call on the calling thread, for kernels
 // that already run in their own parallel loop (attention's per-head matrices). No size checks
