@@ -233,10 +233,10 @@ void to_bf16(const float* src, int64_t n, uint16_t* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
 }
 
-// Rows are spread over the threads when there are many and no parallel region is active; how an
-// element rounds does not depend on who rounds it.
+// Rows are spread over the threads from kRoundParallelMin elements when no parallel region is
+// active; how an element rounds does not depend on who rounds it.
 void pack_bf16(const float* src, int64_t rows, int64_t cols, int64_t ld, uint16_t* dst) {
-  const bool parallel = rows * cols >= (int64_t(1) << 16) && !omp_in_parallel();
+  const bool parallel = rows * cols >= kRoundParallelMin && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t r = 0; r < rows; ++r) to_bf16(src + r * ld, cols, dst + r * cols);
 }
@@ -281,7 +281,7 @@ Bf16Rounded::Bf16Rounded(const float* p, int64_t rows, int64_t cols, int64_t ld)
   }
   const int64_t extent = (rows - 1) * ld + cols;  // as the float32 is stored
   if (int64_t(buffer_.size()) < extent) buffer_.resize(size_t(extent));
-  const bool parallel = rows * cols >= (int64_t(1) << 16) && !omp_in_parallel();
+  const bool parallel = rows * cols >= kRoundParallelMin && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t r = 0; r < rows; ++r) to_bf16(p + r * ld, cols, buffer_.data() + r * ld);
   data_ = buffer_.data();
