@@ -81,33 +81,62 @@ DG_BF16_TARGET void pack_pairs_from_rows(const float* src, int64_t ld, int64_t K
   }
 }
 
-// src [width, K] (row stride ld, k along columns) → dst [Kp, dst_ld] pair words (dst_ld a
-// multiple of 16), columns from width to dst_ld zero. For a transposed B ([N, K] stored:
-// attention's Kᵀ and Vᵀ). Sixteen rows at a time are rounded whole (dg::to_bf16) into block
-// [16, Kp], then each pair p gathers its 16 words down the block's column into one full store:
-// writing dst a word at a time, Kp rows apart, ran at a third of the speed (the rows alias in L1).
-DG_BF16_TARGET void pack_pairs_from_columns(const float* src, int64_t ld, int64_t K, int64_t width,
-                                            uint32_t* dst, int64_t dst_ld,
-                                            std::vector<uint32_t>& block) {
-  const int64_t Kp = (K + 1) / 2;
-  if (int64_t(block.size()) < 16 * Kp) block.resize(size_t(16 * Kp));
-  const __m512i rows =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(int(Kp)));
-  for (int64_t c = 0; c < dst_ld; c += 16) {
-    for (int64_t l = 0; l < 16; ++l) {
-      uint32_t* words = block.data() + l * Kp;
-      words[Kp - 1] = 0;  // an odd K's missing high half, or a padding column's zeros
-      if (c + l < width)
-        to_bf16(src + (c + l) * ld, K, reinterpret_cast<uint16_t*>(words));
-      else
-        std::fill(words, words + Kp, 0u);
-    }
-    for (int64_t p = 0; p < Kp; ++p)
-      _mm512_storeu_si512(
-          dst + p * dst_ld + c,
-          _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xffff, rows, block.data() + p, 4));
+// r [16, 16] 32-bit words → its transpose, in registers: 32-bit then 64-bit interleaves within
+// 128-bit lanes, then two rounds of 128-bit lane shuffles. (The maskz forms: see high_half.)
+DG_BF16_TARGET void transpose_16x16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {  // t[i], t[i+1]: rows i, i+1 interleaved
+    t[i] = _mm512_maskz_unpacklo_epi32(0xffff, r[i], r[i + 1]);
+    t[i + 1] = _mm512_maskz_unpackhi_epi32(0xffff, r[i], r[i + 1]);
   }
+  for (int g = 0; g < 16; g += 4) {  // r[g + e], lane L: rows g..g+3 of column 4L + e
+    r[g] = _mm512_maskz_unpacklo_epi64(0xff, t[g], t[g + 2]);
+    r[g + 1] = _mm512_maskz_unpackhi_epi64(0xff, t[g], t[g + 2]);
+    r[g + 2] = _mm512_maskz_unpacklo_epi64(0xff, t[g + 1], t[g + 3]);
+    r[g + 3] = _mm512_maskz_unpackhi_epi64(0xff, t[g + 1], t[g + 3]);
+  }
+  for (int e = 0; e < 4; ++e) {  // gather lane L of r[e], r[4+e], r[8+e], r[12+e] into t[4L+e]
+    const __m512i v0 = _mm512_maskz_shuffle_i32x4(0xffff, r[e], r[4 + e], 0x88);
+    const __m512i v1 = _mm512_maskz_shuffle_i32x4(0xffff, r[e], r[4 + e], 0xdd);
+    const __m512i v2 = _mm512_maskz_shuffle_i32x4(0xffff, r[8 + e], r[12 + e], 0x88);
+    const __m512i v3 = _mm512_maskz_shuffle_i32x4(0xffff, r[8 + e], r[12 + e], 0xdd);
+    t[e] = _mm512_maskz_shuffle_i32x4(0xffff, v0, v2, 0x88);
+    t[4 + e] = _mm512_maskz_shuffle_i32x4(0xffff, v1, v3, 0x88);
+    t[8 + e] = _mm512_maskz_shuffle_i32x4(0xffff, v0, v2, 0xdd);
+    t[12 + e] = _mm512_maskz_shuffle_i32x4(0xffff, v1, v3, 0xdd);
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// src [width, K] (row stride ld, k along columns) → dst [Kp, dst_ld] pair words (dst_ld = width
+// rounded up to 16), columns from width to dst_ld zero. For a transposed B ([N, K] stored:
+// attention's Kᵀ and Vᵀ). Tiles of 16 rows × 16 pairs: each row's 32 floats rounded to 16 pair
+// words in a register, the tile transposed in registers, each pair's 16 words stored whole.
+// (Writing dst a word at a time, Kp rows apart, ran at a third of the speed; gathers were slower.)
+DG_BF16_TARGET void pack_pairs_from_columns(const float* src, int64_t ld, int64_t K, int64_t width,
+                                            uint32_t* dst, int64_t dst_ld) {
+  const int64_t Kp = (K + 1) / 2;
+  alignas(64) int16_t low_halves[32];  // the low half of each 32-bit lane of two vectors
+  for (int i = 0; i < 32; ++i) low_halves[i] = int16_t(2 * i);
+  const __m512i pick = _mm512_load_si512(low_halves);
+  for (int64_t c = 0; c < width; c += 16)
+    for (int64_t p0 = 0; p0 < Kp; p0 += 16) {
+      const __mmask16 k_lo = first_lanes(K - 2 * p0), k_hi = first_lanes(K - 2 * p0 - 16);
+      __m512i tile[16];
+      for (int64_t l = 0; l < 16; ++l) {
+        if (c + l >= width) {
+          tile[l] = _mm512_setzero_si512();
+          continue;
+        }
+        const float* row = src + (c + l) * ld + 2 * p0;
+        const __m512i lo = bf16_in_lanes(_mm512_maskz_loadu_epi32(k_lo, row));
+        const __m512i hi = bf16_in_lanes(_mm512_maskz_loadu_epi32(k_hi, row + 16));
+        tile[l] = _mm512_permutex2var_epi16(lo, pick, hi);  // pair words p0 .. p0 + 15
+      }
+      transpose_16x16(tile);
+      for (int64_t e = 0; e < std::min<int64_t>(16, Kp - p0); ++e)
+        _mm512_storeu_si512(dst + (p0 + e) * dst_ld + c, tile[e]);
+    }
 }
 
 // C [R, cols] (cols ≤ 16·V) = alpha · A [R, K] · B [K, 16·V] + beta · C, A and B in pair words:
@@ -119,28 +148,36 @@ template <int R, int V>
 DG_BF16_TARGET void microkernel(int64_t Kp, const uint32_t* a, int64_t a_row, int64_t a_pair,
                                 const uint32_t* b, int64_t b_ld, int64_t cols, float alpha,
                                 float beta, float* C, int64_t ldc) {
+  // The loops over r and v are unrolled (their counts are constants), so acc lives in registers.
   __m512 acc[R][V];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
   for (int64_t p = 0; p < Kp; ++p) {
     __m512i bv[V];
+#pragma GCC unroll 2
     for (int v = 0; v < V; ++v) bv[v] = _mm512_loadu_si512(b + p * b_ld + 16 * v);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512i av = _mm512_set1_epi32(int(a[r * a_row + p * a_pair]));
+#pragma GCC unroll 2
       for (int v = 0; v < V; ++v)
         acc[r][v] = _mm512_dpbf16_ps(acc[r][v], (__m512bh)av, (__m512bh)bv[v]);
     }
   }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  for (int v = 0; v < V; ++v) {
-    const __mmask16 m = first_lanes(cols - 16 * v);
-    for (int r = 0; r < R; ++r) {
+  const __mmask16 last = first_lanes(cols - 16 * (V - 1));  // lanes of the last vector in C
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) {
       float* c = C + r * ldc + 16 * v;
+      const __mmask16 m = v + 1 < V ? __mmask16(0xffff) : last;
       __m512 x = _mm512_mul_ps(acc[r][v], va);
       if (beta != 0.0f) x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, c), vb, x);
       _mm512_mask_storeu_ps(c, m, x);
     }
-  }
 }
 
 using Microkernel = void (*)(int64_t, const uint32_t*, int64_t, int64_t, const uint32_t*, int64_t,
@@ -155,9 +192,9 @@ Microkernel pick_microkernel(int rows, int vectors) {
   return vectors == 1 ? pick_rows<1>(rows, counts) : pick_rows<2>(rows, counts);
 }
 
-// Per-thread buffers, grown as needed and kept: A's and B's pair words, one row of B's halves.
+// Per-thread buffers, grown as needed and kept: A's and B's pair words.
 struct PackedOperands {
-  std::vector<uint32_t> a, b, row;
+  std::vector<uint32_t> a, b;
 };
 
 void gemm_bf16_small_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -181,7 +218,7 @@ void gemm_bf16_small_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, f
   }
   // op(B) [K, N] → [Kp, Np] pair words, Np = N rounded up to 16 with zero columns.
   if (tb)
-    pack_pairs_from_columns(B, ldb, K, N, x.b.data(), Np, x.row);
+    pack_pairs_from_columns(B, ldb, K, N, x.b.data(), Np);
   else
     pack_pairs_from_rows(B, ldb, K, N, x.b.data(), Np);
   for (int64_t j = 0; j < N; j += kColumns) {
