@@ -1,5 +1,5 @@
 // The small bf16 GEMM on VDPBF16PS (see gemm_bf16_small.h): operands rounded and packed into K
-// pairs, an 8-row × 32-column register-blocked microkernel, masked tails. The AVX-512 functions
+// pairs, a register-blocked microkernel (8 × 32 or 16 × 16), masked tails. The AVX-512 functions
 // carry their own target attribute, so the file builds without -march flags; its reference is
 // dg::ref_gemm_bf16 (tensor/gemm_kernels.cpp).
 #include "tensor/gemm_bf16_small.h"
@@ -26,7 +26,9 @@ bool gemm_bf16_small_available() {
   return f.avx512_bf16 && f.avx512f && f.avx512bw && f.avx512vl;
 }
 
-const char* gemm_bf16_small_name() { return "avx512_bf16 dot products (8 × 32 register block)"; }
+const char* gemm_bf16_small_name() {
+  return "avx512_bf16 dot products (8 × 32 and 16 × 16 register blocks)";
+}
 
 bool gemm_bf16_small_suits(int64_t M, int64_t N, int64_t K, bool cpu_has_kernel) {
   const int64_t work = M * N * K;
@@ -39,8 +41,11 @@ namespace {
 // A pair word holds two bf16 values of neighbouring k: k = 2p in its low half, k = 2p + 1 in its
 // high half, the layout VDPBF16PS multiplies pairwise. Kp = ceil(K / 2); an odd K's last pair
 // has a zero high half.
-constexpr int kRows = 8;      // rows of C per microkernel call
-constexpr int kColumns = 32;  // columns of C per microkernel call: two vectors of 16 floats
+// A microkernel call computes a block of C in 16 accumulator registers: 8 rows × 32 columns (two
+// vectors of 16 floats), or, for a last block of at most 16 columns, 16 rows × 16 (one vector:
+// 8 rows alone left too few independent dot products in flight for N = 16).
+constexpr int kColumns = 32;
+constexpr int rows_per_block(int vectors) { return vectors == 2 ? 8 : 16; }
 
 __mmask16 first_lanes(int64_t n) {  // the lowest min(max(n, 0), 16) lanes
   return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
@@ -150,7 +155,7 @@ DG_BF16_TARGET void microkernel(int64_t Kp, const uint32_t* a, int64_t a_row, in
                                 float beta, float* C, int64_t ldc) {
   // The loops over r and v are unrolled (their counts are constants), so acc lives in registers.
   __m512 acc[R][V];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
@@ -158,7 +163,7 @@ DG_BF16_TARGET void microkernel(int64_t Kp, const uint32_t* a, int64_t a_row, in
     __m512i bv[V];
 #pragma GCC unroll 2
     for (int v = 0; v < V; ++v) bv[v] = _mm512_loadu_si512(b + p * b_ld + 16 * v);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512i av = _mm512_set1_epi32(int(a[r * a_row + p * a_pair]));
 #pragma GCC unroll 2
@@ -168,7 +173,7 @@ DG_BF16_TARGET void microkernel(int64_t Kp, const uint32_t* a, int64_t a_row, in
   }
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   const __mmask16 last = first_lanes(cols - 16 * (V - 1));  // lanes of the last vector in C
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int v = 0; v < V; ++v) {
@@ -188,8 +193,8 @@ Microkernel pick_rows(int rows, std::integer_sequence<int, R...>) {
   return table[rows - 1];
 }
 Microkernel pick_microkernel(int rows, int vectors) {
-  const auto counts = std::make_integer_sequence<int, kRows>();
-  return vectors == 1 ? pick_rows<1>(rows, counts) : pick_rows<2>(rows, counts);
+  return vectors == 1 ? pick_rows<1>(rows, std::make_integer_sequence<int, rows_per_block(1)>())
+                      : pick_rows<2>(rows, std::make_integer_sequence<int, rows_per_block(2)>());
 }
 
 // Per-thread buffers, grown as needed and kept: A's and B's pair words.
@@ -223,11 +228,11 @@ void gemm_bf16_small_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, f
     pack_pairs_from_rows(B, ldb, K, N, x.b.data(), Np);
   for (int64_t j = 0; j < N; j += kColumns) {
     const int64_t cols = std::min<int64_t>(kColumns, N - j);
-    for (int64_t i = 0; i < M; i += kRows) {
-      const int rows = int(std::min<int64_t>(kRows, M - i));
-      pick_microkernel(rows, cols > 16 ? 2 : 1)(Kp, x.a.data() + i * a_row, a_row, a_pair,
-                                                x.b.data() + j, Np, cols, alpha, beta,
-                                                C + i * ldc + j, ldc);
+    const int vectors = cols > 16 ? 2 : 1, block = rows_per_block(vectors);
+    for (int64_t i = 0; i < M; i += block) {
+      const int rows = int(std::min<int64_t>(block, M - i));
+      pick_microkernel(rows, vectors)(Kp, x.a.data() + i * a_row, a_row, a_pair, x.b.data() + j, Np,
+                                      cols, alpha, beta, C + i * ldc + j, ldc);
     }
   }
 }

@@ -39,18 +39,18 @@ void gemm_bf16_small(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
 
 // Whether this CPU runs gemm_bf16_small (AVX512_BF16, AVX-512 F, BW and VL).
 bool gemm_bf16_small_available();
-// One line for reports: "avx512_bf16 dot products (6 × 32 register block)".
+// One line for reports: "avx512_bf16 dot products (8 × 32 and 16 × 16 register blocks)".
 const char* gemm_bf16_small_name();
 
 // Whether gemm_one_thread in bf16 precision sends an M × N × K product to gemm_bf16_small rather
 // than cblas_sgemm: the CPU has it (cpu_has_kernel; gemm_one_thread passes
-// gemm_bf16_small_available()), K and N are at least 32 and the product at least 2^16
-// multiply-adds. Measured with tools/bench_gemm_small.cpp (figures in kernels_matmul.h): with K
-// or N of 16 (a head size of 16) the kernel has too few pairs or accumulators in flight and sgemm
-// is as fast or faster. Products of kBf16OneThreadMinWork and more go to oneDNN instead
+// gemm_bf16_small_available()), K and N are at least 16 and the product at least 2^17
+// multiply-adds. Measured with tools/bench_gemm_small.cpp (figures in kernels_matmul.h): at
+// 2^16 (64 × 16 × 64, a head size of 16 against 64 keys) sgemm is as fast or faster; below 16,
+// nothing was measured. Products of kBf16OneThreadMinWork and more go to oneDNN instead
 // (gemm_one_thread decides that first).
-constexpr int64_t kBf16SmallMinWork = int64_t(1) << 16;
-constexpr int64_t kBf16SmallMinK = 32, kBf16SmallMinN = 32;
+constexpr int64_t kBf16SmallMinWork = int64_t(1) << 17;
+constexpr int64_t kBf16SmallMinK = 16, kBf16SmallMinN = 16;
 bool gemm_bf16_small_suits(int64_t M, int64_t N, int64_t K, bool cpu_has_kernel);
 
 }  // namespace dg

@@ -83,10 +83,12 @@ void check_against_reference(const Problem& p) {
 TEST_CASE("gemm_bf16_small_suits: the dispatch rule, and no kernel without AVX512_BF16") {
   CHECK(gemm_bf16_small_suits(64, 256, 32, true));         // attention's QKᵀ at head size 32
   CHECK(gemm_bf16_small_suits(256, 32, 64, true));         // Pᵀ·dO
+  CHECK(gemm_bf16_small_suits(64, 16, 128, true));         // P·V at head size 16
+  CHECK(gemm_bf16_small_suits(64, 64, 32, true));          // exactly kBf16SmallMinWork
   CHECK_FALSE(gemm_bf16_small_suits(64, 256, 32, false));  // a CPU without the instructions
-  CHECK_FALSE(gemm_bf16_small_suits(64, 256, 16, true));   // K below kBf16SmallMinK
-  CHECK_FALSE(gemm_bf16_small_suits(64, 16, 256, true));   // N below kBf16SmallMinN
-  CHECK_FALSE(gemm_bf16_small_suits(32, 32, 32, true));    // below kBf16SmallMinWork
+  CHECK_FALSE(gemm_bf16_small_suits(64, 256, 8, true));    // K below kBf16SmallMinK
+  CHECK_FALSE(gemm_bf16_small_suits(64, 8, 256, true));    // N below kBf16SmallMinN
+  CHECK_FALSE(gemm_bf16_small_suits(64, 16, 64, true));    // below kBf16SmallMinWork
   CHECK_FALSE(gemm_bf16_small_suits(64, 1024, 64, true));  // oneDNN's (kBf16OneThreadMinWork)
   if (!gemm_bf16_small_available()) {
     std::vector<float> a(4, 1.0f), c(4);
@@ -180,8 +182,8 @@ TEST_CASE("gemm_bf16_small: denormal factors count as zero (VDPBF16PS), unlike t
 }
 
 TEST_CASE("gemm_one_thread: float32 precision is sgemm bit for bit, bf16 takes the small kernel") {
-  // Attention's three transpose cases at head size 32 and 16, a 64-row block against 256 keys.
-  for (int64_t hd : {16, 32}) {
+  // Attention's three transpose cases at head size 32 and 8, a 64-row block against 256 keys.
+  for (int64_t hd : {8, 32}) {
     const int64_t cases[][5] = {{0, 1, 64, 256, hd}, {0, 0, 64, hd, 256}, {1, 0, 256, hd, 64}};
     for (const auto& c : cases) {
       const bool ta = c[0], tb = c[1];
