@@ -5,7 +5,6 @@
 #include "tensor/gemm_bf16_small.h"
 
 #include <algorithm>
-#include <cstring>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -41,6 +40,7 @@ namespace {
 // A pair word holds two bf16 values of neighbouring k: k = 2p in its low half, k = 2p + 1 in its
 // high half, the layout VDPBF16PS multiplies pairwise. Kp = ceil(K / 2); an odd K's last pair
 // has a zero high half.
+
 // A microkernel call computes a block of C in 16 accumulator registers: 8 rows × 32 columns (two
 // vectors of 16 floats), or, for a last block of at most 16 columns, 16 rows × 16 (one vector:
 // 8 rows alone left too few independent dot products in flight for N = 16).

@@ -100,8 +100,9 @@ TEST_CASE("gemm_bf16_small_suits: the dispatch rule, and no kernel without AVX51
 
 TEST_CASE("gemm_bf16_small matches ref_gemm_bf16: chosen shapes and tails") {
   if (!gemm_bf16_small_available()) return;
-  // M = 1, N below, at and past 16 and 32, K odd and even (an odd K's zero pair half).
-  const int64_t shapes[][3] = {{1, 1, 1},   {1, 5, 3},   {3, 16, 2},   {9, 17, 7},
+  // M = 1, N below, at and past 16 and 32, K odd and even (an odd K's zero pair half), K = 0
+  // (C = beta · C), K past one 16-pair tile of the transposing pack.
+  const int64_t shapes[][3] = {{1, 1, 1},   {1, 5, 3},   {3, 16, 2},   {9, 17, 7},    {5, 7, 0},
                                {8, 32, 64}, {17, 33, 1}, {64, 64, 33}, {70, 100, 129}};
   uint64_t seed = 100;
   for (const auto& s : shapes)
