@@ -44,13 +44,14 @@ const char* gemm_bf16_small_name();
 
 // Whether gemm_one_thread in bf16 precision sends an M × N × K product to gemm_bf16_small rather
 // than cblas_sgemm: the CPU has it (cpu_has_kernel; gemm_one_thread passes
-// gemm_bf16_small_available()), K and N are at least 16 and the product at least 2^17
-// multiply-adds. Measured with tools/bench_gemm_small.cpp (figures in kernels_matmul.h): at
-// 2^16 (64 × 16 × 64, a head size of 16 against 64 keys) sgemm is as fast or faster; below 16,
+// gemm_bf16_small_available()), K ≥ 16, N ≥ 32 and the product at least 2^17 multiply-adds.
+// Measured with tools/bench_gemm_small.cpp (figures in kernels_matmul.h): with N = 16 (a head size
+// of 16 as the output's width: P·V, Pᵀ·dO) the 16 × 16 blocks run no faster than sgemm, and at
+// 2^16 (64 × 32 × 32) sgemm is as fast; K = 16 (Q·Kᵀ at head size 16) wins from 2^17. Below 16,
 // nothing was measured. Products of kBf16OneThreadMinWork and more go to oneDNN instead
 // (gemm_one_thread decides that first).
 constexpr int64_t kBf16SmallMinWork = int64_t(1) << 17;
-constexpr int64_t kBf16SmallMinK = 16, kBf16SmallMinN = 16;
+constexpr int64_t kBf16SmallMinK = 16, kBf16SmallMinN = 32;
 bool gemm_bf16_small_suits(int64_t M, int64_t N, int64_t K, bool cpu_has_kernel);
 
 }  // namespace dg

@@ -50,11 +50,12 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
 // Measured with tools/bench_gemm_small.cpp, one thread, an AMD EPYC Turin-class virtual CPU
 // (AVX512_BF16, no AMX), GFLOP/s of sgemm / gemm_bf16_small / oneDNN on a shared, noisy machine
 // (±15% between runs):
-//   64 × 256 × 32   (Q·Kᵀ, head size 32, 256 keys)   142 / 292 / 213
-//   64 × 32 × 256   (P·V)                            213 / 267 / 194
-//   256 × 32 × 64   (Pᵀ·dO)                          219 / 291 / 209
-//   64 × 16 × 64    (P·V, head size 16, 64 keys)     145 / 147 /  90  (2^16: stays sgemm)
-//   64 × 1024 × 64  (Q·Kᵀ, 2^22)                     127 / 196 / 240  (oneDNN from here)
+//   64 × 256 × 32   (Q·Kᵀ, head size 32, 256 keys)   138 / 288 / 209
+//   64 × 32 × 256   (P·V)                            210 / 267 / 192
+//   256 × 32 × 64   (Pᵀ·dO)                          209 / 284 / 204
+//   64 × 256 × 16   (Q·Kᵀ, head size 16)             104 / 163 / 119
+//   64 × 16 × 256   (P·V, head size 16)              145 / 145 / 103  (N = 16: stays sgemm)
+//   64 × 1024 × 64  (Q·Kᵀ, 2^22)                     120 / 188 / 229  (oneDNN from here)
 // Float32 precision and float64 always run cblas_sgemm / cblas_dgemm.
 constexpr int64_t kBf16OneThreadMinWork = int64_t(1) << 22;
 void gemm_one_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,

@@ -83,12 +83,12 @@ void check_against_reference(const Problem& p) {
 TEST_CASE("gemm_bf16_small_suits: the dispatch rule, and no kernel without AVX512_BF16") {
   CHECK(gemm_bf16_small_suits(64, 256, 32, true));         // attention's QKᵀ at head size 32
   CHECK(gemm_bf16_small_suits(256, 32, 64, true));         // Pᵀ·dO
-  CHECK(gemm_bf16_small_suits(64, 16, 128, true));         // P·V at head size 16
+  CHECK(gemm_bf16_small_suits(64, 256, 16, true));         // QKᵀ at head size 16
   CHECK(gemm_bf16_small_suits(64, 64, 32, true));          // exactly kBf16SmallMinWork
   CHECK_FALSE(gemm_bf16_small_suits(64, 256, 32, false));  // a CPU without the instructions
   CHECK_FALSE(gemm_bf16_small_suits(64, 256, 8, true));    // K below kBf16SmallMinK
-  CHECK_FALSE(gemm_bf16_small_suits(64, 8, 256, true));    // N below kBf16SmallMinN
-  CHECK_FALSE(gemm_bf16_small_suits(64, 16, 64, true));    // below kBf16SmallMinWork
+  CHECK_FALSE(gemm_bf16_small_suits(64, 16, 256, true));   // N below kBf16SmallMinN (P·V, hd 16)
+  CHECK_FALSE(gemm_bf16_small_suits(64, 32, 32, true));    // below kBf16SmallMinWork
   CHECK_FALSE(gemm_bf16_small_suits(64, 1024, 64, true));  // oneDNN's (kBf16OneThreadMinWork)
   if (!gemm_bf16_small_available()) {
     std::vector<float> a(4, 1.0f), c(4);
