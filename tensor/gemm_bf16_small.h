@@ -1,8 +1,10 @@
 // A bf16 GEMM for small one-thread products (attention's per-head QKᵀ, PV and their backward
 // products), written on AVX512_BF16's pair dot product VDPBF16PS: 32 bf16 multiply-adds into 16
-// float32 lanes per instruction. oneDNN's matmul (tensor/gemm_kernels.h) spends 5-7 µs a call on
-// dispatch, more than sgemm takes for a whole 64 × 256 × 32 product; this kernel has no per-call
-// setup beyond rounding and packing its two operands into buffers kept per thread.
+// float32 lanes per instruction. oneDNN's matmul (tensor/gemm_kernels.h) pays per call for
+// finding its primitive, rounding its operands and dispatching (measured at 5-7 µs inside a
+// training step, about 1 µs in a warm loop), which at these sizes made it slower than sgemm;
+// this kernel has no per-call setup beyond rounding and packing its two operands into buffers
+// kept per thread.
 //
 // Contract: dg::gemm's (tensor/kernels_matmul.h): row-major C [M, N] = alpha · op(A) [M, K] ·
 // op(B) [K, N] + beta · C, beta = 0 never reads C, on the calling thread, no allocation once its
@@ -46,10 +48,12 @@ const char* gemm_bf16_small_name();
 // than cblas_sgemm: the CPU has it (cpu_has_kernel; gemm_one_thread passes
 // gemm_bf16_small_available()), K ≥ 16, N ≥ 32 and the product at least 2^17 multiply-adds.
 // Measured with tools/bench_gemm_small.cpp (figures in kernels_matmul.h): with N = 16 (a head size
-// of 16 as the output's width: P·V, Pᵀ·dO) the 16 × 16 blocks run no faster than sgemm, and at
-// 2^16 (64 × 32 × 32) sgemm is as fast; K = 16 (Q·Kᵀ at head size 16) wins from 2^17. Below 16,
-// nothing was measured. Products of kBf16OneThreadMinWork and more go to oneDNN instead
-// (gemm_one_thread decides that first).
+// of 16 as the output's width: P·V, Pᵀ·dO) the 16 × 16 blocks run no faster than sgemm; at
+// 2^16 (64 × 64 × 16) the kernel won on Q·Kᵀ but lost on an untransposed B; from 2^17 it is
+// ahead on attention's three cases (K = 16 included) or within the noise (P·V at 64 × 32 × 64,
+// four runs: 171 to 229 GFLOP/s against sgemm's 197 to 217). Below 16, nothing was measured.
+// Products of kBf16OneThreadMinWork and more go to oneDNN instead (gemm_one_thread decides that
+// first).
 constexpr int64_t kBf16SmallMinWork = int64_t(1) << 17;
 constexpr int64_t kBf16SmallMinK = 16, kBf16SmallMinN = 32;
 bool gemm_bf16_small_suits(int64_t M, int64_t N, int64_t K, bool cpu_has_kernel);
