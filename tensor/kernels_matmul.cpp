@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "tensor/bf16_weights.h"
+#include "tensor/gemm_bf16_small.h"
 #include "tensor/gemm_kernels.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/threads.h"
@@ -165,9 +166,13 @@ void gemm_one_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
   select_gemm_kernels();
   if (M == 0 || N == 0) return;
   if (K == 0) return scale_c(M, N, beta, C, ldc);
-  if (M * N * K < kBf16OneThreadMinWork)  // float32 whatever the precision (see the header)
+  if (M * N * K < kBf16OneThreadMinWork) {  // not oneDNN (see the header)
+    static const bool small_kernel = gemm_bf16_small_available();
+    if (matmul_precision() == MatmulPrecision::bf16 && gemm_bf16_small_suits(M, N, K, small_kernel))
+      return gemm_bf16_small(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return cblas_sgemm(CblasRowMajor, flag(trans_a), flag(trans_b), int(M), int(N), int(K), alpha,
                        A, int(lda), B, int(ldb), beta, C, int(ldc));
+  }
   blas_call(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

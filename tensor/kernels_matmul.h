@@ -45,14 +45,23 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double al
           int64_t ldc, const uint16_t* a16 = nullptr, const uint16_t* b16 = nullptr);
 
 // The same contract without pieces or OpenMP: one BLAS call on the calling thread, for kernels
-// that already run in their own parallel loop (attention's per-head matrices). No size checks
-// beyond BLAS's own. float32 follows the matmul precision (tensor/gemm_kernels.h) for matrices
-// of at least kBf16OneThreadMinWork multiply-adds; smaller ones stay float32 in bf16 precision:
-// attention's per-head products at small models' sizes (64-row blocks, T ≤ 256, head size 16 to
-// 64: up to 2^20 multiply-adds) made a bf16 training step's attention 1.6× slower than float32
-// (small: 254 against 156 ms a step): a 64 × 256 × 32 product spends 5–7 µs in oneDNN's execute
-// and about 5 more rounding its operands and finding its primitive, more than sgemm takes for
-// the whole product. Larger heads and contexts reach bf16.
+// that already run in their own parallel loop (attention's per-head matrices, conv's groups). No
+// size checks beyond BLAS's own. float32 follows the matmul precision (tensor/gemm_kernels.h):
+// in bf16 precision a product of at least kBf16OneThreadMinWork multiply-adds goes to oneDNN, a
+// smaller one to gemm_bf16_small (tensor/gemm_bf16_small.h: AVX512_BF16 dot products, no
+// per-call setup) when gemm_bf16_small_suits it, else it stays float32 (cblas_sgemm). oneDNN's
+// per-call cost (primitive lookup, execute, rounding its operands) once made a bf16 training
+// step's attention 1.6× slower than float32 at small models' sizes, hence the split.
+// Measured with tools/bench_gemm_small.cpp, one thread, an AMD EPYC Turin-class virtual CPU
+// (AVX512_BF16, no AMX), GFLOP/s of sgemm / gemm_bf16_small / oneDNN on a shared, noisy machine
+// (±15% between runs):
+//   64 × 256 × 32   (Q·Kᵀ, head size 32, 256 keys)   138 / 288 / 209
+//   64 × 32 × 256   (P·V)                            210 / 267 / 192
+//   256 × 32 × 64   (Pᵀ·dO)                          209 / 284 / 204
+//   64 × 256 × 16   (Q·Kᵀ, head size 16)             104 / 163 / 119
+//   64 × 16 × 256   (P·V, head size 16)              145 / 145 / 103  (N = 16: stays sgemm)
+//   64 × 1024 × 64  (Q·Kᵀ, 2^22)                     120 / 188 / 229  (oneDNN from here)
+// Float32 precision and float64 always run cblas_sgemm / cblas_dgemm.
 constexpr int64_t kBf16OneThreadMinWork = int64_t(1) << 22;
 void gemm_one_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                      const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
