@@ -9,6 +9,7 @@
 
 #include "autograd/ops.h"
 #include "tensor/cpu_features.h"
+#include "tensor/gemm_bf16_small.h"
 #include "tensor/gemm_kernels.h"
 #include "tensor/threads.h"
 #include "tests/temp_dir.h"
@@ -380,4 +381,9 @@ TEST_CASE("the machine record: CPU, instruction sets and the GEMM kernels, also 
   const std::string text = machine_text();
   CHECK(text.find(select_gemm_kernels().blas_core) != std::string::npos);
   CHECK(text.find("bf16 GEMM: ") != std::string::npos);
+  // the small bf16 kernel is named where it runs, in the text and the record
+  const bool small = gemm_bf16_small_available() && !bf16_kernel_name().empty();
+  CHECK((text.find(gemm_bf16_small_name()) != std::string::npos) == small);
+  CHECK((m.at("bf16_small_kernel").as_string() == gemm_bf16_small_name()) ==
+        gemm_bf16_small_available());
 }

@@ -10,6 +10,7 @@
 
 #include "dg_build_commit.h"  // DG_GIT_COMMIT, generated at build time (tools/build_commit.cmake)
 #include "tensor/cpu_features.h"
+#include "tensor/gemm_bf16_small.h"
 #include "tensor/gemm_kernels.h"
 #include "tensor/threads.h"
 
@@ -65,9 +66,25 @@ json::Value machine_json() {
   m.emplace_back("blas_core", blas.blas_core);
   m.emplace_back("blas_core_reason", blas.reason);
   m.emplace_back("bf16_kernel", bf16_kernel_name());
+  m.emplace_back("bf16_small_kernel", gemm_bf16_small_available() ? gemm_bf16_small_name() : "");
   m.emplace_back("bf16_unsupported", bf16_unsupported_reason());
   return json::Value(std::move(m));
 }
+
+namespace {
+// The bf16 kernels and when each runs (gemm_kernels.h, gemm_bf16_small.h, bf16_weights.h).
+std::string bf16_choice_text(const std::string& onednn) {
+  if (onednn.empty()) return "unsupported: " + bf16_unsupported_reason();
+  std::string text = fmt::format(
+      "oneDNN {} (every dg::gemm, and one-thread products from 2^22 "
+      "multiply-adds)",
+      onednn);
+  if (gemm_bf16_small_available())
+    text += fmt::format("; smaller one-thread products (attention's per head): {}",
+                        gemm_bf16_small_name());
+  return text + "; the Trainer's weights read from a bf16 copy rounded once per optimiser step";
+}
+}  // namespace
 
 std::string machine_text() {
   const CpuFeatures& cpu = cpu_features();
@@ -78,8 +95,7 @@ std::string machine_text() {
       "float32 GEMM: OpenBLAS core {} (OpenBLAS loaded {}: {})\n"
       "bf16 GEMM: {}\n",
       cpu.model, cpu.vendor, cpu.summary().empty() ? "none of those depthgrad uses" : cpu.summary(),
-      blas.blas_core, blas.blas_core_loaded, blas.reason,
-      bf16.empty() ? "unsupported: " + bf16_unsupported_reason() : "oneDNN " + bf16);
+      blas.blas_core, blas.blas_core_loaded, blas.reason, bf16_choice_text(bf16));
 }
 
 }  // namespace dg
