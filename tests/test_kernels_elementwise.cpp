@@ -1,6 +1,7 @@
 // Tests of the elementwise kernels (tensor/kernels_elementwise.h, tensor/fast_math.h; swiglu's op
 // is in autograd/ops_activation.cpp, depth_mix's in autograd/ops_elementwise.cpp): swiglu and
-// depth_mix fast kernels against the plain reference kernels, float32 bit-identity at 1 and 2
+// depth_mix fast kernels against the plain reference kernels, sum_axes's path over a run of axes
+// against its general path and the reference (the same bits), float32 bit-identity at 1 and 2
 // threads, depth_mix's aliasing and errors, and exp_f32's accuracy. Gradients: the activation and
 // elementwise rows of the gradient-check table.
 #include <doctest/doctest.h>
@@ -77,6 +78,65 @@ TEST_CASE_TEMPLATE("elementwise kernels: fast matches reference", T, float, doub
       for (int64_t j = 0; j < J; ++j) CHECK(rel_diff(dS[j], dS_ref[j]) < tol<T>());
     }
   }
+}
+
+// ---- sum over a run of axes: the fast path against the general path and the reference ---------
+
+namespace {
+// The elements of t as T, in row-major order (exact: to_vector widens to double).
+template <class T>
+std::vector<T> values_of(const Tensor& t) {
+  std::vector<T> v;
+  for (double x : t.to_vector()) v.push_back(static_cast<T>(x));
+  return v;
+}
+// t's values in a non-contiguous tensor (its last two axes swapped in memory, then viewed back):
+// sum_axes takes its general path (a permuted copy) on it.
+Tensor non_contiguous_copy(const Tensor& t) {
+  Shape order;
+  for (int64_t k = 0; k < t.dim(); ++k) order.push_back(k);
+  std::swap(order[t.dim() - 1], order[t.dim() - 2]);
+  return t.view_permute(order).clone().view_permute(order);
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("sum_axes over a run of non-last axes: the general path's and reference's bits",
+                   T, float, double) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> axes;
+  };
+  // leading axes (bias gradients), a middle run, above kParallelGrain, an empty reduced axis
+  const std::vector<Case> cases{{{67, 96}, {0}},         {{3, 45, 40}, {0, 1}}, {{3, 45, 40}, {1}},
+                                {{5, 7, 3, 33}, {1, 2}}, {{2, 1000, 70}, {1}},  {{1500, 100}, {0}},
+                                {{4, 0, 3}, {1}},        {{9, 600, 2}, {0}}};
+  for (const Case& c : cases)
+    for (bool keepdim : {false, true}) {
+      const std::string shape = shape_str(c.shape);
+      CAPTURE(shape);
+      CAPTURE(keepdim);
+      Tensor a = random_tensor(c.shape, 71, -1, 1, false).to(dtype_of<T>());
+      REQUIRE(a.is_contiguous());
+      const Tensor fast = sum_axes(a, c.axes, keepdim);
+      CHECK(fast.shape() == ref_sum_axes(a, c.axes, keepdim).shape());
+      CHECK(same_bits(values_of<T>(fast), values_of<T>(ref_sum_axes(a, c.axes, keepdim))));
+      if (a.numel() > 0) {
+        const Tensor general = sum_axes(non_contiguous_copy(a), c.axes, keepdim);
+        CHECK(same_bits(values_of<T>(fast), values_of<T>(general)));
+      }
+    }
+}
+
+TEST_CASE("sum_axes over a run of non-last axes: float32 bits the same at 1 and 2 threads") {
+  ThreadsGuard guard;
+  Tensor a = random_tensor({3, 700, 130}, 72, -1, 1, false).to(DType::f32);  // above the grain
+  auto run = [&](int n) {
+    set_threads(n);
+    return std::vector<std::vector<float>>{values_of<float>(sum_axes(a, {0, 1}, false)),
+                                           values_of<float>(sum_axes(a, {1}, true)),
+                                           values_of<float>(sum_axes(a, {0}, false))};
+  };
+  check_same_bits_at_1_and_2_threads(run);
 }
 
 // ---- thread-count independence ------------------------------------------------------------------
