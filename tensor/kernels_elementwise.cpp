@@ -29,6 +29,8 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool k
 namespace {
 // Columns summed at once by sum_run_of_axes: 4 KB of double accumulators, which stay in L1.
 constexpr int64_t kSumColumns = 512;
+// Rows summed side by side by sum_axes's general path.
+constexpr int64_t kSumRows = 8;
 
 // a contiguous [P, R, K] -> out [P, K]: out[p, k] = Σ_r a[p, r, k], r in increasing order, in
 // double. The order is the general path's (which sums the reduced axes of each output element in
@@ -89,12 +91,27 @@ Tensor sum_axes(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim)
   dispatch_float(a.dtype(), "sum", [&]<class T>() {
     const T* p = permuted.data<T>();
     T* o = out.data<T>();
+    // Rows in groups of kSumRows, each row's sum still its own chain of adds in order: the
+    // group's chains are independent, so the adds overlap where one chain waits on each add's
+    // latency. The same bits as row by row; groups are what the threads share.
+    const int64_t groups = (rows + kSumRows - 1) / kSumRows;
 #pragma omp parallel for if (a.numel() > kParallelGrain) schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      double acc = 0.0;
-      const T* row = p + r * inner;
-      for (int64_t j = 0; j < inner; ++j) acc += row[j];
-      o[r] = static_cast<T>(acc);
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const int64_t r0 = gi * kSumRows;
+      const T* rows_p = p + r0 * inner;
+      if (rows - r0 >= kSumRows) {
+        double acc[kSumRows] = {};
+        for (int64_t j = 0; j < inner; ++j)
+          for (int64_t q = 0; q < kSumRows; ++q) acc[q] += rows_p[q * inner + j];
+        for (int64_t q = 0; q < kSumRows; ++q) o[r0 + q] = static_cast<T>(acc[q]);
+        continue;
+      }
+      for (int64_t r = r0; r < rows; ++r) {
+        double acc = 0.0;
+        const T* row = p + r * inner;
+        for (int64_t j = 0; j < inner; ++j) acc += row[j];
+        o[r] = static_cast<T>(acc);
+      }
     }
   });
   return out;

@@ -1,7 +1,7 @@
 // Tests of the elementwise kernels (tensor/kernels_elementwise.h, tensor/fast_math.h; swiglu's op
 // is in autograd/ops_activation.cpp, depth_mix's in autograd/ops_elementwise.cpp): swiglu and
-// depth_mix fast kernels against the plain reference kernels, sum_axes's path over a run of axes
-// against its general path and the reference (the same bits), float32 bit-identity at 1 and 2
+// depth_mix fast kernels against the plain reference kernels, sum_axes's two paths against each
+// other and the reference (the same bits), float32 bit-identity at 1 and 2
 // threads, depth_mix's aliasing and errors, and exp_f32's accuracy. Gradients: the activation and
 // elementwise rows of the gradient-check table.
 #include <doctest/doctest.h>
@@ -100,16 +100,29 @@ Tensor non_contiguous_copy(const Tensor& t) {
 }
 }  // namespace
 
-TEST_CASE_TEMPLATE("sum_axes over a run of non-last axes: the general path's and reference's bits",
-                   T, float, double) {
+TEST_CASE_TEMPLATE(
+    "sum_axes: the run-of-axes path, the general path and the reference agree in bits", T, float,
+    double) {
   struct Case {
     Shape shape;
     std::vector<int64_t> axes;
   };
   // leading axes (bias gradients), a middle run, above kParallelGrain, an empty reduced axis
-  const std::vector<Case> cases{{{67, 96}, {0}},         {{3, 45, 40}, {0, 1}}, {{3, 45, 40}, {1}},
-                                {{5, 7, 3, 33}, {1, 2}}, {{2, 1000, 70}, {1}},  {{1500, 100}, {0}},
-                                {{4, 0, 3}, {1}},        {{9, 600, 2}, {0}}};
+  const std::vector<Case> cases{{{67, 96}, {0}},
+                                {{3, 45, 40}, {0, 1}},
+                                {{3, 45, 40}, {1}},
+                                {{5, 7, 3, 33}, {1, 2}},
+                                {{2, 1000, 70}, {1}},
+                                {{1500, 100}, {0}},
+                                {{4, 0, 3}, {1}},
+                                {{9, 600, 2}, {0}},
+                                // the general path: rows summed 8 at a time, and the rest
+                                {{67, 96}, {1}},
+                                {{3, 45, 40}, {2}},
+                                {{3, 45, 40}, {0, 2}},
+                                {{5, 7, 3, 33}, {1, 3}},
+                                {{2, 1000, 70}, {2}},
+                                {{7, 5}, {1}}};
   for (const Case& c : cases)
     for (bool keepdim : {false, true}) {
       const std::string shape = shape_str(c.shape);
@@ -127,14 +140,15 @@ TEST_CASE_TEMPLATE("sum_axes over a run of non-last axes: the general path's and
     }
 }
 
-TEST_CASE("sum_axes over a run of non-last axes: float32 bits the same at 1 and 2 threads") {
+TEST_CASE("sum_axes: float32 bits the same at 1 and 2 threads") {
   ThreadsGuard guard;
   Tensor a = random_tensor({3, 700, 130}, 72, -1, 1, false).to(DType::f32);  // above the grain
   auto run = [&](int n) {
     set_threads(n);
-    return std::vector<std::vector<float>>{values_of<float>(sum_axes(a, {0, 1}, false)),
-                                           values_of<float>(sum_axes(a, {1}, true)),
-                                           values_of<float>(sum_axes(a, {0}, false))};
+    return std::vector<std::vector<float>>{
+        values_of<float>(sum_axes(a, {0, 1}, false)), values_of<float>(sum_axes(a, {1}, true)),
+        values_of<float>(sum_axes(a, {0}, false)), values_of<float>(sum_axes(a, {2}, false)),
+        values_of<float>(sum_axes(a, {0, 2}, false))};
   };
   check_same_bits_at_1_and_2_threads(run);
 }
