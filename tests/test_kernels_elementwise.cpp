@@ -1,7 +1,8 @@
 // Tests of the elementwise kernels (tensor/kernels_elementwise.h, tensor/fast_math.h; swiglu's op
 // is in autograd/ops_activation.cpp, depth_mix's in autograd/ops_elementwise.cpp): swiglu and
 // depth_mix fast kernels against the plain reference kernels, sum_axes's two paths against each
-// other and the reference (the same bits), float32 bit-identity at 1 and 2
+// other and the reference (the same bits), binary_kernel's broadcasting loops against the formula
+// applied element by element, float32 bit-identity at 1 and 2
 // threads, depth_mix's aliasing and errors, and exp_f32's accuracy. Gradients: the activation and
 // elementwise rows of the gradient-check table.
 #include <doctest/doctest.h>
@@ -149,6 +150,60 @@ TEST_CASE("sum_axes: float32 bits the same at 1 and 2 threads") {
         values_of<float>(sum_axes(a, {0, 1}, false)), values_of<float>(sum_axes(a, {1}, true)),
         values_of<float>(sum_axes(a, {0}, false)), values_of<float>(sum_axes(a, {2}, false)),
         values_of<float>(sum_axes(a, {0, 2}, false))};
+  };
+  check_same_bits_at_1_and_2_threads(run);
+}
+
+// ---- binary_kernel with broadcasting: every inner-stride case against elementwise f ------------
+
+namespace {
+// out = a − 2b + a·b through binary_kernel (not commutative, so a swapped operand shows).
+template <class T>
+Tensor broadcast_combine(const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty(broadcast_shapes(a.shape(), b.shape(), "test"), a.dtype());
+  binary_kernel<T>(a, b, out, [](T x, T y) { return x - T(2) * y + x * y; });
+  return out;
+}
+// The same formula applied element by element to contiguous copies of the expanded operands.
+template <class T>
+std::vector<T> expected_combine(const Tensor& a, const Tensor& b) {
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), "test");
+  const std::vector<T> va = values_of<T>(a.view_expand(shape).clone());
+  const std::vector<T> vb = values_of<T>(b.view_expand(shape).clone());
+  std::vector<T> out(va.size());
+  for (size_t i = 0; i < va.size(); ++i) out[i] = va[i] - T(2) * vb[i] + va[i] * vb[i];
+  return out;
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("binary_kernel broadcasting: contiguous, scalar-along-row and strided rows", T,
+                   float, double) {
+  const std::vector<std::pair<Shape, Shape>> cases{
+      {{37, 50}, {37, 1}},    {{37, 1}, {37, 50}},    {{1, 50}, {37, 50}},   {{37, 50}, {50}},
+      {{5, 1, 9}, {1, 7, 1}}, {{5, 7, 1}, {1, 1, 9}}, {{600, 300}, {600, 1}}};
+  for (const auto& [sa, sb] : cases) {
+    const std::string shapes = shape_str(sa) + " with " + shape_str(sb);
+    CAPTURE(shapes);
+    Tensor a = random_tensor(sa, 81, -2, 2, false).to(dtype_of<T>());
+    Tensor b = random_tensor(sb, 82, -2, 2, false).to(dtype_of<T>());
+    CHECK(same_bits(values_of<T>(broadcast_combine<T>(a, b)), expected_combine<T>(a, b)));
+  }
+  // a strided (transposed) operand: the general inner stride
+  Tensor at = random_tensor({50, 37}, 83, -2, 2, false).to(dtype_of<T>()).view_permute({1, 0});
+  Tensor b = random_tensor({37, 1}, 84, -2, 2, false).to(dtype_of<T>());
+  CHECK(same_bits(values_of<T>(broadcast_combine<T>(at, b)), expected_combine<T>(at, b)));
+}
+
+TEST_CASE("binary_kernel broadcasting: float32 bits the same at 1 and 2 threads") {
+  ThreadsGuard guard;
+  Tensor a = random_tensor({600, 300}, 85, -2, 2, false).to(DType::f32);  // above the grain
+  Tensor col = random_tensor({600, 1}, 86, -2, 2, false).to(DType::f32);
+  Tensor row = random_tensor({300}, 87, -2, 2, false).to(DType::f32);
+  auto run = [&](int n) {
+    set_threads(n);
+    return std::vector<std::vector<float>>{values_of<float>(broadcast_combine<float>(a, col)),
+                                           values_of<float>(broadcast_combine<float>(col, a)),
+                                           values_of<float>(broadcast_combine<float>(a, row))};
   };
   check_same_bits_at_1_and_2_threads(run);
 }

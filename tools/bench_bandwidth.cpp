@@ -167,6 +167,9 @@ void elementwise_rows(const Preset& p, bool quick, const Add& add) {
   add("add, broadcast (x + bias[D])", td, 2, 8, T * D,
       [&] { binary_kernel<float>(a, bias, out, [](float x, float y) { return x + y; }); });
   add("add backward, bias (sum rows)", td, 1, 4, T * D, [&] { add_reduced_into(dbias, a); });
+  Tensor row_scale = filled({T, 1}, 17);  // a per-row factor broadcast along the last axis
+  add("mul, broadcast (x * s[T, 1])", td, 2, 8, T * D,
+      [&] { binary_kernel<float>(a, row_scale, out, [](float x, float y) { return x * y; }); });
   add("sum over the last axis", td, 1, 4, T * D, [&] { Tensor s = sum_axes(a, {1}, false); });
   Tensor gate = filled({T, H}, 13), up = filled({T, H}, 14), hout = Tensor::empty({T, H});
   Tensor dgate = Tensor::empty({T, H}), dup = Tensor::empty({T, H});
