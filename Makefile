@@ -6,7 +6,7 @@
 #                    ../<this folder>-build-clang), and run the suite there but CLANG_SKIP
 #   make test-mpi-full  the full multi-rank battery (tests/mpi_train.sh full; ctest runs the quick one)
 #   make reproduce   build and run the rd-attnres reproduction on DATA (default ../shared/data)
-#   make bench       build and run the benchmarks (bench_matmul, bench_attention, bench_conv, depthgrad bench; add --compare-torch by hand)
+#   make bench       build and run the benchmarks (bench_matmul, bench_attention, bench_conv, bench_bandwidth, depthgrad bench; add --compare-torch by hand)
 #   make test-sanitize     the whole suite built with ASan + UBSan (build-sanitize/), through ctest
 #   make test-sanitize-ci  the same build, only the tests labelled sanitize-ci (a few minutes)
 #   make fuzz        build the libFuzzer targets of tests/fuzz/ with clang (build-fuzz/) and run
@@ -81,6 +81,7 @@ bench: build
 	$(BUILD)/bench_matmul
 	$(BUILD)/bench_attention
 	$(BUILD)/bench_conv
+	$(BUILD)/bench_bandwidth
 	$(BUILD)/depthgrad bench
 
 # ASan + UBSan (gcc by default; CXX=clang++-14 works too). Any report fails its test.

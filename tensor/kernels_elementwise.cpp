@@ -26,10 +26,59 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool k
 }
 }  // namespace
 
+namespace {
+// Columns summed at once by sum_run_of_axes: 4 KB of double accumulators, which stay in L1.
+constexpr int64_t kSumColumns = 512;
+// Rows summed side by side by sum_axes's general path.
+constexpr int64_t kSumRows = 8;
+
+// a contiguous [P, R, K] -> out [P, K]: out[p, k] = Σ_r a[p, r, k], r in increasing order, in
+// double. The order is the general path's (which sums the reduced axes of each output element in
+// row-major order) and ref_sum_axes's, so the bits are theirs; but rows are read as they lie,
+// with no transposing copy, and the adds run across k (one accumulator per column) where the
+// general path adds along one strided column at a time. Columns are cut into blocks, each with
+// one owner thread; the cut depends on the thread count, an element's sum order does not.
+template <class T>
+void sum_run_of_axes(T* out, const T* a, int64_t P, int64_t R, int64_t K) {
+  const bool parallel = P * R * K > kParallelGrain;
+  int64_t parts = (K + kSumColumns - 1) / kSumColumns;  // column blocks per p
+  if (parallel && P < omp_get_max_threads())
+    parts = std::max(parts, std::min<int64_t>(omp_get_max_threads(), (K + 15) / 16));
+  const int64_t width = (K + parts - 1) / parts;  // <= kSumColumns
+  parallel_for(P * parts, parallel, [&](int64_t job) {
+    const int64_t p = job / parts, k0 = (job % parts) * width, k1 = std::min(K, k0 + width);
+    if (k0 >= k1) return;
+    double acc[kSumColumns];
+    const int64_t w = k1 - k0;
+    std::fill(acc, acc + w, 0.0);
+    const T* base = a + p * R * K + k0;
+    for (int64_t r = 0; r < R; ++r) {
+      const T* row = base + r * K;
+#pragma omp simd
+      for (int64_t k = 0; k < w; ++k) acc[k] += row[k];
+    }
+    for (int64_t k = 0; k < w; ++k) out[p * K + k0 + k] = static_cast<T>(acc[k]);
+  });
+}
+}  // namespace
+
 // a [..] -> kept axes first, reduced axes last, then one sum per output element (row of the
-// permuted copy), accumulated in order in double: one owner thread per output element.
+// permuted copy), accumulated in order in double: one owner thread per output element. When the
+// reduced axes are one run of consecutive axes, not the last, of a contiguous a (a bias gradient:
+// [N, D] -> [D]; [B, T, D] -> [B, D]), sum_run_of_axes gives the same bits without the copy.
 Tensor sum_axes(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
   const int64_t rank = a.dim();
+  if (!axes.empty() && axes.back() < rank - 1 &&
+      axes.back() - axes.front() + 1 == int64_t(axes.size()) && a.is_contiguous()) {
+    const Shape& s = a.shape();
+    int64_t P = 1, R = 1, K = 1;
+    for (int64_t k = 0; k < rank; ++k) (k < axes.front() ? P : k <= axes.back() ? R : K) *= s[k];
+    Tensor out = Tensor::empty(reduced_shape(s, axes, keepdim), a.dtype());
+    if (out.numel() == 0) return out;
+    dispatch_float(a.dtype(), "sum",
+                   [&]<class T>() { sum_run_of_axes(out.data<T>(), a.data<T>(), P, R, K); });
+    return out;
+  }
   Shape order;
   for (int64_t k = 0; k < rank; ++k)
     if (std::find(axes.begin(), axes.end(), k) == axes.end()) order.push_back(k);
@@ -42,12 +91,27 @@ Tensor sum_axes(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim)
   dispatch_float(a.dtype(), "sum", [&]<class T>() {
     const T* p = permuted.data<T>();
     T* o = out.data<T>();
+    // Rows in groups of kSumRows, each row's sum still its own chain of adds in order: the
+    // group's chains are independent, so the adds overlap where one chain waits on each add's
+    // latency. The same bits as row by row; groups are what the threads share.
+    const int64_t groups = (rows + kSumRows - 1) / kSumRows;
 #pragma omp parallel for if (a.numel() > kParallelGrain) schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      double acc = 0.0;
-      const T* row = p + r * inner;
-      for (int64_t j = 0; j < inner; ++j) acc += row[j];
-      o[r] = static_cast<T>(acc);
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const int64_t r0 = gi * kSumRows;
+      const T* rows_p = p + r0 * inner;
+      if (rows - r0 >= kSumRows) {
+        double acc[kSumRows] = {};
+        for (int64_t j = 0; j < inner; ++j)
+          for (int64_t q = 0; q < kSumRows; ++q) acc[q] += rows_p[q * inner + j];
+        for (int64_t q = 0; q < kSumRows; ++q) o[r0 + q] = static_cast<T>(acc[q]);
+        continue;
+      }
+      for (int64_t r = r0; r < rows; ++r) {
+        double acc = 0.0;
+        const T* row = p + r * inner;
+        for (int64_t j = 0; j < inner; ++j) acc += row[j];
+        o[r] = static_cast<T>(acc);
+      }
     }
   });
   return out;

@@ -55,7 +55,22 @@ void binary_kernel(const Tensor& a, const Tensor& b, Tensor& out, F f) {
     const T* ra = base_a + offa;
     const T* rb = base_b + offb;
     T* ro = o + row * inner;
-    for (int64_t j = 0; j < inner; ++j) ro[j] = f(ra[j * ia], rb[j * ib]);
+    // The common inner strides get loops the compiler vectorises (a stride it does not know
+    // keeps the loop scalar): both operands contiguous, or one of them a scalar along the row.
+    if (ia == 1 && ib == 1) {
+#pragma omp simd
+      for (int64_t j = 0; j < inner; ++j) ro[j] = f(ra[j], rb[j]);
+    } else if (ia == 1 && ib == 0) {
+      const T vb = rb[0];
+#pragma omp simd
+      for (int64_t j = 0; j < inner; ++j) ro[j] = f(ra[j], vb);
+    } else if (ia == 0 && ib == 1) {
+      const T va = ra[0];
+#pragma omp simd
+      for (int64_t j = 0; j < inner; ++j) ro[j] = f(va, rb[j]);
+    } else {
+      for (int64_t j = 0; j < inner; ++j) ro[j] = f(ra[j * ia], rb[j * ib]);
+    }
   }
 }
 

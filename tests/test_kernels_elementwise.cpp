@@ -1,6 +1,8 @@
 // Tests of the elementwise kernels (tensor/kernels_elementwise.h, tensor/fast_math.h; swiglu's op
 // is in autograd/ops_activation.cpp, depth_mix's in autograd/ops_elementwise.cpp): swiglu and
-// depth_mix fast kernels against the plain reference kernels, float32 bit-identity at 1 and 2
+// depth_mix fast kernels against the plain reference kernels, sum_axes's two paths against each
+// other and the reference (the same bits), binary_kernel's broadcasting loops against the formula
+// applied element by element, float32 bit-identity at 1 and 2
 // threads, depth_mix's aliasing and errors, and exp_f32's accuracy. Gradients: the activation and
 // elementwise rows of the gradient-check table.
 #include <doctest/doctest.h>
@@ -77,6 +79,133 @@ TEST_CASE_TEMPLATE("elementwise kernels: fast matches reference", T, float, doub
       for (int64_t j = 0; j < J; ++j) CHECK(rel_diff(dS[j], dS_ref[j]) < tol<T>());
     }
   }
+}
+
+// ---- sum over a run of axes: the fast path against the general path and the reference ---------
+
+namespace {
+// The elements of t as T, in row-major order (exact: to_vector widens to double).
+template <class T>
+std::vector<T> values_of(const Tensor& t) {
+  std::vector<T> v;
+  for (double x : t.to_vector()) v.push_back(static_cast<T>(x));
+  return v;
+}
+// t's values in a non-contiguous tensor (its last two axes swapped in memory, then viewed back):
+// sum_axes takes its general path (a permuted copy) on it.
+Tensor non_contiguous_copy(const Tensor& t) {
+  Shape order;
+  for (int64_t k = 0; k < t.dim(); ++k) order.push_back(k);
+  std::swap(order[t.dim() - 1], order[t.dim() - 2]);
+  return t.view_permute(order).clone().view_permute(order);
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE(
+    "sum_axes: the run-of-axes path, the general path and the reference agree in bits", T, float,
+    double) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> axes;
+  };
+  // leading axes (bias gradients), a middle run, above kParallelGrain, an empty reduced axis
+  const std::vector<Case> cases{{{67, 96}, {0}},
+                                {{3, 45, 40}, {0, 1}},
+                                {{3, 45, 40}, {1}},
+                                {{5, 7, 3, 33}, {1, 2}},
+                                {{2, 1000, 70}, {1}},
+                                {{1500, 100}, {0}},
+                                {{4, 0, 3}, {1}},
+                                {{9, 600, 2}, {0}},
+                                // the general path: rows summed 8 at a time, and the rest
+                                {{67, 96}, {1}},
+                                {{3, 45, 40}, {2}},
+                                {{3, 45, 40}, {0, 2}},
+                                {{5, 7, 3, 33}, {1, 3}},
+                                {{2, 1000, 70}, {2}},
+                                {{7, 5}, {1}}};
+  for (const Case& c : cases)
+    for (bool keepdim : {false, true}) {
+      const std::string shape = shape_str(c.shape);
+      CAPTURE(shape);
+      CAPTURE(keepdim);
+      Tensor a = random_tensor(c.shape, 71, -1, 1, false).to(dtype_of<T>());
+      REQUIRE(a.is_contiguous());
+      const Tensor fast = sum_axes(a, c.axes, keepdim);
+      CHECK(fast.shape() == ref_sum_axes(a, c.axes, keepdim).shape());
+      CHECK(same_bits(values_of<T>(fast), values_of<T>(ref_sum_axes(a, c.axes, keepdim))));
+      if (a.numel() > 0) {
+        const Tensor general = sum_axes(non_contiguous_copy(a), c.axes, keepdim);
+        CHECK(same_bits(values_of<T>(fast), values_of<T>(general)));
+      }
+    }
+}
+
+TEST_CASE("sum_axes: float32 bits the same at 1 and 2 threads") {
+  ThreadsGuard guard;
+  Tensor a = random_tensor({3, 700, 130}, 72, -1, 1, false).to(DType::f32);  // above the grain
+  auto run = [&](int n) {
+    set_threads(n);
+    return std::vector<std::vector<float>>{
+        values_of<float>(sum_axes(a, {0, 1}, false)), values_of<float>(sum_axes(a, {1}, true)),
+        values_of<float>(sum_axes(a, {0}, false)), values_of<float>(sum_axes(a, {2}, false)),
+        values_of<float>(sum_axes(a, {0, 2}, false))};
+  };
+  check_same_bits_at_1_and_2_threads(run);
+}
+
+// ---- binary_kernel with broadcasting: every inner-stride case against elementwise f ------------
+
+namespace {
+// out = a − 2b + a·b through binary_kernel (not commutative, so a swapped operand shows).
+template <class T>
+Tensor broadcast_combine(const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty(broadcast_shapes(a.shape(), b.shape(), "test"), a.dtype());
+  binary_kernel<T>(a, b, out, [](T x, T y) { return x - T(2) * y + x * y; });
+  return out;
+}
+// The same formula applied element by element to contiguous copies of the expanded operands.
+template <class T>
+std::vector<T> expected_combine(const Tensor& a, const Tensor& b) {
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), "test");
+  const std::vector<T> va = values_of<T>(a.view_expand(shape).clone());
+  const std::vector<T> vb = values_of<T>(b.view_expand(shape).clone());
+  std::vector<T> out(va.size());
+  for (size_t i = 0; i < va.size(); ++i) out[i] = va[i] - T(2) * vb[i] + va[i] * vb[i];
+  return out;
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("binary_kernel broadcasting: contiguous, scalar-along-row and strided rows", T,
+                   float, double) {
+  const std::vector<std::pair<Shape, Shape>> cases{
+      {{37, 50}, {37, 1}},    {{37, 1}, {37, 50}},    {{1, 50}, {37, 50}},   {{37, 50}, {50}},
+      {{5, 1, 9}, {1, 7, 1}}, {{5, 7, 1}, {1, 1, 9}}, {{600, 300}, {600, 1}}};
+  for (const auto& [sa, sb] : cases) {
+    const std::string shapes = shape_str(sa) + " with " + shape_str(sb);
+    CAPTURE(shapes);
+    Tensor a = random_tensor(sa, 81, -2, 2, false).to(dtype_of<T>());
+    Tensor b = random_tensor(sb, 82, -2, 2, false).to(dtype_of<T>());
+    CHECK(same_bits(values_of<T>(broadcast_combine<T>(a, b)), expected_combine<T>(a, b)));
+  }
+  // a strided (transposed) operand: the general inner stride
+  Tensor at = random_tensor({50, 37}, 83, -2, 2, false).to(dtype_of<T>()).view_permute({1, 0});
+  Tensor b = random_tensor({37, 1}, 84, -2, 2, false).to(dtype_of<T>());
+  CHECK(same_bits(values_of<T>(broadcast_combine<T>(at, b)), expected_combine<T>(at, b)));
+}
+
+TEST_CASE("binary_kernel broadcasting: float32 bits the same at 1 and 2 threads") {
+  ThreadsGuard guard;
+  Tensor a = random_tensor({600, 300}, 85, -2, 2, false).to(DType::f32);  // above the grain
+  Tensor col = random_tensor({600, 1}, 86, -2, 2, false).to(DType::f32);
+  Tensor row = random_tensor({300}, 87, -2, 2, false).to(DType::f32);
+  auto run = [&](int n) {
+    set_threads(n);
+    return std::vector<std::vector<float>>{values_of<float>(broadcast_combine<float>(a, col)),
+                                           values_of<float>(broadcast_combine<float>(col, a)),
+                                           values_of<float>(broadcast_combine<float>(a, row))};
+  };
+  check_same_bits_at_1_and_2_threads(run);
 }
 
 // ---- thread-count independence ------------------------------------------------------------------
