@@ -44,36 +44,6 @@ inline void softmax_row(T* o, const T* x, int64_t C, int64_t s, bool log) {
   }
 }
 
-// Rows shorter than this many elements take softmax_short_row: one 64-byte vector of T (16
-// floats, 8 doubles).
-template <class T>
-constexpr int64_t kShortRow = 64 / sizeof(T);
-
-// One contiguous row of C < kShortRow<T> elements (the LM's routing softmax over a few sources)
-// as plain loops in order. On such rows the `omp simd` loops of softmax_row cost some 80 ns of
-// set-up and horizontal sums a row; built with 64-byte vectors (AVX-512 here) they run no vector
-// iteration there and add in this same order, so the bits are theirs (tested against a plain
-// loop). A build with narrower vectors (AVX2, SSE) summed rows of 4 to 15 floats in lanes
-// before, so there its bits for those rows differ by rounding.
-template <class T>
-inline void softmax_short_row(T* o, const T* x, int64_t C, bool log) {
-  T m = -std::numeric_limits<T>::infinity();
-  for (int64_t c = 0; c < C; ++c) m = m < x[c] ? x[c] : m;
-  double sum = 0.0;
-  for (int64_t c = 0; c < C; ++c) {
-    const T e = exp_fast(x[c] - m);
-    o[c] = e;
-    sum += e;
-  }
-  if (log) {
-    const T lsum = static_cast<T>(std::log(sum));
-    for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) - lsum;
-  } else {
-    const T inv = static_cast<T>(1.0 / sum);
-    for (int64_t c = 0; c < C; ++c) o[c] *= inv;
-  }
-}
-
 template <class T>
 inline void softmax_backward_row(T* dx, const T* dy, const T* y, int64_t C, int64_t s, bool log) {
   double acc = 0.0;
@@ -97,9 +67,6 @@ inline void softmax_backward_row(T* dx, const T* dy, const T* y, int64_t C, int6
 template <class T>
 void softmax_forward(T* out, const T* x, int64_t outer, int64_t C, int64_t inner, bool log) {
   const bool par = outer * C * inner > kParallelGrain;
-  if (inner == 1 && C < kShortRow<T>)
-    return parallel_for(outer, par,
-                        [&](int64_t r) { softmax_short_row(out + r * C, x + r * C, C, log); });
   if (inner == 1)
     return parallel_for(outer, par,
                         [&](int64_t r) { softmax_row(out + r * C, x + r * C, C, 1, log); });

@@ -4,14 +4,12 @@
 // chunks with a remainder, one chunk, ignored rows, a gradient not asked for; float32 bit-identity
 // at 1 and 2 threads; the op against cross_entropy(linear(x, W)); MicroLM::loss against its
 // logits; errors), then softmax and cross_entropy (fast kernels against the reference kernels,
-// thread bit-identity, rows shorter than one vector against plain loops in order, torch 1.13
-// goldens, errors). Gradients: loss_op_cases() and
+// thread bit-identity, torch 1.13 goldens, errors). Gradients: loss_op_cases() and
 // softmax_op_cases() rows; the plain twins against the fused ops: tests/test_plain_ops.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -19,7 +17,6 @@
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "nn/lm/micro_lm.h"
-#include "tensor/fast_math.h"
 #include "tensor/kernels_loss.h"
 #include "tensor/kernels_softmax.h"
 #include "tensor/threads.h"
@@ -274,60 +271,6 @@ TEST_CASE(
       keep(loss), keep(lse), keep(d);
     }
     return r;
-  };
-  check_same_bits_at_1_and_2_threads(run);
-}
-
-// ---- softmax over short rows (the LM's routing over a few sources) ------------------------------
-
-namespace {
-// softmax (or log_softmax) of each row of x [rows, C] as plain loops in order: the max, then
-// e = exp_fast(x − max) summed in double, then e / sum (or x − max − log sum).
-template <class T>
-std::vector<T> softmax_in_order(const std::vector<T>& x, int64_t rows, int64_t C, bool log) {
-  std::vector<T> out(x.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x.data() + r * C;
-    T* o = out.data() + r * C;
-    T m = -std::numeric_limits<T>::infinity();
-    for (int64_t c = 0; c < C; ++c) m = m < xr[c] ? xr[c] : m;
-    double sum = 0.0;
-    for (int64_t c = 0; c < C; ++c) {
-      o[c] = exp_fast(xr[c] - m);
-      sum += o[c];
-    }
-    const T lsum = static_cast<T>(std::log(sum)), inv = static_cast<T>(1.0 / sum);
-    for (int64_t c = 0; c < C; ++c) o[c] = log ? (xr[c] - m) - lsum : o[c] * inv;
-  }
-  return out;
-}
-}  // namespace
-
-TEST_CASE_TEMPLATE("softmax over rows shorter than one 64-byte vector: plain loops, in order", T,
-                   float, double) {
-  const int64_t rows = 23;
-  for (int64_t C = 1; C < 64 / int64_t(sizeof(T)); ++C)
-    for (bool log : {false, true}) {
-      CAPTURE(C);
-      CAPTURE(log);
-      auto x = rand_vec<T>(rows * C, 90 + C, -8, 8);
-      x[3 % x.size()] = T(-100);  // below exp's range
-      std::vector<T> y(x.size());
-      softmax_forward<T>(y.data(), x.data(), rows, C, 1, log);
-      CHECK(same_bits(y, softmax_in_order(x, rows, C, log)));
-    }
-}
-
-TEST_CASE("softmax over short rows: float32 bits the same at 1 and 2 threads") {
-  ThreadsGuard guard;
-  const int64_t rows = 20000, C = 9;  // above kParallelGrain
-  auto x = rand_vec<float>(rows * C, 95, -4, 4);
-  auto run = [&](int n) {
-    set_threads(n);
-    std::vector<float> y(x.size()), yl(x.size());
-    softmax_forward<float>(y.data(), x.data(), rows, C, 1, false);
-    softmax_forward<float>(yl.data(), x.data(), rows, C, 1, true);
-    return std::vector<std::vector<float>>{y, yl};
   };
   check_same_bits_at_1_and_2_threads(run);
 }
