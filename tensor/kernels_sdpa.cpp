@@ -17,7 +17,8 @@ namespace dg {
 namespace {
 
 constexpr int64_t kRowBlock = 64;           // query rows per block: the scratch is rows × S
-constexpr int64_t kParallelWork = 1 << 17;  // multiply-adds below which one thread runs
+constexpr int64_t kParallelWork = 1 << 20;  // multiply-adds below which one thread runs (as the
+                                            // causal kernels: kernels_attention.cpp)
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 struct Geometry {
