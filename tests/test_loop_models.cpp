@@ -207,6 +207,39 @@ TEST_CASE("an MLP over 2 ranks equals accumulation of 2 micro-batches, byte for 
   }
 }
 
+TEST_CASE("bf16 over 2 ranks with ZeRO-2 equals bf16 accumulation: the weight copy follows") {
+  if (!bf16_unsupported_reason().empty()) return;
+  // Each rank updates its shard and the all-gather writes the rest: the bf16 copy of the
+  // weights (tensor/bf16_weights.h) must be rounded again after it, never read stale. The
+  // precision is process-wide, so the thread ranks share one outer bf16 scope.
+  MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+  const TensorDataset data = regression_data();
+  const auto sampler = [&] { return Sampler::shuffled(data.size(), 8, true); };
+  TrainingConfig accumulated_settings = settings(9, 4, 2);
+  accumulated_settings.precision = MatmulPrecision::bf16;
+  auto accumulated_net = make_mlp(1, 0);
+  Trainer accumulated(*accumulated_net, data, sampler(), mse, accumulated_settings,
+                      adamw(*accumulated_net));
+  accumulated.run();
+  TrainingConfig per_rank = settings(9, 4, 1);
+  per_rank.precision = MatmulPrecision::bf16;
+  per_rank.zero = 2;
+  std::vector<std::shared_ptr<Sequential>> nets{make_mlp(1, 0), make_mlp(1, 0)};
+  std::vector<std::vector<double>> losses(2);
+  std::vector<std::vector<float>> values(2);
+  test::ThreadRanks group(2);
+  group.run([&](test::ThreadRanks::Rank& rank) {
+    Trainer t(*nets[rank.rank()], data, sampler(), mse, per_rank, adamw(*nets[rank.rank()]),
+              nullptr, {}, &rank);
+    t.run();
+    losses[rank.rank()] = t.losses();
+    values[rank.rank()] = weights(t);
+  });
+  CHECK(losses[0] == accumulated.losses());
+  CHECK(values[0] == weights(accumulated));
+  CHECK(values[1] == values[0]);
+}
+
 TEST_CASE("stopping an MLP's training by signal and resuming gives the uninterrupted run") {
   TempDir dir("loop_models");
   const TensorDataset data = regression_data();
