@@ -20,17 +20,11 @@
 #include "tensor/gemm_kernels.h"
 #include "tensor/kernels_matmul.h"
 #include "tensor/threads.h"
+#include "tests/kernel_test_helpers.h"
 
 using namespace dg;
 
 namespace {
-std::vector<float> random_floats(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 uint32_t bits(float x) { return std::bit_cast<uint32_t>(x); }
 
 struct Problem {
@@ -44,11 +38,11 @@ Problem make_problem(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t 
                      float beta, uint64_t seed) {
   Problem p{ta,    tb,   M,  N,  K, (ta ? M : K) + pad, (tb ? K : N) + pad, N + pad,
             alpha, beta, {}, {}, {}};
-  p.A = random_floats(size_t((ta ? K : M) * p.lda), seed);
-  p.B = random_floats(size_t((tb ? N : K) * p.ldb), seed + 1);
+  p.A = random_values<float>(size_t((ta ? K : M) * p.lda), seed);
+  p.B = random_values<float>(size_t((tb ? N : K) * p.ldb), seed + 1);
   p.C = beta == 0.0f
             ? std::vector<float>(size_t(M * p.ldc), std::numeric_limits<float>::quiet_NaN())
-            : random_floats(size_t(M * p.ldc), seed + 2);
+            : random_values<float>(size_t(M * p.ldc), seed + 2);
   return p;
 }
 
@@ -193,7 +187,7 @@ TEST_CASE("gemm_one_thread: float32 precision is sgemm bit for bit, bf16 takes t
       CAPTURE(M);
       CAPTURE(N);
       CAPTURE(K);
-      auto A = random_floats(size_t(M * K), 5), B = random_floats(size_t(K * N), 6);
+      auto A = random_values<float>(size_t(M * K), 5), B = random_values<float>(size_t(K * N), 6);
       std::vector<float> blas(size_t(M * N)), got(size_t(M * N)), expected(size_t(M * N));
       cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                   int(M), int(N), int(K), 0.5f, A.data(), int(lda), B.data(), int(ldb), 0.0f,
