@@ -15,6 +15,8 @@
 #   make kill-test   SIGKILL training at KILLS (default 50) random moments, resume, compare bytes
 #   make gradcheck-teeth  plant a 1% error in each op's backward (then in each op's second
 #                         derivative) in turn; gradcheck (gradgradcheck) must fail
+#   make learn CHAPTER=N  grade your exercises of chapter N of the learner's path (tools/learn);
+#                    the first time, copies the chapter's stubs to tools/learn/mine/, where you edit
 #   make PORTABLE=1  build without -march=native
 BUILD ?= build
 DATA ?= $(if $(DEPTHGRAD_DATA),$(DEPTHGRAD_DATA),../shared/data)
@@ -33,13 +35,14 @@ CLANG_BUILD ?= $(abspath $(CURDIR)/..)/$(notdir $(CURDIR))-build-clang
 # main build runs them), package_consumer (it builds a consumer with the default c++, gcc, and a
 # library is consumed with the compiler that built it: clang's OpenMP runtime is libomp, gcc's
 # libgomp), subproject_consumer (it compiles the library once more, inside a small project: the
-# main build runs it) and mpi_train (a minute; the main build runs it). Every other entry runs,
+# main build runs it), mpi_train (a minute; the main build runs it) and the learner's path's
+# learn_* (its programs are gcc's: a learner builds with the main build). Every other entry runs,
 # the doctest files at 1 and 2 threads and the program's end-to-end scripts from an out-of-tree
 # build.
-CLANG_SKIP ?= ^(check_.*|count_lines|package_consumer|subproject_consumer|mpi_train)$$
+CLANG_SKIP ?= ^(check_.*|count_lines|package_consumer|subproject_consumer|mpi_train|learn_.*)$$
 
 .PHONY: all deps configure build test test-clang test-mpi-full reproduce bench clean format \
-	sanitize-configure sanitize-build test-sanitize test-sanitize-ci fuzz fuzz-corpus kill-test gradcheck-teeth
+	sanitize-configure sanitize-build test-sanitize test-sanitize-ci fuzz fuzz-corpus kill-test gradcheck-teeth learn
 
 all: build
 
@@ -70,6 +73,18 @@ test-clang: deps
 	@cmake --build $(CLANG_BUILD) -j $(JOBS) --target depthgrad dg_tests example_gpt2 scaling_model \
 	  $$(grep -q '^DG_MPI:BOOL=ON' $(CLANG_BUILD)/CMakeCache.txt && echo mpi_collectives_bench)
 	cd $(CLANG_BUILD) && ctest --output-on-failure -j 1 -E '$(CLANG_SKIP)'
+
+# The learner's path: CHAPTER=N grades tools/learn/mine/chNN.cpp (copied from the chapter's stubs
+# the first time) with the chapter's checks, in the main build.
+learn:
+	@test -n "$(CHAPTER)" || { echo "make learn: say which chapter, e.g. make learn CHAPTER=1" >&2; exit 2; }
+	@n=$$(printf '%02d' "$(CHAPTER)" 2>/dev/null) && test -f tools/learn/stubs/ch$$n.cpp || \
+	  { echo "make learn: no chapter '$(CHAPTER)' (tools/learn/stubs/ has ch01.cpp to ch10.cpp)" >&2; exit 2; }; \
+	  mkdir -p tools/learn/mine; \
+	  if [ ! -f tools/learn/mine/ch$$n.cpp ]; then cp tools/learn/stubs/ch$$n.cpp tools/learn/mine/ch$$n.cpp; \
+	    echo "make learn: copied chapter $(CHAPTER)'s stubs to tools/learn/mine/ch$$n.cpp: write your functions there"; fi
+	@$(MAKE) --no-print-directory configure
+	@n=$$(printf '%02d' "$(CHAPTER)"); cmake --build $(BUILD) -j $(JOBS) --target learn_ch$$n && $(BUILD)/learn_ch$$n
 
 test-mpi-full: build
 	cmake --build $(BUILD) --target test_mpi_full

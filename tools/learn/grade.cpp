@@ -1,0 +1,118 @@
+// The grader's program: runs every check of one chapter (the one tools/learn/checks/chNN.cpp
+// defines) and prints each as PASS or FAIL with its detail, then a line per exercise.
+//
+//   learn_chNN                 exit 0 when every check of every exercise passes, else 1
+//   learn_chNN --expect-fail   exit 0 when every exercise fails at least one check (the test suite
+//                              runs the untouched stubs this way: no exercise passes by doing
+//                              nothing), else 1, naming the exercise that passed
+//
+// It refuses any other argument (exit 2). It does not catch a crash or a check that never returns.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include <fmt/core.h>
+
+#include "tools/learn/grade.h"
+
+namespace dg::learn {
+
+void not_written(const char* function) {
+  throw NotWritten(fmt::format("not written yet: {} is still the stub", function));
+}
+
+Verdict from_gradcheck(const GradcheckResult& result) {
+  if (result.passed)
+    return {true, fmt::format("{} comparisons, largest |analytic − numerical| {:.2e}",
+                              result.checks, result.max_abs_error)};
+  return {false, result.message};
+}
+
+Verdict gradient_check(const std::string& name, const GradcheckFn& fn,
+                       const std::vector<Tensor>& inputs) {
+  return from_gradcheck(gradcheck(name, fn, inputs));
+}
+
+Verdict expect_values(const Tensor& got, const std::vector<double>& expected,
+                      const Shape& expected_shape, double atol, double rtol,
+                      const std::string& what) {
+  if (!got.defined()) return {false, fmt::format("{}: the result is an undefined tensor", what)};
+  if (got.shape() != expected_shape)
+    return {false, fmt::format("{}: expected shape {}, got {}", what, shape_str(expected_shape),
+                               got.describe())};
+  const std::vector<double> values = got.to_vector();
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double difference = std::abs(values[i] - expected[i]);
+    if (!(difference <= atol + rtol * std::abs(expected[i])))
+      return {false, fmt::format("{}: element {} is {:.9g}, expected {:.9g} (off by {:.3g}; "
+                                 "allowed {:.3g})",
+                                 what, i, values[i], expected[i], difference,
+                                 atol + rtol * std::abs(expected[i]))};
+  }
+  return {true, fmt::format("{}: {} elements within {:.0e} + {:.0e}·|expected|", what,
+                            values.size(), atol, rtol)};
+}
+
+Verdict expect_close(const Tensor& got, const Tensor& expected, double atol, double rtol,
+                     const std::string& what) {
+  return expect_values(got, expected.to_vector(), expected.shape(), atol, rtol, what);
+}
+
+Verdict expect_true(bool condition, const std::string& detail) { return {condition, detail}; }
+
+namespace {
+
+Verdict run_check(const NamedCheck& check) {
+  try {
+    return check.run();
+  } catch (const NotWritten& e) {
+    return {false, e.what()};
+  } catch (const std::exception& e) {
+    return {false, fmt::format("threw: {}", e.what())};
+  }
+}
+
+// Runs the chapter; returns how many exercises passed every check.
+int grade(const Chapter& chapter, std::vector<std::string>& passed) {
+  fmt::print("Chapter {}: {} ({})\n", chapter.number, chapter.title, chapter.text);
+  for (const Exercise& exercise : chapter.exercises) {
+    fmt::print("\n{} (the library's is in {})\n", exercise.function, exercise.where);
+    bool all = !exercise.checks.empty();
+    for (const NamedCheck& check : exercise.checks) {
+      const Verdict verdict = run_check(check);
+      all = all && verdict.passed;
+      fmt::print("  {}  {}\n        {}\n", verdict.passed ? "PASS" : "FAIL", check.name,
+                 verdict.detail);
+      std::fflush(stdout);
+    }
+    if (all) passed.push_back(exercise.function);
+  }
+  return static_cast<int>(passed.size());
+}
+
+}  // namespace
+}  // namespace dg::learn
+
+int main(int argc, char** argv) {
+  bool expect_fail = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--expect-fail") == 0) {
+      expect_fail = true;
+    } else {
+      fmt::print(stderr, "{}: unknown argument '{}' (the only one is --expect-fail)\n", argv[0],
+                 argv[i]);
+      return 2;
+    }
+  }
+  const dg::learn::Chapter chapter = dg::learn::chapter();
+  std::vector<std::string> passed;
+  const int n = dg::learn::grade(chapter, passed);
+  const int total = static_cast<int>(chapter.exercises.size());
+  fmt::print("\n{} of {} exercises pass every check.\n", n, total);
+  if (!expect_fail) return n == total && total > 0 ? 0 : 1;
+  for (const std::string& name : passed)
+    fmt::print("expected every exercise to fail with the stubs, but {} passed\n", name);
+  return passed.empty() && total > 0 ? 0 : 1;
+}

@@ -1,0 +1,32 @@
+# The learner's path (tools/learn/README.md). For each chapter NN with checks/chNN.cpp:
+#   learn_chNN_solutions  its checks against the library's own definitions (ctest: all pass)
+#   learn_chNN_stubs      the same checks with stubs/chNN.cpp linked in (ctest: every exercise fails)
+#   learn_chNN            the checks with the learner's file, DG_LEARN_DIR/chNN.cpp, when it exists
+#                         (`make learn CHAPTER=N` copies the stubs there first)
+# The exercise functions are weak in the library (tensor/exercise.h): a definition in a program's
+# own objects replaces the library's, so no library is built twice.
+set(DG_LEARN_DIR ${PROJECT_SOURCE_DIR}/tools/learn/mine CACHE PATH
+  "where the learner's exercise files (chNN.cpp) are")
+add_library(dg_learn_grade OBJECT ${PROJECT_SOURCE_DIR}/tools/learn/grade.cpp)
+target_link_libraries(dg_learn_grade PUBLIC dg_lm)
+file(GLOB DG_LEARN_CHECKS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tools/learn/checks/ch*.cpp)
+foreach(checks ${DG_LEARN_CHECKS})
+  get_filename_component(ch ${checks} NAME_WE)
+  add_library(dg_learn_${ch}_checks OBJECT ${checks})
+  target_link_libraries(dg_learn_${ch}_checks PUBLIC dg_lm)
+  set(objects $<TARGET_OBJECTS:dg_learn_grade> $<TARGET_OBJECTS:dg_learn_${ch}_checks>)
+  add_executable(learn_${ch}_solutions ${objects})
+  add_executable(learn_${ch}_stubs ${objects} ${PROJECT_SOURCE_DIR}/tools/learn/stubs/${ch}.cpp)
+  set(programs learn_${ch}_solutions learn_${ch}_stubs)
+  if(EXISTS ${DG_LEARN_DIR}/${ch}.cpp)
+    add_executable(learn_${ch} ${objects} ${DG_LEARN_DIR}/${ch}.cpp)
+    list(APPEND programs learn_${ch})
+  endif()
+  foreach(program ${programs})
+    target_link_libraries(${program} PRIVATE dg_lm)
+  endforeach()
+  add_test(NAME learn_${ch}_solutions_pass COMMAND learn_${ch}_solutions)
+  add_test(NAME learn_${ch}_stubs_fail COMMAND learn_${ch}_stubs --expect-fail)
+  set_tests_properties(learn_${ch}_solutions_pass learn_${ch}_stubs_fail PROPERTIES
+    ENVIRONMENT DEPTHGRAD_THREADS=1 LABELS learn)
+endforeach()
