@@ -199,6 +199,18 @@ DifferentiableBackwardFn linear_differentiable(const Tensor& x, const Tensor& we
   };
 }
 
+// The bf16 copy of linear's input [R, in] (row stride ld) as the backward's dW GEMM reads it:
+// nothing in bf16 precision (the GEMM reads the copy itself); in float32 precision (changed after
+// the forward) the copy widened to float32, so dW is the product with the input as it was kept.
+Tensor bf16_input_as_read(const Storage& x16, int64_t R, int64_t in, int64_t ld) {
+  if (matmul_precision() == MatmulPrecision::bf16) return Tensor();
+  Tensor wide = Tensor::empty({(R - 1) * ld + in}, DType::f32);
+  const uint16_t* p = static_cast<const uint16_t*>(x16.data());
+  float* w = wide.data<float>();
+  for (int64_t i = 0; i < wide.numel(); ++i) w[i] = from_bf16(p[i]);
+  return wide;
+}
+
 Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    const Tensor& residual, const char* op, int64_t rope_heads = 0,
                    double rope_base = 0.0) {
@@ -249,6 +261,18 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
   }
   const Operand W = blas_operand(weight);
   const Tensor bias_c = bias.defined() ? kernel_input(bias) : Tensor();
+  // In bf16 precision, when W's gradient will read x: x rounded to bf16 once, into storage the
+  // node keeps. The forward GEMM reads it as A and the backward's dW GEMM as B, and x's float32
+  // values are released once nothing else holds them (PyTorch's autocast saves the bf16 cast of
+  // x the same way). Half of x's memory, one rounding instead of two; the same bits.
+  const bool keeps_x16 = x.dtype() == DType::f32 && matmul_precision() == MatmulPrecision::bf16 &&
+                         R > 0 && in > 0 && weight.requires_grad() && should_record({weight});
+  std::shared_ptr<Storage> x16;
+  if (keeps_x16) {
+    x16 = std::make_shared<Storage>(size_t((R - 1) * ldx + in) * sizeof(uint16_t));
+    round_rows_to_bf16(X.data<float>(), R, in, ldx, static_cast<uint16_t*>(x16->data()));
+  }
+  const uint16_t* x16_data = x16 ? static_cast<const uint16_t*>(x16->data()) : nullptr;
 
   Tensor y = Tensor::empty(out_shape, x.dtype());
   if (residual.defined()) copy_strided(y, residual);
@@ -273,17 +297,20 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
     // y [R, out] = x [R, in] · op(W)ᵀ (+ y when the residual or the bias is in it)
     const bool accumulate = bias_c.defined() || residual.defined();
     gemm(false, !W.layout.trans, R, out_features, in, T(1), X.data<T>(), ldx, W.t.data<T>(),
-         W.layout.ld, accumulate ? T(1) : T(0), py, out_features);
+         W.layout.ld, accumulate ? T(1) : T(0), py, out_features, x16_data);
     if (rope_heads > 0)  // y rotated in place
       rope_rows<T>(py, heads_last, py, heads_last, cos.data<T>(), sin.data<T>(), Bn, rope_heads, Tn,
                    hd, false, true);
   });
 
   if (!should_record({x, weight, bias, residual})) return y;
+  // With x16 the backward holds x only weakly (the node's input list keeps it while it runs).
+  const Tensor x_kept = x16 ? Tensor() : x, X_kept = x16 ? Tensor() : X;
   RecordedNode node = record(
       op, {x, weight, bias, residual}, y,
-      [x, weight, bias, residual, X, ldx, W, R, in, out_features, rope_heads, Tn, hd, cos, sin,
-       heads_last, Bn](const Tensor& g) {
+      [x_kept, x_weak = WeakTensor(x), x16, weight, bias, residual, X_kept, ldx, W, R, in,
+       out_features, rope_heads, Tn, hd, cos, sin, heads_last, Bn](const Tensor& g) {
+        const Tensor x = x16 ? x_weak.lock() : x_kept;
         Tensor dy = g.contiguous();  // [R, out]
         if (rope_heads > 0) {        // the gradient of the GEMM's output: rotated back
           Tensor dz = Tensor::empty(dy.shape(), dy.dtype());
@@ -311,8 +338,10 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
           }
           if (weight.requires_grad() && in > 0) {  // dW [out, in] += dyᵀ [out, R] · x [R, in]
             GradSink sink(weight);
-            gemm(true, false, out_features, in, R, T(1), pdy, out_features, X.data<T>(), ldx,
-                 sink.beta<T>(), sink.data<T>(), in, dy16.data());
+            const Tensor x_read = x16 ? bf16_input_as_read(*x16, R, in, ldx) : X_kept;
+            gemm(true, false, out_features, in, R, T(1), pdy, out_features,
+                 x_read.defined() ? x_read.data<T>() : nullptr, ldx, sink.beta<T>(), sink.data<T>(),
+                 in, dy16.data(), x16 ? static_cast<const uint16_t*>(x16->data()) : nullptr);
             sink.finish();
           }
           if (bias.defined() && bias.requires_grad()) {  // db [out] += Σ_rows dy
@@ -327,6 +356,11 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
         dy = Tensor();
         if (residual.defined() && residual.requires_grad()) accumulate_grad(residual, g);
       });
+  if (x16) {  // the GEMMs read W and x's bf16 copy; create_graph is refused (tape.h)
+    node.saves({weight});
+    node.releases_values_of(0);
+    return y;
+  }
   node.saves({x, weight});  // the GEMMs read x and W; the bias and the residual are not read
   if (rope_heads == 0) node.differentiable(linear_differentiable(x, weight, bias, residual, R));
   return y;

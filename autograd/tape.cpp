@@ -76,6 +76,50 @@ struct GradHooks {
   uint64_t applied_in_walk = 0;  // the walk that last ran them (they run once per walk)
 };
 
+// The tape's access to a tensor's shared implementation: how many handles hold it, and a handle
+// made from a weak one (WeakTensor). Declared a friend by Tensor.
+struct TensorAccess {
+  static const std::shared_ptr<TensorImpl>& impl(const Tensor& t) { return t.impl_; }
+  static Tensor make(std::shared_ptr<TensorImpl> impl) { return Tensor(std::move(impl)); }
+};
+
+WeakTensor::WeakTensor(const Tensor& t) : impl_(TensorAccess::impl(t)) {}
+
+Tensor WeakTensor::lock() const {
+  std::shared_ptr<TensorImpl> impl = impl_.lock();
+  return impl ? TensorAccess::make(std::move(impl)) : Tensor();
+}
+
+namespace {
+// The inputs whose values their node said it does not read (RecordedNode::releases_values_of),
+// not freed yet because something else still held them: looked at again at each record() and
+// each backward on this thread. An entry goes once its values are freed or its node is gone.
+struct ReleaseCandidate {
+  std::weak_ptr<GraphNode> node;
+  size_t input;
+};
+thread_local std::vector<ReleaseCandidate> g_release_candidates;
+
+// Frees the values of every candidate input that only its node holds (the tensor handle and its
+// storage each have one holder: no caller, no view, no other node).
+void release_unheld_inputs() {
+  std::vector<ReleaseCandidate>& candidates = g_release_candidates;
+  size_t kept = 0;
+  for (ReleaseCandidate& c : candidates) {
+    std::shared_ptr<GraphNode> node = c.node.lock();
+    if (!node || node->freed || c.input >= node->inputs.size()) continue;
+    const std::shared_ptr<TensorImpl>& impl = TensorAccess::impl(node->inputs[c.input]);
+    if (!impl || !impl->storage) continue;
+    if (impl.use_count() == 1 && impl->storage.use_count() == 1) {
+      impl->storage.reset();
+      continue;
+    }
+    candidates[kept++] = std::move(c);
+  }
+  candidates.resize(kept);
+}
+}  // namespace
+
 namespace {
 thread_local bool g_create_graph = false;          // the running walk records its backward
 thread_local const char* g_backward_of = nullptr;  // the op whose backward a create walk runs
@@ -540,6 +584,7 @@ bool should_record(const std::vector<Tensor>& inputs) {
 
 RecordedNode record(const char* op, std::vector<Tensor> inputs, Tensor& output,
                     BackwardFn backward) {
+  if (!g_release_candidates.empty()) release_unheld_inputs();
   if (!backward)
     throw std::logic_error(
         fmt::format("autograd: op '{}' has no backward and cannot be recorded", op));
@@ -563,7 +608,7 @@ RecordedNode record(const char* op, std::vector<Tensor> inputs, Tensor& output,
   if (g_anomaly) [[unlikely]]
     node->made_at = std::make_unique<std::string>(std::move(made_at));
   impl->grad_fn = std::shared_ptr<GraphNode>(node, delete_node);
-  return RecordedNode(node);
+  return RecordedNode(node, impl->grad_fn);
 }
 
 RecordedNode& RecordedNode::saves(std::initializer_list<Tensor> tensors) {
@@ -576,6 +621,15 @@ RecordedNode& RecordedNode::saves(std::initializer_list<Tensor> tensors) {
     if (!input) node_->other_saved.emplace_back(detach(t), t.version());
   }
   node_->input_versions = std::move(versions);
+  return *this;
+}
+
+RecordedNode& RecordedNode::releases_values_of(size_t input) {
+  if (input >= node_->inputs.size())
+    throw std::logic_error(fmt::format("autograd: op '{}' releases input {} of {}", node_->op,
+                                       input, node_->inputs.size()));
+  node_->input_versions[input] = GraphNode::kNotSaved;  // never read: no version to check
+  g_release_candidates.push_back({owner_, input});
   return *this;
 }
 
@@ -647,6 +701,7 @@ void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph, bool
               "(set_requires_grad(true) on the parameters or inputs to differentiate) or a step "
               "before it ran while grad mode was off (inside a NoGradGuard) and cut the graph"));
   if (create_graph) keep_graph = true;
+  if (!g_release_candidates.empty()) release_unheld_inputs();
   NoGradGuard no_grad;  // ops inside backward closures are not recorded (unless create_graph)
   WalkScope walk(create_graph);
   std::vector<Step> steps = reachable({root});
@@ -684,6 +739,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     wanted.emplace(inputs[i].impl(), i);
   }
   if (create_graph) keep_graph = true;
+  if (!g_release_candidates.empty()) release_unheld_inputs();
   NoGradGuard no_grad;
   WalkScope walk(create_graph);
   std::vector<Step> steps = reachable(outputs);

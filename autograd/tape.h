@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,8 @@ bool should_record(const std::vector<Tensor>& inputs);
 // What record() returns: the new node, to say more about its backward (each call optional).
 class RecordedNode {
  public:
-  explicit RecordedNode(GraphNode* node) : node_(node) {}
+  RecordedNode(GraphNode* node, std::weak_ptr<GraphNode> owner)
+      : node_(node), owner_(std::move(owner)) {}
   // The tensors the backward reads: their versions are recorded now, and a backward after any of
   // them (or a view of its storage) was written in place throws before any gradient is written.
   // By default every input is saved; an op whose backward needs only shapes says saves({}), one
@@ -63,9 +65,33 @@ class RecordedNode {
   // with recorded ops, it gets the op's output with its graph. An op with neither composed() nor
   // this refuses create_graph, naming itself.
   RecordedNode& differentiable(DifferentiableBackwardFn backward);
+  // The backward never reads input k's values: the op kept its own copy of what it needs (linear
+  // in bf16 precision keeps its input rounded to bf16, as PyTorch's autocast saves the bf16 cast).
+  // Once nothing but this node holds input k and its storage (the caller dropped it, no view
+  // shares it), the tape frees those values: the input stays in the graph with its shape, dtype,
+  // node and gradient. This is PyTorch's saved-tensor packing for one case: the node saves a
+  // smaller form instead of the input. The backward must capture input k only as a WeakTensor,
+  // and the op must not save it (saves() without it) nor offer a create_graph backward that
+  // reads it. The tape looks for inputs to free each time an op is recorded and when a backward
+  // starts.
+  RecordedNode& releases_values_of(size_t input);
 
  private:
   GraphNode* node_;
+  std::weak_ptr<GraphNode> owner_;
+};
+
+// A tensor held without keeping it alive (std::weak_ptr's role): lock() is the tensor while
+// anything else holds it, else an undefined tensor. A backward that releases_values_of an input
+// captures it this way; the node's input list holds it while the backward runs.
+class WeakTensor {
+ public:
+  WeakTensor() = default;
+  explicit WeakTensor(const Tensor& t);
+  Tensor lock() const;
+
+ private:
+  std::weak_ptr<TensorImpl> impl_;
 };
 
 // Records `output` as the result of `op` applied to `inputs`: output holds the new node, which

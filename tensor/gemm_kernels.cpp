@@ -281,10 +281,14 @@ Bf16Rounded::Bf16Rounded(const float* p, int64_t rows, int64_t cols, int64_t ld)
   }
   const int64_t extent = (rows - 1) * ld + cols;  // as the float32 is stored
   if (int64_t(buffer_.size()) < extent) buffer_.resize(size_t(extent));
+  round_rows_to_bf16(p, rows, cols, ld, buffer_.data());
+  data_ = buffer_.data();
+}
+
+void round_rows_to_bf16(const float* p, int64_t rows, int64_t cols, int64_t ld, uint16_t* out) {
   const bool parallel = rows * cols >= kRoundParallelMin && !omp_in_parallel();
 #pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t r = 0; r < rows; ++r) to_bf16(p + r * ld, cols, buffer_.data() + r * ld);
-  data_ = buffer_.data();
+  for (int64_t r = 0; r < rows; ++r) to_bf16(p + r * ld, cols, out + r * ld);
 }
 
 Bf16Rounded::~Bf16Rounded() {

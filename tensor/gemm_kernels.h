@@ -130,6 +130,10 @@ class Bf16Rounded {
   const uint16_t* data_ = nullptr;
 };
 
+// out [rows, cols] (row stride ld, as p's) = p rounded to bf16 (to_bf16), over the threads from
+// kRoundParallelMin elements. What Bf16Rounded does into its pooled buffer, into the caller's.
+void round_rows_to_bf16(const float* p, int64_t rows, int64_t cols, int64_t ld, uint16_t* out);
+
 // C [M, N] = alpha · op(A) [M, K] · op(B) [K, N] + beta · C from operands already in bf16 (stored
 // as dg::gemm's, leading dimensions in elements), float32 accumulation, on the calling thread.
 void gemm_bf16_packed_one_thread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,

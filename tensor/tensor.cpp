@@ -298,6 +298,14 @@ const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl, const char* a
 }
 }  // namespace
 
+void detail::throw_released(const char* accessor) {
+  throw std::logic_error(fmt::format(
+      "{}: the tensor's values were released: the tape frees an op's input once nothing but that "
+      "op holds it and the op kept its own copy for backward (linear in bf16 precision keeps its "
+      "input rounded to bf16); only its shape, dtype and gradient remain",
+      accessor));
+}
+
 void detail::throw_undefined(const char* accessor) {
   throw std::logic_error(fmt::format(
       "{}: the tensor is undefined: a default-constructed dg::Tensor, or a gradient read with "
@@ -310,9 +318,12 @@ const Shape& Tensor::strides() const { return checked(impl_, "strides()").stride
 int64_t Tensor::offset() const { return checked(impl_, "offset()").offset; }
 DType Tensor::dtype() const { return checked(impl_, "dtype()").dtype; }
 const std::shared_ptr<Storage>& Tensor::storage() const {
-  return checked(impl_, "storage()").storage;
+  const TensorImpl& t = checked(impl_, "storage()");
+  if (!t.storage) [[unlikely]]
+    detail::throw_released("storage()");
+  return t.storage;
 }
-uint64_t Tensor::version() const { return checked(impl_, "version()").storage->version(); }
+uint64_t Tensor::version() const { return storage()->version(); }
 int64_t Tensor::numel() const { return shape_numel(shape()); }
 
 int64_t Tensor::size(int64_t axis) const { return shape()[normalize_axis(axis, dim(), "size")]; }

@@ -278,6 +278,9 @@ namespace detail {
 inline thread_local bool grad_mode = true;
 // Throws std::logic_error "<accessor>: the tensor is undefined: ..." with its usual causes.
 [[noreturn]] void throw_undefined(const char* accessor);
+// Throws std::logic_error "<accessor>: the tensor's values were released: ..." (autograd's tape
+// frees an input's values once only the op that kept its own copy of them holds the input).
+[[noreturn]] void throw_released(const char* accessor);
 }  // namespace detail
 
 // Throws std::invalid_argument "op: expected <what>, got <tensor>" unless cond holds.
@@ -319,6 +322,8 @@ decltype(auto) dispatch_any(DType dtype, F&& f) {
 template <class T>
 T* Tensor::data() const {
   if (!impl_) detail::throw_undefined("data()");
+  if (!impl_->storage) [[unlikely]]
+    detail::throw_released("data()");
   if (impl_->dtype != dtype_of<T>())
     throw std::invalid_argument(std::string("data(): tensor ") + describe() + " is not " +
                                 dtype_name(dtype_of<T>()));
