@@ -13,6 +13,9 @@
 // tests/test_kernels_matmul.cpp, the plain twins against the fused ops in tests/test_plain_ops.cpp.
 #include <fmt/format.h>
 
+#include <memory>
+#include <vector>
+
 #include "autograd/grad_sink.h"
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
@@ -199,6 +202,41 @@ DifferentiableBackwardFn linear_differentiable(const Tensor& x, const Tensor& we
   };
 }
 
+// The bf16 copies of linear inputs made on this thread, while a node keeps them: linears that read
+// the same x (Q and K from one norm's output, SwiGLU's gate and up) share one copy. An entry is
+// found by x's storage, first element, layout and version; it goes once its copy or x is gone.
+struct InputCopy {
+  std::weak_ptr<Storage> source;
+  const float* data;
+  int64_t rows, cols, ld;
+  uint64_t version;
+  std::weak_ptr<Storage> copy;
+};
+thread_local std::vector<InputCopy> t_input_copies;
+
+// X [R, in] (row stride ld, float32) rounded to bf16 laid out as X is: the copy another linear
+// already made of these values, or a new one.
+std::shared_ptr<Storage> bf16_copy_of_input(const Tensor& X, int64_t R, int64_t in, int64_t ld) {
+  const std::shared_ptr<Storage>& source = X.storage();
+  const float* p = X.data<float>();
+  std::shared_ptr<Storage> found;
+  size_t kept = 0;
+  for (InputCopy& e : t_input_copies) {
+    std::shared_ptr<Storage> copy = e.copy.lock(), from = e.source.lock();
+    if (!copy || !from) continue;
+    if (!found && from == source && e.data == p && e.rows == R && e.cols == in && e.ld == ld &&
+        e.version == source->version())
+      found = copy;
+    t_input_copies[kept++] = std::move(e);
+  }
+  t_input_copies.resize(kept);
+  if (found) return found;
+  auto copy = std::make_shared<Storage>(size_t((R - 1) * ld + in) * sizeof(uint16_t));
+  round_rows_to_bf16(p, R, in, ld, static_cast<uint16_t*>(copy->data()));
+  t_input_copies.push_back({source, p, R, in, ld, source->version(), copy});
+  return copy;
+}
+
 // The bf16 copy of linear's input [R, in] (row stride ld) as the backward's dW GEMM reads it:
 // nothing in bf16 precision (the GEMM reads the copy itself); in float32 precision (changed after
 // the forward) the copy widened to float32, so dW is the product with the input as it was kept.
@@ -265,13 +303,12 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
   // node keeps. The forward GEMM reads it as A and the backward's dW GEMM as B, and x's float32
   // values are released once nothing else holds them (PyTorch's autocast saves the bf16 cast of
   // x the same way). Half of x's memory, one rounding instead of two; the same bits.
+  // Not when another op's backward reads x anyway (attention's output, which the output
+  // projection reads): the copy would add memory.
   const bool keeps_x16 = x.dtype() == DType::f32 && matmul_precision() == MatmulPrecision::bf16 &&
-                         R > 0 && in > 0 && weight.requires_grad() && should_record({weight});
-  std::shared_ptr<Storage> x16;
-  if (keeps_x16) {
-    x16 = std::make_shared<Storage>(size_t((R - 1) * ldx + in) * sizeof(uint16_t));
-    round_rows_to_bf16(X.data<float>(), R, in, ldx, static_cast<uint16_t*>(x16->data()));
-  }
+                         R > 0 && in > 0 && weight.requires_grad() && should_record({weight}) &&
+                         !x.storage()->read_by_backward();
+  const std::shared_ptr<Storage> x16 = keeps_x16 ? bf16_copy_of_input(X, R, in, ldx) : nullptr;
   const uint16_t* x16_data = x16 ? static_cast<const uint16_t*>(x16->data()) : nullptr;
 
   Tensor y = Tensor::empty(out_shape, x.dtype());

@@ -615,6 +615,7 @@ RecordedNode& RecordedNode::saves(std::initializer_list<Tensor> tensors) {
   std::vector<uint64_t> versions(node_->inputs.size(), GraphNode::kNotSaved);
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
+    t.storage()->mark_read_by_backward();
     bool input = false;
     for (size_t k = 0; k < node_->inputs.size(); ++k)
       if (node_->inputs[k].same(t)) versions[k] = t.version(), input = true;

@@ -65,9 +65,15 @@ class Storage {
   // saves a tensor for backward and refuses a backward that would read a changed value.
   uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
+  // Set when a recorded op said its backward reads a tensor over this storage (autograd's
+  // RecordedNode::saves): its values stay alive for that backward. Never cleared. An op that
+  // could keep a smaller copy instead (linear in bf16) does not when the values stay anyway.
+  bool read_by_backward() const { return read_by_backward_; }
+  void mark_read_by_backward() { read_by_backward_ = true; }
 
  private:
   uint64_t version_ = 0;
+  bool read_by_backward_ = false;
   void* data_ = nullptr;
   size_t bytes_ = 0;
   bool pooled_ = false;

@@ -36,8 +36,9 @@ bool same_bits(const Tensor& a, const Tensor& b) {
          std::memcmp(a.data<float>(), b.data<float>(), size_t(a.numel()) * sizeof(float)) == 0;
 }
 
-// loss = Σ weights ⊙ linear(gelu(a), W) (gelu saves its input, not its output): the gradients of a and W, with the linear's input held
-// by the caller through the backward (hold = true) or dropped right after the forward.
+// loss = Σ weights ⊙ linear(gelu(a), W) (gelu saves its input, not its output): the gradients of a
+// and W, with the linear's input held by the caller through the backward (hold = true) or dropped
+// right after the forward.
 struct Grads {
   Tensor a, w;
   bool released = false;  // the input's values were freed before the backward
@@ -153,4 +154,26 @@ TEST_CASE("create_graph through a bf16 linear is refused, naming the op; float32
   x = Tensor();
   Tensor s = sum(y);
   CHECK(x_weak.lock().to_vector().size() == 128);
+}
+
+TEST_CASE("linears reading one input share its bf16 copy; none is made when a backward keeps it") {
+  if (!bf16_here()) return;
+  MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+  const Tensor a = random_tensor({64, 32}, 11, true);
+  const Tensor w1 = random_tensor({16, 32}, 12, true), w2 = random_tensor({16, 32}, 13, true);
+  const size_t x_bytes = 64 * 32 * 4, y_bytes = 64 * 16 * 4;
+  {
+    const Tensor x = gelu(a);  // gelu's backward reads a, not x
+    const size_t before = storage_stats().live_bytes;
+    const Tensor y1 = linear(x, w1, Tensor());
+    CHECK(storage_stats().live_bytes - before == y_bytes + x_bytes / 2);  // y1 and x's copy
+    const Tensor y2 = linear(x, w2, Tensor());
+    CHECK(storage_stats().live_bytes - before == 2 * y_bytes + x_bytes / 2);  // one copy
+  }
+  {
+    const Tensor x = tanh(a);  // tanh's backward reads its output x: x stays, so no copy
+    const size_t before = storage_stats().live_bytes;
+    const Tensor y = linear(x, w1, Tensor());
+    CHECK(storage_stats().live_bytes - before == y_bytes);
+  }
 }
