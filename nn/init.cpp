@@ -7,6 +7,8 @@
 #include <cmath>
 #include <type_traits>
 
+#include "tensor/exercise.h"
+
 namespace dg::init {
 
 namespace {
@@ -30,11 +32,6 @@ Tensor fill_with(const Tensor& t, const char* op, Draw draw) {
 TorchGenerator& chosen(TorchGenerator* generator) {
   return generator ? *generator : default_generator();
 }
-
-int64_t fan(const Tensor& t, FanMode mode) {
-  const Fans f = calculate_fans(t);
-  return mode == FanMode::fan_in ? f.fan_in : f.fan_out;
-}
 }  // namespace
 
 double calculate_gain(Nonlinearity nonlinearity, double param) {
@@ -54,13 +51,19 @@ double calculate_gain(Nonlinearity nonlinearity, double param) {
   throw std::invalid_argument("calculate_gain: unknown nonlinearity");
 }
 
-Fans calculate_fans(const Tensor& t) {
+DG_EXERCISE Fans calculate_fans(const Tensor& t) {
   if (t.dim() < 2)
     throw std::invalid_argument(fmt::format(
         "init: fan in and fan out need a tensor of 2 or more dimensions, got {}", t.describe()));
   int64_t receptive_field = 1;
   for (int64_t k = 2; k < t.dim(); ++k) receptive_field *= t.size(k);
   return Fans{t.size(1) * receptive_field, t.size(0) * receptive_field};
+}
+
+DG_EXERCISE double kaiming_std(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity) {
+  const Fans f = calculate_fans(t);
+  const int64_t fan = mode == FanMode::fan_in ? f.fan_in : f.fan_out;
+  return calculate_gain(nonlinearity, a) / std::sqrt(static_cast<double>(fan));
 }
 
 Tensor uniform_(const Tensor& t, double a, double b, TorchGenerator* generator) {
@@ -99,7 +102,7 @@ Tensor xavier_normal_(const Tensor& t, double gain, TorchGenerator* generator) {
 Tensor kaiming_uniform_(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity,
                         TorchGenerator* generator) {
   if (t.numel() == 0) return t;  // torch: a no-op (with a warning)
-  const double std = calculate_gain(nonlinearity, a) / std::sqrt(static_cast<double>(fan(t, mode)));
+  const double std = kaiming_std(t, a, mode, nonlinearity);
   const double bound = std::sqrt(3.0) * std;
   return uniform_(t, -bound, bound, generator);
 }
@@ -107,7 +110,7 @@ Tensor kaiming_uniform_(const Tensor& t, double a, FanMode mode, Nonlinearity no
 Tensor kaiming_normal_(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity,
                        TorchGenerator* generator) {
   if (t.numel() == 0) return t;
-  const double std = calculate_gain(nonlinearity, a) / std::sqrt(static_cast<double>(fan(t, mode)));
+  const double std = kaiming_std(t, a, mode, nonlinearity);
   return normal_(t, 0.0, std, generator);
 }
 

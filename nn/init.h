@@ -21,6 +21,10 @@ struct Fans {
   int64_t fan_in = 0, fan_out = 0;
 };
 Fans calculate_fans(const Tensor& t);
+// The standard deviation the kaiming initialisers draw with: calculate_gain(nonlinearity, a) /
+// √fan, fan = fan_in or fan_out of calculate_fans(t) as `mode` says (torch's kaiming_uniform_ then
+// draws U(-√3·std, √3·std), kaiming_normal_ N(0, std²)).
+double kaiming_std(const Tensor& t, double a, FanMode mode, Nonlinearity nonlinearity);
 
 // Each fills the float32 or float64 tensor `t` in place (row-major order) and returns it.
 // generator: null draws from dg::default_generator().

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "tensor/exercise.h"
 #include "tensor/profile.h"
 
 namespace dg {
@@ -155,8 +156,10 @@ void Module::register_alias(const std::string& name, const Tensor& existing) {
                            existing.requires_grad() ? EntryKind::parameter : EntryKind::buffer});
 }
 
-void Module::collect(const std::string& prefix, std::vector<NamedTensor>& out,
-                     std::vector<const TensorImpl*>& seen) const {
+// named_parameters' walk: this module's entries in registration order, a child's under
+// "prefix.child", each parameter tensor once (`seen` holds those already listed).
+DG_EXERCISE void Module::collect(const std::string& prefix, std::vector<NamedTensor>& out,
+                                 std::vector<const TensorImpl*>& seen) const {
   for (const Entry& e : entries_) {
     std::string full = prefix.empty() ? e.name : prefix + "." + e.name;
     if (e.child) {

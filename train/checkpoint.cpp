@@ -9,6 +9,7 @@
 #include <set>
 
 #include "autograd/tape.h"
+#include "tensor/exercise.h"
 
 namespace dg {
 
@@ -183,7 +184,7 @@ std::map<std::string, std::string> load_weights(const SafetensorsFile& file,
   return file.metadata;
 }
 
-OptimizerState optimizer_state(FlatOptimizer& optimizer) {
+DG_EXERCISE OptimizerState optimizer_state(FlatOptimizer& optimizer) {
   return OptimizerState{optimizer.name(), optimizer.element_state(), optimizer.scalar_state()};
 }
 

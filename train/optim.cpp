@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tensor/bf16_weights.h"
+#include "tensor/exercise.h"
 #include "tensor/gemm_kernels.h"  // to_bf16
 #include "tensor/kernels_elementwise.h"
 #include "tensor/profile.h"
@@ -227,6 +228,12 @@ static void adamw_span(T* __restrict p, const T* __restrict g, T* __restrict m, 
   }
 }
 
+DG_EXERCISE AdamStepScales adam_step_scales(double lr, double beta1, double beta2, int64_t step) {
+  const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+  const double bc2_sqrt = std::sqrt(1.0 - std::pow(beta2, static_cast<double>(step)));
+  return AdamStepScales{lr / bc1, bc2_sqrt};
+}
+
 namespace detail {
 
 void AdamMoments::reset(int64_t n, DType dtype) {
@@ -267,8 +274,7 @@ void AdamMoments::step_flat(FlatParameters& params, int64_t begin, int64_t end, 
                             bool decoupled) {
   made();
   ++steps;
-  const double bc1 = 1.0 - std::pow(c.beta1, static_cast<double>(steps));
-  const double bc2_sqrt = std::sqrt(1.0 - std::pow(c.beta2, static_cast<double>(steps)));
+  const AdamStepScales scales = adam_step_scales(lr, c.beta1, c.beta2, steps);
   dispatch_float(params.values.dtype(), decoupled ? "AdamW" : "Adam", [&]<class T>() {
     T* p = params.values.mutable_data<T>();  // a backward that saved a parameter now refuses
     const T* g = params.gradients.data<T>();
@@ -277,7 +283,7 @@ void AdamMoments::step_flat(FlatParameters& params, int64_t begin, int64_t end, 
     const T beta1 = static_cast<T>(c.beta1), beta2 = static_cast<T>(c.beta2);
     const T one_minus_beta1 = static_cast<T>(1.0 - c.beta1),
             one_minus_beta2 = static_cast<T>(1.0 - c.beta2);
-    const T step_size = static_cast<T>(lr / bc1), bc2 = static_cast<T>(bc2_sqrt),
+    const T step_size = static_cast<T>(scales.step_size), bc2 = static_cast<T>(scales.bc2_sqrt),
             eps = static_cast<T>(c.eps);
     // Elements are independent, so how the flat buffer is cut across threads cannot change a bit:
     // one parallel region over fixed chunks of the whole buffer (a chunk may span slots), and
@@ -323,8 +329,7 @@ void AdamMoments::step_tensors(const std::vector<ParamGroup>& groups, const Beta
         state.v = Tensor::zeros(param.shape(), param.dtype());
       }
       ++state.steps;
-      const double bc1 = 1.0 - std::pow(c.beta1, static_cast<double>(state.steps));
-      const double bc2_sqrt = std::sqrt(1.0 - std::pow(c.beta2, static_cast<double>(state.steps)));
+      const AdamStepScales scales = adam_step_scales(lr, c.beta1, c.beta2, state.steps);
       dispatch_float(param.dtype(), who, [&]<class T>() {
         T* p = param.mutable_data<T>();
         const T* g = grad.data<T>();
@@ -333,7 +338,7 @@ void AdamMoments::step_tensors(const std::vector<ParamGroup>& groups, const Beta
         const T beta1 = static_cast<T>(c.beta1), beta2 = static_cast<T>(c.beta2);
         const T one_minus_beta1 = static_cast<T>(1.0 - c.beta1),
                 one_minus_beta2 = static_cast<T>(1.0 - c.beta2);
-        const T step_size = static_cast<T>(lr / bc1), bc2 = static_cast<T>(bc2_sqrt),
+        const T step_size = static_cast<T>(scales.step_size), bc2 = static_cast<T>(scales.bc2_sqrt),
                 eps = static_cast<T>(c.eps);
         for_chunks(param.numel(), [&](int64_t lo, int64_t hi) {
           adam_span<T>(p + lo, g + lo, mp + lo, vp + lo, hi - lo, lr, wd, decoupled, beta1,
@@ -458,6 +463,15 @@ void sgd_span(T* __restrict p, const T* __restrict g, T* __restrict b, int64_t n
 }
 }  // namespace
 
+DG_EXERCISE void sgd_update(float* p, const float* g, float* momentum_buffer, int64_t n,
+                            const SGDConfig& config, double lr, double weight_decay, bool first) {
+  sgd_span<float>(p, g, momentum_buffer, n, config, lr, weight_decay, first);
+}
+DG_EXERCISE void sgd_update(double* p, const double* g, double* momentum_buffer, int64_t n,
+                            const SGDConfig& config, double lr, double weight_decay, bool first) {
+  sgd_span<double>(p, g, momentum_buffer, n, config, lr, weight_decay, first);
+}
+
 SGD::SGD(FlatParameters& params, const SGDConfig& config)
     : FlatOptimizer((check_sgd(config), params), config.lr, config.weight_decay, "SGD"),
       config_(config) {
@@ -496,8 +510,8 @@ void SGD::step() {
     dispatch_float(params_->values.dtype(), "SGD", [&]<class T>() {
       const int64_t sb = shard_begin_;
       T* b = buf_.defined() ? buf_.data<T>() : nullptr;
-      sgd_span<T>(params_->values.mutable_data<T>() + sb, params_->gradients.data<T>() + sb, b,
-                  shard_end_ - sb, config_, *groups_[0].lr, *groups_[0].weight_decay, steps_ == 0);
+      sgd_update(params_->values.mutable_data<T>() + sb, params_->gradients.data<T>() + sb, b,
+                 shard_end_ - sb, config_, *groups_[0].lr, *groups_[0].weight_decay, steps_ == 0);
     });
     ++steps_;
     return;
@@ -514,8 +528,8 @@ void SGD::step() {
         T* b = config_.momentum != 0 ? buf.data<T>() : nullptr;
         T* p = param.mutable_data<T>();  // once, before the threads: the version counts writes
         for_chunks(param.numel(), [&](int64_t lo, int64_t hi) {
-          sgd_span<T>(p + lo, grad.data<T>() + lo, b ? b + lo : nullptr, hi - lo, config_,
-                      *group.lr, *group.weight_decay, first);
+          sgd_update(p + lo, grad.data<T>() + lo, b ? b + lo : nullptr, hi - lo, config_, *group.lr,
+                     *group.weight_decay, first);
         });
       });
     }
@@ -773,8 +787,9 @@ double gradient_sum_of_squares(const FlatParameters& params, int64_t begin, int6
   return sum;
 }
 
-double total_norm_from_block_sums(const FlatParameters& params, const GradientNormBlocks& blocks,
-                                  const double* block_sums) {
+DG_EXERCISE double total_norm_from_block_sums(const FlatParameters& params,
+                                              const GradientNormBlocks& blocks,
+                                              const double* block_sums) {
   double total = 0;
   dispatch_float(params.gradients.dtype(), "total_norm_from_block_sums", [&]<class T>() {
     // Per-parameter norms (rounded to the parameter's precision, as torch), then the norm of norms.
@@ -791,8 +806,8 @@ double total_norm_from_block_sums(const FlatParameters& params, const GradientNo
   return total;
 }
 
-ClipResult scale_gradients_for_clip(FlatParameters& params, double total_norm, double max_norm,
-                                    int64_t begin, int64_t end) {
+DG_EXERCISE ClipResult scale_gradients_for_clip(FlatParameters& params, double total_norm,
+                                                double max_norm, int64_t begin, int64_t end) {
   ClipResult r;
   r.total_norm = total_norm;
   r.clipped = total_norm > max_norm;
@@ -887,7 +902,7 @@ ClipResult clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   return r;
 }
 
-double Schedule::at(int64_t step) const {
+DG_EXERCISE double Schedule::at(int64_t step) const {
   if (kind == Kind::constant) return lr;
   if (step < warmup_steps)
     return lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);

@@ -112,6 +112,15 @@ class FlatOptimizer : public Optimizer {
   int64_t shard_begin_ = 0, shard_end_ = 0;
 };
 
+// Adam's bias corrections at step `step` (counted from 1): the step size lr / (1 − β1^step) and
+// √(1 − β2^step), in double; the update divides √v by the second (torch 1.13's single-tensor
+// order). Called once per step (per tensor over tensors) by AdamW and Adam.
+struct AdamStepScales {
+  double step_size = 0;  // lr / (1 − β1^step)
+  double bc2_sqrt = 0;   // √(1 − β2^step)
+};
+AdamStepScales adam_step_scales(double lr, double beta1, double beta2, int64_t step);
+
 namespace detail {
 // Adam's moments and update, shared by AdamW (decoupled decay) and Adam (L2 added to the
 // gradient): torch 1.13's single-tensor path, over a flat buffer's shard or over tensors.
@@ -239,6 +248,18 @@ struct SGDConfig {
 
 // torch.optim.SGD: d = g + wd·p; buf = d on the first step, then momentum·buf + (1 − dampening)·d;
 // d = d + momentum·buf (Nesterov) or buf; p −= lr·d. Over a module's flat buffers or over tensors.
+// torch.optim.SGD's update of n elements (a flat buffer's shard, a tensor or a chunk of one):
+//   d = g + weight_decay·p
+//   with momentum: buf = d on the first step, else momentum·buf + (1 − dampening)·d;
+//                  d = d + momentum·buf (Nesterov) or d = buf
+//   p = p − lr·d
+// p, g, momentum_buffer [n] (momentum_buffer is null without momentum); the buffers do not
+// overlap. Called once per step (per chunk over tensors), never per element.
+void sgd_update(float* p, const float* g, float* momentum_buffer, int64_t n,
+                const SGDConfig& config, double lr, double weight_decay, bool first);
+void sgd_update(double* p, const double* g, double* momentum_buffer, int64_t n,
+                const SGDConfig& config, double lr, double weight_decay, bool first);
+
 class SGD : public FlatOptimizer {
  public:
   SGD(FlatParameters& params, const SGDConfig& config);
