@@ -133,8 +133,8 @@ Verdict exp_second_derivative() {
   if (!v1.passed) return v1;
   if (!first[0].requires_grad())
     return {false,
-            "dL/da under create_graph has no graph: was the backward written with recorded "
-            "ops (mul, not a kernel)?"};
+            "dL/da under create_graph has no graph: the backward must multiply by out itself "
+            "with a recorded op (mul), not by detach(out) and not in a kernel"};
   backward(weighted_loss(first[0]));
   return expect_values(a.grad(), kTorch.at("exp.dda"), a.shape(), 1e-12, 1e-12,
                        "the second derivative, as torch's autograd.grad(create_graph=True)");
