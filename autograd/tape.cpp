@@ -160,7 +160,11 @@ std::vector<Step> reachable(const std::vector<Tensor>& roots) {
   std::vector<Step> steps;
   steps.reserve(order.size());
   for (Tensor& t : order) {
-    GraphNode* node = t.impl()->grad_fn.get();
+    GraphNode* node = t.defined() ? t.impl()->grad_fn.get() : nullptr;
+    if (!node)  // only a rewritten backward_order gets here
+      throw std::logic_error(fmt::format(
+          "backward: backward_order listed {}, which no recorded op made: it has no node to run",
+          t.defined() ? t.describe() : std::string("an undefined tensor")));
     steps.push_back(Step{std::move(t), node});
   }
   return steps;
