@@ -29,6 +29,16 @@ Tensor add_scalar(const Tensor& a, double value);  // a + value
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
 Tensor sqrt(const Tensor& a);
+// The backwards of mul, div and exp, which those ops record (chapter 3 of the learner's path,
+// autograd/learn-03-an-op.md, has them written again). Each adds its vector-Jacobian product into
+// the gradient of every input that requires grad, with accumulate_grad: g has the output's shape
+// (the broadcast of the inputs'), and accumulate_grad sums it back to each input's shape. out is
+// the op's output. Written with recorded ops only, so under create_graph they are differentiated
+// in turn (then out carries its graph).
+void mul_backward(const Tensor& g, const Tensor& a, const Tensor& b);  // g·b, g·a
+void div_backward(const Tensor& g, const Tensor& a, const Tensor& b,
+                  const Tensor& out);                                    // g/b, −g·out/b
+void exp_backward(const Tensor& g, const Tensor& a, const Tensor& out);  // g·out
 // Elementary functions (ops_elementwise.cpp): a [..] -> [..], float32 or float64, as torch's.
 // Their backwards are recorded ops (create_graph works): sin' = cos, cos' = −sin, log1p' =
 // 1/(1 + a), expm1' = out + 1, square' = 2a, rsqrt' = −½·out³, erf' = 2/√π·e^(−a²).

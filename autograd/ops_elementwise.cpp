@@ -14,7 +14,9 @@
 // (tests/test_gradcheck_ops.cpp runs them; their second derivatives
 // tests/test_gradgradcheck_pointwise.cpp), the kernels in tests/test_kernels_elementwise.cpp and
 // tests/test_kernels_pointwise.cpp, plain_depth_mix in tests/test_plain_ops.cpp, the elementary
-// functions against torch in tests/test_elementary_ops.cpp.
+// functions against torch in tests/test_elementary_ops.cpp. mul_backward, div_backward and
+// exp_backward are exercises of the learner's path's chapter 3 (autograd/learn-03-an-op.md): weak
+// definitions (tensor/exercise.h) a learner's may replace.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -23,6 +25,7 @@
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
+#include "tensor/exercise.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_pointwise.h"
 #include "tensor/profile.h"
@@ -151,11 +154,15 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = broadcast_binary(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (should_record({a, b}))
-    record("mul", {a, b}, out, [a, b](const Tensor& g) {
-      if (a.requires_grad()) accumulate_grad(a, mul(g, b));
-      if (b.requires_grad()) accumulate_grad(b, mul(g, a));
-    }).composed();
+    record("mul", {a, b}, out, [a, b](const Tensor& g) { mul_backward(g, a, b); }).composed();
   return out;
+}
+
+// g [out's shape], a and b broadcast to it. mul(g, b) has the output's shape even when b is
+// smaller; accumulate_grad sums it back to a's shape.
+DG_EXERCISE void mul_backward(const Tensor& g, const Tensor& a, const Tensor& b) {
+  if (a.requires_grad()) accumulate_grad(a, mul(g, b));
+  if (b.requires_grad()) accumulate_grad(b, mul(g, a));
 }
 
 // ---- div: d(a/b) = g/b, -g·a/b²
@@ -164,16 +171,19 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = broadcast_binary(a, b, "div", [](auto x, auto y) { return x / y; });
   if (should_record({a, b}))
     record("div", {a, b}, out,
-           [a, b, out = detach(out)](const Tensor& g) {
-             if (a.requires_grad()) accumulate_grad(a, div(g, b));
-             if (b.requires_grad()) accumulate_grad(b, neg(div(mul(g, out), b)));  // -g·(a/b)/b
-           })
+           [a, b, out = detach(out)](const Tensor& g) { div_backward(g, a, b, out); })
         .saves({b, out})
-        .differentiable([a, b](const Tensor& g, const Tensor& out) {
-          if (a.requires_grad()) accumulate_grad(a, div(g, b));
-          if (b.requires_grad()) accumulate_grad(b, neg(div(mul(g, out), b)));  // out's graph
-        });
+        .differentiable(  // out with its graph
+            [a, b](const Tensor& g, const Tensor& out) { div_backward(g, a, b, out); });
   return out;
+}
+
+// g, out [out's shape], a and b broadcast to it. db = -g·a/b² is computed as -(g·out)/b: out is
+// a/b already, so no second division by b² (which would overflow sooner).
+DG_EXERCISE void div_backward(const Tensor& g, const Tensor& a, const Tensor& b,
+                              const Tensor& out) {
+  if (a.requires_grad()) accumulate_grad(a, div(g, b));
+  if (b.requires_grad()) accumulate_grad(b, neg(div(mul(g, out), b)));
 }
 
 // ---- neg, scale, add_scalar
@@ -206,13 +216,17 @@ Tensor exp(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "exp", [](auto x) { return std::exp(x); });
   if (should_record({a}))
-    record("exp", {a}, out,
-           [a, out = detach(out)](const Tensor& g) { accumulate_grad(a, mul(g, out)); })
+    record("exp", {a}, out, [a, out = detach(out)](const Tensor& g) { exp_backward(g, a, out); })
         .saves({out})
         .differentiable([a](const Tensor& g, const Tensor& out) {
-          accumulate_grad(a, mul(g, out));  // out with its graph: d²/da² exp(a) = exp(a)
+          exp_backward(g, a, out);  // out with its graph: d²/da² exp(a) = exp(a)
         });
   return out;
+}
+
+// g, a, out [..]: the saved output is the derivative, so nothing is computed again.
+DG_EXERCISE void exp_backward(const Tensor& g, const Tensor& a, const Tensor& out) {
+  accumulate_grad(a, mul(g, out));
 }
 
 // ---- log: d = g / a

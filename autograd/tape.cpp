@@ -1,5 +1,7 @@
 // The autograd graph: recording, accumulate_grad, the backward walk and grad() (see tape.h for
-// the contract). It plants no errors itself: test tools do that through the observer hook.
+// the contract). backward_order is an exercise of the learner's path's chapter 2
+// (autograd/learn-02-graph.md): a weak definition (tensor/exercise.h) a learner's may replace. It
+// plants no errors itself: test tools do that through the observer hook.
 #include "autograd/tape.h"
 
 #include <fmt/format.h>
@@ -15,6 +17,7 @@
 
 #include "autograd/grad_sink.h"  // grad_of
 #include "autograd/ops.h"        // add, sum, reshape, scale: accumulation under create_graph
+#include "tensor/exercise.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_matmul.h"  // add_strided
 #include "tensor/profile.h"
@@ -50,7 +53,6 @@ struct GraphNode {
   BackwardFn backward;
   OpFamily family;  // the op family its forward was timed under (tensor/profile.h)
   uint64_t sequence;
-  uint64_t walk = 0;    // the last walk that reached it
   bool freed = false;   // a backward without keep_graph ran it and released what it held
   bool needed = false;  // grad(): some requested input lies below it
 
@@ -195,30 +197,20 @@ struct Step {
   GraphNode* node;
 };
 
-// Every node the roots depend on, newest first: the reverse of execution order, so gradients
-// add up in the order a tape of the whole forward would add them. Linear in the graph's size
-// (plus the sort).
+// Every node the roots depend on, newest first (backward_order): the steps backward() and grad()
+// run.
 std::vector<Step> reachable(const std::vector<Tensor>& roots) {
-  const uint64_t walk = g_next_walk.fetch_add(1, std::memory_order_relaxed);
+  std::vector<Tensor> order = backward_order(roots);
   std::vector<Step> steps;
-  std::vector<Tensor> stack;
-  auto visit = [&](const Tensor& t) {
-    if (!t.defined()) return;
-    GraphNode* node = t.impl()->grad_fn.get();
-    if (!node || node->walk == walk) return;
-    node->walk = walk;
-    stack.push_back(t);
-  };
-  for (const Tensor& root : roots) visit(root);
-  while (!stack.empty()) {
-    Tensor t = std::move(stack.back());
-    stack.pop_back();
-    GraphNode* node = t.impl()->grad_fn.get();
-    for (const Tensor& in : node->inputs) visit(in);
+  steps.reserve(order.size());
+  for (Tensor& t : order) {
+    GraphNode* node = t.defined() ? t.impl()->grad_fn.get() : nullptr;
+    if (!node)  // only a rewritten backward_order gets here
+      throw std::logic_error(fmt::format(
+          "backward: backward_order listed {}, which no recorded op made: it has no node to run",
+          t.defined() ? t.describe() : std::string("an undefined tensor")));
     steps.push_back(Step{std::move(t), node});
   }
-  std::sort(steps.begin(), steps.end(),
-            [](const Step& a, const Step& b) { return a.node->sequence > b.node->sequence; });
   return steps;
 }
 
@@ -677,6 +669,52 @@ void accumulate_grad(const Tensor& input, const Tensor& g) {
 }
 
 void retain_grad(const Tensor& t) { t.impl()->retain_grad = true; }
+
+const char* recorded_op(const Tensor& t) {
+  const GraphNode* node = t.defined() ? t.impl()->grad_fn.get() : nullptr;
+  return node ? node->op : nullptr;
+}
+
+const std::vector<Tensor>& recorded_inputs(const Tensor& t) {
+  static const std::vector<Tensor> none;
+  const GraphNode* node = t.defined() ? t.impl()->grad_fn.get() : nullptr;
+  return node ? node->inputs : none;
+}
+
+uint64_t recorded_sequence(const Tensor& t) {
+  const GraphNode* node = t.defined() ? t.impl()->grad_fn.get() : nullptr;
+  if (!node)
+    throw std::invalid_argument(
+        fmt::format("recorded_sequence: tensor {} is a leaf: no recorded op made it",
+                    t.defined() ? t.describe() : std::string("(undefined)")));
+  return node->sequence;
+}
+
+// A depth-first search from the roots that finds each node once (a set of creation numbers: a
+// tensor used twice is reached twice), then a sort by creation number, newest first. Linear in the
+// graph's size plus the sort. The search's own order is not a valid order: in a diamond it can
+// reach a node before one of the nodes that read it.
+DG_EXERCISE std::vector<Tensor> backward_order(const std::vector<Tensor>& roots) {
+  std::vector<Tensor> order;
+  std::vector<Tensor> stack;
+  std::unordered_set<uint64_t> found;
+  auto visit = [&](const Tensor& t) {
+    if (recorded_op(t) == nullptr) return;  // a leaf or undefined: nothing to run
+    if (!found.insert(recorded_sequence(t)).second) return;
+    stack.push_back(t);
+  };
+  for (const Tensor& root : roots) visit(root);
+  while (!stack.empty()) {
+    Tensor t = std::move(stack.back());
+    stack.pop_back();
+    for (const Tensor& in : recorded_inputs(t)) visit(in);
+    order.push_back(std::move(t));
+  }
+  std::sort(order.begin(), order.end(), [](const Tensor& a, const Tensor& b) {
+    return recorded_sequence(a) > recorded_sequence(b);
+  });
+  return order;
+}
 
 namespace {
 // What backward() and grad() check before a walk that runs `steps` changes any gradient.

@@ -151,6 +151,23 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs = {}, bool keep_graph = false,
                          bool create_graph = false, bool allow_unused = false);
 
+// ---- The graph, read only, and the walk's order ----------------------------------------------
+// What a node holds, seen from the tensor it made (chapter 2 of the learner's path reads the graph
+// through these). recorded_op: the op's name, or nullptr when t is a leaf (no recorded op made it).
+// recorded_inputs: the op's inputs (empty for a leaf, and for a node a backward has freed).
+// recorded_sequence: the op's creation number, unique and larger for a later op; throws
+// std::invalid_argument for a leaf.
+const char* recorded_op(const Tensor& t);
+const std::vector<Tensor>& recorded_inputs(const Tensor& t);
+uint64_t recorded_sequence(const Tensor& t);
+
+// The tensors made by the recorded ops that `roots` depend on (the roots themselves included when
+// an op made them), each once, newest first: decreasing recorded_sequence, the reverse of the
+// order the forward ran them. A node runs only after every node that reads its output has run, so
+// its output's gradient is complete when its backward reads it. backward() and grad() run their
+// nodes in this order. Leaves and undefined tensors are not in it.
+std::vector<Tensor> backward_order(const std::vector<Tensor>& roots);
+
 // ---- Anomaly mode (PyTorch's detect_anomaly) ----------------------------------------------
 // While a DetectAnomalyGuard(true) lives on this thread, every recorded node notes where it was
 // made (its op, its inputs' shapes and the innermost CreationScope, which a Module's forward

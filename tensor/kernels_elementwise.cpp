@@ -163,11 +163,13 @@ void add_reduced_into(Tensor& target, const Tensor& g) {
   if (gs.size() < ts.size() || broadcast_shapes(ts, gs, "gradient") != gs)
     throw std::invalid_argument(
         fmt::format("gradient: {} cannot be reduced into {}", g.describe(), target.describe()));
-  const int64_t lead = static_cast<int64_t>(gs.size() - ts.size());
-  std::vector<int64_t> axes;
-  for (int64_t k = 0; k < static_cast<int64_t>(gs.size()); ++k)
-    if (k < lead || (ts[k - lead] == 1 && gs[k] != 1)) axes.push_back(k);
-  Tensor reduced = sum_axes(g, axes, false);  // shape: ts without its broadcast size-1 axes
+  // shape: ts without its broadcast size-1 axes (the same elements in the same order)
+  Tensor reduced = sum_axes(g, broadcast_reduction_axes(ts, gs), false);
+  if (reduced.numel() != target.numel())  // only a wrong broadcast_reduction_axes gets here
+    throw std::logic_error(
+        fmt::format("gradient: {} summed over broadcast_reduction_axes is {}, "
+                    "which does not fit {}",
+                    g.describe(), reduced.describe(), target.describe()));
   dispatch_float(g.dtype(), "gradient", [&]<class T>() {
     const T* s = reduced.data<T>();
     T* t = target.data<T>();

@@ -1,10 +1,15 @@
-// Shape and stride arithmetic (see shape.h for the model).
+// Shape and stride arithmetic (see shape.h for the model). contiguous_strides,
+// is_contiguous_layout and broadcast_shapes are exercises of the learner's path's chapter 1
+// (tensor/learn-01-tensors.md), broadcast_reduction_axes of chapter 2
+// (autograd/learn-02-graph.md): weak definitions (tensor/exercise.h) a learner's may replace.
 #include "tensor/shape.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <stdexcept>
+
+#include "tensor/exercise.h"
 
 namespace dg {
 
@@ -16,7 +21,7 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
-Shape contiguous_strides(const Shape& shape) {
+DG_EXERCISE Shape contiguous_strides(const Shape& shape) {
   Shape strides(shape.size());
   int64_t running = 1;
   for (int64_t k = static_cast<int64_t>(shape.size()) - 1; k >= 0; --k) {
@@ -24,6 +29,15 @@ Shape contiguous_strides(const Shape& shape) {
     running *= shape[k];
   }
   return strides;
+}
+
+DG_EXERCISE bool is_contiguous_layout(const Shape& shape, const Shape& strides) {
+  int64_t expected = 1;
+  for (int64_t k = static_cast<int64_t>(shape.size()) - 1; k >= 0; --k) {
+    if (shape[k] != 1 && strides[k] != expected) return false;
+    expected *= shape[k];
+  }
+  return true;
 }
 
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* op) {
@@ -34,7 +48,7 @@ int64_t normalize_axis(int64_t axis, int64_t rank, const char* op) {
   return a;
 }
 
-Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+DG_EXERCISE Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   size_t rank = std::max(a.size(), b.size());
   Shape out(rank);
   for (size_t k = 0; k < rank; ++k) {
@@ -46,6 +60,15 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     out[k] = da == 1 ? db : da;
   }
   return out;
+}
+
+DG_EXERCISE std::vector<int64_t> broadcast_reduction_axes(const Shape& target,
+                                                          const Shape& broadcast) {
+  const int64_t lead = static_cast<int64_t>(broadcast.size() - target.size());
+  std::vector<int64_t> axes;
+  for (int64_t k = 0; k < static_cast<int64_t>(broadcast.size()); ++k)
+    if (k < lead || (target[k - lead] == 1 && broadcast[k] != 1)) axes.push_back(k);
+  return axes;
 }
 
 Shape broadcast_strides(const Shape& shape, const Shape& strides, const Shape& target) {

@@ -330,12 +330,7 @@ int64_t Tensor::size(int64_t axis) const { return shape()[normalize_axis(axis, d
 
 bool Tensor::is_contiguous() const {
   const TensorImpl& t = checked(impl_, "is_contiguous()");
-  int64_t expected = 1;
-  for (int64_t k = static_cast<int64_t>(t.shape.size()) - 1; k >= 0; --k) {
-    if (t.shape[k] != 1 && t.strides[k] != expected) return false;
-    expected *= t.shape[k];
-  }
-  return true;
+  return is_contiguous_layout(t.shape, t.strides);
 }
 
 std::string Tensor::describe() const {

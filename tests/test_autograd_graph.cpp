@@ -107,6 +107,27 @@ TEST_CASE("defect 2: backward runs only the graph its root depends on, newest no
   CHECK(max_diff(values(x.grad()), values(other)) < 1e-14);
 }
 
+TEST_CASE("backward_order: each node once, newest first, no leaves; the graph read from a tensor") {
+  Tensor x = random_tensor({2, 3}, 6);
+  Tensor a = sin(x);
+  Tensor e = exp(a);
+  Tensor m = mul(a, a);  // a read by two ops, mul reads it twice
+  Tensor loss = sum(add(e, m));
+  const std::vector<Tensor> order = backward_order({loss});
+  std::vector<std::string> ops;
+  for (const Tensor& t : order) ops.push_back(recorded_op(t));
+  CHECK(ops == std::vector<std::string>{"sum", "add", "mul", "exp", "sin"});
+  CHECK(order.front().same(loss));
+  for (size_t k = 1; k < order.size(); ++k)
+    CHECK(recorded_sequence(order[k]) < recorded_sequence(order[k - 1]));
+  CHECK(recorded_inputs(order.back()).size() == 1);
+  CHECK(recorded_inputs(order.back())[0].same(x));
+  CHECK(recorded_op(x) == nullptr);
+  CHECK(recorded_inputs(x).empty());
+  CHECK_THROWS_WITH_AS(recorded_sequence(x), doctest::Contains("is a leaf"), std::invalid_argument);
+  CHECK(backward_order({x}).empty());
+}
+
 TEST_CASE("defect 2: a second backward through a freed graph throws naming the op") {
   Tensor x = random_tensor({3, 4}, 6);
   Tensor l = sum(exp(x));

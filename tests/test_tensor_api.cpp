@@ -1,6 +1,7 @@
 // The tensor API a user builds with: factories (zeros … randint) against torch 1.13's values,
 // the default generator and manual_seed, from_vector/from_data/from_span for every element
-// type, item<T>(), and printing against torch's own strings. Every golden value below was
+// type, item<T>(), printing against torch's own strings, and the shape arithmetic of
+// tensor/shape.h (strides, contiguity, broadcasting). Every golden value below was
 // produced offline by /usr/bin/python3 with torch 1.13 (the calls are quoted beside each).
 #include <doctest/doctest.h>
 
@@ -321,4 +322,23 @@ TEST_CASE("x.contiguous() and x.to(dtype) record as the free contiguous() and to
   }
   CHECK(detach(t).contiguous().is_leaf());
   CHECK_FALSE(t.to(DType::i64).requires_grad());  // integers carry no gradient
+}
+
+TEST_CASE(
+    "shape arithmetic: strides, contiguity, broadcasting and its reduction axes, as torch's") {
+  CHECK(contiguous_strides({2, 3, 4}) == Shape{12, 4, 1});  // torch.empty(2, 3, 4).stride()
+  CHECK(contiguous_strides({}) == Shape{});
+  CHECK(contiguous_strides({4, 1, 6, 2}) == Shape{12, 12, 2, 1});
+  CHECK(is_contiguous_layout({2, 3}, {3, 1}));
+  CHECK_FALSE(is_contiguous_layout({3, 2}, {1, 3}));  // a transpose
+  CHECK(is_contiguous_layout({1, 5}, {1, 1}));        // size 1: any stride (torch agrees)
+  CHECK_FALSE(is_contiguous_layout({3, 4}, {1, 0}));  // an expand
+  CHECK(Tensor::zeros({5, 1}).view_transpose(0, 1).is_contiguous());
+  CHECK(broadcast_shapes({2, 1, 4}, {3, 1}, "add") == Shape{2, 3, 4});
+  CHECK(broadcast_shapes({}, {2, 3}, "add") == Shape{2, 3});
+  CHECK_THROWS_WITH_AS(broadcast_shapes({2, 3}, {3, 2}, "add"),
+                       "add: shapes [2, 3] and [3, 2] cannot be broadcast", std::invalid_argument);
+  CHECK(broadcast_reduction_axes({4}, {3, 4}) == std::vector<int64_t>{0});
+  CHECK(broadcast_reduction_axes({3, 1}, {2, 3, 4}) == std::vector<int64_t>{0, 2});
+  CHECK(broadcast_reduction_axes({2, 3}, {2, 3}).empty());
 }
