@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -83,6 +84,9 @@ std::pair<double, double> fit_linear_regression(int steps) {
     for (Tensor* p : {&W, &b}) {
       float* value = p->data<float>();
       const Tensor g = p->grad();
+      if (!g.defined())
+        throw std::runtime_error(fmt::format("step {}: backward left the {} without a gradient",
+                                             step, p == &W ? "weight [1, 3]" : "bias [1]"));
       for (int64_t i = 0; i < p->numel(); ++i) value[i] -= 0.1f * g.data<float>()[i];
       p->zero_grad();
     }

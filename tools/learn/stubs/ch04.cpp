@@ -5,6 +5,8 @@
 // autograd/op_steps.h. Write reduce_backward first: softmax's recorded backward and
 // plain_cross_entropy use sum, so their checks run your reduce_backward too.
 #include "autograd/op_steps.h"
+#include "autograd/ops.h"   // reshape, scale, expand, sub, mul, exp, log, sum
+#include "autograd/tape.h"  // detach
 #include "tools/learn/grade.h"
 
 namespace dg {

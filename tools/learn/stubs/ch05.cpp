@@ -2,9 +2,12 @@
 // library functions. Replace each body with your own; `make learn CHAPTER=5` builds this file
 // into the chapter's program, where it replaces the library's function everywhere the library
 // calls it, and grades it. The declarations, with what each function must do, are in
-// autograd/op_steps.h; the GEMM is gemm() in tensor/kernels_matmul.h, the gradient buffers
-// GradSink in autograd/grad_sink.h.
-#include "autograd/op_steps.h"
+// autograd/op_steps.h; the GEMM is gemm() in tensor/kernels_matmul.h (beside add_column_sums),
+// the gradient buffers GradSink in autograd/grad_sink.h.
+#include "autograd/grad_sink.h"   // GradSink, grad_of
+#include "autograd/op_steps.h"    // the declarations; MatrixLayout, gemm, add_column_sums
+#include "autograd/ops.h"         // matmul, transpose
+#include "tensor/gemm_kernels.h"  // Bf16Rounded
 #include "tools/learn/grade.h"
 
 namespace dg {
