@@ -20,8 +20,10 @@
 #include <memory>
 #include <vector>
 
+#include "autograd/op_steps.h"
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
+#include "tensor/exercise.h"
 #include "tensor/kernels_loss.h"
 #include "tensor/profile.h"
 
@@ -98,6 +100,20 @@ Tensor row_factor(const Tensor& g, int64_t N, Reduction reduction) {
 }  // namespace
 
 // ---- plain_cross_entropy: the loss as written (read this first) --------------------------------
+// log p [N, C] = (x − m) − log Σ_c exp(x − m), m [N, 1] each row's max: a constant (its gradient
+// cancels in log p) that keeps every exp of a value ≤ 0, so finite for any finite logits.
+DG_EXERCISE Tensor plain_log_softmax_rows(const Tensor& logits) {
+  const int64_t N = logits.size(0), C = logits.size(1);
+  Tensor x = detach(logits).contiguous().to(DType::f64);
+  std::vector<double> row_max(static_cast<size_t>(N), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      row_max[n] = c ? std::max(row_max[n], x.data<double>()[n * C + c]) : x.data<double>()[n * C];
+  const Tensor m = Tensor::from_vector(row_max, {N, 1}, logits.dtype());
+  const Tensor shifted = sub(logits, m);                               // [N, C]
+  return sub(shifted, log(sum(exp(shifted), {1}, /*keepdim=*/true)));  // [N, C]
+}
+
 // Every step is a primitive op on the tape, which therefore keeps x − m, its exponentials and
 // log p [N, C]: what the fused cross_entropy below avoids (it saves lse [N] only).
 Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets_in, Reduction reduction,
@@ -110,15 +126,7 @@ Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets_in, Reduc
   Tensor targets = checked_targets(targets_in, N, op).to(DType::i64);
   const int64_t* t = targets.data<int64_t>();
   const int64_t count = count_targets(t, N, C, ignore_index, op);
-  // m [N, 1]: each row's max, a constant (its gradient cancels in log p) that keeps exp finite
-  Tensor x = detach(logits).contiguous().to(DType::f64);
-  std::vector<double> row_max(static_cast<size_t>(N), 0.0);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      row_max[n] = c ? std::max(row_max[n], x.data<double>()[n * C + c]) : x.data<double>()[n * C];
-  const Tensor m = Tensor::from_vector(row_max, {N, 1}, logits.dtype());
-  const Tensor shifted = sub(logits, m);                                             // [N, C]
-  const Tensor log_p = sub(shifted, log(sum(exp(shifted), {1}, /*keepdim=*/true)));  // [N, C]
+  const Tensor log_p = plain_log_softmax_rows(logits);  // [N, C]
   // constants: onehot[n, c] = 1 at c = t[n] and kept[n] = 1 for rows not ignored (else 0)
   std::vector<double> onehot(static_cast<size_t>(N * C), 0.0), kept(static_cast<size_t>(N), 0.0);
   for (int64_t n = 0; n < N; ++n)

@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "autograd/grad_sink.h"
+#include "autograd/op_steps.h"
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
+#include "tensor/exercise.h"
 #include "tensor/gemm_kernels.h"       // Bf16Rounded
 #include "tensor/kernels_attention.h"  // rope_rows (linear_rope)
 #include "tensor/kernels_elementwise.h"
@@ -158,13 +160,17 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op) {
         }
       });
     }).differentiable([a, b](const Tensor& g, const Tensor&) {
-      // dA = g·Bᵀ, dB = Aᵀ·g as recorded matmuls; accumulate_grad sums broadcast batch axes
-      if (a.requires_grad()) accumulate_grad(a, matmul(g, transpose(b, -1, -2)));
-      if (b.requires_grad()) accumulate_grad(b, matmul(transpose(a, -1, -2), g));
+      matmul_backward_recorded(g, a, b);
     });
   return out;
 }
 }  // namespace
+
+// dA = g·Bᵀ, dB = Aᵀ·g as recorded matmuls; accumulate_grad sums broadcast batch axes
+DG_EXERCISE void matmul_backward_recorded(const Tensor& g, const Tensor& a, const Tensor& b) {
+  if (a.requires_grad()) accumulate_grad(a, matmul(g, transpose(b, -1, -2)));
+  if (b.requires_grad()) accumulate_grad(b, matmul(transpose(a, -1, -2), g));
+}
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return matmul_impl(a, b, "matmul"); }
 
@@ -185,6 +191,46 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 // one tensor: no separate output of the GEMM is kept alive by the tape until the backward.
 // With rope_heads > 0 (linear_rope) the output [.., T, heads·hd] is rotated in place by RoPE per
 // head (heads-last layout, positions along axis −2); the backward rotates dy back first.
+// dx [R, in] += dy·W, dW [out, in] += dyᵀ·x, db [out] += Σ_rows dy; x_rows/ldx and w/w_layout
+// as the forward's GEMM read x and W.
+DG_EXERCISE void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                 const Tensor& bias, const Tensor& x_rows, int64_t ldx,
+                                 const Tensor& w, const MatrixLayout& w_layout,
+                                 const uint16_t* x_rows_bf16) {
+  const int64_t out_features = weight.size(0), in = weight.size(1);
+  const int64_t R = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  dispatch_float(dy.dtype(), "linear", [&]<class T>() {
+    const T* pdy = dy.data<T>();
+    if (dy.numel() == 0) {  // every gradient element is an empty sum: 0
+      for (const Tensor& t : {x, weight, bias})
+        if (t.requires_grad()) grad_of(t);
+      return;
+    }
+    // In bf16 precision both GEMMs read dy: rounded once (tensor/gemm_kernels.h).
+    const bool both = x.requires_grad() && weight.requires_grad() && in > 0;
+    const Bf16Rounded dy16(pdy, both ? R : 0, out_features, out_features);
+    if (x.requires_grad() && in > 0) {  // dx [R, in] += dy [R, out] · W [out, in]
+      GradSink sink(x);
+      gemm(false, w_layout.trans, R, in, out_features, T(1), pdy, out_features, w.data<T>(),
+           w_layout.ld, sink.beta<T>(), sink.data<T>(), in, dy16.data());
+      sink.finish();
+    }
+    if (weight.requires_grad() && in > 0) {  // dW [out, in] += dyᵀ [out, R] · x [R, in]
+      GradSink sink(weight);
+      gemm(true, false, out_features, in, R, T(1), pdy, out_features,
+           x_rows.defined() ? x_rows.data<T>() : nullptr, ldx, sink.beta<T>(), sink.data<T>(), in,
+           dy16.data(), x_rows_bf16);
+      sink.finish();
+    }
+    if (bias.defined() && bias.requires_grad()) {  // db [out] += Σ_rows dy
+      GradSink sink(bias);
+      sink.zero_if_fresh();
+      add_column_sums(pdy, R, out_features, out_features, sink.data<T>());
+      sink.finish();
+    }
+  });
+}
+
 namespace {
 // linear's (and linear_add's) backward as recorded ops, for create_graph: dx = g·W (a linear by
 // Wᵀ), dW = gᵀ·x and db = Σ_rows g over the [R, ..] rows, dresidual = g.
@@ -346,7 +392,7 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
   RecordedNode node = record(
       op, {x, weight, bias, residual}, y,
       [x_kept, x_weak = WeakTensor(x), x16, weight, bias, residual, X_kept, ldx, W, R, in,
-       out_features, rope_heads, Tn, hd, cos, sin, heads_last, Bn](const Tensor& g) {
+       rope_heads, Tn, hd, cos, sin, heads_last, Bn](const Tensor& g) {
         const Tensor x = x16 ? x_weak.lock() : x_kept;
         Tensor dy = g.contiguous();  // [R, out]
         if (rope_heads > 0) {        // the gradient of the GEMM's output: rotated back
@@ -357,37 +403,10 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
           });
           dy = dz;
         }
-        dispatch_float(dy.dtype(), "linear", [&]<class T>() {
-          const T* pdy = dy.data<T>();
-          if (dy.numel() == 0) {  // every gradient element is an empty sum: 0
-            for (const Tensor& t : {x, weight, bias})
-              if (t.requires_grad()) grad_of(t);
-            return;
-          }
-          // In bf16 precision both GEMMs read dy: rounded once (tensor/gemm_kernels.h).
-          const bool both = x.requires_grad() && weight.requires_grad() && in > 0;
-          const Bf16Rounded dy16(pdy, both ? R : 0, out_features, out_features);
-          if (x.requires_grad() && in > 0) {  // dx [R, in] += dy [R, out] · W [out, in]
-            GradSink sink(x);
-            gemm(false, W.layout.trans, R, in, out_features, T(1), pdy, out_features, W.t.data<T>(),
-                 W.layout.ld, sink.beta<T>(), sink.data<T>(), in, dy16.data());
-            sink.finish();
-          }
-          if (weight.requires_grad() && in > 0) {  // dW [out, in] += dyᵀ [out, R] · x [R, in]
-            GradSink sink(weight);
-            const Tensor x_read = x16 ? bf16_input_as_read(*x16, R, in, ldx) : X_kept;
-            gemm(true, false, out_features, in, R, T(1), pdy, out_features,
-                 x_read.defined() ? x_read.data<T>() : nullptr, ldx, sink.beta<T>(), sink.data<T>(),
-                 in, dy16.data(), x16 ? static_cast<const uint16_t*>(x16->data()) : nullptr);
-            sink.finish();
-          }
-          if (bias.defined() && bias.requires_grad()) {  // db [out] += Σ_rows dy
-            GradSink sink(bias);
-            sink.zero_if_fresh();
-            add_column_sums(pdy, R, out_features, out_features, sink.data<T>());
-            sink.finish();
-          }
-        });
+        const Tensor x_rows = x16 ? bf16_input_as_read(*x16, R, in, ldx) : X_kept;
+        linear_backward(dy, x, weight, bias, x_rows, ldx, W.t, W.layout,
+                        x16 && !x_rows.defined() ? static_cast<const uint16_t*>(x16->data())
+                                                 : nullptr);
         // dresidual = g, last: g may become the residual's gradient (tape.h, rule 1), and
         // then x's gradient, when x is the residual, must not be written over dy before.
         dy = Tensor();

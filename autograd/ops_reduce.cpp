@@ -16,8 +16,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/op_steps.h"
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
+#include "tensor/exercise.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_index.h"
 #include "tensor/kernels_reduce.h"
@@ -56,18 +58,28 @@ Tensor reduce(const Tensor& a, const std::vector<int64_t>& axes_in, bool keepdim
   }
   if (should_record({a}))
     record(op, {a}, out,
-           [a, axes, average, count](const Tensor& g) {
-             Shape keep = a.shape();
-             for (int64_t k : axes) keep[k] = 1;
-             Tensor gk = reshape(g, keep);
-             if (average) gk = scale(gk, 1.0 / static_cast<double>(count));
-             accumulate_grad(a, expand(gk, a.shape()));
+           [a, axes, average](const Tensor& g) {
+             accumulate_grad(a, reduce_backward(g, a.shape(), axes, average));
            })
         .saves({})
         .composed();
   return out;
 }
 }  // namespace
+
+// g [reduced] -> [input]: the reduced axes set to 1, divided by the count for mean, broadcast back.
+DG_EXERCISE Tensor reduce_backward(const Tensor& g, const Shape& input_shape,
+                                   const std::vector<int64_t>& axes, bool average) {
+  Shape keep = input_shape;
+  int64_t count = 1;
+  for (int64_t k : axes) {
+    keep[k] = 1;
+    count *= input_shape[k];
+  }
+  Tensor gk = reshape(g, keep);
+  if (average) gk = scale(gk, 1.0 / static_cast<double>(count));
+  return expand(gk, input_shape);
+}
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
   return reduce(a, axes, keepdim, false);

@@ -6,14 +6,22 @@
 // Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them; their second derivatives
 // tests/test_gradgradcheck_pointwise.cpp), the kernels (beside the cross-entropy ones) and
 // softmax's values in tests/test_kernels_loss.cpp.
+#include "autograd/op_steps.h"
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
+#include "tensor/exercise.h"
 #include "tensor/kernels_softmax.h"
 #include "tensor/profile.h"
 
 namespace dg {
 
 // ---- softmax / log_softmax over one axis; backward from the saved output ------------------------
+// softmax g_in = y⊙(g − Σ g⊙y); log_softmax g_in = g − e^y·Σ g (sums over axis, kept as size 1)
+DG_EXERCISE Tensor softmax_input_grad(const Tensor& g, const Tensor& out, int64_t axis, bool log) {
+  if (log) return sub(g, mul(exp(out), sum(g, {axis}, true)));
+  return mul(out, sub(g, sum(mul(g, out), {axis}, true)));
+}
+
 namespace {
 Tensor softmax_impl(const Tensor& a, int64_t axis_in, bool log) {
   ScopedOpTimer op_timer(OpFamily::mixing);
@@ -41,11 +49,7 @@ Tensor softmax_impl(const Tensor& a, int64_t axis_in, bool log) {
            })
         .saves({out})
         .differentiable([a, axis, log](const Tensor& g, const Tensor& out) {
-          // out with its graph: softmax da = y⊙(g − Σ g⊙y); log_softmax da = g − e^y·Σ g
-          if (log)
-            accumulate_grad(a, sub(g, mul(exp(out), sum(g, {axis}, true))));
-          else
-            accumulate_grad(a, mul(out, sub(g, sum(mul(g, out), {axis}, true))));
+          accumulate_grad(a, softmax_input_grad(g, out, axis, log));  // out with its graph
         });
   return out;
 }
