@@ -389,29 +389,29 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
   if (!should_record({x, weight, bias, residual})) return y;
   // With x16 the backward holds x only weakly (the node's input list keeps it while it runs).
   const Tensor x_kept = x16 ? Tensor() : x, X_kept = x16 ? Tensor() : X;
-  RecordedNode node = record(
-      op, {x, weight, bias, residual}, y,
-      [x_kept, x_weak = WeakTensor(x), x16, weight, bias, residual, X_kept, ldx, W, R, in,
-       rope_heads, Tn, hd, cos, sin, heads_last, Bn](const Tensor& g) {
-        const Tensor x = x16 ? x_weak.lock() : x_kept;
-        Tensor dy = g.contiguous();  // [R, out]
-        if (rope_heads > 0) {        // the gradient of the GEMM's output: rotated back
-          Tensor dz = Tensor::empty(dy.shape(), dy.dtype());
-          dispatch_float(dy.dtype(), "linear_rope", [&]<class T>() {
-            rope_rows<T>(dz.data<T>(), heads_last, dy.data<T>(), heads_last, cos.data<T>(),
-                         sin.data<T>(), Bn, rope_heads, Tn, hd, true, true);
-          });
-          dy = dz;
-        }
-        const Tensor x_rows = x16 ? bf16_input_as_read(*x16, R, in, ldx) : X_kept;
-        linear_backward(dy, x, weight, bias, x_rows, ldx, W.t, W.layout,
-                        x16 && !x_rows.defined() ? static_cast<const uint16_t*>(x16->data())
-                                                 : nullptr);
-        // dresidual = g, last: g may become the residual's gradient (tape.h, rule 1), and
-        // then x's gradient, when x is the residual, must not be written over dy before.
-        dy = Tensor();
-        if (residual.defined() && residual.requires_grad()) accumulate_grad(residual, g);
-      });
+  RecordedNode node =
+      record(op, {x, weight, bias, residual}, y,
+             [x_kept, x_weak = WeakTensor(x), x16, weight, bias, residual, X_kept, ldx, W, R, in,
+              rope_heads, Tn, hd, cos, sin, heads_last, Bn](const Tensor& g) {
+               const Tensor x = x16 ? x_weak.lock() : x_kept;
+               Tensor dy = g.contiguous();  // [R, out]
+               if (rope_heads > 0) {        // the gradient of the GEMM's output: rotated back
+                 Tensor dz = Tensor::empty(dy.shape(), dy.dtype());
+                 dispatch_float(dy.dtype(), "linear_rope", [&]<class T>() {
+                   rope_rows<T>(dz.data<T>(), heads_last, dy.data<T>(), heads_last, cos.data<T>(),
+                                sin.data<T>(), Bn, rope_heads, Tn, hd, true, true);
+                 });
+                 dy = dz;
+               }
+               const Tensor x_rows = x16 ? bf16_input_as_read(*x16, R, in, ldx) : X_kept;
+               linear_backward(
+                   dy, x, weight, bias, x_rows, ldx, W.t, W.layout,
+                   x16 && !x_rows.defined() ? static_cast<const uint16_t*>(x16->data()) : nullptr);
+               // dresidual = g, last: g may become the residual's gradient (tape.h, rule 1), and
+               // then x's gradient, when x is the residual, must not be written over dy before.
+               dy = Tensor();
+               if (residual.defined() && residual.requires_grad()) accumulate_grad(residual, g);
+             });
   if (x16) {  // the GEMMs read W and x's bf16 copy; create_graph is refused (tape.h)
     node.saves({weight});
     node.releases_values_of(0);
