@@ -7,15 +7,15 @@
 //                              nothing), else 1, naming the exercise that passed
 //
 // It refuses any other argument (exit 2). It does not catch a crash or a check that never returns.
+#include "tools/learn/grade.h"
+
+#include <fmt/core.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <string>
-
-#include <fmt/core.h>
-
-#include "tools/learn/grade.h"
 
 namespace dg::learn {
 

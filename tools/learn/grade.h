@@ -34,7 +34,7 @@ struct NamedCheck {
 
 struct Exercise {
   std::string function;  // as the chapter names it: "mul_backward"
-  std::string where;     // the file holding the library's definition: "autograd/ops_elementwise.cpp"
+  std::string where;  // the file holding the library's definition: "autograd/ops_elementwise.cpp"
   std::vector<NamedCheck> checks;
 };
 
