@@ -135,7 +135,7 @@ Verdict block_gradients() {
 }
 
 // A tiny GPT on a repeated sentence: from about ln(vocab) it must fall below 0.6 within 60 AdamW
-// steps (the library's block: about 0.2).
+// steps (the library's block: about 0.15).
 Verdict tiny_gpt_learns() {
   const std::string text = "the cat sat on the mat. ";
   std::vector<int64_t> stream;
