@@ -61,6 +61,10 @@ Verdict future_does_not_leak() {
   const Tensor after = plain_causal_attention(q, Tensor::from_vector(kv, k.shape(), DType::f64),
                                               Tensor::from_vector(vv, v.shape(), DType::f64));
   const std::vector<double> a = before.to_vector(), b = after.to_vector();
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!std::isfinite(a[i]))
+      return {false,
+              fmt::format("output element {} is {}: is a whole row of the mask −inf?", i, a[i])};
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t t = 0; t < T; ++t)
       for (int64_t d = 0; d < 4; ++d) {
