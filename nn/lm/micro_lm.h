@@ -96,6 +96,14 @@ Tensor pre_norm_block(MicroBlock& block, const Tensor& c);
 Tensor attnres_route(const Linear& route, const Tensor& z, const std::vector<Tensor>& sources,
                      Tensor& alpha);
 
+// The paper AttnRes mixture (nn/lm/residual/paper_attnres.cpp): per token, the weights over
+// depth α = softmax_j(w · RMSNorm(S_j)) [B, T, J] of a pseudo-query w [1, D] against the
+// gain-free RMSNorm (unit_gain: ones [D], eps) of each source S_j [B, T, D], and the mixture of
+// the raw sources h = Σ_j α_j S_j [B, T, D]. Returns h and writes α into alpha_out. Every
+// sublayer of the paper modes, and the model's output, reads one.
+Tensor pseudo_query_mix(const std::vector<Tensor>& sources, const Tensor& w,
+                        const Tensor& unit_gain, double eps, Tensor& alpha_out);
+
 struct RouteStats {
   // Per layer: mean over tokens of α_qk and α_v, [k] each, and the QK/V JS divergence.
   std::vector<std::vector<double>> mean_alpha_qk, mean_alpha_v;

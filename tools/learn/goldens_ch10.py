@@ -5,7 +5,9 @@
 #  2. the paired statistics of five fixed seed pairs with mpmath (scipy is not installed): the
 #     mean difference, the sample standard deviation, the 95% t interval (Student's t quantile at
 #     0.975 with n − 1 degrees of freedom), the t statistic, its two-sided p and the exact sign
-#     test's p.
+#     test's p;
+#  3. the paper AttnRes mixture on the same sources with PyTorch 1.13: α = softmax_j(w·RMSNorm(S_j))
+#     (a gain-free RMSNorm written out: torch 1.13 has no nn.RMSNorm) and h = Σ_j α_j S_j.
 # It prints nothing else and changes no file. Run: python3 tools/learn/goldens_ch10.py
 import math
 
@@ -58,3 +60,14 @@ p_sign = min(1, 2 * sum(math.comb(m, i) for i in range(k + 1)) / 2**m)
 print("// paired: t quantile, mean, std, ci low, ci high, t, p(t), wins, p(sign)")
 for x in [tq, mean, std, mean - tq * se, mean + tq * se, t_stat, p_t, wins, p_sign]:
     print(mpmath.nstr(mpmath.mpf(x), 17))
+
+# 3. the paper AttnRes mixture: α = softmax_j(w · RMSNorm(S_j)) with a gain-free RMSNorm (eps
+#    1e-6) over the same three sources and w [1, 4] (offset 2.5), h = Σ_j α_j S_j.
+w = filled((1, 4), 2.5)
+keys = [s / torch.sqrt((s * s).mean(-1, keepdim=True) + 1e-6) for s in sources]
+alpha = torch.softmax(torch.cat([k @ w.T for k in keys], -1), -1)
+h = sum(alpha[..., j : j + 1] * sources[j] for j in range(3))
+print("// pseudo-query mix: alpha [1,2,3]")
+print(", ".join(f"{x:.15g}" for x in alpha.flatten().tolist()))
+print("// pseudo-query mix: h [1,2,4]")
+print(", ".join(f"{x:.15g}" for x in h.flatten().tolist()))
