@@ -255,6 +255,10 @@ RopeTables rope_tables_for(int64_t T, int64_t hd, double base, int64_t position_
 // matmul(q, kᵀ)·scale + causal mask + softmax + matmul with v (flash-style, no T×T kept).
 // Plain twin: plain_causal_attention.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale = 0.0);
+// The additive causal mask [T, T] of the plain attentions: 0 where key j <= query i (visible),
+// −inf where j > i (the future), so softmax gives the hidden keys weight exactly 0. A constant:
+// it records nothing. T >= 0; refuses a dtype that is not float32 or float64.
+Tensor causal_mask(int64_t T, DType dtype);
 // causal_attention written with those primitive ops (and expand/reshape for the kv groups), each
 // recorded: the reference.
 Tensor plain_causal_attention(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -13,10 +13,12 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 
 #include "autograd/gradcheck.h"
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
+#include "tensor/exercise.h"
 #include "tensor/kernels_attention.h"
 #include "tensor/profile.h"
 
@@ -85,6 +87,22 @@ Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
   return out;
 }
 
+// ---- causal_mask: [T, T], 0 on and below the diagonal, −inf above ------------------------------
+// Query i may read keys 0..i: key j > i is the future and gets −inf, which softmax turns into a
+// weight of exactly 0 (exp(−inf) = 0). The diagonal stays visible, so no row is all −inf (a row
+// of only −inf would give 0/0 = NaN). Built once per call of a plain attention, never per element.
+DG_EXERCISE Tensor causal_mask(int64_t T, DType dtype) {
+  if (T < 0 || !is_floating(dtype))
+    throw std::invalid_argument(fmt::format(
+        "causal_mask: expected a length T >= 0 and a float32 or float64 dtype, got T {} and {}", T,
+        dtype_name(dtype)));
+  std::vector<double> hidden(T * T, 0.0);  // row i: query position i; column j: key position j
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = i + 1; j < T; ++j)
+      hidden[i * T + j] = -std::numeric_limits<double>::infinity();
+  return Tensor::from_vector(hidden, {T, T}, dtype);
+}
+
 // ---- plain_attention: self-attention from primitive ops (read this first) ----------------------
 // The formula of ops.h step by step. The tape keeps every intermediate, including the [B,H,T,T]
 // scores and probabilities; causal_attention and attention_heads below compute the same values
@@ -119,12 +137,7 @@ Tensor plain_attention(const Tensor& u_qk, const Tensor& u_v, const Tensor& wq, 
   }
   const double sc = attention_scale(scale, hd, op);
   Tensor scores = dg::scale(matmul(q, transpose(k, 2, 3)), sc);  // [B, H, T, T]
-  std::vector<double> hidden(T * T, 0.0);                        // key j > query i is hidden
-  for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = i + 1; j < T; ++j)
-      hidden[i * T + j] = -std::numeric_limits<double>::infinity();
-  const Tensor mask = Tensor::from_vector(hidden, {T, T}, q.dtype());
-  Tensor p = softmax(add(scores, mask), -1);
+  Tensor p = softmax(add(scores, causal_mask(T, q.dtype())), -1);
   Tensor o = matmul(p, v);                                   // [B, H, T, hd]
   return reshape(permute(o, {0, 2, 1, 3}), {B, T, H * hd});  // merge heads
 }
@@ -147,13 +160,8 @@ Tensor plain_causal_attention(const Tensor& q, const Tensor& k_in, const Tensor&
     v = repeat(v);
   }
   const double sc = attention_scale(scale, hd, op);
-  const Tensor scores = dg::scale(matmul(q, transpose(k, 2, 3)), sc);  // [B, H, T, T]
-  std::vector<double> hidden(T * T, 0.0);                              // key j > query i is hidden
-  for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = i + 1; j < T; ++j)
-      hidden[i * T + j] = -std::numeric_limits<double>::infinity();
-  const Tensor mask = Tensor::from_vector(hidden, {T, T}, q.dtype());
-  return matmul(softmax(add(scores, mask), -1), v);  // [B, H, T, hd]
+  const Tensor scores = dg::scale(matmul(q, transpose(k, 2, 3)), sc);     // [B, H, T, T]
+  return matmul(softmax(add(scores, causal_mask(T, q.dtype())), -1), v);  // [B, H, T, hd]
 }
 
 // ---- causal_attention: q [B,H,T,hd], k v [B,Hkv,T,hd] -> [B,H,T,hd] -------------------------

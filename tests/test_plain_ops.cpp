@@ -3,7 +3,8 @@
 // and GQA, with and without RoPE and biases; plain_rms_norm vs rms_norm; plain_cross_entropy vs
 // cross_entropy; plain_linear_cross_entropy vs linear_cross_entropy; plain_layer_norm,
 // plain_swiglu, plain_linear_add, plain_linear_rope, plain_depth_mix, plain_causal_attention,
-// plain_scaled_dot_product_attention, plain_lstm_cell and plain_gru_cell vs their fused ops.
+// plain_scaled_dot_product_attention, plain_lstm_cell and plain_gru_cell vs their fused ops; the
+// plain attentions' causal_mask.
 // Float64, forward values and every input's gradient (a random-weighted loss), equal within 1e-13
 // relative to the largest value (1e-12 for attention).
 #include <doctest/doctest.h>
@@ -107,6 +108,22 @@ TEST_CASE("plain_attention is causal and its scale argument is honoured") {
   for (int d = 0; d < 4; ++d) CHECK(out[d] == doctest::Approx(v[d]).epsilon(1e-14));
   Tensor f = attention_heads(linear(u, w), linear(u, w), linear(u, w), 1, 1, 0.0, 0.3);
   CHECK(rel_diff(a, f) < 1e-13);
+}
+
+TEST_CASE("causal_mask: 0 on and below the diagonal, -inf above; refuses T < 0 and integers") {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const Tensor mask = causal_mask(3, dtype);
+    CHECK(mask.shape() == Shape{3, 3});
+    CHECK(mask.dtype() == dtype);
+    const std::vector<double> m = mask.to_vector();
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) CHECK(m[i * 3 + j] == (j > i ? -INFINITY : 0.0));
+  }
+  CHECK(causal_mask(0, DType::f64).numel() == 0);
+  CHECK_THROWS_WITH_AS(causal_mask(-1, DType::f64), doctest::Contains("causal_mask"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(causal_mask(2, DType::i64), doctest::Contains("int64"),
+                       std::invalid_argument);
 }
 
 TEST_CASE("plain_rms_norm equals rms_norm (value, dx, dw)") {

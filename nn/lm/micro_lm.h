@@ -83,6 +83,27 @@ class MicroBlock : public Module {
   // a new mode may register its own and find them by name with parameter("...").
 };
 
+// The standard mode's block (nn/lm/residual/standard.cpp), the pre-norm LLaMA block:
+// x = c + Attn(N(c), N(c)); y = x + FFN(N(x)), with N the block's attention_norm and ffn_norm.
+// c [B, T, D] -> y [B, T, D].
+Tensor pre_norm_block(MicroBlock& block, const Tensor& c);
+
+// The reference AttnRes route (nn/lm/residual/reference_attnres.cpp): per token, the weights over
+// depth α = softmax(route(z)) [B, T, J] (route: Linear D -> J, z = the block's routed state
+// RMSNorm(c) [B, T, D]) and the mixture h = Σ_j α_j S_j [B, T, D] of the J sources S_0..S_{J-1}.
+// Returns h and writes α into alpha. block_attnres calls it once per block, rd_attnres twice (one
+// route for Q and K, one for V).
+Tensor attnres_route(const Linear& route, const Tensor& z, const std::vector<Tensor>& sources,
+                     Tensor& alpha);
+
+// The paper AttnRes mixture (nn/lm/residual/paper_attnres.cpp): per token, the weights over
+// depth α = softmax_j(w · RMSNorm(S_j)) [B, T, J] of a pseudo-query w [1, D] against the
+// gain-free RMSNorm (unit_gain: ones [D], eps) of each source S_j [B, T, D], and the mixture of
+// the raw sources h = Σ_j α_j S_j [B, T, D]. Returns h and writes α into alpha_out. Every
+// sublayer of the paper modes, and the model's output, reads one.
+Tensor pseudo_query_mix(const std::vector<Tensor>& sources, const Tensor& w,
+                        const Tensor& unit_gain, double eps, Tensor& alpha_out);
+
 struct RouteStats {
   // Per layer: mean over tokens of α_qk and α_v, [k] each, and the QK/V JS divergence.
   std::vector<std::vector<double>> mean_alpha_qk, mean_alpha_v;

@@ -23,7 +23,7 @@ foreach(checks ${DG_LEARN_CHECKS})
     list(APPEND programs learn_${ch})
   endif()
   foreach(program ${programs})
-    target_link_libraries(${program} PRIVATE dg_lm)
+    target_link_libraries(${program} PRIVATE dg_attnres)  # the library, the LM, the statistics
   endforeach()
   add_test(NAME learn_${ch}_solutions_pass COMMAND learn_${ch}_solutions)
   add_test(NAME learn_${ch}_stubs_fail COMMAND learn_${ch}_stubs --expect-fail)

@@ -19,15 +19,14 @@
 
 #include "nn/lm/decode.h"
 #include "nn/lm/micro_lm.h"
+#include "tensor/exercise.h"
 
 namespace dg {
 
-namespace {
-
 // α = softmax_j(w · RMSNorm(S_j)), h = Σ α_j S_j.
 // sources S_j [B, T, D], w [1, D] -> h [B, T, D]; alpha_out [B, T, J]
-Tensor pseudo_query_mix(const std::vector<Tensor>& sources, const Tensor& w,
-                        const Tensor& unit_gain, double eps, Tensor& alpha_out) {
+DG_EXERCISE Tensor pseudo_query_mix(const std::vector<Tensor>& sources, const Tensor& w,
+                                    const Tensor& unit_gain, double eps, Tensor& alpha_out) {
   std::vector<Tensor> logits;
   logits.reserve(sources.size());
   for (const Tensor& s : sources)
@@ -35,6 +34,8 @@ Tensor pseudo_query_mix(const std::vector<Tensor>& sources, const Tensor& w,
   alpha_out = softmax(sources.size() == 1 ? logits[0] : cat(logits, -1), -1);
   return depth_mix(sources, alpha_out);
 }
+
+namespace {
 
 class PaperAttnRes final : public Residual {
  public:

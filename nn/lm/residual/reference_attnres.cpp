@@ -13,10 +13,20 @@
 
 #include "nn/lm/decode.h"
 #include "nn/lm/micro_lm.h"
+#include "tensor/exercise.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_softmax.h"
 
 namespace dg {
+
+// z [B, T, D], sources S_j [B, T, D] (J of them), route D -> J -> h [B, T, D]; alpha [B, T, J].
+// The logits route(z) score every source for every token; the softmax runs over the last axis,
+// depth, so each token's weights over its sources sum to one.
+DG_EXERCISE Tensor attnres_route(const Linear& route, const Tensor& z,
+                                 const std::vector<Tensor>& sources, Tensor& alpha) {
+  alpha = softmax(route.forward(z), -1);  // [B, T, J]
+  return depth_mix(sources, alpha);       // Σ_j α[.., j]·S_j
+}
 
 namespace {
 
@@ -50,12 +60,11 @@ class ReferenceAttnRes final : public Residual {
           fmt::format("block {} expects {} sources, got {}", b.index, b.index + 1, sources.size()));
     const Tensor& c = sources.back();
     Tensor z = b.route_norm->forward(c);
-    b.last_alpha_qk = softmax(b.qk_route->forward(z), -1);  // [B, T, k]
-    Tensor u_qk = b.attention_norm->forward(depth_mix(sources, b.last_alpha_qk));
+    Tensor u_qk =
+        b.attention_norm->forward(attnres_route(*b.qk_route, z, sources, b.last_alpha_qk));
     Tensor x;
     if (v_route_) {
-      b.last_alpha_v = softmax(b.v_route->forward(z), -1);
-      Tensor u_v = b.attention_norm->forward(depth_mix(sources, b.last_alpha_v));
+      Tensor u_v = b.attention_norm->forward(attnres_route(*b.v_route, z, sources, b.last_alpha_v));
       x = b.attention->forward(u_qk, u_v, c);
     } else {
       b.last_alpha_v = b.last_alpha_qk;  // the same route computed once; the reference: twice

@@ -3,8 +3,18 @@
 // but the last; it is the control the AttnRes modes are compared with.
 #include "nn/lm/decode.h"
 #include "nn/lm/micro_lm.h"
+#include "tensor/exercise.h"
 
 namespace dg {
+
+// c [B, T, D] -> y [B, T, D]. Pre-norm: each sublayer reads a normalised copy of the stream and
+// adds its output to the un-normalised stream, so the stream itself is never normalised.
+DG_EXERCISE Tensor pre_norm_block(MicroBlock& block, const Tensor& c) {
+  Tensor u = block.attention_norm->forward(c);
+  Tensor x = block.attention->forward(u, u, c);
+  // x = c + Attn(..), y = x + FFN(N(x)): each residual add happens inside the output projection
+  return block.ffn->forward(block.ffn_norm->forward(x), x);
+}
 
 namespace {
 
@@ -12,11 +22,7 @@ class Standard final : public Residual {
  public:
   // sources = {c}, c [B, T, D] -> y [B, T, D]
   Tensor block_forward(MicroBlock& block, const std::vector<Tensor>& sources) const override {
-    const Tensor& c = sources.back();
-    Tensor u = block.attention_norm->forward(c);
-    Tensor x = block.attention->forward(u, u, c);
-    // x = c + Attn(..), y = x + FFN(N(x)): each residual add happens inside the output projection
-    return block.ffn->forward(block.ffn_norm->forward(x), x);
+    return pre_norm_block(block, sources.back());
   }
 
   // h0 [B, T, D] -> the last block's output [B, T, D]
