@@ -84,7 +84,8 @@ learn:
 	  if [ ! -f tools/learn/mine/ch$$n.cpp ]; then cp tools/learn/stubs/ch$$n.cpp tools/learn/mine/ch$$n.cpp; \
 	    echo "make learn: copied chapter $(CHAPTER)'s stubs to tools/learn/mine/ch$$n.cpp: write your functions there"; fi
 	@$(MAKE) --no-print-directory configure
-	@n=$$(printf '%02d' "$(CHAPTER)"); cmake --build $(BUILD) -j $(JOBS) --target learn_ch$$n && $(BUILD)/learn_ch$$n
+	@n=$$(printf '%02d' "$(CHAPTER)"); cmake --build $(BUILD) -j $(JOBS) --target learn_ch$$n -- --no-print-directory && \
+	  { $(BUILD)/learn_ch$$n || { echo "make learn: some checks still fail (the build is fine): edit tools/learn/mine/ch$$n.cpp and run make learn CHAPTER=$(CHAPTER) again" >&2; exit 1; }; }
 
 test-mpi-full: build
 	cmake --build $(BUILD) --target test_mpi_full

@@ -30,8 +30,8 @@ bool is_contiguous_layout(const Shape& shape, const Shape& strides);
 // range.
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* op);
 // numpy broadcasting of two shapes: align them at the right; each pair of sizes must be equal or
-// one of them 1 (a missing axis counts as 1); the result takes the larger size of each pair
-// ([3, 1] and [4] -> [3, 4]). Throws std::invalid_argument
+// one of them 1 (a missing axis counts as 1); the result takes the size that is not 1 of each
+// pair, or 1 ([3, 1] and [4] -> [3, 4]; [0] and [1] -> [0], as torch). Throws std::invalid_argument
 // "op: shapes [..] and [..] cannot be broadcast" otherwise.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // The axes of `broadcast` (a shape that `target` broadcasts to) along which `target` was

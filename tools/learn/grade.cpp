@@ -51,6 +51,8 @@ Verdict expect_values(const Tensor& got, const std::vector<double>& expected,
                                  what, i, values[i], expected[i], difference,
                                  atol + rtol * std::abs(expected[i]))};
   }
+  if (atol == 0 && rtol == 0)
+    return {true, fmt::format("{}: {} elements exactly equal", what, values.size())};
   return {true, fmt::format("{}: {} elements within {:.0e} + {:.0e}·|expected|", what,
                             values.size(), atol, rtol)};
 }
