@@ -14,6 +14,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/tape.h"
+#include "tools/learn/checks/patterns.h"
 #include "tools/learn/grade.h"
 
 namespace dg::learn {
@@ -102,26 +103,6 @@ const std::vector<double> k_ce_grad = {
 const std::vector<double> k_ce_large_loss = {1000.2038029822222};
 const std::vector<double> k_ce_large_grad = {
     0.04501528658519022, 0.12236423552739882, -0.1673795221125891, -0.5, 0.0, 0.5};
-
-// Both verdicts: the first failure, or both details when both pass.
-Verdict both(const Verdict& first, const Verdict& second) {
-  if (!first.passed) return first;
-  return {second.passed, first.detail + "; " + second.detail};
-}
-
-// ((k·mul) mod m − shift) / div for k = 0, 1, ..: exact in float64, the same as the script's.
-Tensor pattern(const Shape& shape, int64_t mul, int64_t m, int64_t shift, double div,
-               bool leaf = false) {
-  std::vector<double> values(static_cast<size_t>(shape_numel(shape)));
-  for (size_t k = 0; k < values.size(); ++k)
-    values[k] = static_cast<double>((static_cast<int64_t>(k) * mul) % m - shift) / div;
-  Tensor t = Tensor::from_vector(values, shape, DType::f64);
-  if (leaf) t.set_requires_grad(true);
-  return t;
-}
-// G: the weights of the loss sum(y ⊙ G), a pattern of y's shape (not all ones: a plain sum
-// hides transpose and broadcast mistakes).
-Tensor weights_for(const Tensor& y) { return pattern(y.shape(), 3, 11, 5, 4.0); }
 
 // d/dx sum(y ⊙ G) for y = fn(x), x the [2, 3, 4] pattern the script uses.
 Verdict reduce_values(Tensor (*fn)(const Tensor&), const std::vector<double>& expected,

@@ -13,6 +13,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/tape.h"
+#include "tools/learn/checks/patterns.h"
 #include "tools/learn/grade.h"
 
 namespace dg::learn {
@@ -45,26 +46,6 @@ const std::vector<double> k_matmul_second_a = {
 const std::vector<double> k_matmul_second_b = {
     5.375, 1.5,   -0.75, 2.0,   4.375, -2.0,   -1.75, 1.875,  -2.75, -3.875, -2.125, 3.375,
     1.875, -1.75, -2.0,  4.375, 1.5,   -2.375, 2.0,   -2.125, -2.0,  2.625,  1.875,  -2.75};
-
-// Both verdicts: the first failure, or both details when both pass.
-Verdict both(const Verdict& first, const Verdict& second) {
-  if (!first.passed) return first;
-  return {second.passed, first.detail + "; " + second.detail};
-}
-
-// ((k·mul) mod m − shift) / div for k = 0, 1, ..: exact in float64, the same as the script's.
-Tensor pattern(const Shape& shape, int64_t mul, int64_t m, int64_t shift, double div,
-               bool leaf = false) {
-  std::vector<double> values(static_cast<size_t>(shape_numel(shape)));
-  for (size_t k = 0; k < values.size(); ++k)
-    values[k] = static_cast<double>((static_cast<int64_t>(k) * mul) % m - shift) / div;
-  Tensor t = Tensor::from_vector(values, shape, DType::f64);
-  if (leaf) t.set_requires_grad(true);
-  return t;
-}
-// G: the weights of the loss sum(y ⊙ G), a pattern of y's shape (not all ones: a plain sum
-// hides transpose mistakes).
-Tensor weights_for(const Tensor& y) { return pattern(y.shape(), 3, 11, 5, 4.0); }
 
 // Fits y = X·w_trueᵀ + b_true (64 rows of 3 features, float32) with linear and mse_loss by plain
 // gradient descent (lr 0.1) for `steps` steps; returns the first and the last loss.

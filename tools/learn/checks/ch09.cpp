@@ -11,6 +11,7 @@
 
 #include "autograd/ops.h"
 #include "nn/lm/micro_lm.h"
+#include "tools/learn/checks/sentence_lm.h"
 #include "tools/learn/grade.h"
 #include "train/optim.h"
 
@@ -141,32 +142,7 @@ Verdict block_gradients() {
 // A tiny GPT on a repeated sentence: from about ln(vocab) it must fall below 0.6 within 60 AdamW
 // steps (the library's block: about 0.15).
 Verdict tiny_gpt_learns() {
-  const std::string text = "the cat sat on the mat. ";
-  std::vector<int64_t> stream;
-  for (int r = 0; r < 8; ++r)
-    for (char ch : text) stream.push_back(ch == ' ' ? 0 : ch == '.' ? 1 : ch - 'a' + 2);
-  MicroLMConfig config = standard_config(28);
-  MicroLM model(config, DType::f32);
-  model.init_identical(3);
-  AdamW optimizer(model, AdamWConfig{.lr = 1e-2, .weight_decay = 0.0});
-  const int64_t B = 4, T = 16;
-  double first = 0, last = 0;
-  for (int step = 0; step < 60; ++step) {
-    std::vector<int64_t> ids, targets;
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t start = (step * 7 + b * 11) % (static_cast<int64_t>(stream.size()) - T - 1);
-      for (int64_t t = 0; t < T; ++t) {
-        ids.push_back(stream[start + t]);
-        targets.push_back(stream[start + t + 1]);
-      }
-    }
-    model.zero_grad();
-    const Tensor loss =
-        model.loss(Tensor::from_ids(ids, {B, T}), Tensor::from_ids(targets, {B, T}));
-    backward(loss);
-    optimizer.step();
-    (step == 0 ? first : last) = loss.item();
-  }
+  const auto [first, last] = train_on_sentence(standard_config(28));
   return expect_true(
       std::isfinite(last) && last < 0.6,
       fmt::format("loss {:.4f} at step 1, {:.4f} at step 60 (must be below 0.6)", first, last));
