@@ -402,7 +402,7 @@ std::vector<std::vector<double>> weighted_loss_gradients(const OpCase& c,
       cast.push_back(same->second);
       continue;
     }
-    Tensor copy = t.dtype() == dtype ? t.clone() : detach(t).to(dtype);  // a new leaf
+    Tensor copy = t.dtype() == dtype ? raw::clone(t) : detach(t).to(dtype);  // a new leaf
     copy.set_requires_grad(t.requires_grad());
     made.emplace_back(t.impl(), copy);
     cast.push_back(copy);

@@ -75,6 +75,13 @@ Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1);          // a v
 Tensor permute(const Tensor& a, const Shape& order);                      // a view
 Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end);  // a view of [start, end)
 Tensor contiguous(const Tensor& a);  // recorded copy when a is a non-contiguous view
+Tensor clone(const Tensor& a);       // always a copy (contiguous); the gradient passes through
+// torch's view: a's values under another shape (one size may be -1) without a copy, or an error
+// when a's strides do not allow one (torch's rule: only axes contiguous with one another in
+// memory are merged). reshape copies a non-contiguous a even where view would not: same values.
+Tensor view(const Tensor& a, const Shape& shape);
+// torch.narrow: `length` elements of `axis` from `start` (negative counts from the end); a view.
+Tensor narrow(const Tensor& a, int64_t axis, int64_t start, int64_t length);
 Tensor expand(const Tensor& a, const Shape& shape);  // a broadcast view
 // Views (storage shared; backward reshapes g back), as torch's: squeeze drops every size-1 axis
 // (or `axis`, when its size is 1; otherwise a itself, viewed); unsqueeze inserts a size-1 axis

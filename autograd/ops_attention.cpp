@@ -171,7 +171,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
   const double sc = attention_scale(scale, s.hd, "causal_attention");
   // Written as [B,T,H,hd] and returned as its [B,H,T,hd] view: the caller's merge of the heads
   // (permute back, reshape to [B,T,H·hd]) is then a view, not a copy.
-  Tensor out = Tensor::empty({s.B, s.T, s.H, s.hd}, q.dtype()).view_permute({0, 2, 1, 3});
+  Tensor out = raw::view_permute(Tensor::empty({s.B, s.T, s.H, s.hd}, q.dtype()), {0, 2, 1, 3});
   Tensor lse = Tensor::empty({s.B, s.H, s.T}, q.dtype());
   attention_forward(q, k, v, sc, out, lse);
   if (should_record({q, k, v}))
@@ -202,7 +202,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
 // backward, which rotates dq and dk back straight into the projections' gradients).
 namespace {
 Tensor split_heads(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t hd) {
-  return x.view_reshape({B, T, heads, hd}).view_permute({0, 2, 1, 3});
+  return raw::view_permute(raw::view_reshape(x, {B, T, heads, hd}), {0, 2, 1, 3});
 }
 }  // namespace
 

@@ -47,13 +47,13 @@ Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
 
 // t broadcast to `shape` as a contiguous tensor (t itself when it already is).
 Tensor expanded(const Tensor& t, const Shape& shape) {
-  return t.shape() == shape ? kernel_input(t) : t.view_expand(shape).contiguous();
+  return t.shape() == shape ? kernel_input(t) : raw::view_expand(t, shape).contiguous();
 }
 
 // A mask of any dtype as a contiguous tensor of `shape` and `dtype` (nonzero: true).
 Tensor mask_as(const Tensor& mask, const Shape& shape, DType dtype, const char* op) {
   check_arg(mask.defined(), op, mask, "a defined mask");
-  Tensor m = mask.view_expand(shape);
+  Tensor m = raw::view_expand(mask, shape);
   return m.dtype() == dtype ? kernel_input(m) : detach(m).to(dtype);
 }
 

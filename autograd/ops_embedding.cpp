@@ -68,8 +68,9 @@ Tensor embedding(const Tensor& weight, const Tensor& ids_in, std::optional<int64
     mask_shape.push_back(1);
     const Tensor pad =
         padding_idx
-            ? eq(ids, static_cast<double>(*padding_idx < 0 ? *padding_idx + V : *padding_idx))
-                  .view_reshape(mask_shape)
+            ? raw::view_reshape(
+                  eq(ids, static_cast<double>(*padding_idx < 0 ? *padding_idx + V : *padding_idx)),
+                  mask_shape)
             : Tensor();
     record(op, {weight}, out,
            [weight, ids, pad, N, V, D](const Tensor& g) {
@@ -102,7 +103,7 @@ std::vector<OpCase> embedding_op_cases() {
   auto kept = [](const Tensor& out, const Tensor& ids, int64_t pad) {
     Shape shape = ids.shape();
     shape.push_back(1);
-    return mul(out, ne(ids, static_cast<double>(pad)).to(out.dtype()).view_reshape(shape));
+    return mul(out, raw::view_reshape(ne(ids, static_cast<double>(pad)).to(out.dtype()), shape));
   };
   return {
       {"embedding/repeated ids, int64",

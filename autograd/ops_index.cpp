@@ -63,7 +63,7 @@ Tensor scatter_add(const Tensor& g, const Shape& input_shape, const Shape& part_
   if (cut) {
     Tensor view = t;
     for (int64_t k = 0; k < t.dim(); ++k)
-      if (part_shape[k] < t.shape()[k]) view = view.view_narrow(k, 0, part_shape[k]);
+      if (part_shape[k] < t.shape()[k]) view = raw::view_narrow(view, k, 0, part_shape[k]);
     add_strided(view, dpart);
   }
   return t;
@@ -105,7 +105,7 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
     if (k == ax) continue;
     check_arg(index.shape()[k] <= input.shape()[k], op, index,
               fmt::format("an index no longer than input {} on axis {}", input.describe(), k));
-    if (index.shape()[k] < input.shape()[k]) part = part.view_narrow(k, 0, index.shape()[k]);
+    if (index.shape()[k] < input.shape()[k]) part = raw::view_narrow(part, k, 0, index.shape()[k]);
   }
   const Shape& is = index.shape();
   const int64_t O = prod(is, 0, ax), J = is[ax], I = prod(is, ax + 1, index.dim());

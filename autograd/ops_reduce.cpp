@@ -212,11 +212,11 @@ Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
 // Over the flattened tensor: a scalar int64 index into a's row-major order, as torch.
 Tensor argmax(const Tensor& a) {
   check_arg(a.defined(), "argmax", a, "a defined tensor");
-  return argmax(kernel_input(a).view_reshape({a.numel()}), 0, false);
+  return argmax(raw::view_reshape(kernel_input(a), {a.numel()}), 0, false);
 }
 Tensor argmin(const Tensor& a) {
   check_arg(a.defined(), "argmin", a, "a defined tensor");
-  return argmin(kernel_input(a).view_reshape({a.numel()}), 0, false);
+  return argmin(raw::view_reshape(kernel_input(a), {a.numel()}), 0, false);
 }
 
 // ---- cumsum: out[.., c, ..] = Σ_{k ≤ c} a[.., k, ..]; backward: the reversed cumsum of g -------

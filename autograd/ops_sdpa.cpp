@@ -142,10 +142,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const SdpaArgs a = check_sdpa(q, k, &v, mask, is_causal, scale, op);
   const bool float_mask = mask.defined() && is_floating(mask.dtype());
   const Tensor bias = is_causal ? Tensor() : additive_mask(mask, false, a.L, a.S, q.dtype());
-  SdpaInputs in{q.view_expand(with_matrix(a.batch, a.L, a.E)),
-                k.view_expand(with_matrix(a.batch, a.S, a.E)),
-                v.view_expand(with_matrix(a.batch, a.S, a.Ev)),
-                bias.defined() ? bias.view_expand(with_matrix(a.batch, a.L, a.S)) : Tensor(),
+  SdpaInputs in{raw::view_expand(q, with_matrix(a.batch, a.L, a.E)),
+                raw::view_expand(k, with_matrix(a.batch, a.S, a.E)),
+                raw::view_expand(v, with_matrix(a.batch, a.S, a.Ev)),
+                bias.defined() ? raw::view_expand(bias, with_matrix(a.batch, a.L, a.S)) : Tensor(),
                 is_causal,
                 a.scale};
   int64_t Bt = 1;
@@ -153,13 +153,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor out = Tensor::empty({Bt, a.L, a.Ev}, q.dtype());
   Tensor lse = Tensor::empty({Bt, a.L}, q.dtype());
   sdpa_forward(in, out, lse);
-  out = out.view_reshape(with_matrix(a.batch, a.L, a.Ev));
+  out = raw::view_reshape(out, with_matrix(a.batch, a.L, a.Ev));
   const Tensor m = float_mask ? mask : Tensor();
   if (!should_record({q, k, v, m})) return out;
   record(op, {q, k, v, m}, out,
          [q, k, v, m, in, saved = detach(out), lse, a, Bt](const Tensor& g) {
-           const Tensor gc = g.contiguous().view_reshape({Bt, a.L, a.Ev});
-           const Tensor o = saved.view_reshape({Bt, a.L, a.Ev});
+           const Tensor gc = raw::view_reshape(g.contiguous(), {Bt, a.L, a.Ev});
+           const Tensor o = raw::view_reshape(saved, {Bt, a.L, a.Ev});
            Tensor dq, dk, dv, dm;
            auto make = [&](const Tensor& t, Tensor& d, int64_t rows, int64_t cols) {
              if (t.defined() && t.requires_grad()) d = Tensor::empty({Bt, rows, cols}, q.dtype());
@@ -171,7 +171,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
            sdpa_backward(in, o, lse, gc, dq.defined() ? &dq : nullptr, dk.defined() ? &dk : nullptr,
                          dv.defined() ? &dv : nullptr, dm.defined() ? &dm : nullptr);
            auto give = [&](const Tensor& t, const Tensor& d, int64_t rows, int64_t cols) {
-             if (d.defined()) accumulate_grad(t, d.view_reshape(with_matrix(a.batch, rows, cols)));
+             if (d.defined())
+               accumulate_grad(t, raw::view_reshape(d, with_matrix(a.batch, rows, cols)));
            };
            give(q, dq, a.L, a.E);
            give(k, dk, a.S, a.E);

@@ -63,7 +63,7 @@ Tensor unsqueeze_view(const Tensor& t, int64_t axis);
 // ---- reshape: a view when contiguous, else a copy; backward reshapes g back -----------------
 Tensor reshape(const Tensor& a, const Shape& shape) {
   ScopedOpTimer op_timer(OpFamily::other);
-  Tensor out = (a.is_contiguous() ? a : copy_of(a)).view_reshape(shape);
+  Tensor out = raw::view_reshape(a.is_contiguous() ? a : copy_of(a), shape);
   if (should_record({a}))
     record("reshape", {a}, out, [a](const Tensor& g) { accumulate_grad(a, reshape(g, a.shape())); })
         .saves({})
@@ -74,12 +74,12 @@ Tensor reshape(const Tensor& a, const Shape& shape) {
 // ---- transpose / permute: views; backward adds g into the same view of grad(a) --------------
 Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
   ScopedOpTimer op_timer(OpFamily::other);
-  Tensor out = a.view_transpose(axis0, axis1);
+  Tensor out = raw::view_transpose(a, axis0, axis1);
   if (should_record({a}))
     record("transpose", {a}, out,
            [a, axis0, axis1](const Tensor& g) {
              add_into_view_of_grad(
-                 a, g, [&](const Tensor& t) { return t.view_transpose(axis0, axis1); }, true);
+                 a, g, [&](const Tensor& t) { return raw::view_transpose(t, axis0, axis1); }, true);
            })
         .saves({})
         .differentiable([a, axis0, axis1](const Tensor& g, const Tensor&) {
@@ -90,12 +90,12 @@ Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
 
 Tensor permute(const Tensor& a, const Shape& order) {
   ScopedOpTimer op_timer(OpFamily::other);
-  Tensor out = a.view_permute(order);
+  Tensor out = raw::view_permute(a, order);
   if (should_record({a}))
     record("permute", {a}, out,
            [a, order](const Tensor& g) {
              add_into_view_of_grad(
-                 a, g, [&](const Tensor& t) { return t.view_permute(order); }, true);
+                 a, g, [&](const Tensor& t) { return raw::view_permute(t, order); }, true);
            })
         .saves({})
         .differentiable([a, order](const Tensor& g, const Tensor&) {
@@ -117,12 +117,12 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end) {
   if (s < 0 || e > size || s > e)
     throw std::out_of_range(fmt::format("slice: [{}, {}) is out of range for axis {} of {}", start,
                                         end, axis, a.describe()));
-  Tensor out = a.view_narrow(ax, s, e - s);
+  Tensor out = raw::view_narrow(a, ax, s, e - s);
   if (should_record({a}))
     record("slice", {a}, out,
            [a, ax, s, e](const Tensor& g) {
              add_into_view_of_grad(
-                 a, g, [&](const Tensor& t) { return t.view_narrow(ax, s, e - s); }, false);
+                 a, g, [&](const Tensor& t) { return raw::view_narrow(t, ax, s, e - s); }, false);
            })
         .saves({})
         .differentiable([a, ax, s, e](const Tensor& g, const Tensor&) {
@@ -164,15 +164,95 @@ Tensor to_dtype(const Tensor& a, DType dtype) {
   return out;
 }
 
-// The Tensor methods of the same ops (declared in tensor/tensor.h): x.contiguous() and
-// x.to(dtype) record as torch's do.
+// ---- clone: always a fresh contiguous copy; the gradient passes straight through ---------------
+Tensor clone(const Tensor& a) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  Tensor out = copy_of(a);
+  if (should_record({a}))
+    record("clone", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); }).saves({}).composed();
+  return out;
+}
+
+// ---- view: a reshape that never copies (torch's view) ------------------------------------------
+namespace {
+// The strides that show a tensor of (shape, strides) as new_shape without moving an element, or
+// nothing when there are none: each run of axes that are contiguous with one another in memory
+// may be split or merged, never two runs into one (torch's rule for view).
+std::optional<Shape> view_strides(const Shape& shape, const Shape& strides,
+                                  const Shape& new_shape) {
+  if (shape.empty() || shape_numel(shape) == 0) return contiguous_strides(new_shape);
+  Shape out(new_shape.size());
+  int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
+  int64_t run_stride = strides.back(), run_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    run_numel *= shape[d];
+    const bool run_ends = d == 0 || (shape[d - 1] != 1 && strides[d - 1] != run_numel * run_stride);
+    if (!run_ends) continue;
+    while (view_d >= 0 && (view_numel < run_numel || new_shape[view_d] == 1)) {
+      out[view_d] = view_numel * run_stride;
+      view_numel *= new_shape[view_d--];
+    }
+    if (view_numel != run_numel) return std::nullopt;
+    if (d > 0) run_stride = strides[d - 1], run_numel = 1, view_numel = 1;
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+}  // namespace
+
+Tensor view(const Tensor& a, const Shape& shape) {
+  if (a.is_contiguous()) return reshape(a, shape);
+  const Shape target = raw::view_reshape(Tensor::empty(a.shape(), a.dtype()), shape).shape();
+  const std::optional<Shape> strides = view_strides(a.shape(), a.strides(), target);
+  if (!strides)
+    throw std::invalid_argument(fmt::format(
+        "view: tensor {} cannot be viewed as shape {}: its strides {} do not allow it without a "
+        "copy; use reshape (copies when needed) or contiguous() first",
+        a.describe(), shape_str(shape), shape_str(a.strides())));
+  Tensor out = Tensor::from_storage(a.storage(), target, *strides, a.offset(), a.dtype());
+  if (should_record({a}))
+    record("view", {a}, out, [a](const Tensor& g) { accumulate_grad(a, reshape(g, a.shape())); })
+        .saves({})
+        .composed();
+  return out;
+}
+
+// ---- narrow: `length` elements of one axis from `start` (negative counts from the end) --------
+Tensor narrow(const Tensor& a, int64_t axis, int64_t start, int64_t length) {
+  const int64_t size = a.shape()[normalize_axis(axis, a.dim(), "narrow")];
+  const int64_t s = start < 0 ? start + size : start;
+  if (length < 0 || s < 0 || s + length > size)
+    throw std::out_of_range(
+        fmt::format("narrow: start {} and length {} are out of range for axis {} of {}", start,
+                    length, axis, a.describe()));
+  return slice(a, axis, s, s + length);
+}
+
+// The Tensor methods (declared in tensor/tensor.h) are these ops, recorded as torch's methods are.
 Tensor Tensor::contiguous() const { return dg::contiguous(*this); }
+Tensor Tensor::clone() const { return dg::clone(*this); }
 Tensor Tensor::to(DType dtype) const { return to_dtype(*this, dtype); }
+Tensor Tensor::reshape(const Shape& shape) const { return dg::reshape(*this, shape); }
+Tensor Tensor::view(const Shape& shape) const { return dg::view(*this, shape); }
+Tensor Tensor::transpose(int64_t axis0, int64_t axis1) const {
+  return dg::transpose(*this, axis0, axis1);
+}
+Tensor Tensor::permute(const Shape& order) const { return dg::permute(*this, order); }
+Tensor Tensor::narrow(int64_t axis, int64_t start, int64_t length) const {
+  return dg::narrow(*this, axis, start, length);
+}
+Tensor Tensor::expand(const Shape& shape) const { return dg::expand(*this, shape); }
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  return dg::flatten(*this, start_dim, end_dim);
+}
+Tensor Tensor::squeeze(int64_t axis) const { return dg::squeeze(*this, axis); }
+Tensor Tensor::unsqueeze(int64_t axis) const { return dg::unsqueeze(*this, axis); }
+Tensor Tensor::detach() const { return dg::detach(*this); }
 
 // ---- expand: a broadcast view (stride 0); backward sums g over the broadcast axes -----------
 Tensor expand(const Tensor& a, const Shape& shape) {
   ScopedOpTimer op_timer(OpFamily::other);
-  Tensor out = a.view_expand(shape);
+  Tensor out = raw::view_expand(a, shape);
   if (should_record({a}))
     record("expand", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); })
         .saves({})
@@ -277,7 +357,7 @@ Tensor join_pieces(const std::vector<Tensor>& pieces, int64_t axis) {
   Tensor out = Tensor::empty(shape, pieces[0].dtype());
   int64_t offset = 0;
   for (const Tensor& p : pieces) {
-    Tensor region = out.view_narrow(axis, offset, p.shape()[axis]);
+    Tensor region = raw::view_narrow(out, axis, offset, p.shape()[axis]);
     copy_strided(region, p);
     offset += p.shape()[axis];
   }
@@ -317,7 +397,8 @@ Tensor cat(const std::vector<Tensor>& parts, int64_t axis) {
                const int64_t n = p.shape()[ax];
                if (p.requires_grad())
                  add_into_view_of_grad(
-                     p, g.view_narrow(ax, offset, n), [](const Tensor& t) { return t; }, true);
+                     p, raw::view_narrow(g, ax, offset, n), [](const Tensor& t) { return t; },
+                     true);
                offset += n;
              }
            })
@@ -364,7 +445,7 @@ Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {
              for (size_t i = 0; i < parts.size(); ++i)
                if (parts[i].requires_grad())
                  add_into_view_of_grad(
-                     parts[i], g.view_narrow(ax, static_cast<int64_t>(i), 1),
+                     parts[i], raw::view_narrow(g, ax, static_cast<int64_t>(i), 1),
                      [ax](const Tensor& t) { return unsqueeze_view(t, ax); }, true);
            })
         .saves({})
@@ -463,6 +544,18 @@ std::vector<OpCase> shape_op_cases() {
        [](V in) {
          return slice(permute(in[0], {1, 2, 0}), 1, 1, 4);
        }},
+      {"clone", one({2, 3}), [](V in) { return clone(in[0]); }},
+      {"clone/of a transposed view", one({3, 4}),
+       [](V in) { return clone(transpose(in[0], 0, 1)); }},
+      {"view/of a transposed view (no copy)", one({4, 6}),
+       [](V in) {
+         return view(transpose(in[0], 0, 1), {2, 3, 4});
+       }},
+      {"view/merging the axes before a sliced one", one({3, 4, 5}),
+       [](V in) {
+         return view(slice(in[0], 2, 1, 4), {12, 3});
+       }},
+      {"narrow/negative start", one({5, 3}), [](V in) { return narrow(in[0], 0, -3, 2); }},
       {"contiguous/of a transposed view", one({3, 4, 2}),
        [](V in) { return contiguous(transpose(in[0], 1, 2)); }},
       {"contiguous/already contiguous", one({3, 4}), [](V in) { return contiguous(in[0]); }},

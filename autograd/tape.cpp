@@ -319,7 +319,7 @@ void seed(const Tensor& root, const Tensor& grad_root, const char* who) {
       throw std::invalid_argument(fmt::format("{}: gradient {} does not match root {}", who,
                                               grad_root.describe(), root.describe()));
     // A copy: the caller keeps grad_root, so it must never become a buffer the walk adds into.
-    accumulate_grad(root, g_create_graph ? grad_root : grad_root.clone());
+    accumulate_grad(root, g_create_graph ? grad_root : raw::clone(grad_root));
   } else {
     if (root.numel() != 1)
       throw std::invalid_argument(fmt::format(
@@ -515,7 +515,7 @@ void put_back_hooked_leaves(std::vector<HookedLeaf>& leaves) {
       hooked = apply_hooks(h.leaf, fresh);
     }
     if (!h.old_grad.defined()) {
-      impl->grad = (hooked.same(fresh) || g_create_graph) ? hooked : hooked.clone();
+      impl->grad = (hooked.same(fresh) || g_create_graph) ? hooked : raw::clone(hooked);
     } else if (g_create_graph) {
       GradModeScope on(true);
       impl->grad = add(h.old_grad, hooked);

@@ -69,7 +69,7 @@ class Sequential : public Module {
   M& add(std::unique_ptr<M> module) {
     M* raw = module.get();
     M& ref = register_module(std::to_string(steps_.size()), std::move(module));
-    steps_.push_back([raw](const Tensor& x) { return raw->forward(x); });
+    steps_.push_back([raw](const Tensor& x) { return (*raw)(x); });
     return ref;
   }
   // Appends a function as a Functional.

@@ -21,7 +21,7 @@ Embedding::Embedding(int64_t vocab, int64_t dim, DType dtype, std::optional<int6
   weight = register_parameter("weight", Tensor::zeros({vocab, dim}, dtype));
   if (!init::skipping()) init::normal_(weight);
   if (this->padding_idx && !init::skipping())  // torch zeroes the padding row after drawing
-    weight.view_narrow(0, *this->padding_idx, 1).fill(0.0);
+    raw::view_narrow(weight, 0, *this->padding_idx, 1).fill(0.0);
 }
 Tensor Embedding::forward(const Tensor& ids) const {
   return hooked([&](const Tensor& ids) { return embedding(weight, ids, padding_idx); }, ids);
@@ -129,15 +129,15 @@ Tensor CausalSelfAttention::forward(const Tensor& u_qk, const Tensor& u_v,
   auto body = [&](const Tensor& u_qk, const Tensor& u_v, const Tensor& residual) {
     const int64_t H = config.heads, Hkv = config.kv_heads;
     auto project = [&](const Linear* l, const Tensor& u, int64_t n) {
-      if (!config.rope) return l->forward(u);
+      if (!config.rope) return (*l)(u);
       if (l->has_forward_hooks()) return rope_heads(l->forward(u), n, config.rope_base);
       return linear_rope(u, l->weight, l->bias, n, config.rope_base);
     };
     const Tensor qp = project(q, u_qk, H);
     const Tensor kp = project(k, u_qk, Hkv);
-    const Tensor vp = v->forward(u_v);
+    const Tensor vp = (*v)(u_v);
     const Tensor merged = attention_heads(qp, kp, vp, H, Hkv);  // [B, T, H·hd]
-    return residual.defined() ? linear_plus(residual, merged, *output) : output->forward(merged);
+    return residual.defined() ? linear_plus(residual, merged, *output) : (*output)(merged);
   };
   return hooked(body, u_qk, u_v, residual);
 }
@@ -154,14 +154,14 @@ Tensor FeedForward::forward(const Tensor& x, const Tensor& residual) const {
   auto body = [&](const Tensor& x, const Tensor& residual) {
     Tensor hidden;
     if (kind == Kind::swiglu) {
-      const Tensor g = gate->forward(x);
-      hidden = swiglu(g, up->forward(x));
+      const Tensor g = (*gate)(x);
+      hidden = swiglu(g, (*up)(x));
     } else if (kind == Kind::gelu) {
-      hidden = gelu(up->forward(x));
+      hidden = gelu((*up)(x));
     } else {
-      hidden = gelu_tanh(up->forward(x));
+      hidden = gelu_tanh((*up)(x));
     }
-    return residual.defined() ? linear_plus(residual, hidden, *down) : down->forward(hidden);
+    return residual.defined() ? linear_plus(residual, hidden, *down) : (*down)(hidden);
   };
   return hooked(body, x, residual);
 }

@@ -89,27 +89,38 @@ struct AttentionConfig {
 // (the same tensor in a standard block). Head h of Q reads K/V head h / (heads / kv_heads).
 // With a residual [B, T, D] the result is residual + attention, added inside the output
 // projection (linear_add).
+DG_OTHER_FORWARD_BEGIN
 class CausalSelfAttention : public Module {
  public:
   CausalSelfAttention(const AttentionConfig& config, DType dtype = DType::f32);
   // [B, T, D] -> [B, T, D]
   Tensor forward(const Tensor& u_qk, const Tensor& u_v, const Tensor& residual = Tensor()) const;
+  Tensor operator()(const Tensor& u_qk, const Tensor& u_v,
+                    const Tensor& residual = Tensor()) const {
+    return forward(u_qk, u_v, residual);
+  }
   AttentionConfig config;
   int64_t head_dim;
   Linear *q, *k, *v, *output;
 };
+DG_OTHER_FORWARD_END
 
 // SwiGLU: down(silu(gate(x)) ⊙ up(x)); GELU: down(gelu(up(x))) (no gate), with the exact gelu
 // or its tanh approximation (gelu_tanh, GPT-2's). With a residual, residual + that, added inside
 // the down projection (linear_add).
+DG_OTHER_FORWARD_BEGIN
 class FeedForward : public Module {
  public:
   enum class Kind { swiglu, gelu, gelu_tanh };
   FeedForward(Kind kind, int64_t dim, int64_t hidden, bool bias, DType dtype = DType::f32);
   Tensor forward(const Tensor& x, const Tensor& residual = Tensor()) const;
+  Tensor operator()(const Tensor& x, const Tensor& residual = Tensor()) const {
+    return forward(x, residual);
+  }
   Kind kind;
   Linear *up, *gate, *down;  // gate is null for the GELUs
 };
+DG_OTHER_FORWARD_END
 
 // Jensen–Shannon divergence (nats) between two routing distributions p, q [.., J], per token,
 // exactly as the reference: ½Σ p ln((p+ε)/(m+ε)) + q ln((q+ε)/(m+ε)), m = (p+q)/2, ε = 1e-8.

@@ -2,11 +2,15 @@
 // module.h). It defines no layer (nn/layers.h) and no container (nn/containers.h).
 #include "nn/module.h"
 
+#include <cxxabi.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <typeinfo>
 #include <unordered_map>
+#include <utility>
 
 #include "tensor/exercise.h"
 #include "tensor/profile.h"
@@ -71,6 +75,67 @@ HookHandle Module::register_forward_hook(ForwardHook hook) {
   return hook_handle(hooks_, &ForwardHooks::post, id);
 }
 
+// ---- module(x): hooks around the subclass's forward
+// ----------------------------------------------
+namespace {
+// The module whose hooks operator() is running a forward inside (hooked() then skips them), and
+// the module whose default forward is looking for the subclass's other one (so that a module
+// declaring neither throws instead of bouncing between the two defaults).
+thread_local const Module* called_module = nullptr;
+thread_local const Module* defaulting_module = nullptr;
+
+// Sets `slot` to `module` for one scope, then puts the previous value back.
+struct ScopedModule {
+  const Module*& slot;
+  const Module* previous;
+  ScopedModule(const Module*& s, const Module* module) : slot(s), previous(s) { s = module; }
+  ~ScopedModule() { slot = previous; }
+  ScopedModule(const ScopedModule&) = delete;
+  ScopedModule& operator=(const ScopedModule&) = delete;
+};
+
+std::string type_name(const Module& m) {
+  int status = 0;
+  const char* mangled = typeid(m).name();
+  std::unique_ptr<char, void (*)(void*)> demangled(
+      abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  return status == 0 && demangled ? demangled.get() : mangled;
+}
+
+[[noreturn]] void throw_no_forward(const Module& m) {
+  throw std::logic_error(fmt::format(
+      "{} ({}) was called as module(x), but its class declares no forward(x) for it: declare "
+      "`dg::Tensor forward(const dg::Tensor& x) const override` (or without const). A forward "
+      "taking the tensor by value, or taking other arguments, is another function: call it "
+      "directly, or give the class an operator() with those arguments",
+      module_label(m), type_name(m)));
+}
+}  // namespace
+
+Tensor Module::operator()(const Tensor& x) const {
+  const CreationScope scope = creation_scope();
+  const ScopedModule called(called_module, this);
+  if (!has_forward_hooks()) [[likely]]
+    return forward(x);
+  return run_with_hooks({x}, [this](const std::vector<Tensor>& in) { return forward(in[0]); });
+}
+
+bool Module::hooks_ran_for_this_call() const { return called_module == this; }
+
+// Reached when the subclass declares no const forward(x): its non-const one, if it has it.
+Tensor Module::forward(const Tensor& x) const {
+  if (defaulting_module == this) throw_no_forward(*this);
+  const ScopedModule looking(defaulting_module, this);
+  return const_cast<Module&>(*this).forward(x);
+}
+
+// Reached when the subclass declares no non-const forward(x): its const one, if it has it.
+Tensor Module::forward(const Tensor& x) {
+  if (defaulting_module == this) throw_no_forward(*this);
+  const ScopedModule looking(defaulting_module, this);
+  return std::as_const(*this).forward(x);
+}
+
 Tensor Module::run_with_hooks(std::vector<Tensor> inputs,
                               const std::function<Tensor(const std::vector<Tensor>&)>& body) const {
   // Copies of the lists: a hook may register or remove hooks (itself included) while they run.
@@ -122,7 +187,8 @@ Tensor Module::register_parameter(const std::string& name, const Tensor& value) 
   if (!value.is_leaf())
     throw std::invalid_argument(fmt::format(
         "register_parameter: '{}' {} is not a leaf (it is the result of a recorded op); a "
-        "parameter must be a leaf, as torch's nn.Parameter: register detach(t) or t.clone()",
+        "parameter must be a leaf, as torch's nn.Parameter: register t.detach() or "
+        "t.detach().clone()",
         name, value.describe()));
   if (!is_floating(value.dtype()))
     throw std::invalid_argument(
@@ -141,7 +207,7 @@ Tensor Module::register_buffer(const std::string& name, const Tensor& value, boo
   if (!value.is_leaf() || value.requires_grad())
     throw std::invalid_argument(fmt::format(
         "register_buffer: '{}' {} requires grad or is the result of a recorded op; a buffer is "
-        "not trained: register detach(t) or t.clone()",
+        "not trained: register t.detach() or t.detach().clone()",
         name, value.describe()));
   Tensor b = value;
   if (b.name().empty()) b.set_name(name);

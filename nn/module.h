@@ -5,12 +5,13 @@
 //
 // flatten_parameters() moves every parameter into one flat value buffer and gives each one a
 // gradient that is a view into one flat gradient buffer: zeroing is a memset, the optimizer one
-// loop over flat memory, a checkpoint one walk. A module knows its parent and its dotted path,
-// and runs forward hooks (torch's register_forward_pre_hook / register_forward_hook) around any
-// forward written through hooked(). Buffers (register_buffer, as torch's: BatchNorm's running
-// statistics) are state that is not trained: never requiring grad, outside the flat buffers and
-// so unseen by optimisers, but in state_dict() and checkpoints. Modules do not own optimisers or
-// data.
+// loop over flat memory, a checkpoint one walk. A module knows its parent and its dotted path.
+// Called as module(x) (torch's __call__), it runs its forward hooks (torch's
+// register_forward_pre_hook / register_forward_hook) around its forward, whatever module it is;
+// the built-in modules run them however they are called (their forwards go through hooked()).
+// Buffers (register_buffer, as torch's: BatchNorm's running statistics) are state that is not
+// trained: never requiring grad, outside the flat buffers and so unseen by optimisers, but in
+// state_dict() and checkpoints. Modules do not own optimisers or data.
 #pragma once
 #include <concepts>
 #include <cstdint>
@@ -136,10 +137,27 @@ class Module {
   std::string path() const;
   const Module* parent() const { return parent_; }
 
+  // ---- Calling a module: module(x), torch's __call__
+  // ---------------------------------------------- module(x) runs the forward pre-hooks, the
+  // module's forward and its forward hooks (below), for every module: a user's module only declares
+  //   dg::Tensor forward(const dg::Tensor& x) const override;   // or without const
+  // and module(x) calls it, with its hooks. Library code, containers and examples call modules
+  // this way. A module without such a forward refuses module(x), naming itself and the forward to
+  // declare (a forward taking the tensor by value is another function: it is not called; clang
+  // warns that it hides this one). A module whose forward takes other arguments (several inputs,
+  // a state) declares its own operator() with them (the built-in ones do: MultiheadAttention,
+  // RNN/LSTM/GRU, the encoder layers) and is declared between DG_OTHER_FORWARD_BEGIN and _END.
+  Tensor operator()(const Tensor& x) const;
+  // What module(x) calls. The defaults make either constness of a subclass's forward the one
+  // called; when the subclass declares neither, they throw (std::logic_error, naming the module).
+  virtual Tensor forward(const Tensor& x) const;
+  virtual Tensor forward(const Tensor& x);
+
   // ---- Forward hooks (torch's register_forward_pre_hook / register_forward_hook) ----------------
-  // Every forward of the built-in modules (nn/ and the language model's) runs through hooked(),
-  // so hooks fire however the forward is called: directly (layer.forward(x)), by a container or
-  // by a parent. One call runs, in this order:
+  // They fire when a module is called as module(x); every forward of the built-in modules (nn/
+  // and the language model's) also runs through hooked(), so theirs fire however the forward is
+  // called: directly (layer.forward(x)), by a container or by a parent. Hooks run once per call
+  // (module(x) on a built-in module does not run them twice). One call runs, in this order:
   //   1. the pre-hooks, in registration order, each on the inputs the previous one left;
   //   2. the forward body on the resulting inputs;
   //   3. the hooks, in registration order, each on the output the previous one left.
@@ -168,7 +186,7 @@ class Module {
   requires(std::same_as<Inputs, Tensor>&&...) Tensor hooked(Body&& body, const Inputs&... inputs)
   const {
     const CreationScope scope = creation_scope();
-    if (!has_forward_hooks()) [[likely]]
+    if (!has_forward_hooks() || hooks_ran_for_this_call()) [[likely]]
       return body(inputs...);
     return run_with_hooks({inputs...}, [&](const std::vector<Tensor>& in) {
       return call_unpacked(body, in, std::index_sequence_for<Inputs...>{});
@@ -177,7 +195,7 @@ class Module {
   template <class Body>
   Tensor hooked_list(Body&& body, const std::vector<Tensor>& inputs) const {
     const CreationScope scope = creation_scope();
-    if (!has_forward_hooks()) [[likely]]
+    if (!has_forward_hooks() || hooks_ran_for_this_call()) [[likely]]
       return body(inputs);
     return run_with_hooks(inputs, body);
   }
@@ -186,6 +204,8 @@ class Module {
 
  private:
   static std::string describe_scope(const void* module);
+  // True inside the forward that operator() called on this module, whose hooks it ran already.
+  bool hooks_ran_for_this_call() const;
   Tensor run_with_hooks(std::vector<Tensor> inputs,
                         const std::function<Tensor(const std::vector<Tensor>&)>& body) const;
   template <class Body, size_t... I>
@@ -215,6 +235,18 @@ class Module {
   std::vector<Entry> entries_;
   std::unique_ptr<FlatParameters> flat_;  // made by flat_parameters()
 };
+
+// A module whose forward takes other arguments than one tensor does not override Module's
+// forward(x): clang's -Woverloaded-virtual would report that it hides it. Declared between these
+// two, the class says that this is intended (it is called through its own operator()).
+#if defined(__clang__)
+#define DG_OTHER_FORWARD_BEGIN \
+  _Pragma("clang diagnostic push") _Pragma("clang diagnostic ignored \"-Woverloaded-virtual\"")
+#define DG_OTHER_FORWARD_END _Pragma("clang diagnostic pop")
+#else
+#define DG_OTHER_FORWARD_BEGIN
+#define DG_OTHER_FORWARD_END
+#endif
 
 // module.flat_parameters(), as a value (it shares the module's buffers): kept for code that holds
 // its own FlatParameters. Calling it again returns the same buffers, never new ones.

@@ -43,6 +43,7 @@ enum class GateMath { fused, composed };
 // The stacked, optionally bidirectional recurrence. The input projections of all time steps are
 // one GEMM per layer and direction (x [T·N, in] · W_ihᵀ); each step then runs h · W_hhᵀ and the
 // gate math. Use it through RNN, LSTM or GRU below.
+DG_OTHER_FORWARD_BEGIN
 class Recurrent : public Module {
  public:
   Recurrent(RecurrentKind kind, const RecurrentOptions& options, DType dtype = DType::f32,
@@ -52,6 +53,11 @@ class Recurrent : public Module {
   // see {input, h0, c0} and the output sequence (the primary output; the states are not hooked).
   RecurrentOutput forward(const Tensor& input, const Tensor& h0 = Tensor(),
                           const Tensor& c0 = Tensor()) const;
+  // rnn(input, h0, c0), as torch's rnn(input, hx): the forward above.
+  RecurrentOutput operator()(const Tensor& input, const Tensor& h0 = Tensor(),
+                             const Tensor& c0 = Tensor()) const {
+    return forward(input, h0, c0);
+  }
 
   RecurrentKind kind;
   RecurrentOptions options;
@@ -69,6 +75,7 @@ class Recurrent : public Module {
                                 const Tensor& c) const;
   TorchGenerator* dropout_generator_;
 };
+DG_OTHER_FORWARD_END
 
 class RNN : public Recurrent {
  public:
@@ -94,6 +101,7 @@ class GRU : public Recurrent {
 
 // One time step, as torch.nn.RNNCell/LSTMCell/GRUCell: parameters weight_ih [G·H, in],
 // weight_hh [G·H, H], bias_ih, bias_hh [G·H] (torch's names and init).
+DG_OTHER_FORWARD_BEGIN
 class RecurrentCell : public Module {
  public:
   RecurrentCell(RecurrentKind kind, int64_t input_size, int64_t hidden_size, bool bias = true,
@@ -102,6 +110,10 @@ class RecurrentCell : public Module {
   // for LSTM in c_n; output is h' too). The hooks see {x, h, c} and h'.
   RecurrentOutput forward(const Tensor& x, const Tensor& h = Tensor(),
                           const Tensor& c = Tensor()) const;
+  RecurrentOutput operator()(const Tensor& x, const Tensor& h = Tensor(),
+                             const Tensor& c = Tensor()) const {
+    return forward(x, h, c);
+  }
   RecurrentKind kind;
   int64_t input_size, hidden_size;
   GateMath gate_math = GateMath::fused;
@@ -110,6 +122,7 @@ class RecurrentCell : public Module {
  private:
   const char* name() const;
 };
+DG_OTHER_FORWARD_END
 
 class RNNCell : public RecurrentCell {
  public:

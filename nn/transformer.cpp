@@ -153,7 +153,7 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
       o = scaled_dot_product_attention(q, k, v, mask);
     }
     const Tensor merged = reshape(permute(o, {0, 2, 1, 3}), {N, L, E});
-    const Tensor out = out_proj->forward(merged);
+    const Tensor out = (*out_proj)(merged);
     return batch_first ? out : transpose(out, 0, 1);
   };
   // torch's unbatched inputs (query, key, value all 2-D): a batch of one at the batch axis
@@ -199,19 +199,19 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
                                         const Tensor& src_key_padding_mask) const {
   auto body = [&](const Tensor& src, const Tensor& src_mask, const Tensor& padding) {
     auto sa = [&](const Tensor& x) {
-      return dropout1->forward(self_attn->forward(x, x, x, padding, false, src_mask).output);
+      return (*dropout1)((*self_attn)(x, x, x, padding, false, src_mask).output);
     };
     auto ff = [&](const Tensor& x) {
-      const Tensor h = linear1->forward(x);
+      const Tensor h = (*linear1)(x);
       const Tensor a = options.activation == Options::Activation::relu ? relu(h) : gelu(h);
-      return dropout2->forward(linear2->forward(dropout->forward(a)));
+      return (*dropout2)((*linear2)((*dropout)(a)));
     };
     if (options.norm_first) {
-      const Tensor x = add(src, sa(norm1->forward(src)));
-      return add(x, ff(norm2->forward(x)));
+      const Tensor x = add(src, sa((*norm1)(src)));
+      return add(x, ff((*norm2)(x)));
     }
-    const Tensor x = norm1->forward(add(src, sa(src)));
-    return norm2->forward(add(x, ff(x)));
+    const Tensor x = (*norm1)(add(src, sa(src)));
+    return (*norm2)(add(x, ff(x)));
   };
   return hooked(body, src, src_mask, src_key_padding_mask);
 }
@@ -238,9 +238,8 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask,
                                    const Tensor& src_key_padding_mask) const {
   auto body = [&](const Tensor& src, const Tensor& mask, const Tensor& padding) {
     Tensor x = src;
-    for (Module* m : *layers)
-      x = static_cast<TransformerEncoderLayer*>(m)->forward(x, mask, padding);
-    return norm ? norm->forward(x) : x;
+    for (Module* m : *layers) x = (*static_cast<TransformerEncoderLayer*>(m))(x, mask, padding);
+    return norm ? (*norm)(x) : x;
   };
   return hooked(body, src, mask, src_key_padding_mask);
 }

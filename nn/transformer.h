@@ -29,6 +29,7 @@ struct MultiheadAttentionOutput {
 // torch's: out_proj draws Linear's default, then xavier_uniform_ on in_proj_weight (or on the
 // q, k, v weights in turn), then both biases are zeroed (the same order of draws, so a seeded init
 // gives torch's float32 values).
+DG_OTHER_FORWARD_BEGIN
 class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
@@ -46,6 +47,13 @@ class MultiheadAttention : public Module {
                                    const Tensor& key_padding_mask = Tensor(),
                                    bool need_weights = true, const Tensor& attn_mask = Tensor(),
                                    bool average_attn_weights = true) const;
+  MultiheadAttentionOutput operator()(const Tensor& query, const Tensor& key, const Tensor& value,
+                                      const Tensor& key_padding_mask = Tensor(),
+                                      bool need_weights = true, const Tensor& attn_mask = Tensor(),
+                                      bool average_attn_weights = true) const {
+    return forward(query, key, value, key_padding_mask, need_weights, attn_mask,
+                   average_attn_weights);
+  }
   int64_t embed_dim, num_heads, head_dim, kdim, vdim;
   double dropout;
   bool batch_first;
@@ -54,6 +62,7 @@ class MultiheadAttention : public Module {
   Tensor in_proj_bias;                                 // undefined without bias
   Linear* out_proj;
 };
+DG_OTHER_FORWARD_END
 
 // torch.nn.TransformerEncoderLayer's arguments (torch's defaults).
 struct TransformerEncoderLayerOptions {
@@ -71,6 +80,7 @@ struct TransformerEncoderLayerOptions {
 // dropout1, dropout2 (torch's names and order). Post-norm: x = norm1(x + sa(x)), x = norm2(x +
 // ff(x)); norm_first: x = x + sa(norm1(x)), x = x + ff(norm2(x)); ff = linear2(dropout(act(
 // linear1(x)))). Always the plain path (torch's fused inference fast path gives the same values).
+DG_OTHER_FORWARD_BEGIN
 class TransformerEncoderLayer : public Module {
  public:
   using Options = TransformerEncoderLayerOptions;
@@ -79,24 +89,35 @@ class TransformerEncoderLayer : public Module {
   // key_padding_mask.
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(),
                  const Tensor& src_key_padding_mask = Tensor()) const;
+  Tensor operator()(const Tensor& src, const Tensor& src_mask = Tensor(),
+                    const Tensor& src_key_padding_mask = Tensor()) const {
+    return forward(src, src_mask, src_key_padding_mask);
+  }
   Options options;
   MultiheadAttention* self_attn;
   Linear *linear1, *linear2;
   Dropout *dropout, *dropout1, *dropout2;
   LayerNorm *norm1, *norm2;
 };
+DG_OTHER_FORWARD_END
 
 // torch.nn.TransformerEncoder: `layers` (a ModuleList of num_layers layers) and an optional final
 // `norm` (LayerNorm(d_model, layer_norm_eps)). As torch's deep copies, every layer starts with the
 // first layer's values.
+DG_OTHER_FORWARD_BEGIN
 class TransformerEncoder : public Module {
  public:
   TransformerEncoder(const TransformerEncoderLayerOptions& layer, int64_t num_layers,
                      bool final_norm = false, DType dtype = DType::f32);
   Tensor forward(const Tensor& src, const Tensor& mask = Tensor(),
                  const Tensor& src_key_padding_mask = Tensor()) const;
+  Tensor operator()(const Tensor& src, const Tensor& mask = Tensor(),
+                    const Tensor& src_key_padding_mask = Tensor()) const {
+    return forward(src, mask, src_key_padding_mask);
+  }
   ModuleList* layers;
   LayerNorm* norm;  // null without final_norm
 };
+DG_OTHER_FORWARD_END
 
 }  // namespace dg

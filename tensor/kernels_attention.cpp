@@ -95,7 +95,7 @@ HeadMatrices<T> head_matrices(const Tensor& x) {
     return sh[2] <= 1 || st[2] >= std::max<int64_t>(sh[3], 1);
   };
   HeadMatrices<T> m;
-  m.keep = usable(x) ? x : x.clone();  // a contiguous copy
+  m.keep = usable(x) ? x : raw::clone(x);  // a contiguous copy
   const Shape& sh = m.keep.shape();
   const Shape& st = m.keep.strides();
   m.base = m.keep.template data<T>();
@@ -205,7 +205,7 @@ void backward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, co
                    Tensor* dk, Tensor* dv) {
   const HeadMatrices<T> Q = head_matrices<T>(q), K = head_matrices<T>(k), V = head_matrices<T>(v);
   const HeadMatrices<T> O = head_matrices<T>(out), dO = head_matrices<T>(dout);
-  const Tensor lse_c = lse.is_contiguous() ? lse : lse.clone();
+  const Tensor lse_c = lse.is_contiguous() ? lse : raw::clone(lse);
   const T* l = lse_c.data<T>();
   const OutMatrices<T> dQ = dq ? out_matrices<T>(*dq) : OutMatrices<T>{};
   const OutMatrices<T> dK = dk ? out_matrices<T>(*dk) : OutMatrices<T>{};

@@ -83,8 +83,8 @@ Tensor sum_axes(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim)
   for (int64_t k = 0; k < rank; ++k)
     if (std::find(axes.begin(), axes.end(), k) == axes.end()) order.push_back(k);
   for (int64_t k : axes) order.push_back(k);
-  Tensor permuted = a.view_permute(order);
-  if (!permuted.is_contiguous()) permuted = permuted.clone();  // tensor/ records nothing
+  Tensor permuted = raw::view_permute(a, order);
+  if (!permuted.is_contiguous()) permuted = raw::clone(permuted);  // tensor/ records nothing
   Tensor out = Tensor::empty(reduced_shape(a.shape(), axes, keepdim), a.dtype());
   const int64_t rows = out.numel();
   const int64_t inner = rows ? a.numel() / rows : 0;
@@ -147,7 +147,7 @@ void add_reduced_into(Tensor& target, const Tensor& g) {
     throw std::invalid_argument(
         fmt::format("gradient: {} cannot be added into {}", g.describe(), target.describe()));
   if (g.shape() == target.shape()) {
-    Tensor src = g.is_contiguous() ? g : g.clone();
+    Tensor src = g.is_contiguous() ? g : raw::clone(g);
     dispatch_float(g.dtype(), "gradient", [&]<class T>() {
       const T* s = src.data<T>();
       T* t = target.data<T>();

@@ -82,7 +82,7 @@ Matrices<T> matrices(const Tensor& x, int64_t batches) {
   const int64_t R = x.size(-2), C = x.size(-1), sr = x.strides()[x.dim() - 2];
   const bool usable = (C <= 1 || x.strides()[x.dim() - 1] == 1) && (R <= 1 || sr >= C);
   Matrices<T> m;
-  m.keep = usable ? x : x.clone();
+  m.keep = usable ? x : raw::clone(x);
   m.base = m.keep.template data<T>();
   m.offset = batch_offsets(m.keep, batches);
   m.ld = R <= 1 ? std::max<int64_t>(C, 1) : m.keep.strides()[m.keep.dim() - 2];

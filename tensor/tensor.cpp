@@ -416,9 +416,9 @@ std::vector<float> Tensor::to_floats() const {
 
 // ---- copies ------------------------------------------------------------------------------------
 
-Tensor Tensor::clone() const {
-  Tensor out = empty(shape(), dtype());
-  out.copy_from(*this);
+Tensor raw::clone(const Tensor& t) {
+  Tensor out = Tensor::empty(t.shape(), t.dtype());
+  out.copy_from(t);
   return out;
 }
 
@@ -466,12 +466,13 @@ void Tensor::fill(double value) {
   });
 }
 
-// ---- views -------------------------------------------------------------------------------------
+// ---- unrecorded views (dg::raw)
+// ------------------------------------------------------------------
 
-Tensor Tensor::view_reshape(const Shape& new_shape) const {
-  if (!is_contiguous())
+Tensor raw::view_reshape(const Tensor& t, const Shape& new_shape) {
+  if (!t.is_contiguous())
     throw std::invalid_argument(
-        fmt::format("reshape: tensor {} is not contiguous; call contiguous() first", describe()));
+        fmt::format("reshape: tensor {} is not contiguous; call contiguous() first", t.describe()));
   Shape target = new_shape;
   int64_t known = 1, infer = -1;
   for (size_t k = 0; k < target.size(); ++k) {
@@ -482,28 +483,29 @@ Tensor Tensor::view_reshape(const Shape& new_shape) const {
       known *= target[k];
     }
   }
-  if (infer >= 0 && known > 0) target[infer] = numel() / known;
-  if (shape_numel(target) != numel())
+  if (infer >= 0 && known > 0) target[infer] = t.numel() / known;
+  if (shape_numel(target) != t.numel())
     throw std::invalid_argument(fmt::format("reshape: cannot view tensor {} as shape {}",
-                                            describe(), shape_str(new_shape)));
-  return from_storage(storage(), target, contiguous_strides(target), offset(), dtype());
+                                            t.describe(), shape_str(new_shape)));
+  return Tensor::from_storage(t.storage(), target, contiguous_strides(target), t.offset(),
+                              t.dtype());
 }
 
-Tensor Tensor::view_transpose(int64_t a, int64_t b) const {
-  int64_t r = dim();
+Tensor raw::view_transpose(const Tensor& t, int64_t a, int64_t b) {
+  int64_t r = t.dim();
   a = normalize_axis(a, r, "transpose");
   b = normalize_axis(b, r, "transpose");
-  Shape s = shape(), st = strides();
+  Shape s = t.shape(), st = t.strides();
   std::swap(s[a], s[b]);
   std::swap(st[a], st[b]);
-  return from_storage(storage(), s, st, offset(), dtype());
+  return Tensor::from_storage(t.storage(), s, st, t.offset(), t.dtype());
 }
 
-Tensor Tensor::view_permute(const Shape& order) const {
-  int64_t r = dim();
+Tensor raw::view_permute(const Tensor& t, const Shape& order) {
+  int64_t r = t.dim();
   if (static_cast<int64_t>(order.size()) != r)
     throw std::invalid_argument(
-        fmt::format("permute: order {} does not match tensor {}", shape_str(order), describe()));
+        fmt::format("permute: order {} does not match tensor {}", shape_str(order), t.describe()));
   std::vector<bool> seen(r, false);
   Shape s(r), st(r);
   for (int64_t k = 0; k < r; ++k) {
@@ -512,29 +514,31 @@ Tensor Tensor::view_permute(const Shape& order) const {
       throw std::invalid_argument(
           fmt::format("permute: order {} repeats an axis", shape_str(order)));
     seen[a] = true;
-    s[k] = shape()[a];
-    st[k] = strides()[a];
+    s[k] = t.shape()[a];
+    st[k] = t.strides()[a];
   }
-  return from_storage(storage(), s, st, offset(), dtype());
+  return Tensor::from_storage(t.storage(), s, st, t.offset(), t.dtype());
 }
 
-Tensor Tensor::view_narrow(int64_t axis, int64_t start, int64_t length) const {
-  axis = normalize_axis(axis, dim(), "narrow");
-  if (start < 0 || length < 0 || start + length > shape()[axis])
+Tensor raw::view_narrow(const Tensor& t, int64_t axis, int64_t start, int64_t length) {
+  axis = normalize_axis(axis, t.dim(), "narrow");
+  if (start < 0 || length < 0 || start + length > t.shape()[axis])
     throw std::out_of_range(fmt::format("narrow: [{}, {}) is out of range for axis {} of tensor {}",
-                                        start, start + length, axis, describe()));
-  Shape s = shape();
+                                        start, start + length, axis, t.describe()));
+  Shape s = t.shape();
   s[axis] = length;
-  return from_storage(storage(), s, strides(), offset() + start * strides()[axis], dtype());
+  return Tensor::from_storage(t.storage(), s, t.strides(), t.offset() + start * t.strides()[axis],
+                              t.dtype());
 }
 
-Tensor Tensor::view_expand(const Shape& target) const {
-  Shape b = broadcast_shapes(shape(), target, "expand");
+Tensor raw::view_expand(const Tensor& t, const Shape& target) {
+  Shape b = broadcast_shapes(t.shape(), target, "expand");
   if (b != target)
     throw std::invalid_argument(
-        fmt::format("expand: tensor {} cannot be expanded to {}", describe(), shape_str(target)));
-  return from_storage(storage(), target, broadcast_strides(shape(), strides(), target), offset(),
-                      dtype());
+        fmt::format("expand: tensor {} cannot be expanded to {}", t.describe(), shape_str(target)));
+  return Tensor::from_storage(t.storage(), target,
+                              broadcast_strides(t.shape(), t.strides(), target), t.offset(),
+                              t.dtype());
 }
 
 // ---- autograd metadata

@@ -1,11 +1,14 @@
 // The tensor type: a shape, strides and an offset over shared storage, plus autograd metadata.
 //
-// Tensor is a cheap handle (a shared pointer); copying it aliases the same tensor. Views
-// (view_reshape, view_transpose, view_permute, view_narrow, view_expand) share storage and only
-// change metadata; contiguous() and clone() copy. float32 is the training type; float64 runs
-// through the same kernels (templated on T) so gradient checks can use it; int32/int64 hold ids.
-// This file records nothing for autograd: the recorded ops and their graph live in autograd/
-// (which also defines the two recorded methods, contiguous() and to()).
+// Tensor is a cheap handle (a shared pointer); copying it aliases the same tensor. Views share
+// storage and only change metadata (shape, strides, offset); contiguous() and clone() copy.
+// float32 is the training type; float64 runs through the same kernels (templated on T) so
+// gradient checks can use it; int32/int64 hold ids.
+// Every method that returns a tensor means what torch's does: reshape, view, transpose, permute,
+// narrow, expand, clone, contiguous and to are recorded on autograd's tape (they are the ops of
+// autograd/ops.h, defined in autograd/ops_shape.cpp), and detach() is the one way out of the
+// graph. The unrecorded views and copy the library's kernels, backwards and optimisers use are
+// the free functions of dg::raw below: this file records nothing itself.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -201,23 +204,35 @@ class Tensor {
   std::vector<double> to_vector() const;  // all elements in row-major logical order
   std::vector<float> to_floats() const;
 
-  // --- copies and views -----------------------------------------------------------------------
-  // contiguous() and to() are the ops dg::contiguous and dg::to_dtype (autograd/ops.h, defined
-  // in autograd/ops_shape.cpp): recorded on the tape when grad mode is on and this tensor requires
-  // grad, as torch's x.contiguous() and x.to(dtype). contiguous(): itself when already contiguous,
-  // else a row-major copy. to(dtype): itself when already dtype, else a converted copy.
+  // --- copies and views (recorded, as torch's methods) ------------------------------------------
+  // Each is its op in autograd/ops.h: recorded on the tape when grad mode is on and this tensor
+  // requires grad, so a gradient flows through it as through torch's method.
+  //   contiguous()  itself when already contiguous, else a row-major copy (dg::contiguous)
+  //   clone()       always a fresh contiguous copy; the gradient passes through (dg::clone)
+  //   to(dtype)     itself when already dtype, else a converted copy (dg::to_dtype)
+  //   reshape(s)    a view when contiguous, else a copy; one size may be -1 (dg::reshape)
+  //   view(s)       a view or a refusal: needs a contiguous tensor (dg::view)
+  //   transpose(a, b), permute(order), narrow(axis, start, length), expand(shape): views
+  //   flatten(start, end), squeeze(axis), unsqueeze(axis)
+  // detach() shares the values without the graph (dg::detach): the one way to leave it.
   Tensor contiguous() const;
-  Tensor clone() const;  // always a fresh contiguous copy; records nothing (see autograd/README)
+  Tensor clone() const;
   Tensor to(DType dtype) const;
-  // In-place writes (each adds one to the version): an elementwise copy of an equal-shaped
-  // tensor into this one, and every element set to `value`.
+  Tensor reshape(const Shape& shape) const;
+  Tensor view(const Shape& shape) const;
+  Tensor transpose(int64_t axis0, int64_t axis1) const;
+  Tensor permute(const Shape& order) const;
+  Tensor narrow(int64_t axis, int64_t start, int64_t length) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor squeeze(int64_t axis) const;
+  Tensor unsqueeze(int64_t axis) const;
+  Tensor detach() const;
+  // In-place writes (each adds one to the version; never recorded: a backward that saved this
+  // tensor then refuses): an elementwise copy of an equal-shaped tensor into this one, and every
+  // element set to `value`.
   void copy_from(const Tensor& source);
   void fill(double value);
-  Tensor view_reshape(const Shape& shape) const;  // needs contiguous; one size may be -1
-  Tensor view_transpose(int64_t a, int64_t b) const;
-  Tensor view_permute(const Shape& order) const;
-  Tensor view_narrow(int64_t axis, int64_t start, int64_t length) const;
-  Tensor view_expand(const Shape& shape) const;
 
   // --- autograd metadata ------------------------------------------------------------------------
   bool requires_grad() const;
@@ -293,6 +308,19 @@ inline thread_local bool grad_mode = true;
 void check_arg(bool cond, const char* op, const Tensor& t, const std::string& what);
 // Throws std::invalid_argument "op: dtypes differ: <a> and <b>" (ops never promote silently).
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
+
+// ---- unrecorded views and copies (library-internal) -------------------------------------------
+// What kernels, backward closures, optimisers and checkpoints use to look at values without
+// growing the graph. They record nothing and never require grad, whatever the input: a user's
+// program wants Tensor's methods (recorded) or detach(). Views share storage and change metadata.
+namespace raw {
+Tensor view_reshape(const Tensor& t, const Shape& shape);  // needs contiguous; one size may be -1
+Tensor view_transpose(const Tensor& t, int64_t a, int64_t b);
+Tensor view_permute(const Tensor& t, const Shape& order);
+Tensor view_narrow(const Tensor& t, int64_t axis, int64_t start, int64_t length);
+Tensor view_expand(const Tensor& t, const Shape& shape);  // broadcast: stride 0 on new sizes
+Tensor clone(const Tensor& t);                            // a fresh contiguous copy
+}  // namespace raw
 
 // ---- template definitions ------------------------------------------------------------------
 

@@ -260,8 +260,9 @@ TEST_CASE("hooks fire on the language model's modules, fused paths included, val
   const Tensor targets = Tensor::from_ids(std::vector<int64_t>{5, 7, 2, 3}, {1, 4});
   const double with_hooks = model.loss(ids, targets).item();
   CHECK(fired.back() == "head");
-  CHECK(std::fabs(with_hooks -
-                  cross_entropy(reshape(plain, {4, 16}), targets.view_reshape({4})).item()) <
+  CHECK(std::fabs(
+            with_hooks -
+            cross_entropy(reshape(plain, {4, 16}), dg::raw::view_reshape(targets, {4})).item()) <
         1e-12);
 }
 
@@ -275,7 +276,7 @@ TEST_CASE("a hook on a non-leaf changes what reaches the leaf (double, clip)") {
   backward(sum(y));
   CHECK(x.grad().to_vector() == std::vector<double>{4, -8, 12});
 
-  Tensor z = x.clone().set_requires_grad(true);
+  Tensor z = dg::raw::clone(x).set_requires_grad(true);
   Tensor w = scale(z, 10.0);
   w.register_hook([](const Tensor& g) { return clamp(g, -0.5, 0.5); });
   backward(sum(mul(w, w)));  // d/dw = 2w = 20z, clipped to ±0.5, times 10
@@ -400,7 +401,7 @@ TEST_CASE("register_parameter refuses a non-leaf (a parameter is a leaf, as nn.P
   const std::string message = thrown([&] { m.register_parameter("gain", scale(w, 2.0)); });
   CHECK(message.find("register_parameter: 'gain'") != std::string::npos);
   CHECK(message.find("is not a leaf") != std::string::npos);
-  CHECK(thrown([&] { m.register_parameter("gain", scale(w, 2.0).clone()); }).empty());
+  CHECK(thrown([&] { m.register_parameter("gain", dg::raw::clone(scale(w, 2.0))); }).empty());
 }
 
 TEST_CASE("reading an undefined tensor says what is undefined and what usually causes it") {
@@ -479,7 +480,7 @@ TEST_CASE("version check: mutable_data (data() is raw and not seen)") {
 TEST_CASE("version check: a write through a view of the saved tensor") {
   Saved s;
   const uint64_t v = s.x.version();
-  Tensor view = s.x.view_narrow(0, 1, 2);
+  Tensor view = dg::raw::view_narrow(s.x, 0, 1, 2);
   view.fill(0);
   CHECK(s.x.version() == v + 1);  // one counter per storage
   check_refused(s, v);

@@ -47,7 +47,7 @@ TEST_CASE("TensorDataset copies whole rows of every field, in the indices' order
   CHECK(b[0].to_vector() == std::vector<double>{10, 11, 10, 11, 10, 11});
 
   // A view (every other row) is taken as its logical rows.
-  TensorDataset strided({x.view_narrow(1, 1, 1)});
+  TensorDataset strided({dg::raw::view_narrow(x, 1, 1, 1)});
   strided.fill(std::vector<int64_t>{3, 0}, b);
   CHECK(b[0].to_vector() == std::vector<double>{31, 1});
 

@@ -223,7 +223,7 @@ TEST_CASE(
     MatmulPrecisionScope scope(precision);
     const int before = threads();
     set_threads(thread_count);
-    Tensor qq = q.clone(), kk = k.clone(), vv = v.clone();
+    Tensor qq = dg::raw::clone(q), kk = dg::raw::clone(k), vv = dg::raw::clone(v);
     for (Tensor* t : {&qq, &kk, &vv}) t->set_requires_grad(true);
     Tensor out = causal_attention(qq, kk, vv);
     backward(sum(mul(out, w)));

@@ -71,11 +71,12 @@ const std::vector<ResidualMode> kModes = all_residual_modes();
 Tensor full_logits(MicroLM& model, const std::vector<int32_t>& ids) {
   NoGradGuard no_grad;
   const int64_t T = static_cast<int64_t>(ids.size());
-  return model.forward(Tensor::from_ids(ids, {1, T})).view_reshape({T, model.config().vocab});
+  return dg::raw::view_reshape(model.forward(Tensor::from_ids(ids, {1, T})),
+                               {T, model.config().vocab});
 }
 
 int32_t argmax_row(const Tensor& logits, int64_t row) {
-  std::vector<double> v = logits.view_narrow(0, row, 1).to_vector();
+  std::vector<double> v = dg::raw::view_narrow(logits, 0, row, 1).to_vector();
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
@@ -98,16 +99,18 @@ void check_against_forward(const MicroLMConfig& config, DType dtype, double tole
     for (int64_t chunk : chunks) {
       const Tensor& got = decoder.append(std::span(ids.data() + t, chunk), true);
       REQUIRE(got.shape() == Shape{chunk, config.vocab});
-      CHECK(test::rel_diff(got.to_vector(), full.view_narrow(0, t, chunk).to_vector()) < tolerance);
+      CHECK(test::rel_diff(got.to_vector(), dg::raw::view_narrow(full, 0, t, chunk).to_vector()) <
+            tolerance);
       t += chunk;
     }
     for (; t < config.seq_len; ++t) {
       CAPTURE(t);
       const Tensor& step = decoder.append(std::span(ids.data() + t, 1));
       REQUIRE(step.shape() == Shape{config.vocab});
-      CHECK(test::rel_diff(step.to_vector(),
-                           full.view_narrow(0, t, 1).view_reshape({config.vocab}).to_vector()) <
-            tolerance);
+      CHECK(
+          test::rel_diff(step.to_vector(),
+                         dg::raw::view_reshape(dg::raw::view_narrow(full, 0, t, 1), {config.vocab})
+                             .to_vector()) < tolerance);
     }
     CHECK(decoder.cached_length() == config.seq_len);
   }
@@ -624,7 +627,9 @@ TEST_CASE("any Module with ids [1, T] -> logits [1, T, V] generates through Reco
   int32_t last = prompt.back();
   for (int32_t id : r.tokens) {
     NoGradGuard no_grad;
-    CHECK(id == argmax_row(net.forward(Tensor::from_ids({last}, {1, 1})).view_reshape({1, 9}), 0));
+    CHECK(id ==
+          argmax_row(dg::raw::view_reshape(net.forward(Tensor::from_ids({last}, {1, 1})), {1, 9}),
+                     0));
     last = id;
   }
   CHECK(generate_tokens(lm, prompt, options(10, 1.0, 4)).tokens ==

@@ -51,7 +51,8 @@ void check_logits(const MicroLMConfig& config, const std::vector<NamedTensor>& w
   MicroLM model(config);
   model.load_state_dict(weights);
   const int64_t T = static_cast<int64_t>(g.ids.size());
-  Tensor logits = model.forward(Tensor::from_ids(g.ids, {1, T})).view_reshape({T, config.vocab});
+  Tensor logits =
+      dg::raw::view_reshape(model.forward(Tensor::from_ids(g.ids, {1, T})), {T, config.vocab});
   const double forward_error = max_abs_diff(logits, g.logits);
   CHECK(forward_error < 1e-4);
   Decoder decoder(model);

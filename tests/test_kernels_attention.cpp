@@ -130,23 +130,25 @@ TEST_CASE("causal attention: permuted [B,T,H,hd] views are read in place and giv
     // views of [B, T, H, hd] buffers, as a model that splits heads out of [B, T, C] produces
     Tensor qb = rand_input({B, T, H, hd}, 11, dtype), kb = rand_input({B, T, Hkv, hd}, 12, dtype);
     Tensor vb = rand_input({B, T, Hkv, hd}, 13, dtype);
-    Tensor qv = qb.view_permute({0, 2, 1, 3}).set_requires_grad(true);
-    Tensor kv = kb.view_permute({0, 2, 1, 3}).set_requires_grad(true);
-    Tensor vv = vb.view_permute({0, 2, 1, 3}).set_requires_grad(true);
+    Tensor qv = dg::raw::view_permute(qb, {0, 2, 1, 3}).set_requires_grad(true);
+    Tensor kv = dg::raw::view_permute(kb, {0, 2, 1, 3}).set_requires_grad(true);
+    Tensor vv = dg::raw::view_permute(vb, {0, 2, 1, 3}).set_requires_grad(true);
     REQUIRE_FALSE(qv.is_contiguous());
-    Tensor qc = qv.clone().set_requires_grad(true), kc = kv.clone().set_requires_grad(true);
-    Tensor vc = vv.clone().set_requires_grad(true);
+    Tensor qc = dg::raw::clone(qv).set_requires_grad(true),
+           kc = dg::raw::clone(kv).set_requires_grad(true);
+    Tensor vc = dg::raw::clone(vv).set_requires_grad(true);
     Tensor dout = random_tensor({B, H, T, hd}, 14, -1, 1, false).to(dtype);
     Result views = run_op(qv, kv, vv, dout);
     Result plain = run_op(qc, kc, vc, dout);
     // the output is written heads-last: merging the heads back to [B, T, H·hd] is a view
-    CHECK(views.out.view_permute({0, 2, 1, 3}).is_contiguous());
+    CHECK(dg::raw::view_permute(views.out, {0, 2, 1, 3}).is_contiguous());
     CHECK(rel_diff(views.out, plain.out) == 0.0);
     CHECK(rel_diff(views.dq, plain.dq) == 0.0);
     CHECK(rel_diff(views.dk, plain.dk) == 0.0);
     CHECK(rel_diff(views.dv, plain.dv) == 0.0);
     // a layout whose last axis is not unit-stride takes the copying path: still correct
-    Tensor qt = rand_input({B, H, hd, T}, 15, dtype).view_transpose(2, 3).set_requires_grad(true);
+    Tensor qt =
+        dg::raw::view_transpose(rand_input({B, H, hd, T}, 15, dtype), 2, 3).set_requires_grad(true);
     Result copied = run_op(qt, kc, vc, dout);
     Tensor rq, rk, rv;
     ref_attention_backward(qt, kc, vc, dout, 0.0, rq, rk, rv);
@@ -155,7 +157,8 @@ TEST_CASE("causal attention: permuted [B,T,H,hd] views are read in place and giv
     CHECK(rel_diff(copied.dq, rq) < tol);
     CHECK(rel_diff(copied.dk, rk) < tol);
     // dout as a non-contiguous view
-    Tensor dout_t = dout.clone().view_transpose(1, 2).contiguous().view_transpose(1, 2);
+    Tensor dout_t = dg::raw::view_transpose(
+        dg::raw::view_transpose(dg::raw::clone(dout), 1, 2).contiguous(), 1, 2);
     REQUIRE_FALSE(dout_t.is_contiguous());
     Result strided_dout = run_op(qc, kc, vc, dout_t);
     CHECK(rel_diff(strided_dout.dq, plain.dq) == 0.0);
@@ -235,7 +238,7 @@ TEST_CASE("causal attention backward adds into gradients and skips inputs withou
   Tensor dout = random_tensor({1, 4, 10, 8}, 34, -1, 1, false);
   Result once = run_op(q, k, v, dout);
   CHECK_FALSE(v.grad().defined());
-  Tensor dq1 = once.dq.clone(), dk1 = once.dk.clone();
+  Tensor dq1 = dg::raw::clone(once.dq), dk1 = dg::raw::clone(once.dk);
   backward(causal_attention(q, k, v), dout);  // second backward accumulates
   std::vector<double> a = q.grad().to_vector(), b = dq1.to_vector();
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(2 * b[i]).epsilon(1e-12));
@@ -265,7 +268,7 @@ TEST_CASE("causal attention is causal: future keys and values do not change earl
   Tensor v = rand_input({1, 2, T, 8}, 53, DType::f32);
   NoGradGuard no_grad;
   Tensor a = causal_attention(q, k, v);
-  Tensor k2 = k.clone(), v2 = v.clone();
+  Tensor k2 = dg::raw::clone(k), v2 = dg::raw::clone(v);
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t t = cut; t < T; ++t)
       for (int64_t d = 0; d < 8; ++d) {
@@ -273,8 +276,9 @@ TEST_CASE("causal attention is causal: future keys and values do not change earl
         v2.data<float>()[(h * T + t) * 8 + d] = -7.0f;
       }
   Tensor b = causal_attention(q, k2, v2);
-  CHECK(bit_equal(a.view_narrow(2, 0, cut), b.view_narrow(2, 0, cut)));
-  CHECK_FALSE(bit_equal(a.view_narrow(2, cut, T - cut), b.view_narrow(2, cut, T - cut)));
+  CHECK(bit_equal(dg::raw::view_narrow(a, 2, 0, cut), dg::raw::view_narrow(b, 2, 0, cut)));
+  CHECK_FALSE(bit_equal(dg::raw::view_narrow(a, 2, cut, T - cut),
+                        dg::raw::view_narrow(b, 2, cut, T - cut)));
   // row 0 sees only key 0: its output is v[0]
   for (int64_t d = 0; d < 8; ++d) CHECK(a.at({0, 1, 0, d}) == v.at({0, 1, 0, d}));
 }
@@ -522,7 +526,7 @@ TEST_CASE(
   Tensor x = f32(random_tensor({B, T, in}, 51, -1, 1, false));
   Tensor w = f32(random_tensor({H * hd, in}, 52, -1, 1, false));
   Tensor b = f32(random_tensor({H * hd}, 53, -1, 1, false));
-  Tensor x2 = f32(x.clone()), w2 = f32(w.clone()), b2 = f32(b.clone());
+  Tensor x2 = f32(dg::raw::clone(x)), w2 = f32(dg::raw::clone(w)), b2 = f32(dg::raw::clone(b));
   Tensor dout = random_tensor({B, T, H * hd}, 54, -1, 1, false).to(DType::f32);
   Tensor fused = linear_rope(x, w, b, H, 500.0);
   backward(fused, dout);

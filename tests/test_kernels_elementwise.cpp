@@ -97,7 +97,7 @@ Tensor non_contiguous_copy(const Tensor& t) {
   Shape order;
   for (int64_t k = 0; k < t.dim(); ++k) order.push_back(k);
   std::swap(order[t.dim() - 1], order[t.dim() - 2]);
-  return t.view_permute(order).clone().view_permute(order);
+  return dg::raw::view_permute(dg::raw::clone(dg::raw::view_permute(t, order)), order);
 }
 }  // namespace
 
@@ -168,8 +168,8 @@ Tensor broadcast_combine(const Tensor& a, const Tensor& b) {
 template <class T>
 std::vector<T> expected_combine(const Tensor& a, const Tensor& b) {
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), "test");
-  const std::vector<T> va = values_of<T>(a.view_expand(shape).clone());
-  const std::vector<T> vb = values_of<T>(b.view_expand(shape).clone());
+  const std::vector<T> va = values_of<T>(dg::raw::clone(dg::raw::view_expand(a, shape)));
+  const std::vector<T> vb = values_of<T>(dg::raw::clone(dg::raw::view_expand(b, shape)));
   std::vector<T> out(va.size());
   for (size_t i = 0; i < va.size(); ++i) out[i] = va[i] - T(2) * vb[i] + va[i] * vb[i];
   return out;
@@ -189,7 +189,8 @@ TEST_CASE_TEMPLATE("binary_kernel broadcasting: contiguous, scalar-along-row and
     CHECK(same_bits(values_of<T>(broadcast_combine<T>(a, b)), expected_combine<T>(a, b)));
   }
   // a strided (transposed) operand: the general inner stride
-  Tensor at = random_tensor({50, 37}, 83, -2, 2, false).to(dtype_of<T>()).view_permute({1, 0});
+  Tensor at =
+      dg::raw::view_permute(random_tensor({50, 37}, 83, -2, 2, false).to(dtype_of<T>()), {1, 0});
   Tensor b = random_tensor({37, 1}, 84, -2, 2, false).to(dtype_of<T>());
   CHECK(same_bits(values_of<T>(broadcast_combine<T>(at, b)), expected_combine<T>(at, b)));
 }

@@ -185,7 +185,7 @@ TEST_CASE("MicroLM::loss (fused head) equals cross_entropy of MicroLM::forward, 
     const double fused = model.loss(in, tg).item();
     NoGradGuard no_grad;
     const double plain =
-        cross_entropy(reshape(model.forward(in), {16, 97}), tg.view_reshape({16})).item();
+        cross_entropy(reshape(model.forward(in), {16, 97}), dg::raw::view_reshape(tg, {16})).item();
     CHECK(std::fabs(fused - plain) <= 1e-12);
   }
 }
@@ -346,6 +346,6 @@ TEST_CASE("softmax: rows sum to one on any axis, views are handled, log_softmax 
       CHECK(ls[i] == doctest::Approx(std::log(sv[i])).epsilon(1e-12));
   }
   // a transposed view gives the softmax of its contiguous copy
-  Tensor t = a.view_transpose(1, 2);
+  Tensor t = dg::raw::view_transpose(a, 1, 2);
   CHECK(softmax(t, 1).to_vector() == softmax(t.contiguous(), 1).to_vector());
 }

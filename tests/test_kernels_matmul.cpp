@@ -154,19 +154,21 @@ TEST_CASE("blas_layout reads contiguous, transposed and row-sliced matrices in p
   Tensor a = Tensor::zeros({2, 3, 4});
   MatrixLayout l = blas_layout(a);
   CHECK((l.ok && !l.trans && l.ld == 4));
-  l = blas_layout(a.view_transpose(1, 2));  // [2, 4, 3] with strides (12, 1, 4)
+  l = blas_layout(dg::raw::view_transpose(a, 1, 2));  // [2, 4, 3] with strides (12, 1, 4)
   CHECK((l.ok && l.trans && l.ld == 4));
-  l = blas_layout(a.view_narrow(2, 1, 2));  // rows of 2 elements, 4 apart
+  l = blas_layout(dg::raw::view_narrow(a, 2, 1, 2));  // rows of 2 elements, 4 apart
   CHECK((l.ok && !l.trans && l.ld == 4));
-  l = blas_layout(Tensor::zeros({1, 4}).view_expand({3, 4}));  // row stride 0
+  l = blas_layout(dg::raw::view_expand(Tensor::zeros({1, 4}), {3, 4}));  // row stride 0
   CHECK_FALSE(l.ok);
-  l = blas_layout(
-      Tensor::zeros({4, 6}).view_narrow(1, 0, 3).view_transpose(0, 1).view_narrow(0, 0, 2));
+  l = blas_layout(dg::raw::view_narrow(
+      dg::raw::view_transpose(dg::raw::view_narrow(Tensor::zeros({4, 6}), 1, 0, 3), 0, 1), 0, 0,
+      2));
   CHECK((l.ok && l.trans && l.ld == 6));
   CHECK(rows_ld(a) == 4);
-  CHECK(rows_ld(a.view_narrow(2, 0, 3)) == 4);   // [2, 3, 3] rows 4 apart, blocks of 3 rows
-  CHECK(rows_ld(a.view_narrow(1, 0, 2)) == -1);  // blocks of 2 rows 12 apart
-  CHECK(rows_ld(a.view_transpose(0, 1)) == -1);
+  CHECK(rows_ld(dg::raw::view_narrow(a, 2, 0, 3)) ==
+        4);  // [2, 3, 3] rows 4 apart, blocks of 3 rows
+  CHECK(rows_ld(dg::raw::view_narrow(a, 1, 0, 2)) == -1);  // blocks of 2 rows 12 apart
+  CHECK(rows_ld(dg::raw::view_transpose(a, 0, 1)) == -1);
   CHECK(rows_ld(Tensor::zeros({5})) == 5);
 }
 
@@ -183,12 +185,14 @@ TEST_CASE_TEMPLATE(
       {rand_t({3, 1, 5, 6}, 3, dt), rand_t({4, 6, 2}, 4, dt)},  // batch [3, 4]
       {rand_t({5, 6}, 5, dt), rand_t({3, 6, 7}, 6, dt)},        // a broadcast
       {rand_t({2, 3, 5, 6}, 7, dt), rand_t({6, 9}, 8, dt)},     // one folded GEMM
-      {rand_t({7, 13}, 9, dt).view_transpose(0, 1), rand_t({19, 7}, 10, dt).view_transpose(0, 1)},
-      {rand_t({4, 6, 5}, 11, dt).view_transpose(1, 2), rand_t({4, 6, 8}, 12, dt)},
-      {big.view_narrow(1, 2, 5),
-       big.view_transpose(1, 2).view_narrow(2, 1, 7)},  // [3, 5, 11] @ [3, 11, 7]
-      {rand_t({1, 6}, 13, dt).view_expand({5, 6}), rand_t({6, 3}, 14, dt)},  // copied
-      {rand_t({6, 2, 4}, 15, dt).view_permute({1, 0, 2}),
+      {dg::raw::view_transpose(rand_t({7, 13}, 9, dt), 0, 1),
+       dg::raw::view_transpose(rand_t({19, 7}, 10, dt), 0, 1)},
+      {dg::raw::view_transpose(rand_t({4, 6, 5}, 11, dt), 1, 2), rand_t({4, 6, 8}, 12, dt)},
+      {dg::raw::view_narrow(big, 1, 2, 5),
+       dg::raw::view_narrow(dg::raw::view_transpose(big, 1, 2), 2, 1,
+                            7)},  // [3, 5, 11] @ [3, 11, 7]
+      {dg::raw::view_expand(rand_t({1, 6}, 13, dt), {5, 6}), rand_t({6, 3}, 14, dt)},  // copied
+      {dg::raw::view_permute(rand_t({6, 2, 4}, 15, dt), {1, 0, 2}),
        rand_t({4, 3}, 16, dt)},  // batch stride 4, not foldable
       {rand_t({0, 4}, 17, dt), rand_t({4, 3}, 18, dt)},
       {rand_t({2, 0}, 19, dt), rand_t({0, 3}, 20, dt)},     // K = 0: zeros
@@ -212,19 +216,20 @@ TEST_CASE_TEMPLATE(
 TEST_CASE_TEMPLATE("linear matches x·Wᵀ + b from the reference", T, float, double) {
   const DType dt = dtype_of<T>();
   Tensor x = rand_t({3, 5, 17}, 1, dt), w = rand_t({11, 17}, 2, dt), b = rand_t({11}, 3, dt);
-  Tensor ref = ref_matmul(x, w.view_transpose(0, 1));
+  Tensor ref = ref_matmul(x, dg::raw::view_transpose(w, 0, 1));
   std::vector<double> r = ref.to_vector(), bv = b.to_vector();
   for (size_t i = 0; i < r.size(); ++i) r[i] += bv[i % 11];
   CHECK(max_abs_diff(linear(x, w, b), Tensor::from_vector(r, ref.shape(), dt)) <= tolerance<T>(17));
   CHECK(max_abs_diff(linear(x, w), ref) <= tolerance<T>(17));
   // a column slice of x (row stride 20) and a transposed-view weight are read in place
-  Tensor xs = rand_t({4, 20}, 4, dt).view_narrow(1, 2, 17),
-         wt = rand_t({17, 11}, 5, dt).view_transpose(0, 1);
-  CHECK(max_abs_diff(linear(xs, wt), ref_matmul(xs, wt.view_transpose(0, 1))) <= tolerance<T>(17));
+  Tensor xs = dg::raw::view_narrow(rand_t({4, 20}, 4, dt), 1, 2, 17),
+         wt = dg::raw::view_transpose(rand_t({17, 11}, 5, dt), 0, 1);
+  CHECK(max_abs_diff(linear(xs, wt), ref_matmul(xs, dg::raw::view_transpose(wt, 0, 1))) <=
+        tolerance<T>(17));
   CHECK_THROWS_WITH(linear(x, rand_t({11, 16}, 6, dt)), doctest::Contains("linear"));
   CHECK_THROWS_WITH(linear(x, w, rand_t({10}, 7, dt)), doctest::Contains("bias [11]"));
   // linear_add: the residual pre-fills the output (a transposed view is copied in)
-  Tensor res = rand_t({11, 5, 3}, 8, dt).view_permute({2, 1, 0});
+  Tensor res = dg::raw::view_permute(rand_t({11, 5, 3}, 8, dt), {2, 1, 0});
   std::vector<double> rv = res.to_vector();
   for (size_t i = 0; i < r.size(); ++i) r[i] += rv[i];
   CHECK(max_abs_diff(linear_add(res, x, w, b), Tensor::from_vector(r, ref.shape(), dt)) <=
@@ -267,9 +272,10 @@ TEST_CASE("matmul and linear backwards add into existing gradients (beta = 1)") 
 TEST_CASE_TEMPLATE("copy_strided and add_strided match the references on views", T, float, double) {
   const DType dt = dtype_of<T>();
   Tensor src = rand_t({4, 5, 6}, 1, dt);
-  std::vector<Tensor> sources = {src, src.view_permute({2, 0, 1}), src.view_narrow(1, 1, 3),
-                                 src.view_transpose(0, 2).view_narrow(0, 2, 3),
-                                 rand_t({5, 1}, 2, dt).view_expand({4, 5, 6})};
+  std::vector<Tensor> sources = {src, dg::raw::view_permute(src, {2, 0, 1}),
+                                 dg::raw::view_narrow(src, 1, 1, 3),
+                                 dg::raw::view_narrow(dg::raw::view_transpose(src, 0, 2), 0, 2, 3),
+                                 dg::raw::view_expand(rand_t({5, 1}, 2, dt), {4, 5, 6})};
   for (size_t i = 0; i < sources.size(); ++i) {
     CAPTURE(i);
     const Tensor& s = sources[i];
@@ -278,17 +284,19 @@ TEST_CASE_TEMPLATE("copy_strided and add_strided match the references on views",
     ref_copy_strided(ref, s);
     CHECK(same_bytes(fast, ref));
     // add into a permuted view of a bigger buffer
-    Tensor base_f = rand_t({s.size(2), s.size(0), s.size(1)}, 3, dt), base_r = base_f.clone();
-    Tensor view_f = base_f.view_permute({1, 2, 0}), view_r = base_r.view_permute({1, 2, 0});
+    Tensor base_f = rand_t({s.size(2), s.size(0), s.size(1)}, 3, dt),
+           base_r = dg::raw::clone(base_f);
+    Tensor view_f = dg::raw::view_permute(base_f, {1, 2, 0}),
+           view_r = dg::raw::view_permute(base_r, {1, 2, 0});
     add_strided(view_f, s);
     ref_add_strided(view_r, s);
     CHECK(same_bytes(base_f, base_r));
   }
   Tensor ids = Tensor::from_ids({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor ids_t = Tensor::empty({3, 2}, DType::i64);
-  copy_strided(ids_t, ids.view_transpose(0, 1));
+  copy_strided(ids_t, dg::raw::view_transpose(ids, 0, 1));
   CHECK(ids_t.to_vector() == std::vector<double>{1, 4, 2, 5, 3, 6});
-  Tensor dst = Tensor::zeros({1, 3}).view_expand({2, 3});
+  Tensor dst = dg::raw::view_expand(Tensor::zeros({1, 3}), {2, 3});
   CHECK_THROWS_WITH(add_strided(dst, Tensor::zeros({2, 3})), doctest::Contains("stride 0"));
 }
 
@@ -310,7 +318,7 @@ TEST_CASE("matmul, batched matmul and their backwards are bit-identical at 1 and
   auto compute = [] {
     Result r;
     Tensor a = rand_t({300, 257}, 1, DType::f32), b = rand_t({190, 257}, 2, DType::f32);
-    r.tensors.push_back(matmul(a, b.view_transpose(0, 1)));  // split over threads
+    r.tensors.push_back(matmul(a, dg::raw::view_transpose(b, 0, 1)));  // split over threads
     // K between OpenBLAS's K-block and twice it: its own threading would round differently here.
     // 260 x 130 spreads its pieces over the threads; 260 x 12 (under kGemmParallelMinWork) runs
     // them in order with BLAS held to the calling thread.
@@ -387,9 +395,9 @@ TEST_CASE("cat and stack place every part where it belongs") {
   Tensor a = Tensor::from_vector({1, 2, 3, 4}, {2, 2}, DType::f64);
   Tensor b = Tensor::from_vector({5, 6}, {2, 1}, DType::f64);
   CHECK(cat({a, b}, 1).to_vector() == std::vector<double>{1, 2, 5, 3, 4, 6});
-  CHECK(cat({a, a.view_transpose(0, 1)}, 0).to_vector() ==
+  CHECK(cat({a, dg::raw::view_transpose(a, 0, 1)}, 0).to_vector() ==
         std::vector<double>{1, 2, 3, 4, 1, 3, 2, 4});
-  Tensor s = stack({a, a.view_transpose(0, 1)}, 1);
+  Tensor s = stack({a, dg::raw::view_transpose(a, 0, 1)}, 1);
   CHECK(s.shape() == Shape{2, 2, 2});
   CHECK(s.to_vector() == std::vector<double>{1, 2, 1, 3, 3, 4, 2, 4});
   CHECK(stack({a, a}, -1).shape() == Shape{2, 2, 2});

@@ -90,7 +90,8 @@ TEST_CASE_TEMPLATE("pointwise kernels: fast matches reference", T, float, double
     Tensor b = random_tensor({3, 7}, 8, -2, 2, false).to(dtype_of<T>());
     if (!is_pow) b.data<T>()[4] = a.data<T>()[4];  // a tie (in row 0 of the output)
     const Shape shape{5, 3, 7};
-    Tensor ae = a.view_expand(shape).contiguous(), be = b.view_expand(shape).contiguous();
+    Tensor ae = dg::raw::view_expand(a, shape).contiguous(),
+           be = dg::raw::view_expand(b, shape).contiguous();
     Tensor y = Tensor::empty(shape, dtype_of<T>()), y_ref = Tensor::empty(shape, dtype_of<T>());
     const int64_t m = y.numel();
     binary_pointwise_forward(op, a, b, y);

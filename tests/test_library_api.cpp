@@ -35,7 +35,8 @@ TEST_CASE("save_tensors / load_tensors: every dtype, views included, exact value
   dg::Tensor f64 = dg::Tensor::from_vector({0.1, 0.2, 0.3}, {3}, dg::DType::f64);
   dg::Tensor i64 = dg::Tensor::from_vector({-7, 8, 9, 10}, {2, 2}, dg::DType::i64);
   dg::Tensor i32 = dg::Tensor::from_ids({1, 2, 3}, {3});
-  dg::Tensor view = f32.view_transpose(0, 1);  // [3, 2], not contiguous: saved as its values
+  dg::Tensor view =
+      dg::raw::view_transpose(f32, 0, 1);  // [3, 2], not contiguous: saved as its values
   dg::save_tensors(
       path, {{"a.f32", f32}, {"b.f64", f64}, {"c.i64", i64}, {"d.i32", i32}, {"e.view", view}},
       {{"note", "hello"}});

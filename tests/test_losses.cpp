@@ -424,7 +424,8 @@ TEST_CASE(
   const std::vector<int64_t> ids = {3, -100, 0, 10, 6, 6, -100, 1, 2};
   const std::vector<int64_t> ids_kept = {3, 5, 0, 10, 6, 6, 9, 1, 2};
   auto run = [&](DType index_dtype, int which) {
-    Tensor a = x.clone().set_requires_grad(true), b = w.clone().set_requires_grad(true);
+    Tensor a = dg::raw::clone(x).set_requires_grad(true),
+           b = dg::raw::clone(w).set_requires_grad(true);
     Tensor t = Tensor::from_ids(which == 3 ? ids_kept : ids, {9}, index_dtype);
     Tensor loss = which == 0   ? cross_entropy(linear(a, b), t, Reduction::mean, -100, 0.1)
                   : which == 1 ? linear_cross_entropy(a, b, t)

@@ -55,7 +55,7 @@ std::vector<double> sgd(Model& model, const Tensor& x, const Tensor& y, int step
 
 // y = sin(2x) on 64 points of [-1.5, 1.5].
 std::pair<Tensor, Tensor> curve() {
-  Tensor x = linspace(-1.5, 1.5, 64).view_reshape({64, 1});
+  Tensor x = dg::raw::view_reshape(linspace(-1.5, 1.5, 64), {64, 1});
   std::vector<double> ys;
   for (double v : x.to_vector()) ys.push_back(std::sin(2 * v));
   return {x, Tensor::from_vector(ys, {64, 1})};
@@ -144,7 +144,7 @@ TEST_CASE("init:: functions give torch.nn.init's values") {
   CHECK(init::normal_(Tensor::empty({20}), 0, 1, &a).to_vector() ==
         randn({20}, DType::f32, &b).to_vector());
   Tensor m = zeros({3, 4});
-  init::ones_(m.view_transpose(0, 1).view_narrow(0, 1, 2));  // columns 1 and 2
+  init::ones_(dg::raw::view_narrow(dg::raw::view_transpose(m, 0, 1), 0, 1, 2));  // columns 1 and 2
   CHECK(m.to_vector() == std::vector<double>{0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0});
 
   CHECK(init::calculate_gain(init::Nonlinearity::tanh) == 5.0 / 3);
@@ -338,7 +338,7 @@ TEST_CASE("save_weights / load_weights round-trip any module: an MLP and a Seque
   // The in-memory state dict round-trips too.
   Sequential c(std::make_unique<Linear>(3, 4), silu, std::make_unique<Linear>(4, 1));
   std::vector<NamedTensor> state;
-  for (auto& [name, t] : a.state_dict()) state.emplace_back(name, t.clone());
+  for (auto& [name, t] : a.state_dict()) state.emplace_back(name, dg::raw::clone(t));
   c.load_state_dict(state);
   CHECK(a.forward(x).to_vector() == c.forward(x).to_vector());
 }

@@ -437,7 +437,7 @@ TEST_CASE(
       state.emplace_back(
           name, name.ends_with("attention.k.weight") || name.ends_with("attention.v.weight")
                     ? tile(p, wrong)
-                    : p.clone());
+                    : dg::raw::clone(p));
     mha.load_state_dict(state);
     const double diff = max_abs_diff(y_gqa, mha.forward(ids));
     if (wrong)
@@ -490,7 +490,7 @@ TEST_CASE("load_state_dict: round trip, conversion, and errors naming the tensor
   target.init_identical(112);
   Tensor ids = Tensor::from_ids(random_ids(10, 11, 113), {2, 5});
   std::vector<NamedTensor> state;
-  for (auto& [name, p] : source.named_parameters()) state.emplace_back(name, p.clone());
+  for (auto& [name, p] : source.named_parameters()) state.emplace_back(name, dg::raw::clone(p));
   NoGradGuard no_grad;
   Tensor expected = source.forward(ids);
   CHECK(max_abs_diff(expected, target.forward(ids)) > 1e-3);

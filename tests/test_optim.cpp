@@ -397,7 +397,7 @@ TEST_CASE("optimisers refuse bad groups and settings, naming them") {
                     doctest::Contains("group 1 is empty"));
   CHECK_THROWS_WITH(AdamW({t.w, t.b, t.w}, AdamWConfig{}), doctest::Contains("more than one"));
   CHECK_THROWS_WITH(AdamW({{.params = {t.w}, .lr = -1.0}}, AdamWConfig{}), doctest::Contains("lr"));
-  CHECK_THROWS_WITH(AdamW({t.w.view_transpose(0, 1)}, AdamWConfig{}),
+  CHECK_THROWS_WITH(AdamW({dg::raw::view_transpose(t.w, 0, 1)}, AdamWConfig{}),
                     doctest::Contains("not contiguous"));
   SGD opt({t.w}, SGDConfig{});
   CHECK_THROWS_AS(opt.set_lr(3, 0.1), std::out_of_range);

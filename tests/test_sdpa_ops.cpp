@@ -322,8 +322,8 @@ Tensor keep_mask() {
 // additive mask broadcast over batch and heads with an empty row; causal instead when asked.
 SdpaInputs kernel_case(DType dt, int64_t L, int64_t S, bool causal, uint64_t seed) {
   const int64_t B = 2, H = 3, E = 8, Ev = 5;
-  const Tensor q =
-      random_tensor({B, L, H, E}, seed, -1.5, 1.5, false).to(dt).view_permute({0, 2, 1, 3});
+  const Tensor q = dg::raw::view_permute(random_tensor({B, L, H, E}, seed, -1.5, 1.5, false).to(dt),
+                                         {0, 2, 1, 3});
   const Tensor k = random_tensor({B, 1, S, E}, seed + 1, -1.5, 1.5, false).to(dt);
   const Tensor v = random_tensor({B, H, S, Ev}, seed + 2, -1.5, 1.5, false).to(dt);
   Tensor mask;
@@ -331,9 +331,9 @@ SdpaInputs kernel_case(DType dt, int64_t L, int64_t S, bool causal, uint64_t see
     std::vector<double> m = random_tensor({L, S}, seed + 3, -2, 2, false).to_vector();
     for (int64_t j = 0; j < S; ++j) m[j] = -INFINITY;  // row 0: no key
     m[S + 1] = -INFINITY;                              // row 1: one key hidden
-    mask = Tensor::from_vector(m, {L, S}, dt).view_expand({B, H, L, S});
+    mask = dg::raw::view_expand(Tensor::from_vector(m, {L, S}, dt), {B, H, L, S});
   }
-  return {q, k.view_expand({B, H, S, E}), v, mask, causal, 0.4};
+  return {q, dg::raw::view_expand(k, {B, H, S, E}), v, mask, causal, 0.4};
 }
 
 }  // namespace

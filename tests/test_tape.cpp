@@ -105,7 +105,7 @@ TEST_CASE(
   CHECK(values(x.grad()) == std::vector<double>(4, 11.0));
   // other inputs that are different tensors leave the buffer direct
   Tensor y = random_tensor({4}, 4);
-  GradSink sink(y, {x, y.clone()});
+  GradSink sink(y, {x, dg::raw::clone(y)});
   CHECK(sink.direct);
 }
 
@@ -131,8 +131,9 @@ TEST_CASE("rule 1: grad_root given as a view of the caller's tensor stays the ca
   const std::vector<double> before = base.to_vector();
   Tensor x = random_tensor({2, 3}, 64);
   Tensor y = transpose(x, 0, 1);  // [3, 2]
-  backward(y, base.view_reshape({3, 2}));
-  backward(transpose(x, 0, 1), base.view_reshape({3, 2}));  // a second walk adds into x.grad
+  backward(y, dg::raw::view_reshape(base, {3, 2}));
+  backward(transpose(x, 0, 1),
+           dg::raw::view_reshape(base, {3, 2}));  // a second walk adds into x.grad
   CHECK(base.to_vector() == before);
   CHECK_FALSE(shares_storage(x.grad(), base));
 }
@@ -147,7 +148,7 @@ TEST_CASE(
   Tensor out = Tensor::empty({2, 3}, a.dtype());
   out.copy_from(a);
   record("test_view_then_self", {a, b}, out, [a, b](const Tensor& g) {
-    accumulate_grad(a, g.view_reshape({2, 3}));
+    accumulate_grad(a, dg::raw::view_reshape(g, {2, 3}));
     accumulate_grad(b, g);
   });
   backward(out, Tensor::ones({2, 3}, a.dtype()));
@@ -180,7 +181,7 @@ TEST_CASE(
   Tensor a = random_tensor({3}, 65), b = random_tensor({3}, 66);
   Tensor out = Tensor::zeros({3}, DType::f64);
   record("test_one_buffer_two_inputs", {a, b}, out, [a, b](const Tensor& g) {
-    Tensor t = g.clone();  // a temporary of this backward
+    Tensor t = dg::raw::clone(g);  // a temporary of this backward
     accumulate_grad(a, t);
     accumulate_grad(b, t);
   });
@@ -198,9 +199,9 @@ TEST_CASE("rule 1: a view of a temporary the backward still holds is added, not 
   Tensor a = random_tensor({2, 2}, 67), b = random_tensor({4}, 68);
   Tensor out = Tensor::zeros({4}, DType::f64);
   record("test_view_of_kept_temporary", {a, b}, out, [a, b](const Tensor& g) {
-    Tensor t = g.clone();
-    accumulate_grad(a, t.view_reshape({2, 2}));  // t is still held here: not adoptable
-    accumulate_grad(b, t);                       // may take t itself
+    Tensor t = dg::raw::clone(g);
+    accumulate_grad(a, dg::raw::view_reshape(t, {2, 2}));  // t is still held here: not adoptable
+    accumulate_grad(b, t);                                 // may take t itself
   });
   backward(out, Tensor::from_vector({1, 2, 3, 4}, {4}, DType::f64));
   CHECK_FALSE(shares_storage(a.grad(), b.grad()));
@@ -268,7 +269,7 @@ TEST_CASE("rule 2: one tensor passed as several inputs gets the sum of its gradi
     std::vector<Tensor> aliased, copies;
     for (int u : c.uses) {
       aliased.push_back(distinct[u]);
-      copies.push_back(distinct[u].clone().set_requires_grad(true));
+      copies.push_back(dg::raw::clone(distinct[u]).set_requires_grad(true));
     }
     backward(weighted_sum(c.fn(aliased), 80));
     backward(weighted_sum(c.fn(copies), 80));
@@ -293,9 +294,9 @@ TEST_CASE("rule 3: a gradient installed by set_grad is added into, contiguous or
   Tensor flat = Tensor::full({2 * 6}, 1.0, DType::f64);
   Tensor x = random_tensor({2, 3}, 90), w = random_tensor({4, 3}, 91);
   Tensor xt = random_tensor({3, 2}, 92);
-  x.set_grad(flat.view_narrow(0, 0, 6).view_reshape({2, 3}));
-  xt.set_grad(
-      flat.view_narrow(0, 6, 6).view_reshape({2, 3}).view_transpose(0, 1));  // strided [3, 2]
+  x.set_grad(dg::raw::view_reshape(dg::raw::view_narrow(flat, 0, 0, 6), {2, 3}));
+  xt.set_grad(dg::raw::view_transpose(
+      dg::raw::view_reshape(dg::raw::view_narrow(flat, 0, 6, 6), {2, 3}), 0, 1));  // strided [3, 2]
   Tensor dy = random_tensor({2, 4}, 93, -1, 1, false);
   backward(linear(x, w), dy);
   Tensor dxt = random_tensor({2, 3}, 94, -1, 1, false);

@@ -152,7 +152,7 @@ TEST_CASE("from_vector, from_data, from_span for every element type; item<T>()")
   CHECK(full({1}, 2.5).item() == 2.5);  // the old double item() is still there
   CHECK_THROWS_AS(full({1}, 1e10).item<int32_t>(), std::out_of_range);
   CHECK_THROWS_AS(full({1}, NAN).item<int64_t>(), std::out_of_range);
-  CHECK_THROWS_AS(i64.view_narrow(0, 1, 1).view_narrow(1, 1, 1).item<int32_t>(),
+  CHECK_THROWS_AS(dg::raw::view_narrow(dg::raw::view_narrow(i64, 0, 1, 1), 1, 1, 1).item<int32_t>(),
                   std::out_of_range);  // 2^40
   CHECK_THROWS_AS(full({1}, 1e300, DType::f64).item<float>(), std::out_of_range);
   CHECK_THROWS_AS(zeros({2}).item<float>(), std::invalid_argument);
@@ -186,7 +186,7 @@ TEST_CASE("printing matches torch's strings (dtypes spelled without 'torch.')") 
       {dg::zeros({0}), R"(tensor([]))"},
       {dg::full({}, 1.5), R"(tensor(1.5000))"},
       {dg::ones({2}).set_requires_grad(true), R"(tensor([1., 1.], requires_grad=True))"},
-      {dg::div(dg::arange(2000.0).view_reshape({40, 50}), dg::full({1}, 7)),
+      {dg::div(dg::raw::view_reshape(dg::arange(2000.0), {40, 50}), dg::full({1}, 7)),
        R"(tensor([[0.0000e+00, 1.4286e-01, 2.8571e-01,  ..., 6.7143e+00, 6.8571e+00,
          7.0000e+00],
         [7.1429e+00, 7.2857e+00, 7.4286e+00,  ..., 1.3857e+01, 1.4000e+01,
@@ -200,7 +200,7 @@ TEST_CASE("printing matches torch's strings (dtypes spelled without 'torch.')") 
          2.7843e+02],
         [2.7857e+02, 2.7871e+02, 2.7886e+02,  ..., 2.8529e+02, 2.8543e+02,
          2.8557e+02]]))"},
-      {dg::arange(1200).view_reshape({10, 10, 12}),
+      {dg::raw::view_reshape(dg::arange(1200), {10, 10, 12}),
        R"(tensor([[[   0,    1,    2,  ...,    9,   10,   11],
          [  12,   13,   14,  ...,   21,   22,   23],
          [  24,   25,   26,  ...,   33,   34,   35],
@@ -250,7 +250,7 @@ TEST_CASE("printing matches torch's strings (dtypes spelled without 'torch.')") 
          [1164, 1165, 1166,  ..., 1173, 1174, 1175],
          [1176, 1177, 1178,  ..., 1185, 1186, 1187],
          [1188, 1189, 1190,  ..., 1197, 1198, 1199]]]))"},
-      {dg::arange(0.0, 24.0, 1.0, dg::DType::f64).view_reshape({2, 3, 4}),
+      {dg::raw::view_reshape(dg::arange(0.0, 24.0, 1.0, dg::DType::f64), {2, 3, 4}),
        R"(tensor([[[ 0.,  1.,  2.,  3.],
          [ 4.,  5.,  6.,  7.],
          [ 8.,  9., 10., 11.]],
@@ -267,7 +267,7 @@ TEST_CASE("printing matches torch's strings (dtypes spelled without 'torch.')") 
   }
   CHECK(to_string(Tensor()) == "tensor(undefined)");
   // A view prints its logical order.
-  CHECK(to_string(Tensor::from_vector({1, 2, 3, 4}, {2, 2}).view_transpose(0, 1)) ==
+  CHECK(to_string(dg::raw::view_transpose(Tensor::from_vector({1, 2, 3, 4}, {2, 2}), 0, 1)) ==
         "tensor([[1., 3.],\n        [2., 4.]])");
   PrintOptions two_digits;
   two_digits.precision = 2;
@@ -333,7 +333,7 @@ TEST_CASE(
   CHECK_FALSE(is_contiguous_layout({3, 2}, {1, 3}));  // a transpose
   CHECK(is_contiguous_layout({1, 5}, {1, 1}));        // size 1: any stride (torch agrees)
   CHECK_FALSE(is_contiguous_layout({3, 4}, {1, 0}));  // an expand
-  CHECK(Tensor::zeros({5, 1}).view_transpose(0, 1).is_contiguous());
+  CHECK(dg::raw::view_transpose(Tensor::zeros({5, 1}), 0, 1).is_contiguous());
   CHECK(broadcast_shapes({2, 1, 4}, {3, 1}, "add") == Shape{2, 3, 4});
   CHECK(broadcast_shapes({}, {2, 3}, "add") == Shape{2, 3});
   CHECK_THROWS_WITH_AS(broadcast_shapes({2, 3}, {3, 2}, "add"),

@@ -50,7 +50,7 @@ const Tensor& RecomputingCausalLM::forward_new(std::span<const int32_t> new_toke
     throw std::logic_error(fmt::format(
         "RecomputingCausalLM: the forward of ids [1, {}] returned {}, not logits [1, {}, {}]", T,
         all.describe(), T, vocab_));
-  last_ = all.view_narrow(1, T - 1, 1).contiguous().view_reshape({vocab_});
+  last_ = raw::view_reshape(raw::view_narrow(all, 1, T - 1, 1).contiguous(), {vocab_});
   ids_ = std::move(ids);
   return last_;
 }

@@ -165,8 +165,9 @@ const Tensor& Decoder::append(std::span<const int32_t> ids, bool all_positions) 
   const int64_t rows = all_positions ? n : 1;
   if (!result_.defined() || result_.storage() != logits_.storage() ||
       result_.numel() != rows * config_.vocab || result_.dim() != (all_positions ? 2 : 1))
-    result_ = all_positions ? logits_.view_narrow(0, 0, n)
-                            : logits_.view_narrow(0, 0, 1).view_reshape({config_.vocab});
+    result_ = all_positions
+                  ? raw::view_narrow(logits_, 0, 0, n)
+                  : raw::view_reshape(raw::view_narrow(logits_, 0, 0, 1), {config_.vocab});
   return result_;
 }
 
@@ -284,10 +285,11 @@ void Decoder::attend(int64_t layer, const T* q, int64_t n, T* out) {
 void Decoder::attend_from_start(int64_t layer, int64_t n) {
   const int64_t H = config_.heads, Hkv = config_.kv_heads, hd = head_dim_;
   auto heads = [&](const Tensor& rows, int64_t h) {
-    return rows.view_narrow(0, 0, n).view_reshape({1, n, h, hd}).view_permute({0, 2, 1, 3});
+    return raw::view_permute(raw::view_reshape(raw::view_narrow(rows, 0, 0, n), {1, n, h, hd}),
+                             {0, 2, 1, 3});
   };
   Tensor out = heads(merged_, H);
-  Tensor lse = lse_.view_narrow(0, 0, H * n).view_reshape({1, H, n});
+  Tensor lse = raw::view_reshape(raw::view_narrow(lse_, 0, 0, H * n), {1, H, n});
   attention_forward(heads(q_, H), heads(k_cache_[layer], Hkv), heads(v_cache_[layer], Hkv),
                     attention_scale(0.0, hd, "Decoder"), out, lse);
 }

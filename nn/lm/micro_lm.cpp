@@ -135,11 +135,11 @@ Tensor MicroLM::features(const Tensor& ids) {
   if (T > config_.seq_len && config_.learned_positions)
     throw std::invalid_argument(
         fmt::format("MicroLM: sequence of {} tokens exceeds seq_len {}", T, config_.seq_len));
-  Tensor h = token->forward(ids);  // [B, T, D]
+  Tensor h = (*token)(ids);  // [B, T, D]
   if (position) {
     std::vector<int64_t> pos(T);
     std::iota(pos.begin(), pos.end(), int64_t(0));
-    h = add(h, position->forward(Tensor::from_ids(pos, {1, T})));
+    h = add(h, (*position)(Tensor::from_ids(pos, {1, T})));
   }
   return final_norm->forward(config_.mode.behaviour().forward(*this, h));
 }
@@ -152,7 +152,7 @@ Tensor MicroLM::forward(const Tensor& ids) {
   return hooked(
       [&](const Tensor& ids) {
         const Tensor h = features(ids);
-        return head ? head->forward(h) : linear(h, token->weight);
+        return head ? (*head)(h) : linear(h, token->weight);
       },
       ids);
 }
@@ -166,8 +166,8 @@ Tensor MicroLM::loss(const Tensor& ids, const Tensor& targets) {
   const int64_t rows = h.size(0) * h.size(1);
   const Tensor flat = reshape(h, {rows, config_.dim});
   if (head && head->has_forward_hooks())
-    return cross_entropy(head->forward(flat), targets.view_reshape({rows}));
-  return linear_cross_entropy(flat, head_weight(), targets.view_reshape({rows}));
+    return cross_entropy((*head)(flat), raw::view_reshape(targets, {rows}));
+  return linear_cross_entropy(flat, head_weight(), raw::view_reshape(targets, {rows}));
 }
 
 // ---- initialisation

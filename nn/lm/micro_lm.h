@@ -54,6 +54,7 @@ double micro_lm_parameter_count(const MicroLMConfig& config);
 
 // One transformer layer in any of the modes: the mode's own parameters (registered first, by the
 // mode), then the shared attention_norm, attention, ffn_norm and ffn.
+DG_OTHER_FORWARD_BEGIN
 class MicroBlock : public Module {
  public:
   MicroBlock(const MicroLMConfig& config, int64_t index,
@@ -62,6 +63,7 @@ class MicroBlock : public Module {
   // Reference modes: c = S_l (latest source), sources = S_0..S_l. Standard: sources = {c}.
   // The paper modes refuse (their blocks read the model's partial sums).
   Tensor forward(const std::vector<Tensor>& sources);
+  Tensor operator()(const std::vector<Tensor>& sources) { return forward(sources); }
   // Residual modes register their parameters on the block (nn/lm/residual/).
   using Module::register_module;
   using Module::register_parameter;
@@ -82,6 +84,7 @@ class MicroBlock : public Module {
   // The handles above are the built-in modes' parameters (null or undefined in the other modes);
   // a new mode may register its own and find them by name with parameter("...").
 };
+DG_OTHER_FORWARD_END
 
 // The standard mode's block (nn/lm/residual/standard.cpp), the pre-norm LLaMA block:
 // x = c + Attn(N(c), N(c)); y = x + FFN(N(x)), with N the block's attention_norm and ffn_norm.

@@ -87,8 +87,8 @@ class CharLSTM : public dg::Module {
   dg::Tensor forward(const dg::Tensor& ids) const {
     return hooked(
         [&](const dg::Tensor& ids) {
-          const dg::Tensor h = lstm.forward(embedding.forward(ids)).output;  // [B, T, H]
-          return head.forward(dg::reshape(h, {-1, h.size(2)}));
+          const dg::Tensor h = lstm(embedding(ids)).output;  // [B, T, H]
+          return head(dg::reshape(h, {-1, h.size(2)}));
         },
         ids);
   }
@@ -107,14 +107,14 @@ std::string sample(const CharLSTM& model, const std::vector<char>& chars,
   std::string out = prompt;
   int64_t next = id_of[static_cast<unsigned char>(prompt[0])];
   for (size_t i = 0; i < prompt.size() + static_cast<size_t>(count) - 1; ++i) {
-    const dg::Tensor x = model.embedding.forward(dg::Tensor::from_ids({next}, {1, 1}));
-    const dg::RecurrentOutput r = model.lstm.forward(x, h, c);
+    const dg::Tensor x = model.embedding(dg::Tensor::from_ids({next}, {1, 1}));
+    const dg::RecurrentOutput r = model.lstm(x, h, c);
     h = r.h_n, c = r.c_n;
     if (i + 1 < prompt.size()) {  // still reading the prompt
       next = id_of[static_cast<unsigned char>(prompt[i + 1])];
       continue;
     }
-    const dg::Tensor p = dg::softmax(model.head.forward(dg::reshape(r.output, {1, -1})), 1);
+    const dg::Tensor p = dg::softmax(model.head(dg::reshape(r.output, {1, -1})), 1);
     std::array<float, 1> u{};
     gen.uniform_(u.data(), 1, 0.0, 1.0);
     const std::vector<double> probs = p.to_vector();
@@ -159,7 +159,7 @@ int run(const Settings& s) {
   dg::CosineAnnealingLR schedule(optimizer, s.steps, /*warmup_steps=*/s.steps / 20,
                                  /*min_lr_ratio=*/0.1);
   const auto loss = [](CharLSTM& m, const dg::Batch& batch) {
-    return dg::cross_entropy(m.forward(batch[0]), dg::reshape(batch[1], {-1}));
+    return dg::cross_entropy(m(batch[0]), dg::reshape(batch[1], {-1}));
   };
   dg::Trainer trainer(model, train, dg::Sampler::random(train.size(), config.seed), loss, config,
                       optimizer, &schedule);

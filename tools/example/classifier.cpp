@@ -65,14 +65,14 @@ std::unique_ptr<dg::Sequential> make_model(double dropout) {
 
 // The mean cross-entropy of a batch (fields: x, labels).
 dg::Tensor loss(dg::Sequential& model, const dg::Batch& batch) {
-  return dg::cross_entropy(model.forward(batch[0]), batch[1]);
+  return dg::cross_entropy(model(batch[0]), batch[1]);
 }
 
 // The share of rows whose largest logit is the label (argmax gives int64 indices), in eval mode.
 double accuracy(dg::Sequential& net, const dg::TensorDataset& data) {
   dg::NoGradGuard no_grad;
   net.eval();  // dropout off
-  const dg::Tensor predicted = dg::argmax(net.forward(data.tensors()[0]), 1);
+  const dg::Tensor predicted = dg::argmax(net(data.tensors()[0]), 1);
   return dg::mean(dg::eq(predicted, dg::to_dtype(data.tensors()[1], dg::DType::i64))).item();
 }
 

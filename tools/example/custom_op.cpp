@@ -54,9 +54,7 @@ class CurveNet : public dg::Module {
   explicit CurveNet(int64_t hidden)
       : hidden_layer(register_module("hidden", std::make_unique<dg::Linear>(1, hidden, true))),
         output_layer(register_module("output", std::make_unique<dg::Linear>(hidden, 1, true))) {}
-  dg::Tensor forward(const dg::Tensor& x) {
-    return output_layer.forward(softsign(hidden_layer.forward(x)));
-  }
+  dg::Tensor forward(const dg::Tensor& x) { return output_layer(softsign(hidden_layer(x))); }
   dg::Linear& hidden_layer;
   dg::Linear& output_layer;
 };
@@ -90,7 +88,7 @@ int main() {
   double first = 0, last = 0;
   for (int step = 0; step < 500; ++step) {
     optimizer.zero_grad();
-    dg::Tensor error = model.forward(x) - y;
+    dg::Tensor error = model(x) - y;
     dg::Tensor loss = dg::mean(error * error);
     dg::backward(loss);
     optimizer.step();

@@ -89,7 +89,7 @@ std::unique_ptr<dg::Sequential> make_model() {
 }
 
 dg::Tensor loss(dg::Sequential& model, const dg::Batch& batch) {
-  return dg::cross_entropy(model.forward(batch[0]), batch[1]);
+  return dg::cross_entropy(model(batch[0]), batch[1]);
 }
 
 // The share of test images whose largest logit is the label, in eval mode (the model is put back
@@ -99,7 +99,7 @@ double accuracy(dg::Sequential& net, const dg::TensorDataset& data) {
   net.eval();
   double correct = 0;
   dg::for_each_batch(data, 1000, [&](const dg::Batch& batch) {
-    const dg::Tensor predicted = dg::argmax(net.forward(batch[0]), 1);
+    const dg::Tensor predicted = dg::argmax(net(batch[0]), 1);
     correct += dg::sum(dg::eq(predicted, batch[1])).item();
   });
   net.train();
@@ -110,9 +110,9 @@ double accuracy(dg::Sequential& net, const dg::TensorDataset& data) {
 dg::TensorDataset examples(const dg::FashionMnistSplit& split, int64_t n, double mean,
                            double stddev) {
   dg::NoGradGuard no_grad;
-  const dg::Tensor images = split.images.view_narrow(0, 0, n);
+  const dg::Tensor images = split.images.narrow(0, 0, n);
   const dg::Tensor normalised = dg::scale(dg::add_scalar(images, -mean), 1.0 / stddev);
-  return dg::TensorDataset({normalised, split.labels.view_narrow(0, 0, n)});
+  return dg::TensorDataset({normalised, split.labels.narrow(0, 0, n)});
 }
 
 struct Run {

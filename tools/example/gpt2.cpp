@@ -151,7 +151,7 @@ struct CacheCheck {
 CacheCheck check_cache(const gpt2::Model& model, const std::vector<int32_t>& ids) {
   dg::NoGradGuard no_graph;
   const int64_t T = static_cast<int64_t>(ids.size());
-  const dg::Tensor full = model.forward(dg::Tensor::from_ids(ids, {1, T}));  // [1, T, V]
+  const dg::Tensor full = model(dg::Tensor::from_ids(ids, {1, T}));  // [1, T, V]
   gpt2::CachedLM cached(model);
   CacheCheck r;
   const int64_t chunks[] = {5, 1, 1, 3, 1, 7};
@@ -166,7 +166,7 @@ CacheCheck check_cache(const gpt2::Model& model, const std::vector<int32_t>& ids
       r.max_logit = std::max(r.max_logit, static_cast<double>(std::abs(w[i])));
     }
   }
-  dg::RecomputingCausalLM recomputing([&](const dg::Tensor& x) { return model.forward(x); },
+  dg::RecomputingCausalLM recomputing([&](const dg::Tensor& x) { return model(x); },
                                       model.config.vocab, model.config.context);
   const dg::GenerationOptions greedy{.max_new_tokens = model.config.context,
                                      .sampling = {.temperature = 0}};

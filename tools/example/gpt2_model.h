@@ -48,9 +48,9 @@ class Attention : public dg::Module {
   // x [B, T, D] -> [B, T, D]
   dg::Tensor forward(const dg::Tensor& x) const {
     // q, k, v [B, T, D] each: views of the one projection [B, T, 3D]
-    const std::vector<dg::Tensor> qkv = dg::split(c_attn.forward(x), x.size(-1), -1);
+    const std::vector<dg::Tensor> qkv = dg::split(c_attn(x), x.size(-1), -1);
     // causal attention per head (D = heads · head_dim), heads merged back: [B, T, D]
-    return c_proj.forward(dg::attention_heads(qkv[0], qkv[1], qkv[2], heads, heads));
+    return c_proj(dg::attention_heads(qkv[0], qkv[1], qkv[2], heads, heads));
   }
   int64_t heads;
   dg::Linear& c_attn;  // [3D, D]: the q rows, then k, then v
@@ -63,9 +63,7 @@ class Mlp : public dg::Module {
   explicit Mlp(int64_t dim)
       : c_fc(register_module("c_fc", std::make_unique<dg::Linear>(dim, 4 * dim))),
         c_proj(register_module("c_proj", std::make_unique<dg::Linear>(4 * dim, dim))) {}
-  dg::Tensor forward(const dg::Tensor& x) const {
-    return c_proj.forward(dg::gelu(c_fc.forward(x)));
-  }
+  dg::Tensor forward(const dg::Tensor& x) const { return c_proj(dg::gelu(c_fc(x))); }
   dg::Linear& c_fc;    // [4D, D]
   dg::Linear& c_proj;  // [D, 4D]
 };
@@ -80,8 +78,8 @@ class Block : public dg::Module {
         mlp(register_module("mlp", std::make_unique<Mlp>(dim))) {}
   // x [B, T, D] -> [B, T, D]
   dg::Tensor forward(const dg::Tensor& x) const {
-    const dg::Tensor h = dg::add(x, attn.forward(ln_1.forward(x)));
-    return dg::add(h, mlp.forward(ln_2.forward(h)));
+    const dg::Tensor h = dg::add(x, attn(ln_1(x)));
+    return dg::add(h, mlp(ln_2(h)));
   }
   dg::LayerNorm& ln_1;
   Attention& attn;
@@ -140,9 +138,9 @@ class Model : public dg::Module {
     std::vector<int64_t> positions(T);
     std::iota(positions.begin(), positions.end(), 0);
     // [B, T, D] + [T, D] (broadcast over the batch)
-    dg::Tensor x = dg::add(wte->forward(ids), wpe->forward(dg::Tensor::from_ids(positions, {T})));
-    for (const Block* b : blocks) x = b->forward(x);
-    return ln_f->forward(x);
+    dg::Tensor x = dg::add((*wte)(ids), (*wpe)(dg::Tensor::from_ids(positions, {T})));
+    for (const Block* b : blocks) x = (*b)(x);
+    return (*ln_f)(x);
   }
   // ids int64 or int32 [B, T] -> logits [B, T, vocab] (the tied head: h · wteᵀ)
   dg::Tensor forward(const dg::Tensor& ids) const { return dg::linear(hidden(ids), wte->weight); }
@@ -190,8 +188,7 @@ class CachedLM : public dg::CausalLM {
     const dg::Tensor ids =
         dg::Tensor::from_ids(std::vector<int64_t>(new_tokens.begin(), new_tokens.end()), {1, n});
     // [1, n, D]: the new tokens at positions L .. L+n-1
-    dg::Tensor x = dg::add(model_.wte->forward(ids),
-                           model_.wpe->forward(dg::Tensor::from_ids(positions, {n})));
+    dg::Tensor x = dg::add((*model_.wte)(ids), (*model_.wpe)(dg::Tensor::from_ids(positions, {n})));
     // mask [n, L+n]: 1 where key position j is after query position L+i (not attended)
     std::vector<float> future(n * (L + n), 0.0f);
     for (int64_t i = 0; i < n; ++i)
@@ -204,8 +201,8 @@ class CachedLM : public dg::CausalLM {
     for (size_t b = 0; b < model_.blocks.size(); ++b) {
       const Block& block = *model_.blocks[b];
       const std::vector<dg::Tensor> qkv =
-          dg::split(block.attn.c_attn.forward(block.ln_1.forward(x)), D, -1);  // [1, n, D] each
-      const dg::Tensor q = split_heads(qkv[0]);                                // [1, H, n, hd]
+          dg::split(block.attn.c_attn(block.ln_1(x)), D, -1);  // [1, n, D] each
+      const dg::Tensor q = split_heads(qkv[0]);                // [1, H, n, hd]
       k_[b] = L == 0 ? split_heads(qkv[1]).contiguous()
                      : dg::cat({k_[b], split_heads(qkv[1])}, 2);  // [1, H, L+n, hd]
       v_[b] = L == 0 ? split_heads(qkv[2]).contiguous() : dg::cat({v_[b], split_heads(qkv[2])}, 2);
@@ -216,12 +213,12 @@ class CachedLM : public dg::CausalLM {
           dg::softmax(dg::masked_fill(scores, mask, -std::numeric_limits<double>::infinity()), -1);
       // [1, H, n, hd] -> heads merged [1, n, D]
       const dg::Tensor y = dg::reshape(dg::permute(dg::matmul(p, v_[b]), {0, 2, 1, 3}), {1, n, D});
-      const dg::Tensor h = dg::add(x, block.attn.c_proj.forward(y));
-      x = dg::add(h, block.mlp.forward(block.ln_2.forward(h)));
+      const dg::Tensor h = dg::add(x, block.attn.c_proj(y));
+      x = dg::add(h, block.mlp(block.ln_2(h)));
     }
     length_ += n;
     // the last position only: [1, 1, D] -> logits [vocab]
-    const dg::Tensor last = model_.ln_f->forward(dg::slice(x, 1, n - 1, n));
+    const dg::Tensor last = (*model_.ln_f)(dg::slice(x, 1, n - 1, n));
     logits_ = dg::reshape(dg::linear(last, model_.wte->weight), {model_.config.vocab});
     return logits_;
   }

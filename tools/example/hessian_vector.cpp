@@ -13,7 +13,7 @@
 namespace {
 
 dg::Tensor loss_of(dg::Sequential& net, const dg::Tensor& x, const dg::Tensor& y) {
-  return dg::mse_loss(net.forward(x), y);
+  return dg::mse_loss(net(x), y);
 }
 
 // ∇L · v summed over every parameter, as a tensor with a graph.

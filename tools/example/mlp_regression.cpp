@@ -55,7 +55,7 @@ std::unique_ptr<dg::Sequential> make_model() {
 
 // The loss of a batch (fields: inputs, targets): the mean over its examples, as the loop needs.
 dg::Tensor mse(dg::Sequential& model, const dg::Batch& batch) {
-  return dg::mse_loss(model.forward(batch[0]), batch[1]);
+  return dg::mse_loss(model(batch[0]), batch[1]);
 }
 
 // The same MLP from the same initial weights, trained by the same loop with SGD (Nesterov

@@ -42,7 +42,7 @@ struct Derivatives {
 };
 Derivatives derivatives(dg::Sequential& net, const dg::Tensor& xt) {
   Derivatives d;
-  d.u = net.forward(xt);  // [n, 1]
+  d.u = net(xt);  // [n, 1]
   const dg::Tensor ones = dg::Tensor::ones(d.u.shape(), dg::DType::f64);
   // Each row's u depends only on its own point, so the gradient of Σu is each row's derivative.
   const dg::Tensor du = dg::grad({d.u}, {xt}, {ones}, true, /*create_graph=*/true)[0];  // [n, 2]
@@ -63,8 +63,8 @@ Loss pinn_loss(dg::Sequential& net, const dg::Tensor& interior, const dg::Tensor
   const dg::Tensor r = dg::sub(d.u_t, dg::scale(d.u_xx, kAlpha));
   Loss loss;
   loss.residual = dg::mean(dg::mul(r, r));
-  const dg::Tensor ic = dg::mse_loss(net.forward(initial), initial_u);
-  const dg::Tensor bc = dg::mean(dg::mul(net.forward(boundary), net.forward(boundary)));
+  const dg::Tensor ic = dg::mse_loss(net(initial), initial_u);
+  const dg::Tensor bc = dg::mean(dg::mul(net(boundary), net(boundary)));
   loss.total = dg::add(dg::add(loss.residual, ic), bc);
   return loss;
 }
@@ -72,7 +72,7 @@ Loss pinn_loss(dg::Sequential& net, const dg::Tensor& interior, const dg::Tensor
 // u at one point (no graph), for finite differences.
 double u_at(dg::Sequential& net, double x, double t) {
   dg::NoGradGuard no_grad;
-  return net.forward(points({x}, {t})).item();
+  return net(points({x}, {t})).item();
 }
 
 // The autograd derivatives at a few points against central finite differences of the network.

@@ -17,7 +17,7 @@ int main() {
 
   for (int step = 0; step <= 500; ++step) {
     optimizer.zero_grad();
-    dg::Tensor loss = dg::mse_loss(net.forward(x), y);
+    dg::Tensor loss = dg::mse_loss(net(x), y);
     dg::backward(loss);
     optimizer.step();
     if (step % 100 == 0) std::printf("step %3d  mse %.5f\n", step, loss.item());

@@ -63,7 +63,8 @@ FashionMnistSplit read_split(const std::string& directory, const ExpectedFile& i
                              const ExpectedFile& labels) {
   FashionMnistSplit split;
   const IdxFile image_file = read_checked(directory, images);
-  split.images = idx_bytes_to_unit_float(image_file).view_reshape({images.examples, 1, 28, 28});
+  split.images =
+      raw::view_reshape(idx_bytes_to_unit_float(image_file), {images.examples, 1, 28, 28});
   split.labels = idx_to_int64(read_checked(directory, labels));
   return split;
 }

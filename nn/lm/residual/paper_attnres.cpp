@@ -88,20 +88,20 @@ class PaperAttnRes final : public Residual {
     for (MicroBlock* block : model.blocks) {
       Tensor alpha_qk, alpha_v;
       std::vector<Tensor> s = current();
-      Tensor u_qk = block->attention_norm->forward(
+      Tensor u_qk = (*block->attention_norm)(
           pseudo_query_mix(s, block->attn_query, unit_gain, c.norm_eps, alpha_qk));
       Tensor u_v = u_qk;
       alpha_v = alpha_qk;
       if (v_query_)
-        u_v = block->attention_norm->forward(
+        u_v = (*block->attention_norm)(
             pseudo_query_mix(s, block->attn_v_query, unit_gain, c.norm_eps, alpha_v));
       block->last_alpha_qk = alpha_qk;
       block->last_alpha_v = alpha_v;
-      finish_sublayer(block->attention->forward(u_qk, u_v));
+      finish_sublayer((*block->attention)(u_qk, u_v));
       Tensor alpha_ffn;
-      Tensor u = block->ffn_norm->forward(
+      Tensor u = (*block->ffn_norm)(
           pseudo_query_mix(current(), block->ffn_query, unit_gain, c.norm_eps, alpha_ffn));
-      finish_sublayer(block->ffn->forward(u));
+      finish_sublayer((*block->ffn)(u));
     }
     Tensor alpha_final;
     return pseudo_query_mix(current(), model.final_query, unit_gain, c.norm_eps, alpha_final);

@@ -24,8 +24,8 @@ namespace dg {
 // depth, so each token's weights over its sources sum to one.
 DG_EXERCISE Tensor attnres_route(const Linear& route, const Tensor& z,
                                  const std::vector<Tensor>& sources, Tensor& alpha) {
-  alpha = softmax(route.forward(z), -1);  // [B, T, J]
-  return depth_mix(sources, alpha);       // Σ_j α[.., j]·S_j
+  alpha = softmax(route(z), -1);     // [B, T, J]
+  return depth_mix(sources, alpha);  // Σ_j α[.., j]·S_j
 }
 
 namespace {
@@ -59,25 +59,24 @@ class ReferenceAttnRes final : public Residual {
       throw std::logic_error(
           fmt::format("block {} expects {} sources, got {}", b.index, b.index + 1, sources.size()));
     const Tensor& c = sources.back();
-    Tensor z = b.route_norm->forward(c);
-    Tensor u_qk =
-        b.attention_norm->forward(attnres_route(*b.qk_route, z, sources, b.last_alpha_qk));
+    Tensor z = (*b.route_norm)(c);
+    Tensor u_qk = (*b.attention_norm)(attnres_route(*b.qk_route, z, sources, b.last_alpha_qk));
     Tensor x;
     if (v_route_) {
-      Tensor u_v = b.attention_norm->forward(attnres_route(*b.v_route, z, sources, b.last_alpha_v));
-      x = b.attention->forward(u_qk, u_v, c);
+      Tensor u_v = (*b.attention_norm)(attnres_route(*b.v_route, z, sources, b.last_alpha_v));
+      x = (*b.attention)(u_qk, u_v, c);
     } else {
       b.last_alpha_v = b.last_alpha_qk;  // the same route computed once; the reference: twice
-      x = b.attention->forward(u_qk, u_qk, c);
+      x = (*b.attention)(u_qk, u_qk, c);
     }
     // x = c + Attn(..), y = x + FFN(N(x)): each residual add happens inside the output projection
-    return b.ffn->forward(b.ffn_norm->forward(x), x);
+    return (*b.ffn)((*b.ffn_norm)(x), x);
   }
 
   // h0 [B, T, D] -> S_L [B, T, D]
   Tensor forward(MicroLM& model, const Tensor& h0) const override {
     std::vector<Tensor> sources{h0};
-    for (MicroBlock* block : model.blocks) sources.push_back(block->forward(sources));
+    for (MicroBlock* block : model.blocks) sources.push_back((*block)(sources));
     return sources.back();
   }
 

@@ -10,10 +10,10 @@ namespace dg {
 // c [B, T, D] -> y [B, T, D]. Pre-norm: each sublayer reads a normalised copy of the stream and
 // adds its output to the un-normalised stream, so the stream itself is never normalised.
 DG_EXERCISE Tensor pre_norm_block(MicroBlock& block, const Tensor& c) {
-  Tensor u = block.attention_norm->forward(c);
-  Tensor x = block.attention->forward(u, u, c);
+  Tensor u = (*block.attention_norm)(c);
+  Tensor x = (*block.attention)(u, u, c);
   // x = c + Attn(..), y = x + FFN(N(x)): each residual add happens inside the output projection
-  return block.ffn->forward(block.ffn_norm->forward(x), x);
+  return (*block.ffn)((*block.ffn_norm)(x), x);
 }
 
 namespace {
@@ -28,7 +28,7 @@ class Standard final : public Residual {
   // h0 [B, T, D] -> the last block's output [B, T, D]
   Tensor forward(MicroLM& model, const Tensor& h0) const override {
     Tensor h = h0;
-    for (MicroBlock* block : model.blocks) h = block->forward(std::vector<Tensor>{h});
+    for (MicroBlock* block : model.blocks) h = (*block)(std::vector<Tensor>{h});
     return h;
   }
 

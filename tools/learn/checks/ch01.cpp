@@ -129,13 +129,13 @@ std::vector<ViewCase> views() {
   const Tensor x = Tensor::zeros({2, 3, 4});
   return {
       {"new [2, 3, 4]", x, true},
-      {"transpose(0, 1) of [2, 3, 4]", x.view_transpose(0, 1), false},
-      {"permute(2, 0, 1) of [2, 3, 4]", x.view_permute({2, 0, 1}), false},
-      {"narrow(2, 1, 2) of [2, 3, 4]", x.view_narrow(2, 1, 2), false},
-      {"narrow(0, 1, 1) of [2, 3, 4]", x.view_narrow(0, 1, 1), true},
-      {"transpose(0, 1) of [5, 1]", Tensor::zeros({5, 1}).view_transpose(0, 1), true},
-      {"expand [3, 1] to [3, 4]", Tensor::zeros({3, 1}).view_expand({3, 4}), false},
-      {"expand [1, 4] to [1, 4]", Tensor::zeros({1, 4}).view_expand({1, 4}), true},
+      {"transpose(0, 1) of [2, 3, 4]", raw::view_transpose(x, 0, 1), false},
+      {"permute(2, 0, 1) of [2, 3, 4]", raw::view_permute(x, {2, 0, 1}), false},
+      {"narrow(2, 1, 2) of [2, 3, 4]", raw::view_narrow(x, 2, 1, 2), false},
+      {"narrow(0, 1, 1) of [2, 3, 4]", raw::view_narrow(x, 0, 1, 1), true},
+      {"transpose(0, 1) of [5, 1]", raw::view_transpose(Tensor::zeros({5, 1}), 0, 1), true},
+      {"expand [3, 1] to [3, 4]", raw::view_expand(Tensor::zeros({3, 1}), {3, 4}), false},
+      {"expand [1, 4] to [1, 4]", raw::view_expand(Tensor::zeros({1, 4}), {1, 4}), true},
   };
 }
 

@@ -52,7 +52,7 @@ Verdict future_does_not_leak() {
   const Tensor q = filled({1, 2, T, 4}, 0.0), k = filled({1, 2, T, 4}, 1.0);
   const Tensor v = filled({1, 2, T, 4}, 2.0);
   const Tensor before = plain_causal_attention(q, k, v);
-  Tensor k2 = k.clone(), v2 = v.clone();
+  Tensor k2 = raw::clone(k), v2 = raw::clone(v);
   std::vector<double> kv = k2.to_vector(), vv = v2.to_vector();
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t d = 0; d < 4; ++d) {
