@@ -20,9 +20,10 @@ class Embedding : public Module {
  public:
   // padding_idx (torch's): that row starts at zero and gets no gradient; negative counts from
   // vocab.
-  Embedding(int64_t vocab, int64_t dim, DType dtype = DType::f32,
+  Embedding(int64_t vocab, int64_t dim, DType dtype = get_default_dtype(),
             std::optional<int64_t> padding_idx = std::nullopt);
   Tensor forward(const Tensor& ids) const;  // ids int64 or int32 [..] -> [.., dim]
+  std::string extra_repr() const override;  // torch's text
   Tensor weight;                            // [vocab, dim]
   std::optional<int64_t> padding_idx;       // in [0, vocab) once constructed
 };
@@ -34,6 +35,7 @@ class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5, TorchGenerator* generator = nullptr);
   Tensor forward(const Tensor& x) const;  // x [..] -> [..]
+  std::string extra_repr() const override;  // torch's text
   double p;
 
  private:
@@ -42,8 +44,9 @@ class Dropout : public Module {
 
 class Linear : public Module {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = DType::f32);
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = get_default_dtype());
   Tensor forward(const Tensor& x) const;  // x [.., in] -> [.., out]
+  std::string extra_repr() const override;  // torch's text
   int64_t in_features, out_features;
   Tensor weight;  // [out, in]
   Tensor bias;    // [out] or undefined
@@ -51,16 +54,18 @@ class Linear : public Module {
 
 class RMSNorm : public Module {
  public:
-  RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = DType::f32);
+  RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = get_default_dtype());
   Tensor forward(const Tensor& x) const;
+  std::string extra_repr() const override;  // torch 2.4's RMSNorm text
   double eps;
   Tensor weight;  // [dim], ones
 };
 
 class LayerNorm : public Module {
  public:
-  LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = DType::f32);
+  LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = get_default_dtype());
   Tensor forward(const Tensor& x) const;
+  std::string extra_repr() const override;  // torch's text
   double eps;
   Tensor weight, bias;  // [dim] ones, zeros
 };
@@ -69,8 +74,9 @@ class LayerNorm : public Module {
 class Norm : public Module {
  public:
   enum class Kind { rms, layer };
-  Norm(Kind kind, int64_t dim, double eps, DType dtype = DType::f32);
+  Norm(Kind kind, int64_t dim, double eps, DType dtype = get_default_dtype());
   Tensor forward(const Tensor& x) const;
+  std::string extra_repr() const override;  // "rms, (dim,), eps=..."
   Kind kind;
   double eps;
   Tensor weight, bias;
@@ -91,7 +97,7 @@ struct AttentionConfig {
 // projection (linear_add).
 class CausalSelfAttention : public Module {
  public:
-  CausalSelfAttention(const AttentionConfig& config, DType dtype = DType::f32);
+  CausalSelfAttention(const AttentionConfig& config, DType dtype = get_default_dtype());
   // [B, T, D] -> [B, T, D]
   Tensor forward(const Tensor& u_qk, const Tensor& u_v, const Tensor& residual = Tensor()) const;
   AttentionConfig config;
@@ -105,7 +111,7 @@ class CausalSelfAttention : public Module {
 class FeedForward : public Module {
  public:
   enum class Kind { swiglu, gelu, gelu_tanh };
-  FeedForward(Kind kind, int64_t dim, int64_t hidden, bool bias, DType dtype = DType::f32);
+  FeedForward(Kind kind, int64_t dim, int64_t hidden, bool bias, DType dtype = get_default_dtype());
   Tensor forward(const Tensor& x, const Tensor& residual = Tensor()) const;
   Kind kind;
   Linear *up, *gate, *down;  // gate is null for the GELUs
