@@ -28,9 +28,12 @@ Functional::Functional(UnaryFunction fn, std::string name)
     Fn fn;
     const char* name;
     const char* extra;
-  } known[] = {{&relu, "ReLU", ""},          {&tanh, "Tanh", ""},
-               {&sigmoid, "Sigmoid", ""},    {&silu, "SiLU", ""},
-               {&gelu, "GELU", "approximate='none'"}, {&gelu_tanh, "GELU", "approximate='tanh'"}};
+  } known[] = {{&relu, "ReLU", ""},
+               {&tanh, "Tanh", ""},
+               {&sigmoid, "Sigmoid", ""},
+               {&silu, "SiLU", ""},
+               {&gelu, "GELU", "approximate='none'"},
+               {&gelu_tanh, "GELU", "approximate='tanh'"}};
   for (const auto& k : known)
     if (*target == k.fn) {
       name_ = k.name;

@@ -58,8 +58,8 @@ M& child_as(Module& child, const std::string& key) {
 //                      std::make_unique<dg::Linear>(16, 1));
 //   dg::Tensor y = net.forward(x);   // parameters: 0.weight, 0.bias, 2.weight, 2.bias
 // An item is a std::unique_ptr to a module with forward(Tensor) -> Tensor, or a function
-// Tensor(const Tensor&) (wrapped in a Functional). Built from items, the container is float32;
-// for float64 layers start from Sequential(DType::f64) and add() them.
+// Tensor(const Tensor&) (wrapped in a Functional). Built from items, the container takes the
+// default dtype (get_default_dtype(), as its layers do); Sequential(DType::f64) names one.
 class Sequential : public Module {
  public:
   explicit Sequential(DType dtype = get_default_dtype()) : Module(dtype) {}
@@ -158,7 +158,7 @@ class ModuleDict : public Module {
 class ParameterList : public Module {
  public:
   explicit ParameterList(DType dtype = get_default_dtype()) : Module(dtype) {}
-  Tensor append(const Tensor& value);  // registers it; returns the parameter
+  Tensor append(const Tensor& value);       // registers it; returns the parameter
   std::string extra_repr() const override;  // torch's "(0): Parameter containing: [...]" lines
   size_t size() const { return items_.size(); }
   const Tensor& operator[](size_t index) const;

@@ -34,7 +34,7 @@ class Embedding : public Module {
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5, TorchGenerator* generator = nullptr);
-  Tensor forward(const Tensor& x) const;  // x [..] -> [..]
+  Tensor forward(const Tensor& x) const;    // x [..] -> [..]
   std::string extra_repr() const override;  // torch's text
   double p;
 
@@ -44,8 +44,9 @@ class Dropout : public Module {
 
 class Linear : public Module {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = get_default_dtype());
-  Tensor forward(const Tensor& x) const;  // x [.., in] -> [.., out]
+  Linear(int64_t in_features, int64_t out_features, bool bias = true,
+         DType dtype = get_default_dtype());
+  Tensor forward(const Tensor& x) const;    // x [.., in] -> [.., out]
   std::string extra_repr() const override;  // torch's text
   int64_t in_features, out_features;
   Tensor weight;  // [out, in]

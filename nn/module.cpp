@@ -2,9 +2,8 @@
 // module.h). It defines no layer (nn/layers.h) and no container (nn/containers.h).
 #include "nn/module.h"
 
-#include <fmt/format.h>
-
 #include <cxxabi.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -366,7 +365,8 @@ void convert_in_place(const Tensor& t, DType dtype) {
   impl->offset = converted.offset();
   impl->strides = converted.strides();
   impl->dtype = dtype;
-  if (impl->grad.defined() && impl->grad.dtype() != dtype) impl->grad = impl->grad.to(dtype).clone();
+  if (impl->grad.defined() && impl->grad.dtype() != dtype)
+    impl->grad = impl->grad.to(dtype).clone();
 }
 }  // namespace
 
@@ -414,9 +414,9 @@ std::string repr_float(double value) {
 
 Module& Module::to(DType dtype) {
   if (!is_floating(dtype))
-    throw std::invalid_argument(fmt::format(
-        "Module::to only accepts floating point dtypes (float32, float64), got {}",
-        dtype_name(dtype)));
+    throw std::invalid_argument(
+        fmt::format("Module::to only accepts floating point dtypes (float32, float64), got {}",
+                    dtype_name(dtype)));
   const std::function<bool(const Module&)> flattened_below = [&](const Module& m) {
     if (m.flat_) return true;
     for (const Entry& e : m.entries_)

@@ -90,7 +90,8 @@ PackedSequence pack_ordered(const Tensor& input, const std::vector<int64_t>& len
   std::vector<int64_t> rows, batch_sizes;
   for (int64_t t = 0; t < T && lengths[order[0]] > t; ++t) {
     int64_t count = 0;
-    for (int64_t i = 0; i < B && lengths[order[i]] > t; ++i, ++count) rows.push_back(t * B + order[i]);
+    for (int64_t i = 0; i < B && lengths[order[i]] > t; ++i, ++count)
+      rows.push_back(t * B + order[i]);
     batch_sizes.push_back(count);
   }
   Shape flat_shape = x.shape();
@@ -130,13 +131,13 @@ PackedSequence pack_padded_sequence(const Tensor& input, const std::vector<int64
         lengths.size(), B));
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] <= 0)
-      throw std::invalid_argument(fmt::format(
-          "{}: length of all samples has to be greater than 0, but lengths[{}] = {}", op, i,
-          lengths[i]));
+      throw std::invalid_argument(
+          fmt::format("{}: length of all samples has to be greater than 0, but lengths[{}] = {}",
+                      op, i, lengths[i]));
     if (lengths[i] > T)
-      throw std::invalid_argument(fmt::format(
-          "{}: lengths[{}] = {} is longer than the input's {} time steps {}", op, i, lengths[i],
-          T, input.describe()));
+      throw std::invalid_argument(
+          fmt::format("{}: lengths[{}] = {} is longer than the input's {} time steps {}", op, i,
+                      lengths[i], T, input.describe()));
     if (enforce_sorted && i > 0 && lengths[i] > lengths[i - 1])
       throw std::invalid_argument(fmt::format(
           "{}: `lengths` array must be sorted in decreasing order when `enforce_sorted` is True "

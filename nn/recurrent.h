@@ -164,19 +164,22 @@ class RecurrentCell : public Module {
 class RNNCell : public RecurrentCell {
  public:
   RNNCell(int64_t input_size, int64_t hidden_size, bool bias = true,
-          RNN::Nonlinearity nonlinearity = RNN::Nonlinearity::tanh, DType dtype = get_default_dtype())
+          RNN::Nonlinearity nonlinearity = RNN::Nonlinearity::tanh,
+          DType dtype = get_default_dtype())
       : RecurrentCell(nonlinearity == RNN::Nonlinearity::tanh ? RecurrentKind::rnn_tanh
                                                               : RecurrentKind::rnn_relu,
                       input_size, hidden_size, bias, dtype) {}
 };
 class LSTMCell : public RecurrentCell {
  public:
-  LSTMCell(int64_t input_size, int64_t hidden_size, bool bias = true, DType dtype = get_default_dtype())
+  LSTMCell(int64_t input_size, int64_t hidden_size, bool bias = true,
+           DType dtype = get_default_dtype())
       : RecurrentCell(RecurrentKind::lstm, input_size, hidden_size, bias, dtype) {}
 };
 class GRUCell : public RecurrentCell {
  public:
-  GRUCell(int64_t input_size, int64_t hidden_size, bool bias = true, DType dtype = get_default_dtype())
+  GRUCell(int64_t input_size, int64_t hidden_size, bool bias = true,
+          DType dtype = get_default_dtype())
       : RecurrentCell(RecurrentKind::gru, input_size, hidden_size, bias, dtype) {}
 };
 

@@ -200,8 +200,8 @@ std::string conv_repr(int64_t in, int64_t out, const std::vector<int64_t>& kerne
     return dims == 1 ? fmt::format("({},)", v[0]) : fmt::format("({}, {})", v[0], v[1]);
   };
   auto pair = [&](IntPair p) { return tup({p[0], p[1]}); };
-  std::string s = fmt::format("{}, {}, kernel_size={}, stride={}", in, out, tup(kernel),
-                              pair(settings[0]));
+  std::string s =
+      fmt::format("{}, {}, kernel_size={}, stride={}", in, out, tup(kernel), pair(settings[0]));
   const char* names[] = {"padding", "dilation", "output_padding"};
   const int64_t defaults[] = {0, 1, 0};
   for (size_t i = 1; i < settings.size(); ++i)

@@ -29,7 +29,8 @@ inline Tensor arange(double end, DType dtype) { return arange(0.0, end, 1.0, dty
 //   dg::arange(5) -> int64 [0, 1, 2, 3, 4];  dg::arange(0, 1, 0.25) -> float32 [0, .25, .5, .75]
 template <Arithmetic E>
 Tensor arange(E end) {
-  return arange(0.0, static_cast<double>(end), 1.0, std::integral<E> ? DType::i64 : get_default_dtype());
+  return arange(0.0, static_cast<double>(end), 1.0,
+                std::integral<E> ? DType::i64 : get_default_dtype());
 }
 template <Arithmetic S, Arithmetic E, Arithmetic P = int64_t>
 Tensor arange(S start, E end, P step = 1) {
@@ -45,8 +46,10 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype = get_defau
 
 // U[0, 1) (torch.rand), N(0, 1) (torch.randn), and integers uniform in [low, high)
 // (torch.randint; int64 by default), each drawn from `generator` or the default one.
-Tensor rand(const Shape& shape, DType dtype = get_default_dtype(), TorchGenerator* generator = nullptr);
-Tensor randn(const Shape& shape, DType dtype = get_default_dtype(), TorchGenerator* generator = nullptr);
+Tensor rand(const Shape& shape, DType dtype = get_default_dtype(),
+            TorchGenerator* generator = nullptr);
+Tensor randn(const Shape& shape, DType dtype = get_default_dtype(),
+             TorchGenerator* generator = nullptr);
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = DType::i64,
                TorchGenerator* generator = nullptr);
 inline Tensor randint(int64_t high, const Shape& shape, DType dtype = DType::i64,

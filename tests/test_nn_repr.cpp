@@ -66,9 +66,12 @@ TEST_CASE("repr: torch 1.13's text for the layers") {
   check_repr("batchnorm2d", BatchNorm2d(16));
   check_repr("batchnorm1d", BatchNorm1d(4, 1e-5, std::nullopt, false, false));
   check_repr("groupnorm", GroupNorm(2, 4));
-  check_repr("lstm", LSTM({.input_size = 10, .hidden_size = 20, .num_layers = 2,
-                           .batch_first = true}));
-  check_repr("gru", GRU({.input_size = 3, .hidden_size = 4, .num_layers = 2, .dropout = 0.5,
+  check_repr("lstm",
+             LSTM({.input_size = 10, .hidden_size = 20, .num_layers = 2, .batch_first = true}));
+  check_repr("gru", GRU({.input_size = 3,
+                         .hidden_size = 4,
+                         .num_layers = 2,
+                         .dropout = 0.5,
                          .bidirectional = true}));
   check_repr("rnn", RNN({.input_size = 3, .hidden_size = 4, .bias = false},
                         RNN::Nonlinearity::relu));  // torch's RNN does not print nonlinearity
@@ -162,7 +165,8 @@ TEST_CASE("Module::to: every floating parameter and buffer converted in place, i
   CHECK(net.flat_parameters().values.dtype() == DType::f64);
 }
 
-TEST_CASE("Module::to refuses after flat_parameters() (an optimiser would go stale) and non-floats") {
+TEST_CASE(
+    "Module::to refuses after flat_parameters() (an optimiser would go stale) and non-floats") {
   Sequential net;
   Linear& fc = net.emplace<Linear>(3, 2);
   const std::string bad = invalid_argument_of([&] { net.to(DType::i64); });

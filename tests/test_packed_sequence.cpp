@@ -48,21 +48,46 @@ struct Case {
 };
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
-      {"gru_bi_bf", RecurrentKind::gru,
+      {"gru_bi_bf",
+       RecurrentKind::gru,
        {.input_size = 3, .hidden_size = 4, .batch_first = true, .bidirectional = true},
-       {4, 5, 3}, {3, 5, 1, 4}, false, true, false},
-      {"lstm_2l_bi", RecurrentKind::lstm,
+       {4, 5, 3},
+       {3, 5, 1, 4},
+       false,
+       true,
+       false},
+      {"lstm_2l_bi",
+       RecurrentKind::lstm,
        {.input_size = 3, .hidden_size = 4, .num_layers = 2, .bidirectional = true},
-       {5, 3, 3}, {5, 3, 2}, true, true, true},
-      {"rnn_relu_bi", RecurrentKind::rnn_relu,
+       {5, 3, 3},
+       {5, 3, 2},
+       true,
+       true,
+       true},
+      {"rnn_relu_bi",
+       RecurrentKind::rnn_relu,
        {.input_size = 3, .hidden_size = 4, .bidirectional = true},
-       {4, 3, 3}, {2, 4, 1}, false, false, false},
-      {"lstm_bf_ties", RecurrentKind::lstm,
+       {4, 3, 3},
+       {2, 4, 1},
+       false,
+       false,
+       false},
+      {"lstm_bf_ties",
+       RecurrentKind::lstm,
        {.input_size = 2, .hidden_size = 3, .batch_first = true, .bidirectional = true},
-       {3, 3, 2}, {2, 3, 2}, false, false, false},
-      {"gru_2l", RecurrentKind::gru,
+       {3, 3, 2},
+       {2, 3, 2},
+       false,
+       false,
+       false},
+      {"gru_2l",
+       RecurrentKind::gru,
        {.input_size = 2, .hidden_size = 3, .num_layers = 2, .batch_first = true},
-       {3, 4, 2}, {4, 1, 3}, false, true, false},
+       {3, 4, 2},
+       {4, 1, 3},
+       false,
+       true,
+       false},
   };
   return all;
 }
@@ -102,9 +127,9 @@ void check_case(const Case& c, GateMath math) {
   check_close(padded.padded.contiguous().to_vector(), golden(n + "padded"), tol);
   check_close(padded.lengths.to_vector(), golden(n + "lengths"), 0.0);
   check_close(r.h_n.to_vector(), golden(n + "h_n"), tol);
-  Tensor loss = add(sum(mul(padded.padded, filled(padded.padded.shape(), 3, 11, 5, 4.0,
-                                                    DType::f64, false))),
-                    sum(mul(r.h_n, filled(r.h_n.shape(), 5, 7, 3, 4.0, DType::f64, false))));
+  Tensor loss =
+      add(sum(mul(padded.padded, filled(padded.padded.shape(), 3, 11, 5, 4.0, DType::f64, false))),
+          sum(mul(r.h_n, filled(r.h_n.shape(), 5, 7, 3, 4.0, DType::f64, false))));
   if (r.c_n.defined()) {
     check_close(r.c_n.to_vector(), golden(n + "c_n"), tol);
     loss = add(loss, sum(mul(r.c_n, filled(r.c_n.shape(), 2, 9, 4, 4.0, DType::f64, false))));
@@ -148,7 +173,10 @@ TEST_CASE("packed sequences: appended padding no longer changes a bidirectional 
 
 TEST_CASE("packed sequences: gradcheck through pack, a bidirectional LSTM and pad (float64)") {
   manual_seed(11);
-  LSTM lstm({.input_size = 2, .hidden_size = 3, .num_layers = 2, .batch_first = true,
+  LSTM lstm({.input_size = 2,
+             .hidden_size = 3,
+             .num_layers = 2,
+             .batch_first = true,
              .bidirectional = true},
             DType::f64);
   const std::vector<int64_t> lengths = {2, 3, 1};
@@ -177,14 +205,21 @@ TEST_CASE("packed sequences: refusals name the function and the argument") {
       CHECK(contains(message, part));
     }
   };
-  says([&] { pack_padded_sequence(x, {3, 4, 2}); },
-       {"pack_padded_sequence", "sorted in decreasing order", "enforce_sorted"});
-  says([&] { pack_padded_sequence(x, {3, 0, 2}, false, false); },
-       {"pack_padded_sequence", "greater than 0", "lengths[1]"});
+  says(
+      [&] {
+        pack_padded_sequence(x, {3, 4, 2});
+      },
+      {"pack_padded_sequence", "sorted in decreasing order", "enforce_sorted"});
+  says(
+      [&] {
+        pack_padded_sequence(x, {3, 0, 2}, false, false);
+      },
+      {"pack_padded_sequence", "greater than 0", "lengths[1]"});
   says([&] { pack_padded_sequence(x, {5, 2, 1}); }, {"pack_padded_sequence", "lengths[0] = 5"});
   says([&] { pack_padded_sequence(x, {3, 2}); }, {"pack_padded_sequence", "batch_size=3"});
   says([&] { pack_padded_sequence(x, Tensor::zeros({3})); }, {"pack_padded_sequence", "int64"});
-  says([&] { pack_padded_sequence(Tensor::zeros({4}), {1}); }, {"pack_padded_sequence", "[T, B, *]"});
+  says([&] { pack_padded_sequence(Tensor::zeros({4}), {1}); },
+       {"pack_padded_sequence", "[T, B, *]"});
   const PackedSequence packed = pack_padded_sequence(x, {4, 2, 1});
   says([&] { pad_packed_sequence(packed, false, 0.0, 3); },
        {"pad_packed_sequence", "total_length=3", "being 4"});
@@ -192,9 +227,15 @@ TEST_CASE("packed sequences: refusals name the function and the argument") {
   broken.data = Tensor::zeros({5, 2});
   says([&] { pad_packed_sequence(broken); }, {"pad_packed_sequence", "sum(batch_sizes) = 7"});
   GRU gru({.input_size = 2, .hidden_size = 3});
-  says([&] { gru.forward(pack_padded_sequence(Tensor::zeros({4, 3, 5}), {4, 2, 1})); },
-       {"GRU", "input_size = 2"});
-  says([&] { gru.forward(pack_padded_sequence(Tensor::zeros({4, 3, 2}, DType::f64), {4, 2, 1})); },
-       {"GRU", "dtype"});
+  says(
+      [&] {
+        gru.forward(pack_padded_sequence(Tensor::zeros({4, 3, 5}), {4, 2, 1}));
+      },
+      {"GRU", "input_size = 2"});
+  says(
+      [&] {
+        gru.forward(pack_padded_sequence(Tensor::zeros({4, 3, 2}, DType::f64), {4, 2, 1}));
+      },
+      {"GRU", "dtype"});
   says([&] { gru.forward(packed, Tensor::zeros({1, 2, 3})); }, {"GRU", "h0"});
 }

@@ -80,21 +80,25 @@ TEST_CASE("idiom: print(nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16,
 TEST_CASE("idiom: print(nn.Sequential(conv, ReLU, MaxPool2d(2), Flatten, nn.Sequential(...)))") {
   // nn.Sequential(nn.Conv2d(1, 8, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
   //               nn.Sequential(nn.Linear(8, 4), nn.Dropout(0.2)))
-  Sequential model(std::make_unique<Conv2d>(1, 8, 3), relu, std::make_unique<MaxPool2d>(2),
-                   std::make_unique<Flatten>(),
-                   std::make_unique<Sequential>(std::make_unique<Linear>(8, 4),
-                                                std::make_unique<Dropout>(0.2)));
+  Sequential model(
+      std::make_unique<Conv2d>(1, 8, 3), relu, std::make_unique<MaxPool2d>(2),
+      std::make_unique<Flatten>(),
+      std::make_unique<Sequential>(std::make_unique<Linear>(8, 4), std::make_unique<Dropout>(0.2)));
   CHECK(repr(model) == kText.at("print_nested"));
 }
 
-TEST_CASE("idiom: print(nn.LSTM(10, 20, num_layers=2, batch_first=True)); print(nn.GRU(8, 16, bidirectional=True))") {
+TEST_CASE(
+    "idiom: print(nn.LSTM(10, 20, num_layers=2, batch_first=True)); print(nn.GRU(8, 16, "
+    "bidirectional=True))") {
   CHECK(repr(LSTM({.input_size = 10, .hidden_size = 20, .num_layers = 2, .batch_first = true})) ==
         kText.at("print_lstm"));
   CHECK(repr(GRU({.input_size = 8, .hidden_size = 16, .bidirectional = true})) ==
         kText.at("print_gru"));
 }
 
-TEST_CASE("idiom: print(nn.BatchNorm2d(16)); print(nn.Embedding(10, 3)); print(nn.Dropout(p=0.5)); print(nn.LayerNorm(8))") {
+TEST_CASE(
+    "idiom: print(nn.BatchNorm2d(16)); print(nn.Embedding(10, 3)); print(nn.Dropout(p=0.5)); "
+    "print(nn.LayerNorm(8))") {
   CHECK(repr(BatchNorm2d(16)) == kText.at("print_batchnorm"));
   CHECK(repr(Embedding(10, 3)) == kText.at("print_embedding"));
   CHECK(repr(Dropout(0.5)) == kText.at("print_dropout"));
@@ -105,13 +109,17 @@ TEST_CASE("idiom: print(nn.MultiheadAttention(embed_dim=8, num_heads=2))") {
   CHECK(repr(MultiheadAttention(8, 2)) == kText.at("print_mha"));
 }
 
-TEST_CASE("idiom: print(nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, batch_first=True))") {
-  TransformerEncoderLayer layer({.d_model = 8, .nhead = 2, .dim_feedforward = 16,
-                                 .batch_first = true});
+TEST_CASE(
+    "idiom: print(nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, "
+    "batch_first=True))") {
+  TransformerEncoderLayer layer(
+      {.d_model = 8, .nhead = 2, .dim_feedforward = 16, .batch_first = true});
   CHECK(repr(layer) == kText.at("print_encoder_layer"));
 }
 
-TEST_CASE("idiom: print(nn.ModuleList([nn.Linear(10, 10) for _ in range(2)])); print(nn.ModuleDict(...))") {
+TEST_CASE(
+    "idiom: print(nn.ModuleList([nn.Linear(10, 10) for _ in range(2)])); "
+    "print(nn.ModuleDict(...))") {
   ModuleList list;
   for (int i = 0; i < 2; ++i) list.emplace<Linear>(10, 10);
   CHECK(repr(list) == kText.at("print_module_list"));
@@ -138,7 +146,9 @@ TEST_CASE("idiom: torch.set_default_dtype(torch.float64); torch.zeros(2).dtype")
   CHECK(torch_dtype(Tensor::zeros({2}).dtype()) == kText.at("default_zeros"));
 }
 
-TEST_CASE("idiom: torch.set_default_dtype(torch.float64); torch.tensor([1.5, 2.5]).dtype; nn.Linear(2, 3).weight.dtype") {
+TEST_CASE(
+    "idiom: torch.set_default_dtype(torch.float64); torch.tensor([1.5, 2.5]).dtype; nn.Linear(2, "
+    "3).weight.dtype") {
   set_default_dtype(DType::f64);
   const DType literal = Tensor::from_vector({1.5, 2.5}, {2}).dtype();
   const DType weight = Linear(2, 3).weight.dtype();
@@ -167,7 +177,9 @@ TEST_CASE("idiom: model.float(); model(x.float())") {
   check_values(model.forward(x), "float_forward", 1e-6);
 }
 
-TEST_CASE("idiom: model.double(); opt = torch.optim.SGD(model.parameters(), lr=0.1); loss.backward(); opt.step()") {
+TEST_CASE(
+    "idiom: model.double(); opt = torch.optim.SGD(model.parameters(), lr=0.1); loss.backward(); "
+    "opt.step()") {
   Sequential model(std::make_unique<Linear>(3, 4), dg::tanh, std::make_unique<Linear>(4, 2));
   set_parameters(model);
   model.to(DType::f64);  // first, then the optimiser (to() refuses once it holds the buffers)
@@ -179,7 +191,9 @@ TEST_CASE("idiom: model.double(); opt = torch.optim.SGD(model.parameters(), lr=0
   check_values(model.at<Linear>(0).weight, "double_sgd_weight", 1e-12);
 }
 
-TEST_CASE("idiom: bn = nn.BatchNorm1d(3).to(torch.float64); bn.running_mean.dtype; bn.num_batches_tracked.dtype") {
+TEST_CASE(
+    "idiom: bn = nn.BatchNorm1d(3).to(torch.float64); bn.running_mean.dtype; "
+    "bn.num_batches_tracked.dtype") {
   BatchNorm1d bn(3);
   bn.to(DType::f64);
   CHECK(torch_dtype(bn.running_mean.dtype()) == kText.at("bn_to_running_mean"));
@@ -229,7 +243,9 @@ struct EmbeddedBatch {
 };
 }  // namespace
 
-TEST_CASE("idiom: packed = pack_padded_sequence(emb(ids), lengths, batch_first=True, enforce_sorted=False)") {
+TEST_CASE(
+    "idiom: packed = pack_padded_sequence(emb(ids), lengths, batch_first=True, "
+    "enforce_sorted=False)") {
   EmbeddedBatch b;
   const PackedSequence packed = pack_padded_sequence(b.emb.forward(b.ids), b.lengths, true, false);
   check_values(packed.data, "pack.data", 1e-6);
@@ -238,7 +254,9 @@ TEST_CASE("idiom: packed = pack_padded_sequence(emb(ids), lengths, batch_first=T
   check_values(packed.unsorted_indices, "pack.unsorted_indices", 0.0);
 }
 
-TEST_CASE("idiom: out, h_n = nn.GRU(3, 4, batch_first=True, bidirectional=True)(packed); pad_packed_sequence(out, batch_first=True)") {
+TEST_CASE(
+    "idiom: out, h_n = nn.GRU(3, 4, batch_first=True, bidirectional=True)(packed); "
+    "pad_packed_sequence(out, batch_first=True)") {
   EmbeddedBatch b;
   const PackedRecurrentOutput r =
       b.gru.forward(pack_padded_sequence(b.emb.forward(b.ids), b.lengths, true, false));
@@ -255,7 +273,9 @@ TEST_CASE("idiom: pad_packed_sequence(out, batch_first=True, total_length=6)") {
   check_values(pad_packed_sequence(r.output, true, 0.0, 6).padded, "gru.total_length", 1e-6);
 }
 
-TEST_CASE("idiom: out, (h_n, c_n) = nn.LSTM(2, 3).double()(pack_padded_sequence(x, [4, 3, 1])); backward") {
+TEST_CASE(
+    "idiom: out, (h_n, c_n) = nn.LSTM(2, 3).double()(pack_padded_sequence(x, [4, 3, 1])); "
+    "backward") {
   LSTM lstm({.input_size = 2, .hidden_size = 3});
   set_parameters(lstm);
   lstm.to(DType::f64);
