@@ -185,6 +185,18 @@ TEST_CASE(
   CHECK(fc.weight.dtype() == DType::f32);  // nothing changed
 }
 
+TEST_CASE("Module::to after an optimiser over tensors stepped: its next step throws, never stale") {
+  Linear fc(3, 2);
+  Adam adam(fc.parameters(), AdamConfig{});
+  backward(sum(fc.forward(Tensor::ones({1, 3}))));
+  adam.step();  // its moments are float32 now
+  fc.to(DType::f64);
+  backward(sum(fc.forward(Tensor::ones({1, 3}, DType::f64))));
+  const std::string message = dg::test::error_of([&] { adam.step(); });
+  CAPTURE(message);
+  CHECK(contains(message, "float32"));
+}
+
 TEST_CASE("set_default_dtype: factories and new modules follow it; float32 by default") {
   CHECK(get_default_dtype() == DType::f32);
   CHECK(Tensor::zeros({2}).dtype() == DType::f32);
