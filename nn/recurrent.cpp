@@ -206,6 +206,40 @@ PaddedSequence pad_packed_sequence(const PackedSequence& sequence, bool batch_fi
   return {batch_first ? transpose(padded, 0, 1) : padded, ids_tensor(lengths)};
 }
 
+Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first, double padding_value) {
+  const char* op = "pad_sequence";
+  if (sequences.empty())
+    throw std::invalid_argument(fmt::format("{}: received an empty list of sequences", op));
+  int64_t T = 0;
+  for (const Tensor& s : sequences) {
+    check_arg(s.defined() && s.dim() >= 1, op, s, "sequences [L, *] of at least one axis");
+    Shape trailing = s.shape(), first = sequences[0].shape();
+    trailing.erase(trailing.begin());
+    first.erase(first.begin());
+    check_arg(trailing == first && s.dtype() == sequences[0].dtype(), op, s,
+              fmt::format("the trailing shape {} and dtype {} of the first sequence",
+                          shape_str(first), dtype_name(sequences[0].dtype())));
+    T = std::max(T, s.size(0));
+  }
+  std::vector<Tensor> padded;
+  for (const Tensor& s : sequences) {
+    if (s.size(0) == T) {
+      padded.push_back(s);
+      continue;
+    }
+    Shape pad_shape = s.shape();
+    pad_shape[0] = T - s.size(0);
+    padded.push_back(cat({s, Tensor::full(pad_shape, padding_value, s.dtype())}, 0));
+  }
+  return stack(padded, batch_first ? 0 : 1);
+}
+
+PackedSequence pack_sequence(const std::vector<Tensor>& sequences, bool enforce_sorted) {
+  std::vector<int64_t> lengths;
+  for (const Tensor& s : sequences) lengths.push_back(s.defined() && s.dim() >= 1 ? s.size(0) : 0);
+  return pack_padded_sequence(pad_sequence(sequences), lengths, false, enforce_sorted);
+}
+
 HiddenAndCell recurrent_step(RecurrentKind kind, GateMath math, const Tensor& gates_x,
                              const Tensor& gates_h, const Tensor& h, const Tensor& c) {
   const bool fused = math == GateMath::fused;

@@ -59,6 +59,14 @@ struct PaddedSequence {
 PaddedSequence pad_packed_sequence(const PackedSequence& sequence, bool batch_first = false,
                                    double padding_value = 0.0,
                                    std::optional<int64_t> total_length = std::nullopt);
+// torch.nn.utils.rnn.pad_sequence: sequences [L_i, *] (the same trailing shape and dtype) stacked
+// into [T, B, *] ([B, T, *] with batch_first), T = the longest, padded with padding_value.
+// Recorded.
+Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first = false,
+                    double padding_value = 0.0);
+// torch.nn.utils.rnn.pack_sequence: pack_padded_sequence(pad_sequence(sequences), their lengths,
+// false, enforce_sorted).
+PackedSequence pack_sequence(const std::vector<Tensor>& sequences, bool enforce_sorted = true);
 // A recurrent layer's result on a PackedSequence: the output packed as the input was, and the
 // final states (of each sequence's last valid step; the reverse direction starts at it) in the
 // original batch order, as torch's.

@@ -229,6 +229,17 @@ TEST_CASE("packed sequences: refusals name the function and the argument") {
   PackedSequence broken = packed;
   broken.data = Tensor::zeros({5, 2});
   says([&] { pad_packed_sequence(broken); }, {"pad_packed_sequence", "sum(batch_sizes) = 7"});
+  says([] { pad_sequence({}); }, {"pad_sequence", "empty"});
+  says(
+      [] {
+        pad_sequence({Tensor::zeros({2, 3}), Tensor::zeros({1, 4})});
+      },
+      {"pad_sequence", "trailing shape [3]"});
+  says(
+      [] {
+        pack_sequence({Tensor::zeros({1, 2}), Tensor::zeros({2, 2})});
+      },
+      {"pack_padded_sequence", "enforce_sorted"});
   GRU gru({.input_size = 2, .hidden_size = 3});
   says(
       [&] {

@@ -289,3 +289,20 @@ TEST_CASE(
   check_values(r.c_n, "lstm.c_n", 1e-12);
   check_values(x.grad(), "lstm.dx", 1e-12);
 }
+
+TEST_CASE("idiom: pad_sequence([a, b, c], batch_first=True, padding_value=-1.0)") {
+  const Tensor a = filled({2, 2}, 3, 7, 3, 4.0, DType::f64),
+               b = filled({4, 2}, 5, 9, 4, 4.0, DType::f64),
+               c = filled({1, 2}, 1, 3, 1, 4.0, DType::f64);
+  check_values(pad_sequence({a, b, c}, /*batch_first=*/true, -1.0), "pad_sequence", 1e-12);
+}
+
+TEST_CASE("idiom: pack_sequence([a, b, c], enforce_sorted=False)") {
+  const Tensor a = filled({2, 2}, 3, 7, 3, 4.0, DType::f64),
+               b = filled({4, 2}, 5, 9, 4, 4.0, DType::f64),
+               c = filled({1, 2}, 1, 3, 1, 4.0, DType::f64);
+  const PackedSequence packed = pack_sequence({a, b, c}, /*enforce_sorted=*/false);
+  check_values(packed.data, "pack_sequence.data", 1e-12);
+  check_values(packed.batch_sizes, "pack_sequence.batch_sizes", 0.0);
+  check_values(packed.sorted_indices, "pack_sequence.sorted_indices", 0.0);
+}

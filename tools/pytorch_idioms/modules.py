@@ -135,6 +135,14 @@ def packed():
     put("gru.h_n", h_n)
     padded_t, _ = pad_packed_sequence(out, batch_first=True, total_length=6)
     put("gru.total_length", padded_t)
+    # pad_sequence / pack_sequence of three float64 sequences of different lengths
+    from torch.nn.utils.rnn import pad_sequence, pack_sequence
+    a, b, c = filled((2, 2), 3, 7, 3, 4.0), filled((4, 2), 5, 9, 4, 4.0), filled((1, 2), 1, 3, 1, 4.0)
+    put("pad_sequence", pad_sequence([a, b, c], batch_first=True, padding_value=-1.0))
+    ps = pack_sequence([a, b, c], enforce_sorted=False)
+    put("pack_sequence.data", ps.data)
+    put("pack_sequence.batch_sizes", ps.batch_sizes)
+    put("pack_sequence.sorted_indices", ps.sorted_indices)
     # float64, time-major, sorted lengths: an LSTM's final states and the input gradient
     lstm = nn.LSTM(2, 3).double()
     set_parameters(lstm)
