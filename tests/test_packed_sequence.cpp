@@ -163,6 +163,18 @@ TEST_CASE("packed sequences: appended padding no longer changes a bidirectional 
   const PackedRecurrentOutput b = gru.forward(pack_padded_sequence(longer, lengths, true, false));
   CHECK(a.output.data.to_vector() == b.output.data.to_vector());
   CHECK(a.h_n.to_vector() == b.h_n.to_vector());
+  // each sequence alone, cut to its length, gives its valid steps and its final states
+  const Tensor padded_out = pad_packed_sequence(a.output, true).padded;  // [2, 4, 6]
+  for (int64_t n = 0; n < 2; ++n) {
+    CAPTURE(n);
+    const Tensor alone = slice(slice(x, 0, n, n + 1), 1, 0, lengths[n]);  // [1, L, 2]
+    const RecurrentOutput r = gru.forward(alone);
+    check_close(r.output.contiguous().to_vector(),
+                slice(slice(padded_out, 0, n, n + 1), 1, 0, lengths[n]).contiguous().to_vector(),
+                1e-12);
+    check_close(r.h_n.contiguous().to_vector(), slice(a.h_n, 1, n, n + 1).contiguous().to_vector(),
+                1e-12);
+  }
   // total_length pads back to the input's length, with padding_value
   const PaddedSequence p = pad_packed_sequence(b.output, true, -1.0, 7);
   CHECK(p.padded.shape() == Shape{2, 7, 6});
