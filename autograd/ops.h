@@ -351,11 +351,15 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
                         IntPair stride = {1, 1}, IntPair padding = {0, 0},
                         IntPair output_padding = {0, 0}, int64_t groups = 1,
                         IntPair dilation = {1, 1});
-// Max over windows of x [N, C, H, W]: values and int64 indices (flat h·W + w in the plane), as
-// torch's return_indices=True; the first max in scan order wins, NaN wins. stride {0, 0} = kernel.
-ValuesAndIndices max_pool2d(const Tensor& x, IntPair kernel, IntPair stride = {0, 0},
-                            IntPair padding = {0, 0}, IntPair dilation = {1, 1},
-                            bool ceil_mode = false);
+// Max over windows of x [N, C, H, W] -> [N, C, Ho, Wo], as torch's F.max_pool2d; the first max in
+// scan order wins, NaN wins. stride {0, 0} = kernel (torch's None).
+Tensor max_pool2d(const Tensor& x, IntPair kernel, IntPair stride = {0, 0},
+                  IntPair padding = {0, 0}, IntPair dilation = {1, 1}, bool ceil_mode = false);
+// The values and int64 indices (flat h·W + w in the plane), as torch's F.max_pool2d(...,
+// return_indices=True) and torch.nn.functional.max_pool2d_with_indices.
+ValuesAndIndices max_pool2d_with_indices(const Tensor& x, IntPair kernel, IntPair stride = {0, 0},
+                                         IntPair padding = {0, 0}, IntPair dilation = {1, 1},
+                                         bool ceil_mode = false);
 // Mean over windows (count_include_pad: the divisor counts the zero padding, as torch).
 Tensor avg_pool2d(const Tensor& x, IntPair kernel, IntPair stride = {0, 0},
                   IntPair padding = {0, 0}, bool ceil_mode = false, bool count_include_pad = true);

@@ -1,5 +1,5 @@
 // Convolution and pooling ops over NCHW tensors, torch.nn.functional's semantics (zero padding):
-// conv2d, conv1d (conv2d with H = 1), conv_transpose2d, max_pool2d (values and int64 indices),
+// conv2d, conv1d (conv2d with H = 1), conv_transpose2d, max_pool2d (values; _with_indices both),
 // avg_pool2d, adaptive_avg_pool2d; kernels in tensor/kernels_conv.h (im2col + GEMM).
 // A convolution is three recorded ops, each linear in each input, whose backwards are the other
 // two: the forward conv(x, w), its input gradient (conv_transpose2d's forward) and its weight
@@ -300,8 +300,8 @@ Tensor avg_windows_op(const Tensor& in, const std::shared_ptr<const PoolWindows>
 }
 }  // namespace
 
-ValuesAndIndices max_pool2d(const Tensor& x, IntPair kernel, IntPair stride, IntPair padding,
-                            IntPair dilation, bool ceil_mode) {
+ValuesAndIndices max_pool2d_with_indices(const Tensor& x, IntPair kernel, IntPair stride,
+                                         IntPair padding, IntPair dilation, bool ceil_mode) {
   ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "max_pool2d";
   const PoolGeom g = pool_geom(x, kernel, stride, padding, dilation, ceil_mode, op);
@@ -318,6 +318,13 @@ ValuesAndIndices max_pool2d(const Tensor& x, IntPair kernel, IntPair stride, Int
         reshape(gather(reshape(x, {N, C, g.H * g.W}), 2, reshape(indices, {N, C, g.Ho * g.Wo})),
                 values.shape());
   return {values, indices};
+}
+
+// torch's F.max_pool2d without return_indices: the values alone (the indices are computed and
+// dropped; they are what the backward scatters to).
+Tensor max_pool2d(const Tensor& x, IntPair kernel, IntPair stride, IntPair padding,
+                  IntPair dilation, bool ceil_mode) {
+  return max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode).values;
 }
 
 Tensor avg_pool2d(const Tensor& x, IntPair kernel, IntPair stride, IntPair padding, bool ceil_mode,
@@ -396,15 +403,15 @@ std::vector<OpCase> conv_op_cases() {
        }},
       {"max_pool2d/2x2", one({2, 2, 4, 4}),
        [](V in) {
-         return max_pool2d(in[0], {2, 2}).values;
+         return max_pool2d(in[0], {2, 2});
        }},
       {"max_pool2d/3x3, stride 2, padding 1, ceil_mode", one({1, 2, 6, 5}),
        [](V in) {
-         return max_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, {1, 1}, true).values;
+         return max_pool2d_with_indices(in[0], {3, 3}, {2, 2}, {1, 1}, {1, 1}, true).values;
        }},
       {"max_pool2d/dilation 2, stride 1", one({1, 1, 6, 7}),
        [](V in) {
-         return max_pool2d(in[0], {2, 2}, {1, 1}, {0, 0}, {2, 2}).values;
+         return max_pool2d(in[0], {2, 2}, {1, 1}, {0, 0}, {2, 2});
        }},
       {"avg_pool2d/3x3, stride 2, padding 1, ceil_mode, count_include_pad", one({1, 2, 6, 5}),
        [](V in) {

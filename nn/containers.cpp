@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "autograd/ops.h"
+
 namespace dg {
 
 namespace {
@@ -13,6 +15,42 @@ void check_index(const Items& items, size_t index, const char* container) {
         fmt::format("{}: index {} is out of range for {} items", container, index, items.size()));
 }
 }  // namespace
+
+Functional::Functional(UnaryFunction fn, std::string name)
+    : fn_(std::move(fn)), name_(std::move(name)) {
+  if (!name_.empty()) return;
+  name_ = "Functional";
+  using Fn = Tensor (*)(const Tensor&);
+  const Fn* target = fn_.target<Fn>();
+  if (!target) return;
+  // torch's activation modules and their extra_repr
+  const struct {
+    Fn fn;
+    const char* name;
+    const char* extra;
+  } known[] = {{&relu, "ReLU", ""},
+               {&tanh, "Tanh", ""},
+               {&sigmoid, "Sigmoid", ""},
+               {&silu, "SiLU", ""},
+               {&gelu, "GELU", "approximate='none'"},
+               {&gelu_tanh, "GELU", "approximate='tanh'"}};
+  for (const auto& k : known)
+    if (*target == k.fn) {
+      name_ = k.name;
+      extra_ = k.extra;
+    }
+}
+
+std::string ParameterList::extra_repr() const {  // torch 1.13's ParameterList.extra_repr
+  std::string s;
+  for (size_t k = 0; k < items_.size(); ++k) {
+    std::string size;
+    for (int64_t d : items_[k].shape()) size += (size.empty() ? "" : "x") + std::to_string(d);
+    s += fmt::format("{}  ({}): Parameter containing: [torch.{} of size {}]", k ? "\n" : "", k,
+                     dtype_name(items_[k].dtype()), size);
+  }
+  return s;
+}
 
 Tensor Sequential::forward(const Tensor& x) const {
   return hooked(

@@ -16,19 +16,23 @@ namespace dg {
 
 using UnaryFunction = std::function<Tensor(const Tensor&)>;
 
-// A parameter-free layer that applies a function: Functional(dg::silu), or a lambda.
+// A parameter-free layer that applies a function: Functional(dg::silu), or a lambda. Unnamed, it
+// takes torch's module name for dg::relu, tanh, sigmoid, silu, gelu and gelu_tanh (ReLU, Tanh,
+// Sigmoid, SiLU, GELU), so print(model) reads as torch's; any other function is "Functional".
 class Functional : public Module {
  public:
-  explicit Functional(UnaryFunction fn, std::string name = "Functional")
-      : fn_(std::move(fn)), name_(std::move(name)) {}
-  Tensor forward(const Tensor& x) const {
+  explicit Functional(UnaryFunction fn, std::string name = "");
+  Tensor forward(const Tensor& x) const override {
     return hooked([&](const Tensor& x) { return fn_(x); }, x);
   }
   const std::string& name() const { return name_; }
+  // repr() prints the name: ReLU() for dg::relu in a Sequential (torch's activation modules).
+  std::string type_name() const override { return name_; }
+  std::string extra_repr() const override { return extra_; }
 
  private:
   UnaryFunction fn_;
-  std::string name_;
+  std::string name_, extra_;
 };
 
 namespace detail {
@@ -54,11 +58,11 @@ M& child_as(Module& child, const std::string& key) {
 //                      std::make_unique<dg::Linear>(16, 1));
 //   dg::Tensor y = net.forward(x);   // parameters: 0.weight, 0.bias, 2.weight, 2.bias
 // An item is a std::unique_ptr to a module with forward(Tensor) -> Tensor, or a function
-// Tensor(const Tensor&) (wrapped in a Functional). Built from items, the container is float32;
-// for float64 layers start from Sequential(DType::f64) and add() them.
+// Tensor(const Tensor&) (wrapped in a Functional). Built from items, the container takes the
+// default dtype (get_default_dtype(), as its layers do); Sequential(DType::f64) names one.
 class Sequential : public Module {
  public:
-  explicit Sequential(DType dtype = DType::f32) : Module(dtype) {}
+  explicit Sequential(DType dtype = get_default_dtype()) : Module(dtype) {}
   template <class... Items>
   explicit Sequential(Items&&... items) {
     (add(std::forward<Items>(items)), ...);
@@ -83,7 +87,7 @@ class Sequential : public Module {
     return add(std::make_unique<M>(std::forward<Args>(args)...));
   }
 
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
   size_t size() const { return steps_.size(); }
   Module& operator[](size_t index) const;
   // The child at `index` as an M; throws naming the index when it is not one.
@@ -99,7 +103,7 @@ class Sequential : public Module {
 // Modules in a list, named by position; no forward of its own (the owner decides the order).
 class ModuleList : public Module {
  public:
-  explicit ModuleList(DType dtype = DType::f32) : Module(dtype) {}
+  explicit ModuleList(DType dtype = get_default_dtype()) : Module(dtype) {}
   template <class M>
   M& append(std::unique_ptr<M> module) {
     M& ref = register_module(std::to_string(items_.size()), std::move(module));
@@ -126,7 +130,7 @@ class ModuleList : public Module {
 // Modules by key, in insertion order (torch's ModuleDict); keys follow Module's name rules.
 class ModuleDict : public Module {
  public:
-  explicit ModuleDict(DType dtype = DType::f32) : Module(dtype) {}
+  explicit ModuleDict(DType dtype = get_default_dtype()) : Module(dtype) {}
   template <class M>
   M& insert(const std::string& key, std::unique_ptr<M> module) {
     M& ref = register_module(key, std::move(module));
@@ -153,8 +157,9 @@ class ModuleDict : public Module {
 // Parameters in a list, named "0", "1", … (torch's ParameterList).
 class ParameterList : public Module {
  public:
-  explicit ParameterList(DType dtype = DType::f32) : Module(dtype) {}
-  Tensor append(const Tensor& value);  // registers it; returns the parameter
+  explicit ParameterList(DType dtype = get_default_dtype()) : Module(dtype) {}
+  Tensor append(const Tensor& value);       // registers it; returns the parameter
+  std::string extra_repr() const override;  // torch's "(0): Parameter containing: [...]" lines
   size_t size() const { return items_.size(); }
   const Tensor& operator[](size_t index) const;
 

@@ -184,4 +184,26 @@ std::vector<double> route_js_per_token(const Tensor& p_in, const Tensor& q_in) {
   return out;
 }
 
+// ---- torch's extra_repr texts ------------------------------------------------------------------
+std::string Embedding::extra_repr() const {
+  std::string s = fmt::format("{}, {}", weight.size(0), weight.size(1));
+  if (padding_idx) s += fmt::format(", padding_idx={}", *padding_idx);
+  return s;
+}
+std::string Dropout::extra_repr() const { return "p=" + repr_float(p) + ", inplace=False"; }
+std::string Linear::extra_repr() const {
+  return fmt::format("in_features={}, out_features={}, bias={}", in_features, out_features,
+                     repr_bool(bias.defined()));
+}
+std::string RMSNorm::extra_repr() const {
+  return fmt::format("({},), eps={}, elementwise_affine=True", weight.size(0), repr_float(eps));
+}
+std::string LayerNorm::extra_repr() const {
+  return fmt::format("({},), eps={}, elementwise_affine=True", weight.size(0), repr_float(eps));
+}
+std::string Norm::extra_repr() const {
+  return fmt::format("{}, ({},), eps={}", kind == Kind::rms ? "rms" : "layer", weight.size(0),
+                     repr_float(eps));
+}
+
 }  // namespace dg

@@ -20,9 +20,10 @@ class Embedding : public Module {
  public:
   // padding_idx (torch's): that row starts at zero and gets no gradient; negative counts from
   // vocab.
-  Embedding(int64_t vocab, int64_t dim, DType dtype = DType::f32,
+  Embedding(int64_t vocab, int64_t dim, DType dtype = get_default_dtype(),
             std::optional<int64_t> padding_idx = std::nullopt);
-  Tensor forward(const Tensor& ids) const;  // ids int64 or int32 [..] -> [.., dim]
+  Tensor forward(const Tensor& ids) const override;  // ids int64 or int32 [..] -> [.., dim]
+  std::string extra_repr() const override;  // torch's text
   Tensor weight;                            // [vocab, dim]
   std::optional<int64_t> padding_idx;       // in [0, vocab) once constructed
 };
@@ -33,7 +34,8 @@ class Embedding : public Module {
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5, TorchGenerator* generator = nullptr);
-  Tensor forward(const Tensor& x) const;  // x [..] -> [..]
+  Tensor forward(const Tensor& x) const override;    // x [..] -> [..]
+  std::string extra_repr() const override;  // torch's text
   double p;
 
  private:
@@ -42,8 +44,10 @@ class Dropout : public Module {
 
 class Linear : public Module {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = DType::f32);
-  Tensor forward(const Tensor& x) const;  // x [.., in] -> [.., out]
+  Linear(int64_t in_features, int64_t out_features, bool bias = true,
+         DType dtype = get_default_dtype());
+  Tensor forward(const Tensor& x) const override;    // x [.., in] -> [.., out]
+  std::string extra_repr() const override;  // torch's text
   int64_t in_features, out_features;
   Tensor weight;  // [out, in]
   Tensor bias;    // [out] or undefined
@@ -51,16 +55,18 @@ class Linear : public Module {
 
 class RMSNorm : public Module {
  public:
-  RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = DType::f32);
-  Tensor forward(const Tensor& x) const;
+  RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = get_default_dtype());
+  Tensor forward(const Tensor& x) const override;
+  std::string extra_repr() const override;  // torch 2.4's RMSNorm text
   double eps;
   Tensor weight;  // [dim], ones
 };
 
 class LayerNorm : public Module {
  public:
-  LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = DType::f32);
-  Tensor forward(const Tensor& x) const;
+  LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = get_default_dtype());
+  Tensor forward(const Tensor& x) const override;
+  std::string extra_repr() const override;  // torch's text
   double eps;
   Tensor weight, bias;  // [dim] ones, zeros
 };
@@ -69,8 +75,9 @@ class LayerNorm : public Module {
 class Norm : public Module {
  public:
   enum class Kind { rms, layer };
-  Norm(Kind kind, int64_t dim, double eps, DType dtype = DType::f32);
-  Tensor forward(const Tensor& x) const;
+  Norm(Kind kind, int64_t dim, double eps, DType dtype = get_default_dtype());
+  Tensor forward(const Tensor& x) const override;
+  std::string extra_repr() const override;  // "rms, (dim,), eps=..."
   Kind kind;
   double eps;
   Tensor weight, bias;
@@ -92,7 +99,7 @@ struct AttentionConfig {
 DG_OTHER_FORWARD_BEGIN
 class CausalSelfAttention : public Module {
  public:
-  CausalSelfAttention(const AttentionConfig& config, DType dtype = DType::f32);
+  CausalSelfAttention(const AttentionConfig& config, DType dtype = get_default_dtype());
   // [B, T, D] -> [B, T, D]
   Tensor forward(const Tensor& u_qk, const Tensor& u_v, const Tensor& residual = Tensor()) const;
   Tensor operator()(const Tensor& u_qk, const Tensor& u_v,
@@ -112,7 +119,7 @@ DG_OTHER_FORWARD_BEGIN
 class FeedForward : public Module {
  public:
   enum class Kind { swiglu, gelu, gelu_tanh };
-  FeedForward(Kind kind, int64_t dim, int64_t hidden, bool bias, DType dtype = DType::f32);
+  FeedForward(Kind kind, int64_t dim, int64_t hidden, bool bias, DType dtype = get_default_dtype());
   Tensor forward(const Tensor& x, const Tensor& residual = Tensor()) const;
   Tensor operator()(const Tensor& x, const Tensor& residual = Tensor()) const {
     return forward(x, residual);

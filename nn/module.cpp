@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <ostream>
 #include <typeinfo>
 #include <unordered_map>
 #include <utility>
@@ -391,6 +393,123 @@ FlatParameters& Module::flat_parameters() {
   }
   flat_ = std::move(made);
   return *flat_;
+}
+
+// ---- print(model) and model.to(dtype) ----------------------------------------------------------
+namespace {
+// "dg::detail::Foo<dg::Bar>" -> "Foo<dg::Bar>": the name after the last "::" outside template
+// arguments.
+std::string strip_namespaces(const std::string& name) {
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '<') ++depth;
+    if (name[i] == '>') --depth;
+    if (depth == 0 && name[i] == ':' && i + 1 < name.size() && name[i + 1] == ':') start = i + 2;
+  }
+  return name.substr(start);
+}
+// torch's _addindent: every line but the first indented by two spaces.
+std::string indent_tail(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += "  ";
+  }
+  return out;
+}
+// Converts t's values to `dtype` in place: the same TensorImpl (every handle sees it) over new
+// contiguous storage; its gradient likewise.
+void convert_in_place(const Tensor& t, DType dtype) {
+  NoGradGuard no_grad;
+  const Tensor converted = t.to(dtype).contiguous().clone();
+  TensorImpl* impl = t.impl();
+  impl->storage = converted.storage();
+  impl->offset = converted.offset();
+  impl->strides = converted.strides();
+  impl->dtype = dtype;
+  if (impl->grad.defined() && impl->grad.dtype() != dtype)
+    impl->grad = impl->grad.to(dtype).clone();
+}
+}  // namespace
+
+std::string Module::type_name() const {
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled ? demangled : mangled;
+  std::free(demangled);
+  return strip_namespaces(name);
+}
+
+std::string repr(const Module& module) {
+  std::vector<std::string> extra, children;
+  const std::string extra_text = module.extra_repr();
+  for (size_t start = 0; !extra_text.empty() && start <= extra_text.size();) {
+    const size_t end = std::min(extra_text.find('\n', start), extra_text.size());
+    extra.push_back(extra_text.substr(start, end - start));
+    start = end + 1;
+  }
+  for (const auto& [name, child] : module.named_children())
+    children.push_back("(" + name + "): " + indent_tail(repr(*child)));
+  std::string out = module.type_name() + "(";
+  if (extra.size() == 1 && children.empty()) {
+    out += extra[0];
+  } else if (!extra.empty() || !children.empty()) {
+    for (const auto* lines : {&extra, &children})
+      for (const std::string& line : *lines) out += "\n  " + line;
+    out += "\n";
+  }
+  return out + ")";
+}
+
+std::ostream& operator<<(std::ostream& out, const Module& module) { return out << repr(module); }
+
+std::string repr_float(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  // fmt's shortest round trip writes Python's repr ("1e-05", "0.1", "1e+16") but for integral
+  // values, where Python adds ".0" (and 1e15 and the like, which Python writes out in full).
+  std::string text = fmt::format("{}", value);
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+
+Module& Module::to(DType dtype) {
+  if (!is_floating(dtype))
+    throw std::invalid_argument(
+        fmt::format("Module::to only accepts floating point dtypes (float32, float64), got {}",
+                    dtype_name(dtype)));
+  const std::function<bool(const Module&)> flattened_below = [&](const Module& m) {
+    if (m.flat_) return true;
+    for (const Entry& e : m.entries_)
+      if (e.child && flattened_below(*e.child)) return true;
+    return false;
+  };
+  bool flattened = flattened_below(*this);
+  for (const Module* m = parent_; m && !flattened; m = m->parent_) flattened = m->flat_ != nullptr;
+  if (flattened)
+    throw std::logic_error(fmt::format(
+        "Module::to({}) on {}: flat_parameters() was already made (an optimiser or zero_grad() "
+        "holds the flat buffers, which would go stale); call to() before building the "
+        "optimiser, as torch's docs say",
+        dtype_name(dtype), module_label(*this)));
+  std::vector<const TensorImpl*> seen;
+  const std::function<void(Module&)> convert = [&](Module& m) {
+    m.dtype_ = dtype;
+    for (Entry& e : m.entries_) {
+      if (e.child) {
+        convert(*e.child);
+        continue;
+      }
+      const Tensor& t = e.parameter;
+      if (std::find(seen.begin(), seen.end(), t.impl()) != seen.end()) continue;
+      seen.push_back(t.impl());
+      if (is_floating(t.dtype()) && t.dtype() != dtype) convert_in_place(t, dtype);
+    }
+  };
+  convert(*this);
+  return *this;
 }
 
 }  // namespace dg

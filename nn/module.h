@@ -16,6 +16,7 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -60,7 +61,7 @@ struct ForwardHooks;  // a module's registered hooks (module.cpp)
 
 class Module {
  public:
-  explicit Module(DType dtype = DType::f32) : dtype_(dtype) {}
+  explicit Module(DType dtype = get_default_dtype()) : dtype_(dtype) {}
   virtual ~Module() = default;
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
@@ -173,6 +174,24 @@ class Module {
   HookHandle register_forward_hook(ForwardHook hook);
   bool has_forward_hooks() const;
 
+  // ---- print(model) and model.to(dtype), as torch.nn.Module's ----------------------------------
+  // The name repr() prints for this module: torch prints the class name, so by default the
+  // dynamic type's name without its namespaces ("Linear", a user's "MyNet"); override to print
+  // another (Functional prints the function's name, ReLU for dg::relu).
+  virtual std::string type_name() const;
+  // torch's extra_repr(): the module's settings inside the parentheses ("in_features=2,
+  // out_features=16, bias=True"); empty by default. Every built-in layer gives torch 1.13's text.
+  virtual std::string extra_repr() const { return {}; }
+  // torch's module.to(dtype) (.double() is to(DType::f64), .float() to(DType::f32)): converts
+  // every floating parameter and buffer of this module and its descendants in place, and sets
+  // every module's dtype(). The tensors keep their identity (as torch keeps its Parameter objects:
+  // it replaces param.data): a handle held in a layer's field or by the caller sees the new dtype,
+  // and a gradient already there is converted too. Integer buffers (num_batches_tracked) stay.
+  // Refused (std::logic_error) once flat_parameters() was made on this module or a module it
+  // belongs to: an optimiser built on those buffers would keep the old ones, so convert first and
+  // build the optimiser after, as torch's docs say. A non-floating dtype throws invalid_argument.
+  Module& to(DType dtype);
+
  protected:
   // Runs body(inputs...) as this module's forward: opens a dg::CreationScope naming path() (what
   // anomaly mode reports as "in module '...'"), and runs the forward hooks around body when any is
@@ -247,6 +266,15 @@ class Module {
 #define DG_OTHER_FORWARD_BEGIN
 #define DG_OTHER_FORWARD_END
 #endif
+// torch's repr(module) / print(model): "Linear(in_features=2, out_features=16, bias=True)", or for
+// a module with children its type_name(), "(", the extra_repr() lines and one "(name): child" line
+// per child (indented two spaces per level), ")": torch 1.13's text for the built-in layers.
+std::string repr(const Module& module);
+std::ostream& operator<<(std::ostream& out, const Module& module);
+// Python's text for a float, bool and int pair as extra_repr() writes them: "1e-05", "0.1", "1.0";
+// "True"; "(3, 3)".
+std::string repr_float(double value);
+inline std::string repr_bool(bool value) { return value ? "True" : "False"; }
 
 // module.flat_parameters(), as a value (it shares the module's buffers): kept for code that holds
 // its own FlatParameters. Calling it again returns the same buffers, never new ones.

@@ -2,10 +2,12 @@
 // layers, bidirectional, dropout between layers, batch_first, unbatched 2-D input), and the
 // one-step cells RNNCell, LSTMCell, GRUCell. Parameter names, shapes, gate order (LSTM i, f, g, o;
 // GRU r, z, n) and initialisation (every tensor U(−1/√H, 1/√H), in registration order) are
-// torch's, so a torch state dict loads unrenamed. Refuses: proj_size (LSTM projections), packed
-// (variable-length) sequences, and inputs or states whose shapes do not fit, naming the module.
+// torch's, so a torch state dict loads unrenamed. Variable-length batches go in as a
+// PackedSequence (torch.nn.utils.rnn's pack_padded_sequence / pad_packed_sequence, below). Refuses:
+// proj_size (LSTM projections) and inputs or states whose shapes do not fit, naming the module.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -32,6 +34,47 @@ struct RecurrentOutput {
   Tensor c_n;  // LSTM only, as h_n
 };
 
+// torch.nn.utils.rnn.PackedSequence: the valid steps of a batch of sequences of different
+// lengths, time step by time step. data [sum(lengths), *] holds step 0 of every sequence (longest
+// first), then step 1 of those at least 2 long, ...; batch_sizes [T] int64 counts the sequences at
+// each step. sorted_indices [B] int64 (the batch position of the longest, the next, ...) and
+// unsorted_indices (its inverse) are undefined when the batch came sorted (enforce_sorted).
+struct PackedSequence {
+  Tensor data, batch_sizes, sorted_indices, unsorted_indices;
+};
+// torch.nn.utils.rnn.pack_padded_sequence: input [T, B, *] ([B, T, *] with batch_first), lengths
+// [B] (each in [1, T]; decreasing unless enforce_sorted is false). Recorded: the gradient of data
+// flows back to input's valid steps (its padding gets zeros).
+PackedSequence pack_padded_sequence(const Tensor& input, const std::vector<int64_t>& lengths,
+                                    bool batch_first = false, bool enforce_sorted = true);
+// The same with lengths as an int64 or int32 tensor [B] (torch takes either).
+PackedSequence pack_padded_sequence(const Tensor& input, const Tensor& lengths,
+                                    bool batch_first = false, bool enforce_sorted = true);
+// torch.nn.utils.rnn.pad_packed_sequence: the padded batch [T, B, *] ([B, T, *] with batch_first)
+// in the original batch order, T = the longest length or total_length (>= it), steps past a
+// sequence's end set to padding_value; and the lengths [B] int64. Recorded.
+struct PaddedSequence {
+  Tensor padded, lengths;
+};
+PaddedSequence pad_packed_sequence(const PackedSequence& sequence, bool batch_first = false,
+                                   double padding_value = 0.0,
+                                   std::optional<int64_t> total_length = std::nullopt);
+// torch.nn.utils.rnn.pad_sequence: sequences [L_i, *] (the same trailing shape and dtype) stacked
+// into [T, B, *] ([B, T, *] with batch_first), T = the longest, padded with padding_value.
+// Recorded.
+Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first = false,
+                    double padding_value = 0.0);
+// torch.nn.utils.rnn.pack_sequence: pack_padded_sequence(pad_sequence(sequences), their lengths,
+// false, enforce_sorted).
+PackedSequence pack_sequence(const std::vector<Tensor>& sequences, bool enforce_sorted = true);
+// A recurrent layer's result on a PackedSequence: the output packed as the input was, and the
+// final states (of each sequence's last valid step; the reverse direction starts at it) in the
+// original batch order, as torch's.
+struct PackedRecurrentOutput {
+  PackedSequence output;
+  Tensor h_n, c_n;
+};
+
 // The step function of each kind; relu and tanh are torch.nn.RNN's nonlinearity argument.
 enum class RecurrentKind { rnn_tanh, rnn_relu, lstm, gru };
 
@@ -46,7 +89,7 @@ enum class GateMath { fused, composed };
 DG_OTHER_FORWARD_BEGIN
 class Recurrent : public Module {
  public:
-  Recurrent(RecurrentKind kind, const RecurrentOptions& options, DType dtype = DType::f32,
+  Recurrent(RecurrentKind kind, const RecurrentOptions& options, DType dtype = get_default_dtype(),
             TorchGenerator* dropout_generator = nullptr);
   // input [T, N, in] ([N, T, in] with batch_first) or [T, in] unbatched; h0 (and c0 for LSTM)
   // [num_layers·D, N, H] ([num_layers·D, H] unbatched) or undefined for zeros. The forward hooks
@@ -58,6 +101,19 @@ class Recurrent : public Module {
                              const Tensor& c0 = Tensor()) const {
     return forward(input, h0, c0);
   }
+  // Variable-length sequences (torch's forward on a PackedSequence): each sequence runs over its
+  // own valid steps only (forward direction from step 0, reverse direction from its last valid
+  // step), so padding never reaches the outputs or the states. h0, c0 [num_layers·D, B, H] in
+  // the original batch order. Forward hooks see {data, h0, c0} and the packed output's data.
+  PackedRecurrentOutput forward(const PackedSequence& input, const Tensor& h0 = Tensor(),
+                                const Tensor& c0 = Tensor()) const;
+  PackedRecurrentOutput operator()(const PackedSequence& input, const Tensor& h0 = Tensor(),
+                                   const Tensor& c0 = Tensor()) const {
+    return forward(input, h0, c0);
+  }
+
+  std::string type_name() const override;   // RNN, LSTM or GRU
+  std::string extra_repr() const override;  // torch's text
 
   RecurrentKind kind;
   RecurrentOptions options;
@@ -69,10 +125,14 @@ class Recurrent : public Module {
  private:
   const char* name() const;
   int64_t directions() const { return options.bidirectional ? 2 : 1; }
-  RecurrentOutput run(const Tensor& input, const Tensor& h0, const Tensor& c0) const;
+  // `lengths` (per batch element, in its order) empty: every sequence is T long.
+  RecurrentOutput run(const Tensor& input, const Tensor& h0, const Tensor& c0,
+                      const std::vector<int64_t>& lengths = {}) const;
   // One layer in one direction over x [T, N, in]: the outputs [T, N, H] and the final h (and c).
+  // With lengths, step t of sequence n runs only when t < lengths[n] (else its states are kept
+  // and its output is zero).
   RecurrentOutput run_direction(const Tensor& x, int64_t index, bool reverse, const Tensor& h,
-                                const Tensor& c) const;
+                                const Tensor& c, const std::vector<int64_t>& lengths) const;
   TorchGenerator* dropout_generator_;
 };
 DG_OTHER_FORWARD_END
@@ -81,20 +141,20 @@ class RNN : public Recurrent {
  public:
   enum class Nonlinearity { tanh, relu };
   explicit RNN(const RecurrentOptions& options, Nonlinearity nonlinearity = Nonlinearity::tanh,
-               DType dtype = DType::f32, TorchGenerator* dropout_generator = nullptr)
+               DType dtype = get_default_dtype(), TorchGenerator* dropout_generator = nullptr)
       : Recurrent(
             nonlinearity == Nonlinearity::tanh ? RecurrentKind::rnn_tanh : RecurrentKind::rnn_relu,
             options, dtype, dropout_generator) {}
 };
 class LSTM : public Recurrent {
  public:
-  explicit LSTM(const RecurrentOptions& options, DType dtype = DType::f32,
+  explicit LSTM(const RecurrentOptions& options, DType dtype = get_default_dtype(),
                 TorchGenerator* dropout_generator = nullptr)
       : Recurrent(RecurrentKind::lstm, options, dtype, dropout_generator) {}
 };
 class GRU : public Recurrent {
  public:
-  explicit GRU(const RecurrentOptions& options, DType dtype = DType::f32,
+  explicit GRU(const RecurrentOptions& options, DType dtype = get_default_dtype(),
                TorchGenerator* dropout_generator = nullptr)
       : Recurrent(RecurrentKind::gru, options, dtype, dropout_generator) {}
 };
@@ -105,7 +165,7 @@ DG_OTHER_FORWARD_BEGIN
 class RecurrentCell : public Module {
  public:
   RecurrentCell(RecurrentKind kind, int64_t input_size, int64_t hidden_size, bool bias = true,
-                DType dtype = DType::f32);
+                DType dtype = get_default_dtype());
   // x [N, in] or [in]; h (and c for LSTM) [N, H] or [H], undefined for zeros. Returns h' (and c'
   // for LSTM in c_n; output is h' too). The hooks see {x, h, c} and h'.
   RecurrentOutput forward(const Tensor& x, const Tensor& h = Tensor(),
@@ -114,6 +174,8 @@ class RecurrentCell : public Module {
                              const Tensor& c = Tensor()) const {
     return forward(x, h, c);
   }
+  std::string type_name() const override;   // RNNCell, LSTMCell or GRUCell
+  std::string extra_repr() const override;  // torch's text
   RecurrentKind kind;
   int64_t input_size, hidden_size;
   GateMath gate_math = GateMath::fused;
@@ -127,19 +189,22 @@ DG_OTHER_FORWARD_END
 class RNNCell : public RecurrentCell {
  public:
   RNNCell(int64_t input_size, int64_t hidden_size, bool bias = true,
-          RNN::Nonlinearity nonlinearity = RNN::Nonlinearity::tanh, DType dtype = DType::f32)
+          RNN::Nonlinearity nonlinearity = RNN::Nonlinearity::tanh,
+          DType dtype = get_default_dtype())
       : RecurrentCell(nonlinearity == RNN::Nonlinearity::tanh ? RecurrentKind::rnn_tanh
                                                               : RecurrentKind::rnn_relu,
                       input_size, hidden_size, bias, dtype) {}
 };
 class LSTMCell : public RecurrentCell {
  public:
-  LSTMCell(int64_t input_size, int64_t hidden_size, bool bias = true, DType dtype = DType::f32)
+  LSTMCell(int64_t input_size, int64_t hidden_size, bool bias = true,
+           DType dtype = get_default_dtype())
       : RecurrentCell(RecurrentKind::lstm, input_size, hidden_size, bias, dtype) {}
 };
 class GRUCell : public RecurrentCell {
  public:
-  GRUCell(int64_t input_size, int64_t hidden_size, bool bias = true, DType dtype = DType::f32)
+  GRUCell(int64_t input_size, int64_t hidden_size, bool bias = true,
+          DType dtype = get_default_dtype())
       : RecurrentCell(RecurrentKind::gru, input_size, hidden_size, bias, dtype) {}
 };
 

@@ -68,8 +68,8 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, d
   if (bias)
     in_proj_bias = register_parameter("in_proj_bias", Tensor::zeros({3 * embed_dim}, dtype));
   // torch's order of draws: out_proj's Linear init, then xavier on in_proj_weight; biases zero
-  out_proj =
-      &register_module("out_proj", std::make_unique<Linear>(embed_dim, embed_dim, bias, dtype));
+  out_proj = &register_module("out_proj", std::make_unique<NonDynamicallyQuantizableLinear>(
+                                              embed_dim, embed_dim, bias, dtype));
   if (init::skipping()) return;
   for (const Tensor& w : {in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight})
     if (w.defined()) init::xavier_uniform_(w);

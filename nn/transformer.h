@@ -23,6 +23,12 @@ struct MultiheadAttentionOutput {
   Tensor weights;  // [N, L, S] averaged over heads, [N, heads, L, S] if not; undefined without
 };
 
+// MultiheadAttention's out_proj: a Linear under torch's class name (repr prints it).
+class NonDynamicallyQuantizableLinear : public Linear {
+ public:
+  using Linear::Linear;
+};
+
 // torch.nn.MultiheadAttention. Parameters (torch's names): in_proj_weight [3E, E] (rows: q, k, v),
 // or, when kdim or vdim differ from E, q_proj_weight [E, E], k_proj_weight [E, kdim] and
 // v_proj_weight [E, vdim]; in_proj_bias [3E], out_proj.weight [E, E], out_proj.bias [E]. Init as
@@ -34,7 +40,7 @@ class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
                      bool batch_first = false, std::optional<int64_t> kdim = std::nullopt,
-                     std::optional<int64_t> vdim = std::nullopt, DType dtype = DType::f32);
+                     std::optional<int64_t> vdim = std::nullopt, DType dtype = get_default_dtype());
   // query [L, N, E], key [S, N, kdim], value [S, N, vdim] ([N, L, E], ... with batch_first), or
   // unbatched [L, E], [S, kdim], [S, vdim] with key_padding_mask [S] (output [L, E], weights
   // [L, S] or [heads, L, S]).
@@ -84,7 +90,7 @@ DG_OTHER_FORWARD_BEGIN
 class TransformerEncoderLayer : public Module {
  public:
   using Options = TransformerEncoderLayerOptions;
-  explicit TransformerEncoderLayer(const Options& options, DType dtype = DType::f32);
+  explicit TransformerEncoderLayer(const Options& options, DType dtype = get_default_dtype());
   // src [S, N, E] ([N, S, E] with batch_first); masks as MultiheadAttention's attn_mask and
   // key_padding_mask.
   Tensor forward(const Tensor& src, const Tensor& src_mask = Tensor(),
@@ -108,7 +114,7 @@ DG_OTHER_FORWARD_BEGIN
 class TransformerEncoder : public Module {
  public:
   TransformerEncoder(const TransformerEncoderLayerOptions& layer, int64_t num_layers,
-                     bool final_norm = false, DType dtype = DType::f32);
+                     bool final_norm = false, DType dtype = get_default_dtype());
   Tensor forward(const Tensor& src, const Tensor& mask = Tensor(),
                  const Tensor& src_key_padding_mask = Tensor()) const;
   Tensor operator()(const Tensor& src, const Tensor& mask = Tensor(),

@@ -93,7 +93,7 @@ MaxPool2d::MaxPool2d(IntPair kernel_size_, IntPair stride_, IntPair padding_, In
 Tensor MaxPool2d::forward(const Tensor& x) const {
   return hooked(
       [&](const Tensor& x) {
-        return max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode).values;
+        return max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode);
       },
       x);
 }
@@ -185,6 +185,71 @@ GroupNorm::GroupNorm(int64_t num_groups_, int64_t num_channels_, double eps_, bo
 }
 Tensor GroupNorm::forward(const Tensor& x) const {
   return hooked([&](const Tensor& x) { return group_norm(x, num_groups, weight, bias, eps); }, x);
+}
+
+// ---- torch's extra_repr texts ------------------------------------------------------------------
+namespace {
+std::string tuple(IntPair p) { return fmt::format("({}, {})", p[0], p[1]); }
+// A pool's size: torch prints what was given (2 or (2, 3)); an IntPair cannot tell, so an equal
+// pair prints as one int (MaxPool2d(2) -> kernel_size=2) and a pair otherwise.
+std::string int_or_tuple(IntPair p) { return p[0] == p[1] ? fmt::format("{}", p[0]) : tuple(p); }
+// torch's _ConvNd.extra_repr from the shapes and settings (tuples of `dims` entries).
+std::string conv_repr(int64_t in, int64_t out, const std::vector<int64_t>& kernel,
+                      const std::vector<IntPair>& settings, bool bias, int64_t groups, int dims) {
+  auto tup = [&](const std::vector<int64_t>& v) {
+    return dims == 1 ? fmt::format("({},)", v[0]) : fmt::format("({}, {})", v[0], v[1]);
+  };
+  auto pair = [&](IntPair p) { return tup({p[0], p[1]}); };
+  std::string s =
+      fmt::format("{}, {}, kernel_size={}, stride={}", in, out, tup(kernel), pair(settings[0]));
+  const char* names[] = {"padding", "dilation", "output_padding"};
+  const int64_t defaults[] = {0, 1, 0};
+  for (size_t i = 1; i < settings.size(); ++i)
+    if (settings[i][0] != defaults[i - 1] || (dims == 2 && settings[i][1] != defaults[i - 1]))
+      s += fmt::format(", {}={}", names[i - 1], pair(settings[i]));
+  if (groups != 1) s += fmt::format(", groups={}", groups);
+  if (!bias) s += ", bias=False";
+  return s;
+}
+}  // namespace
+
+std::string Conv2d::extra_repr() const {
+  return conv_repr(weight.size(1) * groups, weight.size(0), {weight.size(2), weight.size(3)},
+                   {stride, padding, dilation}, bias.defined(), groups, 2);
+}
+std::string Conv1d::extra_repr() const {
+  return conv_repr(weight.size(1) * groups, weight.size(0), {weight.size(2)},
+                   {stride, padding, dilation}, bias.defined(), groups, 1);
+}
+std::string ConvTranspose2d::extra_repr() const {
+  return conv_repr(weight.size(0), weight.size(1) * groups, {weight.size(2), weight.size(3)},
+                   {stride, padding, dilation, output_padding}, bias.defined(), groups, 2);
+}
+std::string MaxPool2d::extra_repr() const {
+  const IntPair s = stride[0] == 0 && stride[1] == 0 ? kernel_size : stride;
+  return fmt::format("kernel_size={}, stride={}, padding={}, dilation={}, ceil_mode={}",
+                     int_or_tuple(kernel_size), int_or_tuple(s), int_or_tuple(padding),
+                     int_or_tuple(dilation), repr_bool(ceil_mode));
+}
+std::string AvgPool2d::extra_repr() const {
+  const IntPair s = stride[0] == 0 && stride[1] == 0 ? kernel_size : stride;
+  return fmt::format("kernel_size={}, stride={}, padding={}", int_or_tuple(kernel_size),
+                     int_or_tuple(s), int_or_tuple(padding));
+}
+std::string AdaptiveAvgPool2d::extra_repr() const {
+  return "output_size=" + int_or_tuple(output_size);
+}
+std::string Flatten::extra_repr() const {
+  return fmt::format("start_dim={}, end_dim={}", start_dim, end_dim);
+}
+std::string BatchNorm::extra_repr() const {
+  return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", num_features,
+                     repr_float(eps), momentum ? repr_float(*momentum) : "None",
+                     repr_bool(weight.defined()), repr_bool(running_mean.defined()));
+}
+std::string GroupNorm::extra_repr() const {
+  return fmt::format("{}, {}, eps={}, affine={}", num_groups, num_channels, repr_float(eps),
+                     repr_bool(weight.defined()));
 }
 
 }  // namespace dg

@@ -20,9 +20,10 @@ class Conv2d : public Module {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, IntPair kernel_size, IntPair stride = {1, 1},
          IntPair padding = {0, 0}, IntPair dilation = {1, 1}, int64_t groups = 1,
-         bool with_bias = true, DType dtype = DType::f32);
-  Tensor forward(const Tensor& x) const;
-  Tensor weight, bias;  // bias undefined without one
+         bool with_bias = true, DType dtype = get_default_dtype());
+  Tensor forward(const Tensor& x) const override;
+  std::string extra_repr() const override;  // torch's text
+  Tensor weight, bias;                      // bias undefined without one
   IntPair stride, padding, dilation;
   int64_t groups;
 };
@@ -32,8 +33,9 @@ class Conv1d : public Module {
  public:
   Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
          int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1, bool with_bias = true,
-         DType dtype = DType::f32);
-  Tensor forward(const Tensor& x) const;
+         DType dtype = get_default_dtype());
+  Tensor forward(const Tensor& x) const override;
+  std::string extra_repr() const override;  // torch's text
   Tensor weight, bias;
   int64_t stride, padding, dilation, groups;
 };
@@ -45,19 +47,21 @@ class ConvTranspose2d : public Module {
   ConvTranspose2d(int64_t in_channels, int64_t out_channels, IntPair kernel_size,
                   IntPair stride = {1, 1}, IntPair padding = {0, 0},
                   IntPair output_padding = {0, 0}, int64_t groups = 1, bool with_bias = true,
-                  IntPair dilation = {1, 1}, DType dtype = DType::f32);
-  Tensor forward(const Tensor& x) const;
+                  IntPair dilation = {1, 1}, DType dtype = get_default_dtype());
+  Tensor forward(const Tensor& x) const override;
+  std::string extra_repr() const override;  // torch's text
   Tensor weight, bias;
   IntPair stride, padding, output_padding, dilation;
   int64_t groups;
 };
 
 // The pools hold no parameters; stride {0, 0} means the kernel size (torch's None).
-class MaxPool2d : public Module {  // the values only (max_pool2d gives the indices as well)
+class MaxPool2d : public Module {  // the values only (max_pool2d_with_indices gives both)
  public:
   MaxPool2d(IntPair kernel_size, IntPair stride = {0, 0}, IntPair padding = {0, 0},
             IntPair dilation = {1, 1}, bool ceil_mode = false);
-  Tensor forward(const Tensor& x) const;  // [N, C, H, W] -> [N, C, Ho, Wo]
+  Tensor forward(const Tensor& x) const override;    // [N, C, H, W] -> [N, C, Ho, Wo]
+  std::string extra_repr() const override;  // torch's text
   IntPair kernel_size, stride, padding, dilation;
   bool ceil_mode;
 };
@@ -65,14 +69,16 @@ class AvgPool2d : public Module {
  public:
   AvgPool2d(IntPair kernel_size, IntPair stride = {0, 0}, IntPair padding = {0, 0},
             bool ceil_mode = false, bool count_include_pad = true);
-  Tensor forward(const Tensor& x) const;  // [N, C, H, W] -> [N, C, Ho, Wo]
+  Tensor forward(const Tensor& x) const override;    // [N, C, H, W] -> [N, C, Ho, Wo]
+  std::string extra_repr() const override;  // torch's text
   IntPair kernel_size, stride, padding;
   bool ceil_mode, count_include_pad;
 };
 class AdaptiveAvgPool2d : public Module {
  public:
   explicit AdaptiveAvgPool2d(IntPair output_size);
-  Tensor forward(const Tensor& x) const;  // [N, C, H, W] -> [N, C, output_size]
+  Tensor forward(const Tensor& x) const override;    // [N, C, H, W] -> [N, C, output_size]
+  std::string extra_repr() const override;  // torch's text
   IntPair output_size;
 };
 
@@ -80,7 +86,8 @@ class AdaptiveAvgPool2d : public Module {
 class Flatten : public Module {
  public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1);
-  Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x) const override;
+  std::string extra_repr() const override;  // torch's text
   int64_t start_dim, end_dim;
 };
 
@@ -96,8 +103,9 @@ class Flatten : public Module {
 class BatchNorm : public Module {
  public:
   BatchNorm(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
-            bool affine = true, bool track_running_stats = true, DType dtype = DType::f32);
-  Tensor forward(const Tensor& x) const;  // x [N, C, *] -> [N, C, *]
+            bool affine = true, bool track_running_stats = true, DType dtype = get_default_dtype());
+  Tensor forward(const Tensor& x) const override;    // x [N, C, *] -> [N, C, *]
+  std::string extra_repr() const override;  // torch's text
   int64_t num_features;
   double eps;
   std::optional<double> momentum;
@@ -128,8 +136,9 @@ class BatchNorm2d : public BatchNorm {  // x [N, C, H, W]
 class GroupNorm : public Module {
  public:
   GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true,
-            DType dtype = DType::f32);
-  Tensor forward(const Tensor& x) const;
+            DType dtype = get_default_dtype());
+  Tensor forward(const Tensor& x) const override;
+  std::string extra_repr() const override;  // torch's text
   int64_t num_groups, num_channels;
   double eps;
   Tensor weight, bias;

@@ -50,6 +50,18 @@ const char* dtype_name(DType dtype) {
 
 bool is_floating(DType dtype) { return dtype == DType::f32 || dtype == DType::f64; }
 
+namespace {
+std::atomic<DType> default_dtype{DType::f32};
+}
+DType get_default_dtype() { return default_dtype.load(std::memory_order_relaxed); }
+void set_default_dtype(DType dtype) {
+  if (!is_floating(dtype))
+    throw std::invalid_argument(fmt::format(
+        "set_default_dtype: only floating-point types are supported as the default type, got {}",
+        dtype_name(dtype)));
+  default_dtype.store(dtype, std::memory_order_relaxed);
+}
+
 // ---- storage cache ---------------------------------------------------------------------------
 // Freed buffers are kept by rounded size and handed out again. A training loop allocates the
 // same sizes every step, so after the first step it stops calling malloc.

@@ -31,6 +31,28 @@ size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);  // "float32", ...
 bool is_floating(DType dtype);
 
+// torch.set_default_dtype / torch.get_default_dtype: the dtype of a floating tensor or module made
+// without one (Tensor::zeros/ones/full/empty, from_vector of doubles, dg::zeros/rand/randn/
+// linspace, a float arange, every nn module's constructor). float32 at start; float32 or float64
+// only (anything else throws std::invalid_argument). Process-wide, as torch's: set it before
+// building a model, not while other threads build tensors. Library code names its dtypes, so
+// only a caller's defaults follow it.
+DType get_default_dtype();
+void set_default_dtype(DType dtype);
+// Sets the default dtype for a scope and restores the previous one (tests, one model's build).
+class DefaultDTypeGuard {
+ public:
+  explicit DefaultDTypeGuard(DType dtype) : previous_(get_default_dtype()) {
+    set_default_dtype(dtype);
+  }
+  ~DefaultDTypeGuard() { set_default_dtype(previous_); }
+  DefaultDTypeGuard(const DefaultDTypeGuard&) = delete;
+  DefaultDTypeGuard& operator=(const DefaultDTypeGuard&) = delete;
+
+ private:
+  DType previous_;
+};
+
 // C++ type -> DType.
 template <class T>
 constexpr DType dtype_of();
@@ -126,15 +148,16 @@ class Tensor {
   Tensor() = default;
 
   // --- creation ---------------------------------------------------------------------------
-  static Tensor empty(const Shape& shape, DType dtype = DType::f32);  // uninitialised
-  static Tensor zeros(const Shape& shape, DType dtype = DType::f32);
-  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32);
-  static Tensor ones(const Shape& shape, DType dtype = DType::f32) {
+  // Without a dtype, the default dtype (get_default_dtype(), float32 unless set), as torch's.
+  static Tensor empty(const Shape& shape, DType dtype = get_default_dtype());  // uninitialised
+  static Tensor zeros(const Shape& shape, DType dtype = get_default_dtype());
+  static Tensor full(const Shape& shape, double value, DType dtype = get_default_dtype());
+  static Tensor ones(const Shape& shape, DType dtype = get_default_dtype()) {
     return full(shape, 1.0, dtype);
   }
   // Values in row-major order; their count must equal the shape's numel.
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape,
-                            DType dtype = DType::f32);
+                            DType dtype = get_default_dtype());
   // Indices (token ids, targets, gather indices): int64 by default, as torch.tensor of Python
   // ints; DType::i32 on request (a value outside int32's range then throws). Any other dtype
   // throws. A std::vector of int32_t (or another integer type) takes the template below.
@@ -147,7 +170,7 @@ class Tensor {
   }
   // Values of another element type (float, int32_t, int64_t), stored as `dtype`: by default
   // their own (a std::vector<int64_t> gives int64). A std::vector<double> takes the overload
-  // above (float32 unless told, like torch.tensor of Python floats).
+  // above (the default dtype unless told, like torch.tensor of Python floats).
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape,
                             DType dtype = dtype_of<T>()) {

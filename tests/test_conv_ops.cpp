@@ -401,10 +401,13 @@ TEST_CASE("conv ops match torch 1.13 (forward and gradients)") {
     }
     {
       Tensor x = leaf({1, 2, 5, 5}, 7, 13, 6, 4.0, d);
-      const ValuesAndIndices r = max_pool2d(x, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true);
+      const ValuesAndIndices r = max_pool2d_with_indices(x, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true);
       CHECK(r.indices.dtype() == DType::i64);
       check_close(r.indices.to_vector(), kGoldens.at("max_pool2d.indices"), 0.0);  // ties: first
       check_golden("max_pool2d", r.values, {x}, {"x"});
+      // F.max_pool2d without return_indices: the values alone, as a tensor
+      Tensor x2 = leaf({1, 2, 5, 5}, 7, 13, 6, 4.0, d);
+      check_golden("max_pool2d", max_pool2d(x2, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true), {x2}, {"x"});
     }
     for (bool include_pad : {false, true}) {
       Tensor x = leaf({1, 2, 5, 5}, 7, 13, 6, 4.0, d);

@@ -121,7 +121,7 @@ class MicroLM : public Module {
   // and nothing is drawn from any generator until init_torch_parity or init_identical.
   explicit MicroLM(const MicroLMConfig& config, DType dtype = DType::f32);
   // ids int64 or int32 [B, T] -> logits [B, T, vocab]
-  Tensor forward(const Tensor& ids);
+  Tensor forward(const Tensor& ids) override;
   // ids int64 or int32 [B, T] -> the final norm's output [B, T, dim], which the head reads.
   Tensor features(const Tensor& ids);
   // Mean cross-entropy of next-token prediction from ids [B, T] and targets [B, T], through
