@@ -422,14 +422,14 @@ std::string indent_tail(const std::string& text) {
 // contiguous storage; its gradient likewise.
 void convert_in_place(const Tensor& t, DType dtype) {
   NoGradGuard no_grad;
-  const Tensor converted = t.to(dtype).contiguous().clone();
+  const Tensor converted = raw::clone(t.to(dtype).contiguous());
   TensorImpl* impl = t.impl();
   impl->storage = converted.storage();
   impl->offset = converted.offset();
   impl->strides = converted.strides();
   impl->dtype = dtype;
   if (impl->grad.defined() && impl->grad.dtype() != dtype)
-    impl->grad = impl->grad.to(dtype).clone();
+    impl->grad = raw::clone(impl->grad.to(dtype));
 }
 }  // namespace
 
