@@ -282,7 +282,7 @@ Tensor Tensor::from_ids(const std::vector<int64_t>& ids, const Shape& shape, DTy
   dispatch_any(dtype, [&]<class T>() {
     T* out = t.data<T>();
     for (size_t i = 0; i < ids.size(); ++i) {
-      if constexpr (!std::is_same_v<T, bool>)
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)  // floats: refused above
         if (!std::in_range<T>(ids[i]))
           throw std::out_of_range(fmt::format("from_ids: id {} at position {} does not fit {}",
                                               ids[i], i, dtype_name(dtype)));

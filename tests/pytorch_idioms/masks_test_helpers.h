@@ -43,7 +43,7 @@ inline void fill_module(const dg::Module& m) {
   std::sort(params.begin(), params.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   for (size_t i = 0; i < params.size(); ++i) {
-    const dg::Tensor& p = params[i].second;
+    dg::Tensor p = params[i].second;
     const int k = static_cast<int>(i);
     p.copy_from(dg::Tensor::from_vector(pattern(p.numel(), 5 + 2 * k, 17 + k, 8, 20.0), p.shape(),
                                         p.dtype()));
@@ -68,7 +68,13 @@ inline void check_close(const dg::Tensor& got, const std::vector<double>& want,
 // Exact equality of values and dtype (bool and integer results).
 inline void check_exact(const dg::Tensor& got, const std::vector<double>& want, dg::DType dtype) {
   CHECK(dg::dtype_name(got.dtype()) == std::string(dg::dtype_name(dtype)));
-  CHECK(got.to_vector() == want);
+  const std::vector<double> g = got.to_vector();
+  std::string shown;  // got / want, for the failure message
+  for (double v : g) shown += std::to_string(v) + " ";
+  shown += "/ ";
+  for (double v : want) shown += std::to_string(v) + " ";
+  CAPTURE(shown);
+  CHECK(g == want);
 }
 
 }  // namespace masks_test
