@@ -6,7 +6,9 @@
 //
 // Kernels take contiguous inputs: ops call contiguous() where a view is not (a copy only then).
 // Binary elementwise ops broadcast with numpy's rules; a mismatch names both shapes and the op.
-// Ops refuse mixed dtypes (float32 with float64) rather than promoting silently.
+// Ops refuse mixed dtypes (float32 with float64) rather than promoting silently; the comparisons,
+// logical and bitwise ops promote as torch's (their results are bool or integer, never a copy of
+// a model's floats). Masks are bool (DType::b8); autograd/README.md tables each op's polarity.
 #pragma once
 #include <array>
 #include <optional>
@@ -304,12 +306,13 @@ Tensor plain_attention(const Tensor& u_qk, const Tensor& u_v, const Tensor& wq, 
 // broadcast, L and S free (cross-attention). scale defaults to 1/sqrt(E). mask broadcasts to
 // [..., L, S]: a bool mask, True = the key takes part (torch's polarity here; the OPPOSITE of
 // MultiheadAttention's); a floating one of q's dtype is added to the scores and gets a gradient;
-// an integer mask is refused (torch 2 too). is_causal: key j hidden from query i when j > i (torch's top-left tril); not
-// together with a mask (torch refuses both too). A query row whose every key is masked gives a
-// zero row and zero gradients, as torch 2.5's math path (its _safe_softmax); torch 1.13 and 2.0 to
-// 2.4 give NaN there. Fused: keeps one logsumexp per row, not the L×S probabilities. Fuses: matmul,
-// scale, masked add, softmax, matmul. Plain twin: plain_scaled_dot_product_attention. Supports
-// create_graph (the backward written with recorded ops).
+// an integer mask is refused (torch 2 too). is_causal: key j hidden from query i when j > i
+// (torch's top-left tril); not together with a mask (torch refuses both too). A query row whose
+// every key is masked gives a zero row and zero gradients, as torch 2.5's math path (its
+// _safe_softmax); torch 1.13 and 2.0 to 2.4 give NaN there. Fused: keeps one logsumexp per row, not
+// the L×S probabilities. Fuses: matmul, scale, masked add, softmax, matmul. Plain twin:
+// plain_scaled_dot_product_attention. Supports create_graph (the backward written with recorded
+// ops).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& mask = Tensor(), bool is_causal = false,
                                     std::optional<double> scale = std::nullopt);

@@ -1,23 +1,23 @@
 // Arithmetic, elementwise: add, sub, mul, div (broadcasting), neg, scale, add_scalar, exp, log,
 // sqrt, the elementary functions (sin, cos, log1p, expm1, square, rsqrt, erf; sign, floor, ceil,
-// round with zero gradient), abs, clamp, pow, minimum, maximum, where, masked_fill, the comparisons,
-// the logical and bitwise ops and the C++ operators; then depth_mix (a weighted sum of sources, after its plain twin). Each
-// forward beside its backward, gradient-check rows last. Activations are in ops_activation.cpp,
-// sum/mean in ops_reduce.cpp. Binary ops broadcast (numpy rules); their backwards reduce the
-// gradient back to each input's shape (accumulate_grad). Derivatives at kinks follow torch;
-// comparisons return bool (after torch's type promotion); where and masked_fill take bool masks.
-// create_graph (autograd/tape.h): every
-// op here supports it. add, sub, mul, scale, add_scalar, log and the elementary functions have
-// composed backwards (expm1 and rsqrt: from the output); the others keep their kernel backward for
-// training and add a differentiable one from recorded ops with the same values and kink rules (exp,
-// div, sqrt use the output with its graph; the comparisons' bool masks are constants); depth_mix's
-// picks alpha's columns with one-hot constants. Checks: the rows at the end
-// (tests/test_gradcheck_ops.cpp runs them; their second derivatives
-// tests/test_gradgradcheck_pointwise.cpp), the kernels in tests/test_kernels_elementwise.cpp and
-// tests/test_kernels_pointwise.cpp, plain_depth_mix in tests/test_plain_ops.cpp, the elementary
-// functions against torch in tests/test_elementary_ops.cpp. mul_backward, div_backward and
-// exp_backward are exercises of the learner's path's chapter 3 (autograd/learn-03-an-op.md): weak
-// definitions (tensor/exercise.h) a learner's may replace.
+// round with zero gradient), abs, clamp, pow, minimum, maximum, where, masked_fill, the
+// comparisons, the logical and bitwise ops and the C++ operators; then depth_mix (a weighted sum of
+// sources, after its plain twin). Each forward beside its backward, gradient-check rows last.
+// Activations are in ops_activation.cpp, sum/mean in ops_reduce.cpp. Binary ops broadcast (numpy
+// rules); their backwards reduce the gradient back to each input's shape (accumulate_grad).
+// Derivatives at kinks follow torch; comparisons return bool (after torch's type promotion); where
+// and masked_fill take bool masks. create_graph (autograd/tape.h): every op here supports it. add,
+// sub, mul, scale, add_scalar, log and the elementary functions have composed backwards (expm1 and
+// rsqrt: from the output); the others keep their kernel backward for training and add a
+// differentiable one from recorded ops with the same values and kink rules (exp, div, sqrt use the
+// output with its graph; the comparisons' bool masks are constants); depth_mix's picks alpha's
+// columns with one-hot constants. Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs
+// them; their second derivatives tests/test_gradgradcheck_pointwise.cpp), the kernels in
+// tests/test_kernels_elementwise.cpp and tests/test_kernels_pointwise.cpp, plain_depth_mix in
+// tests/test_plain_ops.cpp, the elementary functions against torch in
+// tests/test_elementary_ops.cpp. mul_backward, div_backward and exp_backward are exercises of the
+// learner's path's chapter 3 (autograd/learn-03-an-op.md): weak definitions (tensor/exercise.h) a
+// learner's may replace.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -492,7 +492,8 @@ Tensor tril(const Tensor& a, int64_t diagonal) { return triangle(a, diagonal, fa
 
 void require_bool_mask(const Tensor& mask, const char* op, const char* arg) {
   if (!mask.defined())
-    throw std::invalid_argument(fmt::format("{}: {} is undefined; expected a bool tensor", op, arg));
+    throw std::invalid_argument(
+        fmt::format("{}: {} is undefined; expected a bool tensor", op, arg));
   if (mask.dtype() == DType::b8) return;
   throw std::invalid_argument(
       fmt::format("{}: {} must be bool, got {} ({}); write dg::ne({}, 0) or {}.to(DType::b8)", op,
@@ -591,7 +592,8 @@ Tensor logic(const Tensor& a, const Tensor& b, Logic kind, DType dtype, const ch
     if constexpr (std::is_integral_v<T>) {
       const T *x = ae.data<T>(), *y = be.data<T>();
       T* o = out.data<T>();
-      for (int64_t i = 0; i < out.numel(); ++i) o[i] = static_cast<T>(logic_apply(kind, x[i], y[i]));
+      for (int64_t i = 0; i < out.numel(); ++i)
+        o[i] = static_cast<T>(logic_apply(kind, x[i], y[i]));
     }
   });
   return out;
@@ -637,10 +639,10 @@ Tensor bitwise_not(const Tensor& a) {
   const char* op = "bitwise_not";
   check_arg(a.defined(), op, a, "a defined tensor");
   if (is_floating(a.dtype()))
-    throw std::invalid_argument(fmt::format(
-        "bitwise_not: takes a bool or integer tensor, got {}; for a truth value write "
-        "dg::logical_not(x)",
-        a.describe()));
+    throw std::invalid_argument(
+        fmt::format("bitwise_not: takes a bool or integer tensor, got {}; for a truth value write "
+                    "dg::logical_not(x)",
+                    a.describe()));
   if (a.dtype() == DType::b8) return logical_not(a);
   Tensor x = kernel_input(a);
   Tensor out = Tensor::empty(a.shape(), a.dtype());
@@ -897,7 +899,9 @@ std::vector<OpCase> elementwise_op_cases() {
        },
        [](V in) { return where(in[0], in[1], in[2]); }},
       {"where/cond from a comparison, scalar other (torch.where(x > 0, x, 0.1 * x) and 0.0)",
-       [=] { return std::vector<Tensor>{away({3, 4}, 64, -2, 2, 0.1, "x")}; },
+       [=] {
+         return std::vector<Tensor>{away({3, 4}, 64, -2, 2, 0.1, "x")};
+       },
        [](V in) {
          return add(where(gt(in[0], 0.0), in[0], scale(in[0], 0.1)),
                     where(lt(in[0], 0.5), 0.0, square(in[0])));
@@ -905,10 +909,14 @@ std::vector<OpCase> elementwise_op_cases() {
       {"triu/diagonal 1 over [2, 3, 4]", one_away({2, 3, 4}), [](V in) { return triu(in[0], 1); }},
       {"tril/diagonal -1 over [4, 3]", one_away({4, 3}), [](V in) { return tril(in[0], -1); }},
       {"masked_fill/bool mask [3, 1] broadcast",
-       [=] { return std::vector<Tensor>{away({2, 3, 4}, 69, -2, 2, 0, "a"), cond({3, 1})}; },
+       [=] {
+         return std::vector<Tensor>{away({2, 3, 4}, 69, -2, 2, 0, "a"), cond({3, 1})};
+       },
        [](V in) { return masked_fill(in[0], in[1], -1.5); }},
       {"masked_fill/mask from a comparison, -inf then softmax (the attention idiom)",
-       [=] { return std::vector<Tensor>{away({3, 5}, 63, -2, 2, 0, "scores")}; },
+       [=] {
+         return std::vector<Tensor>{away({3, 5}, 63, -2, 2, 0, "scores")};
+       },
        [](V in) {
          const Tensor future = Tensor::from_vector(
              std::vector<bool>{0, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1}, {3, 5});

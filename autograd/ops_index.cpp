@@ -203,7 +203,7 @@ Tensor masked_select(const Tensor& input, const Tensor& mask) {
   check_arg(input.defined(), op, input, "a defined input");
   require_bool_mask(mask, op, "mask");
   const Shape shape = broadcast_shapes(input.shape(), mask.shape(), op);
-  const Tensor m = kernel_input(expand(mask, shape));            // [broadcast] bool
+  const Tensor m = kernel_input(expand(mask, shape));           // [broadcast] bool
   const Tensor x = kernel_input(expand(detach(input), shape));  // [broadcast]
   const bool* mp = m.data<bool>();
   const int64_t count = std::count(mp, mp + m.numel(), true);
@@ -270,8 +270,7 @@ std::vector<OpCase> index_op_cases() {
        [](V in) { return masked_select(in[0], in[1]); }},
       {"masked_select/input [3, 1] broadcast to the mask [2, 3, 4] (gradients add up)",
        with({3, 1}, 48, bool_pattern({2, 3, 4})), [](V in) { return masked_select(in[0], in[1]); }},
-      {"masked_select/of a transposed view, then squared",
-       with({4, 3}, 49, bool_pattern({3, 4})),
+      {"masked_select/of a transposed view, then squared", with({4, 3}, 49, bool_pattern({3, 4})),
        [](V in) { return square(masked_select(transpose(in[0], 0, 1), in[1])); }},
   };
 }

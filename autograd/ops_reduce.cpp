@@ -1,14 +1,13 @@
 // Extreme-value reductions: max/min along an axis (values and int64 indices; the gradient goes to
 // the index position, as torch's max(dim)), max/min of the whole tensor (the gradient is split
 // evenly among tied elements, as torch), argmax/argmin (int64, no gradient). NaN is the extreme
-// when present, as torch. Does not do: integer inputs (but sum counts them, as torch: int64), amax/amin
-// over several axes, cumprod. any and all (bool out) sit after mean.
-// sum and mean over axes come first (their backward broadcasts the gradient back), then cumsum
-// (its backward is the running sum of g from the end, a recorded op).
-// create_graph (autograd/tape.h): sum and mean are composed; max/min keep their kernel backward
-// and add a differentiable one (g broadcast back, kept by a constant mask of the index positions
-// or of the ties, so the tie rules stay torch's).
-// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them; their second derivatives
+// when present, as torch. Does not do: integer inputs (but sum counts them, as torch: int64),
+// amax/amin over several axes, cumprod. any and all (bool out) sit after mean. sum and mean over
+// axes come first (their backward broadcasts the gradient back), then cumsum (its backward is the
+// running sum of g from the end, a recorded op). create_graph (autograd/tape.h): sum and mean are
+// composed; max/min keep their kernel backward and add a differentiable one (g broadcast back, kept
+// by a constant mask of the index positions or of the ties, so the tie rules stay torch's). Checks:
+// the rows at the end (tests/test_gradcheck_ops.cpp runs them; their second derivatives
 // tests/test_gradgradcheck_pointwise.cpp), the kernels in tests/test_kernels_reduce.cpp and
 // tests/test_kernels_elementwise.cpp (sum_axes), cumsum (kernels, threads, torch) in
 // tests/test_elementary_ops.cpp.
@@ -44,8 +43,8 @@ std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t ra
   return out;
 }
 
-// a's elements as rows to reduce: a with the (normalised) `axes` moved last, contiguous, as `dtype`;
-// out_shape is the result's (the axes dropped, or kept as 1 with keepdim).
+// a's elements as rows to reduce: a with the (normalised) `axes` moved last, contiguous, as
+// `dtype`; out_shape is the result's (the axes dropped, or kept as 1 with keepdim).
 struct Rows {
   Tensor x;
   Shape out_shape;

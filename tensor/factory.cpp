@@ -32,8 +32,9 @@ Tensor arange(double start, double end, double step, DType dtype) {
   if (size > 1e15) throw std::invalid_argument(fmt::format("arange: {} values is too many", size));
   const int64_t n = static_cast<int64_t>(size);
   if (dtype == DType::b8)
-    throw std::invalid_argument("arange: not implemented for bool (as torch); arange an integer "
-                                "dtype and compare it");
+    throw std::invalid_argument(
+        "arange: not implemented for bool (as torch); arange an integer "
+        "dtype and compare it");
   Tensor t = Tensor::empty({n}, dtype);
   dispatch_any(dtype, [&]<class T>() {
     T* out = t.data<T>();

@@ -490,8 +490,9 @@ void Tensor::copy_from(const Tensor& source) {
     dispatch_any(source.dtype(), [&]<class S>() {
       const S* src_base = static_cast<const S*>(source.storage()->data());
       size_t i = 0;
-      for_each_offset(source.shape(), source.strides(), source.offset(),
-                      [&](int64_t p) { dst_base[dst_offsets[i++]] = convert_element<D>(src_base[p]); });
+      for_each_offset(source.shape(), source.strides(), source.offset(), [&](int64_t p) {
+        dst_base[dst_offsets[i++]] = convert_element<D>(src_base[p]);
+      });
     });
   });
 }

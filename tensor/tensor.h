@@ -161,7 +161,8 @@ class Tensor {
                             DType dtype = DType::f32);
   // Indices (token ids, targets, gather indices): int64 by default, as torch.tensor of Python
   // ints; DType::i32 or DType::u8 on request (a value outside its range then throws); DType::b8
-  // gives nonzero = true, as torch.tensor(ints, dtype=torch.bool). A floating dtype throws. A std::vector of int32_t (or another integer type) takes the template below.
+  // gives nonzero = true, as torch.tensor(ints, dtype=torch.bool). A floating dtype throws. A
+  // std::vector of int32_t (or another integer type) takes the template below.
   static Tensor from_ids(const std::vector<int64_t>& ids, const Shape& shape,
                          DType dtype = DType::i64);
   template <class I>
@@ -178,8 +179,8 @@ class Tensor {
                             DType dtype = dtype_of<T>()) {
     if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> has no data(): bytes first
       const std::vector<uint8_t> bytes(values.begin(), values.end());
-      return from_buffer(bytes.data(), DType::u8, static_cast<int64_t>(bytes.size()), shape,
-                         dtype, "from_vector");
+      return from_buffer(bytes.data(), DType::u8, static_cast<int64_t>(bytes.size()), shape, dtype,
+                         "from_vector");
     } else {
       return from_buffer(values.data(), dtype_of<T>(), static_cast<int64_t>(values.size()), shape,
                          dtype, "from_vector");

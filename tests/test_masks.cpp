@@ -72,8 +72,7 @@ TEST_CASE("bool and uint8: conversions as torch's to(), creation, item, at") {
   CHECK_THROWS_AS(Tensor::from_ids({256}, {1}, DType::u8), std::out_of_range);
   CHECK_THROWS_AS(Tensor::from_ids({1}, {1}, DType::f32), std::invalid_argument);
   check_exact(Tensor::from_vector(std::vector<uint8_t>{7, 200}, {2}), {7, 200}, DType::u8);
-  check_exact(Tensor::from_vector(std::vector<double>{0, 0.25}, {2}, DType::b8), {0, 1},
-              DType::b8);
+  check_exact(Tensor::from_vector(std::vector<double>{0, 0.25}, {2}, DType::b8), {0, 1}, DType::b8);
   // element access
   const Tensor m = bools({true, false, true, true}, {2, 2});
   CHECK(m.at({0, 1}) == 0.0);
@@ -153,7 +152,7 @@ TEST_CASE("logical and bitwise ops: & | ^ ~ as torch's; floats refused by the bi
   check_exact(logical_or(f, g), kLogicalOr, DType::b8);
   check_exact(logical_xor(f, g), kLogicalXor, DType::b8);
   check_exact(logical_not(f), kLogicalNot, DType::b8);
-  const std::string e = error_of([&] { f & g; });
+  const std::string e = error_of([&] { f& g; });
   CHECK(e.find("bitwise_and") != std::string::npos);
   CHECK(e.find("logical_and") != std::string::npos);
   CHECK(error_of([&] { ~f; }).find("logical_not") != std::string::npos);
@@ -213,17 +212,21 @@ TEST_CASE("mask refusals: one line naming the op, the argument and the fix") {
   CHECK(error_of([&] { masked_fill(a, ints, 0.0); }) ==
         "masked_fill: mask must be bool, got int64 ([3] int64); write dg::ne(mask, 0) or "
         "mask.to(DType::b8)");
-  CHECK(error_of([&] { where(to_dtype(ints, DType::u8), a, a); })
-            .rfind("where: condition must be bool, got uint8", 0) == 0);
-  CHECK(error_of([&] { masked_select(a, to_dtype(ints, DType::f32)); })
-            .rfind("masked_select: mask must be bool, got float32", 0) == 0);
+  CHECK(error_of([&] {
+          where(to_dtype(ints, DType::u8), a, a);
+        }).rfind("where: condition must be bool, got uint8", 0) == 0);
+  CHECK(error_of([&] {
+          masked_select(a, to_dtype(ints, DType::f32));
+        }).rfind("masked_select: mask must be bool, got float32", 0) == 0);
   const Tensor q = tensor(pattern(12, 5, 7, 3, 4.0), {1, 3, 4});
-  CHECK(error_of([&] { scaled_dot_product_attention(q, q, q, Tensor::ones({3, 3}, DType::i64)); })
-            .find("scaled_dot_product_attention: mask must be bool (True = the key takes part)") !=
+  CHECK(error_of([&] {
+          scaled_dot_product_attention(q, q, q, Tensor::ones({3, 3}, DType::i64));
+        }).find("scaled_dot_product_attention: mask must be bool (True = the key takes part)") !=
         std::string::npos);
   MultiheadAttention mha(4, 2, 0.0, true, true, std::nullopt, std::nullopt, DType::f64);
-  const std::string e =
-      error_of([&] { mha.forward(q, q, q, Tensor::from_ids({0, 0, 1}, {1, 3})); });
+  const std::string e = error_of([&] {
+    mha.forward(q, q, q, Tensor::from_ids({0, 0, 1}, {1, 3}));
+  });
   CHECK(e.find("key_padding_mask must be bool (True = not attended)") != std::string::npos);
   CHECK(e.find("dg::ne(key_padding_mask, 0)") != std::string::npos);
 }

@@ -197,8 +197,8 @@ TEST_CASE("idiom: F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)") {
   const Tensor q = tensor(pattern(24, 5, 13, 6, 5.0), {1, 3, 8});
   const Tensor k = tensor(pattern(32, 7, 17, 8, 6.0), {1, 4, 8});
   const Tensor v = tensor(pattern(16, 3, 7, 3, 4.0), {1, 4, 4});
-  const Tensor allowed = Tensor::from_vector(
-      std::vector<bool>{1, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1}, {3, 4});
+  const Tensor allowed =
+      Tensor::from_vector(std::vector<bool>{1, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1}, {3, 4});
   check_close(scaled_dot_product_attention(q, k, v, allowed), kIdiomSdpa, kTol64);
   check_close(plain_scaled_dot_product_attention(q, k, v, allowed), kIdiomSdpa, kTol64);
 }

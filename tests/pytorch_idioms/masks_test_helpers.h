@@ -51,8 +51,7 @@ inline void fill_module(const dg::Module& m) {
 }
 
 // |got − want| <= tolerance · (1 + |want|) elementwise, equal sizes; NaN matches NaN.
-inline void check_close(const dg::Tensor& got, const std::vector<double>& want,
-                        double tolerance) {
+inline void check_close(const dg::Tensor& got, const std::vector<double>& want, double tolerance) {
   const std::vector<double> g = got.to_vector();
   REQUIRE(g.size() == want.size());
   for (size_t i = 0; i < g.size(); ++i) {
