@@ -6,7 +6,9 @@
 //
 // Kernels take contiguous inputs: ops call contiguous() where a view is not (a copy only then).
 // Binary elementwise ops broadcast with numpy's rules; a mismatch names both shapes and the op.
-// Ops refuse mixed dtypes (float32 with float64) rather than promoting silently.
+// Ops refuse mixed dtypes (float32 with float64) rather than promoting silently; the comparisons,
+// logical and bitwise ops promote as torch's (their results are bool or integer, never a copy of
+// a model's floats). Masks are bool (DType::b8); autograd/README.md tables each op's polarity.
 #pragma once
 #include <array>
 #include <optional>
@@ -62,9 +64,18 @@ Tensor gelu(const Tensor& a);  // exact: 0.5 a (1 + erf(a / sqrt 2))
 Tensor gelu_tanh(const Tensor& a);
 
 // ---- reductions (ops_reduce.cpp) -------------------------------------------------------------
-// Sum / mean over `axes` (negative allowed; empty = all axes).
+// Sum / mean over `axes` (negative allowed; empty = all axes). As torch's: the sum of a bool or
+// integer tensor is int64 (mask.sum() counts, exactly; not recorded); mean refuses them (torch:
+// "mean(): could not infer output dtype"), write mean(to_dtype(x, DType::f32)).
 Tensor sum(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdim = false);
 Tensor mean(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdim = false);
+// torch.any / torch.all: whether any (all) element is nonzero (NaN counts), over every axis or
+// along `dim`; bool out (torch 1.13 returns uint8 for a uint8 input, and so does this). Never
+// recorded.
+Tensor any(const Tensor& a);
+Tensor all(const Tensor& a);
+Tensor any(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor all(const Tensor& a, int64_t dim, bool keepdim = false);
 // a [.., C, ..] -> [.., C, ..]: the running sum along axis (torch.cumsum; accumulated in double,
 // as torch's CPU kernel). Backward: the running sum of g from the end, itself a recorded op.
 Tensor cumsum(const Tensor& a, int64_t axis);
@@ -115,6 +126,12 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis = 0);
 Tensor gather(const Tensor& input, int64_t dim, const Tensor& index);
 // input [.., C, ..], index int64/int32 [J] -> [.., J, ..]. Backward scatter-adds; checks as gather.
 Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index);
+// torch.masked_select(input, mask), torch's x[mask]: the elements of input where mask (bool, True =
+// taken) is set, input and mask broadcast together, in row-major order -> [count]. Any dtype of
+// input; a floating one gets a gradient: g scattered back to the taken positions (0 elsewhere),
+// itself a recorded op (create_graph). A non-bool mask is refused (torch 1.13 refuses integers and
+// warns on uint8; refused here too).
+Tensor masked_select(const Tensor& input, const Tensor& mask);
 // max/min along dim: values (the gradient goes to the index position) and int64 indices of the
 // first extreme; NaN is the extreme when present. As torch.max(x, dim, keepdim).
 struct ValuesAndIndices {
@@ -294,14 +311,15 @@ Tensor plain_attention(const Tensor& u_qk, const Tensor& u_v, const Tensor& wq, 
 // torch 2's F.scaled_dot_product_attention without dropout (ops_sdpa.cpp): q [..., L, E],
 // k [..., S, E], v [..., S, Ev] -> [..., L, Ev] = softmax(q·kᵀ·scale + mask) v, batch axes
 // broadcast, L and S free (cross-attention). scale defaults to 1/sqrt(E). mask broadcasts to
-// [..., L, S]: an integer tensor (int32/int64, 0/1) is torch's bool mask (nonzero: the key takes
-// part; depthgrad has no bool dtype); a floating one of q's dtype is added to the scores and
-// gets a gradient. is_causal: key j hidden from query i when j > i (torch's top-left tril); not
-// together with a mask (torch refuses both too). A query row whose every key is masked gives a
-// zero row and zero gradients, as torch 2.5's math path (its _safe_softmax); torch 1.13 and 2.0 to
-// 2.4 give NaN there. Fused: keeps one logsumexp per row, not the L×S probabilities. Fuses: matmul,
-// scale, masked add, softmax, matmul. Plain twin: plain_scaled_dot_product_attention. Supports
-// create_graph (the backward written with recorded ops).
+// [..., L, S]: a bool mask, True = the key takes part (torch's polarity here; the OPPOSITE of
+// MultiheadAttention's); a floating one of q's dtype is added to the scores and gets a gradient;
+// an integer mask is refused (torch 2 too). is_causal: key j hidden from query i when j > i
+// (torch's top-left tril); not together with a mask (torch refuses both too). A query row whose
+// every key is masked gives a zero row and zero gradients, as torch 2.5's math path (its
+// _safe_softmax); torch 1.13 and 2.0 to 2.4 give NaN there. Fused: keeps one logsumexp per row, not
+// the L×S probabilities. Fuses: matmul, scale, masked add, softmax, matmul. Plain twin:
+// plain_scaled_dot_product_attention. Supports create_graph (the backward written with recorded
+// ops).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& mask = Tensor(), bool is_causal = false,
                                     std::optional<double> scale = std::nullopt);
@@ -405,14 +423,31 @@ Tensor pow(const Tensor& a, const Tensor& exponent);
 // Broadcasting; NaN on either side gives NaN. On ties each input gets half the gradient (torch).
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
-// Masks. depthgrad has no bool dtype: a mask (cond) may have any dtype, nonzero = true (NaN too).
-// cond ? a : b with cond, a, b broadcast together; no gradient to cond.
+// Masks are bool tensors (DType::b8), as torch's; autograd/README.md has the polarity table of
+// every op that takes one. An op that needs a bool mask refuses any other dtype (uint8 too, as
+// torch 2 does; torch 1.13 took uint8 with a deprecation warning), naming the op, the argument
+// and the fix: require_bool_mask throws that std::invalid_argument.
+void require_bool_mask(const Tensor& mask, const char* op, const char* arg);
+// cond ? a : b with cond (bool), a, b broadcast together; no gradient to cond. A scalar side
+// takes the other side's dtype (torch.where(x > 0, x, 0.0)).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-// value where mask, else a; mask broadcasts to a's shape (the output keeps a's shape).
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
+// value where mask (bool, True = fill), else a; mask broadcasts to a's shape (the output keeps a's
+// shape).
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
-// Comparisons, broadcasting, never recorded (no gradient). Unlike torch's bool result they return
-// 0/1 in a's float dtype (float32 for integer inputs), so mean(eq(pred, y)) is an accuracy.
-// The tensor-scalar forms compare in double.
+// torch.triu / torch.tril of the last two axes [.., R, C] (any dtype): the elements with
+// j - i >= diagonal (triu) or j - i <= diagonal (tril) kept, the others 0 (false). Floating inputs
+// get the gradient masked the same way (a masked_fill by a constant bool pattern).
+// torch.triu(torch.ones(T, T, dtype=torch.bool), 1) is triu(Tensor::ones({T, T}, DType::b8), 1).
+Tensor triu(const Tensor& a, int64_t diagonal = 0);
+Tensor tril(const Tensor& a, int64_t diagonal = 0);
+// Comparisons, broadcasting, never recorded (no gradient), returning bool as torch's. Mixed dtypes
+// compare after torch's type promotion (int64 with int32 in int64, an integer with a float in the
+// float's dtype; a 0-d tensor does not widen a tensor with axes of its own kind). The tensor-scalar
+// forms compare as torch does with a Python number: a floating tensor with the scalar rounded to
+// its dtype, an integer tensor exactly (a fractional scalar in float32). An accuracy is
+// mean(to_dtype(eq(pred, y), DType::f32)), torch's (pred == y).float().mean().
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
@@ -425,6 +460,22 @@ Tensor lt(const Tensor& a, double b);
 Tensor le(const Tensor& a, double b);
 Tensor gt(const Tensor& a, double b);
 Tensor ge(const Tensor& a, double b);
+// torch.logical_*: any dtypes (nonzero is true, NaN too), broadcasting, bool out; never recorded.
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
+// torch.bitwise_* and the operators & | ^ ~: bool with bool gives the logical result (bool),
+// integers the bitwise one (promoted as the comparisons: bool & int64 is int64); floating inputs
+// are refused (torch too). Never recorded.
+Tensor bitwise_and(const Tensor& a, const Tensor& b);
+Tensor bitwise_or(const Tensor& a, const Tensor& b);
+Tensor bitwise_xor(const Tensor& a, const Tensor& b);
+Tensor bitwise_not(const Tensor& a);
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
+Tensor operator^(const Tensor& a, const Tensor& b);
+Tensor operator~(const Tensor& a);
 // C++ operators, each recorded as the named op it calls: + add / add_scalar, - sub / neg,
 // * mul / scale, / div (t / s divides; s / t is s·pow(t, −1), torch's reciprocal-then-multiply).
 // No compound assignment (+= on a tensor that autograd saved would be an in-place write) and no

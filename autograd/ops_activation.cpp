@@ -25,7 +25,7 @@ namespace dg {
 namespace {
 // f'(a)·g from recorded ops, for create_graph: the kernel's values and rules at the kinks (relu'
 // from the output, 0 at 0; abs' = sign; clamp passes g at its bounds; pow' = 0 when p = 0; softplus
-// is linear where βa > threshold). Each 0/1 mask is a comparison: a constant, as the kernel's
+// is linear where βa > threshold). Each bool mask is a comparison: a constant, as the kernel's
 // branch. `out` is the op's output with its graph (sigmoid, tanh).
 Tensor unary_pointwise_recorded(UnaryOp kind, UnaryArgs args, const Tensor& a, const Tensor& g,
                                 const Tensor& out) {
@@ -44,9 +44,9 @@ Tensor unary_pointwise_recorded(UnaryOp kind, UnaryArgs args, const Tensor& a, c
       return where(linear, g, div(mul(g, z), add_scalar(z, 1.0)));  // the kernel's order
     }
     case UnaryOp::abs:
-      return mul(g, sub(gt(a, 0.0), lt(a, 0.0)));
+      return mul(g, sub(to_dtype(gt(a, 0.0), a.dtype()), to_dtype(lt(a, 0.0), a.dtype())));
     case UnaryOp::clamp:
-      return masked_fill(g, eq(mul(ge(a, args.a), le(a, args.b)), 0.0), 0.0);
+      return masked_fill(g, logical_not(logical_and(ge(a, args.a), le(a, args.b))), 0.0);
     case UnaryOp::pow:
       if (args.a == 0) return scale(g, 0.0);
       return mul(g, scale(pow(a, args.a - 1), args.a));

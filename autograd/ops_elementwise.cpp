@@ -1,22 +1,23 @@
 // Arithmetic, elementwise: add, sub, mul, div (broadcasting), neg, scale, add_scalar, exp, log,
 // sqrt, the elementary functions (sin, cos, log1p, expm1, square, rsqrt, erf; sign, floor, ceil,
-// round with zero gradient), abs, clamp, pow, minimum, maximum, where, masked_fill, the comparisons
-// and the C++ operators; then depth_mix (a weighted sum of sources, after its plain twin). Each
-// forward beside its backward, gradient-check rows last. Activations are in ops_activation.cpp,
-// sum/mean in ops_reduce.cpp. Binary ops broadcast (numpy rules); their backwards reduce the
-// gradient back to each input's shape (accumulate_grad). Derivatives at kinks follow torch;
-// comparisons return 0/1 in a float dtype (no bool tensors). create_graph (autograd/tape.h): every
-// op here supports it. add, sub, mul, scale, add_scalar, log and the elementary functions have
-// composed backwards (expm1 and rsqrt: from the output); the others keep their kernel backward for
-// training and add a differentiable one from recorded ops with the same values and kink rules (exp,
-// div, sqrt use the output with its graph; the comparisons' 0/1 masks are constants); depth_mix's
-// picks alpha's columns with one-hot constants. Checks: the rows at the end
-// (tests/test_gradcheck_ops.cpp runs them; their second derivatives
-// tests/test_gradgradcheck_pointwise.cpp), the kernels in tests/test_kernels_elementwise.cpp and
-// tests/test_kernels_pointwise.cpp, plain_depth_mix in tests/test_plain_ops.cpp, the elementary
-// functions against torch in tests/test_elementary_ops.cpp. mul_backward, div_backward and
-// exp_backward are exercises of the learner's path's chapter 3 (autograd/learn-03-an-op.md): weak
-// definitions (tensor/exercise.h) a learner's may replace.
+// round with zero gradient), abs, clamp, pow, minimum, maximum, where, masked_fill, the
+// comparisons, the logical and bitwise ops and the C++ operators; then depth_mix (a weighted sum of
+// sources, after its plain twin). Each forward beside its backward, gradient-check rows last.
+// Activations are in ops_activation.cpp, sum/mean in ops_reduce.cpp. Binary ops broadcast (numpy
+// rules); their backwards reduce the gradient back to each input's shape (accumulate_grad).
+// Derivatives at kinks follow torch; comparisons return bool (after torch's type promotion); where
+// and masked_fill take bool masks. create_graph (autograd/tape.h): every op here supports it. add,
+// sub, mul, scale, add_scalar, log and the elementary functions have composed backwards (expm1 and
+// rsqrt: from the output); the others keep their kernel backward for training and add a
+// differentiable one from recorded ops with the same values and kink rules (exp, div, sqrt use the
+// output with its graph; the comparisons' bool masks are constants); depth_mix's picks alpha's
+// columns with one-hot constants. Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs
+// them; their second derivatives tests/test_gradgradcheck_pointwise.cpp), the kernels in
+// tests/test_kernels_elementwise.cpp and tests/test_kernels_pointwise.cpp, plain_depth_mix in
+// tests/test_plain_ops.cpp, the elementary functions against torch in
+// tests/test_elementary_ops.cpp. mul_backward, div_backward and exp_backward are exercises of the
+// learner's path's chapter 3 (autograd/learn-03-an-op.md): weak definitions (tensor/exercise.h) a
+// learner's may replace.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -50,11 +51,11 @@ Tensor expanded(const Tensor& t, const Shape& shape) {
   return t.shape() == shape ? kernel_input(t) : raw::view_expand(t, shape).contiguous();
 }
 
-// A mask of any dtype as a contiguous tensor of `shape` and `dtype` (nonzero: true).
-Tensor mask_as(const Tensor& mask, const Shape& shape, DType dtype, const char* op) {
-  check_arg(mask.defined(), op, mask, "a defined mask");
-  Tensor m = raw::view_expand(mask, shape);
-  return m.dtype() == dtype ? kernel_input(m) : detach(m).to(dtype);
+// A bool mask as a contiguous bool tensor of `shape` (refused unless bool, as torch 2's; see
+// require_bool_mask in autograd/ops.h).
+Tensor mask_as(const Tensor& mask, const Shape& shape, const char* op, const char* arg) {
+  require_bool_mask(mask, op, arg);
+  return expanded(mask, shape);
 }
 
 // A 0-d constant of t's dtype (broadcasts against anything).
@@ -71,15 +72,16 @@ void binary_pointwise_recorded(BinaryOp kind, const Tensor& a, const Tensor& b, 
     if (a.requires_grad())
       accumulate_grad(a, where(eq(b, 0.0), zero, mul(g, mul(b, pow(a, add_scalar(b, -1.0))))));
     if (b.requires_grad()) {
-      const Tensor at_zero = mul(eq(a, 0.0), ge(b, 0.0));
+      const Tensor at_zero = logical_and(eq(a, 0.0), ge(b, 0.0));
       accumulate_grad(b, where(at_zero, zero, mul(g, mul(y, log(where(at_zero, one, a))))));
     }
     return;
   }
   // the share of g each side gets: 1 where it is chosen, 1/2 on a tie, else 0
-  const Tensor tie = scale(eq(a, b), 0.5);
-  const Tensor a_loses = kind == BinaryOp::maximum ? lt(a, b) : gt(a, b);
-  const Tensor b_loses = kind == BinaryOp::maximum ? gt(a, b) : lt(a, b);
+  auto as_float = [&](const Tensor& mask) { return to_dtype(mask, a.dtype()); };  // 1/0
+  const Tensor tie = scale(as_float(eq(a, b)), 0.5);
+  const Tensor a_loses = as_float(kind == BinaryOp::maximum ? lt(a, b) : gt(a, b));
+  const Tensor b_loses = as_float(kind == BinaryOp::maximum ? gt(a, b) : lt(a, b));
   if (a.requires_grad()) accumulate_grad(a, mul(g, sub(sub(one, a_loses), tie)));
   if (b.requires_grad()) accumulate_grad(b, mul(g, sub(sub(one, b_loses), tie)));
 }
@@ -288,7 +290,7 @@ Tensor elementary(const Tensor& a, const char* op, F f, Reads reads, Derivative 
 
 // g·0 as torch's zeros_like(g): 0 even where g is NaN or infinite, and still a recorded op of g.
 Tensor zero_gradient(const Tensor& g, const Tensor&, const Tensor&) {
-  return masked_fill(g, Tensor::ones({}, g.dtype()), 0.0);
+  return masked_fill(g, Tensor::ones({}, DType::b8), 0.0);
 }
 }  // namespace
 
@@ -393,14 +395,14 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_float(a, op);
   check_float(b, op);
   check_same_dtype(a, b, op);
-  check_arg(cond.defined(), op, cond, "a defined condition");
+  require_bool_mask(cond, op, "condition");
   const Shape shape =
       broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), op), b.shape(), op);
-  Tensor c = mask_as(cond, shape, a.dtype(), op);
+  Tensor c = mask_as(cond, shape, op, "condition");
   Tensor ae = expanded(a, shape), be = expanded(b, shape);
   Tensor y = Tensor::empty(shape, a.dtype());
   dispatch_float(a.dtype(), op, [&]<class T>() {
-    where_forward<T>(y.data<T>(), c.data<T>(), ae.data<T>(), be.data<T>(), y.numel());
+    where_forward<T>(y.data<T>(), c.data<bool>(), ae.data<T>(), be.data<T>(), y.numel());
   });
   if (should_record({a, b}))
     record(op, {a, b}, y,
@@ -410,19 +412,26 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
              if (b.requires_grad()) gb = Tensor::empty(c.shape(), b.dtype());
              dispatch_float(a.dtype(), "where", [&]<class T>() {
                where_backward<T>(ga.defined() ? ga.data<T>() : nullptr,
-                                 gb.defined() ? gb.data<T>() : nullptr, gc.data<T>(), c.data<T>(),
-                                 c.numel());
+                                 gb.defined() ? gb.data<T>() : nullptr, gc.data<T>(),
+                                 c.data<bool>(), c.numel());
              });
              if (ga.defined()) accumulate_grad(a, ga);
              if (gb.defined()) accumulate_grad(b, gb);
            })
         .saves({c})  // the condition only (a copy, or cond's storage)
         .differentiable([a, b, c](const Tensor& g, const Tensor&) {
-          // g where c (NaN counts as true), 0 elsewhere; and the mirror
-          if (a.requires_grad()) accumulate_grad(a, masked_fill(g, eq(c, 0.0), 0.0));
+          // g where c, 0 elsewhere; and the mirror
+          if (a.requires_grad()) accumulate_grad(a, masked_fill(g, logical_not(c), 0.0));
           if (b.requires_grad()) accumulate_grad(b, masked_fill(g, c, 0.0));
         });
   return y;
+}
+// A Python scalar on one side is a 0-d tensor of the other side's dtype (torch 1.13's result).
+Tensor where(const Tensor& cond, const Tensor& a, double b) {
+  return where(cond, a, Tensor::full({}, b, a.dtype()));
+}
+Tensor where(const Tensor& cond, double a, const Tensor& b) {
+  return where(cond, Tensor::full({}, a, b.dtype()), b);
 }
 
 // ---- masked_fill(a, mask, value): value where mask, else a; mask broadcasts to a's shape -------
@@ -430,22 +439,22 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "masked_fill";
   check_float(a, op);
-  check_arg(mask.defined(), op, mask, "a defined mask");
+  require_bool_mask(mask, op, "mask");
   if (broadcast_shapes(a.shape(), mask.shape(), op) != a.shape())
     throw std::invalid_argument(fmt::format("masked_fill: mask {} does not broadcast to {}",
                                             mask.describe(), a.describe()));
-  Tensor c = mask_as(mask, a.shape(), a.dtype(), op);
+  Tensor c = mask_as(mask, a.shape(), op, "mask");
   Tensor x = kernel_input(a), fill = Tensor::full(a.shape(), value, a.dtype());
   Tensor y = Tensor::empty(a.shape(), a.dtype());
   dispatch_float(a.dtype(), op, [&]<class T>() {
-    where_forward<T>(y.data<T>(), c.data<T>(), fill.data<T>(), x.data<T>(), y.numel());
+    where_forward<T>(y.data<T>(), c.data<bool>(), fill.data<T>(), x.data<T>(), y.numel());
   });
   if (should_record({a}))
     record(op, {a}, y,
            [a, c](const Tensor& g) {
              Tensor gc = g.contiguous(), ga = Tensor::empty(a.shape(), a.dtype());
              dispatch_float(a.dtype(), "masked_fill", [&]<class T>() {
-               where_backward<T>(nullptr, ga.data<T>(), gc.data<T>(), c.data<T>(), c.numel());
+               where_backward<T>(nullptr, ga.data<T>(), gc.data<T>(), c.data<bool>(), c.numel());
              });
              accumulate_grad(a, ga);
            })
@@ -456,48 +465,88 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   return y;
 }
 
-// ---- comparisons: 0/1 in the input's float dtype (float32 for integer inputs); never recorded --
+// ---- triu / tril: a masked_fill by the constant pattern of the dropped triangle -----------------
+namespace {
+Tensor triangle(const Tensor& a, int64_t diagonal, bool upper, const char* op) {
+  check_arg(a.defined() && a.dim() >= 2, op, a, "a tensor with at least 2 axes [.., R, C]");
+  const int64_t R = a.size(-2), C = a.size(-1);
+  Tensor dropped = Tensor::empty({R, C}, DType::b8);  // true where the element becomes 0
+  bool* d = dropped.data<bool>();
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t j = 0; j < C; ++j) d[i * C + j] = upper ? j - i < diagonal : j - i > diagonal;
+  if (is_floating(a.dtype())) return masked_fill(a, dropped, 0.0);
+  Tensor out = Tensor::zeros(a.shape(), a.dtype());  // integer and bool inputs: a plain copy
+  dispatch_any(a.dtype(), [&]<class T>() {
+    const Tensor x = kernel_input(a);
+    const T* p = x.data<T>();
+    T* o = out.data<T>();
+    for (int64_t k = 0; k < a.numel(); ++k)
+      if (!d[k % (R * C)]) o[k] = p[k];
+  });
+  return out;
+}
+}  // namespace
+
+Tensor triu(const Tensor& a, int64_t diagonal) { return triangle(a, diagonal, true, "triu"); }
+Tensor tril(const Tensor& a, int64_t diagonal) { return triangle(a, diagonal, false, "tril"); }
+
+void require_bool_mask(const Tensor& mask, const char* op, const char* arg) {
+  if (!mask.defined())
+    throw std::invalid_argument(
+        fmt::format("{}: {} is undefined; expected a bool tensor", op, arg));
+  if (mask.dtype() == DType::b8) return;
+  throw std::invalid_argument(
+      fmt::format("{}: {} must be bool, got {} ({}); write dg::ne({}, 0) or {}.to(DType::b8)", op,
+                  arg, dtype_name(mask.dtype()), mask.describe(), arg, arg));
+}
+
+// ---- comparisons: bool, after torch's type promotion; never recorded -----------------------
 namespace {
 
-// Calls f.template operator()<I, O>() for the input dtype I and the output dtype O.
-template <class F>
-Tensor compare_into(const Tensor& a, const Shape& shape, const char* op, F f) {
-  check_arg(a.defined(), op, a, "a defined tensor");
-  const DType out_dtype = is_floating(a.dtype()) ? a.dtype() : DType::f32;
-  Tensor out = Tensor::empty(shape, out_dtype);
-  switch (a.dtype()) {
-    case DType::f32:
-      f.template operator()<float, float>(out);
-      break;
-    case DType::f64:
-      f.template operator()<double, double>(out);
-      break;
-    case DType::i32:
-      f.template operator()<int32_t, float>(out);
-      break;
-    case DType::i64:
-      f.template operator()<int64_t, float>(out);
-      break;
-  }
-  return out;
+// The dtype torch compares a and b in: promote_types, except that a 0-d tensor does not widen a
+// tensor with axes of its own kind (float32 [3] vs float64 0-d compares in float32), as torch's
+// result_type.
+DType compare_dtype(const Tensor& a, const Tensor& b) {
+  if ((a.dim() == 0) == (b.dim() == 0)) return promote_types(a.dtype(), b.dtype());
+  const Tensor& full = a.dim() == 0 ? b : a;
+  const Tensor& zero_d = a.dim() == 0 ? a : b;
+  auto kind = [](DType d) { return d == DType::b8 ? 0 : is_floating(d) ? 2 : 1; };
+  if (kind(zero_d.dtype()) > kind(full.dtype())) return zero_d.dtype();
+  return full.dtype();
+}
+
+// a as a contiguous tensor of `shape` and `dtype`, recording nothing.
+Tensor compare_input(const Tensor& a, DType dtype, const Shape& shape) {
+  return expanded(detach(a).to(dtype), shape);
 }
 
 Tensor compare(const Tensor& a, const Tensor& b, CompareOp kind, const char* op) {
+  check_arg(a.defined(), op, a, "a defined tensor");
   check_arg(b.defined(), op, b, "a defined tensor");
-  check_same_dtype(a, b, op);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  Tensor ae = expanded(a, shape), be = expanded(b, shape);
-  return compare_into(a, shape, op, [&]<class I, class O>(Tensor& out) {
-    compare_kernel<I, O>(kind, out.data<O>(), ae.data<I>(), be.data<I>(), out.numel());
+  const DType dtype = compare_dtype(a, b);
+  Tensor ae = compare_input(a, dtype, shape), be = compare_input(b, dtype, shape);
+  Tensor out = Tensor::empty(shape, DType::b8);
+  dispatch_any(dtype, [&]<class I>() {
+    compare_kernel<I, bool>(kind, out.data<bool>(), ae.data<I>(), be.data<I>(), out.numel());
   });
+  return out;
 }
 
+// As torch's tensor-scalar comparison: a floating tensor compares with s rounded to its dtype
+// (float32 x == 0.1 is true where x holds float32(0.1)); an integer or bool tensor with an
+// integral s compares exactly, with a fractional s in float32 (torch's default float).
 Tensor compare(const Tensor& a, double s, CompareOp kind, const char* op) {
   check_arg(a.defined(), op, a, "a defined tensor");
+  const bool integral = !is_floating(a.dtype()) && (s == std::trunc(s) || !std::isfinite(s));
+  if (!is_floating(a.dtype()) && !integral) return compare(a, Tensor::full({}, s), kind, op);
+  if (a.dtype() == DType::f32) s = static_cast<double>(static_cast<float>(s));
   Tensor x = kernel_input(a);
-  return compare_into(a, a.shape(), op, [&]<class I, class O>(Tensor& out) {
-    compare_scalar_kernel<I, O>(kind, out.data<O>(), x.data<I>(), s, out.numel());
+  Tensor out = Tensor::empty(a.shape(), DType::b8);
+  dispatch_any(a.dtype(), [&]<class I>() {
+    compare_scalar_kernel<I, bool>(kind, out.data<bool>(), x.data<I>(), s, out.numel());
   });
+  return out;
 }
 
 }  // namespace
@@ -514,6 +563,102 @@ Tensor lt(const Tensor& a, double b) { return compare(a, b, CompareOp::lt, "lt")
 Tensor le(const Tensor& a, double b) { return compare(a, b, CompareOp::le, "le"); }
 Tensor gt(const Tensor& a, double b) { return compare(a, b, CompareOp::gt, "gt"); }
 Tensor ge(const Tensor& a, double b) { return compare(a, b, CompareOp::ge, "ge"); }
+
+// ---- logical and bitwise ops: never recorded -------------------------------------------------
+namespace {
+enum class Logic : uint8_t { and_, or_, xor_ };
+
+template <class T>
+T logic_apply(Logic kind, T x, T y) {
+  switch (kind) {
+    case Logic::and_:
+      return x & y;
+    case Logic::or_:
+      return x | y;
+    case Logic::xor_:
+      return x ^ y;
+  }
+  return x;
+}
+
+// a op b elementwise over the broadcast shape, both read as `dtype` (bool: nonzero is true).
+Tensor logic(const Tensor& a, const Tensor& b, Logic kind, DType dtype, const char* op) {
+  check_arg(a.defined(), op, a, "a defined tensor");
+  check_arg(b.defined(), op, b, "a defined tensor");
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor ae = compare_input(a, dtype, shape), be = compare_input(b, dtype, shape);
+  Tensor out = Tensor::empty(shape, dtype);
+  dispatch_any(dtype, [&]<class T>() {
+    if constexpr (std::is_integral_v<T>) {
+      const T *x = ae.data<T>(), *y = be.data<T>();
+      T* o = out.data<T>();
+      for (int64_t i = 0; i < out.numel(); ++i)
+        o[i] = static_cast<T>(logic_apply(kind, x[i], y[i]));
+    }
+  });
+  return out;
+}
+
+// torch's bitwise ops: bool with bool is logical, integers bitwise (promoted), floats refused.
+Tensor bitwise(const Tensor& a, const Tensor& b, Logic kind, const char* op, const char* logical,
+               const char* symbol) {
+  check_arg(a.defined(), op, a, "a defined tensor");
+  check_arg(b.defined(), op, b, "a defined tensor");
+  if (is_floating(a.dtype()) || is_floating(b.dtype()))
+    throw std::invalid_argument(fmt::format(
+        "{}: takes bool or integer tensors, got {} and {}; for a truth value write dg::{}(a, b), "
+        "or compare first (dg::gt(x, 0) {} ...)",
+        op, a.describe(), b.describe(), logical, symbol));
+  return logic(a, b, kind, compare_dtype(a, b), op);
+}
+}  // namespace
+
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return logic(a, b, Logic::and_, DType::b8, "logical_and");
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return logic(a, b, Logic::or_, DType::b8, "logical_or");
+}
+Tensor logical_xor(const Tensor& a, const Tensor& b) {
+  return logic(a, b, Logic::xor_, DType::b8, "logical_xor");
+}
+Tensor logical_not(const Tensor& a) {
+  check_arg(a.defined(), "logical_not", a, "a defined tensor");
+  return eq(a, 0.0);  // not nonzero; NaN is nonzero, so false
+}
+Tensor bitwise_and(const Tensor& a, const Tensor& b) {
+  return bitwise(a, b, Logic::and_, "bitwise_and", "logical_and", "&");
+}
+Tensor bitwise_or(const Tensor& a, const Tensor& b) {
+  return bitwise(a, b, Logic::or_, "bitwise_or", "logical_or", "|");
+}
+Tensor bitwise_xor(const Tensor& a, const Tensor& b) {
+  return bitwise(a, b, Logic::xor_, "bitwise_xor", "logical_xor", "^");
+}
+Tensor bitwise_not(const Tensor& a) {
+  const char* op = "bitwise_not";
+  check_arg(a.defined(), op, a, "a defined tensor");
+  if (is_floating(a.dtype()))
+    throw std::invalid_argument(
+        fmt::format("bitwise_not: takes a bool or integer tensor, got {}; for a truth value write "
+                    "dg::logical_not(x)",
+                    a.describe()));
+  if (a.dtype() == DType::b8) return logical_not(a);
+  Tensor x = kernel_input(a);
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  dispatch_any(a.dtype(), [&]<class T>() {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      const T* p = x.data<T>();
+      T* o = out.data<T>();
+      for (int64_t i = 0; i < out.numel(); ++i) o[i] = static_cast<T>(~p[i]);
+    }
+  });
+  return out;
+}
+Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
+Tensor operator^(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
+Tensor operator~(const Tensor& a) { return bitwise_not(a); }
 
 // ---- C++ operators: each is one named op, recorded as that op --------------------------------
 
@@ -693,10 +838,10 @@ std::vector<OpCase> elementwise_op_cases() {
     };
   };
   // a 0/1 condition of `shape` (period 3 along the flat index), in dtype `dtype`
-  auto cond = [](Shape s, DType dtype) {
-    std::vector<double> v(shape_numel(s));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = i % 3 == 1 ? 0.0 : 1.0;
-    return Tensor::from_vector(v, s, dtype).set_name("cond");
+  auto cond = [](Shape s) {  // bool: True except at every third element
+    std::vector<bool> v(shape_numel(s));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = i % 3 != 1;
+    return Tensor::from_vector(v, s).set_name("cond");
   };
   return {
       {"add", two({3, 4}, {3, 4}), [](V in) { return add(in[0], in[1]); }},
@@ -741,23 +886,42 @@ std::vector<OpCase> elementwise_op_cases() {
       {"minimum/broadcast", two_away({2, 3, 4}, {3, 1}),
        [](V in) { return minimum(in[0], in[1]); }},
       {"maximum/broadcast", two_away({4}, {2, 3, 4}), [](V in) { return maximum(in[0], in[1]); }},
-      {"where/float cond broadcast",
+      {"where/bool cond [3, 1] broadcast",
        [=] {
-         return std::vector<Tensor>{cond({3, 1}, DType::f64), away({3, 4}, 65, -2, 2, 0, "a"),
+         return std::vector<Tensor>{cond({3, 1}), away({3, 4}, 65, -2, 2, 0, "a"),
                                     away({4}, 66, -2, 2, 0, "b")};
        },
        [](V in) { return where(in[0], in[1], in[2]); }},
-      {"where/int cond broadcast",
+      {"where/bool cond [2, 3, 4], a and b broadcast",
        [=] {
-         return std::vector<Tensor>{cond({2, 3, 4}, DType::i32), away({3, 4}, 67, -2, 2, 0, "a"),
+         return std::vector<Tensor>{cond({2, 3, 4}), away({3, 4}, 67, -2, 2, 0, "a"),
                                     away({2, 1, 4}, 68, -2, 2, 0, "b")};
        },
        [](V in) { return where(in[0], in[1], in[2]); }},
-      {"masked_fill/broadcast mask",
+      {"where/cond from a comparison, scalar other (torch.where(x > 0, x, 0.1 * x) and 0.0)",
        [=] {
-         return std::vector<Tensor>{away({2, 3, 4}, 69, -2, 2, 0, "a"), cond({3, 1}, DType::i64)};
+         return std::vector<Tensor>{away({3, 4}, 64, -2, 2, 0.1, "x")};
+       },
+       [](V in) {
+         return add(where(gt(in[0], 0.0), in[0], scale(in[0], 0.1)),
+                    where(lt(in[0], 0.5), 0.0, square(in[0])));
+       }},
+      {"triu/diagonal 1 over [2, 3, 4]", one_away({2, 3, 4}), [](V in) { return triu(in[0], 1); }},
+      {"tril/diagonal -1 over [4, 3]", one_away({4, 3}), [](V in) { return tril(in[0], -1); }},
+      {"masked_fill/bool mask [3, 1] broadcast",
+       [=] {
+         return std::vector<Tensor>{away({2, 3, 4}, 69, -2, 2, 0, "a"), cond({3, 1})};
        },
        [](V in) { return masked_fill(in[0], in[1], -1.5); }},
+      {"masked_fill/mask from a comparison, -inf then softmax (the attention idiom)",
+       [=] {
+         return std::vector<Tensor>{away({3, 5}, 63, -2, 2, 0, "scores")};
+       },
+       [](V in) {
+         const Tensor future = Tensor::from_vector(
+             std::vector<bool>{0, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1}, {3, 5});
+         return softmax(masked_fill(in[0], future, -std::numeric_limits<double>::infinity()), -1);
+       }},
       {"operators", two_away({2, 3}, {3}, 0.3, 2),
        [](V in) {
          const Tensor &a = in[0], &b = in[1];

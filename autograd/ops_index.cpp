@@ -4,11 +4,15 @@
 // position; negative indices are refused as torch refuses them. Under create_graph
 // (autograd/tape.h) the scatter-add is itself a recorded op whose backward gathers (selects) again,
 // so gradients of any order exist; the backwards save nothing for the version check (they read only
-// the index). Does not do: scatter as a forward op, index_put, boolean masks, gradients for the
+// the index). Does not do: scatter as a forward op, index_put, gradients for the
 // index (it is integer data). Integer inputs (ids, labels) are gathered too, recording nothing.
+// masked_select (a bool mask, torch's x[mask]) comes after index_select; its backward scatters g
+// back with a recorded op whose own backward is masked_select again.
 // Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), the kernels and values in
 // tests/test_kernels_index.cpp.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
@@ -169,6 +173,56 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
   return out;
 }
 
+// ---- masked_select: out = input's elements where mask, in row-major order of the broadcast ------
+namespace {
+// values [count] -> mask's shape: values at the True positions of mask (contiguous bool) in order,
+// 0 elsewhere. Recorded; its backward is masked_select(g, mask), so gradients of any order exist.
+Tensor masked_unselect(const Tensor& values, const Tensor& mask) {
+  Tensor out = Tensor::zeros(mask.shape(), values.dtype());
+  const Tensor v = kernel_input(values);
+  dispatch_float(values.dtype(), "masked_select_backward", [&]<class T>() {
+    const bool* m = mask.data<bool>();
+    const T* src = v.data<T>();
+    T* o = out.data<T>();
+    int64_t j = 0;
+    for (int64_t i = 0; i < mask.numel(); ++i)
+      if (m[i]) o[i] = src[j++];
+  });
+  if (should_record({values}))
+    record("masked_select_backward", {values}, out,
+           [values, mask](const Tensor& g) { accumulate_grad(values, masked_select(g, mask)); })
+        .saves({mask})
+        .composed();
+  return out;
+}
+}  // namespace
+
+Tensor masked_select(const Tensor& input, const Tensor& mask) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  const char* op = "masked_select";
+  check_arg(input.defined(), op, input, "a defined input");
+  require_bool_mask(mask, op, "mask");
+  const Shape shape = broadcast_shapes(input.shape(), mask.shape(), op);
+  const Tensor m = kernel_input(expand(mask, shape));           // [broadcast] bool
+  const Tensor x = kernel_input(expand(detach(input), shape));  // [broadcast]
+  const bool* mp = m.data<bool>();
+  const int64_t count = std::count(mp, mp + m.numel(), true);
+  Tensor out = Tensor::empty({count}, input.dtype());
+  dispatch_any(input.dtype(), [&]<class T>() {
+    const T* src = x.data<T>();
+    T* o = out.data<T>();
+    int64_t j = 0;
+    for (int64_t i = 0; i < m.numel(); ++i)
+      if (mp[i]) o[j++] = src[i];
+  });
+  if (is_floating(input.dtype()) && should_record({input}))
+    record(op, {input}, out,
+           [input, m](const Tensor& g) { accumulate_grad(input, masked_unselect(g, m)); })
+        .saves({m})
+        .composed();
+  return out;
+}
+
 }  // namespace dg
 
 // ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------
@@ -177,6 +231,13 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
 namespace dg {
 
 namespace {
+// A bool mask of `shape`: True except at every third element (1, 4, 7, ...).
+Tensor bool_pattern(const Shape& shape) {
+  std::vector<bool> v(shape_numel(shape));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = i % 3 != 1;
+  return Tensor::from_vector(v, shape);
+}
+
 Tensor ids64(const std::vector<double>& v, const Shape& s) {
   return Tensor::from_vector(v, s, DType::i64);
 }
@@ -204,6 +265,13 @@ std::vector<OpCase> index_op_cases() {
        [](V in) { return index_select(in[0], 1, in[1]); }},
       {"index_select/of a transposed view", with({3, 4}, 46, Tensor::from_ids({2, 0}, {2})),
        [](V in) { return index_select(transpose(in[0], 0, 1), -1, in[1]); }},
+      {"masked_select/mask [3, 1] broadcast over input [2, 3, 4]",
+       with({2, 3, 4}, 47, Tensor::from_vector(std::vector<bool>{true, false, true}, {3, 1})),
+       [](V in) { return masked_select(in[0], in[1]); }},
+      {"masked_select/input [3, 1] broadcast to the mask [2, 3, 4] (gradients add up)",
+       with({3, 1}, 48, bool_pattern({2, 3, 4})), [](V in) { return masked_select(in[0], in[1]); }},
+      {"masked_select/of a transposed view, then squared", with({4, 3}, 49, bool_pattern({3, 4})),
+       [](V in) { return square(masked_select(transpose(in[0], 0, 1), in[1])); }},
   };
 }
 

@@ -401,7 +401,9 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 // l = |x − y|; ∂l/∂x = sign(x − y) (0 at x = y, as torch) = −∂l/∂y.
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   // sign(x − y) from comparisons: a constant (its derivative is 0 away from x = y)
-  auto sign = [](const Tensor& x, const Tensor& y) { return add(gt(x, y), scale(lt(x, y), -1.0)); };
+  auto sign = [](const Tensor& x, const Tensor& y) {
+    return sub(to_dtype(gt(x, y), x.dtype()), to_dtype(lt(x, y), x.dtype()));
+  };
   return pointwise_loss("l1_loss", input, target, reduction,
                         [](double x, double y, int64_t) {
                           const double sign = x > y ? 1.0 : x < y ? -1.0 : 0.0;

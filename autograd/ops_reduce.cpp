@@ -1,13 +1,13 @@
 // Extreme-value reductions: max/min along an axis (values and int64 indices; the gradient goes to
 // the index position, as torch's max(dim)), max/min of the whole tensor (the gradient is split
 // evenly among tied elements, as torch), argmax/argmin (int64, no gradient). NaN is the extreme
-// when present, as torch. Does not do: integer inputs, amax/amin over several axes, cumprod.
-// sum and mean over axes come first (their backward broadcasts the gradient back), then cumsum
-// (its backward is the running sum of g from the end, a recorded op).
-// create_graph (autograd/tape.h): sum and mean are composed; max/min keep their kernel backward
-// and add a differentiable one (g broadcast back, kept by a constant mask of the index positions
-// or of the ties, so the tie rules stay torch's).
-// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them; their second derivatives
+// when present, as torch. Does not do: integer inputs (but sum counts them, as torch: int64),
+// amax/amin over several axes, cumprod. any and all (bool out) sit after mean. sum and mean over
+// axes come first (their backward broadcasts the gradient back), then cumsum (its backward is the
+// running sum of g from the end, a recorded op). create_graph (autograd/tape.h): sum and mean are
+// composed; max/min keep their kernel backward and add a differentiable one (g broadcast back, kept
+// by a constant mask of the index positions or of the ties, so the tie rules stay torch's). Checks:
+// the rows at the end (tests/test_gradcheck_ops.cpp runs them; their second derivatives
 // tests/test_gradgradcheck_pointwise.cpp), the kernels in tests/test_kernels_reduce.cpp and
 // tests/test_kernels_elementwise.cpp (sum_axes), cumsum (kernels, threads, torch) in
 // tests/test_elementary_ops.cpp.
@@ -43,10 +43,55 @@ std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t ra
   return out;
 }
 
+// a's elements as rows to reduce: a with the (normalised) `axes` moved last, contiguous, as
+// `dtype`; out_shape is the result's (the axes dropped, or kept as 1 with keepdim).
+struct Rows {
+  Tensor x;
+  Shape out_shape;
+  int64_t rows = 0, inner = 0;
+};
+Rows rows_over(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim, DType dtype) {
+  Rows r;
+  Shape order, tail;
+  for (int64_t k = 0; k < a.dim(); ++k) {
+    const bool reduced = std::find(axes.begin(), axes.end(), k) != axes.end();
+    (reduced ? tail : order).push_back(k);
+    if (!reduced || keepdim) r.out_shape.push_back(reduced ? 1 : a.shape()[k]);
+  }
+  order.insert(order.end(), tail.begin(), tail.end());
+  r.x = contiguous(permute(to_dtype(detach(a), dtype), order));
+  r.rows = shape_numel(r.out_shape);
+  r.inner = r.rows ? a.numel() / r.rows : 0;
+  return r;
+}
+
+// torch's sum of a bool or integer tensor: int64, exact; not recorded (nothing to differentiate).
+Tensor sum_integer(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
+  const Rows r = rows_over(a, axes, keepdim, DType::i64);
+  Tensor out = Tensor::empty(r.out_shape, DType::i64);
+  const int64_t* x = r.x.data<int64_t>();
+  int64_t* o = out.data<int64_t>();
+  for (int64_t i = 0; i < r.rows; ++i) {
+    int64_t acc = 0;
+    for (int64_t j = 0; j < r.inner; ++j) acc += x[i * r.inner + j];
+    o[i] = acc;
+  }
+  return out;
+}
+
 Tensor reduce(const Tensor& a, const std::vector<int64_t>& axes_in, bool keepdim, bool average) {
   ScopedOpTimer op_timer(OpFamily::other);
   const char* op = average ? "mean" : "sum";
+  check_arg(a.defined(), op, a, "a defined tensor");
   std::vector<int64_t> axes = normalize_axes(axes_in, a.dim(), op);
+  if (!is_floating(a.dtype())) {
+    if (average)
+      throw std::invalid_argument(fmt::format(
+          "mean: expected a floating tensor, got {} (torch: mean() could not infer output dtype); "
+          "write dg::mean(dg::to_dtype(x, DType::f32))",
+          a.describe()));
+    return sum_integer(a, axes, keepdim);
+  }
   int64_t count = 1;
   for (int64_t k : axes) count *= a.shape()[k];
   Tensor out = sum_axes(a, axes, keepdim);
@@ -88,6 +133,35 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& axes, bool keepdim) {
   return reduce(a, axes, keepdim, true);
 }
 
+// ---- any / all: nonzero tests over axes; bool out (uint8 for uint8, torch 1.13) --------------
+namespace {
+Tensor any_all(const Tensor& a, std::vector<int64_t> axes, bool keepdim, bool is_any,
+               const char* op) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  check_arg(a.defined(), op, a, "a defined tensor");
+  axes = normalize_axes(axes, a.dim(), op);
+  const Rows r = rows_over(a, axes, keepdim, DType::b8);
+  Tensor out = Tensor::empty(r.out_shape, DType::b8);
+  const bool* x = r.x.data<bool>();
+  bool* o = out.data<bool>();
+  for (int64_t i = 0; i < r.rows; ++i) {
+    const bool* row = x + i * r.inner;
+    o[i] = is_any ? std::any_of(row, row + r.inner, [](bool v) { return v; })
+                  : std::all_of(row, row + r.inner, [](bool v) { return v; });
+  }
+  return a.dtype() == DType::u8 ? to_dtype(out, DType::u8) : out;
+}
+}  // namespace
+
+Tensor any(const Tensor& a) { return any_all(a, {}, false, true, "any"); }
+Tensor all(const Tensor& a) { return any_all(a, {}, false, false, "all"); }
+Tensor any(const Tensor& a, int64_t dim, bool keepdim) {
+  return any_all(a, {dim}, keepdim, true, "any");
+}
+Tensor all(const Tensor& a, int64_t dim, bool keepdim) {
+  return any_all(a, {dim}, keepdim, false, "all");
+}
+
 namespace {
 struct Axis {
   int64_t ax, outer, C, inner;
@@ -111,13 +185,11 @@ Axis reduce_axis(const Tensor& a, int64_t dim, bool keepdim, const char* op) {
 // A constant of a's shape and dtype: 1 at [o, idx[o, i], i], 0 elsewhere (where the gradient of
 // max/min along an axis goes).
 Tensor index_mask(const Tensor& a, const Axis& r, const Tensor& idx) {
-  Tensor mask = Tensor::zeros(a.shape(), a.dtype());
+  Tensor mask = Tensor::zeros(a.shape(), DType::b8);
   const int64_t* ix = idx.data<int64_t>();
-  dispatch_float(a.dtype(), "max", [&]<class T>() {
-    T* m = mask.data<T>();
-    for (int64_t o = 0; o < r.outer; ++o)
-      for (int64_t i = 0; i < r.inner; ++i) m[(o * r.C + ix[o * r.inner + i]) * r.inner + i] = T(1);
-  });
+  bool* m = mask.data<bool>();
+  for (int64_t o = 0; o < r.outer; ++o)
+    for (int64_t i = 0; i < r.inner; ++i) m[(o * r.C + ix[o * r.inner + i]) * r.inner + i] = true;
   return mask;
 }
 

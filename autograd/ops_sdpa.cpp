@@ -1,12 +1,13 @@
 // scaled_dot_product_attention with torch 2's F.scaled_dot_product_attention semantics (without
 // dropout): q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev], batch axes broadcast, L
-// and S free (self- or cross-attention), an optional mask (integer 0/1 = boolean, nonzero: the
-// key takes part; floating: added to the scores, and differentiable) or the causal top-left mask.
+// and S free (self- or cross-attention), an optional mask (bool: True = the key takes part, as
+// torch's; floating: added to the scores, and differentiable) or the causal top-left mask.
 // First the plain composition (attention_weights, plain_scaled_dot_product_attention: matmul,
 // softmax, masked add; read it first), then the fused op (kernels in tensor/kernels_sdpa.h), its
 // forward beside its backward, then the gradient-check rows. A row whose every key is masked gives
 // zeros (torch 1.13 to 2.4 give NaN there; see ops.h). Refuses: dropout, a mask together with
-// is_causal (as torch), a floating mask of another dtype, a zero-width E. Checks: the rows at the
+// is_causal (as torch), a floating mask of another dtype, an integer mask (torch 2 too), a
+// zero-width E. Checks: the rows at the
 // end, the kernels and torch 1.13 goldens in tests/test_sdpa_ops.cpp, the plain twin in
 // tests/test_plain_ops.cpp.
 #include <fmt/format.h>
@@ -69,6 +70,11 @@ SdpaArgs check_sdpa(const Tensor& q, const Tensor& k, const Tensor* v, const Ten
     if (is_causal) throw fail("pass either a mask or is_causal, not both (as torch)");
     if (is_floating(mask.dtype()) && mask.dtype() != q.dtype())
       throw fail("a floating (additive) mask must have q's dtype");
+    if (!is_floating(mask.dtype()) && mask.dtype() != DType::b8)
+      throw std::invalid_argument(fmt::format(
+          "{}: mask must be bool (True = the key takes part) or floating (added), got {} ({}); "
+          "write dg::ne(mask, 0) or mask.to(DType::b8)",
+          op, dtype_name(mask.dtype()), mask.describe()));
     const Shape target = with_matrix(a.batch, a.L, a.S);
     bool fits = mask.dim() <= static_cast<int64_t>(target.size());
     for (int64_t i = 1; fits && i <= mask.dim(); ++i) {
@@ -82,8 +88,8 @@ SdpaArgs check_sdpa(const Tensor& q, const Tensor& k, const Tensor* v, const Ten
   return a;
 }
 
-// The mask as a tensor added to the scores: a floating mask itself, a boolean one as 0 where a key
-// takes part and −inf elsewhere (a constant), the causal one as −inf above the diagonal.
+// The mask as a tensor added to the scores: a floating mask itself, a bool one as 0 where a key
+// takes part (True) and −inf elsewhere (a constant), the causal one as −inf above the diagonal.
 Tensor additive_mask(const Tensor& mask, bool is_causal, int64_t L, int64_t S, DType dtype) {
   if (is_causal) {
     std::vector<double> hidden(L * S, 0.0);
@@ -93,7 +99,7 @@ Tensor additive_mask(const Tensor& mask, bool is_causal, int64_t L, int64_t S, D
   }
   if (!mask.defined() || is_floating(mask.dtype())) return mask;
   NoGradGuard no_grad;
-  return masked_fill(Tensor::zeros(mask.shape(), dtype), eq(mask, 0.0), kNegInf);
+  return masked_fill(Tensor::zeros(mask.shape(), dtype), logical_not(mask), kNegInf);
 }
 
 // softmax(q·kᵀ·scale + bias) over the keys, with 0 on rows whose every key is masked (−inf): the
@@ -102,7 +108,7 @@ Tensor additive_mask(const Tensor& mask, bool is_causal, int64_t L, int64_t S, D
 Tensor plain_probabilities(const Tensor& q, const Tensor& k, const Tensor& bias, double sc) {
   const Tensor scores = scale(matmul(q, transpose(k, -2, -1)), sc);  // [..., L, S]
   if (!bias.defined() || bias.size(-1) == 0) return softmax(scores, -1);
-  Tensor dead;  // [..., L, 1]: 1 where the row has no key (a constant)
+  Tensor dead;  // [..., L, 1]: true where the row has no key (a constant)
   {
     NoGradGuard no_grad;
     dead = eq(max(detach(bias), -1, true).values, kNegInf);
@@ -208,10 +214,10 @@ std::vector<OpCase> sdpa_op_cases() {
       return in;
     };
   };
-  // a boolean mask [L, S] = 3 x 5 with row 1 keeping one key and row 2 none (zeros)
+  // a bool mask [L, S] = 3 x 5 with row 1 keeping one key and row 2 none (all false)
   auto keep = [] {
-    return Tensor::from_vector(std::vector<int64_t>{1, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},
-                               {3, 5}, DType::i64);
+    return Tensor::from_vector(std::vector<bool>{1, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},
+                               {3, 5});
   };
   return {
       {"scaled_dot_product_attention/self, no mask", qkv({2, 2, 4, 3}, {2, 2, 4, 3}, {2, 2, 4, 3}),

@@ -153,7 +153,7 @@ Tensor to_dtype(const Tensor& a, DType dtype) {
     dispatch_any(dtype, [&]<class To>() {
       const From* src = in.data<From>();  // [n] -> [n]
       To* dst = out.data<To>();
-      for (int64_t i = 0; i < in.numel(); ++i) dst[i] = static_cast<To>(src[i]);
+      for (int64_t i = 0; i < in.numel(); ++i) dst[i] = convert_element<To>(src[i]);
     });
   });
   if (is_floating(a.dtype()) && is_floating(dtype) && should_record({a}))

@@ -18,8 +18,10 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   throw std::invalid_argument(fmt::format("{}{}: {}", kind, where, why));
 }
 
-// torch's mask conventions for MultiheadAttention: an integer (boolean) mask's nonzero entries are
-// excluded (−inf), a floating mask is added as it is (it must have the module's dtype).
+// torch's mask conventions for MultiheadAttention: a bool mask's True entries are excluded (−inf),
+// a floating mask is added as it is (it must have the module's dtype). Integer masks are refused
+// (torch too); uint8 as well (torch 1.13 took a uint8 attn_mask with a deprecation warning, torch 2
+// refuses it).
 Tensor additive(const Module& m, const Tensor& mask, DType dtype, const char* name) {
   if (!mask.defined()) return mask;
   if (is_floating(mask.dtype())) {
@@ -29,8 +31,13 @@ Tensor additive(const Module& m, const Tensor& mask, DType dtype, const char* na
                          mask.describe()));
     return mask;
   }
+  if (mask.dtype() != DType::b8)
+    refuse(m, "MultiheadAttention",
+           fmt::format("{} must be bool (True = not attended) or floating (added), got {} ({}); "
+                       "write dg::ne({}, 0) or {}.to(DType::b8)",
+                       name, dtype_name(mask.dtype()), mask.describe(), name, name));
   NoGradGuard no_grad;
-  return masked_fill(Tensor::zeros(mask.shape(), dtype), ne(mask, 0.0), kNegInf);
+  return masked_fill(Tensor::zeros(mask.shape(), dtype), mask, kNegInf);
 }
 }  // namespace
 

@@ -5,8 +5,8 @@
 // through its plain twin (attention_weights, then matmul with v).
 // Refuses: add_bias_kv, add_zero_attn, nested tensors and the decoder
 // modules. Differences from torch: a query row with no key gives zeros, not NaN (see
-// scaled_dot_product_attention in autograd/ops.h); boolean masks are integer tensors (depthgrad has
-// no bool dtype).
+// scaled_dot_product_attention in autograd/ops.h). Masks are bool (True = not attended, torch's
+// polarity for these modules) or floating (added); integer and uint8 masks are refused.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -44,9 +44,9 @@ class MultiheadAttention : public Module {
   // query [L, N, E], key [S, N, kdim], value [S, N, vdim] ([N, L, E], ... with batch_first), or
   // unbatched [L, E], [S, kdim], [S, vdim] with key_padding_mask [S] (output [L, E], weights
   // [L, S] or [heads, L, S]).
-  // key_padding_mask [N, S]: integer nonzero = that key is ignored (torch's bool True), or
-  // floating, added. attn_mask [L, S] or [N·heads, L, S]: integer nonzero = not allowed (torch's
-  // bool True; the OPPOSITE of scaled_dot_product_attention's boolean mask), or floating, added.
+  // key_padding_mask [N, S]: bool True = that key is ignored (key_padding_mask = ids == PAD is
+  // dg::eq(ids, PAD)), or floating, added. attn_mask [L, S] or [N·heads, L, S]: bool True = not
+  // allowed (the OPPOSITE of scaled_dot_product_attention's bool mask), or floating, added.
   // Dropout (training, p > 0) drops attention weights, as torch. Forward hooks see the five
   // tensor arguments and the output (not the weights).
   MultiheadAttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,

@@ -31,29 +31,22 @@ Tensor arange(double start, double end, double step, DType dtype) {
   const double size = std::ceil((end - start) / step);
   if (size > 1e15) throw std::invalid_argument(fmt::format("arange: {} values is too many", size));
   const int64_t n = static_cast<int64_t>(size);
+  if (dtype == DType::b8)
+    throw std::invalid_argument(
+        "arange: not implemented for bool (as torch); arange an integer "
+        "dtype and compare it");
   Tensor t = Tensor::empty({n}, dtype);
-  for (int64_t i = 0; i < n; ++i) {
-    const double value = start + step * static_cast<double>(i);  // torch: double accumulator
-    switch (dtype) {
-      case DType::f32:
-        t.data<float>()[i] = static_cast<float>(value);
-        break;
-      case DType::f64:
-        t.data<double>()[i] = value;
-        break;
-      case DType::i32:
-        t.data<int32_t>()[i] = static_cast<int32_t>(value);
-        break;
-      case DType::i64:
-        t.data<int64_t>()[i] = static_cast<int64_t>(value);
-        break;
-    }
-  }
+  dispatch_any(dtype, [&]<class T>() {
+    T* out = t.data<T>();
+    for (int64_t i = 0; i < n; ++i)  // torch: a double accumulator
+      out[i] = convert_element<T>(start + step * static_cast<double>(i));
+  });
   return t;
 }
 
 Tensor linspace(double start, double end, int64_t steps, DType dtype) {
   if (steps < 0) throw std::invalid_argument(fmt::format("linspace: steps {} < 0", steps));
+  if (dtype == DType::b8) throw std::invalid_argument("linspace: not implemented for bool");
   Tensor t = Tensor::empty({steps}, dtype);
   // torch: step in the dtype (double for integers); the first half from start, the rest from end.
   auto fill = [&]<class T, class Step>(T* out) {
@@ -69,20 +62,10 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype) {
       out[i] = i < halfway ? static_cast<T>(first + step * static_cast<Step>(i))
                            : static_cast<T>(last - step * static_cast<Step>(steps - i - 1));
   };
-  switch (dtype) {
-    case DType::f32:
-      fill.operator()<float, float>(t.data<float>());
-      break;
-    case DType::f64:
-      fill.operator()<double, double>(t.data<double>());
-      break;
-    case DType::i32:
-      fill.operator()<int32_t, double>(t.data<int32_t>());
-      break;
-    case DType::i64:
-      fill.operator()<int64_t, double>(t.data<int64_t>());
-      break;
-  }
+  dispatch_any(dtype, [&]<class T>() {
+    using Step = std::conditional_t<std::is_floating_point_v<T>, T, double>;
+    if constexpr (!std::is_same_v<T, bool>) fill.template operator()<T, Step>(t.data<T>());
+  });
   return t;
 }
 
@@ -116,20 +99,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype,
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t r = range >= (uint64_t{1} << 32) ? gen.next_u64() : gen.next_u32();
     const int64_t value = static_cast<int64_t>(static_cast<uint64_t>(low) + r % range);
-    switch (dtype) {
-      case DType::f32:
-        t.data<float>()[i] = static_cast<float>(value);
-        break;
-      case DType::f64:
-        t.data<double>()[i] = static_cast<double>(value);
-        break;
-      case DType::i32:
-        t.data<int32_t>()[i] = static_cast<int32_t>(value);
-        break;
-      case DType::i64:
-        t.data<int64_t>()[i] = value;
-        break;
-    }
+    dispatch_any(dtype, [&]<class T>() { t.data<T>()[i] = convert_element<T>(value); });
   }
   return t;
 }

@@ -30,6 +30,8 @@ template decltype(gather_forward<float>) gather_forward<float>;
 template decltype(gather_forward<double>) gather_forward<double>;
 template decltype(gather_forward<int32_t>) gather_forward<int32_t>;  // integer inputs: no gradient
 template decltype(gather_forward<int64_t>) gather_forward<int64_t>;
+template decltype(gather_forward<bool>) gather_forward<bool>;  // masks, bytes: no gradient
+template decltype(gather_forward<uint8_t>) gather_forward<uint8_t>;
 
 // Reference: the definition, one element at a time.
 template <class T>

@@ -428,14 +428,17 @@ void strided_apply(T* d, const T* s, const Walk& w, int64_t numel) {
 }
 }  // namespace
 
-// dst [..] = src [..] (any dtype: elements are moved as 4- or 8-byte words)
+// dst [..] = src [..] (any dtype: elements are moved as 1-, 4- or 8-byte words)
 void copy_strided(Tensor& dst, const Tensor& src) {
   Walk w = merged_walk(dst, src, "copy_strided");
   if (dst.numel() == 0) return;
   void* d = static_cast<char*>(dst.storage()->data()) + dst.offset() * dtype_size(dst.dtype());
   const void* s =
       static_cast<const char*>(src.storage()->data()) + src.offset() * dtype_size(src.dtype());
-  if (dtype_size(dst.dtype()) == 4)
+  if (dtype_size(dst.dtype()) == 1)  // bool, uint8
+    strided_apply<uint8_t, false>(static_cast<uint8_t*>(d), static_cast<const uint8_t*>(s), w,
+                                  dst.numel());
+  else if (dtype_size(dst.dtype()) == 4)
     strided_apply<uint32_t, false>(static_cast<uint32_t*>(d), static_cast<const uint32_t*>(s), w,
                                    dst.numel());
   else

@@ -307,17 +307,17 @@ template decltype(ref_binary_pointwise_backward<double>) ref_binary_pointwise_ba
 
 // out, cond, a, b [n]
 template <class T>
-void where_forward(T* out, const T* cond, const T* a, const T* b, int64_t n) {
-  fill_by(out, n, [&](int64_t i) { return cond[i] != T(0) ? a[i] : b[i]; });
+void where_forward(T* out, const bool* cond, const T* a, const T* b, int64_t n) {
+  fill_by(out, n, [&](int64_t i) { return cond[i] ? a[i] : b[i]; });
 }
 template decltype(where_forward<float>) where_forward<float>;
 template decltype(where_forward<double>) where_forward<double>;
 
 // da, db, dy, cond [n]
 template <class T>
-void where_backward(T* da, T* db, const T* dy, const T* cond, int64_t n) {
-  if (da) fill_by(da, n, [&](int64_t i) { return cond[i] != T(0) ? dy[i] : T(0); });
-  if (db) fill_by(db, n, [&](int64_t i) { return cond[i] != T(0) ? T(0) : dy[i]; });
+void where_backward(T* da, T* db, const T* dy, const bool* cond, int64_t n) {
+  if (da) fill_by(da, n, [&](int64_t i) { return cond[i] ? dy[i] : T(0); });
+  if (db) fill_by(db, n, [&](int64_t i) { return cond[i] ? T(0) : dy[i]; });
 }
 template decltype(where_backward<float>) where_backward<float>;
 template decltype(where_backward<double>) where_backward<double>;
@@ -379,8 +379,12 @@ void compare_scalar_kernel(CompareOp op, O* out, const I* a, double s, int64_t n
   template decltype(compare_scalar_kernel<I, O>) compare_scalar_kernel<I, O>;
 DG_COMPARE_INSTANCES(float, float)
 DG_COMPARE_INSTANCES(double, double)
-DG_COMPARE_INSTANCES(int32_t, float)
-DG_COMPARE_INSTANCES(int64_t, float)
+DG_COMPARE_INSTANCES(float, bool)
+DG_COMPARE_INSTANCES(double, bool)
+DG_COMPARE_INSTANCES(int32_t, bool)
+DG_COMPARE_INSTANCES(int64_t, bool)
+DG_COMPARE_INSTANCES(bool, bool)
+DG_COMPARE_INSTANCES(uint8_t, bool)
 #undef DG_COMPARE_INSTANCES
 
 }  // namespace dg

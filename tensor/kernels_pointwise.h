@@ -50,18 +50,19 @@ void ref_binary_pointwise_backward(BinaryOp op, T* da, T* db, const T* dy, const
                                    int64_t n);
 
 // ---- where and comparisons (plain loops: no reference twin) -----------------------------------
-// cond, a, b, out [n]: out = cond != 0 ? a : b (a NaN cond counts as true, as bool(NaN) in torch).
+// cond (bool), a, b, out [n]: out = cond ? a : b.
 template <class T>
-void where_forward(T* out, const T* cond, const T* a, const T* b, int64_t n);
+void where_forward(T* out, const bool* cond, const T* a, const T* b, int64_t n);
 // da = cond ? dy : 0, db = cond ? 0 : dy (each null: skip; overwritten).
 template <class T>
-void where_backward(T* da, T* db, const T* dy, const T* cond, int64_t n);
+void where_backward(T* da, T* db, const T* dy, const bool* cond, int64_t n);
 
 enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge };
-// out [n] = (a op b) ? 1 : 0; a, b [n] of type I, out of type O (a float type).
+// out [n] = a op b; a, b [n] of type I (float, double, int32_t, int64_t, bool, uint8_t), out of
+// type O (bool, as torch's comparisons; float and double also instantiated for I float/double).
 template <class I, class O>
 void compare_kernel(CompareOp op, O* out, const I* a, const I* b, int64_t n);
-// out [n] = (a op s) ? 1 : 0, compared in double.
+// out [n] = a op s, compared in double (the op rounds s to a's type first, as torch).
 template <class I, class O>
 void compare_scalar_kernel(CompareOp op, O* out, const I* a, double s, int64_t n);
 

@@ -4,7 +4,7 @@
 // keeps one logsumexp per query row instead of the L×S probabilities (the backward recomputes
 // them); the reference pair loops in double over the whole matrix. A row whose every key is masked
 // (all −inf) gives a zero output row and zero gradients (see autograd/ops.h).
-// Does not do: dropout, boolean masks (autograd/ops_sdpa.cpp turns them into 0/−inf), grouped
+// Does not do: dropout, bool masks (autograd/ops_sdpa.cpp turns them into 0/−inf), grouped
 // kv heads (broadcast the batch axes instead), autograd recording.
 #pragma once
 #include <cstdint>

@@ -16,8 +16,12 @@ namespace {
 // torch's _Formatter: picks integer-valued, fixed or scientific notation and one width.
 class Formatter {
  public:
-  Formatter(const std::vector<double>& values, bool floating, int precision)
-      : floating_(floating), precision_(precision) {
+  Formatter(const std::vector<double>& values, DType dtype, int precision)
+      : floating_(is_floating(dtype)), boolean_(dtype == DType::b8), precision_(precision) {
+    if (boolean_) {  // torch: True / False, right-aligned to the widest shown
+      for (double v : values) width_ = std::max<size_t>(width_, v != 0 ? 4 : 5);
+      return;
+    }
     if (!floating_) {
       for (double v : values)
         width_ = std::max(width_, fmt::format("{}", static_cast<int64_t>(v)).size());
@@ -44,7 +48,9 @@ class Formatter {
 
   std::string format(double v) const {
     std::string s;
-    if (!floating_)
+    if (boolean_)
+      s = v != 0 ? "True" : "False";
+    else if (!floating_)
       s = fmt::format("{}", static_cast<int64_t>(v));
     else if (sci_mode_)
       s = fmt::format("{:{}.{}e}", v, width_, precision_);
@@ -56,7 +62,7 @@ class Formatter {
   }
 
  private:
-  bool floating_;
+  bool floating_, boolean_;
   int precision_;
   bool int_mode_ = true, sci_mode_ = false;
   size_t width_ = 1;
@@ -147,10 +153,10 @@ std::string to_string(const Tensor& t, const PrintOptions& options) {
       shown = values;
     else
       printer.collect(0, 0, shown);
-    Formatter f(shown, is_floating(t.dtype()), options.precision);
+    Formatter f(shown, t.dtype(), options.precision);
     body = shape.empty() ? f.format(values[0]) : printer.print(0, 0, indent, f);
   }
-  if (t.dtype() != DType::f32 && t.dtype() != DType::i64)
+  if (t.dtype() != DType::f32 && t.dtype() != DType::i64 && t.dtype() != DType::b8)
     suffixes.push_back(std::string("dtype=") + dtype_name(t.dtype()));
   if (t.requires_grad()) suffixes.push_back("requires_grad=True");
   // torch's _add_suffixes: a suffix that would pass the line width goes on its own line.

@@ -30,6 +30,9 @@ size_t dtype_size(DType dtype) {
       return 4;
     case DType::i64:
       return 8;
+    case DType::b8:
+    case DType::u8:
+      return 1;
   }
   return 0;
 }
@@ -44,6 +47,10 @@ const char* dtype_name(DType dtype) {
       return "int32";
     case DType::i64:
       return "int64";
+    case DType::b8:
+      return "bool";
+    case DType::u8:
+      return "uint8";
   }
   return "?";
 }
@@ -60,6 +67,30 @@ void set_default_dtype(DType dtype) {
         "set_default_dtype: only floating-point types are supported as the default type, got {}",
         dtype_name(dtype)));
   default_dtype.store(dtype, std::memory_order_relaxed);
+}
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  auto rank = [](DType d) {  // bool, then the integers by width, then the floats by width
+    switch (d) {
+      case DType::b8:
+        return 0;
+      case DType::u8:
+        return 1;
+      case DType::i32:
+        return 2;
+      case DType::i64:
+        return 3;
+      case DType::f32:
+        return 4;
+      case DType::f64:
+        return 5;
+    }
+    return 0;
+  };
+  // an integer with a float gives the float, whatever the widths (int64 with float32: float32)
+  if (is_floating(a) != is_floating(b)) return is_floating(a) ? a : b;
+  return rank(a) >= rank(b) ? a : b;
 }
 
 // ---- storage cache ---------------------------------------------------------------------------
@@ -243,15 +274,15 @@ Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape
   Tensor t = empty(shape, dtype);
   dispatch_any(dtype, [&]<class T>() {
     T* p = t.data<T>();
-    for (size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+    for (size_t i = 0; i < values.size(); ++i) p[i] = convert_element<T>(values[i]);
   });
   return t;
 }
 
 Tensor Tensor::from_ids(const std::vector<int64_t>& ids, const Shape& shape, DType dtype) {
-  if (dtype != DType::i64 && dtype != DType::i32)
-    throw std::invalid_argument(
-        fmt::format("from_ids: dtype must be int64 or int32, got {}", dtype_name(dtype)));
+  if (is_floating(dtype))
+    throw std::invalid_argument(fmt::format(
+        "from_ids: dtype must be int64, int32, uint8 or bool, got {}", dtype_name(dtype)));
   if (static_cast<int64_t>(ids.size()) != shape_numel(shape))
     throw std::invalid_argument(
         fmt::format("from_ids: {} ids do not fill shape {}", ids.size(), shape_str(shape)));
@@ -260,14 +291,16 @@ Tensor Tensor::from_ids(const std::vector<int64_t>& ids, const Shape& shape, DTy
     std::memcpy(t.data<int64_t>(), ids.data(), ids.size() * sizeof(int64_t));
     return t;
   }
-  int32_t* out = t.data<int32_t>();
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < std::numeric_limits<int32_t>::min() ||
-        ids[i] > std::numeric_limits<int32_t>::max())
-      throw std::out_of_range(
-          fmt::format("from_ids: id {} at position {} does not fit int32", ids[i], i));
-    out[i] = static_cast<int32_t>(ids[i]);
-  }
+  dispatch_any(dtype, [&]<class T>() {
+    T* out = t.data<T>();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)  // floats: refused above
+        if (!std::in_range<T>(ids[i]))
+          throw std::out_of_range(fmt::format("from_ids: id {} at position {} does not fit {}",
+                                              ids[i], i, dtype_name(dtype)));
+      out[i] = convert_element<T>(ids[i]);
+    }
+  });
   return t;
 }
 
@@ -283,7 +316,7 @@ Tensor Tensor::from_buffer(const void* data, DType source, int64_t count, const 
     const S* in = static_cast<const S*>(data);
     dispatch_any(dtype, [&]<class T>() {
       T* out = t.data<T>();
-      for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(in[i]);
+      for (int64_t i = 0; i < count; ++i) out[i] = convert_element<T>(in[i]);
     });
   });
   return t;
@@ -361,6 +394,31 @@ double Tensor::item() const {
   return dispatch_any(dtype(), [&]<class T>() { return static_cast<double>(*data<T>()); });
 }
 
+namespace {
+// value as T, or std::out_of_range when T cannot hold it (item<T>'s check).
+template <class T, class S>
+T checked_item(S value, const Tensor& t) {
+  bool fits = true;
+  if constexpr (std::is_integral_v<T> && std::is_floating_point_v<S>) {
+    // Truncation toward zero must land in T's range: -2^63 <= value < 2^63 for int64.
+    fits = std::isfinite(value) &&
+           static_cast<long double>(value) >
+               static_cast<long double>(std::numeric_limits<T>::min()) - 1 &&
+           static_cast<long double>(value) <
+               static_cast<long double>(std::numeric_limits<T>::max()) + 1;
+  } else if constexpr (std::is_integral_v<T> && std::is_integral_v<S>) {
+    fits = std::in_range<T>(value);
+  } else if constexpr (std::is_same_v<T, float> && std::is_same_v<S, double>) {
+    fits = !std::isfinite(value) || std::abs(value) <= std::numeric_limits<float>::max();
+  }
+  if (!fits)
+    throw std::out_of_range(fmt::format("item<{}>: the value {} of tensor {} does not fit",
+                                        dtype_name(dtype_of<T>()), static_cast<double>(value),
+                                        t.describe()));
+  return static_cast<T>(value);
+}
+}  // namespace
+
 template <class T>
 T Tensor::item() const {
   if (!impl_) detail::throw_undefined("item()");
@@ -368,31 +426,21 @@ T Tensor::item() const {
     throw std::invalid_argument(
         fmt::format("item: tensor {} has more than one element", describe()));
   return dispatch_any(dtype(), [&]<class S>() {
-    const S value = *data<S>();
-    bool fits = true;
-    if constexpr (std::is_integral_v<T> && std::is_floating_point_v<S>) {
-      // Truncation toward zero must land in T's range: -2^63 <= value < 2^63 for int64.
-      fits = std::isfinite(value) &&
-             static_cast<long double>(value) >
-                 static_cast<long double>(std::numeric_limits<T>::min()) - 1 &&
-             static_cast<long double>(value) <
-                 static_cast<long double>(std::numeric_limits<T>::max()) + 1;
-    } else if constexpr (std::is_integral_v<T> && std::is_integral_v<S>) {
-      fits = std::in_range<T>(value);
-    } else if constexpr (std::is_same_v<T, float> && std::is_same_v<S, double>) {
-      fits = !std::isfinite(value) || std::abs(value) <= std::numeric_limits<float>::max();
+    if constexpr (std::is_same_v<T, bool>) {
+      return *data<S>() != S(0);  // Python's bool(t): nonzero (NaN too) is true
+    } else if constexpr (std::is_same_v<S, bool>) {
+      return static_cast<T>(*data<S>() ? 1 : 0);
+    } else {
+      return checked_item<T, S>(*data<S>(), *this);
     }
-    if (!fits)
-      throw std::out_of_range(fmt::format("item<{}>: the value {} of tensor {} does not fit",
-                                          dtype_name(dtype_of<T>()), static_cast<double>(value),
-                                          describe()));
-    return static_cast<T>(value);
   });
 }
 template float Tensor::item<float>() const;
 template double Tensor::item<double>() const;
 template int32_t Tensor::item<int32_t>() const;
 template int64_t Tensor::item<int64_t>() const;
+template bool Tensor::item<bool>() const;
+template uint8_t Tensor::item<uint8_t>() const;
 
 double Tensor::at(const Shape& index) const {
   if (!impl_) detail::throw_undefined("at()");
@@ -454,8 +502,9 @@ void Tensor::copy_from(const Tensor& source) {
     dispatch_any(source.dtype(), [&]<class S>() {
       const S* src_base = static_cast<const S*>(source.storage()->data());
       size_t i = 0;
-      for_each_offset(source.shape(), source.strides(), source.offset(),
-                      [&](int64_t p) { dst_base[dst_offsets[i++]] = static_cast<D>(src_base[p]); });
+      for_each_offset(source.shape(), source.strides(), source.offset(), [&](int64_t p) {
+        dst_base[dst_offsets[i++]] = convert_element<D>(src_base[p]);
+      });
     });
   });
 }
@@ -464,7 +513,7 @@ void Tensor::fill(double value) {
   storage()->bump_version();
   dispatch_any(dtype(), [&]<class T>() {
     T* base = static_cast<T*>(storage()->data());
-    const T v = static_cast<T>(value);
+    const T v = convert_element<T>(value);
     if (is_contiguous()) {  // one flat pass (memset for +0.0), not an index walk
       T* p = base + offset();
       const int64_t n = numel();

@@ -3,7 +3,8 @@
 // Tensor is a cheap handle (a shared pointer); copying it aliases the same tensor. Views share
 // storage and only change metadata (shape, strides, offset); contiguous() and clone() copy.
 // float32 is the training type; float64 runs through the same kernels (templated on T) so
-// gradient checks can use it; int32/int64 hold ids.
+// gradient checks can use it; int32/int64 hold ids; bool (C++ bool, 1 byte, 0/1) holds masks and
+// comparison results; uint8 holds bytes.
 // Every method that returns a tensor means what torch's does: reshape, view, transpose, permute,
 // narrow, expand, clone, contiguous and to are recorded on autograd's tape (they are the ops of
 // autograd/ops.h, defined in autograd/ops_shape.cpp), and detach() is the one way out of the
@@ -25,11 +26,16 @@
 
 namespace dg {
 
-enum class DType : uint8_t { f32, f64, i32, i64 };
+// b8 is torch.bool (C++ bool: one byte, always 0 or 1), u8 torch.uint8 (uint8_t).
+enum class DType : uint8_t { f32, f64, i32, i64, b8, u8 };
 
 size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);  // "float32", ...
+const char* dtype_name(DType dtype);  // "float32", "float64", "int32", "int64", "bool", "uint8"
 bool is_floating(DType dtype);
+// torch's type promotion of two tensors (torch.promote_types): bool < integers < floating; within
+// a kind the wider (uint8 with int32 gives int32, int32 with int64 int64, float32 with float64
+// float64); an integer with a floating type gives the floating type.
+DType promote_types(DType a, DType b);
 
 // torch.set_default_dtype / torch.get_default_dtype: the dtype of a floating tensor or module made
 // without one (Tensor::zeros/ones/full/empty, from_vector of doubles, dg::zeros/rand/randn/
@@ -71,6 +77,27 @@ constexpr DType dtype_of<int32_t>() {
 template <>
 constexpr DType dtype_of<int64_t>() {
   return DType::i64;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::b8;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::u8;
+}
+
+// One element converted as torch's to(dtype): to bool, nonzero (NaN too) is true; a floating
+// value to uint8 goes through int64 and wraps modulo 256 as on torch's x86 build (-1.0 -> 255);
+// every other conversion is C++'s static_cast (float to integer truncates toward zero).
+template <class D, class S>
+constexpr D convert_element(S value) {
+  if constexpr (std::is_same_v<D, bool>)
+    return value != S(0);
+  else if constexpr (std::is_same_v<D, uint8_t> && std::is_floating_point_v<S>)
+    return static_cast<uint8_t>(static_cast<int64_t>(value));
+  else
+    return static_cast<D>(value);
 }
 
 // A flat, 64-byte aligned byte buffer. Buffers come from a size-keyed cache: a training step
@@ -159,8 +186,9 @@ class Tensor {
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape,
                             DType dtype = get_default_dtype());
   // Indices (token ids, targets, gather indices): int64 by default, as torch.tensor of Python
-  // ints; DType::i32 on request (a value outside int32's range then throws). Any other dtype
-  // throws. A std::vector of int32_t (or another integer type) takes the template below.
+  // ints; DType::i32 or DType::u8 on request (a value outside its range then throws); DType::b8
+  // gives nonzero = true, as torch.tensor(ints, dtype=torch.bool). A floating dtype throws. A
+  // std::vector of int32_t (or another integer type) takes the template below.
   static Tensor from_ids(const std::vector<int64_t>& ids, const Shape& shape,
                          DType dtype = DType::i64);
   template <class I>
@@ -168,14 +196,21 @@ class Tensor {
       from_ids(const std::vector<I>& ids, const Shape& shape, DType dtype = DType::i64) {
     return from_ids(std::vector<int64_t>(ids.begin(), ids.end()), shape, dtype);
   }
-  // Values of another element type (float, int32_t, int64_t), stored as `dtype`: by default
-  // their own (a std::vector<int64_t> gives int64). A std::vector<double> takes the overload
-  // above (the default dtype unless told, like torch.tensor of Python floats).
+  // Values of another element type (float, int32_t, int64_t, uint8_t, bool), stored as `dtype`:
+  // by default their own (a std::vector<int64_t> gives int64; a std::vector<bool> gives bool, as
+  // torch.tensor([True, False])). A std::vector<double> takes the overload above (the default
+  // dtype unless told, like torch.tensor of Python floats).
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape,
                             DType dtype = dtype_of<T>()) {
-    return from_buffer(values.data(), dtype_of<T>(), static_cast<int64_t>(values.size()), shape,
-                       dtype, "from_vector");
+    if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> has no data(): bytes first
+      const std::vector<uint8_t> bytes(values.begin(), values.end());
+      return from_buffer(bytes.data(), DType::u8, static_cast<int64_t>(bytes.size()), shape, dtype,
+                         "from_vector");
+    } else {
+      return from_buffer(values.data(), dtype_of<T>(), static_cast<int64_t>(values.size()), shape,
+                         dtype, "from_vector");
+    }
   }
   // Copies numel(shape) elements from `data` (or all of `values`, whose size must fit the shape).
   template <class T>
@@ -219,8 +254,9 @@ class Tensor {
   // The in-place write count of this tensor's storage (PyTorch's tensor._version).
   uint64_t version() const;
   double item() const;  // the one element of a 1-element tensor
-  // The same as T (float, double, int32_t, int64_t), as libtorch's item<T>(): floats to integers
-  // truncate toward zero; a value T cannot hold (out of range, NaN to an integer) throws.
+  // The same as T (float, double, int32_t, int64_t, bool, uint8_t), as libtorch's item<T>():
+  // floats to integers truncate toward zero; a value T cannot hold (out of range, NaN to an
+  // integer) throws; item<bool>() is nonzero, as Python's bool(t).
   template <class T>
   T item() const;
   double at(const Shape& index) const;    // element at a multi-index
@@ -360,7 +396,8 @@ decltype(auto) dispatch_float(DType dtype, const char* op, F&& f) {
   }
 }
 
-// Runs f.template operator()<T>() for every element type: float, double, int32_t, int64_t.
+// Runs f.template operator()<T>() for every element type: float, double, int32_t, int64_t, bool,
+// uint8_t.
 template <class F>
 decltype(auto) dispatch_any(DType dtype, F&& f) {
   switch (dtype) {
@@ -372,6 +409,10 @@ decltype(auto) dispatch_any(DType dtype, F&& f) {
       return f.template operator()<int32_t>();
     case DType::i64:
       return f.template operator()<int64_t>();
+    case DType::b8:
+      return f.template operator()<bool>();
+    case DType::u8:
+      return f.template operator()<uint8_t>();
   }
   throw std::logic_error("dispatch_any: unknown dtype");
 }

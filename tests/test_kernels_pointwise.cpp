@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "autograd/gradcheck.h"
@@ -118,6 +119,8 @@ TEST_CASE("pointwise kernels: float32 results are bit-identical at 1 and 2 threa
   auto b = rand_vec<float>(n, 3, -4, 4), dy = rand_vec<float>(n, 4);
   auto cond = rand_vec<float>(n, 5, -1, 1);
   for (int64_t i = 0; i < n; i += 7) cond[i] = 0;
+  std::unique_ptr<bool[]> mask(new bool[n]);
+  for (int64_t i = 0; i < n; ++i) mask[i] = cond[i] != 0;
   Tensor ta = Tensor::from_vector(std::vector<double>(x.begin(), x.end()), {900, 160});
   Tensor tb = Tensor::from_vector(std::vector<double>(b.begin(), b.begin() + 160), {160});
   auto run = [&](int threads) {
@@ -145,8 +148,8 @@ TEST_CASE("pointwise kernels: float32 results are bit-identical at 1 and 2 threa
       r.emplace_back(y.data<float>(), y.data<float>() + n), r.push_back(da), r.push_back(db);
     }
     std::vector<float> w(n), wa(n), wb(n), lt_out(n), eq_out(n);
-    where_forward<float>(w.data(), cond.data(), x.data(), b.data(), n);
-    where_backward<float>(wa.data(), wb.data(), dy.data(), cond.data(), n);
+    where_forward<float>(w.data(), mask.get(), x.data(), b.data(), n);
+    where_backward<float>(wa.data(), wb.data(), dy.data(), mask.get(), n);
     compare_kernel<float, float>(CompareOp::lt, lt_out.data(), x.data(), b.data(), n);
     compare_scalar_kernel<float, float>(CompareOp::eq, eq_out.data(), cond.data(), 0.0, n);
     r.push_back(w), r.push_back(wa), r.push_back(wb), r.push_back(lt_out), r.push_back(eq_out);
@@ -255,7 +258,7 @@ TEST_CASE("softplus: torch's values on both sides of the threshold") {
 
 // ---- masks and comparisons ----------------------------------------------------------------------
 
-TEST_CASE("comparisons: 0/1 in the float dtype, broadcasting, scalars; mean(eq) is an accuracy") {
+TEST_CASE("comparisons: bool, broadcasting, scalars; mean(to_dtype(eq)) is an accuracy") {
   Tensor a = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3});  // float32
   Tensor b = Tensor::from_vector({2, 2, 2}, {3});
   CHECK(values(eq(a, b)) == std::vector<double>{0, 1, 0, 0, 0, 0});
@@ -264,15 +267,17 @@ TEST_CASE("comparisons: 0/1 in the float dtype, broadcasting, scalars; mean(eq) 
   CHECK(values(le(a, b)) == std::vector<double>{1, 1, 0, 0, 0, 0});
   CHECK(values(gt(a, b)) == std::vector<double>{0, 0, 1, 1, 1, 1});
   CHECK(values(ge(a, b)) == std::vector<double>{0, 1, 1, 1, 1, 1});
-  CHECK(eq(a, b).dtype() == DType::f32);
+  CHECK(eq(a, b).dtype() == DType::b8);
   CHECK(values(ge(a, 4.0)) == std::vector<double>{0, 0, 0, 1, 1, 1});
   CHECK(values(lt(a, 2.5)) == std::vector<double>{1, 1, 0, 0, 0, 0});
-  CHECK(eq(a.to(DType::f64), 3.0).dtype() == DType::f64);
-  // integer ids: float32 0/1
+  CHECK(eq(a.to(DType::f64), 3.0).dtype() == DType::b8);
+  // integer ids: bool; the accuracy converts first, as torch's (pred == y).float().mean()
   Tensor pred = Tensor::from_ids({1, 0, 3, 3}, {4}), target = Tensor::from_ids({1, 2, 3, 0}, {4});
   Tensor hit = eq(pred, target);
-  CHECK(hit.dtype() == DType::f32);
-  CHECK(mean(hit).item() == 0.5);
+  CHECK(hit.dtype() == DType::b8);
+  CHECK(mean(to_dtype(hit, DType::f32)).item() == 0.5);
+  CHECK(sum(hit).item<int64_t>() == 2);
+  CHECK_THROWS_WITH(mean(hit), doctest::Contains("mean"));
   const std::vector<double> not_three = values(ne(pred, 3.0));
   REQUIRE(not_three.size() == 4);
   CHECK((not_three[0] == 1 && not_three[1] == 1 && not_three[2] == 0 && not_three[3] == 0));
@@ -284,22 +289,26 @@ TEST_CASE("comparisons: 0/1 in the float dtype, broadcasting, scalars; mean(eq) 
   Tensor x = random_tensor({3}, 1);
   CHECK_FALSE(lt(x, 0.0).requires_grad());
   CHECK_THROWS_WITH(eq(a, Tensor::from_vector({1, 2}, {2})), doctest::Contains("eq"));
-  CHECK_THROWS_WITH(lt(a, a.to(DType::f64)), doctest::Contains("lt"));
+  // mixed dtypes promote as torch's: float32 with float64 compares in float64
+  CHECK(values(lt(a, a.to(DType::f64))) == std::vector<double>{0, 0, 0, 0, 0, 0});
 }
 
-TEST_CASE("where and masked_fill: masks of every dtype, broadcasting, gradients") {
+TEST_CASE("where and masked_fill: bool masks, broadcasting, gradients; other dtypes refused") {
   Tensor a = f64({1, 2, 3}), b = f64({10, 20, 30});
-  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64}) {
+  Tensor cond = Tensor::from_vector(std::vector<bool>{true, false, true}, {3});
+  CHECK(values(where(cond, a, b)) == std::vector<double>{1, 20, 3});
+  CHECK(values(masked_fill(a, cond, -1.0)) == std::vector<double>{-1, 2, -1});
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8}) {
     CAPTURE(dtype_name(dtype));
-    Tensor cond = Tensor::from_vector({1, 0, -2}, {3}, dtype);  // nonzero = true
-    CHECK(values(where(cond, a, b)) == std::vector<double>{1, 20, 3});
-    CHECK(values(masked_fill(a, cond, -1.0)) == std::vector<double>{-1, 2, -1});
+    Tensor other = Tensor::from_vector({1, 0, 1}, {3}, dtype);
+    CHECK_THROWS_WITH(where(other, a, b), doctest::Contains("where: condition must be bool"));
+    CHECK_THROWS_WITH(masked_fill(a, other, -1.0),
+                      doctest::Contains("masked_fill: mask must be bool"));
   }
-  CHECK(values(where(Tensor::from_vector({NAN}, {1}), a, b)) == std::vector<double>{1, 2, 3});
   // cond [2, 1], a [3], b [1] -> [2, 3]; gradients summed back over the broadcast axes
-  Tensor cond = Tensor::from_ids({1, 0}, {2, 1});
+  Tensor cond2 = Tensor::from_ids({1, 0}, {2, 1}, DType::b8);
   Tensor c = f64({5});
-  Tensor y = where(cond, a, c);
+  Tensor y = where(cond2, a, c);
   CHECK(y.shape() == Shape{2, 3});
   CHECK(values(y) == std::vector<double>{1, 2, 3, 5, 5, 5});
   backward_weighted(y, {1, 2, 3, 4, 5, 6});
@@ -307,13 +316,13 @@ TEST_CASE("where and masked_fill: masks of every dtype, broadcasting, gradients"
   CHECK(values(c.grad()) == std::vector<double>{15});
   // masked_fill: mask [2, 1] over x [2, 3]; filled elements get no gradient
   Tensor x = random_tensor({2, 3}, 4);
-  Tensor m = masked_fill(x, Tensor::from_ids({0, 1}, {2, 1}), 7.0);
+  Tensor m = masked_fill(x, Tensor::from_ids({0, 1}, {2, 1}, DType::b8), 7.0);
   CHECK(values(m)[3] == 7.0);
   backward(m, Tensor::ones({2, 3}, DType::f64));
   CHECK(values(x.grad()) == std::vector<double>{1, 1, 1, 0, 0, 0});
-  CHECK_THROWS_WITH(masked_fill(x, Tensor::from_ids({1, 0, 1, 0}, {4}), 0.0),
+  CHECK_THROWS_WITH(masked_fill(x, Tensor::from_ids({1, 0, 1, 0}, {4}, DType::b8), 0.0),
                     doctest::Contains("masked_fill"));
-  CHECK_THROWS_WITH(where(cond, a, f64({1, 2})), doctest::Contains("where"));
+  CHECK_THROWS_WITH(where(cond2, a, f64({1, 2})), doctest::Contains("where"));
 }
 
 // ---- operators and errors -----------------------------------------------------------------------
@@ -356,5 +365,5 @@ TEST_CASE("pointwise ops: errors name the op and the tensor") {
   CHECK_THROWS_WITH(maximum(a, b), doctest::Contains("maximum"));
   CHECK_THROWS_WITH(pow(a, b), doctest::Contains("pow"));
   CHECK_THROWS_WITH(minimum(a, a.to(DType::f32)), doctest::Contains("minimum"));
-  CHECK_THROWS_WITH(where(ids, a, a.to(DType::f32)), doctest::Contains("where"));
+  CHECK_THROWS_WITH(where(eq(ids, 1.0), a, a.to(DType::f32)), doctest::Contains("where"));
 }

@@ -258,8 +258,8 @@ TEST_CASE("plain_causal_attention equals causal_attention (value, dq, dk, dv; MH
 
 TEST_CASE("plain_scaled_dot_product_attention equals the fused op (value and every gradient)") {
   const Tensor keep =
-      Tensor::from_vector(std::vector<int64_t>{1, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0}, {3, 5},
-                          DType::i64);  // row 2 keeps no key
+      Tensor::from_vector(std::vector<bool>{1, 0, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},
+                          {3, 5});  // True = the key takes part; row 2 keeps no key
   Tensor q = random_tensor({2, 2, 3, 4}, 111, -1.5, 1.5);
   Tensor k = random_tensor({2, 1, 5, 4}, 112, -1.5, 1.5);  // broadcast over the heads
   Tensor v = random_tensor({2, 2, 5, 3}, 113, -1.5, 1.5);

@@ -312,10 +312,11 @@ void check_golden(const std::string& name, const Tensor& y, const std::vector<Te
   }
 }
 
-// The boolean mask of the goldens, [3, 5]: row 1 keeps one key, row 2 none.
+// The bool mask of the goldens, [3, 5] (True = the key takes part): row 1 keeps one key, row 2
+// none.
 Tensor keep_mask() {
-  return Tensor::from_vector(std::vector<int64_t>{1, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},
-                             {3, 5}, DType::i64);
+  return Tensor::from_vector(std::vector<bool>{1, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+                             {3, 5});
 }
 
 // Kernel inputs of every kind the op passes: q as a permuted view, k broadcast over the heads, an
@@ -468,6 +469,13 @@ TEST_CASE("scaled_dot_product_attention: errors name the op, the argument and th
       },
       {op, "q's dtype"});
   says([&] { scaled_dot_product_attention(q, k.to(DType::f64), v); }, {op, "dtypes differ"});
+  // an integer 0/1 mask is refused, as torch 2's (whose bool mask is True = take part)
+  for (DType dt : {DType::i64, DType::i32, DType::u8})
+    says(
+        [&] {
+          scaled_dot_product_attention(q, k, v, Tensor::ones({3, 5}, dt));
+        },
+        {op, "mask must be bool", dtype_name(dt), "dg::ne(mask, 0)"});
   says([&] { scaled_dot_product_attention(Tensor::zeros({4}), k, v); }, {op, "[..., L, E]"});
   says([&] { scaled_dot_product_attention(q, k, v, Tensor(), false, INFINITY); },
        {op, "not finite"});

@@ -1109,8 +1109,9 @@ void check_module(const std::string& name, Module& m, const Tensor& y,
   }
 }
 
+// A bool mask from 0/1 (True = not attended, MultiheadAttention's polarity).
 Tensor ints(const std::vector<int64_t>& v, const Shape& shape) {
-  return Tensor::from_vector(v, shape, DType::i64);
+  return Tensor::from_ids(v, shape, DType::b8);
 }
 // The script's masks: batch 1 ignores its last key; attn_mask [3, 4] hides (0, 1) and (2, 0).
 Tensor padding_mask() { return ints({0, 0, 0, 0, 0, 0, 0, 1}, {2, 4}); }
@@ -1244,12 +1245,12 @@ TEST_CASE("transformer modules: errors name the module and the tensors") {
       {"MultiheadAttention", "batch size", "[4, 3, 8]"});
   says(
       [&] {
-        mha.forward(x, kv, kv, Tensor::zeros({2, 3}, DType::i64));
+        mha.forward(x, kv, kv, Tensor::zeros({2, 3}, DType::b8));
       },
       {"MultiheadAttention", "key_padding_mask", "[2, 4]", "[2, 3]"});
   says(
       [&] {
-        mha.forward(x, kv, kv, Tensor(), false, Tensor::zeros({3, 3}, DType::i64));
+        mha.forward(x, kv, kv, Tensor(), false, Tensor::zeros({3, 3}, DType::b8));
       },
       {"MultiheadAttention", "attn_mask", "[3, 4]", "[4, 3, 4]"});
   says(
@@ -1257,10 +1258,23 @@ TEST_CASE("transformer modules: errors name the module and the tensors") {
         mha.forward(x, kv, kv, Tensor(), false, Tensor::zeros({3, 4}, DType::f64));
       },
       {"MultiheadAttention", "attn_mask must be float32"});
+  // integer (and uint8) masks are refused, as torch's (1.13: "only bool and floating types")
+  for (DType dt : {DType::i64, DType::i32, DType::u8}) {
+    says(
+        [&] {
+          mha.forward(x, kv, kv, Tensor::zeros({2, 4}, dt));
+        },
+        {"MultiheadAttention", "key_padding_mask must be bool", dtype_name(dt), "dg::ne("});
+    says(
+        [&] {
+          mha.forward(x, kv, kv, Tensor(), false, Tensor::zeros({3, 4}, dt));
+        },
+        {"MultiheadAttention", "attn_mask must be bool", dtype_name(dt)});
+  }
   TransformerEncoderLayer layer({.d_model = 8, .nhead = 2, .dim_feedforward = 16});
   says(
       [&] {
-        layer.forward(x, Tensor::zeros({2, 2}, DType::i64));
+        layer.forward(x, Tensor::zeros({2, 2}, DType::b8));
       },
       {"MultiheadAttention 'self_attn'", "attn_mask"});
   says([] { TransformerEncoderLayer({.d_model = 8, .nhead = 3}); }, {"MultiheadAttention", "8"});
@@ -1310,7 +1324,7 @@ TEST_CASE("TransformerEncoderLayer: float32 step is bit-identical at 1 and 2 thr
     TransformerEncoderLayer layer(
         {.d_model = 32, .nhead = 4, .dim_feedforward = 64, .dropout = 0.0, .batch_first = true});
     const Tensor x = random_tensor({4, 40, 32}, 6, -1, 1, false).to(DType::f32);
-    const Tensor pad = Tensor::from_vector(std::vector<int64_t>(160, 0), {4, 40}, DType::i64);
+    const Tensor pad = Tensor::zeros({4, 40}, DType::b8);
     const Tensor y = layer.forward(x, Tensor(), pad);
     backward(sum(mul(y, random_tensor(y.shape(), 7, -1, 1, false).to(DType::f32))));
     std::vector<std::vector<float>> r;

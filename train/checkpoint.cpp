@@ -24,6 +24,10 @@ const char* safetensors_dtype_of(DType dtype) {
       return "I32";
     case DType::i64:
       return "I64";
+    case DType::b8:
+      return "BOOL";
+    case DType::u8:
+      return "U8";
   }
   throw std::logic_error("safetensors_dtype_of: unknown dtype");
 }
@@ -57,7 +61,7 @@ Tensor tensor_from(const TensorEntry& e, const std::string& path) {
   return t;
 }
 
-// A tensor holding the entry's values in its own dtype (F32, F64, I32, I64).
+// A tensor holding the entry's values in its own dtype (F32, F64, I32, I64, BOOL, U8).
 Tensor tensor_as_stored(const TensorEntry& e, const std::string& path) {
   DType dtype;
   if (e.dtype == "F32")
@@ -68,12 +72,21 @@ Tensor tensor_as_stored(const TensorEntry& e, const std::string& path) {
     dtype = DType::i32;
   else if (e.dtype == "I64")
     dtype = DType::i64;
+  else if (e.dtype == "BOOL")
+    dtype = DType::b8;
+  else if (e.dtype == "U8")
+    dtype = DType::u8;
   else
-    throw std::runtime_error(
-        fmt::format("{}: tensor '{}' has dtype {}; depthgrad tensors are F32, F64, I32 or I64",
-                    path, e.name, e.dtype));
+    throw std::runtime_error(fmt::format(
+        "{}: tensor '{}' has dtype {}; depthgrad tensors are F32, F64, I32, I64, BOOL or U8", path,
+        e.name, e.dtype));
   Tensor t = Tensor::empty(e.shape, dtype);
-  if (!e.bytes.empty()) std::memcpy(t.storage()->data(), e.bytes.data(), e.bytes.size());
+  if (dtype == DType::b8) {  // a byte other than 0 or 1 is not a C++ bool: nonzero reads true
+    bool* out = t.data<bool>();
+    for (size_t i = 0; i < e.bytes.size(); ++i) out[i] = e.bytes[i] != 0;
+  } else if (!e.bytes.empty()) {
+    std::memcpy(t.storage()->data(), e.bytes.data(), e.bytes.size());
+  }
   return t;
 }
 

@@ -73,7 +73,9 @@ double accuracy(dg::Sequential& net, const dg::TensorDataset& data) {
   dg::NoGradGuard no_grad;
   net.eval();  // dropout off
   const dg::Tensor predicted = dg::argmax(net(data.tensors()[0]), 1);
-  return dg::mean(dg::eq(predicted, dg::to_dtype(data.tensors()[1], dg::DType::i64))).item();
+  // (predicted == labels).float().mean()
+  const dg::Tensor hits = dg::eq(predicted, dg::to_dtype(data.tensors()[1], dg::DType::i64));
+  return dg::mean(dg::to_dtype(hits, dg::DType::f32)).item();
 }
 
 int run(int argc, char** argv, dg::Collectives& world) {

@@ -189,10 +189,10 @@ class CachedLM : public dg::CausalLM {
         dg::Tensor::from_ids(std::vector<int64_t>(new_tokens.begin(), new_tokens.end()), {1, n});
     // [1, n, D]: the new tokens at positions L .. L+n-1
     dg::Tensor x = dg::add((*model_.wte)(ids), (*model_.wpe)(dg::Tensor::from_ids(positions, {n})));
-    // mask [n, L+n]: 1 where key position j is after query position L+i (not attended)
-    std::vector<float> future(n * (L + n), 0.0f);
+    // mask [n, L+n] (bool): true where key position j is after query position L+i (not attended)
+    std::vector<bool> future(n * (L + n), false);
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = L + i + 1; j < L + n; ++j) future[i * (L + n) + j] = 1.0f;
+      for (int64_t j = L + i + 1; j < L + n; ++j) future[i * (L + n) + j] = true;
     const dg::Tensor mask = dg::Tensor::from_vector(future, {n, L + n});
     // [1, n, D] <-> [1, H, n, hd]
     auto split_heads = [&](const dg::Tensor& t) {
