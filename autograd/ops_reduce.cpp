@@ -3,7 +3,9 @@
 // evenly among tied elements, as torch), argmax/argmin (int64, no gradient). NaN is the extreme
 // when present, as torch. Does not do: integer inputs, amax/amin over several axes, cumprod.
 // sum and mean over axes come first (their backward broadcasts the gradient back), then cumsum
-// (its backward is the running sum of g from the end, a recorded op).
+// (its backward is the running sum of g from the end, a recorded op), then var/std (torch's
+// correction; the backward 2(a − mean)/(N − correction) written with recorded ops; their torch
+// goldens and errors are in tests/test_torch_ops_a.cpp).
 // create_graph (autograd/tape.h): sum and mean are composed; max/min keep their kernel backward
 // and add a differentiable one (g broadcast back, kept by a constant mask of the index positions
 // or of the ties, so the tie rules stay torch's).
