@@ -12,8 +12,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
@@ -51,19 +52,21 @@ void sort_lines(const Tensor& a, int64_t ax, int64_t k, bool descending, Tensor&
     const T* xs = x.data<T>();
     int64_t* is = indices.data<int64_t>();
     T* vs = values.defined() ? values.data<T>() : nullptr;
-    std::vector<int64_t> order(static_cast<size_t>(C));
+    std::vector<std::pair<T, int64_t>> line(static_cast<size_t>(C));  // (value, index), copied
+    auto before = [&](const std::pair<T, int64_t>& p, const std::pair<T, int64_t>& q) {
+      return precedes(p.first, p.second, q.first, q.second, descending);
+    };
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < inner; ++i) {
-        const T* line = xs + o * C * inner + i;
-        std::iota(order.begin(), order.end(), 0);
-        auto before = [&](int64_t p, int64_t q) {
-          return precedes(line[p * inner], p, line[q * inner], q, descending);
-        };
-        std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+        for (int64_t c = 0; c < C; ++c) line[c] = {xs[(o * C + c) * inner + i], c};
+        if (k == C)  // a total order (ties by index): any sort gives the stable result
+          std::sort(line.begin(), line.end(), before);
+        else
+          std::partial_sort(line.begin(), line.begin() + k, line.end(), before);
         for (int64_t j = 0; j < k; ++j) {
           const int64_t e = (o * k + j) * inner + i;
-          is[e] = order[j];
-          if (vs) vs[e] = line[order[j] * inner];
+          is[e] = line[j].second;
+          if (vs) vs[e] = line[j].first;
         }
       }
   });
