@@ -161,14 +161,16 @@ Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool 
 // (torch's order is then unspecified). k outside [0, size] throws std::out_of_range.
 ValuesAndIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
                       bool sorted = true);
-// torch.nn.functional.pad's modes (circular is not supported).
-enum class PadMode { constant, reflect, replicate };
+// torch.nn.functional.pad's modes.
+enum class PadMode { constant, reflect, replicate, circular };
 // torch.nn.functional.pad: pads = {left, right} of the last axis, then {top, bottom} of the one
 // before, and so on (at most x.dim() pairs); a negative pad crops. constant fills with value
 // (any rank, any dtype); reflect mirrors without repeating the edge (each pad < the axis' size)
 // and replicate repeats the edge, over the last 1, 2 or 3 axes of a tensor with one or two
-// more axes (torch 1.13's rule; float dtypes), value must stay 0. Backward: g summed back to the
-// elements each output read (create_graph works).
+// more axes (torch 1.13's rule; float dtypes); circular wraps around over the last 1, 2 or 3 axes
+// of a tensor with two more (batch and channel), negative pads cropping first (each positive pad
+// <= the size left), as torch 1.13; value must stay 0 in these modes. Backward: g summed back to
+// the elements each output read (create_graph works).
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode = PadMode::constant,
            double value = 0.0);
 // x with the order of elements reversed along each of dims (a copy, as torch.flip).

@@ -1,13 +1,13 @@
 // Padding and moves of elements, torch 1.13's semantics: pad (torch.nn.functional.pad: constant,
-// reflect, replicate), flip, roll, tril, triu. pad, flip and roll are one "axis map" op each:
-// output element (i_0, .., i_{n−1}) reads input element (m_0[i_0], .., m_{n−1}[i_{n−1}]), or the
-// constant value where some m_k[i_k] is −1; the backward scatter-adds g through the same maps (a
-// recorded op whose own backward is the forward map again, so create_graph works at any order).
+// reflect, replicate, circular), flip, roll, tril, triu. pad, flip and roll are one "axis map" op
+// each: output element (i_0, .., i_{n−1}) reads input element (m_0[i_0], .., m_{n−1}[i_{n−1}]), or
+// the constant value where some m_k[i_k] is −1; the backward scatter-adds g through the same maps
+// (a recorded op whose own backward is the forward map again, so create_graph works at any order).
 // tril/triu keep a triangle of the last two axes; their backward is tril/triu of g. Every dtype
 // goes forward (reflect and replicate padding: float ones, as torch); float ones record. None
 // saves an input for the version check (the backwards read only shapes and maps).
-// Does not do: circular padding, pads of more than three axes in reflect/replicate mode (torch
-// 1.13 has neither for these ranks).
+// Does not do: pads of more than three axes in reflect/replicate/circular mode (torch 1.13 has
+// none either).
 // Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them), torch 1.13 goldens,
 // errors and second derivatives in tests/test_torch_ops_a.cpp.
 #include <fmt/format.h>
@@ -152,6 +152,8 @@ const char* mode_name(PadMode mode) {
       return "reflect";
     case PadMode::replicate:
       return "replicate";
+    case PadMode::circular:
+      return "circular";
   }
   return "?";
 }
@@ -181,6 +183,14 @@ void check_pad_call(const Tensor& x, const std::vector<int64_t>& pads, PadMode m
         "pad: only 2D, 3D, 4D, 5D padding with non-constant padding are supported: {} padding of "
         "{} pairs needs a tensor with {} or {} axes, got {}",
         name, p, p + 1, p + 2, x.describe()));
+  if (mode == PadMode::circular) {  // torch 1.13 pads batched [N, C, ..] tensors only
+    if (x.dim() != p + 2)
+      throw std::invalid_argument(fmt::format(
+          "pad: circular padding of {} pairs needs a tensor with {} axes (batch and channel "
+          "first), got {}",
+          p, p + 2, x.describe()));
+    return;  // any dtype, as torch
+  }
   check_arg(is_floating(x.dtype()), "pad", x,
             fmt::format("a float32 or float64 tensor for {} padding", name));
 }
@@ -193,7 +203,15 @@ std::vector<int64_t> pad_map(int64_t n, int64_t left, int64_t right, PadMode mod
                                             mode_name(mode), left, right, axis, n, what));
   };
   if (out < 0) fail(fmt::format("the output size {} is negative", out));
-  if (mode != PadMode::constant) {
+  // circular, as torch 1.13: the negative pads crop first, the positive ones wrap what is left
+  const int64_t crop = std::max<int64_t>(-left, 0), kept = n - crop - std::max<int64_t>(-right, 0);
+  if (mode == PadMode::circular) {
+    if (left > kept || right > kept)
+      fail(
+          fmt::format("padding value causes wrapping around more than once ({} elements after "
+                      "cropping by the negative pads)",
+                      kept));
+  } else if (mode != PadMode::constant) {
     if (n < 1) fail("the axis is empty");
     if (mode == PadMode::reflect && (left >= n || right >= n))
       fail("padding size should be less than the corresponding input dimension");
@@ -211,6 +229,9 @@ std::vector<int64_t> pad_map(int64_t n, int64_t left, int64_t right, PadMode mod
         break;
       case PadMode::replicate:
         map[o] = std::clamp<int64_t>(i, 0, n - 1);
+        break;
+      case PadMode::circular:
+        map[o] = crop + (((o - std::max<int64_t>(left, 0)) % kept) + kept) % kept;
         break;
     }
   }
@@ -343,6 +364,14 @@ std::vector<OpCase> pad_op_cases() {
       {"pad/replicate, 3-d", one({1, 1, 2, 3, 3}, 79),
        [](V in) {
          return pad(in[0], {1, 0, 2, 1, 1, 2}, PadMode::replicate);
+       }},
+      {"pad/circular, 2-d, negative pad", one({2, 1, 3, 4}, 87),
+       [](V in) {
+         return pad(in[0], {3, -1, 2, 3}, PadMode::circular);
+       }},
+      {"pad/circular, 1-d", one({1, 2, 3}, 88),
+       [](V in) {
+         return pad(in[0], {3, 2}, PadMode::circular);
        }},
       {"flip/axes 0 and 2", one({3, 2, 4}, 80),
        [](V in) {

@@ -108,6 +108,15 @@ TEST_CASE("idiom: nn.ReplicationPad2d(2)(input); nn.ReplicationPad2d((1, 1, 2, 0
   check_exact(pad(input, {1, 1, 2, 0}, PadMode::replicate), kReplicationPad2dTuple);
 }
 
+TEST_CASE("idiom: F.pad(input, (1, 2, 3, 0), mode='circular')") {
+  // input = torch.arange(9, dtype=torch.float).reshape(1, 1, 3, 3)
+  // F.pad(input, (1, 2, 3, 0), mode='circular')  # wraps around: a periodic boundary
+  Tensor input = reshape(arange(9.0, DType::f64), {1, 1, 3, 3});
+  Tensor out = pad(input, {1, 2, 3, 0}, PadMode::circular);
+  CHECK(out.shape() == Shape{1, 1, 6, 6});
+  check_exact(out, kPadCircular);
+}
+
 TEST_CASE("idiom: m = nn.ConstantPad1d(2, 3.5); m(input)") {
   // input = torch.tensor([[1., -2., 3.]]); nn.ConstantPad1d(2, 3.5)(input)
   Tensor input = tensor({1, -2, 3}, {1, 3});

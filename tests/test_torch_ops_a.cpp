@@ -99,6 +99,9 @@ TEST_CASE("pad: constant, reflect and replicate against torch 1.13") {
   check_case("pad.replicate3", {1, 1, 2, 3, 3}, false, [](const Tensor& x) {
     return pad(x, {1, 0, 2, 1, 1, 2}, PadMode::replicate);
   });
+  check_case("pad.circular", {2, 1, 3, 4}, false, [](const Tensor& x) {
+    return pad(x, {3, -1, 2, 3}, PadMode::circular);
+  });
 }
 
 TEST_CASE("pad: shapes, integer tensors and torch's rules") {
@@ -147,6 +150,21 @@ TEST_CASE("pad: refusals name the op, the mode and the axis") {
       },
       {"pad", "float32 or float64", "reflect"});
   CHECK(pad(x, {2, 2}, PadMode::replicate).shape() == Shape{1, 3, 8});  // replicate: any size
+  check_error([&] { pad(x, {5, 0}, PadMode::circular); }, {"circular", "wrapping around"});
+  check_error(
+      [&] {
+        pad(x, {4, -1}, PadMode::circular);
+      },
+      {"circular", "3 elements after cropping"});
+  check_error(
+      [&] {
+        pad(Tensor::zeros({3, 4}), {1, 1}, PadMode::circular);
+      },
+      {"circular", "3 axes", "[3, 4]"});
+  check_error([&] { pad(x, {1, 1}, PadMode::circular, 2.0); }, {"circular", "value"});
+  const Tensor ints3 = Tensor::from_vector(std::vector<double>{0, 1, 2, 3}, {1, 1, 4}, DType::i64);
+  CHECK(pad(ints3, {1, 1}, PadMode::circular).to_vector() ==
+        std::vector<double>{3, 0, 1, 2, 3, 0});  // any dtype, as torch
 }
 
 TEST_CASE("flip, roll, tril, triu against torch 1.13") {

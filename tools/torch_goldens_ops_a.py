@@ -68,6 +68,8 @@ def main():
     case("pad.replicate2", spread([2, 3, 4]), lambda x: F.pad(x, (2, 1, 0, 3), mode="replicate"))
     case("pad.replicate3", spread([1, 1, 2, 3, 3]),
          lambda x: F.pad(x, (1, 0, 2, 1, 1, 2), mode="replicate"))
+    case("pad.circular", spread([2, 1, 3, 4]),
+         lambda x: F.pad(x, (3, -1, 2, 3), mode="circular"))
     case("flip", spread([3, 2, 4]), lambda x: torch.flip(x, [0, -1]))
     case("roll.flat", spread([3, 4]), lambda x: torch.roll(x, 5))
     case("roll.dims", spread([3, 4, 2]), lambda x: torch.roll(x, (2, -1, 1), (0, 1, 0)))

@@ -70,6 +70,7 @@ def main():
     emit("kReflectionPad2d", nn.ReflectionPad2d(2)(inp))
     emit("kReplicationPad2d", nn.ReplicationPad2d(2)(inp))
     emit("kReplicationPad2dTuple", nn.ReplicationPad2d((1, 1, 2, 0))(inp))
+    emit("kPadCircular", F.pad(inp, (1, 2, 3, 0), mode="circular"))
     emit("kConstantPad1d", nn.ConstantPad1d(2, 3.5)(torch.tensor([[1.0, -2.0, 3.0]])))
     # a gradient through reflect padding
     xr = torch.tensor([[0.5, -1.0, 2.0, 0.25, 1.5]], requires_grad=True)
