@@ -12,6 +12,7 @@
 #pragma once
 #include <array>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "autograd/tape.h"
@@ -169,6 +170,59 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
 // is not ignore_index (mean divides by their count; 0/0 = NaN; none gives 0 at ignored rows).
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets,
                 Reduction reduction = Reduction::mean, int64_t ignore_index = -100);
+
+// ---- sorting (ops_sort.cpp), padding and element moves (ops_pad.cpp), var/std (ops_reduce.cpp),
+// one_hot (ops_embedding.cpp); torch 1.13's names, arguments and defaults --------------------
+// sort along dim: values and int64 indices (x's shape), ascending unless descending; NaN counts
+// as the largest value. Ties keep their order in x (torch's stable = true order; every sort here
+// is stable, so `stable` changes nothing). The values' gradient goes to the picked elements.
+ValuesAndIndices sort(const Tensor& x, int64_t dim = -1, bool descending = false,
+                      bool stable = false);
+// The indices of sort (int64, no gradient).
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+// The k largest (smallest when !largest) along dim, sorted, with int64 indices; ties: the lower
+// index first (torch leaves their order unspecified); sorted = false gives the same sorted order
+// (torch's order is then unspecified). k outside [0, size] throws std::out_of_range.
+ValuesAndIndices topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                      bool sorted = true);
+// torch.nn.functional.pad's modes.
+enum class PadMode { constant, reflect, replicate, circular };
+// torch.nn.functional.pad: pads = {left, right} of the last axis, then {top, bottom} of the one
+// before, and so on (at most x.dim() pairs); a negative pad crops. constant fills with value
+// (any rank, any dtype); reflect mirrors without repeating the edge (each pad < the axis' size)
+// and replicate repeats the edge, over the last 1, 2 or 3 axes of a tensor with one or two
+// more axes (torch 1.13's rule; float dtypes); circular wraps around over the last 1, 2 or 3 axes
+// of a tensor with two more (batch and channel), negative pads cropping first (each positive pad
+// <= the size left), as torch 1.13; value must stay 0 in these modes. Backward: g summed back to
+// the elements each output read (create_graph works).
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode = PadMode::constant,
+           double value = 0.0);
+// x with the order of elements reversed along each of dims (a copy, as torch.flip).
+Tensor flip(const Tensor& x, const std::vector<int64_t>& dims);
+// torch.roll: out[.., i, ..] = x[.., (i − shift) mod n, ..] along each dims[k] by shifts[k] (a dim
+// listed twice rolls twice); without dims, one shift rolls the flattened tensor.
+Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts,
+            const std::vector<int64_t>& dims = {});
+// The lower (upper) triangle of the last two axes: element (i, j) kept where j − i <= diagonal
+// (>= diagonal for triu), zeros elsewhere; x has at least 2 axes (batched below them).
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// torch.var / torch.std over dims (empty: all), dividing by max(0, N − correction): correction 1
+// (torch's default, unbiased = True) or 0 (unbiased = False; var(x, {1}, false) reads as torch's
+// var(x, 1, unbiased=False)). Float dtypes. Supports create_graph.
+Tensor var(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1,
+           bool keepdim = false);
+Tensor std(const Tensor& x, const std::vector<int64_t>& dims = {}, int64_t correction = 1,
+           bool keepdim = false);
+// (var, mean) and (std, mean) over the same dims, as torch.var_mean / torch.std_mean.
+std::pair<Tensor, Tensor> var_mean(const Tensor& x, const std::vector<int64_t>& dims = {},
+                                   int64_t correction = 1, bool keepdim = false);
+std::pair<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<int64_t>& dims = {},
+                                   int64_t correction = 1, bool keepdim = false);
+// ids (int64, or int32) [..] -> int64 [.., num_classes] with a 1 at each id (no gradient);
+// num_classes −1: the largest id + 1. Negative ids, ids >= num_classes and an empty ids with
+// num_classes −1 throw, as torch.nn.functional.one_hot.
+Tensor one_hot(const Tensor& ids, int64_t num_classes = -1);
 
 // ---- matmul (ops_matmul.cpp) -----------------------------------------------------------------
 // a [.., M, K] @ b [.., K, N] -> [.., M, N]; batch axes broadcast; 2-D both -> plain GEMM.
@@ -436,12 +490,7 @@ Tensor where(const Tensor& cond, double a, const Tensor& b);
 // value where mask (bool, True = fill), else a; mask broadcasts to a's shape (the output keeps a's
 // shape).
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
-// torch.triu / torch.tril of the last two axes [.., R, C] (any dtype): the elements with
-// j - i >= diagonal (triu) or j - i <= diagonal (tril) kept, the others 0 (false). Floating inputs
-// get the gradient masked the same way (a masked_fill by a constant bool pattern).
-// torch.triu(torch.ones(T, T, dtype=torch.bool), 1) is triu(Tensor::ones({T, T}, DType::b8), 1).
-Tensor triu(const Tensor& a, int64_t diagonal = 0);
-Tensor tril(const Tensor& a, int64_t diagonal = 0);
+// (triu / tril, which make the usual attention masks, are with pad in ops_pad.cpp.)
 // Comparisons, broadcasting, never recorded (no gradient), returning bool as torch's. Mixed dtypes
 // compare after torch's type promotion (int64 with int32 in int64, an integer with a float in the
 // float's dtype; a 0-d tensor does not widen a tensor with axes of its own kind). The tensor-scalar

@@ -465,31 +465,6 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   return y;
 }
 
-// ---- triu / tril: a masked_fill by the constant pattern of the dropped triangle -----------------
-namespace {
-Tensor triangle(const Tensor& a, int64_t diagonal, bool upper, const char* op) {
-  check_arg(a.defined() && a.dim() >= 2, op, a, "a tensor with at least 2 axes [.., R, C]");
-  const int64_t R = a.size(-2), C = a.size(-1);
-  Tensor dropped = Tensor::empty({R, C}, DType::b8);  // true where the element becomes 0
-  bool* d = dropped.data<bool>();
-  for (int64_t i = 0; i < R; ++i)
-    for (int64_t j = 0; j < C; ++j) d[i * C + j] = upper ? j - i < diagonal : j - i > diagonal;
-  if (is_floating(a.dtype())) return masked_fill(a, dropped, 0.0);
-  Tensor out = Tensor::zeros(a.shape(), a.dtype());  // integer and bool inputs: a plain copy
-  dispatch_any(a.dtype(), [&]<class T>() {
-    const Tensor x = kernel_input(a);
-    const T* p = x.data<T>();
-    T* o = out.data<T>();
-    for (int64_t k = 0; k < a.numel(); ++k)
-      if (!d[k % (R * C)]) o[k] = p[k];
-  });
-  return out;
-}
-}  // namespace
-
-Tensor triu(const Tensor& a, int64_t diagonal) { return triangle(a, diagonal, true, "triu"); }
-Tensor tril(const Tensor& a, int64_t diagonal) { return triangle(a, diagonal, false, "tril"); }
-
 void require_bool_mask(const Tensor& mask, const char* op, const char* arg) {
   if (!mask.defined())
     throw std::invalid_argument(

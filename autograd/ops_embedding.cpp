@@ -3,11 +3,14 @@
 // its position and the vocabulary size. Under create_graph (autograd/tape.h) the row scatter-add
 // is a recorded op (embedding_backward) whose own backward is an embedding of the ids again.
 // padding_idx zeroes the gradient rows of its id (torch's padding_idx). Does not do: max-norm,
-// sparse gradients.
+// sparse gradients. one_hot (torch.nn.functional.one_hot, no gradient) is embedding's identity
+// table: one_hot(ids, C) = embedding(eye(C), ids) in int64; its checks are in
+// tests/test_torch_ops_a.cpp.
 // Checks: the row at the end (tests/test_gradcheck_ops.cpp runs it), the kernels in
 // tests/test_kernels_embedding.cpp.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "autograd/op_util.h"
@@ -87,6 +90,42 @@ Tensor embedding(const Tensor& weight, const Tensor& ids_in, std::optional<int64
         });
     return out;
   });
+}
+
+// ---- one_hot: ids [..] -> int64 [.., C], 1 at each id's class (torch.nn.functional.one_hot) ---
+// num_classes −1: one more than the largest id. torch takes int64 ids only; int32 ones are read
+// too, as every depthgrad index. Records nothing (integer output, as torch's).
+Tensor one_hot(const Tensor& ids, int64_t num_classes) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  const char* op = "one_hot";
+  return dispatch_index(
+      ids, op, "ids (one_hot is only applicable to index tensors)", [&]<class I>() {
+        const Tensor in = kernel_input(ids);
+        const I* v = in.data<I>();
+        const int64_t n = in.numel();
+        if (n == 0 && num_classes <= 0)
+          throw std::invalid_argument(fmt::format(
+              "one_hot: can not infer the total number of classes from an empty tensor {}; pass "
+              "num_classes",
+              ids.describe()));
+        int64_t largest = -1;
+        for (int64_t k = 0; k < n; ++k) {
+          if (v[k] < 0)
+            throw std::invalid_argument(fmt::format(
+                "one_hot: class values must be non-negative, got {} at position {}", v[k], k));
+          largest = std::max<int64_t>(largest, v[k]);
+        }
+        const int64_t C = num_classes == -1 ? largest + 1 : num_classes;
+        if (n > 0 && largest >= C)
+          throw std::invalid_argument(fmt::format(
+              "one_hot: class values must be smaller than num_classes = {}, got {}", C, largest));
+        Shape shape = ids.shape();
+        shape.push_back(C);
+        Tensor out = Tensor::zeros(shape, DType::i64);
+        int64_t* o = out.data<int64_t>();
+        for (int64_t k = 0; k < n; ++k) o[k * C + v[k]] = 1;
+        return out;
+      });
 }
 
 }  // namespace dg

@@ -4,10 +4,13 @@
 // when present, as torch. Does not do: integer inputs (but sum counts them, as torch: int64),
 // amax/amin over several axes, cumprod. any and all (bool out) sit after mean. sum and mean over
 // axes come first (their backward broadcasts the gradient back), then cumsum (its backward is the
-// running sum of g from the end, a recorded op). create_graph (autograd/tape.h): sum and mean are
-// composed; max/min keep their kernel backward and add a differentiable one (g broadcast back, kept
-// by a constant mask of the index positions or of the ties, so the tie rules stay torch's). Checks:
-// the rows at the end (tests/test_gradcheck_ops.cpp runs them; their second derivatives
+// running sum of g from the end, a recorded op), then var/std (torch's correction; the backward
+// 2(a − mean)/(N − correction) written with recorded ops; their torch goldens and errors are in
+// tests/test_torch_ops_a.cpp).
+// create_graph (autograd/tape.h): sum and mean are composed; max/min keep their kernel backward
+// and add a differentiable one (g broadcast back, kept by a constant mask of the index positions
+// or of the ties, so the tie rules stay torch's).
+// Checks: the rows at the end (tests/test_gradcheck_ops.cpp runs them; their second derivatives
 // tests/test_gradgradcheck_pointwise.cpp), the kernels in tests/test_kernels_reduce.cpp and
 // tests/test_kernels_elementwise.cpp (sum_axes), cumsum (kernels, threads, torch) in
 // tests/test_elementary_ops.cpp.
@@ -323,6 +326,53 @@ Tensor scan(const Tensor& a, int64_t axis, bool reverse, const char* op) {
 
 Tensor cumsum(const Tensor& a, int64_t axis) { return scan(a, axis, false, "cumsum"); }
 
+// ---- var / std: Σ (a − mean)² / max(0, N − correction) over dims; std = sqrt(var) ---------------
+// torch.var(input, dim, *, correction, keepdim): N the number of elements reduced, correction 1
+// Bessel's (torch's default, unbiased = True), 0 the population variance (unbiased = False; a bool
+// passed as the correction means just that). N − correction <= 0 divides by 0, as torch: inf, or
+// NaN when every reduced element is equal. Backward: g · 2(a − mean) / (N − correction), written
+// with recorded ops (create_graph works). std is sqrt of the recorded var (its gradient at a zero
+// variance is NaN, as torch's).
+Tensor var(const Tensor& a, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  const char* op = "var";
+  check_arg(a.defined() && is_floating(a.dtype()), op, a,
+            "a float32 or float64 tensor (std and var only support floating point dtypes)");
+  const std::vector<int64_t> axes = normalize_axes(dims, a.dim(), op);
+  int64_t count = 1;
+  for (int64_t k : axes) count *= a.shape()[k];
+  const double divisor = static_cast<double>(std::max<int64_t>(0, count - correction));
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // the forward's steps are not recorded one by one
+    const Tensor d = sub(a, mean(a, axes, true));
+    out = div(sum(mul(d, d), axes, keepdim), Tensor::full({}, divisor, a.dtype()));
+  }
+  if (should_record({a}))
+    record(op, {a}, out, [a, axes, divisor](const Tensor& g) {
+      const Tensor d = sub(a, mean(a, axes, true));  // dvar/da = 2(a − mean)/divisor
+      accumulate_grad(a, mul(reduce_backward(g, a.shape(), axes, false),
+                             div(scale(d, 2.0), Tensor::full({}, divisor, a.dtype()))));
+    }).composed();
+  return out;
+}
+
+Tensor std(const Tensor& a, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
+  return sqrt(var(a, dims, correction, keepdim));
+}
+
+std::pair<Tensor, Tensor> var_mean(const Tensor& a, const std::vector<int64_t>& dims,
+                                   int64_t correction, bool keepdim) {
+  Tensor v = var(a, dims, correction, keepdim);
+  return {v, mean(a, dims, keepdim)};
+}
+
+std::pair<Tensor, Tensor> std_mean(const Tensor& a, const std::vector<int64_t>& dims,
+                                   int64_t correction, bool keepdim) {
+  Tensor s = std(a, dims, correction, keepdim);
+  return {s, mean(a, dims, keepdim)};
+}
+
 }  // namespace dg
 
 // ---- gradient-check rows (see autograd/gradcheck.h) ---------------------------------------------
@@ -360,6 +410,26 @@ std::vector<OpCase> reduce_op_cases() {
        [](V in) { return min(transpose(in[0], 0, 1), 1, true).values; }},
       {"max/whole tensor", one({3, 4}, 55), [](V in) { return max(in[0]); }},
       {"min/whole tensor", one({2, 3, 2}, 56), [](V in) { return min(in[0]); }},
+      {"var/all", any({3, 4}), [](V in) { return var(in[0]); }},
+      {"var/axis 1, correction 0, keepdim", any({2, 5, 3}),
+       [](V in) { return var(in[0], {1}, 0, true); }},
+      {"var/axes 0 and 2, correction 2", any({3, 2, 4}),
+       [](V in) {
+         return var(in[0], {0, -1}, 2);
+       }},
+      {"std/last axis", any({4, 5}), [](V in) { return dg::std(in[0], {-1}); }},
+      {"std/of a transposed view, correction 0", any({3, 4}),
+       [](V in) { return dg::std(transpose(in[0], 0, 1), {1}, 0); }},
+      {"var_mean/axis 0, both outputs", any({4, 3}),
+       [](V in) {
+         auto [v, m] = var_mean(in[0], {0});
+         return add(v, scale(m, 0.5));
+       }},
+      {"std_mean/all, keepdim, both outputs", any({2, 3}),
+       [](V in) {
+         auto [s, m] = std_mean(in[0], {}, 1, true);
+         return sub(s, m);
+       }},
   };
 }
 

@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+"""Golden values of depthgrad's pad, flip, roll, tril, triu, sort, argsort, topk, var, std,
+var_mean, std_mean and one_hot from PyTorch 1.13, offline only.
+
+Writes tests/torch_ops_a_goldens.h (python3 tools/torch_goldens_ops_a.py > that file): for each
+case the forward values and the gradient of the loss sum(y * W), float64, where the input x and
+the weights W are exact dyadic patterns that tests/test_torch_ops_a.cpp rebuilds with the same
+formula (W is not all ones: a plain sum hides index and transpose bugs). Nothing in the build or
+the tests runs this script or needs PyTorch.
+"""
+import torch
+import torch.nn.functional as F
+
+torch.set_default_dtype(torch.float64)
+
+
+def pattern(n, mul, mod, shift, div):
+    """The test's pattern(): ((k * mul) % mod - shift) / div for k in 0..n-1."""
+    return torch.tensor([((k * mul) % mod - shift) / div for k in range(n)])
+
+
+def weights(n):
+    return pattern(n, 3, 7, 3, 4.0) + 0.1
+
+
+def numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def distinct(shape):
+    """Distinct values (31 is prime, 7 coprime to it): no ties for sort and topk."""
+    return pattern(numel(shape), 7, 31, 15, 8.0).reshape(shape)
+
+
+def spread(shape):
+    return pattern(numel(shape), 5, 11, 5, 4.0).reshape(shape)
+
+
+ROWS = []
+
+
+def emit(name, values):
+    vals = ", ".join(repr(float(v)) for v in values.reshape(-1).tolist())
+    ROWS.append(f'    {{"{name}", {{{vals}}}}},')
+
+
+def case(name, x, fn):
+    """y = fn(x): its values and d sum(y * W) / dx."""
+    x = x.clone().requires_grad_(True)
+    y = fn(x)
+    (y * weights(y.numel()).reshape(y.shape)).sum().backward()
+    emit(name + ".y", y.detach())
+    emit(name + ".dx", x.grad)
+
+
+def main():
+    case("pad.constant", spread([2, 3, 4]), lambda x: F.pad(x, (1, 2, 1, 0), value=0.5))
+    case("pad.crop", spread([2, 3, 4]), lambda x: F.pad(x, (-1, 2, 1, -1)))
+    case("pad.reflect1", spread([2, 3, 5]), lambda x: F.pad(x, (2, 3), mode="reflect"))
+    case("pad.reflect2", spread([1, 2, 4, 5]), lambda x: F.pad(x, (1, 2, 3, 1), mode="reflect"))
+    case("pad.reflect3", spread([1, 2, 3, 3, 4]),
+         lambda x: F.pad(x, (1, 3, 2, 0, 1, 2), mode="reflect"))
+    case("pad.reflect_neg", spread([2, 6]), lambda x: F.pad(x, (-2, 4), mode="reflect"))
+    case("pad.replicate1", spread([3, 4]), lambda x: F.pad(x, (3, 1), mode="replicate"))
+    case("pad.replicate2", spread([2, 3, 4]), lambda x: F.pad(x, (2, 1, 0, 3), mode="replicate"))
+    case("pad.replicate3", spread([1, 1, 2, 3, 3]),
+         lambda x: F.pad(x, (1, 0, 2, 1, 1, 2), mode="replicate"))
+    case("pad.circular", spread([2, 1, 3, 4]),
+         lambda x: F.pad(x, (3, -1, 2, 3), mode="circular"))
+    case("flip", spread([3, 2, 4]), lambda x: torch.flip(x, [0, -1]))
+    case("roll.flat", spread([3, 4]), lambda x: torch.roll(x, 5))
+    case("roll.dims", spread([3, 4, 2]), lambda x: torch.roll(x, (2, -1, 1), (0, 1, 0)))
+    case("tril", spread([2, 3, 4]), lambda x: torch.tril(x, -1))
+    case("triu", spread([3, 5]), lambda x: torch.triu(x, 1))
+    case("sort.values", distinct([3, 5]), lambda x: torch.sort(x).values)
+    case("sort.desc0", distinct([4, 3]), lambda x: torch.sort(x, 0, descending=True).values)
+    case("topk.k3", distinct([2, 7]), lambda x: torch.topk(x, 3).values)
+    case("topk.small0", distinct([5, 3]), lambda x: torch.topk(x, 2, 0, largest=False).values)
+    case("var.dim1", spread([3, 5]), lambda x: torch.var(x, 1))
+    case("var.all_c0", spread([3, 4]), lambda x: torch.var(x, None, correction=0))
+    case("var.keep", spread([2, 3, 4]), lambda x: torch.var(x, (0, 2), correction=2, keepdim=True))
+    case("std.dim0", spread([4, 3]), lambda x: torch.std(x, 0, unbiased=False))
+    case("var_mean", spread([3, 4]),
+         lambda x: torch.stack(torch.var_mean(x, 1)))
+    case("std_mean", spread([2, 5]),
+         lambda x: torch.stack(torch.std_mean(x, None, correction=1)))
+    # indices (no gradient)
+    x = distinct([3, 5])
+    emit("sort.indices", torch.sort(x).indices)
+    emit("sort.desc0.indices", torch.sort(distinct([4, 3]), 0, descending=True).indices)
+    emit("topk.k3.indices", torch.topk(distinct([2, 7]), 3).indices)
+    emit("topk.small0.indices", torch.topk(distinct([5, 3]), 2, 0, largest=False).indices)
+    emit("argsort.desc", torch.argsort(x, 1, descending=True))
+    ties = torch.tensor([3.0, 1.0, 3.0, 2.0, 1.0, 3.0, float("nan"), 2.0, 1.0, 3.0])
+    emit("ties.asc", torch.sort(ties, stable=True).indices)
+    emit("ties.desc", torch.sort(ties, descending=True, stable=True).indices)
+    long_ties = (torch.arange(40) % 3).double()  # rows longer than 16: stable=True's order
+    emit("ties.long", torch.sort(long_ties, stable=True).indices)
+    emit("ties.long_desc", torch.sort(long_ties, descending=True, stable=True).indices)
+    emit("one_hot", F.one_hot(torch.tensor([[2, 0, 1], [1, 4, 0]])))
+    emit("one_hot.6", F.one_hot(torch.tensor([2, 0, 3]), 6))
+    print("// GENERATED by tools/torch_goldens_ops_a.py; do not edit")
+    print("// PyTorch 1.13 goldens of tests/test_torch_ops_a.cpp: name -> float64 values.")
+    print("#pragma once")
+    print("#include <map>")
+    print("#include <string>")
+    print("#include <vector>")
+    print("")
+    print("namespace dg::test {")
+    print("// clang-format off")
+    print("inline const std::map<std::string, std::vector<double>> kOpsAGoldens = {")
+    print("\n".join(ROWS))
+    print("};")
+    print("// clang-format on")
+    print("}  // namespace dg::test")
+
+
+if __name__ == "__main__":
+    main()
