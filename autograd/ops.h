@@ -155,16 +155,17 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets,
 // input's first size; Reduction::mean divides by every element (torch warns that it is not KL).
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
               bool log_target = false);
-// z = |input − target|: 0.5·z²/beta where z < beta, else z − 0.5·beta; beta >= 0 (0: l1_loss).
+// z = |input − target|: 0.5·z²/beta where z < beta, else z − 0.5·beta; beta >= 0 (0: l1_loss's
+// values, torch's smooth_l1 gradient: −1 where input = target).
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
                       Reduction reduction = Reduction::mean, double beta = 1.0);
 // z = |input − target|: 0.5·z² where z < delta, else delta·(z − 0.5·delta); delta > 0.
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
                   double delta = 1.0);
 // torch 1.13's F.cosine_similarity: x1 and x2 broadcast together, then along dim
-//   sum((x1 / max(‖x1‖, eps)) · (x2 / max(‖x2‖, eps)))
-// (each norm clamped on its own; the clamp passes the gradient through, as torch's no-grad
-// clamp_min_ does). The output drops dim. Every step is a recorded op: create_graph works.
+//   sum((x1 / sqrt(max(Σ x1², eps²))) · (x2 / sqrt(max(Σ x2², eps²))))
+// (each squared norm clamped on its own; the clamp passes the gradient through, as torch's
+// no-grad clamp_min_ does). The output drops dim. Every step is a recorded op: create_graph works.
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
 
 // ---- resizing (ops_resize.cpp): torch.nn.functional.interpolate, modes nearest and bilinear --

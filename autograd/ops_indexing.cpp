@@ -54,9 +54,12 @@ Tensor place_into_zeros(const Tensor& g, const Shape& shape, const AxisView& v, 
   Tensor target = raw_view(out, v);
   copy_strided(target, g);
   if (should_record({g}))
-    record(op, {g}, out, [g, v](const Tensor& gg) {
-      accumulate_grad(g, recorded_view(gg, v, v.drop ? "select" : "slice"));
-    }).saves({}).composed();
+    record(op, {g}, out,
+           [g, v](const Tensor& gg) {
+             accumulate_grad(g, recorded_view(gg, v, v.drop ? "select" : "slice"));
+           })
+        .saves({})
+        .composed();
   return out;
 }
 
@@ -66,9 +69,12 @@ Tensor recorded_view(const Tensor& a, const AxisView& v, const char* op) {
   Tensor out = raw_view(a, v);
   if (should_record({a})) {
     const char* back = v.drop ? "select_backward" : "slice_backward";
-    record(op, {a}, out, [a, v, back](const Tensor& g) {
-      accumulate_grad(a, place_into_zeros(g, a.shape(), v, back));
-    }).saves({}).composed();
+    record(op, {a}, out,
+           [a, v, back](const Tensor& g) {
+             accumulate_grad(a, place_into_zeros(g, a.shape(), v, back));
+           })
+        .saves({})
+        .composed();
   }
   return out;
 }
@@ -78,8 +84,8 @@ Tensor recorded_view(const Tensor& a, const AxisView& v, const char* op) {
 int64_t checked_position(int64_t index, int64_t size, int64_t axis, const char* op) {
   const int64_t i = index < 0 ? index + size : index;
   if (i < 0 || i >= size)
-    throw std::out_of_range(fmt::format(
-        "{}: index {} is out of bounds for axis {} with size {}", op, index, axis, size));
+    throw std::out_of_range(fmt::format("{}: index {} is out of bounds for axis {} with size {}",
+                                        op, index, axis, size));
   return i;
 }
 
@@ -129,8 +135,8 @@ ResolvedIndex resolve(const Tensor& a, const std::vector<TensorIndex>& indices, 
         out_axis += a.dim() - consumed;
         continue;
       case TensorIndex::Kind::integer:
-        r.views.push_back({out_axis, checked_position(t.integer(), a.size(in_axis), in_axis, op),
-                           1, 1, true});
+        r.views.push_back(
+            {out_axis, checked_position(t.integer(), a.size(in_axis), in_axis, op), 1, 1, true});
         ++in_axis;
         continue;
       case TensorIndex::Kind::slice:
@@ -245,9 +251,10 @@ Tensor put_views(const Tensor& a, const std::vector<AxisView>& views, const Tens
   copy_strided(out, a);
   write_values(out, views, values);
   if (should_record({a, values}))
-    record(op, {a, values}, out, [a, views, values](const Tensor& g) {
-      index_put_backward(g, a, views, values);
-    }).saves({}).composed();
+    record(op, {a, values}, out,
+           [a, views, values](const Tensor& g) { index_put_backward(g, a, views, values); })
+        .saves({})
+        .composed();
   return out;
 }
 
@@ -306,9 +313,10 @@ Tensor& index_put_(Tensor& a, const std::vector<TensorIndex>& indices, const Ten
   write_values(a, views, values);
   a.storage()->bump_version();
   if (recording)
-    record(op, {old, values}, a, [old, views, values](const Tensor& g) {
-      index_put_backward(g, old, views, values);
-    }).saves({}).composed();
+    record(op, {old, values}, a,
+           [old, views, values](const Tensor& g) { index_put_backward(g, old, views, values); })
+        .saves({})
+        .composed();
   return a;
 }
 
@@ -335,18 +343,23 @@ std::vector<OpCase> indexing_op_cases() {
     };
   };
   return {
-      {"select/axis 1, negative index", x({3, 4, 2}, 71), [](V in) { return select(in[0], 1, -1); }},
+      {"select/axis 1, negative index", x({3, 4, 2}, 71),
+       [](V in) { return select(in[0], 1, -1); }},
       {"slice/step 2", x({7, 3}, 72), [](V in) { return slice(in[0], 0, 1, 6, 2); }},
       {"slice/step 3 of a transposed view", x({4, 8}, 73),
        [](V in) { return slice(transpose(in[0], 0, 1), 0, 0, 8, 3); }},
       {"index/{Slice(1, None, 2), 3}", x({6, 5}, 74),
-       [](V in) { return index(in[0], {Slice(1, None, 2), 3}); }},
+       [](V in) {
+         return index(in[0], {Slice(1, None, 2), 3});
+       }},
       {"index/{Ellipsis, 0}, then an index tensor", x({2, 5, 3}, 75),
        [](V in) {
          return index(index(in[0], {Ellipsis, 0}), {Slice(), Tensor::from_ids({4, 0, 4}, {3})});
        }},
       {"index_put/[:, 0] = values [3]", xv({3, 4}, {3}, 76),
-       [](V in) { return index_put(in[0], {Slice(), 0}, in[1]); }},
+       [](V in) {
+         return index_put(in[0], {Slice(), 0}, in[1]);
+       }},
       {"index_put/[1:4:2] = values broadcast [1, 3]", xv({5, 3}, {1, 3}, 78),
        [](V in) { return index_put(in[0], {Slice(1, 4, 2)}, in[1]); }},
       {"index_put_/y = 2x; y[:, 1] = v; y * y", xv({3, 4}, {3}, 80),

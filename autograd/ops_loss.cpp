@@ -490,8 +490,9 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bo
   };
   PointLossGrads grads;
   if (log_target)
-    grads = {[](const Tensor&, const Tensor& t) { return neg(exp(t)); },
-             [](const Tensor& x, const Tensor& t) { return mul(exp(t), add_scalar(sub(t, x), 1)); }};
+    grads = {
+        [](const Tensor&, const Tensor& t) { return neg(exp(t)); },
+        [](const Tensor& x, const Tensor& t) { return mul(exp(t), add_scalar(sub(t, x), 1)); }};
   else
     grads = {[](const Tensor&, const Tensor& t) { return neg(t); },
              [](const Tensor& x, const Tensor& t) { return sub(add_scalar(log(t), 1), x); }};
@@ -501,24 +502,25 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bo
   return out;
 }
 
-// d = x − y, z = |d|: l = 0.5·z²/β where z < β, else z − 0.5·β; ∂l/∂x = clamp(d/β, −1, 1) = −∂l/∂y.
-// β = 0 is l1_loss (torch 1.13 calls it too).
-Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction,
-                      double beta) {
+// d = x − y, z = |d|: l = 0.5·z²/β where z < β, else z − 0.5·β; ∂l/∂x = −1 where d <= −β, 1 where
+// d >= β, else d/β (= clamp(d/β, −1, 1)); ∂l/∂y the same of −d (= −∂l/∂x except at β = 0). β = 0
+// gives l1_loss's values and, as torch's backward, the gradient −1 to both at d = 0 (l1's is 0).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
   if (!(beta >= 0))
     throw std::invalid_argument(fmt::format(
         "smooth_l1_loss: beta must be >= 0 (torch does not support negative values), got {}",
         beta));
-  if (beta == 0) return l1_loss(input, target, reduction);
   auto dx = [beta](const Tensor& x, const Tensor& y) {
+    if (beta == 0) return add_scalar(scale(le(sub(x, y), 0.0), -2.0), 1.0);  // d <= 0: −1, else 1
     return clamp(sub(x, y) / beta, -1.0, 1.0);
   };
   return pointwise_loss(
       "smooth_l1_loss", input, target, reduction,
       [beta](double x, double y, int64_t) {
+        // torch's backward of d; the target's is the same of −d
+        auto grad = [beta](double e) { return e <= -beta ? -1.0 : e >= beta ? 1.0 : e / beta; };
         const double d = x - y, z = std::fabs(d);
-        const double gx = d < -beta ? -1.0 : d > beta ? 1.0 : d / beta;
-        return PointLoss{z < beta ? 0.5 * z * z / beta : z - 0.5 * beta, gx, -gx};
+        return PointLoss{z < beta ? 0.5 * z * z / beta : z - 0.5 * beta, grad(d), grad(-d)};
       },
       {dx, [dx](const Tensor& x, const Tensor& y) { return dx(y, x); }});
 }
@@ -542,18 +544,19 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction
 
 // ---- cosine_similarity: torch 1.13's formula from recorded ops --------------------------------
 namespace {
-// max(n, eps) whose gradient passes to n unchanged: torch clamps the norms in place under no_grad,
-// so its graph differentiates the unclamped norm.
-Tensor clamp_min_passing_gradient(const Tensor& n, double eps) {
+// max(s, floor) whose gradient passes to s unchanged: torch clamps the squared norms in place
+// under no_grad, so its graph differentiates them as if unclamped (sqrt's backward then reads the
+// clamped value).
+Tensor clamp_min_passing_gradient(const Tensor& s, double floor) {
   Tensor out;
   {
     NoGradGuard no_grad;
-    out = clamp(n, eps);
+    out = clamp(s, floor);
   }
-  if (should_record({n}))
-    record("cosine_similarity_clamp", {n}, out, [n](const Tensor& g) {
-      accumulate_grad(n, g);
-    }).saves({}).composed();
+  if (should_record({s}))
+    record("cosine_similarity_clamp", {s}, out, [s](const Tensor& g) { accumulate_grad(s, g); })
+        .saves({})
+        .composed();
   return out;
 }
 }  // namespace
@@ -565,9 +568,9 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double
   check_same_dtype(x1, x2, op);
   const Shape shape = broadcast_shapes(x1.shape(), x2.shape(), op);
   const int64_t ax = normalize_axis(dim, static_cast<int64_t>(shape.size()), op);
-  auto unit = [&](const Tensor& x) {  // x / max(‖x‖, eps) along ax (the norm keeps the axis)
+  auto unit = [&](const Tensor& x) {  // x / sqrt(max(Σ x², eps²)) along ax (the sum keeps it)
     const Tensor b = x.shape() == shape ? x : expand(x, shape);
-    return div(b, clamp_min_passing_gradient(sqrt(sum(mul(b, b), {ax}, true)), eps));
+    return div(b, sqrt(clamp_min_passing_gradient(sum(mul(b, b), {ax}, true), eps * eps)));
   };
   return sum(mul(unit(x1), unit(x2)), {ax});
 }
@@ -636,6 +639,38 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets_in, Reduction red
 
 namespace dg {
 
+namespace {
+// kl_div, smooth_l1_loss, huber_loss, cosine_similarity: input and target pairs as `pair` makes.
+template <class Pair>
+std::vector<OpCase> distance_loss_op_cases(Pair pair) {
+  using V = const std::vector<Tensor>&;
+  return {
+      {"kl_div/batchmean", pair({3, 4}, 44, -3, -0.5, 0.1, 1),
+       [](V in) { return kl_div(in[0], in[1], Reduction::batchmean); }},
+      {"kl_div/none, log_target", pair({2, 3}, 45, -2, 0, -2, 0),
+       [](V in) { return kl_div(in[0], in[1], Reduction::none, true); }},
+      {"kl_div/mean", pair({2, 3}, 46, -2, 0, 0.2, 1),
+       [](V in) { return kl_div(in[0], in[1], Reduction::mean); }},
+      {"smooth_l1_loss/none, beta 0.5", pair({3, 4}, 47, -1, 1, -1, 1),
+       [](V in) { return smooth_l1_loss(in[0], in[1], Reduction::none, 0.5); }},
+      {"smooth_l1_loss/mean", pair({3, 4}, 48, -2, 2, -1, 1),
+       [](V in) { return smooth_l1_loss(in[0], in[1]); }},
+      {"huber_loss/sum, delta 0.7", pair({3, 4}, 49, -2, 2, -1, 1),
+       [](V in) { return huber_loss(in[0], in[1], Reduction::sum, 0.7); }},
+      {"huber_loss/none", pair({2, 5}, 50, -2, 2, -1, 1),
+       [](V in) { return huber_loss(in[0], in[1], Reduction::none); }},
+      {"cosine_similarity/dim 1", pair({3, 4}, 51, -1, 1, -1, 1),
+       [](V in) { return cosine_similarity(in[0], in[1]); }},
+      {"cosine_similarity/broadcast, dim -1",
+       [] {
+         return std::vector<Tensor>{random_tensor({2, 3, 4}, 52).set_name("x1"),
+                                    random_tensor({3, 1}, 53).set_name("x2")};
+       },
+       [](V in) { return cosine_similarity(in[0], in[1], -1); }},
+  };
+}
+}  // namespace
+
 std::vector<OpCase> loss_op_cases() {
   using V = const std::vector<Tensor>&;
   auto pair = [](Shape s, uint64_t seed, double lo, double hi, double ylo, double yhi) {
@@ -644,7 +679,7 @@ std::vector<OpCase> loss_op_cases() {
                                  random_tensor(s, seed + 100, ylo, yhi).set_name("target")};
     };
   };
-  return {
+  std::vector<OpCase> rows = {
       {"cross_entropy/some ignored",
        [] {
          return std::vector<Tensor>{random_tensor({6, 5}, 16, -2, 2).set_name("logits"),
@@ -782,29 +817,9 @@ std::vector<OpCase> loss_op_cases() {
                                     Tensor::from_ids({3, 0, 5, 3}, {4})};
        },
        [](V in) { return linear_cross_entropy(in[0], in[1], in[2], Reduction::mean, 3); }},
-      {"kl_div/batchmean", pair({3, 4}, 44, -3, -0.5, 0.1, 1),
-       [](V in) { return kl_div(in[0], in[1], Reduction::batchmean); }},
-      {"kl_div/none, log_target", pair({2, 3}, 45, -2, 0, -2, 0),
-       [](V in) { return kl_div(in[0], in[1], Reduction::none, true); }},
-      {"kl_div/mean", pair({2, 3}, 46, -2, 0, 0.2, 1),
-       [](V in) { return kl_div(in[0], in[1], Reduction::mean); }},
-      {"smooth_l1_loss/none, beta 0.5", pair({3, 4}, 47, -1, 1, -1, 1),
-       [](V in) { return smooth_l1_loss(in[0], in[1], Reduction::none, 0.5); }},
-      {"smooth_l1_loss/mean", pair({3, 4}, 48, -2, 2, -1, 1),
-       [](V in) { return smooth_l1_loss(in[0], in[1]); }},
-      {"huber_loss/sum, delta 0.7", pair({3, 4}, 49, -2, 2, -1, 1),
-       [](V in) { return huber_loss(in[0], in[1], Reduction::sum, 0.7); }},
-      {"huber_loss/none", pair({2, 5}, 50, -2, 2, -1, 1),
-       [](V in) { return huber_loss(in[0], in[1], Reduction::none); }},
-      {"cosine_similarity/dim 1", pair({3, 4}, 51, -1, 1, -1, 1),
-       [](V in) { return cosine_similarity(in[0], in[1]); }},
-      {"cosine_similarity/broadcast, dim -1",
-       [] {
-         return std::vector<Tensor>{random_tensor({2, 3, 4}, 52).set_name("x1"),
-                                    random_tensor({3, 1}, 53).set_name("x2")};
-       },
-       [](V in) { return cosine_similarity(in[0], in[1], -1); }},
   };
+  for (OpCase& c : distance_loss_op_cases(pair)) rows.push_back(std::move(c));
+  return rows;
 }
 
 }  // namespace dg

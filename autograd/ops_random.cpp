@@ -28,14 +28,16 @@ double exponential1(TorchGenerator& gen) { return -1.0 * std::log1p(-uniform53(g
 
 // ---- randperm: r = 0..n−1, then r[i] <-> r[i + random() % (n − i)] for i < n − 1 -----------
 Tensor randperm(int64_t n, TorchGenerator* generator, DType dtype) {
-  if (n < 0) throw std::invalid_argument(fmt::format("randperm: n must be non-negative, got {}", n));
-  const int64_t largest = dtype == DType::f32 ? (int64_t{1} << 24)
+  if (n < 0)
+    throw std::invalid_argument(fmt::format("randperm: n must be non-negative, got {}", n));
+  const int64_t largest = dtype == DType::f32   ? (int64_t{1} << 24)
                           : dtype == DType::f64 ? (int64_t{1} << 53)
                           : dtype == DType::i32 ? int64_t{INT32_MAX} + 1
                                                 : INT64_MAX;
   if (n > largest)
-    throw std::invalid_argument(fmt::format(
-        "randperm: n = {} is too large for {}: its values would not be exact", n, dtype_name(dtype)));
+    throw std::invalid_argument(
+        fmt::format("randperm: n = {} is too large for {}: its values would not be exact", n,
+                    dtype_name(dtype)));
   TorchGenerator& gen = generator ? *generator : default_generator();
   std::vector<int64_t> r(static_cast<size_t>(n));
   std::iota(r.begin(), r.end(), int64_t{0});
@@ -131,8 +133,8 @@ Tensor multinomial(const Tensor& input, int64_t num_samples, bool replacement,
     throw std::invalid_argument("multinomial: number of categories cannot exceed 2^24");
   TorchGenerator& gen = generator ? *generator : default_generator();
   const Tensor p = kernel_input(detach(input));
-  Tensor out = Tensor::empty(input.dim() == 2 ? Shape{rows, num_samples} : Shape{num_samples},
-                             DType::i64);
+  Tensor out =
+      Tensor::empty(input.dim() == 2 ? Shape{rows, num_samples} : Shape{num_samples}, DType::i64);
   dispatch_float(input.dtype(), op, [&]<class T>() {
     check_probabilities(p.data<T>(), rows, C);
     if (!replacement || num_samples == 1)

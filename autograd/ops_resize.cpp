@@ -176,11 +176,15 @@ std::vector<OpCase> resize_op_cases() {
       {"interpolate/nearest, scale 2", x({1, 2, 3, 2}, 61),
        [](V in) { return interpolate(in[0], {.scale_factor = {2}}); }},
       {"interpolate/nearest, size (5, 3) from (3, 4)", x({2, 1, 3, 4}, 62),
-       [](V in) { return interpolate(in[0], {.size = {5, 3}}); }},
+       [](V in) {
+         return interpolate(in[0], {.size = {5, 3}});
+       }},
       {"interpolate/nearest 3-D, scale 1.7", x({2, 2, 4}, 63),
        [](V in) { return interpolate(in[0], {.scale_factor = {1.7}}); }},
       {"interpolate/bilinear, size (5, 7)", x({1, 2, 3, 4}, 64),
-       [](V in) { return interpolate(in[0], {.size = {5, 7}, .mode = "bilinear"}); }},
+       [](V in) {
+         return interpolate(in[0], {.size = {5, 7}, .mode = "bilinear"});
+       }},
       {"interpolate/bilinear, align_corners, size (4, 2)", x({2, 1, 3, 5}, 65),
        [](V in) {
          return interpolate(in[0], {.size = {4, 2}, .mode = "bilinear", .align_corners = true});

@@ -91,38 +91,41 @@ std::vector<double> ids_of(const Tensor& t) {
 }  // namespace
 
 TEST_CASE("interpolate nearest: torch 1.13's indices and gradients") {
-  check_case("nearest_scale2", [](Fs x) { return interpolate(x[0], {.scale_factor = {2}}); },
-             {X4}, g::nearest_scale2_out, {g::nearest_scale2_grad0});
-  check_case("nearest_size57", [](Fs x) { return interpolate(x[0], {.size = {5, 7}}); }, {X4},
-             g::nearest_size57_out, {g::nearest_size57_grad0});
+  check_case("nearest_scale2", [](Fs x) { return interpolate(x[0], {.scale_factor = {2}}); }, {X4},
+             g::nearest_scale2_out, {g::nearest_scale2_grad0});
+  check_case("nearest_size57",
+             [](Fs x) {
+               return interpolate(x[0], {.size = {5, 7}});
+             },
+             {X4}, g::nearest_size57_out, {g::nearest_size57_grad0});
   check_case("nearest_scale07", [](Fs x) { return interpolate(x[0], {.scale_factor = {0.7}}); },
              {{{1, 2, 5, 6}, 7, 13, 6, 4.0, 0.0}}, g::nearest_scale07_out,
              {g::nearest_scale07_grad0});
-  check_case("nearest3d_scale17",
-             [](Fs x) { return interpolate(x[0], {.scale_factor = {1.7}}); },
+  check_case("nearest3d_scale17", [](Fs x) { return interpolate(x[0], {.scale_factor = {1.7}}); },
              {{{2, 2, 5}, 5, 11, 5, 3.0, 0.0}}, g::nearest3d_scale17_out,
              {g::nearest3d_scale17_grad0});
 }
 
 TEST_CASE("interpolate bilinear: align_corners, scale factors, recompute_scale_factor") {
   check_case("bilinear_size57",
-             [](Fs x) { return interpolate(x[0], {.size = {5, 7}, .mode = "bilinear"}); }, {X4},
-             g::bilinear_size57_out, {g::bilinear_size57_grad0});
+             [](Fs x) {
+               return interpolate(x[0], {.size = {5, 7}, .mode = "bilinear"});
+             },
+             {X4}, g::bilinear_size57_out, {g::bilinear_size57_grad0});
   check_case(
       "bilinear_size57_ac",
       [](Fs x) {
         return interpolate(x[0], {.size = {5, 7}, .mode = "bilinear", .align_corners = true});
       },
       {X4}, g::bilinear_size57_ac_out, {g::bilinear_size57_ac_grad0});
-  check_case(
-      "bilinear_scale15",
-      [](Fs x) { return interpolate(x[0], {.scale_factor = {1.5}, .mode = "bilinear"}); }, {X45},
-      g::bilinear_scale15_out, {g::bilinear_scale15_grad0});
+  check_case("bilinear_scale15",
+             [](Fs x) { return interpolate(x[0], {.scale_factor = {1.5}, .mode = "bilinear"}); },
+             {X45}, g::bilinear_scale15_out, {g::bilinear_scale15_grad0});
   check_case("bilinear_scale15_recompute",
              [](Fs x) {
-               return interpolate(x[0], {.scale_factor = {1.5},
-                                         .mode = "bilinear",
-                                         .recompute_scale_factor = true});
+               return interpolate(
+                   x[0],
+                   {.scale_factor = {1.5}, .mode = "bilinear", .recompute_scale_factor = true});
              },
              {X45}, g::bilinear_scale15_recompute_out, {g::bilinear_scale15_recompute_grad0});
   check_case("bilinear_scale06",
@@ -156,8 +159,7 @@ TEST_CASE("interpolate: shapes and refusals") {
 }
 
 TEST_CASE("kl_div, smooth_l1_loss, huber_loss, cosine_similarity: torch 1.13 values, gradients") {
-  const Reduction reds[] = {Reduction::batchmean, Reduction::mean, Reduction::sum,
-                            Reduction::none};
+  const Reduction reds[] = {Reduction::batchmean, Reduction::mean, Reduction::sum, Reduction::none};
   const std::vector<double>* outs[] = {&g::kl_div_batchmean_out, &g::kl_div_mean_out,
                                        &g::kl_div_sum_out, &g::kl_div_none_out};
   const std::vector<double>* g0[] = {&g::kl_div_batchmean_grad0, &g::kl_div_mean_grad0,
@@ -165,36 +167,34 @@ TEST_CASE("kl_div, smooth_l1_loss, huber_loss, cosine_similarity: torch 1.13 val
   const std::vector<double>* g1[] = {&g::kl_div_batchmean_grad1, &g::kl_div_mean_grad1,
                                      &g::kl_div_sum_grad1, &g::kl_div_none_grad1};
   for (int r = 0; r < 4; ++r)
-    check_case(
-        "kl_div " + std::to_string(r), [&](Fs x) { return kl_div(x[0], x[1], reds[r]); },
-        {LP, TP}, *outs[r], {*g0[r], *g1[r]});
-  check_case(
-      "kl_div_log_target", [](Fs x) { return kl_div(x[0], x[1], Reduction::sum, true); },
-      {LP, {{3, 4}, 3, 7, 9, 4.0, 0.0}}, g::kl_div_log_target_out,
-      {g::kl_div_log_target_grad0, g::kl_div_log_target_grad1});
+    check_case("kl_div " + std::to_string(r), [&](Fs x) { return kl_div(x[0], x[1], reds[r]); },
+               {LP, TP}, *outs[r], {*g0[r], *g1[r]});
+  check_case("kl_div_log_target", [](Fs x) { return kl_div(x[0], x[1], Reduction::sum, true); },
+             {LP, {{3, 4}, 3, 7, 9, 4.0, 0.0}}, g::kl_div_log_target_out,
+             {g::kl_div_log_target_grad0, g::kl_div_log_target_grad1});
   check_case("smooth_l1_mean", [](Fs x) { return smooth_l1_loss(x[0], x[1]); }, {A, B},
              g::smooth_l1_mean_out, {g::smooth_l1_mean_grad0, g::smooth_l1_mean_grad1});
-  check_case(
-      "smooth_l1_beta03_none",
-      [](Fs x) { return smooth_l1_loss(x[0], x[1], Reduction::none, 0.3); }, {A, B},
-      g::smooth_l1_beta03_none_out, {g::smooth_l1_beta03_none_grad0, g::smooth_l1_beta03_none_grad1});
-  check_case(
-      "smooth_l1_beta0_sum", [](Fs x) { return smooth_l1_loss(x[0], x[1], Reduction::sum, 0.0); },
-      {A, B}, g::smooth_l1_beta0_sum_out,
-      {g::smooth_l1_beta0_sum_grad0, g::smooth_l1_beta0_sum_grad1});
-  check_case("huber_mean", [](Fs x) { return huber_loss(x[0], x[1]); }, {A, B},
-             g::huber_mean_out, {g::huber_mean_grad0, g::huber_mean_grad1});
-  check_case(
-      "huber_delta04_none", [](Fs x) { return huber_loss(x[0], x[1], Reduction::none, 0.4); },
-      {A, B}, g::huber_delta04_none_out, {g::huber_delta04_none_grad0, g::huber_delta04_none_grad1});
+  check_case("smooth_l1_beta03_none",
+             [](Fs x) { return smooth_l1_loss(x[0], x[1], Reduction::none, 0.3); }, {A, B},
+             g::smooth_l1_beta03_none_out,
+             {g::smooth_l1_beta03_none_grad0, g::smooth_l1_beta03_none_grad1});
+  check_case("smooth_l1_beta0_sum",
+             [](Fs x) { return smooth_l1_loss(x[0], x[1], Reduction::sum, 0.0); }, {A, B},
+             g::smooth_l1_beta0_sum_out,
+             {g::smooth_l1_beta0_sum_grad0, g::smooth_l1_beta0_sum_grad1});
+  check_case("huber_mean", [](Fs x) { return huber_loss(x[0], x[1]); }, {A, B}, g::huber_mean_out,
+             {g::huber_mean_grad0, g::huber_mean_grad1});
+  check_case("huber_delta04_none",
+             [](Fs x) { return huber_loss(x[0], x[1], Reduction::none, 0.4); }, {A, B},
+             g::huber_delta04_none_out, {g::huber_delta04_none_grad0, g::huber_delta04_none_grad1});
   check_case("cosine_dim1", [](Fs x) { return cosine_similarity(x[0], x[1]); }, {A, B},
              g::cosine_dim1_out, {g::cosine_dim1_grad0, g::cosine_dim1_grad1});
   check_case("cosine_broadcast", [](Fs x) { return cosine_similarity(x[0], x[1], -1); },
              {{{2, 3, 4}, 5, 11, 5, 2.0, 0.0}, {{3, 1}, 3, 7, 3, 3.0, 0.5}},
              g::cosine_broadcast_out, {g::cosine_broadcast_grad0, g::cosine_broadcast_grad1});
   check_case("cosine_small_norm", [](Fs x) { return cosine_similarity(x[0], x[1], 0, 0.5); },
-             {{{2, 3}, 1, 5, 2, 10.0, 0.0}, {{2, 3}, 3, 7, 3, 3.0, 0.0}},
-             g::cosine_small_norm_out, {g::cosine_small_norm_grad0, g::cosine_small_norm_grad1});
+             {{{2, 3}, 1, 5, 2, 10.0, 0.0}, {{2, 3}, 3, 7, 3, 3.0, 0.0}}, g::cosine_small_norm_out,
+             {g::cosine_small_norm_grad0, g::cosine_small_norm_grad1});
 }
 
 TEST_CASE("losses: refusals") {
@@ -222,39 +222,42 @@ TEST_CASE("indexing: select, strided slices, index, index_put_ against torch 1.1
   check_case("slice_step", [](Fs x) { return slice(slice(x[0], 0, 1, 4, 2), 1, 0, 5, 3); }, {X},
              g::slice_step_out, {g::slice_step_grad0});
   check_case("slice_step via index",
-             [](Fs x) { return index(x[0], {Slice(1, 4, 2), Slice(None, None, 3)}); }, {X},
-             g::slice_step_out, {g::slice_step_grad0});
-  check_case("index_mixed", [](Fs x) { return index(x[0], {Ellipsis, Slice(1), 2}); }, {X},
-             g::index_mixed_out, {g::index_mixed_grad0});
+             [](Fs x) {
+               return index(x[0], {Slice(1, 4, 2), Slice(None, None, 3)});
+             },
+             {X}, g::slice_step_out, {g::slice_step_grad0});
+  check_case("index_mixed",
+             [](Fs x) {
+               return index(x[0], {Ellipsis, Slice(1), 2});
+             },
+             {X}, g::index_mixed_out, {g::index_mixed_grad0});
   const Pattern V{{4, 3}, 3, 7, 3, 3.0, 0.0};
-  check_case(
-      "put_column",
-      [](Fs x) {
-        Tensor y = x[0] * 2.0;
-        index_put_(y, {Slice(), 1}, x[1]);
-        return y * y;
-      },
-      {X, V}, g::put_column_out, {g::put_column_grad0, g::put_column_grad1});
+  check_case("put_column",
+             [](Fs x) {
+               Tensor y = x[0] * 2.0;
+               index_put_(y, {Slice(), 1}, x[1]);
+               return y * y;
+             },
+             {X, V}, g::put_column_out, {g::put_column_grad0, g::put_column_grad1});
   check_case("put_column out of place",
              [](Fs x) {
                const Tensor y = index_put(x[0] * 2.0, {Slice(), 1}, x[1]);
                return y * y;
              },
              {X, V}, g::put_column_out, {g::put_column_grad0, g::put_column_grad1});
-  check_case(
-      "put_slice_broadcast",
-      [](Fs x) {
-        Tensor y = contiguous(x[0] * 1.0);
-        index_put_(y, {Slice(1, 4, 2), Slice(), 0}, select(x[1], 0, 0));
-        return sin(y);
-      },
-      {X, {{1, 5}, 3, 7, 3, 3.0, 0.0}}, g::put_slice_broadcast_out,
-      {g::put_slice_broadcast_grad0, g::put_slice_broadcast_grad1});
+  check_case("put_slice_broadcast",
+             [](Fs x) {
+               Tensor y = contiguous(x[0] * 1.0);
+               index_put_(y, {Slice(1, 4, 2), Slice(), 0}, select(x[1], 0, 0));
+               return sin(y);
+             },
+             {X, {{1, 5}, 3, 7, 3, 3.0, 0.0}}, g::put_slice_broadcast_out,
+             {g::put_slice_broadcast_grad0, g::put_slice_broadcast_grad1});
 }
 
 TEST_CASE("indexing: views, Python slicing, versions and refusals") {
-  Tensor x = Tensor::from_vector(std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {10},
-                                 DType::f64);
+  Tensor x =
+      Tensor::from_vector(std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {10}, DType::f64);
   CHECK(index(x, {Slice(None, None, 2)}).to_vector() == std::vector<double>{0, 2, 4, 6, 8});
   CHECK(index(x, {Slice(-3, 100)}).to_vector() == std::vector<double>{7, 8, 9});  // clamped
   CHECK(index(x, {Slice(7, 2)}).numel() == 0);
@@ -277,7 +280,8 @@ TEST_CASE("indexing: views, Python slicing, versions and refusals") {
   CHECK(y.to_vector() == std::vector<double>{5, 0, 0, 5, 0, 0});
   Tensor leaf = Tensor::zeros({2, 3}, DType::f64);
   leaf.set_requires_grad(true);
-  CHECK_THROWS_WITH(index_put_(leaf, {0}, 1.0), doctest::Contains("a leaf tensor that requires grad"));
+  CHECK_THROWS_WITH(index_put_(leaf, {0}, 1.0),
+                    doctest::Contains("a leaf tensor that requires grad"));
   {
     NoGradGuard no_grad;  // allowed without recording, as torch under no_grad
     index_put_(leaf, {0}, 1.0);
@@ -337,8 +341,8 @@ TEST_CASE("randperm and multinomial: torch 1.13's values for the same seed") {
   CHECK(randperm(10, &g2, DType::f64).dtype() == DType::f64);
   CHECK(randperm(0).numel() == 0);
 
-  const Tensor w = Tensor::from_vector(std::vector<double>{0.1, 2.0, 0.5, 0.0, 1.4, 3.0}, {6},
-                                       DType::f64);
+  const Tensor w =
+      Tensor::from_vector(std::vector<double>{0.1, 2.0, 0.5, 0.0, 1.4, 3.0}, {6}, DType::f64);
   const Tensor w2 = Tensor::from_vector(
       std::vector<double>{0.2, 0.3, 0.5, 1.0, 4.0, 0.0, 1.0, 2.0, 1.0, 1.0, 1.0, 1.0}, {3, 4},
       DType::f64);
