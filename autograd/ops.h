@@ -191,10 +191,12 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
 Tensor randperm(int64_t n, TorchGenerator* generator = nullptr, DType dtype = DType::i64);
 // torch.multinomial(input, num_samples, replacement=False, generator=g): input [C] or [N, C] of
 // non-negative weights (float32 or float64; rows need not sum to 1) -> int64 [num_samples] or
-// [N, num_samples] category indices. The same values as torch 1.13's CPU kernels for the same
-// seed: without replacement or for one sample, argmax / top-k of input / Exp(1) draws; with
-// replacement and more than one sample, a binary search of the normalised cumulative sums per
-// 53-bit uniform draw.
+// [N, num_samples] category indices, by torch 1.13's CPU kernels: without replacement or for one
+// sample, argmax / top-k of input / Exp(1) draws; with replacement and more than one sample, a
+// binary search of the normalised cumulative sums per 53-bit uniform draw. The same values for
+// the same seed as a torch built without MKL (the goldens' build); a torch with MKL (the pip
+// wheels) draws its Exp(1) values from MKL's own stream, so there only the replacement kernel is
+// the same bit for bit and the exponential one the same in distribution.
 Tensor multinomial(const Tensor& input, int64_t num_samples, bool replacement = false,
                    TorchGenerator* generator = nullptr);
 

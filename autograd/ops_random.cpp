@@ -1,6 +1,8 @@
 // Random sampling with torch 1.13's CPU algorithms on depthgrad's TorchGenerator (tensor/rng.h),
 // so that the same seed gives torch's values: randperm (its swap loop) and multinomial (its two
-// kernels: argmax / top-k of p / Exp(1) draws, and the cumulative-sum binary search). Neither
+// kernels: argmax / top-k of p / Exp(1) draws, and the cumulative-sum binary search). The Exp(1)
+// draws are those of torch's default exponential_ kernel (a torch built without MKL); with MKL,
+// torch draws them from MKL's stream instead, and that kernel matches only in distribution. Neither
 // records anything: the results are integers. Does not do: torch's CUDA kernels, a `out=`.
 // Checks: torch 1.13 goldens (bit for bit), a chi-square check of the frequencies and the
 // refusals in tests/test_torch_ops_b.cpp.
