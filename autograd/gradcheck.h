@@ -114,6 +114,8 @@ std::vector<OpCase> sdpa_op_cases();
 std::vector<OpCase> recurrent_op_cases();
 std::vector<OpCase> sort_op_cases();
 std::vector<OpCase> pad_op_cases();
+std::vector<OpCase> resize_op_cases();
+std::vector<OpCase> indexing_op_cases();
 std::vector<OpCase> all_op_cases();
 
 // Runs one row: gradcheck plus the float32-vs-float64 forward comparison.

@@ -13,6 +13,7 @@
 #include <array>
 #include <optional>
 #include <utility>
+#include <string>
 #include <vector>
 
 #include "autograd/tape.h"
@@ -155,7 +156,8 @@ Tensor argmin(const Tensor& a);
 class TorchGenerator;
 Tensor dropout(const Tensor& x, double p, bool training, TorchGenerator& generator);
 // Losses' reduction, as torch's reduction= 'mean' | 'sum' | 'none'.
-enum class Reduction { mean, sum, none };
+// batchmean is kl_div's only (the sum divided by the batch size); the other losses refuse it.
+enum class Reduction { mean, sum, none, batchmean };
 // Pointwise losses over input and target of one shape (torch broadcasts them with a warning; these
 // refuse a shape mismatch); both may require grad. mean of no elements is NaN, as torch.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
@@ -223,6 +225,116 @@ std::pair<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<int64_t>& 
 // num_classes −1: the largest id + 1. Negative ids, ids >= num_classes and an empty ids with
 // num_classes −1 throw, as torch.nn.functional.one_hot.
 Tensor one_hot(const Tensor& ids, int64_t num_classes = -1);
+
+// ---- more losses (ops_loss.cpp; torch 1.13's formulas, gradients and checks) ----------------
+// input (log-probabilities) and target of one shape -> target·(log target − input) (log_target
+// false; 0 where target = 0, torch's xlogy) or exp(target)·(target − input) (log_target true).
+// Reduction::batchmean (torch's 'batchmean', the mathematically right KL) is the sum divided by
+// input's first size; Reduction::mean divides by every element (torch warns that it is not KL).
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
+              bool log_target = false);
+// z = |input − target|: 0.5·z²/beta where z < beta, else z − 0.5·beta; beta >= 0 (0: l1_loss's
+// values, torch's smooth_l1 gradient: −1 where input = target).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
+                      Reduction reduction = Reduction::mean, double beta = 1.0);
+// z = |input − target|: 0.5·z² where z < delta, else delta·(z − 0.5·delta); delta > 0.
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
+                  double delta = 1.0);
+// torch 1.13's F.cosine_similarity: x1 and x2 broadcast together, then along dim
+//   sum((x1 / sqrt(max(Σ x1², eps²))) · (x2 / sqrt(max(Σ x2², eps²))))
+// (each squared norm clamped on its own; the clamp passes the gradient through, as torch's
+// no-grad clamp_min_ does). The output drops dim. Every step is a recorded op: create_graph works.
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
+
+// ---- resizing (ops_resize.cpp): torch.nn.functional.interpolate, modes nearest and bilinear --
+// The keyword arguments of F.interpolate (use designated initialisers:
+// interpolate(x, {.scale_factor = {2}}), interpolate(x, {.size = {5, 7}, .mode = "bilinear"})).
+// size and scale_factor: one value for every spatial axis or one per axis; exactly one of them.
+struct InterpolateOptions {
+  std::vector<int64_t> size = {};
+  std::vector<double> scale_factor = {};
+  std::string mode = "nearest";                     // "nearest" (3-D or 4-D) or "bilinear" (4-D)
+  std::optional<bool> align_corners = {};           // bilinear only; unset means false, as torch
+  std::optional<bool> recompute_scale_factor = {};  // true: the source scale from the sizes
+};
+// x [N, C, W] (nearest) or [N, C, H, W] -> [N, C, (Ho,) Wo], torch 1.13's index arithmetic
+// (autograd/ops_resize.cpp says it step by step). Recorded as index_select, mul and add: the
+// gradient is torch's, and create_graph works.
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
+
+// ---- random sampling (ops_random.cpp; no gradient) -------------------------------------------
+// torch.randperm(n, generator=g, dtype=dtype): a random permutation of 0..n−1 (int64 by default;
+// int32, float32, float64 too). The same values as torch 1.13 for the same seed (its CPU swap
+// loop, one 32-bit draw per position). generator nullptr: default_generator().
+Tensor randperm(int64_t n, TorchGenerator* generator = nullptr, DType dtype = DType::i64);
+// torch.multinomial(input, num_samples, replacement=False, generator=g): input [C] or [N, C] of
+// non-negative weights (float32 or float64; rows need not sum to 1) -> int64 [num_samples] or
+// [N, num_samples] category indices, by torch 1.13's CPU kernels: without replacement or for one
+// sample, argmax / top-k of input / Exp(1) draws; with replacement and more than one sample, a
+// binary search of the normalised cumulative sums per 53-bit uniform draw. The same values for
+// the same seed as a torch built without MKL (the goldens' build); a torch with MKL (the pip
+// wheels) draws its Exp(1) values from MKL's own stream, so there only the replacement kernel is
+// the same bit for bit and the exponential one the same in distribution.
+Tensor multinomial(const Tensor& input, int64_t num_samples, bool replacement = false,
+                   TorchGenerator* generator = nullptr);
+
+// ---- indexing (ops_indexing.cpp): torch's x[i], x[a:b:c], x[...] = v, recorded ----------------
+// a [.., S, ..] -> [.., ..]: the view at `index` of `axis` (negative counts from the end), the
+// axis dropped (torch's x.select(axis, index), x[index] for axis 0).
+Tensor select(const Tensor& a, int64_t axis, int64_t index);
+// The strided view of elements start, start + step, .. < end of `axis` (start and end as the
+// four-argument slice: negative counts from the end, out of range throws; step >= 1). torch's
+// x.slice(axis, start, end, step), x[start:end:step] (Python's slicing clamps; use index()).
+Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t step);
+// libtorch's tensor indexing (x.index({Slice(1, None, 2), 3}) is index(x, {Slice(1, None, 2), 3})):
+// each entry consumes one axis, in order. An integer selects (drops the axis; negative counts from
+// the end; out of range throws), a Slice slices as Python does (None = the default, start and stop
+// clamped to the axis, step >= 1), Ellipsis stands for as many full slices as the rest needs, and
+// one int64/int32 tensor [J] picks entries as index_select (more than one tensor index, torch's
+// advanced indexing, is refused). Axes not named keep their full extent.
+struct Slice {
+  Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt,
+        std::optional<int64_t> step = std::nullopt)
+      : start(start), stop(stop), step(step) {}
+  std::optional<int64_t> start, stop, step;
+};
+inline constexpr std::nullopt_t None = std::nullopt;
+struct EllipsisIndex {};
+inline constexpr EllipsisIndex Ellipsis{};
+class TensorIndex {
+ public:
+  TensorIndex(int64_t i) : kind_(Kind::integer), integer_(i) {}  // NOLINT: implicit, as libtorch
+  TensorIndex(int i) : TensorIndex(static_cast<int64_t>(i)) {}   // NOLINT
+  TensorIndex(Slice s) : kind_(Kind::slice), slice_(s) {}        // NOLINT
+  TensorIndex(EllipsisIndex) : kind_(Kind::ellipsis) {}          // NOLINT
+  TensorIndex(Tensor t) : kind_(Kind::tensor), tensor_(std::move(t)) {}  // NOLINT
+  enum class Kind { integer, slice, ellipsis, tensor };
+  Kind kind() const { return kind_; }
+  int64_t integer() const { return integer_; }
+  const Slice& slice() const { return slice_; }
+  const Tensor& tensor() const { return tensor_; }
+
+ private:
+  Kind kind_;
+  int64_t integer_ = 0;
+  Slice slice_;
+  Tensor tensor_;
+};
+Tensor index(const Tensor& a, const std::vector<TensorIndex>& indices);
+// torch's `y[indices] = values` as a new tensor (torch.index_put's out-of-place form): a's values
+// with the indexed region set to values, broadcast to the region's shape (same dtype as a).
+// Integers, Slices and Ellipsis only. Gradients: g with the region zeroed to a, the region of g
+// to values (summed over the axes values was broadcast along). Supports create_graph.
+Tensor index_put(const Tensor& a, const std::vector<TensorIndex>& indices, const Tensor& values);
+Tensor index_put(const Tensor& a, const std::vector<TensorIndex>& indices, double value);
+// The same written into a in place (torch's y[indices] = values, y.index_put_): a's version goes
+// up by one, and when recording a's history becomes this write (its old value's node is the
+// write's input, as torch's CopySlices). Refused, as torch refuses, for a leaf that requires grad
+// (write under NoGradGuard, or into a copy), and, unlike torch, for a recorded view of another
+// tensor or a tensor that other handles hold (graph nodes that read it would see the new history):
+// use the out-of-place index_put there. Returns a.
+Tensor& index_put_(Tensor& a, const std::vector<TensorIndex>& indices, const Tensor& values);
+Tensor& index_put_(Tensor& a, const std::vector<TensorIndex>& indices, double value);
 
 // ---- matmul (ops_matmul.cpp) -----------------------------------------------------------------
 // a [.., M, K] @ b [.., K, N] -> [.., M, N]; batch axes broadcast; 2-D both -> plain GEMM.

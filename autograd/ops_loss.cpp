@@ -40,6 +40,14 @@ T mean_loss(const T* losses, int64_t N, int64_t count) {
                               : std::numeric_limits<double>::quiet_NaN());
 }
 
+// Reduction::batchmean is kl_div's (torch accepts 'batchmean' only there).
+void check_reduction(Reduction reduction, const char* op) {
+  if (reduction == Reduction::batchmean)
+    throw std::invalid_argument(fmt::format(
+        "{}: reduction batchmean is kl_div's only (as torch); use Reduction::mean, sum or none",
+        op));
+}
+
 void check_smoothing(double eps, const char* op) {
   if (!(eps >= 0.0 && eps <= 1.0))
     throw std::invalid_argument(
@@ -121,6 +129,7 @@ Tensor plain_cross_entropy(const Tensor& logits, const Tensor& targets_in, Reduc
   const char* op = "plain_cross_entropy";
   check_float(logits, op);
   check_smoothing(label_smoothing, op);
+  check_reduction(reduction, op);
   check_arg(logits.dim() == 2, op, logits, "logits of shape [N, C]");
   const int64_t N = logits.size(0), C = logits.size(1);
   Tensor targets = checked_targets(targets_in, N, op).to(DType::i64);
@@ -159,6 +168,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets_in, Reduction r
   const char* op = "cross_entropy";
   check_float(logits, op);
   check_smoothing(label_smoothing, op);
+  check_reduction(reduction, op);
   const double eps = label_smoothing;
   check_arg(logits.dim() == 2, op, logits, "logits of shape [N, C]");
   const int64_t N = logits.size(0), C = logits.size(1);
@@ -254,6 +264,7 @@ Tensor linear_cross_entropy(const Tensor& x_in, const Tensor& weight, const Tens
                             Reduction reduction, int64_t ignore_index) {
   ScopedOpTimer op_timer(OpFamily::matmul);
   const char* op = "linear_cross_entropy";
+  check_reduction(reduction, op);
   check_float(x_in, op);
   check_float(weight, op);
   check_same_dtype(x_in, weight, op);
@@ -334,6 +345,7 @@ template <class F>
 Tensor pointwise_loss(const char* op, const Tensor& input, const Tensor& target,
                       Reduction reduction, F f, PointLossGrads grads) {
   ScopedOpTimer op_timer(OpFamily::other);
+  check_reduction(reduction, op);
   check_float(input, op);
   check_float(target, op);
   check_same_dtype(input, target, op);
@@ -463,11 +475,114 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
       grads);
 }
 
+// ---- kl_div, smooth_l1_loss, huber_loss: pointwise, torch 1.13's formulas --------------------
+// log_target false: l = target·log(target) − target·x (torch's xlogy: 0 where target = 0),
+// ∂l/∂x = −target, ∂l/∂target = log(target) + 1 − x (−inf where target = 0; torch gives NaN).
+// log_target true: l = e^t·(t − x), ∂l/∂x = −e^t, ∂l/∂t = e^t·(t − x + 1).
+// batchmean: the sum divided by input's first size (a 0-d input: the sum), as torch.
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bool log_target) {
+  const Reduction r = reduction == Reduction::batchmean ? Reduction::sum : reduction;
+  auto f = [log_target](double x, double t, int64_t) {
+    if (log_target) {
+      const double e = std::exp(t);
+      return PointLoss{e * (t - x), -e, e * (t - x + 1)};
+    }
+    const double xlogy = t == 0 ? 0.0 : t * std::log(t);
+    return PointLoss{xlogy - t * x, -t, std::log(t) + 1 - x};
+  };
+  PointLossGrads grads;
+  if (log_target)
+    grads = {
+        [](const Tensor&, const Tensor& t) { return neg(exp(t)); },
+        [](const Tensor& x, const Tensor& t) { return mul(exp(t), add_scalar(sub(t, x), 1)); }};
+  else
+    grads = {[](const Tensor&, const Tensor& t) { return neg(t); },
+             [](const Tensor& x, const Tensor& t) { return sub(add_scalar(log(t), 1), x); }};
+  Tensor out = pointwise_loss("kl_div", input, target, r, f, grads);
+  if (reduction == Reduction::batchmean && input.dim() > 0)
+    out = out / static_cast<double>(input.size(0));
+  return out;
+}
+
+// d = x − y, z = |d|: l = 0.5·z²/β where z < β, else z − 0.5·β; ∂l/∂x = −1 where d <= −β, 1 where
+// d >= β, else d/β (= clamp(d/β, −1, 1)); ∂l/∂y the same of −d (= −∂l/∂x except at β = 0). β = 0
+// gives l1_loss's values and, as torch's backward, the gradient −1 to both at d = 0 (l1's is 0).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+  if (!(beta >= 0))
+    throw std::invalid_argument(fmt::format(
+        "smooth_l1_loss: beta must be >= 0 (torch does not support negative values), got {}",
+        beta));
+  auto dx = [beta](const Tensor& x, const Tensor& y) {
+    if (beta == 0) return add_scalar(scale(le(sub(x, y), 0.0), -2.0), 1.0);  // d <= 0: −1, else 1
+    return clamp(sub(x, y) / beta, -1.0, 1.0);
+  };
+  return pointwise_loss(
+      "smooth_l1_loss", input, target, reduction,
+      [beta](double x, double y, int64_t) {
+        // torch's backward of d; the target's is the same of −d
+        auto grad = [beta](double e) { return e <= -beta ? -1.0 : e >= beta ? 1.0 : e / beta; };
+        const double d = x - y, z = std::fabs(d);
+        return PointLoss{z < beta ? 0.5 * z * z / beta : z - 0.5 * beta, grad(d), grad(-d)};
+      },
+      {dx, [dx](const Tensor& x, const Tensor& y) { return dx(y, x); }});
+}
+
+// d = x − y, z = |d|: l = 0.5·z² where z < δ, else δ·(z − 0.5·δ); ∂l/∂x = clamp(d, −δ, δ) = −∂l/∂y.
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  if (!(delta > 0))
+    throw std::invalid_argument(fmt::format(
+        "huber_loss: delta must be > 0 (torch does not support non-positive values), got {}",
+        delta));
+  auto dx = [delta](const Tensor& x, const Tensor& y) { return clamp(sub(x, y), -delta, delta); };
+  return pointwise_loss(
+      "huber_loss", input, target, reduction,
+      [delta](double x, double y, int64_t) {
+        const double d = x - y, z = std::fabs(d);
+        const double gx = d < -delta ? -delta : d > delta ? delta : d;
+        return PointLoss{z < delta ? 0.5 * z * z : delta * (z - 0.5 * delta), gx, -gx};
+      },
+      {dx, [dx](const Tensor& x, const Tensor& y) { return dx(y, x); }});
+}
+
+// ---- cosine_similarity: torch 1.13's formula from recorded ops --------------------------------
+namespace {
+// max(s, floor) whose gradient passes to s unchanged: torch clamps the squared norms in place
+// under no_grad, so its graph differentiates them as if unclamped (sqrt's backward then reads the
+// clamped value).
+Tensor clamp_min_passing_gradient(const Tensor& s, double floor) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = clamp(s, floor);
+  }
+  if (should_record({s}))
+    record("cosine_similarity_clamp", {s}, out, [s](const Tensor& g) { accumulate_grad(s, g); })
+        .saves({})
+        .composed();
+  return out;
+}
+}  // namespace
+
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
+  const char* op = "cosine_similarity";
+  check_float(x1, op);
+  check_float(x2, op);
+  check_same_dtype(x1, x2, op);
+  const Shape shape = broadcast_shapes(x1.shape(), x2.shape(), op);
+  const int64_t ax = normalize_axis(dim, static_cast<int64_t>(shape.size()), op);
+  auto unit = [&](const Tensor& x) {  // x / sqrt(max(Σ x², eps²)) along ax (the sum keeps it)
+    const Tensor b = x.shape() == shape ? x : expand(x, shape);
+    return div(b, sqrt(clamp_min_passing_gradient(sum(mul(b, b), {ax}, true), eps * eps)));
+  };
+  return sum(mul(unit(x1), unit(x2)), {ax});
+}
+
 // ---- nll_loss: −log_probs[n, t_n] over the kept rows; backward −g at each kept target ----------
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets_in, Reduction reduction,
                 int64_t ignore_index) {
   ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "nll_loss";
+  check_reduction(reduction, op);
   check_float(log_probs, op);
   check_arg(log_probs.dim() == 2, op, log_probs, "log_probs of shape [N, C]");
   const int64_t N = log_probs.size(0), C = log_probs.size(1);
@@ -526,6 +641,38 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets_in, Reduction red
 
 namespace dg {
 
+namespace {
+// kl_div, smooth_l1_loss, huber_loss, cosine_similarity: input and target pairs as `pair` makes.
+template <class Pair>
+std::vector<OpCase> distance_loss_op_cases(Pair pair) {
+  using V = const std::vector<Tensor>&;
+  return {
+      {"kl_div/batchmean", pair({3, 4}, 44, -3, -0.5, 0.1, 1),
+       [](V in) { return kl_div(in[0], in[1], Reduction::batchmean); }},
+      {"kl_div/none, log_target", pair({2, 3}, 45, -2, 0, -2, 0),
+       [](V in) { return kl_div(in[0], in[1], Reduction::none, true); }},
+      {"kl_div/mean", pair({2, 3}, 46, -2, 0, 0.2, 1),
+       [](V in) { return kl_div(in[0], in[1], Reduction::mean); }},
+      {"smooth_l1_loss/none, beta 0.5", pair({3, 4}, 47, -1, 1, -1, 1),
+       [](V in) { return smooth_l1_loss(in[0], in[1], Reduction::none, 0.5); }},
+      {"smooth_l1_loss/mean", pair({3, 4}, 48, -2, 2, -1, 1),
+       [](V in) { return smooth_l1_loss(in[0], in[1]); }},
+      {"huber_loss/sum, delta 0.7", pair({3, 4}, 49, -2, 2, -1, 1),
+       [](V in) { return huber_loss(in[0], in[1], Reduction::sum, 0.7); }},
+      {"huber_loss/none", pair({2, 5}, 50, -2, 2, -1, 1),
+       [](V in) { return huber_loss(in[0], in[1], Reduction::none); }},
+      {"cosine_similarity/dim 1", pair({3, 4}, 51, -1, 1, -1, 1),
+       [](V in) { return cosine_similarity(in[0], in[1]); }},
+      {"cosine_similarity/broadcast, dim -1",
+       [] {
+         return std::vector<Tensor>{random_tensor({2, 3, 4}, 52).set_name("x1"),
+                                    random_tensor({3, 1}, 53).set_name("x2")};
+       },
+       [](V in) { return cosine_similarity(in[0], in[1], -1); }},
+  };
+}
+}  // namespace
+
 std::vector<OpCase> loss_op_cases() {
   using V = const std::vector<Tensor>&;
   auto pair = [](Shape s, uint64_t seed, double lo, double hi, double ylo, double yhi) {
@@ -534,7 +681,7 @@ std::vector<OpCase> loss_op_cases() {
                                  random_tensor(s, seed + 100, ylo, yhi).set_name("target")};
     };
   };
-  return {
+  std::vector<OpCase> rows = {
       {"cross_entropy/some ignored",
        [] {
          return std::vector<Tensor>{random_tensor({6, 5}, 16, -2, 2).set_name("logits"),
@@ -673,6 +820,8 @@ std::vector<OpCase> loss_op_cases() {
        },
        [](V in) { return linear_cross_entropy(in[0], in[1], in[2], Reduction::mean, 3); }},
   };
+  for (OpCase& c : distance_loss_op_cases(pair)) rows.push_back(std::move(c));
+  return rows;
 }
 
 }  // namespace dg
