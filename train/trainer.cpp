@@ -75,6 +75,9 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
   check_precision_supported(config_.precision, "trainer: training.precision");
   flat_ = flatten_parameters(*model_);
   if (flat_.total == 0) throw std::invalid_argument("trainer: the model has no parameters");
+  // An optimiser made from tensors or parameter groups of this model moves onto its flat buffer
+  // (each parameter keeping its group's rate and weight decay): from here on it is a flat one.
+  if (!optimizer_->flat_parameters()) optimizer_->use_flat_buffer(flat_);
   const FlatParameters* over = optimizer_->flat_parameters();
   if (!over || over->values.storage() != flat_.values.storage())
     throw std::invalid_argument(fmt::format(
@@ -85,6 +88,15 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
     throw std::invalid_argument(fmt::format(
         "trainer: the optimizer {} is already sharded (the trainer shards it for ZeRO-1)",
         optimizer_->name()));
+  // The torch order's short last batch of an epoch is one step's whole batch: it cannot be cut
+  // into micro-batches of `batch`.
+  if (sampler_.kind() == Sampler::Kind::torch && !sampler_.drop_last() &&
+      data_->size() % global_batch() != 0 && global_batch() != config_.batch)
+    throw std::invalid_argument(fmt::format(
+        "trainer: the data's epochs end in a short batch ({} examples, batches of {}), which "
+        "cannot be split over {} rank(s) x 'training.accum' {}; use drop_last, or accum 1 in one "
+        "process",
+        data_->size(), global_batch(), ranks(), config_.accum));
   sharded_ = config_.zero >= 1 && world_;
   if (accumulates()) {
     if (flat_.values.dtype() != DType::f32)
@@ -113,6 +125,18 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
   // The parameters' first buffers (replaced by views into the flat buffer) and init's scratch
   // sit in the storage cache in sizes the steps never ask for: give them back to the system.
   storage_cache_clear();
+}
+
+void Trainer::check_loader_batch(int64_t batch_size) const {
+  if (sampler_.kind() != Sampler::Kind::torch)
+    throw std::invalid_argument(
+        "trainer: the DataLoader was made from a Sampler; give the dataset and the sampler "
+        "instead, or make the loader with DataLoaderOptions");
+  if (batch_size != global_batch())
+    throw std::invalid_argument(fmt::format(
+        "trainer: the DataLoader's batch_size is {}, the step's global batch is {} ({} rank(s) x "
+        "'training.accum' {} x 'training.batch' {}); they must be equal",
+        batch_size, global_batch(), ranks(), config_.accum, config_.batch));
 }
 
 void Trainer::make_reducer(int64_t bucket_elements) {
@@ -254,7 +278,9 @@ StepLog Trainer::train_step() {
   bool stopped_early = false;
   for (int64_t k = 0; k < K; ++k) {
     const int64_t micro = rank * K + k;
-    data_->fill(std::span<const int64_t>(step_indices_).subspan(micro * B, B), batch_);
+    // One micro-batch: the whole step (an epoch's last batch may be short, torch order).
+    const std::span<const int64_t> all(step_indices_);
+    data_->fill(micro_batches == 1 ? all : all.subspan(micro * B, B), batch_);
     zero_gradients();
     Tensor loss = loss_(*model_, batch_);
     if (!loss.defined() || loss.numel() != 1)
