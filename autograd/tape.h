@@ -150,6 +150,21 @@ void backward(const Tensor& root, const Tensor& grad_root = Tensor(), bool keep_
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool keep_graph = false,
                          bool create_graph = false, bool allow_unused = false);
+// grad()'s options by name, torch's keywords (retain_graph is keep_graph), so that two bools
+// cannot be swapped unseen:
+//   grad({loss}, {x}, {.retain_graph = true, .create_graph = true})
+// (grad(outputs, inputs) alone takes the defaults; grad(outputs, inputs, {}) is ambiguous.)
+struct GradOptions {
+  std::vector<Tensor> grad_outputs = {};
+  bool retain_graph = false;
+  bool create_graph = false;
+  bool allow_unused = false;
+};
+inline std::vector<Tensor> grad(const std::vector<Tensor>& outputs,
+                                const std::vector<Tensor>& inputs, const GradOptions& options) {
+  return grad(outputs, inputs, options.grad_outputs, options.retain_graph, options.create_graph,
+              options.allow_unused);
+}
 
 // ---- The graph, read only, and the walk's order ----------------------------------------------
 // What a node holds, seen from the tensor it made (chapter 2 of the learner's path reads the graph

@@ -509,6 +509,8 @@ void Trainer::save_checkpoint(const std::string& path,
   if (scheduler_)
     for (const auto& [key, value] : scheduler_->state())
       state.metadata[kSchedulerPrefix + key] = fmt::format("{}", value);
+  if (!optimizer_->slot_groups().empty())
+    state.metadata["depthgrad.optimizer_groups"] = json::dump(optimizer_groups_json());
   state.blobs["sampler"] = sampler_.state();
   state.blobs["generator"] = default_generator().state();
   state.blobs["losses"] = pack(losses_);
@@ -525,6 +527,24 @@ void Trainer::save_checkpoint(const std::string& path,
   if (!world_) return save_training_checkpoint(path, *model_, optimizer, state);
   if (world_->rank() == 0) save_training_checkpoint(path, *model_, optimizer, state);
   world_->barrier();  // complete on disk before any rank goes on
+}
+
+// The optimiser's parameter groups (made from groups): each group's weight decay and the names
+// of its parameters; null when made from the module (one group).
+json::Value Trainer::optimizer_groups_json() const {
+  const std::vector<size_t>& slot_groups = optimizer_->slot_groups();
+  if (slot_groups.empty()) return json::Value();
+  std::vector<json::Value> groups(optimizer_->param_groups().size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    groups[g]["weight_decay"] = *optimizer_->param_groups()[g].weight_decay;
+    groups[g]["parameters"] = json::Value(json::Array{});
+  }
+  for (size_t s = 0; s < slot_groups.size(); ++s)
+    if (slot_groups[s] != SIZE_MAX)
+      groups[slot_groups[s]]["parameters"].as_array().push_back(json::Value(flat_.slots[s].name));
+  json::Value all = json::Value(json::Array{});
+  for (json::Value& g : groups) all.as_array().push_back(std::move(g));
+  return all;
 }
 
 OptimizerState Trainer::full_optimizer_state() const {
@@ -607,6 +627,18 @@ void Trainer::load_checkpoint(const std::string& path) {
     return checkpoint_metadata(file, path, key);
   };
   check_checkpoint_matches(file, path, *this, resume_keys_);
+  {  // the optimiser's parameter groups, when it was made from groups
+    auto it = file.metadata.find("depthgrad.optimizer_groups");
+    const json::Value saved = it == file.metadata.end()
+                                  ? json::Value()
+                                  : json::parse(it->second, path + " (depthgrad.optimizer_groups)");
+    const json::Value mine = optimizer_groups_json();
+    if (!(saved == mine))
+      throw std::runtime_error(fmt::format(
+          "{}: the checkpoint's optimizer parameter groups {} differ from this run's {}", path,
+          saved.is_null() ? "(one group, made from the module)" : json::dump(saved),
+          mine.is_null() ? "(one group, made from the module)" : json::dump(mine)));
+  }
   // The trainer's own state is read and checked before anything changes, so a bad checkpoint
   // leaves the trainer as it was (load_training_checkpoint checks all of its part before copying).
   // A whole-string integer in [0, max].

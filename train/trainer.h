@@ -236,6 +236,7 @@ class Trainer {
   // The optimiser's state over the whole flat buffer: its own tensors, or with ZeRO-1 every
   // rank's shard gathered on rank 0 (elsewhere the tensors are left undefined). Collective.
   OptimizerState full_optimizer_state() const;
+  json::Value optimizer_groups_json() const;
   Collectives* world_ = nullptr;
   bool sharded_ = false;  // optimiser state sharded: config.zero >= 1 on more than one rank
   // The reduction that overlaps backward (ranks > 1, overlap on), and the post-accumulate hooks
