@@ -77,7 +77,8 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
   if (flat_.total == 0) throw std::invalid_argument("trainer: the model has no parameters");
   // An optimiser made from tensors or parameter groups of this model moves onto its flat buffer
   // (each parameter keeping its group's rate and weight decay): from here on it is a flat one.
-  if (!optimizer_->flat_parameters()) optimizer_->use_flat_buffer(flat_);
+  // (The module's own FlatParameters, not this copy: the optimiser may outlive the Trainer.)
+  if (!optimizer_->flat_parameters()) optimizer_->use_flat_buffer(model_->flat_parameters());
   const FlatParameters* over = optimizer_->flat_parameters();
   if (!over || over->values.storage() != flat_.values.storage())
     throw std::invalid_argument(fmt::format(
