@@ -780,9 +780,9 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
         fmt::format("grad: {} grad_outputs for {} outputs", grad_outputs.size(), outputs.size()));
   for (size_t i = 0; i < outputs.size(); ++i)
     if (!outputs[i].defined() || !outputs[i].requires_grad())
-      throw std::invalid_argument(fmt::format(
-          "grad: output {} ({}) does not require grad{}", i, outputs[i].describe(),
-          outputs[i].defined() ? kNotDifferentiableAgain : ""));
+      throw std::invalid_argument(fmt::format("grad: output {} ({}) does not require grad{}", i,
+                                              outputs[i].describe(),
+                                              outputs[i].defined() ? kNotDifferentiableAgain : ""));
   std::unordered_map<const TensorImpl*, size_t> wanted;  // requested input -> its index
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined() || !inputs[i].requires_grad())

@@ -53,8 +53,8 @@ TEST_CASE("DataLoader(shuffle, generator) gives torch 1.13's batches, epoch by e
   check_loader(10, 3, {.batch_size = 3, .shuffle = true, .drop_last = true, .generator = &g},
                kShuffleOwnDrop_order, kShuffleOwnDrop_sizes, kShuffleOwnDrop_len);
   TorchGenerator h(123);
-  check_loader(100, 2, {.batch_size = 16, .shuffle = true, .generator = &h},
-               kShuffleHundred_order, kShuffleHundred_sizes, kShuffleHundred_len);
+  check_loader(100, 2, {.batch_size = 16, .shuffle = true, .generator = &h}, kShuffleHundred_order,
+               kShuffleHundred_sizes, kShuffleHundred_len);
   // The generator given is copied: its own state has not moved.
   CHECK(g.state() == TorchGenerator(7).state());
 }
@@ -67,13 +67,21 @@ TEST_CASE("DataLoader without a generator draws from the default one as torch's 
     int64_t len;
     const std::vector<double>& rand_after;
   };
-  for (const Case& c :
-       {Case{{.batch_size = 4, .shuffle = true}, kShuffleDefault_order, kShuffleDefault_sizes,
-             kShuffleDefault_len, kShuffleDefault_rand_after},
-        Case{{.batch_size = 4}, kSequentialDefault_order, kSequentialDefault_sizes,
-             kSequentialDefault_len, kSequentialDefault_rand_after},
-        Case{{.batch_size = 4, .drop_last = true}, kSequentialDrop_order, kSequentialDrop_sizes,
-             kSequentialDrop_len, kSequentialDrop_rand_after}}) {
+  for (const Case& c : {Case{{.batch_size = 4, .shuffle = true},
+                             kShuffleDefault_order,
+                             kShuffleDefault_sizes,
+                             kShuffleDefault_len,
+                             kShuffleDefault_rand_after},
+                        Case{{.batch_size = 4},
+                             kSequentialDefault_order,
+                             kSequentialDefault_sizes,
+                             kSequentialDefault_len,
+                             kSequentialDefault_rand_after},
+                        Case{{.batch_size = 4, .drop_last = true},
+                             kSequentialDrop_order,
+                             kSequentialDrop_sizes,
+                             kSequentialDrop_len,
+                             kSequentialDrop_rand_after}}) {
     manual_seed(5);
     check_loader(10, 2, c.options, c.order, c.sizes, c.len);
     // torch draws a base seed per epoch (and, shuffling, a seed for the permutation): the default
@@ -99,15 +107,15 @@ TEST_CASE("DataLoader: next() continues the epochs; a range-for begins a new epo
 
   DataLoader partway(data, {.batch_size = 3, .shuffle = true, .generator = &g});
   for (const Batch& batch : partway) {  // the first batch of epoch 1, then break
-    CHECK(values(batch) == std::vector<int64_t>(kShuffleOwn_order.begin(),
-                                                kShuffleOwn_order.begin() + 3));
+    CHECK(values(batch) ==
+          std::vector<int64_t>(kShuffleOwn_order.begin(), kShuffleOwn_order.begin() + 3));
     break;
   }
   std::vector<int64_t> second;
   for (const Batch& batch : partway)  // a whole new epoch (torch's second iter())
     for (int64_t v : values(batch)) second.push_back(v);
-  CHECK(second == std::vector<int64_t>(kShuffleOwn_order.begin() + 10,
-                                       kShuffleOwn_order.begin() + 20));
+  CHECK(second ==
+        std::vector<int64_t>(kShuffleOwn_order.begin() + 10, kShuffleOwn_order.begin() + 20));
 }
 
 TEST_CASE("DataLoader's order resumes mid-epoch from the sampler's state") {
@@ -117,8 +125,8 @@ TEST_CASE("DataLoader's order resumes mid-epoch from the sampler's state") {
     const TorchGenerator saved = default_generator();
     manual_seed(5);
     TorchGenerator g(7);
-    const DataLoaderOptions options{.batch_size = 4, .shuffle = true,
-                                    .generator = own ? &g : nullptr};
+    const DataLoaderOptions options{
+        .batch_size = 4, .shuffle = true, .generator = own ? &g : nullptr};
     DataLoader a(data, options);
     Batch b;
     for (int i = 0; i < 4; ++i) a.next(b);  // into the second epoch

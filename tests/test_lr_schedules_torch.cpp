@@ -92,8 +92,8 @@ TEST_CASE("SequentialLR matches torch 1.13: each schedule restarts at its milest
         std::vector<std::unique_ptr<LrScheduler>> v;
         v.push_back(std::make_unique<LinearLR>(o, 0.1, 1.0, 5));
         v.push_back(std::make_unique<ExponentialLR>(o, 0.9));
-        v.push_back(std::make_unique<SequentialLR>(o, std::vector<LrScheduler*>{v[0].get(), v[1].get()},
-                                                   std::vector<int64_t>{5}));
+        v.push_back(std::make_unique<SequentialLR>(
+            o, std::vector<LrScheduler*>{v[0].get(), v[1].get()}, std::vector<int64_t>{5}));
         return v;
       },
       kSequentialTwo);
@@ -126,29 +126,35 @@ TEST_CASE("LinearWarmupLR is LinearLR(1/w, 1, w − 1) in closed form, within ro
 
 TEST_CASE("the torch schedules refuse bad settings, naming them") {
   TwoGroups t;
-  CHECK(thrown([&] { LinearLR(t.sgd, 0.0); }) ==
-        "LinearLR: start_factor must be in (0, 1], got 0");
+  CHECK(thrown([&] { LinearLR(t.sgd, 0.0); }) == "LinearLR: start_factor must be in (0, 1], got 0");
   CHECK(thrown([&] { LinearLR(t.sgd, 0.5, 1.5); }) ==
         "LinearLR: end_factor must be in [0, 1], got 1.5");
   CHECK(thrown([&] { LinearLR(t.sgd, 0.5, 1.0, 0); }) ==
         "LinearLR: total_iters must be >= 1, got 0");
-  CHECK(thrown([&] { MultiStepLR(t.sgd, {3, -1}); }) ==
-        "MultiStepLR: milestones must be >= 0, got -1");
+  CHECK(thrown([&] {
+          MultiStepLR(t.sgd, {3, -1});
+        }) == "MultiStepLR: milestones must be >= 0, got -1");
   ExponentialLR e(t.sgd, 0.9);
   LinearLR l(t.sgd);
-  CHECK(thrown([&] { SequentialLR(t.sgd, {&l, &e}, {}); }) ==
+  CHECK(thrown([&] {
+          SequentialLR(t.sgd, {&l, &e}, {});
+        }) ==
         "SequentialLR: expects one more scheduler than milestones, got 2 schedulers and 0 "
         "milestones");
-  CHECK(thrown([&] { SequentialLR(t.sgd, {&l, &e, &l}, {5, 3}); }) ==
-        "SequentialLR: milestones must be increasing and >= 1, got 3 at position 1");
+  CHECK(thrown([&] {
+          SequentialLR(t.sgd, {&l, &e, &l}, {5, 3});
+        }) == "SequentialLR: milestones must be increasing and >= 1, got 3 at position 1");
   TwoGroups other;
   ExponentialLR elsewhere(other.sgd, 0.9);
-  CHECK(thrown([&] { SequentialLR(t.sgd, {&l, &elsewhere}, {2}); }) ==
+  CHECK(thrown([&] {
+          SequentialLR(t.sgd, {&l, &elsewhere}, {2});
+        }) ==
         "SequentialLR: expects all schedulers to belong to the same optimizer, but scheduler 1 "
         "is over another one");
   ReduceLROnPlateau plateau(t.sgd);
-  CHECK(thrown([&] { SequentialLR(t.sgd, {&l, &plateau}, {2}); }) ==
-        "SequentialLR: scheduler 1 follows a metric (ReduceLROnPlateau), not the step");
+  CHECK(thrown([&] {
+          SequentialLR(t.sgd, {&l, &plateau}, {2});
+        }) == "SequentialLR: scheduler 1 follows a metric (ReduceLROnPlateau), not the step");
 }
 
 TEST_CASE("an optimiser over no parameters is refused as torch's, for every optimiser") {

@@ -74,8 +74,11 @@ std::string thrown(const std::function<void()>& f) {
 
 // scheduler = MultiStepLR(optimizer, milestones=[30, 80], gamma=0.1)
 TEST_CASE("idiom: MultiStepLR(optimizer, milestones=[30, 80], gamma=0.1)") {
-  check_close(rates([](Optimizer& o) { return std::make_unique<MultiStepLR>(o, std::vector<int64_t>{30, 80}, 0.1); },
-                    100),
+  check_close(rates(
+                  [](Optimizer& o) {
+                    return std::make_unique<MultiStepLR>(o, std::vector<int64_t>{30, 80}, 0.1);
+                  },
+                  100),
               kMultiStep);
 }
 
@@ -93,8 +96,7 @@ TEST_CASE("idiom: LinearLR(optimizer, start_factor=0.5, total_iters=4)") {
 
 // scheduler = LinearLR(optimizer)   # start_factor=1/3, end_factor=1.0, total_iters=5
 TEST_CASE("idiom: LinearLR(optimizer) with its defaults") {
-  check_close(rates([](Optimizer& o) { return std::make_unique<LinearLR>(o); }, 7),
-              kLinearDefault);
+  check_close(rates([](Optimizer& o) { return std::make_unique<LinearLR>(o); }, 7), kLinearDefault);
 }
 
 // s1 = LinearLR(optimizer, start_factor=0.1, total_iters=2)
@@ -132,7 +134,9 @@ TEST_CASE("idiom: scheduler.load_state_dict(scheduler.state_dict()) to resume") 
 
 // optimizer = torch.optim.AdamW([{'params': decay, 'weight_decay': 0.1},
 //                                {'params': no_decay, 'weight_decay': 0.0}], lr=0.01)
-TEST_CASE("idiom: AdamW([{'params': decay, 'weight_decay': 0.1}, {'params': no_decay, 'weight_decay': 0.0}])") {
+TEST_CASE(
+    "idiom: AdamW([{'params': decay, 'weight_decay': 0.1}, {'params': no_decay, 'weight_decay': "
+    "0.0}])") {
   Model m;
   AdamW optimizer({{.params = {m.w}, .weight_decay = 0.1}, {.params = {m.b}, .weight_decay = 0.0}},
                   AdamWConfig{.lr = 0.01});
@@ -164,7 +168,8 @@ TEST_CASE("idiom: decay / no_decay split by p.dim() (nanoGPT's configure_optimiz
 
 // optim.SGD([{'params': model.base.parameters()},
 //            {'params': model.classifier.parameters(), 'lr': 1e-3}], lr=1e-2, momentum=0.9)
-TEST_CASE("idiom: SGD([{'params': base}, {'params': classifier, 'lr': 1e-3}], lr=1e-2, momentum=0.9)") {
+TEST_CASE(
+    "idiom: SGD([{'params': base}, {'params': classifier, 'lr': 1e-3}], lr=1e-2, momentum=0.9)") {
   Model m;
   SGD optimizer({{.params = {m.w}}, {.params = {m.b}, .lr = 1e-3}},
                 SGDConfig{.lr = 1e-2, .momentum = 0.9});
@@ -199,8 +204,9 @@ TEST_CASE("idiom: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.
 
 // torch.optim.SGD([], lr=0.1)   # ValueError: optimizer got an empty parameter list
 TEST_CASE("idiom: torch.optim.SGD([], lr=0.1) raises 'optimizer got an empty parameter list'") {
-  CHECK(thrown([] { SGD(std::vector<Tensor>{}, SGDConfig{.lr = 0.1}); })
-            .find("SGD: optimizer got an empty parameter list") == 0);
+  CHECK(thrown([] {
+          SGD(std::vector<Tensor>{}, SGDConfig{.lr = 0.1});
+        }).find("SGD: optimizer got an empty parameter list") == 0);
   Module forgot;  // layers kept as plain members, never register_module'd
   CHECK(thrown([&] { AdamW(forgot, AdamWConfig{}); }).find("the module passed has no parameters") !=
         std::string::npos);
@@ -233,7 +239,9 @@ TEST_CASE("idiom: len(loader) with drop_last False and True") {
 
 // loader = DataLoader(ds, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0))
 // for epoch in range(2): for (ib,) in loader: ...
-TEST_CASE("idiom: DataLoader(ds, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0))") {
+TEST_CASE(
+    "idiom: DataLoader(ds, batch_size=4, shuffle=True, "
+    "generator=torch.Generator().manual_seed(0))") {
   TensorDataset ds({arange(10.0, DType::i64)});
   TorchGenerator g(0);
   DataLoader loader(ds, {.batch_size = 4, .shuffle = true, .generator = &g});
@@ -257,9 +265,11 @@ TEST_CASE("idiom: DataLoader(ds, batch_size=4, shuffle=True, drop_last=True)") {
 
 // for epoch in range(3):
 //     for xb, yb in loader:
-//         optimizer.zero_grad(); loss = F.mse_loss(model(xb), yb); loss.backward(); optimizer.step()
+//         optimizer.zero_grad(); loss = F.mse_loss(model(xb), yb); loss.backward();
+//         optimizer.step()
 //     scheduler.step()
-TEST_CASE("idiom: the epoch loop: for xb, yb in loader: zero_grad, backward, step; scheduler.step()") {
+TEST_CASE(
+    "idiom: the epoch loop: for xb, yb in loader: zero_grad, backward, step; scheduler.step()") {
   Model m;
   SGD optimizer({m.w, m.b}, SGDConfig{.lr = 0.05, .momentum = 0.9});
   MultiStepLR scheduler(optimizer, {2}, 0.1);

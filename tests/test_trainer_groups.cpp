@@ -78,8 +78,7 @@ Grouped grouped(Kind kind, Module& net, bool schedule = true) {
       g.optimizer = std::make_unique<SGD>(groups, SGDConfig{.lr = 0.05, .momentum = 0.9});
       break;
     case Kind::rmsprop:
-      g.optimizer =
-          std::make_unique<RMSprop>(groups, RMSpropConfig{.lr = 1e-3, .momentum = 0.5});
+      g.optimizer = std::make_unique<RMSprop>(groups, RMSpropConfig{.lr = 1e-3, .momentum = 0.5});
       break;
     case Kind::adagrad:
       g.optimizer = std::make_unique<Adagrad>(groups, AdagradConfig{.lr = 0.05});
@@ -270,7 +269,8 @@ TEST_CASE("Trainer over a DataLoader takes its batches in order and resumes mid-
     }
   CHECK(sizes == std::vector<int64_t>{8, 8, 8, 8, 8, 8, 8, 4, 8, 8, 8, 8, 8, 8, 8, 4});
   CHECK(whole.losses() == losses);
-  CHECK(whole_net->flat_parameters().values.to_floats() == twin->flat_parameters().values.to_floats());
+  CHECK(whole_net->flat_parameters().values.to_floats() ==
+        twin->flat_parameters().values.to_floats());
 
   for (int64_t half : {5, 11}) {  // mid-epoch in the first and in the second epoch
     CAPTURE(half);

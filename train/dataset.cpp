@@ -415,10 +415,10 @@ DataLoader::DataLoader(const Dataset& data, Sampler sampler, int64_t batch)
 }
 
 DataLoader::DataLoader(const Dataset& data, const DataLoaderOptions& options)
-    : DataLoader(data,
-                 Sampler::torch_order(data.size(), options.shuffle, options.drop_last,
-                                      options.generator),
-                 options.batch_size) {
+    : DataLoader(
+          data,
+          Sampler::torch_order(data.size(), options.shuffle, options.drop_last, options.generator),
+          options.batch_size) {
   if (options.drop_last && options.batch_size > data.size())
     throw std::invalid_argument(fmt::format(
         "DataLoader: drop_last with batch_size {} larger than the dataset ({} examples) gives no "

@@ -129,7 +129,7 @@ class Sampler {
 
   Kind kind() const { return kind_; }
   int64_t size() const { return size_; }
-  int64_t epoch() const { return epoch_; }  // shuffled, torch_order: epochs begun; else 0
+  int64_t epoch() const { return epoch_; }        // shuffled, torch_order: epochs begun; else 0
   int64_t position() const { return position_; }  // index into the epoch (or the sequence)
   // Batches of `batch` examples in one epoch (torch's len(loader)): size / batch rounded down
   // with drop_last, up without it. torch_order only.
@@ -146,8 +146,8 @@ class Sampler {
 
  private:
   Sampler(Kind kind, int64_t size, uint64_t seed, bool drop_last);
-  void permute();      // shuffled: order_ = the permutation of epoch_
-  void begin_epoch();  // torch_order: the draws of an epoch's start
+  void permute();                         // shuffled: order_ = the permutation of epoch_
+  void begin_epoch();                     // torch_order: the draws of an epoch's start
   void torch_permute(TorchGenerator& g);  // order_ = torch.randperm(size_, generator=g)
   std::vector<uint8_t> torch_state() const;
   void set_torch_state(const std::vector<uint8_t>& part, int64_t epoch, int64_t position);
@@ -193,7 +193,8 @@ class DataLoader {
  public:
   DataLoader(const Dataset& data, const DataLoaderOptions& options);
   DataLoader(const Dataset& data, Sampler sampler, int64_t batch);
-  DataLoader(const Dataset&&, const DataLoaderOptions&) = delete;  // a temporary would not outlive it
+  DataLoader(const Dataset&&,
+             const DataLoaderOptions&) = delete;  // a temporary would not outlive it
   DataLoader(const Dataset&&, Sampler, int64_t) = delete;
   void next(Batch& out);
   // len(loader): batches per epoch (torch order only).

@@ -211,8 +211,8 @@ void FlatOptimizer::shard(int64_t begin, int64_t end) {
 
 void FlatOptimizer::use_flat_buffer(FlatParameters& params) {
   if (params_)
-    throw std::invalid_argument(fmt::format(
-        "{}: use_flat_buffer: the optimiser is already over a flat buffer", name()));
+    throw std::invalid_argument(
+        fmt::format("{}: use_flat_buffer: the optimiser is already over a flat buffer", name()));
   if (tensor_steps_ > 0)
     throw std::invalid_argument(fmt::format(
         "{}: use_flat_buffer: the optimiser has taken {} step(s) over its tensors; its state "
@@ -721,8 +721,7 @@ void RMSprop::set_scalar_state(const std::map<std::string, int64_t>& scalars) {
 void RMSprop::update(State& state, const Tensor& values, const Tensor& gradients, int64_t origin,
                      int64_t begin, int64_t end, double lr, double weight_decay) const {
   dispatch_float(values.dtype(), "RMSprop", [&]<class T>() {
-    T* p =
-        values.mutable_data<T>() + begin;  // once, before the threads: the version counts writes
+    T* p = values.mutable_data<T>() + begin;  // once, before the threads: the version counts writes
     const T* g = gradients.data<T>() + begin;
     const int64_t at = begin - origin;  // state element of `begin`
     T* v = state.square_avg.data<T>() + at;
@@ -814,8 +813,7 @@ void Adagrad::update(State& state, const Tensor& values, const Tensor& gradients
   // torch: clr = lr / (1 + (step − 1)·lr_decay), the step counted from 1 after the increment.
   const double clr = lr / (1 + static_cast<double>(state.steps - 1) * config_.lr_decay);
   dispatch_float(values.dtype(), "Adagrad", [&]<class T>() {
-    T* p =
-        values.mutable_data<T>() + begin;  // once, before the threads: the version counts writes
+    T* p = values.mutable_data<T>() + begin;  // once, before the threads: the version counts writes
     const T* g = gradients.data<T>() + begin;
     T* s = state.sum.data<T>() + (begin - origin);
     for_chunks(end - begin, [&](int64_t lo, int64_t hi) {
@@ -1205,7 +1203,8 @@ MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, 
             throw std::invalid_argument(
                 fmt::format("MultiStepLR: milestones must be >= 0, got {}", m));
         if (!std::isfinite(gamma))
-          throw std::invalid_argument(fmt::format("MultiStepLR: gamma must be finite, got {}", gamma));
+          throw std::invalid_argument(
+              fmt::format("MultiStepLR: gamma must be finite, got {}", gamma));
         return chained([milestones, gamma](int64_t step) {
           // torch: lr · gamma ** milestones[step], the Counter's count of this step
           const auto count = std::count(milestones.begin(), milestones.end(), step);
@@ -1264,9 +1263,9 @@ std::vector<double> sequential_bases(Optimizer& optimizer,
   }
   for (size_t i = 0; i < milestones.size(); ++i)
     if (milestones[i] < 1 || (i > 0 && milestones[i] <= milestones[i - 1]))
-      throw std::invalid_argument(fmt::format(
-          "{}: milestones must be increasing and >= 1, got {} at position {}", who, milestones[i],
-          i));
+      throw std::invalid_argument(
+          fmt::format("{}: milestones must be increasing and >= 1, got {} at position {}", who,
+                      milestones[i], i));
   return schedulers[0]->base_lrs();
 }
 }  // namespace

@@ -171,8 +171,7 @@ class AdamMoments {
   void made();
   // Elements [begin, end) of `params`; slots with decays[s] take weight decay wd.
   void step_flat(FlatParameters& params, int64_t begin, int64_t end,
-                 const std::vector<FlatOptimizer::SlotRate>& rates, const Betas& b,
-                 bool decoupled);
+                 const std::vector<FlatOptimizer::SlotRate>& rates, const Betas& b, bool decoupled);
   void step_tensors(const std::vector<ParamGroup>& groups, const Betas& b, bool decoupled,
                     const char* who);
   void resize_tensors(size_t count) { tensor_state_.resize(count); }
