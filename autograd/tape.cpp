@@ -771,6 +771,7 @@ constexpr const char* kNotDifferentiableAgain =
     "call needs create_graph = true for its result to be differentiated again)";
 }  // namespace
 
+template <int>
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool keep_graph,
                          bool create_graph, bool allow_unused) {
@@ -868,6 +869,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   put_back();
   return result;
 }
+template std::vector<Tensor> grad<0>(const std::vector<Tensor>&, const std::vector<Tensor>&,
+                                     const std::vector<Tensor>&, bool, bool, bool);
 
 HookHandle Tensor::register_hook(std::function<Tensor(const Tensor& grad)> hook) const {
   if (!defined()) throw std::invalid_argument("register_hook: the tensor is undefined");

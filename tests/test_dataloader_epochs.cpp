@@ -52,6 +52,10 @@ TEST_CASE("DataLoader(shuffle, generator) gives torch 1.13's batches, epoch by e
                kShuffleOwn_sizes, kShuffleOwn_len);
   check_loader(10, 3, {.batch_size = 3, .shuffle = true, .drop_last = true, .generator = &g},
                kShuffleOwnDrop_order, kShuffleOwnDrop_sizes, kShuffleOwnDrop_len);
+  check_loader(12, 3, {.batch_size = 4, .shuffle = true, .generator = &g}, kShuffleOwnEven_order,
+               kShuffleOwnEven_sizes, kShuffleOwnEven_len);
+  check_loader(12, 3, {.batch_size = 5, .shuffle = true, .drop_last = true, .generator = &g},
+               kShuffleOwnEvenDrop_order, kShuffleOwnEvenDrop_sizes, kShuffleOwnEvenDrop_len);
   TorchGenerator h(123);
   check_loader(100, 2, {.batch_size = 16, .shuffle = true, .generator = &h}, kShuffleHundred_order,
                kShuffleHundred_sizes, kShuffleHundred_len);
@@ -104,18 +108,32 @@ TEST_CASE("DataLoader: next() continues the epochs; a range-for begins a new epo
   }
   CHECK(order == kShuffleOwn_order);
   CHECK(by_next.sampler().epoch() == 3);
+  // Epochs that end on a full batch, and drop_last: next() across epochs is still torch's for
+  // loops run to their end.
+  for (bool drop : {false, true}) {
+    TensorDataset twelve({arange(12.0, DType::i64)});
+    const int64_t batch = drop ? 5 : 4;
+    DataLoader even(twelve,
+                    {.batch_size = batch, .shuffle = true, .drop_last = drop, .generator = &g});
+    std::vector<int64_t> got;
+    for (int i = 0; i < 3 * even.size(); ++i) {
+      even.next(b);
+      for (int64_t v : values(b)) got.push_back(v);
+    }
+    CHECK(got == (drop ? kShuffleOwnEvenDrop_order : kShuffleOwnEven_order));
+  }
 
   DataLoader partway(data, {.batch_size = 3, .shuffle = true, .generator = &g});
   for (const Batch& batch : partway) {  // the first batch of epoch 1, then break
-    CHECK(values(batch) ==
-          std::vector<int64_t>(kShuffleOwn_order.begin(), kShuffleOwn_order.begin() + 3));
+    CHECK(values(batch) == kShuffleOwnBreak_first);
     break;
   }
+  // A whole new epoch (torch's second iter()); the first, left part-way, drew no trailing
+  // permutation, so this is not the second epoch of loops run to their end.
   std::vector<int64_t> second;
-  for (const Batch& batch : partway)  // a whole new epoch (torch's second iter())
+  for (const Batch& batch : partway)
     for (int64_t v : values(batch)) second.push_back(v);
-  CHECK(second ==
-        std::vector<int64_t>(kShuffleOwn_order.begin() + 10, kShuffleOwn_order.begin() + 20));
+  CHECK(second == kShuffleOwnBreak_next_epoch);
 }
 
 TEST_CASE("DataLoader's order resumes mid-epoch from the sampler's state") {

@@ -78,6 +78,24 @@ def main():
     g = torch.Generator()
     g.manual_seed(123)
     loader("kShuffleHundred", 100, 2, batch_size=16, shuffle=True, generator=g)
+    g = torch.Generator()
+    g.manual_seed(7)
+    loader("kShuffleOwnEven", 12, 3, batch_size=4, shuffle=True, generator=g)
+    g = torch.Generator()
+    g.manual_seed(7)
+    loader("kShuffleOwnEvenDrop", 12, 3, batch_size=5, shuffle=True, drop_last=True, generator=g)
+    # An epoch left part-way (break) draws no trailing randperm: the next epoch differs.
+    g = torch.Generator()
+    g.manual_seed(7)
+    dl = DataLoader(TensorDataset(torch.arange(10)), batch_size=3, shuffle=True, generator=g)
+    for (xb,) in dl:
+        first = xb.tolist()
+        break
+    order = []
+    for (xb,) in dl:
+        order += xb.tolist()
+    emit("kShuffleOwnBreak_first", first, "int64_t")
+    emit("kShuffleOwnBreak_next_epoch", order, "int64_t")
     torch.manual_seed(5)
     loader("kShuffleDefault", 10, 2, rand_after=True, batch_size=4, shuffle=True)
     torch.manual_seed(5)

@@ -201,6 +201,7 @@ void Sampler::begin_epoch() {
   } else if (generator_) {
     epoch_source_ = g.state();
     torch_permute(g);
+    tail_draw_pending_ = true;
   } else {
     TorchGenerator fresh(g.next_u64() % (uint64_t{1} << 63));
     epoch_source_ = fresh.state();
@@ -210,12 +211,23 @@ void Sampler::begin_epoch() {
   position_ = 0;
 }
 
+// torch 1.13's RandomSampler yields its permutation, then draws one more randperm(size) whose
+// empty slice ends it: when the sampler is run to its end (a for loop over the loader that
+// finishes), not when the epoch is left part-way. Only an own generator sees it (without one, the
+// epoch's fresh generator draws it).
+void Sampler::finish_epoch() {
+  if (!tail_draw_pending_) return;
+  tail_draw_pending_ = false;
+  for (int64_t i = 0; i < size_ - 1; ++i) (void)generator_->next_u32();
+}
+
 void Sampler::restart_epoch() {
   if (kind_ != Kind::torch)
     throw std::invalid_argument(
         "sampler: restart_epoch needs the torch order (Sampler::torch_order); the other kinds "
         "are endless streams");
   if (epoch_ > 0) position_ = size_;
+  tail_draw_pending_ = false;  // an epoch left part-way is not run to its end
 }
 
 int64_t Sampler::batches_per_epoch(int64_t batch) const {
@@ -259,12 +271,15 @@ void Sampler::next(int64_t count, std::vector<int64_t>& out) {
       return;
     }
     case Kind::torch: {
-      if (epoch_ == 0 || position_ == size_ || (drop_last_ && size_ - position_ < count))
+      if (epoch_ == 0 || position_ == size_ || (drop_last_ && size_ - position_ < count)) {
+        finish_epoch();  // the last epoch ran to its end (torch's StopIteration)
         begin_epoch();
+      }
       const int64_t take = std::min(count, size_ - position_);
       out.resize(static_cast<size_t>(take));
       std::copy_n(order_.begin() + position_, take, out.begin());
       position_ += take;
+      if (take < count) finish_epoch();  // the short last batch reached the sampler's end
       return;
     }
   }
@@ -358,6 +373,7 @@ void Sampler::set_state(const std::vector<uint8_t>& blob) {
 // its length first (0: none).
 std::vector<uint8_t> Sampler::torch_state() const {
   std::vector<uint8_t> out;
+  put(out, tail_draw_pending_ ? 1 : 0);
   for (const std::vector<uint8_t>& part :
        {generator_ ? generator_->state() : std::vector<uint8_t>(), epoch_source_}) {
     put(out, part.size());
@@ -368,7 +384,13 @@ std::vector<uint8_t> Sampler::torch_state() const {
 
 void Sampler::set_torch_state(const std::vector<uint8_t>& part, int64_t epoch, int64_t position) {
   std::vector<uint8_t> pieces[2];
-  size_t at = 0;
+  uint64_t pending = 0;
+  if (part.size() < 8)
+    throw std::invalid_argument("sampler state: the torch order's part is truncated");
+  std::memcpy(&pending, part.data(), 8);
+  if (pending > 1 || (pending == 1 && !generator_))
+    throw std::invalid_argument("sampler state: the torch order's pending draw is invalid");
+  size_t at = 8;
   for (std::vector<uint8_t>& piece : pieces) {
     uint64_t n = 0;
     if (part.size() - at < 8)
@@ -397,6 +419,7 @@ void Sampler::set_torch_state(const std::vector<uint8_t>& part, int64_t epoch, i
     order_ = std::move(order);
   }
   generator_ = own;
+  tail_draw_pending_ = pending == 1;
   epoch_source_ = pieces[1];
   epoch_ = epoch;
   position_ = position;
@@ -447,7 +470,10 @@ DataLoader::iterator DataLoader::begin() {
 }
 
 DataLoader::iterator& DataLoader::iterator::operator++() {
-  if (++index_ < loader_->size()) loader_->next(loader_->current_);
+  if (++index_ < loader_->size())
+    loader_->next(loader_->current_);
+  else
+    loader_->sampler_.finish_epoch();  // the loop's end: torch's sampler runs to its end
   return *this;
 }
 

@@ -116,12 +116,19 @@ class Sampler {
   // other draws from it in between would move torch's order); null: the default generator
   // (dg::default_generator(), torch's global one: after manual_seed(s) on both sides, the same
   // order as torch's DataLoader without a generator, which seeds a fresh generator for each
-  // epoch's permutation from a second draw). Nothing is drawn until the first next().
+  // epoch's permutation from a second draw). Nothing is drawn until the first next(). torch's
+  // RandomSampler draws one more randperm(size) when an epoch is run to its end (not when it is
+  // left part-way); with an own generator this does too (finish_epoch), so next() across epochs
+  // gives the batches of for loops over torch's loader run to their end.
   static Sampler torch_order(int64_t size, bool shuffle, bool drop_last,
                              const TorchGenerator* generator = nullptr);
   // Makes the next next() begin a new epoch (torch's iter(loader) on a loader part-way through
   // one); nothing when no epoch has begun or the current one is finished. torch_order only.
   void restart_epoch();
+  // The draw torch's RandomSampler makes when its epoch is run to the end (one more
+  // randperm(size) from an own generator); next() makes it before beginning the next epoch and
+  // after an epoch's short last batch, a DataLoader's range-for at its end. torch_order only.
+  void finish_epoch();
 
   // The next `count` example indices (count > 0; a shuffled or sequential sampler with
   // drop_last needs count <= size). Appends nothing else: `out` is overwritten.
@@ -163,6 +170,7 @@ class Sampler {
   bool shuffle_ = false;
   std::optional<TorchGenerator> generator_;
   std::vector<uint8_t> epoch_source_;
+  bool tail_draw_pending_ = false;  // finish_epoch's draw is still to be made
 };
 
 // torch.utils.data.DataLoader's settings (its defaults).
