@@ -31,7 +31,7 @@ void check_close(const std::vector<double>& got, const std::vector<double>& want
 Tensor pattern(int64_t n, int64_t mul, int64_t mod, int64_t shift, double div, Shape shape) {
   std::vector<double> v;
   for (int64_t k = 0; k < n; ++k) v.push_back(static_cast<double>((k * mul) % mod - shift) / div);
-  return Tensor::from_vector(v, shape);
+  return Tensor::from_vector(v, shape, DType::f64);
 }
 
 // The generator's model y = x·Wᵀ + b in float64, and its data.
@@ -295,7 +295,8 @@ TEST_CASE(
 // (g,) = torch.autograd.grad(y, x, create_graph=True)
 // (gg,) = torch.autograd.grad(g.sum(), x)
 TEST_CASE("idiom: torch.autograd.grad(y, x, create_graph=True), then grad of the gradient") {
-  Tensor x = Tensor::from_vector(std::vector<double>{0.5, -1.25, 2.0}, {3}).set_requires_grad(true);
+  Tensor x = Tensor::from_vector(std::vector<double>{0.5, -1.25, 2.0}, {3}, DType::f64)
+                 .set_requires_grad(true);
   Tensor y = sum(pow(x, 3.0));
   Tensor g = grad({y}, {x}, {.create_graph = true})[0];
   Tensor gg = grad({sum(g)}, {x})[0];
@@ -306,7 +307,8 @@ TEST_CASE("idiom: torch.autograd.grad(y, x, create_graph=True), then grad of the
 // (g,) = torch.autograd.grad(y, x)        # no create_graph
 // torch.autograd.grad(g.sum(), x)         # RuntimeError: ... does not require grad
 TEST_CASE("idiom: a second torch.autograd.grad without create_graph on the first raises") {
-  Tensor x = Tensor::from_vector(std::vector<double>{0.5, -1.25, 2.0}, {3}).set_requires_grad(true);
+  Tensor x = Tensor::from_vector(std::vector<double>{0.5, -1.25, 2.0}, {3}, DType::f64)
+                 .set_requires_grad(true);
   Tensor g = grad({sum(pow(x, 3.0))}, {x})[0];
   const std::string message = thrown([&] { grad({sum(g)}, {x}); });
   CHECK(message.find("does not require grad") != std::string::npos);
@@ -315,15 +317,17 @@ TEST_CASE("idiom: a second torch.autograd.grad without create_graph on the first
 
 // (vjp,) = torch.autograd.grad(torch.sin(x) * x, x, grad_outputs=v)
 TEST_CASE("idiom: torch.autograd.grad(outputs, x, grad_outputs=v)") {
-  Tensor x = Tensor::from_vector(std::vector<double>{0.5, -1.25, 2.0}, {3}).set_requires_grad(true);
-  Tensor v = Tensor::from_vector(std::vector<double>{1.0, 0.5, -2.0}, {3});
+  Tensor x = Tensor::from_vector(std::vector<double>{0.5, -1.25, 2.0}, {3}, DType::f64)
+                 .set_requires_grad(true);
+  Tensor v = Tensor::from_vector(std::vector<double>{1.0, 0.5, -2.0}, {3}, DType::f64);
   Tensor vjp = grad({mul(sin(x), x)}, {x}, {.grad_outputs = {v}})[0];
   check_close(vjp.to_vector(), kVjp);
 }
 
 // torch.autograd.grad(y, [x, unused], allow_unused=True)   # (dx, None)
 TEST_CASE("idiom: torch.autograd.grad(y, [x, unused], allow_unused=True)") {
-  Tensor x = Tensor::from_vector(std::vector<double>{0.5, -1.25, 2.0}, {3}).set_requires_grad(true);
+  Tensor x = Tensor::from_vector(std::vector<double>{0.5, -1.25, 2.0}, {3}, DType::f64)
+                 .set_requires_grad(true);
   Tensor unused = Tensor::zeros({2}, DType::f64).set_requires_grad(true);
   std::vector<Tensor> g =
       grad({sum(pow(x, 3.0))}, {x, unused}, {.retain_graph = false, .allow_unused = true});
