@@ -718,8 +718,25 @@ void RMSprop::set_scalar_state(const std::map<std::string, int64_t>& scalars) {
   flat_.steps = scalar_named(scalars, "step", name());
 }
 
-void RMSprop::update(State& state, const Tensor& values, const Tensor& gradients, int64_t origin,
-                     int64_t begin, int64_t end, double lr, double weight_decay) const {
+void RMSprop::update(State& state, const Tensor& values, const Tensor& gradients, int64_t offset,
+                     double lr, double weight_decay) const {
+  dispatch_float(values.dtype(), "RMSprop", [&]<class T>() {
+    T* p =
+        values.mutable_data<T>() + offset;  // once, before the threads: the version counts writes
+    const T* g = gradients.data<T>() + offset;
+    T* v = state.square_avg.data<T>();
+    T* a = state.grad_avg.defined() ? state.grad_avg.data<T>() : nullptr;
+    T* b = state.momentum_buffer.defined() ? state.momentum_buffer.data<T>() : nullptr;
+    for_chunks(state.square_avg.numel(), [&](int64_t lo, int64_t hi) {
+      rmsprop_span<T>(p + lo, g + lo, v + lo, a ? a + lo : nullptr, b ? b + lo : nullptr, hi - lo,
+                      config_, lr, weight_decay);
+    });
+  });
+}
+
+void RMSprop::update_range(State& state, const Tensor& values, const Tensor& gradients,
+                           int64_t origin, int64_t begin, int64_t end, double lr,
+                           double weight_decay) const {
   dispatch_float(values.dtype(), "RMSprop", [&]<class T>() {
     T* p = values.mutable_data<T>() + begin;  // once, before the threads: the version counts writes
     const T* g = gradients.data<T>() + begin;
@@ -738,9 +755,12 @@ void RMSprop::step() {
   ScopedOpTimer op_timer(OpFamily::optimizer);
   if (params_) {
     ++flat_.steps;
+    if (slot_group_.empty())  // made from the module: one pass over the shard
+      return update(flat_, params_->values, params_->gradients, shard_begin_, *groups_[0].lr,
+                    *groups_[0].weight_decay);
     for_each_run([&](int64_t lo, int64_t hi, const SlotRate& r) {
-      update(flat_, params_->values, params_->gradients, shard_begin_, lo, hi, r.lr,
-             r.weight_decay);
+      update_range(flat_, params_->values, params_->gradients, shard_begin_, lo, hi, r.lr,
+                   r.weight_decay);
     });
     return;
   }
@@ -753,7 +773,7 @@ void RMSprop::step() {
       if (!grad.defined()) continue;
       if (!state.square_avg.defined()) state = fresh_state(param.shape(), param.dtype());
       ++state.steps;
-      update(state, param, grad, 0, 0, param.numel(), *group.lr, *group.weight_decay);
+      update(state, param, grad, 0, *group.lr, *group.weight_decay);
     }
 }
 
@@ -808,8 +828,24 @@ void Adagrad::set_scalar_state(const std::map<std::string, int64_t>& scalars) {
   flat_.steps = scalar_named(scalars, "step", name());
 }
 
-void Adagrad::update(State& state, const Tensor& values, const Tensor& gradients, int64_t origin,
-                     int64_t begin, int64_t end, double lr, double weight_decay) const {
+void Adagrad::update(State& state, const Tensor& values, const Tensor& gradients, int64_t offset,
+                     double lr, double weight_decay) const {
+  // torch: clr = lr / (1 + (step − 1)·lr_decay), the step counted from 1 after the increment.
+  const double clr = lr / (1 + static_cast<double>(state.steps - 1) * config_.lr_decay);
+  dispatch_float(values.dtype(), "Adagrad", [&]<class T>() {
+    T* p =
+        values.mutable_data<T>() + offset;  // once, before the threads: the version counts writes
+    const T* g = gradients.data<T>() + offset;
+    T* s = state.sum.data<T>();
+    for_chunks(state.sum.numel(), [&](int64_t lo, int64_t hi) {
+      adagrad_span<T>(p + lo, g + lo, s + lo, hi - lo, weight_decay, clr, config_.eps);
+    });
+  });
+}
+
+void Adagrad::update_range(State& state, const Tensor& values, const Tensor& gradients,
+                           int64_t origin, int64_t begin, int64_t end, double lr,
+                           double weight_decay) const {
   // torch: clr = lr / (1 + (step − 1)·lr_decay), the step counted from 1 after the increment.
   const double clr = lr / (1 + static_cast<double>(state.steps - 1) * config_.lr_decay);
   dispatch_float(values.dtype(), "Adagrad", [&]<class T>() {
@@ -826,9 +862,12 @@ void Adagrad::step() {
   ScopedOpTimer op_timer(OpFamily::optimizer);
   if (params_) {
     ++flat_.steps;
+    if (slot_group_.empty())  // made from the module: one pass over the shard
+      return update(flat_, params_->values, params_->gradients, shard_begin_, *groups_[0].lr,
+                    *groups_[0].weight_decay);
     for_each_run([&](int64_t lo, int64_t hi, const SlotRate& r) {
-      update(flat_, params_->values, params_->gradients, shard_begin_, lo, hi, r.lr,
-             r.weight_decay);
+      update_range(flat_, params_->values, params_->gradients, shard_begin_, lo, hi, r.lr,
+                   r.weight_decay);
     });
     return;
   }
@@ -842,7 +881,7 @@ void Adagrad::step() {
       if (!state.sum.defined())
         state.sum = Tensor::full(param.shape(), config_.initial_accumulator_value, param.dtype());
       ++state.steps;
-      update(state, param, grad, 0, 0, param.numel(), *group.lr, *group.weight_decay);
+      update(state, param, grad, 0, *group.lr, *group.weight_decay);
     }
 }
 

@@ -365,10 +365,12 @@ class RMSprop : public FlatOptimizer {
     int64_t steps = 0;
   };
   State fresh_state(const Shape& shape, DType dtype) const;
-  // Updates elements [offset, offset + state's size) of `values` from `gradients`.
-  // Elements [begin, end) of `values` from `gradients`; state element i is values' origin + i.
-  void update(State& state, const Tensor& values, const Tensor& gradients, int64_t origin,
-              int64_t begin, int64_t end, double lr, double weight_decay) const;
+  // Elements [offset, offset + state's size) of `values` from `gradients` (one group).
+  void update(State& state, const Tensor& values, const Tensor& gradients, int64_t offset,
+              double lr, double weight_decay) const;
+  // Elements [begin, end) only; state element i is values' element origin + i (a group's run).
+  void update_range(State& state, const Tensor& values, const Tensor& gradients, int64_t origin,
+                    int64_t begin, int64_t end, double lr, double weight_decay) const;
   RMSpropConfig config_;
   State flat_;                       // the flat path's, over [shard_begin, shard_end)
   std::vector<State> tensor_state_;  // over tensors: per parameter, undefined until its first step
@@ -410,8 +412,12 @@ class Adagrad : public FlatOptimizer {
     Tensor sum;
     int64_t steps = 0;
   };
-  void update(State& state, const Tensor& values, const Tensor& gradients, int64_t origin,
-              int64_t begin, int64_t end, double lr, double weight_decay) const;
+  // Elements [offset, offset + state's size) of `values` from `gradients` (one group).
+  void update(State& state, const Tensor& values, const Tensor& gradients, int64_t offset,
+              double lr, double weight_decay) const;
+  // Elements [begin, end) only; state element i is values' element origin + i (a group's run).
+  void update_range(State& state, const Tensor& values, const Tensor& gradients, int64_t origin,
+                    int64_t begin, int64_t end, double lr, double weight_decay) const;
   AdagradConfig config_;
   State flat_;
   std::vector<State> tensor_state_;
