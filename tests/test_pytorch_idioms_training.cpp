@@ -10,6 +10,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/tape.h"
+#include "nn/recurrent.h"
 #include "tensor/factory.h"
 #include "tests/pytorch_idioms/training_goldens.h"
 #include "train/dataset.h"
@@ -333,4 +334,21 @@ TEST_CASE("idiom: torch.autograd.grad(y, [x, unused], allow_unused=True)") {
       grad({sum(pow(x, 3.0))}, {x, unused}, {.retain_graph = false, .allow_unused = true});
   check_close(g[0].to_vector(), kFirst);
   CHECK_FALSE(g[1].defined());  // torch's None
+}
+
+// lstm = nn.LSTM(3, 4); out, _ = lstm(x)
+// (g,) = torch.autograd.grad(out.sum(), x, create_graph=True)   # double backward through LSTM
+TEST_CASE("idiom: torch.autograd.grad(lstm(x)[0].sum(), x, create_graph=True)") {
+  LSTM lstm({.input_size = 3, .hidden_size = 4}, DType::f64);
+  Tensor x = rand({5, 2, 3}, DType::f64).set_requires_grad(true);
+  // The fused gate kernels have no recorded backward: refused, naming the fix.
+  const std::string message =
+      thrown([&] { grad({sum(lstm.forward(x).output)}, {x}, {.create_graph = true}); });
+  CHECK(message.find("op 'lstm_cell'") != std::string::npos);
+  CHECK(message.find("gate_math = GateMath::composed") != std::string::npos);
+  lstm.gate_math = GateMath::composed;  // the same values through recorded ops
+  Tensor g = grad({sum(lstm.forward(x).output)}, {x}, {.create_graph = true})[0];
+  CHECK(g.requires_grad());
+  Tensor gg = grad({sum(g)}, {x})[0];
+  CHECK(gg.shape() == x.shape());
 }
