@@ -2,9 +2,9 @@
 // on biases, the usual grouping) and with a DataLoader in torch's epoch order:
 //  - groups: the Trainer's steps equal a hand-written loop over the same optimiser on the tensors
 //    (each group's own rate and decay), bit for bit; a checkpoint half-way resumes bit for bit
-//    for every optimiser, with a SequentialLR schedule; ZeRO-1 over 2 ranks equals accumulation
-//    2 bit for bit; a checkpoint's groups are checked on resume; a tensor outside the model and
-//    an optimiser that has stepped are refused, naming them.
+//    for every optimiser, with a SequentialLR schedule; ZeRO-0, 1 and 2 over 2 ranks equal
+//    accumulation 2 bit for bit; a checkpoint's groups are checked on resume; a tensor outside the
+//    model and an optimiser that has stepped are refused, naming them.
 //  - loader: the Trainer takes the loader's batches in order (the short last batch of an epoch
 //    as a step of its own), and resumes mid-epoch bit for bit; a short batch with accumulation
 //    and a batch size other than the step's are refused.
@@ -187,35 +187,38 @@ TEST_CASE("Trainer with parameter groups resumes half-way to the same bits, ever
   }
 }
 
-TEST_CASE("parameter groups over 2 ranks with ZeRO-1 equal accumulation 2 bit for bit") {
+TEST_CASE("parameter groups over 2 ranks with ZeRO-1 and 2 equal accumulation 2 bit for bit") {
   const TensorDataset data = regression_data();
   const auto sampler = [&] { return Sampler::shuffled(data.size(), 8, true); };
-  auto net = make_mlp(1, 0);
-  Grouped a = grouped(Kind::adamw, *net);
-  Trainer accumulated(*net, data, sampler(), mse, settings(6, 4, 2), *a.optimizer,
-                      a.schedule.get());
-  accumulated.run();
-  for (int64_t zero : {0, 1}) {
-    CAPTURE(zero);
-    TrainingConfig per_rank = settings(6, 4);
-    per_rank.zero = zero;
-    std::vector<std::shared_ptr<Sequential>> nets{make_mlp(1, 0), make_mlp(1, 0)};
-    std::vector<Grouped> opts;
-    for (auto& n : nets) opts.push_back(grouped(Kind::adamw, *n));
-    std::vector<std::vector<float>> values(2);
-    std::vector<std::vector<double>> losses(2);
-    test::ThreadRanks group(2);
-    group.run([&](test::ThreadRanks::Rank& rank) {
-      const int r = rank.rank();
-      Trainer t(*nets[r], data, sampler(), mse, per_rank, *opts[r].optimizer,
-                opts[r].schedule.get(), {}, &rank);
-      t.run();
-      losses[r] = t.losses();
-      values[r] = weights(t);
-    });
-    CHECK(losses[0] == accumulated.losses());
-    CHECK(values[0] == weights(accumulated));
-    CHECK(values[1] == values[0]);
+  for (Kind kind : {Kind::adamw, Kind::sgd, Kind::rmsprop, Kind::adagrad}) {
+    CAPTURE(static_cast<int>(kind));
+    auto net = make_mlp(1, 0);
+    Grouped a = grouped(kind, *net);
+    Trainer accumulated(*net, data, sampler(), mse, settings(6, 4, 2), *a.optimizer,
+                        a.schedule.get());
+    accumulated.run();
+    for (int64_t zero : {0, 1, 2}) {
+      CAPTURE(zero);
+      TrainingConfig per_rank = settings(6, 4);
+      per_rank.zero = zero;
+      std::vector<std::shared_ptr<Sequential>> nets{make_mlp(1, 0), make_mlp(1, 0)};
+      std::vector<Grouped> opts;
+      for (auto& n : nets) opts.push_back(grouped(kind, *n));
+      std::vector<std::vector<float>> values(2);
+      std::vector<std::vector<double>> losses(2);
+      test::ThreadRanks group(2);
+      group.run([&](test::ThreadRanks::Rank& rank) {
+        const int r = rank.rank();
+        Trainer t(*nets[r], data, sampler(), mse, per_rank, *opts[r].optimizer,
+                  opts[r].schedule.get(), {}, &rank);
+        t.run();
+        losses[r] = t.losses();
+        values[r] = weights(t);
+      });
+      CHECK(losses[0] == accumulated.losses());
+      CHECK(values[0] == weights(accumulated));
+      CHECK(values[1] == values[0]);
+    }
   }
 }
 
