@@ -256,8 +256,13 @@ void check_differentiable(const std::vector<Step>& steps, const char* who) {
       throw std::runtime_error(fmt::format(
           "{}: create_graph: op '{}' (output {}) has no differentiable backward (its backward "
           "uses fused kernels), so its gradient cannot be differentiated again; compose it from "
-          "ops that support create_graph (autograd/README.md lists them)",
-          who, s.node->op, s.output.describe()));
+          "ops that support create_graph (autograd/README.md lists them){}",
+          who, s.node->op, s.output.describe(),
+          std::string_view(s.node->op) == "lstm_cell" || std::string_view(s.node->op) == "gru_cell"
+              ? "; for an LSTM, GRU or cell module set its gate_math = GateMath::composed "
+                "(lstm.gate_math = dg::GateMath::composed; nn/recurrent.h): the same values "
+                "through recorded ops"
+              : ""));
 }
 
 // ---- hooks -----------------------------------------------------------------------------------
@@ -759,6 +764,14 @@ void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph, bool
     if (f.after_step == steps.size()) run_post_accumulate_hooks(f.leaf);
 }
 
+namespace {
+// Why an output may not require grad: a gradient made without create_graph has no graph.
+constexpr const char* kNotDifferentiableAgain =
+    " (if it is, or is computed from, a gradient an earlier grad() or backward() returned, that "
+    "call needs create_graph = true for its result to be differentiated again)";
+}  // namespace
+
+template <int>
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, bool keep_graph,
                          bool create_graph, bool allow_unused) {
@@ -768,8 +781,9 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
         fmt::format("grad: {} grad_outputs for {} outputs", grad_outputs.size(), outputs.size()));
   for (size_t i = 0; i < outputs.size(); ++i)
     if (!outputs[i].defined() || !outputs[i].requires_grad())
-      throw std::invalid_argument(
-          fmt::format("grad: output {} ({}) does not require grad", i, outputs[i].describe()));
+      throw std::invalid_argument(fmt::format("grad: output {} ({}) does not require grad{}", i,
+                                              outputs[i].describe(),
+                                              outputs[i].defined() ? kNotDifferentiableAgain : ""));
   std::unordered_map<const TensorImpl*, size_t> wanted;  // requested input -> its index
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined() || !inputs[i].requires_grad())
@@ -855,6 +869,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   put_back();
   return result;
 }
+template std::vector<Tensor> grad<0>(const std::vector<Tensor>&, const std::vector<Tensor>&,
+                                     const std::vector<Tensor>&, bool, bool, bool);
 
 HookHandle Tensor::register_hook(std::function<Tensor(const Tensor& grad)> hook) const {
   if (!defined()) throw std::invalid_argument("register_hook: the tensor is undefined");

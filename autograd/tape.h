@@ -146,10 +146,31 @@ void backward(const Tensor& root, const Tensor& grad_root = Tensor(), bool keep_
 // throws naming it, unless allow_unused (its result is then undefined); an input reached whose
 // gradient no backward wrote gets zeros. create_graph as backward's: the results have a graph
 // (torch.autograd.grad(..., create_graph=True)); grad_outputs that require grad are part of it.
-// The arguments are in torch's order.
+// The arguments are in torch's order. (A template of one instance, defined in tape.cpp, only so
+// that grad(outputs, inputs, {.create_graph = true}) below picks the GradOptions overload: GCC 12
+// also counts a designated list as a candidate for the vector, and the non-template then wins.)
+template <int = 0>
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool keep_graph = false,
                          bool create_graph = false, bool allow_unused = false);
+extern template std::vector<Tensor> grad<0>(const std::vector<Tensor>&,
+                                            const std::vector<Tensor>&,
+                                            const std::vector<Tensor>&, bool, bool, bool);
+// grad()'s options by name, torch's keywords (retain_graph is keep_graph), so that two bools
+// cannot be swapped unseen:
+//   grad({loss}, {x}, {.retain_graph = true, .create_graph = true})
+// (grad(outputs, inputs) alone takes the defaults; grad(outputs, inputs, {}) is ambiguous.)
+struct GradOptions {
+  std::vector<Tensor> grad_outputs = {};
+  bool retain_graph = false;
+  bool create_graph = false;
+  bool allow_unused = false;
+};
+inline std::vector<Tensor> grad(const std::vector<Tensor>& outputs,
+                                const std::vector<Tensor>& inputs, const GradOptions& options) {
+  return grad<0>(outputs, inputs, options.grad_outputs, options.retain_graph,
+                 options.create_graph, options.allow_unused);
+}
 
 // ---- The graph, read only, and the walk's order ----------------------------------------------
 // What a node holds, seen from the tensor it made (chapter 2 of the learner's path reads the graph

@@ -393,8 +393,10 @@ TEST_CASE("optimisers refuse bad groups and settings, naming them") {
   TwoTensors t;
   CHECK_THROWS_WITH(SGD({t.w}, SGDConfig{.momentum = 0.9, .dampening = 0.1, .nesterov = true}),
                     doctest::Contains("Nesterov"));
-  CHECK_THROWS_WITH(AdamW({{.params = {t.w}}, {.params = {}}}, AdamWConfig{}),
-                    doctest::Contains("group 1 is empty"));
+  // An empty group beside a full one is accepted, as torch does; all empty is refused.
+  CHECK_NOTHROW(AdamW({{.params = {t.w}}, {.params = {}}}, AdamWConfig{}));
+  CHECK_THROWS_WITH(AdamW({{.params = {}}, {.params = {}}}, AdamWConfig{}),
+                    doctest::Contains("optimizer got an empty parameter list"));
   CHECK_THROWS_WITH(AdamW({t.w, t.b, t.w}, AdamWConfig{}), doctest::Contains("more than one"));
   CHECK_THROWS_WITH(AdamW({{.params = {t.w}, .lr = -1.0}}, AdamWConfig{}), doctest::Contains("lr"));
   CHECK_THROWS_WITH(AdamW({dg::raw::view_transpose(t.w, 0, 1)}, AdamWConfig{}),

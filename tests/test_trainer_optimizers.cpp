@@ -330,9 +330,15 @@ TEST_CASE(
   SGD elsewhere(*other, SGDConfig{});
   CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(60, 1), mse, settings(2, 4), elsewhere),
                     doctest::Contains("not over the model's flat buffers"));
+  // An optimiser over the model's tensors is moved onto its flat buffers (parameter groups:
+  // tests/test_trainer_groups.cpp); one over another model's tensors is refused.
   SGD over_tensors(net->parameters(), SGDConfig{});
-  CHECK_THROWS_WITH(Trainer(*net, data, Sampler::random(60, 1), mse, settings(2, 4), over_tensors),
-                    doctest::Contains("optimizer SGD is not over the model's flat buffers"));
+  CHECK_NOTHROW(Trainer(*net, data, Sampler::random(60, 1), mse, settings(2, 4), over_tensors));
+  CHECK(over_tensors.flat_parameters() == &net->flat_parameters());
+  SGD over_other_tensors(other->parameters(), SGDConfig{});
+  CHECK_THROWS_WITH(
+      Trainer(*net, data, Sampler::random(60, 1), mse, settings(2, 4), over_other_tensors),
+      doctest::Contains("is not a parameter of the model being trained"));
 
   TrainingConfig zero = settings(2, 4);
   zero.zero = 1;

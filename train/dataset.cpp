@@ -170,6 +170,74 @@ void Sampler::permute() {
   for (int64_t i = size_ - 1; i > 0; --i) std::swap(order_[i], order_[g.integers(0, i + 1)]);
 }
 
+Sampler Sampler::torch_order(int64_t size, bool shuffle, bool drop_last,
+                             const TorchGenerator* generator) {
+  Sampler s(Kind::torch, size, generator ? generator->initial_seed() : 0, drop_last);
+  s.shuffle_ = shuffle;
+  if (generator) s.generator_ = *generator;
+  return s;
+}
+
+void Sampler::torch_permute(TorchGenerator& g) {
+  // torch 1.13's randperm on the CPU: Fisher–Yates from the front, one 32-bit draw per swap.
+  order_.resize(static_cast<size_t>(size_));
+  for (int64_t i = 0; i < size_; ++i) order_[i] = i;
+  for (int64_t i = 0; i < size_ - 1; ++i) {
+    const int64_t z = static_cast<int64_t>(g.next_u32() % static_cast<uint64_t>(size_ - i));
+    std::swap(order_[i], order_[z + i]);
+  }
+}
+
+// torch 1.13: iter(DataLoader) draws the iterator's _base_seed (random_() of an int64: one
+// random64()), then the RandomSampler draws randperm from the loader's generator or, without
+// one, from a generator seeded with a second int64 draw from the global one.
+void Sampler::begin_epoch() {
+  TorchGenerator& g = generator_ ? *generator_ : default_generator();
+  (void)g.next_u64();
+  epoch_source_.clear();
+  if (!shuffle_) {
+    order_.resize(static_cast<size_t>(size_));
+    for (int64_t i = 0; i < size_; ++i) order_[i] = i;
+  } else if (generator_) {
+    epoch_source_ = g.state();
+    torch_permute(g);
+    tail_draw_pending_ = true;
+  } else {
+    TorchGenerator fresh(g.next_u64() % (uint64_t{1} << 63));
+    epoch_source_ = fresh.state();
+    torch_permute(fresh);
+  }
+  ++epoch_;
+  position_ = 0;
+}
+
+// torch 1.13's RandomSampler yields its permutation, then draws one more randperm(size) whose
+// empty slice ends it: when the sampler is run to its end (a for loop over the loader that
+// finishes), not when the epoch is left part-way. Only an own generator sees it (without one, the
+// epoch's fresh generator draws it).
+void Sampler::finish_epoch() {
+  if (!tail_draw_pending_) return;
+  tail_draw_pending_ = false;
+  for (int64_t i = 0; i < size_ - 1; ++i) (void)generator_->next_u32();
+}
+
+void Sampler::restart_epoch() {
+  if (kind_ != Kind::torch)
+    throw std::invalid_argument(
+        "sampler: restart_epoch needs the torch order (Sampler::torch_order); the other kinds "
+        "are endless streams");
+  if (epoch_ > 0) position_ = size_;
+  tail_draw_pending_ = false;  // an epoch left part-way is not run to its end
+}
+
+int64_t Sampler::batches_per_epoch(int64_t batch) const {
+  if (kind_ != Kind::torch)
+    throw std::invalid_argument(
+        "sampler: batches per epoch are defined for the torch order (Sampler::torch_order) only");
+  if (batch < 1) throw std::invalid_argument(fmt::format("sampler: batch of {} asked", batch));
+  return drop_last_ ? size_ / batch : (size_ + batch - 1) / batch;
+}
+
 void Sampler::next(int64_t count, std::vector<int64_t>& out) {
   if (count < 1) throw std::invalid_argument(fmt::format("sampler: batch of {} asked", count));
   if (drop_last_ && count > size_)
@@ -202,6 +270,18 @@ void Sampler::next(int64_t count, std::vector<int64_t>& out) {
       }
       return;
     }
+    case Kind::torch: {
+      if (epoch_ == 0 || position_ == size_ || (drop_last_ && size_ - position_ < count)) {
+        finish_epoch();  // the last epoch ran to its end (torch's StopIteration)
+        begin_epoch();
+      }
+      const int64_t take = std::min(count, size_ - position_);
+      out.resize(static_cast<size_t>(take));
+      std::copy_n(order_.begin() + position_, take, out.begin());
+      position_ += take;
+      if (take < count) finish_epoch();  // the short last batch reached the sampler's end
+      return;
+    }
   }
 }
 
@@ -209,10 +289,15 @@ json::Value Sampler::description() const {
   json::Value v;
   v["kind"] = kind_ == Kind::random       ? "random"
               : kind_ == Kind::sequential ? "sequential"
-                                          : "shuffled";
+              : kind_ == Kind::shuffled   ? "shuffled"
+                                          : "torch";
   v["size"] = size_;
   v["seed"] = static_cast<int64_t>(seed_);
   v["drop_last"] = drop_last_;
+  if (kind_ == Kind::torch) {
+    v["shuffle"] = shuffle_;
+    v["generator"] = generator_ ? "own" : "default";
+  }
   return v;
 }
 
@@ -237,7 +322,7 @@ std::vector<uint8_t> Sampler::state() const {
                      static_cast<uint64_t>(drop_last_), static_cast<uint64_t>(epoch_),
                      static_cast<uint64_t>(position_)})
     put(out, v);
-  const std::vector<uint8_t> rng = rng_.state();
+  const std::vector<uint8_t> rng = kind_ == Kind::torch ? torch_state() : rng_.state();
   put(out, rng.size());
   out.insert(out.end(), rng.begin(), rng.end());
   put(out, fnv1a(out.data(), out.size()));
@@ -271,12 +356,73 @@ void Sampler::set_state(const std::vector<uint8_t>& blob) {
     throw std::invalid_argument(
         fmt::format("sampler state: epoch {} position {} is outside a dataset of {} examples",
                     epoch, position, size_));
+  const std::vector<uint8_t> part(blob.begin() + kFixed, blob.end() - 8);
+  if (kind_ == Kind::torch) {
+    set_torch_state(part, epoch, position);
+    return;
+  }
   NumpyGenerator rng = rng_;
-  rng.set_state(std::vector<uint8_t>(blob.begin() + kFixed, blob.end() - 8));
+  rng.set_state(part);
   rng_ = rng;
   epoch_ = epoch;
   position_ = position;
   if (kind_ == Kind::shuffled) permute();
+}
+
+// torch_order's part of the state: the own generator's state and the epoch's source, each with
+// its length first (0: none).
+std::vector<uint8_t> Sampler::torch_state() const {
+  std::vector<uint8_t> out;
+  put(out, tail_draw_pending_ ? 1 : 0);
+  for (const std::vector<uint8_t>& part :
+       {generator_ ? generator_->state() : std::vector<uint8_t>(), epoch_source_}) {
+    put(out, part.size());
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  return out;
+}
+
+void Sampler::set_torch_state(const std::vector<uint8_t>& part, int64_t epoch, int64_t position) {
+  std::vector<uint8_t> pieces[2];
+  uint64_t pending = 0;
+  if (part.size() < 8)
+    throw std::invalid_argument("sampler state: the torch order's part is truncated");
+  std::memcpy(&pending, part.data(), 8);
+  if (pending > 1 || (pending == 1 && !generator_))
+    throw std::invalid_argument("sampler state: the torch order's pending draw is invalid");
+  size_t at = 8;
+  for (std::vector<uint8_t>& piece : pieces) {
+    uint64_t n = 0;
+    if (part.size() - at < 8)
+      throw std::invalid_argument("sampler state: the torch order's part is truncated");
+    std::memcpy(&n, part.data() + at, 8);
+    at += 8;
+    if (n > part.size() - at)
+      throw std::invalid_argument("sampler state: the torch order's part is truncated");
+    piece.assign(part.begin() + static_cast<std::ptrdiff_t>(at),
+                 part.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+  }
+  if (pieces[0].empty() != !generator_ || (shuffle_ && epoch > 0) == pieces[1].empty())
+    throw std::invalid_argument(
+        "sampler state: the torch order's generator or epoch source does not fit this sampler");
+  std::optional<TorchGenerator> own = generator_;
+  if (own) own->set_state(pieces[0]);
+  std::vector<int64_t> order(static_cast<size_t>(size_));
+  for (int64_t i = 0; i < size_; ++i) order[i] = i;
+  if (!pieces[1].empty()) {  // redraw the epoch's permutation from its source
+    TorchGenerator source(0);
+    source.set_state(pieces[1]);
+    std::swap(order_, order);
+    torch_permute(source);
+  } else {
+    order_ = std::move(order);
+  }
+  generator_ = own;
+  tail_draw_pending_ = pending == 1;
+  epoch_source_ = pieces[1];
+  epoch_ = epoch;
+  position_ = position;
 }
 
 // ---- DataLoader
@@ -291,9 +437,44 @@ DataLoader::DataLoader(const Dataset& data, Sampler sampler, int64_t batch)
                     sampler_.size(), data.size()));
 }
 
+DataLoader::DataLoader(const Dataset& data, const DataLoaderOptions& options)
+    : DataLoader(
+          data,
+          Sampler::torch_order(data.size(), options.shuffle, options.drop_last, options.generator),
+          options.batch_size) {
+  if (options.drop_last && options.batch_size > data.size())
+    throw std::invalid_argument(fmt::format(
+        "DataLoader: drop_last with batch_size {} larger than the dataset ({} examples) gives no "
+        "batch at all",
+        options.batch_size, data.size()));
+}
+
 void DataLoader::next(Batch& out) {
   sampler_.next(batch_, indices_);
   data_.fill(indices_, out);
+}
+
+int64_t DataLoader::size() const {
+  if (sampler_.kind() != Sampler::Kind::torch)
+    throw std::invalid_argument(
+        "DataLoader: made from a Sampler, it is an endless stream without epochs (no len, no "
+        "range-for); make it with DataLoaderOptions to iterate epochs");
+  return sampler_.batches_per_epoch(batch_);
+}
+
+DataLoader::iterator DataLoader::begin() {
+  const int64_t n = size();  // refused on a stream
+  sampler_.restart_epoch();
+  if (n > 0) next(current_);
+  return iterator(this, 0);
+}
+
+DataLoader::iterator& DataLoader::iterator::operator++() {
+  if (++index_ < loader_->size())
+    loader_->next(loader_->current_);
+  else
+    loader_->sampler_.finish_epoch();  // the loop's end: torch's sampler runs to its end
+  return *this;
 }
 
 void for_each_batch(const Dataset& data, int64_t batch,

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -95,7 +96,7 @@ class TokenWindows final : public Dataset {
 // see whether two samplers are the same stream.
 class Sampler {
  public:
-  enum class Kind { random, sequential, shuffled };
+  enum class Kind { random, sequential, shuffled, torch };
   // Draws with replacement, uniform over [0, size): numpy default_rng(seed).integers(0, size, n),
   // the reference's batch draw.
   static Sampler random(int64_t size, uint64_t seed);
@@ -105,6 +106,29 @@ class Sampler {
   // epoch's tail shorter than a batch is skipped, as PyTorch's drop_last=True); otherwise a batch
   // takes the tail and continues with the next epoch's permutation, so no example is skipped.
   static Sampler shuffled(int64_t size, uint64_t seed, bool drop_last = true);
+  // torch 1.13 DataLoader's order, epoch by epoch: next(count) with the same count every call
+  // gives the batches of torch's DataLoader(batch_size=count, shuffle, drop_last, generator). A
+  // batch never spans two epochs: the epoch's last batch is shorter when size is not a multiple
+  // of count (drop_last false; next() then returns fewer indices) or skipped (drop_last true).
+  // At each epoch's start it draws as torch's DataLoader iterator does: one 64-bit base seed from
+  // the generator, then with shuffle torch.randperm(size) from it. `generator` is copied (the
+  // sampler draws from its own copy, as a value type must; torch draws from the one given, so
+  // other draws from it in between would move torch's order); null: the default generator
+  // (dg::default_generator(), torch's global one: after manual_seed(s) on both sides, the same
+  // order as torch's DataLoader without a generator, which seeds a fresh generator for each
+  // epoch's permutation from a second draw). Nothing is drawn until the first next(). torch's
+  // RandomSampler draws one more randperm(size) when an epoch is run to its end (not when it is
+  // left part-way); with an own generator this does too (finish_epoch), so next() across epochs
+  // gives the batches of for loops over torch's loader run to their end.
+  static Sampler torch_order(int64_t size, bool shuffle, bool drop_last,
+                             const TorchGenerator* generator = nullptr);
+  // Makes the next next() begin a new epoch (torch's iter(loader) on a loader part-way through
+  // one); nothing when no epoch has begun or the current one is finished. torch_order only.
+  void restart_epoch();
+  // The draw torch's RandomSampler makes when its epoch is run to the end (one more
+  // randperm(size) from an own generator); next() makes it before beginning the next epoch and
+  // after an epoch's short last batch, a DataLoader's range-for at its end. torch_order only.
+  void finish_epoch();
 
   // The next `count` example indices (count > 0; a shuffled or sequential sampler with
   // drop_last needs count <= size). Appends nothing else: `out` is overwritten.
@@ -112,9 +136,15 @@ class Sampler {
 
   Kind kind() const { return kind_; }
   int64_t size() const { return size_; }
-  int64_t epoch() const { return epoch_; }        // shuffled: epochs begun; else 0
+  int64_t epoch() const { return epoch_; }        // shuffled, torch_order: epochs begun; else 0
   int64_t position() const { return position_; }  // index into the epoch (or the sequence)
-  // {"kind", "size", "seed", "drop_last"}: what a checkpoint's stream must match on resume.
+  // Batches of `batch` examples in one epoch (torch's len(loader)): size / batch rounded down
+  // with drop_last, up without it. torch_order only.
+  int64_t batches_per_epoch(int64_t batch) const;
+  bool shuffle() const { return shuffle_; }
+  bool drop_last() const { return drop_last_; }
+  // {"kind", "size", "seed", "drop_last"} (torch_order adds "shuffle" and "generator"): what a
+  // checkpoint's stream must match on resume.
   json::Value description() const;
   // Position, epoch and RNG as a versioned, checksummed blob; set_state throws
   // std::invalid_argument naming what is wrong (size, magic, position past the end, checksum).
@@ -123,35 +153,89 @@ class Sampler {
 
  private:
   Sampler(Kind kind, int64_t size, uint64_t seed, bool drop_last);
-  void permute();  // shuffled: order_ = the permutation of epoch_
+  void permute();                         // shuffled: order_ = the permutation of epoch_
+  void begin_epoch();                     // torch_order: the draws of an epoch's start
+  void torch_permute(TorchGenerator& g);  // order_ = torch.randperm(size_, generator=g)
+  std::vector<uint8_t> torch_state() const;
+  void set_torch_state(const std::vector<uint8_t>& part, int64_t epoch, int64_t position);
   Kind kind_;
   int64_t size_;
   uint64_t seed_;
   bool drop_last_;
   int64_t epoch_ = 0, position_ = 0;
   NumpyGenerator rng_;          // random's draws
-  std::vector<int64_t> order_;  // shuffled: this epoch's permutation
+  std::vector<int64_t> order_;  // shuffled, torch_order: this epoch's order
+  // torch_order: whether to shuffle, the own generator (when one was given), and the state of the
+  // generator that drew this epoch's permutation just before it did (a resume redraws it).
+  bool shuffle_ = false;
+  std::optional<TorchGenerator> generator_;
+  std::vector<uint8_t> epoch_source_;
+  bool tail_draw_pending_ = false;  // finish_epoch's draw is still to be made
 };
 
-// A dataset, a sampler and a batch size: `next` fills the next batch forever (epochs roll over).
+// torch.utils.data.DataLoader's settings (its defaults).
+struct DataLoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;
+  bool drop_last = false;
+  // Copied (see Sampler::torch_order); null: the default generator, as torch's generator=None.
+  const TorchGenerator* generator = nullptr;
+};
+
+// A dataset cut into batches, as torch's DataLoader (single process, default collation: each
+// field stacked along a new first dimension).
+//  - Made with DataLoaderOptions: epochs in torch 1.13's order (Sampler::torch_order: the same
+//    batches as torch's DataLoader with the same settings, reshuffled at each epoch's start). A
+//    range-for runs one epoch, as `for xb, yb in loader` does (each begins a new epoch, even if
+//    the last one was left part-way); size() is len(loader); with drop_last false the epoch's
+//    last batch is shorter, with true it is dropped; no batch spans two epochs. next() gives the
+//    batch after the last one given, beginning the next epoch after an epoch's last batch (so
+//    next() called size() times is one epoch, the same batches as a range-for).
+//  - Made with a Sampler: next() fills the sampler's next `batch` examples forever (a stream,
+//    as the training loop draws; a shuffled sampler without drop_last spans epochs). It has no
+//    epochs: a range-for and size() are refused.
 // The dataset must outlive the loader.
-//   dg::DataLoader loader(data, dg::Sampler::shuffled(data.size(), 7), 32);
-//   dg::Batch batch;
-//   loader.next(batch);  // batch[0] [32, F], batch[1] [32]
+//   dg::DataLoader loader(data, {.batch_size = 32, .shuffle = true, .generator = &g});
+//   for (const dg::Batch& batch : loader) { /* batch[0] [≤32, F], batch[1] [≤32] */ }
 class DataLoader {
  public:
+  DataLoader(const Dataset& data, const DataLoaderOptions& options);
   DataLoader(const Dataset& data, Sampler sampler, int64_t batch);
-  DataLoader(const Dataset&&, Sampler, int64_t) = delete;  // a temporary would not outlive it
+  DataLoader(const Dataset&&,
+             const DataLoaderOptions&) = delete;  // a temporary would not outlive it
+  DataLoader(const Dataset&&, Sampler, int64_t) = delete;
   void next(Batch& out);
+  // len(loader): batches per epoch (torch order only).
+  int64_t size() const;
   const Dataset& dataset() const { return data_; }
   Sampler& sampler() { return sampler_; }
+  const Sampler& sampler() const { return sampler_; }
   int64_t batch_size() const { return batch_; }
+
+  // One epoch's batches; the Batch it points at is the loader's and is refilled by ++.
+  class iterator {
+   public:
+    const Batch& operator*() const { return loader_->current_; }
+    const Batch* operator->() const { return &loader_->current_; }
+    iterator& operator++();
+    bool operator==(const iterator& other) const { return index_ == other.index_; }
+    bool operator!=(const iterator& other) const { return index_ != other.index_; }
+
+   private:
+    friend class DataLoader;
+    iterator(DataLoader* loader, int64_t index) : loader_(loader), index_(index) {}
+    DataLoader* loader_;
+    int64_t index_;
+  };
+  iterator begin();  // begins a new epoch
+  iterator end() { return iterator(this, size()); }
 
  private:
   const Dataset& data_;
   Sampler sampler_;
   int64_t batch_;
   std::vector<int64_t> indices_;
+  Batch current_;  // the range-for's batch
 };
 
 // Calls fn(batch) for consecutive batches of up to `batch` examples covering 0 … size−1 once, in

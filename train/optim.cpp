@@ -4,9 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <type_traits>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -82,12 +85,22 @@ std::vector<ParamGroup> flat_group(const FlatParameters& params, double lr, doub
 
 void Optimizer::set_groups(std::vector<ParamGroup> groups, double lr, double weight_decay,
                            const char* who) {
-  if (groups.empty()) throw std::invalid_argument(fmt::format("{}: no parameter groups", who));
+  // torch: "optimizer got an empty parameter list" for an empty list; a list of groups that are
+  // all empty torch accepts (an optimiser that never changes anything), here it is refused too.
+  // One empty group beside others is accepted, as torch does (a split with nothing to decay).
+  const bool none = std::all_of(groups.begin(), groups.end(),
+                                [](const ParamGroup& g) { return g.params.empty(); });
+  if (none)
+    throw std::invalid_argument(fmt::format(
+        "{}: optimizer got an empty parameter list ({}; was the model's parameters() taken "
+        "before its layers were registered, or a layer kept as a plain member instead of through "
+        "register_module?)",
+        who,
+        groups.empty() ? std::string("no tensors and no groups")
+                       : fmt::format("{} parameter group(s), every one empty", groups.size())));
   std::unordered_set<const TensorImpl*> seen;
   for (size_t i = 0; i < groups.size(); ++i) {
     ParamGroup& group = groups[i];
-    if (group.params.empty())
-      throw std::invalid_argument(fmt::format("{}: parameter group {} is empty", who, i));
     if (!group.lr) group.lr = lr;
     if (!group.weight_decay) group.weight_decay = weight_decay;
     check_rate(*group.lr, who, "lr");
@@ -122,6 +135,14 @@ void Optimizer::set_groups(std::vector<ParamGroup> groups, double lr, double wei
     }
   }
   groups_ = std::move(groups);
+}
+
+std::vector<ParamGroup> weight_decay_groups(const Module& module, double weight_decay) {
+  std::vector<ParamGroup> groups{ParamGroup{{}, std::nullopt, weight_decay},
+                                 ParamGroup{{}, std::nullopt, 0.0}};
+  for (const auto& [name, p] : module.named_parameters())
+    groups[p.dim() >= 2 ? 0 : 1].params.push_back(p);
+  return groups;
 }
 
 std::vector<Tensor> Optimizer::parameters() const {
@@ -160,6 +181,12 @@ void Optimizer::set_lr(size_t group, double lr) {
 FlatOptimizer::FlatOptimizer(FlatParameters& params, double lr, double weight_decay,
                              const char* who)
     : params_(&params), shard_begin_(0), shard_end_(params.total) {
+  if (params.slots.empty())
+    throw std::invalid_argument(fmt::format(
+        "{}: optimizer got an empty parameter list (the module passed has no parameters: register "
+        "each layer with register_module and each tensor with register_parameter before the "
+        "optimiser is made)",
+        who));
   check_rate(lr, who, "lr");
   check_rate(weight_decay, who, "weight_decay");
   groups_ = flat_group(params, lr, weight_decay);
@@ -180,6 +207,68 @@ void FlatOptimizer::shard(int64_t begin, int64_t end) {
   shard_begin_ = begin;
   shard_end_ = end;
   reset_state();
+}
+
+void FlatOptimizer::use_flat_buffer(FlatParameters& params) {
+  if (params_)
+    throw std::invalid_argument(
+        fmt::format("{}: use_flat_buffer: the optimiser is already over a flat buffer", name()));
+  if (tensor_steps_ > 0)
+    throw std::invalid_argument(fmt::format(
+        "{}: use_flat_buffer: the optimiser has taken {} step(s) over its tensors; its state "
+        "cannot move to the flat buffer (give the trainer a fresh optimiser)",
+        name(), tensor_steps_));
+  std::unordered_map<const TensorImpl*, size_t> slot_of;
+  for (size_t s = 0; s < params.slots.size(); ++s) slot_of[params.slots[s].parameter.impl()] = s;
+  std::vector<size_t> groups(params.slots.size(), SIZE_MAX);
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (size_t j = 0; j < groups_[g].params.size(); ++j) {
+      auto it = slot_of.find(groups_[g].params[j].impl());
+      if (it == slot_of.end())
+        throw std::invalid_argument(fmt::format(
+            "{}: parameter {} of group {}, {}, is not a parameter of the model being trained "
+            "(make the groups from that model's named_parameters())",
+            name(), j, g, groups_[g].params[j].describe()));
+      groups[it->second] = g;
+    }
+  params_ = &params;
+  shard_begin_ = 0;
+  shard_end_ = params.total;
+  slot_group_ = std::move(groups);
+  reset_state();
+}
+
+std::vector<FlatOptimizer::SlotRate> FlatOptimizer::slot_rates(
+    const std::vector<bool>* decays) const {
+  std::vector<SlotRate> rates(params_->slots.size());
+  for (size_t s = 0; s < rates.size(); ++s) {
+    if (slot_group_.empty()) {
+      const ParamGroup& g = groups_[0];
+      rates[s] = {*g.lr, !decays || (*decays)[s] ? *g.weight_decay : 0.0, true};
+    } else if (slot_group_[s] == SIZE_MAX) {
+      rates[s].active = false;
+    } else {
+      const ParamGroup& g = groups_[slot_group_[s]];
+      rates[s] = {*g.lr, *g.weight_decay, true};
+    }
+  }
+  return rates;
+}
+
+void FlatOptimizer::for_each_run(
+    const std::function<void(int64_t, int64_t, const SlotRate&)>& fn) const {
+  if (slot_group_.empty()) {
+    if (shard_end_ > shard_begin_)
+      fn(shard_begin_, shard_end_, SlotRate{*groups_[0].lr, *groups_[0].weight_decay, true});
+    return;
+  }
+  const std::vector<SlotRate> rates = slot_rates(nullptr);
+  for (size_t s = 0; s < rates.size(); ++s) {
+    const FlatParameters::Slot& slot = params_->slots[s];
+    const int64_t a = std::max(shard_begin_, slot.offset),
+                  b = std::min(shard_end_, slot.offset + slot.numel);
+    if (rates[s].active && a < b) fn(a, b, rates[s]);
+  }
 }
 
 void FlatOptimizer::zero_grad() {
@@ -269,12 +358,14 @@ void adam_span(T* p, const T* g, T* m, T* v, int64_t n, double lr, double wd, bo
 }
 }  // namespace
 
-void AdamMoments::step_flat(FlatParameters& params, int64_t begin, int64_t end, double lr,
-                            double wd, const std::vector<bool>& decays, const Betas& c,
+void AdamMoments::step_flat(FlatParameters& params, int64_t begin, int64_t end,
+                            const std::vector<FlatOptimizer::SlotRate>& rates, const Betas& c,
                             bool decoupled) {
   made();
   ++steps;
-  const AdamStepScales scales = adam_step_scales(lr, c.beta1, c.beta2, steps);
+  std::vector<AdamStepScales> scales(rates.size());
+  for (size_t s = 0; s < rates.size(); ++s)
+    scales[s] = adam_step_scales(rates[s].lr, c.beta1, c.beta2, steps);
   dispatch_float(params.values.dtype(), decoupled ? "AdamW" : "Adam", [&]<class T>() {
     T* p = params.values.mutable_data<T>();  // a backward that saved a parameter now refuses
     const T* g = params.gradients.data<T>();
@@ -283,8 +374,7 @@ void AdamMoments::step_flat(FlatParameters& params, int64_t begin, int64_t end, 
     const T beta1 = static_cast<T>(c.beta1), beta2 = static_cast<T>(c.beta2);
     const T one_minus_beta1 = static_cast<T>(1.0 - c.beta1),
             one_minus_beta2 = static_cast<T>(1.0 - c.beta2);
-    const T step_size = static_cast<T>(scales.step_size), bc2 = static_cast<T>(scales.bc2_sqrt),
-            eps = static_cast<T>(c.eps);
+    const T eps = static_cast<T>(c.eps);
     // Elements are independent, so how the flat buffer is cut across threads cannot change a bit:
     // one parallel region over fixed chunks of the whole buffer (a chunk may span slots), and
     // none at all below kParallelGrain elements.
@@ -300,10 +390,11 @@ void AdamMoments::step_flat(FlatParameters& params, int64_t begin, int64_t end, 
       for (size_t s = 0; s < slots.size(); ++s) {
         const int64_t a = std::max(lo, slots[s].offset),
                       b = std::min(hi, slots[s].offset + slots[s].numel);
-        if (a >= b) continue;
-        adam_span<T>(p + a, g + a, mp + (a - begin), vp + (a - begin), b - a, lr,
-                     decays[s] ? wd : 0.0, decoupled, beta1, one_minus_beta1, beta2,
-                     one_minus_beta2, step_size, bc2, eps);
+        if (a >= b || !rates[s].active) continue;
+        adam_span<T>(p + a, g + a, mp + (a - begin), vp + (a - begin), b - a, rates[s].lr,
+                     rates[s].weight_decay, decoupled, beta1, one_minus_beta1, beta2,
+                     one_minus_beta2, static_cast<T>(scales[s].step_size),
+                     static_cast<T>(scales[s].bc2_sqrt), eps);
       }
       if constexpr (std::is_same_v<T, float>)
         if (copy) to_bf16(p + lo, hi - lo, copy + lo);  // padding between slots too
@@ -378,9 +469,11 @@ void AdamW::reset_state() {
 void AdamW::step() {
   ScopedOpTimer op_timer(OpFamily::optimizer);
   const detail::AdamMoments::Betas betas{config_.beta1, config_.beta2, config_.eps};
-  if (!params_) return adam_.step_tensors(groups_, betas, true, "AdamW");
-  adam_.step_flat(*params_, shard_begin_, shard_end_, *groups_[0].lr, *groups_[0].weight_decay,
-                  slot_decays_, betas, true);
+  if (!params_) {
+    ++tensor_steps_;
+    return adam_.step_tensors(groups_, betas, true, "AdamW");
+  }
+  adam_.step_flat(*params_, shard_begin_, shard_end_, slot_rates(&slot_decays_), betas, true);
 }
 
 std::vector<NamedTensor> AdamW::element_state() {
@@ -413,9 +506,11 @@ void Adam::reset_state() {
 void Adam::step() {
   ScopedOpTimer op_timer(OpFamily::optimizer);
   const detail::AdamMoments::Betas betas{config_.beta1, config_.beta2, config_.eps};
-  if (!params_) return adam_.step_tensors(groups_, betas, false, "Adam");
-  adam_.step_flat(*params_, shard_begin_, shard_end_, *groups_[0].lr, *groups_[0].weight_decay,
-                  slot_decays_, betas, false);
+  if (!params_) {
+    ++tensor_steps_;
+    return adam_.step_tensors(groups_, betas, false, "Adam");
+  }
+  adam_.step_flat(*params_, shard_begin_, shard_end_, slot_rates(&slot_decays_), betas, false);
 }
 
 std::vector<NamedTensor> Adam::element_state() {
@@ -510,12 +605,17 @@ void SGD::step() {
     dispatch_float(params_->values.dtype(), "SGD", [&]<class T>() {
       const int64_t sb = shard_begin_;
       T* b = buf_.defined() ? buf_.data<T>() : nullptr;
-      sgd_update(params_->values.mutable_data<T>() + sb, params_->gradients.data<T>() + sb, b,
-                 shard_end_ - sb, config_, *groups_[0].lr, *groups_[0].weight_decay, steps_ == 0);
+      T* p = params_->values.mutable_data<T>();
+      const T* g = params_->gradients.data<T>();
+      for_each_run([&](int64_t lo, int64_t hi, const SlotRate& r) {
+        sgd_update(p + lo, g + lo, b ? b + (lo - sb) : nullptr, hi - lo, config_, r.lr,
+                   r.weight_decay, steps_ == 0);
+      });
     });
     ++steps_;
     return;
   }
+  ++tensor_steps_;
   size_t k = 0;
   for (const ParamGroup& group : groups_)
     for (const Tensor& param : group.params) {
@@ -634,13 +734,37 @@ void RMSprop::update(State& state, const Tensor& values, const Tensor& gradients
   });
 }
 
+void RMSprop::update_range(State& state, const Tensor& values, const Tensor& gradients,
+                           int64_t origin, int64_t begin, int64_t end, double lr,
+                           double weight_decay) const {
+  dispatch_float(values.dtype(), "RMSprop", [&]<class T>() {
+    T* p = values.mutable_data<T>() + begin;  // once, before the threads: the version counts writes
+    const T* g = gradients.data<T>() + begin;
+    const int64_t at = begin - origin;  // state element of `begin`
+    T* v = state.square_avg.data<T>() + at;
+    T* a = state.grad_avg.defined() ? state.grad_avg.data<T>() + at : nullptr;
+    T* b = state.momentum_buffer.defined() ? state.momentum_buffer.data<T>() + at : nullptr;
+    for_chunks(end - begin, [&](int64_t lo, int64_t hi) {
+      rmsprop_span<T>(p + lo, g + lo, v + lo, a ? a + lo : nullptr, b ? b + lo : nullptr, hi - lo,
+                      config_, lr, weight_decay);
+    });
+  });
+}
+
 void RMSprop::step() {
   ScopedOpTimer op_timer(OpFamily::optimizer);
   if (params_) {
     ++flat_.steps;
-    return update(flat_, params_->values, params_->gradients, shard_begin_, *groups_[0].lr,
-                  *groups_[0].weight_decay);
+    if (slot_group_.empty())  // made from the module: one pass over the shard
+      return update(flat_, params_->values, params_->gradients, shard_begin_, *groups_[0].lr,
+                    *groups_[0].weight_decay);
+    for_each_run([&](int64_t lo, int64_t hi, const SlotRate& r) {
+      update_range(flat_, params_->values, params_->gradients, shard_begin_, lo, hi, r.lr,
+                   r.weight_decay);
+    });
+    return;
   }
+  ++tensor_steps_;
   size_t k = 0;
   for (const ParamGroup& group : groups_)
     for (const Tensor& param : group.params) {
@@ -719,13 +843,35 @@ void Adagrad::update(State& state, const Tensor& values, const Tensor& gradients
   });
 }
 
+void Adagrad::update_range(State& state, const Tensor& values, const Tensor& gradients,
+                           int64_t origin, int64_t begin, int64_t end, double lr,
+                           double weight_decay) const {
+  // torch: clr = lr / (1 + (step − 1)·lr_decay), the step counted from 1 after the increment.
+  const double clr = lr / (1 + static_cast<double>(state.steps - 1) * config_.lr_decay);
+  dispatch_float(values.dtype(), "Adagrad", [&]<class T>() {
+    T* p = values.mutable_data<T>() + begin;  // once, before the threads: the version counts writes
+    const T* g = gradients.data<T>() + begin;
+    T* s = state.sum.data<T>() + (begin - origin);
+    for_chunks(end - begin, [&](int64_t lo, int64_t hi) {
+      adagrad_span<T>(p + lo, g + lo, s + lo, hi - lo, weight_decay, clr, config_.eps);
+    });
+  });
+}
+
 void Adagrad::step() {
   ScopedOpTimer op_timer(OpFamily::optimizer);
   if (params_) {
     ++flat_.steps;
-    return update(flat_, params_->values, params_->gradients, shard_begin_, *groups_[0].lr,
-                  *groups_[0].weight_decay);
+    if (slot_group_.empty())  // made from the module: one pass over the shard
+      return update(flat_, params_->values, params_->gradients, shard_begin_, *groups_[0].lr,
+                    *groups_[0].weight_decay);
+    for_each_run([&](int64_t lo, int64_t hi, const SlotRate& r) {
+      update_range(flat_, params_->values, params_->gradients, shard_begin_, lo, hi, r.lr,
+                   r.weight_decay);
+    });
+    return;
   }
+  ++tensor_steps_;
   size_t k = 0;
   for (const ParamGroup& group : groups_)
     for (const Tensor& param : group.params) {
@@ -952,6 +1098,30 @@ LrScheduler::LrScheduler(Optimizer& optimizer) : optimizer_(&optimizer) {
   for (size_t g = 0; g < optimizer.param_groups().size(); ++g) base_lrs_.push_back(optimizer.lr(g));
 }
 
+LrScheduler::LrScheduler(Optimizer& optimizer, Rule rule, std::vector<double> base_lrs)
+    : optimizer_(&optimizer), rule_(std::move(rule)), base_lrs_(std::move(base_lrs)) {
+  if (!rule_) throw std::invalid_argument("LrScheduler: no rule");
+  if (base_lrs_.size() != optimizer.param_groups().size())
+    throw std::invalid_argument(
+        fmt::format("LrScheduler: {} base rates for an optimiser of {} parameter groups",
+                    base_lrs_.size(), optimizer.param_groups().size()));
+  apply(0);
+}
+
+double LrScheduler::rate(int64_t step, double base) const {
+  if (!rule_)
+    throw std::invalid_argument(
+        "learning-rate schedule: this one's rates follow a metric, not the step (it has no rule "
+        "of the step)");
+  return rule_(step, base);
+}
+
+std::vector<double> LrScheduler::get_last_lr() const {
+  std::vector<double> rates;
+  for (size_t g = 0; g < optimizer_->param_groups().size(); ++g) rates.push_back(optimizer_->lr(g));
+  return rates;
+}
+
 void LrScheduler::step() {
   apply(step_ + 1);
   ++step_;
@@ -1033,6 +1203,124 @@ LambdaLR::LambdaLR(Optimizer& optimizer, std::function<double(int64_t)> factor)
     : LrScheduler(optimizer, [factor = std::move(factor)](int64_t step, double base) {
         return base * factor(step);
       }) {}
+
+// ---- torch's chainable schedules: MultiStepLR, ExponentialLR, LinearLR; SequentialLR
+
+namespace {
+// A rule replaying torch's recurrence rate(s) = rate(s − 1)·factor(s), rate(−1) = base, in
+// torch's order of multiplications. The last rate reached for each base is kept, so the steps of
+// a run cost one multiplication each; a step before it (a resume, lr_at) replays from step 0.
+LrScheduler::Rule chained(std::function<double(int64_t step)> factor) {
+  struct Reached {
+    int64_t step;
+    double rate;
+  };
+  auto reached = std::make_shared<std::map<double, Reached>>();
+  return [factor = std::move(factor), reached](int64_t step, double base) {
+    auto it = reached->find(base);
+    Reached r = it != reached->end() && it->second.step <= step ? it->second : Reached{-1, base};
+    while (r.step < step) {
+      ++r.step;
+      r.rate = r.rate * factor(r.step);
+    }
+    (*reached)[base] = r;
+    return r.rate;
+  };
+}
+
+void check_factor(double value, double low, bool low_open, const char* who, const char* what) {
+  if (!(low_open ? value > low : value >= low) || !(value <= 1.0))
+    throw std::invalid_argument(fmt::format("{}: {} must be in {}{}, 1], got {}", who, what,
+                                            low_open ? "(" : "[", low, value));
+}
+}  // namespace
+
+MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma)
+    : LrScheduler(optimizer, [&] {
+        for (int64_t m : milestones)
+          if (m < 0)
+            throw std::invalid_argument(
+                fmt::format("MultiStepLR: milestones must be >= 0, got {}", m));
+        if (!std::isfinite(gamma))
+          throw std::invalid_argument(
+              fmt::format("MultiStepLR: gamma must be finite, got {}", gamma));
+        return chained([milestones, gamma](int64_t step) {
+          // torch: lr · gamma ** milestones[step], the Counter's count of this step
+          const auto count = std::count(milestones.begin(), milestones.end(), step);
+          return count == 0 ? 1.0 : std::pow(gamma, static_cast<double>(count));
+        });
+      }()) {}
+
+ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma)
+    : LrScheduler(optimizer, [&] {
+        if (!std::isfinite(gamma))
+          throw std::invalid_argument(
+              fmt::format("ExponentialLR: gamma must be finite, got {}", gamma));
+        return chained([gamma](int64_t step) { return step == 0 ? 1.0 : gamma; });
+      }()) {}
+
+LinearLR::LinearLR(Optimizer& optimizer, double start_factor, double end_factor,
+                   int64_t total_iters)
+    : LrScheduler(optimizer, [&] {
+        // torch: "Starting multiplicative factor expected to be greater than 0 and less or equal
+        // to 1." and "Ending multiplicative factor expected to be between 0 and 1."
+        check_factor(start_factor, 0.0, true, "LinearLR", "start_factor");
+        check_factor(end_factor, 0.0, false, "LinearLR", "end_factor");
+        check_steps(total_iters, 1, "LinearLR", "total_iters");
+        const double s = start_factor, e = end_factor, n = static_cast<double>(total_iters);
+        return chained([s, e, n, total_iters](int64_t step) {
+          if (step == 0) return s;
+          if (step > total_iters) return 1.0;
+          return 1. + (e - s) / (n * s + static_cast<double>(step - 1) * (e - s));
+        });
+      }()) {}
+
+namespace {
+std::vector<double> sequential_bases(Optimizer& optimizer,
+                                     const std::vector<LrScheduler*>& schedulers,
+                                     const std::vector<int64_t>& milestones) {
+  constexpr const char* who = "SequentialLR";
+  if (schedulers.empty()) throw std::invalid_argument("SequentialLR: no schedulers given");
+  // torch's message: "Sequential Schedulers expects number of schedulers provided to be one more
+  // than the number of milestone points"
+  if (milestones.size() != schedulers.size() - 1)
+    throw std::invalid_argument(fmt::format(
+        "SequentialLR: expects one more scheduler than milestones, got {} schedulers and {} "
+        "milestones",
+        schedulers.size(), milestones.size()));
+  for (size_t i = 0; i < schedulers.size(); ++i) {
+    if (!schedulers[i])
+      throw std::invalid_argument(fmt::format("{}: scheduler {} is null", who, i));
+    if (&schedulers[i]->optimizer() != &optimizer)
+      throw std::invalid_argument(fmt::format(
+          "{}: expects all schedulers to belong to the same optimizer, but scheduler {} is over "
+          "another one",
+          who, i));
+    if (!schedulers[i]->has_rule())
+      throw std::invalid_argument(fmt::format(
+          "{}: scheduler {} follows a metric (ReduceLROnPlateau), not the step", who, i));
+  }
+  for (size_t i = 0; i < milestones.size(); ++i)
+    if (milestones[i] < 1 || (i > 0 && milestones[i] <= milestones[i - 1]))
+      throw std::invalid_argument(
+          fmt::format("{}: milestones must be increasing and >= 1, got {} at position {}", who,
+                      milestones[i], i));
+  return schedulers[0]->base_lrs();
+}
+}  // namespace
+
+SequentialLR::SequentialLR(Optimizer& optimizer, std::vector<LrScheduler*> schedulers,
+                           std::vector<int64_t> milestones)
+    : LrScheduler(
+          optimizer,
+          [schedulers, milestones](int64_t step, double base) {
+            // torch: bisect_right(milestones, step) picks the schedule; at its milestone it is
+            // restarted at step 0 (step(0)), so it runs on the steps since the milestone.
+            const size_t i = static_cast<size_t>(
+                std::upper_bound(milestones.begin(), milestones.end(), step) - milestones.begin());
+            return schedulers[i]->rate(i == 0 ? step : step - milestones[i - 1], base);
+          },
+          sequential_bases(optimizer, schedulers, milestones)) {}
 
 ScheduleLR::ScheduleLR(Optimizer& optimizer, const Schedule& schedule)
     : LrScheduler(optimizer, [schedule](int64_t step, double base) {

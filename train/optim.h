@@ -43,6 +43,14 @@ struct ParamGroup {
   std::optional<double> weight_decay = std::nullopt;
 };
 
+// The grouping nanoGPT's configure_optimizers and timm's param_groups_weight_decay make: the
+// module's parameters of two or more dimensions (matmul and embedding weights, convolution
+// kernels) in group 0 with `weight_decay`, the rest (biases, norms' weights and biases) in group
+// 1 with weight decay 0, each in registration order. Either group may be empty (the optimiser
+// accepts one empty group beside a full one, as torch does).
+//   dg::AdamW opt(dg::weight_decay_groups(model, 0.1), {.lr = 6e-4});  // then dg::Trainer
+std::vector<ParamGroup> weight_decay_groups(const Module& module, double weight_decay);
+
 // What every optimiser offers a training loop and a schedule (LrScheduler below).
 class Optimizer {
  public:
@@ -101,8 +109,35 @@ class FlatOptimizer : public Optimizer {
   int64_t shard_begin() const { return shard_begin_; }
   int64_t shard_end() const { return shard_end_; }
   void zero_grad() override;
+  // Over groups of a module's parameters (made from tensors or ParamGroups, before any step):
+  // moves the optimiser onto the module's flat buffer `params`, each parameter keeping its
+  // group's rate and weight decay (a parameter of the module in no group is not updated, as in
+  // torch); the Trainer calls it, so an optimiser made from groups trains, checkpoints, resumes
+  // and shards (ZeRO) as one made from the module. Its per-element state then lives over the flat
+  // buffer, one step count for all (the flat path's: a parameter without a gradient has a zero
+  // one in the flat buffer and is updated, where torch would skip it). AdamW's config.decay does
+  // not apply: the groups' weight_decay does. Refused after a step, on a flat optimiser, and when
+  // a group holds a tensor that is not a parameter of `params`, naming it.
+  void use_flat_buffer(FlatParameters& params);
+  // The group of each slot of the flat buffer (SIZE_MAX: in no group); empty when every slot is
+  // in group 0 (made from the module).
+  const std::vector<size_t>& slot_groups() const { return slot_group_; }
+  // One slot's rate and weight decay at this step (active false: in no group, not updated).
+  struct SlotRate {
+    double lr = 0, weight_decay = 0;
+    bool active = true;
+  };
 
  protected:
+  // Per slot: its group's rate and weight decay; over one group, decays[s] false sets slot s's
+  // weight decay to 0 (AdamW's DecayPolicy), and null decays every slot.
+  std::vector<SlotRate> slot_rates(const std::vector<bool>* decays) const;
+  // fn(begin, end, rate) for each slot's elements within [shard_begin, shard_end) that a group
+  // updates; made from the module: one call over the whole shard with group 0's rates.
+  void for_each_run(const std::function<void(int64_t, int64_t, const SlotRate&)>& fn) const;
+  int64_t tensor_steps_ = 0;  // steps taken over tensors (use_flat_buffer refuses after one)
+  std::vector<size_t> slot_group_;
+
   FlatOptimizer() = default;  // over tensors or groups: not one the Trainer can drive
   // Over `params` (not owned: the caller's, usually module.flat_parameters()), one group.
   FlatOptimizer(FlatParameters& params, double lr, double weight_decay, const char* who);
@@ -135,8 +170,8 @@ class AdamMoments {
   void reset(int64_t n, DType dtype);
   void made();
   // Elements [begin, end) of `params`; slots with decays[s] take weight decay wd.
-  void step_flat(FlatParameters& params, int64_t begin, int64_t end, double lr, double wd,
-                 const std::vector<bool>& decays, const Betas& b, bool decoupled);
+  void step_flat(FlatParameters& params, int64_t begin, int64_t end,
+                 const std::vector<FlatOptimizer::SlotRate>& rates, const Betas& b, bool decoupled);
   void step_tensors(const std::vector<ParamGroup>& groups, const Betas& b, bool decoupled,
                     const char* who);
   void resize_tensors(size_t count) { tensor_state_.resize(count); }
@@ -330,9 +365,12 @@ class RMSprop : public FlatOptimizer {
     int64_t steps = 0;
   };
   State fresh_state(const Shape& shape, DType dtype) const;
-  // Updates elements [offset, offset + state's size) of `values` from `gradients`.
+  // Elements [offset, offset + state's size) of `values` from `gradients` (one group).
   void update(State& state, const Tensor& values, const Tensor& gradients, int64_t offset,
               double lr, double weight_decay) const;
+  // Elements [begin, end) only; state element i is values' element origin + i (a group's run).
+  void update_range(State& state, const Tensor& values, const Tensor& gradients, int64_t origin,
+                    int64_t begin, int64_t end, double lr, double weight_decay) const;
   RMSpropConfig config_;
   State flat_;                       // the flat path's, over [shard_begin, shard_end)
   std::vector<State> tensor_state_;  // over tensors: per parameter, undefined until its first step
@@ -374,8 +412,12 @@ class Adagrad : public FlatOptimizer {
     Tensor sum;
     int64_t steps = 0;
   };
+  // Elements [offset, offset + state's size) of `values` from `gradients` (one group).
   void update(State& state, const Tensor& values, const Tensor& gradients, int64_t offset,
               double lr, double weight_decay) const;
+  // Elements [begin, end) only; state element i is values' element origin + i (a group's run).
+  void update_range(State& state, const Tensor& values, const Tensor& gradients, int64_t origin,
+                    int64_t begin, int64_t end, double lr, double weight_decay) const;
   AdagradConfig config_;
   State flat_;
   std::vector<State> tensor_state_;
@@ -449,6 +491,12 @@ class LrScheduler {
   void set_step(int64_t step);
   const std::vector<double>& base_lrs() const { return base_lrs_; }
   double lr_at(int64_t step, size_t group = 0) const;  // refused without a rule
+  // The rule at `step` for a group whose base rate is `base` (SequentialLR runs its schedules'
+  // rules on its own bases); refused without a rule.
+  double rate(int64_t step, double base) const;
+  bool has_rule() const { return static_cast<bool>(rule_); }
+  // torch's get_last_lr(): every group's rate as the last step (or the construction) set it.
+  std::vector<double> get_last_lr() const;
   // State beyond the step, by name, for the Trainer's checkpoints (metadata
   // "depthgrad.scheduler.<name>", restored after set_step): empty for a rule of the step.
   // load_state checks every value before it changes anything; the default refuses any state.
@@ -457,7 +505,12 @@ class LrScheduler {
 
  protected:
   explicit LrScheduler(Optimizer& optimizer);  // no rule: the subclass sets the rates itself
-  Optimizer& optimizer() const { return *optimizer_; }
+  // With the bases given instead of read from the optimiser's rates (SequentialLR: its
+  // schedules, made before it, have already moved the rates; torch keeps them as initial_lr).
+  LrScheduler(Optimizer& optimizer, Rule rule, std::vector<double> base_lrs);
+
+ public:
+  Optimizer& optimizer() const { return *optimizer_; }  // the one whose rates it sets
 
  private:
   void apply(int64_t step);
@@ -486,6 +539,48 @@ struct LinearWarmupLR : LrScheduler {
 // base · factor(step) (torch LambdaLR).
 struct LambdaLR : LrScheduler {
   LambdaLR(Optimizer& optimizer, std::function<double(int64_t step)> factor);
+};
+
+// The schedules below give torch 1.13's step() rates bit for bit: torch computes them with a
+// chainable recurrence (each step multiplies the group's last rate by a factor), not a closed
+// form, and so do these: the rate at step s is ((base·f(0))·f(1))···f(s), replayed from step 0 on
+// a resume (set_step) and carried forward one multiplication per step() otherwise. Unlike torch,
+// the factor multiplies this schedule's own last rate, not the optimiser's current one: two
+// schedules stepped on one optimiser do not compound (torch's "chaining"); the last one stepped
+// sets the rates. Compose them with SequentialLR, or one LambdaLR of the product.
+
+// torch MultiStepLR: the rate is multiplied by gamma at each milestone (a milestone listed k
+// times multiplies by gamma^k, as torch's Counter does). Milestones may come in any order; a
+// negative one is refused.
+struct MultiStepLR : LrScheduler {
+  MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma = 0.1);
+};
+// torch ExponentialLR: the rate is multiplied by gamma at every step (step s: base·gamma·…·gamma,
+// s multiplications, as torch; base·gamma^s differs in the last bits).
+struct ExponentialLR : LrScheduler {
+  ExponentialLR(Optimizer& optimizer, double gamma);
+};
+// torch LinearLR: the factor goes linearly from start_factor (step 0) to end_factor (step
+// total_iters and after), by torch's recurrence. start_factor in (0, 1], end_factor in [0, 1],
+// total_iters >= 1, as torch checks. LinearWarmupLR(opt, w) is the closed form of the case
+// LinearLR(opt, 1/w, 1, w − 1).
+struct LinearLR : LrScheduler {
+  explicit LinearLR(Optimizer& optimizer, double start_factor = 1.0 / 3, double end_factor = 1.0,
+                    int64_t total_iters = 5);
+};
+// torch SequentialLR: schedulers[0] until milestones[0], then schedulers[1] restarted at its step
+// 0, and so on (milestones.size() == schedulers.size() − 1, increasing; torch does not check the
+// order). Each schedule runs on the optimiser's rates from before the first was made (torch's
+// initial_lr), whatever their constructors set. The schedules are rules here: step this one, not
+// them; they must be over `optimizer`, have a rule of the step (not ReduceLROnPlateau) and outlive
+// it (not owned). Its state in a checkpoint is its step, like any rule of the step.
+//   dg::LinearLR warm(opt, 0.5, 1.0, 4);
+//   dg::ExponentialLR decay(opt, 0.9);
+//   dg::SequentialLR schedule(opt, {&warm, &decay}, {2});
+class SequentialLR : public LrScheduler {
+ public:
+  SequentialLR(Optimizer& optimizer, std::vector<LrScheduler*> schedulers,
+               std::vector<int64_t> milestones);
 };
 // torch OneCycleLR's settings. max_lr holds one rate per parameter group, or one for all. The
 // length is total_steps, or (when that is 0) epochs × steps_per_epoch.

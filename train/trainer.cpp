@@ -75,6 +75,10 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
   check_precision_supported(config_.precision, "trainer: training.precision");
   flat_ = flatten_parameters(*model_);
   if (flat_.total == 0) throw std::invalid_argument("trainer: the model has no parameters");
+  // An optimiser made from tensors or parameter groups of this model moves onto its flat buffer
+  // (each parameter keeping its group's rate and weight decay): from here on it is a flat one.
+  // (The module's own FlatParameters, not this copy: the optimiser may outlive the Trainer.)
+  if (!optimizer_->flat_parameters()) optimizer_->use_flat_buffer(model_->flat_parameters());
   const FlatParameters* over = optimizer_->flat_parameters();
   if (!over || over->values.storage() != flat_.values.storage())
     throw std::invalid_argument(fmt::format(
@@ -85,6 +89,15 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
     throw std::invalid_argument(fmt::format(
         "trainer: the optimizer {} is already sharded (the trainer shards it for ZeRO-1)",
         optimizer_->name()));
+  // The torch order's short last batch of an epoch is one step's whole batch: it cannot be cut
+  // into micro-batches of `batch`.
+  if (sampler_.kind() == Sampler::Kind::torch && !sampler_.drop_last() &&
+      data_->size() % global_batch() != 0 && global_batch() != config_.batch)
+    throw std::invalid_argument(fmt::format(
+        "trainer: the data's epochs end in a short batch ({} examples, batches of {}), which "
+        "cannot be split over {} rank(s) x 'training.accum' {}; use drop_last, or accum 1 in one "
+        "process",
+        data_->size(), global_batch(), ranks(), config_.accum));
   sharded_ = config_.zero >= 1 && world_;
   if (accumulates()) {
     if (flat_.values.dtype() != DType::f32)
@@ -113,6 +126,18 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
   // The parameters' first buffers (replaced by views into the flat buffer) and init's scratch
   // sit in the storage cache in sizes the steps never ask for: give them back to the system.
   storage_cache_clear();
+}
+
+void Trainer::check_loader_batch(int64_t batch_size) const {
+  if (sampler_.kind() != Sampler::Kind::torch)
+    throw std::invalid_argument(
+        "trainer: the DataLoader was made from a Sampler; give the dataset and the sampler "
+        "instead, or make the loader with DataLoaderOptions");
+  if (batch_size != global_batch())
+    throw std::invalid_argument(fmt::format(
+        "trainer: the DataLoader's batch_size is {}, the step's global batch is {} ({} rank(s) x "
+        "'training.accum' {} x 'training.batch' {}); they must be equal",
+        batch_size, global_batch(), ranks(), config_.accum, config_.batch));
 }
 
 void Trainer::make_reducer(int64_t bucket_elements) {
@@ -254,7 +279,9 @@ StepLog Trainer::train_step() {
   bool stopped_early = false;
   for (int64_t k = 0; k < K; ++k) {
     const int64_t micro = rank * K + k;
-    data_->fill(std::span<const int64_t>(step_indices_).subspan(micro * B, B), batch_);
+    // One micro-batch: the whole step (an epoch's last batch may be short, torch order).
+    const std::span<const int64_t> all(step_indices_);
+    data_->fill(micro_batches == 1 ? all : all.subspan(micro * B, B), batch_);
     zero_gradients();
     Tensor loss = loss_(*model_, batch_);
     if (!loss.defined() || loss.numel() != 1)
@@ -483,6 +510,8 @@ void Trainer::save_checkpoint(const std::string& path,
   if (scheduler_)
     for (const auto& [key, value] : scheduler_->state())
       state.metadata[kSchedulerPrefix + key] = fmt::format("{}", value);
+  if (!optimizer_->slot_groups().empty())
+    state.metadata["depthgrad.optimizer_groups"] = json::dump(optimizer_groups_json());
   state.blobs["sampler"] = sampler_.state();
   state.blobs["generator"] = default_generator().state();
   state.blobs["losses"] = pack(losses_);
@@ -499,6 +528,24 @@ void Trainer::save_checkpoint(const std::string& path,
   if (!world_) return save_training_checkpoint(path, *model_, optimizer, state);
   if (world_->rank() == 0) save_training_checkpoint(path, *model_, optimizer, state);
   world_->barrier();  // complete on disk before any rank goes on
+}
+
+// The optimiser's parameter groups (made from groups): each group's weight decay and the names
+// of its parameters; null when made from the module (one group).
+json::Value Trainer::optimizer_groups_json() const {
+  const std::vector<size_t>& slot_groups = optimizer_->slot_groups();
+  if (slot_groups.empty()) return json::Value();
+  std::vector<json::Value> groups(optimizer_->param_groups().size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    groups[g]["weight_decay"] = *optimizer_->param_groups()[g].weight_decay;
+    groups[g]["parameters"] = json::Value(json::Array{});
+  }
+  for (size_t s = 0; s < slot_groups.size(); ++s)
+    if (slot_groups[s] != SIZE_MAX)
+      groups[slot_groups[s]]["parameters"].as_array().push_back(json::Value(flat_.slots[s].name));
+  json::Value all = json::Value(json::Array{});
+  for (json::Value& g : groups) all.as_array().push_back(std::move(g));
+  return all;
 }
 
 OptimizerState Trainer::full_optimizer_state() const {
@@ -581,6 +628,18 @@ void Trainer::load_checkpoint(const std::string& path) {
     return checkpoint_metadata(file, path, key);
   };
   check_checkpoint_matches(file, path, *this, resume_keys_);
+  {  // the optimiser's parameter groups, when it was made from groups
+    auto it = file.metadata.find("depthgrad.optimizer_groups");
+    const json::Value saved = it == file.metadata.end()
+                                  ? json::Value()
+                                  : json::parse(it->second, path + " (depthgrad.optimizer_groups)");
+    const json::Value mine = optimizer_groups_json();
+    if (!(saved == mine))
+      throw std::runtime_error(fmt::format(
+          "{}: the checkpoint's optimizer parameter groups {} differ from this run's {}", path,
+          saved.is_null() ? "(one group, made from the module)" : json::dump(saved),
+          mine.is_null() ? "(one group, made from the module)" : json::dump(mine)));
+  }
   // The trainer's own state is read and checked before anything changes, so a bad checkpoint
   // leaves the trainer as it was (load_training_checkpoint checks all of its part before copying).
   // A whole-string integer in [0, max].

@@ -3,7 +3,9 @@
 // function of the model and a batch), the data (a Dataset and a Sampler, train/dataset.h), the
 // loop's settings (TrainingConfig, train/training_config.h), an optimiser over the model's flat
 // buffers (a FlatOptimizer: SGD, Adam, AdamW, RMSprop, Adagrad or the user's own, train/optim.h)
-// and optionally a learning-rate schedule (an LrScheduler over that optimiser). Each step runs in
+// (or one made from tensors or parameter groups of the model: the Trainer moves it onto the flat
+// buffers, FlatOptimizer::use_flat_buffer) and optionally a learning-rate schedule (an
+// LrScheduler over that optimiser). Each step runs in
 // one order: draw the step's examples, then per micro-batch zero the gradients, forward and loss,
 // backward and add up; reduce over ranks, clip, optimizer step, schedule step.
 //
@@ -95,7 +97,10 @@ struct TrainingDiverged : std::runtime_error {
 
 // What a Trainer is made of besides its settings. The model, the dataset, the optimiser and the
 // schedule must outlive the Trainer or be handed over as shared_ptrs. The optimiser must be over
-// the model's flat buffers (module.flat_parameters()), fresh (no step taken), and the schedule,
+// the model's flat buffers (module.flat_parameters()) or over parameter groups of the model's
+// parameters (ParamGroup, weight_decay_groups: moved onto the flat buffers, each group keeping
+// its rate and weight decay, and its groups recorded in checkpoints and checked on resume),
+// fresh (no step taken), and the schedule,
 // when given, over that optimiser. `config` is the caller's description of the model (any JSON),
 // stored in checkpoints as "depthgrad.config"'s "model" and compared on resume.
 struct TrainingSetup {
@@ -134,6 +139,21 @@ class Trainer {
                               .config = std::move(model_config),
                               .world = world},
                 config) {}
+  // From a DataLoader made with DataLoaderOptions (torch's order, epochs): its dataset and its
+  // order (the loader's sampler, copied at its current position: the Trainer keeps its own). Each
+  // step takes the loader's next batch, so steps = epochs × loader.size() runs whole epochs;
+  // ranks × accum × batch must equal its batch_size, and an epoch's short last batch (drop_last
+  // false) is one step's batch, so it needs one micro-batch per step (accum 1, one process)
+  // unless batch_size divides the dataset. A checkpoint keeps the position within the epoch.
+  template <class M>
+  Trainer(M& model, const DataLoader& loader,
+          std::type_identity_t<std::function<Tensor(M&, const Batch&)>> loss,
+          const TrainingConfig& config, FlatOptimizer& optimizer, LrScheduler* scheduler = nullptr,
+          json::Value model_config = {}, Collectives* world = nullptr)
+      : Trainer(model, loader.dataset(), loader.sampler(), std::move(loss), config, optimizer,
+                scheduler, std::move(model_config), world) {
+    check_loader_batch(loader.batch_size());
+  }
   Trainer(TrainingSetup setup, const TrainingConfig& config);
 
   // Runs steps until `step()` == until (or config.steps). Calls on_step after each.
@@ -181,6 +201,7 @@ class Trainer {
   void load_checkpoint(const std::string& path);
 
  private:
+  void check_loader_batch(int64_t batch_size) const;
   template <class T>
   static std::shared_ptr<T> borrow(T& object) {  // a shared_ptr that does not own
     return std::shared_ptr<T>(std::shared_ptr<T>(), &object);
@@ -215,6 +236,7 @@ class Trainer {
   // The optimiser's state over the whole flat buffer: its own tensors, or with ZeRO-1 every
   // rank's shard gathered on rank 0 (elsewhere the tensors are left undefined). Collective.
   OptimizerState full_optimizer_state() const;
+  json::Value optimizer_groups_json() const;
   Collectives* world_ = nullptr;
   bool sharded_ = false;  // optimiser state sharded: config.zero >= 1 on more than one rank
   // The reduction that overlaps backward (ranks > 1, overlap on), and the post-accumulate hooks
