@@ -372,10 +372,11 @@ Tensor random_tensor_away_from_zero(const Shape& shape, uint64_t seed, double lo
 std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> all;
   for (auto family :
-       {elementwise_op_cases, activation_op_cases, reduce_op_cases, shape_op_cases, index_op_cases,
-        matmul_op_cases, embedding_op_cases, softmax_op_cases, loss_op_cases, norm_op_cases,
-        batchnorm_op_cases, attention_op_cases, dropout_op_cases, conv_op_cases, sdpa_op_cases,
-        recurrent_op_cases, sort_op_cases, pad_op_cases, resize_op_cases, indexing_op_cases}) {
+       {elementwise_op_cases, activation_op_cases, reduce_op_cases,    shape_op_cases,
+        index_op_cases,       matmul_op_cases,     embedding_op_cases, softmax_op_cases,
+        loss_op_cases,        norm_op_cases,       batchnorm_op_cases, attention_op_cases,
+        dropout_op_cases,     conv_op_cases,       sdpa_op_cases,      recurrent_op_cases,
+        sort_op_cases,        pad_op_cases,        resize_op_cases,    indexing_op_cases}) {
     std::vector<OpCase> rows = family();
     all.insert(all.end(), rows.begin(), rows.end());
   }

@@ -12,8 +12,8 @@
 #pragma once
 #include <array>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/tape.h"

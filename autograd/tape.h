@@ -153,8 +153,7 @@ template <int = 0>
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool keep_graph = false,
                          bool create_graph = false, bool allow_unused = false);
-extern template std::vector<Tensor> grad<0>(const std::vector<Tensor>&,
-                                            const std::vector<Tensor>&,
+extern template std::vector<Tensor> grad<0>(const std::vector<Tensor>&, const std::vector<Tensor>&,
                                             const std::vector<Tensor>&, bool, bool, bool);
 // grad()'s options by name, torch's keywords (retain_graph is keep_graph), so that two bools
 // cannot be swapped unseen:
@@ -168,8 +167,8 @@ struct GradOptions {
 };
 inline std::vector<Tensor> grad(const std::vector<Tensor>& outputs,
                                 const std::vector<Tensor>& inputs, const GradOptions& options) {
-  return grad<0>(outputs, inputs, options.grad_outputs, options.retain_graph,
-                 options.create_graph, options.allow_unused);
+  return grad<0>(outputs, inputs, options.grad_outputs, options.retain_graph, options.create_graph,
+                 options.allow_unused);
 }
 
 // ---- The graph, read only, and the walk's order ----------------------------------------------

@@ -23,9 +23,9 @@ class Embedding : public Module {
   Embedding(int64_t vocab, int64_t dim, DType dtype = get_default_dtype(),
             std::optional<int64_t> padding_idx = std::nullopt);
   Tensor forward(const Tensor& ids) const override;  // ids int64 or int32 [..] -> [.., dim]
-  std::string extra_repr() const override;  // torch's text
-  Tensor weight;                            // [vocab, dim]
-  std::optional<int64_t> padding_idx;       // in [0, vocab) once constructed
+  std::string extra_repr() const override;           // torch's text
+  Tensor weight;                                     // [vocab, dim]
+  std::optional<int64_t> padding_idx;                // in [0, vocab) once constructed
 };
 
 // Zeroes each element with probability p and scales the rest by 1/(1 − p) while training; the
@@ -34,8 +34,8 @@ class Embedding : public Module {
 class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5, TorchGenerator* generator = nullptr);
-  Tensor forward(const Tensor& x) const override;    // x [..] -> [..]
-  std::string extra_repr() const override;  // torch's text
+  Tensor forward(const Tensor& x) const override;  // x [..] -> [..]
+  std::string extra_repr() const override;         // torch's text
   double p;
 
  private:
@@ -46,8 +46,8 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true,
          DType dtype = get_default_dtype());
-  Tensor forward(const Tensor& x) const override;    // x [.., in] -> [.., out]
-  std::string extra_repr() const override;  // torch's text
+  Tensor forward(const Tensor& x) const override;  // x [.., in] -> [.., out]
+  std::string extra_repr() const override;         // torch's text
   int64_t in_features, out_features;
   Tensor weight;  // [out, in]
   Tensor bias;    // [out] or undefined

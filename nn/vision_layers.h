@@ -60,8 +60,8 @@ class MaxPool2d : public Module {  // the values only (max_pool2d_with_indices g
  public:
   MaxPool2d(IntPair kernel_size, IntPair stride = {0, 0}, IntPair padding = {0, 0},
             IntPair dilation = {1, 1}, bool ceil_mode = false);
-  Tensor forward(const Tensor& x) const override;    // [N, C, H, W] -> [N, C, Ho, Wo]
-  std::string extra_repr() const override;  // torch's text
+  Tensor forward(const Tensor& x) const override;  // [N, C, H, W] -> [N, C, Ho, Wo]
+  std::string extra_repr() const override;         // torch's text
   IntPair kernel_size, stride, padding, dilation;
   bool ceil_mode;
 };
@@ -69,16 +69,16 @@ class AvgPool2d : public Module {
  public:
   AvgPool2d(IntPair kernel_size, IntPair stride = {0, 0}, IntPair padding = {0, 0},
             bool ceil_mode = false, bool count_include_pad = true);
-  Tensor forward(const Tensor& x) const override;    // [N, C, H, W] -> [N, C, Ho, Wo]
-  std::string extra_repr() const override;  // torch's text
+  Tensor forward(const Tensor& x) const override;  // [N, C, H, W] -> [N, C, Ho, Wo]
+  std::string extra_repr() const override;         // torch's text
   IntPair kernel_size, stride, padding;
   bool ceil_mode, count_include_pad;
 };
 class AdaptiveAvgPool2d : public Module {
  public:
   explicit AdaptiveAvgPool2d(IntPair output_size);
-  Tensor forward(const Tensor& x) const override;    // [N, C, H, W] -> [N, C, output_size]
-  std::string extra_repr() const override;  // torch's text
+  Tensor forward(const Tensor& x) const override;  // [N, C, H, W] -> [N, C, output_size]
+  std::string extra_repr() const override;         // torch's text
   IntPair output_size;
 };
 
@@ -104,8 +104,8 @@ class BatchNorm : public Module {
  public:
   BatchNorm(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
             bool affine = true, bool track_running_stats = true, DType dtype = get_default_dtype());
-  Tensor forward(const Tensor& x) const override;    // x [N, C, *] -> [N, C, *]
-  std::string extra_repr() const override;  // torch's text
+  Tensor forward(const Tensor& x) const override;  // x [N, C, *] -> [N, C, *]
+  std::string extra_repr() const override;         // torch's text
   int64_t num_features;
   double eps;
   std::optional<double> momentum;

@@ -104,59 +104,89 @@ TEST_CASE("idiom: (y.view(8) * w).sum().backward()  # a view passes the gradient
 }
 
 TEST_CASE("idiom: a.transpose(0, 1)") {
-  check_method({2, 3}, [](const Tensor& a) { return a.transpose(0, 1); }, gold::transpose_out,
-               gold::transpose_grad);
+  check_method(
+      {2, 3}, [](const Tensor& a) { return a.transpose(0, 1); }, gold::transpose_out,
+      gold::transpose_grad);
 }
 TEST_CASE("idiom: a.t().contiguous().view(-1)") {
-  check_method({2, 3}, [](const Tensor& a) { return a.transpose(0, 1).contiguous().view({-1}); },
-               gold::t_contiguous_view_out, gold::t_contiguous_view_grad);
+  check_method(
+      {2, 3}, [](const Tensor& a) { return a.transpose(0, 1).contiguous().view({-1}); },
+      gold::t_contiguous_view_out, gold::t_contiguous_view_grad);
 }
 TEST_CASE("idiom: a.transpose(0, 1).reshape(6)") {
-  check_method({2, 3}, [](const Tensor& a) { return a.transpose(0, 1).reshape({6}); },
-               gold::transpose_reshape_out, gold::transpose_reshape_grad);
+  check_method(
+      {2, 3}, [](const Tensor& a) { return a.transpose(0, 1).reshape({6}); },
+      gold::transpose_reshape_out, gold::transpose_reshape_grad);
 }
 TEST_CASE("idiom: a.permute(2, 0, 1)") {
-  check_method({2, 3, 4}, [](const Tensor& a) { return a.permute({2, 0, 1}); }, gold::permute_out,
-               gold::permute_grad);
+  check_method(
+      {2, 3, 4},
+      [](const Tensor& a) {
+        return a.permute({2, 0, 1});
+      },
+      gold::permute_out, gold::permute_grad);
 }
 TEST_CASE("idiom: a.narrow(1, 1, 2)") {
-  check_method({3, 4}, [](const Tensor& a) { return a.narrow(1, 1, 2); }, gold::narrow_out,
-               gold::narrow_grad);
+  check_method(
+      {3, 4}, [](const Tensor& a) { return a.narrow(1, 1, 2); }, gold::narrow_out,
+      gold::narrow_grad);
 }
 TEST_CASE("idiom: a.narrow(0, -2, 2)") {
-  check_method({3, 4}, [](const Tensor& a) { return a.narrow(0, -2, 2); },
-               gold::narrow_negative_out, gold::narrow_negative_grad);
+  check_method(
+      {3, 4}, [](const Tensor& a) { return a.narrow(0, -2, 2); }, gold::narrow_negative_out,
+      gold::narrow_negative_grad);
 }
 TEST_CASE("idiom: a.expand(3, 4)") {
-  check_method({1, 4}, [](const Tensor& a) { return a.expand({3, 4}); }, gold::expand_out,
-               gold::expand_grad);
+  check_method(
+      {1, 4},
+      [](const Tensor& a) {
+        return a.expand({3, 4});
+      },
+      gold::expand_out, gold::expand_grad);
 }
 TEST_CASE("idiom: a.unsqueeze(0).expand(2, 3)") {
-  check_method({3}, [](const Tensor& a) { return a.unsqueeze(0).expand({2, 3}); },
-               gold::unsqueeze_expand_out, gold::unsqueeze_expand_grad);
+  check_method(
+      {3},
+      [](const Tensor& a) {
+        return a.unsqueeze(0).expand({2, 3});
+      },
+      gold::unsqueeze_expand_out, gold::unsqueeze_expand_grad);
 }
 TEST_CASE("idiom: a.flatten(1)") {
-  check_method({2, 3, 2}, [](const Tensor& a) { return a.flatten(1); }, gold::flatten_out,
-               gold::flatten_grad);
+  check_method(
+      {2, 3, 2}, [](const Tensor& a) { return a.flatten(1); }, gold::flatten_out,
+      gold::flatten_grad);
 }
 TEST_CASE("idiom: a.squeeze(1)") {
-  check_method({3, 1, 2}, [](const Tensor& a) { return a.squeeze(1); }, gold::squeeze_out,
-               gold::squeeze_grad);
+  check_method(
+      {3, 1, 2}, [](const Tensor& a) { return a.squeeze(1); }, gold::squeeze_out,
+      gold::squeeze_grad);
 }
 TEST_CASE("idiom: a.view(2, -1)") {
-  check_method({3, 4}, [](const Tensor& a) { return a.view({2, -1}); }, gold::view_infer_out,
-               gold::view_infer_grad);
+  check_method(
+      {3, 4},
+      [](const Tensor& a) {
+        return a.view({2, -1});
+      },
+      gold::view_infer_out, gold::view_infer_grad);
 }
 TEST_CASE("idiom: a.reshape(-1, 2)") {
-  check_method({3, 4}, [](const Tensor& a) { return a.reshape({-1, 2}); },
-               gold::reshape_infer_out, gold::reshape_infer_grad);
+  check_method(
+      {3, 4},
+      [](const Tensor& a) {
+        return a.reshape({-1, 2});
+      },
+      gold::reshape_infer_out, gold::reshape_infer_grad);
 }
 TEST_CASE("idiom: a.t().view(2, 3, 4)  # a view of a transposed tensor where strides allow") {
-  check_method({4, 6}, [](const Tensor& a) {
-    Tensor v = a.transpose(0, 1).view({2, 3, 4});
-    CHECK(v.storage() == a.storage());  // no copy, as torch
-    return v;
-  }, gold::view_of_transposed_out, gold::view_of_transposed_grad);
+  check_method(
+      {4, 6},
+      [](const Tensor& a) {
+        Tensor v = a.transpose(0, 1).view({2, 3, 4});
+        CHECK(v.storage() == a.storage());  // no copy, as torch
+        return v;
+      },
+      gold::view_of_transposed_out, gold::view_of_transposed_grad);
 }
 TEST_CASE("idiom: a.t().view(-1)  # RuntimeError in torch: not viewable") {
   Tensor a = leaf({2, 3});
@@ -167,16 +197,20 @@ TEST_CASE("idiom: a.t().view(-1)  # RuntimeError in torch: not viewable") {
         std::vector<double>{-0.75, -0.25, 0.0, 0.5, 0.75, -0.5});
 }
 TEST_CASE("idiom: (a.clone() * 2)  # clone of a leaf is not a leaf") {
-  check_method({5}, [](const Tensor& a) {
-    Tensor c = a.clone();
-    CHECK_FALSE(c.is_leaf());
-    CHECK(c.storage() != a.storage());
-    return scale(c, 2.0);
-  }, gold::clone_leaf_out, gold::clone_leaf_grad);
+  check_method(
+      {5},
+      [](const Tensor& a) {
+        Tensor c = a.clone();
+        CHECK_FALSE(c.is_leaf());
+        CHECK(c.storage() != a.storage());
+        return scale(c, 2.0);
+      },
+      gold::clone_leaf_out, gold::clone_leaf_grad);
 }
 TEST_CASE("idiom: a.transpose(0, 1).contiguous()") {
-  check_method({2, 3}, [](const Tensor& a) { return a.transpose(0, 1).contiguous(); },
-               gold::contiguous_transposed_out, gold::contiguous_transposed_grad);
+  check_method(
+      {2, 3}, [](const Tensor& a) { return a.transpose(0, 1).contiguous(); },
+      gold::contiguous_transposed_out, gold::contiguous_transposed_grad);
 }
 TEST_CASE("idiom: a.to(torch.float32).to(torch.float64) * a") {
   Tensor a = leaf({4});
@@ -186,12 +220,15 @@ TEST_CASE("idiom: a.to(torch.float32).to(torch.float64) * a") {
   check_close(a.grad().to_vector(), gold::to_float32_and_back_grad);
 }
 TEST_CASE("idiom: a * a.detach()  # detach: the one way out of the graph") {
-  check_method({4}, [](const Tensor& a) {
-    Tensor d = a.detach();
-    CHECK_FALSE(d.requires_grad());
-    CHECK(d.storage() == a.storage());  // shares the values, as torch's detach
-    return mul(a, d);
-  }, gold::detach_constant_out, gold::detach_constant_grad);
+  check_method(
+      {4},
+      [](const Tensor& a) {
+        Tensor d = a.detach();
+        CHECK_FALSE(d.requires_grad());
+        CHECK(d.storage() == a.storage());  // shares the values, as torch's detach
+        return mul(a, d);
+      },
+      gold::detach_constant_out, gold::detach_constant_grad);
 }
 
 TEST_CASE("idiom: net.register_forward_pre_hook / register_forward_hook; net(x)") {
