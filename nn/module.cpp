@@ -77,8 +77,7 @@ HookHandle Module::register_forward_hook(ForwardHook hook) {
   return hook_handle(hooks_, &ForwardHooks::post, id);
 }
 
-// ---- module(x): hooks around the subclass's forward
-// ----------------------------------------------
+// ---- module(x): hooks around the subclass's forward -------------------------------------
 namespace {
 // The module whose hooks operator() is running a forward inside (hooked() then skips them), and
 // the module whose default forward is looking for the subclass's other one (so that a module

@@ -138,9 +138,9 @@ class Module {
   std::string path() const;
   const Module* parent() const { return parent_; }
 
-  // ---- Calling a module: module(x), torch's __call__
-  // ---------------------------------------------- module(x) runs the forward pre-hooks, the
-  // module's forward and its forward hooks (below), for every module: a user's module only declares
+  // ---- Calling a module: module(x), torch's __call__ ------------------------------------
+  // module(x) runs the forward pre-hooks, the module's forward and its forward hooks (below), for
+  // every module: a user's module only declares
   //   dg::Tensor forward(const dg::Tensor& x) const override;   // or without const
   // and module(x) calls it, with its hooks. Library code, containers and examples call modules
   // this way. A module without such a forward refuses module(x), naming itself and the forward to

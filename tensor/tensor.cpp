@@ -527,8 +527,7 @@ void Tensor::fill(double value) {
   });
 }
 
-// ---- unrecorded views (dg::raw)
-// ------------------------------------------------------------------
+// ---- unrecorded views (dg::raw) ----------------------------------------------------------
 
 Tensor raw::view_reshape(const Tensor& t, const Shape& new_shape) {
   if (!t.is_contiguous())
