@@ -47,7 +47,7 @@ void check_state(const char* name, const char* what, const Tensor& s, const Shap
   check_arg(s.shape() == shape && s.dtype() == dtype, name, s,
             fmt::format("{} {} of {}", what, shape_str(shape), dtype_name(dtype)));
 }
-// Step t's masks [N, 1] int64 for sequences of these lengths: valid (t < length) and ended (the
+// Step t's masks [N, 1] bool for sequences of these lengths: valid (t < length) and ended (the
 // opposite); both undefined when every sequence is valid at t (no lengths, or all long enough).
 struct StepMasks {
   Tensor valid, ended;
@@ -62,7 +62,7 @@ StepMasks step_masks(const std::vector<int64_t>& lengths, int64_t t) {
   }
   if (!any_ended) return {};
   const Shape shape{static_cast<int64_t>(lengths.size()), 1};
-  return {Tensor::from_ids(valid, shape), Tensor::from_ids(ended, shape)};
+  return {Tensor::from_ids(valid, shape, DType::b8), Tensor::from_ids(ended, shape, DType::b8)};
 }
 std::vector<int64_t> as_int64s(const Tensor& t) {
   std::vector<int64_t> out;
