@@ -108,7 +108,9 @@ TEST_CASE("bool and uint8: safetensors round trips keep dtype and values") {
   save_tensors(path, {{"mask", m}, {"bytes", u}});
   const std::vector<NamedTensor> back = load_tensors(path);
   REQUIRE(back.size() == 2);
-  for (const auto& [name, t] : back) {
+  for (const auto& entry : back) {
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     CAPTURE(name);
     const Tensor& want = name == "mask" ? m : u;
     CHECK(t.dtype() == want.dtype());

@@ -138,7 +138,9 @@ void check_case(const Case& c, GateMath math) {
   check_close(x.grad().to_vector(), golden(n + "dinput"), tol);
   if (h.defined()) check_close(h.grad().to_vector(), golden(n + "dh0"), tol);
   if (cc.defined()) check_close(cc.grad().to_vector(), golden(n + "dc0"), tol);
-  for (const auto& [name, p] : m.named_parameters()) {
+  for (const auto& entry : m.named_parameters()) {
+    const std::string& name = entry.first;
+    const Tensor& p = entry.second;
     CAPTURE(name);
     check_close(p.grad().to_vector(), golden(n + "d" + name), tol);
   }
