@@ -56,7 +56,7 @@ M& child_as(Module& child, const std::string& key) {
 // Children run in order, each one's output the next one's input: forward(x) [..] -> [..].
 //   dg::Sequential net(std::make_unique<dg::Linear>(2, 16), dg::silu,
 //                      std::make_unique<dg::Linear>(16, 1));
-//   dg::Tensor y = net.forward(x);   // parameters: 0.weight, 0.bias, 2.weight, 2.bias
+//   dg::Tensor y = net(x);   // parameters: 0.weight, 0.bias, 2.weight, 2.bias
 // An item is a std::unique_ptr to a module with forward(Tensor) -> Tensor, or a function
 // Tensor(const Tensor&) (wrapped in a Functional). Built from items, the container takes the
 // default dtype (get_default_dtype(), as its layers do); Sequential(DType::f64) names one.
