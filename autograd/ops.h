@@ -95,7 +95,7 @@ Tensor clone(const Tensor& a);       // always a copy (contiguous); the gradient
 Tensor view(const Tensor& a, const Shape& shape);
 // torch.narrow: `length` elements of `axis` from `start` (negative counts from the end); a view.
 Tensor narrow(const Tensor& a, int64_t axis, int64_t start, int64_t length);
-Tensor expand(const Tensor& a, const Shape& shape);  // a broadcast view
+Tensor expand(const Tensor& a, const Shape& shape);  // a broadcast view; -1 keeps a size
 // Views (storage shared; backward reshapes g back), as torch's: squeeze drops every size-1 axis
 // (or `axis`, when its size is 1; otherwise a itself, viewed); unsqueeze inserts a size-1 axis
 // at axis ∈ [−rank − 1, rank]; flatten merges axes start_dim..end_dim (a 0-d a gives [1]); it

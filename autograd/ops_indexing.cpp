@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
@@ -282,8 +283,14 @@ void check_in_place(const Tensor& a, const char* op) {
         "Variable that requires grad is being used in an in-place operation'); write under "
         "NoGradGuard, or into a copy with index_put",
         op, a.describe()));
+  // After an earlier index_put_ on a, that node's first input is a's own older history (same
+  // storage and layout), not a base a is a view of: a may be written again.
+  const char* last = recorded_op(a);
+  const bool own_history = last && std::string_view(last) == "index_put_";
   for (const Tensor& in : recorded_inputs(a))
-    if (in.defined() && in.storage() == a.storage())
+    if (in.defined() && in.storage() == a.storage() &&
+        !(own_history && in.shape() == a.shape() && in.strides() == a.strides() &&
+          in.offset() == a.offset()))
       throw std::invalid_argument(fmt::format(
           "{}: {} is a view (made by '{}') of another tensor of the graph; depthgrad does not "
           "rewrite the base's history as torch does: use the out-of-place index_put on the base",

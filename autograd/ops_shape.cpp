@@ -252,7 +252,17 @@ Tensor Tensor::detach() const { return dg::detach(*this); }
 // ---- expand: a broadcast view (stride 0); backward sums g over the broadcast axes -----------
 Tensor expand(const Tensor& a, const Shape& shape) {
   ScopedOpTimer op_timer(OpFamily::other);
-  Tensor out = raw::view_expand(a, shape);
+  Shape target = shape;  // -1 keeps a's size on that axis (axes aligned from the right), as torch
+  const int64_t lead = static_cast<int64_t>(target.size()) - a.dim();
+  for (int64_t k = 0; k < static_cast<int64_t>(target.size()); ++k)
+    if (target[k] == -1) {
+      if (k < lead)
+        throw std::invalid_argument(
+            fmt::format("expand: size -1 is not allowed on a new leading axis ({} to {})",
+                        a.describe(), shape_str(shape)));
+      target[k] = a.shape()[k - lead];
+    }
+  Tensor out = raw::view_expand(a, target);
   if (should_record({a}))
     record("expand", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); })
         .saves({})

@@ -161,7 +161,7 @@ TEST_CASE("Module::to: every floating parameter and buffer converted in place, i
   CHECK(weight.to_floats() == std::vector<float>(before.begin(), before.end()));
   // an optimiser built after to() trains the converted parameters
   net.to(DType::f64);
-  SGD sgd(net, 0.0, 0.0);
+  SGD sgd(net);
   CHECK(net.flat_parameters().values.dtype() == DType::f64);
 }
 

@@ -83,7 +83,7 @@ TEST_CASE("AdamW follows torch's update exactly (decoupled decay, bias correctio
 TEST_CASE("SGD with momentum and weight decay follows torch's update") {
   Tiny m;
   FlatParameters flat = flatten_parameters(m);
-  SGD opt(flat, 0.9, 0.01);
+  SGD opt(flat, 1e-2, 0.9, 0.01);
   std::vector<double> p = flat.values.to_vector();
   std::vector<double> buf(p.size(), 0.0);
   std::vector<double> g{0.3, -0.1, 0.05, 1.0, -0.4, 0.2, 0.7, -0.9};

@@ -144,6 +144,15 @@ TEST_CASE("idiom: a.expand(3, 4)") {
       },
       gold::expand_out, gold::expand_grad);
 }
+TEST_CASE("idiom: a.expand(2, -1, -1)  # -1 keeps a size") {
+  Tensor a = leaf({3, 1});
+  Tensor e = a.expand({2, -1, 4});
+  CHECK(e.shape() == Shape{2, 3, 4});
+  backward(sum(e));
+  CHECK(a.grad().to_vector() == std::vector<double>{8, 8, 8});  // 2 · 4 copies of each
+  CHECK_THROWS_WITH_AS(a.expand({-1, 3, 1}), doctest::Contains("new leading axis"),
+                       std::invalid_argument);
+}
 TEST_CASE("idiom: a.unsqueeze(0).expand(2, 3)") {
   check_method(
       {3},

@@ -6,10 +6,12 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/ops.h"
 #include "autograd/tape.h"
+#include "nn/module.h"
 #include "nn/recurrent.h"
 #include "tensor/factory.h"
 #include "tests/pytorch_idioms/training_goldens.h"
@@ -351,4 +353,18 @@ TEST_CASE("idiom: torch.autograd.grad(lstm(x)[0].sum(), x, create_graph=True)") 
   CHECK(g.requires_grad());
   Tensor gg = grad({sum(g)}, {x})[0];
   CHECK(gg.shape() == x.shape());
+}
+
+TEST_CASE("idiom: torch.optim.SGD(model.parameters(), 0.1, 0.9)  # positional lr, then momentum") {
+  Module model(DType::f64);
+  model.register_parameter("w", Tensor::ones({2}, DType::f64));
+  SGD opt(model, 0.1, 0.9);
+  REQUIRE(opt.param_groups().size() == 1);
+  CHECK(opt.param_groups()[0].lr == 0.1);
+  model.parameter("w").grad().fill(1.0);
+  opt.step();  // w − lr·g = 0.9 (no momentum buffer yet)
+  CHECK(model.parameter("w").to_vector() == std::vector<double>{0.9, 0.9});
+  // torch's CosineAnnealingLR(opt, T_max, eta_min) would be read as a warm-up count: refused.
+  static_assert(!std::is_constructible_v<CosineAnnealingLR, Optimizer&, int64_t, double>);
+  static_assert(std::is_constructible_v<CosineAnnealingLR, Optimizer&, int64_t, int64_t, double>);
 }

@@ -324,6 +324,26 @@ TEST_CASE("indexing: the in-place write's history, and create_graph through inde
   CHECK(v.grad().to_vector() == std::vector<double>{56, 64});
 }
 
+TEST_CASE("indexing: index_put_ twice on one tensor, as torch's loop of out[t] = ...") {
+  // w = torch.tensor([1., 2., 3.], requires_grad=True); out = torch.zeros(2, 3)
+  // for t in range(2): out[t] = w * (t + 1)
+  // (out * W).sum().backward()   # out [[1, 2, 3], [2, 4, 6]], w.grad [2, 6, 1]
+  Tensor w = Tensor::from_vector(std::vector<double>{1, 2, 3}, {3}, DType::f64);
+  w.set_requires_grad(true);
+  Tensor out = Tensor::zeros({2, 3}, DType::f64);
+  for (int64_t t = 0; t < 2; ++t) index_put_(out, {t}, w * static_cast<double>(t + 1));
+  CHECK(out.to_vector() == std::vector<double>{1, 2, 3, 2, 4, 6});
+  const Tensor W =
+      Tensor::from_vector(std::vector<double>{1, -2, 3, 0.5, 4, -1}, {2, 3}, DType::f64);
+  backward(sum(out * W));
+  CHECK(w.grad().to_vector() == std::vector<double>{2, 6, 1});
+  // A view of another tensor is still refused (the base's history is not rewritten).
+  Tensor base = reshape(w * 1.0, {3, 1});
+  Tensor row = select(base, 0, 0);
+  CHECK_THROWS_WITH_AS(index_put_(row, {0}, 5.0), doctest::Contains("is a view"),
+                       std::invalid_argument);
+}
+
 TEST_CASE("randperm and multinomial: torch 1.13's values for the same seed") {
   auto perm = [](int64_t n, uint64_t seed) {
     TorchGenerator gen(seed);

@@ -6,6 +6,7 @@
 // Optimisers do not compute gradients or own the model; a schedule sets an optimiser's rates,
 // nothing else.
 #pragma once
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -298,11 +299,12 @@ void sgd_update(double* p, const double* g, double* momentum_buffer, int64_t n,
 class SGD : public FlatOptimizer {
  public:
   SGD(FlatParameters& params, const SGDConfig& config);
-  SGD(FlatParameters& params, double momentum = 0.0, double weight_decay = 0.0)
-      : SGD(params, SGDConfig{.momentum = momentum, .weight_decay = weight_decay}) {}
+  // Positional arguments in torch.optim.SGD's order: SGD(model, 0.1) is lr = 0.1.
+  SGD(FlatParameters& params, double lr = 1e-2, double momentum = 0.0, double weight_decay = 0.0)
+      : SGD(params, SGDConfig{.lr = lr, .momentum = momentum, .weight_decay = weight_decay}) {}
   SGD(Module& module, const SGDConfig& config) : SGD(module.flat_parameters(), config) {}
-  SGD(Module& module, double momentum = 0.0, double weight_decay = 0.0)
-      : SGD(module.flat_parameters(), momentum, weight_decay) {}
+  SGD(Module& module, double lr = 1e-2, double momentum = 0.0, double weight_decay = 0.0)
+      : SGD(module.flat_parameters(), lr, momentum, weight_decay) {}
   SGD(std::vector<Tensor> params, const SGDConfig& config);
   SGD(std::vector<ParamGroup> groups, const SGDConfig& config);
   using Optimizer::step;
@@ -530,6 +532,10 @@ struct StepLR : LrScheduler {
 struct CosineAnnealingLR : LrScheduler {
   CosineAnnealingLR(Optimizer& optimizer, int64_t total_steps, int64_t warmup_steps = 0,
                     double min_lr_ratio = 0.0);
+  // torch's CosineAnnealingLR(opt, T_max, eta_min) would put eta_min into warmup_steps here, as
+  // an integer: refused at compile time. The floor is min_lr_ratio, a fraction of each base rate.
+  template <std::floating_point F>
+  CosineAnnealingLR(Optimizer& optimizer, int64_t total_steps, F eta_min) = delete;
 };
 // base·(step + 1)/warmup_steps for the first warmup_steps, then base (torch LinearLR with
 // start_factor 1/warmup_steps, total_iters warmup_steps − 1).
