@@ -150,6 +150,11 @@ ResolvedIndex resolve(const Tensor& a, const std::vector<TensorIndex>& indices, 
               "{}: more than one tensor index (torch's advanced indexing) is not supported; "
               "index one axis at a time, or use gather",
               op));
+        if (t.tensor().dtype() == DType::b8)
+          throw std::invalid_argument(fmt::format(
+              "{}: a bool index (torch's x[mask]) is not taken here: use masked_select(x, mask) "
+              "to read, where or masked_fill to write",
+              op));
         check_arg(t.tensor().dim() == 1, op, t.tensor(), "a one-axis int64 or int32 index [J]");
         r.tensor = t.tensor();
         r.tensor_axis = out_axis;

@@ -212,7 +212,9 @@ void check_arg(bool cond, const char* op, const Tensor& t, const std::string& wh
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   if (a.dtype() != b.dtype())
     throw std::invalid_argument(
-        fmt::format("{}: dtypes differ: {} and {}", op, a.describe(), b.describe()));
+        fmt::format("{}: dtypes differ: {} and {} (depthgrad does not promote: convert one "
+                    "with .to(dtype))",
+                    op, a.describe(), b.describe()));
 }
 
 namespace {

@@ -337,6 +337,9 @@ TEST_CASE("indexing: index_put_ twice on one tensor, as torch's loop of out[t] =
       Tensor::from_vector(std::vector<double>{1, -2, 3, 0.5, 4, -1}, {2, 3}, DType::f64);
   backward(sum(out * W));
   CHECK(w.grad().to_vector() == std::vector<double>{2, 6, 1});
+  // torch's x[mask] is masked_select here: a bool index is refused, naming it.
+  CHECK_THROWS_WITH_AS(index(out, {gt(out, 2.0)}), doctest::Contains("masked_select(x, mask)"),
+                       std::invalid_argument);
   // A view of another tensor is still refused (the base's history is not rewritten).
   Tensor base = reshape(w * 1.0, {3, 1});
   Tensor row = select(base, 0, 0);
