@@ -5,7 +5,7 @@
 #                    (-O1) in CLANG_BUILD, a folder outside the source tree (default
 #                    ../<this folder>-build-clang), and run the suite there but CLANG_SKIP
 #   make test-mpi-full  the full multi-rank battery (tests/mpi_train.sh full; ctest runs the quick one)
-#   make reproduce   build and run the rd-attnres reproduction on DATA (default ../shared/data)
+#   make reproduce   build the program alone and run the rd-attnres reproduction on DATA (default ../shared/data)
 #   make bench       build and run the benchmarks (bench_matmul, bench_attention, bench_conv, bench_bandwidth, depthgrad bench; add --compare-torch by hand)
 #   make test-sanitize     the whole suite built with ASan + UBSan (build-sanitize/), through ctest
 #   make test-sanitize-ci  the same build, only the tests labelled sanitize-ci (a few minutes)
@@ -90,7 +90,9 @@ learn:
 test-mpi-full: build
 	cmake --build $(BUILD) --target test_mpi_full
 
-reproduce: build
+# Builds the one program it runs (make test builds the rest).
+reproduce: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target depthgrad
 	$(BUILD)/depthgrad reproduce --paper rd-attnres --dataset-dir $(DATA) --seed 42
 
 bench: build
