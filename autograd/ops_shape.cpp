@@ -202,7 +202,7 @@ std::optional<Shape> view_strides(const Shape& shape, const Shape& strides,
 
 Tensor view(const Tensor& a, const Shape& shape) {
   if (a.is_contiguous()) return reshape(a, shape);
-  const Shape target = raw::view_reshape(Tensor::empty(a.shape(), a.dtype()), shape).shape();
+  const Shape target = resolve_reshape(shape, a.numel(), a.describe());
   const std::optional<Shape> strides = view_strides(a.shape(), a.strides(), target);
   if (!strides)
     throw std::invalid_argument(fmt::format(

@@ -48,6 +48,24 @@ int64_t normalize_axis(int64_t axis, int64_t rank, const char* op) {
   return a;
 }
 
+Shape resolve_reshape(const Shape& shape, int64_t numel, const std::string& what) {
+  Shape target = shape;
+  int64_t known = 1, infer = -1;
+  for (size_t k = 0; k < target.size(); ++k) {
+    if (target[k] == -1) {
+      if (infer >= 0) throw std::invalid_argument("reshape: only one size may be -1");
+      infer = static_cast<int64_t>(k);
+    } else {
+      known *= target[k];
+    }
+  }
+  if (infer >= 0 && known > 0) target[infer] = numel / known;
+  if (shape_numel(target) != numel)
+    throw std::invalid_argument(
+        fmt::format("reshape: cannot view tensor {} as shape {}", what, shape_str(shape)));
+  return target;
+}
+
 DG_EXERCISE Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   size_t rank = std::max(a.size(), b.size());
   Shape out(rank);

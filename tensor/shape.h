@@ -29,6 +29,10 @@ bool is_contiguous_layout(const Shape& shape, const Shape& strides);
 // Resolves a possibly negative axis (-1 = last) against `rank`; throws naming `op` when out of
 // range.
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* op);
+// `shape` with its one -1 (if any) set to what makes it hold `numel` elements (reshape's and
+// view's rule); throws std::invalid_argument "reshape: only one size may be -1", or "reshape:
+// cannot view tensor <what> as shape [..]" when the sizes cannot hold numel elements.
+Shape resolve_reshape(const Shape& shape, int64_t numel, const std::string& what);
 // numpy broadcasting of two shapes: align them at the right; each pair of sizes must be equal or
 // one of them 1 (a missing axis counts as 1); the result takes the size that is not 1 of each
 // pair, or 1 ([3, 1] and [4] -> [3, 4]; [0] and [1] -> [0], as torch). Throws std::invalid_argument

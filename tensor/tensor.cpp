@@ -535,20 +535,7 @@ Tensor raw::view_reshape(const Tensor& t, const Shape& new_shape) {
   if (!t.is_contiguous())
     throw std::invalid_argument(
         fmt::format("reshape: tensor {} is not contiguous; call contiguous() first", t.describe()));
-  Shape target = new_shape;
-  int64_t known = 1, infer = -1;
-  for (size_t k = 0; k < target.size(); ++k) {
-    if (target[k] == -1) {
-      if (infer >= 0) throw std::invalid_argument("reshape: only one size may be -1");
-      infer = static_cast<int64_t>(k);
-    } else {
-      known *= target[k];
-    }
-  }
-  if (infer >= 0 && known > 0) target[infer] = t.numel() / known;
-  if (shape_numel(target) != t.numel())
-    throw std::invalid_argument(fmt::format("reshape: cannot view tensor {} as shape {}",
-                                            t.describe(), shape_str(new_shape)));
+  const Shape target = resolve_reshape(new_shape, t.numel(), t.describe());
   return Tensor::from_storage(t.storage(), target, contiguous_strides(target), t.offset(),
                               t.dtype());
 }
