@@ -5,12 +5,16 @@
 //   learn_chNN --expect-fail   exit 0 when every exercise fails at least one check (the test suite
 //                              runs the untouched stubs this way: no exercise passes by doing
 //                              nothing), else 1, naming the exercise that passed
+//   learn_chNN --expect-wrong F  runs exercise F's checks only; exit 0 when at least one fails
+//                              (the test suite runs each wrong answer of tools/learn/wrong/ this
+//                              way: the checks have teeth), else 1
 //
 // It refuses any other argument (exit 2). It does not catch a crash or a check that never returns.
 #include "tools/learn/grade.h"
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -99,20 +103,42 @@ int grade(const Chapter& chapter, std::vector<std::string>& passed) {
 
 int main(int argc, char** argv) {
   bool expect_fail = false;
+  std::string expect_wrong;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--expect-fail") == 0) {
       expect_fail = true;
+    } else if (std::strcmp(argv[i], "--expect-wrong") == 0 && i + 1 < argc) {
+      expect_wrong = argv[++i];
     } else {
-      fmt::print(stderr, "{}: unknown argument '{}' (the only one is --expect-fail)\n", argv[0],
-                 argv[i]);
+      fmt::print(stderr,
+                 "{}: unknown argument '{}' (they are --expect-fail and --expect-wrong FUNCTION)\n",
+                 argv[0], argv[i]);
       return 2;
     }
   }
-  const dg::learn::Chapter chapter = dg::learn::chapter();
+  dg::learn::Chapter chapter = dg::learn::chapter();
+  if (!expect_wrong.empty()) {
+    std::erase_if(chapter.exercises, [&](const dg::learn::Exercise& exercise) {
+      return exercise.function != expect_wrong;
+    });
+    if (chapter.exercises.empty()) {
+      fmt::print(stderr, "{}: --expect-wrong: chapter {} has no exercise '{}'\n", argv[0],
+                 chapter.number, expect_wrong);
+      return 2;
+    }
+  }
   std::vector<std::string> passed;
   const int n = dg::learn::grade(chapter, passed);
   const int total = static_cast<int>(chapter.exercises.size());
   fmt::print("\n{} of {} exercises pass every check.\n", n, total);
+  if (!expect_wrong.empty()) {
+    if (n == 0) {
+      fmt::print("as expected, this wrong answer to {} fails its checks\n", expect_wrong);
+      return 0;
+    }
+    fmt::print("this wrong answer to {} passed every check: the checks miss it\n", expect_wrong);
+    return 1;
+  }
   if (!expect_fail) return n == total && total > 0 ? 0 : 1;
   for (const std::string& name : passed)
     fmt::print("expected every exercise to fail with the stubs, but {} passed\n", name);

@@ -1,6 +1,9 @@
 # The learner's path (tools/learn/README.md). For each chapter NN with checks/chNN.cpp:
 #   learn_chNN_solutions  its checks against the library's own definitions (ctest: all pass)
 #   learn_chNN_stubs      the same checks with stubs/chNN.cpp linked in (ctest: every exercise fails)
+#   learn_wrong_<name>    the checks with one wrong answer, tools/learn/wrong/<name>.cpp (a file
+#                         named chNN_<what>.cpp whose first line is "// Wrong answer to <function>:
+#                         ..."); ctest runs its exercise's checks and requires one to fail
 #   learn_chNN            the checks with the learner's file, DG_LEARN_DIR/chNN.cpp, when it exists
 #                         (`make learn CHAPTER=N` copies the stubs there first)
 # The exercise functions are weak in the library (tensor/exercise.h): a definition in a program's
@@ -33,6 +36,18 @@ foreach(checks ${DG_LEARN_CHECKS})
   endif()
   foreach(program ${programs})
     target_link_libraries(${program} PRIVATE ${library})
+  endforeach()
+  file(GLOB wrong_answers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tools/learn/wrong/${ch}_*.cpp)
+  foreach(wrong ${wrong_answers})
+    get_filename_component(name ${wrong} NAME_WE)
+    file(STRINGS ${wrong} first_line LIMIT_COUNT 1)
+    if(NOT first_line MATCHES "^// Wrong answer to ([A-Za-z_:]+):")
+      message(FATAL_ERROR "${wrong}: the first line must be \"// Wrong answer to <function>: <how>\"")
+    endif()
+    add_executable(learn_wrong_${name} ${objects} ${wrong})
+    target_link_libraries(learn_wrong_${name} PRIVATE ${library})
+    add_test(NAME learn_wrong_${name}_fails COMMAND learn_wrong_${name} --expect-wrong ${CMAKE_MATCH_1})
+    set_tests_properties(learn_wrong_${name}_fails PROPERTIES ENVIRONMENT DEPTHGRAD_THREADS=1 LABELS learn)
   endforeach()
   add_test(NAME learn_${ch}_solutions_pass COMMAND learn_${ch}_solutions)
   add_test(NAME learn_${ch}_stubs_fail COMMAND learn_${ch}_stubs --expect-fail)
