@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
-# Installs what depthgrad needs to build and test on Debian, and nothing that is already there.
-# Uses apt-get (through sudo when not root). Python and torch are never needed here.
+# Installs what depthgrad needs on Debian, and nothing that is already there. Uses apt-get
+# (through sudo when not root). Python and torch are never needed here.
+#   tools/install-deps.sh [--for build|test] [package...]
+#   --for build  what building and running the program needs (`make reproduce`)
+#   --for test   that and what the test suite needs besides (the default: `make test`)
 # Extra package names given as arguments are installed too (`make fuzz` asks for clang's).
 set -euo pipefail
-packages=(g++ cmake make libopenblas-openmp-dev doctest-dev libfmt-dev
+purpose=test
+if [ "${1:-}" = "--for" ]; then
+  purpose=${2:-}
+  shift 2 || true
+fi
+build_packages=(g++ cmake make libopenblas-openmp-dev doctest-dev libfmt-dev
   libdnnl-dev     # oneDNN: the bf16 matmul kernels (--precision bf16)
-  pkg-config      # tests/package_consumer.sh builds the example with pkg-config too
-  clang-format    # tools/format.sh --check runs in the test suite
-  clang-14 libomp-14-dev  # make test also builds everything with clang++-14 (its OpenMP: libomp)
   openmpi-bin libopenmpi-dev  # data parallelism over MPI ranks (train/dist/, ctest mpi_train)
   zlib1g-dev      # gzip'd data files (train/io/idx.h)
-  dataset-fashion-mnist  # the image data set of the CNN example (train/data/fashion_mnist.h)
-  "$@"            # extra packages a target asks for (`make fuzz`: clang)
 )
+test_packages=(
+  pkg-config      # tests/package_consumer.sh builds the example with pkg-config too
+  clang-format    # tools/format.sh --check runs in the test suite
+  clang-14 libomp-14-dev libclang-rt-14-dev  # make test also builds with clang++-14 (its OpenMP: libomp; ASan, UBSan)
+  dataset-fashion-mnist  # the image data set of the CNN example (train/data/fashion_mnist.h)
+)
+case "$purpose" in
+  build) packages=("${build_packages[@]}" "$@") ;;
+  test) packages=("${build_packages[@]}" "${test_packages[@]}" "$@") ;;
+  *) echo "tools/install-deps.sh: --for takes build or test, not '$purpose'" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -17,6 +17,7 @@
 #include "tensor/kernels_matmul.h"
 #include "tensor/rng.h"
 #include "tensor/threads.h"
+#include "tools/attnres/stats.h"
 #include "train/checkpoint.h"
 #include "train/io/files.h"
 #include "train/lm/batches.h"
@@ -82,11 +83,6 @@ double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-double mean_of(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return v.empty() ? 0 : s / double(v.size());
 }
 int64_t status_field_kib(const char* key) {
   std::ifstream f("/proc/self/status");

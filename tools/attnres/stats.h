@@ -4,10 +4,14 @@
 // It does not do multiple-comparison corrections or Bayesian summaries.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
 namespace dg {
+
+// A missing value in a table or a curve (a seed that has no point at a step, a cell not run).
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 double mean_of(const std::vector<double>& x);
 double sample_std(const std::vector<double>& x);  // ddof = 1; 0 for fewer than 2 values

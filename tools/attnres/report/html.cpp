@@ -16,14 +16,13 @@
 #include "tools/attnres/report/paired_scale.h"
 #include "tools/attnres/report/reproduce_parts.h"
 #include "tools/attnres/report/seed_curves.h"
+#include "tools/attnres/stats.h"
 
 namespace dg {
 
 using json::Value;
 
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Emits table cells for numbers of the result with id, data-json (the path) and data-value (the
 // exact JSON number), so tests and tools/check_report.sh can compare the page with result.json.

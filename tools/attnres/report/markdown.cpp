@@ -12,13 +12,13 @@
 #include "tools/attnres/report/lookup.h"
 #include "tools/attnres/report/paired_scale.h"
 #include "tools/attnres/report/reproduce_parts.h"
+#include "tools/attnres/stats.h"
 
 namespace dg {
 
 using json::Value;
 
 namespace {
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // The reference's body (§6.4), in English and with the baseline named as what it is: the arms'
 // losses, perplexities and sizes, the relative change and the paper's claim.

@@ -10,7 +10,6 @@
 namespace dg {
 
 namespace {
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 size_t shortest(const std::vector<std::vector<double>>& curves) {
   if (curves.empty()) return 0;
