@@ -105,14 +105,14 @@ class Trainer;
 struct StepObserver {
   virtual ~StepObserver() = default;
   // After draw: `examples` are the step's global batch, in micro-batch order.
-  virtual void after_draw(const Trainer& trainer, std::span<const int64_t> examples) {}
+  virtual void after_draw(const Trainer& /*trainer*/, std::span<const int64_t> /*examples*/) {}
   // After reduce, before the scaling to the mean: `gradients` (the flat gradient buffer) holds the
   // step's gradient summed over the micro-batches and the ranks (over ranks, this rank's shard
   // holds the sum). Not called when a loss in one process stopped the step early. It may write
   // into them: the divergence tests make a spike there (a NaN, as an overflow would).
-  virtual void after_reduce(const Trainer& trainer, Tensor& gradients) {}
+  virtual void after_reduce(const Trainer& /*trainer*/, Tensor& /*gradients*/) {}
   // After the step, taken or skipped (trainer.step() counts it); not when it throws.
-  virtual void after_step(const Trainer& trainer, const StepLog& log) {}
+  virtual void after_step(const Trainer& /*trainer*/, const StepLog& /*log*/) {}
 };
 
 // What a Trainer is made of besides its settings. The model, the dataset, the optimiser and the

@@ -200,6 +200,8 @@ int64_t metadata_count(const SafetensorsFile& file, const std::string& path, con
 
 // The trainer's own state in a checkpoint, read and checked before anything changes.
 struct LoopState {
+  LoopState(const Sampler& sampler, const TorchGenerator& generator)
+      : sampler(sampler), generator(generator) {}
   int64_t step = 0, clipped = 0, skipped = 0;
   double wall_seconds = 0;
   Sampler sampler;
@@ -289,7 +291,7 @@ void read_state_tensors(const SafetensorsFile& file, const std::string& path, Lo
 LoopState read_loop_state(const SafetensorsFile& file, const std::string& path, int64_t steps,
                           const Sampler& sampler, const TorchGenerator& generator,
                           bool has_scheduler) {
-  LoopState loop{.sampler = sampler, .generator = generator};
+  LoopState loop(sampler, generator);
   read_counts(file, path, steps, loop);
   read_state_tensors(file, path, loop);
   loop.schedule_state = checkpoint_scheduler_state(file, path);

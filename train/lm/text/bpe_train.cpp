@@ -138,6 +138,7 @@ struct LearnedMerge {
 // The vocabulary as training builds it: the tokens by id, and the id of each token. Specials come
 // first (ids 0..), then the learned tokens (the alphabet, then the merges).
 struct Vocabulary {
+  explicit Vocabulary(std::vector<std::string>& tokens) : tokens(tokens) {}
   std::vector<std::string>& tokens;
   std::unordered_map<std::string, int32_t> ids;
   size_t special_count = 0;
@@ -305,7 +306,7 @@ BpeTokenizer train_bpe(const std::vector<std::string_view>& texts, int vocab_siz
                        bool full_byte_alphabet) {
   check_train_arguments(vocab_size, min_frequency);
   BpeTokenizer tokenizer;
-  Vocabulary vocab{tokenizer.tokens_};
+  Vocabulary vocab(tokenizer.tokens_);
   add_specials(vocab, specials);
   const std::vector<WordCount> words = count_words(texts);  // steps 1-2
   const std::array<int32_t, 256> byte_id = add_alphabet(vocab, words, full_byte_alphabet);
