@@ -66,21 +66,21 @@ expect "resume of a checkpoint past the run's steps" 1 "expected an integer in [
 
 # --- divergence: stop naming step and loss, the last checkpoint kept; or skip and go on ---
 expect "divergence stops the run" 1 "training diverged at step" -- "$BIN" train "${T[@]}" --steps 6 --lr 1e30 --clip 0 --schedule constant --checkpoint-every 1 --output "$WORK/d"
-# A spike (a NaN gradient at step 3, injected): the message names the step and the tensor.
-DEPTHGRAD_TEST_NONFINITE_STEP=3 expect "a NaN gradient names its tensor" 1 "training diverged at step 3 (0-based): loss" -- "$BIN" train "${T[@]}" --steps 6 --output "$WORK/n"
-DEPTHGRAD_TEST_NONFINITE_STEP=3 expect "a NaN gradient names its tensor" 1 "the gradient of 'token.weight' is not finite" -- "$BIN" train "${T[@]}" --steps 6 --output "$WORK/n2"
+# A spike (a NaN gradient at one step, injected by a StepObserver) naming the step and the tensor,
+# and skipping it, are the library's: tests/test_hardening.cpp.
 if "$BIN" eval --checkpoint "$WORK/d/checkpoint.safetensors" --windows 2 --dataset-dir "$DATA" --threads 1 > /dev/null 2>&1; then
   pass "the last good checkpoint of a diverged run is intact (eval reads it)"
 else
   fail "the diverged run's checkpoint is not readable"
 fi
-DEPTHGRAD_TEST_NONFINITE_STEP=3 "$BIN" train "${T[@]}" --steps 6 --skip-nonfinite --output "$WORK/s" > /dev/null 2>&1
-if [ $? -eq 0 ] && grep -q '"step":3,"skipped":true' "$WORK/s/steps.jsonl" && grep -q '"skipped_steps": 1' "$WORK/s/summary.json" && [ "$(wc -l < "$WORK/s/steps.jsonl")" -eq 6 ]; then
-  pass "--skip-nonfinite skips and counts the steps"
-else
-  fail "--skip-nonfinite"; cat "$WORK/s/steps.jsonl"
-fi
 expect "skipping cannot rescue an overflowing model: a clear error" 1 "the validation loss is" -- "$BIN" train "${T[@]}" --steps 6 --lr 1e30 --clip 0 --schedule constant --skip-nonfinite --output "$WORK/s2"
+# Its log: one line per step, the skipped ones marked and counted.
+skipped="$(grep -c '"skipped":true' "$WORK/s2/steps.jsonl")"
+if [ "$skipped" -gt 0 ] && [ "$(wc -l < "$WORK/s2/steps.jsonl")" -eq 6 ] && tail -1 "$WORK/s2/steps.jsonl" | grep -q "\"skipped_steps\":$skipped[,}]"; then
+  pass "--skip-nonfinite skips and counts the steps ($skipped skipped)"
+else
+  fail "--skip-nonfinite"; cat "$WORK/s2/steps.jsonl"
+fi
 
 # --- two processes sharing one cache directory: both succeed, same numbers, cache consistent ---
 C="$WORK/shared-cache"

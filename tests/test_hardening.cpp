@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <limits>
 #include <set>
+#include <span>
 #include <thread>
 
 #include "tests/temp_dir.h"
@@ -238,6 +239,67 @@ TEST_CASE(
   CHECK(static_cast<int64_t>(skipping.losses().size()) ==
         cfg.training.steps - skipping.skipped_steps());
   for (double loss : skipping.losses()) CHECK(std::isfinite(loss));
+}
+
+namespace {
+// A spike at one step, as an overflow would make it: the first gradient element NaN after the
+// reduction. Counts the callbacks it sees.
+struct SpikeAt : StepObserver {
+  explicit SpikeAt(int64_t step) : step(step) {}
+  int64_t step, draws = 0, steps = 0;
+  void after_draw(const Trainer&, std::span<const int64_t> examples) override {
+    draws += examples.empty() ? 0 : 1;
+  }
+  void after_reduce(const Trainer& trainer, Tensor& gradients) override {
+    if (trainer.step() == step && trainer.rank() == 0)
+      gradients.mutable_data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  }
+  void after_step(const Trainer&, const StepLog&) override { ++steps; }
+};
+}  // namespace
+
+TEST_CASE("a spike (a NaN gradient at step 3, from a StepObserver) names the step and tensor") {
+  const std::vector<int32_t> ids = synthetic_ids(2000, 61);
+  const RunConfig cfg = tiny_config();
+  // An observer that writes nothing changes no bit; it sees every step's draw and end.
+  MicroLMTrainer plain(cfg, ids), observed(cfg, ids);
+  SpikeAt never(-1);
+  observed.set_observer(&never);
+  plain.run(cfg.training.steps);
+  observed.run(cfg.training.steps);
+  CHECK(plain.losses() == observed.losses());
+  CHECK(plain.parameters().values.to_floats() == observed.parameters().values.to_floats());
+  CHECK(never.draws == cfg.training.steps);
+  CHECK(never.steps == cfg.training.steps);
+
+  MicroLMTrainer t(cfg, ids);
+  SpikeAt spike(3);
+  t.set_observer(&spike);
+  t.run(3);
+  const std::vector<float> before = t.parameters().values.to_floats();
+  CHECK_THROWS_WITH_AS(t.train_step(),
+                       doctest::Contains("training diverged at step 3 (0-based): loss"),
+                       TrainingDiverged);
+  CHECK(t.parameters().values.to_floats() == before);  // stopped before the optimizer step
+  MicroLMTrainer named(cfg, ids);
+  named.set_observer(&spike);
+  named.run(3);
+  CHECK_THROWS_WITH(named.train_step(),
+                    doctest::Contains("the gradient of 'token.weight' is not finite"));
+
+  // Skipping: step 3 is skipped and counted, the others are taken.
+  MicroLMTrainer skipping(cfg, ids);
+  SpikeAt skip(3);
+  skipping.set_observer(&skip);
+  skipping.set_skip_nonfinite(true);
+  std::vector<StepLog> logs;
+  skipping.run(cfg.training.steps, [&](const StepLog& log) { logs.push_back(log); });
+  REQUIRE(logs.size() == 6);
+  for (const StepLog& log : logs) CHECK(log.skipped == (log.step == 3));
+  CHECK(logs[5].skipped_steps == 1);
+  CHECK(skipping.skipped_steps() == 1);
+  CHECK(skipping.losses().size() == 5);
+  CHECK(skip.steps == 6);
 }
 
 TEST_CASE("run folders are created exclusively: a taken name gets a suffix, never shared") {

@@ -5,9 +5,10 @@
 // buffers (a FlatOptimizer: SGD, Adam, AdamW, RMSprop, Adagrad or the user's own, train/optim.h)
 // (or one made from tensors or parameter groups of the model: the Trainer moves it onto the flat
 // buffers, FlatOptimizer::use_flat_buffer) and optionally a learning-rate schedule (an
-// LrScheduler over that optimiser). Each step runs in
-// one order: draw the step's examples, then per micro-batch zero the gradients, forward and loss,
-// backward and add up; reduce over ranks, clip, optimizer step, schedule step.
+// LrScheduler over that optimiser). Each step runs in one order of named steps (train_step):
+// draw the step's examples; forward-backward per micro-batch (zero the gradients, forward and
+// loss, backward, add up); reduce over the micro-batches and ranks; check for a non-finite loss or
+// gradient and clip; update; schedule. A StepObserver (below) sees the step at named points.
 //
 // What it guarantees, for every model and optimiser (tests/test_trainer.cpp,
 // tests/test_loop_models.cpp):
@@ -37,6 +38,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -93,6 +95,24 @@ struct TrainingDiverged : std::runtime_error {
   TrainingDiverged(int64_t step, double loss, const std::string& problem);
   int64_t step;
   double loss;
+};
+
+class Trainer;
+
+// Callbacks at named points of Trainer::train_step, for tests and instrumentation (set with
+// Trainer::set_observer; not owned). Each default does nothing; a callback that changes nothing
+// changes no bit of the run.
+struct StepObserver {
+  virtual ~StepObserver() = default;
+  // After draw: `examples` are the step's global batch, in micro-batch order.
+  virtual void after_draw(const Trainer& /*trainer*/, std::span<const int64_t> /*examples*/) {}
+  // After reduce, before the scaling to the mean: `gradients` (the flat gradient buffer) holds the
+  // step's gradient summed over the micro-batches and the ranks (over ranks, this rank's shard
+  // holds the sum). Not called when a loss in one process stopped the step early. It may write
+  // into them: the divergence tests make a spike there (a NaN, as an overflow would).
+  virtual void after_reduce(const Trainer& /*trainer*/, Tensor& /*gradients*/) {}
+  // After the step, taken or skipped (trainer.step() counts it); not when it throws.
+  virtual void after_step(const Trainer& /*trainer*/, const StepLog& /*log*/) {}
 };
 
 // What a Trainer is made of besides its settings. The model, the dataset, the optimiser and the
@@ -175,6 +195,10 @@ class Trainer {
   // Examples per optimizer step over all ranks: ranks × accum × batch.
   int64_t global_batch() const;
   int ranks() const { return world_ ? world_->size() : 1; }
+  int rank() const { return world_ ? world_->rank() : 0; }  // this process's, 0 in one process
+  // Called at the named points of every step (StepObserver); null (the default) for none. Not
+  // owned: it must outlive the steps it observes.
+  void set_observer(StepObserver* observer) { observer_ = observer; }
 
   // Off (the default): a non-finite loss or gradient throws TrainingDiverged. On: that step is
   // skipped (no optimizer step; the batch is used up) and counted; training goes on. Like
@@ -201,7 +225,30 @@ class Trainer {
   void load_checkpoint(const std::string& path);
 
  private:
+  // Construction, in order (trainer.cpp).
+  void check_settings();
+  void check_training_record() const;
+  void attach_optimizer();
+  void check_short_last_batch() const;
+  void prepare_micro_batches_and_ranks();
   void check_loader_batch(int64_t batch_size) const;
+  // The named steps of train_step, in order (trainer.cpp).
+  void draw();
+  bool forward_backward();  // false: a non-finite loss stopped the step early (one process)
+  bool forward_backward_micro_batch(int64_t k);
+  void add_to_gradient_sum(int64_t k);
+  void reduce(bool stopped_early);
+  double step_loss();
+  std::string check_and_clip(double loss, ClipResult& clip);  // "" when all is finite
+  ClipResult clip_gradients();
+  void update();
+  void schedule();
+  // Resume, after every check (trainer_checkpoint.cpp): the schedule's state, the weights and the
+  // optimiser's state from `file`.
+  void load_weights_and_optimizer(const SafetensorsFile& file, const std::string& path,
+                                  const std::map<std::string, double>& schedule_state);
+  // The checkpoint's optimiser groups must be this run's.
+  void check_optimizer_groups(const SafetensorsFile& file, const std::string& path) const;
   template <class T>
   static std::shared_ptr<T> borrow(T& object) {  // a shared_ptr that does not own
     return std::shared_ptr<T>(std::shared_ptr<T>(), &object);
@@ -254,7 +301,6 @@ class Trainer {
   double communication_seconds_ = 0, reduction_wait_seconds_ = 0;  // of the running step
   void zero_gradients();
   void reduce_over_ranks();
-  void poison_first_gradient();
   // The reducer's bucket size: 2^18 float32 elements (1 MiB), small enough that the buckets of a
   // small model still overlap its backward, large enough that a message's latency is amortised.
   static constexpr int64_t kGradientBucketElements = int64_t{1} << 18;
@@ -265,6 +311,7 @@ class Trainer {
   Tensor gradient_sum_;  // [total] Σ of this rank's micro-batch gradients (accum > 1)
 
   bool skip_nonfinite_ = false;
+  StepObserver* observer_ = nullptr;
   int64_t skipped_ = 0;            // losses_ and grad_norms_ hold the steps that were not skipped
   double prior_wall_seconds_ = 0;  // invocations before the last resume
   // when this process started the run: construction, or the last load_checkpoint

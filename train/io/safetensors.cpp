@@ -181,10 +181,16 @@ void save_safetensors(const std::string& path, const std::vector<TensorEntry>& t
   write_file_atomic(path, bytes);
 }
 
-SafetensorsFile parse_safetensors(std::string_view file_bytes, const std::string& source_name) {
-  const auto fail = [&](const std::string& what) -> void {
-    throw std::runtime_error(fmt::format("{}: safetensors: {}", source_name, what));
-  };
+namespace {
+[[noreturn]] void refuse(const std::string& source_name, const std::string& what) {
+  throw std::runtime_error(fmt::format("{}: safetensors: {}", source_name, what));
+}
+
+// The header's length (checked against the limit and the file) and its JSON object; `data` is
+// set to the bytes after it.
+json::Value read_header(std::string_view file_bytes, const std::string& source_name,
+                        std::string_view& data) {
+  const auto fail = [&](const std::string& what) { refuse(source_name, what); };
   if (file_bytes.size() < 8)
     fail(fmt::format("file is {} bytes, shorter than the 8-byte header length", file_bytes.size()));
   const uint64_t header_length = read_u64_le(file_bytes);
@@ -195,9 +201,8 @@ SafetensorsFile parse_safetensors(std::string_view file_bytes, const std::string
     fail(fmt::format("header length {} is larger than the {} bytes that follow it", header_length,
                      file_bytes.size() - 8));
   const std::string_view header_text = file_bytes.substr(8, header_length);
-  const std::string_view data = file_bytes.substr(8 + header_length);
+  data = file_bytes.substr(8 + header_length);
   if (header_text.empty() || header_text[0] != '{') fail("header does not start with '{'");
-
   json::Value header;
   try {
     header = json::parse(header_text, source_name + " (safetensors header)");
@@ -205,88 +210,96 @@ SafetensorsFile parse_safetensors(std::string_view file_bytes, const std::string
     fail(fmt::format("bad header JSON: {}", error.what()));
   }
   if (!header.is_object()) fail("header JSON is not an object");
+  return header;
+}
 
-  SafetensorsFile file;
-  struct Span {
-    uint64_t begin, end;
-    size_t index;
-  };
-  std::vector<Span> spans;
-  for (const auto& [name, info] : header.as_object()) {
-    if (name == "__metadata__") {
-      if (!info.is_object())
-        fail(fmt::format("__metadata__ must be an object of strings, got {}",
-                         json::kind_name(info.kind())));
-      for (const auto& [key, value] : info.as_object()) {
-        if (!value.is_string())
-          fail(fmt::format("__metadata__ value of \"{}\" must be a string, got {}", key,
-                           json::dump(value)));
-        file.metadata[key] = value.as_string();
-      }
-      continue;
-    }
-    const std::string tensor = fmt::format("tensor \"{}\"", name);
-    if (!info.is_object())
-      fail(
-          fmt::format("{}: entry must be an object, got {}", tensor, json::kind_name(info.kind())));
-    for (const auto& [field, ignored] : info.as_object())
-      if (field != "dtype" && field != "shape" && field != "data_offsets")
-        fail(fmt::format("{}: unknown field \"{}\"", tensor, field));
-    for (const char* field : {"dtype", "shape", "data_offsets"})
-      if (!info.find(field)) fail(fmt::format("{}: missing field \"{}\"", tensor, field));
+// "__metadata__": an object of strings.
+void read_metadata(const json::Value& info, const std::string& source_name, SafetensorsFile& file) {
+  if (!info.is_object())
+    refuse(source_name, fmt::format("__metadata__ must be an object of strings, got {}",
+                                    json::kind_name(info.kind())));
+  for (const auto& [key, value] : info.as_object()) {
+    if (!value.is_string())
+      refuse(source_name, fmt::format("__metadata__ value of \"{}\" must be a string, got {}", key,
+                                      json::dump(value)));
+    file.metadata[key] = value.as_string();
+  }
+}
 
-    TensorEntry entry;
-    entry.name = name;
-    const json::Value& dtype = info.at("dtype");
-    if (!dtype.is_string())
-      fail(fmt::format("{}: dtype must be a string, got {}", tensor, json::dump(dtype)));
-    entry.dtype = dtype.as_string();
-    const DtypeInfo* dtype_info = find_dtype(entry.dtype);
-    if (!dtype_info)
-      fail(fmt::format("{}: unknown dtype \"{}\" (supported: {})", tensor, entry.dtype,
-                       supported_dtypes()));
+// Where a tensor's bytes lie in the data buffer, and its index in the file's tensors.
+struct Span {
+  uint64_t begin, end;
+  size_t index;
+};
 
-    const json::Value& shape = info.at("shape");
-    if (!shape.is_array())
-      fail(fmt::format("{}: shape must be an array, got {}", tensor, json::dump(shape)));
-    for (const json::Value& dim : shape.as_array()) {
-      if (!dim.is_integer() || dim.as_int() < 0)
-        fail(
-            fmt::format("{}: shape {} must hold non-negative integers", tensor, json::dump(shape)));
-      entry.shape.push_back(dim.as_int());
-    }
+// One tensor's entry: exactly dtype, shape and data_offsets, the offsets within the data buffer
+// and spanning the bytes its shape and dtype need. Its bytes are copied later.
+TensorEntry read_tensor_info(const std::string& name, const json::Value& info, uint64_t data_size,
+                             const std::string& source_name, Span& span) {
+  const auto fail = [&](const std::string& what) { refuse(source_name, what); };
+  const std::string tensor = fmt::format("tensor \"{}\"", name);
+  if (!info.is_object())
+    fail(fmt::format("{}: entry must be an object, got {}", tensor, json::kind_name(info.kind())));
+  for (const auto& [field, ignored] : info.as_object())
+    if (field != "dtype" && field != "shape" && field != "data_offsets")
+      fail(fmt::format("{}: unknown field \"{}\"", tensor, field));
+  for (const char* field : {"dtype", "shape", "data_offsets"})
+    if (!info.find(field)) fail(fmt::format("{}: missing field \"{}\"", tensor, field));
 
-    const json::Value& offsets = info.at("data_offsets");
-    if (!offsets.is_array() || offsets.size() != 2)
-      fail(fmt::format("{}: data_offsets must be [begin, end], got {}", tensor,
-                       json::dump(offsets)));
-    uint64_t begin = 0, end = 0;
-    try {
-      begin = non_negative_integer(offsets.at(size_t{0}), "data_offsets begin");
-      end = non_negative_integer(offsets.at(size_t{1}), "data_offsets end");
-    } catch (const std::runtime_error& error) {
-      fail(fmt::format("{}: {}", tensor, error.what()));
-    }
-    if (begin > end)
-      fail(fmt::format("{}: data_offsets [{}, {}] end before they begin", tensor, begin, end));
-    if (end > data.size())
-      fail(fmt::format("{}: data_offsets [{}, {}] are out of range of the {}-byte data buffer",
-                       tensor, begin, end, data.size()));
-    uint64_t expected = 0;
-    try {
-      expected = byte_count(entry.shape, dtype_info->size, tensor);
-    } catch (const std::runtime_error& error) {
-      fail(error.what());
-    }
-    if (expected != end - begin)
-      fail(fmt::format("{}: shape {} of {} needs {} bytes but data_offsets [{}, {}] span {}",
-                       tensor, json::dump(shape), entry.dtype, expected, begin, end, end - begin));
-    spans.push_back({begin, end, file.tensors.size()});
-    file.tensors.push_back(std::move(entry));
+  TensorEntry entry;
+  entry.name = name;
+  const json::Value& dtype = info.at("dtype");
+  if (!dtype.is_string())
+    fail(fmt::format("{}: dtype must be a string, got {}", tensor, json::dump(dtype)));
+  entry.dtype = dtype.as_string();
+  const DtypeInfo* dtype_info = find_dtype(entry.dtype);
+  if (!dtype_info)
+    fail(fmt::format("{}: unknown dtype \"{}\" (supported: {})", tensor, entry.dtype,
+                     supported_dtypes()));
+
+  const json::Value& shape = info.at("shape");
+  if (!shape.is_array())
+    fail(fmt::format("{}: shape must be an array, got {}", tensor, json::dump(shape)));
+  for (const json::Value& dim : shape.as_array()) {
+    if (!dim.is_integer() || dim.as_int() < 0)
+      fail(fmt::format("{}: shape {} must hold non-negative integers", tensor, json::dump(shape)));
+    entry.shape.push_back(dim.as_int());
   }
 
-  // The spans must tile the buffer exactly: sorted, they start at 0, each begins where the
-  // previous one ends, and the last one ends at the end of the file.
+  const json::Value& offsets = info.at("data_offsets");
+  if (!offsets.is_array() || offsets.size() != 2)
+    fail(fmt::format("{}: data_offsets must be [begin, end], got {}", tensor, json::dump(offsets)));
+  uint64_t begin = 0, end = 0;
+  try {
+    begin = non_negative_integer(offsets.at(size_t{0}), "data_offsets begin");
+    end = non_negative_integer(offsets.at(size_t{1}), "data_offsets end");
+  } catch (const std::runtime_error& error) {
+    fail(fmt::format("{}: {}", tensor, error.what()));
+  }
+  if (begin > end)
+    fail(fmt::format("{}: data_offsets [{}, {}] end before they begin", tensor, begin, end));
+  if (end > data_size)
+    fail(fmt::format("{}: data_offsets [{}, {}] are out of range of the {}-byte data buffer",
+                     tensor, begin, end, data_size));
+  uint64_t expected = 0;
+  try {
+    expected = byte_count(entry.shape, dtype_info->size, tensor);
+  } catch (const std::runtime_error& error) {
+    fail(error.what());
+  }
+  if (expected != end - begin)
+    fail(fmt::format("{}: shape {} of {} needs {} bytes but data_offsets [{}, {}] span {}", tensor,
+                     json::dump(shape), entry.dtype, expected, begin, end, end - begin));
+  span.begin = begin;
+  span.end = end;
+  return entry;
+}
+
+// The spans must tile the buffer exactly: sorted, they start at 0, each begins where the
+// previous one ends, and the last one ends at the end of the file.
+void check_tiling(const std::vector<Span>& spans, const SafetensorsFile& file, uint64_t data_size,
+                  const std::string& source_name) {
+  const auto fail = [&](const std::string& what) { refuse(source_name, what); };
   std::vector<Span> sorted = spans;
   std::stable_sort(sorted.begin(), sorted.end(), [](const Span& a, const Span& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
@@ -308,10 +321,27 @@ SafetensorsFile parse_safetensors(std::string_view file_bytes, const std::string
                       name, span.begin, covered, covered, span.begin));
     covered = span.end;
   }
-  if (covered != data.size())
+  if (covered != data_size)
     fail(fmt::format("trailing garbage: the tensors cover {} bytes of the {}-byte data buffer",
-                     covered, data.size()));
+                     covered, data_size));
+}
+}  // namespace
 
+SafetensorsFile parse_safetensors(std::string_view file_bytes, const std::string& source_name) {
+  std::string_view data;
+  const json::Value header = read_header(file_bytes, source_name, data);
+  SafetensorsFile file;
+  std::vector<Span> spans;
+  for (const auto& [name, info] : header.as_object()) {
+    if (name == "__metadata__") {
+      read_metadata(info, source_name, file);
+      continue;
+    }
+    Span span{0, 0, file.tensors.size()};
+    file.tensors.push_back(read_tensor_info(name, info, data.size(), source_name, span));
+    spans.push_back(span);
+  }
+  check_tiling(spans, file, data.size(), source_name);
   for (const Span& span : spans) {
     const std::string_view bytes = data.substr(span.begin, span.end - span.begin);
     file.tensors[span.index].bytes.assign(bytes.begin(), bytes.end());

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -543,6 +544,88 @@ std::string hf_architecture_for(const MicroLMConfig& m) {
   return "";
 }
 
+namespace {
+// A parameter of the model being exported, contiguous, by its depthgrad name.
+using ParameterByName = std::function<Tensor(const std::string&)>;
+
+// GPT2LMHeadModel's tensors: Conv1D weights transposed, q, k and v as one c_attn.
+std::vector<NamedTensor> gpt2_hf_tensors(const MicroLMConfig& m, const ParameterByName& get) {
+  auto transposed = [](const Tensor& t) { return transpose(t, 0, 1).contiguous(); };
+  std::vector<NamedTensor> out;
+  const std::string t = "transformer.";
+  out.emplace_back(t + "wte.weight", get("token.weight"));
+  out.emplace_back(t + "wpe.weight", get("position.weight"));
+  for (int64_t l = 0; l < m.layers; ++l) {
+    const std::string h = fmt::format("{}h.{}.", t, l), b = fmt::format("blocks.{}.", l);
+    out.emplace_back(h + "ln_1.weight", get(b + "attention_norm.weight"));
+    out.emplace_back(h + "ln_1.bias", get(b + "attention_norm.bias"));
+    out.emplace_back(h + "attn.c_attn.weight",
+                     transposed(cat({get(b + "attention.q.weight"), get(b + "attention.k.weight"),
+                                     get(b + "attention.v.weight")},
+                                    0)));
+    out.emplace_back(
+        h + "attn.c_attn.bias",
+        cat({get(b + "attention.q.bias"), get(b + "attention.k.bias"), get(b + "attention.v.bias")},
+            0));
+    for (const Gpt2Tensor& g : kGpt2BlockTensors) {
+      const Tensor w = get(b + g.mine);
+      out.emplace_back(h + g.theirs, g.conv1d ? transposed(w) : w);
+    }
+  }
+  out.emplace_back(t + "ln_f.weight", get("final_norm.weight"));
+  out.emplace_back(t + "ln_f.bias", get("final_norm.bias"));
+  if (!m.tied_head) out.emplace_back("lm_head.weight", get("head.weight"));
+  return out;
+}
+
+// GPT2LMHeadModel's config.json keys, in the order transformers writes them.
+void add_gpt2_hf_config(const MicroLMConfig& m, Value& config) {
+  const int64_t hidden = m.ffn_width();
+  config["activation_function"] = m.ffn == FeedForward::Kind::gelu_tanh ? "gelu_new" : "gelu";
+  config["architectures"] = json::Array{Value("GPT2LMHeadModel")};
+  config["attn_pdrop"] = 0.0;  // depthgrad trains without dropout
+  config["embd_pdrop"] = 0.0;
+  config["layer_norm_epsilon"] = m.norm_eps;
+  config["model_type"] = "gpt2";
+  config["n_embd"] = m.dim;
+  config["n_head"] = m.heads;
+  config["n_inner"] = hidden == 4 * m.dim ? Value() : Value(hidden);
+  config["n_layer"] = m.layers;
+  config["n_positions"] = m.seq_len;
+  config["resid_pdrop"] = 0.0;
+  config["tie_word_embeddings"] = m.tied_head;
+}
+
+// LlamaForCausalLM's tensors: renamed (llama_names), none reshaped.
+std::vector<NamedTensor> llama_hf_tensors(const MicroLMConfig& m, const ParameterByName& get) {
+  std::vector<NamedTensor> out;
+  for (const auto& [mine, theirs] : llama_names(m.layers)) out.emplace_back(theirs, get(mine));
+  if (!m.tied_head) out.emplace_back("lm_head.weight", get("head.weight"));
+  return out;
+}
+
+// LlamaForCausalLM's config.json keys, in the order transformers writes them.
+void add_llama_hf_config(const MicroLMConfig& m, Value& config) {
+  config["architectures"] = json::Array{Value("LlamaForCausalLM")};
+  config["attention_bias"] = false;
+  config["attention_dropout"] = 0.0;
+  config["head_dim"] = m.dim / m.heads;
+  config["hidden_act"] = "silu";
+  config["hidden_size"] = m.dim;
+  config["intermediate_size"] = m.ffn_width();
+  config["max_position_embeddings"] = m.seq_len;
+  config["mlp_bias"] = false;
+  config["model_type"] = "llama";
+  config["num_attention_heads"] = m.heads;
+  config["num_hidden_layers"] = m.layers;
+  config["num_key_value_heads"] = m.kv_heads;
+  config["rms_norm_eps"] = m.norm_eps;
+  config["rope_scaling"] = nullptr;
+  config["rope_theta"] = m.rope_theta;
+  config["tie_word_embeddings"] = m.tied_head;
+}
+}  // namespace
+
 std::string export_hf(const Module& model, const MicroLMConfig& m,
                       const std::string& tokenizer_json, int64_t bos_token_id, int64_t eos_token_id,
                       const std::string& dir) {
@@ -550,73 +633,18 @@ std::string export_hf(const Module& model, const MicroLMConfig& m,
   NoGradGuard no_grad;
   std::map<std::string, Tensor> p;
   for (const auto& [name, t] : model.named_parameters()) p.emplace(name, t);
-  auto get = [&](const std::string& name) {
+  const ParameterByName get = [&](const std::string& name) {
     auto it = p.find(name);
     if (it == p.end()) throw std::logic_error("export_hf: no parameter " + name);
     return it->second.contiguous();
   };
-  auto transposed = [](const Tensor& t) { return transpose(t, 0, 1).contiguous(); };
-  std::vector<NamedTensor> out;
+  const bool gpt2 = arch == "GPT2LMHeadModel";
+  const std::vector<NamedTensor> out = gpt2 ? gpt2_hf_tensors(m, get) : llama_hf_tensors(m, get);
   Value config = Value(json::Object{});
-  const int64_t hidden = m.ffn_width();
-  if (arch == "GPT2LMHeadModel") {
-    const std::string t = "transformer.";
-    out.emplace_back(t + "wte.weight", get("token.weight"));
-    out.emplace_back(t + "wpe.weight", get("position.weight"));
-    for (int64_t l = 0; l < m.layers; ++l) {
-      const std::string h = fmt::format("{}h.{}.", t, l), b = fmt::format("blocks.{}.", l);
-      out.emplace_back(h + "ln_1.weight", get(b + "attention_norm.weight"));
-      out.emplace_back(h + "ln_1.bias", get(b + "attention_norm.bias"));
-      out.emplace_back(h + "attn.c_attn.weight",
-                       transposed(cat({get(b + "attention.q.weight"), get(b + "attention.k.weight"),
-                                       get(b + "attention.v.weight")},
-                                      0)));
-      out.emplace_back(h + "attn.c_attn.bias",
-                       cat({get(b + "attention.q.bias"), get(b + "attention.k.bias"),
-                            get(b + "attention.v.bias")},
-                           0));
-      for (const Gpt2Tensor& g : kGpt2BlockTensors) {
-        const Tensor t = get(b + g.mine);
-        out.emplace_back(h + g.theirs, g.conv1d ? transposed(t) : t);
-      }
-    }
-    out.emplace_back(t + "ln_f.weight", get("final_norm.weight"));
-    out.emplace_back(t + "ln_f.bias", get("final_norm.bias"));
-    if (!m.tied_head) out.emplace_back("lm_head.weight", get("head.weight"));
-    config["activation_function"] = m.ffn == FeedForward::Kind::gelu_tanh ? "gelu_new" : "gelu";
-    config["architectures"] = json::Array{Value("GPT2LMHeadModel")};
-    config["attn_pdrop"] = 0.0;  // depthgrad trains without dropout
-    config["embd_pdrop"] = 0.0;
-    config["layer_norm_epsilon"] = m.norm_eps;
-    config["model_type"] = "gpt2";
-    config["n_embd"] = m.dim;
-    config["n_head"] = m.heads;
-    config["n_inner"] = hidden == 4 * m.dim ? Value() : Value(hidden);
-    config["n_layer"] = m.layers;
-    config["n_positions"] = m.seq_len;
-    config["resid_pdrop"] = 0.0;
-    config["tie_word_embeddings"] = m.tied_head;
-  } else {
-    for (const auto& [mine, theirs] : llama_names(m.layers)) out.emplace_back(theirs, get(mine));
-    if (!m.tied_head) out.emplace_back("lm_head.weight", get("head.weight"));
-    config["architectures"] = json::Array{Value("LlamaForCausalLM")};
-    config["attention_bias"] = false;
-    config["attention_dropout"] = 0.0;
-    config["head_dim"] = m.dim / m.heads;
-    config["hidden_act"] = "silu";
-    config["hidden_size"] = m.dim;
-    config["intermediate_size"] = hidden;
-    config["max_position_embeddings"] = m.seq_len;
-    config["mlp_bias"] = false;
-    config["model_type"] = "llama";
-    config["num_attention_heads"] = m.heads;
-    config["num_hidden_layers"] = m.layers;
-    config["num_key_value_heads"] = m.kv_heads;
-    config["rms_norm_eps"] = m.norm_eps;
-    config["rope_scaling"] = nullptr;
-    config["rope_theta"] = m.rope_theta;
-    config["tie_word_embeddings"] = m.tied_head;
-  }
+  if (gpt2)
+    add_gpt2_hf_config(m, config);
+  else
+    add_llama_hf_config(m, config);
   config["torch_dtype"] = "float32";
   config["vocab_size"] = m.vocab;
   Value generation = Value(json::Object{});

@@ -68,6 +68,7 @@ const char* ffn_name(FeedForward::Kind k) {
 // The rows in the JSON's key order (which checkpoints and results store: never reorder). A row's
 // default is the struct's initializer; its doc is the README's meaning column, word for word
 // (tests/test_run_config.cpp checks the README row of each).
+// data table: one row per setting of the run config (section, key, field, range, doc).
 const SettingsTable<RunConfig>& run_config_settings() {
   using C = RunConfig;
   using M = MicroLMConfig;
