@@ -36,8 +36,13 @@ struct Exercise {
   std::string function;  // as the chapter names it: "mul_backward"
   std::string where;  // the file holding the library's definition: "autograd/ops_elementwise.cpp"
   std::vector<NamedCheck> checks;
+  // The chapter's earlier exercises these checks run (div's checks differentiate a loss made
+  // with mul: {"mul_backward"}). When one of them fails its own checks, a failure here is shown
+  // as "skipped: mul_backward is wrong", not blamed on this exercise.
+  std::vector<std::string> uses = {};
 };
 
+// A chapter's exercises run in the order listed: an exercise comes after those it uses.
 struct Chapter {
   int number = 0;
   std::string title;  // "an op end to end"
