@@ -3,7 +3,8 @@
 // gradient check (gradcheck's random-weighted loss against central differences), values against
 // PyTorch's, a tiny training run that must learn. grade.cpp's main runs one chapter's checks and
 // prints each as PASS or FAIL with the checker's own words: which element, what it expected,
-// what it got.
+// what it got; or SKIP when an earlier exercise the check runs is wrong (Exercise::uses), or
+// when the check refused to run, throwing a message that starts with "skipped:".
 //
 // It does not choose which definition of an exercise is linked: the build does
 // (tools/learn/learn.cmake). A chapter's program links the learner's file, the untouched stubs, or
