@@ -1,6 +1,7 @@
-// Wrong answer to linear_backward: dx computed with W read the other way round (the transpose
-// flag of the forward reused for the backward): dx = dy·Wᵀ instead of dy·W. Shapes only agree
-// when W is square; otherwise the GEMM reads W past its rows.
+// Wrong answer to linear_backward: dW computed as xᵀ·dy, an [in, out] product, instead of dyᵀ·x
+// [out, in], and written into W's [out, in] gradient as it is: the transpose put on the wrong
+// operand. The sizes agree (in·out elements either way), so nothing throws; dW's elements land in
+// the wrong places.
 #include "autograd/grad_sink.h"
 #include "autograd/op_steps.h"
 #include "autograd/op_util.h"
@@ -25,15 +26,15 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, co
     const Bf16Rounded dy16(pdy, both ? R : 0, out_features, out_features);
     if (x.requires_grad() && in > 0) {
       GradSink sink(x);
-      gemm(false, !w_layout.trans, R, in, out_features, T(1), pdy, out_features, w.data<T>(),
+      gemm(false, w_layout.trans, R, in, out_features, T(1), pdy, out_features, w.data<T>(),
            w_layout.ld, sink.beta<T>(), sink.data<T>(), in, dy16.data());
       sink.finish();
     }
     if (weight.requires_grad() && in > 0) {
       GradSink sink(weight);
-      gemm(true, false, out_features, in, R, T(1), pdy, out_features,
-           x_rows.defined() ? x_rows.data<T>() : nullptr, ldx, sink.beta<T>(), sink.data<T>(), in,
-           dy16.data(), x_rows_bf16);
+      gemm(true, false, in, out_features, R, T(1), x_rows.defined() ? x_rows.data<T>() : nullptr,
+           ldx, pdy, out_features, sink.beta<T>(), sink.data<T>(), out_features, x_rows_bf16,
+           dy16.data());
       sink.finish();
     }
     if (bias.defined() && bias.requires_grad()) {
