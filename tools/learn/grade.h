@@ -31,6 +31,9 @@ struct Verdict {
 struct NamedCheck {
   std::string name;              // "gradcheck mul: float64 [3, 4] times [4] (broadcast)"
   std::function<Verdict()> run;  // a throw counts as a failure, its message as the detail
+  // True for a check that runs none of its exercise's `uses` (it calls the function directly):
+  // its failure is this exercise's own, never shown as skipped.
+  bool direct = false;
 };
 
 struct Exercise {

@@ -217,7 +217,7 @@ Chapter chapter() {
             {"x an input of one op twice: x's gradient as torch's", twice_gradient}}},
           {"broadcast_reduction_axes",
            "tensor/shape.cpp",
-           {{"the axes for seven pairs of shapes", axes_directly},
+           {{"the axes for seven pairs of shapes", axes_directly, true},
             {"(x * w + b) * c with w, b, c broadcast: gradients as torch's", broadcast_gradients},
             {"a residual stream with broadcast weights: gradients as torch's", residual_gradients},
             {"gradcheck float64: tanh(x * w + c) * x with w [3], c [2, 1] broadcast",
