@@ -1,5 +1,6 @@
 // The grader's program: runs every check of one chapter (the one tools/learn/checks/chNN.cpp
-// defines) and prints each as PASS or FAIL with its detail, then a line per exercise.
+// defines), exercise by exercise in the chapter's order, and prints each as PASS, FAIL or SKIP
+// (it failed, but an earlier exercise it runs is wrong: "skipped: X is wrong") with its detail.
 //
 //   learn_chNN                 exit 0 when every check of every exercise passes, else 1
 //   learn_chNN --expect-fail   exit 0 when every exercise fails at least one check (the test suite
@@ -76,24 +77,56 @@ Verdict run_check(const NamedCheck& check) {
   } catch (const NotWritten& e) {
     return {false, e.what()};
   } catch (const std::exception& e) {
-    return {false, fmt::format("threw: {}", e.what())};
+    const std::string message = e.what();
+    if (message.rfind("skipped:", 0) == 0) return {false, message};  // a check that would not run
+    return {false, fmt::format("threw: {}", message)};
   }
 }
 
-// Runs the chapter; returns how many exercises passed every check.
+// The exercises `exercise` uses that failed earlier in this run, joined: "mul_backward" or
+// "contiguous_strides and is_contiguous_layout"; empty when none did.
+std::string wrong_dependencies(const Exercise& exercise, const std::vector<std::string>& failed) {
+  std::string names;
+  for (const std::string& used : exercise.uses)
+    if (std::find(failed.begin(), failed.end(), used) != failed.end())
+      names += (names.empty() ? "" : " and ") + used;
+  return names;
+}
+
+// Runs the chapter; returns how many exercises passed every check. A check that fails while an
+// exercise it uses is wrong is shown as SKIP, "skipped: X is wrong", as is one whose own detail
+// says "skipped:" (chapter 1's checks of the shape functions every tensor needs); either still
+// counts as not passed.
 int grade(const Chapter& chapter, std::vector<std::string>& passed) {
   fmt::print("Chapter {}: {} ({})\n", chapter.number, chapter.title, chapter.text);
+  std::vector<std::string> failed;
   for (const Exercise& exercise : chapter.exercises) {
     fmt::print("\n{} (the library's is in {})\n", exercise.function, exercise.where);
+    const std::string wrong = wrong_dependencies(exercise, failed);
     bool all = !exercise.checks.empty();
     for (const NamedCheck& check : exercise.checks) {
-      const Verdict verdict = run_check(check);
+      Verdict verdict = run_check(check);
       all = all && verdict.passed;
-      fmt::print("  {}  {}\n        {}\n", verdict.passed ? "PASS" : "FAIL", check.name,
-                 verdict.detail);
+      // A direct check's failure, and this exercise's own stub, are this exercise's own.
+      const std::string own_stub = fmt::format("not written yet: {} ", exercise.function);
+      if (!verdict.passed && !wrong.empty() && !check.direct &&
+          verdict.detail.rfind("skipped:", 0) != 0 && verdict.detail.rfind(own_stub, 0) != 0)
+        verdict.detail = fmt::format(
+            "skipped: {} is wrong (see its checks above) and this check runs it; fix that "
+            "first. (What this check saw: {})",
+            wrong, verdict.detail);
+      const bool skipped = !verdict.passed && verdict.detail.rfind("skipped:", 0) == 0;
+      fmt::print("  {}  {}\n        {}\n",
+                 verdict.passed ? "PASS"
+                 : skipped      ? "SKIP"
+                                : "FAIL",
+                 check.name, verdict.detail);
       std::fflush(stdout);
     }
-    if (all) passed.push_back(exercise.function);
+    if (all)
+      passed.push_back(exercise.function);
+    else
+      failed.push_back(exercise.function);
   }
   return static_cast<int>(passed.size());
 }

@@ -3,7 +3,8 @@
 // gradient check (gradcheck's random-weighted loss against central differences), values against
 // PyTorch's, a tiny training run that must learn. grade.cpp's main runs one chapter's checks and
 // prints each as PASS or FAIL with the checker's own words: which element, what it expected,
-// what it got.
+// what it got; or SKIP when an earlier exercise the check runs is wrong (Exercise::uses), or
+// when the check refused to run, throwing a message that starts with "skipped:".
 //
 // It does not choose which definition of an exercise is linked: the build does
 // (tools/learn/learn.cmake). A chapter's program links the learner's file, the untouched stubs, or
@@ -30,14 +31,22 @@ struct Verdict {
 struct NamedCheck {
   std::string name;              // "gradcheck mul: float64 [3, 4] times [4] (broadcast)"
   std::function<Verdict()> run;  // a throw counts as a failure, its message as the detail
+  // True for a check that runs none of its exercise's `uses` (it calls the function directly):
+  // its failure is this exercise's own, never shown as skipped.
+  bool direct = false;
 };
 
 struct Exercise {
   std::string function;  // as the chapter names it: "mul_backward"
   std::string where;  // the file holding the library's definition: "autograd/ops_elementwise.cpp"
   std::vector<NamedCheck> checks;
+  // The chapter's earlier exercises these checks run (div's checks differentiate a loss made
+  // with mul: {"mul_backward"}). When one of them fails its own checks, a failure here is shown
+  // as "skipped: mul_backward is wrong", not blamed on this exercise.
+  std::vector<std::string> uses = {};
 };
 
+// A chapter's exercises run in the order listed: an exercise comes after those it uses.
 struct Chapter {
   int number = 0;
   std::string title;  // "an op end to end"

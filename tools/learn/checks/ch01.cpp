@@ -57,10 +57,13 @@ void require_sound_shape_functions_unwrapped() {
           "nothing that makes tensors can be checked until it is right",
           shape_str(shape), shape_str(contiguous_strides(shape)), shape_str(expected)));
   if (!is_contiguous_layout({2, 3}, {3, 1}) || is_contiguous_layout({3, 2}, {1, 3}) ||
-      is_contiguous_layout({3, 4}, {1, 0}) || is_contiguous_layout({2, 2}, {4, 1}))
+      is_contiguous_layout({3, 4}, {1, 0}) || is_contiguous_layout({2, 2}, {4, 1}) ||
+      is_contiguous_layout({6}, {0}) || is_contiguous_layout({3}, {2}) ||
+      !is_contiguous_layout({5}, {1}))
     throw std::runtime_error(
         "skipped: is_contiguous_layout calls a transposed, expanded or gapped layout contiguous "
-        "(or a row-major one not); kernels read a contiguous tensor as one flat block, so nothing "
+        "(a 1-D one too: [6] with stride 0, [3] with stride 2), or a row-major one not; kernels "
+        "read a contiguous tensor as one flat block, so nothing "
         "that makes tensors can be checked until it is right");
   const std::vector<std::array<Shape, 3>> pairs = {{Shape{3, 1}, Shape{4}, Shape{3, 4}},
                                                    {Shape{2, 3}, Shape{2, 3}, Shape{2, 3}},
@@ -136,6 +139,9 @@ std::vector<ViewCase> views() {
       {"transpose(0, 1) of [5, 1]", raw::view_transpose(Tensor::zeros({5, 1}), 0, 1), true},
       {"expand [3, 1] to [3, 4]", raw::view_expand(Tensor::zeros({3, 1}), {3, 4}), false},
       {"expand [1, 4] to [1, 4]", raw::view_expand(Tensor::zeros({1, 4}), {1, 4}), true},
+      {"expand [1] to [6] (1-D, stride 0)", raw::view_expand(Tensor::zeros({1}), {6}), false},
+      {"narrow(0, 2, 3) of [8] (1-D, stride 1)", raw::view_narrow(Tensor::zeros({8}), 0, 2, 3),
+       true},
   };
 }
 
@@ -165,9 +171,18 @@ Verdict strides_as_given() {
     bool contiguous;
   };
   const std::vector<Case> cases = {
-      {{2, 3}, {3, 1}, true},      {{3, 2}, {1, 3}, false}, {{}, {}, true},
-      {{1, 3}, {99, 1}, true},     {{3, 2}, {2, 2}, false}, {{4, 1}, {1, 1}, true},
-      {{2, 1, 3}, {3, 3, 1}, true}};
+      {{2, 3}, {3, 1}, true},
+      {{3, 2}, {1, 3}, false},
+      {{}, {}, true},
+      {{1, 3}, {99, 1}, true},
+      {{3, 2}, {2, 2}, false},
+      {{4, 1}, {1, 1}, true},
+      {{2, 1, 3}, {3, 3, 1}, true},
+      // rank 1 is no exception: one element apart is contiguous, any other stride is not
+      {{6}, {0}, false},
+      {{3}, {2}, false},
+      {{5}, {1}, true},
+      {{1}, {7}, true}};
   for (const Case& c : cases)
     if (is_contiguous_layout(c.shape, c.strides) != c.contiguous)
       return {false,
@@ -217,6 +232,16 @@ Verdict broadcast_refusals() {
       {{3}, {4}}, {{2, 3}, {3, 2}}, {{2, 1}, {8, 4, 3}}};
   for (const auto& pair : bad) {
     const std::string a = shape_str(pair.first), b = shape_str(pair.second);
+    // broadcast_shapes itself first: an add with a shape it wrongly accepts would read past the
+    // end of the smaller tensor.
+    try {
+      const Shape accepted = broadcast_shapes(pair.first, pair.second, "add");
+      return {false, fmt::format("broadcast_shapes({}, {}) returned {}; it must throw "
+                                 "std::invalid_argument (torch: \"The size of tensor a must "
+                                 "match the size of tensor b\")",
+                                 a, b, shape_str(accepted))};
+    } catch (const std::invalid_argument&) {
+    }
     try {
       add(Tensor::zeros(pair.first), Tensor::zeros(pair.second));
       return {false, fmt::format("add of {} and {} returned a tensor; it must throw", a, b)};
@@ -266,16 +291,18 @@ Chapter chapter() {
             {"a reshape reads the storage row-major, values as torch's", reshape_values}}},
           {"is_contiguous_layout",
            "tensor/shape.cpp",
-           {{"is_contiguous() of eight views, as torch's", views_contiguity},
-            {"is_contiguous_layout on shapes and strides given directly", strides_as_given},
-            {"reshape of a transposed tensor copies, values as torch's", reshape_of_transpose}}},
+           {{"is_contiguous() of ten views (two 1-D), as torch's", views_contiguity},
+            {"is_contiguous_layout on shapes and strides given directly", strides_as_given, true},
+            {"reshape of a transposed tensor copies, values as torch's", reshape_of_transpose}},
+           {"contiguous_strides"}},
           {"broadcast_shapes",
            "tensor/shape.cpp",
            {{"broadcast shapes of nine pairs (three with a size-0 axis), as torch.broadcast_shapes",
-             broadcast_pairs},
+             broadcast_pairs, true},
             {"shapes that cannot broadcast are refused, naming op and shapes", broadcast_refusals},
             {"a broadcast add, values as torch's", broadcast_add_values},
-            {"a broadcast mul over three axes, values as torch's", broadcast_mul_values}}},
+            {"a broadcast mul over three axes, values as torch's", broadcast_mul_values}},
+           {"contiguous_strides", "is_contiguous_layout"}},
       }};
 }
 

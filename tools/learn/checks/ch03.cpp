@@ -2,7 +2,8 @@
 // mul_backward, div_backward and exp_backward (autograd/ops_elementwise.cpp) through the ops that
 // record them: gradient checks at float64 with broadcast inputs, gradients against PyTorch 1.13's
 // (tools/learn/goldens_ch03.py printed them), and second derivatives (create_graph), which only a
-// backward written with recorded ops has.
+// backward written with recorded ops on the op's own inputs has. div's and exp's checks run mul
+// (their losses are weighted sums made with mul): a wrong mul_backward marks them skipped.
 // It does not grade the forwards or the kernels: the chapter reads them.
 #include <fmt/format.h>
 
@@ -85,6 +86,29 @@ Verdict mul_same_input() {  // x * x: both of mul_backward's contributions reach
                         {pattern({5}, 3, 7, 3, 4)});
 }
 
+// Second derivatives: the backward must be written with recorded ops on a and b themselves. One
+// built from detach(a) and detach(b) gives the right first derivative, but its result does not
+// depend on a or b in the graph, so d/da of it misses terms: d²/dx² of x·x·x comes out 0 or 2x
+// instead of 6x.
+Verdict mul_second_derivative() {
+  return from_gradcheck(gradgradcheck("mul float64 [2, 3] * [3], second derivatives", binary(mul),
+                                      {pattern({2, 3}, 5, 9, 4, 4), pattern({3}, 3, 7, 3, 4)}));
+}
+
+Verdict mul_cube_second_derivative() {
+  const Tensor x = pattern({5}, 3, 7, 3, 4);
+  const Tensor first = grad({sum(mul(mul(x, x), x))}, {x}, {}, false, true)[0];  // 3x²
+  if (!first.requires_grad())
+    return {false,
+            "d/dx sum(x·x·x) under create_graph has no graph: the backward must multiply g by a "
+            "and b with mul itself, not by detach(a), detach(b) and not in a kernel"};
+  const Tensor second = grad({sum(first)}, {x})[0];  // 6x
+  std::vector<double> expected = x.to_vector();
+  for (double& v : expected) v *= 6;
+  return expect_values(second, expected, x.shape(), 1e-12, 1e-12,
+                       "d²/dx² sum(x·x·x) = 6x through create_graph");
+}
+
 // ---- div_backward -----------------------------------------------------------------------------
 
 Verdict div_torch() {
@@ -154,18 +178,22 @@ Chapter chapter() {
             {"gradcheck float64: [3, 4] * [4] (broadcast)", mul_gradcheck_broadcast},
             {"gradcheck float64: [2, 1, 3] * [4, 1] (both broadcast)",
              mul_gradcheck_both_broadcast},
-            {"gradcheck float64: x * x (one tensor, both inputs)", mul_same_input}}},
+            {"gradcheck float64: x * x (one tensor, both inputs)", mul_same_input},
+            {"gradgradcheck float64: second derivatives of [2, 3] * [3]", mul_second_derivative},
+            {"d²/dx² of x·x·x is 6x (create_graph)", mul_cube_second_derivative}}},
           {"div_backward",
            "autograd/ops_elementwise.cpp",
            {{"a [2, 1, 3] / b [4, 1]: gradients as torch's", div_torch},
-            {"gradcheck float64: [2, 1, 3] / [4, 1]", div_gradcheck},
-            {"gradcheck float64: [3, 4] / [1]", div_gradcheck_scalar_like},
-            {"gradgradcheck float64: second derivatives of [2, 3] / [3]", div_second_derivative}}},
+            {"gradcheck float64: [2, 1, 3] / [4, 1]", div_gradcheck, true},
+            {"gradcheck float64: [3, 4] / [1]", div_gradcheck_scalar_like, true},
+            {"gradgradcheck float64: second derivatives of [2, 3] / [3]", div_second_derivative}},
+           {"mul_backward"}},
           {"exp_backward",
            "autograd/ops_elementwise.cpp",
            {{"exp(a), a [2, 3]: gradient as torch's", exp_torch},
-            {"gradcheck float64: exp of [3, 4]", exp_gradcheck},
-            {"second derivative through create_graph, as torch's", exp_second_derivative}}},
+            {"gradcheck float64: exp of [3, 4]", exp_gradcheck, true},
+            {"second derivative through create_graph, as torch's", exp_second_derivative}},
+           {"mul_backward"}},
       }};
 }
 

@@ -212,6 +212,7 @@ Exercise softmax_input_grad_exercise() {
                  "log_softmax/last", [](V in) { return log_softmax(in[0], -1); }, x({3, 5}, 45)));
            }},
       },
+      {"reduce_backward"},
   };
 }
 
@@ -256,6 +257,7 @@ Exercise plain_log_softmax_rows_exercise() {
                  {random_tensor({3, 6}, 46, -3, 3).set_name("logits")});
            }},
       },
+      {"reduce_backward"},
   };
 }
 

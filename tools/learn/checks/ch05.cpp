@@ -139,6 +139,18 @@ Exercise linear_backward_exercise() {
                                     random_tensor({5, 4}, 59).set_name("W"),
                                     random_tensor({5}, 60).set_name("bias")});
            }},
+          // A weight read by two linears (a tied head, the same projection applied twice): its
+          // gradient is the sum of both backwards, so the second must add to what the first left
+          // (GradSink's beta), not overwrite it.
+          {"gradcheck: one W and bias shared by two linears (their gradients add up)",
+           [] {
+             return gradient_check(
+                 "linear/shared weight",
+                 [](V in) { return add(linear(in[0], in[2], in[3]), linear(in[1], in[2], in[3])); },
+                 {random_tensor({3, 4}, 63).set_name("x1"),
+                  random_tensor({3, 4}, 64).set_name("x2"), random_tensor({5, 4}, 65).set_name("W"),
+                  random_tensor({5}, 66).set_name("bias")});
+           }},
           {"values: dx, dW, db of linear (3-D x) and of a transposed-view W vs PyTorch",
            [] { return both(linear_values(), linear_transposed_values()); }},
           {"training: linear regression (3 features, float32) by gradient descent, MSE below "

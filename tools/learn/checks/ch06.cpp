@@ -133,10 +133,12 @@ Verdict kaiming_std_values() {
 // goldens_ch06.py's Net, assembled without subclassing: the root's own parameter first (torch
 // lists a module's own parameters before its children's whatever the registration order;
 // depthgrad lists entries in registration order, so the two agree when parameters come first), a
-// list of two blocks, and a head whose weight is the embedding's (tied).
+// list of two blocks, and a head whose weight is the embedding's (tied). Its buffer "steps" is
+// not in torch's Net: buffers are not parameters, so it changes nothing torch lists.
 std::unique_ptr<Module> tied_net() {
   auto net = std::make_unique<Module>();
   net->register_parameter("scale", Tensor::ones({1}));
+  net->register_buffer("steps", Tensor::zeros({1}));  // state, not a parameter: never listed
   const Embedding& embed = net->register_module("embed", std::make_unique<Embedding>(10, 4));
   Module& blocks = net->register_module("blocks", std::make_unique<Module>());
   for (const char* name : {"0", "1"}) {
@@ -210,7 +212,8 @@ Chapter chapter() {
       {{"kaiming_std's value for relu/fan_in and linear/fan_out", kaiming_std_values},
        {"nn.Linear(4, 3)'s default init after manual_seed(2) equals torch's", linear_default_init},
        {"kaiming_normal_(fan_out, relu) after manual_seed(1) equals torch's",
-        seeded_kaiming_normal}}});
+        seeded_kaiming_normal}},
+      {"calculate_fans"}});
   c.exercises.push_back(
       Exercise{"Module::collect",
                "nn/module.cpp",

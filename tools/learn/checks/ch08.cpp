@@ -113,9 +113,22 @@ Verdict clipped_as_torch() {
   if (!v.passed) return v;
   const double got = m.big.grad().at({1});
   const bool close = std::abs(got - kClippedBigElement1) <= kF32Atol + kF32Rtol * 1e-3;
-  return expect_true(close, fmt::format("every gradient scaled by max_norm / (total + 1e-6), as "
-                                        "torch; big's element 1 is {:.9g} (torch: {:.9g})",
-                                        got, kClippedBigElement1));
+  if (!close)
+    return {false,
+            fmt::format("big's element 1 is {:.9g} (torch: {:.9g})", got, kClippedBigElement1)};
+  // Every element of big, the last included, scaled by the same float32 coefficient.
+  const float coef = static_cast<float>(1.0 / (kTotalNorm + 1e-6));
+  const std::vector<double> before = pattern(10000, 37, 101, 50, 4096);
+  const std::vector<double> after = m.big.grad().to_vector();
+  for (size_t i = 0; i < after.size(); ++i)
+    if (after[i] != static_cast<double>(static_cast<float>(before[i]) * coef))
+      return {false, fmt::format("big's element {} is {:.9g}; scaled by max_norm / (total + 1e-6) "
+                                 "it is {:.9g} (was {:.9g}): every element from begin to end must "
+                                 "be scaled",
+                                 i, after[i], static_cast<float>(before[i]) * coef, before[i])};
+  return {true, fmt::format("every gradient scaled by max_norm / (total + 1e-6), as torch; big's "
+                            "element 1 is {:.9g} (torch: {:.9g}), all 10000 scaled",
+                            got, kClippedBigElement1)};
 }
 
 Verdict unclipped_untouched() {

@@ -1,0 +1,49 @@
+// Wrong answer to linear_backward: dW computed as xᵀ·dy, an [in, out] product, instead of dyᵀ·x
+// [out, in], and written into W's [out, in] gradient as it is: the transpose put on the wrong
+// operand. The sizes agree (in·out elements either way), so nothing throws; dW's elements land in
+// the wrong places.
+#include "autograd/grad_sink.h"
+#include "autograd/op_steps.h"
+#include "autograd/op_util.h"
+#include "autograd/ops.h"
+#include "tensor/gemm_kernels.h"
+
+namespace dg {
+
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                     const Tensor& x_rows, int64_t ldx, const Tensor& w,
+                     const MatrixLayout& w_layout, const uint16_t* x_rows_bf16) {
+  const int64_t out_features = weight.size(0), in = weight.size(1);
+  const int64_t R = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  dispatch_float(dy.dtype(), "linear", [&]<class T>() {
+    const T* pdy = dy.data<T>();
+    if (dy.numel() == 0) {
+      for (const Tensor& t : {x, weight, bias})
+        if (t.requires_grad()) grad_of(t);
+      return;
+    }
+    const bool both = x.requires_grad() && weight.requires_grad() && in > 0;
+    const Bf16Rounded dy16(pdy, both ? R : 0, out_features, out_features);
+    if (x.requires_grad() && in > 0) {
+      GradSink sink(x);
+      gemm(false, w_layout.trans, R, in, out_features, T(1), pdy, out_features, w.data<T>(),
+           w_layout.ld, sink.beta<T>(), sink.data<T>(), in, dy16.data());
+      sink.finish();
+    }
+    if (weight.requires_grad() && in > 0) {
+      GradSink sink(weight);
+      gemm(true, false, in, out_features, R, T(1), x_rows.defined() ? x_rows.data<T>() : nullptr,
+           ldx, pdy, out_features, sink.beta<T>(), sink.data<T>(), out_features, x_rows_bf16,
+           dy16.data());
+      sink.finish();
+    }
+    if (bias.defined() && bias.requires_grad()) {
+      GradSink sink(bias);
+      sink.zero_if_fresh();
+      add_column_sums(pdy, R, out_features, out_features, sink.data<T>());
+      sink.finish();
+    }
+  });
+}
+
+}  // namespace dg

@@ -1,0 +1,26 @@
+// Wrong answer to scale_gradients_for_clip: the coefficient max_norm / (total + 1e-6) not
+// clamped to 1. Under max_norm it is above 1 and every small gradient is scaled up to the norm
+// max_norm: clipping becomes normalising.
+#include <algorithm>
+
+#include "train/optim.h"
+
+namespace dg {
+
+ClipResult scale_gradients_for_clip(FlatParameters& params, double total_norm, double max_norm,
+                                    int64_t begin, int64_t end) {
+  ClipResult r;
+  r.total_norm = total_norm;
+  r.clipped = total_norm > max_norm;
+  const double coef = max_norm / (total_norm + 1e-6);
+  if (params.gradients.dtype() == DType::f32) {
+    float* g = params.gradients.data<float>();
+    for (int64_t i = begin; i < end; ++i) g[i] *= static_cast<float>(coef);
+  } else {
+    double* g = params.gradients.data<double>();
+    for (int64_t i = begin; i < end; ++i) g[i] *= coef;
+  }
+  return r;
+}
+
+}  // namespace dg
