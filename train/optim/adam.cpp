@@ -28,10 +28,10 @@ template <class T>
 AdamConstants<T> adam_constants(double beta1, double beta2, double eps, const UpdateSpan<T>& s,
                                 bool decoupled) {
   const AdamStepScales scales = adam_step_scales(s.lr, beta1, beta2, s.step);
-  AdamConstants<T> c{static_cast<T>(beta1),           static_cast<T>(1.0 - beta1),
-                     static_cast<T>(beta2),           static_cast<T>(1.0 - beta2),
-                     static_cast<T>(eps),             static_cast<T>(scales.step_size),
-                     static_cast<T>(scales.bc2_sqrt)};
+  AdamConstants<T> c{
+      static_cast<T>(beta1),          static_cast<T>(1.0 - beta1), static_cast<T>(beta2),
+      static_cast<T>(1.0 - beta2),    static_cast<T>(eps),         static_cast<T>(scales.step_size),
+      static_cast<T>(scales.bc2_sqrt)};
   if (decoupled)
     c.decay = static_cast<T>(1.0 - s.lr * s.weight_decay);
   else
@@ -84,7 +84,8 @@ std::vector<bool> slot_decays(const FlatParameters& params, DecayPolicy policy) 
   std::vector<bool> decays;
   for (const auto& slot : params.slots) {
     const std::string& n = slot.name;
-    const bool route = n.find("_route") != std::string::npos || n.find("_query") != std::string::npos;
+    const bool route =
+        n.find("_route") != std::string::npos || n.find("_query") != std::string::npos;
     decays.push_back(slot.parameter.dim() >= 2 && !route);
   }
   return decays;

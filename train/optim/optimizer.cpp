@@ -232,8 +232,6 @@ void FlatOptimizer::zero_grad() {
     Optimizer::zero_grad();
 }
 
-
-
 // ---- ElementwiseOptimizer: one update, run over every path ----------------------------------
 
 namespace {
@@ -328,7 +326,8 @@ ElementwiseOptimizer::State ElementwiseOptimizer::fresh_state(const Shape& shape
     throw std::logic_error(fmt::format("{}: {} state tensors, at most {}", name(), layout.size(),
                                        UpdateSpan<float>::kMaxStates));
   State state;
-  for (const StateTensor& s : layout) state.tensors.push_back(Tensor::full(shape, s.initial, dtype));
+  for (const StateTensor& s : layout)
+    state.tensors.push_back(Tensor::full(shape, s.initial, dtype));
   return state;
 }
 
@@ -347,6 +346,8 @@ void ElementwiseOptimizer::make_flat_state() {
 
 Tensor& ElementwiseOptimizer::flat_state(size_t k) {
   make_flat_state();
+  static thread_local Tensor none;  // over tensors: no flat state
+  if (!params_) return none = Tensor();
   return flat_.tensors.at(k);
 }
 
@@ -360,7 +361,9 @@ std::vector<NamedTensor> ElementwiseOptimizer::element_state() {
   make_flat_state();
   std::vector<NamedTensor> named;
   const std::vector<StateTensor> layout = state_layout();
-  for (size_t k = 0; k < layout.size(); ++k) named.emplace_back(layout[k].name, flat_.tensors[k]);
+  // Over tensors there is no flat state: the names with undefined tensors.
+  for (size_t k = 0; k < layout.size(); ++k)
+    named.emplace_back(layout[k].name, k < flat_.tensors.size() ? flat_.tensors[k] : Tensor());
   return named;
 }
 
@@ -424,8 +427,15 @@ void ElementwiseOptimizer::step_tensors() {
       ++state.steps;
       const std::vector<Run> whole{{0, param.numel(), *group.lr, *group.weight_decay}};
       dispatch_float(param.dtype(), who.c_str(), [&]<class T>() {
-        const BufferStep<T> s{param.mutable_data<T>(), grad.data<T>(), state_data<T>(state.tensors),
-                              0, 0, param.numel(), &whole, state.steps, nullptr};
+        const BufferStep<T> s{param.mutable_data<T>(),
+                              grad.data<T>(),
+                              state_data<T>(state.tensors),
+                              0,
+                              0,
+                              param.numel(),
+                              &whole,
+                              state.steps,
+                              nullptr};
         run_buffer_step(s, [this](const UpdateSpan<T>& span) { update(span); });
       });
     }

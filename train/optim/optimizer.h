@@ -200,8 +200,8 @@ class ElementwiseOptimizer : public FlatOptimizer {
   void reset_state() override;
   // Made from the module: slots with decays[s] false take weight decay 0 (AdamW's DecayPolicy).
   void set_slot_decays(std::vector<bool> decays) { slot_decays_ = std::move(decays); }
-  // State tensor k of the flat buffer (made if not yet), and of parameter i over tensors (in
-  // group order; undefined before that parameter's first update).
+  // State tensor k of the flat buffer (made if not yet; undefined over tensors), and of parameter
+  // i over tensors (in group order; undefined before that parameter's first update).
   Tensor& flat_state(size_t k);
   const Tensor& tensor_state(size_t i, size_t k) const;
 
