@@ -21,9 +21,10 @@ void check_rmsprop(const RMSpropConfig& c) {
 //   g ← g + wd·p;  v ← v·α + (1 − α)·g·g
 //   centered: ḡ ← ḡ·α + (1 − α)·g;  d = √(v − ḡ·ḡ) + eps;  otherwise d = √v + eps
 //   momentum: b ← b·μ + g/d;  p ← p − lr·b;  otherwise p ← p − lr·(g/d)
-// p, g, v [n]; a (centered) and b (momentum) [n] or null.
+// p, g, v [n]; a (centered) and b (momentum) [n] or null. Kept out of line: compiled on its own,
+// the loop's floating-point contractions are the same wherever it is called from.
 template <class T>
-void rmsprop_span(T* __restrict p, const T* __restrict g, T* __restrict v, T* __restrict a,
+[[gnu::noinline]] void rmsprop_span(T* __restrict p, const T* __restrict g, T* __restrict v, T* __restrict a,
                   T* __restrict b, int64_t n, const RMSpropConfig& c, double lr,
                   double weight_decay) {
   const T wd = static_cast<T>(weight_decay), alpha = static_cast<T>(c.alpha),
