@@ -24,9 +24,9 @@ void check_rmsprop(const RMSpropConfig& c) {
 // p, g, v [n]; a (centered) and b (momentum) [n] or null. Kept out of line: compiled on its own,
 // the loop's floating-point contractions are the same wherever it is called from.
 template <class T>
-[[gnu::noinline]] void rmsprop_span(T* __restrict p, const T* __restrict g, T* __restrict v, T* __restrict a,
-                  T* __restrict b, int64_t n, const RMSpropConfig& c, double lr,
-                  double weight_decay) {
+[[gnu::noinline]] void rmsprop_span(T* __restrict p, const T* __restrict g, T* __restrict v,
+                                    T* __restrict a, T* __restrict b, int64_t n,
+                                    const RMSpropConfig& c, double lr, double weight_decay) {
   const T wd = static_cast<T>(weight_decay), alpha = static_cast<T>(c.alpha),
           one_minus_alpha = static_cast<T>(1.0 - c.alpha), eps = static_cast<T>(c.eps),
           mom = static_cast<T>(c.momentum), rate = static_cast<T>(lr);
