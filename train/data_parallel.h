@@ -84,7 +84,7 @@ class SingleProcess final : public Collectives {
   void all_reduce_sum_any_order(float*, int64_t) override {}
 };
 
-// One shard per rank, cut at clip_grad_norm's block boundaries (optim.h GradientNormBlocks) so
+// One shard per rank, cut at clip_grad_norm's block boundaries (optim/clip.h GradientNormBlocks) so
 // every norm block has one owner, with about total/ranks elements each. Ranks may own nothing
 // when there are fewer blocks than ranks.
 std::vector<int64_t> shard_bounds(const FlatParameters& params, int ranks);

@@ -270,12 +270,12 @@ Chapter chapter() {
   c.text = "train/learn-08-training-loop.md";
   c.exercises.push_back(Exercise{
       "total_norm_from_block_sums",
-      "train/optim.cpp",
+      "train/optim/clip.cpp",
       {{"clip_grad_norm's total norm over three float32 parameters: torch's", total_norm_as_torch},
        {"a float64 parameter of three blocks: √Σg²", total_norm_many_blocks_f64}}});
   c.exercises.push_back(Exercise{
       "scale_gradients_for_clip",
-      "train/optim.cpp",
+      "train/optim/clip.cpp",
       {{"clip at max_norm 1: the gradients torch's clip_grad_norm_ leaves", clipped_as_torch},
        {"under max_norm: nothing scaled, clipped false", unclipped_untouched}}});
   c.exercises.push_back(Exercise{
