@@ -187,31 +187,13 @@ void forward_impl(const SdpaInputs& in, const Geometry& g, Tensor& out, Tensor& 
 // ---- backward: per batch, per row block ------------------------------------------------------
 //   P = exp(scale·Q·Kᵀ + mask − lse) (recomputed; 0 on empty rows),  dV += Pᵀ·dO,  dP = dO·Vᵀ,
 //   D_i = Σ_d dO_id·O_id,  dS = P ∘ (dP − D),  dmask = dS,  dQ = scale·dS·K,  dK += scale·dSᵀ·Q
-
-// What every row block of the backward reads and writes: the operands as matrices, the mask, the
-// output O, lse and dO, and the gradients' buffers (null when not asked for).
+// The backward's two row loops. S [rows, cols] (scaled, masked scores) becomes P = exp(S − lse)
+// in place, row r with lse[r]; a row with lse = −inf (every key masked) becomes zeros.
 template <class T>
-struct BackwardArgs {
-  Matrices<T> Q, K, V;
-  MaskView<T> mv;
-  const T* o;
-  const T* l;
-  const T* gout;
-  T *dqp, *dkp, *dvp, *dmp;
-  T scale;
-  bool need_ds;
-};
-
-// P [rows, cols] = exp(scale·Q_blk·K[0:cols]ᵀ + mask − lse), 0 on empty rows (lse = −inf).
-template <class T>
-void recompute_probabilities(const SdpaInputs& in, const Geometry& g, const BackwardArgs<T>& a,
-                             int64_t b, int64_t i0, int64_t rows, int64_t cols, T* P) {
-  gemm_one_thread(false, true, rows, cols, g.E, a.scale, a.Q.at(b) + i0 * a.Q.ld, a.Q.ld, a.K.at(b),
-                  a.K.ld, T(0), P, cols);
-  add_masks(P, rows, cols, i0, b, a.mv, in.causal);
+void probabilities_from_scores(T* S, const T* lse, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
-    T* row = P + r * cols;
-    const T lse_i = a.l[b * g.L + i0 + r];
+    T* row = S + r * cols;
+    const T lse_i = lse[r];
     if (lse_i == static_cast<T>(kNegInf)) {
       std::fill(row, row + cols, T(0));
       continue;
@@ -221,86 +203,86 @@ void recompute_probabilities(const SdpaInputs& in, const Geometry& g, const Back
   }
 }
 
-// dS [rows, cols] = P ∘ (dO_blk·V[0:cols]ᵀ − D), D_i = Σ_d dO_id·O_id; copied to dmask too.
+// dS [rows, cols] (dP on entry) = P ∘ (dP − D) in place, D_i = Σ_d dO_id·O_id (O, dO [rows, Ev]).
 template <class T>
-void score_gradients(const Geometry& g, const BackwardArgs<T>& a, int64_t b, int64_t i0,
-                     int64_t rows, int64_t cols, const T* P, T* dS) {
-  const T* do_blk = a.gout + (b * g.L + i0) * g.Ev;
-  // dP [rows, cols] = dO_blk · V[0:cols]ᵀ, then dS = P ∘ (dP − D) in place
-  gemm_one_thread(false, true, rows, cols, g.Ev, T(1), do_blk, g.Ev, a.V.at(b), a.V.ld, T(0), dS,
-                  cols);
+void score_gradients(T* dS, const T* P, const T* O, const T* dO, int64_t rows, int64_t cols,
+                     int64_t Ev) {
   for (int64_t r = 0; r < rows; ++r) {
-    const T* o_i = a.o + (b * g.L + i0 + r) * g.Ev;
-    const T* do_i = do_blk + r * g.Ev;
+    const T* o_i = O + r * Ev;
+    const T* do_i = dO + r * Ev;
     double acc = 0;
 #pragma omp simd reduction(+ : acc)
-    for (int64_t d = 0; d < g.Ev; ++d) acc += static_cast<double>(do_i[d]) * o_i[d];
+    for (int64_t d = 0; d < Ev; ++d) acc += static_cast<double>(do_i[d]) * o_i[d];
     const T D = static_cast<T>(acc);
     const T* p = P + r * cols;
     T* ds = dS + r * cols;
 #pragma omp simd
     for (int64_t j = 0; j < cols; ++j) ds[j] = p[j] * (ds[j] - D);
-    if (a.dmp) std::copy(ds, ds + cols, a.dmp + (b * g.L + i0 + r) * g.S);
   }
-}
-
-// One row block [i0, i0 + rows) of batch entry b: dV, dQ_blk and dK (dkb, dvb: b's dK, dV).
-template <class T>
-void backward_block(const SdpaInputs& in, const Geometry& g, const BackwardArgs<T>& a, int64_t b,
-                    int64_t i0, T* dkb, T* dvb, T* P, T* dS) {
-  const int64_t rows = std::min(kRowBlock, g.L - i0), cols = block_cols(g, in.causal, i0, rows);
-  const T* q_blk = a.Q.at(b) + i0 * a.Q.ld;
-  const T* do_blk = a.gout + (b * g.L + i0) * g.Ev;
-  T* dq_blk = a.dqp ? a.dqp + (b * g.L + i0) * g.E : nullptr;
-  if (cols == 0) {
-    if (dq_blk) std::fill(dq_blk, dq_blk + rows * g.E, T(0));
-    return;
-  }
-  recompute_probabilities(in, g, a, b, i0, rows, cols, P);
-  // dV[0:cols] += Pᵀ · dO_blk
-  if (dvb)
-    gemm_one_thread(true, false, cols, g.Ev, rows, T(1), P, cols, do_blk, g.Ev, T(1), dvb, g.Ev);
-  if (!a.need_ds) return;
-  score_gradients(g, a, b, i0, rows, cols, P, dS);
-  // dQ_blk = scale · dS · K[0:cols];  dK[0:cols] += scale · dSᵀ · Q_blk
-  if (dq_blk)
-    gemm_one_thread(false, false, rows, g.E, cols, a.scale, dS, cols, a.K.at(b), a.K.ld, T(0),
-                    dq_blk, g.E);
-  if (dkb)
-    gemm_one_thread(true, false, cols, g.E, rows, a.scale, dS, cols, q_blk, a.Q.ld, T(1), dkb, g.E);
 }
 
 template <class T>
 void backward_impl(const SdpaInputs& in, const Geometry& g, const Tensor& out, const Tensor& lse,
                    const Tensor& dout, Tensor* dq, Tensor* dk, Tensor* dv, Tensor* dmask) {
-  auto data = [](Tensor* t) { return t ? t->data<T>() : nullptr; };
-  BackwardArgs<T> a{matrices<T>(in.q, g.batches),
-                    matrices<T>(in.k, g.batches),
-                    matrices<T>(in.v, g.batches),
-                    mask_view<T>(in.mask, g.batches),
-                    out.data<T>(),
-                    lse.data<T>(),
-                    dout.data<T>(),
-                    data(dq),
-                    data(dk),
-                    data(dv),
-                    data(dmask),
-                    static_cast<T>(in.scale),
-                    false};
-  a.need_ds = a.dqp || a.dkp || a.dmp;
+  const Matrices<T> Q = matrices<T>(in.q, g.batches), K = matrices<T>(in.k, g.batches);
+  const Matrices<T> V = matrices<T>(in.v, g.batches);
+  const MaskView<T> mv = mask_view<T>(in.mask, g.batches);
+  const T* o = out.data<T>();
+  const T* l = lse.data<T>();
+  const T* gout = dout.data<T>();
+  T* dqp = dq ? dq->data<T>() : nullptr;
+  T* dkp = dk ? dk->data<T>() : nullptr;
+  T* dvp = dv ? dv->data<T>() : nullptr;
+  T* dmp = dmask ? dmask->data<T>() : nullptr;
+  const T scale = static_cast<T>(in.scale);
+  const bool need_ds = dqp || dkp || dmp;
 #pragma omp parallel if (g.work() > kParallelWork)
   {
     const int64_t block = std::min(kRowBlock, g.L);
-    std::vector<T> P(block * g.S), dS(a.need_ds ? block * g.S : 0);
+    std::vector<T> P(block * g.S), dS(need_ds ? block * g.S : 0);
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < g.batches; ++b) {
-      T* dkb = a.dkp ? a.dkp + b * g.S * g.E : nullptr;
-      T* dvb = a.dvp ? a.dvp + b * g.S * g.Ev : nullptr;
+      T* dkb = dkp ? dkp + b * g.S * g.E : nullptr;
+      T* dvb = dvp ? dvp + b * g.S * g.Ev : nullptr;
       if (dkb) std::fill(dkb, dkb + g.S * g.E, T(0));
       if (dvb) std::fill(dvb, dvb + g.S * g.Ev, T(0));
-      if (a.dmp) std::fill(a.dmp + b * g.L * g.S, a.dmp + (b + 1) * g.L * g.S, T(0));
-      for (int64_t i0 = 0; i0 < g.L; i0 += kRowBlock)
-        backward_block(in, g, a, b, i0, dkb, dvb, P.data(), dS.data());
+      if (dmp) std::fill(dmp + b * g.L * g.S, dmp + (b + 1) * g.L * g.S, T(0));
+      for (int64_t i0 = 0; i0 < g.L; i0 += kRowBlock) {
+        const int64_t rows = std::min(kRowBlock, g.L - i0),
+                      cols = block_cols(g, in.causal, i0, rows);
+        const T* q_blk = Q.at(b) + i0 * Q.ld;
+        const T* do_blk = gout + (b * g.L + i0) * g.Ev;
+        T* dq_blk = dqp ? dqp + (b * g.L + i0) * g.E : nullptr;
+        if (cols == 0) {
+          if (dq_blk) std::fill(dq_blk, dq_blk + rows * g.E, T(0));
+          continue;
+        }
+        // P [rows, cols] = exp(scale·Q_blk·K[0:cols]ᵀ + mask − lse)
+        gemm_one_thread(false, true, rows, cols, g.E, scale, q_blk, Q.ld, K.at(b), K.ld, T(0),
+                        P.data(), cols);
+        add_masks(P.data(), rows, cols, i0, b, mv, in.causal);
+        probabilities_from_scores(P.data(), l + b * g.L + i0, rows, cols);
+        // dV[0:cols] += Pᵀ · dO_blk
+        if (dvb)
+          gemm_one_thread(true, false, cols, g.Ev, rows, T(1), P.data(), cols, do_blk, g.Ev, T(1),
+                          dvb, g.Ev);
+        if (!need_ds) continue;
+        // dP [rows, cols] = dO_blk · V[0:cols]ᵀ, then dS = P ∘ (dP − D) in place
+        gemm_one_thread(false, true, rows, cols, g.Ev, T(1), do_blk, g.Ev, V.at(b), V.ld, T(0),
+                        dS.data(), cols);
+        score_gradients(dS.data(), P.data(), o + (b * g.L + i0) * g.Ev, do_blk, rows, cols, g.Ev);
+        if (dmp)
+          for (int64_t r = 0; r < rows; ++r)
+            std::copy(dS.data() + r * cols, dS.data() + (r + 1) * cols,
+                      dmp + (b * g.L + i0 + r) * g.S);
+        // dQ_blk = scale · dS · K[0:cols];  dK[0:cols] += scale · dSᵀ · Q_blk
+        if (dq_blk)
+          gemm_one_thread(false, false, rows, g.E, cols, scale, dS.data(), cols, K.at(b), K.ld,
+                          T(0), dq_blk, g.E);
+        if (dkb)
+          gemm_one_thread(true, false, cols, g.E, rows, scale, dS.data(), cols, q_blk, Q.ld, T(1),
+                          dkb, g.E);
+      }
     }
   }
 }
