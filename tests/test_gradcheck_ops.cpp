@@ -49,7 +49,7 @@ std::string read_source(const std::filesystem::path& path) {
 }  // namespace
 
 // The guard that a new op family cannot be forgotten: every autograd/ops_<name>.cpp defines
-// <name>_op_cases() and has the row {"<name>", <name>_op_cases} in op_case_families(), unless it is
+// <name>_op_cases() and has the row FAMILY(<name>) in op_case_families(), unless it is
 // listed here as recording no op (then it must not call record(), directly or through the
 // pointwise helpers). Every family in the table has its file, and every *_op_cases() defined in an
 // op file is in the table. A file that only composes other ops (ops_resize.cpp) still needs rows:
@@ -79,21 +79,31 @@ TEST_CASE("every op file with a differentiable op has its family in op_case_fami
       CHECK(in_table.count(name) == 0);
       continue;
     }
-    CHECK(text.find("std::vector<OpCase> " + name + "_op_cases() {") != std::string::npos);
-    CHECK(in_table.count(name) == 1);
+    CHECK_MESSAGE(
+        text.find("std::vector<OpCase> " + name + "_op_cases() {") != std::string::npos,
+        std::string("autograd/" + file + " defines no " + name +
+                    "_op_cases(): its ops need gradient-check rows (autograd/gradcheck.h)"));
+    CHECK_MESSAGE(
+        in_table.count(name) == 1,
+        std::string("no family '" + name +
+                    "' in op_case_families() (autograd/gradcheck.cpp): its rows never run"));
     // any other family's rows defined here must be in the table too
     for (size_t at = text.find("_op_cases() {"); at != std::string::npos;
          at = text.find("_op_cases() {", at + 1)) {
       const size_t start = text.rfind(' ', at) + 1;
       const std::string defined = text.substr(start, at - start);
       CAPTURE(defined);
-      CHECK(in_table.count(defined) == 1);
+      CHECK_MESSAGE(
+          in_table.count(defined) == 1,
+          std::string(defined +
+                      "_op_cases() is not in op_case_families(): its rows are never run"));
     }
   }
   CHECK(files.size() > 20);  // the folder was read
   for (const std::string& name : in_table) {
     CAPTURE(name);
-    CHECK(files.count(name) == 1);  // autograd/ops_<name>.cpp exists
+    CHECK_MESSAGE(files.count(name) == 1,
+                  std::string("family '" + name + "' has no autograd/ops_" + name + ".cpp"));
   }
 }
 
