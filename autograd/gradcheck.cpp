@@ -69,31 +69,29 @@ struct Checker {
 
 }  // namespace
 
-GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
-                          const std::vector<Tensor>& inputs, const GradcheckOptions& opt) {
-  GradcheckResult result;
-  Checker check{name, opt, result};
-  std::mt19937_64 rng(opt.seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::uniform_real_distribution<double> weight_dist(0.5, 1.5);
+namespace {
 
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].requires_grad() && inputs[i].dtype() != DType::f64)
-      throw std::invalid_argument(
-          fmt::format("gradcheck '{}': {} is {}; gradcheck needs float64 inputs", name,
-                      input_label(inputs[i], i), inputs[i].describe()));
-
-  // ---- analytic gradient of L = Σ W ⊙ out
+void clear_grads(const std::vector<Tensor>& inputs) {
   for (const Tensor& t : inputs)
     if (t.defined()) t.impl()->grad = Tensor();
-  Tensor out = fn(inputs);
+}
+
+// The analytic gradient of L = Σ W ⊙ f(inputs) for every input that requires grad (empty for the
+// others), W [out's shape] drawn from rng: ±U(0.5, 1.5). Writes f's output and W.
+std::vector<std::vector<double>> analytic_gradients(const std::string& name, const GradcheckFn& fn,
+                                                    const std::vector<Tensor>& inputs,
+                                                    std::mt19937_64& rng, Tensor& out,
+                                                    std::vector<double>& w) {
+  std::uniform_real_distribution<double> weight_dist(0.5, 1.5);
+  clear_grads(inputs);
+  out = fn(inputs);
   if (!out.requires_grad())
     throw std::invalid_argument(
         fmt::format("gradcheck '{}': the output does not require grad", name));
   if (out.dtype() != DType::f64)
     throw std::invalid_argument(
         fmt::format("gradcheck '{}': the output is {}, expected float64", name, out.describe()));
-  std::vector<double> w(out.numel());
+  w.assign(out.numel(), 0.0);
   for (double& x : w) x = weight_dist(rng) * (rng() & 1 ? 1.0 : -1.0);
   Tensor w_tensor = Tensor::from_vector(w, out.shape(), DType::f64);
   backward(out, w_tensor);
@@ -104,87 +102,125 @@ GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
     analytic[i] = g.defined() ? g.to_vector() : std::vector<double>(inputs[i].numel(), 0.0);
     inputs[i].impl()->grad = Tensor();
   }
+  return analytic;
+}
+
+// Input i's analytic gradient against central differences of L: every element up to
+// full_max_numel elements, otherwise sampled elements and random directions (from rng, normal).
+void check_numeric_gradient(Checker& check, const std::string& name, const GradcheckFn& fn,
+                            const std::vector<Tensor>& inputs, size_t i,
+                            const std::vector<double>& analytic, const std::vector<double>& w,
+                            std::mt19937_64& rng, std::normal_distribution<double>& normal) {
+  const GradcheckOptions& opt = check.opt;
+  GradcheckResult& result = check.result;
+  const Tensor& x = inputs[i];
+  if (!x.is_contiguous())
+    throw std::invalid_argument(
+        fmt::format("gradcheck '{}': {} must be contiguous", name, input_label(x, i)));
+  double* p = x.data<double>();
+  const int64_t n = x.numel();
+  auto element_check = [&](int64_t e) {
+    double saved = p[e];
+    p[e] = saved + opt.eps;
+    double plus = weighted_loss(fn, inputs, w);
+    p[e] = saved - opt.eps;
+    double minus = weighted_loss(fn, inputs, w);
+    p[e] = saved;
+    double numeric = (plus - minus) / (2 * opt.eps);
+    return check.compare(
+        analytic[e], numeric,
+        fmt::format("{} element {} (flat {})", input_label(x, i), index_str(x.shape(), e), e));
+  };
+  if (n <= opt.full_max_numel) {
+    for (int64_t e = 0; e < n && result.passed; ++e) element_check(e);
+    return;
+  }
+  std::uniform_int_distribution<int64_t> pick(0, n - 1);
+  for (int64_t s = 0; s < opt.sampled_elements && result.passed; ++s) element_check(pick(rng));
+  std::vector<double> saved(p, p + n), v(n);
+  for (int d = 0; d < opt.directions && result.passed; ++d) {
+    double analytic_dir = 0;
+    for (int64_t e = 0; e < n; ++e) {
+      v[e] = normal(rng);
+      analytic_dir += analytic[e] * v[e];
+    }
+    for (int64_t e = 0; e < n; ++e) p[e] = saved[e] + opt.eps * v[e];
+    double plus = weighted_loss(fn, inputs, w);
+    for (int64_t e = 0; e < n; ++e) p[e] = saved[e] - opt.eps * v[e];
+    double minus = weighted_loss(fn, inputs, w);
+    std::copy(saved.begin(), saved.end(), p);
+    check.compare(analytic_dir, (plus - minus) / (2 * opt.eps),
+                  fmt::format("{} along random direction {}", input_label(x, i), d));
+  }
+}
+
+// Input i's full Jacobian [m outputs, n elements]: numeric columns from perturbed forwards
+// against analytic rows, one backward per output element.
+void check_jacobian(Checker& check, const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                    size_t i, int64_t m) {
+  const GradcheckOptions& opt = check.opt;
+  const Tensor& x = inputs[i];
+  const int64_t n = x.numel();
+  // numeric columns: J[:, e]
+  std::vector<double> numeric(m * n);
+  double* p = x.data<double>();
+  for (int64_t e = 0; e < n; ++e) {
+    double saved = p[e];
+    p[e] = saved + opt.eps;
+    std::vector<double> plus = outputs(fn, inputs);
+    p[e] = saved - opt.eps;
+    std::vector<double> minus = outputs(fn, inputs);
+    p[e] = saved;
+    for (int64_t o = 0; o < m; ++o) numeric[o * n + e] = (plus[o] - minus[o]) / (2 * opt.eps);
+  }
+  // analytic rows: one backward per output element
+  for (int64_t o = 0; o < m && check.result.passed; ++o) {
+    clear_grads(inputs);
+    Tensor y = fn(inputs);
+    Tensor onehot = Tensor::zeros(y.shape(), DType::f64);
+    onehot.data<double>()[o] = 1.0;
+    backward(y, onehot);
+    Tensor g = x.grad();
+    std::vector<double> row = g.defined() ? g.to_vector() : std::vector<double>(n, 0.0);
+    for (int64_t e = 0; e < n && check.result.passed; ++e)
+      check.compare(row[e], numeric[o * n + e],
+                    fmt::format("Jacobian d output{} / d {} element {}", index_str(y.shape(), o),
+                                input_label(x, i), index_str(x.shape(), e)));
+  }
+  clear_grads(inputs);
+}
+
+}  // namespace
+
+GradcheckResult gradcheck(const std::string& name, const GradcheckFn& fn,
+                          const std::vector<Tensor>& inputs, const GradcheckOptions& opt) {
+  GradcheckResult result;
+  Checker check{name, opt, result};
+  std::mt19937_64 rng(opt.seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].requires_grad() && inputs[i].dtype() != DType::f64)
+      throw std::invalid_argument(
+          fmt::format("gradcheck '{}': {} is {}; gradcheck needs float64 inputs", name,
+                      input_label(inputs[i], i), inputs[i].describe()));
+
+  // ---- analytic gradient of L = Σ W ⊙ out
+  Tensor out;
+  std::vector<double> w;
+  const std::vector<std::vector<double>> analytic =
+      analytic_gradients(name, fn, inputs, rng, out, w);
 
   // ---- numeric gradient by central differences
-  for (size_t i = 0; i < inputs.size() && result.passed; ++i) {
-    const Tensor& x = inputs[i];
-    if (!x.requires_grad()) continue;
-    if (!x.is_contiguous())
-      throw std::invalid_argument(
-          fmt::format("gradcheck '{}': {} must be contiguous", name, input_label(x, i)));
-    double* p = x.data<double>();
-    const int64_t n = x.numel();
-    auto element_check = [&](int64_t e) {
-      double saved = p[e];
-      p[e] = saved + opt.eps;
-      double plus = weighted_loss(fn, inputs, w);
-      p[e] = saved - opt.eps;
-      double minus = weighted_loss(fn, inputs, w);
-      p[e] = saved;
-      double numeric = (plus - minus) / (2 * opt.eps);
-      return check.compare(
-          analytic[i][e], numeric,
-          fmt::format("{} element {} (flat {})", input_label(x, i), index_str(x.shape(), e), e));
-    };
-    if (n <= opt.full_max_numel) {
-      for (int64_t e = 0; e < n && result.passed; ++e) element_check(e);
-    } else {
-      std::uniform_int_distribution<int64_t> pick(0, n - 1);
-      for (int64_t s = 0; s < opt.sampled_elements && result.passed; ++s) element_check(pick(rng));
-      std::vector<double> saved(p, p + n), v(n);
-      for (int d = 0; d < opt.directions && result.passed; ++d) {
-        double analytic_dir = 0;
-        for (int64_t e = 0; e < n; ++e) {
-          v[e] = normal(rng);
-          analytic_dir += analytic[i][e] * v[e];
-        }
-        for (int64_t e = 0; e < n; ++e) p[e] = saved[e] + opt.eps * v[e];
-        double plus = weighted_loss(fn, inputs, w);
-        for (int64_t e = 0; e < n; ++e) p[e] = saved[e] - opt.eps * v[e];
-        double minus = weighted_loss(fn, inputs, w);
-        std::copy(saved.begin(), saved.end(), p);
-        check.compare(analytic_dir, (plus - minus) / (2 * opt.eps),
-                      fmt::format("{} along random direction {}", input_label(x, i), d));
-      }
-    }
-  }
+  for (size_t i = 0; i < inputs.size() && result.passed; ++i)
+    if (inputs[i].requires_grad())
+      check_numeric_gradient(check, name, fn, inputs, i, analytic[i], w, rng, normal);
 
   // ---- full Jacobian for small cases
   const int64_t m = out.numel();
-  for (size_t i = 0; i < inputs.size() && result.passed; ++i) {
-    const Tensor& x = inputs[i];
-    if (!x.requires_grad() || m * x.numel() > opt.jacobian_max_entries) continue;
-    const int64_t n = x.numel();
-    // numeric columns: J[:, e]
-    std::vector<double> numeric(m * n);
-    double* p = x.data<double>();
-    for (int64_t e = 0; e < n; ++e) {
-      double saved = p[e];
-      p[e] = saved + opt.eps;
-      std::vector<double> plus = outputs(fn, inputs);
-      p[e] = saved - opt.eps;
-      std::vector<double> minus = outputs(fn, inputs);
-      p[e] = saved;
-      for (int64_t o = 0; o < m; ++o) numeric[o * n + e] = (plus[o] - minus[o]) / (2 * opt.eps);
-    }
-    // analytic rows: one backward per output element
-    for (int64_t o = 0; o < m && result.passed; ++o) {
-      for (const Tensor& t : inputs)
-        if (t.defined()) t.impl()->grad = Tensor();
-      Tensor y = fn(inputs);
-      Tensor onehot = Tensor::zeros(y.shape(), DType::f64);
-      onehot.data<double>()[o] = 1.0;
-      backward(y, onehot);
-      Tensor g = x.grad();
-      std::vector<double> row = g.defined() ? g.to_vector() : std::vector<double>(n, 0.0);
-      for (int64_t e = 0; e < n && result.passed; ++e)
-        check.compare(row[e], numeric[o * n + e],
-                      fmt::format("Jacobian d output{} / d {} element {}", index_str(y.shape(), o),
-                                  input_label(x, i), index_str(x.shape(), e)));
-    }
-    for (const Tensor& t : inputs)
-      if (t.defined()) t.impl()->grad = Tensor();
-  }
+  for (size_t i = 0; i < inputs.size() && result.passed; ++i)
+    if (inputs[i].requires_grad() && m * inputs[i].numel() <= opt.jacobian_max_entries)
+      check_jacobian(check, fn, inputs, i, m);
   return result;
 }
 
@@ -369,18 +405,34 @@ Tensor random_tensor_away_from_zero(const Shape& shape, uint64_t seed, double lo
   return t;
 }
 
+// One row per family: its name (the file autograd/ops_<name>.cpp) and <name>_op_cases, typed once.
+// clang-format off
+#define FAMILY(name) OpCaseFamily{#name, name##_op_cases}
+const std::vector<OpCaseFamily>& op_case_families() {
+  static const std::vector<OpCaseFamily> families = {
+      FAMILY(arithmetic), FAMILY(unary), FAMILY(activation), FAMILY(reduce), FAMILY(shape),
+      FAMILY(index), FAMILY(matmul), FAMILY(embedding), FAMILY(softmax), FAMILY(loss),
+      FAMILY(loss_regression), FAMILY(norm), FAMILY(batchnorm), FAMILY(attention), FAMILY(dropout),
+      FAMILY(conv), FAMILY(sdpa), FAMILY(recurrent), FAMILY(sort), FAMILY(pad), FAMILY(resize),
+      FAMILY(indexing)};
+  return families;
+}
+#undef FAMILY
+// clang-format on
+
 std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> all;
-  for (auto family :
-       {elementwise_op_cases, activation_op_cases, reduce_op_cases,    shape_op_cases,
-        index_op_cases,       matmul_op_cases,     embedding_op_cases, softmax_op_cases,
-        loss_op_cases,        norm_op_cases,       batchnorm_op_cases, attention_op_cases,
-        dropout_op_cases,     conv_op_cases,       sdpa_op_cases,      recurrent_op_cases,
-        sort_op_cases,        pad_op_cases,        resize_op_cases,    indexing_op_cases}) {
-    std::vector<OpCase> rows = family();
+  for (const OpCaseFamily& family : op_case_families()) {
+    std::vector<OpCase> rows = family.cases();
     all.insert(all.end(), rows.begin(), rows.end());
   }
   return all;
+}
+
+std::vector<OpCase> elementwise_op_cases() {
+  std::vector<OpCase> rows = arithmetic_op_cases();
+  for (OpCase& c : unary_op_cases()) rows.push_back(std::move(c));
+  return rows;
 }
 
 namespace {

@@ -96,7 +96,8 @@ struct OpCase {
 };
 
 // Each op family lists its rows at the end of its autograd/ops_<family>.cpp: <family>_op_cases().
-std::vector<OpCase> elementwise_op_cases();
+std::vector<OpCase> arithmetic_op_cases();
+std::vector<OpCase> unary_op_cases();
 std::vector<OpCase> activation_op_cases();
 std::vector<OpCase> reduce_op_cases();
 std::vector<OpCase> shape_op_cases();
@@ -105,6 +106,7 @@ std::vector<OpCase> matmul_op_cases();
 std::vector<OpCase> embedding_op_cases();
 std::vector<OpCase> softmax_op_cases();
 std::vector<OpCase> loss_op_cases();
+std::vector<OpCase> loss_regression_op_cases();
 std::vector<OpCase> norm_op_cases();
 std::vector<OpCase> batchnorm_op_cases();
 std::vector<OpCase> attention_op_cases();
@@ -116,6 +118,20 @@ std::vector<OpCase> sort_op_cases();
 std::vector<OpCase> pad_op_cases();
 std::vector<OpCase> resize_op_cases();
 std::vector<OpCase> indexing_op_cases();
+// The rows of ops_arithmetic.cpp then ops_unary.cpp (once one file, ops_elementwise.cpp).
+std::vector<OpCase> elementwise_op_cases();
+
+// The one table of op families: every family's name (its file is autograd/ops_<name>.cpp) and
+// its rows. all_op_cases() and `depthgrad gradcheck` read it, and tests/test_gradcheck_ops.cpp
+// fails when an autograd/ops_*.cpp file has no row here (unless it records no op), so a new
+// family cannot be left out of the checks. A new family: its <name>_op_cases() above, one row in
+// op_case_families() (gradcheck.cpp).
+struct OpCaseFamily {
+  const char* name;
+  std::vector<OpCase> (*cases)();
+};
+const std::vector<OpCaseFamily>& op_case_families();
+// Every family's rows, in op_case_families() order.
 std::vector<OpCase> all_op_cases();
 
 // Runs one row: gradcheck plus the float32-vs-float64 forward comparison.

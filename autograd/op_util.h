@@ -54,7 +54,12 @@ Tensor unary(const Tensor& a, const char* op, F f) {
 }
 
 // y = f(x) with the pointwise kernel of `kind`, recording a backward that reads x and y: the
-// activations (ops_activation.cpp, where it is defined) and abs, clamp, pow (ops_elementwise.cpp).
+// activations (ops_activation.cpp, where it is defined) and abs, clamp, pow (ops_unary.cpp).
 Tensor unary_pointwise(const Tensor& a, UnaryOp kind, UnaryArgs args, const char* op);
+
+// Refuses Reduction::batchmean (kl_div's only, as torch's), naming `op`: every other loss calls it
+// (ops_loss.cpp, where it is defined, and ops_loss_regression.cpp).
+enum class Reduction;  // autograd/ops.h
+void check_reduction(Reduction reduction, const char* op);
 
 }  // namespace dg

@@ -21,7 +21,7 @@
 
 namespace dg {
 
-// ---- elementwise (ops_elementwise.cpp; silu, gelu, gelu_tanh in ops_activation.cpp) ----------
+// ---- elementwise (ops_arithmetic.cpp, ops_unary.cpp; silu, gelu, gelu_tanh: ops_activation.cpp)
 // a [..] -> [..] for the unary ops; binary ones broadcast.
 Tensor add(const Tensor& a, const Tensor& b);  // broadcasting
 Tensor sub(const Tensor& a, const Tensor& b);
@@ -43,7 +43,7 @@ void mul_backward(const Tensor& g, const Tensor& a, const Tensor& b);  // g·b, 
 void div_backward(const Tensor& g, const Tensor& a, const Tensor& b,
                   const Tensor& out);                                    // g/b, −g·out/b
 void exp_backward(const Tensor& g, const Tensor& a, const Tensor& out);  // g·out
-// Elementary functions (ops_elementwise.cpp): a [..] -> [..], float32 or float64, as torch's.
+// Elementary functions (ops_unary.cpp): a [..] -> [..], float32 or float64, as torch's.
 // Their backwards are recorded ops (create_graph works): sin' = cos, cos' = −sin, log1p' =
 // 1/(1 + a), expm1' = out + 1, square' = 2a, rsqrt' = −½·out³, erf' = 2/√π·e^(−a²).
 Tensor sin(const Tensor& a);
@@ -111,7 +111,7 @@ Tensor stack(const std::vector<Tensor>& parts, int64_t axis);
 Tensor to_dtype(const Tensor& a, DType dtype);
 
 // ---- indexing, max/min, split/chunk, dropout, losses with a reduction ------------------------
-// (ops_index.cpp, ops_reduce.cpp, ops_shape.cpp, ops_dropout.cpp, ops_loss.cpp; torch semantics)
+// (ops_index, ops_reduce, ops_shape, ops_dropout, ops_loss, ops_loss_regression; torch semantics)
 // cat: parts joined along `axis` (torch::cat; any axis, negative counts from the end); each part
 // gets its slice of the gradient.
 Tensor cat(const std::vector<Tensor>& parts, int64_t axis = 0);
@@ -226,7 +226,7 @@ std::pair<Tensor, Tensor> std_mean(const Tensor& x, const std::vector<int64_t>& 
 // num_classes −1 throw, as torch.nn.functional.one_hot.
 Tensor one_hot(const Tensor& ids, int64_t num_classes = -1);
 
-// ---- more losses (ops_loss.cpp; torch 1.13's formulas, gradients and checks) ----------------
+// ---- more losses (ops_loss_regression.cpp; torch 1.13's formulas, gradients and checks) -----
 // input (log-probabilities) and target of one shape -> target·(log target − input) (log_target
 // false; 0 where target = 0, torch's xlogy) or exp(target)·(target − input) (log_target true).
 // Reduction::batchmean (torch's 'batchmean', the mathematically right KL) is the sum divided by
@@ -571,7 +571,7 @@ Tensor gru_cell(const Tensor& gates_x, const Tensor& gates_h, const Tensor& h);
 // gru_cell written with primitive ops, each recorded: the reference.
 Tensor plain_gru_cell(const Tensor& gates_x, const Tensor& gates_h, const Tensor& h);
 
-// ---- activations (ops_activation.cpp); abs .. operators (ops_elementwise.cpp) -----------------
+// ---- activations (ops_activation.cpp); abs .. operators (ops_unary, ops_arithmetic, ops_compare)
 // Activations. Derivatives at kinks as torch: relu'(0) = 0, leaky_relu'(0) = slope, abs'(0) = 0,
 // clamp passes the gradient where min <= x <= max (bounds included).
 Tensor relu(const Tensor& a);

@@ -272,6 +272,7 @@ Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
 
 namespace dg {
 
+// data table: the activation family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> activation_op_cases() {
   using V = const std::vector<Tensor>&;
   // Inputs uniform in [lo, hi) with every |x| >= gap: no element sits on a kink at 0.

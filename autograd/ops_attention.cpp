@@ -206,10 +206,19 @@ Tensor split_heads(const Tensor& x, int64_t B, int64_t T, int64_t heads, int64_t
 }
 }  // namespace
 
-Tensor attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int64_t H,
-                       int64_t Hkv, double rope_base, double scale) {
-  ScopedOpTimer op_timer(OpFamily::attention);
-  const char* op = "attention_heads";
+namespace {
+// attention_heads' sizes, scale and row layouts: q [B,T,H·hd] and k, v [B,T,Hkv·hd] read as
+// rows (q_rows, kv_rows), and the contiguous [B,n,T,hd] copies RoPE writes (q_heads, kv_heads).
+struct HeadsGeometry {
+  int64_t B, T, H, Hkv, hd;
+  bool use_rope;
+  double sc;
+  RowStrides q_rows, kv_rows, q_heads, kv_heads;
+};
+
+HeadsGeometry check_attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                    int64_t H, int64_t Hkv, double rope_base, double scale,
+                                    const char* op) {
   check_arg(q_in.defined() && q_in.dim() == 3, op, q_in, "q of shape [B, T, heads·head_dim]");
   check_arg(H > 0 && Hkv > 0 && H % Hkv == 0, op, q_in,
             fmt::format("heads ({}) to be a positive multiple of kv_heads ({})", H, Hkv));
@@ -231,81 +240,108 @@ Tensor attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
         fmt::format("an even head dimension and a positive finite rope base (got hd {}, base {})",
                     hd, rope_base));
   const double sc = attention_scale(scale, hd, op);
-  const DType dtype = q_in.dtype();
-  const Tensor q = kernel_input(q_in), k = kernel_input(k_in), v = kernel_input(v_in);
   const RowStrides q_rows{T * H * hd, hd, H * hd}, kv_rows{T * Hkv * hd, hd, Hkv * hd};
   const RowStrides q_heads{H * T * hd, T * hd, hd}, kv_heads{Hkv * T * hd, T * hd, hd};
+  return {B, T, H, Hkv, hd, use_rope, sc, q_rows, kv_rows, q_heads, kv_heads};
+}
+
+// What the backward reads: q and k as heads (rotated copies with RoPE), v and the output as
+// heads, the row log-sum-exps [B, H, T] and the RoPE tables.
+struct HeadsSaved {
+  Tensor qr, kr, vh, out_h, lse;
   RopeTables tables;
-  Tensor qr = split_heads(q, B, T, H, hd), kr = split_heads(k, B, T, Hkv, hd);
-  if (use_rope && q.numel() > 0) {
-    tables = rope_tables_for(T, hd, rope_base, 0, dtype);
-    qr = Tensor::empty({B, H, T, hd}, dtype);
-    kr = Tensor::empty({B, Hkv, T, hd}, dtype);
+};
+
+// g [B,T,H·hd] into q's, k's and v's gradients: the attention kernel's backward, with RoPE in
+// the rotated space first and then rotated back into the [B,T,n·hd] gradients.
+void attention_heads_backward(const Tensor& g, const Tensor& q_in, const Tensor& k_in,
+                              const Tensor& v_in, const HeadsGeometry& s, const HeadsSaved& saved) {
+  const int64_t B = s.B, T = s.T, hd = s.hd;
+  if (g.numel() == 0) {
+    for (const Tensor& t : {q_in, k_in, v_in})
+      if (t.requires_grad()) grad_of(t);
+    return;
+  }
+  const Tensor gh = split_heads(g.contiguous(), B, T, s.H, hd);
+  const Tensor inputs[3] = {q_in, k_in, v_in};
+  const int64_t heads[3] = {s.H, s.Hkv, s.Hkv};
+  auto others = [&](int i) {
+    return std::vector<Tensor>{inputs[(i + 1) % 3], inputs[(i + 2) % 3]};
+  };
+  std::optional<GradSink> sinks[3];
+  // input i's gradient seen as heads, zeroed when fresh (the kernel adds into it)
+  auto grad_heads = [&](int i) {
+    sinks[i].emplace(inputs[i], others(i));
+    sinks[i]->zero_if_fresh();
+    return split_heads(sinks[i]->buffer, B, T, heads[i], hd);
+  };
+  Tensor dq, dk, dv;
+  if (v_in.requires_grad()) dv = grad_heads(2);
+  if (s.use_rope) {  // dq, dk in the rotated space first
+    if (q_in.requires_grad()) dq = Tensor::zeros({B, s.H, T, hd}, saved.qr.dtype());
+    if (k_in.requires_grad()) dk = Tensor::zeros({B, s.Hkv, T, hd}, saved.qr.dtype());
+  } else {
+    if (q_in.requires_grad()) dq = grad_heads(0);
+    if (k_in.requires_grad()) dk = grad_heads(1);
+  }
+  attention_backward(saved.qr, saved.kr, saved.vh, saved.out_h, saved.lse, gh, s.sc,
+                     dq.defined() ? &dq : nullptr, dk.defined() ? &dk : nullptr,
+                     dv.defined() ? &dv : nullptr);
+  if (s.use_rope) {  // rotate back into the [B,T,n·hd] gradients (written when fresh)
+    auto rotate_back = [&](int i, const Tensor& d, RowStrides rows, RowStrides from) {
+      const GradSink& sink = sinks[i].emplace(inputs[i], others(i));
+      dispatch_float(d.dtype(), "attention_heads", [&]<class Tp>() {
+        rope_rows<Tp>(sink.data<Tp>(), rows, d.data<Tp>(), from, saved.tables.cos.data<Tp>(),
+                      saved.tables.sin.data<Tp>(), B, heads[i], T, hd, true, sink.fresh);
+      });
+    };
+    if (dq.defined()) rotate_back(0, dq, s.q_rows, s.q_heads);
+    if (dk.defined()) rotate_back(1, dk, s.kv_rows, s.kv_heads);
+  }
+  for (const auto& sink : sinks)
+    if (sink) sink->finish();
+}
+}  // namespace
+
+Tensor attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, int64_t H,
+                       int64_t Hkv, double rope_base, double scale) {
+  ScopedOpTimer op_timer(OpFamily::attention);
+  const char* op = "attention_heads";
+  const HeadsGeometry s = check_attention_heads(q_in, k_in, v_in, H, Hkv, rope_base, scale, op);
+  const int64_t B = s.B, T = s.T, hd = s.hd;
+  const DType dtype = q_in.dtype();
+  const Tensor q = kernel_input(q_in), k = kernel_input(k_in), v = kernel_input(v_in);
+  HeadsSaved saved;
+  saved.qr = split_heads(q, B, T, H, hd);
+  saved.kr = split_heads(k, B, T, Hkv, hd);
+  if (s.use_rope && q.numel() > 0) {
+    saved.tables = rope_tables_for(T, hd, rope_base, 0, dtype);
+    saved.qr = Tensor::empty({B, H, T, hd}, dtype);
+    saved.kr = Tensor::empty({B, Hkv, T, hd}, dtype);
     dispatch_float(dtype, op, [&]<class Tp>() {
-      const Tp* c = tables.cos.data<Tp>();
-      const Tp* sn = tables.sin.data<Tp>();
-      rope_rows<Tp>(qr.data<Tp>(), q_heads, q.data<Tp>(), q_rows, c, sn, B, H, T, hd, false, true);
-      rope_rows<Tp>(kr.data<Tp>(), kv_heads, k.data<Tp>(), kv_rows, c, sn, B, Hkv, T, hd, false,
-                    true);
+      const Tp* c = saved.tables.cos.data<Tp>();
+      const Tp* sn = saved.tables.sin.data<Tp>();
+      rope_rows<Tp>(saved.qr.data<Tp>(), s.q_heads, q.data<Tp>(), s.q_rows, c, sn, B, H, T, hd,
+                    false, true);
+      rope_rows<Tp>(saved.kr.data<Tp>(), s.kv_heads, k.data<Tp>(), s.kv_rows, c, sn, B, Hkv, T, hd,
+                    false, true);
     });
   }
-  const Tensor vh = split_heads(v, B, T, Hkv, hd);
+  saved.vh = split_heads(v, B, T, Hkv, hd);
   Tensor out = Tensor::empty({B, T, H * hd}, dtype);
-  Tensor out_h = split_heads(out, B, T, H, hd);
-  Tensor lse = Tensor::empty({B, H, T}, dtype);
-  if (out.numel() > 0) attention_forward(qr, kr, vh, sc, out_h, lse);
+  saved.out_h = split_heads(out, B, T, H, hd);
+  saved.lse = Tensor::empty({B, H, T}, dtype);
+  if (out.numel() > 0)
+    attention_forward(saved.qr, saved.kr, saved.vh, s.sc, saved.out_h, saved.lse);
   if (!should_record({q_in, k_in, v_in})) return out;
-  record(op, {q_in, k_in, v_in}, out,
-         [q_in, k_in, v_in, qr, kr, vh, out_h, lse, tables, sc, B, T, H, Hkv, hd, use_rope, q_rows,
-          kv_rows, q_heads, kv_heads](const Tensor& g) {
-           if (g.numel() == 0) {
-             for (const Tensor& t : {q_in, k_in, v_in})
-               if (t.requires_grad()) grad_of(t);
-             return;
-           }
-           const Tensor gh = split_heads(g.contiguous(), B, T, H, hd);
-           const Tensor inputs[3] = {q_in, k_in, v_in};
-           const int64_t heads[3] = {H, Hkv, Hkv};
-           auto others = [&](int i) {
-             return std::vector<Tensor>{inputs[(i + 1) % 3], inputs[(i + 2) % 3]};
-           };
-           std::optional<GradSink> sinks[3];
-           // input i's gradient seen as heads, zeroed when fresh (the kernel adds into it)
-           auto grad_heads = [&](int i) {
-             sinks[i].emplace(inputs[i], others(i));
-             sinks[i]->zero_if_fresh();
-             return split_heads(sinks[i]->buffer, B, T, heads[i], hd);
-           };
-           Tensor dq, dk, dv;
-           if (v_in.requires_grad()) dv = grad_heads(2);
-           if (use_rope) {  // dq, dk in the rotated space first
-             if (q_in.requires_grad()) dq = Tensor::zeros({B, H, T, hd}, qr.dtype());
-             if (k_in.requires_grad()) dk = Tensor::zeros({B, Hkv, T, hd}, qr.dtype());
-           } else {
-             if (q_in.requires_grad()) dq = grad_heads(0);
-             if (k_in.requires_grad()) dk = grad_heads(1);
-           }
-           attention_backward(qr, kr, vh, out_h, lse, gh, sc, dq.defined() ? &dq : nullptr,
-                              dk.defined() ? &dk : nullptr, dv.defined() ? &dv : nullptr);
-           if (use_rope) {  // rotate back into the [B,T,n·hd] gradients (written when fresh)
-             auto rotate_back = [&](int i, const Tensor& d, RowStrides rows, RowStrides from) {
-               const GradSink& sink = sinks[i].emplace(inputs[i], others(i));
-               dispatch_float(d.dtype(), "attention_heads", [&]<class Tp>() {
-                 rope_rows<Tp>(sink.data<Tp>(), rows, d.data<Tp>(), from, tables.cos.data<Tp>(),
-                               tables.sin.data<Tp>(), B, heads[i], T, hd, true, sink.fresh);
-               });
-             };
-             if (dq.defined()) rotate_back(0, dq, q_rows, q_heads);
-             if (dk.defined()) rotate_back(1, dk, kv_rows, kv_heads);
-           }
-           for (const auto& sink : sinks)
-             if (sink) sink->finish();
-         })
-      .saves({q_in, k_in, v_in, out});  // out_h, which the backward reads, is a view of out
+  record(op, {q_in, k_in, v_in}, out, [q_in, k_in, v_in, s, saved](const Tensor& g) {
+    attention_heads_backward(g, q_in, k_in, v_in, s, saved);
+  }).saves({q_in, k_in, v_in, out});  // out_h, which the backward reads, is a view of out
   return out;
 }
 
 // ---- gradient-check rows (see autograd/gradcheck.h) -----------------------------------------
+// data table: the attention family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> attention_op_cases() {
   // q, k, v from seeds; values in [-1.5, 1.5) so the softmax is neither flat nor one-hot.
   auto qkv = [](Shape qs, Shape ks) {

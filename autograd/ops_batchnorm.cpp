@@ -101,17 +101,11 @@ std::vector<Tensor> affine_inputs(const Tensor& x, const Tensor& weight, const T
   if (bias.defined()) inputs.push_back(bias);
   return inputs;
 }
-}  // namespace
-
-// ---- batch_norm: x [N, C, *] -> (x − mean[c])·rstd[c]·w[c] + b[c]; saves mean, rstd [C] --------
-// Training: mean and the biased variance over N and *, and (running stats given) running_mean,
-// running_var ← (1 − momentum)·running + momentum·(batch mean, unbiased batch variance). Eval:
-// mean = running_mean, rstd = 1/sqrt(running_var + eps); the output is then affine in x.
-Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                  double eps) {
-  ScopedOpTimer op_timer(OpFamily::norms);
-  const char* op = "batch_norm";
+// batch_norm's argument checks: x [N, C, *], the per-channel tensors, the running statistics
+// (buffers, given together; needed in eval mode), more than one value per channel when training.
+void check_batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var,
+                      const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                      double eps, const char* op) {
   check_float(x_in, op);
   check_arg(x_in.dim() >= 2, op, x_in, "x of shape [N, C, *]");
   const int64_t N = x_in.size(0), C = x_in.size(1), S = spatial_size(x_in);
@@ -136,6 +130,21 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   if (!(eps > 0) || !std::isfinite(momentum))
     throw std::invalid_argument(fmt::format(
         "batch_norm: eps must be > 0 and momentum finite, got eps {}, momentum {}", eps, momentum));
+}
+
+}  // namespace
+
+// ---- batch_norm: x [N, C, *] -> (x − mean[c])·rstd[c]·w[c] + b[c]; saves mean, rstd [C] --------
+// Training: mean and the biased variance over N and *, and (running stats given) running_mean,
+// running_var ← (1 − momentum)·running + momentum·(batch mean, unbiased batch variance). Eval:
+// mean = running_mean, rstd = 1/sqrt(running_var + eps); the output is then affine in x.
+Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  ScopedOpTimer op_timer(OpFamily::norms);
+  const char* op = "batch_norm";
+  check_batch_norm(x_in, running_mean, running_var, weight, bias, training, momentum, eps, op);
+  const int64_t N = x_in.size(0), C = x_in.size(1), S = spatial_size(x_in);
   Tensor x = kernel_input(x_in), w = weight.defined() ? kernel_input(weight) : Tensor(),
          b = bias.defined() ? kernel_input(bias) : Tensor();
   Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
@@ -245,6 +254,7 @@ Tensor group_norm(const Tensor& x_in, int64_t num_groups, const Tensor& weight, 
 
 namespace dg {
 
+// data table: the batchnorm family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> batchnorm_op_cases() {
   using V = const std::vector<Tensor>&;
   // x [N, C, *] with per-channel offsets and scales (statistics away from zero variance), then

@@ -353,6 +353,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size) {
 
 namespace dg {
 
+// data table: the conv family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> conv_op_cases() {
   // x, weight (and bias when bias_size > 0), seeds fixed per row
   auto conv_in = [](Shape sx, Shape sw, int64_t bias_size) {

@@ -58,6 +58,7 @@ Tensor dropout(const Tensor& x, double p, bool training, TorchGenerator& generat
 
 namespace dg {
 
+// data table: the dropout family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> dropout_op_cases() {
   using V = const std::vector<Tensor>&;
   auto one = [](Shape s, uint64_t seed) {

@@ -135,6 +135,7 @@ Tensor one_hot(const Tensor& ids, int64_t num_classes) {
 
 namespace dg {
 
+// data table: the embedding family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> embedding_op_cases() {
   using V = const std::vector<Tensor>&;
   // padding_idx: the rows read at the padding id are multiplied by 0, so the true derivative of

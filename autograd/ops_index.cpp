@@ -243,6 +243,7 @@ Tensor ids64(const std::vector<double>& v, const Shape& s) {
 }
 }  // namespace
 
+// data table: the index family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> index_op_cases() {
   using V = const std::vector<Tensor>&;
   auto with = [](Shape s, uint64_t seed, Tensor index) {

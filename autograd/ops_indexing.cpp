@@ -343,6 +343,7 @@ Tensor& index_put_(Tensor& a, const std::vector<TensorIndex>& indices, double va
 
 namespace dg {
 
+// data table: the indexing family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> indexing_op_cases() {
   using V = const std::vector<Tensor>&;
   auto x = [](Shape s, uint64_t seed) {

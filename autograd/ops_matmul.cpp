@@ -79,9 +79,16 @@ bool is_progression(const std::vector<int64_t>& v, int64_t step) {
 }
 
 // ---- matmul forward and backward ------------------------------------------------------------
-// a [.., M, K] @ b [.., K, N] -> out [batch.., M, N], batch = broadcast(a.batch, b.batch).
-Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op) {
-  ScopedOpTimer op_timer(OpFamily::matmul);
+// a [.., M, K] @ b [.., K, N] -> out [batch.., M, N], batch = broadcast(a.batch, b.batch): the
+// operands as BLAS reads them and each batch entry's matrix offset in a, b and out.
+struct MatmulPlan {
+  Operand A, B;
+  std::vector<int64_t> ao, bo, co;
+  Shape batch, out_shape;
+  int64_t M, N, K;
+};
+
+MatmulPlan plan_matmul(const Tensor& a, const Tensor& b, const char* op) {
   check_arg(a.defined() && a.dim() >= 2, op, a, "a first operand with at least 2 axes [.., M, K]");
   check_arg(b.defined() && b.dim() >= 2, op, b, "a second operand with at least 2 axes [.., K, N]");
   check_same_dtype(a, b, op);
@@ -100,65 +107,85 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op) {
   const int64_t nb = shape_numel(batch);
   std::vector<int64_t> co(nb);
   for (int64_t i = 0; i < nb; ++i) co[i] = i * M * N;
+  return {A, B, ao, bo, co, batch, out_shape, M, N, K};
+}
 
-  Tensor out = Tensor::empty(out_shape, a.dtype());  // written with beta = 0: no zeroing pass
-  dispatch_float(a.dtype(), op, [&]<class T>() {
-    const T* pa = A.t.data<T>();
-    const T* pb = B.t.data<T>();
+// out [batch.., M, N] = A_i · B_i per entry, written with beta = 0 (no zeroing pass).
+void matmul_forward(const MatmulPlan& p, Tensor& out, const char* op) {
+  const int64_t M = p.M, N = p.N, K = p.K, nb = static_cast<int64_t>(p.co.size());
+  dispatch_float(out.dtype(), op, [&]<class T>() {
+    const T* pa = p.A.t.data<T>();
+    const T* pb = p.B.t.data<T>();
     T* pc = out.data<T>();
     if (out.numel() == 0) return;
     // b one matrix for all entries and a's matrices consecutive rows: one GEMM [nb·M, K]·[K, N].
-    if (nb > 1 && all_equal(bo) && !A.layout.trans && is_progression(ao, M * A.layout.ld))
-      return gemm(false, B.layout.trans, nb * M, N, K, T(1), pa + ao[0], A.layout.ld, pb + bo[0],
-                  B.layout.ld, T(0), pc, N);
-    gemm_batched(A.layout.trans, B.layout.trans, M, N, K, T(1), pa, A.layout.ld, ao, pb,
-                 B.layout.ld, bo, T(0), pc, N, co);
+    if (nb > 1 && all_equal(p.bo) && !p.A.layout.trans && is_progression(p.ao, M * p.A.layout.ld))
+      return gemm(false, p.B.layout.trans, nb * M, N, K, T(1), pa + p.ao[0], p.A.layout.ld,
+                  pb + p.bo[0], p.B.layout.ld, T(0), pc, N);
+    gemm_batched(p.A.layout.trans, p.B.layout.trans, M, N, K, T(1), pa, p.A.layout.ld, p.ao, pb,
+                 p.B.layout.ld, p.bo, T(0), pc, N, p.co);
   });
+}
 
+// dA_i += dC_i [M, N] · op(B_i)ᵀ [N, K]; entries broadcast over a sum into one dA.
+template <class T>
+void matmul_backward_a(const MatmulPlan& p, const Tensor& a, const T* pdc) {
+  const int64_t M = p.M, N = p.N, K = p.K, nb = static_cast<int64_t>(p.co.size());
+  const T* pb = p.B.t.data<T>();
+  GradSink sink(a);
+  const std::vector<int64_t> go = batch_offsets(a.shape(), contiguous_strides(a.shape()), p.batch);
+  if (nb > 1 && all_equal(p.bo) && is_progression(go, M * K))
+    gemm(false, !p.B.layout.trans, nb * M, K, N, T(1), pdc, N, pb + p.bo[0], p.B.layout.ld,
+         sink.beta<T>(), sink.data<T>() + go[0], K);
+  else {
+    sink.zero_if_fresh();  // entries may share one dA: the batched path adds
+    gemm_batched(false, !p.B.layout.trans, M, K, N, T(1), pdc, N, p.co, pb, p.B.layout.ld, p.bo,
+                 T(1), sink.data<T>(), K, go);
+  }
+  sink.finish();
+}
+
+// dB_i += op(A_i)ᵀ [K, M] · dC_i [M, N]; with one b for all entries: [K, nb·M]·[nb·M, N].
+template <class T>
+void matmul_backward_b(const MatmulPlan& p, const Tensor& b, const T* pdc) {
+  const int64_t M = p.M, N = p.N, K = p.K, nb = static_cast<int64_t>(p.co.size());
+  const T* pa = p.A.t.data<T>();
+  GradSink sink(b);
+  const std::vector<int64_t> go = batch_offsets(b.shape(), contiguous_strides(b.shape()), p.batch);
+  if (nb > 1 && all_equal(go) && !p.A.layout.trans && is_progression(p.ao, M * p.A.layout.ld))
+    gemm(true, false, K, N, nb * M, T(1), pa + p.ao[0], p.A.layout.ld, pdc, N, sink.beta<T>(),
+         sink.data<T>() + go[0], N);
+  else {
+    sink.zero_if_fresh();
+    gemm_batched(!p.A.layout.trans, false, K, N, M, T(1), pa, p.A.layout.ld, p.ao, pdc, N, p.co,
+                 T(1), sink.data<T>(), N, go);
+  }
+  sink.finish();
+}
+
+// The kernel backward: g [batch.., M, N] into a's and b's gradients.
+void matmul_backward(const MatmulPlan& p, const Tensor& a, const Tensor& b, const Tensor& g,
+                     const char* op) {
+  const Tensor dc = g.contiguous();   // [batch.., M, N]
+  if (dc.numel() == 0 || p.K == 0) {  // every gradient element is an empty sum: 0
+    for (const Tensor& t : {a, b})
+      if (t.requires_grad()) grad_of(t);
+    return;
+  }
+  dispatch_float(dc.dtype(), op, [&]<class T>() {
+    if (a.requires_grad()) matmul_backward_a<T>(p, a, dc.data<T>());
+    if (b.requires_grad()) matmul_backward_b<T>(p, b, dc.data<T>());
+  });
+}
+
+Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op) {
+  ScopedOpTimer op_timer(OpFamily::matmul);
+  const MatmulPlan plan = plan_matmul(a, b, op);
+  Tensor out = Tensor::empty(plan.out_shape, a.dtype());
+  matmul_forward(plan, out, op);
   if (should_record({a, b}))
-    record(op, {a, b}, out, [a, b, A, B, ao, bo, co, batch, M, N, K, op](const Tensor& g) {
-      const Tensor dc = g.contiguous();  // [batch.., M, N]
-      const int64_t nb = static_cast<int64_t>(co.size());
-      if (dc.numel() == 0 || K == 0) {  // every gradient element is an empty sum: 0
-        for (const Tensor& t : {a, b})
-          if (t.requires_grad()) grad_of(t);
-        return;
-      }
-      dispatch_float(dc.dtype(), op, [&]<class T>() {
-        const T* pdc = dc.data<T>();
-        const T* pa = A.t.data<T>();
-        const T* pb = B.t.data<T>();
-        if (a.requires_grad()) {
-          // dA_i += dC_i [M, N] · op(B_i)ᵀ [N, K]; entries broadcast over a sum into one dA.
-          GradSink sink(a);
-          const std::vector<int64_t> go =
-              batch_offsets(a.shape(), contiguous_strides(a.shape()), batch);
-          if (nb > 1 && all_equal(bo) && is_progression(go, M * K))
-            gemm(false, !B.layout.trans, nb * M, K, N, T(1), pdc, N, pb + bo[0], B.layout.ld,
-                 sink.beta<T>(), sink.data<T>() + go[0], K);
-          else {
-            sink.zero_if_fresh();  // entries may share one dA: the batched path adds
-            gemm_batched(false, !B.layout.trans, M, K, N, T(1), pdc, N, co, pb, B.layout.ld, bo,
-                         T(1), sink.data<T>(), K, go);
-          }
-          sink.finish();
-        }
-        if (b.requires_grad()) {
-          // dB_i += op(A_i)ᵀ [K, M] · dC_i [M, N]; with one b for all entries: [K, nb·M]·[nb·M, N].
-          GradSink sink(b);
-          const std::vector<int64_t> go =
-              batch_offsets(b.shape(), contiguous_strides(b.shape()), batch);
-          if (nb > 1 && all_equal(go) && !A.layout.trans && is_progression(ao, M * A.layout.ld))
-            gemm(true, false, K, N, nb * M, T(1), pa + ao[0], A.layout.ld, pdc, N, sink.beta<T>(),
-                 sink.data<T>() + go[0], N);
-          else {
-            sink.zero_if_fresh();
-            gemm_batched(!A.layout.trans, false, K, N, M, T(1), pa, A.layout.ld, ao, pdc, N, co,
-                         T(1), sink.data<T>(), N, go);
-          }
-          sink.finish();
-        }
-      });
+    record(op, {a, b}, out, [a, b, plan, op](const Tensor& g) {
+      matmul_backward(plan, a, b, g, op);
     }).differentiable([a, b](const Tensor& g, const Tensor&) {
       matmul_backward_recorded(g, a, b);
     });
@@ -295,10 +322,10 @@ Tensor bf16_input_as_read(const Storage& x16, int64_t R, int64_t in, int64_t ld)
   return wide;
 }
 
-Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                   const Tensor& residual, const char* op, int64_t rope_heads = 0,
-                   double rope_base = 0.0) {
-  ScopedOpTimer op_timer(OpFamily::matmul);
+// Checks linear's arguments (weight [out, in], x [.., in], bias [out], residual [.., out], the
+// RoPE heads) and returns the output's shape [.., out].
+Shape check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const Tensor& residual, const char* op, int64_t rope_heads, double rope_base) {
   check_arg(weight.defined() && weight.dim() == 2, op, weight, "a weight [out, in]");
   const int64_t out_features = weight.size(0), in = weight.size(1);
   check_arg(x.defined() && x.dim() >= 1 && x.size(-1) == in, op, x,
@@ -316,25 +343,132 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
               fmt::format("a residual of the output's shape {}", shape_str(out_shape)));
     check_same_dtype(residual, weight, op);
   }
-  const int64_t R = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
-  const int64_t hd = rope_heads > 0 ? out_features / rope_heads : 0;
   if (rope_heads > 0) {
+    const int64_t hd = out_features / rope_heads;
     check_arg(x.dim() >= 2 && out_features % rope_heads == 0 && hd % 2 == 0, op, weight,
               fmt::format("a weight whose {} output features split into {} heads of an even size, "
                           "for an input [.., T, in] (got input {})",
                           out_features, rope_heads, x.describe()));
     check_arg(rope_base > 0, op, weight, fmt::format("a positive RoPE base (got {})", rope_base));
   }
-  const int64_t Tn = rope_heads > 0 ? x.size(-2) : 0;
+  return out_shape;
+}
+
+// linear_rope's rotation of y [R / T, T, heads·hd] (heads = 0: none): its tables and y's rows
+// read as [B, heads, T, hd] (heads-last).
+struct LinearRope {
+  int64_t heads = 0, Tn = 0, hd = 0, Bn = 0;
   Tensor cos, sin;
-  if (rope_heads > 0) {
-    const RopeTables tables = rope_tables_for(Tn, hd, rope_base, 0, x.dtype());
-    cos = tables.cos;
-    sin = tables.sin;
+  RowStrides heads_last{0, 0, 0};
+};
+
+LinearRope plan_linear_rope(const Tensor& x, int64_t out_features, int64_t R, int64_t rope_heads,
+                            double rope_base) {
+  LinearRope r;
+  if (rope_heads <= 0) return r;
+  r.heads = rope_heads;
+  r.hd = out_features / rope_heads;
+  r.Tn = x.size(-2);
+  const RopeTables tables = rope_tables_for(r.Tn, r.hd, rope_base, 0, x.dtype());
+  r.cos = tables.cos;
+  r.sin = tables.sin;
+  r.heads_last = {r.Tn * out_features, r.hd, out_features};
+  r.Bn = R / std::max<int64_t>(r.Tn, 1);
+  return r;
+}
+
+// y [R, out] (the residual already in it when there is one) = (y +) bias + X [R, in] · op(W)ᵀ,
+// then rotated in place by RoPE. x16_data: X rounded to bf16, or null.
+void linear_forward(Tensor& y, int64_t R, const Tensor& X, int64_t ldx, const Operand& W,
+                    const Tensor& bias_c, bool has_residual, const LinearRope& rope,
+                    const uint16_t* x16_data, const char* op) {
+  const int64_t out_features = W.t.size(0), in = W.t.size(1);
+  dispatch_float(y.dtype(), op, [&]<class T>() {
+    T* py = y.data<T>();
+    if (y.numel() == 0) return;
+    if (bias_c.defined()) {
+      const T* pb = bias_c.data<T>();
+      const bool add = has_residual;
+#pragma omp parallel for if (R * out_features > kParallelGrain) schedule(static)
+      for (int64_t r = 0; r < R; ++r) {
+        T* row = py + r * out_features;
+        if (add) {
+#pragma omp simd
+          for (int64_t j = 0; j < out_features; ++j) row[j] += pb[j];
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < out_features; ++j) row[j] = pb[j];
+        }
+      }
+    }
+    // y [R, out] = x [R, in] · op(W)ᵀ (+ y when the residual or the bias is in it)
+    const bool accumulate = bias_c.defined() || has_residual;
+    gemm(false, !W.layout.trans, R, out_features, in, T(1), X.data<T>(), ldx, W.t.data<T>(),
+         W.layout.ld, accumulate ? T(1) : T(0), py, out_features, x16_data);
+    if (rope.heads > 0)  // y rotated in place
+      rope_rows<T>(py, rope.heads_last, py, rope.heads_last, rope.cos.data<T>(), rope.sin.data<T>(),
+                   rope.Bn, rope.heads, rope.Tn, rope.hd, false, true);
+  });
+}
+
+// What linear's kernel backward reads: X [R, in] (x, or its row-major copy) with row stride ldx,
+// W as the forward's GEMM read it, and x's bf16 copy when the node keeps that instead of x.
+struct LinearSaved {
+  Tensor X;
+  int64_t ldx, R, in;
+  Operand W;
+  std::shared_ptr<Storage> x16;
+};
+
+// Records y's node: the kernel backward (RoPE rotated back, linear_backward, then dresidual),
+// and, without the bf16 copy or RoPE, the recorded backward for create_graph.
+void record_linear(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const Tensor& residual, Tensor& y, const LinearSaved& s,
+                   const LinearRope& rope) {
+  // With x16 the backward holds x only weakly (the node's input list keeps it while it runs).
+  const std::shared_ptr<Storage>& x16 = s.x16;
+  const Tensor x_kept = x16 ? Tensor() : x, X_kept = x16 ? Tensor() : s.X;
+  RecordedNode node =
+      record(op, {x, weight, bias, residual}, y,
+             [x_kept, x_weak = WeakTensor(x), x16, weight, bias, residual, X_kept, ldx = s.ldx,
+              W = s.W, R = s.R, in = s.in, rope](const Tensor& g) {
+               const Tensor x = x16 ? x_weak.lock() : x_kept;
+               Tensor dy = g.contiguous();  // [R, out]
+               if (rope.heads > 0) {        // the gradient of the GEMM's output: rotated back
+                 Tensor dz = Tensor::empty(dy.shape(), dy.dtype());
+                 dispatch_float(dy.dtype(), "linear_rope", [&]<class T>() {
+                   rope_rows<T>(dz.data<T>(), rope.heads_last, dy.data<T>(), rope.heads_last,
+                                rope.cos.data<T>(), rope.sin.data<T>(), rope.Bn, rope.heads,
+                                rope.Tn, rope.hd, true, true);
+                 });
+                 dy = dz;
+               }
+               const Tensor x_rows = x16 ? bf16_input_as_read(*x16, R, in, ldx) : X_kept;
+               linear_backward(
+                   dy, x, weight, bias, x_rows, ldx, W.t, W.layout,
+                   x16 && !x_rows.defined() ? static_cast<const uint16_t*>(x16->data()) : nullptr);
+               // dresidual = g, last: g may become the residual's gradient (tape.h, rule 1), and
+               // then x's gradient, when x is the residual, must not be written over dy before.
+               dy = Tensor();
+               if (residual.defined() && residual.requires_grad()) accumulate_grad(residual, g);
+             });
+  if (x16) {  // the GEMMs read W and x's bf16 copy; create_graph is refused (tape.h)
+    node.saves({weight});
+    node.releases_values_of(0);
+    return;
   }
-  // y [R / T, T, heads, hd] read as [B, heads, T, hd] rows (heads-last)
-  const RowStrides heads_last{Tn * out_features, hd, out_features};
-  const int64_t Bn = rope_heads > 0 ? R / std::max<int64_t>(Tn, 1) : 0;
+  node.saves({x, weight});  // the GEMMs read x and W; the bias and the residual are not read
+  if (rope.heads == 0) node.differentiable(linear_differentiable(x, weight, bias, residual, s.R));
+}
+
+Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const Tensor& residual, const char* op, int64_t rope_heads = 0,
+                   double rope_base = 0.0) {
+  ScopedOpTimer op_timer(OpFamily::matmul);
+  const Shape out_shape = check_linear(x, weight, bias, residual, op, rope_heads, rope_base);
+  const int64_t out_features = weight.size(0), in = weight.size(1);
+  const int64_t R = shape_numel(Shape(x.shape().begin(), x.shape().end() - 1));
+  const LinearRope rope = plan_linear_rope(x, out_features, R, rope_heads, rope_base);
 
   Tensor X = x;
   int64_t ldx = rows_ld(x);
@@ -359,66 +493,9 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
 
   Tensor y = Tensor::empty(out_shape, x.dtype());
   if (residual.defined()) copy_strided(y, residual);
-  dispatch_float(x.dtype(), op, [&]<class T>() {
-    T* py = y.data<T>();
-    if (y.numel() == 0) return;
-    if (bias_c.defined()) {
-      const T* pb = bias_c.data<T>();
-      const bool add = residual.defined();
-#pragma omp parallel for if (R * out_features > kParallelGrain) schedule(static)
-      for (int64_t r = 0; r < R; ++r) {
-        T* row = py + r * out_features;
-        if (add) {
-#pragma omp simd
-          for (int64_t j = 0; j < out_features; ++j) row[j] += pb[j];
-        } else {
-#pragma omp simd
-          for (int64_t j = 0; j < out_features; ++j) row[j] = pb[j];
-        }
-      }
-    }
-    // y [R, out] = x [R, in] · op(W)ᵀ (+ y when the residual or the bias is in it)
-    const bool accumulate = bias_c.defined() || residual.defined();
-    gemm(false, !W.layout.trans, R, out_features, in, T(1), X.data<T>(), ldx, W.t.data<T>(),
-         W.layout.ld, accumulate ? T(1) : T(0), py, out_features, x16_data);
-    if (rope_heads > 0)  // y rotated in place
-      rope_rows<T>(py, heads_last, py, heads_last, cos.data<T>(), sin.data<T>(), Bn, rope_heads, Tn,
-                   hd, false, true);
-  });
-
-  if (!should_record({x, weight, bias, residual})) return y;
-  // With x16 the backward holds x only weakly (the node's input list keeps it while it runs).
-  const Tensor x_kept = x16 ? Tensor() : x, X_kept = x16 ? Tensor() : X;
-  RecordedNode node =
-      record(op, {x, weight, bias, residual}, y,
-             [x_kept, x_weak = WeakTensor(x), x16, weight, bias, residual, X_kept, ldx, W, R, in,
-              rope_heads, Tn, hd, cos, sin, heads_last, Bn](const Tensor& g) {
-               const Tensor x = x16 ? x_weak.lock() : x_kept;
-               Tensor dy = g.contiguous();  // [R, out]
-               if (rope_heads > 0) {        // the gradient of the GEMM's output: rotated back
-                 Tensor dz = Tensor::empty(dy.shape(), dy.dtype());
-                 dispatch_float(dy.dtype(), "linear_rope", [&]<class T>() {
-                   rope_rows<T>(dz.data<T>(), heads_last, dy.data<T>(), heads_last, cos.data<T>(),
-                                sin.data<T>(), Bn, rope_heads, Tn, hd, true, true);
-                 });
-                 dy = dz;
-               }
-               const Tensor x_rows = x16 ? bf16_input_as_read(*x16, R, in, ldx) : X_kept;
-               linear_backward(
-                   dy, x, weight, bias, x_rows, ldx, W.t, W.layout,
-                   x16 && !x_rows.defined() ? static_cast<const uint16_t*>(x16->data()) : nullptr);
-               // dresidual = g, last: g may become the residual's gradient (tape.h, rule 1), and
-               // then x's gradient, when x is the residual, must not be written over dy before.
-               dy = Tensor();
-               if (residual.defined() && residual.requires_grad()) accumulate_grad(residual, g);
-             });
-  if (x16) {  // the GEMMs read W and x's bf16 copy; create_graph is refused (tape.h)
-    node.saves({weight});
-    node.releases_values_of(0);
-    return y;
-  }
-  node.saves({x, weight});  // the GEMMs read x and W; the bias and the residual are not read
-  if (rope_heads == 0) node.differentiable(linear_differentiable(x, weight, bias, residual, R));
+  linear_forward(y, R, X, ldx, W, bias_c, residual.defined(), rope, x16_data, op);
+  if (should_record({x, weight, bias, residual}))
+    record_linear(op, x, weight, bias, residual, y, {X, ldx, R, in, W, x16}, rope);
   return y;
 }
 }  // namespace
@@ -478,6 +555,7 @@ Tensor linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
 
 namespace dg {
 
+// data table: the matmul family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> matmul_op_cases() {
   auto two = [](Shape sa, Shape sb) {
     return [=] {

@@ -154,6 +154,7 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
 
 namespace dg {
 
+// data table: the norm family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> norm_op_cases() {
   using V = const std::vector<Tensor>&;
   auto norm_inputs = [](Shape xs, bool bias) {

@@ -323,6 +323,7 @@ Tensor triu(const Tensor& x, int64_t diagonal) { return triangle(x, diagonal, fa
 
 namespace dg {
 
+// data table: the pad family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> pad_op_cases() {
   using V = const std::vector<Tensor>&;
   auto one = [](Shape s, uint64_t seed) {

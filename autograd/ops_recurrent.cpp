@@ -124,6 +124,7 @@ Tensor plain_gru_cell(const Tensor& gates_x, const Tensor& gates_h, const Tensor
 
 namespace dg {
 
+// data table: the recurrent family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> recurrent_op_cases() {
   // gates_x, gates_h [N, G·H] and the state [N, H], seeds fixed per row
   auto cell_in = [](int64_t N, int64_t H, int64_t gates, const char* state) {

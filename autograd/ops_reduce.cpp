@@ -380,6 +380,7 @@ std::pair<Tensor, Tensor> std_mean(const Tensor& a, const std::vector<int64_t>& 
 
 namespace dg {
 
+// data table: the reduce family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> reduce_op_cases() {
   using V = const std::vector<Tensor>&;
   // sum / mean: uniform inputs in [-1, 1)

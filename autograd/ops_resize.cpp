@@ -167,6 +167,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
 
 namespace dg {
 
+// data table: the resize family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> resize_op_cases() {
   using V = const std::vector<Tensor>&;
   auto x = [](Shape s, uint64_t seed) {

@@ -202,6 +202,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 }
 
 // ---- gradient-check rows (see autograd/gradcheck.h) -----------------------------------------
+// data table: the sdpa family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> sdpa_op_cases() {
   using V = const std::vector<Tensor>&;
   // q, k, v (and a floating mask when mask_shape is given), values in [-1.5, 1.5)

@@ -515,6 +515,7 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis) {
 
 namespace dg {
 
+// data table: the shape family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> shape_op_cases() {
   auto one = [](Shape s) {
     return [=] { return std::vector<Tensor>{random_tensor(s, 31).set_name("a")}; };

@@ -65,6 +65,7 @@ Tensor log_softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis,
 
 namespace dg {
 
+// data table: the softmax family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> softmax_op_cases() {
   using V = const std::vector<Tensor>&;
   auto one = [](Shape s, uint64_t seed, double lo = -1, double hi = 1) {

@@ -126,6 +126,7 @@ ValuesAndIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, boo
 
 namespace dg {
 
+// data table: the sort family's gradient-check rows (see autograd/gradcheck.h)
 std::vector<OpCase> sort_op_cases() {
   using V = const std::vector<Tensor>&;
   // Uniform random inputs: ties have probability zero and the gaps between values dwarf eps.

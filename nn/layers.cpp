@@ -1,4 +1,4 @@
-// Layer implementations (see layers.h).
+// The general-purpose layers (see layers.h): their constructors, forwards and torch repr texts.
 #include "nn/layers.h"
 
 #include <fmt/format.h>
@@ -164,24 +164,6 @@ Tensor FeedForward::forward(const Tensor& x, const Tensor& residual) const {
     return residual.defined() ? linear_plus(residual, hidden, *down) : (*down)(hidden);
   };
   return hooked(body, x, residual);
-}
-
-std::vector<double> route_js_per_token(const Tensor& p_in, const Tensor& q_in) {
-  if (p_in.shape() != q_in.shape())
-    throw std::invalid_argument(
-        fmt::format("route JS: {} and {} differ in shape", p_in.describe(), q_in.describe()));
-  const int64_t J = p_in.size(-1), tokens = p_in.numel() / J;
-  std::vector<double> p = p_in.to_vector(), q = q_in.to_vector(), out(tokens);
-  const double eps = 1e-8;
-  for (int64_t t = 0; t < tokens; ++t) {
-    double acc = 0;
-    for (int64_t j = 0; j < J; ++j) {
-      double a = p[t * J + j], b = q[t * J + j], m = 0.5 * (a + b);
-      acc += a * std::log((a + eps) / (m + eps)) + b * std::log((b + eps) / (m + eps));
-    }
-    out[t] = 0.5 * acc;
-  }
-  return out;
 }
 
 // ---- torch's extra_repr texts ------------------------------------------------------------------

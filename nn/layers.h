@@ -1,7 +1,9 @@
-// The building blocks of the micro-LM: Embedding, Linear, RMSNorm, LayerNorm, causal
-// self-attention (MHA or real grouped-query attention, RoPE optional), SwiGLU and GELU
-// feed-forward, and the depth router. Each layer only composes ops from autograd/ops.h, so
-// gradients come from the ops' backwards; layers hold parameters, not activations.
+// The general-purpose layers of any network: Embedding, Dropout, Linear, RMSNorm, LayerNorm,
+// Norm, causal self-attention (MHA or real grouped-query attention, RoPE optional) and the SwiGLU
+// and GELU feed-forward. Each layer only composes ops from autograd/ops.h, so gradients come from
+// the ops' backwards; layers hold parameters, not activations. Convolutional layers live in
+// nn/vision_layers.h, torch's transformer modules in nn/transformer.h, recurrent ones in
+// nn/recurrent.h; a language model's own parts in nn/lm/.
 // Linear and Embedding draw torch's default init from dg::default_generator() (nn/init.h);
 // norms start at ones/zeros. A model that initialises its weights itself builds its layers under
 // init::SkipGuard (no draws) and then draws every weight in its own documented order.
@@ -128,9 +130,5 @@ class FeedForward : public Module {
   Linear *up, *gate, *down;  // gate is null for the GELUs
 };
 DG_OTHER_FORWARD_END
-
-// Jensen–Shannon divergence (nats) between two routing distributions p, q [.., J], per token,
-// exactly as the reference: ½Σ p ln((p+ε)/(m+ε)) + q ln((q+ε)/(m+ε)), m = (p+q)/2, ε = 1e-8.
-std::vector<double> route_js_per_token(const Tensor& p, const Tensor& q);
 
 }  // namespace dg

@@ -83,6 +83,69 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, d
   if (bias) out_proj->bias.fill(0.0);
 }
 
+namespace {
+// query, key and value 3-D [N, L, E] / [L, N, E] with last axes embed_dim, kdim, vdim and the
+// module's dtype.
+void check_mha_inputs(const MultiheadAttention& m, const Tensor& query, const Tensor& key,
+                      const Tensor& value) {
+  const int64_t widths[3] = {m.embed_dim, m.kdim, m.vdim};
+  const Tensor* inputs[3] = {&query, &key, &value};
+  for (int i = 0; i < 3; ++i) {
+    const Tensor& t = *inputs[i];
+    if (!t.defined() || t.dim() != 3 || t.size(2) != widths[i] || t.dtype() != m.dtype())
+      refuse(m, "MultiheadAttention",
+             fmt::format("query, key and value must be 3-D (or all 2-D, unbatched) {} with last "
+                         "axes embed_dim {}, "
+                         "kdim {}, vdim {} ({}), got query {}, key {}, value {}",
+                         dtype_name(m.dtype()), m.embed_dim, m.kdim, m.vdim,
+                         m.batch_first ? "[N, L, E]" : "[L, N, E]", query.describe(),
+                         key.describe(), value.describe()));
+  }
+}
+
+// Projection `part` (0 q, 1 k, 2 v) of x [N, len, E], seen as heads [N, H, len, hd] (a view).
+Tensor mha_project(const MultiheadAttention& m, const Tensor& x, int64_t part) {
+  const int64_t N = x.size(0), E = m.embed_dim;
+  const Tensor separate[3] = {m.q_proj_weight, m.k_proj_weight, m.v_proj_weight};
+  const Tensor w = m.in_proj_weight.defined() ? slice(m.in_proj_weight, 0, part * E, (part + 1) * E)
+                                              : separate[part];
+  const Tensor b =
+      m.in_proj_bias.defined() ? slice(m.in_proj_bias, 0, part * E, (part + 1) * E) : Tensor();
+  const Tensor y = linear(x, w, b);
+  return permute(reshape(y, {N, y.size(1), m.num_heads, m.head_dim}), {0, 2, 1, 3});
+}
+
+// attn_mask ([L, S] or [N·H, L, S]) and key_padding_mask ([N, S]) added together as one
+// [N, H or 1, L, S] additive mask (undefined when neither is given).
+Tensor mha_mask(const MultiheadAttention& m, const Tensor& attn_mask,
+                const Tensor& key_padding_mask, int64_t N, int64_t L, int64_t S) {
+  const char* kind = "MultiheadAttention";
+  const int64_t H = m.num_heads;
+  Tensor mask;
+  if (attn_mask.defined()) {
+    const bool two_d = attn_mask.dim() == 2 && attn_mask.shape() == Shape{L, S};
+    const bool three_d = attn_mask.dim() == 3 && attn_mask.shape() == Shape{N * H, L, S};
+    if (!two_d && !three_d)
+      refuse(m, kind,
+             fmt::format("attn_mask must be [L, S] = [{}, {}] or [N·heads, L, S] = [{}, {}, {}], "
+                         "got {}",
+                         L, S, N * H, L, S, attn_mask.describe()));
+    mask = additive(m, attn_mask, m.dtype(), "attn_mask");
+    if (three_d) mask = reshape(mask, {N, H, L, S});
+  }
+  if (key_padding_mask.defined()) {
+    if (key_padding_mask.shape() != Shape{N, S})
+      refuse(m, kind,
+             fmt::format("key_padding_mask must be [N, S] = [{}, {}], got {}", N, S,
+                         key_padding_mask.describe()));
+    const Tensor pad =
+        reshape(additive(m, key_padding_mask, m.dtype(), "key_padding_mask"), {N, 1, 1, S});
+    mask = mask.defined() ? add(mask, pad) : pad;
+  }
+  return mask;
+}
+}  // namespace
+
 MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key,
                                                      const Tensor& value,
                                                      const Tensor& key_padding_mask,
@@ -91,64 +154,20 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
   Tensor weights;
   auto body = [&](const Tensor& query, const Tensor& key, const Tensor& value,
                   const Tensor& key_padding_mask, const Tensor& attn_mask) {
-    const char* kind = "MultiheadAttention";
-    const int64_t widths[3] = {embed_dim, kdim, vdim};
-    const Tensor* inputs[3] = {&query, &key, &value};
-    for (int i = 0; i < 3; ++i) {
-      const Tensor& t = *inputs[i];
-      if (!t.defined() || t.dim() != 3 || t.size(2) != widths[i] || t.dtype() != dtype())
-        refuse(*this, kind,
-               fmt::format("query, key and value must be 3-D (or all 2-D, unbatched) {} with last "
-                           "axes embed_dim {}, "
-                           "kdim {}, vdim {} ({}), got query {}, key {}, value {}",
-                           dtype_name(dtype()), embed_dim, kdim, vdim,
-                           batch_first ? "[N, L, E]" : "[L, N, E]", query.describe(),
-                           key.describe(), value.describe()));
-    }
+    check_mha_inputs(*this, query, key, value);
     // [N, L, E] views
     const Tensor q_in = batch_first ? query : transpose(query, 0, 1);
     const Tensor k_in = batch_first ? key : transpose(key, 0, 1);
     const Tensor v_in = batch_first ? value : transpose(value, 0, 1);
     const int64_t N = q_in.size(0), L = q_in.size(1), S = k_in.size(1), E = embed_dim;
-    const int64_t H = num_heads, hd = head_dim;
     if (k_in.size(0) != N || v_in.size(0) != N || v_in.size(1) != S)
-      refuse(*this, kind,
+      refuse(*this, "MultiheadAttention",
              fmt::format("query, key and value must share the batch size and key and value the "
                          "length, got query {}, key {}, value {}",
                          query.describe(), key.describe(), value.describe()));
-    // the projections, each [N, len, E] seen as heads [N, H, len, hd] (a view)
-    auto project = [&](const Tensor& x, int64_t part) {
-      const Tensor separate[3] = {q_proj_weight, k_proj_weight, v_proj_weight};
-      const Tensor w = in_proj_weight.defined() ? slice(in_proj_weight, 0, part * E, (part + 1) * E)
-                                                : separate[part];
-      const Tensor b =
-          in_proj_bias.defined() ? slice(in_proj_bias, 0, part * E, (part + 1) * E) : Tensor();
-      const Tensor y = linear(x, w, b);
-      return permute(reshape(y, {N, y.size(1), H, hd}), {0, 2, 1, 3});
-    };
-    const Tensor q = project(q_in, 0), k = project(k_in, 1), v = project(v_in, 2);
-    // the masks, added together as one [N, H or 1, L, S] additive mask
-    Tensor mask;
-    if (attn_mask.defined()) {
-      const bool two_d = attn_mask.dim() == 2 && attn_mask.shape() == Shape{L, S};
-      const bool three_d = attn_mask.dim() == 3 && attn_mask.shape() == Shape{N * H, L, S};
-      if (!two_d && !three_d)
-        refuse(*this, kind,
-               fmt::format("attn_mask must be [L, S] = [{}, {}] or [N·heads, L, S] = [{}, {}, {}], "
-                           "got {}",
-                           L, S, N * H, L, S, attn_mask.describe()));
-      mask = additive(*this, attn_mask, dtype(), "attn_mask");
-      if (three_d) mask = reshape(mask, {N, H, L, S});
-    }
-    if (key_padding_mask.defined()) {
-      if (key_padding_mask.shape() != Shape{N, S})
-        refuse(*this, kind,
-               fmt::format("key_padding_mask must be [N, S] = [{}, {}], got {}", N, S,
-                           key_padding_mask.describe()));
-      const Tensor pad =
-          reshape(additive(*this, key_padding_mask, dtype(), "key_padding_mask"), {N, 1, 1, S});
-      mask = mask.defined() ? add(mask, pad) : pad;
-    }
+    const Tensor q = mha_project(*this, q_in, 0), k = mha_project(*this, k_in, 1),
+                 v = mha_project(*this, v_in, 2);
+    const Tensor mask = mha_mask(*this, attn_mask, key_padding_mask, N, L, S);
     const bool drop = is_training() && dropout > 0.0;
     Tensor o;  // [N, H, L, hd]
     if (need_weights || drop) {

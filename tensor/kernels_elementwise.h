@@ -3,7 +3,8 @@
 // (`omp simd`), with OpenMP over outer loops where every output element has one owner thread,
 // so results do not depend on the thread count. Plain reference versions (ref_*) sit beside
 // the fast ones and the tests check one against the other.
-// These kernels do not record autograd; autograd/ops_elementwise.cpp wraps them.
+// These kernels do not record autograd; autograd/ops_arithmetic.cpp and autograd/ops_unary.cpp wrap
+// them.
 #pragma once
 #include <cmath>
 #include <vector>

@@ -187,6 +187,40 @@ void forward_impl(const SdpaInputs& in, const Geometry& g, Tensor& out, Tensor& 
 // ---- backward: per batch, per row block ------------------------------------------------------
 //   P = exp(scale·Q·Kᵀ + mask − lse) (recomputed; 0 on empty rows),  dV += Pᵀ·dO,  dP = dO·Vᵀ,
 //   D_i = Σ_d dO_id·O_id,  dS = P ∘ (dP − D),  dmask = dS,  dQ = scale·dS·K,  dK += scale·dSᵀ·Q
+// The backward's two row loops. S [rows, cols] (scaled, masked scores) becomes P = exp(S − lse)
+// in place, row r with lse[r]; a row with lse = −inf (every key masked) becomes zeros.
+template <class T>
+void probabilities_from_scores(T* S, const T* lse, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = S + r * cols;
+    const T lse_i = lse[r];
+    if (lse_i == static_cast<T>(kNegInf)) {
+      std::fill(row, row + cols, T(0));
+      continue;
+    }
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) row[j] = exp_fast(row[j] - lse_i);
+  }
+}
+
+// dS [rows, cols] (dP on entry) = P ∘ (dP − D) in place, D_i = Σ_d dO_id·O_id (O, dO [rows, Ev]).
+template <class T>
+void score_gradients(T* dS, const T* P, const T* O, const T* dO, int64_t rows, int64_t cols,
+                     int64_t Ev) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* o_i = O + r * Ev;
+    const T* do_i = dO + r * Ev;
+    double acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t d = 0; d < Ev; ++d) acc += static_cast<double>(do_i[d]) * o_i[d];
+    const T D = static_cast<T>(acc);
+    const T* p = P + r * cols;
+    T* ds = dS + r * cols;
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) ds[j] = p[j] * (ds[j] - D);
+  }
+}
+
 template <class T>
 void backward_impl(const SdpaInputs& in, const Geometry& g, const Tensor& out, const Tensor& lse,
                    const Tensor& dout, Tensor* dq, Tensor* dk, Tensor* dv, Tensor* dmask) {
@@ -223,19 +257,11 @@ void backward_impl(const SdpaInputs& in, const Geometry& g, const Tensor& out, c
           if (dq_blk) std::fill(dq_blk, dq_blk + rows * g.E, T(0));
           continue;
         }
+        // P [rows, cols] = exp(scale·Q_blk·K[0:cols]ᵀ + mask − lse)
         gemm_one_thread(false, true, rows, cols, g.E, scale, q_blk, Q.ld, K.at(b), K.ld, T(0),
                         P.data(), cols);
         add_masks(P.data(), rows, cols, i0, b, mv, in.causal);
-        for (int64_t r = 0; r < rows; ++r) {
-          T* row = P.data() + r * cols;
-          const T lse_i = l[b * g.L + i0 + r];
-          if (lse_i == static_cast<T>(kNegInf)) {
-            std::fill(row, row + cols, T(0));
-            continue;
-          }
-#pragma omp simd
-          for (int64_t j = 0; j < cols; ++j) row[j] = exp_fast(row[j] - lse_i);
-        }
+        probabilities_from_scores(P.data(), l + b * g.L + i0, rows, cols);
         // dV[0:cols] += Pᵀ · dO_blk
         if (dvb)
           gemm_one_thread(true, false, cols, g.Ev, rows, T(1), P.data(), cols, do_blk, g.Ev, T(1),
@@ -244,19 +270,11 @@ void backward_impl(const SdpaInputs& in, const Geometry& g, const Tensor& out, c
         // dP [rows, cols] = dO_blk · V[0:cols]ᵀ, then dS = P ∘ (dP − D) in place
         gemm_one_thread(false, true, rows, cols, g.Ev, T(1), do_blk, g.Ev, V.at(b), V.ld, T(0),
                         dS.data(), cols);
-        for (int64_t r = 0; r < rows; ++r) {
-          const T* o_i = o + (b * g.L + i0 + r) * g.Ev;
-          const T* do_i = do_blk + r * g.Ev;
-          double acc = 0;
-#pragma omp simd reduction(+ : acc)
-          for (int64_t d = 0; d < g.Ev; ++d) acc += static_cast<double>(do_i[d]) * o_i[d];
-          const T D = static_cast<T>(acc);
-          const T* p = P.data() + r * cols;
-          T* ds = dS.data() + r * cols;
-#pragma omp simd
-          for (int64_t j = 0; j < cols; ++j) ds[j] = p[j] * (ds[j] - D);
-          if (dmp) std::copy(ds, ds + cols, dmp + (b * g.L + i0 + r) * g.S);
-        }
+        score_gradients(dS.data(), P.data(), o + (b * g.L + i0) * g.Ev, do_blk, rows, cols, g.Ev);
+        if (dmp)
+          for (int64_t r = 0; r < rows; ++r)
+            std::copy(dS.data() + r * cols, dS.data() + (r + 1) * cols,
+                      dmp + (b * g.L + i0 + r) * g.S);
         // dQ_blk = scale · dS · K[0:cols];  dK[0:cols] += scale · dSᵀ · Q_blk
         if (dq_blk)
           gemm_one_thread(false, false, rows, g.E, cols, scale, dS.data(), cols, K.at(b), K.ld,

@@ -4,6 +4,13 @@
 #include <doctest/doctest.h>
 #include <fmt/core.h>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 
@@ -11,7 +18,14 @@ using namespace dg;
 
 TEST_CASE("every op passes gradcheck and float32/float64 agreement") {
   std::vector<OpCase> cases = all_op_cases();
-  REQUIRE(cases.size() >= 18);
+  size_t rows = 0;
+  for (const OpCaseFamily& family : op_case_families()) {
+    CAPTURE(family.name);
+    const size_t n = family.cases().size();
+    CHECK(n > 0);  // a family in the table has rows
+    rows += n;
+  }
+  REQUIRE(cases.size() == rows);
   for (const OpCase& c : cases) {
     CAPTURE(c.name);
     OpCaseResult r = run_op_case(c);
@@ -22,6 +36,74 @@ TEST_CASE("every op passes gradcheck and float32/float64 agreement") {
     CHECK(r.f32_passed);
     INFO(r.f32_grad_message);
     CHECK(r.f32_grad_passed);
+  }
+}
+
+namespace {
+std::string read_source(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+}  // namespace
+
+// The guard that a new op family cannot be forgotten: every autograd/ops_<name>.cpp defines
+// <name>_op_cases() and has the row FAMILY(<name>) in op_case_families(), unless it is
+// listed here as recording no op (then it must not call record(), directly or through the
+// pointwise helpers). Every family in the table has its file, and every *_op_cases() defined in an
+// op file is in the table. A file that only composes other ops (ops_resize.cpp) still needs rows:
+// its compositions are what the rows check.
+TEST_CASE("every op file with a differentiable op has its family in op_case_families()") {
+  const std::map<std::string, std::string> no_gradient = {
+      {"random", "randperm and multinomial: integer samples, never recorded"},
+      {"compare", "comparisons, logical and bitwise ops: bool or integer, never recorded"},
+  };
+  std::set<std::string> in_table;
+  for (const OpCaseFamily& family : op_case_families()) {
+    CAPTURE(family.name);
+    CHECK(in_table.insert(family.name).second);  // listed once
+  }
+  const std::filesystem::path folder = std::filesystem::path(DG_SOURCE_DIR) / "autograd";
+  std::set<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    const std::string file = entry.path().filename().string();
+    if (!file.starts_with("ops_") || !file.ends_with(".cpp")) continue;
+    const std::string name = file.substr(4, file.size() - 8);
+    files.insert(name);
+    const std::string text = read_source(entry.path());
+    CAPTURE(file);
+    if (no_gradient.count(name)) {
+      CHECK(text.find("record(") == std::string::npos);
+      CHECK(text.find("unary_pointwise(") == std::string::npos);
+      CHECK(in_table.count(name) == 0);
+      continue;
+    }
+    CHECK_MESSAGE(
+        text.find("std::vector<OpCase> " + name + "_op_cases() {") != std::string::npos,
+        std::string("autograd/" + file + " defines no " + name +
+                    "_op_cases(): its ops need gradient-check rows (autograd/gradcheck.h)"));
+    CHECK_MESSAGE(
+        in_table.count(name) == 1,
+        std::string("no family '" + name +
+                    "' in op_case_families() (autograd/gradcheck.cpp): its rows never run"));
+    // any other family's rows defined here must be in the table too
+    for (size_t at = text.find("_op_cases() {"); at != std::string::npos;
+         at = text.find("_op_cases() {", at + 1)) {
+      const size_t start = text.rfind(' ', at) + 1;
+      const std::string defined = text.substr(start, at - start);
+      CAPTURE(defined);
+      CHECK_MESSAGE(
+          in_table.count(defined) == 1,
+          std::string(defined +
+                      "_op_cases() is not in op_case_families(): its rows are never run"));
+    }
+  }
+  CHECK(files.size() > 20);  // the folder was read
+  for (const std::string& name : in_table) {
+    CAPTURE(name);
+    CHECK_MESSAGE(files.count(name) == 1,
+                  std::string("family '" + name + "' has no autograd/ops_" + name + ".cpp"));
   }
 }
 

@@ -99,6 +99,10 @@ TEST_CASE("gradgradcheck: every loss row; linear_cross_entropy refuses") {
                                  {"linear_cross_entropy/", {}, true}});
 }
 
+TEST_CASE("gradgradcheck: every regression loss row") {
+  check_family(loss_regression_op_cases(), {});
+}
+
 TEST_CASE("gradgradcheck: every norm row") { check_family(norm_op_cases(), {}); }
 
 namespace {

@@ -74,8 +74,9 @@ std::vector<std::vector<double>> first_derivative(
 }
 }  // namespace
 
-TEST_CASE("gradgradcheck passes on every elementwise, activation, reduce and softmax row") {
-  check_family("elementwise", elementwise_op_cases());
+TEST_CASE("gradgradcheck passes on every arithmetic, unary, activation, reduce and softmax row") {
+  check_family("arithmetic", arithmetic_op_cases());
+  check_family("unary", unary_op_cases());
   check_family("activation", activation_op_cases());
   check_family("reduce", reduce_op_cases());
   check_family("softmax", softmax_op_cases());

@@ -1,5 +1,5 @@
 // Tests of the elementwise kernels (tensor/kernels_elementwise.h, tensor/fast_math.h; swiglu's op
-// is in autograd/ops_activation.cpp, depth_mix's in autograd/ops_elementwise.cpp): swiglu and
+// is in autograd/ops_activation.cpp, depth_mix's in autograd/ops_arithmetic.cpp): swiglu and
 // depth_mix fast kernels against the plain reference kernels, sum_axes's two paths against each
 // other and the reference (the same bits), binary_kernel's broadcasting loops against the formula
 // applied element by element, float32 bit-identity at 1 and 2

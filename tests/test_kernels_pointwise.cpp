@@ -1,5 +1,5 @@
 // Tests of the pointwise kernels (tensor/kernels_pointwise.h; their ops are in
-// autograd/ops_activation.cpp and autograd/ops_elementwise.cpp): fast kernels against the ref_*
+// autograd/ops_activation.cpp and autograd/ops_unary.cpp): fast kernels against the ref_*
 // twins, float32 bit-identity at 1 and 2 threads, the values torch 1.13 gives at kinks, ties and
 // zeros, masks, comparisons, operators and errors. Gradients away from kinks: the activation and
 // elementwise rows of the gradient-check table.

@@ -1,8 +1,9 @@
-// Tests of the losses with a reduction (autograd/ops_loss.cpp): mse_loss, l1_loss,
-// binary_cross_entropy_with_logits (with and without pos_weight), nll_loss and cross_entropy with
-// label smoothing and each reduction, each against values from PyTorch; the smoothed cross-entropy
-// kernels against their references and at 1 and 2 threads; fused against plain with smoothing;
-// int64 and int32 indices (the same bits; argmax's output fed straight in); errors.
+// Tests of the losses with a reduction (autograd/ops_loss.cpp, autograd/ops_loss_regression.cpp):
+// mse_loss, l1_loss, binary_cross_entropy_with_logits (with and without pos_weight), nll_loss and
+// cross_entropy with label smoothing and each reduction, each against values from PyTorch; the
+// smoothed cross-entropy kernels against their references and at 1 and 2 threads; fused against
+// plain with smoothing; int64 and int32 indices (the same bits; argmax's output fed straight in);
+// errors.
 // Gradients by finite differences: the loss rows of the gradient-check table.
 #include <doctest/doctest.h>
 

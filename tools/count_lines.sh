@@ -5,7 +5,7 @@
 # Usage: tools/count_lines.sh [REV]   (REV: count a commit instead of the work tree; no budget check)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CORE_BUDGET=17500  # the line budget: code lines of tensor/ + autograd/ + nn/ (stated here only).
+CORE_BUDGET=17650  # the line budget: code lines of tensor/ + autograd/ + nn/ (stated here only).
 # Raised from 8,000 when the op set a user builds models with (about forty ops, the graph, init,
 # containers) took the core from 6.9k to 9.4k lines, and from 10,500 when the graph's guards
 # (version checks, a second, recorded backward for every op that has one, tensor and module
@@ -17,8 +17,10 @@ CORE_BUDGET=17500  # the line budget: code lines of tensor/ + autograd/ + nn/ (s
 # to 14.0k, and to 17,500 when the pieces a PyTorch program translated line by line needs (bool and
 # uint8 dtypes with torch's masks, recorded Tensor methods and module(x), pad/sort/topk/var/flip/
 # roll/tril/triu/one_hot, interpolate, the KL/Huber/cosine losses, randperm/multinomial, indexing
-# and index_put, module repr and to(dtype), packed sequences) took it to 17.3k: growth past it is
-# a decision, not a drift.
+# and index_put, module repr and to(dtype), packed sequences) took it to 17.3k, and to 17,650 when
+# the longest functions were split into named steps (each step's signature and the struct its
+# steps share) and the two largest op files by family (each new file's includes): growth past it
+# is a decision, not a drift.
 rev="${1:-}"
 
 list_files() {  # tracked .h/.cpp files under $1 (not in its sub-folders when $2 = top)

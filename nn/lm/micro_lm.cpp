@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
 
 #include "nn/init.h"
 
@@ -244,6 +245,24 @@ void MicroLM::init_identical(uint64_t seed) {
 }
 
 // ---- diagnostics
+
+std::vector<double> route_js_per_token(const Tensor& p_in, const Tensor& q_in) {
+  if (p_in.shape() != q_in.shape())
+    throw std::invalid_argument(
+        fmt::format("route JS: {} and {} differ in shape", p_in.describe(), q_in.describe()));
+  const int64_t J = p_in.size(-1), tokens = p_in.numel() / J;
+  std::vector<double> p = p_in.to_vector(), q = q_in.to_vector(), out(tokens);
+  const double eps = 1e-8;
+  for (int64_t t = 0; t < tokens; ++t) {
+    double acc = 0;
+    for (int64_t j = 0; j < J; ++j) {
+      double a = p[t * J + j], b = q[t * J + j], m = 0.5 * (a + b);
+      acc += a * std::log((a + eps) / (m + eps)) + b * std::log((b + eps) / (m + eps));
+    }
+    out[t] = 0.5 * acc;
+  }
+  return out;
+}
 
 RouteStats MicroLM::route_stats() const {
   RouteStats stats;

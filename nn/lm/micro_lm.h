@@ -107,6 +107,10 @@ Tensor attnres_route(const Linear& route, const Tensor& z, const std::vector<Ten
 Tensor pseudo_query_mix(const std::vector<Tensor>& sources, const Tensor& w,
                         const Tensor& unit_gain, double eps, Tensor& alpha_out);
 
+// Jensen–Shannon divergence (nats) between two routing distributions p, q [.., J], per token,
+// exactly as the reference: ½Σ p ln((p+ε)/(m+ε)) + q ln((q+ε)/(m+ε)), m = (p+q)/2, ε = 1e-8.
+std::vector<double> route_js_per_token(const Tensor& p, const Tensor& q);
+
 struct RouteStats {
   // Per layer: mean over tokens of α_qk and α_v, [k] each, and the QK/V JS divergence.
   std::vector<std::vector<double>> mean_alpha_qk, mean_alpha_v;
