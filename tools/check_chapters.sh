@@ -3,7 +3,7 @@
 # (<folder>/learn-NN-<topic>.md, git-tracked) lists what it covers under the heading
 # "## What this chapter covers", one line per file:
 #
-#   - `autograd/ops_elementwise.cpp`: `mul`, `mul_backward`, `struct BroadcastPlan`
+#   - `autograd/ops_arithmetic.cpp`: `mul`, `mul_backward`, `struct BroadcastPlan`
 #
 # and this fails, naming the chapter and line, when a listed file is gone, when a listed name no
 # longer appears in its file as a definition-like use (the name followed by '(', or after struct,

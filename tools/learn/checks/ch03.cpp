@@ -1,10 +1,10 @@
 // Chapter 3 of the learner's path (autograd/learn-03-an-op.md): an op end to end. Grades
-// mul_backward, div_backward and exp_backward (autograd/ops_elementwise.cpp) through the ops that
-// record them: gradient checks at float64 with broadcast inputs, gradients against PyTorch 1.13's
-// (tools/learn/goldens_ch03.py printed them), and second derivatives (create_graph), which only a
-// backward written with recorded ops on the op's own inputs has. div's and exp's checks run mul
-// (their losses are weighted sums made with mul): a wrong mul_backward marks them skipped.
-// It does not grade the forwards or the kernels: the chapter reads them.
+// mul_backward, div_backward (autograd/ops_arithmetic.cpp) and exp_backward (ops_unary.cpp) through
+// the ops that record them: gradient checks at float64 with broadcast inputs, gradients against
+// PyTorch 1.13's (tools/learn/goldens_ch03.py printed them), and second derivatives (create_graph),
+// which only a backward written with recorded ops on the op's own inputs has. div's and exp's
+// checks run mul (their losses are weighted sums made with mul): a wrong mul_backward marks them
+// skipped. It does not grade the forwards or the kernels: the chapter reads them.
 #include <fmt/format.h>
 
 #include <map>
@@ -173,7 +173,7 @@ Chapter chapter() {
       "autograd/learn-03-an-op.md",
       {
           {"mul_backward",
-           "autograd/ops_elementwise.cpp",
+           "autograd/ops_arithmetic.cpp",
            {{"a [2, 3] * b [3]: gradients as torch's", mul_torch},
             {"gradcheck float64: [3, 4] * [4] (broadcast)", mul_gradcheck_broadcast},
             {"gradcheck float64: [2, 1, 3] * [4, 1] (both broadcast)",
@@ -182,14 +182,14 @@ Chapter chapter() {
             {"gradgradcheck float64: second derivatives of [2, 3] * [3]", mul_second_derivative},
             {"d²/dx² of x·x·x is 6x (create_graph)", mul_cube_second_derivative}}},
           {"div_backward",
-           "autograd/ops_elementwise.cpp",
+           "autograd/ops_arithmetic.cpp",
            {{"a [2, 1, 3] / b [4, 1]: gradients as torch's", div_torch},
             {"gradcheck float64: [2, 1, 3] / [4, 1]", div_gradcheck, true},
             {"gradcheck float64: [3, 4] / [1]", div_gradcheck_scalar_like, true},
             {"gradgradcheck float64: second derivatives of [2, 3] / [3]", div_second_derivative}},
            {"mul_backward"}},
           {"exp_backward",
-           "autograd/ops_elementwise.cpp",
+           "autograd/ops_unary.cpp",
            {{"exp(a), a [2, 3]: gradient as torch's", exp_torch},
             {"gradcheck float64: exp of [3, 4]", exp_gradcheck, true},
             {"second derivative through create_graph, as torch's", exp_second_derivative}},
