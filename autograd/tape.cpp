@@ -13,8 +13,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <memory>
-#include <string>
 #include <unordered_set>
 
 #include "autograd/grad_sink.h"  // grad_of

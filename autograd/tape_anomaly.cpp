@@ -6,10 +6,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <string>
-#include <vector>
 
-#include "autograd/tape.h"
 #include "autograd/tape_internal.h"
 
 namespace dg {

@@ -6,9 +6,6 @@
 // check_differentiable in tape_create_graph.cpp. See tape.h for the contract.
 #include <fmt/format.h>
 
-#include <string>
-
-#include "autograd/tape.h"
 #include "autograd/tape_internal.h"
 
 namespace dg {

@@ -6,13 +6,9 @@
 // an op offers such a backward. See tape.h for the contract.
 #include <fmt/format.h>
 
-#include <string>
 #include <string_view>
-#include <utility>
-#include <vector>
 
 #include "autograd/ops.h"  // add, sum, reshape, scale: accumulation under create_graph
-#include "autograd/tape.h"
 #include "autograd/tape_internal.h"
 
 namespace dg {

@@ -7,9 +7,7 @@
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
-#include <vector>
 
-#include "autograd/tape.h"
 #include "autograd/tape_internal.h"
 
 namespace dg {

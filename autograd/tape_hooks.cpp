@@ -10,13 +10,10 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
-#include <memory>
 #include <unordered_map>
 #include <unordered_set>
-#include <vector>
 
 #include "autograd/ops.h"  // add: a hooked leaf's gradient under create_graph
-#include "autograd/tape.h"
 #include "autograd/tape_internal.h"
 
 namespace dg {

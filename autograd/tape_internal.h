@@ -64,8 +64,6 @@ class GradModeScope {
  public:
   explicit GradModeScope(bool on) : previous_(detail::grad_mode) { detail::grad_mode = on; }
   ~GradModeScope() { detail::grad_mode = previous_; }
-  GradModeScope(const GradModeScope&) = delete;
-  GradModeScope& operator=(const GradModeScope&) = delete;
 
  private:
   bool previous_;

@@ -1,7 +1,6 @@
 // The observer of the backward walk, for test tools (set_backward_observer, see tape.h; the only
 // user is tests/support/plant_error.cpp). The core's run_step calls observe() before and after
 // each node's backward; unset, that costs one branch per node.
-#include "autograd/tape.h"
 #include "autograd/tape_internal.h"
 
 namespace dg {

@@ -5,10 +5,6 @@
 // (release_unheld_inputs). Also WeakTensor, how such a backward holds the input.
 #include <fmt/format.h>
 
-#include <memory>
-#include <vector>
-
-#include "autograd/tape.h"
 #include "autograd/tape_internal.h"
 
 namespace dg {
