@@ -27,7 +27,7 @@ namespace dg {
 namespace {
 std::atomic<int64_t> g_live_nodes{0};
 std::atomic<uint64_t> g_next_sequence{0};  // creation numbers: the walk runs them in reverse
-std::atomic<uint64_t> g_next_walk{1};      // marks a node as reached by one walk
+std::atomic<uint64_t> g_next_walk{1};      // numbers the walks (WalkScope): hooks run once a walk
 }  // namespace
 
 GraphNode::GraphNode(const char* op, std::vector<Tensor> inputs, BackwardFn backward,
@@ -318,6 +318,8 @@ void backward(const Tensor& root, const Tensor& grad_root, bool keep_graph, bool
   WalkScope walk(create_graph);
   std::vector<Step> steps = reachable({root});
   check_walk(steps, "backward", create_graph);
+  // Leaves with hooks (tape_hooks.cpp): post-accumulate hooks run as each leaf's gradient is
+  // final; a leaf with register_hook's hooks gets hooked(this walk's sum) added after the walk.
   const std::vector<FinishedLeaf> finished = leaves_with_post_accumulate_hooks(steps, root);
   std::vector<HookedLeaf> hooked = set_aside_hooked_leaves(steps, {root});
   try {

@@ -53,11 +53,15 @@ struct Step {
   GraphNode* node;
 };
 
-// ---- The walk's state (this thread), set by WalkScope for one backward() or grad() ------------
-extern thread_local constinit bool g_create_graph;        // the running walk records its backward
-extern thread_local constinit const char* g_backward_of;  // whose backward a create walk runs
-extern thread_local constinit uint64_t g_current_walk;    // the running walk (hooks: once a walk)
-extern thread_local constinit bool g_anomaly;             // DetectAnomalyGuard is on
+// ---- This thread's tape state ----------------------------------------------------------------
+// The running walk records its backward (create_graph), and its number (hooks run once a walk):
+// both set by WalkScope (tape.cpp).
+extern thread_local constinit bool g_create_graph;
+extern thread_local constinit uint64_t g_current_walk;
+// The op whose backward a create_graph walk runs (run_recorded_backward, tape_create_graph.cpp).
+extern thread_local constinit const char* g_backward_of;
+// A DetectAnomalyGuard is on (tape_anomaly.cpp).
+extern thread_local constinit bool g_anomaly;
 
 // Sets grad mode for a scope (the walk turns it on around a create_graph backward).
 class GradModeScope {
