@@ -53,6 +53,14 @@ struct Step {
   GraphNode* node;
 };
 
+// A leaf whose gradient no node after `after_step` adds to, with the post-accumulate hooks it
+// holds (register_post_accumulate_grad_hook): they run once that step has run
+// (run, tape_hooks.cpp).
+struct FinishedLeaf {
+  size_t after_step;
+  Tensor leaf;
+};
+
 // ---- This thread's tape state ----------------------------------------------------------------
 // The running walk records its backward (create_graph), and its number (hooks run once a walk):
 // both set by WalkScope (tape.cpp).
@@ -89,7 +97,6 @@ class WalkScope {
 // ---- The core's pieces that grad() (tape_grad.cpp) also uses (tape.cpp) -----------------------
 std::vector<Step> reachable(const std::vector<Tensor>& roots);
 void seed(const Tensor& root, const Tensor& grad_root, const char* who);
-struct FinishedLeaf;
 void run(std::vector<Step>& steps, bool keep_graph, const std::vector<FinishedLeaf>& finished = {});
 
 // ---- The checks before a walk changes any gradient (tape_checks.cpp) ---------------------------
@@ -133,12 +140,6 @@ bool has_hooks(const Tensor& t);  // register_hook's hooks, at least one
 // grad mode on only under create_graph.
 Tensor hooked_gradient(const Tensor& t, Tensor g);
 
-// A leaf whose gradient no node after `after_step` adds to, with the post-accumulate hooks it
-// holds (register_post_accumulate_grad_hook): they run once that step has run.
-struct FinishedLeaf {
-  size_t after_step;
-  Tensor leaf;
-};
 // The leaves with post-accumulate hooks that a backward over `steps` (from `root`) reaches, in
 // the order their gradients become final (steps.size(): after the whole walk).
 std::vector<FinishedLeaf> leaves_with_post_accumulate_hooks(const std::vector<Step>& steps,
