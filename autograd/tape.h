@@ -8,8 +8,10 @@
 // input's vector-Jacobian product into its gradient with accumulate_grad. What makes the graph
 // trustworthy, also here: version checks of saved tensors (an in-place write after an op saved
 // a tensor makes its backward refuse), gradients of gradients (create_graph), hooks on a
-// tensor's gradient, and anomaly mode (the op whose backward made the first NaN, and where that
-// op was recorded).
+// tensor's gradient (declared on Tensor, tensor/tensor.h), and anomaly mode (the op whose
+// backward made the first NaN, and where that op was recorded; autograd/tape_anomaly.h, included
+// here, as is autograd/tape_observer.h, the walk's observer for test tools). The code is in
+// autograd/tape.cpp (the core) and its sibling files (autograd/README.md has the map).
 // This file does not define any op (see autograd/ops.h) and holds no fast-kernel shortcut (see
 // autograd/grad_sink.h).
 #pragma once
@@ -19,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "autograd/tape_anomaly.h"
+#include "autograd/tape_observer.h"
 #include "tensor/tensor.h"
 
 namespace dg {
@@ -146,9 +150,9 @@ void backward(const Tensor& root, const Tensor& grad_root = Tensor(), bool keep_
 // throws naming it, unless allow_unused (its result is then undefined); an input reached whose
 // gradient no backward wrote gets zeros. create_graph as backward's: the results have a graph
 // (torch.autograd.grad(..., create_graph=True)); grad_outputs that require grad are part of it.
-// The arguments are in torch's order. (A template of one instance, defined in tape.cpp, only so
-// that grad(outputs, inputs, {.create_graph = true}) below picks the GradOptions overload: GCC 12
-// also counts a designated list as a candidate for the vector, and the non-template then wins.)
+// The arguments are in torch's order. (A template of one instance, defined in tape_grad.cpp, only
+// so that grad(outputs, inputs, {.create_graph = true}) below picks the GradOptions overload: GCC
+// 12 also counts a designated list as a candidate for the vector, and the non-template then wins.)
 template <int = 0>
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool keep_graph = false,
@@ -188,59 +192,10 @@ uint64_t recorded_sequence(const Tensor& t);
 // nodes in this order. Leaves and undefined tensors are not in it.
 std::vector<Tensor> backward_order(const std::vector<Tensor>& roots);
 
-// ---- Anomaly mode (PyTorch's detect_anomaly) ----------------------------------------------
-// While a DetectAnomalyGuard(true) lives on this thread, every recorded node notes where it was
-// made (its op, its inputs' shapes and the innermost CreationScope, which a Module's forward
-// opens with its path), and each backward checks the gradients every node writes: the first
-// non-finite value throws std::runtime_error naming the op whose backward produced it, the
-// input, and where that op was made. Off by default; off, it costs one branch per node.
-class DetectAnomalyGuard {
- public:
-  explicit DetectAnomalyGuard(bool enabled = true);
-  ~DetectAnomalyGuard();
-  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
-  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
-
- private:
-  bool previous_;
-};
-bool anomaly_enabled();
-
-// A named place in the forward (a module's forward opens one with its dotted path) that anomaly
-// mode records into each node made inside it. `describe(owner)` is called only in anomaly mode,
-// when a node is recorded; owner must outlive the scope. Scopes nest (innermost wins).
-class CreationScope {
- public:
-  CreationScope(const void* owner, std::string (*describe)(const void* owner));
-  ~CreationScope();
-  CreationScope(const CreationScope&) = delete;
-  CreationScope& operator=(const CreationScope&) = delete;
-};
-
 // Keeps the gradient of a non-leaf tensor after backward (for inspection and tests).
 void retain_grad(const Tensor& t);
 
 // Graph nodes alive now in the process (recorded and not yet freed), for tests and diagnostics.
 int64_t live_graph_nodes();
-
-// ---- An observer of the backward walk, for test tools (tests/support/plant_error.cpp) ----------
-// before() runs just before a node's backward, after() just after it (before the shape checks),
-// each with the node: its op name, inputs, and, for a node recorded by a create_graph walk, the
-// op whose backward recorded it (made_by_backward_of; null otherwise). None is set by default;
-// unset, it costs one branch per node. Grad mode is off in the observer (even under
-// create_graph), so what it computes with ops is not recorded.
-struct ObservedNode {
-  const char* op;
-  const std::vector<Tensor>& inputs;
-  const char* made_by_backward_of;
-};
-struct BackwardObserver {
-  virtual ~BackwardObserver() = default;
-  virtual void before(const ObservedNode& node) {}
-  virtual void after(const ObservedNode& node) {}
-};
-// Installs `observer` for every later backward() on any thread (nullptr removes it). The caller
-// keeps it alive while installed.
-void set_backward_observer(BackwardObserver* observer);
 
 }  // namespace dg

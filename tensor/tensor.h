@@ -148,8 +148,8 @@ uint64_t storage_fresh_allocations();
 
 class Tensor;
 struct TensorImpl;
-struct GraphNode;  // autograd's record of the op that made a tensor (autograd/tape.cpp)
-struct GradHooks;  // the hooks registered on a tensor's gradient (autograd/tape.cpp)
+struct GraphNode;  // autograd's record of the op that made a tensor (autograd/tape_internal.h)
+struct GradHooks;  // the hooks registered on a tensor's gradient (autograd/tape_hooks.cpp)
 
 // What register_hook (and Module's hooks) return: remove() unregisters the hook; removing twice,
 // or after the tensor or module is gone, does nothing. Dropping the handle keeps the hook
@@ -303,20 +303,20 @@ class Tensor {
   const std::string& name() const;
   Tensor& set_name(std::string name);
   // A hook on this tensor's gradient (PyTorch's Tensor.register_hook), defined in
-  // autograd/tape.cpp: each backward or grad() that reaches this tensor calls hook(g) with the
-  // gradient this walk computed for it, and a defined result replaces g. Hooks run in
-  // registration order, each on the previous one's result. A non-leaf's hooks run before its
-  // op's backward reads the gradient (a retained gradient is the replaced one); a leaf's run once
-  // the walk is over, on the walk's sum, before it is added into grad(). The tensor must require
-  // grad. The hook must not capture this tensor (a cycle): capture nothing or a detach().
+  // autograd/tape_hooks.cpp: each backward or grad() that reaches this tensor calls hook(g) with
+  // the gradient this walk computed for it, and a defined result replaces g. Hooks run in
+  // registration order, each on the previous one's result. A non-leaf's hooks run before its op's
+  // backward reads the gradient (a retained gradient is the replaced one); a leaf's run once the
+  // walk is over, on the walk's sum, before it is added into grad(). The tensor must require grad.
+  // The hook must not capture this tensor (a cycle): capture nothing or a detach().
   HookHandle register_hook(std::function<Tensor(const Tensor& grad)> hook) const;
   // A hook on a leaf (PyTorch's register_post_accumulate_grad_hook), defined in
-  // autograd/tape.cpp: each backward() that reaches this leaf calls hook(leaf) once its gradient
-  // is final for that walk (after the last node that adds to it, or after register_hook's hooks
-  // when it has them), with grad mode off, while the rest of the walk is still to run; grad()
+  // autograd/tape_hooks.cpp: each backward() that reaches this leaf calls hook(leaf) once its
+  // gradient is final for that walk (after the last node that adds to it, or after register_hook's
+  // hooks when it has them), with grad mode off, while the rest of the walk is still to run; grad()
   // never calls it. Hooks run in registration order. What it is for: starting work on a finished
-  // gradient early (the data-parallel trainer sends gradient buckets while backward goes on).
-  // The tensor must be a leaf that requires grad; the hook must not capture it (take `leaf`).
+  // gradient early (the data-parallel trainer sends gradient buckets while backward goes on). The
+  // tensor must be a leaf that requires grad; the hook must not capture it (take `leaf`).
   HookHandle register_post_accumulate_grad_hook(std::function<void(const Tensor& leaf)> hook) const;
 
   TensorImpl* impl() const { return impl_.get(); }
