@@ -5,7 +5,7 @@
 # Usage: tools/count_lines.sh [REV]   (REV: count a commit instead of the work tree; no budget check)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CORE_BUDGET=17650  # the line budget: code lines of tensor/ + autograd/ + nn/ (stated here only).
+CORE_BUDGET=17750  # the line budget: code lines of tensor/ + autograd/ + nn/ (stated here only).
 # Raised from 8,000 when the op set a user builds models with (about forty ops, the graph, init,
 # containers) took the core from 6.9k to 9.4k lines, and from 10,500 when the graph's guards
 # (version checks, a second, recorded backward for every op that has one, tensor and module
@@ -19,8 +19,9 @@ CORE_BUDGET=17650  # the line budget: code lines of tensor/ + autograd/ + nn/ (s
 # roll/tril/triu/one_hot, interpolate, the KL/Huber/cosine losses, randperm/multinomial, indexing
 # and index_put, module repr and to(dtype), packed sequences) took it to 17.3k, and to 17,650 when
 # the longest functions were split into named steps (each step's signature and the struct its
-# steps share) and the two largest op files by family (each new file's includes): growth past it
-# is a decision, not a drift.
+# steps share) and the two largest op files by family (each new file's includes), and to 17,750
+# when the tape's core was parted from its extensions (the declarations the sibling files share,
+# in tape_internal.h): growth past it is a decision, not a drift.
 rev="${1:-}"
 
 list_files() {  # tracked .h/.cpp files under $1 (not in its sub-folders when $2 = top)

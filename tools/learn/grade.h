@@ -38,7 +38,7 @@ struct NamedCheck {
 
 struct Exercise {
   std::string function;  // as the chapter names it: "mul_backward"
-  std::string where;  // the file holding the library's definition: "autograd/ops_arithmetic.cpp"
+  std::string where;     // the file holding the library's definition: "autograd/ops_arithmetic.cpp"
   std::vector<NamedCheck> checks;
   // The chapter's earlier exercises these checks run (div's checks differentiate a loss made
   // with mul: {"mul_backward"}). When one of them fails its own checks, a failure here is shown
