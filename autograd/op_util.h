@@ -57,6 +57,10 @@ Tensor unary(const Tensor& a, const char* op, F f) {
 // activations (ops_activation.cpp, where it is defined) and abs, clamp, pow (ops_unary.cpp).
 Tensor unary_pointwise(const Tensor& a, UnaryOp kind, UnaryArgs args, const char* op);
 
+// t broadcast to `shape` as a contiguous tensor (t itself when it already is): the elementwise
+// ops' inputs (ops_arithmetic.cpp, where it is defined, and ops_compare.cpp).
+Tensor expanded(const Tensor& t, const Shape& shape);
+
 // Refuses Reduction::batchmean (kl_div's only, as torch's), naming `op`: every other loss calls it
 // (ops_loss.cpp, where it is defined, and ops_loss_regression.cpp).
 enum class Reduction;  // autograd/ops.h

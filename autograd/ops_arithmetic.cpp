@@ -31,6 +31,10 @@
 
 namespace dg {
 
+Tensor expanded(const Tensor& t, const Shape& shape) {
+  return t.shape() == shape ? kernel_input(t) : raw::view_expand(t, shape).contiguous();
+}
+
 namespace {
 
 // out = f(a, b) broadcast, as a fresh contiguous tensor.
@@ -42,11 +46,6 @@ Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
     binary_kernel<T>(a, b, out, [&](T x, T y) { return f(x, y); });
   });
   return out;
-}
-
-// t broadcast to `shape` as a contiguous tensor (t itself when it already is).
-Tensor expanded(const Tensor& t, const Shape& shape) {
-  return t.shape() == shape ? kernel_input(t) : raw::view_expand(t, shape).contiguous();
 }
 
 // A bool mask as a contiguous bool tensor of `shape` (refused unless bool, as torch 2's; see

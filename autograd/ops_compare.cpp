@@ -13,13 +13,6 @@
 
 namespace dg {
 
-namespace {
-// t broadcast to `shape` as a contiguous tensor (t itself when it already is).
-Tensor expanded(const Tensor& t, const Shape& shape) {
-  return t.shape() == shape ? kernel_input(t) : raw::view_expand(t, shape).contiguous();
-}
-}  // namespace
-
 // ---- comparisons: bool, after torch's type promotion; never recorded -----------------------
 namespace {
 
