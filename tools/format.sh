@@ -21,9 +21,15 @@ done < <(git ls-files '*.cpp' '*.h')
 
 if [ "${1:-}" = --check ]; then
   bad=()
-  for f in "${files[@]}"; do
-    if ! "$CLANG_FORMAT" --style=file "$f" | cmp -s - "$f"; then bad+=("$f"); fi
-  done
+  # One clang-format for every file (--dry-run reports each difference as file:line:col: error);
+  # a failure that names no file (a bad .clang-format, say) fails with clang-format's words.
+  report=$("$CLANG_FORMAT" --style=file --dry-run -Werror "${files[@]}" 2>&1) && status=0 || status=$?
+  while IFS= read -r f; do [ -n "$f" ] && bad+=("$f"); done < <(
+    sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: error: .*-Wclang-format-violations.*/\1/p' <<< "$report" | sort -u)
+  if [ "$status" -ne 0 ] && [ ${#bad[@]} -eq 0 ]; then
+    echo "format: $CLANG_FORMAT failed: $(head -5 <<< "$report")" >&2
+    exit 1
+  fi
   # A section banner longer than the column limit is split by the formatter into a title line and
   # a line of dashes (or dashes running into the next comment): keep banners short instead.
   split_banners=$(grep -nE -A1 '^[[:space:]]*// ---- ' "${files[@]}" |
