@@ -112,9 +112,10 @@ int grade(const Chapter& chapter, std::vector<std::string>& passed) {
       if (!verdict.passed && !wrong.empty() && !check.direct &&
           verdict.detail.rfind("skipped:", 0) != 0 && verdict.detail.rfind(own_stub, 0) != 0)
         verdict.detail = fmt::format(
-            "skipped: {} is wrong (see its checks above) and this check runs it; fix that "
+            "skipped: {} {} wrong (see the checks above) and this check runs {}; fix that "
             "first. (What this check saw: {})",
-            wrong, verdict.detail);
+            wrong, wrong.find(" and ") == std::string::npos ? "is" : "are",
+            wrong.find(" and ") == std::string::npos ? "it" : "them", verdict.detail);
       const bool skipped = !verdict.passed && verdict.detail.rfind("skipped:", 0) == 0;
       fmt::print("  {}  {}\n        {}\n",
                  verdict.passed ? "PASS"

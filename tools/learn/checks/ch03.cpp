@@ -62,6 +62,27 @@ GradcheckFn binary(Tensor (*op)(const Tensor&, const Tensor&)) {
   return [op](const std::vector<Tensor>& in) { return op(in[0], in[1]); };
 }
 
+// A constant input (a mask, a target, a loss's weights: requires_grad false) gets no gradient, as
+// torch leaves its .grad None: a backward that skips the "does this input need one?" test writes a
+// gradient into it and spends a product the size of the input on nothing. Both sides are tried.
+Verdict constant_gets_no_gradient(Tensor (*op)(const Tensor&, const Tensor&), const char* name) {
+  for (int side = 0; side < 2; ++side) {
+    const Tensor x = pattern({2, 3}, 5, 9, 4, 4);
+    const Tensor c = pattern({3}, 3, 7, 3, 4, 1.5, /*requires_grad=*/false);
+    backward(sum(side == 0 ? op(x, c) : op(c, x)));
+    const std::string what =
+        side == 0 ? fmt::format("{}(x, c)", name) : fmt::format("{}(c, x)", name);
+    if (!x.grad().defined())
+      return {false, fmt::format("{}: x requires grad but has no gradient", what)};
+    if (c.grad().defined())
+      return {false, fmt::format("{}: c does not require grad, yet it has a gradient (test "
+                                 "requires_grad() before accumulating an input's share)",
+                                 what)};
+  }
+  return {true, fmt::format("{}(x, c) and {}(c, x): only x, which requires grad, has a gradient",
+                            name, name)};
+}
+
 // ---- mul_backward -----------------------------------------------------------------------------
 
 Verdict mul_torch() {
@@ -180,13 +201,17 @@ Chapter chapter() {
              mul_gradcheck_both_broadcast},
             {"gradcheck float64: x * x (one tensor, both inputs)", mul_same_input},
             {"gradgradcheck float64: second derivatives of [2, 3] * [3]", mul_second_derivative},
-            {"d²/dx² of x·x·x is 6x (create_graph)", mul_cube_second_derivative}}},
+            {"d²/dx² of x·x·x is 6x (create_graph)", mul_cube_second_derivative},
+            {"a constant factor gets no gradient",
+             [] { return constant_gets_no_gradient(mul, "mul"); }}}},
           {"div_backward",
            "autograd/ops_arithmetic.cpp",
            {{"a [2, 1, 3] / b [4, 1]: gradients as torch's", div_torch},
             {"gradcheck float64: [2, 1, 3] / [4, 1]", div_gradcheck, true},
             {"gradcheck float64: [3, 4] / [1]", div_gradcheck_scalar_like, true},
-            {"gradgradcheck float64: second derivatives of [2, 3] / [3]", div_second_derivative}},
+            {"gradgradcheck float64: second derivatives of [2, 3] / [3]", div_second_derivative},
+            {"a constant numerator or denominator gets no gradient",
+             [] { return constant_gets_no_gradient(div, "div"); }, true}},
            {"mul_backward"}},
           {"exp_backward",
            "autograd/ops_unary.cpp",
