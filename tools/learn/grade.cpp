@@ -13,14 +13,17 @@
 // It refuses any other argument (exit 2). It does not catch a crash or a check that never returns.
 #include "tools/learn/grade.h"
 
+#include <cxxabi.h>
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
+#include <typeinfo>
 
 namespace dg::learn {
 
@@ -71,6 +74,17 @@ Verdict expect_true(bool condition, const std::string& detail) { return {conditi
 
 namespace {
 
+// The dynamic type of an exception, as written in C++ ("std::runtime_error"): a refusal the
+// library makes is a std::invalid_argument (or std::out_of_range), and a learner's throwing another
+// type sees which one it threw.
+std::string type_name(const std::exception& e) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled ? demangled : typeid(e).name();
+  std::free(demangled);
+  return name;
+}
+
 Verdict run_check(const NamedCheck& check) {
   try {
     return check.run();
@@ -79,7 +93,7 @@ Verdict run_check(const NamedCheck& check) {
   } catch (const std::exception& e) {
     const std::string message = e.what();
     if (message.rfind("skipped:", 0) == 0) return {false, message};  // a check that would not run
-    return {false, fmt::format("threw: {}", message)};
+    return {false, fmt::format("threw {}: {}", type_name(e), message)};
   }
 }
 
