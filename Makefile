@@ -34,10 +34,10 @@ CLANG_CXX ?= clang++-14
 CLANG_FLAGS ?= -O1 -Wno-pass-failed
 CLANG_BUILD ?= $(abspath $(CURDIR)/..)/$(notdir $(CURDIR))-build-clang
 # The ctest entries test-clang leaves out: the checks of the source (check_*, count_lines: the
-# main build runs them), package_consumer (it builds a consumer with the default c++, gcc, and a
-# library is consumed with the compiler that built it: clang's OpenMP runtime is libomp, gcc's
-# libgomp), subproject_consumer (it compiles the library once more, inside a small project: the
-# main build runs it), mpi_train (a minute; the main build runs it) and the learner's path's
+# main build runs them), package_consumer (it installs the package and builds every example
+# against it with the compiler that built it, a minute: the main build runs it, and
+# test-sanitize runs it with clang), subproject_consumer (it compiles the library once more,
+# inside a small project: the main build runs it), mpi_train (a minute; the main build runs it) and the learner's path's
 # learn_* (its programs are gcc's: a learner builds with the main build). Every other entry runs,
 # the doctest files at 1 and 2 threads and the program's end-to-end scripts from an out-of-tree
 # build.

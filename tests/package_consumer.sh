@@ -27,6 +27,10 @@ example=$2
 extra=${3:-}
 data=${4:-}  # the data directory (tiny_shakespeare.txt), for char_lstm; empty: skipped
 mpirun=${5:-}  # mpiexec of the MPI the package was built with; empty: the MPI runs are skipped
+# The consumer compiles with the compiler that built the package (CXX, which ctest sets to the
+# build's; c++ when unset): a static library built by clang calls libomp's OpenMP, gcc's libgomp.
+cxx=${CXX:-c++}
+export CXX=$cxx
 work=$(mktemp -d "${TMPDIR:-/tmp}/dg-package-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
@@ -148,7 +152,7 @@ awk '/^step/ { if (first == "") first = $NF; last = $NF }
 echo "== pkg-config depthgrad"
 flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs depthgrad)
 # shellcheck disable=SC2086  # word splitting of the flag lists is intended
-c++ -O2 $extra "$example/custom_op.cpp" -o "$work/pc_example" $flags
+"$cxx" -O2 $extra "$example/custom_op.cpp" -o "$work/pc_example" $flags
 DEPTHGRAD_THREADS=1 "$work/pc_example" > "$work/pc_run.log" || { cat "$work/pc_run.log"; exit 1; }
 tail -1 "$work/pc_run.log"
 echo "== over MPI ranks: 2 ranks x accum 1 against 1 process x accum 2"
@@ -219,7 +223,7 @@ if [ "$with_mpi" = ON ] && [ -n "$mpirun" ] && command -v "$mpirun" > /dev/null;
   # DEPTHGRAD_WITH_MPI; Requires brings depthgrad and Open MPI's ompi-c).
   mpi_flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs depthgrad-mpi)
   # shellcheck disable=SC2086  # word splitting of the flag lists is intended
-  c++ -O2 $extra "$example/mlp_regression.cpp" -o "$work/pc_mlp_mpi" $mpi_flags
+  "$cxx" -O2 $extra "$example/mlp_regression.cpp" -o "$work/pc_mlp_mpi" $mpi_flags
   mpi "$work/pc_mlp_mpi" --steps 12 --log-steps 1 --max-mse 1e9 > "$work/pc_mlp_mpi.log" 2>&1 ||
     { cat "$work/pc_mlp_mpi.log"; exit 1; }
   same_bits "mlp_regression (pkg-config depthgrad-mpi)" "$work/mlp_regression-accum2.log" "$work/pc_mlp_mpi.log" 12
@@ -259,12 +263,12 @@ cmake -S "$work/collision" -B "$work/collision-build" -DCMAKE_PREFIX_PATH="$pref
   cmake --build "$work/collision-build" >> "$work/collision.log" 2>&1 || { cat "$work/collision.log"; exit 1; }
 "$work/collision-build/collision"
 # shellcheck disable=SC2086
-c++ -O1 $extra -I"$work/collision" "$work/collision/main.cpp" -o "$work/pc_collision" $flags
+"$cxx" -O1 $extra -I"$work/collision" "$work/collision/main.cpp" -o "$work/pc_collision" $flags
 "$work/pc_collision"
 
 echo "== the thread environment applies without a call"
 # shellcheck disable=SC2086
-c++ -O1 $extra "$(dirname "$0")/support/threads_probe.cpp" -o "$work/threads_probe" $flags
+"$cxx" -O1 $extra "$(dirname "$0")/support/threads_probe.cpp" -o "$work/threads_probe" $flags
 probe() { env -u DEPTHGRAD_THREADS -u OMP_NUM_THREADS "$@" "$work/threads_probe" "${probe_args[@]}"; }
 expect() {  # expect WANT ENV...: the probe prints "WANT WANT"
   local want=$1 got
