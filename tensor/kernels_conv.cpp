@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
+#include "tensor/kernels_conv_onednn.h"
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
 #include "tensor/kernels_matmul.h"
 #include "tensor/threads.h"  // parallel_for
@@ -28,8 +30,8 @@ T* column_buffer(int64_t n) {
 bool columns_are_input(const ConvGeom& g) {
   return g.kH == 1 && g.kW == 1 && g.sH == 1 && g.sW == 1 && g.pH == 0 && g.pW == 0;
 }
-// Images in parallel when the work (multiply-adds) pays for a region.
-bool conv_parallel(const ConvGeom& g) { return g.N * g.O * g.Ho * g.Wo * g.K() > kParallelGrain; }
+bool conv_parallel(const ConvGeom& g) { return conv_runs_parallel(g); }
+static_assert(kParallelGrain == (int64_t(1) << 17), "conv_runs_parallel's threshold");
 }  // namespace
 
 // col [Cg·kH·kW, Ho·Wo] from x [Cg, H, W]
@@ -83,6 +85,8 @@ template decltype(col2im<double>) col2im<double>;
 // y [N, O, Ho, Wo]; x [N, C, H, W]; w [O, Cg, kH, kW]; bias [O] or null
 template <class T>
 void conv2d_forward(T* y, const T* x, const T* w, const T* bias, const ConvGeom& g) {
+  if constexpr (std::is_same_v<T, float>)
+    if (conv_onednn_runs(g, ConvPass::forward)) return onednn_conv2d_forward(y, x, w, bias, g);
   const int64_t HoWo = g.Ho * g.Wo, K = g.K(), Og = g.Og(), HW = g.H * g.W;
   parallel_for(g.N, conv_parallel(g), [&](int64_t n) {
     OneOmpThread one;  // BLAS on this thread (a serial loop may run inside another region)
@@ -112,6 +116,9 @@ template <class T>
 void conv2d_backward_input(T* dx, const T* dy, const T* w, const ConvGeom& g) {
   const int64_t HoWo = g.Ho * g.Wo, K = g.K(), Og = g.Og(), HW = g.H * g.W;
   if (HoWo == 0 || Og == 0) return;
+  if constexpr (std::is_same_v<T, float>)
+    if (conv_onednn_runs(g, ConvPass::backward_input))
+      return onednn_conv2d_backward_input(dx, dy, w, g);
   parallel_for(g.N, conv_parallel(g), [&](int64_t n) {
     OneOmpThread one;
     const bool direct = columns_are_input(g);
@@ -130,29 +137,36 @@ template decltype(conv2d_backward_input<float>) conv2d_backward_input<float>;
 template decltype(conv2d_backward_input<double>) conv2d_backward_input<double>;
 
 // dw [O, Cg, kH, kW] (+=), db [O] (+=) or null; x [N, C, H, W]; dy [N, O, Ho, Wo].
-// partial [chunks, O·K]: chunk c sums images [c·kConvBatchChunk, ..) in order; then chunks in
+// partial [chunks, O·K]: chunk c sums images [c·chunk, ..) in order; then chunks in
 // order into dw. db: each o sums its images and positions in order, in double.
 template <class T>
 void conv2d_backward_weight(T* dw, T* db, const T* x, const T* dy, const ConvGeom& g) {
   const int64_t HoWo = g.Ho * g.Wo, K = g.K(), Og = g.Og(), HW = g.H * g.W;
-  if (db)
-    for (int64_t o = 0; o < g.O; ++o) {
+  if (db)  // each o one owner; its rows summed in order, each row's in simd lanes (fixed order)
+    parallel_for(g.O, g.N * g.O * HoWo > kParallelGrain, [&](int64_t o) {
       double acc = 0.0;
       for (int64_t n = 0; n < g.N; ++n) {
         const T* r = dy + (n * g.O + o) * HoWo;
-        for (int64_t i = 0; i < HoWo; ++i) acc += r[i];
+        double row = 0.0;
+#pragma omp simd reduction(+ : row)
+        for (int64_t i = 0; i < HoWo; ++i) row += r[i];
+        acc += row;
       }
       db[o] += static_cast<T>(acc);
-    }
+    });
   if (!dw || g.N == 0 || HoWo == 0 || K == 0) return;
-  const int64_t chunks = (g.N + kConvBatchChunk - 1) / kConvBatchChunk, WK = g.O * K;
+  if constexpr (std::is_same_v<T, float>)
+    if (conv_onednn_runs(g, ConvPass::backward_weight))
+      return onednn_conv2d_backward_weight(dw, x, dy, g);
+  const int64_t chunk = conv_weight_grad_chunk(g.Ho, g.Wo);
+  const int64_t chunks = (g.N + chunk - 1) / chunk, WK = g.O * K;
   std::vector<T> partial(chunks * WK);
   parallel_for(chunks, conv_parallel(g), [&](int64_t c) {
     OneOmpThread one;
     const bool direct = columns_are_input(g);
     T* col = direct ? nullptr : column_buffer<T>(K * HoWo);
     T* part = partial.data() + c * WK;
-    const int64_t n0 = c * kConvBatchChunk, n1 = std::min(g.N, n0 + kConvBatchChunk);
+    const int64_t n0 = c * chunk, n1 = std::min(g.N, n0 + chunk);
     for (int64_t n = n0; n < n1; ++n)
       for (int64_t gr = 0; gr < g.groups; ++gr) {
         const T* xg = x + (n * g.C + gr * g.Cg()) * HW;

@@ -1,21 +1,40 @@
 // Convolution and pooling kernels over NCHW planes: conv2d forward, input gradient and weight (and
-// bias) gradient by im2col + GEMM (col2im for the input gradient), beside plain direct-loop
-// references (ref_*); max pooling with int64 argmax indices; average pooling over window tables
-// (avg_pool2d's and adaptive_avg_pool2d's windows), forward and backward. Backwards ADD into their
-// outputs. Every output element has one owner thread, and the weight gradient is summed over the
-// batch in fixed chunks of kConvBatchChunk images, then over chunks in order, so float32 results
-// are bit-identical at any thread count. float32 GEMMs follow the matmul precision (bf16 when set:
+// bias) gradient by im2col + GEMM (col2im for the input gradient), or for float32 by oneDNN
+// (kernels_conv_onednn.h, chosen per shape and pass), beside plain direct-loop references (ref_*);
+// max pooling with int64 argmax indices; average pooling over window tables (avg_pool2d's and
+// adaptive_avg_pool2d's windows), forward and backward. Backwards ADD into their outputs. Every
+// output element has one owner thread, and the weight gradient is summed over the batch in fixed
+// chunks of conv_weight_grad_chunk images, then over chunks in order, so float32 results are
+// bit-identical at any thread count. float32 GEMMs follow the matmul precision (bf16 when set:
 // gemm_one_thread). Column buffers are per thread and kept for reuse. These kernels do not check
 // shapes or record autograd (autograd/ops_conv.cpp does); all pointers are to contiguous row-major
 // buffers.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 namespace dg {
 
-// Images per chunk of the weight gradient's fixed-order sum over the batch.
+// Images per chunk of the weight gradient's fixed-order sum over the batch: kConvBatchChunk, or
+// on small images enough for kConvMinChunkPixels output positions (each chunk writes a partial
+// weight gradient, which on a 512-channel 4×4 layer costs more than the chunk's arithmetic). A
+// function of the shape only, never of the thread count.
 constexpr int64_t kConvBatchChunk = 4;
+constexpr int64_t kConvMinChunkPixels = 256;
+inline int64_t conv_weight_grad_chunk(int64_t Ho, int64_t Wo) {
+  const int64_t pixels = std::max<int64_t>(1, Ho * Wo);
+  return std::max(kConvBatchChunk, (kConvMinChunkPixels + pixels - 1) / pixels);
+}
+
+// Which kernels float32 convolutions run on: automatic (default) sends each pass to oneDNN's
+// direct convolution where it has a JIT kernel for it and measured faster
+// (tensor/kernels_conv_onednn.h: conv_onednn_runs), else im2col + GEMM; im2col pins the reference
+// kernels (the float64 path always runs them); onednn takes oneDNN wherever it has a JIT kernel.
+// Set it between steps, not while convolutions run.
+enum class ConvKernel { automatic, im2col, onednn };
+void set_conv_kernel(ConvKernel k);
+ConvKernel conv_kernel();
 
 // A convolution's geometry: input [N, C, H, W], weight [O, C/groups, kH, kW], output
 // [N, O, Ho, Wo]. Ho and Wo are given (not derived), so conv_transpose2d's output_padding fits.
@@ -27,6 +46,11 @@ struct ConvGeom {
   int64_t Og() const { return O / groups; }
   int64_t K() const { return Cg() * kH * kW; }  // rows of a column matrix
 };
+
+// Whether a convolution's images run in parallel: when its multiply-adds pay for a region.
+inline bool conv_runs_parallel(const ConvGeom& g) {
+  return g.N * g.O * g.Ho * g.Wo * g.K() > (int64_t(1) << 17);  // kParallelGrain
+}
 
 // col [Cg·kH·kW, Ho·Wo] = the input windows of x [Cg, H, W] (zeros in the padding).
 template <class T>

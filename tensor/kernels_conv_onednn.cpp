@@ -1,0 +1,317 @@
+// The oneDNN convolution path (see kernels_conv_onednn.h): primitives keyed by geometry, pass,
+// chunk size and precision, made once per thread for one thread; then per chunk of images: the
+// inputs reordered from NCHW into the primitive's layouts, the primitive, and the output reordered
+// back (added into it for the input gradient). Weights are reordered once per call.
+#include "tensor/kernels_conv_onednn.h"
+
+#include <algorithm>
+#include <atomic>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+#include <vector>
+
+#include "tensor/gemm_kernels.h"  // matmul_precision
+#include "tensor/threads.h"         // OneOmpThread, parallel_for
+
+namespace dg {
+
+namespace {
+using dnnl::memory;
+using dt = memory::data_type;
+using tag = memory::format_tag;
+
+std::atomic<ConvKernel> g_conv_kernel{ConvKernel::automatic};
+
+dnnl::engine& engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+// One pass of one geometry, for chunks of nb images, in one precision.
+struct Key {
+  ConvPass pass;
+  int64_t nb, C, H, W, O, kH, kW, sH, sW, pH, pW, dH, dW, Ho, Wo;
+  bool bf16, bias;
+  bool operator==(const Key&) const = default;
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = size_t(k.pass) * 2 + k.bf16 * 4 + k.bias;
+    for (int64_t v : {k.nb, k.C, k.H, k.W, k.O, k.kH, k.kW, k.sH, k.sW, k.pH, k.pW, k.dH, k.dW,
+                      k.Ho, k.Wo})
+      h = h * 1000003u ^ size_t(v);
+    return h;
+  }
+};
+Key key_of(const ConvGeom& g, ConvPass pass, int64_t nb, bool bias) {
+  return {pass, nb,   g.C,  g.H,  g.W,  g.O,  g.kH, g.kW, g.sH,
+          g.sW, g.pH, g.pW, g.dH, g.dW, g.Ho, g.Wo, matmul_precision() == MatmulPrecision::bf16,
+          bias};
+}
+
+// A reorder from one layout (and type) of a tensor to another, optionally adding into the target.
+struct Reorder {
+  memory::desc from, to;
+  dnnl::reorder prim;
+  void run(dnnl::stream& s, const void* src, void* dst) const {
+    memory a(from, engine(), const_cast<void*>(src)), b(to, engine(), dst);
+    prim.execute(s, a, b);
+  }
+};
+Reorder make_reorder(const memory::desc& from, const memory::desc& to, bool add = false) {
+  dnnl::primitive_attr attr;
+  if (add) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  return {from, to, dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to, attr))};
+}
+
+// A pass's primitive and its reorders. in[0] feeds the source (x, or dy for the input gradient),
+// in[1] dy for the weight gradient; weights: w into the primitive's layout (forward and input
+// gradient); out: the primitive's output back to the user's layout.
+struct ConvPrimitive {
+  dnnl::primitive conv;
+  std::vector<Reorder> in;
+  Reorder weights, out;
+  memory::desc scratch;
+  std::string impl;
+};
+
+memory::desc user_desc(memory::dims d) {
+  return memory::desc(d, dt::f32, d.size() == 4 ? tag::nchw : tag::x);
+}
+
+// Makes the primitive for k; throws dnnl::error where oneDNN has none.
+ConvPrimitive make_primitive(const Key& k) {
+  OneOmpThread one;  // sized for one thread, as it will run
+  const dt in = k.bf16 ? dt::bf16 : dt::f32;
+  const memory::dims xs{k.nb, k.C, k.H, k.W}, ws{k.O, k.C, k.kH, k.kW}, ys{k.nb, k.O, k.Ho, k.Wo};
+  const memory::dims strides{k.sH, k.sW}, dilation{k.dH - 1, k.dW - 1}, pad_l{k.pH, k.pW};
+  // The right/bottom padding that makes the output Ho × Wo (it differs from pH for
+  // conv_transpose2d's output_padding, and may be negative).
+  const memory::dims pad_r{(k.Ho - 1) * k.sH + (k.kH - 1) * k.dH + 1 - k.H - k.pH,
+                           (k.Wo - 1) * k.sW + (k.kW - 1) * k.dW + 1 - k.W - k.pW};
+  auto any = [](memory::dims d, dt t) { return memory::desc(d, t, tag::any); };
+  const memory::desc bias_desc = k.bias ? user_desc({k.O}) : memory::desc();
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const auto alg = dnnl::algorithm::convolution_direct;
+  dnnl::convolution_forward::primitive_desc fwd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, any(xs, in),
+                                      any(ws, in), bias_desc, any(ys, dt::f32), strides, dilation,
+                                      pad_l, pad_r),
+      attr, engine());
+  ConvPrimitive p;
+  if (k.pass == ConvPass::forward) {
+    p.conv = dnnl::convolution_forward(fwd);
+    p.in = {make_reorder(user_desc(xs), fwd.src_desc())};
+    p.weights = make_reorder(user_desc(ws), fwd.weights_desc());
+    p.out = make_reorder(fwd.dst_desc(), user_desc(ys));
+    p.scratch = fwd.scratchpad_desc();
+    p.impl = fwd.impl_info_str();
+  } else if (k.pass == ConvPass::backward_input) {
+    dnnl::convolution_backward_data::primitive_desc pd(
+        dnnl::convolution_backward_data::desc(alg, any(xs, dt::f32), any(ws, in), any(ys, in),
+                                              strides, dilation, pad_l, pad_r),
+        attr, engine(), fwd);
+    p.conv = dnnl::convolution_backward_data(pd);
+    p.in = {make_reorder(user_desc(ys), pd.diff_dst_desc())};
+    p.weights = make_reorder(user_desc(ws), pd.weights_desc());
+    p.out = make_reorder(pd.diff_src_desc(), user_desc(xs), /*add=*/true);
+    p.scratch = pd.scratchpad_desc();
+    p.impl = pd.impl_info_str();
+  } else {
+    dnnl::convolution_backward_weights::primitive_desc pd(
+        dnnl::convolution_backward_weights::desc(alg, any(xs, in), any(ws, dt::f32), any(ys, in),
+                                                 strides, dilation, pad_l, pad_r),
+        attr, engine(), fwd);
+    p.conv = dnnl::convolution_backward_weights(pd);
+    p.in = {make_reorder(user_desc(xs), pd.src_desc()),
+            make_reorder(user_desc(ys), pd.diff_dst_desc())};
+    p.out = make_reorder(pd.diff_weights_desc(), user_desc(ws));
+    p.scratch = pd.scratchpad_desc();
+    p.impl = pd.impl_info_str();
+  }
+  return p;
+}
+
+// This thread's stream, primitives and buffers (grown to the largest use and kept).
+struct ThreadState {
+  dnnl::stream stream{engine()};
+  std::unordered_map<Key, ConvPrimitive, KeyHash> primitives;
+  std::vector<char> src, dst, scratch, weights, weights_local;
+};
+ThreadState& thread_state() {
+  thread_local ThreadState state;
+  return state;
+}
+void* grown(std::vector<char>& buf, size_t bytes) {
+  if (buf.size() < bytes) buf.resize(bytes);
+  return buf.data();
+}
+
+const ConvPrimitive& primitive(const Key& k) {
+  auto& cache = thread_state().primitives;
+  auto it = cache.find(k);
+  if (it == cache.end()) it = cache.emplace(k, make_primitive(k)).first;
+  return it->second;
+}
+
+// The implementation name for k, "" where oneDNN has no primitive; remembered per thread.
+const std::string& impl_of(const Key& k) {
+  thread_local std::unordered_map<Key, std::string, KeyHash> names;
+  auto it = names.find(k);
+  if (it != names.end()) return it->second;
+  std::string name;
+  try {
+    name = primitive(k).impl;
+  } catch (const dnnl::error&) {
+  }
+  return names.emplace(k, name).first->second;
+}
+
+// Images per chunk: the weight gradient's fixed conv_weight_grad_chunk; the other passes spread the
+// batch over the threads, at most kConvBatchChunk images a chunk.
+int64_t chunk_images(const ConvGeom& g, ConvPass pass) {
+  if (pass == ConvPass::backward_weight) return conv_weight_grad_chunk(g.Ho, g.Wo);
+  const int64_t threads = conv_runs_parallel(g) ? omp_get_max_threads() : 1;
+  return std::clamp<int64_t>((g.N + threads - 1) / threads, 1, kConvBatchChunk);
+}
+
+// Runs body(n0, nb, primitive, state) for every chunk [n0, n0 + nb) of the batch, chunks over the
+// threads; each chunk's primitive is made on (and for) the thread running it.
+template <class F>
+void for_each_chunk(const ConvGeom& g, ConvPass pass, bool bias, const F& body) {
+  const int64_t nb = chunk_images(g, pass), chunks = (g.N + nb - 1) / nb;
+  parallel_for(chunks, conv_runs_parallel(g), [&](int64_t c) {
+    OneOmpThread one;
+    const int64_t n0 = c * nb, n = std::min(nb, g.N - n0);
+    ThreadState& state = thread_state();
+    body(c, n0, primitive(key_of(g, pass, n, bias)), state);
+  });
+}
+
+// w [O, C, kH, kW] in the layout the primitive for chunks of nb images reads, reordered by the
+// calling thread into its buffer (the chunks share it; a chunk whose primitive wants another
+// layout reorders its own copy).
+struct SharedWeights {
+  memory::desc desc;
+  const void* data;
+};
+SharedWeights reordered_weights(const ConvGeom& g, ConvPass pass, bool bias, const float* w) {
+  OneOmpThread one;
+  const ConvPrimitive& p = primitive(key_of(g, pass, std::min(g.N, chunk_images(g, pass)), bias));
+  ThreadState& state = thread_state();
+  void* buf = grown(state.weights, p.weights.to.get_size());
+  p.weights.run(state.stream, w, buf);
+  return {p.weights.to, buf};
+}
+const void* chunk_weights(const ConvPrimitive& p, const SharedWeights& shared, const float* w,
+                          ThreadState& state) {
+  if (p.weights.to == shared.desc) return shared.data;
+  void* buf = grown(state.weights_local, p.weights.to.get_size());
+  p.weights.run(state.stream, w, buf);
+  return buf;
+}
+
+// Runs p with its arguments at these addresses (layouts: p's own).
+void execute(const ConvPrimitive& p, ThreadState& state,
+             std::initializer_list<std::pair<int, std::pair<memory::desc, const void*>>> args) {
+  std::unordered_map<int, memory> m;
+  for (const auto& [arg, at] : args)
+    m.emplace(arg, memory(at.first, engine(), const_cast<void*>(at.second)));
+  m.emplace(DNNL_ARG_SCRATCHPAD,
+            memory(p.scratch, engine(), grown(state.scratch, p.scratch.get_size())));
+  p.conv.execute(state.stream, m);
+}
+}  // namespace
+
+void onednn_conv2d_forward(float* y, const float* x, const float* w, const float* bias,
+                           const ConvGeom& g) {
+  const bool has_bias = bias != nullptr;
+  const SharedWeights shared = reordered_weights(g, ConvPass::forward, has_bias, w);
+  const int64_t x_image = g.C * g.H * g.W, y_image = g.O * g.Ho * g.Wo;
+  for_each_chunk(g, ConvPass::forward, has_bias,
+                 [&](int64_t, int64_t n0, const ConvPrimitive& p, ThreadState& state) {
+                   void* src = grown(state.src, p.in[0].to.get_size());
+                   void* dst = grown(state.dst, p.out.from.get_size());
+                   p.in[0].run(state.stream, x + n0 * x_image, src);
+                   const void* wts = chunk_weights(p, shared, w, state);
+                   if (has_bias)
+                     execute(p, state,
+                             {{DNNL_ARG_SRC, {p.in[0].to, src}},
+                              {DNNL_ARG_WEIGHTS, {p.weights.to, wts}},
+                              {DNNL_ARG_BIAS, {user_desc({g.O}), bias}},
+                              {DNNL_ARG_DST, {p.out.from, dst}}});
+                   else
+                     execute(p, state,
+                             {{DNNL_ARG_SRC, {p.in[0].to, src}},
+                              {DNNL_ARG_WEIGHTS, {p.weights.to, wts}},
+                              {DNNL_ARG_DST, {p.out.from, dst}}});
+                   p.out.run(state.stream, dst, y + n0 * y_image);
+                 });
+}
+
+void onednn_conv2d_backward_input(float* dx, const float* dy, const float* w, const ConvGeom& g) {
+  const SharedWeights shared = reordered_weights(g, ConvPass::backward_input, false, w);
+  const int64_t x_image = g.C * g.H * g.W, y_image = g.O * g.Ho * g.Wo;
+  for_each_chunk(g, ConvPass::backward_input, false,
+                 [&](int64_t, int64_t n0, const ConvPrimitive& p, ThreadState& state) {
+                   void* ddst = grown(state.src, p.in[0].to.get_size());
+                   void* dsrc = grown(state.dst, p.out.from.get_size());
+                   p.in[0].run(state.stream, dy + n0 * y_image, ddst);
+                   execute(p, state,
+                           {{DNNL_ARG_DIFF_DST, {p.in[0].to, ddst}},
+                            {DNNL_ARG_WEIGHTS, {p.weights.to, chunk_weights(p, shared, w, state)}},
+                            {DNNL_ARG_DIFF_SRC, {p.out.from, dsrc}}});
+                   p.out.run(state.stream, dsrc, dx + n0 * x_image);  // adds
+                 });
+}
+
+// partial [chunks, O·C·kH·kW]: chunk c's weight gradient (images [c·chunk, ..)), one
+// primitive on one thread; then the chunks in order into dw.
+void onednn_conv2d_backward_weight(float* dw, const float* x, const float* dy, const ConvGeom& g) {
+  const int64_t x_image = g.C * g.H * g.W, y_image = g.O * g.Ho * g.Wo;
+  const int64_t WK = g.O * g.C * g.kH * g.kW;
+  const int64_t chunk = conv_weight_grad_chunk(g.Ho, g.Wo), chunks = (g.N + chunk - 1) / chunk;
+  std::vector<float> partial(chunks * WK);
+  for_each_chunk(g, ConvPass::backward_weight, false,
+                 [&](int64_t c, int64_t n0, const ConvPrimitive& p, ThreadState& state) {
+                   void* src = grown(state.src, p.in[0].to.get_size());
+                   void* ddst = grown(state.dst, p.in[1].to.get_size());
+                   void* dwei = grown(state.weights_local, p.out.from.get_size());
+                   p.in[0].run(state.stream, x + n0 * x_image, src);
+                   p.in[1].run(state.stream, dy + n0 * y_image, ddst);
+                   execute(p, state,
+                           {{DNNL_ARG_SRC, {p.in[0].to, src}},
+                            {DNNL_ARG_DIFF_DST, {p.in[1].to, ddst}},
+                            {DNNL_ARG_DIFF_WEIGHTS, {p.out.from, dwei}}});
+                   p.out.run(state.stream, dwei, partial.data() + c * WK);
+                 });
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float* part = partial.data() + c * WK;
+#pragma omp simd
+    for (int64_t i = 0; i < WK; ++i) dw[i] += part[i];
+  }
+}
+
+void set_conv_kernel(ConvKernel k) { g_conv_kernel.store(k, std::memory_order_relaxed); }
+ConvKernel conv_kernel() { return g_conv_kernel.load(std::memory_order_relaxed); }
+
+std::string conv_onednn_impl(const ConvGeom& g, ConvPass pass) {
+  return impl_of(key_of(g, pass, chunk_images(g, pass), pass == ConvPass::forward));
+}
+
+bool conv_onednn_runs(const ConvGeom& g, ConvPass pass) {
+  const ConvKernel k = conv_kernel();
+  if (k == ConvKernel::im2col || g.groups != 1 || g.N == 0) return false;
+  if (k == ConvKernel::automatic && pass == ConvPass::backward_input &&
+      g.C < kOnednnMinInputGradChannels)
+    return false;
+  const std::string& impl = impl_of(key_of(g, pass, chunk_images(g, pass), false));
+  return impl.rfind("jit", 0) == 0 && impl.find("gemm") == std::string::npos;
+}
+
+}  // namespace dg
