@@ -26,6 +26,14 @@ T* column_buffer(int64_t n) {
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(n);
   return buf.data();
 }
+// The calling thread's buffer for the weight gradient's per-chunk partial sums (kept: a fresh
+// one every call would be fresh pages from the system every step).
+template <class T>
+T* partial_buffer(int64_t n) {
+  thread_local std::vector<T> buf;
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(n);
+  return buf.data();
+}
 // A 1×1 kernel with stride 1 and no padding reads x itself as its column matrix [Cg, H·W].
 bool columns_are_input(const ConvGeom& g) {
   return g.kH == 1 && g.kW == 1 && g.sH == 1 && g.sW == 1 && g.pH == 0 && g.pW == 0;
@@ -160,12 +168,12 @@ void conv2d_backward_weight(T* dw, T* db, const T* x, const T* dy, const ConvGeo
       return onednn_conv2d_backward_weight(dw, x, dy, g);
   const int64_t chunk = conv_weight_grad_chunk(g.Ho, g.Wo);
   const int64_t chunks = (g.N + chunk - 1) / chunk, WK = g.O * K;
-  std::vector<T> partial(chunks * WK);
+  T* partial = partial_buffer<T>(chunks * WK);
   parallel_for(chunks, conv_parallel(g), [&](int64_t c) {
     OneOmpThread one;
     const bool direct = columns_are_input(g);
     T* col = direct ? nullptr : column_buffer<T>(K * HoWo);
-    T* part = partial.data() + c * WK;
+    T* part = partial + c * WK;
     const int64_t n0 = c * chunk, n1 = std::min(g.N, n0 + chunk);
     for (int64_t n = n0; n < n1; ++n)
       for (int64_t gr = 0; gr < g.groups; ++gr) {
@@ -177,7 +185,7 @@ void conv2d_backward_weight(T* dw, T* db, const T* x, const T* dy, const ConvGeo
       }
   });
   for (int64_t c = 0; c < chunks; ++c) {
-    const T* part = partial.data() + c * WK;
+    const T* part = partial + c * WK;
 #pragma omp simd
     for (int64_t i = 0; i < WK; ++i) dw[i] += part[i];
   }
@@ -269,9 +277,49 @@ inline bool replaces_best(T v, T best) {
 }
 
 // y, idx [Ho, Wo] of one plane x [H, W], by replaces_best over each window in scan order.
+// One output row of the 2×2 pool with stride 2: the four taps of each window in scan order by
+// replaces_best's rule, the winner's offset in its window (0, 1, W, W + 1) chosen as an integer
+// of the values' width, so the loop vectorises (restrict: the rows never overlap).
+template <class T, class Offset>
+void max_pool_row_2x2(T* __restrict yr, Offset* __restrict off, const T* __restrict r0,
+                      const T* __restrict r1, int64_t Wo, Offset W) {
+  for (int64_t ow = 0; ow < Wo; ++ow) {
+    const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
+    const bool tb = (b > a) || (b != b && a == a);
+    const T m1 = tb ? b : a;
+    const Offset k1 = tb ? Offset(1) : Offset(0);
+    const bool tc = (c > m1) || (c != c && m1 == m1);
+    const T m2 = tc ? c : m1;
+    const Offset k2 = tc ? W : k1;
+    const bool td = (d > m2) || (d != d && m2 == m2);
+    yr[ow] = td ? d : m2;
+    off[ow] = td ? W + 1 : k2;
+  }
+}
+
+// The 2×2 pool with stride 2 inside the plane, the commonest: a row of values and window offsets
+// at a time, then the offsets widened to the int64 indices.
+template <class T>
+void max_pool_plane_2x2(T* y, int64_t* idx, const T* x, const PoolGeom& g) {
+  using Offset = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  thread_local std::vector<Offset> offsets;
+  if (static_cast<int64_t>(offsets.size()) < g.Wo) offsets.resize(g.Wo);
+  Offset* off = offsets.data();
+  for (int64_t oh = 0; oh < g.Ho; ++oh) {
+    const T* r0 = x + 2 * oh * g.W;
+    max_pool_row_2x2(y + oh * g.Wo, off, r0, r0 + g.W, g.Wo, static_cast<Offset>(g.W));
+    int64_t* ir = idx + oh * g.Wo;
+    const int64_t row = 2 * oh * g.W;
+#pragma omp simd
+    for (int64_t ow = 0; ow < g.Wo; ++ow) ir[ow] = row + 2 * ow + off[ow];
+  }
+}
+
 template <class T>
 void max_pool_plane(T* y, int64_t* idx, const T* x, const PoolGeom& g) {
-  if (windows_inside(g)) {  // the common 2×2/2 pool: no bounds checks
+  if (windows_inside(g) && g.kH == 2 && g.kW == 2 && g.sH == 2 && g.sW == 2)
+    return max_pool_plane_2x2(y, idx, x, g);
+  if (windows_inside(g)) {  // other pools inside the plane: no bounds checks
     for (int64_t oh = 0; oh < g.Ho; ++oh)
       for (int64_t ow = 0; ow < g.Wo; ++ow) {
         const int64_t corner = oh * g.sH * g.W + ow * g.sW;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "tensor/gemm_kernels.h"  // matmul_precision
-#include "tensor/threads.h"         // OneOmpThread, parallel_for
+#include "tensor/threads.h"       // OneOmpThread, parallel_for
 
 namespace dg {
 
@@ -37,15 +37,30 @@ struct Key {
 struct KeyHash {
   size_t operator()(const Key& k) const {
     size_t h = size_t(k.pass) * 2 + k.bf16 * 4 + k.bias;
-    for (int64_t v : {k.nb, k.C, k.H, k.W, k.O, k.kH, k.kW, k.sH, k.sW, k.pH, k.pW, k.dH, k.dW,
-                      k.Ho, k.Wo})
+    for (int64_t v :
+         {k.nb, k.C, k.H, k.W, k.O, k.kH, k.kW, k.sH, k.sW, k.pH, k.pW, k.dH, k.dW, k.Ho, k.Wo})
       h = h * 1000003u ^ size_t(v);
     return h;
   }
 };
 Key key_of(const ConvGeom& g, ConvPass pass, int64_t nb, bool bias) {
-  return {pass, nb,   g.C,  g.H,  g.W,  g.O,  g.kH, g.kW, g.sH,
-          g.sW, g.pH, g.pW, g.dH, g.dW, g.Ho, g.Wo, matmul_precision() == MatmulPrecision::bf16,
+  return {pass,
+          nb,
+          g.C,
+          g.H,
+          g.W,
+          g.O,
+          g.kH,
+          g.kW,
+          g.sH,
+          g.sW,
+          g.pH,
+          g.pW,
+          g.dH,
+          g.dW,
+          g.Ho,
+          g.Wo,
+          matmul_precision() == MatmulPrecision::bf16,
           bias};
 }
 
@@ -65,7 +80,8 @@ Reorder make_reorder(const memory::desc& from, const memory::desc& to, bool add 
     ops.append_sum(1.0f);
     attr.set_post_ops(ops);
   }
-  return {from, to, dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to, attr))};
+  return {from, to,
+          dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to, attr))};
 }
 
 // A pass's primitive and its reorders. in[0] feeds the source (x, or dy for the input gradient),
@@ -276,7 +292,9 @@ void onednn_conv2d_backward_weight(float* dw, const float* x, const float* dy, c
   const int64_t x_image = g.C * g.H * g.W, y_image = g.O * g.Ho * g.Wo;
   const int64_t WK = g.O * g.C * g.kH * g.kW;
   const int64_t chunk = conv_weight_grad_chunk(g.Ho, g.Wo), chunks = (g.N + chunk - 1) / chunk;
-  std::vector<float> partial(chunks * WK);
+  thread_local std::vector<float> partial_buf;  // kept: fresh pages every call cost more
+  if (static_cast<int64_t>(partial_buf.size()) < chunks * WK) partial_buf.resize(chunks * WK);
+  float* partial = partial_buf.data();
   for_each_chunk(g, ConvPass::backward_weight, false,
                  [&](int64_t c, int64_t n0, const ConvPrimitive& p, ThreadState& state) {
                    void* src = grown(state.src, p.in[0].to.get_size());
@@ -288,10 +306,10 @@ void onednn_conv2d_backward_weight(float* dw, const float* x, const float* dy, c
                            {{DNNL_ARG_SRC, {p.in[0].to, src}},
                             {DNNL_ARG_DIFF_DST, {p.in[1].to, ddst}},
                             {DNNL_ARG_DIFF_WEIGHTS, {p.out.from, dwei}}});
-                   p.out.run(state.stream, dwei, partial.data() + c * WK);
+                   p.out.run(state.stream, dwei, partial + c * WK);
                  });
   for (int64_t c = 0; c < chunks; ++c) {
-    const float* part = partial.data() + c * WK;
+    const float* part = partial + c * WK;
 #pragma omp simd
     for (int64_t i = 0; i < WK; ++i) dw[i] += part[i];
   }

@@ -9,8 +9,8 @@
 // w and dy to bf16 and the primitive accumulates in float32; outputs and gradients are float32.
 // Bits: every primitive is made and run for one thread. The forward and the input gradient give
 // each image's output from that image alone, so their chunk size may follow the thread count; the
-// weight gradient sums chunks of exactly conv_weight_grad_chunk images, each by one primitive, then the
-// chunks in order. Results are therefore bit-identical at any thread count
+// weight gradient sums chunks of exactly conv_weight_grad_chunk images, each by one primitive, then
+// the chunks in order. Results are therefore bit-identical at any thread count
 // (tests/test_kernels_conv.cpp checks it); they differ from the im2col path's by rounding.
 #pragma once
 #include <string>
