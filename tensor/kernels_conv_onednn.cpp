@@ -22,20 +22,20 @@ using tag = memory::format_tag;
 
 std::atomic<ConvKernel> g_conv_kernel{ConvKernel::automatic};
 
-dnnl::engine& engine() {
+dnnl::engine& conv_engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   return eng;
 }
 
 // One pass of one geometry, for chunks of nb images, in one precision.
-struct Key {
+struct ConvKey {
   ConvPass pass;
   int64_t nb, C, H, W, O, kH, kW, sH, sW, pH, pW, dH, dW, Ho, Wo;
   bool bf16, bias;
-  bool operator==(const Key&) const = default;
+  bool operator==(const ConvKey&) const = default;
 };
-struct KeyHash {
-  size_t operator()(const Key& k) const {
+struct ConvKeyHash {
+  size_t operator()(const ConvKey& k) const {
     size_t h = size_t(k.pass) * 2 + k.bf16 * 4 + k.bias;
     for (int64_t v :
          {k.nb, k.C, k.H, k.W, k.O, k.kH, k.kW, k.sH, k.sW, k.pH, k.pW, k.dH, k.dW, k.Ho, k.Wo})
@@ -43,7 +43,7 @@ struct KeyHash {
     return h;
   }
 };
-Key key_of(const ConvGeom& g, ConvPass pass, int64_t nb, bool bias) {
+ConvKey key_of(const ConvGeom& g, ConvPass pass, int64_t nb, bool bias) {
   return {pass,
           nb,
           g.C,
@@ -69,7 +69,7 @@ struct Reorder {
   memory::desc from, to;
   dnnl::reorder prim;
   void run(dnnl::stream& s, const void* src, void* dst) const {
-    memory a(from, engine(), const_cast<void*>(src)), b(to, engine(), dst);
+    memory a(from, conv_engine(), const_cast<void*>(src)), b(to, conv_engine(), dst);
     prim.execute(s, a, b);
   }
 };
@@ -80,8 +80,9 @@ Reorder make_reorder(const memory::desc& from, const memory::desc& to, bool add 
     ops.append_sum(1.0f);
     attr.set_post_ops(ops);
   }
-  return {from, to,
-          dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to, attr))};
+  return {
+      from, to,
+      dnnl::reorder(dnnl::reorder::primitive_desc(conv_engine(), from, conv_engine(), to, attr))};
 }
 
 // A pass's primitive and its reorders. in[0] feeds the source (x, or dy for the input gradient),
@@ -100,7 +101,7 @@ memory::desc user_desc(memory::dims d) {
 }
 
 // Makes the primitive for k; throws dnnl::error where oneDNN has none.
-ConvPrimitive make_primitive(const Key& k) {
+ConvPrimitive make_conv_primitive(const ConvKey& k) {
   OneOmpThread one;  // sized for one thread, as it will run
   const dt in = k.bf16 ? dt::bf16 : dt::f32;
   const memory::dims xs{k.nb, k.C, k.H, k.W}, ws{k.O, k.C, k.kH, k.kW}, ys{k.nb, k.O, k.Ho, k.Wo};
@@ -118,7 +119,7 @@ ConvPrimitive make_primitive(const Key& k) {
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, any(xs, in),
                                       any(ws, in), bias_desc, any(ys, dt::f32), strides, dilation,
                                       pad_l, pad_r),
-      attr, engine());
+      attr, conv_engine());
   ConvPrimitive p;
   if (k.pass == ConvPass::forward) {
     p.conv = dnnl::convolution_forward(fwd);
@@ -131,7 +132,7 @@ ConvPrimitive make_primitive(const Key& k) {
     dnnl::convolution_backward_data::primitive_desc pd(
         dnnl::convolution_backward_data::desc(alg, any(xs, dt::f32), any(ws, in), any(ys, in),
                                               strides, dilation, pad_l, pad_r),
-        attr, engine(), fwd);
+        attr, conv_engine(), fwd);
     p.conv = dnnl::convolution_backward_data(pd);
     p.in = {make_reorder(user_desc(ys), pd.diff_dst_desc())};
     p.weights = make_reorder(user_desc(ws), pd.weights_desc());
@@ -142,7 +143,7 @@ ConvPrimitive make_primitive(const Key& k) {
     dnnl::convolution_backward_weights::primitive_desc pd(
         dnnl::convolution_backward_weights::desc(alg, any(xs, in), any(ws, dt::f32), any(ys, in),
                                                  strides, dilation, pad_l, pad_r),
-        attr, engine(), fwd);
+        attr, conv_engine(), fwd);
     p.conv = dnnl::convolution_backward_weights(pd);
     p.in = {make_reorder(user_desc(xs), pd.src_desc()),
             make_reorder(user_desc(ys), pd.diff_dst_desc())};
@@ -154,13 +155,13 @@ ConvPrimitive make_primitive(const Key& k) {
 }
 
 // This thread's stream, primitives and buffers (grown to the largest use and kept).
-struct ThreadState {
-  dnnl::stream stream{engine()};
-  std::unordered_map<Key, ConvPrimitive, KeyHash> primitives;
+struct ConvThreadState {
+  dnnl::stream stream{conv_engine()};
+  std::unordered_map<ConvKey, ConvPrimitive, ConvKeyHash> primitives;
   std::vector<char> src, dst, scratch, weights, weights_local;
 };
-ThreadState& thread_state() {
-  thread_local ThreadState state;
+ConvThreadState& conv_thread_state() {
+  thread_local ConvThreadState state;
   return state;
 }
 void* grown(std::vector<char>& buf, size_t bytes) {
@@ -168,21 +169,21 @@ void* grown(std::vector<char>& buf, size_t bytes) {
   return buf.data();
 }
 
-const ConvPrimitive& primitive(const Key& k) {
-  auto& cache = thread_state().primitives;
+const ConvPrimitive& conv_primitive(const ConvKey& k) {
+  auto& cache = conv_thread_state().primitives;
   auto it = cache.find(k);
-  if (it == cache.end()) it = cache.emplace(k, make_primitive(k)).first;
+  if (it == cache.end()) it = cache.emplace(k, make_conv_primitive(k)).first;
   return it->second;
 }
 
 // The implementation name for k, "" where oneDNN has no primitive; remembered per thread.
-const std::string& impl_of(const Key& k) {
-  thread_local std::unordered_map<Key, std::string, KeyHash> names;
+const std::string& impl_of(const ConvKey& k) {
+  thread_local std::unordered_map<ConvKey, std::string, ConvKeyHash> names;
   auto it = names.find(k);
   if (it != names.end()) return it->second;
   std::string name;
   try {
-    name = primitive(k).impl;
+    name = conv_primitive(k).impl;
   } catch (const dnnl::error&) {
   }
   return names.emplace(k, name).first->second;
@@ -204,8 +205,8 @@ void for_each_chunk(const ConvGeom& g, ConvPass pass, bool bias, const F& body) 
   parallel_for(chunks, conv_runs_parallel(g), [&](int64_t c) {
     OneOmpThread one;
     const int64_t n0 = c * nb, n = std::min(nb, g.N - n0);
-    ThreadState& state = thread_state();
-    body(c, n0, primitive(key_of(g, pass, n, bias)), state);
+    ConvThreadState& state = conv_thread_state();
+    body(c, n0, conv_primitive(key_of(g, pass, n, bias)), state);
   });
 }
 
@@ -218,14 +219,15 @@ struct SharedWeights {
 };
 SharedWeights reordered_weights(const ConvGeom& g, ConvPass pass, bool bias, const float* w) {
   OneOmpThread one;
-  const ConvPrimitive& p = primitive(key_of(g, pass, std::min(g.N, chunk_images(g, pass)), bias));
-  ThreadState& state = thread_state();
+  const ConvPrimitive& p =
+      conv_primitive(key_of(g, pass, std::min(g.N, chunk_images(g, pass)), bias));
+  ConvThreadState& state = conv_thread_state();
   void* buf = grown(state.weights, p.weights.to.get_size());
   p.weights.run(state.stream, w, buf);
   return {p.weights.to, buf};
 }
 const void* chunk_weights(const ConvPrimitive& p, const SharedWeights& shared, const float* w,
-                          ThreadState& state) {
+                          ConvThreadState& state) {
   if (p.weights.to == shared.desc) return shared.data;
   void* buf = grown(state.weights_local, p.weights.to.get_size());
   p.weights.run(state.stream, w, buf);
@@ -233,13 +235,13 @@ const void* chunk_weights(const ConvPrimitive& p, const SharedWeights& shared, c
 }
 
 // Runs p with its arguments at these addresses (layouts: p's own).
-void execute(const ConvPrimitive& p, ThreadState& state,
+void execute(const ConvPrimitive& p, ConvThreadState& state,
              std::initializer_list<std::pair<int, std::pair<memory::desc, const void*>>> args) {
   std::unordered_map<int, memory> m;
   for (const auto& [arg, at] : args)
-    m.emplace(arg, memory(at.first, engine(), const_cast<void*>(at.second)));
+    m.emplace(arg, memory(at.first, conv_engine(), const_cast<void*>(at.second)));
   m.emplace(DNNL_ARG_SCRATCHPAD,
-            memory(p.scratch, engine(), grown(state.scratch, p.scratch.get_size())));
+            memory(p.scratch, conv_engine(), grown(state.scratch, p.scratch.get_size())));
   p.conv.execute(state.stream, m);
 }
 }  // namespace
@@ -250,7 +252,7 @@ void onednn_conv2d_forward(float* y, const float* x, const float* w, const float
   const SharedWeights shared = reordered_weights(g, ConvPass::forward, has_bias, w);
   const int64_t x_image = g.C * g.H * g.W, y_image = g.O * g.Ho * g.Wo;
   for_each_chunk(g, ConvPass::forward, has_bias,
-                 [&](int64_t, int64_t n0, const ConvPrimitive& p, ThreadState& state) {
+                 [&](int64_t, int64_t n0, const ConvPrimitive& p, ConvThreadState& state) {
                    void* src = grown(state.src, p.in[0].to.get_size());
                    void* dst = grown(state.dst, p.out.from.get_size());
                    p.in[0].run(state.stream, x + n0 * x_image, src);
@@ -274,7 +276,7 @@ void onednn_conv2d_backward_input(float* dx, const float* dy, const float* w, co
   const SharedWeights shared = reordered_weights(g, ConvPass::backward_input, false, w);
   const int64_t x_image = g.C * g.H * g.W, y_image = g.O * g.Ho * g.Wo;
   for_each_chunk(g, ConvPass::backward_input, false,
-                 [&](int64_t, int64_t n0, const ConvPrimitive& p, ThreadState& state) {
+                 [&](int64_t, int64_t n0, const ConvPrimitive& p, ConvThreadState& state) {
                    void* ddst = grown(state.src, p.in[0].to.get_size());
                    void* dsrc = grown(state.dst, p.out.from.get_size());
                    p.in[0].run(state.stream, dy + n0 * y_image, ddst);
@@ -296,7 +298,7 @@ void onednn_conv2d_backward_weight(float* dw, const float* x, const float* dy, c
   if (static_cast<int64_t>(partial_buf.size()) < chunks * WK) partial_buf.resize(chunks * WK);
   float* partial = partial_buf.data();
   for_each_chunk(g, ConvPass::backward_weight, false,
-                 [&](int64_t c, int64_t n0, const ConvPrimitive& p, ThreadState& state) {
+                 [&](int64_t c, int64_t n0, const ConvPrimitive& p, ConvThreadState& state) {
                    void* src = grown(state.src, p.in[0].to.get_size());
                    void* ddst = grown(state.dst, p.in[1].to.get_size());
                    void* dwei = grown(state.weights_local, p.out.from.get_size());
