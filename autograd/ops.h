@@ -424,6 +424,16 @@ Tensor plain_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bia
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   bool training = false, double momentum = 0.1, double eps = 1e-5);
+// relu(batch_norm(...)) with the same arguments and the same bits, in one pass forward (the
+// affine map and relu) and one backward (relu's mask recomputed from x: no output saved, no masked
+// gradient made). nn::Sequential uses it for a BatchNorm followed by ReLU (nn/containers.h).
+// Fuses: batch_norm + relu. Plain twin: plain_batch_norm_relu. Supports create_graph.
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                       bool training = false, double momentum = 0.1, double eps = 1e-5);
+Tensor plain_batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                             const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                             bool training = false, double momentum = 0.1, double eps = 1e-5);
 // torch.nn.functional.group_norm: x [N, C, *], statistics per sample over each group of
 // C/num_groups consecutive channels (biased variance), then weight[c], bias[c] (optional).
 // Supports create_graph.

@@ -1,4 +1,5 @@
-// batch_norm and group_norm over x [N, C, *] (torch.nn.functional's semantics): a fused forward
+// batch_norm, batch_norm_relu and group_norm over x [N, C, *] (torch.nn.functional's semantics;
+// batch_norm_relu is relu(batch_norm(..)) in one pass each way, the same bits): a fused forward
 // (saving the per-channel or per-group mean and rstd) beside its hand-written backward, kernels in
 // tensor/kernels_norm.h, and their gradient-check rows. batch_norm in training normalises by the
 // batch's statistics and updates the running statistics in place (not recorded; a version bump);
@@ -134,15 +135,39 @@ void check_batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tens
 
 }  // namespace
 
-// ---- batch_norm: x [N, C, *] -> (x − mean[c])·rstd[c]·w[c] + b[c]; saves mean, rstd [C] --------
-// Training: mean and the biased variance over N and *, and (running stats given) running_mean,
-// running_var ← (1 − momentum)·running + momentum·(batch mean, unbiased batch variance). Eval:
-// mean = running_mean, rstd = 1/sqrt(running_var + eps); the output is then affine in x.
-Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                  double eps) {
+namespace {
+// The per-channel mean and rstd batch_norm normalises by: the batch's (training; the running
+// statistics, when given, move toward them) or the running statistics (eval).
+template <class T>
+void channel_statistics(Tensor& mean, Tensor& rstd, const Tensor& x, const Tensor& running_mean,
+                        const Tensor& running_var, bool training, double momentum, double eps) {
+  const int64_t N = x.size(0), C = x.size(1), S = spatial_size(x);
+  if (training) {
+    Tensor var = Tensor::empty({C}, x.dtype());
+    batchnorm_stats<T>(mean.data<T>(), var.data<T>(), x.data<T>(), N, C, S);
+    for (int64_t c = 0; c < C; ++c)
+      rstd.data<T>()[c] = static_cast<T>(1.0 / std::sqrt(var.data<T>()[c] + eps));
+    if (running_mean.defined()) {
+      const double M = static_cast<double>(N * S);
+      update_running<T>(running_mean, mean, momentum, 1.0);
+      update_running<T>(running_var, var, momentum, M / (M - 1.0));
+    }
+    return;
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    mean.data<T>()[c] = running_mean.data<T>()[c];
+    rstd.data<T>()[c] = static_cast<T>(1.0 / std::sqrt(running_var.data<T>()[c] + eps));
+  }
+}
+
+// batch_norm, and with relu batch_norm_relu: the statistics, one pass of the affine map (and
+// relu), and the backward: the kernels' (relu's mask recomputed from x), or under create_graph
+// the recorded one behind relu's recorded backward.
+Tensor batch_norm_impl(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                       double eps, bool relu) {
   ScopedOpTimer op_timer(OpFamily::norms);
-  const char* op = "batch_norm";
+  const char* op = relu ? "batch_norm_relu" : "batch_norm";
   check_batch_norm(x_in, running_mean, running_var, weight, bias, training, momentum, eps, op);
   const int64_t N = x_in.size(0), C = x_in.size(1), S = spatial_size(x_in);
   Tensor x = kernel_input(x_in), w = weight.defined() ? kernel_input(weight) : Tensor(),
@@ -150,52 +175,67 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   Tensor out = Tensor::empty(x_in.shape(), x_in.dtype());
   Tensor mean = Tensor::empty({C}, x_in.dtype()), rstd = Tensor::empty({C}, x_in.dtype());
   dispatch_float(x.dtype(), op, [&]<class T>() {
-    if (training) {
-      Tensor var = Tensor::empty({C}, x_in.dtype());
-      batchnorm_stats<T>(mean.data<T>(), var.data<T>(), x.data<T>(), N, C, S);
-      for (int64_t c = 0; c < C; ++c)
-        rstd.data<T>()[c] = static_cast<T>(1.0 / std::sqrt(var.data<T>()[c] + eps));
-      if (running_mean.defined()) {
-        const double M = static_cast<double>(N * S);
-        update_running<T>(running_mean, mean, momentum, 1.0);
-        update_running<T>(running_var, var, momentum, M / (M - 1.0));
-      }
-    } else {
-      for (int64_t c = 0; c < C; ++c) {
-        mean.data<T>()[c] = running_mean.data<T>()[c];
-        rstd.data<T>()[c] = static_cast<T>(1.0 / std::sqrt(running_var.data<T>()[c] + eps));
-      }
-    }
+    channel_statistics<T>(mean, rstd, x, running_mean, running_var, training, momentum, eps);
     batchnorm_apply<T>(out.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(),
-                       data_or_null<T>(w), data_or_null<T>(b), N, C, S);
+                       data_or_null<T>(w), data_or_null<T>(b), N, C, S, relu);
   });
   const std::vector<Tensor> inputs = affine_inputs(x_in, weight, bias);
-  if (should_record(inputs))
-    record(op, inputs, out,
-           [x_in, weight, bias, x, w, mean, rstd, N, C, S, training](const Tensor& g) {
-             Tensor gc = g.contiguous();
-             dispatch_float(x.dtype(), "batch_norm", [&]<class T>() {
-               T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, "batch_norm") : nullptr;
-               T* dw = weight.defined() && weight.requires_grad()
-                           ? grad_ptr<T>(weight, "batch_norm")
-                           : nullptr;
-               T* db = bias.defined() && bias.requires_grad() ? grad_ptr<T>(bias, "batch_norm")
-                                                              : nullptr;
-               batchnorm_backward<T>(dx, dw, db, gc.data<T>(), x.data<T>(), data_or_null<T>(w),
-                                     mean.data<T>(), rstd.data<T>(), N, C, S, training);
-             });
-           })
-        .saves({x_in, weight})  // the bias is not read; the running stats were copied
-        .differentiable([x_in, weight, bias, eps, mean, rstd, N, C, S, training](const Tensor& g,
-                                                                                 const Tensor&) {
-          ChannelNormView view{{N, C, S}, {0, 2}, Tensor(), Tensor()};
-          if (!training) {
-            view.mean = mean;
-            view.rstd = rstd;
-          }
-          channel_norm_backward_recorded(g, x_in, weight, bias, eps, view);
+  if (!should_record(inputs)) return out;
+  RecordedNode node = record(
+      op, inputs, out,
+      [x_in, weight, bias, x, w, b, mean, rstd, N, C, S, training, relu, op](const Tensor& g) {
+        Tensor gc = g.contiguous();
+        dispatch_float(x.dtype(), op, [&]<class T>() {
+          T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, op) : nullptr;
+          T* dw = weight.defined() && weight.requires_grad() ? grad_ptr<T>(weight, op) : nullptr;
+          T* db = bias.defined() && bias.requires_grad() ? grad_ptr<T>(bias, op) : nullptr;
+          batchnorm_backward<T>(dx, dw, db, gc.data<T>(), x.data<T>(), data_or_null<T>(w),
+                                mean.data<T>(), rstd.data<T>(), N, C, S, training, relu,
+                                data_or_null<T>(b));
         });
+      });
+  // The bias is read only for relu's mask; the running statistics were copied.
+  if (relu)
+    node.saves({x_in, weight, bias});
+  else
+    node.saves({x_in, weight});
+  node.differentiable([x_in, weight, bias, eps, mean, rstd, N, C, S, training, relu](
+                          const Tensor& g, const Tensor& y) {
+    ChannelNormView view{{N, C, S}, {0, 2}, Tensor(), Tensor()};
+    if (!training) {
+      view.mean = mean;
+      view.rstd = rstd;
+    }
+    // relu's recorded backward (unary_pointwise_recorded's), then batch norm's
+    const Tensor gn = relu ? masked_fill(g, le(y, 0.0), 0.0) : g;
+    channel_norm_backward_recorded(gn, x_in, weight, bias, eps, view);
+  });
   return out;
+}
+}  // namespace
+
+// ---- batch_norm: x [N, C, *] -> (x − mean[c])·rstd[c]·w[c] + b[c]; saves mean, rstd [C] --------
+// Training: mean and the biased variance over N and *, and (running stats given) running_mean,
+// running_var ← (1 − momentum)·running + momentum·(batch mean, unbiased batch variance). Eval:
+// mean = running_mean, rstd = 1/sqrt(running_var + eps); the output is then affine in x.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  return batch_norm_impl(x, running_mean, running_var, weight, bias, training, momentum, eps,
+                         false);
+}
+
+// ---- batch_norm_relu: relu(batch_norm(x, ...)) in one pass each way -------------------------
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                       double eps) {
+  return batch_norm_impl(x, running_mean, running_var, weight, bias, training, momentum, eps, true);
+}
+
+Tensor plain_batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                             const Tensor& weight, const Tensor& bias, bool training,
+                             double momentum, double eps) {
+  return relu(batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps));
 }
 
 // ---- group_norm: x [N, C, *] -> per (sample, group of C/G channels) layer norm, then w[c], b[c]
@@ -299,6 +339,16 @@ std::vector<OpCase> batchnorm_op_cases() {
        [=](V in) {
          return batch_norm(in[0], running(in[0], 38, -1, 1), running(in[0], 39, 0.5, 2), Tensor(),
                            Tensor(), false, 0.1, 1e-5);
+       }},
+      {"batch_norm_relu/train [N,C,H,W] affine", inputs({3, 2, 2, 3}, true),
+       [=](V in) {
+         Tensor rm = running(in[0], 34, -1, 1), rv = running(in[0], 35, 0.5, 2);
+         return batch_norm_relu(in[0], rm, rv, opt(in, 1), opt(in, 2), true, 0.1, 1e-5);
+       }},
+      {"batch_norm_relu/eval [N,C,H,W] affine", inputs({2, 3, 2, 2}, true),
+       [=](V in) {
+         return batch_norm_relu(in[0], running(in[0], 36, -1, 1), running(in[0], 37, 0.5, 2),
+                                opt(in, 1), opt(in, 2), false, 0.1, 1e-5);
        }},
       {"group_norm/[N,C,H,W] affine", inputs({2, 4, 2, 3}, true),
        [=](V in) { return group_norm(in[0], 2, opt(in, 1), opt(in, 2), 1e-5); }},

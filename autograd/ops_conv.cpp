@@ -6,10 +6,11 @@
 // gradient. Each backward is written with these recorded ops, so every one supports create_graph
 // (third derivatives too); the forward conv's first-order backward calls the kernels instead,
 // adding into the gradient buffers (the recorded form runs only under create_graph). avg pools are
-// a pair (window means and their adjoint) likewise; max_pool2d's values are recorded as a gather of
-// x at its indices, whose backward scatters to the argmax (torch's tie rule: the first max in scan
-// order). Refuses: 'same'/'valid' string padding, padding modes other than zeros, divisor_override,
-// 3-D (unbatched) inputs, conv3d and pool3d. Checks: the rows at the end, the kernels in
+// a pair (window means and their adjoint) likewise; max_pool2d's backward adds the gradient at the
+// indices of the maxima (torch's tie rule: the first max in scan order), recorded under
+// create_graph as max_pool2d_backward, whose own backward gathers at those indices. Refuses:
+// 'same'/'valid' string padding, padding modes other than zeros, divisor_override, 3-D (unbatched)
+// inputs, conv3d and pool3d. Checks: the rows at the end, the kernels in
 // tests/test_kernels_conv.cpp, torch 1.13 goldens and the errors in tests/test_conv_ops.cpp.
 #include <fmt/format.h>
 
@@ -255,6 +256,31 @@ int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ce
   return out;
 }
 
+// dx [N, C, H, W] = gy [N, C, Ho, Wo] added at the indices of each window's max: max pooling's
+// backward as a recorded op (for create_graph). Linear in gy; its backward gathers h at the
+// indices (a recorded gather, so higher derivatives follow).
+Tensor max_pool_scatter_op(const Tensor& gy, const Tensor& indices, const PoolGeom& g,
+                           const Shape& x_shape) {
+  const char* op = "max_pool2d_backward";
+  const int64_t N = x_shape[0], C = x_shape[1], HW = g.H * g.W, HoWo = g.Ho * g.Wo;
+  const Tensor GY = kernel_input(gy);
+  Tensor dx = Tensor::zeros(x_shape, gy.dtype());
+  if (GY.numel() > 0)
+    dispatch_float(gy.dtype(), op, [&]<class T>() {
+      max_pool2d_backward<T>(dx.data<T>(), GY.data<T>(), indices.data<int64_t>(), N * C, HW, HoWo);
+    });
+  if (should_record({gy}))
+    record(op, {gy}, dx,
+           [gy, indices, N, C, HW, HoWo](const Tensor& h) {
+             accumulate_grad(
+                 gy, reshape(gather(reshape(h, {N, C, HW}), 2, reshape(indices, {N, C, HoWo})),
+                             gy.shape()));
+           })
+        .saves({})
+        .composed();
+  return dx;
+}
+
 // The geometry of a pool over x [N, C, H, W], after the checks both pools share.
 PoolGeom pool_geom(const Tensor& x, IntPair kernel, IntPair& stride, IntPair padding,
                    IntPair dilation, bool ceil_mode, const char* op) {
@@ -313,10 +339,19 @@ ValuesAndIndices max_pool2d_with_indices(const Tensor& x, IntPair kernel, IntPai
     dispatch_float(x.dtype(), op, [&]<class T>() {
       max_pool2d_forward<T>(values.data<T>(), indices.data<int64_t>(), X.data<T>(), N * C, g);
     });
-  if (should_record({x}))  // the same values, recorded as a gather: the backward scatters to them
-    values =
-        reshape(gather(reshape(x, {N, C, g.H * g.W}), 2, reshape(indices, {N, C, g.Ho * g.Wo})),
-                values.shape());
+  if (should_record({x}))
+    record(op, {x}, values,
+           [x, indices, g, op](const Tensor& gy) {  // the kernel adds gy at the argmax
+             const Tensor GY = gy.contiguous();
+             dispatch_float(x.dtype(), op, [&]<class T>() {
+               max_pool2d_backward<T>(grad_ptr<T>(x, op), GY.data<T>(), indices.data<int64_t>(),
+                                      x.size(0) * x.size(1), g.H * g.W, g.Ho * g.Wo);
+             });
+           })
+        .saves({})  // reads only the indices, which it holds
+        .differentiable([x, indices, g](const Tensor& gy, const Tensor&) {
+          accumulate_grad(x, max_pool_scatter_op(gy, indices, g, x.shape()));
+        });
   return {values, indices};
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "autograd/ops.h"
+#include "nn/vision_layers.h"  // BatchNorm: fused with a following ReLU
 
 namespace dg {
 
@@ -52,11 +53,37 @@ std::string ParameterList::extra_repr() const {  // torch 1.13's ParameterList.e
   return s;
 }
 
+bool Functional::is_relu() const {
+  using Fn = Tensor (*)(const Tensor&);
+  const Fn* target = fn_.target<Fn>();
+  return target && *target == &relu;
+}
+
+namespace {
+// The BatchNorm at step i when step i + 1 is a ReLU and neither has forward hooks: the pair
+// Sequential runs as one fused op.
+const BatchNorm* batch_norm_before_relu(const std::vector<const Module*>& modules, size_t i) {
+  if (i + 1 >= modules.size()) return nullptr;
+  const auto* bn = dynamic_cast<const BatchNorm*>(modules[i]);
+  const auto* act = dynamic_cast<const Functional*>(modules[i + 1]);
+  if (!bn || !act || !act->is_relu() || bn->has_forward_hooks() || act->has_forward_hooks())
+    return nullptr;
+  return bn;
+}
+}  // namespace
+
 Tensor Sequential::forward(const Tensor& x) const {
   return hooked(
       [&](const Tensor& x) {
         Tensor h = x;
-        for (const UnaryFunction& step : steps_) h = step(h);
+        for (size_t i = 0; i < steps_.size(); ++i) {
+          if (const BatchNorm* bn = batch_norm_before_relu(modules_, i)) {
+            h = bn->forward_relu(h);
+            ++i;  // the ReLU ran too
+            continue;
+          }
+          h = steps_[i](h);
+        }
         return h;
       },
       x);

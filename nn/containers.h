@@ -26,6 +26,8 @@ class Functional : public Module {
     return hooked([&](const Tensor& x) { return fn_(x); }, x);
   }
   const std::string& name() const { return name_; }
+  // True when this wraps dg::relu itself (torch's nn.ReLU).
+  bool is_relu() const;
   // repr() prints the name: ReLU() for dg::relu in a Sequential (torch's activation modules).
   std::string type_name() const override { return name_; }
   std::string extra_repr() const override { return extra_; }
@@ -74,6 +76,7 @@ class Sequential : public Module {
     M* raw = module.get();
     M& ref = register_module(std::to_string(steps_.size()), std::move(module));
     steps_.push_back([raw](const Tensor& x) { return (*raw)(x); });
+    modules_.push_back(raw);
     return ref;
   }
   // Appends a function as a Functional.
@@ -87,6 +90,9 @@ class Sequential : public Module {
     return add(std::make_unique<M>(std::forward<Args>(args)...));
   }
 
+  // Runs the children in order. A BatchNorm followed by a ReLU (dg::relu), neither with forward
+  // hooks, runs as one fused op (BatchNorm::forward_relu): the same values and gradients, one
+  // pass each way instead of two, and no saved output for the ReLU.
   Tensor forward(const Tensor& x) const override;
   size_t size() const { return steps_.size(); }
   Module& operator[](size_t index) const;
@@ -98,6 +104,7 @@ class Sequential : public Module {
 
  private:
   std::vector<UnaryFunction> steps_;
+  std::vector<const Module*> modules_;  // each step's module
 };
 
 // Modules in a list, named by position; no forward of its own (the owner decides the order).

@@ -143,21 +143,27 @@ BatchNorm::BatchNorm(int64_t num_features_, double eps_, std::optional<double> m
 
 // torch's _BatchNorm.forward. One difference: torch adds one to num_batches_tracked before calling
 // batch_norm, so a batch the op refuses (one value per channel) still counts; here it does not.
+Tensor BatchNorm::normalize(const Tensor& x, bool relu) const {
+  check_input(x);
+  const bool tracking = running_mean.defined();
+  const bool use_batch_stats = is_training() || !tracking;
+  double factor = momentum.value_or(0.0);
+  if (is_training() && tracking && !momentum)  // cumulative average over the batches seen
+    factor = 1.0 / static_cast<double>(num_batches_tracked.data<int64_t>()[0] + 1);
+  Tensor out = (relu ? batch_norm_relu : batch_norm)(x, running_mean, running_var, weight, bias,
+                                                     use_batch_stats, factor, eps);
+  if (is_training() && tracking) num_batches_tracked.mutable_data<int64_t>()[0] += 1;
+  return out;
+}
+
 Tensor BatchNorm::forward(const Tensor& x) const {
-  return hooked(
-      [&](const Tensor& x) {
-        check_input(x);
-        const bool tracking = running_mean.defined();
-        const bool use_batch_stats = is_training() || !tracking;
-        double factor = momentum.value_or(0.0);
-        if (is_training() && tracking && !momentum)  // cumulative average over the batches seen
-          factor = 1.0 / static_cast<double>(num_batches_tracked.data<int64_t>()[0] + 1);
-        Tensor out =
-            batch_norm(x, running_mean, running_var, weight, bias, use_batch_stats, factor, eps);
-        if (is_training() && tracking) num_batches_tracked.mutable_data<int64_t>()[0] += 1;
-        return out;
-      },
-      x);
+  return hooked([&](const Tensor& x) { return normalize(x, false); }, x);
+}
+
+Tensor BatchNorm::forward_relu(const Tensor& x) const {
+  if (has_forward_hooks()) return relu(forward(x));
+  const CreationScope scope = creation_scope();
+  return normalize(x, true);
 }
 
 void BatchNorm1d::check_input(const Tensor& x) const {

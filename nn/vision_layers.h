@@ -105,7 +105,11 @@ class BatchNorm : public Module {
   BatchNorm(int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
             bool affine = true, bool track_running_stats = true, DType dtype = get_default_dtype());
   Tensor forward(const Tensor& x) const override;  // x [N, C, *] -> [N, C, *]
-  std::string extra_repr() const override;         // torch's text
+  // relu(forward(x)) as one op (batch_norm_relu: one pass each way, the same bits as the two);
+  // with forward hooks registered, forward(x) with its hooks, then relu. Sequential calls it for
+  // a BatchNorm followed by ReLU.
+  Tensor forward_relu(const Tensor& x) const;
+  std::string extra_repr() const override;  // torch's text
   int64_t num_features;
   double eps;
   std::optional<double> momentum;
@@ -115,6 +119,9 @@ class BatchNorm : public Module {
  protected:
   // The input ranks this layer accepts (torch's _check_input_dim) and how to name them.
   virtual void check_input(const Tensor& x) const = 0;
+
+ private:
+  Tensor normalize(const Tensor& x, bool relu) const;  // forward's body, relu fused or not
 };
 class BatchNorm1d : public BatchNorm {  // x [N, C] or [N, C, L]
  public:

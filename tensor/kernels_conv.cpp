@@ -394,6 +394,29 @@ void ref_max_pool2d_forward(T* y, int64_t* idx, const T* x, int64_t P, const Poo
 template decltype(ref_max_pool2d_forward<float>) ref_max_pool2d_forward<float>;
 template decltype(ref_max_pool2d_forward<double>) ref_max_pool2d_forward<double>;
 
+// dx [P, HW] (+=); dy, idx [P, HoWo]
+template <class T>
+void max_pool2d_backward(T* dx, const T* dy, const int64_t* idx, int64_t P, int64_t HW,
+                         int64_t HoWo) {
+  parallel_for(P, P * HoWo > kParallelGrain, [&](int64_t p) {
+    T* d = dx + p * HW;
+    const T* g = dy + p * HoWo;
+    const int64_t* at = idx + p * HoWo;
+    for (int64_t o = 0; o < HoWo; ++o) d[at[o]] += g[o];
+  });
+}
+template decltype(max_pool2d_backward<float>) max_pool2d_backward<float>;
+template decltype(max_pool2d_backward<double>) max_pool2d_backward<double>;
+
+template <class T>
+void ref_max_pool2d_backward(T* dx, const T* dy, const int64_t* idx, int64_t P, int64_t HW,
+                             int64_t HoWo) {
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t o = 0; o < HoWo; ++o) dx[p * HW + idx[p * HoWo + o]] += dy[p * HoWo + o];
+}
+template decltype(ref_max_pool2d_backward<float>) ref_max_pool2d_backward<float>;
+template decltype(ref_max_pool2d_backward<double>) ref_max_pool2d_backward<double>;
+
 // ---- average pooling ------------------------------------------------------------------------
 PoolWindows avg_pool_windows(const PoolGeom& g, bool count_include_pad) {
   PoolWindows w{g.H, g.W, g.Ho, g.Wo, {}, {}, {}, {}, {}, {}};

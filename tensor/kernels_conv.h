@@ -92,6 +92,15 @@ template <class T>
 void max_pool2d_forward(T* y, int64_t* idx, const T* x, int64_t P, const PoolGeom& g);
 template <class T>
 void ref_max_pool2d_forward(T* y, int64_t* idx, const T* x, int64_t P, const PoolGeom& g);
+// dx [P, HW] += dy [P, HoWo] at the indices idx [P, HoWo] (flat in each plane): max pooling's
+// backward. Planes in parallel, each plane's adds in output order, so the bits do not depend on
+// the thread count.
+template <class T>
+void max_pool2d_backward(T* dx, const T* dy, const int64_t* idx, int64_t P, int64_t HW,
+                         int64_t HoWo);
+template <class T>
+void ref_max_pool2d_backward(T* dx, const T* dy, const int64_t* idx, int64_t P, int64_t HW,
+                             int64_t HoWo);
 
 // Average-pool windows: output row i reads input rows [hs[i], he[i]) and divides by hn[i]·wn[j]
 // (columns likewise). avg_pool_windows builds avg_pool2d's (count_include_pad: the divisor counts

@@ -318,17 +318,39 @@ void ref_batchnorm_stats(T* mean, T* var, const T* x, int64_t N, int64_t C, int6
 template decltype(ref_batchnorm_stats<float>) ref_batchnorm_stats<float>;
 template decltype(ref_batchnorm_stats<double>) ref_batchnorm_stats<double>;
 
+namespace {
+// Channel c's affine map of batch norm, in T: out = (x − m)·scale + shift. batchnorm_apply and the
+// fused ReLU's backward both evaluate it through normalized(), so the mask the backward
+// recomputes is the forward's, bit for bit.
+template <class T>
+struct ChannelAffine {
+  T m, scale, shift;
+  ChannelAffine(int64_t c, const T* mean, const T* rstd, const T* w, const T* b)
+      : m(mean[c]), scale(rstd[c] * (w ? w[c] : T(1))), shift(b ? b[c] : T(0)) {}
+  T normalized(T x) const { return (x - m) * scale + shift; }
+};
+// relu's rule, as the relu kernel writes it (NaN stays: x < 0 is false)
+template <class T>
+inline T relu_of(T v) {
+  return v < T(0) ? T(0) : v;
+}
+}  // namespace
+
 // out, x [N, C, S]; mean, rstd, w, b [C]. One thread per (n, c) row.
 template <class T>
 void batchnorm_apply(T* out, const T* x, const T* mean, const T* rstd, const T* w, const T* b,
-                     int64_t N, int64_t C, int64_t S) {
+                     int64_t N, int64_t C, int64_t S, bool relu) {
   parallel_for(N * C, N * C * S > kParallelGrain, [&](int64_t row) {
-    const int64_t c = row % C;
-    const T scale = rstd[c] * (w ? w[c] : T(1)), m = mean[c], shift = b ? b[c] : T(0);
+    const ChannelAffine<T> f(row % C, mean, rstd, w, b);
     const T* xr = x + row * S;
     T* o = out + row * S;
+    if (relu) {
 #pragma omp simd
-    for (int64_t i = 0; i < S; ++i) o[i] = (xr[i] - m) * scale + shift;
+      for (int64_t i = 0; i < S; ++i) o[i] = relu_of(f.normalized(xr[i]));
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < S; ++i) o[i] = f.normalized(xr[i]);
+    }
   });
 }
 template decltype(batchnorm_apply<float>) batchnorm_apply<float>;
@@ -336,13 +358,14 @@ template decltype(batchnorm_apply<double>) batchnorm_apply<double>;
 
 template <class T>
 void ref_batchnorm_apply(T* out, const T* x, const T* mean, const T* rstd, const T* w, const T* b,
-                         int64_t N, int64_t C, int64_t S) {
+                         int64_t N, int64_t C, int64_t S, bool relu) {
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
       for (int64_t i = 0; i < S; ++i) {
         const int64_t k = (n * C + c) * S + i;
         const double xhat = (static_cast<double>(x[k]) - mean[c]) * rstd[c];
-        out[k] = static_cast<T>(xhat * (w ? w[c] : 1.0) + (b ? b[c] : 0.0));
+        const double v = xhat * (w ? w[c] : 1.0) + (b ? b[c] : 0.0);
+        out[k] = static_cast<T>(relu && v < 0.0 ? 0.0 : v);
       }
 }
 template decltype(ref_batchnorm_apply<float>) ref_batchnorm_apply<float>;
@@ -352,18 +375,25 @@ template decltype(ref_batchnorm_apply<double>) ref_batchnorm_apply<double>;
 // dx elements.
 template <class T>
 void batchnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
-                        const T* rstd, int64_t N, int64_t C, int64_t S, bool batch_stats) {
+                        const T* rstd, int64_t N, int64_t C, int64_t S, bool batch_stats, bool relu,
+                        const T* b) {
   const double M = static_cast<double>(N * S);
   parallel_for(C, N * C * S > kParallelGrain, [&](int64_t c) {
     const double m = mean[c], rs = rstd[c];
+    const ChannelAffine<T> f(c, mean, rstd, w, b);
+    // relu's backward on the recomputed output: dout where it was above 0 (or NaN), else 0
+    auto grad = [&](const T* g, const T* xr, int64_t i) {
+      return relu && f.normalized(xr[i]) <= T(0) ? T(0) : g[i];
+    };
     double sum_g = 0.0, sum_gx = 0.0;
     for (int64_t n = 0; n < N; ++n) {
       const T* g = dout + (n * C + c) * S;
       const T* xr = x + (n * C + c) * S;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
       for (int64_t i = 0; i < S; ++i) {
-        sum_g += g[i];
-        sum_gx += g[i] * ((xr[i] - m) * rs);
+        const T gi = grad(g, xr, i);
+        sum_g += gi;
+        sum_gx += gi * ((xr[i] - m) * rs);
       }
     }
     if (dw) dw[c] += static_cast<T>(sum_gx);
@@ -377,7 +407,7 @@ void batchnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T*
       T* d = dx + (n * C + c) * S;
 #pragma omp simd
       for (int64_t i = 0; i < S; ++i)
-        d[i] += static_cast<T>(k * (g[i] - mean_g - (xr[i] - m) * rs * mean_gx));
+        d[i] += static_cast<T>(k * (grad(g, xr, i) - mean_g - (xr[i] - m) * rs * mean_gx));
     }
   });
 }
@@ -388,15 +418,19 @@ template decltype(batchnorm_backward<double>) batchnorm_backward<double>;
 template <class T>
 void ref_batchnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w,
                             const T* mean, const T* rstd, int64_t N, int64_t C, int64_t S,
-                            bool batch_stats) {
+                            bool batch_stats, bool relu, const T* b) {
   std::vector<double> sum_g(C, 0.0), sum_gx(C, 0.0);
   auto xhat = [&](int64_t k, int64_t c) { return (static_cast<double>(x[k]) - mean[c]) * rstd[c]; };
+  auto grad = [&](int64_t k, int64_t c) {  // relu's backward on the output, recomputed in double
+    const double out = xhat(k, c) * (w ? w[c] : 1.0) + (b ? b[c] : 0.0);
+    return relu && out <= 0.0 ? 0.0 : static_cast<double>(dout[k]);
+  };
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
       for (int64_t i = 0; i < S; ++i) {
         const int64_t k = (n * C + c) * S + i;
-        sum_g[c] += dout[k];
-        sum_gx[c] += dout[k] * xhat(k, c);
+        sum_g[c] += grad(k, c);
+        sum_gx[c] += grad(k, c) * xhat(k, c);
       }
   const double M = static_cast<double>(N * S);
   for (int64_t c = 0; c < C; ++c) {
@@ -408,7 +442,7 @@ void ref_batchnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, cons
     for (int64_t c = 0; c < C; ++c)
       for (int64_t i = 0; i < S; ++i) {
         const int64_t k = (n * C + c) * S + i;
-        double inner = dout[k];
+        double inner = grad(k, c);
         if (batch_stats) inner -= sum_g[c] / M + xhat(k, c) * sum_gx[c] / M;
         dx[k] += static_cast<T>((w ? w[c] : 1.0) * rstd[c] * inner);
       }

@@ -56,24 +56,29 @@ template <class T>
 void batchnorm_stats(T* mean, T* var, const T* x, int64_t N, int64_t C, int64_t S);
 template <class T>
 void ref_batchnorm_stats(T* mean, T* var, const T* x, int64_t N, int64_t C, int64_t S);
-// out [N, C, S] = (x − mean[c])·rstd[c]·w[c] + b[c].
+// out [N, C, S] = (x − mean[c])·rstd[c]·w[c] + b[c]; with relu, then relu's rule (a value
+// below 0 becomes 0, NaN stays): batch norm and ReLU in one pass, the same bits as the two.
 template <class T>
 void batchnorm_apply(T* out, const T* x, const T* mean, const T* rstd, const T* w, const T* b,
-                     int64_t N, int64_t C, int64_t S);
+                     int64_t N, int64_t C, int64_t S, bool relu = false);
 template <class T>
 void ref_batchnorm_apply(T* out, const T* x, const T* mean, const T* rstd, const T* w, const T* b,
-                         int64_t N, int64_t C, int64_t S);
+                         int64_t N, int64_t C, int64_t S, bool relu = false);
 // With M = N·S, xhat = (x − mean[c])·rstd[c], per channel: dw[c] += Σ g·xhat, db[c] += Σ g, and
 //   batch_stats (training: mean and rstd are functions of x):
 //     dx += w[c]·rstd[c]·(g − Σg/M − xhat·Σ(g·xhat)/M)
 //   otherwise (eval: running statistics are constants): dx += w[c]·rstd[c]·g.
+// relu: the backward of relu(batch_norm(x)): g is dout where the forward's output was above 0
+// (or NaN), else 0 (relu's backward), the output recomputed from x, b and the statistics exactly
+// as batchnorm_apply computes it; so no output is saved and no masked copy of dout is made.
 template <class T>
 void batchnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
-                        const T* rstd, int64_t N, int64_t C, int64_t S, bool batch_stats);
+                        const T* rstd, int64_t N, int64_t C, int64_t S, bool batch_stats,
+                        bool relu = false, const T* b = nullptr);
 template <class T>
 void ref_batchnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w,
                             const T* mean, const T* rstd, int64_t N, int64_t C, int64_t S,
-                            bool batch_stats);
+                            bool batch_stats, bool relu = false, const T* b = nullptr);
 
 // GroupNorm: row (n, g) is x[n, g·C/G : (g+1)·C/G, :], D = C/G·S contiguous elements;
 // mean, rstd [N, G] its mean and 1/sqrt(biased var + eps); out = xhat·w[c] + b[c].

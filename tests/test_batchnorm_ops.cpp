@@ -7,13 +7,19 @@
 // offline by tools/torch_goldens_batchnorm.py (its "ops" table).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "nn/containers.h"
+#include "nn/vision_layers.h"
 #include "tensor/kernels_norm.h"
+#include "tensor/rng.h"
 #include "tensor/threads.h"
 #include "tests/kernel_test_helpers.h"
 #include "tests/test_helpers.h"
@@ -234,17 +240,25 @@ TEST_CASE("batch norm and group norm kernels match their plain references") {
     ref_batchnorm_apply<T>(rout.data(), x.data(), mean.data(), rstd.data(), w.data(), b.data(), N,
                            C, S);
     close(out, rout);
-    for (bool batch_stats : {true, false}) {
-      std::vector<T> dx(N * C * S, T(0.5)), dw(C, T(0.25)), db(C, T(-1)), rdx = dx, rdw = dw,
-                                                                          rdb = db;
-      batchnorm_backward<T>(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
-                            mean.data(), rstd.data(), N, C, S, batch_stats);
-      ref_batchnorm_backward<T>(rdx.data(), rdw.data(), rdb.data(), g.data(), x.data(), w.data(),
-                                mean.data(), rstd.data(), N, C, S, batch_stats);
-      close(dx, rdx);
-      close(dw, rdw);
-      close(db, rdb);
-    }
+    batchnorm_apply<T>(out.data(), x.data(), mean.data(), rstd.data(), w.data(), b.data(), N, C, S,
+                       /*relu=*/true);
+    ref_batchnorm_apply<T>(rout.data(), x.data(), mean.data(), rstd.data(), w.data(), b.data(), N,
+                           C, S, /*relu=*/true);
+    close(out, rout);
+    CHECK(std::count(out.begin(), out.end(), T(0)) > 0);  // the data has values below 0
+    for (bool relu : {false, true})
+      for (bool batch_stats : {true, false}) {
+        CAPTURE(relu);
+        std::vector<T> dx(N * C * S, T(0.5)), dw(C, T(0.25)), db(C, T(-1)), rdx = dx, rdw = dw,
+                                                                            rdb = db;
+        batchnorm_backward<T>(dx.data(), dw.data(), db.data(), g.data(), x.data(), w.data(),
+                              mean.data(), rstd.data(), N, C, S, batch_stats, relu, b.data());
+        ref_batchnorm_backward<T>(rdx.data(), rdw.data(), rdb.data(), g.data(), x.data(), w.data(),
+                                  mean.data(), rstd.data(), N, C, S, batch_stats, relu, b.data());
+        close(dx, rdx);
+        close(dw, rdw);
+        close(db, rdb);
+      }
     std::vector<T> gmean(N * G), grstd(N * G), rgmean(N * G), rgrstd(N * G);
     groupnorm_forward<T>(out.data(), gmean.data(), grstd.data(), x.data(), w.data(), b.data(), N, C,
                          S, G, 1e-5);
@@ -271,6 +285,7 @@ TEST_CASE("batch_norm and group_norm: float32 bits do not depend on the thread c
   ThreadsGuard guard;
   // 4·8·64·72 elements: above kParallelGrain, so channels, rows and groups run in parallel.
   const Shape xs{4, 8, 64, 72};
+  bool group_relu = false;  // batch_norm_relu instead of batch_norm
   auto run = [&](int threads, bool group) {
     set_threads(threads);
     Tensor x =
@@ -278,7 +293,9 @@ TEST_CASE("batch_norm and group_norm: float32 bits do not depend on the thread c
     Tensor w = Tensor::from_vector(random_values<float>(8, 6), {8}).set_requires_grad(true);
     Tensor b = Tensor::from_vector(random_values<float>(8, 7), {8}).set_requires_grad(true);
     Tensor rm = Tensor::zeros({8}), rv = Tensor::ones({8});
-    Tensor y = group ? group_norm(x, 4, w, b, 1e-5) : batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5);
+    Tensor y = group        ? group_norm(x, 4, w, b, 1e-5)
+               : group_relu ? batch_norm_relu(x, rm, rv, w, b, true, 0.1, 1e-5)
+                            : batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5);
     backward(y, Tensor::from_vector(random_values<float>(shape_numel(xs), 8), xs));
     std::vector<std::vector<double>> out{y.to_vector(), x.grad().to_vector(), w.grad().to_vector(),
                                          b.grad().to_vector()};
@@ -291,6 +308,82 @@ TEST_CASE("batch_norm and group_norm: float32 bits do not depend on the thread c
   for (bool group : {false, true}) {
     CAPTURE(group);
     check_same_bits_at_1_and_2_threads([&](int threads) { return run(threads, group); });
+  }
+  group_relu = true;
+  check_same_bits_at_1_and_2_threads([&](int threads) { return run(threads, false); });
+}
+
+TEST_CASE("batch_norm_relu: the bits of relu(batch_norm(..)), train and eval, every gradient") {
+  const Shape xs{4, 3, 5, 6};
+  // x with a NaN (relu keeps it; the backward passes its gradient as relu's does)
+  auto run = [&]<class T>(bool fused, bool training, DType dtype) {
+    std::vector<T> xv = random_values<T>(shape_numel(xs), 11);
+    xv[7] = std::numeric_limits<T>::quiet_NaN();
+    Tensor x = Tensor::from_vector(xv, xs).to(dtype).set_requires_grad(true);
+    Tensor w = Tensor::from_vector(random_values<T>(3, 12), {3}).to(dtype).set_requires_grad(true);
+    Tensor b = Tensor::from_vector(random_values<T>(3, 13), {3}).to(dtype).set_requires_grad(true);
+    Tensor rm = Tensor::zeros({3}, dtype), rv = Tensor::ones({3}, dtype);
+    Tensor y = fused ? batch_norm_relu(x, rm, rv, w, b, training, 0.1, 1e-5)
+                     : plain_batch_norm_relu(x, rm, rv, w, b, training, 0.1, 1e-5);
+    backward(y, Tensor::from_vector(random_values<T>(shape_numel(xs), 14), xs).to(dtype));
+    return std::vector<std::vector<double>>{y.to_vector(),        x.grad().to_vector(),
+                                            w.grad().to_vector(), b.grad().to_vector(),
+                                            rm.to_vector(),       rv.to_vector()};
+  };
+  for (bool training : {true, false}) {
+    CAPTURE(training);
+    const auto f32 = run.operator()<float>(true, training, DType::f32);
+    const auto p32 = run.operator()<float>(false, training, DType::f32);
+    const auto f64 = run.operator()<double>(true, training, DType::f64);
+    const auto p64 = run.operator()<double>(false, training, DType::f64);
+    for (size_t i = 0; i < f32.size(); ++i) {
+      CAPTURE(i);  // y, dx, dw, db, running mean, running var
+      CHECK(same_bits(f32[i], p32[i]));
+      CHECK(same_bits(f64[i], p64[i]));
+    }
+  }
+}
+
+TEST_CASE("Sequential runs BatchNorm + ReLU fused: the same bits; hooks keep them apart") {
+  auto make = [] {
+    manual_seed(20);  // the same weights each time
+    auto net = std::make_unique<Sequential>();
+    net->emplace<Conv2d>(2, 4, 3, 1, 1);
+    net->emplace<BatchNorm2d>(4);
+    net->add(relu);
+    net->emplace<MaxPool2d>(2);
+    return net;
+  };
+  const Tensor x = random_tensor({3, 2, 6, 6}, 21, -1, 1, false).to(DType::f32);
+  // fused (the Sequential) against the same modules called one by one
+  auto run = [&](bool whole, bool hook) {
+    std::unique_ptr<Sequential> net = make();
+    int hook_calls = 0;
+    if (hook)
+      (*net)[2].register_forward_hook(
+          [&](const Module&, const std::vector<Tensor>&, const Tensor&) -> Tensor {
+            ++hook_calls;
+            return Tensor();
+          });
+    Tensor y = x;
+    if (whole)
+      y = (*net)(x);
+    else
+      for (size_t i = 0; i < net->size(); ++i) y = (*net)[i](y);
+    backward(sum(mul(y, random_tensor(y.shape(), 22, 0.5, 1.5, false).to(DType::f32))));
+    std::vector<std::vector<double>> out{y.to_vector()};
+    for (const auto& [name, p] : net->named_parameters()) out.push_back(p.grad().to_vector());
+    const auto& bn = net->at<BatchNorm2d>(1);
+    out.push_back(bn.running_mean.to_vector());
+    out.push_back(bn.running_var.to_vector());
+    CHECK(hook_calls == (hook ? 1 : 0));
+    return out;
+  };
+  const auto fused = run(true, false), apart = run(false, false), hooked = run(true, true);
+  for (size_t i = 0; i < fused.size(); ++i) {
+    CAPTURE(i);
+    CHECK(same_bits(fused[i], apart[i]));
+    CHECK(same_bits(hooked[i], apart[i]));
   }
 }
 

@@ -62,9 +62,12 @@ std::vector<std::vector<T>> run_pools(int64_t P, const PoolGeom& g, const PoolWi
   std::vector<T> y(P * g.Ho * g.Wo), ya(P * w.Ho * w.Wo), dx = rand_vec<T>(x.size(), 10);
   std::vector<int64_t> idx(y.size());
   (ref ? ref_max_pool2d_forward<T> : max_pool2d_forward<T>)(y.data(), idx.data(), x.data(), P, g);
+  std::vector<T> dmax = rand_vec<T>(x.size(), 11), gmax = rand_vec<T>(y.size(), 12);
+  (ref ? ref_max_pool2d_backward<T> : max_pool2d_backward<T>)(dmax.data(), gmax.data(), idx.data(),
+                                                              P, g.H * g.W, g.Ho * g.Wo);
   (ref ? ref_avg_pool2d_forward<T> : avg_pool2d_forward<T>)(ya.data(), x.data(), P, w);
   (ref ? ref_avg_pool2d_backward<T> : avg_pool2d_backward<T>)(dx.data(), dy.data(), P, w);
-  return {y, std::vector<T>(idx.begin(), idx.end()), ya, dx};
+  return {y, std::vector<T>(idx.begin(), idx.end()), ya, dx, dmax};
 }
 
 // Geometries with groups, stride, padding, dilation, 1×1 kernels, channel counts that fill and
@@ -164,6 +167,7 @@ TEST_CASE_TEMPLATE("pool kernels match the references", T, float, double) {
       CHECK(same_bits(fast[1], ref[1]));  // indices
       CHECK(rel_diff(fast[2], ref[2]) < tol<T>());
       CHECK(rel_diff(fast[3], ref[3]) < tol<T>());
+      CHECK(same_bits(fast[4], ref[4]));  // max pool's backward: the same adds in the same order
     }
   }
 }
