@@ -7,7 +7,9 @@
 #include "tensor/kernels_norm.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
@@ -371,44 +373,70 @@ void ref_batchnorm_apply(T* out, const T* x, const T* mean, const T* rstd, const
 template decltype(ref_batchnorm_apply<float>) ref_batchnorm_apply<float>;
 template decltype(ref_batchnorm_apply<double>) ref_batchnorm_apply<double>;
 
-// dx, dout, x [N, C, S]; dw, db, w, mean, rstd [C]. One thread per channel: its two sums, then its
-// dx elements.
+namespace {
+// dout at element i, or with Relu relu's backward on the output recomputed from x (0 where it was
+// not above 0): f's map written out as ChannelAffine::normalized writes it, the same bits. The
+// zero is made by a bit mask: written as a conditional, the compiler branched around g's load
+// and did not vectorise the loop.
+template <bool Relu, class T>
+inline T relu_masked(T g, T x, T m, T scale, T shift) {
+  if constexpr (Relu) {
+    using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+    const bool keep = !((x - m) * scale + shift <= T(0));
+    return std::bit_cast<T>(std::bit_cast<Bits>(g) & (Bits(0) - Bits(keep)));
+  }
+  return g;
+}
+
+// Channel c of batchnorm_backward: its two sums, then its dx elements.
+template <bool Relu, class T>
+void batchnorm_backward_channel(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w,
+                                const T* b, const T* mean, const T* rstd, int64_t N, int64_t C,
+                                int64_t S, int64_t c, bool batch_stats) {
+  const double M = static_cast<double>(N * S), m = mean[c], rs = rstd[c];
+  const ChannelAffine<T> f(c, mean, rstd, w, b);
+  const T fm = f.m, fs = f.scale, fb = f.shift;
+  double sum_g = 0.0, sum_gx = 0.0;
+  for (int64_t n = 0; n < N; ++n) {
+    const T* g = dout + (n * C + c) * S;
+    const T* xr = x + (n * C + c) * S;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+    for (int64_t i = 0; i < S; ++i) {
+      const T gi = relu_masked<Relu>(g[i], xr[i], fm, fs, fb);
+      sum_g += gi;
+      sum_gx += gi * ((xr[i] - m) * rs);
+    }
+  }
+  if (dw) dw[c] += static_cast<T>(sum_gx);
+  if (db) db[c] += static_cast<T>(sum_g);
+  if (!dx) return;
+  const double k = rs * (w ? static_cast<double>(w[c]) : 1.0);
+  const double mean_g = batch_stats ? sum_g / M : 0.0, mean_gx = batch_stats ? sum_gx / M : 0.0;
+  for (int64_t n = 0; n < N; ++n) {
+    const T* g = dout + (n * C + c) * S;
+    const T* xr = x + (n * C + c) * S;
+    T* d = dx + (n * C + c) * S;
+#pragma omp simd
+    for (int64_t i = 0; i < S; ++i)
+      d[i] += static_cast<T>(
+          k * (relu_masked<Relu>(g[i], xr[i], fm, fs, fb) - mean_g - (xr[i] - m) * rs * mean_gx));
+  }
+}
+}  // namespace
+
+// dx, dout, x [N, C, S]; dw, db, w, b, mean, rstd [C]. One thread per channel (relu: the output's
+// mask recomputed per element, see the header).
 template <class T>
 void batchnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
                         const T* rstd, int64_t N, int64_t C, int64_t S, bool batch_stats, bool relu,
                         const T* b) {
-  const double M = static_cast<double>(N * S);
   parallel_for(C, N * C * S > kParallelGrain, [&](int64_t c) {
-    const double m = mean[c], rs = rstd[c];
-    const ChannelAffine<T> f(c, mean, rstd, w, b);
-    // relu's backward on the recomputed output: dout where it was above 0 (or NaN), else 0
-    auto grad = [&](const T* g, const T* xr, int64_t i) {
-      return relu && f.normalized(xr[i]) <= T(0) ? T(0) : g[i];
-    };
-    double sum_g = 0.0, sum_gx = 0.0;
-    for (int64_t n = 0; n < N; ++n) {
-      const T* g = dout + (n * C + c) * S;
-      const T* xr = x + (n * C + c) * S;
-#pragma omp simd reduction(+ : sum_g, sum_gx)
-      for (int64_t i = 0; i < S; ++i) {
-        const T gi = grad(g, xr, i);
-        sum_g += gi;
-        sum_gx += gi * ((xr[i] - m) * rs);
-      }
-    }
-    if (dw) dw[c] += static_cast<T>(sum_gx);
-    if (db) db[c] += static_cast<T>(sum_g);
-    if (!dx) return;
-    const double k = rs * (w ? static_cast<double>(w[c]) : 1.0);
-    const double mean_g = batch_stats ? sum_g / M : 0.0, mean_gx = batch_stats ? sum_gx / M : 0.0;
-    for (int64_t n = 0; n < N; ++n) {
-      const T* g = dout + (n * C + c) * S;
-      const T* xr = x + (n * C + c) * S;
-      T* d = dx + (n * C + c) * S;
-#pragma omp simd
-      for (int64_t i = 0; i < S; ++i)
-        d[i] += static_cast<T>(k * (grad(g, xr, i) - mean_g - (xr[i] - m) * rs * mean_gx));
-    }
+    if (relu)
+      batchnorm_backward_channel<true>(dx, dw, db, dout, x, w, b, mean, rstd, N, C, S, c,
+                                       batch_stats);
+    else
+      batchnorm_backward_channel<false>(dx, dw, db, dout, x, w, b, mean, rstd, N, C, S, c,
+                                        batch_stats);
   });
 }
 template decltype(batchnorm_backward<float>) batchnorm_backward<float>;
