@@ -11,10 +11,16 @@
 #include <limits>
 #include <type_traits>
 
+#include "tensor/cpu_features.h"
 #include "tensor/kernels_conv_onednn.h"
 #include "tensor/kernels_elementwise.h"  // kParallelGrain
 #include "tensor/kernels_matmul.h"
 #include "tensor/threads.h"  // parallel_for
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define DG_CONV_X86 1
+#endif
 
 namespace dg {
 
@@ -297,10 +303,77 @@ void max_pool_row_2x2(T* __restrict yr, Offset* __restrict off, const T* __restr
   }
 }
 
+#if DG_CONV_X86
+// replaces_best on 16 lanes: b > a (ordered), or b is NaN and a is not.
+__attribute__((target("avx512f"))) inline __mmask16 replaces_best_x16(__m512 b, __m512 a) {
+  return _mm512_cmp_ps_mask(b, a, _CMP_GT_OQ) |
+         (_mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(a, a, _CMP_ORD_Q));
+}
+
+// max_pool_row_2x2 for float on AVX-512, with the int64 indices: 16 windows a step (the last step
+// masked), the taps split into even and odd columns by one permute per row, and replaces_best's
+// rule as compares (ordered greater; unordered = NaN) and blends, in the same scan order: the same
+// values and indices. A row of Wo = 14 ran about 3× faster than the compiler's loop.
+__attribute__((target("avx512f"))) void max_pool_row_2x2_avx512(float* yr, int64_t* ir,
+                                                                const float* r0, const float* r1,
+                                                                int64_t Wo, int64_t row,
+                                                                int32_t W) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int64_t ow = 0; ow < Wo; ow += 16) {
+    const int64_t n = std::min<int64_t>(16, Wo - ow);  // windows in this step
+    const __mmask16 out = static_cast<__mmask16>((1u << n) - 1);
+    const __mmask16 lo = static_cast<__mmask16>(n >= 8 ? 0xFFFFu : (1u << (2 * n)) - 1);
+    const __mmask16 hi = static_cast<__mmask16>(n > 8 ? (1u << (2 * n - 16)) - 1 : 0);
+    const float* p0 = r0 + 2 * ow;
+    const float* p1 = r1 + 2 * ow;
+    const __m512 x0 = _mm512_maskz_loadu_ps(lo, p0), x1 = _mm512_maskz_loadu_ps(hi, p0 + 16);
+    const __m512 y0 = _mm512_maskz_loadu_ps(lo, p1), y1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
+    const __m512 a = _mm512_permutex2var_ps(x0, even, x1), b = _mm512_permutex2var_ps(x0, odd, x1);
+    const __m512 c = _mm512_permutex2var_ps(y0, even, y1), d = _mm512_permutex2var_ps(y0, odd, y1);
+    const __mmask16 tb = replaces_best_x16(b, a);
+    const __m512 m1 = _mm512_mask_blend_ps(tb, a, b);
+    const __m512i k1 = _mm512_maskz_mov_epi32(tb, _mm512_set1_epi32(1));
+    const __mmask16 tc = replaces_best_x16(c, m1);
+    const __m512 m2 = _mm512_mask_blend_ps(tc, m1, c);
+    const __m512i k2 = _mm512_mask_blend_epi32(tc, k1, _mm512_set1_epi32(W));
+    const __mmask16 td = replaces_best_x16(d, m2);
+    _mm512_mask_storeu_ps(yr + ow, out, _mm512_mask_blend_ps(td, m2, d));
+    const __m512i k = _mm512_mask_blend_epi32(td, k2, _mm512_set1_epi32(W + 1));
+    // index = row + 2·(ow + lane) + k, widened to int64 eight lanes at a time (the maskz forms:
+    // gcc 12 warns that the plain ones read an undefined register)
+    const __m512i col = _mm512_add_epi32(lanes, _mm512_set1_epi32(int32_t(ow)));
+    const __m512i rel = _mm512_add_epi32(_mm512_add_epi32(col, col), k);
+    const __m512i base = _mm512_set1_epi64(row);
+    const __m256i rel_lo = _mm512_maskz_extracti64x4_epi64(0xF, rel, 0);
+    const __m256i rel_hi = _mm512_maskz_extracti64x4_epi64(0xF, rel, 1);
+    _mm512_mask_storeu_epi64(ir + ow, static_cast<__mmask8>(out & 0xFF),
+                             _mm512_add_epi64(base, _mm512_maskz_cvtepi32_epi64(0xFF, rel_lo)));
+    if (n > 8)
+      _mm512_mask_storeu_epi64(ir + ow + 8, static_cast<__mmask8>(out >> 8),
+                               _mm512_add_epi64(base, _mm512_maskz_cvtepi32_epi64(0xFF, rel_hi)));
+  }
+}
+#endif
+
 // The 2×2 pool with stride 2 inside the plane, the commonest: a row of values and window offsets
-// at a time, then the offsets widened to the int64 indices.
+// at a time, then the offsets widened to the int64 indices (float on AVX-512: both at once).
 template <class T>
 void max_pool_plane_2x2(T* y, int64_t* idx, const T* x, const PoolGeom& g) {
+#if DG_CONV_X86
+  if constexpr (std::is_same_v<T, float>) {
+    static const bool avx512 = cpu_features().avx512f;
+    if (avx512 && g.W < (int64_t(1) << 30) && 2 * g.Ho * g.W < (int64_t(1) << 62)) {
+      for (int64_t oh = 0; oh < g.Ho; ++oh) {
+        const T* r0 = x + 2 * oh * g.W;
+        max_pool_row_2x2_avx512(y + oh * g.Wo, idx + oh * g.Wo, r0, r0 + g.W, g.Wo, 2 * oh * g.W,
+                                static_cast<int32_t>(g.W));
+      }
+      return;
+    }
+  }
+#endif
   using Offset = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
   thread_local std::vector<Offset> offsets;
   if (static_cast<int64_t>(offsets.size()) < g.Wo) offsets.resize(g.Wo);

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "tensor/gemm_kernels.h"
@@ -157,9 +158,9 @@ TEST_CASE_TEMPLATE("pool kernels match the references", T, float, double) {
   // max: 3×3, stride 2, padding 1, ceil-mode sized output; dilation 2; windows inside the plane
   // (the fast path: 2×2/2, 3×3/2) and a ceil-mode window past the edge without padding; avg
   // windows with padding counted and not; adaptive windows that overlap
-  for (const PoolGeom& g :
-       {pool(7, 6, 3, 2, 1, 1, 4, 4), pool(9, 8, 2, 1, 1, 2, 8, 7), pool(8, 6, 2, 2, 0, 1, 4, 3),
-        pool(7, 7, 3, 2, 0, 1, 3, 3), pool(7, 7, 2, 2, 0, 1, 4, 4)}) {
+  for (const PoolGeom& g : {pool(7, 6, 3, 2, 1, 1, 4, 4), pool(9, 8, 2, 1, 1, 2, 8, 7),
+                            pool(8, 6, 2, 2, 0, 1, 4, 3), pool(7, 7, 3, 2, 0, 1, 3, 3),
+                            pool(7, 7, 2, 2, 0, 1, 4, 4), pool(9, 70, 2, 2, 0, 1, 4, 35)}) {
     for (const PoolWindows& w : {avg_pool_windows(g, true), avg_pool_windows(g, false),
                                  adaptive_pool_windows(g.H, g.W, 4, 5)}) {
       const auto fast = run_pools<T>(P, g, w, false), ref = run_pools<T>(P, g, w, true);
@@ -185,6 +186,27 @@ TEST_CASE("max pool kernels: ties keep the first tap, the first NaN wins, on bot
     CHECK(same_bits(y, yr));
     CHECK(idx == idxr);
     if (g.pH == 0) CHECK(idx == std::vector<int64_t>{0, 6, 8, 10});
+  }
+}
+
+TEST_CASE("max pool 2x2/2 kernels: ties and NaNs over wide rows, as the reference") {
+  // Values from {0, 1, 2, NaN}: many ties and NaNs; rows of 20, 35 and 16 windows (a full vector,
+  // two and a remainder, exactly one).
+  for (int64_t W : {40, 70, 32}) {
+    CAPTURE(W);
+    const PoolGeom g = pool(6, W, 2, 2, 0, 1, 3, W / 2);
+    std::vector<float> x(3 * 6 * W);
+    std::mt19937 rng(7);
+    for (float& v : x) {
+      const int r = static_cast<int>(rng() % 4);
+      v = r == 3 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(r);
+    }
+    std::vector<float> y(3 * g.Ho * g.Wo), yr(y.size());
+    std::vector<int64_t> idx(y.size()), idxr(y.size());
+    max_pool2d_forward<float>(y.data(), idx.data(), x.data(), 3, g);
+    ref_max_pool2d_forward<float>(yr.data(), idxr.data(), x.data(), 3, g);
+    CHECK(same_bits(y, yr));
+    CHECK(idx == idxr);
   }
 }
 
