@@ -166,6 +166,30 @@ Tensor BatchNorm::forward_relu(const Tensor& x) const {
   return normalize(x, true);
 }
 
+std::unique_ptr<Conv2d> fuse_conv_bn_eval(const Conv2d& conv, const BatchNorm& bn) {
+  const int64_t out = conv.weight.size(0);
+  if (bn.is_training() || !bn.running_mean.defined())
+    throw std::invalid_argument(
+        "fuse_conv_bn_eval: the batch norm must be in eval mode with running statistics");
+  if (bn.num_features != out)
+    throw std::invalid_argument(fmt::format(
+        "fuse_conv_bn_eval: the convolution has {} output channels, the batch norm {} features",
+        out, bn.num_features));
+  const Shape& ws = conv.weight.shape();
+  auto fused = std::make_unique<Conv2d>(ws[1] * conv.groups, out, IntPair{ws[2], ws[3]},
+                                        conv.stride, conv.padding, conv.dilation, conv.groups,
+                                        /*with_bias=*/true, conv.weight.dtype());
+  NoGradGuard no_grad;
+  const DType dt = conv.weight.dtype();
+  const Tensor gamma = bn.weight.defined() ? bn.weight : Tensor::ones({out}, dt);
+  const Tensor beta = bn.bias.defined() ? bn.bias : Tensor::zeros({out}, dt);
+  const Tensor b = conv.bias.defined() ? conv.bias : Tensor::zeros({out}, dt);
+  const Tensor var_rsqrt = rsqrt(add_scalar(bn.running_var, bn.eps));
+  fused->weight.copy_from(mul(conv.weight, reshape(mul(gamma, var_rsqrt), {out, 1, 1, 1})));
+  fused->bias.copy_from(add(mul(mul(sub(b, bn.running_mean), var_rsqrt), gamma), beta));
+  return fused;
+}
+
 void BatchNorm1d::check_input(const Tensor& x) const {
   if (x.dim() != 2 && x.dim() != 3)
     throw std::invalid_argument(

@@ -7,6 +7,7 @@
 // unbatched inputs; there is no SyncBatchNorm (see BatchNorm below on data parallelism).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "autograd/ops.h"
@@ -137,6 +138,15 @@ class BatchNorm2d : public BatchNorm {  // x [N, C, H, W]
  protected:
   void check_input(const Tensor& x) const override;
 };
+
+// torch.nn.utils.fuse_conv_bn_eval: a new Conv2d that computes bn(conv(x)) as eval mode does, the
+// batch norm's running statistics and affine folded into the weight and bias (torch's formula:
+// w·(γ·rsqrt(var + eps)) per output channel, (b − mean)·rsqrt(var + eps)·γ + β), for inference
+// and export; one convolution instead of a convolution and a batch-norm pass. Equal to the pair
+// up to rounding (the folded weights are rounded once). Refuses a batch norm in training mode or
+// without running statistics, and channel counts that differ, naming both (torch also asserts
+// the convolution is in eval mode; a convolution's mode changes nothing, so it is not checked).
+std::unique_ptr<Conv2d> fuse_conv_bn_eval(const Conv2d& conv, const BatchNorm& bn);
 
 // torch.nn.GroupNorm: x [N, C, *] normalised per sample over each of num_groups groups of
 // channels, then weight (ones) and bias (zeros) per channel when affine.

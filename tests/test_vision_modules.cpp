@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "nn/containers.h"
 #include "nn/layers.h"
@@ -369,4 +370,45 @@ TEST_CASE(
   CHECK(buffers_of(*fresh_net) == buffers_of(*whole_net));
   // A running statistic that moved is in the comparison (not just the initial zeros and ones).
   CHECK(whole_net->at<BatchNorm2d>(1).running_mean.to_vector() != std::vector<double>(4, 0.0));
+}
+
+TEST_CASE("fuse_conv_bn_eval: torch's folded weights, and the pair's eval outputs") {
+  // Goldens: torch 1.13's torch.nn.utils.fusion.fuse_conv_bn_eval in float64 on these values.
+  Conv2d conv(2, 3, {2, 2}, {1, 1}, {0, 0}, {1, 1}, 1, true, DType::f64);
+  BatchNorm2d bn(3, 1e-5, 0.1, true, true, DType::f64);
+  conv.weight.copy_from(reshape(linspace(-1, 1, 24, DType::f64), {3, 2, 2, 2}));
+  conv.bias.copy_from(Tensor::from_vector({0.1, -0.2, 0.3}, {3}, DType::f64));
+  bn.weight.copy_from(Tensor::from_vector({0.5, 1.5, -2.0}, {3}, DType::f64));
+  bn.bias.copy_from(Tensor::from_vector({0.25, -0.75, 1.0}, {3}, DType::f64));
+  bn.running_mean.copy_from(Tensor::from_vector({0.3, -0.1, 0.7}, {3}, DType::f64));
+  bn.running_var.copy_from(Tensor::from_vector({0.9, 1.7, 0.2}, {3}, DType::f64));
+  bn.eval();
+  const std::unique_ptr<Conv2d> fused = fuse_conv_bn_eval(conv, bn);
+  const std::vector<double> torch_w = {
+      -0.5270433486842594,  -0.4812134922769325,  -0.4353836358696056,  -0.38955377946227865,
+      -0.3437239230549518,  -0.2978940666476249,  -0.25206421024029796, -0.20623435383297106,
+      -0.35013516075297413, -0.25009654339498155, -0.15005792603698895, -0.05001930867899633,
+      0.05001930867899633,  0.15005792603698895,  0.25009654339498155,  0.35013516075297413,
+      -1.7499224957451482,  -2.138794161466292,   -2.5276658271874366,  -2.91653749290858,
+      -3.305409158629724,   -3.694280824350868,   -4.083152490072012,   -4.472024155793156};
+  const std::vector<double> torch_b = {0.14459133026314813, -0.8650444099616915,
+                                       2.7888096623172625};
+  check_close(fused->weight.to_vector(), torch_w, 1e-15);
+  check_close(fused->bias.to_vector(), torch_b, 1e-15);
+  // the fused convolution against the pair, in float64 and float32
+  const Tensor x = random_tensor({2, 2, 5, 4}, 3, -1, 1, false);
+  check_close(fused->forward(x).to_vector(), bn.forward(conv.forward(x)).to_vector(), 1e-13);
+  conv.to(DType::f32);
+  bn.to(DType::f32);
+  const std::unique_ptr<Conv2d> fused32 = fuse_conv_bn_eval(conv, bn);
+  const Tensor x32 = x.to(DType::f32);
+  check_close(fused32->forward(x32).to_vector(), bn.forward(conv.forward(x32)).to_vector(), 1e-5);
+  // refusals: training mode, channels that differ
+  bn.train();
+  CHECK(error_of([&] { (void)fuse_conv_bn_eval(conv, bn); }).find("eval mode") !=
+        std::string::npos);
+  BatchNorm2d other(4);
+  other.eval();
+  CHECK(error_of([&] { (void)fuse_conv_bn_eval(conv, other); }).find("3 output channels") !=
+        std::string::npos);
 }
