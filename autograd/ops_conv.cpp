@@ -73,12 +73,11 @@ Tensor conv_op(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeom
            [x, w, b, X, Wt, g, op](const Tensor& gy) {  // the kernels add into the gradients
              const Tensor GY = gy.contiguous();
              dispatch_float(GY.dtype(), op, [&]<class T>() {
-               if (x.requires_grad() && x.numel() > 0 && GY.numel() > 0)
-                 conv2d_backward_input<T>(grad_ptr<T>(x, op), GY.data<T>(), Wt.data<T>(), g);
+               T* dx = x.requires_grad() && x.numel() > 0 ? grad_ptr<T>(x, op) : nullptr;
                T* dw = w.requires_grad() && w.numel() > 0 ? grad_ptr<T>(w, op) : nullptr;
                T* db = b.defined() && b.requires_grad() ? grad_ptr<T>(b, op) : nullptr;
-               if (GY.numel() > 0 && (dw || db))
-                 conv2d_backward_weight<T>(dw, db, X.data<T>(), GY.data<T>(), g);
+               if (GY.numel() > 0)
+                 conv2d_backward<T>(dx, dw, db, X.data<T>(), GY.data<T>(), Wt.data<T>(), g);
                for (const Tensor& t : {x, w, b})  // an empty gy still leaves zero gradients
                  if (t.defined() && t.requires_grad()) grad_of(t);
              });

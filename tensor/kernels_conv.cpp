@@ -199,6 +199,20 @@ void conv2d_backward_weight(T* dw, T* db, const T* x, const T* dy, const ConvGeo
 template decltype(conv2d_backward_weight<float>) conv2d_backward_weight<float>;
 template decltype(conv2d_backward_weight<double>) conv2d_backward_weight<double>;
 
+template <class T>
+void conv2d_backward(T* dx, T* dw, T* db, const T* x, const T* dy, const T* w, const ConvGeom& g) {
+  if constexpr (std::is_same_v<T, float>)
+    if (dx && dw && g.N > 0 && g.Ho * g.Wo > 0 && conv_onednn_runs(g, ConvPass::backward_input) &&
+        conv_onednn_runs(g, ConvPass::backward_weight)) {
+      if (db) conv2d_backward_weight<T>(nullptr, db, x, dy, g);  // the bias's sums alone
+      return onednn_conv2d_backward(dx, dw, x, dy, w, g);
+    }
+  if (dx) conv2d_backward_input<T>(dx, dy, w, g);
+  if (dw || db) conv2d_backward_weight<T>(dw, db, x, dy, g);
+}
+template decltype(conv2d_backward<float>) conv2d_backward<float>;
+template decltype(conv2d_backward<double>) conv2d_backward<double>;
+
 // ---- direct-loop references -----------------------------------------------------------------
 namespace {
 // Calls f(n, o, oh, ow, c, ih, iw, w_index) for every in-range tap of the convolution (c the

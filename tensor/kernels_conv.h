@@ -71,6 +71,11 @@ void conv2d_backward_input(T* dx, const T* dy, const T* w, const ConvGeom& g);
 template <class T>
 void conv2d_backward_weight(T* dw, T* db, const T* x, const T* dy, const ConvGeom& g);
 
+// conv2d_backward_input and conv2d_backward_weight together (any output may be null): on oneDNN
+// both passes share each chunk's conversion of dy. The same bits as the two calls.
+template <class T>
+void conv2d_backward(T* dx, T* dw, T* db, const T* x, const T* dy, const T* w, const ConvGeom& g);
+
 // The same contracts as direct nested loops, sums in double.
 template <class T>
 void ref_conv2d_forward(T* y, const T* x, const T* w, const T* bias, const ConvGeom& g);

@@ -158,7 +158,7 @@ ConvPrimitive make_conv_primitive(const ConvKey& k) {
 struct ConvThreadState {
   dnnl::stream stream{conv_engine()};
   std::unordered_map<ConvKey, ConvPrimitive, ConvKeyHash> primitives;
-  std::vector<char> src, dst, scratch, weights, weights_local;
+  std::vector<char> src, dst, dst_other, scratch, weights, weights_local;
 };
 ConvThreadState& conv_thread_state() {
   thread_local ConvThreadState state;
@@ -310,6 +310,52 @@ void onednn_conv2d_backward_weight(float* dw, const float* x, const float* dy, c
                             {DNNL_ARG_DIFF_WEIGHTS, {p.out.from, dwei}}});
                    p.out.run(state.stream, dwei, partial + c * WK);
                  });
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float* part = partial + c * WK;
+#pragma omp simd
+    for (int64_t i = 0; i < WK; ++i) dw[i] += part[i];
+  }
+}
+
+// Both gradients over the weight gradient's chunks: dy reordered once per chunk for both
+// primitives (twice only when they want different layouts), then dx as backward_input adds it and
+// the chunk's weight gradient as backward_weight sums it.
+void onednn_conv2d_backward(float* dx, float* dw, const float* x, const float* dy, const float* w,
+                            const ConvGeom& g) {
+  const SharedWeights shared = reordered_weights(g, ConvPass::backward_input, false, w);
+  const int64_t x_image = g.C * g.H * g.W, y_image = g.O * g.Ho * g.Wo;
+  const int64_t WK = g.O * g.C * g.kH * g.kW;
+  const int64_t chunk = conv_weight_grad_chunk(g.Ho, g.Wo), chunks = (g.N + chunk - 1) / chunk;
+  thread_local std::vector<float> partial_buf;
+  if (static_cast<int64_t>(partial_buf.size()) < chunks * WK) partial_buf.resize(chunks * WK);
+  float* partial = partial_buf.data();
+  for_each_chunk(
+      g, ConvPass::backward_weight, false,
+      [&](int64_t c, int64_t n0, const ConvPrimitive& pw, ConvThreadState& state) {
+        const ConvPrimitive& pd =
+            conv_primitive(key_of(g, ConvPass::backward_input, std::min(chunk, g.N - n0), false));
+        void* src = grown(state.src, std::max(pw.in[0].to.get_size(), pd.out.from.get_size()));
+        void* ddst = grown(state.dst, pw.in[1].to.get_size());
+        void* dwei = grown(state.weights_local, pw.out.from.get_size());
+        pw.in[1].run(state.stream, dy + n0 * y_image, ddst);
+        const void* ddst_d = ddst;
+        if (!(pd.in[0].to == pw.in[1].to)) {  // the input gradient reads another layout
+          void* other = grown(state.dst_other, pd.in[0].to.get_size());
+          pd.in[0].run(state.stream, dy + n0 * y_image, other);
+          ddst_d = other;
+        }
+        execute(pd, state,
+                {{DNNL_ARG_DIFF_DST, {pd.in[0].to, ddst_d}},
+                 {DNNL_ARG_WEIGHTS, {pd.weights.to, chunk_weights(pd, shared, w, state)}},
+                 {DNNL_ARG_DIFF_SRC, {pd.out.from, src}}});
+        pd.out.run(state.stream, src, dx + n0 * x_image);  // adds
+        pw.in[0].run(state.stream, x + n0 * x_image, src);
+        execute(pw, state,
+                {{DNNL_ARG_SRC, {pw.in[0].to, src}},
+                 {DNNL_ARG_DIFF_DST, {pw.in[1].to, ddst}},
+                 {DNNL_ARG_DIFF_WEIGHTS, {pw.out.from, dwei}}});
+        pw.out.run(state.stream, dwei, partial + c * WK);
+      });
   for (int64_t c = 0; c < chunks; ++c) {
     const float* part = partial + c * WK;
 #pragma omp simd

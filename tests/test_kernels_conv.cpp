@@ -120,6 +120,29 @@ TEST_CASE_TEMPLATE("conv kernels: each kernel matches the direct loops", T, floa
   }
 }
 
+TEST_CASE("conv2d_backward: both gradients at once, the bits of the two calls") {
+  ThreadsGuard guard;
+  for (ConvKernel k : {ConvKernel::im2col, ConvKernel::automatic})
+    for (int threads : {1, 2}) {
+      set_threads(threads);
+      ConvKernelGuard kernel(k);
+      for (const ConvGeom& g : conv_geometries()) {
+        INFO(kernel_name(k), " threads ", threads, " N ", g.N, " C ", g.C, " O ", g.O);
+        auto x = rand_vec<float>(g.N * g.C * g.H * g.W, 1), w = rand_vec<float>(g.O * g.K(), 2);
+        auto dy = rand_vec<float>(g.N * g.O * g.Ho * g.Wo, 4);
+        std::vector<float> dx = rand_vec<float>(x.size(), 5), dw = rand_vec<float>(w.size(), 6),
+                           db = rand_vec<float>(g.O, 7);
+        std::vector<float> dx2 = dx, dw2 = dw, db2 = db;
+        conv2d_backward<float>(dx.data(), dw.data(), db.data(), x.data(), dy.data(), w.data(), g);
+        conv2d_backward_input<float>(dx2.data(), dy.data(), w.data(), g);
+        conv2d_backward_weight<float>(dw2.data(), db2.data(), x.data(), dy.data(), g);
+        CHECK(same_bits(dx, dx2));
+        CHECK(same_bits(dw, dw2));
+        CHECK(same_bits(db, db2));
+      }
+    }
+}
+
 TEST_CASE("conv kernels: oneDNN runs the many-channel layers, im2col the first layer's dx") {
   const ConvGeom wide = geom(8, 32, 12, 12, 32, 3, 3, 1, 1, 1, 1);
   const ConvGeom first = geom(8, 1, 12, 12, 32, 3, 3, 1, 1, 1, 1);
