@@ -106,15 +106,24 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
       return argv[++i];
     };
-    if (flag == "--warmup") o.warmup = std::stoll(value());
-    else if (flag == "--steps") o.steps = std::stoll(value());
-    else if (flag == "--seed") o.seed = std::stoull(value());
-    else if (flag == "--out") o.out = value();
-    else if (flag == "--python") o.python = value();
-    else if (flag == "--torch-script") o.torch_script = value();
-    else if (flag == "--no-torch") o.torch = false;
-    else if (flag == "--quick") apply_quick(o);
-    else if (flag == "--workloads") o.workloads = split_list(value());
+    if (flag == "--warmup")
+      o.warmup = std::stoll(value());
+    else if (flag == "--steps")
+      o.steps = std::stoll(value());
+    else if (flag == "--seed")
+      o.seed = std::stoull(value());
+    else if (flag == "--out")
+      o.out = value();
+    else if (flag == "--python")
+      o.python = value();
+    else if (flag == "--torch-script")
+      o.torch_script = value();
+    else if (flag == "--no-torch")
+      o.torch = false;
+    else if (flag == "--quick")
+      apply_quick(o);
+    else if (flag == "--workloads")
+      o.workloads = split_list(value());
     else if (flag == "--threads") {
       o.threads.clear();
       for (const std::string& t : split_list(value())) o.threads.push_back(std::stoi(t));
@@ -225,18 +234,22 @@ Workload cnn_workload(int64_t batch, uint64_t seed) {
     auto adam = std::make_shared<Adam>(*net, AdamConfig{.lr = 1e-3});
     return classifier_step(net, adam, {batch, 1, 28, 28});
   };
-  return {"cnn", fmt::format("Fashion-MNIST CNN step, batch {}", batch), 0, make};
+  const int64_t params = fashion_cnn::make_model()->parameter_count();
+  return {"cnn", fmt::format("Fashion-MNIST CNN step, batch {}, {} parameters", batch, params), 0,
+          make};
 }
 
 Workload resnet_workload(int64_t batch, uint64_t seed) {
   auto make = [batch, seed] {
     manual_seed(seed);
     auto net = std::make_shared<resnet_cifar::ResNet18>(10);
-    auto sgd = std::make_shared<SGD>(
-        *net, SGDConfig{.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4});
+    auto sgd =
+        std::make_shared<SGD>(*net, SGDConfig{.lr = 0.1, .momentum = 0.9, .weight_decay = 5e-4});
     return classifier_step(net, sgd, {batch, 3, 32, 32});
   };
-  return {"resnet", fmt::format("ResNet-18 step 32x32, batch {}", batch), 0, make};
+  const int64_t params = resnet_cifar::ResNet18(10).parameter_count();
+  return {"resnet", fmt::format("ResNet-18 step 32x32, batch {}, {} parameters", batch, params), 0,
+          make};
 }
 
 // forward, sum(output * W), backward, gradients zeroed first; the check is the last loss.
@@ -256,7 +269,8 @@ Workload lstm_workload(int64_t T, int64_t N, uint64_t seed) {
   const int64_t I = 128, H = 256;
   auto make = [=] {
     manual_seed(seed);
-    auto lstm = std::make_shared<LSTM>(RecurrentOptions{.input_size = I, .hidden_size = H, .num_layers = 2});
+    auto lstm = std::make_shared<LSTM>(
+        RecurrentOptions{.input_size = I, .hidden_size = H, .num_layers = 2});
     lstm->flat_parameters();
     return regression_step(lstm, random_f32({T, N, I}, seed + 6), random_f32({T, N, H}, seed + 7),
                            [](LSTM& m, const Tensor& x) { return m.forward(x).output; });
@@ -271,8 +285,9 @@ Workload encoder_workload(int64_t N, int64_t T, uint64_t seed) {
     auto layer = std::make_shared<TransformerEncoderLayer>(TransformerEncoderLayerOptions{
         .d_model = D, .nhead = 8, .dim_feedforward = 1024, .dropout = 0.0, .batch_first = true});
     layer->flat_parameters();
-    return regression_step(layer, random_f32({N, T, D}, seed + 8), random_f32({N, T, D}, seed + 9),
-                           [](TransformerEncoderLayer& m, const Tensor& x) { return m.forward(x); });
+    return regression_step(
+        layer, random_f32({N, T, D}, seed + 8), random_f32({N, T, D}, seed + 9),
+        [](TransformerEncoderLayer& m, const Tensor& x) { return m.forward(x); });
   };
   return {"encoder", fmt::format("TransformerEncoderLayer step, batch {} seq {}", N, T), 0, make};
 }
@@ -324,8 +339,7 @@ double median(std::vector<double> v) {
 }
 
 // depthgrad's figures of one row: warm-up, then the timed steps with the op families profiled.
-Row measure_depthgrad(const Workload& w, MatmulPrecision precision, int threads,
-                      const Options& o) {
+Row measure_depthgrad(const Workload& w, MatmulPrecision precision, int threads, const Options& o) {
   set_threads(threads);
   const MatmulPrecisionScope in_precision(precision);
   Measurable m = w.make();
@@ -335,13 +349,15 @@ Row measure_depthgrad(const Workload& w, MatmulPrecision precision, int threads,
   for (int64_t i = 0; i < o.steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     m.step();
-    seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   const OpProfile profile = op_profile();
   set_op_profiling(false);
   Row r{.key = w.key,
-        .label = w.label, .rate = w.flops > 0, .precision = precision, .threads = threads};
+        .label = w.label,
+        .rate = w.flops > 0,
+        .precision = precision,
+        .threads = threads};
   const double step = median(seconds);
   r.dg = r.rate ? w.flops / step * 1e-9 : step * 1e3;
   double mean = 0;
@@ -366,9 +382,9 @@ std::string run_capture(const std::string& command) {
 // missing (why goes to `why`).
 std::string torch_version(const Options& o, std::string& why) {
   if (!o.torch) return why = "--no-torch", "";
-  if (!std::filesystem::exists(o.torch_script))
-    return why = o.torch_script + " not found", "";
-  std::string v = run_capture(o.python + " -c 'import torch; print(torch.__version__)' 2>/dev/null");
+  if (!std::filesystem::exists(o.torch_script)) return why = o.torch_script + " not found", "";
+  std::string v =
+      run_capture(o.python + " -c 'import torch; print(torch.__version__)' 2>/dev/null");
   while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
   if (v.empty()) why = o.python + " cannot import torch";
   return v.empty() ? "" : fmt::format("torch {} ({})", v, o.python);
@@ -401,8 +417,9 @@ std::string cell(double v, const char* format_if_set, const char* if_nan) {
 }
 
 std::string table_header() {
-  std::string h = "| workload | unit | precision | threads | depthgrad | PyTorch | speed ratio "
-                  "| of matmul row |";
+  std::string h =
+      "| workload | unit | precision | threads | depthgrad | PyTorch | speed ratio "
+      "| of matmul row |";
   std::string rule = "|---|---|---|---:|---:|---:|---:|---:|";
   for (int f = 0; f < kOpFamilies; ++f) {
     h += fmt::format(" {} % |", op_family_name(static_cast<OpFamily>(f)));
@@ -435,9 +452,8 @@ std::string header_lines(const Options& o, const std::string& torch, const std::
       "steps, the median step (GFLOP/s rows: FLOPs over it); threads as the row says "
       "(torch.set_num_threads); seed {}{}\n",
       o.warmup, o.steps, o.seed, o.quick ? "; --quick: shrunken shapes, not a measurement" : "");
-  h += fmt::format(
-      "- bf16: depthgrad's bf16 matmul precision, PyTorch's autocast to bfloat16{}\n",
-      bf16.empty() ? "" : " (not measured here: " + bf16 + ")");
+  h += fmt::format("- bf16: depthgrad's bf16 matmul precision, PyTorch's autocast to bfloat16{}\n",
+                   bf16.empty() ? "" : " (not measured here: " + bf16 + ")");
   h += "- speed ratio: depthgrad's speed over PyTorch's (> 1: depthgrad is faster); of matmul row: "
        "the conv row's GFLOP/s over the same precision and threads' matmul row\n";
   h += "- op families (tensor/profile.h): depthgrad's share of the mean timed step; conv2d counts "

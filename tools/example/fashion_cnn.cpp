@@ -85,8 +85,7 @@ dg::Tensor loss(dg::Sequential& model, const dg::Batch& batch) {
 
 // The share of test images whose largest logit is the label, in eval mode (the model is put back
 // in training mode after).
-double accuracy(dg::Sequential& net, const dg::TensorDataset& data,
-                dg::MatmulPrecision precision) {
+double accuracy(dg::Sequential& net, const dg::TensorDataset& data, dg::MatmulPrecision precision) {
   dg::NoGradGuard no_grad;
   const dg::MatmulPrecisionScope in_precision(precision);
   net.eval();
@@ -193,7 +192,8 @@ int run_example(const Options& o) {
     run.trainer->run(half, on_step);
     run.trainer->save_checkpoint(path);
     run.trainer->run(settings.steps, on_step);
-    Run fresh = make_run(train, settings, o.seed + 7);  // other weights, until the checkpoint is loaded
+    Run fresh =
+        make_run(train, settings, o.seed + 7);  // other weights, until the checkpoint is loaded
     fresh.trainer->load_checkpoint(path);
     std::filesystem::remove(path);
     fresh.trainer->run();

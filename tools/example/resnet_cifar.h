@@ -53,8 +53,8 @@ class ResNet18 : public dg::Module {
     int64_t in = 64;
     for (int64_t stage = 0; stage < 4; ++stage) {
       const int64_t out = 64 << stage;
-      auto& layer = register_module("layer" + std::to_string(stage + 1),
-                                    std::make_unique<dg::Sequential>());
+      auto& layer =
+          register_module("layer" + std::to_string(stage + 1), std::make_unique<dg::Sequential>());
       layer.emplace<BasicBlock>(in, out, stage == 0 ? 1 : 2);
       layer.emplace<BasicBlock>(out, out, 1);
       layers.push_back(&layer);
