@@ -15,7 +15,8 @@
 //   resnet    a training step of tools/example/resnet_cifar.h's ResNet-18 on 32x32 inputs (batch
 //             32, SGD lr 0.1 momentum 0.9 weight decay 5e-4) on one synthetic batch
 // Timing: per row, --warmup untimed steps then --steps timed ones in this process, the median step
-// (ms/step, or GFLOP/s from it); the op families are the mean per timed step. Precisions: float32,
+// (ms/step, or GFLOP/s from it; --statistic best: the fastest, the figure to compare on a shared
+// machine); the op families are the mean per timed step. Precisions: float32,
 // and bf16 when the CPU has it (dg::bf16_unsupported_reason): depthgrad's bf16 matmul precision,
 // PyTorch's torch.autocast('cpu', dtype=torch.bfloat16). The "check" column is a value of
 // depthgrad's state after the row's steps (the last loss, or a gradient's sum): with the same
@@ -24,7 +25,7 @@
 //   bench_families [--warmup 2] [--steps 10] [--threads 1,2] [--precision float32,bf16]
 //                  [--workloads gemm,conv,cnn,lstm,encoder,resnet] [--seed 0] [--out FILE]
 //                  [--python /usr/bin/python3] [--torch-script tools/torch_bench_families.py]
-//                  [--no-torch] [--quick]
+//                  [--statistic median|best] [--no-torch] [--quick]
 // --quick: every batch (and sequence) cut to a few items, 1 warm-up and 2 timed steps: the shape
 // of the table in seconds, for the test (tests/bench_families_table.sh), not a measurement.
 // It does not pin threads, time float64 or the first step's allocations, or check PyTorch's losses.
@@ -72,6 +73,7 @@ struct Options {
   uint64_t seed = 0;
   std::string out, python = "/usr/bin/python3", torch_script = "tools/torch_bench_families.py";
   bool torch = true, quick = false;
+  bool best = false;  // --statistic best: the fastest timed step instead of the median
   Sizes sizes;
 };
 
@@ -97,6 +99,12 @@ void apply_quick(Options& o) {
              .encoder_seq = 16};
 }
 
+bool parse_statistic(const std::string& text) {
+  if (text != "median" && text != "best")
+    throw std::invalid_argument("--statistic: median or best, not " + text);
+  return text == "best";
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   bool precision_given = false;
@@ -120,6 +128,8 @@ Options parse(int argc, char** argv) {
       o.torch_script = value();
     else if (flag == "--no-torch")
       o.torch = false;
+    else if (flag == "--statistic")
+      o.best = parse_statistic(value());
     else if (flag == "--quick")
       apply_quick(o);
     else if (flag == "--workloads")
@@ -333,9 +343,10 @@ struct Row {
   double untimed_share = 0, check = kNaN;
 };
 
-double median(std::vector<double> v) {
+// The median (the lower middle for an even count) or, with best, the smallest.
+double typical(std::vector<double> v, bool best) {
   std::sort(v.begin(), v.end());
-  return v[(v.size() - 1) / 2];
+  return best ? v.front() : v[(v.size() - 1) / 2];
 }
 
 // depthgrad's figures of one row: warm-up, then the timed steps with the op families profiled.
@@ -358,7 +369,7 @@ Row measure_depthgrad(const Workload& w, MatmulPrecision precision, int threads,
         .rate = w.flops > 0,
         .precision = precision,
         .threads = threads};
-  const double step = median(seconds);
+  const double step = typical(seconds, o.best);
   r.dg = r.rate ? w.flops / step * 1e-9 : step * 1e3;
   double mean = 0;
   for (double s : seconds) mean += s / double(seconds.size());
@@ -395,12 +406,12 @@ std::string torch_version(const Options& o, std::string& why) {
 double measure_torch(const Workload& w, const Row& r, const Options& o) {
   const Sizes& s = o.sizes;
   const std::string command = fmt::format(
-      "{} {} --workload {} --threads {} --precision {} --warmup {} --steps {} --seed {} --gemm {} "
-      "--conv-batch {} --cnn-batch {} --resnet-batch {} --lstm-seq {} --lstm-batch {} "
-      "--encoder-batch {} --encoder-seq {}",
+      "{} {} --workload {} --threads {} --precision {} --warmup {} --steps {} --statistic {} "
+      "--seed {} --gemm {} --conv-batch {} --cnn-batch {} --resnet-batch {} --lstm-seq {} "
+      "--lstm-batch {} --encoder-batch {} --encoder-seq {}",
       o.python, o.torch_script, w.key, r.threads, precision_name(r.precision), o.warmup, o.steps,
-      o.seed, s.gemm, s.conv_batch, s.cnn_batch, s.resnet_batch, s.lstm_seq, s.lstm_batch,
-      s.encoder_batch, s.encoder_seq);
+      o.best ? "best" : "median", o.seed, s.gemm, s.conv_batch, s.cnn_batch, s.resnet_batch,
+      s.lstm_seq, s.lstm_batch, s.encoder_batch, s.encoder_seq);
   const std::string out = run_capture(command);
   const size_t at = out.rfind("\"value\":");
   if (at == std::string::npos) {
@@ -449,9 +460,10 @@ std::string header_lines(const Options& o, const std::string& torch, const std::
   h += fmt::format("- PyTorch: {}\n", torch.empty() ? "n/a (" + why_not + ")" : torch);
   h += fmt::format(
       "- timing: per row depthgrad, then PyTorch in a child process; each {} warm-up and {} timed "
-      "steps, the median step (GFLOP/s rows: FLOPs over it); threads as the row says "
+      "steps, the {} step (GFLOP/s rows: FLOPs over it); threads as the row says "
       "(torch.set_num_threads); seed {}{}\n",
-      o.warmup, o.steps, o.seed, o.quick ? "; --quick: shrunken shapes, not a measurement" : "");
+      o.warmup, o.steps, o.best ? "fastest" : "median", o.seed,
+      o.quick ? "; --quick: shrunken shapes, not a measurement" : "");
   h += fmt::format("- bf16: depthgrad's bf16 matmul precision, PyTorch's autocast to bfloat16{}\n",
                    bf16.empty() ? "" : " (not measured here: " + bf16 + ")");
   h += "- speed ratio: depthgrad's speed over PyTorch's (> 1: depthgrad is faster); of matmul row: "
