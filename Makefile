@@ -6,7 +6,13 @@
 #                    ../<this folder>-build-clang), and run the suite there but CLANG_SKIP
 #   make test-mpi-full  the full multi-rank battery (tests/mpi_train.sh full; ctest runs the quick one)
 #   make reproduce   build the program alone and run the rd-attnres reproduction on DATA (default ../shared/data)
-#   make bench       build and run the benchmarks (bench_matmul, bench_attention, bench_conv, bench_bandwidth, depthgrad bench; add --compare-torch by hand)
+#   make bench       the family benchmark: build bench_families alone and run it, OPENBLAS_CORETYPE unset;
+#                    one markdown table (printed, and written to BUILD/bench_families.md) of conv2d,
+#                    the CNN, LSTM, encoder and ResNet-18 steps against PyTorch (n/a without torch),
+#                    float32 and bf16, 1 and 2 threads, about 15 minutes; BENCH_FLAGS passes flags
+#                    (tools/bench_families.cpp's header lists them)
+#   make bench-kernels  build everything and run the kernel benchmarks (bench_matmul, bench_attention,
+#                    bench_conv, bench_bandwidth, depthgrad bench; add --compare-torch by hand)
 #   make test-sanitize     the whole suite built with ASan + UBSan (build-sanitize/), through ctest
 #   make test-sanitize-ci  the same build, only the tests labelled sanitize-ci (a few minutes)
 #   make fuzz        build the libFuzzer targets of tests/fuzz/ with clang (build-fuzz/) and run
@@ -43,7 +49,7 @@ CLANG_BUILD ?= $(abspath $(CURDIR)/..)/$(notdir $(CURDIR))-build-clang
 # build.
 CLANG_SKIP ?= ^(check_.*|count_lines|package_consumer|subproject_consumer|mpi_train|learn_.*)$$
 
-.PHONY: all deps configure build test test-clang test-mpi-full reproduce bench clean format \
+.PHONY: all deps configure build test test-clang test-mpi-full reproduce bench bench-kernels clean format \
 	sanitize-configure sanitize-build test-sanitize test-sanitize-ci fuzz fuzz-corpus kill-test gradcheck-teeth learn
 
 all: build
@@ -105,7 +111,14 @@ reproduce:
 	@cmake --build $(BUILD) -j $(JOBS) --target depthgrad
 	$(BUILD)/depthgrad reproduce --paper rd-attnres --dataset-dir $(DATA) --seed 42
 
-bench: build
+BENCH_FLAGS ?=
+bench:
+	@$(MAKE) --no-print-directory configure DEPS_FOR=build
+	@cmake --build $(BUILD) -j $(JOBS) --target bench_families
+	env -u OPENBLAS_CORETYPE $(BUILD)/bench_families --out $(BUILD)/bench_families.md \
+	  --torch-script tools/torch_bench_families.py $(BENCH_FLAGS)
+
+bench-kernels: build
 	$(BUILD)/bench_matmul
 	$(BUILD)/bench_attention
 	$(BUILD)/bench_conv

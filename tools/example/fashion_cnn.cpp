@@ -6,8 +6,13 @@
 // With --check-resume it also stops half-way at a training checkpoint and resumes a freshly built
 // model from it, which must end with the same losses, weights and batch-norm buffers, bit for bit.
 // Exits non-zero when the test accuracy is below --min-accuracy or the resume differs.
+// --precision bf16 trains and measures the accuracy in the bf16 matmul precision (float32 master
+// weights; tensor/gemm_kernels.h says which kernels honour it), on a CPU with AVX512_BF16 or AMX;
+// --seed N draws the weights and dropout from seed N and shuffles from seed N + 1 (the default, 0,
+// is what the example always did).
 //   fashion_cnn [--epochs 4] [--batch 128] [--train-examples 60000] [--test-examples 10000]
 //               [--min-accuracy 0.90] [--check-resume] [--data DIR] [--threads T]
+//               [--precision float32|bf16] [--seed N]
 // The data: Debian's dataset-fashion-mnist (tools/install-deps.sh installs it) or --data DIR.
 #include <depthgrad/depthgrad.h>
 
@@ -21,6 +26,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "fashion_cnn_model.h"
+
 namespace {
 
 struct Options {
@@ -29,6 +36,8 @@ struct Options {
   bool check_resume = false;
   std::string data;  // empty: the default folder
   int threads = 0;   // 0: the library's default
+  dg::MatmulPrecision precision = dg::MatmulPrecision::float32;
+  uint64_t seed = 0;  // the weights' and dropout's draws; the shuffle's is seed + 1
 };
 
 Options parse(int argc, char** argv) {
@@ -55,6 +64,10 @@ Options parse(int argc, char** argv) {
       o.data = value();
     else if (flag == "--threads")
       o.threads = std::stoi(value());
+    else if (flag == "--precision")
+      o.precision = dg::parse_precision(value(), "--precision");
+    else if (flag == "--seed")
+      o.seed = std::stoull(value());
     else
       throw std::invalid_argument("unknown flag " + flag + " (see the comment at the top)");
   }
@@ -66,36 +79,15 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// torch.nn.Sequential(Conv2d(1, 32, 3, padding=1), BatchNorm2d(32), ReLU(), MaxPool2d(2),
-//   Conv2d(32, 64, 3, padding=1), BatchNorm2d(64), ReLU(), MaxPool2d(2), Flatten(), Dropout(0.25),
-//   Linear(3136, 128), ReLU(), Dropout(0.25), Linear(128, 10)): [N, 1, 28, 28] -> [N, 10].
-std::unique_ptr<dg::Sequential> make_model() {
-  auto net = std::make_unique<dg::Sequential>();
-  net->emplace<dg::Conv2d>(1, 32, 3, /*stride=*/1, /*padding=*/1);
-  net->emplace<dg::BatchNorm2d>(32);
-  net->add(dg::relu);
-  net->emplace<dg::MaxPool2d>(2);
-  net->emplace<dg::Conv2d>(32, 64, 3, 1, 1);
-  net->emplace<dg::BatchNorm2d>(64);
-  net->add(dg::relu);
-  net->emplace<dg::MaxPool2d>(2);
-  net->emplace<dg::Flatten>();
-  net->emplace<dg::Dropout>(0.25);
-  net->emplace<dg::Linear>(64 * 7 * 7, 128);
-  net->add(dg::relu);
-  net->emplace<dg::Dropout>(0.25);
-  net->emplace<dg::Linear>(128, 10);
-  return net;
-}
-
 dg::Tensor loss(dg::Sequential& model, const dg::Batch& batch) {
   return dg::cross_entropy(model(batch[0]), batch[1]);
 }
 
 // The share of test images whose largest logit is the label, in eval mode (the model is put back
 // in training mode after).
-double accuracy(dg::Sequential& net, const dg::TensorDataset& data) {
+double accuracy(dg::Sequential& net, const dg::TensorDataset& data, dg::MatmulPrecision precision) {
   dg::NoGradGuard no_grad;
+  const dg::MatmulPrecisionScope in_precision(precision);
   net.eval();
   double correct = 0;
   dg::for_each_batch(data, 1000, [&](const dg::Batch& batch) {
@@ -125,7 +117,7 @@ Run make_run(const dg::TensorDataset& train, const dg::TrainingConfig& settings,
              uint64_t init_seed) {
   dg::manual_seed(init_seed);  // the weights' draws, then dropout's masks
   Run run;
-  run.net = make_model();
+  run.net = fashion_cnn::make_model();
   run.optimizer = std::make_unique<dg::Adam>(*run.net, dg::AdamConfig{.lr = 1e-3});
   dg::json::Value model_config;
   model_config["model"] = "fashion_cnn";
@@ -161,12 +153,17 @@ int run_example(const Options& o) {
       dg::threads());
 
   const int64_t steps_per_epoch = o.train_examples / o.batch;  // drop_last, as torch's
-  const dg::TrainingConfig settings{
-      .steps = o.epochs * steps_per_epoch, .batch = o.batch, .seed = 1};
-  Run run = make_run(train, settings, 0);
+  const dg::TrainingConfig settings{.steps = o.epochs * steps_per_epoch,
+                                    .batch = o.batch,
+                                    .seed = o.seed + 1,
+                                    .precision = o.precision};
+  Run run = make_run(train, settings, o.seed);
   std::printf("%lld parameters; %lld epochs of %lld steps of %lld images\n",
               static_cast<long long>(run.net->parameter_count()), static_cast<long long>(o.epochs),
               static_cast<long long>(steps_per_epoch), static_cast<long long>(o.batch));
+  if (o.precision != dg::MatmulPrecision::float32 || o.seed != 0)
+    std::printf("precision %s, seed %llu\n", dg::precision_name(o.precision),
+                static_cast<unsigned long long>(o.seed));
 
   double epoch_loss = 0, last_accuracy = 0;
   auto epoch_start = std::chrono::steady_clock::now();
@@ -175,7 +172,7 @@ int run_example(const Options& o) {
     if ((log.step + 1) % steps_per_epoch != 0) return;
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
-    last_accuracy = accuracy(*run.net, test);
+    last_accuracy = accuracy(*run.net, test, o.precision);
     std::printf("epoch %lld: %.1f s (%.1f ms/step), train loss %.4f, test accuracy %.4f\n",
                 static_cast<long long>((log.step + 1) / steps_per_epoch), seconds,
                 1e3 * seconds / static_cast<double>(steps_per_epoch),
@@ -195,7 +192,8 @@ int run_example(const Options& o) {
     run.trainer->run(half, on_step);
     run.trainer->save_checkpoint(path);
     run.trainer->run(settings.steps, on_step);
-    Run fresh = make_run(train, settings, 7);  // other weights, until the checkpoint is loaded
+    Run fresh =
+        make_run(train, settings, o.seed + 7);  // other weights, until the checkpoint is loaded
     fresh.trainer->load_checkpoint(path);
     std::filesystem::remove(path);
     fresh.trainer->run();
