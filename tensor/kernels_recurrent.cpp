@@ -207,18 +207,16 @@ StateRows state_rows(bool reverse, int64_t t) {
   return reverse ? StateRows{t + 1, t} : StateRows{t, t + 1};
 }
 
-// phase_fn(sequence, step, phase, piece) for every step of every sequence, phases in order, each
-// phase's pieces before the next phase (a barrier between). Sequences run one per thread when
-// there are threads for each (their pieces in order), else in turn with each phase's pieces over
-// the threads. Every (step, phase, piece) call writes its own outputs, so the bits are the same
-// however the calls are spread.
+// piece_fn(sequence, step, piece) for every step of every sequence, each step's pieces before the
+// next step's (a barrier between). Sequences run one per thread when there are threads for each
+// (their pieces in order), else in turn with each step's pieces over the threads. Every call
+// writes its own outputs, so the bits are the same however the calls are spread.
 template <class F>
-void run_pieces(int64_t count, int64_t steps, int64_t phases, int64_t pieces, const F& phase_fn) {
+void run_pieces(int64_t count, int64_t steps, int64_t pieces, const F& piece_fn) {
   const int nt = omp_in_parallel() ? 1 : threads();
   auto serial = [&](int64_t q) {
     for (int64_t s = 0; s < steps; ++s)
-      for (int64_t ph = 0; ph < phases; ++ph)
-        for (int64_t p = 0; p < pieces; ++p) phase_fn(q, s, ph, p);
+      for (int64_t p = 0; p < pieces; ++p) piece_fn(q, s, p);
   };
   if (nt == 1 || (count == 1 && pieces == 1)) {
     OneOmpThread hold(nt > 1);
@@ -230,11 +228,10 @@ void run_pieces(int64_t count, int64_t steps, int64_t phases, int64_t pieces, co
     const int team = static_cast<int>(std::min<int64_t>(nt, pieces));
     for (int64_t q = 0; q < count; ++q) {
 #pragma omp parallel num_threads(team)
-      for (int64_t s = 0; s < steps; ++s)
-        for (int64_t ph = 0; ph < phases; ++ph) {
+      for (int64_t s = 0; s < steps; ++s) {
 #pragma omp for schedule(static)
-          for (int64_t p = 0; p < pieces; ++p) phase_fn(q, s, ph, p);
-        }
+        for (int64_t p = 0; p < pieces; ++p) piece_fn(q, s, p);
+      }
     }
   }
 }
@@ -254,9 +251,10 @@ std::vector<T> weight_by_piece(const T* w, int64_t gates, int64_t hidden, int64_
 }
 
 // One row's LSTM gate math over `len` units: gate k of unit j at x[k·xs + j] and y[k·ys + j];
-// writes h', c' and act (gate k at a[k·H_act + j], tanh c' last).
+// writes h', c' and act (gate k at a[k·as + j], tanh c' last). Flattened: GCC otherwise calls
+// exp_f32 out of line here (five calls a unit) and the loop does not vectorise.
 template <class T, bool Fast>
-inline void lstm_gates_row(T* h_out, T* c_out, T* a, int64_t as, const T* x, int64_t xs,
+[[gnu::flatten]] inline void lstm_gates_row(T* h_out, T* c_out, T* a, int64_t as, const T* x, int64_t xs,
                            const T* y, int64_t ys, const T* c_in, int64_t len) {
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) {
@@ -307,7 +305,7 @@ void lstm_forward_sequences(const LstmSequence<T>* seqs, int64_t count) {
     w[q] = weight_by_piece(seqs[q].weight_hh, 4, H, pieces);
     gh[q].resize(static_cast<size_t>(N * 4 * H));
   }
-  run_pieces(count, seqs[0].steps, 1, pieces, [&](int64_t q, int64_t s, int64_t, int64_t p) {
+  run_pieces(count, seqs[0].steps, pieces, [&](int64_t q, int64_t s, int64_t p) {
     const LstmSequence<T>& seq = seqs[q];
     const int64_t t = seq.reverse ? seq.steps - 1 - s : s;
     const StateRows rows = state_rows(seq.reverse, t);
@@ -325,13 +323,15 @@ void lstm_forward_sequences(const LstmSequence<T>* seqs, int64_t count) {
   });
 }
 
-// Backward, from the last step: phase 0 adds the output's gradient to the carried dh and runs
-// the gate math's backward for the piece's units; phase 1 (after every piece's d_gates of the
-// step) carries dh = d_gates · W_hh for the piece's units. d_h0 and d_c0 are the carries.
+// Backward, from the last step. Call s of a piece first finishes step s − 1's carry, dh =
+// d_gates · W_hh for the piece's units (every piece's d_gates of that step are done: the call
+// before the barrier), then adds step s's output gradient to the carried dh and runs the gate
+// math's backward for the piece's units: one barrier a step. d_h0 and d_c0 are the carries.
 template <class T, bool Fast>
 void lstm_backward_sequences(const LstmSequence<T>* seqs, const LstmSequenceGrads<T>* grads,
                              int64_t count) {
-  const int64_t H = seqs[0].hidden, N = seqs[0].batch, pieces = Fast ? recurrent_pieces(H) : 1;
+  const int64_t H = seqs[0].hidden, N = seqs[0].batch, steps = seqs[0].steps;
+  const int64_t pieces = Fast ? recurrent_pieces(H) : 1;
   for (int64_t q = 0; q < count; ++q) {
     std::fill(grads[q].d_h0, grads[q].d_h0 + N * H, T(0));
     if (grads[q].d_c_last)
@@ -339,24 +339,25 @@ void lstm_backward_sequences(const LstmSequence<T>* seqs, const LstmSequenceGrad
     else
       std::fill(grads[q].d_c0, grads[q].d_c0 + N * H, T(0));
   }
-  run_pieces(count, seqs[0].steps, 2, pieces, [&](int64_t q, int64_t s, int64_t phase, int64_t p) {
+  auto time_of = [&](const LstmSequence<T>& seq, int64_t s) {
+    return seq.reverse ? s : steps - 1 - s;
+  };
+  run_pieces(count, steps + 1, pieces, [&](int64_t q, int64_t s, int64_t p) {
     const LstmSequence<T>& seq = seqs[q];
     const LstmSequenceGrads<T>& g = grads[q];
-    const int64_t t = seq.reverse ? s : seq.steps - 1 - s;
-    const StateRows rows = state_rows(seq.reverse, t);
     const UnitRange u = piece_units(H, pieces, p);
-    T* d_gates = g.d_gates + t * N * 4 * H;
-    if (phase == 1) {
-      step_gemm<T, Fast>(false, N, u.len, 4 * H, d_gates, 4 * H, seq.weight_hh + u.lo, H, T(0),
-                         g.d_h0 + u.lo, H);
-      return;
-    }
+    if (s > 0)
+      step_gemm<T, Fast>(false, N, u.len, 4 * H, g.d_gates + time_of(seq, s - 1) * N * 4 * H,
+                         4 * H, seq.weight_hh + u.lo, H, T(0), g.d_h0 + u.lo, H);
+    if (s == steps) return;
+    const int64_t t = time_of(seq, s);
+    const StateRows rows = state_rows(seq.reverse, t);
     for (int64_t n = 0; n < N; ++n) {
       const int64_t at = (t * N + n), state = n * H + u.lo;
       T* dh = g.d_h0 + state;
       const T* d_out = g.d_hs + rows.next * N * H + state;
       for (int64_t j = 0; j < u.len; ++j) dh[j] += d_out[j];
-      lstm_gates_backward_row<T>(d_gates + n * 4 * H + u.lo, H, g.d_c0 + state, dh,
+      lstm_gates_backward_row<T>(g.d_gates + at * 4 * H + u.lo, H, g.d_c0 + state, dh,
                                  seq.act + at * 5 * H + u.lo, H, seq.cs + rows.prev * N * H + state,
                                  u.len);
     }
@@ -366,7 +367,7 @@ void lstm_backward_sequences(const LstmSequence<T>* seqs, const LstmSequenceGrad
 // One row's GRU gate math over `len` units: x as LSTM's, y = the piece's h·W_hhᵀ columns (gate
 // stride ys), b the hidden bias (gate stride H); writes h', act (gate stride as) and gh_n.
 template <class T, bool Fast>
-inline void gru_gates_row(T* h_out, T* a, int64_t as, T* gh_n, const T* x, int64_t xs, const T* y,
+[[gnu::flatten]] inline void gru_gates_row(T* h_out, T* a, int64_t as, T* gh_n, const T* x, int64_t xs, const T* y,
                           int64_t ys, const T* b, int64_t bs, const T* h_in, int64_t len) {
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) {
@@ -407,7 +408,7 @@ void gru_forward_sequences(const GruSequence<T>* seqs, int64_t count) {
     bias[q].assign(static_cast<size_t>(3 * H), T(0));
     if (seqs[q].bias_hh) std::copy(seqs[q].bias_hh, seqs[q].bias_hh + 3 * H, bias[q].begin());
   }
-  run_pieces(count, seqs[0].steps, 1, pieces, [&](int64_t q, int64_t s, int64_t, int64_t p) {
+  run_pieces(count, seqs[0].steps, pieces, [&](int64_t q, int64_t s, int64_t p) {
     const GruSequence<T>& seq = seqs[q];
     const int64_t t = seq.reverse ? seq.steps - 1 - s : s;
     const StateRows rows = state_rows(seq.reverse, t);
@@ -425,30 +426,34 @@ void gru_forward_sequences(const GruSequence<T>* seqs, int64_t count) {
   });
 }
 
+// Backward as LSTM's: call s adds step s − 1's d_gates_h · W_hh to the carried dh (which holds
+// its z·h part), then runs step s's gate math backward.
 template <class T, bool Fast>
 void gru_backward_sequences(const GruSequence<T>* seqs, const GruSequenceGrads<T>* grads,
                             int64_t count) {
-  const int64_t H = seqs[0].hidden, N = seqs[0].batch, pieces = Fast ? recurrent_pieces(H) : 1;
+  const int64_t H = seqs[0].hidden, N = seqs[0].batch, steps = seqs[0].steps;
+  const int64_t pieces = Fast ? recurrent_pieces(H) : 1;
   for (int64_t q = 0; q < count; ++q) std::fill(grads[q].d_h0, grads[q].d_h0 + N * H, T(0));
-  run_pieces(count, seqs[0].steps, 2, pieces, [&](int64_t q, int64_t s, int64_t phase, int64_t p) {
+  auto time_of = [&](const GruSequence<T>& seq, int64_t s) {
+    return seq.reverse ? s : steps - 1 - s;
+  };
+  run_pieces(count, steps + 1, pieces, [&](int64_t q, int64_t s, int64_t p) {
     const GruSequence<T>& seq = seqs[q];
     const GruSequenceGrads<T>& g = grads[q];
-    const int64_t t = seq.reverse ? s : seq.steps - 1 - s;
-    const StateRows rows = state_rows(seq.reverse, t);
     const UnitRange u = piece_units(H, pieces, p);
-    T* d_gates_h = g.d_gates_h + t * N * 3 * H;
-    if (phase == 1) {
-      step_gemm<T, Fast>(false, N, u.len, 3 * H, d_gates_h, 3 * H, seq.weight_hh + u.lo, H, T(1),
-                         g.d_h0 + u.lo, H);
-      return;
-    }
+    if (s > 0)
+      step_gemm<T, Fast>(false, N, u.len, 3 * H, g.d_gates_h + time_of(seq, s - 1) * N * 3 * H,
+                         3 * H, seq.weight_hh + u.lo, H, T(1), g.d_h0 + u.lo, H);
+    if (s == steps) return;
+    const int64_t t = time_of(seq, s);
+    const StateRows rows = state_rows(seq.reverse, t);
     for (int64_t n = 0; n < N; ++n) {
       const int64_t at = (t * N + n), state = n * H + u.lo;
       T* dh = g.d_h0 + state;
       const T* d_out = g.d_hs + rows.next * N * H + state;
       for (int64_t j = 0; j < u.len; ++j) dh[j] += d_out[j];
-      gru_gates_backward_row<T>(g.d_gates_x + at * 3 * H + u.lo, d_gates_h + n * 3 * H + u.lo, H,
-                                dh, seq.act + at * 3 * H + u.lo, H, seq.gh_n + at * H + u.lo,
+      gru_gates_backward_row<T>(g.d_gates_x + at * 3 * H + u.lo, g.d_gates_h + at * 3 * H + u.lo,
+                                H, dh, seq.act + at * 3 * H + u.lo, H, seq.gh_n + at * H + u.lo,
                                 seq.hs + rows.prev * N * H + state, u.len);
     }
   });
