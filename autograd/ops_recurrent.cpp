@@ -159,9 +159,7 @@ int64_t initial_row(bool reverse, int64_t T) { return reverse ? T : 0; }
 Tensor output_rows(const Tensor& s, bool reverse, int64_t T) {
   return reverse ? slice(s, 0, 0, T) : slice(s, 0, 1, T + 1);
 }
-Tensor final_row(const Tensor& s, bool reverse, int64_t T) {
-  return select(s, 0, reverse ? 0 : T);
-}
+Tensor final_row(const Tensor& s, bool reverse, int64_t T) { return select(s, 0, reverse ? 0 : T); }
 
 // dW_hh = d_gates_hᵀ [G·H, T·N] · h before each step [T·N, H] (hs without its last state's row):
 // one GEMM after the recurrence (it follows the matmul precision).
@@ -169,8 +167,8 @@ template <class T>
 Tensor hidden_weight_grad(const T* d_gates_h, const T* hs, bool reverse, int64_t steps, int64_t N,
                           int64_t H, int64_t gates, DType dtype) {
   Tensor dw = Tensor::empty({gates * H, H}, dtype);
-  gemm(true, false, gates * H, H, steps * N, T(1), d_gates_h, gates * H,
-       hs + (reverse ? N * H : 0), H, T(0), dw.data<T>(), H);
+  gemm(true, false, gates * H, H, steps * N, T(1), d_gates_h, gates * H, hs + (reverse ? N * H : 0),
+       H, T(0), dw.data<T>(), H);
   return dw;
 }
 
@@ -205,8 +203,14 @@ std::vector<SequenceResult> lstm_sequence(const std::vector<SequenceDirection>& 
   auto sequences = [=]<class V>() {  // the kernels' view of the buffers (shared by the backward)
     std::vector<LstmSequence<V>> seqs(D);
     for (int64_t d = 0; d < D; ++d)
-      seqs[d] = {T, N, H, dirs[d].reverse, gx[d].data<V>(), w[d].data<V>(),
-                 states.data<V>() + 2 * d * plane, states.data<V>() + (2 * d + 1) * plane,
+      seqs[d] = {T,
+                 N,
+                 H,
+                 dirs[d].reverse,
+                 gx[d].data<V>(),
+                 w[d].data<V>(),
+                 states.data<V>() + 2 * d * plane,
+                 states.data<V>() + (2 * d + 1) * plane,
                  act.data<V>() + d * T * N * 5 * H};
     return seqs;
   };
@@ -217,34 +221,42 @@ std::vector<SequenceResult> lstm_sequence(const std::vector<SequenceDirection>& 
     std::vector<bool> reverse;
     for (const SequenceDirection& dir : dirs) reverse.push_back(dir.reverse);
     const Tensor kept = detach(states);  // the backward reads hs and cs (not its own output)
-    record(op, inputs, states, [inputs, w, act, kept, reverse, T, N, H, D, plane, op](const Tensor& g) {
-      const Tensor G = g.contiguous();
-      dispatch_float(G.dtype(), op, [&]<class V>() {
-        std::vector<LstmSequence<V>> seqs(D);
-        std::vector<LstmSequenceGrads<V>> grads(D);
-        std::vector<Tensor> d_gates, d_h0, d_c0;
-        for (int64_t d = 0; d < D; ++d) {
-          d_gates.push_back(Tensor::empty({T * N, 4 * H}, G.dtype()));
-          d_h0.push_back(Tensor::empty({N, H}, G.dtype()));
-          d_c0.push_back(Tensor::empty({N, H}, G.dtype()));
-          seqs[d] = {T, N, H, reverse[d], nullptr, w[d].data<V>(), kept.data<V>() + 2 * d * plane,
-                     kept.data<V>() + (2 * d + 1) * plane, act.data<V>() + d * T * N * 5 * H};
-          const int64_t last = (reverse[d] ? 0 : T) * N * H;
-          grads[d] = {G.data<V>() + 2 * d * plane, G.data<V>() + (2 * d + 1) * plane + last,
-                      d_gates[d].data<V>(), d_h0[d].data<V>(), d_c0[d].data<V>()};
-        }
-        lstm_sequence_backward<V>(seqs.data(), grads.data(), D);
-        for (int64_t d = 0; d < D; ++d) {
-          const Tensor* in = &inputs[4 * d];  // gates_x, weight_hh, h0, c0
-          if (in[1].requires_grad())
-            accumulate_grad(in[1], hidden_weight_grad<V>(d_gates[d].data<V>(), seqs[d].hs,
-                                                         reverse[d], T, N, H, 4, G.dtype()));
-          if (in[0].requires_grad()) accumulate_grad(in[0], d_gates[d]);
-          if (in[2].requires_grad()) accumulate_grad(in[2], d_h0[d]);
-          if (in[3].requires_grad()) accumulate_grad(in[3], d_c0[d]);
-        }
-      });
-    });
+    record(op, inputs, states,
+           [inputs, w, act, kept, reverse, T, N, H, D, plane, op](const Tensor& g) {
+             const Tensor G = g.contiguous();
+             dispatch_float(G.dtype(), op, [&]<class V>() {
+               std::vector<LstmSequence<V>> seqs(D);
+               std::vector<LstmSequenceGrads<V>> grads(D);
+               std::vector<Tensor> d_gates, d_h0, d_c0;
+               for (int64_t d = 0; d < D; ++d) {
+                 d_gates.push_back(Tensor::empty({T * N, 4 * H}, G.dtype()));
+                 d_h0.push_back(Tensor::empty({N, H}, G.dtype()));
+                 d_c0.push_back(Tensor::empty({N, H}, G.dtype()));
+                 seqs[d] = {T,
+                            N,
+                            H,
+                            reverse[d],
+                            nullptr,
+                            w[d].data<V>(),
+                            kept.data<V>() + 2 * d * plane,
+                            kept.data<V>() + (2 * d + 1) * plane,
+                            act.data<V>() + d * T * N * 5 * H};
+                 const int64_t last = (reverse[d] ? 0 : T) * N * H;
+                 grads[d] = {G.data<V>() + 2 * d * plane, G.data<V>() + (2 * d + 1) * plane + last,
+                             d_gates[d].data<V>(), d_h0[d].data<V>(), d_c0[d].data<V>()};
+               }
+               lstm_sequence_backward<V>(seqs.data(), grads.data(), D);
+               for (int64_t d = 0; d < D; ++d) {
+                 const Tensor* in = &inputs[4 * d];  // gates_x, weight_hh, h0, c0
+                 if (in[1].requires_grad())
+                   accumulate_grad(in[1], hidden_weight_grad<V>(d_gates[d].data<V>(), seqs[d].hs,
+                                                                reverse[d], T, N, H, 4, G.dtype()));
+                 if (in[0].requires_grad()) accumulate_grad(in[0], d_gates[d]);
+                 if (in[2].requires_grad()) accumulate_grad(in[2], d_h0[d]);
+                 if (in[3].requires_grad()) accumulate_grad(in[3], d_c0[d]);
+               }
+             });
+           });
   }
   std::vector<SequenceResult> out;
   for (int64_t d = 0; d < D; ++d) {
@@ -312,8 +324,15 @@ std::vector<SequenceResult> gru_sequence(const std::vector<SequenceDirection>& d
                  dgx.push_back(Tensor::empty({T * N, 3 * H}, G.dtype()));
                  dgh.push_back(Tensor::empty({T * N, 3 * H}, G.dtype()));
                  d_h0.push_back(Tensor::empty({N, H}, G.dtype()));
-                 seqs[d] = {T, N, H, reverse[d], nullptr, w[d].data<V>(), nullptr,
-                            kept.data<V>() + d * plane, act.data<V>() + d * T * N * 3 * H,
+                 seqs[d] = {T,
+                            N,
+                            H,
+                            reverse[d],
+                            nullptr,
+                            w[d].data<V>(),
+                            nullptr,
+                            kept.data<V>() + d * plane,
+                            act.data<V>() + d * T * N * 3 * H,
                             gh_n.data<V>() + d * T * N * H};
                  grads[d] = {G.data<V>() + d * plane, dgx[d].data<V>(), dgh[d].data<V>(),
                              d_h0[d].data<V>()};

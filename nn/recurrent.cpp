@@ -358,9 +358,9 @@ RecurrentOutput Recurrent::run(const Tensor& input, const Tensor& h0, const Tens
     const std::vector<RecurrentOutput> layer =
         sequence_op ? run_sequence(x, l, h_init, c_init) : std::vector<RecurrentOutput>();
     for (int64_t d = 0; d < D; ++d) {
-      const RecurrentOutput r = sequence_op ? layer[d]
-                                            : run_direction(x, l * D + d, d == 1, h_init[d],
-                                                            c_init[d], lengths);
+      const RecurrentOutput r =
+          sequence_op ? layer[d]
+                      : run_direction(x, l * D + d, d == 1, h_init[d], c_init[d], lengths);
       outputs.push_back(r.output);
       h_n.push_back(r.h_n);
       if (r.c_n.defined()) c_n.push_back(r.c_n);
@@ -403,8 +403,8 @@ std::vector<RecurrentOutput> Recurrent::run_sequence(const Tensor& x, int64_t la
   std::vector<SequenceDirection> dirs;
   for (int64_t d = 0; d < D; ++d) {
     const int64_t index = layer * D + d;
-    dirs.push_back({input_projection(x, index), weight_hh[index],
-                    lstm ? Tensor() : bias_hh[index], h[d], c[d], d == 1});
+    dirs.push_back({input_projection(x, index), weight_hh[index], lstm ? Tensor() : bias_hh[index],
+                    h[d], c[d], d == 1});
   }
   std::vector<RecurrentOutput> out;
   for (const SequenceResult& r : lstm ? lstm_sequence(dirs) : gru_sequence(dirs))

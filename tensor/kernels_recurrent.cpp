@@ -222,7 +222,7 @@ void run_pieces(int64_t count, int64_t steps, int64_t pieces, const F& piece_fn)
     OneOmpThread hold(nt > 1);
     for (int64_t q = 0; q < count; ++q) serial(q);
   } else if (count > 1 && nt >= count) {
-#pragma omp parallel for num_threads(static_cast<int>(count)) schedule(static, 1)
+#pragma omp parallel for num_threads(static_cast <int>(count)) schedule(static, 1)
     for (int64_t q = 0; q < count; ++q) serial(q);
   } else {
     const int team = static_cast<int>(std::min<int64_t>(nt, pieces));
@@ -254,8 +254,9 @@ std::vector<T> weight_by_piece(const T* w, int64_t gates, int64_t hidden, int64_
 // writes h', c' and act (gate k at a[k·as + j], tanh c' last). Flattened: GCC otherwise calls
 // exp_f32 out of line here (five calls a unit) and the loop does not vectorise.
 template <class T, bool Fast>
-[[gnu::flatten]] inline void lstm_gates_row(T* h_out, T* c_out, T* a, int64_t as, const T* x, int64_t xs,
-                           const T* y, int64_t ys, const T* c_in, int64_t len) {
+[[gnu::flatten]] inline void lstm_gates_row(T* h_out, T* c_out, T* a, int64_t as, const T* x,
+                                            int64_t xs, const T* y, int64_t ys, const T* c_in,
+                                            int64_t len) {
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) {
     const T i = sigmoid_of<T, Fast>(x[j] + y[j]);
@@ -316,9 +317,10 @@ void lstm_forward_sequences(const LstmSequence<T>* seqs, int64_t count) {
                        4 * H);
     for (int64_t n = 0; n < N; ++n) {
       const int64_t at = (t * N + n), state = n * H + u.lo;
-      lstm_gates_row<T, Fast>(seq.hs + rows.next * N * H + state, seq.cs + rows.next * N * H + state,
-                              seq.act + at * 5 * H + u.lo, H, seq.gates_x + at * 4 * H + u.lo, H,
-                              y + n * 4 * H, u.len, seq.cs + rows.prev * N * H + state, u.len);
+      lstm_gates_row<T, Fast>(seq.hs + rows.next * N * H + state,
+                              seq.cs + rows.next * N * H + state, seq.act + at * 5 * H + u.lo, H,
+                              seq.gates_x + at * 4 * H + u.lo, H, y + n * 4 * H, u.len,
+                              seq.cs + rows.prev * N * H + state, u.len);
     }
   });
 }
@@ -347,8 +349,8 @@ void lstm_backward_sequences(const LstmSequence<T>* seqs, const LstmSequenceGrad
     const LstmSequenceGrads<T>& g = grads[q];
     const UnitRange u = piece_units(H, pieces, p);
     if (s > 0)
-      step_gemm<T, Fast>(false, N, u.len, 4 * H, g.d_gates + time_of(seq, s - 1) * N * 4 * H,
-                         4 * H, seq.weight_hh + u.lo, H, T(0), g.d_h0 + u.lo, H);
+      step_gemm<T, Fast>(false, N, u.len, 4 * H, g.d_gates + time_of(seq, s - 1) * N * 4 * H, 4 * H,
+                         seq.weight_hh + u.lo, H, T(0), g.d_h0 + u.lo, H);
     if (s == steps) return;
     const int64_t t = time_of(seq, s);
     const StateRows rows = state_rows(seq.reverse, t);
@@ -367,8 +369,9 @@ void lstm_backward_sequences(const LstmSequence<T>* seqs, const LstmSequenceGrad
 // One row's GRU gate math over `len` units: x as LSTM's, y = the piece's h·W_hhᵀ columns (gate
 // stride ys), b the hidden bias (gate stride H); writes h', act (gate stride as) and gh_n.
 template <class T, bool Fast>
-[[gnu::flatten]] inline void gru_gates_row(T* h_out, T* a, int64_t as, T* gh_n, const T* x, int64_t xs, const T* y,
-                          int64_t ys, const T* b, int64_t bs, const T* h_in, int64_t len) {
+[[gnu::flatten]] inline void gru_gates_row(T* h_out, T* a, int64_t as, T* gh_n, const T* x,
+                                           int64_t xs, const T* y, int64_t ys, const T* b,
+                                           int64_t bs, const T* h_in, int64_t len) {
 #pragma omp simd
   for (int64_t j = 0; j < len; ++j) {
     const T r = sigmoid_of<T, Fast>(x[j] + (y[j] + b[j]));
@@ -452,8 +455,8 @@ void gru_backward_sequences(const GruSequence<T>* seqs, const GruSequenceGrads<T
       T* dh = g.d_h0 + state;
       const T* d_out = g.d_hs + rows.next * N * H + state;
       for (int64_t j = 0; j < u.len; ++j) dh[j] += d_out[j];
-      gru_gates_backward_row<T>(g.d_gates_x + at * 3 * H + u.lo, g.d_gates_h + at * 3 * H + u.lo,
-                                H, dh, seq.act + at * 3 * H + u.lo, H, seq.gh_n + at * H + u.lo,
+      gru_gates_backward_row<T>(g.d_gates_x + at * 3 * H + u.lo, g.d_gates_h + at * 3 * H + u.lo, H,
+                                dh, seq.act + at * 3 * H + u.lo, H, seq.gh_n + at * H + u.lo,
                                 seq.hs + rows.prev * N * H + state, u.len);
     }
   });
@@ -495,16 +498,17 @@ void ref_gru_sequence_backward(const GruSequence<T>& s, const GruSequenceGrads<T
   gru_backward_sequences<T, false>(&s, &g, 1);
 }
 
-#define DG_SEQUENCE_KERNELS(T)                                                                     \
-  template void lstm_sequence_forward<T>(const LstmSequence<T>*, int64_t);                         \
-  template void ref_lstm_sequence_forward<T>(const LstmSequence<T>&);                              \
-  template void lstm_sequence_backward<T>(const LstmSequence<T>*, const LstmSequenceGrads<T>*,     \
-                                          int64_t);                                                \
-  template void ref_lstm_sequence_backward<T>(const LstmSequence<T>&, const LstmSequenceGrads<T>&); \
-  template void gru_sequence_forward<T>(const GruSequence<T>*, int64_t);                           \
-  template void ref_gru_sequence_forward<T>(const GruSequence<T>&);                                \
-  template void gru_sequence_backward<T>(const GruSequence<T>*, const GruSequenceGrads<T>*,        \
-                                         int64_t);                                                 \
+#define DG_SEQUENCE_KERNELS(T)                                                                 \
+  template void lstm_sequence_forward<T>(const LstmSequence<T>*, int64_t);                     \
+  template void ref_lstm_sequence_forward<T>(const LstmSequence<T>&);                          \
+  template void lstm_sequence_backward<T>(const LstmSequence<T>*, const LstmSequenceGrads<T>*, \
+                                          int64_t);                                            \
+  template void ref_lstm_sequence_backward<T>(const LstmSequence<T>&,                          \
+                                              const LstmSequenceGrads<T>&);                    \
+  template void gru_sequence_forward<T>(const GruSequence<T>*, int64_t);                       \
+  template void ref_gru_sequence_forward<T>(const GruSequence<T>&);                            \
+  template void gru_sequence_backward<T>(const GruSequence<T>*, const GruSequenceGrads<T>*,    \
+                                         int64_t);                                             \
   template void ref_gru_sequence_backward<T>(const GruSequence<T>&, const GruSequenceGrads<T>&);
 DG_SEQUENCE_KERNELS(float)
 DG_SEQUENCE_KERNELS(double)

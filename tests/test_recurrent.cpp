@@ -1287,22 +1287,21 @@ template <class T>
 std::vector<std::vector<T>> run_sequence_kernels(bool gru, bool reverse, bool fast) {
   const int64_t steps = 5, N = 8, H = 130, G = gru ? 3 : 4;
   auto vals = [](int64_t n, uint64_t seed) { return random_values<T>(n, seed); };
-  const std::vector<T> gx = vals(steps * N * G * H, 1), w = vals(G * H * H, 2),
-                       b = vals(G * H, 3), d_hs = vals((steps + 1) * N * H, 4),
-                       d_c = vals(N * H, 5);
+  const std::vector<T> gx = vals(steps * N * G * H, 1), w = vals(G * H * H, 2), b = vals(G * H, 3),
+                       d_hs = vals((steps + 1) * N * H, 4), d_c = vals(N * H, 5);
   std::vector<T> hs = vals((steps + 1) * N * H, 6), cs = vals((steps + 1) * N * H, 7),
                  act((gru ? 3 : 5) * steps * N * H), gh_n(steps * N * H),
                  d_gates(steps * N * G * H), d_gates_h(steps * N * G * H), d_h0(N * H), d_c0(N * H);
   if (gru) {
-    const GruSequence<T> s{steps, N, H, reverse, gx.data(), w.data(), b.data(), hs.data(),
-                           act.data(), gh_n.data()};
+    const GruSequence<T> s{steps,    N,        H,         reverse,    gx.data(),
+                           w.data(), b.data(), hs.data(), act.data(), gh_n.data()};
     const GruSequenceGrads<T> g{d_hs.data(), d_gates.data(), d_gates_h.data(), d_h0.data()};
     fast ? gru_sequence_forward<T>(&s, 1) : ref_gru_sequence_forward<T>(s);
     fast ? gru_sequence_backward<T>(&s, &g, 1) : ref_gru_sequence_backward<T>(s, g);
     return {hs, act, gh_n, d_gates, d_gates_h, d_h0};
   }
-  const LstmSequence<T> s{steps, N, H, reverse, gx.data(), w.data(), hs.data(), cs.data(),
-                          act.data()};
+  const LstmSequence<T> s{steps,    N,         H,         reverse,   gx.data(),
+                          w.data(), hs.data(), cs.data(), act.data()};
   const LstmSequenceGrads<T> g{d_hs.data(), d_c.data(), d_gates.data(), d_h0.data(), d_c0.data()};
   fast ? lstm_sequence_forward<T>(&s, 1) : ref_lstm_sequence_forward<T>(s);
   fast ? lstm_sequence_backward<T>(&s, &g, 1) : ref_lstm_sequence_backward<T>(s, g);
@@ -1336,10 +1335,9 @@ TEST_CASE("recurrent sequence kernels equal their references; float32 bits at 1 
 std::vector<std::vector<double>> recurrent_step_results(RecurrentKind kind, bool bidirectional,
                                                         GateMath math, DType dtype) {
   manual_seed(11);
-  Recurrent m(kind,
-              {.input_size = 24, .hidden_size = 160, .num_layers = 2,
-               .bidirectional = bidirectional},
-              dtype);
+  Recurrent m(
+      kind, {.input_size = 24, .hidden_size = 160, .num_layers = 2, .bidirectional = bidirectional},
+      dtype);
   m.gate_math = math;
   const int64_t D = bidirectional ? 2 : 1;
   auto leaf = [&](const Shape& shape, uint64_t seed) {
@@ -1350,7 +1348,8 @@ std::vector<std::vector<double>> recurrent_step_results(RecurrentKind kind, bool
   const RecurrentOutput r = m.forward(x, h0, lstm ? c0 : Tensor());
   Tensor loss = sum(mul(r.output, random_tensor(r.output.shape(), 15, -1, 1, false).to(dtype)));
   loss = add(loss, sum(mul(r.h_n, random_tensor(r.h_n.shape(), 16, -1, 1, false).to(dtype))));
-  if (lstm) loss = add(loss, sum(mul(r.c_n, random_tensor(r.c_n.shape(), 17, -1, 1, false).to(dtype))));
+  if (lstm)
+    loss = add(loss, sum(mul(r.c_n, random_tensor(r.c_n.shape(), 17, -1, 1, false).to(dtype))));
   backward(loss);
   std::vector<std::vector<double>> out{r.output.contiguous().to_vector(), r.h_n.to_vector(),
                                        x.grad().to_vector(), h0.grad().to_vector()};
@@ -1359,8 +1358,9 @@ std::vector<std::vector<double>> recurrent_step_results(RecurrentKind kind, bool
   return out;
 }
 
-TEST_CASE("LSTM and GRU layers: the sequence op equals the per-step cells; float32 bits at 1 and "
-          "2 threads (uni- and bidirectional, 2 layers, every gradient)") {
+TEST_CASE(
+    "LSTM and GRU layers: the sequence op equals the per-step cells; float32 bits at 1 and "
+    "2 threads (uni- and bidirectional, 2 layers, every gradient)") {
   ThreadsGuard guard;
   for (RecurrentKind kind : {RecurrentKind::lstm, RecurrentKind::gru})
     for (bool bidirectional : {false, true}) {
