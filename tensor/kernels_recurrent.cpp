@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tensor/fast_math.h"
+#include "tensor/gemm_kernels.h"
 #include "tensor/kernels_matmul.h"
 #include "tensor/threads.h"
 
@@ -288,22 +289,55 @@ inline void lstm_gates_backward_row(T* d, int64_t ds, T* dc, const T* dh, const 
   }
 }
 
-// The GEMM of a step: one-thread BLAS (following the precision) or the naive reference.
+// W_hh (or its by-piece copy) rounded to bf16 once per sequence call, in bf16 matmul precision
+// (float32 only; empty otherwise): the steps' GEMMs then round only h (or d_gates) per call.
+template <class T, bool Fast>
+std::vector<uint16_t> weight_in_bf16(const T* w, int64_t n) {
+  std::vector<uint16_t> out;
+  if constexpr (Fast && std::is_same_v<T, float>) {
+    if (matmul_precision() != MatmulPrecision::bf16) return out;
+    out.resize(static_cast<size_t>(n));
+    to_bf16(w, n, out.data());
+  }
+  return out;
+}
+
+inline const uint16_t* at_offset(const std::vector<uint16_t>& v, int64_t offset) {
+  return v.empty() ? nullptr : v.data() + offset;
+}
+
+// The GEMM of a step, C [M, N] = A [M, K] · op(B) (+ beta·C): one-thread BLAS following the
+// precision (gemm_one_thread), or with B already in bf16 (b16: B's elements, or null) where
+// gemm_one_thread would run oneDNN's bf16 matmul (from kBf16OneThreadMinWork), or the naive
+// reference.
 template <class T, bool Fast>
 void step_gemm(bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
-               int64_t ldb, T beta, T* C, int64_t ldc) {
-  if constexpr (Fast)
-    gemm_one_thread(false, trans_b, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
-  else
+               int64_t ldb, T beta, T* C, int64_t ldc, const uint16_t* b16) {
+  if constexpr (!Fast) {
     ref_gemm<T>(false, trans_b, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
+  } else {
+    if constexpr (std::is_same_v<T, float>) {
+      if (b16 && M * N * K >= kBf16OneThreadMinWork) {
+        thread_local std::vector<uint16_t> a16;
+        a16.resize(static_cast<size_t>(M * K));
+        for (int64_t m = 0; m < M; ++m) to_bf16(A + m * lda, K, a16.data() + m * K);
+        gemm_bf16_packed_one_thread(false, trans_b, M, N, K, 1.0f, a16.data(), K, b16, ldb, beta, C,
+                                    ldc);
+        return;
+      }
+    }
+    gemm_one_thread(false, trans_b, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
+  }
 }
 
 template <class T, bool Fast>
 void lstm_forward_sequences(const LstmSequence<T>* seqs, int64_t count) {
   const int64_t H = seqs[0].hidden, N = seqs[0].batch, pieces = Fast ? recurrent_pieces(H) : 1;
   std::vector<std::vector<T>> w(count), gh(count);
+  std::vector<std::vector<uint16_t>> w16(count);
   for (int64_t q = 0; q < count; ++q) {
     w[q] = weight_by_piece(seqs[q].weight_hh, 4, H, pieces);
+    w16[q] = weight_in_bf16<T, Fast>(w[q].data(), 4 * H * H);
     gh[q].resize(static_cast<size_t>(N * 4 * H));
   }
   run_pieces(count, seqs[0].steps, pieces, [&](int64_t q, int64_t s, int64_t p) {
@@ -314,7 +348,7 @@ void lstm_forward_sequences(const LstmSequence<T>* seqs, int64_t count) {
     const T* h_in = seq.hs + rows.prev * N * H;
     T* y = gh[q].data() + 4 * u.lo;
     step_gemm<T, Fast>(true, N, 4 * u.len, H, h_in, H, w[q].data() + 4 * u.lo * H, H, T(0), y,
-                       4 * H);
+                       4 * H, at_offset(w16[q], 4 * u.lo * H));
     for (int64_t n = 0; n < N; ++n) {
       const int64_t at = (t * N + n), state = n * H + u.lo;
       lstm_gates_row<T, Fast>(seq.hs + rows.next * N * H + state,
@@ -341,6 +375,9 @@ void lstm_backward_sequences(const LstmSequence<T>* seqs, const LstmSequenceGrad
     else
       std::fill(grads[q].d_c0, grads[q].d_c0 + N * H, T(0));
   }
+  std::vector<std::vector<uint16_t>> w16(count);
+  for (int64_t q = 0; q < count; ++q)
+    w16[q] = weight_in_bf16<T, Fast>(seqs[q].weight_hh, 4 * H * H);
   auto time_of = [&](const LstmSequence<T>& seq, int64_t s) {
     return seq.reverse ? s : steps - 1 - s;
   };
@@ -350,7 +387,7 @@ void lstm_backward_sequences(const LstmSequence<T>* seqs, const LstmSequenceGrad
     const UnitRange u = piece_units(H, pieces, p);
     if (s > 0)
       step_gemm<T, Fast>(false, N, u.len, 4 * H, g.d_gates + time_of(seq, s - 1) * N * 4 * H, 4 * H,
-                         seq.weight_hh + u.lo, H, T(0), g.d_h0 + u.lo, H);
+                         seq.weight_hh + u.lo, H, T(0), g.d_h0 + u.lo, H, at_offset(w16[q], u.lo));
     if (s == steps) return;
     const int64_t t = time_of(seq, s);
     const StateRows rows = state_rows(seq.reverse, t);
@@ -405,8 +442,10 @@ template <class T, bool Fast>
 void gru_forward_sequences(const GruSequence<T>* seqs, int64_t count) {
   const int64_t H = seqs[0].hidden, N = seqs[0].batch, pieces = Fast ? recurrent_pieces(H) : 1;
   std::vector<std::vector<T>> w(count), gh(count), bias(count);
+  std::vector<std::vector<uint16_t>> w16(count);
   for (int64_t q = 0; q < count; ++q) {
     w[q] = weight_by_piece(seqs[q].weight_hh, 3, H, pieces);
+    w16[q] = weight_in_bf16<T, Fast>(w[q].data(), 3 * H * H);
     gh[q].resize(static_cast<size_t>(N * 3 * H));
     bias[q].assign(static_cast<size_t>(3 * H), T(0));
     if (seqs[q].bias_hh) std::copy(seqs[q].bias_hh, seqs[q].bias_hh + 3 * H, bias[q].begin());
@@ -419,7 +458,7 @@ void gru_forward_sequences(const GruSequence<T>* seqs, int64_t count) {
     const T* h_in = seq.hs + rows.prev * N * H;
     T* y = gh[q].data() + 3 * u.lo;
     step_gemm<T, Fast>(true, N, 3 * u.len, H, h_in, H, w[q].data() + 3 * u.lo * H, H, T(0), y,
-                       3 * H);
+                       3 * H, at_offset(w16[q], 3 * u.lo * H));
     for (int64_t n = 0; n < N; ++n) {
       const int64_t at = (t * N + n), state = n * H + u.lo;
       gru_gates_row<T, Fast>(seq.hs + rows.next * N * H + state, seq.act + at * 3 * H + u.lo, H,
@@ -437,6 +476,9 @@ void gru_backward_sequences(const GruSequence<T>* seqs, const GruSequenceGrads<T
   const int64_t H = seqs[0].hidden, N = seqs[0].batch, steps = seqs[0].steps;
   const int64_t pieces = Fast ? recurrent_pieces(H) : 1;
   for (int64_t q = 0; q < count; ++q) std::fill(grads[q].d_h0, grads[q].d_h0 + N * H, T(0));
+  std::vector<std::vector<uint16_t>> w16(count);
+  for (int64_t q = 0; q < count; ++q)
+    w16[q] = weight_in_bf16<T, Fast>(seqs[q].weight_hh, 3 * H * H);
   auto time_of = [&](const GruSequence<T>& seq, int64_t s) {
     return seq.reverse ? s : steps - 1 - s;
   };
@@ -446,7 +488,8 @@ void gru_backward_sequences(const GruSequence<T>* seqs, const GruSequenceGrads<T
     const UnitRange u = piece_units(H, pieces, p);
     if (s > 0)
       step_gemm<T, Fast>(false, N, u.len, 3 * H, g.d_gates_h + time_of(seq, s - 1) * N * 3 * H,
-                         3 * H, seq.weight_hh + u.lo, H, T(1), g.d_h0 + u.lo, H);
+                         3 * H, seq.weight_hh + u.lo, H, T(1), g.d_h0 + u.lo, H,
+                         at_offset(w16[q], u.lo));
     if (s == steps) return;
     const int64_t t = time_of(seq, s);
     const StateRows rows = state_rows(seq.reverse, t);
