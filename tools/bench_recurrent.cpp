@@ -4,8 +4,9 @@
 // step (per_step, the path before the sequence op) and their plain twins (composed). Default
 // shape: seq 64, batch 32, input 128, hidden 256, 2 layers (tools/torch_bench_lstm.py times
 // torch.nn.LSTM at the same shape and flags). Each setting runs until --seconds (default 2) and at
-// least 3 times; the best and the median are printed (the best is the figure to compare on a
-// shared machine).
+// least 3 times; the best and the median wall time are printed (the best is the figure to compare
+// on a shared machine), and the mean CPU time of the process per step (at one thread, the steadier
+// figure on a busy machine).
 //   bench_recurrent [--seconds S] [--seq T] [--batch N] [--input I] [--hidden H] [--layers L]
 //                   [--threads 1|2|0 (both)] [--bidirectional 0|1] [--gru 0|1]
 //                   [--precision float32|bf16] [--paths fused|all]
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -27,14 +29,17 @@ using namespace dg;
 
 namespace {
 struct Timing {
-  double best_ms, median_ms;
+  double best_ms, median_ms, cpu_ms;  // cpu: the process's CPU time per step (all threads), mean
 };
 
+// On a shared machine the wall time of a one-thread run waits for the core; its CPU time does
+// not, so cpu_ms is the steadier figure to compare one-thread runs by.
 template <class F>
 Timing time_runs(F&& f, double min_seconds) {
   f();  // warm-up
   std::vector<double> t;
   const auto start = std::chrono::steady_clock::now();
+  const std::clock_t cpu_start = std::clock();
   while (t.size() < 3 ||
          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
              min_seconds) {
@@ -42,8 +47,9 @@ Timing time_runs(F&& f, double min_seconds) {
     f();
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  const double cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   std::sort(t.begin(), t.end());
-  return {t.front() * 1e3, t[t.size() / 2] * 1e3};
+  return {t.front() * 1e3, t[t.size() / 2] * 1e3, cpu / static_cast<double>(t.size()) * 1e3};
 }
 }  // namespace
 
@@ -119,8 +125,9 @@ int main(int argc, char** argv) {
       const char* path = math == GateMath::fused      ? "fused"
                          : math == GateMath::per_step ? "per_step"
                                                       : "composed";
-      fmt::print("  threads {} {:8}: best {:.1f} ms/step, median {:.1f} ms/step\n", threads, path,
-                 t.best_ms, t.median_ms);
+      fmt::print(
+          "  threads {} {:8}: best {:.1f} ms/step, median {:.1f} ms/step, cpu {:.1f} ms/step\n",
+          threads, path, t.best_ms, t.median_ms, t.cpu_ms);
     }
   }
   return 0;

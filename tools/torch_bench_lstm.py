@@ -5,7 +5,8 @@ offline only: the figures to set beside bench_recurrent's.
 Default: seq 64, batch 32, input 128, hidden 256, 2 layers, float32, time-major, at
 torch.set_num_threads(1) and (2). It times the forward, a random-weighted loss over the outputs,
 the backward and the gradients zeroed, and reports the best and the median milliseconds per step
-over --seconds of runs (the best is the figure to compare on a shared machine). --precision bf16
+over --seconds of runs (the best is the figure to compare on a shared machine), and the mean CPU
+time of the process per step (at one thread, the steadier figure on a busy machine). --precision bf16
 runs the forward under torch.autocast("cpu", dtype=torch.bfloat16) (float32 weights, as
 depthgrad's bf16 matmul precision); torch 1.13's CPU autocast leaves nn.LSTM and nn.GRU in
 float32 (their output stays float32), so its bf16 figure is its float32 step.
@@ -53,14 +54,15 @@ def main():
 
         step()
         times = []
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         while len(times) < 3 or time.perf_counter() - start < args.seconds:
             t0 = time.perf_counter()
             step()
             times.append(time.perf_counter() - t0)
+        cpu = (time.process_time() - cpu_start) / len(times)
         times.sort()
         print(f"  threads {threads}: best {times[0] * 1e3:.1f} ms/step, "
-              f"median {times[len(times) // 2] * 1e3:.1f} ms/step")
+              f"median {times[len(times) // 2] * 1e3:.1f} ms/step, cpu {cpu * 1e3:.1f} ms/step")
 
 
 if __name__ == "__main__":
