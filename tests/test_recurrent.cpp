@@ -16,6 +16,7 @@
 
 #include "autograd/gradcheck.h"
 #include "nn/recurrent.h"
+#include "tensor/gemm_kernels.h"
 #include "tensor/kernels_recurrent.h"
 #include "tensor/threads.h"
 #include "tests/kernel_test_helpers.h"
@@ -1379,6 +1380,30 @@ TEST_CASE(
         return recurrent_step_results(kind, bidirectional, GateMath::fused, DType::f32);
       });
     }
+}
+
+TEST_CASE(
+    "LSTM and GRU layers follow the bf16 matmul precision (float32 weights kept); bits at 1 "
+    "and 2 threads") {
+  if (!bf16_unsupported_reason().empty()) return;  // a CPU without bf16 matmuls refuses it
+  ThreadsGuard guard;
+  for (RecurrentKind kind : {RecurrentKind::lstm, RecurrentKind::gru}) {
+    CAPTURE(static_cast<int>(kind));
+    const auto f32 = recurrent_step_results(kind, false, GateMath::fused, DType::f32);
+    MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    const auto b16 = recurrent_step_results(kind, false, GateMath::fused, DType::f32);
+    const auto per_step = recurrent_step_results(kind, false, GateMath::per_step, DType::f32);
+    for (size_t i = 0; i < f32.size(); ++i) {
+      CAPTURE(i);
+      CHECK(rel_diff(b16[i], f32[i]) > 0);    // the GEMMs ran in bf16 ...
+      CHECK(rel_diff(b16[i], f32[i]) < 0.1);  // ... and stayed near float32's
+      CHECK(rel_diff(b16[i], per_step[i]) < 0.1);
+    }
+    check_same_bits_at_1_and_2_threads([&](int threads) {
+      set_threads(threads);
+      return recurrent_step_results(kind, true, GateMath::fused, DType::f32);
+    });
+  }
 }
 
 TEST_CASE("recurrent layers: dropout between layers only in training; hooks see the output") {
