@@ -306,39 +306,66 @@ inline const uint16_t* at_offset(const std::vector<uint16_t>& v, int64_t offset)
   return v.empty() ? nullptr : v.data() + offset;
 }
 
-// The GEMM of a step, C [M, N] = A [M, K] · op(B) (+ beta·C): one-thread BLAS following the
-// precision (gemm_one_thread), or with B already in bf16 (b16: B's elements, or null) where
-// gemm_one_thread would run oneDNN's bf16 matmul (from kBf16OneThreadMinWork), or the naive
-// reference.
+// rows × cols float32 (row stride ld) rounded to bf16 into a per-thread buffer, row stride cols.
+inline const uint16_t* rounded_on_call(const float* p, int64_t rows, int64_t cols, int64_t ld) {
+  thread_local std::vector<uint16_t> buffer;
+  buffer.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) to_bf16(p + r * ld, cols, buffer.data() + r * cols);
+  return buffer.data();
+}
+
+// The GEMM of a step, C [M, N] = op(A) · op(B) + beta·C: one-thread BLAS following the precision
+// (gemm_one_thread), or, where gemm_one_thread would run oneDNN's bf16 matmul (from
+// kBf16OneThreadMinWork), the packed bf16 kernel with the weight already rounded (a16 or b16:
+// the elements of A or B, or null) and the other operand rounded here; or the naive reference.
 template <class T, bool Fast>
-void step_gemm(bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
-               int64_t ldb, T beta, T* C, int64_t ldc, const uint16_t* b16) {
+void step_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+               const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const uint16_t* a16,
+               const uint16_t* b16) {
   if constexpr (!Fast) {
-    ref_gemm<T>(false, trans_b, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
+    ref_gemm<T>(trans_a, trans_b, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
   } else {
     if constexpr (std::is_same_v<T, float>) {
-      if (b16 && M * N * K >= kBf16OneThreadMinWork) {
-        thread_local std::vector<uint16_t> a16;
-        a16.resize(static_cast<size_t>(M * K));
-        for (int64_t m = 0; m < M; ++m) to_bf16(A + m * lda, K, a16.data() + m * K);
-        gemm_bf16_packed_one_thread(false, trans_b, M, N, K, 1.0f, a16.data(), K, b16, ldb, beta, C,
-                                    ldc);
+      if ((a16 || b16) && M * N * K >= kBf16OneThreadMinWork) {
+        if (a16) {
+          const int64_t rows = trans_b ? N : K, cols = trans_b ? K : N;
+          gemm_bf16_packed_one_thread(trans_a, trans_b, M, N, K, 1.0f, a16, lda,
+                                      rounded_on_call(B, rows, cols, ldb), cols, beta, C, ldc);
+        } else {
+          const int64_t rows = trans_a ? K : M, cols = trans_a ? M : K;
+          gemm_bf16_packed_one_thread(trans_a, trans_b, M, N, K, 1.0f,
+                                      rounded_on_call(A, rows, cols, lda), cols, b16, ldb, beta, C,
+                                      ldc);
+        }
         return;
       }
     }
-    gemm_one_thread(false, trans_b, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
+    gemm_one_thread(trans_a, trans_b, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
   }
+}
+
+// The forward GEMM of a step's piece, h · W_pᵀ [N, G·len], computed as its transpose W_p · hᵀ
+// [G·len, N] (one-thread OpenBLAS runs [512, 32] × 256 at 96 GFLOP/s, [32, 512] at 81; the
+// transpose back is a few microseconds) into y (row stride ldy).
+template <class T, bool Fast>
+void piece_projection(int64_t N, int64_t rows, int64_t H, const T* h, const T* w_piece,
+                      const uint16_t* w16_piece, T* scratch, T* y, int64_t ldy) {
+  step_gemm<T, Fast>(false, true, rows, N, H, w_piece, H, h, H, T(0), scratch, N, w16_piece,
+                     nullptr);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t r = 0; r < rows; ++r) y[n * ldy + r] = scratch[r * N + n];
 }
 
 template <class T, bool Fast>
 void lstm_forward_sequences(const LstmSequence<T>* seqs, int64_t count) {
   const int64_t H = seqs[0].hidden, N = seqs[0].batch, pieces = Fast ? recurrent_pieces(H) : 1;
-  std::vector<std::vector<T>> w(count), gh(count);
+  std::vector<std::vector<T>> w(count), gh(count), scratch(count);
   std::vector<std::vector<uint16_t>> w16(count);
   for (int64_t q = 0; q < count; ++q) {
     w[q] = weight_by_piece(seqs[q].weight_hh, 4, H, pieces);
     w16[q] = weight_in_bf16<T, Fast>(w[q].data(), 4 * H * H);
     gh[q].resize(static_cast<size_t>(N * 4 * H));
+    scratch[q].resize(static_cast<size_t>(N * 4 * H));
   }
   run_pieces(count, seqs[0].steps, pieces, [&](int64_t q, int64_t s, int64_t p) {
     const LstmSequence<T>& seq = seqs[q];
@@ -347,8 +374,9 @@ void lstm_forward_sequences(const LstmSequence<T>* seqs, int64_t count) {
     const UnitRange u = piece_units(H, pieces, p);
     const T* h_in = seq.hs + rows.prev * N * H;
     T* y = gh[q].data() + 4 * u.lo;
-    step_gemm<T, Fast>(true, N, 4 * u.len, H, h_in, H, w[q].data() + 4 * u.lo * H, H, T(0), y,
-                       4 * H, at_offset(w16[q], 4 * u.lo * H));
+    piece_projection<T, Fast>(N, 4 * u.len, H, h_in, w[q].data() + 4 * u.lo * H,
+                              at_offset(w16[q], 4 * u.lo * H), scratch[q].data() + 4 * u.lo * N, y,
+                              4 * H);
     for (int64_t n = 0; n < N; ++n) {
       const int64_t at = (t * N + n), state = n * H + u.lo;
       lstm_gates_row<T, Fast>(seq.hs + rows.next * N * H + state,
@@ -386,8 +414,9 @@ void lstm_backward_sequences(const LstmSequence<T>* seqs, const LstmSequenceGrad
     const LstmSequenceGrads<T>& g = grads[q];
     const UnitRange u = piece_units(H, pieces, p);
     if (s > 0)
-      step_gemm<T, Fast>(false, N, u.len, 4 * H, g.d_gates + time_of(seq, s - 1) * N * 4 * H, 4 * H,
-                         seq.weight_hh + u.lo, H, T(0), g.d_h0 + u.lo, H, at_offset(w16[q], u.lo));
+      step_gemm<T, Fast>(false, false, N, u.len, 4 * H, g.d_gates + time_of(seq, s - 1) * N * 4 * H,
+                         4 * H, seq.weight_hh + u.lo, H, T(0), g.d_h0 + u.lo, H, nullptr,
+                         at_offset(w16[q], u.lo));
     if (s == steps) return;
     const int64_t t = time_of(seq, s);
     const StateRows rows = state_rows(seq.reverse, t);
@@ -441,12 +470,13 @@ inline void gru_gates_backward_row(T* dx, T* dy, int64_t ds, T* dh, const T* a, 
 template <class T, bool Fast>
 void gru_forward_sequences(const GruSequence<T>* seqs, int64_t count) {
   const int64_t H = seqs[0].hidden, N = seqs[0].batch, pieces = Fast ? recurrent_pieces(H) : 1;
-  std::vector<std::vector<T>> w(count), gh(count), bias(count);
+  std::vector<std::vector<T>> w(count), gh(count), scratch(count), bias(count);
   std::vector<std::vector<uint16_t>> w16(count);
   for (int64_t q = 0; q < count; ++q) {
     w[q] = weight_by_piece(seqs[q].weight_hh, 3, H, pieces);
     w16[q] = weight_in_bf16<T, Fast>(w[q].data(), 3 * H * H);
     gh[q].resize(static_cast<size_t>(N * 3 * H));
+    scratch[q].resize(static_cast<size_t>(N * 3 * H));
     bias[q].assign(static_cast<size_t>(3 * H), T(0));
     if (seqs[q].bias_hh) std::copy(seqs[q].bias_hh, seqs[q].bias_hh + 3 * H, bias[q].begin());
   }
@@ -457,8 +487,9 @@ void gru_forward_sequences(const GruSequence<T>* seqs, int64_t count) {
     const UnitRange u = piece_units(H, pieces, p);
     const T* h_in = seq.hs + rows.prev * N * H;
     T* y = gh[q].data() + 3 * u.lo;
-    step_gemm<T, Fast>(true, N, 3 * u.len, H, h_in, H, w[q].data() + 3 * u.lo * H, H, T(0), y,
-                       3 * H, at_offset(w16[q], 3 * u.lo * H));
+    piece_projection<T, Fast>(N, 3 * u.len, H, h_in, w[q].data() + 3 * u.lo * H,
+                              at_offset(w16[q], 3 * u.lo * H), scratch[q].data() + 3 * u.lo * N, y,
+                              3 * H);
     for (int64_t n = 0; n < N; ++n) {
       const int64_t at = (t * N + n), state = n * H + u.lo;
       gru_gates_row<T, Fast>(seq.hs + rows.next * N * H + state, seq.act + at * 3 * H + u.lo, H,
@@ -487,9 +518,9 @@ void gru_backward_sequences(const GruSequence<T>* seqs, const GruSequenceGrads<T
     const GruSequenceGrads<T>& g = grads[q];
     const UnitRange u = piece_units(H, pieces, p);
     if (s > 0)
-      step_gemm<T, Fast>(false, N, u.len, 3 * H, g.d_gates_h + time_of(seq, s - 1) * N * 3 * H,
-                         3 * H, seq.weight_hh + u.lo, H, T(1), g.d_h0 + u.lo, H,
-                         at_offset(w16[q], u.lo));
+      step_gemm<T, Fast>(false, false, N, u.len, 3 * H,
+                         g.d_gates_h + time_of(seq, s - 1) * N * 3 * H, 3 * H, seq.weight_hh + u.lo,
+                         H, T(1), g.d_h0 + u.lo, H, nullptr, at_offset(w16[q], u.lo));
     if (s == steps) return;
     const int64_t t = time_of(seq, s);
     const StateRows rows = state_rows(seq.reverse, t);
