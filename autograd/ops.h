@@ -580,6 +580,23 @@ HiddenAndCell plain_lstm_cell(const Tensor& gates_x, const Tensor& gates_h, cons
 Tensor gru_cell(const Tensor& gates_x, const Tensor& gates_h, const Tensor& h);
 // gru_cell written with primitive ops, each recorded: the reference.
 Tensor plain_gru_cell(const Tensor& gates_x, const Tensor& gates_h, const Tensor& h);
+// A whole layer's recurrence as one op (nn/recurrent.cpp's fast path): the T steps of h·W_hhᵀ
+// and the fused gate math of each direction, forward and backward as kernels
+// (tensor/kernels_recurrent.h), W_hh's gradient one GEMM after the recurrence. gates_x
+// [T·N, G·H] time-major (LSTM: x·W_ihᵀ + b_ih + b_hh; GRU: x·W_ihᵀ + b_ih), weight_hh [G·H, H],
+// bias_hh (GRU only, or undefined), h0 and c0 (LSTM only) [N, H]; reverse runs from the last step.
+// Directions given together (a bidirectional layer's two) run one per thread when there are
+// threads for both. Refuses create_graph, naming itself. Its reference is the per-step loop of
+// lstm_cell / gru_cell (nn/recurrent.h, GateMath::per_step).
+struct SequenceDirection {
+  Tensor gates_x, weight_hh, bias_hh, h0, c0;
+  bool reverse = false;
+};
+struct SequenceResult {
+  Tensor output, h_n, c_n;  // [T, N, H], [N, H], [N, H] (LSTM only)
+};
+std::vector<SequenceResult> lstm_sequence(const std::vector<SequenceDirection>& directions);
+std::vector<SequenceResult> gru_sequence(const std::vector<SequenceDirection>& directions);
 
 // ---- activations (ops_activation.cpp); abs .. operators (ops_unary, ops_arithmetic, ops_compare)
 // Activations. Derivatives at kinks as torch: relu'(0) = 0, leaky_relu'(0) = slope, abs'(0) = 0,

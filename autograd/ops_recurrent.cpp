@@ -11,6 +11,7 @@
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
+#include "tensor/kernels_matmul.h"
 #include "tensor/kernels_recurrent.h"
 #include "tensor/profile.h"
 
@@ -115,6 +116,251 @@ Tensor plain_gru_cell(const Tensor& gates_x, const Tensor& gates_h, const Tensor
   const Tensor r = sigmoid(add(x[0], y[0])), z = sigmoid(add(x[1], y[1]));
   const Tensor n = tanh(add(x[2], mul(r, y[2])));
   return add(mul(1.0 - z, n), mul(z, h));
+}
+
+// ---- whole sequences ---------------------------------------------------------------------------
+namespace {
+// Checks every direction against the first: gates_x [T·N, G·H], weight_hh [G·H, H], h0 (and c0)
+// [N, H], bias_hh [G·H] or undefined, one float dtype. Returns {T, N, H}.
+struct SequenceSizes {
+  int64_t T, N, H;
+};
+SequenceSizes check_sequence_args(const std::vector<SequenceDirection>& dirs, int64_t gates,
+                                  const char* op) {
+  if (dirs.empty()) throw std::invalid_argument(fmt::format("{}: no directions given", op));
+  check_float(dirs[0].h0, op);
+  check_arg(dirs[0].h0.dim() == 2, op, dirs[0].h0, "h0 [N, H]");
+  const int64_t N = dirs[0].h0.size(0), H = dirs[0].h0.size(1);
+  check_float(dirs[0].gates_x, op);
+  check_arg(dirs[0].gates_x.dim() == 2 && dirs[0].gates_x.size(1) == gates * H && N > 0 &&
+                dirs[0].gates_x.size(0) % N == 0 && dirs[0].gates_x.size(0) > 0,
+            op, dirs[0].gates_x, fmt::format("gates_x [T·{}, {}]", N, gates * H));
+  const int64_t T = dirs[0].gates_x.size(0) / N;
+  const DType dtype = dirs[0].h0.dtype();
+  auto check = [&](const Tensor& t, const Shape& shape, const char* what) {
+    check_arg(t.defined() && t.shape() == shape && t.dtype() == dtype, op, t,
+              fmt::format("{} {} of {}", what, shape_str(shape), dtype_name(dtype)));
+  };
+  for (const SequenceDirection& d : dirs) {
+    check(d.gates_x, {T * N, gates * H}, "gates_x");
+    check(d.weight_hh, {gates * H, H}, "weight_hh");
+    check(d.h0, {N, H}, "h0");
+    if (gates == 4) check(d.c0, {N, H}, "c0");
+    if (d.bias_hh.defined()) check(d.bias_hh, {gates * H}, "bias_hh");
+  }
+  return {T, N, H};
+}
+
+// Row of hs (and cs) [T + 1, N, H] holding the initial state: 0, or T when reverse.
+int64_t initial_row(bool reverse, int64_t T) { return reverse ? T : 0; }
+
+// The views of direction d's states buffer s [T + 1, N, H]: the outputs [T, N, H] and the final
+// state [N, H].
+Tensor output_rows(const Tensor& s, bool reverse, int64_t T) {
+  return reverse ? slice(s, 0, 0, T) : slice(s, 0, 1, T + 1);
+}
+Tensor final_row(const Tensor& s, bool reverse, int64_t T) { return select(s, 0, reverse ? 0 : T); }
+
+// dW_hh = d_gates_hᵀ [G·H, T·N] · h before each step [T·N, H] (hs without its last state's row):
+// one GEMM after the recurrence (it follows the matmul precision).
+template <class T>
+Tensor hidden_weight_grad(const T* d_gates_h, const T* hs, bool reverse, int64_t steps, int64_t N,
+                          int64_t H, int64_t gates, DType dtype) {
+  Tensor dw = Tensor::empty({gates * H, H}, dtype);
+  gemm(true, false, gates * H, H, steps * N, T(1), d_gates_h, gates * H, hs + (reverse ? N * H : 0),
+       H, T(0), dw.data<T>(), H);
+  return dw;
+}
+
+void copy_rows(const Tensor& from, Tensor& to_buffer, int64_t offset) {
+  const Tensor f = kernel_input(from);
+  dispatch_float(f.dtype(), "copy_rows", [&]<class T>() {
+    std::copy(f.data<T>(), f.data<T>() + f.numel(), to_buffer.data<T>() + offset);
+  });
+}
+}  // namespace
+
+// Forward: states [D, 2, T + 1, N, H] (hs and cs of each direction, one recorded node; the
+// outputs and final states are its views), act [D, T, N, 5H] kept. Backward (kernel): d_gates
+// [T·N, 4H] to gates_x, one GEMM to weight_hh, the carried dh and dc to h0 and c0.
+std::vector<SequenceResult> lstm_sequence(const std::vector<SequenceDirection>& dirs) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  const char* op = "lstm_sequence";
+  const auto [T, N, H] = check_sequence_args(dirs, 4, op);
+  const int64_t D = static_cast<int64_t>(dirs.size()), plane = (T + 1) * N * H;
+  const DType dtype = dirs[0].h0.dtype();
+  Tensor states = Tensor::empty({D, 2, T + 1, N, H}, dtype);
+  const Tensor act = Tensor::empty({D, T, N, 5 * H}, dtype);
+  std::vector<Tensor> inputs, gx, w;
+  for (int64_t d = 0; d < D; ++d) {
+    const SequenceDirection& dir = dirs[d];
+    gx.push_back(kernel_input(dir.gates_x));
+    w.push_back(kernel_input(dir.weight_hh));
+    copy_rows(dir.h0, states, 2 * d * plane + initial_row(dir.reverse, T) * N * H);
+    copy_rows(dir.c0, states, (2 * d + 1) * plane + initial_row(dir.reverse, T) * N * H);
+    inputs.insert(inputs.end(), {dir.gates_x, dir.weight_hh, dir.h0, dir.c0});
+  }
+  auto sequences = [=]<class V>() {  // the kernels' view of the buffers (shared by the backward)
+    std::vector<LstmSequence<V>> seqs(D);
+    for (int64_t d = 0; d < D; ++d)
+      seqs[d] = {T,
+                 N,
+                 H,
+                 dirs[d].reverse,
+                 gx[d].data<V>(),
+                 w[d].data<V>(),
+                 states.data<V>() + 2 * d * plane,
+                 states.data<V>() + (2 * d + 1) * plane,
+                 act.data<V>() + d * T * N * 5 * H};
+    return seqs;
+  };
+  dispatch_float(dtype, op, [&]<class V>() {
+    lstm_sequence_forward<V>(sequences.template operator()<V>().data(), D);
+  });
+  if (should_record(inputs)) {
+    std::vector<bool> reverse;
+    for (const SequenceDirection& dir : dirs) reverse.push_back(dir.reverse);
+    const Tensor kept = detach(states);  // the backward reads hs and cs (not its own output)
+    record(op, inputs, states,
+           [inputs, w, act, kept, reverse, T, N, H, D, plane, op](const Tensor& g) {
+             const Tensor G = g.contiguous();
+             dispatch_float(G.dtype(), op, [&]<class V>() {
+               std::vector<LstmSequence<V>> seqs(D);
+               std::vector<LstmSequenceGrads<V>> grads(D);
+               std::vector<Tensor> d_gates, d_h0, d_c0;
+               for (int64_t d = 0; d < D; ++d) {
+                 d_gates.push_back(Tensor::empty({T * N, 4 * H}, G.dtype()));
+                 d_h0.push_back(Tensor::empty({N, H}, G.dtype()));
+                 d_c0.push_back(Tensor::empty({N, H}, G.dtype()));
+                 seqs[d] = {T,
+                            N,
+                            H,
+                            reverse[d],
+                            nullptr,
+                            w[d].data<V>(),
+                            kept.data<V>() + 2 * d * plane,
+                            kept.data<V>() + (2 * d + 1) * plane,
+                            act.data<V>() + d * T * N * 5 * H};
+                 const int64_t last = (reverse[d] ? 0 : T) * N * H;
+                 grads[d] = {G.data<V>() + 2 * d * plane, G.data<V>() + (2 * d + 1) * plane + last,
+                             d_gates[d].data<V>(), d_h0[d].data<V>(), d_c0[d].data<V>()};
+               }
+               lstm_sequence_backward<V>(seqs.data(), grads.data(), D);
+               for (int64_t d = 0; d < D; ++d) {
+                 const Tensor* in = &inputs[4 * d];  // gates_x, weight_hh, h0, c0
+                 if (in[1].requires_grad())
+                   accumulate_grad(in[1], hidden_weight_grad<V>(d_gates[d].data<V>(), seqs[d].hs,
+                                                                reverse[d], T, N, H, 4, G.dtype()));
+                 if (in[0].requires_grad()) accumulate_grad(in[0], d_gates[d]);
+                 if (in[2].requires_grad()) accumulate_grad(in[2], d_h0[d]);
+                 if (in[3].requires_grad()) accumulate_grad(in[3], d_c0[d]);
+               }
+             });
+           });
+  }
+  std::vector<SequenceResult> out;
+  for (int64_t d = 0; d < D; ++d) {
+    const Tensor hs = select(select(states, 0, d), 0, 0), cs = select(select(states, 0, d), 0, 1);
+    out.push_back({output_rows(hs, dirs[d].reverse, T), final_row(hs, dirs[d].reverse, T),
+                   final_row(cs, dirs[d].reverse, T)});
+  }
+  return out;
+}
+
+// Forward: states [D, T + 1, N, H] (hs of each direction), act [D, T, N, 3H] and gh_n [D, T, N, H]
+// kept. Backward (kernel): d_gates_x to gates_x, d_gates_h's GEMM to weight_hh and its column sums
+// to bias_hh, the carried dh to h0.
+std::vector<SequenceResult> gru_sequence(const std::vector<SequenceDirection>& dirs) {
+  ScopedOpTimer op_timer(OpFamily::other);
+  const char* op = "gru_sequence";
+  const auto [T, N, H] = check_sequence_args(dirs, 3, op);
+  const int64_t D = static_cast<int64_t>(dirs.size()), plane = (T + 1) * N * H;
+  const DType dtype = dirs[0].h0.dtype();
+  Tensor states = Tensor::empty({D, T + 1, N, H}, dtype);
+  const Tensor act = Tensor::empty({D, T, N, 3 * H}, dtype);
+  const Tensor gh_n = Tensor::empty({D, T, N, H}, dtype);
+  std::vector<Tensor> inputs, gx, w, b;
+  const bool bias = dirs[0].bias_hh.defined();
+  for (int64_t d = 0; d < D; ++d) {
+    const SequenceDirection& dir = dirs[d];
+    gx.push_back(kernel_input(dir.gates_x));
+    w.push_back(kernel_input(dir.weight_hh));
+    b.push_back(bias ? kernel_input(dir.bias_hh) : Tensor());
+    copy_rows(dir.h0, states, d * plane + initial_row(dir.reverse, T) * N * H);
+    inputs.insert(inputs.end(), {dir.gates_x, dir.weight_hh, dir.h0});
+    if (bias) inputs.push_back(dir.bias_hh);
+  }
+  auto sequences = [=]<class V>() {
+    std::vector<GruSequence<V>> seqs(D);
+    for (int64_t d = 0; d < D; ++d)
+      seqs[d] = {T,
+                 N,
+                 H,
+                 dirs[d].reverse,
+                 gx[d].data<V>(),
+                 w[d].data<V>(),
+                 bias ? b[d].data<V>() : nullptr,
+                 states.data<V>() + d * plane,
+                 act.data<V>() + d * T * N * 3 * H,
+                 gh_n.data<V>() + d * T * N * H};
+    return seqs;
+  };
+  dispatch_float(dtype, op, [&]<class V>() {
+    gru_sequence_forward<V>(sequences.template operator()<V>().data(), D);
+  });
+  if (should_record(inputs)) {
+    std::vector<bool> reverse;
+    for (const SequenceDirection& dir : dirs) reverse.push_back(dir.reverse);
+    const Tensor kept = detach(states);
+    const int64_t per = bias ? 4 : 3;
+    record(op, inputs, states,
+           [inputs, w, act, gh_n, kept, reverse, T, N, H, D, plane, per, op](const Tensor& g) {
+             const Tensor G = g.contiguous();
+             dispatch_float(G.dtype(), op, [&]<class V>() {
+               std::vector<GruSequence<V>> seqs(D);
+               std::vector<GruSequenceGrads<V>> grads(D);
+               std::vector<Tensor> dgx, dgh, d_h0;
+               for (int64_t d = 0; d < D; ++d) {
+                 dgx.push_back(Tensor::empty({T * N, 3 * H}, G.dtype()));
+                 dgh.push_back(Tensor::empty({T * N, 3 * H}, G.dtype()));
+                 d_h0.push_back(Tensor::empty({N, H}, G.dtype()));
+                 seqs[d] = {T,
+                            N,
+                            H,
+                            reverse[d],
+                            nullptr,
+                            w[d].data<V>(),
+                            nullptr,
+                            kept.data<V>() + d * plane,
+                            act.data<V>() + d * T * N * 3 * H,
+                            gh_n.data<V>() + d * T * N * H};
+                 grads[d] = {G.data<V>() + d * plane, dgx[d].data<V>(), dgh[d].data<V>(),
+                             d_h0[d].data<V>()};
+               }
+               gru_sequence_backward<V>(seqs.data(), grads.data(), D);
+               for (int64_t d = 0; d < D; ++d) {
+                 const Tensor* in = &inputs[per * d];  // gates_x, weight_hh, h0, bias_hh
+                 if (in[1].requires_grad())
+                   accumulate_grad(in[1], hidden_weight_grad<V>(dgh[d].data<V>(), seqs[d].hs,
+                                                                reverse[d], T, N, H, 3, G.dtype()));
+                 if (per == 4 && in[3].requires_grad()) {
+                   Tensor db = Tensor::zeros({3 * H}, G.dtype());
+                   add_column_sums(dgh[d].data<V>(), T * N, 3 * H, 3 * H, db.data<V>());
+                   accumulate_grad(in[3], db);
+                 }
+                 if (in[0].requires_grad()) accumulate_grad(in[0], dgx[d]);
+                 if (in[2].requires_grad()) accumulate_grad(in[2], d_h0[d]);
+               }
+             });
+           });
+  }
+  std::vector<SequenceResult> out;
+  for (int64_t d = 0; d < D; ++d) {
+    const Tensor hs = select(states, 0, d);
+    out.push_back(
+        {output_rows(hs, dirs[d].reverse, T), final_row(hs, dirs[d].reverse, T), Tensor()});
+  }
+  return out;
 }
 
 }  // namespace dg

@@ -74,7 +74,8 @@ void check_differentiable(const std::vector<Step>& steps, const char* who) {
           "uses fused kernels), so its gradient cannot be differentiated again; compose it from "
           "ops that support create_graph (autograd/README.md lists them){}",
           who, s.node->op, s.output.describe(),
-          std::string_view(s.node->op) == "lstm_cell" || std::string_view(s.node->op) == "gru_cell"
+          std::string_view(s.node->op).ends_with("_cell") ||
+                  std::string_view(s.node->op).ends_with("_sequence")
               ? "; for an LSTM, GRU or cell module set its gate_math = GateMath::composed "
                 "(lstm.gate_math = dg::GateMath::composed; nn/recurrent.h): the same values "
                 "through recorded ops"

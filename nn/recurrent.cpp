@@ -242,7 +242,7 @@ PackedSequence pack_sequence(const std::vector<Tensor>& sequences, bool enforce_
 
 HiddenAndCell recurrent_step(RecurrentKind kind, GateMath math, const Tensor& gates_x,
                              const Tensor& gates_h, const Tensor& h, const Tensor& c) {
-  const bool fused = math == GateMath::fused;
+  const bool fused = math != GateMath::composed;
   switch (kind) {
     case RecurrentKind::lstm:
       return fused ? lstm_cell(gates_x, gates_h, c) : plain_lstm_cell(gates_x, gates_h, c);
@@ -345,13 +345,22 @@ RecurrentOutput Recurrent::run(const Tensor& input, const Tensor& h0, const Tens
     if (!s.defined()) return Tensor::zeros({N, H}, dtype());
     return reshape(slice(s, 0, index, index + 1), {N, H});
   };
+  const bool lstm = kind == RecurrentKind::lstm;
+  const bool sequence_op =
+      gate_math == GateMath::fused && lengths.empty() && (lstm || kind == RecurrentKind::gru);
   std::vector<Tensor> h_n, c_n;
   for (int64_t l = 0; l < L; ++l) {
-    std::vector<Tensor> outputs;
+    std::vector<Tensor> outputs, h_init, c_init;
+    for (int64_t d = 0; d < D; ++d) {
+      h_init.push_back(initial(h0, l * D + d));
+      c_init.push_back(lstm ? initial(c0, l * D + d) : Tensor());
+    }
+    const std::vector<RecurrentOutput> layer =
+        sequence_op ? run_sequence(x, l, h_init, c_init) : std::vector<RecurrentOutput>();
     for (int64_t d = 0; d < D; ++d) {
       const RecurrentOutput r =
-          run_direction(x, l * D + d, d == 1, initial(h0, l * D + d),
-                        kind == RecurrentKind::lstm ? initial(c0, l * D + d) : Tensor(), lengths);
+          sequence_op ? layer[d]
+                      : run_direction(x, l * D + d, d == 1, h_init[d], c_init[d], lengths);
       outputs.push_back(r.output);
       h_n.push_back(r.h_n);
       if (r.c_n.defined()) c_n.push_back(r.c_n);
@@ -378,13 +387,37 @@ RecurrentOutput Recurrent::run(const Tensor& input, const Tensor& h0, const Tens
 // With lengths, a step where some sequence has ended keeps that sequence's states (where) and
 // gives it a zero output (masked_fill), so its reverse direction starts at its last valid step with
 // the initial state, as torch's packed sequences do.
+Tensor Recurrent::input_projection(const Tensor& x, int64_t index) const {
+  const bool fold_bias = kind != RecurrentKind::gru && options.bias;
+  const Tensor input_bias = fold_bias ? add(bias_ih[index], bias_hh[index]) : bias_ih[index];
+  return linear(reshape(x, {x.size(0) * x.size(1), x.size(2)}), weight_ih[index], input_bias);
+}
+
+// The directions of layer `layer` in one op, so that a bidirectional layer's two recurrences run
+// one per thread.
+std::vector<RecurrentOutput> Recurrent::run_sequence(const Tensor& x, int64_t layer,
+                                                     const std::vector<Tensor>& h,
+                                                     const std::vector<Tensor>& c) const {
+  const int64_t D = directions();
+  const bool lstm = kind == RecurrentKind::lstm;
+  std::vector<SequenceDirection> dirs;
+  for (int64_t d = 0; d < D; ++d) {
+    const int64_t index = layer * D + d;
+    dirs.push_back({input_projection(x, index), weight_hh[index], lstm ? Tensor() : bias_hh[index],
+                    h[d], c[d], d == 1});
+  }
+  std::vector<RecurrentOutput> out;
+  for (const SequenceResult& r : lstm ? lstm_sequence(dirs) : gru_sequence(dirs))
+    out.push_back({r.output, r.h_n, r.c_n});
+  return out;
+}
+
 RecurrentOutput Recurrent::run_direction(const Tensor& x, int64_t index, bool reverse,
                                          const Tensor& h0, const Tensor& c0,
                                          const std::vector<int64_t>& lengths) const {
   const int64_t T = x.size(0), N = x.size(1);
   const bool fold_bias = kind != RecurrentKind::gru && options.bias;
-  const Tensor input_bias = fold_bias ? add(bias_ih[index], bias_hh[index]) : bias_ih[index];
-  const Tensor gates_x = linear(reshape(x, {T * N, x.size(2)}), weight_ih[index], input_bias);
+  const Tensor gates_x = input_projection(x, index);
   const Tensor hidden_bias = fold_bias ? Tensor() : bias_hh[index];
   Tensor h = h0, c = c0;
   std::vector<Tensor> outputs(T);

@@ -80,12 +80,16 @@ enum class RecurrentKind { rnn_tanh, rnn_relu, lstm, gru };
 
 // How a step's gate math runs: the fused ops (lstm_cell, gru_cell in autograd/ops.h, one kernel
 // each way) or their plain twins, composed of sigmoid, tanh, mul, add and slice (the version to
-// read first, and the one create_graph differentiates twice). Both give the same values.
-enum class GateMath { fused, composed };
+// read first, and the one create_graph differentiates twice). Both give the same values. For an
+// LSTM or GRU layer, fused runs each layer's whole recurrence as one op (lstm_sequence,
+// gru_sequence: no recorded op per step, W_hh's gradient one GEMM) unless the batch is packed;
+// per_step runs the fused cell ops step by step, each recorded (the sequence op's reference).
+enum class GateMath { fused, per_step, composed };
 
 // The stacked, optionally bidirectional recurrence. The input projections of all time steps are
-// one GEMM per layer and direction (x [T·N, in] · W_ihᵀ); each step then runs h · W_hhᵀ and the
-// gate math. Use it through RNN, LSTM or GRU below.
+// one GEMM per layer and direction (x [T·N, in] · W_ihᵀ, and in backward one GEMM each for dW_ih
+// and dx); each step then runs h · W_hhᵀ and the gate math (for LSTM and GRU in one op per layer:
+// GateMath above). Use it through RNN, LSTM or GRU below.
 DG_OTHER_FORWARD_BEGIN
 class Recurrent : public Module {
  public:
@@ -133,6 +137,14 @@ class Recurrent : public Module {
   // and its output is zero).
   RecurrentOutput run_direction(const Tensor& x, int64_t index, bool reverse, const Tensor& h,
                                 const Tensor& c, const std::vector<int64_t>& lengths) const;
+  // One LSTM or GRU layer's directions as one lstm_sequence / gru_sequence op: outputs [T, N, H]
+  // and final states per direction.
+  std::vector<RecurrentOutput> run_sequence(const Tensor& x, int64_t layer,
+                                            const std::vector<Tensor>& h,
+                                            const std::vector<Tensor>& c) const;
+  // The input projections x [T·N, in] · W_ihᵀ + bias of layer·D + d (for RNN and LSTM the bias is
+  // b_ih + b_hh, folded once).
+  Tensor input_projection(const Tensor& x, int64_t index) const;
   TorchGenerator* dropout_generator_;
 };
 DG_OTHER_FORWARD_END

@@ -3,9 +3,13 @@
 // inner loops vectorise) and reference (serial, std::exp and std::tanh).
 #include "tensor/kernels_recurrent.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "tensor/fast_math.h"
+#include "tensor/gemm_kernels.h"
+#include "tensor/kernels_matmul.h"
 #include "tensor/threads.h"
 
 namespace dg {
@@ -178,5 +182,410 @@ void ref_gru_cell_backward(T* dgx, T* dgh, T* dh, const T* dh_out, const T* act,
 DG_RECURRENT_KERNELS(float)
 DG_RECURRENT_KERNELS(double)
 #undef DG_RECURRENT_KERNELS
+
+// ---- whole sequences -------------------------------------------------------------------------
+int64_t recurrent_pieces(int64_t hidden) {
+  static const int64_t cores = physical_cores();
+  return std::clamp<int64_t>(hidden / 64, 1, cores);
+}
+
+namespace {
+// Hidden units [lo, lo + len) of piece p: equal widths rounded up to 16 (whole vectors).
+struct UnitRange {
+  int64_t lo, len;
+};
+UnitRange piece_units(int64_t hidden, int64_t pieces, int64_t p) {
+  const int64_t width = ((hidden + pieces - 1) / pieces + 15) / 16 * 16;
+  const int64_t lo = std::min(hidden, p * width);
+  return {lo, std::min(width, hidden - lo)};
+}
+
+// Rows of h and c a step at time t reads (prev) and writes (next) in hs / cs (see the header).
+struct StateRows {
+  int64_t prev, next;
+};
+StateRows state_rows(bool reverse, int64_t t) {
+  return reverse ? StateRows{t + 1, t} : StateRows{t, t + 1};
+}
+
+// piece_fn(sequence, step, piece) for every step of every sequence, each step's pieces before the
+// next step's (a barrier between). Sequences run one per thread when there are threads for each
+// (their pieces in order), else in turn with each step's pieces over the threads. Every call
+// writes its own outputs, so the bits are the same however the calls are spread.
+template <class F>
+void run_pieces(int64_t count, int64_t steps, int64_t pieces, const F& piece_fn) {
+  const int nt = omp_in_parallel() ? 1 : threads();
+  auto serial = [&](int64_t q) {
+    for (int64_t s = 0; s < steps; ++s)
+      for (int64_t p = 0; p < pieces; ++p) piece_fn(q, s, p);
+  };
+  if (nt == 1 || (count == 1 && pieces == 1)) {
+    OneOmpThread hold(nt > 1);
+    for (int64_t q = 0; q < count; ++q) serial(q);
+  } else if (count > 1 && nt >= count) {
+#pragma omp parallel for num_threads(static_cast <int>(count)) schedule(static, 1)
+    for (int64_t q = 0; q < count; ++q) serial(q);
+  } else {
+    const int team = static_cast<int>(std::min<int64_t>(nt, pieces));
+    for (int64_t q = 0; q < count; ++q) {
+#pragma omp parallel num_threads(team)
+      for (int64_t s = 0; s < steps; ++s) {
+#pragma omp for schedule(static)
+        for (int64_t p = 0; p < pieces; ++p) piece_fn(q, s, p);
+      }
+    }
+  }
+}
+
+// W [G·H, H] with each piece's gate rows together: piece p's rows are gate 0's units of p, gate
+// 1's, ..., so a step's piece is one GEMM writing G·len adjacent columns.
+template <class T>
+std::vector<T> weight_by_piece(const T* w, int64_t gates, int64_t hidden, int64_t pieces) {
+  std::vector<T> out(static_cast<size_t>(gates * hidden * hidden));
+  for (int64_t p = 0; p < pieces; ++p) {
+    const UnitRange u = piece_units(hidden, pieces, p);
+    for (int64_t g = 0; g < gates; ++g)
+      std::copy(w + (g * hidden + u.lo) * hidden, w + (g * hidden + u.lo + u.len) * hidden,
+                out.begin() + (gates * u.lo + g * u.len) * hidden);
+  }
+  return out;
+}
+
+// One row's LSTM gate math over `len` units: gate k of unit j at x[k·xs + j] and y[k·ys + j];
+// writes h', c' and act (gate k at a[k·as + j], tanh c' last). Flattened: GCC otherwise calls
+// exp_f32 out of line here (five calls a unit) and the loop does not vectorise.
+template <class T, bool Fast>
+[[gnu::flatten]] inline void lstm_gates_row(T* h_out, T* c_out, T* a, int64_t as, const T* x,
+                                            int64_t xs, const T* y, int64_t ys, const T* c_in,
+                                            int64_t len) {
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) {
+    const T i = sigmoid_of<T, Fast>(x[j] + y[j]);
+    const T f = sigmoid_of<T, Fast>(x[xs + j] + y[ys + j]);
+    const T g = tanh_of<T, Fast>(x[2 * xs + j] + y[2 * ys + j]);
+    const T o = sigmoid_of<T, Fast>(x[3 * xs + j] + y[3 * ys + j]);
+    const T cn = f * c_in[j] + i * g;
+    const T tc = tanh_of<T, Fast>(cn);
+    a[j] = i, a[as + j] = f, a[2 * as + j] = g, a[3 * as + j] = o, a[4 * as + j] = tc;
+    c_out[j] = cn;
+    h_out[j] = o * tc;
+  }
+}
+
+// dh (in: the gradient of h'; kept) and dc (in: of c'; out: of c) over `len` units; writes the
+// four gates' gradients at d[k·ds + j]. The formulas are lstm_backward's.
+template <class T>
+inline void lstm_gates_backward_row(T* d, int64_t ds, T* dc, const T* dh, const T* a, int64_t as,
+                                    const T* c_in, int64_t len) {
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) {
+    const T i = a[j], f = a[as + j], g = a[2 * as + j], o = a[3 * as + j], tc = a[4 * as + j];
+    const T dcn = dc[j] + dh[j] * o * (T(1) - tc * tc);
+    d[j] = dcn * g * i * (T(1) - i);
+    d[ds + j] = dcn * c_in[j] * f * (T(1) - f);
+    d[2 * ds + j] = dcn * i * (T(1) - g * g);
+    d[3 * ds + j] = dh[j] * tc * o * (T(1) - o);
+    dc[j] = dcn * f;
+  }
+}
+
+// W_hh (or its by-piece copy) rounded to bf16 once per sequence call, in bf16 matmul precision
+// (float32 only; empty otherwise): the steps' GEMMs then round only h (or d_gates) per call.
+template <class T, bool Fast>
+std::vector<uint16_t> weight_in_bf16(const T* w, int64_t n) {
+  std::vector<uint16_t> out;
+  if constexpr (Fast && std::is_same_v<T, float>) {
+    if (matmul_precision() != MatmulPrecision::bf16) return out;
+    out.resize(static_cast<size_t>(n));
+    to_bf16(w, n, out.data());
+  }
+  return out;
+}
+
+inline const uint16_t* at_offset(const std::vector<uint16_t>& v, int64_t offset) {
+  return v.empty() ? nullptr : v.data() + offset;
+}
+
+// rows × cols float32 (row stride ld) rounded to bf16 into a per-thread buffer, row stride cols.
+inline const uint16_t* rounded_on_call(const float* p, int64_t rows, int64_t cols, int64_t ld) {
+  thread_local std::vector<uint16_t> buffer;
+  buffer.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) to_bf16(p + r * ld, cols, buffer.data() + r * cols);
+  return buffer.data();
+}
+
+// The GEMM of a step, C [M, N] = op(A) · op(B) + beta·C: one-thread BLAS following the precision
+// (gemm_one_thread), or, where gemm_one_thread would run oneDNN's bf16 matmul (from
+// kBf16OneThreadMinWork), the packed bf16 kernel with the weight already rounded (a16 or b16:
+// the elements of A or B, or null) and the other operand rounded here; or the naive reference.
+template <class T, bool Fast>
+void step_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+               const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const uint16_t* a16,
+               const uint16_t* b16) {
+  if constexpr (!Fast) {
+    ref_gemm<T>(trans_a, trans_b, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
+  } else {
+    if constexpr (std::is_same_v<T, float>) {
+      if ((a16 || b16) && M * N * K >= kBf16OneThreadMinWork) {
+        if (a16) {
+          const int64_t rows = trans_b ? N : K, cols = trans_b ? K : N;
+          gemm_bf16_packed_one_thread(trans_a, trans_b, M, N, K, 1.0f, a16, lda,
+                                      rounded_on_call(B, rows, cols, ldb), cols, beta, C, ldc);
+        } else {
+          const int64_t rows = trans_a ? K : M, cols = trans_a ? M : K;
+          gemm_bf16_packed_one_thread(trans_a, trans_b, M, N, K, 1.0f,
+                                      rounded_on_call(A, rows, cols, lda), cols, b16, ldb, beta, C,
+                                      ldc);
+        }
+        return;
+      }
+    }
+    gemm_one_thread(trans_a, trans_b, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
+  }
+}
+
+// The forward GEMM of a step's piece, h · W_pᵀ [N, G·len], computed as its transpose W_p · hᵀ
+// [G·len, N] (one-thread OpenBLAS runs [512, 32] × 256 at 96 GFLOP/s, [32, 512] at 81; the
+// transpose back is a few microseconds) into y (row stride ldy).
+template <class T, bool Fast>
+void piece_projection(int64_t N, int64_t rows, int64_t H, const T* h, const T* w_piece,
+                      const uint16_t* w16_piece, T* scratch, T* y, int64_t ldy) {
+  step_gemm<T, Fast>(false, true, rows, N, H, w_piece, H, h, H, T(0), scratch, N, w16_piece,
+                     nullptr);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t r = 0; r < rows; ++r) y[n * ldy + r] = scratch[r * N + n];
+}
+
+template <class T, bool Fast>
+void lstm_forward_sequences(const LstmSequence<T>* seqs, int64_t count) {
+  const int64_t H = seqs[0].hidden, N = seqs[0].batch, pieces = Fast ? recurrent_pieces(H) : 1;
+  std::vector<std::vector<T>> w(count), gh(count), scratch(count);
+  std::vector<std::vector<uint16_t>> w16(count);
+  for (int64_t q = 0; q < count; ++q) {
+    w[q] = weight_by_piece(seqs[q].weight_hh, 4, H, pieces);
+    w16[q] = weight_in_bf16<T, Fast>(w[q].data(), 4 * H * H);
+    gh[q].resize(static_cast<size_t>(N * 4 * H));
+    scratch[q].resize(static_cast<size_t>(N * 4 * H));
+  }
+  run_pieces(count, seqs[0].steps, pieces, [&](int64_t q, int64_t s, int64_t p) {
+    const LstmSequence<T>& seq = seqs[q];
+    const int64_t t = seq.reverse ? seq.steps - 1 - s : s;
+    const StateRows rows = state_rows(seq.reverse, t);
+    const UnitRange u = piece_units(H, pieces, p);
+    const T* h_in = seq.hs + rows.prev * N * H;
+    T* y = gh[q].data() + 4 * u.lo;
+    piece_projection<T, Fast>(N, 4 * u.len, H, h_in, w[q].data() + 4 * u.lo * H,
+                              at_offset(w16[q], 4 * u.lo * H), scratch[q].data() + 4 * u.lo * N, y,
+                              4 * H);
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t at = (t * N + n), state = n * H + u.lo;
+      lstm_gates_row<T, Fast>(seq.hs + rows.next * N * H + state,
+                              seq.cs + rows.next * N * H + state, seq.act + at * 5 * H + u.lo, H,
+                              seq.gates_x + at * 4 * H + u.lo, H, y + n * 4 * H, u.len,
+                              seq.cs + rows.prev * N * H + state, u.len);
+    }
+  });
+}
+
+// Backward, from the last step. Call s of a piece first finishes step s − 1's carry, dh =
+// d_gates · W_hh for the piece's units (every piece's d_gates of that step are done: the call
+// before the barrier), then adds step s's output gradient to the carried dh and runs the gate
+// math's backward for the piece's units: one barrier a step. d_h0 and d_c0 are the carries.
+template <class T, bool Fast>
+void lstm_backward_sequences(const LstmSequence<T>* seqs, const LstmSequenceGrads<T>* grads,
+                             int64_t count) {
+  const int64_t H = seqs[0].hidden, N = seqs[0].batch, steps = seqs[0].steps;
+  const int64_t pieces = Fast ? recurrent_pieces(H) : 1;
+  for (int64_t q = 0; q < count; ++q) {
+    std::fill(grads[q].d_h0, grads[q].d_h0 + N * H, T(0));
+    if (grads[q].d_c_last)
+      std::copy(grads[q].d_c_last, grads[q].d_c_last + N * H, grads[q].d_c0);
+    else
+      std::fill(grads[q].d_c0, grads[q].d_c0 + N * H, T(0));
+  }
+  std::vector<std::vector<uint16_t>> w16(count);
+  for (int64_t q = 0; q < count; ++q)
+    w16[q] = weight_in_bf16<T, Fast>(seqs[q].weight_hh, 4 * H * H);
+  auto time_of = [&](const LstmSequence<T>& seq, int64_t s) {
+    return seq.reverse ? s : steps - 1 - s;
+  };
+  run_pieces(count, steps + 1, pieces, [&](int64_t q, int64_t s, int64_t p) {
+    const LstmSequence<T>& seq = seqs[q];
+    const LstmSequenceGrads<T>& g = grads[q];
+    const UnitRange u = piece_units(H, pieces, p);
+    if (s > 0)
+      step_gemm<T, Fast>(false, false, N, u.len, 4 * H, g.d_gates + time_of(seq, s - 1) * N * 4 * H,
+                         4 * H, seq.weight_hh + u.lo, H, T(0), g.d_h0 + u.lo, H, nullptr,
+                         at_offset(w16[q], u.lo));
+    if (s == steps) return;
+    const int64_t t = time_of(seq, s);
+    const StateRows rows = state_rows(seq.reverse, t);
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t at = (t * N + n), state = n * H + u.lo;
+      T* dh = g.d_h0 + state;
+      const T* d_out = g.d_hs + rows.next * N * H + state;
+      for (int64_t j = 0; j < u.len; ++j) dh[j] += d_out[j];
+      lstm_gates_backward_row<T>(g.d_gates + at * 4 * H + u.lo, H, g.d_c0 + state, dh,
+                                 seq.act + at * 5 * H + u.lo, H, seq.cs + rows.prev * N * H + state,
+                                 u.len);
+    }
+  });
+}
+
+// One row's GRU gate math over `len` units: x as LSTM's, y = the piece's h·W_hhᵀ columns (gate
+// stride ys), b the hidden bias (gate stride H); writes h', act (gate stride as) and gh_n.
+template <class T, bool Fast>
+[[gnu::flatten]] inline void gru_gates_row(T* h_out, T* a, int64_t as, T* gh_n, const T* x,
+                                           int64_t xs, const T* y, int64_t ys, const T* b,
+                                           int64_t bs, const T* h_in, int64_t len) {
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) {
+    const T r = sigmoid_of<T, Fast>(x[j] + (y[j] + b[j]));
+    const T z = sigmoid_of<T, Fast>(x[xs + j] + (y[ys + j] + b[bs + j]));
+    const T yn = y[2 * ys + j] + b[2 * bs + j];
+    const T nn = tanh_of<T, Fast>(x[2 * xs + j] + r * yn);
+    a[j] = r, a[as + j] = z, a[2 * as + j] = nn;
+    gh_n[j] = yn;
+    h_out[j] = (T(1) - z) * nn + z * h_in[j];
+  }
+}
+
+// dh (in: the gradient of h'; out: its part through z·h, before the GEMM adds the rest); the
+// formulas are gru_backward's.
+template <class T>
+inline void gru_gates_backward_row(T* dx, T* dy, int64_t ds, T* dh, const T* a, int64_t as,
+                                   const T* gh_n, const T* h_in, int64_t len) {
+#pragma omp simd
+  for (int64_t j = 0; j < len; ++j) {
+    const T r = a[j], z = a[as + j], nn = a[2 * as + j], g = dh[j];
+    const T dn = g * (T(1) - z) * (T(1) - nn * nn);
+    const T dr = dn * gh_n[j] * r * (T(1) - r);
+    const T dz = g * (h_in[j] - nn) * z * (T(1) - z);
+    dx[j] = dr, dx[ds + j] = dz, dx[2 * ds + j] = dn;
+    dy[j] = dr, dy[ds + j] = dz, dy[2 * ds + j] = dn * r;
+    dh[j] = g * z;
+  }
+}
+
+template <class T, bool Fast>
+void gru_forward_sequences(const GruSequence<T>* seqs, int64_t count) {
+  const int64_t H = seqs[0].hidden, N = seqs[0].batch, pieces = Fast ? recurrent_pieces(H) : 1;
+  std::vector<std::vector<T>> w(count), gh(count), scratch(count), bias(count);
+  std::vector<std::vector<uint16_t>> w16(count);
+  for (int64_t q = 0; q < count; ++q) {
+    w[q] = weight_by_piece(seqs[q].weight_hh, 3, H, pieces);
+    w16[q] = weight_in_bf16<T, Fast>(w[q].data(), 3 * H * H);
+    gh[q].resize(static_cast<size_t>(N * 3 * H));
+    scratch[q].resize(static_cast<size_t>(N * 3 * H));
+    bias[q].assign(static_cast<size_t>(3 * H), T(0));
+    if (seqs[q].bias_hh) std::copy(seqs[q].bias_hh, seqs[q].bias_hh + 3 * H, bias[q].begin());
+  }
+  run_pieces(count, seqs[0].steps, pieces, [&](int64_t q, int64_t s, int64_t p) {
+    const GruSequence<T>& seq = seqs[q];
+    const int64_t t = seq.reverse ? seq.steps - 1 - s : s;
+    const StateRows rows = state_rows(seq.reverse, t);
+    const UnitRange u = piece_units(H, pieces, p);
+    const T* h_in = seq.hs + rows.prev * N * H;
+    T* y = gh[q].data() + 3 * u.lo;
+    piece_projection<T, Fast>(N, 3 * u.len, H, h_in, w[q].data() + 3 * u.lo * H,
+                              at_offset(w16[q], 3 * u.lo * H), scratch[q].data() + 3 * u.lo * N, y,
+                              3 * H);
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t at = (t * N + n), state = n * H + u.lo;
+      gru_gates_row<T, Fast>(seq.hs + rows.next * N * H + state, seq.act + at * 3 * H + u.lo, H,
+                             seq.gh_n + at * H + u.lo, seq.gates_x + at * 3 * H + u.lo, H,
+                             y + n * 3 * H, u.len, bias[q].data() + u.lo, H, h_in + state, u.len);
+    }
+  });
+}
+
+// Backward as LSTM's: call s adds step s − 1's d_gates_h · W_hh to the carried dh (which holds
+// its z·h part), then runs step s's gate math backward.
+template <class T, bool Fast>
+void gru_backward_sequences(const GruSequence<T>* seqs, const GruSequenceGrads<T>* grads,
+                            int64_t count) {
+  const int64_t H = seqs[0].hidden, N = seqs[0].batch, steps = seqs[0].steps;
+  const int64_t pieces = Fast ? recurrent_pieces(H) : 1;
+  for (int64_t q = 0; q < count; ++q) std::fill(grads[q].d_h0, grads[q].d_h0 + N * H, T(0));
+  std::vector<std::vector<uint16_t>> w16(count);
+  for (int64_t q = 0; q < count; ++q)
+    w16[q] = weight_in_bf16<T, Fast>(seqs[q].weight_hh, 3 * H * H);
+  auto time_of = [&](const GruSequence<T>& seq, int64_t s) {
+    return seq.reverse ? s : steps - 1 - s;
+  };
+  run_pieces(count, steps + 1, pieces, [&](int64_t q, int64_t s, int64_t p) {
+    const GruSequence<T>& seq = seqs[q];
+    const GruSequenceGrads<T>& g = grads[q];
+    const UnitRange u = piece_units(H, pieces, p);
+    if (s > 0)
+      step_gemm<T, Fast>(false, false, N, u.len, 3 * H,
+                         g.d_gates_h + time_of(seq, s - 1) * N * 3 * H, 3 * H, seq.weight_hh + u.lo,
+                         H, T(1), g.d_h0 + u.lo, H, nullptr, at_offset(w16[q], u.lo));
+    if (s == steps) return;
+    const int64_t t = time_of(seq, s);
+    const StateRows rows = state_rows(seq.reverse, t);
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t at = (t * N + n), state = n * H + u.lo;
+      T* dh = g.d_h0 + state;
+      const T* d_out = g.d_hs + rows.next * N * H + state;
+      for (int64_t j = 0; j < u.len; ++j) dh[j] += d_out[j];
+      gru_gates_backward_row<T>(g.d_gates_x + at * 3 * H + u.lo, g.d_gates_h + at * 3 * H + u.lo, H,
+                                dh, seq.act + at * 3 * H + u.lo, H, seq.gh_n + at * H + u.lo,
+                                seq.hs + rows.prev * N * H + state, u.len);
+    }
+  });
+}
+}  // namespace
+
+template <class T>
+void lstm_sequence_forward(const LstmSequence<T>* sequences, int64_t count) {
+  lstm_forward_sequences<T, true>(sequences, count);
+}
+template <class T>
+void ref_lstm_sequence_forward(const LstmSequence<T>& s) {
+  lstm_forward_sequences<T, false>(&s, 1);
+}
+template <class T>
+void lstm_sequence_backward(const LstmSequence<T>* sequences, const LstmSequenceGrads<T>* grads,
+                            int64_t count) {
+  lstm_backward_sequences<T, true>(sequences, grads, count);
+}
+template <class T>
+void ref_lstm_sequence_backward(const LstmSequence<T>& s, const LstmSequenceGrads<T>& g) {
+  lstm_backward_sequences<T, false>(&s, &g, 1);
+}
+template <class T>
+void gru_sequence_forward(const GruSequence<T>* sequences, int64_t count) {
+  gru_forward_sequences<T, true>(sequences, count);
+}
+template <class T>
+void ref_gru_sequence_forward(const GruSequence<T>& s) {
+  gru_forward_sequences<T, false>(&s, 1);
+}
+template <class T>
+void gru_sequence_backward(const GruSequence<T>* sequences, const GruSequenceGrads<T>* grads,
+                           int64_t count) {
+  gru_backward_sequences<T, true>(sequences, grads, count);
+}
+template <class T>
+void ref_gru_sequence_backward(const GruSequence<T>& s, const GruSequenceGrads<T>& g) {
+  gru_backward_sequences<T, false>(&s, &g, 1);
+}
+
+#define DG_SEQUENCE_KERNELS(T)                                                                 \
+  template void lstm_sequence_forward<T>(const LstmSequence<T>*, int64_t);                     \
+  template void ref_lstm_sequence_forward<T>(const LstmSequence<T>&);                          \
+  template void lstm_sequence_backward<T>(const LstmSequence<T>*, const LstmSequenceGrads<T>*, \
+                                          int64_t);                                            \
+  template void ref_lstm_sequence_backward<T>(const LstmSequence<T>&,                          \
+                                              const LstmSequenceGrads<T>&);                    \
+  template void gru_sequence_forward<T>(const GruSequence<T>*, int64_t);                       \
+  template void ref_gru_sequence_forward<T>(const GruSequence<T>&);                            \
+  template void gru_sequence_backward<T>(const GruSequence<T>*, const GruSequenceGrads<T>*,    \
+                                         int64_t);                                             \
+  template void ref_gru_sequence_backward<T>(const GruSequence<T>&, const GruSequenceGrads<T>&);
+DG_SEQUENCE_KERNELS(float)
+DG_SEQUENCE_KERNELS(double)
+#undef DG_SEQUENCE_KERNELS
 
 }  // namespace dg

@@ -16,6 +16,7 @@
 
 #include "autograd/gradcheck.h"
 #include "nn/recurrent.h"
+#include "tensor/gemm_kernels.h"
 #include "tensor/kernels_recurrent.h"
 #include "tensor/threads.h"
 #include "tests/kernel_test_helpers.h"
@@ -1161,9 +1162,9 @@ void check_all_goldens(DType d, GateMath math) {
 
 TEST_CASE("recurrent layers load a torch state dict and match torch 1.13 (values and gradients)") {
   for (DType d : {DType::f64, DType::f32})
-    for (GateMath math : {GateMath::fused, GateMath::composed}) {
+    for (GateMath math : {GateMath::fused, GateMath::per_step, GateMath::composed}) {
       CAPTURE(dtype_name(d));
-      CAPTURE(math == GateMath::fused);
+      CAPTURE(static_cast<int>(math));
       check_all_goldens(d, math);
     }
 }
@@ -1203,8 +1204,9 @@ TEST_CASE("recurrent layers pass gradcheck at float64 (inputs, states, every par
   opt.jacobian_max_entries = 0;
   for (RecurrentKind kind :
        {RecurrentKind::lstm, RecurrentKind::gru, RecurrentKind::rnn_tanh, RecurrentKind::rnn_relu})
-    for (GateMath math : {GateMath::fused, GateMath::composed}) {
+    for (GateMath math : {GateMath::fused, GateMath::per_step, GateMath::composed}) {
       CAPTURE(static_cast<int>(kind));
+      CAPTURE(static_cast<int>(math));
       Recurrent m(kind, {.input_size = 3, .hidden_size = 3, .num_layers = 2, .bidirectional = true},
                   DType::f64);
       m.gate_math = math;
@@ -1277,6 +1279,131 @@ TEST_CASE("recurrent cell kernels equal their references; float32 bits at 1 and 
     for (const Tensor& p : m.parameters()) out.push_back(p.grad().to_vector());
     return out;
   });
+}
+
+// Forward and backward of one direction's whole sequence through the fast kernels or the
+// references, T = 5 steps, N = 8, H = 130 (two pieces of units, the second not a whole vector):
+// the states, act and every gradient.
+template <class T>
+std::vector<std::vector<T>> run_sequence_kernels(bool gru, bool reverse, bool fast) {
+  const int64_t steps = 5, N = 8, H = 130, G = gru ? 3 : 4;
+  auto vals = [](int64_t n, uint64_t seed) { return random_values<T>(n, seed); };
+  const std::vector<T> gx = vals(steps * N * G * H, 1), w = vals(G * H * H, 2), b = vals(G * H, 3),
+                       d_hs = vals((steps + 1) * N * H, 4), d_c = vals(N * H, 5);
+  std::vector<T> hs = vals((steps + 1) * N * H, 6), cs = vals((steps + 1) * N * H, 7),
+                 act((gru ? 3 : 5) * steps * N * H), gh_n(steps * N * H),
+                 d_gates(steps * N * G * H), d_gates_h(steps * N * G * H), d_h0(N * H), d_c0(N * H);
+  if (gru) {
+    const GruSequence<T> s{steps,    N,        H,         reverse,    gx.data(),
+                           w.data(), b.data(), hs.data(), act.data(), gh_n.data()};
+    const GruSequenceGrads<T> g{d_hs.data(), d_gates.data(), d_gates_h.data(), d_h0.data()};
+    fast ? gru_sequence_forward<T>(&s, 1) : ref_gru_sequence_forward<T>(s);
+    fast ? gru_sequence_backward<T>(&s, &g, 1) : ref_gru_sequence_backward<T>(s, g);
+    return {hs, act, gh_n, d_gates, d_gates_h, d_h0};
+  }
+  const LstmSequence<T> s{steps,    N,         H,         reverse,   gx.data(),
+                          w.data(), hs.data(), cs.data(), act.data()};
+  const LstmSequenceGrads<T> g{d_hs.data(), d_c.data(), d_gates.data(), d_h0.data(), d_c0.data()};
+  fast ? lstm_sequence_forward<T>(&s, 1) : ref_lstm_sequence_forward<T>(s);
+  fast ? lstm_sequence_backward<T>(&s, &g, 1) : ref_lstm_sequence_backward<T>(s, g);
+  return {hs, cs, act, d_gates, d_h0, d_c0};
+}
+
+TEST_CASE("recurrent sequence kernels equal their references; float32 bits at 1 and 2 threads") {
+  ThreadsGuard guard;
+  for (bool gru : {false, true})
+    for (bool reverse : {false, true}) {
+      CAPTURE(gru);
+      CAPTURE(reverse);
+      const auto f64 = run_sequence_kernels<double>(gru, reverse, true);
+      const auto f64_ref = run_sequence_kernels<double>(gru, reverse, false);
+      const auto f32 = run_sequence_kernels<float>(gru, reverse, true);
+      const auto f32_ref = run_sequence_kernels<float>(gru, reverse, false);
+      for (size_t i = 0; i < f64.size(); ++i) {
+        CAPTURE(i);
+        CHECK(rel_diff(f64[i], f64_ref[i]) < 1e-13);
+        CHECK(rel_diff(f32[i], f32_ref[i]) < 2e-5);
+      }
+      check_same_bits_at_1_and_2_threads([&](int threads) {
+        set_threads(threads);
+        return run_sequence_kernels<float>(gru, reverse, true);
+      });
+    }
+}
+
+// An LSTM or GRU training step (2 layers) through the sequence op: outputs, final states and
+// every gradient.
+std::vector<std::vector<double>> recurrent_step_results(RecurrentKind kind, bool bidirectional,
+                                                        GateMath math, DType dtype) {
+  manual_seed(11);
+  Recurrent m(
+      kind, {.input_size = 24, .hidden_size = 160, .num_layers = 2, .bidirectional = bidirectional},
+      dtype);
+  m.gate_math = math;
+  const int64_t D = bidirectional ? 2 : 1;
+  auto leaf = [&](const Shape& shape, uint64_t seed) {
+    return random_tensor(shape, seed, -1, 1, false).to(dtype).set_requires_grad(true);
+  };
+  Tensor x = leaf({6, 5, 24}, 12), h0 = leaf({2 * D, 5, 160}, 13), c0 = leaf({2 * D, 5, 160}, 14);
+  const bool lstm = kind == RecurrentKind::lstm;
+  const RecurrentOutput r = m.forward(x, h0, lstm ? c0 : Tensor());
+  Tensor loss = sum(mul(r.output, random_tensor(r.output.shape(), 15, -1, 1, false).to(dtype)));
+  loss = add(loss, sum(mul(r.h_n, random_tensor(r.h_n.shape(), 16, -1, 1, false).to(dtype))));
+  if (lstm)
+    loss = add(loss, sum(mul(r.c_n, random_tensor(r.c_n.shape(), 17, -1, 1, false).to(dtype))));
+  backward(loss);
+  std::vector<std::vector<double>> out{r.output.contiguous().to_vector(), r.h_n.to_vector(),
+                                       x.grad().to_vector(), h0.grad().to_vector()};
+  if (lstm) out.push_back(r.c_n.to_vector()), out.push_back(c0.grad().to_vector());
+  for (const Tensor& p : m.parameters()) out.push_back(p.grad().to_vector());
+  return out;
+}
+
+TEST_CASE(
+    "LSTM and GRU layers: the sequence op equals the per-step cells; float32 bits at 1 and "
+    "2 threads (uni- and bidirectional, 2 layers, every gradient)") {
+  ThreadsGuard guard;
+  for (RecurrentKind kind : {RecurrentKind::lstm, RecurrentKind::gru})
+    for (bool bidirectional : {false, true}) {
+      CAPTURE(static_cast<int>(kind));
+      CAPTURE(bidirectional);
+      const auto fused = recurrent_step_results(kind, bidirectional, GateMath::fused, DType::f64);
+      const auto per_step =
+          recurrent_step_results(kind, bidirectional, GateMath::per_step, DType::f64);
+      REQUIRE(fused.size() == per_step.size());
+      for (size_t i = 0; i < fused.size(); ++i) {
+        CAPTURE(i);
+        CHECK(rel_diff(fused[i], per_step[i]) < 1e-13);
+      }
+      check_same_bits_at_1_and_2_threads([&](int threads) {
+        set_threads(threads);
+        return recurrent_step_results(kind, bidirectional, GateMath::fused, DType::f32);
+      });
+    }
+}
+
+TEST_CASE(
+    "LSTM and GRU layers follow the bf16 matmul precision (float32 weights kept); bits at 1 "
+    "and 2 threads") {
+  if (!bf16_unsupported_reason().empty()) return;  // a CPU without bf16 matmuls refuses it
+  ThreadsGuard guard;
+  for (RecurrentKind kind : {RecurrentKind::lstm, RecurrentKind::gru}) {
+    CAPTURE(static_cast<int>(kind));
+    const auto f32 = recurrent_step_results(kind, false, GateMath::fused, DType::f32);
+    MatmulPrecisionScope bf16(MatmulPrecision::bf16);
+    const auto b16 = recurrent_step_results(kind, false, GateMath::fused, DType::f32);
+    const auto per_step = recurrent_step_results(kind, false, GateMath::per_step, DType::f32);
+    for (size_t i = 0; i < f32.size(); ++i) {
+      CAPTURE(i);
+      CHECK(rel_diff(b16[i], f32[i]) > 0);    // the GEMMs ran in bf16 ...
+      CHECK(rel_diff(b16[i], f32[i]) < 0.1);  // ... and stayed near float32's
+      CHECK(rel_diff(b16[i], per_step[i]) < 0.1);
+    }
+    check_same_bits_at_1_and_2_threads([&](int threads) {
+      set_threads(threads);
+      return recurrent_step_results(kind, true, GateMath::fused, DType::f32);
+    });
+  }
 }
 
 TEST_CASE("recurrent layers: dropout between layers only in training; hooks see the output") {
