@@ -2,8 +2,10 @@
 // LSTM gates i, f, g, o) and gru_cell (r, z, n, with r applied to the hidden projection of n, as
 // torch), from the step's input and hidden projections and the previous state. The projections
 // themselves are linear ops (nn/recurrent.cpp makes all time steps' input projections one GEMM).
-// Kernels in tensor/kernels_recurrent.h. The fused ops refuse create_graph, naming themselves
-// (their backward is a kernel); the plain twins, composed of recorded ops, differentiate twice.
+// Kernels in tensor/kernels_recurrent.h. Then lstm_sequence and gru_sequence: a layer's whole
+// recurrence (each direction's T steps) as one op, whose reference is the per-step loop of the
+// cell ops. The fused ops refuse create_graph, naming themselves (their backward is a kernel);
+// the plain twins, composed of recorded ops, differentiate twice.
 // Refuses: inputs that are not [N, G·H] / [N, H] of one float dtype. Checks: the rows at the
 // end, the twins in tests/test_plain_ops.cpp, kernels, torch goldens and errors in
 // tests/test_recurrent.cpp.

@@ -1,6 +1,8 @@
 // LSTM and GRU cell kernels (see kernels_recurrent.h): one row function per kernel, written once
 // and instantiated twice: fast (rows over threads, float32 sigmoid and tanh through exp_f32 so the
-// inner loops vectorise) and reference (serial, std::exp and std::tanh).
+// inner loops vectorise) and reference (serial, std::exp and std::tanh). Then the whole-sequence
+// kernels, likewise written once: fast (pieces of hidden units over a team, one-thread GEMMs) and
+// reference (one piece, ref_gemm, libm).
 #include "tensor/kernels_recurrent.h"
 
 #include <algorithm>
