@@ -2,8 +2,10 @@
 // LSTM gates i, f, g, o) and gru_cell (r, z, n, with r applied to the hidden projection of n, as
 // torch), from the step's input and hidden projections and the previous state. The projections
 // themselves are linear ops (nn/recurrent.cpp makes all time steps' input projections one GEMM).
-// Kernels in tensor/kernels_recurrent.h. The fused ops refuse create_graph, naming themselves
-// (their backward is a kernel); the plain twins, composed of recorded ops, differentiate twice.
+// Kernels in tensor/kernels_recurrent.h. Then lstm_sequence and gru_sequence: a layer's whole
+// recurrence (each direction's T steps) as one op, whose reference is the per-step loop of the
+// cell ops. The fused ops refuse create_graph, naming themselves (their backward is a kernel);
+// the plain twins, composed of recorded ops, differentiate twice.
 // Refuses: inputs that are not [N, G·H] / [N, H] of one float dtype. Checks: the rows at the
 // end, the twins in tests/test_plain_ops.cpp, kernels, torch goldens and errors in
 // tests/test_recurrent.cpp.
@@ -382,6 +384,38 @@ std::vector<OpCase> recurrent_op_cases() {
   };
   using V = const std::vector<Tensor>&;
   auto both = [](const HiddenAndCell& r) { return cat({r.h, r.c}, 1); };
+  // Per direction: gates_x [T·N, G·H], weight_hh [G·H, H], h0 [N, H], then c0 [N, H] (LSTM) or
+  // bias_hh [G·H] (GRU); T 3, N 2, H 3.
+  auto sequence_in = [](bool lstm) {
+    return [=] {
+      const int64_t G = lstm ? 4 : 3;
+      std::vector<Tensor> in;
+      for (uint64_t d = 0; d < 2; ++d) {
+        const uint64_t seed = 60 + 10 * d;
+        in.push_back(random_tensor({6, G * 3}, seed, -2.0, 2.0).set_name("gates_x"));
+        in.push_back(random_tensor({G * 3, 3}, seed + 1).set_name("weight_hh"));
+        in.push_back(random_tensor({2, 3}, seed + 2).set_name("h0"));
+        in.push_back(lstm ? random_tensor({2, 3}, seed + 3).set_name("c0")
+                          : random_tensor({G * 3}, seed + 3).set_name("bias_hh"));
+      }
+      return in;
+    };
+  };
+  // Every output and final state of both directions, one vector.
+  auto sequence = [](V in, bool lstm) {
+    std::vector<SequenceDirection> dirs;
+    for (size_t d = 0; d < 2; ++d) {
+      const Tensor* t = &in[4 * d];
+      dirs.push_back({t[0], t[1], lstm ? Tensor() : t[3], t[2], lstm ? t[3] : Tensor(), d == 1});
+    }
+    std::vector<Tensor> parts;
+    for (const SequenceResult& r : lstm ? lstm_sequence(dirs) : gru_sequence(dirs)) {
+      parts.push_back(reshape(r.output, {-1}));
+      parts.push_back(reshape(r.h_n, {-1}));
+      if (r.c_n.defined()) parts.push_back(reshape(r.c_n, {-1}));
+    }
+    return cat(parts, 0);
+  };
   return {
       {"lstm_cell/N 3, H 4", cell_in(3, 4, 4, "c"),
        [both](V in) { return both(lstm_cell(in[0], in[1], in[2])); }},
@@ -395,6 +429,10 @@ std::vector<OpCase> recurrent_op_cases() {
        [](V in) { return gru_cell(in[0], in[1], in[2]); }},
       {"plain_gru_cell/N 3, H 4", cell_in(3, 4, 3, "h"),
        [](V in) { return plain_gru_cell(in[0], in[1], in[2]); }},
+      {"lstm_sequence/T 3, N 2, H 3, both directions", sequence_in(true),
+       [sequence](V in) { return sequence(in, true); }},
+      {"gru_sequence/T 3, N 2, H 3, both directions, bias_hh", sequence_in(false),
+       [sequence](V in) { return sequence(in, false); }},
   };
 }
 

@@ -381,12 +381,6 @@ RecurrentOutput Recurrent::run(const Tensor& input, const Tensor& h0, const Tens
   return result;
 }
 
-// All T steps' input projections are one GEMM, [T·N, in] · W_ihᵀ -> [T·N, G·H]; step t reads its
-// N rows (a view) and adds h · W_hhᵀ. For RNN and LSTM the two biases are summed once and added
-// to the input projection (the same sum torch adds at each step); a GRU keeps b_hh inside r·(..).
-// With lengths, a step where some sequence has ended keeps that sequence's states (where) and
-// gives it a zero output (masked_fill), so its reverse direction starts at its last valid step with
-// the initial state, as torch's packed sequences do.
 Tensor Recurrent::input_projection(const Tensor& x, int64_t index) const {
   const bool fold_bias = kind != RecurrentKind::gru && options.bias;
   const Tensor input_bias = fold_bias ? add(bias_ih[index], bias_hh[index]) : bias_ih[index];
@@ -412,6 +406,12 @@ std::vector<RecurrentOutput> Recurrent::run_sequence(const Tensor& x, int64_t la
   return out;
 }
 
+// All T steps' input projections are one GEMM, [T·N, in] · W_ihᵀ -> [T·N, G·H]; step t reads its
+// N rows (a view) and adds h · W_hhᵀ. For RNN and LSTM the two biases are summed once and added
+// to the input projection (the same sum torch adds at each step); a GRU keeps b_hh inside r·(..).
+// With lengths, a step where some sequence has ended keeps that sequence's states (where) and
+// gives it a zero output (masked_fill), so its reverse direction starts at its last valid step with
+// the initial state, as torch's packed sequences do.
 RecurrentOutput Recurrent::run_direction(const Tensor& x, int64_t index, bool reverse,
                                          const Tensor& h0, const Tensor& c0,
                                          const std::vector<int64_t>& lengths) const {

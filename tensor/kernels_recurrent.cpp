@@ -1,9 +1,13 @@
 // LSTM and GRU cell kernels (see kernels_recurrent.h): one row function per kernel, written once
 // and instantiated twice: fast (rows over threads, float32 sigmoid and tanh through exp_f32 so the
-// inner loops vectorise) and reference (serial, std::exp and std::tanh).
+// inner loops vectorise) and reference (serial, std::exp and std::tanh). Then the whole-sequence
+// kernels, likewise written once: fast (pieces of hidden units over a team, one-thread GEMMs) and
+// reference (one piece, ref_gemm, libm).
 #include "tensor/kernels_recurrent.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -208,10 +212,62 @@ StateRows state_rows(bool reverse, int64_t t) {
   return reverse ? StateRows{t + 1, t} : StateRows{t, t + 1};
 }
 
+// A step's pieces over a team pay one barrier a step. On a machine whose cores are busy with
+// other work that barrier can wait a scheduler quantum for a descheduled thread: a 2-thread LSTM
+// training step once took 1.3 s against 0.14 s on one thread. So the team's first kProbeSteps
+// steps are timed against one step on the calling thread alone; when the team is not clearly
+// faster, the rest of the call, and the next kTeamBackoff calls, run on the calling thread. Only
+// where the pieces run changes, never the pieces, so no bit does.
+constexpr int64_t kProbeSteps = 8, kTeamBackoff = 8;
+std::atomic<int64_t> g_team_backoff{0};
+
+template <class F>
+void run_team(int64_t q, int64_t steps, int64_t pieces, int team, const F& piece_fn) {
+  using Clock = std::chrono::steady_clock;
+  auto serial_steps = [&](int64_t from, int64_t to) {
+    OneOmpThread hold;
+    for (int64_t s = from; s < to; ++s)
+      for (int64_t p = 0; p < pieces; ++p) piece_fn(q, s, p);
+  };
+  if (g_team_backoff.load(std::memory_order_relaxed) > 0) {
+    g_team_backoff.fetch_sub(1, std::memory_order_relaxed);
+    return serial_steps(0, steps);
+  }
+  // Steps 0 and 1 alone, step 1 timed (a backward's step 0 has no GEMM).
+  const int64_t first = std::min<int64_t>(steps, 2);
+  serial_steps(0, first - 1);
+  const auto t0 = Clock::now();
+  serial_steps(first - 1, first);
+  const double serial_step = std::chrono::duration<double>(Clock::now() - t0).count();
+  const int64_t probe_last = std::min(steps, first + kProbeSteps) - 1;
+  int64_t done = steps;  // the steps the team ran to (shared)
+#pragma omp parallel num_threads(team)
+  {
+    const auto start = Clock::now();
+    for (int64_t s = first; s < steps; ++s) {
+#pragma omp for schedule(static)
+      for (int64_t p = 0; p < pieces; ++p) piece_fn(q, s, p);
+      if (s == probe_last && s + 1 < steps) {
+#pragma omp single
+        {
+          const double team_step = std::chrono::duration<double>(Clock::now() - start).count() /
+                                   static_cast<double>(s - first + 1);
+          if (team_step > 0.8 * serial_step) done = s + 1;
+        }  // its barrier: every thread reads the same `done`
+        if (done < steps) break;
+      }
+    }
+  }
+  if (done < steps) {
+    g_team_backoff.store(kTeamBackoff, std::memory_order_relaxed);
+    serial_steps(done, steps);
+  }
+}
+
 // piece_fn(sequence, step, piece) for every step of every sequence, each step's pieces before the
-// next step's (a barrier between). Sequences run one per thread when there are threads for each
-// (their pieces in order), else in turn with each step's pieces over the threads. Every call
-// writes its own outputs, so the bits are the same however the calls are spread.
+// next step's. Sequences run one per thread when there are threads for each (their pieces in
+// order), else in turn with each step's pieces over a team (run_team). Every call writes its own
+// outputs, so the bits are the same however the calls are spread.
 template <class F>
 void run_pieces(int64_t count, int64_t steps, int64_t pieces, const F& piece_fn) {
   const int nt = omp_in_parallel() ? 1 : threads();
@@ -227,13 +283,7 @@ void run_pieces(int64_t count, int64_t steps, int64_t pieces, const F& piece_fn)
     for (int64_t q = 0; q < count; ++q) serial(q);
   } else {
     const int team = static_cast<int>(std::min<int64_t>(nt, pieces));
-    for (int64_t q = 0; q < count; ++q) {
-#pragma omp parallel num_threads(team)
-      for (int64_t s = 0; s < steps; ++s) {
-#pragma omp for schedule(static)
-        for (int64_t p = 0; p < pieces; ++p) piece_fn(q, s, p);
-      }
-    }
+    for (int64_t q = 0; q < count; ++q) run_team(q, steps, pieces, team, piece_fn);
   }
 }
 

@@ -57,7 +57,8 @@ void ref_gru_cell_backward(T* dgx, T* dgh, T* dh, const T* dh_out, const T* act,
 // columns (gemm_one_thread: it follows the matmul precision; in bf16 precision W_hh is rounded
 // once per call, not once per step) and the gate math of its units; the pieces of a step run
 // over the threads, one barrier per step (in backward, a step's carry dh = d_gates · W_hh runs
-// with the next step's gate math). Several sequences (the two
+// with the next step's gate math), unless the team proves no faster than the calling thread alone
+// (a busy machine), when they run on the calling thread. Several sequences (the two
 // directions of a bidirectional layer) run one per thread when there are threads for each, their
 // pieces in order; the bits are the same either way. The references run one serial step after
 // another over ref_gemm and plain loops (std::exp, std::tanh).
