@@ -43,11 +43,12 @@ CLANG_BUILD ?= $(abspath $(CURDIR)/..)/$(notdir $(CURDIR))-build-clang
 # main build runs them), package_consumer (it installs the package and builds every example
 # against it with the compiler that built it, a minute: the main build runs it, and
 # test-sanitize runs it with clang), subproject_consumer (it compiles the library once more,
-# inside a small project: the main build runs it), mpi_train (a minute; the main build runs it) and the learner's path's
-# learn_* (its programs are gcc's: a learner builds with the main build). Every other entry runs,
-# the doctest files at 1 and 2 threads and the program's end-to-end scripts from an out-of-tree
-# build.
-CLANG_SKIP ?= ^(check_.*|count_lines|package_consumer|subproject_consumer|mpi_train|learn_.*)$$
+# inside a small project: the main build runs it), mpi_train (a minute; the main build runs it),
+# bench_families_table (the benchmarks are not built here; the main build runs it) and the
+# learner's path's learn_* (its programs are gcc's: a learner builds with the main build). Every
+# other entry runs, the doctest files at 1 and 2 threads and the program's end-to-end scripts from
+# an out-of-tree build.
+CLANG_SKIP ?= ^(check_.*|count_lines|package_consumer|subproject_consumer|mpi_train|bench_families_table|learn_.*)$$
 
 .PHONY: all deps configure build test test-clang test-mpi-full reproduce bench bench-kernels clean format \
 	sanitize-configure sanitize-build test-sanitize test-sanitize-ci fuzz fuzz-corpus kill-test gradcheck-teeth learn

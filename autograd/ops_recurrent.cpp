@@ -188,7 +188,8 @@ void copy_rows(const Tensor& from, Tensor& to_buffer, int64_t offset) {
 std::vector<SequenceResult> lstm_sequence(const std::vector<SequenceDirection>& dirs) {
   ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "lstm_sequence";
-  const auto [T, N, H] = check_sequence_args(dirs, 4, op);
+  const SequenceSizes sizes = check_sequence_args(dirs, 4, op);
+  const int64_t T = sizes.T, N = sizes.N, H = sizes.H;  // not a structured binding: lambdas capture
   const int64_t D = static_cast<int64_t>(dirs.size()), plane = (T + 1) * N * H;
   const DType dtype = dirs[0].h0.dtype();
   Tensor states = Tensor::empty({D, 2, T + 1, N, H}, dtype);
@@ -275,7 +276,8 @@ std::vector<SequenceResult> lstm_sequence(const std::vector<SequenceDirection>& 
 std::vector<SequenceResult> gru_sequence(const std::vector<SequenceDirection>& dirs) {
   ScopedOpTimer op_timer(OpFamily::other);
   const char* op = "gru_sequence";
-  const auto [T, N, H] = check_sequence_args(dirs, 3, op);
+  const SequenceSizes sizes = check_sequence_args(dirs, 3, op);
+  const int64_t T = sizes.T, N = sizes.N, H = sizes.H;  // not a structured binding: lambdas capture
   const int64_t D = static_cast<int64_t>(dirs.size()), plane = (T + 1) * N * H;
   const DType dtype = dirs[0].h0.dtype();
   Tensor states = Tensor::empty({D, T + 1, N, H}, dtype);
