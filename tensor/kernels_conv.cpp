@@ -50,12 +50,12 @@ static_assert(kParallelGrain == (int64_t(1) << 17), "conv_runs_parallel's thresh
 
 // col [Cg·kH·kW, Ho·Wo] from x [Cg, H, W]
 template <class T>
-void im2col(T* col, const T* x, const ConvGeom& g) {
-  const int64_t HoWo = g.Ho * g.Wo;
+void im2col(T* col, const T* x, const ConvGeom& g, int64_t ld) {
+  const int64_t HoWo = g.Ho * g.Wo, stride = ld > 0 ? ld : HoWo;
   for (int64_t c = 0; c < g.Cg(); ++c)
     for (int64_t ki = 0; ki < g.kH; ++ki)
       for (int64_t kj = 0; kj < g.kW; ++kj) {
-        T* row = col + ((c * g.kH + ki) * g.kW + kj) * HoWo;
+        T* row = col + ((c * g.kH + ki) * g.kW + kj) * stride;
         for (int64_t oh = 0; oh < g.Ho; ++oh) {
           const int64_t ih = oh * g.sH - g.pH + ki * g.dH;
           T* out = row + oh * g.Wo;
@@ -150,6 +150,30 @@ void conv2d_backward_input(T* dx, const T* dy, const T* w, const ConvGeom& g) {
 template decltype(conv2d_backward_input<float>) conv2d_backward_input<float>;
 template decltype(conv2d_backward_input<double>) conv2d_backward_input<double>;
 
+bool conv_weight_grad_batched(const ConvGeom& g) {
+  return conv_kernel() == ConvKernel::automatic && g.groups == 1 &&
+         g.Ho * g.Wo <= kConvBatchedMaxPixels && g.N > 1;
+}
+
+namespace {
+// dw [O, K] += dy_all [O, N·HoWo] · col_allᵀ [N·HoWo, K]: the columns of every image side by side
+// (image n at column n·HoWo), dy's images gathered per channel, one dg::gemm.
+void batched_weight_grad(float* dw, const float* x, const float* dy, const ConvGeom& g) {
+  const int64_t HoWo = g.Ho * g.Wo, K = g.K(), cols = g.N * HoWo, CHW = g.C * g.H * g.W;
+  thread_local std::vector<float> col_buf, dy_buf;  // kept: a step asks for the same sizes
+  if (static_cast<int64_t>(col_buf.size()) < K * cols) col_buf.resize(K * cols);
+  if (static_cast<int64_t>(dy_buf.size()) < g.O * cols) dy_buf.resize(g.O * cols);
+  float* col = col_buf.data();
+  float* dyo = dy_buf.data();
+  parallel_for(g.N, conv_runs_parallel(g), [&](int64_t n) {
+    im2col(col + n * HoWo, x + n * CHW, g, cols);
+    for (int64_t o = 0; o < g.O; ++o)
+      std::copy_n(dy + (n * g.O + o) * HoWo, HoWo, dyo + o * cols + n * HoWo);
+  });
+  gemm(false, true, g.O, K, cols, 1.0f, dyo, cols, col, cols, 1.0f, dw, K);
+}
+}  // namespace
+
 // dw [O, Cg, kH, kW] (+=), db [O] (+=) or null; x [N, C, H, W]; dy [N, O, Ho, Wo].
 // partial [chunks, O·K]: chunk c sums images [c·chunk, ..) in order; then chunks in
 // order into dw. db: each o sums its images and positions in order, in double.
@@ -169,9 +193,11 @@ void conv2d_backward_weight(T* dw, T* db, const T* x, const T* dy, const ConvGeo
       db[o] += static_cast<T>(acc);
     });
   if (!dw || g.N == 0 || HoWo == 0 || K == 0) return;
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    if (conv_weight_grad_batched(g)) return batched_weight_grad(dw, x, dy, g);
     if (conv_onednn_runs(g, ConvPass::backward_weight))
       return onednn_conv2d_backward_weight(dw, x, dy, g);
+  }
   const int64_t chunk = conv_weight_grad_chunk(g.Ho, g.Wo);
   const int64_t chunks = (g.N + chunk - 1) / chunk, WK = g.O * K;
   T* partial = partial_buffer<T>(chunks * WK);
@@ -202,7 +228,8 @@ template decltype(conv2d_backward_weight<double>) conv2d_backward_weight<double>
 template <class T>
 void conv2d_backward(T* dx, T* dw, T* db, const T* x, const T* dy, const T* w, const ConvGeom& g) {
   if constexpr (std::is_same_v<T, float>)
-    if (dx && dw && g.N > 0 && g.Ho * g.Wo > 0 && conv_onednn_runs(g, ConvPass::backward_input) &&
+    if (dx && dw && g.N > 0 && g.Ho * g.Wo > 0 && !conv_weight_grad_batched(g) &&
+        conv_onednn_runs(g, ConvPass::backward_input) &&
         conv_onednn_runs(g, ConvPass::backward_weight)) {
       if (db) conv2d_backward_weight<T>(nullptr, db, x, dy, g);  // the bias's sums alone
       return onednn_conv2d_backward(dx, dw, x, dy, w, g);

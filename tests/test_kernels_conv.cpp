@@ -156,6 +156,9 @@ TEST_CASE("conv kernels: oneDNN runs the many-channel layers, im2col the first l
   CHECK(conv_onednn_runs(first, ConvPass::forward));
   CHECK_FALSE(conv_onednn_runs(first, ConvPass::backward_input));
   CHECK_FALSE(conv_onednn_runs(geom(8, 32, 12, 12, 32, 3, 3, 1, 1, 1, 2), ConvPass::forward));
+  CHECK(conv_weight_grad_batched(geom(8, 32, 8, 8, 32, 3, 3, 1, 1, 1, 1)));  // 64 positions
+  CHECK_FALSE(conv_weight_grad_batched(wide));                               // 144
+  CHECK_FALSE(conv_weight_grad_batched(geom(8, 32, 8, 8, 32, 3, 3, 1, 1, 1, 2)));
   ConvKernelGuard pinned(ConvKernel::im2col);
   CHECK_FALSE(conv_onednn_runs(wide, ConvPass::forward));
 }
@@ -244,7 +247,7 @@ TEST_CASE("conv and pool kernels: float32 bits do not depend on the thread count
       ConvKernelGuard kernel(k, p);
       for (const ConvGeom& g :
            {geom(8, 4, 12, 12, 8, 3, 3, 1, 1, 1, 2), geom(8, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1),
-            geom(3, 32, 16, 16, 32, 3, 3, 1, 1, 1, 1)}) {
+            geom(3, 32, 16, 16, 32, 3, 3, 1, 1, 1, 1), geom(8, 32, 4, 4, 64, 3, 3, 1, 1, 1, 1)}) {
         INFO(kernel_name(k), p == MatmulPrecision::bf16 ? " bf16" : "", " N ", g.N, " C ", g.C);
         check_same_bits_at_1_and_2_threads([&](int threads) {
           set_threads(threads);
