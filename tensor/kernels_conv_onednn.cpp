@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <vector>
@@ -31,18 +34,26 @@ dnnl::engine& conv_engine() {
 struct ConvKey {
   ConvPass pass;
   int64_t nb, C, H, W, O, kH, kW, sH, sW, pH, pW, dH, dW, Ho, Wo;
-  bool bf16, bias;
+  bool bf16, bias, winograd;
   bool operator==(const ConvKey&) const = default;
 };
 struct ConvKeyHash {
   size_t operator()(const ConvKey& k) const {
-    size_t h = size_t(k.pass) * 2 + k.bf16 * 4 + k.bias;
+    size_t h = size_t(k.pass) * 2 + k.bf16 * 4 + k.bias + k.winograd * 8;
     for (int64_t v :
          {k.nb, k.C, k.H, k.W, k.O, k.kH, k.kW, k.sH, k.sW, k.pH, k.pW, k.dH, k.dW, k.Ho, k.Wo})
       h = h * 1000003u ^ size_t(v);
     return h;
   }
 };
+// Whether the float32 automatic kernel asks for oneDNN's Winograd F(4, 3) (see the header).
+bool winograd_suits(const ConvGeom& g) {
+  return conv_kernel() == ConvKernel::automatic && matmul_precision() == MatmulPrecision::float32 &&
+         g.kH == 3 && g.kW == 3 && g.sH == 1 && g.sW == 1 && g.dH == 1 && g.dW == 1 &&
+         g.groups == 1 && g.C >= kWinogradMinChannels && g.O >= kWinogradMinChannels &&
+         g.Ho * g.Wo >= kWinogradMinPixels;
+}
+
 ConvKey key_of(const ConvGeom& g, ConvPass pass, int64_t nb, bool bias) {
   return {pass,
           nb,
@@ -61,7 +72,8 @@ ConvKey key_of(const ConvGeom& g, ConvPass pass, int64_t nb, bool bias) {
           g.Ho,
           g.Wo,
           matmul_precision() == MatmulPrecision::bf16,
-          bias};
+          bias,
+          winograd_suits(g)};
 }
 
 // A reorder from one layout (and type) of a tensor to another, optionally adding into the target.
@@ -100,8 +112,8 @@ memory::desc user_desc(memory::dims d) {
   return memory::desc(d, dt::f32, d.size() == 4 ? tag::nchw : tag::x);
 }
 
-// Makes the primitive for k; throws dnnl::error where oneDNN has none.
-ConvPrimitive make_conv_primitive(const ConvKey& k) {
+// Makes the primitive for k with algorithm alg; throws dnnl::error where oneDNN has none.
+ConvPrimitive make_conv_primitive(const ConvKey& k, dnnl::algorithm alg) {
   OneOmpThread one;  // sized for one thread, as it will run
   const dt in = k.bf16 ? dt::bf16 : dt::f32;
   const memory::dims xs{k.nb, k.C, k.H, k.W}, ws{k.O, k.C, k.kH, k.kW}, ys{k.nb, k.O, k.Ho, k.Wo};
@@ -114,7 +126,6 @@ ConvPrimitive make_conv_primitive(const ConvKey& k) {
   const memory::desc bias_desc = k.bias ? user_desc({k.O}) : memory::desc();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const auto alg = dnnl::algorithm::convolution_direct;
   dnnl::convolution_forward::primitive_desc fwd(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, any(xs, in),
                                       any(ws, in), bias_desc, any(ys, dt::f32), strides, dilation,
@@ -154,19 +165,42 @@ ConvPrimitive make_conv_primitive(const ConvKey& k) {
   return p;
 }
 
+// The primitive for k: Winograd where k asks for it and oneDNN has it for the shape, else direct.
+ConvPrimitive make_conv_primitive(const ConvKey& k) {
+  if (k.winograd) try {
+      return make_conv_primitive(k, dnnl::algorithm::convolution_winograd);
+    } catch (const dnnl::error&) {
+    }
+  return make_conv_primitive(k, dnnl::algorithm::convolution_direct);
+}
+
+// A buffer on a 64-byte boundary (oneDNN's Winograd kernels load their scratchpad with aligned
+// vector moves; std::vector<char> gives 16 bytes), grown to the largest use and kept.
+struct AlignedBuffer {
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> data;
+  size_t bytes = 0;
+};
+
 // This thread's stream, primitives and buffers (grown to the largest use and kept).
 struct ConvThreadState {
   dnnl::stream stream{conv_engine()};
   std::unordered_map<ConvKey, ConvPrimitive, ConvKeyHash> primitives;
-  std::vector<char> src, dst, dst_other, scratch, weights, weights_local;
+  AlignedBuffer src, dst, dst_other, scratch, weights, weights_local;
 };
 ConvThreadState& conv_thread_state() {
   thread_local ConvThreadState state;
   return state;
 }
-void* grown(std::vector<char>& buf, size_t bytes) {
-  if (buf.size() < bytes) buf.resize(bytes);
-  return buf.data();
+void* grown(AlignedBuffer& buf, size_t bytes) {
+  if (buf.bytes < bytes) {
+    buf.data.reset(static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+    if (!buf.data) throw std::bad_alloc();
+    buf.bytes = bytes;
+  }
+  return buf.data.get();
 }
 
 const ConvPrimitive& conv_primitive(const ConvKey& k) {

@@ -21,6 +21,19 @@ namespace dg {
 
 enum class ConvPass { forward, backward_input, backward_weight };
 
+// The automatic kernel in float32 precision runs 3×3, stride-1, undilated, ungrouped convolutions
+// with at least kWinogradMinChannels input and output channels on at least kWinogradMinPixels
+// output positions as oneDNN's Winograd F(4, 3) (2.25× fewer multiplications; where oneDNN has no
+// Winograd kernel, the direct one). Measured on one thread of the AMD EPYC (Zen 4) VM, each pass
+// on 4 images, GFLOP/s counted as a direct convolution's, direct / Winograd: 32→64 at 28×28 121 /
+// 275 (forward), 64→64 at 32×32 121 / 295, 128→128 at 16×16 127 / 279, 64→64 at 14×14 130 / 166,
+// 256→256 at 8×8 138 / 179; but 512→512 at 4×4 157 / 59 and 1→32 at 28×28 93 / 9. Its rounding
+// differs from the direct kernel's: the transforms add and subtract multiples of the inputs, so
+// the relative error grows with the spread of values in a tile (tests/test_kernels_conv.cpp bounds
+// it). ConvKernel::onednn never uses it.
+constexpr int64_t kWinogradMinChannels = 16;
+constexpr int64_t kWinogradMinPixels = 64;
+
 // Whether the float32 kernels run `pass` of g on oneDNN: the kernel choice (set_conv_kernel) allows
 // it, groups are 1, the CPU has a JIT direct kernel for it in the current precision, and the pass
 // is not the input gradient of a layer with fewer than kOnednnMinInputGradChannels input channels

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "tensor/cpu_features.h"
 #include "tensor/gemm_kernels.h"
 #include "tensor/kernels_conv.h"
 #include "tensor/kernels_conv_onednn.h"
@@ -81,7 +82,8 @@ std::vector<ConvGeom> conv_geometries() {
       geom(2, 2, 6, 7, 4, 1, 1, 2, 0, 1, 2),   geom(1, 2, 8, 1, 3, 3, 1, 2, 1, 2, 1),
       geom(5, 17, 6, 7, 20, 3, 3, 1, 1, 1, 1), geom(3, 32, 8, 8, 16, 3, 3, 2, 1, 1, 1),
       geom(9, 16, 3, 3, 32, 3, 3, 1, 1, 1, 1), geom(2, 16, 9, 9, 16, 3, 3, 1, 2, 2, 1),
-      geom(4, 24, 5, 5, 40, 1, 1, 1, 0, 1, 1)};
+      geom(4, 24, 5, 5, 40, 1, 1, 1, 0, 1, 1), geom(3, 16, 10, 10, 16, 3, 3, 1, 1, 1, 1),
+      geom(2, 32, 8, 9, 48, 3, 3, 1, 1, 1, 1)};
   ConvGeom taller = geom(2, 16, 5, 5, 16, 3, 3, 2, 1, 1, 1);
   taller.Ho += 1;
   gs.push_back(taller);
@@ -156,6 +158,13 @@ TEST_CASE("conv kernels: oneDNN runs the many-channel layers, im2col the first l
   CHECK(conv_onednn_runs(first, ConvPass::forward));
   CHECK_FALSE(conv_onednn_runs(first, ConvPass::backward_input));
   CHECK_FALSE(conv_onednn_runs(geom(8, 32, 12, 12, 32, 3, 3, 1, 1, 1, 2), ConvPass::forward));
+  // Winograd F(4, 3) where it measured faster (oneDNN has it for AVX-512), direct elsewhere
+  const std::string wino =
+      conv_onednn_impl(geom(8, 32, 16, 16, 32, 3, 3, 1, 1, 1, 1), ConvPass::forward);
+  if (cpu_features().avx512_core()) CHECK(wino.find("wino") != std::string::npos);
+  CHECK(conv_onednn_impl(geom(8, 32, 4, 4, 32, 3, 3, 1, 1, 1, 1), ConvPass::forward).find("wino") ==
+        std::string::npos);  // 16 positions
+  CHECK(conv_onednn_impl(first, ConvPass::forward).find("wino") == std::string::npos);
   CHECK(conv_weight_grad_batched(geom(8, 32, 8, 8, 32, 3, 3, 1, 1, 1, 1)));  // 64 positions
   CHECK_FALSE(conv_weight_grad_batched(wide));                               // 144
   CHECK_FALSE(conv_weight_grad_batched(geom(8, 32, 8, 8, 32, 3, 3, 1, 1, 1, 2)));
