@@ -1,5 +1,5 @@
 // The oneDNN convolution path (see kernels_conv_onednn.h): primitives keyed by geometry, pass,
-// chunk size and precision, made once per thread for one thread; then per chunk of images: the
+// chunk size, precision and algorithm (direct or Winograd), made once per thread for one thread; then per chunk of images: the
 // inputs reordered from NCHW into the primitive's layouts, the primitive, and the output reordered
 // back (added into it for the input gradient). Weights are reordered once per call.
 #include "tensor/kernels_conv_onednn.h"

@@ -1,7 +1,8 @@
-// The fast float32 convolution: oneDNN's direct (JIT) convolution in its blocked channel layout,
-// run over fixed chunks of images, one chunk per thread. tensor/kernels_conv.cpp's conv2d_forward,
-// conv2d_backward_input and conv2d_backward_weight call it for float32 when conv_onednn_runs says
-// so; their im2col + GEMM bodies stay the reference and the float64 path.
+// The fast float32 convolution: oneDNN's direct (JIT) convolution, or its Winograd F(4, 3) where
+// that measured faster (below), in its blocked channel layout, run over fixed chunks of images,
+// one chunk per thread. tensor/kernels_conv.cpp's conv2d_forward, conv2d_backward_input,
+// conv2d_backward_weight and conv2d_backward call it for float32 when conv_onednn_runs says so;
+// their im2col + GEMM bodies stay the reference and the float64 path.
 //
 // Layout: the user's NCHW tensors are converted at the edge of each chunk (a oneDNN reorder into
 // the layout the primitive chose, nChw16c on AVX-512, and back), so nothing outside sees it.
