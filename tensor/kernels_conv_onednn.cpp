@@ -1,7 +1,8 @@
 // The oneDNN convolution path (see kernels_conv_onednn.h): primitives keyed by geometry, pass,
-// chunk size, precision and algorithm (direct or Winograd), made once per thread for one thread; then per chunk of images: the
-// inputs reordered from NCHW into the primitive's layouts, the primitive, and the output reordered
-// back (added into it for the input gradient). Weights are reordered once per call.
+// chunk size, precision and algorithm (direct or Winograd), made once per thread for one thread;
+// then per chunk of images: the inputs reordered from NCHW into the primitive's layouts, the
+// primitive, and the output reordered back (added into it for the input gradient). Weights are
+// reordered once per call.
 #include "tensor/kernels_conv_onednn.h"
 
 #include <algorithm>
