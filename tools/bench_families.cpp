@@ -52,6 +52,7 @@
 #include "tensor/threads.h"
 #include "tools/example/fashion_cnn_model.h"
 #include "tools/example/resnet_cifar.h"
+#include "train/io/files.h"
 
 using namespace dg;
 
@@ -492,16 +493,6 @@ void set_gemm_fractions(std::vector<Row>& rows) {
   }
 }
 
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 int run(const Options& o) {
   const std::vector<Workload> ws = workloads(o);
   std::string why_not;
@@ -523,7 +514,7 @@ int run(const Options& o) {
   text += fmt::format("\n(load average at the end: {})\n", load_average());
   fmt::print("{}", text);
   if (!o.out.empty()) {
-    write_atomically(o.out, text);
+    write_file_atomic(o.out, text);
     fmt::print(stderr, "written to {}\n", o.out);
   }
   return 0;
