@@ -32,21 +32,15 @@ T* column_buffer(int64_t n) {
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(n);
   return buf.data();
 }
-// The calling thread's buffer for the weight gradient's per-chunk partial sums (kept: a fresh
-// one every call would be fresh pages from the system every step).
-template <class T>
-T* partial_buffer(int64_t n) {
-  thread_local std::vector<T> buf;
-  if (static_cast<int64_t>(buf.size()) < n) buf.resize(n);
-  return buf.data();
-}
 // A 1×1 kernel with stride 1 and no padding reads x itself as its column matrix [Cg, H·W].
 bool columns_are_input(const ConvGeom& g) {
   return g.kH == 1 && g.kW == 1 && g.sH == 1 && g.sW == 1 && g.pH == 0 && g.pW == 0;
 }
-bool conv_parallel(const ConvGeom& g) { return conv_runs_parallel(g); }
-static_assert(kParallelGrain == (int64_t(1) << 17), "conv_runs_parallel's threshold");
 }  // namespace
+
+bool conv_runs_parallel(const ConvGeom& g) {
+  return g.N * g.O * g.Ho * g.Wo * g.K() > kParallelGrain;
+}
 
 // col [Cg·kH·kW, Ho·Wo] from x [Cg, H, W]
 template <class T>
@@ -102,7 +96,7 @@ void conv2d_forward(T* y, const T* x, const T* w, const T* bias, const ConvGeom&
   if constexpr (std::is_same_v<T, float>)
     if (conv_onednn_runs(g, ConvPass::forward)) return onednn_conv2d_forward(y, x, w, bias, g);
   const int64_t HoWo = g.Ho * g.Wo, K = g.K(), Og = g.Og(), HW = g.H * g.W;
-  parallel_for(g.N, conv_parallel(g), [&](int64_t n) {
+  parallel_for(g.N, conv_runs_parallel(g), [&](int64_t n) {
     OneOmpThread one;  // BLAS on this thread (a serial loop may run inside another region)
     T* col = columns_are_input(g) ? nullptr : column_buffer<T>(K * HoWo);
     for (int64_t gr = 0; gr < g.groups; ++gr) {
@@ -133,7 +127,7 @@ void conv2d_backward_input(T* dx, const T* dy, const T* w, const ConvGeom& g) {
   if constexpr (std::is_same_v<T, float>)
     if (conv_onednn_runs(g, ConvPass::backward_input))
       return onednn_conv2d_backward_input(dx, dy, w, g);
-  parallel_for(g.N, conv_parallel(g), [&](int64_t n) {
+  parallel_for(g.N, conv_runs_parallel(g), [&](int64_t n) {
     OneOmpThread one;
     const bool direct = columns_are_input(g);
     T* col = direct ? nullptr : column_buffer<T>(K * HoWo);
@@ -149,6 +143,26 @@ void conv2d_backward_input(T* dx, const T* dy, const T* w, const ConvGeom& g) {
 }
 template decltype(conv2d_backward_input<float>) conv2d_backward_input<float>;
 template decltype(conv2d_backward_input<double>) conv2d_backward_input<double>;
+
+template <class T>
+T* weight_grad_partials(int64_t n) {
+  thread_local std::vector<T> buf;
+  if (static_cast<int64_t>(buf.size()) < n) buf.resize(n);
+  return buf.data();
+}
+template float* weight_grad_partials<float>(int64_t);
+template double* weight_grad_partials<double>(int64_t);
+
+template <class T>
+void add_weight_grad_partials(T* dw, const T* partial, int64_t chunks, int64_t size) {
+  for (int64_t c = 0; c < chunks; ++c) {
+    const T* part = partial + c * size;
+#pragma omp simd
+    for (int64_t i = 0; i < size; ++i) dw[i] += part[i];
+  }
+}
+template decltype(add_weight_grad_partials<float>) add_weight_grad_partials<float>;
+template decltype(add_weight_grad_partials<double>) add_weight_grad_partials<double>;
 
 bool conv_weight_grad_batched(const ConvGeom& g) {
   return conv_kernel() == ConvKernel::automatic && g.groups == 1 &&
@@ -200,8 +214,8 @@ void conv2d_backward_weight(T* dw, T* db, const T* x, const T* dy, const ConvGeo
   }
   const int64_t chunk = conv_weight_grad_chunk(g.Ho, g.Wo);
   const int64_t chunks = (g.N + chunk - 1) / chunk, WK = g.O * K;
-  T* partial = partial_buffer<T>(chunks * WK);
-  parallel_for(chunks, conv_parallel(g), [&](int64_t c) {
+  T* partial = weight_grad_partials<T>(chunks * WK);
+  parallel_for(chunks, conv_runs_parallel(g), [&](int64_t c) {
     OneOmpThread one;
     const bool direct = columns_are_input(g);
     T* col = direct ? nullptr : column_buffer<T>(K * HoWo);
@@ -216,11 +230,7 @@ void conv2d_backward_weight(T* dw, T* db, const T* x, const T* dy, const ConvGeo
                         direct ? xg : col, HoWo, n == n0 ? T(0) : T(1), part + gr * Og * K, K);
       }
   });
-  for (int64_t c = 0; c < chunks; ++c) {
-    const T* part = partial + c * WK;
-#pragma omp simd
-    for (int64_t i = 0; i < WK; ++i) dw[i] += part[i];
-  }
+  add_weight_grad_partials(dw, partial, chunks, WK);
 }
 template decltype(conv2d_backward_weight<float>) conv2d_backward_weight<float>;
 template decltype(conv2d_backward_weight<double>) conv2d_backward_weight<double>;

@@ -47,10 +47,16 @@ struct ConvGeom {
   int64_t K() const { return Cg() * kH * kW; }  // rows of a column matrix
 };
 
+// The weight gradient's per-chunk partial sums, shared by the im2col and oneDNN kernels: the
+// calling thread's buffer of n elements (kept: a fresh one every call would be fresh pages from
+// the system every step), and dw [size] += each chunk's partial [size] in chunk order.
+template <class T>
+T* weight_grad_partials(int64_t n);
+template <class T>
+void add_weight_grad_partials(T* dw, const T* partial, int64_t chunks, int64_t size);
+
 // Whether a convolution's images run in parallel: when its multiply-adds pay for a region.
-inline bool conv_runs_parallel(const ConvGeom& g) {
-  return g.N * g.O * g.Ho * g.Wo * g.K() > (int64_t(1) << 17);  // kParallelGrain
-}
+bool conv_runs_parallel(const ConvGeom& g);
 
 // col [Cg·kH·kW, Ho·Wo] = the input windows of x [Cg, H, W] (zeros in the padding); rows ld
 // apart (0: Ho·Wo), so the images of a batch can sit side by side in one column matrix.

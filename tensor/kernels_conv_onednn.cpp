@@ -250,7 +250,7 @@ void for_each_chunk(const ConvGeom& g, ConvPass pass, bool bias, const F& body) 
 // layout reorders its own copy).
 struct SharedWeights {
   memory::desc desc;
-  const void* data;
+  const void* data = nullptr;
 };
 SharedWeights reordered_weights(const ConvGeom& g, ConvPass pass, bool bias, const float* w) {
   OneOmpThread one;
@@ -323,79 +323,61 @@ void onednn_conv2d_backward_input(float* dx, const float* dy, const float* w, co
                  });
 }
 
-// partial [chunks, O·C·kH·kW]: chunk c's weight gradient (images [c·chunk, ..)), one
-// primitive on one thread; then the chunks in order into dw.
-void onednn_conv2d_backward_weight(float* dw, const float* x, const float* dy, const ConvGeom& g) {
-  const int64_t x_image = g.C * g.H * g.W, y_image = g.O * g.Ho * g.Wo;
-  const int64_t WK = g.O * g.C * g.kH * g.kW;
-  const int64_t chunk = conv_weight_grad_chunk(g.Ho, g.Wo), chunks = (g.N + chunk - 1) / chunk;
-  thread_local std::vector<float> partial_buf;  // kept: fresh pages every call cost more
-  if (static_cast<int64_t>(partial_buf.size()) < chunks * WK) partial_buf.resize(chunks * WK);
-  float* partial = partial_buf.data();
-  for_each_chunk(g, ConvPass::backward_weight, false,
-                 [&](int64_t c, int64_t n0, const ConvPrimitive& p, ConvThreadState& state) {
-                   void* src = grown(state.src, p.in[0].to.get_size());
-                   void* ddst = grown(state.dst, p.in[1].to.get_size());
-                   void* dwei = grown(state.weights_local, p.out.from.get_size());
-                   p.in[0].run(state.stream, x + n0 * x_image, src);
-                   p.in[1].run(state.stream, dy + n0 * y_image, ddst);
-                   execute(p, state,
-                           {{DNNL_ARG_SRC, {p.in[0].to, src}},
-                            {DNNL_ARG_DIFF_DST, {p.in[1].to, ddst}},
-                            {DNNL_ARG_DIFF_WEIGHTS, {p.out.from, dwei}}});
-                   p.out.run(state.stream, dwei, partial + c * WK);
-                 });
-  for (int64_t c = 0; c < chunks; ++c) {
-    const float* part = partial + c * WK;
-#pragma omp simd
-    for (int64_t i = 0; i < WK; ++i) dw[i] += part[i];
+namespace {
+// One chunk's input gradient, added into dx (images [n0, n0 + nb)): dy_chunk is dy already in
+// pw's layout (the weight gradient's), reordered again only when the input gradient's primitive
+// wants another.
+void chunk_input_grad(float* dx, const float* dy, const float* w, const void* dy_chunk,
+                      const ConvPrimitive& pw, const SharedWeights& shared, const ConvGeom& g,
+                      int64_t n0, int64_t nb, ConvThreadState& state) {
+  const ConvPrimitive& pd = conv_primitive(key_of(g, ConvPass::backward_input, nb, false));
+  const void* ddst = dy_chunk;
+  if (!(pd.in[0].to == pw.in[1].to)) {
+    void* other = grown(state.dst_other, pd.in[0].to.get_size());
+    pd.in[0].run(state.stream, dy + n0 * g.O * g.Ho * g.Wo, other);
+    ddst = other;
   }
+  void* dsrc = grown(state.src, pd.out.from.get_size());
+  execute(pd, state,
+          {{DNNL_ARG_DIFF_DST, {pd.in[0].to, ddst}},
+           {DNNL_ARG_WEIGHTS, {pd.weights.to, chunk_weights(pd, shared, w, state)}},
+           {DNNL_ARG_DIFF_SRC, {pd.out.from, dsrc}}});
+  pd.out.run(state.stream, dsrc, dx + n0 * g.C * g.H * g.W);  // adds
 }
+}  // namespace
 
-// Both gradients over the weight gradient's chunks: dy reordered once per chunk for both
-// primitives (twice only when they want different layouts), then dx as backward_input adds it and
-// the chunk's weight gradient as backward_weight sums it.
+// Over the weight gradient's chunks: dy reordered once per chunk; with dx, the chunk's input
+// gradient first (chunk_input_grad); then the chunk's weight gradient into partial [chunks,
+// O·C·kH·kW] by one primitive on one thread; then the chunks in order into dw.
 void onednn_conv2d_backward(float* dx, float* dw, const float* x, const float* dy, const float* w,
                             const ConvGeom& g) {
-  const SharedWeights shared = reordered_weights(g, ConvPass::backward_input, false, w);
+  const SharedWeights shared =
+      dx ? reordered_weights(g, ConvPass::backward_input, false, w) : SharedWeights{};
   const int64_t x_image = g.C * g.H * g.W, y_image = g.O * g.Ho * g.Wo;
   const int64_t WK = g.O * g.C * g.kH * g.kW;
   const int64_t chunk = conv_weight_grad_chunk(g.Ho, g.Wo), chunks = (g.N + chunk - 1) / chunk;
-  thread_local std::vector<float> partial_buf;
-  if (static_cast<int64_t>(partial_buf.size()) < chunks * WK) partial_buf.resize(chunks * WK);
-  float* partial = partial_buf.data();
-  for_each_chunk(
-      g, ConvPass::backward_weight, false,
-      [&](int64_t c, int64_t n0, const ConvPrimitive& pw, ConvThreadState& state) {
-        const ConvPrimitive& pd =
-            conv_primitive(key_of(g, ConvPass::backward_input, std::min(chunk, g.N - n0), false));
-        void* src = grown(state.src, std::max(pw.in[0].to.get_size(), pd.out.from.get_size()));
-        void* ddst = grown(state.dst, pw.in[1].to.get_size());
-        void* dwei = grown(state.weights_local, pw.out.from.get_size());
-        pw.in[1].run(state.stream, dy + n0 * y_image, ddst);
-        const void* ddst_d = ddst;
-        if (!(pd.in[0].to == pw.in[1].to)) {  // the input gradient reads another layout
-          void* other = grown(state.dst_other, pd.in[0].to.get_size());
-          pd.in[0].run(state.stream, dy + n0 * y_image, other);
-          ddst_d = other;
-        }
-        execute(pd, state,
-                {{DNNL_ARG_DIFF_DST, {pd.in[0].to, ddst_d}},
-                 {DNNL_ARG_WEIGHTS, {pd.weights.to, chunk_weights(pd, shared, w, state)}},
-                 {DNNL_ARG_DIFF_SRC, {pd.out.from, src}}});
-        pd.out.run(state.stream, src, dx + n0 * x_image);  // adds
-        pw.in[0].run(state.stream, x + n0 * x_image, src);
-        execute(pw, state,
-                {{DNNL_ARG_SRC, {pw.in[0].to, src}},
-                 {DNNL_ARG_DIFF_DST, {pw.in[1].to, ddst}},
-                 {DNNL_ARG_DIFF_WEIGHTS, {pw.out.from, dwei}}});
-        pw.out.run(state.stream, dwei, partial + c * WK);
-      });
-  for (int64_t c = 0; c < chunks; ++c) {
-    const float* part = partial + c * WK;
-#pragma omp simd
-    for (int64_t i = 0; i < WK; ++i) dw[i] += part[i];
-  }
+  float* partial = weight_grad_partials<float>(chunks * WK);
+  for_each_chunk(g, ConvPass::backward_weight, false,
+                 [&](int64_t c, int64_t n0, const ConvPrimitive& pw, ConvThreadState& state) {
+                   void* ddst = grown(state.dst, pw.in[1].to.get_size());
+                   pw.in[1].run(state.stream, dy + n0 * y_image, ddst);
+                   if (dx)
+                     chunk_input_grad(dx, dy, w, ddst, pw, shared, g, n0, std::min(chunk, g.N - n0),
+                                      state);
+                   void* src = grown(state.src, pw.in[0].to.get_size());
+                   void* dwei = grown(state.weights_local, pw.out.from.get_size());
+                   pw.in[0].run(state.stream, x + n0 * x_image, src);
+                   execute(pw, state,
+                           {{DNNL_ARG_SRC, {pw.in[0].to, src}},
+                            {DNNL_ARG_DIFF_DST, {pw.in[1].to, ddst}},
+                            {DNNL_ARG_DIFF_WEIGHTS, {pw.out.from, dwei}}});
+                   pw.out.run(state.stream, dwei, partial + c * WK);
+                 });
+  add_weight_grad_partials(dw, partial, chunks, WK);
+}
+
+void onednn_conv2d_backward_weight(float* dw, const float* x, const float* dy, const ConvGeom& g) {
+  onednn_conv2d_backward(nullptr, dw, x, dy, nullptr, g);
 }
 
 void set_conv_kernel(ConvKernel k) { g_conv_kernel.store(k, std::memory_order_relaxed); }

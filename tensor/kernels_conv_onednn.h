@@ -50,8 +50,8 @@ void onednn_conv2d_forward(float* y, const float* x, const float* w, const float
                            const ConvGeom& g);
 void onednn_conv2d_backward_input(float* dx, const float* dy, const float* w, const ConvGeom& g);
 void onednn_conv2d_backward_weight(float* dw, const float* x, const float* dy, const ConvGeom& g);
-// Both at once (dx and dw added into; neither null), dy converted once per chunk for the two:
-// the same bits as the two calls.
+// Both at once (dx and dw added into; dx may be null, then it is backward_weight, and w is not
+// read), dy converted once per chunk for the two: the same bits as the two calls.
 void onednn_conv2d_backward(float* dx, float* dw, const float* x, const float* dy, const float* w,
                             const ConvGeom& g);
 
