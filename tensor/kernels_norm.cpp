@@ -374,15 +374,15 @@ template decltype(ref_batchnorm_apply<float>) ref_batchnorm_apply<float>;
 template decltype(ref_batchnorm_apply<double>) ref_batchnorm_apply<double>;
 
 namespace {
-// dout at element i, or with Relu relu's backward on the output recomputed from x (0 where it was
-// not above 0): f's map written out as ChannelAffine::normalized writes it, the same bits. The
-// zero is made by a bit mask: written as a conditional, the compiler branched around g's load
-// and did not vectorise the loop.
+// dout at element i, or with Relu relu's backward on the output recomputed from x by f (0 where
+// it was not above 0): the forward's own expression, the same bits. The zero is made by a bit
+// mask: written as a conditional, the compiler branched around g's load and did not vectorise
+// the loop.
 template <bool Relu, class T>
-inline T relu_masked(T g, T x, T m, T scale, T shift) {
+inline T relu_masked(T g, T x, const ChannelAffine<T>& f) {
   if constexpr (Relu) {
     using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-    const bool keep = !((x - m) * scale + shift <= T(0));
+    const bool keep = !(f.normalized(x) <= T(0));
     return std::bit_cast<T>(std::bit_cast<Bits>(g) & (Bits(0) - Bits(keep)));
   }
   return g;
@@ -395,14 +395,13 @@ void batchnorm_backward_channel(T* dx, T* dw, T* db, const T* dout, const T* x, 
                                 int64_t S, int64_t c, bool batch_stats) {
   const double M = static_cast<double>(N * S), m = mean[c], rs = rstd[c];
   const ChannelAffine<T> f(c, mean, rstd, w, b);
-  const T fm = f.m, fs = f.scale, fb = f.shift;
   double sum_g = 0.0, sum_gx = 0.0;
   for (int64_t n = 0; n < N; ++n) {
     const T* g = dout + (n * C + c) * S;
     const T* xr = x + (n * C + c) * S;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
     for (int64_t i = 0; i < S; ++i) {
-      const T gi = relu_masked<Relu>(g[i], xr[i], fm, fs, fb);
+      const T gi = relu_masked<Relu>(g[i], xr[i], f);
       sum_g += gi;
       sum_gx += gi * ((xr[i] - m) * rs);
     }
@@ -419,7 +418,7 @@ void batchnorm_backward_channel(T* dx, T* dw, T* db, const T* dout, const T* x, 
 #pragma omp simd
     for (int64_t i = 0; i < S; ++i)
       d[i] += static_cast<T>(
-          k * (relu_masked<Relu>(g[i], xr[i], fm, fs, fb) - mean_g - (xr[i] - m) * rs * mean_gx));
+          k * (relu_masked<Relu>(g[i], xr[i], f) - mean_g - (xr[i] - m) * rs * mean_gx));
   }
 }
 }  // namespace
