@@ -16,15 +16,16 @@ const Tensor& Batch::operator[](size_t field) const {
   return tensors[field];
 }
 
-namespace {
-// `slot` when it can be refilled in place (same shape and dtype, held by nobody else: a tensor a
-// caller kept from an earlier batch is never overwritten), else a new tensor.
-Tensor& reusable(Tensor& slot, const Shape& shape, DType dtype) {
+Tensor& batch_field(Batch& out, size_t field, const Shape& shape, DType dtype) {
+  if (out.tensors.size() <= field) out.tensors.resize(field + 1);
+  Tensor& slot = out.tensors[field];
   if (!slot.defined() || slot.shape() != shape || slot.dtype() != dtype ||
       slot.handle_count() != 1 || slot.storage_holders() != 1)
     slot = Tensor::empty(shape, dtype);
   return slot;
 }
+
+namespace {
 
 void check_indices(std::span<const int64_t> indices, int64_t size, const char* who) {
   for (int64_t i : indices)
@@ -62,7 +63,7 @@ void TensorDataset::fill(std::span<const int64_t> indices, Batch& out) const {
     const Tensor& source = tensors_[f];
     Shape shape = source.shape();
     shape[0] = static_cast<int64_t>(indices.size());
-    Tensor& target = reusable(out.tensors[f], shape, source.dtype());
+    Tensor& target = batch_field(out, f, shape, source.dtype());
     const size_t row_bytes =
         rows_ > 0 ? static_cast<size_t>(source.numel() / rows_) * dtype_size(source.dtype()) : 0;
     const auto* from = static_cast<const unsigned char*>(source.storage()->data()) +
@@ -132,8 +133,8 @@ void TokenWindows::fill(std::span<const int64_t> indices, Batch& out) const {
   check_indices(indices, count_, "TokenWindows");
   const int64_t n = static_cast<int64_t>(indices.size()), T = seq_len_;
   out.tensors.resize(2);
-  int64_t* inputs = reusable(out.tensors[0], {n, T}, DType::i64).data<int64_t>();
-  int64_t* targets = reusable(out.tensors[1], {n, T}, DType::i64).data<int64_t>();
+  int64_t* inputs = batch_field(out, 0, {n, T}, DType::i64).data<int64_t>();
+  int64_t* targets = batch_field(out, 1, {n, T}, DType::i64).data<int64_t>();
   const int32_t* ids = ids_->data();
   for (int64_t k = 0; k < n; ++k) {
     const int32_t* window = ids + indices[k] * stride_;

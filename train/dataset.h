@@ -35,6 +35,18 @@ struct Batch {
   int64_t size() const { return static_cast<int64_t>(indices.size()); }
 };
 
+// out.tensors[field] as a tensor of `shape` and `dtype`, for Dataset::fill implementations: the
+// one already there when it fits and nobody else holds it (a tensor a caller kept from an earlier
+// batch is never overwritten), else a new one. Grows out.tensors to field + 1 when needed.
+Tensor& batch_field(Batch& out, size_t field, const Shape& shape, DType dtype);
+
+// Which epoch of which run a batch's examples are drawn in: a dataset with random transforms
+// seeds each example's draws from (seed, epoch, index) (see train/data/example.h).
+struct EpochKey {
+  uint64_t seed = 0;
+  int64_t epoch = 0;
+};
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -42,6 +54,14 @@ class Dataset {
   // Fills out.tensors with the examples `indices` (each in [0, size())); out's tensors are
   // reused when their shapes fit, so a loop that fills one Batch allocates once.
   virtual void fill(std::span<const int64_t> indices, Batch& out) const = 0;
+  // As fill, for examples drawn in epoch key.epoch of a run seeded key.seed: what the loaders
+  // call. A dataset whose examples are random (augmentation, MapDataset) draws them from the key;
+  // the others ignore it (the default: fill). Loaders with workers call it from several threads
+  // at once, so it (and fill) must not change the dataset.
+  virtual void fill_epoch(std::span<const int64_t> indices, const EpochKey& key, Batch& out) const {
+    (void)key;
+    fill(indices, out);
+  }
   // Tokens per example, for tokens/s in progress lines (1 unless the examples are sequences).
   virtual int64_t tokens_per_example() const { return 1; }
 };
