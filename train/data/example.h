@@ -52,9 +52,12 @@ class MapDataset : public Dataset {
   // that reads files and its own fixed settings is; a shared counter or cache is not, unless
   // locked). Throws naming the file or index when the example cannot be made.
   virtual Example get(int64_t index, ExampleRng& rng) const = 0;
-  // Example `index` with the draws of epoch 0 of seed 0 (as a loader's first epoch with seed 0).
-  Example get(int64_t index) const;
+  // dataset[index] in torch: example `index` (checked against size()) with the draws of epoch 0
+  // of seed 0. (Not an overload of get: a subclass's get would hide it.)
+  Example at(int64_t index) const;
 
+  // Gets each example (a get() that throws is rethrown as std::runtime_error "dataset example
+  // I: <its message>") and collates them.
   void fill(std::span<const int64_t> indices, Batch& out) const override;
   void fill_epoch(std::span<const int64_t> indices, const EpochKey& key, Batch& out) const override;
 };
