@@ -3,7 +3,8 @@
 // epochs, streams, a range-for left part-way and a resume from the sampler's state; random draws
 // are keyed by (seed, epoch, index) (the same whichever thread makes them, new each epoch); the
 // default generator is not drawn ahead; a worker's exception reaches next() naming the example;
-// collation's checks; the refusals.
+// collation's checks; the refusals. The Trainer with loader workers: the steps of one without,
+// with accumulation and a stream or a DataLoader's epochs, and a resume mid-epoch.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -13,11 +14,16 @@
 #include <thread>
 #include <vector>
 
+#include "autograd/ops.h"
+#include "nn/containers.h"
 #include "tensor/factory.h"
 #include "tensor/rng.h"
+#include "tests/loop_test_models.h"
+#include "tests/temp_dir.h"
 #include "train/data/example.h"
 #include "train/data/prefetch.h"
 #include "train/dataset.h"
+#include "train/trainer.h"
 
 using namespace dg;
 
@@ -68,16 +74,22 @@ TEST_CASE("a DataLoader with workers gives the batches of one without, over epoc
   NoisyDataset data;
   for (bool drop_last : {false, true}) {
     TorchGenerator g(11);
-    DataLoader plain(data, {.batch_size = 5, .shuffle = true, .drop_last = drop_last,
-                            .generator = &g});
+    DataLoader plain(data,
+                     {.batch_size = 5, .shuffle = true, .drop_last = drop_last, .generator = &g});
     const auto expected = run_epochs(plain, 3);
     CHECK(expected.size() == static_cast<size_t>(3 * plain.size()));
     for (int64_t workers : {1, 2, 3}) {
       for (int64_t factor : {1, 2, 4}) {
-        DataLoader loader(data, {.batch_size = 5, .shuffle = true, .drop_last = drop_last,
-                                 .generator = &g, .num_workers = workers,
+        DataLoader loader(data, {.batch_size = 5,
+                                 .shuffle = true,
+                                 .drop_last = drop_last,
+                                 .generator = &g,
+                                 .num_workers = workers,
                                  .prefetch_factor = factor});
         CHECK(run_epochs(loader, 3) == expected);
+        // Only each epoch's first batch was not made ahead.
+        CHECK(loader.prefetcher()->misses() == 3);
+        CHECK(loader.prefetcher()->hits() == 3 * loader.size() - 3);
       }
     }
   }
@@ -136,6 +148,7 @@ TEST_CASE("a stream loader with workers follows its sampler across epochs") {
     for (int64_t workers : {1, 2}) {
       DataLoader loader(data, Sampler::shuffled(data.size(), 9, drop_last), 8, workers, 3);
       CHECK(run_stream(loader, 20) == expected);
+      CHECK(loader.prefetcher()->misses() == 1);  // a stream is predicted across epochs
     }
   }
 }
@@ -185,8 +198,7 @@ TEST_CASE("a worker's exception reaches next() with the example's index and file
   loader.next(b);
   loader.next(b);
   loader.next(b);  // examples 8..11
-  CHECK_THROWS_WITH_AS(loader.next(b),
-                       "dataset example 13: images/broken.png: truncated PNG data",
+  CHECK_THROWS_WITH_AS(loader.next(b), "dataset example 13: images/broken.png: truncated PNG data",
                        std::runtime_error);
   DataLoader inline_loader(data, Sampler::sequential(data.size()), 16);
   CHECK_THROWS_WITH_AS(inline_loader.next(b),
@@ -237,4 +249,105 @@ TEST_CASE("DataLoader refuses bad worker settings") {
                        "DataLoader: num_workers must be >= 0, got -1", std::invalid_argument);
   CHECK_THROWS_WITH_AS(DataLoader(data, {.batch_size = 2, .num_workers = 1, .prefetch_factor = 0}),
                        "DataLoader: prefetch_factor must be >= 1, got 0", std::invalid_argument);
+}
+
+namespace {
+// A regression example with augmentation: x [3] jittered by the example's draws, y [2].
+struct JitteredRegression final : MapDataset {
+  int64_t size() const override { return 30; }
+  Example get(int64_t i, ExampleRng& rng) const override {
+    const float a = static_cast<float>(i) / 30.0f;
+    std::vector<float> x = {a, 1 - a, a * a};
+    for (float& v : x) v += static_cast<float>(rng.uniform(-0.05, 0.05));
+    return {Tensor::from_vector(x, {3}), Tensor::from_vector(std::vector<float>{a, -a}, {2})};
+  }
+};
+
+Tensor regression_loss(Sequential& net, const Batch& b) {
+  return mse_loss(net.forward(b[0]), b[1]);
+}
+
+TrainingConfig steps_of(int64_t steps, int64_t batch, int64_t accum) {
+  TrainingConfig c;
+  c.steps = steps;
+  c.batch = batch;
+  c.accum = accum;
+  c.seed = 3;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("the Trainer with loader workers takes the steps of one without, and resumes") {
+  const JitteredRegression data;
+  dg::test::TempDir dir("loader_workers");
+  std::vector<double> expected_losses;
+  std::vector<float> expected_weights;
+  for (int64_t workers : {0, 1, 2}) {
+    CAPTURE(workers);
+    auto net = loop_test::make_mlp(1, 0);
+    SGD opt(*net, SGDConfig{.lr = 0.1, .momentum = 0.9});
+    TrainingSetup setup{
+        .model = net,
+        .data = std::shared_ptr<const Dataset>(std::shared_ptr<void>(), &data),
+        .sampler = Sampler::shuffled(data.size(), 4, false),
+        .loss = [](Module& m,
+                   const Batch& b) { return regression_loss(static_cast<Sequential&>(m), b); },
+        .optimizer = std::shared_ptr<FlatOptimizer>(std::shared_ptr<void>(), &opt),
+        .loader_workers = workers,
+        .prefetch_factor = 3};
+    Trainer trainer(setup, steps_of(12, 4, 2));  // 8 examples a step: epochs span steps
+    trainer.run();
+    if (workers > 0) {  // 24 micro-batches: only the first was not ready in the queue
+      REQUIRE(trainer.prefetcher() != nullptr);
+      CHECK(trainer.prefetcher()->misses() == 1);
+      CHECK(trainer.prefetcher()->hits() == 23);
+    }
+    if (workers == 0) {
+      expected_losses = trainer.losses();
+      expected_weights = trainer.parameters().values.to_floats();
+    } else {
+      CHECK(trainer.losses() == expected_losses);
+      CHECK(trainer.parameters().values.to_floats() == expected_weights);
+    }
+  }
+
+  // A DataLoader's epochs with workers: a run stopped mid-epoch and resumed (with another worker
+  // count) equals the whole run without workers.
+  TorchGenerator g(8);
+  const TrainingConfig c = steps_of(16, 7, 1);  // epochs of 4 × 7 and a 2
+  auto whole_net = loop_test::make_mlp(1, 0);
+  SGD whole_opt(*whole_net, SGDConfig{.lr = 0.05});
+  Trainer whole(*whole_net, DataLoader(data, {.batch_size = 7, .shuffle = true, .generator = &g}),
+                regression_loss, c, whole_opt);
+  whole.run();
+  auto first_net = loop_test::make_mlp(1, 0);
+  SGD first_opt(*first_net, SGDConfig{.lr = 0.05});
+  Trainer first(
+      *first_net,
+      DataLoader(data, {.batch_size = 7, .shuffle = true, .generator = &g, .num_workers = 2}),
+      regression_loss, c, first_opt);
+  CHECK(first.loader_workers() == 2);
+  first.run(7);
+  const std::string ckpt = (dir.path / "mid.safetensors").string();
+  first.save_checkpoint(ckpt);
+  auto fresh_net = loop_test::make_mlp(2, 0);
+  SGD fresh_opt(*fresh_net, SGDConfig{.lr = 0.05});
+  Trainer resumed(*fresh_net,
+                  DataLoader(data, {.batch_size = 7,
+                                    .shuffle = true,
+                                    .generator = &g,
+                                    .num_workers = 1,
+                                    .prefetch_factor = 4}),
+                  regression_loss, c, fresh_opt);
+  resumed.load_checkpoint(ckpt);
+  resumed.run();
+  // Steps 8 to 16: the first after the resume and each epoch's first (steps 11 and 16) filled here.
+  CHECK(resumed.prefetcher()->misses() == 3);
+  CHECK(resumed.prefetcher()->hits() == 6);
+  CHECK(resumed.losses() == whole.losses());
+  CHECK(resumed.parameters().values.to_floats() == whole.parameters().values.to_floats());
+  CHECK_THROWS_WITH_AS(resumed.set_loader_workers(-2),
+                       "trainer: loader_workers must be >= 0 and prefetch_factor >= 1, got -2 "
+                       "and 2",
+                       std::invalid_argument);
 }

@@ -264,6 +264,8 @@ class DataLoader {
   int64_t batch_size() const { return batch_; }
   int64_t num_workers() const { return num_workers_; }
   int64_t prefetch_factor() const { return prefetch_factor_; }
+  // The workers' queue (null before the first batch, or without workers): its hits() and misses().
+  const BatchPrefetcher* prefetcher() const { return prefetcher_.get(); }
 
   // One epoch's batches; the Batch it points at is the loader's and is refilled by ++.
   class iterator {

@@ -67,9 +67,11 @@ bool BatchPrefetcher::take(std::span<const int64_t> indices, const EpochKey& key
     }
   }
   if (!job) {
+    ++misses_;
     data_.fill_epoch(indices, key, out);
     return false;
   }
+  ++hits_;
   if (job->error) std::rethrow_exception(job->error);
   std::swap(out, job->batch);
   std::lock_guard<std::mutex> lock(mutex_);

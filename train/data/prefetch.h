@@ -44,6 +44,10 @@ class BatchPrefetcher {
   // it came from the queue. out's previous tensors go back to the workers for reuse.
   bool take(std::span<const int64_t> indices, const EpochKey& key, Batch& out);
   void clear();  // drops every queued batch (a worker busy on one finishes it unseen)
+  // take()s served from the queue, and those filled on the calling thread (the first, an epoch's
+  // first in torch order, and each missed prediction): how well the owner predicts.
+  int64_t hits() const { return hits_; }
+  int64_t misses() const { return misses_; }
 
  private:
   struct Job {
@@ -63,6 +67,7 @@ class BatchPrefetcher {
   std::deque<std::shared_ptr<Job>> unclaimed_;  // of those, the ones no worker has begun
   std::vector<Batch> spare_;                    // batches handed back, for workers to refill
   bool stopping_ = false;
+  int64_t hits_ = 0, misses_ = 0;  // the caller's thread's counts
   std::vector<std::thread> workers_;
 };
 
