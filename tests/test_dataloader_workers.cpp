@@ -351,3 +351,37 @@ TEST_CASE("the Trainer with loader workers takes the steps of one without, and r
                        "and 2",
                        std::invalid_argument);
 }
+
+TEST_CASE("DataLoader's collate_fn makes the batches, on the workers too") {
+  NoisyDataset data;
+  // A collate that keeps the images and sums the labels into one int64 [1] tensor.
+  const CollateFunction summed = [](std::span<const Example> examples,
+                                    std::span<const int64_t> indices, Batch& out) {
+    std::vector<Example> images;
+    int64_t sum = 0;
+    for (const Example& e : examples) {
+      images.push_back({e[0]});
+      sum += static_cast<int64_t>(e[1].item());
+    }
+    collate(images, indices, out);
+    out.tensors.push_back(Tensor::from_ids({sum}, {1}));
+  };
+  for (int64_t workers : {0, 2}) {
+    DataLoader loader(data, {.batch_size = 4, .num_workers = workers, .collate_fn = summed});
+    int64_t batches = 0;
+    for (const Batch& b : loader) {
+      REQUIRE(b.tensors.size() == 2);
+      int64_t expected = 0;
+      for (int64_t i : b.indices) expected += i % 4;
+      CHECK(b[1].to_vector() == std::vector<double>{static_cast<double>(expected)});
+      CHECK(b[0].shape() == Shape{b.size(), 2, 3});
+      ++batches;
+    }
+    CHECK(batches == 10);
+  }
+  TensorDataset rows({arange(8.0, DType::f32)});
+  CHECK_THROWS_WITH_AS(DataLoader(rows, {.batch_size = 2, .collate_fn = summed}),
+                       "DataLoader: a collate_fn needs a map-style dataset (a MapDataset, whose "
+                       "examples it collates); this dataset fills its batches itself",
+                       std::invalid_argument);
+}

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "train/data/example.h"
 #include "train/data/prefetch.h"
 
 namespace dg {
@@ -470,6 +471,11 @@ DataLoader::DataLoader(const Dataset& data, const DataLoaderOptions& options)
           data,
           Sampler::torch_order(data.size(), options.shuffle, options.drop_last, options.generator),
           options.batch_size, options.num_workers, options.prefetch_factor) {
+  collate_fn_ = options.collate_fn;
+  if (collate_fn_ && !dynamic_cast<const MapDataset*>(&data))
+    throw std::invalid_argument(
+        "DataLoader: a collate_fn needs a map-style dataset (a MapDataset, whose examples it "
+        "collates); this dataset fills its batches itself");
   if (options.drop_last && options.batch_size > data.size())
     throw std::invalid_argument(fmt::format(
         "DataLoader: drop_last with batch_size {} larger than the dataset ({} examples) gives no "
@@ -482,21 +488,32 @@ DataLoader::DataLoader(const DataLoader& other)
       sampler_(other.sampler_),
       batch_(other.batch_),
       num_workers_(other.num_workers_),
-      prefetch_factor_(other.prefetch_factor_) {}
+      prefetch_factor_(other.prefetch_factor_),
+      collate_fn_(other.collate_fn_) {}
 
 DataLoader::~DataLoader() = default;
 
 void DataLoader::next(Batch& out) {
   sampler_.next(batch_, indices_);
   if (num_workers_ == 0) {
-    data_.fill_epoch(indices_, sampler_.epoch_key(), out);
+    fill(indices_, sampler_.epoch_key(), out);
     return;
   }
   if (!prefetcher_)
-    prefetcher_ =
-        std::make_unique<BatchPrefetcher>(data_, num_workers_, num_workers_ * prefetch_factor_);
+    prefetcher_ = std::make_unique<BatchPrefetcher>(
+        [this](std::span<const int64_t> indices, const EpochKey& key, Batch& batch) {
+          fill(indices, key, batch);
+        },
+        num_workers_, num_workers_ * prefetch_factor_);
   if (!prefetcher_->take(indices_, sampler_.epoch_key(), out)) ahead_ = sampler_;
   prefetch();
+}
+
+void DataLoader::fill(std::span<const int64_t> indices, const EpochKey& key, Batch& out) const {
+  if (collate_fn_)
+    static_cast<const MapDataset&>(data_).fill_epoch(indices, key, collate_fn_, out);
+  else
+    data_.fill_epoch(indices, key, out);
 }
 
 // Draws the batches after the one given from a copy of the sampler (ahead_, which is where the

@@ -41,6 +41,14 @@ struct Batch {
 // batch is never overwritten), else a new one. Grows out.tensors to field + 1 when needed.
 Tensor& batch_field(Batch& out, size_t field, const Shape& shape, DType dtype);
 
+// One example of a map-style dataset (train/data/example.h): its fields (an image and its label,
+// ...), each a tensor; a label is an int64 0-dim tensor.
+using Example = std::vector<Tensor>;
+// torch's collate_fn: makes `out` from the examples (and their indices), as collate does by
+// default (train/data/example.h).
+using CollateFunction =
+    std::function<void(std::span<const Example>, std::span<const int64_t>, Batch&)>;
+
 // Which epoch of which run a batch's examples are drawn in: a dataset with random transforms
 // seeds each example's draws from (seed, epoch, index) (see train/data/example.h).
 struct EpochKey {
@@ -218,6 +226,8 @@ struct DataLoaderOptions {
   int64_t num_workers = 0;
   // Batches each worker keeps ready (queued at most num_workers × prefetch_factor), as torch's.
   int64_t prefetch_factor = 2;
+  // torch's collate_fn, for a MapDataset (train/data/example.h); null: collate (stacking).
+  CollateFunction collate_fn = nullptr;
 };
 
 class BatchPrefetcher;
@@ -287,11 +297,13 @@ class DataLoader {
 
  private:
   void prefetch();  // queues the batches after the one just given, up to the queue's depth
+  void fill(std::span<const int64_t> indices, const EpochKey& key, Batch& out) const;
 
   const Dataset& data_;
   Sampler sampler_;  // at the batch given last: what sampler() shows and checkpoints keep
   int64_t batch_;
   int64_t num_workers_ = 0, prefetch_factor_ = 2;
+  CollateFunction collate_fn_;
   std::vector<int64_t> indices_;
   Batch current_;  // the range-for's batch
   // With workers: the batches after the one given last, drawn from a copy of the sampler.

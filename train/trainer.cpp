@@ -320,8 +320,11 @@ void Trainer::fill_micro_batch(int64_t k) {
     return;
   }
   if (!prefetcher_)
-    prefetcher_ = std::make_unique<BatchPrefetcher>(*data_, loader_workers_,
-                                                    loader_workers_ * prefetch_factor_);
+    prefetcher_ = std::make_unique<BatchPrefetcher>(
+        [data = data_](std::span<const int64_t> indices, const EpochKey& key, Batch& out) {
+          data->fill_epoch(indices, key, out);
+        },
+        loader_workers_, loader_workers_ * prefetch_factor_);
   if (prefetcher_->take(indices, sampler_.epoch_key(), batch_)) {
     prefetch(-1);
   } else {  // nothing queued, or not this (a resume, a moved sampler): predict from here

@@ -74,6 +74,11 @@ void MapDataset::fill(std::span<const int64_t> indices, Batch& out) const {
 
 void MapDataset::fill_epoch(std::span<const int64_t> indices, const EpochKey& key,
                             Batch& out) const {
+  fill_epoch(indices, key, collate, out);
+}
+
+void MapDataset::fill_epoch(std::span<const int64_t> indices, const EpochKey& key,
+                            const CollateFunction& collate_fn, Batch& out) const {
   std::vector<Example> examples;
   examples.reserve(indices.size());
   for (int64_t index : indices) {
@@ -87,7 +92,7 @@ void MapDataset::fill_epoch(std::span<const int64_t> indices, const EpochKey& ke
       throw std::runtime_error(fmt::format("dataset example {}: {}", index, e.what()));
     }
   }
-  collate(examples, indices, out);
+  collate_fn(examples, indices, out);
 }
 
 // ---- collate

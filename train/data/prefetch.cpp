@@ -11,8 +11,8 @@
 
 namespace dg {
 
-BatchPrefetcher::BatchPrefetcher(const Dataset& data, int64_t workers, int64_t depth)
-    : data_(data), depth_(depth) {
+BatchPrefetcher::BatchPrefetcher(FillFunction fill, int64_t workers, int64_t depth)
+    : fill_(std::move(fill)), depth_(depth) {
   if (workers < 1 || depth < 1)
     throw std::invalid_argument(fmt::format(
         "BatchPrefetcher: needs at least one worker and one batch of depth, got {} and {}", workers,
@@ -68,7 +68,7 @@ bool BatchPrefetcher::take(std::span<const int64_t> indices, const EpochKey& key
   }
   if (!job) {
     ++misses_;
-    data_.fill_epoch(indices, key, out);
+    fill_(indices, key, out);
     return false;
   }
   ++hits_;
@@ -102,7 +102,7 @@ void BatchPrefetcher::work() {
     }
     lock.unlock();
     try {
-      data_.fill_epoch(job->indices, job->key, job->batch);
+      fill_(job->indices, job->key, job->batch);
     } catch (...) {
       job->error = std::current_exception();
     }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -27,10 +28,15 @@
 
 namespace dg {
 
+// How a batch is made from its indices and key (a dataset's fill_epoch, or a DataLoader's with its
+// collate_fn). Called from the workers, several at once.
+using FillFunction = std::function<void(std::span<const int64_t>, const EpochKey&, Batch&)>;
+
 class BatchPrefetcher {
  public:
-  // `workers` >= 1 threads, at most `depth` >= 1 batches queued. The dataset must outlive it.
-  BatchPrefetcher(const Dataset& data, int64_t workers, int64_t depth);
+  // `workers` >= 1 threads, at most `depth` >= 1 batches queued. What `fill` reads (the dataset)
+  // must outlive it.
+  BatchPrefetcher(FillFunction fill, int64_t workers, int64_t depth);
   ~BatchPrefetcher();  // stops the workers; a fill in progress is finished first
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
@@ -59,7 +65,7 @@ class BatchPrefetcher {
   };
   void work();
 
-  const Dataset& data_;
+  const FillFunction fill_;
   const int64_t depth_;
   mutable std::mutex mutex_;
   std::condition_variable job_waiting_, job_done_;
