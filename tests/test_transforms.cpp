@@ -416,7 +416,7 @@ void check_error(const std::function<void()>& call, const std::string& message) 
 }
 }  // namespace
 
-TEST_CASE("transforms refuse bad input with a message naming the transform and the fault") {
+TEST_CASE("geometry transforms refuse bad input, naming the transform and the fault") {
   ExampleRng rng(0, 0, 0);
   const Tensor rgb = golden_images().at("rgb_u8");    // [3, 5, 7] uint8
   const Tensor rgbf = golden_images().at("rgb_f32");  // [3, 5, 7] float32
@@ -454,6 +454,13 @@ TEST_CASE("transforms refuse bad input with a message naming the transform and t
       },
       "center_crop: the crop's size must be at least");
   check_error([&] { F::crop(rgb, 0, 0, 0, 2); }, "crop: the crop's size must be at least 1 x 1");
+}
+
+TEST_CASE("flips, Resize and Normalize refuse bad input, naming the transform and the fault") {
+  ExampleRng rng(0, 0, 0);
+  const Tensor rgb = golden_images().at("rgb_u8");    // [3, 5, 7] uint8
+  const Tensor rgbf = golden_images().at("rgb_f32");  // [3, 5, 7] float32
+  const Tensor flat = Tensor::zeros({5, 7}, DType::u8);
   check_error([&] { T::RandomHorizontalFlip(1.5); },
               "RandomHorizontalFlip(p=1.5): the probability p must be in [0, 1]; got 1.5");
   check_error([&] { T::RandomVerticalFlip(-0.1); }, "RandomVerticalFlip(p=-0.1): the probability");
@@ -488,12 +495,25 @@ TEST_CASE("transforms refuse bad input with a message naming the transform and t
   check_error([&] { F::pad(rgb, 6, 0, T::PaddingMode::symmetric); },
               "pad: symmetric padding 6 must be at most the side it pads (5)");
   check_error([&] { F::pad(rgb, {-4, -3}); }, "pad: negative padding ((-4, -3)) leaves nothing");
+  check_error([&] { F::pad(rgb, 1, 256); },
+              "pad: the fill 256 cannot be converted to uint8 without overflow");
+  check_error(
+      [&] {
+        T::ToTensor()(Tensor::zeros({1, 2, 2}, DType::i32), rng);
+      },
+      "ToTensor(): ToTensor: expected a uint8, float32 or float64 image; got [1, 2, 2] int32");
   check_error(
       [&] {
         T::Padding p{1, 2, 3};
       },
       "Padding: give 1, 2 (left/right, top/bottom) or 4 (left, top, right, bottom) "
       "values; got 3");
+}
+
+TEST_CASE("colour, erasing and dtype transforms refuse bad input, naming the fault") {
+  ExampleRng rng(0, 0, 0);
+  const Tensor rgb = golden_images().at("rgb_u8");    // [3, 5, 7] uint8
+  const Tensor rgbf = golden_images().at("rgb_f32");  // [3, 5, 7] float32
   check_error([&] { F::adjust_brightness(rgb, -0.5); },
               "adjust_brightness: the factor must be a finite number >= 0; got -0.5");
   check_error(

@@ -458,6 +458,8 @@ Tensor resized_crop(const Tensor& image, int64_t top, int64_t left, int64_t heig
 Tensor pad(const Tensor& image, const Padding& padding, double fill, PaddingMode mode) {
   const ImageLayout in = image_layout(image, "pad");
   check_padding(padding, in, mode);
+  if (mode == PaddingMode::constant && image.dtype() == DType::u8 && !(fill >= 0 && fill < 256))
+    fail("pad", "the fill {} cannot be converted to uint8 without overflow", fill);
   return gather(image, padded_axis(in.height, padding.top, padding.bottom, mode),
                 padded_axis(in.width, padding.left, padding.right, mode), fill, "pad");
 }
