@@ -321,6 +321,14 @@ TEST_CASE("RandomResizedCrop: area within scale, log-uniform ratio, the central 
   CHECK(fallback.left == (200 - 13) / 2);
   const Tensor out = T::RandomResizedCrop({3, 5})(positions(2, 10, 200), rng);
   CHECK(out.shape() == Shape{2, 3, 5});
+  // the transform is its functional form at the box its draws give
+  const Tensor image = golden_images().at("rgb_f32");
+  for (int i = 0; i < 20; ++i) {
+    ExampleRng draws(9, 1, i), same_draws(9, 1, i);
+    const T::CropBox b = T::random_resized_crop_box(5, 7, {}, same_draws);
+    CHECK(same(T::RandomResizedCrop(4)(image, draws),
+               F::resized_crop(image, b.top, b.left, b.height, b.width, 4)));
+  }
 }
 
 TEST_CASE("ColorJitter draws its factors from the range; RandomErasing erases within scale") {
@@ -401,6 +409,28 @@ TEST_CASE("ToTensor, ConvertImageDtype, Normalize, Resize, CenterCrop as transfo
   const T::Transform noisy =
       T::Lambda([](const Tensor& x, ExampleRng& r) { return r.bernoulli(1.0) ? F::vflip(x) : x; });
   CHECK(noisy(f, rng).to_floats() == std::vector<float>{1.f, 0.4f, 0.f, 0.2f});
+}
+
+TEST_CASE("transforms read any strides and never record on the tape") {
+  // a decoder's HWC image seen as CHW through permute: a view with strides, not a copy
+  const Tensor hwc =
+      Tensor::from_vector(std::vector<uint8_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 2, 3});
+  const Tensor chw_view = hwc.permute({2, 0, 1});
+  REQUIRE(!chw_view.is_contiguous());
+  const Tensor chw = chw_view.contiguous();
+  ExampleRng rng(0, 0, 0);
+  CHECK(same(T::ToTensor()(chw_view, rng), T::ToTensor()(chw, rng)));
+  CHECK(same(F::crop(chw_view, 0, 1, 2, 1), F::crop(chw, 0, 1, 2, 1)));
+  CHECK(same(F::resize(chw_view, {3, 3}), F::resize(chw, {3, 3})));
+  CHECK(same(F::adjust_hue(chw_view, 0.2), F::adjust_hue(chw, 0.2)));
+  Tensor leaf = Tensor::full({3, 4, 4}, 0.5, DType::f32);
+  leaf.set_requires_grad(true);
+  const T::Transform augment =
+      T::Compose({T::RandomResizedCrop(3), T::ColorJitter({.brightness = 0.5, .contrast = 0.5}),
+                  T::Normalize({0.5}, {0.2}), T::RandomErasing({.p = 1.0})});
+  const Tensor out = augment(leaf, rng);
+  CHECK(!out.requires_grad());
+  CHECK(out.shape() == Shape{3, 3, 3});
 }
 
 namespace {
