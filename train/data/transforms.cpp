@@ -11,6 +11,14 @@
 #include <stdexcept>
 #include <utility>
 
+// torch computes each tensor op separately (a * b rounded, then + c rounded): no fused
+// multiply-adds here, so that float arithmetic rounds as torchvision's does.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 namespace dg::transforms {
 namespace {
 
@@ -155,7 +163,8 @@ LinearTaps<C> linear_taps(int64_t in, int64_t out) {
     int64_t first = o, second = o;
     C lambda = 0;
     if (in != out) {
-      const C source = std::max(static_cast<C>(scale * (o + 0.5) - 0.5), C(0));
+      // scale * (o + 0.5) - 0.5 as one fused multiply-add, as torch's build computes it
+      const C source = std::max(std::fma(scale, C(o) + C(0.5), C(-0.5)), C(0));
       first = static_cast<int64_t>(source);
       second = first + (first < in - 1 ? 1 : 0);
       lambda = std::min(std::max(source - static_cast<C>(first), C(0)), C(1));
@@ -195,9 +204,11 @@ void resize_bilinear(const T* src, T* dst, const ImageLayout& in, int64_t out_h,
       for (int64_t x = 0; x < out_w; ++x) {
         const int64_t x0 = tx.first[x], x1 = tx.second[x];
         const C w0 = tx.first_weight[x], w1 = tx.second_weight[x];
-        const C top = C(row0[x0]) * w0 + C(row0[x1]) * w1;
-        const C bottom = C(row1[x0]) * w0 + C(row1[x1]) * w1;
-        const C value = top * ty.first_weight[y] + bottom * ty.second_weight[y];
+        // rows first, then between them; each a * w0 + b * w1 is fma(a, w0, b * w1), as torch's
+        // build contracts it (float64 results are then torch's to the bit)
+        const C top = std::fma(C(row0[x0]), w0, C(row0[x1]) * w1);
+        const C bottom = std::fma(C(row1[x0]), w0, C(row1[x1]) * w1);
+        const C value = std::fma(top, ty.first_weight[y], bottom * ty.second_weight[y]);
         // uint8: torchvision rounds (half to even, torch.round) before the cast
         if constexpr (std::is_same_v<T, uint8_t>)
           *dst++ = store<T>(std::nearbyint(value));
