@@ -20,7 +20,8 @@
 // so the same (seed, epoch, index) gives the same output on any loader worker. torchvision draws
 // from torch's generator: the draws cannot match it one for one, so the random transforms match it
 // in distribution (the same ranges and the same algorithms, e.g. RandomResizedCrop's ten tries and
-// central fallback); the functional forms take the parameters and match torchvision exactly.
+// central fallback); the functional forms take the parameters and match torchvision's outputs:
+// bit for bit, except resize on float32 (within 1e-6) and uint8 (within one unit, rarely).
 //
 // Bad input (a wrong rank or dtype, a crop larger than the image, a bad probability, a size below
 // one, a channel count Normalize was not given) throws std::invalid_argument naming the transform
@@ -41,6 +42,8 @@
 //     3-d or 4-d tensors only; its 5-d edge/reflect pads three axes).
 //   - erase() refuses a region outside the image (torchvision's slicing clips it silently).
 //   - Resize has no antialias option (torchvision 0.14's tensor default, antialias off, is ours).
+//   - ColorJitter refuses a hue spread above 0.5 when it is made (torchvision's fails on the first
+//     image).
 #pragma once
 #include <cstdint>
 #include <functional>
