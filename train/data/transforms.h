@@ -17,7 +17,9 @@
 // works on 8-bit channels with its own rounding.
 //
 // Random choices: a transform draws from the ExampleRng it is given, never from a global generator,
-// so the same (seed, epoch, index) gives the same output on any loader worker. torchvision draws
+// so the same (seed, epoch, index) gives the same output on any loader worker. Given a batch, a
+// random transform makes one draw for all of it (as torchvision's on a batched tensor): per-example
+// augmentation runs in MapDataset::get, one example at a time. torchvision draws
 // from torch's generator: the draws cannot match it one for one, so the random transforms match it
 // in distribution (the same ranges and the same algorithms, e.g. RandomResizedCrop's ten tries and
 // central fallback); the functional forms take the parameters and match torchvision's outputs:
