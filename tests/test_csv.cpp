@@ -63,7 +63,10 @@ TEST_CASE("CSV: quoted fields hold delimiters, doubled quotes and line breaks") 
 
 TEST_CASE("CSV: CRLF, lone CR and LF read the same; a byte-order mark is skipped") {
   const CsvTable lf = parse_csv("a,b\n1,\"x\ny\"\n2,3\n", "lf.csv");
-  const CsvTable crlf = parse_csv("\xEF\xBB\xBF" "a,b\r\n1,\"x\ny\"\r\n2,3\r\n", "crlf.csv");
+  const CsvTable crlf = parse_csv(
+      "\xEF\xBB\xBF"
+      "a,b\r\n1,\"x\ny\"\r\n2,3\r\n",
+      "crlf.csv");
   const CsvTable cr = parse_csv("a,b\r1,\"x\ny\"\r2,3", "cr.csv");  // no final line break
   for (const CsvTable* t : {&crlf, &cr}) {
     CHECK(t->columns == lf.columns);  // the mark is not part of the first name
@@ -99,8 +102,9 @@ TEST_CASE("CSV: every error names the file, the line and the column") {
                     doctest::Contains("u.csv:3: column 2 'b': unterminated quoted field"));
   CHECK_THROWS_WITH(parse_csv("a,\"b\n", "uh.csv"),
                     doctest::Contains("uh.csv:1: column 2: unterminated quoted field"));
-  CHECK_THROWS_WITH(parse_csv("a,b\n\"x\"y,2\n", "after.csv"),
-                    doctest::Contains("after.csv:2: column 1 'a': text after the closing quote ('y')"));
+  CHECK_THROWS_WITH(
+      parse_csv("a,b\n\"x\"y,2\n", "after.csv"),
+      doctest::Contains("after.csv:2: column 1 'a': text after the closing quote ('y')"));
   // Ragged rows: too few fields, too many, and after a field spanning two lines.
   CHECK_THROWS_WITH(parse_csv("a,b,c\n1,2,3\n4,5\n", "r.csv"),
                     doctest::Contains("r.csv:3: the row has 2 fields, the header has 3 columns: "
@@ -178,14 +182,13 @@ TEST_CASE("CsvDataset: regression labels are numbers; a TSV reads the same") {
 
 TEST_CASE("CsvDataset: standardisation with this file's mean and population std") {
   const test::TempDir dir("csv");
-  const std::string path =
-      write(dir, "st.csv", "a,flat,c,y\n1,5,x,0\n2,5,y,1\n3,5,x,0\n6,5,y,1\n");
+  const std::string path = write(dir, "st.csv", "a,flat,c,y\n1,5,x,0\n2,5,y,1\n3,5,x,0\n6,5,y,1\n");
   const CsvDataset d =
       CsvDataset::read(path, {.label = "y", .categorical = {"c"}, .standardize = true});
   const CsvFeatureColumn& a = d.encoding().columns[0];
   CHECK(a.mean == 3.0);
   CHECK(a.std == doctest::Approx(std::sqrt(3.5)));  // ddof 0: (4 + 1 + 0 + 9) / 4
-  CHECK(d.encoding().columns[1].std == 1.0);      // a constant column: centred only
+  CHECK(d.encoding().columns[1].std == 1.0);        // a constant column: centred only
   CHECK(d.encoding().standardized);
   const double s = std::sqrt(3.5);
   check_near(d.features().to_vector(),
@@ -205,7 +208,7 @@ TEST_CASE("CsvDataset: a missing value is refused with its file, line and column
   const CsvDatasetOptions options{.label = "y", .categorical = {"b"}};
   CHECK_THROWS_WITH(CsvDataset::read(path, options),
                     has(path + ":4: column 3 'c': missing value ('NA'); missing "
-                                             "values are refused unless"));
+                               "values are refused unless"));
   const std::string empty = write(dir, "e.csv", "a,y\n1,p\n,q\n");
   CHECK_THROWS_WITH(CsvDataset::read(empty, {.label = "y"}),
                     has(empty + ":3: column 1 'a': missing value (an empty field)"));
@@ -220,7 +223,7 @@ TEST_CASE("CsvDataset: a missing value is refused with its file, line and column
   const std::string bad = write(dir, "b.csv", "a,y\n1,p\nNull,q\n");
   CHECK_THROWS_WITH(CsvDataset::read(bad, {.label = "y"}),
                     has(bad + ":3: column 1 'a': 'Null' is not a finite number (a "
-                                            "numeric feature"));
+                              "numeric feature"));
   const std::string inf = write(dir, "i.csv", "a,y\ninf,p\n");
   CHECK_THROWS_WITH(CsvDataset::read(inf, {.label = "y"}),
                     doctest::Contains("'inf' is not a finite number"));
@@ -229,15 +232,15 @@ TEST_CASE("CsvDataset: a missing value is refused with its file, line and column
   CHECK_THROWS_WITH(
       CsvDataset::read(cat, {.label = "y", .categorical = {"b"}, .missing = CsvMissing::mean}),
       has(cat + ":3: column 2 'b': missing value (an empty field); categorical "
-                              "fields are never filled"));
+                "fields are never filled"));
   const std::string lab = write(dir, "l.csv", "a,y\n1,p\n2,NULL\n");
   CHECK_THROWS_WITH(CsvDataset::read(lab, {.label = "y", .missing = CsvMissing::mean}),
                     has(lab + ":3: column 2 'y': missing value ('NULL'); labels "
-                                            "are never filled"));
+                              "are never filled"));
   const std::string reg = write(dir, "rg.csv", "a,y\n1,2\n2,x\n");
   CHECK_THROWS_WITH(CsvDataset::read(reg, {.label = "y", .task = CsvTask::regression}),
                     has(reg + ":3: column 2 'y': 'x' is not a finite number (the "
-                                            "regression label)"));
+                              "regression label)"));
 }
 
 TEST_CASE("CsvDataset: missing numeric values filled with the column's mean or a constant") {
@@ -246,8 +249,8 @@ TEST_CASE("CsvDataset: missing numeric values filled with the column's mean or a
   const CsvDataset mean = CsvDataset::read(path, {.label = "y", .missing = CsvMissing::mean});
   CHECK(mean.features().to_vector() == std::vector<double>{1, 10, 3, 20, 5, 15});
   CHECK(mean.encoding().columns[0].fill == 3.0);
-  const CsvDataset constant = CsvDataset::read(
-      path, {.label = "y", .missing = CsvMissing::constant, .fill_value = -1});
+  const CsvDataset constant =
+      CsvDataset::read(path, {.label = "y", .missing = CsvMissing::constant, .fill_value = -1});
   CHECK(constant.features().to_vector() == std::vector<double>{1, 10, -1, 20, 5, -1});
   const std::string none = write(dir, "n.csv", "a,y\nNA,p\n,q\n");
   CHECK_THROWS_WITH(CsvDataset::read(none, {.label = "y", .missing = CsvMissing::mean}),
@@ -294,15 +297,15 @@ TEST_CASE("CsvDataset: a test file read with the training file's encoding and st
   const std::string unseen = write(dir, "u.csv", "x,colour,z,label\n1,green,1,no\n");
   CHECK_THROWS_WITH(CsvDataset::read(unseen, e),
                     has(unseen + ":2: column 2 'colour': 'green' is not one of the "
-                                               "encoding's categories (blue, red)"));
+                                 "encoding's categories (blue, red)"));
   const std::string unseen_class = write(dir, "uc.csv", "x,colour,z,label\n1,red,1,maybe\n");
   CHECK_THROWS_WITH(CsvDataset::read(unseen_class, e),
                     has(unseen_class + ":2: column 4 'label': 'maybe' is not one of "
-                                                     "the encoding's classes (no, yes)"));
+                                       "the encoding's classes (no, yes)"));
   const std::string lacking = write(dir, "lack.csv", "x,colour,label\n1,red,no\n");
   CHECK_THROWS_WITH(CsvDataset::read(lacking, e),
                     has(lacking + ": no column 'z' (a feature of the encoding); the "
-                                                "header has: x, colour, label"));
+                                  "header has: x, colour, label"));
   const std::string header_only = write(dir, "h.csv", "x,colour,z,label\n");
   CHECK_THROWS_WITH(CsvDataset::read(header_only, e),
                     has(header_only + ": no data rows after the header"));

@@ -94,10 +94,12 @@ TEST_CASE("random_split refuses lengths and fractions that do not make the datas
   CHECK_THROWS_WITH(random_split(ten, {3, 8}),
                     doctest::Contains("the lengths sum to 11, the dataset has 10 examples"));
   // torch 1.13 accepts [-1, 11] (it sums to 10) and returns overlapping slices; we refuse it.
-  CHECK_THROWS_WITH(random_split(ten, {-1, 11}), doctest::Contains("length -1 (part 0) is negative"));
+  CHECK_THROWS_WITH(random_split(ten, {-1, 11}),
+                    doctest::Contains("length -1 (part 0) is negative"));
   CHECK_THROWS_WITH(random_split(ten, std::vector<int64_t>{}), doctest::Contains("no lengths"));
-  CHECK_THROWS_WITH(random_split(ten, {0.5, 0.4}),
-                    doctest::Contains("the fractions sum to 0.90000000000000002; they must sum to 1"));
+  CHECK_THROWS_WITH(
+      random_split(ten, {0.5, 0.4}),
+      doctest::Contains("the fractions sum to 0.90000000000000002; they must sum to 1"));
   CHECK_THROWS_WITH(random_split(ten, {0.6, 0.6}), doctest::Contains("the fractions sum to 1.2"));
   CHECK_THROWS_WITH(random_split(ten, {1.5, -0.5}),
                     doctest::Contains("fraction 1.5 (part 0) is not between 0 and 1"));

@@ -20,8 +20,8 @@ namespace {
 
 // pandas' default na_values (pandas.io.parsers STR_NA_VALUES, pandas 2), plus the empty field.
 constexpr std::array<std::string_view, 19> kMissingValues = {
-    "",    "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
-    "<NA>", "N/A", "NA",       "NULL", "NaN",    "None",     "n/a",  "nan",  "null"};
+    "",     "#N/A", "#N/A N/A", "#NA",  "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+    "<NA>", "N/A",  "NA",       "NULL", "NaN",     "None",     "n/a",  "nan",  "null"};
 
 // `field` as a finite number: spaces and tabs around it allowed, a leading '+' too.
 bool parse_number(const std::string& field, double& value) {
@@ -74,8 +74,7 @@ std::vector<std::string> sorted_distinct(const CsvTable& t, int64_t column, cons
   std::vector<std::string> values;
   for (int64_t r = 0; r < t.rows(); ++r) {
     if (is_missing_value(t.cell(r, column)))
-      refuse_missing(t, r, column,
-                     fmt::format("{} are never filled", what).c_str());
+      refuse_missing(t, r, column, fmt::format("{} are never filled", what).c_str());
     values.push_back(t.cell(r, column));
   }
   std::sort(values.begin(), values.end());
@@ -116,13 +115,12 @@ std::vector<std::string> feature_names_of(const CsvTable& t, const CsvDatasetOpt
   }
   for (const std::string& c : options.categorical)
     if (std::find(names.begin(), names.end(), c) == names.end())
-      throw std::invalid_argument(fmt::format(
-          "CsvDataset: '{}' is named categorical but is not a feature (features: {})", c,
-          listed(names)));
+      throw std::invalid_argument(
+          fmt::format("CsvDataset: '{}' is named categorical but is not a feature (features: {})",
+                      c, listed(names)));
   if (names.empty())
-    throw std::invalid_argument(
-        fmt::format("CsvDataset: {} has no feature columns (only the label '{}')", t.source,
-                    options.label));
+    throw std::invalid_argument(fmt::format(
+        "CsvDataset: {} has no feature columns (only the label '{}')", t.source, options.label));
   return names;
 }
 
@@ -314,8 +312,8 @@ void CsvDataset::standardize(std::span<const int64_t> rows) {
   }
   for (int64_t r : rows)
     if (r < 0 || r >= size())
-      throw std::out_of_range(fmt::format(
-          "CsvDataset {}: standardize: row {} is outside [0, {})", path_, r, size()));
+      throw std::out_of_range(
+          fmt::format("CsvDataset {}: standardize: row {} is outside [0, {})", path_, r, size()));
   const int64_t width = encoding_.feature_count(), n = size();
   std::vector<double> x = features_.to_vector();  // [n, width]
   for (CsvFeatureColumn& c : encoding_.columns) {

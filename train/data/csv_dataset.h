@@ -45,15 +45,15 @@ enum class CsvTask { classification, regression };
 enum class CsvMissing { refuse, mean, constant };
 
 struct CsvDatasetOptions {
-  std::string label = {};             // the label column (required)
+  std::string label = {};  // the label column (required)
   CsvTask task = CsvTask::classification;
   std::vector<std::string> features = {};     // empty: every column but the label, in file order
   std::vector<std::string> categorical = {};  // features read as categories (one-hot)
-  DType dtype = DType::f32;           // the features' (and a regression label's): f32 or f64
-  bool standardize = false;           // numeric features, with this file's mean and std
+  DType dtype = DType::f32;                 // the features' (and a regression label's): f32 or f64
+  bool standardize = false;                 // numeric features, with this file's mean and std
   CsvMissing missing = CsvMissing::refuse;  // numeric features only
-  double fill_value = 0;              // CsvMissing::constant: the value a missing field takes
-  char delimiter = 0;                 // 0: '\t' for a .tsv file, ',' otherwise
+  double fill_value = 0;                    // CsvMissing::constant: the value a missing field takes
+  char delimiter = 0;                       // 0: '\t' for a .tsv file, ',' otherwise
 };
 
 // How one feature column becomes features.
@@ -64,9 +64,7 @@ struct CsvFeatureColumn {
   double fill = 0;                      // numeric, when filling: a missing field's raw value
   double mean = 0, std = 1;             // numeric: feature = (x − mean) / std (0, 1: unchanged)
   int64_t first = 0;                    // its first feature's index in the feature vector
-  int64_t width() const {
-    return categorical ? static_cast<int64_t>(categories.size()) : 1;
-  }
+  int64_t width() const { return categorical ? static_cast<int64_t>(categories.size()) : 1; }
 };
 
 // Everything a file's reading learned, to read another file the same way. Made by
@@ -101,7 +99,9 @@ class CsvDataset final : public Dataset {
                          char delimiter = 0);
 
   int64_t size() const override { return rows_.size(); }
-  void fill(std::span<const int64_t> indices, Batch& out) const override { rows_.fill(indices, out); }
+  void fill(std::span<const int64_t> indices, Batch& out) const override {
+    rows_.fill(indices, out);
+  }
 
   // Standardises the numeric features with the mean and std over `rows` (all rows when empty),
   // and records them in the encoding: a test file read with encoding() is standardised the same

@@ -126,8 +126,8 @@ void check_header(const CsvTable& t) {
     for (size_t before = 0; before < c; ++before)
       if (t.columns[before] == t.columns[c])
         throw std::runtime_error(
-            fmt::format("{}:{}: column {} '{}': the header repeats the name of column {}",
-                        t.source, line, c + 1, t.columns[c], before + 1));
+            fmt::format("{}:{}: column {} '{}': the header repeats the name of column {}", t.source,
+                        line, c + 1, t.columns[c], before + 1));
     line += line_breaks(t.columns[c]);
   }
 }
@@ -189,9 +189,8 @@ CsvTable parse_csv(std::string_view text, std::string source, char delimiter) {
   t.delimiter = delimiter;
   if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // UTF-8 byte-order mark
   if (text.empty())
-    throw std::runtime_error(
-        fmt::format("{}: the file is empty (a CSV file needs a header row of column names)",
-                    t.source));
+    throw std::runtime_error(fmt::format(
+        "{}: the file is empty (a CSV file needs a header row of column names)", t.source));
   Cursor at{text, 0, 1, t.source};
   if (!read_record(at, delimiter, t.columns, t.header_line, nullptr))
     throw std::runtime_error(fmt::format(

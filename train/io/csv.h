@@ -22,7 +22,7 @@
 namespace dg {
 
 struct CsvTable {
-  std::string source;                // the file's path (or the name given to parse_csv)
+  std::string source;  // the file's path (or the name given to parse_csv)
   char delimiter = ',';
   std::vector<std::string> columns;  // the header's names, in file order
   int64_t header_line = 1;           // the physical line the header starts on
