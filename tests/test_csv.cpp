@@ -293,6 +293,22 @@ TEST_CASE("CsvDataset: a test file read with the training file's encoding and st
   const CsvDataset same = CsvDataset::read(train_path, e);
   CHECK(same.features().to_vector() == train.features().to_vector());
 
+  // The encoding through JSON (another program reading test files later) reads the same bits.
+  const CsvEncoding loaded = CsvEncoding::from_json(json::parse(json::dump(e.to_json()), "e"));
+  CHECK(loaded.feature_names() == e.feature_names());
+  CHECK(loaded.to_json() == e.to_json());
+  CHECK(CsvDataset::read(test_path, loaded).features().to_vector() == test.features().to_vector());
+  json::Value broken = e.to_json();
+  broken["task"] = "ranking";
+  CHECK_THROWS_WITH(CsvEncoding::from_json(broken),
+                    doctest::Contains("CSV encoding (JSON): task 'ranking' is neither"));
+  broken = e.to_json();
+  broken["columns"].as_array()[0]["std"] = 0.0;
+  CHECK_THROWS_WITH(CsvEncoding::from_json(broken),
+                    doctest::Contains("column 'x': std 0 is not positive"));
+  CHECK_THROWS_WITH(CsvEncoding::from_json(json::Value()),
+                    doctest::Contains("CSV encoding (JSON)"));
+
   // Unseen categories and classes are refused, not mapped to zeros; a missing column is named.
   const std::string unseen = write(dir, "u.csv", "x,colour,z,label\n1,green,1,no\n");
   CHECK_THROWS_WITH(CsvDataset::read(unseen, e),

@@ -274,6 +274,100 @@ std::vector<std::string> CsvEncoding::feature_names() const {
   return names;
 }
 
+namespace {
+const char* task_name(CsvTask task) {
+  return task == CsvTask::classification ? "classification" : "regression";
+}
+const char* missing_name(CsvMissing missing) {
+  return missing == CsvMissing::refuse ? "refuse"
+         : missing == CsvMissing::mean ? "mean"
+                                       : "constant";
+}
+std::vector<std::string> strings_of(const json::Value& array) {
+  std::vector<std::string> out;
+  for (const json::Value& v : array.as_array()) out.push_back(v.as_string());
+  return out;
+}
+json::Value array_of(const std::vector<std::string>& strings) {
+  json::Array out;
+  for (const std::string& s : strings) out.emplace_back(s);
+  return out;
+}
+}  // namespace
+
+json::Value CsvEncoding::to_json() const {
+  json::Value v;
+  v["label"] = label;
+  v["task"] = task_name(task);
+  v["classes"] = array_of(classes);
+  v["dtype"] = dtype_name(dtype);
+  v["missing"] = missing_name(missing);
+  v["standardized"] = standardized;
+  json::Array list;
+  for (const CsvFeatureColumn& c : columns) {
+    json::Value column;
+    column["name"] = c.name;
+    column["categorical"] = c.categorical;
+    if (c.categorical) {
+      column["categories"] = array_of(c.categories);
+    } else {
+      column["fill"] = c.fill;
+      column["mean"] = c.mean;
+      column["std"] = c.std;
+    }
+    list.push_back(std::move(column));
+  }
+  v["columns"] = std::move(list);
+  return v;
+}
+
+CsvEncoding CsvEncoding::from_json(const json::Value& v) {
+  CsvEncoding e;
+  try {
+    e.label = v.at("label").as_string();
+    const std::string task = v.at("task").as_string(), missing = v.at("missing").as_string(),
+                      dtype = v.at("dtype").as_string();
+    if (task != "classification" && task != "regression")
+      throw std::invalid_argument(
+          fmt::format("task '{}' is neither classification nor regression", task));
+    e.task = task == "classification" ? CsvTask::classification : CsvTask::regression;
+    if (missing != "refuse" && missing != "mean" && missing != "constant")
+      throw std::invalid_argument(
+          fmt::format("missing '{}' is not refuse, mean or constant", missing));
+    e.missing = missing == "refuse" ? CsvMissing::refuse
+                : missing == "mean" ? CsvMissing::mean
+                                    : CsvMissing::constant;
+    if (dtype != "float32" && dtype != "float64")
+      throw std::invalid_argument(fmt::format("dtype '{}' is not float32 or float64", dtype));
+    e.dtype = dtype == "float32" ? DType::f32 : DType::f64;
+    e.classes = strings_of(v.at("classes"));
+    e.standardized = v.at("standardized").as_bool();
+    int64_t first = 0;
+    for (const json::Value& item : v.at("columns").as_array()) {
+      CsvFeatureColumn c;
+      c.name = item.at("name").as_string();
+      c.categorical = item.at("categorical").as_bool();
+      if (c.categorical) {
+        c.categories = strings_of(item.at("categories"));
+      } else {
+        c.fill = item.at("fill").as_double();
+        c.mean = item.at("mean").as_double();
+        c.std = item.at("std").as_double();
+        if (!(c.std > 0))
+          throw std::invalid_argument(
+              fmt::format("column '{}': std {} is not positive", c.name, c.std));
+      }
+      c.first = first;
+      first += c.width();
+      e.columns.push_back(std::move(c));
+    }
+  } catch (const std::exception& error) {
+    throw std::invalid_argument(fmt::format("CSV encoding (JSON): {}", error.what()));
+  }
+  if (e.columns.empty()) throw std::invalid_argument("CSV encoding (JSON): no feature columns");
+  return e;
+}
+
 CsvDataset::CsvDataset(std::string path, CsvEncoding encoding, Tensor features, Tensor labels)
     : path_(std::move(path)),
       encoding_(std::move(encoding)),

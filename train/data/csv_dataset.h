@@ -83,6 +83,12 @@ struct CsvEncoding {
   int64_t feature_count() const;
   // One name per feature: the column's name, "column=category" for a category's one-hot feature.
   std::vector<std::string> feature_names() const;
+  // As JSON, to keep beside a model's weights and read new files later in another program:
+  //   dg::write_file_atomic("encoding.json", dg::json::dump(train.encoding().to_json(), 2));
+  //   auto e = dg::CsvEncoding::from_json(dg::json::parse(dg::read_file("encoding.json"), "…"));
+  // Numbers round-trip exactly; from_json throws std::invalid_argument naming what is wrong.
+  json::Value to_json() const;
+  static CsvEncoding from_json(const json::Value& value);
 };
 
 // True for an empty field and pandas' default na_values (the list above), compared exactly.
