@@ -252,6 +252,10 @@ TEST_CASE("CsvDataset: missing numeric values filled with the column's mean or a
   const CsvDataset constant =
       CsvDataset::read(path, {.label = "y", .missing = CsvMissing::constant, .fill_value = -1});
   CHECK(constant.features().to_vector() == std::vector<double>{1, 10, -1, 20, 5, -1});
+  CHECK_THROWS_WITH(
+      CsvDataset::read(path,
+                       {.label = "y", .missing = CsvMissing::constant, .fill_value = std::nan("")}),
+      doctest::Contains("fill_value nan is not a finite number"));
   const std::string none = write(dir, "n.csv", "a,y\nNA,p\n,q\n");
   CHECK_THROWS_WITH(CsvDataset::read(none, {.label = "y", .missing = CsvMissing::mean}),
                     doctest::Contains("column 1 'a' has no values at all"));

@@ -150,6 +150,9 @@ CsvEncoding fit(const CsvTable& t, const CsvDatasetOptions& options) {
   if (options.dtype != DType::f32 && options.dtype != DType::f64)
     throw std::invalid_argument(fmt::format(
         "CsvDataset: dtype {} asked; features are float32 or float64", dtype_name(options.dtype)));
+  if (options.missing == CsvMissing::constant && !std::isfinite(options.fill_value))
+    throw std::invalid_argument(
+        fmt::format("CsvDataset: fill_value {} is not a finite number", options.fill_value));
   CsvEncoding e;
   e.label = options.label;
   e.task = options.task;
