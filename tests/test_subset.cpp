@@ -97,6 +97,9 @@ TEST_CASE("random_split refuses lengths and fractions that do not make the datas
   CHECK_THROWS_WITH(random_split(ten, {-1, 11}),
                     doctest::Contains("length -1 (part 0) is negative"));
   CHECK_THROWS_WITH(random_split(ten, std::vector<int64_t>{}), doctest::Contains("no lengths"));
+  // torch reads [1, 0] as fractions (all 10 in part 0); integers here are always lengths.
+  CHECK_THROWS_WITH(random_split(ten, {1, 0}),
+                    doctest::Contains("the lengths sum to 1, the dataset has 10 examples"));
   CHECK_THROWS_WITH(
       random_split(ten, {0.5, 0.4}),
       doctest::Contains("the fractions sum to 0.90000000000000002; they must sum to 1"));

@@ -13,7 +13,9 @@
 // own (i, as the loader asked), not the dataset's.
 // Where it differs from torch on purpose: negative lengths (torch 1.13 accepts them when they
 // sum to the size and returns slices that overlap) and fractions that do not sum to 1 (torch
-// falls through to its "sum of input lengths" error) are refused, each with its own message.
+// falls through to its "sum of input lengths" error) are refused, each with its own message; and
+// integers are always lengths (torch reads integer lengths that sum to 1 as fractions: [1, 0] of
+// 5 examples gives parts of 5 and 0 there, and is refused here as not summing to 5).
 // It does not copy examples: the dataset must outlive its subsets.
 #pragma once
 #include <concepts>
