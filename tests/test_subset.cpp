@@ -163,3 +163,22 @@ TEST_CASE("Subset::fill_epoch keys each example's draws by the dataset's index")
   part.fill_epoch(std::vector<int64_t>{0, 1, 2}, {.seed = 11, .epoch = 4}, other);
   CHECK(other[0].to_vector() != direct[0].to_vector());
 }
+
+TEST_CASE("a Subset through a DataLoader with workers gives the batches of no workers") {
+  const KeyedExamples data;
+  Subset part(data, {5, 0, 3, 2});
+  const auto epochs = [&](int64_t workers) {
+    TorchGenerator g(3);
+    DataLoader loader(part,
+                      {.batch_size = 3, .shuffle = true, .generator = &g, .num_workers = workers});
+    std::vector<double> seen;
+    for (int epoch = 0; epoch < 3; ++epoch)
+      for (const Batch& batch : loader)
+        for (const Tensor& field : batch.tensors)
+          for (double v : field.to_vector()) seen.push_back(v);
+    return seen;
+  };
+  const std::vector<double> alone = epochs(0);
+  CHECK(alone.size() == 3 * 2 * 4);  // 3 epochs, 2 fields, 4 examples
+  CHECK(epochs(2) == alone);
+}
