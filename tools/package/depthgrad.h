@@ -61,6 +61,13 @@
 //   dg::FashionMnist data = dg::load_fashion_mnist();  // data.train.images [60000, 1, 28, 28]
 #include "train/data/fashion_mnist.h"
 #include "train/io/idx.h"
+// Tables from CSV/TSV files (one-hot categories, class indices, missing values refused or filled,
+// standardisation), and parts of a dataset (Subset; random_split, torch's split for a seed).
+//   dg::CsvDataset data = dg::CsvDataset::read("t.csv", {.label = "y", .categorical = {"c"}});
+//   std::vector<dg::Subset> parts = dg::random_split(data, {0.8, 0.2}, &generator);
+#include "train/data/csv_dataset.h"
+#include "train/data/subset.h"
+#include "train/io/csv.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 #include "train/training_config.h"
