@@ -57,6 +57,16 @@
 //   dg::Trainer trainer(model, dataset, dg::Sampler::shuffled(dataset.size(), 1), loss, settings,
 //   opt);
 #include "train/dataset.h"
+// Examples made on request (torch's map-style Dataset; each example's random draws keyed by seed,
+// epoch and index), the loader's worker threads, and torchvision's transforms.
+//   namespace T = dg::transforms;
+//   dg::FashionMNIST train(data.train, T::Compose({T::RandomCrop(28, {.padding = 2}),
+//                                                   T::RandomHorizontalFlip(), T::ToTensor()}));
+//   dg::DataLoader loader(train, {.batch_size = 64, .shuffle = true, .num_workers = 2});
+#include "train/data/example.h"
+#include "train/data/prefetch.h"
+#include "train/data/transform.h"
+#include "train/data/transforms.h"
 // Data sets read from files: IDX (raw or gzip'd) and Fashion-MNIST from Debian's package.
 //   dg::FashionMnist data = dg::load_fashion_mnist();  // data.train.images [60000, 1, 28, 28]
 #include "train/data/fashion_mnist.h"
