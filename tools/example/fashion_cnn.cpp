@@ -175,8 +175,7 @@ int run_example(const Options& o) {
   const double stddev =
       std::sqrt(dg::mean(dg::square(dg::add_scalar(data.train.images, -mean))).item());
   const dg::TensorDataset plain_train = examples(data.train, o.train_examples, mean, stddev);
-  const dg::FashionMNIST augmented_train =
-      augmented(data.train, o.train_examples, mean, stddev);
+  const dg::FashionMNIST augmented_train = augmented(data.train, o.train_examples, mean, stddev);
   const dg::Dataset& train =
       o.augment ? static_cast<const dg::Dataset&>(augmented_train) : plain_train;
   const dg::TensorDataset test = examples(data.test, o.test_examples, mean, stddev);
