@@ -15,11 +15,15 @@
 // left-right with probability 1/2, then scaled to [0, 1] and normalised (dg::transforms), drawn
 // afresh each epoch; --workers N makes the batches on N loader threads ahead of the step (the same
 // bits with any N); --cosine anneals the rate from 1e-3 to 0 over the run (CosineAnnealingLR).
+// --pixels takes the uint8 path without augmentation (ToTensor, Normalize each step: the images
+// the default path holds precomputed, up to rounding, as Normalize divides by the std where the
+// precomputed path multiplies by its reciprocal): what making the batches costs the step.
 // tools/torch_fashion_cnn.py has the same flags. The recipe that reaches 93%:
 //   fashion_cnn --augment --cosine --epochs 15 --workers 1 --min-accuracy 0.93
 //   fashion_cnn [--epochs 4] [--batch 128] [--train-examples 60000] [--test-examples 10000]
 //               [--min-accuracy 0.90] [--check-resume] [--data DIR] [--threads T]
-//               [--precision float32|bf16] [--seed N] [--augment] [--workers N] [--cosine]
+//               [--precision float32|bf16] [--seed N] [--augment] [--pixels] [--workers N]
+//               [--cosine]
 // The data: Debian's dataset-fashion-mnist (tools/install-deps.sh installs it) or --data DIR.
 #include <depthgrad/depthgrad.h>
 
@@ -45,7 +49,7 @@ struct Options {
   int threads = 0;   // 0: the library's default
   dg::MatmulPrecision precision = dg::MatmulPrecision::float32;
   uint64_t seed = 0;  // the weights' and dropout's draws; the shuffle's is seed + 1
-  bool augment = false, cosine = false;
+  bool augment = false, pixels = false, cosine = false;
   int64_t workers = 0;
 };
 
@@ -77,6 +81,8 @@ Options parse(int argc, char** argv) {
       o.precision = dg::parse_precision(value(), "--precision");
     else if (flag == "--augment")
       o.augment = true;
+    else if (flag == "--pixels")
+      o.pixels = true;
     else if (flag == "--cosine")
       o.cosine = true;
     else if (flag == "--workers")
@@ -122,11 +128,14 @@ dg::TensorDataset examples(const dg::FashionMnistSplit& split, int64_t n, double
   return dg::TensorDataset({normalised, split.labels.narrow(0, 0, n)});
 }
 
-// The training images one at a time, augmented: crop from a zero padding of 2, flip, then the
-// same scaling and normalisation as the test images (torchvision's transforms, dg::transforms).
-dg::FashionMNIST augmented(const dg::FashionMnistSplit& split, int64_t n, double mean,
-                           double stddev) {
+// The training images one at a time from their uint8 pixels: cropped from a zero padding of 2 and
+// flipped when augmenting, then scaled and normalised as the test images (torchvision's
+// transforms, dg::transforms).
+dg::FashionMNIST from_pixels(const dg::FashionMnistSplit& split, int64_t n, double mean,
+                             double stddev, bool augment) {
   namespace T = dg::transforms;
+  if (!augment)
+    return dg::FashionMNIST(split, T::Compose({T::ToTensor(), T::Normalize({mean}, {stddev})}), n);
   return dg::FashionMNIST(split,
                           T::Compose({T::RandomCrop(28, {.padding = 2}), T::RandomHorizontalFlip(),
                                       T::ToTensor(), T::Normalize({mean}, {stddev})}),
@@ -151,6 +160,7 @@ Run make_run(const dg::Dataset& train, const dg::TrainingConfig& settings, uint6
   dg::json::Value model_config;
   model_config["model"] = "fashion_cnn";
   model_config["augment"] = o.augment;
+  model_config["pixels"] = o.pixels;
   run.trainer = std::make_unique<dg::Trainer>(
       *run.net, train, dg::Sampler::shuffled(train.size(), settings.seed), loss, settings,
       *run.optimizer, run.schedule.get(), model_config);
@@ -175,9 +185,10 @@ int run_example(const Options& o) {
   const double stddev =
       std::sqrt(dg::mean(dg::square(dg::add_scalar(data.train.images, -mean))).item());
   const dg::TensorDataset plain_train = examples(data.train, o.train_examples, mean, stddev);
-  const dg::FashionMNIST augmented_train = augmented(data.train, o.train_examples, mean, stddev);
+  const dg::FashionMNIST pixel_train =
+      from_pixels(data.train, o.train_examples, mean, stddev, o.augment);
   const dg::Dataset& train =
-      o.augment ? static_cast<const dg::Dataset&>(augmented_train) : plain_train;
+      o.augment || o.pixels ? static_cast<const dg::Dataset&>(pixel_train) : plain_train;
   const dg::TensorDataset test = examples(data.test, o.test_examples, mean, stddev);
   std::printf(
       "Fashion-MNIST from %s: %lld training, %lld test images (read in %.1f s), %d threads\n",
@@ -198,8 +209,9 @@ int run_example(const Options& o) {
   if (o.precision != dg::MatmulPrecision::float32 || o.seed != 0)
     std::printf("precision %s, seed %llu\n", dg::precision_name(o.precision),
                 static_cast<unsigned long long>(o.seed));
-  if (o.augment || o.cosine || o.workers > 0)
-    std::printf("augmentation %s, cosine schedule %s, %lld loader workers\n",
+  if (o.augment || o.pixels || o.cosine || o.workers > 0)
+    std::printf("images %s, augmentation %s, cosine schedule %s, %lld loader workers\n",
+                o.augment || o.pixels ? "from uint8 pixels" : "precomputed",
                 o.augment ? "on" : "off", o.cosine ? "on" : "off",
                 static_cast<long long>(o.workers));
 
