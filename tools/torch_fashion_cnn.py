@@ -14,7 +14,7 @@ rate to 0 over the run (CosineAnnealingLR stepped each batch).
 
 Usage: env -u OPENBLAS_CORETYPE /usr/bin/python3 tools/torch_fashion_cnn.py [--threads 2]
          [--epochs 4] [--batch 128] [--train-examples 60000] [--data /usr/share/datasets/fashion-mnist]
-         [--augment] [--workers 1] [--cosine]
+         [--augment] [--workers 1] [--cosine] [--model small|wide]
 """
 import argparse
 import gzip
@@ -67,7 +67,15 @@ def augmented_batches(args, mean, std):
                                        persistent_workers=args.workers > 0)
 
 
-def network():
+def network(model):
+    if model == "wide":  # fashion_cnn --model wide
+        return nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+            nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Dropout(0.25), nn.Linear(64 * 7 * 7, 256), nn.ReLU(), nn.Dropout(0.25),
+            nn.Linear(256, 10))
     return nn.Sequential(
         nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
@@ -86,6 +94,7 @@ def main():
     ap.add_argument("--augment", action="store_true")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--cosine", action="store_true")
+    ap.add_argument("--model", choices=["small", "wide"], default="small")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -94,7 +103,7 @@ def main():
     mean, std = x_train.mean().item(), x_train.std().item()
     x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
     x_train, y_train = x_train[:args.train_examples], y_train[:args.train_examples]
-    model = network()
+    model = network(args.model)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     steps = len(x_train) // args.batch
