@@ -4,7 +4,7 @@
 // (default 3, at least 5 steps), and with --profile the share of each op family
 // (tensor/profile.h). tools/torch_bench_encoder.py times torch's nn.TransformerEncoderLayer at the
 // same settings. It does not time the optimizer, float64 or masks, and it does not pin threads.
-//   bench_encoder [--seconds S] [--profile]
+//   bench_encoder [--seconds S] [--profile] [--threads 1|2|0 (both, the default)]
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -24,13 +24,16 @@ using namespace dg;
 int main(int argc, char** argv) {
   double min_seconds = 3.0;
   bool profile = false;
+  int only_threads = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) {
       min_seconds = std::stod(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
+      only_threads = std::stoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--profile")) {
       profile = true;
     } else {
-      fmt::print(stderr, "usage: bench_encoder [--seconds S] [--profile]\n");
+      fmt::print(stderr, "usage: bench_encoder [--seconds S] [--profile] [--threads 1|2|0]\n");
       return 2;
     }
   }
@@ -46,6 +49,7 @@ int main(int argc, char** argv) {
     backward(sum(mul(layer.forward(x), w)));
   };
   for (int threads : {1, 2}) {
+    if (only_threads != 0 && threads != only_threads) continue;
     set_threads(threads);
     step();  // warm-up: buffers
     std::vector<double> t;
