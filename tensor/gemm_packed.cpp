@@ -4,8 +4,11 @@
 // target attribute, so the file builds without -march flags.
 #include "tensor/gemm_packed.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "tensor/cpu_features.h"
@@ -35,6 +38,11 @@ bool kernel_runs(MatmulPrecision precision) {
   return false;
 #endif
 }
+
+// SGEMM_Q of the OpenBLAS core running now (0.3.21, found by matching its bits: 448 on SkylakeX,
+// 320 on Cooperlake and SapphireRapids; a test re-initialises OpenBLAS on another core, so it is
+// read when B is packed, not once).
+int64_t blas_depth() { return std::strcmp(openblas_get_corename(), "SkylakeX") == 0 ? 448 : 320; }
 
 // Element (k, j) of op(B).
 inline float element(bool tb, const float* B, int64_t ldb, int64_t k, int64_t j) {
@@ -162,14 +170,13 @@ void run_blocks(int64_t M, int64_t N, int64_t k0, int64_t depth, int64_t width, 
   }
 }
 
-// OpenBLAS's level-3 driver cuts K into blocks of at most kBlasDepth (its SkylakeX kernels'
-// SGEMM_Q), halving a remainder between one and two blocks (rounded up to 16), and adds each
-// block's sums into C in turn. float32 cuts K the same way, so on those kernels its bits are
-// sgemm's (tests/test_gemm_packed.cpp compares them).
-constexpr int64_t kBlasDepth = 320;
-int64_t next_depth_block(int64_t remaining) {
-  if (remaining >= 2 * kBlasDepth) return kBlasDepth;
-  if (remaining > kBlasDepth) return (remaining / 2 + 15) / 16 * 16;
+// OpenBLAS's level-3 driver cuts K into blocks of at most its SGEMM_Q (`depth`), halving a
+// remainder between one and two blocks (rounded up to 16), and adds each block's sums into C in
+// turn. float32 cuts K the same way, so on those kernels its bits are sgemm's
+// (tests/test_gemm_packed.cpp compares them).
+int64_t next_depth_block(int64_t remaining, int64_t depth) {
+  if (remaining >= 2 * depth) return depth;
+  if (remaining > depth) return (remaining / 2 + 15) / 16 * 16;
   return remaining;
 }
 #endif
@@ -177,7 +184,11 @@ int64_t next_depth_block(int64_t remaining) {
 
 PackedB::PackedB(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb,
                  MatmulPrecision precision)
-    : K_(K), N_(N), precision_(precision), kernel_(K > 0 && N > 0 && kernel_runs(precision)) {
+    : K_(K),
+      N_(N),
+      blas_depth_(blas_depth()),
+      precision_(precision),
+      kernel_(K > 0 && N > 0 && kernel_runs(precision)) {
   if (!kernel_) {
     plain_.resize(size_t(K * N));
     for (int64_t k = 0; k < K; ++k)
@@ -201,7 +212,8 @@ void gemm_packed_b(int64_t M, const float* A, int64_t lda, const PackedB& B, flo
   const bool bf16 = B.precision_ == MatmulPrecision::bf16;
   if (!B.kernel_) {
     const float* b = B.plain_.data();
-    if (bf16) return gemm_bf16_one_thread(false, false, M, N, K, 1.0f, A, lda, b, N, beta, C, ldc);
+    if (bf16 && K > 0)  // (K = 0: gemm_one_thread scales C)
+      return gemm_bf16_one_thread(false, false, M, N, K, 1.0f, A, lda, b, N, beta, C, ldc);
     return gemm_one_thread(false, false, M, N, K, 1.0f, A, lda, b, N, beta, C, ldc);
   }
 #if defined(__x86_64__)
@@ -211,7 +223,7 @@ void gemm_packed_b(int64_t M, const float* A, int64_t lda, const PackedB& B, flo
     };
     const float* panels = static_cast<const float*>(B.panels_.get());
     for (int64_t k0 = 0, depth = 0; k0 < K; k0 += depth) {
-      depth = next_depth_block(K - k0);
+      depth = next_depth_block(K - k0, B.blas_depth_);
       run_blocks(M, N, k0, depth, K, A, lda, panels, k0 == 0 ? beta : 1.0f, C, ldc, pick);
     }
     return;

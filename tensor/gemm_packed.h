@@ -7,16 +7,16 @@
 // Contract: C [M, N] = A [M, K] · op(B) [K, N] + beta · C, row-major, on the calling thread
 // (beta = 0 never reads C). op(B) is given as to dg::gemm (stored [K, N], or [N, K] with trans_b).
 // Precision (fixed when B is packed): float32 sums each element's products in one FMA chain in k
-// order per depth block, the blocks cut as OpenBLAS's level-3 driver cuts K for its SkylakeX
-// kernels (at most 320) and added into C in turn (C = beta · C, then + each block's sums): so
-// where OpenBLAS runs those kernels through that driver the bits are sgemm's (2-layer LSTM and GRU
-// steps at batch 32, H 64, 100, 256 and 512 gave the bits of the sgemm steps, at 1 and 2 threads);
-// small products OpenBLAS sends to its small-matrix kernels differ from it in the last bits. bf16
-// rounds B once when packed and A per product (dg::to_bf16) and accumulates pairs with VDPBF16PS
-// (gemm_bf16_small.h's denormal caveat applies): not oneDNN's summation order. The plain references
-// are gemm_one_thread (float32) and ref_gemm_bf16 (bf16). On a CPU without AVX-512 (float32) or
-// AVX512_BF16 (bf16), B is kept as given and each product runs gemm_one_thread or
-// gemm_bf16_one_thread.
+// order per depth block, the blocks cut as OpenBLAS's level-3 driver cuts K for its AVX-512
+// kernels (at most 448 on SkylakeX, 320 on Cooperlake) and added into C in turn (C = beta · C, then
+// + each block's sums): so where OpenBLAS runs those kernels through that driver the bits are
+// sgemm's (2-layer LSTM and GRU steps at batch 32, H 64, 100, 256 and 512 gave the bits of the
+// sgemm steps, at 1 and 2 threads); small products OpenBLAS sends to its small-matrix kernels
+// differ from it in the last bits. bf16 rounds B once when packed and A per product (dg::to_bf16)
+// and accumulates pairs with VDPBF16PS (gemm_bf16_small.h's denormal caveat applies): not oneDNN's
+// summation order. The plain references are gemm_one_thread (float32) and ref_gemm_bf16 (bf16). On
+// a CPU without AVX-512 (float32) or AVX512_BF16 (bf16), B is kept as given and each product runs
+// gemm_one_thread or gemm_bf16_one_thread.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -43,7 +43,7 @@ class PackedB {
   struct Free {
     void operator()(void* p) const;
   };
-  int64_t K_ = 0, N_ = 0;
+  int64_t K_ = 0, N_ = 0, blas_depth_ = 0;  // blas_depth_: the depth cut (gemm_packed.cpp)
   MatmulPrecision precision_ = MatmulPrecision::float32;
   bool kernel_ = false;                 // packed for this file's kernels (else: plain, below)
   std::unique_ptr<void, Free> panels_;  // float32 [panels][K][32] or bf16 pairs [panels][Kp][32]
