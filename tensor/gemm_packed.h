@@ -1,6 +1,6 @@
 // A GEMM whose B operand is packed once and multiplied many times: C = A · B for a B that stays
 // the same over many products while A changes (a recurrent layer's W_hhᵀ over its time steps).
-// OpenBLAS packs both operands on every call (for the LSTM's steps that was an eighth of the
+// OpenBLAS packs both operands on every call (for the LSTM's steps that was a tenth of the
 // step's time); here B is laid out once in panels of 32 columns, each [K, 32] contiguous, and each
 // product packs nothing. It does not split work over threads or take a transposed A.
 //

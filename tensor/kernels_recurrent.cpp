@@ -353,10 +353,10 @@ void step_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, cons
 
 // The fast float32 kernels multiply by W_hh through PackedB (tensor/gemm_packed.h): each piece's
 // block of the weight packed once per call, in the matmul precision (so in bf16 rounded once), and
-// no step packs anything (OpenBLAS packed the weight on every call: about an eighth of an LSTM
+// no step packs anything (OpenBLAS packed the weight on every call: about a tenth of an LSTM
 // step). In float32 the bits are sgemm's. float64 and the references read W_hh as it lies.
 template <class T, bool Fast>
-constexpr bool kPacksWeight = Fast&& std::is_same_v<T, float>;
+constexpr bool kPacksWeight = (Fast && std::is_same_v<T, float>);
 
 // Piece p's forward B: its gates' rows of the by-piece weight, transposed (h [N, H] · B gives the
 // piece's G·len columns of h·W_hhᵀ in order).
