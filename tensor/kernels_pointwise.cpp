@@ -16,11 +16,20 @@ namespace dg {
 namespace {
 
 // out[i] = f(i) for i < n: one vectorisable loop, split over threads above kParallelGrain (each
-// element written by one thread).
+// element written by one thread). The callers' lambdas capture by value: capturing the pointers by
+// reference made GCC reload them for every element, a scalar loop (ReLU's backward took 7% of an
+// encoder layer's training step).
 template <class T, class F>
 inline void fill_by(T* out, int64_t n, F f) {
 #pragma omp parallel for simd if (parallel : n > kParallelGrain) schedule(static)
   for (int64_t i = 0; i < n; ++i) out[i] = f(i);
+}
+
+// c ? a : b with both read first: a ternary that reads dy only where it passes compiled to a
+// branch per element (mispredicted on half of ReLU's) instead of a vector blend.
+template <class T>
+inline T select(bool c, T a, T b) {
+  return c ? a : b;
 }
 
 // out [n] = x^p, with torch's products for the common exponents (2, 3, −2, −1, ±0.5).
@@ -28,19 +37,19 @@ template <class T>
 void pow_scalar(T* out, const T* x, int64_t n, double p) {
   const T e = static_cast<T>(p);
   if (p == 2)
-    fill_by(out, n, [&](int64_t i) { return x[i] * x[i]; });
+    fill_by(out, n, [=](int64_t i) { return x[i] * x[i]; });
   else if (p == 3)
-    fill_by(out, n, [&](int64_t i) { return x[i] * x[i] * x[i]; });
+    fill_by(out, n, [=](int64_t i) { return x[i] * x[i] * x[i]; });
   else if (p == -2)
-    fill_by(out, n, [&](int64_t i) { return T(1) / (x[i] * x[i]); });
+    fill_by(out, n, [=](int64_t i) { return T(1) / (x[i] * x[i]); });
   else if (p == -1)
-    fill_by(out, n, [&](int64_t i) { return T(1) / x[i]; });
+    fill_by(out, n, [=](int64_t i) { return T(1) / x[i]; });
   else if (p == 0.5)
-    fill_by(out, n, [&](int64_t i) { return std::sqrt(x[i]); });
+    fill_by(out, n, [=](int64_t i) { return std::sqrt(x[i]); });
   else if (p == -0.5)
-    fill_by(out, n, [&](int64_t i) { return T(1) / std::sqrt(x[i]); });
+    fill_by(out, n, [=](int64_t i) { return T(1) / std::sqrt(x[i]); });
   else
-    fill_by(out, n, [&](int64_t i) { return std::pow(x[i], e); });
+    fill_by(out, n, [=](int64_t i) { return std::pow(x[i], e); });
 }
 
 }  // namespace
@@ -53,26 +62,26 @@ void pointwise_forward(UnaryOp op, UnaryArgs args, T* y, const T* x, int64_t n) 
   const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
   switch (op) {
     case UnaryOp::relu:  // NaN stays NaN (x < 0 is false)
-      fill_by(y, n, [&](int64_t i) { return x[i] < T(0) ? T(0) : x[i]; });
+      fill_by(y, n, [=](int64_t i) { return x[i] < T(0) ? T(0) : x[i]; });
       return;
     case UnaryOp::leaky_relu:
-      fill_by(y, n, [&](int64_t i) { return x[i] > T(0) ? x[i] : x[i] * a; });
+      fill_by(y, n, [=](int64_t i) { return x[i] > T(0) ? x[i] : x[i] * a; });
       return;
     case UnaryOp::sigmoid:
-      fill_by(y, n, [&](int64_t i) { return T(1) / (T(1) + exp_fast(-x[i])); });
+      fill_by(y, n, [=](int64_t i) { return T(1) / (T(1) + exp_fast(-x[i])); });
       return;
     case UnaryOp::tanh:
-      fill_by(y, n, [&](int64_t i) { return std::tanh(x[i]); });
+      fill_by(y, n, [=](int64_t i) { return std::tanh(x[i]); });
       return;
     case UnaryOp::softplus:  // a = beta, b = threshold: linear above it (torch's formula)
       fill_by(y, n,
-              [&](int64_t i) { return x[i] * a > b ? x[i] : std::log1p(std::exp(x[i] * a)) / a; });
+              [=](int64_t i) { return x[i] * a > b ? x[i] : std::log1p(std::exp(x[i] * a)) / a; });
       return;
     case UnaryOp::abs:
-      fill_by(y, n, [&](int64_t i) { return std::abs(x[i]); });
+      fill_by(y, n, [=](int64_t i) { return std::abs(x[i]); });
       return;
     case UnaryOp::clamp:  // a = min, b = max; std::max/min keep a NaN x; min > max gives max
-      fill_by(y, n, [&](int64_t i) { return std::min(std::max(x[i], a), b); });
+      fill_by(y, n, [=](int64_t i) { return std::min(std::max(x[i], a), b); });
       return;
     case UnaryOp::pow:
       pow_scalar(y, x, n, args.a);
@@ -89,28 +98,28 @@ void pointwise_backward(UnaryOp op, UnaryArgs args, T* dx, const T* dy, const T*
   const T a = static_cast<T>(args.a), b = static_cast<T>(args.b);
   switch (op) {
     case UnaryOp::relu:  // torch's threshold_backward on the output
-      fill_by(dx, n, [&](int64_t i) { return y[i] <= T(0) ? T(0) : dy[i]; });
+      fill_by(dx, n, [=](int64_t i) { return select(y[i] <= T(0), T(0), dy[i]); });
       return;
     case UnaryOp::leaky_relu:
-      fill_by(dx, n, [&](int64_t i) { return x[i] > T(0) ? dy[i] : dy[i] * a; });
+      fill_by(dx, n, [=](int64_t i) { return x[i] > T(0) ? dy[i] : dy[i] * a; });
       return;
     case UnaryOp::sigmoid:
-      fill_by(dx, n, [&](int64_t i) { return dy[i] * (T(1) - y[i]) * y[i]; });
+      fill_by(dx, n, [=](int64_t i) { return dy[i] * (T(1) - y[i]) * y[i]; });
       return;
     case UnaryOp::tanh:
-      fill_by(dx, n, [&](int64_t i) { return dy[i] * (T(1) - y[i] * y[i]); });
+      fill_by(dx, n, [=](int64_t i) { return dy[i] * (T(1) - y[i] * y[i]); });
       return;
     case UnaryOp::softplus:  // σ(βx) written as z / (z + 1), z = e^{βx} (torch's formula)
-      fill_by(dx, n, [&](int64_t i) {
+      fill_by(dx, n, [=](int64_t i) {
         return x[i] * a > b ? dy[i] : dy[i] * std::exp(x[i] * a) / (std::exp(x[i] * a) + T(1));
       });
       return;
     case UnaryOp::abs:  // sign(x), 0 at 0
       fill_by(dx, n,
-              [&](int64_t i) { return dy[i] * static_cast<T>((T(0) < x[i]) - (x[i] < T(0))); });
+              [=](int64_t i) { return dy[i] * static_cast<T>((T(0) < x[i]) - (x[i] < T(0))); });
       return;
     case UnaryOp::clamp:  // passes where min <= x <= max, bounds included
-      fill_by(dx, n, [&](int64_t i) { return x[i] >= a && x[i] <= b ? dy[i] : T(0); });
+      fill_by(dx, n, [=](int64_t i) { return select(x[i] >= a && x[i] <= b, dy[i], T(0)); });
       return;
     case UnaryOp::pow: {  // dy · (p · x^(p−1)); 0 when p = 0
       const double p = args.a;
@@ -119,7 +128,7 @@ void pointwise_backward(UnaryOp op, UnaryArgs args, T* dx, const T* dy, const T*
         return;
       }
       pow_scalar(dx, x, n, p - 1);
-      fill_by(dx, n, [&](int64_t i) { return dy[i] * (a * dx[i]); });
+      fill_by(dx, n, [=](int64_t i) { return dy[i] * (a * dx[i]); });
       return;
     }
   }
@@ -230,31 +239,31 @@ void binary_pointwise_backward(BinaryOp op, T* da, T* db, const T* dy, const T* 
   switch (op) {
     case BinaryOp::pow:  // torch's pow_backward_self / pow_backward_exponent
       if (da)
-        fill_by(da, n, [&](int64_t i) {
+        fill_by(da, n, [=](int64_t i) {
           return b[i] == T(0) ? T(0) : dy[i] * (b[i] * std::pow(a[i], b[i] - T(1)));
         });
       if (db)
-        fill_by(db, n, [&](int64_t i) {
+        fill_by(db, n, [=](int64_t i) {
           return a[i] == T(0) && b[i] >= T(0) ? T(0) : dy[i] * (y[i] * std::log(a[i]));
         });
       return;
     case BinaryOp::maximum:  // ties: half to each side
       if (da)
-        fill_by(da, n, [&](int64_t i) {
+        fill_by(da, n, [=](int64_t i) {
           return a[i] == b[i] ? dy[i] / two : a[i] < b[i] ? T(0) : dy[i];
         });
       if (db)
-        fill_by(db, n, [&](int64_t i) {
+        fill_by(db, n, [=](int64_t i) {
           return a[i] == b[i] ? dy[i] / two : a[i] > b[i] ? T(0) : dy[i];
         });
       return;
     case BinaryOp::minimum:
       if (da)
-        fill_by(da, n, [&](int64_t i) {
+        fill_by(da, n, [=](int64_t i) {
           return a[i] == b[i] ? dy[i] / two : a[i] > b[i] ? T(0) : dy[i];
         });
       if (db)
-        fill_by(db, n, [&](int64_t i) {
+        fill_by(db, n, [=](int64_t i) {
           return a[i] == b[i] ? dy[i] / two : a[i] < b[i] ? T(0) : dy[i];
         });
       return;
@@ -308,7 +317,7 @@ template decltype(ref_binary_pointwise_backward<double>) ref_binary_pointwise_ba
 // out, cond, a, b [n]
 template <class T>
 void where_forward(T* out, const bool* cond, const T* a, const T* b, int64_t n) {
-  fill_by(out, n, [&](int64_t i) { return cond[i] ? a[i] : b[i]; });
+  fill_by(out, n, [=](int64_t i) { return cond[i] ? a[i] : b[i]; });
 }
 template decltype(where_forward<float>) where_forward<float>;
 template decltype(where_forward<double>) where_forward<double>;
@@ -316,8 +325,8 @@ template decltype(where_forward<double>) where_forward<double>;
 // da, db, dy, cond [n]
 template <class T>
 void where_backward(T* da, T* db, const T* dy, const bool* cond, int64_t n) {
-  if (da) fill_by(da, n, [&](int64_t i) { return cond[i] ? dy[i] : T(0); });
-  if (db) fill_by(db, n, [&](int64_t i) { return cond[i] ? T(0) : dy[i]; });
+  if (da) fill_by(da, n, [=](int64_t i) { return select(cond[i], dy[i], T(0)); });
+  if (db) fill_by(db, n, [=](int64_t i) { return select(cond[i], T(0), dy[i]); });
 }
 template decltype(where_backward<float>) where_backward<float>;
 template decltype(where_backward<double>) where_backward<double>;
@@ -329,22 +338,22 @@ template <class I, class O>
 void compare_kernel(CompareOp op, O* out, const I* a, const I* b, int64_t n) {
   switch (op) {
     case CompareOp::eq:
-      fill_by(out, n, [&](int64_t i) { return O(a[i] == b[i]); });
+      fill_by(out, n, [=](int64_t i) { return O(a[i] == b[i]); });
       return;
     case CompareOp::ne:
-      fill_by(out, n, [&](int64_t i) { return O(a[i] != b[i]); });
+      fill_by(out, n, [=](int64_t i) { return O(a[i] != b[i]); });
       return;
     case CompareOp::lt:
-      fill_by(out, n, [&](int64_t i) { return O(a[i] < b[i]); });
+      fill_by(out, n, [=](int64_t i) { return O(a[i] < b[i]); });
       return;
     case CompareOp::le:
-      fill_by(out, n, [&](int64_t i) { return O(a[i] <= b[i]); });
+      fill_by(out, n, [=](int64_t i) { return O(a[i] <= b[i]); });
       return;
     case CompareOp::gt:
-      fill_by(out, n, [&](int64_t i) { return O(a[i] > b[i]); });
+      fill_by(out, n, [=](int64_t i) { return O(a[i] > b[i]); });
       return;
     case CompareOp::ge:
-      fill_by(out, n, [&](int64_t i) { return O(a[i] >= b[i]); });
+      fill_by(out, n, [=](int64_t i) { return O(a[i] >= b[i]); });
       return;
   }
 }
@@ -354,22 +363,22 @@ template <class I, class O>
 void compare_scalar_kernel(CompareOp op, O* out, const I* a, double s, int64_t n) {
   switch (op) {
     case CompareOp::eq:
-      fill_by(out, n, [&](int64_t i) { return O(double(a[i]) == s); });
+      fill_by(out, n, [=](int64_t i) { return O(double(a[i]) == s); });
       return;
     case CompareOp::ne:
-      fill_by(out, n, [&](int64_t i) { return O(double(a[i]) != s); });
+      fill_by(out, n, [=](int64_t i) { return O(double(a[i]) != s); });
       return;
     case CompareOp::lt:
-      fill_by(out, n, [&](int64_t i) { return O(double(a[i]) < s); });
+      fill_by(out, n, [=](int64_t i) { return O(double(a[i]) < s); });
       return;
     case CompareOp::le:
-      fill_by(out, n, [&](int64_t i) { return O(double(a[i]) <= s); });
+      fill_by(out, n, [=](int64_t i) { return O(double(a[i]) <= s); });
       return;
     case CompareOp::gt:
-      fill_by(out, n, [&](int64_t i) { return O(double(a[i]) > s); });
+      fill_by(out, n, [=](int64_t i) { return O(double(a[i]) > s); });
       return;
     case CompareOp::ge:
-      fill_by(out, n, [&](int64_t i) { return O(double(a[i]) >= s); });
+      fill_by(out, n, [=](int64_t i) { return O(double(a[i]) >= s); });
       return;
   }
 }

@@ -13,6 +13,7 @@
 
 #include "tensor/fast_math.h"
 #include "tensor/gemm_kernels.h"
+#include "tensor/gemm_packed.h"
 #include "tensor/kernels_matmul.h"
 #include "tensor/threads.h"
 
@@ -339,94 +340,105 @@ inline void lstm_gates_backward_row(T* d, int64_t ds, T* dc, const T* dh, const 
   }
 }
 
-// W_hh (or its by-piece copy) rounded to bf16 once per sequence call, in bf16 matmul precision
-// (float32 only; empty otherwise): the steps' GEMMs then round only h (or d_gates) per call.
+// The GEMM of a step with the weight as it lies, C [M, N] = op(A) · op(B) + beta·C: one-thread
+// BLAS (float64's fast kernels), or the naive reference.
 template <class T, bool Fast>
-std::vector<uint16_t> weight_in_bf16(const T* w, int64_t n) {
-  std::vector<uint16_t> out;
-  if constexpr (Fast && std::is_same_v<T, float>) {
-    if (matmul_precision() != MatmulPrecision::bf16) return out;
-    out.resize(static_cast<size_t>(n));
-    to_bf16(w, n, out.data());
-  }
+void step_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
+               const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if constexpr (Fast)
+    gemm_one_thread(trans_a, trans_b, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
+  else
+    ref_gemm<T>(trans_a, trans_b, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
+}
+
+// The fast float32 kernels multiply by W_hh through PackedB (tensor/gemm_packed.h): each piece's
+// block of the weight packed once per call, in the matmul precision (so in bf16 rounded once), and
+// no step packs anything (OpenBLAS packed the weight on every call: about a tenth of an LSTM
+// step). In float32 the bits are sgemm's. float64 and the references read W_hh as it lies.
+template <class T, bool Fast>
+constexpr bool kPacksWeight = (Fast && std::is_same_v<T, float>);
+
+// Piece p's forward B: its gates' rows of the by-piece weight, transposed (h [N, H] · B gives the
+// piece's G·len columns of h·W_hhᵀ in order).
+template <class T, bool Fast>
+std::vector<PackedB> forward_weights(const std::vector<T>& by_piece, int64_t gates, int64_t H,
+                                     int64_t pieces) {
+  std::vector<PackedB> out;
+  if constexpr (kPacksWeight<T, Fast>)
+    for (int64_t p = 0; p < pieces; ++p) {
+      const UnitRange u = piece_units(H, pieces, p);
+      out.emplace_back(true, H, gates * u.len, by_piece.data() + gates * u.lo * H, H,
+                       matmul_precision());
+    }
   return out;
 }
 
-inline const uint16_t* at_offset(const std::vector<uint16_t>& v, int64_t offset) {
-  return v.empty() ? nullptr : v.data() + offset;
-}
-
-// rows × cols float32 (row stride ld) rounded to bf16 into a per-thread buffer, row stride cols.
-inline const uint16_t* rounded_on_call(const float* p, int64_t rows, int64_t cols, int64_t ld) {
-  thread_local std::vector<uint16_t> buffer;
-  buffer.resize(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r) to_bf16(p + r * ld, cols, buffer.data() + r * cols);
-  return buffer.data();
-}
-
-// The GEMM of a step, C [M, N] = op(A) · op(B) + beta·C: one-thread BLAS following the precision
-// (gemm_one_thread), or, where gemm_one_thread would run oneDNN's bf16 matmul (from
-// kBf16OneThreadMinWork), the packed bf16 kernel with the weight already rounded (a16 or b16:
-// the elements of A or B, or null) and the other operand rounded here; or the naive reference.
+// Piece p's backward B: W_hh's columns of its units, [G·H, len] (d_gates · B is its part of dh).
 template <class T, bool Fast>
-void step_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda,
-               const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const uint16_t* a16,
-               const uint16_t* b16) {
-  if constexpr (!Fast) {
-    ref_gemm<T>(trans_a, trans_b, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
-  } else {
-    if constexpr (std::is_same_v<T, float>) {
-      if ((a16 || b16) && M * N * K >= kBf16OneThreadMinWork) {
-        if (a16) {
-          const int64_t rows = trans_b ? N : K, cols = trans_b ? K : N;
-          gemm_bf16_packed_one_thread(trans_a, trans_b, M, N, K, 1.0f, a16, lda,
-                                      rounded_on_call(B, rows, cols, ldb), cols, beta, C, ldc);
-        } else {
-          const int64_t rows = trans_a ? K : M, cols = trans_a ? M : K;
-          gemm_bf16_packed_one_thread(trans_a, trans_b, M, N, K, 1.0f,
-                                      rounded_on_call(A, rows, cols, lda), cols, b16, ldb, beta, C,
-                                      ldc);
-        }
-        return;
-      }
+std::vector<PackedB> backward_weights(const T* w, int64_t gates, int64_t H, int64_t pieces) {
+  std::vector<PackedB> out;
+  if constexpr (kPacksWeight<T, Fast>)
+    for (int64_t p = 0; p < pieces; ++p) {
+      const UnitRange u = piece_units(H, pieces, p);
+      out.emplace_back(false, gates * H, u.len, w + u.lo, H, matmul_precision());
     }
-    gemm_one_thread(trans_a, trans_b, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
-  }
+  return out;
 }
 
-// The forward GEMM of a step's piece, h · W_pᵀ [N, G·len], computed as its transpose W_p · hᵀ
-// [G·len, N] (one-thread OpenBLAS runs [512, 32] × 256 at 96 GFLOP/s, [32, 512] at 81; the
-// transpose back is a few microseconds) into y (row stride ldy).
+// dh [N, len] (row stride H) = d_gates [N, G·H] · W_hh's columns of piece p, + beta · dh.
 template <class T, bool Fast>
-void piece_projection(int64_t N, int64_t rows, int64_t H, const T* h, const T* w_piece,
-                      const uint16_t* w16_piece, T* scratch, T* y, int64_t ldy) {
-  step_gemm<T, Fast>(false, true, rows, N, H, w_piece, H, h, H, T(0), scratch, N, w16_piece,
-                     nullptr);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t r = 0; r < rows; ++r) y[n * ldy + r] = scratch[r * N + n];
+void piece_carry(int64_t N, int64_t G, int64_t H, const T* d_gates, const T* w, UnitRange u,
+                 const std::vector<PackedB>& packed, int64_t p, T beta, T* dh) {
+  if constexpr (kPacksWeight<T, Fast>)
+    gemm_packed_b(N, d_gates, G * H, packed[size_t(p)], beta, dh, H);
+  else
+    step_gemm<T, Fast>(false, false, N, u.len, G * H, d_gates, G * H, w + u.lo, H, beta, dh, H);
+}
+
+// A sequence's forward weight: W_hh by piece (weight_by_piece), its pieces packed where the
+// kernel packs, and the step's h·W_hhᵀ (gh) with scratch for its transpose.
+template <class T, bool Fast>
+struct ForwardWeight {
+  std::vector<T> by_piece, gh, scratch;
+  std::vector<PackedB> packed;
+  ForwardWeight(const T* w, int64_t gates, int64_t N, int64_t H, int64_t pieces)
+      : by_piece(weight_by_piece(w, gates, H, pieces)),
+        gh(static_cast<size_t>(N * gates * H)),
+        scratch(kPacksWeight<T, Fast> ? 0 : static_cast<size_t>(N * gates * H)),
+        packed(forward_weights<T, Fast>(by_piece, gates, H, pieces)) {}
+};
+
+// The forward GEMM of a step's piece p (units u), h · W_pᵀ [N, G·len] into y (row stride ldy):
+// packed, or computed as its transpose W_p · hᵀ [G·len, N] (one-thread OpenBLAS runs [512, 32] ×
+// 256 at 96 GFLOP/s, [32, 512] at 81; the transpose back is a few microseconds).
+template <class T, bool Fast>
+void piece_projection(int64_t N, int64_t G, int64_t H, const T* h, ForwardWeight<T, Fast>& w,
+                      int64_t p, UnitRange u, T* y, int64_t ldy) {
+  if constexpr (kPacksWeight<T, Fast>) {
+    gemm_packed_b(N, h, H, w.packed[size_t(p)], 0.0f, y, ldy);
+  } else {
+    const int64_t rows = G * u.len;
+    T* scratch = w.scratch.data() + G * u.lo * N;
+    step_gemm<T, Fast>(false, true, rows, N, H, w.by_piece.data() + G * u.lo * H, H, h, H, T(0),
+                       scratch, N);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t r = 0; r < rows; ++r) y[n * ldy + r] = scratch[r * N + n];
+  }
 }
 
 template <class T, bool Fast>
 void lstm_forward_sequences(const LstmSequence<T>* seqs, int64_t count) {
   const int64_t H = seqs[0].hidden, N = seqs[0].batch, pieces = Fast ? recurrent_pieces(H) : 1;
-  std::vector<std::vector<T>> w(count), gh(count), scratch(count);
-  std::vector<std::vector<uint16_t>> w16(count);
-  for (int64_t q = 0; q < count; ++q) {
-    w[q] = weight_by_piece(seqs[q].weight_hh, 4, H, pieces);
-    w16[q] = weight_in_bf16<T, Fast>(w[q].data(), 4 * H * H);
-    gh[q].resize(static_cast<size_t>(N * 4 * H));
-    scratch[q].resize(static_cast<size_t>(N * 4 * H));
-  }
+  std::vector<ForwardWeight<T, Fast>> w;
+  for (int64_t q = 0; q < count; ++q) w.emplace_back(seqs[q].weight_hh, 4, N, H, pieces);
   run_pieces(count, seqs[0].steps, pieces, [&](int64_t q, int64_t s, int64_t p) {
     const LstmSequence<T>& seq = seqs[q];
     const int64_t t = seq.reverse ? seq.steps - 1 - s : s;
     const StateRows rows = state_rows(seq.reverse, t);
     const UnitRange u = piece_units(H, pieces, p);
     const T* h_in = seq.hs + rows.prev * N * H;
-    T* y = gh[q].data() + 4 * u.lo;
-    piece_projection<T, Fast>(N, 4 * u.len, H, h_in, w[q].data() + 4 * u.lo * H,
-                              at_offset(w16[q], 4 * u.lo * H), scratch[q].data() + 4 * u.lo * N, y,
-                              4 * H);
+    T* y = w[q].gh.data() + 4 * u.lo;
+    piece_projection<T, Fast>(N, 4, H, h_in, w[q], p, u, y, 4 * H);
     for (int64_t n = 0; n < N; ++n) {
       const int64_t at = (t * N + n), state = n * H + u.lo;
       lstm_gates_row<T, Fast>(seq.hs + rows.next * N * H + state,
@@ -453,9 +465,9 @@ void lstm_backward_sequences(const LstmSequence<T>* seqs, const LstmSequenceGrad
     else
       std::fill(grads[q].d_c0, grads[q].d_c0 + N * H, T(0));
   }
-  std::vector<std::vector<uint16_t>> w16(count);
+  std::vector<std::vector<PackedB>> packed(count);
   for (int64_t q = 0; q < count; ++q)
-    w16[q] = weight_in_bf16<T, Fast>(seqs[q].weight_hh, 4 * H * H);
+    packed[q] = backward_weights<T, Fast>(seqs[q].weight_hh, 4, H, pieces);
   auto time_of = [&](const LstmSequence<T>& seq, int64_t s) {
     return seq.reverse ? s : steps - 1 - s;
   };
@@ -464,9 +476,8 @@ void lstm_backward_sequences(const LstmSequence<T>* seqs, const LstmSequenceGrad
     const LstmSequenceGrads<T>& g = grads[q];
     const UnitRange u = piece_units(H, pieces, p);
     if (s > 0)
-      step_gemm<T, Fast>(false, false, N, u.len, 4 * H, g.d_gates + time_of(seq, s - 1) * N * 4 * H,
-                         4 * H, seq.weight_hh + u.lo, H, T(0), g.d_h0 + u.lo, H, nullptr,
-                         at_offset(w16[q], u.lo));
+      piece_carry<T, Fast>(N, 4, H, g.d_gates + time_of(seq, s - 1) * N * 4 * H, seq.weight_hh, u,
+                           packed[q], p, T(0), g.d_h0 + u.lo);
     if (s == steps) return;
     const int64_t t = time_of(seq, s);
     const StateRows rows = state_rows(seq.reverse, t);
@@ -520,13 +531,10 @@ inline void gru_gates_backward_row(T* dx, T* dy, int64_t ds, T* dh, const T* a, 
 template <class T, bool Fast>
 void gru_forward_sequences(const GruSequence<T>* seqs, int64_t count) {
   const int64_t H = seqs[0].hidden, N = seqs[0].batch, pieces = Fast ? recurrent_pieces(H) : 1;
-  std::vector<std::vector<T>> w(count), gh(count), scratch(count), bias(count);
-  std::vector<std::vector<uint16_t>> w16(count);
+  std::vector<ForwardWeight<T, Fast>> w;
+  std::vector<std::vector<T>> bias(count);
   for (int64_t q = 0; q < count; ++q) {
-    w[q] = weight_by_piece(seqs[q].weight_hh, 3, H, pieces);
-    w16[q] = weight_in_bf16<T, Fast>(w[q].data(), 3 * H * H);
-    gh[q].resize(static_cast<size_t>(N * 3 * H));
-    scratch[q].resize(static_cast<size_t>(N * 3 * H));
+    w.emplace_back(seqs[q].weight_hh, 3, N, H, pieces);
     bias[q].assign(static_cast<size_t>(3 * H), T(0));
     if (seqs[q].bias_hh) std::copy(seqs[q].bias_hh, seqs[q].bias_hh + 3 * H, bias[q].begin());
   }
@@ -536,10 +544,8 @@ void gru_forward_sequences(const GruSequence<T>* seqs, int64_t count) {
     const StateRows rows = state_rows(seq.reverse, t);
     const UnitRange u = piece_units(H, pieces, p);
     const T* h_in = seq.hs + rows.prev * N * H;
-    T* y = gh[q].data() + 3 * u.lo;
-    piece_projection<T, Fast>(N, 3 * u.len, H, h_in, w[q].data() + 3 * u.lo * H,
-                              at_offset(w16[q], 3 * u.lo * H), scratch[q].data() + 3 * u.lo * N, y,
-                              3 * H);
+    T* y = w[q].gh.data() + 3 * u.lo;
+    piece_projection<T, Fast>(N, 3, H, h_in, w[q], p, u, y, 3 * H);
     for (int64_t n = 0; n < N; ++n) {
       const int64_t at = (t * N + n), state = n * H + u.lo;
       gru_gates_row<T, Fast>(seq.hs + rows.next * N * H + state, seq.act + at * 3 * H + u.lo, H,
@@ -557,9 +563,9 @@ void gru_backward_sequences(const GruSequence<T>* seqs, const GruSequenceGrads<T
   const int64_t H = seqs[0].hidden, N = seqs[0].batch, steps = seqs[0].steps;
   const int64_t pieces = Fast ? recurrent_pieces(H) : 1;
   for (int64_t q = 0; q < count; ++q) std::fill(grads[q].d_h0, grads[q].d_h0 + N * H, T(0));
-  std::vector<std::vector<uint16_t>> w16(count);
+  std::vector<std::vector<PackedB>> packed(count);
   for (int64_t q = 0; q < count; ++q)
-    w16[q] = weight_in_bf16<T, Fast>(seqs[q].weight_hh, 3 * H * H);
+    packed[q] = backward_weights<T, Fast>(seqs[q].weight_hh, 3, H, pieces);
   auto time_of = [&](const GruSequence<T>& seq, int64_t s) {
     return seq.reverse ? s : steps - 1 - s;
   };
@@ -568,9 +574,8 @@ void gru_backward_sequences(const GruSequence<T>* seqs, const GruSequenceGrads<T
     const GruSequenceGrads<T>& g = grads[q];
     const UnitRange u = piece_units(H, pieces, p);
     if (s > 0)
-      step_gemm<T, Fast>(false, false, N, u.len, 3 * H,
-                         g.d_gates_h + time_of(seq, s - 1) * N * 3 * H, 3 * H, seq.weight_hh + u.lo,
-                         H, T(1), g.d_h0 + u.lo, H, nullptr, at_offset(w16[q], u.lo));
+      piece_carry<T, Fast>(N, 3, H, g.d_gates_h + time_of(seq, s - 1) * N * 3 * H, seq.weight_hh, u,
+                           packed[q], p, T(1), g.d_h0 + u.lo);
     if (s == steps) return;
     const int64_t t = time_of(seq, s);
     const StateRows rows = state_rows(seq.reverse, t);

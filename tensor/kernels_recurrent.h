@@ -54,8 +54,9 @@ void ref_gru_cell_backward(T* dgx, T* dgh, T* dh, const T* dh_out, const T* act,
 // steps read, h before time t, are the other T rows: one [T·N, H] matrix for the weight gradient.
 // The fast kernels cut the hidden units into recurrent_pieces(H) pieces (fixed by H and the
 // machine's cores, never by the thread count): a piece's step is one one-thread GEMM of its gates'
-// columns (gemm_one_thread: it follows the matmul precision; in bf16 precision W_hh is rounded
-// once per call, not once per step) and the gate math of its units; the pieces of a step run
+// columns (float32: gemm_packed_b, W_hh's piece packed once per call in the matmul precision, so
+// in bf16 rounded once, and sgemm's bits in float32; float64: gemm_one_thread) and the gate math
+// of its units; the pieces of a step run
 // over the threads, one barrier per step (in backward, a step's carry dh = d_gates · W_hh runs
 // with the next step's gate math), unless the team proves no faster than the calling thread alone
 // (a busy machine), when they run on the calling thread. Several sequences (the two

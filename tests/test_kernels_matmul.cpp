@@ -292,6 +292,21 @@ TEST_CASE_TEMPLATE("copy_strided and add_strided match the references on views",
     ref_add_strided(view_r, s);
     CHECK(same_bytes(base_f, base_r));
   }
+  // Above the parallel grain (rows split over the threads, each stepping its own row index):
+  // attention's head split and merge, and a transpose with unit-length rows.
+  const Tensor big = rand_t({8, 128, 8, 32}, 4, dt);
+  for (const Tensor& s :
+       {dg::raw::view_permute(big, {0, 2, 1, 3}), dg::raw::view_permute(big, {2, 3, 0, 1}),
+        dg::raw::view_narrow(dg::raw::view_permute(big, {1, 0, 2, 3}), 0, 3, 100)}) {
+    Tensor fast = Tensor::full(s.shape(), 7.0, dt), ref = Tensor::full(s.shape(), 7.0, dt);
+    copy_strided(fast, s);
+    ref_copy_strided(ref, s);
+    CHECK(same_bytes(fast, ref));
+    Tensor sum_f = rand_t(s.shape(), 5, dt), sum_r = dg::raw::clone(sum_f);
+    add_strided(sum_f, s);
+    ref_add_strided(sum_r, s);
+    CHECK(same_bytes(sum_f, sum_r));
+  }
   Tensor ids = Tensor::from_ids({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor ids_t = Tensor::empty({3, 2}, DType::i64);
   copy_strided(ids_t, dg::raw::view_transpose(ids, 0, 1));

@@ -1,15 +1,17 @@
 // bench_encoder: one training step (forward + backward, float32, dropout 0, no mask) of a
 // TransformerEncoderLayer at batch 32, seq 128, d_model 256, nhead 8, dim_feedforward 1024,
 // batch_first, post-norm, at 1 and 2 threads; prints the best and median ms/step over --seconds
-// (default 3, at least 5 steps), and with --profile the share of each op family
+// (default 3, at least 5 steps) and the mean CPU time of the process per step (at one thread, the
+// steadier figure on a busy machine), and with --profile the share of each op family
 // (tensor/profile.h). tools/torch_bench_encoder.py times torch's nn.TransformerEncoderLayer at the
 // same settings. It does not time the optimizer, float64 or masks, and it does not pin threads.
-//   bench_encoder [--seconds S] [--profile]
+//   bench_encoder [--seconds S] [--profile] [--threads 1|2|0 (both, the default)]
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -24,13 +26,16 @@ using namespace dg;
 int main(int argc, char** argv) {
   double min_seconds = 3.0;
   bool profile = false;
+  int only_threads = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) {
       min_seconds = std::stod(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
+      only_threads = std::stoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--profile")) {
       profile = true;
     } else {
-      fmt::print(stderr, "usage: bench_encoder [--seconds S] [--profile]\n");
+      fmt::print(stderr, "usage: bench_encoder [--seconds S] [--profile] [--threads 1|2|0]\n");
       return 2;
     }
   }
@@ -46,11 +51,13 @@ int main(int argc, char** argv) {
     backward(sum(mul(layer.forward(x), w)));
   };
   for (int threads : {1, 2}) {
+    if (only_threads != 0 && threads != only_threads) continue;
     set_threads(threads);
     step();  // warm-up: buffers
     std::vector<double> t;
     if (profile) set_op_profiling(true);
     const auto start = std::chrono::steady_clock::now();
+    const std::clock_t cpu_start = std::clock();
     while (t.size() < 5 ||
            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
                min_seconds) {
@@ -59,11 +66,13 @@ int main(int argc, char** argv) {
       t.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
+    const double cpu_ms = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC * 1e3 /
+                          static_cast<double>(t.size());
     std::sort(t.begin(), t.end());
     fmt::print(
         "threads {}: TransformerEncoderLayer N={} T={} d={} heads=8 ff=1024 fwd+bwd: best "
-        "{:.1f} ms/step, median {:.1f} ({} steps)\n",
-        threads, N, T, D, t.front(), t[t.size() / 2], t.size());
+        "{:.1f} ms/step, median {:.1f} ({} steps), cpu {:.1f} ms/step\n",
+        threads, N, T, D, t.front(), t[t.size() / 2], t.size(), cpu_ms);
     if (profile) {
       const OpProfile p = op_profile();
       for (int f = 0; f < kOpFamilies; ++f)
