@@ -44,12 +44,12 @@ void put_png(const TempDir& dir, const std::string& relative, int value) {
 // [a/Z.png, a/b.PNG, a/pic.bmp, a/z.png, a/x/1.png, a/x-y/2.jpeg, a/x/q/3.png, b/.hidden.png,
 //  b/z.png, c/deep/er/0.JPG]. Folders sort by their path ("a/x-y" before "a/x/q"), upper case
 // before lower; a/pic.bmp is torchvision's but not decoded here, so it is left out.
-const std::vector<std::string> kTree = {"b/z.png",     "a/z.png",     "a/b.PNG",
-                                        "a/Z.png",     "a/x/1.png",   "a/x-y/2.jpeg",
+const std::vector<std::string> kTree = {"b/z.png",     "a/z.png",       "a/b.PNG",
+                                        "a/Z.png",     "a/x/1.png",     "a/x-y/2.jpeg",
                                         "a/x/q/3.png", "b/.hidden.png", "c/deep/er/0.JPG"};
-const std::vector<std::string> kOrder = {"a/Z.png",     "a/b.PNG",       "a/z.png",
-                                         "a/x/1.png",   "a/x-y/2.jpeg",  "a/x/q/3.png",
-                                         "b/.hidden.png", "b/z.png",     "c/deep/er/0.JPG"};
+const std::vector<std::string> kOrder = {"a/Z.png",       "a/b.PNG",      "a/z.png",
+                                         "a/x/1.png",     "a/x-y/2.jpeg", "a/x/q/3.png",
+                                         "b/.hidden.png", "b/z.png",      "c/deep/er/0.JPG"};
 
 void make_tree(const TempDir& dir) {
   for (size_t i = 0; i < kTree.size(); ++i) put_png(dir, "root/" + kTree[i], int(i) * 10);

@@ -26,9 +26,9 @@ std::string image_path(const std::string& name) {
 }
 
 ImageReadMode mode_named(const std::string& name) {
-  for (ImageReadMode mode : {ImageReadMode::unchanged, ImageReadMode::gray,
-                             ImageReadMode::gray_alpha, ImageReadMode::rgb,
-                             ImageReadMode::rgb_alpha})
+  for (ImageReadMode mode :
+       {ImageReadMode::unchanged, ImageReadMode::gray, ImageReadMode::gray_alpha,
+        ImageReadMode::rgb, ImageReadMode::rgb_alpha})
     if (name == dg::image_read_mode_name(mode)) return mode;
   throw std::invalid_argument("no mode " + name);
 }
@@ -118,8 +118,8 @@ TEST_CASE("read_image: every golden file and mode as torchvision's read_image") 
 }
 
 TEST_CASE("read_image: bytes in memory decode as the file; the header alone gives the size") {
-  for (const std::string name : {"rgba.png", "palette_trns.png", "rgb_interlaced.png",
-                                 "jpeg_420.jpg"}) {
+  for (const std::string name :
+       {"rgba.png", "palette_trns.png", "rgb_interlaced.png", "jpeg_420.jpg"}) {
     CAPTURE(name);
     const std::string bytes = dg::read_file(image_path(name));
     const Tensor from_file = dg::read_image(image_path(name), ImageReadMode::rgb);
@@ -203,7 +203,8 @@ TEST_CASE("read_image: broken, empty, foreign and unsupported files name the fil
   };
   const Case cases[] = {
       {"truncated.png", ImageReadMode::unchanged, "corrupt or truncated PNG: truncated"},
-      {"corrupt.png", ImageReadMode::rgb, "corrupt or truncated PNG: IDAT: invalid stored block lengths"},
+      {"corrupt.png", ImageReadMode::rgb,
+       "corrupt or truncated PNG: IDAT: invalid stored block lengths"},
       {"truncated.jpg", ImageReadMode::rgb, "Premature end of JPEG file"},
       {"corrupt.jpg", ImageReadMode::rgb, "corrupt or truncated JPEG: Bogus Huffman table"},
       {"empty.png", ImageReadMode::unchanged, "empty file (0 bytes): not an image"},
@@ -226,9 +227,9 @@ TEST_CASE("read_image: broken, empty, foreign and unsupported files name the fil
   }
   CHECK_THROWS_WITH_AS(dg::read_image(image_path("no_such_file.png")),
                        doctest::Contains("no_such_file.png"), std::runtime_error);
-  CHECK_THROWS_WITH_AS(dg::decode_image(std::string("\x89PN", 3), ImageReadMode::rgb, "three bytes"),
-                       doctest::Contains("image 'three bytes': truncated: 3 bytes"),
-                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(
+      dg::decode_image(std::string("\x89PN", 3), ImageReadMode::rgb, "three bytes"),
+      doctest::Contains("image 'three bytes': truncated: 3 bytes"), std::runtime_error);
   CHECK_THROWS_WITH_AS(dg::read_image_header("GIF89a", "header"),
                        doctest::Contains("unsupported image format GIF"), std::runtime_error);
 }

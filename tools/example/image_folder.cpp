@@ -17,9 +17,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
@@ -44,17 +44,28 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
       return argv[++i];
     };
-    if (flag == "--write-fashion-mnist") o.write_dir = value();
-    else if (flag == "--train") o.train_dir = value();
-    else if (flag == "--data") o.data = value();
-    else if (flag == "--count") o.count = std::stoll(value());
-    else if (flag == "--epochs") o.epochs = std::stoll(value());
-    else if (flag == "--batch") o.batch = std::stoll(value());
-    else if (flag == "--lr") o.lr = std::stod(value());
-    else if (flag == "--seed") o.seed = std::stoull(value());
-    else if (flag == "--threads") o.threads = std::stoi(value());
-    else if (flag == "--min-accuracy") o.min_accuracy = std::stod(value());
-    else throw std::invalid_argument("unknown flag " + flag + " (see the comment at the top)");
+    if (flag == "--write-fashion-mnist")
+      o.write_dir = value();
+    else if (flag == "--train")
+      o.train_dir = value();
+    else if (flag == "--data")
+      o.data = value();
+    else if (flag == "--count")
+      o.count = std::stoll(value());
+    else if (flag == "--epochs")
+      o.epochs = std::stoll(value());
+    else if (flag == "--batch")
+      o.batch = std::stoll(value());
+    else if (flag == "--lr")
+      o.lr = std::stod(value());
+    else if (flag == "--seed")
+      o.seed = std::stoull(value());
+    else if (flag == "--threads")
+      o.threads = std::stoi(value());
+    else if (flag == "--min-accuracy")
+      o.min_accuracy = std::stod(value());
+    else
+      throw std::invalid_argument("unknown flag " + flag + " (see the comment at the top)");
   }
   if (o.write_dir.empty() && o.train_dir.empty())
     throw std::invalid_argument("give --write-fashion-mnist DIR, --train DIR or both");
@@ -94,15 +105,14 @@ dg::transforms::Transform to_normalised_float(double mean, double stddev) {
   char name[96];
   std::snprintf(name, sizeof name, "Compose(ToTensor(), Normalize(mean=(%g,), std=(%g,)))", mean,
                 stddev);
-  return dg::transforms::Transform(
-      name, [mean, stddev](const dg::Tensor& image, dg::ExampleRng&) {
-        dg::Tensor out = dg::Tensor::empty(image.shape(), dg::DType::f32);
-        const uint8_t* in = image.contiguous().data<uint8_t>();
-        float* values = out.data<float>();
-        for (int64_t i = 0; i < image.numel(); ++i)
-          values[i] = static_cast<float>((in[i] / 255.0 - mean) / stddev);
-        return out;
-      });
+  return dg::transforms::Transform(name, [mean, stddev](const dg::Tensor& image, dg::ExampleRng&) {
+    dg::Tensor out = dg::Tensor::empty(image.shape(), dg::DType::f32);
+    const uint8_t* in = image.contiguous().data<uint8_t>();
+    float* values = out.data<float>();
+    for (int64_t i = 0; i < image.numel(); ++i)
+      values[i] = static_cast<float>((in[i] / 255.0 - mean) / stddev);
+    return out;
+  });
 }
 
 double accuracy(dg::Sequential& net, const dg::ImageFolder& test) {
@@ -124,12 +134,12 @@ int train(const Options& o) {
   const dg::ImageFolder train_data(o.train_dir + "/train", folder_options);
   const dg::ImageFolder test_data(o.train_dir + "/test", folder_options);
   if (train_data.classes() != test_data.classes())
-    throw std::runtime_error("the train and test folders have different classes (every class "
-                             "needs a folder in both: write more examples with --count)");
+    throw std::runtime_error(
+        "the train and test folders have different classes (every class "
+        "needs a folder in both: write more examples with --count)");
   std::printf("ImageFolder %s/train: %lld images of %zu classes; test: %lld images; %d threads\n",
               o.train_dir.c_str(), static_cast<long long>(train_data.size()),
-              train_data.classes().size(), static_cast<long long>(test_data.size()),
-              dg::threads());
+              train_data.classes().size(), static_cast<long long>(test_data.size()), dg::threads());
   dg::manual_seed(o.seed);
   auto net = fashion_cnn::make_model();
   dg::Adam optimizer(*net, dg::AdamConfig{.lr = o.lr});
@@ -150,10 +160,11 @@ int train(const Options& o) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     last_accuracy = accuracy(*net, test_data);
-    std::printf("epoch %lld: %.1f s (%lld batches, decoding included), train loss %.4f, test "
-                "accuracy %.4f\n",
-                static_cast<long long>(epoch), seconds, static_cast<long long>(loader.size()),
-                loss_sum / static_cast<double>(loader.size()), last_accuracy);
+    std::printf(
+        "epoch %lld: %.1f s (%lld batches, decoding included), train loss %.4f, test "
+        "accuracy %.4f\n",
+        static_cast<long long>(epoch), seconds, static_cast<long long>(loader.size()),
+        loss_sum / static_cast<double>(loader.size()), last_accuracy);
     std::fflush(stdout);
   }
   if (!(last_accuracy >= o.min_accuracy)) {

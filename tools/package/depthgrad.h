@@ -57,15 +57,15 @@
 //   dg::Trainer trainer(model, dataset, dg::Sampler::shuffled(dataset.size(), 1), loss, settings,
 //   opt);
 #include "train/dataset.h"
-// Data sets read from files: IDX (raw or gzip'd) and Fashion-MNIST from Debian's package.
+// Data sets read from files: IDX (raw or gzip'd) and Fashion-MNIST from Debian's package; PNG and
+// JPEG images to uint8 [C, H, W] (torchvision.io.read_image), write_png, and torchvision's
+// ImageFolder (a class per subfolder).
 //   dg::FashionMnist data = dg::load_fashion_mnist();  // data.train.images [60000, 1, 28, 28]
+//   dg::ImageFolder pets("pets/train", {.mode = dg::ImageReadMode::rgb});  // {image, label}
 #include "train/data/fashion_mnist.h"
-// Images from files: PNG and JPEG to uint8 [C, H, W] (torchvision.io.read_image), write_png, and
-// torchvision's ImageFolder (a class per subfolder).
-//   dg::ImageFolder data("pets/train", {.mode = dg::ImageReadMode::rgb});
 #include "train/data/image_folder.h"
-#include "train/io/image.h"
 #include "train/io/idx.h"
+#include "train/io/image.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 #include "train/training_config.h"

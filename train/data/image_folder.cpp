@@ -156,8 +156,8 @@ Example ImageFolder::get(int64_t index, ExampleRng& rng) const {
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(fmt::format("ImageFolder example {}: {}", index, e.what()));
   }
-  const int64_t label =
-      options_.target_transform ? options_.target_transform(sample.class_index) : sample.class_index;
+  const int64_t label = options_.target_transform ? options_.target_transform(sample.class_index)
+                                                  : sample.class_index;
   return {options_.transform(image, rng), Tensor::from_ids({label}, {})};
 }
 

@@ -63,7 +63,7 @@ class ImageFolder final : public MapDataset {
   const std::string& root() const { return root_; }
   const std::vector<std::string>& classes() const { return classes_; }
   const std::map<std::string, int64_t>& class_to_idx() const { return class_to_idx_; }
-  const std::vector<Sample>& samples() const { return samples_; }  // torchvision's .samples
+  const std::vector<Sample>& samples() const { return samples_; }       // torchvision's .samples
   const std::vector<SkippedFile>& skipped() const { return skipped_; }  // skip_invalid only
   const ImageFolderOptions& options() const { return options_; }
 

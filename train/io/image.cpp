@@ -9,6 +9,7 @@
 #include "train/io/image.h"
 
 #include <fmt/format.h>
+#include <jpeglib.h>
 #include <png.h>
 
 #include <csetjmp>
@@ -19,17 +20,20 @@
 
 #include "train/io/files.h"
 
-#include <jpeglib.h>
-
 namespace dg {
 
 const char* image_read_mode_name(ImageReadMode mode) {
   switch (mode) {
-    case ImageReadMode::unchanged: return "unchanged";
-    case ImageReadMode::gray: return "gray";
-    case ImageReadMode::gray_alpha: return "gray_alpha";
-    case ImageReadMode::rgb: return "rgb";
-    case ImageReadMode::rgb_alpha: return "rgb_alpha";
+    case ImageReadMode::unchanged:
+      return "unchanged";
+    case ImageReadMode::gray:
+      return "gray";
+    case ImageReadMode::gray_alpha:
+      return "gray_alpha";
+    case ImageReadMode::rgb:
+      return "rgb";
+    case ImageReadMode::rgb_alpha:
+      return "rgb_alpha";
   }
   return "?";
 }
@@ -101,8 +105,8 @@ struct PngLayout {
 bool png_read_layout(png_structp png, png_infop info, PngLayout* layout) {
   if (setjmp(png_jmpbuf(png))) return false;
   png_read_info(png, info);
-  png_get_IHDR(png, info, &layout->width, &layout->height, &layout->bit_depth,
-               &layout->color_type, &layout->interlace, nullptr, nullptr);
+  png_get_IHDR(png, info, &layout->width, &layout->height, &layout->bit_depth, &layout->color_type,
+               &layout->interlace, nullptr, nullptr);
   layout->has_trns = png_get_valid(png, info, PNG_INFO_tRNS) != 0;
   layout->channels = png_get_channels(png, info);
   return true;
@@ -165,8 +169,9 @@ Tensor decode_png(std::string_view bytes, ImageReadMode mode, const std::string&
   PngSource input;
   PngLayout layout = png_open(bytes, source, guard, input);
   if (layout.bit_depth == 16)
-    fail(source, "16-bit PNG is not supported (torchvision 0.14's read_image refuses it too); "
-                 "save it with 8 bits per channel");
+    fail(source,
+         "16-bit PNG is not supported (torchvision 0.14's read_image refuses it too); "
+         "save it with 8 bits per channel");
   if (!png_set_mode(guard.png, guard.info, mode, &layout))
     fail(source, fmt::format("PNG cannot be read in mode {}: {}", image_read_mode_name(mode),
                              input.message[0] ? input.message : "unexpected row size"));
@@ -243,8 +248,7 @@ void jpeg_open(std::string_view bytes, const std::string& source, JpegGuard& gua
   guard.errors.base.error_exit = jpeg_on_error;
   guard.errors.base.emit_message = jpeg_on_message;
   guard.errors.base.output_message = jpeg_print_nothing;
-  if (!jpeg_read_layout(&guard, reinterpret_cast<const unsigned char*>(bytes.data()),
-                        bytes.size()))
+  if (!jpeg_read_layout(&guard, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()))
     fail(source, fmt::format("corrupt or truncated JPEG: {}", guard.errors.message));
   check_size(source, "JPEG", guard.info.image_width, guard.info.image_height);
 }
@@ -285,8 +289,8 @@ Tensor decode_jpeg(std::string_view bytes, ImageReadMode mode, const std::string
                               info.output_components);
   if (!jpeg_read_pixels(&guard, pixels.data()))
     fail(source, fmt::format("corrupt or truncated JPEG: {}", guard.errors.message));
-  Tensor image =
-      planar_from_interleaved(pixels, info.output_height, info.output_width, info.output_components);
+  Tensor image = planar_from_interleaved(pixels, info.output_height, info.output_width,
+                                         info.output_components);
   if (mode == ImageReadMode::gray_alpha || mode == ImageReadMode::rgb_alpha)
     return with_opaque_alpha(image);
   return image;
@@ -346,9 +350,8 @@ ImageHeader read_image_header(std::string_view bytes, const std::string& source)
     PngReadGuard guard;
     PngSource input;
     const PngLayout layout = png_open(bytes, source, guard, input);
-    const int64_t channels = layout.color_type == PNG_COLOR_TYPE_PALETTE
-                                 ? (layout.has_trns ? 4 : 3)
-                                 : int64_t(layout.channels);
+    const int64_t channels = layout.color_type == PNG_COLOR_TYPE_PALETTE ? (layout.has_trns ? 4 : 3)
+                                                                         : int64_t(layout.channels);
     return {"PNG", int64_t(layout.width), int64_t(layout.height), channels};
   }
   JpegGuard guard;
@@ -408,8 +411,8 @@ std::string encode_png(const Tensor& image) {
         image.defined() ? image.describe() : "an undefined tensor"));
   const int64_t channels = image.size(0), height = image.size(1), width = image.size(2);
   if (height * width > kMaxImagePixels)
-    throw std::invalid_argument(fmt::format("encode_png: {} x {} is more than {} pixels", height,
-                                            width, kMaxImagePixels));
+    throw std::invalid_argument(
+        fmt::format("encode_png: {} x {} is more than {} pixels", height, width, kMaxImagePixels));
   const Tensor planar = image.contiguous();
   const uint8_t* in = planar.data<uint8_t>();
   const int64_t plane = height * width;
@@ -421,13 +424,14 @@ std::string encode_png(const Tensor& image) {
   std::string out;
   PngSink sink{&out};
   PngWriteGuard guard;
-  guard.png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &sink,
-                                      [](png_structp png, png_const_charp text) {
-                                        auto* s = static_cast<PngSink*>(png_get_error_ptr(png));
-                                        std::snprintf(s->message, sizeof s->message, "%s", text);
-                                        png_longjmp(png, 1);
-                                      },
-                                      png_on_warning);
+  guard.png = png_create_write_struct(
+      PNG_LIBPNG_VER_STRING, &sink,
+      [](png_structp png, png_const_charp text) {
+        auto* s = static_cast<PngSink*>(png_get_error_ptr(png));
+        std::snprintf(s->message, sizeof s->message, "%s", text);
+        png_longjmp(png, 1);
+      },
+      png_on_warning);
   if (guard.png) guard.info = png_create_info_struct(guard.png);
   if (!guard.png || !guard.info) throw std::runtime_error("encode_png: libpng could not start");
   png_set_write_fn(guard.png, &sink, png_on_write, png_on_flush);

@@ -11,27 +11,33 @@
 //               returns the raw index bytes instead); a CMYK JPEG gives its 4 channels as
 //               libjpeg stores them (Adobe's inverted CMYK, as read_image).
 //   gray        1 channel. Colour PNG: libpng's rgb_to_gray with read_image's coefficients
-//               (0.2989, 0.587; alpha dropped), so exactly read_image's. Colour JPEG:
-//               libjpeg's own grey (the luma plane), exactly read_image's. PIL's .convert("L")
-//               differs from both by up to 2 units on colour images (equal on grey ones).
+//               (0.2989, 0.587; alpha dropped): (9794 R + 19235 G + 3739 B) >> 15, exactly
+//               read_image's. Colour JPEG: libjpeg's own grey (the luma plane), exactly
+//               read_image's. PIL's .convert("L") ((19595 R + 38470 G + 7471 B + 2^15) >> 16 of
+//               the RGB decode) differs by 1 on the PNG goldens and up to 2 on noisy 4:2:0 JPEGs;
+//               equal on grey images.
 //   gray_alpha  gray plus the alpha (255 where the image has none). JPEG: alpha 255
-//               everywhere (read_image 0.14 refuses this mode for JPEG).
+//               everywhere (read_image 0.14 refuses this mode for JPEG). 1/2/4-bit grey PNG:
+//               255 (read_image 0.14 gives 2^bits - 1, libpng's filler taken at 8 bits).
 //   rgb         3 channels: grey replicated, alpha dropped, palette looked up. Equal to both
 //               read_image and PIL's .convert("RGB") (ImageFolder's default loader) for every
 //               8-bit PNG and every JPEG the goldens hold (tools/torch_goldens_images.py).
-//   rgb_alpha   rgb plus the alpha (tRNS for a palette; 255 where the image has none; JPEG:
-//               255, where read_image 0.14 refuses).
-// Grey PNGs of 1, 2 or 4 bits are expanded to 0..255 (libpng's expand_gray_1_2_4_to_8); Adam7
-// interlaced PNGs and progressive JPEGs decode as any other. 16-bit PNGs are refused, as
-// read_image 0.14 refuses them ("At most 8-bit PNG images are supported"). CMYK and YCCK JPEGs
-// are refused in every mode but unchanged (read_image 0.14: "Unsupported color conversion").
+//   rgb_alpha   rgb plus the alpha (tRNS for a palette; 255 where the image has none, where
+//               read_image 0.14 leaves a palette without tRNS short of its fourth channel;
+//               JPEG: 255, where read_image 0.14 refuses).
+// A tRNS chunk in a grey or RGB PNG is ignored (as read_image). Grey PNGs of 1, 2 or 4 bits are
+// expanded to 0..255 (libpng's expand_gray_1_2_4_to_8); Adam7 interlaced PNGs and progressive
+// JPEGs decode as any other. 16-bit PNGs are refused, as read_image 0.14 refuses them ("At most
+// 8-bit PNG images are supported"). CMYK and YCCK JPEGs are refused in every mode but unchanged
+// (read_image 0.14: "Unsupported color conversion request").
 //
 // Errors: a missing, empty, truncated or corrupt file, a file that is neither PNG nor JPEG, or an
 // unsupported kind (16-bit, CMYK to RGB, more than kMaxImagePixels pixels) is a
 // std::runtime_error naming the file (or the `source` given for bytes) and what is wrong. Any
-// libjpeg warning (premature end of data, corrupt data) is an error too: PIL refuses a truncated
-// JPEG, read_image would return grey rows. libpng and libjpeg print nothing. A decode runs on the
-// calling thread with no shared state: loader workers decode at once.
+// libjpeg warning (premature end of data, corrupt data) is an error, as a truncated JPEG is for
+// read_image and PIL. A PNG is read up to its last pixel row: one cut only in its IEND chunk
+// decodes, as it does for read_image and PIL. libpng and libjpeg print nothing. A decode runs on
+// the calling thread with no shared state: loader workers decode at once.
 #pragma once
 #include <cstdint>
 #include <string>
