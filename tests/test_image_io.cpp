@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "tests/image_goldens.h"
 #include "tests/temp_dir.h"
@@ -272,4 +274,31 @@ TEST_CASE("read_image: a header claiming a huge image is refused before allocati
   CHECK_THROWS_WITH_AS(dg::decode_image(bytes, ImageReadMode::gray, "huge"),
                        doctest::Contains("larger than the 178956970 pixels decoded"),
                        std::runtime_error);
+}
+
+TEST_CASE("read_image: threads decoding at once get the bits of one thread (no shared state)") {
+  const std::vector<std::string> names = {"rgb_interlaced.png", "palette_trns.png",
+                                          "jpeg_420.jpg",       "jpeg_progressive.jpg",
+                                          "grey4.png",          "truncated.png"};
+  const auto decode_all = [&] {
+    std::vector<std::vector<double>> out;
+    for (const std::string& name : names) {
+      try {
+        out.push_back(dg::read_image(image_path(name), ImageReadMode::rgb).to_vector());
+      } catch (const std::runtime_error&) {
+        out.push_back({-1});
+      }
+    }
+    return out;
+  };
+  const std::vector<std::vector<double>> expected = decode_all();
+  CHECK(expected.back() == std::vector<double>{-1});  // the truncated file fails every time
+  std::vector<int> same(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int repeat = 0; repeat < 25; ++repeat) same[size_t(t)] += decode_all() == expected;
+    });
+  for (std::thread& thread : threads) thread.join();
+  CHECK(same == std::vector<int>(4, 25));
 }
