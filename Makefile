@@ -120,6 +120,7 @@ bench:
 	  --torch-script tools/torch_bench_families.py $(BENCH_FLAGS)
 
 bench-kernels: build
+	@cmake --build $(BUILD) -j $(JOBS) --target bench_matmul bench_attention bench_conv bench_bandwidth
 	$(BUILD)/bench_matmul
 	$(BUILD)/bench_attention
 	$(BUILD)/bench_conv

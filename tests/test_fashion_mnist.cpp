@@ -10,6 +10,7 @@
 
 #include "temp_dir.h"
 #include "train/data/fashion_mnist.h"
+#include "train/data/transforms.h"
 #include "train/io/files.h"
 #include "train/io/idx.h"
 
@@ -119,6 +120,48 @@ TEST_CASE("Fashion-MNIST: the installed data set, checked and converted") {
         doctest::Approx(0.28604).epsilon(1e-4));
   CHECK(first * 255.0 == doctest::Approx(76247.0).epsilon(1e-6));
   CHECK(std::string(FashionMnist::class_names()[9]) == "Ankle boot");
+}
+
+TEST_CASE("FashionMNIST: torchvision's dataset, uint8 images through a transform") {
+  namespace T = dg::transforms;
+  const FashionMnist data = load_fashion_mnist();
+  CHECK(data.test.pixels.dtype() == DType::u8);
+  CHECK(data.test.pixels.shape() == Shape{10000, 1, 28, 28});
+  const FashionMNIST raw(data.test);
+  CHECK(raw.size() == 10000);
+  const Example first = raw.at(0);
+  CHECK(first[0].dtype() == DType::u8);
+  CHECK(first[0].shape() == Shape{1, 28, 28});
+  CHECK(first[1].dim() == 0);
+  CHECK(first[1].item() == 9);
+  // ToTensor gives the split's float images bit for bit.
+  const FashionMNIST scaled(data.test, T::ToTensor(), 50);
+  CHECK(scaled.size() == 50);
+  Batch batch;
+  const std::vector<int64_t> indices = {3, 17, 49};
+  scaled.fill(indices, batch);
+  CHECK(batch[0].narrow(0, 0, 1).to_vector() == data.test.images.narrow(0, 3, 1).to_vector());
+  CHECK(batch[0].narrow(0, 2, 1).to_vector() == data.test.images.narrow(0, 49, 1).to_vector());
+  const int64_t* labels = data.test.labels.data<int64_t>();
+  CHECK(batch[1].to_vector() == std::vector<double>{static_cast<double>(labels[3]),
+                                                    static_cast<double>(labels[17]),
+                                                    static_cast<double>(labels[49])});
+  // Augmented: a flip and a crop from the padding change the image, the same (seed, epoch) gives
+  // the same batch, another epoch another one.
+  const FashionMNIST augmented(
+      data.test,
+      T::Compose({T::RandomCrop(28, {.padding = 2}), T::RandomHorizontalFlip(), T::ToTensor()}),
+      50);
+  Batch a, b, c;
+  augmented.fill_epoch(indices, {.seed = 1, .epoch = 1}, a);
+  augmented.fill_epoch(indices, {.seed = 1, .epoch = 1}, b);
+  augmented.fill_epoch(indices, {.seed = 1, .epoch = 2}, c);
+  CHECK(a[0].to_vector() == b[0].to_vector());
+  CHECK(a[0].to_vector() != c[0].to_vector());
+  CHECK(a[0].to_vector() != batch[0].to_vector());
+  CHECK_THROWS_WITH_AS(FashionMNIST(data.test, {}, 10001),
+                       "FashionMNIST: count 10001 is outside [0, 10000] (or -1 for all)",
+                       std::invalid_argument);
 }
 
 TEST_CASE("Fashion-MNIST: a missing folder or file, or a changed file, is refused naming it") {

@@ -7,6 +7,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "train/data/example.h"
+#include "train/data/prefetch.h"
+
 namespace dg {
 
 const Tensor& Batch::operator[](size_t field) const {
@@ -147,7 +150,12 @@ void TokenWindows::fill(std::span<const int64_t> indices, Batch& out) const {
 // ---- Sampler
 
 Sampler::Sampler(Kind kind, int64_t size, uint64_t seed, bool drop_last)
-    : kind_(kind), size_(size), seed_(seed), drop_last_(drop_last), rng_(seed) {
+    : kind_(kind),
+      size_(size),
+      seed_(seed),
+      drop_last_(drop_last),
+      rng_(seed),
+      augment_seed_(seed) {
   if (size < 1)
     throw std::invalid_argument(
         fmt::format("sampler: the dataset has {} examples; it needs at least one", size));
@@ -174,6 +182,7 @@ void Sampler::permute() {
 Sampler Sampler::torch_order(int64_t size, bool shuffle, bool drop_last,
                              const TorchGenerator* generator) {
   Sampler s(Kind::torch, size, generator ? generator->initial_seed() : 0, drop_last);
+  s.augment_seed_ = generator ? generator->initial_seed() : default_generator().initial_seed();
   s.shuffle_ = shuffle;
   if (generator) s.generator_ = *generator;
   return s;
@@ -239,6 +248,12 @@ int64_t Sampler::batches_per_epoch(int64_t batch) const {
   return drop_last_ ? size_ / batch : (size_ + batch - 1) / batch;
 }
 
+bool Sampler::next_begins_epoch(int64_t count) const {
+  if (kind_ != Kind::torch)
+    throw std::invalid_argument("sampler: next_begins_epoch is for torch_order samplers");
+  return epoch_ == 0 || position_ == size_ || (drop_last_ && size_ - position_ < count);
+}
+
 void Sampler::next(int64_t count, std::vector<int64_t>& out) {
   if (count < 1) throw std::invalid_argument(fmt::format("sampler: batch of {} asked", count));
   if (drop_last_ && count > size_)
@@ -264,6 +279,7 @@ void Sampler::next(int64_t count, std::vector<int64_t>& out) {
           permute();
           continue;
         }
+        if (filled == 0) batch_epoch_ = epoch_;
         const int64_t take = std::min(count - filled, left);
         std::copy_n(order_.begin() + position_, take, out.begin() + filled);
         position_ += take;
@@ -272,10 +288,11 @@ void Sampler::next(int64_t count, std::vector<int64_t>& out) {
       return;
     }
     case Kind::torch: {
-      if (epoch_ == 0 || position_ == size_ || (drop_last_ && size_ - position_ < count)) {
+      if (next_begins_epoch(count)) {
         finish_epoch();  // the last epoch ran to its end (torch's StopIteration)
         begin_epoch();
       }
+      batch_epoch_ = epoch_;
       const int64_t take = std::min(count, size_ - position_);
       out.resize(static_cast<size_t>(take));
       std::copy_n(order_.begin() + position_, take, out.begin());
@@ -428,10 +445,21 @@ void Sampler::set_torch_state(const std::vector<uint8_t>& part, int64_t epoch, i
 
 // ---- DataLoader
 
-DataLoader::DataLoader(const Dataset& data, Sampler sampler, int64_t batch)
-    : data_(data), sampler_(std::move(sampler)), batch_(batch) {
+DataLoader::DataLoader(const Dataset& data, Sampler sampler, int64_t batch, int64_t num_workers,
+                       int64_t prefetch_factor)
+    : data_(data),
+      sampler_(std::move(sampler)),
+      batch_(batch),
+      num_workers_(num_workers),
+      prefetch_factor_(prefetch_factor) {
   if (batch < 1)
     throw std::invalid_argument(fmt::format("DataLoader: batch must be >= 1, got {}", batch));
+  if (num_workers < 0)
+    throw std::invalid_argument(
+        fmt::format("DataLoader: num_workers must be >= 0, got {}", num_workers));
+  if (prefetch_factor < 1)
+    throw std::invalid_argument(
+        fmt::format("DataLoader: prefetch_factor must be >= 1, got {}", prefetch_factor));
   if (sampler_.size() != data.size())
     throw std::invalid_argument(
         fmt::format("DataLoader: the sampler covers {} examples, the dataset has {}",
@@ -442,7 +470,12 @@ DataLoader::DataLoader(const Dataset& data, const DataLoaderOptions& options)
     : DataLoader(
           data,
           Sampler::torch_order(data.size(), options.shuffle, options.drop_last, options.generator),
-          options.batch_size) {
+          options.batch_size, options.num_workers, options.prefetch_factor) {
+  collate_fn_ = options.collate_fn;
+  if (collate_fn_ && !dynamic_cast<const MapDataset*>(&data))
+    throw std::invalid_argument(
+        "DataLoader: a collate_fn needs a map-style dataset (a MapDataset, whose examples it "
+        "collates); this dataset fills its batches itself");
   if (options.drop_last && options.batch_size > data.size())
     throw std::invalid_argument(fmt::format(
         "DataLoader: drop_last with batch_size {} larger than the dataset ({} examples) gives no "
@@ -450,9 +483,48 @@ DataLoader::DataLoader(const Dataset& data, const DataLoaderOptions& options)
         options.batch_size, data.size()));
 }
 
+DataLoader::DataLoader(const DataLoader& other)
+    : data_(other.data_),
+      sampler_(other.sampler_),
+      batch_(other.batch_),
+      num_workers_(other.num_workers_),
+      prefetch_factor_(other.prefetch_factor_),
+      collate_fn_(other.collate_fn_) {}
+
+DataLoader::~DataLoader() = default;
+
 void DataLoader::next(Batch& out) {
   sampler_.next(batch_, indices_);
-  data_.fill(indices_, out);
+  if (num_workers_ == 0) {
+    fill(indices_, sampler_.epoch_key(), out);
+    return;
+  }
+  if (!prefetcher_)
+    prefetcher_ = std::make_unique<BatchPrefetcher>(
+        [this](std::span<const int64_t> indices, const EpochKey& key, Batch& batch) {
+          fill(indices, key, batch);
+        },
+        num_workers_, num_workers_ * prefetch_factor_);
+  if (!prefetcher_->take(indices_, sampler_.epoch_key(), out)) ahead_ = sampler_;
+  prefetch();
+}
+
+void DataLoader::fill(std::span<const int64_t> indices, const EpochKey& key, Batch& out) const {
+  if (collate_fn_)
+    static_cast<const MapDataset&>(data_).fill_epoch(indices, key, collate_fn_, out);
+  else
+    data_.fill_epoch(indices, key, out);
+}
+
+// Draws the batches after the one given from a copy of the sampler (ahead_, which is where the
+// last queued batch ends) and queues them; in torch order, not past the epoch's end.
+void DataLoader::prefetch() {
+  std::vector<int64_t> indices;
+  while (prefetcher_->queued() < prefetcher_->depth()) {
+    if (ahead_->kind() == Sampler::Kind::torch && ahead_->next_begins_epoch(batch_)) return;
+    ahead_->next(batch_, indices);
+    prefetcher_->submit(indices, ahead_->epoch_key());
+  }
 }
 
 int64_t DataLoader::size() const {

@@ -10,8 +10,9 @@
 // The training loop (train/trainer.h) draws each step's global batch from its sampler in one
 // call and cuts it into micro-batches in that fixed order, so ranks and accumulation see the same
 // examples in the same places whatever the layout.
-// It does not read files or tokenize (train/lm/data/corpus.h, train/lm/text/bpe.h do), and does not
-// load data in background threads: filling a batch is a copy of rows.
+// It does not read files or tokenize (train/lm/data/corpus.h, train/lm/text/bpe.h,
+// train/data/ do). Examples made on request (decoded, augmented) are train/data/example.h's
+// MapDataset; a DataLoader with num_workers fills batches ahead on threads (train/data/prefetch.h).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -39,6 +40,14 @@ struct Batch {
 // one already there when it fits and nobody else holds it (a tensor a caller kept from an earlier
 // batch is never overwritten), else a new one. Grows out.tensors to field + 1 when needed.
 Tensor& batch_field(Batch& out, size_t field, const Shape& shape, DType dtype);
+
+// One example of a map-style dataset (train/data/example.h): its fields (an image and its label,
+// ...), each a tensor; a label is an int64 0-dim tensor.
+using Example = std::vector<Tensor>;
+// torch's collate_fn: makes `out` from the examples (and their indices), as collate does by
+// default (train/data/example.h).
+using CollateFunction =
+    std::function<void(std::span<const Example>, std::span<const int64_t>, Batch&)>;
 
 // Which epoch of which run a batch's examples are drawn in: a dataset with random transforms
 // seeds each example's draws from (seed, epoch, index) (see train/data/example.h).
@@ -154,6 +163,16 @@ class Sampler {
   // drop_last needs count <= size). Appends nothing else: `out` is overwritten.
   void next(int64_t count, std::vector<int64_t>& out);
 
+  // The EpochKey of the batch the last next() gave (see Dataset::fill_epoch): the sampler's seed
+  // (torch_order: its generator's initial seed; the default generator's when none was given)
+  // and the epoch the batch's first example was drawn in (shuffled, torch_order; 0 for random and
+  // sequential samplers, whose repeated examples get the same draws: augment with a shuffled one).
+  EpochKey epoch_key() const { return {augment_seed_, batch_epoch_}; }
+  // Whether next(count) would begin a new epoch (torch_order only: the draws of an epoch's start
+  // may come from the default generator, which a copy of the sampler shares, so loaders do not
+  // draw ahead across them).
+  bool next_begins_epoch(int64_t count) const;
+
   Kind kind() const { return kind_; }
   int64_t size() const { return size_; }
   int64_t epoch() const { return epoch_; }        // shuffled, torch_order: epochs begun; else 0
@@ -191,6 +210,8 @@ class Sampler {
   std::optional<TorchGenerator> generator_;
   std::vector<uint8_t> epoch_source_;
   bool tail_draw_pending_ = false;  // finish_epoch's draw is still to be made
+  uint64_t augment_seed_ = 0;       // epoch_key()'s seed
+  int64_t batch_epoch_ = 0;         // epoch_key()'s epoch
 };
 
 // torch.utils.data.DataLoader's settings (its defaults).
@@ -200,10 +221,19 @@ struct DataLoaderOptions {
   bool drop_last = false;
   // Copied (see Sampler::torch_order); null: the default generator, as torch's generator=None.
   const TorchGenerator* generator = nullptr;
+  // Threads filling batches ahead of the one being used (train/data/prefetch.h); 0: each batch is
+  // filled on the calling thread when asked for. Any count gives the same batches, bit for bit.
+  int64_t num_workers = 0;
+  // Batches each worker keeps ready (queued at most num_workers × prefetch_factor), as torch's.
+  int64_t prefetch_factor = 2;
+  // torch's collate_fn, for a MapDataset (train/data/example.h); null: collate (stacking).
+  CollateFunction collate_fn = nullptr;
 };
 
-// A dataset cut into batches, as torch's DataLoader (single process, default collation: each
-// field stacked along a new first dimension).
+class BatchPrefetcher;
+
+// A dataset cut into batches, as torch's DataLoader (default collation: each field stacked along
+// a new first dimension; worker threads instead of worker processes).
 //  - Made with DataLoaderOptions: epochs in torch 1.13's order (Sampler::torch_order: the same
 //    batches as torch's DataLoader with the same settings, reshuffled at each epoch's start). A
 //    range-for runs one epoch, as `for xb, yb in loader` does (each begins a new epoch, even if
@@ -214,13 +244,24 @@ struct DataLoaderOptions {
 //  - Made with a Sampler: next() fills the sampler's next `batch` examples forever (a stream,
 //    as the training loop draws; a shuffled sampler without drop_last spans epochs). It has no
 //    epochs: a range-for and size() are refused.
+//  - With num_workers > 0, threads fill the next batches while the caller uses this one
+//    (train/data/prefetch.h); the batches are the same as without workers, bit for bit, and
+//    each is made with the EpochKey of its epoch (random transforms: train/data/example.h). In
+//    torch order the workers do not run ahead into the next epoch (its first draws may come
+//    from the default generator). A worker's exception reaches the caller's next().
 // The dataset must outlive the loader.
-//   dg::DataLoader loader(data, {.batch_size = 32, .shuffle = true, .generator = &g});
+//   dg::DataLoader loader(data, {.batch_size = 32, .shuffle = true, .generator = &g,
+//                                .num_workers = 2});
 //   for (const dg::Batch& batch : loader) { /* batch[0] [≤32, F], batch[1] [≤32] */ }
 class DataLoader {
  public:
   DataLoader(const Dataset& data, const DataLoaderOptions& options);
-  DataLoader(const Dataset& data, Sampler sampler, int64_t batch);
+  DataLoader(const Dataset& data, Sampler sampler, int64_t batch, int64_t num_workers = 0,
+             int64_t prefetch_factor = 2);
+  // A copy has the same settings and position and its own workers (started on its first batch).
+  DataLoader(const DataLoader& other);
+  DataLoader& operator=(const DataLoader&) = delete;
+  ~DataLoader();
   DataLoader(const Dataset&&,
              const DataLoaderOptions&) = delete;  // a temporary would not outlive it
   DataLoader(const Dataset&&, Sampler, int64_t) = delete;
@@ -231,6 +272,10 @@ class DataLoader {
   Sampler& sampler() { return sampler_; }
   const Sampler& sampler() const { return sampler_; }
   int64_t batch_size() const { return batch_; }
+  int64_t num_workers() const { return num_workers_; }
+  int64_t prefetch_factor() const { return prefetch_factor_; }
+  // The workers' queue (null before the first batch, or without workers): its hits() and misses().
+  const BatchPrefetcher* prefetcher() const { return prefetcher_.get(); }
 
   // One epoch's batches; the Batch it points at is the loader's and is refilled by ++.
   class iterator {
@@ -251,11 +296,19 @@ class DataLoader {
   iterator end() { return iterator(this, size()); }
 
  private:
+  void prefetch();  // queues the batches after the one just given, up to the queue's depth
+  void fill(std::span<const int64_t> indices, const EpochKey& key, Batch& out) const;
+
   const Dataset& data_;
-  Sampler sampler_;
+  Sampler sampler_;  // at the batch given last: what sampler() shows and checkpoints keep
   int64_t batch_;
+  int64_t num_workers_ = 0, prefetch_factor_ = 2;
+  CollateFunction collate_fn_;
   std::vector<int64_t> indices_;
   Batch current_;  // the range-for's batch
+  // With workers: the batches after the one given last, drawn from a copy of the sampler.
+  std::unique_ptr<BatchPrefetcher> prefetcher_;
+  std::optional<Sampler> ahead_;
 };
 
 // Calls fn(batch) for consecutive batches of up to `batch` examples covering 0 … size−1 once, in

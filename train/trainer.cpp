@@ -44,6 +44,7 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
       optimizer_(std::move(s.optimizer)),
       scheduler_(std::move(s.scheduler)),
       world_(s.world) {
+  set_loader_workers(s.loader_workers, s.prefetch_factor);
   check_settings();
   check_training_record();
   check_precision_supported(config_.precision, "trainer: training.precision");
@@ -295,6 +296,61 @@ void Trainer::draw() {
   if (observer_) observer_->after_draw(*this, step_indices_);
 }
 
+void Trainer::set_loader_workers(int64_t workers, int64_t prefetch_factor) {
+  if (workers < 0 || prefetch_factor < 1)
+    throw std::invalid_argument(
+        fmt::format("trainer: loader_workers must be >= 0 and prefetch_factor >= 1, got {} and {}",
+                    workers, prefetch_factor));
+  prefetcher_.reset();
+  ahead_.reset();
+  loader_workers_ = workers;
+  prefetch_factor_ = prefetch_factor;
+}
+
+std::span<const int64_t> Trainer::micro_batch(std::span<const int64_t> all, int64_t micro) const {
+  const int64_t B = config_.batch;
+  // One micro-batch: the whole step (an epoch's last batch may be short, torch order).
+  return global_batch() / B == 1 ? all : all.subspan(micro * B, B);
+}
+
+void Trainer::fill_micro_batch(int64_t k) {
+  const std::span<const int64_t> indices = micro_batch(step_indices_, rank() * config_.accum + k);
+  if (loader_workers_ == 0) {
+    data_->fill_epoch(indices, sampler_.epoch_key(), batch_);
+    return;
+  }
+  if (!prefetcher_)
+    prefetcher_ = std::make_unique<BatchPrefetcher>(
+        [data = data_](std::span<const int64_t> indices, const EpochKey& key, Batch& out) {
+          data->fill_epoch(indices, key, out);
+        },
+        loader_workers_, loader_workers_ * prefetch_factor_);
+  if (prefetcher_->take(indices, sampler_.epoch_key(), batch_)) {
+    prefetch(-1);
+  } else {  // nothing queued, or not this (a resume, a moved sampler): predict from here
+    ahead_ = sampler_;
+    prefetch(k);
+  }
+}
+
+void Trainer::prefetch(int64_t from_current) {
+  const int64_t K = config_.accum, first = rank() * K;
+  for (int64_t k = from_current + 1; from_current >= 0 && k < K; ++k)
+    prefetcher_->submit(std::vector<int64_t>(micro_batch(step_indices_, first + k).begin(),
+                                             micro_batch(step_indices_, first + k).end()),
+                        sampler_.epoch_key());
+  std::vector<int64_t> drawn;
+  while (prefetcher_->queued() + K <= std::max(prefetcher_->depth(), K)) {
+    // In torch order an epoch's first draws may come from the default generator: not ahead.
+    if (ahead_->kind() == Sampler::Kind::torch && ahead_->next_begins_epoch(global_batch())) return;
+    ahead_->next(global_batch(), drawn);
+    for (int64_t k = 0; k < K; ++k) {
+      const std::span<const int64_t> part = micro_batch(drawn, first + k);
+      prefetcher_->submit(std::vector<int64_t>(part.begin(), part.end()), ahead_->epoch_key());
+    }
+  }
+}
+
 // Forward-backward of this rank's micro-batches in order, their gradients added up in
 // micro-batch order (in gradient_sum_, or for the last one by the reducer as it sends). With one
 // micro-batch the gradient is the backward's. False when a loss in one process is not finite: the
@@ -314,11 +370,8 @@ bool Trainer::forward_backward() {
 // Micro-batch k of this rank: zero the gradients, forward and loss, backward. False (no
 // backward: the step's graph is freed with the loss) when its loss is not finite in one process.
 bool Trainer::forward_backward_micro_batch(int64_t k) {
-  const int64_t B = config_.batch, K = config_.accum;
-  const int64_t micro = rank() * K + k;
-  // One micro-batch: the whole step (an epoch's last batch may be short, torch order).
-  const std::span<const int64_t> all(step_indices_);
-  data_->fill(global_batch() / B == 1 ? all : all.subspan(micro * B, B), batch_);
+  const int64_t K = config_.accum;
+  fill_micro_batch(k);
   zero_gradients();
   Tensor loss = loss_(*model_, batch_);
   if (!loss.defined() || loss.numel() != 1)

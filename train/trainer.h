@@ -38,6 +38,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -46,6 +47,7 @@
 
 #include "nn/module.h"
 #include "train/checkpoint.h"
+#include "train/data/prefetch.h"
 #include "train/data_parallel.h"
 #include "train/dataset.h"
 #include "train/gradient_reducer.h"
@@ -139,6 +141,12 @@ struct TrainingSetup {
   // Keys of that section that must match on resume besides seed and precision (settings that act
   // through the caller, such as how the model was initialised or the data was cut).
   std::vector<std::string> resume_keys = {};
+  // Threads filling the next steps' micro-batches while this one runs (as DataLoader's
+  // num_workers; train/data/prefetch.h), and micro-batches queued per worker. 0: each
+  // micro-batch is filled when its turn comes. No bit depends on it, so it is not recorded in
+  // checkpoints: a run may resume with another count.
+  int64_t loader_workers = 0;
+  int64_t prefetch_factor = 2;
 };
 
 class Trainer {
@@ -173,6 +181,7 @@ class Trainer {
       : Trainer(model, loader.dataset(), loader.sampler(), std::move(loss), config, optimizer,
                 scheduler, std::move(model_config), world) {
     check_loader_batch(loader.batch_size());
+    set_loader_workers(loader.num_workers(), loader.prefetch_factor());
   }
   Trainer(TrainingSetup setup, const TrainingConfig& config);
 
@@ -181,6 +190,10 @@ class Trainer {
   void run() { run(config_.steps); }
   // One step; returns its log. Throws TrainingDiverged (see set_skip_nonfinite).
   StepLog train_step();
+  // TrainingSetup's loader_workers and prefetch_factor, changed between steps (0: none).
+  void set_loader_workers(int64_t workers, int64_t prefetch_factor = 2);
+  int64_t loader_workers() const { return loader_workers_; }
+  const BatchPrefetcher* prefetcher() const { return prefetcher_.get(); }  // null without workers
   int64_t step() const { return step_; }
   Module& model() { return *model_; }
   const Dataset& dataset() const { return *data_; }
@@ -265,6 +278,16 @@ class Trainer {
   std::shared_ptr<LrScheduler> scheduler_;
   Batch batch_;
   std::vector<int64_t> step_indices_;  // the step's global batch of examples
+  // Micro-batch `micro` (over all ranks) of a step's global batch `all`.
+  std::span<const int64_t> micro_batch(std::span<const int64_t> all, int64_t micro) const;
+  // This rank's micro-batch k of the step into batch_: from the workers' queue when there is one.
+  void fill_micro_batch(int64_t k);
+  // Queues this rank's micro-batches of the steps after the current one (from k + 1 of it when
+  // `from_current` is k, after a missed prediction), drawn from ahead_, up to the queue's depth.
+  void prefetch(int64_t from_current);
+  int64_t loader_workers_ = 0, prefetch_factor_ = 2;
+  std::unique_ptr<BatchPrefetcher> prefetcher_;
+  std::optional<Sampler> ahead_;  // where the last queued step's draw left the sampler's copy
   int64_t step_ = 0;
   std::vector<double> losses_, grad_norms_;
   int64_t clipped_ = 0;

@@ -5,10 +5,11 @@
 //       writes DIR/train/<class>/<n>.png and DIR/test/<class>/<n>.png (the first N examples of
 //       each split; all of them without --count) from Debian's dataset-fashion-mnist
 //   image_folder --train DIR [--epochs 1] [--batch 32] [--lr 0.002] [--seed 0] [--threads T]
-//                [--min-accuracy 0]
-//       trains on ImageFolder(DIR/train) in gray mode (uint8 / 255, then normalised by the
-//       training set's mean and std) with Adam over shuffled epochs (dg::DataLoader), and prints
-//       each epoch's loss, time and accuracy on ImageFolder(DIR/test)
+//                [--workers W] [--min-accuracy 0]
+//       trains on ImageFolder(DIR/train) in gray mode (ToTensor, then Normalize by Fashion-MNIST's
+//       mean and std) with Adam over shuffled epochs (dg::DataLoader; W loader threads decode
+//       ahead, the same bits at any W), and prints each epoch's loss, time and accuracy on
+//       ImageFolder(DIR/test)
 // Both flags in one call write, then train. Exits non-zero when the accuracy is below
 // --min-accuracy. Class folders are named after Fashion-MNIST's classes ("T-shirt/top" becomes
 // "T-shirt_top"); ImageFolder numbers them in sorted order, so the labels it gives are not
@@ -17,7 +18,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
@@ -34,6 +34,7 @@ struct Options {
   double lr = 2e-3, min_accuracy = 0;
   uint64_t seed = 0;
   int threads = 0;
+  int64_t workers = 0;
 };
 
 Options parse(int argc, char** argv) {
@@ -69,8 +70,9 @@ Options parse(int argc, char** argv) {
   }
   if (o.write_dir.empty() && o.train_dir.empty())
     throw std::invalid_argument("give --write-fashion-mnist DIR, --train DIR or both");
-  if (o.count < 0 || o.epochs < 1 || o.batch < 1 || !(o.lr > 0))
-    throw std::invalid_argument("--count >= 0, --epochs >= 1, --batch >= 1, --lr > 0");
+  if (o.count < 0 || o.epochs < 1 || o.batch < 1 || !(o.lr > 0) || o.workers < 0)
+    throw std::invalid_argument(
+        "--count >= 0, --epochs >= 1, --batch >= 1, --lr > 0, --workers >= 0");
   return o;
 }
 
@@ -80,39 +82,19 @@ std::string folder_name(std::string class_name) {
   return class_name;
 }
 
-// One split as DIR/<split>/<class>/<n>.png: the float [N, 1, 28, 28] images back to bytes.
+// One split as DIR/<split>/<class>/<n>.png: each image's uint8 [1, 28, 28], the file's bytes.
 void write_split(const dg::FashionMnistSplit& split, int64_t count, const std::string& folder) {
-  const int64_t n = count > 0 ? std::min(count, split.images.size(0)) : split.images.size(0);
-  const std::vector<float> pixels = split.images.narrow(0, 0, n).contiguous().to_floats();
+  const int64_t n = count > 0 ? std::min(count, split.pixels.size(0)) : split.pixels.size(0);
   const std::vector<double> labels = split.labels.narrow(0, 0, n).to_vector();
   const auto& names = dg::FashionMnist::class_names();
   for (const char* name : names)
     std::filesystem::create_directories(folder + "/" + folder_name(name));
-  dg::Tensor image = dg::Tensor::empty({1, 28, 28}, dg::DType::u8);
   for (int64_t i = 0; i < n; ++i) {
-    uint8_t* bytes = image.data<uint8_t>();
-    for (int64_t p = 0; p < 28 * 28; ++p)
-      bytes[p] = static_cast<uint8_t>(std::lround(pixels[size_t(i * 28 * 28 + p)] * 255.0f));
     const std::string class_folder = folder_name(names[static_cast<size_t>(labels[size_t(i)])]);
-    dg::write_png(folder + "/" + class_folder + "/" + std::to_string(i) + ".png", image);
+    dg::write_png(folder + "/" + class_folder + "/" + std::to_string(i) + ".png",
+                  split.pixels.narrow(0, i, 1).squeeze(0));
   }
   std::printf("wrote %lld PNG files under %s\n", static_cast<long long>(n), folder.c_str());
-}
-
-// torchvision's ToTensor then Normalize((mean,), (std,)) for a grey uint8 [1, H, W] image, as a
-// plain loop (it runs wherever the loader decodes: no threads of its own, nothing recorded).
-dg::transforms::Transform to_normalised_float(double mean, double stddev) {
-  char name[96];
-  std::snprintf(name, sizeof name, "Compose(ToTensor(), Normalize(mean=(%g,), std=(%g,)))", mean,
-                stddev);
-  return dg::transforms::Transform(name, [mean, stddev](const dg::Tensor& image, dg::ExampleRng&) {
-    dg::Tensor out = dg::Tensor::empty(image.shape(), dg::DType::f32);
-    const uint8_t* in = image.contiguous().data<uint8_t>();
-    float* values = out.data<float>();
-    for (int64_t i = 0; i < image.numel(); ++i)
-      values[i] = static_cast<float>((in[i] / 255.0 - mean) / stddev);
-    return out;
-  });
 }
 
 double accuracy(dg::Sequential& net, const dg::ImageFolder& test) {
@@ -128,7 +110,8 @@ double accuracy(dg::Sequential& net, const dg::ImageFolder& test) {
 
 int train(const Options& o) {
   // Fashion-MNIST's training mean and std of pixel / 255 (torchvision examples' 0.2860, 0.3530).
-  const dg::transforms::Transform transform = to_normalised_float(0.2860, 0.3530);
+  namespace T = dg::transforms;
+  const T::Transform transform = T::Compose({T::ToTensor(), T::Normalize({0.2860}, {0.3530})});
   const dg::ImageFolderOptions folder_options{.mode = dg::ImageReadMode::gray,
                                               .transform = transform};
   const dg::ImageFolder train_data(o.train_dir + "/train", folder_options);
@@ -144,8 +127,9 @@ int train(const Options& o) {
   auto net = fashion_cnn::make_model();
   dg::Adam optimizer(*net, dg::AdamConfig{.lr = o.lr});
   const dg::TorchGenerator shuffle(o.seed + 1);
-  dg::DataLoader loader(train_data,
-                        {.batch_size = o.batch, .shuffle = true, .generator = &shuffle});
+  dg::DataLoader loader(
+      train_data,
+      {.batch_size = o.batch, .shuffle = true, .generator = &shuffle, .num_workers = o.workers});
   double last_accuracy = 0;
   for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();

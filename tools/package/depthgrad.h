@@ -57,6 +57,16 @@
 //   dg::Trainer trainer(model, dataset, dg::Sampler::shuffled(dataset.size(), 1), loss, settings,
 //   opt);
 #include "train/dataset.h"
+// Examples made on request (torch's map-style Dataset; each example's random draws keyed by seed,
+// epoch and index), the loader's worker threads, and torchvision's transforms.
+//   namespace T = dg::transforms;
+//   dg::FashionMNIST train(data.train, T::Compose({T::RandomCrop(28, {.padding = 2}),
+//                                                   T::RandomHorizontalFlip(), T::ToTensor()}));
+//   dg::DataLoader loader(train, {.batch_size = 64, .shuffle = true, .num_workers = 2});
+#include "train/data/example.h"
+#include "train/data/prefetch.h"
+#include "train/data/transform.h"
+#include "train/data/transforms.h"
 // Data sets read from files: IDX (raw or gzip'd) and Fashion-MNIST from Debian's package; PNG and
 // JPEG images to uint8 [C, H, W] (torchvision.io.read_image), write_png, and torchvision's
 // ImageFolder (a class per subfolder).
@@ -66,6 +76,13 @@
 #include "train/data/image_folder.h"
 #include "train/io/idx.h"
 #include "train/io/image.h"
+// Tables from CSV/TSV files (one-hot categories, class indices, missing values refused or filled,
+// standardisation), and parts of a dataset (Subset; random_split, torch's split for a seed).
+//   dg::CsvDataset data = dg::CsvDataset::read("t.csv", {.label = "y", .categorical = {"c"}});
+//   std::vector<dg::Subset> parts = dg::random_split(data, {0.8, 0.2}, &generator);
+#include "train/data/csv_dataset.h"
+#include "train/data/subset.h"
+#include "train/io/csv.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 #include "train/training_config.h"

@@ -60,7 +60,10 @@ bool ExampleRng::bernoulli(double p) { return uniform() < p; }
 
 // ---- MapDataset
 
-Example MapDataset::get(int64_t index) const {
+Example MapDataset::at(int64_t index) const {
+  if (index < 0 || index >= size())
+    throw std::out_of_range(
+        fmt::format("dataset: example index {} is outside [0, {})", index, size()));
   ExampleRng rng(0, 0, index);
   return get(index, rng);
 }
@@ -71,6 +74,11 @@ void MapDataset::fill(std::span<const int64_t> indices, Batch& out) const {
 
 void MapDataset::fill_epoch(std::span<const int64_t> indices, const EpochKey& key,
                             Batch& out) const {
+  fill_epoch(indices, key, collate, out);
+}
+
+void MapDataset::fill_epoch(std::span<const int64_t> indices, const EpochKey& key,
+                            const CollateFunction& collate_fn, Batch& out) const {
   std::vector<Example> examples;
   examples.reserve(indices.size());
   for (int64_t index : indices) {
@@ -78,9 +86,13 @@ void MapDataset::fill_epoch(std::span<const int64_t> indices, const EpochKey& ke
       throw std::out_of_range(
           fmt::format("dataset: example index {} is outside [0, {})", index, size()));
     ExampleRng rng(key.seed, key.epoch, index);
-    examples.push_back(get(index, rng));
+    try {
+      examples.push_back(get(index, rng));
+    } catch (const std::exception& e) {  // say which example, whichever thread made it
+      throw std::runtime_error(fmt::format("dataset example {}: {}", index, e.what()));
+    }
   }
-  collate(examples, indices, out);
+  collate_fn(examples, indices, out);
 }
 
 // ---- collate

@@ -22,10 +22,6 @@
 
 namespace dg {
 
-// One example: its fields (an image and its label, features and a target, ...). A field is a
-// tensor of any shape and dtype; a label is an int64 scalar (0-dim) tensor, stacked into [n].
-using Example = std::vector<Tensor>;
-
 // The random draws of one example's transforms: a small generator (SplitMix64 to seed, then
 // xoshiro256**) whose stream is a function of (seed, epoch, index) alone. Not torch's generator:
 // torchvision draws from each worker's torch generator, so its augmentation changes with the
@@ -52,11 +48,17 @@ class MapDataset : public Dataset {
   // that reads files and its own fixed settings is; a shared counter or cache is not, unless
   // locked). Throws naming the file or index when the example cannot be made.
   virtual Example get(int64_t index, ExampleRng& rng) const = 0;
-  // Example `index` with the draws of epoch 0 of seed 0 (as a loader's first epoch with seed 0).
-  Example get(int64_t index) const;
+  // dataset[index] in torch: example `index` (checked against size()) with the draws of epoch 0
+  // of seed 0. (Not an overload of get: a subclass's get would hide it.)
+  Example at(int64_t index) const;
 
+  // Gets each example (a get() that throws is rethrown as std::runtime_error "dataset example
+  // I: <its message>") and collates them.
   void fill(std::span<const int64_t> indices, Batch& out) const override;
   void fill_epoch(std::span<const int64_t> indices, const EpochKey& key, Batch& out) const override;
+  // fill_epoch with another collation (a DataLoader's collate_fn).
+  void fill_epoch(std::span<const int64_t> indices, const EpochKey& key,
+                  const CollateFunction& collate_fn, Batch& out) const;
 };
 
 // torch's default_collate for tensors: field f of the batch is field f of every example stacked

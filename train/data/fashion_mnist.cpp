@@ -65,6 +65,9 @@ FashionMnistSplit read_split(const std::string& directory, const ExpectedFile& i
   const IdxFile image_file = read_checked(directory, images);
   split.images =
       raw::view_reshape(idx_bytes_to_unit_float(image_file), {images.examples, 1, 28, 28});
+  split.pixels = Tensor::from_data(
+      reinterpret_cast<const uint8_t*>(image_file.bytes.data() + image_file.header_bytes),
+      {images.examples, 1, 28, 28});
   split.labels = idx_to_int64(read_checked(directory, labels));
   return split;
 }
@@ -92,6 +95,27 @@ FashionMnist load_fashion_mnist(const std::string& directory) {
   data.train = read_split(data.directory, kTrainImages, kTrainLabels);
   data.test = read_split(data.directory, kTestImages, kTestLabels);
   return data;
+}
+
+FashionMNIST::FashionMNIST(const FashionMnistSplit& split, transforms::Transform transform,
+                           int64_t count)
+    : pixels_(split.pixels), labels_(split.labels), transform_(std::move(transform)) {
+  if (!pixels_.defined() || pixels_.dtype() != DType::u8 || pixels_.dim() != 4 ||
+      !labels_.defined() || labels_.dim() != 1 || labels_.size(0) != pixels_.size(0))
+    throw std::invalid_argument(
+        "FashionMNIST: the split needs uint8 pixels [N, 1, 28, 28] and int64 labels [N] (a split "
+        "from load_fashion_mnist)");
+  const int64_t n = pixels_.size(0);
+  if (count < -1 || count > n)
+    throw std::invalid_argument(
+        fmt::format("FashionMNIST: count {} is outside [0, {}] (or -1 for all)", count, n));
+  count_ = count < 0 ? n : count;
+}
+
+Example FashionMNIST::get(int64_t index, ExampleRng& rng) const {
+  const Tensor image = raw::view_reshape(raw::view_narrow(pixels_, 0, index, 1), {1, 28, 28});
+  const Tensor label = raw::view_reshape(raw::view_narrow(labels_, 0, index, 1), {});
+  return {transform_(image, rng), label};
 }
 
 }  // namespace dg

@@ -3,8 +3,8 @@
 // random draws (ExampleRng, see example.h), so a random crop is the same for the same example in
 // the same epoch whichever loader worker makes it. The everyday ones (ToTensor, Normalize, Resize,
 // the crops, flips, ColorJitter, RandomErasing, Compose) are in train/data/transforms.h.
-//   dg::transforms::Transform halve("Halve", [](const dg::Tensor& x, dg::ExampleRng&) {
-//     return x.mul(0.5);
+//   dg::transforms::Transform halve("Halve()", [](const dg::Tensor& x, dg::ExampleRng&) {
+//     return dg::scale(x, 0.5);
 //   });
 #pragma once
 #include <functional>
