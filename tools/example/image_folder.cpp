@@ -63,6 +63,8 @@ Options parse(int argc, char** argv) {
       o.seed = std::stoull(value());
     else if (flag == "--threads")
       o.threads = std::stoi(value());
+    else if (flag == "--workers")
+      o.workers = std::stoll(value());
     else if (flag == "--min-accuracy")
       o.min_accuracy = std::stod(value());
     else
@@ -120,9 +122,11 @@ int train(const Options& o) {
     throw std::runtime_error(
         "the train and test folders have different classes (every class "
         "needs a folder in both: write more examples with --count)");
-  std::printf("ImageFolder %s/train: %lld images of %zu classes; test: %lld images; %d threads\n",
-              o.train_dir.c_str(), static_cast<long long>(train_data.size()),
-              train_data.classes().size(), static_cast<long long>(test_data.size()), dg::threads());
+  std::printf(
+      "ImageFolder %s/train: %lld images of %zu classes; test: %lld images; %d threads, "
+      "%lld loader workers\n",
+      o.train_dir.c_str(), static_cast<long long>(train_data.size()), train_data.classes().size(),
+      static_cast<long long>(test_data.size()), dg::threads(), static_cast<long long>(o.workers));
   dg::manual_seed(o.seed);
   auto net = fashion_cnn::make_model();
   dg::Adam optimizer(*net, dg::AdamConfig{.lr = o.lr});
