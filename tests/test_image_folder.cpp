@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "tensor/rng.h"
 #include "tests/temp_dir.h"
 #include "train/data/image_folder.h"
 #include "train/dataset.h"
@@ -95,7 +96,7 @@ TEST_CASE("ImageFolder: classes, torchvision's file order, labels and images") {
   for (size_t i = 0; i < kOrder.size(); ++i) {
     CAPTURE(i);
     CHECK(data.samples()[i].path == root + "/" + kOrder[i]);
-    const dg::Example example = data.get(int64_t(i));
+    const dg::Example example = data.at(int64_t(i));
     REQUIRE(example.size() == 2);
     CHECK(example[0].shape() == dg::Shape{1, 2, 3});
     CHECK(example[0].dtype() == dg::DType::u8);
@@ -112,7 +113,7 @@ TEST_CASE("ImageFolder: rgb by default, the transform and target_transform, batc
   TempDir dir("folder-transform");
   make_tree(dir);
   const ImageFolder rgb(dir.file("root"));
-  CHECK(rgb.get(0)[0].shape() == dg::Shape{3, 2, 3});  // grey replicated, as PIL's convert("RGB")
+  CHECK(rgb.at(0)[0].shape() == dg::Shape{3, 2, 3});  // grey replicated, as PIL's convert("RGB")
   const dg::transforms::Transform to_float("ToTensor()", [](const Tensor& x, dg::ExampleRng&) {
     return dg::scale(x.to(dg::DType::f32), 1.0 / 255.0);
   });
@@ -120,7 +121,7 @@ TEST_CASE("ImageFolder: rgb by default, the transform and target_transform, batc
                          {.mode = ImageReadMode::gray,
                           .transform = to_float,
                           .target_transform = [](int64_t c) { return 10 * c + 1; }});
-  const dg::Example last = data.get(data.size() - 1);
+  const dg::Example last = data.at(data.size() - 1);
   CHECK(last[0].dtype() == dg::DType::f32);
   CHECK(last[0].to_vector()[0] == doctest::Approx(value_of("c/deep/er/0.JPG") / 255.0));
   CHECK(last[1].item<int64_t>() == 21);
@@ -148,9 +149,13 @@ TEST_CASE("ImageFolder: an unreadable file throws at get(), or is skipped and re
   CHECK(strict.skipped().empty());
   // b/.hidden.png, b/truncated.png, b/z.png: the truncated one is example 7.
   CHECK(strict.samples()[7].path == root + "/b/truncated.png");
-  CHECK_THROWS_WITH_AS(strict.get(7),
-                       contains("ImageFolder example 7: image '" + root +
-                                "/b/truncated.png': corrupt or truncated PNG"),
+  CHECK_THROWS_WITH_AS(strict.at(7),
+                       contains("image '" + root + "/b/truncated.png': corrupt or truncated PNG"),
+                       std::runtime_error);
+  dg::Batch batch;  // through a loader's fill: the example's index as well
+  const std::vector<int64_t> indices = {6, 7};
+  CHECK_THROWS_WITH_AS(strict.fill(indices, batch),
+                       contains("dataset example 7: image '" + root + "/b/truncated.png'"),
                        std::runtime_error);
 
   std::string printed;
@@ -167,7 +172,7 @@ TEST_CASE("ImageFolder: an unreadable file throws at get(), or is skipped and re
   CHECK(lenient->skipped()[1].reason.find("empty file") != std::string::npos);
   CHECK(printed.find("ImageFolder '" + root + "': skipped 2 of 11 files") == 0);
   CHECK(std::count(printed.begin(), printed.end(), '\n') == 1);
-  for (int64_t i = 0; i < lenient->size(); ++i) CHECK_NOTHROW(lenient->get(i));
+  for (int64_t i = 0; i < lenient->size(); ++i) CHECK_NOTHROW(lenient->at(i));
 }
 
 TEST_CASE("ImageFolder: a clean folder with skip_invalid prints nothing") {
@@ -212,5 +217,36 @@ TEST_CASE("ImageFolder: missing root, no class folder, classes without images") 
   });
   put_png(dir, "one/cat/1.png", 1);
   const ImageFolder one(dir.file("one"));
-  CHECK_THROWS_AS(one.get(1), std::out_of_range);
+  CHECK_THROWS_AS(one.at(1), std::out_of_range);
+}
+
+TEST_CASE("ImageFolder: loader workers give the batches of none, JPEGs beside PNGs") {
+  TempDir dir("folder-workers");
+  const std::string images = std::string(DG_SOURCE_DIR) + "/tests/data/images/";
+  for (int i = 0; i < 24; ++i) {  // 7 x 5 images, PNG and JPEG, three classes
+    const char* source = i % 3 == 0 ? "jpeg_420.jpg" : i % 3 == 1 ? "rgba.png" : "jpeg_grey.jpg";
+    put(dir, "root/c" + std::to_string(i % 3) + "/" + std::to_string(i) + "_" + source,
+        dg::read_file(images + source));
+  }
+  const dg::transforms::Transform noisy("AddNoise()", [](const Tensor& x, dg::ExampleRng& rng) {
+    return dg::add_scalar(x.to(dg::DType::f32), rng.uniform());  // a draw per example
+  });
+  const ImageFolder data(dir.file("root"), {.transform = noisy});
+  REQUIRE(data.size() == 24);
+  CHECK(data.at(0)[0].shape() == dg::Shape{3, 5, 7});
+  const auto epochs = [&](int64_t workers) {
+    const dg::TorchGenerator generator(3);
+    dg::DataLoader loader(
+        data, {.batch_size = 5, .shuffle = true, .generator = &generator, .num_workers = workers});
+    std::vector<std::vector<double>> seen;
+    for (int epoch = 0; epoch < 2; ++epoch)
+      for (const dg::Batch& batch : loader) {
+        seen.push_back(batch[0].to_vector());
+        seen.push_back(batch[1].to_vector());
+      }
+    return seen;
+  };
+  const auto none = epochs(0);
+  CHECK(none.size() == 2 * 2 * 5);  // 2 epochs of 5 batches (the last one of 4), 2 fields
+  CHECK(epochs(2) == none);
 }

@@ -150,12 +150,7 @@ Example ImageFolder::get(int64_t index, ExampleRng& rng) const {
     throw std::out_of_range(
         fmt::format("ImageFolder '{}': example {} is outside [0, {})", root_, index, size()));
   const Sample& sample = samples_[size_t(index)];
-  Tensor image;
-  try {
-    image = read_image(sample.path, options_.mode);
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(fmt::format("ImageFolder example {}: {}", index, e.what()));
-  }
+  const Tensor image = read_image(sample.path, options_.mode);  // its errors name the file
   const int64_t label = options_.target_transform ? options_.target_transform(sample.class_index)
                                                   : sample.class_index;
   return {options_.transform(image, rng), Tensor::from_ids({label}, {})};

@@ -13,14 +13,14 @@
 // Not here: a loader of one's own (is_valid_file, loader=), caching of decoded images.
 //   dg::ImageFolder data("pets/train", {.mode = dg::ImageReadMode::rgb, .transform = to_float});
 //   data.classes();                      // {"cat", "dog"}
-//   dg::Example e = data.get(0);          // e[0] [3, H, W] (after the transform), e[1] label
+//   dg::Example e = data.at(0);           // e[0] [3, H, W] (after the transform), e[1] label
 //
 // Errors (std::runtime_error naming the folder or file): a missing root, a root with no class
 // folder, a class folder with no .png/.jpg/.jpeg file (torchvision's FileNotFoundError "Found no
-// valid file for the classes ..."). An image that cannot be decoded: get() throws naming it and
-// the example's index; with skip_invalid the constructor decodes every file once (fully, so a
-// truncated tail is caught too), leaves out the ones that fail, keeps their paths and reasons
-// (skipped()) and prints one line on stderr saying how many.
+// valid file for the classes ..."). An image that cannot be decoded: get() throws naming it (a
+// loader adds the example's index); with skip_invalid the constructor decodes every file once
+// (fully, so a truncated tail is caught too), leaves out the ones that fail, keeps their paths and
+// reasons (skipped()) and prints one line on stderr saying how many.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -56,9 +56,9 @@ class ImageFolder final : public MapDataset {
   explicit ImageFolder(std::string root, ImageFolderOptions options = {});
 
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
-  // {transform(image), label}. Throws naming the file and `index` when the image cannot be read.
+  // {transform(image), label}. Throws read_image's error (naming the file) when the image cannot
+  // be read; a loader adds the example's index ("dataset example I: ...").
   Example get(int64_t index, ExampleRng& rng) const override;
-  using MapDataset::get;
 
   const std::string& root() const { return root_; }
   const std::vector<std::string>& classes() const { return classes_; }
