@@ -15,6 +15,7 @@ build_packages=(g++ cmake make libopenblas-openmp-dev doctest-dev libfmt-dev
   libdnnl-dev     # oneDNN: the bf16 matmul kernels (--precision bf16)
   openmpi-bin libopenmpi-dev  # data parallelism over MPI ranks (train/dist/, ctest mpi_train)
   zlib1g-dev      # gzip'd data files (train/io/idx.h)
+  libpng-dev libjpeg62-turbo-dev  # PNG and JPEG images (train/io/image.h, ImageFolder)
 )
 test_packages=(
   pkg-config      # tests/package_consumer.sh builds the example with pkg-config too

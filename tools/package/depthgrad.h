@@ -67,10 +67,15 @@
 #include "train/data/prefetch.h"
 #include "train/data/transform.h"
 #include "train/data/transforms.h"
-// Data sets read from files: IDX (raw or gzip'd) and Fashion-MNIST from Debian's package.
+// Data sets read from files: IDX (raw or gzip'd) and Fashion-MNIST from Debian's package; PNG and
+// JPEG images to uint8 [C, H, W] (torchvision.io.read_image), write_png, and torchvision's
+// ImageFolder (a class per subfolder).
 //   dg::FashionMnist data = dg::load_fashion_mnist();  // data.train.images [60000, 1, 28, 28]
+//   dg::ImageFolder pets("pets/train", {.mode = dg::ImageReadMode::rgb});  // {image, label}
 #include "train/data/fashion_mnist.h"
+#include "train/data/image_folder.h"
 #include "train/io/idx.h"
+#include "train/io/image.h"
 // Tables from CSV/TSV files (one-hot categories, class indices, missing values refused or filled,
 // standardisation), and parts of a dataset (Subset; random_split, torch's split for a seed).
 //   dg::CsvDataset data = dg::CsvDataset::read("t.csv", {.label = "y", .categorical = {"c"}});
