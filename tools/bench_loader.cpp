@@ -47,18 +47,25 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
       return argv[++i];
     };
-    if (flag == "--folder") o.folder = value();
-    else if (flag == "--workers") o.workers = parse_list(value());
-    else if (flag == "--batch") o.batch = std::stoll(value());
-    else if (flag == "--batches") o.batches = std::stoll(value());
-    else if (flag == "--augment") o.augment = true;
+    if (flag == "--folder")
+      o.folder = value();
+    else if (flag == "--workers")
+      o.workers = parse_list(value());
+    else if (flag == "--batch")
+      o.batch = std::stoll(value());
+    else if (flag == "--batches")
+      o.batches = std::stoll(value());
+    else if (flag == "--augment")
+      o.augment = true;
     else if (flag == "--mode") {
       const std::string mode = value();
       if (mode != "gray" && mode != "rgb")
         throw std::invalid_argument("--mode: gray or rgb, got '" + mode + "'");
       o.mode = mode == "gray" ? ImageReadMode::gray : ImageReadMode::rgb;
-    } else if (flag == "--threads") o.threads = std::stoi(value());
-    else throw std::invalid_argument("unknown flag " + flag);
+    } else if (flag == "--threads")
+      o.threads = std::stoi(value());
+    else
+      throw std::invalid_argument("unknown flag " + flag);
   }
   if (o.folder.empty()) throw std::invalid_argument("--folder DIR is required");
   return o;
@@ -84,10 +91,13 @@ int main(int argc, char** argv) {
     fmt::print("{:>8} {:>10} {:>12}\n", "workers", "batches", "images/s");
     for (int64_t workers : o.workers) {
       TorchGenerator g(0);
-      DataLoader loader(data, {.batch_size = o.batch, .shuffle = true, .drop_last = true,
-                               .generator = &g, .num_workers = workers});
-      const int64_t batches = o.batches > 0 ? std::min(o.batches, loader.size() - 1)
-                                            : loader.size() - 1;
+      DataLoader loader(data, {.batch_size = o.batch,
+                               .shuffle = true,
+                               .drop_last = true,
+                               .generator = &g,
+                               .num_workers = workers});
+      const int64_t batches =
+          o.batches > 0 ? std::min(o.batches, loader.size() - 1) : loader.size() - 1;
       Batch batch;
       loader.next(batch);  // warm-up: the workers start
       const auto start = std::chrono::steady_clock::now();
