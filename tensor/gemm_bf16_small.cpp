@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "tensor/avx512_lanes.h"
 #include "tensor/cpu_features.h"
 #include "tensor/gemm_kernels.h"
 #include "tensor/kernels_matmul.h"
@@ -46,10 +47,6 @@ namespace {
 // 8 rows alone left too few independent dot products in flight for N = 16).
 constexpr int kColumns = 32;
 constexpr int rows_per_block(int vectors) { return vectors == 2 ? 8 : 16; }
-
-__mmask16 first_lanes(int64_t n) {  // the lowest min(max(n, 0), 16) lanes
-  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
 
 // Shifts of all 16 lanes by 16 bits (the maskz forms: GCC 12 warns that the plain ones read an
 // undefined input once inlined after a masked load).

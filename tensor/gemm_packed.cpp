@@ -11,6 +11,7 @@
 #include <cstring>
 #include <utility>
 
+#include "tensor/avx512_lanes.h"
 #include "tensor/cpu_features.h"
 #include "tensor/kernels_matmul.h"
 
@@ -77,10 +78,6 @@ void pack_bf16_pairs(bool tb, int64_t K, int64_t N, const float* B, int64_t ldb,
 }
 
 #if defined(__x86_64__)
-__mmask16 first_lanes(int64_t n) {  // the lowest min(max(n, 0), 16) lanes
-  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
-
 // C [R, cols] (cols ≤ 32) = beta · C + acc, acc [R][2] the block's sums.
 template <int R>
 DG_F32_TARGET inline void store_block(__m512 (&acc)[R][2], int64_t cols, float beta, float* C,

@@ -57,13 +57,13 @@ namespace {
 // gemms skip most of the masked upper triangle while the scratch stays rows × T.
 constexpr int64_t kRowBlock = 64;
 
-// Multiply-adds of one causal pass over all heads. Below kParallelWork a call runs on one thread:
-// waking a second (passively waiting) thread saves nothing on such a pass. The micro preset's
-// pass (B 4, H 4, T 64, hd 16: 532,480) runs on one thread: a micro step then has no parallel
-// region and takes the same time at 2 threads as at 1 (measured within 2%, which with the
+// Multiply-adds of one causal pass over all heads. Below kAttentionParallelWork a call runs on one
+// thread: waking a second (passively waiting) thread saves nothing on such a pass. The micro
+// preset's pass (B 4, H 4, T 64, hd 16: 532,480) runs on one thread: a micro step then has no
+// parallel region and takes the same time at 2 threads as at 1 (measured within 2%, which with the
 // region was up to 0.87x). The choice depends only on the shape, and every (b, head) task
 // computes the same way on any thread.
-constexpr int64_t kParallelWork = 1 << 20;
+constexpr int64_t kAttentionParallelWork = 1 << 20;
 inline int64_t causal_work(const AttentionShape& s) {
   return s.B * s.H * s.T * (s.T + 1) / 2 * s.hd;
 }
@@ -154,7 +154,7 @@ void forward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, con
   const OutMatrices<T> O = out_matrices<T>(out);
   T* l = lse.data<T>();
   const int64_t T_ = s.T, hd = s.hd, group = s.H / s.Hkv, tasks = s.B * s.H;
-#pragma omp parallel if (causal_work(s) > kParallelWork)
+#pragma omp parallel if (causal_work(s) > kAttentionParallelWork)
   {
     std::vector<T> S(std::min(kRowBlock, T_) * T_);  // one rows × cols block, per thread
 #pragma omp for schedule(static)
@@ -215,7 +215,7 @@ void backward_impl(const AttentionShape& s, const Tensor& q, const Tensor& k, co
   T* dvp = dV.base;
   const int64_t T_ = s.T, hd = s.hd, group = s.H / s.Hkv, tasks = s.B * s.Hkv;
   const bool need_ds = dqp || dkp;
-#pragma omp parallel if (causal_work(s) > kParallelWork)
+#pragma omp parallel if (causal_work(s) > kAttentionParallelWork)
   {
     const int64_t block = std::min(kRowBlock, T_);
     std::vector<T> P(block * T_), dS(need_ds ? block * T_ : 0);  // per thread

@@ -21,8 +21,9 @@
 namespace dg {
 
 namespace {
-constexpr int64_t kBlockRows = 4;                    // rows of one AVX-512 block
-constexpr int64_t kParallelWork = int64_t(1) << 16;  // multiply-adds below which one thread runs
+constexpr int64_t kBlockRows = 4;  // rows of one AVX-512 block
+constexpr int64_t kGemvParallelWork = int64_t(1)
+                                      << 16;  // multiply-adds below which one thread runs
 
 // ---- the portable path: the order every path follows, written out ----
 
@@ -204,7 +205,7 @@ template <class T>
 void gemv_ranges(RowRange<T> range, const T* W, int64_t rows, int64_t cols, int64_t ldw, const T* x,
                  T* y, bool accumulate) {
   check_gemv(rows, cols, ldw);
-  if (rows * cols <= kParallelWork || omp_get_max_threads() == 1 || omp_in_parallel())
+  if (rows * cols <= kGemvParallelWork || omp_get_max_threads() == 1 || omp_in_parallel())
     return range(W, ldw, cols, x, y, 0, rows, accumulate);
   const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
 #pragma omp parallel

@@ -16,9 +16,9 @@ namespace dg {
 
 namespace {
 
-constexpr int64_t kRowBlock = 64;           // query rows per block: the scratch is rows × S
-constexpr int64_t kParallelWork = 1 << 20;  // multiply-adds below which one thread runs (as the
-                                            // causal kernels: kernels_attention.cpp)
+constexpr int64_t kRowBlock = 64;               // query rows per block: the scratch is rows × S
+constexpr int64_t kSdpaParallelWork = 1 << 20;  // multiply-adds below which one thread runs (as the
+                                                // causal kernels: kernels_attention.cpp)
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 struct Geometry {
@@ -133,7 +133,7 @@ void forward_impl(const SdpaInputs& in, const Geometry& g, Tensor& out, Tensor& 
   T* o = out.data<T>();
   T* l = lse.data<T>();
   const T scale = static_cast<T>(in.scale);
-#pragma omp parallel if (g.work() > kParallelWork)
+#pragma omp parallel if (g.work() > kSdpaParallelWork)
   {
     std::vector<T> S(std::min(kRowBlock, g.L) * g.S);
 #pragma omp for schedule(static)
@@ -236,7 +236,7 @@ void backward_impl(const SdpaInputs& in, const Geometry& g, const Tensor& out, c
   T* dmp = dmask ? dmask->data<T>() : nullptr;
   const T scale = static_cast<T>(in.scale);
   const bool need_ds = dqp || dkp || dmp;
-#pragma omp parallel if (g.work() > kParallelWork)
+#pragma omp parallel if (g.work() > kSdpaParallelWork)
   {
     const int64_t block = std::min(kRowBlock, g.L);
     std::vector<T> P(block * g.S), dS(need_ds ? block * g.S : 0);

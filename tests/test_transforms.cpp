@@ -268,7 +268,9 @@ TEST_CASE("RandomCrop's offsets cover the allowed range uniformly, padding inclu
     counts[{y + 2 - k / 6, x + 2 - k % 6}]++;
   }
   CHECK(counts.size() == 25);
-  for (const auto& [offset, n] : counts) {
+  for (const auto& entry : counts) {  // not a structured binding: CAPTURE's lambda takes it
+    const std::pair<int64_t, int64_t>& offset = entry.first;
+    const int n = entry.second;
     CAPTURE(offset.first);
     CAPTURE(offset.second);
     CHECK(offset.first >= 0);
