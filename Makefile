@@ -77,9 +77,9 @@ test: build
 	$(MAKE) test-sanitize-ci
 
 # clang++-14, every warning an error (DG_WERROR), -O1: what it compiles is what gcc compiles
-# (library, depthgrad, dg_tests, the scaling model and the collectives bench whose ctests run
-# here), so a construct one compiler rejects fails here. A unity build (CMake joins a target's
-# sources into a few files): it compiles each header once per batch instead of once per source,
+# (library, depthgrad, dg_tests, the scaling model, the collectives bench and the examples whose
+# ctests run here), so a construct one compiler rejects fails here. A unity build (CMake joins a
+# target's sources into a few files): it compiles each header once per batch instead of once per source,
 # about a third less time; the gcc build compiles file by file, so a clash between two sources
 # (the same name at file scope) fails here and nowhere else.
 test-clang: deps
@@ -87,6 +87,7 @@ test-clang: deps
 	  -DCMAKE_CXX_FLAGS="$(CLANG_FLAGS)" -DDG_WERROR=ON -DDG_NATIVE=$(NATIVE) -DDG_TEST_DATA_DIR=$(abspath $(DATA)) \
 	  > $(CLANG_BUILD).configure.log || (cat $(CLANG_BUILD).configure.log; exit 1)
 	@cmake --build $(CLANG_BUILD) -j $(JOBS) --target depthgrad dg_tests example_gpt2 scaling_model \
+	  example_tabular example_image_folder \
 	  $$(grep -q '^DG_MPI:BOOL=ON' $(CLANG_BUILD)/CMakeCache.txt && echo mpi_collectives_bench)
 	cd $(CLANG_BUILD) && ctest --output-on-failure -j $(JOBS) -E '$(CLANG_SKIP)'
 
