@@ -249,9 +249,11 @@ int64_t Sampler::batches_per_epoch(int64_t batch) const {
 }
 
 bool Sampler::next_begins_epoch(int64_t count) const {
-  if (kind_ != Kind::torch)
-    throw std::invalid_argument("sampler: next_begins_epoch is for torch_order samplers");
   return epoch_ == 0 || position_ == size_ || (drop_last_ && size_ - position_ < count);
+}
+
+bool Sampler::can_draw_ahead(int64_t count) const {
+  return kind_ != Kind::torch || !next_begins_epoch(count);
 }
 
 void Sampler::next(int64_t count, std::vector<int64_t>& out) {
@@ -521,7 +523,7 @@ void DataLoader::fill(std::span<const int64_t> indices, const EpochKey& key, Bat
 void DataLoader::prefetch() {
   std::vector<int64_t> indices;
   while (prefetcher_->queued() < prefetcher_->depth()) {
-    if (ahead_->kind() == Sampler::Kind::torch && ahead_->next_begins_epoch(batch_)) return;
+    if (!ahead_->can_draw_ahead(batch_)) return;
     ahead_->next(batch_, indices);
     prefetcher_->submit(indices, ahead_->epoch_key());
   }

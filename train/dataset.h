@@ -54,6 +54,7 @@ using CollateFunction =
 struct EpochKey {
   uint64_t seed = 0;
   int64_t epoch = 0;
+  bool operator==(const EpochKey&) const = default;
 };
 
 class Dataset {
@@ -168,10 +169,10 @@ class Sampler {
   // and the epoch the batch's first example was drawn in (shuffled, torch_order; 0 for random and
   // sequential samplers, whose repeated examples get the same draws: augment with a shuffled one).
   EpochKey epoch_key() const { return {augment_seed_, batch_epoch_}; }
-  // Whether next(count) would begin a new epoch (torch_order only: the draws of an epoch's start
-  // may come from the default generator, which a copy of the sampler shares, so loaders do not
-  // draw ahead across them).
-  bool next_begins_epoch(int64_t count) const;
+  // Whether a copy of this sampler may draw next(count) ahead of it (the loaders' workers do): not
+  // when, in torch order, it would begin an epoch, whose draws may come from the default
+  // generator, which a copy shares.
+  bool can_draw_ahead(int64_t count) const;
 
   Kind kind() const { return kind_; }
   int64_t size() const { return size_; }
@@ -196,6 +197,7 @@ class Sampler {
   void begin_epoch();                     // torch_order: the draws of an epoch's start
   void torch_permute(TorchGenerator& g);  // order_ = torch.randperm(size_, generator=g)
   std::vector<uint8_t> torch_state() const;
+  bool next_begins_epoch(int64_t count) const;  // torch_order: next(count) begins an epoch
   void set_torch_state(const std::vector<uint8_t>& part, int64_t epoch, int64_t position);
   Kind kind_;
   int64_t size_;

@@ -335,14 +335,13 @@ void Trainer::fill_micro_batch(int64_t k) {
 
 void Trainer::prefetch(int64_t from_current) {
   const int64_t K = config_.accum, first = rank() * K;
-  for (int64_t k = from_current + 1; from_current >= 0 && k < K; ++k)
-    prefetcher_->submit(std::vector<int64_t>(micro_batch(step_indices_, first + k).begin(),
-                                             micro_batch(step_indices_, first + k).end()),
-                        sampler_.epoch_key());
+  for (int64_t k = from_current + 1; from_current >= 0 && k < K; ++k) {
+    const std::span<const int64_t> part = micro_batch(step_indices_, first + k);
+    prefetcher_->submit(std::vector<int64_t>(part.begin(), part.end()), sampler_.epoch_key());
+  }
   std::vector<int64_t> drawn;
   while (prefetcher_->queued() + K <= std::max(prefetcher_->depth(), K)) {
-    // In torch order an epoch's first draws may come from the default generator: not ahead.
-    if (ahead_->kind() == Sampler::Kind::torch && ahead_->next_begins_epoch(global_batch())) return;
+    if (!ahead_->can_draw_ahead(global_batch())) return;
     ahead_->next(global_batch(), drawn);
     for (int64_t k = 0; k < K; ++k) {
       const std::span<const int64_t> part = micro_batch(drawn, first + k);

@@ -53,8 +53,7 @@ bool BatchPrefetcher::take(std::span<const int64_t> indices, const EpochKey& key
   std::shared_ptr<Job> job;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    const bool hit = !queue_.empty() && queue_.front()->key.seed == key.seed &&
-                     queue_.front()->key.epoch == key.epoch &&
+    const bool hit = !queue_.empty() && queue_.front()->key == key &&
                      std::equal(indices.begin(), indices.end(), queue_.front()->indices.begin(),
                                 queue_.front()->indices.end());
     if (hit) {
