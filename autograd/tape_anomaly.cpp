@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "autograd/op_trace.h"
 #include "autograd/tape_internal.h"
 
 namespace dg {
@@ -30,6 +31,10 @@ CreationScope::CreationScope(const void* owner, std::string (*describe)(const vo
   g_scopes.push_back(ScopeEntry{owner, describe});
 }
 CreationScope::~CreationScope() { g_scopes.pop_back(); }
+
+std::string current_module_path() {
+  return g_scopes.empty() ? std::string() : g_scopes.back().describe(g_scopes.back().owner);
+}
 
 std::string describe_creation(const std::vector<Tensor>& inputs) {
   std::string where =
