@@ -15,16 +15,26 @@ namespace dg::onnx {
 
 const char* elem_type_name(int32_t type) {
   switch (static_cast<ElemType>(type)) {
-    case ElemType::float32: return "float32";
-    case ElemType::uint8: return "uint8";
-    case ElemType::int8: return "int8";
-    case ElemType::int32: return "int32";
-    case ElemType::int64: return "int64";
-    case ElemType::boolean: return "bool";
-    case ElemType::float16: return "float16";
-    case ElemType::float64: return "float64";
-    case ElemType::bfloat16: return "bfloat16";
-    default: break;
+    case ElemType::float32:
+      return "float32";
+    case ElemType::uint8:
+      return "uint8";
+    case ElemType::int8:
+      return "int8";
+    case ElemType::int32:
+      return "int32";
+    case ElemType::int64:
+      return "int64";
+    case ElemType::boolean:
+      return "bool";
+    case ElemType::float16:
+      return "float16";
+    case ElemType::float64:
+      return "float64";
+    case ElemType::bfloat16:
+      return "bfloat16";
+    default:
+      break;
   }
   thread_local std::string text;
   text = fmt::format("type {}", type);
@@ -110,8 +120,8 @@ std::string encode(const AttributeProto& a) {
   if (a.type == AttributeProto::s) w.bytes_field(4, a.s_value);
   if (a.type == AttributeProto::t)
     for (const TensorProto& t : a.t_value) w.bytes_field(5, encode(t));
-  for (float f : a.floats_value) w.float_field(7, f);   // repeated float floats = 7
-  for (int64_t i : a.ints_value) w.int_field(8, i);     // repeated int64 ints = 8
+  for (float f : a.floats_value) w.float_field(7, f);  // repeated float floats = 7
+  for (int64_t i : a.ints_value) w.int_field(8, i);    // repeated int64 ints = 8
   for (const std::string& s : a.strings_value) w.bytes_field(9, s);
   w.int_field(20, a.type);
   return std::move(w.bytes);
@@ -121,8 +131,10 @@ std::string encode(const ValueInfo& v) {
   Writer shape;
   for (const Dimension& d : v.shape) {
     Writer dim;
-    if (d.has_value) dim.int_field(1, d.value);
-    else if (!d.param.empty()) dim.bytes_field(2, d.param);
+    if (d.has_value)
+      dim.int_field(1, d.value);
+    else if (!d.param.empty())
+      dim.bytes_field(2, d.param);
     shape.bytes_field(1, dim.bytes);
   }
   Writer tensor_type;
@@ -187,8 +199,12 @@ constexpr int kMaxDepth = 64;  // nested messages (a graph inside an attribute i
 class Reader {
  public:
   Reader(std::string_view bytes, const std::string& source, std::string where, int depth)
-      : begin_(bytes.data()), p_(bytes.data()), end_(bytes.data() + bytes.size()), source_(source),
-        where_(std::move(where)), depth_(depth) {
+      : begin_(bytes.data()),
+        p_(bytes.data()),
+        end_(bytes.data() + bytes.size()),
+        source_(source),
+        where_(std::move(where)),
+        depth_(depth) {
     if (depth_ > kMaxDepth) fail("messages nested more than 64 deep");
   }
   bool next() {  // reads the next key; false at the end of the message
@@ -253,11 +269,20 @@ class Reader {
   }
   void skip() {
     switch (wire_) {
-      case 0: varint(); break;
-      case 1: take(8); break;
-      case 2: bytes(); break;
-      case 5: take(4); break;
-      default: fail("an unknown wire type");
+      case 0:
+        varint();
+        break;
+      case 1:
+        take(8);
+        break;
+      case 2:
+        bytes();
+        break;
+      case 5:
+        take(4);
+        break;
+      default:
+        fail("an unknown wire type");
     }
   }
 
@@ -298,16 +323,35 @@ TensorProto decode_tensor(Reader r) {
   TensorProto t;
   while (r.next()) {
     switch (r.field()) {
-      case 1: r.integers(t.dims); break;
-      case 2: t.data_type = r.int32(); break;
-      case 4: r.fixed(t.float_data); break;
-      case 5: r.integers(t.int32_data); break;
-      case 7: r.integers(t.int64_data); break;
-      case 8: t.name = r.bytes(); break;
-      case 9: t.raw_data = r.bytes(); break;
-      case 10: r.fixed(t.double_data); break;
-      case 14: t.external = r.integer() == 1; break;
-      default: r.skip();
+      case 1:
+        r.integers(t.dims);
+        break;
+      case 2:
+        t.data_type = r.int32();
+        break;
+      case 4:
+        r.fixed(t.float_data);
+        break;
+      case 5:
+        r.integers(t.int32_data);
+        break;
+      case 7:
+        r.integers(t.int64_data);
+        break;
+      case 8:
+        t.name = r.bytes();
+        break;
+      case 9:
+        t.raw_data = r.bytes();
+        break;
+      case 10:
+        r.fixed(t.double_data);
+        break;
+      case 14:
+        t.external = r.integer() == 1;
+        break;
+      default:
+        r.skip();
     }
   }
   return t;
@@ -317,18 +361,43 @@ AttributeProto decode_attribute(Reader r) {
   AttributeProto a;
   while (r.next()) {
     switch (r.field()) {
-      case 1: a.name = r.bytes(); break;
-      case 2: a.f_value = r.real32(); break;
-      case 3: a.i_value = r.integer(); break;
-      case 4: a.s_value = r.bytes(); break;
-      case 5: a.t_value.push_back(decode_tensor(r.message("t"))); break;
-      case 6: a.has_graph = true; r.skip(); break;
-      case 7: r.fixed(a.floats_value); break;
-      case 8: r.integers(a.ints_value); break;
-      case 9: a.strings_value.emplace_back(r.bytes()); break;
-      case 11: a.has_graph = true; r.skip(); break;
-      case 20: a.type = r.int32(); break;
-      default: r.skip();
+      case 1:
+        a.name = r.bytes();
+        break;
+      case 2:
+        a.f_value = r.real32();
+        break;
+      case 3:
+        a.i_value = r.integer();
+        break;
+      case 4:
+        a.s_value = r.bytes();
+        break;
+      case 5:
+        a.t_value.push_back(decode_tensor(r.message("t")));
+        break;
+      case 6:
+        a.has_graph = true;
+        r.skip();
+        break;
+      case 7:
+        r.fixed(a.floats_value);
+        break;
+      case 8:
+        r.integers(a.ints_value);
+        break;
+      case 9:
+        a.strings_value.emplace_back(r.bytes());
+        break;
+      case 11:
+        a.has_graph = true;
+        r.skip();
+        break;
+      case 20:
+        a.type = r.int32();
+        break;
+      default:
+        r.skip();
     }
   }
   return a;
@@ -357,8 +426,10 @@ void decode_tensor_type(Reader r, ValueInfo& v) {
       v.has_shape = true;
       Reader shape = r.message("shape");
       while (shape.next()) {
-        if (shape.field() == 1) v.shape.push_back(decode_dimension(shape.message("dim")));
-        else shape.skip();
+        if (shape.field() == 1)
+          v.shape.push_back(decode_dimension(shape.message("dim")));
+        else
+          shape.skip();
       }
     } else {
       r.skip();
@@ -374,8 +445,10 @@ ValueInfo decode_value_info(Reader r) {
     } else if (r.field() == 2) {
       Reader type = r.message("type");
       while (type.next()) {
-        if (type.field() == 1) decode_tensor_type(type.message("tensor_type"), v);
-        else type.skip();  // sequences, maps, optionals: no element type, refused by the importer
+        if (type.field() == 1)
+          decode_tensor_type(type.message("tensor_type"), v);
+        else
+          type.skip();  // sequences, maps, optionals: no element type, refused by the importer
       }
     } else {
       r.skip();
@@ -388,13 +461,26 @@ NodeProto decode_node(Reader r) {
   NodeProto n;
   while (r.next()) {
     switch (r.field()) {
-      case 1: n.input.emplace_back(r.bytes()); break;
-      case 2: n.output.emplace_back(r.bytes()); break;
-      case 3: n.name = r.bytes(); break;
-      case 4: n.op_type = r.bytes(); break;
-      case 5: n.attribute.push_back(decode_attribute(r.message("attribute"))); break;
-      case 7: n.domain = r.bytes(); break;
-      default: r.skip();
+      case 1:
+        n.input.emplace_back(r.bytes());
+        break;
+      case 2:
+        n.output.emplace_back(r.bytes());
+        break;
+      case 3:
+        n.name = r.bytes();
+        break;
+      case 4:
+        n.op_type = r.bytes();
+        break;
+      case 5:
+        n.attribute.push_back(decode_attribute(r.message("attribute")));
+        break;
+      case 7:
+        n.domain = r.bytes();
+        break;
+      default:
+        r.skip();
     }
   }
   return n;
@@ -404,13 +490,26 @@ GraphProto decode_graph(Reader r) {
   GraphProto g;
   while (r.next()) {
     switch (r.field()) {
-      case 1: g.node.push_back(decode_node(r.message("node"))); break;
-      case 2: g.name = r.bytes(); break;
-      case 5: g.initializer.push_back(decode_tensor(r.message("initializer"))); break;
-      case 11: g.input.push_back(decode_value_info(r.message("input"))); break;
-      case 12: g.output.push_back(decode_value_info(r.message("output"))); break;
-      case 13: g.value_info.push_back(decode_value_info(r.message("value_info"))); break;
-      default: r.skip();
+      case 1:
+        g.node.push_back(decode_node(r.message("node")));
+        break;
+      case 2:
+        g.name = r.bytes();
+        break;
+      case 5:
+        g.initializer.push_back(decode_tensor(r.message("initializer")));
+        break;
+      case 11:
+        g.input.push_back(decode_value_info(r.message("input")));
+        break;
+      case 12:
+        g.output.push_back(decode_value_info(r.message("output")));
+        break;
+      case 13:
+        g.value_info.push_back(decode_value_info(r.message("value_info")));
+        break;
+      default:
+        r.skip();
     }
   }
   return g;
@@ -423,12 +522,24 @@ ModelProto decode_model(std::string_view bytes, const std::string& source) {
   Reader r(bytes, source, "ModelProto", 0);
   while (r.next()) {
     switch (r.field()) {
-      case 1: m.ir_version = r.integer(); break;
-      case 2: m.producer_name = r.bytes(); break;
-      case 3: m.producer_version = r.bytes(); break;
-      case 4: m.domain = r.bytes(); break;
-      case 5: m.model_version = r.integer(); break;
-      case 6: m.doc_string = r.bytes(); break;
+      case 1:
+        m.ir_version = r.integer();
+        break;
+      case 2:
+        m.producer_name = r.bytes();
+        break;
+      case 3:
+        m.producer_version = r.bytes();
+        break;
+      case 4:
+        m.domain = r.bytes();
+        break;
+      case 5:
+        m.model_version = r.integer();
+        break;
+      case 6:
+        m.doc_string = r.bytes();
+        break;
       case 7:
         m.has_graph = true;
         m.graph = decode_graph(r.message("graph"));
@@ -437,14 +548,18 @@ ModelProto decode_model(std::string_view bytes, const std::string& source) {
         OpsetId id;
         Reader op = r.message("opset_import");
         while (op.next()) {
-          if (op.field() == 1) id.domain = op.bytes();
-          else if (op.field() == 2) id.version = op.integer();
-          else op.skip();
+          if (op.field() == 1)
+            id.domain = op.bytes();
+          else if (op.field() == 2)
+            id.version = op.integer();
+          else
+            op.skip();
         }
         m.opset_import.push_back(id);
         break;
       }
-      default: r.skip();
+      default:
+        r.skip();
     }
   }
   return m;

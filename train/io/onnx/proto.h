@@ -51,8 +51,19 @@ struct TensorProto {
 
 struct GraphProto;
 struct AttributeProto {
-  enum Type : int32_t { undefined = 0, f = 1, i = 2, s = 3, t = 4, g = 5, floats = 6, ints = 7,
-                        strings = 8, tensors = 9, graphs = 10 };
+  enum Type : int32_t {
+    undefined = 0,
+    f = 1,
+    i = 2,
+    s = 3,
+    t = 4,
+    g = 5,
+    floats = 6,
+    ints = 7,
+    strings = 8,
+    tensors = 9,
+    graphs = 10
+  };
   std::string name;
   int32_t type = undefined;
   float f_value = 0;
