@@ -1,0 +1,16 @@
+// Helpers shared by the importer's op families (import_ops*.cpp); not for users.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "tensor/tensor.h"
+#include "train/io/onnx/import_ops.h"
+
+namespace dg::onnx {
+
+// numpy's (ONNX's multidirectional) broadcast of two shapes; refused naming both.
+Shape broadcast_shapes(const NodeRun& node, const Shape& a, const Shape& b);
+// An integer (or bool) tensor's values as int64, in row-major order.
+std::vector<int64_t> int64_values(const Tensor& t);
+
+}  // namespace dg::onnx
