@@ -33,4 +33,4 @@ endif()
 
 # The seed corpus writer (tests/fuzz/make_corpus.cpp), built on demand by `make fuzz-corpus`.
 add_executable(dg_fuzz_make_corpus EXCLUDE_FROM_ALL ${PROJECT_SOURCE_DIR}/tests/fuzz/make_corpus.cpp)
-target_link_libraries(dg_fuzz_make_corpus PRIVATE dg_core)
+target_link_libraries(dg_fuzz_make_corpus PRIVATE dg_lm dg_core)

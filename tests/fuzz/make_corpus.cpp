@@ -11,6 +11,8 @@
 #include "train/checkpoint.h"
 #include "train/io/files.h"
 #include "train/io/json.h"
+#include "train/io/onnx/proto.h"
+#include "train/io/onnx/tensors.h"
 #include "train/io/safetensors.h"
 #include "train/lm/data/corpus.h"
 #include "train/lm/text/bpe.h"
@@ -156,6 +158,45 @@ void tokenizer_seeds() {
 
 }  // namespace
 
+// onnx: a small graph (Gemm, Relu, a Constant shape and a Reshape) that loads, and broken
+// copies of it (cut short, an unknown op, an old opset, a node out of order).
+void onnx_seeds() {
+  using namespace dg::onnx;
+  ModelProto m;
+  m.ir_version = 8;
+  m.opset_import = {{"", 17}};
+  m.has_graph = true;
+  ValueInfo x{"x", 1, true, {{false, 0, "batch"}, {true, 3, ""}}};
+  ValueInfo y{"y", 1, true, {{false, 0, "batch"}, {true, 2, ""}}};
+  m.graph.input = {x};
+  m.graph.output = {y};
+  m.graph.initializer = {to_tensor_proto("fc.weight", dg::Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3})),
+                         to_tensor_proto("fc.bias", dg::Tensor::from_vector({0.5, -0.5}, {2}))};
+  AttributeProto trans_b, shape;
+  trans_b.name = "transB";
+  trans_b.type = AttributeProto::i;
+  trans_b.i_value = 1;
+  shape.name = "value";
+  shape.type = AttributeProto::t;
+  shape.t_value = {to_tensor_proto("", dg::Tensor::from_ids({-1, 2}, {2}))};
+  m.graph.node = {NodeProto{{"x", "fc.weight", "fc.bias"}, {"h"}, "gemm", "Gemm", "", {trans_b}},
+                  NodeProto{{"h"}, {"r"}, "relu", "Relu", "", {}},
+                  NodeProto{{}, {"s"}, "shape", "Constant", "", {shape}},
+                  NodeProto{{"r", "s"}, {"y"}, "reshape", "Reshape", "", {}}};
+  const std::string good = encode_model(m);
+  seed("onnx", "gemm-relu-reshape", good);
+  seed("onnx", "bad-truncated", good.substr(0, good.size() - 9));
+  ModelProto changed = m;
+  changed.graph.node[1].op_type = "Mish";
+  seed("onnx", "bad-unknown-op", encode_model(changed));
+  changed = m;
+  changed.opset_import = {{"", 9}};
+  seed("onnx", "bad-opset-9", encode_model(changed));
+  changed = m;
+  std::swap(changed.graph.node[0], changed.graph.node[1]);
+  seed("onnx", "bad-out-of-order", encode_model(changed));
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fmt::print(stderr, "usage: {} CORPUS_DIR (tests/fuzz/corpus)\n", argv[0]);
@@ -169,6 +210,7 @@ int main(int argc, char** argv) {
     config_seeds();
     ids_seeds();
     tokenizer_seeds();
+    onnx_seeds();
   } catch (const std::exception& e) {
     fmt::print(stderr, "make_corpus: {}\n", e.what());
     return 1;

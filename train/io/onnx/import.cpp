@@ -203,8 +203,15 @@ void OnnxGraph::read_nodes() {
                                                                    node.op_type)));
     if (node.op_type == "Constant") {  // made now, so a bad value is refused at load
       step.constant = true;
-      const std::vector<Tensor> value = step.spec->run(NodeRun(node, source, opset, {}));
-      fixed[step.out[0]] = value[0];
+      const NodeRun run(node, source, opset, {});
+      try {
+        const Tensor value = step.spec->run(run)[0];
+        if (step.out[0] >= 0) fixed[static_cast<size_t>(step.out[0])] = value;
+      } catch (const OnnxError&) {
+        throw;
+      } catch (const std::exception& e) {
+        run.fail(e.what());
+      }
     }
     steps.push_back(std::move(step));
   }

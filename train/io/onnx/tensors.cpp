@@ -97,18 +97,21 @@ Tensor from_tensor_proto(const TensorProto& proto, const std::string& source) {
       throw OnnxError(what + " has more than 2^40 elements");
     numel *= d;
   }
-  Tensor t = Tensor::empty(proto.dims, dtype);
+  // The counts are checked before the tensor is made: dims that claim 2^40 elements with a few
+  // bytes of data are refused, not allocated.
   const size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);
   if (!proto.raw_data.empty()) {
     if (proto.raw_data.size() != bytes)
       throw OnnxError(fmt::format("{} of shape {} needs {} bytes of raw data, has {}", what,
                                   shape_str(proto.dims), bytes, proto.raw_data.size()));
+    Tensor t = Tensor::empty(proto.dims, dtype);
     if (bytes) std::memcpy(first_byte(t), proto.raw_data.data(), bytes);
     return t;
   }
   if (typed_count(proto, dtype) != static_cast<size_t>(numel))
     throw OnnxError(fmt::format("{} of shape {} needs {} values, has {}", what,
                                 shape_str(proto.dims), numel, typed_count(proto, dtype)));
+  Tensor t = Tensor::empty(proto.dims, dtype);
   copy_typed(proto, dtype, first_byte(t));
   return t;
 }
