@@ -83,6 +83,46 @@ class Encoder(nn.Module):
         return self.head(self.enc(self.emb(ids)).mean(1))
 
 
+class ZooConv(nn.Module):
+    """Convolutions and pools beyond the CNN's: transposed, grouped and 1-d ones, average and global
+    pools, GroupNorm and InstanceNorm (InstanceNormalization), ceil mode, Elu, Softplus..."""
+    def __init__(s):
+        super().__init__()
+        s.up = nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1, output_padding=1)
+        s.norm = nn.GroupNorm(1, 3)
+        s.depthwise = nn.Conv2d(3, 3, 3, groups=3, padding=1)
+        s.conv1 = nn.Conv1d(2, 3, 3, stride=2, padding=2, dilation=2)
+        s.inorm = nn.InstanceNorm2d(3, affine=True)
+    def forward(s, x):
+        a = torch.nn.functional.leaky_relu(s.up(x), 0.1)
+        b = s.norm(torch.nn.functional.avg_pool2d(a, 3, stride=2, padding=1, count_include_pad=False))
+        c = s.inorm(s.depthwise(torch.sigmoid(b)))
+        d = torch.flatten(torch.nn.functional.adaptive_avg_pool2d(c, 1), 1)
+        m = torch.amax(c, dim=(2, 3))
+        e = torch.nn.functional.softplus(s.conv1(torch.flatten(x, 2)))
+        e = torch.nn.functional.max_pool1d(e, 2, ceil_mode=True).mean(-1)
+        f = torch.nn.functional.elu(torch.nn.functional.avg_pool2d(x, 2).sum((2, 3)))
+        return torch.log_softmax(torch.cat([d, m, e, f], 1), -1)
+class ZooSeq(nn.Module):
+    """Three inputs and three outputs: a bidirectional LSTM with initial states, LayerNorm over two
+    axes, CumSum, flip (Slice with a negative step), Clip, Where, Split, Min, Max, a GRU, Range,
+    Expand, Tile."""
+    def __init__(s):
+        super().__init__()
+        s.rnn = nn.LSTM(5, 6, batch_first=True, bidirectional=True)
+        s.norm = nn.LayerNorm([4, 12])
+        s.gru = nn.GRU(12, 3, batch_first=True)
+    def forward(s, x, h0, c0):
+        y, (h, c) = s.rnn(x, (h0, c0))
+        y = s.norm(y)
+        y = torch.cumsum(y, 1).flip(1)
+        y = torch.clamp(y, -0.5, 0.7) + torch.where(y > 0, y, 0.1 * y)
+        a, b = torch.split(y, [5, 7], dim=2)
+        z = torch.max(a[:, :, :5], b[:, :, 2:]) - torch.min(a, b[:, :, :5]).sigmoid()
+        g, _ = s.gru(torch.cat([z, z[:, :, :2], a.abs()], 2))
+        t = torch.arange(x.shape[1], dtype=torch.float32).unsqueeze(-1)
+        out = g + t + torch.tanh(h[0]).sum(-1, keepdim=True).unsqueeze(1).expand(-1, 4, 3)
+        return out, h, c.repeat(1, 1, 2)
 def randomize(model, seed):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -105,19 +145,26 @@ def floats(t):
     return ", ".join(literal(v) for v in t.reshape(-1).tolist())
 
 
-def export(name, model, example, opset, others, training=torch.onnx.TrainingMode.EVAL):
+def tensor_row(t):
+    return f'{{{{{", ".join(map(str, t.shape))}}}, {{{floats(t.float())}}}}}'
+
+
+def export(name, model, examples, opset, others, training=torch.onnx.TrainingMode.EVAL,
+           inputs=("x",), outputs=("y",), dynamic=None):
+    """examples and each of others: a tuple of the model's inputs."""
     f = io.BytesIO()
-    torch.onnx.export(model, example, f, opset_version=opset, input_names=["x"],
-                      output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
-                      training=training)
+    dynamic = dynamic or {"x": {0: "batch"}, "y": {0: "batch"}}
+    torch.onnx.export(model, examples, f, opset_version=opset, input_names=list(inputs),
+                      output_names=list(outputs), dynamic_axes=dynamic, training=training)
     with open(os.path.join(OUT, name + ".onnx"), "wb") as out:
         out.write(f.getvalue())
     rows = []
-    for x in [example] + others:
+    for args in [examples] + others:
         with torch.no_grad():
-            y = model(x)
-        rows.append(f'    {{"{name}", {{{", ".join(map(str, x.shape))}}}, {{{floats(x.float())}}},\n'
-                    f'     {{{", ".join(map(str, y.shape))}}}, {{{floats(y)}}}}},')
+            ys = model(*args)
+        ys = ys if isinstance(ys, tuple) else (ys,)
+        rows.append(f'    {{"{name}",\n     {{{", ".join(tensor_row(x) for x in args)}}},\n'
+                    f'     {{{", ".join(tensor_row(y) for y in ys)}}}}},')
     return rows
 
 
@@ -125,26 +172,37 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     g = torch.Generator().manual_seed(3)
     rows = []
-    rows += export("mlp", randomize(Mlp(), 1), torch.randn(4, 6, generator=g), 17,
-                   [torch.randn(7, 6, generator=g)])
-    rows += export("cnn", randomize(Cnn(), 2), torch.randn(2, 1, 8, 8, generator=g), 13,
-                   [torch.randn(3, 1, 8, 8, generator=g)], torch.onnx.TrainingMode.PRESERVE)
-    rows += export("lstm", randomize(Lstm(), 3), torch.randn(2, 4, 5, generator=g), 13,
-                   [torch.randn(5, 4, 5, generator=g)])
-    rows += export("gru", randomize(Gru(), 4), torch.randn(2, 4, 5, generator=g), 17,
-                   [torch.randn(3, 4, 5, generator=g)])
+    rows += export("mlp", randomize(Mlp(), 1), (torch.randn(4, 6, generator=g),), 17,
+                   [(torch.randn(7, 6, generator=g),)])
+    rows += export("cnn", randomize(Cnn(), 2), (torch.randn(2, 1, 8, 8, generator=g),), 13,
+                   [(torch.randn(3, 1, 8, 8, generator=g),)], torch.onnx.TrainingMode.PRESERVE)
+    rows += export("lstm", randomize(Lstm(), 3), (torch.randn(2, 4, 5, generator=g),), 13,
+                   [(torch.randn(5, 4, 5, generator=g),)])
+    rows += export("gru", randomize(Gru(), 4), (torch.randn(2, 4, 5, generator=g),), 17,
+                   [(torch.randn(3, 4, 5, generator=g),)])
     encoder = randomize(Encoder(), 5)
-    ids = torch.randint(0, 11, (2, 5), generator=g)
-    more = [torch.randint(0, 11, (3, 5), generator=g)]
+    ids = (torch.randint(0, 11, (2, 5), generator=g),)
+    more = [(torch.randint(0, 11, (3, 5), generator=g),)]
     rows += export("encoder13", encoder, ids, 13, more)
     rows += export("encoder17", encoder, ids, 17, more)
+    rows += export("zoo_conv", randomize(ZooConv(), 6), (torch.randn(2, 2, 6, 6, generator=g),), 17,
+                   [(torch.randn(3, 2, 6, 6, generator=g),)])
+    batch = {0: "batch"}
+    states = {1: "batch"}
+    seq = lambda n: (torch.randn(n, 4, 5, generator=g), torch.randn(2, n, 6, generator=g),
+                     torch.randn(2, n, 6, generator=g))
+    rows += export("zoo_seq", randomize(ZooSeq(), 7), seq(2), 17, [seq(3)],
+                   inputs=("x", "h0", "c0"), outputs=("y", "h", "c"),
+                   dynamic={"x": batch, "h0": states, "c0": states, "y": batch, "h": states,
+                            "c": states})
     with open("tests/onnx_goldens.h", "w") as out:
         out.write("// Generated by tools/torch_goldens_onnx.py (torch 1.13): for each model of\n"
                   "// tests/data/onnx/, inputs and torch's outputs (float32). Do not edit.\n"
                   "#pragma once\n#include <cstdint>\n#include <vector>\n\n"
-                  "struct OnnxGolden {\n  const char* model;\n  std::vector<int64_t> input_shape;\n"
-                  "  std::vector<float> input;\n  std::vector<int64_t> output_shape;\n"
-                  "  std::vector<float> output;\n};\n\n"
+                  "struct OnnxGoldenTensor {\n  std::vector<int64_t> shape;\n"
+                  "  std::vector<float> values;\n};\n"
+                  "struct OnnxGolden {\n  const char* model;\n"
+                  "  std::vector<OnnxGoldenTensor> inputs, outputs;\n};\n\n"
                   "inline const std::vector<OnnxGolden>& onnx_goldens() {\n"
                   "  static const std::vector<OnnxGolden> goldens = {\n")
         out.write("\n".join(rows) + "\n  };\n  return goldens;\n}\n")

@@ -120,8 +120,20 @@ std::vector<Tensor> clip(const NodeRun& node) {
   if (!low && !high) return {node.input(0)};
   return {clamp(node.input(0), low, high)};
 }
+// Where on floats is depthgrad's; on integers (the shape values torch computes) a plain loop.
 std::vector<Tensor> where_op(const NodeRun& node) {
-  return {where(node.input(0), node.input(1), node.input(2))};
+  const Tensor &cond = node.input(0), &a = node.input(1), &b = node.input(2);
+  if (is_floating(a.dtype())) return {where(cond, a, b)};
+  if (cond.dtype() != DType::b8) node.fail("the condition should be bool, is " + cond.describe());
+  if (a.dtype() != b.dtype())
+    node.fail(fmt::format("inputs of different types: {} and {}", a.describe(), b.describe()));
+  const Shape shape = broadcast_shapes(node, broadcast_shapes(node, cond.shape(), a.shape()),
+                                       b.shape());
+  const std::vector<int64_t> c = int64_values(cond.expand(shape)), x = int64_values(a.expand(shape)),
+                             y = int64_values(b.expand(shape));
+  std::vector<int64_t> out(c.size());
+  for (size_t k = 0; k < c.size(); ++k) out[k] = c[k] ? x[k] : y[k];
+  return {Tensor::from_ids(out, shape).to(a.dtype())};
 }
 std::vector<Tensor> cast(const NodeRun& node) {
   return {to_dtype(node.input(0), dtype_of(static_cast<int32_t>(node.i("to", 0)),

@@ -255,6 +255,39 @@ std::vector<Tensor> tile_op(const NodeRun& node) {
   return {x};
 }
 
+// Pad(data, pads, constant_value, axes): ONNX's pads are every axis' begin, then every axis' end;
+// depthgrad's pad (torch's) takes pairs from the last axis back, up to the first padded one.
+std::vector<Tensor> pad_op(const NodeRun& node) {
+  const Tensor& x = node.input(0);
+  const std::vector<int64_t> pads = node.int_values(1);
+  std::vector<int64_t> axes;
+  if (node.has(3)) {
+    for (int64_t a : node.int_values(3)) axes.push_back(node.axis(a, x.dim()));
+  } else {
+    for (int64_t d = 0; d < x.dim(); ++d) axes.push_back(d);
+  }
+  if (pads.size() != 2 * axes.size())
+    node.fail(fmt::format("{} pads for {} axes", pads.size(), axes.size()));
+  std::vector<int64_t> begin(static_cast<size_t>(x.dim()), 0), end = begin;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    begin[static_cast<size_t>(axes[k])] = pads[k];
+    end[static_cast<size_t>(axes[k])] = pads[k + axes.size()];
+  }
+  int64_t first = 0;  // the first axis with any padding
+  while (first < x.dim() && begin[first] == 0 && end[first] == 0) ++first;
+  std::vector<int64_t> torch_pads;
+  for (int64_t d = x.dim() - 1; d >= first; --d) {
+    torch_pads.push_back(begin[static_cast<size_t>(d)]);
+    torch_pads.push_back(end[static_cast<size_t>(d)]);
+  }
+  if (torch_pads.empty()) return {x};
+  const std::string mode = node.s("mode", "constant");
+  if (mode == "reflect") return {pad(x, torch_pads, PadMode::reflect)};
+  if (mode == "edge") return {pad(x, torch_pads, PadMode::replicate)};
+  if (mode != "constant") node.fail(fmt::format("mode '{}' is not supported", mode));
+  return {pad(x, torch_pads, PadMode::constant, node.has(2) ? node.input(2).item() : 0.0)};
+}
+
 }  // namespace
 
 const std::vector<OpSpec>& shape_ops() {
@@ -276,6 +309,7 @@ const std::vector<OpSpec>& shape_ops() {
       {"Constant", 0, 0, 1, "value:t value_float:f value_floats:floats value_int:i value_ints:ints",
        constant},
       {"Range", 3, 3, 1, "", range_op},
+      {"Pad", 2, 4, 1, "mode:s", pad_op},
   };
   return ops;
 }
