@@ -1,0 +1,47 @@
+// The importer's ops (train/io/onnx/import_ops.h) against ONNX Runtime, one graph output per case:
+// tests/data/onnx/op_cases.onnx and ONNX Runtime's outputs in tests/onnx_op_cases.h (both made by
+// tools/onnx_op_cases.py): settings torch.onnx.export does not write (asymmetric pads, auto_pad,
+// a reverse LSTM, a GRU without bias, exclusive reverse CumSum, negative Slice steps, integer shape
+// arithmetic, Pad modes, ...). Floating outputs within 1e-5 of each output's largest value,
+// integer and bool outputs exactly; every case's output has ONNX Runtime's shape.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "tests/onnx_op_cases.h"
+#include "train/io/onnx/import.h"
+
+using namespace dg;
+
+TEST_CASE("every op case gives ONNX Runtime's output") {
+  auto model = onnx::load(std::string(DG_SOURCE_DIR) + "/tests/data/onnx/op_cases.onnx");
+  std::vector<Tensor> inputs;
+  for (const OnnxOpCase& in : onnx_op_case_inputs()) {
+    CHECK(in.name == model->input_names()[inputs.size()]);
+    inputs.push_back(Tensor::from_vector(in.values, in.shape, DType::f32));
+  }
+  const std::vector<Tensor> outputs = model->run(inputs);
+  std::map<std::string, Tensor> by_name;
+  for (size_t k = 0; k < outputs.size(); ++k) by_name[model->output_names()[k]] = outputs[k];
+  CHECK(by_name.size() == onnx_op_case_outputs().size());
+  for (const OnnxOpCase& want : onnx_op_case_outputs()) {
+    CAPTURE(want.name);
+    REQUIRE(by_name.count(want.name) == 1);
+    const Tensor& got = by_name[want.name];
+    CHECK(got.shape() == Shape(want.shape));
+    const std::vector<double> values = got.contiguous().to_vector();
+    REQUIRE(values.size() == want.values.size());
+    if (!is_floating(got.dtype())) {
+      CHECK(values == want.values);
+      continue;
+    }
+    double worst = 0, scale = 1e-30;
+    for (size_t k = 0; k < values.size(); ++k) {
+      worst = std::max(worst, std::abs(values[k] - want.values[k]));
+      scale = std::max(scale, std::abs(want.values[k]));
+    }
+    CHECK(worst / scale <= 1e-5);
+  }
+}
