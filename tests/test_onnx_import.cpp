@@ -80,7 +80,8 @@ TEST_CASE("torch.onnx.export's MLP, CNN, LSTM, GRU, encoders and op zoos give to
                                         "zoo_conv", "zoo_seq"});
 }
 
-TEST_CASE("every initializer keeps its name: floats as parameters, BatchNorm statistics as buffers") {
+TEST_CASE(
+    "every initializer keeps its name: floats as parameters, BatchNorm statistics as buffers") {
   for (const char* name :
        {"mlp", "cnn", "lstm", "gru", "encoder13", "encoder17", "zoo_conv", "zoo_seq"}) {
     CAPTURE(name);

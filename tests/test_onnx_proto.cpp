@@ -24,7 +24,9 @@ std::string varint(uint64_t v) {
   return out;
 }
 std::string key(int field, int wire) { return varint(static_cast<uint64_t>(field) << 3 | wire); }
-std::string integer(int field, int64_t v) { return key(field, 0) + varint(static_cast<uint64_t>(v)); }
+std::string integer(int field, int64_t v) {
+  return key(field, 0) + varint(static_cast<uint64_t>(v));
+}
 std::string bytes(int field, const std::string& s) { return key(field, 2) + varint(s.size()) + s; }
 std::string fixed32(int field, float v) {
   std::string out = key(field, 5);

@@ -94,8 +94,8 @@ TEST_CASE("the small valid model loads and runs, so each refusal below is its on
 
 TEST_CASE("broken bytes are refused naming the message, field and byte") {
   const std::string good = encode_model(valid_model());
-  CHECK(refusal(good.substr(0, good.size() - 7)).find(
-            "model.onnx: not a valid ONNX model: a length of") == 0);
+  CHECK(refusal(good.substr(0, good.size() - 7))
+            .find("model.onnx: not a valid ONNX model: a length of") == 0);
   // Field 1 (ir_version) is a varint; here it comes as bytes (wire type 2).
   CHECK(refusal(std::string("\x0a\x01\x08", 3) + good) ==
         "model.onnx: not a valid ONNX model: field 1 should be an integer (wire type 0) but has "
@@ -126,8 +126,9 @@ TEST_CASE("an opset outside 13 to 18, another domain, an unknown op or a subgrap
 
   m = valid_model();
   m.graph.node[1].domain = "com.microsoft";
-  CHECK(refusal(m) == "model.onnx: node 'relu' (Relu) is in domain 'com.microsoft'; depthgrad's "
-                      "importer runs the default domain only");
+  CHECK(refusal(m) ==
+        "model.onnx: node 'relu' (Relu) is in domain 'com.microsoft'; depthgrad's "
+        "importer runs the default domain only");
 
   m = valid_model();
   m.graph.node[1] = node("If", {"h"}, {"y"}, "branch");
@@ -138,18 +139,21 @@ TEST_CASE("an opset outside 13 to 18, another domain, an unknown op or a subgrap
 TEST_CASE("values read before or without a definition, or defined twice, are refused") {
   ModelProto m = valid_model();
   m.graph.node[1].input = {"ghost"};
-  CHECK(refusal(m) == "model.onnx: node 'relu' (Relu) reads 'ghost', which no input, "
-                      "initializer or node defines");
+  CHECK(refusal(m) ==
+        "model.onnx: node 'relu' (Relu) reads 'ghost', which no input, "
+        "initializer or node defines");
 
   m = valid_model();
   std::swap(m.graph.node[0], m.graph.node[1]);
-  CHECK(refusal(m) == "model.onnx: node 'relu' (Relu) reads 'h' before node 'gemm' defines it: "
-                      "the nodes are not in topological order");
+  CHECK(refusal(m) ==
+        "model.onnx: node 'relu' (Relu) reads 'h' before node 'gemm' defines it: "
+        "the nodes are not in topological order");
 
   m = valid_model();  // a cycle: relu reads its own output
   m.graph.node[1].input = {"y"};
-  CHECK(refusal(m) == "model.onnx: node 'relu' (Relu) reads 'y' before node 'relu' defines it: "
-                      "the nodes are not in topological order");
+  CHECK(refusal(m) ==
+        "model.onnx: node 'relu' (Relu) reads 'y' before node 'relu' defines it: "
+        "the nodes are not in topological order");
 
   m = valid_model();
   m.graph.node[1].output = {"h"};
@@ -172,16 +176,19 @@ TEST_CASE("initializers whose data does not fit, or that live elsewhere, are ref
 
   m = valid_model();  // dims claiming 2^39 elements with 24 bytes: refused, not allocated
   m.graph.initializer[0].dims = {int64_t{1} << 39};
-  CHECK(refusal(m) == "model.onnx: tensor 'w' of shape [549755813888] needs 2199023255552 bytes "
-                      "of raw data, has 24");
+  CHECK(refusal(m) ==
+        "model.onnx: tensor 'w' of shape [549755813888] needs 2199023255552 bytes "
+        "of raw data, has 24");
 
   m = valid_model();
   m.graph.initializer[0].external = true;
-  CHECK(refusal_of_decoded(m) == "model.onnx: tensor 'w' keeps its values in an external file, which is not "
-                      "supported");
+  CHECK(refusal_of_decoded(m) ==
+        "model.onnx: tensor 'w' keeps its values in an external file, which is not "
+        "supported");
 }
 
-TEST_CASE("attributes of the wrong type or unknown to the importer, and float16 inputs, are refused") {
+TEST_CASE(
+    "attributes of the wrong type or unknown to the importer, and float16 inputs, are refused") {
   ModelProto m = valid_model();
   m.graph.node[0].attribute[0].type = AttributeProto::f;
   m.graph.node[0].attribute[0].f_value = 1;
@@ -190,8 +197,9 @@ TEST_CASE("attributes of the wrong type or unknown to the importer, and float16 
 
   m = valid_model();
   m.graph.node[0].attribute[0].name = "transC";
-  CHECK(refusal(m) == "model.onnx: node 'gemm' (Gemm): attribute 'transC' is not supported by "
-                      "depthgrad's importer");
+  CHECK(refusal(m) ==
+        "model.onnx: node 'gemm' (Gemm): attribute 'transC' is not supported by "
+        "depthgrad's importer");
 
   m = valid_model();
   m.graph.node[1].input = {"h", "h"};
@@ -199,8 +207,9 @@ TEST_CASE("attributes of the wrong type or unknown to the importer, and float16 
 
   m = valid_model();
   m.graph.input[0].elem_type = static_cast<int32_t>(ElemType::float16);
-  CHECK(refusal(m) == "model.onnx: input 'x' has element type float16, which depthgrad does not "
-                      "have (it reads float32, float64, int32, int64, bool and uint8)");
+  CHECK(refusal(m) ==
+        "model.onnx: input 'x' has element type float16, which depthgrad does not "
+        "have (it reads float32, float64, int32, int64, bool and uint8)");
 }
 
 TEST_CASE("a node that fails while running names the file, the node and its op") {

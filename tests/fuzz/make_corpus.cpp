@@ -170,8 +170,9 @@ void onnx_seeds() {
   ValueInfo y{"y", 1, true, {{false, 0, "batch"}, {true, 2, ""}}};
   m.graph.input = {x};
   m.graph.output = {y};
-  m.graph.initializer = {to_tensor_proto("fc.weight", dg::Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3})),
-                         to_tensor_proto("fc.bias", dg::Tensor::from_vector({0.5, -0.5}, {2}))};
+  m.graph.initializer = {
+      to_tensor_proto("fc.weight", dg::Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3})),
+      to_tensor_proto("fc.bias", dg::Tensor::from_vector({0.5, -0.5}, {2}))};
   AttributeProto trans_b, shape;
   trans_b.name = "transB";
   trans_b.type = AttributeProto::i;

@@ -23,11 +23,13 @@ std::string node_label(const NodeProto& node, size_t index) {
 
 // "name:type name:type" -> the AttributeProto type each name must have.
 std::map<std::string, int32_t> attribute_types(const char* spec) {
-  static const std::map<std::string, int32_t> kinds = {
-      {"f", AttributeProto::f},         {"i", AttributeProto::i},
-      {"s", AttributeProto::s},         {"t", AttributeProto::t},
-      {"floats", AttributeProto::floats}, {"ints", AttributeProto::ints},
-      {"strings", AttributeProto::strings}};
+  static const std::map<std::string, int32_t> kinds = {{"f", AttributeProto::f},
+                                                       {"i", AttributeProto::i},
+                                                       {"s", AttributeProto::s},
+                                                       {"t", AttributeProto::t},
+                                                       {"floats", AttributeProto::floats},
+                                                       {"ints", AttributeProto::ints},
+                                                       {"strings", AttributeProto::strings}};
   std::map<std::string, int32_t> out;
   std::string text = spec;
   size_t at = 0;
@@ -43,8 +45,8 @@ std::map<std::string, int32_t> attribute_types(const char* spec) {
 }
 
 const char* attribute_type_name(int32_t type) {
-  static const char* names[] = {"undefined", "float",  "int",     "string", "tensor", "graph",
-                                "floats",    "ints",   "strings", "tensors", "graphs"};
+  static const char* names[] = {"undefined", "float", "int",     "string",  "tensor", "graph",
+                                "floats",    "ints",  "strings", "tensors", "graphs"};
   return type >= 0 && type <= 10 ? names[type] : "unknown";
 }
 }  // namespace
@@ -68,7 +70,7 @@ class OnnxGraph {
   std::vector<Tensor> fixed;  // per slot: initializers and constants; undefined for the rest
   std::vector<Step> steps;
   std::vector<int> input_slots, output_slots;
-  std::vector<std::string> initializer_names;  // in file order
+  std::vector<std::string> initializer_names;   // in file order
   std::set<std::string> batch_norm_statistics;  // initializers read only as BN mean / var
 
   int new_slot(const std::string& name, const std::string& what) {
@@ -92,8 +94,7 @@ class OnnxGraph {
 
  private:
   void check_node(const NodeProto& node, const std::string& label, const OpSpec*& spec) const;
-  void check_attributes(const NodeProto& node, const std::string& label,
-                        const OpSpec& spec) const;
+  void check_attributes(const NodeProto& node, const std::string& label, const OpSpec& spec) const;
 };
 
 void OnnxGraph::check_model() {
@@ -132,8 +133,8 @@ void OnnxGraph::check_attributes(const NodeProto& node, const std::string& label
   const std::map<std::string, int32_t> types = attribute_types(spec.attributes);
   std::set<std::string> seen;
   for (const AttributeProto& a : node.attribute) {
-    const std::string where = fmt::format("node '{}' ({}): attribute '{}'", label,
-                                          node.op_type, a.name);
+    const std::string where =
+        fmt::format("node '{}' ({}): attribute '{}'", label, node.op_type, a.name);
     if (a.has_graph || a.type == AttributeProto::g || a.type == AttributeProto::graphs)
       fail(where + " is a subgraph, which is not supported");
     const auto it = types.find(a.name);
@@ -157,8 +158,8 @@ void OnnxGraph::check_node(const NodeProto& node, const std::string& label,
     fail(where + " has subgraphs, which depthgrad's importer does not run");
   spec = find_op(node.op_type);
   if (!spec)
-    fail(fmt::format("op '{}' of node '{}' is not supported by depthgrad's importer",
-                     node.op_type, label));
+    fail(fmt::format("op '{}' of node '{}' is not supported by depthgrad's importer", node.op_type,
+                     label));
   const auto inputs = static_cast<int>(node.input.size());
   if (inputs < spec->min_inputs || inputs > spec->max_inputs)
     fail(fmt::format("{} has {} inputs; it takes {} to {}", where, inputs, spec->min_inputs,
@@ -190,17 +191,18 @@ void OnnxGraph::read_nodes() {
       }
       const auto later = defined_by.find(name);
       if (later != defined_by.end())
-        fail(fmt::format("node '{}' ({}) reads '{}' before node '{}' defines it: the nodes are "
-                         "not in topological order",
-                         step.label, node.op_type, name,
-                         node_label(model.graph.node[later->second], later->second)));
+        fail(
+            fmt::format("node '{}' ({}) reads '{}' before node '{}' defines it: the nodes are "
+                        "not in topological order",
+                        step.label, node.op_type, name,
+                        node_label(model.graph.node[later->second], later->second)));
       fail(fmt::format("node '{}' ({}) reads '{}', which no input, initializer or node defines",
                        step.label, node.op_type, name));
     }
     for (const std::string& name : node.output)
-      step.out.push_back(name.empty() ? -1
-                                      : new_slot(name, fmt::format("node '{}' ({})", step.label,
-                                                                   node.op_type)));
+      step.out.push_back(
+          name.empty() ? -1
+                       : new_slot(name, fmt::format("node '{}' ({})", step.label, node.op_type)));
     if (node.op_type == "Constant") {  // made now, so a bad value is refused at load
       step.constant = true;
       const NodeRun run(node, source, opset, {});
@@ -300,8 +302,7 @@ int64_t NodeRun::axis(int64_t axis, int64_t rank, const char* what) const {
 
 void NodeRun::fail(const std::string& what) const {
   throw OnnxError(fmt::format("{}: node '{}' ({}): {}", source_,
-                              node_.name.empty() ? "(unnamed)" : node_.name, node_.op_type,
-                              what));
+                              node_.name.empty() ? "(unnamed)" : node_.name, node_.op_type, what));
 }
 
 // ---- The module ---------------------------------------------------------------------------
@@ -383,8 +384,8 @@ OnnxModel::OnnxModel(const ModelProto& model, const std::string& source)
       value = g.batch_norm_statistics.count(name) ? owner->register_buffer(leaf, value)
                                                   : owner->register_parameter(leaf, value);
     } catch (const std::invalid_argument& e) {
-      g.fail(fmt::format("initializer '{}' cannot be registered as '{}': {}", name, leaf,
-                         e.what()));
+      g.fail(
+          fmt::format("initializer '{}' cannot be registered as '{}': {}", name, leaf, e.what()));
     }
   }
 }
@@ -403,16 +404,15 @@ void check_input(const OnnxGraph& g, const ValueInfo& info, const Tensor& x) {
   if (!x.defined()) throw OnnxError(what + " is an undefined tensor");
   const DType want = dtype_of(info.elem_type, what);
   if (x.dtype() != want)
-    throw OnnxError(fmt::format("{} should be {}, got {}", what, dtype_name(want),
-                                x.describe()));
+    throw OnnxError(fmt::format("{} should be {}, got {}", what, dtype_name(want), x.describe()));
   if (!info.has_shape) return;
   if (x.dim() != static_cast<int64_t>(info.shape.size()))
-    throw OnnxError(fmt::format("{} should have {} dims, got {}", what, info.shape.size(),
-                                x.describe()));
+    throw OnnxError(
+        fmt::format("{} should have {} dims, got {}", what, info.shape.size(), x.describe()));
   for (size_t d = 0; d < info.shape.size(); ++d)
     if (info.shape[d].has_value && info.shape[d].value != x.size(static_cast<int64_t>(d)))
-      throw OnnxError(fmt::format("{} dim {} should be {}, got {}", what, d,
-                                  info.shape[d].value, x.describe()));
+      throw OnnxError(fmt::format("{} dim {} should be {}, got {}", what, d, info.shape[d].value,
+                                  x.describe()));
 }
 
 std::vector<Tensor> run_step(const OnnxGraph& g, const OnnxGraph::Step& step,
@@ -439,8 +439,8 @@ std::vector<Tensor> run_step(const OnnxGraph& g, const OnnxGraph::Step& step,
 std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const {
   const OnnxGraph& g = *graph_;
   if (inputs.size() != g.inputs.size())
-    throw OnnxError(fmt::format("{}: the graph takes {} inputs, got {}", g.source,
-                                g.inputs.size(), inputs.size()));
+    throw OnnxError(fmt::format("{}: the graph takes {} inputs, got {}", g.source, g.inputs.size(),
+                                inputs.size()));
   std::vector<Tensor> values = g.fixed;
   for (size_t k = 0; k < inputs.size(); ++k) {
     check_input(g, g.inputs[k], inputs[k]);
@@ -460,9 +460,10 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& inputs) const {
 Tensor OnnxModel::forward(const Tensor& x) const {
   const OnnxGraph& g = *graph_;
   if (g.inputs.size() != 1 || g.output_slots.size() != 1)
-    throw OnnxError(fmt::format("{}: the graph has {} inputs and {} outputs; forward(x) takes "
-                                "one and gives one, call run(inputs)",
-                                g.source, g.inputs.size(), g.output_slots.size()));
+    throw OnnxError(
+        fmt::format("{}: the graph has {} inputs and {} outputs; forward(x) takes "
+                    "one and gives one, call run(inputs)",
+                    g.source, g.inputs.size(), g.output_slots.size()));
   return hooked([&](const Tensor& input) { return run({input})[0]; }, x);
 }
 

@@ -2,13 +2,14 @@
 // 18) on depthgrad's recorded ops. Integer arithmetic (the shape computations torch writes: Div of
 // a dim by the head count, Mul, Add) runs in a plain int64 loop with ONNX's broadcasting, not
 // recorded; integer Div truncates toward zero, as ONNX Runtime's.
+#include "train/io/onnx/import_ops.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "autograd/ops.h"
-#include "train/io/onnx/import_ops.h"
 #include "train/io/onnx/import_ops_common.h"
 #include "train/io/onnx/tensors.h"
 
@@ -44,9 +45,15 @@ Tensor integer_binary(const NodeRun& node, const Tensor& a, const Tensor& b, Int
   std::vector<int64_t> out(x.size());
   for (size_t k = 0; k < x.size(); ++k) {
     switch (op) {
-      case IntOp::add: out[k] = x[k] + y[k]; break;
-      case IntOp::sub: out[k] = x[k] - y[k]; break;
-      case IntOp::mul: out[k] = x[k] * y[k]; break;
+      case IntOp::add:
+        out[k] = x[k] + y[k];
+        break;
+      case IntOp::sub:
+        out[k] = x[k] - y[k];
+        break;
+      case IntOp::mul:
+        out[k] = x[k] * y[k];
+        break;
       case IntOp::div:
         if (y[k] == 0) node.fail("integer division by zero");
         out[k] = x[k] / y[k];
@@ -127,17 +134,17 @@ std::vector<Tensor> where_op(const NodeRun& node) {
   if (cond.dtype() != DType::b8) node.fail("the condition should be bool, is " + cond.describe());
   if (a.dtype() != b.dtype())
     node.fail(fmt::format("inputs of different types: {} and {}", a.describe(), b.describe()));
-  const Shape shape = broadcast_shapes(node, broadcast_shapes(node, cond.shape(), a.shape()),
-                                       b.shape());
-  const std::vector<int64_t> c = int64_values(cond.expand(shape)), x = int64_values(a.expand(shape)),
-                             y = int64_values(b.expand(shape));
+  const Shape shape =
+      broadcast_shapes(node, broadcast_shapes(node, cond.shape(), a.shape()), b.shape());
+  const std::vector<int64_t> c = int64_values(cond.expand(shape)),
+                             x = int64_values(a.expand(shape)), y = int64_values(b.expand(shape));
   std::vector<int64_t> out(c.size());
   for (size_t k = 0; k < c.size(); ++k) out[k] = c[k] ? x[k] : y[k];
   return {Tensor::from_ids(out, shape).to(a.dtype())};
 }
 std::vector<Tensor> cast(const NodeRun& node) {
   return {to_dtype(node.input(0), dtype_of(static_cast<int32_t>(node.i("to", 0)),
-                                            node.source() + ": Cast's 'to'"))};
+                                           node.source() + ": Cast's 'to'"))};
 }
 std::vector<Tensor> softmax_op(const NodeRun& node) {
   const Tensor& x = node.input(0);
@@ -173,11 +180,16 @@ std::vector<Tensor> reduce(const NodeRun& node) {
   if (noop) return {x};
   const bool keep = node.i("keepdims", 1) != 0;
   switch (kReduce) {
-    case Reduce::sum: return {sum(x, axes, keep)};
-    case Reduce::mean: return {mean(x, axes, keep)};
-    case Reduce::sum_square: return {sum(mul(x, x), axes, keep)};
-    case Reduce::l2: return {sqrt(sum(mul(x, x), axes, keep))};
-    default: break;
+    case Reduce::sum:
+      return {sum(x, axes, keep)};
+    case Reduce::mean:
+      return {mean(x, axes, keep)};
+    case Reduce::sum_square:
+      return {sum(mul(x, x), axes, keep)};
+    case Reduce::l2:
+      return {sqrt(sum(mul(x, x), axes, keep))};
+    default:
+      break;
   }
   Tensor out = x;
   for (auto it = axes.rbegin(); it != axes.rend(); ++it)
@@ -208,7 +220,8 @@ std::vector<Tensor> cumsum_op(const NodeRun& node) {
 }
 
 std::vector<Tensor> identity(const NodeRun& node) {
-  if (node.output_count() > 1) return {node.input(0), Tensor::ones(node.input(0).shape(), DType::b8)};
+  if (node.output_count() > 1)
+    return {node.input(0), Tensor::ones(node.input(0).shape(), DType::b8)};
   return {node.input(0)};
 }
 
@@ -243,7 +256,8 @@ const std::vector<OpSpec>& elementwise_ops() {
       {"Relu", 1, 1, 1, "", unary<relu>},
       {"Sigmoid", 1, 1, 1, "", unary<sigmoid>},
       {"Tanh", 1, 1, 1, "", unary<tanh>},
-      {"Softplus", 1, 1, 1, "", [](const NodeRun& n) { return std::vector<Tensor>{softplus(n.input(0))}; }},
+      {"Softplus", 1, 1, 1, "",
+       [](const NodeRun& n) { return std::vector<Tensor>{softplus(n.input(0))}; }},
       {"LeakyRelu", 1, 1, 1, "alpha:f", leaky_relu_op},
       {"Elu", 1, 1, 1, "alpha:f", elu},
       {"HardSigmoid", 1, 1, 1, "alpha:f beta:f", hard_sigmoid},

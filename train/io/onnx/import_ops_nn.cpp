@@ -56,7 +56,8 @@ Padding padding_of(const NodeRun& node, const Tensor& x, const std::vector<int64
   const std::string auto_pad = node.s("auto_pad", "NOTSET");
   if (auto_pad == "NOTSET") {
     const std::vector<int64_t> pads = node.ints("pads", std::vector<int64_t>(2 * n, 0));
-    if (pads.size() != 2 * n) node.fail(fmt::format("pads has {} values, not {}", pads.size(), 2 * n));
+    if (pads.size() != 2 * n)
+      node.fail(fmt::format("pads has {} values, not {}", pads.size(), 2 * n));
     for (size_t k = 0; k < n; ++k) {
       p.begin[k] = pads[k];
       p.end[k] = pads[k + n];
@@ -72,8 +73,8 @@ Padding padding_of(const NodeRun& node, const Tensor& x, const std::vector<int64
       p.end[k] = total - p.begin[k];
     }
   } else if (auto_pad != "VALID") {
-    node.fail(fmt::format("auto_pad '{}' is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER",
-                          auto_pad));
+    node.fail(
+        fmt::format("auto_pad '{}' is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER", auto_pad));
   }
   return p;
 }
@@ -96,15 +97,18 @@ struct Window {
 
 Window window_of(const NodeRun& node, const Tensor& x, std::vector<int64_t> kernel) {
   const int64_t n = x.dim() - 2;
-  if (n != 1 && n != 2) node.fail(fmt::format("a rank-{} input; 1-d and 2-d are supported", x.dim()));
+  if (n != 1 && n != 2)
+    node.fail(fmt::format("a rank-{} input; 1-d and 2-d are supported", x.dim()));
   if (node.has_attribute("kernel_shape")) {
     const std::vector<int64_t> given = node.ints("kernel_shape");
     if (!kernel.empty() && given != kernel) node.fail("kernel_shape differs from the weight's");
     kernel = given;
   }
   if (static_cast<int64_t>(kernel.size()) != n) node.fail("kernel_shape has the wrong length");
-  Window w{kernel, node.ints("strides", std::vector<int64_t>(n, 1)),
-           node.ints("dilations", std::vector<int64_t>(n, 1)), {}};
+  Window w{kernel,
+           node.ints("strides", std::vector<int64_t>(n, 1)),
+           node.ints("dilations", std::vector<int64_t>(n, 1)),
+           {}};
   if (static_cast<int64_t>(w.strides.size()) != n || static_cast<int64_t>(w.dilations.size()) != n)
     node.fail("strides or dilations have the wrong length");
   for (size_t k = 0; k < kernel.size(); ++k)
@@ -176,8 +180,8 @@ std::vector<Tensor> pool(const NodeRun& node) {
   }
   Tensor y;
   if (kMax) {
-    y = max_pool2d(x, pair(w.kernel), pair(w.strides), pair(w.padding.begin, 0),
-                   pair(w.dilations), ceil_mode);
+    y = max_pool2d(x, pair(w.kernel), pair(w.strides), pair(w.padding.begin, 0), pair(w.dilations),
+                   ceil_mode);
   } else {
     for (int64_t d : w.dilations)
       if (d != 1) node.fail("dilations are not supported for AveragePool");
@@ -203,8 +207,9 @@ std::vector<Tensor> global_pool(const NodeRun& node) {
 
 std::vector<Tensor> batch_normalization(const NodeRun& node) {
   if (node.i("training_mode", 0) != 0 || node.output_count() > 1)
-    node.fail("training mode is not supported (the importer normalises by the running "
-              "statistics)");
+    node.fail(
+        "training mode is not supported (the importer normalises by the running "
+        "statistics)");
   return {batch_norm(node.input(0), node.input(3), node.input(4), node.input(1), node.input(2),
                      false, 1.0 - node.f("momentum", 0.9), node.f("epsilon", 1e-5))};
 }
@@ -255,9 +260,10 @@ RecurrentShape check_recurrent(const NodeRun& node, int64_t gates) {
   for (size_t k = 0; k < activations.size(); ++k) {
     const bool gate = k % (gates == 4 ? 3 : 2) == 0;  // LSTM: f, g, h; GRU: f, g per direction
     if (activations[k] != (gate ? "Sigmoid" : "Tanh"))
-      node.fail(fmt::format("activation '{}' is not supported (only the defaults Sigmoid and "
-                            "Tanh)",
-                            activations[k]));
+      node.fail(
+          fmt::format("activation '{}' is not supported (only the defaults Sigmoid and "
+                      "Tanh)",
+                      activations[k]));
   }
   if (node.has(4)) node.fail("sequence_lens is not supported (all sequences run to the end)");
   if (node.input_count() > 7 && node.has(7)) node.fail("peepholes (P) are not supported");
@@ -266,8 +272,7 @@ RecurrentShape check_recurrent(const NodeRun& node, int64_t gates) {
   if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
     node.fail(fmt::format("direction '{}' is not forward, reverse or bidirectional", direction));
   const int64_t D = direction == "bidirectional" ? 2 : 1;
-  if (x.dim() != 3 || w.dim() != 3 || r.dim() != 3)
-    node.fail("X, W and R should be 3-d");
+  if (x.dim() != 3 || w.dim() != 3 || r.dim() != 3) node.fail("X, W and R should be 3-d");
   const int64_t H = w.size(1) / gates;
   if (node.i("hidden_size", H) != H || w.size(0) != D || w.size(1) != gates * H ||
       w.size(2) != x.size(2) || r.shape() != Shape{D, gates * H, H})
@@ -292,8 +297,8 @@ std::vector<Tensor> recurrent(const NodeRun& node) {
   const RecurrentShape s = check_recurrent(node, kLstm ? 4 : 3);
   if (!kLstm && node.i("linear_before_reset", 0) != 1)
     node.fail("linear_before_reset 0 is not supported (depthgrad's GRU is torch's, 1)");
-  const std::vector<int64_t> order = kLstm ? std::vector<int64_t>{0, 2, 3, 1}
-                                           : std::vector<int64_t>{1, 0, 2};
+  const std::vector<int64_t> order =
+      kLstm ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{1, 0, 2};
   const Tensor x = reshape(node.input(0), {s.T * s.N, s.I});
   const bool reverse_only = node.s("direction", "forward") == "reverse";
   std::vector<SequenceDirection> dirs;
@@ -312,8 +317,8 @@ std::vector<Tensor> recurrent(const NodeRun& node) {
       dir.c0 = initial_state(node, 6, s, d);
     } else {
       dir.gates_x = linear(x, w, input_bias);
-      dir.bias_hh = hidden_bias.defined() ? hidden_bias
-                                          : Tensor::zeros({s.G * s.H}, node.input(0).dtype());
+      dir.bias_hh =
+          hidden_bias.defined() ? hidden_bias : Tensor::zeros({s.G * s.H}, node.input(0).dtype());
     }
     dir.h0 = initial_state(node, 5, s, d);
     dir.reverse = reverse_only || d == 1;
@@ -340,8 +345,8 @@ const std::vector<OpSpec>& nn_ops() {
   static const std::vector<OpSpec> ops = {
       {"MatMul", 2, 2, 1, "", matmul_op},
       {"Gemm", 2, 3, 1, "alpha:f beta:f transA:i transB:i", gemm},
-      {"Conv", 2, 3, 1, "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints",
-       conv},
+      {"Conv", 2, 3, 1,
+       "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints", conv},
       {"ConvTranspose", 2, 3, 1,
        "auto_pad:s dilations:ints group:i kernel_shape:ints pads:ints strides:ints "
        "output_padding:ints",

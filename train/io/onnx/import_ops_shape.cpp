@@ -38,8 +38,8 @@ std::vector<Tensor> reshape_op(const NodeRun& node) {
   for (size_t k = 0; k < shape.size(); ++k) {
     if (shape[k] == 0 && !allow_zero) {
       if (static_cast<int64_t>(k) >= x.dim())
-        node.fail(fmt::format("shape {} copies dim {} of a rank-{} input", shape_str(shape), k,
-                              x.dim()));
+        node.fail(
+            fmt::format("shape {} copies dim {} of a rank-{} input", shape_str(shape), k, x.dim()));
       shape[k] = x.size(static_cast<int64_t>(k));
     }
   }
@@ -146,8 +146,7 @@ std::vector<Tensor> slice_op(const NodeRun& node) {
   if (axes.empty())
     for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
   if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() ||
-      steps.size() != starts.size())
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
     node.fail("starts, ends, axes and steps differ in length");
   Tensor out = x;
   for (size_t k = 0; k < starts.size(); ++k)
@@ -234,8 +233,8 @@ std::vector<Tensor> range_op(const NodeRun& node) {
   if (count > 1e9) node.fail(fmt::format("{} values are too many", count));
   std::vector<double> values;
   for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) values.push_back(start + k * delta);
-  return {Tensor::from_vector(values, {static_cast<int64_t>(values.size())},
-                              node.input(0).dtype())};
+  return {
+      Tensor::from_vector(values, {static_cast<int64_t>(values.size())}, node.input(0).dtype())};
 }
 
 // Tile: each axis repeated repeats[d] times, as a broadcast view of an added axis then a reshape.
