@@ -16,6 +16,7 @@ layer_of() {
     train/lm/data/*) echo train/lm/data ;;
     train/lm/*) echo train/lm ;;
     train/dist/*) echo train/dist ;;
+    train/io/onnx/*) echo train ;;  # ONNX import and export build Modules from autograd's ops
     train/io/*) echo train/io ;;
     train/*) echo train ;;
     tensor/*) echo tensor ;;

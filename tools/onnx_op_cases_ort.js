@@ -8,16 +8,16 @@ async function main() {
   let text = "";
   for await (const chunk of process.stdin) text += chunk;
   const request = JSON.parse(text);
-  const session = await ort.InferenceSession.create(request.model);
+  const runner = await ort.InferenceSession.create(request.model);
   const feeds = {};
   for (const [name, t] of Object.entries(request.inputs)) {
     const data = t.type === "int64" ? BigInt64Array.from(t.data.map(BigInt))
                                     : Float32Array.from(t.data);
     feeds[name] = new ort.Tensor(t.type, data, t.dims);
   }
-  const results = await session.run(feeds);
+  const results = await runner.run(feeds);
   const out = {};
-  for (const name of session.outputNames) {
+  for (const name of runner.outputNames) {
     const r = results[name];
     out[name] = {dims: r.dims, data: Array.from(r.data, (v) => Number(v))};
   }
