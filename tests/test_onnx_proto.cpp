@@ -186,6 +186,11 @@ TEST_CASE("repeated scalars read packed and unpacked, negative integers as ten-b
   CHECK(t.float_data == std::vector<float>{0.5f, 2.0f, -4.0f});
   CHECK(t.name == "t");
   CHECK(t.external);
+  // An empty packed field adds nothing (a crash regression of the fuzz target: memcpy from an
+  // empty vector's null data, which the sanitizers report).
+  const ModelProto empty = decode_model(bytes(7, bytes(5, bytes(4, "") + bytes(10, ""))), "m.onnx");
+  CHECK(empty.graph.initializer.at(0).float_data.empty());
+  CHECK(empty.graph.initializer.at(0).double_data.empty());
   // Attribute ints packed (as some writers do) and unpacked (as onnx.proto declares them).
   const std::string attribute = bytes(1, "a") + bytes(8, varint(4) + varint(5)) + integer(8, -6) +
                                 integer(20, AttributeProto::ints);

@@ -265,7 +265,7 @@ class Reader {
       fail(fmt::format("packed values of {} bytes, not a multiple of {}", b.size(), sizeof(T)));
     const size_t old = out.size();
     out.resize(old + b.size() / sizeof(T));
-    std::memcpy(out.data() + old, b.data(), b.size());
+    if (!b.empty()) std::memcpy(out.data() + old, b.data(), b.size());  // never memcpy(null, .., 0)
   }
   void skip() {
     switch (wire_) {
