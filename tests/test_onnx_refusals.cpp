@@ -4,7 +4,9 @@
 // without a definition, defined twice, no outputs, an initializer whose data does not fit its
 // dims, an attribute of the wrong type) and what depthgrad does not run (another opset, an
 // unknown op, a subgraph, another domain, external data, float16). Each model is built here
-// with the codec (train/io/onnx/proto.h) from one small valid graph, changed in one place.
+// with the codec (train/io/onnx/proto.h) from one small valid graph, changed in one place. The
+// same small graph also shows what is accepted at the edges: initializers listed as graph inputs
+// (older exporters), names that cannot be a module path, and the forward hooks of module(x).
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -224,4 +226,40 @@ TEST_CASE("a node that fails while running names the file, the node and its op")
   } catch (const OnnxError& e) {
     CHECK(std::string(e.what()).rfind("model.onnx: node 'to_five' (Reshape): ", 0) == 0);
   }
+}
+
+TEST_CASE("initializers also listed as graph inputs are initializers, not inputs") {
+  ModelProto m = valid_model();  // as torch's keep_initializers_as_inputs=True writes them
+  m.graph.input.push_back(value("w", ElemType::float32, {{true, 2, ""}, {true, 3, ""}}));
+  m.graph.input.push_back(value("b", ElemType::float32, {{true, 2, ""}}));
+  auto model = load_bytes(encode_model(m), kSource);
+  CHECK(model->input_names() == std::vector<std::string>{"x"});
+  CHECK(model->named_parameters().size() == 2);
+  CHECK((*model)(Tensor::zeros({1, 3})).to_vector() == std::vector<double>{0.5, 0});
+}
+
+TEST_CASE("names that cannot be a module path are registered with '_' for '.'") {
+  ModelProto m = valid_model();
+  m.graph.initializer[0].name = "fc.w";
+  m.graph.initializer[1].name = "fc";  // both a tensor and the prefix of "fc.w"
+  m.graph.node[0].input = {"x", "fc.w", "fc"};
+  m.graph.initializer.push_back(to_tensor_proto("odd..name", Tensor::zeros({1})));
+  m.graph.initializer.push_back(to_tensor_proto("blocks.0.scale", Tensor::ones({1})));
+  auto model = load_bytes(encode_model(m), kSource);
+  std::vector<std::string> names;
+  for (const auto& [name, p] : model->named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"fc.w", "fc_", "odd__name", "blocks.0.scale"});
+}
+
+TEST_CASE("module(x) on an imported model runs its forward hooks once") {
+  auto model = load_bytes(encode_model(valid_model()), kSource);
+  int calls = 0;
+  HookHandle handle =
+      model->register_forward_hook([&](const Module&, const std::vector<Tensor>&, const Tensor& y) {
+        ++calls;
+        return mul(y, Tensor::full({}, 2.0));
+      });
+  CHECK((*model)(Tensor::zeros({1, 3})).to_vector() == std::vector<double>{1, 0});
+  CHECK(calls == 1);
+  handle.remove();
 }

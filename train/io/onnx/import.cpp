@@ -369,18 +369,21 @@ OnnxModel::OnnxModel(const ModelProto& model, const std::string& source)
   for (const std::string& name : g.initializer_names)
     if (is_floating(g.fixed[g.slot_of[name]].dtype())) floating.push_back(name);
   const std::set<std::string> as_paths = tree_names(floating);
+  std::set<std::string> root_names;  // the root's entries: the paths' first parts, the others
+  for (const std::string& name : as_paths) root_names.insert(dotted_parts(name)[0]);
   for (const std::string& name : floating) {
     Tensor& value = g.fixed[g.slot_of[name]];
     Module* owner = this;
     std::string leaf = name;
-    if (as_paths.count(name)) {
-      const std::vector<std::string> parts = dotted_parts(name);
-      for (size_t k = 0; k + 1 < parts.size(); ++k) owner = &child_for(*owner, parts[k]);
-      leaf = parts.back();
-    } else {
-      std::replace(leaf.begin(), leaf.end(), '.', '_');
-    }
     try {
+      if (as_paths.count(name)) {
+        const std::vector<std::string> parts = dotted_parts(name);
+        for (size_t k = 0; k + 1 < parts.size(); ++k) owner = &child_for(*owner, parts[k]);
+        leaf = parts.back();
+      } else {
+        std::replace(leaf.begin(), leaf.end(), '.', '_');
+        while (!root_names.insert(leaf).second) leaf += '_';
+      }
       value = g.batch_norm_statistics.count(name) ? owner->register_buffer(leaf, value)
                                                   : owner->register_parameter(leaf, value);
     } catch (const std::invalid_argument& e) {

@@ -13,7 +13,8 @@
 // ("enc.layers.0.norm1.weight" is parameter "weight" of child "norm1" of child "0" ...), so
 // named_parameters(), state_dict() and checkpoints give exactly the file's names. A name that
 // cannot be such a path (an empty part, or a part that is both a tensor and a prefix of another)
-// is registered on the root with its '.' written '_'. Initializers that only BatchNormalization
+// is registered on the root with its '.' written '_' (and '_' appended while that name is taken:
+// "fc" beside "fc.weight" becomes "fc_"). Initializers that only BatchNormalization
 // reads as its running mean and variance are buffers (torch's running statistics: saved, never
 // trained); integer initializers (shape constants) are plain tensors, neither.
 //
