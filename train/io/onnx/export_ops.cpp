@@ -41,12 +41,12 @@ void same_arity(G& g, const Op& op) {
 }
 constexpr char kAdd[] = "Add", kSub[] = "Sub", kMul[] = "Mul", kDiv[] = "Div", kPow[] = "Pow",
                kMin[] = "Min", kMax[] = "Max", kExp[] = "Exp", kLog[] = "Log", kSqrt[] = "Sqrt",
-               kSin[] = "Sin", kCos[] = "Cos", kErf[] = "Erf", kSign[] = "Sign",
-               kFloor[] = "Floor", kCeil[] = "Ceil", kRound[] = "Round", kRelu[] = "Relu",
-               kSigmoid[] = "Sigmoid", kTanh[] = "Tanh", kAbs[] = "Abs", kMatMul[] = "MatMul",
-               kIdentity[] = "Identity", kLess[] = "Less", kGreater[] = "Greater",
-               kLessOrEqual[] = "LessOrEqual", kGreaterOrEqual[] = "GreaterOrEqual",
-               kEqual[] = "Equal", kAnd[] = "And", kOr[] = "Or", kXor[] = "Xor";
+               kSin[] = "Sin", kCos[] = "Cos", kErf[] = "Erf", kSign[] = "Sign", kFloor[] = "Floor",
+               kCeil[] = "Ceil", kRound[] = "Round", kRelu[] = "Relu", kSigmoid[] = "Sigmoid",
+               kTanh[] = "Tanh", kAbs[] = "Abs", kMatMul[] = "MatMul", kIdentity[] = "Identity",
+               kLess[] = "Less", kGreater[] = "Greater", kLessOrEqual[] = "LessOrEqual",
+               kGreaterOrEqual[] = "GreaterOrEqual", kEqual[] = "Equal", kAnd[] = "And",
+               kOr[] = "Or", kXor[] = "Xor";
 
 // A number of x's dtype, as a 0-d constant.
 std::string scalar_of(G& g, const Tensor& x, double value) {
@@ -55,12 +55,10 @@ std::string scalar_of(G& g, const Tensor& x, double value) {
 
 // ---- elementwise ------------------------------------------------------------------------------
 void export_scale(G& g, const Op& op) {
-  g.node("Mul", {in(g, op, 0), scalar_of(g, op.inputs[0], real_attr(op, "factor"))},
-         {out(g, op)});
+  g.node("Mul", {in(g, op, 0), scalar_of(g, op.inputs[0], real_attr(op, "factor"))}, {out(g, op)});
 }
 void export_add_scalar(G& g, const Op& op) {
-  g.node("Add", {in(g, op, 0), scalar_of(g, op.inputs[0], real_attr(op, "value"))},
-         {out(g, op)});
+  g.node("Add", {in(g, op, 0), scalar_of(g, op.inputs[0], real_attr(op, "value"))}, {out(g, op)});
 }
 void export_where(G& g, const Op& op) {
   g.node("Where", {in(g, op, 0), in(g, op, 1), in(g, op, 2)}, {out(g, op)});
@@ -103,8 +101,7 @@ void export_gelu_tanh(G& g, const Op& op) {
   const Tensor& t = op.inputs[0];
   const std::string x = in(g, op, 0);
   const std::string cube = g.op("Mul", {g.op("Mul", {x, x}), x});
-  const std::string inner =
-      g.op("Add", {x, g.op("Mul", {cube, scalar_of(g, t, 0.044715)})});
+  const std::string inner = g.op("Add", {x, g.op("Mul", {cube, scalar_of(g, t, 0.044715)})});
   const std::string th =
       g.op("Tanh", {g.op("Mul", {inner, scalar_of(g, t, std::sqrt(2.0 / M_PI))})});
   const std::string half_x = g.op("Mul", {x, scalar_of(g, t, 0.5)});
@@ -256,11 +253,11 @@ void export_conv_transpose(G& g, const Op& op) {
   batch_dims_only(g, op.inputs[0], op.outputs[0]);
 }
 void export_max_pool(G& g, const Op& op) {
-  g.node("MaxPool", {in(g, op, 0)}, {out(g, op)},
-         {attr("kernel_shape", ints_attr(op, "kernel")), attr("strides", ints_attr(op, "stride")),
-          attr("pads", symmetric_pads(ints_attr(op, "padding"))),
-          attr("dilations", ints_attr(op, "dilation")),
-          attr("ceil_mode", int_attr(op, "ceil_mode"))});
+  g.node(
+      "MaxPool", {in(g, op, 0)}, {out(g, op)},
+      {attr("kernel_shape", ints_attr(op, "kernel")), attr("strides", ints_attr(op, "stride")),
+       attr("pads", symmetric_pads(ints_attr(op, "padding"))),
+       attr("dilations", ints_attr(op, "dilation")), attr("ceil_mode", int_attr(op, "ceil_mode"))});
   batch_dims_only(g, op.inputs[0], op.outputs[0]);
 }
 void export_avg_pool(G& g, const Op& op) {
@@ -293,11 +290,10 @@ void export_batch_norm(G& g, const Op& op) {
   if (int_attr(op, "training") || !mean.defined() || !var.defined())
     refuse(op, "batch statistics (training mode, or no running statistics); export in eval mode");
   const int64_t C = x.size(1);
-  const std::string w = op.inputs[3].defined() ? in(g, op, 3)
-                                               : g.constant(Tensor::ones({C}, x.dtype()), "ones");
-  const std::string b = op.inputs[4].defined()
-                            ? in(g, op, 4)
-                            : g.constant(Tensor::zeros({C}, x.dtype()), "zeros");
+  const std::string w =
+      op.inputs[3].defined() ? in(g, op, 3) : g.constant(Tensor::ones({C}, x.dtype()), "ones");
+  const std::string b =
+      op.inputs[4].defined() ? in(g, op, 4) : g.constant(Tensor::zeros({C}, x.dtype()), "zeros");
   const std::vector<std::string> inputs = {in(g, op, 0), w, b, in(g, op, 1), in(g, op, 2)};
   const std::vector<AttributeProto> eps = {attr("epsilon", real_attr(op, "eps"))};
   if (op.op == "batch_norm_relu")
@@ -392,18 +388,23 @@ std::string reduce_node(G& g, const std::string& type, const std::string& x,
   std::vector<std::string> inputs = {x};
   std::vector<AttributeProto> attributes = {attr("keepdims", int64_t{keepdim})};
   if (!axes.empty()) {
-    if (axes_input) inputs.push_back(g.constant_ints(axes));
-    else attributes.push_back(attr("axes", axes));
+    if (axes_input)
+      inputs.push_back(g.constant_ints(axes));
+    else
+      attributes.push_back(attr("axes", axes));
   }
-  return output.empty() ? g.op(type, inputs, attributes) : g.node(type, inputs, {output}, attributes);
+  return output.empty() ? g.op(type, inputs, attributes)
+                        : g.node(type, inputs, {output}, attributes);
 }
 void set_reduced_dims(G& g, const Tensor& x, const Tensor& y, const std::vector<int64_t>& axes,
                       bool keepdim) {
   std::vector<std::string> dims = g.dims(x), kept;
   for (int64_t k = 0; k < x.dim(); ++k) {
     const bool reduced = axes.empty() || std::find(axes.begin(), axes.end(), k) != axes.end();
-    if (!reduced) kept.push_back(dims[size_t(k)]);
-    else if (keepdim) kept.push_back("");
+    if (!reduced)
+      kept.push_back(dims[size_t(k)]);
+    else if (keepdim)
+      kept.push_back("");
   }
   if (static_cast<int64_t>(kept.size()) == y.dim()) g.set_dims(y, kept);
 }
@@ -469,14 +470,13 @@ void export_pad(G& g, const Op& op) {
     onnx_pads[axis] = pads[2 * j];
     onnx_pads[axis + static_cast<size_t>(x.dim())] = pads[2 * j + 1];
   }
-  g.node("Pad",
-         {in(g, op, 0), g.constant_ints(onnx_pads), scalar_of(g, x, real_attr(op, "value"))},
+  g.node("Pad", {in(g, op, 0), g.constant_ints(onnx_pads), scalar_of(g, x, real_attr(op, "value"))},
          {out(g, op)}, {attr("mode", mode == "replicate" ? std::string("edge") : mode)});
 }
 void export_triangle(G& g, const Op& op) {
   if (g.opset() < 14) refuse(op, "ONNX's Trilu needs opset 14 or later");
-  g.node("Trilu", {in(g, op, 0), g.constant_ints({int_attr(op, "diagonal")}, true)},
-         {out(g, op)}, {attr("upper", int64_t{op.op == "triu"})});
+  g.node("Trilu", {in(g, op, 0), g.constant_ints({int_attr(op, "diagonal")}, true)}, {out(g, op)},
+         {attr("upper", int64_t{op.op == "triu"})});
 }
 
 }  // namespace
