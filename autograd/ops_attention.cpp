@@ -66,6 +66,7 @@ Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
   dispatch_float(x.dtype(), op, [&]<class T>() {
     rope_forward<T>(out.data<T>(), x.data<T>(), cos.data<T>(), sin.data<T>(), BH, Tn, hd);
   });
+  if (tracing()) trace_op(op, {x_in}, {out}, {{"base", base}, {"offset", position_offset}});
   if (should_record({x_in}))
     record(op, {x_in}, out,
            [x_in, cos, sin, BH, Tn, hd](const Tensor& g) {

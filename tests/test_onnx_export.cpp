@@ -60,8 +60,9 @@ struct Flipper : Module {
   }
 };
 struct WithFlip : Module {
-  WithFlip() : inner(register_module("inner", std::make_unique<Flipper>())),
-               proj(register_module("proj", std::make_unique<Linear>(4, 2))) {}
+  WithFlip()
+      : inner(register_module("inner", std::make_unique<Flipper>())),
+        proj(register_module("proj", std::make_unique<Linear>(4, 2))) {}
   Tensor forward(const Tensor& x) const override { return proj(inner(x)); }
   Flipper& inner;
   Linear& proj;
@@ -99,7 +100,8 @@ TEST_CASE("onnx export: an MLP becomes Gemm nodes with the parameters as named i
   o.dynamic_axes = {{"input", {{0, "batch"}}}, {"output", {{0, "batch"}}}};
   const ModelProto m = export_module(*mlp, randn({5, 4}), o);
   CHECK(op_types(m) == std::vector<std::string>{"Gemm", "Relu", "Gemm"});
-  CHECK(initializer_names(m) == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
+  CHECK(initializer_names(m) ==
+        std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
   CHECK(m.default_opset() == 17);
   CHECK(m.ir_version == 8);
   REQUIRE(m.graph.input.size() == 1);
@@ -136,7 +138,9 @@ TEST_CASE("onnx export: a flatten keeps the dynamic batch (Reshape to 0, -1 or t
   both.dynamic_axes = {{"input", {{0, "batch"}, {1, "sequence"}}}};
   const ModelProto merged = export_to_proto(
       flatten,
-      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{dg::reshape(in[0], {-1, 5})}; },
+      [](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{dg::reshape(in[0], {-1, 5})};
+      },
       {randn({3, 2, 5})}, both);
   CHECK(merged.graph.output[0].shape[0].param == "batch*sequence");
 }
@@ -178,9 +182,10 @@ TEST_CASE("onnx export: the opset decides ReduceMean's axes (attribute to 17, in
 
 TEST_CASE("onnx export: refusals name what is wrong") {
   WithFlip model;
-  CHECK_THROWS_WITH_AS(export_module(model, randn({2, 4})),
-                       doctest::Contains("op 'flip' (read by an op in module 'proj') has no ONNX mapping"),
-                       OnnxError);
+  CHECK_THROWS_WITH_AS(
+      export_module(model, randn({2, 4})),
+      doctest::Contains("op 'flip' (read by an op in module 'proj') has no ONNX mapping"),
+      OnnxError);
   auto mlp = small_mlp();
   ExportOptions o;
   o.opset = 12;

@@ -95,6 +95,14 @@ class ExportGraph {
   const TracedOp* current_ = nullptr;
 };
 
+// Rotate-half RoPE (autograd/ops.h's rope) on the ONNX value x, a tensor like `like` whose
+// positions run along axis `position_axis` (negative: from the end) and whose last axis is the
+// head size: pairs (i, i + hd/2) turned by position·base^(-2i/hd), positions from `offset`. The
+// cos/sin tables are constants of the traced length, cut to the input's length when that axis is
+// dynamic. Returns the rotated value. (Shared by the rope, linear_rope and attention mappings.)
+std::string rope_nodes(ExportGraph& g, const std::string& x, const Tensor& like,
+                       int64_t position_axis, double base, int64_t offset);
+
 // An op's mapping, and the table the driver looks ops up in (each export_ops*.cpp file adds its
 // family's entries).
 using OpExporter = void (*)(ExportGraph& graph, const TracedOp& op);

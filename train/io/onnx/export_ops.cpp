@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/ops.h"
 #include "train/io/onnx/export_graph.h"
 #include "train/io/onnx/tensors.h"
 
@@ -195,12 +196,17 @@ void export_matmul(G& g, const Op& op) {
   g.node("MatMul", {in(g, op, 0), in(g, op, 1)}, {out(g, op)});
   set_matmul_dims(g, op.inputs[0], op.inputs[1], op.outputs[0]);
 }
-// linear (and linear_add: + residual): Gemm for a 2-D input, else MatMul by Wᵀ and Add.
+void rope_heads(G& g, const std::string& y, const Tensor& like,
+                const std::vector<std::string>& dims, int64_t heads, double base,
+                const std::string& output);
+
+// linear (and linear_add: + residual; linear_rope: RoPE on each head of the projection): Gemm for
+// a 2-D input, else MatMul by Wᵀ and Add.
 void export_linear(G& g, const Op& op) {
-  if (int_attr(op, "rope_heads") != 0) refuse(op, "rotary embeddings inside a projection");
   const Tensor &x = op.inputs[0], &bias = op.inputs[2], &residual = op.inputs[3];
+  const int64_t heads = int_attr(op, "rope_heads");
   std::string y;
-  const std::string name = residual.defined() ? g.fresh("Linear") : out(g, op);
+  const std::string name = residual.defined() || heads ? g.fresh("Linear") : out(g, op);
   if (x.dim() == 2) {
     std::vector<std::string> inputs = {in(g, op, 0), in(g, op, 1)};
     if (bias.defined()) inputs.push_back(in(g, op, 2));
@@ -212,10 +218,47 @@ void export_linear(G& g, const Op& op) {
     y = bias.defined() ? g.node("Add", {g.op("MatMul", {in(g, op, 0), wt}), in(g, op, 2)}, {name})
                        : g.node("MatMul", {in(g, op, 0), wt}, {name});
   }
-  if (residual.defined()) g.node("Add", {in(g, op, 3), y}, {out(g, op)});
   std::vector<std::string> dims = g.dims(x);
   dims.back() = "";
+  if (residual.defined()) g.node("Add", {in(g, op, 3), y}, {out(g, op)});
+  if (heads) rope_heads(g, y, op.outputs[0], dims, heads, real_attr(op, "rope_base"), out(g, op));
   g.set_dims(op.outputs[0], dims);
+}
+
+// RoPE on each head of y [.., T, heads·hd] (like's shape, dims as given): split the heads off
+// ([.., T, heads, hd]), rotate, merge them back into `output`.
+void rope_heads(G& g, const std::string& y, const Tensor& like,
+                const std::vector<std::string>& dims, int64_t heads, double base,
+                const std::string& output) {
+  const int64_t r = like.dim(), width = like.size(-1);
+  std::vector<int64_t> split(static_cast<size_t>(r - 1), 0), merge = split;
+  split.push_back(heads);
+  split.push_back(width / heads);
+  merge.push_back(width);
+  Shape split_shape = like.shape();
+  split_shape.back() = heads;
+  split_shape.push_back(width / heads);
+  const Tensor heads_like = Tensor::empty(split_shape, like.dtype());
+  std::vector<std::string> split_dims = dims;
+  split_dims.push_back("");
+  g.set_dims(heads_like, split_dims);
+  const std::string x = g.op("Reshape", {y, g.constant_ints(split)});
+  const std::string rotated = rope_nodes(g, x, heads_like, -3, base, 0);
+  g.node("Reshape", {rotated, g.constant_ints(merge)}, {output});
+}
+
+// depth_mix: Σ_j alpha[.., j]·source_j (the sources, then alpha, are the op's inputs).
+void export_depth_mix(G& g, const Op& op) {
+  const size_t J = op.inputs.size() - 1;
+  const std::string alpha = in(g, op, J);
+  std::vector<std::string> terms;
+  for (size_t j = 0; j < J; ++j) {
+    const auto k = static_cast<int64_t>(j);
+    const std::string a = g.op(
+        "Slice", {alpha, g.constant_ints({k}), g.constant_ints({k + 1}), g.constant_ints({-1})});
+    terms.push_back(g.op("Mul", {in(g, op, j), a}));
+  }
+  g.node("Sum", terms, {out(g, op)});
 }
 
 // ---- convolution and pooling ------------------------------------------------------------------
@@ -479,7 +522,39 @@ void export_triangle(G& g, const Op& op) {
          {attr("upper", int64_t{op.op == "triu"})});
 }
 
+void export_rope(G& g, const Op& op) {
+  g.node("Identity",
+         {rope_nodes(g, in(g, op, 0), op.inputs[0], -2, real_attr(op, "base"),
+                     int_attr(op, "offset"))},
+         {out(g, op)});
+}
+
 }  // namespace
+
+std::string rope_nodes(ExportGraph& g, const std::string& x, const Tensor& like,
+                       int64_t position_axis, double base, int64_t offset) {
+  const int64_t rank = like.dim(), axis = rank_axis(position_axis, rank);
+  const int64_t T = like.size(axis), hd = like.size(-1), half = hd / 2;
+  const RopeTables tables = rope_tables_for(T, hd, base, offset, like.dtype());
+  Shape table_shape(static_cast<size_t>(rank - axis), 1);  // [T, 1, .., hd/2]
+  table_shape.front() = T;
+  table_shape.back() = half;
+  std::string cos = g.constant(tables.cos.contiguous().reshape(table_shape).clone(), "rope_cos");
+  std::string sin = g.constant(tables.sin.contiguous().reshape(table_shape).clone(), "rope_sin");
+  if (!g.dims(like)[size_t(axis)].empty()) {  // a dynamic length: the tables' first rows
+    const std::string length =
+        g.op("Gather", {g.op("Shape", {x}), g.constant_ints({axis})}, {attr("axis", int64_t{0})});
+    cos = g.op("Slice", {cos, g.constant_ints({0}), length, g.constant_ints({0})});
+    sin = g.op("Slice", {sin, g.constant_ints({0}), length, g.constant_ints({0})});
+  }
+  const std::string x1 =
+      g.op("Slice", {x, g.constant_ints({0}), g.constant_ints({half}), g.constant_ints({-1})});
+  const std::string x2 =
+      g.op("Slice", {x, g.constant_ints({half}), g.constant_ints({hd}), g.constant_ints({-1})});
+  const std::string o1 = g.op("Sub", {g.op("Mul", {x1, cos}), g.op("Mul", {x2, sin})});
+  const std::string o2 = g.op("Add", {g.op("Mul", {x2, cos}), g.op("Mul", {x1, sin})});
+  return g.op("Concat", {o1, o2}, {attr("axis", int64_t{-1})});
+}
 
 // data table: depthgrad's op -> its ONNX mapping
 std::vector<OpExporterEntry> basic_op_exporters() {
@@ -536,6 +611,8 @@ std::vector<OpExporterEntry> basic_op_exporters() {
       {"linear", export_linear},
       {"linear_add", export_linear},
       {"linear_rope", export_linear},
+      {"depth_mix", export_depth_mix},
+      {"rope", export_rope},
       {"conv2d", export_conv},
       {"conv1d", export_conv},
       {"conv_transpose2d", export_conv_transpose},
