@@ -138,11 +138,13 @@ inline void write_onnx_case(const std::string& dir, const std::string& case_name
                              "/" + model_file);
   std::vector<OnnxCaseRun> runs{{inputs, outputs}};
   if (second_batch) runs.push_back(*second_batch);
-  json::Array run_list;
-  for (size_t r = 0; r < runs.size(); ++r) {
+  for (size_t r = 0; r < runs.size(); ++r) {  // every run checked before any file is written
     const std::string where = "case '" + case_name + "' run " + std::to_string(r);
     detail::check_tensors(where, runs[r].inputs, false);
     detail::check_tensors(where, runs[r].outputs, true);
+  }
+  json::Array run_list;
+  for (size_t r = 0; r < runs.size(); ++r) {
     const std::string prefix = case_name + ".r" + std::to_string(r) + ".";
     json::Object run;
     run.emplace_back("inputs", detail::write_tensors(dir, prefix + "in", runs[r].inputs));
