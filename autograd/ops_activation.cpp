@@ -64,6 +64,7 @@ Tensor unary_pointwise(const Tensor& a, UnaryOp kind, UnaryArgs args, const char
   const int64_t n = y.numel();
   dispatch_float(a.dtype(), op,
                  [&]<class T>() { pointwise_forward<T>(kind, args, y.data<T>(), x.data<T>(), n); });
+  if (tracing()) trace_op(op, {a}, {y}, {{"a", args.a}, {"b", args.b}});
   if (!should_record({a})) return y;
   RecordedNode node = record(op, {a}, y, [a, x, y = detach(y), kind, args, n, op](const Tensor& g) {
     Tensor gc = g.contiguous();
