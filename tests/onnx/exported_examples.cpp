@@ -28,11 +28,11 @@ class CharLstm : public Module {
  public:
   CharLstm(int64_t vocab, int64_t embed, int64_t hidden, int64_t layers)
       : embedding(register_module("embedding", std::make_unique<Embedding>(vocab, embed))),
-        lstm(register_module("lstm", std::make_unique<LSTM>(RecurrentOptions{
-                                         .input_size = embed,
-                                         .hidden_size = hidden,
-                                         .num_layers = layers,
-                                         .batch_first = true}))),
+        lstm(
+            register_module("lstm", std::make_unique<LSTM>(RecurrentOptions{.input_size = embed,
+                                                                            .hidden_size = hidden,
+                                                                            .num_layers = layers,
+                                                                            .batch_first = true}))),
         head(register_module("head", std::make_unique<Linear>(hidden, vocab))) {}
   Tensor forward(const Tensor& ids) const override {
     const Tensor h = lstm(embedding(ids)).output;  // [B, T, H]
@@ -47,26 +47,24 @@ class CharLstm : public Module {
 class EncoderClassifier : public Module {
  public:
   EncoderClassifier(int64_t d, int64_t classes)
-      : encoder(register_module(
-            "encoder", std::make_unique<TransformerEncoder>(
-                           TransformerEncoderLayerOptions{.d_model = d,
-                                                          .nhead = 2,
-                                                          .dim_feedforward = 2 * d,
-                                                          .dropout = 0.1,
-                                                          .batch_first = true},
-                           2, true))),
+      : encoder(
+            register_module("encoder", std::make_unique<TransformerEncoder>(
+                                           TransformerEncoderLayerOptions{.d_model = d,
+                                                                          .nhead = 2,
+                                                                          .dim_feedforward = 2 * d,
+                                                                          .dropout = 0.1,
+                                                                          .batch_first = true},
+                                           2, true))),
         head(register_module("head", std::make_unique<Linear>(d, classes))) {}
-  Tensor forward(const Tensor& x) const override {
-    return head(mean(encoder.forward(x), {1}));
-  }
+  Tensor forward(const Tensor& x) const override { return head(mean(encoder.forward(x), {1})); }
   TransformerEncoder& encoder;
   Linear& head;
 };
 
 // Exports `model` traced on inputs[0] and writes the case: depthgrad's outputs (eval mode) on
 // inputs[0] and, as the second run, on other[0].
-void write_case(const std::string& dir, const std::string& name, Module& model,
-                const Tensor& input, const Tensor& other, const onnx::ExportOptions& options) {
+void write_case(const std::string& dir, const std::string& name, Module& model, const Tensor& input,
+                const Tensor& other, const onnx::ExportOptions& options) {
   onnx::export_model(model, {input}, dir + "/" + name + ".onnx", options);
   const bool was_training = model.is_training();
   model.eval();
@@ -103,7 +101,8 @@ void write_exported_examples(const std::string& dir) {
   {
     NoGradGuard no_grad;  // running statistics away from (0, 1), as after training
     for (auto& [name, buffer] : cnn->named_buffers())
-      if (is_floating(buffer.dtype())) buffer.copy_from(add_scalar(scale(rand(buffer.shape()), 0.5), 0.5));
+      if (is_floating(buffer.dtype()))
+        buffer.copy_from(add_scalar(scale(rand(buffer.shape()), 0.5), 0.5));
   }
   write_case(dir, "export_fashion_cnn", *cnn, randn({3, 1, 28, 28}), randn({2, 1, 28, 28}),
              batch_axis());

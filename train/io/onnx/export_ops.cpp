@@ -522,13 +522,6 @@ void export_triangle(G& g, const Op& op) {
          {attr("upper", int64_t{op.op == "triu"})});
 }
 
-void export_rope(G& g, const Op& op) {
-  g.node("Identity",
-         {rope_nodes(g, in(g, op, 0), op.inputs[0], -2, real_attr(op, "base"),
-                     int_attr(op, "offset"))},
-         {out(g, op)});
-}
-
 }  // namespace
 
 std::string rope_nodes(ExportGraph& g, const std::string& x, const Tensor& like,
@@ -612,7 +605,6 @@ std::vector<OpExporterEntry> basic_op_exporters() {
       {"linear_add", export_linear},
       {"linear_rope", export_linear},
       {"depth_mix", export_depth_mix},
-      {"rope", export_rope},
       {"conv2d", export_conv},
       {"conv1d", export_conv},
       {"conv_transpose2d", export_conv_transpose},
