@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
       write_broken_graph_case(dir);
     else
       dg::onnx_cases::write_exported_examples(dir);  // the exporter's files, not planted
-    fmt::print("export_cases: wrote {} cases and {}/manifest.json\n", planted ? 4 : 8, dir);
+    fmt::print("export_cases: wrote {} cases and {}/manifest.json\n", planted ? 4 : 11, dir);
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "export_cases: error: {}\n", e.what());

@@ -16,6 +16,7 @@
 #include "tools/example/fashion_cnn_model.h"
 #include "tools/example/gpt2_model.h"
 #include "train/io/onnx/export.h"
+#include "train/lm/export_onnx.h"
 
 namespace dg::onnx_cases {
 
@@ -87,6 +88,25 @@ Tensor random_ids(const Shape& shape, int64_t vocab) {
   return to_dtype(floor(scale(rand(shape), static_cast<double>(vocab) - 1e-3)), DType::i64);
 }
 
+// The language model through export_lm_onnx (depthgrad export --to onnx): traced at seq_len with
+// a dynamic sequence, run at a batch of 3 × seq_len and 2 × (seq_len - 3).
+void write_lm_case(const std::string& dir, const std::string& name, const MicroLMConfig& config) {
+  MicroLM model(config);
+  {
+    NoGradGuard no_grad;  // weights away from their initial values (zero projections, unit gains)
+    for (Tensor p : model.parameters()) p.copy_from(scale(randn(p.shape()), 0.3));
+  }
+  const std::string file = name + ".onnx";
+  export_lm_onnx(model, dir + "/" + file, {.dynamic_sequence = true});
+  const Tensor ids = random_ids({3, config.seq_len}, config.vocab);
+  const Tensor shorter = random_ids({2, config.seq_len - 3}, config.vocab);
+  model.eval();
+  NoGradGuard no_grad;
+  write_onnx_case(dir, name, file, {{"input_ids", ids}}, {{"logits", model.forward(ids)}},
+                  kTolerance,
+                  OnnxCaseRun{{{"input_ids", shorter}}, {{"logits", model.forward(shorter)}}});
+}
+
 }  // namespace
 
 void write_exported_examples(const std::string& dir) {
@@ -120,6 +140,25 @@ void write_exported_examples(const std::string& dir) {
   gpt.init_weights(11);
   write_case(dir, "export_gpt2", gpt, random_ids({3, 7}, 40), random_ids({2, 5}, 40),
              batch_axis(true));
+
+  // The MicroLM: RMSNorm, SwiGLU, RoPE, grouped-query attention, in the standard and RD-AttnRes
+  // residual modes; and the layout of an imported GPT-2 (LayerNorm, GELU, learned positions,
+  // biases, untied head).
+  MicroLMConfig lm{.vocab = 50, .dim = 16, .layers = 2, .heads = 4, .kv_heads = 2, .seq_len = 8};
+  lm.mode = residual_mode("standard");
+  write_lm_case(dir, "export_micro_lm", lm);
+  lm.mode = residual_mode("rd_attnres");
+  write_lm_case(dir, "export_micro_lm_rd_attnres", lm);
+  MicroLMConfig gpt2_layout = lm;
+  gpt2_layout.mode = residual_mode("standard");
+  gpt2_layout.norm = Norm::Kind::layer;
+  gpt2_layout.ffn = FeedForward::Kind::gelu;
+  gpt2_layout.rope = false;
+  gpt2_layout.learned_positions = true;
+  gpt2_layout.bias = true;
+  gpt2_layout.tied_head = false;
+  gpt2_layout.kv_heads = 4;
+  write_lm_case(dir, "export_micro_lm_gpt2_layout", gpt2_layout);
 }
 
 }  // namespace dg::onnx_cases
