@@ -68,6 +68,13 @@ Tensor place_into_zeros(const Tensor& g, const Shape& shape, const AxisView& v, 
 Tensor recorded_view(const Tensor& a, const AxisView& v, const char* op) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = raw_view(a, v);
+  if (tracing() && v.drop) trace_op("select", {a}, {out}, {{"axis", v.axis}, {"index", v.start}});
+  if (tracing() && !v.drop)
+    trace_op("slice", {a}, {out},
+             {{"axis", v.axis},
+              {"start", v.start},
+              {"end", v.length ? v.start + v.step * (v.length - 1) + 1 : v.start},
+              {"step", v.step}});
   if (should_record({a})) {
     const char* back = v.drop ? "select_backward" : "slice_backward";
     record(op, {a}, out,

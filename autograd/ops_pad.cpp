@@ -247,7 +247,10 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, doub
     const int64_t axis = x.dim() - 1 - static_cast<int64_t>(j);
     (*maps)[axis] = pad_map(x.size(axis), pads[2 * j], pads[2 * j + 1], mode, axis);
   }
-  return map_axes(x, maps, value, {"pad", "pad_backward"});
+  Tensor out = map_axes(x, maps, value, {"pad", "pad_backward"});
+  if (tracing())
+    trace_op("pad", {x}, {out}, {{"pads", pads}, {"mode", mode_name(mode)}, {"value", value}});
+  return out;
 }
 
 // ---- flip: out[.., i, ..] = x[.., n − 1 − i, ..] along each of dims ---------------------------
@@ -257,7 +260,9 @@ Tensor flip(const Tensor& x, const std::vector<int64_t>& dims) {
   auto maps = std::make_shared<AxisMaps>(identity_maps(x));
   for (int64_t ax : distinct_dims(x, dims, "flip"))
     if (x.dim() > 0) std::reverse((*maps)[ax].begin(), (*maps)[ax].end());
-  return map_axes(x, maps, 0.0, {"flip", "flip_backward"});
+  Tensor out = map_axes(x, maps, 0.0, {"flip", "flip_backward"});
+  if (tracing()) trace_op("flip", {x}, {out}, {{"dims", distinct_dims(x, dims, "flip")}});
+  return out;
 }
 
 // ---- roll: out[.., i, ..] = x[.., (i − shift) mod n, ..]; without dims, of the flattened x -----
@@ -280,7 +285,9 @@ Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts, const std::vect
     const int64_t n = x.size(ax);
     for (int64_t i = 0; i < n; ++i) (*maps)[ax][i] = (((i - total[ax]) % n) + n) % n;
   }
-  return map_axes(x, maps, 0.0, {"roll", "roll_backward"});
+  Tensor out = map_axes(x, maps, 0.0, {"roll", "roll_backward"});
+  if (tracing()) trace_op("roll", {x}, {out}, {{"shifts", total}});  // the shift of each axis
+  return out;
 }
 
 // ---- tril / triu: the lower (upper) triangle of the last two axes, zeros elsewhere ------------
@@ -303,6 +310,7 @@ Tensor triangle(const Tensor& a, int64_t diagonal, bool lower) {
           os[e] = (lower ? j - i <= diagonal : j - i >= diagonal) ? xs[e] : T(0);
         }
   });
+  if (tracing()) trace_op(op, {a}, {out}, {{"diagonal", diagonal}});
   if (is_floating(a.dtype()) && should_record({a}))
     record(
         op, {a}, out,

@@ -14,6 +14,7 @@
 #include "train/io/files.h"
 #include "train/io/sha256.h"
 #include "train/lm/export_gguf.h"
+#include "train/lm/export_onnx.h"
 #include "train/lm/generate.h"
 #include "train/lm/hf_model.h"
 #include "train/lm/text/bpe.h"
@@ -71,22 +72,30 @@ int cmd_export(int argc, char** argv, int start) {
           "SwiGLU + RoPE, gpt2 for LayerNorm + tanh GELU + learned positions + biases; the\n"
           "tokenizer as tokenizer.ggml.*; tensors in --type f32, f16 or bf16). Only the standard\n"
           "residual mode exports: no Hugging Face class or llama.cpp architecture computes the\n"
-          "AttnRes modes.");
-  f.add("to", "", "the layout to write: hf or gguf (required)")
-      .add("output", "", "the folder (hf) or file (gguf) to write (required)")
+          "AttnRes modes. --to onnx: one ONNX file (opset 17): input_ids [batch, sequence] int64\n"
+          "to logits [batch, sequence, vocab], any residual mode; the batch axis is dynamic, the\n"
+          "sequence axis fixed at --sequence unless --dynamic-sequence.");
+  f.add("to", "", "the layout to write: hf, gguf or onnx (required)")
+      .add("output", "", "the folder (hf) or file (gguf, onnx) to write (required)")
+      .add("sequence", "", "onnx: the traced sequence length (default: the model's seq_len)")
+
       .add("type", "f32", "gguf: the tensors' type, f32 | f16 | bf16 (norm gains stay f32)")
       .add("checkpoint", "", "model.safetensors or checkpoint.safetensors (required)")
-      .add("tokenizer", "", "tokenizer.json (default: the tokenizer.json beside --checkpoint)");
+      .add("tokenizer", "", "tokenizer.json (default: the tokenizer.json beside --checkpoint)")
+      .add_switch("dynamic-sequence",
+                  "onnx: leave the sequence axis free (up to the traced length)");
   add_overwrite_flag(f, "what --output holds: the export's files (hf) or the file (gguf)");
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
     return 0;
   }
   const std::string to = f.get("to");
-  if (to != "hf" && to != "gguf")
-    throw UsageError(fmt::format("--to: expected hf or gguf, got '{}'", to));
-  if (to == "hf" && f.given("type"))
-    throw UsageError("--type applies to --to gguf (a Hugging Face export is float32)");
+  if (to != "hf" && to != "gguf" && to != "onnx")
+    throw UsageError(fmt::format("--to: expected hf, gguf or onnx, got '{}'", to));
+  if (to != "gguf" && f.given("type"))
+    throw UsageError(fmt::format("--type applies to --to gguf (the {} export is float32)", to));
+  if (to != "onnx" && (f.given("sequence") || f.given("dynamic-sequence")))
+    throw UsageError("--sequence and --dynamic-sequence apply to --to onnx");
   GgmlType type = GgmlType::f32;
   try {
     type = parse_gguf_export_type(f.get("type"));
@@ -105,12 +114,23 @@ int cmd_export(int argc, char** argv, int start) {
         output, hf_files, "an export", "replace it with --overwrite, or give another --output");
     if (!refusal.empty()) throw UsageError(refusal);
   }
-  if (!overwrite && to == "gguf" &&
-      std::filesystem::exists(std::filesystem::symlink_status(output)))
+  if (!overwrite && to != "hf" && std::filesystem::exists(std::filesystem::symlink_status(output)))
     throw UsageError(fmt::format(
         "--output: {} exists: replace it with --overwrite, or give another --output", output));
   const std::string path = f.get("checkpoint");
   const TrainedModel trained = load_trained_model(path);
+  if (to == "onnx") {
+    LmOnnxOptions options;
+    if (!f.get("sequence").empty()) options.sequence = f.get_int("sequence");
+    options.dynamic_sequence = f.get_bool("dynamic-sequence");
+    try {
+      export_lm_onnx(*trained.model, output, options);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--sequence: {}", e.what()));
+    }
+    fmt::print("exported {} as ONNX to {}\n", path, output);
+    return 0;
+  }
   if (to == "hf") hf_architecture_for(trained.config.model);  // refuses before the tokenizer
   const ModelTokenizer loaded = model_tokenizer(f, trained, path);
   const BpeTokenizer& tokenizer = loaded.tokenizer;
