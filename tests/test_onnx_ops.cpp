@@ -1,9 +1,10 @@
 // The importer's ops (train/io/onnx/import_ops.h) against ONNX Runtime, one graph output per case:
-// tests/data/onnx/op_cases.onnx and ONNX Runtime's outputs in tests/onnx_op_cases.h (both made by
-// tools/onnx_op_cases.py): settings torch.onnx.export does not write (asymmetric pads, auto_pad,
-// a reverse LSTM, a GRU without bias, exclusive reverse CumSum, negative Slice steps, integer shape
-// arithmetic, Pad modes, ...). Floating outputs within 1e-5 of each output's largest value,
-// integer and bool outputs exactly; every case's output has ONNX Runtime's shape.
+// tests/data/onnx/op_cases.onnx (opset 17) and op_cases18.onnx (opset 18), with ONNX Runtime's
+// outputs in tests/onnx_op_cases.h (all made by tools/onnx_op_cases.py): settings
+// torch.onnx.export does not write (asymmetric pads, auto_pad, a reverse LSTM, a GRU without bias,
+// exclusive reverse CumSum, negative Slice steps, integer shape arithmetic, Pad modes, opset 18's
+// axes inputs...). Floating outputs within 1e-5 of each output's largest value, integer and bool
+// outputs exactly; every case's output has ONNX Runtime's shape.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -15,8 +16,11 @@
 
 using namespace dg;
 
-TEST_CASE("every op case gives ONNX Runtime's output") {
-  auto model = onnx::load(std::string(DG_SOURCE_DIR) + "/tests/data/onnx/op_cases.onnx");
+namespace {
+
+// Runs `file` on the cases' inputs and compares every output with ONNX Runtime's.
+void check_cases(const std::string& file, const std::vector<OnnxOpCase>& expected) {
+  auto model = onnx::load(std::string(DG_SOURCE_DIR) + "/tests/data/onnx/" + file);
   std::vector<Tensor> inputs;
   for (const OnnxOpCase& in : onnx_op_case_inputs()) {
     CHECK(in.name == model->input_names()[inputs.size()]);
@@ -25,8 +29,8 @@ TEST_CASE("every op case gives ONNX Runtime's output") {
   const std::vector<Tensor> outputs = model->run(inputs);
   std::map<std::string, Tensor> by_name;
   for (size_t k = 0; k < outputs.size(); ++k) by_name[model->output_names()[k]] = outputs[k];
-  CHECK(by_name.size() == onnx_op_case_outputs().size());
-  for (const OnnxOpCase& want : onnx_op_case_outputs()) {
+  CHECK(by_name.size() == expected.size());
+  for (const OnnxOpCase& want : expected) {
     CAPTURE(want.name);
     REQUIRE(by_name.count(want.name) == 1);
     const Tensor& got = by_name[want.name];
@@ -44,4 +48,16 @@ TEST_CASE("every op case gives ONNX Runtime's output") {
     }
     CHECK(worst / scale <= 1e-5);
   }
+}
+
+}  // namespace
+
+TEST_CASE("every op case gives ONNX Runtime's output (opset 17)") {
+  check_cases("op_cases.onnx", onnx_op_case_outputs());
+}
+
+TEST_CASE("opset 18's forms give ONNX Runtime's output (Reduce* axes inputs, num_outputs, Pad axes)") {
+  auto model = onnx::load(std::string(DG_SOURCE_DIR) + "/tests/data/onnx/op_cases18.onnx");
+  CHECK(model->opset() == 18);
+  check_cases("op_cases18.onnx", onnx_op_case18_outputs());
 }
