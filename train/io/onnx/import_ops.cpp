@@ -219,6 +219,32 @@ std::vector<Tensor> cumsum_op(const NodeRun& node) {
   return {reverse ? flip(out, {axis}) : out};
 }
 
+// TopK(X, K): the k largest (or smallest) along axis, sorted, and their int64 indices; ties
+// keep the lower index first (ONNX Runtime's order).
+std::vector<Tensor> top_k(const NodeRun& node) {
+  const Tensor& x = node.input(0);
+  const std::vector<int64_t> k = node.int_values(1);
+  if (k.size() != 1) node.fail("K should hold one value");
+  const int64_t axis = node.axis(node.i("axis", -1), x.dim());
+  if (k[0] < 0 || k[0] > x.size(axis))
+    node.fail(fmt::format("K = {} is outside [0, {}]", k[0], x.size(axis)));
+  const ValuesAndIndices top = topk(x, k[0], axis, node.i("largest", 1) != 0, true);
+  return {top.values, top.indices};
+}
+
+// Trilu(input, k): the upper (triu) or lower (tril) triangle of the last two axes from diagonal k.
+std::vector<Tensor> trilu(const NodeRun& node) {
+  int64_t k = 0;
+  if (node.has(1)) {
+    const std::vector<int64_t> given = node.int_values(1);
+    if (given.size() != 1) node.fail("k should hold one value");
+    k = given[0];
+  }
+  const Tensor& x = node.input(0);
+  if (x.dim() < 2) node.fail("the input should have at least 2 dims");
+  return {node.i("upper", 1) != 0 ? triu(x, k) : tril(x, k)};
+}
+
 std::vector<Tensor> identity(const NodeRun& node) {
   if (node.output_count() > 1)
     return {node.input(0), Tensor::ones(node.input(0).shape(), DType::b8)};
@@ -253,6 +279,7 @@ const std::vector<OpSpec>& elementwise_ops() {
       {"Floor", 1, 1, 1, "", unary<floor>},
       {"Ceil", 1, 1, 1, "", unary<ceil>},
       {"Sign", 1, 1, 1, "", unary<sign>},
+      {"Round", 1, 1, 1, "", unary<round>},
       {"Relu", 1, 1, 1, "", unary<relu>},
       {"Sigmoid", 1, 1, 1, "", unary<sigmoid>},
       {"Tanh", 1, 1, 1, "", unary<tanh>},
@@ -291,6 +318,8 @@ const std::vector<OpSpec>& elementwise_ops() {
       {"ReduceL2", 1, 2, 1, "axes:ints keepdims:i noop_with_empty_axes:i", reduce<Reduce::l2>},
       {"ArgMax", 1, 1, 1, "axis:i keepdims:i select_last_index:i", arg_reduce<true>},
       {"ArgMin", 1, 1, 1, "axis:i keepdims:i select_last_index:i", arg_reduce<false>},
+      {"TopK", 2, 2, 2, "axis:i largest:i sorted:i", top_k},
+      {"Trilu", 1, 2, 1, "upper:i", trilu},
   };
   return ops;
 }

@@ -188,6 +188,20 @@ std::vector<Tensor> gather_op(const NodeRun& node) {
   return {reshape(index_select(data, axis, flat), out_shape)};
 }
 
+// GatherElements(data, indices): out[.., j, ..] = data[.., indices[.., j, ..], ..] along axis.
+std::vector<Tensor> gather_elements(const NodeRun& node) {
+  const Tensor &data = node.input(0), &indices = node.input(1);
+  const int64_t axis = node.axis(node.i("axis", 0), data.dim());
+  if (indices.dim() != data.dim()) node.fail("indices and data differ in rank");
+  std::vector<int64_t> index = node.int_values(1);
+  const int64_t n = data.size(axis);
+  for (int64_t& i : index) {
+    if (i < -n || i >= n) node.fail(fmt::format("index {} is out of range for size {}", i, n));
+    if (i < 0) i += n;
+  }
+  return {gather(data, axis, Tensor::from_ids(index, indices.shape()))};
+}
+
 std::vector<Tensor> expand_op(const NodeRun& node) {
   const Tensor& x = node.input(0);
   const Shape shape = broadcast_shapes(node, x.shape(), node.int_values(1));
@@ -302,6 +316,7 @@ const std::vector<OpSpec>& shape_ops() {
       {"Split", 1, 2, 64, "axis:i num_outputs:i", split_op},
       {"Slice", 3, 5, 1, "", slice_op},
       {"Gather", 2, 2, 1, "axis:i", gather_op},
+      {"GatherElements", 2, 2, 1, "axis:i", gather_elements},
       {"Expand", 2, 2, 1, "", expand_op},
       {"Tile", 2, 2, 1, "", tile_op},
       {"ConstantOfShape", 1, 1, 1, "value:t", constant_of_shape},
