@@ -56,7 +56,8 @@ TEST_CASE("every op case gives ONNX Runtime's output (opset 17)") {
   check_cases("op_cases.onnx", onnx_op_case_outputs());
 }
 
-TEST_CASE("opset 18's forms give ONNX Runtime's output (Reduce* axes inputs, num_outputs, Pad axes)") {
+TEST_CASE(
+    "opset 18's forms give ONNX Runtime's output (Reduce* axes inputs, num_outputs, Pad axes)") {
   auto model = onnx::load(std::string(DG_SOURCE_DIR) + "/tests/data/onnx/op_cases18.onnx");
   CHECK(model->opset() == 18);
   check_cases("op_cases18.onnx", onnx_op_case18_outputs());

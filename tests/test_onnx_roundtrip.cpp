@@ -107,10 +107,11 @@ class EncoderClassifier : public Module {
  public:
   EncoderClassifier()
       : encoder(register_module(
-            "encoder", std::make_unique<TransformerEncoder>(
-                           TransformerEncoderLayerOptions{
-                               .d_model = 8, .nhead = 2, .dim_feedforward = 16, .batch_first = true},
-                           2, true))),
+            "encoder",
+            std::make_unique<TransformerEncoder>(
+                TransformerEncoderLayerOptions{
+                    .d_model = 8, .nhead = 2, .dim_feedforward = 16, .batch_first = true},
+                2, true))),
         head(register_module("head", std::make_unique<Linear>(8, 3))) {}
   Tensor forward(const Tensor& x) const override { return head(mean(encoder.forward(x), {1})); }
   TransformerEncoder& encoder;
