@@ -263,3 +263,24 @@ TEST_CASE("module(x) on an imported model runs its forward hooks once") {
   CHECK(calls == 1);
   handle.remove();
 }
+
+TEST_CASE("a shape computed from the graph's values cannot ask for more than 2^30 elements") {
+  ModelProto m = valid_model();
+  m.graph.initializer.push_back(
+      to_tensor_proto("huge", Tensor::from_ids({int64_t{1} << 20, int64_t{1} << 20}, {2})));
+  m.graph.node.push_back(node("ConstantOfShape", {"huge"}, {"z"}, "big"));
+  m.graph.output.push_back(value("z", ElemType::float32, {}));
+  auto model = load_bytes(encode_model(m), kSource);
+  CHECK_THROWS_WITH_AS(model->run({Tensor::zeros({1, 3})}),
+                       "model.onnx: node 'big' (ConstantOfShape): an output of shape [1048576, "
+                       "1048576] has more than 2^30 elements",
+                       OnnxError);
+  m.graph.node.back() = node("Range", {"zero", "limit", "one"}, {"z"}, "long");
+  m.graph.initializer.push_back(to_tensor_proto("zero", Tensor::from_ids({0}, {})));
+  m.graph.initializer.push_back(to_tensor_proto("one", Tensor::from_ids({1}, {})));
+  m.graph.initializer.push_back(to_tensor_proto("limit", Tensor::from_ids({int64_t{1} << 40}, {})));
+  model = load_bytes(encode_model(m), kSource);
+  CHECK_THROWS_WITH_AS(model->run({Tensor::zeros({1, 3})}),
+                       "model.onnx: node 'long' (Range): 1099511627776 values are more than 2^30",
+                       OnnxError);
+}

@@ -28,6 +28,17 @@ Shape broadcast_shapes(const NodeRun& node, const Shape& a, const Shape& b) {
   return out;
 }
 
+void check_output_size(const NodeRun& node, const Shape& shape) {
+  constexpr int64_t kLimit = int64_t{1} << 30;
+  int64_t numel = 1;
+  for (int64_t d : shape) {
+    if (d < 0) node.fail(fmt::format("a negative dim in shape {}", shape_str(shape)));
+    if (d > 0 && numel > kLimit / d)
+      node.fail(fmt::format("an output of shape {} has more than 2^30 elements", shape_str(shape)));
+    numel *= d;
+  }
+}
+
 std::vector<int64_t> int64_values(const Tensor& t) {
   const Tensor c = t.to(DType::i64).contiguous();
   const int64_t* p = c.data<int64_t>();

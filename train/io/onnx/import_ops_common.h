@@ -10,6 +10,10 @@ namespace dg::onnx {
 
 // numpy's (ONNX's multidirectional) broadcast of two shapes; refused naming both.
 Shape broadcast_shapes(const NodeRun& node, const Shape& a, const Shape& b);
+// Refuses a shape computed from a graph's values (ConstantOfShape, Expand, Tile, Pad, Range) with
+// a negative dim or more than 2^30 elements: a file cannot make the importer allocate without
+// bound.
+void check_output_size(const NodeRun& node, const Shape& shape);
 // An integer (or bool) tensor's values as int64, in row-major order.
 std::vector<int64_t> int64_values(const Tensor& t);
 

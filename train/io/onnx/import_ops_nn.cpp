@@ -115,6 +115,10 @@ Window window_of(const NodeRun& node, const Tensor& x, std::vector<int64_t> kern
     if (w.strides[k] < 1 || w.dilations[k] < 1 || kernel[k] < 1)
       node.fail("kernel, strides and dilations must be positive");
   w.padding = padding_of(node, x, w.kernel, w.strides, w.dilations);
+  Shape padded = x.shape();
+  for (size_t k = 0; k < kernel.size(); ++k)
+    padded[k + 2] += w.padding.begin[k] + w.padding.end[k];
+  check_output_size(node, padded);
   return w;
 }
 
@@ -155,6 +159,11 @@ std::vector<Tensor> conv_transpose(const NodeRun& node) {
   const std::vector<int64_t> output_padding =
       node.ints("output_padding", std::vector<int64_t>(w.kernel.size(), 0));
   if (output_padding.size() != w.kernel.size()) node.fail("output_padding has the wrong length");
+  Shape full = {x.size(0), weight.size(1) * node.i("group", 1)};
+  for (size_t k = 0; k < w.kernel.size(); ++k)
+    full.push_back((node.input(0).size(static_cast<int64_t>(k) + 2) - 1) * w.strides[k] +
+                   (w.kernel[k] - 1) * w.dilations[k] + 1 + output_padding[k]);
+  check_output_size(node, full);
   Tensor y = conv_transpose2d(x, weight, bias, pair(w.strides), IntPair(0, 0),
                               pair(output_padding, 0), node.i("group", 1), pair(w.dilations));
   for (size_t k = 0; k < w.kernel.size(); ++k) {

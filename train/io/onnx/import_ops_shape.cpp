@@ -205,14 +205,14 @@ std::vector<Tensor> gather_elements(const NodeRun& node) {
 std::vector<Tensor> expand_op(const NodeRun& node) {
   const Tensor& x = node.input(0);
   const Shape shape = broadcast_shapes(node, x.shape(), node.int_values(1));
+  check_output_size(node, shape);
   if (!is_floating(x.dtype())) return {x.expand(shape).contiguous()};
   return {expand(x, shape)};
 }
 
 std::vector<Tensor> constant_of_shape(const NodeRun& node) {
   const Shape shape = node.int_values(0);
-  for (int64_t d : shape)
-    if (d < 0) node.fail(fmt::format("a negative dim in shape {}", shape_str(shape)));
+  check_output_size(node, shape);
   const TensorProto* value = node.tensor("value");
   if (!value) return {Tensor::zeros(shape, DType::f32)};
   const Tensor v = from_tensor_proto(*value, node.source());
@@ -244,7 +244,7 @@ std::vector<Tensor> range_op(const NodeRun& node) {
   const double delta = node.input(2).item();
   if (delta == 0) node.fail("a delta of 0");
   const double count = std::max(0.0, std::ceil((limit - start) / delta));
-  if (count > 1e9) node.fail(fmt::format("{} values are too many", count));
+  if (count > double(int64_t{1} << 30)) node.fail(fmt::format("{} values are more than 2^30", count));
   std::vector<double> values;
   for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) values.push_back(start + k * delta);
   return {
@@ -257,6 +257,9 @@ std::vector<Tensor> tile_op(const NodeRun& node) {
   const std::vector<int64_t> repeats = node.int_values(1);
   if (static_cast<int64_t>(repeats.size()) != x.dim())
     node.fail(fmt::format("{} repeats for a rank-{} input", repeats.size(), x.dim()));
+  Shape tiled = x.shape();
+  for (int64_t d = 0; d < x.dim(); ++d) tiled[d] *= std::max<int64_t>(repeats[d], 0);
+  check_output_size(node, tiled);
   for (int64_t d = 0; d < x.dim(); ++d) {
     if (repeats[d] < 0) node.fail("a negative repeat");
     Shape shape = x.shape();
@@ -294,6 +297,9 @@ std::vector<Tensor> pad_op(const NodeRun& node) {
     torch_pads.push_back(end[static_cast<size_t>(d)]);
   }
   if (torch_pads.empty()) return {x};
+  Shape padded = x.shape();
+  for (size_t d = 0; d < padded.size(); ++d) padded[d] += begin[d] + end[d];
+  check_output_size(node, padded);
   const std::string mode = node.s("mode", "constant");
   if (mode == "reflect") return {pad(x, torch_pads, PadMode::reflect)};
   if (mode == "edge") return {pad(x, torch_pads, PadMode::replicate)};
