@@ -116,8 +116,7 @@ Window window_of(const NodeRun& node, const Tensor& x, std::vector<int64_t> kern
       node.fail("kernel, strides and dilations must be positive");
   w.padding = padding_of(node, x, w.kernel, w.strides, w.dilations);
   Shape padded = x.shape();
-  for (size_t k = 0; k < kernel.size(); ++k)
-    padded[k + 2] += w.padding.begin[k] + w.padding.end[k];
+  for (size_t k = 0; k < kernel.size(); ++k) padded[k + 2] += w.padding.begin[k] + w.padding.end[k];
   check_output_size(node, padded);
   return w;
 }

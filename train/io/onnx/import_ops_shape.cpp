@@ -244,7 +244,8 @@ std::vector<Tensor> range_op(const NodeRun& node) {
   const double delta = node.input(2).item();
   if (delta == 0) node.fail("a delta of 0");
   const double count = std::max(0.0, std::ceil((limit - start) / delta));
-  if (count > double(int64_t{1} << 30)) node.fail(fmt::format("{} values are more than 2^30", count));
+  if (count > double(int64_t{1} << 30))
+    node.fail(fmt::format("{} values are more than 2^30", count));
   std::vector<double> values;
   for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) values.push_back(start + k * delta);
   return {
