@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "autograd/ops.h"
@@ -283,4 +284,76 @@ TEST_CASE("a shape computed from the graph's values cannot ask for more than 2^3
   CHECK_THROWS_WITH_AS(model->run({Tensor::zeros({1, 3})}),
                        "model.onnx: node 'long' (Range): 1099511627776 values are more than 2^30",
                        OnnxError);
+}
+
+TEST_CASE("sizes read from a file are bounded, so no arithmetic on them overflows") {
+  // Each case: the valid model with a node added after relu, reading "y" and giving "z".
+  auto refused_at_run = [](NodeProto added, std::vector<TensorProto> extra) {
+    ModelProto m = valid_model();
+    m.graph.node.push_back(std::move(added));
+    for (TensorProto& t : extra) m.graph.initializer.push_back(std::move(t));
+    m.graph.output.push_back(value("z", ElemType::float32, {}));
+    auto model = load_bytes(encode_model(m), kSource);
+    try {
+      model->run({Tensor::zeros({1, 3})});
+    } catch (const OnnxError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const int64_t huge = int64_t{1} << 62;
+  CHECK(refused_at_run(node("Tile", {"y", "repeats"}, {"z"}, "tile"),
+                       {to_tensor_proto("repeats", Tensor::from_ids({huge, 3}, {2}))}) ==
+        "model.onnx: node 'tile' (Tile): a repeat of 4611686018427387904 is outside [-2^30, 2^30]");
+  CHECK(refused_at_run(node("Tile", {"y", "repeats"}, {"z"}, "tile"),
+                       {to_tensor_proto("repeats", Tensor::from_ids({1, 1 << 30}, {2}))}) ==
+        "model.onnx: node 'tile' (Tile): repeats [1, 1073741824] of a [1, 2] input make more "
+        "than 2^30 elements");
+  CHECK(refused_at_run(node("Tile", {"y", "repeats"}, {"z"}, "tile"),
+                       {to_tensor_proto("repeats", Tensor::from_ids({1 << 30, 4}, {2}))}) ==
+        "model.onnx: node 'tile' (Tile): an output of shape [1073741824, 8] has more than 2^30 "
+        "elements");
+  CHECK(refused_at_run(node("Reshape", {"y", "shape"}, {"z"}, "reshape"),
+                       {to_tensor_proto("shape", Tensor::from_ids({huge, 4, 4}, {3}))}) ==
+        "model.onnx: node 'reshape' (Reshape): shape [4611686018427387904, 4, 4] is not a shape "
+        "of 2 elements");
+  CHECK(refused_at_run(node("Split", {"y", "sizes"}, {"z"}, "split"),
+                       {to_tensor_proto("sizes", Tensor::from_ids({3}, {1}))}) ==
+        "model.onnx: node 'split' (Split): a split of 3 along an axis of 1");
+  NodeProto pool = node("MaxPool", {"y4"}, {"z"}, "pool");
+  AttributeProto kernel, strides;
+  kernel.name = "kernel_shape";
+  kernel.type = AttributeProto::ints;
+  kernel.ints_value = {1, 1};
+  strides = kernel;
+  strides.name = "strides";
+  strides.ints_value = {1, huge};
+  pool.attribute = {kernel, strides};
+  ModelProto m = valid_model();
+  m.graph.node.push_back(node("Unsqueeze", {"y", "axes"}, {"y4"}, "to4d"));
+  m.graph.node.push_back(pool);
+  m.graph.initializer.push_back(to_tensor_proto("axes", Tensor::from_ids({0, 1}, {2})));
+  m.graph.output.push_back(value("z", ElemType::float32, {}));
+  auto model = load_bytes(encode_model(m), kSource);
+  CHECK_THROWS_WITH_AS(
+      model->run({Tensor::zeros({1, 3})}),
+      "model.onnx: node 'pool' (MaxPool): a stride of 4611686018427387904 is outside [-2^30, 2^30]",
+      OnnxError);
+}
+
+TEST_CASE("integer shape arithmetic wraps as two's complement, as ONNX Runtime's") {
+  ModelProto m = valid_model();
+  m.graph.initializer.push_back(
+      to_tensor_proto("big", Tensor::from_ids({std::numeric_limits<int64_t>::max()}, {1})));
+  m.graph.initializer.push_back(to_tensor_proto("minus_one", Tensor::from_ids({-1}, {1})));
+  m.graph.initializer.push_back(
+      to_tensor_proto("lowest", Tensor::from_ids({std::numeric_limits<int64_t>::min()}, {1})));
+  m.graph.node.push_back(node("Add", {"big", "big"}, {"sum"}, "add"));
+  m.graph.node.push_back(node("Div", {"lowest", "minus_one"}, {"quotient"}, "div"));
+  m.graph.output.push_back(value("sum", ElemType::int64, {}));
+  m.graph.output.push_back(value("quotient", ElemType::int64, {}));
+  auto model = load_bytes(encode_model(m), kSource);
+  const std::vector<Tensor> out = model->run({Tensor::zeros({1, 3})});
+  CHECK(out[1].contiguous().data<int64_t>()[0] == -2);
+  CHECK(out[2].contiguous().data<int64_t>()[0] == std::numeric_limits<int64_t>::min());
 }

@@ -39,6 +39,13 @@ void check_output_size(const NodeRun& node, const Shape& shape) {
   }
 }
 
+int64_t bounded(const NodeRun& node, int64_t value, const char* what) {
+  constexpr int64_t kLimit = int64_t{1} << 30;
+  if (value < -kLimit || value > kLimit)
+    node.fail(fmt::format("{} {} is outside [-2^30, 2^30]", what, value));
+  return value;
+}
+
 std::vector<int64_t> int64_values(const Tensor& t) {
   const Tensor c = t.to(DType::i64).contiguous();
   const int64_t* p = c.data<int64_t>();
@@ -54,20 +61,21 @@ Tensor integer_binary(const NodeRun& node, const Tensor& a, const Tensor& b, Int
   const Shape shape = broadcast_shapes(node, a.shape(), b.shape());
   const std::vector<int64_t> x = int64_values(a.expand(shape)), y = int64_values(b.expand(shape));
   std::vector<int64_t> out(x.size());
-  for (size_t k = 0; k < x.size(); ++k) {
+  for (size_t k = 0; k < x.size(); ++k) {  // wrapping as two's complement, never overflowing
+    const auto u = static_cast<uint64_t>(x[k]), v = static_cast<uint64_t>(y[k]);
     switch (op) {
       case IntOp::add:
-        out[k] = x[k] + y[k];
+        out[k] = static_cast<int64_t>(u + v);
         break;
       case IntOp::sub:
-        out[k] = x[k] - y[k];
+        out[k] = static_cast<int64_t>(u - v);
         break;
       case IntOp::mul:
-        out[k] = x[k] * y[k];
+        out[k] = static_cast<int64_t>(u * v);
         break;
       case IntOp::div:
         if (y[k] == 0) node.fail("integer division by zero");
-        out[k] = x[k] / y[k];
+        out[k] = y[k] == -1 ? static_cast<int64_t>(0 - u) : x[k] / y[k];
         break;
     }
   }
@@ -249,7 +257,7 @@ std::vector<Tensor> trilu(const NodeRun& node) {
   if (node.has(1)) {
     const std::vector<int64_t> given = node.int_values(1);
     if (given.size() != 1) node.fail("k should hold one value");
-    k = given[0];
+    k = std::clamp<int64_t>(given[0], -(int64_t{1} << 40), int64_t{1} << 40);  // the same triangle
   }
   const Tensor& x = node.input(0);
   if (x.dim() < 2) node.fail("the input should have at least 2 dims");

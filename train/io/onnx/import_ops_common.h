@@ -14,6 +14,9 @@ Shape broadcast_shapes(const NodeRun& node, const Shape& a, const Shape& b);
 // a negative dim or more than 2^30 elements: a file cannot make the importer allocate without
 // bound.
 void check_output_size(const NodeRun& node, const Shape& shape);
+// Refuses a size read from a file (a kernel, stride, dilation, pad or repeat) outside
+// [-2^30, 2^30], so that the arithmetic on it cannot overflow; gives it back.
+int64_t bounded(const NodeRun& node, int64_t value, const char* what);
 // An integer (or bool) tensor's values as int64, in row-major order.
 std::vector<int64_t> int64_values(const Tensor& t);
 

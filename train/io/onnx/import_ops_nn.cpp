@@ -59,8 +59,8 @@ Padding padding_of(const NodeRun& node, const Tensor& x, const std::vector<int64
     if (pads.size() != 2 * n)
       node.fail(fmt::format("pads has {} values, not {}", pads.size(), 2 * n));
     for (size_t k = 0; k < n; ++k) {
-      p.begin[k] = pads[k];
-      p.end[k] = pads[k + n];
+      p.begin[k] = bounded(node, pads[k], "a pad of");
+      p.end[k] = bounded(node, pads[k + n], "a pad of");
       if (pads[k] < 0 || pads[k + n] < 0) node.fail("negative pads");
     }
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
@@ -111,9 +111,13 @@ Window window_of(const NodeRun& node, const Tensor& x, std::vector<int64_t> kern
            {}};
   if (static_cast<int64_t>(w.strides.size()) != n || static_cast<int64_t>(w.dilations.size()) != n)
     node.fail("strides or dilations have the wrong length");
-  for (size_t k = 0; k < kernel.size(); ++k)
+  for (size_t k = 0; k < kernel.size(); ++k) {
     if (w.strides[k] < 1 || w.dilations[k] < 1 || kernel[k] < 1)
       node.fail("kernel, strides and dilations must be positive");
+    bounded(node, kernel[k], "a kernel size of");
+    bounded(node, w.strides[k], "a stride of");
+    bounded(node, w.dilations[k], "a dilation of");
+  }
   w.padding = padding_of(node, x, w.kernel, w.strides, w.dilations);
   Shape padded = x.shape();
   for (size_t k = 0; k < kernel.size(); ++k) padded[k + 2] += w.padding.begin[k] + w.padding.end[k];
@@ -158,6 +162,7 @@ std::vector<Tensor> conv_transpose(const NodeRun& node) {
   const std::vector<int64_t> output_padding =
       node.ints("output_padding", std::vector<int64_t>(w.kernel.size(), 0));
   if (output_padding.size() != w.kernel.size()) node.fail("output_padding has the wrong length");
+  for (int64_t p : output_padding) bounded(node, p, "an output padding of");
   Shape full = {x.size(0), weight.size(1) * node.i("group", 1)};
   for (size_t k = 0; k < w.kernel.size(); ++k)
     full.push_back((node.input(0).size(static_cast<int64_t>(k) + 2) - 1) * w.strides[k] +

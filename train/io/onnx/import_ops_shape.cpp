@@ -35,6 +35,10 @@ std::vector<Tensor> reshape_op(const NodeRun& node) {
   const Tensor& x = node.input(0);
   Shape shape = node.int_values(1);
   const bool allow_zero = node.i("allowzero", 0) != 0;
+  int64_t product = 1;
+  for (int64_t d : shape)
+    if (d < -1 || (d > 0 && __builtin_mul_overflow(product, d, &product)))
+      node.fail(fmt::format("shape {} is not a shape of {} elements", shape_str(shape), x.numel()));
   for (size_t k = 0; k < shape.size(); ++k) {
     if (shape[k] == 0 && !allow_zero) {
       if (static_cast<int64_t>(k) >= x.dim())
@@ -114,6 +118,9 @@ std::vector<Tensor> split_op(const NodeRun& node) {
     const int64_t each = (x.size(axis) + parts - 1) / parts;
     for (int64_t left = x.size(axis); left > 0; left -= each) sizes.push_back(std::min(each, left));
   }
+  for (int64_t size : sizes)
+    if (size < 0 || size > x.size(axis))
+      node.fail(fmt::format("a split of {} along an axis of {}", size, x.size(axis)));
   if (sizes.size() != node.output_count())
     node.fail(fmt::format("{} sizes for {} outputs", sizes.size(), node.output_count()));
   return split(x, sizes, axis);
@@ -125,6 +132,7 @@ Tensor slice_axis(const NodeRun& node, const Tensor& x, int64_t axis, int64_t st
                   int64_t step) {
   const int64_t n = x.size(axis);
   if (step == 0) node.fail("a step of 0");
+  step = std::clamp(step, -std::max<int64_t>(n, 1), std::max<int64_t>(n, 1));  // the same slice
   if (start < 0) start += n;
   if (end < 0) end += n;
   if (step > 0) {
@@ -259,7 +267,13 @@ std::vector<Tensor> tile_op(const NodeRun& node) {
   if (static_cast<int64_t>(repeats.size()) != x.dim())
     node.fail(fmt::format("{} repeats for a rank-{} input", repeats.size(), x.dim()));
   Shape tiled = x.shape();
-  for (int64_t d = 0; d < x.dim(); ++d) tiled[d] *= std::max<int64_t>(repeats[d], 0);
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    const int64_t r = std::max<int64_t>(bounded(node, repeats[d], "a repeat of"), 0);
+    if (r > 0 && tiled[d] > (int64_t{1} << 30) / r)
+      node.fail(fmt::format("repeats {} of a {} input make more than 2^30 elements",
+                            shape_str(repeats), shape_str(x.shape())));
+    tiled[d] *= r;
+  }
   check_output_size(node, tiled);
   for (int64_t d = 0; d < x.dim(); ++d) {
     if (repeats[d] < 0) node.fail("a negative repeat");
@@ -287,8 +301,8 @@ std::vector<Tensor> pad_op(const NodeRun& node) {
     node.fail(fmt::format("{} pads for {} axes", pads.size(), axes.size()));
   std::vector<int64_t> begin(static_cast<size_t>(x.dim()), 0), end = begin;
   for (size_t k = 0; k < axes.size(); ++k) {
-    begin[static_cast<size_t>(axes[k])] = pads[k];
-    end[static_cast<size_t>(axes[k])] = pads[k + axes.size()];
+    begin[static_cast<size_t>(axes[k])] = bounded(node, pads[k], "a pad of");
+    end[static_cast<size_t>(axes[k])] = bounded(node, pads[k + axes.size()], "a pad of");
   }
   int64_t first = 0;  // the first axis with any padding
   while (first < x.dim() && begin[first] == 0 && end[first] == 0) ++first;
