@@ -163,7 +163,7 @@ Tensor plain_causal_attention(const Tensor& q, const Tensor& k_in, const Tensor&
     v = repeat(v);
   }
   const double sc = attention_scale(scale, hd, op);
-  const Tensor scores = dg::scale(matmul(q, transpose(k, 2, 3)), sc);           // [B, H, T, T]
+  const Tensor scores = dg::scale(matmul(q, transpose(k, 2, 3)), sc);  // [B, H, T, T]
   const Tensor out = matmul(softmax(add(scores, causal_mask(T, q.dtype())), -1), v);  // [B,H,T,hd]
   if (tracing()) trace_op("causal_attention", {q, k_in, v_in}, {out}, {{"scale", sc}});  // one op
   return out;
