@@ -19,6 +19,7 @@
 #include "nn/transformer.h"
 #include "nn/vision_layers.h"
 #include "tensor/factory.h"
+#include "tools/example/gpt2_model.h"
 #include "train/io/onnx/export.h"
 #include "train/io/onnx/export_graph.h"
 
@@ -422,4 +423,68 @@ TEST_CASE("onnx export: refusals name the op") {
   TracedOp op{"recurrent_layer", {}, {}, {{"kind", "lstm2"}}, ""};
   CHECK_THROWS_WITH(recurrent(graph, op),
                     doctest::Contains("recurrent_layer of unknown kind 'lstm2'"));
+}
+
+TEST_CASE("onnx export: recurrent layers without bias, unbatched, with h0 only, GRU both ways") {
+  LSTM lstm({.input_size = 3, .hidden_size = 4, .bias = false});
+  randomize(lstm, 73);
+  const auto h0_only = [&](const std::vector<Tensor>& in) {
+    const RecurrentOutput r = lstm(in[0], in[1]);
+    return std::vector<Tensor>{r.output, r.c_n};
+  };
+  const ModelProto model = export_case("lstm_no_bias_h0_only", lstm, h0_only,
+                                       {example({5, 2, 3}, 74), example({1, 2, 4}, 75)});
+  const auto lstms = nodes_of(model, "LSTM");
+  REQUIRE(lstms.size() == 1);
+  REQUIRE(lstms[0]->input.size() == 6);  // X, W, R, B "", sequence_lens "", initial_h
+  CHECK(lstms[0]->input[3].empty());
+  const auto unbatched = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{lstm(in[0]).output};
+  };
+  const ModelProto unbatched_model =
+      export_case("lstm_unbatched", lstm, unbatched, {example({5, 3}, 76)});
+  CHECK(nodes_of(unbatched_model, "LSTM").size() == 1);
+
+  GRU gru({.input_size = 3,
+           .hidden_size = 4,
+           .num_layers = 2,
+           .batch_first = true,
+           .bidirectional = true});
+  randomize(gru, 77);
+  const auto forward = [&](const std::vector<Tensor>& in) {
+    const RecurrentOutput r = gru(in[0], in[1]);
+    return std::vector<Tensor>{r.output, r.h_n};
+  };
+  ExportOptions options;
+  options.dynamic_axes =
+      Dynamic{{"input_0", {{0, "batch"}, {1, "seq"}}}, {"input_1", {{1, "batch"}}}};
+  const ModelProto gru_model =
+      export_case("gru_2_bidirectional_batch_first", gru, forward,
+                  {example({2, 5, 3}, 78), example({4, 2, 4}, 79)}, options,
+                  {example({3, 7, 3}, 80), example({4, 3, 4}, 81)});
+  const auto grus = nodes_of(gru_model, "GRU");
+  REQUIRE(grus.size() == 2);
+  CHECK(attribute_of(*grus[1], "direction")->s_value == "bidirectional");
+  const onnx::TensorProto* W = initializer_of(gru_model, grus[1]->input[1]);
+  REQUIRE(W != nullptr);
+  CHECK(W->dims == std::vector<int64_t>{2, 12, 8});  // layer 1 reads both directions' outputs
+}
+
+TEST_CASE("onnx export: the GPT-2 example (attention_heads, layer norms) at another batch size") {
+  gpt2::Model model({.vocab = 32, .context = 8, .dim = 16, .layers = 2, .heads = 2});
+  model.init_weights(82);
+  randomize(model, 83);  // LayerNorms away from 1 and 0
+  const auto forward = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{model(in[0])};
+  };
+  ExportOptions options;
+  options.input_names = {"ids"};
+  options.output_names = {"logits"};
+  options.dynamic_axes = Dynamic{{"ids", {{0, "batch"}}}, {"logits", {{0, "batch"}}}};
+  const Tensor ids = Tensor::from_ids({1, 5, 9, 30, 2, 7, 3, 3, 0, 31, 12, 4}, {2, 6});
+  const Tensor other =
+      Tensor::from_ids({8, 6, 2, 1, 0, 4, 9, 9, 10, 11, 12, 13, 5, 5, 6, 7, 1, 2}, {3, 6});
+  const ModelProto proto = export_case("gpt2", model, forward, {ids}, options, {other});
+  CHECK(nodes_of(proto, "LayerNormalization").size() == 5);
+  CHECK(nodes_of(proto, "Softmax").size() == 2);
 }
