@@ -242,6 +242,7 @@ Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
   dispatch_float(gate.dtype(), op, [&]<class T>() {
     swiglu_forward<T>(out.data<T>(), gate.data<T>(), up.data<T>(), n);
   });
+  if (tracing()) trace_op(op, {gate_in, up_in}, {out});
   if (should_record({gate_in, up_in}))
     record(op, {gate_in, up_in}, out, [gate_in, up_in, gate, up, n](const Tensor& g) {
       Tensor gc = g.contiguous();

@@ -417,6 +417,7 @@ Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
   });
   std::vector<Tensor> inputs = sources;
   inputs.push_back(alpha);
+  if (tracing()) trace_op(op, inputs, {out});  // the sources, then alpha
   if (should_record(inputs))
     record(op, inputs, out, [sources, alpha, S, a, rows, J, D](const Tensor& g) {
       Tensor gc = g.contiguous();

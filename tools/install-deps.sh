@@ -22,12 +22,20 @@ test_packages=(
   clang-format    # tools/format.sh --check runs in the test suite
   clang-14 libomp-14-dev libclang-rt-14-dev  # make test also builds with clang++-14 (its OpenMP: libomp; ASan, UBSan)
   dataset-fashion-mnist  # the image data set of the CNN example (train/data/fashion_mnist.h)
+  python3-onnx    # the onnx checker, the ONNX tests' second client (tests/onnx/check_onnx.py)
 )
 case "$purpose" in
   build) packages=("${build_packages[@]}" "$@") ;;
   test) packages=("${build_packages[@]}" "${test_packages[@]}" "$@") ;;
   *) echo "tools/install-deps.sh: --for takes build or test, not '$purpose'" >&2; exit 2 ;;
 esac
+# node and npm run ONNX Runtime in the ONNX tests (tests/onnx/; tools/onnx/install_onnxruntime.sh
+# installs its npm package): Debian's, unless a node and an npm are already on the PATH (a node
+# from elsewhere brings its own npm, which Debian's npm package would fight).
+if [ "$purpose" = test ]; then
+  command -v node > /dev/null 2>&1 || packages+=(nodejs)
+  command -v npm > /dev/null 2>&1 || packages+=(npm)
+fi
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

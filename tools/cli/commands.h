@@ -15,5 +15,6 @@ int cmd_generate(int argc, char** argv, int start);
 int cmd_bench(int argc, char** argv, int start);
 int cmd_import(int argc, char** argv, int start);
 int cmd_export(int argc, char** argv, int start);
+int cmd_onnx_check(int argc, char** argv, int start);
 
 }  // namespace dg::cli

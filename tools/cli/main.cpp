@@ -38,8 +38,9 @@ const char* kUsage =
     "              decoding)\n"
     "  tokenize    train or apply a byte-level BPE tokenizer\n"
     "  import      read a Hugging Face GPT-2 or Llama folder as a depthgrad model\n"
-    "  export      write a depthgrad model as a Hugging Face folder (--to hf) or a GGUF file for\n"
-    "              llama.cpp (--to gguf)\n"
+    "  export      write a depthgrad model as a Hugging Face folder (--to hf), a GGUF file for\n"
+    "              llama.cpp (--to gguf) or an ONNX model (--to onnx)\n"
+    "  onnx-check  print an ONNX file's inputs, outputs, opset, producer and op counts\n"
     "  gradcheck   run the op gradient-check suite and print a table\n"
     "  bench       training speed (optionally against PyTorch and MPI ranks); --generate times\n"
     "              generation\n"
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
     if (command == "bench") return cmd_bench(argc, argv, 2);
     if (command == "import") return cmd_import(argc, argv, 2);
     if (command == "export") return cmd_export(argc, argv, 2);
+    if (command == "onnx-check") return cmd_onnx_check(argc, argv, 2);
     fmt::print(stderr, "depthgrad: unknown command '{}' (see depthgrad --help)\n", command);
     return 2;
   } catch (const dg::cli::UsageError& e) {

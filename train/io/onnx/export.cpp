@@ -17,8 +17,8 @@ namespace {
 std::vector<std::string> value_names(const std::vector<std::string>& given, size_t count,
                                      const char* stem, const char* what) {
   if (!given.empty() && given.size() != count)
-    throw std::invalid_argument(fmt::format("onnx export: {} {} names given for {} {}s",
-                                            given.size(), what, count, what));
+    throw std::invalid_argument(
+        fmt::format("onnx export: {} {} names given for {} {}s", given.size(), what, count, what));
   if (!given.empty()) return given;
   if (count == 1) return {stem};
   std::vector<std::string> names;
@@ -182,8 +182,10 @@ GraphProto name_outputs(ExportGraph& graph, const std::vector<Tensor>& inputs,
     bool made_by_node = false;
     for (const NodeProto& n : graph.nodes())
       for (const std::string& o : n.output) made_by_node |= o == made;
-    if (made_by_node) rename_value(graph.nodes(), made, out_names[k]);
-    else graph.node("Identity", {made}, {out_names[k]});
+    if (made_by_node)
+      rename_value(graph.nodes(), made, out_names[k]);
+    else
+      graph.node("Identity", {made}, {out_names[k]});
     std::vector<std::string> dims = graph.dims(outputs[k]);
     const auto axes = options.dynamic_axes.find(out_names[k]);
     if (axes != options.dynamic_axes.end())
@@ -239,7 +241,8 @@ void export_model(Module& module, const std::vector<Tensor>& example_inputs,
         "onnx export: module(x) takes one input, {} were given (pass a forward for several)",
         example_inputs.size()));
   export_model(
-      module, [&module](const std::vector<Tensor>& in) { return std::vector<Tensor>{module(in[0])}; },
+      module,
+      [&module](const std::vector<Tensor>& in) { return std::vector<Tensor>{module(in[0])}; },
       example_inputs, path, options);
 }
 

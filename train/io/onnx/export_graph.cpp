@@ -73,7 +73,34 @@ std::string ExportGraph::value(const Tensor& t) {
             ? fmt::format(" (read by an op in module '{}')", current_->module_path)
             : std::string(),
         t.describe()));
+  const std::string positions = positions_of(t);
+  if (!positions.empty()) return names_[t.impl()] = positions;
   return constant(t, "constant");
+}
+
+// A constant 0, 1, ..., n-1 (integer positions) whose n is a dynamic dim of a graph input, as
+// ONNX's Range over that dim: the positions a sequence model builds from a vector follow the
+// sequence length of the input it runs on. "" when t is not such a constant.
+std::string ExportGraph::positions_of(const Tensor& t) {
+  if (t.dim() != 1 || is_floating(t.dtype()) || t.dtype() == DType::b8 || t.numel() < 2) return "";
+  const std::vector<double> v = t.to_vector();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] != static_cast<double>(i)) return "";
+  for (const Tensor& input : inputs_) {
+    const std::vector<std::string> d = dims(input);
+    for (int64_t k = 0; k < input.dim(); ++k) {
+      if (d[size_t(k)].empty() || input.size(k) != t.numel()) continue;
+      const std::string shape = op("Shape", {names_.at(input.impl())});
+      const std::string n =
+          op("Gather", {shape, constant_ints({k}, true)}, {attr("axis", int64_t{0})});
+      std::string range = op("Range", {constant_ints({0}, true), n, constant_ints({1}, true)});
+      if (t.dtype() != DType::i64)
+        range = op("Cast", {range}, {attr("to", int64_t{elem_type_of(t.dtype())})});
+      set_dims(t, {d[size_t(k)]});
+      return range;
+    }
+  }
+  return "";
 }
 
 std::string ExportGraph::output(const Tensor& t) {

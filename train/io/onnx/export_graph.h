@@ -71,8 +71,13 @@ class ExportGraph {
   std::vector<TensorProto>& initializers() { return initializers_; }
   // Names a tensor before the walk: a graph input (bind), a weight (an initializer of that name,
   // written when an op first reads it).
-  void bind(const Tensor& t, const std::string& name) { names_[t.impl()] = name; }
-  void declare_weight(const Tensor& t, const std::string& name) { weights_.emplace(t.impl(), NamedTensor{name, t}); }
+  void bind(const Tensor& t, const std::string& name) {
+    names_[t.impl()] = name;
+    inputs_.push_back(t);
+  }
+  void declare_weight(const Tensor& t, const std::string& name) {
+    weights_.emplace(t.impl(), NamedTensor{name, t});
+  }
   bool bound(const Tensor& t) const { return names_.count(t.impl()) != 0; }
   // The module path of the op being exported (node names); set by the driver.
   void set_current(const TracedOp* op) { current_ = op; }
@@ -82,11 +87,21 @@ class ExportGraph {
   std::unordered_map<const TensorImpl*, std::string> names_;
   std::unordered_map<const TensorImpl*, std::vector<std::string>> dims_;
   std::unordered_map<const TensorImpl*, NamedTensor> weights_;
+  std::vector<Tensor> inputs_;  // the graph's inputs, in order
+  std::string positions_of(const Tensor& t);
   std::unordered_map<std::string, int> used_;
   std::vector<NodeProto> nodes_;
   std::vector<TensorProto> initializers_;
   const TracedOp* current_ = nullptr;
 };
+
+// Rotate-half RoPE (autograd/ops.h's rope) on the ONNX value x, a tensor like `like` whose
+// positions run along axis `position_axis` (negative: from the end) and whose last axis is the
+// head size: pairs (i, i + hd/2) turned by position·base^(-2i/hd), positions from `offset`. The
+// cos/sin tables are constants of the traced length, cut to the input's length when that axis is
+// dynamic. Returns the rotated value. (Shared by the rope, linear_rope and attention mappings.)
+std::string rope_nodes(ExportGraph& g, const std::string& x, const Tensor& like,
+                       int64_t position_axis, double base, int64_t offset);
 
 // An op's mapping, and the table the driver looks ops up in (each export_ops*.cpp file adds its
 // family's entries).

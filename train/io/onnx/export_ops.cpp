@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/ops.h"
 #include "train/io/onnx/export_graph.h"
 #include "train/io/onnx/tensors.h"
 
@@ -41,12 +42,12 @@ void same_arity(G& g, const Op& op) {
 }
 constexpr char kAdd[] = "Add", kSub[] = "Sub", kMul[] = "Mul", kDiv[] = "Div", kPow[] = "Pow",
                kMin[] = "Min", kMax[] = "Max", kExp[] = "Exp", kLog[] = "Log", kSqrt[] = "Sqrt",
-               kSin[] = "Sin", kCos[] = "Cos", kErf[] = "Erf", kSign[] = "Sign",
-               kFloor[] = "Floor", kCeil[] = "Ceil", kRound[] = "Round", kRelu[] = "Relu",
-               kSigmoid[] = "Sigmoid", kTanh[] = "Tanh", kAbs[] = "Abs", kMatMul[] = "MatMul",
-               kIdentity[] = "Identity", kLess[] = "Less", kGreater[] = "Greater",
-               kLessOrEqual[] = "LessOrEqual", kGreaterOrEqual[] = "GreaterOrEqual",
-               kEqual[] = "Equal", kAnd[] = "And", kOr[] = "Or", kXor[] = "Xor";
+               kSin[] = "Sin", kCos[] = "Cos", kErf[] = "Erf", kSign[] = "Sign", kFloor[] = "Floor",
+               kCeil[] = "Ceil", kRound[] = "Round", kRelu[] = "Relu", kSigmoid[] = "Sigmoid",
+               kTanh[] = "Tanh", kAbs[] = "Abs", kMatMul[] = "MatMul", kIdentity[] = "Identity",
+               kLess[] = "Less", kGreater[] = "Greater", kLessOrEqual[] = "LessOrEqual",
+               kGreaterOrEqual[] = "GreaterOrEqual", kEqual[] = "Equal", kAnd[] = "And",
+               kOr[] = "Or", kXor[] = "Xor";
 
 // A number of x's dtype, as a 0-d constant.
 std::string scalar_of(G& g, const Tensor& x, double value) {
@@ -55,12 +56,10 @@ std::string scalar_of(G& g, const Tensor& x, double value) {
 
 // ---- elementwise ------------------------------------------------------------------------------
 void export_scale(G& g, const Op& op) {
-  g.node("Mul", {in(g, op, 0), scalar_of(g, op.inputs[0], real_attr(op, "factor"))},
-         {out(g, op)});
+  g.node("Mul", {in(g, op, 0), scalar_of(g, op.inputs[0], real_attr(op, "factor"))}, {out(g, op)});
 }
 void export_add_scalar(G& g, const Op& op) {
-  g.node("Add", {in(g, op, 0), scalar_of(g, op.inputs[0], real_attr(op, "value"))},
-         {out(g, op)});
+  g.node("Add", {in(g, op, 0), scalar_of(g, op.inputs[0], real_attr(op, "value"))}, {out(g, op)});
 }
 void export_where(G& g, const Op& op) {
   g.node("Where", {in(g, op, 0), in(g, op, 1), in(g, op, 2)}, {out(g, op)});
@@ -103,8 +102,7 @@ void export_gelu_tanh(G& g, const Op& op) {
   const Tensor& t = op.inputs[0];
   const std::string x = in(g, op, 0);
   const std::string cube = g.op("Mul", {g.op("Mul", {x, x}), x});
-  const std::string inner =
-      g.op("Add", {x, g.op("Mul", {cube, scalar_of(g, t, 0.044715)})});
+  const std::string inner = g.op("Add", {x, g.op("Mul", {cube, scalar_of(g, t, 0.044715)})});
   const std::string th =
       g.op("Tanh", {g.op("Mul", {inner, scalar_of(g, t, std::sqrt(2.0 / M_PI))})});
   const std::string half_x = g.op("Mul", {x, scalar_of(g, t, 0.5)});
@@ -198,12 +196,17 @@ void export_matmul(G& g, const Op& op) {
   g.node("MatMul", {in(g, op, 0), in(g, op, 1)}, {out(g, op)});
   set_matmul_dims(g, op.inputs[0], op.inputs[1], op.outputs[0]);
 }
-// linear (and linear_add: + residual): Gemm for a 2-D input, else MatMul by Wᵀ and Add.
+void rope_heads(G& g, const std::string& y, const Tensor& like,
+                const std::vector<std::string>& dims, int64_t heads, double base,
+                const std::string& output);
+
+// linear (and linear_add: + residual; linear_rope: RoPE on each head of the projection): Gemm for
+// a 2-D input, else MatMul by Wᵀ and Add.
 void export_linear(G& g, const Op& op) {
-  if (int_attr(op, "rope_heads") != 0) refuse(op, "rotary embeddings inside a projection");
   const Tensor &x = op.inputs[0], &bias = op.inputs[2], &residual = op.inputs[3];
+  const int64_t heads = int_attr(op, "rope_heads");
   std::string y;
-  const std::string name = residual.defined() ? g.fresh("Linear") : out(g, op);
+  const std::string name = residual.defined() || heads ? g.fresh("Linear") : out(g, op);
   if (x.dim() == 2) {
     std::vector<std::string> inputs = {in(g, op, 0), in(g, op, 1)};
     if (bias.defined()) inputs.push_back(in(g, op, 2));
@@ -215,10 +218,47 @@ void export_linear(G& g, const Op& op) {
     y = bias.defined() ? g.node("Add", {g.op("MatMul", {in(g, op, 0), wt}), in(g, op, 2)}, {name})
                        : g.node("MatMul", {in(g, op, 0), wt}, {name});
   }
-  if (residual.defined()) g.node("Add", {in(g, op, 3), y}, {out(g, op)});
   std::vector<std::string> dims = g.dims(x);
   dims.back() = "";
+  if (residual.defined()) g.node("Add", {in(g, op, 3), y}, {out(g, op)});
+  if (heads) rope_heads(g, y, op.outputs[0], dims, heads, real_attr(op, "rope_base"), out(g, op));
   g.set_dims(op.outputs[0], dims);
+}
+
+// RoPE on each head of y [.., T, heads·hd] (like's shape, dims as given): split the heads off
+// ([.., T, heads, hd]), rotate, merge them back into `output`.
+void rope_heads(G& g, const std::string& y, const Tensor& like,
+                const std::vector<std::string>& dims, int64_t heads, double base,
+                const std::string& output) {
+  const int64_t r = like.dim(), width = like.size(-1);
+  std::vector<int64_t> split(static_cast<size_t>(r - 1), 0), merge = split;
+  split.push_back(heads);
+  split.push_back(width / heads);
+  merge.push_back(width);
+  Shape split_shape = like.shape();
+  split_shape.back() = heads;
+  split_shape.push_back(width / heads);
+  const Tensor heads_like = Tensor::empty(split_shape, like.dtype());
+  std::vector<std::string> split_dims = dims;
+  split_dims.push_back("");
+  g.set_dims(heads_like, split_dims);
+  const std::string x = g.op("Reshape", {y, g.constant_ints(split)});
+  const std::string rotated = rope_nodes(g, x, heads_like, -3, base, 0);
+  g.node("Reshape", {rotated, g.constant_ints(merge)}, {output});
+}
+
+// depth_mix: Σ_j alpha[.., j]·source_j (the sources, then alpha, are the op's inputs).
+void export_depth_mix(G& g, const Op& op) {
+  const size_t J = op.inputs.size() - 1;
+  const std::string alpha = in(g, op, J);
+  std::vector<std::string> terms;
+  for (size_t j = 0; j < J; ++j) {
+    const auto k = static_cast<int64_t>(j);
+    const std::string a = g.op(
+        "Slice", {alpha, g.constant_ints({k}), g.constant_ints({k + 1}), g.constant_ints({-1})});
+    terms.push_back(g.op("Mul", {in(g, op, j), a}));
+  }
+  g.node("Sum", terms, {out(g, op)});
 }
 
 // ---- convolution and pooling ------------------------------------------------------------------
@@ -256,11 +296,11 @@ void export_conv_transpose(G& g, const Op& op) {
   batch_dims_only(g, op.inputs[0], op.outputs[0]);
 }
 void export_max_pool(G& g, const Op& op) {
-  g.node("MaxPool", {in(g, op, 0)}, {out(g, op)},
-         {attr("kernel_shape", ints_attr(op, "kernel")), attr("strides", ints_attr(op, "stride")),
-          attr("pads", symmetric_pads(ints_attr(op, "padding"))),
-          attr("dilations", ints_attr(op, "dilation")),
-          attr("ceil_mode", int_attr(op, "ceil_mode"))});
+  g.node(
+      "MaxPool", {in(g, op, 0)}, {out(g, op)},
+      {attr("kernel_shape", ints_attr(op, "kernel")), attr("strides", ints_attr(op, "stride")),
+       attr("pads", symmetric_pads(ints_attr(op, "padding"))),
+       attr("dilations", ints_attr(op, "dilation")), attr("ceil_mode", int_attr(op, "ceil_mode"))});
   batch_dims_only(g, op.inputs[0], op.outputs[0]);
 }
 void export_avg_pool(G& g, const Op& op) {
@@ -293,11 +333,10 @@ void export_batch_norm(G& g, const Op& op) {
   if (int_attr(op, "training") || !mean.defined() || !var.defined())
     refuse(op, "batch statistics (training mode, or no running statistics); export in eval mode");
   const int64_t C = x.size(1);
-  const std::string w = op.inputs[3].defined() ? in(g, op, 3)
-                                               : g.constant(Tensor::ones({C}, x.dtype()), "ones");
-  const std::string b = op.inputs[4].defined()
-                            ? in(g, op, 4)
-                            : g.constant(Tensor::zeros({C}, x.dtype()), "zeros");
+  const std::string w =
+      op.inputs[3].defined() ? in(g, op, 3) : g.constant(Tensor::ones({C}, x.dtype()), "ones");
+  const std::string b =
+      op.inputs[4].defined() ? in(g, op, 4) : g.constant(Tensor::zeros({C}, x.dtype()), "zeros");
   const std::vector<std::string> inputs = {in(g, op, 0), w, b, in(g, op, 1), in(g, op, 2)};
   const std::vector<AttributeProto> eps = {attr("epsilon", real_attr(op, "eps"))};
   if (op.op == "batch_norm_relu")
@@ -392,18 +431,23 @@ std::string reduce_node(G& g, const std::string& type, const std::string& x,
   std::vector<std::string> inputs = {x};
   std::vector<AttributeProto> attributes = {attr("keepdims", int64_t{keepdim})};
   if (!axes.empty()) {
-    if (axes_input) inputs.push_back(g.constant_ints(axes));
-    else attributes.push_back(attr("axes", axes));
+    if (axes_input)
+      inputs.push_back(g.constant_ints(axes));
+    else
+      attributes.push_back(attr("axes", axes));
   }
-  return output.empty() ? g.op(type, inputs, attributes) : g.node(type, inputs, {output}, attributes);
+  return output.empty() ? g.op(type, inputs, attributes)
+                        : g.node(type, inputs, {output}, attributes);
 }
 void set_reduced_dims(G& g, const Tensor& x, const Tensor& y, const std::vector<int64_t>& axes,
                       bool keepdim) {
   std::vector<std::string> dims = g.dims(x), kept;
   for (int64_t k = 0; k < x.dim(); ++k) {
     const bool reduced = axes.empty() || std::find(axes.begin(), axes.end(), k) != axes.end();
-    if (!reduced) kept.push_back(dims[size_t(k)]);
-    else if (keepdim) kept.push_back("");
+    if (!reduced)
+      kept.push_back(dims[size_t(k)]);
+    else if (keepdim)
+      kept.push_back("");
   }
   if (static_cast<int64_t>(kept.size()) == y.dim()) g.set_dims(y, kept);
 }
@@ -469,17 +513,41 @@ void export_pad(G& g, const Op& op) {
     onnx_pads[axis] = pads[2 * j];
     onnx_pads[axis + static_cast<size_t>(x.dim())] = pads[2 * j + 1];
   }
-  g.node("Pad",
-         {in(g, op, 0), g.constant_ints(onnx_pads), scalar_of(g, x, real_attr(op, "value"))},
+  g.node("Pad", {in(g, op, 0), g.constant_ints(onnx_pads), scalar_of(g, x, real_attr(op, "value"))},
          {out(g, op)}, {attr("mode", mode == "replicate" ? std::string("edge") : mode)});
 }
 void export_triangle(G& g, const Op& op) {
   if (g.opset() < 14) refuse(op, "ONNX's Trilu needs opset 14 or later");
-  g.node("Trilu", {in(g, op, 0), g.constant_ints({int_attr(op, "diagonal")}, true)},
-         {out(g, op)}, {attr("upper", int64_t{op.op == "triu"})});
+  g.node("Trilu", {in(g, op, 0), g.constant_ints({int_attr(op, "diagonal")}, true)}, {out(g, op)},
+         {attr("upper", int64_t{op.op == "triu"})});
 }
 
 }  // namespace
+
+std::string rope_nodes(ExportGraph& g, const std::string& x, const Tensor& like,
+                       int64_t position_axis, double base, int64_t offset) {
+  const int64_t rank = like.dim(), axis = rank_axis(position_axis, rank);
+  const int64_t T = like.size(axis), hd = like.size(-1), half = hd / 2;
+  const RopeTables tables = rope_tables_for(T, hd, base, offset, like.dtype());
+  Shape table_shape(static_cast<size_t>(rank - axis), 1);  // [T, 1, .., hd/2]
+  table_shape.front() = T;
+  table_shape.back() = half;
+  std::string cos = g.constant(tables.cos.contiguous().reshape(table_shape).clone(), "rope_cos");
+  std::string sin = g.constant(tables.sin.contiguous().reshape(table_shape).clone(), "rope_sin");
+  if (!g.dims(like)[size_t(axis)].empty()) {  // a dynamic length: the tables' first rows
+    const std::string length =
+        g.op("Gather", {g.op("Shape", {x}), g.constant_ints({axis})}, {attr("axis", int64_t{0})});
+    cos = g.op("Slice", {cos, g.constant_ints({0}), length, g.constant_ints({0})});
+    sin = g.op("Slice", {sin, g.constant_ints({0}), length, g.constant_ints({0})});
+  }
+  const std::string x1 =
+      g.op("Slice", {x, g.constant_ints({0}), g.constant_ints({half}), g.constant_ints({-1})});
+  const std::string x2 =
+      g.op("Slice", {x, g.constant_ints({half}), g.constant_ints({hd}), g.constant_ints({-1})});
+  const std::string o1 = g.op("Sub", {g.op("Mul", {x1, cos}), g.op("Mul", {x2, sin})});
+  const std::string o2 = g.op("Add", {g.op("Mul", {x2, cos}), g.op("Mul", {x1, sin})});
+  return g.op("Concat", {o1, o2}, {attr("axis", int64_t{-1})});
+}
 
 // data table: depthgrad's op -> its ONNX mapping
 std::vector<OpExporterEntry> basic_op_exporters() {
@@ -536,6 +604,7 @@ std::vector<OpExporterEntry> basic_op_exporters() {
       {"linear", export_linear},
       {"linear_add", export_linear},
       {"linear_rope", export_linear},
+      {"depth_mix", export_depth_mix},
       {"conv2d", export_conv},
       {"conv1d", export_conv},
       {"conv_transpose2d", export_conv_transpose},
