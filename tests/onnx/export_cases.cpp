@@ -20,6 +20,7 @@
 #include "autograd/ops.h"
 #include "tests/onnx/exported_examples.h"
 #include "tests/onnx/onnx_cases.h"
+#include "tests/onnx/sequence_cases.h"
 #include "train/io/files.h"
 #include "train/io/onnx/proto.h"
 #include "train/io/onnx/tensors.h"
@@ -208,11 +209,15 @@ int main(int argc, char** argv) {
     write_mlp_case(dir, planted);
     write_gather_compare_case(dir);
     write_dtypes_case(dir);
-    if (planted)
+    int sequence = 0;  // the sequence family's exported cases (tests/onnx/sequence_cases.h)
+    if (planted) {
       write_broken_graph_case(dir);
-    else
+    } else {
       dg::onnx_cases::write_exported_examples(dir);  // the exporter's files, not planted
-    fmt::print("export_cases: wrote {} cases and {}/manifest.json\n", planted ? 4 : 8, dir);
+      sequence = dg::onnx_cases::write_sequence_cases(dir);
+    }
+    fmt::print("export_cases: wrote {} cases and {}/manifest.json\n", planted ? 4 : 8 + sequence,
+               dir);
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "export_cases: error: {}\n", e.what());
