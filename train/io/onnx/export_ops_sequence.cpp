@@ -11,8 +11,8 @@
 //     causal from Range and Greater on the runtime lengths, so another length runs), Softmax,
 //     MatMul. A row whose every key is masked gives zeros, as depthgrad's ops (not NaN)
 //   layer_norm -> LayerNormalization (opset >= 17), else ReduceMean, Sub, Mul, Add, Sqrt, Div;
-//     rms_norm -> Pow, ReduceMean, Add, Sqrt, Div, Mul; group_norm -> the same statistics over
-//     [N, G, C/G·spatial], then weight and bias per channel
+//     rms_norm -> Mul (x·x), ReduceMean, Add, Sqrt, Div, Mul; group_norm -> the same statistics
+//     over [N, G, C/G·spatial], then weight and bias per channel
 // ReduceMean and ReduceMax take their axes as an input from opset 18, as an attribute before.
 // Nothing to call here: export_model (export.h) runs these, e.g.
 //   dg::LSTM lstm({.input_size = 8, .hidden_size = 16, .batch_first = true});
@@ -20,6 +20,8 @@
 //                          {x}, "lstm.onnx", {.dynamic_axes = {{"input", {{0, "batch"}}}}});
 // Refused (no mapping, named by the driver): lstm_sequence and gru_sequence called by hand (a
 // layer's own ones are covered by its recurrent_layer op), packed sequences (their per-step ops).
+// float64 recurrent layers export as valid ONNX that ONNX Runtime 1.30 refuses ("LSTM operator
+// does not support double yet"; its GRU and RNN likewise): float32 runs.
 // rope and attention_heads' RoPE keep cos/sin tables of the traced length: a longer sequence fails
 // in the runtime (a shape error), a shorter one is sliced.
 #include <fmt/format.h>
@@ -93,7 +95,8 @@ void export_rms_norm(ExportGraph& g, const TracedOp& op) {
   const Tensor &x = op.inputs.at(0), &w = op.inputs.at(1);
   const DType dtype = x.dtype();
   const std::string xv = g.value(x), wv = g.value(w);
-  const std::string square = g.op("Pow", {xv, g.constant_scalar(2.0, dtype)});
+  // x·x, as depthgrad computes it (ONNX Runtime 1.30's Pow(x, 2) on float64 is off by ~1e-5)
+  const std::string square = g.op("Mul", {xv, xv});
   const std::string mean_square = reduce(g, "ReduceMean", square, {-1});
   const std::string root = g.op(
       "Sqrt", {g.op("Add", {mean_square, g.constant_scalar(op.attribute("eps").real, dtype)})});
