@@ -157,6 +157,11 @@ TEST_CASE("onnx export: scaled_dot_product_attention, causal with a runtime leng
 
 TEST_CASE("onnx export: MultiheadAttention with and without masks, weights returned") {
   CHECK(nodes_of(exported("mha"), "Softmax").size() == 1);
+  // the padding mask's additive form follows the runtime batch: no constant of the traced [3, 4]
+  const ModelProto padded = exported("mha_padding_mask");
+  const std::vector<int64_t> traced_shape{3, 4};
+  for (const onnx::TensorProto& t : padded.graph.initializer)
+    CHECK_MESSAGE(t.dims != traced_shape, t.name);
   const ModelProto masked = exported("mha_masks_weights");
   CHECK(nodes_of(masked, "Softmax").size() == 1);
   CHECK(masked.graph.output.size() == 2);

@@ -262,6 +262,15 @@ inline void transformer_cases(std::vector<SequenceCase>& cases) {
                    {example({4, 3, 8}, 45), example({4, 3, 8}, 46), example({3, 4}, 47)},
                    {},
                    {}});
+  cases.push_back({"mha_padding_mask",
+                   mha,  // the padding mask follows the runtime batch
+                   [mha](const std::vector<Tensor>& in) {
+                     return std::vector<Tensor>{
+                         (*mha)(in[0], in[0], in[0], gt(in[1], 0.0), false).output};
+                   },
+                   {example({4, 3, 8}, 84), example({3, 4}, 85)},
+                   {example({4, 5, 8}, 86), example({5, 4}, 87)},
+                   axes({{"input_0", {{1, "batch"}}}, {"input_1", {{0, "batch"}}}})});
   for (const int64_t opset : {13, 17}) {
     auto encoder = randomized(
         std::make_shared<TransformerEncoder>(
