@@ -94,13 +94,18 @@ TEST_CASE("onnx export: stacked batch_first LSTM with initial states, bidirectio
   CHECK(attribute_of(*nodes_of(bi, "LSTM")[0], "direction")->s_value == "bidirectional");
 }
 
-TEST_CASE("onnx export: recurrent layers without bias, unbatched, with h0 only, GRU both ways") {
+TEST_CASE(
+    "onnx export: recurrent layers without bias, unbatched, packed, with h0 only, GRU both ways") {
   const ModelProto no_bias = exported("lstm_no_bias_h0_only");
   const auto lstms = nodes_of(no_bias, "LSTM");
   REQUIRE(lstms.size() == 1);
   REQUIRE(lstms[0]->input.size() == 6);  // X, W, R, B "", sequence_lens "", initial_h
   CHECK(lstms[0]->input[3].empty());
   CHECK(nodes_of(exported("lstm_unbatched"), "LSTM").size() == 1);
+  // a packed batch runs step by step (no layer op): the cells' formulas, 5 steps
+  const ModelProto packed = exported("lstm_packed");
+  CHECK(nodes_of(packed, "LSTM").empty());
+  CHECK(nodes_of(packed, "Split").size() == 5);
   const ModelProto gru = exported("gru_2_bidirectional_batch_first");
   const auto grus = nodes_of(gru, "GRU");
   REQUIRE(grus.size() == 2);

@@ -82,8 +82,8 @@ onnx::ExportForward one_input(std::shared_ptr<M> m) {
   return [m](const std::vector<Tensor>& in) { return std::vector<Tensor>{(*m)(in[0])}; };
 }
 
-// LSTM 1 and 2 layers (batch_first, initial states), bidirectional, without bias, unbatched;
-// GRU; RNN tanh and relu.
+// LSTM 1 and 2 layers (batch_first, initial states), bidirectional, without bias, unbatched,
+// packed; GRU; RNN tanh and relu.
 inline void recurrent_cases(std::vector<SequenceCase>& cases) {
   const Dynamic time_major{{"input", {{0, "seq"}, {1, "batch"}}}};
   auto lstm = randomized(std::make_shared<LSTM>(RecurrentOptions{4, 6}), 1);
@@ -148,6 +148,16 @@ inline void recurrent_cases(std::vector<SequenceCase>& cases) {
                    {example({2, 5, 3}, 78), example({4, 2, 4}, 79)},
                    {example({3, 7, 3}, 80), example({4, 3, 4}, 81)},
                    axes({{"input_0", {{0, "batch"}, {1, "seq"}}}, {"input_1", {{1, "batch"}}}})});
+  cases.push_back({"lstm_packed",
+                   no_bias,  // step by step: the traced lengths fixed
+                   [no_bias](const std::vector<Tensor>& in) {
+                     const PackedRecurrentOutput r =
+                         (*no_bias)(pack_padded_sequence(in[0], std::vector<int64_t>{5, 3}));
+                     return std::vector<Tensor>{pad_packed_sequence(r.output).padded, r.h_n};
+                   },
+                   {example({5, 2, 3}, 88)},
+                   {},
+                   {}});
   for (const bool relu : {false, true}) {
     auto rnn =
         randomized(std::make_shared<RNN>(

@@ -19,7 +19,8 @@
 //   dg::onnx::export_model(lstm, [&](auto& in) { return std::vector{lstm(in[0]).output}; },
 //                          {x}, "lstm.onnx", {.dynamic_axes = {{"input", {{0, "batch"}}}}});
 // Refused (no mapping, named by the driver): lstm_sequence and gru_sequence called by hand (a
-// layer's own ones are covered by its recurrent_layer op), packed sequences (their per-step ops).
+// layer's own ones are covered by its recurrent_layer op). A layer over a PackedSequence is not
+// one op: its steps export one by one (the cells, where, stack), the traced lengths fixed.
 // float64 recurrent layers export as valid ONNX that ONNX Runtime 1.30 refuses ("LSTM operator
 // does not support double yet"; its GRU and RNN likewise): float32 runs.
 // rope and attention_heads' RoPE keep cos/sin tables of the traced length: a longer sequence fails
