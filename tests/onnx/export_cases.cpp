@@ -209,14 +209,16 @@ int main(int argc, char** argv) {
     write_mlp_case(dir, planted);
     write_gather_compare_case(dir);
     write_dtypes_case(dir);
-    int sequence = 0;  // the sequence family's exported cases (tests/onnx/sequence_cases.h)
+    int exported = 0;
     if (planted) {
       write_broken_graph_case(dir);
-    } else {
-      dg::onnx_cases::write_exported_examples(dir);  // the exporter's files, not planted
-      sequence = dg::onnx_cases::write_sequence_cases(dir);
+    } else {  // the exporter's files: the examples' models and every op's gradient-check rows,
+              // and the sequence family's cases (tests/onnx/sequence_cases.h)
+      dg::onnx_cases::write_exported_examples(dir);
+      exported = 8 + dg::onnx_cases::write_op_row_cases(dir);
+      exported += dg::onnx_cases::write_sequence_cases(dir);
     }
-    fmt::print("export_cases: wrote {} cases and {}/manifest.json\n", planted ? 4 : 8 + sequence,
+    fmt::print("export_cases: wrote {} cases and {}/manifest.json\n", planted ? 4 : 3 + exported,
                dir);
     return 0;
   } catch (const std::exception& e) {
