@@ -79,6 +79,9 @@ class ExportGraph {
     weights_.emplace(t.impl(), NamedTensor{name, t});
   }
   bool bound(const Tensor& t) const { return names_.count(t.impl()) != 0; }
+  // The ops the tape recorded during the trace (OpTrace::recorded): a tensor one of them made
+  // that no traced op made is refused naming that op and its module.
+  void set_recorded(std::vector<TracedOp> recorded);
   // The module path of the op being exported (node names); set by the driver.
   void set_current(const TracedOp* op) { current_ = op; }
 
@@ -88,6 +91,8 @@ class ExportGraph {
   std::unordered_map<const TensorImpl*, std::vector<std::string>> dims_;
   std::unordered_map<const TensorImpl*, NamedTensor> weights_;
   std::vector<Tensor> inputs_;  // the graph's inputs, in order
+  std::vector<TracedOp> recorded_;
+  std::unordered_map<const TensorImpl*, const TracedOp*> recorded_by_;
   // Every tensor named or given dims here, held: the maps are keyed by TensorImpl*, which a
   // tensor freed while the graph is built could pass on to a new one.
   std::vector<Tensor> held_;
