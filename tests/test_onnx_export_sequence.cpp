@@ -213,6 +213,19 @@ TEST_CASE("onnx export: LayerNorm, GroupNorm and RMSNorm at opset 13, 17 and 18"
   }
 }
 
+TEST_CASE("onnx export: the norms without their optional parts") {
+  const ModelProto current = exported("layer_norm_no_bias_opset17");
+  const auto norms = nodes_of(current, "LayerNormalization");
+  REQUIRE(norms.size() == 1);
+  CHECK(norms[0]->input.size() == 2);  // X, Scale: no B
+  CHECK(attribute_of(*norms[0], "epsilon")->f_value == doctest::Approx(1e-3));
+  const ModelProto old = exported("layer_norm_no_bias_opset13");
+  CHECK(nodes_of(old, "Add").size() == 1);  // the variance's eps only
+  const ModelProto plain = exported("group_norm_no_affine");
+  CHECK(nodes_of(plain, "Mul").size() == 1);  // the centered square only
+  CHECK(nodes_of(plain, "Identity").size() == 1);
+}
+
 TEST_CASE("onnx export: refusals name the op") {
   Sequential none;
   const auto by_hand = [](const std::vector<Tensor>& in) {  // a sequence op outside a layer

@@ -345,6 +345,25 @@ inline void norm_cases(std::vector<SequenceCase>& cases) {
                      {example({5, 6}, 69)},
                      options});
   }
+  // without the optional parts: layer_norm without a bias, GroupNorm without affine
+  for (const int64_t opset : {13, 17}) {
+    const Tensor weight = example({6}, 89);
+    cases.push_back({fmt::format("layer_norm_no_bias_opset{}", opset),
+                     std::make_shared<Sequential>(),
+                     [weight](const std::vector<Tensor>& in) {
+                       return std::vector<Tensor>{layer_norm(in[0], weight, Tensor(), 1e-3)};
+                     },
+                     {example({3, 6}, 90)},
+                     {},
+                     axes({}, {}, opset)});
+  }
+  auto plain_group_norm = std::make_shared<GroupNorm>(3, 6, 1e-5, /*affine=*/false);
+  cases.push_back({"group_norm_no_affine",
+                   plain_group_norm,
+                   one_input(plain_group_norm),
+                   {example({2, 6, 5}, 91)},
+                   {},
+                   {}});
 }
 
 // The graph's value names as the exporter gives them (export.h): the options' names, else
