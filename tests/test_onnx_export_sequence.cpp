@@ -226,15 +226,23 @@ TEST_CASE("onnx export: the norms without their optional parts") {
   CHECK(nodes_of(plain, "Identity").size() == 1);
 }
 
-TEST_CASE("onnx export: refusals name the op") {
-  Sequential none;
-  const auto by_hand = [](const std::vector<Tensor>& in) {  // a sequence op outside a layer
-    SequenceDirection dir{in[0], in[1], Tensor(), in[2], in[2]};
-    return std::vector<Tensor>{lstm_sequence({dir})[0].output};
-  };
-  const std::vector<Tensor> in{randn({6, 8}), randn({8, 2}), randn({3, 2})};
-  CHECK_THROWS_WITH(onnx::export_to_proto(none, by_hand, in),
-                    doctest::Contains("'lstm_sequence' has no ONNX mapping"));
+TEST_CASE("onnx export: lstm_sequence and gru_sequence called by hand, one node a direction") {
+  const ModelProto lstm = exported("lstm_sequence_by_hand");
+  const auto lstms = nodes_of(lstm, "LSTM");
+  REQUIRE(lstms.size() == 2);
+  CHECK(attribute_of(*lstms[0], "direction") == nullptr);
+  CHECK(attribute_of(*lstms[1], "direction")->s_value == "reverse");
+  const onnx::TensorProto* W = initializer_of(lstm, lstms[0]->input[1]);
+  REQUIRE(W != nullptr);
+  CHECK(W->dims == std::vector<int64_t>{1, 16, 16});  // a permutation of the projections
+  const ModelProto gru = exported("gru_sequence_by_hand");
+  const auto grus = nodes_of(gru, "GRU");
+  REQUIRE(grus.size() == 1);
+  CHECK(attribute_of(*grus[0], "linear_before_reset")->i_value == 1);
+  CHECK(initializer_of(gru, grus[0]->input[3])->dims == std::vector<int64_t>{1, 24});
+}
+
+TEST_CASE("onnx export: a recurrent layer of an unknown kind is refused, naming it") {
   onnx::OpExporter recurrent = nullptr;
   for (const onnx::OpExporterEntry& e : onnx::sequence_op_exporters())
     if (std::string(e.op) == "recurrent_layer") recurrent = e.exporter;

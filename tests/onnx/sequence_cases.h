@@ -83,7 +83,7 @@ onnx::ExportForward one_input(std::shared_ptr<M> m) {
 }
 
 // LSTM 1 and 2 layers (batch_first, initial states), bidirectional, without bias, unbatched,
-// packed; GRU; RNN tanh and relu.
+// packed; GRU; RNN tanh and relu; lstm_sequence and gru_sequence called by hand.
 inline void recurrent_cases(std::vector<SequenceCase>& cases) {
   const Dynamic time_major{{"input", {{0, "seq"}, {1, "batch"}}}};
   auto lstm = randomized(std::make_shared<LSTM>(RecurrentOptions{4, 6}), 1);
@@ -156,6 +156,34 @@ inline void recurrent_cases(std::vector<SequenceCase>& cases) {
                      return std::vector<Tensor>{pad_packed_sequence(r.output).padded, r.h_n};
                    },
                    {example({5, 2, 3}, 88)},
+                   {},
+                   {}});
+  // the sequence ops called by hand: a forward and a reverse LSTM direction, a GRU with b_hh
+  const Tensor w_f = example({16, 4}, 92), w_r = example({16, 4}, 93), w_g = example({12, 4}, 94),
+               b_g = example({12}, 95);
+  cases.push_back(
+      {"lstm_sequence_by_hand",
+       std::make_shared<Sequential>(),
+       [w_f, w_r](const std::vector<Tensor>& in) {  // gates_x of each, h0, c0
+         const std::vector<SequenceResult> r =
+             lstm_sequence({{in[0], w_f, Tensor(), in[2], in[3], false},
+                            {in[1], w_r, Tensor(), in[2], in[3], true}});
+         return std::vector<Tensor>{r[0].output, r[1].output, r[1].h_n, r[0].c_n};
+       },
+       {example({15, 16}, 96), example({15, 16}, 97), example({3, 4}, 98), example({3, 4}, 99)},
+       {example({10, 16}, 100), example({10, 16}, 101), example({2, 4}, 102), example({2, 4}, 103)},
+       axes({{"input_0", {{0, "rows"}}},
+             {"input_1", {{0, "rows"}}},
+             {"input_2", {{0, "batch"}}},
+             {"input_3", {{0, "batch"}}}})});
+  cases.push_back({"gru_sequence_by_hand",
+                   std::make_shared<Sequential>(),
+                   [w_g, b_g](const std::vector<Tensor>& in) {
+                     const std::vector<SequenceResult> r =
+                         gru_sequence({{in[0], w_g, b_g, in[1], Tensor(), true}});
+                     return std::vector<Tensor>{r[0].output, r[0].h_n};
+                   },
+                   {example({15, 12}, 104), example({3, 4}, 105)},
                    {},
                    {}});
   for (const bool relu : {false, true}) {
