@@ -102,6 +102,10 @@ TEST_CASE(
   REQUIRE(lstms[0]->input.size() == 6);  // X, W, R, B "", sequence_lens "", initial_h
   CHECK(lstms[0]->input[3].empty());
   CHECK(nodes_of(exported("lstm_unbatched"), "LSTM").size() == 1);
+  // a layer whose steps run as composed cells is still one LSTM node (the layer's op wins)
+  const ModelProto composed = exported("lstm_composed_steps");
+  CHECK(nodes_of(composed, "LSTM").size() == 1);
+  CHECK(nodes_of(composed, "Sigmoid").empty());
   // a packed batch runs step by step (no layer op): the cells' formulas, 5 steps
   const ModelProto packed = exported("lstm_packed");
   CHECK(nodes_of(packed, "LSTM").empty());

@@ -148,6 +148,14 @@ inline void recurrent_cases(std::vector<SequenceCase>& cases) {
                    {example({2, 5, 3}, 78), example({4, 2, 4}, 79)},
                    {example({3, 7, 3}, 80), example({4, 3, 4}, 81)},
                    axes({{"input_0", {{0, "batch"}, {1, "seq"}}}, {"input_1", {{1, "batch"}}}})});
+  auto composed = randomized(std::make_shared<LSTM>(RecurrentOptions{4, 6}), 106);
+  composed->gate_math = GateMath::composed;  // per-step plain cells under the layer's op
+  cases.push_back({"lstm_composed_steps",
+                   composed,
+                   recurrent_forward(composed, "hc"),
+                   {example({5, 3, 4}, 107)},
+                   {example({7, 2, 4}, 108)},
+                   axes(time_major)});
   cases.push_back({"lstm_packed",
                    no_bias,  // step by step: the traced lengths fixed
                    [no_bias](const std::vector<Tensor>& in) {
