@@ -29,6 +29,12 @@ function usage(message) {
   process.exit(2);
 }
 
+// A manifest that cannot be run: one line, exit 2.
+function refuse(message) {
+  process.stderr.write(`run_onnxruntime: ${message}\n`);
+  process.exit(2);
+}
+
 function parseArgs(argv) {
   const args = { ortDir: null, manifest: null, only: [] };
   for (let i = 0; i < argv.length; ++i) {
@@ -69,16 +75,49 @@ const ARRAYS = {
   uint8: Uint8Array, bool: Uint8Array,
 };
 
+// One tensor entry of a run: a name, a dtype of ARRAYS, a shape of sizes >= 0, a file.
+function checkTensorEntry(where, t) {
+  const ok = t !== null && typeof t === 'object' && typeof t.name === 'string' && t.name !== '' &&
+    Object.hasOwn(ARRAYS, t.dtype) && Array.isArray(t.shape) &&
+    t.shape.every((d) => Number.isInteger(d) && d >= 0) && typeof t.file === 'string' && t.file !== '';
+  if (!ok) {
+    refuse(`${where}: needs "name", "dtype" (${Object.keys(ARRAYS).join(', ')}), ` +
+      `"shape" (sizes >= 0) and "file"`);
+  }
+}
+
+// Every case names its model, a positive tolerance and at least one run with an output.
+function checkCase(where, c) {
+  if (c === null || typeof c !== 'object') refuse(`${where} is not an object`);
+  if (typeof c.name !== 'string' || c.name === '') refuse(`${where}: "name" must be a text`);
+  where = `${where} ('${c.name}')`;
+  if (typeof c.model !== 'string' || c.model === '') refuse(`${where}: "model" must be a file name`);
+  if (typeof c.tolerance !== 'number' || !(c.tolerance > 0)) {
+    refuse(`${where}: "tolerance" must be a positive number`);
+  }
+  if (!Array.isArray(c.runs) || c.runs.length === 0) refuse(`${where}: "runs" must be a list of runs`);
+  c.runs.forEach((run, r) => {
+    for (const side of ['inputs', 'outputs']) {
+      if (run === null || typeof run !== 'object' || !Array.isArray(run[side])) {
+        refuse(`${where} run ${r}: "${side}" must be a list`);
+      }
+      run[side].forEach((t, k) => checkTensorEntry(`${where} run ${r} ${side} ${k}`, t));
+    }
+    if (run.outputs.length === 0) refuse(`${where} run ${r}: no outputs to compare`);
+  });
+}
+
 function readManifest(file) {
   let manifest;
   try {
     manifest = JSON.parse(fs.readFileSync(file, 'utf8'));
   } catch (e) {
-    usage(`${file}: ${e.message}`);
+    refuse(`${file}: ${e.message}`);
   }
-  if (manifest.format !== 'depthgrad-onnx-cases' || !Array.isArray(manifest.cases)) {
-    usage(`${file}: not a manifest of ONNX cases (format "depthgrad-onnx-cases" with a "cases" list)`);
+  if (manifest === null || manifest.format !== 'depthgrad-onnx-cases' || !Array.isArray(manifest.cases)) {
+    refuse(`${file}: not a manifest of ONNX cases (format "depthgrad-onnx-cases" with a "cases" list)`);
   }
+  manifest.cases.forEach((c, i) => checkCase(`${file}: case ${i}`, c));
   return manifest;
 }
 
@@ -129,10 +168,10 @@ function compareOutput(got, expected, entry) {
   return { error: worst, detail };
 }
 
-// Runs every run of one case; returns {error, details, failed}.
+// Runs every run of one case; returns {error, details, failed}. Integer and bool outputs must be
+// equal (tolerance 0).
 async function runCase(ort, dir, c) {
-  const integerTolerance = 0;
-  const session = await ort.InferenceSession.create(path.join(dir, c.model), {
+  const inference = await ort.InferenceSession.create(path.join(dir, c.model), {
     intraOpNumThreads: 1, interOpNumThreads: 1, executionProviders: ['cpu'],
   });
   const result = { error: 0, details: [], failed: false };
@@ -140,15 +179,15 @@ async function runCase(ort, dir, c) {
     for (const [r, run] of c.runs.entries()) {
       const feeds = {};
       for (const input of run.inputs) {
-        if (!session.inputNames.includes(input.name)) {
-          throw new Error(`run ${r}: input '${input.name}' is not one of the model's [${session.inputNames}]`);
+        if (!inference.inputNames.includes(input.name)) {
+          throw new Error(`run ${r}: input '${input.name}' is not one of the model's [${inference.inputNames}]`);
         }
         feeds[input.name] = new ort.Tensor(input.dtype, readValues(dir, input), input.shape);
       }
-      const outputs = await session.run(feeds);
+      const outputs = await inference.run(feeds);
       for (const entry of run.outputs) {
         const { error, detail } = compareOutput(outputs[entry.name], readValues(dir, entry), entry);
-        const tolerance = entry.dtype.startsWith('float') ? c.tolerance : integerTolerance;
+        const tolerance = entry.dtype.startsWith('float') ? c.tolerance : 0;
         result.error = Math.max(result.error, error);
         if (!(error <= tolerance)) {
           result.failed = true;
@@ -157,7 +196,7 @@ async function runCase(ort, dir, c) {
       }
     }
   } finally {
-    await session.release();
+    await inference.release();
   }
   return result;
 }
@@ -169,7 +208,7 @@ async function main() {
   const ort = loadOrt(args.ortDir);
   const cases = manifest.cases.filter((c) => args.only.length === 0 || args.only.includes(c.name));
   for (const name of args.only) {
-    if (!manifest.cases.some((c) => c.name === name)) usage(`${args.manifest} has no case '${name}'`);
+    if (!manifest.cases.some((c) => c.name === name)) refuse(`${args.manifest} has no case '${name}'`);
   }
   let passed = 0;
   let failed = 0;
