@@ -3,10 +3,12 @@
 // (the npm package onnxruntime-node, CPU, one thread) and compares every output with the one
 // depthgrad computed. It only reads: it never writes a file.
 //
-//   node tests/onnx/run_onnxruntime.js [--ort-dir DIR] MANIFEST.json [CASE...]
+//   node tests/onnx/run_onnxruntime.js [--ort-dir DIR] [--optimization LEVEL] MANIFEST.json [CASE...]
 //
 // --ort-dir DIR: the folder the package was installed into (DIR/node_modules/onnxruntime-node,
 // as tools/onnx/install_onnxruntime.sh DIR does); without it, node's own lookup (NODE_PATH).
+// --optimization LEVEL: ONNX Runtime's graph optimisation, all (its default, what a user gets),
+// extended, basic or disabled (the graph as written: to tell a fusion's rounding from a wrong op).
 // CASE...: run only the cases of these names.
 //
 // The rule: an output value a matches the expected b when |a - b| <= tolerance * max(1, |b|)
@@ -25,7 +27,7 @@ const SKIP = 77;
 
 function usage(message) {
   process.stderr.write(`run_onnxruntime: ${message}\n` +
-    'usage: node run_onnxruntime.js [--ort-dir DIR] MANIFEST.json [CASE...]\n');
+    'usage: node run_onnxruntime.js [--ort-dir DIR] [--optimization LEVEL] MANIFEST.json [CASE...]\n');
   process.exit(2);
 }
 
@@ -36,11 +38,17 @@ function refuse(message) {
 }
 
 function parseArgs(argv) {
-  const args = { ortDir: null, manifest: null, only: [] };
+  const args = { ortDir: null, optimization: 'all', manifest: null, only: [] };
+  const levels = ['all', 'extended', 'basic', 'disabled'];
   for (let i = 0; i < argv.length; ++i) {
     if (argv[i] === '--ort-dir') {
       if (i + 1 >= argv.length) usage('--ort-dir needs a folder');
       args.ortDir = argv[++i];
+    } else if (argv[i] === '--optimization') {
+      if (i + 1 >= argv.length || !levels.includes(argv[i + 1])) {
+        usage(`--optimization takes one of ${levels.join(', ')}`);
+      }
+      args.optimization = argv[++i];
     } else if (argv[i].startsWith('--')) {
       usage(`unknown option ${argv[i]}`);
     } else if (args.manifest === null) {
@@ -170,9 +178,10 @@ function compareOutput(got, expected, entry) {
 
 // Runs every run of one case; returns {error, details, failed}. Integer and bool outputs must be
 // equal (tolerance 0).
-async function runCase(ort, dir, c) {
+async function runCase(ort, dir, c, optimization) {
   const inference = await ort.InferenceSession.create(path.join(dir, c.model), {
     intraOpNumThreads: 1, interOpNumThreads: 1, executionProviders: ['cpu'],
+    graphOptimizationLevel: optimization,
   });
   const result = { error: 0, details: [], failed: false };
   try {
@@ -216,7 +225,7 @@ async function main() {
   for (const c of cases) {
     let result;
     try {
-      result = await runCase(ort, dir, c);
+      result = await runCase(ort, dir, c, args.optimization);
     } catch (e) {
       result = { error: Infinity, failed: true, details: [String(e.message).split('\n')[0]] };
     }
