@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "autograd/grad_sink.h"
+#include "autograd/op_trace.h"
 #include "autograd/tape.h"
 #include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_pointwise.h"
@@ -50,6 +51,7 @@ Tensor unary(const Tensor& a, const char* op, F f) {
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   dispatch_float(a.dtype(), op,
                  [&]<class T>() { unary_kernel<T>(in, out, [&](T x) { return f(x); }); });
+  if (tracing()) trace_op(op, {a}, {out});
   return out;
 }
 

@@ -64,6 +64,7 @@ Tensor unary_pointwise(const Tensor& a, UnaryOp kind, UnaryArgs args, const char
   const int64_t n = y.numel();
   dispatch_float(a.dtype(), op,
                  [&]<class T>() { pointwise_forward<T>(kind, args, y.data<T>(), x.data<T>(), n); });
+  if (tracing()) trace_op(op, {a}, {y}, {{"a", args.a}, {"b", args.b}});
   if (!should_record({a})) return y;
   RecordedNode node = record(op, {a}, y, [a, x, y = detach(y), kind, args, n, op](const Tensor& g) {
     Tensor gc = g.contiguous();
@@ -241,6 +242,7 @@ Tensor swiglu(const Tensor& gate_in, const Tensor& up_in) {
   dispatch_float(gate.dtype(), op, [&]<class T>() {
     swiglu_forward<T>(out.data<T>(), gate.data<T>(), up.data<T>(), n);
   });
+  if (tracing()) trace_op(op, {gate_in, up_in}, {out});
   if (should_record({gate_in, up_in}))
     record(op, {gate_in, up_in}, out, [gate_in, up_in, gate, up, n](const Tensor& g) {
       Tensor gc = g.contiguous();

@@ -45,6 +45,7 @@ Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* op, F f) {
   dispatch_float(a.dtype(), op, [&]<class T>() {
     binary_kernel<T>(a, b, out, [&](T x, T y) { return f(x, y); });
   });
+  if (tracing()) trace_op(op, {a, b}, {out});
   return out;
 }
 
@@ -92,6 +93,7 @@ Tensor binary_pointwise(const Tensor& a, const Tensor& b, BinaryOp kind, const c
   check_same_dtype(a, b, op);
   Tensor y = Tensor::empty(broadcast_shapes(a.shape(), b.shape(), op), a.dtype());
   binary_pointwise_forward(kind, a, b, y);
+  if (tracing()) trace_op(op, {a, b}, {y});
   if (!should_record({a, b})) return y;
   RecordedNode node = record(op, {a, b}, y, [a, b, y = detach(y), kind, op](const Tensor& g) {
     const Shape& shape = y.shape();
@@ -191,6 +193,7 @@ Tensor neg(const Tensor& a) { return scale(a, -1.0); }
 Tensor scale(const Tensor& a, double factor) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = unary(a, "scale", [factor](auto x) { return x * static_cast<decltype(x)>(factor); });
+  if (tracing()) trace_op("scale", {a}, {out}, {{"factor", factor}});
   if (should_record({a}))
     record("scale", {a}, out,
            [a, factor](const Tensor& g) { accumulate_grad(a, scale(g, factor)); })
@@ -203,6 +206,7 @@ Tensor add_scalar(const Tensor& a, double value) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out =
       unary(a, "add_scalar", [value](auto x) { return x + static_cast<decltype(x)>(value); });
+  if (tracing()) trace_op("add_scalar", {a}, {out}, {{"value", value}});
   if (should_record({a}))
     record("add_scalar", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); })
         .saves({})
@@ -238,6 +242,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   dispatch_float(a.dtype(), op, [&]<class T>() {
     where_forward<T>(y.data<T>(), c.data<bool>(), ae.data<T>(), be.data<T>(), y.numel());
   });
+  if (tracing()) trace_op(op, {cond, a, b}, {y});
   if (should_record({a, b}))
     record(op, {a, b}, y,
            [a, b, c](const Tensor& g) {
@@ -283,6 +288,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   dispatch_float(a.dtype(), op, [&]<class T>() {
     where_forward<T>(y.data<T>(), c.data<bool>(), fill.data<T>(), x.data<T>(), y.numel());
   });
+  if (tracing()) trace_op(op, {a, mask}, {y}, {{"value", value}});
   if (should_record({a}))
     record(op, {a}, y,
            [a, c](const Tensor& g) {
@@ -411,6 +417,7 @@ Tensor depth_mix(const std::vector<Tensor>& sources, const Tensor& alpha) {
   });
   std::vector<Tensor> inputs = sources;
   inputs.push_back(alpha);
+  if (tracing()) trace_op(op, inputs, {out});  // the sources, then alpha
   if (should_record(inputs))
     record(op, inputs, out, [sources, alpha, S, a, rows, J, D](const Tensor& g) {
       Tensor gc = g.contiguous();

@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "autograd/gradcheck.h"
+#include "autograd/op_trace.h"
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "tensor/exercise.h"
@@ -66,6 +67,7 @@ Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
   dispatch_float(x.dtype(), op, [&]<class T>() {
     rope_forward<T>(out.data<T>(), x.data<T>(), cos.data<T>(), sin.data<T>(), BH, Tn, hd);
   });
+  if (tracing()) trace_op(op, {x_in}, {out}, {{"base", base}, {"offset", position_offset}});
   if (should_record({x_in}))
     record(op, {x_in}, out,
            [x_in, cos, sin, BH, Tn, hd](const Tensor& g) {
@@ -84,6 +86,8 @@ Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
           accumulate_grad(
               x_in, cat({add(mul(g1, cos), mul(g2, sin)), sub(mul(g2, cos), mul(g1, sin))}, axis));
         });
+  if (tracing())
+    trace_op(op, {x_in}, {out}, {{"base", base}, {"position_offset", position_offset}});
   return out;
 }
 
@@ -160,8 +164,10 @@ Tensor plain_causal_attention(const Tensor& q, const Tensor& k_in, const Tensor&
     v = repeat(v);
   }
   const double sc = attention_scale(scale, hd, op);
-  const Tensor scores = dg::scale(matmul(q, transpose(k, 2, 3)), sc);     // [B, H, T, T]
-  return matmul(softmax(add(scores, causal_mask(T, q.dtype())), -1), v);  // [B, H, T, hd]
+  const Tensor scores = dg::scale(matmul(q, transpose(k, 2, 3)), sc);           // [B, H, T, T]
+  const Tensor out = matmul(softmax(add(scores, causal_mask(T, q.dtype())), -1), v);  // [B,H,T,hd]
+  if (tracing()) trace_op("causal_attention", {q, k_in, v_in}, {out}, {{"scale", sc}});  // one op
+  return out;
 }
 
 // ---- causal_attention: q [B,H,T,hd], k v [B,Hkv,T,hd] -> [B,H,T,hd] -------------------------
@@ -193,6 +199,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, doubl
                if (sink) sink->finish();
            })
         .saves({q, k, v, out});  // the backward reads its output too
+  if (tracing()) trace_op("causal_attention", {q, k, v}, {out}, {{"scale", sc}});
   return out;
 }
 
@@ -333,6 +340,9 @@ Tensor attention_heads(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   saved.lse = Tensor::empty({B, H, T}, dtype);
   if (out.numel() > 0)
     attention_forward(saved.qr, saved.kr, saved.vh, s.sc, saved.out_h, saved.lse);
+  if (tracing())
+    trace_op(op, {q_in, k_in, v_in}, {out},
+             {{"heads", H}, {"kv_heads", Hkv}, {"rope_base", rope_base}, {"scale", s.sc}});
   if (!should_record({q_in, k_in, v_in})) return out;
   record(op, {q_in, k_in, v_in}, out, [q_in, k_in, v_in, s, saved](const Tensor& g) {
     attention_heads_backward(g, q_in, k_in, v_in, s, saved);

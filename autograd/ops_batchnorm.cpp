@@ -179,6 +179,9 @@ Tensor batch_norm_impl(const Tensor& x_in, const Tensor& running_mean, const Ten
     batchnorm_apply<T>(out.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(),
                        data_or_null<T>(w), data_or_null<T>(b), N, C, S, relu);
   });
+  if (tracing())
+    trace_op(op, {x_in, running_mean, running_var, weight, bias}, {out},
+             {{"training", training}, {"eps", eps}});
   const std::vector<Tensor> inputs = affine_inputs(x_in, weight, bias);
   if (!should_record(inputs)) return out;
   RecordedNode node = record(
@@ -263,6 +266,7 @@ Tensor group_norm(const Tensor& x_in, int64_t num_groups, const Tensor& weight, 
     groupnorm_forward<T>(out.data<T>(), mean.data<T>(), rstd.data<T>(), x.data<T>(),
                          data_or_null<T>(w), data_or_null<T>(b), N, C, S, G, eps);
   });
+  if (tracing()) trace_op(op, {x_in, weight, bias}, {out}, {{"num_groups", G}, {"eps", eps}});
   const std::vector<Tensor> inputs = affine_inputs(x_in, weight, bias);
   if (should_record(inputs))
     record(op, inputs, out,

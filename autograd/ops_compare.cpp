@@ -43,6 +43,7 @@ Tensor compare(const Tensor& a, const Tensor& b, CompareOp kind, const char* op)
   dispatch_any(dtype, [&]<class I>() {
     compare_kernel<I, bool>(kind, out.data<bool>(), ae.data<I>(), be.data<I>(), out.numel());
   });
+  if (tracing()) trace_op(op, {a, b}, {out});
   return out;
 }
 
@@ -59,6 +60,7 @@ Tensor compare(const Tensor& a, double s, CompareOp kind, const char* op) {
   dispatch_any(a.dtype(), [&]<class I>() {
     compare_scalar_kernel<I, bool>(kind, out.data<bool>(), x.data<I>(), s, out.numel());
   });
+  if (tracing()) trace_op(op, {a}, {out}, {{"scalar", s}});
   return out;
 }
 
@@ -109,6 +111,7 @@ Tensor logic(const Tensor& a, const Tensor& b, Logic kind, DType dtype, const ch
         o[i] = static_cast<T>(logic_apply(kind, x[i], y[i]));
     }
   });
+  if (tracing()) trace_op(op, {a, b}, {out});
   return out;
 }
 

@@ -178,7 +178,14 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& w, const Tensor& b, IntPair st
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, IntPair stride,
               IntPair padding, IntPair dilation, int64_t groups) {
-  return conv2d_impl(x, weight, bias, stride, padding, dilation, groups, "conv2d");
+  Tensor y = conv2d_impl(x, weight, bias, stride, padding, dilation, groups, "conv2d");
+  if (tracing())
+    trace_op("conv2d", {x, weight, bias}, {y},
+             {{"stride", std::vector<int64_t>{stride[0], stride[1]}},
+              {"padding", std::vector<int64_t>{padding[0], padding[1]}},
+              {"dilation", std::vector<int64_t>{dilation[0], dilation[1]}},
+              {"groups", groups}});
+  return y;
 }
 
 // x [N, C, L] and weight [O, C/groups, k] as conv2d's [N, C, 1, L] and [O, C/groups, 1, k].
@@ -190,7 +197,14 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
   const Tensor y = conv2d_impl(reshape(x, {x.size(0), x.size(1), 1, x.size(2)}),
                                reshape(weight, {weight.size(0), weight.size(1), 1, weight.size(2)}),
                                bias, {1, stride}, {0, padding}, {1, dilation}, groups, op);
-  return reshape(y, {y.size(0), y.size(1), y.size(3)});
+  Tensor out = reshape(y, {y.size(0), y.size(1), y.size(3)});
+  if (tracing())
+    trace_op(op, {x, weight, bias}, {out},
+             {{"stride", std::vector<int64_t>{stride}},
+              {"padding", std::vector<int64_t>{padding}},
+              {"dilation", std::vector<int64_t>{dilation}},
+              {"groups", groups}});
+  return out;
 }
 
 // x [N, Cin, H, W], weight [Cin, O/groups, kH, kW] -> [N, O, Hout, Wout] with
@@ -235,7 +249,15 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
         fmt::format("{}: output size ({}, {}) is below 1: input {}, weight {}", op, g.H, g.W,
                     x.describe(), weight.describe()));
   const Tensor y = conv_input_grad_op(x, weight, g, op);
-  return bias.defined() ? add(y, reshape(bias, {1, g.C, 1, 1})) : y;
+  Tensor out = bias.defined() ? add(y, reshape(bias, {1, g.C, 1, 1})) : y;
+  if (tracing())
+    trace_op(op, {x, weight, bias}, {out},
+             {{"stride", std::vector<int64_t>{stride[0], stride[1]}},
+              {"padding", std::vector<int64_t>{padding[0], padding[1]}},
+              {"output_padding", std::vector<int64_t>{output_padding[0], output_padding[1]}},
+              {"dilation", std::vector<int64_t>{dilation[0], dilation[1]}},
+              {"groups", groups}});
+  return out;
 }
 
 // ---- pooling ------------------------------------------------------------------------------------
@@ -338,6 +360,13 @@ ValuesAndIndices max_pool2d_with_indices(const Tensor& x, IntPair kernel, IntPai
     dispatch_float(x.dtype(), op, [&]<class T>() {
       max_pool2d_forward<T>(values.data<T>(), indices.data<int64_t>(), X.data<T>(), N * C, g);
     });
+  if (tracing())
+    trace_op(op, {x}, {values, indices},
+             {{"kernel", std::vector<int64_t>{kernel[0], kernel[1]}},
+              {"stride", std::vector<int64_t>{g.sH, g.sW}},
+              {"padding", std::vector<int64_t>{padding[0], padding[1]}},
+              {"dilation", std::vector<int64_t>{dilation[0], dilation[1]}},
+              {"ceil_mode", ceil_mode}});
   if (should_record({x}))
     record(op, {x}, values,
            [x, indices, g, op](const Tensor& gy) {  // the kernel adds gy at the argmax
@@ -365,9 +394,17 @@ Tensor avg_pool2d(const Tensor& x, IntPair kernel, IntPair stride, IntPair paddi
                   bool count_include_pad) {
   ScopedOpTimer op_timer(OpFamily::other);
   const PoolGeom g = pool_geom(x, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d");
-  return avg_windows_op(x,
-                        std::make_shared<const PoolWindows>(avg_pool_windows(g, count_include_pad)),
-                        false, "avg_pool2d", "avg_pool2d_backward");
+  Tensor y =
+      avg_windows_op(x, std::make_shared<const PoolWindows>(avg_pool_windows(g, count_include_pad)),
+                     false, "avg_pool2d", "avg_pool2d_backward");
+  if (tracing())
+    trace_op("avg_pool2d", {x}, {y},
+             {{"kernel", std::vector<int64_t>{kernel[0], kernel[1]}},
+              {"stride", std::vector<int64_t>{g.sH, g.sW}},
+              {"padding", std::vector<int64_t>{padding[0], padding[1]}},
+              {"ceil_mode", ceil_mode},
+              {"count_include_pad", count_include_pad}});
+  return y;
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size) {
@@ -377,7 +414,10 @@ Tensor adaptive_avg_pool2d(const Tensor& x, IntPair output_size) {
   check_pair(output_size, 1, op, "output_size");
   const auto w = std::make_shared<const PoolWindows>(
       adaptive_pool_windows(x.size(2), x.size(3), output_size[0], output_size[1]));
-  return avg_windows_op(x, w, false, op, "adaptive_avg_pool2d_backward");
+  Tensor y = avg_windows_op(x, w, false, op, "adaptive_avg_pool2d_backward");
+  if (tracing())
+    trace_op(op, {x}, {y}, {{"output_size", std::vector<int64_t>{output_size[0], output_size[1]}}});
+  return y;
 }
 
 }  // namespace dg

@@ -65,6 +65,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids_in, std::optional<int64
     Tensor out = Tensor::empty(out_shape, weight.dtype());
     dispatch_float(weight.dtype(), op,
                    [&]<class T>() { embedding_forward<T>(out.data<T>(), id, w.data<T>(), N, D); });
+    if (tracing()) trace_op(op, {weight, ids_in}, {out});
     if (!should_record({weight})) return out;
     // padding_idx: g's rows at the padding ids are zeroed first (a constant mask [.., 1])
     Shape mask_shape = ids.shape();

@@ -120,6 +120,7 @@ Tensor gather(const Tensor& input, int64_t dim, const Tensor& index) {
   const GatherIndex gi{idx.data<int64_t>(), J * I, I, 1};
   dispatch_any(input.dtype(),
                [&]<class T>() { gather_forward<T>(out.data<T>(), x.data<T>(), gi, O, C, J, I); });
+  if (tracing()) trace_op(op, {input, index}, {out}, {{"axis", ax}});
   if (is_floating(input.dtype()) && should_record({input})) {
     const GatherDims d{O, C, J, I};
     record(op, {input}, out,
@@ -157,6 +158,7 @@ Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index) {
   const GatherIndex gi{idx.data<int64_t>(), 0, 1, 0};
   dispatch_any(input.dtype(),
                [&]<class T>() { gather_forward<T>(out.data<T>(), x.data<T>(), gi, O, C, J, I); });
+  if (tracing()) trace_op(op, {input, index}, {out}, {{"axis", ax}});
   if (is_floating(input.dtype()) && should_record({input})) {
     const GatherDims d{O, C, J, I};
     record(op, {input}, out,

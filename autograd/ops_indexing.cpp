@@ -171,7 +171,10 @@ Tensor select(const Tensor& a, int64_t axis, int64_t index) {
   const char* op = "select";
   check_arg(a.defined() && a.dim() >= 1, op, a, "a tensor with at least one axis");
   const int64_t ax = normalize_axis(axis, a.dim(), op);
-  return recorded_view(a, {ax, checked_position(index, a.size(ax), ax, op), 1, 1, true}, op);
+  const int64_t at = checked_position(index, a.size(ax), ax, op);
+  Tensor out = recorded_view(a, {ax, at, 1, 1, true}, op);
+  if (tracing()) trace_op(op, {a}, {out}, {{"axis", ax}, {"index", at}});
+  return out;
 }
 
 // ---- slice with a step: a strided view ----------------------------------------------------

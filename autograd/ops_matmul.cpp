@@ -183,6 +183,7 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op) {
   const MatmulPlan plan = plan_matmul(a, b, op);
   Tensor out = Tensor::empty(plan.out_shape, a.dtype());
   matmul_forward(plan, out, op);
+  if (tracing()) trace_op(op, {a, b}, {out});
   if (should_record({a, b}))
     record(op, {a, b}, out, [a, b, plan, op](const Tensor& g) {
       matmul_backward(plan, a, b, g, op);
@@ -494,6 +495,9 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
   Tensor y = Tensor::empty(out_shape, x.dtype());
   if (residual.defined()) copy_strided(y, residual);
   linear_forward(y, R, X, ldx, W, bias_c, residual.defined(), rope, x16_data, op);
+  if (tracing())
+    trace_op(op, {x, weight, bias, residual}, {y},
+             {{"rope_heads", rope_heads}, {"rope_base", rope_base}});
   if (should_record({x, weight, bias, residual}))
     record_linear(op, x, weight, bias, residual, y, {X, ldx, R, in, W, x16}, rope);
   return y;

@@ -9,6 +9,7 @@
 // tests/test_plain_ops.cpp.
 #include <fmt/format.h>
 
+#include "autograd/op_trace.h"
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_norm.h"
@@ -56,7 +57,9 @@ void norm_backward_recorded(const Tensor& g, const Tensor& x, const Tensor& weig
 Tensor plain_rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   check_norm_args(x, weight, "plain_rms_norm");
   const Tensor mean_square = mean(mul(x, x), {-1}, /*keepdim=*/true);  // [.., 1]
-  return mul(div(x, sqrt(add_scalar(mean_square, eps))), weight);
+  const Tensor out = mul(div(x, sqrt(add_scalar(mean_square, eps))), weight);
+  if (tracing()) trace_op("rms_norm", {x, weight}, {out}, {{"eps", eps}});  // one op
+  return out;
 }
 
 // ---- rms_norm: x·rstd·w; saves rstd [rows] ------------------------------------------------------
@@ -85,6 +88,7 @@ Tensor rms_norm(const Tensor& x_in, const Tensor& weight, double eps) {
         .differentiable([x_in, weight, eps](const Tensor& g, const Tensor&) {
           norm_backward_recorded(g, x_in, weight, Tensor(), eps, false);
         });
+  if (tracing()) trace_op(op, {x_in, weight}, {out}, {{"eps", eps}});
   return out;
 }
 
@@ -103,7 +107,9 @@ Tensor plain_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bia
   const Tensor centered = sub(x, mean(x, {-1}, /*keepdim=*/true));                // [.., D]
   const Tensor variance = mean(mul(centered, centered), {-1}, /*keepdim=*/true);  // [.., 1]
   const Tensor y = mul(div(centered, sqrt(add_scalar(variance, eps))), weight);
-  return bias.defined() ? add(y, bias) : y;
+  const Tensor out = bias.defined() ? add(y, bias) : y;
+  if (tracing()) trace_op("layer_norm", {x, weight, bias}, {out}, {{"eps", eps}});  // one op
+  return out;
 }
 
 // ---- layer_norm: (x − mean)·rstd·w + b; saves mean, rstd [rows] ---------------------------------
@@ -144,6 +150,7 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& weight, const Tensor& bias, 
         .differentiable([x_in, weight, bias, eps](const Tensor& g, const Tensor&) {
           norm_backward_recorded(g, x_in, weight, bias, eps, true);
         });
+  if (tracing()) trace_op(op, {x_in, weight, bias}, {out}, {{"eps", eps}});
   return out;
 }
 

@@ -247,7 +247,10 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, doub
     const int64_t axis = x.dim() - 1 - static_cast<int64_t>(j);
     (*maps)[axis] = pad_map(x.size(axis), pads[2 * j], pads[2 * j + 1], mode, axis);
   }
-  return map_axes(x, maps, value, {"pad", "pad_backward"});
+  Tensor out = map_axes(x, maps, value, {"pad", "pad_backward"});
+  if (tracing())
+    trace_op("pad", {x}, {out}, {{"pads", pads}, {"mode", mode_name(mode)}, {"value", value}});
+  return out;
 }
 
 // ---- flip: out[.., i, ..] = x[.., n − 1 − i, ..] along each of dims ---------------------------
@@ -303,6 +306,7 @@ Tensor triangle(const Tensor& a, int64_t diagonal, bool lower) {
           os[e] = (lower ? j - i <= diagonal : j - i >= diagonal) ? xs[e] : T(0);
         }
   });
+  if (tracing()) trace_op(op, {a}, {out}, {{"diagonal", diagonal}});
   if (is_floating(a.dtype()) && should_record({a}))
     record(
         op, {a}, out,

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "autograd/op_util.h"
+#include "autograd/op_trace.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_matmul.h"
 #include "tensor/kernels_recurrent.h"
@@ -66,7 +67,9 @@ HiddenAndCell lstm_cell(const Tensor& gates_x, const Tensor& gates_h, const Tens
       if (gates_h.requires_grad()) accumulate_grad(gates_h, dgates);
       if (c.requires_grad()) accumulate_grad(c, dc);
     }).saves({c});
-  return {reshape(slice(hc, 0, 0, 1), {N, H}), reshape(slice(hc, 0, 1, 2), {N, H})};
+  const HiddenAndCell next{reshape(slice(hc, 0, 0, 1), {N, H}), reshape(slice(hc, 0, 1, 2), {N, H})};
+  if (tracing()) trace_op(op, {gates_x, gates_h, c}, {next.h, next.c});
+  return next;
 }
 
 // lstm_cell written with primitive ops, each recorded: the reference.
@@ -74,7 +77,9 @@ HiddenAndCell plain_lstm_cell(const Tensor& gates_x, const Tensor& gates_h, cons
   check_cell_args(gates_x, gates_h, c, 4, "plain_lstm_cell", "c");
   const std::vector<Tensor> q = chunk(add(gates_x, gates_h), 4, 1);  // i, f, g, o
   const Tensor c_next = add(mul(sigmoid(q[1]), c), mul(sigmoid(q[0]), tanh(q[2])));
-  return {mul(sigmoid(q[3]), tanh(c_next)), c_next};
+  const HiddenAndCell next{mul(sigmoid(q[3]), tanh(c_next)), c_next};
+  if (tracing()) trace_op("lstm_cell", {gates_x, gates_h, c}, {next.h, next.c});  // one op
+  return next;
 }
 
 // gates_x, gates_h [N, 3H] (r, z, n), h [N, H] -> h' = (1 − z)·n + z·h [N, H] with
@@ -108,6 +113,7 @@ Tensor gru_cell(const Tensor& gates_x, const Tensor& gates_h, const Tensor& h) {
              if (h.requires_grad()) accumulate_grad(h, dh);
            })
         .saves({gates_h, h});
+  if (tracing()) trace_op(op, {gates_x, gates_h, h}, {out});
   return out;
 }
 
@@ -117,7 +123,9 @@ Tensor plain_gru_cell(const Tensor& gates_x, const Tensor& gates_h, const Tensor
   const std::vector<Tensor> x = chunk(gates_x, 3, 1), y = chunk(gates_h, 3, 1);  // r, z, n
   const Tensor r = sigmoid(add(x[0], y[0])), z = sigmoid(add(x[1], y[1]));
   const Tensor n = tanh(add(x[2], mul(r, y[2])));
-  return add(mul(1.0 - z, n), mul(z, h));
+  const Tensor out = add(mul(1.0 - z, n), mul(z, h));
+  if (tracing()) trace_op("gru_cell", {gates_x, gates_h, h}, {out});  // one op
+  return out;
 }
 
 // ---- whole sequences ---------------------------------------------------------------------------
@@ -151,6 +159,21 @@ SequenceSizes check_sequence_args(const std::vector<SequenceDirection>& dirs, in
     if (d.bias_hh.defined()) check(d.bias_hh, {gates * H}, "bias_hh");
   }
   return {T, N, H};
+}
+
+// The op trace of lstm_sequence / gru_sequence: per direction gates_x, weight_hh, bias_hh, h0, c0
+// (undefined where not given) in, output, h_n, c_n out; "reverse" 0/1 per direction.
+void trace_sequence(const char* op, const std::vector<SequenceDirection>& dirs,
+                    const std::vector<SequenceResult>& out) {
+  std::vector<Tensor> inputs, outputs;
+  std::vector<int64_t> reverse;
+  for (size_t d = 0; d < dirs.size(); ++d) {
+    inputs.insert(inputs.end(),
+                  {dirs[d].gates_x, dirs[d].weight_hh, dirs[d].bias_hh, dirs[d].h0, dirs[d].c0});
+    outputs.insert(outputs.end(), {out[d].output, out[d].h_n, out[d].c_n});
+    reverse.push_back(dirs[d].reverse);
+  }
+  trace_op(op, inputs, outputs, {{"reverse", reverse}});
 }
 
 // Row of hs (and cs) [T + 1, N, H] holding the initial state: 0, or T when reverse.
@@ -267,6 +290,7 @@ std::vector<SequenceResult> lstm_sequence(const std::vector<SequenceDirection>& 
     out.push_back({output_rows(hs, dirs[d].reverse, T), final_row(hs, dirs[d].reverse, T),
                    final_row(cs, dirs[d].reverse, T)});
   }
+  if (tracing()) trace_sequence(op, dirs, out);
   return out;
 }
 
@@ -364,6 +388,7 @@ std::vector<SequenceResult> gru_sequence(const std::vector<SequenceDirection>& d
     out.push_back(
         {output_rows(hs, dirs[d].reverse, T), final_row(hs, dirs[d].reverse, T), Tensor()});
   }
+  if (tracing()) trace_sequence(op, dirs, out);
   return out;
 }
 

@@ -104,6 +104,7 @@ Tensor reduce(const Tensor& a, const std::vector<int64_t>& axes_in, bool keepdim
       for (int64_t i = 0; i < out.numel(); ++i) o[i] = static_cast<T>(o[i] / static_cast<T>(count));
     });
   }
+  if (tracing()) trace_op(op, {a}, {out}, {{"axes", axes}, {"keepdim", keepdim}});
   if (should_record({a}))
     record(op, {a}, out,
            [a, axes, average](const Tensor& g) {
@@ -208,6 +209,9 @@ ValuesAndIndices extreme_dim(const Tensor& a, int64_t dim, bool keepdim, bool is
     max_dim_forward<T>(want_values ? out.values.data<T>() : nullptr, out.indices.data<int64_t>(),
                        x.data<T>(), r.outer, r.C, r.inner, is_max);
   });
+  if (tracing())
+    trace_op(is_max ? "max_dim" : "min_dim", {a}, {out.values, out.indices},
+             {{"axis", r.ax}, {"keepdim", keepdim}});
   if (want_values && should_record({a}))
     record(op, {a}, out.values,
            [a, r, idx = out.indices, op](const Tensor& g) {
@@ -242,6 +246,7 @@ Tensor extreme_all(const Tensor& a, bool is_max, const char* op) {
   dispatch_float(a.dtype(), op, [&]<class T>() {
     max_dim_forward<T>(out.data<T>(), &where, x.data<T>(), 1, a.numel(), 1, is_max);
   });
+  if (tracing()) trace_op(op, {a}, {out});
   if (should_record({a}))
     record(op, {a}, out,
            [a, x, out = detach(out), op](const Tensor& g) {
@@ -313,6 +318,7 @@ Tensor scan(const Tensor& a, int64_t axis, bool reverse, const char* op) {
   dispatch_float(a.dtype(), op, [&]<class T>() {
     cumsum_forward<T>(out.data<T>(), x.data<T>(), outer, C, inner, reverse);
   });
+  if (tracing()) trace_op("cumsum", {a}, {out}, {{"axis", ax}, {"reverse", reverse}});
   if (should_record({a}))
     record(op, {a}, out,
            [a, axis, reverse](const Tensor& g) {

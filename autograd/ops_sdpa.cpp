@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "autograd/gradcheck.h"
+#include "autograd/op_trace.h"
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_sdpa.h"
@@ -121,7 +122,11 @@ Tensor plain_probabilities(const Tensor& q, const Tensor& k, const Tensor& bias,
 Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& mask, bool is_causal,
                          std::optional<double> scale) {
   const SdpaArgs a = check_sdpa(q, k, nullptr, mask, is_causal, scale, "attention_weights");
-  return plain_probabilities(q, k, additive_mask(mask, is_causal, a.L, a.S, q.dtype()), a.scale);
+  const Tensor p =
+      plain_probabilities(q, k, additive_mask(mask, is_causal, a.L, a.S, q.dtype()), a.scale);
+  if (tracing())
+    trace_op("attention_weights", {q, k, mask}, {p}, {{"is_causal", is_causal}, {"scale", a.scale}});
+  return p;
 }
 
 Tensor plain_scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -130,7 +135,11 @@ Tensor plain_scaled_dot_product_attention(const Tensor& q, const Tensor& k, cons
   const SdpaArgs a =
       check_sdpa(q, k, &v, mask, is_causal, scale, "plain_scaled_dot_product_attention");
   const Tensor bias = additive_mask(mask, is_causal, a.L, a.S, q.dtype());
-  return matmul(plain_probabilities(q, k, bias, a.scale), v);  // [..., L, Ev]
+  const Tensor out = matmul(plain_probabilities(q, k, bias, a.scale), v);  // [..., L, Ev]
+  if (tracing())  // one op, as the fused one
+    trace_op("scaled_dot_product_attention", {q, k, v, mask}, {out},
+             {{"is_causal", is_causal}, {"scale", a.scale}});
+  return out;
 }
 
 // ---- scaled_dot_product_attention: the fused op ------------------------------------------------
@@ -160,6 +169,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor lse = Tensor::empty({Bt, a.L}, q.dtype());
   sdpa_forward(in, out, lse);
   out = raw::view_reshape(out, with_matrix(a.batch, a.L, a.Ev));
+  if (tracing())
+    trace_op(op, {q, k, v, mask}, {out}, {{"is_causal", is_causal}, {"scale", a.scale}});
   const Tensor m = float_mask ? mask : Tensor();
   if (!should_record({q, k, v, m})) return out;
   record(op, {q, k, v, m}, out,

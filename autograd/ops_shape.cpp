@@ -19,6 +19,7 @@
 #include <optional>
 
 #include "autograd/grad_sink.h"
+#include "autograd/op_trace.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_matmul.h"
 #include "tensor/profile.h"
@@ -64,6 +65,7 @@ Tensor unsqueeze_view(const Tensor& t, int64_t axis);
 Tensor reshape(const Tensor& a, const Shape& shape) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = raw::view_reshape(a.is_contiguous() ? a : copy_of(a), shape);
+  if (tracing()) trace_op("reshape", {a}, {out});
   if (should_record({a}))
     record("reshape", {a}, out, [a](const Tensor& g) { accumulate_grad(a, reshape(g, a.shape())); })
         .saves({})
@@ -75,6 +77,7 @@ Tensor reshape(const Tensor& a, const Shape& shape) {
 Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = raw::view_transpose(a, axis0, axis1);
+  if (tracing()) trace_op("transpose", {a}, {out}, {{"axis0", axis0}, {"axis1", axis1}});
   if (should_record({a}))
     record("transpose", {a}, out,
            [a, axis0, axis1](const Tensor& g) {
@@ -91,6 +94,7 @@ Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
 Tensor permute(const Tensor& a, const Shape& order) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = raw::view_permute(a, order);
+  if (tracing()) trace_op("permute", {a}, {out}, {{"order", order}});
   if (should_record({a}))
     record("permute", {a}, out,
            [a, order](const Tensor& g) {
@@ -118,6 +122,7 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end) {
     throw std::out_of_range(fmt::format("slice: [{}, {}) is out of range for axis {} of {}", start,
                                         end, axis, a.describe()));
   Tensor out = raw::view_narrow(a, ax, s, e - s);
+  if (tracing()) trace_op("slice", {a}, {out}, {{"axis", ax}, {"start", s}, {"end", e}});
   if (should_record({a}))
     record("slice", {a}, out,
            [a, ax, s, e](const Tensor& g) {
@@ -136,6 +141,7 @@ Tensor contiguous(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   if (a.is_contiguous()) return a;
   Tensor out = copy_of(a);
+  if (tracing()) trace_op("contiguous", {a}, {out});
   if (should_record({a}))
     record("contiguous", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); })
         .saves({})
@@ -156,6 +162,7 @@ Tensor to_dtype(const Tensor& a, DType dtype) {
       for (int64_t i = 0; i < in.numel(); ++i) dst[i] = convert_element<To>(src[i]);
     });
   });
+  if (tracing()) trace_op("to_dtype", {a}, {out});
   if (is_floating(a.dtype()) && is_floating(dtype) && should_record({a}))
     record("to_dtype", {a}, out,
            [a](const Tensor& g) { accumulate_grad(a, to_dtype(g, a.dtype())); })
@@ -168,6 +175,7 @@ Tensor to_dtype(const Tensor& a, DType dtype) {
 Tensor clone(const Tensor& a) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = copy_of(a);
+  if (tracing()) trace_op("clone", {a}, {out});
   if (should_record({a}))
     record("clone", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); }).saves({}).composed();
   return out;
@@ -210,6 +218,7 @@ Tensor view(const Tensor& a, const Shape& shape) {
         "copy; use reshape (copies when needed) or contiguous() first",
         a.describe(), shape_str(shape), shape_str(a.strides())));
   Tensor out = Tensor::from_storage(a.storage(), target, *strides, a.offset(), a.dtype());
+  if (tracing()) trace_op("reshape", {a}, {out});
   if (should_record({a}))
     record("view", {a}, out, [a](const Tensor& g) { accumulate_grad(a, reshape(g, a.shape())); })
         .saves({})
@@ -263,6 +272,7 @@ Tensor expand(const Tensor& a, const Shape& shape) {
       target[k] = a.shape()[k - lead];
     }
   Tensor out = raw::view_expand(a, target);
+  if (tracing()) trace_op("expand", {a}, {out});
   if (should_record({a}))
     record("expand", {a}, out, [a](const Tensor& g) { accumulate_grad(a, g); })
         .saves({})
@@ -287,6 +297,7 @@ int64_t axis_of(const Tensor& a, int64_t axis, int64_t rank, const char* op) {
 Tensor shape_view(const Tensor& a, const Tensor& src, const Shape& shape, const Shape& strides,
                   const char* op) {
   Tensor out = Tensor::from_storage(src.storage(), shape, strides, src.offset(), a.dtype());
+  if (tracing()) trace_op("reshape", {a}, {out});
   if (should_record({a}))
     record(op, {a}, out, [a](const Tensor& g) { accumulate_grad(a, reshape(g, a.shape())); })
         .saves({})
@@ -399,6 +410,7 @@ Tensor cat(const std::vector<Tensor>& parts, int64_t axis) {
   const int64_t ax = normalize_axis(axis, parts[0].dim(), "cat");
   check_parts(parts, ax, false, "cat");
   Tensor out = join_pieces(parts, ax);
+  if (tracing()) trace_op("cat", parts, {out}, {{"axis", ax}});
   if (should_record(parts))
     record("cat", parts, out,
            [parts, ax](const Tensor& g) {
@@ -449,6 +461,7 @@ Tensor stack(const std::vector<Tensor>& parts, int64_t axis) {
   std::vector<Tensor> pieces;
   for (const Tensor& p : parts) pieces.push_back(unsqueeze_view(p, ax));
   Tensor out = join_pieces(pieces, ax);
+  if (tracing()) trace_op("stack", parts, {out}, {{"axis", ax}});
   if (should_record(parts))
     record("stack", parts, out,
            [parts, ax](const Tensor& g) {

@@ -38,6 +38,7 @@ Tensor softmax_impl(const Tensor& a, int64_t axis_in, bool log) {
   dispatch_float(a.dtype(), op, [&]<class T>() {
     softmax_forward<T>(out.data<T>(), x.data<T>(), outer, C, inner, log);
   });
+  if (tracing()) trace_op(op, {a}, {out}, {{"axis", axis}});
   if (should_record({a}))
     record(op, {a}, out,
            [a, out = detach(out), outer, C, inner, log, op](const Tensor& g) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "autograd/op_trace.h"
 #include "nn/init.h"
 
 namespace dg {
@@ -47,6 +48,23 @@ void check_state(const char* name, const char* what, const Tensor& s, const Shap
   check_arg(s.shape() == shape && s.dtype() == dtype, name, s,
             fmt::format("{} {} of {}", what, shape_str(shape), dtype_name(dtype)));
 }
+// One layer (its directions) as one traced op, the ONNX exporter's RNN, GRU or LSTM node, which
+// takes W_ih as an input (the sequence and cell ops see only the projections). In: x [T, N, in],
+// then per direction weight_ih, weight_hh, bias_ih, bias_hh, h0, c0 (undefined: not given); out:
+// y [T, N, D·H], then per direction h_n, c_n.
+void trace_layer(const Recurrent& m, int64_t layer, const Tensor& x, const Tensor& y,
+                 const std::vector<Tensor>& h0, const std::vector<Tensor>& c0,
+                 const std::vector<Tensor>& h_n, const std::vector<Tensor>& c_n) {
+  const int64_t D = m.options.bidirectional ? 2 : 1;
+  std::vector<Tensor> in{x}, out{y};
+  for (int64_t d = 0, i = layer * D; d < D; ++d, ++i) {
+    in.insert(in.end(), {m.weight_ih[i], m.weight_hh[i], m.bias_ih[i], m.bias_hh[i], h0[d], c0[d]});
+    out.insert(out.end(), {h_n[i], c_n.empty() ? Tensor() : c_n[i]});
+  }
+  const char* kinds[] = {"rnn_tanh", "rnn_relu", "lstm", "gru"};
+  trace_op("recurrent_layer", in, out, {{"kind", kinds[static_cast<int>(m.kind)]}});
+}
+
 // Step t's masks [N, 1] bool for sequences of these lengths: valid (t < length) and ended (the
 // opposite); both undefined when every sequence is valid at t (no lengths, or all long enough).
 struct StepMasks {
@@ -350,6 +368,7 @@ RecurrentOutput Recurrent::run(const Tensor& input, const Tensor& h0, const Tens
       gate_math == GateMath::fused && lengths.empty() && (lstm || kind == RecurrentKind::gru);
   std::vector<Tensor> h_n, c_n;
   for (int64_t l = 0; l < L; ++l) {
+    const Tensor layer_input = x;
     std::vector<Tensor> outputs, h_init, c_init;
     for (int64_t d = 0; d < D; ++d) {
       h_init.push_back(initial(h0, l * D + d));
@@ -366,6 +385,9 @@ RecurrentOutput Recurrent::run(const Tensor& input, const Tensor& h0, const Tens
       if (r.c_n.defined()) c_n.push_back(r.c_n);
     }
     x = D == 2 ? cat(outputs, 2) : outputs[0];  // [T, N, D·H]
+    if (tracing() && lengths.empty())  // the states given, or undefined
+      trace_layer(*this, l, layer_input, x, h0.defined() ? h_init : std::vector<Tensor>(D),
+                  c0.defined() ? c_init : std::vector<Tensor>(D), h_n, c_n);
     if (l + 1 < L && options.dropout > 0 && is_training())
       x = dropout(x, options.dropout, true,
                   dropout_generator_ ? *dropout_generator_ : default_generator());

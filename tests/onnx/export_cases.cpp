@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "tests/onnx/exported_examples.h"
 #include "tests/onnx/onnx_cases.h"
 #include "train/io/files.h"
 #include "train/io/onnx/proto.h"
@@ -208,7 +209,8 @@ int main(int argc, char** argv) {
     write_gather_compare_case(dir);
     write_dtypes_case(dir);
     if (planted) write_broken_graph_case(dir);
-    fmt::print("export_cases: wrote {} cases and {}/manifest.json\n", planted ? 4 : 3, dir);
+    else dg::onnx_cases::write_exported_examples(dir);  // the exporter's files, not planted
+    fmt::print("export_cases: wrote {} cases and {}/manifest.json\n", planted ? 4 : 8, dir);
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "export_cases: error: {}\n", e.what());

@@ -6,8 +6,9 @@
 # tools/onnx/install_onnxruntime.sh).
 set(DG_ONNXRUNTIME_DIR "${PROJECT_BINARY_DIR}/onnxruntime-node" CACHE PATH
   "folder holding node_modules/onnxruntime-node for the ONNX tests (tools/onnx/install_onnxruntime.sh DIR)")
-add_executable(onnx_export_cases ${PROJECT_SOURCE_DIR}/tests/onnx/export_cases.cpp)
-target_link_libraries(onnx_export_cases PRIVATE dg_core)
+add_executable(onnx_export_cases ${PROJECT_SOURCE_DIR}/tests/onnx/export_cases.cpp
+  ${PROJECT_SOURCE_DIR}/tests/onnx/exported_examples.cpp)
+target_link_libraries(onnx_export_cases PRIVATE dg_lm)
 add_test(NAME onnx_runtime COMMAND bash ${PROJECT_SOURCE_DIR}/tests/onnx/onnx_runtime.sh
   $<TARGET_FILE:onnx_export_cases> ${DG_ONNXRUNTIME_DIR} ${PROJECT_BINARY_DIR}/onnx_cases)
 set_tests_properties(onnx_runtime PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300

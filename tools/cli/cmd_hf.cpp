@@ -12,6 +12,7 @@
 #include "tools/cli/output_guard.h"
 #include "tools/cli/shared_flags.h"
 #include "train/io/files.h"
+#include "train/io/onnx/export.h"
 #include "train/io/sha256.h"
 #include "train/lm/export_gguf.h"
 #include "train/lm/generate.h"
@@ -61,6 +62,35 @@ int cmd_import(int argc, char** argv, int start) {
   return 0;
 }
 
+namespace {
+
+// --to onnx: the model's forward, token ids [batch, sequence] to logits [batch, sequence, vocab],
+// traced on ids of --sequence tokens (the model's seq_len by default); the batch axis is dynamic,
+// and the sequence axis too with --dynamic-sequence.
+void export_lm_onnx(const TrainedModel& trained, const Flags& f, const std::string& output) {
+  const int64_t T =
+      f.get("sequence").empty() ? trained.config.model.seq_len : f.get_int("sequence");
+  if (T < 1 || T > trained.config.model.seq_len)
+    throw UsageError(fmt::format("--sequence: {} is outside 1..{} (the model's seq_len)", T,
+                                 trained.config.model.seq_len));
+  std::vector<int64_t> ids(static_cast<size_t>(2 * T));
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<int64_t>(i * 7 + 1) % trained.config.model.vocab;
+  onnx::ExportOptions options;
+  options.input_names = {"input_ids"};
+  options.output_names = {"logits"};
+  std::map<int64_t, std::string> axes = {{0, "batch"}};
+  if (f.get_bool("dynamic-sequence")) axes[1] = "sequence";
+  options.dynamic_axes = {{"input_ids", axes}, {"logits", axes}};
+  MicroLM& model = *trained.model;
+  onnx::export_model(
+      model,
+      [&model](const std::vector<Tensor>& in) { return std::vector<Tensor>{model.forward(in[0])}; },
+      {Tensor::from_ids(ids, {2, T})}, output, options);
+}
+
+}  // namespace
+
 int cmd_export(int argc, char** argv, int start) {
   Flags f("export",
           "Write a model written by depthgrad (train, import) in another framework's layout.\n"
@@ -71,9 +101,13 @@ int cmd_export(int argc, char** argv, int start) {
           "SwiGLU + RoPE, gpt2 for LayerNorm + tanh GELU + learned positions + biases; the\n"
           "tokenizer as tokenizer.ggml.*; tensors in --type f32, f16 or bf16). Only the standard\n"
           "residual mode exports: no Hugging Face class or llama.cpp architecture computes the\n"
-          "AttnRes modes.");
-  f.add("to", "", "the layout to write: hf or gguf (required)")
-      .add("output", "", "the folder (hf) or file (gguf) to write (required)")
+          "AttnRes modes. --to onnx: one ONNX file (opset 17): input_ids [batch, sequence] int64\n"
+          "to logits [batch, sequence, vocab], any residual mode; the batch axis is dynamic, the\n"
+          "sequence axis fixed at --sequence unless --dynamic-sequence.");
+  f.add("to", "", "the layout to write: hf, gguf or onnx (required)")
+      .add("output", "", "the folder (hf) or file (gguf, onnx) to write (required)")
+      .add("sequence", "", "onnx: the traced sequence length (default: the model's seq_len)")
+      .add("dynamic-sequence", "false", "onnx: leave the sequence axis free")
       .add("type", "f32", "gguf: the tensors' type, f32 | f16 | bf16 (norm gains stay f32)")
       .add("checkpoint", "", "model.safetensors or checkpoint.safetensors (required)")
       .add("tokenizer", "", "tokenizer.json (default: the tokenizer.json beside --checkpoint)");
@@ -83,8 +117,8 @@ int cmd_export(int argc, char** argv, int start) {
     return 0;
   }
   const std::string to = f.get("to");
-  if (to != "hf" && to != "gguf")
-    throw UsageError(fmt::format("--to: expected hf or gguf, got '{}'", to));
+  if (to != "hf" && to != "gguf" && to != "onnx")
+    throw UsageError(fmt::format("--to: expected hf, gguf or onnx, got '{}'", to));
   if (to == "hf" && f.given("type"))
     throw UsageError("--type applies to --to gguf (a Hugging Face export is float32)");
   GgmlType type = GgmlType::f32;
@@ -105,12 +139,16 @@ int cmd_export(int argc, char** argv, int start) {
         output, hf_files, "an export", "replace it with --overwrite, or give another --output");
     if (!refusal.empty()) throw UsageError(refusal);
   }
-  if (!overwrite && to == "gguf" &&
-      std::filesystem::exists(std::filesystem::symlink_status(output)))
+  if (!overwrite && to != "hf" && std::filesystem::exists(std::filesystem::symlink_status(output)))
     throw UsageError(fmt::format(
         "--output: {} exists: replace it with --overwrite, or give another --output", output));
   const std::string path = f.get("checkpoint");
   const TrainedModel trained = load_trained_model(path);
+  if (to == "onnx") {
+    export_lm_onnx(trained, f, output);
+    fmt::print("exported {} as ONNX to {}\n", path, output);
+    return 0;
+  }
   if (to == "hf") hf_architecture_for(trained.config.model);  // refuses before the tokenizer
   const ModelTokenizer loaded = model_tokenizer(f, trained, path);
   const BpeTokenizer& tokenizer = loaded.tokenizer;

@@ -9,29 +9,43 @@ namespace dg::onnx {
 
 int32_t elem_type_of(DType dtype) {
   switch (dtype) {
-    case DType::f32: return static_cast<int32_t>(ElemType::float32);
-    case DType::f64: return static_cast<int32_t>(ElemType::float64);
-    case DType::i32: return static_cast<int32_t>(ElemType::int32);
-    case DType::i64: return static_cast<int32_t>(ElemType::int64);
-    case DType::b8: return static_cast<int32_t>(ElemType::boolean);
-    case DType::u8: return static_cast<int32_t>(ElemType::uint8);
+    case DType::f32:
+      return static_cast<int32_t>(ElemType::float32);
+    case DType::f64:
+      return static_cast<int32_t>(ElemType::float64);
+    case DType::i32:
+      return static_cast<int32_t>(ElemType::int32);
+    case DType::i64:
+      return static_cast<int32_t>(ElemType::int64);
+    case DType::b8:
+      return static_cast<int32_t>(ElemType::boolean);
+    case DType::u8:
+      return static_cast<int32_t>(ElemType::uint8);
   }
   return 0;
 }
 
 DType dtype_of(int32_t elem_type, const std::string& what) {
   switch (static_cast<ElemType>(elem_type)) {
-    case ElemType::float32: return DType::f32;
-    case ElemType::float64: return DType::f64;
-    case ElemType::int32: return DType::i32;
-    case ElemType::int64: return DType::i64;
-    case ElemType::boolean: return DType::b8;
-    case ElemType::uint8: return DType::u8;
-    default: break;
+    case ElemType::float32:
+      return DType::f32;
+    case ElemType::float64:
+      return DType::f64;
+    case ElemType::int32:
+      return DType::i32;
+    case ElemType::int64:
+      return DType::i64;
+    case ElemType::boolean:
+      return DType::b8;
+    case ElemType::uint8:
+      return DType::u8;
+    default:
+      break;
   }
-  throw OnnxError(fmt::format("{} has element type {}, which depthgrad does not have (it reads "
-                              "float32, float64, int32, int64, bool and uint8)",
-                              what, elem_type_name(elem_type)));
+  throw OnnxError(
+      fmt::format("{} has element type {}, which depthgrad does not have (it reads "
+                  "float32, float64, int32, int64, bool and uint8)",
+                  what, elem_type_name(elem_type)));
 }
 
 namespace {
@@ -48,8 +62,7 @@ TensorProto to_tensor_proto(const std::string& name, const Tensor& t) {
   proto.dims = t.shape();
   proto.data_type = elem_type_of(t.dtype());
   const Tensor c = t.contiguous();
-  proto.raw_data.assign(first_byte(c),
-                        static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
+  proto.raw_data.assign(first_byte(c), static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
   return proto;
 }
 
@@ -65,20 +78,36 @@ void copy_values(const std::vector<From>& values, void* dst) {
 // The number of values a typed field holds for this dtype, and a copy of them into dst.
 size_t typed_count(const TensorProto& p, DType dtype) {
   switch (dtype) {
-    case DType::f32: return p.float_data.size();
-    case DType::f64: return p.double_data.size();
-    case DType::i64: return p.int64_data.size();
-    default: return p.int32_data.size();  // int32, bool, uint8
+    case DType::f32:
+      return p.float_data.size();
+    case DType::f64:
+      return p.double_data.size();
+    case DType::i64:
+      return p.int64_data.size();
+    default:
+      return p.int32_data.size();  // int32, bool, uint8
   }
 }
 void copy_typed(const TensorProto& p, DType dtype, void* dst) {
   switch (dtype) {
-    case DType::f32: copy_values<float>(p.float_data, dst); break;
-    case DType::f64: copy_values<double>(p.double_data, dst); break;
-    case DType::i64: copy_values<int64_t>(p.int64_data, dst); break;
-    case DType::i32: copy_values<int32_t>(p.int32_data, dst); break;
-    case DType::b8: copy_values<bool>(p.int32_data, dst); break;
-    case DType::u8: copy_values<uint8_t>(p.int32_data, dst); break;
+    case DType::f32:
+      copy_values<float>(p.float_data, dst);
+      break;
+    case DType::f64:
+      copy_values<double>(p.double_data, dst);
+      break;
+    case DType::i64:
+      copy_values<int64_t>(p.int64_data, dst);
+      break;
+    case DType::i32:
+      copy_values<int32_t>(p.int32_data, dst);
+      break;
+    case DType::b8:
+      copy_values<bool>(p.int32_data, dst);
+      break;
+    case DType::u8:
+      copy_values<uint8_t>(p.int32_data, dst);
+      break;
   }
 }
 

@@ -1,0 +1,14 @@
+// The examples' models exported by dg::onnx::export_model (train/io/onnx/export.h), written as
+// cases for the real clients (tests/onnx/onnx_cases.h): the MLP, the Fashion-MNIST CNN in eval
+// mode, the character LSTM, a TransformerEncoder classifier and the GPT-2-style example, each with
+// depthgrad's outputs at the traced batch and at another one (the batch axis dynamic; GPT-2's
+// sequence axis too). ONNX Runtime must reproduce them within 1e-5 relative (float32).
+#pragma once
+#include <string>
+
+namespace dg::onnx_cases {
+
+// Writes <dir>/<name>.onnx and the case of each model into dir's manifest.
+void write_exported_examples(const std::string& dir);
+
+}  // namespace dg::onnx_cases
