@@ -208,8 +208,10 @@ int main(int argc, char** argv) {
     write_mlp_case(dir, planted);
     write_gather_compare_case(dir);
     write_dtypes_case(dir);
-    if (planted) write_broken_graph_case(dir);
-    else dg::onnx_cases::write_exported_examples(dir);  // the exporter's files, not planted
+    if (planted)
+      write_broken_graph_case(dir);
+    else
+      dg::onnx_cases::write_exported_examples(dir);  // the exporter's files, not planted
     fmt::print("export_cases: wrote {} cases and {}/manifest.json\n", planted ? 4 : 8, dir);
     return 0;
   } catch (const std::exception& e) {
