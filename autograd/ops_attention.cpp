@@ -67,7 +67,6 @@ Tensor rope(const Tensor& x_in, double base, int64_t position_offset) {
   dispatch_float(x.dtype(), op, [&]<class T>() {
     rope_forward<T>(out.data<T>(), x.data<T>(), cos.data<T>(), sin.data<T>(), BH, Tn, hd);
   });
-  if (tracing()) trace_op(op, {x_in}, {out}, {{"base", base}, {"offset", position_offset}});
   if (should_record({x_in}))
     record(op, {x_in}, out,
            [x_in, cos, sin, BH, Tn, hd](const Tensor& g) {
@@ -164,7 +163,7 @@ Tensor plain_causal_attention(const Tensor& q, const Tensor& k_in, const Tensor&
     v = repeat(v);
   }
   const double sc = attention_scale(scale, hd, op);
-  const Tensor scores = dg::scale(matmul(q, transpose(k, 2, 3)), sc);           // [B, H, T, T]
+  const Tensor scores = dg::scale(matmul(q, transpose(k, 2, 3)), sc);  // [B, H, T, T]
   const Tensor out = matmul(softmax(add(scores, causal_mask(T, q.dtype())), -1), v);  // [B,H,T,hd]
   if (tracing()) trace_op("causal_attention", {q, k_in, v_in}, {out}, {{"scale", sc}});  // one op
   return out;

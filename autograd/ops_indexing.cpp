@@ -68,6 +68,13 @@ Tensor place_into_zeros(const Tensor& g, const Shape& shape, const AxisView& v, 
 Tensor recorded_view(const Tensor& a, const AxisView& v, const char* op) {
   ScopedOpTimer op_timer(OpFamily::other);
   Tensor out = raw_view(a, v);
+  if (tracing() && v.drop) trace_op("select", {a}, {out}, {{"axis", v.axis}, {"index", v.start}});
+  if (tracing() && !v.drop)
+    trace_op("slice", {a}, {out},
+             {{"axis", v.axis},
+              {"start", v.start},
+              {"end", v.length ? v.start + v.step * (v.length - 1) + 1 : v.start},
+              {"step", v.step}});
   if (should_record({a})) {
     const char* back = v.drop ? "select_backward" : "slice_backward";
     record(op, {a}, out,
@@ -171,10 +178,7 @@ Tensor select(const Tensor& a, int64_t axis, int64_t index) {
   const char* op = "select";
   check_arg(a.defined() && a.dim() >= 1, op, a, "a tensor with at least one axis");
   const int64_t ax = normalize_axis(axis, a.dim(), op);
-  const int64_t at = checked_position(index, a.size(ax), ax, op);
-  Tensor out = recorded_view(a, {ax, at, 1, 1, true}, op);
-  if (tracing()) trace_op(op, {a}, {out}, {{"axis", ax}, {"index", at}});
-  return out;
+  return recorded_view(a, {ax, checked_position(index, a.size(ax), ax, op), 1, 1, true}, op);
 }
 
 // ---- slice with a step: a strided view ----------------------------------------------------

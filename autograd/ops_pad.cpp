@@ -260,7 +260,9 @@ Tensor flip(const Tensor& x, const std::vector<int64_t>& dims) {
   auto maps = std::make_shared<AxisMaps>(identity_maps(x));
   for (int64_t ax : distinct_dims(x, dims, "flip"))
     if (x.dim() > 0) std::reverse((*maps)[ax].begin(), (*maps)[ax].end());
-  return map_axes(x, maps, 0.0, {"flip", "flip_backward"});
+  Tensor out = map_axes(x, maps, 0.0, {"flip", "flip_backward"});
+  if (tracing()) trace_op("flip", {x}, {out}, {{"dims", distinct_dims(x, dims, "flip")}});
+  return out;
 }
 
 // ---- roll: out[.., i, ..] = x[.., (i − shift) mod n, ..]; without dims, of the flattened x -----
@@ -283,7 +285,9 @@ Tensor roll(const Tensor& x, const std::vector<int64_t>& shifts, const std::vect
     const int64_t n = x.size(ax);
     for (int64_t i = 0; i < n; ++i) (*maps)[ax][i] = (((i - total[ax]) % n) + n) % n;
   }
-  return map_axes(x, maps, 0.0, {"roll", "roll_backward"});
+  Tensor out = map_axes(x, maps, 0.0, {"roll", "roll_backward"});
+  if (tracing()) trace_op("roll", {x}, {out}, {{"shifts", total}});  // the shift of each axis
+  return out;
 }
 
 // ---- tril / triu: the lower (upper) triangle of the last two axes, zeros elsewhere ------------

@@ -11,8 +11,8 @@
 // tests/test_recurrent.cpp.
 #include <fmt/format.h>
 
-#include "autograd/op_util.h"
 #include "autograd/op_trace.h"
+#include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_matmul.h"
 #include "tensor/kernels_recurrent.h"
@@ -67,7 +67,8 @@ HiddenAndCell lstm_cell(const Tensor& gates_x, const Tensor& gates_h, const Tens
       if (gates_h.requires_grad()) accumulate_grad(gates_h, dgates);
       if (c.requires_grad()) accumulate_grad(c, dc);
     }).saves({c});
-  const HiddenAndCell next{reshape(slice(hc, 0, 0, 1), {N, H}), reshape(slice(hc, 0, 1, 2), {N, H})};
+  const HiddenAndCell next{reshape(slice(hc, 0, 0, 1), {N, H}),
+                           reshape(slice(hc, 0, 1, 2), {N, H})};
   if (tracing()) trace_op(op, {gates_x, gates_h, c}, {next.h, next.c});
   return next;
 }

@@ -125,7 +125,8 @@ Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& mask, b
   const Tensor p =
       plain_probabilities(q, k, additive_mask(mask, is_causal, a.L, a.S, q.dtype()), a.scale);
   if (tracing())
-    trace_op("attention_weights", {q, k, mask}, {p}, {{"is_causal", is_causal}, {"scale", a.scale}});
+    trace_op("attention_weights", {q, k, mask}, {p},
+             {{"is_causal", is_causal}, {"scale", a.scale}});
   return p;
 }
 

@@ -385,7 +385,7 @@ RecurrentOutput Recurrent::run(const Tensor& input, const Tensor& h0, const Tens
       if (r.c_n.defined()) c_n.push_back(r.c_n);
     }
     x = D == 2 ? cat(outputs, 2) : outputs[0];  // [T, N, D·H]
-    if (tracing() && lengths.empty())  // the states given, or undefined
+    if (tracing() && lengths.empty())           // the states given, or undefined
       trace_layer(*this, l, layer_input, x, h0.defined() ? h_init : std::vector<Tensor>(D),
                   c0.defined() ? c_init : std::vector<Tensor>(D), h_n, c_n);
     if (l + 1 < L && options.dropout > 0 && is_training())

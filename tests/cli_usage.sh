@@ -289,6 +289,25 @@ if [ $? -eq 0 ] && [ -s "$WORK/std-hf/config.json" ] && [ -s "$WORK/std-back.out
 else
   fail "export --to hf / import / generate"; cat "$WORK/std-back.out"
 fi
+# --- export --to onnx: the standard-mode model and the imported GPT-2 (ONNX Runtime checks the
+# numbers of the same export in ctest's onnx_runtime); onnx-check reads them back
+"$BIN" export --to onnx --checkpoint "$WORK/std/model.safetensors" --output "$WORK/std.onnx" > /dev/null 2>&1 &&
+  "$BIN" onnx-check "$WORK/std.onnx" > "$WORK/std-onnx.txt" 2>&1
+if [ $? -eq 0 ] && grep -q "input_ids" "$WORK/std-onnx.txt" && grep -q "logits" "$WORK/std-onnx.txt" && grep -q "batch" "$WORK/std-onnx.txt"; then
+  pass "export --to onnx writes the model; onnx-check names input_ids, logits and the batch axis"
+else
+  fail "export --to onnx / onnx-check"; cat "$WORK/std-onnx.txt"
+fi
+"$BIN" export --to onnx --dynamic-sequence --checkpoint "$WORK/imported/model.safetensors" --output "$WORK/gpt2.onnx" > /dev/null 2>&1 &&
+  "$BIN" onnx-check "$WORK/gpt2.onnx" > "$WORK/gpt2-onnx.txt" 2>&1
+if [ $? -eq 0 ] && grep -q "sequence" "$WORK/gpt2-onnx.txt"; then
+  pass "export --to onnx --dynamic-sequence of the imported GPT-2 leaves the sequence axis free"
+else
+  fail "export --to onnx of the imported GPT-2"; cat "$WORK/gpt2-onnx.txt"
+fi
+expect_error "export --to onnx refuses a sequence longer than seq_len" "outside 1.." -- "$BIN" export --to onnx --sequence 100000 --checkpoint "$WORK/std/model.safetensors" --output "$WORK/long.onnx"
+expect_error "export --to onnx into an existing file is refused" "replace it with --overwrite" -- "$BIN" export --to onnx --checkpoint "$WORK/std/model.safetensors" --output "$WORK/std.onnx"
+expect_error "export --sequence applies to onnx only" "apply to --to onnx" -- "$BIN" export --to gguf --sequence 4 --checkpoint "$WORK/std/model.safetensors" --output "$WORK/x.gguf"
 expect_error "export --to gguf into an existing file is refused" "replace it with --overwrite" -- "$BIN" export --to gguf --checkpoint "$WORK/std/model.safetensors" --output "$WORK/std.gguf"
 expect_error "export --to hf into a folder holding an export is refused" "holds an export" -- "$BIN" export --to hf --checkpoint "$WORK/std/model.safetensors" --output "$WORK/std-hf"
 expect_error "import into a folder holding a model is refused" "holds a model" -- "$BIN" import --from "$WORK/std-hf" --to "$WORK/std-back"
@@ -299,6 +318,6 @@ else
   fail "export/import --overwrite"
 fi
 expect_error "export of an AttnRes mode is refused with the reason" "AttnRes" -- "$BIN" export --to gguf --checkpoint "$WORK/own/model.safetensors" --output "$WORK/never.gguf"
-expect_error "export --to: an unknown layout is named" "expected hf or gguf" -- "$BIN" export --to onnx --checkpoint "$WORK/std/model.safetensors" --output "$WORK/never"
+expect_error "export --to: an unknown layout is named" "expected hf, gguf or onnx" -- "$BIN" export --to tflite --checkpoint "$WORK/std/model.safetensors" --output "$WORK/never"
 
 finish

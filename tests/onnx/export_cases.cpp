@@ -220,11 +220,15 @@ int main(int argc, char** argv) {
     write_mlp_case(dir, planted);
     write_gather_compare_case(dir);
     write_dtypes_case(dir);
-    if (planted)
+    int exported = 0;
+    if (planted) {
       write_broken_graph_case(dir);
-    else
-      dg::onnx_cases::write_exported_examples(dir);  // the exporter's files, not planted
-    fmt::print("export_cases: wrote {} cases and {}/manifest.json\n", planted ? 4 : 8, dir);
+    } else {  // the exporter's files: the examples' models and every op's gradient-check rows
+      dg::onnx_cases::write_exported_examples(dir);
+      exported = 8 + dg::onnx_cases::write_op_row_cases(dir);
+    }
+    fmt::print("export_cases: wrote {} cases and {}/manifest.json\n", planted ? 4 : 3 + exported,
+               dir);
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "export_cases: error: {}\n", e.what());

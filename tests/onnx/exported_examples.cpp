@@ -1,9 +1,13 @@
 // The examples' models through the exporter, as ONNX cases (see exported_examples.h).
 #include "tests/onnx/exported_examples.h"
 
+#include <fmt/format.h>
+
+#include <cctype>
 #include <memory>
 #include <vector>
 
+#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "nn/containers.h"
 #include "nn/layers.h"
@@ -16,6 +20,7 @@
 #include "tools/example/fashion_cnn_model.h"
 #include "tools/example/gpt2_model.h"
 #include "train/io/onnx/export.h"
+#include "train/lm/export_onnx.h"
 
 namespace dg::onnx_cases {
 
@@ -28,11 +33,11 @@ class CharLstm : public Module {
  public:
   CharLstm(int64_t vocab, int64_t embed, int64_t hidden, int64_t layers)
       : embedding(register_module("embedding", std::make_unique<Embedding>(vocab, embed))),
-        lstm(register_module("lstm", std::make_unique<LSTM>(RecurrentOptions{
-                                         .input_size = embed,
-                                         .hidden_size = hidden,
-                                         .num_layers = layers,
-                                         .batch_first = true}))),
+        lstm(
+            register_module("lstm", std::make_unique<LSTM>(RecurrentOptions{.input_size = embed,
+                                                                            .hidden_size = hidden,
+                                                                            .num_layers = layers,
+                                                                            .batch_first = true}))),
         head(register_module("head", std::make_unique<Linear>(hidden, vocab))) {}
   Tensor forward(const Tensor& ids) const override {
     const Tensor h = lstm(embedding(ids)).output;  // [B, T, H]
@@ -47,26 +52,24 @@ class CharLstm : public Module {
 class EncoderClassifier : public Module {
  public:
   EncoderClassifier(int64_t d, int64_t classes)
-      : encoder(register_module(
-            "encoder", std::make_unique<TransformerEncoder>(
-                           TransformerEncoderLayerOptions{.d_model = d,
-                                                          .nhead = 2,
-                                                          .dim_feedforward = 2 * d,
-                                                          .dropout = 0.1,
-                                                          .batch_first = true},
-                           2, true))),
+      : encoder(
+            register_module("encoder", std::make_unique<TransformerEncoder>(
+                                           TransformerEncoderLayerOptions{.d_model = d,
+                                                                          .nhead = 2,
+                                                                          .dim_feedforward = 2 * d,
+                                                                          .dropout = 0.1,
+                                                                          .batch_first = true},
+                                           2, true))),
         head(register_module("head", std::make_unique<Linear>(d, classes))) {}
-  Tensor forward(const Tensor& x) const override {
-    return head(mean(encoder.forward(x), {1}));
-  }
+  Tensor forward(const Tensor& x) const override { return head(mean(encoder.forward(x), {1})); }
   TransformerEncoder& encoder;
   Linear& head;
 };
 
 // Exports `model` traced on inputs[0] and writes the case: depthgrad's outputs (eval mode) on
 // inputs[0] and, as the second run, on other[0].
-void write_case(const std::string& dir, const std::string& name, Module& model,
-                const Tensor& input, const Tensor& other, const onnx::ExportOptions& options) {
+void write_case(const std::string& dir, const std::string& name, Module& model, const Tensor& input,
+                const Tensor& other, const onnx::ExportOptions& options) {
   onnx::export_model(model, {input}, dir + "/" + name + ".onnx", options);
   const bool was_training = model.is_training();
   model.eval();
@@ -89,7 +92,73 @@ Tensor random_ids(const Shape& shape, int64_t vocab) {
   return to_dtype(floor(scale(rand(shape), static_cast<double>(vocab) - 1e-3)), DType::i64);
 }
 
+// The language model through export_lm_onnx (depthgrad export --to onnx): traced at seq_len with
+// a dynamic sequence, run at a batch of 3 × seq_len and 2 × (seq_len - 3).
+void write_lm_case(const std::string& dir, const std::string& name, const MicroLMConfig& config) {
+  MicroLM model(config);
+  {
+    NoGradGuard no_grad;  // weights away from their initial values (zero projections, unit gains)
+    for (Tensor p : model.parameters()) p.copy_from(scale(randn(p.shape()), 0.3));
+  }
+  const std::string file = name + ".onnx";
+  export_lm_onnx(model, dir + "/" + file, {.dynamic_sequence = true});
+  const Tensor ids = random_ids({3, config.seq_len}, config.vocab);
+  const Tensor shorter = random_ids({2, config.seq_len - 3}, config.vocab);
+  model.eval();
+  NoGradGuard no_grad;
+  write_onnx_case(dir, name, file, {{"input_ids", ids}}, {{"logits", model.forward(ids)}},
+                  kTolerance,
+                  OnnxCaseRun{{{"input_ids", shorter}}, {{"logits", model.forward(shorter)}}});
+}
+
 }  // namespace
+
+namespace {
+// The rows whose ops have no ONNX mapping, by name prefix (see exported_examples.h).
+bool refused_row(const std::string& name) {
+  for (const char* prefix :
+       {"masked_select/", "cross_entropy/", "linear_cross_entropy/", "nll_loss/", "mse_loss/",
+        "l1_loss/", "binary_cross_entropy_with_logits/", "kl_div/", "smooth_l1_loss/",
+        "huber_loss/", "batch_norm/train", "batch_norm_relu/train", "adaptive_avg_pool2d/5x7",
+        "index_put", "pad/circular"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return name.find("both directions") != std::string::npos;
+}
+}  // namespace
+
+int write_op_row_cases(const std::string& dir) {
+  int written = 0, row = 0;
+  for (const OpCase& c : all_op_cases()) {
+    std::string name = fmt::format("op_{:03}_{}", row++, c.name.substr(0, 48));
+    for (char& ch : name)
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-') ch = '_';
+    std::vector<Tensor> inputs;
+    for (const Tensor& t : c.make_inputs())
+      inputs.push_back(t.defined() && is_floating(t.dtype()) ? to_dtype(detach(t), DType::f32)
+                                                             : detach(t));
+    Module none;
+    const onnx::ExportForward forward = [&c](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{c.fn(in)};
+    };
+    const std::string file = name + ".onnx";
+    try {
+      onnx::export_model(none, forward, inputs, dir + "/" + file);
+    } catch (const std::exception& e) {  // OnnxError; in-place ops refuse to write under a trace
+      if (refused_row(c.name)) continue;
+      throw std::runtime_error(fmt::format("row '{}' was refused: {}", c.name, e.what()));
+    }
+    if (refused_row(c.name))
+      throw std::runtime_error(
+          fmt::format("row '{}' exports: take it off the refused list", c.name));
+    NamedTensors in;
+    for (size_t k = 0; k < inputs.size(); ++k)
+      in.push_back({inputs.size() == 1 ? "input" : fmt::format("input_{}", k), inputs[k]});
+    NoGradGuard no_grad;
+    write_onnx_case(dir, name, file, in, {{"output", c.fn(inputs)}}, kTolerance);
+    ++written;
+  }
+  return written;
+}
 
 void write_exported_examples(const std::string& dir) {
   manual_seed(7);
@@ -103,7 +172,8 @@ void write_exported_examples(const std::string& dir) {
   {
     NoGradGuard no_grad;  // running statistics away from (0, 1), as after training
     for (auto& [name, buffer] : cnn->named_buffers())
-      if (is_floating(buffer.dtype())) buffer.copy_from(add_scalar(scale(rand(buffer.shape()), 0.5), 0.5));
+      if (is_floating(buffer.dtype()))
+        buffer.copy_from(add_scalar(scale(rand(buffer.shape()), 0.5), 0.5));
   }
   write_case(dir, "export_fashion_cnn", *cnn, randn({3, 1, 28, 28}), randn({2, 1, 28, 28}),
              batch_axis());
@@ -121,6 +191,25 @@ void write_exported_examples(const std::string& dir) {
   gpt.init_weights(11);
   write_case(dir, "export_gpt2", gpt, random_ids({3, 7}, 40), random_ids({2, 5}, 40),
              batch_axis(true));
+
+  // The MicroLM: RMSNorm, SwiGLU, RoPE, grouped-query attention, in the standard and RD-AttnRes
+  // residual modes; and the layout of an imported GPT-2 (LayerNorm, GELU, learned positions,
+  // biases, untied head).
+  MicroLMConfig lm{.vocab = 50, .dim = 16, .layers = 2, .heads = 4, .kv_heads = 2, .seq_len = 8};
+  lm.mode = residual_mode("standard");
+  write_lm_case(dir, "export_micro_lm", lm);
+  lm.mode = residual_mode("rd_attnres");
+  write_lm_case(dir, "export_micro_lm_rd_attnres", lm);
+  MicroLMConfig gpt2_layout = lm;
+  gpt2_layout.mode = residual_mode("standard");
+  gpt2_layout.norm = Norm::Kind::layer;
+  gpt2_layout.ffn = FeedForward::Kind::gelu;
+  gpt2_layout.rope = false;
+  gpt2_layout.learned_positions = true;
+  gpt2_layout.bias = true;
+  gpt2_layout.tied_head = false;
+  gpt2_layout.kv_heads = 4;
+  write_lm_case(dir, "export_micro_lm_gpt2_layout", gpt2_layout);
 }
 
 }  // namespace dg::onnx_cases

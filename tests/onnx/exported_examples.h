@@ -11,4 +11,11 @@ namespace dg::onnx_cases {
 // Writes <dir>/<name>.onnx and the case of each model into dir's manifest.
 void write_exported_examples(const std::string& dir);
 
+// Every gradient-check row of every op family (autograd/gradcheck.h), its inputs in float32,
+// exported and written as a case "op_<n>": each op's mapping checked by ONNX Runtime. The rows
+// of ops with no ONNX form (losses, batch statistics, masked_select, index_put, circular pads,
+// uneven adaptive pools, bidirectional sequence ops) must be refused with OnnxError; any other
+// refusal, or a refused row that starts to export, throws. Returns the number of cases written.
+int write_op_row_cases(const std::string& dir);
+
 }  // namespace dg::onnx_cases

@@ -12,9 +12,9 @@
 #include "tools/cli/output_guard.h"
 #include "tools/cli/shared_flags.h"
 #include "train/io/files.h"
-#include "train/io/onnx/export.h"
 #include "train/io/sha256.h"
 #include "train/lm/export_gguf.h"
+#include "train/lm/export_onnx.h"
 #include "train/lm/generate.h"
 #include "train/lm/hf_model.h"
 #include "train/lm/text/bpe.h"
@@ -62,35 +62,6 @@ int cmd_import(int argc, char** argv, int start) {
   return 0;
 }
 
-namespace {
-
-// --to onnx: the model's forward, token ids [batch, sequence] to logits [batch, sequence, vocab],
-// traced on ids of --sequence tokens (the model's seq_len by default); the batch axis is dynamic,
-// and the sequence axis too with --dynamic-sequence.
-void export_lm_onnx(const TrainedModel& trained, const Flags& f, const std::string& output) {
-  const int64_t T =
-      f.get("sequence").empty() ? trained.config.model.seq_len : f.get_int("sequence");
-  if (T < 1 || T > trained.config.model.seq_len)
-    throw UsageError(fmt::format("--sequence: {} is outside 1..{} (the model's seq_len)", T,
-                                 trained.config.model.seq_len));
-  std::vector<int64_t> ids(static_cast<size_t>(2 * T));
-  for (size_t i = 0; i < ids.size(); ++i)
-    ids[i] = static_cast<int64_t>(i * 7 + 1) % trained.config.model.vocab;
-  onnx::ExportOptions options;
-  options.input_names = {"input_ids"};
-  options.output_names = {"logits"};
-  std::map<int64_t, std::string> axes = {{0, "batch"}};
-  if (f.get_bool("dynamic-sequence")) axes[1] = "sequence";
-  options.dynamic_axes = {{"input_ids", axes}, {"logits", axes}};
-  MicroLM& model = *trained.model;
-  onnx::export_model(
-      model,
-      [&model](const std::vector<Tensor>& in) { return std::vector<Tensor>{model.forward(in[0])}; },
-      {Tensor::from_ids(ids, {2, T})}, output, options);
-}
-
-}  // namespace
-
 int cmd_export(int argc, char** argv, int start) {
   Flags f("export",
           "Write a model written by depthgrad (train, import) in another framework's layout.\n"
@@ -107,10 +78,12 @@ int cmd_export(int argc, char** argv, int start) {
   f.add("to", "", "the layout to write: hf, gguf or onnx (required)")
       .add("output", "", "the folder (hf) or file (gguf, onnx) to write (required)")
       .add("sequence", "", "onnx: the traced sequence length (default: the model's seq_len)")
-      .add("dynamic-sequence", "false", "onnx: leave the sequence axis free")
+
       .add("type", "f32", "gguf: the tensors' type, f32 | f16 | bf16 (norm gains stay f32)")
       .add("checkpoint", "", "model.safetensors or checkpoint.safetensors (required)")
-      .add("tokenizer", "", "tokenizer.json (default: the tokenizer.json beside --checkpoint)");
+      .add("tokenizer", "", "tokenizer.json (default: the tokenizer.json beside --checkpoint)")
+      .add_switch("dynamic-sequence",
+                  "onnx: leave the sequence axis free (up to the traced length)");
   add_overwrite_flag(f, "what --output holds: the export's files (hf) or the file (gguf)");
   if (!f.parse(argc, argv, start)) {
     fmt::print("{}", f.help());
@@ -119,8 +92,10 @@ int cmd_export(int argc, char** argv, int start) {
   const std::string to = f.get("to");
   if (to != "hf" && to != "gguf" && to != "onnx")
     throw UsageError(fmt::format("--to: expected hf, gguf or onnx, got '{}'", to));
-  if (to == "hf" && f.given("type"))
-    throw UsageError("--type applies to --to gguf (a Hugging Face export is float32)");
+  if (to != "gguf" && f.given("type"))
+    throw UsageError(fmt::format("--type applies to --to gguf (the {} export is float32)", to));
+  if (to != "onnx" && (f.given("sequence") || f.given("dynamic-sequence")))
+    throw UsageError("--sequence and --dynamic-sequence apply to --to onnx");
   GgmlType type = GgmlType::f32;
   try {
     type = parse_gguf_export_type(f.get("type"));
@@ -145,7 +120,14 @@ int cmd_export(int argc, char** argv, int start) {
   const std::string path = f.get("checkpoint");
   const TrainedModel trained = load_trained_model(path);
   if (to == "onnx") {
-    export_lm_onnx(trained, f, output);
+    LmOnnxOptions options;
+    if (!f.get("sequence").empty()) options.sequence = f.get_int("sequence");
+    options.dynamic_sequence = f.get_bool("dynamic-sequence");
+    try {
+      export_lm_onnx(*trained.model, output, options);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--sequence: {}", e.what()));
+    }
     fmt::print("exported {} as ONNX to {}\n", path, output);
     return 0;
   }

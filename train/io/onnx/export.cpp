@@ -208,17 +208,20 @@ ModelProto export_to_proto(Module& module, const ExportForward& forward,
         fmt::format("onnx export: opset {} is not supported (13 to 18)", options.opset));
   const std::vector<Tensor> inputs = traced_inputs(example_inputs);
   std::vector<Tensor> outputs;
-  OpTrace trace;
+  std::vector<TracedOp> ops;
   {
+    // The trace ends before the mappings run: ops they call (a table's reshape) are not traced.
+    OpTrace trace;
     EvalScope eval(module);
     outputs = forward(inputs);
+    ops = trace.ops();
   }
   ExportGraph graph(options.opset);
   name_inputs(graph, inputs, value_names(options.input_names, inputs.size(), "input", "input"),
               options);
   for (const auto& [name, t] : module.named_parameters()) graph.declare_weight(t, name);
   for (const auto& [name, t] : module.named_buffers()) graph.declare_weight(t, name);
-  map_ops(graph, ops_on_path(trace.ops(), outputs, graph));
+  map_ops(graph, ops_on_path(ops, outputs, graph));
   ModelProto model;
   model.ir_version = 8;
   model.producer_name = options.producer_name;

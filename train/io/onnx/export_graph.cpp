@@ -78,11 +78,16 @@ std::string ExportGraph::value(const Tensor& t) {
   return constant(t, "constant");
 }
 
-// A constant 0, 1, ..., n-1 (integer positions) whose n is a dynamic dim of a graph input, as
-// ONNX's Range over that dim: the positions a sequence model builds from a vector follow the
-// sequence length of the input it runs on. "" when t is not such a constant.
+// A constant 0, 1, ..., n-1 (integer positions; any shape with one axis of n, [T] or [1, T])
+// whose n is a dynamic dim of a graph input, as ONNX's Range over that dim: the positions a
+// sequence model builds from a vector follow the sequence length of the input it runs on. "" when
+// t is not such a constant.
 std::string ExportGraph::positions_of(const Tensor& t) {
-  if (t.dim() != 1 || is_floating(t.dtype()) || t.dtype() == DType::b8 || t.numel() < 2) return "";
+  if (is_floating(t.dtype()) || t.dtype() == DType::b8 || t.numel() < 2) return "";
+  int64_t axis = -1;
+  for (int64_t k = 0; k < t.dim(); ++k)
+    if (t.size(k) != 1) axis = axis < 0 ? k : -2;
+  if (axis < 0) return "";
   const std::vector<double> v = t.to_vector();
   for (size_t i = 0; i < v.size(); ++i)
     if (v[i] != static_cast<double>(i)) return "";
@@ -96,7 +101,12 @@ std::string ExportGraph::positions_of(const Tensor& t) {
       std::string range = op("Range", {constant_ints({0}, true), n, constant_ints({1}, true)});
       if (t.dtype() != DType::i64)
         range = op("Cast", {range}, {attr("to", int64_t{elem_type_of(t.dtype())})});
-      set_dims(t, {d[size_t(k)]});
+      std::vector<int64_t> target(static_cast<size_t>(t.dim()), 1);
+      target[size_t(axis)] = -1;
+      if (t.dim() != 1) range = op("Reshape", {range, constant_ints(target)});
+      std::vector<std::string> t_dims(static_cast<size_t>(t.dim()));
+      t_dims[size_t(axis)] = d[size_t(k)];
+      set_dims(t, t_dims);
       return range;
     }
   }
@@ -104,12 +114,14 @@ std::string ExportGraph::positions_of(const Tensor& t) {
 }
 
 std::string ExportGraph::output(const Tensor& t) {
+  held_.push_back(t);
   const std::string name = fresh(current_ ? current_->op : std::string("value"));
   names_[t.impl()] = name;
   return name;
 }
 
 std::string ExportGraph::constant(const Tensor& t, const std::string& hint) {
+  held_.push_back(t);
   const std::string name = fresh(hint);
   initializers_.push_back(to_tensor_proto(name, t));
   names_[t.impl()] = name;
@@ -160,6 +172,10 @@ std::vector<std::string> ExportGraph::dims(const Tensor& t) const {
   return std::vector<std::string>(static_cast<size_t>(t.dim()));
 }
 void ExportGraph::set_dims(const Tensor& t, std::vector<std::string> dims) {
+  if (static_cast<int64_t>(dims.size()) != t.dim())
+    throw std::logic_error(
+        fmt::format("onnx export: {} dims given for {}", dims.size(), t.describe()));
+  held_.push_back(t);
   dims_[t.impl()] = std::move(dims);
 }
 bool ExportGraph::has_dims(const Tensor& t) const { return dims_.count(t.impl()) != 0; }

@@ -88,6 +88,9 @@ class ExportGraph {
   std::unordered_map<const TensorImpl*, std::vector<std::string>> dims_;
   std::unordered_map<const TensorImpl*, NamedTensor> weights_;
   std::vector<Tensor> inputs_;  // the graph's inputs, in order
+  // Every tensor named or given dims here, held: the maps are keyed by TensorImpl*, which a
+  // tensor freed while the graph is built could pass on to a new one.
+  std::vector<Tensor> held_;
   std::string positions_of(const Tensor& t);
   std::unordered_map<std::string, int> used_;
   std::vector<NodeProto> nodes_;

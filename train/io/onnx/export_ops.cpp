@@ -285,14 +285,42 @@ void export_conv(G& g, const Op& op) {
           attr("dilations", ints_attr(op, "dilation")), attr("group", int_attr(op, "groups"))});
   batch_dims_only(g, op.inputs[0], op.outputs[0]);
 }
+// conv_transpose2d: output_padding as a smaller end padding (ONNX Runtime refuses an
+// output_padding not below the stride, which torch allows when it is below the dilation); where
+// it exceeds the padding, zero rows and columns appended (the transposed convolution writes
+// nothing there).
 void export_conv_transpose(G& g, const Op& op) {
   std::vector<std::string> inputs = {in(g, op, 0), in(g, op, 1)};
   if (op.inputs[2].defined()) inputs.push_back(in(g, op, 2));
-  g.node("ConvTranspose", inputs, {out(g, op)},
-         {attr("kernel_shape", kernel_of(op.inputs[1])), attr("strides", ints_attr(op, "stride")),
-          attr("pads", symmetric_pads(ints_attr(op, "padding"))),
-          attr("output_padding", ints_attr(op, "output_padding")),
-          attr("dilations", ints_attr(op, "dilation")), attr("group", int_attr(op, "groups"))});
+  const std::vector<int64_t>& padding = ints_attr(op, "padding");
+  const std::vector<int64_t>& extra = ints_attr(op, "output_padding");
+  std::vector<int64_t> pads = padding, appended(4, 0);
+  bool append = false;
+  for (size_t a = 0; a < 2; ++a) {
+    const int64_t end = padding[a] - extra[a];
+    pads.push_back(std::max<int64_t>(end, 0));
+    appended[2 + a] = std::max<int64_t>(-end, 0);
+    append = append || end < 0;
+  }
+  const std::vector<AttributeProto> attributes = {
+      attr("kernel_shape", kernel_of(op.inputs[1])), attr("strides", ints_attr(op, "stride")),
+      attr("pads", pads), attr("dilations", ints_attr(op, "dilation")),
+      attr("group", int_attr(op, "groups"))};
+  if (!append) {
+    g.node("ConvTranspose", inputs, {out(g, op)}, attributes);
+  } else {  // the bias after the appended zeros: it is added everywhere
+    if (op.inputs[2].defined()) inputs.pop_back();
+    const std::string y = g.op("ConvTranspose", inputs, attributes);
+    std::vector<int64_t> all(8, 0);  // [N, C, H, W] begins, then ends
+    all[6] = appended[2];
+    all[7] = appended[3];
+    if (!op.inputs[2].defined()) {
+      g.node("Pad", {y, g.constant_ints(all)}, {out(g, op)});
+    } else {
+      const std::string bias = g.op("Reshape", {in(g, op, 2), g.constant_ints({1, -1, 1, 1})});
+      g.node("Add", {g.op("Pad", {y, g.constant_ints(all)}), bias}, {out(g, op)});
+    }
+  }
   batch_dims_only(g, op.inputs[0], op.outputs[0]);
 }
 void export_max_pool(G& g, const Op& op) {
@@ -376,11 +404,12 @@ void export_slice(G& g, const Op& op) {
   int64_t end = int_attr(op, "end");
   const bool whole_dynamic = !dims[size_t(axis)].empty() && end == x.size(axis);
   if (whole_dynamic) end = std::numeric_limits<int64_t>::max();
-  if (!whole_dynamic || int_attr(op, "start") != 0) dims[size_t(axis)] = "";
-  g.node("Slice",
-         {in(g, op, 0), g.constant_ints({int_attr(op, "start")}), g.constant_ints({end}),
-          g.constant_ints({axis})},
-         {out(g, op)});
+  const int64_t step = op.has("step") ? int_attr(op, "step") : 1;
+  if (!whole_dynamic || int_attr(op, "start") != 0 || step != 1) dims[size_t(axis)] = "";
+  std::vector<std::string> inputs = {in(g, op, 0), g.constant_ints({int_attr(op, "start")}),
+                                     g.constant_ints({end}), g.constant_ints({axis})};
+  if (step != 1) inputs.push_back(g.constant_ints({step}));
+  g.node("Slice", inputs, {out(g, op)});
   g.set_dims(op.outputs[0], dims);
 }
 void export_select(G& g, const Op& op) {
@@ -516,17 +545,42 @@ void export_pad(G& g, const Op& op) {
   g.node("Pad", {in(g, op, 0), g.constant_ints(onnx_pads), scalar_of(g, x, real_attr(op, "value"))},
          {out(g, op)}, {attr("mode", mode == "replicate" ? std::string("edge") : mode)});
 }
+// flip and roll: a Gather of each axis they move, with the index map as a constant.
+void gather_axes(G& g, const Op& op, const std::vector<std::vector<int64_t>>& maps) {
+  std::string v = in(g, op, 0);
+  for (size_t ax = 0; ax < maps.size(); ++ax)
+    if (!maps[ax].empty())
+      v = g.op("Gather", {v, g.constant_ints(maps[ax])}, {attr("axis", static_cast<int64_t>(ax))});
+  g.node("Identity", {v}, {out(g, op)});
+  std::vector<std::string> dims = g.dims(op.inputs[0]);
+  for (size_t ax = 0; ax < maps.size(); ++ax)
+    if (!maps[ax].empty()) dims[ax] = "";
+  g.set_dims(op.outputs[0], dims);
+}
+void export_flip(G& g, const Op& op) {
+  const Tensor& x = op.inputs[0];
+  std::vector<std::vector<int64_t>> maps(static_cast<size_t>(x.dim()));
+  for (int64_t ax : ints_attr(op, "dims"))
+    for (int64_t i = x.size(ax) - 1; i >= 0; --i) maps[size_t(ax)].push_back(i);
+  gather_axes(g, op, maps);
+}
+void export_roll(G& g, const Op& op) {
+  const Tensor& x = op.inputs[0];
+  const std::vector<int64_t>& shifts = ints_attr(op, "shifts");
+  std::vector<std::vector<int64_t>> maps(static_cast<size_t>(x.dim()));
+  for (int64_t ax = 0; ax < x.dim(); ++ax) {
+    const int64_t n = x.size(ax);
+    if (n == 0 || shifts[size_t(ax)] % n == 0) continue;
+    for (int64_t i = 0; i < n; ++i)
+      maps[size_t(ax)].push_back(((i - shifts[size_t(ax)]) % n + n) % n);
+  }
+  gather_axes(g, op, maps);
+}
+
 void export_triangle(G& g, const Op& op) {
   if (g.opset() < 14) refuse(op, "ONNX's Trilu needs opset 14 or later");
   g.node("Trilu", {in(g, op, 0), g.constant_ints({int_attr(op, "diagonal")}, true)}, {out(g, op)},
          {attr("upper", int64_t{op.op == "triu"})});
-}
-
-void export_rope(G& g, const Op& op) {
-  g.node("Identity",
-         {rope_nodes(g, in(g, op, 0), op.inputs[0], -2, real_attr(op, "base"),
-                     int_attr(op, "offset"))},
-         {out(g, op)});
 }
 
 }  // namespace
@@ -612,7 +666,6 @@ std::vector<OpExporterEntry> basic_op_exporters() {
       {"linear_add", export_linear},
       {"linear_rope", export_linear},
       {"depth_mix", export_depth_mix},
-      {"rope", export_rope},
       {"conv2d", export_conv},
       {"conv1d", export_conv},
       {"conv_transpose2d", export_conv_transpose},
@@ -645,6 +698,8 @@ std::vector<OpExporterEntry> basic_op_exporters() {
       {"gather", export_gather},
       {"index_select", export_index_select},
       {"pad", export_pad},
+      {"flip", export_flip},
+      {"roll", export_roll},
       {"tril", export_triangle},
       {"triu", export_triangle},
   };

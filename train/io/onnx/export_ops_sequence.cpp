@@ -1,8 +1,8 @@
 // The ONNX exporter's mappings of the sequence-model ops (the table sequence_op_exporters(), read
 // by export.cpp; see export_graph.h for what a mapping is). torch's semantics in, ONNX's out:
 //   recurrent_layer (one RNN, GRU or LSTM layer, traced by nn/recurrent.cpp) -> ONNX's RNN, GRU or
-//     LSTM node: gates reordered (torch's LSTM i, f, g, o -> ONNX's i, o, f, c; GRU r, z, n -> z, r,
-//     h with linear_before_reset = 1), W [D, G·H, in], R [D, G·H, H], B [D, 2·G·H] as new
+//     LSTM node: gates reordered (torch's LSTM i, f, g, o -> ONNX's i, o, f, c; GRU r, z, n -> z,
+//     r, h with linear_before_reset = 1), W [D, G·H, in], R [D, G·H, H], B [D, 2·G·H] as new
 //     initializers (named "recurrent_W_0" ..., not the module's names), Y [T, D, N, H] back to
 //     [T, N, D·H]; batch_first's transposes are the layer's own transpose ops
 //   lstm_cell, gru_cell, rope -> their formulas (Split, Sigmoid, Tanh, Mul, Add; Slice, Concat)
@@ -80,8 +80,10 @@ void export_layer_norm(ExportGraph& g, const TracedOp& op) {
     g.node("LayerNormalization", in, {out}, {attr("axis", int64_t{-1}), attr("epsilon", eps)});
   } else {
     const std::string normed = normalize_last_axis(g, xv, eps, x.dtype());
-    if (b.defined()) g.node("Add", {g.op("Mul", {normed, wv}), bv}, {out});
-    else g.node("Mul", {normed, wv}, {out});
+    if (b.defined())
+      g.node("Add", {g.op("Mul", {normed, wv}), bv}, {out});
+    else
+      g.node("Mul", {normed, wv}, {out});
   }
   g.set_dims(op.outputs[0], g.dims(x));
 }
@@ -130,8 +132,7 @@ std::string causal_bias(ExportGraph& g, const std::string& q, const std::string&
   const std::string rows = g.op("Range", {zero, dim_scalar(g, q, -2), one});
   const std::string cols = g.op("Range", {zero, dim_scalar(g, k, -2), one});
   const std::string hidden = g.op("Greater", {cols, unsqueeze(g, rows, {1})});
-  return g.op("Where",
-              {hidden, g.constant_scalar(kNegInf, dtype), g.constant_scalar(0.0, dtype)});
+  return g.op("Where", {hidden, g.constant_scalar(kNegInf, dtype), g.constant_scalar(0.0, dtype)});
 }
 
 struct AttentionMask {
@@ -158,7 +159,8 @@ void attention_probabilities(ExportGraph& g, const std::string& q, const std::st
     g.node("Softmax", {scores}, {out}, {last_axis});
     return;
   }
-  const std::string zero = g.constant_scalar(0.0, dtype), neg_inf = g.constant_scalar(kNegInf, dtype);
+  const std::string zero = g.constant_scalar(0.0, dtype),
+                    neg_inf = g.constant_scalar(kNegInf, dtype);
   std::string bias = mask.boolean ? g.op("Where", {mask.value, zero, neg_inf}) : mask.value;
   const std::string dead = g.op("Equal", {reduce(g, "ReduceMax", bias, {-1}), neg_inf});
   bias = g.op("Where", {dead, zero, bias});
@@ -206,8 +208,8 @@ void export_attention_weights(ExportGraph& g, const TracedOp& op) {
 std::string repeat_kv_heads(ExportGraph& g, const std::string& x, int64_t heads, int64_t kv_heads,
                             int64_t hd) {
   if (heads == kv_heads) return x;
-  const std::string grouped = g.op("Expand", {unsqueeze(g, x, {2}),
-                                              g.constant_ints({1, 1, heads / kv_heads, 1, 1})});
+  const std::string grouped =
+      g.op("Expand", {unsqueeze(g, x, {2}), g.constant_ints({1, 1, heads / kv_heads, 1, 1})});
   return g.op("Reshape", {grouped, g.constant_ints({0, heads, -1, hd})});
 }
 
@@ -237,8 +239,7 @@ std::string rope_nodes(ExportGraph& g, const std::string& xv, int64_t T, int64_t
     sin = g.op("Slice", {sin, g.constant_ints({0}), length, g.constant_ints({0})});
   }
   const std::string last = g.constant_ints({-1});
-  const std::string x1 =
-      g.op("Slice", {xv, g.constant_ints({0}), g.constant_ints({hd / 2}), last});
+  const std::string x1 = g.op("Slice", {xv, g.constant_ints({0}), g.constant_ints({hd / 2}), last});
   const std::string x2 =
       g.op("Slice", {xv, g.constant_ints({hd / 2}), g.constant_ints({hd}), last});
   const std::string first =
@@ -278,8 +279,8 @@ void export_attention_heads(ExportGraph& g, const TracedOp& op) {
   const std::string kh = repeat_kv_heads(g, split(k, Hkv, true), H, Hkv, hd);
   const std::string vh = repeat_kv_heads(g, split(v, Hkv, false), H, Hkv, hd);
   const std::string p = g.fresh("probabilities");
-  attention_probabilities(g, qh, kh, 4, q.dtype(), {"", false, true},
-                          op.attribute("scale").real, p);
+  attention_probabilities(g, qh, kh, 4, q.dtype(), {"", false, true}, op.attribute("scale").real,
+                          p);
   const std::string o = g.op("Transpose", {g.op("MatMul", {p, vh})}, {swap_axes_1_2});
   g.node("Reshape", {o, g.constant_ints({0, 0, H * hd})}, {g.output(op.outputs[0])});
   g.set_dims(op.outputs[0], g.dims(q));
@@ -318,8 +319,7 @@ void export_gru_cell(ExportGraph& g, const TracedOp& op) {
   const std::string z = g.op("Sigmoid", {g.op("Add", {x[1], y[1]})});
   const std::string n = g.op("Tanh", {g.op("Add", {x[2], g.op("Mul", {r, y[2]})})});
   const std::string keep = g.op("Sub", {g.constant_scalar(1.0, h.dtype()), z});
-  g.node("Add", {g.op("Mul", {keep, n}), g.op("Mul", {z, g.value(h)})},
-         {g.output(op.outputs[0])});
+  g.node("Add", {g.op("Mul", {keep, n}), g.op("Mul", {z, g.value(h)})}, {g.output(op.outputs[0])});
   g.set_dims(op.outputs[0], g.dims(h));
 }
 
@@ -342,7 +342,8 @@ LayerKind layer_kind(const std::string& kind) {
   if (kind == "lstm") return {"LSTM", {0, 3, 1, 2}};  // i, f, g, o -> i, o, f, c
   if (kind == "gru") return {"GRU", {1, 0, 2}};       // r, z, n -> z, r, h
   if (kind == "rnn_tanh" || kind == "rnn_relu") return {"RNN", {0}};
-  throw std::invalid_argument(fmt::format("onnx export: recurrent_layer of unknown kind '{}'", kind));
+  throw std::invalid_argument(
+      fmt::format("onnx export: recurrent_layer of unknown kind '{}'", kind));
 }
 
 // W, R and B of every direction stacked, and the initial states (Unsqueeze/Concat of the given
@@ -371,11 +372,13 @@ std::vector<std::string> recurrent_inputs(ExportGraph& g, const TracedOp& op, co
     return s.size() == 1 ? s[0] : g.op("Concat", s, {attr("axis", int64_t{0})});
   };
   std::vector<std::string> inputs{
-      g.value(op.inputs[0]), g.constant(Tensor::from_vector(W, {D, GH, in}, dtype), "recurrent_W"),
+      g.value(op.inputs[0]),
+      g.constant(Tensor::from_vector(W, {D, GH, in}, dtype), "recurrent_W"),
       g.constant(Tensor::from_vector(R, {D, GH, H}, dtype), "recurrent_R"),
       bias ? g.constant(Tensor::from_vector(B, {D, 2 * GH}, dtype), "recurrent_B") : "",
       "",  // sequence_lens: every sequence is T long
-      states(h0), states(c0)};
+      states(h0),
+      states(c0)};
   while (inputs.back().empty()) inputs.pop_back();
   return inputs;
 }
