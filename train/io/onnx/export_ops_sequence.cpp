@@ -231,18 +231,24 @@ void export_causal_attention(ExportGraph& g, const TracedOp& op) {
   g.set_dims(op.outputs[0], g.dims(q));
 }
 
-// Rotate-half RoPE of x [.., T, hd] (value xv): pairs (i, i + hd/2) turned by (position +
-// offset)·θ_i, the cos and sin tables [T, hd/2] constants of the traced length (sliced to the
+}  // namespace
+
+// Rotate-half RoPE (see export_graph.h): pairs (i, i + hd/2) turned by (position + offset)·θ_i,
+// the cos and sin tables [T, (1, ..,) hd/2] constants of the traced length (sliced to the
 // runtime T when T is dynamic).
 std::string rope_nodes(ExportGraph& g, const std::string& xv, int64_t T, int64_t hd, DType dtype,
-                       bool dynamic_length, double base, int64_t offset) {
+                       bool dynamic_length, double base, int64_t offset, int64_t position_axis) {
   const RopeTables tables = rope_tables_for(T, hd, base, offset, dtype);  // kept per thread
+  Shape table_shape(static_cast<size_t>(-position_axis), 1);              // [T, 1, .., hd/2]
+  table_shape.front() = T;
+  table_shape.back() = hd / 2;
   auto table = [&](const Tensor& t, const char* hint) {  // one initializer for q's and k's
-    return g.bound(t) ? g.value(t) : g.constant(t, hint);
+    if (position_axis == -2) return g.bound(t) ? g.value(t) : g.constant(t, hint);
+    return g.constant(t.reshape(table_shape), hint);
   };
   std::string cos = table(tables.cos, "rope_cos"), sin = table(tables.sin, "rope_sin");
   if (dynamic_length) {
-    const std::string length = unsqueeze(g, dim_scalar(g, xv, -2), {0});
+    const std::string length = unsqueeze(g, dim_scalar(g, xv, position_axis), {0});
     cos = g.op("Slice", {cos, g.constant_ints({0}), length, g.constant_ints({0})});
     sin = g.op("Slice", {sin, g.constant_ints({0}), length, g.constant_ints({0})});
   }
@@ -256,6 +262,8 @@ std::string rope_nodes(ExportGraph& g, const std::string& xv, int64_t T, int64_t
       g.op("Add", {g.op("Mul", {x1, sin}), g.op("Mul", {x2, cos})});  // x1·sin + x2·cos
   return g.op("Concat", {first, second}, {attr("axis", int64_t{-1})});
 }
+
+namespace {
 
 // input x [.., T, hd]; base, position_offset.
 void export_rope(ExportGraph& g, const TracedOp& op) {
