@@ -24,6 +24,11 @@ void trace_op(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> ou
                                  current_module_path()});
 }
 
+void trace_recorded(const char* op, const Tensor& output) {
+  OpTrace* trace = detail::active_trace;
+  if (trace) trace->recorded_.push_back(TracedOp{op, {}, {output}, {}, current_module_path()});
+}
+
 const TraceAttribute& TracedOp::attribute(const std::string& name) const {
   for (const TraceAttribute& a : attributes)
     if (a.name == name) return a;

@@ -59,11 +59,17 @@ class OpTrace {
   OpTrace(const OpTrace&) = delete;
   OpTrace& operator=(const OpTrace&) = delete;
   const std::vector<TracedOp>& ops() const { return ops_; }
+  // Every op recorded on the tape while the trace lived (autograd/tape.h's record() notes them),
+  // with its output and the module it ran in: an exporter names an op that was recorded but not
+  // traced, and where it ran.
+  const std::vector<TracedOp>& recorded() const { return recorded_; }
 
  private:
   friend void trace_op(const char*, std::vector<Tensor>, std::vector<Tensor>,
                        std::vector<TraceAttribute>);
+  friend void trace_recorded(const char*, const Tensor&);
   std::vector<TracedOp> ops_;
+  std::vector<TracedOp> recorded_;
 };
 
 namespace detail {
@@ -75,6 +81,9 @@ inline bool tracing() { return detail::active_trace != nullptr; }
 //   if (tracing()) trace_op("conv2d", {x, weight, bias}, {y}, {{"stride", stride}});
 void trace_op(const char* op, std::vector<Tensor> inputs, std::vector<Tensor> outputs,
               std::vector<TraceAttribute> attributes = {});
+
+// Notes an op recorded on the tape (record() calls it while a trace lives).
+void trace_recorded(const char* op, const Tensor& output);
 
 // The innermost module forward running now ("" outside any): what the trace and error messages
 // name. Defined with CreationScope (autograd/tape_anomaly.cpp).

@@ -16,6 +16,7 @@
 #include <unordered_set>
 
 #include "autograd/grad_sink.h"  // grad_of
+#include "autograd/op_trace.h"   // trace_recorded
 #include "autograd/tape_internal.h"
 #include "tensor/exercise.h"
 #include "tensor/kernels_elementwise.h"  // add_reduced_into
@@ -81,6 +82,8 @@ RecordedNode record(const char* op, std::vector<Tensor> inputs, Tensor& output,
   std::string made_at;
   if (g_anomaly) [[unlikely]]
     made_at = describe_creation(inputs);
+  if (tracing()) [[unlikely]]
+    trace_recorded(op, output);  // an exporter's trace (autograd/op_trace.h)
   TensorImpl* impl = output.impl();
   impl->requires_grad = true;
   impl->is_leaf = false;

@@ -36,8 +36,8 @@ Tensor additive(const Module& m, const Tensor& mask, DType dtype, const char* na
            fmt::format("{} must be bool (True = not attended) or floating (added), got {} ({}); "
                        "write dg::ne({}, 0) or {}.to(DType::b8)",
                        name, dtype_name(mask.dtype()), mask.describe(), name, name));
-  NoGradGuard no_grad;
-  return masked_fill(Tensor::zeros(mask.shape(), dtype), mask, kNegInf);
+  NoGradGuard no_grad;  // −inf where True, else 0, shaped by the mask (an export follows its dims)
+  return where(mask, Tensor::full({}, kNegInf, dtype), 0.0);
 }
 }  // namespace
 

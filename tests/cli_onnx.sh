@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `depthgrad onnx-check` end to end: a model exported by torch.onnx.export (tests/data/onnx_cli/,
 # written by tools/torch_goldens_onnx_cli.py) described in full (inputs and outputs with the
-# dynamic axis by name, opset, producer, op counts, initializers and parameters), and files that
-# are not ONNX models each refused in one line with exit 1, usage mistakes with exit 2.
+# dynamic axis by name, opset, producer, op counts, initializers and parameters, its wiring
+# checked), and files that are not ONNX models or are miswired each refused in one line with
+# exit 1, usage mistakes with exit 2.
 # Usage: tests/cli_onnx.sh PATH/TO/depthgrad   (ctest runs it; it needs no data folder)
 set -u
 # cli_common.sh's second argument is a data folder, which these checks do not read.
@@ -33,6 +34,13 @@ else
   fail "ops not sorted by type"
 fi
 want "initializers and parameters (4·8 + 8 + 8·3 + 3)" "^initializers: 4 \(67 parameters\)$"
+want "the wiring checked" "^wiring: ok "
+
+# --- miswired graphs (written by onnx.helper, unchecked): one line naming the node and tensor ---
+D="$(dirname "$0")/data/onnx_cli"
+expect "a node reading a tensor nothing makes" 1 "reads_undefined.onnx: node 0 (Add 'add') reads 'nowhere', which no graph input, initializer or earlier node makes" -- "$BIN" onnx-check "$D/reads_undefined.onnx"
+expect "a tensor made twice" 1 "made_twice.onnx: tensor 'y' is made twice, by node 0 (Relu 'first') and by node 1 (Neg 'second')" -- "$BIN" onnx-check "$D/made_twice.onnx"
+expect "a graph output nothing makes" 1 "output_unmade.onnx: graph output 'z' is made by no node, graph input or initializer" -- "$BIN" onnx-check "$D/output_unmade.onnx"
 
 # --- files that are not ONNX models: one line, exit 1, naming the file ---
 : > "$WORK/empty.onnx"

@@ -37,11 +37,14 @@ def models_of(arguments):
                 manifest = json.load(f)
         except (OSError, ValueError) as e:
             refuse(f"{argument}: {e}")
-        if manifest.get("format") != "depthgrad-onnx-cases" or not isinstance(
+        if not isinstance(manifest, dict) or manifest.get("format") != "depthgrad-onnx-cases" or not isinstance(
                 manifest.get("cases"), list):
             refuse(f"{argument}: not a manifest of ONNX cases")
         folder = os.path.dirname(argument)
-        for case in manifest["cases"]:
+        for i, case in enumerate(manifest["cases"]):
+            if not isinstance(case, dict) or not all(
+                    isinstance(case.get(key), str) and case[key] for key in ("name", "model")):
+                refuse(f"{argument}: case {i}: needs a \"name\" and a \"model\" file name")
             models.append((case["name"], os.path.join(folder, case["model"])))
     return models
 

@@ -20,6 +20,7 @@
 #include "autograd/ops.h"
 #include "tests/onnx/exported_examples.h"
 #include "tests/onnx/onnx_cases.h"
+#include "tests/onnx/sequence_cases.h"
 #include "train/io/files.h"
 #include "train/io/onnx/proto.h"
 #include "train/io/onnx/tensors.h"
@@ -155,27 +156,39 @@ void write_gather_compare_case(const std::string& dir) {
                                   traced.outputs, kTolerance, other);
 }
 
-// The other dtypes through the files: a float64 negated, an int32 and a uint8 passed through.
+// The other dtypes through the files, as inputs and as outputs: a float64 negated, a bool
+// negated, an int32, an int64 (past 2^32) and a uint8 passed through.
 void write_dtypes_case(const std::string& dir) {
   ModelProto model = empty_model("dtypes");
   auto& g = model.graph;
   g.input = {value_info("a", ElemType::float64, {-1, 3}), value_info("k", ElemType::int32, {-1}),
-             value_info("u", ElemType::uint8, {-1, 2})};
-  g.output = {value_info("neg_a", ElemType::float64, {-1, 3}),
-              value_info("k_out", ElemType::int32, {-1}),
-              value_info("u_out", ElemType::uint8, {-1, 2})};
+             value_info("u", ElemType::uint8, {-1, 2}), value_info("m", ElemType::boolean, {-1}),
+             value_info("l", ElemType::int64, {-1})};
+  g.output = {
+      value_info("neg_a", ElemType::float64, {-1, 3}), value_info("k_out", ElemType::int32, {-1}),
+      value_info("u_out", ElemType::uint8, {-1, 2}), value_info("not_m", ElemType::boolean, {-1}),
+      value_info("l_out", ElemType::int64, {-1})};
   g.node = {node("Neg", {"a"}, {"neg_a"}), node("Identity", {"k"}, {"k_out"}),
-            node("Identity", {"u"}, {"u_out"})};
+            node("Identity", {"u"}, {"u_out"}), node("Not", {"m"}, {"not_m"}),
+            node("Identity", {"l"}, {"l_out"})};
   dg::onnx::write_model(model, dir + "/dtypes.onnx");
   auto run = [&](int64_t batch, double seed) {
     const Tensor a = wave({batch, 3}, seed).to(dg::DType::f64);
-    std::vector<int64_t> ks, us;
+    std::vector<int64_t> ks, us, ms, ls;
     for (int64_t i = 0; i < batch; ++i) ks.push_back(1000003 * (i + 1) * (i % 2 ? -1 : 1));
     for (int64_t i = 0; i < 2 * batch; ++i) us.push_back((37 * i + 200) % 256);
+    for (int64_t i = 0; i < batch; ++i) ms.push_back(i % 3 == 0);
+    for (int64_t i = 0; i < batch; ++i) ls.push_back((int64_t{1} << 40) * (i + 1) - 7);
     const Tensor k = Tensor::from_ids(ks, {batch}, dg::DType::i32);
     const Tensor u = Tensor::from_ids(us, {batch, 2}, dg::DType::u8);
-    return OnnxCaseRun{.inputs = {{"a", a}, {"k", k}, {"u", u}},
-                       .outputs = {{"neg_a", dg::neg(a)}, {"k_out", k}, {"u_out", u}}};
+    const Tensor m = Tensor::from_ids(ms, {batch}, dg::DType::b8);
+    const Tensor l = Tensor::from_ids(ls, {batch});
+    return OnnxCaseRun{.inputs = {{"a", a}, {"k", k}, {"u", u}, {"m", m}, {"l", l}},
+                       .outputs = {{"neg_a", dg::neg(a)},
+                                   {"k_out", k},
+                                   {"u_out", u},
+                                   {"not_m", dg::logical_not(m)},
+                                   {"l_out", l}}};
   };
   const OnnxCaseRun traced = run(2, 7.0), other = run(4, 8.0);
   dg::onnx_cases::write_onnx_case(dir, "dtypes", "dtypes.onnx", traced.inputs, traced.outputs,
@@ -211,9 +224,11 @@ int main(int argc, char** argv) {
     int exported = 0;
     if (planted) {
       write_broken_graph_case(dir);
-    } else {  // the exporter's files: the examples' models and every op's gradient-check rows
+    } else {  // the exporter's files: the examples' models and every op's gradient-check rows,
+              // and the sequence family's cases (tests/onnx/sequence_cases.h)
       dg::onnx_cases::write_exported_examples(dir);
       exported = 8 + dg::onnx_cases::write_op_row_cases(dir);
+      exported += dg::onnx_cases::write_sequence_cases(dir);
     }
     fmt::print("export_cases: wrote {} cases and {}/manifest.json\n", planted ? 4 : 3 + exported,
                dir);

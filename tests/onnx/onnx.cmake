@@ -15,7 +15,7 @@ set_tests_properties(onnx_runtime PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
   ENVIRONMENT "DEPTHGRAD_THREADS=1")
 
 # `depthgrad onnx-check` end to end (tests/cli_onnx.sh): a torch.onnx.export file described, files
-# that are not ONNX models refused in one line.
+# that are not ONNX models or are miswired refused in one line.
 if(TARGET depthgrad)
   add_test(NAME cli_onnx COMMAND bash ${PROJECT_SOURCE_DIR}/tests/cli_onnx.sh $<TARGET_FILE:depthgrad>)
   set_tests_properties(cli_onnx PROPERTIES TIMEOUT 120 ENVIRONMENT "DEPTHGRAD_THREADS=1")

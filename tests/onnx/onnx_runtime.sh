@@ -5,7 +5,8 @@
 # same outputs within the cases' relative tolerance, and the onnx checker
 # (tests/onnx/check_onnx.py, full_check) must accept every model. Then the teeth: the same cases
 # with one expected value planted wrong and a model that reads an undefined tensor must fail in
-# both clients, naming those cases and passing the others.
+# both clients, naming those cases and passing the others; and the clients' own refusals (a
+# manifest they cannot run: one line, exit 2; the package or module missing: 77).
 # Skipped (77, with a message) where node or the npm package is missing; the checker is optional
 # (Python is never needed by depthgrad): without a python3 that has the onnx module it is left out
 # with a note, and ONNX Runtime's verdict stands.
@@ -68,6 +69,24 @@ if [ $ort_missing -eq 0 ]; then
   fi
 fi
 
+# --- the runner's own refusals: no package (skip), a manifest it cannot run (one line, exit 2) ---
+printf '{"format": "depthgrad-onnx-cases", "cases": [{"name": "a", "tolerance": 1e-5}]}\n' > "$work/bad.json"
+node "$here/run_onnxruntime.js" --ort-dir "$work/no-ort" "$work/cases/manifest.json" > "$work/no-ort.out" 2>&1
+rc=$?
+if [ $rc -eq 77 ] && has '^SKIPPED: onnxruntime-node not found' "$work/no-ort.out"; then
+  pass "the runner reports itself skipped (77) where onnxruntime-node is not installed"
+else
+  fail "the runner without the package (exit $rc): $(cat "$work/no-ort.out")"
+fi
+node "$here/run_onnxruntime.js" --ort-dir "$ort_dir" "$work/bad.json" > /dev/null 2> "$work/bad.err"
+rc=$?
+if [ $rc -eq 2 ] && [ "$(grep -c . "$work/bad.err")" -eq 1 ] &&
+  has "bad.json: case 0 \('a'\): \"model\" must be a file name" "$work/bad.err"; then
+  pass "the runner refuses a case without a model in one line naming the case and the field"
+else
+  fail "the runner on a bad manifest (exit $rc): $(cat "$work/bad.err")"
+fi
+
 # --- the onnx checker (optional: the first python3 with the onnx module) ---
 python=""
 for candidate in python3 /usr/bin/python3; do
@@ -94,6 +113,24 @@ else
     pass "the onnx checker refuses the model reading an undefined tensor, naming it"
   else
     fail "the checker's planted case (exit $rc):"; cat "$work/check-planted.out"
+  fi
+  "$python" "$here/check_onnx.py" "$work/bad.json" > /dev/null 2> "$work/check-bad.err"
+  rc=$?
+  if [ $rc -eq 2 ] && [ "$(grep -c . "$work/check-bad.err")" -eq 1 ] &&
+    has 'bad.json: case 0: needs a "name" and a "model"' "$work/check-bad.err"; then
+    pass "the checker refuses a case without a model in one line"
+  else
+    fail "the checker on a bad manifest (exit $rc): $(cat "$work/check-bad.err")"
+  fi
+  # An onnx module that does not import (a stand-in first on the path): skipped, 77.
+  mkdir -p "$work/no-onnx/onnx"
+  echo 'raise ImportError("the onnx stand-in of tests/onnx/onnx_runtime.sh")' > "$work/no-onnx/onnx/__init__.py"
+  PYTHONPATH="$work/no-onnx" "$python" "$here/check_onnx.py" "$work/cases/manifest.json" > "$work/no-onnx.out" 2>&1
+  rc=$?
+  if [ $rc -eq 77 ] && has '^SKIPPED: the onnx module is missing' "$work/no-onnx.out"; then
+    pass "the checker reports itself skipped (77) without the onnx module"
+  else
+    fail "the checker without onnx (exit $rc): $(cat "$work/no-onnx.out")"
   fi
 fi
 

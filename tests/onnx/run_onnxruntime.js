@@ -3,10 +3,12 @@
 // (the npm package onnxruntime-node, CPU, one thread) and compares every output with the one
 // depthgrad computed. It only reads: it never writes a file.
 //
-//   node tests/onnx/run_onnxruntime.js [--ort-dir DIR] MANIFEST.json [CASE...]
+//   node tests/onnx/run_onnxruntime.js [--ort-dir DIR] [--optimization LEVEL] MANIFEST.json [CASE...]
 //
 // --ort-dir DIR: the folder the package was installed into (DIR/node_modules/onnxruntime-node,
 // as tools/onnx/install_onnxruntime.sh DIR does); without it, node's own lookup (NODE_PATH).
+// --optimization LEVEL: ONNX Runtime's graph optimisation, all (its default, what a user gets),
+// extended, basic or disabled (the graph as written: to tell a fusion's rounding from a wrong op).
 // CASE...: run only the cases of these names.
 //
 // The rule: an output value a matches the expected b when |a - b| <= tolerance * max(1, |b|)
@@ -25,16 +27,28 @@ const SKIP = 77;
 
 function usage(message) {
   process.stderr.write(`run_onnxruntime: ${message}\n` +
-    'usage: node run_onnxruntime.js [--ort-dir DIR] MANIFEST.json [CASE...]\n');
+    'usage: node run_onnxruntime.js [--ort-dir DIR] [--optimization LEVEL] MANIFEST.json [CASE...]\n');
+  process.exit(2);
+}
+
+// A manifest that cannot be run: one line, exit 2.
+function refuse(message) {
+  process.stderr.write(`run_onnxruntime: ${message}\n`);
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const args = { ortDir: null, manifest: null, only: [] };
+  const args = { ortDir: null, optimization: 'all', manifest: null, only: [] };
+  const levels = ['all', 'extended', 'basic', 'disabled'];
   for (let i = 0; i < argv.length; ++i) {
     if (argv[i] === '--ort-dir') {
       if (i + 1 >= argv.length) usage('--ort-dir needs a folder');
       args.ortDir = argv[++i];
+    } else if (argv[i] === '--optimization') {
+      if (i + 1 >= argv.length || !levels.includes(argv[i + 1])) {
+        usage(`--optimization takes one of ${levels.join(', ')}`);
+      }
+      args.optimization = argv[++i];
     } else if (argv[i].startsWith('--')) {
       usage(`unknown option ${argv[i]}`);
     } else if (args.manifest === null) {
@@ -69,16 +83,49 @@ const ARRAYS = {
   uint8: Uint8Array, bool: Uint8Array,
 };
 
+// One tensor entry of a run: a name, a dtype of ARRAYS, a shape of sizes >= 0, a file.
+function checkTensorEntry(where, t) {
+  const ok = t !== null && typeof t === 'object' && typeof t.name === 'string' && t.name !== '' &&
+    Object.hasOwn(ARRAYS, t.dtype) && Array.isArray(t.shape) &&
+    t.shape.every((d) => Number.isInteger(d) && d >= 0) && typeof t.file === 'string' && t.file !== '';
+  if (!ok) {
+    refuse(`${where}: needs "name", "dtype" (${Object.keys(ARRAYS).join(', ')}), ` +
+      `"shape" (sizes >= 0) and "file"`);
+  }
+}
+
+// Every case names its model, a positive tolerance and at least one run with an output.
+function checkCase(where, c) {
+  if (c === null || typeof c !== 'object') refuse(`${where} is not an object`);
+  if (typeof c.name !== 'string' || c.name === '') refuse(`${where}: "name" must be a text`);
+  where = `${where} ('${c.name}')`;
+  if (typeof c.model !== 'string' || c.model === '') refuse(`${where}: "model" must be a file name`);
+  if (typeof c.tolerance !== 'number' || !(c.tolerance > 0)) {
+    refuse(`${where}: "tolerance" must be a positive number`);
+  }
+  if (!Array.isArray(c.runs) || c.runs.length === 0) refuse(`${where}: "runs" must be a list of runs`);
+  c.runs.forEach((run, r) => {
+    for (const side of ['inputs', 'outputs']) {
+      if (run === null || typeof run !== 'object' || !Array.isArray(run[side])) {
+        refuse(`${where} run ${r}: "${side}" must be a list`);
+      }
+      run[side].forEach((t, k) => checkTensorEntry(`${where} run ${r} ${side} ${k}`, t));
+    }
+    if (run.outputs.length === 0) refuse(`${where} run ${r}: no outputs to compare`);
+  });
+}
+
 function readManifest(file) {
   let manifest;
   try {
     manifest = JSON.parse(fs.readFileSync(file, 'utf8'));
   } catch (e) {
-    usage(`${file}: ${e.message}`);
+    refuse(`${file}: ${e.message}`);
   }
-  if (manifest.format !== 'depthgrad-onnx-cases' || !Array.isArray(manifest.cases)) {
-    usage(`${file}: not a manifest of ONNX cases (format "depthgrad-onnx-cases" with a "cases" list)`);
+  if (manifest === null || manifest.format !== 'depthgrad-onnx-cases' || !Array.isArray(manifest.cases)) {
+    refuse(`${file}: not a manifest of ONNX cases (format "depthgrad-onnx-cases" with a "cases" list)`);
   }
+  manifest.cases.forEach((c, i) => checkCase(`${file}: case ${i}`, c));
   return manifest;
 }
 
@@ -129,26 +176,27 @@ function compareOutput(got, expected, entry) {
   return { error: worst, detail };
 }
 
-// Runs every run of one case; returns {error, details, failed}.
-async function runCase(ort, dir, c) {
-  const integerTolerance = 0;
-  const session = await ort.InferenceSession.create(path.join(dir, c.model), {
+// Runs every run of one case; returns {error, details, failed}. Integer and bool outputs must be
+// equal (tolerance 0).
+async function runCase(ort, dir, c, optimization) {
+  const inference = await ort.InferenceSession.create(path.join(dir, c.model), {
     intraOpNumThreads: 1, interOpNumThreads: 1, executionProviders: ['cpu'],
+    graphOptimizationLevel: optimization,
   });
   const result = { error: 0, details: [], failed: false };
   try {
     for (const [r, run] of c.runs.entries()) {
       const feeds = {};
       for (const input of run.inputs) {
-        if (!session.inputNames.includes(input.name)) {
-          throw new Error(`run ${r}: input '${input.name}' is not one of the model's [${session.inputNames}]`);
+        if (!inference.inputNames.includes(input.name)) {
+          throw new Error(`run ${r}: input '${input.name}' is not one of the model's [${inference.inputNames}]`);
         }
         feeds[input.name] = new ort.Tensor(input.dtype, readValues(dir, input), input.shape);
       }
-      const outputs = await session.run(feeds);
+      const outputs = await inference.run(feeds);
       for (const entry of run.outputs) {
         const { error, detail } = compareOutput(outputs[entry.name], readValues(dir, entry), entry);
-        const tolerance = entry.dtype.startsWith('float') ? c.tolerance : integerTolerance;
+        const tolerance = entry.dtype.startsWith('float') ? c.tolerance : 0;
         result.error = Math.max(result.error, error);
         if (!(error <= tolerance)) {
           result.failed = true;
@@ -157,7 +205,7 @@ async function runCase(ort, dir, c) {
       }
     }
   } finally {
-    await session.release();
+    await inference.release();
   }
   return result;
 }
@@ -169,7 +217,7 @@ async function main() {
   const ort = loadOrt(args.ortDir);
   const cases = manifest.cases.filter((c) => args.only.length === 0 || args.only.includes(c.name));
   for (const name of args.only) {
-    if (!manifest.cases.some((c) => c.name === name)) usage(`${args.manifest} has no case '${name}'`);
+    if (!manifest.cases.some((c) => c.name === name)) refuse(`${args.manifest} has no case '${name}'`);
   }
   let passed = 0;
   let failed = 0;
@@ -177,7 +225,7 @@ async function main() {
   for (const c of cases) {
     let result;
     try {
-      result = await runCase(ort, dir, c);
+      result = await runCase(ort, dir, c, args.optimization);
     } catch (e) {
       result = { error: Infinity, failed: true, details: [String(e.message).split('\n')[0]] };
     }

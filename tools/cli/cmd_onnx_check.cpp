@@ -1,10 +1,11 @@
 // `depthgrad onnx-check FILE`: what an ONNX model file holds, read with depthgrad's own codec
 // (train/io/onnx/proto.h): the IR version, the operator sets, the producer, the graph's inputs and
 // outputs (element type and shape, dynamic axes by name), how many nodes of each op type, the
-// initializers and their parameter count. A file that does not decode, or decodes to no model,
-// is one line and exit 1. It checks the file's structure only: it neither runs the graph nor
-// checks the nodes against the operator schemas (the onnx checker and ONNX Runtime do, in
-// tests/onnx/).
+// initializers and their parameter count, and the graph's wiring checked (nodes in order, every
+// tensor made before it is read and only once, every output made). A file that does not decode,
+// decodes to no model or is miswired is one line and exit 1. It checks the file's structure only:
+// it neither runs the graph nor checks the nodes against the operator schemas (the onnx checker
+// and ONNX Runtime do, in tests/onnx/).
 //
 //   depthgrad onnx-check model.onnx
 #include <fmt/core.h>
@@ -27,9 +28,11 @@ const char* kOnnxCheckHelp =
     "usage: depthgrad onnx-check FILE\n\n"
     "Print what an ONNX model file holds: its IR version, operator sets and producer, the\n"
     "graph's inputs and outputs (element type and shape; a dynamic axis by its name, ? when it\n"
-    "has none), the count of each op type, the initializers and their parameter count. A file\n"
-    "that is not a readable ONNX model is one line on stderr and exit 1. The file's structure\n"
-    "only: the graph is not run, nor its nodes checked against the operator schemas.\n\n"
+    "has none), the count of each op type, the initializers and their parameter count; checks\n"
+    "the graph's wiring (nodes in order, every tensor made before it is read and only once,\n"
+    "every output made). A file that is not a readable, well-wired ONNX model is one line on\n"
+    "stderr and exit 1. The file's structure only: the graph is not run, nor its nodes checked\n"
+    "against the operator schemas.\n\n"
     "flags:\n"
     "  --help                     show this help\n";
 
@@ -84,6 +87,38 @@ void print_ops(const onnx::GraphProto& graph) {
   for (const auto& [op, count] : counts) fmt::print("  {:<{}}  {}\n", op, width, count);
 }
 
+// The graph's wiring as ONNX requires it: nodes in topological order (every tensor a node reads is
+// a graph input, an initializer or an earlier node's output), each tensor made once, every graph
+// output made. Throws OnnxError naming the node and the tensor.
+void check_wiring(const onnx::GraphProto& graph, const std::string& path) {
+  std::map<std::string, std::string> made;  // tensor -> what makes it
+  auto define = [&](const std::string& name, const std::string& by) {
+    if (name.empty()) return;  // an optional output not asked for
+    const auto [it, fresh] = made.emplace(name, by);
+    if (!fresh)
+      throw onnx::OnnxError(fmt::format("{}: tensor '{}' is made twice, by {} and by {}", path,
+                                        name, it->second, by));
+  };
+  for (const onnx::TensorProto& t : graph.initializer) define(t.name, "an initializer");
+  for (const onnx::ValueInfo& v : graph.input)
+    if (!made.count(v.name)) define(v.name, "a graph input");  // an initializer may be listed too
+  for (size_t i = 0; i < graph.node.size(); ++i) {
+    const onnx::NodeProto& n = graph.node[i];
+    const std::string who =
+        fmt::format("node {} ({}{})", i, n.op_type, n.name.empty() ? "" : " '" + n.name + "'");
+    for (const std::string& input : n.input)
+      if (!input.empty() && !made.count(input))
+        throw onnx::OnnxError(fmt::format(
+            "{}: {} reads '{}', which no graph input, initializer or earlier node makes", path, who,
+            input));
+    for (const std::string& output : n.output) define(output, who);
+  }
+  for (const onnx::ValueInfo& v : graph.output)
+    if (!made.count(v.name))
+      throw onnx::OnnxError(fmt::format(
+          "{}: graph output '{}' is made by no node, graph input or initializer", path, v.name));
+}
+
 void print_model(const onnx::ModelProto& model, const std::string& path) {
   const onnx::GraphProto& graph = model.graph;
   std::string opsets;
@@ -110,6 +145,9 @@ void print_model(const onnx::ModelProto& model, const std::string& path) {
   print_ops(graph);
   fmt::print("initializers: {} ({} parameters)\n", graph.initializer.size(),
              parameter_count(graph, path));
+  fmt::print(
+      "wiring: ok (nodes in order, every tensor read is made first, each once; every "
+      "output made)\n");
 }
 
 }  // namespace
@@ -139,6 +177,8 @@ int cmd_onnx_check(int argc, char** argv, int start) {
     throw onnx::OnnxError(
         fmt::format("{}: not an ONNX model: ir_version (ModelProto field 1) is {}, not positive",
                     path, model.ir_version));
+  check_wiring(model.graph, path);  // before any output: a broken file is one line
+  parameter_count(model.graph, path);
   print_model(model, path);
   return 0;
 }

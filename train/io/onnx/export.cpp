@@ -208,15 +208,17 @@ ModelProto export_to_proto(Module& module, const ExportForward& forward,
         fmt::format("onnx export: opset {} is not supported (13 to 18)", options.opset));
   const std::vector<Tensor> inputs = traced_inputs(example_inputs);
   std::vector<Tensor> outputs;
-  std::vector<TracedOp> ops;
+  std::vector<TracedOp> ops, recorded;
   {
     // The trace ends before the mappings run: ops they call (a table's reshape) are not traced.
     OpTrace trace;
     EvalScope eval(module);
     outputs = forward(inputs);
     ops = trace.ops();
+    recorded = trace.recorded();
   }
   ExportGraph graph(options.opset);
+  graph.set_recorded(std::move(recorded));
   name_inputs(graph, inputs, value_names(options.input_names, inputs.size(), "input", "input"),
               options);
   for (const auto& [name, t] : module.named_parameters()) graph.declare_weight(t, name);

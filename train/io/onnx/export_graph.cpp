@@ -65,14 +65,14 @@ std::string ExportGraph::value(const Tensor& t) {
     initializers_.push_back(to_tensor_proto(weight->second.first, t));
     return names_[t.impl()] = weight->second.first;
   }
-  if (recorded_op(t))
+  const auto recorded = recorded_by_.find(t.impl());
+  if (recorded != recorded_by_.end() || recorded_op(t)) {
+    const std::string op = recorded != recorded_by_.end() ? recorded->second->op : recorded_op(t);
+    const std::string where = recorded != recorded_by_.end() ? recorded->second->module_path : "";
     throw OnnxError(fmt::format(
-        "onnx export: op '{}'{} has no ONNX mapping (it made {} on the way to the outputs)",
-        recorded_op(t),
-        current_ && !current_->module_path.empty()
-            ? fmt::format(" (read by an op in module '{}')", current_->module_path)
-            : std::string(),
-        t.describe()));
+        "onnx export: op '{}'{} has no ONNX mapping (it made {} on the way to the outputs)", op,
+        where.empty() ? std::string() : fmt::format(" in module '{}'", where), t.describe()));
+  }
   const std::string positions = positions_of(t);
   if (!positions.empty()) return names_[t.impl()] = positions;
   return constant(t, "constant");
@@ -111,6 +111,12 @@ std::string ExportGraph::positions_of(const Tensor& t) {
     }
   }
   return "";
+}
+
+void ExportGraph::set_recorded(std::vector<TracedOp> recorded) {
+  recorded_ = std::move(recorded);
+  for (const TracedOp& op : recorded_)
+    if (!op.outputs.empty() && op.outputs[0].defined()) recorded_by_[op.outputs[0].impl()] = &op;
 }
 
 std::string ExportGraph::output(const Tensor& t) {

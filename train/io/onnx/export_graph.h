@@ -79,6 +79,9 @@ class ExportGraph {
     weights_.emplace(t.impl(), NamedTensor{name, t});
   }
   bool bound(const Tensor& t) const { return names_.count(t.impl()) != 0; }
+  // The ops the tape recorded during the trace (OpTrace::recorded): a tensor one of them made
+  // that no traced op made is refused naming that op and its module.
+  void set_recorded(std::vector<TracedOp> recorded);
   // The module path of the op being exported (node names); set by the driver.
   void set_current(const TracedOp* op) { current_ = op; }
 
@@ -88,6 +91,8 @@ class ExportGraph {
   std::unordered_map<const TensorImpl*, std::vector<std::string>> dims_;
   std::unordered_map<const TensorImpl*, NamedTensor> weights_;
   std::vector<Tensor> inputs_;  // the graph's inputs, in order
+  std::vector<TracedOp> recorded_;
+  std::unordered_map<const TensorImpl*, const TracedOp*> recorded_by_;
   // Every tensor named or given dims here, held: the maps are keyed by TensorImpl*, which a
   // tensor freed while the graph is built could pass on to a new one.
   std::vector<Tensor> held_;
@@ -98,13 +103,15 @@ class ExportGraph {
   const TracedOp* current_ = nullptr;
 };
 
-// Rotate-half RoPE (autograd/ops.h's rope) on the ONNX value x, a tensor like `like` whose
-// positions run along axis `position_axis` (negative: from the end) and whose last axis is the
-// head size: pairs (i, i + hd/2) turned by position·base^(-2i/hd), positions from `offset`. The
-// cos/sin tables are constants of the traced length, cut to the input's length when that axis is
-// dynamic. Returns the rotated value. (Shared by the rope, linear_rope and attention mappings.)
-std::string rope_nodes(ExportGraph& g, const std::string& x, const Tensor& like,
-                       int64_t position_axis, double base, int64_t offset);
+// Rotate-half RoPE (autograd/ops.h's rope) on the ONNX value x, positions along axis
+// `position_axis` (counted from the end: -2 for [.., T, hd], -3 for [.., T, heads, hd]) and the
+// head size hd last: pairs (i, i + hd/2) turned by (position + offset)·base^(-2i/hd). The cos/sin
+// tables are constants of the traced length T, cut to the input's length when `dynamic_length`.
+// Returns the rotated value. (export_ops_sequence.cpp; the rope, linear_rope and attention
+// mappings share it.)
+std::string rope_nodes(ExportGraph& g, const std::string& x, int64_t T, int64_t hd, DType dtype,
+                       bool dynamic_length, double base, int64_t offset,
+                       int64_t position_axis = -2);
 
 // An op's mapping, and the table the driver looks ops up in (each export_ops*.cpp file adds its
 // family's entries).

@@ -210,8 +210,7 @@ void export_linear(G& g, const Op& op) {
   if (x.dim() == 2) {
     std::vector<std::string> inputs = {in(g, op, 0), in(g, op, 1)};
     if (bias.defined()) inputs.push_back(in(g, op, 2));
-    y = g.node("Gemm", inputs, {bias.defined() || residual.defined() ? name : name},
-               {attr("transB", int64_t{1})});
+    y = g.node("Gemm", inputs, {name}, {attr("transB", int64_t{1})});
   } else {
     const std::string wt =
         g.op("Transpose", {in(g, op, 1)}, {attr("perm", std::vector<int64_t>{1, 0})});
@@ -235,15 +234,10 @@ void rope_heads(G& g, const std::string& y, const Tensor& like,
   split.push_back(heads);
   split.push_back(width / heads);
   merge.push_back(width);
-  Shape split_shape = like.shape();
-  split_shape.back() = heads;
-  split_shape.push_back(width / heads);
-  const Tensor heads_like = Tensor::empty(split_shape, like.dtype());
-  std::vector<std::string> split_dims = dims;
-  split_dims.push_back("");
-  g.set_dims(heads_like, split_dims);
   const std::string x = g.op("Reshape", {y, g.constant_ints(split)});
-  const std::string rotated = rope_nodes(g, x, heads_like, -3, base, 0);
+  const bool dynamic_length = like.dim() >= 2 && !dims[size_t(like.dim() - 2)].empty();
+  const std::string rotated =
+      rope_nodes(g, x, like.size(-2), width / heads, like.dtype(), dynamic_length, base, 0, -3);
   g.node("Reshape", {rotated, g.constant_ints(merge)}, {output});
 }
 
@@ -584,31 +578,6 @@ void export_triangle(G& g, const Op& op) {
 }
 
 }  // namespace
-
-std::string rope_nodes(ExportGraph& g, const std::string& x, const Tensor& like,
-                       int64_t position_axis, double base, int64_t offset) {
-  const int64_t rank = like.dim(), axis = rank_axis(position_axis, rank);
-  const int64_t T = like.size(axis), hd = like.size(-1), half = hd / 2;
-  const RopeTables tables = rope_tables_for(T, hd, base, offset, like.dtype());
-  Shape table_shape(static_cast<size_t>(rank - axis), 1);  // [T, 1, .., hd/2]
-  table_shape.front() = T;
-  table_shape.back() = half;
-  std::string cos = g.constant(tables.cos.contiguous().reshape(table_shape).clone(), "rope_cos");
-  std::string sin = g.constant(tables.sin.contiguous().reshape(table_shape).clone(), "rope_sin");
-  if (!g.dims(like)[size_t(axis)].empty()) {  // a dynamic length: the tables' first rows
-    const std::string length =
-        g.op("Gather", {g.op("Shape", {x}), g.constant_ints({axis})}, {attr("axis", int64_t{0})});
-    cos = g.op("Slice", {cos, g.constant_ints({0}), length, g.constant_ints({0})});
-    sin = g.op("Slice", {sin, g.constant_ints({0}), length, g.constant_ints({0})});
-  }
-  const std::string x1 =
-      g.op("Slice", {x, g.constant_ints({0}), g.constant_ints({half}), g.constant_ints({-1})});
-  const std::string x2 =
-      g.op("Slice", {x, g.constant_ints({half}), g.constant_ints({hd}), g.constant_ints({-1})});
-  const std::string o1 = g.op("Sub", {g.op("Mul", {x1, cos}), g.op("Mul", {x2, sin})});
-  const std::string o2 = g.op("Add", {g.op("Mul", {x2, cos}), g.op("Mul", {x1, sin})});
-  return g.op("Concat", {o1, o2}, {attr("axis", int64_t{-1})});
-}
 
 // data table: depthgrad's op -> its ONNX mapping
 std::vector<OpExporterEntry> basic_op_exporters() {

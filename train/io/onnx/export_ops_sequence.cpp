@@ -11,15 +11,19 @@
 //     causal from Range and Greater on the runtime lengths, so another length runs), Softmax,
 //     MatMul. A row whose every key is masked gives zeros, as depthgrad's ops (not NaN)
 //   layer_norm -> LayerNormalization (opset >= 17), else ReduceMean, Sub, Mul, Add, Sqrt, Div;
-//     rms_norm -> Pow, ReduceMean, Add, Sqrt, Div, Mul; group_norm -> the same statistics over
-//     [N, G, C/G·spatial], then weight and bias per channel
+//     rms_norm -> Mul (x·x), ReduceMean, Add, Sqrt, Div, Mul; group_norm -> the same statistics
+//     over [N, G, C/G·spatial], then weight and bias per channel
 // ReduceMean and ReduceMax take their axes as an input from opset 18, as an attribute before.
 // Nothing to call here: export_model (export.h) runs these, e.g.
 //   dg::LSTM lstm({.input_size = 8, .hidden_size = 16, .batch_first = true});
 //   dg::onnx::export_model(lstm, [&](auto& in) { return std::vector{lstm(in[0]).output}; },
 //                          {x}, "lstm.onnx", {.dynamic_axes = {{"input", {{0, "batch"}}}}});
-// Refused (no mapping, named by the driver): lstm_sequence and gru_sequence called by hand (a
-// layer's own ones are covered by its recurrent_layer op), packed sequences (their per-step ops).
+// lstm_sequence and gru_sequence called by hand (a layer's own ones are covered by its
+// recurrent_layer op) -> one LSTM or GRU node per direction over the projections (W a
+// permutation). A layer over a PackedSequence is not one op: its steps export one by one (the
+// cells, where, stack), the traced lengths fixed.
+// float64 recurrent layers export as valid ONNX that ONNX Runtime 1.30 refuses ("LSTM operator
+// does not support double yet"; its GRU and RNN likewise): float32 runs.
 // rope and attention_heads' RoPE keep cos/sin tables of the traced length: a longer sequence fails
 // in the runtime (a shape error), a shorter one is sliced.
 #include <fmt/format.h>
@@ -93,7 +97,8 @@ void export_rms_norm(ExportGraph& g, const TracedOp& op) {
   const Tensor &x = op.inputs.at(0), &w = op.inputs.at(1);
   const DType dtype = x.dtype();
   const std::string xv = g.value(x), wv = g.value(w);
-  const std::string square = g.op("Pow", {xv, g.constant_scalar(2.0, dtype)});
+  // x·x, as depthgrad computes it (ONNX Runtime 1.30's Pow(x, 2) on float64 is off by ~1e-5)
+  const std::string square = g.op("Mul", {xv, xv});
   const std::string mean_square = reduce(g, "ReduceMean", square, {-1});
   const std::string root = g.op(
       "Sqrt", {g.op("Add", {mean_square, g.constant_scalar(op.attribute("eps").real, dtype)})});
@@ -226,15 +231,24 @@ void export_causal_attention(ExportGraph& g, const TracedOp& op) {
   g.set_dims(op.outputs[0], g.dims(q));
 }
 
-// Rotate-half RoPE of x [.., T, hd] (value xv): pairs (i, i + hd/2) turned by (position +
-// offset)·θ_i, the cos and sin tables [T, hd/2] constants of the traced length (sliced to the
+}  // namespace
+
+// Rotate-half RoPE (see export_graph.h): pairs (i, i + hd/2) turned by (position + offset)·θ_i,
+// the cos and sin tables [T, (1, ..,) hd/2] constants of the traced length (sliced to the
 // runtime T when T is dynamic).
 std::string rope_nodes(ExportGraph& g, const std::string& xv, int64_t T, int64_t hd, DType dtype,
-                       bool dynamic_length, double base, int64_t offset) {
-  const RopeTables tables = rope_tables_for(T, hd, base, offset, dtype);
-  std::string cos = g.constant(tables.cos, "rope_cos"), sin = g.constant(tables.sin, "rope_sin");
+                       bool dynamic_length, double base, int64_t offset, int64_t position_axis) {
+  const RopeTables tables = rope_tables_for(T, hd, base, offset, dtype);  // kept per thread
+  Shape table_shape(static_cast<size_t>(-position_axis), 1);              // [T, 1, .., hd/2]
+  table_shape.front() = T;
+  table_shape.back() = hd / 2;
+  auto table = [&](const Tensor& t, const char* hint) {  // one initializer for q's and k's
+    if (position_axis == -2) return g.bound(t) ? g.value(t) : g.constant(t, hint);
+    return g.constant(t.reshape(table_shape), hint);
+  };
+  std::string cos = table(tables.cos, "rope_cos"), sin = table(tables.sin, "rope_sin");
   if (dynamic_length) {
-    const std::string length = unsqueeze(g, dim_scalar(g, xv, -2), {0});
+    const std::string length = unsqueeze(g, dim_scalar(g, xv, position_axis), {0});
     cos = g.op("Slice", {cos, g.constant_ints({0}), length, g.constant_ints({0})});
     sin = g.op("Slice", {sin, g.constant_ints({0}), length, g.constant_ints({0})});
   }
@@ -248,6 +262,8 @@ std::string rope_nodes(ExportGraph& g, const std::string& xv, int64_t T, int64_t
       g.op("Add", {g.op("Mul", {x1, sin}), g.op("Mul", {x2, cos})});  // x1·sin + x2·cos
   return g.op("Concat", {first, second}, {attr("axis", int64_t{-1})});
 }
+
+namespace {
 
 // input x [.., T, hd]; base, position_offset.
 void export_rope(ExportGraph& g, const TracedOp& op) {
@@ -424,6 +440,76 @@ void export_recurrent_layer(ExportGraph& g, const TracedOp& op) {
     }
 }
 
+// The name of the time axis of a sequence op's gates_x [T·N, ..] whose rows are named `rows` and
+// whose batch `batch`: T's own ("T" of "T*N"), "rows/batch" otherwise, "" when rows are fixed.
+std::string time_dim(const std::string& rows, const std::string& batch) {
+  if (rows.empty() || batch.empty()) return rows;
+  const std::string suffix = "*" + batch;
+  if (rows.size() > suffix.size() && rows.ends_with(suffix))
+    return rows.substr(0, rows.size() - suffix.size());
+  return rows + "/" + batch;
+}
+
+// lstm_sequence / gru_sequence called by hand: per direction gates_x [T·N, G·H] (the input
+// projections, biases folded in), weight_hh, bias_hh (GRU) or undefined, h0, c0 (LSTM); outputs
+// per direction output [T, N, H], h_n, c_n; "reverse" per direction. One ONNX LSTM or GRU node per
+// direction whose X is gates_x seen as [T, N, G·H] and whose W is the permutation taking torch's
+// gates to ONNX's order (X·Wᵀ reorders the columns), R = weight_hh reordered, B = [0, b_hh].
+void export_sequence_op(ExportGraph& g, const TracedOp& op, const LayerKind& kind) {
+  const std::vector<int64_t> reverse = op.attribute("reverse").integers;
+  const bool lstm = kind.order.size() == 4;
+  for (size_t d = 0; d < reverse.size(); ++d) {
+    const Tensor* t = &op.inputs.at(5 * d);  // gates_x, weight_hh, bias_hh, h0, c0
+    const int64_t GH = t[1].size(0), H = t[1].size(1);
+    std::vector<double> W(size_t(GH * GH), 0.0), R, B;
+    for (size_t j = 0; j < kind.order.size(); ++j)
+      for (int64_t r = 0; r < H; ++r)
+        W[size_t((int64_t(j) * H + r) * GH + kind.order[j] * H + r)] = 1.0;
+    append_reordered(R, t[1], kind.order);
+    if (t[2].defined()) {
+      B.assign(size_t(GH), 0.0);
+      append_reordered(B, t[2], kind.order);
+    }
+    const DType dtype = t[1].dtype();
+    const std::string h0 = g.value(t[3]);
+    const std::string shape = g.op(
+        "Concat",
+        {g.constant_ints({-1}),
+         g.op("Gather", {g.op("Shape", {h0}), g.constant_ints({0})}, {attr("axis", int64_t{0})}),
+         g.constant_ints({GH})},
+        {attr("axis", int64_t{0})});
+    std::vector<std::string> inputs{
+        g.op("Reshape", {g.value(t[0]), shape}),
+        g.constant(Tensor::from_vector(W, {1, GH, GH}, dtype), "sequence_W"),
+        g.constant(Tensor::from_vector(R, {1, GH, H}, dtype), "sequence_R"),
+        B.empty() ? "" : g.constant(Tensor::from_vector(B, {1, 2 * GH}, dtype), "sequence_B"),
+        "",
+        unsqueeze(g, h0, {0})};
+    if (lstm) inputs.push_back(unsqueeze(g, g.value(t[4]), {0}));
+    std::vector<AttributeProto> attributes{attr("hidden_size", H)};
+    if (reverse[d]) attributes.push_back(attr("direction", std::string("reverse")));
+    if (!lstm) attributes.push_back(attr("linear_before_reset", kOne));
+    std::vector<std::string> outputs{g.fresh("Y"), g.fresh("Y_h")};
+    if (lstm) outputs.push_back(g.fresh("Y_c"));
+    g.node(kind.op_type, inputs, outputs, attributes);
+    const std::string batch = g.dims(t[3])[0];
+    for (size_t k = 0; k < outputs.size(); ++k) {  // Y [T, 1, N, H]; Y_h, Y_c [1, N, H]
+      const Tensor& out = op.outputs.at(3 * d + k);
+      g.node("Squeeze", {outputs[k], g.constant_ints({k == 0 ? 1 : 0})}, {g.output(out)});
+      if (k == 0)
+        g.set_dims(out, {time_dim(g.dims(t[0])[0], batch), batch, ""});
+      else
+        g.set_dims(out, {batch, ""});
+    }
+  }
+}
+void export_lstm_sequence(ExportGraph& g, const TracedOp& op) {
+  export_sequence_op(g, op, layer_kind("lstm"));
+}
+void export_gru_sequence(ExportGraph& g, const TracedOp& op) {
+  export_sequence_op(g, op, layer_kind("gru"));
+}
+
 }  // namespace
 
 std::vector<OpExporterEntry> sequence_op_exporters() {
@@ -439,6 +525,8 @@ std::vector<OpExporterEntry> sequence_op_exporters() {
       {"lstm_cell", export_lstm_cell},
       {"gru_cell", export_gru_cell},
       {"recurrent_layer", export_recurrent_layer},
+      {"lstm_sequence", export_lstm_sequence},
+      {"gru_sequence", export_gru_sequence},
   };
 }
 
