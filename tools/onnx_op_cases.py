@@ -4,7 +4,7 @@
 Builds tests/data/onnx/op_cases.onnx (opset 17) with python3-onnx's helper: four inputs (x [2,3,4],
 img [1,2,5,5], seq [3,2,4], m [3,4]) and one graph output per case (named after it), each an op
 with settings torch.onnx.export does not write (asymmetric pads, auto_pad, a reverse LSTM, a GRU
-without bias, exclusive reverse CumSum, negative Slice steps, integer shape arithmetic, Pad modes,
+without bias, RNNs, exclusive reverse CumSum, negative Slice steps, integer shape arithmetic, Pad modes,
 ...), and op_cases18.onnx with opset 18's forms (Reduce* axes as inputs, Split's num_outputs,
 Pad's axes). ONNX Runtime (onnxruntime-node 1.30.0, through tools/onnx_op_cases_ort.js) computes every
 output, and tests/onnx_op_cases.h gets the inputs and those outputs: the test compares depthgrad
@@ -174,6 +174,11 @@ def build():
     case("pad_reflect", "Pad", [img, ints(0, 0, 1, 2, 0, 0, 2, 1)], mode="reflect")
     case("pad_edge", "Pad", [img, ints(0, 0, 2, 0, 0, 0, 1, 3)], mode="edge")
     case("pad_constant", "Pad", [x, ints(0, 1, 0, 1, 0, 2), const(1.5)])
+    case("rnn_bidirectional", "RNN",
+         [seq, weight(2, 3, 4), weight(2, 3, 3), weight(2, 6), "", weight(2, 2, 3)], n_out=2,
+         hidden_size=3, direction="bidirectional")
+    case("rnn_relu_reverse", "RNN", [seq, weight(1, 3, 4), weight(1, 3, 3)], n_out=2,
+         hidden_size=3, direction="reverse", activations=["Relu"])
 
 
 def build_18():

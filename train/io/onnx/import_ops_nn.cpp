@@ -1,7 +1,7 @@
 // The importer's network ops (import_ops.h): MatMul and Gemm, Conv and ConvTranspose (1-d, 2-d),
-// the pools, the normalisations and the recurrent LSTM and GRU, with ONNX's semantics (opset 13 to
-// 18) on depthgrad's recorded ops. ONNX's LSTM gates come in the order i, o, f, c and GRU's in
-// z, r, h; depthgrad's (torch's) are i, f, g, o and r, z, n: the weights are reordered with
+// the pools, the normalisations and the recurrent LSTM, GRU and RNN, with ONNX's semantics (opset
+// 13 to 18) on depthgrad's recorded ops. ONNX's LSTM gates come in the order i, o, f, c and GRU's
+// in z, r, h; depthgrad's (torch's) are i, f, g, o and r, z, n: the weights are reordered with
 // recorded splits and a cat at each run, so their gradients reach the file's tensors.
 #include <fmt/format.h>
 
@@ -270,7 +270,7 @@ RecurrentShape check_recurrent(const NodeRun& node, int64_t gates) {
   if (!node.floats("activation_alpha").empty() || !node.floats("activation_beta").empty())
     node.fail("activation_alpha and activation_beta are not supported");
   const std::vector<std::string> activations = node.strings("activations");
-  for (size_t k = 0; k < activations.size(); ++k) {
+  for (size_t k = 0; gates > 1 && k < activations.size(); ++k) {  // RNN checks its own
     const bool gate = k % (gates == 4 ? 3 : 2) == 0;  // LSTM: f, g, h; GRU: f, g per direction
     if (activations[k] != (gate ? "Sigmoid" : "Tanh"))
       node.fail(
@@ -348,6 +348,41 @@ std::vector<Tensor> recurrent(const NodeRun& node) {
   return out;
 }
 
+// RNN: h_t = f(x_t·Wᵀ + Wb + h_{t−1}·Rᵀ + Rb), f Tanh (the default) or Relu per direction,
+// composed step by step from recorded ops (depthgrad's RNN layer runs the same steps).
+std::vector<Tensor> rnn(const NodeRun& node) {
+  const RecurrentShape s = check_recurrent(node, 1);
+  const std::vector<std::string> activations = node.strings("activations");
+  if (!activations.empty() && static_cast<int64_t>(activations.size()) != s.D)
+    node.fail(fmt::format("{} activations for {} direction(s)", activations.size(), s.D));
+  const Tensor x = reshape(node.input(0), {s.T * s.N, s.I});
+  const bool reverse_only = node.s("direction", "forward") == "reverse";
+  std::vector<Tensor> outputs, last;
+  for (int64_t d = 0; d < s.D; ++d) {
+    const std::string f = activations.empty() ? "Tanh" : activations[static_cast<size_t>(d)];
+    if (f != "Tanh" && f != "Relu")
+      node.fail(fmt::format("activation '{}' is not supported (Tanh or Relu)", f));
+    Tensor bias;
+    if (node.has(3)) {
+      const Tensor b = select(node.input(3), 0, d);
+      bias = add(slice(b, 0, 0, s.H), slice(b, 0, s.H, 2 * s.H));
+    }
+    const Tensor gates_x = reshape(linear(x, select(node.input(1), 0, d), bias), {s.T, s.N, s.H});
+    const Tensor recurrence = transpose(select(node.input(2), 0, d), 0, 1);  // Rᵀ [H, H]
+    Tensor h = initial_state(node, 5, s, d);
+    std::vector<Tensor> steps(static_cast<size_t>(s.T));
+    for (int64_t step = 0; step < s.T; ++step) {
+      const int64_t t = reverse_only || d == 1 ? s.T - 1 - step : step;
+      const Tensor pre = add(select(gates_x, 0, t), matmul(h, recurrence));
+      h = f == "Tanh" ? tanh(pre) : relu(pre);
+      steps[static_cast<size_t>(t)] = h;
+    }
+    outputs.push_back(stack(steps, 0));
+    last.push_back(h);
+  }
+  return {stack(outputs, 1), stack(last, 0)};
+}
+
 constexpr const char* kRecurrentAttributes =
     "hidden_size:i direction:s layout:i clip:f input_forget:i linear_before_reset:i "
     "activations:strings activation_alpha:floats activation_beta:floats";
@@ -379,6 +414,7 @@ const std::vector<OpSpec>& nn_ops() {
       {"LayerNormalization", 2, 3, 3, "axis:i epsilon:f stash_type:i", layer_normalization},
       {"LSTM", 3, 8, 3, kRecurrentAttributes, recurrent<true>},
       {"GRU", 3, 6, 2, kRecurrentAttributes, recurrent<false>},
+      {"RNN", 3, 6, 2, kRecurrentAttributes, rnn},
   };
   return ops;
 }
