@@ -9,10 +9,12 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 
 #include "tests/onnx_op_cases.h"
 #include "train/io/onnx/import.h"
+#include "train/io/onnx/import_ops.h"
 
 using namespace dg;
 
@@ -61,4 +63,23 @@ TEST_CASE(
   auto model = onnx::load(std::string(DG_SOURCE_DIR) + "/tests/data/onnx/op_cases18.onnx");
   CHECK(model->opset() == 18);
   check_cases("op_cases18.onnx", onnx_op_case18_outputs());
+}
+
+TEST_CASE("the op table: every row's attributes have known types and every op one row") {
+  std::set<std::string> ops;
+  for (const auto* family : {&onnx::elementwise_ops(), &onnx::shape_ops(), &onnx::nn_ops()})
+    for (const onnx::OpSpec& spec : *family) {
+      CAPTURE(spec.op_type);
+      CHECK_NOTHROW(onnx::spec_attributes(spec));
+      CHECK(ops.insert(spec.op_type).second);
+      CHECK(onnx::find_op(spec.op_type) == &spec);
+      CHECK(spec.min_inputs <= spec.max_inputs);
+      CHECK(spec.max_outputs >= 1);
+    }
+  CHECK(ops.size() >= 88);  // the table as written (train/README.md lists them)
+  CHECK(onnx::find_op("Mish") == nullptr);
+  const onnx::OpSpec misspelt{"Fake", 1, 1, 1, "axis:int", nullptr};
+  CHECK_THROWS_WITH_AS(onnx::spec_attributes(misspelt),
+                       "the importer's row of Fake lists attribute 'axis:int' without a known type",
+                       std::logic_error);
 }

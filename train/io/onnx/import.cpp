@@ -21,29 +21,6 @@ std::string node_label(const NodeProto& node, size_t index) {
   return node.name.empty() ? fmt::format("#{}", index) : node.name;
 }
 
-// "name:type name:type" -> the AttributeProto type each name must have.
-std::map<std::string, int32_t> attribute_types(const char* spec) {
-  static const std::map<std::string, int32_t> kinds = {{"f", AttributeProto::f},
-                                                       {"i", AttributeProto::i},
-                                                       {"s", AttributeProto::s},
-                                                       {"t", AttributeProto::t},
-                                                       {"floats", AttributeProto::floats},
-                                                       {"ints", AttributeProto::ints},
-                                                       {"strings", AttributeProto::strings}};
-  std::map<std::string, int32_t> out;
-  std::string text = spec;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find(' ', at);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(at, end - at);
-    const size_t colon = item.find(':');
-    if (colon != std::string::npos) out[item.substr(0, colon)] = kinds.at(item.substr(colon + 1));
-    at = end + 1;
-  }
-  return out;
-}
-
 const char* attribute_type_name(int32_t type) {
   static const char* names[] = {"undefined", "float", "int",     "string",  "tensor", "graph",
                                 "floats",    "ints",  "strings", "tensors", "graphs"};
@@ -130,7 +107,7 @@ void OnnxGraph::read_inputs() {
 
 void OnnxGraph::check_attributes(const NodeProto& node, const std::string& label,
                                  const OpSpec& spec) const {
-  const std::map<std::string, int32_t> types = attribute_types(spec.attributes);
+  const std::map<std::string, int32_t> types = spec_attributes(spec);
   std::set<std::string> seen;
   for (const AttributeProto& a : node.attribute) {
     const std::string where =

@@ -343,6 +343,33 @@ const std::vector<OpSpec>& elementwise_ops() {
   return ops;
 }
 
+std::map<std::string, int32_t> spec_attributes(const OpSpec& spec) {
+  static const std::map<std::string, int32_t> kinds = {{"f", AttributeProto::f},
+                                                       {"i", AttributeProto::i},
+                                                       {"s", AttributeProto::s},
+                                                       {"t", AttributeProto::t},
+                                                       {"floats", AttributeProto::floats},
+                                                       {"ints", AttributeProto::ints},
+                                                       {"strings", AttributeProto::strings}};
+  std::map<std::string, int32_t> out;
+  const std::string text = spec.attributes;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(' ', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(at, end - at);
+    const size_t colon = item.find(':');
+    const auto kind = colon == std::string::npos ? kinds.end() : kinds.find(item.substr(colon + 1));
+    if (kind == kinds.end())
+      throw std::logic_error(
+          fmt::format("the importer's row of {} lists attribute '{}' without a known type",
+                      spec.op_type, item));
+    out[item.substr(0, colon)] = kind->second;
+    at = end + 1;
+  }
+  return out;
+}
+
 const OpSpec* find_op(const std::string& op_type) {
   for (const auto* family : {&elementwise_ops(), &shape_ops(), &nn_ops()})
     for (const OpSpec& spec : *family)

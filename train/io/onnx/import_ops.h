@@ -5,6 +5,7 @@
 // import.cpp checks every node against its row at load and calls the row's run.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,10 @@ struct OpSpec {
   const char* attributes;
   OpFunction run;
 };
+
+// A row's attributes, name -> AttributeProto type; throws std::logic_error naming the op for a
+// type the table misspells (tests/test_onnx_ops.cpp reads every row).
+std::map<std::string, int32_t> spec_attributes(const OpSpec& spec);
 
 // The rows of each family, and the one lookup (nullptr for an op without a row).
 const std::vector<OpSpec>& elementwise_ops();
