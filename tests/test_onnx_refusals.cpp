@@ -357,3 +357,25 @@ TEST_CASE("integer shape arithmetic wraps as two's complement, as ONNX Runtime's
   CHECK(out[1].contiguous().data<int64_t>()[0] == -2);
   CHECK(out[2].contiguous().data<int64_t>()[0] == std::numeric_limits<int64_t>::min());
 }
+
+TEST_CASE("GroupNormalization refuses groups that do not divide the channels or misshapen scales") {
+  ModelProto m = valid_model();  // y is [batch, 2]: two channels
+  m.opset_import = {{"", 18}};
+  m.graph.node.push_back(node("GroupNormalization", {"y", "s", "s"}, {"z"}, "norm"));
+  m.graph.output.push_back(value("z", ElemType::float32, {}));
+  AttributeProto groups;
+  groups.name = "num_groups";
+  groups.type = AttributeProto::i;
+  groups.i_value = 3;
+  m.graph.node.back().attribute = {groups};
+  m.graph.initializer.push_back(to_tensor_proto("s", Tensor::ones({3})));
+  CHECK_THROWS_WITH_AS(load_bytes(encode_model(m), kSource)->run({Tensor::zeros({1, 3})}),
+                       "model.onnx: node 'norm' (GroupNormalization): num_groups 3 does not "
+                       "divide the 2 channels",
+                       OnnxError);
+  m.graph.node.back().attribute[0].i_value = 2;
+  CHECK_THROWS_WITH_AS(load_bytes(encode_model(m), kSource)->run({Tensor::zeros({1, 3})}),
+                       "model.onnx: node 'norm' (GroupNormalization): scale and bias should be "
+                       "[2] (one value per group)",
+                       OnnxError);
+}

@@ -182,7 +182,8 @@ def build():
 
 
 def build_18():
-    """Opset 18's forms: the axes of every Reduce* as an input, Split's num_outputs, Pad's axes."""
+    """Opset 18's forms: the axes of every Reduce* as an input, Split's num_outputs, Pad's axes,
+    GroupNormalization (scale and bias per group)."""
     x, img = "x", "img"
     case("reduce_mean_axes_input", "ReduceMean", [x, ints(0, -1)])
     case("reduce_max_axes_input", "ReduceMax", [x, ints(1)], keepdims=0)
@@ -190,6 +191,10 @@ def build_18():
     case("reduce_l2_axes_input", "ReduceL2", [x, ints(2)])
     case("split_num_outputs", "Split", [img], n_out=3, axis=3, num_outputs=3)
     case("pad_axes", "Pad", [img, ints(1, 2, 0, 1), const(-1.0), ints(2, 3)])
+    case("group_normalization", "GroupNormalization", [img, weight(2), weight(2)], num_groups=2,
+         epsilon=1e-3)
+    case("group_normalization_one_group", "GroupNormalization", [img, weight(1), weight(1)],
+         num_groups=1)
 
 
 def save(path, opset):

@@ -232,6 +232,26 @@ std::vector<Tensor> instance_normalization(const NodeRun& node) {
   return {group_norm(x, x.size(1), node.input(1), node.input(2), node.f("epsilon", 1e-5))};
 }
 
+// GroupNormalization (opset 18): statistics per sample over each of num_groups groups of
+// channels, then scale and bias given per group (opset 18's form; 21 made them per channel).
+std::vector<Tensor> group_normalization(const NodeRun& node) {
+  const Tensor &x = node.input(0), &scale_by_group = node.input(1), &bias_by_group = node.input(2);
+  const int64_t groups = node.i("num_groups", 0);
+  if (x.dim() < 2 || groups < 1 || x.size(1) % groups != 0)
+    node.fail(fmt::format("num_groups {} does not divide the {} channels", groups,
+                          x.dim() < 2 ? 0 : x.size(1)));
+  if (scale_by_group.shape() != Shape{groups} || bias_by_group.shape() != Shape{groups})
+    node.fail(fmt::format("scale and bias should be [{}] (one value per group)", groups));
+  const int64_t per_group = x.size(1) / groups;
+  auto per_channel = [&](const Tensor& t) {  // [G] -> [1, C, 1, ...]
+    Shape shape(static_cast<size_t>(x.dim()), 1);
+    shape[1] = x.size(1);
+    return reshape(expand(reshape(t, {groups, 1}), {groups, per_group}), shape);
+  };
+  const Tensor normalised = group_norm(x, groups, Tensor(), Tensor(), node.f("epsilon", 1e-5));
+  return {add(mul(normalised, per_channel(scale_by_group)), per_channel(bias_by_group))};
+}
+
 // LayerNormalization over the axes from `axis` on: layer_norm for the last axis, else composed.
 std::vector<Tensor> layer_normalization(const NodeRun& node) {
   if (node.output_count() > 1) node.fail("the Mean and InvStdDev outputs are not supported");
@@ -411,6 +431,7 @@ const std::vector<OpSpec>& nn_ops() {
       {"GlobalMaxPool", 1, 1, 1, "", global_pool<true>},
       {"BatchNormalization", 5, 5, 3, "epsilon:f momentum:f training_mode:i", batch_normalization},
       {"InstanceNormalization", 3, 3, 1, "epsilon:f", instance_normalization},
+      {"GroupNormalization", 3, 3, 1, "epsilon:f num_groups:i", group_normalization},
       {"LayerNormalization", 2, 3, 3, "axis:i epsilon:f stash_type:i", layer_normalization},
       {"LSTM", 3, 8, 3, kRecurrentAttributes, recurrent<true>},
       {"GRU", 3, 6, 2, kRecurrentAttributes, recurrent<false>},
