@@ -4,7 +4,8 @@
 // refuses the ops with no ONNX form, such as the losses) is exported in float32 and run back
 // through the importer, within 1e-5 of the output's largest
 // value; so are an MLP, a CNN with batch norm, a 2-layer LSTM classifier and a TransformerEncoder
-// classifier at a second batch size, and their parameters come back under their own names.
+// classifier at a second batch size, and their parameters come back under their own names; the
+// language model (standard and RD-AttnRes residual modes) through export_lm_onnx at two lengths.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -15,16 +16,20 @@
 #include "autograd/ops.h"
 #include "nn/containers.h"
 #include "nn/layers.h"
+#include "nn/lm/micro_lm.h"
 #include "nn/recurrent.h"
 #include "nn/transformer.h"
 #include "nn/vision_layers.h"
 #include "tensor/factory.h"
 #include "tensor/rng.h"
+#include "tests/temp_dir.h"
 #include "train/io/onnx/export.h"
 #include "train/io/onnx/import.h"
 #include "train/io/onnx/tensors.h"
+#include "train/lm/export_onnx.h"
 
 using namespace dg;
+using dg::test::TempDir;
 
 namespace {
 
@@ -175,4 +180,32 @@ TEST_CASE("an MLP, a CNN with batch norm, an LSTM and an encoder come back from 
 
   EncoderClassifier encoder;
   check_round_trip(encoder, randn({3, 5, 8}), randn({2, 5, 8}));
+}
+
+TEST_CASE("the language model exported by export_lm_onnx comes back at two lengths") {
+  TempDir dir("onnx_roundtrip");
+  for (const char* mode : {"standard", "rd_attnres"}) {
+    CAPTURE(mode);
+    manual_seed(5);
+    MicroLMConfig config{
+        .vocab = 50, .dim = 16, .layers = 2, .heads = 4, .kv_heads = 2, .seq_len = 8};
+    config.mode = residual_mode(mode);
+    MicroLM model(config);
+    {
+      NoGradGuard no_grad;  // weights away from their initial values (zero projections, unit gains)
+      for (Tensor p : model.parameters()) p.copy_from(scale(randn(p.shape()), 0.3));
+    }
+    const std::string path = (dir.path / (std::string(mode) + ".onnx")).string();
+    export_lm_onnx(model, path, {.dynamic_sequence = true});
+    auto back = onnx::load(path);
+    model.eval();
+    NoGradGuard no_grad;
+    for (const Shape& shape : {Shape{3, 8}, Shape{2, 5}}) {
+      CAPTURE(shape_str(shape));
+      const Tensor ids = to_dtype(floor(scale(rand(shape), 49.99)), DType::i64);
+      const Tensor want = model.forward(ids), got = (*back)(ids);
+      CHECK(got.shape() == want.shape());
+      CHECK(scaled_error(got, want) <= 1e-5);
+    }
+  }
 }
