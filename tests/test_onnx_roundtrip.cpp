@@ -22,6 +22,7 @@
 #include "nn/vision_layers.h"
 #include "tensor/factory.h"
 #include "tensor/rng.h"
+#include "tests/onnx/op_rows.h"
 #include "tests/temp_dir.h"
 #include "train/io/onnx/export.h"
 #include "train/io/onnx/import.h"
@@ -50,14 +51,9 @@ TEST_CASE("every op row the exporter maps comes back through the importer with i
   int rows = 0;
   for (const OpCase& c : all_op_cases()) {
     CAPTURE(c.name);
-    std::vector<Tensor> inputs;
-    for (const Tensor& t : c.make_inputs())
-      inputs.push_back(t.defined() && is_floating(t.dtype()) ? to_dtype(detach(t), DType::f32)
-                                                             : detach(t));
+    const std::vector<Tensor> inputs = onnx_cases::float32_row_inputs(c);
     Module none;
-    const onnx::ExportForward forward = [&c](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{c.fn(in)};
-    };
+    const onnx::ExportForward forward = onnx_cases::row_forward(c);
     onnx::ModelProto file;
     try {
       file = onnx::export_to_proto(none, forward, inputs);

@@ -17,6 +17,7 @@
 #include "tensor/factory.h"
 #include "tensor/rng.h"
 #include "tests/onnx/onnx_cases.h"
+#include "tests/onnx/op_rows.h"
 #include "tools/example/fashion_cnn_model.h"
 #include "tools/example/gpt2_model.h"
 #include "train/io/onnx/export.h"
@@ -132,14 +133,9 @@ int write_op_row_cases(const std::string& dir) {
     std::string name = fmt::format("op_{:03}_{}", row++, c.name.substr(0, 48));
     for (char& ch : name)
       if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-') ch = '_';
-    std::vector<Tensor> inputs;
-    for (const Tensor& t : c.make_inputs())
-      inputs.push_back(t.defined() && is_floating(t.dtype()) ? to_dtype(detach(t), DType::f32)
-                                                             : detach(t));
+    const std::vector<Tensor> inputs = float32_row_inputs(c);
     Module none;
-    const onnx::ExportForward forward = [&c](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{c.fn(in)};
-    };
+    const onnx::ExportForward forward = row_forward(c);
     const std::string file = name + ".onnx";
     try {
       onnx::export_model(none, forward, inputs, dir + "/" + file);

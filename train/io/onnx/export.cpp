@@ -168,11 +168,10 @@ void map_ops(ExportGraph& graph, const std::vector<const TracedOp*>& path) {
 }
 
 GraphProto name_outputs(ExportGraph& graph, const std::vector<Tensor>& inputs,
+                        const std::vector<std::string>& in_names,
                         const std::vector<Tensor>& outputs, const ExportOptions& options) {
   GraphProto g;
   g.name = "depthgrad";
-  const std::vector<std::string> in_names =
-      value_names(options.input_names, inputs.size(), "input", "input");
   for (size_t k = 0; k < inputs.size(); ++k)
     g.input.push_back(value_info(in_names[k], inputs[k], graph.dims(inputs[k])));
   const std::vector<std::string> out_names =
@@ -206,6 +205,8 @@ ModelProto export_to_proto(Module& module, const ExportForward& forward,
   if (options.opset < 13 || options.opset > 18)
     throw std::invalid_argument(
         fmt::format("onnx export: opset {} is not supported (13 to 18)", options.opset));
+  const std::vector<std::string> in_names =
+      value_names(options.input_names, example_inputs.size(), "input", "input");
   const std::vector<Tensor> inputs = traced_inputs(example_inputs);
   std::vector<Tensor> outputs;
   std::vector<TracedOp> ops, recorded;
@@ -219,8 +220,7 @@ ModelProto export_to_proto(Module& module, const ExportForward& forward,
   }
   ExportGraph graph(options.opset);
   graph.set_recorded(std::move(recorded));
-  name_inputs(graph, inputs, value_names(options.input_names, inputs.size(), "input", "input"),
-              options);
+  name_inputs(graph, inputs, in_names, options);
   for (const auto& [name, t] : module.named_parameters()) graph.declare_weight(t, name);
   for (const auto& [name, t] : module.named_buffers()) graph.declare_weight(t, name);
   map_ops(graph, ops_on_path(ops, outputs, graph));
@@ -229,7 +229,7 @@ ModelProto export_to_proto(Module& module, const ExportForward& forward,
   model.producer_name = options.producer_name;
   model.opset_import = {OpsetId{"", options.opset}};
   model.has_graph = true;
-  model.graph = name_outputs(graph, inputs, outputs, options);
+  model.graph = name_outputs(graph, inputs, in_names, outputs, options);
   return model;
 }
 
