@@ -111,9 +111,9 @@ Tensor rope_heads(const Tensor& y, int64_t heads, double base) {
   const Tensor split = permute(reshape(y, {B, T, heads, hd}), {0, 2, 1, 3});  // [B, heads, T, hd]
   return reshape(permute(rope(split, base), {0, 2, 1, 3}), y.shape());
 }
-// residual + layer(x): fused into one op (linear_add) unless the layer has forward hooks.
+// residual + layer(x): fused into one op (linear_add) when the layer is plain.
 Tensor linear_plus(const Tensor& residual, const Tensor& x, const Linear& layer) {
-  if (layer.has_forward_hooks()) return add(residual, layer.forward(x));
+  if (!layer.plain()) return add(residual, layer.forward(x));
   return linear_add(residual, x, layer.weight, layer.bias);
 }
 }  // namespace
@@ -130,7 +130,7 @@ Tensor CausalSelfAttention::forward(const Tensor& u_qk, const Tensor& u_v,
     const int64_t H = config.heads, Hkv = config.kv_heads;
     auto project = [&](const Linear* l, const Tensor& u, int64_t n) {
       if (!config.rope) return (*l)(u);
-      if (l->has_forward_hooks()) return rope_heads(l->forward(u), n, config.rope_base);
+      if (!l->plain()) return rope_heads(l->forward(u), n, config.rope_base);
       return linear_rope(u, l->weight, l->bias, n, config.rope_base);
     };
     const Tensor qp = project(q, u_qk, H);

@@ -50,6 +50,11 @@ class Linear : public Module {
          DType dtype = get_default_dtype());
   Tensor forward(const Tensor& x) const override;  // x [.., in] -> [.., out]
   std::string extra_repr() const override;         // torch's text
+  // True when forward(x) is exactly linear(x, weight, bias): no forward hooks (and nothing else
+  // changes what the layer computes). Fused callers (linear_rope, linear_add, the LM head's
+  // linear_cross_entropy, cached decoding) read `weight` themselves only then, and otherwise
+  // call forward().
+  bool plain() const { return !has_forward_hooks(); }
   int64_t in_features, out_features;
   Tensor weight;  // [out, in]
   Tensor bias;    // [out] or undefined

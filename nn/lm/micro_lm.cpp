@@ -166,7 +166,7 @@ Tensor MicroLM::loss(const Tensor& ids, const Tensor& targets) {
   Tensor h = features(ids);  // [B, T, D]
   const int64_t rows = h.size(0) * h.size(1);
   const Tensor flat = reshape(h, {rows, config_.dim});
-  if (head && head->has_forward_hooks())
+  if (head && !head->plain())
     return cross_entropy((*head)(flat), raw::view_reshape(targets, {rows}));
   return linear_cross_entropy(flat, head_weight(), raw::view_reshape(targets, {rows}));
 }
