@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "nn/init.h"
+#include "tensor/quantized_matrix.h"
 
 namespace dg {
 
@@ -52,7 +53,12 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, DType dtype)
   }
 }
 Tensor Linear::forward(const Tensor& x) const {
-  return hooked([&](const Tensor& x) { return linear(x, weight, bias); }, x);
+  return hooked(
+      [&](const Tensor& x) {
+        return quantized_weight ? quantized_linear(x, *quantized_weight, bias)
+                                : linear(x, weight, bias);
+      },
+      x);
 }
 
 RMSNorm::RMSNorm(int64_t dim, double eps_, DType dtype) : Module(dtype), eps(eps_) {

@@ -54,10 +54,13 @@ class Linear : public Module {
   // changes what the layer computes). Fused callers (linear_rope, linear_add, the LM head's
   // linear_cross_entropy, cached decoding) read `weight` themselves only then, and otherwise
   // call forward().
-  bool plain() const { return !has_forward_hooks(); }
+  bool plain() const { return !has_forward_hooks() && !quantized_weight; }
   int64_t in_features, out_features;
-  Tensor weight;  // [out, in]
+  Tensor weight;  // [out, in]; undefined once quantized
   Tensor bias;    // [out] or undefined
+  // The frozen weight in bf16 or int8, set by quantize_frozen (nn/quantize.h): then `weight` is
+  // undefined and forward() runs quantized_linear (no weight gradient).
+  std::shared_ptr<const QuantizedMatrix> quantized_weight;
 };
 
 class RMSNorm : public Module {
