@@ -24,17 +24,16 @@ void check_quantized_linear(const Tensor& x, const QuantizedMatrix& weight, cons
             fmt::format("an input [.., {}] matching the {} weight [{}, {}]", weight.cols,
                         quant_format_name(weight.format), weight.rows, weight.cols));
   if (bias.defined())
-    check_arg(bias.dim() == 1 && bias.size(0) == weight.rows && bias.dtype() == x.dtype(), op,
-              bias, fmt::format("a bias [{}] of the input's dtype {}", weight.rows,
-                                dtype_name(x.dtype())));
+    check_arg(
+        bias.dim() == 1 && bias.size(0) == weight.rows && bias.dtype() == x.dtype(), op, bias,
+        fmt::format("a bias [{}] of the input's dtype {}", weight.rows, dtype_name(x.dtype())));
 }
 
 // The node: dx = dy · Ŵ, dbias = Σ_rows dy. x is held weakly (its values are never read).
 void record_quantized_linear(const Tensor& x, const QuantizedMatrix& weight, const Tensor& bias,
                              Tensor& y, int64_t R) {
   RecordedNode node = record(
-      "quantized_linear", {x, bias}, y,
-      [x_weak = WeakTensor(x), weight, bias, R](const Tensor& g) {
+      "quantized_linear", {x, bias}, y, [x_weak = WeakTensor(x), weight, bias, R](const Tensor& g) {
         const Tensor dy = kernel_input(g);  // [R, out]
         const Tensor x = x_weak.lock();
         dispatch_float(dy.dtype(), "quantized_linear", [&]<class T>() {

@@ -14,9 +14,9 @@ void quantize_linear(Linear& layer, QuantFormat format) {
                                        layer.path(),
                                        quant_format_name(layer.quantized_weight->format)));
   if (!layer.weight.defined() || layer.weight.dtype() != DType::f32)
-    throw std::invalid_argument(fmt::format(
-        "quantize_linear: Linear '{}' needs a float32 weight to quantize, got {}", layer.path(),
-        layer.weight.defined() ? layer.weight.describe() : "none"));
+    throw std::invalid_argument(
+        fmt::format("quantize_linear: Linear '{}' needs a float32 weight to quantize, got {}",
+                    layer.path(), layer.weight.defined() ? layer.weight.describe() : "none"));
   auto q = std::make_shared<QuantizedMatrix>(quantize_matrix(layer.weight, format));
   layer.unregister_parameter("weight");  // refuses while flat buffers hold it: nothing changed yet
   layer.weight = Tensor();

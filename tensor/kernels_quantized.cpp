@@ -49,8 +49,8 @@ void dequantize_tile(const QuantizedMatrix& q, int64_t row0, int64_t count, int6
 
 // Y[:, panel p] = X · Ŵ[panel p]ᵀ (+ Y): one panel, on the calling thread.
 template <class T>
-void forward_panel(const T* X, int64_t M, int64_t ldx, const QuantizedMatrix& q, T* Y,
-                   int64_t ldy, bool accumulate, int64_t p) {
+void forward_panel(const T* X, int64_t M, int64_t ldx, const QuantizedMatrix& q, T* Y, int64_t ldy,
+                   bool accumulate, int64_t p) {
   const int64_t K = q.cols, row0 = p * kQuantPanelRows;
   const int64_t count = std::min(kQuantPanelRows, q.rows - row0);
   T* panel = panel_buffer<T>(count * K);

@@ -77,8 +77,9 @@ void check_finite(const float* w, int64_t N, int64_t K, const Tensor& t) {
 
 QuantizedMatrix quantize_matrix(const Tensor& w, QuantFormat format) {
   if (!w.defined() || w.dtype() != DType::f32 || w.dim() != 2)
-    throw std::invalid_argument(fmt::format("quantize_matrix: needs a float32 weight [N, K], got {}",
-                                            w.defined() ? w.describe() : "an undefined tensor"));
+    throw std::invalid_argument(
+        fmt::format("quantize_matrix: needs a float32 weight [N, K], got {}",
+                    w.defined() ? w.describe() : "an undefined tensor"));
   const Tensor wc = w.is_contiguous() ? w : raw::clone(w);
   QuantizedMatrix q;
   q.format = format;

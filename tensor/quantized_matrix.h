@@ -49,10 +49,10 @@ struct QuantizedMatrix {
   int64_t rows = 0, cols = 0;
   Tensor values, scales;
 
-  const int8_t* int8_rows() const;     // [rows, cols]
-  const uint16_t* bf16_rows() const;   // [rows, cols]
-  const float* scale_data() const;     // [rows] (int8 only)
-  int64_t bytes() const;               // values + scales
+  const int8_t* int8_rows() const;    // [rows, cols]
+  const uint16_t* bf16_rows() const;  // [rows, cols]
+  const float* scale_data() const;    // [rows] (int8 only)
+  int64_t bytes() const;              // values + scales
   // Throws std::invalid_argument naming `who` when the tensors do not hold the format and shape.
   void check(const char* who) const;
 };

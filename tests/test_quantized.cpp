@@ -42,8 +42,8 @@ struct Shape3 {
 };
 // M = 1 (the GEMV), N = 1, K around the 16/32-lane chunks, N around the 64-row panels, M and K
 // around the 256 tiles of the backward.
-const Shape3 kShapes[] = {{1, 1, 1},   {1, 5, 33},   {3, 1, 17},    {4, 7, 31},  {2, 65, 100},
-                          {5, 130, 47}, {1, 200, 513}, {1, 9, 15},  {300, 70, 300}, {7, 64, 64}};
+const Shape3 kShapes[] = {{1, 1, 1},    {1, 5, 33},    {3, 1, 17}, {4, 7, 31},     {2, 65, 100},
+                          {5, 130, 47}, {1, 200, 513}, {1, 9, 15}, {300, 70, 300}, {7, 64, 64}};
 
 // Whether |exact − got| ≤ the header's bound for each output element of y = x·Wᵀ + b.
 void check_bound(const Tensor& w, const QuantizedMatrix& q, const std::vector<float>& x,
@@ -74,9 +74,8 @@ void check_bound(const Tensor& w, const QuantizedMatrix& q, const std::vector<fl
 TEST_CASE("quantize_matrix: int8 per row, scale max|w|/127, round to nearest even; bf16 rounded") {
   // Row 0: max 2.54, so s = 0.02: 0.05 / s = 2.5 (ties to even: 2), 0.07 / s = 3.5 (4).
   // Row 1: all zeros (scale 0). Row 2: one value (q = 127).
-  const Tensor w =
-      Tensor::from_vector(std::vector<float>{2.54f, -0.05f, 0.07f, -2.54f, 0, 0, 0, 0, 0, 0, 0, -3},
-                          {3, 4});
+  const Tensor w = Tensor::from_vector(
+      std::vector<float>{2.54f, -0.05f, 0.07f, -2.54f, 0, 0, 0, 0, 0, 0, 0, -3}, {3, 4});
   const QuantizedMatrix q = quantize_matrix(w, QuantFormat::int8);
   CHECK(q.rows == 3);
   CHECK(q.cols == 4);
@@ -259,10 +258,10 @@ TEST_CASE("quantized_linear: float64 gradient check of the input and the bias") 
   for (QuantFormat format : {QuantFormat::int8, QuantFormat::bf16}) {
     CAPTURE(quant_format_name(format));
     const QuantizedMatrix q = quantize_matrix(random_weight(6, 5, 18, 2), format);
-    const GradcheckResult r = gradcheck(
-        "quantized_linear",
-        [&](const std::vector<Tensor>& in) { return quantized_linear(in[0], q, in[1]); },
-        {random_tensor({2, 3, 5}, 19), random_tensor({6}, 20)});
+    const GradcheckResult r =
+        gradcheck("quantized_linear",
+                  [&](const std::vector<Tensor>& in) { return quantized_linear(in[0], q, in[1]); },
+                  {random_tensor({2, 3, 5}, 19), random_tensor({6}, 20)});
     CHECK_MESSAGE(r.passed, r.message);
     CHECK(r.checks > 0);
   }
@@ -289,8 +288,8 @@ TEST_CASE("quantize_matrix and parse_quant_format refuse bad input with a clear 
                     doctest::Contains("float32 weight [N, K]"));
   CHECK_THROWS_WITH(quantize_matrix(Tensor::zeros({2, 2}, DType::f64), QuantFormat::bf16),
                     doctest::Contains("float32 weight [N, K]"));
-  const Tensor bad =
-      Tensor::from_vector(std::vector<float>{1, 2, 3, std::numeric_limits<float>::infinity()}, {2, 2});
+  const Tensor bad = Tensor::from_vector(
+      std::vector<float>{1, 2, 3, std::numeric_limits<float>::infinity()}, {2, 2});
   CHECK_THROWS_WITH(quantize_matrix(bad, QuantFormat::int8),
                     doctest::Contains("non-finite value inf at row 1, column 1"));
   CHECK(parse_quant_format("int8") == QuantFormat::int8);
@@ -353,8 +352,8 @@ TEST_CASE("a MicroLM with every Linear quantized: logits near float32's, decodin
   for (double v : float_logits) scale = std::max(scale, std::fabs(v));
   // Measured max |Δlogit| / max |logit| (this model, these ids): int8 about 0.3%, bf16 about
   // 0.1%; the checks allow about 5× that.
-  for (auto [format, tolerance] : {std::pair{QuantFormat::int8, 0.015},
-                                   std::pair{QuantFormat::bf16, 0.005}}) {
+  for (auto [format, tolerance] :
+       {std::pair{QuantFormat::int8, 0.015}, std::pair{QuantFormat::bf16, 0.005}}) {
     CAPTURE(quant_format_name(format));
     MicroLM model(c);
     model.init_identical(3);
@@ -420,8 +419,8 @@ TEST_CASE("a quantized MicroLM trains its float32 parts: the loss's gradient rea
     copy(quantized, dequantized);
   }
   const std::vector<int32_t> ids = some_ids(2 * c.seq_len, c.vocab);
-  const Tensor in = Tensor::from_ids(std::vector<int32_t>(ids.begin(), ids.begin() + c.seq_len),
-                                     {1, c.seq_len});
+  const Tensor in =
+      Tensor::from_ids(std::vector<int32_t>(ids.begin(), ids.begin() + c.seq_len), {1, c.seq_len});
   const Tensor target =
       Tensor::from_ids(std::vector<int32_t>(ids.begin() + c.seq_len, ids.end()), {1, c.seq_len});
   const Tensor lq = quantized.loss(in, target), lf = dequantized.loss(in, target);
@@ -450,4 +449,23 @@ TEST_CASE("quantize_linear refuses a second quantization and a module already fl
   Linear other(4, 3);
   CHECK_THROWS_WITH(other.unregister_parameter("nothing"),
                     doctest::Contains("no parameter 'nothing'"));
+}
+
+TEST_CASE("a quantized Linear's state_dict names its packed form and loads into another one") {
+  for (QuantFormat format : {QuantFormat::int8, QuantFormat::bf16}) {
+    CAPTURE(quant_format_name(format));
+    Linear a(5, 4), b(5, 4);  // different draws
+    quantize_linear(a, format);
+    quantize_linear(b, format);
+    std::vector<std::string> names;
+    for (auto& [name, t] : a.state_dict()) names.push_back(name);
+    CHECK(names == (format == QuantFormat::int8
+                        ? std::vector<std::string>{"bias", "weight_int8", "weight_scale"}
+                        : std::vector<std::string>{"bias", "weight_bf16"}));
+    CHECK(a.parameters().size() == 1);  // the bias
+    const Tensor x = Tensor::from_vector(random_values<float>(10, 22), {2, 5});
+    CHECK(a.forward(x).to_vector() != b.forward(x).to_vector());
+    b.load_state_dict(a.state_dict());  // the kernels read the loaded values
+    CHECK(a.forward(x).to_vector() == b.forward(x).to_vector());
+  }
 }

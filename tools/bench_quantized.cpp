@@ -84,11 +84,11 @@ void run_case(const Case& c, double seconds) {
   auto forward_q = [&](const QuantizedMatrix& q) {
     return [&] { quantized_matmul<float>(X.data(), c.M, c.K, q, Y.data(), c.N, false); };
   };
-  const std::vector<double> f =
-      time_all({forward_f32, forward_q(q8), forward_q(q16)}, seconds);
-  fmt::print("{:<28} {:>5} {:>6} {:>6} | fwd  f32 {:8.3f} ms  int8 {:8.3f} ({:.2f}x)  bf16 {:8.3f} "
-             "({:.2f}x)\n",
-             c.name, c.M, c.N, c.K, f[0], f[1], f[1] / f[0], f[2], f[2] / f[0]);
+  const std::vector<double> f = time_all({forward_f32, forward_q(q8), forward_q(q16)}, seconds);
+  fmt::print(
+      "{:<28} {:>5} {:>6} {:>6} | fwd  f32 {:8.3f} ms  int8 {:8.3f} ({:.2f}x)  bf16 {:8.3f} "
+      "({:.2f}x)\n",
+      c.name, c.M, c.N, c.K, f[0], f[1], f[1] / f[0], f[2], f[2] / f[0]);
   if (c.M == 1) return;
   auto backward_f32 = [&] {
     gemm(false, false, c.M, c.K, c.N, 1.0f, dY.data(), c.N, W.data(), c.K, 0.0f, dX.data(), c.K);
@@ -98,11 +98,11 @@ void run_case(const Case& c, double seconds) {
       quantized_matmul_backward_input<float>(dY.data(), c.M, c.N, q, dX.data(), c.K, false);
     };
   };
-  const std::vector<double> b =
-      time_all({backward_f32, backward_q(q8), backward_q(q16)}, seconds);
-  fmt::print("{:<28} {:>5} {:>6} {:>6} | dX   f32 {:8.3f} ms  int8 {:8.3f} ({:.2f}x)  bf16 {:8.3f} "
-             "({:.2f}x)\n",
-             "", "", "", "", b[0], b[1], b[1] / b[0], b[2], b[2] / b[0]);
+  const std::vector<double> b = time_all({backward_f32, backward_q(q8), backward_q(q16)}, seconds);
+  fmt::print(
+      "{:<28} {:>5} {:>6} {:>6} | dX   f32 {:8.3f} ms  int8 {:8.3f} ({:.2f}x)  bf16 {:8.3f} "
+      "({:.2f}x)\n",
+      "", "", "", "", b[0], b[1], b[1] / b[0], b[2], b[2] / b[0]);
 }
 }  // namespace
 
@@ -124,10 +124,14 @@ int main(int argc, char** argv) {
   fmt::print("bench_quantized: {} threads, GEMV path {}, {}\n", threads(),
              gemv_path_name(gemv_best_path()), cpu_features().summary());
   const Case cases[] = {
-      {"train: attention 768", 512, 768, 768},      {"train: FFN up 768 -> 3072", 512, 3072, 768},
-      {"train: FFN down 3072 -> 768", 512, 768, 3072}, {"train: head 768 -> 8192", 512, 8192, 768},
-      {"decode: attention 768", 1, 768, 768},       {"decode: FFN up 768 -> 3072", 1, 3072, 768},
-      {"decode: FFN down 3072 -> 768", 1, 768, 3072}, {"decode: head 768 -> 32000", 1, 32000, 768},
+      {"train: attention 768", 512, 768, 768},
+      {"train: FFN up 768 -> 3072", 512, 3072, 768},
+      {"train: FFN down 3072 -> 768", 512, 768, 3072},
+      {"train: head 768 -> 8192", 512, 8192, 768},
+      {"decode: attention 768", 1, 768, 768},
+      {"decode: FFN up 768 -> 3072", 1, 3072, 768},
+      {"decode: FFN down 3072 -> 768", 1, 768, 3072},
+      {"decode: head 768 -> 32000", 1, 32000, 768},
   };
   fmt::print("{:<28} {:>5} {:>6} {:>6}\n", "shape", "M", "N", "K");
   for (const Case& c : cases) run_case(c, seconds);
