@@ -45,7 +45,9 @@ void dequantize_tile(const QuantizedMatrix& q, int64_t row0, int64_t count, int6
     const int64_t at = (row0 + r) * q.cols + col0;
     T* row = out + r * width;
     if (q.format == QuantFormat::bf16) {
-      for (int64_t j = 0; j < width; ++j) row[j] = static_cast<T>(from_bf16(q.bf16_rows()[at + j]));
+      const uint16_t* src = q.bf16_rows() + at;
+#pragma omp simd
+      for (int64_t j = 0; j < width; ++j) row[j] = static_cast<T>(bf16_value(src[j]));
       continue;
     }
     const float s = q.scale_data()[row0 + r];
@@ -147,7 +149,7 @@ constexpr int64_t kLanes = kGemvLanes;  // 32: the order of kernels_gemv.h
 // The stored weight k of a row as a float: the int8 value (× s_o comes after the sum), or the
 // bf16 value exactly.
 inline float stored(const int8_t* w, int64_t k) { return static_cast<float>(w[k]); }
-inline float stored(const uint16_t* w, int64_t k) { return from_bf16(w[k]); }
+inline float stored(const uint16_t* w, int64_t k) { return bf16_value(w[k]); }
 
 float lane_tree(float* lanes) {
   for (int64_t width = kLanes / 2; width >= 1; width /= 2)

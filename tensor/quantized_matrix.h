@@ -27,6 +27,7 @@
 // K products, the bias and the scale's product (FMA or not).
 // Float64 activations (gradient checks) read ŵ exactly (every ŵ is a float32) and sum in double.
 #pragma once
+#include <bit>
 #include <cstdint>
 #include <string>
 
@@ -66,6 +67,8 @@ Tensor dequantize(const QuantizedMatrix& q);
 // out [count, cols] = Ŵ rows row0 .. row0 + count − 1, in T (float or double).
 template <class T>
 void dequantize_rows(const QuantizedMatrix& q, int64_t row0, int64_t count, T* out);
+// A bf16 value as float32 (exact: its bits are the float's top half); inline, so loops vectorise.
+inline float bf16_value(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
 // ---- products (T = float or double) -------------------------------------------------------------
 // Y [M, N] (row stride ldy) = X [M, K] (row stride ldx) · Ŵᵀ, added to Y when accumulate (the
@@ -74,7 +77,7 @@ void dequantize_rows(const QuantizedMatrix& q, int64_t row0, int64_t count, T* o
 // multiplied by one one-thread GEMM (gemm_one_thread) into its own columns of Y; the panels are
 // fixed by the shape, so every element is summed in one order at any thread count. M = 1 (float)
 // runs quantized_gemv instead.
-constexpr int64_t kQuantPanelRows = 64;
+constexpr int64_t kQuantPanelRows = 128;
 template <class T>
 void quantized_matmul(const T* X, int64_t M, int64_t ldx, const QuantizedMatrix& q, T* Y,
                       int64_t ldy, bool accumulate);

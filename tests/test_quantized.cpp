@@ -40,10 +40,11 @@ Tensor random_weight(int64_t N, int64_t K, uint64_t seed, int64_t zero_row = -1)
 struct Shape3 {
   int64_t M, N, K;
 };
-// M = 1 (the GEMV), N = 1, K around the 16/32-lane chunks, N around the 64-row panels, M and K
+// M = 1 (the GEMV), N = 1, K around the 16/32-lane chunks, N around the 128-row panels, M and K
 // around the 256 tiles of the backward.
-const Shape3 kShapes[] = {{1, 1, 1},    {1, 5, 33},    {3, 1, 17}, {4, 7, 31},     {2, 65, 100},
-                          {5, 130, 47}, {1, 200, 513}, {1, 9, 15}, {300, 70, 300}, {7, 64, 64}};
+const Shape3 kShapes[] = {{1, 1, 1},     {1, 5, 33},   {3, 1, 17},     {4, 7, 31},
+                          {2, 65, 100},  {5, 130, 47}, {3, 129, 20},   {2, 128, 9},
+                          {1, 200, 513}, {1, 9, 15},   {300, 70, 300}, {7, 64, 257}};
 
 // Whether |exact − got| ≤ the header's bound for each output element of y = x·Wᵀ + b.
 void check_bound(const Tensor& w, const QuantizedMatrix& q, const std::vector<float>& x,
