@@ -409,6 +409,20 @@ TEST_CASE("a MicroLM with every Linear quantized: logits near float32's, decodin
       CHECK(test::rel_diff(step, row) < 1e-4);
       CHECK(argmax_of(step) == argmax_of(row));
     }
+    // Greedy decoding: a prompt of 3 ids as one chunk (panel GEMMs), then each chosen id fed back
+    // (the GEMV); the full forward of the context chooses the same id at every step.
+    decoder.reset();
+    std::vector<int32_t> context(ids.begin(), ids.begin() + 3);
+    std::vector<double> last = decoder.append(std::span(context.data(), 3)).to_vector();
+    while (static_cast<int64_t>(context.size()) < c.seq_len) {
+      const Tensor all = logits_of(model, context);
+      const int64_t T = static_cast<int64_t>(context.size());
+      const int64_t expected = argmax_of(raw::view_narrow(all, 0, T - 1, 1).to_vector());
+      CAPTURE(T);
+      CHECK(argmax_of(last) == expected);
+      context.push_back(static_cast<int32_t>(expected));
+      last = decoder.append(std::span(&context.back(), 1)).to_vector();
+    }
   }
 }
 
@@ -459,6 +473,11 @@ TEST_CASE("quantize_linear refuses a second quantization and a module already fl
   Linear wide(4, 3, true, DType::f64);
   CHECK_THROWS_WITH(quantize_linear(wide, QuantFormat::int8),
                     doctest::Contains("needs a float32 weight"));
+  Linear converted(4, 3);  // to(float64) after quantizing: the forward names the scales
+  quantize_linear(converted, QuantFormat::int8);
+  converted.to(DType::f64);
+  CHECK_THROWS_WITH(converted.forward(Tensor::zeros({1, 4}, DType::f64)),
+                    doctest::Contains("float32 scales [3]"));
   Linear other(4, 3);
   CHECK_THROWS_WITH(other.unregister_parameter("nothing"),
                     doctest::Contains("no parameter 'nothing'"));
