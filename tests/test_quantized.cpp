@@ -22,6 +22,7 @@
 #include "tensor/threads.h"
 #include "tests/kernel_test_helpers.h"
 #include "tests/test_helpers.h"
+#include "train/io/onnx/export.h"
 
 using namespace dg;
 
@@ -501,4 +502,15 @@ TEST_CASE("a quantized Linear's state_dict names its packed form and loads into 
     b.load_state_dict(a.state_dict());  // the kernels read the loaded values
     CHECK(a.forward(x).to_vector() == b.forward(x).to_vector());
   }
+}
+
+TEST_CASE("ONNX export refuses a quantized Linear, naming the op (never a constant output)") {
+  Linear layer(4, 3);
+  quantize_linear(layer, QuantFormat::int8);
+  const onnx::ExportForward forward = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{layer(in[0])};
+  };
+  CHECK_THROWS_WITH(
+      onnx::export_to_proto(layer, forward, {Tensor::zeros({2, 4})}),
+      doctest::Contains("op 'quantized_linear' in module '(root)' has no ONNX mapping"));
 }
