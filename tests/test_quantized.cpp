@@ -489,7 +489,9 @@ TEST_CASE("a quantized Linear's state_dict names its packed form and loads into 
     const std::string format_name = quant_format_name(format);
     CAPTURE(format_name);
     Linear a(5, 4), b(5, 4);  // different draws
+    const WeakTensor float_weight(a.weight);
     quantize_linear(a, format);
+    CHECK(!float_weight.lock().defined());  // nothing holds the float32 weight any more: freed
     quantize_linear(b, format);
     std::vector<std::string> names;
     for (auto& [name, t] : a.state_dict()) names.push_back(name);
