@@ -192,9 +192,10 @@ TEST_CASE("merge gives the unmerged forward; unmerge restores the base within 1 
   lora::unmerge(*model);
   CHECK(snapshot(*model, false) == base);
   manual_seed(9);  // trained-looking adapters: B away from zero
+  NoGradGuard no_grad;
   for (auto& [name, l] : lora::adapted_linears(*model))
     const_cast<Linear&>(*l->lora->B)
-        .weight.copy_from(scale(randn(l->lora->B->weight.shape()), 0.3));
+        .weight.copy_from(scale(randn(l->lora->B->weight.shape()), 0.05));
   const std::vector<int32_t> ids = id_list(12, 41, 2);
   const Tensor batch = Tensor::from_vector(ids, {1, 12});
   const std::vector<float> unmerged = model->forward(batch).to_floats();
@@ -226,7 +227,7 @@ TEST_CASE("merge gives the unmerged forward; unmerge restores the base within 1 
 }
 
 namespace {
-// A LoRA run of the tiny MicroLM through the Trainer: adapters on q, v and the FFN's up.
+// A LoRA run of the tiny MicroLM through the Trainer: adapters on q, v, the FFN's up and the head.
 struct LoRARun {
   std::shared_ptr<MicroLM> model;
   std::unique_ptr<Trainer> trainer;
@@ -234,7 +235,8 @@ struct LoRARun {
 LoRARun lora_run(const std::vector<int32_t>& ids, int64_t batch, int64_t accum,
                  const std::vector<std::string>& unfrozen = {}) {
   auto model = tiny_model();
-  lora::apply(*model, {.targets = {"q", "v", "up"}, .r = 4, .alpha = 8});
+  manual_seed(17);  // the adapters' A: the same in every run
+  lora::apply(*model, {.targets = {"q", "v", "up", "head"}, .r = 4, .alpha = 16});
   for (const std::string& name : unfrozen) model->parameter(name).set_requires_grad(true);
   TrainingConfig config;
   config.steps = 30;
@@ -242,7 +244,7 @@ LoRARun lora_run(const std::vector<int32_t>& ids, int64_t batch, int64_t accum,
   config.accum = accum;
   config.seed = 7;
   auto windows = std::make_shared<TokenWindows>(ids, 12, 1, static_cast<int64_t>(ids.size()) - 13);
-  auto optimizer = std::make_shared<AdamW>(*model, AdamWConfig{.lr = 1e-2, .weight_decay = 0.1});
+  auto optimizer = std::make_shared<AdamW>(*model, AdamWConfig{.lr = 3e-2, .weight_decay = 0.1});
   TrainingSetup setup{
       .model = model,
       .data = windows,
@@ -263,12 +265,12 @@ TEST_CASE("a LoRA run through the Trainer: loss falls, resume is bit-exact, accu
   const std::vector<int32_t> ids = id_list(600, 41, 4);
   LoRARun full = lora_run(ids, 4, 1);
   const auto base = snapshot(*full.model, false);
-  CHECK(full.trainer->parameters().slots.size() == 6);  // A and B of q, v, up in 2 blocks
+  CHECK(full.trainer->parameters().slots.size() == 14);  // A, B of q, v, up in 2 blocks; head
   full.trainer->run(30);
   const std::vector<double>& losses = full.trainer->losses();
   REQUIRE(losses.size() == 30);
-  CHECK(mean(losses, 25, 30) < mean(losses, 0, 5) - 0.1);
-  CHECK(snapshot(*full.model, false) == base);  // weight decay never reached the base
+  CHECK(mean(losses, 25, 30) < mean(losses, 0, 5) - 1.0);  // about 3.5 to 0.9
+  CHECK(snapshot(*full.model, false) == base);             // weight decay never reached the base
 
   LoRARun first = lora_run(ids, 4, 1);
   first.trainer->run(15);
@@ -303,7 +305,7 @@ TEST_CASE("a LoRA run through the Trainer: loss falls, resume is bit-exact, accu
   wider.trainer->save_checkpoint(other);
   LoRARun narrow = lora_run(ids, 4, 1);
   CHECK_THROWS_WITH_AS(narrow.trainer->load_checkpoint(other),
-                       doctest::Contains("unexpected tensor 'token.weight' (a frozen parameter"),
+                       doctest::Contains("(of a frozen parameter of this model"),
                        std::runtime_error);
 }
 

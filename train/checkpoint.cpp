@@ -308,15 +308,19 @@ TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::s
     for (auto& [name, p] : trainable_parameters(model))
       for (const auto& [state_name, flat] : optimizer.elements)
         known.insert("optimizer." + state_name + "." + name);
-    std::set<std::string> frozen;
-    for (auto& [name, p] : model.named_parameters())
-      if (!p.requires_grad()) frozen.insert(name);
+    std::set<std::string> frozen;  // a frozen parameter's name and its state's
+    for (auto& [name, p] : model.named_parameters()) {
+      if (p.requires_grad()) continue;
+      frozen.insert(name);
+      for (const auto& [state_name, flat] : optimizer.elements)
+        frozen.insert("optimizer." + state_name + "." + name);
+    }
     for (const TensorEntry& e : file.tensors)
       if (!known.count(e.name) && e.name.rfind("state.", 0) != 0)
         throw std::runtime_error(fmt::format(
             "{}: unexpected tensor '{}' ({})", path, e.name,
-            frozen.count(e.name) ? "a frozen parameter of this model: a training checkpoint holds "
-                                   "only the trainable ones, so this file is of another run"
+            frozen.count(e.name) ? "of a frozen parameter of this model: a training checkpoint "
+                                   "holds only the trainable ones, so this file is of another run"
                                  : "not a parameter of this model or its optimizer state"));
   }
   std::map<std::string, int64_t> scalars;

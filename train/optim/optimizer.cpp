@@ -390,9 +390,9 @@ void ElementwiseOptimizer::step() {
 
 // The flat buffer (or this rank's shard of it): one step count, a run per slot.
 void ElementwiseOptimizer::step_flat() {
+  const std::vector<Run> slot_runs = runs(slot_decays_);  // first: it may refuse
   make_flat_state();
   ++flat_.steps;
-  const std::vector<Run> slot_runs = runs(slot_decays_);
   const std::string who = name();
   dispatch_float(params_->values.dtype(), who.c_str(), [&]<class T>() {
     // A bf16 copy of the weights is written in the same pass when this step rewrites the whole
