@@ -95,6 +95,38 @@ TEST_CASE("the adapted Linear's gradients (x, A, B) pass a float64 gradcheck, wh
   CHECK(!gradcheck("lora_linear_off", off, {x, a, b}).passed);
 }
 
+TEST_CASE("A is drawn as PEFT draws it; LoRALinear; dropout on the adapter's input") {
+  // PEFT's lora_A [2, 5] after torch.manual_seed(0), nn.Linear(5, 4): tools/torch_goldens_lora.py
+  const std::vector<float> kPeftLoraA = {
+      7.566168904e-02f, -4.175609648e-01f, -3.231414557e-01f, -2.305520177e-01f, 2.821640074e-01f,
+      2.622108161e-01f, -1.983370036e-01f, -1.613653451e-02f, 2.860202491e-01f,  4.445898533e-01f};
+  manual_seed(0);
+  Sequential net(std::make_unique<Linear>(5, 4));
+  lora::apply(net, {.targets = {"0"}, .r = 2, .alpha = 2});
+  CHECK(net.parameter("0.lora_A.weight").to_floats() == kPeftLoraA);
+  CHECK(net.parameter("0.lora_B.weight").to_floats() == std::vector<float>(8, 0.0f));
+
+  manual_seed(1);
+  LoRALinear layer(8, 4, /*r=*/2, /*alpha=*/4, /*dropout=*/0.5);
+  std::vector<std::string> names;
+  for (auto& [name, p] : layer.named_parameters())
+    names.push_back(name + (p.requires_grad() ? " trains" : " frozen"));
+  CHECK(names == std::vector<std::string>{"weight frozen", "bias frozen", "lora_A.weight trains",
+                                          "lora_B.weight trains"});
+  {
+    NoGradGuard no_grad;
+    const_cast<Linear&>(*layer.lora->B).weight.copy_from(randn({4, 2}));
+  }
+  const Tensor x = randn({6, 8});
+  const Tensor plain =
+      add(linear(x, layer.weight, layer.bias),
+          scale(linear(linear(x, layer.lora->A->weight), layer.lora->B->weight), 2.0));
+  layer.eval();  // dropout off: the composition
+  CHECK(test::rel_diff(layer.forward(x).to_floats(), plain.to_floats()) < 1e-6);
+  layer.train();  // dropout on the adapter's input only
+  CHECK(test::rel_diff(layer.forward(x).to_floats(), plain.to_floats()) > 1e-3);
+}
+
 TEST_CASE("apply on a MicroLM: PEFT's names, the count, zero output at init, the base unchanged") {
   auto model = tiny_model();
   const Tensor ids = token_ids(2, 12, 41, 0), targets = token_ids(2, 12, 41, 1);
