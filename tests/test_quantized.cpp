@@ -539,10 +539,10 @@ TEST_CASE("LoRA over a quantized base: adapters train, decoding adds their term"
     {
       NoGradGuard no_grad;
       for (MicroBlock* b : model.blocks)
-        for (const Linear* l : {b->attention->q, b->attention->v})
-          l->lora->B->weight.copy_from(
-              Tensor::from_vector(random_values<float>(size_t(l->lora->B->weight.numel()), 23),
-                                  l->lora->B->weight.shape()));
+        for (const Linear* l : {b->attention->q, b->attention->v}) {
+          Tensor w = l->lora->B->weight;  // a handle on the adapter's weight
+          w.copy_from(Tensor::from_vector(random_values<float>(size_t(w.numel()), 23), w.shape()));
+        }
     }
     const std::vector<int32_t> ids = some_ids(c.seq_len, c.vocab);
     const Tensor full = logits_of(model, ids);
