@@ -22,7 +22,9 @@
 #include "tensor/quantized_matrix.h"
 #include "tensor/threads.h"
 #include "tests/kernel_test_helpers.h"
+#include "tests/temp_dir.h"
 #include "tests/test_helpers.h"
+#include "train/checkpoint.h"
 #include "train/io/onnx/export.h"
 
 using namespace dg;
@@ -555,4 +557,22 @@ TEST_CASE("LoRA over a quantized base: adapters train, decoding adds their term"
     CHECK(q0.lora->B->weight.grad().defined());
     CHECK(q0.lora->A->weight.grad().defined());
   }
+}
+
+TEST_CASE("a quantized model's weights file round-trips (uint8 packed values, float32 scales)") {
+  const MicroLMConfig c = tiny_lm_config();
+  MicroLM saved(c), loaded(c);
+  saved.init_identical(6);
+  loaded.init_identical(7);
+  quantize_frozen(saved, QuantFormat::int8);
+  quantize_frozen(loaded, QuantFormat::int8);
+  const test::TempDir dir("quantized");
+  save_weights(dir.file("w.safetensors"), saved);
+  load_weights(dir.file("w.safetensors"), loaded);
+  const std::vector<int32_t> ids = some_ids(c.seq_len, c.vocab);
+  CHECK(logits_of(loaded, ids).to_vector() == logits_of(saved, ids).to_vector());
+  MicroLM bf16(c);  // another format: the names differ, so loading is refused by name
+  quantize_frozen(bf16, QuantFormat::bf16);
+  CHECK_THROWS_WITH(load_weights(dir.file("w.safetensors"), bf16),
+                    doctest::Contains("weight_bf16"));
 }
