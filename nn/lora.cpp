@@ -85,10 +85,16 @@ void fold(Module& model, bool merging) {
   const auto linears = adapted_linears(model);
   if (linears.empty())
     throw std::invalid_argument(fmt::format("{}: the model has no LoRA adapter", who));
-  for (const auto& [name, l] : linears)
+  for (const auto& [name, l] : linears) {
+    if (l->quantized_weight)  // quantize_frozen (nn/quantize.h) released the float weight
+      throw std::invalid_argument(fmt::format(
+          "{}: the base weight of '{}' is stored quantized; merge into a float base (load the "
+          "base again without quantizing it, then apply the adapter and merge)",
+          who, name));
     if (l->lora->merged == merging)
       throw std::invalid_argument(fmt::format("{}: the adapter of '{}' is {}", who, name,
                                               merging ? "already merged" : "not merged"));
+  }
   NoGradGuard no_grad;
   for (const auto& [name, l] : linears) {
     const Tensor delta = scale(matmul(l->lora->B->weight, l->lora->A->weight), l->lora->scale);
