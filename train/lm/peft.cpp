@@ -434,6 +434,8 @@ PeftLoraConfig load_peft_adapter(Module& model, const MicroLMConfig& model_confi
                     "safe_serialization=True",
                     dir));
   const PeftLoraConfig config = parse_peft_adapter_config(read_file(config_path), config_path);
+  peft_matched_modules(model_config, config.target_modules,
+                       config_path + ": field 'target_modules'");
   const SafetensorsFile file = load_safetensors(tensors_path);
   const std::vector<NamedTensor> values =
       adapter_parameters(file, tensors_path, model, model_config, config);
