@@ -7,7 +7,7 @@
 // files), model.safetensors (the merged model, for generate, eval and export), the training
 // checkpoint, config.json, tokenizer.json, steps.jsonl and summary.json.
 //
-//   depthgrad finetune --from tests/data/hf/llama --lora r=8,alpha=16,targets=q_proj,v_proj \
+//   depthgrad finetune --from tests/data/hf/llama --lora r=8,alpha=16,targets=q_proj,v_proj
 //       --dataset my-text.txt --steps 200 --output-dir runs/lora
 //
 // It does not train full weights (depthgrad train --init-from does), read an adapter to continue
@@ -360,7 +360,7 @@ int finetune_on_rank(int argc, char** argv, int start, World& world, bool& agree
                                counts.adapted.size(), fmt::join(s.lora.target_modules, ","),
                                run.training.steps, data.description, data.train.size(),
                                thread_choice.describe()));
-  progress.message(trainable_line(counts));
+  if (writes) fmt::print("{}\n", trainable_line(counts));  // printed as PEFT does, even --quiet
   if (world.size() > 1 || run.training.accum > 1) progress.message(layout_line(world, trainer));
   const EvalWindows eval = validation_windows(run, data);
   const TrainLoop loop{f,        world, run, data, eval, samples, progress, checkpoint_path_in(out),
