@@ -59,7 +59,8 @@ std::vector<std::vector<float>> stacked_rows(const Module& model,
 // Largest |probe @ Wᵀ − golden| over the golden's modules, W the merged depthgrad weights;
 // `modules` counts the golden's modules.
 double merged_error(const Imported& m, const std::string& which, int& modules) {
-  const std::vector<NamedTensor> golden = load_tensors(kData + "/peft/" + which + "-merged.safetensors");
+  const std::vector<NamedTensor> golden =
+      load_tensors(kData + "/peft/" + which + "-merged.safetensors");
   auto find = [&](const std::string& name) {
     for (const auto& [n, t] : golden)
       if (n == name) return t;
@@ -138,7 +139,8 @@ TEST_CASE("PEFT adapters: save then load round-trips bit for bit, in PEFT's file
           read_file(adapter_dir(which) + "/adapter_config.json"));
     // adapter_model.safetensors: PEFT's keys, shapes, dtype (F32), bytes and metadata.
     const std::vector<TensorEntry> ours = entries_of(dir.file("adapter_model.safetensors")),
-                                   theirs = entries_of(adapter_dir(which) + "/adapter_model.safetensors");
+                                   theirs = entries_of(adapter_dir(which) +
+                                                       "/adapter_model.safetensors");
     REQUIRE(ours.size() == theirs.size());
     for (size_t i = 0; i < ours.size(); ++i) {
       CAPTURE(ours[i].name);
@@ -162,7 +164,9 @@ TEST_CASE("PEFT adapters: save then load round-trips bit for bit, in PEFT's file
 
 TEST_CASE("PEFT adapters: a fresh adapter's files have PEFT's keys and shapes") {
   Imported gpt2("gpt2");
-  PeftLoraConfig config{.r = 3, .lora_alpha = 16, .target_modules = {"c_attn", "h.1.mlp.c_fc"},
+  PeftLoraConfig config{.r = 3,
+                        .lora_alpha = 16,
+                        .target_modules = {"c_attn", "h.1.mlp.c_fc"},
                         .base_model_name_or_path = "tests/data/hf/gpt2"};
   const lora::Summary s = apply_peft_lora(*gpt2.model, gpt2.config(), config);
   // c_attn's q, k, v in both layers and layer 1's c_fc; A is shared within c_attn.
@@ -182,7 +186,9 @@ TEST_CASE("PEFT adapters: a fresh adapter's files have PEFT's keys and shapes") 
   CHECK(written.find("lora_alpha")->is_integer());
 
   Imported llama("llama");
-  PeftLoraConfig lconfig{.r = 2, .lora_alpha = 4, .target_modules = {"k_proj", "mlp.up_proj"},
+  PeftLoraConfig lconfig{.r = 2,
+                         .lora_alpha = 4,
+                         .target_modules = {"k_proj", "mlp.up_proj"},
                          .base_model_name_or_path = "tests/data/hf/llama"};
   const lora::Summary ls = apply_peft_lora(*llama.model, llama.config(), lconfig);
   CHECK(ls.adapted == std::vector<std::string>{"blocks.0.attention.k", "blocks.0.ffn.up",
@@ -290,14 +296,16 @@ TEST_CASE("PEFT adapters: a key, shape or dtype that does not fit is refused, na
   CHECK(contains(tensor_refusal("gpt2",
                                 [&](std::vector<TensorEntry>& e) {
                                   TensorEntry extra = e[0];
-                                  extra.name = "base_model.model.transformer.h.0.mlp.c_fc.lora_A.weight";
+                                  extra.name =
+                                      "base_model.model.transformer.h.0.mlp.c_fc.lora_A.weight";
                                   e.push_back(extra);
                                 }),
                  "tensor 'base_model.model.transformer.h.0.mlp.c_fc.lora_A.weight' is no adapted "
                  "module's"));
   CHECK(contains(tensor_refusal("gpt2",
                                 [&](std::vector<TensorEntry>& e) {
-                                  std::erase_if(e, [&](const TensorEntry& t) { return t.name == a0; });
+                                  std::erase_if(e,
+                                                [&](const TensorEntry& t) { return t.name == a0; });
                                 }),
                  "tensor '" + a0 + "' is missing"));
   CHECK(contains(tensor_refusal("gpt2",

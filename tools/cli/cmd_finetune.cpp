@@ -57,11 +57,12 @@ RunConfig finetune_defaults() {
   return c;
 }
 
-// The run-config flags finetune takes: every training and data setting (the model is --from's).
+// The run-config flags finetune takes: every training and data setting but the initialisation
+// (the model is --from's; the adapters start as PEFT's, from --seed).
 std::vector<std::string> training_and_data_flags() {
   std::vector<std::string> names;
   for (const Setting<RunConfig>& row : run_config_settings())
-    if (row.section != "model") names.push_back(row.flag_name());
+    if (row.section != "model" && row.key != "init") names.push_back(row.flag_name());
   return names;
 }
 
@@ -117,9 +118,10 @@ PeftLoraConfig parse_lora_flag(const std::string& text, const MicroLMConfig& mod
       continue;
     }
     if (eq == std::string::npos)
-      throw UsageError(fmt::format("--lora: '{}' is not key=value (keys: r, alpha, dropout, "
-                                   "rslora, targets)",
-                                   part));
+      throw UsageError(
+          fmt::format("--lora: '{}' is not key=value (keys: r, alpha, dropout, "
+                      "rslora, targets)",
+                      part));
     key = part.substr(0, eq);
     const std::string value = part.substr(eq + 1);
     if (key == "r") {
@@ -141,8 +143,8 @@ PeftLoraConfig parse_lora_flag(const std::string& text, const MicroLMConfig& mod
     } else if (key == "targets") {
       if (!value.empty()) config.target_modules.push_back(value);
     } else {
-      throw UsageError(fmt::format(
-          "--lora: unknown key '{}' (keys: r, alpha, dropout, rslora, targets)", key));
+      throw UsageError(
+          fmt::format("--lora: unknown key '{}' (keys: r, alpha, dropout, rslora, targets)", key));
     }
   }
   if (!alpha_given) config.lora_alpha = 8;  // PEFT's default lora_alpha
@@ -249,8 +251,8 @@ void write_merged_model(const std::string& path, MicroLM& model, const RunConfig
 // Rank 0's files at the end: the adapter (PEFT), the merged model and summary.json; prints the
 // validation loss and where the files are.
 void write_finetune_end(const std::string& out, const RunConfig& run, const HfImport& hf,
-                        const PeftLoraConfig& lora, const lora::Summary& counts,
-                        const Splits& data, const EvalWindows& eval, MicroLMTrainer& trainer) {
+                        const PeftLoraConfig& lora, const lora::Summary& counts, const Splits& data,
+                        const EvalWindows& eval, MicroLMTrainer& trainer) {
   MicroLM& model = trainer.model();
   save_peft_adapter(model, run.model, lora, out);
   const double v = evaluate_windows(model, data.validation, eval.starts, run.model.seq_len);
@@ -275,7 +277,8 @@ void write_finetune_end(const std::string& out, const RunConfig& run, const HfIm
   fmt::print("validation loss {:.6f} perplexity {:.3f} after {} steps ({})\n", v,
              std::exp(std::min(v, 20.0)), trainer.step(), eval.what);
   fmt::print("adapter (PEFT): {0}/adapter_config.json, {0}/adapter_model.safetensors\n", out);
-  fmt::print("merged weights: {}/model.safetensors\ncheckpoint: {}\n", out, checkpoint_path_in(out));
+  fmt::print("merged weights: {}/model.safetensors\ncheckpoint: {}\n", out,
+             checkpoint_path_in(out));
 }
 
 // The run's settings, read and agreed by every rank.
@@ -354,16 +357,16 @@ int finetune_on_rank(int argc, char** argv, int start, World& world, bool& agree
   TrainSamples samples(f, data.corpus.tokenizer, run.training.seed);
   Progress progress(f.get_bool("quiet") || !writes, writes ? out + "/steps.jsonl" : "", resuming);
   progress.set_prior_seconds(trainer.wall_seconds());
-  progress.message(fmt::format("fine-tuning {} from {} with LoRA r={} alpha={} on {} ({}) for {} "
-                               "steps on {} ({} train ids), {}",
-                               s.hf.architecture, f.get("from"), s.lora.r, s.lora.lora_alpha,
-                               counts.adapted.size(), fmt::join(s.lora.target_modules, ","),
-                               run.training.steps, data.description, data.train.size(),
-                               thread_choice.describe()));
+  progress.message(
+      fmt::format("fine-tuning {} from {} with LoRA r={} alpha={} on {} ({}) for {} "
+                  "steps on {} ({} train ids), {}",
+                  s.hf.architecture, f.get("from"), s.lora.r, s.lora.lora_alpha,
+                  counts.adapted.size(), fmt::join(s.lora.target_modules, ","), run.training.steps,
+                  data.description, data.train.size(), thread_choice.describe()));
   if (writes) fmt::print("{}\n", trainable_line(counts));  // printed as PEFT does, even --quiet
   if (world.size() > 1 || run.training.accum > 1) progress.message(layout_line(world, trainer));
   const EvalWindows eval = validation_windows(run, data);
-  const TrainLoop loop{f,        world, run, data, eval, samples, progress, checkpoint_path_in(out),
+  const TrainLoop loop{f,     world, run, data, eval, samples, progress, checkpoint_path_in(out),
                        writes};
   if (const int code = run_steps(loop, trainer, argc, argv)) return code;
   trainer.save_checkpoint(loop.ckpt);
