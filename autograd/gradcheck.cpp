@@ -414,7 +414,7 @@ const std::vector<OpCaseFamily>& op_case_families() {
       FAMILY(index), FAMILY(matmul), FAMILY(embedding), FAMILY(softmax), FAMILY(loss),
       FAMILY(loss_regression), FAMILY(norm), FAMILY(batchnorm), FAMILY(attention), FAMILY(dropout),
       FAMILY(conv), FAMILY(sdpa), FAMILY(recurrent), FAMILY(sort), FAMILY(pad), FAMILY(resize),
-      FAMILY(indexing)};
+      FAMILY(indexing), FAMILY(quantized)};
   return families;
 }
 #undef FAMILY

@@ -118,6 +118,7 @@ std::vector<OpCase> sort_op_cases();
 std::vector<OpCase> pad_op_cases();
 std::vector<OpCase> resize_op_cases();
 std::vector<OpCase> indexing_op_cases();
+std::vector<OpCase> quantized_op_cases();
 // The rows of ops_arithmetic.cpp then ops_unary.cpp (once one file, ops_elementwise.cpp).
 std::vector<OpCase> elementwise_op_cases();
 

@@ -7,6 +7,7 @@
 // gradient check of x and the bias: float64 activations read Ŵ exactly).
 #include <fmt/format.h>
 
+#include "autograd/gradcheck.h"
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
 #include "tensor/kernels_matmul.h"
@@ -73,6 +74,21 @@ Tensor quantized_linear(const Tensor& x, const QuantizedMatrix& weight, const Te
   });
   if (should_record({x, bias})) record_quantized_linear(x, weight, bias, y, R);
   return y;
+}
+
+// ---- gradient-check rows (see autograd/gradcheck.h): x and the bias, the weight frozen ---------
+std::vector<OpCase> quantized_op_cases() {
+  auto row = [](QuantFormat format, uint64_t seed) {
+    const QuantizedMatrix q =
+        quantize_matrix(random_tensor({6, 5}, seed, -1, 1, false).to(DType::f32), format);
+    return OpCase{fmt::format("quantized_linear/{}", quant_format_name(format)),
+                  [seed] {
+                    return std::vector<Tensor>{random_tensor({2, 3, 5}, seed + 1).set_name("x"),
+                                               random_tensor({6}, seed + 2).set_name("bias")};
+                  },
+                  [q](const std::vector<Tensor>& in) { return quantized_linear(in[0], q, in[1]); }};
+  };
+  return {row(QuantFormat::int8, 41), row(QuantFormat::bf16, 51)};
 }
 
 }  // namespace dg

@@ -8,7 +8,8 @@
 // and cached decoding (nn/lm/decode.h) reads the packed rows through quantized_gemv.
 // Not here: embeddings (a MicroLM's token embedding, and so a tied head, stay float32), training
 // the weight (it gets no gradient), loading a float32 checkpoint into a quantized model (load it
-// first, then quantize).
+// first, then quantize), model.to(float64) after quantizing (the scales would become float64 and
+// the forward refuses them, naming the tensor: convert first).
 //
 //   MicroLM model(config);                                  // load or train its weights first
 //   quantize_frozen(model, QuantFormat::int8);              // every Linear, before the optimiser

@@ -35,15 +35,25 @@ T* panel_buffer(int64_t n) {
   return buffer.data();
 }
 
-// Ŵ[row0 .. row0 + count, col0 .. col0 + width] -> out [count, width] (a tile of a panel).
+// Ŵ[row0 .. row0 + count, col0 .. col0 + width] -> out [count, width] (a tile of a panel), by
+// dequantize_rows's formula.
 template <class T>
 void dequantize_tile(const QuantizedMatrix& q, int64_t row0, int64_t count, int64_t col0,
                      int64_t width, T* out) {
   if (col0 == 0 && width == q.cols) return dequantize_rows<T>(q, row0, count, out);
-  T* row = panel_buffer<T>(q.cols);
   for (int64_t r = 0; r < count; ++r) {
-    dequantize_rows<T>(q, row0 + r, 1, row);
-    std::memcpy(out + r * width, row + col0, sizeof(T) * width);
+    const int64_t at = (row0 + r) * q.cols + col0;
+    T* row = out + r * width;
+    if (q.format == QuantFormat::bf16) {
+      const uint16_t* src = q.bf16_rows() + at;
+#pragma omp simd
+      for (int64_t j = 0; j < width; ++j) row[j] = static_cast<T>(bf16_value(src[j]));
+      continue;
+    }
+    const float s = q.scale_data()[row0 + r];
+    const int8_t* src = q.int8_rows() + at;
+#pragma omp simd
+    for (int64_t j = 0; j < width; ++j) row[j] = static_cast<T>(s * static_cast<float>(src[j]));
   }
 }
 
@@ -139,7 +149,7 @@ constexpr int64_t kLanes = kGemvLanes;  // 32: the order of kernels_gemv.h
 // The stored weight k of a row as a float: the int8 value (× s_o comes after the sum), or the
 // bf16 value exactly.
 inline float stored(const int8_t* w, int64_t k) { return static_cast<float>(w[k]); }
-inline float stored(const uint16_t* w, int64_t k) { return from_bf16(w[k]); }
+inline float stored(const uint16_t* w, int64_t k) { return bf16_value(w[k]); }
 
 float lane_tree(float* lanes) {
   for (int64_t width = kLanes / 2; width >= 1; width /= 2)
@@ -160,12 +170,15 @@ float portable_row(const W* w, const float* x, int64_t K) {
 
 #ifdef DG_QGEMV_X86
 // 16 stored weights from w + k as floats.
+// (the maskz forms: GCC 12's plain ones warn of an undefined input, as in kernels_gemv.cpp)
 __attribute__((target("avx512f"))) inline __m512 load16(const int8_t* w, int64_t k) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(w + k))));
+  const __m512i wide = _mm512_maskz_cvtepi8_epi32(0xFFFF, _mm_loadu_si128((const __m128i*)(w + k)));
+  return _mm512_maskz_cvtepi32_ps(0xFFFF, wide);
 }
 __attribute__((target("avx512f"))) inline __m512 load16(const uint16_t* w, int64_t k) {
-  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(w + k)));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  const __m512i wide =
+      _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_loadu_si256((const __m256i*)(w + k)));
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, wide, 16));
 }
 __attribute__((target("avx512f"))) inline float tree_avx512(__m512 lo, __m512 hi) {
   alignas(64) float lanes[kLanes];

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <stdexcept>
 
@@ -107,7 +108,8 @@ void dequantize_rows(const QuantizedMatrix& q, int64_t row0, int64_t count, T* o
   const int64_t K = q.cols;
   if (q.format == QuantFormat::bf16) {
     const uint16_t* src = q.bf16_rows() + row0 * K;
-    for (int64_t i = 0; i < count * K; ++i) out[i] = static_cast<T>(from_bf16(src[i]));
+#pragma omp simd
+    for (int64_t i = 0; i < count * K; ++i) out[i] = static_cast<T>(bf16_value(src[i]));
     return;
   }
   const int8_t* src = q.int8_rows() + row0 * K;

@@ -18,15 +18,16 @@
 // u = 2^-24, γ_n = n·u / (1 − n·u), y_o = b_o + Σ_k x_k·W[o,k] computed exactly and ŷ_o what
 // quantized_matmul returns (float32, float32 matmul precision), for every output element:
 //   int8:  |y_o − ŷ_o| ≤ s_o·(1/2 + 2^-16)·Σ_k |x_k|  +  γ_{K+3}·(Σ_k |x_k·ŵ_k| + |b_o|)
-//   bf16:  |y_o − ŷ_o| ≤ 2^-9·Σ_k |x_k·W[o,k]|       +  γ_{K+3}·(Σ_k |x_k·ŵ_k| + |b_o|)
+//   bf16:  |y_o − ŷ_o| ≤ 2^-8·Σ_k |x_k·W[o,k]|       +  γ_{K+3}·(Σ_k |x_k·ŵ_k| + |b_o|)
 // Proof sketch. int8: |fl(w/s) − w/s| ≤ u·127·(1 + 2u), so rounding to an integer and clamping
 // leave |w − s·q| ≤ s·(1/2 + 128u); dequantising adds |fl(s·q) − s·q| ≤ 127·u·s, and 255u < 2^-16.
-// bf16: rounding to nearest keeps 8 significant bits, |w − ŵ| ≤ 2^-9·|w| (normal w). The second
-// term is any order's float32 sum of K products, the bias and the scale's product (FMA or not).
-// The first term is the brief's (s_o/2)·Σ|x_k| (int8) and 2^-9 per weight (bf16); for K < 2^14
-// the bf16 total is ≤ 2^-8·(Σ_k |x_k·W[o,k]| + |b_o|).
+// bf16 keeps 8 significant bits, so rounding to nearest gives |w − ŵ| ≤ 2^-8/(1 + 2^-8)·|w| (normal
+// w): 2^-8, not 2^-9, relative to w (w = 1 + 2^-8 rounds to 1, an error of 2^-8/(1 + 2^-8)); 2^-9
+// is the bound relative to the top of w's binade. The second term is any order's float32 sum of
+// K products, the bias and the scale's product (FMA or not).
 // Float64 activations (gradient checks) read ŵ exactly (every ŵ is a float32) and sum in double.
 #pragma once
+#include <bit>
 #include <cstdint>
 #include <string>
 
@@ -66,6 +67,8 @@ Tensor dequantize(const QuantizedMatrix& q);
 // out [count, cols] = Ŵ rows row0 .. row0 + count − 1, in T (float or double).
 template <class T>
 void dequantize_rows(const QuantizedMatrix& q, int64_t row0, int64_t count, T* out);
+// A bf16 value as float32 (exact: its bits are the float's top half); inline, so loops vectorise.
+inline float bf16_value(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
 
 // ---- products (T = float or double) -------------------------------------------------------------
 // Y [M, N] (row stride ldy) = X [M, K] (row stride ldx) · Ŵᵀ, added to Y when accumulate (the
@@ -74,7 +77,7 @@ void dequantize_rows(const QuantizedMatrix& q, int64_t row0, int64_t count, T* o
 // multiplied by one one-thread GEMM (gemm_one_thread) into its own columns of Y; the panels are
 // fixed by the shape, so every element is summed in one order at any thread count. M = 1 (float)
 // runs quantized_gemv instead.
-constexpr int64_t kQuantPanelRows = 64;
+constexpr int64_t kQuantPanelRows = 128;
 template <class T>
 void quantized_matmul(const T* X, int64_t M, int64_t ldx, const QuantizedMatrix& q, T* Y,
                       int64_t ldy, bool accumulate);

@@ -40,10 +40,11 @@ Tensor random_weight(int64_t N, int64_t K, uint64_t seed, int64_t zero_row = -1)
 struct Shape3 {
   int64_t M, N, K;
 };
-// M = 1 (the GEMV), N = 1, K around the 16/32-lane chunks, N around the 64-row panels, M and K
+// M = 1 (the GEMV), N = 1, K around the 16/32-lane chunks, N around the 128-row panels, M and K
 // around the 256 tiles of the backward.
-const Shape3 kShapes[] = {{1, 1, 1},    {1, 5, 33},    {3, 1, 17}, {4, 7, 31},     {2, 65, 100},
-                          {5, 130, 47}, {1, 200, 513}, {1, 9, 15}, {300, 70, 300}, {7, 64, 64}};
+const Shape3 kShapes[] = {{1, 1, 1},     {1, 5, 33},   {3, 1, 17},     {4, 7, 31},
+                          {2, 65, 100},  {5, 130, 47}, {3, 129, 20},   {2, 128, 9},
+                          {1, 200, 513}, {1, 9, 15},   {300, 70, 300}, {7, 64, 257}};
 
 // Whether |exact − got| ≤ the header's bound for each output element of y = x·Wᵀ + b.
 void check_bound(const Tensor& w, const QuantizedMatrix& q, const std::vector<float>& x,
@@ -62,7 +63,7 @@ void check_bound(const Tensor& w, const QuantizedMatrix& q, const std::vector<fl
       }
       const double first = q.format == QuantFormat::int8
                                ? double(q.scale_data()[o]) * (0.5 + 0x1p-16) * abs_x
-                               : 0x1p-9 * abs_xw;
+                               : 0x1p-8 * abs_xw;
       CAPTURE(m);
       CAPTURE(o);
       CHECK(std::fabs(exact - y[m * N + o]) <= first + gamma_n(K + 3) * abs_xwhat);
@@ -109,15 +110,19 @@ TEST_CASE("quantize_matrix: int8 per row, scale max|w|/127, round to nearest eve
   const std::vector<double> wb = dequantize(h).to_vector(), wv = w.to_vector();
   for (size_t i = 0; i < wv.size(); ++i) {
     CHECK(wb[i] == double(from_bf16(to_bf16(float(wv[i])))));
-    CHECK(std::fabs(wb[i] - wv[i]) <= 0x1p-9 * std::fabs(wv[i]));
+    CHECK(std::fabs(wb[i] - wv[i]) <= 0x1p-8 / (1 + 0x1p-8) * std::fabs(wv[i]));
   }
+  // The relative bound is 2^-8 / (1 + 2^-8), and it is reached: 1 + 2^-8 is a tie, rounded to 1.
+  const Tensor tie = Tensor::from_vector(std::vector<float>{1.0f + 0x1p-8f}, {1, 1});
+  CHECK(dequantize(quantize_matrix(tie, QuantFormat::bf16)).item<double>() == 1.0);
 }
 
 TEST_CASE("quantized_matmul: the stated error bound holds, awkward shapes and a zero row") {
   for (QuantFormat format : {QuantFormat::int8, QuantFormat::bf16})
     for (const Shape3& s : kShapes)
       for (bool with_bias : {false, true}) {
-        CAPTURE(quant_format_name(format));
+        const std::string format_name = quant_format_name(format);
+        CAPTURE(format_name);
         CAPTURE(s.M);
         CAPTURE(s.N);
         CAPTURE(s.K);
@@ -139,7 +144,8 @@ TEST_CASE_TEMPLATE("quantized kernels match their references (forward and dX)", 
   for (QuantFormat format : {QuantFormat::int8, QuantFormat::bf16})
     for (const Shape3& s : kShapes)
       for (bool accumulate : {false, true}) {
-        CAPTURE(quant_format_name(format));
+        const std::string format_name = quant_format_name(format);
+        CAPTURE(format_name);
         CAPTURE(s.M);
         CAPTURE(s.N);
         CAPTURE(s.K);
@@ -180,7 +186,8 @@ TEST_CASE("quantized_gemv: every path this CPU has gives the portable path's bit
   for (QuantFormat format : {QuantFormat::int8, QuantFormat::bf16})
     for (int64_t K : {1, 5, 15, 16, 17, 31, 32, 33, 47, 64, 100, 513})
       for (int64_t N : {1, 3, 4, 7, 9}) {
-        CAPTURE(quant_format_name(format));
+        const std::string format_name = quant_format_name(format);
+        CAPTURE(format_name);
         CAPTURE(K);
         CAPTURE(N);
         const QuantizedMatrix q = quantize_matrix(random_weight(N, K, 9, 2), format);
@@ -188,7 +195,8 @@ TEST_CASE("quantized_gemv: every path this CPU has gives the portable path's bit
         std::vector<float> portable(size_t(N), 0.25f);
         quantized_gemv(q, x.data(), portable.data(), true, GemvPath::portable);
         for (GemvPath path : {GemvPath::avx2, GemvPath::avx512}) {
-          CAPTURE(gemv_path_name(path));
+          const std::string path_name = gemv_path_name(path);
+          CAPTURE(path_name);
           std::vector<float> fast(size_t(N), 0.25f);
           quantized_gemv(q, x.data(), fast.data(), true, path);
           CHECK(std::memcmp(fast.data(), portable.data(), sizeof(float) * N) == 0);
@@ -201,7 +209,8 @@ TEST_CASE("quantized kernels give the same bits at 1 and 2 threads") {
   const int64_t M = 300, N = 200, K = 300;
   const int previous = threads();
   for (QuantFormat format : {QuantFormat::int8, QuantFormat::bf16}) {
-    CAPTURE(quant_format_name(format));
+    const std::string format_name = quant_format_name(format);
+    CAPTURE(format_name);
     const QuantizedMatrix q = quantize_matrix(random_weight(N, K, 11), format);
     const std::vector<float> x = random_values<float>(size_t(M * K), 12),
                              dy = random_values<float>(size_t(M * N), 13);
@@ -224,7 +233,8 @@ TEST_CASE("quantized kernels give the same bits at 1 and 2 threads") {
 
 TEST_CASE("quantized_linear: gradients against linear on the dequantised weight; no weight grad") {
   for (QuantFormat format : {QuantFormat::int8, QuantFormat::bf16}) {
-    CAPTURE(quant_format_name(format));
+    const std::string format_name = quant_format_name(format);
+    CAPTURE(format_name);
     const int64_t N = 70, K = 45;
     const QuantizedMatrix q = quantize_matrix(random_weight(N, K, 14, 3), format);
     const Tensor w_hat = dequantize(q);
@@ -256,7 +266,8 @@ TEST_CASE("quantized_linear: float64 gradient check of the input and the bias") 
   // Float64 activations read Ŵ exactly and sum in double: the op is a linear map of x and b, and
   // its backward is checked against central differences as every op's is.
   for (QuantFormat format : {QuantFormat::int8, QuantFormat::bf16}) {
-    CAPTURE(quant_format_name(format));
+    const std::string format_name = quant_format_name(format);
+    CAPTURE(format_name);
     const QuantizedMatrix q = quantize_matrix(random_weight(6, 5, 18, 2), format);
     const GradcheckResult r =
         gradcheck("quantized_linear",
@@ -350,11 +361,12 @@ TEST_CASE("a MicroLM with every Linear quantized: logits near float32's, decodin
   const std::vector<double> float_logits = logits_of(reference, ids).to_vector();
   double scale = 0;
   for (double v : float_logits) scale = std::max(scale, std::fabs(v));
-  // Measured max |Δlogit| / max |logit| (this model, these ids): int8 about 0.3%, bf16 about
-  // 0.1%; the checks allow about 5× that.
+  // Measured max |Δlogit| / max |logit| (this model, these ids): int8 0.74%, bf16 0.31%; the
+  // checks allow about 4× that.
   for (auto [format, tolerance] :
-       {std::pair{QuantFormat::int8, 0.015}, std::pair{QuantFormat::bf16, 0.005}}) {
-    CAPTURE(quant_format_name(format));
+       {std::pair{QuantFormat::int8, 0.03}, std::pair{QuantFormat::bf16, 0.012}}) {
+    const std::string format_name = quant_format_name(format);
+    CAPTURE(format_name);
     MicroLM model(c);
     model.init_identical(3);
     const int64_t float_bytes = linear_weight_bytes(model), float_stored = stored_bytes(model);
@@ -397,6 +409,20 @@ TEST_CASE("a MicroLM with every Linear quantized: logits near float32's, decodin
       CHECK(test::rel_diff(step, row) < 1e-4);
       CHECK(argmax_of(step) == argmax_of(row));
     }
+    // Greedy decoding: a prompt of 3 ids as one chunk (panel GEMMs), then each chosen id fed back
+    // (the GEMV); the full forward of the context chooses the same id at every step.
+    decoder.reset();
+    std::vector<int32_t> context(ids.begin(), ids.begin() + 3);
+    std::vector<double> last = decoder.append(std::span(context.data(), 3)).to_vector();
+    while (static_cast<int64_t>(context.size()) < c.seq_len) {
+      const Tensor all = logits_of(model, context);
+      const int64_t T = static_cast<int64_t>(context.size());
+      const int64_t expected = argmax_of(raw::view_narrow(all, 0, T - 1, 1).to_vector());
+      CAPTURE(T);
+      CHECK(argmax_of(last) == expected);
+      context.push_back(static_cast<int32_t>(expected));
+      last = decoder.append(std::span(&context.back(), 1)).to_vector();
+    }
   }
 }
 
@@ -429,8 +455,9 @@ TEST_CASE("a quantized MicroLM trains its float32 parts: the loss's gradient rea
   backward(lf);
   CHECK(test::rel_diff(quantized.token->weight.grad().to_vector(),
                        dequantized.token->weight.grad().to_vector()) < 1e-4);
-  CHECK(test::rel_diff(quantized.head->bias.grad().to_vector(),
-                       dequantized.head->bias.grad().to_vector()) < 1e-4);
+  const Linear& q_proj = *quantized.blocks[0]->attention->q;  // a quantized Linear's float32 bias
+  CHECK(test::rel_diff(q_proj.bias.grad().to_vector(),
+                       dequantized.blocks[0]->attention->q->bias.grad().to_vector()) < 1e-4);
 }
 
 TEST_CASE("quantize_linear refuses a second quantization and a module already flattened") {
@@ -446,6 +473,11 @@ TEST_CASE("quantize_linear refuses a second quantization and a module already fl
   Linear wide(4, 3, true, DType::f64);
   CHECK_THROWS_WITH(quantize_linear(wide, QuantFormat::int8),
                     doctest::Contains("needs a float32 weight"));
+  Linear converted(4, 3);  // to(float64) after quantizing: the forward names the scales
+  quantize_linear(converted, QuantFormat::int8);
+  converted.to(DType::f64);
+  CHECK_THROWS_WITH(converted.forward(Tensor::zeros({1, 4}, DType::f64)),
+                    doctest::Contains("float32 scales [3]"));
   Linear other(4, 3);
   CHECK_THROWS_WITH(other.unregister_parameter("nothing"),
                     doctest::Contains("no parameter 'nothing'"));
@@ -453,7 +485,8 @@ TEST_CASE("quantize_linear refuses a second quantization and a module already fl
 
 TEST_CASE("a quantized Linear's state_dict names its packed form and loads into another one") {
   for (QuantFormat format : {QuantFormat::int8, QuantFormat::bf16}) {
-    CAPTURE(quant_format_name(format));
+    const std::string format_name = quant_format_name(format);
+    CAPTURE(format_name);
     Linear a(5, 4), b(5, 4);  // different draws
     quantize_linear(a, format);
     quantize_linear(b, format);
