@@ -13,8 +13,10 @@
 
 #include "nn/lm/micro_lm.h"
 #include "nn/lora.h"
+#include "nn/quantize.h"
 #include "nn_test_helpers.h"
 #include "temp_dir.h"
+#include "tensor/quantized_matrix.h"
 #include "test_helpers.h"
 #include "train/checkpoint.h"
 #include "train/io/files.h"
@@ -160,6 +162,41 @@ TEST_CASE("PEFT adapters: save then load round-trips bit for bit, in PEFT's file
       CHECK(again.model->parameter(name).to_floats() == t.to_floats());
     }
   }
+}
+
+// The Linear at dotted path `name` below `m`.
+const Linear& linear_at(const Module& m, const std::string& name) {
+  const size_t dot = name.find('.');
+  for (const auto& [child, module] : m.named_children())
+    if (child == name.substr(0, dot))
+      return dot == std::string::npos ? dynamic_cast<const Linear&>(*module)
+                                      : linear_at(*module, name.substr(dot + 1));
+  throw std::invalid_argument("no module " + name);
+}
+
+TEST_CASE("PEFT adapters: loaded onto an int8 base, they compute (Ŵ + scale·B·A)·x") {
+  // The reference: a float32 model whose blocks' weights are the int8 model's dequantised Ŵ.
+  Imported reference("llama"), int8("llama");
+  quantize_frozen(*int8.model, QuantFormat::int8, [](const std::string& path, const Linear&) {
+    return path.starts_with("blocks.");
+  });
+  for (const PeftModule& m : peft_modules(int8.config()))
+    for (const std::string& name : m.linears)
+      reference.model->parameter(name + ".weight")
+          .copy_from(dequantize(*linear_at(*int8.model, name).quantized_weight));
+  load_peft_adapter(*reference.model, reference.config(), adapter_dir("llama"));
+  load_peft_adapter(*int8.model, int8.config(), adapter_dir("llama"));
+  for (const auto& [name, t] : reference.model->named_parameters())
+    if (name.find("lora_") != std::string::npos)
+      CHECK(int8.model->parameter(name).to_floats() == t.to_floats());
+  reference.model->eval();
+  int8.model->eval();
+  lora::merge(*reference.model);
+  const Tensor ids = Tensor::from_ids(std::vector<int64_t>{5, 71, 200, 3, 256, 9}, {1, 6});
+  const double difference =
+      dg::nn_test::max_abs_diff(reference.model->forward(ids), int8.model->forward(ids));
+  MESSAGE("int8 base + adapter against (dequantised base + ΔW) in float32: " << difference);
+  CHECK(difference < 1e-4);
 }
 
 TEST_CASE("PEFT adapters: a fresh adapter's files have PEFT's keys and shapes") {

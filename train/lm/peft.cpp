@@ -372,6 +372,24 @@ void save_peft_adapter(Module& model, const MicroLMConfig& model_config,
 
 namespace {
 
+// The Linear at the dotted path `name` below `model` (its weight may be quantized: no parameter).
+const Linear& linear_named(const Module& model, const std::string& name) {
+  const Module* m = &model;
+  size_t begin = 0;
+  while (m && begin <= name.size()) {
+    const size_t end = std::min(name.find('.', begin), name.size());
+    const std::string part = name.substr(begin, end - begin);
+    const Module* next = nullptr;
+    for (const auto& [child, module] : m->named_children())
+      if (child == part) next = module;
+    m = next;
+    begin = end + 1;
+  }
+  const Linear* linear = dynamic_cast<const Linear*>(m);
+  if (!linear) throw std::invalid_argument("peft: the model has no Linear '" + name + "'");
+  return *linear;
+}
+
 // The adapter's tensors of `file`, checked against the modules `config` adapts in `model`, as
 // depthgrad parameters (c_attn's lora_B cut into its members' rows).
 std::vector<NamedTensor> adapter_parameters(const SafetensorsFile& file, const std::string& path,
@@ -385,8 +403,8 @@ std::vector<NamedTensor> adapter_parameters(const SafetensorsFile& file, const s
   for (const PeftModule& m : modules) {
     std::vector<int64_t> outs;
     for (const std::string& linear : m.linears)
-      outs.push_back(model.parameter(linear + ".weight").shape()[0]);
-    const int64_t in = model.parameter(m.linears.front() + ".weight").shape()[1];
+      outs.push_back(linear_named(model, linear).out_features);
+    const int64_t in = linear_named(model, m.linears.front()).in_features;
     int64_t out_total = 0;
     for (int64_t o : outs) out_total += o;
     auto take = [&](const std::string& suffix, const std::vector<int64_t>& shape) {
