@@ -72,6 +72,7 @@ Tensor quantized_linear(const Tensor& x, const QuantizedMatrix& weight, const Te
     }
     quantized_matmul<T>(X.data<T>(), R, weight.cols, weight, py, N, bias.defined());
   });
+  if (tracing()) trace_op("quantized_linear", {x, bias}, {y});  // ONNX export refuses it, named
   if (should_record({x, bias})) record_quantized_linear(x, weight, bias, y, R);
   return y;
 }

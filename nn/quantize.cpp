@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <stdexcept>
+#include <unordered_set>
 
 namespace dg {
 
@@ -31,10 +32,13 @@ void quantize_linear(Linear& layer, QuantFormat format) {
 
 int64_t quantize_frozen(Module& root, QuantFormat format, const LinearFilter& which) {
   int64_t count = 0;
+  std::unordered_set<const Module*> adapters;  // LoRA's A and B: trained, never quantized
   const std::function<void(Module&, const std::string&)> walk = [&](Module& m,
                                                                     const std::string& path) {
-    if (auto* layer = dynamic_cast<Linear*>(&m);
-        layer && !layer->quantized_weight && (!which || which(path, *layer))) {
+    auto* layer = dynamic_cast<Linear*>(&m);
+    if (layer && layer->lora) adapters.insert({layer->lora->A, layer->lora->B});
+    if (layer && !adapters.count(layer) && !layer->quantized_weight &&
+        (!which || which(path, *layer))) {
       quantize_linear(*layer, format);
       ++count;
     }

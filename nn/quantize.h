@@ -35,7 +35,9 @@ void quantize_linear(Linear& layer, QuantFormat format);
 // ("blocks.0.attention.q", "head") and the layer. Empty: every Linear not quantized yet.
 using LinearFilter = std::function<bool(const std::string& path, const Linear& layer)>;
 // quantize_linear on every chosen Linear below root (root included), depth first in registration
-// order; returns how many it quantized.
+// order, except LoRA adapters' A and B (nn/lora.h: they train); returns how many it quantized.
+// An adapted Linear's base weight is quantized: its forward is quantized_linear plus the adapter's
+// term (cached decoding adds the term too). Before lora::apply or after it, alike.
 int64_t quantize_frozen(Module& root, QuantFormat format, const LinearFilter& which = {});
 
 // Bytes of a module's weights as stored: its parameters' and persistent buffers' bytes (a tensor

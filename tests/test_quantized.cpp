@@ -16,12 +16,14 @@
 #include "autograd/ops.h"
 #include "nn/lm/decode.h"
 #include "nn/lm/micro_lm.h"
+#include "nn/lora.h"
 #include "nn/quantize.h"
 #include "tensor/gemm_kernels.h"
 #include "tensor/quantized_matrix.h"
 #include "tensor/threads.h"
 #include "tests/kernel_test_helpers.h"
 #include "tests/test_helpers.h"
+#include "train/io/onnx/export.h"
 
 using namespace dg;
 
@@ -488,7 +490,9 @@ TEST_CASE("a quantized Linear's state_dict names its packed form and loads into 
     const std::string format_name = quant_format_name(format);
     CAPTURE(format_name);
     Linear a(5, 4), b(5, 4);  // different draws
+    const WeakTensor float_weight(a.weight);
     quantize_linear(a, format);
+    CHECK(!float_weight.lock().defined());  // nothing holds the float32 weight any more: freed
     quantize_linear(b, format);
     std::vector<std::string> names;
     for (auto& [name, t] : a.state_dict()) names.push_back(name);
@@ -500,5 +504,55 @@ TEST_CASE("a quantized Linear's state_dict names its packed form and loads into 
     CHECK(a.forward(x).to_vector() != b.forward(x).to_vector());
     b.load_state_dict(a.state_dict());  // the kernels read the loaded values
     CHECK(a.forward(x).to_vector() == b.forward(x).to_vector());
+  }
+}
+
+TEST_CASE("ONNX export refuses a quantized Linear, naming the op (never a constant output)") {
+  Linear layer(4, 3);
+  quantize_linear(layer, QuantFormat::int8);
+  const onnx::ExportForward forward = [&](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{layer(in[0])};
+  };
+  CHECK_THROWS_WITH(
+      onnx::export_to_proto(layer, forward, {Tensor::zeros({2, 4})}),
+      doctest::Contains("op 'quantized_linear' in module '(root)' has no ONNX mapping"));
+}
+
+TEST_CASE("LoRA over a quantized base: adapters train, decoding adds their term") {
+  const MicroLMConfig c = tiny_lm_config();
+  for (bool quantize_first : {true, false}) {
+    CAPTURE(quantize_first);
+    MicroLM model(c);
+    model.init_identical(5);
+    const lora::Options options{.targets = {"q", "v"}, .r = 4, .alpha = 8};
+    if (quantize_first) CHECK(quantize_frozen(model, QuantFormat::int8) == 15);
+    const lora::Summary summary = lora::apply(model, options);
+    CHECK(summary.adapted.size() == 4);
+    if (!quantize_first) CHECK(quantize_frozen(model, QuantFormat::int8) == 15);  // not A, B
+    CHECK(quantize_frozen(model, QuantFormat::int8) == 0);
+    const Linear& q0 = *model.blocks[0]->attention->q;
+    REQUIRE(q0.quantized_weight);
+    REQUIRE(q0.lora);
+    CHECK(q0.lora->A->weight.requires_grad());
+    CHECK(!q0.lora->A->quantized_weight);
+    // A trained-looking adapter: B away from zero, so its term shows.
+    {
+      NoGradGuard no_grad;
+      for (MicroBlock* b : model.blocks)
+        for (const Linear* l : {b->attention->q, b->attention->v}) {
+          Tensor w = l->lora->B->weight;  // a handle on the adapter's weight
+          w.copy_from(Tensor::from_vector(random_values<float>(size_t(w.numel()), 23), w.shape()));
+        }
+    }
+    const std::vector<int32_t> ids = some_ids(c.seq_len, c.vocab);
+    const Tensor full = logits_of(model, ids);
+    Decoder decoder(model);
+    const Tensor& all = decoder.append(std::span(ids.data(), ids.size()), true);
+    CHECK(test::rel_diff(all.to_vector(), full.to_vector()) < 1e-4);
+    // The loss's gradient reaches the adapters (and nothing frozen asks for one).
+    const Tensor in = Tensor::from_ids(ids, {1, c.seq_len});
+    backward(model.loss(in, in));
+    CHECK(q0.lora->B->weight.grad().defined());
+    CHECK(q0.lora->A->weight.grad().defined());
   }
 }
