@@ -4,9 +4,10 @@
 # text). For each: the training loss falls (the mean of steps 46-50 below that of steps 1-5), the
 # adapter files are PEFT's (adapter_config.json's fields, adapter_model.safetensors' keys, F32),
 # the merged model.safetensors is read by `depthgrad eval`, a run stopped at step 25 and resumed
-# gives the adapter's bytes of the straight run; with MPI, 2 ranks with --accum 1 give the bits of
-# one process with --accum 2; over an int8 base the loss falls too; and the refusals of bad --lora
-# and --base-precision flags.
+# gives the adapter's bytes of the straight run (and one with other --lora settings is refused);
+# with MPI, 2 ranks with --accum 1 give the bits of one process with --accum 2; over an int8 base
+# the loss falls and a resume is bit-exact too; and the refusals of bad --lora and
+# --base-precision flags.
 # Usage: tests/finetune_lora.sh PATH/TO/depthgrad DATA_DIR SOURCE_DIR [mpirun]
 set -u
 BIN="$1"
@@ -85,6 +86,16 @@ check_model() {
     pass "$name: resumed at step 25 = straight run, bit for bit"
   else
     fail "$name: the resumed run's adapter differs"
+  fi
+  # A resume with other adapters is refused before anything changes.
+  local err
+  err="$(finetune --from "$from" --lora "$lora,dropout=0.1" --steps 60 --output-dir "$out-resumed" \
+    --resume "$out-resumed/checkpoint.safetensors" 2>&1 >/dev/null)"
+  if [ $? -ne 0 ] && printf '%s' "$err" | grep -qF '"dropout":0.1' &&
+    printf '%s' "$err" | grep -qF "differs from this run's"; then
+    pass "$name: a resume with other --lora settings is refused"
+  else
+    fail "$name: resume with other --lora: '$err'"
   fi
 }
 
