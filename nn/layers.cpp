@@ -52,7 +52,16 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, DType dtype)
   }
 }
 Tensor Linear::forward(const Tensor& x) const {
-  return hooked([&](const Tensor& x) { return linear(x, weight, bias); }, x);
+  return hooked(
+      [&](const Tensor& x) {
+        const Tensor y = linear(x, weight, bias);
+        if (!lora || lora->merged) return y;
+        // y + scale · B(A(dropout(x))): the scale on A's narrow output, B's product added into y.
+        const Tensor h = scale((*lora->A)(lora->dropout ? (*lora->dropout)(x) : x), lora->scale);
+        return lora->B->plain() ? linear_add(y, h, lora->B->weight, Tensor())
+                                : add(y, (*lora->B)(h));
+      },
+      x);
 }
 
 RMSNorm::RMSNorm(int64_t dim, double eps_, DType dtype) : Module(dtype), eps(eps_) {

@@ -50,14 +50,23 @@ class Linear : public Module {
          DType dtype = get_default_dtype());
   Tensor forward(const Tensor& x) const override;  // x [.., in] -> [.., out]
   std::string extra_repr() const override;         // torch's text
-  // True when forward(x) is exactly linear(x, weight, bias): no forward hooks (and nothing else
-  // changes what the layer computes). Fused callers (linear_rope, linear_add, the LM head's
-  // linear_cross_entropy, cached decoding) read `weight` themselves only then, and otherwise
-  // call forward().
-  bool plain() const { return !has_forward_hooks(); }
+  // True when forward(x) is exactly linear(x, weight, bias): no forward hooks and no unmerged
+  // LoRA adapter (nothing else changes what the layer computes). Fused callers (linear_rope,
+  // linear_add, the LM head's linear_cross_entropy, cached decoding) read `weight` themselves only
+  // then, and otherwise call forward().
+  bool plain() const { return !has_forward_hooks() && !(lora && !lora->merged); }
   int64_t in_features, out_features;
   Tensor weight;  // [out, in]
   Tensor bias;    // [out] or undefined
+  // A LoRA adapter (nn/lora.h: lora::apply sets it): forward adds scale · B(A(dropout(x))).
+  struct LoRA {
+    const Linear* A = nullptr;         // lora_A [r, in]: this layer's child, or a shared adapter's
+    const Linear* B = nullptr;         // lora_B [out, r]: this layer's child
+    const Dropout* dropout = nullptr;  // lora_dropout, or null (p = 0)
+    double scale = 1;                  // alpha / r (alpha / √r with rsLoRA)
+    bool merged = false;               // weight holds W + scale·B·A; forward is the plain linear
+  };
+  std::optional<LoRA> lora;
 };
 
 class RMSNorm : public Module {

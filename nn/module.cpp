@@ -168,10 +168,23 @@ void Module::check_new_entry(const std::string& name, const char* op) const {
     if (e.name == name)
       throw std::invalid_argument(
           fmt::format("{}: the module already has an entry '{}'", op, name));
-  if (flat_)
-    throw std::logic_error(fmt::format(
-        "{}: '{}' is registered after flat_parameters() was made; register everything first", op,
-        name));
+  for (const Module* m = this; m; m = m->parent_)
+    if (m->flat_)
+      throw std::logic_error(fmt::format(
+          "{}: '{}' is registered after flat_parameters() was made; register everything first", op,
+          name));
+}
+
+bool Module::has_flat_parameters() const {
+  const std::function<bool(const Module&)> flattened_below = [&](const Module& m) {
+    if (m.flat_) return true;
+    for (const Entry& e : m.entries_)
+      if (e.child && flattened_below(*e.child)) return true;
+    return false;
+  };
+  for (const Module* m = parent_; m; m = m->parent_)
+    if (m->flat_) return true;
+  return flattened_below(*this);
 }
 
 std::vector<std::pair<std::string, Module*>> Module::named_children() const {
@@ -368,6 +381,7 @@ FlatParameters& Module::flat_parameters() {
   std::vector<NamedTensor> params = module.named_parameters();
   DType dtype = module.dtype();
   for (auto& [name, p] : params) {
+    if (!p.requires_grad()) continue;  // frozen: no slot, no gradient, keeps its own storage
     if (p.dtype() != dtype)
       throw std::invalid_argument(fmt::format("flatten_parameters: '{}' is {}, the module is {}",
                                               name, dtype_name(p.dtype()), dtype_name(dtype)));
@@ -479,15 +493,7 @@ Module& Module::to(DType dtype) {
     throw std::invalid_argument(
         fmt::format("Module::to only accepts floating point dtypes (float32, float64), got {}",
                     dtype_name(dtype)));
-  const std::function<bool(const Module&)> flattened_below = [&](const Module& m) {
-    if (m.flat_) return true;
-    for (const Entry& e : m.entries_)
-      if (e.child && flattened_below(*e.child)) return true;
-    return false;
-  };
-  bool flattened = flattened_below(*this);
-  for (const Module* m = parent_; m && !flattened; m = m->parent_) flattened = m->flat_ != nullptr;
-  if (flattened)
+  if (has_flat_parameters())
     throw std::logic_error(fmt::format(
         "Module::to({}) on {}: flat_parameters() was already made (an optimiser or zero_grad() "
         "holds the flat buffers, which would go stale); call to() before building the "

@@ -3,9 +3,11 @@
 // a tensor registered under two names (a tied head, a route shared by Q/K and V) is counted and
 // listed once, under its first name, as torch's named_parameters() does.
 //
-// flatten_parameters() moves every parameter into one flat value buffer and gives each one a
-// gradient that is a view into one flat gradient buffer: zeroing is a memset, the optimizer one
-// loop over flat memory, a checkpoint one walk. A module knows its parent and its dotted path.
+// flatten_parameters() moves every trainable parameter (requires_grad true) into one flat value
+// buffer and gives each one a gradient that is a view into one flat gradient buffer: zeroing is a
+// memset, the optimizer one loop over flat memory, a checkpoint one walk. A frozen parameter
+// (requires_grad false: a LoRA model's base, nn/lora.h) stays outside: no gradient, no optimiser
+// state, never written by a step. A module knows its parent and its dotted path.
 // Called as module(x) (torch's __call__), it runs its forward hooks (torch's
 // register_forward_pre_hook / register_forward_hook) around its forward, whatever module it is;
 // the built-in modules run them however they are called (their forwards go through hooked()).
@@ -31,7 +33,8 @@ namespace dg {
 
 using NamedTensor = std::pair<std::string, Tensor>;
 
-// One flat buffer of parameter values and one of gradients; parameters become views into them.
+// One flat buffer of parameter values and one of gradients; the trainable parameters become views
+// into them (slots in named_parameters() order; frozen ones are left out).
 struct FlatParameters {
   struct Slot {
     std::string name;
@@ -77,11 +80,14 @@ class Module {
   Tensor parameter(const std::string& name) const;
 
   // The module's flat parameter and gradient buffers, made on the first call (every parameter
-  // becomes a view into them) and the same object afterwards. Optimisers built on a module use
-  // it, so a model that was constructed, initialised or loaded from a checkpoint trains with no
-  // other call. Call it on the model you train (the root module), once its parameters are all
-  // registered.
+  // that requires grad then becomes a view into them) and the same object afterwards. Optimisers
+  // built on a module use it, so a model that was constructed, initialised or loaded from a
+  // checkpoint trains with no other call. Call it on the model you train (the root module), once
+  // its parameters are all registered and frozen (set_requires_grad(false)) as they will be:
+  // freezing or unfreezing one afterwards does not move it in or out of the buffers.
   FlatParameters& flat_parameters();
+  // True once flat_parameters() was made on this module, an ancestor or a descendant.
+  bool has_flat_parameters() const;
   // Zeroes every parameter's gradient (one memset over the flat gradient buffer).
   void zero_grad() { flat_parameters().zero_grad(); }
 
