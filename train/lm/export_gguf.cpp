@@ -321,7 +321,10 @@ std::vector<float> permute_rows_for_llama_rope(const std::vector<float>& rows, i
 
 GgufFile micro_lm_gguf(const MicroLM& model, const MicroLMConfig& c, const BpeTokenizer& tok,
                        GgmlType type, const std::string& name) {
-  return micro_lm_gguf(model, c, tok, GgufExportOptions{.type = type, .name = name});
+  GgufExportOptions options;
+  options.type = type;
+  options.name = name;
+  return micro_lm_gguf(model, c, tok, options);
 }
 
 GgufFile micro_lm_gguf(const MicroLM& model, const MicroLMConfig& c, const BpeTokenizer& tok,
@@ -384,8 +387,15 @@ GgufFile micro_lm_gguf(const MicroLM& model, const MicroLMConfig& c, const BpeTo
       {"tokenizer.ggml.unknown_token_id", "<unk>"},
       {"tokenizer.ggml.padding_token_id", "<pad>"},
   };
-  for (const auto& [key, content] : specials)
-    if (const int32_t id = tok.token_id(content); id >= 0) kv.emplace_back(key, u32(id));
+  for (const auto& [key, content] : specials) {
+    int64_t id = tok.token_id(content);
+    const std::string k = key;
+    if (k.ends_with("bos_token_id") && options.bos_token_id >= 0) id = options.bos_token_id;
+    if (k.ends_with("eos_token_id") && options.eos_token_id >= 0) id = options.eos_token_id;
+    if (id >= c.vocab)
+      refuse(fmt::format("{} {} is not below model.vocab {}", key, id, c.vocab));
+    if (id >= 0) kv.emplace_back(key, u32(id));
+  }
   // depthgrad trains and generates without BOS/EOS around the text.
   kv.emplace_back("tokenizer.ggml.add_bos_token", GgufValue::boolean(false));
   kv.emplace_back("tokenizer.ggml.add_eos_token", GgufValue::boolean(false));

@@ -45,6 +45,10 @@ struct GgufExportOptions {
   // type of those whose rows Q8_0 cannot hold. Nothing else is accepted.
   std::optional<GgmlType> quant;
   std::string name = "depthgrad";  // general.name
+  // tokenizer.ggml.bos_token_id / eos_token_id when >= 0 (an imported model's config.json ids);
+  // else the tokenizer's "<bos>" / "<eos>" when it has them. Without an EOS id llama.cpp takes
+  // its BPE default (id 11) as end-of-generation, which stops or biases greedy text there.
+  int64_t bos_token_id = -1, eos_token_id = -1;
 };
 
 // The type a tensor is stored as (the header's rules): `gguf_name` is llama.cpp's name, the
@@ -85,6 +89,12 @@ struct LoraFactors {
   std::vector<float> b;  // B [out, rank], row-major
   double scale = 0;      // alpha / rank (PEFT's lora_alpha / r)
 };
+
+// The adapters nn/lora.h attached to `model` (lora::adapted_linears, module order) as plain
+// values; a shared A (lora::apply_shared) is copied into each member. Throws std::invalid_argument
+// naming the Linear when an adapter is merged (the adapter file goes with the unmerged base: call
+// lora::unmerge first) and when the model has none.
+std::vector<LoraFactors> lora_factors_of(Module& model);
 
 // llama.cpp's LoRA adapter GGUF of `factors` over `model` (the base, whose config `config`
 // is; its own weights are not written). `options.type`/`quant` store lora_a and lora_b as

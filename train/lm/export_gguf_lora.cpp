@@ -14,6 +14,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "nn/lora.h"
 #include "train/lm/export_gguf.h"
 #include "train/lm/export_gguf_detail.h"
 
@@ -159,6 +160,29 @@ std::vector<AdapterPair> gpt2_pairs(const std::vector<LoraFactors>& factors,
 }
 
 }  // namespace
+
+std::vector<LoraFactors> lora_factors_of(Module& model) {
+  std::vector<LoraFactors> out;
+  for (const auto& [name, linear] : lora::adapted_linears(model)) {
+    const Linear::LoRA& adapter = *linear->lora;
+    if (adapter.merged)
+      refuse(fmt::format("LoRA '{}' is merged into its weight: unmerge it (lora::unmerge) to "
+                         "write the adapter apart from the base",
+                         name));
+    LoraFactors f;
+    f.linear = name;
+    f.rank = adapter.A->out_features;
+    f.in = linear->in_features;
+    f.out = linear->out_features;
+    const std::vector<double> a = adapter.A->weight.to_vector(), b = adapter.B->weight.to_vector();
+    f.a.assign(a.begin(), a.end());
+    f.b.assign(b.begin(), b.end());
+    f.scale = adapter.scale;
+    out.push_back(std::move(f));
+  }
+  if (out.empty()) refuse("LoRA: the model has no adapter (lora::apply adds them)");
+  return out;
+}
 
 GgufFile lora_adapter_gguf(const MicroLM& model, const MicroLMConfig& c,
                            const std::vector<LoraFactors>& factors,
