@@ -108,7 +108,8 @@ std::string gpt2_tensor_name(const std::string& linear) {
 AdapterPair gpt2_qkv_pair(const std::string& layer,
                           const std::map<std::string, const LoraFactors*>& members,
                           const MicroLMConfig& c) {
-  const LoraFactors& first = *members.begin()->second;
+  const LoraFactors& first =
+      *(members.count("q") ? members.at("q") : members.count("k") ? members.at("k") : members.at("v"));
   AdapterPair p{"blk." + layer + ".attn_qkv.weight", first.rank, first.in, 0, first.a, {}};
   const int64_t kv_dim = c.dim / c.heads * c.kv_heads;
   for (const char* which : {"q", "k", "v"}) {
