@@ -1,9 +1,9 @@
 // GGUF for fine-tuned models: Q8_0 blocks bit for bit as ggml's quantize_row_q8_0_ref writes them
 // (ties, zero blocks, ±max, a value where ggml's x·(1/d) and gguf-py's x/d round apart), Q8_0 in
-// the reader and writer, --quant's choice of tensor types (llama.cpp's converter's), and llama.cpp's
-// LoRA adapter GGUF: names, GGUF dims, metadata, the llama Q/K permutation of B, gpt2's fused
-// attn_qkv, the adapter applied in GGUF space equal to the merged model's file, and every refusal.
-// llama.cpp itself runs these files in ctest llama_cpp_client (tests/llama/).
+// the reader and writer, --quant's choice of tensor types (llama.cpp's converter's), and
+// llama.cpp's LoRA adapter GGUF: names, GGUF dims, metadata, the llama Q/K permutation of B, gpt2's
+// fused attn_qkv, the adapter applied in GGUF space equal to the merged model's file, and every
+// refusal. llama.cpp itself runs these files in ctest llama_cpp_client (tests/llama/).
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -146,7 +146,8 @@ TEST_CASE("Q8_0 round trip: within half a step plus the F16 rounding of d, over 
   std::normal_distribution<float> n(0.0f, 0.3f);
   std::vector<float> x(32 * 64);
   for (float& v : x) v = n(rng);
-  const std::vector<float> back = dg::dequantize_q8_0(dg::quantize_q8_0(x.data(), x.size()).data(), x.size());
+  const std::vector<float> back =
+      dg::dequantize_q8_0(dg::quantize_q8_0(x.data(), x.size()).data(), x.size());
   for (size_t b = 0; b < 64; ++b) {
     float amax = 0;
     for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
@@ -172,7 +173,8 @@ TEST_CASE("Q8_0 refusals: counts off the block, values that are not finite, rows
                        doctest::Contains("'blk.0.attn_q.weight': Q8_0: value 5"),
                        std::runtime_error);
   CHECK_THROWS_WITH_AS(
-      dg::gguf_float_tensor("blk.0.ffn_down.weight", {4, 24}, std::vector<float>(96), GgmlType::q8_0),
+      dg::gguf_float_tensor("blk.0.ffn_down.weight", {4, 24}, std::vector<float>(96),
+                            GgmlType::q8_0),
       doctest::Contains("'blk.0.ffn_down.weight': Q8_0 stores rows in blocks of 32"),
       std::runtime_error);
 }
@@ -205,9 +207,10 @@ TEST_CASE("Q8_0 in the GGUF writer and reader: sizes, round trip, a row off 32 r
   const size_t at = patched.find(name_and_dims);
   REQUIRE(at != std::string::npos);
   patched[at + 13] = '0';  // 0x30 = 48
-  CHECK_THROWS_WITH_AS(dg::parse_gguf(patched, "q8.gguf"),
-                       doctest::Contains("q8.gguf: GGUF tensor_infos[0] 'w' dimensions: dims {48, 3}"),
-                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(
+      dg::parse_gguf(patched, "q8.gguf"),
+      doctest::Contains("q8.gguf: GGUF tensor_infos[0] 'w' dimensions: dims {48, 3}"),
+      std::runtime_error);
 }
 
 TEST_CASE("--quant q8_0 stores tensors as llama.cpp's converter does") {
@@ -253,9 +256,9 @@ TEST_CASE("llama adapter GGUF: metadata, names, GGUF dims, Q/K rows of B permute
   const dg::MicroLMConfig c = llama_config(tok.vocab_size(), 32, false);
   dg::MicroLM model(c);
   model.init_identical(4);
-  dg::lora::apply(model, {.targets = {"q", "k", "v", "output", "gate", "up", "down", "head"},
-                          .r = 3,
-                          .alpha = 6});
+  dg::lora::apply(
+      model,
+      {.targets = {"q", "k", "v", "output", "gate", "up", "down", "head"}, .r = 3, .alpha = 6});
   randomize_b(model, 5);
   const std::vector<dg::LoraFactors> factors = dg::lora_factors_of(model);
   REQUIRE(factors.size() == 2 * 7 + 1);
@@ -269,8 +272,8 @@ TEST_CASE("llama adapter GGUF: metadata, names, GGUF dims, Q/K rows of B permute
   CHECK(f.tensors.size() == 2 * factors.size());
   const uint64_t D = 32, F = 64, kv = 16, V = static_cast<uint64_t>(c.vocab), r = 3;
   const std::map<std::string, std::pair<uint64_t, uint64_t>> in_out = {
-      {"attn_q", {D, D}},    {"attn_k", {D, kv}},  {"attn_v", {D, kv}}, {"attn_output", {D, D}},
-      {"ffn_gate", {D, F}}, {"ffn_up", {D, F}},   {"ffn_down", {F, D}}};
+      {"attn_q", {D, D}},   {"attn_k", {D, kv}}, {"attn_v", {D, kv}}, {"attn_output", {D, D}},
+      {"ffn_gate", {D, F}}, {"ffn_up", {D, F}},  {"ffn_down", {F, D}}};
   for (int l = 0; l < 2; ++l)
     for (const auto& [part, dims] : in_out) {
       const std::string name = "blk." + std::to_string(l) + "." + part + ".weight";
@@ -297,14 +300,15 @@ TEST_CASE("the adapter applied in GGUF space is the merged model's GGUF (llama a
   const dg::BpeTokenizer tok = tokenizer();
   for (const bool gpt2 : {false, true}) {
     CAPTURE(gpt2);
-    const dg::MicroLMConfig c = gpt2 ? gpt2_config(tok.vocab_size(), 32)
-                                     : llama_config(tok.vocab_size(), 32, true);
+    const dg::MicroLMConfig c =
+        gpt2 ? gpt2_config(tok.vocab_size(), 32) : llama_config(tok.vocab_size(), 32, true);
     dg::MicroLM model(c);
     model.init_identical(6);
     if (gpt2) {
       for (int l = 0; l < 2; ++l) {
         const std::string a = "blocks." + std::to_string(l) + ".attention.";
-        dg::lora::apply_shared(model, {a + "q", a + "k", a + "v"}, {.targets = {}, .r = 2, .alpha = 5});
+        dg::lora::apply_shared(model, {a + "q", a + "k", a + "v"},
+                               {.targets = {}, .r = 2, .alpha = 5});
       }
       dg::lora::apply(model, {.targets = {"output", "up", "down"}, .r = 2, .alpha = 5});
     } else {
@@ -333,8 +337,9 @@ TEST_CASE("the adapter applied in GGUF space is the merged model's GGUF (llama a
       ++checked;
     }
     CHECK(checked == (gpt2 ? 2 * 4u : 2 * 5u));  // gpt2: attn_qkv, attn_output, ffn_up, ffn_down
-    if (gpt2) CHECK(adapter.find_tensor("blk.0.attn_qkv.weight.lora_b")->dims ==
-                    std::vector<uint64_t>{2, 32 + 2 * 16});
+    if (gpt2)
+      CHECK(adapter.find_tensor("blk.0.attn_qkv.weight.lora_b")->dims ==
+            std::vector<uint64_t>{2, 32 + 2 * 16});
   }
 }
 

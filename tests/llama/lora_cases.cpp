@@ -85,7 +85,7 @@ std::vector<dg::NamedTensor> q8_0_round_trip(const std::vector<dg::NamedTensor>&
   std::vector<dg::NamedTensor> out;
   for (const auto& [name, tensor] : weights) {
     // Only the GGUF names that matter for the rule: position_embd and norms stay F32.
-    const std::string gguf_like = name == "position.weight" ? "position_embd.weight"
+    const std::string gguf_like = name == "position.weight"                ? "position_embd.weight"
                                   : name.find("norm") != std::string::npos ? "x_norm.weight"
                                                                            : "x.weight";
     if (dg::gguf_stored_type(gguf_like, tensor.shape(), q8) != dg::GgmlType::q8_0) {
@@ -94,7 +94,8 @@ std::vector<dg::NamedTensor> q8_0_round_trip(const std::vector<dg::NamedTensor>&
     }
     const std::vector<double> v = tensor.to_vector();
     const std::vector<float> f(v.begin(), v.end());
-    const std::vector<float> back = dg::dequantize_q8_0(dg::quantize_q8_0(f.data(), f.size()).data(), f.size());
+    const std::vector<float> back =
+        dg::dequantize_q8_0(dg::quantize_q8_0(f.data(), f.size()).data(), f.size());
     out.emplace_back(name, dg::Tensor::from_vector(std::vector<double>(back.begin(), back.end()),
                                                    tensor.shape()));
   }

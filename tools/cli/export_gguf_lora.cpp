@@ -43,8 +43,12 @@ BaseModel base_from_checkpoint(const std::string& path, const std::string& token
   if (!file_exists(tokenizer_path))
     throw std::runtime_error(
         fmt::format("no tokenizer: {} does not exist (pass --tokenizer)", tokenizer_path));
-  BaseModel base{trained.model, trained.config.model,
-                 BpeTokenizer::from_json(read_file(tokenizer_path), tokenizer_path), -1, -1, path};
+  BaseModel base{trained.model,
+                 trained.config.model,
+                 BpeTokenizer::from_json(read_file(tokenizer_path), tokenizer_path),
+                 -1,
+                 -1,
+                 path};
   check_tokenizer_vocab(base.config.vocab, base.tokenizer, tokenizer_path);
   const auto id = [&](const char* key) -> int64_t {
     const auto it = trained.metadata.find(key);
@@ -65,16 +69,17 @@ BaseModel base_from_folder(const std::string& dir, const std::string& tokenizer_
   auto model = std::make_shared<MicroLM>(hf.config.model);
   model->load_state_dict(hf.weights);
   const std::string tokenizer_path = (std::filesystem::path(dir) / "tokenizer.json").string();
-  return BaseModel{model, hf.config.model,
-                   BpeTokenizer::from_json(hf.tokenizer_json, tokenizer_path), hf.bos_token_id,
-                   hf.eos_token_id, dir};
+  return BaseModel{
+      model,           hf.config.model, BpeTokenizer::from_json(hf.tokenizer_json, tokenizer_path),
+      hf.bos_token_id, hf.eos_token_id, dir};
 }
 
 // --base, else --checkpoint, else the adapter's base_model_name_or_path (as given, then relative
 // to the adapter folder).
 BaseModel load_base(const Flags& f) {
   if (!f.get("base").empty()) return base_from_folder(f.get("base"), f.get("tokenizer"));
-  if (!f.get("checkpoint").empty()) return base_from_checkpoint(f.get("checkpoint"), f.get("tokenizer"));
+  if (!f.get("checkpoint").empty())
+    return base_from_checkpoint(f.get("checkpoint"), f.get("tokenizer"));
   if (f.get("adapter").empty()) throw UsageError("--base or --checkpoint is required");
   const std::string config_path =
       (std::filesystem::path(f.get("adapter")) / "adapter_config.json").string();
@@ -86,7 +91,8 @@ BaseModel load_base(const Flags& f) {
         config_path));
   for (const std::filesystem::path& dir :
        {std::filesystem::path(named), std::filesystem::path(f.get("adapter")) / named})
-    if (std::filesystem::is_directory(dir)) return base_from_folder(dir.string(), f.get("tokenizer"));
+    if (std::filesystem::is_directory(dir))
+      return base_from_folder(dir.string(), f.get("tokenizer"));
   throw UsageError(fmt::format(
       "{}: base_model_name_or_path '{}' is not a folder here (nor beside the adapter); give the "
       "base with --base or --checkpoint (nothing is downloaded)",
@@ -115,7 +121,8 @@ GgufExportOptions export_options(const Flags& f, const BaseModel& base) {
 int export_gguf_command(const Flags& f) {
   const bool merge = f.get_bool("merge-lora"), adapter_file = f.get_bool("lora-adapter");
   if (merge && adapter_file)
-    throw UsageError("--merge-lora and --lora-adapter: give one (the merged model, or the adapter)");
+    throw UsageError(
+        "--merge-lora and --lora-adapter: give one (the merged model, or the adapter)");
   if ((merge || adapter_file) && f.get("adapter").empty())
     throw UsageError(fmt::format("--{} needs --adapter DIR (a PEFT LoRA folder)",
                                  merge ? "merge-lora" : "lora-adapter"));
@@ -138,8 +145,8 @@ int export_gguf_command(const Flags& f) {
     what = fmt::format("the adapter {}", f.get("adapter"));
   }
   if (adapter_file) {
-    save_gguf(output, lora_adapter_gguf(*base.model, base.config,
-                                        lora_factors_of(*base.model), options));
+    save_gguf(output,
+              lora_adapter_gguf(*base.model, base.config, lora_factors_of(*base.model), options));
   } else {
     if (merge) {
       lora::merge(*base.model);

@@ -4,12 +4,12 @@
 // which tensors are quantized. The LoRA adapter file is train/lm/export_gguf_lora.cpp's.
 #include "train/lm/export_gguf.h"
 
-#include "train/lm/export_gguf_detail.h"
-
 #include <fmt/format.h>
 
 #include <map>
 #include <stdexcept>
+
+#include "train/lm/export_gguf_detail.h"
 
 namespace dg {
 
@@ -260,7 +260,7 @@ void add_file_type(const GgufExportOptions& o, std::vector<std::pair<std::string
   // llama.cpp's file types: ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_Q8_0 = 7, MOSTLY_BF16 = 32 (1-D
   // tensors F32 in all). A quantized file also says which quantization scheme version its
   // blocks follow (GGML_QNT_VERSION, 2 since 2023), as gguf-py's writer does.
-  const uint32_t file_type = o.quant                       ? 7
+  const uint32_t file_type = o.quant                   ? 7
                              : o.type == GgmlType::f32 ? 0
                              : o.type == GgmlType::f16 ? 1
                                                        : 32;
@@ -392,8 +392,7 @@ GgufFile micro_lm_gguf(const MicroLM& model, const MicroLMConfig& c, const BpeTo
     const std::string k = key;
     if (k.ends_with("bos_token_id") && options.bos_token_id >= 0) id = options.bos_token_id;
     if (k.ends_with("eos_token_id") && options.eos_token_id >= 0) id = options.eos_token_id;
-    if (id >= c.vocab)
-      refuse(fmt::format("{} {} is not below model.vocab {}", key, id, c.vocab));
+    if (id >= c.vocab) refuse(fmt::format("{} {} is not below model.vocab {}", key, id, c.vocab));
     if (id >= 0) kv.emplace_back(key, u32(id));
   }
   // depthgrad trains and generates without BOS/EOS around the text.

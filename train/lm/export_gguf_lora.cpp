@@ -33,17 +33,17 @@ struct AdapterPair {
 
 void check_factors_shape(const LoraFactors& f, const std::map<std::string, Tensor>& params) {
   if (f.rank <= 0 || f.in <= 0 || f.out <= 0)
-    refuse(fmt::format("LoRA '{}': rank {}, in {}, out {} must be positive", f.linear, f.rank,
-                       f.in, f.out));
+    refuse(fmt::format("LoRA '{}': rank {}, in {}, out {} must be positive", f.linear, f.rank, f.in,
+                       f.out));
   if (f.a.size() != static_cast<size_t>(f.rank * f.in) ||
       f.b.size() != static_cast<size_t>(f.out * f.rank))
     refuse(fmt::format("LoRA '{}': A has {} values and B {}; [{}, {}] and [{}, {}] need {} and {}",
-                       f.linear, f.a.size(), f.b.size(), f.rank, f.in, f.out, f.rank,
-                       f.rank * f.in, f.out * f.rank));
+                       f.linear, f.a.size(), f.b.size(), f.rank, f.in, f.out, f.rank, f.rank * f.in,
+                       f.out * f.rank));
   const auto it = params.find(f.linear + ".weight");
   if (it == params.end())
-    refuse(fmt::format("LoRA '{}': the model has no Linear of that name (no '{}.weight')",
-                       f.linear, f.linear));
+    refuse(fmt::format("LoRA '{}': the model has no Linear of that name (no '{}.weight')", f.linear,
+                       f.linear));
   const std::vector<int64_t> shape = it->second.shape();
   if (shape != std::vector<int64_t>{f.out, f.in})
     refuse(fmt::format("LoRA '{}': adapts [{}, {}] but the Linear's weight is [{}, {}]", f.linear,
@@ -57,14 +57,16 @@ float common_alpha(const std::vector<LoraFactors>& factors) {
   for (const LoraFactors& f : factors) {
     const float mine = static_cast<float>(f.scale * static_cast<double>(f.rank));
     if (mine != alpha)
-      refuse(fmt::format("LoRA '{}': scale · rank = {} but '{}' has {}; llama.cpp reads one "
-                         "adapter.lora.alpha for the file (scale = alpha / rank)",
-                         f.linear, mine, factors[0].linear, alpha));
+      refuse(
+          fmt::format("LoRA '{}': scale · rank = {} but '{}' has {}; llama.cpp reads one "
+                      "adapter.lora.alpha for the file (scale = alpha / rank)",
+                      f.linear, mine, factors[0].linear, alpha));
   }
   if (alpha == 0.0f)
-    refuse(fmt::format("LoRA '{}': alpha (scale · rank) is 0; llama.cpp reads "
-                       "adapter.lora.alpha 0 as 'no alpha' and applies scale 1",
-                       factors[0].linear));
+    refuse(
+        fmt::format("LoRA '{}': alpha (scale · rank) is 0; llama.cpp reads "
+                    "adapter.lora.alpha 0 as 'no alpha' and applies scale 1",
+                    factors[0].linear));
   return alpha;
 }
 
@@ -108,8 +110,9 @@ std::string gpt2_tensor_name(const std::string& linear) {
 AdapterPair gpt2_qkv_pair(const std::string& layer,
                           const std::map<std::string, const LoraFactors*>& members,
                           const MicroLMConfig& c) {
-  const LoraFactors& first =
-      *(members.count("q") ? members.at("q") : members.count("k") ? members.at("k") : members.at("v"));
+  const LoraFactors& first = *(members.count("q")   ? members.at("q")
+                               : members.count("k") ? members.at("k")
+                                                    : members.at("v"));
   AdapterPair p{"blk." + layer + ".attn_qkv.weight", first.rank, first.in, 0, first.a, {}};
   const int64_t kv_dim = c.dim / c.heads * c.kv_heads;
   for (const char* which : {"q", "k", "v"}) {
@@ -120,10 +123,11 @@ AdapterPair gpt2_qkv_pair(const std::string& layer,
     } else {
       const LoraFactors& f = *it->second;
       if (f.rank != first.rank || f.a != first.a || f.scale != first.scale)
-        refuse(fmt::format("LoRA '{}' and '{}': llama.cpp's gpt2 computes q, k and v in one "
-                           "fused attn_qkv, so their adapters must share one A, rank and scale "
-                           "(lora::apply_shared, as PEFT's c_attn adapter); these differ",
-                           first.linear, f.linear));
+        refuse(
+            fmt::format("LoRA '{}' and '{}': llama.cpp's gpt2 computes q, k and v in one "
+                        "fused attn_qkv, so their adapters must share one A, rank and scale "
+                        "(lora::apply_shared, as PEFT's c_attn adapter); these differ",
+                        first.linear, f.linear));
       p.b.insert(p.b.end(), f.b.begin(), f.b.end());
     }
     p.out += rows;
@@ -156,7 +160,8 @@ std::vector<AdapterPair> gpt2_pairs(const std::vector<LoraFactors>& factors,
                          f.linear));
     pairs.push_back(AdapterPair{base, f.rank, f.in, f.out, f.a, f.b});
   }
-  for (const auto& [layer, members] : qkv) pairs[qkv_slot[layer]] = gpt2_qkv_pair(layer, members, c);
+  for (const auto& [layer, members] : qkv)
+    pairs[qkv_slot[layer]] = gpt2_qkv_pair(layer, members, c);
   return pairs;
 }
 
@@ -167,9 +172,10 @@ std::vector<LoraFactors> lora_factors_of(Module& model) {
   for (const auto& [name, linear] : lora::adapted_linears(model)) {
     const Linear::LoRA& adapter = *linear->lora;
     if (adapter.merged)
-      refuse(fmt::format("LoRA '{}' is merged into its weight: unmerge it (lora::unmerge) to "
-                         "write the adapter apart from the base",
-                         name));
+      refuse(
+          fmt::format("LoRA '{}' is merged into its weight: unmerge it (lora::unmerge) to "
+                      "write the adapter apart from the base",
+                      name));
     LoraFactors f;
     f.linear = name;
     f.rank = adapter.A->out_features;

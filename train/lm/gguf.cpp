@@ -252,8 +252,8 @@ std::vector<uint8_t> quantize_q8_0(const float* values, size_t count) {
     float amax = 0.0f;
     for (size_t j = 0; j < kQ8Block; ++j) {
       if (!std::isfinite(x[j]))
-        throw std::invalid_argument(fmt::format("Q8_0: value {} ({}) is not finite",
-                                                block * kQ8Block + j, x[j]));
+        throw std::invalid_argument(
+            fmt::format("Q8_0: value {} ({}) is not finite", block * kQ8Block + j, x[j]));
       amax = std::max(amax, std::fabs(x[j]));
     }
     const float d = amax / 127.0f;  // ggml: amax / ((1 << 7) - 1), in float32
@@ -343,8 +343,9 @@ GgufTensor gguf_float_tensor(std::string name, const std::vector<int64_t>& torch
 std::vector<float> gguf_tensor_floats(const GgufTensor& t) {
   if (t.type == GgmlType::q8_0) {
     if (t.bytes.size() % kQ8BlockBytes != 0)
-      throw std::runtime_error(fmt::format(
-          "GGUF tensor '{}': {} bytes is not a whole number of Q8_0 blocks", t.name, t.bytes.size()));
+      throw std::runtime_error(
+          fmt::format("GGUF tensor '{}': {} bytes is not a whole number of Q8_0 blocks", t.name,
+                      t.bytes.size()));
     return dequantize_q8_0(t.bytes.data(), t.bytes.size() / kQ8BlockBytes * kQ8Block);
   }
   const bool half = t.type == GgmlType::f16 || t.type == GgmlType::bf16;

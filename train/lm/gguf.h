@@ -104,7 +104,7 @@ struct GgufTensor {
   GgmlType type = GgmlType::f32;
   // little-endian, prod(dims) / ggml_block_size(type) · ggml_type_size(type) bytes
   std::vector<uint8_t> bytes;
-  uint64_t offset = 0;         // read: offset in the data section; the writer lays out its own
+  uint64_t offset = 0;  // read: offset in the data section; the writer lays out its own
   bool operator==(const GgufTensor&) const = default;
 };
 
