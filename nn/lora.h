@@ -2,9 +2,11 @@
 // low-rank update, y = x·Wᵀ + b + scale · B(A(dropout(x))), A [r, in], B [out, r], scale = alpha /
 // r (alpha / √r with rsLoRA). lora::apply adds adapters to the Linears of any Module (a MicroLM, an
 // imported Hugging Face model, a user's Sequential) by PEFT's name matching and freezes every other
-// parameter; merge folds the adapters into the weights (for export and fast decoding), unmerge
-// takes them out again. Not here: PEFT's files (train/lm/peft.h), adapters on other layer kinds
-// (embeddings, convolutions), several named adapters on one layer, DoRA and the other variants.
+// parameter; merge folds the adapters into the weights (for export, and plain fused paths again),
+// unmerge takes them out again. Cached decoding (nn/lm/decode.h) adds an unmerged adapter's term
+// itself, so generation is right either way. Not here: PEFT's files (train/lm/peft.h), adapters on
+// other layer kinds (embeddings, convolutions), several named adapters on one layer, DoRA and the
+// other variants.
 //
 //   dg::MicroLM model(config);                       // or imported: train/lm/hf_model.h
 //   dg::lora::Options lora{.targets = {"q", "v"}, .r = 8, .alpha = 16};

@@ -5,7 +5,7 @@
 # Usage: tools/count_lines.sh [REV]   (REV: count a commit instead of the work tree; no budget check)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CORE_BUDGET=19700  # the line budget: code lines of tensor/ + autograd/ + nn/ (stated here only).
+CORE_BUDGET=19960  # the line budget: code lines of tensor/ + autograd/ + nn/ (stated here only).
 # Raised from 8,000 when the op set a user builds models with (about forty ops, the graph, init,
 # containers) took the core from 6.9k to 9.4k lines, and from 10,500 when the graph's guards
 # (version checks, a second, recorded backward for every op that has one, tensor and module
@@ -33,8 +33,10 @@ CORE_BUDGET=19700  # the line budget: code lines of tensor/ + autograd/ + nn/ (s
 # were chosen for the convolutions they speed up, and to 19,450 when a recurrent layer's W_hh came
 # to be packed once per sequence for its steps' GEMMs (gemm_packed: float32 and bf16 microkernels
 # over panels), and to 19,700 when every op came to trace itself for the ONNX exporter (the op trace,
-# autograd/op_trace.h, and one call in each op saying its name, tensor arguments and settings):
-# growth past it is a decision, not a drift.
+# autograd/op_trace.h, and one call in each op saying its name, tensor arguments and settings),
+# and to 19,960 when LoRA adapters came in (nn/lora.cpp: PEFT's target matching, a shared A, merge
+# and unmerge; the adapter's state and forward in Linear; frozen parameters kept out of the flat
+# buffers): growth past it is a decision, not a drift.
 rev="${1:-}"
 
 list_files() {  # tracked .h/.cpp files under $1 (not in its sub-folders when $2 = top)

@@ -112,19 +112,38 @@ void check_finite(const Tensor& t, const std::string& path, const std::string& n
 
 // The model's state dict: its parameters and persistent buffers (I64 for an integer buffer such as
 // BatchNorm's num_batches_tracked), in torch's state_dict order.
-std::vector<TensorEntry> weight_entries(const Module& model) {
+std::vector<TensorEntry> weight_entries(const std::vector<NamedTensor>& state) {
   std::vector<TensorEntry> out;
-  for (auto& [name, p] : model.state_dict()) out.push_back(entry_from(name, p));
+  for (auto& [name, p] : state) out.push_back(entry_from(name, p));
   return out;
 }
 
-// Checks every parameter and persistent buffer against the file before anything is copied. A
-// floating tensor takes F32 or F64 (converted on copy), an integer buffer I32 or I64.
+// What a training checkpoint holds of the model: its state dict less the frozen parameters
+// (requires_grad false: a LoRA run's base), which the caller rebuilds before loading.
+std::vector<NamedTensor> training_state(const Module& model) {
+  std::set<const TensorImpl*> frozen;
+  for (auto& [name, p] : model.named_parameters())
+    if (!p.requires_grad()) frozen.insert(p.impl());
+  std::vector<NamedTensor> state = model.state_dict();
+  std::erase_if(state, [&](const NamedTensor& e) { return frozen.count(e.second.impl()) > 0; });
+  return state;
+}
+// The parameters that train (the optimiser's slots), in named_parameters() order.
+std::vector<NamedTensor> trainable_parameters(const Module& model) {
+  std::vector<NamedTensor> out = model.named_parameters();
+  std::erase_if(out, [](const NamedTensor& e) { return !e.second.requires_grad(); });
+  return out;
+}
+
+// Checks every tensor of `state` (parameters and persistent buffers) against the file before
+// anything is copied. A floating tensor takes F32 or F64 (converted on copy), an integer buffer I32
+// or I64.
 std::vector<std::pair<Tensor, Tensor>> match_weights(const SafetensorsFile& file,
-                                                     const Module& model, const std::string& path,
+                                                     const std::vector<NamedTensor>& state,
+                                                     const std::string& path,
                                                      const std::string& prefix) {
   std::vector<std::pair<Tensor, Tensor>> pairs;
-  for (auto& [name, p] : model.state_dict()) {
+  for (auto& [name, p] : state) {
     const TensorEntry* e = file.find(prefix + name);
     if (!e) throw std::runtime_error(fmt::format("{}: missing tensor '{}'", path, prefix + name));
     if (e->shape != p.shape())
@@ -171,7 +190,7 @@ void save_weights(const std::string& path, const Module& model,
                   const std::map<std::string, std::string>& metadata) {
   std::map<std::string, std::string> meta = metadata;
   meta.emplace("format", "pt");
-  save_safetensors(path, weight_entries(model), meta);
+  save_safetensors(path, weight_entries(model.state_dict()), meta);
 }
 
 std::map<std::string, std::string> load_weights(const std::string& path, Module& model) {
@@ -180,7 +199,7 @@ std::map<std::string, std::string> load_weights(const std::string& path, Module&
 
 std::map<std::string, std::string> load_weights(const SafetensorsFile& file,
                                                 const std::string& path, Module& model) {
-  auto pairs = match_weights(file, model, path, "");
+  auto pairs = match_weights(file, model.state_dict(), path, "");
   // Unknown tensors mean the file belongs to another model (a training checkpoint's optimizer
   // and state sections are expected extras, not model tensors).
   const auto named = model.state_dict();
@@ -217,8 +236,8 @@ Tensor slot_view(const Tensor& flat, const Tensor& parameter) {
 
 void save_training_checkpoint(const std::string& path, const Module& model,
                               const OptimizerState& optimizer, const TrainingState& state) {
-  std::vector<TensorEntry> entries = weight_entries(model);
-  auto named = model.named_parameters();
+  std::vector<TensorEntry> entries = weight_entries(training_state(model));
+  auto named = trainable_parameters(model);
   // The state is flat; slice it per parameter in registry order (the optimizer's slot order).
   for (auto& [name, p] : named)
     for (const auto& [state_name, flat] : optimizer.elements)
@@ -261,9 +280,9 @@ TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::s
           fmt::format("{}: the checkpoint was written with optimizer '{}', this run uses '{}'",
                       path, saved, optimizer.name));
   }
-  auto weights = match_weights(file, model, path, "");
+  auto weights = match_weights(file, training_state(model), path, "");
   std::vector<std::pair<Tensor, Tensor>> states;
-  for (auto& [name, p] : model.named_parameters()) {
+  for (auto& [name, p] : trainable_parameters(model)) {
     for (const auto& [state_name, flat] : optimizer.elements) {
       const std::string key = "optimizer." + state_name + "." + name;
       const TensorEntry* e = file.find(key);
@@ -285,17 +304,24 @@ TrainingState load_training_checkpoint(const SafetensorsFile& file, const std::s
   // checkpoint of another model (the same rule load_weights applies to weights files).
   {
     std::set<std::string> known;
-    for (auto& [name, t] : model.state_dict()) known.insert(name);
-    for (auto& [name, p] : model.named_parameters()) {
-      known.insert(name);
+    for (auto& [name, t] : training_state(model)) known.insert(name);
+    for (auto& [name, p] : trainable_parameters(model))
       for (const auto& [state_name, flat] : optimizer.elements)
         known.insert("optimizer." + state_name + "." + name);
+    std::set<std::string> frozen;  // a frozen parameter's name and its state's
+    for (auto& [name, p] : model.named_parameters()) {
+      if (p.requires_grad()) continue;
+      frozen.insert(name);
+      for (const auto& [state_name, flat] : optimizer.elements)
+        frozen.insert("optimizer." + state_name + "." + name);
     }
     for (const TensorEntry& e : file.tensors)
       if (!known.count(e.name) && e.name.rfind("state.", 0) != 0)
         throw std::runtime_error(fmt::format(
-            "{}: unexpected tensor '{}' (not a parameter of this model or its optimizer state)",
-            path, e.name));
+            "{}: unexpected tensor '{}' ({})", path, e.name,
+            frozen.count(e.name) ? "of a frozen parameter of this model: a training checkpoint "
+                                   "holds only the trainable ones, so this file is of another run"
+                                 : "not a parameter of this model or its optimizer state"));
   }
   std::map<std::string, int64_t> scalars;
   for (const auto& [name, value] : optimizer.scalars) {

@@ -61,6 +61,11 @@ struct OptimizerState {
 // The state of an unsharded optimiser (its own tensors, not copies).
 OptimizerState optimizer_state(FlatOptimizer& optimizer);
 
+// A training checkpoint holds the model's trainable parameters (requires_grad true), its persistent
+// buffers, the optimiser's state of each trainable parameter and `state`. A frozen parameter (a
+// LoRA run's base, nn/lora.h) is not saved, and loading leaves it as it is: the caller rebuilds the
+// model as the run had it (builds or imports the base, lora::apply with the same options), then
+// loads the checkpoint, which brings back the adapters and their optimiser state.
 void save_training_checkpoint(const std::string& path, const Module& model,
                               const OptimizerState& optimizer, const TrainingState& state);
 inline void save_training_checkpoint(const std::string& path, const Module& model,

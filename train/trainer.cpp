@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <span>
 
 #include "autograd/tape.h"
@@ -49,7 +50,7 @@ Trainer::Trainer(TrainingSetup s, const TrainingConfig& config)
   check_training_record();
   check_precision_supported(config_.precision, "trainer: training.precision");
   flat_ = flatten_parameters(*model_);
-  if (flat_.total == 0) throw std::invalid_argument("trainer: the model has no parameters");
+  check_trainable_parameters();
   attach_optimizer();
   check_short_last_batch();
   prepare_micro_batches_and_ranks();
@@ -84,6 +85,24 @@ void Trainer::check_settings() {
     throw std::invalid_argument(
         fmt::format("trainer: the sampler covers {} examples, the dataset has {}", sampler_.size(),
                     data_->size()));
+}
+
+// The flat buffers hold every parameter that requires grad (frozen ones, a LoRA model's base, are
+// left out), and at least one.
+void Trainer::check_trainable_parameters() const {
+  if (flat_.total == 0)
+    throw std::invalid_argument(model_->parameter_count() == 0
+                                    ? "trainer: the model has no parameters"
+                                    : "trainer: every parameter of the model is frozen "
+                                      "(requires_grad false): nothing would train");
+  std::set<const TensorImpl*> in_slots;
+  for (const auto& slot : flat_.slots) in_slots.insert(slot.parameter.impl());
+  for (const auto& [name, p] : model_->named_parameters())
+    if (p.requires_grad() && !in_slots.count(p.impl()))
+      throw std::invalid_argument(fmt::format(
+          "trainer: parameter '{}' requires grad but is outside the flat buffers (it was unfrozen "
+          "after flat_parameters() was made); set requires_grad before building the optimiser",
+          name));
 }
 
 // The caller's fuller training record, when given, must agree with the loop's settings.

@@ -124,7 +124,11 @@ struct StepObserver {
 // its rate and weight decay, and its groups recorded in checkpoints and checked on resume),
 // fresh (no step taken), and the schedule,
 // when given, over that optimiser. `config` is the caller's description of the model (any JSON),
-// stored in checkpoints as "depthgrad.config"'s "model" and compared on resume.
+// stored in checkpoints as "depthgrad.config"'s "model" and compared on resume. Frozen parameters
+// (requires_grad false when the Trainer is made: a LoRA model's base, nn/lora.h) are outside the
+// flat buffers, so they get no gradient or optimiser state and are never clipped, reduced over
+// ranks, updated or saved in checkpoints: to resume, rebuild the model as it was (base, then
+// lora::apply) and load the checkpoint (train/checkpoint.h).
 struct TrainingSetup {
   std::shared_ptr<Module> model;
   std::shared_ptr<const Dataset> data;
@@ -241,6 +245,7 @@ class Trainer {
   // Construction, in order (trainer.cpp).
   void check_settings();
   void check_training_record() const;
+  void check_trainable_parameters() const;
   void attach_optimizer();
   void check_short_last_batch() const;
   void prepare_micro_batches_and_ranks();

@@ -30,6 +30,19 @@ bool use_gemv(int64_t n) {
   return n == 1 && (sizeof(T) == sizeof(double) || matmul_precision() == MatmulPrecision::float32);
 }
 
+// y [n, out] += scale · (x [n, in] · Aᵀ) · Bᵀ when l has an unmerged LoRA adapter (nn/lora.h), as
+// Linear::forward adds it (dropout is off: decoding is inference).
+template <class T>
+void add_lora_rows(T* y, const T* x, int64_t n, const Linear& l) {
+  if (!l.lora || l.lora->merged) return;
+  const int64_t in = l.in_features, out = l.out_features, r = l.lora->A->out_features;
+  thread_local std::vector<T> h;  // [n, r]
+  h.resize(static_cast<size_t>(n * r));
+  gemm(false, true, n, r, in, T(1), x, in, l.lora->A->weight.data<T>(), in, T(0), h.data(), r);
+  for (T& e : h) e *= static_cast<T>(l.lora->scale);
+  gemm(false, true, n, out, r, T(1), h.data(), r, l.lora->B->weight.data<T>(), r, T(1), y, out);
+}
+
 // y [n, out] = x [n, in] · W[out, in]ᵀ + bias, plus residual [n, out] when given: the residual and
 // the bias pre-fill y and the GEMM (the GEMV for one row) adds into it, as linear / linear_add do.
 template <class T>
@@ -54,6 +67,7 @@ void linear_rows(T* y, const T* x, int64_t n, const Linear& l, const T* residual
   else
     gemm(false, true, n, out, in, T(1), x, in, l.weight.data<T>(), in, accumulate ? T(1) : T(0), y,
          out);
+  add_lora_rows(y, x, n, l);
 }
 
 // out [n, D] = Norm(x [n, D]); stat_a, stat_b [n] scratch for rstd (and the LayerNorm mean).
@@ -208,6 +222,7 @@ void Decoder::run(const int32_t* ids, int64_t n, bool all_positions) {
   else
     gemm(false, true, rows, c.vocab, D, T(1), ptr<T>(normed_), D, model_.head_weight().data<T>(), D,
          T(0), ptr<T>(logits_), c.vocab);
+  if (model_.head) add_lora_rows<T>(ptr<T>(logits_), ptr<T>(normed_), rows, *model_.head);
 }
 
 // CausalSelfAttention::forward on n new rows: Q, K from u_qk, V from u_v; K and V go straight into

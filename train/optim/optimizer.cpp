@@ -110,7 +110,7 @@ std::vector<ParamGroup> weight_decay_groups(const Module& module, double weight_
   std::vector<ParamGroup> groups{ParamGroup{{}, std::nullopt, weight_decay},
                                  ParamGroup{{}, std::nullopt, 0.0}};
   for (const auto& [name, p] : module.named_parameters())
-    groups[p.dim() >= 2 ? 0 : 1].params.push_back(p);
+    if (p.requires_grad()) groups[p.dim() >= 2 ? 0 : 1].params.push_back(p);  // frozen: left out
   return groups;
 }
 
@@ -152,9 +152,9 @@ FlatOptimizer::FlatOptimizer(FlatParameters& params, double lr, double weight_de
     : params_(&params), shard_begin_(0), shard_end_(params.total) {
   if (params.slots.empty())
     throw std::invalid_argument(fmt::format(
-        "{}: optimizer got an empty parameter list (the module passed has no parameters: register "
-        "each layer with register_module and each tensor with register_parameter before the "
-        "optimiser is made)",
+        "{}: optimizer got an empty parameter list (the module passed has no parameters to train: "
+        "register each layer with register_module and each tensor with register_parameter before "
+        "the optimiser is made; a frozen one, requires_grad false, does not count)",
         who));
   check_rate(lr, who, "lr");
   check_rate(weight_decay, who, "weight_decay");
@@ -211,6 +211,11 @@ std::vector<FlatOptimizer::Run> FlatOptimizer::runs(const std::vector<bool>& dec
   std::vector<Run> out;
   for (size_t s = 0; s < params_->slots.size(); ++s) {
     const FlatParameters::Slot& slot = params_->slots[s];
+    if (!slot.parameter.requires_grad())  // a step would still decay it
+      throw std::logic_error(fmt::format(
+          "{}: parameter '{}' was frozen (requires_grad false) after the flat buffers were made; "
+          "freeze parameters before building the optimiser",
+          name(), slot.name));
     const int64_t a = std::max(shard_begin_, slot.offset),
                   b = std::min(shard_end_, slot.offset + slot.numel);
     if (a >= b) continue;
@@ -385,9 +390,9 @@ void ElementwiseOptimizer::step() {
 
 // The flat buffer (or this rank's shard of it): one step count, a run per slot.
 void ElementwiseOptimizer::step_flat() {
+  const std::vector<Run> slot_runs = runs(slot_decays_);  // first: it may refuse
   make_flat_state();
   ++flat_.steps;
-  const std::vector<Run> slot_runs = runs(slot_decays_);
   const std::string who = name();
   dispatch_float(params_->values.dtype(), who.c_str(), [&]<class T>() {
     // A bf16 copy of the weights is written in the same pass when this step rewrites the whole
