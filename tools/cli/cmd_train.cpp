@@ -25,6 +25,7 @@
 #include "tools/cli/ranks.h"
 #include "tools/cli/run_config_flags.h"
 #include "tools/cli/shared_flags.h"
+#include "tools/cli/train_run.h"
 #include "tools/cli/train_samples.h"
 #include "train/checkpoint.h"
 #include "train/io/files.h"
@@ -45,14 +46,6 @@
 namespace dg::cli {
 
 namespace {
-// Token ids of a run config's data: wikitext-2 (train/validation/test splits), tiny-shakespeare
-// (first 90% train, last 10% validation and test) or your own text (train/lm/data/text_corpus.h),
-// each cut to data.train_limit / eval_limit.
-struct Splits {
-  Corpus corpus;
-  std::vector<int32_t> train, validation, test;
-  std::string description;  // where the splits came from, for messages
-};
 // `tokenizer_json`: a given tokenizer (an imported model's) instead of one trained on the data.
 Splits load_splits(const DataConfig& config, const DataLocation& where, int vocab,
                    const std::string& tokenizer_json = "") {
@@ -251,6 +244,8 @@ RunConfig train_run_from_flags(const Flags& f, InitialModel& init) {
   return run;
 }
 
+}  // namespace
+
 // A run already in the output folder is refused before any work, as rank 0 sees the folder.
 void refuse_replacing_a_run(const Flags& f, World& world) {
   const bool resuming = !f.get("resume").empty(), overwrite = f.get_bool("overwrite");
@@ -307,12 +302,6 @@ void write_run_start(const std::string& out, bool overwrite, bool resuming, cons
     });
 }
 
-// The validation windows a printed validation loss is computed on, and how to say so.
-struct EvalWindows {
-  std::vector<int64_t> starts;
-  std::string what;
-};
-
 EvalWindows validation_windows(const RunConfig& run, const Splits& data) {
   EvalWindows w;
   const int64_t windows = run.data.eval_windows;
@@ -326,19 +315,6 @@ EvalWindows validation_windows(const RunConfig& run, const Splits& data) {
                                      w.starts.size(), run.model.seq_len);
   return w;
 }
-
-// What the training loop needs besides the trainer: the run, its data and where it writes.
-struct TrainLoop {
-  const Flags& f;
-  World& world;
-  const RunConfig& run;
-  const Splits& data;
-  const EvalWindows& eval;
-  TrainSamples& samples;
-  Progress& progress;
-  std::string ckpt;  // <output-dir>/checkpoint.safetensors
-  bool writes = false;
-};
 
 // After each step: the step log line, the validation loss and a sample when due, a checkpoint
 // when due, and a requested stop.
@@ -388,6 +364,8 @@ void after_train_step(const TrainLoop& loop, MicroLMTrainer& trainer, const Step
 }
 
 std::string checkpoint_path_in(const std::string& out) { return out + "/checkpoint.safetensors"; }
+
+namespace {
 
 // Rank 0's files at the end: the weights (with the tokenizer they were trained with) and
 // summary.json; prints the validation loss and where the files are.

@@ -14,6 +14,7 @@ int cmd_tokenize(int argc, char** argv, int start);
 int cmd_generate(int argc, char** argv, int start);
 int cmd_bench(int argc, char** argv, int start);
 int cmd_import(int argc, char** argv, int start);
+int cmd_finetune(int argc, char** argv, int start);
 int cmd_export(int argc, char** argv, int start);
 int cmd_onnx_check(int argc, char** argv, int start);
 

@@ -38,6 +38,8 @@ const char* kUsage =
     "              decoding)\n"
     "  tokenize    train or apply a byte-level BPE tokenizer\n"
     "  import      read a Hugging Face GPT-2 or Llama folder as a depthgrad model\n"
+    "  finetune    train LoRA adapters over a frozen Hugging Face GPT-2 or Llama on your text;\n"
+    "              writes the adapter in PEFT's layout and the merged model\n"
     "  export      write a depthgrad model as a Hugging Face folder (--to hf), a GGUF file for\n"
     "              llama.cpp (--to gguf) or an ONNX model (--to onnx)\n"
     "  onnx-check  print an ONNX file's inputs, outputs, opset, producer and op counts\n"
@@ -75,6 +77,7 @@ int main(int argc, char** argv) {
     if (command == "tokenize") return cmd_tokenize(argc, argv, 2);
     if (command == "bench") return cmd_bench(argc, argv, 2);
     if (command == "import") return cmd_import(argc, argv, 2);
+    if (command == "finetune") return cmd_finetune(argc, argv, 2);
     if (command == "export") return cmd_export(argc, argv, 2);
     if (command == "onnx-check") return cmd_onnx_check(argc, argv, 2);
     fmt::print(stderr, "depthgrad: unknown command '{}' (see depthgrad --help)\n", command);

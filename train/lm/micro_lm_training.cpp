@@ -37,7 +37,8 @@ std::shared_ptr<MicroLM> initialised_model(const RunConfig& run) {
 // AdamW over the model and the run's schedule. Order as the reference's §1.4: the model is
 // initialised from the seed; the batch draws come from their own generator of the same seed.
 TrainingSetup micro_lm_setup(const RunConfig& run, std::shared_ptr<MicroLM> model,
-                             std::shared_ptr<const std::vector<int32_t>> ids, Collectives* world) {
+                             std::shared_ptr<const std::vector<int32_t>> ids, Collectives* world,
+                             const json::Value& model_extra = {}) {
   if (!ids) throw std::invalid_argument("trainer: the token ids are a null shared_ptr");
   const int64_t T = run.model.seq_len;
   std::shared_ptr<TokenWindows> windows =
@@ -51,6 +52,9 @@ TrainingSetup micro_lm_setup(const RunConfig& run, std::shared_ptr<MicroLM> mode
   schedule.lr = run.training.adamw.lr;
   schedule.total_steps = run.training.steps;
   auto scheduler = std::make_shared<ScheduleLR>(*optimizer, schedule);
+  json::Value config = model_json(run.model);
+  if (model_extra.is_object())
+    for (const auto& [key, value] : model_extra.as_object()) config[key] = value;
   return TrainingSetup{
       .model = model,
       .data = std::move(windows),
@@ -59,7 +63,7 @@ TrainingSetup micro_lm_setup(const RunConfig& run, std::shared_ptr<MicroLM> mode
           [](MicroLM& m, const Batch& b) { return m.loss(b[0], b[1]); }),  // inputs, targets
       .optimizer = std::move(optimizer),
       .scheduler = std::move(scheduler),
-      .config = model_json(run.model),
+      .config = std::move(config),
       .world = world,
       // The whole training section, as the run config writes it; init and sequential act through
       // the model's initialisation and the windows, so a resume must keep them.
@@ -78,6 +82,13 @@ MicroLMTrainer::MicroLMTrainer(const RunConfig& run, std::shared_ptr<MicroLM> mo
                                std::shared_ptr<const std::vector<int32_t>> train_ids,
                                Collectives* world)
     : Trainer(micro_lm_setup(run, model, std::move(train_ids), world), run.training),
+      run_(run),
+      model_(*model) {}
+
+MicroLMTrainer::MicroLMTrainer(const RunConfig& run, std::shared_ptr<MicroLM> model,
+                               std::shared_ptr<const std::vector<int32_t>> train_ids,
+                               Collectives* world, const json::Value& model_extra)
+    : Trainer(micro_lm_setup(run, model, std::move(train_ids), world, model_extra), run.training),
       run_(run),
       model_(*model) {}
 

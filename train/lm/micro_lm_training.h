@@ -31,6 +31,12 @@ class MicroLMTrainer : public Trainer {
                  Collectives* world = nullptr);
   MicroLMTrainer(const RunConfig& run, std::shared_ptr<const std::vector<int32_t>> train_ids,
                  Collectives* world = nullptr);
+  // A model the caller built and prepared before the Trainer takes its flat buffers (imported
+  // weights loaded, adapters added: nn/lora.h); `model_extra` (a JSON object, or null) is stored
+  // in checkpoints beside the model's config and must match on resume (the adapters' settings).
+  MicroLMTrainer(const RunConfig& run, std::shared_ptr<MicroLM> model,
+                 std::shared_ptr<const std::vector<int32_t>> train_ids, Collectives* world,
+                 const json::Value& model_extra);
   MicroLM& model() { return model_; }
   const MicroLMConfig& model_config() const { return run_.model; }
   // The run this trainer was made from (model and training; data as the caller passed it).

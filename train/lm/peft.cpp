@@ -54,7 +54,8 @@ std::vector<PeftModule> gpt2_modules(int64_t layers) {
   std::vector<PeftModule> out;
   for (int64_t l = 0; l < layers; ++l) {
     const std::string h = fmt::format("transformer.h.{}.", l), b = fmt::format("blocks.{}.", l);
-    out.push_back({h + "attn.c_attn", {b + "attention.q", b + "attention.k", b + "attention.v"}, true});
+    out.push_back(
+        {h + "attn.c_attn", {b + "attention.q", b + "attention.k", b + "attention.v"}, true});
     out.push_back({h + "attn.c_proj", {b + "attention.output"}, true});
     out.push_back({h + "mlp.c_fc", {b + "ffn.up"}, true});
     out.push_back({h + "mlp.c_proj", {b + "ffn.down"}, true});
@@ -85,9 +86,9 @@ Tensor entry_to_float32(const TensorEntry& e, const std::string& source) {
       values[i] = e.dtype == "F16" ? f16_to_float(h) : bf16_to_float(h);
     }
   } else {
-    throw std::runtime_error(fmt::format(
-        "{}: tensor '{}' has dtype {}; adapters are read as F32, BF16 or F16", source, e.name,
-        e.dtype));
+    throw std::runtime_error(
+        fmt::format("{}: tensor '{}' has dtype {}; adapters are read as F32, BF16 or F16", source,
+                    e.name, e.dtype));
   }
   return Tensor::from_vector(values, e.shape);
 }
@@ -138,8 +139,7 @@ std::vector<PeftModule> peft_matched_modules(const MicroLMConfig& model,
 
 lora::Summary apply_peft_lora(Module& model, const MicroLMConfig& model_config,
                               const PeftLoraConfig& config) {
-  const std::vector<PeftModule> modules =
-      peft_matched_modules(model_config, config.target_modules);
+  const std::vector<PeftModule> modules = peft_matched_modules(model_config, config.target_modules);
   lora::Options options = config.options();
   for (const PeftModule& m : modules) {  // module order: the adapters' A draws come in it
     if (m.linears.size() > 1) {
@@ -201,8 +201,8 @@ namespace {
 
 // A value that leaves the adapter as plain LoRA computes it: null, false, {} or [].
 bool is_empty_setting(const Value& v) {
-  return v.is_null() || (v.is_bool() && !v.as_bool()) ||
-         (v.is_object() && v.as_object().empty()) || (v.is_array() && v.as_array().empty());
+  return v.is_null() || (v.is_bool() && !v.as_bool()) || (v.is_object() && v.as_object().empty()) ||
+         (v.is_array() && v.as_array().empty());
 }
 
 class AdapterConfigReader {
@@ -263,8 +263,9 @@ void read_fixed_settings(AdapterConfigReader& c) {
       for (const char* changes_base : {"pissa", "olora", "corda", "loftq"})
         if (init->as_string().rfind(changes_base, 0) == 0)
           c.fail("init_lora_weights",
-                 json::dump(*init) + " is not supported (it changes the base weights the adapter "
-                                     "was trained on)");
+                 json::dump(*init) +
+                     " is not supported (it changes the base weights the adapter "
+                     "was trained on)");
   c.require_empty("use_dora", "DoRA's magnitude vector is not computed");
   c.require_empty("lora_bias", "no bias is trained in lora_B");
   c.require_empty("modules_to_save", "only LoRA adapters are trained and saved");
@@ -392,8 +393,8 @@ std::vector<NamedTensor> adapter_parameters(const SafetensorsFile& file, const s
       const std::string key = kKeyPrefix + m.name + suffix;
       auto it = by_name.find(key);
       if (it == by_name.end())
-        throw std::runtime_error(fmt::format(
-            "{}: tensor '{}' is missing (target_modules adapt {})", path, key, m.name));
+        throw std::runtime_error(
+            fmt::format("{}: tensor '{}' is missing (target_modules adapt {})", path, key, m.name));
       if (it->second->shape != shape)
         throw std::runtime_error(fmt::format("{}: tensor '{}' is [{}], expected [{}] (r = {})",
                                              path, key, fmt::join(it->second->shape, ", "),
@@ -434,6 +435,8 @@ PeftLoraConfig load_peft_adapter(Module& model, const MicroLMConfig& model_confi
                     "safe_serialization=True",
                     dir));
   const PeftLoraConfig config = parse_peft_adapter_config(read_file(config_path), config_path);
+  peft_matched_modules(model_config, config.target_modules,
+                       config_path + ": field 'target_modules'");
   const SafetensorsFile file = load_safetensors(tensors_path);
   const std::vector<NamedTensor> values =
       adapter_parameters(file, tensors_path, model, model_config, config);

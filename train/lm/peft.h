@@ -5,7 +5,8 @@
 //   LlamaForCausalLM   model.layers.L.self_attn.{q,k,v,o}_proj   blocks.L.attention.{q,k,v,output}
 //                      model.layers.L.mlp.{gate,up,down}_proj     blocks.L.ffn.{gate,up,down}
 //   GPT2LMHeadModel    transformer.h.L.attn.c_attn                blocks.L.attention.{q,k,v}: one
-//                                                                 shared A, lora_B = [B_q; B_k; B_v]
+//                                                                 shared A, lora_B = [B_q; B_k;
+//                                                                 B_v]
 //                      transformer.h.L.attn.c_proj                blocks.L.attention.output
 //                      transformer.h.L.mlp.c_fc / mlp.c_proj      blocks.L.ffn.up / ffn.down
 //
