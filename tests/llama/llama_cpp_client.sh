@@ -99,10 +99,11 @@ run_llama() {
     return
   fi
   grep '^{' "$a/$name.llama.out" | tail -n 1 > "$a/$name.json"
-  # The text exactly as depthgrad generate prints it (one newline after), and the token count.
+  # The text exactly as depthgrad generate prints it (one newline after; the pieces joined, as
+  # the package's "text" stops at a NUL byte), and the token count.
   node -e '
     const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
-    process.stdout.write(r.text + "\n");
+    process.stdout.write(r.pieces.join("") + "\n");
     if (r.pieces.length !== Number(process.argv[2])) process.exit(3);' \
     "$a/$name.json" $tokens > "$a/$name.llama.txt" ||
     fail "$arch: llama.cpp on $name streamed other than $tokens tokens: $(cat "$a/$name.json")"

@@ -21,7 +21,10 @@
 //
 // Prints {"text": ..., "pieces": [...], "prompt_tokens": [...], "tokens_predicted": n}:
 // the continuation (not the prompt), the text of each generated token as llama.cpp streamed it
-// (the package reports no token ids for generated tokens), and the prompt's token ids.
+// (the package reports no token ids for generated tokens; a token that ends inside a UTF-8
+// character is held back and streamed with the next), and the prompt's token ids. The package
+// cuts "text" at a NUL byte (it passes a C string); the pieces joined are the whole continuation.
+// tokens_predicted is the package's count, which leaves out the first generated token.
 // Exit: 0 on success, 1 when llama.cpp fails to load or run, 2 for a bad command line,
 // 77 when @fugood/llama.node cannot be found.
 'use strict';
