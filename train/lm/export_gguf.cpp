@@ -270,8 +270,6 @@ void add_file_type(const GgufExportOptions& o, std::vector<std::pair<std::string
 
 }  // namespace gguf_export
 
-using namespace gguf_export;
-
 GgmlType parse_gguf_export_type(std::string_view name) {
   if (name == "f32") return GgmlType::f32;
   if (name == "f16") return GgmlType::f16;
@@ -329,29 +327,29 @@ GgufFile micro_lm_gguf(const MicroLM& model, const MicroLMConfig& c, const BpeTo
 
 GgufFile micro_lm_gguf(const MicroLM& model, const MicroLMConfig& c, const BpeTokenizer& tok,
                        const GgufExportOptions& options) {
-  check_export_options(options);
-  const GgufArch arch = check_exportable(model, c, tok);
-  const std::string prefix = arch == GgufArch::llama ? "llama." : "gpt2.";
+  gguf_export::check_export_options(options);
+  const gguf_export::GgufArch arch = gguf_export::check_exportable(model, c, tok);
+  const std::string prefix = arch == gguf_export::GgufArch::llama ? "llama." : "gpt2.";
 
   GgufFile file;
   auto& kv = file.metadata;
   kv.emplace_back("general.architecture",
-                  GgufValue::string(arch == GgufArch::llama ? "llama" : "gpt2"));
+                  GgufValue::string(arch == gguf_export::GgufArch::llama ? "llama" : "gpt2"));
   kv.emplace_back("general.name", GgufValue::string(options.name));
-  add_file_type(options, kv);
-  kv.emplace_back(prefix + "context_length", u32(c.seq_len));
-  kv.emplace_back(prefix + "embedding_length", u32(c.dim));
-  kv.emplace_back(prefix + "block_count", u32(c.layers));
-  kv.emplace_back(prefix + "feed_forward_length", u32(c.ffn_width()));
-  kv.emplace_back(prefix + "attention.head_count", u32(c.heads));
-  kv.emplace_back(prefix + "attention.head_count_kv", u32(c.kv_heads));
-  if (arch == GgufArch::llama) {
+  gguf_export::add_file_type(options, kv);
+  kv.emplace_back(prefix + "context_length", gguf_export::u32(c.seq_len));
+  kv.emplace_back(prefix + "embedding_length", gguf_export::u32(c.dim));
+  kv.emplace_back(prefix + "block_count", gguf_export::u32(c.layers));
+  kv.emplace_back(prefix + "feed_forward_length", gguf_export::u32(c.ffn_width()));
+  kv.emplace_back(prefix + "attention.head_count", gguf_export::u32(c.heads));
+  kv.emplace_back(prefix + "attention.head_count_kv", gguf_export::u32(c.kv_heads));
+  if (arch == gguf_export::GgufArch::llama) {
     const double rope_base = model.blocks.at(0)->attention->config.rope_base;
     kv.emplace_back("llama.rope.freq_base", GgufValue::f32(static_cast<float>(rope_base)));
     kv.emplace_back("llama.attention.layer_norm_rms_epsilon",
                     GgufValue::f32(static_cast<float>(c.norm_eps)));
-    kv.emplace_back("llama.rope.dimension_count", u32(c.dim / c.heads));
-    kv.emplace_back("llama.vocab_size", u32(c.vocab));
+    kv.emplace_back("llama.rope.dimension_count", gguf_export::u32(c.dim / c.heads));
+    kv.emplace_back("llama.vocab_size", gguf_export::u32(c.vocab));
   } else {
     kv.emplace_back("gpt2.attention.layer_norm_epsilon",
                     GgufValue::f32(static_cast<float>(c.norm_eps)));
@@ -392,17 +390,18 @@ GgufFile micro_lm_gguf(const MicroLM& model, const MicroLMConfig& c, const BpeTo
     const std::string k = key;
     if (k.ends_with("bos_token_id") && options.bos_token_id >= 0) id = options.bos_token_id;
     if (k.ends_with("eos_token_id") && options.eos_token_id >= 0) id = options.eos_token_id;
-    if (id >= c.vocab) refuse(fmt::format("{} {} is not below model.vocab {}", key, id, c.vocab));
-    if (id >= 0) kv.emplace_back(key, u32(id));
+    if (id >= c.vocab)
+      gguf_export::refuse(fmt::format("{} {} is not below model.vocab {}", key, id, c.vocab));
+    if (id >= 0) kv.emplace_back(key, gguf_export::u32(id));
   }
   // depthgrad trains and generates without BOS/EOS around the text.
   kv.emplace_back("tokenizer.ggml.add_bos_token", GgufValue::boolean(false));
   kv.emplace_back("tokenizer.ggml.add_eos_token", GgufValue::boolean(false));
 
-  if (arch == GgufArch::llama)
-    add_llama_tensors(model, c, options, file);
+  if (arch == gguf_export::GgufArch::llama)
+    gguf_export::add_llama_tensors(model, c, options, file);
   else
-    add_gpt2_tensors(model, c, options, file);
+    gguf_export::add_gpt2_tensors(model, c, options, file);
   return file;
 }
 

@@ -20,9 +20,8 @@
 
 namespace dg {
 
+namespace gguf_export {
 namespace {
-
-using namespace gguf_export;
 
 // One lora_a / lora_b pair in torch shapes: A [r, in], B [out, r].
 struct AdapterPair {
@@ -166,13 +165,14 @@ std::vector<AdapterPair> gpt2_pairs(const std::vector<LoraFactors>& factors,
 }
 
 }  // namespace
+}  // namespace gguf_export
 
 std::vector<LoraFactors> lora_factors_of(Module& model) {
   std::vector<LoraFactors> out;
   for (const auto& [name, linear] : lora::adapted_linears(model)) {
     const Linear::LoRA& adapter = *linear->lora;
     if (adapter.merged)
-      refuse(
+      gguf_export::refuse(
           fmt::format("LoRA '{}' is merged into its weight: unmerge it (lora::unmerge) to "
                       "write the adapter apart from the base",
                       name));
@@ -187,37 +187,38 @@ std::vector<LoraFactors> lora_factors_of(Module& model) {
     f.scale = adapter.scale;
     out.push_back(std::move(f));
   }
-  if (out.empty()) refuse("LoRA: the model has no adapter (lora::apply adds them)");
+  if (out.empty()) gguf_export::refuse("LoRA: the model has no adapter (lora::apply adds them)");
   return out;
 }
 
 GgufFile lora_adapter_gguf(const MicroLM& model, const MicroLMConfig& c,
                            const std::vector<LoraFactors>& factors,
                            const GgufExportOptions& options) {
-  check_export_options(options);
-  const GgufArch arch = architecture_of(c);
-  check_config_is_models(model, c);
+  gguf_export::check_export_options(options);
+  const gguf_export::GgufArch arch = gguf_export::architecture_of(c);
+  gguf_export::check_config_is_models(model, c);
   std::map<std::string, Tensor> params;
   for (const auto& [name, tensor] : model.named_parameters()) params.emplace(name, tensor);
   std::map<std::string, int> seen;
   for (const LoraFactors& f : factors) {
-    if (++seen[f.linear] > 1) refuse(fmt::format("LoRA '{}': given twice", f.linear));
-    check_factors_shape(f, params);
+    if (++seen[f.linear] > 1) gguf_export::refuse(fmt::format("LoRA '{}': given twice", f.linear));
+    gguf_export::check_factors_shape(f, params);
   }
-  const float alpha = common_alpha(factors);
+  const float alpha = gguf_export::common_alpha(factors);
 
   GgufFile file;
   auto& kv = file.metadata;
   kv.emplace_back("general.architecture",
-                  GgufValue::string(arch == GgufArch::llama ? "llama" : "gpt2"));
+                  GgufValue::string(arch == gguf_export::GgufArch::llama ? "llama" : "gpt2"));
   kv.emplace_back("general.type", GgufValue::string("adapter"));
   kv.emplace_back("general.name", GgufValue::string(options.name));
-  add_file_type(options, kv);
+  gguf_export::add_file_type(options, kv);
   kv.emplace_back("adapter.type", GgufValue::string("lora"));
   kv.emplace_back("adapter.lora.alpha", GgufValue::f32(alpha));
-  const std::vector<AdapterPair> pairs =
-      arch == GgufArch::llama ? llama_pairs(factors, c) : gpt2_pairs(factors, c);
-  for (const AdapterPair& p : pairs) {
+  const std::vector<gguf_export::AdapterPair> pairs = arch == gguf_export::GgufArch::llama
+                                                          ? gguf_export::llama_pairs(factors, c)
+                                                          : gguf_export::gpt2_pairs(factors, c);
+  for (const gguf_export::AdapterPair& p : pairs) {
     const std::string a_name = p.base + ".lora_a", b_name = p.base + ".lora_b";
     const std::vector<int64_t> a_shape{p.rank, p.in}, b_shape{p.out, p.rank};
     file.tensors.push_back(
