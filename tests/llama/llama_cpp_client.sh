@@ -8,6 +8,8 @@
 #   llama.cpp on merged-q8.gguf (--quant q8_0)      = depthgrad generate on the merged model with
 #                                                     the q8_0 tensors' dequantized values
 #   llama.cpp on base.gguf + adapter.gguf (--lora)  = llama.cpp on merged-f16.gguf
+#   llama.cpp on base-q8.gguf + adapter.gguf        = depthgrad generate on the base's q8_0
+#                                                     dequantization with the adapter merged
 # and the adapter must matter (the merged text is not the base's). Compared as text, and the
 # count of tokens llama.cpp streamed must be the count asked for (the package reports no ids).
 # Before that, the export's refusals of unclear flags (exit 2, one line). Skipped (77, with a
@@ -65,12 +67,13 @@ for arch in llama gpt2; do
   if "$depthgrad" export --to gguf --base "$a/base" --type f16 --output "$a/base.gguf" &&
     "$depthgrad" export --to gguf --adapter "$a/adapter" --lora-adapter --output "$a/adapter.gguf" &&
     "$depthgrad" export --to gguf --adapter "$a/adapter" --merge-lora --type f16 --output "$a/merged-f16.gguf" &&
-    "$depthgrad" export --to gguf --adapter "$a/adapter" --merge-lora --quant q8_0 --output "$a/merged-q8.gguf"; then
-    pass "$arch: exported base, adapter, merged f16 and merged q8_0"
+    "$depthgrad" export --to gguf --adapter "$a/adapter" --merge-lora --quant q8_0 --output "$a/merged-q8.gguf" &&
+    "$depthgrad" export --to gguf --base "$a/base" --quant q8_0 --output "$a/base-q8.gguf"; then
+    pass "$arch: exported base (f16, q8_0), adapter, merged f16 and merged q8_0"
   else
     fail "$arch: an export failed"
   fi
-  for model in base merged merged_q8; do
+  for model in base merged merged_q8 base_q8_adapter; do
     "$depthgrad" generate --checkpoint "$a/$model/model.safetensors" --prompt "$prompt" \
       --max-new-tokens $tokens --temperature 0 --quiet > "$a/$model.depthgrad.txt" ||
       fail "$arch: depthgrad generate on $model"
@@ -122,6 +125,7 @@ for arch in llama gpt2; do
   run_llama merged-f16 "$a/merged-f16.gguf"
   run_llama merged-q8 "$a/merged-q8.gguf"
   run_llama base+adapter --lora "$a/adapter.gguf" "$a/base.gguf"
+  run_llama base-q8+adapter --lora "$a/adapter.gguf" "$a/base-q8.gguf"
   same "llama.cpp on base.gguf = depthgrad on the base" "$a/base.llama.txt" "$a/base.depthgrad.txt"
   same "llama.cpp on merged-f16.gguf = depthgrad on the merged model" \
     "$a/merged-f16.llama.txt" "$a/merged.depthgrad.txt"
@@ -129,6 +133,8 @@ for arch in llama gpt2; do
     "$a/merged-q8.llama.txt" "$a/merged_q8.depthgrad.txt"
   same "llama.cpp on base.gguf + adapter.gguf = llama.cpp on merged-f16.gguf" \
     "$a/base+adapter.llama.txt" "$a/merged-f16.llama.txt"
+  same "llama.cpp on base-q8.gguf + adapter.gguf = depthgrad on the q8_0 base + adapter" \
+    "$a/base-q8+adapter.llama.txt" "$a/base_q8_adapter.depthgrad.txt"
   if cmp -s "$a/merged.depthgrad.txt" "$a/base.depthgrad.txt"; then
     fail "$arch: the adapter changes nothing: the merged model continues as the base"
   else

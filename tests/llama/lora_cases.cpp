@@ -15,6 +15,8 @@
 //   merged_q8/ merged with every tensor that --quant q8_0 stores as Q8_0 replaced by its Q8_0
 //              dequantization (gguf_stored_type, quantize_q8_0): what llama.cpp reads from the
 //              q8_0 GGUF
+//   base_q8_adapter/  the base's Q8_0 dequantization with the adapter (read back from adapter/)
+//              merged in: what llama.cpp computes from a q8_0 base GGUF and the adapter GGUF
 // Deterministic (fixed seeds, one thread's kernels are bit-identical to more). Never part of
 // the library; a test fixture only.
 #include <fmt/core.h>
@@ -135,6 +137,11 @@ void write_case(const std::string& hf_dir, const std::string& arch, const std::s
   const std::vector<dg::NamedTensor> merged = base_weights(model);
   write_model(hf, merged, out + "/merged");
   write_model(hf, q8_0_round_trip(merged), out + "/merged_q8");
+  dg::MicroLM quantized_base(hf.config.model);
+  quantized_base.load_state_dict(q8_0_round_trip(base));
+  dg::load_peft_adapter(quantized_base, hf.config.model, out + "/adapter");
+  dg::lora::merge(quantized_base);
+  write_model(hf, base_weights(quantized_base), out + "/base_q8_adapter");
 }
 
 }  // namespace
