@@ -60,6 +60,12 @@ refused "say what to write" --to gguf --adapter "$a/adapter" --output "$work/x.g
 refused "q8_0" --to gguf --base "$a/base" --quant q4_0 --output "$work/x.gguf"
 refused "applies to --to gguf" --to hf --checkpoint "$a/base/model.safetensors" --quant q8_0 --output "$work/x"
 refused "both name the base" --to gguf --base "$a/base" --checkpoint "$a/base/model.safetensors" --output "$work/x.gguf"
+mkdir -p "$work/orphan"
+cp "$a/adapter/adapter_model.safetensors" "$work/orphan/"
+sed 's|"base_model_name_or_path": "[^"]*"|"base_model_name_or_path": "no-such-base"|' \
+  "$a/adapter/adapter_config.json" > "$work/orphan/adapter_config.json"
+refused "base_model_name_or_path 'no-such-base' is not a folder here" --to gguf \
+  --adapter "$work/orphan" --merge-lora --output "$work/x.gguf"
 
 # --- the files ----------------------------------------------------------------------------
 for arch in llama gpt2; do
