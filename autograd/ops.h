@@ -344,6 +344,12 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 // x [.., in] · weight[out, in]ᵀ (+ bias[out]) -> [.., out]
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+struct QuantizedMatrix;  // tensor/quantized_matrix.h
+// linear over a frozen weight stored in bf16 or int8 (tensor/quantized_matrix.h), dequantised
+// inside the kernel (autograd/ops_quantized.cpp). x float32 or float64 [.., in]. The backward gives
+// x's gradient and the bias's, never the weight's: the weight is not a tensor and never trains.
+Tensor quantized_linear(const Tensor& x, const QuantizedMatrix& weight,
+                        const Tensor& bias = Tensor());
 // x [.., T, in] -> linear(x, weight, bias) [.., T, heads·hd] with RoPE (as rope(): rotate-half,
 // positions 0..T−1) applied to each head of hd values, in place on the projection's output:
 // the same values as splitting the heads off, rope() and merging them back, without keeping the

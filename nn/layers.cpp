@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "nn/init.h"
+#include "tensor/quantized_matrix.h"
 
 namespace dg {
 
@@ -54,7 +55,8 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, DType dtype)
 Tensor Linear::forward(const Tensor& x) const {
   return hooked(
       [&](const Tensor& x) {
-        const Tensor y = linear(x, weight, bias);
+        const Tensor y = quantized_weight ? quantized_linear(x, *quantized_weight, bias)
+                                          : linear(x, weight, bias);
         if (!lora || lora->merged) return y;
         // y + scale · B(A(dropout(x))): the scale on A's narrow output, B's product added into y.
         const Tensor h = scale((*lora->A)(lora->dropout ? (*lora->dropout)(x) : x), lora->scale);

@@ -50,13 +50,15 @@ class Linear : public Module {
          DType dtype = get_default_dtype());
   Tensor forward(const Tensor& x) const override;  // x [.., in] -> [.., out]
   std::string extra_repr() const override;         // torch's text
-  // True when forward(x) is exactly linear(x, weight, bias): no forward hooks and no unmerged
-  // LoRA adapter (nothing else changes what the layer computes). Fused callers (linear_rope,
-  // linear_add, the LM head's linear_cross_entropy, cached decoding) read `weight` themselves only
-  // then, and otherwise call forward().
-  bool plain() const { return !has_forward_hooks() && !(lora && !lora->merged); }
+  // True when forward(x) is exactly linear(x, weight, bias): no forward hooks, no unmerged LoRA
+  // adapter and no quantized weight (nothing else changes what the layer computes). Fused callers
+  // (linear_rope, linear_add, the LM head's linear_cross_entropy, cached decoding) read `weight`
+  // themselves only then, and otherwise call forward().
+  bool plain() const {
+    return !has_forward_hooks() && !(lora && !lora->merged) && !quantized_weight;
+  }
   int64_t in_features, out_features;
-  Tensor weight;  // [out, in]
+  Tensor weight;  // [out, in]; undefined once quantized
   Tensor bias;    // [out] or undefined
   // A LoRA adapter (nn/lora.h: lora::apply sets it): forward adds scale · B(A(dropout(x))).
   struct LoRA {
@@ -67,6 +69,9 @@ class Linear : public Module {
     bool merged = false;               // weight holds W + scale·B·A; forward is the plain linear
   };
   std::optional<LoRA> lora;
+  // The frozen weight in bf16 or int8, set by quantize_frozen (nn/quantize.h): then `weight` is
+  // undefined and forward() runs quantized_linear (no weight gradient).
+  std::shared_ptr<const QuantizedMatrix> quantized_weight;
 };
 
 class RMSNorm : public Module {

@@ -214,6 +214,23 @@ Tensor Module::register_parameter(const std::string& name, const Tensor& value) 
   return p;
 }
 
+Tensor Module::unregister_parameter(const std::string& name) {
+  for (const Module* m = this; m; m = m->parent_)
+    if (m->flat_)
+      throw std::logic_error(fmt::format(
+          "unregister_parameter: '{}' is in the flat buffers flat_parameters() made; remove it "
+          "before building the optimiser",
+          name));
+  for (auto it = entries_.begin(); it != entries_.end(); ++it)
+    if (it->name == name && it->kind == EntryKind::parameter) {
+      Tensor p = it->parameter;
+      entries_.erase(it);
+      return p;
+    }
+  throw std::invalid_argument(
+      fmt::format("unregister_parameter: the module has no parameter '{}'", name));
+}
+
 Tensor Module::register_buffer(const std::string& name, const Tensor& value, bool persistent) {
   check_new_entry(name, "register_buffer");
   if (!value.defined())

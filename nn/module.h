@@ -123,6 +123,11 @@ class Module {
   // checkpoints. The module keeps `value` (a leaf; a recorded tensor is refused) and returns it;
   // a forward updates it in place (copy_from, or an op's in-place write), which bumps its version.
   Tensor register_buffer(const std::string& name, const Tensor& value, bool persistent = true);
+  // Removes this module's own parameter `name` and returns it: for a weight stored in another form
+  // from then on (quantize_frozen, nn/quantize.h). Throws std::invalid_argument when the module has
+  // no parameter of that name, std::logic_error once flat_parameters() was made on this module or
+  // one it belongs to (the flat buffers would keep it).
+  Tensor unregister_parameter(const std::string& name);
   // A child module; returns a reference to it (the module owns it). The child records this
   // module as its parent and `name` as its name, from which path() is computed.
   template <class M>

@@ -5,7 +5,8 @@
 # adapter files are PEFT's (adapter_config.json's fields, adapter_model.safetensors' keys, F32),
 # the merged model.safetensors is read by `depthgrad eval`, a run stopped at step 25 and resumed
 # gives the adapter's bytes of the straight run; with MPI, 2 ranks with --accum 1 give the bits of
-# one process with --accum 2; and the refusals of bad --lora / --base-precision flags.
+# one process with --accum 2; over an int8 base the loss falls too; and the refusals of bad --lora
+# and --base-precision flags.
 # Usage: tests/finetune_lora.sh PATH/TO/depthgrad DATA_DIR SOURCE_DIR [mpirun]
 set -u
 BIN="$1"
@@ -129,7 +130,31 @@ refused "r=0 refused" "--lora: r must be a positive integer, got '0'" --lora r=0
 refused "unknown --lora key refused" "--lora: unknown key 'rank'" --lora rank=4
 refused "unknown target refused" "--lora targets: 'c_attn' matches no module of LlamaForCausalLM" \
   --lora r=4,targets=c_attn
-refused "--base-precision refused until wired" "--base-precision int8" --base-precision int8
+refused "unknown --base-precision refused" "--base-precision: expected f32, bf16 or int8, got 'f16'" \
+  --base-precision f16
+
+# An int8 base (the blocks' Linears quantized per output row): the adapters still learn, a resume
+# is bit-exact, and no merged model is written (a merge writes float32 weights).
+int8=(--from "$SRC/tests/data/hf/llama" --lora r=4,alpha=8,targets=q_proj,v_proj,down_proj
+  --base-precision int8)
+if finetune "${int8[@]}" --steps 50 --output-dir "$WORK/int8" > "$WORK/int8.log" 2>&1 &&
+  [ -f "$WORK/int8/adapter_model.safetensors" ] && [ ! -e "$WORK/int8/model.safetensors" ]; then
+  first=$(losses "$WORK/int8" | head -5 | mean)
+  last=$(losses "$WORK/int8" | tail -5 | mean)
+  if awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.05) }'; then
+    pass "int8 base: training loss falls ($first -> $last)"
+  else
+    fail "int8 base: training loss $first -> $last"
+  fi
+  finetune "${int8[@]}" --steps 25 --output-dir "$WORK/int8-resumed" > /dev/null 2>&1 &&
+    finetune "${int8[@]}" --steps 50 --output-dir "$WORK/int8-resumed" \
+      --resume "$WORK/int8-resumed/checkpoint.safetensors" > /dev/null 2>&1
+  [ "$(tensor_bytes "$WORK/int8-resumed/adapter_model.safetensors" 2>/dev/null)" = \
+    "$(tensor_bytes "$WORK/int8/adapter_model.safetensors")" ] &&
+    pass "int8 base: resumed at step 25 = straight run" || fail "int8 base: the resumed adapter differs"
+else
+  fail "int8 base: finetune"; cat "$WORK/int8.log"
+fi
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

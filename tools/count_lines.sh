@@ -5,7 +5,7 @@
 # Usage: tools/count_lines.sh [REV]   (REV: count a commit instead of the work tree; no budget check)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CORE_BUDGET=19960  # the line budget: code lines of tensor/ + autograd/ + nn/ (stated here only).
+CORE_BUDGET=20560  # the line budget: code lines of tensor/ + autograd/ + nn/ (stated here only).
 # Raised from 8,000 when the op set a user builds models with (about forty ops, the graph, init,
 # containers) took the core from 6.9k to 9.4k lines, and from 10,500 when the graph's guards
 # (version checks, a second, recorded backward for every op that has one, tensor and module
@@ -36,7 +36,10 @@ CORE_BUDGET=19960  # the line budget: code lines of tensor/ + autograd/ + nn/ (s
 # autograd/op_trace.h, and one call in each op saying its name, tensor arguments and settings),
 # and to 19,960 when LoRA adapters came in (nn/lora.cpp: PEFT's target matching, a shared A, merge
 # and unmerge; the adapter's state and forward in Linear; frozen parameters kept out of the flat
-# buffers): growth past it is a decision, not a drift.
+# buffers), and to 20,560 when a frozen weight came to be stored in bf16 or int8
+# (tensor/quantized_matrix.h: quantising, the panel GEMMs and the GEMV that dequantise inside the
+# kernel, their references; the quantized_linear op; nn/quantize.h): growth past it is a decision,
+# not a drift.
 rev="${1:-}"
 
 list_files() {  # tracked .h/.cpp files under $1 (not in its sub-folders when $2 = top)

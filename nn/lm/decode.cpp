@@ -17,6 +17,7 @@
 #include "tensor/kernels_matmul.h"
 #include "tensor/kernels_norm.h"
 #include "tensor/kernels_softmax.h"
+#include "tensor/quantized_matrix.h"
 #include "tensor/threads.h"
 
 namespace dg {
@@ -62,7 +63,9 @@ void linear_rows(T* y, const T* x, int64_t n, const Linear& l, const T* residual
       }
     }
   }
-  if (use_gemv<T>(n))
+  if (l.quantized_weight)  // int8 / bf16 rows: the GEMV for one row, panel GEMMs otherwise
+    quantized_matmul<T>(x, n, in, *l.quantized_weight, y, out, accumulate);
+  else if (use_gemv<T>(n))
     gemv(l.weight.data<T>(), out, in, in, x, y, accumulate);
   else
     gemm(false, true, n, out, in, T(1), x, in, l.weight.data<T>(), in, accumulate ? T(1) : T(0), y,
@@ -217,7 +220,9 @@ void Decoder::run(const int32_t* ids, int64_t n, bool all_positions) {
   // The head: logits [rows, V] = final_norm(out) · Wᵀ, for the last row only unless all_positions.
   const int64_t first = all_positions ? 0 : n - 1, rows = n - first;
   norm_rows<T>(ptr<T>(normed_), out + first * D, rows, *model_.final_norm, a, b);
-  if (use_gemv<T>(rows))
+  if (model_.head && model_.head->quantized_weight)
+    linear_rows<T>(ptr<T>(logits_), ptr<T>(normed_), rows, *model_.head);
+  else if (use_gemv<T>(rows))
     gemv(model_.head_weight().data<T>(), c.vocab, D, D, ptr<T>(normed_), ptr<T>(logits_), false);
   else
     gemm(false, true, rows, c.vocab, D, T(1), ptr<T>(normed_), D, model_.head_weight().data<T>(), D,

@@ -10,16 +10,19 @@
 //   depthgrad finetune --from tests/data/hf/llama --lora r=8,alpha=16,targets=q_proj,v_proj
 //       --dataset my-text.txt --steps 200 --output-dir runs/lora
 //
-// It does not train full weights (depthgrad train --init-from does), read an adapter to continue
-// (resume from the training checkpoint), or quantize the frozen base yet (--base-precision f32).
+// --base-precision bf16 or int8 stores the blocks' frozen Linears quantized (nn/quantize.h); the
+// merged model is then not written. It does not train full weights (depthgrad train --init-from
+// does) or read an adapter to continue (resume from the training checkpoint).
 #include <fmt/core.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "nn/lora.h"
+#include "nn/quantize.h"
 #include "tensor/gemm_kernels.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/flags.h"
@@ -73,7 +76,9 @@ void declare_finetune_flags(Flags& f) {
            "PEFT's module names (Llama: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj; "
            "GPT-2: c_attn c_proj c_fc; default PEFT's: q_proj,v_proj / c_attn), or longer "
            "suffixes (layers.1.mlp.down_proj)")
-      .add("base-precision", "f32", "the frozen base's weights: f32 (bf16 and int8: not yet)");
+      .add("base-precision", "f32",
+           "the frozen base's linear weights: f32, bf16 or int8 (per output row; "
+           "nn/quantize.h); the embeddings and the head stay f32");
   add_run_config_flags(f, {{"", finetune_defaults()}}, training_and_data_flags());
   f.add("output-dir", "runs/finetune/latest",
         "output directory (adapter, merged weights, config, log, checkpoint)")
@@ -160,13 +165,12 @@ PeftLoraConfig parse_lora_flag(const std::string& text, const MicroLMConfig& mod
   return config;
 }
 
-// --base-precision: only f32 until the quantized base is wired in.
-void check_base_precision(const Flags& f) {
+// --base-precision: f32 (nullopt), or the frozen blocks' Linears stored as bf16 or int8 per
+// output row (nn/quantize.h).
+std::optional<QuantFormat> base_format(const Flags& f) {
   const std::string p = f.get("base-precision");
-  if (p == "f32") return;
-  if (p == "bf16" || p == "int8")
-    throw UsageError(fmt::format(
-        "--base-precision {}: a quantized frozen base is not wired into finetune yet; use f32", p));
+  if (p == "f32") return std::nullopt;
+  if (p == "bf16" || p == "int8") return parse_quant_format(p);
   throw UsageError(fmt::format("--base-precision: expected f32, bf16 or int8, got '{}'", p));
 }
 
@@ -187,7 +191,7 @@ RunConfig finetune_run_from_flags(const Flags& f, const HfImport& hf) {
 
 // The adapters' settings as the checkpoints record them beside the model's config: a resume
 // with other adapters is refused before anything changes.
-json::Value lora_record(const PeftLoraConfig& lora) {
+json::Value lora_record(const PeftLoraConfig& lora, const std::optional<QuantFormat>& base) {
   json::Value settings = json::Object();
   settings["r"] = lora.r;
   settings["alpha"] = lora.lora_alpha;
@@ -196,17 +200,25 @@ json::Value lora_record(const PeftLoraConfig& lora) {
   json::Array targets;
   for (const std::string& t : lora.target_modules) targets.push_back(t);
   settings["targets"] = targets;
+  settings["base_precision"] = base ? quant_format_name(*base) : "f32";
   json::Value record = json::Object();
   record["lora"] = settings;
   return record;
 }
 
-// The imported model with its adapters: the base weights loaded, the adapters added (A drawn
-// from the run's seed, B zero) and every other parameter frozen, before the Trainer is made.
+// The imported model with its adapters: the base weights loaded (the blocks' Linears quantized
+// with --base-precision bf16 or int8), the adapters added (A drawn from the run's seed, B zero)
+// and every other parameter frozen, before the Trainer is made.
 std::shared_ptr<MicroLM> adapted_model(const RunConfig& run, const HfImport& hf,
-                                       const PeftLoraConfig& lora, lora::Summary& summary) {
+                                       const PeftLoraConfig& lora,
+                                       const std::optional<QuantFormat>& base,
+                                       lora::Summary& summary) {
   auto model = std::make_shared<MicroLM>(run.model, DType::f32);
   model->load_state_dict(hf.weights);
+  if (base)
+    quantize_frozen(*model, *base, [](const std::string& path, const Linear&) {
+      return path.starts_with("blocks.");
+    });
   manual_seed(run.training.seed);
   summary = apply_peft_lora(*model, run.model, lora);
   return model;
@@ -248,20 +260,30 @@ void write_merged_model(const std::string& path, MicroLM& model, const RunConfig
   lora::unmerge(model);
 }
 
-// Rank 0's files at the end: the adapter (PEFT), the merged model and summary.json; prints the
-// validation loss and where the files are.
-void write_finetune_end(const std::string& out, const RunConfig& run, const HfImport& hf,
-                        const PeftLoraConfig& lora, const lora::Summary& counts, const Splits& data,
-                        const EvalWindows& eval, MicroLMTrainer& trainer) {
+// The run's settings, read and agreed by every rank.
+struct FinetuneRun {
+  HfImport hf;
+  RunConfig run;
+  PeftLoraConfig lora;
+  std::optional<QuantFormat> base;  // --base-precision: nullopt for f32
+};
+
+// Rank 0's files at the end: the adapter (PEFT), the merged model (a float32 base only: merging
+// writes the weights) and summary.json; prints the validation loss and where the files are.
+void write_finetune_end(const std::string& out, const FinetuneRun& s, const lora::Summary& counts,
+                        const Splits& data, const EvalWindows& eval, MicroLMTrainer& trainer) {
+  const RunConfig& run = s.run;
+  const HfImport& hf = s.hf;
+  const PeftLoraConfig& lora = s.lora;
   MicroLM& model = trainer.model();
   save_peft_adapter(model, run.model, lora, out);
   const double v = evaluate_windows(model, data.validation, eval.starts, run.model.seq_len);
-  write_merged_model(out + "/model.safetensors", model, run, hf, data);
+  if (!s.base) write_merged_model(out + "/model.safetensors", model, run, hf, data);
   json::Value summary;
   summary["config"] = to_json(run);
   summary["from"] = lora.base_model_name_or_path;
   summary["architecture"] = hf.architecture;
-  summary["lora"] = lora_record(lora)["lora"];
+  summary["lora"] = lora_record(lora, s.base)["lora"];
   summary["adapted_modules"] = static_cast<int64_t>(counts.adapted.size());
   summary["trainable_parameters"] = counts.trainable;
   summary["all_parameters"] = counts.total;
@@ -277,26 +299,25 @@ void write_finetune_end(const std::string& out, const RunConfig& run, const HfIm
   fmt::print("validation loss {:.6f} perplexity {:.3f} after {} steps ({})\n", v,
              std::exp(std::min(v, 20.0)), trainer.step(), eval.what);
   fmt::print("adapter (PEFT): {0}/adapter_config.json, {0}/adapter_model.safetensors\n", out);
-  fmt::print("merged weights: {}/model.safetensors\ncheckpoint: {}\n", out,
-             checkpoint_path_in(out));
+  if (s.base)
+    fmt::print(
+        "merged weights: not written (the base is {}: a merge writes float32 weights; the "
+        "adapter applies to the float32 model as it is)\n",
+        quant_format_name(*s.base));
+  else
+    fmt::print("merged weights: {}/model.safetensors\n", out);
+  fmt::print("checkpoint: {}\n", checkpoint_path_in(out));
 }
-
-// The run's settings, read and agreed by every rank.
-struct FinetuneRun {
-  HfImport hf;
-  RunConfig run;
-  PeftLoraConfig lora;
-};
 
 FinetuneRun finetune_settings(const Flags& f) {
   if (f.get("from").empty())
     throw UsageError("--from is required: a Hugging Face GPT-2 or Llama folder");
   FinetuneRun s;
+  s.base = base_format(f);
   s.hf = read_hf_model(f.get("from"));
   s.run = finetune_run_from_flags(f, s.hf);
   s.lora = parse_lora_flag(f.get("lora"), s.run.model);
   s.lora.base_model_name_or_path = f.get("from");
-  check_base_precision(f);
   return s;
 }
 
@@ -344,10 +365,10 @@ int finetune_on_rank(int argc, char** argv, int start, World& world, bool& agree
   const std::string out = f.get("output-dir");
   Splits data = load_train_data(f, world, run, s.hf.tokenizer_json);
   lora::Summary counts;
-  std::shared_ptr<MicroLM> model = adapted_model(run, s.hf, s.lora, counts);
+  std::shared_ptr<MicroLM> model = adapted_model(run, s.hf, s.lora, s.base, counts);
   auto ids = std::shared_ptr<const std::vector<int32_t>>(
       std::shared_ptr<const std::vector<int32_t>>(), &data.train);  // data outlives the trainer
-  MicroLMTrainer trainer(run, model, ids, &world.collectives(), lora_record(s.lora));
+  MicroLMTrainer trainer(run, model, ids, &world.collectives(), lora_record(s.lora, s.base));
   if (resuming) trainer.load_checkpoint(f.get("resume"));
   trainer.set_skip_nonfinite(f.get_bool("skip-nonfinite"));
   if (writes) {
@@ -370,7 +391,7 @@ int finetune_on_rank(int argc, char** argv, int start, World& world, bool& agree
                        writes};
   if (const int code = run_steps(loop, trainer, argc, argv)) return code;
   trainer.save_checkpoint(loop.ckpt);
-  if (writes) write_finetune_end(out, run, s.hf, s.lora, counts, data, eval, trainer);
+  if (writes) write_finetune_end(out, s, counts, data, eval, trainer);
   return 0;
 }
 

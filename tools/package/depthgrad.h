@@ -49,6 +49,9 @@
 // torch.nn's transformer encoder: MultiheadAttention, TransformerEncoderLayer, TransformerEncoder
 //   dg::TransformerEncoderLayer layer({.d_model = 256, .nhead = 8, .batch_first = true});
 #include "nn/transformer.h"
+// A Linear's frozen weight stored in bf16 or int8 (a LoRA base, an inference model):
+//   dg::quantize_frozen(model, dg::QuantFormat::int8);
+#include "nn/quantize.h"
 
 // Training: AdamW, Adam and SGD over a module or parameter groups, clipping, schedule objects;
 // datasets, samplers and loaders; the training loop of any module with any optimiser (resume,
