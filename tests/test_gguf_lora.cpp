@@ -15,6 +15,7 @@
 
 #include "nn/lm/micro_lm.h"
 #include "nn/lora.h"
+#include "nn/quantize.h"
 #include "train/lm/export_gguf.h"
 #include "train/lm/gguf.h"
 #include "train/lm/text/bpe.h"
@@ -419,5 +420,17 @@ TEST_CASE("adapter GGUF refusals name the Linear and what llama.cpp would do ins
                        doctest::Contains("given twice"), std::invalid_argument);
   dg::lora::merge(model);
   CHECK_THROWS_WITH_AS(dg::lora_factors_of(model), doctest::Contains("is merged"),
+                       std::invalid_argument);
+}
+
+TEST_CASE("a model whose Linears hold quantized frozen weights is refused, naming the Linear") {
+  const dg::BpeTokenizer tok = tokenizer();
+  const dg::MicroLMConfig c = llama_config(tok.vocab_size(), 32, false);
+  dg::MicroLM model(c);
+  model.init_identical(13);
+  dg::quantize_frozen(model, dg::QuantFormat::int8);
+  CHECK_THROWS_WITH_AS(dg::micro_lm_gguf(model, c, tok, GgmlType::f32),
+                       doctest::Contains("Linear 'blocks.0.attention.q' holds a quantized frozen "
+                                         "weight"),
                        std::invalid_argument);
 }

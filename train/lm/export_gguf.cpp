@@ -249,6 +249,17 @@ void add_gpt2_tensors(const MicroLM& model, const MicroLMConfig& c, const GgufEx
 
 GgufValue u32(int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); }
 
+void check_float_weights(const Module& module, const std::string& path) {
+  if (const auto* linear = dynamic_cast<const Linear*>(&module); linear && linear->quantized_weight)
+    refuse(
+        fmt::format("Linear '{}' holds a quantized frozen weight (nn/quantize.h), which the "
+                    "export cannot read back as written; export the model loaded from its "
+                    "file (use --quant q8_0 for a quantized GGUF)",
+                    path));
+  for (const auto& [name, child] : module.named_children())
+    check_float_weights(*child, path.empty() ? name : path + "." + name);
+}
+
 void check_export_options(const GgufExportOptions& o) {
   if (o.type != GgmlType::f32 && o.type != GgmlType::f16 && o.type != GgmlType::bf16)
     refuse(fmt::format("tensor type {} is not one of F32, F16, BF16", ggml_type_name(o.type)));
@@ -329,6 +340,7 @@ GgufFile micro_lm_gguf(const MicroLM& model, const MicroLMConfig& c, const BpeTo
                        const GgufExportOptions& options) {
   gguf_export::check_export_options(options);
   const gguf_export::GgufArch arch = gguf_export::check_exportable(model, c, tok);
+  gguf_export::check_float_weights(model, "");
   const std::string prefix = arch == gguf_export::GgufArch::llama ? "llama." : "gpt2.";
 
   GgufFile file;

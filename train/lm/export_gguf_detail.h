@@ -22,6 +22,10 @@ void check_config_is_models(const MicroLM& model, const MicroLMConfig& config);
 // depthgrad parameter name -> llama.cpp tensor name for `llama`; empty when it has none.
 std::string llama_tensor_name(const std::string& name);
 
+// Throws naming the first Linear under `module` (`path` its name) whose weight is quantized
+// (nn/quantize.h: the float weight is gone).
+void check_float_weights(const Module& module, const std::string& path);
+
 // Throws for a type other than F32/F16/BF16 or a quantization other than Q8_0.
 void check_export_options(const GgufExportOptions& options);
 // general.file_type (and general.quantization_version when quantized) for `options`.

@@ -197,6 +197,7 @@ GgufFile lora_adapter_gguf(const MicroLM& model, const MicroLMConfig& c,
   gguf_export::check_export_options(options);
   const gguf_export::GgufArch arch = gguf_export::architecture_of(c);
   gguf_export::check_config_is_models(model, c);
+  gguf_export::check_float_weights(model, "");
   std::map<std::string, Tensor> params;
   for (const auto& [name, tensor] : model.named_parameters()) params.emplace(name, tensor);
   std::map<std::string, int> seen;
