@@ -57,16 +57,20 @@ all: build
 
 # DEPS_FOR=build installs what building and running the program needs (make reproduce), test
 # (the default) what the suite needs besides: with it, ONNX Runtime for node (the npm package
-# onnxruntime-node) into ONNXRUNTIME_DIR, which ctest's onnx_runtime runs the ONNX files in.
+# onnxruntime-node) into ONNXRUNTIME_DIR, which ctest's onnx_runtime runs the ONNX files in, and
+# llama.cpp for node (@fugood/llama.node) into LLAMA_NODE_DIR, which ctest's llama_cpp_client
+# runs the GGUF files in.
 DEPS_FOR ?= test
 ONNXRUNTIME_DIR ?= $(abspath $(BUILD))/onnxruntime-node
+LLAMA_NODE_DIR ?= $(abspath $(BUILD))/llama-node
 deps:
 	@./tools/install-deps.sh --for $(DEPS_FOR)
 	@if [ "$(DEPS_FOR)" = test ]; then ./tools/onnx/install_onnxruntime.sh $(ONNXRUNTIME_DIR); fi
+	@if [ "$(DEPS_FOR)" = test ]; then ./tools/llama/install_llama_node.sh $(LLAMA_NODE_DIR); fi
 
 configure: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DDG_NATIVE=$(NATIVE) \
-	  -DDG_TEST_DATA_DIR=$(abspath $(DATA)) -DDG_ONNXRUNTIME_DIR=$(ONNXRUNTIME_DIR) > $(BUILD).configure.log || (cat $(BUILD).configure.log; exit 1)
+	  -DDG_TEST_DATA_DIR=$(abspath $(DATA)) -DDG_ONNXRUNTIME_DIR=$(ONNXRUNTIME_DIR) -DDG_LLAMA_NODE_DIR=$(LLAMA_NODE_DIR) > $(BUILD).configure.log || (cat $(BUILD).configure.log; exit 1)
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -88,9 +92,9 @@ test: build
 test-clang: deps
 	@cmake -S . -B $(CLANG_BUILD) -DCMAKE_CXX_COMPILER=$(CLANG_CXX) -DCMAKE_BUILD_TYPE=None -DCMAKE_UNITY_BUILD=ON \
 	  -DCMAKE_CXX_FLAGS="$(CLANG_FLAGS)" -DDG_WERROR=ON -DDG_NATIVE=$(NATIVE) -DDG_TEST_DATA_DIR=$(abspath $(DATA)) \
-	  -DDG_ONNXRUNTIME_DIR=$(ONNXRUNTIME_DIR) > $(CLANG_BUILD).configure.log || (cat $(CLANG_BUILD).configure.log; exit 1)
+	  -DDG_ONNXRUNTIME_DIR=$(ONNXRUNTIME_DIR) -DDG_LLAMA_NODE_DIR=$(LLAMA_NODE_DIR) > $(CLANG_BUILD).configure.log || (cat $(CLANG_BUILD).configure.log; exit 1)
 	@cmake --build $(CLANG_BUILD) -j $(JOBS) --target depthgrad dg_tests example_gpt2 scaling_model \
-	  example_tabular example_image_folder onnx_export_cases \
+	  example_tabular example_image_folder onnx_export_cases llama_lora_cases \
 	  $$(grep -q '^DG_MPI:BOOL=ON' $(CLANG_BUILD)/CMakeCache.txt && echo mpi_collectives_bench)
 	cd $(CLANG_BUILD) && ctest --output-on-failure -j $(JOBS) -E '$(CLANG_SKIP)'
 
@@ -137,7 +141,7 @@ bench-kernels: build
 sanitize-configure: deps
 	@cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_CXX_COMPILER=$(SANITIZE_CXX) -DCMAKE_BUILD_TYPE=None \
 	  -DCMAKE_CXX_FLAGS="$(SANITIZE_FLAGS)" -DCMAKE_UNITY_BUILD=ON -DDG_NATIVE=$(NATIVE) -DDG_SANITIZE=ON \
-	  -DDG_TEST_DATA_DIR=$(abspath $(DATA)) -DDG_ONNXRUNTIME_DIR=$(ONNXRUNTIME_DIR) > $(SANITIZE_BUILD).configure.log || (cat $(SANITIZE_BUILD).configure.log; exit 1)
+	  -DDG_TEST_DATA_DIR=$(abspath $(DATA)) -DDG_ONNXRUNTIME_DIR=$(ONNXRUNTIME_DIR) -DDG_LLAMA_NODE_DIR=$(LLAMA_NODE_DIR) > $(SANITIZE_BUILD).configure.log || (cat $(SANITIZE_BUILD).configure.log; exit 1)
 
 sanitize-build: sanitize-configure
 	@cmake --build $(SANITIZE_BUILD) -j $(JOBS)

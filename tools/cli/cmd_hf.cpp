@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "tools/cli/commands.h"
+#include "tools/cli/export_gguf_lora.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/output_guard.h"
 #include "tools/cli/shared_flags.h"
@@ -74,13 +75,35 @@ int cmd_export(int argc, char** argv, int start) {
           "residual mode exports: no Hugging Face class or llama.cpp architecture computes the\n"
           "AttnRes modes. --to onnx: one ONNX file (opset 17): input_ids [batch, sequence] int64\n"
           "to logits [batch, sequence, vocab], any residual mode; the batch axis is dynamic, the\n"
-          "sequence axis fixed at --sequence unless --dynamic-sequence.");
+          "sequence axis fixed at --sequence unless --dynamic-sequence.\n"
+          "GGUF of a fine-tuned model: --base DIR (a Hugging Face folder, or a depthgrad model\n"
+          "folder) or --checkpoint is the base; --adapter DIR a PEFT LoRA folder\n"
+          "(adapter_config.json, adapter_model.safetensors: depthgrad finetune writes one; its\n"
+          "base_model_name_or_path is the base when neither is given). --merge-lora writes the\n"
+          "merged model (W + scale·B·A) as one GGUF; --lora-adapter writes llama.cpp's LoRA\n"
+          "adapter GGUF, to load beside the base's GGUF (llama-cli -m base.gguf --lora FILE).\n"
+          "--quant q8_0 stores the matrices as Q8_0 (llama.cpp's convert_hf_to_gguf.py rules;\n"
+          "--type then names the type of a matrix whose rows are not a multiple of 32, f16\n"
+          "unless given).");
   f.add("to", "", "the layout to write: hf, gguf or onnx (required)")
       .add("output", "", "the folder (hf) or file (gguf, onnx) to write (required)")
       .add("sequence", "", "onnx: the traced sequence length (default: the model's seq_len)")
 
       .add("type", "f32", "gguf: the tensors' type, f32 | f16 | bf16 (norm gains stay f32)")
-      .add("checkpoint", "", "model.safetensors or checkpoint.safetensors (required)")
+      .add("quant", "",
+           "gguf: q8_0 quantizes the matrices (norms, biases, position_embd stay f32; --type "
+           "for rows not a multiple of 32, default then f16)")
+      .add("checkpoint", "",
+           "model.safetensors or checkpoint.safetensors (required unless --base or --adapter)")
+      .add("base", "",
+           "gguf: the base model folder: Hugging Face (config.json, safetensors, tokenizer.json) "
+           "or depthgrad's (model.safetensors + tokenizer.json); instead of --checkpoint")
+      .add("adapter", "",
+           "gguf: a PEFT LoRA folder (adapter_config.json, adapter_model.safetensors) over the "
+           "base; needs --merge-lora or --lora-adapter")
+      .add_switch("merge-lora", "gguf: write the base with --adapter merged in (W + scale·B·A)")
+      .add_switch("lora-adapter",
+                  "gguf: write --adapter as llama.cpp's LoRA adapter GGUF (no base weights)")
       .add("tokenizer", "", "tokenizer.json (default: the tokenizer.json beside --checkpoint)")
       .add_switch("dynamic-sequence",
                   "onnx: leave the sequence axis free (up to the traced length)");
@@ -94,6 +117,12 @@ int cmd_export(int argc, char** argv, int start) {
     throw UsageError(fmt::format("--to: expected hf, gguf or onnx, got '{}'", to));
   if (to != "gguf" && f.given("type"))
     throw UsageError(fmt::format("--type applies to --to gguf (the {} export is float32)", to));
+  for (const char* gguf_only : {"quant", "base", "adapter", "merge-lora", "lora-adapter"})
+    if (to != "gguf" && f.given(gguf_only))
+      throw UsageError(fmt::format("--{} applies to --to gguf", gguf_only));
+  if (to == "gguf" && (f.given("base") || f.given("adapter") || f.given("quant") ||
+                       f.get_bool("merge-lora") || f.get_bool("lora-adapter")))
+    return export_gguf_command(f);
   if (to != "onnx" && (f.given("sequence") || f.given("dynamic-sequence")))
     throw UsageError("--sequence and --dynamic-sequence apply to --to onnx");
   GgmlType type = GgmlType::f32;
@@ -142,7 +171,11 @@ int cmd_export(int argc, char** argv, int start) {
   };
   if (overwrite && to == "hf") remove_files(output, hf_files);
   if (to == "gguf") {
-    export_gguf(*trained.model, trained.config.model, tokenizer, f.get("output"), type);
+    GgufExportOptions options;
+    options.type = type;
+    options.bos_token_id = token("depthgrad.bos_token_id", "<bos>");
+    options.eos_token_id = token("depthgrad.eos_token_id", "<eos>");
+    export_gguf(*trained.model, trained.config.model, tokenizer, f.get("output"), options);
     fmt::print("exported {} as GGUF ({}) to {}\n", path, f.get("type"), f.get("output"));
     return 0;
   }

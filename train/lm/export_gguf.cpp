@@ -1,6 +1,7 @@
 // The MicroLM -> llama.cpp GGUF mapping: the refusals, the llama.* / gpt2.* and tokenizer.ggml.*
 // keys, the tensor names, the Q/K permutation (llama) and the fused Q/K/V (gpt2). The file format
-// itself is train/lm/gguf.cpp's; this file decides only what goes in it. It does not quantize.
+// itself is train/lm/gguf.cpp's (Q8_0 included); this file decides only what goes in it, and
+// which tensors are quantized. The LoRA adapter file is train/lm/export_gguf_lora.cpp's.
 #include "train/lm/export_gguf.h"
 
 #include <fmt/format.h>
@@ -8,9 +9,11 @@
 #include <map>
 #include <stdexcept>
 
+#include "train/lm/export_gguf_detail.h"
+
 namespace dg {
 
-namespace {
+namespace gguf_export {
 
 [[noreturn]] void refuse(const std::string& why) {
   throw std::invalid_argument("GGUF export: " + why);
@@ -64,8 +67,6 @@ std::string llama_tensor_name(const std::string& name) {
 // gpt2 is LayerNorm + tanh GELU + learned positions + biases without RoPE (llama.cpp's gpt2
 // computes ggml_gelu, the tanh form: an exact-erf `gelu` model is refused, not approximated).
 // The refusal names the fields that stop the closer of the two (both on a tie).
-enum class GgufArch { llama, gpt2 };
-
 std::vector<std::string> llama_misfits(const MicroLMConfig& c) {
   std::vector<std::string> why;
   if (c.norm != Norm::Kind::rms)
@@ -104,7 +105,7 @@ std::string joined(const std::vector<std::string>& parts) {
   return out;
 }
 
-GgufArch check_exportable(const MicroLM& model, const MicroLMConfig& c, const BpeTokenizer& tok) {
+GgufArch architecture_of(const MicroLMConfig& c) {
   const std::string mode = c.mode.name();
   if (is_reference_attnres(c.mode) || is_paper_attnres(c.mode))
     refuse(
@@ -122,6 +123,10 @@ GgufArch check_exportable(const MicroLM& model, const MicroLMConfig& c, const Bp
     refuse("the model fits neither llama.cpp's llama (" + joined(llama) + ") nor its gpt2 (" +
            joined(gpt2) + ")");
   }
+  return llama.empty() ? GgufArch::llama : GgufArch::gpt2;
+}
+
+void check_config_is_models(const MicroLM& model, const MicroLMConfig& c) {
   const MicroLMConfig& m = model.config();
   const auto same = [](const char* field, int64_t given, int64_t model_value) {
     if (given != model_value)
@@ -140,10 +145,21 @@ GgufArch check_exportable(const MicroLM& model, const MicroLMConfig& c, const Bp
     refuse(
         "the config's model.mode, norm, norm_eps, ffn, rope, bias or learned_positions differs "
         "from the model's");
+}
+
+GgufArch check_exportable(const MicroLM& model, const MicroLMConfig& c, const BpeTokenizer& tok) {
+  const GgufArch arch = architecture_of(c);
+  check_config_is_models(model, c);
   if (tok.vocab_size() > c.vocab)
     refuse(fmt::format("model.vocab {} is smaller than the tokenizer's {} ids", c.vocab,
                        tok.vocab_size()));
-  return llama.empty() ? GgufArch::llama : GgufArch::gpt2;
+  return arch;
+}
+
+// A parameter of a LoRA adapter attached to a Linear (nn/lora.h: its lora_A and lora_B children),
+// which the base model's export leaves out.
+bool is_lora_parameter(const std::string& name) {
+  return name.find(".lora_A.") != std::string::npos || name.find(".lora_B.") != std::string::npos;
 }
 
 std::vector<float> floats_of(const Tensor& t) {
@@ -151,14 +167,11 @@ std::vector<float> floats_of(const Tensor& t) {
   return std::vector<float>(values.begin(), values.end());
 }
 
-GgmlType stored_type(const std::vector<int64_t>& shape, GgmlType type) {
-  return shape.size() == 1 ? GgmlType::f32 : type;
-}
-
-void add_llama_tensors(const MicroLM& model, const MicroLMConfig& c, GgmlType type,
+void add_llama_tensors(const MicroLM& model, const MicroLMConfig& c, const GgufExportOptions& o,
                        GgufFile& file) {
   const int64_t head_dim = c.dim / c.heads;
   for (const auto& [param, tensor] : model.named_parameters()) {
+    if (is_lora_parameter(param)) continue;
     const std::string gguf_name = llama_tensor_name(param);
     if (gguf_name.empty())
       refuse(fmt::format("parameter '{}' has no tensor in llama.cpp's llama architecture", param));
@@ -167,7 +180,8 @@ void add_llama_tensors(const MicroLM& model, const MicroLMConfig& c, GgmlType ty
     const bool is_q = param.ends_with(".attention.q.weight");
     if (is_q || param.ends_with(".attention.k.weight"))
       values = permute_rows_for_llama_rope(values, is_q ? c.heads : c.kv_heads, head_dim, c.dim);
-    file.tensors.push_back(gguf_float_tensor(gguf_name, shape, values, stored_type(shape, type)));
+    file.tensors.push_back(
+        gguf_float_tensor(gguf_name, shape, values, gguf_stored_type(gguf_name, shape, o)));
   }
 }
 
@@ -180,9 +194,11 @@ void add_llama_tensors(const MicroLM& model, const MicroLMConfig& c, GgmlType ty
 // is why llama.cpp's converter transposes it). output.weight is always written, a copy of
 // token_embd when the head is tied: llama.cpp's gpt2 loader requires it, and its converter
 // writes the copy too.
-void add_gpt2_tensors(const MicroLM& model, const MicroLMConfig& c, GgmlType type, GgufFile& file) {
+void add_gpt2_tensors(const MicroLM& model, const MicroLMConfig& c, const GgufExportOptions& o,
+                      GgufFile& file) {
   std::map<std::string, Tensor> params;
-  for (const auto& [param, tensor] : model.named_parameters()) params.emplace(param, tensor);
+  for (const auto& [param, tensor] : model.named_parameters())
+    if (!is_lora_parameter(param)) params.emplace(param, tensor);
   size_t used = 0;
   const auto get = [&](const std::string& param) -> const Tensor& {
     const auto it = params.find(param);
@@ -192,7 +208,8 @@ void add_gpt2_tensors(const MicroLM& model, const MicroLMConfig& c, GgmlType typ
   };
   const auto put = [&](const std::string& gguf_name, const std::vector<int64_t>& shape,
                        const std::vector<float>& values) {
-    file.tensors.push_back(gguf_float_tensor(gguf_name, shape, values, stored_type(shape, type)));
+    file.tensors.push_back(
+        gguf_float_tensor(gguf_name, shape, values, gguf_stored_type(gguf_name, shape, o)));
   };
   const auto copy = [&](const std::string& gguf_name, const std::string& param) {
     const Tensor& t = get(param);
@@ -232,7 +249,37 @@ void add_gpt2_tensors(const MicroLM& model, const MicroLMConfig& c, GgmlType typ
 
 GgufValue u32(int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); }
 
-}  // namespace
+void check_float_weights(const Module& module, const std::string& path) {
+  if (const auto* linear = dynamic_cast<const Linear*>(&module); linear && linear->quantized_weight)
+    refuse(
+        fmt::format("Linear '{}' holds a quantized frozen weight (nn/quantize.h), which the "
+                    "export cannot read back as written; export the model loaded from its "
+                    "file (use --quant q8_0 for a quantized GGUF)",
+                    path));
+  for (const auto& [name, child] : module.named_children())
+    check_float_weights(*child, path.empty() ? name : path + "." + name);
+}
+
+void check_export_options(const GgufExportOptions& o) {
+  if (o.type != GgmlType::f32 && o.type != GgmlType::f16 && o.type != GgmlType::bf16)
+    refuse(fmt::format("tensor type {} is not one of F32, F16, BF16", ggml_type_name(o.type)));
+  if (o.quant && *o.quant != GgmlType::q8_0)
+    refuse(fmt::format("quantization {} is not Q8_0", ggml_type_name(*o.quant)));
+}
+
+void add_file_type(const GgufExportOptions& o, std::vector<std::pair<std::string, GgufValue>>& kv) {
+  // llama.cpp's file types: ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_Q8_0 = 7, MOSTLY_BF16 = 32 (1-D
+  // tensors F32 in all). A quantized file also says which quantization scheme version its
+  // blocks follow (GGML_QNT_VERSION, 2 since 2023), as gguf-py's writer does.
+  const uint32_t file_type = o.quant                   ? 7
+                             : o.type == GgmlType::f32 ? 0
+                             : o.type == GgmlType::f16 ? 1
+                                                       : 32;
+  kv.emplace_back("general.file_type", GgufValue::u32(file_type));
+  if (o.quant) kv.emplace_back("general.quantization_version", GgufValue::u32(2));
+}
+
+}  // namespace gguf_export
 
 GgmlType parse_gguf_export_type(std::string_view name) {
   if (name == "f32") return GgmlType::f32;
@@ -240,6 +287,26 @@ GgmlType parse_gguf_export_type(std::string_view name) {
   if (name == "bf16") return GgmlType::bf16;
   throw std::invalid_argument(
       fmt::format("GGUF export: tensor type '{}' is not one of f32, f16, bf16", name));
+}
+
+GgmlType parse_gguf_quant_type(std::string_view name) {
+  if (name == "q8_0") return GgmlType::q8_0;
+  throw std::invalid_argument(
+      fmt::format("GGUF export: quantization '{}' is not q8_0 (the one this writer has)", name));
+}
+
+GgmlType gguf_stored_type(const std::string& gguf_name, const std::vector<int64_t>& shape,
+                          const GgufExportOptions& o) {
+  // convert_hf_to_gguf.py: 1-D tensors and *_norm.weight F32 for every output type.
+  if (shape.size() <= 1 || gguf_name.ends_with("_norm.weight")) return GgmlType::f32;
+  if (!o.quant) return o.type;
+  // With quantization, position_embd (and any tensor not named .weight / .lora_a / .lora_b)
+  // stays F32; a row Q8_0 cannot hold (a QuantError there) falls back.
+  if (gguf_name == "position_embd.weight") return GgmlType::f32;
+  if (!gguf_name.ends_with(".weight") && !gguf_name.ends_with(".lora_a") &&
+      !gguf_name.ends_with(".lora_b"))
+    return GgmlType::f32;
+  return shape.back() % static_cast<int64_t>(ggml_block_size(*o.quant)) == 0 ? *o.quant : o.type;
 }
 
 std::vector<float> permute_rows_for_llama_rope(const std::vector<float>& rows, int64_t heads,
@@ -263,33 +330,38 @@ std::vector<float> permute_rows_for_llama_rope(const std::vector<float>& rows, i
 
 GgufFile micro_lm_gguf(const MicroLM& model, const MicroLMConfig& c, const BpeTokenizer& tok,
                        GgmlType type, const std::string& name) {
-  if (type != GgmlType::f32 && type != GgmlType::f16 && type != GgmlType::bf16)
-    refuse(fmt::format("tensor type {} is not one of F32, F16, BF16", ggml_type_name(type)));
-  const GgufArch arch = check_exportable(model, c, tok);
-  const std::string prefix = arch == GgufArch::llama ? "llama." : "gpt2.";
+  GgufExportOptions options;
+  options.type = type;
+  options.name = name;
+  return micro_lm_gguf(model, c, tok, options);
+}
+
+GgufFile micro_lm_gguf(const MicroLM& model, const MicroLMConfig& c, const BpeTokenizer& tok,
+                       const GgufExportOptions& options) {
+  gguf_export::check_export_options(options);
+  const gguf_export::GgufArch arch = gguf_export::check_exportable(model, c, tok);
+  gguf_export::check_float_weights(model, "");
+  const std::string prefix = arch == gguf_export::GgufArch::llama ? "llama." : "gpt2.";
 
   GgufFile file;
   auto& kv = file.metadata;
   kv.emplace_back("general.architecture",
-                  GgufValue::string(arch == GgufArch::llama ? "llama" : "gpt2"));
-  kv.emplace_back("general.name", GgufValue::string(name));
-  // llama.cpp's file types: ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_BF16 = 32 (1-D tensors F32).
-  kv.emplace_back("general.file_type", u32(type == GgmlType::f32   ? 0
-                                           : type == GgmlType::f16 ? 1
-                                                                   : 32));
-  kv.emplace_back(prefix + "context_length", u32(c.seq_len));
-  kv.emplace_back(prefix + "embedding_length", u32(c.dim));
-  kv.emplace_back(prefix + "block_count", u32(c.layers));
-  kv.emplace_back(prefix + "feed_forward_length", u32(c.ffn_width()));
-  kv.emplace_back(prefix + "attention.head_count", u32(c.heads));
-  kv.emplace_back(prefix + "attention.head_count_kv", u32(c.kv_heads));
-  if (arch == GgufArch::llama) {
+                  GgufValue::string(arch == gguf_export::GgufArch::llama ? "llama" : "gpt2"));
+  kv.emplace_back("general.name", GgufValue::string(options.name));
+  gguf_export::add_file_type(options, kv);
+  kv.emplace_back(prefix + "context_length", gguf_export::u32(c.seq_len));
+  kv.emplace_back(prefix + "embedding_length", gguf_export::u32(c.dim));
+  kv.emplace_back(prefix + "block_count", gguf_export::u32(c.layers));
+  kv.emplace_back(prefix + "feed_forward_length", gguf_export::u32(c.ffn_width()));
+  kv.emplace_back(prefix + "attention.head_count", gguf_export::u32(c.heads));
+  kv.emplace_back(prefix + "attention.head_count_kv", gguf_export::u32(c.kv_heads));
+  if (arch == gguf_export::GgufArch::llama) {
     const double rope_base = model.blocks.at(0)->attention->config.rope_base;
     kv.emplace_back("llama.rope.freq_base", GgufValue::f32(static_cast<float>(rope_base)));
     kv.emplace_back("llama.attention.layer_norm_rms_epsilon",
                     GgufValue::f32(static_cast<float>(c.norm_eps)));
-    kv.emplace_back("llama.rope.dimension_count", u32(c.dim / c.heads));
-    kv.emplace_back("llama.vocab_size", u32(c.vocab));
+    kv.emplace_back("llama.rope.dimension_count", gguf_export::u32(c.dim / c.heads));
+    kv.emplace_back("llama.vocab_size", gguf_export::u32(c.vocab));
   } else {
     kv.emplace_back("gpt2.attention.layer_norm_epsilon",
                     GgufValue::f32(static_cast<float>(c.norm_eps)));
@@ -325,22 +397,34 @@ GgufFile micro_lm_gguf(const MicroLM& model, const MicroLMConfig& c, const BpeTo
       {"tokenizer.ggml.unknown_token_id", "<unk>"},
       {"tokenizer.ggml.padding_token_id", "<pad>"},
   };
-  for (const auto& [key, content] : specials)
-    if (const int32_t id = tok.token_id(content); id >= 0) kv.emplace_back(key, u32(id));
+  for (const auto& [key, content] : specials) {
+    int64_t id = tok.token_id(content);
+    const std::string k = key;
+    if (k.ends_with("bos_token_id") && options.bos_token_id >= 0) id = options.bos_token_id;
+    if (k.ends_with("eos_token_id") && options.eos_token_id >= 0) id = options.eos_token_id;
+    if (id >= c.vocab)
+      gguf_export::refuse(fmt::format("{} {} is not below model.vocab {}", key, id, c.vocab));
+    if (id >= 0) kv.emplace_back(key, gguf_export::u32(id));
+  }
   // depthgrad trains and generates without BOS/EOS around the text.
   kv.emplace_back("tokenizer.ggml.add_bos_token", GgufValue::boolean(false));
   kv.emplace_back("tokenizer.ggml.add_eos_token", GgufValue::boolean(false));
 
-  if (arch == GgufArch::llama)
-    add_llama_tensors(model, c, type, file);
+  if (arch == gguf_export::GgufArch::llama)
+    gguf_export::add_llama_tensors(model, c, options, file);
   else
-    add_gpt2_tensors(model, c, type, file);
+    gguf_export::add_gpt2_tensors(model, c, options, file);
   return file;
 }
 
 void export_gguf(const MicroLM& model, const MicroLMConfig& config, const BpeTokenizer& tokenizer,
                  const std::string& path, GgmlType type, const std::string& name) {
   save_gguf(path, micro_lm_gguf(model, config, tokenizer, type, name));
+}
+
+void export_gguf(const MicroLM& model, const MicroLMConfig& config, const BpeTokenizer& tokenizer,
+                 const std::string& path, const GgufExportOptions& options) {
+  save_gguf(path, micro_lm_gguf(model, config, tokenizer, options));
 }
 
 }  // namespace dg

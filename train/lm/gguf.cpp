@@ -18,6 +18,11 @@ namespace dg {
 
 static_assert(std::endian::native == std::endian::little, "GGUF files are read little-endian");
 
+namespace {
+constexpr size_t kQ8Block = 32;                 // ggml's QK8_0
+constexpr size_t kQ8BlockBytes = 2 + kQ8Block;  // block_q8_0: F16 d, then int8 qs[32]
+}  // namespace
+
 // ---- values ----------------------------------------------------------------------------------
 
 const char* gguf_type_name(GgufType type) {
@@ -122,6 +127,8 @@ const char* ggml_type_name(GgmlType type) {
       return "F32";
     case GgmlType::f16:
       return "F16";
+    case GgmlType::q8_0:
+      return "Q8_0";
     case GgmlType::i8:
       return "I8";
     case GgmlType::i16:
@@ -138,8 +145,12 @@ const char* ggml_type_name(GgmlType type) {
   return "unknown";
 }
 
+size_t ggml_block_size(GgmlType type) { return type == GgmlType::q8_0 ? kQ8Block : 1; }
+
 size_t ggml_type_size(GgmlType type) {
   switch (type) {
+    case GgmlType::q8_0:
+      return kQ8BlockBytes;
     case GgmlType::i8:
       return 1;
     case GgmlType::f16:
@@ -155,7 +166,7 @@ size_t ggml_type_size(GgmlType type) {
   }
   throw std::runtime_error(
       fmt::format("ggml type {} is not one this reader knows (F32, F16, "
-                  "BF16, I8, I16, I32, I64, F64)",
+                  "BF16, Q8_0, I8, I16, I32, I64, F64)",
                   static_cast<uint32_t>(type)));
 }
 
@@ -228,6 +239,56 @@ float bf16_to_float(uint16_t bits) {
   return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
 }
 
+// ---- Q8_0 --------------------------------------------------------------------------------------
+
+std::vector<uint8_t> quantize_q8_0(const float* values, size_t count) {
+  if (count % kQ8Block != 0)
+    throw std::invalid_argument(
+        fmt::format("Q8_0: {} values are not a whole number of blocks of {}", count, kQ8Block));
+  std::vector<uint8_t> out(count / kQ8Block * kQ8BlockBytes);
+  for (size_t block = 0; block < count / kQ8Block; ++block) {
+    const float* x = values + block * kQ8Block;
+    uint8_t* y = out.data() + block * kQ8BlockBytes;
+    float amax = 0.0f;
+    for (size_t j = 0; j < kQ8Block; ++j) {
+      if (!std::isfinite(x[j]))
+        throw std::invalid_argument(
+            fmt::format("Q8_0: value {} ({}) is not finite", block * kQ8Block + j, x[j]));
+      amax = std::max(amax, std::fabs(x[j]));
+    }
+    const float d = amax / 127.0f;  // ggml: amax / ((1 << 7) - 1), in float32
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t d_bits = float_to_f16(d);
+    std::memcpy(y, &d_bits, 2);
+    for (size_t j = 0; j < kQ8Block; ++j) {
+      // |x · id| <= 127 up to rounding: amax · (1 / (amax / 127)) may land a hair above 127,
+      // which roundf still takes to 127.
+      const auto q = static_cast<int8_t>(std::roundf(x[j] * id));
+      std::memcpy(y + 2 + j, &q, 1);
+    }
+  }
+  return out;
+}
+
+std::vector<float> dequantize_q8_0(const uint8_t* bytes, size_t count) {
+  if (count % kQ8Block != 0)
+    throw std::invalid_argument(
+        fmt::format("Q8_0: {} values are not a whole number of blocks of {}", count, kQ8Block));
+  std::vector<float> out(count);
+  for (size_t block = 0; block < count / kQ8Block; ++block) {
+    const uint8_t* y = bytes + block * kQ8BlockBytes;
+    uint16_t d_bits;
+    std::memcpy(&d_bits, y, 2);
+    const float d = f16_to_float(d_bits);
+    for (size_t j = 0; j < kQ8Block; ++j) {
+      int8_t q;
+      std::memcpy(&q, y + 2 + j, 1);
+      out[block * kQ8Block + j] = static_cast<float>(q) * d;
+    }
+  }
+  return out;
+}
+
 GgufTensor gguf_float_tensor(std::string name, const std::vector<int64_t>& torch_shape,
                              const std::vector<float>& values, GgmlType type) {
   GgufTensor t;
@@ -258,20 +319,39 @@ GgufTensor gguf_float_tensor(std::string name, const std::vector<int64_t>& torch
       }
       break;
     }
+    case GgmlType::q8_0:
+      if (t.dims.empty() || t.dims[0] % kQ8Block != 0)
+        throw std::runtime_error(
+            fmt::format("GGUF tensor '{}': Q8_0 stores rows in blocks of {} values; the row "
+                        "(dims[0] = {}) is not a multiple of {}",
+                        t.name, kQ8Block, t.dims.empty() ? 1 : t.dims[0], kQ8Block));
+      try {
+        t.bytes = quantize_q8_0(values.data(), values.size());
+      } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(fmt::format("GGUF tensor '{}': {}", t.name, e.what()));
+      }
+      break;
     default:
       throw std::runtime_error(
-          fmt::format("GGUF tensor '{}': float values are stored as F32, F16 "
-                      "or BF16, not {}",
+          fmt::format("GGUF tensor '{}': float values are stored as F32, F16, "
+                      "BF16 or Q8_0, not {}",
                       t.name, ggml_type_name(type)));
   }
   return t;
 }
 
 std::vector<float> gguf_tensor_floats(const GgufTensor& t) {
+  if (t.type == GgmlType::q8_0) {
+    if (t.bytes.size() % kQ8BlockBytes != 0)
+      throw std::runtime_error(
+          fmt::format("GGUF tensor '{}': {} bytes is not a whole number of Q8_0 blocks", t.name,
+                      t.bytes.size()));
+    return dequantize_q8_0(t.bytes.data(), t.bytes.size() / kQ8BlockBytes * kQ8Block);
+  }
   const bool half = t.type == GgmlType::f16 || t.type == GgmlType::bf16;
   if (t.type != GgmlType::f32 && !half)
     throw std::runtime_error(
-        fmt::format("GGUF tensor '{}': {} is not a float type (F32, F16, BF16)", t.name,
+        fmt::format("GGUF tensor '{}': {} is not a float type (F32, F16, BF16, Q8_0)", t.name,
                     ggml_type_name(t.type)));
   const size_t width = half ? 2 : 4;
   if (t.bytes.size() % width != 0)

@@ -3,8 +3,13 @@
 // GGUF's order, ggml type, offset), padding to the alignment (general.alignment, default 32),
 // then the tensor data, each tensor at an aligned offset. Little-endian only; whole files in
 // memory, no memory mapping. Tensor types: F32, F16, BF16 (with float32 conversions that round
-// to nearest even), and the plain integer and F64 types; quantized ggml types are refused by
-// name, not guessed at. It knows nothing of models: train/lm/export_gguf.h maps a MicroLM onto it.
+// to nearest even), Q8_0 (ggml's blocks of 32 int8 values and one F16 scale, quantized exactly as
+// ggml's quantize_row_q8_0_ref), and the plain integer and F64 types; other quantized ggml types
+// are refused by number, not guessed at. It knows nothing of models: train/lm/export_gguf.h maps
+// a MicroLM onto it.
+//
+//   GgufTensor w = gguf_float_tensor("blk.0.ffn_up.weight", {96, 64}, values, GgmlType::q8_0);
+//   std::vector<float> back = gguf_tensor_floats(w);  // dequantized: |back - values| <= d / 2
 #pragma once
 #include <cstdint>
 #include <string>
@@ -67,6 +72,7 @@ struct GgufValue {
 enum class GgmlType : uint32_t {
   f32 = 0,
   f16 = 1,
+  q8_0 = 8,
   i8 = 24,
   i16 = 25,
   i32 = 26,
@@ -74,16 +80,31 @@ enum class GgmlType : uint32_t {
   f64 = 28,
   bf16 = 30,
 };
-const char* ggml_type_name(GgmlType type);  // "F32", "F16", "BF16", ...
-size_t ggml_type_size(GgmlType type);       // bytes per element
+const char* ggml_type_name(GgmlType type);  // "F32", "F16", "BF16", "Q8_0", ...
+// ggml's block: the values stored together (32 for Q8_0, 1 for the others) and their bytes (34
+// for Q8_0: an F16 scale and 32 int8; the element size for the others). A tensor's dims[0] (its
+// row) must be a whole number of blocks.
+size_t ggml_block_size(GgmlType type);
+size_t ggml_type_size(GgmlType type);  // bytes per block
+
+// Q8_0 as ggml's quantize_row_q8_0_ref writes it, block by block of 32 values: amax = the largest
+// |x| (float32), d = amax / 127 (float32 division), id = 1 / d (0 when d is 0), each q =
+// roundf(x · id) (half away from zero) as int8, and the block's scale stored as F16(d) (round to
+// nearest even). gguf-py's numpy quantizer divides x / d instead of multiplying by id, which can
+// differ in the last bit; this follows ggml (llama-quantize), as its reference for "exact".
+// Throws std::invalid_argument when the count is not a multiple of 32 or a value is not finite
+// (ggml would store a NaN or infinite scale). Dequantizing gives q · float(F16(d)).
+std::vector<uint8_t> quantize_q8_0(const float* values, size_t count);
+std::vector<float> dequantize_q8_0(const uint8_t* bytes, size_t count);
 
 struct GgufTensor {
   std::string name;  // at most 63 bytes (llama.cpp's GGML_MAX_NAME leaves one for the NUL)
   // GGUF's order: dims[0] varies fastest, so a torch [rows, cols] matrix is {cols, rows}. 1 to 4.
   std::vector<uint64_t> dims;
   GgmlType type = GgmlType::f32;
-  std::vector<uint8_t> bytes;  // little-endian, prod(dims) · ggml_type_size(type) bytes
-  uint64_t offset = 0;         // read: offset in the data section; the writer lays out its own
+  // little-endian, prod(dims) / ggml_block_size(type) · ggml_type_size(type) bytes
+  std::vector<uint8_t> bytes;
+  uint64_t offset = 0;  // read: offset in the data section; the writer lays out its own
   bool operator==(const GgufTensor&) const = default;
 };
 
@@ -108,11 +129,13 @@ uint16_t float_to_bf16(float value);
 float bf16_to_float(uint16_t bits);
 
 // A tensor of float values in torch's shape (row-major, last dimension fastest) stored as `type`
-// (F32, F16 or BF16): the dims come out reversed, as GGUF orders them. Throws naming the tensor
-// on another type or when values.size() is not the shape's element count.
+// (F32, F16, BF16 or Q8_0): the dims come out reversed, as GGUF orders them. Throws naming the
+// tensor on another type, when values.size() is not the shape's element count, and for Q8_0
+// when the last dimension is not a multiple of 32 or a value is not finite.
 GgufTensor gguf_float_tensor(std::string name, const std::vector<int64_t>& torch_shape,
                              const std::vector<float>& values, GgmlType type);
-// The values of an F32, F16 or BF16 tensor as float32 (row-major); throws naming it otherwise.
+// The values of an F32, F16, BF16 or Q8_0 (dequantized) tensor as float32 (row-major); throws
+// naming it otherwise.
 std::vector<float> gguf_tensor_floats(const GgufTensor& tensor);
 
 // The whole file as bytes: header, metadata in the given order, tensor infos, zero padding to the
@@ -122,7 +145,8 @@ std::vector<float> gguf_tensor_floats(const GgufTensor& tensor);
 // general.alignment that is not a u32 power of two of at least 8, an integer out of its type's
 // range, a bool other than 0/1, an array element of another type, a string that is not UTF-8, a
 // tensor name that is empty, duplicate or 64 bytes or longer, no dims or more than 4, a byte
-// count that does not match the dims, an unknown tensor type.
+// count that does not match the dims, an unknown tensor type, a dims[0] that is not a whole
+// number of the type's blocks (Q8_0: 32).
 std::string serialize_gguf(const GgufFile& file);
 
 // serialize_gguf(file) written to `path` atomically (write_file_atomic). Errors name the path.
@@ -133,7 +157,8 @@ void save_gguf(const std::string& path, const GgufFile& file);
 // metadata counts the file can hold, string lengths inside the file, keys (non-empty ASCII, at
 // most 65535 bytes, unique), known value types and array element types, bools 0 or 1, strings
 // UTF-8, general.alignment (u32, a power of two, a multiple of 8), tensor names (non-empty,
-// under 64 bytes, unique), 1 to 4 dims whose element count fits int64, known tensor types,
+// under 64 bytes, unique), 1 to 4 dims whose element count fits int64, known tensor types
+// (dims[0] a whole number of the type's blocks),
 // offsets multiples of the alignment and inside the data section, tensors that do not overlap,
 // zero padding before the data section, and a file that ends within one alignment of the last
 // tensor's bytes.

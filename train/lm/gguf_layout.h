@@ -51,6 +51,7 @@ inline bool known_tensor_type(uint32_t t) {
   switch (static_cast<GgmlType>(t)) {
     case GgmlType::f32:
     case GgmlType::f16:
+    case GgmlType::q8_0:
     case GgmlType::i8:
     case GgmlType::i16:
     case GgmlType::i32:
@@ -90,6 +91,21 @@ inline bool element_count(const std::vector<uint64_t>& dims, uint64_t& count) {
     if (__builtin_mul_overflow(count, d, &count)) return false;
   }
   return count <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+}
+
+// The bytes of a tensor of `type` with `dims` whose element count is `count`, or an empty
+// string; or why it cannot be stored: dims[0] not a whole number of the type's blocks, or a byte
+// count that overflows.
+inline std::string tensor_byte_count(GgmlType type, const std::vector<uint64_t>& dims,
+                                     uint64_t count, uint64_t& bytes) {
+  const uint64_t block = ggml_block_size(type);
+  if (dims.empty() || dims[0] % block != 0)
+    return "dims " + dims_text(dims) + ": " + ggml_type_name(type) + " stores blocks of " +
+           std::to_string(block) + " values, and dims[0] is not a multiple of " +
+           std::to_string(block);
+  if (__builtin_mul_overflow(count / block, ggml_type_size(type), &bytes))
+    return "dims " + dims_text(dims) + ": byte count overflows";
+  return "";
 }
 
 }  // namespace dg::gguf_layout

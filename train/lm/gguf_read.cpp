@@ -202,11 +202,12 @@ GgufTensor read_tensor_info(Cursor& in, uint64_t i, uint64_t alignment,
   const uint32_t type = in.read<uint32_t>(field + " type");
   if (!known_tensor_type(type))
     in.fail(field + " type", fmt::format("ggml type {} is not one this reader knows (F32, F16, "
-                                         "BF16, I8, I16, I32, I64, F64)",
+                                         "BF16, Q8_0, I8, I16, I32, I64, F64)",
                                          type));
   t.type = static_cast<GgmlType>(type);
-  if (__builtin_mul_overflow(count, ggml_type_size(t.type), &count))
-    in.fail(field + " dimensions", "byte count overflows");
+  uint64_t bytes = 0;
+  if (const std::string why = tensor_byte_count(t.type, t.dims, count, bytes); !why.empty())
+    in.fail(field + " dimensions", why);
   t.offset = in.read<uint64_t>(field + " offset");
   if (t.offset % alignment != 0)
     in.fail(field + " offset",
@@ -216,9 +217,10 @@ GgufTensor read_tensor_info(Cursor& in, uint64_t i, uint64_t alignment,
 
 // Bytes of a checked tensor info.
 uint64_t tensor_bytes(const GgufTensor& t) {
-  uint64_t count;
+  uint64_t count, bytes = 0;
   element_count(t.dims, count);
-  return count * ggml_type_size(t.type);
+  tensor_byte_count(t.type, t.dims, count, bytes);
+  return bytes;
 }
 
 // The data section starts at the aligned end of the header, after zero padding.

@@ -178,9 +178,12 @@ std::string serialize_gguf(const GgufFile& file) {
     uint64_t count;
     if (!element_count(t.dims, count))
       fail(fmt::format("dims {} are too large", dims_text(t.dims)));
-    if (count * ggml_type_size(t.type) != t.bytes.size())
+    uint64_t bytes = 0;
+    if (const std::string why = tensor_byte_count(t.type, t.dims, count, bytes); !why.empty())
+      fail(why);
+    if (bytes != t.bytes.size())
       fail(fmt::format("{} bytes, but dims {} of {} need {}", t.bytes.size(), dims_text(t.dims),
-                       ggml_type_name(t.type), count * ggml_type_size(t.type)));
+                       ggml_type_name(t.type), bytes));
     offsets.push_back(data_size);
     data_size = align_up(data_size + t.bytes.size(), alignment);
   }
