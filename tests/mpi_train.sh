@@ -86,6 +86,14 @@ same_run() {  # NAME DIR_A DIR_B: identical losses, grad norms, clipping and fin
 # Tokenizer cache first (one process), so the ranks below do not all build it.
 "$BIN" train "${TINY[@]}" --steps 1 --output "$WORK/warm" > /dev/null || fail "warm-up run"
 
+# tools/results/run_scales.sh in one process, the reference of its RANKS=2 run near the end: in the
+# background from here, on the core that the one-process references and the waits below leave idle
+# (the cache files it shares with them are written atomically).
+SCALES="$(cd "$(dirname "$0")/.." && pwd)/tools/results/run_scales.sh"
+scales() { env BIN="$BIN" DATA="$DATA" MPIRUN="$MPIRUN" ONLY=micro-block STEPS=20 SEEDS=1-2 "$@" bash "$SCALES"; }
+scales RANKS=1 RESULTS="$WORK/scales1" WORK="$WORK/scales1-runs" > "$WORK/scales1.txt" 2>&1 &
+scales1=$!
+
 # --- N ranks == one process with --accum N, every residual mode, clipping active -------------
 for mode in standard block_attnres rd_attnres paper_block_attnres paper_rd_attnres; do  # every battery
   "$BIN" train "${TINY[@]}" --mode "$mode" --steps 20 --batch 2 --accum 2 --output "$WORK/accum2-$mode" > /dev/null
@@ -284,10 +292,8 @@ if [ $rc -ne 0 ] && [ $rc -ne 143 ] && [ $took -le 30 ] &&
 else fail "stop sent to one rank (rc=$rc after ${took} s, victim '$victim'): $(grep -v '^\[' "$WORK/alone.txt" | tail -4)"; fi
 
 # --- tools/results/run_scales.sh with RANKS=2: the same result.json as one process -------------
-SCALES="$(cd "$(dirname "$0")/.." && pwd)/tools/results/run_scales.sh"
-scales() { env BIN="$BIN" DATA="$DATA" MPIRUN="$MPIRUN" ONLY=micro-block STEPS=20 SEEDS=1-2 "$@" bash "$SCALES"; }
-scales RANKS=1 RESULTS="$WORK/scales1" WORK="$WORK/scales1-runs" > "$WORK/scales1.txt" 2>&1
 scales RANKS=2 RESULTS="$WORK/scales2" WORK="$WORK/scales2-runs" > "$WORK/scales2.txt" 2>&1
+wait "$scales1"  # the RANKS=1 run started after the warm-up
 strip() { grep -vE 'seconds"|"directory"|"created_at"|"tokenizer_from_cache"' "$1"; }
 if [ -f "$WORK/scales1/micro-block/result.json" ] && [ -f "$WORK/scales2/micro-block/result.json" ] &&
   diff <(strip "$WORK/scales1/micro-block/result.json") <(strip "$WORK/scales2/micro-block/result.json") > /dev/null &&
