@@ -47,7 +47,8 @@ run() {
   local pid=$! training=0
   while kill -0 "$pid" 2>/dev/null; do  # the largest VmRSS of the command's child
     local logged
-    logged=$(cat "$out/$name/steps.jsonl" 2>/dev/null | wc -l)
+    logged=0
+    [ -f "$out/$name/steps.jsonl" ] && logged=$(wc -l <"$out/$name/steps.jsonl")
     if [ "$logged" -ge 1 ] && [ "$logged" -lt "$steps" ]; then  # steps 2..last, not the writing
       local child rss_kb
       child=$(pgrep -P "$pid" | head -1 || true)
