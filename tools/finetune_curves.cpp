@@ -68,7 +68,14 @@ Options parse(int argc, char** argv) {
     } else if (a == "--svg") {
       o.svg = value();
     } else if (a == "--start") {
-      o.start = std::stod(value());
+      const std::string text = value();
+      size_t used = 0;
+      try {
+        o.start = std::stod(text, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != text.size() || !std::isfinite(o.start))
+        throw std::invalid_argument(fmt::format("--start: '{}' is not a number", text));
     } else {
       const size_t eq = a.rfind('=');
       if (eq == std::string::npos || eq == 0)
