@@ -366,6 +366,7 @@ int finetune_on_rank(int argc, char** argv, int start, World& world, bool& agree
   Splits data = load_train_data(f, world, run, s.hf.tokenizer_json);
   lora::Summary counts;
   std::shared_ptr<MicroLM> model = adapted_model(run, s.hf, s.lora, s.base, counts);
+  s.hf.weights = {};  // copied into the model (and quantized there): not held through training
   auto ids = std::shared_ptr<const std::vector<int32_t>>(
       std::shared_ptr<const std::vector<int32_t>>(), &data.train);  // data outlives the trainer
   MicroLMTrainer trainer(run, model, ids, &world.collectives(), lora_record(s.lora, s.base));

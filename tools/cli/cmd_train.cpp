@@ -209,6 +209,7 @@ InitialModel load_initial_model(const Flags& f) {
   init.tokenizer_json = read_file(tokenizer_path);
   check_tokenizer_sha256(*init.model, init.dir + "/model.safetensors",
                          sha256_hex(init.tokenizer_json), tokenizer_path);
+  init.model->model.reset();  // settings and metadata kept; the trainer's model reads the weights
   return init;
 }
 
