@@ -14,7 +14,7 @@ void write_exported_examples(const std::string& dir);
 // Every gradient-check row of every op family (autograd/gradcheck.h), its inputs in float32,
 // exported and written as a case "op_<n>": each op's mapping checked by ONNX Runtime. The rows
 // of ops with no ONNX form (losses, batch statistics, masked_select, index_put, circular pads,
-// uneven adaptive pools) must be refused with OnnxError; any other
+// uneven adaptive pools, the quantized frozen linear) must be refused with OnnxError; any other
 // refusal, or a refused row that starts to export, throws. Returns the number of cases written.
 int write_op_row_cases(const std::string& dir);
 
