@@ -180,7 +180,7 @@ __attribute__((target("avx512f"))) inline __m512 load16(const uint16_t* w, int64
       _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_loadu_si256((const __m256i*)(w + k)));
   return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, wide, 16));
 }
-__attribute__((target("avx512f"))) inline float tree_avx512(__m512 lo, __m512 hi) {
+__attribute__((target("avx512f"))) inline float lanes_tree_avx512(__m512 lo, __m512 hi) {
   alignas(64) float lanes[kLanes];
   _mm512_store_ps(lanes, lo);
   _mm512_store_ps(lanes + 16, hi);
@@ -215,7 +215,7 @@ __attribute__((target("avx512f"))) void avx512_rows(const W* w, int64_t ld, int6
       hi[r] = _mm512_mask3_fmadd_ps(load16(ws, 16), x1, hi[r], m1);
     }
   }
-  for (int r = 0; r < R; ++r) sums[r] = tree_avx512(lo[r], hi[r]);
+  for (int r = 0; r < R; ++r) sums[r] = lanes_tree_avx512(lo[r], hi[r]);
 }
 
 // 8 stored weights from w + k as floats.
