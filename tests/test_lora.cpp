@@ -170,7 +170,8 @@ TEST_CASE("apply on a MicroLM: PEFT's names, the count, zero output at init, the
     backward(model->loss(ids, targets));
     opt.step();
   }
-  for (auto& [name, bits] : frozen) {
+  for (const auto& entry : frozen) {
+    const std::string& name = entry.first;
     CAPTURE(name);
     CHECK(model->parameter(name).to_floats() == base.at(name));
     CHECK(!model->parameter(name).grad().defined());
@@ -245,12 +246,14 @@ TEST_CASE("merge gives the unmerged forward; unmerge restores the base within 1 
                        doctest::Contains("'blocks.0.attention.q' is already merged"),
                        std::invalid_argument);
   lora::unmerge(*model);
-  for (auto& [name, bits] : base) {
+  for (const auto& entry : base) {
+    const std::string& name = entry.first;
     CAPTURE(name);
     const std::vector<float> now = model->parameter(name).to_floats();
     const std::vector<float>& folded = merged_weights.at(name);
-    for (size_t i = 0; i < bits.size(); ++i)
-      REQUIRE(std::fabs(double(now[i]) - bits[i]) <= std::max(ulp(bits[i]), ulp(folded[i])));
+    for (size_t i = 0; i < entry.second.size(); ++i)
+      REQUIRE(std::fabs(double(now[i]) - entry.second[i]) <=
+              std::max(ulp(entry.second[i]), ulp(folded[i])));
   }
   CHECK(test::rel_diff(model->forward(batch).to_floats(), unmerged) < 1e-6);
   CHECK_THROWS_WITH_AS(lora::unmerge(*model),

@@ -156,10 +156,11 @@ TEST_CASE("PEFT adapters: save then load round-trips bit for bit, in PEFT's file
     // Loaded again onto a fresh import: every adapter parameter the same bits.
     Imported again(which);
     load_peft_adapter(*again.model, again.config(), dir.path.string());
-    for (const auto& [name, t] : m.model->named_parameters()) {
+    for (const auto& named : m.model->named_parameters()) {
+      const std::string& name = named.first;
       if (name.find("lora_") == std::string::npos) continue;
       CAPTURE(name);
-      CHECK(again.model->parameter(name).to_floats() == t.to_floats());
+      CHECK(again.model->parameter(name).to_floats() == named.second.to_floats());
     }
   }
 }
@@ -318,7 +319,9 @@ TEST_CASE("PEFT adapters: what depthgrad does not compute is refused, naming the
       {"lora_dropout", "1", "field 'lora_dropout'"},
       {"lora_magic", "1", "field 'lora_magic': 1: not a field depthgrad knows"},
   };
-  for (const auto& [key, value, message] : cases) {
+  for (const auto& row : cases) {
+    const auto& [key_binding, value_binding, message] = row;
+    const std::string key = key_binding, value = value_binding;
     CAPTURE(key);
     CAPTURE(value);
     const std::string error = config_refusal("llama", key, value);
