@@ -194,10 +194,10 @@ TEST_CASE(
   }
   double families = 0;
   for (double x : r.family_seconds) families += x;
-  // The timers cover the ops and the optimizer; what they miss (tape walk, frees, sampling) is
-  // small but not nothing at this size.
+  // The timers cover the ops and the optimizer; what they miss (tape walk, frees, sampling,
+  // waking threads) is reported as untimed. How large a share that is depends on the machine and
+  // its load (at this size, at 2 threads, it has passed half the step), so only the sum is checked.
   CHECK(families <= r.mean_step_seconds * 1.0001);
-  CHECK(families >= 0.5 * r.mean_step_seconds);
   CHECK(r.untimed_seconds == doctest::Approx(r.mean_step_seconds - families));
   CHECK_FALSE(op_profiling());
 
