@@ -119,6 +119,11 @@ async function main() {
   const pieces = [];
   const result = await context.completion(greedyOptions(args.prompt, args.tokens),
     (data) => { pieces.push(data.token); });
+  // The package delivers the streamed pieces through the event loop, and the completion can
+  // resolve before the last of them arrive: wait (up to 5 s) until every generated token's piece
+  // is in (tokens_predicted leaves out the first token).
+  for (let waited = 0; pieces.length < result.tokens_predicted + 1 && waited < 5000; waited += 10)
+    await new Promise((resolve) => setTimeout(resolve, 10));
   process.stdout.write(JSON.stringify({
     text: result.text,
     pieces,
