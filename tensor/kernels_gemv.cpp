@@ -25,26 +25,7 @@ constexpr int64_t kBlockRows = 4;  // rows of one AVX-512 block
 constexpr int64_t kGemvParallelWork = int64_t(1)
                                       << 16;  // multiply-adds below which one thread runs
 
-// ---- the portable path: the order every path follows, written out ----
-
-// Sums 32 lanes as a tree: lane l += lane l + width for width 16, 8, 4, 2, 1.
-template <class T>
-T lane_tree(T* lanes) {
-  for (int64_t width = kGemvLanes / 2; width >= 1; width /= 2)
-    for (int64_t l = 0; l < width; ++l) lanes[l] = lanes[l] + lanes[l + width];
-  return lanes[0];
-}
-
-// One row w [cols] · x [cols]: element i into lane i mod 32 by FMA, then the tree.
-template <class T>
-T portable_row(const T* w, const T* x, int64_t cols) {
-  T lanes[kGemvLanes] = {};
-  int64_t i = 0;
-  for (; i + kGemvLanes <= cols; i += kGemvLanes)
-    for (int64_t l = 0; l < kGemvLanes; ++l) lanes[l] = std::fma(w[i + l], x[i + l], lanes[l]);
-  for (int64_t l = 0; i + l < cols; ++l) lanes[l] = std::fma(w[i + l], x[i + l], lanes[l]);
-  return lane_tree(lanes);
-}
+// ---- the portable path: gemv_portable_row (kernels_gemv.h), the order every path follows ----
 
 #ifdef DG_GEMV_X86
 // ---- AVX-512: a row's 32 lanes are two registers, lo (lanes 0-15) and hi (16-31) ----
@@ -144,7 +125,8 @@ template <class T>
 void portable_range(const T* W, int64_t ldw, int64_t cols, const T* x, T* y, int64_t r0, int64_t r1,
                     bool accumulate) {
   for (int64_t r = r0; r < r1; ++r) {
-    const T sum = portable_row(W + r * ldw, x, cols);
+    const T* w = W + r * ldw;
+    const T sum = gemv_portable_row([w](int64_t i) { return w[i]; }, x, cols);
     put(y + r, &sum, 1, accumulate);
   }
 }

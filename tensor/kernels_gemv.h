@@ -4,6 +4,7 @@
 // decoder through it reads each weight twice and writes it once; this reads it once, as a
 // stream. Not here: several input rows (gemm), transposed weights, autograd.
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 namespace dg {
@@ -16,6 +17,29 @@ namespace dg {
 // by one thread, so do all thread counts. The rounding differs from sgemm's (another order).
 enum class GemvPath { portable, avx2, avx512 };
 constexpr int64_t kGemvLanes = 32;
+
+// The order's two pieces, written out: the portable path is these, and the kernels of other
+// storage (kernels_quantized.cpp's int8 and bf16 rows) follow them too.
+// gemv_lane_tree sums 32 lanes as a tree: lane l += lane l + width for width 16, 8, 4, 2, 1.
+template <class T>
+T gemv_lane_tree(T* lanes) {
+  for (int64_t width = kGemvLanes / 2; width >= 1; width /= 2)
+    for (int64_t l = 0; l < width; ++l) lanes[l] = lanes[l] + lanes[l + width];
+  return lanes[0];
+}
+
+// One row · x [cols]: element i (weight_at(i), widened to T) into lane i mod 32 by FMA, then the
+// tree.
+template <class T, class WeightAt>
+T gemv_portable_row(WeightAt weight_at, const T* x, int64_t cols) {
+  T lanes[kGemvLanes] = {};
+  int64_t i = 0;
+  for (; i + kGemvLanes <= cols; i += kGemvLanes)
+    for (int64_t l = 0; l < kGemvLanes; ++l)
+      lanes[l] = std::fma(weight_at(i + l), x[i + l], lanes[l]);
+  for (int64_t l = 0; i + l < cols; ++l) lanes[l] = std::fma(weight_at(i + l), x[i + l], lanes[l]);
+  return gemv_lane_tree(lanes);
+}
 
 // The best path this CPU runs (AVX-512F, else AVX2 with FMA, else portable: cpu_features.h).
 GemvPath gemv_best_path();

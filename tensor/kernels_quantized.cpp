@@ -151,23 +151,6 @@ constexpr int64_t kLanes = kGemvLanes;  // 32: the order of kernels_gemv.h
 inline float stored(const int8_t* w, int64_t k) { return static_cast<float>(w[k]); }
 inline float stored(const uint16_t* w, int64_t k) { return bf16_value(w[k]); }
 
-float lane_tree(float* lanes) {
-  for (int64_t width = kLanes / 2; width >= 1; width /= 2)
-    for (int64_t l = 0; l < width; ++l) lanes[l] = lanes[l] + lanes[l + width];
-  return lanes[0];
-}
-
-// The portable order: element k into lane k mod 32 by FMA, then the tree.
-template <class W>
-float portable_row(const W* w, const float* x, int64_t K) {
-  float lanes[kLanes] = {};
-  int64_t k = 0;
-  for (; k + kLanes <= K; k += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) lanes[l] = std::fma(stored(w, k + l), x[k + l], lanes[l]);
-  for (int64_t l = 0; k + l < K; ++l) lanes[l] = std::fma(stored(w, k + l), x[k + l], lanes[l]);
-  return lane_tree(lanes);
-}
-
 #ifdef DG_QGEMV_X86
 // 16 stored weights from w + k as floats.
 // (the maskz forms: GCC 12's plain ones warn of an undefined input, as in kernels_gemv.cpp)
@@ -184,7 +167,7 @@ __attribute__((target("avx512f"))) inline float lanes_tree_avx512(__m512 lo, __m
   alignas(64) float lanes[kLanes];
   _mm512_store_ps(lanes, lo);
   _mm512_store_ps(lanes + 16, hi);
-  return lane_tree(lanes);
+  return gemv_lane_tree(lanes);
 }
 
 // sums [R] of R rows (stride ld): lanes 0-15 in lo, 16-31 in hi; the tail from zero-padded copies
@@ -246,7 +229,7 @@ __attribute__((target("avx2,fma"))) void avx2_rows(const W* w, int64_t ld, int64
     for (int j = 0; j < 4; ++j) _mm256_store_ps(lanes + 8 * j, a[r][j]);
     for (int64_t l = 0; k + l < K; ++l)
       lanes[l] = std::fma(stored(w + r * ld, k + l), x[k + l], lanes[l]);
-    sums[r] = lane_tree(lanes);
+    sums[r] = gemv_lane_tree(lanes);
   }
 }
 #endif
@@ -273,7 +256,10 @@ void gemv_range(const QuantizedMatrix& q, const W* rows, const float* x, float* 
                        : avx2_rows<1>(w + i * K, K, K, x, sums + i);
     else
 #endif
-      for (int64_t i = 0; i < count; ++i) sums[i] = portable_row(w + i * K, x, K);
+      for (int64_t i = 0; i < count; ++i) {
+        const W* row = w + i * K;
+        sums[i] = gemv_portable_row([row](int64_t k) { return stored(row, k); }, x, K);
+      }
     for (int64_t i = 0; i < count; ++i) {
       const float v = scales ? scales[r + i] * sums[i] : sums[i];
       y[r + i] = accumulate ? y[r + i] + v : v;
