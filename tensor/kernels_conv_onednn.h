@@ -34,6 +34,13 @@ enum class ConvPass { forward, backward_input, backward_weight };
 // it). ConvKernel::onednn never uses it.
 constexpr int64_t kWinogradMinChannels = 16;
 constexpr int64_t kWinogradMinPixels = 64;
+// In bf16 precision the same rule from kBf16WinogradMinPixels output positions runs the float32
+// Winograd kernel (oneDNN has no bf16 one): operands unrounded, so more precise than bf16 asks.
+// Measured on one thread of the same VM, the batch of 32, forward + both gradients, CPU time
+// (the machine shared), bf16 direct / float32 Winograd: 64→64 at 32×32 47.9 / 39.6 ms (PyTorch's
+// bf16 autocast: 44.9), 128→128 at 16×16 36.5 / 38.5, 256→256 at 8×8 40.8 / 67.5; the Fashion-MNIST
+// CNN step (batch 128, 32→64 at 14×14) 48.3 ms with the direct kernel, 54.8 with Winograd there.
+constexpr int64_t kBf16WinogradMinPixels = 1024;
 
 // Whether the float32 kernels run `pass` of g on oneDNN: the kernel choice (set_conv_kernel) allows
 // it, groups are 1, the CPU has a JIT direct kernel for it in the current precision, and the pass
@@ -54,5 +61,18 @@ void onednn_conv2d_backward_weight(float* dw, const float* x, const float* dy, c
 // read), dy converted once per chunk for the two: the same bits as the two calls.
 void onednn_conv2d_backward(float* dx, float* dw, const float* x, const float* dy, const float* w,
                             const ConvGeom& g);
+
+// In bf16 precision on small images (at most kConvBatchedMaxPixels output positions; stride 1,
+// groups 1, the automatic kernel) the weight gradient is one oneDNN primitive per block of a
+// quarter of the output channels over the whole batch, added straight into dw: no per-chunk partial
+// sums as large as the weights (9.4 MB each on a 512-channel 4×4 layer), no bf16 GEMM over im2col
+// columns. The blocks are fixed by the shape, so the bits do not depend on the thread count.
+// Measured on one thread of the AMD EPYC (Zen 4) VM, batch 32, CPU time (the machine shared), the
+// weight gradient alone, bf16 GEMM / chunks of images / whole batch: 512→512 at 4×4 20.5 / 19.2
+// / 16.6 ms; 256→256 at 8×8 17.4 (chunks) / 12.6 (whole batch). Stride 2 stays on the GEMM: 256→512
+// to 4×4 9.6 ms there, 12.8 on the whole batch (oneDNN's strided bf16 weight gradient is slow).
+bool conv_onednn_weight_grad_whole_batch(const ConvGeom& g);
+void onednn_conv2d_backward_weight_whole_batch(float* dw, const float* x, const float* dy,
+                                               const ConvGeom& g);
 
 }  // namespace dg
