@@ -7,12 +7,15 @@
 // Layout: the user's NCHW tensors are converted at the edge of each chunk (a oneDNN reorder into
 // the layout the primitive chose, nChw16c on AVX-512, and back), so nothing outside sees it.
 // Precision: the matmul precision decides (tensor/gemm_kernels.h): in bf16 the reorders round x,
-// w and dy to bf16 and the primitive accumulates in float32; outputs and gradients are float32.
-// Bits: every primitive is made and run for one thread. The forward and the input gradient give
-// each image's output from that image alone, so their chunk size may follow the thread count; the
-// weight gradient sums chunks of exactly conv_weight_grad_chunk images, each by one primitive, then
-// the chunks in order. Results are therefore bit-identical at any thread count
-// (tests/test_kernels_conv.cpp checks it); they differ from the im2col path's by rounding.
+// w and dy to bf16 and the primitive accumulates in float32; outputs and gradients are float32
+// (but where the float32 Winograd kernel measured faster, kBf16WinogradMinPixels, it runs
+// unrounded). Bits: every primitive is made and run for one thread. The forward and the input
+// gradient give each image's output from that image alone, so their chunk size may follow the
+// thread count; the weight gradient sums chunks of exactly conv_weight_grad_chunk images, each by
+// one primitive, then the chunks in order (in bf16 on small images: per block of output channels
+// over the whole batch, onednn_conv2d_backward_weight_whole_batch). Results are therefore
+// bit-identical at any thread count (tests/test_kernels_conv.cpp checks it); they differ from the
+// im2col path's by rounding.
 #pragma once
 #include <string>
 
@@ -36,10 +39,11 @@ constexpr int64_t kWinogradMinChannels = 16;
 constexpr int64_t kWinogradMinPixels = 64;
 // In bf16 precision the same rule from kBf16WinogradMinPixels output positions runs the float32
 // Winograd kernel (oneDNN has no bf16 one): operands unrounded, so more precise than bf16 asks.
-// Measured on one thread of the same VM, the batch of 32, forward + both gradients, CPU time
-// (the machine shared), bf16 direct / float32 Winograd: 64→64 at 32×32 47.9 / 39.6 ms (PyTorch's
-// bf16 autocast: 44.9), 128→128 at 16×16 36.5 / 38.5, 256→256 at 8×8 40.8 / 67.5; the Fashion-MNIST
-// CNN step (batch 128, 32→64 at 14×14) 48.3 ms with the direct kernel, 54.8 with Winograd there.
+// Measured on one thread of the same VM, the primitives alone on 8 chunks of 4 images (a batch of
+// 32), forward + input gradient + weight gradient, CPU time (the machine shared), two runs, bf16
+// direct / float32 Winograd: 64→64 at 32×32 34.0, 35.2 / 29.7, 28.5 ms; 128→128 at 16×16 31.9,
+// 31.2 / 31.8, 31.1; 256→256 at 8×8 30.7, 29.9 / 58.1, 55.2; 32→64 at 14×14 (the Fashion-MNIST
+// CNN's) 3.35, 3.00 / 4.74, 4.53.
 constexpr int64_t kBf16WinogradMinPixels = 1024;
 
 // Whether the float32 kernels run `pass` of g on oneDNN: the kernel choice (set_conv_kernel) allows
