@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tensor/cpu_features.h"  // amx_bf16
 #include "tensor/gemm_kernels.h"  // matmul_precision
 #include "tensor/threads.h"       // OneOmpThread, parallel_for
 
@@ -49,10 +50,13 @@ struct ConvKeyHash {
   }
 };
 // Whether the automatic kernel asks for oneDNN's float32 Winograd F(4, 3) (see the header): in
-// float32 precision from kWinogradMinPixels output positions, in bf16 from kBf16WinogradMinPixels.
+// float32 precision from kWinogradMinPixels output positions, in bf16 from kBf16WinogradMinPixels
+// where the bf16 kernels are AVX512_BF16's (measured there; AMX's were not measured: direct).
 bool winograd_suits(const ConvGeom& g) {
-  const int64_t min_pixels =
-      matmul_precision() == MatmulPrecision::float32 ? kWinogradMinPixels : kBf16WinogradMinPixels;
+  static const bool amx = cpu_features().amx_bf16;
+  const int64_t min_pixels = matmul_precision() == MatmulPrecision::float32 ? kWinogradMinPixels
+                             : amx                                          ? INT64_MAX
+                                   : kBf16WinogradMinPixels;
   return conv_kernel() == ConvKernel::automatic && g.kH == 3 && g.kW == 3 && g.sH == 1 &&
          g.sW == 1 && g.dH == 1 && g.dW == 1 && g.groups == 1 && g.C >= kWinogradMinChannels &&
          g.O >= kWinogradMinChannels && g.Ho * g.Wo >= min_pixels;

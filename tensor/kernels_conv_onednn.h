@@ -39,6 +39,7 @@ constexpr int64_t kWinogradMinChannels = 16;
 constexpr int64_t kWinogradMinPixels = 64;
 // In bf16 precision the same rule from kBf16WinogradMinPixels output positions runs the float32
 // Winograd kernel (oneDNN has no bf16 one): operands unrounded, so more precise than bf16 asks.
+// Only where bf16 runs on AVX512_BF16 (an AMX CPU's bf16 kernels were not measured against it).
 // Measured on one thread of the same VM, the primitives alone on 8 chunks of 4 images (a batch of
 // 32), forward + input gradient + weight gradient, CPU time (the machine shared), two runs, bf16
 // direct / float32 Winograd: 64→64 at 32×32 34.0, 35.2 / 29.7, 28.5 ms; 128→128 at 16×16 31.9,

@@ -179,7 +179,8 @@ TEST_CASE("conv kernels in bf16 precision: float32 Winograd on large images, who
   }
   ConvKernelGuard bf16(ConvKernel::automatic, MatmulPrecision::bf16);
   const ConvGeom large = geom(2, 16, 32, 32, 16, 3, 3, 1, 1, 1, 1);  // 1024 positions
-  CHECK(conv_onednn_impl(large, ConvPass::forward).find("wino") != std::string::npos);
+  if (!cpu_features().amx_bf16)  // measured on AVX512_BF16; an AMX CPU keeps its bf16 kernels
+    CHECK(conv_onednn_impl(large, ConvPass::forward).find("wino") != std::string::npos);
   CHECK(
       conv_onednn_impl(geom(2, 16, 16, 16, 16, 3, 3, 1, 1, 1, 1), ConvPass::forward).find("bf16") !=
       std::string::npos);  // 256 positions: the bf16 direct kernel
