@@ -208,6 +208,8 @@ void conv2d_backward_weight(T* dw, T* db, const T* x, const T* dy, const ConvGeo
     });
   if (!dw || g.N == 0 || HoWo == 0 || K == 0) return;
   if constexpr (std::is_same_v<T, float>) {
+    if (conv_onednn_weight_grad_whole_batch(g))
+      return onednn_conv2d_backward_weight_whole_batch(dw, x, dy, g);
     if (conv_weight_grad_batched(g)) return batched_weight_grad(dw, x, dy, g);
     if (conv_onednn_runs(g, ConvPass::backward_weight))
       return onednn_conv2d_backward_weight(dw, x, dy, g);

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tensor/cpu_features.h"  // amx_bf16
 #include "tensor/gemm_kernels.h"  // matmul_precision
 #include "tensor/threads.h"       // OneOmpThread, parallel_for
 
@@ -36,26 +37,35 @@ struct ConvKey {
   ConvPass pass;
   int64_t nb, C, H, W, O, kH, kW, sH, sW, pH, pW, dH, dW, Ho, Wo;
   bool bf16, bias, winograd;
+  int64_t ldO = 0;  // dy's channels when the key is a block of O of them (0: O)
   bool operator==(const ConvKey&) const = default;
 };
 struct ConvKeyHash {
   size_t operator()(const ConvKey& k) const {
     size_t h = size_t(k.pass) * 2 + k.bf16 * 4 + k.bias + k.winograd * 8;
-    for (int64_t v :
-         {k.nb, k.C, k.H, k.W, k.O, k.kH, k.kW, k.sH, k.sW, k.pH, k.pW, k.dH, k.dW, k.Ho, k.Wo})
+    for (int64_t v : {k.nb, k.C, k.H, k.W, k.O, k.kH, k.kW, k.sH, k.sW, k.pH, k.pW, k.dH, k.dW,
+                      k.Ho, k.Wo, k.ldO})
       h = h * 1000003u ^ size_t(v);
     return h;
   }
 };
-// Whether the float32 automatic kernel asks for oneDNN's Winograd F(4, 3) (see the header).
+// Whether the automatic kernel asks for oneDNN's float32 Winograd F(4, 3) (see the header): in
+// float32 precision from kWinogradMinPixels output positions, in bf16 from kBf16WinogradMinPixels
+// where the bf16 kernels are AVX512_BF16's (measured there; AMX's were not measured: direct).
 bool winograd_suits(const ConvGeom& g) {
-  return conv_kernel() == ConvKernel::automatic && matmul_precision() == MatmulPrecision::float32 &&
-         g.kH == 3 && g.kW == 3 && g.sH == 1 && g.sW == 1 && g.dH == 1 && g.dW == 1 &&
-         g.groups == 1 && g.C >= kWinogradMinChannels && g.O >= kWinogradMinChannels &&
-         g.Ho * g.Wo >= kWinogradMinPixels;
+  static const bool amx = cpu_features().amx_bf16;
+  const int64_t min_pixels = matmul_precision() == MatmulPrecision::float32 ? kWinogradMinPixels
+                             : amx                                          ? INT64_MAX
+                                   : kBf16WinogradMinPixels;
+  return conv_kernel() == ConvKernel::automatic && g.kH == 3 && g.kW == 3 && g.sH == 1 &&
+         g.sW == 1 && g.dH == 1 && g.dW == 1 && g.groups == 1 && g.C >= kWinogradMinChannels &&
+         g.O >= kWinogradMinChannels && g.Ho * g.Wo >= min_pixels;
 }
 
+// The key of pass over chunks of nb images. bf16 operands in bf16 precision, but where
+// winograd_suits: that kernel is float32 (oneDNN has no bf16 Winograd), more precise than asked.
 ConvKey key_of(const ConvGeom& g, ConvPass pass, int64_t nb, bool bias) {
+  const bool winograd = winograd_suits(g);
   return {pass,
           nb,
           g.C,
@@ -72,9 +82,9 @@ ConvKey key_of(const ConvGeom& g, ConvPass pass, int64_t nb, bool bias) {
           g.dW,
           g.Ho,
           g.Wo,
-          matmul_precision() == MatmulPrecision::bf16,
+          matmul_precision() == MatmulPrecision::bf16 && !winograd,
           bias,
-          winograd_suits(g)};
+          winograd};
 }
 
 // A reorder from one layout (and type) of a tensor to another, optionally adding into the target.
@@ -152,14 +162,18 @@ ConvPrimitive make_conv_primitive(const ConvKey& k, dnnl::algorithm alg) {
     p.scratch = pd.scratchpad_desc();
     p.impl = pd.impl_info_str();
   } else {
+    // dy's user layout: NCHW, or for a block of O of dy's ldO channels that block's strided view
+    const memory::desc dy_user =
+        k.ldO == 0
+            ? user_desc(ys)
+            : memory::desc(ys, dt::f32, memory::dims{k.ldO * k.Ho * k.Wo, k.Ho * k.Wo, k.Wo, 1});
     dnnl::convolution_backward_weights::primitive_desc pd(
         dnnl::convolution_backward_weights::desc(alg, any(xs, in), any(ws, dt::f32), any(ys, in),
                                                  strides, dilation, pad_l, pad_r),
         attr, conv_engine(), fwd);
     p.conv = dnnl::convolution_backward_weights(pd);
-    p.in = {make_reorder(user_desc(xs), pd.src_desc()),
-            make_reorder(user_desc(ys), pd.diff_dst_desc())};
-    p.out = make_reorder(pd.diff_weights_desc(), user_desc(ws));
+    p.in = {make_reorder(user_desc(xs), pd.src_desc()), make_reorder(dy_user, pd.diff_dst_desc())};
+    p.out = make_reorder(pd.diff_weights_desc(), user_desc(ws), /*add=*/k.ldO != 0);
     p.scratch = pd.scratchpad_desc();
     p.impl = pd.impl_info_str();
   }
@@ -189,7 +203,7 @@ struct AlignedBuffer {
 struct ConvThreadState {
   dnnl::stream stream{conv_engine()};
   std::unordered_map<ConvKey, ConvPrimitive, ConvKeyHash> primitives;
-  AlignedBuffer src, dst, dst_other, scratch, weights, weights_local;
+  AlignedBuffer src, dst, dst_other, scratch, weights, weights_local, src_shared;
 };
 ConvThreadState& conv_thread_state() {
   thread_local ConvThreadState state;
@@ -378,6 +392,59 @@ void onednn_conv2d_backward(float* dx, float* dw, const float* x, const float* d
 
 void onednn_conv2d_backward_weight(float* dw, const float* x, const float* dy, const ConvGeom& g) {
   onednn_conv2d_backward(nullptr, dw, x, dy, nullptr, g);
+}
+
+namespace {
+// The output channels per block of the whole-batch weight gradient: a quarter of O in multiples
+// of 16 (so four blocks keep 1, 2 or 4 threads busy), all of O where that does not divide it.
+int64_t weight_grad_out_block(const ConvGeom& g) {
+  const int64_t block = std::max<int64_t>(16, (g.O / 4 + 15) / 16 * 16);
+  return g.O % block == 0 ? block : g.O;
+}
+ConvKey whole_batch_key(const ConvGeom& g) {
+  ConvKey k = key_of(g, ConvPass::backward_weight, g.N, false);
+  k.ldO = g.O;
+  k.O = weight_grad_out_block(g);
+  return k;
+}
+}  // namespace
+
+bool conv_onednn_weight_grad_whole_batch(const ConvGeom& g) {
+  return conv_kernel() == ConvKernel::automatic && matmul_precision() == MatmulPrecision::bf16 &&
+         g.groups == 1 && g.sH == 1 && g.sW == 1 && g.N > 1 &&
+         g.Ho * g.Wo <= kConvBatchedMaxPixels && conv_onednn_runs(g, ConvPass::backward_weight) &&
+         impl_of(whole_batch_key(g)).rfind("jit", 0) == 0;
+}
+
+// x converted once by the calling thread (the blocks share it); then per block of output
+// channels, on one thread: its dy channels converted, the primitive over the whole batch, its
+// rows of dw added into by the reorder back.
+void onednn_conv2d_backward_weight_whole_batch(float* dw, const float* x, const float* dy,
+                                               const ConvGeom& g) {
+  const ConvKey k = whole_batch_key(g);
+  const int64_t blocks = g.O / k.O, HoWo = g.Ho * g.Wo, K = g.C * g.kH * g.kW;
+  const void* src = nullptr;
+  {
+    OneOmpThread one;
+    const ConvPrimitive& p = conv_primitive(k);
+    ConvThreadState& state = conv_thread_state();
+    void* buf = grown(state.src_shared, p.in[0].to.get_size());
+    p.in[0].run(state.stream, x, buf);
+    src = buf;
+  }
+  parallel_for(blocks, conv_runs_parallel(g), [&](int64_t b) {
+    OneOmpThread one;
+    const ConvPrimitive& p = conv_primitive(k);
+    ConvThreadState& state = conv_thread_state();
+    void* ddst = grown(state.dst, p.in[1].to.get_size());
+    p.in[1].run(state.stream, dy + b * k.O * HoWo, ddst);
+    void* dwei = grown(state.weights_local, p.out.from.get_size());
+    execute(p, state,
+            {{DNNL_ARG_SRC, {p.in[0].to, src}},
+             {DNNL_ARG_DIFF_DST, {p.in[1].to, ddst}},
+             {DNNL_ARG_DIFF_WEIGHTS, {p.out.from, dwei}}});
+    p.out.run(state.stream, dwei, dw + b * k.O * K);  // adds
+  });
 }
 
 void set_conv_kernel(ConvKernel k) { g_conv_kernel.store(k, std::memory_order_relaxed); }

@@ -172,6 +172,29 @@ TEST_CASE("conv kernels: oneDNN runs the many-channel layers, im2col the first l
   CHECK_FALSE(conv_onednn_runs(wide, ConvPass::forward));
 }
 
+TEST_CASE("conv kernels in bf16 precision: float32 Winograd on large images, whole-batch dw") {
+  if (!bf16_unsupported_reason().empty() || !cpu_features().avx512_core()) {
+    MESSAGE("no bf16 or no AVX-512 here");
+    return;
+  }
+  ConvKernelGuard bf16(ConvKernel::automatic, MatmulPrecision::bf16);
+  const ConvGeom large = geom(2, 16, 32, 32, 16, 3, 3, 1, 1, 1, 1);  // 1024 positions
+  if (!cpu_features().amx_bf16)  // measured on AVX512_BF16; an AMX CPU keeps its bf16 kernels
+    CHECK(conv_onednn_impl(large, ConvPass::forward).find("wino") != std::string::npos);
+  CHECK(
+      conv_onednn_impl(geom(2, 16, 16, 16, 16, 3, 3, 1, 1, 1, 1), ConvPass::forward).find("bf16") !=
+      std::string::npos);  // 256 positions: the bf16 direct kernel
+  const ConvGeom small = geom(8, 32, 8, 8, 32, 3, 3, 1, 1, 1, 1);
+  CHECK(conv_onednn_weight_grad_whole_batch(small));
+  CHECK_FALSE(conv_onednn_weight_grad_whole_batch(geom(8, 32, 16, 16, 32, 3, 3, 2, 1, 1, 1)));
+  CHECK_FALSE(conv_onednn_weight_grad_whole_batch(geom(8, 32, 12, 12, 32, 3, 3, 1, 1, 1, 1)));
+  // Winograd in float32 is more precise than bf16 asks: within the float32 tolerance
+  const auto fast = run_conv<float>(large, false), ref = run_conv<float>(large, true);
+  for (size_t i = 0; i < fast.size(); ++i) CHECK(rel_diff(fast[i], ref[i]) < tol<float>());
+  set_matmul_precision(MatmulPrecision::float32);  // float32 keeps the GEMM over the batch
+  CHECK_FALSE(conv_onednn_weight_grad_whole_batch(small));
+}
+
 TEST_CASE("conv kernels in bf16 precision: within bf16's rounding of the direct loops") {
   if (!bf16_unsupported_reason().empty()) {
     MESSAGE("no bf16 here: ", bf16_unsupported_reason());
