@@ -521,9 +521,10 @@ template decltype(ref_max_pool2d_forward<double>) ref_max_pool2d_forward<double>
 // dx [P, HW] (+=); dy, idx [P, HoWo]
 template <class T>
 void max_pool2d_backward(T* dx, const T* dy, const int64_t* idx, int64_t P, int64_t HW,
-                         int64_t HoWo) {
+                         int64_t HoWo, bool dx_fresh) {
   parallel_for(P, P * HoWo > kParallelGrain, [&](int64_t p) {
     T* d = dx + p * HW;
+    if (dx_fresh) std::fill(d, d + HW, T(0));
     const T* g = dy + p * HoWo;
     const int64_t* at = idx + p * HoWo;
     for (int64_t o = 0; o < HoWo; ++o) d[at[o]] += g[o];

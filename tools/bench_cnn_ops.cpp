@@ -1,0 +1,144 @@
+// bench_cnn_ops: the Fashion-MNIST CNN step of bench_families (tools/example/fashion_cnn_model.h,
+// batch 128, Adam) split op by op: each layer's forward and backward timed alone on its own input
+// (best of --repeat runs), at each thread count, with the 2-thread speed-up per op. What it is
+// for: finding the ops where a second thread idles. It does not time the whole step (bench_families
+// does) or the tape walk between ops.
+//   bench_cnn_ops [--threads 1,2] [--repeat 30] [--batch 128] [--precision float32|bf16]
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "tensor/gemm_kernels.h"
+#include "tensor/threads.h"
+#include "tools/example/fashion_cnn_model.h"
+
+using namespace dg;
+
+namespace {
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+struct OpTimes {
+  std::string name;
+  double forward = std::numeric_limits<double>::infinity();
+  double backward = std::numeric_limits<double>::infinity();
+};
+
+// One stage of the network: its forward from an input that needs a gradient (except the images).
+using Stage = std::function<Tensor(const Tensor&)>;
+
+OpTimes time_stage(const std::string& name, const Stage& stage, const Tensor& input, bool input_grad,
+                   int repeat) {
+  OpTimes t{name};
+  Tensor x = input.detach().clone();
+  x.set_requires_grad(input_grad);
+  Tensor g;
+  for (int r = 0; r < repeat + 2; ++r) {
+    if (input_grad) x.zero_grad();
+    const double t0 = now_ms();
+    Tensor y = stage(x);
+    const double t1 = now_ms();
+    if (!g.defined()) g = randn(y.shape(), DType::f32);
+    if (y.requires_grad()) backward(y, g);
+    const double t2 = now_ms();
+    if (r >= 2) t.forward = std::min(t.forward, t1 - t0), t.backward = std::min(t.backward, t2 - t1);
+  }
+  return t;
+}
+
+std::vector<OpTimes> time_network(int64_t batch, int repeat) {
+  manual_seed(0);
+  auto net = fashion_cnn::make_model();
+  Sequential& seq = *net;
+  std::vector<OpTimes> out;
+  Tensor h = randn({batch, 1, 28, 28}, DType::f32);
+  auto run = [&](const std::string& name, const Stage& stage, bool input_grad) {
+    out.push_back(time_stage(name, stage, h, input_grad, repeat));
+    NoGradGuard no_grad;
+    h = stage(h.detach());
+  };
+  const char* names[] = {"conv 1->32 28x28", "bn+relu 32x28x28", "", "maxpool 32x28x28",
+                         "conv 32->64 14x14", "bn+relu 64x14x14", "", "maxpool 64x14x14",
+                         "flatten", "dropout 3136", "linear 3136->128", "relu 128",
+                         "dropout 128", "linear 128->10"};
+  for (size_t i = 0; i < 14; ++i) {
+    if (names[i][0] == 0) continue;
+    Module* m = &seq[i];
+    if (auto* bn = dynamic_cast<BatchNorm*>(m))
+      run(names[i], [bn](const Tensor& x) { return bn->forward_relu(x); }, true);
+    else
+      run(names[i], [m](const Tensor& x) { return (*m)(x); }, i > 0);
+  }
+  Tensor target = randint(10, {batch});
+  run("cross_entropy", [&](const Tensor& x) { return cross_entropy(x, target); }, true);
+  Adam adam(*net, AdamConfig{.lr = 1e-3});
+  OpTimes opt{"adam step + zero_grad"};
+  for (int r = 0; r < repeat + 2; ++r) {
+    const double t0 = now_ms();
+    adam.step();
+    adam.zero_grad();
+    if (r >= 2) opt.forward = std::min(opt.forward, now_ms() - t0);
+  }
+  opt.backward = 0;
+  out.push_back(opt);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> threads{1, 2};
+  int repeat = 30;
+  int64_t batch = 128;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string key = argv[i], value = argv[i + 1];
+    if (key == "--threads") {
+      threads.clear();
+      for (char c : value)
+        if (c >= '1' && c <= '9') threads.push_back(c - '0');
+    } else if (key == "--repeat") {
+      repeat = std::atoi(value.c_str());
+    } else if (key == "--batch") {
+      batch = std::atoll(value.c_str());
+    } else if (key == "--precision") {
+      set_matmul_precision(value == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::float32);
+    } else {
+      fmt::print(stderr, "bench_cnn_ops: unknown flag {}\n", key);
+      return 2;
+    }
+  }
+  std::vector<std::vector<OpTimes>> runs;
+  for (int t : threads) {
+    set_threads(t);
+    runs.push_back(time_network(batch, repeat));
+  }
+  fmt::print("| op |");
+  for (int t : threads) fmt::print(" fwd {0}t ms | bwd {0}t ms |", t);
+  if (threads.size() == 2) fmt::print(" speed-up |");
+  fmt::print("\n");
+  std::vector<double> totals(threads.size(), 0.0);
+  for (size_t k = 0; k < runs[0].size(); ++k) {
+    fmt::print("| {} |", runs[0][k].name);
+    for (size_t j = 0; j < runs.size(); ++j) {
+      fmt::print(" {:.3f} | {:.3f} |", runs[j][k].forward, runs[j][k].backward);
+      totals[j] += runs[j][k].forward + runs[j][k].backward;
+    }
+    if (runs.size() == 2)
+      fmt::print(" {:.2f} |", (runs[0][k].forward + runs[0][k].backward) /
+                                  (runs[1][k].forward + runs[1][k].backward));
+    fmt::print("\n");
+  }
+  fmt::print("| total |");
+  for (double t : totals) fmt::print(" {:.2f} | |", t);
+  if (totals.size() == 2) fmt::print(" {:.2f} |", totals[0] / totals[1]);
+  fmt::print("\n");
+}
