@@ -36,8 +36,8 @@ struct OpTimes {
 // One stage of the network: its forward from an input that needs a gradient (except the images).
 using Stage = std::function<Tensor(const Tensor&)>;
 
-OpTimes time_stage(const std::string& name, const Stage& stage, const Tensor& input, bool input_grad,
-                   int repeat) {
+OpTimes time_stage(const std::string& name, const Stage& stage, const Tensor& input,
+                   bool input_grad, int repeat) {
   OpTimes t{name};
   Tensor x = input.detach().clone();
   x.set_requires_grad(input_grad);
@@ -50,7 +50,8 @@ OpTimes time_stage(const std::string& name, const Stage& stage, const Tensor& in
     if (!g.defined()) g = randn(y.shape(), DType::f32);
     if (y.requires_grad()) backward(y, g);
     const double t2 = now_ms();
-    if (r >= 2) t.forward = std::min(t.forward, t1 - t0), t.backward = std::min(t.backward, t2 - t1);
+    if (r >= 2)
+      t.forward = std::min(t.forward, t1 - t0), t.backward = std::min(t.backward, t2 - t1);
   }
   return t;
 }
@@ -66,20 +67,33 @@ std::vector<OpTimes> time_network(int64_t batch, int repeat) {
     NoGradGuard no_grad;
     h = stage(h.detach());
   };
-  const char* names[] = {"conv 1->32 28x28", "bn+relu 32x28x28", "", "maxpool 32x28x28",
-                         "conv 32->64 14x14", "bn+relu 64x14x14", "", "maxpool 64x14x14",
-                         "flatten", "dropout 3136", "linear 3136->128", "relu 128",
-                         "dropout 128", "linear 128->10"};
+  const char* names[] = {"conv 1->32 28x28",
+                         "bn+relu 32x28x28",
+                         "",
+                         "maxpool 32x28x28",
+                         "conv 32->64 14x14",
+                         "bn+relu 64x14x14",
+                         "",
+                         "maxpool 64x14x14",
+                         "flatten",
+                         "dropout 3136",
+                         "linear 3136->128",
+                         "relu 128",
+                         "dropout 128",
+                         "linear 128->10"};
   for (size_t i = 0; i < 14; ++i) {
     if (names[i][0] == 0) continue;
     Module* m = &seq[i];
     if (auto* bn = dynamic_cast<BatchNorm*>(m))
-      run(names[i], [bn](const Tensor& x) { return bn->forward_relu(x); }, true);
+      run(
+          names[i], [bn](const Tensor& x) { return bn->forward_relu(x); }, true);
     else
-      run(names[i], [m](const Tensor& x) { return (*m)(x); }, i > 0);
+      run(
+          names[i], [m](const Tensor& x) { return (*m)(x); }, i > 0);
   }
   Tensor target = randint(10, {batch});
-  run("cross_entropy", [&](const Tensor& x) { return cross_entropy(x, target); }, true);
+  run(
+      "cross_entropy", [&](const Tensor& x) { return cross_entropy(x, target); }, true);
   Adam adam(*net, AdamConfig{.lr = 1e-3});
   OpTimes opt{"adam step + zero_grad"};
   for (int r = 0; r < repeat + 2; ++r) {
