@@ -1,14 +1,19 @@
 // bench_cnn_ops: the Fashion-MNIST CNN step of bench_families (tools/example/fashion_cnn_model.h,
 // batch 128, Adam) split op by op: each layer's forward and backward timed alone on its own input
 // (best of --repeat runs), at each thread count, with the 2-thread speed-up per op. What it is
-// for: finding the ops where a second thread idles. It does not time the whole step (bench_families
-// does) or the tape walk between ops.
+// for: finding the ops where a second thread idles. With --steps 1 it times the whole step instead
+// (the fastest step, and each thread's CPU time per step: under OMP_WAIT_POLICY=passive, the
+// serial work and the share of each thread, which a busy machine does not spoil as it spoils wall
+// times). It does not time the tape walk between ops in the op-by-op table.
 //   bench_cnn_ops [--threads 1,2] [--repeat 30] [--batch 128] [--precision float32|bf16]
+//                 [--steps 1]   (the whole step instead: wall time and CPU time per thread)
 #include <fmt/core.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <functional>
 #include <limits>
 #include <string>
@@ -107,12 +112,57 @@ std::vector<OpTimes> time_network(int64_t batch, int repeat) {
   return out;
 }
 
+double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+// Each OpenMP thread's CPU time so far (the team of `threads` threads, which libgomp keeps).
+std::vector<double> team_cpu_ms(int threads) {
+  std::vector<double> ms(threads, 0.0);
+#pragma omp parallel num_threads(threads)
+  ms[omp_get_thread_num()] = thread_cpu_ms();
+  return ms;
+}
+
+// The whole step (zero_grad, forward, cross-entropy, backward, Adam), as bench_families times it:
+// the fastest step's wall time and each thread's CPU time per step. Under OMP_WAIT_POLICY=passive
+// a waiting thread sleeps, so thread 0's CPU time is the serial work plus its share of the
+// parallel work: what the step would take with no waiting at all, a bound a busy machine cannot
+// spoil as it spoils wall times.
+void time_steps(int64_t batch, int repeat, int threads) {
+  manual_seed(0);
+  auto net = fashion_cnn::make_model();
+  Adam adam(*net, AdamConfig{.lr = 1e-3});
+  Tensor x = randn({batch, 1, 28, 28}, DType::f32), y = randint(10, {batch});
+  auto step = [&] {
+    adam.zero_grad();
+    Tensor l = cross_entropy((*net)(x), y);
+    backward(l);
+    adam.step();
+  };
+  for (int r = 0; r < 2; ++r) step();
+  const std::vector<double> before = team_cpu_ms(threads);
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < repeat; ++r) {
+    const double t0 = now_ms();
+    step();
+    best = std::min(best, now_ms() - t0);
+  }
+  const std::vector<double> after = team_cpu_ms(threads);
+  fmt::print("step, {} thread(s): best {:.2f} ms; CPU ms per step by thread:", threads, best);
+  for (int t = 0; t < threads; ++t) fmt::print(" {:.2f}", (after[t] - before[t]) / repeat);
+  fmt::print("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int> threads{1, 2};
   int repeat = 30;
   int64_t batch = 128;
+  bool steps_only = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string key = argv[i], value = argv[i + 1];
     if (key == "--threads") {
@@ -123,12 +173,21 @@ int main(int argc, char** argv) {
       repeat = std::atoi(value.c_str());
     } else if (key == "--batch") {
       batch = std::atoll(value.c_str());
+    } else if (key == "--steps") {
+      steps_only = value == "1";
     } else if (key == "--precision") {
       set_matmul_precision(value == "bf16" ? MatmulPrecision::bf16 : MatmulPrecision::float32);
     } else {
       fmt::print(stderr, "bench_cnn_ops: unknown flag {}\n", key);
       return 2;
     }
+  }
+  if (steps_only) {
+    for (int t : threads) {
+      set_threads(t);
+      time_steps(batch, repeat, t);
+    }
+    return 0;
   }
   std::vector<std::vector<OpTimes>> runs;
   for (int t : threads) {
