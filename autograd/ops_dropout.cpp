@@ -49,7 +49,9 @@ Tensor dropout(const Tensor& x, double p, bool training, TorchGenerator& generat
   if (!training || p == 0.0 || x.numel() == 0) return x;  // torch returns the input itself
   Tensor noise = dropout_noise(x, p, generator);
   Tensor out;
-  if (x.is_contiguous()) {  // one parallel pass: out = x ⊙ noise, mul's expression and bits
+  // One parallel pass: out = x ⊙ noise, mul's expression and bits. Traced, mul runs (the op trace
+  // records dropout as that product: the ONNX exporter writes it as a Mul by the constant noise).
+  if (x.is_contiguous() && !tracing()) {
     out = Tensor::empty(x.shape(), x.dtype());
     dispatch_float(x.dtype(), op, [&]<class T>() {
       const T *xs = x.data<T>(), *ns = noise.data<T>();
