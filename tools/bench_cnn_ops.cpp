@@ -1,10 +1,13 @@
 // bench_cnn_ops: the Fashion-MNIST CNN step of bench_families (tools/example/fashion_cnn_model.h,
 // batch 128, Adam) split op by op: each layer's forward and backward timed alone on its own input
-// (best of --repeat runs), at each thread count, with the 2-thread speed-up per op. What it is
+// (best of --repeat runs), at each thread count, with the 2-thread speed-up per op and each
+// thread's CPU time per op at 2 threads (see --steps for how to read it). What it is
 // for: finding the ops where a second thread idles. With --steps 1 it times the whole step instead
 // (the fastest step, and each thread's CPU time per step: under OMP_WAIT_POLICY=passive, the
 // serial work and the share of each thread, which a busy machine does not spoil as it spoils wall
-// times). It does not time the tape walk between ops in the op-by-op table.
+// times). In the op-by-op table an op's backward includes backward()'s copy of the seed gradient
+// (one serial copy of the op's output; the step's seed is the loss, one value), and the tape walk
+// between ops is not timed.
 //   bench_cnn_ops [--threads 1,2] [--repeat 30] [--batch 128] [--precision float32|bf16]
 //                 [--steps 1]   (the whole step instead: wall time and CPU time per thread)
 #include <fmt/core.h>
@@ -32,10 +35,25 @@ double now_ms() {
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
 }
 
+double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+// Each OpenMP thread's CPU time so far (the team of `threads` threads, which libgomp keeps).
+std::vector<double> team_cpu_ms(int threads) {
+  std::vector<double> ms(threads, 0.0);
+#pragma omp parallel num_threads(threads)
+  ms[omp_get_thread_num()] = thread_cpu_ms();
+  return ms;
+}
+
 struct OpTimes {
   std::string name;
   double forward = std::numeric_limits<double>::infinity();
   double backward = std::numeric_limits<double>::infinity();
+  std::vector<double> cpu;  // each thread's CPU ms per forward + backward (mean over the runs)
 };
 
 // One stage of the network: its forward from an input that needs a gradient (except the images).
@@ -43,12 +61,15 @@ using Stage = std::function<Tensor(const Tensor&)>;
 
 OpTimes time_stage(const std::string& name, const Stage& stage, const Tensor& input,
                    bool input_grad, int repeat) {
-  OpTimes t{name};
+  OpTimes t;
+  t.name = name;
   Tensor x = input.detach().clone();
   x.set_requires_grad(input_grad);
   Tensor g;
+  const int threads = omp_get_max_threads();
+  const std::vector<double> cpu0 = team_cpu_ms(threads);
   for (int r = 0; r < repeat + 2; ++r) {
-    if (input_grad) x.zero_grad();
+    if (input_grad) x.set_grad(Tensor());  // a fresh gradient each run, as in the step
     const double t0 = now_ms();
     Tensor y = stage(x);
     const double t1 = now_ms();
@@ -58,6 +79,8 @@ OpTimes time_stage(const std::string& name, const Stage& stage, const Tensor& in
     if (r >= 2)
       t.forward = std::min(t.forward, t1 - t0), t.backward = std::min(t.backward, t2 - t1);
   }
+  const std::vector<double> cpu1 = team_cpu_ms(threads);
+  for (int i = 0; i < threads; ++i) t.cpu.push_back((cpu1[i] - cpu0[i]) / (repeat + 2));
   return t;
 }
 
@@ -100,7 +123,8 @@ std::vector<OpTimes> time_network(int64_t batch, int repeat) {
   run(
       "cross_entropy", [&](const Tensor& x) { return cross_entropy(x, target); }, true);
   Adam adam(*net, AdamConfig{.lr = 1e-3});
-  OpTimes opt{"adam step + zero_grad"};
+  OpTimes opt;
+  opt.name = "adam step + zero_grad";
   for (int r = 0; r < repeat + 2; ++r) {
     const double t0 = now_ms();
     adam.step();
@@ -108,22 +132,9 @@ std::vector<OpTimes> time_network(int64_t batch, int repeat) {
     if (r >= 2) opt.forward = std::min(opt.forward, now_ms() - t0);
   }
   opt.backward = 0;
+  opt.cpu.assign(omp_get_max_threads(), 0.0);
   out.push_back(opt);
   return out;
-}
-
-double thread_cpu_ms() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
-// Each OpenMP thread's CPU time so far (the team of `threads` threads, which libgomp keeps).
-std::vector<double> team_cpu_ms(int threads) {
-  std::vector<double> ms(threads, 0.0);
-#pragma omp parallel num_threads(threads)
-  ms[omp_get_thread_num()] = thread_cpu_ms();
-  return ms;
 }
 
 // The whole step (zero_grad, forward, cross-entropy, backward, Adam), as bench_families times it:
@@ -196,7 +207,7 @@ int main(int argc, char** argv) {
   }
   fmt::print("| op |");
   for (int t : threads) fmt::print(" fwd {0}t ms | bwd {0}t ms |", t);
-  if (threads.size() == 2) fmt::print(" speed-up |");
+  if (threads.size() == 2) fmt::print(" speed-up | 2t CPU ms by thread |");
   fmt::print("\n");
   std::vector<double> totals(threads.size(), 0.0);
   for (size_t k = 0; k < runs[0].size(); ++k) {
@@ -205,9 +216,12 @@ int main(int argc, char** argv) {
       fmt::print(" {:.3f} | {:.3f} |", runs[j][k].forward, runs[j][k].backward);
       totals[j] += runs[j][k].forward + runs[j][k].backward;
     }
-    if (runs.size() == 2)
+    if (runs.size() == 2) {
       fmt::print(" {:.2f} |", (runs[0][k].forward + runs[0][k].backward) /
                                   (runs[1][k].forward + runs[1][k].backward));
+      for (double ms : runs[1][k].cpu) fmt::print(" {:.3f}", ms);
+      fmt::print(" |");
+    }
     fmt::print("\n");
   }
   fmt::print("| total |");
