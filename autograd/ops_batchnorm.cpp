@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "autograd/op_util.h"
 #include "autograd/ops.h"
@@ -188,14 +189,18 @@ Tensor batch_norm_impl(const Tensor& x_in, const Tensor& running_mean, const Ten
       op, inputs, out,
       [x_in, weight, bias, x, w, b, mean, rstd, N, C, S, training, relu, op](const Tensor& g) {
         Tensor gc = g.contiguous();
+        // dx written whole (no zero-fill) when x has no gradient yet
+        std::optional<GradSink> sink;
+        if (x_in.requires_grad()) sink.emplace(x_in, std::vector<Tensor>{weight, bias});
         dispatch_float(x.dtype(), op, [&]<class T>() {
-          T* dx = x_in.requires_grad() ? grad_ptr<T>(x_in, op) : nullptr;
+          T* dx = sink ? sink->data<T>() : nullptr;
           T* dw = weight.defined() && weight.requires_grad() ? grad_ptr<T>(weight, op) : nullptr;
           T* db = bias.defined() && bias.requires_grad() ? grad_ptr<T>(bias, op) : nullptr;
           batchnorm_backward<T>(dx, dw, db, gc.data<T>(), x.data<T>(), data_or_null<T>(w),
                                 mean.data<T>(), rstd.data<T>(), N, C, S, training, relu,
-                                data_or_null<T>(b));
+                                data_or_null<T>(b), sink && sink->fresh);
         });
+        if (sink) sink->finish();
       });
   // The bias is read only for relu's mask; the running statistics were copied.
   if (relu)

@@ -371,10 +371,12 @@ ValuesAndIndices max_pool2d_with_indices(const Tensor& x, IntPair kernel, IntPai
     record(op, {x}, values,
            [x, indices, g, op](const Tensor& gy) {  // the kernel adds gy at the argmax
              const Tensor GY = gy.contiguous();
+             GradSink sink(x);  // a fresh gradient is zeroed plane by plane, in parallel
              dispatch_float(x.dtype(), op, [&]<class T>() {
-               max_pool2d_backward<T>(grad_ptr<T>(x, op), GY.data<T>(), indices.data<int64_t>(),
-                                      x.size(0) * x.size(1), g.H * g.W, g.Ho * g.Wo);
+               max_pool2d_backward<T>(sink.data<T>(), GY.data<T>(), indices.data<int64_t>(),
+                                      x.size(0) * x.size(1), g.H * g.W, g.Ho * g.Wo, sink.fresh);
              });
+             sink.finish();
            })
         .saves({})  // reads only the indices, which it holds
         .differentiable([x, indices, g](const Tensor& gy, const Tensor&) {

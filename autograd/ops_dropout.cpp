@@ -15,6 +15,30 @@
 
 namespace dg {
 
+namespace {
+// The saved noise of dropout on x: kept (1/(1−p)) where u < 1 − p, else 0, for one uniform u
+// per element in row-major order (the 24-bit stream uniform_ draws for float32 and float64
+// alike): the same mask at either dtype and any thread count. The draw is serial (one stream);
+// the compare runs over the threads. float32 draws straight into the noise buffer (no
+// temporary, which as a std::vector was a fresh 1.6 MB allocation, page faults, every step).
+Tensor dropout_noise(const Tensor& x, double p, TorchGenerator& generator) {
+  const int64_t n = x.numel();
+  if (p >= 1.0) return Tensor::zeros(x.shape(), x.dtype());  // all zeros, nothing drawn
+  Tensor noise = Tensor::empty(x.shape(), x.dtype());
+  Tensor u = x.dtype() == DType::f32 ? noise : Tensor::empty(x.shape(), DType::f32);
+  generator.uniform_(u.data<float>(), n, 0.0, 1.0);
+  const float* us = u.data<float>();
+  dispatch_float(x.dtype(), "dropout", [&]<class T>() {
+    const T kept = T(1) / static_cast<T>(1.0 - p);
+    const double keep_below = 1.0 - p;
+    T* ns = noise.data<T>();
+#pragma omp parallel for simd if (parallel : n > kParallelGrain) schedule(static)
+    for (int64_t k = 0; k < n; ++k) ns[k] = static_cast<double>(us[k]) < keep_below ? kept : T(0);
+  });
+  return noise;
+}
+}  // namespace
+
 // ---- dropout: out = x ⊙ noise, noise = keep / (1 − p), keep ~ Bernoulli(1 − p) ------------------
 Tensor dropout(const Tensor& x, double p, bool training, TorchGenerator& generator) {
   ScopedOpTimer op_timer(OpFamily::other);
@@ -23,21 +47,20 @@ Tensor dropout(const Tensor& x, double p, bool training, TorchGenerator& generat
   if (!(p >= 0.0 && p <= 1.0))
     throw std::invalid_argument(fmt::format("dropout: p must be in [0, 1], got {}", p));
   if (!training || p == 0.0 || x.numel() == 0) return x;  // torch returns the input itself
-  Tensor noise = Tensor::zeros(x.shape(), x.dtype());     // p == 1: all zeros, nothing drawn
-  if (p < 1.0) {
-    // One uniform per element in row-major order (the 24-bit stream uniform_ draws for float32
-    // and float64 alike), kept when u < 1 − p: the same mask at either dtype and any thread count.
-    std::vector<float> u(static_cast<size_t>(x.numel()));
-    generator.uniform_(u.data(), x.numel(), 0.0, 1.0);
-    dispatch_float(x.dtype(), op, [&]<class T>() {
-      const T kept = T(1) / static_cast<T>(1.0 - p);
-      T* n = noise.data<T>();
-      for (int64_t k = 0; k < x.numel(); ++k)
-        if (static_cast<double>(u[k]) < 1.0 - p) n[k] = kept;
-    });
-  }
+  Tensor noise = dropout_noise(x, p, generator);
   Tensor out;
-  {
+  // One parallel pass: out = x ⊙ noise, mul's expression and bits. Traced, mul runs (the op trace
+  // records dropout as that product: the ONNX exporter writes it as a Mul by the constant noise).
+  if (x.is_contiguous() && !tracing()) {
+    out = Tensor::empty(x.shape(), x.dtype());
+    dispatch_float(x.dtype(), op, [&]<class T>() {
+      const T *xs = x.data<T>(), *ns = noise.data<T>();
+      T* o = out.data<T>();
+      const int64_t n = x.numel();
+#pragma omp parallel for simd if (parallel : n > kParallelGrain) schedule(static)
+      for (int64_t k = 0; k < n; ++k) o[k] = xs[k] * ns[k];
+    });
+  } else {
     NoGradGuard no_grad;
     out = mul(x, noise);
   }

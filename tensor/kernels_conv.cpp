@@ -155,11 +155,17 @@ template double* weight_grad_partials<double>(int64_t);
 
 template <class T>
 void add_weight_grad_partials(T* dw, const T* partial, int64_t chunks, int64_t size) {
-  for (int64_t c = 0; c < chunks; ++c) {
-    const T* part = partial + c * size;
+  // blocks of dw over the threads, each element's chunks added in chunk order (so the same bits):
+  // a 32->64 3x3 layer's 64 chunks of 18k weights were 1.2M serial adds in the CNN step
+  constexpr int64_t kBlock = 2048;
+  parallel_for((size + kBlock - 1) / kBlock, chunks * size > kParallelGrain, [&](int64_t b) {
+    const int64_t lo = b * kBlock, hi = std::min(size, lo + kBlock);
+    for (int64_t c = 0; c < chunks; ++c) {
+      const T* part = partial + c * size;
 #pragma omp simd
-    for (int64_t i = 0; i < size; ++i) dw[i] += part[i];
-  }
+      for (int64_t i = lo; i < hi; ++i) dw[i] += part[i];
+    }
+  });
 }
 template decltype(add_weight_grad_partials<float>) add_weight_grad_partials<float>;
 template decltype(add_weight_grad_partials<double>) add_weight_grad_partials<double>;
@@ -523,9 +529,10 @@ template decltype(ref_max_pool2d_forward<double>) ref_max_pool2d_forward<double>
 // dx [P, HW] (+=); dy, idx [P, HoWo]
 template <class T>
 void max_pool2d_backward(T* dx, const T* dy, const int64_t* idx, int64_t P, int64_t HW,
-                         int64_t HoWo) {
+                         int64_t HoWo, bool dx_fresh) {
   parallel_for(P, P * HoWo > kParallelGrain, [&](int64_t p) {
     T* d = dx + p * HW;
+    if (dx_fresh) std::fill(d, d + HW, T(0));
     const T* g = dy + p * HoWo;
     const int64_t* at = idx + p * HoWo;
     for (int64_t o = 0; o < HoWo; ++o) d[at[o]] += g[o];

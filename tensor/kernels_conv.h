@@ -115,10 +115,11 @@ template <class T>
 void ref_max_pool2d_forward(T* y, int64_t* idx, const T* x, int64_t P, const PoolGeom& g);
 // dx [P, HW] += dy [P, HoWo] at the indices idx [P, HoWo] (flat in each plane): max pooling's
 // backward. Planes in parallel, each plane's adds in output order, so the bits do not depend on
-// the thread count.
+// the thread count. dx_fresh: dx holds nothing yet; each plane is zeroed by its own thread just
+// before its adds (the bits of adding into zeros, without a serial zero-fill of all of dx).
 template <class T>
 void max_pool2d_backward(T* dx, const T* dy, const int64_t* idx, int64_t P, int64_t HW,
-                         int64_t HoWo);
+                         int64_t HoWo, bool dx_fresh = false);
 template <class T>
 void ref_max_pool2d_backward(T* dx, const T* dy, const int64_t* idx, int64_t P, int64_t HW,
                              int64_t HoWo);

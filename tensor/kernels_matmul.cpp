@@ -21,11 +21,18 @@ namespace dg {
 
 // ---- GEMM -----------------------------------------------------------------------------------
 
+// A deep product on a small output (the Fashion-MNIST CNN's Linear(3136, 128) on a batch of 128:
+// 128 × 128 × 3136) is one 128-row piece, so it ran on one thread at any count (1.07 ms of a
+// 27 ms 2-thread step); from kGemmDeepWork multiply-adds pieces may be half as tall, each still
+// some 85 µs of work, far above a thread's wake-up (bench_cnn_ops: linear 3136->128).
+constexpr int64_t kGemmDeepWork = int64_t(1) << 24;
+
 int64_t gemm_pieces(int64_t M, int64_t N, int64_t K) {
   static const int64_t cores = physical_cores();
   if (M * N * K <= kGemmSerialMaxWork) return 1;
   const int64_t extent = std::max(M, N);
-  return std::clamp<int64_t>(extent / kGemmMinPiece, 1, cores);
+  const int64_t min_piece = M * N * K >= kGemmDeepWork ? kGemmMinPiece / 2 : kGemmMinPiece;
+  return std::clamp<int64_t>(extent / min_piece, 1, cores);
 }
 
 namespace {

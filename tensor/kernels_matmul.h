@@ -32,7 +32,8 @@ constexpr int64_t kGemmSerialMaxWork =
     int64_t(1) << 18;  // up to this M·N·K: one call (OpenBLAS's one-thread limit)
 constexpr int64_t kGemmMinPiece = 128;                      // rows (or columns) per piece, at least
 constexpr int64_t kGemmParallelMinWork = int64_t(1) << 23;  // about 140 µs on one core
-int64_t gemm_pieces(int64_t M, int64_t N, int64_t K);  // min(physical cores, max(M, N) / 128), ≥ 1
+// min(physical cores, max(M, N) / 128 (/ 64 from 2^24 multiply-adds)), ≥ 1
+int64_t gemm_pieces(int64_t M, int64_t N, int64_t K);
 // In bf16 matmul precision, a16 / b16 (optional) are A and B already rounded (Bf16Rounded,
 // tensor/gemm_kernels.h: laid out as A and B, same leading dimensions); an operand without one is
 // read from a kept bf16 copy (tensor/bf16_weights.h) or rounded on the call. Ignored in float32

@@ -388,11 +388,32 @@ inline T relu_masked(T g, T x, const ChannelAffine<T>& f) {
   return g;
 }
 
+// Channel c's terms of dx = k·(g − mean_g − (x − m)·rs·mean_gx), in double.
+struct BatchNormDxTerms {
+  double m, rs, k, mean_g, mean_gx;
+};
+
+// dx rows of channel c: d = (Fresh ? 0 : d) + the terms' value, g relu-masked by f.
+template <bool Relu, bool Fresh, class T>
+void batchnorm_dx_channel(T* dx, const T* dout, const T* x, const ChannelAffine<T>& f,
+                          const BatchNormDxTerms& t, int64_t N, int64_t C, int64_t S, int64_t c) {
+  const double m = t.m, rs = t.rs, k = t.k, mean_g = t.mean_g, mean_gx = t.mean_gx;
+  for (int64_t n = 0; n < N; ++n) {
+    const T* g = dout + (n * C + c) * S;
+    const T* xr = x + (n * C + c) * S;
+    T* d = dx + (n * C + c) * S;
+#pragma omp simd
+    for (int64_t i = 0; i < S; ++i)
+      d[i] = (Fresh ? T(0) : d[i]) + static_cast<T>(k * (relu_masked<Relu>(g[i], xr[i], f) -
+                                                         mean_g - (xr[i] - m) * rs * mean_gx));
+  }
+}
+
 // Channel c of batchnorm_backward: its two sums, then its dx elements.
 template <bool Relu, class T>
 void batchnorm_backward_channel(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w,
                                 const T* b, const T* mean, const T* rstd, int64_t N, int64_t C,
-                                int64_t S, int64_t c, bool batch_stats) {
+                                int64_t S, int64_t c, bool batch_stats, bool dx_fresh) {
   const double M = static_cast<double>(N * S), m = mean[c], rs = rstd[c];
   const ChannelAffine<T> f(c, mean, rstd, w, b);
   double sum_g = 0.0, sum_gx = 0.0;
@@ -409,17 +430,12 @@ void batchnorm_backward_channel(T* dx, T* dw, T* db, const T* dout, const T* x, 
   if (dw) dw[c] += static_cast<T>(sum_gx);
   if (db) db[c] += static_cast<T>(sum_g);
   if (!dx) return;
-  const double k = rs * (w ? static_cast<double>(w[c]) : 1.0);
-  const double mean_g = batch_stats ? sum_g / M : 0.0, mean_gx = batch_stats ? sum_gx / M : 0.0;
-  for (int64_t n = 0; n < N; ++n) {
-    const T* g = dout + (n * C + c) * S;
-    const T* xr = x + (n * C + c) * S;
-    T* d = dx + (n * C + c) * S;
-#pragma omp simd
-    for (int64_t i = 0; i < S; ++i)
-      d[i] += static_cast<T>(
-          k * (relu_masked<Relu>(g[i], xr[i], f) - mean_g - (xr[i] - m) * rs * mean_gx));
-  }
+  const BatchNormDxTerms terms{m, rs, rs * (w ? static_cast<double>(w[c]) : 1.0),
+                               batch_stats ? sum_g / M : 0.0, batch_stats ? sum_gx / M : 0.0};
+  if (dx_fresh)
+    batchnorm_dx_channel<Relu, true>(dx, dout, x, f, terms, N, C, S, c);
+  else
+    batchnorm_dx_channel<Relu, false>(dx, dout, x, f, terms, N, C, S, c);
 }
 }  // namespace
 
@@ -428,14 +444,14 @@ void batchnorm_backward_channel(T* dx, T* dw, T* db, const T* dout, const T* x, 
 template <class T>
 void batchnorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
                         const T* rstd, int64_t N, int64_t C, int64_t S, bool batch_stats, bool relu,
-                        const T* b) {
+                        const T* b, bool dx_fresh) {
   parallel_for(C, N * C * S > kParallelGrain, [&](int64_t c) {
     if (relu)
       batchnorm_backward_channel<true>(dx, dw, db, dout, x, w, b, mean, rstd, N, C, S, c,
-                                       batch_stats);
+                                       batch_stats, dx_fresh);
     else
       batchnorm_backward_channel<false>(dx, dw, db, dout, x, w, b, mean, rstd, N, C, S, c,
-                                        batch_stats);
+                                        batch_stats, dx_fresh);
   });
 }
 template decltype(batchnorm_backward<float>) batchnorm_backward<float>;

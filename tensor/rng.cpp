@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -226,14 +227,24 @@ void TorchGenerator::twist() {
   position_ = 0;
 }
 
-uint32_t TorchGenerator::next_u32() {
-  if (position_ >= 624) twist();
-  uint32_t y = words_[position_++];
+namespace {
+// mt19937's tempering of one state word: the engine's output
+inline uint32_t mt_temper(uint32_t y) {
   y ^= y >> 11;
   y ^= (y << 7) & 0x9d2c5680u;
   y ^= (y << 15) & 0xefc60000u;
   y ^= y >> 18;
   return y;
+}
+// torch's float uniform in [0, 1) from one output: its low 24 bits
+inline float mt_uniform_float(uint32_t r) {
+  return static_cast<float>(r & 0xFFFFFFu) * (1.0f / 16777216.0f);
+}
+}  // namespace
+
+uint32_t TorchGenerator::next_u32() {
+  if (position_ >= 624) twist();
+  return mt_temper(words_[position_++]);
 }
 
 uint64_t TorchGenerator::next_u64() {
@@ -242,9 +253,7 @@ uint64_t TorchGenerator::next_u64() {
   return (high << 32) | low;
 }
 
-float TorchGenerator::next_uniform_float() {
-  return static_cast<float>(next_u32() & 0xFFFFFFu) * (1.0f / 16777216.0f);
-}
+float TorchGenerator::next_uniform_float() { return mt_uniform_float(next_u32()); }
 
 double TorchGenerator::next_uniform_double53() {
   return static_cast<double>(next_u64() & ((uint64_t{1} << 53) - 1)) * (1.0 / 9007199254740992.0);
@@ -270,8 +279,20 @@ double TorchGenerator::scalar_normal(double mean, double std) {
 void TorchGenerator::uniform_(float* out, int64_t n, double a, double b) {
   check_buffer(out, n, "uniform_");
   check_uniform_range(a, b);
-  const float from = static_cast<float>(a), to = static_cast<float>(b);
-  for (int64_t i = 0; i < n; ++i) out[i] = std::fma(next_uniform_float(), to - from, from);
+  const float from = static_cast<float>(a), to = static_cast<float>(b), span = to - from;
+  // next_uniform_float's values, a run of untempered words at a time so the tempering vectorises
+  // (a dropout mask of 400k values drew 0.55 ms serially one call each)
+  for (int64_t i = 0; i < n;) {
+    if (position_ >= 624) twist();
+    const int64_t m = std::min<int64_t>(n - i, 624 - position_);
+    const uint32_t* w = words_.data() + position_;
+#pragma omp simd
+    for (int64_t j = 0; j < m; ++j) {
+      out[i + j] = std::fma(mt_uniform_float(mt_temper(w[j])), span, from);
+    }
+    position_ += static_cast<uint32_t>(m);
+    i += m;
+  }
 }
 
 // out: (n,) fp64, same stream (24-bit uniforms), double arithmetic.

@@ -258,6 +258,14 @@ TEST_CASE("batch norm and group norm kernels match their plain references") {
         close(dx, rdx);
         close(dw, rdw);
         close(db, rdb);
+        // a fresh dx (garbage in it) is written with the bits of adding into zeros
+        std::vector<T> zero_dx(N * C * S, T(0)), fresh_dx(N * C * S, T(7)), w1(C), b1(C);
+        batchnorm_backward<T>(zero_dx.data(), w1.data(), b1.data(), g.data(), x.data(), w.data(),
+                              mean.data(), rstd.data(), N, C, S, batch_stats, relu, b.data());
+        batchnorm_backward<T>(fresh_dx.data(), nullptr, nullptr, g.data(), x.data(), w.data(),
+                              mean.data(), rstd.data(), N, C, S, batch_stats, relu, b.data(),
+                              /*dx_fresh=*/true);
+        CHECK(same_bits(fresh_dx, zero_dx));
       }
     std::vector<T> gmean(N * G), grstd(N * G), rgmean(N * G), rgrstd(N * G);
     groupnorm_forward<T>(out.data(), gmean.data(), grstd.data(), x.data(), w.data(), b.data(), N, C,

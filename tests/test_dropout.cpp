@@ -60,6 +60,15 @@ TEST_CASE("dropout: the mask follows the generator only (seed, dtype, thread cou
   CHECK(same_bits(one, run(2, DType::f32, 9)));
   CHECK(same_bits(one, run(2, DType::f64, 9)));  // same mask; the values round to the same floats
   CHECK(!same_bits(one, run(1, DType::f32, 10)));
+  // a strided view of the same values (mul's path) gives the fused contiguous path's bits
+  for (int threads : {1, 2}) {
+    set_threads(threads);
+    TorchGenerator gen(9);
+    Tensor x = Tensor::from_vector(rand_vec<double>(n, 5), {n / 100, 100}, DType::f32);
+    Tensor strided = transpose(transpose(x, 0, 1).contiguous(), 0, 1);
+    REQUIRE(!strided.is_contiguous());
+    CHECK(same_bits(one, dropout(strided, 0.5, true, gen).to_floats()));
+  }
   // two calls on one generator draw different masks (the stream advances)
   TorchGenerator gen(3);
   Tensor x = Tensor::ones({64});

@@ -65,8 +65,10 @@ std::vector<std::vector<T>> run_pools(int64_t P, const PoolGeom& g, const PoolWi
   std::vector<int64_t> idx(y.size());
   (ref ? ref_max_pool2d_forward<T> : max_pool2d_forward<T>)(y.data(), idx.data(), x.data(), P, g);
   std::vector<T> dmax = rand_vec<T>(x.size(), 11), gmax = rand_vec<T>(y.size(), 12);
-  (ref ? ref_max_pool2d_backward<T> : max_pool2d_backward<T>)(dmax.data(), gmax.data(), idx.data(),
-                                                              P, g.H * g.W, g.Ho * g.Wo);
+  if (ref)
+    ref_max_pool2d_backward<T>(dmax.data(), gmax.data(), idx.data(), P, g.H * g.W, g.Ho * g.Wo);
+  else
+    max_pool2d_backward<T>(dmax.data(), gmax.data(), idx.data(), P, g.H * g.W, g.Ho * g.Wo);
   (ref ? ref_avg_pool2d_forward<T> : avg_pool2d_forward<T>)(ya.data(), x.data(), P, w);
   (ref ? ref_avg_pool2d_backward<T> : avg_pool2d_backward<T>)(dx.data(), dy.data(), P, w);
   return {y, std::vector<T>(idx.begin(), idx.end()), ya, dx, dmax};
@@ -228,6 +230,14 @@ TEST_CASE_TEMPLATE("pool kernels match the references", T, float, double) {
       CHECK(rel_diff(fast[3], ref[3]) < tol<T>());
       CHECK(same_bits(fast[4], ref[4]));  // max pool's backward: the same adds in the same order
     }
+    // a fresh dx (garbage in it) gets the bits of adding into zeros
+    auto x = rand_vec<T>(P * g.H * g.W, 8), gy = rand_vec<T>(P * g.Ho * g.Wo, 12);
+    std::vector<T> y(gy.size()), zeros(x.size(), T(0)), fresh(x.size(), T(3));
+    std::vector<int64_t> idx(y.size());
+    max_pool2d_forward<T>(y.data(), idx.data(), x.data(), P, g);
+    max_pool2d_backward<T>(zeros.data(), gy.data(), idx.data(), P, g.H * g.W, g.Ho * g.Wo);
+    max_pool2d_backward<T>(fresh.data(), gy.data(), idx.data(), P, g.H * g.W, g.Ho * g.Wo, true);
+    CHECK(same_bits(fresh, zeros));
   }
 }
 
