@@ -513,6 +513,12 @@ Tensor plain_scaled_dot_product_attention(const Tensor& q, const Tensor& k, cons
 // key), from recorded ops: what MultiheadAttention returns as its weights.
 Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& mask = Tensor(),
                          bool is_causal = false, std::optional<double> scale = std::nullopt);
+// MultiheadAttention's self-attention on its packed in-projection: qkv [N, L, 3·E] holds q, k, v
+// side by side (each H heads of hd = E / H), mask is undefined or additive [N, H or 1, L, L] (of
+// qkv's dtype, differentiable) -> [N, L, E], the heads merged. Equals splitting qkv into heads,
+// scaled_dot_product_attention (scale 1/sqrt(hd)) and merging them, with the same kernels, but
+// reads and writes the heads in place. Fuses: the head split, attention, the head merge.
+Tensor packed_self_attention(const Tensor& qkv, int64_t heads, const Tensor& mask = Tensor());
 // The depth mix: sources S_j [.., D] (all the same shape), weights alpha [.., J] (per token)
 // -> sum_j alpha[.., j] * S_j  [.., D].
 // Fuses: J slices of alpha, J muls and J − 1 adds into one pass. Plain twin: plain_depth_mix.

@@ -1,8 +1,9 @@
 // bench_encoder: one training step (forward + backward, float32, dropout 0, no mask) of a
 // TransformerEncoderLayer at batch 32, seq 128, d_model 256, nhead 8, dim_feedforward 1024,
 // batch_first, post-norm, at 1 and 2 threads; prints the best and median ms/step over --seconds
-// (default 3, at least 5 steps) and the mean CPU time of the process per step (at one thread, the
-// steadier figure on a busy machine), and with --profile the share of each op family
+// (default 3, at least 5 steps), the mean CPU time of the process per step and the least CPU time
+// of one step (at one thread the steadier figures on a busy machine: another process's turn on the
+// core is not counted), and with --profile the share of each op family
 // (tensor/profile.h). tools/torch_bench_encoder.py times torch's nn.TransformerEncoderLayer at the
 // same settings. It does not time the optimizer, float64 or masks, and it does not pin threads.
 //   bench_encoder [--seconds S] [--profile] [--threads 1|2|0 (both, the default)]
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
     if (only_threads != 0 && threads != only_threads) continue;
     set_threads(threads);
     step();  // warm-up: buffers
-    std::vector<double> t;
+    std::vector<double> t, cpu;
     if (profile) set_op_profiling(true);
     const auto start = std::chrono::steady_clock::now();
     const std::clock_t cpu_start = std::clock();
@@ -62,7 +63,9 @@ int main(int argc, char** argv) {
            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() <
                min_seconds) {
       const auto t0 = std::chrono::steady_clock::now();
+      const std::clock_t c0 = std::clock();
       step();
+      cpu.push_back(static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC * 1e3);
       t.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
@@ -71,8 +74,9 @@ int main(int argc, char** argv) {
     std::sort(t.begin(), t.end());
     fmt::print(
         "threads {}: TransformerEncoderLayer N={} T={} d={} heads=8 ff=1024 fwd+bwd: best "
-        "{:.1f} ms/step, median {:.1f} ({} steps), cpu {:.1f} ms/step\n",
-        threads, N, T, D, t.front(), t[t.size() / 2], t.size(), cpu_ms);
+        "{:.1f} ms/step, median {:.1f} ({} steps), cpu {:.1f} ms/step (least {:.1f})\n",
+        threads, N, T, D, t.front(), t[t.size() / 2], t.size(), cpu_ms,
+        *std::min_element(cpu.begin(), cpu.end()));
     if (profile) {
       const OpProfile p = op_profile();
       for (int f = 0; f < kOpFamilies; ++f)
