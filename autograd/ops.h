@@ -368,6 +368,10 @@ Tensor linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
 // linear_add written as that composition, each op recorded: the reference.
 Tensor plain_linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
                         const Tensor& bias = Tensor());
+// relu(linear(x, weight, bias)) as one op: the GEMM's output rectified in place, so only the
+// rectified output is kept (its sign masks the backward's gradient). Fuses: linear, relu. Plain
+// twin: relu(linear(x, weight, bias)).
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- embedding (ops_embedding.cpp), softmax (ops_softmax.cpp), losses (ops_loss.cpp), norms
 // (ops_norm.cpp), rope (ops_attention.cpp), depth_mix (elementwise), swiglu (ops_activation.cpp) -

@@ -237,8 +237,12 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
       return (*dropout1)((*self_attn)(x, x, x, padding, false, src_mask).output);
     };
     auto hidden = [&](const Tensor& x) {  // dropout(activation(linear1(x)))
+      const bool rectify = options.activation == Options::Activation::relu;
+      if (rectify && linear1->plain() &&
+          !tracing())  // one op, the GEMM's output rectified in place
+        return (*dropout)(linear_relu(x, linear1->weight, linear1->bias));
       const Tensor h = (*linear1)(x);
-      return (*dropout)(options.activation == Options::Activation::relu ? relu(h) : gelu(h));
+      return (*dropout)(rectify ? relu(h) : gelu(h));
     };
     // residual + dropout2(linear2(hidden(x))); one linear_add (the residual pre-fills the GEMM's
     // output) when dropout2 and linear2 compute nothing else (a traced export keeps the add)
