@@ -5,7 +5,7 @@
 # Usage: tools/count_lines.sh [REV]   (REV: count a commit instead of the work tree; no budget check)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CORE_BUDGET=20610  # the line budget: code lines of tensor/ + autograd/ + nn/ (stated here only).
+CORE_BUDGET=20850  # the line budget: code lines of tensor/ + autograd/ + nn/ (stated here only).
 # Raised from 8,000 when the op set a user builds models with (about forty ops, the graph, init,
 # containers) took the core from 6.9k to 9.4k lines, and from 10,500 when the graph's guards
 # (version checks, a second, recorded backward for every op that has one, tensor and module
@@ -38,8 +38,10 @@ CORE_BUDGET=20610  # the line budget: code lines of tensor/ + autograd/ + nn/ (s
 # and unmerge; the adapter's state and forward in Linear; frozen parameters kept out of the flat
 # buffers), and to 20,610 when a frozen weight came to be stored in bf16 or int8
 # (tensor/quantized_matrix.h: quantising, the panel GEMMs and the GEMV that dequantise inside the
-# kernel, their references; the quantized_linear op and its gradient-check rows; nn/quantize.h):
-# growth past it is a decision, not a drift.
+# kernel, their references; the quantized_linear op and its gradient-check rows; nn/quantize.h),
+# and to 20,850 when the encoder layer's step lost its copies and passes (packed_self_attention on
+# the one in-projection, the attention kernels writing strided heads and keeping the probabilities,
+# linear_relu, the K-cut weight-gradient GEMM): growth past it is a decision, not a drift.
 rev="${1:-}"
 
 list_files() {  # tracked .h/.cpp files under $1 (not in its sub-folders when $2 = top)
