@@ -153,7 +153,7 @@ inline int64_t block_cols(const Geometry& g, bool causal, int64_t i0, int64_t ro
 // Each row of S [rows, cols] (ld apart) becomes its softmax in place, and lse[r] its log Σ exp;
 // a row whose every key is masked (all −inf) becomes zeros with lse −inf.
 template <class T>
-void softmax_rows(T* S, int64_t ld, int64_t rows, int64_t cols, T* lse) {
+void sdpa_softmax_rows(T* S, int64_t ld, int64_t rows, int64_t cols, T* lse) {
   for (int64_t r = 0; r < rows; ++r) {
     T* row = S + r * ld;
     // Every key masked (all −inf): a zero row. Tested on the row itself, not on m: OpenMP's max
@@ -214,7 +214,7 @@ void forward_impl(const SdpaInputs& in, const Geometry& g, Tensor& out, Tensor& 
         gemm_one_thread(false, true, rows, cols, g.E, scale, Q.at(b) + i0 * Q.ld, Q.ld, K.at(b),
                         K.ld, T(0), Sb, s_ld);
         add_masks(Sb, s_ld, rows, cols, i0, b, mv, in.causal);
-        softmax_rows(Sb, s_ld, rows, cols, l + b * g.L + i0);
+        sdpa_softmax_rows(Sb, s_ld, rows, cols, l + b * g.L + i0);
         // O[i0 : i0+rows] = P · V[0 : cols]
         gemm_one_thread(false, false, rows, g.Ev, cols, T(1), Sb, s_ld, V.at(b), V.ld, T(0), ob,
                         Out.ld);
