@@ -288,6 +288,7 @@ Tensor packed_self_attention(const Tensor& qkv, int64_t heads, const Tensor& mas
   if (record_it && N * heads * L * L <= kPackedAttentionKeptProbs)
     probs = Tensor::empty({N * heads, L, L}, qkv.dtype());
   sdpa_forward(in, out_heads, lse, probs.defined() ? &probs : nullptr);
+  if (tracing()) trace_op(op, {qkv, m}, {out}, {{"heads", heads}});
   if (!record_it) return out;
   record(op, {qkv, m}, out,
          [qkv, m, in, saved = detach(out), lse, probs, heads, N, L, E](const Tensor& g) {
