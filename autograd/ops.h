@@ -368,6 +368,10 @@ Tensor linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
 // linear_add written as that composition, each op recorded: the reference.
 Tensor plain_linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
                         const Tensor& bias = Tensor());
+// relu(linear(x, weight, bias)) as one op: the GEMM's output rectified in place, so only the
+// rectified output is kept (its sign masks the backward's gradient). Fuses: linear, relu. Plain
+// twin: relu(linear(x, weight, bias)).
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- embedding (ops_embedding.cpp), softmax (ops_softmax.cpp), losses (ops_loss.cpp), norms
 // (ops_norm.cpp), rope (ops_attention.cpp), depth_mix (elementwise), swiglu (ops_activation.cpp) -
@@ -513,6 +517,12 @@ Tensor plain_scaled_dot_product_attention(const Tensor& q, const Tensor& k, cons
 // key), from recorded ops: what MultiheadAttention returns as its weights.
 Tensor attention_weights(const Tensor& q, const Tensor& k, const Tensor& mask = Tensor(),
                          bool is_causal = false, std::optional<double> scale = std::nullopt);
+// MultiheadAttention's self-attention on its packed in-projection: qkv [N, L, 3·E] holds q, k, v
+// side by side (each H heads of hd = E / H), mask is undefined or additive [N, H or 1, L, L] (of
+// qkv's dtype, differentiable) -> [N, L, E], the heads merged. Equals splitting qkv into heads,
+// scaled_dot_product_attention (scale 1/sqrt(hd)) and merging them, with the same kernels, but
+// reads and writes the heads in place. Fuses: the head split, attention, the head merge.
+Tensor packed_self_attention(const Tensor& qkv, int64_t heads, const Tensor& mask = Tensor());
 // The depth mix: sources S_j [.., D] (all the same shape), weights alpha [.., J] (per token)
 // -> sum_j alpha[.., j] * S_j  [.., D].
 // Fuses: J slices of alpha, J muls and J − 1 adds into one pass. Plain twin: plain_depth_mix.

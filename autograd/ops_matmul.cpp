@@ -25,6 +25,7 @@
 #include "tensor/kernels_attention.h"  // rope_rows (linear_rope)
 #include "tensor/kernels_elementwise.h"
 #include "tensor/kernels_matmul.h"
+#include "tensor/kernels_pointwise.h"  // relu (linear_relu)
 #include "tensor/profile.h"
 
 namespace dg {
@@ -419,7 +420,19 @@ struct LinearSaved {
   int64_t ldx, R, in;
   Operand W;
   std::shared_ptr<Storage> x16;
+  Tensor rectified;  // linear_relu: its output (detached), which masks the gradient
 };
+
+// linear_relu's gradient of the GEMM's output: dy where the output y is positive, else 0 (torch's
+// threshold_backward on the output, as relu's).
+Tensor relu_gradient(const Tensor& dy, const Tensor& y) {
+  Tensor dz = Tensor::empty(dy.shape(), dy.dtype());
+  dispatch_float(dy.dtype(), "linear_relu", [&]<class T>() {
+    pointwise_backward<T>(UnaryOp::relu, {}, dz.data<T>(), dy.data<T>(), nullptr, y.data<T>(),
+                          dy.numel());
+  });
+  return dz;
+}
 
 // Records y's node: the kernel backward (RoPE rotated back, linear_backward, then dresidual),
 // and, without the bf16 copy or RoPE, the recorded backward for create_graph.
@@ -432,10 +445,11 @@ void record_linear(const char* op, const Tensor& x, const Tensor& weight, const 
   RecordedNode node =
       record(op, {x, weight, bias, residual}, y,
              [x_kept, x_weak = WeakTensor(x), x16, weight, bias, residual, X_kept, ldx = s.ldx,
-              W = s.W, R = s.R, in = s.in, rope](const Tensor& g) {
+              W = s.W, R = s.R, in = s.in, rope, rectified = s.rectified](const Tensor& g) {
                const Tensor x = x16 ? x_weak.lock() : x_kept;
                Tensor dy = g.contiguous();  // [R, out]
-               if (rope.heads > 0) {        // the gradient of the GEMM's output: rotated back
+               if (rectified.defined()) dy = relu_gradient(dy, rectified);
+               if (rope.heads > 0) {  // the gradient of the GEMM's output: rotated back
                  Tensor dz = Tensor::empty(dy.shape(), dy.dtype());
                  dispatch_float(dy.dtype(), "linear_rope", [&]<class T>() {
                    rope_rows<T>(dz.data<T>(), rope.heads_last, dy.data<T>(), rope.heads_last,
@@ -458,13 +472,24 @@ void record_linear(const char* op, const Tensor& x, const Tensor& weight, const 
     node.releases_values_of(0);
     return;
   }
-  node.saves({x, weight});  // the GEMMs read x and W; the bias and the residual are not read
-  if (rope.heads == 0) node.differentiable(linear_differentiable(x, weight, bias, residual, s.R));
+  // the GEMMs read x and W (and linear_relu its output); the bias and the residual are not read
+  if (s.rectified.defined())
+    node.saves({x, weight, y});
+  else
+    node.saves({x, weight});
+  if (rope.heads > 0) return;
+  DifferentiableBackwardFn linear_grad = linear_differentiable(x, weight, bias, residual, s.R);
+  if (s.rectified.defined())
+    node.differentiable([linear_grad, y = s.rectified](const Tensor& g, const Tensor& out) {
+      linear_grad(where(gt(y, 0.0), g, 0.0), out);
+    });
+  else
+    node.differentiable(linear_grad);
 }
 
 Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    const Tensor& residual, const char* op, int64_t rope_heads = 0,
-                   double rope_base = 0.0) {
+                   double rope_base = 0.0, bool rectify = false) {
   ScopedOpTimer op_timer(OpFamily::matmul);
   const Shape out_shape = check_linear(x, weight, bias, residual, op, rope_heads, rope_base);
   const int64_t out_features = weight.size(0), in = weight.size(1);
@@ -495,11 +520,16 @@ Tensor linear_impl(const Tensor& x, const Tensor& weight, const Tensor& bias,
   Tensor y = Tensor::empty(out_shape, x.dtype());
   if (residual.defined()) copy_strided(y, residual);
   linear_forward(y, R, X, ldx, W, bias_c, residual.defined(), rope, x16_data, op);
+  if (rectify)  // in place: the GEMM's output is not kept
+    dispatch_float(y.dtype(), op, [&]<class T>() {
+      pointwise_forward<T>(UnaryOp::relu, {}, y.data<T>(), y.data<T>(), y.numel());
+    });
   if (tracing())
     trace_op(op, {x, weight, bias, residual}, {y},
              {{"rope_heads", rope_heads}, {"rope_base", rope_base}});
   if (should_record({x, weight, bias, residual}))
-    record_linear(op, x, weight, bias, residual, y, {X, ldx, R, in, W, x16}, rope);
+    record_linear(op, x, weight, bias, residual, y,
+                  {X, ldx, R, in, W, x16, rectify ? detach(y) : Tensor()}, rope);
   return y;
 }
 }  // namespace
@@ -550,6 +580,10 @@ Tensor linear_add(const Tensor& residual, const Tensor& x, const Tensor& weight,
                   const Tensor& bias) {
   check_arg(residual.defined(), "linear_add", residual, "a residual tensor");
   return linear_impl(x, weight, bias, residual, "linear_add");
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_impl(x, weight, bias, Tensor(), "linear_relu", 0, 0.0, true);
 }
 
 }  // namespace dg
@@ -622,6 +656,8 @@ std::vector<OpCase> matmul_op_cases() {
        [](V in) { return linear_add(in[0], in[1], in[2], in[3]); }},
       {"linear_add/no bias, transposed residual, x is W", two({5, 5}, {5, 4}),
        [](V in) { return linear_add(transpose(in[0], 0, 1), in[1], in[1]); }},
+      {"linear_relu/bias, 3-D input", lin({2, 3, 4}, 5, true),
+       [](V in) { return linear_relu(in[0], in[1], in[2]); }},
   };
 }
 

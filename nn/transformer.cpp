@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "autograd/op_trace.h"
 #include "nn/init.h"
 
 namespace dg {
@@ -165,10 +166,18 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
              fmt::format("query, key and value must share the batch size and key and value the "
                          "length, got query {}, key {}, value {}",
                          query.describe(), key.describe(), value.describe()));
-    const Tensor q = mha_project(*this, q_in, 0), k = mha_project(*this, k_in, 1),
-                 v = mha_project(*this, v_in, 2);
     const Tensor mask = mha_mask(*this, attn_mask, key_padding_mask, N, L, S);
     const bool drop = is_training() && dropout > 0.0;
+    // Self-attention with the packed in-projection: one GEMM for q, k and v, the heads read and
+    // merged in place (a traced export keeps the composition below).
+    if (in_proj_weight.defined() && query.same(key) && key.same(value) && !need_weights && !drop &&
+        !tracing()) {
+      const Tensor qkv = linear(q_in, in_proj_weight, in_proj_bias);  // [N, L, 3·E]
+      const Tensor out = (*out_proj)(packed_self_attention(qkv, num_heads, mask));
+      return batch_first ? out : transpose(out, 0, 1);
+    }
+    const Tensor q = mha_project(*this, q_in, 0), k = mha_project(*this, k_in, 1),
+                 v = mha_project(*this, v_in, 2);
     Tensor o;  // [N, H, L, hd]
     if (need_weights || drop) {
       Tensor p = attention_weights(q, k, mask);  // [N, H, L, S]
@@ -227,17 +236,28 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
     auto sa = [&](const Tensor& x) {
       return (*dropout1)((*self_attn)(x, x, x, padding, false, src_mask).output);
     };
-    auto ff = [&](const Tensor& x) {
+    auto hidden = [&](const Tensor& x) {  // dropout(activation(linear1(x)))
+      const bool rectify = options.activation == Options::Activation::relu;
+      if (rectify && linear1->plain() &&
+          !tracing())  // one op, the GEMM's output rectified in place
+        return (*dropout)(linear_relu(x, linear1->weight, linear1->bias));
       const Tensor h = (*linear1)(x);
-      const Tensor a = options.activation == Options::Activation::relu ? relu(h) : gelu(h);
-      return (*dropout2)((*linear2)((*dropout)(a)));
+      return (*dropout)(rectify ? relu(h) : gelu(h));
+    };
+    // residual + dropout2(linear2(hidden(x))); one linear_add (the residual pre-fills the GEMM's
+    // output) when dropout2 and linear2 compute nothing else (a traced export keeps the add)
+    auto add_ff = [&](const Tensor& residual, const Tensor& x) {
+      const bool drops = dropout2->p > 0 && dropout2->is_training();
+      if (!drops && !dropout2->has_forward_hooks() && linear2->plain() && !tracing())
+        return linear_add(residual, hidden(x), linear2->weight, linear2->bias);
+      return add(residual, (*dropout2)((*linear2)(hidden(x))));
     };
     if (options.norm_first) {
       const Tensor x = add(src, sa((*norm1)(src)));
-      return add(x, ff((*norm2)(x)));
+      return add_ff(x, (*norm2)(x));
     }
     const Tensor x = (*norm1)(add(src, sa(src)));
-    return (*norm2)(add(x, ff(x)));
+    return (*norm2)(add_ff(x, x));
   };
   return hooked(body, src, src_mask, src_key_padding_mask);
 }

@@ -22,7 +22,10 @@ namespace dg {
 // thread count (its threaded path blocks K differently, and how it splits M and N can switch
 // kernels). Instead the output is cut into gemm_pieces(M, N, K) pieces along the larger of M and
 // N, a count fixed by the shape and the machine's core count, never by the thread count; each
-// piece is a one-thread BLAS call and OpenMP spreads the pieces over the threads. Results are
+// piece is a one-thread BLAS call and OpenMP spreads the pieces over the threads. A float32
+// product whose K is at least twice max(M, N) (a weight gradient over a batch's rows) is cut along
+// K instead, into pieces of at least 512 (as many as cores), summed into C in piece order
+// (kernels_matmul.cpp: the M or N cut made every piece pack the whole shared operand). Results are
 // bit-identical at any thread count (tests/test_kernels_matmul.cpp checks this).
 // Up to kGemmParallelMinWork multiply-adds the pieces run in order on the calling thread, at any
 // thread count: waking the other threads (about 20 µs with passive waiting on an idle machine,

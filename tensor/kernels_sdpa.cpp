@@ -89,6 +89,32 @@ Matrices<T> matrices(const Tensor& x, int64_t batches) {
   return m;
 }
 
+// A writable [..., R, C] tensor seen as one row-major R×C matrix per batch, written in place
+// through its strides (check_sdpa_strided has checked that the last axis has stride 1 and rows do
+// not overlap): a contiguous result, or a view into a wider one (the heads of a [N, L, H·hd]
+// tensor).
+template <class T>
+struct WritableMatrices {
+  T* base = nullptr;
+  std::vector<int64_t> offset;
+  int64_t ld = 1;
+  T* at(int64_t b) const { return base + offset[b]; }
+};
+
+template <class T>
+WritableMatrices<T> writable_matrices(Tensor* x, int64_t batches) {
+  if (!x) return {};
+  const int64_t R = x->size(-2), C = x->size(-1);
+  return {x->template data<T>(), batch_offsets(*x, batches),
+          R <= 1 ? std::max<int64_t>(C, 1) : x->strides()[x->dim() - 2]};
+}
+
+// rows × cols of a matrix whose rows are ld apart, set to zero
+template <class T>
+void zero_matrix_rows(T* m, int64_t rows, int64_t cols, int64_t ld) {
+  for (int64_t r = 0; r < rows; ++r) std::fill(m + r * ld, m + r * ld + cols, T(0));
+}
+
 // The mask read through its strides (broadcast axes have stride 0); absent: reads nothing.
 template <class T>
 struct MaskView {
@@ -104,12 +130,13 @@ MaskView<T> mask_view(const Tensor& m, int64_t batches) {
           m.strides()[m.dim() - 1]};
 }
 
-// S[rows, cols] (scale·Q·Kᵀ, rows i0.. of batch b) plus the mask, −inf at causally hidden keys.
+// S[rows, cols] (scale·Q·Kᵀ, rows i0.. of batch b, ld apart) plus the mask, −inf at causally
+// hidden keys.
 template <class T>
-void add_masks(T* S, int64_t rows, int64_t cols, int64_t i0, int64_t b, const MaskView<T>& mv,
-               bool causal) {
+void add_masks(T* S, int64_t ld, int64_t rows, int64_t cols, int64_t i0, int64_t b,
+               const MaskView<T>& mv, bool causal) {
   for (int64_t r = 0; r < rows; ++r) {
-    T* row = S + r * cols;
+    T* row = S + r * ld;
     if (mv.base) {
       const T* m = mv.base + mv.offset[b] + (i0 + r) * mv.row;
       for (int64_t j = 0; j < cols; ++j) row[j] += m[j * mv.col];
@@ -123,62 +150,74 @@ inline int64_t block_cols(const Geometry& g, bool causal, int64_t i0, int64_t ro
   return causal ? std::min(g.S, i0 + rows) : g.S;
 }
 
-// ---- forward: per batch, per row block: S = scale·Q·Kᵀ + mask, softmax in place, O = P·V ------
-// q [Bt, L, E], k [Bt, S, E], v [Bt, S, Ev] (strided) -> out [Bt, L, Ev], lse [Bt, L]
+// Each row of S [rows, cols] (ld apart) becomes its softmax in place, and lse[r] its log Σ exp;
+// a row whose every key is masked (all −inf) becomes zeros with lse −inf.
 template <class T>
-void forward_impl(const SdpaInputs& in, const Geometry& g, Tensor& out, Tensor& lse) {
+void sdpa_softmax_rows(T* S, int64_t ld, int64_t rows, int64_t cols, T* lse) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = S + r * ld;
+    // Every key masked (all −inf): a zero row. Tested on the row itself, not on m: OpenMP's max
+    // reduction may start its private copies at the lowest finite value (clang's does), so an all
+    // −inf row can reduce to −max.
+    const T* first_kept =
+        std::find_if(row, row + cols, [](T s) { return s != static_cast<T>(kNegInf); });
+    if (first_kept == row + cols) {
+      std::fill(row, row + cols, T(0));
+      lse[r] = static_cast<T>(kNegInf);
+      continue;
+    }
+    T m = row[0];
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 1; j < cols; ++j) m = row[j] > m ? row[j] : m;
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) row[j] = exp_fast(row[j] - m);
+    double sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < cols; ++j) sum += row[j];
+    lse[r] = static_cast<T>(static_cast<double>(m) + std::log(sum));
+    const T inv = static_cast<T>(1.0 / sum);
+#pragma omp simd
+    for (int64_t j = 0; j < cols; ++j) row[j] *= inv;
+  }
+}
+
+// ---- forward: per batch, per row block: S = scale·Q·Kᵀ + mask, softmax in place, O = P·V ------
+// q [Bt, L, E], k [Bt, S, E], v [Bt, S, Ev], out [Bt, L, Ev] (strided), lse [Bt, L], and when
+// given probs [Bt, L, S]: the probabilities are computed there instead of in a scratch block.
+template <class T>
+void forward_impl(const SdpaInputs& in, const Geometry& g, Tensor& out, Tensor& lse,
+                  Tensor* probs) {
   const Matrices<T> Q = matrices<T>(in.q, g.batches), K = matrices<T>(in.k, g.batches);
   const Matrices<T> V = matrices<T>(in.v, g.batches);
   const MaskView<T> mv = mask_view<T>(in.mask, g.batches);
-  T* o = out.data<T>();
+  const WritableMatrices<T> Out = writable_matrices<T>(&out, g.batches);
   T* l = lse.data<T>();
+  T* kept = probs ? probs->data<T>() : nullptr;
   const T scale = static_cast<T>(in.scale);
 #pragma omp parallel if (g.work() > kSdpaParallelWork)
   {
-    std::vector<T> S(std::min(kRowBlock, g.L) * g.S);
+    std::vector<T> S(kept ? 0 : std::min(kRowBlock, g.L) * g.S);
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < g.batches; ++b) {
       for (int64_t i0 = 0; i0 < g.L; i0 += kRowBlock) {
         const int64_t rows = std::min(kRowBlock, g.L - i0),
                       cols = block_cols(g, in.causal, i0, rows);
-        T* ob = o + (b * g.L + i0) * g.Ev;
+        T* ob = Out.at(b) + i0 * Out.ld;
         if (cols == 0) {  // no keys: every row is empty
-          std::fill(ob, ob + rows * g.Ev, T(0));
+          zero_matrix_rows(ob, rows, g.Ev, Out.ld);
           std::fill(l + b * g.L + i0, l + b * g.L + i0 + rows, static_cast<T>(kNegInf));
           continue;
         }
-        // S [rows, cols] = scale · Q[i0 : i0+rows] · K[0 : cols]ᵀ + mask
+        // S [rows, cols] (rows s_ld apart) = scale · Q[i0 : i0+rows] · K[0 : cols]ᵀ + mask
+        T* Sb = kept ? kept + (b * g.L + i0) * g.S : S.data();
+        const int64_t s_ld = kept ? g.S : cols;
         gemm_one_thread(false, true, rows, cols, g.E, scale, Q.at(b) + i0 * Q.ld, Q.ld, K.at(b),
-                        K.ld, T(0), S.data(), cols);
-        add_masks(S.data(), rows, cols, i0, b, mv, in.causal);
-        for (int64_t r = 0; r < rows; ++r) {
-          T* row = S.data() + r * cols;
-          // Every key masked (all −inf): a zero row. Tested on the row itself, not on m: OpenMP's
-          // max reduction may start its private copies at the lowest finite value (clang's does),
-          // so an all −inf row can reduce to −max.
-          const T* first_kept =
-              std::find_if(row, row + cols, [](T s) { return s != static_cast<T>(kNegInf); });
-          if (first_kept == row + cols) {
-            std::fill(row, row + cols, T(0));
-            l[b * g.L + i0 + r] = static_cast<T>(kNegInf);
-            continue;
-          }
-          T m = row[0];
-#pragma omp simd reduction(max : m)
-          for (int64_t j = 1; j < cols; ++j) m = row[j] > m ? row[j] : m;
-#pragma omp simd
-          for (int64_t j = 0; j < cols; ++j) row[j] = exp_fast(row[j] - m);
-          double sum = 0;
-#pragma omp simd reduction(+ : sum)
-          for (int64_t j = 0; j < cols; ++j) sum += row[j];
-          l[b * g.L + i0 + r] = static_cast<T>(static_cast<double>(m) + std::log(sum));
-          const T inv = static_cast<T>(1.0 / sum);
-#pragma omp simd
-          for (int64_t j = 0; j < cols; ++j) row[j] *= inv;
-        }
+                        K.ld, T(0), Sb, s_ld);
+        add_masks(Sb, s_ld, rows, cols, i0, b, mv, in.causal);
+        sdpa_softmax_rows(Sb, s_ld, rows, cols, l + b * g.L + i0);
         // O[i0 : i0+rows] = P · V[0 : cols]
-        gemm_one_thread(false, false, rows, g.Ev, cols, T(1), S.data(), cols, V.at(b), V.ld, T(0),
-                        ob, g.Ev);
+        gemm_one_thread(false, false, rows, g.Ev, cols, T(1), Sb, s_ld, V.at(b), V.ld, T(0), ob,
+                        Out.ld);
       }
     }
   }
@@ -203,18 +242,19 @@ void probabilities_from_scores(T* S, const T* lse, int64_t rows, int64_t cols) {
   }
 }
 
-// dS [rows, cols] (dP on entry) = P ∘ (dP − D) in place, D_i = Σ_d dO_id·O_id (O, dO [rows, Ev]).
+// dS [rows, cols] (dP on entry) = P ∘ (dP − D) in place, D_i = Σ_d dO_id·O_id (P, O, dO [rows, Ev]
+// with rows p_ld, o_ld and do_ld apart).
 template <class T>
-void score_gradients(T* dS, const T* P, const T* O, const T* dO, int64_t rows, int64_t cols,
-                     int64_t Ev) {
+void score_gradients(T* dS, const T* P, int64_t p_ld, const T* O, int64_t o_ld, const T* dO,
+                     int64_t do_ld, int64_t rows, int64_t cols, int64_t Ev) {
   for (int64_t r = 0; r < rows; ++r) {
-    const T* o_i = O + r * Ev;
-    const T* do_i = dO + r * Ev;
+    const T* o_i = O + r * o_ld;
+    const T* do_i = dO + r * do_ld;
     double acc = 0;
 #pragma omp simd reduction(+ : acc)
     for (int64_t d = 0; d < Ev; ++d) acc += static_cast<double>(do_i[d]) * o_i[d];
     const T D = static_cast<T>(acc);
-    const T* p = P + r * cols;
+    const T* p = P + r * p_ld;
     T* ds = dS + r * cols;
 #pragma omp simd
     for (int64_t j = 0; j < cols; ++j) ds[j] = p[j] * (ds[j] - D);
@@ -223,54 +263,61 @@ void score_gradients(T* dS, const T* P, const T* O, const T* dO, int64_t rows, i
 
 template <class T>
 void backward_impl(const SdpaInputs& in, const Geometry& g, const Tensor& out, const Tensor& lse,
-                   const Tensor& dout, Tensor* dq, Tensor* dk, Tensor* dv, Tensor* dmask) {
+                   const Tensor* probs, const Tensor& dout, Tensor* dq, Tensor* dk, Tensor* dv,
+                   Tensor* dmask) {
   const Matrices<T> Q = matrices<T>(in.q, g.batches), K = matrices<T>(in.k, g.batches);
-  const Matrices<T> V = matrices<T>(in.v, g.batches);
+  const Matrices<T> V = matrices<T>(in.v, g.batches), O = matrices<T>(out, g.batches);
+  const Matrices<T> dO = matrices<T>(dout, g.batches);
   const MaskView<T> mv = mask_view<T>(in.mask, g.batches);
-  const T* o = out.data<T>();
+  const WritableMatrices<T> dQ = writable_matrices<T>(dq, g.batches),
+                            dK = writable_matrices<T>(dk, g.batches);
+  const WritableMatrices<T> dV = writable_matrices<T>(dv, g.batches);
   const T* l = lse.data<T>();
-  const T* gout = dout.data<T>();
-  T* dqp = dq ? dq->data<T>() : nullptr;
-  T* dkp = dk ? dk->data<T>() : nullptr;
-  T* dvp = dv ? dv->data<T>() : nullptr;
+  const T* kept = probs ? probs->data<T>() : nullptr;
   T* dmp = dmask ? dmask->data<T>() : nullptr;
   const T scale = static_cast<T>(in.scale);
-  const bool need_ds = dqp || dkp || dmp;
+  const bool need_ds = dq || dk || dmp;
 #pragma omp parallel if (g.work() > kSdpaParallelWork)
   {
     const int64_t block = std::min(kRowBlock, g.L);
-    std::vector<T> P(block * g.S), dS(need_ds ? block * g.S : 0);
+    std::vector<T> P(kept ? 0 : block * g.S), dS(need_ds ? block * g.S : 0);
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < g.batches; ++b) {
-      T* dkb = dkp ? dkp + b * g.S * g.E : nullptr;
-      T* dvb = dvp ? dvp + b * g.S * g.Ev : nullptr;
-      if (dkb) std::fill(dkb, dkb + g.S * g.E, T(0));
-      if (dvb) std::fill(dvb, dvb + g.S * g.Ev, T(0));
+      T* dkb = dk ? dK.at(b) : nullptr;
+      T* dvb = dv ? dV.at(b) : nullptr;
+      if (dkb) zero_matrix_rows(dkb, g.S, g.E, dK.ld);
+      if (dvb) zero_matrix_rows(dvb, g.S, g.Ev, dV.ld);
       if (dmp) std::fill(dmp + b * g.L * g.S, dmp + (b + 1) * g.L * g.S, T(0));
       for (int64_t i0 = 0; i0 < g.L; i0 += kRowBlock) {
         const int64_t rows = std::min(kRowBlock, g.L - i0),
                       cols = block_cols(g, in.causal, i0, rows);
         const T* q_blk = Q.at(b) + i0 * Q.ld;
-        const T* do_blk = gout + (b * g.L + i0) * g.Ev;
-        T* dq_blk = dqp ? dqp + (b * g.L + i0) * g.E : nullptr;
+        const T* do_blk = dO.at(b) + i0 * dO.ld;
+        T* dq_blk = dq ? dQ.at(b) + i0 * dQ.ld : nullptr;
         if (cols == 0) {
-          if (dq_blk) std::fill(dq_blk, dq_blk + rows * g.E, T(0));
+          if (dq_blk) zero_matrix_rows(dq_blk, rows, g.E, dQ.ld);
           continue;
         }
-        // P [rows, cols] = exp(scale·Q_blk·K[0:cols]ᵀ + mask − lse)
-        gemm_one_thread(false, true, rows, cols, g.E, scale, q_blk, Q.ld, K.at(b), K.ld, T(0),
-                        P.data(), cols);
-        add_masks(P.data(), rows, cols, i0, b, mv, in.causal);
-        probabilities_from_scores(P.data(), l + b * g.L + i0, rows, cols);
+        // P [rows, cols] (rows p_ld apart): the forward's, or exp(scale·Q_blk·K[0:cols]ᵀ + mask −
+        // lse)
+        const T* Pb = kept ? kept + (b * g.L + i0) * g.S : P.data();
+        const int64_t p_ld = kept ? g.S : cols;
+        if (!kept) {
+          gemm_one_thread(false, true, rows, cols, g.E, scale, q_blk, Q.ld, K.at(b), K.ld, T(0),
+                          P.data(), cols);
+          add_masks(P.data(), cols, rows, cols, i0, b, mv, in.causal);
+          probabilities_from_scores(P.data(), l + b * g.L + i0, rows, cols);
+        }
         // dV[0:cols] += Pᵀ · dO_blk
         if (dvb)
-          gemm_one_thread(true, false, cols, g.Ev, rows, T(1), P.data(), cols, do_blk, g.Ev, T(1),
-                          dvb, g.Ev);
+          gemm_one_thread(true, false, cols, g.Ev, rows, T(1), Pb, p_ld, do_blk, dO.ld, T(1), dvb,
+                          dV.ld);
         if (!need_ds) continue;
         // dP [rows, cols] = dO_blk · V[0:cols]ᵀ, then dS = P ∘ (dP − D) in place
-        gemm_one_thread(false, true, rows, cols, g.Ev, T(1), do_blk, g.Ev, V.at(b), V.ld, T(0),
+        gemm_one_thread(false, true, rows, cols, g.Ev, T(1), do_blk, dO.ld, V.at(b), V.ld, T(0),
                         dS.data(), cols);
-        score_gradients(dS.data(), P.data(), o + (b * g.L + i0) * g.Ev, do_blk, rows, cols, g.Ev);
+        score_gradients(dS.data(), Pb, p_ld, O.at(b) + i0 * O.ld, O.ld, do_blk, dO.ld, rows, cols,
+                        g.Ev);
         if (dmp)
           for (int64_t r = 0; r < rows; ++r)
             std::copy(dS.data() + r * cols, dS.data() + (r + 1) * cols,
@@ -278,16 +325,35 @@ void backward_impl(const SdpaInputs& in, const Geometry& g, const Tensor& out, c
         // dQ_blk = scale · dS · K[0:cols];  dK[0:cols] += scale · dSᵀ · Q_blk
         if (dq_blk)
           gemm_one_thread(false, false, rows, g.E, cols, scale, dS.data(), cols, K.at(b), K.ld,
-                          T(0), dq_blk, g.E);
+                          T(0), dq_blk, dQ.ld);
         if (dkb)
           gemm_one_thread(true, false, cols, g.E, rows, scale, dS.data(), cols, q_blk, Q.ld, T(1),
-                          dkb, g.E);
+                          dkb, dK.ld);
       }
     }
   }
 }
 
-void check_out(const Tensor* t, const Shape& shape, DType dtype, const char* what) {
+// t has the batch axes' product Bt and matrix axes [rows, cols] (shape: [Bt, rows, cols]), the
+// dtype, and a layout the kernels can read or write in place: the last axis of stride 1 and rows at
+// least a row apart (contiguous, or heads seen in a wider [N, L, H·hd] tensor).
+void check_sdpa_strided(const Tensor* t, const Shape& shape, DType dtype, const char* what) {
+  if (!t) return;
+  const int64_t rows = shape[1], cols = shape[2];
+  bool ok = t->defined() && t->dim() >= 2 && t->dtype() == dtype && t->size(-2) == rows &&
+            t->size(-1) == cols;
+  int64_t batches = 1;
+  for (int64_t a = 0; ok && a < t->dim() - 2; ++a) batches *= t->size(a);
+  ok = ok && batches == shape[0] && (cols <= 1 || t->strides()[t->dim() - 1] == 1) &&
+       (rows <= 1 || t->strides()[t->dim() - 2] >= cols);
+  if (!ok)
+    throw std::invalid_argument(fmt::format(
+        "scaled_dot_product_attention kernel: {} must be a {} {} (batch axes of any shape, the "
+        "last axis of stride 1), got {}",
+        what, shape_str(shape), dtype_name(dtype), t->defined() ? t->describe() : "undefined"));
+}
+
+void check_sdpa_contiguous(const Tensor* t, const Shape& shape, DType dtype, const char* what) {
   if (!t) return;
   if (!t->defined() || t->shape() != shape || t->dtype() != dtype || !t->is_contiguous())
     throw std::invalid_argument(fmt::format(
@@ -297,31 +363,34 @@ void check_out(const Tensor* t, const Shape& shape, DType dtype, const char* wha
 
 }  // namespace
 
-void sdpa_forward(const SdpaInputs& in, Tensor& out, Tensor& lse) {
+void sdpa_forward(const SdpaInputs& in, Tensor& out, Tensor& lse, Tensor* probs) {
   const Geometry g = geometry_of(in);
-  check_out(&out, {g.batches, g.L, g.Ev}, in.q.dtype(), "out");
-  check_out(&lse, {g.batches, g.L}, in.q.dtype(), "lse");
+  check_sdpa_strided(&out, {g.batches, g.L, g.Ev}, in.q.dtype(), "out");
+  check_sdpa_contiguous(&lse, {g.batches, g.L}, in.q.dtype(), "lse");
+  check_sdpa_contiguous(probs, {g.batches, g.L, g.S}, in.q.dtype(), "probs");
   if (out.numel() == 0) return;
   dispatch_float(in.q.dtype(), "scaled_dot_product_attention",
-                 [&]<class T>() { forward_impl<T>(in, g, out, lse); });
+                 [&]<class T>() { forward_impl<T>(in, g, out, lse, probs); });
 }
 
 void sdpa_backward(const SdpaInputs& in, const Tensor& out, const Tensor& lse, const Tensor& dout,
-                   Tensor* dq, Tensor* dk, Tensor* dv, Tensor* dmask) {
+                   Tensor* dq, Tensor* dk, Tensor* dv, Tensor* dmask, const Tensor* probs) {
   const Geometry g = geometry_of(in);
   const DType dt = in.q.dtype();
-  check_out(&out, {g.batches, g.L, g.Ev}, dt, "out");
-  check_out(&lse, {g.batches, g.L}, dt, "lse");
-  check_out(&dout, {g.batches, g.L, g.Ev}, dt, "dout");
-  check_out(dq, {g.batches, g.L, g.E}, dt, "dq");
-  check_out(dk, {g.batches, g.S, g.E}, dt, "dk");
-  check_out(dv, {g.batches, g.S, g.Ev}, dt, "dv");
-  check_out(dmask, {g.batches, g.L, g.S}, dt, "dmask");
+  check_sdpa_strided(&out, {g.batches, g.L, g.Ev}, dt, "out");
+  check_sdpa_contiguous(&lse, {g.batches, g.L}, dt, "lse");
+  check_sdpa_strided(&dout, {g.batches, g.L, g.Ev}, dt, "dout");
+  check_sdpa_strided(dq, {g.batches, g.L, g.E}, dt, "dq");
+  check_sdpa_strided(dk, {g.batches, g.S, g.E}, dt, "dk");
+  check_sdpa_strided(dv, {g.batches, g.S, g.Ev}, dt, "dv");
+  check_sdpa_contiguous(dmask, {g.batches, g.L, g.S}, dt, "dmask");
+  check_sdpa_contiguous(probs, {g.batches, g.L, g.S}, dt, "probs");
   for (Tensor* t : {dq, dk, dv, dmask})  // empty products: zeros (the loops below skip them)
     if (t && (g.L == 0 || g.S == 0 || g.Ev == 0)) t->fill(0.0);
   if (g.L == 0 || g.S == 0 || g.Ev == 0 || g.batches == 0) return;
-  dispatch_float(dt, "scaled_dot_product_attention",
-                 [&]<class T>() { backward_impl<T>(in, g, out, lse, dout, dq, dk, dv, dmask); });
+  dispatch_float(dt, "scaled_dot_product_attention", [&]<class T>() {
+    backward_impl<T>(in, g, out, lse, probs, dout, dq, dk, dv, dmask);
+  });
 }
 
 // ---- references: explicit loops in double over the whole L×S matrix ---------------------------

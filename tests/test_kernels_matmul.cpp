@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <type_traits>
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
@@ -92,8 +93,9 @@ void check_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, T be
 
 TEST_CASE_TEMPLATE("gemm matches ref_gemm on odd shapes, every transpose flag, padded ld", T, float,
                    double) {
-  const int64_t shapes[][3] = {{1, 1, 1},    {3, 5, 7},  {17, 33, 9},
-                               {65, 1, 129}, {1, 70, 3}, {130, 67, 45}};
+  // the last: float32 cuts its long K into pieces summed in order
+  const int64_t shapes[][3] = {{1, 1, 1},  {3, 5, 7},     {17, 33, 9},   {65, 1, 129},
+                               {1, 70, 3}, {130, 67, 45}, {64, 48, 4100}};
   for (auto& s : shapes)
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
@@ -326,6 +328,23 @@ TEST_CASE_TEMPLATE("add_column_sums equals the reference bit for bit", T, float,
   }
 }
 
+TEST_CASE_TEMPLATE("linear_relu equals relu(linear(·)) bit for bit, values and gradients", T, float,
+                   double) {
+  const DType dt = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+  auto run = [&](bool fused) {
+    Tensor x = rand_t({3, 40, 24}, 31, dt), w = rand_t({36, 24}, 32, dt), b = rand_t({36}, 33, dt);
+    x.set_requires_grad(true), w.set_requires_grad(true), b.set_requires_grad(true);
+    const Tensor y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
+    backward(y, rand_t(y.shape(), 34, dt));
+    return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad()};
+  };
+  const std::vector<Tensor> fused = run(true), plain = run(false);
+  for (size_t i = 0; i < fused.size(); ++i) {
+    CAPTURE(i);
+    CHECK(same_bytes(fused[i], plain[i]));
+  }
+}
+
 TEST_CASE("matmul, batched matmul and their backwards are bit-identical at 1 and 2 threads") {
   struct Result {
     std::vector<Tensor> tensors;
@@ -368,8 +387,14 @@ TEST_CASE("matmul, batched matmul and their backwards are bit-identical at 1 and
     x4.set_requires_grad(true);
     Tensor zr = linear_rope(x4, w, bias, 13, 10000.0);
     backward(zr, rand_t(zr.shape(), 19, DType::f32));
-    for (Tensor t : {y, y2, z, q.grad(), k.grad(), q2.grad(), k2.grad(), x.grad(), w.grad(),
-                     bias.grad(), za, res.grad(), x3.grad(), zr, x4.grad()})
+    // linear_relu, and a weight gradient over 2,050 rows: K cut into pieces (kernels_matmul.h)
+    Tensor x5 = rand_t({2050, 130}, 20, DType::f32), w5 = rand_t({96, 130}, 21, DType::f32);
+    x5.set_requires_grad(true), w5.set_requires_grad(true);
+    Tensor zl = linear_relu(x5, w5, slice(bias.detach(), 0, 0, 96));
+    backward(zl, rand_t(zl.shape(), 22, DType::f32));
+    for (Tensor t :
+         {y, y2, z, q.grad(), k.grad(), q2.grad(), k2.grad(), x.grad(), w.grad(), bias.grad(), za,
+          res.grad(), x3.grad(), zr, x4.grad(), zl, x5.grad(), w5.grad()})
       r.tensors.push_back(t);
     return r;
   };

@@ -1,6 +1,7 @@
 // Tests of scaled_dot_product_attention (autograd/ops_sdpa.cpp, kernels in tensor/kernels_sdpa.h):
 // the fast kernels against their double references (masks, causal, cross-attention, broadcast and
-// strided inputs, empty rows), float32 bit identity at 1 and 2 threads, values and gradients of
+// strided inputs, empty rows, the probabilities kept), packed_self_attention against the split
+// heads, float32 bit identity at 1 and 2 threads, values and gradients of
 // sum(y ⊙ G) against PyTorch 1.13 (boolean mask with an empty row, a differentiated additive mask,
 // causal with L > S), second derivatives (create_graph) and the errors. The goldens were generated
 // offline by tools/torch_goldens_attention.py (its "sdpa." rows).
@@ -368,6 +369,15 @@ TEST_CASE("sdpa kernels match their references (masks, causal, cross, strided, e
       check_close(dk.to_vector(), rk.to_vector(), tolerance);
       check_close(dv.to_vector(), rv.to_vector(), tolerance);
       check_close(dm.to_vector(), rm.to_vector(), tolerance);
+      // the probabilities kept by the forward and read by the backward: the same values
+      Tensor probs = Tensor::empty({Bt, L, S}, dt);
+      sdpa_forward(in, out, lse, &probs);
+      check_close(out.to_vector(), ref_sdpa_forward(in).to_vector(), tolerance);
+      sdpa_backward(in, out, lse, dout, &dq, &dk, &dv, &dm, &probs);
+      check_close(dq.to_vector(), rq.to_vector(), tolerance);
+      check_close(dk.to_vector(), rk.to_vector(), tolerance);
+      check_close(dv.to_vector(), rv.to_vector(), tolerance);
+      check_close(dm.to_vector(), rm.to_vector(), tolerance);
     }
   }
 }
@@ -393,6 +403,42 @@ TEST_CASE("scaled_dot_product_attention: float32 bits are the same at 1 and 2 th
     }
     return r;
   });
+}
+
+TEST_CASE("packed_self_attention equals the split heads through scaled_dot_product_attention") {
+  // qkv [N 2, L 5, 3·E] with E 8 in 2 heads; masks: none, [L, L], [N, 1, 1, L], [N, H, L, L]
+  for (DType dt : {DType::f64, DType::f32}) {
+    const double tolerance = dt == DType::f64 ? 1e-13 : 2e-6;
+    const int64_t N = 2, L = 5, E = 8, H = 2;
+    for (const Shape& mask_shape : {Shape{}, Shape{L, L}, Shape{N, 1, 1, L}, Shape{N, H, L, L}}) {
+      CAPTURE(shape_str(mask_shape));
+      auto run = [&](bool packed) {
+        Tensor qkv = random_tensor({N, L, 3 * E}, 31, -1.5, 1.5, false).to(dt);
+        qkv.set_requires_grad(true);
+        Tensor m;
+        if (!mask_shape.empty())
+          m = random_tensor(mask_shape, 32, -2, 2, false).to(dt).set_requires_grad(true);
+        Tensor y;
+        if (packed) {
+          y = packed_self_attention(qkv, H, m);
+        } else {
+          auto split = [&](int64_t part) {
+            return permute(reshape(slice(qkv, 2, part * E, (part + 1) * E), {N, L, H, E / H}),
+                           {0, 2, 1, 3});
+          };
+          const Tensor o = scaled_dot_product_attention(split(0), split(1), split(2), m);
+          y = reshape(permute(o, {0, 2, 1, 3}), {N, L, E});
+        }
+        backward(sum(mul(y, random_tensor(y.shape(), 33, -1, 1, false).to(dt))));
+        std::vector<std::vector<double>> r{y.to_vector(), qkv.grad().to_vector()};
+        if (m.defined()) r.push_back(m.grad().to_vector());
+        return r;
+      };
+      const auto packed = run(true), split = run(false);
+      REQUIRE(packed.size() == split.size());
+      for (size_t i = 0; i < packed.size(); ++i) check_close(packed[i], split[i], tolerance);
+    }
+  }
 }
 
 TEST_CASE("scaled_dot_product_attention matches torch 1.13 (forward and gradients)") {

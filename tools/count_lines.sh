@@ -5,7 +5,7 @@
 # Usage: tools/count_lines.sh [REV]   (REV: count a commit instead of the work tree; no budget check)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CORE_BUDGET=20730  # the line budget: code lines of tensor/ + autograd/ + nn/ (stated here only).
+CORE_BUDGET=20970  # the line budget: code lines of tensor/ + autograd/ + nn/ (stated here only).
 # Raised from 8,000 when the op set a user builds models with (about forty ops, the graph, init,
 # containers) took the core from 6.9k to 9.4k lines, and from 10,500 when the graph's guards
 # (version checks, a second, recorded backward for every op that has one, tensor and module
@@ -40,11 +40,13 @@ CORE_BUDGET=20730  # the line budget: code lines of tensor/ + autograd/ + nn/ (s
 # (tensor/quantized_matrix.h: quantising, the panel GEMMs and the GEMV that dequantise inside the
 # kernel, their references; the quantized_linear op and its gradient-check rows; nn/quantize.h),
 # and to 20,660 when bf16 convolutions got their own choices (float32 Winograd on large images, the
-# small images' weight gradient per block of output channels over the whole batch), and to 20,730
+# small images' weight gradient per block of output channels over the whole batch), and to 20,970
 # when the CNN step's serial parts went to both threads (dropout's mask built over the threads,
 # batch norm's and max pooling's input gradients written whole without a serial zero-fill, the
-# conv weight gradient's chunk sums by blocks of weights, deeper GEMMs cut in smaller pieces):
-# growth past it is a decision, not a drift.
+# conv weight gradient's chunk sums by blocks of weights, deeper GEMMs cut in smaller pieces) and
+# the encoder layer's step lost its copies and passes (packed_self_attention on the one
+# in-projection, the attention kernels writing strided heads and keeping the probabilities,
+# linear_relu, the K-cut weight-gradient GEMM): growth past it is a decision, not a drift.
 rev="${1:-}"
 
 list_files() {  # tracked .h/.cpp files under $1 (not in its sub-folders when $2 = top)
