@@ -92,6 +92,71 @@ elif [ -e "$prefix/lib/pkgconfig/depthgrad-mpi.pc" ]; then
 fi
 echo "package: MPI component $with_mpi"
 
+# The programs built without the examples' CMake project (with pkg-config, the consumer with its
+# own nn/layers.h, the thread probe) compile one after another in the background from here, beside
+# the single-threaded configure steps and example runs below (ctest gives this script two cores);
+# each is waited for where it was built before, its output shown when it fails.
+flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs depthgrad)
+mpi_flags=""
+if [ "$with_mpi" = ON ]; then
+  mpi_flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs depthgrad-mpi)
+fi
+mkdir -p "$work/collision/nn"
+cat > "$work/collision/nn/layers.h" <<'EOF'
+#pragma once
+struct ConsumerLayers {
+  int count = 3;
+};
+EOF
+cat > "$work/collision/main.cpp" <<'EOF'
+#include <depthgrad/depthgrad.h>
+
+#include "nn/layers.h"  // the consumer's own header, beside depthgrad's nn/layers.h
+
+int main() {
+  ConsumerLayers mine;
+  dg::Norm norm(dg::Norm::Kind::rms, 4, 1e-6);
+  return mine.count == 3 && !norm.parameters().empty() ? 0 : 1;
+}
+EOF
+cat > "$work/collision/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.20)
+project(collision LANGUAGES CXX)
+find_package(depthgrad CONFIG REQUIRED)
+add_executable(collision main.cpp)
+target_include_directories(collision PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(collision PRIVATE depthgrad::depthgrad)
+EOF
+side_build() {  # NAME COMMAND...: output in $work/NAME.build.log, then NAME.built or NAME.failed
+  local name=$1
+  shift
+  if "$@" > "$work/$name.build.log" 2>&1; then touch "$work/$name.built"; else touch "$work/$name.failed"; fi
+}
+(
+  set +e
+  # shellcheck disable=SC2086  # word splitting of the flag lists is intended
+  side_build pc_example "$cxx" -O2 $extra "$example/custom_op.cpp" -o "$work/pc_example" $flags
+  if [ "$with_mpi" = ON ]; then
+    # shellcheck disable=SC2086
+    side_build pc_mlp_mpi "$cxx" -O2 $extra "$example/mlp_regression.cpp" -o "$work/pc_mlp_mpi" $mpi_flags
+  fi
+  side_build collision bash -c 'cmake -S "$1/collision" -B "$1/collision-build" -DCMAKE_PREFIX_PATH="$2" \
+    -DCMAKE_CXX_FLAGS="$3" -DCMAKE_EXE_LINKER_FLAGS="$3" && cmake --build "$1/collision-build"' \
+    collision "$work" "$prefix" "$extra"
+  # shellcheck disable=SC2086
+  side_build pc_collision "$cxx" -O1 $extra -I"$work/collision" "$work/collision/main.cpp" -o "$work/pc_collision" $flags
+  # shellcheck disable=SC2086
+  side_build threads_probe "$cxx" -O1 $extra "$(dirname "$0")/support/threads_probe.cpp" -o "$work/threads_probe" $flags
+) &
+side_builds=$!
+trap 'wait "$side_builds"; rm -rf "$work"' EXIT
+side_wait() {  # NAME: waits for NAME's build; fails with its output when it failed
+  while [ ! -e "$work/$1.built" ] && [ ! -e "$work/$1.failed" ] && kill -0 "$side_builds" 2> /dev/null; do
+    sleep 0.1
+  done
+  [ -e "$work/$1.built" ] || { cat "$work/$1.build.log" >&2; echo "package_consumer: building $1 failed" >&2; exit 1; }
+}
+
 echo "== find_package(depthgrad CONFIG)"
 # Asking for the component mpi: REQUIRED works with it, and fails with a clear message without it.
 mkdir -p "$work/component"
@@ -150,9 +215,7 @@ awk '/^step/ { if (first == "") first = $NF; last = $NF }
   "$work/quickstart.log"
 
 echo "== pkg-config depthgrad"
-flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs depthgrad)
-# shellcheck disable=SC2086  # word splitting of the flag lists is intended
-"$cxx" -O2 $extra "$example/custom_op.cpp" -o "$work/pc_example" $flags
+side_wait pc_example
 DEPTHGRAD_THREADS=1 "$work/pc_example" > "$work/pc_run.log" || { cat "$work/pc_run.log"; exit 1; }
 tail -1 "$work/pc_run.log"
 echo "== over MPI ranks: 2 ranks x accum 1 against 1 process x accum 2"
@@ -221,9 +284,7 @@ if [ "$with_mpi" = ON ] && [ -n "$mpirun" ] && command -v "$mpirun" > /dev/null;
   echo "-- an error on rank 1 alone ends the 2-rank job in $took s: $(grep -m1 '^mlp_regression: error' "$work/mpi-error.log" | cut -c1-60)..."
   # The same program built without CMake: pkg-config depthgrad-mpi (its Cflags carry
   # DEPTHGRAD_WITH_MPI; Requires brings depthgrad and Open MPI's ompi-c).
-  mpi_flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs depthgrad-mpi)
-  # shellcheck disable=SC2086  # word splitting of the flag lists is intended
-  "$cxx" -O2 $extra "$example/mlp_regression.cpp" -o "$work/pc_mlp_mpi" $mpi_flags
+  side_wait pc_mlp_mpi
   mpi "$work/pc_mlp_mpi" --steps 12 --log-steps 1 --max-mse 1e9 > "$work/pc_mlp_mpi.log" 2>&1 ||
     { cat "$work/pc_mlp_mpi.log"; exit 1; }
   same_bits "mlp_regression (pkg-config depthgrad-mpi)" "$work/mlp_regression-accum2.log" "$work/pc_mlp_mpi.log" 12
@@ -232,43 +293,13 @@ else
 fi
 
 echo "== a consumer with its own nn/layers.h (CMake and pkg-config)"
-mkdir -p "$work/collision/nn"
-cat > "$work/collision/nn/layers.h" <<'EOF'
-#pragma once
-struct ConsumerLayers {
-  int count = 3;
-};
-EOF
-cat > "$work/collision/main.cpp" <<'EOF'
-#include <depthgrad/depthgrad.h>
-
-#include "nn/layers.h"  // the consumer's own header, beside depthgrad's nn/layers.h
-
-int main() {
-  ConsumerLayers mine;
-  dg::Norm norm(dg::Norm::Kind::rms, 4, 1e-6);
-  return mine.count == 3 && !norm.parameters().empty() ? 0 : 1;
-}
-EOF
-cat > "$work/collision/CMakeLists.txt" <<'EOF'
-cmake_minimum_required(VERSION 3.20)
-project(collision LANGUAGES CXX)
-find_package(depthgrad CONFIG REQUIRED)
-add_executable(collision main.cpp)
-target_include_directories(collision PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(collision PRIVATE depthgrad::depthgrad)
-EOF
-cmake -S "$work/collision" -B "$work/collision-build" -DCMAKE_PREFIX_PATH="$prefix" \
-  -DCMAKE_CXX_FLAGS="$extra" -DCMAKE_EXE_LINKER_FLAGS="$extra" > "$work/collision.log" 2>&1 &&
-  cmake --build "$work/collision-build" >> "$work/collision.log" 2>&1 || { cat "$work/collision.log"; exit 1; }
+side_wait collision
 "$work/collision-build/collision"
-# shellcheck disable=SC2086
-"$cxx" -O1 $extra -I"$work/collision" "$work/collision/main.cpp" -o "$work/pc_collision" $flags
+side_wait pc_collision
 "$work/pc_collision"
 
 echo "== the thread environment applies without a call"
-# shellcheck disable=SC2086
-"$cxx" -O1 $extra "$(dirname "$0")/support/threads_probe.cpp" -o "$work/threads_probe" $flags
+side_wait threads_probe
 probe() { env -u DEPTHGRAD_THREADS -u OMP_NUM_THREADS "$@" "$work/threads_probe" "${probe_args[@]}"; }
 expect() {  # expect WANT ENV...: the probe prints "WANT WANT"
   local want=$1 got
