@@ -200,13 +200,14 @@ void rope_heads(G& g, const std::string& y, const Tensor& like,
                 const std::vector<std::string>& dims, int64_t heads, double base,
                 const std::string& output);
 
-// linear (and linear_add: + residual; linear_rope: RoPE on each head of the projection): Gemm for
-// a 2-D input, else MatMul by Wᵀ and Add.
+// linear (and linear_add: + residual; linear_rope: RoPE on each head of the projection;
+// linear_relu: then Relu): Gemm for a 2-D input, else MatMul by Wᵀ and Add.
 void export_linear(G& g, const Op& op) {
   const Tensor &x = op.inputs[0], &bias = op.inputs[2], &residual = op.inputs[3];
   const int64_t heads = int_attr(op, "rope_heads");
   std::string y;
-  const std::string name = residual.defined() || heads ? g.fresh("Linear") : out(g, op);
+  const bool relu = op.op == "linear_relu";
+  const std::string name = residual.defined() || heads || relu ? g.fresh("Linear") : out(g, op);
   if (x.dim() == 2) {
     std::vector<std::string> inputs = {in(g, op, 0), in(g, op, 1)};
     if (bias.defined()) inputs.push_back(in(g, op, 2));
@@ -220,6 +221,7 @@ void export_linear(G& g, const Op& op) {
   std::vector<std::string> dims = g.dims(x);
   dims.back() = "";
   if (residual.defined()) g.node("Add", {in(g, op, 3), y}, {out(g, op)});
+  if (relu) g.node("Relu", {y}, {out(g, op)});
   if (heads) rope_heads(g, y, op.outputs[0], dims, heads, real_attr(op, "rope_base"), out(g, op));
   g.set_dims(op.outputs[0], dims);
 }
@@ -634,6 +636,7 @@ std::vector<OpExporterEntry> basic_op_exporters() {
       {"linear", export_linear},
       {"linear_add", export_linear},
       {"linear_rope", export_linear},
+      {"linear_relu", export_linear},
       {"depth_mix", export_depth_mix},
       {"conv2d", export_conv},
       {"conv1d", export_conv},
