@@ -49,20 +49,9 @@ Tensor dropout(const Tensor& x, double p, bool training, TorchGenerator& generat
   if (!training || p == 0.0 || x.numel() == 0) return x;  // torch returns the input itself
   Tensor noise = dropout_noise(x, p, generator);
   Tensor out;
-  // One parallel pass: out = x ⊙ noise, mul's expression and bits. Traced, mul runs (the op trace
-  // records dropout as that product: the ONNX exporter writes it as a Mul by the constant noise).
-  if (x.is_contiguous() && !tracing()) {
-    out = Tensor::empty(x.shape(), x.dtype());
-    dispatch_float(x.dtype(), op, [&]<class T>() {
-      const T *xs = x.data<T>(), *ns = noise.data<T>();
-      T* o = out.data<T>();
-      const int64_t n = x.numel();
-#pragma omp parallel for simd if (parallel : n > kParallelGrain) schedule(static)
-      for (int64_t k = 0; k < n; ++k) o[k] = xs[k] * ns[k];
-    });
-  } else {
+  {
     NoGradGuard no_grad;
-    out = mul(x, noise);
+    out = mul(x, noise);  // over the threads, as any product; traced, the ONNX exporter's Mul
   }
   if (should_record({x}))
     record(op, {x}, out,

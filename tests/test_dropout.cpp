@@ -60,7 +60,7 @@ TEST_CASE("dropout: the mask follows the generator only (seed, dtype, thread cou
   CHECK(same_bits(one, run(2, DType::f32, 9)));
   CHECK(same_bits(one, run(2, DType::f64, 9)));  // same mask; the values round to the same floats
   CHECK(!same_bits(one, run(1, DType::f32, 10)));
-  // a strided view of the same values (mul's path) gives the fused contiguous path's bits
+  // a strided view of the same values gives the contiguous input's bits (the mask is by position)
   for (int threads : {1, 2}) {
     set_threads(threads);
     TorchGenerator gen(9);
